@@ -1,0 +1,49 @@
+// NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
+// equal or one of them 1, and the result takes the larger. An unknown dim (-1) against
+// 1 stays unknown; against n > 1 it becomes n.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include <weft/core/shape.hpp>
+
+namespace weft {
+
+// The broadcast dims of a and b, or nullopt when they do not broadcast.
+inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
+                                                                const std::vector<std::int64_t>& b) {
+  std::size_t rank = std::max(a.size(), b.size());
+  std::vector<std::int64_t> out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    std::int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    std::int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da == 1)
+      out[i] = db;
+    else if (db == 1)
+      out[i] = da;
+    else if (da < 0)
+      out[i] = db;
+    else if (db < 0 || da == db)
+      out[i] = da;
+    else
+      return std::nullopt;
+  }
+  return out;
+}
+
+inline std::optional<partial_shape> broadcast(const partial_shape& a, const partial_shape& b) {
+  if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_rank();
+  auto dims = broadcast_dims(a.dims(), b.dims());
+  if (!dims) return std::nullopt;
+  return partial_shape(std::move(*dims));
+}
+
+inline std::optional<shape> broadcast(const shape& a, const shape& b) {
+  auto dims = broadcast_dims(a.dims(), b.dims());
+  if (!dims) return std::nullopt;
+  return shape(std::move(*dims));
+}
+
+}  // namespace weft

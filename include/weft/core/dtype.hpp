@@ -1,0 +1,176 @@
+// dtype: the element types of the whitepaper (§2) and their C++ counterparts.
+// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <type_traits>
+
+#include <weft/core/error.hpp>
+
+namespace weft {
+
+enum class dtype : std::uint8_t {
+  invalid = 0,
+  boolean,
+  int8,
+  int16,
+  int32,
+  int64,
+  uint8,
+  uint16,
+  uint32,
+  uint64,
+  float16,
+  bfloat16,
+  float32,
+  float64,
+  complex64,
+  complex128,
+};
+
+inline constexpr int dtype_count = 16;
+
+using half = Eigen::half;
+using bfloat16 = Eigen::bfloat16;
+using complex64 = std::complex<float>;
+using complex128 = std::complex<double>;
+
+inline constexpr std::string_view name(dtype t) noexcept {
+  switch (t) {
+    case dtype::invalid: return "invalid";
+    case dtype::boolean: return "bool";
+    case dtype::int8: return "int8";
+    case dtype::int16: return "int16";
+    case dtype::int32: return "int32";
+    case dtype::int64: return "int64";
+    case dtype::uint8: return "uint8";
+    case dtype::uint16: return "uint16";
+    case dtype::uint32: return "uint32";
+    case dtype::uint64: return "uint64";
+    case dtype::float16: return "float16";
+    case dtype::bfloat16: return "bfloat16";
+    case dtype::float32: return "float32";
+    case dtype::float64: return "float64";
+    case dtype::complex64: return "complex64";
+    case dtype::complex128: return "complex128";
+  }
+  return "invalid";
+}
+
+inline std::ostream& operator<<(std::ostream& out, dtype t) { return out << name(t); }
+
+// Parses a dtype name as name() prints it; throws on anything else.
+inline dtype parse_dtype(std::string_view s) {
+  for (int i = 1; i < dtype_count; ++i)
+    if (name(static_cast<dtype>(i)) == s) return static_cast<dtype>(i);
+  fail(error_code::invalid_argument, "unknown dtype '", s, "'");
+}
+
+inline constexpr std::size_t size_of(dtype t) noexcept {
+  switch (t) {
+    case dtype::boolean:
+    case dtype::int8:
+    case dtype::uint8: return 1;
+    case dtype::int16:
+    case dtype::uint16:
+    case dtype::float16:
+    case dtype::bfloat16: return 2;
+    case dtype::int32:
+    case dtype::uint32:
+    case dtype::float32: return 4;
+    case dtype::int64:
+    case dtype::uint64:
+    case dtype::float64:
+    case dtype::complex64: return 8;
+    case dtype::complex128: return 16;
+    case dtype::invalid: return 0;
+  }
+  return 0;
+}
+
+inline constexpr bool is_floating(dtype t) noexcept {
+  return t == dtype::float16 || t == dtype::bfloat16 || t == dtype::float32 || t == dtype::float64;
+}
+inline constexpr bool is_complex(dtype t) noexcept {
+  return t == dtype::complex64 || t == dtype::complex128;
+}
+inline constexpr bool is_integer(dtype t) noexcept {
+  return t >= dtype::int8 && t <= dtype::uint64;
+}
+
+template <class T> struct dtype_traits;  // undefined: T is not a weft element type
+#define WEFT_DETAIL_DTYPE(T, D)                         \
+  template <> struct dtype_traits<T> {                  \
+    static constexpr dtype value = dtype::D;            \
+  }
+WEFT_DETAIL_DTYPE(bool, boolean);
+WEFT_DETAIL_DTYPE(std::int8_t, int8);
+WEFT_DETAIL_DTYPE(std::int16_t, int16);
+WEFT_DETAIL_DTYPE(std::int32_t, int32);
+WEFT_DETAIL_DTYPE(std::int64_t, int64);
+WEFT_DETAIL_DTYPE(std::uint8_t, uint8);
+WEFT_DETAIL_DTYPE(std::uint16_t, uint16);
+WEFT_DETAIL_DTYPE(std::uint32_t, uint32);
+WEFT_DETAIL_DTYPE(std::uint64_t, uint64);
+WEFT_DETAIL_DTYPE(half, float16);
+WEFT_DETAIL_DTYPE(bfloat16, bfloat16);
+WEFT_DETAIL_DTYPE(float, float32);
+WEFT_DETAIL_DTYPE(double, float64);
+WEFT_DETAIL_DTYPE(complex64, complex64);
+WEFT_DETAIL_DTYPE(complex128, complex128);
+#undef WEFT_DETAIL_DTYPE
+
+template <class T>
+concept element = requires { dtype_traits<std::remove_cv_t<T>>::value; };
+
+template <element T>
+inline constexpr dtype dtype_of = dtype_traits<std::remove_cv_t<T>>::value;
+
+template <class T> struct type_tag { using type = T; };
+
+// Calls f(type_tag<T>{}) for the C++ type T of `t`, restricted to the listed types;
+// any other dtype calls on_other(). Kernels use it to instantiate only what they support.
+template <class... Ts, class F, class G>
+decltype(auto) dispatch(dtype t, F&& f, G&& on_other) {
+  using result = decltype(f(type_tag<float>{}));
+  if constexpr (std::is_void_v<result>) {
+    bool hit = ((t == dtype_of<Ts> ? (f(type_tag<Ts>{}), true) : false) || ...);
+    if (!hit) on_other();
+  } else {
+    result r{};
+    bool hit = ((t == dtype_of<Ts> ? (r = f(type_tag<Ts>{}), true) : false) || ...);
+    if (!hit) return on_other();
+    return r;
+  }
+}
+
+template <class... Ts> struct type_list {};
+
+using all_types = type_list<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
+                            std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
+                            complex64, complex128>;
+using real_number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
+                                    std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float,
+                                    double>;
+using number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
+                               std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
+                               complex64, complex128>;
+using float_types = type_list<half, bfloat16, float, double>;
+using float_complex_types = type_list<half, bfloat16, float, double, complex64, complex128>;
+using index_types = type_list<std::int32_t, std::int64_t>;
+
+template <class List> struct dispatcher;
+template <class... Ts> struct dispatcher<type_list<Ts...>> {
+  template <class F, class G>
+  static decltype(auto) run(dtype t, F&& f, G&& on_other) {
+    return dispatch<Ts...>(t, static_cast<F&&>(f), static_cast<G&&>(on_other));
+  }
+};
+
+}  // namespace weft

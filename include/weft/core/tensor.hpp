@@ -1,0 +1,251 @@
+// tensor: a dtype, a shape and a reference-counted, 64-byte-aligned buffer from a
+// device's allocator. Copies share the buffer; reshape() and slice() are zero-copy views.
+// Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
+// which is what makes sharing by reference count safe across concurrent steps.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <initializer_list>
+#include <new>
+#include <ostream>
+#include <span>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <weft/core/allocator.hpp>
+#include <weft/core/dtype.hpp>
+#include <weft/core/error.hpp>
+#include <weft/core/shape.hpp>
+
+namespace weft {
+
+namespace detail {
+
+// The header lives in the same allocation as host data (one allocation per tensor);
+// the data starts one alignment unit after it.
+struct buffer {
+  std::atomic<int> refs{1};
+  allocator* alloc;
+  std::size_t bytes;
+  void* data;
+
+  static buffer* create(allocator& alloc, std::size_t bytes) {
+    void* block = alloc.allocate(buffer_alignment + bytes);
+    auto* b = new (block) buffer;
+    b->alloc = &alloc;
+    b->bytes = bytes;
+    b->data = static_cast<char*>(block) + buffer_alignment;
+    return b;
+  }
+  void ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
+  void unref() noexcept {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      allocator* a = alloc;
+      std::size_t total = buffer_alignment + bytes;
+      this->~buffer();
+      a->deallocate(this, total);
+    }
+  }
+};
+static_assert(sizeof(buffer) <= buffer_alignment);
+
+}  // namespace detail
+
+class tensor {
+ public:
+  tensor() = default;
+
+  // An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
+  // callers fill it before anyone else sees it.
+  tensor(weft::dtype type, weft::shape s, allocator& alloc = cpu_allocator::global())
+      : dtype_(type), shape_(std::move(s)) {
+    if (type == weft::dtype::invalid) fail(error_code::invalid_argument, "tensor: invalid dtype");
+    std::size_t bytes = static_cast<std::size_t>(shape_.num_elements()) * size_of(type);
+    buf_ = detail::buffer::create(alloc, bytes);
+    data_ = buf_->data;
+  }
+
+  tensor(const tensor& o) noexcept : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), data_(o.data_) {
+    if (buf_) buf_->ref();
+  }
+  tensor(tensor&& o) noexcept
+      : dtype_(o.dtype_), shape_(std::move(o.shape_)), buf_(std::exchange(o.buf_, nullptr)),
+        data_(std::exchange(o.data_, nullptr)) {}
+  tensor& operator=(const tensor& o) noexcept {
+    tensor(o).swap(*this);
+    return *this;
+  }
+  tensor& operator=(tensor&& o) noexcept {
+    tensor(std::move(o)).swap(*this);
+    return *this;
+  }
+  ~tensor() {
+    if (buf_) buf_->unref();
+  }
+  void swap(tensor& o) noexcept {
+    std::swap(dtype_, o.dtype_);
+    std::swap(shape_, o.shape_);
+    std::swap(buf_, o.buf_);
+    std::swap(data_, o.data_);
+  }
+
+  // Factories from host values.
+  template <element T>
+  static tensor from_vector(const std::vector<T>& values, weft::shape s) {
+    if (static_cast<std::int64_t>(values.size()) != s.num_elements())
+      fail(error_code::invalid_argument, "tensor::from_vector: ", values.size(), " values for shape ", s,
+           " (", s.num_elements(), " elements)");
+    tensor t(dtype_of<T>, std::move(s));
+    T* out = t.data<T>();
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+    return t;
+  }
+  template <element T>
+  static tensor from_vector(const std::vector<T>& values) {
+    return from_vector(values, weft::shape{static_cast<std::int64_t>(values.size())});
+  }
+  template <element T>
+  static tensor of(weft::shape s, std::initializer_list<T> values) {
+    return from_vector(std::vector<T>(values), std::move(s));
+  }
+  template <element T>
+  static tensor scalar(T value) {
+    tensor t(dtype_of<T>, weft::shape{});
+    *t.data<T>() = value;
+    return t;
+  }
+  template <element T>
+  static tensor filled(weft::shape s, T value) {
+    tensor t(dtype_of<T>, std::move(s));
+    T* out = t.data<T>();
+    for (std::int64_t i = 0, n = t.num_elements(); i < n; ++i) out[i] = value;
+    return t;
+  }
+  static tensor zeros(weft::dtype type, shape s) {
+    tensor t(type, std::move(s));
+    if (t.bytes()) std::memset(t.raw_data(), 0, t.bytes());
+    return t;
+  }
+
+  bool valid() const noexcept { return buf_ != nullptr; }
+  weft::dtype dtype() const noexcept { return dtype_; }
+  const weft::shape& shape() const noexcept { return shape_; }
+  int rank() const noexcept { return shape_.rank(); }
+  std::int64_t dim(int i) const { return shape_.dim(i); }
+  std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }
+  allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
+  bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
+  int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
+
+  void* raw_data() const noexcept { return data_; }
+
+  template <element T>
+  T* data() const {
+    check_type<T>();
+    return static_cast<T*>(data_);
+  }
+  template <element T>
+  std::span<T> flat() const {
+    return {data<T>(), static_cast<std::size_t>(num_elements())};
+  }
+  template <element T>
+  T scalar_value() const {
+    if (num_elements() != 1)
+      fail(error_code::invalid_argument, "tensor::scalar_value: tensor of shape ", shape_,
+           " has ", num_elements(), " elements, not 1");
+    return *data<T>();
+  }
+  template <element T>
+  std::vector<T> to_vector() const {
+    auto f = flat<T>();
+    return std::vector<T>(f.begin(), f.end());
+  }
+
+  // Zero-copy views.
+  tensor reshape(weft::shape s) const {
+    if (s.num_elements() != num_elements())
+      fail(error_code::invalid_argument, "tensor::reshape: cannot reshape ", shape_, " (", num_elements(),
+           " elements) to ", s, " (", s.num_elements(), " elements)");
+    tensor t(*this);
+    t.shape_ = std::move(s);
+    return t;
+  }
+  // Rows [begin, end) along the first dim.
+  tensor slice(std::int64_t begin, std::int64_t end) const {
+    if (rank() == 0) fail(error_code::invalid_argument, "tensor::slice: cannot slice a scalar");
+    if (begin < 0 || end < begin || end > shape_[0])
+      fail(error_code::out_of_range, "tensor::slice: rows [", begin, ", ", end, ") out of range for shape ",
+           shape_);
+    auto dims = shape_.dims();
+    std::int64_t row = dims[0] ? num_elements() / dims[0] : 0;
+    dims[0] = end - begin;
+    tensor t(*this);
+    t.shape_ = weft::shape(std::move(dims));
+    t.data_ = static_cast<char*>(data_) + static_cast<std::size_t>(begin * row) * size_of(dtype_);
+    return t;
+  }
+
+  // A deep copy with its own buffer.
+  tensor copy(allocator& alloc = cpu_allocator::global()) const {
+    tensor t(dtype_, shape_, alloc);
+    if (bytes()) std::memcpy(t.data_, data_, bytes());
+    return t;
+  }
+
+  std::string debug_string(std::int64_t max_values = 8) const;
+
+ private:
+  template <class T>
+  void check_type() const {
+    if (dtype_of<T> != dtype_)
+      fail(error_code::invalid_argument, "tensor: accessed a ", dtype_, " tensor as ", dtype_of<T>);
+  }
+
+  weft::dtype dtype_ = dtype::invalid;
+  weft::shape shape_;
+  detail::buffer* buf_ = nullptr;
+  void* data_ = nullptr;
+};
+
+namespace detail {
+template <class T>
+void print_value(std::ostream& out, const T& v) {
+  if constexpr (std::is_same_v<T, bool>)
+    out << (v ? "true" : "false");
+  else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
+    out << static_cast<float>(v);
+  else if constexpr (sizeof(T) == 1)
+    out << static_cast<int>(v);
+  else
+    out << v;
+}
+}  // namespace detail
+
+inline std::string tensor::debug_string(std::int64_t max_values) const {
+  std::ostringstream out;
+  if (!valid()) return "tensor<invalid>";
+  out << "tensor<" << dtype_ << shape_ << ">{";
+  dispatcher<all_types>::run(
+      dtype_,
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* p = static_cast<const T*>(data_);
+        std::int64_t n = num_elements();
+        for (std::int64_t i = 0; i < n && i < max_values; ++i) {
+          if (i) out << ", ";
+          detail::print_value(out, p[i]);
+        }
+        if (n > max_values) out << ", ...";
+      },
+      [] {});
+  out << '}';
+  return out.str();
+}
+
+inline std::ostream& operator<<(std::ostream& out, const tensor& t) { return out << t.debug_string(); }
+
+}  // namespace weft

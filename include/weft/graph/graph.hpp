@@ -1,0 +1,483 @@
+// graph: the runtime dataflow graph (whitepaper §2). Nodes have a unique name, an op,
+// typed attributes, data inputs `node:port`, control inputs and a requested device.
+// Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
+// rule), so a graph is always well formed; inputs must already exist, which also means
+// no cycles. graph_def import and add_control_input() check for cycles explicitly.
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/graph/op_registry.hpp>
+#include <weft/graph/shape_context.hpp>
+
+namespace weft {
+
+// One output of a node: `node:port`.
+struct output {
+  int node = -1;
+  int port = 0;
+  friend bool operator==(const output&, const output&) = default;
+  friend auto operator<=>(const output&, const output&) = default;
+};
+
+class graph;
+
+class node {
+ public:
+  int id() const noexcept { return id_; }
+  const std::string& name() const noexcept { return name_; }
+  const std::string& op() const noexcept { return def_->name; }
+  const op_def& def() const noexcept { return *def_; }
+  const attr_map& attrs() const noexcept { return attrs_; }
+  template <class T>
+  const T& attr(std::string_view key) const {
+    return get_attr<T>(attrs_, key, describe());
+  }
+  const std::vector<output>& inputs() const noexcept { return inputs_; }
+  const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
+  const std::string& device() const noexcept { return device_; }
+  int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+  int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
+  dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
+  bool input_is_ref(int i) const { return input_is_ref_.at(static_cast<std::size_t>(i)); }
+  dtype output_dtype(int i) const { return output_dtypes_.at(static_cast<std::size_t>(i)); }
+  const partial_shape& output_shape(int i) const { return output_shapes_.at(static_cast<std::size_t>(i)); }
+  bool output_is_ref(int i) const { return output_is_ref_.at(static_cast<std::size_t>(i)); }
+  output out(int port = 0) const {
+    if (port < 0 || port >= num_outputs())
+      fail(error_code::out_of_range, describe(), ": has no output ", port, " (it has ", num_outputs(), ")");
+    return {id_, port};
+  }
+  operator output() const { return out(0); }  // NOLINT: a node stands for its first output
+
+  // "node 'layer1/MatMul' (MatMul)": how every error names a node.
+  std::string describe() const { return "node '" + name_ + "' (" + def_->name + ")"; }
+
+ private:
+  friend class graph;
+  int id_ = -1;
+  std::string name_;
+  const op_def* def_ = nullptr;
+  attr_map attrs_;
+  std::vector<output> inputs_;
+  std::vector<int> control_inputs_;
+  std::string device_;
+  std::vector<dtype> input_dtypes_;
+  std::vector<bool> input_is_ref_;
+  std::vector<dtype> output_dtypes_;
+  std::vector<partial_shape> output_shapes_;
+  std::vector<bool> output_is_ref_;
+};
+
+// Options of one added node; fields left empty take the graph's current scopes.
+// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
+// also sets its device and control inputs.
+struct node_options {
+  std::string name;                 // default: the op name, made unique
+  std::vector<int> control_inputs;  // node ids
+  std::string device;
+
+  node_options() = default;
+  node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
+  node_options(std::string n) : name(std::move(n)) {}  // NOLINT
+  node_options& on(std::string d) {
+    device = std::move(d);
+    return *this;
+  }
+  node_options& after(std::vector<int> ids) {
+    control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
+    return *this;
+  }
+};
+
+// A node by names only, as a serialized or runtime-built model describes it.
+struct node_spec {
+  std::string name;
+  std::string op;
+  std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
+  attr_map attrs;
+  std::string device;
+};
+
+class graph {
+ public:
+  graph() = default;
+
+  // Adds a node; throws weft::error naming the node when it is not valid.
+  const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
+                 node_options options = {}) {
+    std::vector<int> controls = std::move(options.control_inputs);
+    for (int c : control_scope_) controls.push_back(c);
+    std::string device = options.device.empty() ? device_scope_ : options.device;
+    return add_resolved(op_name, inputs, std::move(attrs), std::move(options.name), std::move(controls),
+                        std::move(device));
+  }
+
+  // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
+  // node, duplicate names and cycles. The graph is unchanged when this throws.
+  void import(const std::vector<node_spec>& specs);
+
+  int size() const noexcept { return static_cast<int>(nodes_.size()); }
+  const node& at(int id) const {
+    if (id < 0 || id >= size()) fail(error_code::not_found, "graph: no node with id ", id);
+    return nodes_[static_cast<std::size_t>(id)];
+  }
+  const node& at(output o) const { return at(o.node); }
+  const node* find(std::string_view name) const {
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
+  }
+  const node& operator[](std::string_view name) const {
+    if (auto* n = find(name)) return *n;
+    fail(error_code::not_found, "graph: no node named '", name, "'");
+  }
+  // Resolves "name" or "name:port".
+  output resolve(std::string_view ref) const {
+    auto colon = ref.rfind(':');
+    int port = 0;
+    std::string_view node_name = ref;
+    if (colon != std::string_view::npos && colon + 1 < ref.size() &&
+        std::all_of(ref.begin() + static_cast<std::ptrdiff_t>(colon) + 1, ref.end(),
+                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      port = std::stoi(std::string(ref.substr(colon + 1)));
+      node_name = ref.substr(0, colon);
+    }
+    const node* n = find(node_name);
+    if (!n) fail(error_code::not_found, "graph: no node named '", node_name, "' (in '", ref, "')");
+    return n->out(port);
+  }
+  std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
+
+  // Adds a control edge from -> to; throws if it would close a cycle.
+  void add_control_input(int to, int from);
+
+  // RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
+  class scope_guard {
+   public:
+    explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
+    scope_guard(const scope_guard&) = delete;
+    scope_guard& operator=(const scope_guard&) = delete;
+    ~scope_guard() { pop_(); }
+
+   private:
+    std::function<void()> pop_;
+  };
+  [[nodiscard]] scope_guard name_scope(const std::string& scope) {
+    auto saved = name_scope_;
+    name_scope_ += scope + "/";
+    return scope_guard([this, saved] { name_scope_ = saved; });
+  }
+  [[nodiscard]] scope_guard device_scope(const std::string& device) {
+    auto saved = device_scope_;
+    device_scope_ = device;
+    return scope_guard([this, saved] { device_scope_ = saved; });
+  }
+  [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
+    auto saved = control_scope_;
+    control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
+    return scope_guard([this, saved] { control_scope_ = saved; });
+  }
+
+  // GraphViz DOT: one box per node (name, op, dtype and shape), dotted control edges,
+  // and one cluster per requested device.
+  void dump_dot(std::ostream& out) const;
+  std::string to_dot() const {
+    std::ostringstream out;
+    dump_dot(out);
+    return out.str();
+  }
+
+  // Common leaves, for brevity.
+  const node& constant(tensor value, node_options options = {}) {
+    auto t = value.dtype();
+    return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
+  }
+  const node& placeholder(dtype t, partial_shape s, node_options options = {}) {
+    return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
+  }
+  const node& variable(dtype t, partial_shape s, node_options options = {}) {
+    return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
+  }
+
+ private:
+  const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                           std::string name, std::vector<int> controls, std::string device);
+  std::string unique_name(std::string_view base) {
+    std::string candidate(base);
+    for (int k = 1; by_name_.count(candidate); ++k) candidate = std::string(base) + "_" + std::to_string(k);
+    return candidate;
+  }
+
+  std::deque<node> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+  std::string name_scope_;
+  std::string device_scope_;
+  std::vector<int> control_scope_;
+};
+
+inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                                       std::string name, std::vector<int> controls, std::string device) {
+  const op_def* def = op_registry::global().find(op_name);
+  std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
+  std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
+  if (!def) fail(error_code::not_found, who, ": unknown op '", op_name, "' (no op of that name is registered)");
+  if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
+  if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
+    fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
+
+  for (const auto& [key, value] : attrs.entries()) {
+    const attr_def* ad = def->find_attr(key);
+    if (!ad) fail(error_code::invalid_argument, who, ": unknown attr '", key, "'");
+    if (value.kind() != ad->kind) {
+      if (ad->kind == attr_kind::real && value.kind() == attr_kind::integer)
+        attrs.set(key, static_cast<double>(*value.get_if<std::int64_t>()));
+      else
+        fail(error_code::invalid_argument, who, ": attr '", key, "' must be ", weft::name(ad->kind), ", got ",
+             weft::name(value.kind()));
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].node < 0 || inputs[i].node >= size() || inputs[i].port < 0 ||
+        inputs[i].port >= at(inputs[i].node).num_outputs())
+      fail(error_code::invalid_argument, who, ": input ", i, " is not an output of this graph");
+
+  // Count inputs per argument; a variadic argument's count comes from its attr or the inputs.
+  std::size_t fixed_args = 0;
+  const arg_def* variadic = nullptr;
+  for (const auto& a : def->inputs) {
+    if (a.number_attr.empty())
+      ++fixed_args;
+    else
+      variadic = &a;
+  }
+  if (variadic && !attrs.contains(variadic->number_attr)) {
+    if (inputs.size() < fixed_args)
+      fail(error_code::invalid_argument, who, ": expects at least ", fixed_args, " inputs, got ", inputs.size());
+    attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
+  }
+  auto count_of = [&](const arg_def& a) -> std::size_t {
+    if (a.number_attr.empty()) return 1;
+    const attr_value* n = attrs.find(a.number_attr);
+    if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
+      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' must be a non-negative int");
+    return static_cast<std::size_t>(*n->get_if<std::int64_t>());
+  };
+  std::size_t expected = 0;
+  for (const auto& a : def->inputs) expected += count_of(a);
+  std::vector<dtype> in_types;
+  std::vector<partial_shape> in_shapes;
+  std::vector<const tensor*> in_values;
+  for (const auto& in : inputs) {
+    const node& p = at(in);
+    in_types.push_back(p.output_dtype(in.port));
+    in_shapes.push_back(p.output_shape(in.port));
+    in_values.push_back(p.op() == "Const" ? p.attrs().find("value")->get_if<tensor>() : nullptr);
+  }
+  auto input_list = [&] {
+    std::ostringstream out;
+    for (std::size_t i = 0; i < inputs.size(); ++i) out << (i ? ", " : "") << in_types[i] << in_shapes[i];
+    return out.str();
+  };
+  if (inputs.size() != expected)
+    fail(error_code::invalid_argument, who, ": expects ", expected, " inputs, got ", inputs.size(), " (",
+         input_list(), ")");
+
+  // Input dtypes: fixed ones must match; type attrs are inferred from the first input that uses them.
+  std::vector<bool> input_refs;
+  std::size_t k = 0;
+  for (const auto& a : def->inputs) {
+    for (std::size_t j = 0, n = count_of(a); j < n; ++j, ++k) {
+      dtype got = in_types[k];
+      dtype want = a.fixed;
+      if (want == dtype::invalid) {
+        if (const attr_value* v = attrs.find(a.type_attr)) {
+          if (!v->get_if<dtype>()) fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a type");
+          want = *v->get_if<dtype>();
+        } else {
+          attrs.set(a.type_attr, got);
+          want = got;
+        }
+      }
+      if (got != want)
+        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name, "' has dtype ", got, " but ",
+             a.type_attr.empty() ? std::string("the op requires ") : a.type_attr + " is ", want, " (inputs: ",
+             input_list(), ")");
+      if (a.is_ref && !at(inputs[k]).output_is_ref(inputs[k].port))
+        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name,
+             "' must be a variable reference, got a value from ", at(inputs[k]).describe());
+      input_refs.push_back(a.is_ref);
+    }
+  }
+  for (const auto& ad : def->attrs) {
+    const attr_value* v = attrs.find(ad.name);
+    if (!v) {
+      if (!ad.default_value) fail(error_code::invalid_argument, who, ": missing required attr '", ad.name, "'");
+      attrs.set(ad.name, *ad.default_value);
+      v = attrs.find(ad.name);
+    }
+    if (!ad.allowed.empty()) {
+      dtype t = *v->get_if<dtype>();
+      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
+        std::ostringstream allowed;
+        for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
+        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", t, " is not supported (allowed: ",
+             allowed.str(), ")");
+      }
+    }
+  }
+  std::vector<dtype> out_types;
+  std::vector<bool> out_refs;
+  for (const auto& a : def->outputs) {
+    dtype t = a.fixed != dtype::invalid ? a.fixed : *attrs.find(a.type_attr)->get_if<dtype>();
+    for (std::size_t j = 0, n = count_of(a); j < n; ++j) {
+      out_types.push_back(t);
+      out_refs.push_back(a.is_ref);
+    }
+  }
+  for (int c : controls)
+    if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
+
+  shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
+  if (def->shape_fn) def->shape_fn(ctx);
+
+  node n;
+  n.id_ = size();
+  n.name_ = std::move(full_name);
+  n.def_ = def;
+  n.attrs_ = std::move(attrs);
+  n.inputs_ = inputs;
+  std::sort(controls.begin(), controls.end());
+  controls.erase(std::unique(controls.begin(), controls.end()), controls.end());
+  n.control_inputs_ = std::move(controls);
+  n.device_ = std::move(device);
+  n.input_dtypes_ = std::move(in_types);
+  n.input_is_ref_ = std::move(input_refs);
+  n.output_dtypes_ = std::move(out_types);
+  n.output_shapes_ = ctx.output_shapes();
+  n.output_is_ref_ = std::move(out_refs);
+  by_name_.emplace(n.name_, n.id_);
+  nodes_.push_back(std::move(n));
+  return nodes_.back();
+}
+
+inline void graph::add_control_input(int to, int from) {
+  const node& dst = at(to);
+  at(from);
+  // from -> to closes a cycle when `to` is already an ancestor of `from`.
+  std::vector<int> stack{from};
+  std::vector<bool> seen(static_cast<std::size_t>(size()));
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (id == to)
+      fail(error_code::invalid_argument, dst.describe(), ": control input from ", at(from).describe(),
+           " would create a cycle");
+    if (seen[static_cast<std::size_t>(id)]) continue;
+    seen[static_cast<std::size_t>(id)] = true;
+    for (auto in : at(id).inputs()) stack.push_back(in.node);
+    for (int c : at(id).control_inputs()) stack.push_back(c);
+  }
+  auto& controls = nodes_[static_cast<std::size_t>(to)].control_inputs_;
+  if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
+}
+
+inline void graph::import(const std::vector<node_spec>& specs) {
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& s = specs[i];
+    if (!index.emplace(s.name, i).second || find(s.name))
+      fail(error_code::already_exists, "node '", s.name, "' (", s.op, "): a node named '", s.name,
+           "' already exists");
+  }
+  auto source_of = [&](const node_spec& s, std::string ref) {
+    if (ref.starts_with('^')) ref.erase(0, 1);
+    auto colon = ref.rfind(':');
+    auto name = colon == std::string::npos ? ref : ref.substr(0, colon);
+    if (!index.count(name) && !find(name))
+      fail(error_code::invalid_argument, "node '", s.name, "' (", s.op, "): input '", ref, "' names no node");
+    return name;
+  };
+  // Depth-first topological order; a node met again while on the stack closes a cycle.
+  std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
+  std::vector<std::size_t> order;
+  std::function<void(std::size_t)> visit = [&](std::size_t i) {
+    if (state[i] == 2) return;
+    if (state[i] == 1)
+      fail(error_code::invalid_argument, "node '", specs[i].name, "' (", specs[i].op, "): is part of a cycle");
+    state[i] = 1;
+    for (const auto& ref : specs[i].inputs) {
+      auto name = source_of(specs[i], ref);
+      if (auto it = index.find(name); it != index.end()) visit(it->second);
+    }
+    state[i] = 2;
+    order.push_back(i);
+  };
+  for (std::size_t i = 0; i < specs.size(); ++i) visit(i);
+
+  graph staged = *this;  // all or nothing
+  for (std::size_t i : order) {
+    const auto& s = specs[i];
+    std::vector<output> inputs;
+    std::vector<int> controls;
+    for (const auto& ref : s.inputs) {
+      if (ref.starts_with('^'))
+        controls.push_back(staged[ref.substr(1)].id());
+      else
+        inputs.push_back(staged.resolve(ref));
+    }
+    auto saved_scope = std::exchange(staged.name_scope_, std::string());
+    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device);
+    staged.name_scope_ = saved_scope;
+  }
+  *this = std::move(staged);
+}
+
+namespace detail {
+inline std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+}  // namespace detail
+
+inline void graph::dump_dot(std::ostream& out) const {
+  out << "digraph weft {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  std::map<std::string, std::vector<int>> by_device;
+  for (const auto& n : nodes_) by_device[n.device()].push_back(n.id());
+  int cluster = 0;
+  for (const auto& [device, ids] : by_device) {
+    std::string indent = "  ";
+    if (!device.empty()) {
+      out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << detail::dot_escape(device) << "\";\n";
+      indent = "    ";
+    }
+    for (int id : ids) {
+      const node& n = at(id);
+      out << indent << "n" << id << " [label=\"" << detail::dot_escape(n.name()) << "\\n" << n.op();
+      for (int p = 0; p < n.num_outputs(); ++p) out << "\\n" << n.output_dtype(p) << n.output_shape(p);
+      out << "\"];\n";
+    }
+    if (!device.empty()) out << "  }\n";
+  }
+  for (const auto& n : nodes_) {
+    for (const auto& in : n.inputs())
+      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"];\n";
+    for (int c : n.control_inputs()) out << "  n" << c << " -> n" << n.id() << " [style=dotted];\n";
+  }
+  out << "}\n";
+}
+
+}  // namespace weft

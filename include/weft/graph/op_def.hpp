@@ -1,0 +1,187 @@
+// op_def: what the registry knows of an op before any kernel exists: its inputs and
+// outputs, its attributes, statefulness, cost class, and its dtype and shape rule.
+//
+// Declared with TensorFlow's REGISTER_OP spelling, parsed once at registration:
+//   op_def_builder("MatMul").input("a: T").input("b: T").output("product: T")
+//       .attr("T: {float32, float64}").attr("transpose_a: bool = false")
+//   input/output:  "name: T" (a type attr), "name: int32" (a fixed dtype),
+//                  "name: N * T" (N tensors), "name: Ref(T)" (a variable reference)
+//   attr:          "name: kind [= default]" with kind one of int, float, bool, string,
+//                  type, shape, tensor, list(int), list(float), list(type), list(shape),
+//                  list(string); or "T: {dtype, ...}" for a type attr limited to those.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <weft/core/dtype.hpp>
+#include <weft/core/error.hpp>
+#include <weft/core/shape.hpp>
+#include <weft/graph/attr.hpp>
+
+namespace weft {
+
+struct arg_def {
+  std::string name;
+  dtype fixed = dtype::invalid;  // set when the dtype is fixed
+  std::string type_attr;         // else the type attr that names it
+  std::string number_attr;       // set for "N * T": the int attr counting the tensors
+  bool is_ref = false;
+};
+
+struct attr_def {
+  std::string name;
+  attr_kind kind = attr_kind::integer;
+  std::optional<attr_value> default_value;
+  std::vector<dtype> allowed;  // for type attrs: empty means any
+};
+
+class shape_context;
+
+struct op_def {
+  std::string name;
+  std::vector<arg_def> inputs;
+  std::vector<arg_def> outputs;
+  std::vector<attr_def> attrs;
+  bool stateful = false;  // never merged by CSE, never constant-folded
+  bool cheap = false;     // always run inline by the executor, whatever the tensor sizes
+  std::function<void(shape_context&)> shape_fn;
+
+  const attr_def* find_attr(std::string_view n) const {
+    for (const auto& a : attrs)
+      if (a.name == n) return &a;
+    return nullptr;
+  }
+};
+
+namespace detail {
+
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+inline bool is_dtype_name(std::string_view s) {
+  for (int i = 1; i < dtype_count; ++i)
+    if (name(static_cast<dtype>(i)) == s) return true;
+  return false;
+}
+
+inline arg_def parse_arg(std::string_view op, std::string_view spec) {
+  auto colon = spec.find(':');
+  if (colon == std::string_view::npos)
+    fail(error_code::invalid_argument, "op_def ", op, ": argument spec '", spec, "' has no ':'");
+  arg_def a;
+  a.name = std::string(trim(spec.substr(0, colon)));
+  auto type = trim(spec.substr(colon + 1));
+  if (auto star = type.find('*'); star != std::string_view::npos) {
+    a.number_attr = std::string(trim(type.substr(0, star)));
+    type = trim(type.substr(star + 1));
+  }
+  if (type.starts_with("Ref(") && type.ends_with(")")) {
+    a.is_ref = true;
+    type = trim(type.substr(4, type.size() - 5));
+  }
+  if (is_dtype_name(type))
+    a.fixed = parse_dtype(type);
+  else
+    a.type_attr = std::string(type);
+  return a;
+}
+
+inline attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text) {
+  std::string s(text);
+  switch (kind) {
+    case attr_kind::integer: return attr_value(std::stoll(s));
+    case attr_kind::real: return attr_value(std::stod(s));
+    case attr_kind::boolean:
+      if (s == "true" || s == "false") return attr_value(s == "true");
+      break;
+    case attr_kind::string:
+      if (s.size() >= 2 && s.front() == '\'' && s.back() == '\'') return attr_value(s.substr(1, s.size() - 2));
+      break;
+    case attr_kind::type: return attr_value(parse_dtype(s));
+    case attr_kind::int_list:
+      if (s == "[]") return attr_value(std::vector<std::int64_t>{});
+      break;
+    default: break;
+  }
+  fail(error_code::invalid_argument, "op_def ", op, ": cannot parse default '", text, "' for a ", name(kind),
+       " attr");
+}
+
+inline attr_def parse_attr(std::string_view op, std::string_view spec) {
+  auto colon = spec.find(':');
+  if (colon == std::string_view::npos)
+    fail(error_code::invalid_argument, "op_def ", op, ": attr spec '", spec, "' has no ':'");
+  attr_def a;
+  a.name = std::string(trim(spec.substr(0, colon)));
+  auto rest = trim(spec.substr(colon + 1));
+  std::string_view deflt;
+  if (auto eq = rest.find('='); eq != std::string_view::npos) {
+    deflt = trim(rest.substr(eq + 1));
+    rest = trim(rest.substr(0, eq));
+  }
+  if (rest.starts_with("{")) {
+    a.kind = attr_kind::type;
+    auto body = rest.substr(1, rest.size() - 2);
+    while (!body.empty()) {
+      auto comma = body.find(',');
+      a.allowed.push_back(parse_dtype(trim(body.substr(0, comma))));
+      if (comma == std::string_view::npos) break;
+      body = body.substr(comma + 1);
+    }
+  } else {
+    static constexpr attr_kind kinds[] = {
+        attr_kind::integer,  attr_kind::real,      attr_kind::boolean,   attr_kind::string,
+        attr_kind::type,     attr_kind::shape,     attr_kind::tensor,    attr_kind::int_list,
+        attr_kind::real_list, attr_kind::type_list, attr_kind::shape_list, attr_kind::string_list};
+    auto it = std::find_if(std::begin(kinds), std::end(kinds), [&](attr_kind k) { return rest == name(k); });
+    if (it == std::end(kinds)) fail(error_code::invalid_argument, "op_def ", op, ": unknown attr kind '", rest, "'");
+    a.kind = *it;
+  }
+  if (!deflt.empty()) a.default_value = parse_default(op, a.kind, deflt);
+  return a;
+}
+
+}  // namespace detail
+
+class op_def_builder {
+ public:
+  explicit op_def_builder(std::string name) { def_.name = std::move(name); }
+  op_def_builder& input(std::string_view spec) {
+    def_.inputs.push_back(detail::parse_arg(def_.name, spec));
+    return *this;
+  }
+  op_def_builder& output(std::string_view spec) {
+    def_.outputs.push_back(detail::parse_arg(def_.name, spec));
+    return *this;
+  }
+  op_def_builder& attr(std::string_view spec) {
+    def_.attrs.push_back(detail::parse_attr(def_.name, spec));
+    return *this;
+  }
+  op_def_builder& stateful(bool v = true) {
+    def_.stateful = v;
+    return *this;
+  }
+  op_def_builder& cheap(bool v = true) {
+    def_.cheap = v;
+    return *this;
+  }
+  op_def_builder& shape_fn(std::function<void(shape_context&)> f) {
+    def_.shape_fn = std::move(f);
+    return *this;
+  }
+  op_def build() const { return def_; }
+
+ private:
+  op_def def_;
+};
+
+}  // namespace weft

@@ -1,0 +1,120 @@
+// attr_map: a node's attributes, sorted by name. shape_context: what an op's shape rule
+// sees while its node is added to a graph (input dtypes, partial shapes, values of
+// constant inputs, attributes) and where it writes the output shapes.
+#pragma once
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/core/shape.hpp>
+#include <weft/core/tensor.hpp>
+#include <weft/graph/attr.hpp>
+
+namespace weft {
+
+class attr_map {
+ public:
+  using entry = std::pair<std::string, attr_value>;
+
+  attr_map() = default;
+  attr_map(std::initializer_list<entry> entries) {
+    for (const auto& e : entries) set(e.first, e.second);
+  }
+
+  void set(std::string_view key, attr_value v) {
+    auto it = lower(key);
+    if (it != entries_.end() && it->first == key)
+      it->second = std::move(v);
+    else
+      entries_.insert(it, entry(std::string(key), std::move(v)));
+  }
+  const attr_value* find(std::string_view key) const {
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
+                               [](const entry& e, std::string_view k) { return e.first < k; });
+    return it != entries_.end() && it->first == key ? &it->second : nullptr;
+  }
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+  const std::vector<entry>& entries() const noexcept { return entries_; }
+  friend bool operator==(const attr_map&, const attr_map&) = default;
+
+ private:
+  std::vector<entry>::iterator lower(std::string_view key) {
+    return std::lower_bound(entries_.begin(), entries_.end(), key,
+                            [](const entry& e, std::string_view k) { return e.first < k; });
+  }
+  std::vector<entry> entries_;
+};
+
+// Reads a typed attribute; `who` prefixes the error when it is missing or of another kind.
+template <class T>
+const T& get_attr(const attr_map& attrs, std::string_view key, const std::string& who) {
+  const attr_value* v = attrs.find(key);
+  if (!v) fail(error_code::invalid_argument, who, ": missing attr '", key, "'");
+  const T* p = v->get_if<T>();
+  if (!p) fail(error_code::invalid_argument, who, ": attr '", key, "' has kind ", name(v->kind()));
+  return *p;
+}
+
+class shape_context {
+ public:
+  shape_context(const std::string& who, const attr_map& attrs, std::vector<dtype> in_types,
+                std::vector<partial_shape> in_shapes, std::vector<const tensor*> in_values,
+                std::vector<dtype> out_types)
+      : who_(who), attrs_(attrs), in_types_(std::move(in_types)), in_shapes_(std::move(in_shapes)),
+        in_values_(std::move(in_values)), out_types_(std::move(out_types)),
+        out_shapes_(out_types_.size()) {}
+
+  int num_inputs() const noexcept { return static_cast<int>(in_shapes_.size()); }
+  int num_outputs() const noexcept { return static_cast<int>(out_types_.size()); }
+  dtype input_dtype(int i) const { return in_types_.at(static_cast<std::size_t>(i)); }
+  const partial_shape& input(int i) const { return in_shapes_.at(static_cast<std::size_t>(i)); }
+  dtype output_dtype(int i) const { return out_types_.at(static_cast<std::size_t>(i)); }
+  // The value of input i when its producer is a constant, else nullptr.
+  const tensor* input_value(int i) const { return in_values_.at(static_cast<std::size_t>(i)); }
+
+  template <class T>
+  const T& attr(std::string_view key) const {
+    return get_attr<T>(attrs_, key, who_);
+  }
+  const attr_map& attrs() const noexcept { return attrs_; }
+
+  void set_output(int i, partial_shape s) { out_shapes_.at(static_cast<std::size_t>(i)) = std::move(s); }
+  const std::vector<partial_shape>& output_shapes() const noexcept { return out_shapes_; }
+
+  // Throws invalid_argument naming the node, op, and every input's dtype and shape.
+  template <class... Parts>
+  [[noreturn]] void fail(const Parts&... parts) const {
+    std::ostringstream out;
+    out << who_ << ": ";
+    (out << ... << parts);
+    out << " (inputs:";
+    for (int i = 0; i < num_inputs(); ++i) out << (i ? ", " : " ") << input_dtype(i) << input(i);
+    out << ')';
+    throw error(error_code::invalid_argument, out.str());
+  }
+
+  // Helpers for common rules.
+  void set_output_same_as_input(int out = 0, int in = 0) { set_output(out, input(in)); }
+  // Resolves a possibly negative axis against a known rank, failing when out of range.
+  int canonical_axis(std::int64_t axis, int rank) const {
+    if (axis < -rank || axis >= std::max(rank, 1))
+      fail("axis ", axis, " is out of range for rank ", rank);
+    return static_cast<int>(axis < 0 ? axis + rank : axis);
+  }
+
+ private:
+  const std::string& who_;
+  const attr_map& attrs_;
+  std::vector<dtype> in_types_;
+  std::vector<partial_shape> in_shapes_;
+  std::vector<const tensor*> in_values_;
+  std::vector<dtype> out_types_;
+  std::vector<partial_shape> out_shapes_;
+};
+
+}  // namespace weft

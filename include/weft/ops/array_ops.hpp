@@ -1,0 +1,312 @@
+// Array ops: sources (Const, Placeholder), views and rearrangements, and shape queries.
+//   Reshape(x, shape)          one -1 in shape takes the remaining size
+//   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
+//   ConcatV2(values..., axis)  dims equal except along axis, which sums
+//   Split(axis, value)         num_split equal parts along axis
+//   Slice(x, begin, size)      size -1 means "to the end"
+//   Pad(x, paddings)           paddings is (rank, 2): before and after, zero-filled
+//   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
+//   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
+//   OneHot(indices, depth, on, off; axis=-1)
+#pragma once
+
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/ops/common.hpp>
+
+namespace weft::ops {
+
+inline std::vector<op_def> array_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("Const")
+                     .output("output: dtype")
+                     .attr("value: tensor")
+                     .attr("dtype: type")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto& v = c.attr<tensor>("value");
+                       if (v.dtype() != c.attr<dtype>("dtype"))
+                         c.fail("value has dtype ", v.dtype(), " but attr dtype is ", c.attr<dtype>("dtype"));
+                       c.set_output(0, v.shape());
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Placeholder")
+                     .output("output: dtype")
+                     .attr("dtype: type")
+                     .attr("shape: shape")
+                     .cheap()
+                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
+                     .build());
+  defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: type").cheap()
+                     .shape_fn(same_shape).build());
+  defs.push_back(op_def_builder("NoOp").cheap().build());
+
+  defs.push_back(op_def_builder("Reshape")
+                     .input("tensor: T")
+                     .input("shape: Tshape")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("Tshape: {int32, int64}")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       auto dims = constant_ints(c, 1);
+                       if (!dims) return shape_from_input(c, 1);
+                       int wild = -1;
+                       std::int64_t known = 1;
+                       for (std::size_t i = 0; i < dims->size(); ++i) {
+                         if ((*dims)[i] == -1) {
+                           if (wild >= 0) c.fail("shape ", attr_value(*dims), " has more than one -1");
+                           wild = static_cast<int>(i);
+                         } else if ((*dims)[i] < 0) {
+                           c.fail("negative dimension ", (*dims)[i], " in shape ", attr_value(*dims));
+                         } else {
+                           known *= (*dims)[i];
+                         }
+                       }
+                       const auto& in = c.input(0);
+                       if (in.fully_known()) {
+                         std::int64_t n = in.to_shape().num_elements();
+                         if (wild >= 0) {
+                           if (known == 0 || n % known != 0)
+                             c.fail("cannot reshape ", in, " (", n, " elements) to ", attr_value(*dims));
+                           (*dims)[static_cast<std::size_t>(wild)] = n / known;
+                         } else if (known != n) {
+                           c.fail("cannot reshape ", in, " (", n, " elements) to ", attr_value(*dims), " (", known,
+                                  " elements)");
+                         }
+                       }
+                       c.set_output(0, partial_shape(*dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Transpose")
+                     .input("x: T")
+                     .input("perm: Tperm")
+                     .output("y: T")
+                     .attr("T: type")
+                     .attr("Tperm: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       auto perm = constant_ints(c, 1);
+                       const auto& in = c.input(0);
+                       if (!perm || !in.rank_known()) return;
+                       if (static_cast<int>(perm->size()) != in.rank())
+                         c.fail("perm ", attr_value(*perm), " has ", perm->size(), " entries for rank ", in.rank());
+                       std::vector<std::int64_t> out;
+                       std::vector<bool> seen(perm->size());
+                       for (auto p : *perm) {
+                         if (p < 0 || p >= in.rank() || seen[static_cast<std::size_t>(p)])
+                           c.fail("perm ", attr_value(*perm), " is not a permutation of 0..", in.rank() - 1);
+                         seen[static_cast<std::size_t>(p)] = true;
+                         out.push_back(in[static_cast<int>(p)]);
+                       }
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("ConcatV2")
+                     .input("values: N * T")
+                     .input("axis: Tidx")
+                     .output("output: T")
+                     .attr("N: int")
+                     .attr("T: type")
+                     .attr("Tidx: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       int n = c.num_inputs() - 1;
+                       if (n < 1) c.fail("needs at least one value to concatenate");
+                       auto axis = constant_ints(c, n);
+                       int rank = -1;
+                       for (int i = 0; i < n; ++i)
+                         if (c.input(i).rank_known()) {
+                           if (rank >= 0 && c.input(i).rank() != rank)
+                             c.fail("values have different ranks (", rank, " vs ", c.input(i).rank(), ")");
+                           rank = c.input(i).rank();
+                         }
+                       if (rank < 0) return;
+                       if (rank == 0) c.fail("cannot concatenate scalars");
+                       if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(rank));
+                       int a = c.canonical_axis((*axis)[0], rank);
+                       std::vector<std::int64_t> out(static_cast<std::size_t>(rank), unknown_dim);
+                       std::int64_t sum = 0;
+                       for (int i = 0; i < n; ++i) {
+                         if (!c.input(i).rank_known()) { sum = -1; continue; }
+                         for (int d = 0; d < rank; ++d) {
+                           auto v = c.input(i)[d];
+                           if (d == a) {
+                             sum = (sum < 0 || v < 0) ? -1 : sum + v;
+                           } else if (v >= 0) {
+                             auto& o = out[static_cast<std::size_t>(d)];
+                             if (o >= 0 && o != v)
+                               c.fail("dimension ", d, " differs between values (", o, " vs ", v, ")");
+                             o = v;
+                           }
+                         }
+                       }
+                       out[static_cast<std::size_t>(a)] = sum;
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Split")
+                     .input("axis: int32")
+                     .input("value: T")
+                     .output("output: num_split * T")
+                     .attr("num_split: int")
+                     .attr("T: type")
+                     .shape_fn([](shape_context& c) {
+                       auto k = c.attr<std::int64_t>("num_split");
+                       if (k < 1) c.fail("num_split must be at least 1, got ", k);
+                       auto axis = constant_ints(c, 0);
+                       const auto& in = c.input(1);
+                       if (!axis || !in.rank_known()) return;
+                       int a = c.canonical_axis((*axis)[0], in.rank());
+                       auto dims = in.dims();
+                       auto& d = dims[static_cast<std::size_t>(a)];
+                       if (d >= 0 && d % k != 0) c.fail("dimension ", a, " of size ", d, " does not split into ", k);
+                       if (d >= 0) d /= k;
+                       for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Slice")
+                     .input("input: T")
+                     .input("begin: Index")
+                     .input("size: Index")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("Index: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       auto begin = constant_ints(c, 1);
+                       auto size = constant_ints(c, 2);
+                       const auto& in = c.input(0);
+                       if (!size) return;
+                       std::vector<std::int64_t> out(*size);
+                       for (std::size_t i = 0; i < out.size(); ++i) {
+                         if (out[i] == -1) {
+                           out[i] = (begin && in.rank_known() && in[static_cast<int>(i)] >= 0)
+                                        ? in[static_cast<int>(i)] - (*begin)[i]
+                                        : unknown_dim;
+                         } else if (out[i] < -1) {
+                           c.fail("negative size ", out[i], " at dim ", i);
+                         }
+                       }
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Pad")
+                     .input("input: T")
+                     .input("paddings: Tpaddings")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("Tpaddings: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       auto pads = constant_ints(c, 1);
+                       const auto& in = c.input(0);
+                       if (!pads || !in.rank_known()) return;
+                       if (pads->size() != 2 * static_cast<std::size_t>(in.rank()))
+                         c.fail("paddings must have shape [", in.rank(), ",2]");
+                       auto dims = in.dims();
+                       for (std::size_t i = 0; i < dims.size(); ++i) {
+                         if ((*pads)[2 * i] < 0 || (*pads)[2 * i + 1] < 0) c.fail("negative padding at dim ", i);
+                         if (dims[i] >= 0) dims[i] += (*pads)[2 * i] + (*pads)[2 * i + 1];
+                       }
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Tile")
+                     .input("input: T")
+                     .input("multiples: Tmultiples")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("Tmultiples: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       auto m = constant_ints(c, 1);
+                       const auto& in = c.input(0);
+                       if (!m || !in.rank_known()) return;
+                       if (m->size() != static_cast<std::size_t>(in.rank()))
+                         c.fail("multiples has ", m->size(), " entries for rank ", in.rank());
+                       auto dims = in.dims();
+                       for (std::size_t i = 0; i < dims.size(); ++i) {
+                         if ((*m)[i] < 0) c.fail("negative multiple ", (*m)[i], " at dim ", i);
+                         if (dims[i] >= 0) dims[i] *= (*m)[i];
+                       }
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("GatherV2")
+                     .input("params: Tparams")
+                     .input("indices: Tindices")
+                     .input("axis: Taxis")
+                     .output("output: Tparams")
+                     .attr("Tparams: type")
+                     .attr("Tindices: {int32, int64}")
+                     .attr("Taxis: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       auto axis = constant_ints(c, 2);
+                       const auto& p = c.input(0);
+                       const auto& idx = c.input(1);
+                       if (!axis || !p.rank_known() || !idx.rank_known()) return;
+                       if (p.rank() == 0) c.fail("params must have rank at least 1");
+                       int a = c.canonical_axis((*axis)[0], p.rank());
+                       std::vector<std::int64_t> out(p.dims().begin(), p.dims().begin() + a);
+                       out.insert(out.end(), idx.dims().begin(), idx.dims().end());
+                       out.insert(out.end(), p.dims().begin() + a + 1, p.dims().end());
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("OneHot")
+                     .input("indices: TI")
+                     .input("depth: int32")
+                     .input("on_value: T")
+                     .input("off_value: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("TI: {uint8, int32, int64}")
+                     .attr("axis: int = -1")
+                     .shape_fn([](shape_context& c) {
+                       const auto& idx = c.input(0);
+                       auto depth = constant_ints(c, 1);
+                       if (depth && (*depth)[0] < 0) c.fail("depth must be non-negative, got ", (*depth)[0]);
+                       if (!idx.rank_known()) return;
+                       auto axis = c.attr<std::int64_t>("axis");
+                       if (axis < -1 || axis > idx.rank()) c.fail("axis ", axis, " out of range for rank ", idx.rank() + 1);
+                       auto dims = idx.dims();
+                       auto pos = axis == -1 ? dims.size() : static_cast<std::size_t>(axis);
+                       dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(pos), depth ? (*depth)[0] : unknown_dim);
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Shape")
+                     .input("input: T")
+                     .output("output: out_type")
+                     .attr("T: type")
+                     .attr("out_type: {int32, int64} = int32")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       c.set_output(0, partial_shape{c.input(0).rank_known() ? c.input(0).rank() : unknown_dim});
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Rank").input("input: T").output("output: int32").attr("T: type").cheap()
+                     .shape_fn(scalar_shape).build());
+  defs.push_back(op_def_builder("Size")
+                     .input("input: T")
+                     .output("output: out_type")
+                     .attr("T: type")
+                     .attr("out_type: {int32, int64} = int32")
+                     .cheap()
+                     .shape_fn(scalar_shape)
+                     .build());
+  defs.push_back(op_def_builder("Fill")
+                     .input("dims: index_type")
+                     .input("value: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("index_type: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       if (c.input(1).rank_known() && c.input(1).rank() != 0)
+                         c.fail("value must be a scalar, got shape ", c.input(1));
+                       shape_from_input(c, 0);
+                     })
+                     .build());
+  for (const char* name : {"ZerosLike", "OnesLike"})
+    defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr("T: type").shape_fn(same_shape).build());
+  return defs;
+}
+
+}  // namespace weft::ops

@@ -1,0 +1,53 @@
+// Shape-rule helpers shared by the op definition headers.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include <weft/core/broadcast.hpp>
+#include <weft/graph/shape_context.hpp>
+
+namespace weft::ops {
+
+// The values of an integer input whose producer is a constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_context& c, int i) {
+  const tensor* t = c.input_value(i);
+  if (!t) return std::nullopt;
+  std::vector<std::int64_t> v;
+  if (t->dtype() == dtype::int32)
+    for (auto x : t->flat<std::int32_t>()) v.push_back(x);
+  else if (t->dtype() == dtype::int64)
+    for (auto x : t->flat<std::int64_t>()) v.push_back(x);
+  else
+    return std::nullopt;
+  return v;
+}
+
+inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
+
+inline void broadcast_inputs(shape_context& c) {
+  partial_shape out = c.input(0);
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    auto b = broadcast(out, c.input(i));
+    if (!b) c.fail("shapes ", out, " and ", c.input(i), " are not broadcastable");
+    out = *b;
+  }
+  c.set_output(0, out);
+}
+
+inline void scalar_shape(shape_context& c) {
+  for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape{});
+}
+
+// An output shape given by an integer input holding dims (Fill, RandomUniform, ...).
+inline void shape_from_input(shape_context& c, int i) {
+  if (auto dims = constant_ints(c, i)) {
+    for (auto d : *dims)
+      if (d < 0) c.fail("negative dimension ", d, " in the requested shape");
+    c.set_output(0, partial_shape(*dims));
+  } else if (c.input(i).rank_known() && c.input(i).rank() == 1 && c.input(i)[0] >= 0) {
+    c.set_output(0, partial_shape::unknown_of_rank(static_cast<int>(c.input(i)[0])));
+  }
+}
+
+}  // namespace weft::ops

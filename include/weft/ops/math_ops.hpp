@@ -1,0 +1,96 @@
+// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
+//   unary:   y = f(x), shape(y) = shape(x)
+//   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
+//   Select:  out = cond ? t : e, all three broadcast (TensorFlow's SelectV2)
+//   Cast:    y = static_cast<DstT>(x)
+#pragma once
+
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/ops/common.hpp>
+
+namespace weft::ops {
+
+inline constexpr const char* number_type_attr =
+    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
+    "complex64, complex128}";
+inline constexpr const char* real_type_attr =
+    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64}";
+inline constexpr const char* signed_type_attr =
+    "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
+inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
+
+inline std::vector<op_def> math_op_defs() {
+  std::vector<op_def> defs;
+  auto unary = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr(types).shape_fn(same_shape).build());
+  };
+  unary("Neg", signed_type_attr);
+  unary("Abs", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
+  unary("Square", number_type_attr);
+  unary("Sqrt", float_type_attr);
+  unary("Rsqrt", float_type_attr);
+  unary("Exp", float_type_attr);
+  unary("Log", float_type_attr);
+  unary("Tanh", float_type_attr);
+  unary("Sigmoid", float_type_attr);
+  unary("Relu", real_type_attr);
+  defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
+
+  auto binary = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("y: T")
+                       .output("z: T")
+                       .attr(types)
+                       .shape_fn(broadcast_inputs)
+                       .build());
+  };
+  binary("Add", number_type_attr);
+  binary("Sub", number_type_attr);
+  binary("Mul", number_type_attr);
+  binary("Div", number_type_attr);
+  binary("Pow", "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}");
+  binary("Maximum", real_type_attr);
+  binary("Minimum", real_type_attr);
+
+  auto compare = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("y: T")
+                       .output("z: bool")
+                       .attr(types)
+                       .shape_fn(broadcast_inputs)
+                       .build());
+  };
+  compare("Greater", real_type_attr);
+  compare("GreaterEqual", real_type_attr);
+  compare("Less", real_type_attr);
+  compare("LessEqual", real_type_attr);
+  compare("Equal", "T: type");
+  compare("NotEqual", "T: type");
+  for (const char* name : {"LogicalAnd", "LogicalOr"})
+    defs.push_back(
+        op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
+
+  defs.push_back(op_def_builder("Select")
+                     .input("condition: bool")
+                     .input("t: T")
+                     .input("e: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .shape_fn(broadcast_inputs)
+                     .build());
+  defs.push_back(op_def_builder("Cast")
+                     .input("x: SrcT")
+                     .output("y: DstT")
+                     .attr("SrcT: type")
+                     .attr("DstT: type")
+                     .shape_fn(same_shape)
+                     .build());
+  return defs;
+}
+
+}  // namespace weft::ops

@@ -1,0 +1,105 @@
+// Matrix ops.
+//   MatMul(a, b; transpose_a, transpose_b)  (M,K) x (K,N) -> (M,N) after the transposes
+//   BatchMatMulV2(x, y; adj_x, adj_y)       (...,M,K) x (...,K,N) -> (...,M,N), batch dims broadcast;
+//                                           adj_* is the conjugate transpose
+//   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
+//   MatrixDeterminant(input)                (...,N,N) -> (...)
+#pragma once
+
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/ops/common.hpp>
+
+namespace weft::ops {
+
+inline constexpr const char* matmul_type_attr = "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+inline constexpr const char* linalg_type_attr = "T: {float32, float64, complex64, complex128}";
+
+inline void check_rank_at_least(shape_context& c, int i, int rank) {
+  if (c.input(i).rank_known() && c.input(i).rank() < rank)
+    c.fail("input ", i, " must have rank at least ", rank, ", got shape ", c.input(i));
+}
+
+inline std::vector<op_def> matrix_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("MatMul")
+                     .input("a: T")
+                     .input("b: T")
+                     .output("product: T")
+                     .attr(matmul_type_attr)
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .shape_fn([](shape_context& c) {
+                       const auto& a = c.input(0);
+                       const auto& b = c.input(1);
+                       for (int i = 0; i < 2; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       if (!a.rank_known() || !b.rank_known()) return c.set_output(0, partial_shape::unknown_of_rank(2));
+                       bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                       auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                       if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                       c.set_output(0, partial_shape{m, n});
+                     })
+                     .build());
+  defs.push_back(op_def_builder("BatchMatMulV2")
+                     .input("x: T")
+                     .input("y: T")
+                     .output("output: T")
+                     .attr(matmul_type_attr)
+                     .attr("adj_x: bool = false")
+                     .attr("adj_y: bool = false")
+                     .shape_fn([](shape_context& c) {
+                       check_rank_at_least(c, 0, 2);
+                       check_rank_at_least(c, 1, 2);
+                       const auto& x = c.input(0);
+                       const auto& y = c.input(1);
+                       if (!x.rank_known() || !y.rank_known()) return;
+                       bool ax = c.attr<bool>("adj_x"), ay = c.attr<bool>("adj_y");
+                       int rx = x.rank(), ry = y.rank();
+                       auto m = x[ax ? rx - 1 : rx - 2], kx = x[ax ? rx - 2 : rx - 1];
+                       auto ky = y[ay ? ry - 1 : ry - 2], n = y[ay ? ry - 2 : ry - 1];
+                       if (kx >= 0 && ky >= 0 && kx != ky) c.fail("inner dimensions differ (", kx, " vs ", ky, ")");
+                       std::vector<std::int64_t> bx(x.dims().begin(), x.dims().end() - 2);
+                       std::vector<std::int64_t> by(y.dims().begin(), y.dims().end() - 2);
+                       auto batch = broadcast_dims(bx, by);
+                       if (!batch)
+                         c.fail("batch dimensions ", partial_shape(bx), " and ", partial_shape(by),
+                                " are not broadcastable");
+                       batch->push_back(m);
+                       batch->push_back(n);
+                       c.set_output(0, partial_shape(*batch));
+                     })
+                     .build());
+  auto square = [](shape_context& c) {
+    check_rank_at_least(c, 0, 2);
+    const auto& in = c.input(0);
+    if (!in.rank_known()) return false;
+    auto r = in[in.rank() - 2], k = in[in.rank() - 1];
+    if (r >= 0 && k >= 0 && r != k) c.fail("input must hold square matrices, got shape ", in);
+    return true;
+  };
+  defs.push_back(op_def_builder("MatrixInverse")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr(linalg_type_attr)
+                     .attr("adjoint: bool = false")
+                     .shape_fn([square](shape_context& c) {
+                       if (square(c)) c.set_output(0, c.input(0));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("MatrixDeterminant")
+                     .input("input: T")
+                     .output("output: T")
+                     .attr(linalg_type_attr)
+                     .shape_fn([square](shape_context& c) {
+                       if (!square(c)) return;
+                       const auto& d = c.input(0).dims();
+                       c.set_output(0, partial_shape(std::vector<std::int64_t>(d.begin(), d.end() - 2)));
+                     })
+                     .build());
+  return defs;
+}
+
+}  // namespace weft::ops

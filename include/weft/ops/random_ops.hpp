@@ -1,0 +1,32 @@
+// Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
+// either set, the sequence of values a node produces over successive runs is
+// reproducible (the node keeps a counter, like TensorFlow's per-kernel generator).
+//   RandomUniform:        [0, 1)
+//   RandomStandardNormal: mean 0, stddev 1
+//   TruncatedNormal:      normal, redrawn until within two standard deviations
+#pragma once
+
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/ops/common.hpp>
+
+namespace weft::ops {
+
+inline std::vector<op_def> random_op_defs() {
+  std::vector<op_def> defs;
+  for (const char* name : {"RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
+    defs.push_back(op_def_builder(name)
+                       .input("shape: T")
+                       .output("output: dtype")
+                       .attr("T: {int32, int64}")
+                       .attr("dtype: {float16, bfloat16, float32, float64}")
+                       .attr("seed: int = 0")
+                       .attr("seed2: int = 0")
+                       .stateful()
+                       .shape_fn([](shape_context& c) { shape_from_input(c, 0); })
+                       .build());
+  return defs;
+}
+
+}  // namespace weft::ops

@@ -1,0 +1,81 @@
+// Reductions over any set of axes (negative axes count from the end; an empty set is the
+// identity). keep_dims keeps each reduced axis with size 1.
+//   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
+//   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
+#pragma once
+
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/ops/common.hpp>
+#include <weft/ops/math_ops.hpp>
+
+namespace weft::ops {
+
+inline void reduce_shape(shape_context& c) {
+  const auto& in = c.input(0);
+  auto axes = constant_ints(c, 1);
+  if (!in.rank_known()) return;
+  bool keep = c.attr<bool>("keep_dims");
+  if (!axes) {
+    if (keep) c.set_output(0, partial_shape::unknown_of_rank(in.rank()));
+    return;
+  }
+  std::vector<bool> reduced(static_cast<std::size_t>(in.rank()));
+  for (auto a : *axes) {
+    if (a < -in.rank() || a >= in.rank()) c.fail("reduction axis ", a, " is out of range for rank ", in.rank());
+    reduced[static_cast<std::size_t>(a < 0 ? a + in.rank() : a)] = true;
+  }
+  std::vector<std::int64_t> out;
+  for (int i = 0; i < in.rank(); ++i) {
+    if (!reduced[static_cast<std::size_t>(i)])
+      out.push_back(in[i]);
+    else if (keep)
+      out.push_back(1);
+  }
+  c.set_output(0, partial_shape(out));
+}
+
+inline std::vector<op_def> reduction_op_defs() {
+  std::vector<op_def> defs;
+  auto reduction = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name)
+                       .input("input: T")
+                       .input("reduction_indices: Tidx")
+                       .output("output: T")
+                       .attr(types)
+                       .attr("Tidx: {int32, int64}")
+                       .attr("keep_dims: bool = false")
+                       .shape_fn(reduce_shape)
+                       .build());
+  };
+  reduction("Sum", number_type_attr);
+  reduction("Mean", number_type_attr);
+  reduction("Prod", number_type_attr);
+  reduction("Max", real_type_attr);
+  reduction("Min", real_type_attr);
+  for (const char* name : {"ArgMax", "ArgMin"})
+    defs.push_back(op_def_builder(name)
+                       .input("input: T")
+                       .input("dimension: Tidx")
+                       .output("output: output_type")
+                       .attr(real_type_attr)
+                       .attr("Tidx: {int32, int64}")
+                       .attr("output_type: {int32, int64} = int64")
+                       .shape_fn([](shape_context& c) {
+                         const auto& in = c.input(0);
+                         auto axis = constant_ints(c, 1);
+                         if (!in.rank_known()) return;
+                         if (in.rank() == 0) c.fail("input must have rank at least 1");
+                         if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(in.rank() - 1));
+                         int a = c.canonical_axis((*axis)[0], in.rank());
+                         auto dims = in.dims();
+                         if (dims[static_cast<std::size_t>(a)] == 0) c.fail("cannot take ", "the extremum of an empty dimension");
+                         dims.erase(dims.begin() + a);
+                         c.set_output(0, partial_shape(dims));
+                       })
+                       .build());
+  return defs;
+}
+
+}  // namespace weft::ops

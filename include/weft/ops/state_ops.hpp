@@ -1,0 +1,66 @@
+// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
+// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
+// and that other consumers read as the variable's value when they run.
+//   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
+//   Assign(ref, value; validate_shape = true)  ref := value
+//   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
+#pragma once
+
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/ops/common.hpp>
+#include <weft/ops/math_ops.hpp>
+
+namespace weft::ops {
+
+inline std::vector<op_def> state_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("Variable")
+                     .output("ref: Ref(dtype)")
+                     .attr("shape: shape")
+                     .attr("dtype: type")
+                     .attr("container: string = ''")
+                     .attr("shared_name: string = ''")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
+                     .build());
+  defs.push_back(op_def_builder("Assign")
+                     .input("ref: Ref(T)")
+                     .input("value: T")
+                     .output("output_ref: Ref(T)")
+                     .attr("T: type")
+                     .attr("validate_shape: bool = true")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       if (!c.attr<bool>("validate_shape")) return c.set_output(0, c.input(1));
+                       const auto& r = c.input(0);
+                       const auto& v = c.input(1);
+                       if (r.rank_known() && v.rank_known()) {
+                         bool ok = r.rank() == v.rank();
+                         for (int i = 0; ok && i < r.rank(); ++i) ok = r[i] < 0 || v[i] < 0 || r[i] == v[i];
+                         if (!ok) c.fail("value of shape ", v, " does not match the variable's shape ", r);
+                       }
+                       c.set_output(0, r);
+                     })
+                     .build());
+  for (const char* name : {"AssignAdd", "AssignSub"})
+    defs.push_back(op_def_builder(name)
+                       .input("ref: Ref(T)")
+                       .input("value: T")
+                       .output("output_ref: Ref(T)")
+                       .attr(number_type_attr)
+                       .stateful()
+                       .shape_fn([](shape_context& c) {
+                         const auto& r = c.input(0);
+                         const auto& v = c.input(1);
+                         if (r.fully_known() && v.fully_known() && !(r == v))
+                           c.fail("value of shape ", v, " does not match the variable's shape ", r);
+                         c.set_output(0, r);
+                       })
+                       .build());
+  return defs;
+}
+
+}  // namespace weft::ops
