@@ -1,0 +1,71 @@
+// MatMul through a session against Eigen called directly on the same data: the Tensor
+// contraction on a ThreadPoolDevice (what the issue names) and the dense GEMM. Sizes
+// 256..2048, threads 1 and 2. GFLOP/s in the "flops" counter.
+#include <weft/weft.hpp>
+
+#include <benchmark/benchmark.h>
+
+using namespace weft;
+
+static void set_flops(benchmark::State& state, std::int64_t n) {
+  state.counters["flops"] = benchmark::Counter(2.0 * static_cast<double>(n * n * n) * static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
+static tensor ramp(std::int64_t n) {
+  tensor t(dtype::float32, {n, n});
+  auto f = t.flat<float>();
+  for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(i % 13) * 0.01f;
+  return t;
+}
+
+static void BM_weft_matmul(benchmark::State& state) {
+  auto n = state.range(0);
+  int threads = static_cast<int>(state.range(1));
+  graph g;
+  auto& a = g.placeholder(dtype::float32, {n, n}, "a");
+  auto& b = g.placeholder(dtype::float32, {n, n}, "b");
+  auto& m = g.op("MatMul", {a, b});
+  session_options o;
+  o.inter_op_threads = 0;
+  o.intra_op_threads = threads;
+  session s(g, o);
+  feed_list feeds{{a, ramp(n)}, {b, ramp(n)}};
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {m}));
+  set_flops(state, n);
+}
+
+static void BM_eigen_contraction(benchmark::State& state) {
+  auto n = state.range(0);
+  int threads = static_cast<int>(state.range(1));
+  Eigen::ThreadPool pool(threads);
+  Eigen::ThreadPoolDevice dev(&pool, threads);
+  auto ta = ramp(n), tb = ramp(n);
+  for (auto _ : state) {
+    tensor out(dtype::float32, {n, n});
+    Eigen::array<Eigen::IndexPair<Eigen::Index>, 1> dims{Eigen::IndexPair<Eigen::Index>(1, 0)};
+    eigen_map<float, 2>(out).device(dev) = eigen_map<float, 2>(ta).contract(eigen_map<float, 2>(tb), dims);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+  set_flops(state, n);
+}
+
+static void BM_eigen_gemm(benchmark::State& state) {
+  auto n = state.range(0);
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  auto ta = ramp(n), tb = ramp(n);
+  for (auto _ : state) {
+    tensor out(dtype::float32, {n, n});
+    Eigen::Map<M>(out.data<float>(), n, n).noalias() =
+        Eigen::Map<const M>(ta.data<float>(), n, n) * Eigen::Map<const M>(tb.data<float>(), n, n);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+  set_flops(state, n);
+}
+
+#define WEFT_SIZES ->ArgsProduct({{256, 512, 1024, 2048}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime()
+BENCHMARK(BM_weft_matmul) WEFT_SIZES;
+BENCHMARK(BM_eigen_contraction) WEFT_SIZES;
+BENCHMARK(BM_eigen_gemm)->ArgsProduct({{256, 512, 1024, 2048}, {1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_MAIN();

@@ -1,0 +1,433 @@
+// CPU kernels for ops/array_ops.hpp. Most are data movement and work on bytes, so one
+// instantiation serves every dtype.
+#pragma once
+
+#include <cstring>
+#include <numeric>
+
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/ops/array_ops.hpp>
+
+namespace weft::cpu {
+
+struct const_kernel final : op_kernel {
+  explicit const_kernel(const node& n) : value_(n.attr<tensor>("value")) {}
+  void compute(kernel_context& ctx) const override { ctx.set_output(0, value_); }
+  tensor value_;
+};
+
+struct placeholder_kernel final : op_kernel {
+  explicit placeholder_kernel(const node&) {}
+  void compute(kernel_context&) const override {
+    fail(error_code::invalid_argument, "a placeholder must be fed");
+  }
+};
+
+struct identity_kernel final : op_kernel {
+  explicit identity_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override { ctx.set_output(0, ctx.input(0)); }
+};
+
+struct no_op_kernel final : op_kernel {
+  explicit no_op_kernel(const node&) {}
+  void compute(kernel_context&) const override {}
+};
+
+struct reshape_kernel final : op_kernel {
+  explicit reshape_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    auto dims = int_values(ctx.input(1), "shape");
+    if (ctx.input(1).rank() > 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(1).shape());
+    int wild = -1;
+    std::int64_t known = 1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] == -1 && wild < 0) {
+        wild = static_cast<int>(i);
+      } else if (dims[i] < 0) {
+        fail(error_code::invalid_argument, "invalid dimension ", dims[i], " in shape ", attr_value(dims));
+      } else {
+        known *= dims[i];
+      }
+    }
+    if (wild >= 0) {
+      if (known == 0 || x.num_elements() % known != 0)
+        fail(error_code::invalid_argument, "cannot reshape ", x.shape(), " (", x.num_elements(), " elements) to ",
+             attr_value(dims));
+      dims[static_cast<std::size_t>(wild)] = x.num_elements() / known;
+    }
+    ctx.set_output(0, x.reshape(shape(dims)));
+  }
+};
+
+// Copies `in` (dims `in_dims`) to a fresh row-major buffer with dims permuted by `perm`.
+inline void transpose_bytes(const char* in, char* out, const std::vector<std::int64_t>& in_dims,
+                            const std::vector<std::int64_t>& perm, std::size_t elem) {
+  int rank = static_cast<int>(in_dims.size());
+  std::vector<std::int64_t> in_strides(static_cast<std::size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) in_strides[static_cast<std::size_t>(d)] = in_strides[static_cast<std::size_t>(d) + 1] * in_dims[static_cast<std::size_t>(d) + 1];
+  std::vector<std::int64_t> out_dims(static_cast<std::size_t>(rank)), strides(static_cast<std::size_t>(rank));
+  std::int64_t n = 1;
+  for (int d = 0; d < rank; ++d) {
+    out_dims[static_cast<std::size_t>(d)] = in_dims[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])];
+    strides[static_cast<std::size_t>(d)] = in_strides[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])];
+    n *= out_dims[static_cast<std::size_t>(d)];
+  }
+  if (n == 0) return;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+  std::int64_t off = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::memcpy(out + static_cast<std::size_t>(i) * elem, in + static_cast<std::size_t>(off) * elem, elem);
+    for (int d = rank - 1; d >= 0; --d) {
+      auto k = static_cast<std::size_t>(d);
+      off += strides[k];
+      if (++idx[k] < out_dims[k]) break;
+      off -= idx[k] * strides[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+struct transpose_kernel final : op_kernel {
+  explicit transpose_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    auto perm = int_values(ctx.input(1), "perm");
+    if (static_cast<int>(perm.size()) != x.rank())
+      fail(error_code::invalid_argument, "perm ", attr_value(perm), " has ", perm.size(), " entries for rank ", x.rank());
+    std::vector<bool> seen(perm.size());
+    std::vector<std::int64_t> dims;
+    for (auto p : perm) {
+      if (p < 0 || p >= x.rank() || seen[static_cast<std::size_t>(p)])
+        fail(error_code::invalid_argument, "perm ", attr_value(perm), " is not a permutation");
+      seen[static_cast<std::size_t>(p)] = true;
+      dims.push_back(x.shape()[static_cast<int>(p)]);
+    }
+    tensor& y = ctx.allocate_output(0, shape(dims));
+    transpose_bytes(static_cast<const char*>(x.raw_data()), static_cast<char*>(y.raw_data()), x.shape().dims(), perm,
+                    size_of(x.dtype()));
+  }
+};
+
+struct concat_kernel final : op_kernel {
+  explicit concat_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    int n = ctx.num_inputs() - 1;
+    const tensor& first = ctx.input(0);
+    if (first.rank() == 0) fail(error_code::invalid_argument, "cannot concatenate scalars");
+    int axis = canonical_axis(scalar_int(ctx.input(n), "axis"), first.rank());
+    auto dims = first.shape().dims();
+    dims[static_cast<std::size_t>(axis)] = 0;
+    for (int i = 0; i < n; ++i) {
+      const tensor& t = ctx.input(i);
+      bool ok = t.rank() == first.rank();
+      for (int d = 0; ok && d < t.rank(); ++d) ok = d == axis || t.shape()[d] == first.shape()[d];
+      if (!ok)
+        fail(error_code::invalid_argument, "input ", i, " has shape ", t.shape(), ", which does not match ",
+             first.shape(), " outside axis ", axis);
+      dims[static_cast<std::size_t>(axis)] += t.shape()[axis];
+    }
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    std::size_t elem = size_of(first.dtype());
+    std::int64_t outer = 1;
+    for (int d = 0; d < axis; ++d) outer *= dims[static_cast<std::size_t>(d)];
+    char* dst = static_cast<char*>(out.raw_data());
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (int i = 0; i < n; ++i) {
+        const tensor& t = ctx.input(i);
+        std::size_t chunk = static_cast<std::size_t>(outer ? t.num_elements() / outer : 0) * elem;
+        if (chunk) std::memcpy(dst, static_cast<const char*>(t.raw_data()) + static_cast<std::size_t>(o) * chunk, chunk);
+        dst += chunk;
+      }
+  }
+};
+
+struct split_kernel final : op_kernel {
+  explicit split_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(1);
+    int k = ctx.num_outputs();
+    if (x.rank() == 0) fail(error_code::invalid_argument, "cannot split a scalar");
+    int axis = canonical_axis(scalar_int(ctx.input(0), "axis"), x.rank());
+    std::int64_t size = x.shape()[axis];
+    if (size % k != 0)
+      fail(error_code::invalid_argument, "dimension ", axis, " of size ", size, " does not split into ", k, " parts");
+    auto dims = x.shape().dims();
+    dims[static_cast<std::size_t>(axis)] = size / k;
+    std::int64_t outer = 1;
+    for (int d = 0; d < axis; ++d) outer *= dims[static_cast<std::size_t>(d)];
+    std::size_t elem = size_of(x.dtype());
+    shape part(dims);
+    std::size_t chunk = static_cast<std::size_t>(outer ? part.num_elements() / outer : 0) * elem;
+    for (int i = 0; i < k; ++i) {
+      tensor& out = ctx.allocate_output(i, part);
+      for (std::int64_t o = 0; o < outer; ++o)
+        if (chunk)
+          std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<std::size_t>(o) * chunk,
+                      static_cast<const char*>(x.raw_data()) + (static_cast<std::size_t>(o) * static_cast<std::size_t>(k) + static_cast<std::size_t>(i)) * chunk, chunk);
+    }
+  }
+};
+
+// Copies the box [begin, begin + size) of `in` into `out` (row-major, dims `size`), or the
+// reverse when `scatter` (used by Pad to place the input inside a zeroed output).
+inline void copy_box(const char* in, const std::vector<std::int64_t>& in_dims, char* out,
+                     const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& size, std::size_t elem,
+                     bool scatter) {
+  int rank = static_cast<int>(in_dims.size());
+  std::int64_t n = 1;
+  for (auto s : size) n *= s;
+  if (n == 0) return;
+  if (rank == 0) return std::memcpy(out, in, elem), void();
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d) + 1] * in_dims[static_cast<std::size_t>(d) + 1];
+  std::int64_t row = size.back();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+  for (std::int64_t r = 0; r < n / row; ++r) {
+    std::int64_t off = 0;
+    for (int d = 0; d < rank; ++d) off += (begin[static_cast<std::size_t>(d)] + idx[static_cast<std::size_t>(d)]) * strides[static_cast<std::size_t>(d)];
+    char* o = out + static_cast<std::size_t>(r * row) * elem;
+    char* i = const_cast<char*>(in) + static_cast<std::size_t>(off) * elem;
+    if (scatter)
+      std::memcpy(i, o, static_cast<std::size_t>(row) * elem);
+    else
+      std::memcpy(o, i, static_cast<std::size_t>(row) * elem);
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++idx[static_cast<std::size_t>(d)] < size[static_cast<std::size_t>(d)]) break;
+      idx[static_cast<std::size_t>(d)] = 0;
+    }
+  }
+}
+
+struct slice_kernel final : op_kernel {
+  explicit slice_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    auto begin = int_values(ctx.input(1), "begin");
+    auto size = int_values(ctx.input(2), "size");
+    if (static_cast<int>(begin.size()) != x.rank() || static_cast<int>(size.size()) != x.rank())
+      fail(error_code::invalid_argument, "begin and size must have ", x.rank(), " entries, got ", begin.size(), " and ",
+           size.size());
+    for (int d = 0; d < x.rank(); ++d) {
+      auto& b = begin[static_cast<std::size_t>(d)];
+      auto& s = size[static_cast<std::size_t>(d)];
+      if (s == -1) s = x.shape()[d] - b;
+      if (b < 0 || s < 0 || b + s > x.shape()[d])
+        fail(error_code::out_of_range, "slice [", b, ", ", b + s, ") is out of range for dim ", d, " of size ",
+             x.shape()[d]);
+    }
+    tensor& out = ctx.allocate_output(0, shape(size));
+    copy_box(static_cast<const char*>(x.raw_data()), x.shape().dims(), static_cast<char*>(out.raw_data()), begin, size,
+             size_of(x.dtype()), false);
+  }
+};
+
+struct pad_kernel final : op_kernel {
+  explicit pad_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    auto pads = int_values(ctx.input(1), "paddings");
+    if (ctx.input(1).shape() != shape{x.rank(), 2})
+      fail(error_code::invalid_argument, "paddings must have shape [", x.rank(), ",2], got ", ctx.input(1).shape());
+    std::vector<std::int64_t> dims, begin;
+    for (int d = 0; d < x.rank(); ++d) {
+      auto before = pads[2 * static_cast<std::size_t>(d)], after = pads[2 * static_cast<std::size_t>(d) + 1];
+      if (before < 0 || after < 0) fail(error_code::invalid_argument, "negative padding at dim ", d);
+      dims.push_back(x.shape()[d] + before + after);
+      begin.push_back(before);
+    }
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    if (out.bytes()) std::memset(out.raw_data(), 0, out.bytes());  // all-zero bytes are zero for every dtype
+    copy_box(static_cast<const char*>(out.raw_data()), dims, static_cast<char*>(x.raw_data()), begin, x.shape().dims(),
+             size_of(x.dtype()), true);
+  }
+};
+
+struct tile_kernel final : op_kernel {
+  explicit tile_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    auto m = int_values(ctx.input(1), "multiples");
+    if (static_cast<int>(m.size()) != x.rank())
+      fail(error_code::invalid_argument, "multiples has ", m.size(), " entries for rank ", x.rank());
+    std::vector<std::int64_t> dims;
+    for (int d = 0; d < x.rank(); ++d) {
+      if (m[static_cast<std::size_t>(d)] < 0) fail(error_code::invalid_argument, "negative multiple at dim ", d);
+      dims.push_back(x.shape()[d] * m[static_cast<std::size_t>(d)]);
+    }
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    std::size_t elem = size_of(x.dtype());
+    std::int64_t n = out.num_elements();
+    int rank = x.rank();
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
+    const char* in = static_cast<const char*>(x.raw_data());
+    char* o = static_cast<char*>(out.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t off = 0;
+      for (int d = 0; d < rank; ++d) off = off * x.shape()[d] + idx[static_cast<std::size_t>(d)] % x.shape()[d];
+      std::memcpy(o + static_cast<std::size_t>(i) * elem, in + static_cast<std::size_t>(off) * elem, elem);
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++idx[static_cast<std::size_t>(d)] < dims[static_cast<std::size_t>(d)]) break;
+        idx[static_cast<std::size_t>(d)] = 0;
+      }
+    }
+  }
+};
+
+struct gather_kernel final : op_kernel {
+  explicit gather_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& p = ctx.input(0);
+    const tensor& indices = ctx.input(1);
+    if (p.rank() == 0) fail(error_code::invalid_argument, "params must have rank at least 1");
+    int axis = canonical_axis(scalar_int(ctx.input(2), "axis"), p.rank());
+    auto idx = int_values(indices, "indices");
+    std::int64_t limit = p.shape()[axis];
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      if (idx[i] < 0 || idx[i] >= limit)
+        fail(error_code::out_of_range, "indices[", i, "] = ", idx[i], " is not in [0, ", limit, ")");
+    std::vector<std::int64_t> dims(p.shape().dims().begin(), p.shape().dims().begin() + axis);
+    dims.insert(dims.end(), indices.shape().dims().begin(), indices.shape().dims().end());
+    dims.insert(dims.end(), p.shape().dims().begin() + axis + 1, p.shape().dims().end());
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    std::int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= p.shape()[d];
+    for (int d = axis + 1; d < p.rank(); ++d) inner *= p.shape()[d];
+    std::size_t chunk = static_cast<std::size_t>(inner) * size_of(p.dtype());
+    const char* in = static_cast<const char*>(p.raw_data());
+    char* o = static_cast<char*>(out.raw_data());
+    if (chunk == 0) return;
+    for (std::int64_t a = 0; a < outer; ++a)
+      for (std::size_t i = 0; i < idx.size(); ++i, o += chunk)
+        std::memcpy(o, in + (static_cast<std::size_t>(a * limit + idx[i])) * chunk, chunk);
+  }
+};
+
+struct one_hot_kernel final : op_kernel {
+  explicit one_hot_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& indices = ctx.input(0);
+    std::int64_t depth = scalar_int(ctx.input(1), "depth");
+    if (depth < 0) fail(error_code::invalid_argument, "depth must be non-negative, got ", depth);
+    const tensor& on = ctx.input(2);
+    const tensor& off = ctx.input(3);
+    if (on.num_elements() != 1 || off.num_elements() != 1)
+      fail(error_code::invalid_argument, "on_value and off_value must be scalars");
+    auto axis = ctx.attr<std::int64_t>("axis");
+    if (axis < -1 || axis > indices.rank()) fail(error_code::invalid_argument, "axis ", axis, " out of range");
+    std::vector<std::int64_t> idx;
+    if (indices.dtype() == dtype::uint8)
+      for (auto v : indices.flat<std::uint8_t>()) idx.push_back(v);
+    else
+      idx = int_values(indices, "indices");
+    auto dims = indices.shape().dims();
+    auto pos = axis == -1 ? dims.size() : static_cast<std::size_t>(axis);
+    dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(pos), depth);
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < pos; ++d) outer *= dims[d];
+    for (std::size_t d = pos + 1; d < dims.size(); ++d) inner *= dims[d];
+    std::size_t elem = size_of(out.dtype());
+    char* o = static_cast<char*>(out.raw_data());
+    for (std::int64_t a = 0; a < outer; ++a)
+      for (std::int64_t k = 0; k < depth; ++k)
+        for (std::int64_t b = 0; b < inner; ++b, o += elem) {
+          std::int64_t i = idx[static_cast<std::size_t>(a * inner + b)];
+          std::memcpy(o, (i == k ? on : off).raw_data(), elem);  // out-of-range indices give an all-off row
+        }
+  }
+};
+
+template <class Int>
+tensor int_tensor(const std::vector<std::int64_t>& v, shape s) {
+  std::vector<Int> out(v.begin(), v.end());
+  return tensor::from_vector(out, std::move(s));
+}
+
+struct shape_kernel final : op_kernel {
+  explicit shape_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const auto& dims = ctx.input(0).shape().dims();
+    shape s{static_cast<std::int64_t>(dims.size())};
+    ctx.set_output(0, ctx.node().output_dtype(0) == dtype::int32 ? int_tensor<std::int32_t>(dims, s)
+                                                                  : int_tensor<std::int64_t>(dims, s));
+  }
+};
+
+struct rank_kernel final : op_kernel {
+  explicit rank_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override { ctx.set_output(0, tensor::scalar<std::int32_t>(ctx.input(0).rank())); }
+};
+
+struct size_kernel final : op_kernel {
+  explicit size_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    auto n = ctx.input(0).num_elements();
+    ctx.set_output(0, ctx.node().output_dtype(0) == dtype::int32 ? tensor::scalar(static_cast<std::int32_t>(n))
+                                                                  : tensor::scalar(static_cast<std::int64_t>(n)));
+  }
+};
+
+inline void fill_bytes(tensor& out, const void* value) {
+  std::size_t elem = size_of(out.dtype());
+  char* o = static_cast<char*>(out.raw_data());
+  for (std::int64_t i = 0, n = out.num_elements(); i < n; ++i) std::memcpy(o + static_cast<std::size_t>(i) * elem, value, elem);
+}
+
+struct fill_kernel final : op_kernel {
+  explicit fill_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "dims must be a vector, got shape ", ctx.input(0).shape());
+    const tensor& value = ctx.input(1);
+    if (value.rank() != 0) fail(error_code::invalid_argument, "value must be a scalar, got shape ", value.shape());
+    tensor& out = ctx.allocate_output(0, shape_from_dims(int_values(ctx.input(0), "dims"), "dims"));
+    fill_bytes(out, value.raw_data());
+  }
+};
+
+struct zeros_like_kernel final : op_kernel {
+  explicit zeros_like_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
+    if (out.bytes()) std::memset(out.raw_data(), 0, out.bytes());
+  }
+};
+
+struct ones_like_kernel final : op_kernel {
+  explicit ones_like_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
+    dispatcher<kernel_all_types>::run(
+        out.dtype(),
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          T one = T(1);
+          fill_bytes(out, &one);
+        },
+        [] {});
+  }
+};
+
+inline void register_array_kernels() {
+  register_cpu_kernel<const_kernel>("Const");
+  register_cpu_kernel<placeholder_kernel>("Placeholder");
+  register_cpu_kernel<identity_kernel>("Identity");
+  register_cpu_kernel<no_op_kernel>("NoOp");
+  register_cpu_kernel<reshape_kernel>("Reshape");
+  register_cpu_kernel<transpose_kernel>("Transpose");
+  register_cpu_kernel<concat_kernel>("ConcatV2");
+  register_cpu_kernel<split_kernel>("Split");
+  register_cpu_kernel<slice_kernel>("Slice");
+  register_cpu_kernel<pad_kernel>("Pad");
+  register_cpu_kernel<tile_kernel>("Tile");
+  register_cpu_kernel<gather_kernel>("GatherV2");
+  register_cpu_kernel<one_hot_kernel>("OneHot");
+  register_cpu_kernel<shape_kernel>("Shape");
+  register_cpu_kernel<rank_kernel>("Rank");
+  register_cpu_kernel<size_kernel>("Size");
+  register_cpu_kernel<fill_kernel>("Fill");
+  register_cpu_kernel<zeros_like_kernel>("ZerosLike");
+  register_cpu_kernel<ones_like_kernel>("OnesLike");
+}
+
+}  // namespace weft::cpu

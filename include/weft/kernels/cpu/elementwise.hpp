@@ -1,0 +1,330 @@
+// CPU kernels for the elementwise ops of ops/math_ops.hpp. Equal shapes and a scalar
+// operand take vectorized Eigen array expressions over contiguous shards; other
+// broadcasts walk the output with per-input strides (0 along broadcast dims).
+#pragma once
+
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <type_traits>
+
+#include <weft/core/broadcast.hpp>
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/ops/math_ops.hpp>
+
+namespace weft::cpu {
+
+template <class T>
+using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Per-element cost hint (cycles) for sharding.
+template <class F>
+inline constexpr double cost_of = F::cost;
+
+// ---- unary -------------------------------------------------------------------------
+#define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
+  struct NAME {                                          \
+    static constexpr double cost = COST;                 \
+    template <class A>                                   \
+    static auto apply(const A& x) {                      \
+      return EXPR;                                       \
+    }                                                    \
+  }
+WEFT_DETAIL_UNARY(neg_fn, -x, 1);
+WEFT_DETAIL_UNARY(abs_fn, x.abs(), 1);
+WEFT_DETAIL_UNARY(square_fn, x.square(), 1);
+WEFT_DETAIL_UNARY(sqrt_fn, x.sqrt(), 8);
+WEFT_DETAIL_UNARY(rsqrt_fn, x.rsqrt(), 8);
+WEFT_DETAIL_UNARY(exp_fn, x.exp(), 20);
+WEFT_DETAIL_UNARY(log_fn, x.log(), 20);
+WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), 30);
+WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
+WEFT_DETAIL_UNARY(relu_fn, x.cwiseMax(typename A::Scalar(0)), 1);
+WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
+#undef WEFT_DETAIL_UNARY
+
+template <class F>
+struct unary_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node&) {}
+    void compute(kernel_context& ctx) const override {
+      const tensor& x = ctx.input(0);
+      tensor& y = ctx.allocate_output(0, x.shape());
+      const T* in = x.data<T>();
+      T* out = y.data<T>();
+      ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
+        array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
+      });
+    }
+  };
+};
+
+// ---- binary ------------------------------------------------------------------------
+// Each functor has an Eigen form (arrays or array and constant) and a scalar form.
+#define WEFT_DETAIL_BINARY(NAME, EXPR, SCALAR, COST)                   \
+  struct NAME {                                                        \
+    static constexpr double cost = COST;                               \
+    template <class A, class B>                                        \
+    static auto apply(const A& a, const B& b) {                        \
+      return EXPR;                                                     \
+    }                                                                  \
+    template <class T>                                                 \
+    static auto scalar(const T& a, const T& b) {                       \
+      return SCALAR;                                                   \
+    }                                                                  \
+  }
+WEFT_DETAIL_BINARY(add_fn, a + b, a + b, 1);
+WEFT_DETAIL_BINARY(sub_fn, a - b, a - b, 1);
+WEFT_DETAIL_BINARY(mul_fn, a * b, a * b, 1);
+WEFT_DETAIL_BINARY(div_fn, a / b, a / b, 4);
+WEFT_DETAIL_BINARY(maximum_fn, a.max(b), (a < b ? b : a), 1);
+WEFT_DETAIL_BINARY(minimum_fn, a.min(b), (b < a ? b : a), 1);
+WEFT_DETAIL_BINARY(greater_fn, a > b, a > b, 1);
+WEFT_DETAIL_BINARY(greater_equal_fn, a >= b, a >= b, 1);
+WEFT_DETAIL_BINARY(less_fn, a < b, a < b, 1);
+WEFT_DETAIL_BINARY(less_equal_fn, a <= b, a <= b, 1);
+WEFT_DETAIL_BINARY(equal_fn, a == b, a == b, 1);
+WEFT_DETAIL_BINARY(not_equal_fn, a != b, a != b, 1);
+WEFT_DETAIL_BINARY(logical_and_fn, a && b, a && b, 1);
+WEFT_DETAIL_BINARY(logical_or_fn, a || b, a || b, 1);
+#undef WEFT_DETAIL_BINARY
+
+struct pow_fn {
+  static constexpr double cost = 40;
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
+  }
+  template <class T>
+  static T scalar(const T& a, const T& b) {
+    if constexpr (std::is_integral_v<T>) {
+      T result = 1, base = a;
+      for (T e = b; e > 0; e >>= 1) {
+        if (e & 1) result = static_cast<T>(result * base);
+        base = static_cast<T>(base * base);
+      }
+      return result;
+    } else {
+      using std::pow;
+      using Eigen::numext::pow;
+      return static_cast<T>(pow(a, b));
+    }
+  }
+};
+
+// Calls f(output index, offsets into each input) for every output element, in order.
+template <std::size_t N, class F>
+void for_each_broadcast(const shape& out, const std::array<std::vector<std::int64_t>, N>& strides,
+                        std::int64_t begin, std::int64_t end, F&& f) {
+  int rank = out.rank();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(rank));
+  std::array<std::int64_t, N> off{};
+  std::int64_t rem = begin;
+  for (int d = rank - 1; d >= 0; --d) {
+    idx[static_cast<std::size_t>(d)] = rem % out[d];
+    rem /= out[d];
+    for (std::size_t k = 0; k < N; ++k) off[k] += idx[static_cast<std::size_t>(d)] * strides[k][static_cast<std::size_t>(d)];
+  }
+  for (std::int64_t i = begin; i < end; ++i) {
+    f(i, off);
+    for (int d = rank - 1; d >= 0; --d) {
+      auto& x = idx[static_cast<std::size_t>(d)];
+      for (std::size_t k = 0; k < N; ++k) off[k] += strides[k][static_cast<std::size_t>(d)];
+      if (++x < out[d]) break;
+      for (std::size_t k = 0; k < N; ++k) off[k] -= x * strides[k][static_cast<std::size_t>(d)];
+      x = 0;
+    }
+  }
+}
+
+inline shape broadcast_or_fail(const shape& a, const shape& b) {
+  auto s = broadcast(a, b);
+  if (!s) fail(error_code::invalid_argument, "shapes ", a, " and ", b, " are not broadcastable");
+  return *s;
+}
+
+template <class F, class T, class Out>
+void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
+  const T* a = x.data<T>();
+  const T* b = y.data<T>();
+  Out* out = z.data<Out>();
+  std::int64_t n = z.num_elements();
+  if (x.shape() == y.shape()) {
+    ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+      array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
+    });
+  } else if (y.num_elements() == 1 && x.shape() == z.shape()) {
+    T v = b[0];
+    ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+      array_out<Out>(out + s, e - s) =
+          F::apply(array_map<T>(a + s, e - s), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v));
+    });
+  } else if (x.num_elements() == 1 && y.shape() == z.shape()) {
+    T v = a[0];
+    ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+      array_out<Out>(out + s, e - s) =
+          F::apply(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v), array_map<T>(b + s, e - s));
+    });
+  } else {
+    std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), z.shape()),
+                                                      broadcast_strides(y.shape(), z.shape())};
+    ctx.parallel_for(n, F::cost + 4, [&](std::int64_t s, std::int64_t e) {
+      for_each_broadcast<2>(z.shape(), strides, s, e,
+                            [&](std::int64_t i, const std::array<std::int64_t, 2>& off) {
+                              out[i] = static_cast<Out>(F::scalar(a[off[0]], b[off[1]]));
+                            });
+    });
+  }
+}
+
+template <class F, bool Bool = false>
+struct binary_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node&) {}
+    void compute(kernel_context& ctx) const override {
+      using Out = std::conditional_t<Bool, bool, T>;
+      const tensor& x = ctx.input(0);
+      const tensor& y = ctx.input(1);
+      shape s = broadcast_or_fail(x.shape(), y.shape());
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_same_v<F, div_fn>) {
+        for (T v : y.flat<T>())
+          if (v == 0) fail(error_code::invalid_argument, "integer division by zero");
+      }
+      if constexpr (std::is_integral_v<T> && std::is_same_v<F, pow_fn>) {
+        for (T v : y.flat<T>())
+          if (v < 0) fail(error_code::invalid_argument, "integers to negative integer powers are not allowed");
+      }
+      tensor& z = ctx.allocate_output(0, s);
+      if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && std::is_same_v<F, div_fn>) {
+        // INT_MIN / -1 overflows (and traps on x86): compute it as the wrapped result instead.
+        const T* a = x.data<T>();
+        const T* b = y.data<T>();
+        T* out = z.data<T>();
+        std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)};
+        for_each_broadcast<2>(s, strides, 0, s.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 2>& o) {
+          T p = a[o[0]], q = b[o[1]];
+          out[i] = (q == -1) ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(p)) : static_cast<T>(p / q);
+        });
+      } else {
+        binary_compute<F, T, Out>(ctx, x, y, z);
+      }
+    }
+  };
+};
+
+// Select(condition, t, e): all three broadcast.
+template <class T>
+struct select_kernel final : op_kernel {
+  explicit select_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& c = ctx.input(0);
+    const tensor& t = ctx.input(1);
+    const tensor& e = ctx.input(2);
+    shape s = broadcast_or_fail(broadcast_or_fail(c.shape(), t.shape()), e.shape());
+    tensor& out = ctx.allocate_output(0, s);
+    const bool* pc = c.data<bool>();
+    const T* pt = t.data<T>();
+    const T* pe = e.data<T>();
+    T* po = out.data<T>();
+    std::array<std::vector<std::int64_t>, 3> strides{broadcast_strides(c.shape(), s), broadcast_strides(t.shape(), s),
+                                                      broadcast_strides(e.shape(), s)};
+    ctx.parallel_for(s.num_elements(), 6, [&](std::int64_t b, std::int64_t en) {
+      for_each_broadcast<3>(s, strides, b, en, [&](std::int64_t i, const std::array<std::int64_t, 3>& o) {
+        po[i] = pc[o[0]] ? pt[o[1]] : pe[o[2]];
+      });
+    });
+  }
+};
+
+namespace detail {
+template <class To, class From>
+To convert(const From& v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_same_v<From, complex64> || std::is_same_v<From, complex128>) {
+    if constexpr (std::is_same_v<To, complex64> || std::is_same_v<To, complex128>)
+      return To(static_cast<typename To::value_type>(v.real()), static_cast<typename To::value_type>(v.imag()));
+    else
+      return static_cast<To>(v.real());  // TensorFlow keeps the real part
+  } else if constexpr (std::is_same_v<To, complex64> || std::is_same_v<To, complex128>) {
+    return To(static_cast<typename To::value_type>(static_cast<double>(v)), 0);
+  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    // Float to int: NaN gives 0 and out-of-range values saturate, instead of undefined behaviour.
+    double d = static_cast<double>(v);
+    if (std::isnan(d)) return To(0);
+    if (d <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else if constexpr ((std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) && std::is_integral_v<From>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+}  // namespace detail
+
+struct cast_kernel final : op_kernel {
+  explicit cast_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    dtype to = ctx.node().output_dtype(0);
+    if (to == x.dtype()) return ctx.set_output(0, x);
+    tensor& y = ctx.allocate_output(0, x.shape());
+    auto unsupported = [&] { fail(error_code::unimplemented, "cast from ", x.dtype(), " to ", to); };
+    dispatcher<kernel_all_types>::run(
+        x.dtype(),
+        [&](auto from) {
+          using From = typename decltype(from)::type;
+          dispatcher<kernel_all_types>::run(
+              to,
+              [&](auto into) {
+                using To = typename decltype(into)::type;
+                const From* in = x.data<From>();
+                To* out = y.data<To>();
+                ctx.parallel_for(x.num_elements(), 2, [&](std::int64_t b, std::int64_t e) {
+                  for (std::int64_t i = b; i < e; ++i) out[i] = detail::convert<To>(in[i]);
+                });
+              },
+              unsupported);
+        },
+        unsupported);
+  }
+};
+
+inline void register_elementwise_kernels() {
+  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_signed_types{});
+  register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_real_types{});
+  register_for<unary_kernel<square_fn>::of>("Square", "T", kernel_number_types{});
+  register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", kernel_float_complex_types{});
+  register_for<unary_kernel<rsqrt_fn>::of>("Rsqrt", "T", kernel_float_complex_types{});
+  register_for<unary_kernel<exp_fn>::of>("Exp", "T", kernel_float_complex_types{});
+  register_for<unary_kernel<log_fn>::of>("Log", "T", kernel_float_complex_types{});
+  register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", kernel_float_types{});
+  register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", kernel_float_types{});
+  register_for<unary_kernel<relu_fn>::of>("Relu", "T", kernel_real_types{});
+  register_cpu_kernel<unary_kernel<logical_not_fn>::of<bool>>("LogicalNot");
+  register_for<binary_kernel<add_fn>::of>("Add", "T", kernel_number_types{});
+  register_for<binary_kernel<sub_fn>::of>("Sub", "T", kernel_number_types{});
+  register_for<binary_kernel<mul_fn>::of>("Mul", "T", kernel_number_types{});
+  register_for<binary_kernel<div_fn>::of>("Div", "T", kernel_number_types{});
+  register_for<binary_kernel<pow_fn>::of>("Pow", "T",
+                                          kernel_real_types{});
+  register_for<binary_kernel<maximum_fn>::of>("Maximum", "T", kernel_real_types{});
+  register_for<binary_kernel<minimum_fn>::of>("Minimum", "T", kernel_real_types{});
+  register_for<binary_kernel<greater_fn, true>::of>("Greater", "T", kernel_real_types{});
+  register_for<binary_kernel<greater_equal_fn, true>::of>("GreaterEqual", "T", kernel_real_types{});
+  register_for<binary_kernel<less_fn, true>::of>("Less", "T", kernel_real_types{});
+  register_for<binary_kernel<less_equal_fn, true>::of>("LessEqual", "T", kernel_real_types{});
+  register_for<binary_kernel<equal_fn, true>::of>("Equal", "T", kernel_compare_types{});
+  register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", kernel_compare_types{});
+  register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
+  register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
+  register_for<select_kernel>("Select", "T", kernel_all_types{});
+  register_cpu_kernel<cast_kernel>("Cast");
+}
+
+}  // namespace weft::cpu

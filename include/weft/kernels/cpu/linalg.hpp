@@ -1,0 +1,59 @@
+// CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
+// in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
+#pragma once
+
+#include <Eigen/LU>
+
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/ops/matrix_ops.hpp>
+
+namespace weft::cpu {
+
+inline std::int64_t square_size(const tensor& x) {
+  if (x.rank() < 2 || x.shape()[x.rank() - 1] != x.shape()[x.rank() - 2])
+    fail(error_code::invalid_argument, "input must hold square matrices, got shape ", x.shape());
+  return x.shape()[x.rank() - 1];
+}
+
+template <class T>
+struct matrix_inverse_kernel final : op_kernel {
+  explicit matrix_inverse_kernel(const node& n) : adjoint_(n.attr<bool>("adjoint")) {}
+  void compute(kernel_context& ctx) const override {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const tensor& x = ctx.input(0);
+    std::int64_t k = square_size(x);
+    tensor& out = ctx.allocate_output(0, x.shape());
+    std::int64_t batch = k ? x.num_elements() / (k * k) : 0;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      Eigen::Map<const M> in(x.data<T>() + b * k * k, k, k);
+      Eigen::Map<M> o(out.data<T>() + b * k * k, k, k);
+      Eigen::FullPivLU<M> lu(adjoint_ ? M(in.adjoint()) : M(in));
+      if (!lu.isInvertible()) fail(error_code::invalid_argument, "matrix ", b, " is not invertible");
+      o = lu.inverse();
+    }
+  }
+  bool adjoint_;
+};
+
+template <class T>
+struct matrix_determinant_kernel final : op_kernel {
+  explicit matrix_determinant_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const tensor& x = ctx.input(0);
+    std::int64_t k = square_size(x);
+    std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end() - 2);
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    T* o = out.data<T>();
+    for (std::int64_t b = 0, n = out.num_elements(); b < n; ++b)
+      o[b] = k == 0 ? T(1) : Eigen::PartialPivLU<M>(Eigen::Map<const M>(x.data<T>() + b * k * k, k, k)).determinant();
+  }
+};
+
+inline void register_linalg_kernels() {
+  using types = type_list<float, double, complex64, complex128>;
+  register_for<matrix_inverse_kernel>("MatrixInverse", "T", types{});
+  register_for<matrix_determinant_kernel>("MatrixDeterminant", "T", types{});
+}
+
+}  // namespace weft::cpu

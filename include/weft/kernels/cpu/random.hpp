@@ -1,0 +1,94 @@
+// CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
+// pure function of (seed, seed2, counter + i): the stream is reproducible and shards
+// compute independently. A node reserves a counter range per run with one atomic add.
+#pragma once
+
+#include <atomic>
+#include <cmath>
+#include <random>
+
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/ops/random_ops.hpp>
+
+namespace weft::cpu {
+
+// SplitMix64: a strong 64-bit mix, enough for simulation-grade uniform bits.
+inline std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) with 53 random bits.
+inline double uniform01(std::uint64_t key, std::uint64_t counter) {
+  return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
+}
+
+enum class distribution { uniform, normal, truncated_normal };
+
+template <distribution D>
+struct random_kernel final : op_kernel {
+  explicit random_kernel(const node& n) : dtype_(n.attr<dtype>("dtype")) {
+    auto seed = n.attr<std::int64_t>("seed"), seed2 = n.attr<std::int64_t>("seed2");
+    if (seed == 0 && seed2 == 0) {
+      std::random_device rd;
+      key_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    } else {
+      key_ = mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2));
+    }
+  }
+
+  static double normal(std::uint64_t key, std::uint64_t c) {
+    // Box-Muller on two uniforms drawn from distinct counters of the same element.
+    double u1 = uniform01(key, 2 * c), u2 = uniform01(key, 2 * c + 1);
+    return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    tensor& out = ctx.allocate_output(0, shape_from_dims(int_values(ctx.input(0), "shape"), "shape"));
+    std::int64_t n = out.num_elements();
+    // Truncated normal redraws: reserve 64 attempts per element; the chance of needing more is 1e-85.
+    std::uint64_t per = D == distribution::truncated_normal ? 64 : 1;
+    std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n) * per, std::memory_order_relaxed);
+    dispatcher<float_types>::run(
+        dtype_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          T* o = out.data<T>();
+          ctx.parallel_for(n, 40, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+              std::uint64_t c = base + static_cast<std::uint64_t>(i) * per;
+              double v;
+              if constexpr (D == distribution::uniform) {
+                v = uniform01(key_, c);
+              } else if constexpr (D == distribution::normal) {
+                v = normal(key_, c);
+              } else {
+                v = normal(key_, c);
+                for (std::uint64_t k = 1; std::abs(v) >= 2.0 && k < per; ++k) v = normal(key_, c + k);
+                if (std::abs(v) >= 2.0) v = 0;
+              }
+              T t = static_cast<T>(v);
+              if constexpr (D == distribution::uniform)
+                if (!(static_cast<double>(t) < 1.0)) t = static_cast<T>(0);  // rounding to 1 in narrow types
+              o[i] = t;
+            }
+          });
+        },
+        [] {});
+  }
+
+  dtype dtype_;
+  std::uint64_t key_;
+  mutable std::atomic<std::uint64_t> counter_{0};
+};
+
+inline void register_random_kernels() {
+  register_cpu_kernel<random_kernel<distribution::uniform>>("RandomUniform");
+  register_cpu_kernel<random_kernel<distribution::normal>>("RandomStandardNormal");
+  register_cpu_kernel<random_kernel<distribution::truncated_normal>>("TruncatedNormal");
+}
+
+}  // namespace weft::cpu

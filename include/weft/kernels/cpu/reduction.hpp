@@ -1,0 +1,158 @@
+// CPU kernels for ops/reduction_ops.hpp. The reduced axes are first merged with their
+// neighbours; the common layouts (all, trailing, leading, middle) reduce in place and any
+// other layout is transposed so the reduced axes come last. Half types accumulate in float.
+#pragma once
+
+#include <algorithm>
+#include <limits>
+
+#include <weft/kernels/cpu/array.hpp>
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/ops/reduction_ops.hpp>
+
+namespace weft::cpu {
+
+template <class T>
+using accumulator_t = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, float, T>;
+
+struct sum_reducer {
+  template <class A> static A init() { return A(0); }
+  template <class A> static A combine(A a, A b) { return a + b; }
+};
+struct prod_reducer {
+  template <class A> static A init() { return A(1); }
+  template <class A> static A combine(A a, A b) { return a * b; }
+};
+struct max_reducer {
+  template <class A> static A init() { return std::numeric_limits<A>::lowest(); }
+  template <class A> static A combine(A a, A b) { return a < b ? b : a; }
+};
+struct min_reducer {
+  template <class A> static A init() { return std::numeric_limits<A>::max(); }
+  template <class A> static A combine(A a, A b) { return b < a ? b : a; }
+};
+struct mean_reducer : sum_reducer {};
+
+// Reduced-axis analysis shared by the reductions: output dims and the (outer, reduce, inner)
+// view after moving the reduced axes last when they are not contiguous.
+struct reduction_plan {
+  std::vector<std::int64_t> out_dims;   // with keep_dims applied
+  std::vector<std::int64_t> perm;       // non-empty when a transpose is needed
+  std::int64_t outer = 1, reduce = 1, inner = 1;
+};
+
+inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int64_t>& axes, bool keep) {
+  int rank = in.rank();
+  std::vector<bool> reduced(static_cast<std::size_t>(rank));
+  for (auto a : axes) reduced[static_cast<std::size_t>(canonical_axis(a, rank, "reduction axis"))] = true;
+  reduction_plan p;
+  for (int d = 0; d < rank; ++d) {
+    if (!reduced[static_cast<std::size_t>(d)])
+      p.out_dims.push_back(in[d]);
+    else if (keep)
+      p.out_dims.push_back(1);
+  }
+  // Layout: kept dims before the first reduced one, reduced ones, kept ones after: (outer, reduce, inner).
+  int first = rank, last = -1;
+  for (int d = 0; d < rank; ++d)
+    if (reduced[static_cast<std::size_t>(d)] && in[d] != 1) first = std::min(first, d), last = std::max(last, d);
+  bool contiguous = true;
+  for (int d = first; d <= last; ++d) contiguous = contiguous && (reduced[static_cast<std::size_t>(d)] || in[d] == 1);
+  if (contiguous) {
+    for (int d = 0; d < rank; ++d) {
+      if (d < first) p.outer *= in[d];
+      else if (d <= last) p.reduce *= in[d];
+      else p.inner *= in[d];
+    }
+    if (first == rank) p.outer = in.num_elements(), p.reduce = 1, p.inner = 1;
+    return p;
+  }
+  for (int d = 0; d < rank; ++d)
+    if (!reduced[static_cast<std::size_t>(d)]) p.perm.push_back(d), p.outer *= in[d];
+  for (int d = 0; d < rank; ++d)
+    if (reduced[static_cast<std::size_t>(d)]) p.perm.push_back(d), p.reduce *= in[d];
+  return p;
+}
+
+template <class R>
+struct reduce_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node& n) : keep_(n.attr<bool>("keep_dims")) {}
+    void compute(kernel_context& ctx) const override {
+      using A = accumulator_t<T>;
+      const tensor& x = ctx.input(0);
+      if (ctx.input(1).rank() > 1)
+        fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
+      auto plan = plan_reduction(x.shape(), int_values(ctx.input(1), "reduction_indices"), keep_);
+      tensor& out = ctx.allocate_output(0, shape(plan.out_dims));
+      tensor source = x;
+      if (!plan.perm.empty()) {
+        source = tensor(x.dtype(), shape{plan.outer * plan.reduce});
+        transpose_bytes(static_cast<const char*>(x.raw_data()), static_cast<char*>(source.raw_data()), x.shape().dims(),
+                        plan.perm, sizeof(T));
+      }
+      const T* in = source.data<T>();
+      T* o = out.data<T>();
+      std::int64_t reduce = plan.reduce, inner = plan.inner;
+      ctx.parallel_for(plan.outer * inner, static_cast<double>(reduce) + 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t k = b; k < e; ++k) {
+          std::int64_t a = k / inner, i = k % inner;
+          const T* base = in + a * reduce * inner + i;
+          A acc = R::template init<A>();
+          for (std::int64_t r = 0; r < reduce; ++r) acc = R::combine(acc, static_cast<A>(base[r * inner]));
+          if constexpr (std::is_same_v<R, mean_reducer>)
+            if (reduce > 0) acc = acc / static_cast<A>(static_cast<T>(reduce));
+          o[k] = static_cast<T>(acc);
+        }
+      });
+    }
+    bool keep_;
+  };
+};
+
+template <bool Max>
+struct arg_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node&) {}
+    void compute(kernel_context& ctx) const override {
+      const tensor& x = ctx.input(0);
+      if (x.rank() == 0) fail(error_code::invalid_argument, "input must have rank at least 1");
+      int axis = canonical_axis(scalar_int(ctx.input(1), "dimension"), x.rank(), "dimension");
+      std::int64_t reduce = x.shape()[axis];
+      if (reduce == 0) fail(error_code::invalid_argument, "cannot take the arg", Max ? "max" : "min", " of an empty dimension");
+      std::int64_t outer = 1, inner = 1;
+      for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
+      for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+      auto dims = x.shape().dims();
+      dims.erase(dims.begin() + axis);
+      tensor& out = ctx.allocate_output(0, shape(dims));
+      const T* in = x.data<T>();
+      auto write = [&](auto* o) {
+        for (std::int64_t a = 0; a < outer; ++a)
+          for (std::int64_t i = 0; i < inner; ++i) {
+            const T* base = in + a * reduce * inner + i;
+            std::int64_t best = 0;
+            for (std::int64_t r = 1; r < reduce; ++r)
+              if (Max ? base[best * inner] < base[r * inner] : base[r * inner] < base[best * inner]) best = r;
+            o[a * inner + i] = static_cast<std::remove_pointer_t<decltype(o)>>(best);
+          }
+      };
+      if (out.dtype() == dtype::int32) write(out.data<std::int32_t>());
+      else write(out.data<std::int64_t>());
+    }
+  };
+};
+
+inline void register_reduction_kernels() {
+  register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", kernel_real_types{});
+  register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", kernel_real_types{});
+  register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", kernel_real_types{});
+  register_for<reduce_kernel<max_reducer>::of>("Max", "T", kernel_real_types{});
+  register_for<reduce_kernel<min_reducer>::of>("Min", "T", kernel_real_types{});
+  register_for<arg_kernel<true>::of>("ArgMax", "T", kernel_real_types{});
+  register_for<arg_kernel<false>::of>("ArgMin", "T", kernel_real_types{});
+}
+
+}  // namespace weft::cpu

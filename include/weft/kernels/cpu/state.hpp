@@ -1,0 +1,69 @@
+// CPU kernels for Variable, Assign, AssignAdd and AssignSub. Updates build a new buffer and
+// swap it in under the variable's lock, so readers of the old value are never torn.
+#pragma once
+
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/ops/state_ops.hpp>
+
+namespace weft::cpu {
+
+struct variable_kernel final : op_kernel {
+  explicit variable_kernel(const node& n)
+      : container_(n.attr<std::string>("container")),
+        name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
+        dtype_(n.attr<dtype>("dtype")),
+        shape_(n.attr<partial_shape>("shape")) {}
+  void compute(kernel_context& ctx) const override {
+    ctx.set_output_ref(0, ctx.resources().lookup_or_create_variable(container_, name_, dtype_, shape_));
+  }
+  std::string container_, name_;
+  dtype dtype_;
+  partial_shape shape_;
+};
+
+struct assign_kernel final : op_kernel {
+  explicit assign_kernel(const node& n) : validate_(n.attr<bool>("validate_shape")) {}
+  void compute(kernel_context& ctx) const override {
+    auto var = ctx.input_ref_shared(0);
+    const tensor& value = ctx.input(1);
+    if (validate_ && !var->declared_shape().accepts(value.shape()))
+      fail(error_code::invalid_argument, "value of shape ", value.shape(), " does not match variable '", var->name(),
+           "' of shape ", var->declared_shape());
+    var->assign(value);
+    ctx.set_output_ref(0, std::move(var));
+  }
+  bool validate_;
+};
+
+template <bool Add>
+struct assign_update_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node&) {}
+    void compute(kernel_context& ctx) const override {
+      auto var = ctx.input_ref_shared(0);
+      const tensor& delta = ctx.input(1);
+      var->update([&](const tensor& old) {
+        if (old.shape() != delta.shape())
+          fail(error_code::invalid_argument, "value of shape ", delta.shape(), " does not match variable '",
+               var->name(), "' of shape ", old.shape());
+        tensor next(old.dtype(), old.shape());
+        const T* a = old.data<T>();
+        const T* d = delta.data<T>();
+        T* o = next.data<T>();
+        for (std::int64_t i = 0, n = old.num_elements(); i < n; ++i) o[i] = Add ? T(a[i] + d[i]) : T(a[i] - d[i]);
+        return next;
+      });
+      ctx.set_output_ref(0, std::move(var));
+    }
+  };
+};
+
+inline void register_state_kernels() {
+  register_cpu_kernel<variable_kernel>("Variable");
+  register_cpu_kernel<assign_kernel>("Assign");
+  register_for<assign_update_kernel<true>::of>("AssignAdd", "T", kernel_number_types{});
+  register_for<assign_update_kernel<false>::of>("AssignSub", "T", kernel_number_types{});
+}
+
+}  // namespace weft::cpu

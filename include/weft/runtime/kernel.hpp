@@ -1,0 +1,224 @@
+// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
+// is created once per node when a session builds an executable and may then run in
+// many steps at once, so compute() must not mutate the kernel except through atomics.
+//
+// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
+// node, op, dtypes and shapes to the message and aborts the step.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <weft/core/tensor.hpp>
+#include <weft/graph/graph.hpp>
+#include <weft/runtime/device.hpp>
+#include <weft/runtime/resource.hpp>
+
+namespace weft {
+
+// A value flowing on an edge: a tensor, or a variable reference, and whether it is dead
+// (an untaken branch's output; control flow makes use of it).
+struct entry {
+  tensor value;
+  std::shared_ptr<variable> ref;
+  bool dead = false;
+};
+
+// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
+class cancellation_manager {
+ public:
+  using token = std::uint64_t;
+  // Returns 0 (and does not register) when already cancelled.
+  token register_callback(std::function<void()> f) {
+    std::lock_guard lock(mutex_);
+    if (cancelled_) return 0;
+    callbacks_.emplace(++next_, std::move(f));
+    return next_;
+  }
+  void deregister(token t) {
+    std::lock_guard lock(mutex_);
+    callbacks_.erase(t);
+  }
+  void cancel() {
+    std::map<token, std::function<void()>> run;
+    {
+      std::lock_guard lock(mutex_);
+      if (cancelled_) return;
+      cancelled_ = true;
+      run.swap(callbacks_);
+    }
+    for (auto& [t, f] : run) f();
+  }
+  bool cancelled() const {
+    std::lock_guard lock(mutex_);
+    return cancelled_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  bool cancelled_ = false;
+  token next_ = 0;
+  std::map<token, std::function<void()>> callbacks_;
+};
+
+class kernel_context {
+ public:
+  kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const cpu_device& device,
+                 resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id)
+      : node_(n), inputs_(inputs), outputs_(outputs), device_(device), resources_(resources),
+        cancellation_(cancellation), step_id_(step_id) {}
+
+  const weft::node& node() const noexcept { return node_; }
+  int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+  int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
+  const tensor& input(int i) const { return inputs_[static_cast<std::size_t>(i)].value; }
+  // The variable behind a reference input (declared "Ref(T)" in the op).
+  variable& input_ref(int i) const { return *input_ref_shared(i); }
+  std::shared_ptr<variable> input_ref_shared(int i) const {
+    const auto& r = inputs_[static_cast<std::size_t>(i)].ref;
+    if (!r) fail(error_code::internal, "input ", i, " is not a variable reference");
+    return r;
+  }
+  template <class T>
+  const T& attr(std::string_view key) const {
+    return node_.attr<T>(key);
+  }
+
+  // A fresh output buffer of the node's declared dtype.
+  tensor& allocate_output(int i, shape s) {
+    auto& e = outputs_[static_cast<std::size_t>(i)];
+    e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
+    return e.value;
+  }
+  void set_output(int i, tensor t) {
+    if (t.dtype() != node_.output_dtype(i))
+      fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
+    outputs_[static_cast<std::size_t>(i)].value = std::move(t);
+  }
+  void set_output_ref(int i, std::shared_ptr<variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
+
+  const cpu_device& device() const noexcept { return device_; }
+  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return device_.eigen_device(); }
+  void parallel_for(std::int64_t n, double cost_per_unit,
+                    const std::function<void(std::int64_t, std::int64_t)>& f) const {
+    device_.parallel_for(n, cost_per_unit, f);
+  }
+  resource_manager& resources() const noexcept { return resources_; }
+  cancellation_manager& cancellation() const noexcept { return cancellation_; }
+  std::int64_t step_id() const noexcept { return step_id_; }
+
+  // For async kernels: record a failure before calling done.
+  void set_error(std::exception_ptr e) { error_ = std::move(e); }
+  std::exception_ptr error() const { return error_; }
+
+ private:
+  const weft::node& node_;
+  std::span<entry> inputs_;
+  std::span<entry> outputs_;
+  const cpu_device& device_;
+  resource_manager& resources_;
+  cancellation_manager& cancellation_;
+  std::int64_t step_id_;
+  std::exception_ptr error_;
+};
+
+class op_kernel {
+ public:
+  virtual ~op_kernel() = default;
+  virtual void compute(kernel_context& ctx) const = 0;
+  // Async kernels (Recv, Dequeue) return from compute_async at once and call done later,
+  // from any thread, holding no executor thread while they wait.
+  virtual bool is_async() const noexcept { return false; }
+  virtual void compute_async(kernel_context& ctx, std::function<void()> done) const {
+    try {
+      compute(ctx);
+    } catch (...) {
+      ctx.set_error(std::current_exception());
+    }
+    done();
+  }
+};
+
+using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
+
+// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
+// kernel for nodes whose attr T is float32. Registering the same key twice keeps the first,
+// so kernel headers included in several translation units do not conflict.
+class kernel_registry {
+ public:
+  struct type_constraint {
+    std::string attr;
+    dtype type = dtype::invalid;
+  };
+
+  bool add(std::string op, std::string device_type, type_constraint constraint, kernel_factory factory) {
+    std::unique_lock lock(mutex_);
+    auto& list = kernels_[{std::move(op), std::move(device_type)}];
+    for (const auto& k : list)
+      if (k.constraint.attr == constraint.attr && k.constraint.type == constraint.type) return false;
+    list.push_back({std::move(constraint), std::move(factory)});
+    return true;
+  }
+
+  // Creates the kernel for `n`, or throws not_found naming the node and what was registered.
+  std::unique_ptr<op_kernel> create(const node& n, const std::string& device_type) const {
+    std::shared_lock lock(mutex_);
+    auto it = kernels_.find({n.op(), device_type});
+    if (it != kernels_.end()) {
+      for (const auto& k : it->second) {
+        if (k.constraint.attr.empty()) return k.factory(n);
+        const attr_value* v = n.attrs().find(k.constraint.attr);
+        if (v && v->get_if<dtype>() && *v->get_if<dtype>() == k.constraint.type) return k.factory(n);
+      }
+    }
+    std::ostringstream msg;
+    msg << n.describe() << ": no " << device_type << " kernel registered";
+    for (const auto& [key, value] : n.attrs().entries())
+      if (value.kind() == attr_kind::type) msg << ' ' << key << '=' << value;
+    if (it != kernels_.end()) {
+      msg << " (registered for:";
+      for (const auto& k : it->second) msg << ' ' << k.constraint.attr << '=' << k.constraint.type;
+      msg << ')';
+    } else {
+      msg << " (include the op's kernel header, or <weft/kernels/cpu/all.hpp> in one translation unit)";
+    }
+    throw error(error_code::not_found, msg.str());
+  }
+
+  bool has(std::string_view op, std::string_view device_type) const {
+    std::shared_lock lock(mutex_);
+    return kernels_.count({std::string(op), std::string(device_type)}) != 0;
+  }
+
+  static kernel_registry& global() {
+    static kernel_registry* instance = new kernel_registry;  // never destroyed (see op_registry)
+    return *instance;
+  }
+
+ private:
+  struct registration {
+    type_constraint constraint;
+    kernel_factory factory;
+  };
+  mutable std::shared_mutex mutex_;
+  std::map<std::pair<std::string, std::string>, std::vector<registration>> kernels_;
+};
+
+// Registers kernel class K (constructible from const node&) for `op` on the CPU.
+template <class K>
+bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
+  return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint),
+                                       [](const node& n) -> std::unique_ptr<op_kernel> { return std::make_unique<K>(n); });
+}
+
+}  // namespace weft

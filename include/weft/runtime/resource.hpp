@@ -1,0 +1,99 @@
+// Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
+// A resource_manager holds named containers; a container holds resources by name. Two
+// sessions given the same resource_manager share their variables; reset(container)
+// drops a container's state.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include <weft/core/tensor.hpp>
+
+namespace weft {
+
+// A persistent tensor. Updates replace the buffer (never write into it), so a value a
+// reader took stays valid and unchanged while other steps assign.
+class variable {
+ public:
+  variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
+
+  dtype element_type() const noexcept { return dtype_; }
+  const partial_shape& declared_shape() const noexcept { return shape_; }
+  const std::string& name() const noexcept { return name_; }
+
+  bool initialized() const {
+    std::shared_lock lock(mutex_);
+    return value_.valid();
+  }
+  // The current value; an uninitialized variable is a failed precondition.
+  tensor value() const {
+    std::shared_lock lock(mutex_);
+    if (!value_.valid())
+      fail(error_code::failed_precondition, "variable '", name_, "' is read before it was initialized");
+    return value_;
+  }
+  void assign(tensor v) {
+    std::unique_lock lock(mutex_);
+    value_ = std::move(v);
+  }
+  // Applies f(old) -> new under the lock: a read-modify-write that concurrent steps cannot tear.
+  template <class F>
+  tensor update(F&& f) {
+    std::unique_lock lock(mutex_);
+    if (!value_.valid())
+      fail(error_code::failed_precondition, "variable '", name_, "' is updated before it was initialized");
+    value_ = f(static_cast<const tensor&>(value_));
+    return value_;
+  }
+
+ private:
+  dtype dtype_;
+  partial_shape shape_;
+  std::string name_;
+  mutable std::shared_mutex mutex_;
+  tensor value_;
+};
+
+class resource_manager {
+ public:
+  // The variable `name` in `container`, created on first use. A second lookup with another
+  // dtype or shape is an error: two graphs disagree about what the variable is.
+  std::shared_ptr<variable> lookup_or_create_variable(const std::string& container, const std::string& name,
+                                                      dtype t, const partial_shape& s) {
+    std::unique_lock lock(mutex_);
+    auto& slot = containers_[container][name];
+    if (!slot) {
+      slot = std::make_shared<variable>(t, s, name);
+    } else if (slot->element_type() != t || !(slot->declared_shape() == s)) {
+      fail(error_code::invalid_argument, "variable '", name, "' in container '", container, "' exists as ",
+           slot->element_type(), slot->declared_shape(), ", not ", t, s);
+    }
+    return slot;
+  }
+  std::shared_ptr<variable> find_variable(const std::string& container, const std::string& name) const {
+    std::shared_lock lock(mutex_);
+    auto c = containers_.find(container);
+    if (c == containers_.end()) return nullptr;
+    auto v = c->second.find(name);
+    return v == c->second.end() ? nullptr : v->second;
+  }
+  // Drops every resource of `container`; steps still running keep the ones they hold.
+  void reset(const std::string& container) {
+    std::unique_lock lock(mutex_);
+    containers_.erase(container);
+  }
+  std::size_t size(const std::string& container) const {
+    std::shared_lock lock(mutex_);
+    auto c = containers_.find(container);
+    return c == containers_.end() ? 0 : c->second.size();
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, std::map<std::string, std::shared_ptr<variable>>> containers_;
+};
+
+}  // namespace weft

@@ -1,0 +1,251 @@
+// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
+//
+// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
+// nodes the fetches and targets need, with every fed output replaced by the fed value, so
+// both placeholders and intermediate outputs can be fed. The pruned graph, with its
+// kernels, is validated and cached. Variables live in the session's resource_manager and
+// survive across runs; several threads may call run() at once.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <weft/graph/graph.hpp>
+#include <weft/runtime/device.hpp>
+#include <weft/runtime/executor.hpp>
+#include <weft/runtime/kernel.hpp>
+#include <weft/runtime/resource.hpp>
+
+namespace weft {
+
+struct session_options {
+  int inter_op_threads = default_thread_count();  // 0: the calling thread runs every node
+  int intra_op_threads = default_thread_count();
+  std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
+};
+
+struct run_options {
+  bool trace = false;  // fill run_metadata::stats with per-node timings
+};
+
+struct run_metadata {
+  step_stats stats;
+};
+
+// Names an output ("x", "x:1") or a node, by name or by handle.
+class endpoint {
+ public:
+  endpoint(const char* name) : name_(name) {}          // NOLINT: names convert
+  endpoint(std::string name) : name_(std::move(name)) {}  // NOLINT
+  endpoint(output o) : output_(o) {}                     // NOLINT
+  endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
+
+  output resolve(const graph& g) const { return output_.node >= 0 ? (g.at(output_), output_) : g.resolve(name_); }
+
+ private:
+  std::string name_;
+  output output_{};
+};
+
+using feed_list = std::vector<std::pair<endpoint, tensor>>;
+
+class session {
+ public:
+  explicit session(const graph& g, session_options options = {})
+      : graph_(std::make_shared<const graph>(g)),
+        resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
+        device_(std::max(1, options.intra_op_threads)),
+        inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
+                                               : nullptr) {}
+
+  // Replaces the graph with `g`, which must extend the current one (same nodes first).
+  void extend(const graph& g) {
+    std::lock_guard lock(mutex_);
+    if (g.size() < graph_->size())
+      fail(error_code::invalid_argument, "session::extend: the new graph has fewer nodes (", g.size(), " < ",
+           graph_->size(), ")");
+    for (int i = 0; i < graph_->size(); ++i)
+      if (g.at(i).name() != graph_->at(i).name() || g.at(i).op() != graph_->at(i).op())
+        fail(error_code::invalid_argument, "session::extend: node ", i, " changed ('", graph_->at(i).name(),
+             "' became '", g.at(i).name(), "')");
+    graph_ = std::make_shared<const graph>(g);
+    cache_.clear();
+  }
+
+  std::vector<tensor> run(const feed_list& feeds, const std::vector<endpoint>& fetches,
+                          const std::vector<endpoint>& targets = {}, const run_options& options = {},
+                          run_metadata* metadata = nullptr) {
+    auto [x, fed] = prepare(feeds, fetches, targets);
+    std::vector<tensor> feed_values;
+    feed_values.reserve(feeds.size());
+    for (const auto& f : feeds) feed_values.push_back(f.second);
+    step s(*x, std::move(feed_values), device_, *resources_, inter_op_.get(),
+           step_options{options.trace || metadata, next_step_id_.fetch_add(1)});
+    std::vector<tensor> results;
+    try {
+      results = s.run();
+    } catch (...) {
+      if (metadata) metadata->stats = s.take_stats();
+      throw;
+    }
+    if (metadata) metadata->stats = s.take_stats();
+    return results;
+  }
+
+  // Runs targets only.
+  void run(const std::vector<endpoint>& targets) { run({}, {}, targets); }
+
+  tensor run_one(const feed_list& feeds, const endpoint& fetch) { return run(feeds, {fetch}).at(0); }
+
+  const graph& current_graph() const {
+    std::lock_guard lock(mutex_);
+    return *graph_;
+  }
+  resource_manager& resources() const noexcept { return *resources_; }
+  const cpu_device& device() const noexcept { return device_; }
+  std::size_t cached_executables() const {
+    std::lock_guard lock(mutex_);
+    return cache_.size();
+  }
+
+ private:
+  using signature = std::tuple<std::vector<output>, std::vector<output>, std::vector<int>>;
+
+  std::pair<std::shared_ptr<const executable>, std::vector<output>> prepare(const feed_list& feeds,
+                                                                             const std::vector<endpoint>& fetches,
+                                                                             const std::vector<endpoint>& targets) {
+    std::shared_ptr<const graph> g;
+    {
+      std::lock_guard lock(mutex_);
+      g = graph_;
+    }
+    std::vector<output> fed, fetched;
+    std::vector<int> target_ids;
+    for (const auto& [e, value] : feeds) {
+      output o = e.resolve(*g);
+      const node& n = g->at(o);
+      if (!value.valid())
+        fail(error_code::invalid_argument, "feed '", g->name_of(o), "': the fed tensor is empty (default-constructed)");
+      if (value.dtype() != n.output_dtype(o.port))
+        fail(error_code::invalid_argument, "feed '", g->name_of(o), "' (", n.op(), "): expected ",
+             n.output_dtype(o.port), n.output_shape(o.port), ", got ", value.dtype(), value.shape());
+      if (!n.output_shape(o.port).accepts(value.shape()))
+        fail(error_code::invalid_argument, "feed '", g->name_of(o), "' (", n.op(), "): expected shape ",
+             n.output_shape(o.port), ", got ", value.dtype(), value.shape());
+      if (std::find(fed.begin(), fed.end(), o) != fed.end())
+        fail(error_code::invalid_argument, "feed '", g->name_of(o), "' is fed twice");
+      fed.push_back(o);
+    }
+    for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
+    for (const auto& e : targets) target_ids.push_back(e.resolve(*g).node);
+
+    signature key{fed, fetched, target_ids};
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return {it->second, fed};
+    }
+    auto x = build(g, fed, fetched, target_ids);
+    std::lock_guard lock(mutex_);
+    if (graph_ == g) cache_[key] = x;
+    return {x, fed};
+  }
+
+  static std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& fed,
+                                                 const std::vector<output>& fetched, const std::vector<int>& targets) {
+    auto x = std::make_shared<executable>();
+    x->source = g;
+    auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
+
+    // Prune: walk back from fetches and targets, stopping at fed outputs.
+    std::vector<bool> needed(static_cast<std::size_t>(g->size()));
+    std::vector<int> stack;
+    auto need = [&](int id) {
+      if (!needed[static_cast<std::size_t>(id)]) {
+        needed[static_cast<std::size_t>(id)] = true;
+        stack.push_back(id);
+      }
+    };
+    for (auto o : fetched)
+      if (!is_fed(o)) need(o.node);
+    for (int t : targets) need(t);
+    while (!stack.empty()) {
+      const node& n = g->at(stack.back());
+      stack.pop_back();
+      for (auto in : n.inputs())
+        if (!is_fed(in)) need(in.node);
+      for (int c : n.control_inputs()) need(c);
+    }
+
+    // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
+    std::vector<int> exec_of(static_cast<std::size_t>(g->size()), -1);
+    for (std::size_t f = 0; f < fed.size(); ++f) {
+      exec_node xn;
+      xn.feed = static_cast<int>(f);
+      xn.num_outputs = 1;
+      xn.cheap = true;
+      x->nodes.push_back(std::move(xn));
+    }
+    for (int id = 0; id < g->size(); ++id) {
+      if (!needed[static_cast<std::size_t>(id)]) continue;
+      const node& n = g->at(id);
+      if (n.op() == "Placeholder") {
+        std::string fetch_names;
+        for (auto o : fetched) fetch_names += (fetch_names.empty() ? "" : ", ") + g->name_of(o);
+        fail(error_code::invalid_argument, n.describe(), ": must be fed a ", n.output_dtype(0), n.output_shape(0),
+             " value (needed by ", fetch_names.empty() ? std::string("the targets") : "fetch " + fetch_names, ")");
+      }
+      exec_node xn;
+      xn.def = &n;
+      xn.kernel = kernel_registry::global().create(n, "CPU");
+      xn.num_inputs = n.num_inputs();
+      xn.num_outputs = n.num_outputs();
+      xn.cheap = n.def().cheap;
+      for (int i = 0; i < n.num_inputs(); ++i) xn.input_is_ref.push_back(n.input_is_ref(i));
+      xn.input_start = x->num_slots;
+      x->num_slots += n.num_inputs();
+      exec_of[static_cast<std::size_t>(id)] = static_cast<int>(x->nodes.size());
+      x->nodes.push_back(std::move(xn));
+    }
+    auto source_of = [&](output o) -> std::pair<int, int> {
+      if (auto it = std::find(fed.begin(), fed.end(), o); it != fed.end())
+        return {static_cast<int>(it - fed.begin()), 0};
+      return {exec_of[static_cast<std::size_t>(o.node)], o.port};
+    };
+    for (auto& xn : x->nodes) {
+      if (!xn.def) continue;
+      int self = static_cast<int>(&xn - x->nodes.data());
+      for (int i = 0; i < xn.num_inputs; ++i) {
+        auto [src, port] = source_of(xn.def->inputs()[static_cast<std::size_t>(i)]);
+        x->nodes[static_cast<std::size_t>(src)].out_edges.push_back({port, self, xn.input_start + i});
+        ++xn.pending;
+      }
+      for (int c : xn.def->control_inputs()) {
+        x->nodes[static_cast<std::size_t>(exec_of[static_cast<std::size_t>(c)])].control_out.push_back(self);
+        ++xn.pending;
+      }
+    }
+    for (std::size_t k = 0; k < fetched.size(); ++k) {
+      auto [src, port] = source_of(fetched[k]);
+      x->nodes[static_cast<std::size_t>(src)].fetches.emplace_back(port, static_cast<int>(k));
+    }
+    x->num_fetches = static_cast<int>(fetched.size());
+    for (std::size_t i = 0; i < x->nodes.size(); ++i)
+      if (x->nodes[i].pending == 0) x->roots.push_back(static_cast<int>(i));
+    return x;
+  }
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<const graph> graph_;
+  std::shared_ptr<resource_manager> resources_;
+  cpu_device device_;
+  std::unique_ptr<Eigen::ThreadPool> inter_op_;
+  std::map<signature, std::shared_ptr<const executable>> cache_;
+  std::atomic<std::int64_t> next_step_id_{1};
+};
+
+}  // namespace weft

@@ -1,0 +1,76 @@
+// Timeline: a traced step as Chrome Trace Event JSON (one process per device, one thread
+// row per executor thread, one complete "X" event per node), which Perfetto and
+// chrome://tracing open.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+
+#include <weft/runtime/executor.hpp>
+
+namespace weft {
+
+namespace detail {
+inline void json_string(std::ostream& out, const std::string& s) {
+  out << '"';
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"': out << "\\\""; break;
+      case '\\': out << "\\\\"; break;
+      case '\n': out << "\\n"; break;
+      case '\t': out << "\\t"; break;
+      default:
+        if (ch < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+          out << buf;
+        } else {
+          out << ch;
+        }
+    }
+  }
+  out << '"';
+}
+}  // namespace detail
+
+inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
+  std::map<std::string, int> pids;
+  for (const auto& n : stats.nodes) pids.emplace(n.device, static_cast<int>(pids.size()) + 1);
+  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  bool first = true;
+  auto sep = [&] {
+    if (!first) out << ',';
+    first = false;
+    out << '\n';
+  };
+  for (const auto& [device, pid] : pids) {
+    sep();
+    out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << pid << ",\"args\":{\"name\":";
+    detail::json_string(out, device);
+    out << "}}";
+  }
+  for (const auto& n : stats.nodes) {
+    sep();
+    out << "{\"name\":";
+    detail::json_string(out, n.op);
+    out << ",\"cat\":\"Op\",\"ph\":\"X\",\"pid\":" << pids[n.device] << ",\"tid\":" << n.thread
+        << ",\"ts\":" << static_cast<double>(n.start_ns) / 1000.0
+        << ",\"dur\":" << static_cast<double>(n.end_ns - n.start_ns) / 1000.0 << ",\"args\":{\"name\":";
+    detail::json_string(out, n.node);
+    out << ",\"op\":";
+    detail::json_string(out, n.op);
+    out << "}}";
+  }
+  out << "\n]}\n";
+}
+
+inline std::string chrome_trace(const step_stats& stats) {
+  std::ostringstream out;
+  write_chrome_trace(out, stats);
+  return out.str();
+}
+
+}  // namespace weft

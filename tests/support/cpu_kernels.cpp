@@ -1,0 +1,2 @@
+// The one translation unit that instantiates the full CPU kernel registry.
+#include <weft/kernels/cpu/all.hpp>

@@ -1,0 +1,43 @@
+#pragma once
+#include <weft/weft.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace weft::test {
+
+inline session_options one_thread() {
+  session_options o;
+  o.inter_op_threads = 0;
+  o.intra_op_threads = 1;
+  return o;
+}
+
+// Runs `g` once and returns the value of `fetch`.
+inline tensor eval(const graph& g, output fetch, const feed_list& feeds = {}) {
+  session s(g, one_thread());
+  return s.run(feeds, {fetch}).at(0);
+}
+
+template <class T>
+std::vector<T> values(const tensor& t) {
+  return t.to_vector<T>();
+}
+
+// Expects `f` to throw weft::error whose message contains every fragment.
+template <class F>
+void require_error(F&& f, const std::vector<std::string>& fragments) {
+  try {
+    f();
+  } catch (const error& e) {
+    std::string msg = e.what();
+    INFO("message: " << msg);
+    for (const auto& frag : fragments) CHECK(msg.find(frag) != std::string::npos);
+    return;
+  }
+  FAIL("expected a weft::error containing " << fragments.front());
+}
+
+}  // namespace weft::test

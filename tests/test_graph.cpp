@@ -1,0 +1,104 @@
+#include "support/helpers.hpp"
+
+#include <sstream>
+
+using namespace weft;
+
+TEST_CASE("nodes get unique, scoped names and inferred attributes") {
+  graph g;
+  auto& a = g.constant(tensor::of<float>({2, 3}, {1, 2, 3, 4, 5, 6}));
+  {
+    auto scope = g.name_scope("layer1");
+    auto& m = g.op("MatMul", {a, a}, {{"transpose_b", true}});
+    CHECK(m.name() == "layer1/MatMul");
+    CHECK(m.attr<dtype>("T") == dtype::float32);
+    CHECK(m.output_shape(0) == partial_shape{2, 2});
+    auto& m2 = g.op("MatMul", {a, a}, {{"transpose_a", true}});
+    CHECK(m2.name() == "layer1/MatMul_1");
+    CHECK(m2.output_shape(0) == partial_shape{3, 3});
+  }
+  CHECK(g.op("Identity", {a}).name() == "Identity");
+  CHECK(g.resolve("layer1/MatMul:0") == g["layer1/MatMul"].out(0));
+}
+
+TEST_CASE("validation errors name the node, op, dtypes and shapes") {
+  graph g;
+  auto& f = g.constant(tensor::of<float>({2, 3}, {1, 2, 3, 4, 5, 6}), "f");
+  auto& d = g.constant(tensor::scalar(1.0), "d");
+  test::require_error([&] { g.op("Frobnicate", {f}); }, {"node 'Frobnicate' (Frobnicate)", "unknown op"});
+  test::require_error([&] { g.op("Add", {f, d}, {}, "sum"); },
+                      {"node 'sum' (Add)", "input 1 'y' has dtype float64 but T is float32", "float32[2,3]", "float64[]"});
+  test::require_error([&] { g.op("MatMul", {f, f}, {}, "mm"); }, {"node 'mm' (MatMul)", "inner dimensions differ (3 vs 2)"});
+  test::require_error([&] { g.op("Identity", {f}, {}, "f"); }, {"node 'f' (Identity)", "already exists"});
+  test::require_error([&] { g.op("Add", {f}, {}, "one"); }, {"node 'one' (Add)", "expects 2 inputs, got 1"});
+  test::require_error([&] { g.op("MatMul", {f, f}, {{"transpose_q", true}}, "q"); }, {"unknown attr 'transpose_q'"});
+  test::require_error([&] { g.op("MatMul", {f, f}, {{"transpose_a", 3}}, "k"); }, {"attr 'transpose_a' must be bool"});
+  test::require_error([&] { g.op("Sqrt", {g.constant(tensor::scalar(1))}, {}, "s"); },
+                      {"T = int32 is not supported", "allowed: float16"});
+  test::require_error([&] { g.op("Placeholder", {}, {{"dtype", dtype::float32}}, "p"); }, {"missing required attr 'shape'"});
+  test::require_error([&] { g.op("Assign", {f, f}, {}, "a"); }, {"must be a variable reference"});
+  test::require_error([&] { g.op("Add", {f, g.constant(tensor::of<float>({4}, {1, 2, 3, 4}))}, {}, "bc"); },
+                      {"not broadcastable"});
+  test::require_error([&] { g.op("Reshape", {f, g.constant(tensor::of<int>({2}, {4, 2}))}, {}, "r"); },
+                      {"cannot reshape [2,3] (6 elements)"});
+}
+
+TEST_CASE("import builds graphs from names in any order and rejects bad ones") {
+  attr_map c{{"value", tensor::scalar(2.0f)}, {"dtype", dtype::float32}};
+  graph g;
+  g.import({{"sum", "Add", {"x", "y:0"}, {}, ""}, {"x", "Const", {}, c, ""}, {"y", "Const", {"^x"}, c, "/cpu:0"}});
+  CHECK(g.size() == 3);
+  CHECK(g["sum"].inputs()[0] == g["x"].out());
+  CHECK(g["y"].control_inputs() == std::vector<int>{g["x"].id()});
+  CHECK(g["y"].device() == "/cpu:0");
+  CHECK(test::eval(g, g["sum"]).scalar_value<float>() == 4.0f);
+
+  graph h;
+  test::require_error([&] { h.import({{"a", "Identity", {"b"}, {}, ""}, {"b", "Identity", {"a"}, {}, ""}}); },
+                      {"part of a cycle"});
+  test::require_error([&] { h.import({{"a", "Identity", {"nowhere"}, {}, ""}}); }, {"node 'a' (Identity)", "input 'nowhere' names no node"});
+  test::require_error([&] { h.import({{"a", "Const", {}, c, ""}, {"a", "Const", {}, c, ""}}); }, {"node 'a'", "already exists"});
+  test::require_error([&] { h.import({{"a", "Const", {}, c, ""}, {"b", "Nope", {"a"}, {}, ""}}); }, {"unknown op 'Nope'"});
+  CHECK(h.size() == 0);  // all or nothing
+}
+
+TEST_CASE("control edges that would close a cycle are rejected") {
+  graph g;
+  auto& a = g.constant(tensor::scalar(1.0f), "a");
+  auto& b = g.op("Neg", {a}, {}, "b");
+  test::require_error([&] { g.add_control_input(a.id(), b.id()); }, {"node 'a' (Const)", "would create a cycle"});
+  g.add_control_input(b.id(), a.id());
+  CHECK(g["b"].control_inputs() == std::vector<int>{a.id()});
+}
+
+TEST_CASE("user ops register without touching the core") {
+  static const bool registered = [] {
+    register_op(op_def_builder("TestTimesTwo").input("x: T").output("y: T").attr("T: {float32}").shape_fn(ops::same_shape));
+    struct times_two final : op_kernel {
+      explicit times_two(const node&) {}
+      void compute(kernel_context& ctx) const override {
+        auto& y = ctx.allocate_output(0, ctx.input(0).shape());
+        auto in = ctx.input(0).flat<float>();
+        for (std::size_t i = 0; i < in.size(); ++i) y.data<float>()[i] = 2 * in[i];
+      }
+    };
+    return register_cpu_kernel<times_two>("TestTimesTwo");
+  }();
+  CHECK(registered);
+  test::require_error([] { register_op(op_def_builder("TestTimesTwo")); }, {"already registered"});
+  graph g;
+  auto& y = g.op("TestTimesTwo", {g.constant(tensor::of<float>({2}, {1, 2}))});
+  CHECK(test::eval(g, y).to_vector<float>() == std::vector<float>{2, 4});
+}
+
+TEST_CASE("graphs dump to GraphViz DOT") {
+  graph g;
+  auto& a = g.constant(tensor::scalar(1.0f), node_options("a").on("/cpu:0"));
+  auto& b = g.op("Neg", {a}, {}, node_options("b").after({a.id()}));
+  (void)b;
+  auto dot = g.to_dot();
+  CHECK(dot.find("digraph weft") != std::string::npos);
+  CHECK(dot.find("label=\"b\\nNeg\\nfloat32[]\"") != std::string::npos);
+  CHECK(dot.find("n0 -> n1 [style=dotted]") != std::string::npos);
+  CHECK(dot.find("subgraph cluster_0") != std::string::npos);
+}

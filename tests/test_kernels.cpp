@@ -1,0 +1,260 @@
+// Every op against values computed by hand or by a naive loop.
+#include "support/helpers.hpp"
+
+#include <cmath>
+#include <map>
+
+using namespace weft;
+using test::eval;
+
+namespace {
+template <class T>
+const node& c(graph& g, shape s, std::vector<T> v) {
+  return g.constant(tensor::from_vector(v, s));
+}
+const node& ints(graph& g, std::vector<std::int32_t> v) { return g.constant(tensor::from_vector(v)); }
+}  // namespace
+
+TEST_CASE("binary ops broadcast like NumPy, including rank 0 and empty") {
+  graph g;
+  auto& a = c<float>(g, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto& col = c<float>(g, {2, 1}, {10, 20});
+  auto& row = c<float>(g, {3}, {1, 2, 3});
+  auto& s = g.constant(tensor::scalar(2.0f));
+  CHECK(eval(g, g.op("Add", {a, col})).to_vector<float>() == std::vector<float>{11, 12, 13, 24, 25, 26});
+  CHECK(eval(g, g.op("Sub", {row, a})).to_vector<float>() == std::vector<float>{0, 0, 0, -3, -3, -3});
+  CHECK(eval(g, g.op("Mul", {s, a})).to_vector<float>() == std::vector<float>{2, 4, 6, 8, 10, 12});
+  CHECK(eval(g, g.op("Div", {a, s})).to_vector<float>() == std::vector<float>{0.5, 1, 1.5, 2, 2.5, 3});
+  auto outer = eval(g, g.op("Mul", {col, row}));
+  CHECK(outer.shape() == shape{2, 3});
+  CHECK(outer.to_vector<float>() == std::vector<float>{10, 20, 30, 20, 40, 60});
+  CHECK(eval(g, g.op("Add", {s, s})).shape() == shape{});
+  auto empty = eval(g, g.op("Add", {c<float>(g, {0, 3}, {}), row}));
+  CHECK(empty.shape() == shape{0, 3});
+  CHECK(eval(g, g.op("Maximum", {a, g.constant(tensor::scalar(3.5f))})).to_vector<float>() ==
+        std::vector<float>{3.5, 3.5, 3.5, 4, 5, 6});
+  CHECK(eval(g, g.op("Minimum", {a, col})).to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  auto p = eval(g, g.op("Pow", {row, s})).to_vector<float>();
+  CHECK(p == std::vector<float>{1, 4, 9});
+}
+
+TEST_CASE("integer division by zero is an error, INT_MIN / -1 wraps") {
+  graph g;
+  auto& a = c<std::int32_t>(g, {2}, {7, INT32_MIN});
+  auto& z = g.op("Div", {a, c<std::int32_t>(g, {2}, {2, 0})});
+  test::require_error([&] { eval(g, z); }, {"(Div)", "integer division by zero", "int32[2]"});
+  CHECK(eval(g, g.op("Div", {a, c<std::int32_t>(g, {2}, {-1, -1})})).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{-7, INT32_MIN});
+}
+
+TEST_CASE("unary math matches the standard library") {
+  std::vector<double> x{0.25, 0.5, 1.0, 2.0, 3.0};
+  graph g;
+  auto& t = c<double>(g, {5}, x);
+  auto check = [&](const char* op, double (*f)(double)) {
+    INFO(op);
+    auto got = eval(g, g.op(op, {t})).to_vector<double>();
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK(got[i] == Approx(f(x[i])).epsilon(1e-12));
+  };
+  check("Exp", [](double v) { return std::exp(v); });
+  check("Log", [](double v) { return std::log(v); });
+  check("Sqrt", [](double v) { return std::sqrt(v); });
+  check("Rsqrt", [](double v) { return 1 / std::sqrt(v); });
+  check("Tanh", [](double v) { return std::tanh(v); });
+  check("Sigmoid", [](double v) { return 1 / (1 + std::exp(-v)); });
+  check("Square", [](double v) { return v * v; });
+  check("Neg", [](double v) { return -v; });
+  auto& m = c<float>(g, {4}, {-2, -0.5, 0, 3});
+  CHECK(eval(g, g.op("Relu", {m})).to_vector<float>() == std::vector<float>{0, 0, 0, 3});
+  CHECK(eval(g, g.op("Abs", {m})).to_vector<float>() == std::vector<float>{2, 0.5, 0, 3});
+}
+
+TEST_CASE("comparisons, logical ops and Select") {
+  graph g;
+  auto& a = c<int>(g, {3}, {1, 2, 3});
+  auto& two = g.constant(tensor::scalar(2));
+  auto b = [&](const char* op) { return eval(g, g.op(op, {a, two})).to_vector<bool>(); };
+  CHECK(b("Greater") == std::vector<bool>{false, false, true});
+  CHECK(b("GreaterEqual") == std::vector<bool>{false, true, true});
+  CHECK(b("Less") == std::vector<bool>{true, false, false});
+  CHECK(b("LessEqual") == std::vector<bool>{true, true, false});
+  CHECK(b("Equal") == std::vector<bool>{false, true, false});
+  CHECK(b("NotEqual") == std::vector<bool>{true, false, true});
+  auto& p = c<bool>(g, {2}, {true, false});
+  auto& q = c<bool>(g, {2, 1}, {true, false});
+  CHECK(eval(g, g.op("LogicalAnd", {p, q})).to_vector<bool>() == std::vector<bool>{true, false, false, false});
+  CHECK(eval(g, g.op("LogicalOr", {p, q})).to_vector<bool>() == std::vector<bool>{true, true, true, false});
+  CHECK(eval(g, g.op("LogicalNot", {p})).to_vector<bool>() == std::vector<bool>{false, true});
+  auto sel = eval(g, g.op("Select", {q, c<float>(g, {2}, {1, 2}), g.constant(tensor::scalar(0.0f))}));
+  CHECK(sel.shape() == shape{2, 2});
+  CHECK(sel.to_vector<float>() == std::vector<float>{1, 2, 0, 0});
+}
+
+TEST_CASE("Cast converts between dtypes, saturating float to int") {
+  graph g;
+  auto& f = c<float>(g, {4}, {1.7f, -2.5f, 1e10f, std::nanf("")});
+  CHECK(eval(g, g.op("Cast", {f}, {{"DstT", dtype::int32}})).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{1, -2, INT32_MAX, 0});
+  CHECK(eval(g, g.op("Cast", {f}, {{"DstT", dtype::boolean}})).to_vector<bool>() == std::vector<bool>{true, true, true, true});
+  auto h = eval(g, g.op("Cast", {c<float>(g, {2}, {0.5f, 2.0f})}, {{"DstT", dtype::float16}}));
+  CHECK(static_cast<float>(h.data<half>()[0]) == 0.5f);
+  CHECK(static_cast<float>(h.data<half>()[1]) == 2.0f);
+}
+
+TEST_CASE("array ops move data as specified") {
+  graph g;
+  auto& a = c<float>(g, {2, 3}, {0, 1, 2, 3, 4, 5});
+  CHECK(eval(g, g.op("Reshape", {a, ints(g, {3, -1})})).shape() == shape{3, 2});
+  test::require_error([&] { eval(g, g.op("Reshape", {a, g.op("Identity", {ints(g, {4, -1})})})); }, {"cannot reshape"});
+  CHECK(eval(g, g.op("Transpose", {a, ints(g, {1, 0})})).to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
+  auto cat = eval(g, g.op("ConcatV2", {a, a, g.constant(tensor::scalar(1))}));
+  CHECK(cat.shape() == shape{2, 6});
+  CHECK(cat.to_vector<float>() == std::vector<float>{0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5});
+  auto& split = g.op("Split", {g.constant(tensor::scalar(1)), c<float>(g, {2, 4}, {0, 1, 2, 3, 4, 5, 6, 7})},
+                     {{"num_split", 2}});
+  session s(g, test::one_thread());
+  auto parts = s.run({}, {split.out(0), split.out(1)});
+  CHECK(parts[0].to_vector<float>() == std::vector<float>{0, 1, 4, 5});
+  CHECK(parts[1].to_vector<float>() == std::vector<float>{2, 3, 6, 7});
+  CHECK(eval(g, g.op("Slice", {a, ints(g, {0, 1}), ints(g, {2, -1})})).to_vector<float>() ==
+        std::vector<float>{1, 2, 4, 5});
+  test::require_error([&] { eval(g, g.op("Slice", {a, ints(g, {1, 1}), ints(g, {2, 1})})); }, {"out of range"});
+  auto pad = eval(g, g.op("Pad", {c<float>(g, {1, 2}, {1, 2}), c<std::int32_t>(g, {2, 2}, {1, 0, 0, 1})}));
+  CHECK(pad.shape() == shape{2, 3});
+  CHECK(pad.to_vector<float>() == std::vector<float>{0, 0, 0, 1, 2, 0});
+  CHECK(eval(g, g.op("Tile", {c<float>(g, {2}, {1, 2}), ints(g, {3})})).to_vector<float>() ==
+        std::vector<float>{1, 2, 1, 2, 1, 2});
+  auto gat = eval(g, g.op("GatherV2", {a, ints(g, {1, 0, 1}), g.constant(tensor::scalar(0))}));
+  CHECK(gat.shape() == shape{3, 3});
+  CHECK(gat.to_vector<float>() == std::vector<float>{3, 4, 5, 0, 1, 2, 3, 4, 5});
+  CHECK(eval(g, g.op("GatherV2", {a, ints(g, {2}), g.constant(tensor::scalar(1))})).to_vector<float>() ==
+        std::vector<float>{2, 5});
+  test::require_error([&] { eval(g, g.op("GatherV2", {a, ints(g, {2}), g.constant(tensor::scalar(0))})); },
+                      {"(GatherV2)", "indices[0] = 2 is not in [0, 2)"});
+  auto oh = eval(g, g.op("OneHot", {ints(g, {0, 2, 5}), g.constant(tensor::scalar(3)), g.constant(tensor::scalar(1.0f)),
+                                   g.constant(tensor::scalar(0.0f))}));
+  CHECK(oh.to_vector<float>() == std::vector<float>{1, 0, 0, 0, 0, 1, 0, 0, 0});
+  CHECK(eval(g, g.op("Shape", {a})).to_vector<std::int32_t>() == std::vector<std::int32_t>{2, 3});
+  CHECK(eval(g, g.op("Rank", {a})).scalar_value<std::int32_t>() == 2);
+  CHECK(eval(g, g.op("Size", {a}, {{"out_type", dtype::int64}})).scalar_value<std::int64_t>() == 6);
+  CHECK(eval(g, g.op("Fill", {ints(g, {2, 2}), g.constant(tensor::scalar(7.0))})).to_vector<double>() ==
+        std::vector<double>(4, 7.0));
+  test::require_error([&] { eval(g, g.op("Fill", {g.op("Identity", {ints(g, {2, -2})}), g.constant(tensor::scalar(7.0))})); },
+                      {"(Fill)", "negative dimension -2"});
+  CHECK(eval(g, g.op("ZerosLike", {a})).to_vector<float>() == std::vector<float>(6, 0.0f));
+  CHECK(eval(g, g.op("OnesLike", {a})).to_vector<float>() == std::vector<float>(6, 1.0f));
+}
+
+TEST_CASE("reductions over any axes match a naive loop") {
+  // x[i][j][k] = i*100 + j*10 + k, dims 2x3x4
+  std::vector<double> x;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) x.push_back(i * 100 + j * 10 + k);
+  graph g;
+  auto& t = c<double>(g, {2, 3, 4}, x);
+  auto sum_over = [&](std::vector<int> axes) {
+    std::vector<double> out(24, 0.0);  // naive: accumulate into the kept coordinates
+    std::vector<int> dims{2, 3, 4};
+    std::vector<double> acc;
+    std::map<std::vector<int>, double> m;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) {
+          std::vector<int> key{i, j, k};
+          for (int a : axes) key[static_cast<std::size_t>(a)] = 0;
+          m[key] += i * 100 + j * 10 + k;
+        }
+    for (auto& [k, v] : m) acc.push_back(v);
+    return acc;
+  };
+  for (auto axes : std::vector<std::vector<int>>{{0}, {1}, {2}, {0, 2}, {0, 1}, {1, 2}, {0, 1, 2}}) {
+    INFO("axes " << axes.size() << " first " << axes[0]);
+    auto got = eval(g, g.op("Sum", {t, ints(g, axes)})).to_vector<double>();
+    CHECK(got == sum_over(axes));
+  }
+  auto keep = eval(g, g.op("Mean", {t, ints(g, {-1})}, {{"keep_dims", true}}));
+  CHECK(keep.shape() == shape{2, 3, 1});
+  CHECK(keep.to_vector<double>()[4] == 111.5);  // (110+111+112+113)/4
+  CHECK(eval(g, g.op("Max", {t, ints(g, {0, 1})})).to_vector<double>() == std::vector<double>{120, 121, 122, 123});
+  CHECK(eval(g, g.op("Min", {t, ints(g, {2})})).to_vector<double>()[5] == 120);
+  CHECK(eval(g, g.op("Prod", {c<double>(g, {3}, {2, 3, 4}), ints(g, {0})})).scalar_value<double>() == 24);
+  CHECK(eval(g, g.op("Sum", {t, ints(g, {})})).to_vector<double>() == x);
+  CHECK(eval(g, g.op("Sum", {c<double>(g, {0, 2}, {}), ints(g, {0})})).to_vector<double>() == std::vector<double>{0, 0});
+  CHECK(eval(g, g.op("ArgMax", {c<float>(g, {2, 3}, {1, 9, 9, 7, 2, 8}), g.constant(tensor::scalar(1))})).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{1, 0});
+  CHECK(eval(g, g.op("ArgMin", {c<float>(g, {2, 3}, {1, 9, 9, 7, 2, 8}), g.constant(tensor::scalar(0))})).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{0, 1, 1});
+}
+
+TEST_CASE("MatMul and BatchMatMulV2 match a naive triple loop") {
+  auto naive = [](const std::vector<double>& a, const std::vector<double>& b, int m, int k, int n) {
+    std::vector<double> out(static_cast<std::size_t>(m * n), 0.0);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int p = 0; p < k; ++p) out[static_cast<std::size_t>(i * n + j)] += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+    return out;
+  };
+  auto transpose = [](const std::vector<double>& a, int r, int cdim) {
+    std::vector<double> t(a.size());
+    for (int i = 0; i < r; ++i)
+      for (int j = 0; j < cdim; ++j) t[static_cast<std::size_t>(j * r + i)] = a[static_cast<std::size_t>(i * cdim + j)];
+    return t;
+  };
+  int m = 37, k = 19, n = 23;
+  std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(static_cast<double>(i));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(static_cast<double>(i));
+  auto expect = naive(a, b, m, k, n);
+  graph g;
+  auto& A = c<double>(g, {m, k}, a);
+  auto& B = c<double>(g, {k, n}, b);
+  auto& At = c<double>(g, {k, m}, transpose(a, m, k));
+  auto& Bt = c<double>(g, {n, k}, transpose(b, k, n));
+  for (auto [x, y, ta, tb] : {std::tuple{&A, &B, false, false}, {&At, &B, true, false}, {&A, &Bt, false, true}, {&At, &Bt, true, true}}) {
+    auto got = eval(g, g.op("MatMul", {*x, *y}, {{"transpose_a", ta}, {"transpose_b", tb}})).to_vector<double>();
+    REQUIRE(got.size() == expect.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(expect[i]).margin(1e-12));
+  }
+  // batch broadcasting: (2,m,k) x (k,n)
+  std::vector<double> a2(a);
+  for (auto v : a) a2.push_back(2 * v);
+  auto bm = eval(g, g.op("BatchMatMulV2", {c<double>(g, {2, m, k}, a2), B}));
+  CHECK(bm.shape() == shape{2, m, n});
+  CHECK(bm.to_vector<double>()[static_cast<std::size_t>(m * n + 5)] == Approx(2 * expect[5]));
+  auto empty = eval(g, g.op("MatMul", {c<double>(g, {2, 0}, {}), c<double>(g, {0, 3}, {})}));
+  CHECK(empty.to_vector<double>() == std::vector<double>(6, 0.0));
+}
+
+TEST_CASE("MatrixInverse and MatrixDeterminant") {
+  graph g;
+  auto& a = c<double>(g, {2, 2}, {4, 7, 2, 6});
+  auto inv = eval(g, g.op("MatrixInverse", {a})).to_vector<double>();
+  std::vector<double> expect{0.6, -0.7, -0.2, 0.4};  // 1/10 * [6 -7; -2 4]
+  for (int i = 0; i < 4; ++i) CHECK(inv[static_cast<std::size_t>(i)] == Approx(expect[static_cast<std::size_t>(i)]));
+  CHECK(eval(g, g.op("MatrixDeterminant", {a})).scalar_value<double>() == Approx(10.0));
+  test::require_error([&] { eval(g, g.op("MatrixInverse", {c<double>(g, {2, 2}, {1, 2, 2, 4})})); }, {"not invertible"});
+}
+
+TEST_CASE("random ops are seeded, reproducible and have the right moments") {
+  graph g;
+  auto& shape_t = ints(g, {20000});
+  auto& u = g.op("RandomUniform", {shape_t}, {{"dtype", dtype::float64}, {"seed", 7}});
+  auto& n = g.op("RandomStandardNormal", {shape_t}, {{"dtype", dtype::float64}, {"seed", 7}});
+  auto& t = g.op("TruncatedNormal", {shape_t}, {{"dtype", dtype::float32}, {"seed", 7}});
+  session s1(g, test::one_thread()), s2(g, test::one_thread());
+  auto r1 = s1.run({}, {u, n, t});
+  auto r2 = s2.run({}, {u, n, t});
+  CHECK(r1[0].to_vector<double>() == r2[0].to_vector<double>());
+  CHECK(s1.run({}, {u})[0].to_vector<double>() != r1[0].to_vector<double>());  // the stream advances
+  auto mean = [](const std::vector<double>& v) { double m = 0; for (double x : v) m += x; return m / static_cast<double>(v.size()); };
+  auto uv = r1[0].to_vector<double>();
+  CHECK(mean(uv) == Approx(0.5).margin(0.01));
+  for (double x : uv) REQUIRE((x >= 0 && x < 1));
+  auto nv = r1[1].to_vector<double>();
+  CHECK(mean(nv) == Approx(0).margin(0.03));
+  double var = 0;
+  for (double x : nv) var += x * x;
+  CHECK(var / static_cast<double>(nv.size()) == Approx(1).margin(0.05));
+  for (float x : r1[2].to_vector<float>()) REQUIRE(std::abs(x) < 2.0f);
+}

@@ -1,0 +1,117 @@
+#include "support/helpers.hpp"
+
+#include <thread>
+
+using namespace weft;
+
+TEST_CASE("run prunes to what fetches need and feeds replace outputs") {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {unknown_dim}, "x");
+  auto& unused = g.placeholder(dtype::float32, {2}, "unused");
+  (void)unused;
+  auto& y = g.op("Mul", {x, g.constant(tensor::scalar(2.0f))}, {}, "y");
+  auto& z = g.op("Add", {y, g.constant(tensor::scalar(1.0f))}, {}, "z");
+  session s(g, test::one_thread());
+  CHECK(s.run({{x, tensor::of<float>({2}, {1, 2})}}, {z})[0].to_vector<float>() == std::vector<float>{3, 5});
+  // Feeding an intermediate output cuts x out of the step: no feed for x is needed.
+  CHECK(s.run({{"y:0", tensor::of<float>({1}, {10})}}, {"z"})[0].to_vector<float>() == std::vector<float>{11});
+  CHECK(s.cached_executables() == 2);
+  s.run({{x, tensor::of<float>({1}, {0})}}, {z});
+  CHECK(s.cached_executables() == 2);
+  test::require_error([&] { s.run({}, {z}); }, {"node 'x' (Placeholder): must be fed a float32[?]", "needed by fetch z:0"});
+  test::require_error([&] { s.run({{x, tensor::of<double>({1}, {0})}}, {z}); }, {"feed 'x:0'", "expected float32[?]", "got float64[1]"});
+  test::require_error([&] { s.run({{x, tensor::of<float>({1, 1}, {0})}}, {z}); }, {"feed 'x:0'", "expected shape [?]"});
+  test::require_error([&] { s.run({}, {"nope"}); }, {"no node named 'nope'"});
+}
+
+TEST_CASE("variables persist across runs; containers are shared and reset") {
+  graph g;
+  auto& v = g.variable(dtype::float32, {2}, "v");
+  auto& init = g.op("Assign", {v, g.constant(tensor::of<float>({2}, {1, 2}))}, {}, "init");
+  auto& inc = g.op("AssignAdd", {v, g.constant(tensor::of<float>({2}, {10, 10}))}, {}, "inc");
+  auto& dec = g.op("AssignSub", {v, g.constant(tensor::of<float>({2}, {1, 1}))}, {}, "dec");
+  auto& read = g.op("Identity", {v}, {}, "read");
+  auto shared = std::make_shared<resource_manager>();
+  session_options o = test::one_thread();
+  o.resources = shared;
+  session a(g, o), b(g, o);
+  test::require_error([&] { a.run({}, {read}); }, {"node 'read' (Identity)", "variable 'v' is read before it was initialized"});
+  a.run({init});
+  a.run({inc});
+  CHECK(b.run({}, {read})[0].to_vector<float>() == std::vector<float>{11, 12});  // b sees a's variable
+  b.run({dec});
+  CHECK(a.run({}, {read})[0].to_vector<float>() == std::vector<float>{10, 11});
+  shared->reset("");
+  test::require_error([&] { a.run({}, {read}); }, {"before it was initialized"});
+  session c(g, test::one_thread());  // its own container
+  c.run({init});
+  CHECK(c.run({}, {v})[0].to_vector<float>() == std::vector<float>{1, 2});
+}
+
+TEST_CASE("control dependencies order side effects") {
+  graph g;
+  auto& v = g.variable(dtype::int32, {}, "v");
+  auto& init = g.op("Assign", {v, g.constant(tensor::scalar(5))}, {}, "init");
+  auto& read = g.op("Identity", {v}, {}, node_options("read").after({init.id()}));
+  session s(g, test::one_thread());
+  CHECK(s.run({}, {read})[0].scalar_value<std::int32_t>() == 5);
+}
+
+TEST_CASE("a failed step reports the node and leaves the session usable") {
+  graph g;
+  auto& idx = g.placeholder(dtype::int32, {1}, "idx");
+  auto& v = g.variable(dtype::float32, {3}, "v");
+  auto& init = g.op("Assign", {v, g.constant(tensor::of<float>({3}, {1, 2, 3}))}, {}, "init");
+  auto& gather = g.op("GatherV2", {v, idx, g.constant(tensor::scalar(0))}, {}, "gather");
+  auto& bump = g.op("AssignAdd", {v, g.constant(tensor::of<float>({3}, {1, 1, 1}))}, {}, node_options("bump").after({gather.id()}));
+  session s(g);
+  s.run({init});
+  test::require_error([&] { s.run({{idx, tensor::of<std::int32_t>({1}, {9})}}, {gather}, {bump}); },
+                      {"node 'gather' (GatherV2)", "indices[0] = 9 is not in [0, 3)", "float32[3], int32[1], int32[]"});
+  // bump depended on the failed node and did not run: the variable is unchanged.
+  CHECK(s.run({{idx, tensor::of<std::int32_t>({1}, {2})}}, {gather})[0].to_vector<float>() == std::vector<float>{3});
+}
+
+TEST_CASE("many concurrent run() calls on shared variables") {
+  graph g;
+  auto& v = g.variable(dtype::int64, {}, "counter");
+  auto& init = g.op("Assign", {v, g.constant(tensor::scalar<std::int64_t>(0))}, {}, "init");
+  auto& inc = g.op("AssignAdd", {v, g.constant(tensor::scalar<std::int64_t>(1))}, {}, "inc");
+  auto& x = g.placeholder(dtype::float32, {unknown_dim}, "x");
+  auto& y = g.op("Sum", {g.op("Square", {x}), g.constant(tensor::of<std::int32_t>({1}, {0}))}, {}, "y");
+  session_options o;
+  o.inter_op_threads = 2;
+  o.intra_op_threads = 2;
+  session s(g, o);
+  s.run({init});
+  constexpr int threads = 4, steps = 200;
+  std::vector<std::thread> pool;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < steps; ++i) {
+        float k = static_cast<float>(t + i);
+        auto out = s.run({{x, tensor::of<float>({2}, {k, 1})}}, {y}, {inc});
+        if (out[0].scalar_value<float>() != k * k + 1) ++wrong;
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(wrong == 0);
+  CHECK(s.run({}, {v})[0].scalar_value<std::int64_t>() == threads * steps);
+}
+
+TEST_CASE("a traced run exports a Chrome trace") {
+  graph g;
+  auto& a = g.constant(tensor::scalar(1.0f), "a");
+  auto& b = g.op("Neg", {a}, {}, "neg\"quoted");
+  session s(g, test::one_thread());
+  run_metadata meta;
+  s.run({}, {b}, {}, {.trace = true}, &meta);
+  REQUIRE(meta.stats.nodes.size() == 2);
+  for (const auto& n : meta.stats.nodes) CHECK(n.end_ns >= n.start_ns);
+  auto json = chrome_trace(meta.stats);
+  CHECK(json.find("\"ph\":\"M\"") != std::string::npos);
+  CHECK(json.find("\"process_name\"") != std::string::npos);
+  CHECK(json.find("neg\\\"quoted") != std::string::npos);
+  CHECK(json.find("\"ph\":\"X\"") != std::string::npos);
+}

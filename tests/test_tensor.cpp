@@ -1,0 +1,83 @@
+#include "support/helpers.hpp"
+
+using namespace weft;
+
+TEST_CASE("dtype names, sizes and traits") {
+  CHECK(name(dtype::float32) == "float32");
+  CHECK(parse_dtype("bfloat16") == dtype::bfloat16);
+  CHECK(size_of(dtype::complex128) == 16);
+  CHECK(size_of(dtype::boolean) == 1);
+  STATIC_REQUIRE(dtype_of<half> == dtype::float16);
+  STATIC_REQUIRE(dtype_of<std::uint16_t> == dtype::uint16);
+  CHECK_THROWS_AS(parse_dtype("float8"), error);
+}
+
+TEST_CASE("shape rank, elements and validation") {
+  shape s{2, 3, 4};
+  CHECK(s.rank() == 3);
+  CHECK(s.num_elements() == 24);
+  CHECK(shape{}.num_elements() == 1);
+  CHECK(shape{0, 5}.num_elements() == 0);
+  test::require_error([] { shape{2, -1}; }, {"negative dimension -1"});
+  partial_shape p{unknown_dim, 784};
+  CHECK(p.accepts(shape{32, 784}));
+  CHECK_FALSE(p.accepts(shape{32, 783}));
+  CHECK_FALSE(p.accepts(shape{784}));
+  CHECK(partial_shape::unknown_rank().accepts(shape{1, 2, 3}));
+}
+
+TEST_CASE("tensors are 64-byte aligned and reference counted") {
+  tensor t(dtype::float32, {3, 5});
+  CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
+  CHECK(t.use_count() == 1);
+  {
+    tensor u = t;
+    CHECK(u.shares_buffer_with(t));
+    CHECK(t.use_count() == 2);
+  }
+  CHECK(t.use_count() == 1);
+  auto before = cpu_allocator::global().bytes_in_use();
+  { tensor big(dtype::float64, {1000}); CHECK(cpu_allocator::global().bytes_in_use() >= before + 8000); }
+  CHECK(cpu_allocator::global().bytes_in_use() == before);
+}
+
+TEST_CASE("tensor conversions from and to std::vector") {
+  auto t = tensor::of<int>({2, 2}, {1, 2, 3, 4});
+  CHECK(t.dtype() == dtype::int32);
+  CHECK(t.to_vector<int>() == std::vector<int>{1, 2, 3, 4});
+  CHECK(tensor::scalar(2.5).scalar_value<double>() == 2.5);
+  test::require_error([] { tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2}); }, {"3 values", "[2,2]"});
+  test::require_error([&] { t.data<float>(); }, {"int32", "float32"});
+  auto e = tensor(dtype::float32, {0, 3});
+  CHECK(e.num_elements() == 0);
+  CHECK(e.to_vector<float>().empty());
+}
+
+TEST_CASE("reshape and slice are zero-copy views") {
+  auto t = tensor::of<float>({3, 2}, {0, 1, 2, 3, 4, 5});
+  auto r = t.reshape({2, 3});
+  CHECK(r.shares_buffer_with(t));
+  CHECK(r.shape() == shape{2, 3});
+  auto s = t.slice(1, 3);
+  CHECK(s.shares_buffer_with(t));
+  CHECK(s.to_vector<float>() == std::vector<float>{2, 3, 4, 5});
+  CHECK(t.slice(3, 3).num_elements() == 0);
+  test::require_error([&] { t.reshape({4}); }, {"cannot reshape [3,2]", "[4]"});
+  test::require_error([&] { t.slice(2, 4); }, {"out of range"});
+  test::require_error([] { tensor::scalar(1.0f).slice(0, 1); }, {"scalar"});
+}
+
+TEST_CASE("conversions from and to Eigen tensors, both layouts") {
+  Eigen::Tensor<float, 2, Eigen::RowMajor> rm(2, 3);
+  Eigen::Tensor<float, 2> cm(2, 3);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) rm(i, j) = cm(i, j) = static_cast<float>(10 * i + j);
+  auto a = from_eigen(rm), b = from_eigen(cm);
+  std::vector<float> expect{0, 1, 2, 10, 11, 12};
+  CHECK(a.to_vector<float>() == expect);
+  CHECK(b.to_vector<float>() == expect);
+  auto back = to_eigen<float, 2, Eigen::ColMajor>(b);
+  CHECK(back(1, 2) == 12.0f);
+  CHECK(eigen_map<float, 2>(a)(1, 0) == 10.0f);
+  test::require_error([&] { eigen_map<float, 3>(a); }, {"rank 2, not 3"});
+}
