@@ -2835,7 +2835,7 @@ struct exec_edge {
 
 struct exec_node {
   const node* def = nullptr;  // nullptr for a feed node
-  std::unique_ptr<op_kernel> kernel;
+  std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
   int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
   int input_start = 0;
   int num_inputs = 0;
@@ -3323,7 +3323,7 @@ class session {
     return {x, fed};
   }
 
-  static std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& fed,
+  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& fed,
                                                  const std::vector<output>& fetched, const std::vector<int>& targets) {
     auto x = std::make_shared<executable>();
     x->source = g;
@@ -3369,7 +3369,15 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
-      xn.kernel = kernel_registry::global().create(n, "CPU");
+      if (n.def().stateful) {
+        // One kernel per stateful node per session (a random op's stream continues across signatures).
+        std::lock_guard lock(mutex_);
+        auto& k = stateful_kernels_[n.name()];
+        if (!k) k = kernel_registry::global().create(n, "CPU");
+        xn.kernel = k;
+      } else {
+        xn.kernel = kernel_registry::global().create(n, "CPU");
+      }
       xn.num_inputs = n.num_inputs();
       xn.num_outputs = n.num_outputs();
       xn.cheap = n.def().cheap;
@@ -3413,6 +3421,7 @@ class session {
   cpu_device device_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
+  std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
 };
 

@@ -42,7 +42,7 @@ struct exec_edge {
 
 struct exec_node {
   const node* def = nullptr;  // nullptr for a feed node
-  std::unique_ptr<op_kernel> kernel;
+  std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
   int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
   int input_start = 0;
   int num_inputs = 0;
