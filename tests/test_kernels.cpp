@@ -154,9 +154,7 @@ TEST_CASE("reductions over any axes match a naive loop") {
   graph g;
   auto& t = c<double>(g, {2, 3, 4}, x);
   auto sum_over = [&](std::vector<int> axes) {
-    std::vector<double> out(24, 0.0);  // naive: accumulate into the kept coordinates
-    std::vector<int> dims{2, 3, 4};
-    std::vector<double> acc;
+    std::vector<double> acc;  // naive: accumulate into the kept coordinates
     std::map<std::vector<int>, double> m;
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)

@@ -3213,7 +3213,10 @@ class endpoint {
   endpoint(output o) : output_(o) {}                     // NOLINT
   endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
 
-  output resolve(const graph& g) const { return output_.node >= 0 ? (g.at(output_), output_) : g.resolve(name_); }
+  output resolve(const graph& g) const {
+    if (output_.node < 0) return g.resolve(name_);
+    return g.at(output_).out(output_.port);  // checks the handle belongs to g's range
+  }
 
  private:
   std::string name_;
@@ -3248,7 +3251,7 @@ class session {
   std::vector<tensor> run(const feed_list& feeds, const std::vector<endpoint>& fetches,
                           const std::vector<endpoint>& targets = {}, const run_options& options = {},
                           run_metadata* metadata = nullptr) {
-    auto [x, fed] = prepare(feeds, fetches, targets);
+    auto x = prepare(feeds, fetches, targets);
     std::vector<tensor> feed_values;
     feed_values.reserve(feeds.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
@@ -3284,9 +3287,8 @@ class session {
  private:
   using signature = std::tuple<std::vector<output>, std::vector<output>, std::vector<int>>;
 
-  std::pair<std::shared_ptr<const executable>, std::vector<output>> prepare(const feed_list& feeds,
-                                                                             const std::vector<endpoint>& fetches,
-                                                                             const std::vector<endpoint>& targets) {
+  std::shared_ptr<const executable> prepare(const feed_list& feeds, const std::vector<endpoint>& fetches,
+                                            const std::vector<endpoint>& targets) {
     std::shared_ptr<const graph> g;
     {
       std::lock_guard lock(mutex_);
@@ -3315,12 +3317,12 @@ class session {
     signature key{fed, fetched, target_ids};
     {
       std::lock_guard lock(mutex_);
-      if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return {it->second, fed};
+      if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
     }
     auto x = build(g, fed, fetched, target_ids);
     std::lock_guard lock(mutex_);
     if (graph_ == g) cache_[key] = x;
-    return {x, fed};
+    return x;
   }
 
   std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& fed,
@@ -3571,7 +3573,6 @@ using kernel_real_types = type_list<std::int32_t, std::int64_t, float, double>;
 using kernel_float_types = type_list<float, double>;
 using kernel_number_types = type_list<std::int32_t, std::int64_t, float, double, complex64, complex128>;
 using kernel_float_complex_types = type_list<float, double, complex64, complex128>;
-using kernel_signed_types = kernel_number_types;
 using kernel_all_types = type_list<bool, std::uint8_t, std::int32_t, std::int64_t, half, bfloat16, float, double,
                                    complex64, complex128>;
 using kernel_compare_types = type_list<bool, std::int32_t, std::int64_t, float, double>;
@@ -4024,10 +4025,6 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Per-element cost hint (cycles) for sharding.
-template <class F>
-inline constexpr double cost_of = F::cost;
-
 // ---- unary -------------------------------------------------------------------------
 #define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
   struct NAME {                                          \
@@ -4301,7 +4298,7 @@ struct cast_kernel final : op_kernel {
 };
 
 inline void register_elementwise_kernels() {
-  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_signed_types{});
+  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_number_types{});
   register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_real_types{});
   register_for<unary_kernel<square_fn>::of>("Square", "T", kernel_number_types{});
   register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", kernel_float_complex_types{});

@@ -45,7 +45,10 @@ class endpoint {
   endpoint(output o) : output_(o) {}                     // NOLINT
   endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
 
-  output resolve(const graph& g) const { return output_.node >= 0 ? (g.at(output_), output_) : g.resolve(name_); }
+  output resolve(const graph& g) const {
+    if (output_.node < 0) return g.resolve(name_);
+    return g.at(output_).out(output_.port);  // checks the handle belongs to g's range
+  }
 
  private:
   std::string name_;
@@ -80,7 +83,7 @@ class session {
   std::vector<tensor> run(const feed_list& feeds, const std::vector<endpoint>& fetches,
                           const std::vector<endpoint>& targets = {}, const run_options& options = {},
                           run_metadata* metadata = nullptr) {
-    auto [x, fed] = prepare(feeds, fetches, targets);
+    auto x = prepare(feeds, fetches, targets);
     std::vector<tensor> feed_values;
     feed_values.reserve(feeds.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
@@ -116,9 +119,8 @@ class session {
  private:
   using signature = std::tuple<std::vector<output>, std::vector<output>, std::vector<int>>;
 
-  std::pair<std::shared_ptr<const executable>, std::vector<output>> prepare(const feed_list& feeds,
-                                                                             const std::vector<endpoint>& fetches,
-                                                                             const std::vector<endpoint>& targets) {
+  std::shared_ptr<const executable> prepare(const feed_list& feeds, const std::vector<endpoint>& fetches,
+                                            const std::vector<endpoint>& targets) {
     std::shared_ptr<const graph> g;
     {
       std::lock_guard lock(mutex_);
@@ -147,12 +149,12 @@ class session {
     signature key{fed, fetched, target_ids};
     {
       std::lock_guard lock(mutex_);
-      if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return {it->second, fed};
+      if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
     }
     auto x = build(g, fed, fetched, target_ids);
     std::lock_guard lock(mutex_);
     if (graph_ == g) cache_[key] = x;
-    return {x, fed};
+    return x;
   }
 
   std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& fed,

@@ -56,7 +56,6 @@ using kernel_real_types = type_list<std::int32_t, std::int64_t, float, double>;
 using kernel_float_types = type_list<float, double>;
 using kernel_number_types = type_list<std::int32_t, std::int64_t, float, double, complex64, complex128>;
 using kernel_float_complex_types = type_list<float, double, complex64, complex128>;
-using kernel_signed_types = kernel_number_types;
 using kernel_all_types = type_list<bool, std::uint8_t, std::int32_t, std::int64_t, half, bfloat16, float, double,
                                    complex64, complex128>;
 using kernel_compare_types = type_list<bool, std::int32_t, std::int64_t, float, double>;

@@ -19,10 +19,6 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Per-element cost hint (cycles) for sharding.
-template <class F>
-inline constexpr double cost_of = F::cost;
-
 // ---- unary -------------------------------------------------------------------------
 #define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
   struct NAME {                                          \
@@ -296,7 +292,7 @@ struct cast_kernel final : op_kernel {
 };
 
 inline void register_elementwise_kernels() {
-  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_signed_types{});
+  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_number_types{});
   register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_real_types{});
   register_for<unary_kernel<square_fn>::of>("Square", "T", kernel_number_types{});
   register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", kernel_float_complex_types{});
