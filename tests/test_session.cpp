@@ -57,6 +57,23 @@ TEST_CASE("control dependencies order side effects") {
   CHECK(s.run({}, {read})[0].scalar_value<std::int32_t>() == 5);
 }
 
+TEST_CASE("a node with no outputs is a target, by handle and by name") {
+  graph g;
+  auto& v = g.variable(dtype::int32, {}, "v");
+  auto& set = g.op("Assign", {v, g.constant(tensor::scalar(5))}, {}, "set");
+  auto& bump = g.op("AssignAdd", {v, g.constant(tensor::scalar(1))}, {}, "bump");
+  auto& init = g.op("NoOp", {}, {}, node_options("init").after({set.id()}));
+  auto& step = g.op("NoOp", {}, {}, node_options("step").after({bump.id()}));
+  session s(g, test::one_thread());
+  s.run({init});
+  s.run({"step"});
+  s.run({}, {}, {step, "step"});  // the same target twice runs it once
+  CHECK(s.run({}, {v})[0].scalar_value<std::int32_t>() == 7);
+  // A NoOp has no output to fetch: that is an error naming the node, not a crash.
+  test::require_error([&] { s.run({}, {init}); }, {"node 'init' (NoOp)", "has no output 0"});
+  test::require_error([&] { s.run({"nope"}); }, {"no node named 'nope'"});
+}
+
 TEST_CASE("a failed step reports the node and leaves the session usable") {
   graph g;
   auto& idx = g.placeholder(dtype::int32, {1}, "idx");

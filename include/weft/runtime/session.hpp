@@ -45,9 +45,18 @@ class endpoint {
   endpoint(output o) : output_(o) {}                     // NOLINT
   endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
 
+  // The output this endpoint names, as a fetch or a feed.
   output resolve(const graph& g) const {
     if (output_.node < 0) return g.resolve(name_);
-    return g.at(output_).out(output_.port);  // checks the handle belongs to g's range
+    return g.at(output_.node).out(output_.port);  // checks the handle is in g's range and the port exists
+  }
+
+  // The node this endpoint names, as a target: a node with no outputs (NoOp, Assign's
+  // control-only uses) is a valid target, so no port is checked.
+  int resolve_node(const graph& g) const {
+    if (output_.node >= 0) return g.at(output_.node).id();
+    if (const node* n = g.find(name_)) return n->id();
+    return g.resolve(name_).node;  // "name:port", or the not-found error
   }
 
  private:
@@ -144,7 +153,7 @@ class session {
       fed.push_back(o);
     }
     for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
-    for (const auto& e : targets) target_ids.push_back(e.resolve(*g).node);
+    for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
 
     signature key{fed, fetched, target_ids};
     {
