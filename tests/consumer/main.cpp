@@ -1,11 +1,10 @@
 // A separate project: find_package(weft), one MatMul through a session.
 #include <weft/weft.hpp>
-#include <weft/kernels/cpu/matmul.hpp>
-#include <weft/kernels/cpu/array.hpp>
+#include <weft/kernels/cpu/kernels.hpp>
 
 int main() {
   weft::cpu::register_matmul_kernel<float>();
-  weft::cpu::register_array_kernels();
+  weft::cpu::register_core_kernels();
   weft::graph g;
   auto& a = g.constant(weft::tensor::of<float>({1, 2}, {1, 2}));
   auto& b = g.constant(weft::tensor::of<float>({2, 1}, {3, 4}));

@@ -1,15 +1,11 @@
 // The full CPU kernel registry. Include this in ONE translation unit of a program (it
 // registers every kernel during static initialisation); other files include only
-// <weft/weft.hpp>. Compiling it costs tens of seconds, paid once; see docs/benchmarks.md.
+// <weft/weft.hpp>. Compiling it costs minutes of CPU time, paid once (docs/benchmarks.md);
+// to spread that over several translation units, call each register_*_kernels() of
+// <weft/kernels/cpu/kernels.hpp> in a file of its own instead.
 #pragma once
 
-#include <weft/kernels/cpu/array.hpp>
-#include <weft/kernels/cpu/elementwise.hpp>
-#include <weft/kernels/cpu/linalg.hpp>
-#include <weft/kernels/cpu/matmul.hpp>
-#include <weft/kernels/cpu/random.hpp>
-#include <weft/kernels/cpu/reduction.hpp>
-#include <weft/kernels/cpu/state.hpp>
+#include <weft/kernels/cpu/kernels.hpp>
 
 namespace weft::cpu {
 

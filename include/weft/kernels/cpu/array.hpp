@@ -408,11 +408,20 @@ struct ones_like_kernel final : op_kernel {
   }
 };
 
-inline void register_array_kernels() {
+// The kernels nearly every graph needs (constants, feeds, Identity, NoOp), for programs
+// that register only the kernels they use. Registering twice is harmless (the first stays).
+template <int = 0>
+void register_core_kernels() {
   register_cpu_kernel<const_kernel>("Const");
   register_cpu_kernel<placeholder_kernel>("Placeholder");
   register_cpu_kernel<identity_kernel>("Identity");
   register_cpu_kernel<no_op_kernel>("NoOp");
+}
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_array_kernels() {
+  register_core_kernels();
   register_cpu_kernel<reshape_kernel>("Reshape");
   register_cpu_kernel<transpose_kernel>("Transpose");
   register_cpu_kernel<concat_kernel>("ConcatV2");

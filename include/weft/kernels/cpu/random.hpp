@@ -85,7 +85,9 @@ struct random_kernel final : op_kernel {
   mutable std::atomic<std::uint64_t> counter_{0};
 };
 
-inline void register_random_kernels() {
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_random_kernels() {
   register_cpu_kernel<random_kernel<distribution::uniform>>("RandomUniform");
   register_cpu_kernel<random_kernel<distribution::normal>>("RandomStandardNormal");
   register_cpu_kernel<random_kernel<distribution::truncated_normal>>("TruncatedNormal");
