@@ -2,7 +2,7 @@
 // from_eigen copies into a fresh weft buffer.
 #pragma once
 
-#include <unsupported/Eigen/CXX11/Tensor>
+#include <weft/core/eigen_tensor.hpp>
 
 #include <array>
 

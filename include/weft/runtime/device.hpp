@@ -4,10 +4,7 @@
 // the threads that run other nodes.
 #pragma once
 
-#ifndef EIGEN_USE_THREADS
-#define EIGEN_USE_THREADS
-#endif
-#include <unsupported/Eigen/CXX11/Tensor>
+#include <weft/core/eigen_tensor.hpp>
 
 #include <algorithm>
 #include <cstdint>
