@@ -41,6 +41,41 @@ TEST_CASE("tensors are 64-byte aligned and reference counted") {
   CHECK(cpu_allocator::global().bytes_in_use() == before);
 }
 
+TEST_CASE("the cpu allocator reuses large freed buffers, within its limit") {
+  cpu_allocator a(std::size_t(3) << 20);  // room for three 1 MiB blocks
+  const std::size_t mib = std::size_t(1) << 20;
+  void* p = a.allocate(mib + 100);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % buffer_alignment == 0);
+  CHECK(a.bytes_in_use() == mib + 100);
+  a.deallocate(p, mib + 100);
+  CHECK(a.bytes_in_use() == 0);
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK(a.bytes_cached() == mib + 4096);  // large sizes round up to whole pages
+  void* q = a.allocate(mib + 4000);       // the same rounded size: the same block
+  CHECK(q == p);
+  CHECK(a.bytes_cached() == 0);
+  a.deallocate(q, mib + 4000);
+  // Small buffers and buffers over the limit are not kept.
+  a.deallocate(a.allocate(1000), 1000);
+  a.deallocate(a.allocate(4 * mib), 4 * mib);
+  CHECK(a.bytes_cached() == mib + 4096);
+  // A full cache drops its oldest blocks.
+  void* b1 = a.allocate(2 * mib);
+  void* b2 = a.allocate(2 * mib);
+  a.deallocate(b1, 2 * mib);  // over the limit: the oldest block goes
+  a.deallocate(b2, 2 * mib);  // and again: b2 alone is left
+  CHECK(a.bytes_cached() == 2 * mib);
+  a.release_cached();
+  CHECK(a.bytes_cached() == 0);
+#endif
+  // A tensor draws from the allocator it is given and gives its buffer back.
+  {
+    tensor t(dtype::float32, {512, 1024}, a);
+    CHECK(a.bytes_in_use() >= 2 * mib);
+  }
+  CHECK(a.bytes_in_use() == 0);
+}
+
 TEST_CASE("tensor conversions from and to std::vector") {
   auto t = tensor::of<int>({2, 2}, {1, 2, 3, 4});
   CHECK(t.dtype() == dtype::int32);
