@@ -38,6 +38,18 @@ class cpu_allocator final : public allocator {
  public:
   static constexpr std::size_t cache_min_bytes = std::size_t(1) << 20;
   static constexpr std::size_t page_bytes = 4096;
+  // Whether freed large buffers are kept: not under ASan.
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr bool caches_buffers = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  static constexpr bool caches_buffers = false;
+#else
+  static constexpr bool caches_buffers = true;
+#endif
+#else
+  static constexpr bool caches_buffers = true;
+#endif
 
   explicit cpu_allocator(std::size_t cache_limit = std::size_t(1) << 30) : cache_limit_(cache_limit) {}
   cpu_allocator(const cpu_allocator&) = delete;
@@ -86,18 +98,6 @@ class cpu_allocator final : public allocator {
   }
 
  private:
-#if defined(__SANITIZE_ADDRESS__)
-  static constexpr bool caching = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  static constexpr bool caching = false;
-#else
-  static constexpr bool caching = true;
-#endif
-#else
-  static constexpr bool caching = true;
-#endif
-
   // Small buffers round to the alignment, large ones to whole pages so that sizes that
   // differ by a few bytes share cached blocks.
   static std::size_t round_up(std::size_t bytes) noexcept {
@@ -106,7 +106,7 @@ class cpu_allocator final : public allocator {
     return r == 0 ? buffer_alignment : r;
   }
   void* take_cached(std::size_t rounded) {
-    if (!caching || rounded < cache_min_bytes) return nullptr;
+    if (!caches_buffers || rounded < cache_min_bytes) return nullptr;
     std::lock_guard lock(mu_);
     for (auto it = cache_.rbegin(); it != cache_.rend(); ++it)
       if (it->first == rounded) {
@@ -118,7 +118,7 @@ class cpu_allocator final : public allocator {
     return nullptr;
   }
   bool keep_cached(void* p, std::size_t rounded) noexcept {
-    if (!caching || rounded < cache_min_bytes || rounded > cache_limit_) return false;
+    if (!caches_buffers || rounded < cache_min_bytes || rounded > cache_limit_) return false;
     std::lock_guard lock(mu_);
     // Oldest blocks go first when the cache is full.
     while (!cache_.empty() && cached_bytes_ + rounded > cache_limit_) {
