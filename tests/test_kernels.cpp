@@ -224,6 +224,85 @@ TEST_CASE("MatMul and BatchMatMulV2 match a naive triple loop") {
   CHECK(empty.to_vector<double>() == std::vector<double>(6, 0.0));
 }
 
+namespace {
+// op(x) for a row-major (r, cdim) matrix x: its transpose, conjugated too when `conj`.
+template <class T>
+std::vector<T> transpose_of(const std::vector<T>& x, int r, int cdim, bool conj) {
+  std::vector<T> t(x.size());
+  for (int i = 0; i < r; ++i)
+    for (int j = 0; j < cdim; ++j) {
+      T v = x[static_cast<std::size_t>(i * cdim + j)];
+      if constexpr (!std::is_arithmetic_v<T>) v = conj ? std::conj(v) : v;
+      t[static_cast<std::size_t>(j * r + i)] = v;
+    }
+  return t;
+}
+
+// Every transpose (and, for complex, adjoint) case of MatMul or BatchMatMulV2 at (m,k,n),
+// against a naive triple loop on the untransposed operands.
+template <class T>
+void check_matmul_cases(const char* op, int m, int k, int n, const session_options& options) {
+  constexpr bool complex = !std::is_arithmetic_v<T>;
+  std::vector<T> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if constexpr (complex) a[i] = T(std::sin(double(i)), std::cos(3.0 * double(i)));
+    else if constexpr (std::is_integral_v<T>) a[i] = T(int(i % 7) - 3);
+    else a[i] = T(std::sin(double(i)));
+  }
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if constexpr (complex) b[i] = T(std::cos(double(i)), std::sin(0.5 * double(i)));
+    else if constexpr (std::is_integral_v<T>) b[i] = T(int(i % 5) - 2);
+    else b[i] = T(std::cos(double(i)));
+  }
+  std::vector<T> expect(static_cast<std::size_t>(m * n), T(0));
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int p = 0; p < k; ++p)
+        expect[static_cast<std::size_t>(i * n + j)] += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+  bool batch = std::string_view(op) == "BatchMatMulV2";
+  const char* attr_a = batch ? "adj_x" : "transpose_a";
+  const char* attr_b = batch ? "adj_y" : "transpose_b";
+  graph g;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO(op << " " << dtype_of<T> << " m=" << m << " k=" << k << " n=" << n << " ta=" << ta << " tb=" << tb);
+      // Stored so that op(x) (conjugate transpose for BatchMatMulV2) gives back a and b.
+      auto sa = ta ? transpose_of(a, m, k, batch) : a;
+      auto sb = tb ? transpose_of(b, k, n, batch) : b;
+      auto& x = g.constant(tensor::from_vector(sa, ta ? shape{k, m} : shape{m, k}));
+      auto& y = g.constant(tensor::from_vector(sb, tb ? shape{n, k} : shape{k, n}));
+      auto& product = g.op(op, {x, y}, {{attr_a, ta}, {attr_b, tb}});
+      session s(g, options);
+      auto out = s.run({}, {product})[0];
+      REQUIRE(out.shape() == (shape{m, n}));
+      auto got = out.template to_vector<T>();
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if constexpr (std::is_integral_v<T>) {
+          CHECK(got[i] == expect[i]);
+        } else {
+          CHECK(std::abs(got[i] - expect[i]) <= 1e-9 * (1 + std::abs(expect[i])));
+        }
+      }
+    }
+}
+}  // namespace
+
+TEST_CASE("MatMul covers matrix, vector and sharded shapes, every transpose and adjoint") {
+  session_options two;
+  two.inter_op_threads = 1;
+  two.intra_op_threads = 2;
+  for (auto [m, k, n] : {std::tuple{37, 19, 23}, {1, 19, 23}, {37, 19, 1}, {1, 19, 1}, {1, 1, 1}, {5, 1, 3}}) {
+    check_matmul_cases<double>("MatMul", m, k, n, test::one_thread());
+    check_matmul_cases<std::int32_t>("MatMul", m, k, n, test::one_thread());
+    check_matmul_cases<complex128>("MatMul", m, k, n, test::one_thread());
+    check_matmul_cases<complex128>("BatchMatMulV2", m, k, n, test::one_thread());
+  }
+  // Large enough to split the output rows across two intra-op threads.
+  check_matmul_cases<double>("MatMul", 160, 120, 110, two);
+  check_matmul_cases<double>("MatMul", 4000, 300, 1, two);
+  check_matmul_cases<complex128>("BatchMatMulV2", 130, 90, 100, two);
+}
+
 TEST_CASE("MatrixInverse and MatrixDeterminant") {
   graph g;
   auto& a = c<double>(g, {2, 2}, {4, 7, 2, 6});

@@ -1,5 +1,7 @@
-// weft: the umbrella header. Graphs, sessions and the runtime; no kernel bodies (see
-// <weft/kernels/cpu/all.hpp>, included by one translation unit of a program).
+// weft: the umbrella header. Graphs, sessions, the runtime and the standard op
+// definitions; no kernel bodies (see <weft/kernels/cpu/all.hpp>, included by one
+// translation unit of a program). A program compiles only the op families it registers
+// (<weft/ops/core_ops.hpp>).
 #pragma once
 
 #include <weft/core/dtype.hpp>
@@ -9,6 +11,7 @@
 #include <weft/core/tensor.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/op_registry.hpp>
+#include <weft/ops/all.hpp>
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/session.hpp>

@@ -3,8 +3,10 @@
 // compile the full CPU kernel registry there; elsewhere, register only the kernels
 // a program uses (weft::cpu::register_core_kernels(), register_matmul_kernel<float>()).
 #pragma once
-// weft: the umbrella header. Graphs, sessions and the runtime; no kernel bodies (see
-// <weft/kernels/cpu/all.hpp>, included by one translation unit of a program).
+// weft: the umbrella header. Graphs, sessions, the runtime and the standard op
+// definitions; no kernel bodies (see <weft/kernels/cpu/all.hpp>, included by one
+// translation unit of a program). A program compiles only the op families it registers
+// (<weft/ops/core_ops.hpp>).
 
 // dtype: the element types of the whitepaper (§2) and their C++ counterparts.
 // float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex.
@@ -21,6 +23,8 @@
 // weft::error: the one exception type weft throws. Its message names what went
 // wrong in the user's terms (node, op, dtypes, shapes); `code` lets callers branch.
 
+#include <initializer_list>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -66,11 +70,37 @@ class error : public std::runtime_error {
 };
 
 namespace detail {
+// One part of an error message: a reference to any streamable value and the function that
+// writes it. Messages are built from a list of parts by one non-template function, so a
+// call site compiles one small function per argument type instead of a whole stream
+// expression per combination of argument types.
+class message_part {
+ public:
+  template <class T>
+  message_part(const T& value) noexcept : value_(&value), put_(&put<T>) {}
+  message_part(const char* text) noexcept : value_(text), put_(&put_text) {}
+  void write(std::ostream& out) const { put_(out, value_); }
+
+ private:
+  template <class T>
+  static void put(std::ostream& out, const void* v) {
+    out << *static_cast<const T*>(v);
+  }
+  static void put_text(std::ostream& out, const void* v) { out << static_cast<const char*>(v); }
+
+  const void* value_;
+  void (*put_)(std::ostream&, const void*);
+};
+
+inline std::string concat_parts(std::initializer_list<message_part> parts) {
+  std::ostringstream out;
+  for (const auto& p : parts) p.write(out);
+  return out.str();
+}
+
 template <class... Parts>
 std::string concat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
+  return concat_parts({message_part(parts)...});
 }
 }  // namespace detail
 
@@ -829,15 +859,18 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 #include <unordered_map>
 #include <vector>
 
-// op_registry: every op a graph may use, by name. The standard ops are registered on
-// first use; users add their own with register_op() without touching the core.
+// op_registry: every op a graph may use, by name. It starts with the core ops; the
+// standard families are added as a program registers them (<weft/ops/core_ops.hpp>), and
+// users add their own with register_op() without touching the core.
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 // op_def: what the registry knows of an op before any kernel exists: its inputs and
 // outputs, its attributes, statefulness, cost class, and its dtype and shape rule.
@@ -1125,17 +1158,21 @@ class op_def_builder {
 };
 
 }  // namespace weft
-// Array ops: sources (Const, Placeholder), views and rearrangements, and shape queries.
-//   Reshape(x, shape)          one -1 in shape takes the remaining size
-//   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
-//   ConcatV2(values..., axis)  dims equal except along axis, which sums
-//   Split(axis, value)         num_split equal parts along axis
-//   Slice(x, begin, size)      size -1 means "to the end"
-//   Pad(x, paddings)           paddings is (rank, 2): before and after, zero-filled
-//   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
-//   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
-//   OneHot(indices, depth, on, off; axis=-1)
+// Core ops, in every registry from the start: sources, Identity and NoOp.
+//   Const(; value, dtype)         the tensor `value`
+//   Placeholder(; dtype, shape)   a tensor fed to run()
+//   Identity(input)               its input, unchanged (no copy)
+//   NoOp()                        nothing; a target that gathers control edges
+//
+// The other standard ops come in families (array, math, reduction, matrix, random,
+// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
+// program registers it: by registering the family's CPU kernels, by
+// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
+// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
+// definitions it uses; standard_ops lists every name, so that graph::op can tell an op
+// that does not exist from one whose family the program has not registered.
 
+#include <string_view>
 #include <vector>
 
 // Shape-rule helpers shared by the op definition headers.
@@ -1276,13 +1313,7 @@ class shape_context {
   // Throws invalid_argument naming the node, op, and every input's dtype and shape.
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    std::ostringstream out;
-    out << who_ << ": ";
-    (out << ... << parts);
-    out << " (inputs:";
-    for (int i = 0; i < num_inputs(); ++i) out << (i ? ", " : " ") << input_dtype(i) << input(i);
-    out << ')';
-    throw error(error_code::invalid_argument, out.str());
+    fail_with(detail::concat(parts...));
   }
 
   // Helpers for common rules.
@@ -1295,6 +1326,13 @@ class shape_context {
   }
 
  private:
+  [[noreturn]] void fail_with(const std::string& what) const {
+    std::ostringstream out;
+    out << who_ << ": " << what << " (inputs:";
+    for (int i = 0; i < num_inputs(); ++i) out << (i ? ", " : " ") << input_dtype(i) << input(i);
+    out << ')';
+    throw error(error_code::invalid_argument, out.str());
+  }
   const std::string& who_;
   const attr_map& attrs_;
   std::vector<dtype> in_types_;
@@ -1353,7 +1391,7 @@ inline void shape_from_input(shape_context& c, int i) {
 
 namespace weft::ops {
 
-inline std::vector<op_def> array_op_defs() {
+inline std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
                      .output("output: dtype")
@@ -1377,7 +1415,780 @@ inline std::vector<op_def> array_op_defs() {
   defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: type").cheap()
                      .shape_fn(same_shape).build());
   defs.push_back(op_def_builder("NoOp").cheap().build());
+  return defs;
+}
 
+struct standard_op {
+  std::string_view name;
+  std::string_view family;
+};
+
+// Every standard op outside the core, with its family. tests/test_graph.cpp checks it
+// against the families' definitions.
+inline constexpr standard_op standard_ops[] = {
+    {"Reshape", "array"}, {"Transpose", "array"}, {"ConcatV2", "array"}, {"Split", "array"},
+    {"Slice", "array"}, {"Pad", "array"}, {"Tile", "array"}, {"GatherV2", "array"},
+    {"OneHot", "array"}, {"Shape", "array"}, {"Rank", "array"}, {"Size", "array"},
+    {"Fill", "array"}, {"ZerosLike", "array"}, {"OnesLike", "array"},
+    {"Neg", "math"}, {"Abs", "math"}, {"Square", "math"}, {"Sqrt", "math"}, {"Rsqrt", "math"},
+    {"Exp", "math"}, {"Log", "math"}, {"Tanh", "math"}, {"Sigmoid", "math"}, {"Relu", "math"},
+    {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
+    {"Pow", "math"}, {"Maximum", "math"}, {"Minimum", "math"}, {"Greater", "math"},
+    {"GreaterEqual", "math"}, {"Less", "math"}, {"LessEqual", "math"}, {"Equal", "math"},
+    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"},
+    {"Cast", "math"},
+    {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
+    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"},
+    {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
+    {"MatrixDeterminant", "matrix"},
+    {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
+    {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
+};
+
+// How a program registers `family`, for error messages.
+inline std::string_view family_registration_hint(std::string_view family) {
+  if (family == "array") return "weft::ops::register_array_ops() or weft::cpu::register_array_kernels()";
+  if (family == "math") return "weft::ops::register_math_ops() or weft::cpu::register_elementwise_kernels()";
+  if (family == "reduction")
+    return "weft::ops::register_reduction_ops() or weft::cpu::register_reduction_kernels()";
+  if (family == "matrix")
+    return "weft::ops::register_matrix_ops(), weft::cpu::register_matmul_kernels() or "
+           "weft::cpu::register_linalg_kernels()";
+  if (family == "random") return "weft::ops::register_random_ops() or weft::cpu::register_random_kernels()";
+  if (family == "state") return "weft::ops::register_state_ops() or weft::cpu::register_state_kernels()";
+  return "weft::ops::register_standard_ops()";
+}
+
+// The family of the standard op `name`, or an empty view when weft has no such op.
+inline std::string_view standard_op_family(std::string_view name) {
+  for (const auto& op : standard_ops)
+    if (op.name == name) return op.family;
+  return {};
+}
+
+}  // namespace weft::ops
+
+namespace weft {
+
+class op_registry {
+ public:
+  // Registers `def`; an op of the same name is an error (ops are never replaced, so a
+  // graph's meaning cannot change under it).
+  const op_def& add(op_def def) {
+    std::unique_lock lock(mutex_);
+    return add_locked(std::move(def));
+  }
+  // Adds the definitions `defs()` returns under the name `family`, once: later calls with
+  // the same family do nothing, so every user of a family may call it. When one of its
+  // ops is already registered (by the user, under a standard name), none is added.
+  void add_family(std::string_view family, std::vector<op_def> (*defs)()) {
+    {
+      std::shared_lock lock(mutex_);
+      if (families_.contains(family)) return;
+    }
+    std::unique_lock lock(mutex_);
+    if (families_.contains(family)) return;
+    auto list = defs();
+    for (const auto& d : list)
+      if (ops_.contains(d.name))
+        fail(error_code::already_exists, "op_registry: cannot add the ", family, " ops: op '", d.name,
+             "' is already registered");
+    for (auto& d : list) add_locked(std::move(d));
+    families_.emplace(family);
+  }
+  // nullptr when no op of that name is registered. Returned definitions live as long as the registry.
+  const op_def* find(std::string_view name) const {
+    std::shared_lock lock(mutex_);
+    auto it = ops_.find(name);
+    return it == ops_.end() ? nullptr : it->second.get();
+  }
+  std::vector<std::string> names() const {
+    std::shared_lock lock(mutex_);
+    std::vector<std::string> out;
+    for (const auto& [name, def] : ops_) out.push_back(name);
+    return out;
+  }
+
+  static op_registry& global() {
+    static op_registry* instance = [] {
+      auto* r = new op_registry;  // never destroyed: kernels may look ops up during static destruction
+      r->add_family("core", ops::core_op_defs);
+      return r;
+    }();
+    return *instance;
+  }
+
+ private:
+  const op_def& add_locked(op_def def) {
+    auto name = def.name;
+    auto [it, inserted] = ops_.try_emplace(name, std::make_unique<op_def>(std::move(def)));
+    if (!inserted) fail(error_code::already_exists, "op_registry: op '", name, "' is already registered");
+    return *it->second;
+  }
+
+  mutable std::shared_mutex mutex_;
+  std::set<std::string, std::less<>> families_;
+  std::map<std::string, std::unique_ptr<op_def>, std::less<>> ops_;
+};
+
+inline const op_def& register_op(const op_def_builder& builder) { return op_registry::global().add(builder.build()); }
+
+}  // namespace weft
+// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
+// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
+// and that other consumers read as the variable's value when they run.
+//   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
+//   Assign(ref, value; validate_shape = true)  ref := value
+//   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
+
+#include <vector>
+
+// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
+//   unary:   y = f(x), shape(y) = shape(x)
+//   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
+//   Select:  out = cond ? t : e, all three broadcast (TensorFlow's SelectV2)
+//   Cast:    y = static_cast<DstT>(x)
+
+#include <vector>
+
+
+namespace weft::ops {
+
+inline constexpr const char* number_type_attr =
+    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
+    "complex64, complex128}";
+inline constexpr const char* real_type_attr =
+    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64}";
+inline constexpr const char* signed_type_attr =
+    "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
+inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
+
+inline std::vector<op_def> math_op_defs() {
+  std::vector<op_def> defs;
+  auto unary = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr(types).shape_fn(same_shape).build());
+  };
+  unary("Neg", signed_type_attr);
+  unary("Abs", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
+  unary("Square", number_type_attr);
+  unary("Sqrt", float_type_attr);
+  unary("Rsqrt", float_type_attr);
+  unary("Exp", float_type_attr);
+  unary("Log", float_type_attr);
+  unary("Tanh", float_type_attr);
+  unary("Sigmoid", float_type_attr);
+  unary("Relu", real_type_attr);
+  defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
+
+  auto binary = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("y: T")
+                       .output("z: T")
+                       .attr(types)
+                       .shape_fn(broadcast_inputs)
+                       .build());
+  };
+  binary("Add", number_type_attr);
+  binary("Sub", number_type_attr);
+  binary("Mul", number_type_attr);
+  binary("Div", number_type_attr);
+  binary("Pow", "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}");
+  binary("Maximum", real_type_attr);
+  binary("Minimum", real_type_attr);
+
+  auto compare = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("y: T")
+                       .output("z: bool")
+                       .attr(types)
+                       .shape_fn(broadcast_inputs)
+                       .build());
+  };
+  compare("Greater", real_type_attr);
+  compare("GreaterEqual", real_type_attr);
+  compare("Less", real_type_attr);
+  compare("LessEqual", real_type_attr);
+  compare("Equal", "T: type");
+  compare("NotEqual", "T: type");
+  for (const char* name : {"LogicalAnd", "LogicalOr"})
+    defs.push_back(
+        op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
+
+  defs.push_back(op_def_builder("Select")
+                     .input("condition: bool")
+                     .input("t: T")
+                     .input("e: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .shape_fn(broadcast_inputs)
+                     .build());
+  defs.push_back(op_def_builder("Cast")
+                     .input("x: SrcT")
+                     .output("y: DstT")
+                     .attr("SrcT: type")
+                     .attr("DstT: type")
+                     .shape_fn(same_shape)
+                     .build());
+  return defs;
+}
+
+// Adds the math ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
+
+}  // namespace weft::ops
+
+namespace weft::ops {
+
+inline std::vector<op_def> state_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("Variable")
+                     .output("ref: Ref(dtype)")
+                     .attr("shape: shape")
+                     .attr("dtype: type")
+                     .attr("container: string = ''")
+                     .attr("shared_name: string = ''")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
+                     .build());
+  defs.push_back(op_def_builder("Assign")
+                     .input("ref: Ref(T)")
+                     .input("value: T")
+                     .output("output_ref: Ref(T)")
+                     .attr("T: type")
+                     .attr("validate_shape: bool = true")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       if (!c.attr<bool>("validate_shape")) return c.set_output(0, c.input(1));
+                       const auto& r = c.input(0);
+                       const auto& v = c.input(1);
+                       if (r.rank_known() && v.rank_known()) {
+                         bool ok = r.rank() == v.rank();
+                         for (int i = 0; ok && i < r.rank(); ++i) ok = r[i] < 0 || v[i] < 0 || r[i] == v[i];
+                         if (!ok) c.fail("value of shape ", v, " does not match the variable's shape ", r);
+                       }
+                       c.set_output(0, r);
+                     })
+                     .build());
+  for (const char* name : {"AssignAdd", "AssignSub"})
+    defs.push_back(op_def_builder(name)
+                       .input("ref: Ref(T)")
+                       .input("value: T")
+                       .output("output_ref: Ref(T)")
+                       .attr(number_type_attr)
+                       .stateful()
+                       .shape_fn([](shape_context& c) {
+                         const auto& r = c.input(0);
+                         const auto& v = c.input(1);
+                         if (r.fully_known() && v.fully_known() && !(r == v))
+                           c.fail("value of shape ", v, " does not match the variable's shape ", r);
+                         c.set_output(0, r);
+                       })
+                       .build());
+  return defs;
+}
+
+// Adds the state ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
+
+}  // namespace weft::ops
+
+namespace weft {
+
+// One output of a node: `node:port`.
+struct output {
+  int node = -1;
+  int port = 0;
+  friend bool operator==(const output&, const output&) = default;
+  friend auto operator<=>(const output&, const output&) = default;
+};
+
+class graph;
+
+class node {
+ public:
+  int id() const noexcept { return id_; }
+  const std::string& name() const noexcept { return name_; }
+  const std::string& op() const noexcept { return def_->name; }
+  const op_def& def() const noexcept { return *def_; }
+  const attr_map& attrs() const noexcept { return attrs_; }
+  template <class T>
+  const T& attr(std::string_view key) const {
+    return get_attr<T>(attrs_, key, describe());
+  }
+  const std::vector<output>& inputs() const noexcept { return inputs_; }
+  const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
+  const std::string& device() const noexcept { return device_; }
+  int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+  int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
+  dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
+  bool input_is_ref(int i) const { return input_is_ref_.at(static_cast<std::size_t>(i)); }
+  dtype output_dtype(int i) const { return output_dtypes_.at(static_cast<std::size_t>(i)); }
+  const partial_shape& output_shape(int i) const { return output_shapes_.at(static_cast<std::size_t>(i)); }
+  bool output_is_ref(int i) const { return output_is_ref_.at(static_cast<std::size_t>(i)); }
+  output out(int port = 0) const {
+    if (port < 0 || port >= num_outputs())
+      fail(error_code::out_of_range, describe(), ": has no output ", port, " (it has ", num_outputs(), ")");
+    return {id_, port};
+  }
+  operator output() const { return out(0); }  // NOLINT: a node stands for its first output
+
+  // "node 'layer1/MatMul' (MatMul)": how every error names a node.
+  std::string describe() const { return "node '" + name_ + "' (" + def_->name + ")"; }
+
+ private:
+  friend class graph;
+  int id_ = -1;
+  std::string name_;
+  const op_def* def_ = nullptr;
+  attr_map attrs_;
+  std::vector<output> inputs_;
+  std::vector<int> control_inputs_;
+  std::string device_;
+  std::vector<dtype> input_dtypes_;
+  std::vector<bool> input_is_ref_;
+  std::vector<dtype> output_dtypes_;
+  std::vector<partial_shape> output_shapes_;
+  std::vector<bool> output_is_ref_;
+};
+
+// Options of one added node; fields left empty take the graph's current scopes.
+// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
+// also sets its device and control inputs.
+struct node_options {
+  std::string name;                 // default: the op name, made unique
+  std::vector<int> control_inputs;  // node ids
+  std::string device;
+
+  node_options() = default;
+  node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
+  node_options(std::string n) : name(std::move(n)) {}  // NOLINT
+  node_options& on(std::string d) {
+    device = std::move(d);
+    return *this;
+  }
+  node_options& after(std::vector<int> ids) {
+    control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
+    return *this;
+  }
+};
+
+// A node by names only, as a serialized or runtime-built model describes it.
+struct node_spec {
+  std::string name;
+  std::string op;
+  std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
+  attr_map attrs;
+  std::string device;
+};
+
+class graph {
+ public:
+  graph() = default;
+
+  // Adds a node; throws weft::error naming the node when it is not valid.
+  const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
+                 node_options options = {}) {
+    std::vector<int> controls = std::move(options.control_inputs);
+    for (int c : control_scope_) controls.push_back(c);
+    std::string device = options.device.empty() ? device_scope_ : options.device;
+    return add_resolved(op_name, inputs, std::move(attrs), std::move(options.name), std::move(controls),
+                        std::move(device));
+  }
+
+  // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
+  // node, duplicate names and cycles. The graph is unchanged when this throws.
+  void import(const std::vector<node_spec>& specs);
+
+  int size() const noexcept { return static_cast<int>(nodes_.size()); }
+  const node& at(int id) const {
+    if (id < 0 || id >= size()) fail(error_code::not_found, "graph: no node with id ", id);
+    return nodes_[static_cast<std::size_t>(id)];
+  }
+  const node& at(output o) const { return at(o.node); }
+  const node* find(std::string_view name) const {
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
+  }
+  const node& operator[](std::string_view name) const {
+    if (auto* n = find(name)) return *n;
+    fail(error_code::not_found, "graph: no node named '", name, "'");
+  }
+  // Resolves "name" or "name:port".
+  output resolve(std::string_view ref) const {
+    auto colon = ref.rfind(':');
+    int port = 0;
+    std::string_view node_name = ref;
+    if (colon != std::string_view::npos && colon + 1 < ref.size() &&
+        std::all_of(ref.begin() + static_cast<std::ptrdiff_t>(colon) + 1, ref.end(),
+                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      port = std::stoi(std::string(ref.substr(colon + 1)));
+      node_name = ref.substr(0, colon);
+    }
+    const node* n = find(node_name);
+    if (!n) fail(error_code::not_found, "graph: no node named '", node_name, "' (in '", ref, "')");
+    return n->out(port);
+  }
+  std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
+
+  // Adds a control edge from -> to; throws if it would close a cycle.
+  void add_control_input(int to, int from);
+
+  // RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
+  class scope_guard {
+   public:
+    explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
+    scope_guard(const scope_guard&) = delete;
+    scope_guard& operator=(const scope_guard&) = delete;
+    ~scope_guard() { pop_(); }
+
+   private:
+    std::function<void()> pop_;
+  };
+  [[nodiscard]] scope_guard name_scope(const std::string& scope) {
+    auto saved = name_scope_;
+    name_scope_ += scope + "/";
+    return scope_guard([this, saved] { name_scope_ = saved; });
+  }
+  [[nodiscard]] scope_guard device_scope(const std::string& device) {
+    auto saved = device_scope_;
+    device_scope_ = device;
+    return scope_guard([this, saved] { device_scope_ = saved; });
+  }
+  [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
+    auto saved = control_scope_;
+    control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
+    return scope_guard([this, saved] { control_scope_ = saved; });
+  }
+
+  // GraphViz DOT: one box per node (name, op, dtype and shape), dotted control edges,
+  // and one cluster per requested device.
+  void dump_dot(std::ostream& out) const;
+  std::string to_dot() const {
+    std::ostringstream out;
+    dump_dot(out);
+    return out.str();
+  }
+
+  // Common leaves, for brevity.
+  const node& constant(tensor value, node_options options = {}) {
+    auto t = value.dtype();
+    return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
+  }
+  const node& placeholder(dtype t, partial_shape s, node_options options = {}) {
+    return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
+  }
+  const node& variable(dtype t, partial_shape s, node_options options = {}) {
+    ops::register_state_ops();
+    return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
+  }
+
+ private:
+  const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                           std::string name, std::vector<int> controls, std::string device);
+  std::string unique_name(std::string_view base) {
+    std::string candidate(base);
+    for (int k = 1; by_name_.count(candidate); ++k) candidate = std::string(base) + "_" + std::to_string(k);
+    return candidate;
+  }
+
+  std::deque<node> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+  std::string name_scope_;
+  std::string device_scope_;
+  std::vector<int> control_scope_;
+};
+
+inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                                       std::string name, std::vector<int> controls, std::string device) {
+  const op_def* def = op_registry::global().find(op_name);
+  std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
+  std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
+  if (!def) {
+    auto family = ops::standard_op_family(op_name);
+    if (family.empty()) fail(error_code::not_found, who, ": unknown op '", op_name, "' (no op of that name is registered)");
+    fail(error_code::not_found, who, ": op '", op_name, "' is one of weft's ", family,
+         " ops, which this program has not registered; call ", ops::family_registration_hint(family),
+         ", or include <weft/kernels/cpu/all.hpp> in one translation unit for every op and kernel");
+  }
+  if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
+  if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
+    fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
+
+  for (const auto& [key, value] : attrs.entries()) {
+    const attr_def* ad = def->find_attr(key);
+    if (!ad) fail(error_code::invalid_argument, who, ": unknown attr '", key, "'");
+    if (value.kind() != ad->kind) {
+      if (ad->kind == attr_kind::real && value.kind() == attr_kind::integer)
+        attrs.set(key, static_cast<double>(*value.get_if<std::int64_t>()));
+      else
+        fail(error_code::invalid_argument, who, ": attr '", key, "' must be ", weft::name(ad->kind), ", got ",
+             weft::name(value.kind()));
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].node < 0 || inputs[i].node >= size() || inputs[i].port < 0 ||
+        inputs[i].port >= at(inputs[i].node).num_outputs())
+      fail(error_code::invalid_argument, who, ": input ", i, " is not an output of this graph");
+
+  // Count inputs per argument; a variadic argument's count comes from its attr or the inputs.
+  std::size_t fixed_args = 0;
+  const arg_def* variadic = nullptr;
+  for (const auto& a : def->inputs) {
+    if (a.number_attr.empty())
+      ++fixed_args;
+    else
+      variadic = &a;
+  }
+  if (variadic && !attrs.contains(variadic->number_attr)) {
+    if (inputs.size() < fixed_args)
+      fail(error_code::invalid_argument, who, ": expects at least ", fixed_args, " inputs, got ", inputs.size());
+    attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
+  }
+  auto count_of = [&](const arg_def& a) -> std::size_t {
+    if (a.number_attr.empty()) return 1;
+    const attr_value* n = attrs.find(a.number_attr);
+    if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
+      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' must be a non-negative int");
+    return static_cast<std::size_t>(*n->get_if<std::int64_t>());
+  };
+  std::size_t expected = 0;
+  for (const auto& a : def->inputs) expected += count_of(a);
+  std::vector<dtype> in_types;
+  std::vector<partial_shape> in_shapes;
+  std::vector<const tensor*> in_values;
+  for (const auto& in : inputs) {
+    const node& p = at(in);
+    in_types.push_back(p.output_dtype(in.port));
+    in_shapes.push_back(p.output_shape(in.port));
+    in_values.push_back(p.op() == "Const" ? p.attrs().find("value")->get_if<tensor>() : nullptr);
+  }
+  auto input_list = [&] {
+    std::ostringstream out;
+    for (std::size_t i = 0; i < inputs.size(); ++i) out << (i ? ", " : "") << in_types[i] << in_shapes[i];
+    return out.str();
+  };
+  if (inputs.size() != expected)
+    fail(error_code::invalid_argument, who, ": expects ", expected, " inputs, got ", inputs.size(), " (",
+         input_list(), ")");
+
+  // Input dtypes: fixed ones must match; type attrs are inferred from the first input that uses them.
+  std::vector<bool> input_refs;
+  std::size_t k = 0;
+  for (const auto& a : def->inputs) {
+    for (std::size_t j = 0, n = count_of(a); j < n; ++j, ++k) {
+      dtype got = in_types[k];
+      dtype want = a.fixed;
+      if (want == dtype::invalid) {
+        if (const attr_value* v = attrs.find(a.type_attr)) {
+          if (!v->get_if<dtype>()) fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a type");
+          want = *v->get_if<dtype>();
+        } else {
+          attrs.set(a.type_attr, got);
+          want = got;
+        }
+      }
+      if (got != want)
+        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name, "' has dtype ", got, " but ",
+             a.type_attr.empty() ? std::string("the op requires ") : a.type_attr + " is ", want, " (inputs: ",
+             input_list(), ")");
+      if (a.is_ref && !at(inputs[k]).output_is_ref(inputs[k].port))
+        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name,
+             "' must be a variable reference, got a value from ", at(inputs[k]).describe());
+      input_refs.push_back(a.is_ref);
+    }
+  }
+  for (const auto& ad : def->attrs) {
+    const attr_value* v = attrs.find(ad.name);
+    if (!v) {
+      if (!ad.default_value) fail(error_code::invalid_argument, who, ": missing required attr '", ad.name, "'");
+      attrs.set(ad.name, *ad.default_value);
+      v = attrs.find(ad.name);
+    }
+    if (!ad.allowed.empty()) {
+      dtype t = *v->get_if<dtype>();
+      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
+        std::ostringstream allowed;
+        for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
+        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", t, " is not supported (allowed: ",
+             allowed.str(), ")");
+      }
+    }
+  }
+  std::vector<dtype> out_types;
+  std::vector<bool> out_refs;
+  for (const auto& a : def->outputs) {
+    dtype t = a.fixed != dtype::invalid ? a.fixed : *attrs.find(a.type_attr)->get_if<dtype>();
+    for (std::size_t j = 0, n = count_of(a); j < n; ++j) {
+      out_types.push_back(t);
+      out_refs.push_back(a.is_ref);
+    }
+  }
+  for (int c : controls)
+    if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
+
+  shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
+  if (def->shape_fn) def->shape_fn(ctx);
+
+  node n;
+  n.id_ = size();
+  n.name_ = std::move(full_name);
+  n.def_ = def;
+  n.attrs_ = std::move(attrs);
+  n.inputs_ = inputs;
+  std::sort(controls.begin(), controls.end());
+  controls.erase(std::unique(controls.begin(), controls.end()), controls.end());
+  n.control_inputs_ = std::move(controls);
+  n.device_ = std::move(device);
+  n.input_dtypes_ = std::move(in_types);
+  n.input_is_ref_ = std::move(input_refs);
+  n.output_dtypes_ = std::move(out_types);
+  n.output_shapes_ = ctx.output_shapes();
+  n.output_is_ref_ = std::move(out_refs);
+  by_name_.emplace(n.name_, n.id_);
+  nodes_.push_back(std::move(n));
+  return nodes_.back();
+}
+
+inline void graph::add_control_input(int to, int from) {
+  const node& dst = at(to);
+  at(from);
+  // from -> to closes a cycle when `to` is already an ancestor of `from`.
+  std::vector<int> stack{from};
+  std::vector<bool> seen(static_cast<std::size_t>(size()));
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (id == to)
+      fail(error_code::invalid_argument, dst.describe(), ": control input from ", at(from).describe(),
+           " would create a cycle");
+    if (seen[static_cast<std::size_t>(id)]) continue;
+    seen[static_cast<std::size_t>(id)] = true;
+    for (auto in : at(id).inputs()) stack.push_back(in.node);
+    for (int c : at(id).control_inputs()) stack.push_back(c);
+  }
+  auto& controls = nodes_[static_cast<std::size_t>(to)].control_inputs_;
+  if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
+}
+
+inline void graph::import(const std::vector<node_spec>& specs) {
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& s = specs[i];
+    if (!index.emplace(s.name, i).second || find(s.name))
+      fail(error_code::already_exists, "node '", s.name, "' (", s.op, "): a node named '", s.name,
+           "' already exists");
+  }
+  auto source_of = [&](const node_spec& s, std::string ref) {
+    if (ref.starts_with('^')) ref.erase(0, 1);
+    auto colon = ref.rfind(':');
+    auto name = colon == std::string::npos ? ref : ref.substr(0, colon);
+    if (!index.count(name) && !find(name))
+      fail(error_code::invalid_argument, "node '", s.name, "' (", s.op, "): input '", ref, "' names no node");
+    return name;
+  };
+  // Depth-first topological order; a node met again while on the stack closes a cycle.
+  std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
+  std::vector<std::size_t> order;
+  std::function<void(std::size_t)> visit = [&](std::size_t i) {
+    if (state[i] == 2) return;
+    if (state[i] == 1)
+      fail(error_code::invalid_argument, "node '", specs[i].name, "' (", specs[i].op, "): is part of a cycle");
+    state[i] = 1;
+    for (const auto& ref : specs[i].inputs) {
+      auto name = source_of(specs[i], ref);
+      if (auto it = index.find(name); it != index.end()) visit(it->second);
+    }
+    state[i] = 2;
+    order.push_back(i);
+  };
+  for (std::size_t i = 0; i < specs.size(); ++i) visit(i);
+
+  graph staged = *this;  // all or nothing
+  for (std::size_t i : order) {
+    const auto& s = specs[i];
+    std::vector<output> inputs;
+    std::vector<int> controls;
+    for (const auto& ref : s.inputs) {
+      if (ref.starts_with('^'))
+        controls.push_back(staged[ref.substr(1)].id());
+      else
+        inputs.push_back(staged.resolve(ref));
+    }
+    auto saved_scope = std::exchange(staged.name_scope_, std::string());
+    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device);
+    staged.name_scope_ = saved_scope;
+  }
+  *this = std::move(staged);
+}
+
+namespace detail {
+inline std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+}  // namespace detail
+
+inline void graph::dump_dot(std::ostream& out) const {
+  out << "digraph weft {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  std::map<std::string, std::vector<int>> by_device;
+  for (const auto& n : nodes_) by_device[n.device()].push_back(n.id());
+  int cluster = 0;
+  for (const auto& [device, ids] : by_device) {
+    std::string indent = "  ";
+    if (!device.empty()) {
+      out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << detail::dot_escape(device) << "\";\n";
+      indent = "    ";
+    }
+    for (int id : ids) {
+      const node& n = at(id);
+      out << indent << "n" << id << " [label=\"" << detail::dot_escape(n.name()) << "\\n" << n.op();
+      for (int p = 0; p < n.num_outputs(); ++p) out << "\\n" << n.output_dtype(p) << n.output_shape(p);
+      out << "\"];\n";
+    }
+    if (!device.empty()) out << "  }\n";
+  }
+  for (const auto& n : nodes_) {
+    for (const auto& in : n.inputs())
+      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"];\n";
+    for (int c : n.control_inputs()) out << "  n" << c << " -> n" << n.id() << " [style=dotted];\n";
+  }
+  out << "}\n";
+}
+
+}  // namespace weft
+// Every standard op family, and register_standard_ops() to add them all to the registry,
+// for programs that build graphs by op name without registering kernel families (to dump
+// or validate them, say). <weft/kernels/cpu/all.hpp> calls it.
+
+// Array ops: views and rearrangements, and shape queries. (Const, Placeholder, Identity and
+// NoOp are core ops: <weft/ops/core_ops.hpp>.)
+//   Reshape(x, shape)          one -1 in shape takes the remaining size
+//   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
+//   ConcatV2(values..., axis)  dims equal except along axis, which sums
+//   Split(axis, value)         num_split equal parts along axis
+//   Slice(x, begin, size)      size -1 means "to the end"
+//   Pad(x, paddings)           paddings is (rank, 2): before and after, zero-filled
+//   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
+//   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
+//   OneHot(indices, depth, on, off; axis=-1)
+
+#include <vector>
+
+
+namespace weft::ops {
+
+inline std::vector<op_def> array_op_defs() {
+  std::vector<op_def> defs;
   defs.push_back(op_def_builder("Reshape")
                      .input("tensor: T")
                      .input("shape: Tshape")
@@ -1645,98 +2456,9 @@ inline std::vector<op_def> array_op_defs() {
   return defs;
 }
 
-}  // namespace weft::ops
-// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
-//   unary:   y = f(x), shape(y) = shape(x)
-//   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
-//   Select:  out = cond ? t : e, all three broadcast (TensorFlow's SelectV2)
-//   Cast:    y = static_cast<DstT>(x)
-
-#include <vector>
-
-
-namespace weft::ops {
-
-inline constexpr const char* number_type_attr =
-    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
-    "complex64, complex128}";
-inline constexpr const char* real_type_attr =
-    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64}";
-inline constexpr const char* signed_type_attr =
-    "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
-inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
-inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
-
-inline std::vector<op_def> math_op_defs() {
-  std::vector<op_def> defs;
-  auto unary = [&](const char* name, const char* types) {
-    defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr(types).shape_fn(same_shape).build());
-  };
-  unary("Neg", signed_type_attr);
-  unary("Abs", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
-  unary("Square", number_type_attr);
-  unary("Sqrt", float_type_attr);
-  unary("Rsqrt", float_type_attr);
-  unary("Exp", float_type_attr);
-  unary("Log", float_type_attr);
-  unary("Tanh", float_type_attr);
-  unary("Sigmoid", float_type_attr);
-  unary("Relu", real_type_attr);
-  defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
-
-  auto binary = [&](const char* name, const char* types) {
-    defs.push_back(op_def_builder(name)
-                       .input("x: T")
-                       .input("y: T")
-                       .output("z: T")
-                       .attr(types)
-                       .shape_fn(broadcast_inputs)
-                       .build());
-  };
-  binary("Add", number_type_attr);
-  binary("Sub", number_type_attr);
-  binary("Mul", number_type_attr);
-  binary("Div", number_type_attr);
-  binary("Pow", "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}");
-  binary("Maximum", real_type_attr);
-  binary("Minimum", real_type_attr);
-
-  auto compare = [&](const char* name, const char* types) {
-    defs.push_back(op_def_builder(name)
-                       .input("x: T")
-                       .input("y: T")
-                       .output("z: bool")
-                       .attr(types)
-                       .shape_fn(broadcast_inputs)
-                       .build());
-  };
-  compare("Greater", real_type_attr);
-  compare("GreaterEqual", real_type_attr);
-  compare("Less", real_type_attr);
-  compare("LessEqual", real_type_attr);
-  compare("Equal", "T: type");
-  compare("NotEqual", "T: type");
-  for (const char* name : {"LogicalAnd", "LogicalOr"})
-    defs.push_back(
-        op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
-
-  defs.push_back(op_def_builder("Select")
-                     .input("condition: bool")
-                     .input("t: T")
-                     .input("e: T")
-                     .output("output: T")
-                     .attr("T: type")
-                     .shape_fn(broadcast_inputs)
-                     .build());
-  defs.push_back(op_def_builder("Cast")
-                     .input("x: SrcT")
-                     .output("y: DstT")
-                     .attr("SrcT: type")
-                     .attr("DstT: type")
-                     .shape_fn(same_shape)
-                     .build());
-  return defs;
-}
+// Adds the array ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
 }  // namespace weft::ops
 // Matrix ops.
@@ -1840,6 +2562,10 @@ inline std::vector<op_def> matrix_op_defs() {
   return defs;
 }
 
+// Adds the matrix ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
+
 }  // namespace weft::ops
 // Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
 // either set, the sequence of values a node produces over successive runs is
@@ -1868,6 +2594,10 @@ inline std::vector<op_def> random_op_defs() {
                        .build());
   return defs;
 }
+
+// Adds the random ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
 
 }  // namespace weft::ops
 // Reductions over any set of axes (negative axes count from the end; an empty set is the
@@ -1946,577 +2676,24 @@ inline std::vector<op_def> reduction_op_defs() {
   return defs;
 }
 
+// Adds the reduction ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
+
 }  // namespace weft::ops
-// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
-// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
-// and that other consumers read as the variable's value when they run.
-//   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
-//   Assign(ref, value; validate_shape = true)  ref := value
-//   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
-
-#include <vector>
-
 
 namespace weft::ops {
 
-inline std::vector<op_def> state_op_defs() {
-  std::vector<op_def> defs;
-  defs.push_back(op_def_builder("Variable")
-                     .output("ref: Ref(dtype)")
-                     .attr("shape: shape")
-                     .attr("dtype: type")
-                     .attr("container: string = ''")
-                     .attr("shared_name: string = ''")
-                     .stateful()
-                     .cheap()
-                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
-                     .build());
-  defs.push_back(op_def_builder("Assign")
-                     .input("ref: Ref(T)")
-                     .input("value: T")
-                     .output("output_ref: Ref(T)")
-                     .attr("T: type")
-                     .attr("validate_shape: bool = true")
-                     .stateful()
-                     .shape_fn([](shape_context& c) {
-                       if (!c.attr<bool>("validate_shape")) return c.set_output(0, c.input(1));
-                       const auto& r = c.input(0);
-                       const auto& v = c.input(1);
-                       if (r.rank_known() && v.rank_known()) {
-                         bool ok = r.rank() == v.rank();
-                         for (int i = 0; ok && i < r.rank(); ++i) ok = r[i] < 0 || v[i] < 0 || r[i] == v[i];
-                         if (!ok) c.fail("value of shape ", v, " does not match the variable's shape ", r);
-                       }
-                       c.set_output(0, r);
-                     })
-                     .build());
-  for (const char* name : {"AssignAdd", "AssignSub"})
-    defs.push_back(op_def_builder(name)
-                       .input("ref: Ref(T)")
-                       .input("value: T")
-                       .output("output_ref: Ref(T)")
-                       .attr(number_type_attr)
-                       .stateful()
-                       .shape_fn([](shape_context& c) {
-                         const auto& r = c.input(0);
-                         const auto& v = c.input(1);
-                         if (r.fully_known() && v.fully_known() && !(r == v))
-                           c.fail("value of shape ", v, " does not match the variable's shape ", r);
-                         c.set_output(0, r);
-                       })
-                       .build());
-  return defs;
+inline void register_standard_ops() {
+  register_array_ops();
+  register_math_ops();
+  register_reduction_ops();
+  register_matrix_ops();
+  register_random_ops();
+  register_state_ops();
 }
 
 }  // namespace weft::ops
-
-namespace weft {
-
-class op_registry {
- public:
-  // Registers `def`; an op of the same name is an error (ops are never replaced, so a
-  // graph's meaning cannot change under it).
-  const op_def& add(op_def def) {
-    std::unique_lock lock(mutex_);
-    auto name = def.name;
-    auto [it, inserted] = ops_.try_emplace(name, std::make_unique<op_def>(std::move(def)));
-    if (!inserted) fail(error_code::already_exists, "op_registry: op '", name, "' is already registered");
-    return *it->second;
-  }
-  // nullptr when no op of that name is registered. Returned definitions live as long as the registry.
-  const op_def* find(std::string_view name) const {
-    std::shared_lock lock(mutex_);
-    auto it = ops_.find(name);
-    return it == ops_.end() ? nullptr : it->second.get();
-  }
-  std::vector<std::string> names() const {
-    std::shared_lock lock(mutex_);
-    std::vector<std::string> out;
-    for (const auto& [name, def] : ops_) out.push_back(name);
-    return out;
-  }
-
-  static op_registry& global() {
-    static op_registry* instance = [] {
-      auto* r = new op_registry;  // never destroyed: kernels may look ops up during static destruction
-      for (auto* defs : {ops::math_op_defs, ops::array_op_defs, ops::reduction_op_defs, ops::matrix_op_defs,
-                         ops::random_op_defs, ops::state_op_defs})
-        for (auto& d : defs()) r->add(std::move(d));
-      return r;
-    }();
-    return *instance;
-  }
-
- private:
-  mutable std::shared_mutex mutex_;
-  std::map<std::string, std::unique_ptr<op_def>, std::less<>> ops_;
-};
-
-inline const op_def& register_op(const op_def_builder& builder) { return op_registry::global().add(builder.build()); }
-
-}  // namespace weft
-
-namespace weft {
-
-// One output of a node: `node:port`.
-struct output {
-  int node = -1;
-  int port = 0;
-  friend bool operator==(const output&, const output&) = default;
-  friend auto operator<=>(const output&, const output&) = default;
-};
-
-class graph;
-
-class node {
- public:
-  int id() const noexcept { return id_; }
-  const std::string& name() const noexcept { return name_; }
-  const std::string& op() const noexcept { return def_->name; }
-  const op_def& def() const noexcept { return *def_; }
-  const attr_map& attrs() const noexcept { return attrs_; }
-  template <class T>
-  const T& attr(std::string_view key) const {
-    return get_attr<T>(attrs_, key, describe());
-  }
-  const std::vector<output>& inputs() const noexcept { return inputs_; }
-  const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
-  const std::string& device() const noexcept { return device_; }
-  int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
-  int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
-  dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
-  bool input_is_ref(int i) const { return input_is_ref_.at(static_cast<std::size_t>(i)); }
-  dtype output_dtype(int i) const { return output_dtypes_.at(static_cast<std::size_t>(i)); }
-  const partial_shape& output_shape(int i) const { return output_shapes_.at(static_cast<std::size_t>(i)); }
-  bool output_is_ref(int i) const { return output_is_ref_.at(static_cast<std::size_t>(i)); }
-  output out(int port = 0) const {
-    if (port < 0 || port >= num_outputs())
-      fail(error_code::out_of_range, describe(), ": has no output ", port, " (it has ", num_outputs(), ")");
-    return {id_, port};
-  }
-  operator output() const { return out(0); }  // NOLINT: a node stands for its first output
-
-  // "node 'layer1/MatMul' (MatMul)": how every error names a node.
-  std::string describe() const { return "node '" + name_ + "' (" + def_->name + ")"; }
-
- private:
-  friend class graph;
-  int id_ = -1;
-  std::string name_;
-  const op_def* def_ = nullptr;
-  attr_map attrs_;
-  std::vector<output> inputs_;
-  std::vector<int> control_inputs_;
-  std::string device_;
-  std::vector<dtype> input_dtypes_;
-  std::vector<bool> input_is_ref_;
-  std::vector<dtype> output_dtypes_;
-  std::vector<partial_shape> output_shapes_;
-  std::vector<bool> output_is_ref_;
-};
-
-// Options of one added node; fields left empty take the graph's current scopes.
-// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
-// also sets its device and control inputs.
-struct node_options {
-  std::string name;                 // default: the op name, made unique
-  std::vector<int> control_inputs;  // node ids
-  std::string device;
-
-  node_options() = default;
-  node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
-  node_options(std::string n) : name(std::move(n)) {}  // NOLINT
-  node_options& on(std::string d) {
-    device = std::move(d);
-    return *this;
-  }
-  node_options& after(std::vector<int> ids) {
-    control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
-    return *this;
-  }
-};
-
-// A node by names only, as a serialized or runtime-built model describes it.
-struct node_spec {
-  std::string name;
-  std::string op;
-  std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
-  attr_map attrs;
-  std::string device;
-};
-
-class graph {
- public:
-  graph() = default;
-
-  // Adds a node; throws weft::error naming the node when it is not valid.
-  const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
-                 node_options options = {}) {
-    std::vector<int> controls = std::move(options.control_inputs);
-    for (int c : control_scope_) controls.push_back(c);
-    std::string device = options.device.empty() ? device_scope_ : options.device;
-    return add_resolved(op_name, inputs, std::move(attrs), std::move(options.name), std::move(controls),
-                        std::move(device));
-  }
-
-  // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
-  // node, duplicate names and cycles. The graph is unchanged when this throws.
-  void import(const std::vector<node_spec>& specs);
-
-  int size() const noexcept { return static_cast<int>(nodes_.size()); }
-  const node& at(int id) const {
-    if (id < 0 || id >= size()) fail(error_code::not_found, "graph: no node with id ", id);
-    return nodes_[static_cast<std::size_t>(id)];
-  }
-  const node& at(output o) const { return at(o.node); }
-  const node* find(std::string_view name) const {
-    auto it = by_name_.find(std::string(name));
-    return it == by_name_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
-  }
-  const node& operator[](std::string_view name) const {
-    if (auto* n = find(name)) return *n;
-    fail(error_code::not_found, "graph: no node named '", name, "'");
-  }
-  // Resolves "name" or "name:port".
-  output resolve(std::string_view ref) const {
-    auto colon = ref.rfind(':');
-    int port = 0;
-    std::string_view node_name = ref;
-    if (colon != std::string_view::npos && colon + 1 < ref.size() &&
-        std::all_of(ref.begin() + static_cast<std::ptrdiff_t>(colon) + 1, ref.end(),
-                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      port = std::stoi(std::string(ref.substr(colon + 1)));
-      node_name = ref.substr(0, colon);
-    }
-    const node* n = find(node_name);
-    if (!n) fail(error_code::not_found, "graph: no node named '", node_name, "' (in '", ref, "')");
-    return n->out(port);
-  }
-  std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
-
-  // Adds a control edge from -> to; throws if it would close a cycle.
-  void add_control_input(int to, int from);
-
-  // RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
-  class scope_guard {
-   public:
-    explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
-    scope_guard(const scope_guard&) = delete;
-    scope_guard& operator=(const scope_guard&) = delete;
-    ~scope_guard() { pop_(); }
-
-   private:
-    std::function<void()> pop_;
-  };
-  [[nodiscard]] scope_guard name_scope(const std::string& scope) {
-    auto saved = name_scope_;
-    name_scope_ += scope + "/";
-    return scope_guard([this, saved] { name_scope_ = saved; });
-  }
-  [[nodiscard]] scope_guard device_scope(const std::string& device) {
-    auto saved = device_scope_;
-    device_scope_ = device;
-    return scope_guard([this, saved] { device_scope_ = saved; });
-  }
-  [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
-    auto saved = control_scope_;
-    control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
-    return scope_guard([this, saved] { control_scope_ = saved; });
-  }
-
-  // GraphViz DOT: one box per node (name, op, dtype and shape), dotted control edges,
-  // and one cluster per requested device.
-  void dump_dot(std::ostream& out) const;
-  std::string to_dot() const {
-    std::ostringstream out;
-    dump_dot(out);
-    return out.str();
-  }
-
-  // Common leaves, for brevity.
-  const node& constant(tensor value, node_options options = {}) {
-    auto t = value.dtype();
-    return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
-  }
-  const node& placeholder(dtype t, partial_shape s, node_options options = {}) {
-    return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
-  }
-  const node& variable(dtype t, partial_shape s, node_options options = {}) {
-    return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
-  }
-
- private:
-  const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                           std::string name, std::vector<int> controls, std::string device);
-  std::string unique_name(std::string_view base) {
-    std::string candidate(base);
-    for (int k = 1; by_name_.count(candidate); ++k) candidate = std::string(base) + "_" + std::to_string(k);
-    return candidate;
-  }
-
-  std::deque<node> nodes_;
-  std::unordered_map<std::string, int> by_name_;
-  std::string name_scope_;
-  std::string device_scope_;
-  std::vector<int> control_scope_;
-};
-
-inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                                       std::string name, std::vector<int> controls, std::string device) {
-  const op_def* def = op_registry::global().find(op_name);
-  std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
-  std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
-  if (!def) fail(error_code::not_found, who, ": unknown op '", op_name, "' (no op of that name is registered)");
-  if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
-  if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
-    fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
-
-  for (const auto& [key, value] : attrs.entries()) {
-    const attr_def* ad = def->find_attr(key);
-    if (!ad) fail(error_code::invalid_argument, who, ": unknown attr '", key, "'");
-    if (value.kind() != ad->kind) {
-      if (ad->kind == attr_kind::real && value.kind() == attr_kind::integer)
-        attrs.set(key, static_cast<double>(*value.get_if<std::int64_t>()));
-      else
-        fail(error_code::invalid_argument, who, ": attr '", key, "' must be ", weft::name(ad->kind), ", got ",
-             weft::name(value.kind()));
-    }
-  }
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].node < 0 || inputs[i].node >= size() || inputs[i].port < 0 ||
-        inputs[i].port >= at(inputs[i].node).num_outputs())
-      fail(error_code::invalid_argument, who, ": input ", i, " is not an output of this graph");
-
-  // Count inputs per argument; a variadic argument's count comes from its attr or the inputs.
-  std::size_t fixed_args = 0;
-  const arg_def* variadic = nullptr;
-  for (const auto& a : def->inputs) {
-    if (a.number_attr.empty())
-      ++fixed_args;
-    else
-      variadic = &a;
-  }
-  if (variadic && !attrs.contains(variadic->number_attr)) {
-    if (inputs.size() < fixed_args)
-      fail(error_code::invalid_argument, who, ": expects at least ", fixed_args, " inputs, got ", inputs.size());
-    attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
-  }
-  auto count_of = [&](const arg_def& a) -> std::size_t {
-    if (a.number_attr.empty()) return 1;
-    const attr_value* n = attrs.find(a.number_attr);
-    if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
-      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' must be a non-negative int");
-    return static_cast<std::size_t>(*n->get_if<std::int64_t>());
-  };
-  std::size_t expected = 0;
-  for (const auto& a : def->inputs) expected += count_of(a);
-  std::vector<dtype> in_types;
-  std::vector<partial_shape> in_shapes;
-  std::vector<const tensor*> in_values;
-  for (const auto& in : inputs) {
-    const node& p = at(in);
-    in_types.push_back(p.output_dtype(in.port));
-    in_shapes.push_back(p.output_shape(in.port));
-    in_values.push_back(p.op() == "Const" ? p.attrs().find("value")->get_if<tensor>() : nullptr);
-  }
-  auto input_list = [&] {
-    std::ostringstream out;
-    for (std::size_t i = 0; i < inputs.size(); ++i) out << (i ? ", " : "") << in_types[i] << in_shapes[i];
-    return out.str();
-  };
-  if (inputs.size() != expected)
-    fail(error_code::invalid_argument, who, ": expects ", expected, " inputs, got ", inputs.size(), " (",
-         input_list(), ")");
-
-  // Input dtypes: fixed ones must match; type attrs are inferred from the first input that uses them.
-  std::vector<bool> input_refs;
-  std::size_t k = 0;
-  for (const auto& a : def->inputs) {
-    for (std::size_t j = 0, n = count_of(a); j < n; ++j, ++k) {
-      dtype got = in_types[k];
-      dtype want = a.fixed;
-      if (want == dtype::invalid) {
-        if (const attr_value* v = attrs.find(a.type_attr)) {
-          if (!v->get_if<dtype>()) fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a type");
-          want = *v->get_if<dtype>();
-        } else {
-          attrs.set(a.type_attr, got);
-          want = got;
-        }
-      }
-      if (got != want)
-        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name, "' has dtype ", got, " but ",
-             a.type_attr.empty() ? std::string("the op requires ") : a.type_attr + " is ", want, " (inputs: ",
-             input_list(), ")");
-      if (a.is_ref && !at(inputs[k]).output_is_ref(inputs[k].port))
-        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name,
-             "' must be a variable reference, got a value from ", at(inputs[k]).describe());
-      input_refs.push_back(a.is_ref);
-    }
-  }
-  for (const auto& ad : def->attrs) {
-    const attr_value* v = attrs.find(ad.name);
-    if (!v) {
-      if (!ad.default_value) fail(error_code::invalid_argument, who, ": missing required attr '", ad.name, "'");
-      attrs.set(ad.name, *ad.default_value);
-      v = attrs.find(ad.name);
-    }
-    if (!ad.allowed.empty()) {
-      dtype t = *v->get_if<dtype>();
-      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
-        std::ostringstream allowed;
-        for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
-        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", t, " is not supported (allowed: ",
-             allowed.str(), ")");
-      }
-    }
-  }
-  std::vector<dtype> out_types;
-  std::vector<bool> out_refs;
-  for (const auto& a : def->outputs) {
-    dtype t = a.fixed != dtype::invalid ? a.fixed : *attrs.find(a.type_attr)->get_if<dtype>();
-    for (std::size_t j = 0, n = count_of(a); j < n; ++j) {
-      out_types.push_back(t);
-      out_refs.push_back(a.is_ref);
-    }
-  }
-  for (int c : controls)
-    if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
-
-  shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
-  if (def->shape_fn) def->shape_fn(ctx);
-
-  node n;
-  n.id_ = size();
-  n.name_ = std::move(full_name);
-  n.def_ = def;
-  n.attrs_ = std::move(attrs);
-  n.inputs_ = inputs;
-  std::sort(controls.begin(), controls.end());
-  controls.erase(std::unique(controls.begin(), controls.end()), controls.end());
-  n.control_inputs_ = std::move(controls);
-  n.device_ = std::move(device);
-  n.input_dtypes_ = std::move(in_types);
-  n.input_is_ref_ = std::move(input_refs);
-  n.output_dtypes_ = std::move(out_types);
-  n.output_shapes_ = ctx.output_shapes();
-  n.output_is_ref_ = std::move(out_refs);
-  by_name_.emplace(n.name_, n.id_);
-  nodes_.push_back(std::move(n));
-  return nodes_.back();
-}
-
-inline void graph::add_control_input(int to, int from) {
-  const node& dst = at(to);
-  at(from);
-  // from -> to closes a cycle when `to` is already an ancestor of `from`.
-  std::vector<int> stack{from};
-  std::vector<bool> seen(static_cast<std::size_t>(size()));
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    if (id == to)
-      fail(error_code::invalid_argument, dst.describe(), ": control input from ", at(from).describe(),
-           " would create a cycle");
-    if (seen[static_cast<std::size_t>(id)]) continue;
-    seen[static_cast<std::size_t>(id)] = true;
-    for (auto in : at(id).inputs()) stack.push_back(in.node);
-    for (int c : at(id).control_inputs()) stack.push_back(c);
-  }
-  auto& controls = nodes_[static_cast<std::size_t>(to)].control_inputs_;
-  if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
-}
-
-inline void graph::import(const std::vector<node_spec>& specs) {
-  std::unordered_map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const auto& s = specs[i];
-    if (!index.emplace(s.name, i).second || find(s.name))
-      fail(error_code::already_exists, "node '", s.name, "' (", s.op, "): a node named '", s.name,
-           "' already exists");
-  }
-  auto source_of = [&](const node_spec& s, std::string ref) {
-    if (ref.starts_with('^')) ref.erase(0, 1);
-    auto colon = ref.rfind(':');
-    auto name = colon == std::string::npos ? ref : ref.substr(0, colon);
-    if (!index.count(name) && !find(name))
-      fail(error_code::invalid_argument, "node '", s.name, "' (", s.op, "): input '", ref, "' names no node");
-    return name;
-  };
-  // Depth-first topological order; a node met again while on the stack closes a cycle.
-  std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
-  std::vector<std::size_t> order;
-  std::function<void(std::size_t)> visit = [&](std::size_t i) {
-    if (state[i] == 2) return;
-    if (state[i] == 1)
-      fail(error_code::invalid_argument, "node '", specs[i].name, "' (", specs[i].op, "): is part of a cycle");
-    state[i] = 1;
-    for (const auto& ref : specs[i].inputs) {
-      auto name = source_of(specs[i], ref);
-      if (auto it = index.find(name); it != index.end()) visit(it->second);
-    }
-    state[i] = 2;
-    order.push_back(i);
-  };
-  for (std::size_t i = 0; i < specs.size(); ++i) visit(i);
-
-  graph staged = *this;  // all or nothing
-  for (std::size_t i : order) {
-    const auto& s = specs[i];
-    std::vector<output> inputs;
-    std::vector<int> controls;
-    for (const auto& ref : s.inputs) {
-      if (ref.starts_with('^'))
-        controls.push_back(staged[ref.substr(1)].id());
-      else
-        inputs.push_back(staged.resolve(ref));
-    }
-    auto saved_scope = std::exchange(staged.name_scope_, std::string());
-    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device);
-    staged.name_scope_ = saved_scope;
-  }
-  *this = std::move(staged);
-}
-
-namespace detail {
-inline std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out;
-}
-}  // namespace detail
-
-inline void graph::dump_dot(std::ostream& out) const {
-  out << "digraph weft {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
-  std::map<std::string, std::vector<int>> by_device;
-  for (const auto& n : nodes_) by_device[n.device()].push_back(n.id());
-  int cluster = 0;
-  for (const auto& [device, ids] : by_device) {
-    std::string indent = "  ";
-    if (!device.empty()) {
-      out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << detail::dot_escape(device) << "\";\n";
-      indent = "    ";
-    }
-    for (int id : ids) {
-      const node& n = at(id);
-      out << indent << "n" << id << " [label=\"" << detail::dot_escape(n.name()) << "\\n" << n.op();
-      for (int p = 0; p < n.num_outputs(); ++p) out << "\\n" << n.output_dtype(p) << n.output_shape(p);
-      out << "\"];\n";
-    }
-    if (!device.empty()) out << "  }\n";
-  }
-  for (const auto& n : nodes_) {
-    for (const auto& in : n.inputs())
-      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"];\n";
-    for (int c : n.control_inputs()) out << "  n" << c << " -> n" << n.id() << " [style=dotted];\n";
-  }
-  out << "}\n";
-}
-
-}  // namespace weft
 // The single-device executor (whitepaper §3.1, DESIGN.md §1).
 //
 // An executable is the pruned graph of one run signature with a kernel per node; it is
@@ -4107,6 +4284,7 @@ void register_core_kernels() {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_array_kernels() {
+  ops::register_array_ops();
   register_core_kernels();
   register_cpu_kernel<reshape_kernel>("Reshape");
   register_cpu_kernel<transpose_kernel>("Transpose");
@@ -4418,6 +4596,7 @@ struct cast_kernel final : op_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_elementwise_kernels() {
+  ops::register_math_ops();
   register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_number_types{});
   register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_real_types{});
   register_for<unary_kernel<square_fn>::of>("Square", "T", kernel_number_types{});
@@ -4502,13 +4681,14 @@ struct matrix_determinant_kernel final : op_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_linalg_kernels() {
+  ops::register_matrix_ops();
   using types = type_list<float, double, complex64, complex128>;
   register_for<matrix_inverse_kernel>("MatrixInverse", "T", types{});
   register_for<matrix_determinant_kernel>("MatrixDeterminant", "T", types{});
 }
 
 }  // namespace weft::cpu
-// CPU kernels for MatMul and BatchMatMulV2: Eigen's dense GEMM on strided maps, with
+// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels, with
 // the output rows split across the intra-op threads. (Eigen's dense product compiles in
 // a fraction of the time of its Tensor contraction and reaches the same speed.)
 // float16 and bfloat16 multiply in float32.
@@ -4518,43 +4698,84 @@ void register_linalg_kernels() {
 
 namespace weft::cpu {
 
-template <class T>
-using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-template <class T>
-void matrix_zero(T* out, std::int64_t n) {
-  std::fill(out, out + n, T(0));
+// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res row-major with row stride
+// res_stride; each operand is a plain strided matrix stored in the given order (a
+// transposed operand is the same memory read in the other order) and conjugated where
+// asked. Eigen's general_matrix_matrix_product is called directly rather than through
+// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
+// product and its matrix-vector paths for every case, which doubles the compile cost of a
+// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
+template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
+void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
+                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
+  namespace ei = Eigen::internal;
+  for (std::int64_t r = 0; r < rows; ++r) std::fill(res + r * res_stride, res + r * res_stride + cols, T(0));
+  ei::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(
+      rows, cols, depth, 1, true);
+  ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, Eigen::RowMajor, 1>::run(
+      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
 }
 
-// A read-only matrix view with a runtime outer stride. Transposed operands are column-major
-// views of the same memory, so every case is one of four plain Eigen products (nine for
-// complex types, whose adjoints add conjugation): the Eigen GEMM is instantiated a handful
-// of times instead of once per transpose/block expression, which costs ~30 s of compile time.
-template <class T, int Order>
-using strided_matrix = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
+// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
+// kernel, for products with one output column or row (a GEMM would pack the whole matrix
+// first).
+template <class T, int LhsOrder, bool ConjLhs, bool ConjRhs>
+void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res) {
+  namespace ei = Eigen::internal;
+  constexpr int VecOrder = LhsOrder == Eigen::RowMajor ? Eigen::ColMajor : Eigen::RowMajor;
+  using lhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, LhsOrder>;
+  using rhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, VecOrder>;
+  std::fill(res, res + rows, T(0));
+  ei::general_matrix_vector_product<Eigen::Index, T, lhs_mapper, LhsOrder, ConjLhs, T, rhs_mapper, ConjRhs>::run(
+      rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, T(1));
+}
 
 // Rows [r0, r1) of out(M,N) = op(a) * op(b); op transposes (and conjugates when `adjoint`)
 // where asked. a is stored row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb.
+// Four GEMM and two matrix-vector instances cover every real case.
 template <class T>
 void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1) {
-  using Eigen::ColMajor, Eigen::RowMajor, Eigen::OuterStride;
+  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
-  Eigen::Map<matrix<T>> C(out + r0 * n, r1 - r0, n);
-  auto times_b = [&](const auto& A) {
-    if (!tb) return void(C.noalias() = A * strided_matrix<T, RowMajor>(b, k, n, OuterStride<>(n)));
-    strided_matrix<T, ColMajor> B(b, k, n, OuterStride<>(k));
-    if constexpr (complex) {
-      if (adjoint) return void(C.noalias() = A * B.conjugate());
-    }
-    C.noalias() = A * B;
-  };
-  if (!ta) return times_b(strided_matrix<T, RowMajor>(a + r0 * k, r1 - r0, k, OuterStride<>(k)));
-  strided_matrix<T, ColMajor> A(a + r0, r1 - r0, k, OuterStride<>(m));
-  if constexpr (complex) {
-    if (adjoint) return times_b(A.conjugate());
+  const std::int64_t rows = r1 - r0;
+  T* res = out + r0 * n;
+  const bool conj_a = complex && adjoint && ta, conj_b = complex && adjoint && tb;
+  if (n == 1) {  // op(a) times the vector op(b)
+    auto with_conj = [&]<int LO>(const T* lhs, std::int64_t ls) {
+      if constexpr (complex) {
+        if (conj_a && conj_b) return gemv_block<T, LO, true, true>(rows, k, lhs, ls, b, res);
+        if (conj_a) return gemv_block<T, LO, true, false>(rows, k, lhs, ls, b, res);
+        if (conj_b) return gemv_block<T, LO, false, true>(rows, k, lhs, ls, b, res);
+      }
+      gemv_block<T, LO, false, false>(rows, k, lhs, ls, b, res);
+    };
+    return ta ? with_conj.template operator()<C>(a + r0, m) : with_conj.template operator()<R>(a + r0 * k, k);
   }
-  times_b(A);
+  if (m == 1) {  // the vector op(a) times op(b): out^T = op(b)^T op(a)^T
+    auto with_conj = [&]<int LO>(const T* lhs, std::int64_t ls) {
+      if constexpr (complex) {
+        if (conj_a && conj_b) return gemv_block<T, LO, true, true>(n, k, lhs, ls, a, res);
+        if (conj_b) return gemv_block<T, LO, true, false>(n, k, lhs, ls, a, res);
+        if (conj_a) return gemv_block<T, LO, false, true>(n, k, lhs, ls, a, res);
+      }
+      gemv_block<T, LO, false, false>(n, k, lhs, ls, a, res);
+    };
+    return tb ? with_conj.template operator()<R>(b, k) : with_conj.template operator()<C>(b, n);
+  }
+  // lhs: rows [r0, r1) of op(a); rhs: op(b).
+  auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
+    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, n, k, lhs, ls, b, n, res, n);
+    if constexpr (complex) {
+      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, n, k, lhs, ls, b, k, res, n);
+    }
+    gemm_block<T, LO, C, LC, false>(rows, n, k, lhs, ls, b, k, res, n);
+  };
+  if (!ta) return with_rhs.template operator()<R, false>(a + r0 * k, k);
+  if constexpr (complex) {
+    if (adjoint) return with_rhs.template operator()<C, true>(a + r0, m);
+  }
+  with_rhs.template operator()<C, false>(a + r0, m);
 }
 
 // out(M,N) = op(a) * op(b), with the output rows split across the intra-op threads.
@@ -4562,7 +4783,7 @@ template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
           bool ta, bool tb, bool adjoint) {
   if (m == 0 || n == 0) return;
-  if (k == 0) return matrix_zero(out, m * n);
+  if (k == 0) return std::fill(out, out + m * n, T(0));
   auto rows = [&](std::int64_t r0, std::int64_t r1) { gemm_rows<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1); };
   int threads = ctx.device().num_threads();
   double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -4661,12 +4882,14 @@ using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float
 // One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>
 void register_matmul_kernel() {
+  ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
 }
 
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_matmul_kernels() {
+  ops::register_matrix_ops();
   register_for<matmul_kernel>("MatMul", "T", matmul_types{});
   register_for<batch_matmul_kernel>("BatchMatMulV2", "T", matmul_types{});
 }
@@ -4759,6 +4982,7 @@ struct random_kernel final : op_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_random_kernels() {
+  ops::register_random_ops();
   register_cpu_kernel<random_kernel<distribution::uniform>>("RandomUniform");
   register_cpu_kernel<random_kernel<distribution::normal>>("RandomStandardNormal");
   register_cpu_kernel<random_kernel<distribution::truncated_normal>>("TruncatedNormal");
@@ -4911,6 +5135,7 @@ struct arg_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_reduction_kernels() {
+  ops::register_reduction_ops();
   register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", kernel_real_types{});
   register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", kernel_real_types{});
   register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", kernel_real_types{});
@@ -4982,6 +5207,7 @@ struct assign_update_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_state_kernels() {
+  ops::register_state_ops();
   register_cpu_kernel<variable_kernel>("Variable");
   register_cpu_kernel<assign_kernel>("Assign");
   register_for<assign_update_kernel<true>::of>("AssignAdd", "T", kernel_number_types{});
@@ -5001,6 +5227,7 @@ namespace weft::cpu {
 
 inline bool register_all_kernels() {
   static const bool done = [] {
+    ops::register_standard_ops();
     register_array_kernels();
     register_elementwise_kernels();
     register_reduction_kernels();

@@ -2,6 +2,8 @@
 // wrong in the user's terms (node, op, dtypes, shapes); `code` lets callers branch.
 #pragma once
 
+#include <initializer_list>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -47,11 +49,37 @@ class error : public std::runtime_error {
 };
 
 namespace detail {
+// One part of an error message: a reference to any streamable value and the function that
+// writes it. Messages are built from a list of parts by one non-template function, so a
+// call site compiles one small function per argument type instead of a whole stream
+// expression per combination of argument types.
+class message_part {
+ public:
+  template <class T>
+  message_part(const T& value) noexcept : value_(&value), put_(&put<T>) {}
+  message_part(const char* text) noexcept : value_(text), put_(&put_text) {}
+  void write(std::ostream& out) const { put_(out, value_); }
+
+ private:
+  template <class T>
+  static void put(std::ostream& out, const void* v) {
+    out << *static_cast<const T*>(v);
+  }
+  static void put_text(std::ostream& out, const void* v) { out << static_cast<const char*>(v); }
+
+  const void* value_;
+  void (*put_)(std::ostream&, const void*);
+};
+
+inline std::string concat_parts(std::initializer_list<message_part> parts) {
+  std::ostringstream out;
+  for (const auto& p : parts) p.write(out);
+  return out.str();
+}
+
 template <class... Parts>
 std::string concat(const Parts&... parts) {
-  std::ostringstream out;
-  (out << ... << parts);
-  return out.str();
+  return concat_parts({message_part(parts)...});
 }
 }  // namespace detail
 

@@ -19,6 +19,7 @@
 #include <weft/core/error.hpp>
 #include <weft/graph/op_registry.hpp>
 #include <weft/graph/shape_context.hpp>
+#include <weft/ops/state_ops.hpp>
 
 namespace weft {
 
@@ -206,6 +207,7 @@ class graph {
     return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
   }
   const node& variable(dtype t, partial_shape s, node_options options = {}) {
+    ops::register_state_ops();
     return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
   }
 
@@ -230,7 +232,13 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   const op_def* def = op_registry::global().find(op_name);
   std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
   std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
-  if (!def) fail(error_code::not_found, who, ": unknown op '", op_name, "' (no op of that name is registered)");
+  if (!def) {
+    auto family = ops::standard_op_family(op_name);
+    if (family.empty()) fail(error_code::not_found, who, ": unknown op '", op_name, "' (no op of that name is registered)");
+    fail(error_code::not_found, who, ": op '", op_name, "' is one of weft's ", family,
+         " ops, which this program has not registered; call ", ops::family_registration_hint(family),
+         ", or include <weft/kernels/cpu/all.hpp> in one translation unit for every op and kernel");
+  }
   if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
   if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
     fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");

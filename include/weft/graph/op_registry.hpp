@@ -1,21 +1,19 @@
-// op_registry: every op a graph may use, by name. The standard ops are registered on
-// first use; users add their own with register_op() without touching the core.
+// op_registry: every op a graph may use, by name. It starts with the core ops; the
+// standard families are added as a program registers them (<weft/ops/core_ops.hpp>), and
+// users add their own with register_op() without touching the core.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <weft/graph/op_def.hpp>
-#include <weft/ops/array_ops.hpp>
-#include <weft/ops/math_ops.hpp>
-#include <weft/ops/matrix_ops.hpp>
-#include <weft/ops/random_ops.hpp>
-#include <weft/ops/reduction_ops.hpp>
-#include <weft/ops/state_ops.hpp>
+#include <weft/ops/core_ops.hpp>
 
 namespace weft {
 
@@ -25,10 +23,25 @@ class op_registry {
   // graph's meaning cannot change under it).
   const op_def& add(op_def def) {
     std::unique_lock lock(mutex_);
-    auto name = def.name;
-    auto [it, inserted] = ops_.try_emplace(name, std::make_unique<op_def>(std::move(def)));
-    if (!inserted) fail(error_code::already_exists, "op_registry: op '", name, "' is already registered");
-    return *it->second;
+    return add_locked(std::move(def));
+  }
+  // Adds the definitions `defs()` returns under the name `family`, once: later calls with
+  // the same family do nothing, so every user of a family may call it. When one of its
+  // ops is already registered (by the user, under a standard name), none is added.
+  void add_family(std::string_view family, std::vector<op_def> (*defs)()) {
+    {
+      std::shared_lock lock(mutex_);
+      if (families_.contains(family)) return;
+    }
+    std::unique_lock lock(mutex_);
+    if (families_.contains(family)) return;
+    auto list = defs();
+    for (const auto& d : list)
+      if (ops_.contains(d.name))
+        fail(error_code::already_exists, "op_registry: cannot add the ", family, " ops: op '", d.name,
+             "' is already registered");
+    for (auto& d : list) add_locked(std::move(d));
+    families_.emplace(family);
   }
   // nullptr when no op of that name is registered. Returned definitions live as long as the registry.
   const op_def* find(std::string_view name) const {
@@ -46,16 +59,22 @@ class op_registry {
   static op_registry& global() {
     static op_registry* instance = [] {
       auto* r = new op_registry;  // never destroyed: kernels may look ops up during static destruction
-      for (auto* defs : {ops::math_op_defs, ops::array_op_defs, ops::reduction_op_defs, ops::matrix_op_defs,
-                         ops::random_op_defs, ops::state_op_defs})
-        for (auto& d : defs()) r->add(std::move(d));
+      r->add_family("core", ops::core_op_defs);
       return r;
     }();
     return *instance;
   }
 
  private:
+  const op_def& add_locked(op_def def) {
+    auto name = def.name;
+    auto [it, inserted] = ops_.try_emplace(name, std::make_unique<op_def>(std::move(def)));
+    if (!inserted) fail(error_code::already_exists, "op_registry: op '", name, "' is already registered");
+    return *it->second;
+  }
+
   mutable std::shared_mutex mutex_;
+  std::set<std::string, std::less<>> families_;
   std::map<std::string, std::unique_ptr<op_def>, std::less<>> ops_;
 };
 

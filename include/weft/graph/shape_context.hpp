@@ -89,13 +89,7 @@ class shape_context {
   // Throws invalid_argument naming the node, op, and every input's dtype and shape.
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    std::ostringstream out;
-    out << who_ << ": ";
-    (out << ... << parts);
-    out << " (inputs:";
-    for (int i = 0; i < num_inputs(); ++i) out << (i ? ", " : " ") << input_dtype(i) << input(i);
-    out << ')';
-    throw error(error_code::invalid_argument, out.str());
+    fail_with(detail::concat(parts...));
   }
 
   // Helpers for common rules.
@@ -108,6 +102,13 @@ class shape_context {
   }
 
  private:
+  [[noreturn]] void fail_with(const std::string& what) const {
+    std::ostringstream out;
+    out << who_ << ": " << what << " (inputs:";
+    for (int i = 0; i < num_inputs(); ++i) out << (i ? ", " : " ") << input_dtype(i) << input(i);
+    out << ')';
+    throw error(error_code::invalid_argument, out.str());
+  }
   const std::string& who_;
   const attr_map& attrs_;
   std::vector<dtype> in_types_;

@@ -1,4 +1,5 @@
-// Array ops: sources (Const, Placeholder), views and rearrangements, and shape queries.
+// Array ops: views and rearrangements, and shape queries. (Const, Placeholder, Identity and
+// NoOp are core ops: <weft/ops/core_ops.hpp>.)
 //   Reshape(x, shape)          one -1 in shape takes the remaining size
 //   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
 //   ConcatV2(values..., axis)  dims equal except along axis, which sums
@@ -13,35 +14,13 @@
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
+#include <weft/graph/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
 namespace weft::ops {
 
 inline std::vector<op_def> array_op_defs() {
   std::vector<op_def> defs;
-  defs.push_back(op_def_builder("Const")
-                     .output("output: dtype")
-                     .attr("value: tensor")
-                     .attr("dtype: type")
-                     .cheap()
-                     .shape_fn([](shape_context& c) {
-                       const auto& v = c.attr<tensor>("value");
-                       if (v.dtype() != c.attr<dtype>("dtype"))
-                         c.fail("value has dtype ", v.dtype(), " but attr dtype is ", c.attr<dtype>("dtype"));
-                       c.set_output(0, v.shape());
-                     })
-                     .build());
-  defs.push_back(op_def_builder("Placeholder")
-                     .output("output: dtype")
-                     .attr("dtype: type")
-                     .attr("shape: shape")
-                     .cheap()
-                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
-                     .build());
-  defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: type").cheap()
-                     .shape_fn(same_shape).build());
-  defs.push_back(op_def_builder("NoOp").cheap().build());
-
   defs.push_back(op_def_builder("Reshape")
                      .input("tensor: T")
                      .input("shape: Tshape")
@@ -308,5 +287,9 @@ inline std::vector<op_def> array_op_defs() {
     defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr("T: type").shape_fn(same_shape).build());
   return defs;
 }
+
+// Adds the array ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
 }  // namespace weft::ops

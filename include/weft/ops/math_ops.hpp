@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
+#include <weft/graph/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
 namespace weft::ops {
@@ -92,5 +93,9 @@ inline std::vector<op_def> math_op_defs() {
                      .build());
   return defs;
 }
+
+// Adds the math ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
 
 }  // namespace weft::ops

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
+#include <weft/graph/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
 namespace weft::ops {
@@ -101,5 +102,9 @@ inline std::vector<op_def> matrix_op_defs() {
                      .build());
   return defs;
 }
+
+// Adds the matrix ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
 
 }  // namespace weft::ops

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
+#include <weft/graph/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
 namespace weft::ops {
@@ -28,5 +29,9 @@ inline std::vector<op_def> random_op_defs() {
                        .build());
   return defs;
 }
+
+// Adds the random ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
 
 }  // namespace weft::ops

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
+#include <weft/graph/op_registry.hpp>
 #include <weft/ops/common.hpp>
 #include <weft/ops/math_ops.hpp>
 
@@ -77,5 +78,9 @@ inline std::vector<op_def> reduction_op_defs() {
                        .build());
   return defs;
 }
+
+// Adds the reduction ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
 }  // namespace weft::ops

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
+#include <weft/graph/op_registry.hpp>
 #include <weft/ops/common.hpp>
 #include <weft/ops/math_ops.hpp>
 
@@ -62,5 +63,9 @@ inline std::vector<op_def> state_op_defs() {
                        .build());
   return defs;
 }
+
+// Adds the state ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
 
 }  // namespace weft::ops

@@ -6,11 +6,13 @@
 #pragma once
 
 #include <weft/kernels/cpu/kernels.hpp>
+#include <weft/ops/all.hpp>
 
 namespace weft::cpu {
 
 inline bool register_all_kernels() {
   static const bool done = [] {
+    ops::register_standard_ops();
     register_array_kernels();
     register_elementwise_kernels();
     register_reduction_kernels();

@@ -421,6 +421,7 @@ void register_core_kernels() {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_array_kernels() {
+  ops::register_array_ops();
   register_core_kernels();
   register_cpu_kernel<reshape_kernel>("Reshape");
   register_cpu_kernel<transpose_kernel>("Transpose");

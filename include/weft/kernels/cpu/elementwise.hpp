@@ -294,6 +294,7 @@ struct cast_kernel final : op_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_elementwise_kernels() {
+  ops::register_math_ops();
   register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_number_types{});
   register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_real_types{});
   register_for<unary_kernel<square_fn>::of>("Square", "T", kernel_number_types{});

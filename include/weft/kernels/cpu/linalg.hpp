@@ -53,6 +53,7 @@ struct matrix_determinant_kernel final : op_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_linalg_kernels() {
+  ops::register_matrix_ops();
   using types = type_list<float, double, complex64, complex128>;
   register_for<matrix_inverse_kernel>("MatrixInverse", "T", types{});
   register_for<matrix_determinant_kernel>("MatrixDeterminant", "T", types{});

@@ -1,4 +1,4 @@
-// CPU kernels for MatMul and BatchMatMulV2: Eigen's dense GEMM on strided maps, with
+// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels, with
 // the output rows split across the intra-op threads. (Eigen's dense product compiles in
 // a fraction of the time of its Tensor contraction and reaches the same speed.)
 // float16 and bfloat16 multiply in float32.
@@ -12,43 +12,84 @@
 
 namespace weft::cpu {
 
-template <class T>
-using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-template <class T>
-void matrix_zero(T* out, std::int64_t n) {
-  std::fill(out, out + n, T(0));
+// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res row-major with row stride
+// res_stride; each operand is a plain strided matrix stored in the given order (a
+// transposed operand is the same memory read in the other order) and conjugated where
+// asked. Eigen's general_matrix_matrix_product is called directly rather than through
+// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
+// product and its matrix-vector paths for every case, which doubles the compile cost of a
+// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
+template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
+void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
+                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
+  namespace ei = Eigen::internal;
+  for (std::int64_t r = 0; r < rows; ++r) std::fill(res + r * res_stride, res + r * res_stride + cols, T(0));
+  ei::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(
+      rows, cols, depth, 1, true);
+  ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, Eigen::RowMajor, 1>::run(
+      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
 }
 
-// A read-only matrix view with a runtime outer stride. Transposed operands are column-major
-// views of the same memory, so every case is one of four plain Eigen products (nine for
-// complex types, whose adjoints add conjugation): the Eigen GEMM is instantiated a handful
-// of times instead of once per transpose/block expression, which costs ~30 s of compile time.
-template <class T, int Order>
-using strided_matrix = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, 0, Eigen::OuterStride<>>;
+// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
+// kernel, for products with one output column or row (a GEMM would pack the whole matrix
+// first).
+template <class T, int LhsOrder, bool ConjLhs, bool ConjRhs>
+void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res) {
+  namespace ei = Eigen::internal;
+  constexpr int VecOrder = LhsOrder == Eigen::RowMajor ? Eigen::ColMajor : Eigen::RowMajor;
+  using lhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, LhsOrder>;
+  using rhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, VecOrder>;
+  std::fill(res, res + rows, T(0));
+  ei::general_matrix_vector_product<Eigen::Index, T, lhs_mapper, LhsOrder, ConjLhs, T, rhs_mapper, ConjRhs>::run(
+      rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, T(1));
+}
 
 // Rows [r0, r1) of out(M,N) = op(a) * op(b); op transposes (and conjugates when `adjoint`)
 // where asked. a is stored row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb.
+// Four GEMM and two matrix-vector instances cover every real case.
 template <class T>
 void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1) {
-  using Eigen::ColMajor, Eigen::RowMajor, Eigen::OuterStride;
+  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
-  Eigen::Map<matrix<T>> C(out + r0 * n, r1 - r0, n);
-  auto times_b = [&](const auto& A) {
-    if (!tb) return void(C.noalias() = A * strided_matrix<T, RowMajor>(b, k, n, OuterStride<>(n)));
-    strided_matrix<T, ColMajor> B(b, k, n, OuterStride<>(k));
-    if constexpr (complex) {
-      if (adjoint) return void(C.noalias() = A * B.conjugate());
-    }
-    C.noalias() = A * B;
-  };
-  if (!ta) return times_b(strided_matrix<T, RowMajor>(a + r0 * k, r1 - r0, k, OuterStride<>(k)));
-  strided_matrix<T, ColMajor> A(a + r0, r1 - r0, k, OuterStride<>(m));
-  if constexpr (complex) {
-    if (adjoint) return times_b(A.conjugate());
+  const std::int64_t rows = r1 - r0;
+  T* res = out + r0 * n;
+  const bool conj_a = complex && adjoint && ta, conj_b = complex && adjoint && tb;
+  if (n == 1) {  // op(a) times the vector op(b)
+    auto with_conj = [&]<int LO>(const T* lhs, std::int64_t ls) {
+      if constexpr (complex) {
+        if (conj_a && conj_b) return gemv_block<T, LO, true, true>(rows, k, lhs, ls, b, res);
+        if (conj_a) return gemv_block<T, LO, true, false>(rows, k, lhs, ls, b, res);
+        if (conj_b) return gemv_block<T, LO, false, true>(rows, k, lhs, ls, b, res);
+      }
+      gemv_block<T, LO, false, false>(rows, k, lhs, ls, b, res);
+    };
+    return ta ? with_conj.template operator()<C>(a + r0, m) : with_conj.template operator()<R>(a + r0 * k, k);
   }
-  times_b(A);
+  if (m == 1) {  // the vector op(a) times op(b): out^T = op(b)^T op(a)^T
+    auto with_conj = [&]<int LO>(const T* lhs, std::int64_t ls) {
+      if constexpr (complex) {
+        if (conj_a && conj_b) return gemv_block<T, LO, true, true>(n, k, lhs, ls, a, res);
+        if (conj_b) return gemv_block<T, LO, true, false>(n, k, lhs, ls, a, res);
+        if (conj_a) return gemv_block<T, LO, false, true>(n, k, lhs, ls, a, res);
+      }
+      gemv_block<T, LO, false, false>(n, k, lhs, ls, a, res);
+    };
+    return tb ? with_conj.template operator()<R>(b, k) : with_conj.template operator()<C>(b, n);
+  }
+  // lhs: rows [r0, r1) of op(a); rhs: op(b).
+  auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
+    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, n, k, lhs, ls, b, n, res, n);
+    if constexpr (complex) {
+      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, n, k, lhs, ls, b, k, res, n);
+    }
+    gemm_block<T, LO, C, LC, false>(rows, n, k, lhs, ls, b, k, res, n);
+  };
+  if (!ta) return with_rhs.template operator()<R, false>(a + r0 * k, k);
+  if constexpr (complex) {
+    if (adjoint) return with_rhs.template operator()<C, true>(a + r0, m);
+  }
+  with_rhs.template operator()<C, false>(a + r0, m);
 }
 
 // out(M,N) = op(a) * op(b), with the output rows split across the intra-op threads.
@@ -56,7 +97,7 @@ template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
           bool ta, bool tb, bool adjoint) {
   if (m == 0 || n == 0) return;
-  if (k == 0) return matrix_zero(out, m * n);
+  if (k == 0) return std::fill(out, out + m * n, T(0));
   auto rows = [&](std::int64_t r0, std::int64_t r1) { gemm_rows<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1); };
   int threads = ctx.device().num_threads();
   double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -155,12 +196,14 @@ using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float
 // One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>
 void register_matmul_kernel() {
+  ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
 }
 
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_matmul_kernels() {
+  ops::register_matrix_ops();
   register_for<matmul_kernel>("MatMul", "T", matmul_types{});
   register_for<batch_matmul_kernel>("BatchMatMulV2", "T", matmul_types{});
 }

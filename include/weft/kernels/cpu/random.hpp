@@ -88,6 +88,7 @@ struct random_kernel final : op_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_random_kernels() {
+  ops::register_random_ops();
   register_cpu_kernel<random_kernel<distribution::uniform>>("RandomUniform");
   register_cpu_kernel<random_kernel<distribution::normal>>("RandomStandardNormal");
   register_cpu_kernel<random_kernel<distribution::truncated_normal>>("TruncatedNormal");

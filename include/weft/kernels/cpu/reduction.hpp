@@ -148,6 +148,7 @@ struct arg_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_reduction_kernels() {
+  ops::register_reduction_ops();
   register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", kernel_real_types{});
   register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", kernel_real_types{});
   register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", kernel_real_types{});

@@ -62,6 +62,7 @@ struct assign_update_kernel {
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_state_kernels() {
+  ops::register_state_ops();
   register_cpu_kernel<variable_kernel>("Variable");
   register_cpu_kernel<assign_kernel>("Assign");
   register_for<assign_update_kernel<true>::of>("AssignAdd", "T", kernel_number_types{});

@@ -1,0 +1,99 @@
+// Core ops, in every registry from the start: sources, Identity and NoOp.
+//   Const(; value, dtype)         the tensor `value`
+//   Placeholder(; dtype, shape)   a tensor fed to run()
+//   Identity(input)               its input, unchanged (no copy)
+//   NoOp()                        nothing; a target that gathers control edges
+//
+// The other standard ops come in families (array, math, reduction, matrix, random,
+// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
+// program registers it: by registering the family's CPU kernels, by
+// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
+// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
+// definitions it uses; standard_ops lists every name, so that graph::op can tell an op
+// that does not exist from one whose family the program has not registered.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/ops/common.hpp>
+
+namespace weft::ops {
+
+inline std::vector<op_def> core_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("Const")
+                     .output("output: dtype")
+                     .attr("value: tensor")
+                     .attr("dtype: type")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto& v = c.attr<tensor>("value");
+                       if (v.dtype() != c.attr<dtype>("dtype"))
+                         c.fail("value has dtype ", v.dtype(), " but attr dtype is ", c.attr<dtype>("dtype"));
+                       c.set_output(0, v.shape());
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Placeholder")
+                     .output("output: dtype")
+                     .attr("dtype: type")
+                     .attr("shape: shape")
+                     .cheap()
+                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
+                     .build());
+  defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: type").cheap()
+                     .shape_fn(same_shape).build());
+  defs.push_back(op_def_builder("NoOp").cheap().build());
+  return defs;
+}
+
+struct standard_op {
+  std::string_view name;
+  std::string_view family;
+};
+
+// Every standard op outside the core, with its family. tests/test_graph.cpp checks it
+// against the families' definitions.
+inline constexpr standard_op standard_ops[] = {
+    {"Reshape", "array"}, {"Transpose", "array"}, {"ConcatV2", "array"}, {"Split", "array"},
+    {"Slice", "array"}, {"Pad", "array"}, {"Tile", "array"}, {"GatherV2", "array"},
+    {"OneHot", "array"}, {"Shape", "array"}, {"Rank", "array"}, {"Size", "array"},
+    {"Fill", "array"}, {"ZerosLike", "array"}, {"OnesLike", "array"},
+    {"Neg", "math"}, {"Abs", "math"}, {"Square", "math"}, {"Sqrt", "math"}, {"Rsqrt", "math"},
+    {"Exp", "math"}, {"Log", "math"}, {"Tanh", "math"}, {"Sigmoid", "math"}, {"Relu", "math"},
+    {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
+    {"Pow", "math"}, {"Maximum", "math"}, {"Minimum", "math"}, {"Greater", "math"},
+    {"GreaterEqual", "math"}, {"Less", "math"}, {"LessEqual", "math"}, {"Equal", "math"},
+    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"},
+    {"Cast", "math"},
+    {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
+    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"},
+    {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
+    {"MatrixDeterminant", "matrix"},
+    {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
+    {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
+};
+
+// How a program registers `family`, for error messages.
+inline std::string_view family_registration_hint(std::string_view family) {
+  if (family == "array") return "weft::ops::register_array_ops() or weft::cpu::register_array_kernels()";
+  if (family == "math") return "weft::ops::register_math_ops() or weft::cpu::register_elementwise_kernels()";
+  if (family == "reduction")
+    return "weft::ops::register_reduction_ops() or weft::cpu::register_reduction_kernels()";
+  if (family == "matrix")
+    return "weft::ops::register_matrix_ops(), weft::cpu::register_matmul_kernels() or "
+           "weft::cpu::register_linalg_kernels()";
+  if (family == "random") return "weft::ops::register_random_ops() or weft::cpu::register_random_kernels()";
+  if (family == "state") return "weft::ops::register_state_ops() or weft::cpu::register_state_kernels()";
+  return "weft::ops::register_standard_ops()";
+}
+
+// The family of the standard op `name`, or an empty view when weft has no such op.
+inline std::string_view standard_op_family(std::string_view name) {
+  for (const auto& op : standard_ops)
+    if (op.name == name) return op.family;
+  return {};
+}
+
+}  // namespace weft::ops

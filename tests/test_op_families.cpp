@@ -1,0 +1,62 @@
+// Op families: a program without kernels starts with the core ops only, and registers the
+// standard families it uses. Built without the kernel registry, and run one test case per
+// process (catch_discover_tests), so every case starts from a fresh registry.
+#include "support/helpers.hpp"
+
+#include <set>
+
+using namespace weft;
+
+TEST_CASE("a program starts with the core ops, and names the family of a standard op it has not registered") {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {2}, "x");
+  auto& c = g.constant(tensor::scalar(1.0f));
+  CHECK(g.op("Identity", {x}).op() == "Identity");
+  CHECK(g.op("NoOp", {}).op() == "NoOp");
+  test::require_error([&] { g.op("Relu", {x}); },
+                      {"node 'Relu' (Relu)", "op 'Relu' is one of weft's math ops", "not registered",
+                       "weft::ops::register_math_ops()", "weft::cpu::register_elementwise_kernels()",
+                       "<weft/kernels/cpu/all.hpp>"});
+  test::require_error([&] { g.op("MatMul", {x, c}); }, {"matrix ops", "weft::cpu::register_matmul_kernels()"});
+  test::require_error([&] { g.op("Frobnicate", {x}); }, {"unknown op 'Frobnicate'", "no op of that name"});
+  CHECK(op_registry::global().find("Relu") == nullptr);
+}
+
+TEST_CASE("registering a family adds its ops once") {
+  ops::register_math_ops();
+  ops::register_math_ops();
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {2, 3}, "x");
+  CHECK(g.op("Relu", {x}).op() == "Relu");
+  CHECK(op_registry::global().find("Add") != nullptr);
+  CHECK(op_registry::global().find("Sum") == nullptr);  // another family
+}
+
+TEST_CASE("graph::variable registers the state ops itself") {
+  graph g;
+  auto& v = g.variable(dtype::float32, {3}, node_options("v"));
+  CHECK(v.op() == "Variable");
+  CHECK(op_registry::global().find("Assign") != nullptr);
+}
+
+TEST_CASE("a family whose op name is taken by a user op adds none of its ops") {
+  register_op(op_def_builder("Tile").input("x: T").output("y: T").attr("T: type").shape_fn(ops::same_shape));
+  test::require_error([] { ops::register_array_ops(); }, {"cannot add the array ops", "op 'Tile' is already registered"});
+  CHECK(op_registry::global().find("Reshape") == nullptr);
+}
+
+TEST_CASE("standard_ops lists exactly the ops of every standard family") {
+  std::set<std::pair<std::string, std::string>> listed, defined;
+  for (const auto& op : ops::standard_ops) listed.emplace(op.name, op.family);
+  using defs_fn = std::vector<op_def> (*)();
+  const std::pair<const char*, defs_fn> families[] = {
+      {"array", ops::array_op_defs},   {"math", ops::math_op_defs},     {"reduction", ops::reduction_op_defs},
+      {"matrix", ops::matrix_op_defs}, {"random", ops::random_op_defs}, {"state", ops::state_op_defs}};
+  for (auto [family, defs] : families)
+    for (const auto& d : defs()) defined.emplace(d.name, family);
+  CHECK(listed == defined);
+  CHECK(listed.size() == std::size(ops::standard_ops));  // no name twice
+  for (const auto& d : ops::core_op_defs()) CHECK(ops::standard_op_family(d.name).empty());
+  ops::register_standard_ops();
+  for (const auto& op : ops::standard_ops) CHECK(op_registry::global().find(op.name) != nullptr);
+}
