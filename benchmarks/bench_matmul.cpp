@@ -1,7 +1,8 @@
 // MatMul through a session against Eigen called directly on the same data: the Tensor
-// contraction on a ThreadPoolDevice (what the issue names) and the dense GEMM. Sizes
-// 256..2048, threads 1 and 2. GFLOP/s in the "flops" counter. The direct calls write into
-// one output allocated before the loop; weft allocates its output every step, as a session does.
+// contraction on a ThreadPoolDevice (what the issue names) and the dense GEMM, sizes
+// 256..2048, threads 1 and 2, GFLOP/s in the "flops" counter; and matrix times vector
+// against Eigen's GEMV. The direct calls write into one output allocated before the loop;
+// weft allocates its output every step, as a session does.
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
@@ -15,12 +16,13 @@ static void set_flops(benchmark::State& state, std::int64_t n) {
                                                benchmark::Counter::kIsRate);
 }
 
-static tensor ramp(std::int64_t n) {
-  tensor t(dtype::float32, {n, n});
+static tensor ramp(std::int64_t rows, std::int64_t cols) {
+  tensor t(dtype::float32, {rows, cols});
   auto f = t.flat<float>();
   for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(i % 13) * 0.01f;
   return t;
 }
+static tensor ramp(std::int64_t n) { return ramp(n, n); }
 
 static void BM_weft_matmul(benchmark::State& state) {
   auto n = state.range(0);
@@ -66,6 +68,44 @@ static void BM_eigen_gemm(benchmark::State& state) {
   set_flops(state, n);
 }
 
+// Matrix times vector, (n,n) x (n,1): the MatMul kernel takes Eigen's GEMV path, against
+// Eigen's dense matrix-vector product called directly. Bytes of the matrix read per second
+// in the "bytes" counter (the product is memory-bound).
+
+static void set_bytes(benchmark::State& state, std::int64_t n) {
+  state.counters["bytes"] = benchmark::Counter(4.0 * static_cast<double>(n * n) * static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
+static void BM_weft_matvec(benchmark::State& state) {
+  auto n = state.range(0);
+  graph g;
+  auto& a = g.placeholder(dtype::float32, {n, n}, "a");
+  auto& x = g.placeholder(dtype::float32, {n, 1}, "x");
+  auto& m = g.op("MatMul", {a, x});
+  session_options o;
+  o.inter_op_threads = 0;
+  o.intra_op_threads = static_cast<int>(state.range(1));
+  session s(g, o);
+  feed_list feeds{{a, ramp(n, n)}, {x, ramp(n, 1)}};
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {m}));
+  set_bytes(state, n);
+}
+
+static void BM_eigen_gemv(benchmark::State& state) {
+  auto n = state.range(0);
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using V = Eigen::Matrix<float, Eigen::Dynamic, 1>;
+  auto ta = ramp(n, n), tx = ramp(n, 1);
+  tensor out(dtype::float32, {n, 1});
+  for (auto _ : state) {
+    Eigen::Map<V>(out.data<float>(), n).noalias() =
+        Eigen::Map<const M>(ta.data<float>(), n, n) * Eigen::Map<const V>(tx.data<float>(), n);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+  set_bytes(state, n);
+}
+
 // Registered pairwise, so that each weft run sits next to the Eigen runs it is compared
 // with (the machine is shared and noisy: compare ratios within one run).
 int main(int argc, char** argv) {
@@ -77,6 +117,12 @@ int main(int argc, char** argv) {
       if (t == 1)
         benchmark::RegisterBenchmark(name("eigen_gemm").c_str(), BM_eigen_gemm)->Args({n, t})->Unit(benchmark::kMillisecond)->UseRealTime();
     }
+  for (std::int64_t n : {1024, 4096}) {
+    auto name = [&](const char* what, int t) { return std::string(what) + "/" + std::to_string(n) + "/threads:" + std::to_string(t); };
+    for (int t : {1, 2})
+      benchmark::RegisterBenchmark(name("weft_matvec", t).c_str(), BM_weft_matvec)->Args({n, t})->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(name("eigen_gemv", 1).c_str(), BM_eigen_gemv)->Args({n, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
