@@ -24,6 +24,26 @@ TEST_CASE("run prunes to what fetches need and feeds replace outputs") {
   test::require_error([&] { s.run({}, {"nope"}); }, {"no node named 'nope'"});
 }
 
+TEST_CASE("a session runs the graph as it was when created, until extended") {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {2}, "x");
+  session s(g, test::one_thread());
+  auto& y = g.op("Neg", {x}, {}, "y");  // added after the session copied the graph
+  feed_list feed{{x, tensor::of<float>({2}, {1, 2})}};
+  test::require_error([&] { s.run(feed, {y}); },
+                      {"node handle 1 is not in the session's graph of 1 nodes", "session::extend(graph)"});
+  test::require_error([&] { s.run({y}); }, {"node handle 1"});
+  test::require_error([&] { s.run(feed, {"y"}); }, {"no node named 'y'"});
+  s.extend(g);
+  CHECK(s.run(feed, {y})[0].to_vector<float>() == std::vector<float>{-1, -2});
+  graph other;
+  other.placeholder(dtype::float32, {2}, "not_x");
+  other.placeholder(dtype::float32, {2}, "z");
+  test::require_error([&] { s.extend(other); }, {"session::extend: node 0 changed ('x' became 'not_x')"});
+  test::require_error([&] { s.extend(graph{}); }, {"the new graph has fewer nodes (0 < 2)"});
+  CHECK(s.run(feed, {y})[0].to_vector<float>() == std::vector<float>{-1, -2});  // unchanged by the failed extends
+}
+
 TEST_CASE("variables persist across runs; containers are shared and reset") {
   graph g;
   auto& v = g.variable(dtype::float32, {2}, "v");

@@ -48,18 +48,27 @@ class endpoint {
   // The output this endpoint names, as a fetch or a feed.
   output resolve(const graph& g) const {
     if (output_.node < 0) return g.resolve(name_);
-    return g.at(output_.node).out(output_.port);  // checks the handle is in g's range and the port exists
+    return node_in(g).out(output_.port);  // checks the port exists
   }
 
   // The node this endpoint names, as a target: a node with no outputs (NoOp, Assign's
   // control-only uses) is a valid target, so no port is checked.
   int resolve_node(const graph& g) const {
-    if (output_.node >= 0) return g.at(output_.node).id();
+    if (output_.node >= 0) return node_in(g).id();
     if (const node* n = g.find(name_)) return n->id();
     return g.resolve(name_).node;  // "name:port", or the not-found error
   }
 
  private:
+  // The node a handle names; a handle past the end of `g` comes from a node added to the
+  // graph after the session copied it.
+  const node& node_in(const graph& g) const {
+    if (output_.node >= g.size())
+      fail(error_code::not_found, "node handle ", output_.node, " is not in the session's graph of ", g.size(),
+           " nodes: a node added after the session was created needs session::extend(graph)");
+    return g.at(output_.node);
+  }
+
   std::string name_;
   output output_{};
 };
