@@ -4739,6 +4739,18 @@ void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_
       rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, T(1));
 }
 
+// gemv_block with the conjugations chosen at run time (real types have one instance).
+template <class T, int LhsOrder>
+void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res,
+               bool conj_lhs, bool conj_x) {
+  if constexpr (Eigen::NumTraits<T>::IsComplex) {
+    if (conj_lhs && conj_x) return gemv_block<T, LhsOrder, true, true>(rows, depth, lhs, lhs_stride, x, res);
+    if (conj_lhs) return gemv_block<T, LhsOrder, true, false>(rows, depth, lhs, lhs_stride, x, res);
+    if (conj_x) return gemv_block<T, LhsOrder, false, true>(rows, depth, lhs, lhs_stride, x, res);
+  }
+  gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res);
+}
+
 // Rows [r0, r1) of out(M,N) = op(a) * op(b); op transposes (and conjugates when `adjoint`)
 // where asked. a is stored row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb.
 // Four GEMM and two matrix-vector instances cover every real case.
@@ -4751,26 +4763,12 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   T* res = out + r0 * n;
   const bool conj_a = complex && adjoint && ta, conj_b = complex && adjoint && tb;
   if (n == 1) {  // op(a) times the vector op(b)
-    auto with_conj = [&]<int LO>(const T* lhs, std::int64_t ls) {
-      if constexpr (complex) {
-        if (conj_a && conj_b) return gemv_block<T, LO, true, true>(rows, k, lhs, ls, b, res);
-        if (conj_a) return gemv_block<T, LO, true, false>(rows, k, lhs, ls, b, res);
-        if (conj_b) return gemv_block<T, LO, false, true>(rows, k, lhs, ls, b, res);
-      }
-      gemv_block<T, LO, false, false>(rows, k, lhs, ls, b, res);
-    };
-    return ta ? with_conj.template operator()<C>(a + r0, m) : with_conj.template operator()<R>(a + r0 * k, k);
+    if (ta) return gemv_conj<T, C>(rows, k, a + r0, m, b, res, conj_a, conj_b);
+    return gemv_conj<T, R>(rows, k, a + r0 * k, k, b, res, conj_a, conj_b);
   }
   if (m == 1) {  // the vector op(a) times op(b): out^T = op(b)^T op(a)^T
-    auto with_conj = [&]<int LO>(const T* lhs, std::int64_t ls) {
-      if constexpr (complex) {
-        if (conj_a && conj_b) return gemv_block<T, LO, true, true>(n, k, lhs, ls, a, res);
-        if (conj_b) return gemv_block<T, LO, true, false>(n, k, lhs, ls, a, res);
-        if (conj_a) return gemv_block<T, LO, false, true>(n, k, lhs, ls, a, res);
-      }
-      gemv_block<T, LO, false, false>(n, k, lhs, ls, a, res);
-    };
-    return tb ? with_conj.template operator()<R>(b, k) : with_conj.template operator()<C>(b, n);
+    if (tb) return gemv_conj<T, R>(n, k, b, k, a, res, conj_b, conj_a);
+    return gemv_conj<T, C>(n, k, b, n, a, res, conj_b, conj_a);
   }
   // lhs: rows [r0, r1) of op(a); rhs: op(b).
   auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
