@@ -185,30 +185,43 @@ TEST_CASE("reductions over any axes match a naive loop") {
         std::vector<std::int64_t>{0, 1, 1});
 }
 
+namespace {
+// op(x) for a row-major (r, cdim) matrix x: its transpose, conjugated too when `conj`.
+template <class T>
+std::vector<T> transpose_of(const std::vector<T>& x, int r, int cdim, bool conj) {
+  std::vector<T> t(x.size());
+  for (int i = 0; i < r; ++i)
+    for (int j = 0; j < cdim; ++j) {
+      T v = x[static_cast<std::size_t>(i * cdim + j)];
+      if constexpr (!std::is_arithmetic_v<T>) v = conj ? std::conj(v) : v;
+      t[static_cast<std::size_t>(j * r + i)] = v;
+    }
+  return t;
+}
+
+// out(m,n) = a(m,k) * b(k,n), all row-major: a naive triple loop.
+template <class T>
+std::vector<T> naive_matmul(const std::vector<T>& a, const std::vector<T>& b, int m, int k, int n) {
+  std::vector<T> out(static_cast<std::size_t>(m * n), T(0));
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int p = 0; p < k; ++p)
+        out[static_cast<std::size_t>(i * n + j)] += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+  return out;
+}
+}  // namespace
+
 TEST_CASE("MatMul and BatchMatMulV2 match a naive triple loop") {
-  auto naive = [](const std::vector<double>& a, const std::vector<double>& b, int m, int k, int n) {
-    std::vector<double> out(static_cast<std::size_t>(m * n), 0.0);
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < n; ++j)
-        for (int p = 0; p < k; ++p) out[static_cast<std::size_t>(i * n + j)] += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
-    return out;
-  };
-  auto transpose = [](const std::vector<double>& a, int r, int cdim) {
-    std::vector<double> t(a.size());
-    for (int i = 0; i < r; ++i)
-      for (int j = 0; j < cdim; ++j) t[static_cast<std::size_t>(j * r + i)] = a[static_cast<std::size_t>(i * cdim + j)];
-    return t;
-  };
   int m = 37, k = 19, n = 23;
   std::vector<double> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
   for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(static_cast<double>(i));
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(static_cast<double>(i));
-  auto expect = naive(a, b, m, k, n);
+  auto expect = naive_matmul(a, b, m, k, n);
   graph g;
   auto& A = c<double>(g, {m, k}, a);
   auto& B = c<double>(g, {k, n}, b);
-  auto& At = c<double>(g, {k, m}, transpose(a, m, k));
-  auto& Bt = c<double>(g, {n, k}, transpose(b, k, n));
+  auto& At = c<double>(g, {k, m}, transpose_of(a, m, k, false));
+  auto& Bt = c<double>(g, {n, k}, transpose_of(b, k, n, false));
   for (auto [x, y, ta, tb] : {std::tuple{&A, &B, false, false}, {&At, &B, true, false}, {&A, &Bt, false, true}, {&At, &Bt, true, true}}) {
     auto got = eval(g, g.op("MatMul", {*x, *y}, {{"transpose_a", ta}, {"transpose_b", tb}})).to_vector<double>();
     REQUIRE(got.size() == expect.size());
@@ -225,19 +238,6 @@ TEST_CASE("MatMul and BatchMatMulV2 match a naive triple loop") {
 }
 
 namespace {
-// op(x) for a row-major (r, cdim) matrix x: its transpose, conjugated too when `conj`.
-template <class T>
-std::vector<T> transpose_of(const std::vector<T>& x, int r, int cdim, bool conj) {
-  std::vector<T> t(x.size());
-  for (int i = 0; i < r; ++i)
-    for (int j = 0; j < cdim; ++j) {
-      T v = x[static_cast<std::size_t>(i * cdim + j)];
-      if constexpr (!std::is_arithmetic_v<T>) v = conj ? std::conj(v) : v;
-      t[static_cast<std::size_t>(j * r + i)] = v;
-    }
-  return t;
-}
-
 // Every transpose (and, for complex, adjoint) case of MatMul or BatchMatMulV2 at (m,k,n),
 // against a naive triple loop on the untransposed operands.
 template <class T>
@@ -254,11 +254,7 @@ void check_matmul_cases(const char* op, int m, int k, int n, const session_optio
     else if constexpr (std::is_integral_v<T>) b[i] = T(int(i % 5) - 2);
     else b[i] = T(std::cos(double(i)));
   }
-  std::vector<T> expect(static_cast<std::size_t>(m * n), T(0));
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j)
-      for (int p = 0; p < k; ++p)
-        expect[static_cast<std::size_t>(i * n + j)] += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+  auto expect = naive_matmul(a, b, m, k, n);
   bool batch = std::string_view(op) == "BatchMatMulV2";
   const char* attr_a = batch ? "adj_x" : "transpose_a";
   const char* attr_b = batch ? "adj_y" : "transpose_b";

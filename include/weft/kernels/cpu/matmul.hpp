@@ -12,22 +12,21 @@
 
 namespace weft::cpu {
 
-// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res row-major with row stride
-// res_stride; each operand is a plain strided matrix stored in the given order (a
-// transposed operand is the same memory read in the other order) and conjugated where
-// asked. Eigen's general_matrix_matrix_product is called directly rather than through
+// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major; each
+// operand is a plain strided matrix stored in the given order (a transposed operand is the
+// same memory read in the other order) and conjugated where asked. Eigen's general_matrix_matrix_product is called directly rather than through
 // `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
 // product and its matrix-vector paths for every case, which doubles the compile cost of a
 // MatMul kernel, while tiny products are dominated by the step's overhead anyway.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
-                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
+                const T* rhs, std::int64_t rhs_stride, T* res) {
   namespace ei = Eigen::internal;
-  for (std::int64_t r = 0; r < rows; ++r) std::fill(res + r * res_stride, res + r * res_stride + cols, T(0));
+  std::fill(res, res + rows * cols, T(0));
   ei::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(
       rows, cols, depth, 1, true);
   ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, Eigen::RowMajor, 1>::run(
-      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
+      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, cols, T(1), blocking, nullptr);
 }
 
 // res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
@@ -77,11 +76,11 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   }
   // lhs: rows [r0, r1) of op(a); rhs: op(b).
   auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
-    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, n, k, lhs, ls, b, n, res, n);
+    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, n, k, lhs, ls, b, n, res);
     if constexpr (complex) {
-      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, n, k, lhs, ls, b, k, res, n);
+      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, n, k, lhs, ls, b, k, res);
     }
-    gemm_block<T, LO, C, LC, false>(rows, n, k, lhs, ls, b, k, res, n);
+    gemm_block<T, LO, C, LC, false>(rows, n, k, lhs, ls, b, k, res);
   };
   if (!ta) return with_rhs.template operator()<R, false>(a + r0 * k, k);
   if constexpr (complex) {
