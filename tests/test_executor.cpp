@@ -77,10 +77,24 @@ TEST_CASE("long chains and wide fan-outs run, inline and on the pool") {
   }
 }
 
+namespace {
+// A user op whose definition admits int32 and float32 but whose kernel covers float32 only.
+struct pass_through final : op_kernel {
+  explicit pass_through(const node&) {}
+  void compute(kernel_context& ctx) const override { ctx.set_output(0, ctx.input(0)); }
+};
+const bool float_only_registered = [] {
+  register_op(op_def_builder("TestFloatOnly").input("x: T").output("y: T").attr("T: {int32, float32}").shape_fn(ops::same_shape));
+  return register_cpu_kernel<pass_through>("TestFloatOnly", {"T", dtype::float32});
+}();
+}  // namespace
+
 TEST_CASE("missing kernels are reported when the executable is built") {
+  REQUIRE(float_only_registered);
   graph g;
-  auto& a = g.constant(tensor::of<std::int8_t>({1}, {1}));
-  auto& b = g.op("Add", {a, a}, {}, "add8");
+  auto& a = g.constant(tensor::of<std::int32_t>({1}, {1}));
+  auto& b = g.op("TestFloatOnly", {a}, {}, "ints");
   session s(g);
-  test::require_error([&] { s.run({}, {b}); }, {"node 'add8' (Add): no CPU kernel registered T=int8"});
+  test::require_error([&] { s.run({}, {b}); },
+                      {"node 'ints' (TestFloatOnly): no CPU kernel registered T=int32 (registered for: T=float32)"});
 }

@@ -200,6 +200,16 @@ class kernel_registry {
     return kernels_.count({std::string(op), std::string(device_type)}) != 0;
   }
 
+  // Whether a node of `op` whose type attr `c.attr` is `c.type` finds a kernel on `device_type`.
+  bool has(std::string_view op, std::string_view device_type, const type_constraint& c) const {
+    std::shared_lock lock(mutex_);
+    auto it = kernels_.find({std::string(op), std::string(device_type)});
+    if (it == kernels_.end()) return false;
+    for (const auto& k : it->second)
+      if (k.constraint.attr.empty() || (k.constraint.attr == c.attr && k.constraint.type == c.type)) return true;
+    return false;
+  }
+
   static kernel_registry& global() {
     static kernel_registry* instance = new kernel_registry;  // never destroyed (see op_registry)
     return *instance;

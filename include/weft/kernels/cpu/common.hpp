@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <weft/runtime/kernel.hpp>
@@ -48,17 +49,42 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
   return strides;
 }
 
-// The dtypes the arithmetic CPU kernels are compiled for (each costs compile time in the
-// registry translation unit). The op definitions admit more (int8, uint16, float16, ...);
-// a graph using those builds, and its session reports that no kernel is registered.
-// Data-movement kernels, Cast and MatMul cover every dtype.
-using kernel_real_types = type_list<std::int32_t, std::int64_t, float, double>;
-using kernel_float_types = type_list<float, double>;
-using kernel_number_types = type_list<std::int32_t, std::int64_t, float, double, complex64, complex128>;
-using kernel_float_complex_types = type_list<float, double, complex64, complex128>;
-using kernel_all_types = type_list<bool, std::uint8_t, std::int32_t, std::int64_t, half, bfloat16, float, double,
-                                   complex64, complex128>;
-using kernel_compare_types = type_list<bool, std::int32_t, std::int64_t, float, double>;
+// Every CPU kernel covers every dtype its op definition admits (a test checks this), at a
+// compile cost kept low by computing the rarer types through the common ones:
+// - float16 and bfloat16 compute in float32, a cache-sized chunk at a time, reusing the
+//   float32 Eigen code (Eigen's half arithmetic converts every element to float anyway);
+// - the integers other than int32 and int64 compute in plain loops over a 64-bit type of the
+//   same signedness and wrap on the way back, so overflow wraps as in TensorFlow instead of
+//   being undefined behaviour (C++ promotes uint16 * uint16 to a signed int, which overflows).
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+template <class T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+template <class T>
+inline constexpr bool is_looped_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                                        !std::is_same_v<T, std::int32_t> && !std::is_same_v<T, std::int64_t>;
+template <class T>
+using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
+
+template <class... Lists>
+struct type_list_cat;
+template <class... A>
+struct type_list_cat<type_list<A...>> {
+  using type = type_list<A...>;
+};
+template <class... A, class... B, class... Rest>
+struct type_list_cat<type_list<A...>, type_list<B...>, Rest...> : type_list_cat<type_list<A..., B...>, Rest...> {};
+
+// The dtype sets of ops/math_ops.hpp, as type lists.
+using kernel_unsigned_types = type_list<std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t>;
+using kernel_signed_real_types =
+    type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
+using kernel_signed_types = type_list_cat<kernel_signed_real_types, type_list<complex64, complex128>>::type;
+using kernel_real_types = type_list_cat<kernel_signed_real_types, kernel_unsigned_types>::type;
+using kernel_number_types = type_list_cat<kernel_signed_types, kernel_unsigned_types>::type;
+using kernel_float_complex_types = float_complex_types;
+using kernel_pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using kernel_all_types = all_types;
 
 // The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>

@@ -3,6 +3,7 @@
 // broadcasts walk the output with per-input strides (0 along broadcast dims).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -19,26 +20,43 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+// Eigen reads and writes float16/bfloat16 tensors through float buffers of this many elements.
+inline constexpr std::int64_t widen_chunk = 512;
+
+template <class T>
+void widen(const T* in, float* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
+template <class T>
+void narrow(const float* in, T* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
+}
+
 // ---- unary -------------------------------------------------------------------------
-#define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
+// Each functor has an Eigen array form and a scalar form (for the looped integer types).
+#define WEFT_DETAIL_UNARY(NAME, EXPR, SCALAR, COST)      \
   struct NAME {                                          \
     static constexpr double cost = COST;                 \
     template <class A>                                   \
     static auto apply(const A& x) {                      \
       return EXPR;                                       \
     }                                                    \
+    template <class T>                                   \
+    static T scalar(const T& x) {                        \
+      return SCALAR;                                     \
+    }                                                    \
   }
-WEFT_DETAIL_UNARY(neg_fn, -x, 1);
-WEFT_DETAIL_UNARY(abs_fn, x.abs(), 1);
-WEFT_DETAIL_UNARY(square_fn, x.square(), 1);
-WEFT_DETAIL_UNARY(sqrt_fn, x.sqrt(), 8);
-WEFT_DETAIL_UNARY(rsqrt_fn, x.rsqrt(), 8);
-WEFT_DETAIL_UNARY(exp_fn, x.exp(), 20);
-WEFT_DETAIL_UNARY(log_fn, x.log(), 20);
-WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), 30);
-WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
-WEFT_DETAIL_UNARY(relu_fn, x.cwiseMax(typename A::Scalar(0)), 1);
-WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
+WEFT_DETAIL_UNARY(neg_fn, -x, -x, 1);
+WEFT_DETAIL_UNARY(abs_fn, x.abs(), (x < T(0) ? T(-x) : x), 1);
+WEFT_DETAIL_UNARY(square_fn, x.square(), x * x, 1);
+WEFT_DETAIL_UNARY(sqrt_fn, x.sqrt(), std::sqrt(x), 8);
+WEFT_DETAIL_UNARY(rsqrt_fn, x.rsqrt(), T(1) / std::sqrt(x), 8);
+WEFT_DETAIL_UNARY(exp_fn, x.exp(), std::exp(x), 20);
+WEFT_DETAIL_UNARY(log_fn, x.log(), std::log(x), 20);
+WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), std::tanh(x), 30);
+WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), T(1) / (T(1) + std::exp(-x)), 30);
+WEFT_DETAIL_UNARY(relu_fn, x.cwiseMax(typename A::Scalar(0)), std::max(x, T(0)), 1);
+WEFT_DETAIL_UNARY(logical_not_fn, !x, !x, 1);
 #undef WEFT_DETAIL_UNARY
 
 template <class F>
@@ -51,9 +69,26 @@ struct unary_kernel {
       tensor& y = ctx.allocate_output(0, x.shape());
       const T* in = x.data<T>();
       T* out = y.data<T>();
-      ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
-        array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
-      });
+      if constexpr (is_half_v<T>) {
+        ctx.parallel_for(x.num_elements(), F::cost + 2, [&](std::int64_t b, std::int64_t e) {
+          float buf[widen_chunk];
+          for (std::int64_t s = b; s < e; s += widen_chunk) {
+            std::int64_t m = std::min(widen_chunk, e - s);
+            widen(in + s, buf, m);
+            array_out<float>(buf, m) = F::apply(array_map<float>(buf, m));
+            narrow(buf, out + s, m);
+          }
+        });
+      } else if constexpr (is_looped_int_v<T>) {
+        using W = wide_int_t<T>;
+        ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) out[i] = static_cast<T>(F::scalar(static_cast<W>(in[i])));
+        });
+      } else {
+        ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
+          array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
+        });
+      }
     }
   };
 };
@@ -97,12 +132,13 @@ struct pow_fn {
   template <class T>
   static T scalar(const T& a, const T& b) {
     if constexpr (std::is_integral_v<T>) {
-      T result = 1, base = a;
-      for (T e = b; e > 0; e >>= 1) {
-        if (e & 1) result = static_cast<T>(result * base);
-        base = static_cast<T>(base * base);
+      // Square and multiply modulo 2^64, so that overflow wraps instead of being undefined.
+      std::uint64_t result = 1, base = static_cast<std::uint64_t>(a);
+      for (auto e = static_cast<std::uint64_t>(b); e > 0; e >>= 1) {
+        if (e & 1) result *= base;
+        base *= base;
       }
-      return result;
+      return static_cast<T>(result);
     } else {
       using std::pow;
       using Eigen::numext::pow;
@@ -142,38 +178,72 @@ inline shape broadcast_or_fail(const shape& a, const shape& b) {
   return *s;
 }
 
+// float16/bfloat16 (through float buffers) and the looped integer types (through 64 bits) when
+// each operand is either the output's shape or a single value: `step` is 1 or 0.
+template <class F, class T, class Out>
+void binary_flat_converted(kernel_context& ctx, const T* a, std::int64_t step_a, const T* b, std::int64_t step_b,
+                           Out* out, std::int64_t n) {
+  if constexpr (is_half_v<T>) {
+    ctx.parallel_for(n, F::cost + 3, [&](std::int64_t begin, std::int64_t end) {
+      float fa[widen_chunk], fb[widen_chunk];
+      for (std::int64_t s = begin; s < end; s += widen_chunk) {
+        std::int64_t m = std::min(widen_chunk, end - s);
+        if (step_a) widen(a + s, fa, m); else std::fill(fa, fa + m, static_cast<float>(a[0]));
+        if (step_b) widen(b + s, fb, m); else std::fill(fb, fb + m, static_cast<float>(b[0]));
+        if constexpr (std::is_same_v<Out, bool>) {
+          array_out<bool>(out + s, m) = F::apply(array_map<float>(fa, m), array_map<float>(fb, m));
+        } else {
+          array_out<float>(fa, m) = F::apply(array_map<float>(fa, m), array_map<float>(fb, m));
+          narrow(fa, out + s, m);
+        }
+      }
+    });
+  } else {
+    using W = wide_int_t<T>;
+    ctx.parallel_for(n, F::cost, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i)
+        out[i] = static_cast<Out>(F::scalar(static_cast<W>(a[i * step_a]), static_cast<W>(b[i * step_b])));
+    });
+  }
+}
+
 template <class F, class T, class Out>
 void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   const T* a = x.data<T>();
   const T* b = y.data<T>();
   Out* out = z.data<Out>();
   std::int64_t n = z.num_elements();
-  if (x.shape() == y.shape()) {
-    ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+  bool full_x = x.shape() == z.shape(), full_y = y.shape() == z.shape();
+  bool one_x = x.num_elements() == 1, one_y = y.num_elements() == 1;
+  if constexpr (is_half_v<T> || is_looped_int_v<T>) {
+    if ((full_x || one_x) && (full_y || one_y))
+      return binary_flat_converted<F>(ctx, a, full_x ? 1 : 0, b, full_y ? 1 : 0, out, n);
+  } else if (full_x && full_y) {
+    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
       array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
     });
-  } else if (y.num_elements() == 1 && x.shape() == z.shape()) {
+  } else if (full_x && one_y) {
     T v = b[0];
-    ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
       array_out<Out>(out + s, e - s) =
           F::apply(array_map<T>(a + s, e - s), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v));
     });
-  } else if (x.num_elements() == 1 && y.shape() == z.shape()) {
+  } else if (one_x && full_y) {
     T v = a[0];
-    ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
       array_out<Out>(out + s, e - s) =
           F::apply(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v), array_map<T>(b + s, e - s));
     });
-  } else {
-    std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), z.shape()),
-                                                      broadcast_strides(y.shape(), z.shape())};
-    ctx.parallel_for(n, F::cost + 4, [&](std::int64_t s, std::int64_t e) {
-      for_each_broadcast<2>(z.shape(), strides, s, e,
-                            [&](std::int64_t i, const std::array<std::int64_t, 2>& off) {
-                              out[i] = static_cast<Out>(F::scalar(a[off[0]], b[off[1]]));
-                            });
-    });
   }
+  // Any other broadcast: walk the output with per-input strides, computing in C.
+  using C = std::conditional_t<is_half_v<T>, float, std::conditional_t<is_looped_int_v<T>, wide_int_t<T>, T>>;
+  std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), z.shape()),
+                                                    broadcast_strides(y.shape(), z.shape())};
+  ctx.parallel_for(n, F::cost + 4, [&](std::int64_t s, std::int64_t e) {
+    for_each_broadcast<2>(z.shape(), strides, s, e, [&](std::int64_t i, const std::array<std::int64_t, 2>& off) {
+      out[i] = static_cast<Out>(F::scalar(static_cast<C>(a[off[0]]), static_cast<C>(b[off[1]])));
+    });
+  });
 }
 
 template <class F, bool Bool = false>
@@ -295,31 +365,30 @@ struct cast_kernel final : op_kernel {
 template <int = 0>
 void register_elementwise_kernels() {
   ops::register_math_ops();
-  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_number_types{});
-  register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_real_types{});
+  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_signed_types{});
+  register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_signed_real_types{});
   register_for<unary_kernel<square_fn>::of>("Square", "T", kernel_number_types{});
   register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", kernel_float_complex_types{});
   register_for<unary_kernel<rsqrt_fn>::of>("Rsqrt", "T", kernel_float_complex_types{});
   register_for<unary_kernel<exp_fn>::of>("Exp", "T", kernel_float_complex_types{});
   register_for<unary_kernel<log_fn>::of>("Log", "T", kernel_float_complex_types{});
-  register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", kernel_float_types{});
-  register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", kernel_float_types{});
+  register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", kernel_float_complex_types{});
+  register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", kernel_float_complex_types{});
   register_for<unary_kernel<relu_fn>::of>("Relu", "T", kernel_real_types{});
   register_cpu_kernel<unary_kernel<logical_not_fn>::of<bool>>("LogicalNot");
   register_for<binary_kernel<add_fn>::of>("Add", "T", kernel_number_types{});
   register_for<binary_kernel<sub_fn>::of>("Sub", "T", kernel_number_types{});
   register_for<binary_kernel<mul_fn>::of>("Mul", "T", kernel_number_types{});
   register_for<binary_kernel<div_fn>::of>("Div", "T", kernel_number_types{});
-  register_for<binary_kernel<pow_fn>::of>("Pow", "T",
-                                          kernel_real_types{});
+  register_for<binary_kernel<pow_fn>::of>("Pow", "T", kernel_pow_types{});
   register_for<binary_kernel<maximum_fn>::of>("Maximum", "T", kernel_real_types{});
   register_for<binary_kernel<minimum_fn>::of>("Minimum", "T", kernel_real_types{});
   register_for<binary_kernel<greater_fn, true>::of>("Greater", "T", kernel_real_types{});
   register_for<binary_kernel<greater_equal_fn, true>::of>("GreaterEqual", "T", kernel_real_types{});
   register_for<binary_kernel<less_fn, true>::of>("Less", "T", kernel_real_types{});
   register_for<binary_kernel<less_equal_fn, true>::of>("LessEqual", "T", kernel_real_types{});
-  register_for<binary_kernel<equal_fn, true>::of>("Equal", "T", kernel_compare_types{});
-  register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", kernel_compare_types{});
+  register_for<binary_kernel<equal_fn, true>::of>("Equal", "T", kernel_all_types{});
+  register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", kernel_all_types{});
   register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
   register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
   register_for<select_kernel>("Select", "T", kernel_all_types{});

@@ -107,9 +107,6 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 }
 
 template <class T>
-using compute_t = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, float, T>;
-
-template <class T>
 const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& storage) {
   if constexpr (std::is_same_v<compute_t<T>, T>) {
     return t.data<T>();

@@ -12,23 +12,41 @@
 
 namespace weft::cpu {
 
+// Half types accumulate in float. Integers accumulate in 64 bits, wrapping: Sum and Prod
+// come out as if computed in the input type with wrap-around, and Mean is the exact mean
+// rounded toward zero (TensorFlow's wraps its sum in the input type first). Integer sums and
+// products wrap modulo 2^64 (computed unsigned), never overflowing a signed type.
 template <class T>
-using accumulator_t = std::conditional_t<std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, float, T>;
+using accumulator_t = std::conditional_t<std::is_integral_v<T>, wide_int_t<T>, compute_t<T>>;
 
+// init<A, T>: the identity, as an accumulator A for inputs of type T.
 struct sum_reducer {
-  template <class A> static A init() { return A(0); }
-  template <class A> static A combine(A a, A b) { return a + b; }
+  template <class A, class> static A init() { return A(0); }
+  template <class A> static A combine(A a, A b) {
+    if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+    else return a + b;
+  }
 };
 struct prod_reducer {
-  template <class A> static A init() { return A(1); }
-  template <class A> static A combine(A a, A b) { return a * b; }
+  template <class A, class> static A init() { return A(1); }
+  template <class A> static A combine(A a, A b) {
+    if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+    else return a * b;
+  }
 };
+// Max and Min of nothing are -inf and +inf for floats (as in TensorFlow), the extremes for integers.
 struct max_reducer {
-  template <class A> static A init() { return std::numeric_limits<A>::lowest(); }
+  template <class A, class T> static A init() {
+    if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
+    else return static_cast<A>(std::numeric_limits<T>::lowest());
+  }
   template <class A> static A combine(A a, A b) { return a < b ? b : a; }
 };
 struct min_reducer {
-  template <class A> static A init() { return std::numeric_limits<A>::max(); }
+  template <class A, class T> static A init() {
+    if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
+    else return static_cast<A>(std::numeric_limits<T>::max());
+  }
   template <class A> static A combine(A a, A b) { return b < a ? b : a; }
 };
 struct mean_reducer : sum_reducer {};
@@ -99,10 +117,12 @@ struct reduce_kernel {
         for (std::int64_t k = b; k < e; ++k) {
           std::int64_t a = k / inner, i = k % inner;
           const T* base = in + a * reduce * inner + i;
-          A acc = R::template init<A>();
+          A acc = R::template init<A, T>();
           for (std::int64_t r = 0; r < reduce; ++r) acc = R::combine(acc, static_cast<A>(base[r * inner]));
-          if constexpr (std::is_same_v<R, mean_reducer>)
-            if (reduce > 0) acc = acc / static_cast<A>(static_cast<T>(reduce));
+          if constexpr (std::is_same_v<R, mean_reducer>) {
+            // The mean of nothing is NaN for floats (0 / 0, as in TensorFlow) and 0 for integers.
+            if (!std::is_integral_v<A> || reduce > 0) acc = acc / static_cast<A>(reduce);
+          }
           o[k] = static_cast<T>(acc);
         }
       });
@@ -149,9 +169,9 @@ struct arg_kernel {
 template <int = 0>
 void register_reduction_kernels() {
   ops::register_reduction_ops();
-  register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", kernel_real_types{});
-  register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", kernel_real_types{});
-  register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", kernel_real_types{});
+  register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", kernel_number_types{});
+  register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", kernel_number_types{});
+  register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", kernel_number_types{});
   register_for<reduce_kernel<max_reducer>::of>("Max", "T", kernel_real_types{});
   register_for<reduce_kernel<min_reducer>::of>("Min", "T", kernel_real_types{});
   register_for<arg_kernel<true>::of>("ArgMax", "T", kernel_real_types{});

@@ -2,6 +2,8 @@
 // swap it in under the variable's lock, so readers of the old value are never torn.
 #pragma once
 
+#include <type_traits>
+
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/ops/state_ops.hpp>
 
@@ -51,7 +53,14 @@ struct assign_update_kernel {
         const T* a = old.data<T>();
         const T* d = delta.data<T>();
         T* o = next.data<T>();
-        for (std::int64_t i = 0, n = old.num_elements(); i < n; ++i) o[i] = Add ? T(a[i] + d[i]) : T(a[i] - d[i]);
+        for (std::int64_t i = 0, n = old.num_elements(); i < n; ++i) {
+          if constexpr (std::is_integral_v<T>) {  // wraps, instead of overflowing a signed type
+            using U = std::make_unsigned_t<T>;
+            o[i] = static_cast<T>(static_cast<U>(Add ? U(a[i]) + U(d[i]) : U(a[i]) - U(d[i])));
+          } else {
+            o[i] = Add ? T(a[i] + d[i]) : T(a[i] - d[i]);
+          }
+        }
         return next;
       });
       ctx.set_output_ref(0, std::move(var));
