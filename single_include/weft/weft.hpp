@@ -3103,11 +3103,16 @@ class kernel_registry {
   std::map<std::pair<std::string, std::string>, std::vector<registration>> kernels_;
 };
 
-// Registers kernel class K (constructible from const node&) for `op` on the CPU.
+template <class K>
+std::unique_ptr<op_kernel> make_kernel(const node& n) {
+  return std::make_unique<K>(n);
+}
+
+// Registers kernel class K (constructible from const node&) for `op` on the CPU. The factory
+// is a function pointer, so that every K shares one std::function instantiation.
 template <class K>
 bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
-  return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint),
-                                       [](const node& n) -> std::unique_ptr<op_kernel> { return std::make_unique<K>(n); });
+  return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint), &make_kernel<K>);
 }
 
 }  // namespace weft
@@ -3871,20 +3876,27 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
   return strides;
 }
 
-// Every CPU kernel covers every dtype its op definition admits (a test checks this), at a
-// compile cost kept low by computing the rarer types through the common ones:
-// - float16 and bfloat16 compute in float32, a cache-sized chunk at a time, reusing the
-//   float32 Eigen code (Eigen's half arithmetic converts every element to float anyway);
-// - the integers other than int32 and int64 compute in plain loops over a 64-bit type of the
-//   same signedness and wrap on the way back, so overflow wraps as in TensorFlow instead of
-//   being undefined behaviour (C++ promotes uint16 * uint16 to a signed int, which overflows).
+// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
+// compile time down, the rarer dtypes compute through a wider one, converting on the way in
+// and out, instead of compiling each op's code again:
+// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
+//   to float anyway);
+// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
+//   so that narrowing the result wraps as TensorFlow's does;
+// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 template <class T>
-using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+using compute_t = std::conditional_t<
+    is_half_v<T>, float,
+    std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
+                           std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
+                       std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
 template <class T>
-inline constexpr bool is_looped_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool> &&
-                                        !std::is_same_v<T, std::int32_t> && !std::is_same_v<T, std::int64_t>;
+inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
+template <class T>
+inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
+// The 64-bit integer type of T's signedness.
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 
@@ -3913,6 +3925,116 @@ template <template <class> class K, class... Ts>
 void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
   (register_cpu_kernel<K<Ts>>(op, {type_attr, dtype_of<Ts>}), ...);
 }
+
+}  // namespace weft::cpu
+// Element conversion between any two dtypes, with TensorFlow's Cast semantics, through a
+// table of plain loops: one small function per (from, to) pair instead of a kernel each.
+// Cast uses it, and so do the kernels that compute a dtype through a wider one (see
+// compute_t in common.hpp). The functions are templates, so that including this header
+// instantiates nothing until one is called.
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+
+namespace weft::cpu {
+
+namespace detail {
+template <class T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
+
+template <class To, class From>
+To convert(const From& v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (is_complex_v<From>) {
+    if constexpr (is_complex_v<To>)
+      return To(static_cast<typename To::value_type>(v.real()), static_cast<typename To::value_type>(v.imag()));
+    else
+      return convert<To>(v.real());  // TensorFlow keeps the real part
+  } else if constexpr (is_complex_v<To>) {
+    return To(static_cast<typename To::value_type>(static_cast<double>(v)), 0);
+  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    // Float to int: NaN gives 0 and out-of-range values saturate, instead of undefined behaviour.
+    double d = static_cast<double>(v);
+    if (std::isnan(d)) return To(0);
+    if (d <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else if constexpr (is_half_v<To> && std::is_integral_v<From>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);  // integer to integer wraps modulo 2^bits (C++20)
+  }
+}
+
+using convert_fn = void (*)(const void* in, void* out, std::int64_t begin, std::int64_t end);
+
+template <class To, class From>
+void convert_range(const void* in, void* out, std::int64_t begin, std::int64_t end) {
+  const From* i = static_cast<const From*>(in);
+  To* o = static_cast<To*>(out);
+  for (std::int64_t k = begin; k < end; ++k) o[k] = convert<To>(i[k]);
+}
+
+using convert_table = std::array<std::array<convert_fn, dtype_count>, dtype_count>;
+
+template <class From, class... To>
+void fill_convert_row(convert_table& t, type_list<To...>) {
+  ((t[static_cast<std::size_t>(dtype_of<From>)][static_cast<std::size_t>(dtype_of<To>)] = &convert_range<To, From>), ...);
+}
+template <class... From>
+void fill_convert_table(convert_table& t, type_list<From...>) {
+  (fill_convert_row<From>(t, all_types{}), ...);
+}
+}  // namespace detail
+
+namespace detail {
+template <int = 0>
+void run_convert(kernel_context& ctx, convert_fn f, const tensor& in, tensor& out) {
+  const void* src = in.raw_data();
+  void* dst = out.raw_data();
+  ctx.parallel_for(in.num_elements(), 2, [&](std::int64_t b, std::int64_t e) { f(src, dst, b, e); });
+}
+template <int = 0>
+tensor converted(kernel_context& ctx, convert_fn f, const tensor& in, dtype to) {
+  tensor out(to, in.shape());
+  run_convert(ctx, f, in, out);
+  return out;
+}
+}  // namespace detail
+
+// The loop converting elements of `from` to `to`, for dtypes known only at run time (Cast).
+template <int = 0>
+detail::convert_fn converter(dtype from, dtype to) {
+  static const detail::convert_table table = [] {
+    detail::convert_table t{};
+    detail::fill_convert_table(t, all_types{});
+    return t;
+  }();
+  auto f = static_cast<std::size_t>(from), t = static_cast<std::size_t>(to);
+  if (f >= table.size() || t >= table.size() || !table[f][t])
+    fail(error_code::unimplemented, "cannot convert ", from, " to ", to);
+  return table[f][t];
+}
+
+// Writes the elements of `in`, converted, into `out` (same number of elements).
+template <int = 0>
+void convert_into(kernel_context& ctx, const tensor& in, tensor& out) {
+  detail::run_convert(ctx, converter(in.dtype(), out.dtype()), in, out);
+}
+
+// For kernels that compute dtype T as compute_t<T>: the conversions there and back, or null
+// when T computes as itself.
+template <class T>
+inline constexpr detail::convert_fn widen_fn =
+    is_converted_v<T> ? &detail::convert_range<compute_t<T>, T> : nullptr;
+template <class T>
+inline constexpr detail::convert_fn narrow_fn =
+    is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;
 
 }  // namespace weft::cpu
 
@@ -4301,18 +4423,16 @@ struct zeros_like_kernel final : op_kernel {
   }
 };
 
+// A template, so that including this header does not instantiate the conversion table.
+template <int = 0>
 struct ones_like_kernel final : op_kernel {
   explicit ones_like_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
-    dispatcher<kernel_all_types>::run(
-        out.dtype(),
-        [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          T one = T(1);
-          fill_bytes(out, &one);
-        },
-        [] {});
+    const double one = 1;
+    alignas(16) unsigned char value[16];  // one element of any dtype
+    converter(dtype::float64, out.dtype())(&one, value, 0, 1);
+    fill_bytes(out, value);
   }
 };
 
@@ -4345,7 +4465,7 @@ void register_array_kernels() {
   register_cpu_kernel<size_kernel>("Size");
   register_cpu_kernel<fill_kernel>("Fill");
   register_cpu_kernel<zeros_like_kernel>("ZerosLike");
-  register_cpu_kernel<ones_like_kernel>("OnesLike");
+  register_cpu_kernel<ones_like_kernel<>>("OnesLike");
 }
 
 }  // namespace weft::cpu
@@ -4367,20 +4487,8 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Eigen reads and writes float16/bfloat16 tensors through float buffers of this many elements.
-inline constexpr std::int64_t widen_chunk = 512;
-
-template <class T>
-void widen(const T* in, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
-}
-template <class T>
-void narrow(const float* in, T* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
-}
-
 // ---- unary -------------------------------------------------------------------------
-// Each functor has an Eigen array form and a scalar form (for the looped integer types).
+// Each functor has an Eigen array form and a scalar form (for uint64, which has no Eigen kernels).
 #define WEFT_DETAIL_UNARY(NAME, EXPR, SCALAR, COST)      \
   struct NAME {                                          \
     static constexpr double cost = COST;                 \
@@ -4406,37 +4514,36 @@ WEFT_DETAIL_UNARY(relu_fn, x.cwiseMax(typename A::Scalar(0)), std::max(x, T(0)),
 WEFT_DETAIL_UNARY(logical_not_fn, !x, !x, 1);
 #undef WEFT_DETAIL_UNARY
 
+template <class F, class T>
+void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
+  const T* in = x.data<T>();
+  T* out = y.data<T>();
+  ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
+    if constexpr (is_looped_v<T>)
+      for (std::int64_t i = b; i < e; ++i) out[i] = F::scalar(in[i]);
+    else
+      array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
+  });
+}
+
+// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+// back (both null when T is C). One body per (F, C), so each further T costs only its class.
+template <class F, class C>
+void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
+  tensor x = ctx.input(0);
+  tensor& y = ctx.allocate_output(0, x.shape());
+  if (!widen) return unary_compute<F, C>(ctx, x, y);
+  tensor xc = detail::converted(ctx, widen, x, dtype_of<C>), yc(dtype_of<C>, x.shape());
+  unary_compute<F, C>(ctx, xc, yc);
+  detail::run_convert(ctx, narrow, yc, y);
+}
+
 template <class F>
 struct unary_kernel {
   template <class T>
   struct of final : op_kernel {
     explicit of(const node&) {}
-    void compute(kernel_context& ctx) const override {
-      const tensor& x = ctx.input(0);
-      tensor& y = ctx.allocate_output(0, x.shape());
-      const T* in = x.data<T>();
-      T* out = y.data<T>();
-      if constexpr (is_half_v<T>) {
-        ctx.parallel_for(x.num_elements(), F::cost + 2, [&](std::int64_t b, std::int64_t e) {
-          float buf[widen_chunk];
-          for (std::int64_t s = b; s < e; s += widen_chunk) {
-            std::int64_t m = std::min(widen_chunk, e - s);
-            widen(in + s, buf, m);
-            array_out<float>(buf, m) = F::apply(array_map<float>(buf, m));
-            narrow(buf, out + s, m);
-          }
-        });
-      } else if constexpr (is_looped_int_v<T>) {
-        using W = wide_int_t<T>;
-        ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t i = b; i < e; ++i) out[i] = static_cast<T>(F::scalar(static_cast<W>(in[i])));
-        });
-      } else {
-        ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
-          array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
-        });
-      }
-    }
+    void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>>(ctx, widen_fn<T>, narrow_fn<T>); }
   };
 };
 
@@ -4525,35 +4632,6 @@ inline shape broadcast_or_fail(const shape& a, const shape& b) {
   return *s;
 }
 
-// float16/bfloat16 (through float buffers) and the looped integer types (through 64 bits) when
-// each operand is either the output's shape or a single value: `step` is 1 or 0.
-template <class F, class T, class Out>
-void binary_flat_converted(kernel_context& ctx, const T* a, std::int64_t step_a, const T* b, std::int64_t step_b,
-                           Out* out, std::int64_t n) {
-  if constexpr (is_half_v<T>) {
-    ctx.parallel_for(n, F::cost + 3, [&](std::int64_t begin, std::int64_t end) {
-      float fa[widen_chunk], fb[widen_chunk];
-      for (std::int64_t s = begin; s < end; s += widen_chunk) {
-        std::int64_t m = std::min(widen_chunk, end - s);
-        if (step_a) widen(a + s, fa, m); else std::fill(fa, fa + m, static_cast<float>(a[0]));
-        if (step_b) widen(b + s, fb, m); else std::fill(fb, fb + m, static_cast<float>(b[0]));
-        if constexpr (std::is_same_v<Out, bool>) {
-          array_out<bool>(out + s, m) = F::apply(array_map<float>(fa, m), array_map<float>(fb, m));
-        } else {
-          array_out<float>(fa, m) = F::apply(array_map<float>(fa, m), array_map<float>(fb, m));
-          narrow(fa, out + s, m);
-        }
-      }
-    });
-  } else {
-    using W = wide_int_t<T>;
-    ctx.parallel_for(n, F::cost, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i)
-        out[i] = static_cast<Out>(F::scalar(static_cast<W>(a[i * step_a]), static_cast<W>(b[i * step_b])));
-    });
-  }
-}
-
 template <class F, class T, class Out>
 void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   const T* a = x.data<T>();
@@ -4562,9 +4640,8 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
   std::int64_t n = z.num_elements();
   bool full_x = x.shape() == z.shape(), full_y = y.shape() == z.shape();
   bool one_x = x.num_elements() == 1, one_y = y.num_elements() == 1;
-  if constexpr (is_half_v<T> || is_looped_int_v<T>) {
-    if ((full_x || one_x) && (full_y || one_y))
-      return binary_flat_converted<F>(ctx, a, full_x ? 1 : 0, b, full_y ? 1 : 0, out, n);
+  if constexpr (is_looped_v<T>) {
+    // No Eigen kernels: every shape takes the strided loop below.
   } else if (full_x && full_y) {
     return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
       array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
@@ -4582,15 +4659,58 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
           F::apply(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v), array_map<T>(b + s, e - s));
     });
   }
-  // Any other broadcast: walk the output with per-input strides, computing in C.
-  using C = std::conditional_t<is_half_v<T>, float, std::conditional_t<is_looped_int_v<T>, wide_int_t<T>, T>>;
+  // Any other broadcast: walk the output with per-input strides.
   std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), z.shape()),
                                                     broadcast_strides(y.shape(), z.shape())};
   ctx.parallel_for(n, F::cost + 4, [&](std::int64_t s, std::int64_t e) {
     for_each_broadcast<2>(z.shape(), strides, s, e, [&](std::int64_t i, const std::array<std::int64_t, 2>& off) {
-      out[i] = static_cast<Out>(F::scalar(static_cast<C>(a[off[0]]), static_cast<C>(b[off[1]])));
+      out[i] = static_cast<Out>(F::scalar(a[off[0]], b[off[1]]));
     });
   });
+}
+
+// Checks the operands, then writes x op y into z, all of dtype T (z bool for comparisons).
+template <class F, class T, bool Bool>
+void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
+  using Out = std::conditional_t<Bool, bool, T>;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_same_v<F, div_fn>) {
+    for (T v : y.flat<T>())
+      if (v == 0) fail(error_code::invalid_argument, "integer division by zero");
+  }
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && std::is_same_v<F, pow_fn>) {
+    for (T v : y.flat<T>())
+      if (v < 0) fail(error_code::invalid_argument, "integers to negative integer powers are not allowed");
+  }
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && std::is_same_v<F, div_fn>) {
+    // INT_MIN / -1 overflows (and traps on x86): compute it as the wrapped result instead.
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    T* out = z.data<T>();
+    const shape& s = z.shape();
+    std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)};
+    for_each_broadcast<2>(s, strides, 0, s.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 2>& o) {
+      T p = a[o[0]], q = b[o[1]];
+      out[i] = (q == -1) ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(p)) : static_cast<T>(p / q);
+    });
+  } else {
+    binary_compute<F, T, Out>(ctx, x, y, z);
+  }
+}
+
+// As unary_run: one body per (F, C, Bool) for every T that computes as C.
+template <class F, class C, bool Bool>
+void binary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
+  const tensor& x = ctx.input(0);
+  const tensor& y = ctx.input(1);
+  shape s = broadcast_or_fail(x.shape(), y.shape());
+  tensor& z = ctx.allocate_output(0, s);
+  // One call of binary_apply, so that the compiler does not inline two copies of it.
+  bool widened = widen != nullptr, narrowed = widened && !Bool;
+  tensor xc = widened ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  tensor yc = widened ? detail::converted(ctx, widen, y, dtype_of<C>) : y;
+  tensor zc = narrowed ? tensor(dtype_of<C>, s) : z;
+  binary_apply<F, C, Bool>(ctx, xc, yc, zc);
+  if (narrowed) detail::run_convert(ctx, narrow, zc, z);
 }
 
 template <class F, bool Bool = false>
@@ -4599,32 +4719,7 @@ struct binary_kernel {
   struct of final : op_kernel {
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override {
-      using Out = std::conditional_t<Bool, bool, T>;
-      const tensor& x = ctx.input(0);
-      const tensor& y = ctx.input(1);
-      shape s = broadcast_or_fail(x.shape(), y.shape());
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_same_v<F, div_fn>) {
-        for (T v : y.flat<T>())
-          if (v == 0) fail(error_code::invalid_argument, "integer division by zero");
-      }
-      if constexpr (std::is_integral_v<T> && std::is_same_v<F, pow_fn>) {
-        for (T v : y.flat<T>())
-          if (v < 0) fail(error_code::invalid_argument, "integers to negative integer powers are not allowed");
-      }
-      tensor& z = ctx.allocate_output(0, s);
-      if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && std::is_same_v<F, div_fn>) {
-        // INT_MIN / -1 overflows (and traps on x86): compute it as the wrapped result instead.
-        const T* a = x.data<T>();
-        const T* b = y.data<T>();
-        T* out = z.data<T>();
-        std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)};
-        for_each_broadcast<2>(s, strides, 0, s.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 2>& o) {
-          T p = a[o[0]], q = b[o[1]];
-          out[i] = (q == -1) ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(p)) : static_cast<T>(p / q);
-        });
-      } else {
-        binary_compute<F, T, Out>(ctx, x, y, z);
-      }
+      binary_run<F, compute_t<T>, Bool>(ctx, widen_fn<T>, narrow_fn<T>);
     }
   };
 };
@@ -4653,58 +4748,15 @@ struct select_kernel final : op_kernel {
   }
 };
 
-namespace detail {
-template <class To, class From>
-To convert(const From& v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (std::is_same_v<From, complex64> || std::is_same_v<From, complex128>) {
-    if constexpr (std::is_same_v<To, complex64> || std::is_same_v<To, complex128>)
-      return To(static_cast<typename To::value_type>(v.real()), static_cast<typename To::value_type>(v.imag()));
-    else
-      return static_cast<To>(v.real());  // TensorFlow keeps the real part
-  } else if constexpr (std::is_same_v<To, complex64> || std::is_same_v<To, complex128>) {
-    return To(static_cast<typename To::value_type>(static_cast<double>(v)), 0);
-  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
-    // Float to int: NaN gives 0 and out-of-range values saturate, instead of undefined behaviour.
-    double d = static_cast<double>(v);
-    if (std::isnan(d)) return To(0);
-    if (d <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(d);
-  } else if constexpr ((std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) && std::is_integral_v<From>) {
-    return static_cast<To>(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
-}  // namespace detail
-
+// A template, so that including this header does not instantiate the conversion table.
+template <int = 0>
 struct cast_kernel final : op_kernel {
   explicit cast_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
     dtype to = ctx.node().output_dtype(0);
     if (to == x.dtype()) return ctx.set_output(0, x);
-    tensor& y = ctx.allocate_output(0, x.shape());
-    auto unsupported = [&] { fail(error_code::unimplemented, "cast from ", x.dtype(), " to ", to); };
-    dispatcher<kernel_all_types>::run(
-        x.dtype(),
-        [&](auto from) {
-          using From = typename decltype(from)::type;
-          dispatcher<kernel_all_types>::run(
-              to,
-              [&](auto into) {
-                using To = typename decltype(into)::type;
-                const From* in = x.data<From>();
-                To* out = y.data<To>();
-                ctx.parallel_for(x.num_elements(), 2, [&](std::int64_t b, std::int64_t e) {
-                  for (std::int64_t i = b; i < e; ++i) out[i] = detail::convert<To>(in[i]);
-                });
-              },
-              unsupported);
-        },
-        unsupported);
+    convert_into(ctx, x, ctx.allocate_output(0, x.shape()));
   }
 };
 
@@ -4739,7 +4791,7 @@ void register_elementwise_kernels() {
   register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
   register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
   register_for<select_kernel>("Select", "T", kernel_all_types{});
-  register_cpu_kernel<cast_kernel>("Cast");
+  register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
 }  // namespace weft::cpu
@@ -5187,76 +5239,106 @@ inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int
   return p;
 }
 
+// Reduces x (of dtype T) into out as `plan` says, starting each accumulator at `init`.
+template <class R, class T>
+void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const reduction_plan& plan,
+                    accumulator_t<T> init) {
+  using A = accumulator_t<T>;
+  tensor source = x;
+  if (!plan.perm.empty()) {
+    source = tensor(x.dtype(), shape{plan.outer * plan.reduce});
+    transpose_bytes(static_cast<const char*>(x.raw_data()), static_cast<char*>(source.raw_data()), x.shape().dims(),
+                    plan.perm, sizeof(T));
+  }
+  const T* in = source.data<T>();
+  T* o = out.data<T>();
+  std::int64_t reduce = plan.reduce, inner = plan.inner;
+  ctx.parallel_for(plan.outer * inner, static_cast<double>(reduce) + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k) {
+      std::int64_t a = k / inner, i = k % inner;
+      const T* base = in + a * reduce * inner + i;
+      A acc = init;
+      for (std::int64_t r = 0; r < reduce; ++r) acc = R::combine(acc, static_cast<A>(base[r * inner]));
+      if constexpr (std::is_same_v<R, mean_reducer>) {
+        // The mean of nothing is NaN for floats (0 / 0, as in TensorFlow) and 0 for integers.
+        if (!std::is_integral_v<A> || reduce > 0) acc = acc / static_cast<A>(reduce);
+      }
+      o[k] = static_cast<T>(acc);
+    }
+  });
+}
+
+// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+// back (both null when T is C). One body per (R, C), so each further T costs only its class.
+template <class R, class C>
+void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::convert_fn widen,
+                detail::convert_fn narrow) {
+  const tensor& x = ctx.input(0);
+  if (ctx.input(1).rank() > 1)
+    fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
+  auto plan = plan_reduction(x.shape(), int_values(ctx.input(1), "reduction_indices"), keep);
+  tensor& out = ctx.allocate_output(0, shape(plan.out_dims));
+  tensor xc = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  tensor result = widen ? tensor(dtype_of<C>, out.shape()) : out;
+  reduce_compute<R, C>(ctx, xc, result, plan, init);
+  if (widen) detail::run_convert(ctx, narrow, result, out);
+}
+
 template <class R>
 struct reduce_kernel {
   template <class T>
   struct of final : op_kernel {
     explicit of(const node& n) : keep_(n.attr<bool>("keep_dims")) {}
     void compute(kernel_context& ctx) const override {
-      using A = accumulator_t<T>;
-      const tensor& x = ctx.input(0);
-      if (ctx.input(1).rank() > 1)
-        fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
-      auto plan = plan_reduction(x.shape(), int_values(ctx.input(1), "reduction_indices"), keep_);
-      tensor& out = ctx.allocate_output(0, shape(plan.out_dims));
-      tensor source = x;
-      if (!plan.perm.empty()) {
-        source = tensor(x.dtype(), shape{plan.outer * plan.reduce});
-        transpose_bytes(static_cast<const char*>(x.raw_data()), static_cast<char*>(source.raw_data()), x.shape().dims(),
-                        plan.perm, sizeof(T));
-      }
-      const T* in = source.data<T>();
-      T* o = out.data<T>();
-      std::int64_t reduce = plan.reduce, inner = plan.inner;
-      ctx.parallel_for(plan.outer * inner, static_cast<double>(reduce) + 1, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t k = b; k < e; ++k) {
-          std::int64_t a = k / inner, i = k % inner;
-          const T* base = in + a * reduce * inner + i;
-          A acc = R::template init<A, T>();
-          for (std::int64_t r = 0; r < reduce; ++r) acc = R::combine(acc, static_cast<A>(base[r * inner]));
-          if constexpr (std::is_same_v<R, mean_reducer>) {
-            // The mean of nothing is NaN for floats (0 / 0, as in TensorFlow) and 0 for integers.
-            if (!std::is_integral_v<A> || reduce > 0) acc = acc / static_cast<A>(reduce);
-          }
-          o[k] = static_cast<T>(acc);
-        }
-      });
+      using C = compute_t<T>;
+      // The identity is T's (the int8 maximum of nothing is -128), even when computing in C.
+      reduce_run<R, C>(ctx, keep_, R::template init<accumulator_t<C>, T>(), widen_fn<T>, narrow_fn<T>);
     }
     bool keep_;
   };
 };
+
+// The index of the first maximum (Max) or minimum along the middle dim of x viewed as
+// (outer, reduce, inner), written as Index.
+template <bool Max, class T, class Index>
+void arg_compute(const T* in, Index* o, std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
+  for (std::int64_t a = 0; a < outer; ++a)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const T* base = in + a * reduce * inner + i;
+      std::int64_t best = 0;
+      for (std::int64_t r = 1; r < reduce; ++r)
+        if (Max ? base[best * inner] < base[r * inner] : base[r * inner] < base[best * inner]) best = r;
+      o[a * inner + i] = static_cast<Index>(best);
+    }
+}
+
+template <bool Max, class C>
+void arg_run(kernel_context& ctx, detail::convert_fn widen) {
+  const tensor& x = ctx.input(0);
+  if (x.rank() == 0) fail(error_code::invalid_argument, "input must have rank at least 1");
+  int axis = canonical_axis(scalar_int(ctx.input(1), "dimension"), x.rank(), "dimension");
+  std::int64_t reduce = x.shape()[axis];
+  if (reduce == 0) fail(error_code::invalid_argument, "cannot take the arg", Max ? "max" : "min", " of an empty dimension");
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+  auto dims = x.shape().dims();
+  dims.erase(dims.begin() + axis);
+  tensor& out = ctx.allocate_output(0, shape(dims));
+  // Widening keeps the order, so the index is the same.
+  tensor source = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  if (out.dtype() == dtype::int32)
+    arg_compute<Max>(source.data<C>(), out.data<std::int32_t>(), outer, reduce, inner);
+  else
+    arg_compute<Max>(source.data<C>(), out.data<std::int64_t>(), outer, reduce, inner);
+}
 
 template <bool Max>
 struct arg_kernel {
   template <class T>
   struct of final : op_kernel {
     explicit of(const node&) {}
-    void compute(kernel_context& ctx) const override {
-      const tensor& x = ctx.input(0);
-      if (x.rank() == 0) fail(error_code::invalid_argument, "input must have rank at least 1");
-      int axis = canonical_axis(scalar_int(ctx.input(1), "dimension"), x.rank(), "dimension");
-      std::int64_t reduce = x.shape()[axis];
-      if (reduce == 0) fail(error_code::invalid_argument, "cannot take the arg", Max ? "max" : "min", " of an empty dimension");
-      std::int64_t outer = 1, inner = 1;
-      for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
-      for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
-      auto dims = x.shape().dims();
-      dims.erase(dims.begin() + axis);
-      tensor& out = ctx.allocate_output(0, shape(dims));
-      const T* in = x.data<T>();
-      auto write = [&](auto* o) {
-        for (std::int64_t a = 0; a < outer; ++a)
-          for (std::int64_t i = 0; i < inner; ++i) {
-            const T* base = in + a * reduce * inner + i;
-            std::int64_t best = 0;
-            for (std::int64_t r = 1; r < reduce; ++r)
-              if (Max ? base[best * inner] < base[r * inner] : base[r * inner] < base[best * inner]) best = r;
-            o[a * inner + i] = static_cast<std::remove_pointer_t<decltype(o)>>(best);
-          }
-      };
-      if (out.dtype() == dtype::int32) write(out.data<std::int32_t>());
-      else write(out.data<std::int64_t>());
-    }
+    void compute(kernel_context& ctx) const override { arg_run<Max, compute_t<T>>(ctx, widen_fn<T>); }
   };
 };
 

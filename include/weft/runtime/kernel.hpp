@@ -224,11 +224,16 @@ class kernel_registry {
   std::map<std::pair<std::string, std::string>, std::vector<registration>> kernels_;
 };
 
-// Registers kernel class K (constructible from const node&) for `op` on the CPU.
+template <class K>
+std::unique_ptr<op_kernel> make_kernel(const node& n) {
+  return std::make_unique<K>(n);
+}
+
+// Registers kernel class K (constructible from const node&) for `op` on the CPU. The factory
+// is a function pointer, so that every K shares one std::function instantiation.
 template <class K>
 bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
-  return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint),
-                                       [](const node& n) -> std::unique_ptr<op_kernel> { return std::make_unique<K>(n); });
+  return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint), &make_kernel<K>);
 }
 
 }  // namespace weft

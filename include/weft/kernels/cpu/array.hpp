@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/convert.hpp>
 #include <weft/ops/array_ops.hpp>
 
 namespace weft::cpu {
@@ -393,18 +394,16 @@ struct zeros_like_kernel final : op_kernel {
   }
 };
 
+// A template, so that including this header does not instantiate the conversion table.
+template <int = 0>
 struct ones_like_kernel final : op_kernel {
   explicit ones_like_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
-    dispatcher<kernel_all_types>::run(
-        out.dtype(),
-        [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          T one = T(1);
-          fill_bytes(out, &one);
-        },
-        [] {});
+    const double one = 1;
+    alignas(16) unsigned char value[16];  // one element of any dtype
+    converter(dtype::float64, out.dtype())(&one, value, 0, 1);
+    fill_bytes(out, value);
   }
 };
 
@@ -437,7 +436,7 @@ void register_array_kernels() {
   register_cpu_kernel<size_kernel>("Size");
   register_cpu_kernel<fill_kernel>("Fill");
   register_cpu_kernel<zeros_like_kernel>("ZerosLike");
-  register_cpu_kernel<ones_like_kernel>("OnesLike");
+  register_cpu_kernel<ones_like_kernel<>>("OnesLike");
 }
 
 }  // namespace weft::cpu

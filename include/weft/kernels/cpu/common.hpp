@@ -49,20 +49,27 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
   return strides;
 }
 
-// Every CPU kernel covers every dtype its op definition admits (a test checks this), at a
-// compile cost kept low by computing the rarer types through the common ones:
-// - float16 and bfloat16 compute in float32, a cache-sized chunk at a time, reusing the
-//   float32 Eigen code (Eigen's half arithmetic converts every element to float anyway);
-// - the integers other than int32 and int64 compute in plain loops over a 64-bit type of the
-//   same signedness and wrap on the way back, so overflow wraps as in TensorFlow instead of
-//   being undefined behaviour (C++ promotes uint16 * uint16 to a signed int, which overflows).
+// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
+// compile time down, the rarer dtypes compute through a wider one, converting on the way in
+// and out, instead of compiling each op's code again:
+// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
+//   to float anyway);
+// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
+//   so that narrowing the result wraps as TensorFlow's does;
+// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 template <class T>
-using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+using compute_t = std::conditional_t<
+    is_half_v<T>, float,
+    std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
+                           std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
+                       std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
 template <class T>
-inline constexpr bool is_looped_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool> &&
-                                        !std::is_same_v<T, std::int32_t> && !std::is_same_v<T, std::int64_t>;
+inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
+template <class T>
+inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
+// The 64-bit integer type of T's signedness.
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 

@@ -11,6 +11,7 @@
 
 #include <weft/core/broadcast.hpp>
 #include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/convert.hpp>
 #include <weft/ops/math_ops.hpp>
 
 namespace weft::cpu {
@@ -20,20 +21,8 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Eigen reads and writes float16/bfloat16 tensors through float buffers of this many elements.
-inline constexpr std::int64_t widen_chunk = 512;
-
-template <class T>
-void widen(const T* in, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
-}
-template <class T>
-void narrow(const float* in, T* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
-}
-
 // ---- unary -------------------------------------------------------------------------
-// Each functor has an Eigen array form and a scalar form (for the looped integer types).
+// Each functor has an Eigen array form and a scalar form (for uint64, which has no Eigen kernels).
 #define WEFT_DETAIL_UNARY(NAME, EXPR, SCALAR, COST)      \
   struct NAME {                                          \
     static constexpr double cost = COST;                 \
@@ -59,37 +48,36 @@ WEFT_DETAIL_UNARY(relu_fn, x.cwiseMax(typename A::Scalar(0)), std::max(x, T(0)),
 WEFT_DETAIL_UNARY(logical_not_fn, !x, !x, 1);
 #undef WEFT_DETAIL_UNARY
 
+template <class F, class T>
+void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
+  const T* in = x.data<T>();
+  T* out = y.data<T>();
+  ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
+    if constexpr (is_looped_v<T>)
+      for (std::int64_t i = b; i < e; ++i) out[i] = F::scalar(in[i]);
+    else
+      array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
+  });
+}
+
+// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+// back (both null when T is C). One body per (F, C), so each further T costs only its class.
+template <class F, class C>
+void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
+  tensor x = ctx.input(0);
+  tensor& y = ctx.allocate_output(0, x.shape());
+  if (!widen) return unary_compute<F, C>(ctx, x, y);
+  tensor xc = detail::converted(ctx, widen, x, dtype_of<C>), yc(dtype_of<C>, x.shape());
+  unary_compute<F, C>(ctx, xc, yc);
+  detail::run_convert(ctx, narrow, yc, y);
+}
+
 template <class F>
 struct unary_kernel {
   template <class T>
   struct of final : op_kernel {
     explicit of(const node&) {}
-    void compute(kernel_context& ctx) const override {
-      const tensor& x = ctx.input(0);
-      tensor& y = ctx.allocate_output(0, x.shape());
-      const T* in = x.data<T>();
-      T* out = y.data<T>();
-      if constexpr (is_half_v<T>) {
-        ctx.parallel_for(x.num_elements(), F::cost + 2, [&](std::int64_t b, std::int64_t e) {
-          float buf[widen_chunk];
-          for (std::int64_t s = b; s < e; s += widen_chunk) {
-            std::int64_t m = std::min(widen_chunk, e - s);
-            widen(in + s, buf, m);
-            array_out<float>(buf, m) = F::apply(array_map<float>(buf, m));
-            narrow(buf, out + s, m);
-          }
-        });
-      } else if constexpr (is_looped_int_v<T>) {
-        using W = wide_int_t<T>;
-        ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t i = b; i < e; ++i) out[i] = static_cast<T>(F::scalar(static_cast<W>(in[i])));
-        });
-      } else {
-        ctx.parallel_for(x.num_elements(), F::cost, [&](std::int64_t b, std::int64_t e) {
-          array_out<T>(out + b, e - b) = F::apply(array_map<T>(in + b, e - b));
-        });
-      }
-    }
+    void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>>(ctx, widen_fn<T>, narrow_fn<T>); }
   };
 };
 
@@ -178,35 +166,6 @@ inline shape broadcast_or_fail(const shape& a, const shape& b) {
   return *s;
 }
 
-// float16/bfloat16 (through float buffers) and the looped integer types (through 64 bits) when
-// each operand is either the output's shape or a single value: `step` is 1 or 0.
-template <class F, class T, class Out>
-void binary_flat_converted(kernel_context& ctx, const T* a, std::int64_t step_a, const T* b, std::int64_t step_b,
-                           Out* out, std::int64_t n) {
-  if constexpr (is_half_v<T>) {
-    ctx.parallel_for(n, F::cost + 3, [&](std::int64_t begin, std::int64_t end) {
-      float fa[widen_chunk], fb[widen_chunk];
-      for (std::int64_t s = begin; s < end; s += widen_chunk) {
-        std::int64_t m = std::min(widen_chunk, end - s);
-        if (step_a) widen(a + s, fa, m); else std::fill(fa, fa + m, static_cast<float>(a[0]));
-        if (step_b) widen(b + s, fb, m); else std::fill(fb, fb + m, static_cast<float>(b[0]));
-        if constexpr (std::is_same_v<Out, bool>) {
-          array_out<bool>(out + s, m) = F::apply(array_map<float>(fa, m), array_map<float>(fb, m));
-        } else {
-          array_out<float>(fa, m) = F::apply(array_map<float>(fa, m), array_map<float>(fb, m));
-          narrow(fa, out + s, m);
-        }
-      }
-    });
-  } else {
-    using W = wide_int_t<T>;
-    ctx.parallel_for(n, F::cost, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i)
-        out[i] = static_cast<Out>(F::scalar(static_cast<W>(a[i * step_a]), static_cast<W>(b[i * step_b])));
-    });
-  }
-}
-
 template <class F, class T, class Out>
 void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   const T* a = x.data<T>();
@@ -215,9 +174,8 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
   std::int64_t n = z.num_elements();
   bool full_x = x.shape() == z.shape(), full_y = y.shape() == z.shape();
   bool one_x = x.num_elements() == 1, one_y = y.num_elements() == 1;
-  if constexpr (is_half_v<T> || is_looped_int_v<T>) {
-    if ((full_x || one_x) && (full_y || one_y))
-      return binary_flat_converted<F>(ctx, a, full_x ? 1 : 0, b, full_y ? 1 : 0, out, n);
+  if constexpr (is_looped_v<T>) {
+    // No Eigen kernels: every shape takes the strided loop below.
   } else if (full_x && full_y) {
     return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
       array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
@@ -235,15 +193,58 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
           F::apply(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v), array_map<T>(b + s, e - s));
     });
   }
-  // Any other broadcast: walk the output with per-input strides, computing in C.
-  using C = std::conditional_t<is_half_v<T>, float, std::conditional_t<is_looped_int_v<T>, wide_int_t<T>, T>>;
+  // Any other broadcast: walk the output with per-input strides.
   std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), z.shape()),
                                                     broadcast_strides(y.shape(), z.shape())};
   ctx.parallel_for(n, F::cost + 4, [&](std::int64_t s, std::int64_t e) {
     for_each_broadcast<2>(z.shape(), strides, s, e, [&](std::int64_t i, const std::array<std::int64_t, 2>& off) {
-      out[i] = static_cast<Out>(F::scalar(static_cast<C>(a[off[0]]), static_cast<C>(b[off[1]])));
+      out[i] = static_cast<Out>(F::scalar(a[off[0]], b[off[1]]));
     });
   });
+}
+
+// Checks the operands, then writes x op y into z, all of dtype T (z bool for comparisons).
+template <class F, class T, bool Bool>
+void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
+  using Out = std::conditional_t<Bool, bool, T>;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_same_v<F, div_fn>) {
+    for (T v : y.flat<T>())
+      if (v == 0) fail(error_code::invalid_argument, "integer division by zero");
+  }
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && std::is_same_v<F, pow_fn>) {
+    for (T v : y.flat<T>())
+      if (v < 0) fail(error_code::invalid_argument, "integers to negative integer powers are not allowed");
+  }
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && std::is_same_v<F, div_fn>) {
+    // INT_MIN / -1 overflows (and traps on x86): compute it as the wrapped result instead.
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    T* out = z.data<T>();
+    const shape& s = z.shape();
+    std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)};
+    for_each_broadcast<2>(s, strides, 0, s.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 2>& o) {
+      T p = a[o[0]], q = b[o[1]];
+      out[i] = (q == -1) ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(p)) : static_cast<T>(p / q);
+    });
+  } else {
+    binary_compute<F, T, Out>(ctx, x, y, z);
+  }
+}
+
+// As unary_run: one body per (F, C, Bool) for every T that computes as C.
+template <class F, class C, bool Bool>
+void binary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
+  const tensor& x = ctx.input(0);
+  const tensor& y = ctx.input(1);
+  shape s = broadcast_or_fail(x.shape(), y.shape());
+  tensor& z = ctx.allocate_output(0, s);
+  // One call of binary_apply, so that the compiler does not inline two copies of it.
+  bool widened = widen != nullptr, narrowed = widened && !Bool;
+  tensor xc = widened ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  tensor yc = widened ? detail::converted(ctx, widen, y, dtype_of<C>) : y;
+  tensor zc = narrowed ? tensor(dtype_of<C>, s) : z;
+  binary_apply<F, C, Bool>(ctx, xc, yc, zc);
+  if (narrowed) detail::run_convert(ctx, narrow, zc, z);
 }
 
 template <class F, bool Bool = false>
@@ -252,32 +253,7 @@ struct binary_kernel {
   struct of final : op_kernel {
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override {
-      using Out = std::conditional_t<Bool, bool, T>;
-      const tensor& x = ctx.input(0);
-      const tensor& y = ctx.input(1);
-      shape s = broadcast_or_fail(x.shape(), y.shape());
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_same_v<F, div_fn>) {
-        for (T v : y.flat<T>())
-          if (v == 0) fail(error_code::invalid_argument, "integer division by zero");
-      }
-      if constexpr (std::is_integral_v<T> && std::is_same_v<F, pow_fn>) {
-        for (T v : y.flat<T>())
-          if (v < 0) fail(error_code::invalid_argument, "integers to negative integer powers are not allowed");
-      }
-      tensor& z = ctx.allocate_output(0, s);
-      if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && std::is_same_v<F, div_fn>) {
-        // INT_MIN / -1 overflows (and traps on x86): compute it as the wrapped result instead.
-        const T* a = x.data<T>();
-        const T* b = y.data<T>();
-        T* out = z.data<T>();
-        std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)};
-        for_each_broadcast<2>(s, strides, 0, s.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 2>& o) {
-          T p = a[o[0]], q = b[o[1]];
-          out[i] = (q == -1) ? static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(p)) : static_cast<T>(p / q);
-        });
-      } else {
-        binary_compute<F, T, Out>(ctx, x, y, z);
-      }
+      binary_run<F, compute_t<T>, Bool>(ctx, widen_fn<T>, narrow_fn<T>);
     }
   };
 };
@@ -306,58 +282,15 @@ struct select_kernel final : op_kernel {
   }
 };
 
-namespace detail {
-template <class To, class From>
-To convert(const From& v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (std::is_same_v<From, complex64> || std::is_same_v<From, complex128>) {
-    if constexpr (std::is_same_v<To, complex64> || std::is_same_v<To, complex128>)
-      return To(static_cast<typename To::value_type>(v.real()), static_cast<typename To::value_type>(v.imag()));
-    else
-      return static_cast<To>(v.real());  // TensorFlow keeps the real part
-  } else if constexpr (std::is_same_v<To, complex64> || std::is_same_v<To, complex128>) {
-    return To(static_cast<typename To::value_type>(static_cast<double>(v)), 0);
-  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
-    // Float to int: NaN gives 0 and out-of-range values saturate, instead of undefined behaviour.
-    double d = static_cast<double>(v);
-    if (std::isnan(d)) return To(0);
-    if (d <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(d);
-  } else if constexpr ((std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) && std::is_integral_v<From>) {
-    return static_cast<To>(static_cast<float>(v));
-  } else {
-    return static_cast<To>(v);
-  }
-}
-}  // namespace detail
-
+// A template, so that including this header does not instantiate the conversion table.
+template <int = 0>
 struct cast_kernel final : op_kernel {
   explicit cast_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
     dtype to = ctx.node().output_dtype(0);
     if (to == x.dtype()) return ctx.set_output(0, x);
-    tensor& y = ctx.allocate_output(0, x.shape());
-    auto unsupported = [&] { fail(error_code::unimplemented, "cast from ", x.dtype(), " to ", to); };
-    dispatcher<kernel_all_types>::run(
-        x.dtype(),
-        [&](auto from) {
-          using From = typename decltype(from)::type;
-          dispatcher<kernel_all_types>::run(
-              to,
-              [&](auto into) {
-                using To = typename decltype(into)::type;
-                const From* in = x.data<From>();
-                To* out = y.data<To>();
-                ctx.parallel_for(x.num_elements(), 2, [&](std::int64_t b, std::int64_t e) {
-                  for (std::int64_t i = b; i < e; ++i) out[i] = detail::convert<To>(in[i]);
-                });
-              },
-              unsupported);
-        },
-        unsupported);
+    convert_into(ctx, x, ctx.allocate_output(0, x.shape()));
   }
 };
 
@@ -392,7 +325,7 @@ void register_elementwise_kernels() {
   register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
   register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
   register_for<select_kernel>("Select", "T", kernel_all_types{});
-  register_cpu_kernel<cast_kernel>("Cast");
+  register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
 }  // namespace weft::cpu

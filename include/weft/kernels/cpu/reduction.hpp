@@ -8,6 +8,7 @@
 
 #include <weft/kernels/cpu/array.hpp>
 #include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/convert.hpp>
 #include <weft/ops/reduction_ops.hpp>
 
 namespace weft::cpu {
@@ -92,76 +93,106 @@ inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int
   return p;
 }
 
+// Reduces x (of dtype T) into out as `plan` says, starting each accumulator at `init`.
+template <class R, class T>
+void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const reduction_plan& plan,
+                    accumulator_t<T> init) {
+  using A = accumulator_t<T>;
+  tensor source = x;
+  if (!plan.perm.empty()) {
+    source = tensor(x.dtype(), shape{plan.outer * plan.reduce});
+    transpose_bytes(static_cast<const char*>(x.raw_data()), static_cast<char*>(source.raw_data()), x.shape().dims(),
+                    plan.perm, sizeof(T));
+  }
+  const T* in = source.data<T>();
+  T* o = out.data<T>();
+  std::int64_t reduce = plan.reduce, inner = plan.inner;
+  ctx.parallel_for(plan.outer * inner, static_cast<double>(reduce) + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t k = b; k < e; ++k) {
+      std::int64_t a = k / inner, i = k % inner;
+      const T* base = in + a * reduce * inner + i;
+      A acc = init;
+      for (std::int64_t r = 0; r < reduce; ++r) acc = R::combine(acc, static_cast<A>(base[r * inner]));
+      if constexpr (std::is_same_v<R, mean_reducer>) {
+        // The mean of nothing is NaN for floats (0 / 0, as in TensorFlow) and 0 for integers.
+        if (!std::is_integral_v<A> || reduce > 0) acc = acc / static_cast<A>(reduce);
+      }
+      o[k] = static_cast<T>(acc);
+    }
+  });
+}
+
+// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+// back (both null when T is C). One body per (R, C), so each further T costs only its class.
+template <class R, class C>
+void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::convert_fn widen,
+                detail::convert_fn narrow) {
+  const tensor& x = ctx.input(0);
+  if (ctx.input(1).rank() > 1)
+    fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
+  auto plan = plan_reduction(x.shape(), int_values(ctx.input(1), "reduction_indices"), keep);
+  tensor& out = ctx.allocate_output(0, shape(plan.out_dims));
+  tensor xc = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  tensor result = widen ? tensor(dtype_of<C>, out.shape()) : out;
+  reduce_compute<R, C>(ctx, xc, result, plan, init);
+  if (widen) detail::run_convert(ctx, narrow, result, out);
+}
+
 template <class R>
 struct reduce_kernel {
   template <class T>
   struct of final : op_kernel {
     explicit of(const node& n) : keep_(n.attr<bool>("keep_dims")) {}
     void compute(kernel_context& ctx) const override {
-      using A = accumulator_t<T>;
-      const tensor& x = ctx.input(0);
-      if (ctx.input(1).rank() > 1)
-        fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
-      auto plan = plan_reduction(x.shape(), int_values(ctx.input(1), "reduction_indices"), keep_);
-      tensor& out = ctx.allocate_output(0, shape(plan.out_dims));
-      tensor source = x;
-      if (!plan.perm.empty()) {
-        source = tensor(x.dtype(), shape{plan.outer * plan.reduce});
-        transpose_bytes(static_cast<const char*>(x.raw_data()), static_cast<char*>(source.raw_data()), x.shape().dims(),
-                        plan.perm, sizeof(T));
-      }
-      const T* in = source.data<T>();
-      T* o = out.data<T>();
-      std::int64_t reduce = plan.reduce, inner = plan.inner;
-      ctx.parallel_for(plan.outer * inner, static_cast<double>(reduce) + 1, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t k = b; k < e; ++k) {
-          std::int64_t a = k / inner, i = k % inner;
-          const T* base = in + a * reduce * inner + i;
-          A acc = R::template init<A, T>();
-          for (std::int64_t r = 0; r < reduce; ++r) acc = R::combine(acc, static_cast<A>(base[r * inner]));
-          if constexpr (std::is_same_v<R, mean_reducer>) {
-            // The mean of nothing is NaN for floats (0 / 0, as in TensorFlow) and 0 for integers.
-            if (!std::is_integral_v<A> || reduce > 0) acc = acc / static_cast<A>(reduce);
-          }
-          o[k] = static_cast<T>(acc);
-        }
-      });
+      using C = compute_t<T>;
+      // The identity is T's (the int8 maximum of nothing is -128), even when computing in C.
+      reduce_run<R, C>(ctx, keep_, R::template init<accumulator_t<C>, T>(), widen_fn<T>, narrow_fn<T>);
     }
     bool keep_;
   };
 };
+
+// The index of the first maximum (Max) or minimum along the middle dim of x viewed as
+// (outer, reduce, inner), written as Index.
+template <bool Max, class T, class Index>
+void arg_compute(const T* in, Index* o, std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
+  for (std::int64_t a = 0; a < outer; ++a)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const T* base = in + a * reduce * inner + i;
+      std::int64_t best = 0;
+      for (std::int64_t r = 1; r < reduce; ++r)
+        if (Max ? base[best * inner] < base[r * inner] : base[r * inner] < base[best * inner]) best = r;
+      o[a * inner + i] = static_cast<Index>(best);
+    }
+}
+
+template <bool Max, class C>
+void arg_run(kernel_context& ctx, detail::convert_fn widen) {
+  const tensor& x = ctx.input(0);
+  if (x.rank() == 0) fail(error_code::invalid_argument, "input must have rank at least 1");
+  int axis = canonical_axis(scalar_int(ctx.input(1), "dimension"), x.rank(), "dimension");
+  std::int64_t reduce = x.shape()[axis];
+  if (reduce == 0) fail(error_code::invalid_argument, "cannot take the arg", Max ? "max" : "min", " of an empty dimension");
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+  auto dims = x.shape().dims();
+  dims.erase(dims.begin() + axis);
+  tensor& out = ctx.allocate_output(0, shape(dims));
+  // Widening keeps the order, so the index is the same.
+  tensor source = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  if (out.dtype() == dtype::int32)
+    arg_compute<Max>(source.data<C>(), out.data<std::int32_t>(), outer, reduce, inner);
+  else
+    arg_compute<Max>(source.data<C>(), out.data<std::int64_t>(), outer, reduce, inner);
+}
 
 template <bool Max>
 struct arg_kernel {
   template <class T>
   struct of final : op_kernel {
     explicit of(const node&) {}
-    void compute(kernel_context& ctx) const override {
-      const tensor& x = ctx.input(0);
-      if (x.rank() == 0) fail(error_code::invalid_argument, "input must have rank at least 1");
-      int axis = canonical_axis(scalar_int(ctx.input(1), "dimension"), x.rank(), "dimension");
-      std::int64_t reduce = x.shape()[axis];
-      if (reduce == 0) fail(error_code::invalid_argument, "cannot take the arg", Max ? "max" : "min", " of an empty dimension");
-      std::int64_t outer = 1, inner = 1;
-      for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
-      for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
-      auto dims = x.shape().dims();
-      dims.erase(dims.begin() + axis);
-      tensor& out = ctx.allocate_output(0, shape(dims));
-      const T* in = x.data<T>();
-      auto write = [&](auto* o) {
-        for (std::int64_t a = 0; a < outer; ++a)
-          for (std::int64_t i = 0; i < inner; ++i) {
-            const T* base = in + a * reduce * inner + i;
-            std::int64_t best = 0;
-            for (std::int64_t r = 1; r < reduce; ++r)
-              if (Max ? base[best * inner] < base[r * inner] : base[r * inner] < base[best * inner]) best = r;
-            o[a * inner + i] = static_cast<std::remove_pointer_t<decltype(o)>>(best);
-          }
-      };
-      if (out.dtype() == dtype::int32) write(out.data<std::int32_t>());
-      else write(out.data<std::int64_t>());
-    }
+    void compute(kernel_context& ctx) const override { arg_run<Max, compute_t<T>>(ctx, widen_fn<T>); }
   };
 };
 

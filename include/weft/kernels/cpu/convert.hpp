@@ -1,0 +1,112 @@
+// Element conversion between any two dtypes, with TensorFlow's Cast semantics, through a
+// table of plain loops: one small function per (from, to) pair instead of a kernel each.
+// Cast uses it, and so do the kernels that compute a dtype through a wider one (see
+// compute_t in common.hpp). The functions are templates, so that including this header
+// instantiates nothing until one is called.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include <weft/kernels/cpu/common.hpp>
+
+namespace weft::cpu {
+
+namespace detail {
+template <class T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
+
+template <class To, class From>
+To convert(const From& v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (is_complex_v<From>) {
+    if constexpr (is_complex_v<To>)
+      return To(static_cast<typename To::value_type>(v.real()), static_cast<typename To::value_type>(v.imag()));
+    else
+      return convert<To>(v.real());  // TensorFlow keeps the real part
+  } else if constexpr (is_complex_v<To>) {
+    return To(static_cast<typename To::value_type>(static_cast<double>(v)), 0);
+  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    // Float to int: NaN gives 0 and out-of-range values saturate, instead of undefined behaviour.
+    double d = static_cast<double>(v);
+    if (std::isnan(d)) return To(0);
+    if (d <= static_cast<double>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (d >= static_cast<double>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else if constexpr (is_half_v<To> && std::is_integral_v<From>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);  // integer to integer wraps modulo 2^bits (C++20)
+  }
+}
+
+using convert_fn = void (*)(const void* in, void* out, std::int64_t begin, std::int64_t end);
+
+template <class To, class From>
+void convert_range(const void* in, void* out, std::int64_t begin, std::int64_t end) {
+  const From* i = static_cast<const From*>(in);
+  To* o = static_cast<To*>(out);
+  for (std::int64_t k = begin; k < end; ++k) o[k] = convert<To>(i[k]);
+}
+
+using convert_table = std::array<std::array<convert_fn, dtype_count>, dtype_count>;
+
+template <class From, class... To>
+void fill_convert_row(convert_table& t, type_list<To...>) {
+  ((t[static_cast<std::size_t>(dtype_of<From>)][static_cast<std::size_t>(dtype_of<To>)] = &convert_range<To, From>), ...);
+}
+template <class... From>
+void fill_convert_table(convert_table& t, type_list<From...>) {
+  (fill_convert_row<From>(t, all_types{}), ...);
+}
+}  // namespace detail
+
+namespace detail {
+template <int = 0>
+void run_convert(kernel_context& ctx, convert_fn f, const tensor& in, tensor& out) {
+  const void* src = in.raw_data();
+  void* dst = out.raw_data();
+  ctx.parallel_for(in.num_elements(), 2, [&](std::int64_t b, std::int64_t e) { f(src, dst, b, e); });
+}
+template <int = 0>
+tensor converted(kernel_context& ctx, convert_fn f, const tensor& in, dtype to) {
+  tensor out(to, in.shape());
+  run_convert(ctx, f, in, out);
+  return out;
+}
+}  // namespace detail
+
+// The loop converting elements of `from` to `to`, for dtypes known only at run time (Cast).
+template <int = 0>
+detail::convert_fn converter(dtype from, dtype to) {
+  static const detail::convert_table table = [] {
+    detail::convert_table t{};
+    detail::fill_convert_table(t, all_types{});
+    return t;
+  }();
+  auto f = static_cast<std::size_t>(from), t = static_cast<std::size_t>(to);
+  if (f >= table.size() || t >= table.size() || !table[f][t])
+    fail(error_code::unimplemented, "cannot convert ", from, " to ", to);
+  return table[f][t];
+}
+
+// Writes the elements of `in`, converted, into `out` (same number of elements).
+template <int = 0>
+void convert_into(kernel_context& ctx, const tensor& in, tensor& out) {
+  detail::run_convert(ctx, converter(in.dtype(), out.dtype()), in, out);
+}
+
+// For kernels that compute dtype T as compute_t<T>: the conversions there and back, or null
+// when T computes as itself.
+template <class T>
+inline constexpr detail::convert_fn widen_fn =
+    is_converted_v<T> ? &detail::convert_range<compute_t<T>, T> : nullptr;
+template <class T>
+inline constexpr detail::convert_fn narrow_fn =
+    is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;
+
+}  // namespace weft::cpu
