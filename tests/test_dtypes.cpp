@@ -297,6 +297,56 @@ TEMPLATE_TEST_CASE("integer ops wrap on overflow for every integer width, in eve
   }
 }
 
+TEMPLATE_TEST_CASE("int32 and int64 arithmetic wraps on overflow in every code path", "", std::int32_t, std::int64_t) {
+  using T = TestType;
+  using U = std::make_unsigned_t<T>;
+  using L = std::numeric_limits<T>;
+  // 37 elements: whole vector packets and a scalar tail.
+  std::vector<T> a, b;
+  for (int i = 0; i < 37; ++i) {
+    a.push_back(i % 3 == 0 ? L::max() - T(i) : i % 3 == 1 ? L::min() + T(i) : T(i * 1000003));
+    b.push_back(i % 2 ? L::max() : L::min() + T(i));
+  }
+  auto wrap = [](U v) { return static_cast<T>(v); };
+  graph g;
+  auto& ta = g.constant(tensor::from_vector(a));
+  auto& tb = g.constant(tensor::from_vector(b));
+  auto& col = g.constant(tensor::from_vector(a, {37, 1}));
+  auto& row = g.constant(tensor::from_vector(std::vector<T>{L::max(), L::min(), T(-1)}, {3}));
+  auto& s = g.constant(tensor::scalar(L::max()));
+  auto check2 = [&](const char* op, const node& x, const node& y, auto ref) {
+    INFO(op << " on " << dtype_of<T>);
+    auto got = eval(g, g.op(op, {x, y})).template to_vector<T>();
+    auto xs = eval(g, x).template to_vector<T>(), ys = eval(g, y).template to_vector<T>();
+    auto n = got.size();
+    int bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      T p = xs.size() == n ? xs[i] : xs.size() == 1 ? xs[0] : xs[i / ys.size()];
+      T q = ys.size() == n ? ys[i] : ys.size() == 1 ? ys[0] : ys[i % ys.size()];
+      bad += got[i] != ref(p, q);
+    }
+    CHECK(bad == 0);
+  };
+  auto add = [&](T p, T q) { return wrap(U(p) + U(q)); };
+  auto sub = [&](T p, T q) { return wrap(U(p) - U(q)); };
+  auto mul = [&](T p, T q) { return wrap(U(p) * U(q)); };
+  for (auto [op, ref] : {std::pair<const char*, std::function<T(T, T)>>{"Add", add}, {"Sub", sub}, {"Mul", mul}}) {
+    check2(op, ta, tb, ref);   // same shape
+    check2(op, ta, s, ref);    // scalar right
+    check2(op, s, tb, ref);    // scalar left
+    check2(op, col, row, ref);  // strided broadcast
+  }
+  auto neg = eval(g, g.op("Neg", {ta})).template to_vector<T>();
+  auto abs = eval(g, g.op("Abs", {ta})).template to_vector<T>();
+  auto sq = eval(g, g.op("Square", {ta})).template to_vector<T>();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(neg[i] == wrap(U(0) - U(a[i])));
+    CHECK(abs[i] == (a[i] < 0 ? wrap(U(0) - U(a[i])) : a[i]));
+    CHECK(sq[i] == wrap(U(a[i]) * U(a[i])));
+  }
+  CHECK(eval(g, g.op("Neg", {g.constant(tensor::scalar(L::min()))})).template scalar_value<T>() == L::min());
+}
+
 TEST_CASE("narrow and unsigned integers: values worked out by hand") {
   graph g;
   auto i8 = [&](std::vector<std::int8_t> v) -> const node& { return g.constant(tensor::from_vector(v)); };

@@ -4487,6 +4487,74 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+// Signed integer +, -, *, negation, absolute value and square modulo 2^bits, as TensorFlow
+// computes them, without C++'s undefined signed overflow: Eigen's vector instructions wrap
+// already, and the scalar form computes in the unsigned type, where the wrap is defined.
+enum class wrap_kind { add, sub, mul, neg, abs, square };
+
+template <wrap_kind K, class T>
+T wrapping_scalar(T a, T b = T(0)) {
+  using U = std::make_unsigned_t<T>;
+  U x = static_cast<U>(a), y = static_cast<U>(b);
+  switch (K) {
+    case wrap_kind::add: return static_cast<T>(static_cast<U>(x + y));
+    case wrap_kind::sub: return static_cast<T>(static_cast<U>(x - y));
+    case wrap_kind::mul: return static_cast<T>(static_cast<U>(x * y));
+    case wrap_kind::neg: return static_cast<T>(static_cast<U>(U(0) - x));
+    case wrap_kind::abs: return a < 0 ? static_cast<T>(static_cast<U>(U(0) - x)) : a;
+    case wrap_kind::square: return static_cast<T>(static_cast<U>(x * x));
+  }
+  return a;
+}
+
+template <wrap_kind K, class T>
+struct wrapping_op {
+  T operator()(const T& a) const { return wrapping_scalar<K>(a); }
+  T operator()(const T& a, const T& b) const { return wrapping_scalar<K>(a, b); }
+  template <class P>
+  P packetOp(const P& a) const {
+    if constexpr (K == wrap_kind::neg) return Eigen::internal::pnegate(a);
+    else if constexpr (K == wrap_kind::abs) return Eigen::internal::pabs(a);
+    else return Eigen::internal::pmul(a, a);
+  }
+  template <class P>
+  P packetOp(const P& a, const P& b) const {
+    if constexpr (K == wrap_kind::add) return Eigen::internal::padd(a, b);
+    else if constexpr (K == wrap_kind::sub) return Eigen::internal::psub(a, b);
+    else return Eigen::internal::pmul(a, b);
+  }
+};
+
+template <class T>
+inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T>;
+
+// The Eigen expression for a op b (or op a): wrapping for signed integers, plain otherwise.
+template <wrap_kind K, class A, class B>
+auto wrapping_binary(const A& a, const B& b) {
+  using T = typename A::Scalar;
+  if constexpr (wraps_v<T>) return a.binaryExpr(b, wrapping_op<K, T>());
+  else if constexpr (K == wrap_kind::add) return a + b;
+  else if constexpr (K == wrap_kind::sub) return a - b;
+  else return a * b;
+}
+template <wrap_kind K, class A>
+auto wrapping_unary(const A& x) {
+  using T = typename A::Scalar;
+  if constexpr (wraps_v<T>) return x.unaryExpr(wrapping_op<K, T>());
+  else if constexpr (K == wrap_kind::neg) return -x;
+  else if constexpr (K == wrap_kind::abs) return x.abs();
+  else return x.square();
+}
+template <wrap_kind K, class T>
+T wrapping_or_plain(const T& a, const T& b = T(0)) {
+  if constexpr (wraps_v<T>) return wrapping_scalar<K>(a, b);
+  else if constexpr (K == wrap_kind::add) return a + b;
+  else if constexpr (K == wrap_kind::sub) return a - b;
+  else if constexpr (K == wrap_kind::mul) return a * b;
+  else if constexpr (K == wrap_kind::neg) return -a;
+  else return a * a;
+}
+
 // ---- unary -------------------------------------------------------------------------
 // Each functor has an Eigen array form and a scalar form (for uint64, which has no Eigen kernels).
 #define WEFT_DETAIL_UNARY(NAME, EXPR, SCALAR, COST)      \
@@ -4501,9 +4569,9 @@ using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
       return SCALAR;                                     \
     }                                                    \
   }
-WEFT_DETAIL_UNARY(neg_fn, -x, -x, 1);
-WEFT_DETAIL_UNARY(abs_fn, x.abs(), (x < T(0) ? T(-x) : x), 1);
-WEFT_DETAIL_UNARY(square_fn, x.square(), x * x, 1);
+WEFT_DETAIL_UNARY(neg_fn, wrapping_unary<wrap_kind::neg>(x), wrapping_or_plain<wrap_kind::neg>(x), 1);
+WEFT_DETAIL_UNARY(abs_fn, wrapping_unary<wrap_kind::abs>(x), (x < T(0) ? T(-x) : x), 1);
+WEFT_DETAIL_UNARY(square_fn, wrapping_unary<wrap_kind::square>(x), wrapping_or_plain<wrap_kind::square>(x), 1);
 WEFT_DETAIL_UNARY(sqrt_fn, x.sqrt(), std::sqrt(x), 8);
 WEFT_DETAIL_UNARY(rsqrt_fn, x.rsqrt(), T(1) / std::sqrt(x), 8);
 WEFT_DETAIL_UNARY(exp_fn, x.exp(), std::exp(x), 20);
@@ -4561,9 +4629,9 @@ struct unary_kernel {
       return SCALAR;                                                   \
     }                                                                  \
   }
-WEFT_DETAIL_BINARY(add_fn, a + b, a + b, 1);
-WEFT_DETAIL_BINARY(sub_fn, a - b, a - b, 1);
-WEFT_DETAIL_BINARY(mul_fn, a * b, a * b, 1);
+WEFT_DETAIL_BINARY(add_fn, wrapping_binary<wrap_kind::add>(a, b), wrapping_or_plain<wrap_kind::add>(a, b), 1);
+WEFT_DETAIL_BINARY(sub_fn, wrapping_binary<wrap_kind::sub>(a, b), wrapping_or_plain<wrap_kind::sub>(a, b), 1);
+WEFT_DETAIL_BINARY(mul_fn, wrapping_binary<wrap_kind::mul>(a, b), wrapping_or_plain<wrap_kind::mul>(a, b), 1);
 WEFT_DETAIL_BINARY(div_fn, a / b, a / b, 4);
 WEFT_DETAIL_BINARY(maximum_fn, a.max(b), (a < b ? b : a), 1);
 WEFT_DETAIL_BINARY(minimum_fn, a.min(b), (b < a ? b : a), 1);
@@ -4795,6 +4863,20 @@ void register_elementwise_kernels() {
 }
 
 }  // namespace weft::cpu
+
+namespace Eigen::internal {
+template <weft::cpu::wrap_kind K, class T>
+struct functor_traits<weft::cpu::wrapping_op<K, T>> {
+  enum {
+    Cost = 1,
+    PacketAccess = K == weft::cpu::wrap_kind::add   ? packet_traits<T>::HasAdd
+                   : K == weft::cpu::wrap_kind::sub ? packet_traits<T>::HasSub
+                   : K == weft::cpu::wrap_kind::neg ? packet_traits<T>::HasNegate
+                   : K == weft::cpu::wrap_kind::abs ? packet_traits<T>::HasAbs
+                                                    : packet_traits<T>::HasMul
+  };
+};
+}  // namespace Eigen::internal
 // CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
 // in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
 
