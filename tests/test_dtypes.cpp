@@ -307,7 +307,6 @@ TEMPLATE_TEST_CASE("int32 and int64 arithmetic wraps on overflow in every code p
     a.push_back(i % 3 == 0 ? L::max() - T(i) : i % 3 == 1 ? L::min() + T(i) : T(i * 1000003));
     b.push_back(i % 2 ? L::max() : L::min() + T(i));
   }
-  auto wrap = [](U v) { return static_cast<T>(v); };
   graph g;
   auto& ta = g.constant(tensor::from_vector(a));
   auto& tb = g.constant(tensor::from_vector(b));
@@ -327,9 +326,9 @@ TEMPLATE_TEST_CASE("int32 and int64 arithmetic wraps on overflow in every code p
     }
     CHECK(bad == 0);
   };
-  auto add = [&](T p, T q) { return wrap(U(p) + U(q)); };
-  auto sub = [&](T p, T q) { return wrap(U(p) - U(q)); };
-  auto mul = [&](T p, T q) { return wrap(U(p) * U(q)); };
+  auto add = [](T p, T q) { return wrap<T>(U(p) + U(q)); };
+  auto sub = [](T p, T q) { return wrap<T>(U(p) - U(q)); };
+  auto mul = [](T p, T q) { return wrap<T>(U(p) * U(q)); };
   for (auto [op, ref] : {std::pair<const char*, std::function<T(T, T)>>{"Add", add}, {"Sub", sub}, {"Mul", mul}}) {
     check2(op, ta, tb, ref);   // same shape
     check2(op, ta, s, ref);    // scalar right
@@ -340,9 +339,9 @@ TEMPLATE_TEST_CASE("int32 and int64 arithmetic wraps on overflow in every code p
   auto abs = eval(g, g.op("Abs", {ta})).template to_vector<T>();
   auto sq = eval(g, g.op("Square", {ta})).template to_vector<T>();
   for (std::size_t i = 0; i < a.size(); ++i) {
-    CHECK(neg[i] == wrap(U(0) - U(a[i])));
-    CHECK(abs[i] == (a[i] < 0 ? wrap(U(0) - U(a[i])) : a[i]));
-    CHECK(sq[i] == wrap(U(a[i]) * U(a[i])));
+    CHECK(neg[i] == wrap<T>(U(0) - U(a[i])));
+    CHECK(abs[i] == (a[i] < 0 ? wrap<T>(U(0) - U(a[i])) : a[i]));
+    CHECK(sq[i] == wrap<T>(U(a[i]) * U(a[i])));
   }
   CHECK(eval(g, g.op("Neg", {g.constant(tensor::scalar(L::min()))})).template scalar_value<T>() == L::min());
 }

@@ -3900,25 +3900,12 @@ inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 
-template <class... Lists>
-struct type_list_cat;
-template <class... A>
-struct type_list_cat<type_list<A...>> {
-  using type = type_list<A...>;
-};
-template <class... A, class... B, class... Rest>
-struct type_list_cat<type_list<A...>, type_list<B...>, Rest...> : type_list_cat<type_list<A..., B...>, Rest...> {};
-
-// The dtype sets of ops/math_ops.hpp, as type lists.
-using kernel_unsigned_types = type_list<std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t>;
+// The dtype sets of ops/math_ops.hpp that core/dtype.hpp does not already name.
 using kernel_signed_real_types =
     type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
-using kernel_signed_types = type_list_cat<kernel_signed_real_types, type_list<complex64, complex128>>::type;
-using kernel_real_types = type_list_cat<kernel_signed_real_types, kernel_unsigned_types>::type;
-using kernel_number_types = type_list_cat<kernel_signed_types, kernel_unsigned_types>::type;
-using kernel_float_complex_types = float_complex_types;
+using kernel_signed_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float,
+                                      double, complex64, complex128>;
 using kernel_pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-using kernel_all_types = all_types;
 
 // The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>
@@ -4492,25 +4479,43 @@ using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 // already, and the scalar form computes in the unsigned type, where the wrap is defined.
 enum class wrap_kind { add, sub, mul, neg, abs, square };
 
+template <class T>
+inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T>;
+
+// One element of the op: modulo 2^bits for signed integers (computed unsigned), plain otherwise.
 template <wrap_kind K, class T>
-T wrapping_scalar(T a, T b = T(0)) {
-  using U = std::make_unsigned_t<T>;
-  U x = static_cast<U>(a), y = static_cast<U>(b);
-  switch (K) {
-    case wrap_kind::add: return static_cast<T>(static_cast<U>(x + y));
-    case wrap_kind::sub: return static_cast<T>(static_cast<U>(x - y));
-    case wrap_kind::mul: return static_cast<T>(static_cast<U>(x * y));
-    case wrap_kind::neg: return static_cast<T>(static_cast<U>(U(0) - x));
-    case wrap_kind::abs: return a < 0 ? static_cast<T>(static_cast<U>(U(0) - x)) : a;
-    case wrap_kind::square: return static_cast<T>(static_cast<U>(x * x));
+T arith_scalar(T a, T b = T(0)) {
+  if constexpr (wraps_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    U x = static_cast<U>(a), y = static_cast<U>(b);
+    switch (K) {
+      case wrap_kind::add: return static_cast<T>(static_cast<U>(x + y));
+      case wrap_kind::sub: return static_cast<T>(static_cast<U>(x - y));
+      case wrap_kind::mul: return static_cast<T>(static_cast<U>(x * y));
+      case wrap_kind::neg: return static_cast<T>(static_cast<U>(U(0) - x));
+      case wrap_kind::abs: return a < 0 ? static_cast<T>(static_cast<U>(U(0) - x)) : a;
+      case wrap_kind::square: return static_cast<T>(static_cast<U>(x * x));
+    }
+    return a;
+  } else if constexpr (K == wrap_kind::add) {
+    return a + b;
+  } else if constexpr (K == wrap_kind::sub) {
+    return a - b;
+  } else if constexpr (K == wrap_kind::mul) {
+    return a * b;
+  } else if constexpr (K == wrap_kind::neg) {
+    return -a;
+  } else if constexpr (K == wrap_kind::abs) {
+    return a < T(0) ? T(-a) : a;
+  } else {
+    return a * a;
   }
-  return a;
 }
 
 template <wrap_kind K, class T>
 struct wrapping_op {
-  T operator()(const T& a) const { return wrapping_scalar<K>(a); }
-  T operator()(const T& a, const T& b) const { return wrapping_scalar<K>(a, b); }
+  T operator()(const T& a) const { return arith_scalar<K>(a); }
+  T operator()(const T& a, const T& b) const { return arith_scalar<K>(a, b); }
   template <class P>
   P packetOp(const P& a) const {
     if constexpr (K == wrap_kind::neg) return Eigen::internal::pnegate(a);
@@ -4524,9 +4529,6 @@ struct wrapping_op {
     else return Eigen::internal::pmul(a, b);
   }
 };
-
-template <class T>
-inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T>;
 
 // The Eigen expression for a op b (or op a): wrapping for signed integers, plain otherwise.
 template <wrap_kind K, class A, class B>
@@ -4545,42 +4547,49 @@ auto wrapping_unary(const A& x) {
   else if constexpr (K == wrap_kind::abs) return x.abs();
   else return x.square();
 }
-template <wrap_kind K, class T>
-T wrapping_or_plain(const T& a, const T& b = T(0)) {
-  if constexpr (wraps_v<T>) return wrapping_scalar<K>(a, b);
-  else if constexpr (K == wrap_kind::add) return a + b;
-  else if constexpr (K == wrap_kind::sub) return a - b;
-  else if constexpr (K == wrap_kind::mul) return a * b;
-  else if constexpr (K == wrap_kind::neg) return -a;
-  else return a * a;
-}
-
 // ---- unary -------------------------------------------------------------------------
-// Each functor has an Eigen array form and a scalar form (for uint64, which has no Eigen kernels).
-#define WEFT_DETAIL_UNARY(NAME, EXPR, SCALAR, COST)      \
+#define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
   struct NAME {                                          \
     static constexpr double cost = COST;                 \
     template <class A>                                   \
     static auto apply(const A& x) {                      \
       return EXPR;                                       \
     }                                                    \
-    template <class T>                                   \
-    static T scalar(const T& x) {                        \
-      return SCALAR;                                     \
-    }                                                    \
   }
-WEFT_DETAIL_UNARY(neg_fn, wrapping_unary<wrap_kind::neg>(x), wrapping_or_plain<wrap_kind::neg>(x), 1);
-WEFT_DETAIL_UNARY(abs_fn, wrapping_unary<wrap_kind::abs>(x), (x < T(0) ? T(-x) : x), 1);
-WEFT_DETAIL_UNARY(square_fn, wrapping_unary<wrap_kind::square>(x), wrapping_or_plain<wrap_kind::square>(x), 1);
-WEFT_DETAIL_UNARY(sqrt_fn, x.sqrt(), std::sqrt(x), 8);
-WEFT_DETAIL_UNARY(rsqrt_fn, x.rsqrt(), T(1) / std::sqrt(x), 8);
-WEFT_DETAIL_UNARY(exp_fn, x.exp(), std::exp(x), 20);
-WEFT_DETAIL_UNARY(log_fn, x.log(), std::log(x), 20);
-WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), std::tanh(x), 30);
-WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), T(1) / (T(1) + std::exp(-x)), 30);
-WEFT_DETAIL_UNARY(relu_fn, x.cwiseMax(typename A::Scalar(0)), std::max(x, T(0)), 1);
-WEFT_DETAIL_UNARY(logical_not_fn, !x, !x, 1);
+WEFT_DETAIL_UNARY(neg_fn, wrapping_unary<wrap_kind::neg>(x), 1);
+WEFT_DETAIL_UNARY(abs_fn, wrapping_unary<wrap_kind::abs>(x), 1);
+WEFT_DETAIL_UNARY(sqrt_fn, x.sqrt(), 8);
+WEFT_DETAIL_UNARY(rsqrt_fn, x.rsqrt(), 8);
+WEFT_DETAIL_UNARY(exp_fn, x.exp(), 20);
+WEFT_DETAIL_UNARY(log_fn, x.log(), 20);
+WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), 30);
+WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
+WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
 #undef WEFT_DETAIL_UNARY
+
+// Square and Relu also run on uint64, which has no Eigen kernels: they have a scalar form.
+struct square_fn {
+  static constexpr double cost = 1;
+  template <class A>
+  static auto apply(const A& x) {
+    return wrapping_unary<wrap_kind::square>(x);
+  }
+  template <class T>
+  static T scalar(const T& x) {
+    return arith_scalar<wrap_kind::square>(x);
+  }
+};
+struct relu_fn {
+  static constexpr double cost = 1;
+  template <class A>
+  static auto apply(const A& x) {
+    return x.cwiseMax(typename A::Scalar(0));
+  }
+  template <class T>
+  static T scalar(const T& x) {
+    return std::max(x, T(0));
+  }
+};
 
 template <class F, class T>
 void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
@@ -4629,9 +4638,9 @@ struct unary_kernel {
       return SCALAR;                                                   \
     }                                                                  \
   }
-WEFT_DETAIL_BINARY(add_fn, wrapping_binary<wrap_kind::add>(a, b), wrapping_or_plain<wrap_kind::add>(a, b), 1);
-WEFT_DETAIL_BINARY(sub_fn, wrapping_binary<wrap_kind::sub>(a, b), wrapping_or_plain<wrap_kind::sub>(a, b), 1);
-WEFT_DETAIL_BINARY(mul_fn, wrapping_binary<wrap_kind::mul>(a, b), wrapping_or_plain<wrap_kind::mul>(a, b), 1);
+WEFT_DETAIL_BINARY(add_fn, wrapping_binary<wrap_kind::add>(a, b), arith_scalar<wrap_kind::add>(a, b), 1);
+WEFT_DETAIL_BINARY(sub_fn, wrapping_binary<wrap_kind::sub>(a, b), arith_scalar<wrap_kind::sub>(a, b), 1);
+WEFT_DETAIL_BINARY(mul_fn, wrapping_binary<wrap_kind::mul>(a, b), arith_scalar<wrap_kind::mul>(a, b), 1);
 WEFT_DETAIL_BINARY(div_fn, a / b, a / b, 4);
 WEFT_DETAIL_BINARY(maximum_fn, a.max(b), (a < b ? b : a), 1);
 WEFT_DETAIL_BINARY(minimum_fn, a.min(b), (b < a ? b : a), 1);
@@ -4834,31 +4843,31 @@ void register_elementwise_kernels() {
   ops::register_math_ops();
   register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_signed_types{});
   register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_signed_real_types{});
-  register_for<unary_kernel<square_fn>::of>("Square", "T", kernel_number_types{});
-  register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", kernel_float_complex_types{});
-  register_for<unary_kernel<rsqrt_fn>::of>("Rsqrt", "T", kernel_float_complex_types{});
-  register_for<unary_kernel<exp_fn>::of>("Exp", "T", kernel_float_complex_types{});
-  register_for<unary_kernel<log_fn>::of>("Log", "T", kernel_float_complex_types{});
-  register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", kernel_float_complex_types{});
-  register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", kernel_float_complex_types{});
-  register_for<unary_kernel<relu_fn>::of>("Relu", "T", kernel_real_types{});
+  register_for<unary_kernel<square_fn>::of>("Square", "T", number_types{});
+  register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", float_complex_types{});
+  register_for<unary_kernel<rsqrt_fn>::of>("Rsqrt", "T", float_complex_types{});
+  register_for<unary_kernel<exp_fn>::of>("Exp", "T", float_complex_types{});
+  register_for<unary_kernel<log_fn>::of>("Log", "T", float_complex_types{});
+  register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", float_complex_types{});
+  register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", float_complex_types{});
+  register_for<unary_kernel<relu_fn>::of>("Relu", "T", real_number_types{});
   register_cpu_kernel<unary_kernel<logical_not_fn>::of<bool>>("LogicalNot");
-  register_for<binary_kernel<add_fn>::of>("Add", "T", kernel_number_types{});
-  register_for<binary_kernel<sub_fn>::of>("Sub", "T", kernel_number_types{});
-  register_for<binary_kernel<mul_fn>::of>("Mul", "T", kernel_number_types{});
-  register_for<binary_kernel<div_fn>::of>("Div", "T", kernel_number_types{});
+  register_for<binary_kernel<add_fn>::of>("Add", "T", number_types{});
+  register_for<binary_kernel<sub_fn>::of>("Sub", "T", number_types{});
+  register_for<binary_kernel<mul_fn>::of>("Mul", "T", number_types{});
+  register_for<binary_kernel<div_fn>::of>("Div", "T", number_types{});
   register_for<binary_kernel<pow_fn>::of>("Pow", "T", kernel_pow_types{});
-  register_for<binary_kernel<maximum_fn>::of>("Maximum", "T", kernel_real_types{});
-  register_for<binary_kernel<minimum_fn>::of>("Minimum", "T", kernel_real_types{});
-  register_for<binary_kernel<greater_fn, true>::of>("Greater", "T", kernel_real_types{});
-  register_for<binary_kernel<greater_equal_fn, true>::of>("GreaterEqual", "T", kernel_real_types{});
-  register_for<binary_kernel<less_fn, true>::of>("Less", "T", kernel_real_types{});
-  register_for<binary_kernel<less_equal_fn, true>::of>("LessEqual", "T", kernel_real_types{});
-  register_for<binary_kernel<equal_fn, true>::of>("Equal", "T", kernel_all_types{});
-  register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", kernel_all_types{});
+  register_for<binary_kernel<maximum_fn>::of>("Maximum", "T", real_number_types{});
+  register_for<binary_kernel<minimum_fn>::of>("Minimum", "T", real_number_types{});
+  register_for<binary_kernel<greater_fn, true>::of>("Greater", "T", real_number_types{});
+  register_for<binary_kernel<greater_equal_fn, true>::of>("GreaterEqual", "T", real_number_types{});
+  register_for<binary_kernel<less_fn, true>::of>("Less", "T", real_number_types{});
+  register_for<binary_kernel<less_equal_fn, true>::of>("LessEqual", "T", real_number_types{});
+  register_for<binary_kernel<equal_fn, true>::of>("Equal", "T", all_types{});
+  register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", all_types{});
   register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
   register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
-  register_for<select_kernel>("Select", "T", kernel_all_types{});
+  register_for<select_kernel>("Select", "T", all_types{});
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
@@ -5428,13 +5437,13 @@ struct arg_kernel {
 template <int = 0>
 void register_reduction_kernels() {
   ops::register_reduction_ops();
-  register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", kernel_number_types{});
-  register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", kernel_number_types{});
-  register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", kernel_number_types{});
-  register_for<reduce_kernel<max_reducer>::of>("Max", "T", kernel_real_types{});
-  register_for<reduce_kernel<min_reducer>::of>("Min", "T", kernel_real_types{});
-  register_for<arg_kernel<true>::of>("ArgMax", "T", kernel_real_types{});
-  register_for<arg_kernel<false>::of>("ArgMin", "T", kernel_real_types{});
+  register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", number_types{});
+  register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", number_types{});
+  register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", number_types{});
+  register_for<reduce_kernel<max_reducer>::of>("Max", "T", real_number_types{});
+  register_for<reduce_kernel<min_reducer>::of>("Min", "T", real_number_types{});
+  register_for<arg_kernel<true>::of>("ArgMax", "T", real_number_types{});
+  register_for<arg_kernel<false>::of>("ArgMin", "T", real_number_types{});
 }
 
 }  // namespace weft::cpu
@@ -5511,8 +5520,8 @@ void register_state_kernels() {
   ops::register_state_ops();
   register_cpu_kernel<variable_kernel>("Variable");
   register_cpu_kernel<assign_kernel>("Assign");
-  register_for<assign_update_kernel<true>::of>("AssignAdd", "T", kernel_number_types{});
-  register_for<assign_update_kernel<false>::of>("AssignSub", "T", kernel_number_types{});
+  register_for<assign_update_kernel<true>::of>("AssignAdd", "T", number_types{});
+  register_for<assign_update_kernel<false>::of>("AssignSub", "T", number_types{});
 }
 
 }  // namespace weft::cpu

@@ -73,25 +73,12 @@ inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 
-template <class... Lists>
-struct type_list_cat;
-template <class... A>
-struct type_list_cat<type_list<A...>> {
-  using type = type_list<A...>;
-};
-template <class... A, class... B, class... Rest>
-struct type_list_cat<type_list<A...>, type_list<B...>, Rest...> : type_list_cat<type_list<A..., B...>, Rest...> {};
-
-// The dtype sets of ops/math_ops.hpp, as type lists.
-using kernel_unsigned_types = type_list<std::uint8_t, std::uint16_t, std::uint32_t, std::uint64_t>;
+// The dtype sets of ops/math_ops.hpp that core/dtype.hpp does not already name.
 using kernel_signed_real_types =
     type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
-using kernel_signed_types = type_list_cat<kernel_signed_real_types, type_list<complex64, complex128>>::type;
-using kernel_real_types = type_list_cat<kernel_signed_real_types, kernel_unsigned_types>::type;
-using kernel_number_types = type_list_cat<kernel_signed_types, kernel_unsigned_types>::type;
-using kernel_float_complex_types = float_complex_types;
+using kernel_signed_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float,
+                                      double, complex64, complex128>;
 using kernel_pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-using kernel_all_types = all_types;
 
 // The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>

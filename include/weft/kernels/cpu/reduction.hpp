@@ -200,13 +200,13 @@ struct arg_kernel {
 template <int = 0>
 void register_reduction_kernels() {
   ops::register_reduction_ops();
-  register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", kernel_number_types{});
-  register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", kernel_number_types{});
-  register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", kernel_number_types{});
-  register_for<reduce_kernel<max_reducer>::of>("Max", "T", kernel_real_types{});
-  register_for<reduce_kernel<min_reducer>::of>("Min", "T", kernel_real_types{});
-  register_for<arg_kernel<true>::of>("ArgMax", "T", kernel_real_types{});
-  register_for<arg_kernel<false>::of>("ArgMin", "T", kernel_real_types{});
+  register_for<reduce_kernel<sum_reducer>::of>("Sum", "T", number_types{});
+  register_for<reduce_kernel<mean_reducer>::of>("Mean", "T", number_types{});
+  register_for<reduce_kernel<prod_reducer>::of>("Prod", "T", number_types{});
+  register_for<reduce_kernel<max_reducer>::of>("Max", "T", real_number_types{});
+  register_for<reduce_kernel<min_reducer>::of>("Min", "T", real_number_types{});
+  register_for<arg_kernel<true>::of>("ArgMax", "T", real_number_types{});
+  register_for<arg_kernel<false>::of>("ArgMin", "T", real_number_types{});
 }
 
 }  // namespace weft::cpu

@@ -74,8 +74,8 @@ void register_state_kernels() {
   ops::register_state_ops();
   register_cpu_kernel<variable_kernel>("Variable");
   register_cpu_kernel<assign_kernel>("Assign");
-  register_for<assign_update_kernel<true>::of>("AssignAdd", "T", kernel_number_types{});
-  register_for<assign_update_kernel<false>::of>("AssignSub", "T", kernel_number_types{});
+  register_for<assign_update_kernel<true>::of>("AssignAdd", "T", number_types{});
+  register_for<assign_update_kernel<false>::of>("AssignSub", "T", number_types{});
 }
 
 }  // namespace weft::cpu
