@@ -29,6 +29,7 @@ def generate(root):
     seen = set()
     inline(root, 'weft/weft.hpp', seen, out)
     inline(root, 'weft/kernels/cpu/kernels.hpp', seen, out)  # templates only: instantiates nothing
+    inline(root, 'weft/dsl.hpp', seen, out)  # the typed front end (templates)
     out.append('#ifdef WEFT_IMPLEMENTATION')
     inline(root, 'weft/kernels/cpu/all.hpp', seen, out)
     out.append('#endif  // WEFT_IMPLEMENTATION')

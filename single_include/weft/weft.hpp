@@ -1004,6 +1004,7 @@ struct arg_def {
   std::string type_attr;         // else the type attr that names it
   std::string number_attr;       // set for "N * T": the int attr counting the tensors
   bool is_ref = false;
+  bool type_list = false;        // "name: Tin" with Tin a list(type): one tensor per listed dtype
 };
 
 struct attr_def {
@@ -1151,7 +1152,12 @@ class op_def_builder {
     def_.shape_fn = std::move(f);
     return *this;
   }
-  op_def build() const { return def_; }
+  op_def build() const {
+    op_def d = def_;
+    for (auto& a : d.inputs)
+      if (const attr_def* ad = d.find_attr(a.type_attr); ad && ad->kind == attr_kind::type_list) a.type_list = true;
+    return d;
+  }
 
  private:
   op_def def_;
@@ -1940,17 +1946,38 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   std::size_t fixed_args = 0;
   const arg_def* variadic = nullptr;
   for (const auto& a : def->inputs) {
-    if (a.number_attr.empty())
+    if (a.number_attr.empty() && !a.type_list)
       ++fixed_args;
     else
       variadic = &a;
   }
-  if (variadic && !attrs.contains(variadic->number_attr)) {
+  if (variadic && !attrs.contains(variadic->type_list ? variadic->type_attr : variadic->number_attr)) {
     if (inputs.size() < fixed_args)
       fail(error_code::invalid_argument, who, ": expects at least ", fixed_args, " inputs, got ", inputs.size());
-    attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
+    if (variadic->type_list) {
+      // The list of dtypes is the variadic inputs' dtypes, which precede any fixed inputs after them.
+      std::size_t start = 0;
+      for (const auto& a : def->inputs) {
+        if (&a == variadic) break;
+        ++start;
+      }
+      std::vector<dtype> types;
+      for (std::size_t i = start; i < start + inputs.size() - fixed_args; ++i) {
+        const node& p = at(inputs[i]);
+        types.push_back(p.output_dtype(inputs[i].port));
+      }
+      attrs.set(variadic->type_attr, std::move(types));
+    } else {
+      attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
+    }
   }
   auto count_of = [&](const arg_def& a) -> std::size_t {
+    if (a.type_list) {
+      const attr_value* v = attrs.find(a.type_attr);
+      if (!v || !v->get_if<std::vector<dtype>>())
+        fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a list of types");
+      return v->get_if<std::vector<dtype>>()->size();
+    }
     if (a.number_attr.empty()) return 1;
     const attr_value* n = attrs.find(a.number_attr);
     if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
@@ -1984,7 +2011,9 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
     for (std::size_t j = 0, n = count_of(a); j < n; ++j, ++k) {
       dtype got = in_types[k];
       dtype want = a.fixed;
-      if (want == dtype::invalid) {
+      if (a.type_list) {
+        want = (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j];
+      } else if (want == dtype::invalid) {
         if (const attr_value* v = attrs.find(a.type_attr)) {
           if (!v->get_if<dtype>()) fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a type");
           want = *v->get_if<dtype>();
@@ -5525,6 +5554,1866 @@ void register_state_kernels() {
 }
 
 }  // namespace weft::cpu
+// weft's typed front end: models written as C++ expressions whose dtypes and static shapes
+// the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
+// run by a client_session. See docs/tutorial.md.
+
+
+// Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
+// (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
+//
+// Shape rules computed here mirror the graph's (core/broadcast.hpp): a broadcast of dyn
+// against n > 1 gives n, against 1 or dyn gives dyn.
+
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+inline constexpr std::int64_t dyn = unknown_dim;
+
+template <std::int64_t... D>
+struct static_shape {
+  static_assert(((D >= 0 || D == dyn) && ...), "weft::dims: every dimension must be non-negative or weft::dyn");
+  static constexpr int rank = static_cast<int>(sizeof...(D));
+  static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};
+  static constexpr bool fully_static = ((D >= 0) && ...);
+  // The element count when every dim is static, else -1.
+  static constexpr std::int64_t num_elements = fully_static ? (std::int64_t{1} * ... * D) : -1;
+  static partial_shape partial() { return partial_shape(std::vector<std::int64_t>{D...}); }
+};
+
+// The value users write: placeholder<float>("x", dims<dyn, 784>).
+template <std::int64_t... D>
+inline constexpr static_shape<D...> dims{};
+
+using scalar_shape = static_shape<>;
+
+namespace detail {
+
+template <class S>
+struct is_static_shape : std::false_type {};
+template <std::int64_t... D>
+struct is_static_shape<static_shape<D...>> : std::true_type {};
+
+// A static_shape from a constexpr array of dims.
+template <auto Array, class Seq = std::make_index_sequence<Array.size()>>
+struct shape_from_array;
+template <auto Array, std::size_t... I>
+struct shape_from_array<Array, std::index_sequence<I...>> {
+  using type = static_shape<Array[I]...>;
+};
+template <auto Array>
+using shape_from_array_t = typename shape_from_array<Array>::type;
+
+// Dim i of S counted from the right (0 is the last), 1 beyond its rank.
+template <class S>
+constexpr std::int64_t dim_from_right(std::size_t i) {
+  return i < S::values.size() ? S::values[S::values.size() - 1 - i] : 1;
+}
+
+constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
+
+constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
+  if (a == 1) return b;
+  if (b == 1) return a;
+  if (a < 0) return b;
+  return a;  // b < 0, a == b, or not broadcastable (reported by the op's check)
+}
+
+template <class A, class B>
+struct broadcast_shapes {
+  static constexpr std::size_t rank = A::values.size() > B::values.size() ? A::values.size() : B::values.size();
+  static constexpr std::array<std::int64_t, rank> dims = [] {
+    std::array<std::int64_t, rank> out{};
+    for (std::size_t i = 0; i < rank; ++i)
+      out[rank - 1 - i] = broadcast_dim(dim_from_right<A>(i), dim_from_right<B>(i));
+    return out;
+  }();
+  // The first pair of dims (from the right) that do not broadcast, or {1, 1}.
+  static constexpr std::array<std::int64_t, 2> conflict = [] {
+    for (std::size_t i = 0; i < rank; ++i) {
+      auto a = dim_from_right<A>(i), b = dim_from_right<B>(i);
+      if (!broadcastable(a, b)) return std::array<std::int64_t, 2>{a, b};
+    }
+    return std::array<std::int64_t, 2>{1, 1};
+  }();
+  using type = shape_from_array_t<dims>;
+};
+
+}  // namespace detail
+
+template <class A, class B>
+using broadcast_t = typename detail::broadcast_shapes<A, B>::type;
+
+}  // namespace weft
+// Compile-time checks of the DSL. A failed check is a static_assert whose message is one
+// sentence naming the op and the rule, for example
+//   error: static assertion failed: weft::matmul: inner dimensions differ
+//   note: the comparison reduces to '(784 == 256)'                          (g++)
+//   error: static_assert failed due to requirement '784L == 256L' "weft::matmul: ..."  (clang)
+// C++20 requires the message to be a string literal, so the dims cannot be formatted into
+// it: each check compares the two offending values in its condition, and both compilers
+// print them next to the message. Dtype checks compare the C++ element types, which the
+// instantiation line names (weft::check::add_dtypes<float, double>).
+
+#include <cstdint>
+#include <type_traits>
+
+// NAME<A, B>: passes when A == B; otherwise fails with MESSAGE, showing A and B.
+#define WEFT_DETAIL_DIM_CHECK(NAME, MESSAGE)                  \
+  template <std::int64_t A, std::int64_t B, bool Ok = (A == B)> \
+  struct NAME {                                               \
+    static_assert(A == B, MESSAGE);                           \
+    static constexpr bool value = false;                      \
+  };                                                          \
+  template <std::int64_t A, std::int64_t B>                   \
+  struct NAME<A, B, true> {                                   \
+    static constexpr bool value = true;                       \
+  }
+
+// NAME<T, U>: passes when T and U are the same type.
+#define WEFT_DETAIL_TYPE_CHECK(NAME, MESSAGE)                   \
+  template <class T, class U, bool Ok = std::is_same_v<T, U>>   \
+  struct NAME {                                                 \
+    static_assert(std::is_same_v<T, U>, MESSAGE);               \
+    static constexpr bool value = false;                        \
+  };                                                            \
+  template <class T, class U>                                   \
+  struct NAME<T, U, true> {                                     \
+    static constexpr bool value = true;                         \
+  }
+
+// NAME<T, Ok>: fails with MESSAGE when !Ok; T (the offending element type) is in its name.
+#define WEFT_DETAIL_SUPPORT_CHECK(NAME, MESSAGE) \
+  template <class T, bool Ok>                     \
+  struct NAME {                                   \
+    static_assert(Ok, MESSAGE);                   \
+    static constexpr bool value = Ok;             \
+  }
+
+namespace weft::check {
+
+WEFT_DETAIL_DIM_CHECK(reshape_element_counts, "weft::reshape: element counts differ");
+WEFT_DETAIL_DIM_CHECK(reshape_one_dyn, "weft::reshape: at most one dimension may be weft::dyn");
+WEFT_DETAIL_DIM_CHECK(matmul_inner_dims, "weft::matmul: inner dimensions differ");
+WEFT_DETAIL_TYPE_CHECK(matmul_dtypes, "weft::matmul: operands have different dtypes");
+WEFT_DETAIL_DIM_CHECK(matmul_rank_a, "weft::matmul: the first operand is not a matrix (rank 2)");
+WEFT_DETAIL_DIM_CHECK(matmul_rank_b, "weft::matmul: the second operand is not a matrix (rank 2)");
+WEFT_DETAIL_DIM_CHECK(concat_ranks, "weft::concat: operands have different ranks");
+WEFT_DETAIL_DIM_CHECK(concat_dims, "weft::concat: operands differ in a dimension other than the axis");
+WEFT_DETAIL_DIM_CHECK(concat_axis, "weft::concat: the axis is out of range for the operands' rank");
+WEFT_DETAIL_TYPE_CHECK(concat_dtypes, "weft::concat: operands have different dtypes");
+WEFT_DETAIL_DIM_CHECK(reduce_axis, "weft::reduce: an axis is out of range for the operand's rank");
+WEFT_DETAIL_DIM_CHECK(transpose_perm, "weft::transpose: the permutation's length differs from the operand's rank");
+WEFT_DETAIL_TYPE_CHECK(feed_dtype, "weft::feed: the tensor's dtype differs from the placeholder's");
+WEFT_DETAIL_DIM_CHECK(feed_rank, "weft::feed: the tensor's rank differs from the placeholder's");
+WEFT_DETAIL_TYPE_CHECK(assign_dtypes, "weft::assign: the value's dtype differs from the variable's");
+WEFT_DETAIL_DIM_CHECK(assign_dims, "weft::assign: the value's shape differs from the variable's");
+WEFT_DETAIL_DIM_CHECK(assign_rank, "weft::assign: the value's rank differs from the variable's");
+WEFT_DETAIL_TYPE_CHECK(variable_init_dtype, "weft::variable: the initial value's dtype differs from the variable's");
+WEFT_DETAIL_DIM_CHECK(variable_init_dims, "weft::variable: the initial value's shape differs from the variable's");
+WEFT_DETAIL_DIM_CHECK(variable_static, "weft::variable: a variable's shape must be fully static (no weft::dyn)");
+WEFT_DETAIL_DIM_CHECK(random_static, "weft::random: the shape must be fully static (no weft::dyn)");
+WEFT_DETAIL_TYPE_CHECK(select_dtypes, "weft::select: the two branches have different dtypes");
+WEFT_DETAIL_TYPE_CHECK(select_condition, "weft::select: the condition is not a bool expression");
+WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be broadcast");
+
+}  // namespace weft::check
+// The DSL's core (DESIGN.md §2, layers 1 and 2): expressions that carry their dtype and
+// static shape in their type, and the lowering that turns them into graph nodes.
+//
+// An expression is a small value: an op descriptor, its operand expressions, and the
+// name/device scope it was built in. Leaves (placeholders, variables, constants) hold a
+// shared identity, so copies of one variable stay one variable, while two variables built
+// alike stay two. Lowering walks an expression into a graph once per lowering context:
+// leaves are found by identity, and every other node by value (same op, same attrs, same
+// inputs: common subexpression elimination), so lowering the same expression again adds
+// nothing.
+
+#include <concepts>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+// ---- scopes --------------------------------------------------------------------------
+// The name prefix and device in force where an expression is built. Interned, so that an
+// expression carries one pointer.
+struct scope_info {
+  std::string prefix;  // "layer1/" or empty
+  std::string device;  // "/cpu:0" or empty
+};
+
+namespace detail {
+inline const scope_info* intern_scope(const scope_info& s) {
+  static std::mutex mutex;
+  static auto* table = new std::deque<scope_info>;  // never destroyed: expressions may outlive main's locals
+  std::lock_guard lock(mutex);
+  for (const auto& e : *table)
+    if (e.prefix == s.prefix && e.device == s.device) return &e;
+  table->push_back(s);
+  return &table->back();
+}
+inline const scope_info* root_scope() {
+  static const scope_info* root = intern_scope({});
+  return root;
+}
+inline const scope_info*& current_scope() {
+  thread_local const scope_info* current = root_scope();
+  return current;
+}
+// Sets the current scope for the guard's lifetime (per thread).
+class scope_guard_base {
+ public:
+  scope_guard_base(const scope_guard_base&) = delete;
+  scope_guard_base& operator=(const scope_guard_base&) = delete;
+  ~scope_guard_base() { current_scope() = saved_; }
+
+ protected:
+  explicit scope_guard_base(const scope_info& s) : saved_(current_scope()) { current_scope() = intern_scope(s); }
+
+ private:
+  const scope_info* saved_;
+};
+}  // namespace detail
+
+// { weft::name_scope s("layer1"); auto h = relu(matmul(x, w)); }  names h's nodes
+// "layer1/MatMul", "layer1/Relu"; scopes nest.
+class name_scope : detail::scope_guard_base {
+ public:
+  explicit name_scope(std::string_view name)
+      : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device}) {}
+};
+
+// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
+class device_scope : detail::scope_guard_base {
+ public:
+  explicit device_scope(std::string_view device)
+      : scope_guard_base({detail::current_scope()->prefix, std::string(device)}) {}
+};
+
+// ---- expressions ---------------------------------------------------------------------
+struct expr_base {};
+
+template <class E>
+concept expression = std::derived_from<std::remove_cvref_t<E>, expr_base> && requires {
+  typename std::remove_cvref_t<E>::value_type;
+  typename std::remove_cvref_t<E>::shape_type;
+};
+
+template <expression E>
+using value_type_of = typename std::remove_cvref_t<E>::value_type;
+template <expression E>
+using shape_of = typename std::remove_cvref_t<E>::shape_type;
+
+// ---- lowering ------------------------------------------------------------------------
+// Lowers expressions into one graph. Owned by a client_session (one per graph).
+class lowering {
+ public:
+  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse) {}
+
+  graph& target() noexcept { return graph_; }
+  bool fusion() const noexcept { return fuse_; }
+
+  // Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
+  // node added before. Stateful ops (variables, random numbers) are never merged.
+  // `merge` false adds a node of its own (leaves: two placeholders alike stay two).
+  output add(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
+             std::string_view name = {}, bool merge = true) {
+    const op_def* def = op_registry::global().find(op);
+    merge = merge && def && !def->stateful;
+    cse_key key{std::string(op), inputs};
+    if (merge) {
+      if (auto it = cse_.find(key); it != cse_.end())
+        for (const auto& [a, id] : it->second)
+          if (a == attrs) return output{id, 0};
+    }
+    std::string base = scope->prefix + std::string(name.empty() ? op : name);
+    std::string unique = base;
+    for (int k = 1; graph_.find(unique); ++k) unique = base + "_" + std::to_string(k);
+    node_options options(unique);
+    options.device = scope->device;
+    const node& n = graph_.op(op, inputs, attrs, std::move(options));
+    if (merge) cse_[std::move(key)].emplace_back(std::move(attrs), n.id());
+    return n.out(0);
+  }
+
+  // Leaves and type-erased handles are lowered once per identity.
+  const output* find(const void* identity) const {
+    auto it = by_identity_.find(identity);
+    return it == by_identity_.end() ? nullptr : &it->second;
+  }
+  void remember(const void* identity, output o, std::shared_ptr<const void> keep_alive) {
+    by_identity_.emplace(identity, o);
+    keep_alive_.push_back(std::move(keep_alive));
+  }
+
+  // Variable initializers (Assign nodes), in the order their variables were lowered.
+  void add_initializer(int node_id) { initializers_.push_back(node_id); }
+  const std::vector<int>& initializers() const noexcept { return initializers_; }
+
+ private:
+  using cse_key = std::pair<std::string, std::vector<output>>;
+  graph& graph_;
+  bool fuse_;
+  std::map<cse_key, std::vector<std::pair<attr_map, int>>> cse_;
+  std::map<const void*, output> by_identity_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
+  std::vector<int> initializers_;
+};
+
+// Every expression type E provides `output lower(lowering&) const`.
+template <expression E>
+output lower(lowering& cx, const E& e) {
+  return e.lower(cx);
+}
+
+// A graph node spelled by the user at run time, wrapped as a typed expression (see handle.hpp)
+// checks its dtype and shape against these.
+template <class T, class S>
+void check_lowered(const graph& g, output o, std::string_view what) {
+  const node& n = g.at(o);
+  if (n.output_dtype(o.port) != dtype_of<T>)
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " is ", n.output_dtype(o.port),
+         n.output_shape(o.port), ", expected ", dtype_of<T>, S::partial());
+  const partial_shape& got = n.output_shape(o.port);
+  bool ok = !got.rank_known() || got.rank() == S::rank;
+  for (int i = 0; ok && got.rank_known() && i < S::rank; ++i)
+    ok = got[i] < 0 || S::values[static_cast<std::size_t>(i)] < 0 || got[i] == S::values[static_cast<std::size_t>(i)];
+  if (!ok)
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " has shape ", got,
+         ", expected ", S::partial());
+}
+
+}  // namespace weft
+// tensor_of<T, Rank>: a tensor whose dtype (and rank, unless Rank is -1) is part of its
+// type. Fetching a typed expression returns one; feeding a placeholder takes one, so a
+// feed of the wrong dtype does not compile.
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+
+namespace weft {
+
+template <element T, int Rank = -1>
+class tensor_of {
+ public:
+  using value_type = T;
+  static constexpr int rank = Rank;
+
+  tensor_of() = default;
+  // From values in row-major order.
+  tensor_of(const std::vector<T>& values, weft::shape s) : t_(tensor::from_vector(values, std::move(s))) {
+    check_rank("tensor_of");
+  }
+  // A scalar.
+  explicit tensor_of(T value)
+    requires(Rank == 0 || Rank == -1)
+      : t_(tensor::scalar(value)) {}
+
+  // Wraps an untyped tensor; throws when its dtype or rank differ.
+  static tensor_of from(tensor t) {
+    if (t.dtype() != dtype_of<T>)
+      fail(error_code::invalid_argument, "tensor_of<", dtype_of<T>, ">: the tensor is ", t.dtype(), t.shape());
+    tensor_of r;
+    r.t_ = std::move(t);
+    r.check_rank("tensor_of::from");
+    return r;
+  }
+
+  const tensor& untyped() const noexcept { return t_; }
+  operator const tensor&() const noexcept { return t_; }  // NOLINT: typed converts to untyped
+
+  const weft::shape& shape() const noexcept { return t_.shape(); }
+  std::int64_t dim(int i) const { return t_.dim(i); }
+  std::int64_t num_elements() const noexcept { return t_.num_elements(); }
+  std::span<const T> flat() const { return t_.flat<T>(); }
+  std::vector<T> to_vector() const { return t_.to_vector<T>(); }
+  T scalar() const { return t_.scalar_value<T>(); }
+
+  // Element at a multi-index, bounds-checked.
+  template <std::integral... I>
+  T operator()(I... index) const {
+    static_assert(Rank < 0 || static_cast<int>(sizeof...(I)) == Rank,
+                  "weft::tensor_of: the number of indices differs from the tensor's rank");
+    const std::array<std::int64_t, sizeof...(I)> idx{static_cast<std::int64_t>(index)...};
+    if (static_cast<int>(idx.size()) != t_.rank())
+      fail(error_code::invalid_argument, "tensor_of: ", idx.size(), " indices for a tensor of shape ", t_.shape());
+    std::int64_t offset = 0;
+    for (int d = 0; d < t_.rank(); ++d) {
+      auto i = idx[static_cast<std::size_t>(d)];
+      if (i < 0 || i >= t_.dim(d))
+        fail(error_code::out_of_range, "tensor_of: index ", i, " out of range for dim ", d, " of shape ", t_.shape());
+      offset = offset * t_.dim(d) + i;
+    }
+    return t_.data<T>()[offset];
+  }
+
+ private:
+  void check_rank(const char* who) const {
+    if (Rank >= 0 && t_.rank() != Rank)
+      fail(error_code::invalid_argument, who, ": shape ", t_.shape(), " does not have rank ", Rank);
+  }
+  tensor t_;
+};
+
+}  // namespace weft
+// The DSL's leaves: placeholder<T>(name, dims<...>), variable<T>(name, dims<...>, init)
+// and constant(value). Each leaf has an identity (shared by its copies): lowering one twice
+// gives one node, and two leaves built alike give two.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace detail {
+
+template <std::size_t... I>
+static_shape<(static_cast<void>(I), dyn)...> dyn_shape_of(std::index_sequence<I...>);
+}  // namespace detail
+
+// The static shape of rank R with every dim dyn.
+template <int R>
+using dyn_shape = decltype(detail::dyn_shape_of(std::make_index_sequence<static_cast<std::size_t>(R)>{}));
+
+namespace detail {
+
+struct leaf_data {
+  std::string name;
+  const scope_info* scope = nullptr;
+  tensor value;                                  // constants
+  std::function<output(lowering&)> initializer;  // variables: the initial value
+};
+
+inline void register_leaf_kernels() {
+  cpu::register_core_kernels();
+}
+
+}  // namespace detail
+
+template <element T, class S>
+class placeholder_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+
+  explicit placeholder_expr(std::string name)
+      : d_(std::make_shared<detail::leaf_data>(detail::leaf_data{std::move(name), detail::current_scope(), {}, {}})) {}
+
+  const std::string& name() const noexcept { return d_->name; }
+
+  output lower(lowering& cx) const {
+    if (const output* o = cx.find(d_.get())) return *o;
+    detail::register_leaf_kernels();
+    output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
+    cx.remember(d_.get(), o, d_);
+    return o;
+  }
+
+ private:
+  std::shared_ptr<const detail::leaf_data> d_;
+};
+
+// A value fed at run time: placeholder<float>("x", dims<dyn, 784>).
+template <element T, std::int64_t... D>
+placeholder_expr<T, static_shape<D...>> placeholder(std::string name, static_shape<D...> = {}) {
+  return placeholder_expr<T, static_shape<D...>>(std::move(name));
+}
+
+template <element T, class S>
+class constant_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+
+  explicit constant_expr(tensor value)
+      : d_(std::make_shared<detail::leaf_data>(
+            detail::leaf_data{{}, detail::current_scope(), std::move(value), {}})) {}
+
+  const tensor& value() const noexcept { return d_->value; }
+
+  // Constants merge by value, like any other node.
+  output lower(lowering& cx) const {
+    detail::register_leaf_kernels();
+    return cx.add("Const", {}, {{"value", d_->value}, {"dtype", dtype_of<T>}}, d_->scope);
+  }
+
+ private:
+  std::shared_ptr<const detail::leaf_data> d_;
+};
+
+// constant(2.0f): a scalar; constant<float>({1, 2, 3, 4}, dims<2, 2>): a static shape;
+// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
+template <element T>
+constant_expr<T, scalar_shape> constant(T value) {
+  return constant_expr<T, scalar_shape>(tensor::scalar(value));
+}
+template <element T, std::int64_t... D>
+constant_expr<T, static_shape<D...>> constant(const std::vector<T>& values, static_shape<D...>) {
+  static_assert(static_shape<D...>::fully_static, "weft::constant: the shape of a constant must be fully static");
+  return constant_expr<T, static_shape<D...>>(tensor::from_vector(values, shape{D...}));
+}
+template <element T, int R>
+  requires(R >= 0)
+constant_expr<T, dyn_shape<R>> constant(const tensor_of<T, R>& value) {
+  return constant_expr<T, dyn_shape<R>>(value.untyped());
+}
+
+template <element T, class S>
+class variable_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+
+  variable_expr(std::string name, std::function<output(lowering&)> init)
+      : d_(std::make_shared<detail::leaf_data>(
+            detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init)})) {}
+
+  const std::string& name() const noexcept { return d_->name; }
+
+  // The Variable node; its initializer (an Assign) is recorded in the lowering context.
+  output lower(lowering& cx) const {
+    if (const output* o = cx.find(d_.get())) return *o;
+    detail::register_leaf_kernels();
+    ops::register_state_ops();
+    register_cpu_kernel<cpu::variable_kernel>("Variable");
+    register_cpu_kernel<cpu::assign_kernel>("Assign");
+    output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
+    cx.remember(d_.get(), v, d_);
+    output init = d_->initializer(cx);
+    cx.add_initializer(cx.add("Assign", {v, init}, {}, d_->scope, d_->name + "/init", false).node);
+    return v;
+  }
+
+ private:
+  std::shared_ptr<const detail::leaf_data> d_;
+};
+
+namespace detail {
+template <class V, class E>
+void check_initializer() {
+  using VS = typename V::shape_type;
+  using ES = shape_of<E>;
+  (void)check::variable_init_dtype<value_type_of<V>, value_type_of<E>>::value;
+  constexpr std::int64_t n = VS::num_elements, m = ES::fully_static ? ES::num_elements : VS::num_elements;
+  // Rank-0 initial values fill the variable; others must have its shape.
+  if constexpr (ES::rank != 0) {
+    (void)check::variable_init_dims<VS::rank, ES::rank>::value;
+    (void)check::variable_init_dims<n, m>::value;
+  }
+}
+}  // namespace detail
+
+// A trainable variable of a fully static shape, with its initial value: a scalar T (every
+// element), a tensor_of<T>, or an expression of the same dtype and shape.
+template <element T, std::int64_t... D, class Init>
+auto variable(std::string name, static_shape<D...>, const Init& init) {
+  using S = static_shape<D...>;
+  using V = variable_expr<T, S>;
+  (void)check::variable_static<S::fully_static ? 1 : 0, 1>::value;
+  if constexpr (expression<Init>) {
+    detail::check_initializer<V, Init>();
+    if constexpr (shape_of<Init>::rank == 0 && S::rank != 0) {
+      return V(std::move(name), [init](lowering& cx) {
+        register_cpu_kernel<cpu::fill_kernel>("Fill");
+        ops::register_array_ops();
+        auto dims = cx.add("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{D...})},
+                                         {"dtype", dtype::int64}},
+                           detail::root_scope());
+        return cx.add("Fill", {dims, weft::lower(cx, init)}, {}, detail::root_scope());
+      });
+    } else {
+      return V(std::move(name), [init](lowering& cx) { return weft::lower(cx, init); });
+    }
+  } else if constexpr (std::is_arithmetic_v<Init>) {
+    return variable<T>(std::move(name), static_shape<D...>{}, constant(static_cast<T>(init)));
+  } else {
+    static_assert(std::is_same_v<typename Init::value_type, T>,
+                  "weft::variable: the initial value's dtype differs from the variable's");
+    tensor value = init.untyped();
+    if (value.shape() != shape{D...})
+      fail(error_code::invalid_argument, "weft::variable '", name, "': the initial value has shape ", value.shape(),
+           ", expected ", S::partial());
+    return V(std::move(name), [value](lowering& cx) {
+      return cx.add("Const", {}, {{"value", value}, {"dtype", dtype_of<T>}}, detail::root_scope());
+    });
+  }
+}
+
+}  // namespace weft
+// The DSL's ops: typed expressions for the ops of the registry. Each expression type names
+// its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
+// dims at run time by the graph's shape rules and the kernels.
+//
+// Lowering an op registers its op family and the CPU kernel for its dtype only, so a
+// program compiles the kernels its graphs use (DESIGN.md §2, compile cost).
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+template <class Op, class T, class S, class... Args>
+class op_expr;
+
+namespace detail {
+// Defined in fusion.hpp: lowers a maximal elementwise subtree as one fused node, or returns
+// nothing when the subtree is a single op or has a dtype fusion does not cover.
+template <class E>
+std::optional<output> try_fuse(lowering& cx, const E& e);
+}  // namespace detail
+
+// An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
+// its kernel registration and, for elementwise ops, its Eigen form.
+template <class Op, class T, class S, class... Args>
+class op_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  using op_type = Op;
+  using args_type = std::tuple<Args...>;
+
+  explicit op_expr(Op op, const Args&... args) : op_(std::move(op)), args_(args...), scope_(detail::current_scope()) {}
+
+  const Op& op() const noexcept { return op_; }
+  const args_type& args() const noexcept { return args_; }
+  const scope_info* scope() const noexcept { return scope_; }
+
+  output lower(lowering& cx) const {
+    if constexpr (Op::elementwise) {
+      if (cx.fusion())
+        if (auto fused = detail::try_fuse(cx, *this)) return *fused;
+    }
+    return lower_unfused(cx);
+  }
+
+  // One node for this op, its operands lowered as usual.
+  output lower_unfused(lowering& cx) const {
+    std::vector<output> inputs = std::apply([&](const auto&... a) { return std::vector<output>{weft::lower(cx, a)...}; },
+                                            args_);
+    op_.prepare();
+    return op_.lower(cx, std::move(inputs), scope_);
+  }
+
+ private:
+  Op op_;
+  args_type args_;
+  const scope_info* scope_;
+};
+
+namespace detail {
+
+// Descriptors derive from this: one node named after the op, with the descriptor's attrs.
+struct plain_op {
+  static constexpr bool elementwise = false;
+  attr_map attrs() const { return {}; }
+};
+
+template <class D>
+struct lowers_plainly {
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    return cx.add(D::name, std::move(inputs), static_cast<const D&>(*this).attrs(), scope);
+  }
+};
+
+template <class T, class List>
+struct in_list;
+template <class T, class... Ts>
+struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
+
+// A scalar operand next to an expression of dtype T becomes a constant of dtype T, as
+// TensorFlow converts Python numbers; a floating-point scalar does not convert to an
+// integer or bool expression.
+template <class T, class U>
+auto scalar_operand(U value) {
+  static_assert(!(std::is_floating_point_v<U> && !std::is_floating_point_v<T> && !Eigen::NumTraits<T>::IsComplex &&
+                  !std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>),
+                "weft: a floating-point scalar cannot be an operand of an integer or bool expression");
+  return constant(static_cast<T>(value));
+}
+
+template <class U>
+concept scalar_value = std::is_arithmetic_v<U>;
+
+// Lowers a constant int vector (axes, shapes, permutations) into the graph.
+inline output int_constant(lowering& cx, std::vector<std::int64_t> values, bool as_vector = true) {
+  tensor t = as_vector ? tensor::from_vector(values) : tensor::scalar(values.at(0));
+  return cx.add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}, root_scope());
+}
+
+}  // namespace detail
+
+
+// ---- elementwise ---------------------------------------------------------------------
+// Registers a kernel once per program (lowering runs often; registration takes a lock).
+#define WEFT_DETAIL_ONCE(...)                      \
+  do {                                             \
+    static const bool weft_once_ = (__VA_ARGS__, true); \
+    (void)weft_once_;                              \
+  } while (false)
+
+template <class Tag, class T>
+struct unary_op : detail::lowers_plainly<unary_op<Tag, T>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = Tag::name;
+  using fn = typename Tag::fn;
+  attr_map attrs() const { return {}; }
+  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
+  template <class A>
+  static auto apply(const A& a) {
+    return fn::apply(a);
+  }
+};
+
+template <class Tag, class T>
+struct binary_op : detail::lowers_plainly<binary_op<Tag, T>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = Tag::name;
+  using fn = typename Tag::fn;
+  attr_map attrs() const { return {}; }
+  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return fn::apply(a, b);
+  }
+};
+
+
+#define WEFT_DETAIL_DSL_UNARY(FN, NAME, KFN, TYPES)                                                      \
+  namespace tags {                                                                                      \
+  struct FN {                                                                                           \
+    static constexpr const char* name = NAME;                                                           \
+    using fn = cpu::KFN;                                                                                \
+    template <class T>                                                                                  \
+    static void register_kernel() {                                                                     \
+      ops::register_math_ops();                                                                         \
+      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                             \
+        register_cpu_kernel<cpu::unary_kernel<cpu::KFN>::of<bool>>(NAME);                          \
+      else                                                                                              \
+        register_cpu_kernel<typename cpu::unary_kernel<cpu::KFN>::template of<T>>(NAME, {"T", dtype_of<T>}); \
+    }                                                                                                   \
+  };                                                                                                    \
+  }                                                                                                     \
+  namespace check {                                                                                     \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand's dtype is not supported");        \
+  }                                                                                                     \
+  template <expression A>                                                                               \
+  auto FN(const A& a) {                                                                                 \
+    using T = value_type_of<A>;                                                                         \
+    (void)check::FN##_dtype<T, detail::in_list<T, TYPES>::value>::value;                                \
+    return op_expr<unary_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
+  }
+
+WEFT_DETAIL_DSL_UNARY(negate, "Neg", neg_fn, cpu::kernel_signed_types)
+WEFT_DETAIL_DSL_UNARY(abs, "Abs", abs_fn, cpu::kernel_signed_real_types)
+WEFT_DETAIL_DSL_UNARY(square, "Square", square_fn, number_types)
+WEFT_DETAIL_DSL_UNARY(sqrt, "Sqrt", sqrt_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(rsqrt, "Rsqrt", rsqrt_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(exp, "Exp", exp_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(log, "Log", log_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(tanh, "Tanh", tanh_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(sigmoid, "Sigmoid", sigmoid_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(relu, "Relu", relu_fn, real_number_types)
+WEFT_DETAIL_DSL_UNARY(logical_not, "LogicalNot", logical_not_fn, type_list<bool>)
+#undef WEFT_DETAIL_DSL_UNARY
+
+namespace detail {
+// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
+template <class A, class B>
+struct binary_operands;
+template <expression A, expression B>
+struct binary_operands<A, B> {
+  using lhs = A;
+  using rhs = B;
+  static const A& left(const A& a) { return a; }
+  static const B& right(const B& b) { return b; }
+};
+template <expression A, scalar_value B>
+struct binary_operands<A, B> {
+  using lhs = A;
+  using rhs = decltype(scalar_operand<value_type_of<A>>(std::declval<B>()));
+  static const A& left(const A& a) { return a; }
+  static rhs right(B b) { return scalar_operand<value_type_of<A>>(b); }
+};
+template <scalar_value A, expression B>
+struct binary_operands<A, B> {
+  using lhs = decltype(scalar_operand<value_type_of<B>>(std::declval<A>()));
+  using rhs = B;
+  static lhs left(A a) { return scalar_operand<value_type_of<B>>(a); }
+  static const B& right(const B& b) { return b; }
+};
+
+template <class Tag, class A, class B>
+auto make_binary(const A& a0, const B& b0) {
+  using ops_t = binary_operands<A, B>;
+  using L = typename ops_t::lhs;
+  using R = typename ops_t::rhs;
+  using T = value_type_of<L>;
+  using shapes = broadcast_shapes<shape_of<L>, shape_of<R>>;
+  (void)Tag::template dtypes<T, value_type_of<R>>::value;
+  (void)Tag::template supported<T, in_list<T, typename Tag::types>::value>::value;
+  (void)Tag::template broadcast<shapes::conflict[0], shapes::conflict[1]>::value;
+  using Out = std::conditional_t<Tag::bool_result, bool, T>;
+  return op_expr<binary_op<Tag, T>, Out, typename shapes::type, L, R>({}, ops_t::left(a0), ops_t::right(b0));
+}
+}  // namespace detail
+
+template <class A, class B>
+concept binary_operands = (expression<A> && expression<B>) || (expression<A> && detail::scalar_value<B>) ||
+                          (detail::scalar_value<A> && expression<B>);
+
+#define WEFT_DETAIL_DSL_BINARY(FN, NAME, KFN, TYPES, BOOL)                                                    \
+  namespace check {                                                                                          \
+  WEFT_DETAIL_TYPE_CHECK(FN##_dtypes, "weft::" #FN ": operands have different dtypes");                     \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operands' dtype is not supported");             \
+  WEFT_DETAIL_DIM_CHECK(FN##_broadcast, "weft::" #FN ": operand shapes cannot be broadcast");               \
+  }                                                                                                          \
+  namespace tags {                                                                                           \
+  struct FN {                                                                                                \
+    static constexpr const char* name = NAME;                                                                \
+    static constexpr bool bool_result = BOOL;                                                                \
+    using fn = cpu::KFN;                                                                                     \
+    using types = TYPES;                                                                                     \
+    template <class X, class Y>                                                                              \
+    using dtypes = check::FN##_dtypes<X, Y>;                                                                 \
+    template <class X, bool Ok>                                                                              \
+    using supported = check::FN##_dtype<X, Ok>;                                                              \
+    template <std::int64_t X, std::int64_t Y>                                                                \
+    using broadcast = check::FN##_broadcast<X, Y>;                                                           \
+    template <class T>                                                                                       \
+    static void register_kernel() {                                                                          \
+      ops::register_math_ops();                                                                              \
+      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                                  \
+        register_cpu_kernel<cpu::binary_kernel<cpu::KFN, true>::of<bool>>(NAME);                        \
+      else                                                                                                   \
+        register_cpu_kernel<typename cpu::binary_kernel<cpu::KFN, BOOL>::template of<T>>(NAME,           \
+                                                                                             {"T", dtype_of<T>}); \
+    }                                                                                                        \
+  };                                                                                                         \
+  }                                                                                                          \
+  template <class A, class B>                                                                                \
+    requires binary_operands<A, B>                                                                           \
+  auto FN(const A& a, const B& b) {                                                                          \
+    return detail::make_binary<tags::FN>(a, b);                                                              \
+  }
+
+WEFT_DETAIL_DSL_BINARY(add, "Add", add_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(subtract, "Sub", sub_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(multiply, "Mul", mul_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(divide, "Div", div_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(pow, "Pow", pow_fn, cpu::kernel_pow_types, false)
+WEFT_DETAIL_DSL_BINARY(maximum, "Maximum", maximum_fn, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(minimum, "Minimum", minimum_fn, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(greater, "Greater", greater_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(greater_equal, "GreaterEqual", greater_equal_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less, "Less", less_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less_equal, "LessEqual", less_equal_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(equal, "Equal", equal_fn, all_types, true)
+WEFT_DETAIL_DSL_BINARY(not_equal, "NotEqual", not_equal_fn, all_types, true)
+WEFT_DETAIL_DSL_BINARY(logical_and, "LogicalAnd", logical_and_fn, type_list<bool>, true)
+WEFT_DETAIL_DSL_BINARY(logical_or, "LogicalOr", logical_or_fn, type_list<bool>, true)
+#undef WEFT_DETAIL_DSL_BINARY
+
+// Operators. == and != are not overloaded (an expression's == would not be a bool); use
+// equal() and not_equal().
+template <class A, class B> requires binary_operands<A, B>
+auto operator+(const A& a, const B& b) { return add(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator-(const A& a, const B& b) { return subtract(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator*(const A& a, const B& b) { return multiply(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator/(const A& a, const B& b) { return divide(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator<(const A& a, const B& b) { return less(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator<=(const A& a, const B& b) { return less_equal(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator>(const A& a, const B& b) { return greater(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator>=(const A& a, const B& b) { return greater_equal(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator&&(const A& a, const B& b) { return logical_and(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator||(const A& a, const B& b) { return logical_or(a, b); }
+template <expression A>
+auto operator-(const A& a) { return negate(a); }
+template <expression A>
+auto operator!(const A& a) { return logical_not(a); }
+
+// select(condition, t, e): t where condition holds, else e; all three broadcast.
+template <class T>
+struct select_op : detail::lowers_plainly<select_op<T>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = "Select";
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_math_ops(),
+                     register_cpu_kernel<cpu::select_kernel<T>>("Select", {"T", dtype_of<T>}));
+  }
+  template <class C, class A, class B>
+  static auto apply(const C& c, const A& a, const B& b) {
+    return c.select(a, b);
+  }
+};
+template <expression C, expression A, expression B>
+auto select(const C& c, const A& a, const B& b) {
+  using T = value_type_of<A>;
+  using ab = detail::broadcast_shapes<shape_of<A>, shape_of<B>>;
+  using all = detail::broadcast_shapes<shape_of<C>, typename ab::type>;
+  (void)check::select_condition<value_type_of<C>, bool>::value;
+  (void)check::select_dtypes<T, value_type_of<B>>::value;
+  (void)check::select_broadcast<ab::conflict[0], ab::conflict[1]>::value;
+  (void)check::select_broadcast<all::conflict[0], all::conflict[1]>::value;
+  return op_expr<select_op<T>, T, typename all::type, C, A, B>({}, c, a, b);
+}
+
+// cast<U>(x): x converted to U (TensorFlow's Cast).
+template <class To, class From>
+struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = "Cast";
+  attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
+  void prepare() const { WEFT_DETAIL_ONCE(ops::register_math_ops(), register_cpu_kernel<cpu::cast_kernel<>>("Cast")); }
+  template <class A>
+  static auto apply(const A& a) {
+    return a.template cast<To>();
+  }
+};
+template <element To, expression A>
+auto cast(const A& a) {
+  return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
+}
+
+// ---- matmul ---------------------------------------------------------------------------
+template <class T, bool TA, bool TB>
+struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = "MatMul";
+  attr_map attrs() const { return {{"transpose_a", TA}, {"transpose_b", TB}}; }
+  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_matmul_kernel<T>()); }
+};
+
+namespace detail {
+constexpr std::int64_t dim_or(const auto& values, std::size_t i) { return i < values.size() ? values[i] : 1; }
+// The pair a check compares: the two dims when both are static, else equal values.
+constexpr std::array<std::int64_t, 2> static_pair(std::int64_t a, std::int64_t b) {
+  return a < 0 || b < 0 ? std::array<std::int64_t, 2>{0, 0} : std::array<std::int64_t, 2>{a, b};
+}
+}  // namespace detail
+
+// matmul(a, b) = a × b for matrices; matmul<true, false>(a, b) = aᵀ × b.
+template <bool TransposeA = false, bool TransposeB = false, expression A, expression B>
+auto matmul(const A& a, const B& b) {
+  using SA = shape_of<A>;
+  using SB = shape_of<B>;
+  (void)check::matmul_dtypes<value_type_of<A>, value_type_of<B>>::value;
+  (void)check::matmul_rank_a<SA::rank, 2>::value;
+  (void)check::matmul_rank_b<SB::rank, 2>::value;
+  constexpr std::int64_t m = detail::dim_or(SA::values, TransposeA ? 1 : 0);
+  constexpr std::int64_t ka = detail::dim_or(SA::values, TransposeA ? 0 : 1);
+  constexpr std::int64_t kb = detail::dim_or(SB::values, TransposeB ? 1 : 0);
+  constexpr std::int64_t n = detail::dim_or(SB::values, TransposeB ? 0 : 1);
+  constexpr auto k = detail::static_pair(ka, kb);
+  (void)check::matmul_inner_dims<k[0], k[1]>::value;
+  using T = value_type_of<A>;
+  return op_expr<matmul_op<T, TransposeA, TransposeB>, T, static_shape<m, n>, A, B>({}, a, b);
+}
+
+// ---- reductions -----------------------------------------------------------------------
+template <std::int64_t... Axes>
+struct axis_list {};
+template <std::int64_t... Axes>
+inline constexpr axis_list<Axes...> axes{};
+struct keep_dims_t {};
+inline constexpr keep_dims_t keep_dims{};
+
+namespace detail {
+// The shape of a reduction of S over Axes (all axes when none are given).
+template <class S, bool Keep, std::int64_t... Axes>
+struct reduced_shape {
+  static constexpr int rank = S::rank;
+  static constexpr bool all = sizeof...(Axes) == 0;
+  static constexpr std::array<std::int64_t, sizeof...(Axes)> given{Axes...};
+  // The first axis out of range, or 0 when all are in range (for the check).
+  static constexpr std::int64_t bad_axis = [] {
+    for (auto a : given)
+      if (a < -rank || a >= rank) return a;
+    return std::int64_t{0};
+  }();
+  static constexpr bool reduced(std::int64_t d) {
+    if (all) return true;
+    for (auto a : given)
+      if ((a < 0 ? a + rank : a) == d) return true;
+    return false;
+  }
+  static constexpr std::size_t out_rank = [] {
+    std::size_t n = 0;
+    for (int d = 0; d < rank; ++d) n += (Keep || !reduced(d)) ? 1 : 0;
+    return n;
+  }();
+  static constexpr std::array<std::int64_t, out_rank> dims = [] {
+    std::array<std::int64_t, out_rank> out{};
+    std::size_t j = 0;
+    for (int d = 0; d < rank; ++d) {
+      if (!reduced(d))
+        out[j++] = S::values[static_cast<std::size_t>(d)];
+      else if (Keep)
+        out[j++] = 1;
+    }
+    return out;
+  }();
+  using type = shape_from_array_t<dims>;
+  static std::vector<std::int64_t> axes_vector() {
+    std::vector<std::int64_t> v;
+    for (int d = 0; d < rank; ++d)
+      if (reduced(d)) v.push_back(d);
+    return v;
+  }
+};
+}  // namespace detail
+
+template <class Reducer, class T, bool Keep>
+struct reduce_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<std::int64_t> axes;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
+                     register_cpu_kernel<typename cpu::reduce_kernel<Reducer>::template of<T>>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, axes));
+    return cx.add(name, std::move(inputs), {{"keep_dims", Keep}}, scope);
+  }
+};
+
+namespace detail {
+template <class Reducer, class Types, class A, bool Keep, std::int64_t... Axes>
+auto make_reduce(const char* name, const A& a) {
+  using R = reduced_shape<shape_of<A>, Keep, Axes...>;
+  using T = value_type_of<A>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  static_assert(in_list<T, Types>::value, "weft::reduce: the operand's dtype is not supported by this reduction");
+  return op_expr<reduce_op<Reducer, T, Keep>, T, typename R::type, A>({name, R::axes_vector()}, a);
+}
+}  // namespace detail
+
+// reduce_sum(x): every element; reduce_sum(x, axes<1>): over axis 1; reduce_sum(x, axes<1>, keep_dims).
+#define WEFT_DETAIL_DSL_REDUCE(FN, NAME, REDUCER, TYPES)                                      \
+  template <expression A, std::int64_t... Axes>                                               \
+  auto FN(const A& a, axis_list<Axes...> = {}) {                                              \
+    return detail::make_reduce<cpu::REDUCER, TYPES, A, false, Axes...>(NAME, a);              \
+  }                                                                                           \
+  template <expression A, std::int64_t... Axes>                                               \
+  auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                      \
+    return detail::make_reduce<cpu::REDUCER, TYPES, A, true, Axes...>(NAME, a);               \
+  }
+WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", sum_reducer, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_mean, "Mean", mean_reducer, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_prod, "Prod", prod_reducer, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", max_reducer, real_number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", min_reducer, real_number_types)
+#undef WEFT_DETAIL_DSL_REDUCE
+
+// argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
+template <class T, bool Max>
+struct arg_op {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = Max ? "ArgMax" : "ArgMin";
+  std::int64_t axis;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
+                     register_cpu_kernel<typename cpu::arg_kernel<Max>::template of<T>>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, {axis}, false));
+    return cx.add(name, std::move(inputs), {}, scope);
+  }
+};
+template <expression A, std::int64_t Axis>
+auto argmax(const A& a, axis_list<Axis>) {
+  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  return op_expr<arg_op<value_type_of<A>, true>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+}
+template <expression A, std::int64_t Axis>
+auto argmin(const A& a, axis_list<Axis>) {
+  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  return op_expr<arg_op<value_type_of<A>, false>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+}
+
+// ---- shape ops ------------------------------------------------------------------------
+struct reshape_op {
+  static constexpr bool elementwise = false;
+  std::vector<std::int64_t> dims;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::reshape_kernel>("Reshape"));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, dims));
+    return cx.add("Reshape", std::move(inputs), {}, scope);
+  }
+};
+
+// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
+template <expression A, std::int64_t... D>
+auto reshape(const A& a, static_shape<D...>) {
+  using From = shape_of<A>;
+  using To = static_shape<D...>;
+  constexpr std::int64_t dyns = ((D < 0 ? 1 : 0) + ... + 0);
+  (void)check::reshape_one_dyn<dyns <= 1 ? 0 : dyns, 0>::value;
+  if constexpr (From::fully_static && To::fully_static) {
+    (void)check::reshape_element_counts<From::num_elements, To::num_elements>::value;
+  }
+  using R = std::conditional_t<From::fully_static && dyns == 1,
+                               detail::shape_from_array_t<[] {
+                                 std::array<std::int64_t, sizeof...(D)> out{D...};
+                                 std::int64_t known = 1;
+                                 for (auto d : out)
+                                   if (d >= 0) known *= d;
+                                 for (auto& d : out)
+                                   if (d < 0) d = known ? From::num_elements / known : 0;
+                                 return out;
+                               }()>,
+                               To>;
+  return op_expr<reshape_op, value_type_of<A>, R, A>({{D...}}, a);
+}
+
+template <std::int64_t... P>
+struct permutation {};
+template <std::int64_t... P>
+inline constexpr permutation<P...> perm{};
+
+struct transpose_op {
+  static constexpr bool elementwise = false;
+  std::vector<std::int64_t> perm;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::transpose_kernel>("Transpose"));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, perm));
+    return cx.add("Transpose", std::move(inputs), {}, scope);
+  }
+};
+
+// transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
+template <expression A, std::int64_t... P>
+auto transpose(const A& a, permutation<P...>) {
+  using S = shape_of<A>;
+  (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
+  static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
+  using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
+  return op_expr<transpose_op, value_type_of<A>, R, A>({{P...}}, a);
+}
+template <expression A>
+auto transpose(const A& a) {
+  using S = shape_of<A>;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return transpose(a, perm<static_cast<std::int64_t>(S::rank - 1 - static_cast<int>(I))...>);
+  }(std::make_index_sequence<static_cast<std::size_t>(S::rank)>{});
+}
+
+template <std::int64_t Axis>
+struct concat_op {
+  static constexpr bool elementwise = false;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::concat_kernel>("ConcatV2"));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, {Axis}, false));
+    return cx.add("ConcatV2", std::move(inputs), {}, scope);
+  }
+};
+
+namespace detail {
+template <std::int64_t Axis, class First, class... Rest>
+struct concat_shape {
+  static constexpr int rank = First::rank;
+  static constexpr std::int64_t axis = Axis < 0 ? Axis + rank : Axis;
+  // The first (rank, other rank) or (dim, other dim) mismatch, or {0, 0}.
+  static constexpr std::array<std::int64_t, 2> rank_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    ((Rest::rank != rank && out[0] == out[1] ? (out = {rank, Rest::rank}, 0) : 0), ...);
+    return out;
+  }();
+  static constexpr std::array<std::int64_t, 2> dim_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    auto one = [&](const auto& values) {
+      for (std::size_t d = 0; d < values.size() && d < First::values.size(); ++d) {
+        if (static_cast<std::int64_t>(d) == axis || out[0] != out[1]) continue;
+        auto p = static_pair(First::values[d], values[d]);
+        if (p[0] != p[1]) out = p;
+      }
+    };
+    (one(Rest::values), ...);
+    return out;
+  }();
+  static constexpr std::array<std::int64_t, First::values.size()> dims = [] {
+    auto out = First::values;
+    if (axis >= 0 && axis < rank) {
+      std::int64_t sum = out[static_cast<std::size_t>(axis)];
+      ((sum = (sum < 0 || dim_or(Rest::values, static_cast<std::size_t>(axis)) < 0)
+                  ? dyn
+                  : sum + dim_or(Rest::values, static_cast<std::size_t>(axis))),
+       ...);
+      out[static_cast<std::size_t>(axis)] = sum;
+      // Other dims: a static dim anywhere fixes a dyn one.
+      for (std::size_t d = 0; d < out.size(); ++d) {
+        if (static_cast<std::int64_t>(d) == axis) continue;
+        ((out[d] = out[d] < 0 ? dim_or(Rest::values, d) : out[d]), ...);
+      }
+    }
+    return out;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+}  // namespace detail
+
+// concat<axis>(a, b, ...): joined along axis; the other dims must agree.
+template <std::int64_t Axis, expression First, expression... Rest>
+auto concat(const First& first, const Rest&... rest) {
+  using C = detail::concat_shape<Axis, shape_of<First>, shape_of<Rest>...>;
+  (void)check::concat_axis<(C::axis >= 0 && C::axis < C::rank) ? 0 : Axis, 0>::value;
+  (void)check::concat_ranks<C::rank_conflict[0], C::rank_conflict[1]>::value;
+  (void)check::concat_dims<C::dim_conflict[0], C::dim_conflict[1]>::value;
+  ((void)check::concat_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
+  return op_expr<concat_op<Axis>, value_type_of<First>, typename C::type, First, Rest...>({}, first, rest...);
+}
+
+struct identity_op : detail::lowers_plainly<identity_op> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = "Identity";
+  attr_map attrs() const { return {}; }
+  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_core_kernels()); }
+};
+template <expression A>
+auto identity(const A& a) {
+  return op_expr<identity_op, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+
+template <bool Ones>
+struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = Ones ? "OnesLike" : "ZerosLike";
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), Ones ? register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike")
+                                                      : register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"));
+  }
+};
+template <expression A>
+auto zeros_like(const A& a) {
+  return op_expr<fill_like_op<false>, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+template <expression A>
+auto ones_like(const A& a) {
+  return op_expr<fill_like_op<true>, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+
+// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
+struct fill_op {
+  static constexpr bool elementwise = false;
+  std::vector<std::int64_t> dims;
+  void prepare() const { WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill")); }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.insert(inputs.begin(), detail::int_constant(cx, dims));
+    return cx.add("Fill", std::move(inputs), {}, scope);
+  }
+};
+template <std::int64_t... D, expression V>
+auto fill(static_shape<D...>, const V& value) {
+  static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
+  (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
+  return op_expr<fill_op, value_type_of<V>, static_shape<D...>, V>({{D...}}, value);
+}
+template <element T, std::int64_t... D>
+auto zeros(static_shape<D...> s) {
+  return fill(s, constant(T(0)));
+}
+template <element T, std::int64_t... D>
+auto ones(static_shape<D...> s) {
+  return fill(s, constant(T(1)));
+}
+
+// ---- random ---------------------------------------------------------------------------
+template <class T, cpu::distribution D>
+struct random_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<std::int64_t> dims;
+  std::int64_t seed, seed2;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_random_ops(), register_cpu_kernel<cpu::random_kernel<D>>(name));
+  }
+  output lower(lowering& cx, std::vector<output>, const scope_info* scope) const {
+    return cx.add(name, {detail::int_constant(cx, dims)}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}},
+                  scope);
+  }
+};
+
+// An expression with no operands whose value is computed by its op alone (random numbers).
+template <class Op, class T, class S>
+class source_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  explicit source_expr(Op op) : op_(std::move(op)), scope_(detail::current_scope()) {}
+  output lower(lowering& cx) const {
+    op_.prepare();
+    return op_.lower(cx, {}, scope_);
+  }
+
+ private:
+  Op op_;
+  const scope_info* scope_;
+};
+
+#define WEFT_DETAIL_DSL_RANDOM(FN, NAME, DIST)                                                            \
+  template <element T, std::int64_t... D>                                                                 \
+  auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
+    (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
+    static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
+    using Op = random_op<T, cpu::distribution::DIST>;                                                     \
+    return source_expr<Op, T, static_shape<D...>>(Op{NAME, {D...}, seed, seed2});                         \
+  }
+WEFT_DETAIL_DSL_RANDOM(random_uniform, "RandomUniform", uniform)
+WEFT_DETAIL_DSL_RANDOM(random_normal, "RandomStandardNormal", normal)
+WEFT_DETAIL_DSL_RANDOM(truncated_normal, "TruncatedNormal", truncated_normal)
+#undef WEFT_DETAIL_DSL_RANDOM
+
+// ---- state ----------------------------------------------------------------------------
+template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
+struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    if constexpr (Kind == 0)
+      WEFT_DETAIL_ONCE(ops::register_state_ops(), register_cpu_kernel<cpu::assign_kernel>("Assign"));
+    else
+      WEFT_DETAIL_ONCE(ops::register_state_ops(),
+                       register_cpu_kernel<typename cpu::assign_update_kernel<Kind == 1>::template of<T>>(
+                           name, {"T", dtype_of<T>}));
+  }
+};
+
+namespace detail {
+template <int Kind, class T, class S, class V>
+auto make_assign(const variable_expr<T, S>& var, const V& value) {
+  using VS = shape_of<V>;
+  (void)check::assign_dtypes<T, value_type_of<V>>::value;
+  (void)check::assign_rank<S::rank, VS::rank>::value;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((void)check::assign_dims<static_pair(S::values[I], dim_or(VS::values, I))[0],
+                              static_pair(S::values[I], dim_or(VS::values, I))[1]>::value,
+     ...);
+  }(std::make_index_sequence<S::values.size()>{});
+  return op_expr<assign_op<T, Kind>, T, S, variable_expr<T, S>, V>({}, var, value);
+}
+}  // namespace detail
+
+// assign(v, value): stores value in v and gives the new value (run it as a target).
+template <class T, class S, expression V>
+auto assign(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<0>(var, value);
+}
+template <class T, class S, expression V>
+auto assign_add(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<1>(var, value);
+}
+template <class T, class S, expression V>
+auto assign_sub(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<2>(var, value);
+}
+
+}  // namespace weft
+// Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
+// elementwise ops (casts, comparisons and select included) into one "Fused" node whose
+// kernel, compiled from the subtree's type, evaluates the whole subtree in one pass over
+// contiguous shards: one Eigen array expression per shard, vectorized, the shards spread
+// over the intra-op threads. Intermediate results never reach memory.
+//
+// The node's attrs: `expr` (the subtree's signature, which names its compiled kernel),
+// `slots` (which input each leaf of the subtree reads; a leaf used twice is one input),
+// `T` (the result dtype) and `Tin` (the inputs' dtypes).
+//
+// Covered: float32, float64, int32, int64 and bool subtrees, without integer Div or Pow
+// (whose kernels check their operands). Other elementwise ops lower one node per op, as
+// do all ops when the session's fusion option is off.
+//
+// Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
+// place; any other broadcast operand is first expanded to the output's shape (one extra
+// pass over memory for that operand).
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace detail {
+
+// Kernels of fused subtrees by signature, registered by the lowering that creates them.
+class fused_kernel_registry {
+ public:
+  void add(const std::string& signature, std::unique_ptr<op_kernel> (*factory)(const node&)) {
+    std::unique_lock lock(mutex_);
+    factories_.emplace(signature, factory);
+  }
+  std::unique_ptr<op_kernel> create(const node& n) const {
+    const auto& sig = n.attr<std::string>("expr");
+    std::shared_lock lock(mutex_);
+    auto it = factories_.find(sig);
+    if (it == factories_.end())
+      fail(error_code::not_found, n.describe(), ": no compiled kernel for the fused expression '", sig,
+           "' (fused nodes are created by typed weft code, whose lowering compiles and registers their kernels; "
+           "this program did not build that expression)");
+    return it->second(n);
+  }
+  static fused_kernel_registry& global() {
+    static auto* instance = new fused_kernel_registry;  // never destroyed (see op_registry)
+    return *instance;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, std::unique_ptr<op_kernel> (*)(const node&), std::less<>> factories_;
+};
+
+inline std::vector<op_def> fused_op_defs() {
+  return {op_def_builder("Fused")
+              .input("x: Tin")
+              .output("y: T")
+              .attr("T: type")
+              .attr("Tin: list(type)")
+              .attr("expr: string")
+              .attr("slots: list(int)")
+              .shape_fn(ops::broadcast_inputs)
+              .build()};
+}
+
+inline void register_fused_op() {
+  static const bool done = [] {
+    op_registry::global().add_family("fused", fused_op_defs);
+    kernel_registry::global().add("Fused", "CPU", {}, [](const node& n) {
+      return fused_kernel_registry::global().create(n);
+    });
+    return true;
+  }();
+  (void)done;
+}
+
+// ---- which expressions fuse ----------------------------------------------------------
+template <class T>
+inline constexpr bool fusable_type_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                       std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
+                                       std::is_same_v<T, bool>;
+
+template <class E>
+struct interior : std::false_type {};  // a leaf of the fused subtree
+template <class Op, class T, class S, class... Args>
+struct interior<op_expr<Op, T, S, Args...>>
+    : std::bool_constant<Op::elementwise && fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) &&
+                         !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
+                           std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>)> {};
+
+template <class E>
+struct fused_count {  // interior nodes, leaves
+  static constexpr std::size_t ops = 0, leaves = 1;
+};
+template <class Op, class T, class S, class... Args>
+  requires interior<op_expr<Op, T, S, Args...>>::value
+struct fused_count<op_expr<Op, T, S, Args...>> {
+  static constexpr std::size_t ops = 1 + (fused_count<Args>::ops + ... + 0);
+  static constexpr std::size_t leaves = (fused_count<Args>::leaves + ... + 0);
+};
+
+// The offset of operand I's first leaf among its parent's leaves.
+template <class Tuple, std::size_t I>
+constexpr std::size_t leaf_offset() {
+  return [&]<std::size_t... J>(std::index_sequence<J...>) {
+    return (fused_count<std::tuple_element_t<J, Tuple>>::leaves + ... + 0);
+  }(std::make_index_sequence<I>{});
+}
+
+// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure
+// of a subtree; a leaf is $dtype, with s when it is a static scalar.
+template <class E>
+void append_signature(std::string& out) {
+  if constexpr (interior<E>::value) {
+    using Op = typename E::op_type;
+    out += Op::name;
+    out += ':';
+    out += name(dtype_of<value_type_of<E>>);
+    out += '(';
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((out += (I ? "," : ""), append_signature<std::tuple_element_t<I, typename E::args_type>>(out)), ...);
+    }(std::make_index_sequence<std::tuple_size_v<typename E::args_type>>{});
+    out += ')';
+  } else {
+    out += '$';
+    out += name(dtype_of<value_type_of<E>>);
+    if (shape_of<E>::rank == 0) out += 's';
+  }
+}
+
+// Lowers the leaves of a subtree, in order.
+template <class E>
+void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
+  if constexpr (interior<E>::value)
+    std::apply([&](const auto&... a) { (lower_leaves(cx, a, out), ...); }, e.args());
+  else
+    out.push_back(weft::lower(cx, e));
+}
+
+template <class T>
+using fused_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
+// starting at leaf Off.
+template <std::size_t Off, class E>
+auto fused_eval(const void* const* in, std::int64_t s, std::int64_t len) {
+  if constexpr (interior<E>::value) {
+    using Args = typename E::args_type;
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return E::op_type::apply(fused_eval<Off + leaf_offset<Args, I>(), std::tuple_element_t<I, Args>>(in, s, len)...);
+    }(std::make_index_sequence<std::tuple_size_v<Args>>{});
+  } else {
+    using T = value_type_of<E>;
+    const T* p = static_cast<const T*>(in[Off]);
+    if constexpr (shape_of<E>::rank == 0)
+      return Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, *p);
+    else
+      return fused_map<T>(p + s, len);
+  }
+}
+
+// The dtype of each leaf, in order.
+template <class E>
+void leaf_dtypes(std::vector<dtype>& out) {
+  if constexpr (interior<E>::value)
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (leaf_dtypes<std::tuple_element_t<I, typename E::args_type>>(out), ...);
+    }(std::make_index_sequence<std::tuple_size_v<typename E::args_type>>{});
+  else
+    out.push_back(dtype_of<value_type_of<E>>);
+}
+
+template <class E>
+class fused_kernel final : public op_kernel {
+ public:
+  static constexpr std::size_t leaves = fused_count<E>::leaves;
+  using T = value_type_of<E>;
+
+  explicit fused_kernel(const node& n) {
+    const auto& slots = n.attr<std::vector<std::int64_t>>("slots");
+    if (slots.size() != leaves)
+      fail(error_code::invalid_argument, n.describe(), ": attr 'slots' has ", slots.size(), " entries, the expression ",
+           leaves, " leaves");
+    for (std::size_t i = 0; i < leaves; ++i) {
+      if (slots[i] < 0 || slots[i] >= n.num_inputs())
+        fail(error_code::invalid_argument, n.describe(), ": slot ", i, " reads input ", slots[i], " of ", n.num_inputs());
+      slots_[i] = static_cast<int>(slots[i]);
+    }
+  }
+
+  void compute(kernel_context& ctx) const override {
+    shape out_shape = ctx.input(0).shape();
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      auto b = broadcast(out_shape, ctx.input(i).shape());
+      if (!b) {
+        std::ostringstream shapes;
+        for (int j = 0; j < ctx.num_inputs(); ++j) shapes << (j ? ", " : "") << ctx.input(j).shape();
+        fail(error_code::invalid_argument, "operand shapes cannot be broadcast (", shapes.str(), ")");
+      }
+      out_shape = *b;
+    }
+    static constexpr auto scalar_leaf = [] {
+      std::array<bool, leaves> out{};
+      std::size_t k = 0;
+      mark<E>(out, k);
+      return out;
+    }();
+    // Operands of another shape than the output are expanded to it first.
+    std::vector<tensor> expanded(static_cast<std::size_t>(ctx.num_inputs()));
+    std::array<const void*, leaves> ptr{};
+    for (std::size_t i = 0; i < leaves; ++i) {
+      const tensor& x = ctx.input(slots_[i]);
+      if (scalar_leaf[i] || x.shape() == out_shape) {
+        ptr[i] = x.raw_data();
+        continue;
+      }
+      auto& e = expanded[static_cast<std::size_t>(slots_[i])];
+      if (!e.valid()) e = expand(ctx, x, out_shape);
+      ptr[i] = e.raw_data();
+    }
+    tensor& out = ctx.allocate_output(0, out_shape);
+    T* o = out.data<T>();
+    const void* const* in = ptr.data();
+    ctx.parallel_for(out_shape.num_elements(), 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
+    });
+  }
+
+ private:
+  template <class X>
+  static constexpr void mark(std::array<bool, leaves>& out, std::size_t& k) {
+    if constexpr (interior<X>::value)
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (mark<std::tuple_element_t<I, typename X::args_type>>(out, k), ...);
+      }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
+    else
+      out[k++] = shape_of<X>::rank == 0;
+  }
+
+  static tensor expand(kernel_context& ctx, const tensor& x, const shape& to) {
+    tensor out(x.dtype(), to, ctx.device().get_allocator());
+    std::size_t size = size_of(x.dtype());
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    std::array<std::vector<std::int64_t>, 1> strides{cpu::broadcast_strides(x.shape(), to)};
+    cpu::for_each_broadcast<1>(to, strides, 0, to.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 1>& off) {
+      std::memcpy(dst + static_cast<std::size_t>(i) * size, src + static_cast<std::size_t>(off[0]) * size, size);
+    });
+    return out;
+  }
+
+  std::array<int, leaves> slots_{};
+};
+
+template <class E>
+std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
+  return std::make_unique<fused_kernel<E>>(n);
+}
+
+template <class E>
+std::optional<output> try_fuse(lowering& cx, const E& e) {
+  if constexpr (!interior<E>::value || fused_count<E>::ops < 2) {
+    return std::nullopt;
+  } else {
+    static const std::string signature = [] {
+      std::string s;
+      append_signature<E>(s);
+      return s;
+    }();
+    WEFT_DETAIL_ONCE(register_fused_op(), fused_kernel_registry::global().add(signature, &make_fused_kernel<E>));
+    std::vector<output> leaves;
+    lower_leaves(cx, e, leaves);
+    std::vector<output> inputs;
+    std::vector<std::int64_t> slots;
+    for (const auto& l : leaves) {
+      auto it = std::find(inputs.begin(), inputs.end(), l);
+      slots.push_back(it - inputs.begin());
+      if (it == inputs.end()) inputs.push_back(l);
+    }
+    return cx.add("Fused", std::move(inputs),
+                  {{"expr", signature}, {"slots", std::move(slots)}, {"T", dtype_of<value_type_of<E>>}}, e.scope(),
+                  E::op_type::name);
+  }
+}
+
+}  // namespace detail
+
+}  // namespace weft
+// client_session: runs typed expressions. It owns a graph; each run lowers its fetches,
+// targets and fed placeholders into that graph (nothing is added when they were lowered
+// before: leaves by identity, other nodes by value) and runs them on a weft::session, which
+// caches one executable per signature.
+//
+//   weft::client_session s;
+//   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
+//   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
+//   s.run(weft::targets(train), weft::feed(x, batch));
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+template <expression... Es>
+struct fetch_list {
+  std::tuple<Es...> items;
+};
+// The expressions a run returns, as a tuple of typed tensors.
+template <expression... Es>
+fetch_list<Es...> fetch(const Es&... es) {
+  return {{es...}};
+}
+
+// Expressions a run computes for their effects (assignments); nothing is returned.
+struct target_list {
+  std::vector<std::function<output(lowering&)>> items;
+};
+template <expression... Es>
+target_list targets(const Es&... es) {
+  return {{[es](lowering& cx) { return weft::lower(cx, es); }...}};
+}
+
+template <class T, class S>
+struct feed_item {
+  placeholder_expr<T, S> placeholder;
+  tensor value;
+};
+
+// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
+// (checked at compile time); its shape must fit x's static dims (checked at run time).
+template <class T, class S, class U, int R>
+feed_item<T, S> feed(const placeholder_expr<T, S>& p, const tensor_of<U, R>& value) {
+  (void)check::feed_dtype<U, T>::value;
+  if constexpr (R >= 0) (void)check::feed_rank<R, S::rank>::value;
+  return {p, value.untyped()};
+}
+template <class T, class S, class U>
+feed_item<T, S> feed(const placeholder_expr<T, S>& p, const std::vector<U>& values, shape s) {
+  (void)check::feed_dtype<U, T>::value;
+  return {p, tensor::from_vector(values, std::move(s))};
+}
+template <class T, class S, class U>
+  requires std::is_arithmetic_v<U>
+feed_item<T, S> feed(const placeholder_expr<T, S>& p, U value) {
+  (void)check::feed_dtype<U, T>::value;
+  (void)check::feed_rank<0, S::rank>::value;
+  return {p, tensor::scalar(value)};
+}
+
+template <expression E>
+using result_of = tensor_of<value_type_of<E>, shape_of<E>::rank>;
+
+struct client_options {
+  session_options session;
+  bool fusion = true;  // false: one node per op (for comparison and debugging)
+};
+
+class client_session {
+ public:
+  explicit client_session(client_options options = {})
+      : lowering_(graph_, options.fusion), session_(graph_, std::move(options.session)) {}
+
+  // One fetch: its typed value.
+  template <expression E, class... Feeds>
+  result_of<E> run(const E& e, const Feeds&... feeds) {
+    return std::get<0>(run(fetch(e), feeds...));
+  }
+
+  // Several fetches: a tuple of typed values (structured bindings work).
+  template <expression... Es, class... Feeds>
+  std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const Feeds&... feeds) {
+    return run(f, target_list{}, feeds...);
+  }
+
+  template <class... Feeds>
+  void run(const target_list& t, const Feeds&... feeds) {
+    run(fetch_list<>{}, t, feeds...);
+  }
+
+  template <expression... Es, class... Feeds>
+  std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const target_list& t, const Feeds&... feeds) {
+    std::vector<endpoint> fetches, target_nodes;
+    feed_list feed_values;
+    {
+      std::lock_guard lock(mutex_);
+      int before = graph_.size();
+      std::apply([&](const auto&... e) { (fetches.emplace_back(weft::lower(lowering_, e)), ...); }, f.items);
+      for (const auto& item : t.items) target_nodes.emplace_back(item(lowering_));
+      (feed_values.emplace_back(weft::lower(lowering_, feeds.placeholder), feeds.value), ...);
+      if (graph_.size() != before) session_.extend(graph_);
+    }
+    auto results = session_.run(feed_values, fetches, target_nodes);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<result_of<Es>...>{result_of<Es>::from(std::move(results[I]))...};
+    }(std::index_sequence_for<Es...>{});
+  }
+
+  // Lowers `roots` (and so their variables), then runs the initializer of every variable
+  // lowered so far that has not been initialized by this call before.
+  template <expression... Es>
+  void initialize(const Es&... roots) {
+    std::vector<endpoint> inits;
+    {
+      std::lock_guard lock(mutex_);
+      int before = graph_.size();
+      (weft::lower(lowering_, roots), ...);
+      if (graph_.size() != before) session_.extend(graph_);
+      const auto& all = lowering_.initializers();
+      for (std::size_t i = initialized_; i < all.size(); ++i) inits.emplace_back(output{all[i], 0});
+      initialized_ = all.size();
+    }
+    if (!inits.empty()) session_.run({}, {}, inits);
+  }
+
+  // The graph node an expression lowers to (lowering it if needed), for code that mixes
+  // typed expressions with nodes added by op name.
+  template <expression E>
+  output lower(const E& e) {
+    std::lock_guard lock(mutex_);
+    int before = graph_.size();
+    output o = weft::lower(lowering_, e);
+    if (graph_.size() != before) session_.extend(graph_);
+    return o;
+  }
+
+  const graph& current_graph() const noexcept { return graph_; }
+  session& untyped() noexcept { return session_; }
+
+ private:
+  std::mutex mutex_;
+  graph graph_;
+  lowering lowering_;
+  session session_;
+  std::size_t initialized_ = 0;
+};
+
+}  // namespace weft
 #ifdef WEFT_IMPLEMENTATION
 // The full CPU kernel registry. Include this in ONE translation unit of a program (it
 // registers every kernel during static initialisation); other files include only

@@ -263,17 +263,38 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   std::size_t fixed_args = 0;
   const arg_def* variadic = nullptr;
   for (const auto& a : def->inputs) {
-    if (a.number_attr.empty())
+    if (a.number_attr.empty() && !a.type_list)
       ++fixed_args;
     else
       variadic = &a;
   }
-  if (variadic && !attrs.contains(variadic->number_attr)) {
+  if (variadic && !attrs.contains(variadic->type_list ? variadic->type_attr : variadic->number_attr)) {
     if (inputs.size() < fixed_args)
       fail(error_code::invalid_argument, who, ": expects at least ", fixed_args, " inputs, got ", inputs.size());
-    attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
+    if (variadic->type_list) {
+      // The list of dtypes is the variadic inputs' dtypes, which precede any fixed inputs after them.
+      std::size_t start = 0;
+      for (const auto& a : def->inputs) {
+        if (&a == variadic) break;
+        ++start;
+      }
+      std::vector<dtype> types;
+      for (std::size_t i = start; i < start + inputs.size() - fixed_args; ++i) {
+        const node& p = at(inputs[i]);
+        types.push_back(p.output_dtype(inputs[i].port));
+      }
+      attrs.set(variadic->type_attr, std::move(types));
+    } else {
+      attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
+    }
   }
   auto count_of = [&](const arg_def& a) -> std::size_t {
+    if (a.type_list) {
+      const attr_value* v = attrs.find(a.type_attr);
+      if (!v || !v->get_if<std::vector<dtype>>())
+        fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a list of types");
+      return v->get_if<std::vector<dtype>>()->size();
+    }
     if (a.number_attr.empty()) return 1;
     const attr_value* n = attrs.find(a.number_attr);
     if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
@@ -307,7 +328,9 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
     for (std::size_t j = 0, n = count_of(a); j < n; ++j, ++k) {
       dtype got = in_types[k];
       dtype want = a.fixed;
-      if (want == dtype::invalid) {
+      if (a.type_list) {
+        want = (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j];
+      } else if (want == dtype::invalid) {
         if (const attr_value* v = attrs.find(a.type_attr)) {
           if (!v->get_if<dtype>()) fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a type");
           want = *v->get_if<dtype>();

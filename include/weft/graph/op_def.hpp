@@ -31,6 +31,7 @@ struct arg_def {
   std::string type_attr;         // else the type attr that names it
   std::string number_attr;       // set for "N * T": the int attr counting the tensors
   bool is_ref = false;
+  bool type_list = false;        // "name: Tin" with Tin a list(type): one tensor per listed dtype
 };
 
 struct attr_def {
@@ -178,7 +179,12 @@ class op_def_builder {
     def_.shape_fn = std::move(f);
     return *this;
   }
-  op_def build() const { return def_; }
+  op_def build() const {
+    op_def d = def_;
+    for (auto& a : d.inputs)
+      if (const attr_def* ad = d.find_attr(a.type_attr); ad && ad->kind == attr_kind::type_list) a.type_list = true;
+    return d;
+  }
 
  private:
   op_def def_;

@@ -1,0 +1,15 @@
+// weft's typed front end: models written as C++ expressions whose dtypes and static shapes
+// the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
+// run by a client_session. See docs/tutorial.md.
+#pragma once
+
+#include <weft/weft.hpp>
+
+#include <weft/dsl/static_shape.hpp>
+#include <weft/dsl/checks.hpp>
+#include <weft/dsl/expr.hpp>
+#include <weft/dsl/tensor_of.hpp>
+#include <weft/dsl/leaves.hpp>
+#include <weft/dsl/ops.hpp>
+#include <weft/dsl/fusion.hpp>
+#include <weft/dsl/client_session.hpp>

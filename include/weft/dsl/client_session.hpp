@@ -1,0 +1,159 @@
+// client_session: runs typed expressions. It owns a graph; each run lowers its fetches,
+// targets and fed placeholders into that graph (nothing is added when they were lowered
+// before: leaves by identity, other nodes by value) and runs them on a weft::session, which
+// caches one executable per signature.
+//
+//   weft::client_session s;
+//   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
+//   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
+//   s.run(weft::targets(train), weft::feed(x, batch));
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <weft/dsl/fusion.hpp>
+#include <weft/dsl/leaves.hpp>
+#include <weft/dsl/tensor_of.hpp>
+#include <weft/runtime/session.hpp>
+
+namespace weft {
+
+template <expression... Es>
+struct fetch_list {
+  std::tuple<Es...> items;
+};
+// The expressions a run returns, as a tuple of typed tensors.
+template <expression... Es>
+fetch_list<Es...> fetch(const Es&... es) {
+  return {{es...}};
+}
+
+// Expressions a run computes for their effects (assignments); nothing is returned.
+struct target_list {
+  std::vector<std::function<output(lowering&)>> items;
+};
+template <expression... Es>
+target_list targets(const Es&... es) {
+  return {{[es](lowering& cx) { return weft::lower(cx, es); }...}};
+}
+
+template <class T, class S>
+struct feed_item {
+  placeholder_expr<T, S> placeholder;
+  tensor value;
+};
+
+// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
+// (checked at compile time); its shape must fit x's static dims (checked at run time).
+template <class T, class S, class U, int R>
+feed_item<T, S> feed(const placeholder_expr<T, S>& p, const tensor_of<U, R>& value) {
+  (void)check::feed_dtype<U, T>::value;
+  if constexpr (R >= 0) (void)check::feed_rank<R, S::rank>::value;
+  return {p, value.untyped()};
+}
+template <class T, class S, class U>
+feed_item<T, S> feed(const placeholder_expr<T, S>& p, const std::vector<U>& values, shape s) {
+  (void)check::feed_dtype<U, T>::value;
+  return {p, tensor::from_vector(values, std::move(s))};
+}
+template <class T, class S, class U>
+  requires std::is_arithmetic_v<U>
+feed_item<T, S> feed(const placeholder_expr<T, S>& p, U value) {
+  (void)check::feed_dtype<U, T>::value;
+  (void)check::feed_rank<0, S::rank>::value;
+  return {p, tensor::scalar(value)};
+}
+
+template <expression E>
+using result_of = tensor_of<value_type_of<E>, shape_of<E>::rank>;
+
+struct client_options {
+  session_options session;
+  bool fusion = true;  // false: one node per op (for comparison and debugging)
+};
+
+class client_session {
+ public:
+  explicit client_session(client_options options = {})
+      : lowering_(graph_, options.fusion), session_(graph_, std::move(options.session)) {}
+
+  // One fetch: its typed value.
+  template <expression E, class... Feeds>
+  result_of<E> run(const E& e, const Feeds&... feeds) {
+    return std::get<0>(run(fetch(e), feeds...));
+  }
+
+  // Several fetches: a tuple of typed values (structured bindings work).
+  template <expression... Es, class... Feeds>
+  std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const Feeds&... feeds) {
+    return run(f, target_list{}, feeds...);
+  }
+
+  template <class... Feeds>
+  void run(const target_list& t, const Feeds&... feeds) {
+    run(fetch_list<>{}, t, feeds...);
+  }
+
+  template <expression... Es, class... Feeds>
+  std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const target_list& t, const Feeds&... feeds) {
+    std::vector<endpoint> fetches, target_nodes;
+    feed_list feed_values;
+    {
+      std::lock_guard lock(mutex_);
+      int before = graph_.size();
+      std::apply([&](const auto&... e) { (fetches.emplace_back(weft::lower(lowering_, e)), ...); }, f.items);
+      for (const auto& item : t.items) target_nodes.emplace_back(item(lowering_));
+      (feed_values.emplace_back(weft::lower(lowering_, feeds.placeholder), feeds.value), ...);
+      if (graph_.size() != before) session_.extend(graph_);
+    }
+    auto results = session_.run(feed_values, fetches, target_nodes);
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<result_of<Es>...>{result_of<Es>::from(std::move(results[I]))...};
+    }(std::index_sequence_for<Es...>{});
+  }
+
+  // Lowers `roots` (and so their variables), then runs the initializer of every variable
+  // lowered so far that has not been initialized by this call before.
+  template <expression... Es>
+  void initialize(const Es&... roots) {
+    std::vector<endpoint> inits;
+    {
+      std::lock_guard lock(mutex_);
+      int before = graph_.size();
+      (weft::lower(lowering_, roots), ...);
+      if (graph_.size() != before) session_.extend(graph_);
+      const auto& all = lowering_.initializers();
+      for (std::size_t i = initialized_; i < all.size(); ++i) inits.emplace_back(output{all[i], 0});
+      initialized_ = all.size();
+    }
+    if (!inits.empty()) session_.run({}, {}, inits);
+  }
+
+  // The graph node an expression lowers to (lowering it if needed), for code that mixes
+  // typed expressions with nodes added by op name.
+  template <expression E>
+  output lower(const E& e) {
+    std::lock_guard lock(mutex_);
+    int before = graph_.size();
+    output o = weft::lower(lowering_, e);
+    if (graph_.size() != before) session_.extend(graph_);
+    return o;
+  }
+
+  const graph& current_graph() const noexcept { return graph_; }
+  session& untyped() noexcept { return session_; }
+
+ private:
+  std::mutex mutex_;
+  graph graph_;
+  lowering lowering_;
+  session session_;
+  std::size_t initialized_ = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,182 @@
+// The DSL's core (DESIGN.md §2, layers 1 and 2): expressions that carry their dtype and
+// static shape in their type, and the lowering that turns them into graph nodes.
+//
+// An expression is a small value: an op descriptor, its operand expressions, and the
+// name/device scope it was built in. Leaves (placeholders, variables, constants) hold a
+// shared identity, so copies of one variable stay one variable, while two variables built
+// alike stay two. Lowering walks an expression into a graph once per lowering context:
+// leaves are found by identity, and every other node by value (same op, same attrs, same
+// inputs: common subexpression elimination), so lowering the same expression again adds
+// nothing.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <weft/dsl/checks.hpp>
+#include <weft/dsl/static_shape.hpp>
+#include <weft/graph/graph.hpp>
+
+namespace weft {
+
+// ---- scopes --------------------------------------------------------------------------
+// The name prefix and device in force where an expression is built. Interned, so that an
+// expression carries one pointer.
+struct scope_info {
+  std::string prefix;  // "layer1/" or empty
+  std::string device;  // "/cpu:0" or empty
+};
+
+namespace detail {
+inline const scope_info* intern_scope(const scope_info& s) {
+  static std::mutex mutex;
+  static auto* table = new std::deque<scope_info>;  // never destroyed: expressions may outlive main's locals
+  std::lock_guard lock(mutex);
+  for (const auto& e : *table)
+    if (e.prefix == s.prefix && e.device == s.device) return &e;
+  table->push_back(s);
+  return &table->back();
+}
+inline const scope_info* root_scope() {
+  static const scope_info* root = intern_scope({});
+  return root;
+}
+inline const scope_info*& current_scope() {
+  thread_local const scope_info* current = root_scope();
+  return current;
+}
+// Sets the current scope for the guard's lifetime (per thread).
+class scope_guard_base {
+ public:
+  scope_guard_base(const scope_guard_base&) = delete;
+  scope_guard_base& operator=(const scope_guard_base&) = delete;
+  ~scope_guard_base() { current_scope() = saved_; }
+
+ protected:
+  explicit scope_guard_base(const scope_info& s) : saved_(current_scope()) { current_scope() = intern_scope(s); }
+
+ private:
+  const scope_info* saved_;
+};
+}  // namespace detail
+
+// { weft::name_scope s("layer1"); auto h = relu(matmul(x, w)); }  names h's nodes
+// "layer1/MatMul", "layer1/Relu"; scopes nest.
+class name_scope : detail::scope_guard_base {
+ public:
+  explicit name_scope(std::string_view name)
+      : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device}) {}
+};
+
+// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
+class device_scope : detail::scope_guard_base {
+ public:
+  explicit device_scope(std::string_view device)
+      : scope_guard_base({detail::current_scope()->prefix, std::string(device)}) {}
+};
+
+// ---- expressions ---------------------------------------------------------------------
+struct expr_base {};
+
+template <class E>
+concept expression = std::derived_from<std::remove_cvref_t<E>, expr_base> && requires {
+  typename std::remove_cvref_t<E>::value_type;
+  typename std::remove_cvref_t<E>::shape_type;
+};
+
+template <expression E>
+using value_type_of = typename std::remove_cvref_t<E>::value_type;
+template <expression E>
+using shape_of = typename std::remove_cvref_t<E>::shape_type;
+
+// ---- lowering ------------------------------------------------------------------------
+// Lowers expressions into one graph. Owned by a client_session (one per graph).
+class lowering {
+ public:
+  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse) {}
+
+  graph& target() noexcept { return graph_; }
+  bool fusion() const noexcept { return fuse_; }
+
+  // Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
+  // node added before. Stateful ops (variables, random numbers) are never merged.
+  // `merge` false adds a node of its own (leaves: two placeholders alike stay two).
+  output add(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
+             std::string_view name = {}, bool merge = true) {
+    const op_def* def = op_registry::global().find(op);
+    merge = merge && def && !def->stateful;
+    cse_key key{std::string(op), inputs};
+    if (merge) {
+      if (auto it = cse_.find(key); it != cse_.end())
+        for (const auto& [a, id] : it->second)
+          if (a == attrs) return output{id, 0};
+    }
+    std::string base = scope->prefix + std::string(name.empty() ? op : name);
+    std::string unique = base;
+    for (int k = 1; graph_.find(unique); ++k) unique = base + "_" + std::to_string(k);
+    node_options options(unique);
+    options.device = scope->device;
+    const node& n = graph_.op(op, inputs, attrs, std::move(options));
+    if (merge) cse_[std::move(key)].emplace_back(std::move(attrs), n.id());
+    return n.out(0);
+  }
+
+  // Leaves and type-erased handles are lowered once per identity.
+  const output* find(const void* identity) const {
+    auto it = by_identity_.find(identity);
+    return it == by_identity_.end() ? nullptr : &it->second;
+  }
+  void remember(const void* identity, output o, std::shared_ptr<const void> keep_alive) {
+    by_identity_.emplace(identity, o);
+    keep_alive_.push_back(std::move(keep_alive));
+  }
+
+  // Variable initializers (Assign nodes), in the order their variables were lowered.
+  void add_initializer(int node_id) { initializers_.push_back(node_id); }
+  const std::vector<int>& initializers() const noexcept { return initializers_; }
+
+ private:
+  using cse_key = std::pair<std::string, std::vector<output>>;
+  graph& graph_;
+  bool fuse_;
+  std::map<cse_key, std::vector<std::pair<attr_map, int>>> cse_;
+  std::map<const void*, output> by_identity_;
+  std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
+  std::vector<int> initializers_;
+};
+
+// Every expression type E provides `output lower(lowering&) const`.
+template <expression E>
+output lower(lowering& cx, const E& e) {
+  return e.lower(cx);
+}
+
+// A graph node spelled by the user at run time, wrapped as a typed expression (see handle.hpp)
+// checks its dtype and shape against these.
+template <class T, class S>
+void check_lowered(const graph& g, output o, std::string_view what) {
+  const node& n = g.at(o);
+  if (n.output_dtype(o.port) != dtype_of<T>)
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " is ", n.output_dtype(o.port),
+         n.output_shape(o.port), ", expected ", dtype_of<T>, S::partial());
+  const partial_shape& got = n.output_shape(o.port);
+  bool ok = !got.rank_known() || got.rank() == S::rank;
+  for (int i = 0; ok && got.rank_known() && i < S::rank; ++i)
+    ok = got[i] < 0 || S::values[static_cast<std::size_t>(i)] < 0 || got[i] == S::values[static_cast<std::size_t>(i)];
+  if (!ok)
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " has shape ", got,
+         ", expected ", S::partial());
+}
+
+}  // namespace weft

@@ -1,0 +1,193 @@
+// The DSL's leaves: placeholder<T>(name, dims<...>), variable<T>(name, dims<...>, init)
+// and constant(value). Each leaf has an identity (shared by its copies): lowering one twice
+// gives one node, and two leaves built alike give two.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <weft/dsl/expr.hpp>
+#include <weft/dsl/tensor_of.hpp>
+#include <weft/kernels/cpu/array.hpp>
+#include <weft/kernels/cpu/state.hpp>
+
+namespace weft {
+
+namespace detail {
+
+template <std::size_t... I>
+static_shape<(static_cast<void>(I), dyn)...> dyn_shape_of(std::index_sequence<I...>);
+}  // namespace detail
+
+// The static shape of rank R with every dim dyn.
+template <int R>
+using dyn_shape = decltype(detail::dyn_shape_of(std::make_index_sequence<static_cast<std::size_t>(R)>{}));
+
+namespace detail {
+
+struct leaf_data {
+  std::string name;
+  const scope_info* scope = nullptr;
+  tensor value;                                  // constants
+  std::function<output(lowering&)> initializer;  // variables: the initial value
+};
+
+inline void register_leaf_kernels() {
+  cpu::register_core_kernels();
+}
+
+}  // namespace detail
+
+template <element T, class S>
+class placeholder_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+
+  explicit placeholder_expr(std::string name)
+      : d_(std::make_shared<detail::leaf_data>(detail::leaf_data{std::move(name), detail::current_scope(), {}, {}})) {}
+
+  const std::string& name() const noexcept { return d_->name; }
+
+  output lower(lowering& cx) const {
+    if (const output* o = cx.find(d_.get())) return *o;
+    detail::register_leaf_kernels();
+    output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
+    cx.remember(d_.get(), o, d_);
+    return o;
+  }
+
+ private:
+  std::shared_ptr<const detail::leaf_data> d_;
+};
+
+// A value fed at run time: placeholder<float>("x", dims<dyn, 784>).
+template <element T, std::int64_t... D>
+placeholder_expr<T, static_shape<D...>> placeholder(std::string name, static_shape<D...> = {}) {
+  return placeholder_expr<T, static_shape<D...>>(std::move(name));
+}
+
+template <element T, class S>
+class constant_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+
+  explicit constant_expr(tensor value)
+      : d_(std::make_shared<detail::leaf_data>(
+            detail::leaf_data{{}, detail::current_scope(), std::move(value), {}})) {}
+
+  const tensor& value() const noexcept { return d_->value; }
+
+  // Constants merge by value, like any other node.
+  output lower(lowering& cx) const {
+    detail::register_leaf_kernels();
+    return cx.add("Const", {}, {{"value", d_->value}, {"dtype", dtype_of<T>}}, d_->scope);
+  }
+
+ private:
+  std::shared_ptr<const detail::leaf_data> d_;
+};
+
+// constant(2.0f): a scalar; constant<float>({1, 2, 3, 4}, dims<2, 2>): a static shape;
+// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
+template <element T>
+constant_expr<T, scalar_shape> constant(T value) {
+  return constant_expr<T, scalar_shape>(tensor::scalar(value));
+}
+template <element T, std::int64_t... D>
+constant_expr<T, static_shape<D...>> constant(const std::vector<T>& values, static_shape<D...>) {
+  static_assert(static_shape<D...>::fully_static, "weft::constant: the shape of a constant must be fully static");
+  return constant_expr<T, static_shape<D...>>(tensor::from_vector(values, shape{D...}));
+}
+template <element T, int R>
+  requires(R >= 0)
+constant_expr<T, dyn_shape<R>> constant(const tensor_of<T, R>& value) {
+  return constant_expr<T, dyn_shape<R>>(value.untyped());
+}
+
+template <element T, class S>
+class variable_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+
+  variable_expr(std::string name, std::function<output(lowering&)> init)
+      : d_(std::make_shared<detail::leaf_data>(
+            detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init)})) {}
+
+  const std::string& name() const noexcept { return d_->name; }
+
+  // The Variable node; its initializer (an Assign) is recorded in the lowering context.
+  output lower(lowering& cx) const {
+    if (const output* o = cx.find(d_.get())) return *o;
+    detail::register_leaf_kernels();
+    ops::register_state_ops();
+    register_cpu_kernel<cpu::variable_kernel>("Variable");
+    register_cpu_kernel<cpu::assign_kernel>("Assign");
+    output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
+    cx.remember(d_.get(), v, d_);
+    output init = d_->initializer(cx);
+    cx.add_initializer(cx.add("Assign", {v, init}, {}, d_->scope, d_->name + "/init", false).node);
+    return v;
+  }
+
+ private:
+  std::shared_ptr<const detail::leaf_data> d_;
+};
+
+namespace detail {
+template <class V, class E>
+void check_initializer() {
+  using VS = typename V::shape_type;
+  using ES = shape_of<E>;
+  (void)check::variable_init_dtype<value_type_of<V>, value_type_of<E>>::value;
+  constexpr std::int64_t n = VS::num_elements, m = ES::fully_static ? ES::num_elements : VS::num_elements;
+  // Rank-0 initial values fill the variable; others must have its shape.
+  if constexpr (ES::rank != 0) {
+    (void)check::variable_init_dims<VS::rank, ES::rank>::value;
+    (void)check::variable_init_dims<n, m>::value;
+  }
+}
+}  // namespace detail
+
+// A trainable variable of a fully static shape, with its initial value: a scalar T (every
+// element), a tensor_of<T>, or an expression of the same dtype and shape.
+template <element T, std::int64_t... D, class Init>
+auto variable(std::string name, static_shape<D...>, const Init& init) {
+  using S = static_shape<D...>;
+  using V = variable_expr<T, S>;
+  (void)check::variable_static<S::fully_static ? 1 : 0, 1>::value;
+  if constexpr (expression<Init>) {
+    detail::check_initializer<V, Init>();
+    if constexpr (shape_of<Init>::rank == 0 && S::rank != 0) {
+      return V(std::move(name), [init](lowering& cx) {
+        register_cpu_kernel<cpu::fill_kernel>("Fill");
+        ops::register_array_ops();
+        auto dims = cx.add("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{D...})},
+                                         {"dtype", dtype::int64}},
+                           detail::root_scope());
+        return cx.add("Fill", {dims, weft::lower(cx, init)}, {}, detail::root_scope());
+      });
+    } else {
+      return V(std::move(name), [init](lowering& cx) { return weft::lower(cx, init); });
+    }
+  } else if constexpr (std::is_arithmetic_v<Init>) {
+    return variable<T>(std::move(name), static_shape<D...>{}, constant(static_cast<T>(init)));
+  } else {
+    static_assert(std::is_same_v<typename Init::value_type, T>,
+                  "weft::variable: the initial value's dtype differs from the variable's");
+    tensor value = init.untyped();
+    if (value.shape() != shape{D...})
+      fail(error_code::invalid_argument, "weft::variable '", name, "': the initial value has shape ", value.shape(),
+           ", expected ", S::partial());
+    return V(std::move(name), [value](lowering& cx) {
+      return cx.add("Const", {}, {{"value", value}, {"dtype", dtype_of<T>}}, detail::root_scope());
+    });
+  }
+}
+
+}  // namespace weft

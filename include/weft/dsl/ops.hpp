@@ -1,0 +1,802 @@
+// The DSL's ops: typed expressions for the ops of the registry. Each expression type names
+// its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
+// dims at run time by the graph's shape rules and the kernels.
+//
+// Lowering an op registers its op family and the CPU kernel for its dtype only, so a
+// program compiles the kernels its graphs use (DESIGN.md §2, compile cost).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <weft/dsl/expr.hpp>
+#include <weft/dsl/leaves.hpp>
+#include <weft/kernels/cpu/elementwise.hpp>
+#include <weft/kernels/cpu/matmul.hpp>
+#include <weft/kernels/cpu/random.hpp>
+#include <weft/kernels/cpu/reduction.hpp>
+
+namespace weft {
+
+template <class Op, class T, class S, class... Args>
+class op_expr;
+
+namespace detail {
+// Defined in fusion.hpp: lowers a maximal elementwise subtree as one fused node, or returns
+// nothing when the subtree is a single op or has a dtype fusion does not cover.
+template <class E>
+std::optional<output> try_fuse(lowering& cx, const E& e);
+}  // namespace detail
+
+// An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
+// its kernel registration and, for elementwise ops, its Eigen form.
+template <class Op, class T, class S, class... Args>
+class op_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  using op_type = Op;
+  using args_type = std::tuple<Args...>;
+
+  explicit op_expr(Op op, const Args&... args) : op_(std::move(op)), args_(args...), scope_(detail::current_scope()) {}
+
+  const Op& op() const noexcept { return op_; }
+  const args_type& args() const noexcept { return args_; }
+  const scope_info* scope() const noexcept { return scope_; }
+
+  output lower(lowering& cx) const {
+    if constexpr (Op::elementwise) {
+      if (cx.fusion())
+        if (auto fused = detail::try_fuse(cx, *this)) return *fused;
+    }
+    return lower_unfused(cx);
+  }
+
+  // One node for this op, its operands lowered as usual.
+  output lower_unfused(lowering& cx) const {
+    std::vector<output> inputs = std::apply([&](const auto&... a) { return std::vector<output>{weft::lower(cx, a)...}; },
+                                            args_);
+    op_.prepare();
+    return op_.lower(cx, std::move(inputs), scope_);
+  }
+
+ private:
+  Op op_;
+  args_type args_;
+  const scope_info* scope_;
+};
+
+namespace detail {
+
+// Descriptors derive from this: one node named after the op, with the descriptor's attrs.
+struct plain_op {
+  static constexpr bool elementwise = false;
+  attr_map attrs() const { return {}; }
+};
+
+template <class D>
+struct lowers_plainly {
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    return cx.add(D::name, std::move(inputs), static_cast<const D&>(*this).attrs(), scope);
+  }
+};
+
+template <class T, class List>
+struct in_list;
+template <class T, class... Ts>
+struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
+
+// A scalar operand next to an expression of dtype T becomes a constant of dtype T, as
+// TensorFlow converts Python numbers; a floating-point scalar does not convert to an
+// integer or bool expression.
+template <class T, class U>
+auto scalar_operand(U value) {
+  static_assert(!(std::is_floating_point_v<U> && !std::is_floating_point_v<T> && !Eigen::NumTraits<T>::IsComplex &&
+                  !std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>),
+                "weft: a floating-point scalar cannot be an operand of an integer or bool expression");
+  return constant(static_cast<T>(value));
+}
+
+template <class U>
+concept scalar_value = std::is_arithmetic_v<U>;
+
+// Lowers a constant int vector (axes, shapes, permutations) into the graph.
+inline output int_constant(lowering& cx, std::vector<std::int64_t> values, bool as_vector = true) {
+  tensor t = as_vector ? tensor::from_vector(values) : tensor::scalar(values.at(0));
+  return cx.add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}, root_scope());
+}
+
+}  // namespace detail
+
+
+// ---- elementwise ---------------------------------------------------------------------
+// Registers a kernel once per program (lowering runs often; registration takes a lock).
+#define WEFT_DETAIL_ONCE(...)                      \
+  do {                                             \
+    static const bool weft_once_ = (__VA_ARGS__, true); \
+    (void)weft_once_;                              \
+  } while (false)
+
+template <class Tag, class T>
+struct unary_op : detail::lowers_plainly<unary_op<Tag, T>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = Tag::name;
+  using fn = typename Tag::fn;
+  attr_map attrs() const { return {}; }
+  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
+  template <class A>
+  static auto apply(const A& a) {
+    return fn::apply(a);
+  }
+};
+
+template <class Tag, class T>
+struct binary_op : detail::lowers_plainly<binary_op<Tag, T>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = Tag::name;
+  using fn = typename Tag::fn;
+  attr_map attrs() const { return {}; }
+  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
+  template <class A, class B>
+  static auto apply(const A& a, const B& b) {
+    return fn::apply(a, b);
+  }
+};
+
+
+#define WEFT_DETAIL_DSL_UNARY(FN, NAME, KFN, TYPES)                                                      \
+  namespace tags {                                                                                      \
+  struct FN {                                                                                           \
+    static constexpr const char* name = NAME;                                                           \
+    using fn = cpu::KFN;                                                                                \
+    template <class T>                                                                                  \
+    static void register_kernel() {                                                                     \
+      ops::register_math_ops();                                                                         \
+      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                             \
+        register_cpu_kernel<cpu::unary_kernel<cpu::KFN>::of<bool>>(NAME);                          \
+      else                                                                                              \
+        register_cpu_kernel<typename cpu::unary_kernel<cpu::KFN>::template of<T>>(NAME, {"T", dtype_of<T>}); \
+    }                                                                                                   \
+  };                                                                                                    \
+  }                                                                                                     \
+  namespace check {                                                                                     \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand's dtype is not supported");        \
+  }                                                                                                     \
+  template <expression A>                                                                               \
+  auto FN(const A& a) {                                                                                 \
+    using T = value_type_of<A>;                                                                         \
+    (void)check::FN##_dtype<T, detail::in_list<T, TYPES>::value>::value;                                \
+    return op_expr<unary_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
+  }
+
+WEFT_DETAIL_DSL_UNARY(negate, "Neg", neg_fn, cpu::kernel_signed_types)
+WEFT_DETAIL_DSL_UNARY(abs, "Abs", abs_fn, cpu::kernel_signed_real_types)
+WEFT_DETAIL_DSL_UNARY(square, "Square", square_fn, number_types)
+WEFT_DETAIL_DSL_UNARY(sqrt, "Sqrt", sqrt_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(rsqrt, "Rsqrt", rsqrt_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(exp, "Exp", exp_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(log, "Log", log_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(tanh, "Tanh", tanh_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(sigmoid, "Sigmoid", sigmoid_fn, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(relu, "Relu", relu_fn, real_number_types)
+WEFT_DETAIL_DSL_UNARY(logical_not, "LogicalNot", logical_not_fn, type_list<bool>)
+#undef WEFT_DETAIL_DSL_UNARY
+
+namespace detail {
+// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
+template <class A, class B>
+struct binary_operands;
+template <expression A, expression B>
+struct binary_operands<A, B> {
+  using lhs = A;
+  using rhs = B;
+  static const A& left(const A& a) { return a; }
+  static const B& right(const B& b) { return b; }
+};
+template <expression A, scalar_value B>
+struct binary_operands<A, B> {
+  using lhs = A;
+  using rhs = decltype(scalar_operand<value_type_of<A>>(std::declval<B>()));
+  static const A& left(const A& a) { return a; }
+  static rhs right(B b) { return scalar_operand<value_type_of<A>>(b); }
+};
+template <scalar_value A, expression B>
+struct binary_operands<A, B> {
+  using lhs = decltype(scalar_operand<value_type_of<B>>(std::declval<A>()));
+  using rhs = B;
+  static lhs left(A a) { return scalar_operand<value_type_of<B>>(a); }
+  static const B& right(const B& b) { return b; }
+};
+
+template <class Tag, class A, class B>
+auto make_binary(const A& a0, const B& b0) {
+  using ops_t = binary_operands<A, B>;
+  using L = typename ops_t::lhs;
+  using R = typename ops_t::rhs;
+  using T = value_type_of<L>;
+  using shapes = broadcast_shapes<shape_of<L>, shape_of<R>>;
+  (void)Tag::template dtypes<T, value_type_of<R>>::value;
+  (void)Tag::template supported<T, in_list<T, typename Tag::types>::value>::value;
+  (void)Tag::template broadcast<shapes::conflict[0], shapes::conflict[1]>::value;
+  using Out = std::conditional_t<Tag::bool_result, bool, T>;
+  return op_expr<binary_op<Tag, T>, Out, typename shapes::type, L, R>({}, ops_t::left(a0), ops_t::right(b0));
+}
+}  // namespace detail
+
+template <class A, class B>
+concept binary_operands = (expression<A> && expression<B>) || (expression<A> && detail::scalar_value<B>) ||
+                          (detail::scalar_value<A> && expression<B>);
+
+#define WEFT_DETAIL_DSL_BINARY(FN, NAME, KFN, TYPES, BOOL)                                                    \
+  namespace check {                                                                                          \
+  WEFT_DETAIL_TYPE_CHECK(FN##_dtypes, "weft::" #FN ": operands have different dtypes");                     \
+  WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operands' dtype is not supported");             \
+  WEFT_DETAIL_DIM_CHECK(FN##_broadcast, "weft::" #FN ": operand shapes cannot be broadcast");               \
+  }                                                                                                          \
+  namespace tags {                                                                                           \
+  struct FN {                                                                                                \
+    static constexpr const char* name = NAME;                                                                \
+    static constexpr bool bool_result = BOOL;                                                                \
+    using fn = cpu::KFN;                                                                                     \
+    using types = TYPES;                                                                                     \
+    template <class X, class Y>                                                                              \
+    using dtypes = check::FN##_dtypes<X, Y>;                                                                 \
+    template <class X, bool Ok>                                                                              \
+    using supported = check::FN##_dtype<X, Ok>;                                                              \
+    template <std::int64_t X, std::int64_t Y>                                                                \
+    using broadcast = check::FN##_broadcast<X, Y>;                                                           \
+    template <class T>                                                                                       \
+    static void register_kernel() {                                                                          \
+      ops::register_math_ops();                                                                              \
+      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                                  \
+        register_cpu_kernel<cpu::binary_kernel<cpu::KFN, true>::of<bool>>(NAME);                        \
+      else                                                                                                   \
+        register_cpu_kernel<typename cpu::binary_kernel<cpu::KFN, BOOL>::template of<T>>(NAME,           \
+                                                                                             {"T", dtype_of<T>}); \
+    }                                                                                                        \
+  };                                                                                                         \
+  }                                                                                                          \
+  template <class A, class B>                                                                                \
+    requires binary_operands<A, B>                                                                           \
+  auto FN(const A& a, const B& b) {                                                                          \
+    return detail::make_binary<tags::FN>(a, b);                                                              \
+  }
+
+WEFT_DETAIL_DSL_BINARY(add, "Add", add_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(subtract, "Sub", sub_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(multiply, "Mul", mul_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(divide, "Div", div_fn, number_types, false)
+WEFT_DETAIL_DSL_BINARY(pow, "Pow", pow_fn, cpu::kernel_pow_types, false)
+WEFT_DETAIL_DSL_BINARY(maximum, "Maximum", maximum_fn, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(minimum, "Minimum", minimum_fn, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(greater, "Greater", greater_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(greater_equal, "GreaterEqual", greater_equal_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less, "Less", less_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less_equal, "LessEqual", less_equal_fn, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(equal, "Equal", equal_fn, all_types, true)
+WEFT_DETAIL_DSL_BINARY(not_equal, "NotEqual", not_equal_fn, all_types, true)
+WEFT_DETAIL_DSL_BINARY(logical_and, "LogicalAnd", logical_and_fn, type_list<bool>, true)
+WEFT_DETAIL_DSL_BINARY(logical_or, "LogicalOr", logical_or_fn, type_list<bool>, true)
+#undef WEFT_DETAIL_DSL_BINARY
+
+// Operators. == and != are not overloaded (an expression's == would not be a bool); use
+// equal() and not_equal().
+template <class A, class B> requires binary_operands<A, B>
+auto operator+(const A& a, const B& b) { return add(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator-(const A& a, const B& b) { return subtract(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator*(const A& a, const B& b) { return multiply(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator/(const A& a, const B& b) { return divide(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator<(const A& a, const B& b) { return less(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator<=(const A& a, const B& b) { return less_equal(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator>(const A& a, const B& b) { return greater(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator>=(const A& a, const B& b) { return greater_equal(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator&&(const A& a, const B& b) { return logical_and(a, b); }
+template <class A, class B> requires binary_operands<A, B>
+auto operator||(const A& a, const B& b) { return logical_or(a, b); }
+template <expression A>
+auto operator-(const A& a) { return negate(a); }
+template <expression A>
+auto operator!(const A& a) { return logical_not(a); }
+
+// select(condition, t, e): t where condition holds, else e; all three broadcast.
+template <class T>
+struct select_op : detail::lowers_plainly<select_op<T>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = "Select";
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_math_ops(),
+                     register_cpu_kernel<cpu::select_kernel<T>>("Select", {"T", dtype_of<T>}));
+  }
+  template <class C, class A, class B>
+  static auto apply(const C& c, const A& a, const B& b) {
+    return c.select(a, b);
+  }
+};
+template <expression C, expression A, expression B>
+auto select(const C& c, const A& a, const B& b) {
+  using T = value_type_of<A>;
+  using ab = detail::broadcast_shapes<shape_of<A>, shape_of<B>>;
+  using all = detail::broadcast_shapes<shape_of<C>, typename ab::type>;
+  (void)check::select_condition<value_type_of<C>, bool>::value;
+  (void)check::select_dtypes<T, value_type_of<B>>::value;
+  (void)check::select_broadcast<ab::conflict[0], ab::conflict[1]>::value;
+  (void)check::select_broadcast<all::conflict[0], all::conflict[1]>::value;
+  return op_expr<select_op<T>, T, typename all::type, C, A, B>({}, c, a, b);
+}
+
+// cast<U>(x): x converted to U (TensorFlow's Cast).
+template <class To, class From>
+struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
+  static constexpr bool elementwise = true;
+  static constexpr const char* name = "Cast";
+  attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
+  void prepare() const { WEFT_DETAIL_ONCE(ops::register_math_ops(), register_cpu_kernel<cpu::cast_kernel<>>("Cast")); }
+  template <class A>
+  static auto apply(const A& a) {
+    return a.template cast<To>();
+  }
+};
+template <element To, expression A>
+auto cast(const A& a) {
+  return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
+}
+
+// ---- matmul ---------------------------------------------------------------------------
+template <class T, bool TA, bool TB>
+struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = "MatMul";
+  attr_map attrs() const { return {{"transpose_a", TA}, {"transpose_b", TB}}; }
+  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_matmul_kernel<T>()); }
+};
+
+namespace detail {
+constexpr std::int64_t dim_or(const auto& values, std::size_t i) { return i < values.size() ? values[i] : 1; }
+// The pair a check compares: the two dims when both are static, else equal values.
+constexpr std::array<std::int64_t, 2> static_pair(std::int64_t a, std::int64_t b) {
+  return a < 0 || b < 0 ? std::array<std::int64_t, 2>{0, 0} : std::array<std::int64_t, 2>{a, b};
+}
+}  // namespace detail
+
+// matmul(a, b) = a × b for matrices; matmul<true, false>(a, b) = aᵀ × b.
+template <bool TransposeA = false, bool TransposeB = false, expression A, expression B>
+auto matmul(const A& a, const B& b) {
+  using SA = shape_of<A>;
+  using SB = shape_of<B>;
+  (void)check::matmul_dtypes<value_type_of<A>, value_type_of<B>>::value;
+  (void)check::matmul_rank_a<SA::rank, 2>::value;
+  (void)check::matmul_rank_b<SB::rank, 2>::value;
+  constexpr std::int64_t m = detail::dim_or(SA::values, TransposeA ? 1 : 0);
+  constexpr std::int64_t ka = detail::dim_or(SA::values, TransposeA ? 0 : 1);
+  constexpr std::int64_t kb = detail::dim_or(SB::values, TransposeB ? 1 : 0);
+  constexpr std::int64_t n = detail::dim_or(SB::values, TransposeB ? 0 : 1);
+  constexpr auto k = detail::static_pair(ka, kb);
+  (void)check::matmul_inner_dims<k[0], k[1]>::value;
+  using T = value_type_of<A>;
+  return op_expr<matmul_op<T, TransposeA, TransposeB>, T, static_shape<m, n>, A, B>({}, a, b);
+}
+
+// ---- reductions -----------------------------------------------------------------------
+template <std::int64_t... Axes>
+struct axis_list {};
+template <std::int64_t... Axes>
+inline constexpr axis_list<Axes...> axes{};
+struct keep_dims_t {};
+inline constexpr keep_dims_t keep_dims{};
+
+namespace detail {
+// The shape of a reduction of S over Axes (all axes when none are given).
+template <class S, bool Keep, std::int64_t... Axes>
+struct reduced_shape {
+  static constexpr int rank = S::rank;
+  static constexpr bool all = sizeof...(Axes) == 0;
+  static constexpr std::array<std::int64_t, sizeof...(Axes)> given{Axes...};
+  // The first axis out of range, or 0 when all are in range (for the check).
+  static constexpr std::int64_t bad_axis = [] {
+    for (auto a : given)
+      if (a < -rank || a >= rank) return a;
+    return std::int64_t{0};
+  }();
+  static constexpr bool reduced(std::int64_t d) {
+    if (all) return true;
+    for (auto a : given)
+      if ((a < 0 ? a + rank : a) == d) return true;
+    return false;
+  }
+  static constexpr std::size_t out_rank = [] {
+    std::size_t n = 0;
+    for (int d = 0; d < rank; ++d) n += (Keep || !reduced(d)) ? 1 : 0;
+    return n;
+  }();
+  static constexpr std::array<std::int64_t, out_rank> dims = [] {
+    std::array<std::int64_t, out_rank> out{};
+    std::size_t j = 0;
+    for (int d = 0; d < rank; ++d) {
+      if (!reduced(d))
+        out[j++] = S::values[static_cast<std::size_t>(d)];
+      else if (Keep)
+        out[j++] = 1;
+    }
+    return out;
+  }();
+  using type = shape_from_array_t<dims>;
+  static std::vector<std::int64_t> axes_vector() {
+    std::vector<std::int64_t> v;
+    for (int d = 0; d < rank; ++d)
+      if (reduced(d)) v.push_back(d);
+    return v;
+  }
+};
+}  // namespace detail
+
+template <class Reducer, class T, bool Keep>
+struct reduce_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<std::int64_t> axes;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
+                     register_cpu_kernel<typename cpu::reduce_kernel<Reducer>::template of<T>>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, axes));
+    return cx.add(name, std::move(inputs), {{"keep_dims", Keep}}, scope);
+  }
+};
+
+namespace detail {
+template <class Reducer, class Types, class A, bool Keep, std::int64_t... Axes>
+auto make_reduce(const char* name, const A& a) {
+  using R = reduced_shape<shape_of<A>, Keep, Axes...>;
+  using T = value_type_of<A>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  static_assert(in_list<T, Types>::value, "weft::reduce: the operand's dtype is not supported by this reduction");
+  return op_expr<reduce_op<Reducer, T, Keep>, T, typename R::type, A>({name, R::axes_vector()}, a);
+}
+}  // namespace detail
+
+// reduce_sum(x): every element; reduce_sum(x, axes<1>): over axis 1; reduce_sum(x, axes<1>, keep_dims).
+#define WEFT_DETAIL_DSL_REDUCE(FN, NAME, REDUCER, TYPES)                                      \
+  template <expression A, std::int64_t... Axes>                                               \
+  auto FN(const A& a, axis_list<Axes...> = {}) {                                              \
+    return detail::make_reduce<cpu::REDUCER, TYPES, A, false, Axes...>(NAME, a);              \
+  }                                                                                           \
+  template <expression A, std::int64_t... Axes>                                               \
+  auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                      \
+    return detail::make_reduce<cpu::REDUCER, TYPES, A, true, Axes...>(NAME, a);               \
+  }
+WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", sum_reducer, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_mean, "Mean", mean_reducer, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_prod, "Prod", prod_reducer, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", max_reducer, real_number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", min_reducer, real_number_types)
+#undef WEFT_DETAIL_DSL_REDUCE
+
+// argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
+template <class T, bool Max>
+struct arg_op {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = Max ? "ArgMax" : "ArgMin";
+  std::int64_t axis;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
+                     register_cpu_kernel<typename cpu::arg_kernel<Max>::template of<T>>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, {axis}, false));
+    return cx.add(name, std::move(inputs), {}, scope);
+  }
+};
+template <expression A, std::int64_t Axis>
+auto argmax(const A& a, axis_list<Axis>) {
+  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  return op_expr<arg_op<value_type_of<A>, true>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+}
+template <expression A, std::int64_t Axis>
+auto argmin(const A& a, axis_list<Axis>) {
+  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  return op_expr<arg_op<value_type_of<A>, false>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+}
+
+// ---- shape ops ------------------------------------------------------------------------
+struct reshape_op {
+  static constexpr bool elementwise = false;
+  std::vector<std::int64_t> dims;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::reshape_kernel>("Reshape"));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, dims));
+    return cx.add("Reshape", std::move(inputs), {}, scope);
+  }
+};
+
+// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
+template <expression A, std::int64_t... D>
+auto reshape(const A& a, static_shape<D...>) {
+  using From = shape_of<A>;
+  using To = static_shape<D...>;
+  constexpr std::int64_t dyns = ((D < 0 ? 1 : 0) + ... + 0);
+  (void)check::reshape_one_dyn<dyns <= 1 ? 0 : dyns, 0>::value;
+  if constexpr (From::fully_static && To::fully_static) {
+    (void)check::reshape_element_counts<From::num_elements, To::num_elements>::value;
+  }
+  using R = std::conditional_t<From::fully_static && dyns == 1,
+                               detail::shape_from_array_t<[] {
+                                 std::array<std::int64_t, sizeof...(D)> out{D...};
+                                 std::int64_t known = 1;
+                                 for (auto d : out)
+                                   if (d >= 0) known *= d;
+                                 for (auto& d : out)
+                                   if (d < 0) d = known ? From::num_elements / known : 0;
+                                 return out;
+                               }()>,
+                               To>;
+  return op_expr<reshape_op, value_type_of<A>, R, A>({{D...}}, a);
+}
+
+template <std::int64_t... P>
+struct permutation {};
+template <std::int64_t... P>
+inline constexpr permutation<P...> perm{};
+
+struct transpose_op {
+  static constexpr bool elementwise = false;
+  std::vector<std::int64_t> perm;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::transpose_kernel>("Transpose"));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, perm));
+    return cx.add("Transpose", std::move(inputs), {}, scope);
+  }
+};
+
+// transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
+template <expression A, std::int64_t... P>
+auto transpose(const A& a, permutation<P...>) {
+  using S = shape_of<A>;
+  (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
+  static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
+  using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
+  return op_expr<transpose_op, value_type_of<A>, R, A>({{P...}}, a);
+}
+template <expression A>
+auto transpose(const A& a) {
+  using S = shape_of<A>;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return transpose(a, perm<static_cast<std::int64_t>(S::rank - 1 - static_cast<int>(I))...>);
+  }(std::make_index_sequence<static_cast<std::size_t>(S::rank)>{});
+}
+
+template <std::int64_t Axis>
+struct concat_op {
+  static constexpr bool elementwise = false;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::concat_kernel>("ConcatV2"));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.push_back(detail::int_constant(cx, {Axis}, false));
+    return cx.add("ConcatV2", std::move(inputs), {}, scope);
+  }
+};
+
+namespace detail {
+template <std::int64_t Axis, class First, class... Rest>
+struct concat_shape {
+  static constexpr int rank = First::rank;
+  static constexpr std::int64_t axis = Axis < 0 ? Axis + rank : Axis;
+  // The first (rank, other rank) or (dim, other dim) mismatch, or {0, 0}.
+  static constexpr std::array<std::int64_t, 2> rank_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    ((Rest::rank != rank && out[0] == out[1] ? (out = {rank, Rest::rank}, 0) : 0), ...);
+    return out;
+  }();
+  static constexpr std::array<std::int64_t, 2> dim_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    auto one = [&](const auto& values) {
+      for (std::size_t d = 0; d < values.size() && d < First::values.size(); ++d) {
+        if (static_cast<std::int64_t>(d) == axis || out[0] != out[1]) continue;
+        auto p = static_pair(First::values[d], values[d]);
+        if (p[0] != p[1]) out = p;
+      }
+    };
+    (one(Rest::values), ...);
+    return out;
+  }();
+  static constexpr std::array<std::int64_t, First::values.size()> dims = [] {
+    auto out = First::values;
+    if (axis >= 0 && axis < rank) {
+      std::int64_t sum = out[static_cast<std::size_t>(axis)];
+      ((sum = (sum < 0 || dim_or(Rest::values, static_cast<std::size_t>(axis)) < 0)
+                  ? dyn
+                  : sum + dim_or(Rest::values, static_cast<std::size_t>(axis))),
+       ...);
+      out[static_cast<std::size_t>(axis)] = sum;
+      // Other dims: a static dim anywhere fixes a dyn one.
+      for (std::size_t d = 0; d < out.size(); ++d) {
+        if (static_cast<std::int64_t>(d) == axis) continue;
+        ((out[d] = out[d] < 0 ? dim_or(Rest::values, d) : out[d]), ...);
+      }
+    }
+    return out;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+}  // namespace detail
+
+// concat<axis>(a, b, ...): joined along axis; the other dims must agree.
+template <std::int64_t Axis, expression First, expression... Rest>
+auto concat(const First& first, const Rest&... rest) {
+  using C = detail::concat_shape<Axis, shape_of<First>, shape_of<Rest>...>;
+  (void)check::concat_axis<(C::axis >= 0 && C::axis < C::rank) ? 0 : Axis, 0>::value;
+  (void)check::concat_ranks<C::rank_conflict[0], C::rank_conflict[1]>::value;
+  (void)check::concat_dims<C::dim_conflict[0], C::dim_conflict[1]>::value;
+  ((void)check::concat_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
+  return op_expr<concat_op<Axis>, value_type_of<First>, typename C::type, First, Rest...>({}, first, rest...);
+}
+
+struct identity_op : detail::lowers_plainly<identity_op> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = "Identity";
+  attr_map attrs() const { return {}; }
+  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_core_kernels()); }
+};
+template <expression A>
+auto identity(const A& a) {
+  return op_expr<identity_op, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+
+template <bool Ones>
+struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = Ones ? "OnesLike" : "ZerosLike";
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_array_ops(), Ones ? register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike")
+                                                      : register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"));
+  }
+};
+template <expression A>
+auto zeros_like(const A& a) {
+  return op_expr<fill_like_op<false>, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+template <expression A>
+auto ones_like(const A& a) {
+  return op_expr<fill_like_op<true>, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+
+// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
+struct fill_op {
+  static constexpr bool elementwise = false;
+  std::vector<std::int64_t> dims;
+  void prepare() const { WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill")); }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    inputs.insert(inputs.begin(), detail::int_constant(cx, dims));
+    return cx.add("Fill", std::move(inputs), {}, scope);
+  }
+};
+template <std::int64_t... D, expression V>
+auto fill(static_shape<D...>, const V& value) {
+  static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
+  (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
+  return op_expr<fill_op, value_type_of<V>, static_shape<D...>, V>({{D...}}, value);
+}
+template <element T, std::int64_t... D>
+auto zeros(static_shape<D...> s) {
+  return fill(s, constant(T(0)));
+}
+template <element T, std::int64_t... D>
+auto ones(static_shape<D...> s) {
+  return fill(s, constant(T(1)));
+}
+
+// ---- random ---------------------------------------------------------------------------
+template <class T, cpu::distribution D>
+struct random_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<std::int64_t> dims;
+  std::int64_t seed, seed2;
+  void prepare() const {
+    WEFT_DETAIL_ONCE(ops::register_random_ops(), register_cpu_kernel<cpu::random_kernel<D>>(name));
+  }
+  output lower(lowering& cx, std::vector<output>, const scope_info* scope) const {
+    return cx.add(name, {detail::int_constant(cx, dims)}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}},
+                  scope);
+  }
+};
+
+// An expression with no operands whose value is computed by its op alone (random numbers).
+template <class Op, class T, class S>
+class source_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  explicit source_expr(Op op) : op_(std::move(op)), scope_(detail::current_scope()) {}
+  output lower(lowering& cx) const {
+    op_.prepare();
+    return op_.lower(cx, {}, scope_);
+  }
+
+ private:
+  Op op_;
+  const scope_info* scope_;
+};
+
+#define WEFT_DETAIL_DSL_RANDOM(FN, NAME, DIST)                                                            \
+  template <element T, std::int64_t... D>                                                                 \
+  auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
+    (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
+    static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
+    using Op = random_op<T, cpu::distribution::DIST>;                                                     \
+    return source_expr<Op, T, static_shape<D...>>(Op{NAME, {D...}, seed, seed2});                         \
+  }
+WEFT_DETAIL_DSL_RANDOM(random_uniform, "RandomUniform", uniform)
+WEFT_DETAIL_DSL_RANDOM(random_normal, "RandomStandardNormal", normal)
+WEFT_DETAIL_DSL_RANDOM(truncated_normal, "TruncatedNormal", truncated_normal)
+#undef WEFT_DETAIL_DSL_RANDOM
+
+// ---- state ----------------------------------------------------------------------------
+template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
+struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    if constexpr (Kind == 0)
+      WEFT_DETAIL_ONCE(ops::register_state_ops(), register_cpu_kernel<cpu::assign_kernel>("Assign"));
+    else
+      WEFT_DETAIL_ONCE(ops::register_state_ops(),
+                       register_cpu_kernel<typename cpu::assign_update_kernel<Kind == 1>::template of<T>>(
+                           name, {"T", dtype_of<T>}));
+  }
+};
+
+namespace detail {
+template <int Kind, class T, class S, class V>
+auto make_assign(const variable_expr<T, S>& var, const V& value) {
+  using VS = shape_of<V>;
+  (void)check::assign_dtypes<T, value_type_of<V>>::value;
+  (void)check::assign_rank<S::rank, VS::rank>::value;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((void)check::assign_dims<static_pair(S::values[I], dim_or(VS::values, I))[0],
+                              static_pair(S::values[I], dim_or(VS::values, I))[1]>::value,
+     ...);
+  }(std::make_index_sequence<S::values.size()>{});
+  return op_expr<assign_op<T, Kind>, T, S, variable_expr<T, S>, V>({}, var, value);
+}
+}  // namespace detail
+
+// assign(v, value): stores value in v and gives the new value (run it as a target).
+template <class T, class S, expression V>
+auto assign(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<0>(var, value);
+}
+template <class T, class S, expression V>
+auto assign_add(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<1>(var, value);
+}
+template <class T, class S, expression V>
+auto assign_sub(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<2>(var, value);
+}
+
+}  // namespace weft

@@ -1,0 +1,93 @@
+// Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
+// (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
+//
+// Shape rules computed here mirror the graph's (core/broadcast.hpp): a broadcast of dyn
+// against n > 1 gives n, against 1 or dyn gives dyn.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <weft/core/shape.hpp>
+
+namespace weft {
+
+inline constexpr std::int64_t dyn = unknown_dim;
+
+template <std::int64_t... D>
+struct static_shape {
+  static_assert(((D >= 0 || D == dyn) && ...), "weft::dims: every dimension must be non-negative or weft::dyn");
+  static constexpr int rank = static_cast<int>(sizeof...(D));
+  static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};
+  static constexpr bool fully_static = ((D >= 0) && ...);
+  // The element count when every dim is static, else -1.
+  static constexpr std::int64_t num_elements = fully_static ? (std::int64_t{1} * ... * D) : -1;
+  static partial_shape partial() { return partial_shape(std::vector<std::int64_t>{D...}); }
+};
+
+// The value users write: placeholder<float>("x", dims<dyn, 784>).
+template <std::int64_t... D>
+inline constexpr static_shape<D...> dims{};
+
+using scalar_shape = static_shape<>;
+
+namespace detail {
+
+template <class S>
+struct is_static_shape : std::false_type {};
+template <std::int64_t... D>
+struct is_static_shape<static_shape<D...>> : std::true_type {};
+
+// A static_shape from a constexpr array of dims.
+template <auto Array, class Seq = std::make_index_sequence<Array.size()>>
+struct shape_from_array;
+template <auto Array, std::size_t... I>
+struct shape_from_array<Array, std::index_sequence<I...>> {
+  using type = static_shape<Array[I]...>;
+};
+template <auto Array>
+using shape_from_array_t = typename shape_from_array<Array>::type;
+
+// Dim i of S counted from the right (0 is the last), 1 beyond its rank.
+template <class S>
+constexpr std::int64_t dim_from_right(std::size_t i) {
+  return i < S::values.size() ? S::values[S::values.size() - 1 - i] : 1;
+}
+
+constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
+
+constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
+  if (a == 1) return b;
+  if (b == 1) return a;
+  if (a < 0) return b;
+  return a;  // b < 0, a == b, or not broadcastable (reported by the op's check)
+}
+
+template <class A, class B>
+struct broadcast_shapes {
+  static constexpr std::size_t rank = A::values.size() > B::values.size() ? A::values.size() : B::values.size();
+  static constexpr std::array<std::int64_t, rank> dims = [] {
+    std::array<std::int64_t, rank> out{};
+    for (std::size_t i = 0; i < rank; ++i)
+      out[rank - 1 - i] = broadcast_dim(dim_from_right<A>(i), dim_from_right<B>(i));
+    return out;
+  }();
+  // The first pair of dims (from the right) that do not broadcast, or {1, 1}.
+  static constexpr std::array<std::int64_t, 2> conflict = [] {
+    for (std::size_t i = 0; i < rank; ++i) {
+      auto a = dim_from_right<A>(i), b = dim_from_right<B>(i);
+      if (!broadcastable(a, b)) return std::array<std::int64_t, 2>{a, b};
+    }
+    return std::array<std::int64_t, 2>{1, 1};
+  }();
+  using type = shape_from_array_t<dims>;
+};
+
+}  // namespace detail
+
+template <class A, class B>
+using broadcast_t = typename detail::broadcast_shapes<A, B>::type;
+
+}  // namespace weft

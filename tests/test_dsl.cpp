@@ -1,0 +1,270 @@
+// The typed DSL: static shapes, values against naive loops, lowering (CSE, node counts,
+// scopes), fusion on and off, feeds and run-time shape checks.
+#include <weft/dsl.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+std::vector<float> ramp(std::size_t n, float scale, float offset = 0) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>(static_cast<int>(i % 23) - 11);
+  return v;
+}
+
+int count_op(const graph& g, std::string_view op) {
+  int n = 0;
+  for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
+  return n;
+}
+
+client_options fusion(bool on) {
+  client_options o;
+  o.fusion = on;
+  o.session.intra_op_threads = 2;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("dsl: expression types carry dtype and static shape", "[dsl]") {
+  auto x = placeholder<float>("x", dims<dyn, 784>);
+  auto w = variable<float>("w", dims<784, 256>, 0.0f);
+  auto b = variable<float>("b", dims<256>, 0.0f);
+  auto h = relu(matmul(x, w) + b);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(h)>, float>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(h)>, static_shape<dyn, 256>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(matmul<true, false>(w, w))>, static_shape<256, 256>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(reduce_sum(h))>, static_shape<>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(reduce_sum(h, axes<1>))>, static_shape<dyn>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(reduce_mean(h, axes<-1>, keep_dims))>, static_shape<dyn, 1>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(reshape(w, dims<dyn, 512>))>, static_shape<392, 512>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(reshape(x, dims<dyn, 28, 28>))>, static_shape<dyn, 28, 28>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(transpose(x))>, static_shape<784, dyn>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(concat<1>(x, x))>, static_shape<dyn, 1568>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(concat<0>(w, w))>, static_shape<1568, 256>>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(x > 0.5f)>, bool>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(cast<double>(x))>, double>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(argmax(h, axes<1>))>, std::int64_t>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(argmax(h, axes<1>))>, static_shape<dyn>>);
+  // Broadcasting: dyn against a static dim takes the static dim; rank 0 broadcasts anywhere.
+  auto c = placeholder<float>("c", dims<dyn, 1, 5>);
+  auto d = placeholder<float>("d", dims<3, dyn>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(c + d)>, static_shape<dyn, 3, 5>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(2.0f * c)>, static_shape<dyn, 1, 5>>);
+  STATIC_REQUIRE(std::is_same_v<result_of<decltype(h)>, tensor_of<float, 2>>);
+}
+
+TEST_CASE("dsl: a dense layer matches a naive loop", "[dsl]") {
+  constexpr int n = 5, k = 7, m = 3;
+  auto x = placeholder<float>("x", dims<dyn, k>);
+  std::vector<float> wv = ramp(k * m, 0.05f), bv = ramp(m, 0.3f);
+  auto w = variable<float>("w", dims<k, m>, tensor_of<float, 2>(wv, {k, m}));
+  auto b = variable<float>("b", dims<m>, tensor_of<float, 1>(bv, {m}));
+  auto y = relu(matmul(x, w) + b);
+  auto mean = reduce_mean(y);
+  std::vector<float> xv = ramp(n * k, 0.1f);
+  for (bool fused : {true, false}) {
+    client_session s(fusion(fused));
+    s.initialize(y);
+    auto [yv, mv] = s.run(fetch(y, mean), feed(x, tensor_of<float, 2>(xv, {n, k})));
+    REQUIRE(yv.shape() == shape{n, m});
+    double total = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < m; ++j) {
+        double acc = bv[static_cast<std::size_t>(j)];
+        for (int t = 0; t < k; ++t) acc += double(xv[static_cast<std::size_t>(i * k + t)]) * wv[static_cast<std::size_t>(t * m + j)];
+        double want = acc > 0 ? acc : 0;
+        total += want;
+        CHECK(yv(i, j) == Approx(want).margin(1e-5));
+      }
+    CHECK(mv.scalar() == Approx(total / (n * m)).margin(1e-5));
+  }
+}
+
+TEST_CASE("dsl: a fused elementwise chain equals the naive loop and the unfused graph", "[dsl][fusion]") {
+  auto x = placeholder<float>("x", dims<dyn>);
+  auto a = placeholder<float>("a", dims<>);
+  auto bias = placeholder<float>("bias", dims<dyn, 1>);
+  auto y = tanh(a * x + 0.5f) * sigmoid(x * 3.0f) + x * x - bias;  // 9 ops, bias [r, 1] broadcast
+  const std::int64_t len = 1031, rows = 3;
+  std::vector<float> xv = ramp(static_cast<std::size_t>(len), 0.07f), bv{0.5f, -1.0f, 2.0f};
+  client_session fused(fusion(true)), plain(fusion(false));
+  auto run = [&](client_session& s) {
+    return s.run(y, feed(x, tensor_of<float, 1>(xv, {len})), feed(a, 1.5f), feed(bias, tensor_of<float, 2>(bv, {rows, 1})));
+  };
+  auto yf = run(fused), yp = run(plain);
+  REQUIRE(yf.shape() == shape{rows, len});
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < len; ++i) {
+      double v = xv[static_cast<std::size_t>(i)];
+      double want = std::tanh(1.5 * v + 0.5) / (1 + std::exp(-3.0 * v)) + v * v - bv[static_cast<std::size_t>(r)];
+      CHECK(yf(r, i) == Approx(want).epsilon(1e-5).margin(1e-5));
+      CHECK(yf(r, i) == Approx(yp(r, i)).epsilon(1e-6).margin(1e-6));
+    }
+  // Fused: one node computes the chain; unfused: one node per op.
+  CHECK(count_op(fused.current_graph(), "Fused") == 1);
+  CHECK(count_op(fused.current_graph(), "Tanh") == 0);
+  CHECK(count_op(plain.current_graph(), "Fused") == 0);
+  CHECK(count_op(plain.current_graph(), "Mul") == 4);
+  // x appears four times in the chain and is one input of the fused node.
+  const node* f = nullptr;
+  for (int i = 0; i < fused.current_graph().size(); ++i)
+    if (fused.current_graph().at(i).op() == "Fused") f = &fused.current_graph().at(i);
+  REQUIRE(f);
+  // Leaves in order: a, x, 0.5, x, 3.0, x, x, bias; inputs: a, x, 0.5, 3.0, bias.
+  CHECK(f->num_inputs() == 5);
+  CHECK(f->attr<std::vector<std::int64_t>>("slots") == std::vector<std::int64_t>{0, 1, 2, 1, 3, 1, 1, 4});
+}
+
+TEST_CASE("dsl: fused integer, bool and mixed-dtype subtrees", "[dsl][fusion]") {
+  auto i = placeholder<std::int32_t>("i", dims<dyn>);
+  auto f = placeholder<float>("f", dims<dyn>);
+  // Wrapping int32 arithmetic, a comparison, a select and casts in one subtree.
+  auto y = select(i * 3 + 1 > 10 && f < 0.0f, cast<float>(i) * f, -f);
+  auto q = i / 2 + 1;  // integer Div is not fused (its kernel checks for zero divisors)
+  std::vector<std::int32_t> iv{1, 4, 5, 7, 2147483647, -3, 0};
+  std::vector<float> fv{-1, -2, 3, -4, -5, 6, -7};
+  for (bool on : {true, false}) {
+    client_session s(fusion(on));
+    auto [yv, qv] = s.run(fetch(y, q), feed(i, tensor_of<std::int32_t, 1>(iv, {7})), feed(f, tensor_of<float, 1>(fv, {7})));
+    for (std::size_t k = 0; k < iv.size(); ++k) {
+      auto wrapped = static_cast<std::int32_t>(static_cast<std::uint32_t>(iv[k]) * 3u + 1u);
+      float want = (wrapped > 10 && fv[k] < 0) ? static_cast<float>(iv[k]) * fv[k] : -fv[k];
+      CHECK(yv(k) == want);
+      CHECK(qv(k) == iv[k] / 2 + 1);
+    }
+    if (on) {
+      CHECK(count_op(s.current_graph(), "Fused") == 1);
+      CHECK(count_op(s.current_graph(), "Div") == 1);
+    }
+  }
+}
+
+TEST_CASE("dsl: lowering merges equal nodes and keeps distinct leaves apart", "[dsl][cse]") {
+  auto x = placeholder<float>("x", dims<dyn, 4>);
+  auto w1 = variable<float>("w", dims<4, 4>, 1.0f);
+  auto w2 = variable<float>("w", dims<4, 4>, 1.0f);  // built alike, still a second variable
+  auto a = matmul(x, w1);
+  auto b = matmul(x, w1);  // the same op on the same inputs: one node
+  auto c = matmul(x, w2);
+  client_session s(fusion(false));
+  auto y = a + b + c;
+  s.initialize(y);
+  const graph& g = s.current_graph();
+  CHECK(count_op(g, "Variable") == 2);
+  CHECK(count_op(g, "MatMul") == 2);
+  CHECK(count_op(g, "Add") == 2);
+  CHECK(g.find("w") != nullptr);
+  CHECK(g.find("w_1") != nullptr);
+  int before = g.size();
+  std::vector<float> xv(8, 1.0f);
+  auto v1 = s.run(y, feed(x, tensor_of<float, 2>(xv, {2, 4})));
+  auto v2 = s.run(a + b + c, feed(x, tensor_of<float, 2>(xv, {2, 4})));  // rebuilt: same nodes
+  CHECK(s.current_graph().size() == before);
+  CHECK(v1(1, 3) == 12.0f);
+  CHECK(v2(1, 3) == 12.0f);
+  // Equal constants are one node.
+  auto k = x * 2.0f + 2.0f;
+  s.lower(k);
+  CHECK(count_op(s.current_graph(), "Const") == count_op(g, "Const"));
+}
+
+TEST_CASE("dsl: name and device scopes reach the nodes", "[dsl][scopes]") {
+  auto x = placeholder<float>("x", dims<dyn, 2>);
+  auto layer = [&](const char* scope, auto in) {
+    name_scope ns(scope);
+    auto w = variable<float>("w", dims<2, 2>, 0.5f);
+    return relu(matmul(in, w));
+  };
+  auto h = layer("layer1", x);
+  auto y = [&] {
+    device_scope ds("/cpu:0");
+    return layer("layer2", h);
+  }();
+  client_session s;
+  s.initialize(y);
+  const graph& g = s.current_graph();
+  REQUIRE(g.find("layer1/w"));
+  REQUIRE(g.find("layer1/MatMul"));
+  REQUIRE(g.find("layer2/MatMul"));
+  CHECK(g["layer2/MatMul"].device() == "/cpu:0");
+  CHECK(g["layer1/MatMul"].device().empty());
+  CHECK(g["layer2/w"].device() == "/cpu:0");
+}
+
+TEST_CASE("dsl: feeds and dyn dims are checked at run time", "[dsl][errors]") {
+  auto x = placeholder<float>("x", dims<dyn, 3>);
+  auto w = placeholder<float>("w", dims<dyn, 2>);
+  client_session s;
+  auto y = matmul(x, w);
+  std::vector<float> v(12, 1.0f);
+  // A feed of the wrong shape names the placeholder.
+  CHECK_THROWS_WITH(s.run(y, feed(x, tensor_of<float, 2>(v, {3, 4})), feed(w, tensor_of<float, 2>(v, {6, 2}))),
+                    Catch::Contains("feed 'x:0'") && Catch::Contains("expected shape [?,3]") &&
+                        Catch::Contains("float32[3,4]"));
+  // dyn inner dims that differ: the kernel's error names the node and the shapes.
+  CHECK_THROWS_WITH(s.run(y, feed(x, tensor_of<float, 2>(v, {4, 3})), feed(w, tensor_of<float, 2>(v, {6, 2}))),
+                    Catch::Contains("MatMul") && Catch::Contains("[4,3]") && Catch::Contains("[6,2]"));
+  // The session still works after a failed step.
+  auto ok = s.run(y, feed(x, tensor_of<float, 2>(v, {4, 3})), feed(w, tensor_of<float, 2>(std::vector<float>(6, 2.0f), {3, 2})));
+  CHECK(ok(3, 1) == 6.0f);
+  // A fused node whose operands do not broadcast at run time.
+  auto p = placeholder<float>("p", dims<dyn>);
+  auto q = placeholder<float>("q", dims<dyn>);
+  auto z = tanh(p) + q;
+  CHECK_THROWS_WITH(s.run(z, feed(p, tensor_of<float, 1>(std::vector<float>(3), {3})), feed(q, tensor_of<float, 1>(std::vector<float>(4), {4}))),
+                    Catch::Contains("cannot be broadcast") && Catch::Contains("[3]") && Catch::Contains("[4]"));
+}
+
+TEST_CASE("dsl: variables, assignments and random initializers", "[dsl][state]") {
+  auto v = variable<float>("v", dims<2, 3>, truncated_normal<float>(dims<2, 3>, 7));
+  auto counter = variable<std::int64_t>("counter", dims<>, std::int64_t{0});
+  client_session s;
+  s.initialize(v, counter);
+  auto first = s.run(v);
+  for (float e : first.flat()) CHECK(std::abs(e) <= 2.0f);
+  auto step = assign_add(counter, constant(std::int64_t{5}));
+  s.run(targets(step));
+  s.run(targets(step));
+  CHECK(s.run(counter).scalar() == 10);
+  auto reset = assign(v, zeros<float>(dims<2, 3>));
+  s.run(targets(reset));
+  for (float e : s.run(v).flat()) CHECK(e == 0.0f);
+  // Initializing again does not re-run initializers already run.
+  s.initialize(v);
+  CHECK(s.run(counter).scalar() == 10);
+}
+
+TEST_CASE("dsl: shape ops and reductions match hand-computed values", "[dsl]") {
+  auto m = constant<float>({1, 2, 3, 4, 5, 6}, dims<2, 3>);
+  client_session s;
+  auto t = s.run(transpose(m));
+  CHECK(t.shape() == shape{3, 2});
+  CHECK(t(2, 1) == 6.0f);
+  CHECK(t(0, 1) == 4.0f);
+  auto r = s.run(reshape(m, dims<3, dyn>));
+  CHECK(r.shape() == shape{3, 2});
+  CHECK(r(1, 0) == 3.0f);
+  auto c = s.run(concat<0>(m, m * 10.0f));
+  CHECK(c.shape() == shape{4, 3});
+  CHECK(c(3, 2) == 60.0f);
+  CHECK(s.run(reduce_sum(m, axes<0>)).to_vector() == std::vector<float>{5, 7, 9});
+  CHECK(s.run(reduce_max(m, axes<1>, keep_dims)).shape() == shape{2, 1});
+  CHECK(s.run(reduce_prod(m)).scalar() == 720.0f);
+  CHECK(s.run(argmax(m, axes<0>)).to_vector() == std::vector<std::int64_t>{1, 1, 1});
+  CHECK(s.run(ones_like(m)).to_vector() == std::vector<float>(6, 1.0f));
+  CHECK(s.run(cast<std::int32_t>(m * 1.5f)).to_vector() == std::vector<std::int32_t>{1, 3, 4, 6, 7, 9});
+  // Empty and rank-0 operands.
+  auto e = placeholder<float>("e", dims<dyn>);
+  CHECK(s.run(tanh(e) * 2.0f + e, feed(e, tensor_of<float, 1>(std::vector<float>{}, {0}))).num_elements() == 0);
+  CHECK(s.run(reduce_sum(e), feed(e, tensor_of<float, 1>(std::vector<float>{}, {0}))).scalar() == 0.0f);
+  CHECK(s.run(exp(constant(0.0f)) + 1.0f).scalar() == 2.0f);
+}
