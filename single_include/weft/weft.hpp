@@ -5594,11 +5594,6 @@ using scalar_shape = static_shape<>;
 
 namespace detail {
 
-template <class S>
-struct is_static_shape : std::false_type {};
-template <std::int64_t... D>
-struct is_static_shape<static_shape<D...>> : std::true_type {};
-
 // A static_shape from a constexpr array of dims.
 template <auto Array, class Seq = std::make_index_sequence<Array.size()>>
 struct shape_from_array;
@@ -5717,6 +5712,7 @@ WEFT_DETAIL_DIM_CHECK(assign_rank, "weft::assign: the value's rank differs from 
 WEFT_DETAIL_TYPE_CHECK(variable_init_dtype, "weft::variable: the initial value's dtype differs from the variable's");
 WEFT_DETAIL_DIM_CHECK(variable_init_dims, "weft::variable: the initial value's shape differs from the variable's");
 WEFT_DETAIL_DIM_CHECK(variable_static, "weft::variable: a variable's shape must be fully static (no weft::dyn)");
+WEFT_DETAIL_DIM_CHECK(fill_static, "weft::fill: the shape must be fully static (no weft::dyn)");
 WEFT_DETAIL_DIM_CHECK(random_static, "weft::random: the shape must be fully static (no weft::dyn)");
 WEFT_DETAIL_TYPE_CHECK(select_dtypes, "weft::select: the two branches have different dtypes");
 WEFT_DETAIL_TYPE_CHECK(select_condition, "weft::select: the condition is not a bool expression");
@@ -5748,6 +5744,14 @@ WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be 
 #include <utility>
 #include <vector>
 
+
+// Runs its argument once per instantiation of the enclosing code (kernel registrations:
+// lowering runs on every session run, and registering takes the registry's lock).
+#define WEFT_DETAIL_ONCE(...)                           \
+  do {                                                  \
+    static const bool weft_once_ = (__VA_ARGS__, true); \
+    (void)weft_once_;                                   \
+  } while (false)
 
 namespace weft {
 
@@ -5883,23 +5887,6 @@ output lower(lowering& cx, const E& e) {
   return e.lower(cx);
 }
 
-// A graph node spelled by the user at run time, wrapped as a typed expression (see handle.hpp)
-// checks its dtype and shape against these.
-template <class T, class S>
-void check_lowered(const graph& g, output o, std::string_view what) {
-  const node& n = g.at(o);
-  if (n.output_dtype(o.port) != dtype_of<T>)
-    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " is ", n.output_dtype(o.port),
-         n.output_shape(o.port), ", expected ", dtype_of<T>, S::partial());
-  const partial_shape& got = n.output_shape(o.port);
-  bool ok = !got.rank_known() || got.rank() == S::rank;
-  for (int i = 0; ok && got.rank_known() && i < S::rank; ++i)
-    ok = got[i] < 0 || S::values[static_cast<std::size_t>(i)] < 0 || got[i] == S::values[static_cast<std::size_t>(i)];
-  if (!ok)
-    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " has shape ", got,
-         ", expected ", S::partial());
-}
-
 }  // namespace weft
 // tensor_of<T, Rank>: a tensor whose dtype (and rank, unless Rank is -1) is part of its
 // type. Fetching a typed expression returns one; feeding a placeholder takes one, so a
@@ -6008,10 +5995,6 @@ struct leaf_data {
   std::function<output(lowering&)> initializer;  // variables: the initial value
 };
 
-inline void register_leaf_kernels() {
-  cpu::register_core_kernels();
-}
-
 }  // namespace detail
 
 template <element T, class S>
@@ -6027,7 +6010,7 @@ class placeholder_expr : public expr_base {
 
   output lower(lowering& cx) const {
     if (const output* o = cx.find(d_.get())) return *o;
-    detail::register_leaf_kernels();
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
     output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), o, d_);
     return o;
@@ -6057,7 +6040,7 @@ class constant_expr : public expr_base {
 
   // Constants merge by value, like any other node.
   output lower(lowering& cx) const {
-    detail::register_leaf_kernels();
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
     return cx.add("Const", {}, {{"value", d_->value}, {"dtype", dtype_of<T>}}, d_->scope);
   }
 
@@ -6097,10 +6080,9 @@ class variable_expr : public expr_base {
   // The Variable node; its initializer (an Assign) is recorded in the lowering context.
   output lower(lowering& cx) const {
     if (const output* o = cx.find(d_.get())) return *o;
-    detail::register_leaf_kernels();
-    ops::register_state_ops();
-    register_cpu_kernel<cpu::variable_kernel>("Variable");
-    register_cpu_kernel<cpu::assign_kernel>("Assign");
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels(), ops::register_state_ops(),
+                     register_cpu_kernel<cpu::variable_kernel>("Variable"),
+                     register_cpu_kernel<cpu::assign_kernel>("Assign"));
     output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), v, d_);
     output init = d_->initializer(cx);
@@ -6138,8 +6120,7 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
     detail::check_initializer<V, Init>();
     if constexpr (shape_of<Init>::rank == 0 && S::rank != 0) {
       return V(std::move(name), [init](lowering& cx) {
-        register_cpu_kernel<cpu::fill_kernel>("Fill");
-        ops::register_array_ops();
+        WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill"));
         auto dims = cx.add("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{D...})},
                                          {"dtype", dtype::int64}},
                            detail::root_scope());
@@ -6233,12 +6214,7 @@ class op_expr : public expr_base {
 
 namespace detail {
 
-// Descriptors derive from this: one node named after the op, with the descriptor's attrs.
-struct plain_op {
-  static constexpr bool elementwise = false;
-  attr_map attrs() const { return {}; }
-};
-
+// Descriptors whose node is the op applied to the operands, with the descriptor's attrs.
 template <class D>
 struct lowers_plainly {
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
@@ -6275,39 +6251,19 @@ inline output int_constant(lowering& cx, std::vector<std::int64_t> values, bool 
 
 
 // ---- elementwise ---------------------------------------------------------------------
-// Registers a kernel once per program (lowering runs often; registration takes a lock).
-#define WEFT_DETAIL_ONCE(...)                      \
-  do {                                             \
-    static const bool weft_once_ = (__VA_ARGS__, true); \
-    (void)weft_once_;                              \
-  } while (false)
 
+// The unary and binary elementwise ops: Tag names the op, its CPU functor and its kernel.
 template <class Tag, class T>
-struct unary_op : detail::lowers_plainly<unary_op<Tag, T>> {
+struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   static constexpr bool elementwise = true;
   static constexpr const char* name = Tag::name;
-  using fn = typename Tag::fn;
   attr_map attrs() const { return {}; }
   void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
-  template <class A>
-  static auto apply(const A& a) {
-    return fn::apply(a);
+  template <class... A>
+  static auto apply(const A&... a) {
+    return Tag::fn::apply(a...);
   }
 };
-
-template <class Tag, class T>
-struct binary_op : detail::lowers_plainly<binary_op<Tag, T>> {
-  static constexpr bool elementwise = true;
-  static constexpr const char* name = Tag::name;
-  using fn = typename Tag::fn;
-  attr_map attrs() const { return {}; }
-  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
-  template <class A, class B>
-  static auto apply(const A& a, const B& b) {
-    return fn::apply(a, b);
-  }
-};
-
 
 #define WEFT_DETAIL_DSL_UNARY(FN, NAME, KFN, TYPES)                                                      \
   namespace tags {                                                                                      \
@@ -6331,7 +6287,7 @@ struct binary_op : detail::lowers_plainly<binary_op<Tag, T>> {
   auto FN(const A& a) {                                                                                 \
     using T = value_type_of<A>;                                                                         \
     (void)check::FN##_dtype<T, detail::in_list<T, TYPES>::value>::value;                                \
-    return op_expr<unary_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
+    return op_expr<elementwise_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
   }
 
 WEFT_DETAIL_DSL_UNARY(negate, "Neg", neg_fn, cpu::kernel_signed_types)
@@ -6384,7 +6340,7 @@ auto make_binary(const A& a0, const B& b0) {
   (void)Tag::template supported<T, in_list<T, typename Tag::types>::value>::value;
   (void)Tag::template broadcast<shapes::conflict[0], shapes::conflict[1]>::value;
   using Out = std::conditional_t<Tag::bool_result, bool, T>;
-  return op_expr<binary_op<Tag, T>, Out, typename shapes::type, L, R>({}, ops_t::left(a0), ops_t::right(b0));
+  return op_expr<elementwise_op<Tag, T>, Out, typename shapes::type, L, R>({}, ops_t::left(a0), ops_t::right(b0));
 }
 }  // namespace detail
 
@@ -6661,17 +6617,21 @@ struct arg_op {
     return cx.add(name, std::move(inputs), {}, scope);
   }
 };
+namespace detail {
+template <bool Max, expression A, std::int64_t Axis>
+auto make_arg(const A& a) {
+  using R = reduced_shape<shape_of<A>, false, Axis>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  return op_expr<arg_op<value_type_of<A>, Max>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+}
+}  // namespace detail
 template <expression A, std::int64_t Axis>
 auto argmax(const A& a, axis_list<Axis>) {
-  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
-  (void)check::reduce_axis<R::bad_axis, 0>::value;
-  return op_expr<arg_op<value_type_of<A>, true>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+  return detail::make_arg<true, A, Axis>(a);
 }
 template <expression A, std::int64_t Axis>
 auto argmin(const A& a, axis_list<Axis>) {
-  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
-  (void)check::reduce_axis<R::bad_axis, 0>::value;
-  return op_expr<arg_op<value_type_of<A>, false>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+  return detail::make_arg<false, A, Axis>(a);
 }
 
 // ---- shape ops ------------------------------------------------------------------------
@@ -6855,7 +6815,7 @@ struct fill_op {
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
-  (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
+  (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
   return op_expr<fill_op, value_type_of<V>, static_shape<D...>, V>({{D...}}, value);
 }
 template <element T, std::int64_t... D>
@@ -7111,9 +7071,6 @@ void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
     out.push_back(weft::lower(cx, e));
 }
 
-template <class T>
-using fused_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
 // The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
 // starting at leaf Off.
 template <std::size_t Off, class E>
@@ -7129,19 +7086,8 @@ auto fused_eval(const void* const* in, std::int64_t s, std::int64_t len) {
     if constexpr (shape_of<E>::rank == 0)
       return Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, *p);
     else
-      return fused_map<T>(p + s, len);
+      return cpu::array_map<T>(p + s, len);
   }
-}
-
-// The dtype of each leaf, in order.
-template <class E>
-void leaf_dtypes(std::vector<dtype>& out) {
-  if constexpr (interior<E>::value)
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (leaf_dtypes<std::tuple_element_t<I, typename E::args_type>>(out), ...);
-    }(std::make_index_sequence<std::tuple_size_v<typename E::args_type>>{});
-  else
-    out.push_back(dtype_of<value_type_of<E>>);
 }
 
 template <class E>
@@ -7196,7 +7142,7 @@ class fused_kernel final : public op_kernel {
     T* o = out.data<T>();
     const void* const* in = ptr.data();
     ctx.parallel_for(out_shape.num_elements(), 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
+      cpu::array_out<T>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
     });
   }
 

@@ -66,6 +66,7 @@ WEFT_DETAIL_DIM_CHECK(assign_rank, "weft::assign: the value's rank differs from 
 WEFT_DETAIL_TYPE_CHECK(variable_init_dtype, "weft::variable: the initial value's dtype differs from the variable's");
 WEFT_DETAIL_DIM_CHECK(variable_init_dims, "weft::variable: the initial value's shape differs from the variable's");
 WEFT_DETAIL_DIM_CHECK(variable_static, "weft::variable: a variable's shape must be fully static (no weft::dyn)");
+WEFT_DETAIL_DIM_CHECK(fill_static, "weft::fill: the shape must be fully static (no weft::dyn)");
 WEFT_DETAIL_DIM_CHECK(random_static, "weft::random: the shape must be fully static (no weft::dyn)");
 WEFT_DETAIL_TYPE_CHECK(select_dtypes, "weft::select: the two branches have different dtypes");
 WEFT_DETAIL_TYPE_CHECK(select_condition, "weft::select: the condition is not a bool expression");

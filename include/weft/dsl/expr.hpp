@@ -28,6 +28,14 @@
 #include <weft/dsl/static_shape.hpp>
 #include <weft/graph/graph.hpp>
 
+// Runs its argument once per instantiation of the enclosing code (kernel registrations:
+// lowering runs on every session run, and registering takes the registry's lock).
+#define WEFT_DETAIL_ONCE(...)                           \
+  do {                                                  \
+    static const bool weft_once_ = (__VA_ARGS__, true); \
+    (void)weft_once_;                                   \
+  } while (false)
+
 namespace weft {
 
 // ---- scopes --------------------------------------------------------------------------
@@ -160,23 +168,6 @@ class lowering {
 template <expression E>
 output lower(lowering& cx, const E& e) {
   return e.lower(cx);
-}
-
-// A graph node spelled by the user at run time, wrapped as a typed expression (see handle.hpp)
-// checks its dtype and shape against these.
-template <class T, class S>
-void check_lowered(const graph& g, output o, std::string_view what) {
-  const node& n = g.at(o);
-  if (n.output_dtype(o.port) != dtype_of<T>)
-    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " is ", n.output_dtype(o.port),
-         n.output_shape(o.port), ", expected ", dtype_of<T>, S::partial());
-  const partial_shape& got = n.output_shape(o.port);
-  bool ok = !got.rank_known() || got.rank() == S::rank;
-  for (int i = 0; ok && got.rank_known() && i < S::rank; ++i)
-    ok = got[i] < 0 || S::values[static_cast<std::size_t>(i)] < 0 || got[i] == S::values[static_cast<std::size_t>(i)];
-  if (!ok)
-    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " has shape ", got,
-         ", expected ", S::partial());
 }
 
 }  // namespace weft

@@ -152,9 +152,6 @@ void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
     out.push_back(weft::lower(cx, e));
 }
 
-template <class T>
-using fused_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
 // The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
 // starting at leaf Off.
 template <std::size_t Off, class E>
@@ -170,19 +167,8 @@ auto fused_eval(const void* const* in, std::int64_t s, std::int64_t len) {
     if constexpr (shape_of<E>::rank == 0)
       return Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, *p);
     else
-      return fused_map<T>(p + s, len);
+      return cpu::array_map<T>(p + s, len);
   }
-}
-
-// The dtype of each leaf, in order.
-template <class E>
-void leaf_dtypes(std::vector<dtype>& out) {
-  if constexpr (interior<E>::value)
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (leaf_dtypes<std::tuple_element_t<I, typename E::args_type>>(out), ...);
-    }(std::make_index_sequence<std::tuple_size_v<typename E::args_type>>{});
-  else
-    out.push_back(dtype_of<value_type_of<E>>);
 }
 
 template <class E>
@@ -237,7 +223,7 @@ class fused_kernel final : public op_kernel {
     T* o = out.data<T>();
     const void* const* in = ptr.data();
     ctx.parallel_for(out_shape.num_elements(), 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
+      cpu::array_out<T>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
     });
   }
 

@@ -35,10 +35,6 @@ struct leaf_data {
   std::function<output(lowering&)> initializer;  // variables: the initial value
 };
 
-inline void register_leaf_kernels() {
-  cpu::register_core_kernels();
-}
-
 }  // namespace detail
 
 template <element T, class S>
@@ -54,7 +50,7 @@ class placeholder_expr : public expr_base {
 
   output lower(lowering& cx) const {
     if (const output* o = cx.find(d_.get())) return *o;
-    detail::register_leaf_kernels();
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
     output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), o, d_);
     return o;
@@ -84,7 +80,7 @@ class constant_expr : public expr_base {
 
   // Constants merge by value, like any other node.
   output lower(lowering& cx) const {
-    detail::register_leaf_kernels();
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
     return cx.add("Const", {}, {{"value", d_->value}, {"dtype", dtype_of<T>}}, d_->scope);
   }
 
@@ -124,10 +120,9 @@ class variable_expr : public expr_base {
   // The Variable node; its initializer (an Assign) is recorded in the lowering context.
   output lower(lowering& cx) const {
     if (const output* o = cx.find(d_.get())) return *o;
-    detail::register_leaf_kernels();
-    ops::register_state_ops();
-    register_cpu_kernel<cpu::variable_kernel>("Variable");
-    register_cpu_kernel<cpu::assign_kernel>("Assign");
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels(), ops::register_state_ops(),
+                     register_cpu_kernel<cpu::variable_kernel>("Variable"),
+                     register_cpu_kernel<cpu::assign_kernel>("Assign"));
     output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), v, d_);
     output init = d_->initializer(cx);
@@ -165,8 +160,7 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
     detail::check_initializer<V, Init>();
     if constexpr (shape_of<Init>::rank == 0 && S::rank != 0) {
       return V(std::move(name), [init](lowering& cx) {
-        register_cpu_kernel<cpu::fill_kernel>("Fill");
-        ops::register_array_ops();
+        WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill"));
         auto dims = cx.add("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{D...})},
                                          {"dtype", dtype::int64}},
                            detail::root_scope());

@@ -74,12 +74,7 @@ class op_expr : public expr_base {
 
 namespace detail {
 
-// Descriptors derive from this: one node named after the op, with the descriptor's attrs.
-struct plain_op {
-  static constexpr bool elementwise = false;
-  attr_map attrs() const { return {}; }
-};
-
+// Descriptors whose node is the op applied to the operands, with the descriptor's attrs.
 template <class D>
 struct lowers_plainly {
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
@@ -116,39 +111,19 @@ inline output int_constant(lowering& cx, std::vector<std::int64_t> values, bool 
 
 
 // ---- elementwise ---------------------------------------------------------------------
-// Registers a kernel once per program (lowering runs often; registration takes a lock).
-#define WEFT_DETAIL_ONCE(...)                      \
-  do {                                             \
-    static const bool weft_once_ = (__VA_ARGS__, true); \
-    (void)weft_once_;                              \
-  } while (false)
 
+// The unary and binary elementwise ops: Tag names the op, its CPU functor and its kernel.
 template <class Tag, class T>
-struct unary_op : detail::lowers_plainly<unary_op<Tag, T>> {
+struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   static constexpr bool elementwise = true;
   static constexpr const char* name = Tag::name;
-  using fn = typename Tag::fn;
   attr_map attrs() const { return {}; }
   void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
-  template <class A>
-  static auto apply(const A& a) {
-    return fn::apply(a);
+  template <class... A>
+  static auto apply(const A&... a) {
+    return Tag::fn::apply(a...);
   }
 };
-
-template <class Tag, class T>
-struct binary_op : detail::lowers_plainly<binary_op<Tag, T>> {
-  static constexpr bool elementwise = true;
-  static constexpr const char* name = Tag::name;
-  using fn = typename Tag::fn;
-  attr_map attrs() const { return {}; }
-  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
-  template <class A, class B>
-  static auto apply(const A& a, const B& b) {
-    return fn::apply(a, b);
-  }
-};
-
 
 #define WEFT_DETAIL_DSL_UNARY(FN, NAME, KFN, TYPES)                                                      \
   namespace tags {                                                                                      \
@@ -172,7 +147,7 @@ struct binary_op : detail::lowers_plainly<binary_op<Tag, T>> {
   auto FN(const A& a) {                                                                                 \
     using T = value_type_of<A>;                                                                         \
     (void)check::FN##_dtype<T, detail::in_list<T, TYPES>::value>::value;                                \
-    return op_expr<unary_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
+    return op_expr<elementwise_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
   }
 
 WEFT_DETAIL_DSL_UNARY(negate, "Neg", neg_fn, cpu::kernel_signed_types)
@@ -225,7 +200,7 @@ auto make_binary(const A& a0, const B& b0) {
   (void)Tag::template supported<T, in_list<T, typename Tag::types>::value>::value;
   (void)Tag::template broadcast<shapes::conflict[0], shapes::conflict[1]>::value;
   using Out = std::conditional_t<Tag::bool_result, bool, T>;
-  return op_expr<binary_op<Tag, T>, Out, typename shapes::type, L, R>({}, ops_t::left(a0), ops_t::right(b0));
+  return op_expr<elementwise_op<Tag, T>, Out, typename shapes::type, L, R>({}, ops_t::left(a0), ops_t::right(b0));
 }
 }  // namespace detail
 
@@ -502,17 +477,21 @@ struct arg_op {
     return cx.add(name, std::move(inputs), {}, scope);
   }
 };
+namespace detail {
+template <bool Max, expression A, std::int64_t Axis>
+auto make_arg(const A& a) {
+  using R = reduced_shape<shape_of<A>, false, Axis>;
+  (void)check::reduce_axis<R::bad_axis, 0>::value;
+  return op_expr<arg_op<value_type_of<A>, Max>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+}
+}  // namespace detail
 template <expression A, std::int64_t Axis>
 auto argmax(const A& a, axis_list<Axis>) {
-  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
-  (void)check::reduce_axis<R::bad_axis, 0>::value;
-  return op_expr<arg_op<value_type_of<A>, true>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+  return detail::make_arg<true, A, Axis>(a);
 }
 template <expression A, std::int64_t Axis>
 auto argmin(const A& a, axis_list<Axis>) {
-  using R = detail::reduced_shape<shape_of<A>, false, Axis>;
-  (void)check::reduce_axis<R::bad_axis, 0>::value;
-  return op_expr<arg_op<value_type_of<A>, false>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+  return detail::make_arg<false, A, Axis>(a);
 }
 
 // ---- shape ops ------------------------------------------------------------------------
@@ -696,7 +675,7 @@ struct fill_op {
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
-  (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
+  (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
   return op_expr<fill_op, value_type_of<V>, static_shape<D...>, V>({{D...}}, value);
 }
 template <element T, std::int64_t... D>

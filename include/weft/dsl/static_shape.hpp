@@ -35,11 +35,6 @@ using scalar_shape = static_shape<>;
 
 namespace detail {
 
-template <class S>
-struct is_static_shape : std::false_type {};
-template <std::int64_t... D>
-struct is_static_shape<static_shape<D...>> : std::true_type {};
-
 // A static_shape from a constexpr array of dims.
 template <auto Array, class Seq = std::make_index_sequence<Array.size()>>
 struct shape_from_array;
