@@ -11,5 +11,7 @@
 #include <weft/dsl/tensor_of.hpp>
 #include <weft/dsl/leaves.hpp>
 #include <weft/dsl/ops.hpp>
+#include <weft/dsl/array_ops.hpp>
+#include <weft/dsl/handle.hpp>
 #include <weft/dsl/fusion.hpp>
 #include <weft/dsl/client_session.hpp>

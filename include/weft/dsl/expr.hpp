@@ -10,6 +10,7 @@
 // nothing.
 #pragma once
 
+#include <atomic>
 #include <concepts>
 #include <cstdint>
 #include <deque>
@@ -112,10 +113,15 @@ using shape_of = typename std::remove_cvref_t<E>::shape_type;
 // Lowers expressions into one graph. Owned by a client_session (one per graph).
 class lowering {
  public:
-  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse) {}
+  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse), serial_(next_serial()) {}
+  lowering(const lowering&) = delete;
+  lowering& operator=(const lowering&) = delete;
 
   graph& target() noexcept { return graph_; }
+  const graph& target() const noexcept { return graph_; }
   bool fusion() const noexcept { return fuse_; }
+  // Unique among the program's lowering contexts, including destroyed ones (memo keys).
+  std::uint64_t serial() const noexcept { return serial_; }
 
   // Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
   // node added before. Stateful ops (variables, random numbers) are never merged.
@@ -162,7 +168,40 @@ class lowering {
   std::map<const void*, output> by_identity_;
   std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
   std::vector<int> initializers_;
+  std::uint64_t serial_;
+
+  static std::uint64_t next_serial() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
 };
+
+namespace detail {
+// What an expression lowered to, per lowering context. Shared by the copies of an
+// expression, so a fetch lowered once is found again in O(1) on the next run; it dies with
+// the last copy (nothing accumulates when expressions are rebuilt in a loop).
+class lowered_memo {
+ public:
+  template <class F>
+  output get(lowering& cx, F&& lower_once) {
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [serial, o] : entries_)
+        if (serial == cx.serial()) return o;
+    }
+    // Not under the lock: lowering the operands takes their memos' locks. One lowering
+    // context is used by one thread at a time (client_session holds its mutex).
+    output o = lower_once();
+    std::lock_guard lock(mutex_);
+    entries_.emplace_back(cx.serial(), o);
+    return o;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::uint64_t, output>> entries_;
+};
+}  // namespace detail
 
 // Every expression type E provides `output lower(lowering&) const`.
 template <expression E>

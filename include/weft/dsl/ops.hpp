@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -44,18 +45,23 @@ class op_expr : public expr_base {
   using op_type = Op;
   using args_type = std::tuple<Args...>;
 
-  explicit op_expr(Op op, const Args&... args) : op_(std::move(op)), args_(args...), scope_(detail::current_scope()) {}
+  explicit op_expr(Op op, const Args&... args)
+      : op_(std::move(op)), args_(args...), scope_(detail::current_scope()),
+        memo_(std::make_shared<detail::lowered_memo>()) {}
 
   const Op& op() const noexcept { return op_; }
   const args_type& args() const noexcept { return args_; }
   const scope_info* scope() const noexcept { return scope_; }
 
+  // Lowered once per lowering context; later calls return the memoized node.
   output lower(lowering& cx) const {
-    if constexpr (Op::elementwise) {
-      if (cx.fusion())
-        if (auto fused = detail::try_fuse(cx, *this)) return *fused;
-    }
-    return lower_unfused(cx);
+    return memo_->get(cx, [&] {
+      if constexpr (Op::elementwise) {
+        if (cx.fusion())
+          if (auto fused = detail::try_fuse(cx, *this)) return *fused;
+      }
+      return lower_unfused(cx);
+    });
   }
 
   // One node for this op, its operands lowered as usual.
@@ -70,6 +76,7 @@ class op_expr : public expr_base {
   Op op_;
   args_type args_;
   const scope_info* scope_;
+  std::shared_ptr<detail::lowered_memo> memo_;
 };
 
 namespace detail {
@@ -101,10 +108,18 @@ auto scalar_operand(U value) {
 template <class U>
 concept scalar_value = std::is_arithmetic_v<U>;
 
-// Lowers a constant int vector (axes, shapes, permutations) into the graph.
-inline output int_constant(lowering& cx, std::vector<std::int64_t> values, bool as_vector = true) {
-  tensor t = as_vector ? tensor::from_vector(values) : tensor::scalar(values.at(0));
-  return cx.add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}, root_scope());
+// Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
+// graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
+inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, shape s, dtype type = dtype::int64) {
+  tensor t = type == dtype::int32
+                 ? tensor::from_vector(std::vector<std::int32_t>(values.begin(), values.end()), std::move(s))
+                 : tensor::from_vector(values, std::move(s));
+  return cx.add("Const", {}, {{"value", t}, {"dtype", type}}, root_scope());
+}
+// A vector, or (as_vector false) the scalar values[0].
+inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, bool as_vector = true) {
+  return int_constant(cx, as_vector ? values : std::vector<std::int64_t>{values.at(0)},
+                      as_vector ? shape{static_cast<std::int64_t>(values.size())} : shape{});
 }
 
 }  // namespace detail
@@ -709,15 +724,19 @@ class source_expr : public expr_base {
  public:
   using value_type = T;
   using shape_type = S;
-  explicit source_expr(Op op) : op_(std::move(op)), scope_(detail::current_scope()) {}
+  explicit source_expr(Op op)
+      : op_(std::move(op)), scope_(detail::current_scope()), memo_(std::make_shared<detail::lowered_memo>()) {}
   output lower(lowering& cx) const {
-    op_.prepare();
-    return op_.lower(cx, {}, scope_);
+    return memo_->get(cx, [&] {
+      op_.prepare();
+      return op_.lower(cx, {}, scope_);
+    });
   }
 
  private:
   Op op_;
   const scope_info* scope_;
+  std::shared_ptr<detail::lowered_memo> memo_;
 };
 
 #define WEFT_DETAIL_DSL_RANDOM(FN, NAME, DIST)                                                            \

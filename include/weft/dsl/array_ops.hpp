@@ -1,0 +1,365 @@
+// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, one_hot, split,
+// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
+// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
+// shape is computed at compile time and static dims are checked there; dyn dims are checked
+// by the graph's shape rules and the kernels at run time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <weft/dsl/ops.hpp>
+#include <weft/kernels/cpu/linalg.hpp>
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_DIM_CHECK(slice_rank, "weft::slice: the number of offsets or sizes differs from the operand's rank");
+WEFT_DETAIL_DIM_CHECK(slice_bounds, "weft::slice: offset + size exceeds the operand's dimension");
+WEFT_DETAIL_DIM_CHECK(pad_count, "weft::pad: paddings need two entries (before, after) per dimension");
+WEFT_DETAIL_DIM_CHECK(tile_count, "weft::tile: the number of multiples differs from the operand's rank");
+WEFT_DETAIL_DIM_CHECK(split_divides, "weft::split: the dimension does not divide into equal parts");
+WEFT_DETAIL_DIM_CHECK(gather_axis, "weft::gather: the axis is out of range for the params' rank");
+WEFT_DETAIL_SUPPORT_CHECK(gather_indices, "weft::gather: indices must be int32 or int64");
+WEFT_DETAIL_SUPPORT_CHECK(one_hot_indices, "weft::one_hot: indices must be uint8, int32 or int64");
+WEFT_DETAIL_DIM_CHECK(batch_matmul_rank, "weft::batch_matmul: an operand has rank below 2");
+WEFT_DETAIL_DIM_CHECK(batch_matmul_inner_dims, "weft::batch_matmul: inner dimensions differ");
+WEFT_DETAIL_DIM_CHECK(batch_matmul_batch, "weft::batch_matmul: batch dimensions cannot be broadcast");
+WEFT_DETAIL_TYPE_CHECK(batch_matmul_dtypes, "weft::batch_matmul: operands have different dtypes");
+WEFT_DETAIL_SUPPORT_CHECK(batch_matmul_dtype, "weft::batch_matmul: the operands' dtype is not supported");
+WEFT_DETAIL_DIM_CHECK(square_matrices, "weft::matrix_inverse/matrix_determinant: the matrices are not square");
+WEFT_DETAIL_DIM_CHECK(square_rank, "weft::matrix_inverse/matrix_determinant: the operand has rank below 2");
+WEFT_DETAIL_SUPPORT_CHECK(linalg_dtype,
+                          "weft::matrix_inverse/matrix_determinant: the dtype must be float, double or complex");
+}  // namespace check
+
+// Static integer lists: slice(x, offsets<1, 0>, dims<2, dyn>), pad(x, paddings<1, 1, 0, 0>),
+// tile(x, multiples<2, 1>).
+template <std::int64_t... V>
+struct index_list {
+  static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};
+};
+template <std::int64_t... V>
+inline constexpr index_list<V...> offsets{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> paddings{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> multiples{};
+
+namespace detail {
+
+// A constant int input of an op (sizes, paddings, axes), inserted at `position`; of shape
+// `dims` ([n] by default; {} for a scalar).
+struct int_input {
+  std::size_t position;
+  std::vector<std::int64_t> values;
+  std::vector<std::int64_t> dims = {static_cast<std::int64_t>(values.size())};
+  dtype type = dtype::int64;
+};
+
+// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
+// prepare() registers the op family and Kernel, constrained to T unless T is void.
+template <class Kernel, void (*Family)(), class T = void>
+struct indexed_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<int_input> ints;
+  attr_map attrs;
+  int port = 0;
+  void prepare() const {
+    if constexpr (std::is_void_v<T>)
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
+    else
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    for (const auto& c : ints)
+      inputs.insert(inputs.begin() + static_cast<std::ptrdiff_t>(c.position),
+                    int_constant(cx, c.values, shape(c.dims), c.type));
+    output o = cx.add(name, std::move(inputs), attrs, scope);
+    o.port = port;
+    return o;
+  }
+};
+
+template <class Kernel, class T = void>
+using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
+template <class Kernel, class T = void>
+using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
+
+template <std::size_t N>
+std::vector<std::int64_t> to_vector(const std::array<std::int64_t, N>& a) {
+  return {a.begin(), a.end()};
+}
+
+// The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
+template <class S, class B, class Z>
+constexpr std::array<std::int64_t, 2> slice_conflict() {
+  if constexpr (B::values.size() == S::values.size() && Z::values.size() == S::values.size()) {
+    for (std::size_t i = 0; i < S::values.size(); ++i) {
+      std::int64_t size = Z::values[i] < 0 ? 0 : Z::values[i];
+      if (S::values[i] >= 0 && B::values[i] + size > S::values[i]) return {B::values[i] + size, S::values[i]};
+    }
+  }
+  return {0, 0};
+}
+
+}  // namespace detail
+
+// ---- slice, pad, tile -----------------------------------------------------------------
+
+// slice(x, offsets<1, 0>, dims<2, dyn>): the block starting at the offsets; a dyn size runs
+// to the end of its dimension (TensorFlow's -1).
+template <expression A, std::int64_t... B, std::int64_t... Z>
+auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
+  using S = shape_of<A>;
+  static_assert(((B >= 0) && ...), "weft::slice: offsets must be non-negative");
+  (void)check::slice_rank<static_cast<std::int64_t>(sizeof...(B)), S::rank>::value;
+  (void)check::slice_rank<static_cast<std::int64_t>(sizeof...(Z)), S::rank>::value;
+  constexpr auto bounds = detail::slice_conflict<S, index_list<B...>, static_shape<Z...>>();
+  (void)check::slice_bounds<bounds[0], bounds[1]>::value;
+  constexpr std::array<std::int64_t, sizeof...(Z)> out = [] {
+    std::array<std::int64_t, sizeof...(Z)> r{Z...};
+    std::array<std::int64_t, sizeof...(B)> b{B...};
+    for (std::size_t i = 0; i < r.size(); ++i)
+      if (r[i] < 0) r[i] = detail::dim_or(S::values, i) < 0 ? dyn : detail::dim_or(S::values, i) - b[i];
+    return r;
+  }();
+  using Op = detail::array_op<cpu::slice_kernel>;
+  std::vector<std::int64_t> sizes{(Z < 0 ? -1 : Z)...};
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
+      Op{"Slice", {{1, {B...}}, {2, sizes}}, {}}, a);
+}
+
+// pad(x, paddings<before0, after0, before1, after1, ...>): zeros around x.
+template <expression A, std::int64_t... P>
+auto pad(const A& a, index_list<P...>) {
+  using S = shape_of<A>;
+  static_assert(((P >= 0) && ...), "weft::pad: paddings must be non-negative");
+  (void)check::pad_count<static_cast<std::int64_t>(sizeof...(P)), 2 * S::rank>::value;
+  constexpr auto out = [] {
+    auto r = S::values;
+    std::array<std::int64_t, sizeof...(P)> p{P...};
+    for (std::size_t i = 0; i < r.size() && 2 * i + 1 < p.size(); ++i)
+      if (r[i] >= 0) r[i] += p[2 * i] + p[2 * i + 1];
+    return r;
+  }();
+  using Op = detail::array_op<cpu::pad_kernel>;
+  // Paddings are a [rank, 2] matrix.
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
+      Op{"Pad", {{1, {P...}, {S::rank, 2}}}, {}}, a);
+}
+
+// tile(x, multiples<2, 1>): x repeated along each dimension.
+template <expression A, std::int64_t... M>
+auto tile(const A& a, index_list<M...>) {
+  using S = shape_of<A>;
+  static_assert(((M >= 0) && ...), "weft::tile: multiples must be non-negative");
+  (void)check::tile_count<static_cast<std::int64_t>(sizeof...(M)), S::rank>::value;
+  constexpr auto out = [] {
+    auto r = S::values;
+    std::array<std::int64_t, sizeof...(M)> m{M...};
+    for (std::size_t i = 0; i < r.size() && i < m.size(); ++i)
+      r[i] = m[i] == 0 ? 0 : r[i] < 0 ? dyn : r[i] * m[i];
+    return r;
+  }();
+  using Op = detail::array_op<cpu::tile_kernel>;
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(Op{"Tile", {{1, {M...}}}, {}}, a);
+}
+
+// ---- gather, one_hot, split -------------------------------------------------------------
+
+// gather(params, indices[, axes<a>]): slices of params along axis a (default 0) at the
+// indices; the result's shape is params[:a] + indices + params[a+1:] (TensorFlow's GatherV2).
+// An index out of range is a run-time error.
+template <expression P, expression I, std::int64_t Axis = 0>
+auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
+  using SP = shape_of<P>;
+  using SI = shape_of<I>;
+  using IT = value_type_of<I>;
+  constexpr std::int64_t axis = Axis < 0 ? Axis + SP::rank : Axis;
+  (void)check::gather_axis<(axis >= 0 && axis < SP::rank) ? 0 : Axis, 0>::value;
+  (void)check::gather_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
+  constexpr auto out = [] {
+    std::array<std::int64_t, SP::values.size() + SI::values.size() - (SP::rank > 0 ? 1 : 0)> r{};
+    std::size_t j = 0;
+    for (std::size_t d = 0; d < SP::values.size(); ++d) {
+      if (static_cast<std::int64_t>(d) == axis)
+        for (auto v : SI::values) r[j++] = v;
+      else if (j < r.size())
+        r[j++] = SP::values[d];
+    }
+    return r;
+  }();
+  using Op = detail::array_op<cpu::gather_kernel>;
+  return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
+      Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
+}
+
+// one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last
+// dimension of size 10; one_hot<10, double>(labels, on, off) with other values and dtype.
+// An index outside [0, depth) gives a row of `off`.
+template <std::int64_t Depth, element T = float, expression I>
+auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
+  using SI = shape_of<I>;
+  using IT = value_type_of<I>;
+  static_assert(Depth >= 0, "weft::one_hot: the depth must be non-negative");
+  (void)check::one_hot_indices<IT, std::is_same_v<IT, std::uint8_t> || std::is_same_v<IT, std::int32_t> ||
+                                       std::is_same_v<IT, std::int64_t>>::value;
+  constexpr auto out = [] {
+    std::array<std::int64_t, SI::values.size() + 1> r{};
+    for (std::size_t d = 0; d < SI::values.size(); ++d) r[d] = SI::values[d];
+    r[SI::values.size()] = Depth;
+    return r;
+  }();
+  using Op = detail::array_op<cpu::one_hot_kernel>;
+  auto on_c = constant(on), off_c = constant(off);
+  return op_expr<Op, T, detail::shape_from_array_t<out>, I, decltype(on_c), decltype(off_c)>(
+      Op{"OneHot", {{1, {Depth}, {}, dtype::int32}}, {}}, indices, on_c, off_c);
+}
+
+// split<3, 1>(x): three equal parts of x along axis 1, as a std::array of expressions (one
+// node with three outputs).
+template <std::int64_t N, std::int64_t Axis, expression A>
+auto split(const A& a) {
+  using S = shape_of<A>;
+  static_assert(N >= 1, "weft::split: the number of parts must be at least 1");
+  constexpr std::int64_t axis = Axis < 0 ? Axis + S::rank : Axis;
+  static_assert(axis >= 0 && axis < S::rank, "weft::split: the axis is out of range for the operand's rank");
+  constexpr std::int64_t dim = S::values[static_cast<std::size_t>(axis)];
+  (void)check::split_divides<dim < 0 ? 0 : dim % N, 0>::value;
+  constexpr auto out = [] {
+    auto r = S::values;
+    if (r[static_cast<std::size_t>(axis)] >= 0) r[static_cast<std::size_t>(axis)] /= N;
+    return r;
+  }();
+  using Op = detail::array_op<cpu::split_kernel>;
+  using E = op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>;
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<E, N>{
+        E(Op{"Split", {{0, {axis}, {}, dtype::int32}}, {{"num_split", N}}, static_cast<int>(K)}, a)...};
+  }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
+}
+
+// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
+// Size; int32 by default, as there).
+template <element Out = std::int32_t, expression A>
+auto shape_tensor(const A& a) {
+  static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
+                "weft::shape_tensor: the result dtype must be int32 or int64");
+  using Op = detail::array_op<cpu::shape_kernel>;
+  return op_expr<Op, Out, static_shape<shape_of<A>::rank>, A>(Op{"Shape", {}, {{"out_type", dtype_of<Out>}}}, a);
+}
+template <expression A>
+auto rank_tensor(const A& a) {
+  using Op = detail::array_op<cpu::rank_kernel>;
+  return op_expr<Op, std::int32_t, scalar_shape, A>(Op{"Rank", {}, {}}, a);
+}
+template <element Out = std::int32_t, expression A>
+auto size_tensor(const A& a) {
+  static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
+                "weft::size_tensor: the result dtype must be int32 or int64");
+  using Op = detail::array_op<cpu::size_kernel>;
+  return op_expr<Op, Out, scalar_shape, A>(Op{"Size", {}, {{"out_type", dtype_of<Out>}}}, a);
+}
+
+// ---- batch_matmul, matrix_inverse, matrix_determinant ------------------------------------
+
+namespace detail {
+// The leading dims of S (all but the last two).
+template <class S>
+constexpr auto batch_dims() {
+  std::array<std::int64_t, (S::values.size() < 2 ? 0 : S::values.size() - 2)> r{};
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
+  return r;
+}
+// BatchMatMulV2's result: the broadcast batch dims of x and y, then m and n.
+template <class SX, class SY, std::int64_t M, std::int64_t N>
+struct batch_matmul_shape {
+  using batch = broadcast_shapes<shape_from_array_t<batch_dims<SX>()>, shape_from_array_t<batch_dims<SY>()>>;
+  static constexpr auto conflict = batch::conflict;
+  static constexpr auto dims = [] {
+    std::array<std::int64_t, batch::rank + 2> r{};
+    for (std::size_t i = 0; i < batch::rank; ++i) r[i] = batch::dims[i];
+    r[batch::rank] = M;
+    r[batch::rank + 1] = N;
+    return r;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+}  // namespace detail
+
+// batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
+// broadcast; batch_matmul<true, false>(x, y) takes the adjoint of each matrix of x first.
+template <bool AdjX = false, bool AdjY = false, expression X, expression Y>
+auto batch_matmul(const X& x, const Y& y) {
+  using SX = shape_of<X>;
+  using SY = shape_of<Y>;
+  using T = value_type_of<X>;
+  (void)check::batch_matmul_dtypes<T, value_type_of<Y>>::value;
+  (void)check::batch_matmul_dtype<T, detail::in_list<T, cpu::matmul_types>::value>::value;
+  (void)check::batch_matmul_rank<(SX::rank < 2 ? SX::rank : 2), 2>::value;
+  (void)check::batch_matmul_rank<(SY::rank < 2 ? SY::rank : 2), 2>::value;
+  // Below rank 2 the check above has failed; the indices stay in range for the rest.
+  constexpr std::size_t rx = SX::values.size() < 2 ? 2 : SX::values.size();
+  constexpr std::size_t ry = SY::values.size() < 2 ? 2 : SY::values.size();
+  constexpr std::int64_t m = detail::dim_or(SX::values, AdjX ? rx - 1 : rx - 2);
+  constexpr std::int64_t kx = detail::dim_or(SX::values, AdjX ? rx - 2 : rx - 1);
+  constexpr std::int64_t ky = detail::dim_or(SY::values, AdjY ? ry - 1 : ry - 2);
+  constexpr std::int64_t n = detail::dim_or(SY::values, AdjY ? ry - 2 : ry - 1);
+  constexpr auto k = detail::static_pair(kx, ky);
+  (void)check::batch_matmul_inner_dims<k[0], k[1]>::value;
+  using Out = typename detail::batch_matmul_shape<SX, SY, m, n>::type;
+  (void)check::batch_matmul_batch<detail::batch_matmul_shape<SX, SY, m, n>::conflict[0],
+                                  detail::batch_matmul_shape<SX, SY, m, n>::conflict[1]>::value;
+  using Op = detail::matrix_op<cpu::batch_matmul_kernel<T>, T>;
+  return op_expr<Op, T, Out, X, Y>(
+      Op{"BatchMatMulV2", {}, {{"adj_x", AdjX}, {"adj_y", AdjY}}}, x, y);
+}
+
+namespace detail {
+template <class A>
+constexpr void check_square() {
+  using S = shape_of<A>;
+  using T = value_type_of<A>;
+  (void)check::linalg_dtype<T, in_list<T, type_list<float, double, complex64, complex128>>::value>::value;
+  (void)check::square_rank<(S::rank < 2 ? S::rank : 2), 2>::value;
+  if constexpr (S::rank >= 2) {
+    constexpr auto p = static_pair(S::values[S::values.size() - 2], S::values[S::values.size() - 1]);
+    (void)check::square_matrices<p[0], p[1]>::value;
+  }
+}
+}  // namespace detail
+
+// matrix_inverse(x): the inverse of each square matrix of x (its last two dims); a singular
+// matrix is a run-time error. matrix_inverse(x, true) inverts the adjoints.
+template <expression A>
+auto matrix_inverse(const A& a, bool adjoint = false) {
+  detail::check_square<A>();
+  using T = value_type_of<A>;
+  using Op = detail::matrix_op<cpu::matrix_inverse_kernel<T>, T>;
+  return op_expr<Op, T, shape_of<A>, A>(Op{"MatrixInverse", {}, {{"adjoint", adjoint}}}, a);
+}
+
+// matrix_determinant(x): the determinant of each square matrix of x; the result drops the
+// last two dims.
+template <expression A>
+auto matrix_determinant(const A& a) {
+  detail::check_square<A>();
+  using S = shape_of<A>;
+  using T = value_type_of<A>;
+  constexpr std::size_t rank = S::values.size() < 2 ? 0 : S::values.size() - 2;
+  constexpr std::array<std::int64_t, rank> out = [] {
+    std::array<std::int64_t, rank> r{};
+    for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
+    return r;
+  }();
+  using Op = detail::matrix_op<cpu::matrix_determinant_kernel<T>, T>;
+  return op_expr<Op, T, detail::shape_from_array_t<out>, A>(Op{"MatrixDeterminant", {}, {}}, a);
+}
+
+}  // namespace weft
