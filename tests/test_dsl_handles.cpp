@@ -247,3 +247,40 @@ TEST_CASE("dsl: batch_matmul, matrix_inverse and matrix_determinant", "[dsl][mat
   CHECK_THROWS_WITH(s.run(matrix_determinant(sq), feed(sq, tensor_of<float, 2>(std::vector<float>(6), {2, 3}))),
                     Catch::Contains("square"));
 }
+
+TEST_CASE("dsl: colocate_with puts nodes in the group of an expression's node", "[dsl][scopes]") {
+  auto w = variable<float>("w", dims<3>, 1.0f);
+  auto x = placeholder<float>("x", dims<3>);
+  auto update = [&] {
+    colocate_with c(w);
+    return assign_sub(w, x * 0.5f);
+  }();
+  client_options o;
+  o.fusion = false;
+  client_session s(o);
+  s.initialize(w);
+  s.run(targets(update), feed(x, tensor_of<float, 1>(std::vector<float>{2, 4, -2}, {3})));
+  CHECK(s.run(w).to_vector() == std::vector<float>{0, -1, 2});
+  const graph& g = s.current_graph();
+  CHECK(g["AssignSub"].colocation() == "w");
+  CHECK(g["Mul"].colocation() == "w");
+  CHECK(g["w"].colocation().empty());
+  // The same expression outside the scope is another node (CSE keeps colocations apart).
+  output outside = s.lower(x * 0.5f);
+  CHECK(g.at(outside).name() != "Mul");
+  CHECK(g.at(outside).colocation().empty());
+  // A device that conflicts with the group's is an error naming both.
+  auto v = [] {
+    device_scope d("/cpu:0");
+    return variable<float>("v", dims<3>, 0.0f);
+  }();
+  auto bad = [&] {
+    colocate_with c(v);
+    device_scope d("/cpu:1");
+    return v + 1.0f;
+  }();
+  CHECK_THROWS_WITH(s.lower(bad), Catch::Contains("requests device '/cpu:1'") && Catch::Contains("node 'v'"));
+  // v was lowered before the failure; the session still runs it.
+  s.initialize(v);
+  CHECK(s.run(v).to_vector() == std::vector<float>{0, 0, 0});
+}

@@ -62,6 +62,37 @@ TEST_CASE("import builds graphs from names in any order and rejects bad ones") {
   CHECK(h.size() == 0);  // all or nothing
 }
 
+TEST_CASE("colocation groups are stored on nodes, flat, and checked against devices") {
+  graph g;
+  auto& w = g.variable(dtype::float32, partial_shape{2}, node_options("w").on("/cpu:0"));
+  auto& a = g.op("Identity", {w}, {}, node_options("a").colocate("w"));
+  CHECK(a.colocation() == "w");
+  {
+    auto scope = g.colocate_with(a);  // a is in w's group: so is everything built here
+    auto& b = g.op("Identity", {a}, {}, "b");
+    CHECK(b.colocation() == "w");
+    test::require_error([&] { g.op("Identity", {a}, {}, node_options("c").on("/cpu:1")); },
+                        {"node 'c' (Identity)", "requests device '/cpu:1'", "colocated with node 'w'", "'/cpu:0'"});
+  }
+  CHECK(g.op("Identity", {a}, {}, "d").colocation().empty());
+  CHECK(w.colocation().empty());
+  test::require_error([&] { g.op("Identity", {a}, {}, node_options("e").colocate("nowhere")); },
+                      {"node 'e' (Identity)", "colocate_with names no node ('nowhere')"});
+
+  // Import: a node may be colocated with one that consumes it; chains flatten; cycles fail.
+  attr_map c{{"value", tensor::scalar(2.0f)}, {"dtype", dtype::float32}};
+  graph h;
+  h.import({{"x", "Const", {}, c, "", "y"}, {"y", "Identity", {"x"}, {}, "", "z"}, {"z", "Identity", {"y"}, {}, ""}});
+  CHECK(h["x"].colocation() == "z");
+  CHECK(h["y"].colocation() == "z");
+  CHECK(h["z"].colocation().empty());
+  graph k;
+  test::require_error([&] { k.import({{"p", "Const", {}, c, "", "q"}, {"q", "Const", {}, c, "", "p"}}); },
+                      {"colocations form a cycle"});
+  test::require_error([&] { k.import({{"p", "Const", {}, c, "", "r"}}); }, {"colocate_with names no node ('r')"});
+  CHECK(k.size() == 0);
+}
+
 TEST_CASE("control edges that would close a cycle are rejected") {
   graph g;
   auto& a = g.constant(tensor::scalar(1.0f), "a");

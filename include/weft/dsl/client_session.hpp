@@ -105,11 +105,10 @@ class client_session {
     feed_list feed_values;
     {
       std::lock_guard lock(mutex_);
-      int before = graph_.size();
       std::apply([&](const auto&... e) { (fetches.emplace_back(weft::lower(lowering_, e)), ...); }, f.items);
       for (const auto& item : t.items) target_nodes.emplace_back(item(lowering_));
       (feed_values.emplace_back(weft::lower(lowering_, feeds.placeholder), feeds.value), ...);
-      if (graph_.size() != before) session_.extend(graph_);
+      sync();
     }
     auto results = session_.run(feed_values, fetches, target_nodes);
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -124,9 +123,8 @@ class client_session {
     std::vector<endpoint> inits;
     {
       std::lock_guard lock(mutex_);
-      int before = graph_.size();
       (weft::lower(lowering_, roots), ...);
-      if (graph_.size() != before) session_.extend(graph_);
+      sync();
       const auto& all = lowering_.initializers();
       for (std::size_t i = initialized_; i < all.size(); ++i) inits.emplace_back(output{all[i], 0});
       initialized_ = all.size();
@@ -139,9 +137,8 @@ class client_session {
   template <expression E>
   output lower(const E& e) {
     std::lock_guard lock(mutex_);
-    int before = graph_.size();
     output o = weft::lower(lowering_, e);
-    if (graph_.size() != before) session_.extend(graph_);
+    sync();
     return o;
   }
 
@@ -149,11 +146,21 @@ class client_session {
   session& untyped() noexcept { return session_; }
 
  private:
+  // Gives the session the nodes lowered since the last sync, including those a lowering
+  // that failed part way added (they stay, remembered, and later runs may use them).
+  void sync() {
+    if (graph_.size() != known_) {
+      session_.extend(graph_);
+      known_ = graph_.size();
+    }
+  }
+
   std::mutex mutex_;
   graph graph_;
   lowering lowering_;
   session session_;
   std::size_t initialized_ = 0;
+  int known_ = 0;  // nodes the session has
 };
 
 }  // namespace weft

@@ -39,12 +39,16 @@
 
 namespace weft {
 
+class lowering;
+
 // ---- scopes --------------------------------------------------------------------------
-// The name prefix and device in force where an expression is built. Interned, so that an
-// expression carries one pointer.
+// The name prefix, device and colocation in force where an expression is built. Interned
+// (for the program's lifetime), so that an expression carries one pointer.
 struct scope_info {
   std::string prefix;  // "layer1/" or empty
   std::string device;  // "/cpu:0" or empty
+  // Lowers the expression whose node the scope's nodes are colocated with; null: none.
+  std::shared_ptr<const std::function<output(lowering&)>> colocate;
 };
 
 namespace detail {
@@ -53,7 +57,7 @@ inline const scope_info* intern_scope(const scope_info& s) {
   static auto* table = new std::deque<scope_info>;  // never destroyed: expressions may outlive main's locals
   std::lock_guard lock(mutex);
   for (const auto& e : *table)
-    if (e.prefix == s.prefix && e.device == s.device) return &e;
+    if (e.prefix == s.prefix && e.device == s.device && e.colocate == s.colocate) return &e;
   table->push_back(s);
   return &table->back();
 }
@@ -85,14 +89,15 @@ class scope_guard_base {
 class name_scope : detail::scope_guard_base {
  public:
   explicit name_scope(std::string_view name)
-      : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device}) {}
+      : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device,
+                          detail::current_scope()->colocate}) {}
 };
 
 // { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
 class device_scope : detail::scope_guard_base {
  public:
   explicit device_scope(std::string_view device)
-      : scope_guard_base({detail::current_scope()->prefix, std::string(device)}) {}
+      : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
 
 // ---- expressions ---------------------------------------------------------------------
@@ -130,19 +135,23 @@ class lowering {
              std::string_view name = {}, bool merge = true) {
     const op_def* def = op_registry::global().find(op);
     merge = merge && def && !def->stateful;
+    // The node to colocate with, lowered first (memoized: found again at once).
+    std::string colocate = scope->colocate ? graph_.at((*scope->colocate)(*this)).name() : std::string();
+    // Equal nodes merge only when they request the same device and colocation.
     cse_key key{std::string(op), inputs};
     if (merge) {
       if (auto it = cse_.find(key); it != cse_.end())
-        for (const auto& [a, id] : it->second)
-          if (a == attrs) return output{id, 0};
+        for (const auto& e : it->second)
+          if (e.attrs == attrs && e.device == scope->device && e.colocate == colocate) return output{e.id, 0};
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
     for (int k = 1; graph_.find(unique); ++k) unique = base + "_" + std::to_string(k);
     node_options options(unique);
     options.device = scope->device;
+    options.colocate_with = colocate;
     const node& n = graph_.op(op, inputs, attrs, std::move(options));
-    if (merge) cse_[std::move(key)].emplace_back(std::move(attrs), n.id());
+    if (merge) cse_[std::move(key)].push_back({std::move(attrs), scope->device, std::move(colocate), n.id()});
     return n.out(0);
   }
 
@@ -162,9 +171,14 @@ class lowering {
 
  private:
   using cse_key = std::pair<std::string, std::vector<output>>;
+  struct cse_entry {
+    attr_map attrs;
+    std::string device, colocate;
+    int id;
+  };
   graph& graph_;
   bool fuse_;
-  std::map<cse_key, std::vector<std::pair<attr_map, int>>> cse_;
+  std::map<cse_key, std::vector<cse_entry>> cse_;
   std::map<const void*, output> by_identity_;
   std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
   std::vector<int> initializers_;
@@ -208,5 +222,17 @@ template <expression E>
 output lower(lowering& cx, const E& e) {
   return e.lower(cx);
 }
+
+// { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
+// inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
+// placement issue honours groups; a device requested inside must match the group's.
+class colocate_with : detail::scope_guard_base {
+ public:
+  template <expression E>
+  explicit colocate_with(const E& e)
+      : scope_guard_base({detail::current_scope()->prefix, detail::current_scope()->device,
+                          std::make_shared<const std::function<output(lowering&)>>(
+                              [e](lowering& cx) { return weft::lower(cx, e); })}) {}
+};
 
 }  // namespace weft

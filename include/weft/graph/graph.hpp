@@ -47,6 +47,9 @@ class node {
   const std::vector<output>& inputs() const noexcept { return inputs_; }
   const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
   const std::string& device() const noexcept { return device_; }
+  // The colocation group: the name of the node this one must be placed with (empty: none).
+  // Groups are flat: colocating with a colocated node joins that node's group.
+  const std::string& colocation() const noexcept { return colocation_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
   int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
   dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
@@ -73,6 +76,7 @@ class node {
   std::vector<output> inputs_;
   std::vector<int> control_inputs_;
   std::string device_;
+  std::string colocation_;
   std::vector<dtype> input_dtypes_;
   std::vector<bool> input_is_ref_;
   std::vector<dtype> output_dtypes_;
@@ -82,11 +86,12 @@ class node {
 
 // Options of one added node; fields left empty take the graph's current scopes.
 // g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
-// also sets its device and control inputs.
+// also sets its device and control inputs, and .colocate("w") places it with node w.
 struct node_options {
   std::string name;                 // default: the op name, made unique
   std::vector<int> control_inputs;  // node ids
   std::string device;
+  std::string colocate_with = {};  // a node name
 
   node_options() = default;
   node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
@@ -99,6 +104,10 @@ struct node_options {
     control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
     return *this;
   }
+  node_options& colocate(std::string node_name) {
+    colocate_with = std::move(node_name);
+    return *this;
+  }
 };
 
 // A node by names only, as a serialized or runtime-built model describes it.
@@ -108,6 +117,7 @@ struct node_spec {
   std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
   attr_map attrs;
   std::string device;
+  std::string colocate_with = {};  // a node name, of this graph or of the specs
 };
 
 class graph {
@@ -120,8 +130,9 @@ class graph {
     std::vector<int> controls = std::move(options.control_inputs);
     for (int c : control_scope_) controls.push_back(c);
     std::string device = options.device.empty() ? device_scope_ : options.device;
+    std::string colocate = options.colocate_with.empty() ? colocation_scope_ : options.colocate_with;
     return add_resolved(op_name, inputs, std::move(attrs), std::move(options.name), std::move(controls),
-                        std::move(device));
+                        std::move(device), std::move(colocate));
   }
 
   // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
@@ -183,6 +194,12 @@ class graph {
     device_scope_ = device;
     return scope_guard([this, saved] { device_scope_ = saved; });
   }
+  // Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
+  [[nodiscard]] scope_guard colocate_with(const node& n) {
+    auto saved = colocation_scope_;
+    colocation_scope_ = n.name();
+    return scope_guard([this, saved] { colocation_scope_ = saved; });
+  }
   [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
     auto saved = control_scope_;
     control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
@@ -213,7 +230,29 @@ class graph {
 
  private:
   const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                           std::string name, std::vector<int> controls, std::string device);
+                           std::string name, std::vector<int> controls, std::string device,
+                           std::string colocate);
+  void check_colocated_devices(const std::string& who, const std::string& device, const node& root) const {
+    if (!device.empty() && !root.device().empty() && device != root.device())
+      fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
+           root.describe(), ", which requests '", root.device(), "'");
+  }
+  // Points every colocated node at its group's root (the first node of a chain that is not
+  // colocated with another); a cycle of colocations is an error.
+  void flatten_colocation() {
+    for (auto& n : nodes_) {
+      std::string root = n.colocation_;
+      for (int steps = 0; !root.empty(); ++steps) {
+        const std::string& next = (*this)[root].colocation_;
+        if (next.empty() || next == root) break;
+        if (steps > size()) fail(error_code::invalid_argument, n.describe(), ": colocations form a cycle");
+        root = next;
+      }
+      if (root == n.name_) root.clear();
+      if (!root.empty()) check_colocated_devices(n.describe(), n.device_, (*this)[root]);
+      n.colocation_ = std::move(root);
+    }
+  }
   std::string unique_name(std::string_view base) {
     std::string candidate(base);
     for (int k = 1; by_name_.count(candidate); ++k) candidate = std::string(base) + "_" + std::to_string(k);
@@ -224,11 +263,13 @@ class graph {
   std::unordered_map<std::string, int> by_name_;
   std::string name_scope_;
   std::string device_scope_;
+  std::string colocation_scope_;
   std::vector<int> control_scope_;
 };
 
 inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                                       std::string name, std::vector<int> controls, std::string device) {
+                                       std::string name, std::vector<int> controls, std::string device,
+                                       std::string colocate) {
   const op_def* def = op_registry::global().find(op_name);
   std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
   std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
@@ -242,6 +283,13 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
   if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
     fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
+  if (!colocate.empty()) {
+    const node* with = find(colocate);
+    if (!with) fail(error_code::invalid_argument, who, ": colocate_with names no node ('", colocate, "')");
+    if (!with->colocation().empty()) with = &(*this)[with->colocation()];  // groups are flat
+    check_colocated_devices(who, device, *with);
+    colocate = with->name();
+  }
 
   for (const auto& [key, value] : attrs.entries()) {
     const attr_def* ad = def->find_attr(key);
@@ -391,6 +439,7 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   controls.erase(std::unique(controls.begin(), controls.end()), controls.end());
   n.control_inputs_ = std::move(controls);
   n.device_ = std::move(device);
+  n.colocation_ = std::move(colocate);
   n.input_dtypes_ = std::move(in_types);
   n.input_is_ref_ = std::move(input_refs);
   n.output_dtypes_ = std::move(out_types);
@@ -450,6 +499,7 @@ inline void graph::import(const std::vector<node_spec>& specs) {
       auto name = source_of(specs[i], ref);
       if (auto it = index.find(name); it != index.end()) visit(it->second);
     }
+
     state[i] = 2;
     order.push_back(i);
   };
@@ -467,9 +517,18 @@ inline void graph::import(const std::vector<node_spec>& specs) {
         inputs.push_back(staged.resolve(ref));
     }
     auto saved_scope = std::exchange(staged.name_scope_, std::string());
-    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device);
+    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device, {});
     staged.name_scope_ = saved_scope;
   }
+  // Colocation after all nodes exist: a node may be colocated with one that consumes it.
+  for (const auto& s : specs) {
+    if (s.colocate_with.empty()) continue;
+    if (!staged.find(s.colocate_with))
+      fail(error_code::invalid_argument, staged[s.name].describe(), ": colocate_with names no node ('",
+           s.colocate_with, "')");
+    staged.nodes_[static_cast<std::size_t>(staged[s.name].id())].colocation_ = s.colocate_with;
+  }
+  staged.flatten_colocation();
   *this = std::move(staged);
 }
 
