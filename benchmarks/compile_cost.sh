@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Compile time and peak compiler memory (g++ -O2, one TU at a time) of:
 #   - the minimal user program: one MatMul through a session (tests/consumer/main.cpp);
+#   - DSL programs: the tutorial's 3-layer MLP (docs/tutorial.md, sample 2) and a 20-layer
+#     model built in a runtime loop through weft::handle, beside the same model written out
+#     as 20 typed expressions (benchmarks/compile/);
 #   - the full CPU kernel registry in one TU (<weft/kernels/cpu/all.hpp>), and per family;
 #   - baselines: an Eigen Tensor contraction on a ThreadPoolDevice, Eigen's dense product,
 #     Boost.Hana's header.
@@ -37,6 +40,10 @@ echo '#include <weft/kernels/cpu/all.hpp>' > "$work/all.cpp"
 
 "$CXX" --version | head -1
 measure "minimal program (consumer)" tests/consumer/main.cpp
+python3 tools/doc_samples.py docs "$work/samples" > /dev/null
+measure "DSL: 3-layer MLP (tutorial sample 2)" "$work/samples/tutorial_2.cpp"
+measure "DSL: 20 layers, runtime loop (handle)" benchmarks/compile/dsl_layers_loop.cpp
+measure "DSL: 20 layers written out (typed)" benchmarks/compile/dsl_layers_unrolled.cpp
 measure "full registry, one TU (all.hpp)" "$work/all.cpp"
 for f in tests/support/cpu_kernels_*.cpp; do
   n=$(basename "$f" .cpp)

@@ -124,6 +124,40 @@ TEST_CASE("dsl: a fused elementwise chain equals the naive loop and the unfused 
   CHECK(f->attr<std::vector<std::int64_t>>("slots") == std::vector<std::int64_t>{0, 1, 2, 1, 3, 1, 1, 4});
 }
 
+TEST_CASE("dsl: fused subtrees read row operands in place and expand the others", "[dsl][fusion]") {
+  // x [r, 4, 40]; b [40] and c [1, 4, 40] are rows (160 and 40 elements: the first one met,
+  // b, sets the row, so c is expanded); d [r, 1, 1] is expanded; the int64 k mixes dtypes.
+  auto x = placeholder<float>("x", dims<dyn, 4, 40>);
+  auto b = placeholder<float>("b", dims<40>);
+  auto c = placeholder<float>("c", dims<1, 4, 40>);
+  auto d = placeholder<float>("d", dims<dyn, 1, 1>);
+  auto y = relu(x * 0.5f + b) - c * d;
+  auto z = maximum(x, b) + b * b;  // two reads of one row operand
+  const std::int64_t r = 3;
+  auto xv = ramp(static_cast<std::size_t>(r * 160), 0.11f), bv = ramp(40, 0.3f, 0.2f), cv = ramp(160, -0.05f),
+       dv = std::vector<float>{1.0f, -2.0f, 0.5f};
+  std::vector<float> empty;
+  for (bool on : {true, false}) {
+    client_session s(fusion(on));
+    auto [yv, zv] = s.run(fetch(y, z), feed(x, tensor_of<float, 3>(xv, {r, 4, 40})), feed(b, tensor_of<float, 1>(bv, {40})),
+                          feed(c, tensor_of<float, 3>(cv, {1, 4, 40})), feed(d, tensor_of<float, 3>(dv, {r, 1, 1})));
+    REQUIRE(yv.shape() == shape{r, 4, 40});
+    for (std::int64_t i = 0; i < r; ++i)
+      for (std::int64_t j = 0; j < 4; ++j)
+        for (std::int64_t k = 0; k < 40; ++k) {
+          float xe = xv[static_cast<std::size_t>(i * 160 + j * 40 + k)], be = bv[static_cast<std::size_t>(k)];
+          float want = std::max(xe * 0.5f + be, 0.0f) -
+                       cv[static_cast<std::size_t>(j * 40 + k)] * dv[static_cast<std::size_t>(i)];
+          CHECK(yv(i, j, k) == Approx(want).margin(1e-6));
+          CHECK(zv(i, j, k) == Approx(std::max(xe, be) + be * be).margin(1e-6));
+        }
+    if (on) CHECK(count_op(s.current_graph(), "Fused") == 2);
+    // Empty batch: nothing to compute, the shape still follows the broadcast.
+    auto e = s.run(z, feed(x, tensor_of<float, 3>(empty, {0, 4, 40})), feed(b, tensor_of<float, 1>(bv, {40})));
+    CHECK(e.shape() == shape{0, 4, 40});
+  }
+}
+
 TEST_CASE("dsl: fused integer, bool and mixed-dtype subtrees", "[dsl][fusion]") {
   auto i = placeholder<std::int32_t>("i", dims<dyn>);
   auto f = placeholder<float>("f", dims<dyn>);

@@ -13,8 +13,10 @@
 // do all ops when the session's fusion option is off.
 //
 // Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
-// place; any other broadcast operand is first expanded to the output's shape (one extra
-// pass over memory for that operand).
+// place. Row operands (a bias [n] beside [batch, n]: the output's trailing dims, all of the
+// same size, at least 32 elements) are read in place too, the pass going row by row. Any
+// other broadcast operand is first expanded to the output's shape (one extra pass over
+// memory for that operand).
 #pragma once
 
 #include <algorithm>
@@ -206,25 +208,52 @@ class fused_kernel final : public op_kernel {
       mark<E>(out, k);
       return out;
     }();
-    // Operands of another shape than the output are expanded to it first.
+    static constexpr auto sizeof_leaf = [] {
+      std::array<std::int64_t, leaves> out{};
+      std::size_t k = 0;
+      leaf_sizes<E>(out, k);
+      return out;
+    }();
+    // Row operands: the first one's size is the row length; others of that size join it.
+    std::int64_t row = 0;
+    for (std::size_t i = 0; i < leaves && row == 0; ++i)
+      if (!scalar_leaf[i]) row = row_length(ctx.input(slots_[i]).shape(), out_shape);
+    // Operands of another shape are expanded to the output's first.
     std::vector<tensor> expanded(static_cast<std::size_t>(ctx.num_inputs()));
     std::array<const void*, leaves> ptr{};
+    std::array<bool, leaves> advances{};  // read at the row's offset (full operands)
     for (std::size_t i = 0; i < leaves; ++i) {
       const tensor& x = ctx.input(slots_[i]);
-      if (scalar_leaf[i] || x.shape() == out_shape) {
+      if (scalar_leaf[i] || x.shape() == out_shape || (row > 0 && row_length(x.shape(), out_shape) == row)) {
         ptr[i] = x.raw_data();
+        advances[i] = !scalar_leaf[i] && x.shape() == out_shape;
         continue;
       }
       auto& e = expanded[static_cast<std::size_t>(slots_[i])];
       if (!e.valid()) e = expand(ctx, x, out_shape);
       ptr[i] = e.raw_data();
+      advances[i] = true;
     }
     tensor& out = ctx.allocate_output(0, out_shape);
     T* o = out.data<T>();
-    const void* const* in = ptr.data();
-    ctx.parallel_for(out_shape.num_elements(), 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-      cpu::array_out<T>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
-    });
+    const std::int64_t n = out_shape.num_elements();
+    if (row == 0) {
+      const void* const* in = ptr.data();
+      ctx.parallel_for(n, 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
+        cpu::array_out<T>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
+      });
+      return;
+    }
+    // Row by row: full operands at the row's offset, row operands at their start.
+    ctx.parallel_for(n / row, 2.0 * fused_count<E>::ops * static_cast<double>(row),
+                     [&](std::int64_t first, std::int64_t last) {
+                       std::array<const void*, leaves> at{};
+                       for (std::int64_t r = first; r < last; ++r) {
+                         for (std::size_t i = 0; i < leaves; ++i)
+                           at[i] = advances[i] ? static_cast<const char*>(ptr[i]) + r * row * sizeof_leaf[i] : ptr[i];
+                         cpu::array_out<T>(o + r * row, row) = fused_eval<0, E>(at.data(), 0, row);
+                       }
+                     });
   }
 
  private:
@@ -236,6 +265,31 @@ class fused_kernel final : public op_kernel {
       }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
     else
       out[k++] = shape_of<X>::rank == 0;
+  }
+
+  template <class X>
+  static constexpr void leaf_sizes(std::array<std::int64_t, leaves>& out, std::size_t& k) {
+    if constexpr (interior<X>::value)
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (leaf_sizes<std::tuple_element_t<I, typename X::args_type>>(out, k), ...);
+      }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
+    else
+      out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<X>));
+  }
+
+  // The row length when x is a row of `out` (x without its leading 1s equals out's trailing
+  // dims, out has more elements, and a row has at least 32 elements); else 0.
+  static std::int64_t row_length(const shape& x, const shape& out) {
+    int lead = 0;
+    while (lead < x.rank() && x[lead] == 1) ++lead;
+    int k = x.rank() - lead;
+    if (k == 0 || k > out.rank()) return 0;
+    std::int64_t n = 1;
+    for (int i = 0; i < k; ++i) {
+      if (x[lead + i] != out[out.rank() - k + i]) return 0;
+      n *= x[lead + i];
+    }
+    return n >= 32 && n < out.num_elements() ? n : 0;
   }
 
   static tensor expand(kernel_context& ctx, const tensor& x, const shape& to) {

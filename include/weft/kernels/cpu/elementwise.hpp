@@ -229,6 +229,7 @@ struct pow_fn {
 template <std::size_t N, class F>
 void for_each_broadcast(const shape& out, const std::array<std::vector<std::int64_t>, N>& strides,
                         std::int64_t begin, std::int64_t end, F&& f) {
+  if (begin >= end) return;  // also keeps an empty output's zero dims out of the divisions below
   int rank = out.rank();
   std::vector<std::int64_t> idx(static_cast<std::size_t>(rank));
   std::array<std::int64_t, N> off{};
