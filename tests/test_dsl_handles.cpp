@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -283,4 +284,49 @@ TEST_CASE("dsl: colocate_with puts nodes in the group of an expression's node", 
   // v was lowered before the failure; the session still runs it.
   s.initialize(v);
   CHECK(s.run(v).to_vector() == std::vector<float>{0, 0, 0});
+}
+
+TEST_CASE("dsl: group runs several updates as one target", "[dsl][state]") {
+  auto a = variable<std::int64_t>("a", dims<>, std::int64_t{0});
+  auto b = variable<std::int64_t>("b", dims<2>, std::int64_t{1});
+  auto step = group(assign_add(a, constant(std::int64_t{3})), assign_sub(b, constant<std::int64_t>({1, 2}, dims<2>)));
+  client_session s;
+  s.initialize(a, b);
+  s.run(targets(step));
+  s.run(targets(step));
+  CHECK(s.run(a).scalar() == 6);
+  CHECK(s.run(b).to_vector() == std::vector<std::int64_t>{-1, -3});
+  const graph& g = s.current_graph();
+  const node& noop = g["group"];
+  CHECK(noop.op() == "NoOp");
+  CHECK(noop.control_inputs().size() == 2);
+  CHECK(g.find("group_1") == nullptr);  // the second run lowered nothing new
+}
+
+TEST_CASE("dsl: one client_session used from two threads", "[dsl][threads]") {
+  auto x = placeholder<float>("x", dims<dyn>);
+  auto shared = tanh(x) * 2.0f + 1.0f;  // lowered by both threads, memoized once
+  client_session s;
+  std::vector<std::string> errors(2);
+  auto work = [&](int t) {
+    try {
+      for (int i = 0; i < 25; ++i) {
+        float v = static_cast<float>(t * 100 + i) * 0.01f;
+        auto own = x * static_cast<float>(t + 1) - 0.5f;  // built anew each time: found again by CSE
+        auto [a, b] = s.run(fetch(shared, own), feed(x, tensor_of<float, 1>(std::vector<float>{v, -v}, {2})));
+        if (std::abs(a(0) - (std::tanh(v) * 2 + 1)) > 1e-5f || b(1) != -v * static_cast<float>(t + 1) - 0.5f)
+          errors[static_cast<std::size_t>(t)] = "wrong value at step " + std::to_string(i);
+      }
+    } catch (const std::exception& e) {
+      errors[static_cast<std::size_t>(t)] = e.what();
+    }
+  };
+  std::thread t0(work, 0), t1(work, 1);
+  t0.join();
+  t1.join();
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  int fused = 0;
+  for (int i = 0; i < s.current_graph().size(); ++i) fused += s.current_graph().at(i).op() == "Fused";
+  CHECK(fused == 3);  // shared, and one `own` per thread
 }

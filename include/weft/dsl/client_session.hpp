@@ -33,13 +33,39 @@ fetch_list<Es...> fetch(const Es&... es) {
   return {{es...}};
 }
 
-// Expressions a run computes for their effects (assignments); nothing is returned.
+// group(a, b, ...): one NoOp node that runs after a, b, ... (TensorFlow's tf.group): a
+// target standing for all of them. Not an expression (it has no value).
+class group_target {
+ public:
+  template <expression... Es>
+  explicit group_target(const Es&... es) : items_{[es](lowering& cx) { return weft::lower(cx, es); }...},
+                                           scope_(detail::current_scope()) {}
+  output lower(lowering& cx) const {
+    std::vector<int> controls;
+    for (const auto& item : items_) controls.push_back(item(cx).node);
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    return cx.add("NoOp", {}, {}, scope_, "group", true, std::move(controls));
+  }
+
+ private:
+  std::vector<std::function<output(lowering&)>> items_;
+  const scope_info* scope_;
+};
+template <expression... Es>
+group_target group(const Es&... es) {
+  return group_target(es...);
+}
+
+// Expressions a run computes for their effects (assignments), and groups; nothing is
+// returned.
 struct target_list {
   std::vector<std::function<output(lowering&)>> items;
 };
-template <expression... Es>
+template <class E>
+concept target = expression<E> || std::is_same_v<E, group_target>;
+template <target... Es>
 target_list targets(const Es&... es) {
-  return {{[es](lowering& cx) { return weft::lower(cx, es); }...}};
+  return {{[es](lowering& cx) { return es.lower(cx); }...}};
 }
 
 template <class T, class S>

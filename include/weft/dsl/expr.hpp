@@ -131,8 +131,9 @@ class lowering {
   // Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
   // node added before. Stateful ops (variables, random numbers) are never merged.
   // `merge` false adds a node of its own (leaves: two placeholders alike stay two).
+  // `controls`: node ids that must run first (control inputs).
   output add(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
-             std::string_view name = {}, bool merge = true) {
+             std::string_view name = {}, bool merge = true, std::vector<int> controls = {}) {
     const op_def* def = op_registry::global().find(op);
     merge = merge && def && !def->stateful;
     // The node to colocate with, lowered first (memoized: found again at once).
@@ -142,7 +143,8 @@ class lowering {
     if (merge) {
       if (auto it = cse_.find(key); it != cse_.end())
         for (const auto& e : it->second)
-          if (e.attrs == attrs && e.device == scope->device && e.colocate == colocate) return output{e.id, 0};
+          if (e.attrs == attrs && e.device == scope->device && e.colocate == colocate && e.controls == controls)
+            return output{e.id, 0};
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
@@ -150,9 +152,11 @@ class lowering {
     node_options options(unique);
     options.device = scope->device;
     options.colocate_with = colocate;
+    options.control_inputs = controls;
     const node& n = graph_.op(op, inputs, attrs, std::move(options));
-    if (merge) cse_[std::move(key)].push_back({std::move(attrs), scope->device, std::move(colocate), n.id()});
-    return n.out(0);
+    if (merge)
+      cse_[std::move(key)].push_back({std::move(attrs), scope->device, std::move(colocate), std::move(controls), n.id()});
+    return output{n.id(), 0};  // port 0 also for nodes without outputs (NoOp), as a target
   }
 
   // Leaves and type-erased handles are lowered once per identity.
@@ -174,6 +178,7 @@ class lowering {
   struct cse_entry {
     attr_map attrs;
     std::string device, colocate;
+    std::vector<int> controls;
     int id;
   };
   graph& graph_;
