@@ -158,6 +158,61 @@ TEST_CASE("dsl: fused subtrees read row operands in place and expand the others"
   }
 }
 
+TEST_CASE("dsl: fused float16, bfloat16 and narrow integer subtrees equal their unfused graphs", "[dsl][fusion]") {
+  // float16: each op rounds to half, fused or not, so the two agree exactly.
+  auto h = placeholder<half>("h", dims<dyn>);
+  auto hy = tanh(h * half(1.5f) + half(0.25f)) * h - sigmoid(h);
+  auto b = placeholder<bfloat16>("b", dims<dyn>);
+  auto by = relu(b * b - bfloat16(0.5f)) + b;
+  // int8: products and sums wrap at each op (a comparison sees the wrapped value); uint8
+  // and int16 likewise; a cast from float rounds through its dtype.
+  auto i = placeholder<std::int8_t>("i", dims<dyn>);
+  auto iy = select(i * std::int8_t{3} > std::int8_t{0}, i + std::int8_t{100}, -i);
+  auto u = placeholder<std::uint8_t>("u", dims<dyn>);
+  auto uy = u * std::uint8_t{7} + std::uint8_t{200};
+  auto f = placeholder<float>("f", dims<dyn>);
+  auto fy = cast<std::int16_t>(f * 1000.0f) * std::int16_t{3};
+  std::vector<half> hv;
+  std::vector<bfloat16> bv;
+  std::vector<std::int8_t> iv;
+  std::vector<std::uint8_t> uv;
+  std::vector<float> fv;
+  for (int k = 0; k < 300; ++k) {
+    hv.push_back(half(static_cast<float>(k - 150) / 37.0f));
+    bv.push_back(bfloat16(static_cast<float>(k - 150) / 29.0f));
+    iv.push_back(static_cast<std::int8_t>(k - 150));
+    uv.push_back(static_cast<std::uint8_t>(k));
+    fv.push_back(static_cast<float>(k - 150) / 7.0f);
+  }
+  const std::int64_t n = 300;
+  auto run = [&](bool on) {
+    client_session s(fusion(on));
+    auto r = s.run(fetch(hy, by, iy, uy, fy), feed(h, tensor_of<half, 1>(hv, {n})), feed(b, tensor_of<bfloat16, 1>(bv, {n})),
+                   feed(i, tensor_of<std::int8_t, 1>(iv, {n})), feed(u, tensor_of<std::uint8_t, 1>(uv, {n})),
+                   feed(f, tensor_of<float, 1>(fv, {n})));
+    if (on) CHECK(count_op(s.current_graph(), "Fused") == 5);
+    return r;
+  };
+  auto [hf, bf, i_f, uf, ff] = run(true);
+  auto [hp, bp, ip, up, fp] = run(false);
+  for (std::int64_t k = 0; k < n; ++k) {
+    CHECK(static_cast<float>(hf(k)) == static_cast<float>(hp(k)));
+    CHECK(static_cast<float>(bf(k)) == static_cast<float>(bp(k)));
+    CHECK(i_f(k) == ip(k));
+    CHECK(uf(k) == up(k));
+    CHECK(ff(k) == fp(k));
+    // Against values computed here: half within its precision, integers exactly.
+    double x = static_cast<float>(hv[static_cast<std::size_t>(k)]);
+    CHECK(static_cast<float>(hf(k)) == Approx(std::tanh(1.5 * x + 0.25) * x - 1 / (1 + std::exp(-x))).margin(4e-3).epsilon(4e-3));
+    int iv8 = iv[static_cast<std::size_t>(k)];
+    auto wrap8 = [](int v) { return static_cast<std::int8_t>(static_cast<std::uint8_t>(v & 0xff)); };
+    CHECK(i_f(k) == (wrap8(iv8 * 3) > 0 ? wrap8(iv8 + 100) : wrap8(-iv8)));
+    CHECK(uf(k) == static_cast<std::uint8_t>((uv[static_cast<std::size_t>(k)] * 7 + 200) & 0xff));
+    auto c16 = static_cast<std::int16_t>(fv[static_cast<std::size_t>(k)] * 1000.0f);
+    CHECK(ff(k) == static_cast<std::int16_t>(static_cast<std::uint16_t>((c16 * 3) & 0xffff)));
+  }
+}
+
 TEST_CASE("dsl: fused integer, bool and mixed-dtype subtrees", "[dsl][fusion]") {
   auto i = placeholder<std::int32_t>("i", dims<dyn>);
   auto f = placeholder<float>("f", dims<dyn>);

@@ -1730,6 +1730,9 @@ class node {
   const std::vector<output>& inputs() const noexcept { return inputs_; }
   const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
   const std::string& device() const noexcept { return device_; }
+  // The colocation group: the name of the node this one must be placed with (empty: none).
+  // Groups are flat: colocating with a colocated node joins that node's group.
+  const std::string& colocation() const noexcept { return colocation_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
   int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
   dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
@@ -1756,6 +1759,7 @@ class node {
   std::vector<output> inputs_;
   std::vector<int> control_inputs_;
   std::string device_;
+  std::string colocation_;
   std::vector<dtype> input_dtypes_;
   std::vector<bool> input_is_ref_;
   std::vector<dtype> output_dtypes_;
@@ -1765,11 +1769,12 @@ class node {
 
 // Options of one added node; fields left empty take the graph's current scopes.
 // g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
-// also sets its device and control inputs.
+// also sets its device and control inputs, and .colocate("w") places it with node w.
 struct node_options {
   std::string name;                 // default: the op name, made unique
   std::vector<int> control_inputs;  // node ids
   std::string device;
+  std::string colocate_with = {};  // a node name
 
   node_options() = default;
   node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
@@ -1782,6 +1787,10 @@ struct node_options {
     control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
     return *this;
   }
+  node_options& colocate(std::string node_name) {
+    colocate_with = std::move(node_name);
+    return *this;
+  }
 };
 
 // A node by names only, as a serialized or runtime-built model describes it.
@@ -1791,6 +1800,7 @@ struct node_spec {
   std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
   attr_map attrs;
   std::string device;
+  std::string colocate_with = {};  // a node name, of this graph or of the specs
 };
 
 class graph {
@@ -1803,8 +1813,9 @@ class graph {
     std::vector<int> controls = std::move(options.control_inputs);
     for (int c : control_scope_) controls.push_back(c);
     std::string device = options.device.empty() ? device_scope_ : options.device;
+    std::string colocate = options.colocate_with.empty() ? colocation_scope_ : options.colocate_with;
     return add_resolved(op_name, inputs, std::move(attrs), std::move(options.name), std::move(controls),
-                        std::move(device));
+                        std::move(device), std::move(colocate));
   }
 
   // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
@@ -1866,6 +1877,12 @@ class graph {
     device_scope_ = device;
     return scope_guard([this, saved] { device_scope_ = saved; });
   }
+  // Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
+  [[nodiscard]] scope_guard colocate_with(const node& n) {
+    auto saved = colocation_scope_;
+    colocation_scope_ = n.name();
+    return scope_guard([this, saved] { colocation_scope_ = saved; });
+  }
   [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
     auto saved = control_scope_;
     control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
@@ -1896,7 +1913,29 @@ class graph {
 
  private:
   const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                           std::string name, std::vector<int> controls, std::string device);
+                           std::string name, std::vector<int> controls, std::string device,
+                           std::string colocate);
+  void check_colocated_devices(const std::string& who, const std::string& device, const node& root) const {
+    if (!device.empty() && !root.device().empty() && device != root.device())
+      fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
+           root.describe(), ", which requests '", root.device(), "'");
+  }
+  // Points every colocated node at its group's root (the first node of a chain that is not
+  // colocated with another); a cycle of colocations is an error.
+  void flatten_colocation() {
+    for (auto& n : nodes_) {
+      std::string root = n.colocation_;
+      for (int steps = 0; !root.empty(); ++steps) {
+        const std::string& next = (*this)[root].colocation_;
+        if (next.empty() || next == root) break;
+        if (steps > size()) fail(error_code::invalid_argument, n.describe(), ": colocations form a cycle");
+        root = next;
+      }
+      if (root == n.name_) root.clear();
+      if (!root.empty()) check_colocated_devices(n.describe(), n.device_, (*this)[root]);
+      n.colocation_ = std::move(root);
+    }
+  }
   std::string unique_name(std::string_view base) {
     std::string candidate(base);
     for (int k = 1; by_name_.count(candidate); ++k) candidate = std::string(base) + "_" + std::to_string(k);
@@ -1907,11 +1946,13 @@ class graph {
   std::unordered_map<std::string, int> by_name_;
   std::string name_scope_;
   std::string device_scope_;
+  std::string colocation_scope_;
   std::vector<int> control_scope_;
 };
 
 inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                                       std::string name, std::vector<int> controls, std::string device) {
+                                       std::string name, std::vector<int> controls, std::string device,
+                                       std::string colocate) {
   const op_def* def = op_registry::global().find(op_name);
   std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
   std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
@@ -1925,6 +1966,13 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
   if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
     fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
+  if (!colocate.empty()) {
+    const node* with = find(colocate);
+    if (!with) fail(error_code::invalid_argument, who, ": colocate_with names no node ('", colocate, "')");
+    if (!with->colocation().empty()) with = &(*this)[with->colocation()];  // groups are flat
+    check_colocated_devices(who, device, *with);
+    colocate = with->name();
+  }
 
   for (const auto& [key, value] : attrs.entries()) {
     const attr_def* ad = def->find_attr(key);
@@ -2074,6 +2122,7 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   controls.erase(std::unique(controls.begin(), controls.end()), controls.end());
   n.control_inputs_ = std::move(controls);
   n.device_ = std::move(device);
+  n.colocation_ = std::move(colocate);
   n.input_dtypes_ = std::move(in_types);
   n.input_is_ref_ = std::move(input_refs);
   n.output_dtypes_ = std::move(out_types);
@@ -2133,6 +2182,7 @@ inline void graph::import(const std::vector<node_spec>& specs) {
       auto name = source_of(specs[i], ref);
       if (auto it = index.find(name); it != index.end()) visit(it->second);
     }
+
     state[i] = 2;
     order.push_back(i);
   };
@@ -2150,9 +2200,18 @@ inline void graph::import(const std::vector<node_spec>& specs) {
         inputs.push_back(staged.resolve(ref));
     }
     auto saved_scope = std::exchange(staged.name_scope_, std::string());
-    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device);
+    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device, {});
     staged.name_scope_ = saved_scope;
   }
+  // Colocation after all nodes exist: a node may be colocated with one that consumes it.
+  for (const auto& s : specs) {
+    if (s.colocate_with.empty()) continue;
+    if (!staged.find(s.colocate_with))
+      fail(error_code::invalid_argument, staged[s.name].describe(), ": colocate_with names no node ('",
+           s.colocate_with, "')");
+    staged.nodes_[static_cast<std::size_t>(staged[s.name].id())].colocation_ = s.colocate_with;
+  }
+  staged.flatten_colocation();
   *this = std::move(staged);
 }
 
@@ -4711,6 +4770,7 @@ struct pow_fn {
 template <std::size_t N, class F>
 void for_each_broadcast(const shape& out, const std::array<std::vector<std::int64_t>, N>& strides,
                         std::int64_t begin, std::int64_t end, F&& f) {
+  if (begin >= end) return;  // also keeps an empty output's zero dims out of the divisions below
   int rank = out.rank();
   std::vector<std::int64_t> idx(static_cast<std::size_t>(rank));
   std::array<std::int64_t, N> off{};
@@ -5730,6 +5790,7 @@ WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be 
 // inputs: common subexpression elimination), so lowering the same expression again adds
 // nothing.
 
+#include <atomic>
 #include <concepts>
 #include <cstdint>
 #include <deque>
@@ -5755,12 +5816,16 @@ WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be 
 
 namespace weft {
 
+class lowering;
+
 // ---- scopes --------------------------------------------------------------------------
-// The name prefix and device in force where an expression is built. Interned, so that an
-// expression carries one pointer.
+// The name prefix, device and colocation in force where an expression is built. Interned
+// (for the program's lifetime), so that an expression carries one pointer.
 struct scope_info {
   std::string prefix;  // "layer1/" or empty
   std::string device;  // "/cpu:0" or empty
+  // Lowers the expression whose node the scope's nodes are colocated with; null: none.
+  std::shared_ptr<const std::function<output(lowering&)>> colocate;
 };
 
 namespace detail {
@@ -5769,7 +5834,7 @@ inline const scope_info* intern_scope(const scope_info& s) {
   static auto* table = new std::deque<scope_info>;  // never destroyed: expressions may outlive main's locals
   std::lock_guard lock(mutex);
   for (const auto& e : *table)
-    if (e.prefix == s.prefix && e.device == s.device) return &e;
+    if (e.prefix == s.prefix && e.device == s.device && e.colocate == s.colocate) return &e;
   table->push_back(s);
   return &table->back();
 }
@@ -5801,14 +5866,15 @@ class scope_guard_base {
 class name_scope : detail::scope_guard_base {
  public:
   explicit name_scope(std::string_view name)
-      : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device}) {}
+      : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device,
+                          detail::current_scope()->colocate}) {}
 };
 
 // { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
 class device_scope : detail::scope_guard_base {
  public:
   explicit device_scope(std::string_view device)
-      : scope_guard_base({detail::current_scope()->prefix, std::string(device)}) {}
+      : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
 
 // ---- expressions ---------------------------------------------------------------------
@@ -5829,32 +5895,45 @@ using shape_of = typename std::remove_cvref_t<E>::shape_type;
 // Lowers expressions into one graph. Owned by a client_session (one per graph).
 class lowering {
  public:
-  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse) {}
+  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse), serial_(next_serial()) {}
+  lowering(const lowering&) = delete;
+  lowering& operator=(const lowering&) = delete;
 
   graph& target() noexcept { return graph_; }
+  const graph& target() const noexcept { return graph_; }
   bool fusion() const noexcept { return fuse_; }
+  // Unique among the program's lowering contexts, including destroyed ones (memo keys).
+  std::uint64_t serial() const noexcept { return serial_; }
 
   // Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
   // node added before. Stateful ops (variables, random numbers) are never merged.
   // `merge` false adds a node of its own (leaves: two placeholders alike stay two).
+  // `controls`: node ids that must run first (control inputs).
   output add(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
-             std::string_view name = {}, bool merge = true) {
+             std::string_view name = {}, bool merge = true, std::vector<int> controls = {}) {
     const op_def* def = op_registry::global().find(op);
     merge = merge && def && !def->stateful;
+    // The node to colocate with, lowered first (memoized: found again at once).
+    std::string colocate = scope->colocate ? graph_.at((*scope->colocate)(*this)).name() : std::string();
+    // Equal nodes merge only when they request the same device and colocation.
     cse_key key{std::string(op), inputs};
     if (merge) {
       if (auto it = cse_.find(key); it != cse_.end())
-        for (const auto& [a, id] : it->second)
-          if (a == attrs) return output{id, 0};
+        for (const auto& e : it->second)
+          if (e.attrs == attrs && e.device == scope->device && e.colocate == colocate && e.controls == controls)
+            return output{e.id, 0};
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
     for (int k = 1; graph_.find(unique); ++k) unique = base + "_" + std::to_string(k);
     node_options options(unique);
     options.device = scope->device;
+    options.colocate_with = colocate;
+    options.control_inputs = controls;
     const node& n = graph_.op(op, inputs, attrs, std::move(options));
-    if (merge) cse_[std::move(key)].emplace_back(std::move(attrs), n.id());
-    return n.out(0);
+    if (merge)
+      cse_[std::move(key)].push_back({std::move(attrs), scope->device, std::move(colocate), std::move(controls), n.id()});
+    return output{n.id(), 0};  // port 0 also for nodes without outputs (NoOp), as a target
   }
 
   // Leaves and type-erased handles are lowered once per identity.
@@ -5873,19 +5952,70 @@ class lowering {
 
  private:
   using cse_key = std::pair<std::string, std::vector<output>>;
+  struct cse_entry {
+    attr_map attrs;
+    std::string device, colocate;
+    std::vector<int> controls;
+    int id;
+  };
   graph& graph_;
   bool fuse_;
-  std::map<cse_key, std::vector<std::pair<attr_map, int>>> cse_;
+  std::map<cse_key, std::vector<cse_entry>> cse_;
   std::map<const void*, output> by_identity_;
   std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
   std::vector<int> initializers_;
+  std::uint64_t serial_;
+
+  static std::uint64_t next_serial() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
 };
+
+namespace detail {
+// What an expression lowered to, per lowering context. Shared by the copies of an
+// expression, so a fetch lowered once is found again in O(1) on the next run; it dies with
+// the last copy (nothing accumulates when expressions are rebuilt in a loop).
+class lowered_memo {
+ public:
+  template <class F>
+  output get(lowering& cx, F&& lower_once) {
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [serial, o] : entries_)
+        if (serial == cx.serial()) return o;
+    }
+    // Not under the lock: lowering the operands takes their memos' locks. One lowering
+    // context is used by one thread at a time (client_session holds its mutex).
+    output o = lower_once();
+    std::lock_guard lock(mutex_);
+    entries_.emplace_back(cx.serial(), o);
+    return o;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::uint64_t, output>> entries_;
+};
+}  // namespace detail
 
 // Every expression type E provides `output lower(lowering&) const`.
 template <expression E>
 output lower(lowering& cx, const E& e) {
   return e.lower(cx);
 }
+
+// { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
+// inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
+// placement issue honours groups; a device requested inside must match the group's.
+class colocate_with : detail::scope_guard_base {
+ public:
+  template <expression E>
+  explicit colocate_with(const E& e)
+      : scope_guard_base({detail::current_scope()->prefix, detail::current_scope()->device,
+                          std::make_shared<const std::function<output(lowering&)>>(
+                              [e](lowering& cx) { return weft::lower(cx, e); })}) {}
+};
 
 }  // namespace weft
 // tensor_of<T, Rank>: a tensor whose dtype (and rank, unless Rank is -1) is part of its
@@ -6154,6 +6284,7 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -6184,18 +6315,23 @@ class op_expr : public expr_base {
   using op_type = Op;
   using args_type = std::tuple<Args...>;
 
-  explicit op_expr(Op op, const Args&... args) : op_(std::move(op)), args_(args...), scope_(detail::current_scope()) {}
+  explicit op_expr(Op op, const Args&... args)
+      : op_(std::move(op)), args_(args...), scope_(detail::current_scope()),
+        memo_(std::make_shared<detail::lowered_memo>()) {}
 
   const Op& op() const noexcept { return op_; }
   const args_type& args() const noexcept { return args_; }
   const scope_info* scope() const noexcept { return scope_; }
 
+  // Lowered once per lowering context; later calls return the memoized node.
   output lower(lowering& cx) const {
-    if constexpr (Op::elementwise) {
-      if (cx.fusion())
-        if (auto fused = detail::try_fuse(cx, *this)) return *fused;
-    }
-    return lower_unfused(cx);
+    return memo_->get(cx, [&] {
+      if constexpr (Op::elementwise) {
+        if (cx.fusion())
+          if (auto fused = detail::try_fuse(cx, *this)) return *fused;
+      }
+      return lower_unfused(cx);
+    });
   }
 
   // One node for this op, its operands lowered as usual.
@@ -6210,6 +6346,7 @@ class op_expr : public expr_base {
   Op op_;
   args_type args_;
   const scope_info* scope_;
+  std::shared_ptr<detail::lowered_memo> memo_;
 };
 
 namespace detail {
@@ -6232,19 +6369,32 @@ struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> 
 // integer or bool expression.
 template <class T, class U>
 auto scalar_operand(U value) {
-  static_assert(!(std::is_floating_point_v<U> && !std::is_floating_point_v<T> && !Eigen::NumTraits<T>::IsComplex &&
-                  !std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>),
+  constexpr bool float_u = std::is_floating_point_v<U> || cpu::is_half_v<U>;
+  constexpr bool float_t = std::is_floating_point_v<T> || cpu::is_half_v<T> || Eigen::NumTraits<T>::IsComplex;
+  static_assert(!(float_u && !float_t),
                 "weft: a floating-point scalar cannot be an operand of an integer or bool expression");
-  return constant(static_cast<T>(value));
+  if constexpr (cpu::is_half_v<U> && !std::is_same_v<T, U>)
+    return constant(static_cast<T>(static_cast<float>(value)));  // half to another type goes through float
+  else
+    return constant(static_cast<T>(value));
 }
 
+// Numbers (and float16 / bfloat16 values) beside an expression.
 template <class U>
-concept scalar_value = std::is_arithmetic_v<U>;
+concept scalar_value = std::is_arithmetic_v<U> || cpu::is_half_v<U>;
 
-// Lowers a constant int vector (axes, shapes, permutations) into the graph.
-inline output int_constant(lowering& cx, std::vector<std::int64_t> values, bool as_vector = true) {
-  tensor t = as_vector ? tensor::from_vector(values) : tensor::scalar(values.at(0));
-  return cx.add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}, root_scope());
+// Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
+// graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
+inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, shape s, dtype type = dtype::int64) {
+  tensor t = type == dtype::int32
+                 ? tensor::from_vector(std::vector<std::int32_t>(values.begin(), values.end()), std::move(s))
+                 : tensor::from_vector(values, std::move(s));
+  return cx.add("Const", {}, {{"value", t}, {"dtype", type}}, root_scope());
+}
+// A vector, or (as_vector false) the scalar values[0].
+inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, bool as_vector = true) {
+  return int_constant(cx, as_vector ? values : std::vector<std::int64_t>{values.at(0)},
+                      as_vector ? shape{static_cast<std::int64_t>(values.size())} : shape{});
 }
 
 }  // namespace detail
@@ -6462,8 +6612,8 @@ struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
   attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
   void prepare() const { WEFT_DETAIL_ONCE(ops::register_math_ops(), register_cpu_kernel<cpu::cast_kernel<>>("Cast")); }
   template <class A>
-  static auto apply(const A& a) {
-    return a.template cast<To>();
+  static auto apply(const A& a) {  // in fused kernels: from From's compute type to To's
+    return a.template cast<cpu::compute_t<To>>();
   }
 };
 template <element To, expression A>
@@ -6849,15 +6999,19 @@ class source_expr : public expr_base {
  public:
   using value_type = T;
   using shape_type = S;
-  explicit source_expr(Op op) : op_(std::move(op)), scope_(detail::current_scope()) {}
+  explicit source_expr(Op op)
+      : op_(std::move(op)), scope_(detail::current_scope()), memo_(std::make_shared<detail::lowered_memo>()) {}
   output lower(lowering& cx) const {
-    op_.prepare();
-    return op_.lower(cx, {}, scope_);
+    return memo_->get(cx, [&] {
+      op_.prepare();
+      return op_.lower(cx, {}, scope_);
+    });
   }
 
  private:
   Op op_;
   const scope_info* scope_;
+  std::shared_ptr<detail::lowered_memo> memo_;
 };
 
 #define WEFT_DETAIL_DSL_RANDOM(FN, NAME, DIST)                                                            \
@@ -6919,6 +7073,532 @@ auto assign_sub(const variable_expr<T, S>& var, const V& value) {
 }
 
 }  // namespace weft
+// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, one_hot, split,
+// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
+// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
+// shape is computed at compile time and static dims are checked there; dyn dims are checked
+// by the graph's shape rules and the kernels at run time.
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_DIM_CHECK(slice_rank, "weft::slice: the number of offsets or sizes differs from the operand's rank");
+WEFT_DETAIL_DIM_CHECK(slice_bounds, "weft::slice: offset + size exceeds the operand's dimension");
+WEFT_DETAIL_DIM_CHECK(pad_count, "weft::pad: paddings need two entries (before, after) per dimension");
+WEFT_DETAIL_DIM_CHECK(tile_count, "weft::tile: the number of multiples differs from the operand's rank");
+WEFT_DETAIL_DIM_CHECK(split_divides, "weft::split: the dimension does not divide into equal parts");
+WEFT_DETAIL_DIM_CHECK(gather_axis, "weft::gather: the axis is out of range for the params' rank");
+WEFT_DETAIL_SUPPORT_CHECK(gather_indices, "weft::gather: indices must be int32 or int64");
+WEFT_DETAIL_SUPPORT_CHECK(one_hot_indices, "weft::one_hot: indices must be uint8, int32 or int64");
+WEFT_DETAIL_DIM_CHECK(batch_matmul_rank, "weft::batch_matmul: an operand has rank below 2");
+WEFT_DETAIL_DIM_CHECK(batch_matmul_inner_dims, "weft::batch_matmul: inner dimensions differ");
+WEFT_DETAIL_DIM_CHECK(batch_matmul_batch, "weft::batch_matmul: batch dimensions cannot be broadcast");
+WEFT_DETAIL_TYPE_CHECK(batch_matmul_dtypes, "weft::batch_matmul: operands have different dtypes");
+WEFT_DETAIL_SUPPORT_CHECK(batch_matmul_dtype, "weft::batch_matmul: the operands' dtype is not supported");
+WEFT_DETAIL_DIM_CHECK(square_matrices, "weft::matrix_inverse/matrix_determinant: the matrices are not square");
+WEFT_DETAIL_DIM_CHECK(square_rank, "weft::matrix_inverse/matrix_determinant: the operand has rank below 2");
+WEFT_DETAIL_SUPPORT_CHECK(linalg_dtype,
+                          "weft::matrix_inverse/matrix_determinant: the dtype must be float, double or complex");
+}  // namespace check
+
+// Static integer lists: slice(x, offsets<1, 0>, dims<2, dyn>), pad(x, paddings<1, 1, 0, 0>),
+// tile(x, multiples<2, 1>).
+template <std::int64_t... V>
+struct index_list {
+  static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};
+};
+template <std::int64_t... V>
+inline constexpr index_list<V...> offsets{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> paddings{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> multiples{};
+
+namespace detail {
+
+// A constant int input of an op (sizes, paddings, axes), inserted at `position`; of shape
+// `dims` ([n] by default; {} for a scalar).
+struct int_input {
+  std::size_t position;
+  std::vector<std::int64_t> values;
+  std::vector<std::int64_t> dims = {static_cast<std::int64_t>(values.size())};
+  dtype type = dtype::int64;
+};
+
+// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
+// prepare() registers the op family and Kernel, constrained to T unless T is void.
+template <class Kernel, void (*Family)(), class T = void>
+struct indexed_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<int_input> ints;
+  attr_map attrs;
+  int port = 0;
+  void prepare() const {
+    if constexpr (std::is_void_v<T>)
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
+    else
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    for (const auto& c : ints)
+      inputs.insert(inputs.begin() + static_cast<std::ptrdiff_t>(c.position),
+                    int_constant(cx, c.values, shape(c.dims), c.type));
+    output o = cx.add(name, std::move(inputs), attrs, scope);
+    o.port = port;
+    return o;
+  }
+};
+
+template <class Kernel, class T = void>
+using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
+template <class Kernel, class T = void>
+using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
+
+template <std::size_t N>
+std::vector<std::int64_t> to_vector(const std::array<std::int64_t, N>& a) {
+  return {a.begin(), a.end()};
+}
+
+// The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
+template <class S, class B, class Z>
+constexpr std::array<std::int64_t, 2> slice_conflict() {
+  if constexpr (B::values.size() == S::values.size() && Z::values.size() == S::values.size()) {
+    for (std::size_t i = 0; i < S::values.size(); ++i) {
+      std::int64_t size = Z::values[i] < 0 ? 0 : Z::values[i];
+      if (S::values[i] >= 0 && B::values[i] + size > S::values[i]) return {B::values[i] + size, S::values[i]};
+    }
+  }
+  return {0, 0};
+}
+
+}  // namespace detail
+
+// ---- slice, pad, tile -----------------------------------------------------------------
+
+// slice(x, offsets<1, 0>, dims<2, dyn>): the block starting at the offsets; a dyn size runs
+// to the end of its dimension (TensorFlow's -1).
+template <expression A, std::int64_t... B, std::int64_t... Z>
+auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
+  using S = shape_of<A>;
+  static_assert(((B >= 0) && ...), "weft::slice: offsets must be non-negative");
+  (void)check::slice_rank<static_cast<std::int64_t>(sizeof...(B)), S::rank>::value;
+  (void)check::slice_rank<static_cast<std::int64_t>(sizeof...(Z)), S::rank>::value;
+  constexpr auto bounds = detail::slice_conflict<S, index_list<B...>, static_shape<Z...>>();
+  (void)check::slice_bounds<bounds[0], bounds[1]>::value;
+  constexpr std::array<std::int64_t, sizeof...(Z)> out = [] {
+    std::array<std::int64_t, sizeof...(Z)> r{Z...};
+    std::array<std::int64_t, sizeof...(B)> b{B...};
+    for (std::size_t i = 0; i < r.size(); ++i)
+      if (r[i] < 0) r[i] = detail::dim_or(S::values, i) < 0 ? dyn : detail::dim_or(S::values, i) - b[i];
+    return r;
+  }();
+  using Op = detail::array_op<cpu::slice_kernel>;
+  std::vector<std::int64_t> sizes{(Z < 0 ? -1 : Z)...};
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
+      Op{"Slice", {{1, {B...}}, {2, sizes}}, {}}, a);
+}
+
+// pad(x, paddings<before0, after0, before1, after1, ...>): zeros around x.
+template <expression A, std::int64_t... P>
+auto pad(const A& a, index_list<P...>) {
+  using S = shape_of<A>;
+  static_assert(((P >= 0) && ...), "weft::pad: paddings must be non-negative");
+  (void)check::pad_count<static_cast<std::int64_t>(sizeof...(P)), 2 * S::rank>::value;
+  constexpr auto out = [] {
+    auto r = S::values;
+    std::array<std::int64_t, sizeof...(P)> p{P...};
+    for (std::size_t i = 0; i < r.size() && 2 * i + 1 < p.size(); ++i)
+      if (r[i] >= 0) r[i] += p[2 * i] + p[2 * i + 1];
+    return r;
+  }();
+  using Op = detail::array_op<cpu::pad_kernel>;
+  // Paddings are a [rank, 2] matrix.
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
+      Op{"Pad", {{1, {P...}, {S::rank, 2}}}, {}}, a);
+}
+
+// tile(x, multiples<2, 1>): x repeated along each dimension.
+template <expression A, std::int64_t... M>
+auto tile(const A& a, index_list<M...>) {
+  using S = shape_of<A>;
+  static_assert(((M >= 0) && ...), "weft::tile: multiples must be non-negative");
+  (void)check::tile_count<static_cast<std::int64_t>(sizeof...(M)), S::rank>::value;
+  constexpr auto out = [] {
+    auto r = S::values;
+    std::array<std::int64_t, sizeof...(M)> m{M...};
+    for (std::size_t i = 0; i < r.size() && i < m.size(); ++i)
+      r[i] = m[i] == 0 ? 0 : r[i] < 0 ? dyn : r[i] * m[i];
+    return r;
+  }();
+  using Op = detail::array_op<cpu::tile_kernel>;
+  return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(Op{"Tile", {{1, {M...}}}, {}}, a);
+}
+
+// ---- gather, one_hot, split -------------------------------------------------------------
+
+// gather(params, indices[, axes<a>]): slices of params along axis a (default 0) at the
+// indices; the result's shape is params[:a] + indices + params[a+1:] (TensorFlow's GatherV2).
+// An index out of range is a run-time error.
+template <expression P, expression I, std::int64_t Axis = 0>
+auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
+  using SP = shape_of<P>;
+  using SI = shape_of<I>;
+  using IT = value_type_of<I>;
+  constexpr std::int64_t axis = Axis < 0 ? Axis + SP::rank : Axis;
+  (void)check::gather_axis<(axis >= 0 && axis < SP::rank) ? 0 : Axis, 0>::value;
+  (void)check::gather_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
+  constexpr auto out = [] {
+    std::array<std::int64_t, SP::values.size() + SI::values.size() - (SP::rank > 0 ? 1 : 0)> r{};
+    std::size_t j = 0;
+    for (std::size_t d = 0; d < SP::values.size(); ++d) {
+      if (static_cast<std::int64_t>(d) == axis)
+        for (auto v : SI::values) r[j++] = v;
+      else if (j < r.size())
+        r[j++] = SP::values[d];
+    }
+    return r;
+  }();
+  using Op = detail::array_op<cpu::gather_kernel>;
+  return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
+      Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
+}
+
+// one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last
+// dimension of size 10; one_hot<10, double>(labels, on, off) with other values and dtype.
+// An index outside [0, depth) gives a row of `off`.
+template <std::int64_t Depth, element T = float, expression I>
+auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
+  using SI = shape_of<I>;
+  using IT = value_type_of<I>;
+  static_assert(Depth >= 0, "weft::one_hot: the depth must be non-negative");
+  (void)check::one_hot_indices<IT, std::is_same_v<IT, std::uint8_t> || std::is_same_v<IT, std::int32_t> ||
+                                       std::is_same_v<IT, std::int64_t>>::value;
+  constexpr auto out = [] {
+    std::array<std::int64_t, SI::values.size() + 1> r{};
+    for (std::size_t d = 0; d < SI::values.size(); ++d) r[d] = SI::values[d];
+    r[SI::values.size()] = Depth;
+    return r;
+  }();
+  using Op = detail::array_op<cpu::one_hot_kernel>;
+  auto on_c = constant(on), off_c = constant(off);
+  return op_expr<Op, T, detail::shape_from_array_t<out>, I, decltype(on_c), decltype(off_c)>(
+      Op{"OneHot", {{1, {Depth}, {}, dtype::int32}}, {}}, indices, on_c, off_c);
+}
+
+// split<3, 1>(x): three equal parts of x along axis 1, as a std::array of expressions (one
+// node with three outputs).
+template <std::int64_t N, std::int64_t Axis, expression A>
+auto split(const A& a) {
+  using S = shape_of<A>;
+  static_assert(N >= 1, "weft::split: the number of parts must be at least 1");
+  constexpr std::int64_t axis = Axis < 0 ? Axis + S::rank : Axis;
+  static_assert(axis >= 0 && axis < S::rank, "weft::split: the axis is out of range for the operand's rank");
+  constexpr std::int64_t dim = S::values[static_cast<std::size_t>(axis)];
+  (void)check::split_divides<dim < 0 ? 0 : dim % N, 0>::value;
+  constexpr auto out = [] {
+    auto r = S::values;
+    if (r[static_cast<std::size_t>(axis)] >= 0) r[static_cast<std::size_t>(axis)] /= N;
+    return r;
+  }();
+  using Op = detail::array_op<cpu::split_kernel>;
+  using E = op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>;
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return std::array<E, N>{
+        E(Op{"Split", {{0, {axis}, {}, dtype::int32}}, {{"num_split", N}}, static_cast<int>(K)}, a)...};
+  }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
+}
+
+// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
+// Size; int32 by default, as there).
+template <element Out = std::int32_t, expression A>
+auto shape_tensor(const A& a) {
+  static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
+                "weft::shape_tensor: the result dtype must be int32 or int64");
+  using Op = detail::array_op<cpu::shape_kernel>;
+  return op_expr<Op, Out, static_shape<shape_of<A>::rank>, A>(Op{"Shape", {}, {{"out_type", dtype_of<Out>}}}, a);
+}
+template <expression A>
+auto rank_tensor(const A& a) {
+  using Op = detail::array_op<cpu::rank_kernel>;
+  return op_expr<Op, std::int32_t, scalar_shape, A>(Op{"Rank", {}, {}}, a);
+}
+template <element Out = std::int32_t, expression A>
+auto size_tensor(const A& a) {
+  static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
+                "weft::size_tensor: the result dtype must be int32 or int64");
+  using Op = detail::array_op<cpu::size_kernel>;
+  return op_expr<Op, Out, scalar_shape, A>(Op{"Size", {}, {{"out_type", dtype_of<Out>}}}, a);
+}
+
+// ---- batch_matmul, matrix_inverse, matrix_determinant ------------------------------------
+
+namespace detail {
+// The leading dims of S (all but the last two).
+template <class S>
+constexpr auto batch_dims() {
+  std::array<std::int64_t, (S::values.size() < 2 ? 0 : S::values.size() - 2)> r{};
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
+  return r;
+}
+// BatchMatMulV2's result: the broadcast batch dims of x and y, then m and n.
+template <class SX, class SY, std::int64_t M, std::int64_t N>
+struct batch_matmul_shape {
+  using batch = broadcast_shapes<shape_from_array_t<batch_dims<SX>()>, shape_from_array_t<batch_dims<SY>()>>;
+  static constexpr auto conflict = batch::conflict;
+  static constexpr auto dims = [] {
+    std::array<std::int64_t, batch::rank + 2> r{};
+    for (std::size_t i = 0; i < batch::rank; ++i) r[i] = batch::dims[i];
+    r[batch::rank] = M;
+    r[batch::rank + 1] = N;
+    return r;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+}  // namespace detail
+
+// batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
+// broadcast; batch_matmul<true, false>(x, y) takes the adjoint of each matrix of x first.
+template <bool AdjX = false, bool AdjY = false, expression X, expression Y>
+auto batch_matmul(const X& x, const Y& y) {
+  using SX = shape_of<X>;
+  using SY = shape_of<Y>;
+  using T = value_type_of<X>;
+  (void)check::batch_matmul_dtypes<T, value_type_of<Y>>::value;
+  (void)check::batch_matmul_dtype<T, detail::in_list<T, cpu::matmul_types>::value>::value;
+  (void)check::batch_matmul_rank<(SX::rank < 2 ? SX::rank : 2), 2>::value;
+  (void)check::batch_matmul_rank<(SY::rank < 2 ? SY::rank : 2), 2>::value;
+  // Below rank 2 the check above has failed; the indices stay in range for the rest.
+  constexpr std::size_t rx = SX::values.size() < 2 ? 2 : SX::values.size();
+  constexpr std::size_t ry = SY::values.size() < 2 ? 2 : SY::values.size();
+  constexpr std::int64_t m = detail::dim_or(SX::values, AdjX ? rx - 1 : rx - 2);
+  constexpr std::int64_t kx = detail::dim_or(SX::values, AdjX ? rx - 2 : rx - 1);
+  constexpr std::int64_t ky = detail::dim_or(SY::values, AdjY ? ry - 1 : ry - 2);
+  constexpr std::int64_t n = detail::dim_or(SY::values, AdjY ? ry - 2 : ry - 1);
+  constexpr auto k = detail::static_pair(kx, ky);
+  (void)check::batch_matmul_inner_dims<k[0], k[1]>::value;
+  using Out = typename detail::batch_matmul_shape<SX, SY, m, n>::type;
+  (void)check::batch_matmul_batch<detail::batch_matmul_shape<SX, SY, m, n>::conflict[0],
+                                  detail::batch_matmul_shape<SX, SY, m, n>::conflict[1]>::value;
+  using Op = detail::matrix_op<cpu::batch_matmul_kernel<T>, T>;
+  return op_expr<Op, T, Out, X, Y>(
+      Op{"BatchMatMulV2", {}, {{"adj_x", AdjX}, {"adj_y", AdjY}}}, x, y);
+}
+
+namespace detail {
+template <class A>
+constexpr void check_square() {
+  using S = shape_of<A>;
+  using T = value_type_of<A>;
+  (void)check::linalg_dtype<T, in_list<T, type_list<float, double, complex64, complex128>>::value>::value;
+  (void)check::square_rank<(S::rank < 2 ? S::rank : 2), 2>::value;
+  if constexpr (S::rank >= 2) {
+    constexpr auto p = static_pair(S::values[S::values.size() - 2], S::values[S::values.size() - 1]);
+    (void)check::square_matrices<p[0], p[1]>::value;
+  }
+}
+}  // namespace detail
+
+// matrix_inverse(x): the inverse of each square matrix of x (its last two dims); a singular
+// matrix is a run-time error. matrix_inverse(x, true) inverts the adjoints.
+template <expression A>
+auto matrix_inverse(const A& a, bool adjoint = false) {
+  detail::check_square<A>();
+  using T = value_type_of<A>;
+  using Op = detail::matrix_op<cpu::matrix_inverse_kernel<T>, T>;
+  return op_expr<Op, T, shape_of<A>, A>(Op{"MatrixInverse", {}, {{"adjoint", adjoint}}}, a);
+}
+
+// matrix_determinant(x): the determinant of each square matrix of x; the result drops the
+// last two dims.
+template <expression A>
+auto matrix_determinant(const A& a) {
+  detail::check_square<A>();
+  using S = shape_of<A>;
+  using T = value_type_of<A>;
+  constexpr std::size_t rank = S::values.size() < 2 ? 0 : S::values.size() - 2;
+  constexpr std::array<std::int64_t, rank> out = [] {
+    std::array<std::int64_t, rank> r{};
+    for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
+    return r;
+  }();
+  using Op = detail::matrix_op<cpu::matrix_determinant_kernel<T>, T>;
+  return op_expr<Op, T, detail::shape_from_array_t<out>, A>(Op{"MatrixDeterminant", {}, {}}, a);
+}
+
+}  // namespace weft
+// Type erasure and runtime-built models (DESIGN.md §2, layer 1).
+//
+// handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
+// that dtype whose shape fits the dims converts to it, so a model can be built in a runtime
+// loop and its type names stay short:
+//
+//   weft::handle<float, weft::dyn, 256> h = x;
+//   for (int i = 0; i < layers; ++i) h = weft::relu(weft::matmul(h, w[i]) + b[i]);
+//
+// raw_op<T, D...>(name, inputs, attrs): a node built by op name and attrs at run time, with
+// typed or type-erased operands, consumed by typed code as a handle. Its dtype and shape are
+// checked against T and D... when it is lowered, with an error naming the node.
+//
+// wrap<T, D...>(graph, output): a node of a graph built op by op, as a typed handle, for typed
+// expressions lowered into that graph (weft::lowering over it). The reverse direction is
+// weft::lower(cx, expression), which gives the graph node of a typed expression.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_TYPE_CHECK(handle_dtype, "weft::handle: the expression's dtype differs from the handle's");
+WEFT_DETAIL_DIM_CHECK(handle_rank, "weft::handle: the expression's rank differs from the handle's");
+WEFT_DETAIL_DIM_CHECK(handle_dims,
+                      "weft::handle: a static dim of the handle differs from the expression's (or that dim is dyn)");
+}  // namespace check
+
+namespace detail {
+
+// An expression behind a function: how it lowers, and its memo.
+struct erased_expr {
+  explicit erased_expr(std::function<output(lowering&)> f) : lower(std::move(f)) {}
+  std::function<output(lowering&)> lower;
+  lowered_memo memo;
+};
+
+// The dims a handle of shape To compares with an expression of shape From: equal pairs
+// where To is dyn or the dims agree, else the offending pair.
+template <class To, class From>
+constexpr std::array<std::int64_t, 2> handle_dim_conflict() {
+  if constexpr (To::rank != From::rank) {
+    return {0, 0};  // reported by the rank check
+  } else {
+    for (std::size_t i = 0; i < To::values.size(); ++i)
+      if (To::values[i] >= 0 && To::values[i] != From::values[i]) return {To::values[i], From::values[i]};
+    return {0, 0};
+  }
+}
+
+// A node's output dtype and shape against T and S: the run-time form of the handle checks.
+template <class T, class S>
+void check_node_output(const graph& g, output o, std::string_view what) {
+  const node& n = g.at(o.node);
+  if (o.port < 0 || o.port >= n.num_outputs())
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " has ", n.num_outputs(), " outputs, asked for output ",
+         o.port);
+  dtype got = n.output_dtype(o.port);
+  const partial_shape& s = n.output_shape(o.port);
+  bool ok = got == dtype_of<T> && (!s.rank_known() || s.rank() == S::rank);
+  for (int i = 0; ok && s.rank_known() && i < S::rank; ++i) {
+    auto want = S::values[static_cast<std::size_t>(i)];
+    ok = want < 0 || s[i] < 0 || s[i] == want;
+  }
+  if (!ok)
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " is ", got, s,
+         ", which does not fit the handle's ", dtype_of<T>, S::partial());
+}
+
+}  // namespace detail
+
+template <element T, std::int64_t... D>
+class handle : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = static_shape<D...>;
+
+  // An empty handle: assign an expression before lowering it.
+  handle() = default;
+
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, handle>)
+  handle(const E& e)  // NOLINT: implicit, as an expression converts to a handle that fits it
+      : impl_(std::make_shared<detail::erased_expr>([e](lowering& cx) { return weft::lower(cx, e); })) {
+    using ES = shape_of<E>;
+    (void)check::handle_dtype<T, value_type_of<E>>::value;
+    (void)check::handle_rank<shape_type::rank, ES::rank>::value;
+    constexpr auto conflict = detail::handle_dim_conflict<shape_type, ES>();
+    (void)check::handle_dims<conflict[0], conflict[1]>::value;
+  }
+
+  // From a lowering function whose node is checked against T and D... (raw_op, wrap).
+  explicit handle(std::function<output(lowering&)> lower)
+      : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
+
+  bool empty() const noexcept { return impl_ == nullptr; }
+
+  output lower(lowering& cx) const {
+    if (!impl_)
+      fail(error_code::failed_precondition, "weft::handle<", dtype_of<T>, shape_type::partial(),
+           ">: lowering an empty handle (assign an expression to it first)");
+    return impl_->memo.get(cx, [&] { return impl_->lower(cx); });
+  }
+
+ private:
+  std::shared_ptr<detail::erased_expr> impl_;
+};
+
+// An operand of raw_op: any expression, whatever its dtype and shape.
+class operand {
+ public:
+  template <expression E>
+  operand(const E& e)  // NOLINT: implicit, so that raw_op("Add", {x, y}) reads naturally
+      : lower_([e](lowering& cx) { return weft::lower(cx, e); }) {}
+  output lower(lowering& cx) const { return lower_(cx); }
+
+ private:
+  std::function<output(lowering&)> lower_;
+};
+
+// raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
+// `name`(inputs, attrs), output `port`, built by name in the current name and device
+// scopes. Its op must be registered (the standard ops are) and, to run, have a kernel for
+// its dtypes (include <weft/kernels/cpu/all.hpp> in one file, or register it). When it is
+// lowered, its output's dtype and inferred shape are checked against T and D...; a mismatch
+// is an error naming the node, its dtype and its shape.
+template <element T, std::int64_t... D>
+handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map attrs = {}, int port = 0) {
+  const scope_info* scope = detail::current_scope();
+  return handle<T, D...>([name = std::move(name), inputs = std::move(inputs), attrs = std::move(attrs), port,
+                          scope](lowering& cx) {
+    WEFT_DETAIL_ONCE(ops::register_standard_ops());
+    std::vector<output> in;
+    in.reserve(inputs.size());
+    for (const auto& i : inputs) in.push_back(i.lower(cx));
+    output o = cx.add(name, std::move(in), attrs, scope);
+    o.port = port;
+    detail::check_node_output<T, static_shape<D...>>(cx.target(), o, "weft::raw_op");
+    return o;
+  });
+}
+
+// wrap<float, dyn, 10>(g, logits): a node of g (built op by op) as a typed handle, checked
+// now against T and D.... It lowers only into g.
+template <element T, std::int64_t... D>
+handle<T, D...> wrap(const graph& g, output o) {
+  detail::check_node_output<T, static_shape<D...>>(g, o, "weft::wrap");
+  return handle<T, D...>([&g, o](lowering& cx) {
+    if (&cx.target() != &g)
+      fail(error_code::invalid_argument, "weft::wrap: node '", g.at(o.node).name(),
+           "' belongs to another graph than the one being lowered into");
+    return o;
+  });
+}
+
+}  // namespace weft
 // Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
 // elementwise ops (casts, comparisons and select included) into one "Fused" node whose
 // kernel, compiled from the subtree's type, evaluates the whole subtree in one pass over
@@ -6929,13 +7609,18 @@ auto assign_sub(const variable_expr<T, S>& var, const V& value) {
 // `slots` (which input each leaf of the subtree reads; a leaf used twice is one input),
 // `T` (the result dtype) and `Tin` (the inputs' dtypes).
 //
-// Covered: float32, float64, int32, int64 and bool subtrees, without integer Div or Pow
-// (whose kernels check their operands). Other elementwise ops lower one node per op, as
-// do all ops when the session's fusion option is off.
+// Covered: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16
+// and bool subtrees, without integer Div or Pow (whose kernels check their operands).
+// float16 and bfloat16 compute in float32 and the narrow integers in int64, as their
+// kernels do (cpu::compute_t), and each op's result is rounded (or wrapped) back to its
+// dtype inside the pass, so fused and unfused results are identical. uint32, uint64 and
+// the complex types lower one node per op, as do all ops when fusion is off.
 //
 // Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
-// place; any other broadcast operand is first expanded to the output's shape (one extra
-// pass over memory for that operand).
+// place. Row operands (a bias [n] beside [batch, n]: the output's trailing dims, all of the
+// same size, at least 32 elements) are read in place too, the pass going row by row. Any
+// other broadcast operand is first expanded to the output's shape (one extra pass over
+// memory for that operand).
 
 #include <algorithm>
 #include <array>
@@ -7010,9 +7695,11 @@ inline void register_fused_op() {
 
 // ---- which expressions fuse ----------------------------------------------------------
 template <class T>
-inline constexpr bool fusable_type_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                       std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
-                                       std::is_same_v<T, bool>;
+inline constexpr bool fusable_type_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16> ||
+    std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t> ||
+    std::is_same_v<T, bool>;
 
 template <class E>
 struct interior : std::false_type {};  // a leaf of the fused subtree
@@ -7072,22 +7759,39 @@ void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
 }
 
 // The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
-// starting at leaf Off.
+// starting at leaf Off, in E's compute type (cpu::compute_t). A converted dtype's results
+// go through the dtype and back (rounded, or wrapped), as its unfused kernel stores them.
 template <std::size_t Off, class E>
 auto fused_eval(const void* const* in, std::int64_t s, std::int64_t len) {
+  using T = value_type_of<E>;
+  using C = cpu::compute_t<T>;
   if constexpr (interior<E>::value) {
     using Args = typename E::args_type;
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
       return E::op_type::apply(fused_eval<Off + leaf_offset<Args, I>(), std::tuple_element_t<I, Args>>(in, s, len)...);
     }(std::make_index_sequence<std::tuple_size_v<Args>>{});
+    if constexpr (cpu::is_converted_v<T>)
+      return r.template cast<T>().template cast<C>();
+    else
+      return r;
   } else {
-    using T = value_type_of<E>;
     const T* p = static_cast<const T*>(in[Off]);
     if constexpr (shape_of<E>::rank == 0)
-      return Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, *p);
+      return Eigen::Array<C, Eigen::Dynamic, 1>::Constant(len, static_cast<C>(*p));
+    else if constexpr (cpu::is_converted_v<T>)
+      return cpu::array_map<T>(p + s, len).template cast<C>();
     else
       return cpu::array_map<T>(p + s, len);
   }
+}
+
+// Stores the subtree's values (compute type) as T.
+template <class T, class X>
+void store(T* out, std::int64_t len, const X& values) {
+  if constexpr (cpu::is_converted_v<T>)
+    cpu::array_out<T>(out, len) = values.template cast<T>();
+  else
+    cpu::array_out<T>(out, len) = values;
 }
 
 template <class E>
@@ -7125,25 +7829,52 @@ class fused_kernel final : public op_kernel {
       mark<E>(out, k);
       return out;
     }();
-    // Operands of another shape than the output are expanded to it first.
+    static constexpr auto sizeof_leaf = [] {
+      std::array<std::int64_t, leaves> out{};
+      std::size_t k = 0;
+      leaf_sizes<E>(out, k);
+      return out;
+    }();
+    // Row operands: the first one's size is the row length; others of that size join it.
+    std::int64_t row = 0;
+    for (std::size_t i = 0; i < leaves && row == 0; ++i)
+      if (!scalar_leaf[i]) row = row_length(ctx.input(slots_[i]).shape(), out_shape);
+    // Operands of another shape are expanded to the output's first.
     std::vector<tensor> expanded(static_cast<std::size_t>(ctx.num_inputs()));
     std::array<const void*, leaves> ptr{};
+    std::array<bool, leaves> advances{};  // read at the row's offset (full operands)
     for (std::size_t i = 0; i < leaves; ++i) {
       const tensor& x = ctx.input(slots_[i]);
-      if (scalar_leaf[i] || x.shape() == out_shape) {
+      if (scalar_leaf[i] || x.shape() == out_shape || (row > 0 && row_length(x.shape(), out_shape) == row)) {
         ptr[i] = x.raw_data();
+        advances[i] = !scalar_leaf[i] && x.shape() == out_shape;
         continue;
       }
       auto& e = expanded[static_cast<std::size_t>(slots_[i])];
       if (!e.valid()) e = expand(ctx, x, out_shape);
       ptr[i] = e.raw_data();
+      advances[i] = true;
     }
     tensor& out = ctx.allocate_output(0, out_shape);
     T* o = out.data<T>();
-    const void* const* in = ptr.data();
-    ctx.parallel_for(out_shape.num_elements(), 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-      cpu::array_out<T>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
-    });
+    const std::int64_t n = out_shape.num_elements();
+    if (row == 0) {
+      const void* const* in = ptr.data();
+      ctx.parallel_for(n, 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
+        store(o + s, e - s, fused_eval<0, E>(in, s, e - s));
+      });
+      return;
+    }
+    // Row by row: full operands at the row's offset, row operands at their start.
+    ctx.parallel_for(n / row, 2.0 * fused_count<E>::ops * static_cast<double>(row),
+                     [&](std::int64_t first, std::int64_t last) {
+                       std::array<const void*, leaves> at{};
+                       for (std::int64_t r = first; r < last; ++r) {
+                         for (std::size_t i = 0; i < leaves; ++i)
+                           at[i] = advances[i] ? static_cast<const char*>(ptr[i]) + r * row * sizeof_leaf[i] : ptr[i];
+                         store(o + r * row, row, fused_eval<0, E>(at.data(), 0, row));
+                       }
+                     });
   }
 
  private:
@@ -7155,6 +7886,31 @@ class fused_kernel final : public op_kernel {
       }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
     else
       out[k++] = shape_of<X>::rank == 0;
+  }
+
+  template <class X>
+  static constexpr void leaf_sizes(std::array<std::int64_t, leaves>& out, std::size_t& k) {
+    if constexpr (interior<X>::value)
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (leaf_sizes<std::tuple_element_t<I, typename X::args_type>>(out, k), ...);
+      }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
+    else
+      out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<X>));
+  }
+
+  // The row length when x is a row of `out` (x without its leading 1s equals out's trailing
+  // dims, out has more elements, and a row has at least 32 elements); else 0.
+  static std::int64_t row_length(const shape& x, const shape& out) {
+    int lead = 0;
+    while (lead < x.rank() && x[lead] == 1) ++lead;
+    int k = x.rank() - lead;
+    if (k == 0 || k > out.rank()) return 0;
+    std::int64_t n = 1;
+    for (int i = 0; i < k; ++i) {
+      if (x[lead + i] != out[out.rank() - k + i]) return 0;
+      n *= x[lead + i];
+    }
+    return n >= 32 && n < out.num_elements() ? n : 0;
   }
 
   static tensor expand(kernel_context& ctx, const tensor& x, const shape& to) {
@@ -7236,13 +7992,39 @@ fetch_list<Es...> fetch(const Es&... es) {
   return {{es...}};
 }
 
-// Expressions a run computes for their effects (assignments); nothing is returned.
+// group(a, b, ...): one NoOp node that runs after a, b, ... (TensorFlow's tf.group): a
+// target standing for all of them. Not an expression (it has no value).
+class group_target {
+ public:
+  template <expression... Es>
+  explicit group_target(const Es&... es) : items_{[es](lowering& cx) { return weft::lower(cx, es); }...},
+                                           scope_(detail::current_scope()) {}
+  output lower(lowering& cx) const {
+    std::vector<int> controls;
+    for (const auto& item : items_) controls.push_back(item(cx).node);
+    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    return cx.add("NoOp", {}, {}, scope_, "group", true, std::move(controls));
+  }
+
+ private:
+  std::vector<std::function<output(lowering&)>> items_;
+  const scope_info* scope_;
+};
+template <expression... Es>
+group_target group(const Es&... es) {
+  return group_target(es...);
+}
+
+// Expressions a run computes for their effects (assignments), and groups; nothing is
+// returned.
 struct target_list {
   std::vector<std::function<output(lowering&)>> items;
 };
-template <expression... Es>
+template <class E>
+concept target = expression<E> || std::is_same_v<E, group_target>;
+template <target... Es>
 target_list targets(const Es&... es) {
-  return {{[es](lowering& cx) { return weft::lower(cx, es); }...}};
+  return {{[es](lowering& cx) { return es.lower(cx); }...}};
 }
 
 template <class T, class S>
@@ -7308,11 +8090,10 @@ class client_session {
     feed_list feed_values;
     {
       std::lock_guard lock(mutex_);
-      int before = graph_.size();
       std::apply([&](const auto&... e) { (fetches.emplace_back(weft::lower(lowering_, e)), ...); }, f.items);
       for (const auto& item : t.items) target_nodes.emplace_back(item(lowering_));
       (feed_values.emplace_back(weft::lower(lowering_, feeds.placeholder), feeds.value), ...);
-      if (graph_.size() != before) session_.extend(graph_);
+      sync();
     }
     auto results = session_.run(feed_values, fetches, target_nodes);
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -7327,9 +8108,8 @@ class client_session {
     std::vector<endpoint> inits;
     {
       std::lock_guard lock(mutex_);
-      int before = graph_.size();
       (weft::lower(lowering_, roots), ...);
-      if (graph_.size() != before) session_.extend(graph_);
+      sync();
       const auto& all = lowering_.initializers();
       for (std::size_t i = initialized_; i < all.size(); ++i) inits.emplace_back(output{all[i], 0});
       initialized_ = all.size();
@@ -7342,9 +8122,8 @@ class client_session {
   template <expression E>
   output lower(const E& e) {
     std::lock_guard lock(mutex_);
-    int before = graph_.size();
     output o = weft::lower(lowering_, e);
-    if (graph_.size() != before) session_.extend(graph_);
+    sync();
     return o;
   }
 
@@ -7352,11 +8131,21 @@ class client_session {
   session& untyped() noexcept { return session_; }
 
  private:
+  // Gives the session the nodes lowered since the last sync, including those a lowering
+  // that failed part way added (they stay, remembered, and later runs may use them).
+  void sync() {
+    if (graph_.size() != known_) {
+      session_.extend(graph_);
+      known_ = graph_.size();
+    }
+  }
+
   std::mutex mutex_;
   graph graph_;
   lowering lowering_;
   session session_;
   std::size_t initialized_ = 0;
+  int known_ = 0;  // nodes the session has
 };
 
 }  // namespace weft

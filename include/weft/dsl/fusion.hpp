@@ -8,9 +8,12 @@
 // `slots` (which input each leaf of the subtree reads; a leaf used twice is one input),
 // `T` (the result dtype) and `Tin` (the inputs' dtypes).
 //
-// Covered: float32, float64, int32, int64 and bool subtrees, without integer Div or Pow
-// (whose kernels check their operands). Other elementwise ops lower one node per op, as
-// do all ops when the session's fusion option is off.
+// Covered: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16
+// and bool subtrees, without integer Div or Pow (whose kernels check their operands).
+// float16 and bfloat16 compute in float32 and the narrow integers in int64, as their
+// kernels do (cpu::compute_t), and each op's result is rounded (or wrapped) back to its
+// dtype inside the pass, so fused and unfused results are identical. uint32, uint64 and
+// the complex types lower one node per op, as do all ops when fusion is off.
 //
 // Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
 // place. Row operands (a bias [n] beside [batch, n]: the output's trailing dims, all of the
@@ -93,9 +96,11 @@ inline void register_fused_op() {
 
 // ---- which expressions fuse ----------------------------------------------------------
 template <class T>
-inline constexpr bool fusable_type_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                                       std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
-                                       std::is_same_v<T, bool>;
+inline constexpr bool fusable_type_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16> ||
+    std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::int32_t> ||
+    std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t> ||
+    std::is_same_v<T, bool>;
 
 template <class E>
 struct interior : std::false_type {};  // a leaf of the fused subtree
@@ -155,22 +160,39 @@ void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
 }
 
 // The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
-// starting at leaf Off.
+// starting at leaf Off, in E's compute type (cpu::compute_t). A converted dtype's results
+// go through the dtype and back (rounded, or wrapped), as its unfused kernel stores them.
 template <std::size_t Off, class E>
 auto fused_eval(const void* const* in, std::int64_t s, std::int64_t len) {
+  using T = value_type_of<E>;
+  using C = cpu::compute_t<T>;
   if constexpr (interior<E>::value) {
     using Args = typename E::args_type;
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
       return E::op_type::apply(fused_eval<Off + leaf_offset<Args, I>(), std::tuple_element_t<I, Args>>(in, s, len)...);
     }(std::make_index_sequence<std::tuple_size_v<Args>>{});
+    if constexpr (cpu::is_converted_v<T>)
+      return r.template cast<T>().template cast<C>();
+    else
+      return r;
   } else {
-    using T = value_type_of<E>;
     const T* p = static_cast<const T*>(in[Off]);
     if constexpr (shape_of<E>::rank == 0)
-      return Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, *p);
+      return Eigen::Array<C, Eigen::Dynamic, 1>::Constant(len, static_cast<C>(*p));
+    else if constexpr (cpu::is_converted_v<T>)
+      return cpu::array_map<T>(p + s, len).template cast<C>();
     else
       return cpu::array_map<T>(p + s, len);
   }
+}
+
+// Stores the subtree's values (compute type) as T.
+template <class T, class X>
+void store(T* out, std::int64_t len, const X& values) {
+  if constexpr (cpu::is_converted_v<T>)
+    cpu::array_out<T>(out, len) = values.template cast<T>();
+  else
+    cpu::array_out<T>(out, len) = values;
 }
 
 template <class E>
@@ -240,7 +262,7 @@ class fused_kernel final : public op_kernel {
     if (row == 0) {
       const void* const* in = ptr.data();
       ctx.parallel_for(n, 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-        cpu::array_out<T>(o + s, e - s) = fused_eval<0, E>(in, s, e - s);
+        store(o + s, e - s, fused_eval<0, E>(in, s, e - s));
       });
       return;
     }
@@ -251,7 +273,7 @@ class fused_kernel final : public op_kernel {
                        for (std::int64_t r = first; r < last; ++r) {
                          for (std::size_t i = 0; i < leaves; ++i)
                            at[i] = advances[i] ? static_cast<const char*>(ptr[i]) + r * row * sizeof_leaf[i] : ptr[i];
-                         cpu::array_out<T>(o + r * row, row) = fused_eval<0, E>(at.data(), 0, row);
+                         store(o + r * row, row, fused_eval<0, E>(at.data(), 0, row));
                        }
                      });
   }

@@ -16,9 +16,10 @@
 // weft::lower(cx, expression), which gives the graph node of a typed expression.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -139,7 +140,7 @@ handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map a
   const scope_info* scope = detail::current_scope();
   return handle<T, D...>([name = std::move(name), inputs = std::move(inputs), attrs = std::move(attrs), port,
                           scope](lowering& cx) {
-    ops::register_standard_ops();
+    WEFT_DETAIL_ONCE(ops::register_standard_ops());
     std::vector<output> in;
     in.reserve(inputs.size());
     for (const auto& i : inputs) in.push_back(i.lower(cx));

@@ -99,14 +99,19 @@ struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> 
 // integer or bool expression.
 template <class T, class U>
 auto scalar_operand(U value) {
-  static_assert(!(std::is_floating_point_v<U> && !std::is_floating_point_v<T> && !Eigen::NumTraits<T>::IsComplex &&
-                  !std::is_same_v<T, half> && !std::is_same_v<T, bfloat16>),
+  constexpr bool float_u = std::is_floating_point_v<U> || cpu::is_half_v<U>;
+  constexpr bool float_t = std::is_floating_point_v<T> || cpu::is_half_v<T> || Eigen::NumTraits<T>::IsComplex;
+  static_assert(!(float_u && !float_t),
                 "weft: a floating-point scalar cannot be an operand of an integer or bool expression");
-  return constant(static_cast<T>(value));
+  if constexpr (cpu::is_half_v<U> && !std::is_same_v<T, U>)
+    return constant(static_cast<T>(static_cast<float>(value)));  // half to another type goes through float
+  else
+    return constant(static_cast<T>(value));
 }
 
+// Numbers (and float16 / bfloat16 values) beside an expression.
 template <class U>
-concept scalar_value = std::is_arithmetic_v<U>;
+concept scalar_value = std::is_arithmetic_v<U> || cpu::is_half_v<U>;
 
 // Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
 // graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
@@ -337,8 +342,8 @@ struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
   attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
   void prepare() const { WEFT_DETAIL_ONCE(ops::register_math_ops(), register_cpu_kernel<cpu::cast_kernel<>>("Cast")); }
   template <class A>
-  static auto apply(const A& a) {
-    return a.template cast<To>();
+  static auto apply(const A& a) {  // in fused kernels: from From's compute type to To's
+    return a.template cast<cpu::compute_t<To>>();
   }
 };
 template <element To, expression A>
