@@ -8,7 +8,8 @@
 //
 // A bias layer's activation, relu(0.5*x + b) with x [4096, 1024] and b [1024] (a fused
 // subtree with a broadcast operand), against Eigen Tensor's broadcast and Eigen's dense
-// rowwise form, and weft unfused.
+// rowwise form, and weft unfused. And a column operand: exp(x - m) * 2 with m [4096, 1]
+// (a softmax's shift), against Eigen Tensor's broadcast.
 #include <weft/dsl.hpp>
 
 #include <benchmark/benchmark.h>
@@ -124,6 +125,42 @@ void BM_eigen_bias_rowwise(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * rows * cols * 8);
 }
 
+void BM_weft_column_fused(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  auto x = placeholder<float>("x", dims<dyn, cols>);
+  auto m = placeholder<float>("m", dims<dyn, 1>);
+  auto y = exp(x - m) * 2.0f;
+  client_options o;
+  o.session.inter_op_threads = 0;
+  o.session.intra_op_threads = threads;
+  client_session s(o);
+  auto xv = tensor_of<float, 2>(input(rows * cols), {rows, cols});
+  auto mv = tensor_of<float, 2>(input(rows), {rows, 1});
+  benchmark::DoNotOptimize(s.run(y, feed(x, xv), feed(m, mv)));
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(y, feed(x, xv), feed(m, mv)));
+  state.SetBytesProcessed(state.iterations() * rows * cols * 8);
+}
+
+void BM_eigen_column(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  auto xv = input(rows * cols), mv = input(rows);
+  std::vector<float> out(static_cast<std::size_t>(rows * cols));
+  Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>> x(xv.data(), rows, cols);
+  Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>> m(mv.data(), rows, 1);
+  Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>> y(out.data(), rows, cols);
+  auto expr = (x - m.broadcast(Eigen::array<Eigen::Index, 2>{1, cols})).exp() * 2.0f;
+  Eigen::ThreadPool pool(threads);
+  Eigen::ThreadPoolDevice device(&pool, threads);
+  for (auto _ : state) {
+    if (threads == 1)
+      y = expr;
+    else
+      y.device(device) = expr;
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * rows * cols * 8);
+}
+
 void threads(benchmark::internal::Benchmark* b) {
   b->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 }
@@ -143,4 +180,6 @@ BENCHMARK(BM_weft_bias_fused)->Apply(threads);
 BENCHMARK(BM_eigen_bias)->Apply(threads);
 BENCHMARK(BM_eigen_bias_rowwise)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_bias_unfused)->Apply(threads);
+BENCHMARK(BM_weft_column_fused)->Apply(threads);
+BENCHMARK(BM_eigen_column)->Apply(threads);
 BENCHMARK_MAIN();

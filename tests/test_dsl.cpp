@@ -152,6 +152,21 @@ TEST_CASE("dsl: fused subtrees read row operands in place and expand the others"
           CHECK(zv(i, j, k) == Approx(std::max(xe, be) + be * be).margin(1e-6));
         }
     if (on) CHECK(count_op(s.current_graph(), "Fused") == 2);
+    // A column [r, 4, 1] sets the rows (40 elements); b is a row, the fed [1, 1, 1] s a
+    // run-time scalar.
+    auto col = placeholder<float>("col", dims<dyn, 4, 1>);
+    auto sc = placeholder<float>("sc", dims<1, 1, 1>);
+    auto w = tanh(x) * col + b - sc;
+    std::vector<float> ev = ramp(static_cast<std::size_t>(r * 4), 0.2f);
+    auto wv = s.run(w, feed(x, tensor_of<float, 3>(xv, {r, 4, 40})), feed(b, tensor_of<float, 1>(bv, {40})),
+                    feed(col, tensor_of<float, 3>(ev, {r, 4, 1})), feed(sc, tensor_of<float, 3>({0.75f}, {1, 1, 1})));
+    for (std::int64_t i = 0; i < r; ++i)
+      for (std::int64_t j = 0; j < 4; ++j)
+        for (std::int64_t k = 0; k < 40; ++k) {
+          float xe = xv[static_cast<std::size_t>(i * 160 + j * 40 + k)];
+          float want = std::tanh(xe) * ev[static_cast<std::size_t>(i * 4 + j)] + bv[static_cast<std::size_t>(k)] - 0.75f;
+          CHECK(wv(i, j, k) == Approx(want).margin(1e-5));
+        }
     // Empty batch: nothing to compute, the shape still follows the broadcast.
     auto e = s.run(z, feed(x, tensor_of<float, 3>(empty, {0, 4, 40})), feed(b, tensor_of<float, 1>(bv, {40})));
     CHECK(e.shape() == shape{0, 4, 40});

@@ -7617,10 +7617,12 @@ handle<T, D...> wrap(const graph& g, output o) {
 // the complex types lower one node per op, as do all ops when fusion is off.
 //
 // Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
-// place. Row operands (a bias [n] beside [batch, n]: the output's trailing dims, all of the
-// same size, at least 32 elements) are read in place too, the pass going row by row. Any
-// other broadcast operand is first expanded to the output's shape (one extra pass over
-// memory for that operand).
+// place. When an operand broadcasts along whole rows (the output's trailing dims, at least
+// 32 elements), the pass goes row by row: row operands (a bias [n] beside [batch, n]) are
+// read in place, and columns (a [batch, 1] beside [batch, n]) and run-time scalars (a fed
+// [1, 1]) from a row-long buffer holding their value. The first broadcast operand fixes
+// the rows; any operand that fits neither (a [1, n] beside [m, 1]) is first expanded to the
+// output's shape (one extra pass over memory for that operand).
 
 #include <algorithm>
 #include <array>
@@ -7835,43 +7837,80 @@ class fused_kernel final : public op_kernel {
       leaf_sizes<E>(out, k);
       return out;
     }();
-    // Row operands: the first one's size is the row length; others of that size join it.
-    std::int64_t row = 0;
-    for (std::size_t i = 0; i < leaves && row == 0; ++i)
-      if (!scalar_leaf[i]) row = row_length(ctx.input(slots_[i]).shape(), out_shape);
-    // Operands of another shape are expanded to the output's first.
+    // The pass goes row by row when an operand broadcasts along whole rows: the output's
+    // dims from `split` on make a row. The first such operand fixes the split.
+    const int rank = out_shape.rank();
+    int split = -1;
+    for (std::size_t i = 0; i < leaves && split < 0; ++i)
+      if (!scalar_leaf[i] && ctx.input(slots_[i]).shape() != out_shape)
+        split = row_split(ctx.input(slots_[i]).shape(), out_shape);
+    if (split < 0 && rank > 0) split = rank - 1;  // run-time scalars only: rows of the last dim
+    std::int64_t row = 1;
+    for (int d = std::max(split, 0); d < rank; ++d) row *= out_shape[d];
+    const std::int64_t n = out_shape.num_elements();
+    if (split < 0 || row < 32 || row >= n) split = -1;  // short rows, or one row: element by element
+    // How each leaf is read. Operands that fit no kind are expanded to the output's shape.
     std::vector<tensor> expanded(static_cast<std::size_t>(ctx.num_inputs()));
     std::array<const void*, leaves> ptr{};
-    std::array<bool, leaves> advances{};  // read at the row's offset (full operands)
+    std::array<leaf_kind, leaves> kind{};
+    bool rows_needed = false;
     for (std::size_t i = 0; i < leaves; ++i) {
       const tensor& x = ctx.input(slots_[i]);
-      if (scalar_leaf[i] || x.shape() == out_shape || (row > 0 && row_length(x.shape(), out_shape) == row)) {
-        ptr[i] = x.raw_data();
-        advances[i] = !scalar_leaf[i] && x.shape() == out_shape;
+      ptr[i] = x.raw_data();
+      if (scalar_leaf[i]) {
+        kind[i] = leaf_kind::scalar;
+      } else if (x.shape() == out_shape) {
+        kind[i] = leaf_kind::full;
+      } else if (split >= 0 && x.num_elements() == 1) {
+        kind[i] = leaf_kind::constant;
+      } else if (split >= 0 && is_row(x.shape(), out_shape, split)) {
+        kind[i] = leaf_kind::row;
+      } else if (split >= 0 && is_column(x.shape(), out_shape, split)) {
+        kind[i] = leaf_kind::column;
+      } else {
+        auto& e = expanded[static_cast<std::size_t>(slots_[i])];
+        if (!e.valid()) e = expand(ctx, x, out_shape);
+        ptr[i] = e.raw_data();
+        kind[i] = leaf_kind::full;
         continue;
       }
-      auto& e = expanded[static_cast<std::size_t>(slots_[i])];
-      if (!e.valid()) e = expand(ctx, x, out_shape);
-      ptr[i] = e.raw_data();
-      advances[i] = true;
+      rows_needed = rows_needed || (kind[i] != leaf_kind::scalar && kind[i] != leaf_kind::full);
     }
     tensor& out = ctx.allocate_output(0, out_shape);
     T* o = out.data<T>();
-    const std::int64_t n = out_shape.num_elements();
-    if (row == 0) {
+    if (!rows_needed) {
       const void* const* in = ptr.data();
       ctx.parallel_for(n, 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
         store(o + s, e - s, fused_eval<0, E>(in, s, e - s));
       });
       return;
     }
-    // Row by row: full operands at the row's offset, row operands at their start.
+    // Row by row: full operands at the row's offset, rows at their start, columns (one value
+    // per row) and run-time scalars from a row-long buffer filled with their value, which
+    // stays in the cache.
     ctx.parallel_for(n / row, 2.0 * fused_count<E>::ops * static_cast<double>(row),
                      [&](std::int64_t first, std::int64_t last) {
                        std::array<const void*, leaves> at{};
+                       std::array<std::vector<char>, leaves> scratch;
+                       for (std::size_t i = 0; i < leaves; ++i) {
+                         if (kind[i] != leaf_kind::column && kind[i] != leaf_kind::constant) continue;
+                         scratch[i].resize(static_cast<std::size_t>(row * sizeof_leaf[i]));
+                         at[i] = scratch[i].data();
+                         if (kind[i] == leaf_kind::constant) replicate(scratch[i].data(), ptr[i], sizeof_leaf[i], row);
+                       }
                        for (std::int64_t r = first; r < last; ++r) {
-                         for (std::size_t i = 0; i < leaves; ++i)
-                           at[i] = advances[i] ? static_cast<const char*>(ptr[i]) + r * row * sizeof_leaf[i] : ptr[i];
+                         for (std::size_t i = 0; i < leaves; ++i) {
+                           const char* base = static_cast<const char*>(ptr[i]);
+                           switch (kind[i]) {
+                             case leaf_kind::full: at[i] = base + r * row * sizeof_leaf[i]; break;
+                             case leaf_kind::row:
+                             case leaf_kind::scalar: at[i] = base; break;
+                             case leaf_kind::column:
+                               replicate(scratch[i].data(), base + r * sizeof_leaf[i], sizeof_leaf[i], row);
+                               break;
+                             case leaf_kind::constant: break;
+                           }
+                         }
                          store(o + r * row, row, fused_eval<0, E>(at.data(), 0, row));
                        }
                      });
@@ -7898,19 +7937,55 @@ class fused_kernel final : public op_kernel {
       out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<X>));
   }
 
-  // The row length when x is a row of `out` (x without its leading 1s equals out's trailing
-  // dims, out has more elements, and a row has at least 32 elements); else 0.
-  static std::int64_t row_length(const shape& x, const shape& out) {
-    int lead = 0;
-    while (lead < x.rank() && x[lead] == 1) ++lead;
-    int k = x.rank() - lead;
-    if (k == 0 || k > out.rank()) return 0;
-    std::int64_t n = 1;
-    for (int i = 0; i < k; ++i) {
-      if (x[lead + i] != out[out.rank() - k + i]) return 0;
-      n *= x[lead + i];
+  enum class leaf_kind : unsigned char { full, scalar, row, column, constant };
+
+  // x's dims right-aligned to out's rank (leading 1s added).
+  static std::vector<std::int64_t> aligned(const shape& x, int rank) {
+    std::vector<std::int64_t> d(static_cast<std::size_t>(rank), 1);
+    for (int i = 0; i < x.rank(); ++i) d[static_cast<std::size_t>(rank - x.rank() + i)] = x[i];
+    return d;
+  }
+  // Where x splits `out` into rows: a row operand (out's trailing dims after leading 1s)
+  // splits before its first dim that is not 1, a column (out's leading dims, then 1s)
+  // after its last; -1 when x is neither or ranks more than out.
+  static int row_split(const shape& x, const shape& out) {
+    if (x.rank() > out.rank()) return -1;
+    auto d = aligned(x, out.rank());
+    int first = 0, last = out.rank() - 1;
+    while (first < out.rank() && d[static_cast<std::size_t>(first)] == 1) ++first;
+    while (last >= 0 && d[static_cast<std::size_t>(last)] == 1) --last;
+    if (first <= last && is_row(x, out, first)) return first;
+    if (first <= last && is_column(x, out, last + 1)) return last + 1;
+    return -1;
+  }
+  // x is 1 on out's dims before `split` and equals out from it on.
+  static bool is_row(const shape& x, const shape& out, int split) {
+    if (x.rank() > out.rank()) return false;
+    auto d = aligned(x, out.rank());
+    for (int i = 0; i < out.rank(); ++i)
+      if (d[static_cast<std::size_t>(i)] != (i < split ? 1 : out[i])) return false;
+    return true;
+  }
+  // x equals out on the dims before `split` and is 1 from it on.
+  static bool is_column(const shape& x, const shape& out, int split) {
+    if (x.rank() > out.rank()) return false;
+    auto d = aligned(x, out.rank());
+    for (int i = 0; i < out.rank(); ++i)
+      if (d[static_cast<std::size_t>(i)] != (i < split ? out[i] : 1)) return false;
+    return true;
+  }
+  // Fills `count` elements of `size` bytes (1, 2, 4 or 8) at dst with the element at src.
+  static void replicate(char* dst, const void* src, std::int64_t size, std::int64_t count) {
+    auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
+      std::memcpy(&word, src, sizeof(word));
+      for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + i * static_cast<std::int64_t>(sizeof(word)), &word, sizeof(word));
+    };
+    switch (size) {
+      case 1: return fill(std::uint8_t{});
+      case 2: return fill(std::uint16_t{});
+      case 4: return fill(std::uint32_t{});
+      default: return fill(std::uint64_t{});
     }
-    return n >= 32 && n < out.num_elements() ? n : 0;
   }
 
   static tensor expand(kernel_context& ctx, const tensor& x, const shape& to) {
