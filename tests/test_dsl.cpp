@@ -173,7 +173,7 @@ TEST_CASE("dsl: fused subtrees read row operands in place and expand the others"
   }
 }
 
-TEST_CASE("dsl: fused float16, bfloat16 and narrow integer subtrees equal their unfused graphs", "[dsl][fusion]") {
+TEST_CASE("dsl: fused subtrees of half, narrow, unsigned and complex types equal their unfused graphs", "[dsl][fusion]") {
   // float16: each op rounds to half, fused or not, so the two agree exactly.
   auto h = placeholder<half>("h", dims<dyn>);
   auto hy = tanh(h * half(1.5f) + half(0.25f)) * h - sigmoid(h);
@@ -187,12 +187,27 @@ TEST_CASE("dsl: fused float16, bfloat16 and narrow integer subtrees equal their 
   auto uy = u * std::uint8_t{7} + std::uint8_t{200};
   auto f = placeholder<float>("f", dims<dyn>);
   auto fy = cast<std::int16_t>(f * 1000.0f) * std::int16_t{3};
+  // uint32 (computed in uint64, one element at a time) and uint64 wrap; complex64 fuses,
+  // but its cast to float (the real part) stays a node of its own.
+  auto q = placeholder<std::uint32_t>("q", dims<dyn>);
+  auto qy = select(q * 3u > 10u, q + 4000000000u, q * q);
+  auto w = placeholder<std::uint64_t>("w", dims<dyn>);
+  auto wy = maximum(w * w, w + std::uint64_t{7});
+  auto c = placeholder<complex64>("c", dims<dyn>);
+  auto cy = exp(c) * c + c;
+  auto cr = cast<float>(c * c) + 1.0f;
   std::vector<half> hv;
   std::vector<bfloat16> bv;
   std::vector<std::int8_t> iv;
   std::vector<std::uint8_t> uv;
   std::vector<float> fv;
+  std::vector<std::uint32_t> qv;
+  std::vector<std::uint64_t> wv;
+  std::vector<complex64> cv;
   for (int k = 0; k < 300; ++k) {
+    qv.push_back(static_cast<std::uint32_t>(k) * 15000000u);
+    wv.push_back(static_cast<std::uint64_t>(k) << 31);
+    cv.push_back(complex64(static_cast<float>(k - 150) / 100.0f, static_cast<float>(k % 7) / 5.0f));
     hv.push_back(half(static_cast<float>(k - 150) / 37.0f));
     bv.push_back(bfloat16(static_cast<float>(k - 150) / 29.0f));
     iv.push_back(static_cast<std::int8_t>(k - 150));
@@ -205,17 +220,35 @@ TEST_CASE("dsl: fused float16, bfloat16 and narrow integer subtrees equal their 
     auto r = s.run(fetch(hy, by, iy, uy, fy), feed(h, tensor_of<half, 1>(hv, {n})), feed(b, tensor_of<bfloat16, 1>(bv, {n})),
                    feed(i, tensor_of<std::int8_t, 1>(iv, {n})), feed(u, tensor_of<std::uint8_t, 1>(uv, {n})),
                    feed(f, tensor_of<float, 1>(fv, {n})));
-    if (on) CHECK(count_op(s.current_graph(), "Fused") == 5);
-    return r;
+    auto r2 = s.run(fetch(qy, wy, cy, cr), feed(q, tensor_of<std::uint32_t, 1>(qv, {n})),
+                    feed(w, tensor_of<std::uint64_t, 1>(wv, {n})), feed(c, tensor_of<complex64, 1>(cv, {n})));
+    if (on) {
+      CHECK(count_op(s.current_graph(), "Fused") == 8);
+      CHECK(count_op(s.current_graph(), "Cast") == 1);
+    }
+    return std::tuple_cat(r, r2);
   };
-  auto [hf, bf, i_f, uf, ff] = run(true);
-  auto [hp, bp, ip, up, fp] = run(false);
+  auto [hf, bf, i_f, uf, ff, qf, wf, cf, crf] = run(true);
+  auto [hp, bp, ip, up, fp, qp, wp, cp, crp] = run(false);
   for (std::int64_t k = 0; k < n; ++k) {
     CHECK(static_cast<float>(hf(k)) == static_cast<float>(hp(k)));
     CHECK(static_cast<float>(bf(k)) == static_cast<float>(bp(k)));
     CHECK(i_f(k) == ip(k));
     CHECK(uf(k) == up(k));
     CHECK(ff(k) == fp(k));
+    CHECK(qf(k) == qp(k));
+    CHECK(wf(k) == wp(k));
+    CHECK(cf(k) == cp(k));
+    CHECK(crf(k) == crp(k));
+    std::uint32_t qk = qv[static_cast<std::size_t>(k)];
+    CHECK(qf(k) == (static_cast<std::uint32_t>(qk * 3u) > 10u ? static_cast<std::uint32_t>(qk + 4000000000u)
+                                                               : static_cast<std::uint32_t>(qk * qk)));
+    std::uint64_t wk = wv[static_cast<std::size_t>(k)];
+    CHECK(wf(k) == std::max(wk * wk, wk + 7));
+    std::complex<double> ck(cv[static_cast<std::size_t>(k)]);
+    auto cwant = std::exp(ck) * ck + ck;
+    CHECK(std::abs(std::complex<double>(cf(k)) - cwant) <= 1e-5 * (1 + std::abs(cwant)));
+    CHECK(crf(k) == Approx((ck * ck).real() + 1).margin(1e-5));
     // Against values computed here: half within its precision, integers exactly.
     double x = static_cast<float>(hv[static_cast<std::size_t>(k)]);
     CHECK(static_cast<float>(hf(k)) == Approx(std::tanh(1.5 * x + 0.25) * x - 1 / (1 + std::exp(-x))).margin(4e-3).epsilon(4e-3));

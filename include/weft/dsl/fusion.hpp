@@ -8,12 +8,13 @@
 // `slots` (which input each leaf of the subtree reads; a leaf used twice is one input),
 // `T` (the result dtype) and `Tin` (the inputs' dtypes).
 //
-// Covered: float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, uint16
-// and bool subtrees, without integer Div or Pow (whose kernels check their operands).
-// float16 and bfloat16 compute in float32 and the narrow integers in int64, as their
-// kernels do (cpu::compute_t), and each op's result is rounded (or wrapped) back to its
-// dtype inside the pass, so fused and unfused results are identical. uint32, uint64 and
-// the complex types lower one node per op, as do all ops when fusion is off.
+// Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
+// check their operands) and casts from complex to real. float16 and bfloat16 compute in
+// float32, the narrow integers in int64 and uint32 in uint64, as their kernels do
+// (cpu::compute_t), and each op's result is rounded (or wrapped) back to its dtype inside
+// the pass, so fused and unfused results are identical. Subtrees with a uint32 or uint64
+// node run one element at a time (those types have no Eigen kernels), the others as
+// vectorized Eigen expressions. All ops lower one node each when fusion is off.
 //
 // Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
 // place. When an operand broadcasts along whole rows (the output's trailing dims, at least
@@ -98,17 +99,23 @@ inline void register_fused_op() {
 
 // ---- which expressions fuse ----------------------------------------------------------
 template <class T>
-inline constexpr bool fusable_type_v =
-    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16> ||
-    std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::int32_t> ||
-    std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t> ||
-    std::is_same_v<T, bool>;
+inline constexpr bool fusable_type_v = std::is_same_v<T, bool> || std::is_arithmetic_v<T> || cpu::is_half_v<T> ||
+                                       std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
+
+// Casts from a complex type to a real one are not fused (TensorFlow's Cast takes the real
+// part; Eigen's cast does not compile): the Cast is its own node.
+template <class Op>
+struct complex_to_real_cast : std::false_type {};
+template <class To, class From>
+struct complex_to_real_cast<cast_op<To, From>>
+    : std::bool_constant<Eigen::NumTraits<From>::IsComplex && !Eigen::NumTraits<To>::IsComplex> {};
 
 template <class E>
 struct interior : std::false_type {};  // a leaf of the fused subtree
 template <class Op, class T, class S, class... Args>
 struct interior<op_expr<Op, T, S, Args...>>
     : std::bool_constant<Op::elementwise && fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) &&
+                         !complex_to_real_cast<Op>::value &&
                          !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
                            std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>)> {};
 
@@ -187,6 +194,31 @@ auto fused_eval(const void* const* in, std::int64_t s, std::int64_t len) {
       return cpu::array_map<T>(p + s, len);
   }
 }
+
+// The value of subtree E at element j of its leaves (static scalars at element 0), one
+// element at a time, for subtrees with a type that has no Eigen kernels (uint32, uint64).
+template <std::size_t Off, class E>
+auto fused_scalar(const void* const* in, std::int64_t j) {
+  using T = value_type_of<E>;
+  using C = cpu::compute_t<T>;
+  if constexpr (interior<E>::value) {
+    using Args = typename E::args_type;
+    auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return E::op_type::scalar(fused_scalar<Off + leaf_offset<Args, I>(), std::tuple_element_t<I, Args>>(in, j)...);
+    }(std::make_index_sequence<std::tuple_size_v<Args>>{});
+    return static_cast<C>(static_cast<T>(r));  // rounded or wrapped to T, as stored
+  } else {
+    return static_cast<C>(static_cast<const T*>(in[Off])[shape_of<E>::rank == 0 ? 0 : j]);
+  }
+}
+
+// Whether a subtree has a node or leaf computed in plain loops (no Eigen kernels).
+template <class E>
+struct has_looped_type : std::bool_constant<cpu::is_looped_v<cpu::compute_t<value_type_of<E>>>> {};
+template <class Op, class T, class S, class... Args>
+  requires interior<op_expr<Op, T, S, Args...>>::value
+struct has_looped_type<op_expr<Op, T, S, Args...>>
+    : std::bool_constant<cpu::is_looped_v<cpu::compute_t<T>> || (has_looped_type<Args>::value || ...)> {};
 
 // Stores the subtree's values (compute type) as T.
 template <class T, class X>
@@ -282,7 +314,7 @@ class fused_kernel final : public op_kernel {
     if (!rows_needed) {
       const void* const* in = ptr.data();
       ctx.parallel_for(n, 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-        store(o + s, e - s, fused_eval<0, E>(in, s, e - s));
+        eval_chunk(o + s, in, s, e - s);
       });
       return;
     }
@@ -312,7 +344,7 @@ class fused_kernel final : public op_kernel {
                              case leaf_kind::constant: break;
                            }
                          }
-                         store(o + r * row, row, fused_eval<0, E>(at.data(), 0, row));
+                         eval_chunk(o + r * row, at.data(), 0, row);
                        }
                      });
   }
@@ -339,6 +371,15 @@ class fused_kernel final : public op_kernel {
   }
 
   enum class leaf_kind : unsigned char { full, scalar, row, column, constant };
+
+  // out[0, len) = the subtree at elements [s, s + len) of the leaves.
+  static void eval_chunk(T* out, const void* const* in, std::int64_t s, std::int64_t len) {
+    if constexpr (has_looped_type<E>::value) {
+      for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fused_scalar<0, E>(in, s + i));
+    } else {
+      store(out, len, fused_eval<0, E>(in, s, len));
+    }
+  }
 
   // x's dims right-aligned to out's rank (leading 1s added).
   static std::vector<std::int64_t> aligned(const shape& x, int rank) {

@@ -143,6 +143,10 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   static auto apply(const A&... a) {
     return Tag::fn::apply(a...);
   }
+  template <class... A>
+  static auto scalar(const A&... a) {  // fused kernels of types without Eigen kernels (uint32, uint64)
+    return Tag::fn::scalar(a...);
+  }
 };
 
 #define WEFT_DETAIL_DSL_UNARY(FN, NAME, KFN, TYPES)                                                      \
@@ -321,6 +325,10 @@ struct select_op : detail::lowers_plainly<select_op<T>> {
   static auto apply(const C& c, const A& a, const B& b) {
     return c.select(a, b);
   }
+  template <class A>
+  static A scalar(bool c, const A& a, const A& b) {
+    return c ? a : b;
+  }
 };
 template <expression C, expression A, expression B>
 auto select(const C& c, const A& a, const B& b) {
@@ -344,6 +352,10 @@ struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
   template <class A>
   static auto apply(const A& a) {  // in fused kernels: from From's compute type to To's
     return a.template cast<cpu::compute_t<To>>();
+  }
+  template <class A>
+  static auto scalar(const A& a) {
+    return static_cast<cpu::compute_t<To>>(a);
   }
 };
 template <element To, expression A>
