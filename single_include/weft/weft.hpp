@@ -5817,6 +5817,7 @@ WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be 
 namespace weft {
 
 class lowering;
+using lower_fn = std::function<output(lowering&)>;  // lowers one expression (lowering_of)
 
 // ---- scopes --------------------------------------------------------------------------
 // The name prefix, device and colocation in force where an expression is built. Interned
@@ -5825,7 +5826,7 @@ struct scope_info {
   std::string prefix;  // "layer1/" or empty
   std::string device;  // "/cpu:0" or empty
   // Lowers the expression whose node the scope's nodes are colocated with; null: none.
-  std::shared_ptr<const std::function<output(lowering&)>> colocate;
+  std::shared_ptr<const lower_fn> colocate;
 };
 
 namespace detail {
@@ -6005,6 +6006,13 @@ output lower(lowering& cx, const E& e) {
   return e.lower(cx);
 }
 
+// A function lowering (a copy of) e: how handles, targets and scopes hold expressions of
+// any type. (Anything with a lower(lowering&) member: expressions and group targets.)
+template <class E>
+lower_fn lowering_of(const E& e) {
+  return [e](lowering& cx) { return e.lower(cx); };
+}
+
 // { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
 // inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
 // placement issue honours groups; a device requested inside must match the group's.
@@ -6013,8 +6021,7 @@ class colocate_with : detail::scope_guard_base {
   template <expression E>
   explicit colocate_with(const E& e)
       : scope_guard_base({detail::current_scope()->prefix, detail::current_scope()->device,
-                          std::make_shared<const std::function<output(lowering&)>>(
-                              [e](lowering& cx) { return weft::lower(cx, e); })}) {}
+                          std::make_shared<const lower_fn>(lowering_of(e))}) {}
 };
 
 }  // namespace weft
@@ -6122,7 +6129,7 @@ struct leaf_data {
   std::string name;
   const scope_info* scope = nullptr;
   tensor value;                                  // constants
-  std::function<output(lowering&)> initializer;  // variables: the initial value
+  lower_fn initializer;  // variables: the initial value
 };
 
 }  // namespace detail
@@ -6201,7 +6208,7 @@ class variable_expr : public expr_base {
   using value_type = T;
   using shape_type = S;
 
-  variable_expr(std::string name, std::function<output(lowering&)> init)
+  variable_expr(std::string name, lower_fn init)
       : d_(std::make_shared<detail::leaf_data>(
             detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init)})) {}
 
@@ -6239,6 +6246,11 @@ void check_initializer() {
 }
 }  // namespace detail
 
+// fill(dims<...>, value), defined with the ops (ops.hpp): a variable's rank-0 initial value
+// fills it.
+template <std::int64_t... D, expression V>
+auto fill(static_shape<D...>, const V& value);
+
 // A trainable variable of a fully static shape, with its initial value: a scalar T (every
 // element), a tensor_of<T>, or an expression of the same dtype and shape.
 template <element T, std::int64_t... D, class Init>
@@ -6248,17 +6260,11 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
   (void)check::variable_static<S::fully_static ? 1 : 0, 1>::value;
   if constexpr (expression<Init>) {
     detail::check_initializer<V, Init>();
-    if constexpr (shape_of<Init>::rank == 0 && S::rank != 0) {
-      return V(std::move(name), [init](lowering& cx) {
-        WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill"));
-        auto dims = cx.add("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{D...})},
-                                         {"dtype", dtype::int64}},
-                           detail::root_scope());
-        return cx.add("Fill", {dims, weft::lower(cx, init)}, {}, detail::root_scope());
-      });
-    } else {
-      return V(std::move(name), [init](lowering& cx) { return weft::lower(cx, init); });
-    }
+    // Rank-0 initial values fill the variable.
+    if constexpr (shape_of<Init>::rank == 0 && S::rank != 0)
+      return V(std::move(name), lowering_of(fill(S{}, init)));
+    else
+      return V(std::move(name), lowering_of(init));
   } else if constexpr (std::is_arithmetic_v<Init>) {
     return variable<T>(std::move(name), static_shape<D...>{}, constant(static_cast<T>(init)));
   } else {
@@ -6268,9 +6274,7 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
     if (value.shape() != shape{D...})
       fail(error_code::invalid_argument, "weft::variable '", name, "': the initial value has shape ", value.shape(),
            ", expected ", S::partial());
-    return V(std::move(name), [value](lowering& cx) {
-      return cx.add("Const", {}, {{"value", value}, {"dtype", dtype_of<T>}}, detail::root_scope());
-    });
+    return V(std::move(name), lowering_of(constant_expr<T, S>(std::move(value))));
   }
 }
 
@@ -6391,11 +6395,49 @@ inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values
                  : tensor::from_vector(values, std::move(s));
   return cx.add("Const", {}, {{"value", t}, {"dtype", type}}, root_scope());
 }
-// A vector, or (as_vector false) the scalar values[0].
-inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, bool as_vector = true) {
-  return int_constant(cx, as_vector ? values : std::vector<std::int64_t>{values.at(0)},
-                      as_vector ? shape{static_cast<std::int64_t>(values.size())} : shape{});
-}
+
+// A constant int input of an op (sizes, paddings, axes), inserted at `position` (`append`:
+// after the operands); of shape `dims` ([n] by default; {} for a scalar).
+struct int_input {
+  static constexpr std::size_t append = static_cast<std::size_t>(-1);
+  std::size_t position;
+  std::vector<std::int64_t> values;
+  std::vector<std::int64_t> dims = {static_cast<std::int64_t>(values.size())};
+  dtype type = dtype::int64;
+};
+
+// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
+// prepare() registers the op family and Kernel, constrained to T unless T is void.
+template <class Kernel, void (*Family)(), class T = void>
+struct indexed_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<int_input> ints;
+  attr_map attrs;
+  int port = 0;
+  void prepare() const {
+    if constexpr (std::is_void_v<T>)
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
+    else
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    for (const auto& c : ints) {
+      auto at = c.position == int_input::append ? inputs.end() : inputs.begin() + static_cast<std::ptrdiff_t>(c.position);
+      inputs.insert(at, int_constant(cx, c.values, shape(c.dims), c.type));
+    }
+    output o = cx.add(name, std::move(inputs), attrs, scope);
+    o.port = port;
+    return o;
+  }
+};
+
+template <class Kernel, class T = void>
+using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
+template <class Kernel, class T = void>
+using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
+template <class Kernel, class T = void>
+using reduction_op = indexed_op<Kernel, &ops::register_reduction_ops, T>;
 
 }  // namespace detail
 
@@ -6721,21 +6763,6 @@ struct reduced_shape {
 };
 }  // namespace detail
 
-template <class Reducer, class T, bool Keep>
-struct reduce_op {
-  static constexpr bool elementwise = false;
-  const char* name;
-  std::vector<std::int64_t> axes;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
-                     register_cpu_kernel<typename cpu::reduce_kernel<Reducer>::template of<T>>(name, {"T", dtype_of<T>}));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, axes));
-    return cx.add(name, std::move(inputs), {{"keep_dims", Keep}}, scope);
-  }
-};
-
 namespace detail {
 template <class Reducer, class Types, class A, bool Keep, std::int64_t... Axes>
 auto make_reduce(const char* name, const A& a) {
@@ -6743,7 +6770,8 @@ auto make_reduce(const char* name, const A& a) {
   using T = value_type_of<A>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
   static_assert(in_list<T, Types>::value, "weft::reduce: the operand's dtype is not supported by this reduction");
-  return op_expr<reduce_op<Reducer, T, Keep>, T, typename R::type, A>({name, R::axes_vector()}, a);
+  using Op = reduction_op<typename cpu::reduce_kernel<Reducer>::template of<T>, T>;
+  return op_expr<Op, T, typename R::type, A>(Op{name, {{int_input::append, R::axes_vector()}}, {{"keep_dims", Keep}}}, a);
 }
 }  // namespace detail
 
@@ -6765,26 +6793,15 @@ WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", min_reducer, real_number_types)
 #undef WEFT_DETAIL_DSL_REDUCE
 
 // argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
-template <class T, bool Max>
-struct arg_op {
-  static constexpr bool elementwise = false;
-  static constexpr const char* name = Max ? "ArgMax" : "ArgMin";
-  std::int64_t axis;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
-                     register_cpu_kernel<typename cpu::arg_kernel<Max>::template of<T>>(name, {"T", dtype_of<T>}));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, {axis}, false));
-    return cx.add(name, std::move(inputs), {}, scope);
-  }
-};
 namespace detail {
 template <bool Max, expression A, std::int64_t Axis>
 auto make_arg(const A& a) {
   using R = reduced_shape<shape_of<A>, false, Axis>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
-  return op_expr<arg_op<value_type_of<A>, Max>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+  using T = value_type_of<A>;
+  using Op = reduction_op<typename cpu::arg_kernel<Max>::template of<T>, T>;
+  return op_expr<Op, std::int64_t, typename R::type, A>(
+      Op{Max ? "ArgMax" : "ArgMin", {{int_input::append, R::axes_vector(), {}}}, {}}, a);
 }
 }  // namespace detail
 template <expression A, std::int64_t Axis>
@@ -6797,18 +6814,6 @@ auto argmin(const A& a, axis_list<Axis>) {
 }
 
 // ---- shape ops ------------------------------------------------------------------------
-struct reshape_op {
-  static constexpr bool elementwise = false;
-  std::vector<std::int64_t> dims;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::reshape_kernel>("Reshape"));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, dims));
-    return cx.add("Reshape", std::move(inputs), {}, scope);
-  }
-};
-
 // reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
 template <expression A, std::int64_t... D>
 auto reshape(const A& a, static_shape<D...>) {
@@ -6830,25 +6835,14 @@ auto reshape(const A& a, static_shape<D...>) {
                                  return out;
                                }()>,
                                To>;
-  return op_expr<reshape_op, value_type_of<A>, R, A>({{D...}}, a);
+  using Op = detail::array_op<cpu::reshape_kernel>;
+  return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
 
 template <std::int64_t... P>
 struct permutation {};
 template <std::int64_t... P>
 inline constexpr permutation<P...> perm{};
-
-struct transpose_op {
-  static constexpr bool elementwise = false;
-  std::vector<std::int64_t> perm;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::transpose_kernel>("Transpose"));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, perm));
-    return cx.add("Transpose", std::move(inputs), {}, scope);
-  }
-};
 
 // transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
 template <expression A, std::int64_t... P>
@@ -6857,7 +6851,8 @@ auto transpose(const A& a, permutation<P...>) {
   (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
   static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
   using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
-  return op_expr<transpose_op, value_type_of<A>, R, A>({{P...}}, a);
+  using Op = detail::array_op<cpu::transpose_kernel>;
+  return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
 template <expression A>
 auto transpose(const A& a) {
@@ -6866,18 +6861,6 @@ auto transpose(const A& a) {
     return transpose(a, perm<static_cast<std::int64_t>(S::rank - 1 - static_cast<int>(I))...>);
   }(std::make_index_sequence<static_cast<std::size_t>(S::rank)>{});
 }
-
-template <std::int64_t Axis>
-struct concat_op {
-  static constexpr bool elementwise = false;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::concat_kernel>("ConcatV2"));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, {Axis}, false));
-    return cx.add("ConcatV2", std::move(inputs), {}, scope);
-  }
-};
 
 namespace detail {
 template <std::int64_t Axis, class First, class... Rest>
@@ -6931,7 +6914,9 @@ auto concat(const First& first, const Rest&... rest) {
   (void)check::concat_ranks<C::rank_conflict[0], C::rank_conflict[1]>::value;
   (void)check::concat_dims<C::dim_conflict[0], C::dim_conflict[1]>::value;
   ((void)check::concat_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
-  return op_expr<concat_op<Axis>, value_type_of<First>, typename C::type, First, Rest...>({}, first, rest...);
+  using Op = detail::array_op<cpu::concat_kernel>;
+  return op_expr<Op, value_type_of<First>, typename C::type, First, Rest...>(
+      Op{"ConcatV2", {{detail::int_input::append, {Axis}, {}}}, {}}, first, rest...);
 }
 
 struct identity_op : detail::lowers_plainly<identity_op> {
@@ -6965,20 +6950,12 @@ auto ones_like(const A& a) {
 }
 
 // fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
-struct fill_op {
-  static constexpr bool elementwise = false;
-  std::vector<std::int64_t> dims;
-  void prepare() const { WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill")); }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.insert(inputs.begin(), detail::int_constant(cx, dims));
-    return cx.add("Fill", std::move(inputs), {}, scope);
-  }
-};
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
   (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
-  return op_expr<fill_op, value_type_of<V>, static_shape<D...>, V>({{D...}}, value);
+  using Op = detail::array_op<cpu::fill_kernel>;
+  return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
 }
 template <element T, std::int64_t... D>
 auto zeros(static_shape<D...> s) {
@@ -6990,21 +6967,6 @@ auto ones(static_shape<D...> s) {
 }
 
 // ---- random ---------------------------------------------------------------------------
-template <class T, cpu::distribution D>
-struct random_op {
-  static constexpr bool elementwise = false;
-  const char* name;
-  std::vector<std::int64_t> dims;
-  std::int64_t seed, seed2;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_random_ops(), register_cpu_kernel<cpu::random_kernel<D>>(name));
-  }
-  output lower(lowering& cx, std::vector<output>, const scope_info* scope) const {
-    return cx.add(name, {detail::int_constant(cx, dims)}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}},
-                  scope);
-  }
-};
-
 // An expression with no operands whose value is computed by its op alone (random numbers).
 template <class Op, class T, class S>
 class source_expr : public expr_base {
@@ -7031,8 +6993,9 @@ class source_expr : public expr_base {
   auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
     (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
     static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
-    using Op = random_op<T, cpu::distribution::DIST>;                                                     \
-    return source_expr<Op, T, static_shape<D...>>(Op{NAME, {D...}, seed, seed2});                         \
+    using Op = detail::indexed_op<cpu::random_kernel<cpu::distribution::DIST>, &ops::register_random_ops>; \
+    return source_expr<Op, T, static_shape<D...>>(                                                        \
+        Op{NAME, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
   }
 WEFT_DETAIL_DSL_RANDOM(random_uniform, "RandomUniform", uniform)
 WEFT_DETAIL_DSL_RANDOM(random_normal, "RandomStandardNormal", normal)
@@ -7134,50 +7097,6 @@ template <std::int64_t... V>
 inline constexpr index_list<V...> multiples{};
 
 namespace detail {
-
-// A constant int input of an op (sizes, paddings, axes), inserted at `position`; of shape
-// `dims` ([n] by default; {} for a scalar).
-struct int_input {
-  std::size_t position;
-  std::vector<std::int64_t> values;
-  std::vector<std::int64_t> dims = {static_cast<std::int64_t>(values.size())};
-  dtype type = dtype::int64;
-};
-
-// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
-// prepare() registers the op family and Kernel, constrained to T unless T is void.
-template <class Kernel, void (*Family)(), class T = void>
-struct indexed_op {
-  static constexpr bool elementwise = false;
-  const char* name;
-  std::vector<int_input> ints;
-  attr_map attrs;
-  int port = 0;
-  void prepare() const {
-    if constexpr (std::is_void_v<T>)
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
-    else
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    for (const auto& c : ints)
-      inputs.insert(inputs.begin() + static_cast<std::ptrdiff_t>(c.position),
-                    int_constant(cx, c.values, shape(c.dims), c.type));
-    output o = cx.add(name, std::move(inputs), attrs, scope);
-    o.port = port;
-    return o;
-  }
-};
-
-template <class Kernel, class T = void>
-using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
-template <class Kernel, class T = void>
-using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
-
-template <std::size_t N>
-std::vector<std::int64_t> to_vector(const std::array<std::int64_t, N>& a) {
-  return {a.begin(), a.end()};
-}
 
 // The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
 template <class S, class B, class Z>
@@ -7487,8 +7406,8 @@ namespace detail {
 
 // An expression behind a function: how it lowers, and its memo.
 struct erased_expr {
-  explicit erased_expr(std::function<output(lowering&)> f) : lower(std::move(f)) {}
-  std::function<output(lowering&)> lower;
+  explicit erased_expr(lower_fn f) : lower(std::move(f)) {}
+  lower_fn lower;
   lowered_memo memo;
 };
 
@@ -7538,7 +7457,7 @@ class handle : public expr_base {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, handle>)
   handle(const E& e)  // NOLINT: implicit, as an expression converts to a handle that fits it
-      : impl_(std::make_shared<detail::erased_expr>([e](lowering& cx) { return weft::lower(cx, e); })) {
+      : impl_(std::make_shared<detail::erased_expr>(lowering_of(e))) {
     using ES = shape_of<E>;
     (void)check::handle_dtype<T, value_type_of<E>>::value;
     (void)check::handle_rank<shape_type::rank, ES::rank>::value;
@@ -7547,7 +7466,7 @@ class handle : public expr_base {
   }
 
   // From a lowering function whose node is checked against T and D... (raw_op, wrap).
-  explicit handle(std::function<output(lowering&)> lower)
+  explicit handle(lower_fn lower)
       : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
 
   bool empty() const noexcept { return impl_ == nullptr; }
@@ -7568,11 +7487,11 @@ class operand {
  public:
   template <expression E>
   operand(const E& e)  // NOLINT: implicit, so that raw_op("Add", {x, y}) reads naturally
-      : lower_([e](lowering& cx) { return weft::lower(cx, e); }) {}
+      : lower_(lowering_of(e)) {}
   output lower(lowering& cx) const { return lower_(cx); }
 
  private:
-  std::function<output(lowering&)> lower_;
+  lower_fn lower_;
 };
 
 // raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
@@ -7634,8 +7553,9 @@ handle<T, D...> wrap(const graph& g, output o) {
 // 32 elements), the pass goes row by row: row operands (a bias [n] beside [batch, n]) are
 // read in place, and columns (a [batch, 1] beside [batch, n]) and run-time scalars (a fed
 // [1, 1]) from a row-long buffer holding their value. The first broadcast operand fixes
-// the rows; any operand that fits neither (a [1, n] beside [m, 1]) is first expanded to the
-// output's shape (one extra pass over memory for that operand).
+// the rows; an operand that is neither a row nor a column of those rows (with a bias [n]
+// beside [b, m, n], a [b, 1, 1] or a [1, m, n]) is first expanded to the output's shape
+// (one extra pass over memory for that operand).
 
 #include <algorithm>
 #include <array>
@@ -7869,16 +7789,17 @@ class fused_kernel final : public op_kernel {
       }
       out_shape = *b;
     }
+    // Per leaf: a static scalar (rank 0)? its element size.
     static constexpr auto scalar_leaf = [] {
       std::array<bool, leaves> out{};
       std::size_t k = 0;
-      mark<E>(out, k);
+      each_leaf<E>([&]<class L>() { out[k++] = shape_of<L>::rank == 0; });
       return out;
     }();
     static constexpr auto sizeof_leaf = [] {
       std::array<std::int64_t, leaves> out{};
       std::size_t k = 0;
-      leaf_sizes<E>(out, k);
+      each_leaf<E>([&]<class L>() { out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<L>)); });
       return out;
     }();
     // The pass goes row by row when an operand broadcasts along whole rows: the output's
@@ -7894,7 +7815,7 @@ class fused_kernel final : public op_kernel {
     const std::int64_t n = out_shape.num_elements();
     if (split < 0 || row < 32 || row >= n) split = -1;  // short rows, or one row: element by element
     // How each leaf is read. Operands that fit no kind are expanded to the output's shape.
-    std::vector<tensor> expanded(static_cast<std::size_t>(ctx.num_inputs()));
+    std::vector<tensor> expanded;  // by input, allocated only when an operand needs it
     std::array<const void*, leaves> ptr{};
     std::array<leaf_kind, leaves> kind{};
     bool rows_needed = false;
@@ -7912,6 +7833,7 @@ class fused_kernel final : public op_kernel {
       } else if (split >= 0 && is_column(x.shape(), out_shape, split)) {
         kind[i] = leaf_kind::column;
       } else {
+        expanded.resize(static_cast<std::size_t>(ctx.num_inputs()));
         auto& e = expanded[static_cast<std::size_t>(slots_[i])];
         if (!e.valid()) e = expand(ctx, x, out_shape);
         ptr[i] = e.raw_data();
@@ -7961,24 +7883,15 @@ class fused_kernel final : public op_kernel {
   }
 
  private:
-  template <class X>
-  static constexpr void mark(std::array<bool, leaves>& out, std::size_t& k) {
+  // Calls f.template operator()<Leaf>() for each leaf of subtree X, in order.
+  template <class X, class F>
+  static constexpr void each_leaf(F&& f) {
     if constexpr (interior<X>::value)
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (mark<std::tuple_element_t<I, typename X::args_type>>(out, k), ...);
+        (each_leaf<std::tuple_element_t<I, typename X::args_type>>(f), ...);
       }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
     else
-      out[k++] = shape_of<X>::rank == 0;
-  }
-
-  template <class X>
-  static constexpr void leaf_sizes(std::array<std::int64_t, leaves>& out, std::size_t& k) {
-    if constexpr (interior<X>::value)
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (leaf_sizes<std::tuple_element_t<I, typename X::args_type>>(out, k), ...);
-      }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
-    else
-      out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<X>));
+      f.template operator()<X>();
   }
 
   enum class leaf_kind : unsigned char { full, scalar, row, column, constant };
@@ -8125,8 +8038,7 @@ fetch_list<Es...> fetch(const Es&... es) {
 class group_target {
  public:
   template <expression... Es>
-  explicit group_target(const Es&... es) : items_{[es](lowering& cx) { return weft::lower(cx, es); }...},
-                                           scope_(detail::current_scope()) {}
+  explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {}
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
@@ -8135,7 +8047,7 @@ class group_target {
   }
 
  private:
-  std::vector<std::function<output(lowering&)>> items_;
+  std::vector<lower_fn> items_;
   const scope_info* scope_;
 };
 template <expression... Es>
@@ -8146,13 +8058,13 @@ group_target group(const Es&... es) {
 // Expressions a run computes for their effects (assignments), and groups; nothing is
 // returned.
 struct target_list {
-  std::vector<std::function<output(lowering&)>> items;
+  std::vector<lower_fn> items;
 };
 template <class E>
 concept target = expression<E> || std::is_same_v<E, group_target>;
 template <target... Es>
 target_list targets(const Es&... es) {
-  return {{[es](lowering& cx) { return es.lower(cx); }...}};
+  return {{lowering_of(es)...}};
 }
 
 template <class T, class S>

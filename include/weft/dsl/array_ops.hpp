@@ -51,50 +51,6 @@ inline constexpr index_list<V...> multiples{};
 
 namespace detail {
 
-// A constant int input of an op (sizes, paddings, axes), inserted at `position`; of shape
-// `dims` ([n] by default; {} for a scalar).
-struct int_input {
-  std::size_t position;
-  std::vector<std::int64_t> values;
-  std::vector<std::int64_t> dims = {static_cast<std::int64_t>(values.size())};
-  dtype type = dtype::int64;
-};
-
-// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
-// prepare() registers the op family and Kernel, constrained to T unless T is void.
-template <class Kernel, void (*Family)(), class T = void>
-struct indexed_op {
-  static constexpr bool elementwise = false;
-  const char* name;
-  std::vector<int_input> ints;
-  attr_map attrs;
-  int port = 0;
-  void prepare() const {
-    if constexpr (std::is_void_v<T>)
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
-    else
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    for (const auto& c : ints)
-      inputs.insert(inputs.begin() + static_cast<std::ptrdiff_t>(c.position),
-                    int_constant(cx, c.values, shape(c.dims), c.type));
-    output o = cx.add(name, std::move(inputs), attrs, scope);
-    o.port = port;
-    return o;
-  }
-};
-
-template <class Kernel, class T = void>
-using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
-template <class Kernel, class T = void>
-using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
-
-template <std::size_t N>
-std::vector<std::int64_t> to_vector(const std::array<std::int64_t, N>& a) {
-  return {a.begin(), a.end()};
-}
-
 // The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
 template <class S, class B, class Z>
 constexpr std::array<std::int64_t, 2> slice_conflict() {

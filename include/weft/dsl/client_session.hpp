@@ -38,8 +38,7 @@ fetch_list<Es...> fetch(const Es&... es) {
 class group_target {
  public:
   template <expression... Es>
-  explicit group_target(const Es&... es) : items_{[es](lowering& cx) { return weft::lower(cx, es); }...},
-                                           scope_(detail::current_scope()) {}
+  explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {}
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
@@ -48,7 +47,7 @@ class group_target {
   }
 
  private:
-  std::vector<std::function<output(lowering&)>> items_;
+  std::vector<lower_fn> items_;
   const scope_info* scope_;
 };
 template <expression... Es>
@@ -59,13 +58,13 @@ group_target group(const Es&... es) {
 // Expressions a run computes for their effects (assignments), and groups; nothing is
 // returned.
 struct target_list {
-  std::vector<std::function<output(lowering&)>> items;
+  std::vector<lower_fn> items;
 };
 template <class E>
 concept target = expression<E> || std::is_same_v<E, group_target>;
 template <target... Es>
 target_list targets(const Es&... es) {
-  return {{[es](lowering& cx) { return es.lower(cx); }...}};
+  return {{lowering_of(es)...}};
 }
 
 template <class T, class S>

@@ -40,6 +40,7 @@
 namespace weft {
 
 class lowering;
+using lower_fn = std::function<output(lowering&)>;  // lowers one expression (lowering_of)
 
 // ---- scopes --------------------------------------------------------------------------
 // The name prefix, device and colocation in force where an expression is built. Interned
@@ -48,7 +49,7 @@ struct scope_info {
   std::string prefix;  // "layer1/" or empty
   std::string device;  // "/cpu:0" or empty
   // Lowers the expression whose node the scope's nodes are colocated with; null: none.
-  std::shared_ptr<const std::function<output(lowering&)>> colocate;
+  std::shared_ptr<const lower_fn> colocate;
 };
 
 namespace detail {
@@ -228,6 +229,13 @@ output lower(lowering& cx, const E& e) {
   return e.lower(cx);
 }
 
+// A function lowering (a copy of) e: how handles, targets and scopes hold expressions of
+// any type. (Anything with a lower(lowering&) member: expressions and group targets.)
+template <class E>
+lower_fn lowering_of(const E& e) {
+  return [e](lowering& cx) { return e.lower(cx); };
+}
+
 // { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
 // inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
 // placement issue honours groups; a device requested inside must match the group's.
@@ -236,8 +244,7 @@ class colocate_with : detail::scope_guard_base {
   template <expression E>
   explicit colocate_with(const E& e)
       : scope_guard_base({detail::current_scope()->prefix, detail::current_scope()->device,
-                          std::make_shared<const std::function<output(lowering&)>>(
-                              [e](lowering& cx) { return weft::lower(cx, e); })}) {}
+                          std::make_shared<const lower_fn>(lowering_of(e))}) {}
 };
 
 }  // namespace weft

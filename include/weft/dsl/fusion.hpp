@@ -21,8 +21,9 @@
 // 32 elements), the pass goes row by row: row operands (a bias [n] beside [batch, n]) are
 // read in place, and columns (a [batch, 1] beside [batch, n]) and run-time scalars (a fed
 // [1, 1]) from a row-long buffer holding their value. The first broadcast operand fixes
-// the rows; any operand that fits neither (a [1, n] beside [m, 1]) is first expanded to the
-// output's shape (one extra pass over memory for that operand).
+// the rows; an operand that is neither a row nor a column of those rows (with a bias [n]
+// beside [b, m, n], a [b, 1, 1] or a [1, m, n]) is first expanded to the output's shape
+// (one extra pass over memory for that operand).
 #pragma once
 
 #include <algorithm>
@@ -258,16 +259,17 @@ class fused_kernel final : public op_kernel {
       }
       out_shape = *b;
     }
+    // Per leaf: a static scalar (rank 0)? its element size.
     static constexpr auto scalar_leaf = [] {
       std::array<bool, leaves> out{};
       std::size_t k = 0;
-      mark<E>(out, k);
+      each_leaf<E>([&]<class L>() { out[k++] = shape_of<L>::rank == 0; });
       return out;
     }();
     static constexpr auto sizeof_leaf = [] {
       std::array<std::int64_t, leaves> out{};
       std::size_t k = 0;
-      leaf_sizes<E>(out, k);
+      each_leaf<E>([&]<class L>() { out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<L>)); });
       return out;
     }();
     // The pass goes row by row when an operand broadcasts along whole rows: the output's
@@ -283,7 +285,7 @@ class fused_kernel final : public op_kernel {
     const std::int64_t n = out_shape.num_elements();
     if (split < 0 || row < 32 || row >= n) split = -1;  // short rows, or one row: element by element
     // How each leaf is read. Operands that fit no kind are expanded to the output's shape.
-    std::vector<tensor> expanded(static_cast<std::size_t>(ctx.num_inputs()));
+    std::vector<tensor> expanded;  // by input, allocated only when an operand needs it
     std::array<const void*, leaves> ptr{};
     std::array<leaf_kind, leaves> kind{};
     bool rows_needed = false;
@@ -301,6 +303,7 @@ class fused_kernel final : public op_kernel {
       } else if (split >= 0 && is_column(x.shape(), out_shape, split)) {
         kind[i] = leaf_kind::column;
       } else {
+        expanded.resize(static_cast<std::size_t>(ctx.num_inputs()));
         auto& e = expanded[static_cast<std::size_t>(slots_[i])];
         if (!e.valid()) e = expand(ctx, x, out_shape);
         ptr[i] = e.raw_data();
@@ -350,24 +353,15 @@ class fused_kernel final : public op_kernel {
   }
 
  private:
-  template <class X>
-  static constexpr void mark(std::array<bool, leaves>& out, std::size_t& k) {
+  // Calls f.template operator()<Leaf>() for each leaf of subtree X, in order.
+  template <class X, class F>
+  static constexpr void each_leaf(F&& f) {
     if constexpr (interior<X>::value)
       [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (mark<std::tuple_element_t<I, typename X::args_type>>(out, k), ...);
+        (each_leaf<std::tuple_element_t<I, typename X::args_type>>(f), ...);
       }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
     else
-      out[k++] = shape_of<X>::rank == 0;
-  }
-
-  template <class X>
-  static constexpr void leaf_sizes(std::array<std::int64_t, leaves>& out, std::size_t& k) {
-    if constexpr (interior<X>::value)
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (leaf_sizes<std::tuple_element_t<I, typename X::args_type>>(out, k), ...);
-      }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
-    else
-      out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<X>));
+      f.template operator()<X>();
   }
 
   enum class leaf_kind : unsigned char { full, scalar, row, column, constant };

@@ -41,8 +41,8 @@ namespace detail {
 
 // An expression behind a function: how it lowers, and its memo.
 struct erased_expr {
-  explicit erased_expr(std::function<output(lowering&)> f) : lower(std::move(f)) {}
-  std::function<output(lowering&)> lower;
+  explicit erased_expr(lower_fn f) : lower(std::move(f)) {}
+  lower_fn lower;
   lowered_memo memo;
 };
 
@@ -92,7 +92,7 @@ class handle : public expr_base {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, handle>)
   handle(const E& e)  // NOLINT: implicit, as an expression converts to a handle that fits it
-      : impl_(std::make_shared<detail::erased_expr>([e](lowering& cx) { return weft::lower(cx, e); })) {
+      : impl_(std::make_shared<detail::erased_expr>(lowering_of(e))) {
     using ES = shape_of<E>;
     (void)check::handle_dtype<T, value_type_of<E>>::value;
     (void)check::handle_rank<shape_type::rank, ES::rank>::value;
@@ -101,7 +101,7 @@ class handle : public expr_base {
   }
 
   // From a lowering function whose node is checked against T and D... (raw_op, wrap).
-  explicit handle(std::function<output(lowering&)> lower)
+  explicit handle(lower_fn lower)
       : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
 
   bool empty() const noexcept { return impl_ == nullptr; }
@@ -122,11 +122,11 @@ class operand {
  public:
   template <expression E>
   operand(const E& e)  // NOLINT: implicit, so that raw_op("Add", {x, y}) reads naturally
-      : lower_([e](lowering& cx) { return weft::lower(cx, e); }) {}
+      : lower_(lowering_of(e)) {}
   output lower(lowering& cx) const { return lower_(cx); }
 
  private:
-  std::function<output(lowering&)> lower_;
+  lower_fn lower_;
 };
 
 // raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node

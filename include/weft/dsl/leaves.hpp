@@ -32,7 +32,7 @@ struct leaf_data {
   std::string name;
   const scope_info* scope = nullptr;
   tensor value;                                  // constants
-  std::function<output(lowering&)> initializer;  // variables: the initial value
+  lower_fn initializer;  // variables: the initial value
 };
 
 }  // namespace detail
@@ -111,7 +111,7 @@ class variable_expr : public expr_base {
   using value_type = T;
   using shape_type = S;
 
-  variable_expr(std::string name, std::function<output(lowering&)> init)
+  variable_expr(std::string name, lower_fn init)
       : d_(std::make_shared<detail::leaf_data>(
             detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init)})) {}
 
@@ -149,6 +149,11 @@ void check_initializer() {
 }
 }  // namespace detail
 
+// fill(dims<...>, value), defined with the ops (ops.hpp): a variable's rank-0 initial value
+// fills it.
+template <std::int64_t... D, expression V>
+auto fill(static_shape<D...>, const V& value);
+
 // A trainable variable of a fully static shape, with its initial value: a scalar T (every
 // element), a tensor_of<T>, or an expression of the same dtype and shape.
 template <element T, std::int64_t... D, class Init>
@@ -158,17 +163,11 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
   (void)check::variable_static<S::fully_static ? 1 : 0, 1>::value;
   if constexpr (expression<Init>) {
     detail::check_initializer<V, Init>();
-    if constexpr (shape_of<Init>::rank == 0 && S::rank != 0) {
-      return V(std::move(name), [init](lowering& cx) {
-        WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill"));
-        auto dims = cx.add("Const", {}, {{"value", tensor::from_vector(std::vector<std::int64_t>{D...})},
-                                         {"dtype", dtype::int64}},
-                           detail::root_scope());
-        return cx.add("Fill", {dims, weft::lower(cx, init)}, {}, detail::root_scope());
-      });
-    } else {
-      return V(std::move(name), [init](lowering& cx) { return weft::lower(cx, init); });
-    }
+    // Rank-0 initial values fill the variable.
+    if constexpr (shape_of<Init>::rank == 0 && S::rank != 0)
+      return V(std::move(name), lowering_of(fill(S{}, init)));
+    else
+      return V(std::move(name), lowering_of(init));
   } else if constexpr (std::is_arithmetic_v<Init>) {
     return variable<T>(std::move(name), static_shape<D...>{}, constant(static_cast<T>(init)));
   } else {
@@ -178,9 +177,7 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
     if (value.shape() != shape{D...})
       fail(error_code::invalid_argument, "weft::variable '", name, "': the initial value has shape ", value.shape(),
            ", expected ", S::partial());
-    return V(std::move(name), [value](lowering& cx) {
-      return cx.add("Const", {}, {{"value", value}, {"dtype", dtype_of<T>}}, detail::root_scope());
-    });
+    return V(std::move(name), lowering_of(constant_expr<T, S>(std::move(value))));
   }
 }
 

@@ -121,11 +121,49 @@ inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values
                  : tensor::from_vector(values, std::move(s));
   return cx.add("Const", {}, {{"value", t}, {"dtype", type}}, root_scope());
 }
-// A vector, or (as_vector false) the scalar values[0].
-inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, bool as_vector = true) {
-  return int_constant(cx, as_vector ? values : std::vector<std::int64_t>{values.at(0)},
-                      as_vector ? shape{static_cast<std::int64_t>(values.size())} : shape{});
-}
+
+// A constant int input of an op (sizes, paddings, axes), inserted at `position` (`append`:
+// after the operands); of shape `dims` ([n] by default; {} for a scalar).
+struct int_input {
+  static constexpr std::size_t append = static_cast<std::size_t>(-1);
+  std::size_t position;
+  std::vector<std::int64_t> values;
+  std::vector<std::int64_t> dims = {static_cast<std::int64_t>(values.size())};
+  dtype type = dtype::int64;
+};
+
+// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
+// prepare() registers the op family and Kernel, constrained to T unless T is void.
+template <class Kernel, void (*Family)(), class T = void>
+struct indexed_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  std::vector<int_input> ints;
+  attr_map attrs;
+  int port = 0;
+  void prepare() const {
+    if constexpr (std::is_void_v<T>)
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
+    else
+      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    for (const auto& c : ints) {
+      auto at = c.position == int_input::append ? inputs.end() : inputs.begin() + static_cast<std::ptrdiff_t>(c.position);
+      inputs.insert(at, int_constant(cx, c.values, shape(c.dims), c.type));
+    }
+    output o = cx.add(name, std::move(inputs), attrs, scope);
+    o.port = port;
+    return o;
+  }
+};
+
+template <class Kernel, class T = void>
+using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
+template <class Kernel, class T = void>
+using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
+template <class Kernel, class T = void>
+using reduction_op = indexed_op<Kernel, &ops::register_reduction_ops, T>;
 
 }  // namespace detail
 
@@ -451,21 +489,6 @@ struct reduced_shape {
 };
 }  // namespace detail
 
-template <class Reducer, class T, bool Keep>
-struct reduce_op {
-  static constexpr bool elementwise = false;
-  const char* name;
-  std::vector<std::int64_t> axes;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
-                     register_cpu_kernel<typename cpu::reduce_kernel<Reducer>::template of<T>>(name, {"T", dtype_of<T>}));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, axes));
-    return cx.add(name, std::move(inputs), {{"keep_dims", Keep}}, scope);
-  }
-};
-
 namespace detail {
 template <class Reducer, class Types, class A, bool Keep, std::int64_t... Axes>
 auto make_reduce(const char* name, const A& a) {
@@ -473,7 +496,8 @@ auto make_reduce(const char* name, const A& a) {
   using T = value_type_of<A>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
   static_assert(in_list<T, Types>::value, "weft::reduce: the operand's dtype is not supported by this reduction");
-  return op_expr<reduce_op<Reducer, T, Keep>, T, typename R::type, A>({name, R::axes_vector()}, a);
+  using Op = reduction_op<typename cpu::reduce_kernel<Reducer>::template of<T>, T>;
+  return op_expr<Op, T, typename R::type, A>(Op{name, {{int_input::append, R::axes_vector()}}, {{"keep_dims", Keep}}}, a);
 }
 }  // namespace detail
 
@@ -495,26 +519,15 @@ WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", min_reducer, real_number_types)
 #undef WEFT_DETAIL_DSL_REDUCE
 
 // argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
-template <class T, bool Max>
-struct arg_op {
-  static constexpr bool elementwise = false;
-  static constexpr const char* name = Max ? "ArgMax" : "ArgMin";
-  std::int64_t axis;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_reduction_ops(),
-                     register_cpu_kernel<typename cpu::arg_kernel<Max>::template of<T>>(name, {"T", dtype_of<T>}));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, {axis}, false));
-    return cx.add(name, std::move(inputs), {}, scope);
-  }
-};
 namespace detail {
 template <bool Max, expression A, std::int64_t Axis>
 auto make_arg(const A& a) {
   using R = reduced_shape<shape_of<A>, false, Axis>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
-  return op_expr<arg_op<value_type_of<A>, Max>, std::int64_t, typename R::type, A>({R::axes_vector()[0]}, a);
+  using T = value_type_of<A>;
+  using Op = reduction_op<typename cpu::arg_kernel<Max>::template of<T>, T>;
+  return op_expr<Op, std::int64_t, typename R::type, A>(
+      Op{Max ? "ArgMax" : "ArgMin", {{int_input::append, R::axes_vector(), {}}}, {}}, a);
 }
 }  // namespace detail
 template <expression A, std::int64_t Axis>
@@ -527,18 +540,6 @@ auto argmin(const A& a, axis_list<Axis>) {
 }
 
 // ---- shape ops ------------------------------------------------------------------------
-struct reshape_op {
-  static constexpr bool elementwise = false;
-  std::vector<std::int64_t> dims;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::reshape_kernel>("Reshape"));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, dims));
-    return cx.add("Reshape", std::move(inputs), {}, scope);
-  }
-};
-
 // reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
 template <expression A, std::int64_t... D>
 auto reshape(const A& a, static_shape<D...>) {
@@ -560,25 +561,14 @@ auto reshape(const A& a, static_shape<D...>) {
                                  return out;
                                }()>,
                                To>;
-  return op_expr<reshape_op, value_type_of<A>, R, A>({{D...}}, a);
+  using Op = detail::array_op<cpu::reshape_kernel>;
+  return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
 
 template <std::int64_t... P>
 struct permutation {};
 template <std::int64_t... P>
 inline constexpr permutation<P...> perm{};
-
-struct transpose_op {
-  static constexpr bool elementwise = false;
-  std::vector<std::int64_t> perm;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::transpose_kernel>("Transpose"));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, perm));
-    return cx.add("Transpose", std::move(inputs), {}, scope);
-  }
-};
 
 // transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
 template <expression A, std::int64_t... P>
@@ -587,7 +577,8 @@ auto transpose(const A& a, permutation<P...>) {
   (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
   static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
   using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
-  return op_expr<transpose_op, value_type_of<A>, R, A>({{P...}}, a);
+  using Op = detail::array_op<cpu::transpose_kernel>;
+  return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
 template <expression A>
 auto transpose(const A& a) {
@@ -596,18 +587,6 @@ auto transpose(const A& a) {
     return transpose(a, perm<static_cast<std::int64_t>(S::rank - 1 - static_cast<int>(I))...>);
   }(std::make_index_sequence<static_cast<std::size_t>(S::rank)>{});
 }
-
-template <std::int64_t Axis>
-struct concat_op {
-  static constexpr bool elementwise = false;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::concat_kernel>("ConcatV2"));
-  }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.push_back(detail::int_constant(cx, {Axis}, false));
-    return cx.add("ConcatV2", std::move(inputs), {}, scope);
-  }
-};
 
 namespace detail {
 template <std::int64_t Axis, class First, class... Rest>
@@ -661,7 +640,9 @@ auto concat(const First& first, const Rest&... rest) {
   (void)check::concat_ranks<C::rank_conflict[0], C::rank_conflict[1]>::value;
   (void)check::concat_dims<C::dim_conflict[0], C::dim_conflict[1]>::value;
   ((void)check::concat_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
-  return op_expr<concat_op<Axis>, value_type_of<First>, typename C::type, First, Rest...>({}, first, rest...);
+  using Op = detail::array_op<cpu::concat_kernel>;
+  return op_expr<Op, value_type_of<First>, typename C::type, First, Rest...>(
+      Op{"ConcatV2", {{detail::int_input::append, {Axis}, {}}}, {}}, first, rest...);
 }
 
 struct identity_op : detail::lowers_plainly<identity_op> {
@@ -695,20 +676,12 @@ auto ones_like(const A& a) {
 }
 
 // fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
-struct fill_op {
-  static constexpr bool elementwise = false;
-  std::vector<std::int64_t> dims;
-  void prepare() const { WEFT_DETAIL_ONCE(ops::register_array_ops(), register_cpu_kernel<cpu::fill_kernel>("Fill")); }
-  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
-    inputs.insert(inputs.begin(), detail::int_constant(cx, dims));
-    return cx.add("Fill", std::move(inputs), {}, scope);
-  }
-};
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
   (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
-  return op_expr<fill_op, value_type_of<V>, static_shape<D...>, V>({{D...}}, value);
+  using Op = detail::array_op<cpu::fill_kernel>;
+  return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
 }
 template <element T, std::int64_t... D>
 auto zeros(static_shape<D...> s) {
@@ -720,21 +693,6 @@ auto ones(static_shape<D...> s) {
 }
 
 // ---- random ---------------------------------------------------------------------------
-template <class T, cpu::distribution D>
-struct random_op {
-  static constexpr bool elementwise = false;
-  const char* name;
-  std::vector<std::int64_t> dims;
-  std::int64_t seed, seed2;
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_random_ops(), register_cpu_kernel<cpu::random_kernel<D>>(name));
-  }
-  output lower(lowering& cx, std::vector<output>, const scope_info* scope) const {
-    return cx.add(name, {detail::int_constant(cx, dims)}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}},
-                  scope);
-  }
-};
-
 // An expression with no operands whose value is computed by its op alone (random numbers).
 template <class Op, class T, class S>
 class source_expr : public expr_base {
@@ -761,8 +719,9 @@ class source_expr : public expr_base {
   auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
     (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
     static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
-    using Op = random_op<T, cpu::distribution::DIST>;                                                     \
-    return source_expr<Op, T, static_shape<D...>>(Op{NAME, {D...}, seed, seed2});                         \
+    using Op = detail::indexed_op<cpu::random_kernel<cpu::distribution::DIST>, &ops::register_random_ops>; \
+    return source_expr<Op, T, static_shape<D...>>(                                                        \
+        Op{NAME, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
   }
 WEFT_DETAIL_DSL_RANDOM(random_uniform, "RandomUniform", uniform)
 WEFT_DETAIL_DSL_RANDOM(random_normal, "RandomStandardNormal", normal)
