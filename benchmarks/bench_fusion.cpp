@@ -161,6 +161,51 @@ void BM_eigen_column(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * rows * cols * 8);
 }
 
+// A per-sample scale [b, 1, 1] beside a bias [n], output [b, m, n]: the scale repeats one
+// value along each row, the bias steps along it.
+constexpr std::int64_t batch = 64, mid = 64;
+
+void BM_weft_scale_bias_fused(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  auto x = placeholder<float>("x", dims<dyn, mid, cols>);
+  auto sc = placeholder<float>("s", dims<dyn, 1, 1>);
+  auto b = placeholder<float>("b", dims<cols>);
+  auto y = relu(x * sc + b);
+  client_options o;
+  o.session.inter_op_threads = 0;
+  o.session.intra_op_threads = threads;
+  client_session s(o);
+  auto xv = tensor_of<float, 3>(input(batch * mid * cols), {batch, mid, cols});
+  auto sv = tensor_of<float, 3>(input(batch), {batch, 1, 1});
+  auto bv = tensor_of<float, 1>(input(cols), {cols});
+  benchmark::DoNotOptimize(s.run(y, feed(x, xv), feed(sc, sv), feed(b, bv)));
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(y, feed(x, xv), feed(sc, sv), feed(b, bv)));
+  state.SetBytesProcessed(state.iterations() * batch * mid * cols * 8);
+}
+
+void BM_eigen_scale_bias(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  auto xv = input(batch * mid * cols), sv = input(batch), bv = input(cols);
+  std::vector<float> out(static_cast<std::size_t>(batch * mid * cols));
+  Eigen::TensorMap<Eigen::Tensor<const float, 3, Eigen::RowMajor>> x(xv.data(), batch, mid, cols);
+  Eigen::TensorMap<Eigen::Tensor<const float, 3, Eigen::RowMajor>> sc(sv.data(), batch, 1, 1);
+  Eigen::TensorMap<Eigen::Tensor<const float, 3, Eigen::RowMajor>> b(bv.data(), 1, 1, cols);
+  Eigen::TensorMap<Eigen::Tensor<float, 3, Eigen::RowMajor>> y(out.data(), batch, mid, cols);
+  auto expr = (x * sc.broadcast(Eigen::array<Eigen::Index, 3>{1, mid, cols}) +
+               b.broadcast(Eigen::array<Eigen::Index, 3>{batch, mid, 1}))
+                  .cwiseMax(0.0f);
+  Eigen::ThreadPool pool(threads);
+  Eigen::ThreadPoolDevice device(&pool, threads);
+  for (auto _ : state) {
+    if (threads == 1)
+      y = expr;
+    else
+      y.device(device) = expr;
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * batch * mid * cols * 8);
+}
+
 void threads(benchmark::internal::Benchmark* b) {
   b->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 }
@@ -182,4 +227,6 @@ BENCHMARK(BM_eigen_bias_rowwise)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_bias_unfused)->Apply(threads);
 BENCHMARK(BM_weft_column_fused)->Apply(threads);
 BENCHMARK(BM_eigen_column)->Apply(threads);
+BENCHMARK(BM_weft_scale_bias_fused)->Apply(threads);
+BENCHMARK(BM_eigen_scale_bias)->Apply(threads);
 BENCHMARK_MAIN();

@@ -124,9 +124,9 @@ TEST_CASE("dsl: a fused elementwise chain equals the naive loop and the unfused 
   CHECK(f->attr<std::vector<std::int64_t>>("slots") == std::vector<std::int64_t>{0, 1, 2, 1, 3, 1, 1, 4});
 }
 
-TEST_CASE("dsl: fused subtrees read row operands in place and expand the others", "[dsl][fusion]") {
-  // x [r, 4, 40]; b [40] and c [1, 4, 40] are rows (160 and 40 elements: the first one met,
-  // b, sets the row, so c is expanded); d [r, 1, 1] is expanded; the int64 k mixes dtypes.
+TEST_CASE("dsl: fused subtrees read broadcast rows, columns and scalars", "[dsl][fusion]") {
+  // x [r, 4, 40]; b [40] and c [1, 4, 40] step along rows of 40 (from 0, and from 40 * j);
+  // d [r, 1, 1] repeats one value per row.
   auto x = placeholder<float>("x", dims<dyn, 4, 40>);
   auto b = placeholder<float>("b", dims<40>);
   auto c = placeholder<float>("c", dims<1, 4, 40>);
@@ -171,6 +171,72 @@ TEST_CASE("dsl: fused subtrees read row operands in place and expand the others"
     auto e = s.run(z, feed(x, tensor_of<float, 3>(empty, {0, 4, 40})), feed(b, tensor_of<float, 1>(bv, {40})));
     CHECK(e.shape() == shape{0, 4, 40});
   }
+}
+
+TEST_CASE("dsl: broadcasts of every form equal the naive loop, fused and unfused", "[dsl][fusion]") {
+  // Three rank-3 operands broadcast to the output: long rows cut into pieces, rows that
+  // start at different offsets per operand, values repeated per row, short rows (several
+  // rows per block), and an empty output. The fused session computes `f` and `k` as one
+  // node each; the unfused one runs a node per op; `p` is one Add node in both.
+  auto x = placeholder<float>("x", dims<dyn, dyn, dyn>);
+  auto y = placeholder<float>("y", dims<dyn, dyn, dyn>);
+  auto c = placeholder<float>("c", dims<dyn, dyn, dyn>);
+  auto i = placeholder<std::int32_t>("i", dims<dyn, dyn, dyn>);
+  auto j = placeholder<std::int32_t>("j", dims<dyn, dyn, dyn>);
+  auto f = tanh(x) * y + c;
+  auto p = x + y;
+  auto k = i * j - i;
+  struct form {
+    shape out, sx, sy, sc;
+  };
+  const std::vector<form> forms{
+      {{2, 3, 5000}, {2, 3, 5000}, {1, 1, 5000}, {2, 3, 1}},  // rows of 5000, two pieces each
+      {{4, 5, 70}, {4, 1, 70}, {1, 5, 70}, {4, 5, 1}},        // rows start at 70 * i and 70 * j
+      {{3, 7, 80}, {3, 1, 1}, {1, 7, 80}, {1, 1, 80}},        // x repeats one value for 7 rows
+      {{40, 7, 3}, {40, 7, 3}, {1, 7, 3}, {40, 7, 1}},        // rows of 3: blocks of many rows
+      {{9, 1, 20}, {9, 1, 1}, {1, 1, 20}, {1, 1, 1}},         // a column by a row, a fed scalar
+      {{6, 4, 10}, {1, 4, 1}, {6, 1, 10}, {6, 4, 10}},        // rows of 10, nothing full but c
+      {{0, 4, 5}, {0, 4, 5}, {1, 4, 5}, {0, 1, 1}},           // empty
+  };
+  // The element of an operand of shape s at output index (a, b, e): 0 along its dims of 1.
+  auto at = [](const auto& v, const shape& s, std::int64_t a, std::int64_t b, std::int64_t e) {
+    return v[static_cast<std::size_t>(((s[0] == 1 ? 0 : a) * s[1] + (s[1] == 1 ? 0 : b)) * s[2] + (s[2] == 1 ? 0 : e))];
+  };
+  auto ints = [](std::int64_t n) {
+    std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+    for (std::size_t q = 0; q < v.size(); ++q) v[q] = static_cast<std::int32_t>(q % 19) - 9;
+    return v;
+  };
+  for (const auto& fm : forms)
+    for (bool on : {true, false}) {
+      INFO("output " << fm.out << ", x " << fm.sx << ", y " << fm.sy << ", c " << fm.sc << ", fusion " << on);
+      auto xv = ramp(static_cast<std::size_t>(fm.sx.num_elements()), 0.09f),
+           yv = ramp(static_cast<std::size_t>(fm.sy.num_elements()), -0.13f, 0.5f),
+           cv = ramp(static_cast<std::size_t>(fm.sc.num_elements()), 0.07f, 1.0f);
+      auto iv = ints(fm.sx.num_elements()), jv = ints(fm.sy.num_elements());
+      auto t3 = [](auto v, const shape& s) {
+        using V = typename decltype(v)::value_type;
+        return tensor_of<V, 3>(std::move(v), {s[0], s[1], s[2]});
+      };
+      client_session s(fusion(on));
+      auto [fv, pv, kv] = s.run(fetch(f, p, k), feed(x, t3(xv, fm.sx)), feed(y, t3(yv, fm.sy)), feed(c, t3(cv, fm.sc)),
+                                feed(i, t3(iv, fm.sx)), feed(j, t3(jv, fm.sy)));
+      REQUIRE(fv.shape() == fm.out);
+      REQUIRE(pv.shape() == fm.out);
+      REQUIRE(kv.shape() == fm.out);
+      int bad = 0;
+      for (std::int64_t a = 0; a < fm.out[0]; ++a)
+        for (std::int64_t b = 0; b < fm.out[1]; ++b)
+          for (std::int64_t e = 0; e < fm.out[2]; ++e) {
+            float xe = at(xv, fm.sx, a, b, e), ye = at(yv, fm.sy, a, b, e), ce = at(cv, fm.sc, a, b, e);
+            std::int32_t ie = at(iv, fm.sx, a, b, e), je = at(jv, fm.sy, a, b, e);
+            bad += std::abs(fv(a, b, e) - (std::tanh(xe) * ye + ce)) > 1e-5f;
+            bad += pv(a, b, e) != xe + ye;
+            bad += kv(a, b, e) != ie * je - ie;
+          }
+      CHECK(bad == 0);
+      CHECK(count_op(s.current_graph(), "Fused") == (on ? 2 : 0));
+    }
 }
 
 TEST_CASE("dsl: fused subtrees of half, narrow, unsigned and complex types equal their unfused graphs", "[dsl][fusion]") {

@@ -17,13 +17,14 @@
 // vectorized Eigen expressions. All ops lower one node each when fusion is off.
 //
 // Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
-// place. When an operand broadcasts along whole rows (the output's trailing dims, at least
-// 32 elements), the pass goes row by row: row operands (a bias [n] beside [batch, n]) are
-// read in place, and columns (a [batch, 1] beside [batch, n]) and run-time scalars (a fed
-// [1, 1]) from a row-long buffer holding their value. The first broadcast operand fixes
-// the rows; an operand that is neither a row nor a column of those rows (with a bias [n]
-// beside [b, m, n], a [b, 1, 1] or a [1, m, n]) is first expanded to the output's shape
-// (one extra pass over memory for that operand).
+// place. Otherwise the pass goes in blocks along the rows of cpu::broadcast_rows (dims of
+// 1 dropped, dims merged where every operand steps through them as one): along a row,
+// each operand steps one element at a time or repeats one value. Operands that step (a
+// bias [n] beside [batch, n], a [1, m, n] beside [b, m, n]) are read in place; a repeated
+// value (a column [batch, 1], a [b, 1, 1], a fed [1, 1]) comes from a buffer of one block
+// filled with it, which stays in the cache. Where rows are short (under 64 elements), a
+// block is several rows and each broadcast operand is copied into a block-long buffer.
+// Every broadcast is one pass over memory.
 #pragma once
 
 #include <algorithm>
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include <weft/dsl/ops.hpp>
+#include <weft/kernels/cpu/broadcast_rows.hpp>
 
 namespace weft {
 
@@ -272,84 +274,87 @@ class fused_kernel final : public op_kernel {
       each_leaf<E>([&]<class L>() { out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<L>)); });
       return out;
     }();
-    // The pass goes row by row when an operand broadcasts along whole rows: the output's
-    // dims from `split` on make a row. The first such operand fixes the split.
-    const int rank = out_shape.rank();
-    int split = -1;
-    for (std::size_t i = 0; i < leaves && split < 0; ++i)
-      if (!scalar_leaf[i] && ctx.input(slots_[i]).shape() != out_shape)
-        split = row_split(ctx.input(slots_[i]).shape(), out_shape);
-    if (split < 0 && rank > 0) split = rank - 1;  // run-time scalars only: rows of the last dim
-    std::int64_t row = 1;
-    for (int d = std::max(split, 0); d < rank; ++d) row *= out_shape[d];
     const std::int64_t n = out_shape.num_elements();
-    if (split < 0 || row < 32 || row >= n) split = -1;  // short rows, or one row: element by element
-    // How each leaf is read. Operands that fit no kind are expanded to the output's shape.
-    std::vector<tensor> expanded;  // by input, allocated only when an operand needs it
-    std::array<const void*, leaves> ptr{};
-    std::array<leaf_kind, leaves> kind{};
-    bool rows_needed = false;
+    std::array<const char*, leaves> ptr{};
+    std::array<const shape*, leaves> shapes{};
+    std::array<bool, leaves> full{};
+    bool all_full = true;
     for (std::size_t i = 0; i < leaves; ++i) {
       const tensor& x = ctx.input(slots_[i]);
-      ptr[i] = x.raw_data();
-      if (scalar_leaf[i]) {
-        kind[i] = leaf_kind::scalar;
-      } else if (x.shape() == out_shape) {
-        kind[i] = leaf_kind::full;
-      } else if (split >= 0 && x.num_elements() == 1) {
-        kind[i] = leaf_kind::constant;
-      } else if (split >= 0 && is_row(x.shape(), out_shape, split)) {
-        kind[i] = leaf_kind::row;
-      } else if (split >= 0 && is_column(x.shape(), out_shape, split)) {
-        kind[i] = leaf_kind::column;
-      } else {
-        expanded.resize(static_cast<std::size_t>(ctx.num_inputs()));
-        auto& e = expanded[static_cast<std::size_t>(slots_[i])];
-        if (!e.valid()) e = expand(ctx, x, out_shape);
-        ptr[i] = e.raw_data();
-        kind[i] = leaf_kind::full;
-        continue;
-      }
-      rows_needed = rows_needed || (kind[i] != leaf_kind::scalar && kind[i] != leaf_kind::full);
+      ptr[i] = static_cast<const char*>(x.raw_data());
+      shapes[i] = &x.shape();
+      full[i] = !scalar_leaf[i] && x.shape() == out_shape;
+      all_full = all_full && (scalar_leaf[i] || full[i]);
     }
     tensor& out = ctx.allocate_output(0, out_shape);
     T* o = out.data<T>();
-    if (!rows_needed) {
-      const void* const* in = ptr.data();
+    if (n == 0) return;
+    if (all_full) {
+      std::array<const void*, leaves> in;
+      std::copy(ptr.begin(), ptr.end(), in.begin());
       ctx.parallel_for(n, 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-        eval_chunk(o + s, in, s, e - s);
+        eval_chunk(o + s, in.data(), s, e - s);
       });
       return;
     }
-    // Row by row: full operands at the row's offset, rows at their start, columns (one value
-    // per row) and run-time scalars from a row-long buffer filled with their value, which
-    // stays in the cache.
-    ctx.parallel_for(n / row, 2.0 * fused_count<E>::ops * static_cast<double>(row),
-                     [&](std::int64_t first, std::int64_t last) {
-                       std::array<const void*, leaves> at{};
-                       std::array<std::vector<char>, leaves> scratch;
-                       for (std::size_t i = 0; i < leaves; ++i) {
-                         if (kind[i] != leaf_kind::column && kind[i] != leaf_kind::constant) continue;
-                         scratch[i].resize(static_cast<std::size_t>(row * sizeof_leaf[i]));
-                         at[i] = scratch[i].data();
-                         if (kind[i] == leaf_kind::constant) replicate(scratch[i].data(), ptr[i], sizeof_leaf[i], row);
-                       }
-                       for (std::int64_t r = first; r < last; ++r) {
-                         for (std::size_t i = 0; i < leaves; ++i) {
-                           const char* base = static_cast<const char*>(ptr[i]);
-                           switch (kind[i]) {
-                             case leaf_kind::full: at[i] = base + r * row * sizeof_leaf[i]; break;
-                             case leaf_kind::row:
-                             case leaf_kind::scalar: at[i] = base; break;
-                             case leaf_kind::column:
-                               replicate(scratch[i].data(), base + r * sizeof_leaf[i], sizeof_leaf[i], row);
-                               break;
-                             case leaf_kind::constant: break;
-                           }
-                         }
-                         eval_chunk(o + r * row, at.data(), 0, row);
-                       }
-                     });
+    // Broadcast operands: the pass goes in blocks of the output. A block is one piece of a
+    // row, or, where rows are short, several whole rows. Per block, full operands (and
+    // operands stepping along a one-row block, such as a bias) are read in place; a value
+    // repeated along a row (a column, a run-time scalar) and any operand of a many-row block
+    // are copied into a block-long buffer, which stays in the cache.
+    const cpu::broadcast_rows<leaves> rows(out_shape, shapes);
+    const std::int64_t per_block = rows.length() >= 64 ? 1 : (1024 + rows.length() - 1) / rows.length();
+    const std::int64_t block = per_block == 1 ? rows.piece() : per_block * rows.length();
+    const std::int64_t blocks = (rows.units() + per_block - 1) / per_block;
+    // How each leaf is read per block.
+    enum class read : unsigned char { fixed, at_output, at_offset, copied, repeated };
+    std::array<read, leaves> how{};
+    for (std::size_t i = 0; i < leaves; ++i)
+      how[i] = scalar_leaf[i]                     ? read::fixed
+               : full[i]                          ? read::at_output
+               : !rows.steps(i) || per_block > 1 ? (rows.steps(i) ? read::copied : read::repeated)
+                                                  : read::at_offset;
+    ctx.parallel_for(blocks, 2.0 * fused_count<E>::ops * static_cast<double>(block), [&](std::int64_t first, std::int64_t last) {
+      std::array<const void*, leaves> at{};
+      std::array<std::vector<char>, leaves> scratch;
+      std::array<std::int64_t, leaves> filled;  // the element a one-row buffer repeats, or -1
+      filled.fill(-1);
+      for (std::size_t i = 0; i < leaves; ++i) {
+        at[i] = ptr[i];
+        if (how[i] == read::copied || how[i] == read::repeated) {
+          scratch[i].resize(static_cast<std::size_t>(block * sizeof_leaf[i]));
+          at[i] = scratch[i].data();
+        }
+      }
+      // One walk over the blocks' units; a block is evaluated when its last unit is in.
+      std::int64_t start = -1, len = 0, in_block = 0;
+      rows.each(first * per_block, std::min(last * per_block, rows.units()),
+                [&](std::int64_t o_off, std::int64_t l, const std::array<std::int64_t, leaves>& off) {
+                  if (start < 0) start = o_off;
+                  for (std::size_t i = 0; i < leaves; ++i) {
+                    const char* src = ptr[i] + off[i] * sizeof_leaf[i];
+                    char* dst = scratch[i].data() + len * sizeof_leaf[i];
+                    switch (how[i]) {
+                      case read::fixed: break;
+                      case read::at_output: at[i] = ptr[i] + start * sizeof_leaf[i]; break;
+                      case read::at_offset: at[i] = src; break;
+                      case read::copied: std::memcpy(dst, src, static_cast<std::size_t>(l * sizeof_leaf[i])); break;
+                      case read::repeated:
+                        if (per_block > 1) {
+                          replicate(dst, src, sizeof_leaf[i], l);
+                        } else if (filled[i] != off[i]) {  // one row: fill the whole buffer once per value
+                          replicate(dst, src, sizeof_leaf[i], block);
+                          filled[i] = off[i];
+                        }
+                        break;
+                    }
+                  }
+                  len += l;
+                  if (++in_block < per_block && o_off + l < n) return;
+                  eval_chunk(o + start, at.data(), 0, len);
+                  start = -1, len = 0, in_block = 0;
+                });
+    });
   }
 
  private:
@@ -364,8 +369,6 @@ class fused_kernel final : public op_kernel {
       f.template operator()<X>();
   }
 
-  enum class leaf_kind : unsigned char { full, scalar, row, column, constant };
-
   // out[0, len) = the subtree at elements [s, s + len) of the leaves.
   static void eval_chunk(T* out, const void* const* in, std::int64_t s, std::int64_t len) {
     if constexpr (has_looped_type<E>::value) {
@@ -375,41 +378,6 @@ class fused_kernel final : public op_kernel {
     }
   }
 
-  // x's dims right-aligned to out's rank (leading 1s added).
-  static std::vector<std::int64_t> aligned(const shape& x, int rank) {
-    std::vector<std::int64_t> d(static_cast<std::size_t>(rank), 1);
-    for (int i = 0; i < x.rank(); ++i) d[static_cast<std::size_t>(rank - x.rank() + i)] = x[i];
-    return d;
-  }
-  // Where x splits `out` into rows: a row operand (out's trailing dims after leading 1s)
-  // splits before its first dim that is not 1, a column (out's leading dims, then 1s)
-  // after its last; -1 when x is neither or ranks more than out.
-  static int row_split(const shape& x, const shape& out) {
-    if (x.rank() > out.rank()) return -1;
-    auto d = aligned(x, out.rank());
-    int first = 0, last = out.rank() - 1;
-    while (first < out.rank() && d[static_cast<std::size_t>(first)] == 1) ++first;
-    while (last >= 0 && d[static_cast<std::size_t>(last)] == 1) --last;
-    if (first <= last && is_row(x, out, first)) return first;
-    if (first <= last && is_column(x, out, last + 1)) return last + 1;
-    return -1;
-  }
-  // x is 1 on out's dims before `split` and equals out from it on.
-  static bool is_row(const shape& x, const shape& out, int split) {
-    if (x.rank() > out.rank()) return false;
-    auto d = aligned(x, out.rank());
-    for (int i = 0; i < out.rank(); ++i)
-      if (d[static_cast<std::size_t>(i)] != (i < split ? 1 : out[i])) return false;
-    return true;
-  }
-  // x equals out on the dims before `split` and is 1 from it on.
-  static bool is_column(const shape& x, const shape& out, int split) {
-    if (x.rank() > out.rank()) return false;
-    auto d = aligned(x, out.rank());
-    for (int i = 0; i < out.rank(); ++i)
-      if (d[static_cast<std::size_t>(i)] != (i < split ? out[i] : 1)) return false;
-    return true;
-  }
   // Fills `count` elements of `size` bytes (1, 2, 4 or 8) at dst with the element at src.
   static void replicate(char* dst, const void* src, std::int64_t size, std::int64_t count) {
     auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
@@ -422,18 +390,6 @@ class fused_kernel final : public op_kernel {
       case 4: return fill(std::uint32_t{});
       default: return fill(std::uint64_t{});
     }
-  }
-
-  static tensor expand(kernel_context& ctx, const tensor& x, const shape& to) {
-    tensor out(x.dtype(), to, ctx.device().get_allocator());
-    std::size_t size = size_of(x.dtype());
-    const char* src = static_cast<const char*>(x.raw_data());
-    char* dst = static_cast<char*>(out.raw_data());
-    std::array<std::vector<std::int64_t>, 1> strides{cpu::broadcast_strides(x.shape(), to)};
-    cpu::for_each_broadcast<1>(to, strides, 0, to.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 1>& off) {
-      std::memcpy(dst + static_cast<std::size_t>(i) * size, src + static_cast<std::size_t>(off[0]) * size, size);
-    });
-    return out;
   }
 
   std::array<int, leaves> slots_{};

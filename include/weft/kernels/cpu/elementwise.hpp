@@ -1,6 +1,7 @@
 // CPU kernels for the elementwise ops of ops/math_ops.hpp. Equal shapes and a scalar
 // operand take vectorized Eigen array expressions over contiguous shards; other
-// broadcasts walk the output with per-input strides (0 along broadcast dims).
+// broadcasts go row by row (broadcast_rows.hpp), or walk the output with per-input
+// strides (0 along broadcast dims) where rows are short.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <type_traits>
 
 #include <weft/core/broadcast.hpp>
+#include <weft/kernels/cpu/broadcast_rows.hpp>
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/kernels/cpu/convert.hpp>
 #include <weft/ops/math_ops.hpp>
@@ -284,7 +286,27 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
           F::apply(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v), array_map<T>(b + s, e - s));
     });
   }
-  // Any other broadcast: walk the output with per-input strides.
+  if constexpr (!is_looped_v<T>) {
+    // Any other broadcast, in rows along which each operand steps or repeats one value (a
+    // bias beside a batch, a column): one vectorized expression per row. Rows that are
+    // too short for that take the strided loop below.
+    broadcast_rows<2> rows(z.shape(), {&x.shape(), &y.shape()});
+    if (rows.length() >= 16) {
+      const bool sx = rows.steps(0), sy = rows.steps(1);
+      using constant = Eigen::Array<T, Eigen::Dynamic, 1>;
+      return ctx.parallel_for(rows.units(), F::cost * static_cast<double>(rows.piece()), [&](std::int64_t s, std::int64_t e) {
+        rows.each(s, e, [&](std::int64_t o, std::int64_t len, const std::array<std::int64_t, 2>& off) {
+          if (sx && sy)
+            array_out<Out>(out + o, len) = F::apply(array_map<T>(a + off[0], len), array_map<T>(b + off[1], len));
+          else if (sx)
+            array_out<Out>(out + o, len) = F::apply(array_map<T>(a + off[0], len), constant::Constant(len, b[off[1]]));
+          else
+            array_out<Out>(out + o, len) = F::apply(constant::Constant(len, a[off[0]]), array_map<T>(b + off[1], len));
+        });
+      });
+    }
+  }
+  // Short rows (or a type without Eigen kernels): walk the output with per-input strides.
   std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), z.shape()),
                                                     broadcast_strides(y.shape(), z.shape())};
   ctx.parallel_for(n, F::cost + 4, [&](std::int64_t s, std::int64_t e) {
