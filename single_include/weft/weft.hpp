@@ -842,6 +842,31 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 }
 
 }  // namespace weft
+// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
+// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
+// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
+//
+// Rules are written once, generically, over a value type V with the arithmetic of
+// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
+// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
+// gradients flowing into its outputs, and returns one gradient per input (none for
+// inputs that are not differentiable, such as a reduction's axes). Forward values are the
+// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
+// so it grows linearly with the forward graph.
+//
+//   graph g; ...
+//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 // graph: the runtime dataflow graph (whitepaper §2). Nodes have a unique name, an op,
 // typed attributes, data inputs `node:port`, control inputs and a requested device.
 // Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
@@ -1444,7 +1469,8 @@ inline constexpr standard_op standard_ops[] = {
     {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"},
     {"Cast", "math"},
     {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
-    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"},
+    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"SumToShape", "reduction"},
+    {"BroadcastTo", "reduction"}, {"ReducedShape", "reduction"},
     {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
     {"MatrixDeterminant", "matrix"},
     {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
@@ -2692,6 +2718,8 @@ inline void register_random_ops() { op_registry::global().add_family("random", r
 // identity). keep_dims keeps each reduced axis with size 1.
 //   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
 //   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
+//   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
+//   gradients (below).
 
 #include <vector>
 
@@ -2761,6 +2789,28 @@ inline std::vector<op_def> reduction_op_defs() {
                          c.set_output(0, partial_shape(dims));
                        })
                        .build());
+  // Gradient helpers (graph/gradients.hpp):
+  //   SumToShape(x, shape)         x summed over the dims that broadcasting `shape` to x's
+  //                                shape added or stretched: the result has `shape`
+  //   BroadcastTo(x, shape)        x broadcast to `shape`
+  //   ReducedShape(shape, axes)    `shape` with the dims at `axes` set to 1
+  for (const char* name : {"SumToShape", "BroadcastTo"})
+    defs.push_back(op_def_builder(name)
+                       .input("input: T")
+                       .input("shape: Tshape")
+                       .output("output: T")
+                       .attr(std::string_view(name) == "SumToShape" ? number_type_attr : "T: type")
+                       .attr("Tshape: {int32, int64}")
+                       .shape_fn([](shape_context& c) { shape_from_input(c, 1); })
+                       .build());
+  defs.push_back(op_def_builder("ReducedShape")
+                     .input("shape: int64")
+                     .input("axes: Tidx")
+                     .output("output: int64")
+                     .attr("Tidx: {int32, int64}")
+                     .cheap()
+                     .shape_fn(same_shape)
+                     .build());
   return defs;
 }
 
@@ -2782,6 +2832,429 @@ inline void register_standard_ops() {
 }
 
 }  // namespace weft::ops
+
+namespace weft {
+
+// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
+// equal nodes; a plain graph names them under "gradients/").
+class gradient_builder {
+ public:
+  virtual ~gradient_builder() = default;
+  virtual const graph& target() const = 0;
+  virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+};
+
+// A tensor of the graph being extended, with the arithmetic gradient rules use.
+class symbol {
+ public:
+  symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
+  gradient_builder& builder() const noexcept { return *b_; }
+  output out() const noexcept { return o_; }
+  const node& producer() const { return b_->target().at(o_); }
+  dtype type() const { return producer().output_dtype(o_.port); }
+  const partial_shape& shape() const { return producer().output_shape(o_.port); }
+
+  // The node op(*this, more..., attrs), port `port`.
+  symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
+    std::vector<output> in{o_};
+    for (const auto& m : more) in.push_back(m.o_);
+    output r = b_->add(op, std::move(in), std::move(attrs));
+    r.port = port;
+    return symbol(*b_, r);
+  }
+  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
+  symbol scalar(double v) const {
+    tensor t;
+    switch (type()) {
+      case dtype::float32: t = tensor::scalar(static_cast<float>(v)); break;
+      case dtype::float16: t = tensor::scalar(half(static_cast<float>(v))); break;
+      case dtype::bfloat16: t = tensor::scalar(bfloat16(static_cast<float>(v))); break;
+      default: t = tensor::scalar(v); break;
+    }
+    symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+    return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
+  }
+
+ private:
+  gradient_builder* b_;
+  output o_;
+};
+
+// ---- the arithmetic of rules, on symbols ----------------------------------------------
+inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
+inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
+inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
+inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
+inline symbol operator-(const symbol& a) { return a.then("Neg"); }
+inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
+inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
+inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
+inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
+inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
+inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
+inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
+inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
+inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
+inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
+inline symbol exp(const symbol& a) { return a.then("Exp"); }
+inline symbol log(const symbol& a) { return a.then("Log"); }
+inline symbol square(const symbol& a) { return a.then("Square"); }
+inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
+inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
+inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
+inline symbol cast_like(const symbol& a, const symbol& like) {
+  return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
+}
+inline symbol shape_tensor(const symbol& a) { return a.then("Shape", {}, {{"out_type", dtype::int64}}); }
+inline symbol size_tensor(const symbol& a) { return a.then("Size", {}, {{"out_type", dtype::int64}}); }
+inline symbol reshape_like(const symbol& a, const symbol& like) {
+  if (a.shape().fully_known() && a.shape() == like.shape()) return a;
+  return a.then("Reshape", {shape_tensor(like)});
+}
+inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
+inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
+inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
+  return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+}
+// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
+// g itself when the two shapes are known equal.
+inline symbol sum_to(const symbol& g, const symbol& like) {
+  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  return g.then("SumToShape", {shape_tensor(like)});
+}
+// g broadcast to the shape of `like`.
+inline symbol broadcast_like(const symbol& g, const symbol& like) {
+  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  return g.then("BroadcastTo", {shape_tensor(like)});
+}
+// g, the gradient of a reduction of x over `axes` without kept dims, reshaped with the
+// reduced dims as 1 and broadcast to x's shape.
+inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
+  symbol kept = g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
+  return broadcast_like(kept, x);
+}
+
+// ---- rules -----------------------------------------------------------------------------
+// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
+template <class V>
+struct gradient_args {
+  const node& n;
+  std::vector<V> x;                // the node's inputs
+  std::vector<V> y;                // its outputs
+  std::vector<std::optional<V>> dy;
+  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+};
+template <class V>
+using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
+
+using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
+
+// Gradient rules by op name, for graphs built at run time.
+class gradient_registry {
+ public:
+  static gradient_registry& global() {
+    static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
+    return *r;
+  }
+  void add(const std::string& op, gradient_fn fn) {
+    std::unique_lock lock(mutex_);
+    rules_.emplace(op, std::move(fn));
+  }
+  const gradient_fn* find(const std::string& op) const {
+    std::shared_lock lock(mutex_);
+    auto it = rules_.find(op);
+    return it == rules_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, gradient_fn, std::less<>> rules_;
+};
+
+namespace gradients {
+inline void register_standard_gradients();  // gradient_rules.hpp
+}  // namespace gradients
+
+namespace detail {
+inline bool differentiable(dtype t) {
+  return t == dtype::float32 || t == dtype::float64 || t == dtype::float16 || t == dtype::bfloat16;
+}
+}  // namespace detail
+
+// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
+// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
+// Throws weft::error naming the node and op when a path from an x to a y crosses an op
+// with no gradient rule.
+inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
+                                         const std::vector<std::optional<output>>& dys = {}) {
+  ops::register_standard_ops();
+  gradients::register_standard_gradients();
+  const graph& g = b.target();
+  const int n = g.size();
+  if (!dys.empty() && dys.size() != ys.size())
+    fail(error_code::invalid_argument, "weft::add_gradients: ", dys.size(), " output gradients for ", ys.size(), " outputs");
+  // Nodes that depend on an x (ids are topological: inputs come before their consumers),
+  // and among them those some y depends on.
+  std::vector<char> from_x(static_cast<std::size_t>(n)), to_y(static_cast<std::size_t>(n));
+  for (const auto& x : xs) from_x.at(static_cast<std::size_t>(x.node)) = 1;
+  for (int id = 0; id < n; ++id)
+    for (const auto& in : g.at(id).inputs())
+      if (from_x[static_cast<std::size_t>(in.node)]) from_x[static_cast<std::size_t>(id)] = 1;
+  for (const auto& y : ys) to_y.at(static_cast<std::size_t>(y.node)) = 1;
+  for (int id = n - 1; id >= 0; --id)
+    if (to_y[static_cast<std::size_t>(id)])
+      for (const auto& in : g.at(id).inputs()) to_y[static_cast<std::size_t>(in.node)] = 1;
+  auto on_path = [&](int id) { return from_x[static_cast<std::size_t>(id)] && to_y[static_cast<std::size_t>(id)]; };
+
+  std::map<output, std::vector<symbol>> pending;  // partials reaching each tensor
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    symbol y(b, ys[i]);
+    if (!detail::differentiable(y.type()))
+      fail(error_code::invalid_argument, "weft::add_gradients: output ", g.at(ys[i]).describe(), " has dtype ", y.type(),
+           "; gradients need a floating-point output");
+    pending[ys[i]].push_back(!dys.empty() && dys[i] ? symbol(b, *dys[i]) : ones_like(y));
+  }
+  auto total = [&](output o) -> std::optional<symbol> {
+    auto it = pending.find(o);
+    if (it == pending.end()) return std::nullopt;
+    symbol s = it->second.front();
+    for (std::size_t k = 1; k < it->second.size(); ++k) s = s + it->second[k];
+    it->second.assign(1, s);
+    return s;
+  };
+  for (int id = n - 1; id >= 0; --id) {
+    if (!on_path(id)) continue;
+    const node& nd = g.at(id);
+    gradient_args<symbol> args{nd, {}, {}, {}};
+    bool any = false;
+    for (int p = 0; p < nd.num_outputs(); ++p) {
+      args.dy.push_back(total(nd.out(p)));
+      any = any || args.dy.back().has_value();
+    }
+    bool inputs_on_path = false;
+    for (const auto& in : nd.inputs()) inputs_on_path = inputs_on_path || on_path(in.node);
+    if (!any || !inputs_on_path) continue;
+    const gradient_fn* rule = gradient_registry::global().find(nd.op());
+    if (!rule)
+      fail(error_code::unimplemented, "weft::add_gradients: no gradient is defined for ", nd.describe(),
+           ", on the path from the differentiated inputs to the outputs");
+    for (const auto& in : nd.inputs()) args.x.emplace_back(b, in);
+    for (int p = 0; p < nd.num_outputs(); ++p) args.y.emplace_back(b, nd.out(p));
+    gradient_result<symbol> dx = (*rule)(args);
+    if (dx.size() != nd.inputs().size())
+      fail(error_code::internal, "weft::add_gradients: the gradient rule of ", nd.describe(), " returned ", dx.size(),
+           " gradients for ", nd.inputs().size(), " inputs");
+    for (std::size_t i = 0; i < dx.size(); ++i) {
+      const output in = nd.inputs()[i];
+      if (dx[i] && on_path(in.node) && detail::differentiable(g.at(in).output_dtype(in.port)))
+        pending[in].push_back(*dx[i]);
+    }
+  }
+  std::vector<output> result;
+  for (const auto& x : xs) {
+    auto s = total(x);
+    result.push_back(s ? s->out() : zeros_like(symbol(b, x)).out());
+  }
+  return result;
+}
+
+// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
+inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
+                                         const std::vector<std::optional<output>>& dys = {}) {
+  struct plain final : gradient_builder {
+    graph& g;
+    // Equal stateless nodes are added once (a rule's constants, the Shape of one tensor).
+    std::map<std::pair<std::string, std::vector<output>>, std::vector<std::pair<attr_map, output>>> added;
+    explicit plain(graph& gr) : g(gr) {}
+    const graph& target() const override { return g; }
+    output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
+      auto& same = added[{std::string(op), inputs}];
+      for (const auto& [a, o] : same)
+        if (a == attrs) return o;
+      std::string base = "gradients/" + std::string(op), name = base;
+      for (int k = 1; g.find(name); ++k) name = base + "_" + std::to_string(k);
+      output o = g.op(op, inputs, attrs, node_options(name)).out(0);
+      same.emplace_back(std::move(attrs), o);
+      return o;
+    }
+  } b(g);
+  return add_gradients(b, ys, xs, dys);
+}
+
+}  // namespace weft
+
+// The gradient rules of the standard ops, each written once over a value type V
+// (gradients.hpp): today instantiated for `symbol`, the run-time graph's tensors.
+// Conventions follow TensorFlow's: the gradient of a broadcast operand is summed down to
+// its shape (sum_to); at a tie, Maximum and Minimum send the gradient to their first
+// operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
+// is not positive.
+
+
+namespace weft::gradients {
+
+template <class V>
+using args = gradient_args<V>;
+template <class V>
+using result = gradient_result<V>;
+
+struct identity_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
+};
+struct neg_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {-a.d()}; }
+};
+struct add_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(a.d(), a.x[1])}; }
+};
+struct sub_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(-a.d(), a.x[1])}; }
+};
+struct mul_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {sum_to(a.d() * a.x[1], a.x[0]), sum_to(a.x[0] * a.d(), a.x[1])};
+  }
+};
+struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {sum_to(a.d() / a.x[1], a.x[0]), sum_to(-(a.d() * a.y[0]) / a.x[1], a.x[1])};
+  }
+};
+struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &y = a.x[1];
+    return {sum_to(a.d() * y * pow(x, y - 1.0), x), sum_to(select(x > 0.0, a.d() * a.y[0] * log(x), 0.0), y)};
+  }
+};
+struct maximum_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V first = a.x[0] >= a.x[1];
+    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+  }
+};
+struct minimum_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V first = a.x[0] <= a.x[1];
+    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+  }
+};
+struct square_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.x[0] * 2.0}; }
+};
+struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / (a.y[0] * 2.0)}; }
+};
+struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * a.y[0] * a.y[0] * -0.5}; }
+};
+struct exp_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0]}; }
+};
+struct log_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / a.x[0]}; }
+};
+struct tanh_grad {  // d (1 - z^2)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * (1.0 - a.y[0] * a.y[0])}; }
+};
+struct sigmoid_grad {  // d z (1 - z)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * (1.0 - a.y[0])}; }
+};
+struct relu_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {select(a.y[0] > 0.0, a.d(), 0.0)}; }
+};
+struct abs_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {select(a.x[0] < 0.0, -a.d(), a.d())}; }
+};
+struct select_grad {  // no gradient for the condition
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& c = a.x[0];
+    return {std::nullopt, sum_to(select(c, a.d(), 0.0), a.x[1]), sum_to(select(c, 0.0, a.d()), a.x[2])};
+  }
+};
+struct cast_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {cast_like(a.d(), a.x[0])}; }
+};
+struct matmul_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ta && !tb) return {matmul(d, y, false, true), matmul(x, d, true, false)};
+    if (!ta && tb) return {matmul(d, y, false, false), matmul(d, x, true, false)};
+    if (ta && !tb) return {matmul(y, d, false, true), matmul(x, d, false, false)};
+    return {matmul(y, d, true, true), matmul(d, x, true, true)};
+  }
+};
+struct sum_grad {  // the gradient, broadcast back over the reduced axes
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
+    return {unreduce(a.d(), a.x[0], a.x[1]), std::nullopt};
+  }
+};
+struct mean_grad {  // sum's, divided by the number of elements averaged
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V g = *sum_grad::apply(a)[0];
+    return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
+  }
+};
+struct reshape_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
+};
+struct sum_to_shape_grad {  // broadcast back
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
+};
+struct broadcast_to_grad {  // summed back
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
+};
+
+// Registers the rules above for graphs built at run time, once.
+inline void register_standard_gradients() {
+  static const bool done = [] {
+    auto& r = gradient_registry::global();
+    auto add_rule = [&]<class R>(const char* op, R) {
+      r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
+    };
+    add_rule("Identity", identity_grad{});
+    add_rule("Neg", neg_grad{});
+    add_rule("Add", add_grad{});
+    add_rule("Sub", sub_grad{});
+    add_rule("Mul", mul_grad{});
+    add_rule("Div", div_grad{});
+    add_rule("Pow", pow_grad{});
+    add_rule("Maximum", maximum_grad{});
+    add_rule("Minimum", minimum_grad{});
+    add_rule("Square", square_grad{});
+    add_rule("Sqrt", sqrt_grad{});
+    add_rule("Rsqrt", rsqrt_grad{});
+    add_rule("Exp", exp_grad{});
+    add_rule("Log", log_grad{});
+    add_rule("Tanh", tanh_grad{});
+    add_rule("Sigmoid", sigmoid_grad{});
+    add_rule("Relu", relu_grad{});
+    add_rule("Abs", abs_grad{});
+    add_rule("Select", select_grad{});
+    add_rule("Cast", cast_grad{});
+    add_rule("MatMul", matmul_grad{});
+    add_rule("Sum", sum_grad{});
+    add_rule("Mean", mean_grad{});
+    add_rule("Reshape", reshape_grad{});
+    add_rule("SumToShape", sum_to_shape_grad{});
+    add_rule("BroadcastTo", broadcast_to_grad{});
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace weft::gradients
 // The single-device executor (whitepaper §3.1, DESIGN.md §1).
 //
 // An executable is the pruned graph of one run signature with a kernel per node; it is
@@ -5643,6 +6116,76 @@ struct arg_kernel {
 };
 
 // A template, so that including this header instantiates nothing until it is called.
+// SumToShape(x, shape): x summed down to `shape`, which broadcasts to x's shape; x itself
+// when the shapes are equal.
+template <class T>
+struct sum_to_shape_kernel final : op_kernel {
+  explicit sum_to_shape_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    shape to = shape_from_dims(int_values(ctx.input(1), "shape"), "shape");
+    if (to == x.shape()) return ctx.set_output(0, x);
+    auto b = broadcast(to, x.shape());
+    if (!b || *b != x.shape())
+      fail(error_code::invalid_argument, "cannot sum an input of shape ", x.shape(), " down to shape ", to,
+           ", which does not broadcast to it");
+    std::vector<std::int64_t> axes;  // the dims `to` lacks, or has as 1 where x does not
+    const int lead = x.rank() - to.rank();
+    for (int d = 0; d < x.rank(); ++d)
+      if (d < lead || (to[d - lead] == 1 && x.shape()[d] != 1)) axes.push_back(d);
+    using C = compute_t<T>;
+    auto plan = plan_reduction(x.shape(), axes, false);
+    tensor& out = ctx.allocate_output(0, to);
+    tensor xc = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x;
+    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, to) : out;
+    reduce_compute<sum_reducer, C>(ctx, xc, result, plan, accumulator_t<C>{});
+    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+  }
+};
+
+// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
+// dtype, copied as bytes.
+struct broadcast_to_kernel final : op_kernel {
+  explicit broadcast_to_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    shape to = shape_from_dims(int_values(ctx.input(1), "shape"), "shape");
+    if (to == x.shape()) return ctx.set_output(0, x);
+    auto b = broadcast(x.shape(), to);
+    if (!b || *b != to) fail(error_code::invalid_argument, "cannot broadcast an input of shape ", x.shape(), " to shape ", to);
+    tensor& out = ctx.allocate_output(0, to);
+    const auto size = static_cast<std::int64_t>(size_of(x.dtype()));
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    broadcast_rows<1> rows(to, {&x.shape()});
+    ctx.parallel_for(rows.units(), static_cast<double>(rows.piece()), [&](std::int64_t s, std::int64_t e) {
+      rows.each(s, e, [&](std::int64_t o, std::int64_t len, const std::array<std::int64_t, 1>& off) {
+        if (rows.steps(0)) {
+          std::memcpy(dst + o * size, src + off[0] * size, static_cast<std::size_t>(len * size));
+        } else {
+          for (std::int64_t i = 0; i < len; ++i)
+            std::memcpy(dst + (o + i) * size, src + off[0] * size, static_cast<std::size_t>(size));
+        }
+      });
+    });
+  }
+};
+
+// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
+struct reduced_shape_kernel final : op_kernel {
+  explicit reduced_shape_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    if (ctx.input(1).rank() > 1)
+      fail(error_code::invalid_argument, "axes must be a scalar or vector, got shape ", ctx.input(1).shape());
+    auto dims = int_values(ctx.input(0), "shape");
+    const auto rank = static_cast<int>(dims.size());
+    for (auto a : int_values(ctx.input(1), "axes")) dims[static_cast<std::size_t>(canonical_axis(a, rank, "reduction axis"))] = 1;
+    tensor& out = ctx.allocate_output(0, shape{rank});
+    std::copy(dims.begin(), dims.end(), out.data<std::int64_t>());
+  }
+};
+
 template <int = 0>
 void register_reduction_kernels() {
   ops::register_reduction_ops();
@@ -5653,6 +6196,9 @@ void register_reduction_kernels() {
   register_for<reduce_kernel<min_reducer>::of>("Min", "T", real_number_types{});
   register_for<arg_kernel<true>::of>("ArgMax", "T", real_number_types{});
   register_for<arg_kernel<false>::of>("ArgMin", "T", real_number_types{});
+  register_for<sum_to_shape_kernel>("SumToShape", "T", number_types{});
+  register_cpu_kernel<broadcast_to_kernel>("BroadcastTo");
+  register_cpu_kernel<reduced_shape_kernel>("ReducedShape");
 }
 
 }  // namespace weft::cpu

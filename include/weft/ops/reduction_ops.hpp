@@ -2,6 +2,8 @@
 // identity). keep_dims keeps each reduced axis with size 1.
 //   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
 //   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
+//   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
+//   gradients (below).
 #pragma once
 
 #include <vector>
@@ -76,6 +78,28 @@ inline std::vector<op_def> reduction_op_defs() {
                          c.set_output(0, partial_shape(dims));
                        })
                        .build());
+  // Gradient helpers (graph/gradients.hpp):
+  //   SumToShape(x, shape)         x summed over the dims that broadcasting `shape` to x's
+  //                                shape added or stretched: the result has `shape`
+  //   BroadcastTo(x, shape)        x broadcast to `shape`
+  //   ReducedShape(shape, axes)    `shape` with the dims at `axes` set to 1
+  for (const char* name : {"SumToShape", "BroadcastTo"})
+    defs.push_back(op_def_builder(name)
+                       .input("input: T")
+                       .input("shape: Tshape")
+                       .output("output: T")
+                       .attr(std::string_view(name) == "SumToShape" ? number_type_attr : "T: type")
+                       .attr("Tshape: {int32, int64}")
+                       .shape_fn([](shape_context& c) { shape_from_input(c, 1); })
+                       .build());
+  defs.push_back(op_def_builder("ReducedShape")
+                     .input("shape: int64")
+                     .input("axes: Tidx")
+                     .output("output: int64")
+                     .attr("Tidx: {int32, int64}")
+                     .cheap()
+                     .shape_fn(same_shape)
+                     .build());
   return defs;
 }
 

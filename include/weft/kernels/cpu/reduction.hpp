@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <weft/kernels/cpu/array.hpp>
+#include <weft/kernels/cpu/broadcast_rows.hpp>
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/kernels/cpu/convert.hpp>
 #include <weft/ops/reduction_ops.hpp>
@@ -197,6 +198,76 @@ struct arg_kernel {
 };
 
 // A template, so that including this header instantiates nothing until it is called.
+// SumToShape(x, shape): x summed down to `shape`, which broadcasts to x's shape; x itself
+// when the shapes are equal.
+template <class T>
+struct sum_to_shape_kernel final : op_kernel {
+  explicit sum_to_shape_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    shape to = shape_from_dims(int_values(ctx.input(1), "shape"), "shape");
+    if (to == x.shape()) return ctx.set_output(0, x);
+    auto b = broadcast(to, x.shape());
+    if (!b || *b != x.shape())
+      fail(error_code::invalid_argument, "cannot sum an input of shape ", x.shape(), " down to shape ", to,
+           ", which does not broadcast to it");
+    std::vector<std::int64_t> axes;  // the dims `to` lacks, or has as 1 where x does not
+    const int lead = x.rank() - to.rank();
+    for (int d = 0; d < x.rank(); ++d)
+      if (d < lead || (to[d - lead] == 1 && x.shape()[d] != 1)) axes.push_back(d);
+    using C = compute_t<T>;
+    auto plan = plan_reduction(x.shape(), axes, false);
+    tensor& out = ctx.allocate_output(0, to);
+    tensor xc = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x;
+    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, to) : out;
+    reduce_compute<sum_reducer, C>(ctx, xc, result, plan, accumulator_t<C>{});
+    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+  }
+};
+
+// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
+// dtype, copied as bytes.
+struct broadcast_to_kernel final : op_kernel {
+  explicit broadcast_to_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    shape to = shape_from_dims(int_values(ctx.input(1), "shape"), "shape");
+    if (to == x.shape()) return ctx.set_output(0, x);
+    auto b = broadcast(x.shape(), to);
+    if (!b || *b != to) fail(error_code::invalid_argument, "cannot broadcast an input of shape ", x.shape(), " to shape ", to);
+    tensor& out = ctx.allocate_output(0, to);
+    const auto size = static_cast<std::int64_t>(size_of(x.dtype()));
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(out.raw_data());
+    broadcast_rows<1> rows(to, {&x.shape()});
+    ctx.parallel_for(rows.units(), static_cast<double>(rows.piece()), [&](std::int64_t s, std::int64_t e) {
+      rows.each(s, e, [&](std::int64_t o, std::int64_t len, const std::array<std::int64_t, 1>& off) {
+        if (rows.steps(0)) {
+          std::memcpy(dst + o * size, src + off[0] * size, static_cast<std::size_t>(len * size));
+        } else {
+          for (std::int64_t i = 0; i < len; ++i)
+            std::memcpy(dst + (o + i) * size, src + off[0] * size, static_cast<std::size_t>(size));
+        }
+      });
+    });
+  }
+};
+
+// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
+struct reduced_shape_kernel final : op_kernel {
+  explicit reduced_shape_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    if (ctx.input(1).rank() > 1)
+      fail(error_code::invalid_argument, "axes must be a scalar or vector, got shape ", ctx.input(1).shape());
+    auto dims = int_values(ctx.input(0), "shape");
+    const auto rank = static_cast<int>(dims.size());
+    for (auto a : int_values(ctx.input(1), "axes")) dims[static_cast<std::size_t>(canonical_axis(a, rank, "reduction axis"))] = 1;
+    tensor& out = ctx.allocate_output(0, shape{rank});
+    std::copy(dims.begin(), dims.end(), out.data<std::int64_t>());
+  }
+};
+
 template <int = 0>
 void register_reduction_kernels() {
   ops::register_reduction_ops();
@@ -207,6 +278,9 @@ void register_reduction_kernels() {
   register_for<reduce_kernel<min_reducer>::of>("Min", "T", real_number_types{});
   register_for<arg_kernel<true>::of>("ArgMax", "T", real_number_types{});
   register_for<arg_kernel<false>::of>("ArgMin", "T", real_number_types{});
+  register_for<sum_to_shape_kernel>("SumToShape", "T", number_types{});
+  register_cpu_kernel<broadcast_to_kernel>("BroadcastTo");
+  register_cpu_kernel<reduced_shape_kernel>("ReducedShape");
 }
 
 }  // namespace weft::cpu

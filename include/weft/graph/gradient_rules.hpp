@@ -1,0 +1,173 @@
+// The gradient rules of the standard ops, each written once over a value type V
+// (gradients.hpp): today instantiated for `symbol`, the run-time graph's tensors.
+// Conventions follow TensorFlow's: the gradient of a broadcast operand is summed down to
+// its shape (sum_to); at a tie, Maximum and Minimum send the gradient to their first
+// operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
+// is not positive.
+#pragma once
+
+#include <weft/graph/gradients.hpp>
+
+namespace weft::gradients {
+
+template <class V>
+using args = gradient_args<V>;
+template <class V>
+using result = gradient_result<V>;
+
+struct identity_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
+};
+struct neg_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {-a.d()}; }
+};
+struct add_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(a.d(), a.x[1])}; }
+};
+struct sub_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(-a.d(), a.x[1])}; }
+};
+struct mul_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {sum_to(a.d() * a.x[1], a.x[0]), sum_to(a.x[0] * a.d(), a.x[1])};
+  }
+};
+struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {sum_to(a.d() / a.x[1], a.x[0]), sum_to(-(a.d() * a.y[0]) / a.x[1], a.x[1])};
+  }
+};
+struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &y = a.x[1];
+    return {sum_to(a.d() * y * pow(x, y - 1.0), x), sum_to(select(x > 0.0, a.d() * a.y[0] * log(x), 0.0), y)};
+  }
+};
+struct maximum_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V first = a.x[0] >= a.x[1];
+    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+  }
+};
+struct minimum_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V first = a.x[0] <= a.x[1];
+    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+  }
+};
+struct square_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.x[0] * 2.0}; }
+};
+struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / (a.y[0] * 2.0)}; }
+};
+struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * a.y[0] * a.y[0] * -0.5}; }
+};
+struct exp_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0]}; }
+};
+struct log_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / a.x[0]}; }
+};
+struct tanh_grad {  // d (1 - z^2)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * (1.0 - a.y[0] * a.y[0])}; }
+};
+struct sigmoid_grad {  // d z (1 - z)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * (1.0 - a.y[0])}; }
+};
+struct relu_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {select(a.y[0] > 0.0, a.d(), 0.0)}; }
+};
+struct abs_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {select(a.x[0] < 0.0, -a.d(), a.d())}; }
+};
+struct select_grad {  // no gradient for the condition
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& c = a.x[0];
+    return {std::nullopt, sum_to(select(c, a.d(), 0.0), a.x[1]), sum_to(select(c, 0.0, a.d()), a.x[2])};
+  }
+};
+struct cast_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {cast_like(a.d(), a.x[0])}; }
+};
+struct matmul_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ta && !tb) return {matmul(d, y, false, true), matmul(x, d, true, false)};
+    if (!ta && tb) return {matmul(d, y, false, false), matmul(d, x, true, false)};
+    if (ta && !tb) return {matmul(y, d, false, true), matmul(x, d, false, false)};
+    return {matmul(y, d, true, true), matmul(d, x, true, true)};
+  }
+};
+struct sum_grad {  // the gradient, broadcast back over the reduced axes
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
+    return {unreduce(a.d(), a.x[0], a.x[1]), std::nullopt};
+  }
+};
+struct mean_grad {  // sum's, divided by the number of elements averaged
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V g = *sum_grad::apply(a)[0];
+    return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
+  }
+};
+struct reshape_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
+};
+struct sum_to_shape_grad {  // broadcast back
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
+};
+struct broadcast_to_grad {  // summed back
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
+};
+
+// Registers the rules above for graphs built at run time, once.
+inline void register_standard_gradients() {
+  static const bool done = [] {
+    auto& r = gradient_registry::global();
+    auto add_rule = [&]<class R>(const char* op, R) {
+      r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
+    };
+    add_rule("Identity", identity_grad{});
+    add_rule("Neg", neg_grad{});
+    add_rule("Add", add_grad{});
+    add_rule("Sub", sub_grad{});
+    add_rule("Mul", mul_grad{});
+    add_rule("Div", div_grad{});
+    add_rule("Pow", pow_grad{});
+    add_rule("Maximum", maximum_grad{});
+    add_rule("Minimum", minimum_grad{});
+    add_rule("Square", square_grad{});
+    add_rule("Sqrt", sqrt_grad{});
+    add_rule("Rsqrt", rsqrt_grad{});
+    add_rule("Exp", exp_grad{});
+    add_rule("Log", log_grad{});
+    add_rule("Tanh", tanh_grad{});
+    add_rule("Sigmoid", sigmoid_grad{});
+    add_rule("Relu", relu_grad{});
+    add_rule("Abs", abs_grad{});
+    add_rule("Select", select_grad{});
+    add_rule("Cast", cast_grad{});
+    add_rule("MatMul", matmul_grad{});
+    add_rule("Sum", sum_grad{});
+    add_rule("Mean", mean_grad{});
+    add_rule("Reshape", reshape_grad{});
+    add_rule("SumToShape", sum_to_shape_grad{});
+    add_rule("BroadcastTo", broadcast_to_grad{});
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace weft::gradients

@@ -1,0 +1,282 @@
+// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
+// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
+// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
+//
+// Rules are written once, generically, over a value type V with the arithmetic of
+// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
+// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
+// gradients flowing into its outputs, and returns one gradient per input (none for
+// inputs that are not differentiable, such as a reduction's axes). Forward values are the
+// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
+// so it grows linearly with the forward graph.
+//
+//   graph g; ...
+//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/graph/graph.hpp>
+#include <weft/ops/all.hpp>
+
+namespace weft {
+
+// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
+// equal nodes; a plain graph names them under "gradients/").
+class gradient_builder {
+ public:
+  virtual ~gradient_builder() = default;
+  virtual const graph& target() const = 0;
+  virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+};
+
+// A tensor of the graph being extended, with the arithmetic gradient rules use.
+class symbol {
+ public:
+  symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
+  gradient_builder& builder() const noexcept { return *b_; }
+  output out() const noexcept { return o_; }
+  const node& producer() const { return b_->target().at(o_); }
+  dtype type() const { return producer().output_dtype(o_.port); }
+  const partial_shape& shape() const { return producer().output_shape(o_.port); }
+
+  // The node op(*this, more..., attrs), port `port`.
+  symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
+    std::vector<output> in{o_};
+    for (const auto& m : more) in.push_back(m.o_);
+    output r = b_->add(op, std::move(in), std::move(attrs));
+    r.port = port;
+    return symbol(*b_, r);
+  }
+  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
+  symbol scalar(double v) const {
+    tensor t;
+    switch (type()) {
+      case dtype::float32: t = tensor::scalar(static_cast<float>(v)); break;
+      case dtype::float16: t = tensor::scalar(half(static_cast<float>(v))); break;
+      case dtype::bfloat16: t = tensor::scalar(bfloat16(static_cast<float>(v))); break;
+      default: t = tensor::scalar(v); break;
+    }
+    symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+    return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
+  }
+
+ private:
+  gradient_builder* b_;
+  output o_;
+};
+
+// ---- the arithmetic of rules, on symbols ----------------------------------------------
+inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
+inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
+inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
+inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
+inline symbol operator-(const symbol& a) { return a.then("Neg"); }
+inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
+inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
+inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
+inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
+inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
+inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
+inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
+inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
+inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
+inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
+inline symbol exp(const symbol& a) { return a.then("Exp"); }
+inline symbol log(const symbol& a) { return a.then("Log"); }
+inline symbol square(const symbol& a) { return a.then("Square"); }
+inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
+inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
+inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
+inline symbol cast_like(const symbol& a, const symbol& like) {
+  return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
+}
+inline symbol shape_tensor(const symbol& a) { return a.then("Shape", {}, {{"out_type", dtype::int64}}); }
+inline symbol size_tensor(const symbol& a) { return a.then("Size", {}, {{"out_type", dtype::int64}}); }
+inline symbol reshape_like(const symbol& a, const symbol& like) {
+  if (a.shape().fully_known() && a.shape() == like.shape()) return a;
+  return a.then("Reshape", {shape_tensor(like)});
+}
+inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
+inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
+inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
+  return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+}
+// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
+// g itself when the two shapes are known equal.
+inline symbol sum_to(const symbol& g, const symbol& like) {
+  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  return g.then("SumToShape", {shape_tensor(like)});
+}
+// g broadcast to the shape of `like`.
+inline symbol broadcast_like(const symbol& g, const symbol& like) {
+  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  return g.then("BroadcastTo", {shape_tensor(like)});
+}
+// g, the gradient of a reduction of x over `axes` without kept dims, reshaped with the
+// reduced dims as 1 and broadcast to x's shape.
+inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
+  symbol kept = g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
+  return broadcast_like(kept, x);
+}
+
+// ---- rules -----------------------------------------------------------------------------
+// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
+template <class V>
+struct gradient_args {
+  const node& n;
+  std::vector<V> x;                // the node's inputs
+  std::vector<V> y;                // its outputs
+  std::vector<std::optional<V>> dy;
+  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+};
+template <class V>
+using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
+
+using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
+
+// Gradient rules by op name, for graphs built at run time.
+class gradient_registry {
+ public:
+  static gradient_registry& global() {
+    static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
+    return *r;
+  }
+  void add(const std::string& op, gradient_fn fn) {
+    std::unique_lock lock(mutex_);
+    rules_.emplace(op, std::move(fn));
+  }
+  const gradient_fn* find(const std::string& op) const {
+    std::shared_lock lock(mutex_);
+    auto it = rules_.find(op);
+    return it == rules_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, gradient_fn, std::less<>> rules_;
+};
+
+namespace gradients {
+inline void register_standard_gradients();  // gradient_rules.hpp
+}  // namespace gradients
+
+namespace detail {
+inline bool differentiable(dtype t) {
+  return t == dtype::float32 || t == dtype::float64 || t == dtype::float16 || t == dtype::bfloat16;
+}
+}  // namespace detail
+
+// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
+// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
+// Throws weft::error naming the node and op when a path from an x to a y crosses an op
+// with no gradient rule.
+inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
+                                         const std::vector<std::optional<output>>& dys = {}) {
+  ops::register_standard_ops();
+  gradients::register_standard_gradients();
+  const graph& g = b.target();
+  const int n = g.size();
+  if (!dys.empty() && dys.size() != ys.size())
+    fail(error_code::invalid_argument, "weft::add_gradients: ", dys.size(), " output gradients for ", ys.size(), " outputs");
+  // Nodes that depend on an x (ids are topological: inputs come before their consumers),
+  // and among them those some y depends on.
+  std::vector<char> from_x(static_cast<std::size_t>(n)), to_y(static_cast<std::size_t>(n));
+  for (const auto& x : xs) from_x.at(static_cast<std::size_t>(x.node)) = 1;
+  for (int id = 0; id < n; ++id)
+    for (const auto& in : g.at(id).inputs())
+      if (from_x[static_cast<std::size_t>(in.node)]) from_x[static_cast<std::size_t>(id)] = 1;
+  for (const auto& y : ys) to_y.at(static_cast<std::size_t>(y.node)) = 1;
+  for (int id = n - 1; id >= 0; --id)
+    if (to_y[static_cast<std::size_t>(id)])
+      for (const auto& in : g.at(id).inputs()) to_y[static_cast<std::size_t>(in.node)] = 1;
+  auto on_path = [&](int id) { return from_x[static_cast<std::size_t>(id)] && to_y[static_cast<std::size_t>(id)]; };
+
+  std::map<output, std::vector<symbol>> pending;  // partials reaching each tensor
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    symbol y(b, ys[i]);
+    if (!detail::differentiable(y.type()))
+      fail(error_code::invalid_argument, "weft::add_gradients: output ", g.at(ys[i]).describe(), " has dtype ", y.type(),
+           "; gradients need a floating-point output");
+    pending[ys[i]].push_back(!dys.empty() && dys[i] ? symbol(b, *dys[i]) : ones_like(y));
+  }
+  auto total = [&](output o) -> std::optional<symbol> {
+    auto it = pending.find(o);
+    if (it == pending.end()) return std::nullopt;
+    symbol s = it->second.front();
+    for (std::size_t k = 1; k < it->second.size(); ++k) s = s + it->second[k];
+    it->second.assign(1, s);
+    return s;
+  };
+  for (int id = n - 1; id >= 0; --id) {
+    if (!on_path(id)) continue;
+    const node& nd = g.at(id);
+    gradient_args<symbol> args{nd, {}, {}, {}};
+    bool any = false;
+    for (int p = 0; p < nd.num_outputs(); ++p) {
+      args.dy.push_back(total(nd.out(p)));
+      any = any || args.dy.back().has_value();
+    }
+    bool inputs_on_path = false;
+    for (const auto& in : nd.inputs()) inputs_on_path = inputs_on_path || on_path(in.node);
+    if (!any || !inputs_on_path) continue;
+    const gradient_fn* rule = gradient_registry::global().find(nd.op());
+    if (!rule)
+      fail(error_code::unimplemented, "weft::add_gradients: no gradient is defined for ", nd.describe(),
+           ", on the path from the differentiated inputs to the outputs");
+    for (const auto& in : nd.inputs()) args.x.emplace_back(b, in);
+    for (int p = 0; p < nd.num_outputs(); ++p) args.y.emplace_back(b, nd.out(p));
+    gradient_result<symbol> dx = (*rule)(args);
+    if (dx.size() != nd.inputs().size())
+      fail(error_code::internal, "weft::add_gradients: the gradient rule of ", nd.describe(), " returned ", dx.size(),
+           " gradients for ", nd.inputs().size(), " inputs");
+    for (std::size_t i = 0; i < dx.size(); ++i) {
+      const output in = nd.inputs()[i];
+      if (dx[i] && on_path(in.node) && detail::differentiable(g.at(in).output_dtype(in.port)))
+        pending[in].push_back(*dx[i]);
+    }
+  }
+  std::vector<output> result;
+  for (const auto& x : xs) {
+    auto s = total(x);
+    result.push_back(s ? s->out() : zeros_like(symbol(b, x)).out());
+  }
+  return result;
+}
+
+// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
+inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
+                                         const std::vector<std::optional<output>>& dys = {}) {
+  struct plain final : gradient_builder {
+    graph& g;
+    // Equal stateless nodes are added once (a rule's constants, the Shape of one tensor).
+    std::map<std::pair<std::string, std::vector<output>>, std::vector<std::pair<attr_map, output>>> added;
+    explicit plain(graph& gr) : g(gr) {}
+    const graph& target() const override { return g; }
+    output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
+      auto& same = added[{std::string(op), inputs}];
+      for (const auto& [a, o] : same)
+        if (a == attrs) return o;
+      std::string base = "gradients/" + std::string(op), name = base;
+      for (int k = 1; g.find(name); ++k) name = base + "_" + std::to_string(k);
+      output o = g.op(op, inputs, attrs, node_options(name)).out(0);
+      same.emplace_back(std::move(attrs), o);
+      return o;
+    }
+  } b(g);
+  return add_gradients(b, ys, xs, dys);
+}
+
+}  // namespace weft
+
+#include <weft/graph/gradient_rules.hpp>

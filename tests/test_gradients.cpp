@@ -1,0 +1,226 @@
+// Symbolic gradients of graphs built op by op (graph/gradients.hpp): every rule against a
+// Jacobian from central differences in float64, accumulation over several consumers,
+// zeros for unconnected inputs, clear errors, and linear growth of the backward graph.
+#include "support/helpers.hpp"
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+using builder = std::function<output(graph&, const std::vector<output>&)>;
+
+struct input_spec {
+  shape dims;
+  double lo, hi;  // values spread over [lo, hi], away from kinks and poles
+};
+
+std::vector<double> spread(const input_spec& s, int salt) {
+  const auto n = static_cast<std::size_t>(s.dims.num_elements());
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double t = std::fmod(0.37 * static_cast<double>(i + 1) + 0.11 * salt, 1.0);  // distinct, scattered
+    v[i] = s.lo + (s.hi - s.lo) * t;
+  }
+  return v;
+}
+
+// The largest |analytic - numeric| entry of the Jacobian of build(inputs) with respect to
+// every input. Analytic rows come from add_gradients with a fed one-hot output gradient;
+// numeric columns from central differences.
+double jacobian_error(const builder& build, const std::vector<input_spec>& specs) {
+  graph g;
+  std::vector<output> xs;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    xs.push_back(g.placeholder(dtype::float64, partial_shape(specs[i].dims.dims()), node_options("x" + std::to_string(i))));
+  output y = build(g, xs);
+  output dy = g.placeholder(dtype::float64, partial_shape::unknown_rank(), node_options("dy"));
+  auto dxs = add_gradients(g, {y}, xs, {dy});
+  REQUIRE(dxs.size() == xs.size());
+  session s(g, one_thread());
+  std::vector<std::vector<double>> values;
+  for (std::size_t i = 0; i < specs.size(); ++i) values.push_back(spread(specs[i], static_cast<int>(i)));
+  auto feeds = [&](const std::vector<std::vector<double>>& v) {
+    feed_list f;
+    for (std::size_t i = 0; i < specs.size(); ++i) f.push_back({xs[i], tensor::from_vector(v[i], specs[i].dims)});
+    return f;
+  };
+  tensor y0 = s.run(feeds(values), {y}).at(0);
+  const auto ny = static_cast<std::size_t>(y0.num_elements());
+  // analytic[j] = d y_j / d (all inputs, flattened)
+  std::vector<std::vector<double>> analytic(ny);
+  std::vector<endpoint> fetch(dxs.begin(), dxs.end());
+  for (std::size_t j = 0; j < ny; ++j) {
+    std::vector<double> e(ny);
+    e[j] = 1;
+    auto f = feeds(values);
+    f.push_back({dy, tensor::from_vector(e, y0.shape())});
+    auto got = s.run(f, fetch);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      REQUIRE(got[i].shape() == specs[i].dims);
+      for (double v : got[i].to_vector<double>()) analytic[j].push_back(v);
+    }
+  }
+  const double h = 1e-6;
+  double worst = 0;
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    for (std::size_t e = 0; e < values[i].size(); ++e, ++k) {
+      auto up = values, down = values;
+      up[i][e] += h;
+      down[i][e] -= h;
+      auto yu = s.run(feeds(up), {y}).at(0).to_vector<double>(), yd = s.run(feeds(down), {y}).at(0).to_vector<double>();
+      for (std::size_t j = 0; j < ny; ++j) worst = std::max(worst, std::abs(analytic[j][k] - (yu[j] - yd[j]) / (2 * h)));
+    }
+  return worst;
+}
+
+output op(graph& g, const char* name, std::vector<output> in, attr_map attrs = {}) { return g.op(name, in, std::move(attrs)); }
+output ints(graph& g, std::vector<std::int64_t> v) { return g.constant(tensor::from_vector(v, shape{static_cast<std::int64_t>(v.size())})); }
+
+}  // namespace
+
+TEST_CASE("gradients: every rule matches central differences in float64", "[gradients]") {
+  struct rule_case {
+    const char* name;
+    builder build;
+    std::vector<input_spec> inputs;
+  };
+  auto unary = [](const char* name) { return [name](graph& g, const std::vector<output>& x) { return op(g, name, {x[0]}); }; };
+  auto binary = [](const char* name) {
+    return [name](graph& g, const std::vector<output>& x) { return op(g, name, {x[0], x[1]}); };
+  };
+  const input_spec m23{{2, 3}, -1.5, 1.5}, pos23{{2, 3}, 0.5, 2.0}, row3{{3}, -1.2, 1.3}, col21{{2, 1}, 0.6, 1.7};
+  std::vector<rule_case> cases{
+      {"Identity", unary("Identity"), {m23}},
+      {"Neg", unary("Neg"), {m23}},
+      {"Square", unary("Square"), {m23}},
+      {"Sqrt", unary("Sqrt"), {pos23}},
+      {"Rsqrt", unary("Rsqrt"), {pos23}},
+      {"Exp", unary("Exp"), {m23}},
+      {"Log", unary("Log"), {pos23}},
+      {"Tanh", unary("Tanh"), {m23}},
+      {"Sigmoid", unary("Sigmoid"), {m23}},
+      {"Relu", unary("Relu"), {m23}},  // spread() keeps every value away from 0
+      {"Abs", unary("Abs"), {m23}},
+      {"Add, a row broadcast", binary("Add"), {m23, row3}},
+      {"Sub, a column broadcast", binary("Sub"), {m23, col21}},
+      {"Mul, a row by a column", binary("Mul"), {row3, col21}},
+      {"Div", binary("Div"), {m23, pos23}},
+      {"Div, a scalar divisor", binary("Div"), {m23, {{}, 0.7, 0.7}}},
+      {"Pow", binary("Pow"), {pos23, m23}},
+      {"Maximum", binary("Maximum"), {m23, {{2, 3}, -1.4, 1.6}}},
+      {"Minimum, broadcast", binary("Minimum"), {m23, row3}},
+      {"Select", [](graph& g, const std::vector<output>& x) {
+         auto c = g.constant(tensor::from_vector(std::vector<bool>{true, false, true}, shape{3}));
+         return op(g, "Select", {c, x[0], x[1]});
+       }, {m23, row3}},
+      {"MatMul", [](graph& g, const std::vector<output>& x) { return op(g, "MatMul", {x[0], x[1]}); },
+       {{{2, 3}, -1, 1}, {{3, 4}, -1, 1}}},
+      {"MatMul, a transposed", [](graph& g, const std::vector<output>& x) {
+         return op(g, "MatMul", {x[0], x[1]}, {{"transpose_a", true}});
+       }, {{{3, 2}, -1, 1}, {{3, 4}, -1, 1}}},
+      {"MatMul, b transposed", [](graph& g, const std::vector<output>& x) {
+         return op(g, "MatMul", {x[0], x[1]}, {{"transpose_b", true}});
+       }, {{{2, 3}, -1, 1}, {{4, 3}, -1, 1}}},
+      {"MatMul, both transposed", [](graph& g, const std::vector<output>& x) {
+         return op(g, "MatMul", {x[0], x[1]}, {{"transpose_a", true}, {"transpose_b", true}});
+       }, {{{3, 2}, -1, 1}, {{4, 3}, -1, 1}}},
+      {"Sum over axis 1", [](graph& g, const std::vector<output>& x) { return op(g, "Sum", {x[0], ints(g, {1})}); },
+       {{{2, 3, 2}, -1, 1}}},
+      {"Sum, kept dims", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Sum", {x[0], ints(g, {0, 2})}, {{"keep_dims", true}});
+       }, {{{2, 3, 2}, -1, 1}}},
+      {"Sum of everything", [](graph& g, const std::vector<output>& x) { return op(g, "Sum", {x[0], ints(g, {0, 1})}); },
+       {m23}},
+      {"Mean over axis 0", [](graph& g, const std::vector<output>& x) { return op(g, "Mean", {x[0], ints(g, {0})}); },
+       {{{4, 3}, -1, 1}}},
+      {"Reshape", [](graph& g, const std::vector<output>& x) { return op(g, "Reshape", {x[0], ints(g, {3, 2})}); }, {m23}},
+      {"BroadcastTo", [](graph& g, const std::vector<output>& x) { return op(g, "BroadcastTo", {x[0], ints(g, {2, 2, 3})}); },
+       {row3}},
+      {"SumToShape", [](graph& g, const std::vector<output>& x) { return op(g, "SumToShape", {x[0], ints(g, {1, 3})}); },
+       {{{4, 3}, -1, 1}}},
+      {"a layer: tanh(x w + b), x used twice", [](graph& g, const std::vector<output>& x) {
+         auto h = op(g, "Tanh", {op(g, "Add", {op(g, "MatMul", {x[0], x[1]}), x[2]})});
+         return op(g, "Mul", {h, op(g, "Sum", {x[0], ints(g, {1})}, {{"keep_dims", true}})});
+       }, {{{2, 3}, -1, 1}, {{3, 4}, -1, 1}, {{4}, -0.5, 0.5}}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    CHECK(jacobian_error(c.build, c.inputs) <= 1e-6);
+  }
+}
+
+TEST_CASE("gradients: partials are summed, unconnected inputs get zeros, outputs name their nodes", "[gradients]") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape({3}), node_options("x"));
+  auto z = g.placeholder(dtype::float32, partial_shape({2}), node_options("z"));
+  // y = sum(x * x + exp(x)): dy/dx = 2x + exp(x); z does not reach y.
+  auto y = op(g, "Sum", {op(g, "Add", {op(g, "Mul", {x, x}), op(g, "Exp", {x})}), ints(g, {0})});
+  auto d = add_gradients(g, {y}, {x, z});
+  CHECK(g.at(d[0]).name().rfind("gradients/", 0) == 0);
+  session s(g, one_thread());
+  std::vector<float> xv{0.5f, -1.0f, 2.0f};
+  auto got = s.run({{x, tensor::from_vector(xv, shape{3})}, {z, tensor::from_vector(std::vector<float>{1, 2}, shape{2})}},
+                   {d[0], d[1]});
+  auto dx = got[0].to_vector<float>();
+  for (std::size_t i = 0; i < 3; ++i) CHECK(dx[i] == Approx(2 * xv[i] + std::exp(xv[i])).epsilon(1e-6));
+  CHECK(got[1].to_vector<float>() == std::vector<float>{0, 0});
+  // A float32 Cast to float64 and back: the gradient arrives as float32.
+  auto c = op(g, "Cast", {op(g, "Cast", {x}, {{"DstT", dtype::float64}})}, {{"DstT", dtype::float32}});
+  auto dc = add_gradients(g, {op(g, "Sum", {c, ints(g, {0})})}, {x});
+  session s2(g, one_thread());
+  auto ones = s2.run({{x, tensor::from_vector(xv, shape{3})}}, {dc[0]}).at(0);
+  CHECK(ones.dtype() == dtype::float32);
+  CHECK(ones.to_vector<float>() == std::vector<float>{1, 1, 1});
+}
+
+TEST_CASE("gradients: an op without a rule, or an integer output, is a clear error", "[gradients]") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape({3}), node_options("x"));
+  auto p = g.op("Prod", {x, ints(g, {0})}, {}, node_options("product"));
+  require_error([&] { add_gradients(g, {p}, {x}); }, {"no gradient", "node 'product' (Prod)"});
+  auto i = g.op("ArgMax", {x, ints(g, {0})}, {}, node_options("index"));
+  require_error([&] { add_gradients(g, {i}, {x}); }, {"node 'index' (ArgMax)", "int64", "floating-point"});
+}
+
+TEST_CASE("gradients: the backward graph grows linearly with a deep chain", "[gradients]") {
+  // relu(h w_k + b_k), k layers: each layer adds the same number of gradient nodes.
+  auto added = [](int layers) {
+    graph g;
+    output h = g.placeholder(dtype::float32, partial_shape({-1, 8}), node_options("x"));
+    std::vector<output> params;
+    for (int k = 0; k < layers; ++k) {
+      auto w = g.placeholder(dtype::float32, partial_shape({8, 8}));
+      auto b = g.placeholder(dtype::float32, partial_shape({8}));
+      params.push_back(w), params.push_back(b);
+      h = op(g, "Relu", {op(g, "Add", {op(g, "MatMul", {h, w}), b})});
+    }
+    auto loss = op(g, "Sum", {h, ints(g, {0, 1})});
+    int before = g.size();
+    add_gradients(g, {loss}, params);
+    return g.size() - before;
+  };
+  int a2 = added(2), a4 = added(4), a8 = added(8);
+  INFO("gradient nodes for 2, 4 and 8 layers: " << a2 << ", " << a4 << ", " << a8);
+  CHECK(a8 - a4 == 2 * (a4 - a2));
+  CHECK(a4 - a2 == 2 * 8);  // per layer: Greater, Select, MatMul x2, Shape and SumToShape x2
+}
+
+TEST_CASE("gradients: the helper ops check their shapes", "[gradients]") {
+  graph g;
+  auto x = g.constant(tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, shape{2, 3}));
+  CHECK(eval(g, g.op("SumToShape", {x, ints(g, {3})})).to_vector<float>() == std::vector<float>{5, 7, 9});
+  CHECK(eval(g, g.op("SumToShape", {x, ints(g, {2, 1})})).to_vector<float>() == std::vector<float>{6, 15});
+  CHECK(eval(g, g.op("SumToShape", {x, ints(g, {})})).to_vector<float>() == std::vector<float>{21});
+  CHECK(eval(g, g.op("BroadcastTo", {x, ints(g, {2, 2, 3})})).to_vector<float>() ==
+        std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6});
+  CHECK(eval(g, g.op("ReducedShape", {ints(g, {4, 5, 6}), ints(g, {0, -1})})).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{1, 5, 1});
+  require_error([&] { eval(g, g.op("SumToShape", {x, ints(g, {4})})); }, {"cannot sum", "[2,3]", "[4]"});
+  require_error([&] { eval(g, g.op("BroadcastTo", {x, ints(g, {3, 3})})); }, {"cannot broadcast", "[2,3]", "[3,3]"});
+}
