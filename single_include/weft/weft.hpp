@@ -2881,6 +2881,9 @@ class symbol {
 };
 
 // ---- the arithmetic of rules, on symbols ----------------------------------------------
+// Whether a and b are known, at graph-building time, to have one shape.
+inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
+
 inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
 inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
 inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
@@ -2909,7 +2912,7 @@ inline symbol cast_like(const symbol& a, const symbol& like) {
 inline symbol shape_tensor(const symbol& a) { return a.then("Shape", {}, {{"out_type", dtype::int64}}); }
 inline symbol size_tensor(const symbol& a) { return a.then("Size", {}, {{"out_type", dtype::int64}}); }
 inline symbol reshape_like(const symbol& a, const symbol& like) {
-  if (a.shape().fully_known() && a.shape() == like.shape()) return a;
+  if (same_known_shape(a, like)) return a;
   return a.then("Reshape", {shape_tensor(like)});
 }
 inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
@@ -2920,12 +2923,12 @@ inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
 // g summed down to the shape of `like` (the gradient of an operand that was broadcast);
 // g itself when the two shapes are known equal.
 inline symbol sum_to(const symbol& g, const symbol& like) {
-  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  if (same_known_shape(g, like)) return g;
   return g.then("SumToShape", {shape_tensor(like)});
 }
 // g broadcast to the shape of `like`.
 inline symbol broadcast_like(const symbol& g, const symbol& like) {
-  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  if (same_known_shape(g, like)) return g;
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
 // g, the gradient of a reduction of x over `axes` without kept dims, reshaped with the
@@ -2997,11 +3000,11 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   // Nodes that depend on an x (ids are topological: inputs come before their consumers),
   // and among them those some y depends on.
   std::vector<char> from_x(static_cast<std::size_t>(n)), to_y(static_cast<std::size_t>(n));
-  for (const auto& x : xs) from_x.at(static_cast<std::size_t>(x.node)) = 1;
+  for (const auto& x : xs) from_x[static_cast<std::size_t>(g.at(x).id())] = 1;  // g.at names a bad id
   for (int id = 0; id < n; ++id)
     for (const auto& in : g.at(id).inputs())
       if (from_x[static_cast<std::size_t>(in.node)]) from_x[static_cast<std::size_t>(id)] = 1;
-  for (const auto& y : ys) to_y.at(static_cast<std::size_t>(y.node)) = 1;
+  for (const auto& y : ys) to_y[static_cast<std::size_t>(g.at(y).id())] = 1;
   for (int id = n - 1; id >= 0; --id)
     if (to_y[static_cast<std::size_t>(id)])
       for (const auto& in : g.at(id).inputs()) to_y[static_cast<std::size_t>(in.node)] = 1;
@@ -5042,10 +5045,28 @@ void register_array_kernels() {
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 
 namespace weft::cpu {
+
+// Fills `count` elements of `size` bytes at dst with the element at src (a value repeated
+// along a row).
+inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::int64_t count) {
+  auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
+    std::memcpy(&word, src, sizeof(word));
+    for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + i * static_cast<std::int64_t>(sizeof(word)), &word, sizeof(word));
+  };
+  switch (size) {
+    case 1: return fill(std::uint8_t{});
+    case 2: return fill(std::uint16_t{});
+    case 4: return fill(std::uint32_t{});
+    case 8: return fill(std::uint64_t{});
+    default:
+      for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + i * size, src, static_cast<std::size_t>(size));
+  }
+}
 
 template <std::size_t N>
 class broadcast_rows {
@@ -5377,31 +5398,14 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
   const T* b = y.data<T>();
   Out* out = z.data<Out>();
   std::int64_t n = z.num_elements();
-  bool full_x = x.shape() == z.shape(), full_y = y.shape() == z.shape();
-  bool one_x = x.num_elements() == 1, one_y = y.num_elements() == 1;
-  if constexpr (is_looped_v<T>) {
-    // No Eigen kernels: every shape takes the strided loop below.
-  } else if (full_x && full_y) {
-    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
-      array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
-    });
-  } else if (full_x && one_y) {
-    T v = b[0];
-    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
-      array_out<Out>(out + s, e - s) =
-          F::apply(array_map<T>(a + s, e - s), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v));
-    });
-  } else if (one_x && full_y) {
-    T v = a[0];
-    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
-      array_out<Out>(out + s, e - s) =
-          F::apply(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v), array_map<T>(b + s, e - s));
-    });
-  }
   if constexpr (!is_looped_v<T>) {
-    // Any other broadcast, in rows along which each operand steps or repeats one value (a
-    // bias beside a batch, a column): one vectorized expression per row. Rows that are
-    // too short for that take the strided loop below.
+    if (x.shape() == z.shape() && y.shape() == z.shape())
+      return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+        array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
+      });
+    // Any broadcast, in rows along which each operand steps or repeats one value (a scalar
+    // beside a tensor: one row; a bias beside a batch; a column): one vectorized expression
+    // per row piece. Rows too short for that take the strided loop below.
     broadcast_rows<2> rows(z.shape(), {&x.shape(), &y.shape()});
     if (rows.length() >= 16) {
       const bool sx = rows.steps(0), sy = rows.steps(1);
@@ -6043,6 +6047,18 @@ void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const red
 
 // The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
 // back (both null when T is C). One body per (R, C), so each further T costs only its class.
+// Allocates output 0 of shape `out_shape` (plan's element count) and reduces x of dtype T
+// into it, computing in C (`widen` and `narrow` convert, both null when T is C).
+template <class R, class C>
+void reduce_into(kernel_context& ctx, const tensor& x, const reduction_plan& plan, const shape& out_shape,
+                 accumulator_t<C> init, detail::convert_fn widen, detail::convert_fn narrow) {
+  tensor& out = ctx.allocate_output(0, out_shape);
+  tensor xc = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  tensor result = widen ? tensor(dtype_of<C>, out.shape()) : out;
+  reduce_compute<R, C>(ctx, xc, result, plan, init);
+  if (widen) detail::run_convert(ctx, narrow, result, out);
+}
+
 template <class R, class C>
 void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::convert_fn widen,
                 detail::convert_fn narrow) {
@@ -6050,11 +6066,7 @@ void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::c
   if (ctx.input(1).rank() > 1)
     fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
   auto plan = plan_reduction(x.shape(), int_values(ctx.input(1), "reduction_indices"), keep);
-  tensor& out = ctx.allocate_output(0, shape(plan.out_dims));
-  tensor xc = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
-  tensor result = widen ? tensor(dtype_of<C>, out.shape()) : out;
-  reduce_compute<R, C>(ctx, xc, result, plan, init);
-  if (widen) detail::run_convert(ctx, narrow, result, out);
+  reduce_into<R, C>(ctx, x, plan, shape(plan.out_dims), init, widen, narrow);
 }
 
 template <class R>
@@ -6134,12 +6146,8 @@ struct sum_to_shape_kernel final : op_kernel {
     for (int d = 0; d < x.rank(); ++d)
       if (d < lead || (to[d - lead] == 1 && x.shape()[d] != 1)) axes.push_back(d);
     using C = compute_t<T>;
-    auto plan = plan_reduction(x.shape(), axes, false);
-    tensor& out = ctx.allocate_output(0, to);
-    tensor xc = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x;
-    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, to) : out;
-    reduce_compute<sum_reducer, C>(ctx, xc, result, plan, accumulator_t<C>{});
-    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+    reduce_into<sum_reducer, C>(ctx, x, plan_reduction(x.shape(), axes, false), to, accumulator_t<C>{}, widen_fn<T>,
+                                narrow_fn<T>);
   }
 };
 
@@ -6160,12 +6168,10 @@ struct broadcast_to_kernel final : op_kernel {
     broadcast_rows<1> rows(to, {&x.shape()});
     ctx.parallel_for(rows.units(), static_cast<double>(rows.piece()), [&](std::int64_t s, std::int64_t e) {
       rows.each(s, e, [&](std::int64_t o, std::int64_t len, const std::array<std::int64_t, 1>& off) {
-        if (rows.steps(0)) {
+        if (rows.steps(0))
           std::memcpy(dst + o * size, src + off[0] * size, static_cast<std::size_t>(len * size));
-        } else {
-          for (std::int64_t i = 0; i < len; ++i)
-            std::memcpy(dst + (o + i) * size, src + off[0] * size, static_cast<std::size_t>(size));
-        }
+        else
+          replicate_bytes(dst + o * size, src + off[0] * size, size, len);
       });
     });
   }
@@ -8536,9 +8542,9 @@ class fused_kernel final : public op_kernel {
                       case read::copied: std::memcpy(dst, src, static_cast<std::size_t>(l * sizeof_leaf[i])); break;
                       case read::repeated:
                         if (per_block > 1) {
-                          replicate(dst, src, sizeof_leaf[i], l);
+                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], l);
                         } else if (filled[i] != off[i]) {  // one row: fill the whole buffer once per value
-                          replicate(dst, src, sizeof_leaf[i], block);
+                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], block);
                           filled[i] = off[i];
                         }
                         break;
@@ -8570,20 +8576,6 @@ class fused_kernel final : public op_kernel {
       for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fused_scalar<0, E>(in, s + i));
     } else {
       store(out, len, fused_eval<0, E>(in, s, len));
-    }
-  }
-
-  // Fills `count` elements of `size` bytes (1, 2, 4 or 8) at dst with the element at src.
-  static void replicate(char* dst, const void* src, std::int64_t size, std::int64_t count) {
-    auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
-      std::memcpy(&word, src, sizeof(word));
-      for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + i * static_cast<std::int64_t>(sizeof(word)), &word, sizeof(word));
-    };
-    switch (size) {
-      case 1: return fill(std::uint8_t{});
-      case 2: return fill(std::uint16_t{});
-      case 4: return fill(std::uint32_t{});
-      default: return fill(std::uint64_t{});
     }
   }
 

@@ -341,9 +341,9 @@ class fused_kernel final : public op_kernel {
                       case read::copied: std::memcpy(dst, src, static_cast<std::size_t>(l * sizeof_leaf[i])); break;
                       case read::repeated:
                         if (per_block > 1) {
-                          replicate(dst, src, sizeof_leaf[i], l);
+                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], l);
                         } else if (filled[i] != off[i]) {  // one row: fill the whole buffer once per value
-                          replicate(dst, src, sizeof_leaf[i], block);
+                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], block);
                           filled[i] = off[i];
                         }
                         break;
@@ -375,20 +375,6 @@ class fused_kernel final : public op_kernel {
       for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fused_scalar<0, E>(in, s + i));
     } else {
       store(out, len, fused_eval<0, E>(in, s, len));
-    }
-  }
-
-  // Fills `count` elements of `size` bytes (1, 2, 4 or 8) at dst with the element at src.
-  static void replicate(char* dst, const void* src, std::int64_t size, std::int64_t count) {
-    auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
-      std::memcpy(&word, src, sizeof(word));
-      for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + i * static_cast<std::int64_t>(sizeof(word)), &word, sizeof(word));
-    };
-    switch (size) {
-      case 1: return fill(std::uint8_t{});
-      case 2: return fill(std::uint16_t{});
-      case 4: return fill(std::uint32_t{});
-      default: return fill(std::uint64_t{});
     }
   }
 

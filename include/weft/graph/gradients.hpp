@@ -76,6 +76,9 @@ class symbol {
 };
 
 // ---- the arithmetic of rules, on symbols ----------------------------------------------
+// Whether a and b are known, at graph-building time, to have one shape.
+inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
+
 inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
 inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
 inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
@@ -104,7 +107,7 @@ inline symbol cast_like(const symbol& a, const symbol& like) {
 inline symbol shape_tensor(const symbol& a) { return a.then("Shape", {}, {{"out_type", dtype::int64}}); }
 inline symbol size_tensor(const symbol& a) { return a.then("Size", {}, {{"out_type", dtype::int64}}); }
 inline symbol reshape_like(const symbol& a, const symbol& like) {
-  if (a.shape().fully_known() && a.shape() == like.shape()) return a;
+  if (same_known_shape(a, like)) return a;
   return a.then("Reshape", {shape_tensor(like)});
 }
 inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
@@ -115,12 +118,12 @@ inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
 // g summed down to the shape of `like` (the gradient of an operand that was broadcast);
 // g itself when the two shapes are known equal.
 inline symbol sum_to(const symbol& g, const symbol& like) {
-  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  if (same_known_shape(g, like)) return g;
   return g.then("SumToShape", {shape_tensor(like)});
 }
 // g broadcast to the shape of `like`.
 inline symbol broadcast_like(const symbol& g, const symbol& like) {
-  if (g.shape().fully_known() && g.shape() == like.shape()) return g;
+  if (same_known_shape(g, like)) return g;
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
 // g, the gradient of a reduction of x over `axes` without kept dims, reshaped with the
@@ -192,11 +195,11 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   // Nodes that depend on an x (ids are topological: inputs come before their consumers),
   // and among them those some y depends on.
   std::vector<char> from_x(static_cast<std::size_t>(n)), to_y(static_cast<std::size_t>(n));
-  for (const auto& x : xs) from_x.at(static_cast<std::size_t>(x.node)) = 1;
+  for (const auto& x : xs) from_x[static_cast<std::size_t>(g.at(x).id())] = 1;  // g.at names a bad id
   for (int id = 0; id < n; ++id)
     for (const auto& in : g.at(id).inputs())
       if (from_x[static_cast<std::size_t>(in.node)]) from_x[static_cast<std::size_t>(id)] = 1;
-  for (const auto& y : ys) to_y.at(static_cast<std::size_t>(y.node)) = 1;
+  for (const auto& y : ys) to_y[static_cast<std::size_t>(g.at(y).id())] = 1;
   for (int id = n - 1; id >= 0; --id)
     if (to_y[static_cast<std::size_t>(id)])
       for (const auto& in : g.at(id).inputs()) to_y[static_cast<std::size_t>(in.node)] = 1;

@@ -13,12 +13,30 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <weft/core/shape.hpp>
 #include <weft/kernels/cpu/common.hpp>
 
 namespace weft::cpu {
+
+// Fills `count` elements of `size` bytes at dst with the element at src (a value repeated
+// along a row).
+inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::int64_t count) {
+  auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
+    std::memcpy(&word, src, sizeof(word));
+    for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + i * static_cast<std::int64_t>(sizeof(word)), &word, sizeof(word));
+  };
+  switch (size) {
+    case 1: return fill(std::uint8_t{});
+    case 2: return fill(std::uint16_t{});
+    case 4: return fill(std::uint32_t{});
+    case 8: return fill(std::uint64_t{});
+    default:
+      for (std::int64_t i = 0; i < count; ++i) std::memcpy(dst + i * size, src, static_cast<std::size_t>(size));
+  }
+}
 
 template <std::size_t N>
 class broadcast_rows {

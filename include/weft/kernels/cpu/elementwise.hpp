@@ -265,31 +265,14 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
   const T* b = y.data<T>();
   Out* out = z.data<Out>();
   std::int64_t n = z.num_elements();
-  bool full_x = x.shape() == z.shape(), full_y = y.shape() == z.shape();
-  bool one_x = x.num_elements() == 1, one_y = y.num_elements() == 1;
-  if constexpr (is_looped_v<T>) {
-    // No Eigen kernels: every shape takes the strided loop below.
-  } else if (full_x && full_y) {
-    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
-      array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
-    });
-  } else if (full_x && one_y) {
-    T v = b[0];
-    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
-      array_out<Out>(out + s, e - s) =
-          F::apply(array_map<T>(a + s, e - s), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v));
-    });
-  } else if (one_x && full_y) {
-    T v = a[0];
-    return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
-      array_out<Out>(out + s, e - s) =
-          F::apply(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(e - s, v), array_map<T>(b + s, e - s));
-    });
-  }
   if constexpr (!is_looped_v<T>) {
-    // Any other broadcast, in rows along which each operand steps or repeats one value (a
-    // bias beside a batch, a column): one vectorized expression per row. Rows that are
-    // too short for that take the strided loop below.
+    if (x.shape() == z.shape() && y.shape() == z.shape())
+      return ctx.parallel_for(n, F::cost, [&](std::int64_t s, std::int64_t e) {
+        array_out<Out>(out + s, e - s) = F::apply(array_map<T>(a + s, e - s), array_map<T>(b + s, e - s));
+      });
+    // Any broadcast, in rows along which each operand steps or repeats one value (a scalar
+    // beside a tensor: one row; a bias beside a batch; a column): one vectorized expression
+    // per row piece. Rows too short for that take the strided loop below.
     broadcast_rows<2> rows(z.shape(), {&x.shape(), &y.shape()});
     if (rows.length() >= 16) {
       const bool sx = rows.steps(0), sy = rows.steps(1);

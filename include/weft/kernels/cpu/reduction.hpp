@@ -125,6 +125,18 @@ void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const red
 
 // The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
 // back (both null when T is C). One body per (R, C), so each further T costs only its class.
+// Allocates output 0 of shape `out_shape` (plan's element count) and reduces x of dtype T
+// into it, computing in C (`widen` and `narrow` convert, both null when T is C).
+template <class R, class C>
+void reduce_into(kernel_context& ctx, const tensor& x, const reduction_plan& plan, const shape& out_shape,
+                 accumulator_t<C> init, detail::convert_fn widen, detail::convert_fn narrow) {
+  tensor& out = ctx.allocate_output(0, out_shape);
+  tensor xc = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
+  tensor result = widen ? tensor(dtype_of<C>, out.shape()) : out;
+  reduce_compute<R, C>(ctx, xc, result, plan, init);
+  if (widen) detail::run_convert(ctx, narrow, result, out);
+}
+
 template <class R, class C>
 void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::convert_fn widen,
                 detail::convert_fn narrow) {
@@ -132,11 +144,7 @@ void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::c
   if (ctx.input(1).rank() > 1)
     fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
   auto plan = plan_reduction(x.shape(), int_values(ctx.input(1), "reduction_indices"), keep);
-  tensor& out = ctx.allocate_output(0, shape(plan.out_dims));
-  tensor xc = widen ? detail::converted(ctx, widen, x, dtype_of<C>) : x;
-  tensor result = widen ? tensor(dtype_of<C>, out.shape()) : out;
-  reduce_compute<R, C>(ctx, xc, result, plan, init);
-  if (widen) detail::run_convert(ctx, narrow, result, out);
+  reduce_into<R, C>(ctx, x, plan, shape(plan.out_dims), init, widen, narrow);
 }
 
 template <class R>
@@ -216,12 +224,8 @@ struct sum_to_shape_kernel final : op_kernel {
     for (int d = 0; d < x.rank(); ++d)
       if (d < lead || (to[d - lead] == 1 && x.shape()[d] != 1)) axes.push_back(d);
     using C = compute_t<T>;
-    auto plan = plan_reduction(x.shape(), axes, false);
-    tensor& out = ctx.allocate_output(0, to);
-    tensor xc = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x;
-    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, to) : out;
-    reduce_compute<sum_reducer, C>(ctx, xc, result, plan, accumulator_t<C>{});
-    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+    reduce_into<sum_reducer, C>(ctx, x, plan_reduction(x.shape(), axes, false), to, accumulator_t<C>{}, widen_fn<T>,
+                                narrow_fn<T>);
   }
 };
 
@@ -242,12 +246,10 @@ struct broadcast_to_kernel final : op_kernel {
     broadcast_rows<1> rows(to, {&x.shape()});
     ctx.parallel_for(rows.units(), static_cast<double>(rows.piece()), [&](std::int64_t s, std::int64_t e) {
       rows.each(s, e, [&](std::int64_t o, std::int64_t len, const std::array<std::int64_t, 1>& off) {
-        if (rows.steps(0)) {
+        if (rows.steps(0))
           std::memcpy(dst + o * size, src + off[0] * size, static_cast<std::size_t>(len * size));
-        } else {
-          for (std::int64_t i = 0; i < len; ++i)
-            std::memcpy(dst + (o + i) * size, src + off[0] * size, static_cast<std::size_t>(size));
-        }
+        else
+          replicate_bytes(dst + o * size, src + off[0] * size, size, len);
       });
     });
   }
