@@ -80,6 +80,10 @@ double jacobian_error(const builder& build, const std::vector<input_spec>& specs
 }
 
 output op(graph& g, const char* name, std::vector<output> in, attr_map attrs = {}) { return g.op(name, in, std::move(attrs)); }
+output port(output o, int p) {
+  o.port = p;
+  return o;
+}
 output ints(graph& g, std::vector<std::int64_t> v) { return g.constant(tensor::from_vector(v, shape{static_cast<std::int64_t>(v.size())})); }
 
 }  // namespace
@@ -144,6 +148,27 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
        {row3}},
       {"SumToShape", [](graph& g, const std::vector<output>& x) { return op(g, "SumToShape", {x[0], ints(g, {1, 3})}); },
        {{{4, 3}, -1, 1}}},
+      {"BiasAdd", binary("BiasAdd"), {m23, row3}},
+      {"BiasAdd, rank 3", binary("BiasAdd"), {{{2, 2, 3}, -1, 1}, row3}},
+      {"BiasAddGrad", unary("BiasAddGrad"), {{{4, 3}, -1, 1}}},
+      {"Softmax", unary("Softmax"), {m23}},
+      {"LogSoftmax", unary("LogSoftmax"), {m23}},
+      {"L2Loss", unary("L2Loss"), {m23}},
+      // As in TensorFlow, the features' gradient assumes each row of labels sums to 1: here
+      // the labels are x1 normalized, so the chain rule through the Div covers every direction.
+      {"SoftmaxCrossEntropyWithLogits, loss", [](graph& g, const std::vector<output>& x) {
+         auto labels = op(g, "Div", {x[1], op(g, "Sum", {x[1], ints(g, {1})}, {{"keep_dims", true}})});
+         return op(g, "SoftmaxCrossEntropyWithLogits", {x[0], labels});
+       }, {m23, {{2, 3}, 0.1, 0.9}}},
+      {"SoftmaxCrossEntropyWithLogits, backprop", [](graph& g, const std::vector<output>& x) {
+         return port(op(g, "SoftmaxCrossEntropyWithLogits", {x[0], x[1]}), 1);
+       }, {m23, {{2, 3}, 0.1, 0.9}}},
+      {"SparseSoftmaxCrossEntropyWithLogits, loss", [](graph& g, const std::vector<output>& x) {
+         return op(g, "SparseSoftmaxCrossEntropyWithLogits", {x[0], ints(g, {2, 0})});
+       }, {m23}},
+      {"SparseSoftmaxCrossEntropyWithLogits, backprop", [](graph& g, const std::vector<output>& x) {
+         return port(op(g, "SparseSoftmaxCrossEntropyWithLogits", {x[0], ints(g, {1, 2})}), 1);
+       }, {m23}},
       {"a layer: tanh(x w + b), x used twice", [](graph& g, const std::vector<output>& x) {
          auto h = op(g, "Tanh", {op(g, "Add", {op(g, "MatMul", {x[0], x[1]}), x[2]})});
          return op(g, "Mul", {h, op(g, "Sum", {x[0], ints(g, {1})}, {{"keep_dims", true}})});

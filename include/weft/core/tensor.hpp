@@ -140,6 +140,10 @@ class tensor {
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
+  // Whether this is the only handle on its buffer (no copy or view shares it), so that
+  // writing through it changes no one else's value. Acquire: the reads of handles released
+  // on other threads happen before the caller writes.
+  bool sole_owner() const noexcept { return buf_ && buf_->refs.load(std::memory_order_acquire) == 1; }
 
   void* raw_data() const noexcept { return data_; }
 

@@ -132,6 +132,53 @@ struct broadcast_to_grad {  // summed back
   template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
 };
 
+// ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
+struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
+};
+struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
+};
+// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
+template <class V>
+V softmax_backward(const V& d, const V& y) {
+  return (d - reduce_sum_keep(d * y, -1)) * y;
+}
+struct softmax_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
+};
+struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
+};
+// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
+// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
+// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
+// As in TensorFlow, the features' gradient through the loss assumes that each row of
+// labels sums to 1 (a distribution), which makes it softmax - labels.
+template <bool Dense>
+struct softmax_cross_entropy_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& f = a.x[0];
+    std::optional<V> df, dl;
+    if (a.dy[0]) {
+      V d = keep_reduced(*a.dy[0], f, int_constant(f, -1));
+      df = d * a.y[1];
+      if (Dense) dl = d * -log_softmax(f);
+    }
+    if (a.dy[1]) {
+      const V& g = *a.dy[1];
+      V t = softmax_backward(g, softmax(f));
+      df = df ? *df + t : t;
+      if (Dense) dl = dl ? *dl - g : -g;
+    }
+    return {df, dl};
+  }
+};
+struct l2_loss_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
+};
+
 // Registers the rules above for graphs built at run time, once.
 inline void register_standard_gradients() {
   static const bool done = [] {
@@ -165,6 +212,13 @@ inline void register_standard_gradients() {
     add_rule("Reshape", reshape_grad{});
     add_rule("SumToShape", sum_to_shape_grad{});
     add_rule("BroadcastTo", broadcast_to_grad{});
+    add_rule("BiasAdd", bias_add_rule{});
+    add_rule("BiasAddGrad", bias_add_grad_rule{});
+    add_rule("Softmax", softmax_rule{});
+    add_rule("LogSoftmax", log_softmax_rule{});
+    add_rule("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<true>{});
+    add_rule("SparseSoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<false>{});
+    add_rule("L2Loss", l2_loss_rule{});
     return true;
   }();
   (void)done;

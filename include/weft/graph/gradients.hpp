@@ -126,12 +126,28 @@ inline symbol broadcast_like(const symbol& g, const symbol& like) {
   if (same_known_shape(g, like)) return g;
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
-// g, the gradient of a reduction of x over `axes` without kept dims, reshaped with the
-// reduced dims as 1 and broadcast to x's shape.
-inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
-  symbol kept = g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
-  return broadcast_like(kept, x);
+// An int32 constant of the graph behind `near` (axes, say).
+inline symbol int_constant(const symbol& near, std::int32_t v) {
+  tensor t = tensor::scalar(v);
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int32}}));
 }
+// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
+// dims as 1 (so that it broadcasts against x).
+inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
+  return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
+}
+// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
+inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
+  return broadcast_like(keep_reduced(g, x, axes), x);
+}
+// The sum of a over `axis`, the dim kept as 1.
+inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
+  return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
+}
+// The NN ops the rules of nn_ops.hpp's ops use.
+inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
+inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
+inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
 
 // ---- rules -----------------------------------------------------------------------------
 // What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).

@@ -7,9 +7,11 @@
 #include <weft/ops/core_ops.hpp>
 #include <weft/ops/math_ops.hpp>
 #include <weft/ops/matrix_ops.hpp>
+#include <weft/ops/nn_ops.hpp>
 #include <weft/ops/random_ops.hpp>
 #include <weft/ops/reduction_ops.hpp>
 #include <weft/ops/state_ops.hpp>
+#include <weft/ops/training_ops.hpp>
 
 namespace weft::ops {
 
@@ -20,6 +22,8 @@ inline void register_standard_ops() {
   register_matrix_ops();
   register_random_ops();
   register_state_ops();
+  register_nn_ops();
+  register_training_ops();
 }
 
 }  // namespace weft::ops

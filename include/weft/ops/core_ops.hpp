@@ -74,6 +74,10 @@ inline constexpr standard_op standard_ops[] = {
     {"MatrixDeterminant", "matrix"},
     {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
     {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
+    {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
+    {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
+    {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
+    {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
 };
 
 // How a program registers `family`, for error messages.
@@ -87,6 +91,8 @@ inline std::string_view family_registration_hint(std::string_view family) {
            "weft::cpu::register_linalg_kernels()";
   if (family == "random") return "weft::ops::register_random_ops() or weft::cpu::register_random_kernels()";
   if (family == "state") return "weft::ops::register_state_ops() or weft::cpu::register_state_kernels()";
+  if (family == "nn") return "weft::ops::register_nn_ops() or weft::cpu::register_nn_kernels()";
+  if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
   return "weft::ops::register_standard_ops()";
 }
 

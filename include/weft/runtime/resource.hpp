@@ -4,18 +4,21 @@
 // drops a container's state.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 #include <weft/core/tensor.hpp>
 
 namespace weft {
 
-// A persistent tensor. Updates replace the buffer (never write into it), so a value a
-// reader took stays valid and unchanged while other steps assign.
+// A persistent tensor. A value a reader took stays valid and unchanged while other steps
+// assign: assign and update replace the buffer, and update_in_place writes into it only
+// when no reader holds it (copy on write).
 class variable {
  public:
   variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
@@ -47,6 +50,30 @@ class variable {
       fail(error_code::failed_precondition, "variable '", name_, "' is updated before it was initialized");
     value_ = f(static_cast<const tensor&>(value_));
     return value_;
+  }
+  // Applies f(values) to the values of `vars` (distinct, initialized, each locked for the
+  // call) for writing in place: a value that a reader still holds is copied first (copy on
+  // write), so readers never see a partial update. `vars` are locked in address order, so
+  // two updates of overlapping sets cannot deadlock. f should check its inputs before it
+  // writes: an exception leaves the values it has written.
+  template <class F>
+  static void update_in_place(const std::vector<variable*>& vars, F&& f) {
+    std::vector<variable*> order(vars);
+    std::sort(order.begin(), order.end());
+    if (std::adjacent_find(order.begin(), order.end()) != order.end())
+      fail(error_code::invalid_argument, "variable '", (*std::adjacent_find(order.begin(), order.end()))->name_,
+           "' is passed twice to one update");
+    std::vector<std::unique_lock<std::shared_mutex>> locks;
+    locks.reserve(order.size());
+    for (variable* v : order) locks.emplace_back(v->mutex_);
+    std::vector<tensor*> values;
+    for (variable* v : vars) {
+      if (!v->value_.valid())
+        fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
+      if (!v->value_.sole_owner()) v->value_ = v->value_.copy();
+      values.push_back(&v->value_);
+    }
+    f(values);
   }
 
  private:

@@ -20,6 +20,8 @@ inline bool register_all_kernels() {
     register_linalg_kernels();
     register_random_kernels();
     register_state_kernels();
+    register_nn_kernels();
+    register_training_kernels();
     return true;
   }();
   return done;

@@ -8,6 +8,8 @@
 #include <weft/kernels/cpu/elementwise.hpp>
 #include <weft/kernels/cpu/linalg.hpp>
 #include <weft/kernels/cpu/matmul.hpp>
+#include <weft/kernels/cpu/nn.hpp>
 #include <weft/kernels/cpu/random.hpp>
 #include <weft/kernels/cpu/reduction.hpp>
 #include <weft/kernels/cpu/state.hpp>
+#include <weft/kernels/cpu/training.hpp>

@@ -1,0 +1,258 @@
+// CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
+// its last dim, rows split between threads, and each row one Eigen array expression
+// (vectorized exp, max and sums). float16 and bfloat16 compute in float.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cmath>
+#include <vector>
+
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/convert.hpp>
+#include <weft/ops/nn_ops.hpp>
+
+namespace weft::cpu {
+
+namespace nn {
+
+template <class C>
+using row_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+template <class C>
+using const_row_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
+template <class C>
+using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
+template <class C>
+using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
+
+// The last dim of t, and the number of rows of that length (1 for a scalar).
+inline std::pair<std::int64_t, std::int64_t> rows_of(const tensor& t) {
+  const std::int64_t n = t.rank() ? t.shape()[t.rank() - 1] : 1;
+  return {n, n ? t.num_elements() / n : 0};
+}
+
+// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (the first
+// `Body::value_inputs` widened when T is a half type), `out` its outputs.
+struct io {
+  std::vector<tensor> in, out;
+};
+
+// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
+// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
+// types the value inputs are widened to float first and the outputs narrowed after.
+template <class Body>
+struct kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node& n) : body_(n) {}
+    void compute(kernel_context& ctx) const override {
+      using C = compute_t<T>;
+      const std::vector<shape> shapes = body_.shapes(ctx);
+      io v;
+      for (int i = 0; i < ctx.num_inputs(); ++i) {
+        const tensor& x = ctx.input(i);
+        v.in.push_back(is_converted_v<T> && i < Body::value_inputs ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x);
+      }
+      for (std::size_t o = 0; o < shapes.size(); ++o)
+        v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
+      body_.template run<C>(ctx, v);
+      if constexpr (is_converted_v<T>)
+        for (std::size_t o = 0; o < shapes.size(); ++o)
+          detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
+    }
+    Body body_;
+  };
+};
+
+inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
+  if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
+}
+inline void require_nhwc(const node& n) {
+  if (n.attr<std::string>("data_format") != "NHWC")
+    fail(error_code::unimplemented, "data_format '", n.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
+}
+
+struct bias_add {
+  static constexpr int value_inputs = 2;
+  explicit bias_add(const node& n) { require_nhwc(n); }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &x = ctx.input(0), &b = ctx.input(1);
+    require_rank_at_least(x, 2, "value");
+    if (b.rank() != 1) fail(error_code::invalid_argument, "bias must be a vector, got shape ", b.shape());
+    if (b.shape()[0] != x.shape()[x.rank() - 1])
+      fail(error_code::invalid_argument, "the bias length ", b.shape()[0], " differs from value's last dimension (value: ",
+           x.shape(), ")");
+    return {x.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* x = v.in[0].data<C>();
+    const_row_map<C> bias(v.in[1].data<C>(), n);
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(rows, static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      rows_map<C>(out + b * n, n, e - b) = const_rows_map<C>(x + b * n, n, e - b).colwise() + bias;
+    });
+  }
+};
+
+struct bias_add_grad {
+  static constexpr int value_inputs = 1;
+  explicit bias_add_grad(const node& n) { require_nhwc(n); }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor& d = ctx.input(0);
+    require_rank_at_least(d, 2, "out_backprop");
+    return {shape{d.shape()[d.rank() - 1]}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* d = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    // Threads take slices of the n columns; each sums its slice over every row.
+    ctx.parallel_for(n, static_cast<double>(rows), [&](std::int64_t b, std::int64_t e) {
+      row_map<C> o(out + b, e - b);
+      o.setZero();
+      for (std::int64_t r = 0; r < rows; ++r) o += const_row_map<C>(d + r * n + b, e - b);
+    });
+  }
+};
+
+// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
+// large logits do not overflow.
+template <bool Log>
+struct softmax {
+  static constexpr int value_inputs = 1;
+  explicit softmax(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    require_rank_at_least(ctx.input(0), 1, "logits");
+    return {ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* x = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(rows, 8.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const_row_map<C> xr(x + r * n, n);
+        row_map<C> o(out + r * n, n);
+        const C m = xr.maxCoeff();
+        if constexpr (Log) {
+          o = xr - m;
+          o -= std::log(o.exp().sum());
+        } else {
+          o = (xr - m).exp();
+          o /= o.sum();
+        }
+      }
+    });
+  }
+};
+
+// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
+// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
+template <class C>
+std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
+  const C m = f.maxCoeff();
+  back = (f - m).exp();
+  const C s = back.sum();
+  back /= s;
+  return {std::log(s), m};
+}
+
+struct softmax_cross_entropy {
+  static constexpr int value_inputs = 2;
+  explicit softmax_cross_entropy(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &f = ctx.input(0), &l = ctx.input(1);
+    if (f.rank() != 2 || f.shape() != l.shape())
+      fail(error_code::invalid_argument, "features and labels must be matrices of one shape, got ", f.shape(), " and ",
+           l.shape());
+    return {shape{f.shape()[0]}, f.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    if (n == 0) row_map<C>(v.out[0].data<C>(), v.out[0].num_elements()).setZero();  // sums of nothing
+    const C *f = v.in[0].data<C>(), *l = v.in[1].data<C>();
+    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
+    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const_row_map<C> fr(f + r * n, n), lr(l + r * n, n);
+        row_map<C> br(back + r * n, n);
+        auto [lse, m] = softmax_row<C>(fr, br);
+        // -sum(l * (f - m - lse)) = sum(l * (lse + m - f))
+        loss[r] = n ? (lr * ((lse + m) - fr)).sum() : C(0);
+        br -= lr;
+      }
+    });
+  }
+};
+
+struct sparse_softmax_cross_entropy {
+  static constexpr int value_inputs = 1;
+  explicit sparse_softmax_cross_entropy(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &f = ctx.input(0), &l = ctx.input(1);
+    if (f.rank() != 2) fail(error_code::invalid_argument, "features must be a matrix, got shape ", f.shape());
+    if (l.rank() != 1 || l.shape()[0] != f.shape()[0])
+      fail(error_code::invalid_argument, "labels must be a vector of the batch size ", f.shape()[0], ", got shape ",
+           l.shape());
+    const std::int64_t n = f.shape()[1];
+    const auto labels = int_values(l, "labels");
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] < 0 || labels[i] >= n)
+        fail(error_code::invalid_argument, "label ", labels[i], " at index ", i, " is outside the valid range [0, ", n,
+             ")");
+    return {shape{f.shape()[0]}, f.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* f = v.in[0].data<C>();
+    const tensor& labels = v.in[1];
+    auto label = [&](std::int64_t r) {
+      return labels.dtype() == dtype::int32 ? std::int64_t{labels.data<std::int32_t>()[r]} : labels.data<std::int64_t>()[r];
+    };
+    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
+    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const std::int64_t k = label(r);
+        auto [lse, m] = softmax_row<C>(const_row_map<C>(f + r * n, n), row_map<C>(back + r * n, n));
+        loss[r] = lse + m - f[r * n + k];
+        back[r * n + k] -= C(1);
+      }
+    });
+  }
+};
+
+struct l2_loss {
+  static constexpr int value_inputs = 1;
+  explicit l2_loss(const node&) {}
+  std::vector<shape> shapes(kernel_context&) const { return {shape{}}; }
+  template <class C>
+  void run(kernel_context&, io& v) const {
+    const tensor& t = v.in[0];
+    *v.out[0].data<C>() = const_row_map<C>(t.data<C>(), t.num_elements()).square().sum() / C(2);
+  }
+};
+
+}  // namespace nn
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_nn_kernels() {
+  ops::register_nn_ops();
+  using types = type_list<half, bfloat16, float, double>;
+  register_for<nn::kernel<nn::bias_add>::of>("BiasAdd", "T", types{});
+  register_for<nn::kernel<nn::bias_add_grad>::of>("BiasAddGrad", "T", types{});
+  register_for<nn::kernel<nn::softmax<false>>::of>("Softmax", "T", types{});
+  register_for<nn::kernel<nn::softmax<true>>::of>("LogSoftmax", "T", types{});
+  register_for<nn::kernel<nn::softmax_cross_entropy>::of>("SoftmaxCrossEntropyWithLogits", "T", types{});
+  register_for<nn::kernel<nn::sparse_softmax_cross_entropy>::of>("SparseSoftmaxCrossEntropyWithLogits", "T", types{});
+  register_for<nn::kernel<nn::l2_loss>::of>("L2Loss", "T", types{});
+}
+
+}  // namespace weft::cpu

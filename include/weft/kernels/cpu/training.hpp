@@ -1,0 +1,148 @@
+// CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
+// place under their locks (variable::update_in_place: copied first when a reader still
+// holds a value), after checking every shape, so a bad input changes nothing. float16 and
+// bfloat16 compute in float.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/convert.hpp>
+#include <weft/ops/training_ops.hpp>
+
+namespace weft::cpu {
+
+namespace training {
+
+template <class C>
+using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+template <class C>
+using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+
+// Each rule: `refs` variables (the first is the one updated, the rest its slots), the
+// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
+// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
+struct gradient_descent {
+  static constexpr int refs = 1, grad = 2, scalars = 1;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* g, std::int64_t n, const std::array<C, scalars>& h, bool) {
+    vec<C>(s[0], n) -= h[0] * const_vec<C>(g, n);
+  }
+};
+struct momentum {  // lr, momentum
+  static constexpr int refs = 2, grad = 3, scalars = 2;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
+                     bool nesterov) {
+    vec<C> var(s[0], n), accum(s[1], n);
+    const_vec<C> g(gp, n);
+    accum = accum * h[1] + g;
+    if (nesterov) var -= h[0] * (g + h[1] * accum);
+    else var -= h[0] * accum;
+  }
+};
+struct adagrad {  // lr
+  static constexpr int refs = 2, grad = 3, scalars = 1;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
+    vec<C> var(s[0], n), accum(s[1], n);
+    const_vec<C> g(gp, n);
+    accum += g.square();
+    var -= h[0] * g * accum.rsqrt();
+  }
+};
+struct rms_prop {  // lr, rho, momentum, epsilon
+  static constexpr int refs = 3, grad = 7, scalars = 4;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
+    vec<C> var(s[0], n), ms(s[1], n), mom(s[2], n);
+    const_vec<C> g(gp, n);
+    ms += (C(1) - h[1]) * (g.square() - ms);
+    mom = mom * h[2] + h[0] * g * (ms + h[3]).rsqrt();
+    var -= mom;
+  }
+};
+struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
+  static constexpr int refs = 3, grad = 9, scalars = 6;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
+                     bool nesterov) {
+    vec<C> var(s[0], n), m(s[1], n), v(s[2], n);
+    const_vec<C> g(gp, n);
+    const C lr = h[2] * std::sqrt(C(1) - h[1]) / (C(1) - h[0]), beta1 = h[3], beta2 = h[4], eps = h[5];
+    m += (g - m) * (C(1) - beta1);
+    v += (g.square() - v) * (C(1) - beta2);
+    if (nesterov) var -= (m * beta1 + (C(1) - beta1) * g) * lr / (v.sqrt() + eps);
+    else var -= m * lr / (v.sqrt() + eps);
+  }
+};
+
+template <class Rule>
+struct apply_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node& n) : nesterov_(n.attrs().contains("use_nesterov") && n.attr<bool>("use_nesterov")) {}
+    void compute(kernel_context& ctx) const override {
+      using C = compute_t<T>;
+      constexpr int R = Rule::refs;
+      std::vector<std::shared_ptr<variable>> held;
+      std::vector<variable*> vars;
+      for (int i = 0; i < R; ++i) vars.push_back(held.emplace_back(ctx.input_ref_shared(i)).get());
+      std::array<C, Rule::scalars> h{};
+      for (int i = R, k = 0; i < ctx.num_inputs(); ++i) {
+        if (i == Rule::grad) continue;
+        const tensor& x = ctx.input(i);
+        if (x.num_elements() != 1)
+          fail(error_code::invalid_argument, "input ", i, " (a hyperparameter) must be a scalar, got shape ", x.shape());
+        h[static_cast<std::size_t>(k++)] = detail::convert<C>(x.data<T>()[0]);
+      }
+      const tensor& grad = ctx.input(Rule::grad);
+      variable::update_in_place(vars, [&](const std::vector<tensor*>& values) {
+        for (int i = 0; i < R; ++i)
+          if (values[static_cast<std::size_t>(i)]->shape() != grad.shape())
+            fail(error_code::invalid_argument, "the gradient of shape ", grad.shape(), " does not match variable '",
+                 vars[static_cast<std::size_t>(i)]->name(), "' of shape ", values[static_cast<std::size_t>(i)]->shape());
+        const std::int64_t n = grad.num_elements();
+        // Widened copies for half types; the values themselves otherwise.
+        std::array<tensor, R> work;
+        std::array<C*, R> ptrs{};
+        for (int i = 0; i < R; ++i) {
+          tensor& val = *values[static_cast<std::size_t>(i)];
+          work[static_cast<std::size_t>(i)] = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, val, dtype_of<C>) : val;
+          ptrs[static_cast<std::size_t>(i)] = work[static_cast<std::size_t>(i)].template data<C>();
+        }
+        tensor g = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, grad, dtype_of<C>) : grad;
+        const C* gp = g.data<C>();
+        ctx.parallel_for(n, 8.0, [&](std::int64_t b, std::int64_t e) {
+          std::array<C*, R> at{};
+          for (int i = 0; i < R; ++i) at[static_cast<std::size_t>(i)] = ptrs[static_cast<std::size_t>(i)] + b;
+          Rule::update(at, gp + b, e - b, h, nesterov_);
+        });
+        if constexpr (is_converted_v<T>)
+          for (int i = 0; i < R; ++i) detail::run_convert(ctx, narrow_fn<T>, work[static_cast<std::size_t>(i)], *values[static_cast<std::size_t>(i)]);
+      });
+      ctx.set_output_ref(0, std::move(held[0]));
+    }
+    bool nesterov_;
+  };
+};
+
+}  // namespace training
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_training_kernels() {
+  ops::register_training_ops();
+  using types = type_list<half, bfloat16, float, double>;
+  register_for<training::apply_kernel<training::gradient_descent>::of>("ApplyGradientDescent", "T", types{});
+  register_for<training::apply_kernel<training::momentum>::of>("ApplyMomentum", "T", types{});
+  register_for<training::apply_kernel<training::adagrad>::of>("ApplyAdagrad", "T", types{});
+  register_for<training::apply_kernel<training::rms_prop>::of>("ApplyRMSProp", "T", types{});
+  register_for<training::apply_kernel<training::adam>::of>("ApplyAdam", "T", types{});
+}
+
+}  // namespace weft::cpu

@@ -1,0 +1,73 @@
+// Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
+// variables, in place from a gradient, and outputs the variable's reference. Hyper-
+// parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
+//   ApplyGradientDescent(var, alpha, delta)               var -= alpha * delta
+//   ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov = false)
+//       accum = momentum * accum + grad
+//       var  -= lr * accum                     (Nesterov: lr * (grad + momentum * accum))
+//   ApplyAdagrad(var, accum, lr, grad)        accum += grad^2; var -= lr * grad / sqrt(accum)
+//   ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)
+//       ms  = rho * ms + (1 - rho) * grad^2
+//       mom = momentum * mom + lr * grad / sqrt(ms + epsilon);  var -= mom
+//   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad; use_nesterov = false)
+//       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
+//       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
+//                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <weft/graph/op_def.hpp>
+#include <weft/graph/op_registry.hpp>
+#include <weft/ops/common.hpp>
+#include <weft/ops/math_ops.hpp>
+
+namespace weft::ops {
+
+inline std::vector<op_def> training_op_defs() {
+  std::vector<op_def> defs;
+  // refs: the variable and its slots; scalars: the hyperparameters; the gradient goes at
+  // input `grad_position` (TensorFlow's orders differ: ApplyMomentum's comes before momentum).
+  auto apply = [&](const char* name, std::initializer_list<const char*> refs, std::initializer_list<const char*> scalars,
+                   const char* grad_name, int grad_position, bool nesterov) {
+    op_def_builder b(name);
+    std::vector<std::string> inputs;
+    for (const char* r : refs) inputs.push_back(std::string(r) + ": Ref(T)");
+    for (const char* s : scalars) inputs.push_back(std::string(s) + ": T");
+    inputs.insert(inputs.begin() + grad_position, std::string(grad_name) + ": T");
+    for (const auto& in : inputs) b.input(in);
+    b.output("out: Ref(T)").attr(real_float_type_attr).attr("use_locking: bool = false");
+    if (nesterov) b.attr("use_nesterov: bool = false");
+    const int n_refs = static_cast<int>(refs.size()), grad = grad_position;
+    defs.push_back(b.stateful()
+                       .shape_fn([n_refs, grad](shape_context& c) {
+                         partial_shape s = c.input(0);
+                         for (int i = 0; i < c.num_inputs(); ++i) {
+                           const auto& in = c.input(i);
+                           if (i < n_refs || i == grad) {
+                             if (s.fully_known() && in.fully_known() && !(s == in))
+                               c.fail("input ", i, " of shape ", in, " does not match the variable's shape ", s);
+                           } else if (in.rank_known() && in.rank() != 0) {
+                             c.fail("input ", i, " (a hyperparameter) must be a scalar, got shape ", in);
+                           }
+                         }
+                         c.set_output(0, s);
+                       })
+                       .build());
+  };
+  apply("ApplyGradientDescent", {"var"}, {"alpha"}, "delta", 2, false);
+  apply("ApplyMomentum", {"var", "accum"}, {"lr", "momentum"}, "grad", 3, true);
+  apply("ApplyAdagrad", {"var", "accum"}, {"lr"}, "grad", 3, false);
+  apply("ApplyRMSProp", {"var", "ms", "mom"}, {"lr", "rho", "momentum", "epsilon"}, "grad", 7, false);
+  apply("ApplyAdam", {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, "grad", 9,
+        true);
+  return defs;
+}
+
+// Adds the training ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
+
+}  // namespace weft::ops

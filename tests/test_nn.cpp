@@ -1,0 +1,321 @@
+// NN ops (ops/nn_ops.hpp) and optimizer updates (ops/training_ops.hpp) against naive
+// loops written here, with their edge cases and errors. Their gradients are checked in
+// test_gradients.cpp.
+#include "support/helpers.hpp"
+
+#include <cmath>
+#include <vector>
+
+using namespace weft;
+using namespace weft::test;
+
+namespace {
+
+output ph(graph& g, dtype t, partial_shape s, const char* name) { return g.placeholder(t, std::move(s), node_options(name)); }
+tensor doubles(shape s, std::vector<double> v) { return tensor::from_vector(v, std::move(s)); }
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": " << got[i] << " vs " << want[i]);
+    CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
+  }
+}
+
+// log(sum(exp(row))) computed in long double from the row's maximum.
+long double naive_lse(const double* row, std::int64_t n) {
+  long double m = row[0], s = 0;
+  for (std::int64_t j = 1; j < n; ++j) m = std::max<long double>(m, row[j]);
+  for (std::int64_t j = 0; j < n; ++j) s += std::exp(static_cast<long double>(row[j]) - m);
+  return m + std::log(s);
+}
+
+}  // namespace
+
+TEST_CASE("nn: BiasAdd and BiasAddGrad equal the naive loops", "[nn]") {
+  graph g;
+  auto x = ph(g, dtype::float64, partial_shape::unknown_rank(), "x");
+  auto b = ph(g, dtype::float64, partial_shape::unknown_rank(), "b");
+  auto y = g.op("BiasAdd", {x, b}, {}, node_options("bias_add")).out(0);
+  auto gb = g.op("BiasAddGrad", {x}, {}, node_options("bias_grad")).out(0);
+  session s(g, one_thread());
+  std::vector<double> xv(12), bv{0.5, -1, 2};
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.25 * static_cast<double>(i) - 1;
+  auto got = s.run({{x, doubles({2, 2, 3}, xv)}, {b, doubles({3}, bv)}}, {y, gb});
+  std::vector<double> want(12), sums(3, 0.0);
+  for (std::size_t i = 0; i < 12; ++i) want[i] = xv[i] + bv[i % 3], sums[i % 3] += xv[i];
+  CHECK(got[0].shape() == shape{2, 2, 3});
+  check_close(got[0].to_vector<double>(), want);
+  CHECK(got[1].shape() == shape{3});
+  check_close(got[1].to_vector<double>(), sums);
+  // No rows: BiasAdd is empty and the bias gradient is zeros.
+  auto none = s.run({{x, doubles({0, 3}, {})}, {b, doubles({3}, bv)}}, {y, gb});
+  CHECK(none[0].shape() == shape{0, 3});
+  CHECK(none[1].to_vector<double>() == std::vector<double>{0, 0, 0});
+  require_error([&] { s.run({{x, doubles({2, 3}, std::vector<double>(6))}, {b, doubles({2}, {1, 2})}}, {y}); },
+                {"node 'bias_add' (BiasAdd)", "bias length 2", "[2,3]"});
+  require_error([&] { s.run({{x, doubles({3}, {1, 2, 3})}, {b, doubles({3}, bv)}}, {y}); },
+                {"value must have rank at least 2"});
+  // Static shapes are checked when the graph is built.
+  graph h;
+  auto hx = ph(h, dtype::float32, {4, 3}, "hx");
+  auto hb = ph(h, dtype::float32, {2}, "hb");
+  require_error([&] { h.op("BiasAdd", {hx, hb}); }, {"BiasAdd", "bias length and value's last dimension differ (3 vs 2)"});
+  require_error([&] { h.op("BiasAdd", {hx, hb}, {{"data_format", std::string("NCHW")}}); }, {"NCHW", "NHWC"});
+}
+
+TEST_CASE("nn: Softmax and LogSoftmax equal the naive result, without overflow", "[nn]") {
+  graph g;
+  auto x = ph(g, dtype::float64, partial_shape::unknown_rank(), "x");
+  auto sm = g.op("Softmax", {x}).out(0);
+  auto lsm = g.op("LogSoftmax", {x}).out(0);
+  session s(g, one_thread());
+  // Logits near 1000 overflow exp() unless the row's maximum is subtracted first.
+  const std::vector<std::pair<shape, std::vector<double>>> inputs{
+      {shape{2, 4}, {1, 2, 3, 4, 1000, 1001, 999, 1000.5}},
+      {shape{3}, {-2, 0.5, 0.25}},
+      {shape{2, 1, 3}, {0, 0, 0, -700, 5, 6}},
+  };
+  for (const auto& [dims, v] : inputs) {
+    INFO(dims);
+    auto got = s.run({{x, doubles(dims, v)}}, {sm, lsm});
+    const std::int64_t n = dims[dims.rank() - 1];
+    std::vector<double> want_sm(v.size()), want_lsm(v.size());
+    for (std::size_t r = 0; r < v.size() / static_cast<std::size_t>(n); ++r) {
+      const double* row = v.data() + r * static_cast<std::size_t>(n);
+      long double lse = naive_lse(row, n);
+      for (std::int64_t j = 0; j < n; ++j) {
+        want_lsm[r * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)] = static_cast<double>(row[j] - lse);
+        want_sm[r * static_cast<std::size_t>(n) + static_cast<std::size_t>(j)] = static_cast<double>(std::exp(row[j] - lse));
+      }
+    }
+    check_close(got[0].to_vector<double>(), want_sm);
+    check_close(got[1].to_vector<double>(), want_lsm);
+  }
+  CHECK(s.run({{x, doubles({0, 3}, {})}}, {sm})[0].shape() == shape{0, 3});
+  CHECK(s.run({{x, doubles({2, 0}, {})}}, {lsm})[0].shape() == shape{2, 0});
+  require_error([&] { s.run({{x, tensor::scalar(1.0)}}, {sm}); }, {"Softmax", "logits must have rank at least 1"});
+  // float16 computes in float: within float16's rounding of the double result.
+  graph h;
+  auto hx = h.constant(tensor::of<half>({3}, {half(1.0f), half(2.0f), half(3.0f)}));
+  auto hs = eval(h, h.op("Softmax", {hx}).out(0));
+  CHECK(hs.dtype() == dtype::float16);
+  const double e[] = {std::exp(-2.0), std::exp(-1.0), 1.0}, total = e[0] + e[1] + e[2];
+  for (int i = 0; i < 3; ++i) CHECK(static_cast<float>(hs.data<half>()[i]) == Approx(e[i] / total).epsilon(1e-3));
+}
+
+TEST_CASE("nn: softmax cross-entropy, dense and sparse, equals the naive result", "[nn]") {
+  graph g;
+  auto f = ph(g, dtype::float64, partial_shape::unknown_rank(), "features");
+  auto l = ph(g, dtype::float64, partial_shape::unknown_rank(), "labels");
+  auto k = ph(g, dtype::int32, partial_shape::unknown_rank(), "classes");
+  auto& dense = g.op("SoftmaxCrossEntropyWithLogits", {f, l}, {}, node_options("xent"));
+  auto& sparse = g.op("SparseSoftmaxCrossEntropyWithLogits", {f, k}, {}, node_options("sparse_xent"));
+  session s(g, one_thread());
+  const std::vector<double> fv{0.5, -1, 2, 1000, 1002, 999};
+  const std::vector<double> lv{0.2, 0.3, 0.5, 0, 1, 0};  // soft labels, and one-hot
+  const std::vector<std::int32_t> kv{2, 1};
+  auto got = s.run({{f, doubles({2, 3}, fv)}, {l, doubles({2, 3}, lv)}, {k, tensor::from_vector(kv, shape{2})}},
+                   {dense.out(0), dense.out(1), sparse.out(0), sparse.out(1)});
+  std::vector<double> loss(2), back(6), sloss(2), sback(6);
+  for (std::size_t r = 0; r < 2; ++r) {
+    long double lse = naive_lse(fv.data() + 3 * r, 3);
+    for (std::size_t j = 0; j < 3; ++j) {
+      const double p = static_cast<double>(std::exp(fv[3 * r + j] - lse));
+      loss[r] += static_cast<double>(-lv[3 * r + j] * (fv[3 * r + j] - lse));
+      back[3 * r + j] = p - lv[3 * r + j];
+      sback[3 * r + j] = p - (static_cast<std::int32_t>(j) == kv[r] ? 1 : 0);
+    }
+    sloss[r] = static_cast<double>(lse - fv[3 * r + static_cast<std::size_t>(kv[r])]);
+  }
+  check_close(got[0].to_vector<double>(), loss);
+  check_close(got[1].to_vector<double>(), back);
+  check_close(got[2].to_vector<double>(), sloss);
+  check_close(got[3].to_vector<double>(), sback);
+  // Edge cases: no classes (a loss of 0, the empty sum), an empty batch.
+  auto empty = s.run({{f, doubles({2, 0}, {})}, {l, doubles({2, 0}, {})}}, {dense.out(0)});
+  CHECK(empty[0].to_vector<double>() == std::vector<double>{0, 0});
+  auto no_rows = s.run({{f, doubles({0, 3}, {})}, {k, tensor::from_vector(std::vector<std::int32_t>{}, shape{0})}},
+                       {sparse.out(0), sparse.out(1)});
+  CHECK(no_rows[0].shape() == shape{0});
+  CHECK(no_rows[1].shape() == shape{0, 3});
+  // A label outside [0, classes) names the label and where it is.
+  require_error([&] {
+    s.run({{f, doubles({2, 3}, fv)}, {k, tensor::from_vector(std::vector<std::int32_t>{1, 3}, shape{2})}}, {sparse.out(0)});
+  }, {"node 'sparse_xent' (SparseSoftmaxCrossEntropyWithLogits)", "label 3 at index 1", "[0, 3)"});
+  require_error([&] {
+    s.run({{f, doubles({2, 3}, fv)}, {k, tensor::from_vector(std::vector<std::int32_t>{-1, 0}, shape{2})}}, {sparse.out(0)});
+  }, {"label -1 at index 0"});
+  require_error([&] { s.run({{f, doubles({2, 3}, fv)}, {l, doubles({3, 2}, lv)}}, {dense.out(0)}); },
+                {"node 'xent'", "one shape", "[2,3]", "[3,2]"});
+  graph h;
+  require_error([&] {
+    h.op("SparseSoftmaxCrossEntropyWithLogits",
+         {ph(h, dtype::float32, {4, 10}, "f"), ph(h, dtype::int64, {5}, "k")});
+  }, {"batch sizes of features and labels differ (4 vs 5)"});
+}
+
+TEST_CASE("nn: L2Loss is half the sum of squares", "[nn]") {
+  graph g;
+  auto x = ph(g, dtype::float64, partial_shape::unknown_rank(), "x");
+  auto y = g.op("L2Loss", {x}).out(0);
+  session s(g, one_thread());
+  CHECK(s.run({{x, doubles({2, 2}, {1, -2, 3, 0.5})}}, {y})[0].scalar_value<double>() == Approx((1 + 4 + 9 + 0.25) / 2));
+  CHECK(s.run({{x, tensor::scalar(3.0)}}, {y})[0].scalar_value<double>() == 4.5);
+  CHECK(s.run({{x, doubles({0}, {})}}, {y})[0].scalar_value<double>() == 0);
+}
+
+namespace {
+
+// One optimizer op run `steps` times on a variable and its slots; returns the values of
+// the variable and every slot after each step.
+struct apply_run {
+  const char* op;
+  int slots;                     // slot variables after the variable
+  std::vector<double> scalars;   // hyperparameters, in the op's order
+  int grad_position;             // the gradient's input index
+  attr_map attrs;
+};
+
+std::vector<std::vector<double>> run_apply(const apply_run& a, const std::vector<double>& init,
+                                           const std::vector<std::vector<double>>& slot_init,
+                                           const std::vector<std::vector<double>>& grads) {
+  graph g;
+  const shape s{static_cast<std::int64_t>(init.size())};
+  std::vector<output> vars, inits;
+  for (int i = 0; i <= a.slots; ++i) {
+    auto v = g.variable(dtype::float64, s, node_options("v" + std::to_string(i))).out(0);
+    vars.push_back(v);
+    inits.push_back(g.op("Assign", {v, g.constant(doubles(s, i ? slot_init[static_cast<std::size_t>(i - 1)] : init))}).out(0));
+  }
+  auto grad = ph(g, dtype::float64, s, "grad");
+  std::vector<output> in(vars);
+  for (double h : a.scalars) in.push_back(g.constant(tensor::scalar(h)));
+  in.insert(in.begin() + a.grad_position, grad);
+  auto step = g.op(a.op, in, a.attrs).out(0);
+  session sess(g, one_thread());
+  sess.run({}, {}, std::vector<endpoint>(inits.begin(), inits.end()));
+  std::vector<std::vector<double>> after;
+  for (const auto& gv : grads) {
+    sess.run({{grad, doubles(s, gv)}}, {}, {step});
+    for (auto v : vars) after.push_back(sess.run({}, {v}).at(0).to_vector<double>());
+  }
+  return after;
+}
+
+}  // namespace
+
+TEST_CASE("training: every optimizer update equals its formula, step after step", "[training]") {
+  const std::vector<double> w0{1.0, -2.0, 0.5};
+  const std::vector<std::vector<double>> grads{{0.1, -0.4, 2.0}, {-0.3, 0.2, 1.0}};
+  SECTION("ApplyGradientDescent") {
+    auto got = run_apply({"ApplyGradientDescent", 0, {0.5}, 2, {}}, w0, {}, grads);
+    std::vector<double> w = w0;
+    for (std::size_t t = 0; t < 2; ++t) {
+      for (std::size_t i = 0; i < 3; ++i) w[i] -= 0.5 * grads[t][i];
+      check_close(got[t], w);
+    }
+  }
+  for (bool nesterov : {false, true}) {
+    SECTION(nesterov ? "ApplyMomentum, Nesterov" : "ApplyMomentum") {
+      const double lr = 0.1, mu = 0.9;
+      auto got = run_apply({"ApplyMomentum", 1, {lr, mu}, 3, {{"use_nesterov", nesterov}}}, w0, {{0.5, 0, -1}}, grads);
+      std::vector<double> w = w0, acc{0.5, 0, -1};
+      for (std::size_t t = 0; t < 2; ++t) {
+        for (std::size_t i = 0; i < 3; ++i) {
+          acc[i] = mu * acc[i] + grads[t][i];
+          w[i] -= nesterov ? lr * grads[t][i] + lr * mu * acc[i] : lr * acc[i];
+        }
+        check_close(got[2 * t], w);
+        check_close(got[2 * t + 1], acc);
+      }
+    }
+  }
+  SECTION("ApplyAdagrad") {
+    const double lr = 0.2;
+    auto got = run_apply({"ApplyAdagrad", 1, {lr}, 3, {}}, w0, {{0.1, 0.1, 0.1}}, grads);
+    std::vector<double> w = w0, acc{0.1, 0.1, 0.1};
+    for (std::size_t t = 0; t < 2; ++t) {
+      for (std::size_t i = 0; i < 3; ++i) {
+        acc[i] += grads[t][i] * grads[t][i];
+        w[i] -= lr * grads[t][i] / std::sqrt(acc[i]);
+      }
+      check_close(got[2 * t], w);
+      check_close(got[2 * t + 1], acc);
+    }
+  }
+  SECTION("ApplyRMSProp") {
+    const double lr = 0.01, rho = 0.9, mu = 0.5, eps = 1e-3;
+    auto got = run_apply({"ApplyRMSProp", 2, {lr, rho, mu, eps}, 7, {}}, w0, {{1, 1, 1}, {0, 0, 0}}, grads);
+    std::vector<double> w = w0, ms{1, 1, 1}, mom{0, 0, 0};
+    for (std::size_t t = 0; t < 2; ++t) {
+      for (std::size_t i = 0; i < 3; ++i) {
+        ms[i] = rho * ms[i] + (1 - rho) * grads[t][i] * grads[t][i];
+        mom[i] = mu * mom[i] + lr * grads[t][i] / std::sqrt(ms[i] + eps);
+        w[i] -= mom[i];
+      }
+      check_close(got[3 * t], w);
+      check_close(got[3 * t + 1], ms);
+      check_close(got[3 * t + 2], mom);
+    }
+  }
+  for (bool nesterov : {false, true}) {
+    SECTION(nesterov ? "ApplyAdam, Nesterov" : "ApplyAdam") {
+      const double b1p = 0.9, b2p = 0.999, lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+      auto got = run_apply({"ApplyAdam", 2, {b1p, b2p, lr, b1, b2, eps}, 9, {{"use_nesterov", nesterov}}}, w0,
+                           {{0, 0, 0}, {0, 0, 0}}, grads);
+      std::vector<double> w = w0, m{0, 0, 0}, v{0, 0, 0};
+      const double lr_t = lr * std::sqrt(1 - b2p) / (1 - b1p);  // the powers are inputs: fixed here
+      for (std::size_t t = 0; t < 2; ++t) {
+        for (std::size_t i = 0; i < 3; ++i) {
+          const double gi = grads[t][i];
+          m[i] = b1 * m[i] + (1 - b1) * gi;
+          v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+          w[i] -= lr_t * (nesterov ? b1 * m[i] + (1 - b1) * gi : m[i]) / (std::sqrt(v[i]) + eps);
+        }
+        check_close(got[3 * t], w, 1e-10);
+        check_close(got[3 * t + 1], m, 1e-10);
+        check_close(got[3 * t + 2], v, 1e-10);
+      }
+    }
+  }
+}
+
+TEST_CASE("training: an update keeps values already read, and a bad input changes nothing", "[training]") {
+  graph g;
+  auto v = g.variable(dtype::float32, {3}, node_options("w")).out(0);
+  auto acc = g.variable(dtype::float32, {3}, node_options("acc")).out(0);
+  auto init = g.op("Assign", {v, g.constant(tensor::of<float>({3}, {1, 2, 3}))}).out(0);
+  auto init_acc = g.op("Assign", {acc, g.constant(tensor::of<float>({3}, {0, 0, 0}))}).out(0);
+  auto grad = ph(g, dtype::float32, partial_shape::unknown_rank(), "grad");
+  auto lr = ph(g, dtype::float32, partial_shape::unknown_rank(), "lr");
+  auto& sgd = g.op("ApplyGradientDescent", {v, lr, grad}, {}, node_options("sgd"));
+  auto& mom = g.op("ApplyMomentum", {v, acc, lr, grad, g.constant(tensor::scalar(0.9f))}, {}, node_options("momentum"));
+  auto& twice = g.op("ApplyMomentum", {v, v, lr, grad, g.constant(tensor::scalar(0.9f))}, {}, node_options("twice"));
+  session s(g, one_thread());
+  s.run({}, {}, {init, init_acc});
+  tensor before = s.run({}, {v}).at(0);  // a reader's copy of the value
+  const feed_list ok{{lr, tensor::scalar(1.0f)}, {grad, tensor::of<float>({3}, {1, 1, 1})}};
+  s.run(ok, {}, {sgd});
+  CHECK(before.to_vector<float>() == std::vector<float>{1, 2, 3});  // copied on write
+  CHECK(s.run({}, {v}).at(0).to_vector<float>() == std::vector<float>{0, 1, 2});
+  require_error([&] { s.run({{lr, tensor::scalar(1.0f)}, {grad, tensor::of<float>({2}, {1, 1})}}, {}, {mom}); },
+                {"node 'momentum' (ApplyMomentum)", "gradient of shape [2]", "variable 'w' of shape [3]"});
+  require_error([&] { s.run({{lr, tensor::of<float>({2}, {1, 1})}, {grad, tensor::of<float>({3}, {1, 1, 1})}}, {}, {sgd}); },
+                {"node 'sgd'", "hyperparameter", "[2]"});
+  require_error([&] { s.run(ok, {}, {twice}); }, {"node 'twice'", "variable 'w' is passed twice"});
+  CHECK(s.run({}, {v}).at(0).to_vector<float>() == std::vector<float>{0, 1, 2});  // unchanged by the failures
+  CHECK(s.run({}, {acc}).at(0).to_vector<float>() == std::vector<float>{0, 0, 0});
+  // float16 variables update through float.
+  graph h;
+  auto hv = h.variable(dtype::float16, {2}, node_options("hw")).out(0);
+  auto hinit = h.op("Assign", {hv, h.constant(tensor::of<half>({2}, {half(1.0f), half(-1.0f)}))}).out(0);
+  auto hstep = h.op("ApplyGradientDescent", {hv, h.constant(tensor::scalar(half(0.5f))),
+                                             h.constant(tensor::of<half>({2}, {half(1.0f), half(2.0f)}))}).out(0);
+  session hs(h, one_thread());
+  hs.run({}, {}, {hinit});
+  hs.run({}, {}, {hstep});
+  auto hw = hs.run({}, {hv}).at(0);
+  CHECK(static_cast<float>(hw.data<half>()[0]) == 0.5f);
+  CHECK(static_cast<float>(hw.data<half>()[1]) == -2.0f);
+}
