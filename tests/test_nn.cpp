@@ -3,7 +3,9 @@
 // test_gradients.cpp.
 #include "support/helpers.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 using namespace weft;
@@ -318,4 +320,129 @@ TEST_CASE("training: an update keeps values already read, and a bad input change
   auto hw = hs.run({}, {hv}).at(0);
   CHECK(static_cast<float>(hw.data<half>()[0]) == 0.5f);
   CHECK(static_cast<float>(hw.data<half>()[1]) == -2.0f);
+}
+
+namespace {
+
+// loss = L2Loss(w2 * (w1 * x) - t) over scalars w1, w2: its gradients by hand are
+// r w2 x and r w1 x with r = w2 w1 x - t.
+struct two_scalars {
+  graph g;
+  output w1, w2, loss;
+  int init = -1;
+  two_scalars(double v1, double v2, double x, double t) {
+    w1 = g.variable(dtype::float64, shape{}, node_options("w1")).out(0);
+    w2 = g.variable(dtype::float64, shape{}, node_options("w2")).out(0);
+    auto i1 = g.op("Assign", {w1, g.constant(tensor::scalar(v1))}).id();
+    auto i2 = g.op("Assign", {w2, g.constant(tensor::scalar(v2))}).id();
+    init = g.op("NoOp", {}, {}, node_options("init_vars").after({i1, i2})).id();
+    auto h = g.op("Mul", {w1, g.constant(tensor::scalar(x))}).out(0);
+    auto r = g.op("Sub", {g.op("Mul", {w2, h}).out(0), g.constant(tensor::scalar(t))}).out(0);
+    loss = g.op("L2Loss", {r}).out(0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("training: minimize updates every variable from the values before the step", "[training]") {
+  const double v1 = 0.5, v2 = -1.5, x = 2.0, t = 1.0, lr = 0.1;
+  // Several threads, many times: an update that ran before a read of its variable in the
+  // backward pass would change the other variable's gradient.
+  for (int rep = 0; rep < 20; ++rep) {
+    two_scalars m(v1, v2, x, t);
+    auto train = train::minimize(m.g, m.loss, {m.w1, m.w2}, train::sgd{lr});
+    session_options o;
+    o.inter_op_threads = 2;
+    session s(m.g, o);
+    s.run({}, {}, {m.g.at(m.init), train.init});
+    s.run({}, {}, {train.step});
+    const double r = v2 * v1 * x - t;
+    auto got = s.run({}, {m.w1, m.w2});
+    CHECK(got[0].scalar_value<double>() == Approx(v1 - lr * r * v2 * x).epsilon(1e-14));
+    CHECK(got[1].scalar_value<double>() == Approx(v2 - lr * r * v1 * x).epsilon(1e-14));
+    // The same, as the graph says it: each update waits for every node of the step that
+    // reads its variable (w2 is read by the forward Mul and by the backward pass).
+    // The step's nodes: ancestors of the loss and the gradients.
+    std::vector<char> in_step(static_cast<std::size_t>(m.g.size()));
+    std::vector<int> stack{m.loss.node, train.gradients[0].node, train.gradients[1].node};
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      if (std::exchange(in_step[static_cast<std::size_t>(id)], 1)) continue;
+      for (const auto& in : m.g.at(id).inputs()) stack.push_back(in.node);
+    }
+    for (auto [v, update] : {std::pair{m.w1, "train/w1/GradientDescent"}, std::pair{m.w2, "train/w2/GradientDescent"}}) {
+      const node* u = m.g.find(update);
+      REQUIRE(u != nullptr);
+      int readers = 0;
+      for (int id = 0; id < m.g.size(); ++id)
+        for (const auto& in : m.g.at(id).inputs())
+          if (in.node == v.node && in_step[static_cast<std::size_t>(id)]) {
+            ++readers;
+            INFO(m.g.at(id).describe());
+            CHECK(std::find(u->control_inputs().begin(), u->control_inputs().end(), id) != u->control_inputs().end());
+          }
+      CHECK(readers >= (v == m.w2 ? 2 : 1));
+    }
+  }
+}
+
+TEST_CASE("training: Adam's beta powers advance once per step; slots are variables named after theirs", "[training]") {
+  // loss = L2Loss(w - c): the gradient is w - c.
+  graph g;
+  auto w = g.variable(dtype::float64, {2}, node_options("w")).out(0);
+  auto init = g.op("Assign", {w, g.constant(doubles({2}, {1.0, -2.0}))}).out(0);
+  auto loss = g.op("L2Loss", {g.op("Sub", {w, g.constant(doubles({2}, {0.5, 0.5}))}).out(0)}).out(0);
+  const train::adam opt{0.1, 0.8, 0.9, 1e-8};
+  auto step = train::minimize(g, loss, {w}, opt);
+  CHECK(g.find("w/Adam/m") != nullptr);
+  CHECK(g.find("w/Adam/v") != nullptr);
+  CHECK(g.find("train/beta1_power") != nullptr);
+  session s(g, one_thread());
+  s.run({}, {}, {init, step.init});
+  std::vector<double> wv{1.0, -2.0}, mv{0, 0}, vv{0, 0};
+  double p1 = opt.beta1, p2 = opt.beta2;
+  for (int k = 0; k < 3; ++k) {
+    s.run({}, {}, {step.step});
+    const double lr_t = opt.learning_rate * std::sqrt(1 - p2) / (1 - p1);
+    for (std::size_t i = 0; i < 2; ++i) {
+      const double gi = wv[i] - 0.5;
+      mv[i] = opt.beta1 * mv[i] + (1 - opt.beta1) * gi;
+      vv[i] = opt.beta2 * vv[i] + (1 - opt.beta2) * gi * gi;
+      wv[i] -= lr_t * mv[i] / (std::sqrt(vv[i]) + opt.epsilon);
+    }
+    p1 *= opt.beta1, p2 *= opt.beta2;
+    check_close(s.run({}, {w}).at(0).to_vector<double>(), wv, 1e-12);
+    CHECK(s.run({}, {"train/beta1_power"}).at(0).scalar_value<double>() == Approx(p1).epsilon(1e-14));
+  }
+  graph bad;
+  auto p = ph(bad, dtype::float32, {2}, "p");
+  require_error([&] { train::minimize(bad, bad.op("L2Loss", {p}).out(0), {p}, train::sgd{0.1}); },
+                {"node 'p' (Placeholder) is not a variable"});
+}
+
+TEST_CASE("training: every optimizer fits a least-squares problem", "[training]") {
+  // w* solves X w = y exactly; each optimizer brings L2Loss(X w - y) near 0.
+  auto fit = [](auto opt, int steps) {
+    graph g;
+    auto w = g.variable(dtype::float32, {2, 1}, node_options("w")).out(0);
+    auto init = g.op("Assign", {w, g.constant(tensor::of<float>({2, 1}, {0, 0}))}).out(0);
+    auto X = g.constant(tensor::of<float>({4, 2}, {1, 0, 0, 1, 1, 1, 1, -1}));
+    auto y = g.constant(tensor::of<float>({4, 1}, {2, -1, 1, 3}));  // w* = (2, -1)
+    auto loss = g.op("L2Loss", {g.op("Sub", {g.op("MatMul", {X, w}).out(0), y}).out(0)}).out(0);
+    auto train = train::minimize(g, loss, {w}, opt);
+    session s(g, one_thread());
+    s.run({}, {}, {init, train.init});
+    const double first = s.run({}, {loss}).at(0).scalar_value<float>();
+    for (int k = 0; k < steps; ++k) s.run({}, {}, {train.step});
+    const double last = s.run({}, {loss}).at(0).scalar_value<float>();
+    INFO(decltype(opt)::name << ": " << first << " -> " << last);
+    CHECK(last < 1e-3 * first);
+  };
+  fit(train::sgd{0.1}, 200);
+  fit(train::momentum{0.05, 0.9}, 200);
+  fit(train::momentum{0.05, 0.9, true}, 200);
+  fit(train::adagrad{0.5}, 300);
+  fit(train::rms_prop{0.01}, 600);
+  fit(train::adam{0.05}, 600);
 }

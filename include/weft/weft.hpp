@@ -12,6 +12,7 @@
 #include <weft/graph/gradients.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/op_registry.hpp>
+#include <weft/graph/optimizers.hpp>
 #include <weft/ops/all.hpp>
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>

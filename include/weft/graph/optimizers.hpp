@@ -1,0 +1,212 @@
+// Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
+// loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
+// variables of their own, and returns a target that runs one training step.
+//
+//   auto train = weft::train::minimize(g, loss, {w1, b1, w2, b2}, weft::train::adam{0.001});
+//   session s(g);
+//   s.run({init_vars, train.init});        // the model's initializers, then the slots'
+//   for (...) s.run(feeds, {loss}, {train.step});
+//
+// Each update runs after every node of the step that reads its variable, so the forward
+// and backward passes see the values from before the step (the update itself writes in
+// place, copying first when a reader still holds the old value).
+//
+// Slots are variables named "<variable>/<optimizer>/<slot>", with the variable's shape and
+// dtype; Adam's beta powers are scalar variables "<name>/beta1_power" and "<name>/beta2_power"
+// of each dtype among the variables. Hyperparameters are constants of the variable's dtype.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/graph/gradients.hpp>
+#include <weft/graph/graph.hpp>
+
+namespace weft::train {
+
+// What an optimizer's update sees of one variable.
+struct update_args {
+  graph& g;
+  output var, grad;
+  std::vector<output> slots;   // in the order of slots()
+  std::vector<output> shared;  // in the order of shared(), for the variable's dtype
+  node_options options;        // the update's name and control inputs
+  // A scalar constant of the variable's dtype.
+  output scalar(double v) const {
+    const dtype t = g.at(var).output_dtype(var.port);
+    tensor c;
+    switch (t) {
+      case dtype::float32: c = tensor::scalar(static_cast<float>(v)); break;
+      case dtype::float64: c = tensor::scalar(v); break;
+      case dtype::float16: c = tensor::scalar(half(static_cast<float>(v))); break;
+      case dtype::bfloat16: c = tensor::scalar(bfloat16(static_cast<float>(v))); break;
+      default: fail(error_code::invalid_argument, "weft::train: variable ", g.at(var).describe(), " has dtype ", t,
+                    "; optimizers update floating-point variables");
+    }
+    return g.constant(std::move(c)).out(0);
+  }
+  output apply(std::string_view op, std::vector<output> inputs, attr_map attrs = {}) const {
+    return g.op(op, inputs, std::move(attrs), options).out(0);
+  }
+};
+
+struct slot_spec {
+  std::string name;
+  double initial;
+};
+
+// var -= learning_rate * grad
+struct sgd {
+  double learning_rate;
+  static constexpr const char* name = "GradientDescent";
+  std::vector<slot_spec> slots() const { return {}; }
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyGradientDescent", {a.var, a.scalar(learning_rate), a.grad});
+  }
+};
+
+// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
+struct momentum {
+  double learning_rate, momentum = 0.9;
+  bool nesterov = false;
+  static constexpr const char* name = "Momentum";
+  std::vector<slot_spec> slots() const { return {{"accumulator", 0.0}}; }
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyMomentum", {a.var, a.slots[0], a.scalar(learning_rate), a.grad, a.scalar(momentum)},
+                   {{"use_nesterov", nesterov}});
+  }
+};
+
+struct adagrad {
+  double learning_rate, initial_accumulator = 0.1;
+  static constexpr const char* name = "Adagrad";
+  std::vector<slot_spec> slots() const { return {{"accumulator", initial_accumulator}}; }
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyAdagrad", {a.var, a.slots[0], a.scalar(learning_rate), a.grad});
+  }
+};
+
+struct rms_prop {
+  double learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;
+  static constexpr const char* name = "RMSProp";
+  std::vector<slot_spec> slots() const { return {{"ms", 1.0}, {"mom", 0.0}}; }  // TensorFlow's initial values
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyRMSProp", {a.var, a.slots[0], a.slots[1], a.scalar(learning_rate), a.scalar(decay),
+                                    a.scalar(momentum), a.scalar(epsilon), a.grad});
+  }
+};
+
+struct adam {
+  double learning_rate = 0.001, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  bool nesterov = false;
+  static constexpr const char* name = "Adam";
+  std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
+  // beta1^t and beta2^t for step t (from 1), multiplied by beta after each step.
+  std::vector<slot_spec> shared() const { return {{"beta1_power", beta1}, {"beta2_power", beta2}}; }
+  std::vector<double> shared_decay() const { return {beta1, beta2}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
+                                 a.scalar(beta1), a.scalar(beta2), a.scalar(epsilon), a.grad},
+                   {{"use_nesterov", nesterov}});
+  }
+};
+
+struct training_op {
+  const node& step;               // a target: one update of every variable
+  const node& init;               // a target: sets the optimizer's slots to their initial values
+  std::vector<output> gradients;  // d loss / d var, one per variable
+};
+
+namespace detail {
+inline const node& variable_node(const graph& g, output v) {
+  const node& n = g.at(v);
+  if (n.op() != "Variable")
+    fail(error_code::invalid_argument, "weft::train::minimize: ", n.describe(), " is not a variable; minimize updates ",
+         "the outputs of Variable nodes");
+  if (!n.attr<partial_shape>("shape").fully_known())
+    fail(error_code::invalid_argument, "weft::train::minimize: variable ", n.describe(), " has shape ",
+         n.attr<partial_shape>("shape"), "; the optimizer's slots need a fully known shape");
+  return n;
+}
+// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
+inline std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
+  output v = g.variable(t, partial_shape(s), node_options(name)).out(0);
+  output dims = g.constant(tensor::from_vector(s.dims(), shape{s.rank()})).out(0);
+  output init = g.op("Assign", {v, g.op("Fill", {dims, value}).out(0)}, {}, node_options(name + "/init")).out(0);
+  return {v, init};
+}
+}  // namespace detail
+
+// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
+// each; `name` prefixes the nodes it adds ("train/step", "train/init", ...).
+template <class Optimizer>
+training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
+                     const std::string& name = "train") {
+  for (const auto& v : vars) detail::variable_node(g, v);
+  const std::vector<output> gradients = add_gradients(g, {loss}, vars);
+  // The nodes the step runs: ancestors of the loss and the gradients.
+  std::vector<char> runs(static_cast<std::size_t>(g.size()));
+  std::vector<int> stack{loss.node};
+  for (auto d : gradients) stack.push_back(d.node);
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (runs[static_cast<std::size_t>(id)]) continue;
+    runs[static_cast<std::size_t>(id)] = 1;
+    for (const auto& in : g.at(id).inputs()) stack.push_back(in.node);
+    for (int c : g.at(id).control_inputs()) stack.push_back(c);
+  }
+  const int forward_size = g.size();
+  std::vector<int> inits, updates;
+  std::map<dtype, std::vector<output>> shared;  // per dtype
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const node& vn = g.at(vars[i]);
+    const dtype t = vn.attr<dtype>("dtype");
+    const shape s = vn.attr<partial_shape>("shape").to_shape();
+    update_args a{g, vars[i], gradients[i], {}, {}, {}};
+    if (!shared.count(t)) {
+      auto& sh = shared[t];
+      for (const auto& spec : opt.shared()) {
+        std::string vname = name + "/" + spec.name + (shared.size() > 1 ? "_" + std::string(weft::name(t)) : "");
+        auto [v, init] = detail::new_variable(g, vname, t, shape{}, a.scalar(spec.initial));
+        sh.push_back(v), inits.push_back(init.node);
+      }
+    }
+    a.shared = shared[t];
+    for (const auto& spec : opt.slots()) {
+      auto [v, init] = detail::new_variable(g, vn.name() + "/" + Optimizer::name + "/" + spec.name, t, s,
+                                            a.scalar(spec.initial));
+      a.slots.push_back(v), inits.push_back(init.node);
+    }
+    // After every node of the step that reads the variable.
+    std::vector<int> readers;
+    for (int id = 0; id < forward_size; ++id)
+      if (runs[static_cast<std::size_t>(id)])
+        for (const auto& in : g.at(id).inputs())
+          if (in.node == vars[i].node) readers.push_back(id);
+    a.options = node_options(name + "/" + vn.name() + "/" + Optimizer::name).after(readers);
+    updates.push_back(opt.update(a).node);
+  }
+  if constexpr (requires { opt.shared_decay(); }) {
+    // Shared state advances once per step, after every update has read it.
+    const auto decay = opt.shared_decay();
+    std::vector<int> advanced;
+    for (auto& [t, sh] : shared)
+      for (std::size_t k = 0; k < sh.size(); ++k) {
+        update_args a{g, sh[k], {}, {}, {}, {}};
+        output next = g.op("Mul", {sh[k], a.scalar(decay[k])}).out(0);
+        advanced.push_back(g.op("Assign", {sh[k], next}, {}, node_options(g.at(sh[k]).name() + "/advance").after(updates)).id());
+      }
+    updates.insert(updates.end(), advanced.begin(), advanced.end());
+  }
+  const node& step = g.op("NoOp", {}, {}, node_options(name + "/step").after(updates));
+  return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), gradients};
+}
+
+}  // namespace weft::train
