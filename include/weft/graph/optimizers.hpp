@@ -13,10 +13,12 @@
 //
 // Slots are variables named "<variable>/<optimizer>/<slot>", with the variable's shape and
 // dtype; Adam's beta powers are scalar variables "<name>/beta1_power" and "<name>/beta2_power"
-// of each dtype among the variables. Hyperparameters are constants of the variable's dtype.
+// of each dtype among the variables. Hyperparameters (train::hyper) are numbers, made
+// constants of the variable's dtype, or scalar tensors of the graph.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,17 @@
 #include <weft/graph/graph.hpp>
 
 namespace weft::train {
+
+// A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
+// the graph (fed or computed each step: a decaying learning rate, say). Adam's beta1 and
+// beta2 are numbers: its beta powers advance by them.
+struct hyper {
+  double value = 0;
+  std::optional<output> tensor = std::nullopt;
+  hyper(double v) : value(v) {}            // NOLINT: numbers convert
+  hyper(output t) : tensor(t) {}           // NOLINT: so do tensors
+  hyper(const node& n) : tensor(n.out(0)) {}  // NOLINT
+};
 
 // What an optimizer's update sees of one variable.
 struct update_args {
@@ -47,6 +60,16 @@ struct update_args {
     }
     return g.constant(std::move(c)).out(0);
   }
+  // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
+  output scalar(const hyper& h) const {
+    if (!h.tensor) return scalar(h.value);
+    const dtype t = g.at(var).output_dtype(var.port), ht = g.at(*h.tensor).output_dtype(h.tensor->port);
+    const auto& s = g.at(*h.tensor).output_shape(h.tensor->port);
+    if (s.rank_known() && s.rank() != 0)
+      fail(error_code::invalid_argument, "weft::train: a hyperparameter must be a scalar, got ",
+           g.at(*h.tensor).describe(), " of shape ", s);
+    return ht == t ? *h.tensor : g.op("Cast", {*h.tensor}, {{"DstT", t}}).out(0);
+  }
   output apply(std::string_view op, std::vector<output> inputs, attr_map attrs = {}) const {
     return g.op(op, inputs, std::move(attrs), options).out(0);
   }
@@ -59,7 +82,7 @@ struct slot_spec {
 
 // var -= learning_rate * grad
 struct sgd {
-  double learning_rate;
+  hyper learning_rate;
   static constexpr const char* name = "GradientDescent";
   std::vector<slot_spec> slots() const { return {}; }
   std::vector<slot_spec> shared() const { return {}; }
@@ -70,7 +93,7 @@ struct sgd {
 
 // accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
 struct momentum {
-  double learning_rate, momentum = 0.9;
+  hyper learning_rate, momentum = 0.9;
   bool nesterov = false;
   static constexpr const char* name = "Momentum";
   std::vector<slot_spec> slots() const { return {{"accumulator", 0.0}}; }
@@ -82,7 +105,8 @@ struct momentum {
 };
 
 struct adagrad {
-  double learning_rate, initial_accumulator = 0.1;
+  hyper learning_rate;
+  double initial_accumulator = 0.1;
   static constexpr const char* name = "Adagrad";
   std::vector<slot_spec> slots() const { return {{"accumulator", initial_accumulator}}; }
   std::vector<slot_spec> shared() const { return {}; }
@@ -92,7 +116,7 @@ struct adagrad {
 };
 
 struct rms_prop {
-  double learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;
+  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;
   static constexpr const char* name = "RMSProp";
   std::vector<slot_spec> slots() const { return {{"ms", 1.0}, {"mom", 0.0}}; }  // TensorFlow's initial values
   std::vector<slot_spec> shared() const { return {}; }
@@ -103,7 +127,9 @@ struct rms_prop {
 };
 
 struct adam {
-  double learning_rate = 0.001, beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  hyper learning_rate = 0.001;
+  double beta1 = 0.9, beta2 = 0.999;
+  hyper epsilon = 1e-8;
   bool nesterov = false;
   static constexpr const char* name = "Adam";
   std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
