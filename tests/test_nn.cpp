@@ -393,7 +393,8 @@ TEST_CASE("training: Adam's beta powers advance once per step; slots are variabl
   auto w = g.variable(dtype::float64, {2}, node_options("w")).out(0);
   auto init = g.op("Assign", {w, g.constant(doubles({2}, {1.0, -2.0}))}).out(0);
   auto loss = g.op("L2Loss", {g.op("Sub", {w, g.constant(doubles({2}, {0.5, 0.5}))}).out(0)}).out(0);
-  const train::adam opt{0.1, 0.8, 0.9, 1e-8};
+  const double lr = 0.1, eps = 1e-8;
+  const train::adam opt{lr, 0.8, 0.9, eps};
   auto step = train::minimize(g, loss, {w}, opt);
   CHECK(g.find("w/Adam/m") != nullptr);
   CHECK(g.find("w/Adam/v") != nullptr);
@@ -404,12 +405,12 @@ TEST_CASE("training: Adam's beta powers advance once per step; slots are variabl
   double p1 = opt.beta1, p2 = opt.beta2;
   for (int k = 0; k < 3; ++k) {
     s.run({}, {}, {step.step});
-    const double lr_t = opt.learning_rate * std::sqrt(1 - p2) / (1 - p1);
+    const double lr_t = lr * std::sqrt(1 - p2) / (1 - p1);
     for (std::size_t i = 0; i < 2; ++i) {
       const double gi = wv[i] - 0.5;
       mv[i] = opt.beta1 * mv[i] + (1 - opt.beta1) * gi;
       vv[i] = opt.beta2 * vv[i] + (1 - opt.beta2) * gi * gi;
-      wv[i] -= lr_t * mv[i] / (std::sqrt(vv[i]) + opt.epsilon);
+      wv[i] -= lr_t * mv[i] / (std::sqrt(vv[i]) + eps);
     }
     p1 *= opt.beta1, p2 *= opt.beta2;
     check_close(s.run({}, {w}).at(0).to_vector<double>(), wv, 1e-12);
@@ -445,4 +446,24 @@ TEST_CASE("training: every optimizer fits a least-squares problem", "[training]"
   fit(train::adagrad{0.5}, 300);
   fit(train::rms_prop{0.01}, 600);
   fit(train::adam{0.05}, 600);
+}
+
+TEST_CASE("training: a hyperparameter may be a fed tensor, cast to the variable's dtype", "[training]") {
+  graph g;
+  auto w = g.variable(dtype::float32, {2}, node_options("w")).out(0);
+  auto init = g.op("Assign", {w, g.constant(tensor::of<float>({2}, {1, -1}))}).out(0);
+  auto loss = g.op("L2Loss", {w}).out(0);  // gradient: w
+  auto lr = ph(g, dtype::float64, shape{}, "lr");
+  auto train = train::minimize(g, loss, {w}, train::sgd{lr});
+  session s(g, one_thread());
+  s.run({}, {}, {init, train.init});
+  s.run({{lr, tensor::scalar(0.25)}}, {}, {train.step});
+  CHECK(s.run({}, {w}).at(0).to_vector<float>() == std::vector<float>{0.75f, -0.75f});
+  s.run({{lr, tensor::scalar(1.0)}}, {}, {train.step});
+  CHECK(s.run({}, {w}).at(0).to_vector<float>() == std::vector<float>{0, 0});
+  graph bad;
+  auto bw = bad.variable(dtype::float32, {2}, node_options("w")).out(0);
+  auto vec = ph(bad, dtype::float32, {2}, "rates");
+  require_error([&] { train::minimize(bad, bad.op("L2Loss", {bw}).out(0), {bw}, train::sgd{vec}); },
+                {"hyperparameter must be a scalar", "node 'rates'"});
 }

@@ -14,6 +14,7 @@
 #include <weft/graph/op_registry.hpp>
 #include <weft/graph/optimizers.hpp>
 #include <weft/ops/all.hpp>
+#include <weft/runtime/checkpoint.hpp>
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/session.hpp>
