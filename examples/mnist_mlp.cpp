@@ -8,10 +8,14 @@
 // Exit status: 0, 1 below --min-accuracy or on an error, 2 for bad options, 77 when the
 // data is missing (CTest reads it as skipped).
 //
+// It saves a checkpoint of every variable (the model's and Adam's) after each epoch to
+// --checkpoint-dir (mnist_mlp_checkpoints, keeping the last 3); --resume continues from the
+// newest one.
+//
 // Options: --epochs N (5), --batch N (128), --lr X (0.001), --decay X (0.6: the learning
 // rate's factor after each epoch), --seed N (1), --hidden N (512),
 // --train-subset N (all 60000), --data DIR (the data directory's mnist/), --min-accuracy X
-// (exit with status 1 below it, for tests).
+// (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume.
 #include <weft/data/idx.hpp>
 #include <weft/weft.hpp>
 
@@ -19,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <string>
@@ -33,7 +38,8 @@ struct options {
   unsigned seed = 1;
   double lr = 0.001, decay = 0.6, min_accuracy = 0;
   long train_subset = 0;
-  std::string data;
+  std::string data, checkpoint_dir = "mnist_mlp_checkpoints";
+  bool resume = false;
 };
 
 options parse(int argc, char** argv) {
@@ -56,11 +62,13 @@ options parse(int argc, char** argv) {
     else if (a == "--train-subset") o.train_subset = std::stol(value());
     else if (a == "--data") o.data = value();
     else if (a == "--min-accuracy") o.min_accuracy = std::stod(value());
+    else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
+    else if (a == "--resume") o.resume = true;
     else {
       std::fprintf(stderr,
                    "usage: mnist_mlp [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--hidden N] "
                    "[--train-subset N] "
-                   "[--data DIR] [--min-accuracy X]\n");
+                   "[--data DIR] [--min-accuracy X] [--checkpoint-dir DIR] [--resume]\n");
       std::exit(a == "--help" ? 0 : 2);
     }
   }
@@ -138,19 +146,41 @@ int main(int argc, char** argv) {
   const auto train = train::minimize(g, loss, vars, train::adam{learning_rate});
   const node& init = g.op("NoOp", {}, {}, node_options("init").after(inits));
 
+  const saver checkpoints(g, variables_of(g), {.keep = 3});
+  const std::filesystem::path prefix = std::filesystem::path(opt.checkpoint_dir) / "mnist_mlp";
+
   session s(g);
   s.run({init, train.init});
+  int first_epoch = 1;
+  if (opt.resume) {
+    if (auto last = saver::latest(prefix)) {
+      checkpoints.restore(s, last->second);
+      first_epoch = static_cast<int>(last->first) + 1;
+      std::printf("mnist_mlp: resumed from %s\n", last->second.c_str());
+    } else {
+      std::printf("mnist_mlp: no checkpoint under %s; starting afresh\n", prefix.c_str());
+    }
+  }
 
   std::vector<std::int64_t> order(static_cast<std::size_t>(train_size));
   std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 shuffle(opt.seed);
   const long steps = static_cast<long>((train_size + opt.batch - 1) / opt.batch);
   weft_examples::progress bar(opt.epochs, steps);
   std::printf("mnist_mlp: 784-%d-%d-10, %lld training and %lld test images, batch %d, Adam lr %g decaying by %g per epoch, seed %u\n",
               opt.hidden, opt.hidden, static_cast<long long>(train_size), static_cast<long long>(mnist.test.size()),
               opt.batch, opt.lr, opt.decay, opt.seed);
+  // The accuracy on the whole test set, in one run.
+  auto evaluate = [&] {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(mnist.test.size()));
+    std::iota(all.begin(), all.end(), 0);
+    auto [tx, ty] = batch_of(mnist.test, all);
+    return s.run({{x, tx}, {labels, ty}}, {correct}).at(0).scalar_value<float>() / static_cast<double>(all.size());
+  };
   double test_accuracy = 0, seconds = 0;
-  for (int epoch = 1; epoch <= opt.epochs; ++epoch) {
+  for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
+    // Each epoch's order depends only on the seed and the epoch, so a resumed run sees the same.
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 shuffle(opt.seed * 1000003ull + static_cast<unsigned>(epoch));
     std::shuffle(order.begin(), order.end(), shuffle);
     const tensor rate = tensor::scalar(static_cast<float>(opt.lr * std::pow(opt.decay, epoch - 1)));
     bar.start_epoch(epoch);
@@ -161,13 +191,13 @@ int main(int argc, char** argv) {
       bar.step(static_cast<long>(rows.size()), out[0].scalar_value<float>(), out[1].scalar_value<float>());
     }
     seconds += bar.end_epoch();
-    std::vector<std::int64_t> all(static_cast<std::size_t>(mnist.test.size()));
-    std::iota(all.begin(), all.end(), 0);
-    auto [tx, ty] = batch_of(mnist.test, all);
-    test_accuracy = s.run({{x, tx}, {labels, ty}}, {correct}).at(0).scalar_value<float>() / static_cast<double>(all.size());
-    std::printf("epoch %d: test accuracy %.2f%%\n", epoch, 100 * test_accuracy);
+    test_accuracy = evaluate();
+    const auto file = checkpoints.save(s, prefix, epoch);
+    std::printf("epoch %d: test accuracy %.2f%%, saved %s\n", epoch, 100 * test_accuracy, file.c_str());
   }
-  std::printf("test accuracy %.2f%% after %d epochs (%.1f s of training)\n", 100 * test_accuracy, opt.epochs, seconds);
+  if (first_epoch > opt.epochs) test_accuracy = evaluate();  // nothing left to train: the restored model's
+  std::printf("test accuracy %.2f%% after %d epochs (%.1f s of training in this run)\n", 100 * test_accuracy, opt.epochs,
+              seconds);
   if (test_accuracy < opt.min_accuracy) {
     std::fprintf(stderr, "mnist_mlp: test accuracy %.4f is below --min-accuracy %.4f\n", test_accuracy, opt.min_accuracy);
     return 1;

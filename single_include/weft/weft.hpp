@@ -689,6 +689,10 @@ class tensor {
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
+  // Whether this is the only handle on its buffer (no copy or view shares it), so that
+  // writing through it changes no one else's value. Acquire: the reads of handles released
+  // on other threads happen before the caller writes.
+  bool sole_owner() const noexcept { return buf_ && buf_->refs.load(std::memory_order_acquire) == 1; }
 
   void* raw_data() const noexcept { return data_; }
 
@@ -1475,6 +1479,10 @@ inline constexpr standard_op standard_ops[] = {
     {"MatrixDeterminant", "matrix"},
     {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
     {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
+    {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
+    {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
+    {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
+    {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
 };
 
 // How a program registers `family`, for error messages.
@@ -1488,6 +1496,8 @@ inline std::string_view family_registration_hint(std::string_view family) {
            "weft::cpu::register_linalg_kernels()";
   if (family == "random") return "weft::ops::register_random_ops() or weft::cpu::register_random_kernels()";
   if (family == "state") return "weft::ops::register_state_ops() or weft::cpu::register_state_kernels()";
+  if (family == "nn") return "weft::ops::register_nn_ops() or weft::cpu::register_nn_kernels()";
+  if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
   return "weft::ops::register_standard_ops()";
 }
 
@@ -2681,6 +2691,138 @@ inline std::vector<op_def> matrix_op_defs() {
 inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
 
 }  // namespace weft::ops
+// Neural-network ops, with TensorFlow's semantics. The class axis is the last one.
+//   BiasAdd(value, bias; data_format = 'NHWC')  value + bias along value's last dim
+//                                            (value of rank >= 2; NHWC only)
+//   BiasAddGrad(out_backprop)                out_backprop summed over all but its last dim
+//   Softmax(logits), LogSoftmax(logits)      along the last dim (rank >= 1)
+//   SoftmaxCrossEntropyWithLogits(features [b, n], labels [b, n])
+//                                            -> loss [b] = -sum(labels * log_softmax(features)),
+//                                               backprop [b, n] = softmax(features) - labels
+//   SparseSoftmaxCrossEntropyWithLogits(features [b, n], labels [b] int32/int64)
+//                                            the same with one-hot labels; a label outside
+//                                            [0, n) is an error
+//   L2Loss(t)                                sum(t^2) / 2, a scalar
+
+#include <vector>
+
+
+namespace weft::ops {
+
+namespace detail {
+// Fails unless dims a and b (either unknown: -1) agree; returns the known one.
+inline std::int64_t merge_dim(shape_context& c, std::int64_t a, std::int64_t b, const char* what) {
+  if (a >= 0 && b >= 0 && a != b) c.fail(what, " differ (", a, " vs ", b, ")");
+  return a >= 0 ? a : b;
+}
+inline void require_rank(shape_context& c, int i, int rank, const char* what) {
+  if (c.input(i).rank_known() && c.input(i).rank() != rank)
+    c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
+}
+inline void require_rank_at_least(shape_context& c, int i, int rank, const char* what) {
+  if (c.input(i).rank_known() && c.input(i).rank() < rank)
+    c.fail(what, " must have rank at least ", rank, ", got shape ", c.input(i));
+}
+inline void require_nhwc(shape_context& c) {
+  if (c.attr<std::string>("data_format") != "NHWC")
+    c.fail("data_format '", c.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
+}
+}  // namespace detail
+
+inline std::vector<op_def> nn_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("BiasAdd")
+                     .input("value: T")
+                     .input("bias: T")
+                     .output("output: T")
+                     .attr(real_float_type_attr)
+                     .attr("data_format: string = 'NHWC'")
+                     .shape_fn([](shape_context& c) {
+                       detail::require_nhwc(c);
+                       detail::require_rank_at_least(c, 0, 2, "value");
+                       detail::require_rank(c, 1, 1, "bias");
+                       partial_shape out = c.input(0);
+                       if (out.rank_known() && c.input(1).rank_known()) {
+                         auto dims = out.dims();
+                         dims.back() = detail::merge_dim(c, dims.back(), c.input(1)[0],
+                                                         "the bias length and value's last dimension");
+                         out = partial_shape(dims);
+                       }
+                       c.set_output(0, out);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("BiasAddGrad")
+                     .input("out_backprop: T")
+                     .output("output: T")
+                     .attr(real_float_type_attr)
+                     .attr("data_format: string = 'NHWC'")
+                     .shape_fn([](shape_context& c) {
+                       detail::require_nhwc(c);
+                       detail::require_rank_at_least(c, 0, 2, "out_backprop");
+                       const auto& in = c.input(0);
+                       c.set_output(0, in.rank_known() ? partial_shape{in[in.rank() - 1]} : partial_shape::unknown_of_rank(1));
+                     })
+                     .build());
+  for (const char* name : {"Softmax", "LogSoftmax"})
+    defs.push_back(op_def_builder(name)
+                       .input("logits: T")
+                       .output(std::string_view(name) == "Softmax" ? "softmax: T" : "logsoftmax: T")
+                       .attr(real_float_type_attr)
+                       .shape_fn([](shape_context& c) {
+                         detail::require_rank_at_least(c, 0, 1, "logits");
+                         c.set_output(0, c.input(0));
+                       })
+                       .build());
+  defs.push_back(op_def_builder("SoftmaxCrossEntropyWithLogits")
+                     .input("features: T")
+                     .input("labels: T")
+                     .output("loss: T")
+                     .output("backprop: T")
+                     .attr(real_float_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       detail::require_rank(c, 0, 2, "features");
+                       detail::require_rank(c, 1, 2, "labels");
+                       partial_shape f = c.input(0), l = c.input(1);
+                       if (!f.rank_known()) f = partial_shape::unknown_of_rank(2);
+                       if (!l.rank_known()) l = partial_shape::unknown_of_rank(2);
+                       auto b = detail::merge_dim(c, f[0], l[0], "the batch sizes of features and labels");
+                       auto n = detail::merge_dim(c, f[1], l[1], "the class counts of features and labels");
+                       c.set_output(0, partial_shape{b});
+                       c.set_output(1, partial_shape{b, n});
+                     })
+                     .build());
+  defs.push_back(op_def_builder("SparseSoftmaxCrossEntropyWithLogits")
+                     .input("features: T")
+                     .input("labels: Tlabels")
+                     .output("loss: T")
+                     .output("backprop: T")
+                     .attr(real_float_type_attr)
+                     .attr("Tlabels: {int32, int64} = int64")
+                     .shape_fn([](shape_context& c) {
+                       detail::require_rank(c, 0, 2, "features");
+                       detail::require_rank(c, 1, 1, "labels");
+                       partial_shape f = c.input(0);
+                       if (!f.rank_known()) f = partial_shape::unknown_of_rank(2);
+                       auto b = c.input(1).rank_known()
+                                    ? detail::merge_dim(c, f[0], c.input(1)[0], "the batch sizes of features and labels")
+                                    : f[0];
+                       c.set_output(0, partial_shape{b});
+                       c.set_output(1, partial_shape{b, f[1]});
+                     })
+                     .build());
+  defs.push_back(op_def_builder("L2Loss")
+                     .input("t: T")
+                     .output("output: T")
+                     .attr(real_float_type_attr)
+                     .shape_fn(scalar_shape)
+                     .build());
+  return defs;
+}
+
+// Adds the NN ops to the global registry, once; registering the family's kernels calls it.
+inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
+
+}  // namespace weft::ops
 // Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
 // either set, the sequence of values a node produces over successive runs is
 // reproducible (the node keeps a counter, like TensorFlow's per-kernel generator).
@@ -2819,6 +2961,74 @@ inline std::vector<op_def> reduction_op_defs() {
 inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
 }  // namespace weft::ops
+// Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
+// variables, in place from a gradient, and outputs the variable's reference. Hyper-
+// parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
+//   ApplyGradientDescent(var, alpha, delta)               var -= alpha * delta
+//   ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov = false)
+//       accum = momentum * accum + grad
+//       var  -= lr * accum                     (Nesterov: lr * (grad + momentum * accum))
+//   ApplyAdagrad(var, accum, lr, grad)        accum += grad^2; var -= lr * grad / sqrt(accum)
+//   ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)
+//       ms  = rho * ms + (1 - rho) * grad^2
+//       mom = momentum * mom + lr * grad / sqrt(ms + epsilon);  var -= mom
+//   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad; use_nesterov = false)
+//       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
+//       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
+//                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+
+namespace weft::ops {
+
+inline std::vector<op_def> training_op_defs() {
+  std::vector<op_def> defs;
+  // refs: the variable and its slots; scalars: the hyperparameters; the gradient goes at
+  // input `grad_position` (TensorFlow's orders differ: ApplyMomentum's comes before momentum).
+  auto apply = [&](const char* name, std::initializer_list<const char*> refs, std::initializer_list<const char*> scalars,
+                   const char* grad_name, int grad_position, bool nesterov) {
+    op_def_builder b(name);
+    std::vector<std::string> inputs;
+    for (const char* r : refs) inputs.push_back(std::string(r) + ": Ref(T)");
+    for (const char* s : scalars) inputs.push_back(std::string(s) + ": T");
+    inputs.insert(inputs.begin() + grad_position, std::string(grad_name) + ": T");
+    for (const auto& in : inputs) b.input(in);
+    b.output("out: Ref(T)").attr(real_float_type_attr).attr("use_locking: bool = false");
+    if (nesterov) b.attr("use_nesterov: bool = false");
+    const int n_refs = static_cast<int>(refs.size()), grad = grad_position;
+    defs.push_back(b.stateful()
+                       .shape_fn([n_refs, grad](shape_context& c) {
+                         partial_shape s = c.input(0);
+                         for (int i = 0; i < c.num_inputs(); ++i) {
+                           const auto& in = c.input(i);
+                           if (i < n_refs || i == grad) {
+                             if (s.fully_known() && in.fully_known() && !(s == in))
+                               c.fail("input ", i, " of shape ", in, " does not match the variable's shape ", s);
+                           } else if (in.rank_known() && in.rank() != 0) {
+                             c.fail("input ", i, " (a hyperparameter) must be a scalar, got shape ", in);
+                           }
+                         }
+                         c.set_output(0, s);
+                       })
+                       .build());
+  };
+  apply("ApplyGradientDescent", {"var"}, {"alpha"}, "delta", 2, false);
+  apply("ApplyMomentum", {"var", "accum"}, {"lr", "momentum"}, "grad", 3, true);
+  apply("ApplyAdagrad", {"var", "accum"}, {"lr"}, "grad", 3, false);
+  apply("ApplyRMSProp", {"var", "ms", "mom"}, {"lr", "rho", "momentum", "epsilon"}, "grad", 7, false);
+  apply("ApplyAdam", {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, "grad", 9,
+        true);
+  return defs;
+}
+
+// Adds the training ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
+
+}  // namespace weft::ops
 
 namespace weft::ops {
 
@@ -2829,6 +3039,8 @@ inline void register_standard_ops() {
   register_matrix_ops();
   register_random_ops();
   register_state_ops();
+  register_nn_ops();
+  register_training_ops();
 }
 
 }  // namespace weft::ops
@@ -2931,12 +3143,28 @@ inline symbol broadcast_like(const symbol& g, const symbol& like) {
   if (same_known_shape(g, like)) return g;
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
-// g, the gradient of a reduction of x over `axes` without kept dims, reshaped with the
-// reduced dims as 1 and broadcast to x's shape.
-inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
-  symbol kept = g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
-  return broadcast_like(kept, x);
+// An int32 constant of the graph behind `near` (axes, say).
+inline symbol int_constant(const symbol& near, std::int32_t v) {
+  tensor t = tensor::scalar(v);
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int32}}));
 }
+// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
+// dims as 1 (so that it broadcasts against x).
+inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
+  return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
+}
+// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
+inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
+  return broadcast_like(keep_reduced(g, x, axes), x);
+}
+// The sum of a over `axis`, the dim kept as 1.
+inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
+  return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
+}
+// The NN ops the rules of nn_ops.hpp's ops use.
+inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
+inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
+inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
 
 // ---- rules -----------------------------------------------------------------------------
 // What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
@@ -3219,6 +3447,53 @@ struct broadcast_to_grad {  // summed back
   template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
 };
 
+// ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
+struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
+};
+struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
+};
+// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
+template <class V>
+V softmax_backward(const V& d, const V& y) {
+  return (d - reduce_sum_keep(d * y, -1)) * y;
+}
+struct softmax_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
+};
+struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
+};
+// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
+// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
+// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
+// As in TensorFlow, the features' gradient through the loss assumes that each row of
+// labels sums to 1 (a distribution), which makes it softmax - labels.
+template <bool Dense>
+struct softmax_cross_entropy_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& f = a.x[0];
+    std::optional<V> df, dl;
+    if (a.dy[0]) {
+      V d = keep_reduced(*a.dy[0], f, int_constant(f, -1));
+      df = d * a.y[1];
+      if (Dense) dl = d * -log_softmax(f);
+    }
+    if (a.dy[1]) {
+      const V& g = *a.dy[1];
+      V t = softmax_backward(g, softmax(f));
+      df = df ? *df + t : t;
+      if (Dense) dl = dl ? *dl - g : -g;
+    }
+    return {df, dl};
+  }
+};
+struct l2_loss_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
+};
+
 // Registers the rules above for graphs built at run time, once.
 inline void register_standard_gradients() {
   static const bool done = [] {
@@ -3252,60 +3527,336 @@ inline void register_standard_gradients() {
     add_rule("Reshape", reshape_grad{});
     add_rule("SumToShape", sum_to_shape_grad{});
     add_rule("BroadcastTo", broadcast_to_grad{});
+    add_rule("BiasAdd", bias_add_rule{});
+    add_rule("BiasAddGrad", bias_add_grad_rule{});
+    add_rule("Softmax", softmax_rule{});
+    add_rule("LogSoftmax", log_softmax_rule{});
+    add_rule("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<true>{});
+    add_rule("SparseSoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<false>{});
+    add_rule("L2Loss", l2_loss_rule{});
     return true;
   }();
   (void)done;
 }
 
 }  // namespace weft::gradients
-// The single-device executor (whitepaper §3.1, DESIGN.md §1).
+// Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
+// loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
+// variables of their own, and returns a target that runs one training step.
 //
-// An executable is the pruned graph of one run signature with a kernel per node; it is
-// immutable and shared by every step that runs it. A step holds the mutable state: for
-// each node a count of unfinished inputs, and an input slot per data input that its
-// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
-// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
-// which the current thread keeps). Async kernels get a done callback and hold no thread.
+//   auto train = weft::train::minimize(g, loss, {w1, b1, w2, b2}, weft::train::adam{0.001});
+//   session s(g);
+//   s.run({init_vars, train.init});        // the model's initializers, then the slots'
+//   for (...) s.run(feeds, {loss}, {train.step});
 //
-// Per-step state is organised as frames and iterations (the root frame has iteration 0)
-// and every value carries a dead bit: a node with a dead input does not run and its
-// outputs are dead. Control-flow ops (Switch, Merge, Enter, Exit, NextIteration) add
-// frames and iterations on this structure.
+// Each update runs after every node of the step that reads its variable, so the forward
+// and backward passes see the values from before the step (the update itself writes in
+// place, copying first when a reader still holds the old value).
 //
-// A kernel error or a cancellation aborts the step: no further node starts, waiting async
-// kernels are cancelled, buffers are released with the step, and run() reports the first
-// error with the node, op, dtypes and shapes.
+// Slots are variables named "<variable>/<optimizer>/<slot>", with the variable's shape and
+// dtype; Adam's beta powers are scalar variables "<name>/beta1_power" and "<name>/beta2_power"
+// of each dtype among the variables. Hyperparameters (train::hyper) are numbers, made
+// constants of the variable's dtype, or scalar tensors of the graph.
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <memory>
-#include <mutex>
-#include <sstream>
+#include <map>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
-// is created once per node when a session builds an executable and may then run in
-// many steps at once, so compute() must not mutate the kernel except through atomics.
-//
-// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
-// node, op, dtypes and shapes to the message and aborts the step.
 
+namespace weft::train {
+
+// A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
+// the graph (fed or computed each step: a decaying learning rate, say). Adam's beta1 and
+// beta2 are numbers: its beta powers advance by them.
+struct hyper {
+  double value = 0;
+  std::optional<output> tensor = std::nullopt;
+  hyper(double v) : value(v) {}            // NOLINT: numbers convert
+  hyper(output t) : tensor(t) {}           // NOLINT: so do tensors
+  hyper(const node& n) : tensor(n.out(0)) {}  // NOLINT
+};
+
+// What an optimizer's update sees of one variable.
+struct update_args {
+  graph& g;
+  output var, grad;
+  std::vector<output> slots;   // in the order of slots()
+  std::vector<output> shared;  // in the order of shared(), for the variable's dtype
+  node_options options;        // the update's name and control inputs
+  // A scalar constant of the variable's dtype.
+  output scalar(double v) const {
+    const dtype t = g.at(var).output_dtype(var.port);
+    tensor c;
+    switch (t) {
+      case dtype::float32: c = tensor::scalar(static_cast<float>(v)); break;
+      case dtype::float64: c = tensor::scalar(v); break;
+      case dtype::float16: c = tensor::scalar(half(static_cast<float>(v))); break;
+      case dtype::bfloat16: c = tensor::scalar(bfloat16(static_cast<float>(v))); break;
+      default: fail(error_code::invalid_argument, "weft::train: variable ", g.at(var).describe(), " has dtype ", t,
+                    "; optimizers update floating-point variables");
+    }
+    return g.constant(std::move(c)).out(0);
+  }
+  // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
+  output scalar(const hyper& h) const {
+    if (!h.tensor) return scalar(h.value);
+    const dtype t = g.at(var).output_dtype(var.port), ht = g.at(*h.tensor).output_dtype(h.tensor->port);
+    const auto& s = g.at(*h.tensor).output_shape(h.tensor->port);
+    if (s.rank_known() && s.rank() != 0)
+      fail(error_code::invalid_argument, "weft::train: a hyperparameter must be a scalar, got ",
+           g.at(*h.tensor).describe(), " of shape ", s);
+    return ht == t ? *h.tensor : g.op("Cast", {*h.tensor}, {{"DstT", t}}).out(0);
+  }
+  output apply(std::string_view op, std::vector<output> inputs, attr_map attrs = {}) const {
+    return g.op(op, inputs, std::move(attrs), options).out(0);
+  }
+};
+
+struct slot_spec {
+  std::string name;
+  double initial;
+};
+
+// var -= learning_rate * grad
+struct sgd {
+  hyper learning_rate;
+  static constexpr const char* name = "GradientDescent";
+  std::vector<slot_spec> slots() const { return {}; }
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyGradientDescent", {a.var, a.scalar(learning_rate), a.grad});
+  }
+};
+
+// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
+struct momentum {
+  hyper learning_rate, momentum = 0.9;
+  bool nesterov = false;
+  static constexpr const char* name = "Momentum";
+  std::vector<slot_spec> slots() const { return {{"accumulator", 0.0}}; }
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyMomentum", {a.var, a.slots[0], a.scalar(learning_rate), a.grad, a.scalar(momentum)},
+                   {{"use_nesterov", nesterov}});
+  }
+};
+
+struct adagrad {
+  hyper learning_rate;
+  double initial_accumulator = 0.1;
+  static constexpr const char* name = "Adagrad";
+  std::vector<slot_spec> slots() const { return {{"accumulator", initial_accumulator}}; }
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyAdagrad", {a.var, a.slots[0], a.scalar(learning_rate), a.grad});
+  }
+};
+
+struct rms_prop {
+  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;
+  static constexpr const char* name = "RMSProp";
+  std::vector<slot_spec> slots() const { return {{"ms", 1.0}, {"mom", 0.0}}; }  // TensorFlow's initial values
+  std::vector<slot_spec> shared() const { return {}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyRMSProp", {a.var, a.slots[0], a.slots[1], a.scalar(learning_rate), a.scalar(decay),
+                                    a.scalar(momentum), a.scalar(epsilon), a.grad});
+  }
+};
+
+struct adam {
+  hyper learning_rate = 0.001;
+  double beta1 = 0.9, beta2 = 0.999;
+  hyper epsilon = 1e-8;
+  bool nesterov = false;
+  static constexpr const char* name = "Adam";
+  std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
+  // beta1^t and beta2^t for step t (from 1), multiplied by beta after each step.
+  std::vector<slot_spec> shared() const { return {{"beta1_power", beta1}, {"beta2_power", beta2}}; }
+  std::vector<double> shared_decay() const { return {beta1, beta2}; }
+  output update(const update_args& a) const {
+    return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
+                                 a.scalar(beta1), a.scalar(beta2), a.scalar(epsilon), a.grad},
+                   {{"use_nesterov", nesterov}});
+  }
+};
+
+struct training_op {
+  const node& step;               // a target: one update of every variable
+  const node& init;               // a target: sets the optimizer's slots to their initial values
+  std::vector<output> gradients;  // d loss / d var, one per variable
+};
+
+namespace detail {
+inline const node& variable_node(const graph& g, output v) {
+  const node& n = g.at(v);
+  if (n.op() != "Variable")
+    fail(error_code::invalid_argument, "weft::train::minimize: ", n.describe(), " is not a variable; minimize updates ",
+         "the outputs of Variable nodes");
+  if (!n.attr<partial_shape>("shape").fully_known())
+    fail(error_code::invalid_argument, "weft::train::minimize: variable ", n.describe(), " has shape ",
+         n.attr<partial_shape>("shape"), "; the optimizer's slots need a fully known shape");
+  return n;
+}
+// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
+inline std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
+  output v = g.variable(t, partial_shape(s), node_options(name)).out(0);
+  output dims = g.constant(tensor::from_vector(s.dims(), shape{s.rank()})).out(0);
+  output init = g.op("Assign", {v, g.op("Fill", {dims, value}).out(0)}, {}, node_options(name + "/init")).out(0);
+  return {v, init};
+}
+}  // namespace detail
+
+// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
+// each; `name` prefixes the nodes it adds ("train/step", "train/init", ...).
+template <class Optimizer>
+training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
+                     const std::string& name = "train") {
+  for (const auto& v : vars) detail::variable_node(g, v);
+  const std::vector<output> gradients = add_gradients(g, {loss}, vars);
+  // The nodes the step runs: ancestors of the loss and the gradients.
+  std::vector<char> runs(static_cast<std::size_t>(g.size()));
+  std::vector<int> stack{loss.node};
+  for (auto d : gradients) stack.push_back(d.node);
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (runs[static_cast<std::size_t>(id)]) continue;
+    runs[static_cast<std::size_t>(id)] = 1;
+    for (const auto& in : g.at(id).inputs()) stack.push_back(in.node);
+    for (int c : g.at(id).control_inputs()) stack.push_back(c);
+  }
+  const int forward_size = g.size();
+  std::vector<int> inits, updates;
+  std::map<dtype, std::vector<output>> shared;  // per dtype
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const node& vn = g.at(vars[i]);
+    const dtype t = vn.attr<dtype>("dtype");
+    const shape s = vn.attr<partial_shape>("shape").to_shape();
+    update_args a{g, vars[i], gradients[i], {}, {}, {}};
+    if (!shared.count(t)) {
+      auto& sh = shared[t];
+      for (const auto& spec : opt.shared()) {
+        std::string vname = name + "/" + spec.name + (shared.size() > 1 ? "_" + std::string(weft::name(t)) : "");
+        auto [v, init] = detail::new_variable(g, vname, t, shape{}, a.scalar(spec.initial));
+        sh.push_back(v), inits.push_back(init.node);
+      }
+    }
+    a.shared = shared[t];
+    for (const auto& spec : opt.slots()) {
+      auto [v, init] = detail::new_variable(g, vn.name() + "/" + Optimizer::name + "/" + spec.name, t, s,
+                                            a.scalar(spec.initial));
+      a.slots.push_back(v), inits.push_back(init.node);
+    }
+    // After every node of the step that reads the variable.
+    std::vector<int> readers;
+    for (int id = 0; id < forward_size; ++id)
+      if (runs[static_cast<std::size_t>(id)])
+        for (const auto& in : g.at(id).inputs())
+          if (in.node == vars[i].node) readers.push_back(id);
+    a.options = node_options(name + "/" + vn.name() + "/" + Optimizer::name).after(readers);
+    updates.push_back(opt.update(a).node);
+  }
+  if constexpr (requires { opt.shared_decay(); }) {
+    // Shared state advances once per step, after every update has read it.
+    const auto decay = opt.shared_decay();
+    std::vector<int> advanced;
+    for (auto& [t, sh] : shared)
+      for (std::size_t k = 0; k < sh.size(); ++k) {
+        update_args a{g, sh[k], {}, {}, {}, {}};
+        output next = g.op("Mul", {sh[k], a.scalar(decay[k])}).out(0);
+        advanced.push_back(g.op("Assign", {sh[k], next}, {}, node_options(g.at(sh[k]).name() + "/advance").after(updates)).id());
+      }
+    updates.insert(updates.end(), advanced.begin(), advanced.end());
+  }
+  const node& step = g.op("NoOp", {}, {}, node_options(name + "/step").after(updates));
+  return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), gradients};
+}
+
+}  // namespace weft::train
+// Checkpoints: every variable of a model in one file, written atomically, read back only
+// when the whole file checks out.
+//
+// File format (version 1; integers little-endian):
+//   "WEFTCKPT", u32 version, u32 count
+//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
+//                  u64 bytes, u32 CRC-32C of the tensor's bytes
+//   u32 CRC-32C of everything above
+//   the tensors' bytes, at their offsets, back to back to the end of the file
+//
+// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
+// over the target and fsyncs the directory: a crash at any point leaves either the old file
+// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
+// checksum, that the file ends where the index says, and every tensor's checksum.
+//
+// saver (below) saves a session's variables to "<prefix>-<step>.ckpt", keeps the last N,
+// and restores them in one step that runs only after the file has been read and checked
+// against each variable's name, dtype and shape, so a bad file changes no variable.
+//
+// Partial: weft has no string tensors, so there are no Save and Restore ops taking a file
+// name as an input (TensorFlow's); the saver reads the variables in one step and assigns
+// them in one step.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
-#include <exception>
-#include <functional>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
+// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace weft {
+
+namespace detail {
+inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
+  std::array<std::uint32_t, 256> t{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}();
+}  // namespace detail
+
+// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
+inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept {
+  const auto* p = static_cast<const unsigned char*>(data);
+  crc = ~crc;
+  for (std::size_t i = 0; i < size; ++i) crc = detail::crc32c_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+}  // namespace weft
+// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
+//
+// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
+// nodes the fetches and targets need, with every fed output replaced by the fed value, so
+// both placeholders and intermediate outputs can be fed. The pruned graph, with its
+// kernels, is validated and cached. Variables live in the session's resource_manager and
+// survive across runs; several threads may call run() at once.
+
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
-#include <span>
 #include <string>
-#include <string_view>
+#include <utility>
 #include <vector>
 
 // cpu_device: a device owns its allocator and runs kernels. Intra-op parallelism goes
@@ -3369,22 +3920,75 @@ inline int default_thread_count() {
 }
 
 }  // namespace weft
+// The single-device executor (whitepaper §3.1, DESIGN.md §1).
+//
+// An executable is the pruned graph of one run signature with a kernel per node; it is
+// immutable and shared by every step that runs it. A step holds the mutable state: for
+// each node a count of unfinished inputs, and an input slot per data input that its
+// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
+// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
+// which the current thread keeps). Async kernels get a done callback and hold no thread.
+//
+// Per-step state is organised as frames and iterations (the root frame has iteration 0)
+// and every value carries a dead bit: a node with a dead input does not run and its
+// outputs are dead. Control-flow ops (Switch, Merge, Enter, Exit, NextIteration) add
+// frames and iterations on this structure.
+//
+// A kernel error or a cancellation aborts the step: no further node starts, waiting async
+// kernels are cancelled, buffers are released with the step, and run() reports the first
+// error with the node, op, dtypes and shapes.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
+// is created once per node when a session builds an executable and may then run in
+// many steps at once, so compute() must not mutate the kernel except through atomics.
+//
+// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
+// node, op, dtypes and shapes to the message and aborts the step.
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
 // Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
 // A resource_manager holds named containers; a container holds resources by name. Two
 // sessions given the same resource_manager share their variables; reset(container)
 // drops a container's state.
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <vector>
 
 
 namespace weft {
 
-// A persistent tensor. Updates replace the buffer (never write into it), so a value a
-// reader took stays valid and unchanged while other steps assign.
+// A persistent tensor. A value a reader took stays valid and unchanged while other steps
+// assign: assign and update replace the buffer, and update_in_place writes into it only
+// when no reader holds it (copy on write).
 class variable {
  public:
   variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
@@ -3416,6 +4020,30 @@ class variable {
       fail(error_code::failed_precondition, "variable '", name_, "' is updated before it was initialized");
     value_ = f(static_cast<const tensor&>(value_));
     return value_;
+  }
+  // Applies f(values) to the values of `vars` (distinct, initialized, each locked for the
+  // call) for writing in place: a value that a reader still holds is copied first (copy on
+  // write), so readers never see a partial update. `vars` are locked in address order, so
+  // two updates of overlapping sets cannot deadlock. f should check its inputs before it
+  // writes: an exception leaves the values it has written.
+  template <class F>
+  static void update_in_place(const std::vector<variable*>& vars, F&& f) {
+    std::vector<variable*> order(vars);
+    std::sort(order.begin(), order.end());
+    if (std::adjacent_find(order.begin(), order.end()) != order.end())
+      fail(error_code::invalid_argument, "variable '", (*std::adjacent_find(order.begin(), order.end()))->name_,
+           "' is passed twice to one update");
+    std::vector<std::unique_lock<std::shared_mutex>> locks;
+    locks.reserve(order.size());
+    for (variable* v : order) locks.emplace_back(v->mutex_);
+    std::vector<tensor*> values;
+    for (variable* v : vars) {
+      if (!v->value_.valid())
+        fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
+      if (!v->value_.sole_owner()) v->value_ = v->value_.copy();
+      values.push_back(&v->value_);
+    }
+    f(values);
   }
 
  private:
@@ -4028,22 +4656,6 @@ class step {
 };
 
 }  // namespace weft
-// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
-//
-// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
-// nodes the fetches and targets need, with every fed output replaced by the fed value, so
-// both placeholders and intermediate outputs can be fed. The pruned graph, with its
-// kernels, is validated and cached. Variables live in the session's resource_manager and
-// survive across runs; several threads may call run() at once.
-
-#include <algorithm>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <string>
-#include <utility>
-#include <vector>
-
 
 namespace weft {
 
@@ -4299,6 +4911,263 @@ class session {
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
+};
+
+}  // namespace weft
+
+namespace weft {
+
+namespace detail {
+static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
+
+inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
+// then renamed over `path`, then the directory fsync'd.
+inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
+                                  const std::vector<const tensor*>& blobs) {
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  const std::filesystem::path tmp =
+      dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
+  auto write_all = [&](const void* data, std::size_t size) {
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0) {
+      ssize_t n = ::write(fd, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      p += n, size -= static_cast<std::size_t>(n);
+    }
+    return true;
+  };
+  bool ok = write_all(head.data(), head.size());
+  for (const tensor* t : blobs) ok = ok && write_all(t->raw_data(), t->bytes());
+  const int saved_errno = errno;
+  ok = ok && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = ok ? errno : saved_errno;
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(e),
+         "; the previous file, if any, is unchanged");
+  }
+  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
+    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
+    ::close(d);
+  }
+}
+}  // namespace detail
+
+// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
+// distinct and non-empty.
+inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
+  std::string index;
+  index.append(detail::checkpoint_magic, 8);
+  detail::put<std::uint32_t>(index, 1);
+  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
+  std::size_t index_size = index.size() + 4;
+  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
+  std::uint64_t offset = index_size;
+  std::vector<const tensor*> blobs;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
+      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
+    names.push_back(name);
+    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
+    index += name;
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
+    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+    detail::put<std::uint64_t>(index, offset);
+    detail::put<std::uint64_t>(index, t.bytes());
+    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
+    offset += t.bytes();
+    blobs.push_back(&t);
+  }
+  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
+  detail::write_file_atomically(path, index, blobs);
+}
+
+// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
+inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(error_code::not_found, "cannot open the checkpoint ", path.string());
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", path.string(), " is corrupt: ", what...); };
+  std::size_t pos = 0;
+  auto take = [&](std::size_t n, const char* what) {
+    if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
+    const char* p = bytes.data() + pos;
+    pos += n;
+    return p;
+  };
+  auto get = [&]<class T>(T, const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof v, what), sizeof v);
+    return v;
+  };
+  if (std::memcmp(take(8, "the magic number"), detail::checkpoint_magic, 8) != 0) bad("it is not a weft checkpoint (bad magic number)");
+  if (auto v = get(std::uint32_t{}, "the header"); v != 1) bad("unknown format version ", v);
+  const auto count = get(std::uint32_t{}, "the header");
+  struct entry {
+    std::string name;
+    dtype type;
+    shape dims;
+    std::uint64_t offset, size;
+    std::uint32_t crc;
+  };
+  std::vector<entry> entries;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto len = get(std::uint32_t{}, "the index");
+    entry e;
+    e.name.assign(take(len, "the index"), len);
+    const auto t = get(std::uint8_t{}, "the index");
+    if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
+    e.type = static_cast<dtype>(t);
+    const auto rank = get(std::uint8_t{}, "the index");
+    std::vector<std::int64_t> dims;
+    for (int d = 0; d < rank; ++d) {
+      dims.push_back(get(std::int64_t{}, "the index"));
+      if (dims.back() < 0 || dims.back() > (std::int64_t{1} << 40)) bad("tensor '", e.name, "' has a dimension of ", dims.back());
+    }
+    e.dims = shape(dims);
+    e.offset = get(std::uint64_t{}, "the index");
+    e.size = get(std::uint64_t{}, "the index");
+    e.crc = get(std::uint32_t{}, "the index");
+    entries.push_back(std::move(e));
+  }
+  const std::uint32_t index_crc = crc32c(bytes.data(), pos);
+  if (get(std::uint32_t{}, "the index checksum") != index_crc) bad("the index's checksum does not match");
+  std::uint64_t expected_end = pos;
+  std::vector<std::pair<std::string, tensor>> result;
+  for (const auto& e : entries) {
+    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))
+      bad("tensor '", e.name, "' has an inconsistent offset or size");
+    if (bytes.size() < e.offset + e.size)
+      bad("it is truncated: tensor '", e.name, "' needs bytes up to ", e.offset + e.size, ", the file has ", bytes.size());
+    if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
+    tensor t(e.type, e.dims);
+    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+    result.emplace_back(e.name, std::move(t));
+    expected_end = e.offset + e.size;
+  }
+  if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
+  return result;
+}
+
+// The outputs of every Variable node of `g`.
+inline std::vector<output> variables_of(const graph& g) {
+  std::vector<output> vars;
+  for (int id = 0; id < g.size(); ++id)
+    if (g.at(id).op() == "Variable") vars.push_back(g.at(id).out(0));
+  return vars;
+}
+
+struct saver_options {
+  int keep = 5;  // checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
+};
+
+// Saves and restores variables of a graph by their node names. Construct it before the
+// session (it adds the restore step's nodes to the graph).
+class saver {
+ public:
+  saver(graph& g, std::vector<output> vars, saver_options o = {}) : vars_(std::move(vars)), options_(o) {
+    for (const auto& v : vars_) {
+      const node& n = g.at(v);
+      if (n.op() != "Variable") fail(error_code::invalid_argument, "weft::saver: ", n.describe(), " is not a variable");
+      const dtype t = n.attr<dtype>("dtype");
+      const output value = g.placeholder(t, n.attr<partial_shape>("shape"), node_options("save/restore/" + n.name() + "/value")).out(0);
+      restore_feeds_.push_back(value);
+      restores_.push_back(g.op("Assign", {v, value}, {}, node_options("save/restore/" + n.name())).name());
+      names_.push_back(n.name());
+      dtypes_.push_back(t);
+      shapes_.push_back(n.attr<partial_shape>("shape"));
+    }
+  }
+
+  // Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt", then deletes
+  // all but the newest `keep` checkpoints of `prefix`. Returns the file written.
+  std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
+    std::vector<endpoint> fetch(vars_.begin(), vars_.end());
+    std::vector<tensor> values = s.run({}, fetch);
+    std::vector<std::pair<std::string, tensor>> named;
+    for (std::size_t i = 0; i < values.size(); ++i) named.emplace_back(names_[i], std::move(values[i]));
+    const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
+    if (prefix.has_parent_path()) std::filesystem::create_directories(prefix.parent_path());
+    write_checkpoint(file, named);
+    if (options_.keep > 0) {
+      auto all = checkpoints(prefix);
+      for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
+        std::error_code ignored;
+        std::filesystem::remove(all[i].second, ignored);
+      }
+    }
+    return file;
+  }
+
+  // Reads and checks `file`, then assigns every variable in one step. A file that is
+  // corrupt, or lacks a variable, or holds one with another dtype or shape, is an error
+  // that changes no variable. Tensors of the file that are not among the variables are ignored.
+  void restore(session& s, const std::filesystem::path& file) const {
+    auto stored = read_checkpoint(file);
+    std::map<std::string, tensor> by_name(stored.begin(), stored.end());
+    feed_list feeds;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      auto it = by_name.find(names_[i]);
+      if (it == by_name.end())
+        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
+      const tensor& t = it->second;
+      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
+        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
+             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
+      feeds.push_back({restore_feeds_[i], t});
+    }
+    std::vector<endpoint> targets;
+    for (const auto& name : restores_) targets.push_back(name);
+    s.run(feeds, {}, targets);
+  }
+
+  // The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
+  static std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints(const std::filesystem::path& prefix) {
+    std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
+    const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
+    const std::string stem = prefix.filename().string() + "-";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() <= stem.size() + 5 || name.compare(0, stem.size(), stem) != 0 || !name.ends_with(".ckpt")) continue;
+      const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 5);
+      if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        continue;
+      found.emplace_back(std::stoll(digits), e.path());
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+  }
+  // The newest checkpoint of `prefix`, if any.
+  static std::optional<std::pair<std::int64_t, std::filesystem::path>> latest(const std::filesystem::path& prefix) {
+    auto all = checkpoints(prefix);
+    if (all.empty()) return std::nullopt;
+    return all.back();
+  }
+
+ private:
+  std::vector<output> vars_;
+  saver_options options_;
+  std::vector<output> restore_feeds_;
+  std::vector<std::string> restores_;  // the Assign nodes, by name
+  std::vector<std::string> names_;
+  std::vector<dtype> dtypes_;
+  std::vector<partial_shape> shapes_;
 };
 
 }  // namespace weft
@@ -5832,6 +6701,260 @@ void register_matmul_kernels() {
 }
 
 }  // namespace weft::cpu
+// CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
+// its last dim, rows split between threads, and each row one Eigen array expression
+// (vectorized exp, max and sums). float16 and bfloat16 compute in float.
+
+#include <Eigen/Core>
+
+#include <cmath>
+#include <vector>
+
+
+namespace weft::cpu {
+
+namespace nn {
+
+template <class C>
+using row_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+template <class C>
+using const_row_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
+template <class C>
+using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
+template <class C>
+using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
+
+// The last dim of t, and the number of rows of that length (1 for a scalar).
+inline std::pair<std::int64_t, std::int64_t> rows_of(const tensor& t) {
+  const std::int64_t n = t.rank() ? t.shape()[t.rank() - 1] : 1;
+  return {n, n ? t.num_elements() / n : 0};
+}
+
+// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (the first
+// `Body::value_inputs` widened when T is a half type), `out` its outputs.
+struct io {
+  std::vector<tensor> in, out;
+};
+
+// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
+// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
+// types the value inputs are widened to float first and the outputs narrowed after.
+template <class Body>
+struct kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node& n) : body_(n) {}
+    void compute(kernel_context& ctx) const override {
+      using C = compute_t<T>;
+      const std::vector<shape> shapes = body_.shapes(ctx);
+      io v;
+      for (int i = 0; i < ctx.num_inputs(); ++i) {
+        const tensor& x = ctx.input(i);
+        v.in.push_back(is_converted_v<T> && i < Body::value_inputs ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x);
+      }
+      for (std::size_t o = 0; o < shapes.size(); ++o)
+        v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
+      body_.template run<C>(ctx, v);
+      if constexpr (is_converted_v<T>)
+        for (std::size_t o = 0; o < shapes.size(); ++o)
+          detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
+    }
+    Body body_;
+  };
+};
+
+inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
+  if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
+}
+inline void require_nhwc(const node& n) {
+  if (n.attr<std::string>("data_format") != "NHWC")
+    fail(error_code::unimplemented, "data_format '", n.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
+}
+
+struct bias_add {
+  static constexpr int value_inputs = 2;
+  explicit bias_add(const node& n) { require_nhwc(n); }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &x = ctx.input(0), &b = ctx.input(1);
+    require_rank_at_least(x, 2, "value");
+    if (b.rank() != 1) fail(error_code::invalid_argument, "bias must be a vector, got shape ", b.shape());
+    if (b.shape()[0] != x.shape()[x.rank() - 1])
+      fail(error_code::invalid_argument, "the bias length ", b.shape()[0], " differs from value's last dimension (value: ",
+           x.shape(), ")");
+    return {x.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* x = v.in[0].data<C>();
+    const_row_map<C> bias(v.in[1].data<C>(), n);
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(rows, static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      rows_map<C>(out + b * n, n, e - b) = const_rows_map<C>(x + b * n, n, e - b).colwise() + bias;
+    });
+  }
+};
+
+struct bias_add_grad {
+  static constexpr int value_inputs = 1;
+  explicit bias_add_grad(const node& n) { require_nhwc(n); }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor& d = ctx.input(0);
+    require_rank_at_least(d, 2, "out_backprop");
+    return {shape{d.shape()[d.rank() - 1]}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* d = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    // Threads take slices of the n columns; each sums its slice over every row.
+    ctx.parallel_for(n, static_cast<double>(rows), [&](std::int64_t b, std::int64_t e) {
+      row_map<C> o(out + b, e - b);
+      o.setZero();
+      for (std::int64_t r = 0; r < rows; ++r) o += const_row_map<C>(d + r * n + b, e - b);
+    });
+  }
+};
+
+// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
+// large logits do not overflow.
+template <bool Log>
+struct softmax {
+  static constexpr int value_inputs = 1;
+  explicit softmax(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    require_rank_at_least(ctx.input(0), 1, "logits");
+    return {ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* x = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(rows, 8.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const_row_map<C> xr(x + r * n, n);
+        row_map<C> o(out + r * n, n);
+        const C m = xr.maxCoeff();
+        if constexpr (Log) {
+          o = xr - m;
+          o -= std::log(o.exp().sum());
+        } else {
+          o = (xr - m).exp();
+          o /= o.sum();
+        }
+      }
+    });
+  }
+};
+
+// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
+// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
+template <class C>
+std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
+  const C m = f.maxCoeff();
+  back = (f - m).exp();
+  const C s = back.sum();
+  back /= s;
+  return {std::log(s), m};
+}
+
+struct softmax_cross_entropy {
+  static constexpr int value_inputs = 2;
+  explicit softmax_cross_entropy(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &f = ctx.input(0), &l = ctx.input(1);
+    if (f.rank() != 2 || f.shape() != l.shape())
+      fail(error_code::invalid_argument, "features and labels must be matrices of one shape, got ", f.shape(), " and ",
+           l.shape());
+    return {shape{f.shape()[0]}, f.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    if (n == 0) row_map<C>(v.out[0].data<C>(), v.out[0].num_elements()).setZero();  // sums of nothing
+    const C *f = v.in[0].data<C>(), *l = v.in[1].data<C>();
+    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
+    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const_row_map<C> fr(f + r * n, n), lr(l + r * n, n);
+        row_map<C> br(back + r * n, n);
+        auto [lse, m] = softmax_row<C>(fr, br);
+        // -sum(l * (f - m - lse)) = sum(l * (lse + m - f))
+        loss[r] = n ? (lr * ((lse + m) - fr)).sum() : C(0);
+        br -= lr;
+      }
+    });
+  }
+};
+
+struct sparse_softmax_cross_entropy {
+  static constexpr int value_inputs = 1;
+  explicit sparse_softmax_cross_entropy(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &f = ctx.input(0), &l = ctx.input(1);
+    if (f.rank() != 2) fail(error_code::invalid_argument, "features must be a matrix, got shape ", f.shape());
+    if (l.rank() != 1 || l.shape()[0] != f.shape()[0])
+      fail(error_code::invalid_argument, "labels must be a vector of the batch size ", f.shape()[0], ", got shape ",
+           l.shape());
+    const std::int64_t n = f.shape()[1];
+    const auto labels = int_values(l, "labels");
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] < 0 || labels[i] >= n)
+        fail(error_code::invalid_argument, "label ", labels[i], " at index ", i, " is outside the valid range [0, ", n,
+             ")");
+    return {shape{f.shape()[0]}, f.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    auto [n, rows] = rows_of(v.in[0]);
+    const C* f = v.in[0].data<C>();
+    const tensor& labels = v.in[1];
+    auto label = [&](std::int64_t r) {
+      return labels.dtype() == dtype::int32 ? std::int64_t{labels.data<std::int32_t>()[r]} : labels.data<std::int64_t>()[r];
+    };
+    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
+    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const std::int64_t k = label(r);
+        auto [lse, m] = softmax_row<C>(const_row_map<C>(f + r * n, n), row_map<C>(back + r * n, n));
+        loss[r] = lse + m - f[r * n + k];
+        back[r * n + k] -= C(1);
+      }
+    });
+  }
+};
+
+struct l2_loss {
+  static constexpr int value_inputs = 1;
+  explicit l2_loss(const node&) {}
+  std::vector<shape> shapes(kernel_context&) const { return {shape{}}; }
+  template <class C>
+  void run(kernel_context&, io& v) const {
+    const tensor& t = v.in[0];
+    *v.out[0].data<C>() = const_row_map<C>(t.data<C>(), t.num_elements()).square().sum() / C(2);
+  }
+};
+
+}  // namespace nn
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_nn_kernels() {
+  ops::register_nn_ops();
+  using types = type_list<half, bfloat16, float, double>;
+  register_for<nn::kernel<nn::bias_add>::of>("BiasAdd", "T", types{});
+  register_for<nn::kernel<nn::bias_add_grad>::of>("BiasAddGrad", "T", types{});
+  register_for<nn::kernel<nn::softmax<false>>::of>("Softmax", "T", types{});
+  register_for<nn::kernel<nn::softmax<true>>::of>("LogSoftmax", "T", types{});
+  register_for<nn::kernel<nn::softmax_cross_entropy>::of>("SoftmaxCrossEntropyWithLogits", "T", types{});
+  register_for<nn::kernel<nn::sparse_softmax_cross_entropy>::of>("SparseSoftmaxCrossEntropyWithLogits", "T", types{});
+  register_for<nn::kernel<nn::l2_loss>::of>("L2Loss", "T", types{});
+}
+
+}  // namespace weft::cpu
 // CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
 // pure function of (seed, seed2, counter + i): the stream is reproducible and shards
 // compute independently. A node reserves a counter range per run with one atomic add.
@@ -6283,6 +7406,150 @@ void register_state_kernels() {
   register_cpu_kernel<assign_kernel>("Assign");
   register_for<assign_update_kernel<true>::of>("AssignAdd", "T", number_types{});
   register_for<assign_update_kernel<false>::of>("AssignSub", "T", number_types{});
+}
+
+}  // namespace weft::cpu
+// CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
+// place under their locks (variable::update_in_place: copied first when a reader still
+// holds a value), after checking every shape, so a bad input changes nothing. float16 and
+// bfloat16 compute in float.
+
+#include <Eigen/Core>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+
+namespace weft::cpu {
+
+namespace training {
+
+template <class C>
+using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+template <class C>
+using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+
+// Each rule: `refs` variables (the first is the one updated, the rest its slots), the
+// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
+// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
+struct gradient_descent {
+  static constexpr int refs = 1, grad = 2, scalars = 1;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* g, std::int64_t n, const std::array<C, scalars>& h, bool) {
+    vec<C>(s[0], n) -= h[0] * const_vec<C>(g, n);
+  }
+};
+struct momentum {  // lr, momentum
+  static constexpr int refs = 2, grad = 3, scalars = 2;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
+                     bool nesterov) {
+    vec<C> var(s[0], n), accum(s[1], n);
+    const_vec<C> g(gp, n);
+    accum = accum * h[1] + g;
+    if (nesterov) var -= h[0] * (g + h[1] * accum);
+    else var -= h[0] * accum;
+  }
+};
+struct adagrad {  // lr
+  static constexpr int refs = 2, grad = 3, scalars = 1;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
+    vec<C> var(s[0], n), accum(s[1], n);
+    const_vec<C> g(gp, n);
+    accum += g.square();
+    var -= h[0] * g * accum.rsqrt();
+  }
+};
+struct rms_prop {  // lr, rho, momentum, epsilon
+  static constexpr int refs = 3, grad = 7, scalars = 4;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
+    vec<C> var(s[0], n), ms(s[1], n), mom(s[2], n);
+    const_vec<C> g(gp, n);
+    ms += (C(1) - h[1]) * (g.square() - ms);
+    mom = mom * h[2] + h[0] * g * (ms + h[3]).rsqrt();
+    var -= mom;
+  }
+};
+struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
+  static constexpr int refs = 3, grad = 9, scalars = 6;
+  template <class C>
+  static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
+                     bool nesterov) {
+    vec<C> var(s[0], n), m(s[1], n), v(s[2], n);
+    const_vec<C> g(gp, n);
+    const C lr = h[2] * std::sqrt(C(1) - h[1]) / (C(1) - h[0]), beta1 = h[3], beta2 = h[4], eps = h[5];
+    m += (g - m) * (C(1) - beta1);
+    v += (g.square() - v) * (C(1) - beta2);
+    if (nesterov) var -= (m * beta1 + (C(1) - beta1) * g) * lr / (v.sqrt() + eps);
+    else var -= m * lr / (v.sqrt() + eps);
+  }
+};
+
+template <class Rule>
+struct apply_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node& n) : nesterov_(n.attrs().contains("use_nesterov") && n.attr<bool>("use_nesterov")) {}
+    void compute(kernel_context& ctx) const override {
+      using C = compute_t<T>;
+      constexpr int R = Rule::refs;
+      std::vector<std::shared_ptr<variable>> held;
+      std::vector<variable*> vars;
+      for (int i = 0; i < R; ++i) vars.push_back(held.emplace_back(ctx.input_ref_shared(i)).get());
+      std::array<C, Rule::scalars> h{};
+      for (int i = R, k = 0; i < ctx.num_inputs(); ++i) {
+        if (i == Rule::grad) continue;
+        const tensor& x = ctx.input(i);
+        if (x.num_elements() != 1)
+          fail(error_code::invalid_argument, "input ", i, " (a hyperparameter) must be a scalar, got shape ", x.shape());
+        h[static_cast<std::size_t>(k++)] = detail::convert<C>(x.data<T>()[0]);
+      }
+      const tensor& grad = ctx.input(Rule::grad);
+      variable::update_in_place(vars, [&](const std::vector<tensor*>& values) {
+        for (int i = 0; i < R; ++i)
+          if (values[static_cast<std::size_t>(i)]->shape() != grad.shape())
+            fail(error_code::invalid_argument, "the gradient of shape ", grad.shape(), " does not match variable '",
+                 vars[static_cast<std::size_t>(i)]->name(), "' of shape ", values[static_cast<std::size_t>(i)]->shape());
+        const std::int64_t n = grad.num_elements();
+        // Widened copies for half types; the values themselves otherwise.
+        std::array<tensor, R> work;
+        std::array<C*, R> ptrs{};
+        for (int i = 0; i < R; ++i) {
+          tensor& val = *values[static_cast<std::size_t>(i)];
+          work[static_cast<std::size_t>(i)] = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, val, dtype_of<C>) : val;
+          ptrs[static_cast<std::size_t>(i)] = work[static_cast<std::size_t>(i)].template data<C>();
+        }
+        tensor g = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, grad, dtype_of<C>) : grad;
+        const C* gp = g.data<C>();
+        ctx.parallel_for(n, 8.0, [&](std::int64_t b, std::int64_t e) {
+          std::array<C*, R> at{};
+          for (int i = 0; i < R; ++i) at[static_cast<std::size_t>(i)] = ptrs[static_cast<std::size_t>(i)] + b;
+          Rule::update(at, gp + b, e - b, h, nesterov_);
+        });
+        if constexpr (is_converted_v<T>)
+          for (int i = 0; i < R; ++i) detail::run_convert(ctx, narrow_fn<T>, work[static_cast<std::size_t>(i)], *values[static_cast<std::size_t>(i)]);
+      });
+      ctx.set_output_ref(0, std::move(held[0]));
+    }
+    bool nesterov_;
+  };
+};
+
+}  // namespace training
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_training_kernels() {
+  ops::register_training_ops();
+  using types = type_list<half, bfloat16, float, double>;
+  register_for<training::apply_kernel<training::gradient_descent>::of>("ApplyGradientDescent", "T", types{});
+  register_for<training::apply_kernel<training::momentum>::of>("ApplyMomentum", "T", types{});
+  register_for<training::apply_kernel<training::adagrad>::of>("ApplyAdagrad", "T", types{});
+  register_for<training::apply_kernel<training::rms_prop>::of>("ApplyRMSProp", "T", types{});
+  register_for<training::apply_kernel<training::adam>::of>("ApplyAdam", "T", types{});
 }
 
 }  // namespace weft::cpu
@@ -8822,6 +10089,8 @@ inline bool register_all_kernels() {
     register_linalg_kernels();
     register_random_kernels();
     register_state_kernels();
+    register_nn_kernels();
+    register_training_kernels();
     return true;
   }();
   return done;
