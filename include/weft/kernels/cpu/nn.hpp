@@ -26,11 +26,9 @@ using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
 template <class C>
 using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
 
-// The last dim of t, and the number of rows of that length (1 for a scalar).
-inline std::pair<std::int64_t, std::int64_t> rows_of(const tensor& t) {
-  const std::int64_t n = t.rank() ? t.shape()[t.rank() - 1] : 1;
-  return {n, n ? t.num_elements() / n : 0};
-}
+// The last dim of t (1 for a scalar), and the number of rows of that length.
+inline std::int64_t row_length(const tensor& t) { return t.rank() ? t.shape()[t.rank() - 1] : 1; }
+inline std::int64_t row_count(const tensor& t) { return row_length(t) ? t.num_elements() / row_length(t) : 0; }
 
 // Inputs and outputs of one run, in the compute type: `in` are the op's inputs (the first
 // `Body::value_inputs` widened when T is a half type), `out` its outputs.
@@ -87,7 +85,7 @@ struct bias_add {
   }
   template <class C>
   void run(kernel_context& ctx, io& v) const {
-    auto [n, rows] = rows_of(v.in[0]);
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
     const C* x = v.in[0].data<C>();
     const_row_map<C> bias(v.in[1].data<C>(), n);
     C* out = v.out[0].data<C>();
@@ -107,7 +105,7 @@ struct bias_add_grad {
   }
   template <class C>
   void run(kernel_context& ctx, io& v) const {
-    auto [n, rows] = rows_of(v.in[0]);
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
     const C* d = v.in[0].data<C>();
     C* out = v.out[0].data<C>();
     // Threads take slices of the n columns; each sums its slice over every row.
@@ -131,7 +129,7 @@ struct softmax {
   }
   template <class C>
   void run(kernel_context& ctx, io& v) const {
-    auto [n, rows] = rows_of(v.in[0]);
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
     const C* x = v.in[0].data<C>();
     C* out = v.out[0].data<C>();
     ctx.parallel_for(rows, 8.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
@@ -174,7 +172,7 @@ struct softmax_cross_entropy {
   }
   template <class C>
   void run(kernel_context& ctx, io& v) const {
-    auto [n, rows] = rows_of(v.in[0]);
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
     if (n == 0) row_map<C>(v.out[0].data<C>(), v.out[0].num_elements()).setZero();  // sums of nothing
     const C *f = v.in[0].data<C>(), *l = v.in[1].data<C>();
     C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
@@ -210,7 +208,7 @@ struct sparse_softmax_cross_entropy {
   }
   template <class C>
   void run(kernel_context& ctx, io& v) const {
-    auto [n, rows] = rows_of(v.in[0]);
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
     const C* f = v.in[0].data<C>();
     const tensor& labels = v.in[1];
     auto label = [&](std::int64_t r) {
