@@ -3,8 +3,6 @@
 // keeps the last N files and restores all variables or none.
 #include "support/helpers.hpp"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,15 +13,6 @@ using namespace weft::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() : path(fs::temp_directory_path() / ("weft_ckpt_test_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-};
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -44,7 +33,7 @@ TEST_CASE("checkpoint: CRC-32C gives the published check value and continues acr
 }
 
 TEST_CASE("checkpoint: files round-trip tensors of every kind and leave no temporary file", "[checkpoint]") {
-  temp_dir d;
+  temp_dir d("weft_ckpt_test");
   const std::vector<std::pair<std::string, tensor>> tensors{
       {"w", tensor::of<float>({2, 3}, {1, 2, 3, 4, 5, 6})},
       {"scalar", tensor::scalar(std::int64_t{-7})},
@@ -62,9 +51,13 @@ TEST_CASE("checkpoint: files round-trip tensors of every kind and leave no tempo
     CHECK(back[i].first == tensors[i].first);
     CHECK(back[i].second.dtype() == tensors[i].second.dtype());
     CHECK(back[i].second.shape() == tensors[i].second.shape());
-    CHECK(slurp(file).size() > 0);
     CHECK(std::memcmp(back[i].second.raw_data(), tensors[i].second.raw_data(), tensors[i].second.bytes()) == 0);
   }
+  // The file's length from the format: "WEFTCKPT", version and count, one index entry per
+  // tensor (name length, name, dtype, rank, dims, offset, size, CRC), the index CRC, the data.
+  std::size_t length = 8 + 4 + 4 + 4;
+  for (const auto& [name, t] : tensors) length += 4 + name.size() + 1 + 1 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4 + t.bytes();
+  CHECK(slurp(file).size() == length);
   CHECK(std::distance(fs::directory_iterator(d.path), fs::directory_iterator{}) == 1);  // no temporary left
   require_error([&] { write_checkpoint(file, {{"x", tensor::scalar(1.0f)}, {"x", tensor::scalar(2.0f)}}); },
                 {"names must be distinct"});
@@ -74,7 +67,7 @@ TEST_CASE("checkpoint: files round-trip tensors of every kind and leave no tempo
 }
 
 TEST_CASE("checkpoint: every truncation, flipped byte and appended byte is caught", "[checkpoint]") {
-  temp_dir d;
+  temp_dir d("weft_ckpt_test");
   const fs::path file = d.path / "c.ckpt", bad = d.path / "bad.ckpt";
   write_checkpoint(file, {{"a", tensor::of<float>({3}, {1, 2, 3})}, {"bb", tensor::of<std::int32_t>({2}, {7, 8})}});
   const std::string good = slurp(file);
@@ -100,7 +93,7 @@ TEST_CASE("checkpoint: every truncation, flipped byte and appended byte is caugh
 }
 
 TEST_CASE("checkpoint: a saver keeps the last N files and restores all variables or none", "[checkpoint]") {
-  temp_dir d;
+  temp_dir d("weft_ckpt_test");
   graph g;
   auto w = g.variable(dtype::float32, {2}, node_options("w")).out(0);
   auto n = g.variable(dtype::int64, shape{}, node_options("n")).out(0);

@@ -4,8 +4,6 @@
 
 #include <weft/data/idx.hpp>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,15 +15,6 @@ using namespace weft::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() : path(fs::temp_directory_path() / ("weft_data_test_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-};
 
 void write(const fs::path& p, const std::vector<unsigned char>& bytes) {
   std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -45,7 +34,7 @@ std::vector<unsigned char> cat(std::vector<unsigned char> a, const std::vector<u
 }  // namespace
 
 TEST_CASE("data: IDX files of every element type read back with their dims and values", "[data]") {
-  temp_dir d;
+  temp_dir d("weft_data_test");
   write(d.path / "u8", cat(header(0x08, {2, 3}), {0, 1, 2, 253, 254, 255}));
   auto u8 = data::read_idx(d.path / "u8");
   CHECK(u8.dtype() == dtype::uint8);
@@ -69,7 +58,7 @@ TEST_CASE("data: IDX files of every element type read back with their dims and v
 }
 
 TEST_CASE("data: a missing, truncated or malformed IDX file is an error naming it", "[data]") {
-  temp_dir d;
+  temp_dir d("weft_data_test");
   require_error([&] { data::read_idx(d.path / "none", "run tools/fetch-mnist"); },
                 {"cannot open the IDX file", "none", "run tools/fetch-mnist"});
   try {
@@ -93,7 +82,7 @@ TEST_CASE("data: a missing, truncated or malformed IDX file is an error naming i
 }
 
 TEST_CASE("data: load_mnist checks that images and labels agree", "[data]") {
-  temp_dir d;
+  temp_dir d("weft_data_test");
   auto images = [&](const char* name, std::uint32_t n) {
     write(d.path / name, cat(header(0x08, {n, 2, 2}), std::vector<unsigned char>(4 * n, 7)));
   };

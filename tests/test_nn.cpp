@@ -346,8 +346,9 @@ struct two_scalars {
 
 TEST_CASE("training: minimize updates every variable from the values before the step", "[training]") {
   const double v1 = 0.5, v2 = -1.5, x = 2.0, t = 1.0, lr = 0.1;
-  // Several threads, many times: an update that ran before a read of its variable in the
-  // backward pass would change the other variable's gradient.
+  // An update that ran before a read of its variable in the backward pass would change the
+  // other variable's gradient. The control edges checked below are what rule that out; the
+  // repeated two-thread runs check the step's values (a race would show only by chance).
   for (int rep = 0; rep < 20; ++rep) {
     two_scalars m(v1, v2, x, t);
     auto train = train::minimize(m.g, m.loss, {m.w1, m.w2}, train::sgd{lr});

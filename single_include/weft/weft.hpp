@@ -1213,6 +1213,8 @@ class op_def_builder {
 // Shape-rule helpers shared by the op definition headers.
 
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 // NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
@@ -1396,6 +1398,17 @@ inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_contex
 }
 
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
+
+// Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
+// `what` names the input in the message.
+inline void require_rank(shape_context& c, int i, int rank, std::string_view what) {
+  if (c.input(i).rank_known() && c.input(i).rank() != rank)
+    c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
+}
+inline void require_rank_at_least(shape_context& c, int i, int rank, std::string_view what) {
+  if (c.input(i).rank_known() && c.input(i).rank() < rank)
+    c.fail(what, " must have rank at least ", rank, ", got shape ", c.input(i));
+}
 
 inline void broadcast_inputs(shape_context& c) {
   partial_shape out = c.input(0);
@@ -2592,6 +2605,7 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 //   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
 //   MatrixDeterminant(input)                (...,N,N) -> (...)
 
+#include <string>
 #include <vector>
 
 
@@ -2601,8 +2615,7 @@ inline constexpr const char* matmul_type_attr = "T: {int32, int64, float16, bflo
 inline constexpr const char* linalg_type_attr = "T: {float32, float64, complex64, complex128}";
 
 inline void check_rank_at_least(shape_context& c, int i, int rank) {
-  if (c.input(i).rank_known() && c.input(i).rank() < rank)
-    c.fail("input ", i, " must have rank at least ", rank, ", got shape ", c.input(i));
+  require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
 inline std::vector<op_def> matrix_op_defs() {
@@ -2715,14 +2728,6 @@ inline std::int64_t merge_dim(shape_context& c, std::int64_t a, std::int64_t b, 
   if (a >= 0 && b >= 0 && a != b) c.fail(what, " differ (", a, " vs ", b, ")");
   return a >= 0 ? a : b;
 }
-inline void require_rank(shape_context& c, int i, int rank, const char* what) {
-  if (c.input(i).rank_known() && c.input(i).rank() != rank)
-    c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
-}
-inline void require_rank_at_least(shape_context& c, int i, int rank, const char* what) {
-  if (c.input(i).rank_known() && c.input(i).rank() < rank)
-    c.fail(what, " must have rank at least ", rank, ", got shape ", c.input(i));
-}
 inline void require_nhwc(shape_context& c) {
   if (c.attr<std::string>("data_format") != "NHWC")
     c.fail("data_format '", c.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
@@ -2739,8 +2744,8 @@ inline std::vector<op_def> nn_op_defs() {
                      .attr("data_format: string = 'NHWC'")
                      .shape_fn([](shape_context& c) {
                        detail::require_nhwc(c);
-                       detail::require_rank_at_least(c, 0, 2, "value");
-                       detail::require_rank(c, 1, 1, "bias");
+                       require_rank_at_least(c, 0, 2, "value");
+                       require_rank(c, 1, 1, "bias");
                        partial_shape out = c.input(0);
                        if (out.rank_known() && c.input(1).rank_known()) {
                          auto dims = out.dims();
@@ -2758,7 +2763,7 @@ inline std::vector<op_def> nn_op_defs() {
                      .attr("data_format: string = 'NHWC'")
                      .shape_fn([](shape_context& c) {
                        detail::require_nhwc(c);
-                       detail::require_rank_at_least(c, 0, 2, "out_backprop");
+                       require_rank_at_least(c, 0, 2, "out_backprop");
                        const auto& in = c.input(0);
                        c.set_output(0, in.rank_known() ? partial_shape{in[in.rank() - 1]} : partial_shape::unknown_of_rank(1));
                      })
@@ -2769,7 +2774,7 @@ inline std::vector<op_def> nn_op_defs() {
                        .output(std::string_view(name) == "Softmax" ? "softmax: T" : "logsoftmax: T")
                        .attr(real_float_type_attr)
                        .shape_fn([](shape_context& c) {
-                         detail::require_rank_at_least(c, 0, 1, "logits");
+                         require_rank_at_least(c, 0, 1, "logits");
                          c.set_output(0, c.input(0));
                        })
                        .build());
@@ -2780,8 +2785,8 @@ inline std::vector<op_def> nn_op_defs() {
                      .output("backprop: T")
                      .attr(real_float_type_attr)
                      .shape_fn([](shape_context& c) {
-                       detail::require_rank(c, 0, 2, "features");
-                       detail::require_rank(c, 1, 2, "labels");
+                       require_rank(c, 0, 2, "features");
+                       require_rank(c, 1, 2, "labels");
                        partial_shape f = c.input(0), l = c.input(1);
                        if (!f.rank_known()) f = partial_shape::unknown_of_rank(2);
                        if (!l.rank_known()) l = partial_shape::unknown_of_rank(2);
@@ -2799,8 +2804,8 @@ inline std::vector<op_def> nn_op_defs() {
                      .attr(real_float_type_attr)
                      .attr("Tlabels: {int32, int64} = int64")
                      .shape_fn([](shape_context& c) {
-                       detail::require_rank(c, 0, 2, "features");
-                       detail::require_rank(c, 1, 1, "labels");
+                       require_rank(c, 0, 2, "features");
+                       require_rank(c, 1, 1, "labels");
                        partial_shape f = c.input(0);
                        if (!f.rank_known()) f = partial_shape::unknown_of_rank(2);
                        auto b = c.input(1).rank_known()
@@ -3047,6 +3052,18 @@ inline void register_standard_ops() {
 
 namespace weft {
 
+namespace detail {
+// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
+inline tensor floating_scalar(dtype t, double v) {
+  switch (t) {
+    case dtype::float32: return tensor::scalar(static_cast<float>(v));
+    case dtype::float16: return tensor::scalar(half(static_cast<float>(v)));
+    case dtype::bfloat16: return tensor::scalar(bfloat16(static_cast<float>(v)));
+    default: return tensor::scalar(v);
+  }
+}
+}  // namespace detail
+
 // Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
 // equal nodes; a plain graph names them under "gradients/").
 class gradient_builder {
@@ -3076,13 +3093,7 @@ class symbol {
   }
   // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
   symbol scalar(double v) const {
-    tensor t;
-    switch (type()) {
-      case dtype::float32: t = tensor::scalar(static_cast<float>(v)); break;
-      case dtype::float16: t = tensor::scalar(half(static_cast<float>(v))); break;
-      case dtype::bfloat16: t = tensor::scalar(bfloat16(static_cast<float>(v))); break;
-      default: t = tensor::scalar(v); break;
-    }
+    const tensor t = detail::floating_scalar(type(), v);
     symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
     return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
   }
@@ -3587,16 +3598,10 @@ struct update_args {
   // A scalar constant of the variable's dtype.
   output scalar(double v) const {
     const dtype t = g.at(var).output_dtype(var.port);
-    tensor c;
-    switch (t) {
-      case dtype::float32: c = tensor::scalar(static_cast<float>(v)); break;
-      case dtype::float64: c = tensor::scalar(v); break;
-      case dtype::float16: c = tensor::scalar(half(static_cast<float>(v))); break;
-      case dtype::bfloat16: c = tensor::scalar(bfloat16(static_cast<float>(v))); break;
-      default: fail(error_code::invalid_argument, "weft::train: variable ", g.at(var).describe(), " has dtype ", t,
-                    "; optimizers update floating-point variables");
-    }
-    return g.constant(std::move(c)).out(0);
+    if (!weft::detail::differentiable(t))
+      fail(error_code::invalid_argument, "weft::train: variable ", g.at(var).describe(), " has dtype ", t,
+           "; optimizers update floating-point variables");
+    return g.constant(weft::detail::floating_scalar(t, v)).out(0);
   }
   // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
   output scalar(const hyper& h) const {
@@ -3613,9 +3618,12 @@ struct update_args {
   }
 };
 
+// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
+// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
 struct slot_spec {
   std::string name;
   double initial;
+  std::optional<double> advance = std::nullopt;
 };
 
 // var -= learning_rate * grad
@@ -3671,9 +3679,8 @@ struct adam {
   bool nesterov = false;
   static constexpr const char* name = "Adam";
   std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
-  // beta1^t and beta2^t for step t (from 1), multiplied by beta after each step.
-  std::vector<slot_spec> shared() const { return {{"beta1_power", beta1}, {"beta2_power", beta2}}; }
-  std::vector<double> shared_decay() const { return {beta1, beta2}; }
+  // beta1^t and beta2^t for step t (from 1).
+  std::vector<slot_spec> shared() const { return {{"beta1_power", beta1, beta1}, {"beta2_power", beta2, beta2}}; }
   output update(const update_args& a) const {
     return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
                                  a.scalar(beta1), a.scalar(beta2), a.scalar(epsilon), a.grad},
@@ -3757,18 +3764,17 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
     a.options = node_options(name + "/" + vn.name() + "/" + Optimizer::name).after(readers);
     updates.push_back(opt.update(a).node);
   }
-  if constexpr (requires { opt.shared_decay(); }) {
-    // Shared state advances once per step, after every update has read it.
-    const auto decay = opt.shared_decay();
-    std::vector<int> advanced;
-    for (auto& [t, sh] : shared)
-      for (std::size_t k = 0; k < sh.size(); ++k) {
-        update_args a{g, sh[k], {}, {}, {}, {}};
-        output next = g.op("Mul", {sh[k], a.scalar(decay[k])}).out(0);
-        advanced.push_back(g.op("Assign", {sh[k], next}, {}, node_options(g.at(sh[k]).name() + "/advance").after(updates)).id());
-      }
-    updates.insert(updates.end(), advanced.begin(), advanced.end());
-  }
+  // Shared scalars advance once per step, after every update has read them.
+  const auto shared_specs = opt.shared();
+  std::vector<int> advanced;
+  for (auto& [t, sh] : shared)
+    for (std::size_t k = 0; k < sh.size(); ++k) {
+      if (!shared_specs[k].advance) continue;
+      update_args a{g, sh[k], {}, {}, {}, {}};
+      output next = g.op("Mul", {sh[k], a.scalar(*shared_specs[k].advance)}).out(0);
+      advanced.push_back(g.op("Assign", {sh[k], next}, {}, node_options(g.at(sh[k]).name() + "/advance").after(updates)).id());
+    }
+  updates.insert(updates.end(), advanced.begin(), advanced.end());
   const node& step = g.op("NoOp", {}, {}, node_options(name + "/step").after(updates));
   return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), gradients};
 }
@@ -3803,6 +3809,7 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -4937,26 +4944,25 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
       dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
+  int err = 0;  // the first failure's errno
   auto write_all = [&](const void* data, std::size_t size) {
     const auto* p = static_cast<const char*>(data);
-    while (size > 0) {
+    while (size > 0 && !err) {
       ssize_t n = ::write(fd, p, size);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      p += n, size -= static_cast<std::size_t>(n);
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      else p += n, size -= static_cast<std::size_t>(n);
     }
-    return true;
   };
-  bool ok = write_all(head.data(), head.size());
-  for (const tensor* t : blobs) ok = ok && write_all(t->raw_data(), t->bytes());
-  const int saved_errno = errno;
-  ok = ok && ::fsync(fd) == 0;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = ok ? errno : saved_errno;
+  write_all(head.data(), head.size());
+  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
-    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(e),
+    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
          "; the previous file, if any, is unchanged");
   }
   if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
@@ -5455,6 +5461,13 @@ inline constexpr detail::convert_fn widen_fn =
 template <class T>
 inline constexpr detail::convert_fn narrow_fn =
     is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;
+
+// x (of dtype T) as compute_t<T>: converted when T computes wider, x itself otherwise.
+template <class T>
+tensor widened(kernel_context& ctx, const tensor& x) {
+  if constexpr (is_converted_v<T>) return detail::converted(ctx, widen_fn<T>, x, dtype_of<compute_t<T>>);
+  else return x;
+}
 
 }  // namespace weft::cpu
 
@@ -6749,7 +6762,7 @@ struct kernel {
       io v;
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         const tensor& x = ctx.input(i);
-        v.in.push_back(is_converted_v<T> && i < Body::value_inputs ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x);
+        v.in.push_back(i < Body::value_inputs ? widened<T>(ctx, x) : x);
       }
       for (std::size_t o = 0; o < shapes.size(); ++o)
         v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
@@ -6765,14 +6778,10 @@ struct kernel {
 inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
   if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
 }
-inline void require_nhwc(const node& n) {
-  if (n.attr<std::string>("data_format") != "NHWC")
-    fail(error_code::unimplemented, "data_format '", n.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
-}
 
 struct bias_add {
   static constexpr int value_inputs = 2;
-  explicit bias_add(const node& n) { require_nhwc(n); }
+  explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &x = ctx.input(0), &b = ctx.input(1);
     require_rank_at_least(x, 2, "value");
@@ -6796,7 +6805,7 @@ struct bias_add {
 
 struct bias_add_grad {
   static constexpr int value_inputs = 1;
-  explicit bias_add_grad(const node& n) { require_nhwc(n); }
+  explicit bias_add_grad(const node&) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor& d = ctx.input(0);
     require_rank_at_least(d, 2, "out_backprop");
@@ -7517,10 +7526,10 @@ struct apply_kernel {
         std::array<C*, R> ptrs{};
         for (int i = 0; i < R; ++i) {
           tensor& val = *values[static_cast<std::size_t>(i)];
-          work[static_cast<std::size_t>(i)] = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, val, dtype_of<C>) : val;
+          work[static_cast<std::size_t>(i)] = widened<T>(ctx, val);
           ptrs[static_cast<std::size_t>(i)] = work[static_cast<std::size_t>(i)].template data<C>();
         }
-        tensor g = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, grad, dtype_of<C>) : grad;
+        const tensor g = widened<T>(ctx, grad);
         const C* gp = g.data<C>();
         ctx.parallel_for(n, 8.0, [&](std::int64_t b, std::int64_t e) {
           std::array<C*, R> at{};

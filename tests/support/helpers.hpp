@@ -1,12 +1,29 @@
 #pragma once
 #include <weft/weft.hpp>
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace weft::test {
+
+// A directory of its own under the system's temporary directory, removed with everything
+// in it when the object goes.
+struct temp_dir {
+  std::filesystem::path path;
+  explicit temp_dir(const std::string& stem)
+      : path(std::filesystem::temp_directory_path() / (stem + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() { std::filesystem::remove_all(path); }
+};
 
 inline session_options one_thread() {
   session_options o;

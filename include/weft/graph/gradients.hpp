@@ -30,6 +30,18 @@
 
 namespace weft {
 
+namespace detail {
+// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
+inline tensor floating_scalar(dtype t, double v) {
+  switch (t) {
+    case dtype::float32: return tensor::scalar(static_cast<float>(v));
+    case dtype::float16: return tensor::scalar(half(static_cast<float>(v)));
+    case dtype::bfloat16: return tensor::scalar(bfloat16(static_cast<float>(v)));
+    default: return tensor::scalar(v);
+  }
+}
+}  // namespace detail
+
 // Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
 // equal nodes; a plain graph names them under "gradients/").
 class gradient_builder {
@@ -59,13 +71,7 @@ class symbol {
   }
   // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
   symbol scalar(double v) const {
-    tensor t;
-    switch (type()) {
-      case dtype::float32: t = tensor::scalar(static_cast<float>(v)); break;
-      case dtype::float16: t = tensor::scalar(half(static_cast<float>(v))); break;
-      case dtype::bfloat16: t = tensor::scalar(bfloat16(static_cast<float>(v))); break;
-      default: t = tensor::scalar(v); break;
-    }
+    const tensor t = detail::floating_scalar(type(), v);
     symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
     return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
   }

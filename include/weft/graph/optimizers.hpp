@@ -49,16 +49,10 @@ struct update_args {
   // A scalar constant of the variable's dtype.
   output scalar(double v) const {
     const dtype t = g.at(var).output_dtype(var.port);
-    tensor c;
-    switch (t) {
-      case dtype::float32: c = tensor::scalar(static_cast<float>(v)); break;
-      case dtype::float64: c = tensor::scalar(v); break;
-      case dtype::float16: c = tensor::scalar(half(static_cast<float>(v))); break;
-      case dtype::bfloat16: c = tensor::scalar(bfloat16(static_cast<float>(v))); break;
-      default: fail(error_code::invalid_argument, "weft::train: variable ", g.at(var).describe(), " has dtype ", t,
-                    "; optimizers update floating-point variables");
-    }
-    return g.constant(std::move(c)).out(0);
+    if (!weft::detail::differentiable(t))
+      fail(error_code::invalid_argument, "weft::train: variable ", g.at(var).describe(), " has dtype ", t,
+           "; optimizers update floating-point variables");
+    return g.constant(weft::detail::floating_scalar(t, v)).out(0);
   }
   // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
   output scalar(const hyper& h) const {
@@ -75,9 +69,12 @@ struct update_args {
   }
 };
 
+// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
+// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
 struct slot_spec {
   std::string name;
   double initial;
+  std::optional<double> advance = std::nullopt;
 };
 
 // var -= learning_rate * grad
@@ -133,9 +130,8 @@ struct adam {
   bool nesterov = false;
   static constexpr const char* name = "Adam";
   std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
-  // beta1^t and beta2^t for step t (from 1), multiplied by beta after each step.
-  std::vector<slot_spec> shared() const { return {{"beta1_power", beta1}, {"beta2_power", beta2}}; }
-  std::vector<double> shared_decay() const { return {beta1, beta2}; }
+  // beta1^t and beta2^t for step t (from 1).
+  std::vector<slot_spec> shared() const { return {{"beta1_power", beta1, beta1}, {"beta2_power", beta2, beta2}}; }
   output update(const update_args& a) const {
     return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
                                  a.scalar(beta1), a.scalar(beta2), a.scalar(epsilon), a.grad},
@@ -219,18 +215,17 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
     a.options = node_options(name + "/" + vn.name() + "/" + Optimizer::name).after(readers);
     updates.push_back(opt.update(a).node);
   }
-  if constexpr (requires { opt.shared_decay(); }) {
-    // Shared state advances once per step, after every update has read it.
-    const auto decay = opt.shared_decay();
-    std::vector<int> advanced;
-    for (auto& [t, sh] : shared)
-      for (std::size_t k = 0; k < sh.size(); ++k) {
-        update_args a{g, sh[k], {}, {}, {}, {}};
-        output next = g.op("Mul", {sh[k], a.scalar(decay[k])}).out(0);
-        advanced.push_back(g.op("Assign", {sh[k], next}, {}, node_options(g.at(sh[k]).name() + "/advance").after(updates)).id());
-      }
-    updates.insert(updates.end(), advanced.begin(), advanced.end());
-  }
+  // Shared scalars advance once per step, after every update has read them.
+  const auto shared_specs = opt.shared();
+  std::vector<int> advanced;
+  for (auto& [t, sh] : shared)
+    for (std::size_t k = 0; k < sh.size(); ++k) {
+      if (!shared_specs[k].advance) continue;
+      update_args a{g, sh[k], {}, {}, {}, {}};
+      output next = g.op("Mul", {sh[k], a.scalar(*shared_specs[k].advance)}).out(0);
+      advanced.push_back(g.op("Assign", {sh[k], next}, {}, node_options(g.at(sh[k]).name() + "/advance").after(updates)).id());
+    }
+  updates.insert(updates.end(), advanced.begin(), advanced.end());
   const node& step = g.op("NoOp", {}, {}, node_options(name + "/step").after(updates));
   return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), gradients};
 }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <weft/core/broadcast.hpp>
@@ -24,6 +26,17 @@ inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_contex
 }
 
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
+
+// Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
+// `what` names the input in the message.
+inline void require_rank(shape_context& c, int i, int rank, std::string_view what) {
+  if (c.input(i).rank_known() && c.input(i).rank() != rank)
+    c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
+}
+inline void require_rank_at_least(shape_context& c, int i, int rank, std::string_view what) {
+  if (c.input(i).rank_known() && c.input(i).rank() < rank)
+    c.fail(what, " must have rank at least ", rank, ", got shape ", c.input(i));
+}
 
 inline void broadcast_inputs(shape_context& c) {
   partial_shape out = c.input(0);

@@ -6,6 +6,7 @@
 //   MatrixDeterminant(input)                (...,N,N) -> (...)
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
@@ -18,8 +19,7 @@ inline constexpr const char* matmul_type_attr = "T: {int32, int64, float16, bflo
 inline constexpr const char* linalg_type_attr = "T: {float32, float64, complex64, complex128}";
 
 inline void check_rank_at_least(shape_context& c, int i, int rank) {
-  if (c.input(i).rank_known() && c.input(i).rank() < rank)
-    c.fail("input ", i, " must have rank at least ", rank, ", got shape ", c.input(i));
+  require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
 inline std::vector<op_def> matrix_op_defs() {

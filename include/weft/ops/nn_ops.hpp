@@ -27,14 +27,6 @@ inline std::int64_t merge_dim(shape_context& c, std::int64_t a, std::int64_t b, 
   if (a >= 0 && b >= 0 && a != b) c.fail(what, " differ (", a, " vs ", b, ")");
   return a >= 0 ? a : b;
 }
-inline void require_rank(shape_context& c, int i, int rank, const char* what) {
-  if (c.input(i).rank_known() && c.input(i).rank() != rank)
-    c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
-}
-inline void require_rank_at_least(shape_context& c, int i, int rank, const char* what) {
-  if (c.input(i).rank_known() && c.input(i).rank() < rank)
-    c.fail(what, " must have rank at least ", rank, ", got shape ", c.input(i));
-}
 inline void require_nhwc(shape_context& c) {
   if (c.attr<std::string>("data_format") != "NHWC")
     c.fail("data_format '", c.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
@@ -51,8 +43,8 @@ inline std::vector<op_def> nn_op_defs() {
                      .attr("data_format: string = 'NHWC'")
                      .shape_fn([](shape_context& c) {
                        detail::require_nhwc(c);
-                       detail::require_rank_at_least(c, 0, 2, "value");
-                       detail::require_rank(c, 1, 1, "bias");
+                       require_rank_at_least(c, 0, 2, "value");
+                       require_rank(c, 1, 1, "bias");
                        partial_shape out = c.input(0);
                        if (out.rank_known() && c.input(1).rank_known()) {
                          auto dims = out.dims();
@@ -70,7 +62,7 @@ inline std::vector<op_def> nn_op_defs() {
                      .attr("data_format: string = 'NHWC'")
                      .shape_fn([](shape_context& c) {
                        detail::require_nhwc(c);
-                       detail::require_rank_at_least(c, 0, 2, "out_backprop");
+                       require_rank_at_least(c, 0, 2, "out_backprop");
                        const auto& in = c.input(0);
                        c.set_output(0, in.rank_known() ? partial_shape{in[in.rank() - 1]} : partial_shape::unknown_of_rank(1));
                      })
@@ -81,7 +73,7 @@ inline std::vector<op_def> nn_op_defs() {
                        .output(std::string_view(name) == "Softmax" ? "softmax: T" : "logsoftmax: T")
                        .attr(real_float_type_attr)
                        .shape_fn([](shape_context& c) {
-                         detail::require_rank_at_least(c, 0, 1, "logits");
+                         require_rank_at_least(c, 0, 1, "logits");
                          c.set_output(0, c.input(0));
                        })
                        .build());
@@ -92,8 +84,8 @@ inline std::vector<op_def> nn_op_defs() {
                      .output("backprop: T")
                      .attr(real_float_type_attr)
                      .shape_fn([](shape_context& c) {
-                       detail::require_rank(c, 0, 2, "features");
-                       detail::require_rank(c, 1, 2, "labels");
+                       require_rank(c, 0, 2, "features");
+                       require_rank(c, 1, 2, "labels");
                        partial_shape f = c.input(0), l = c.input(1);
                        if (!f.rank_known()) f = partial_shape::unknown_of_rank(2);
                        if (!l.rank_known()) l = partial_shape::unknown_of_rank(2);
@@ -111,8 +103,8 @@ inline std::vector<op_def> nn_op_defs() {
                      .attr(real_float_type_attr)
                      .attr("Tlabels: {int32, int64} = int64")
                      .shape_fn([](shape_context& c) {
-                       detail::require_rank(c, 0, 2, "features");
-                       detail::require_rank(c, 1, 1, "labels");
+                       require_rank(c, 0, 2, "features");
+                       require_rank(c, 1, 1, "labels");
                        partial_shape f = c.input(0);
                        if (!f.rank_known()) f = partial_shape::unknown_of_rank(2);
                        auto b = c.input(1).rank_known()

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -66,26 +67,25 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
       dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
+  int err = 0;  // the first failure's errno
   auto write_all = [&](const void* data, std::size_t size) {
     const auto* p = static_cast<const char*>(data);
-    while (size > 0) {
+    while (size > 0 && !err) {
       ssize_t n = ::write(fd, p, size);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      p += n, size -= static_cast<std::size_t>(n);
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      else p += n, size -= static_cast<std::size_t>(n);
     }
-    return true;
   };
-  bool ok = write_all(head.data(), head.size());
-  for (const tensor* t : blobs) ok = ok && write_all(t->raw_data(), t->bytes());
-  const int saved_errno = errno;
-  ok = ok && ::fsync(fd) == 0;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = ok ? errno : saved_errno;
+  write_all(head.data(), head.size());
+  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
-    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(e),
+    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
          "; the previous file, if any, is unchanged");
   }
   if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {

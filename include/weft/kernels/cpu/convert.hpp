@@ -109,4 +109,11 @@ template <class T>
 inline constexpr detail::convert_fn narrow_fn =
     is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;
 
+// x (of dtype T) as compute_t<T>: converted when T computes wider, x itself otherwise.
+template <class T>
+tensor widened(kernel_context& ctx, const tensor& x) {
+  if constexpr (is_converted_v<T>) return detail::converted(ctx, widen_fn<T>, x, dtype_of<compute_t<T>>);
+  else return x;
+}
+
 }  // namespace weft::cpu

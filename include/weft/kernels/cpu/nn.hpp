@@ -50,7 +50,7 @@ struct kernel {
       io v;
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         const tensor& x = ctx.input(i);
-        v.in.push_back(is_converted_v<T> && i < Body::value_inputs ? detail::converted(ctx, widen_fn<T>, x, dtype_of<C>) : x);
+        v.in.push_back(i < Body::value_inputs ? widened<T>(ctx, x) : x);
       }
       for (std::size_t o = 0; o < shapes.size(); ++o)
         v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
@@ -66,14 +66,10 @@ struct kernel {
 inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
   if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
 }
-inline void require_nhwc(const node& n) {
-  if (n.attr<std::string>("data_format") != "NHWC")
-    fail(error_code::unimplemented, "data_format '", n.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
-}
 
 struct bias_add {
   static constexpr int value_inputs = 2;
-  explicit bias_add(const node& n) { require_nhwc(n); }
+  explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &x = ctx.input(0), &b = ctx.input(1);
     require_rank_at_least(x, 2, "value");
@@ -97,7 +93,7 @@ struct bias_add {
 
 struct bias_add_grad {
   static constexpr int value_inputs = 1;
-  explicit bias_add_grad(const node& n) { require_nhwc(n); }
+  explicit bias_add_grad(const node&) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor& d = ctx.input(0);
     require_rank_at_least(d, 2, "out_backprop");

@@ -112,10 +112,10 @@ struct apply_kernel {
         std::array<C*, R> ptrs{};
         for (int i = 0; i < R; ++i) {
           tensor& val = *values[static_cast<std::size_t>(i)];
-          work[static_cast<std::size_t>(i)] = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, val, dtype_of<C>) : val;
+          work[static_cast<std::size_t>(i)] = widened<T>(ctx, val);
           ptrs[static_cast<std::size_t>(i)] = work[static_cast<std::size_t>(i)].template data<C>();
         }
-        tensor g = is_converted_v<T> ? detail::converted(ctx, widen_fn<T>, grad, dtype_of<C>) : grad;
+        const tensor g = widened<T>(ctx, grad);
         const C* gp = g.data<C>();
         ctx.parallel_for(n, 8.0, [&](std::int64_t b, std::int64_t e) {
           std::array<C*, R> at{};
