@@ -86,6 +86,20 @@ output port(output o, int p) {
 }
 output ints(graph& g, std::vector<std::int64_t> v) { return g.constant(tensor::from_vector(v, shape{static_cast<std::int64_t>(v.size())})); }
 
+// Window attrs: padding, stride and dilation (or pooling window, when ksize > 0) in both dims.
+attr_map window(const char* padding, std::int64_t stride, std::int64_t dilation, std::int64_t ksize) {
+  attr_map a{{"padding", std::string(padding)}, {"strides", std::vector<std::int64_t>{1, stride, stride, 1}}};
+  if (ksize) a.set("ksize", std::vector<std::int64_t>{1, ksize, ksize, 1});
+  if (dilation) a.set("dilations", std::vector<std::int64_t>{1, dilation, dilation, 1});
+  return a;
+}
+builder conv(const char* name, std::int64_t stride, std::int64_t dilation, const char* padding) {
+  return [=](graph& g, const std::vector<output>& x) { return op(g, name, {x[0], x[1]}, window(padding, stride, dilation, 0)); };
+}
+builder pool(const char* name, std::int64_t ksize, std::int64_t stride, const char* padding) {
+  return [=](graph& g, const std::vector<output>& x) { return op(g, name, {x[0]}, window(padding, stride, 0, ksize)); };
+}
+
 }  // namespace
 
 TEST_CASE("gradients: every rule matches central differences in float64", "[gradients]") {
@@ -169,6 +183,24 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"SparseSoftmaxCrossEntropyWithLogits, backprop", [](graph& g, const std::vector<output>& x) {
          return port(op(g, "SparseSoftmaxCrossEntropyWithLogits", {x[0], ints(g, {1, 2})}), 1);
        }, {m23}},
+      {"Conv2D, SAME, stride 1", conv("Conv2D", 1, 1, "SAME"), {{{2, 4, 4, 2}, -1, 1}, {{3, 3, 2, 3}, -1, 1}}},
+      {"Conv2D, VALID, stride 2", conv("Conv2D", 2, 1, "VALID"), {{{1, 5, 4, 2}, -1, 1}, {{2, 2, 2, 2}, -1, 1}}},
+      {"Conv2D, SAME, stride 2, dilation 2", conv("Conv2D", 2, 2, "SAME"), {{{1, 5, 5, 1}, -1, 1}, {{2, 2, 1, 2}, -1, 1}}},
+      {"Conv2DBackpropInput", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Conv2DBackpropInput", {ints(g, {1, 5, 5, 2}), x[0], x[1]}, window("SAME", 2, 1, 0));
+       }, {{{3, 3, 2, 2}, -1, 1}, {{1, 3, 3, 2}, -1, 1}}},
+      {"Conv2DBackpropFilter", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Conv2DBackpropFilter", {x[0], ints(g, {2, 3, 2, 2}), x[1]}, window("VALID", 1, 1, 0));
+       }, {{{1, 4, 4, 2}, -1, 1}, {{1, 3, 2, 2}, -1, 1}}},
+      {"MaxPool, VALID", pool("MaxPool", 2, 2, "VALID"), {{{2, 4, 4, 2}, -1, 1}}},  // spread() values are distinct: no ties
+      {"MaxPool, SAME, overlapping", pool("MaxPool", 3, 2, "SAME"), {{{1, 5, 5, 2}, -1, 1}}},
+      {"AvgPool, SAME, overlapping", pool("AvgPool", 3, 2, "SAME"), {{{1, 5, 5, 2}, -1, 1}}},
+      {"AvgPoolGrad", [](graph& g, const std::vector<output>& x) {
+         return op(g, "AvgPoolGrad", {ints(g, {1, 5, 5, 2}), x[0]}, window("SAME", 2, 0, 3));
+       }, {{{1, 3, 3, 2}, -1, 1}}},
+      {"Dropout at rate 0", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Dropout", {x[0], g.constant(tensor::scalar(0.0))});
+       }, {m23}},
       {"a layer: tanh(x w + b), x used twice", [](graph& g, const std::vector<output>& x) {
          auto h = op(g, "Tanh", {op(g, "Add", {op(g, "MatMul", {x[0], x[1]}), x[2]})});
          return op(g, "Mul", {h, op(g, "Sum", {x[0], ints(g, {1})}, {{"keep_dims", true}})});
@@ -233,7 +265,9 @@ TEST_CASE("gradients: the backward graph grows linearly with a deep chain", "[gr
   int a2 = added(2), a4 = added(4), a8 = added(8);
   INFO("gradient nodes for 2, 4 and 8 layers: " << a2 << ", " << a4 << ", " << a8);
   CHECK(a8 - a4 == 2 * (a4 - a2));
-  CHECK(a4 - a2 == 2 * 8);  // per layer: Greater, Select, MatMul x2, Shape and SumToShape x2
+  // Per layer: Greater, Select, MatMul x2, SumToShape x2 and the Shape of the batch-sized
+  // sum; the bias's shape is known, a constant shared by every layer.
+  CHECK(a4 - a2 == 2 * 7);
 }
 
 TEST_CASE("gradients: the helper ops check their shapes", "[gradients]") {

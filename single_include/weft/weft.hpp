@@ -1109,8 +1109,18 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
       if (s.size() >= 2 && s.front() == '\'' && s.back() == '\'') return attr_value(s.substr(1, s.size() - 2));
       break;
     case attr_kind::type: return attr_value(parse_dtype(s));
-    case attr_kind::int_list:
-      if (s == "[]") return attr_value(std::vector<std::int64_t>{});
+    case attr_kind::int_list:  // "[]" or "[1, 2, 3]"
+      if (s.size() >= 2 && s.front() == '[' && s.back() == ']') {
+        std::vector<std::int64_t> v;
+        std::string_view body = trim(std::string_view(s).substr(1, s.size() - 2));
+        while (!body.empty()) {
+          auto comma = body.find(',');
+          v.push_back(std::stoll(std::string(trim(body.substr(0, comma)))));
+          if (comma == std::string_view::npos) break;
+          body = body.substr(comma + 1);
+        }
+        return attr_value(std::move(v));
+      }
       break;
     default: break;
   }
@@ -1494,6 +1504,8 @@ inline constexpr standard_op standard_ops[] = {
     {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
     {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
     {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
+    {"Conv2D", "nn"}, {"Conv2DBackpropInput", "nn"}, {"Conv2DBackpropFilter", "nn"}, {"MaxPool", "nn"},
+    {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
     {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
     {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
 };
@@ -2716,11 +2728,59 @@ inline void register_matrix_ops() { op_registry::global().add_family("matrix", m
 //                                            the same with one-hot labels; a label outside
 //                                            [0, n) is an error
 //   L2Loss(t)                                sum(t^2) / 2, a scalar
+//
+// Convolution and pooling, NHWC, with TensorFlow's windows: `strides` and `ksize` are
+// [1, h, w, 1]; padding 'VALID' keeps the windows inside the input (out = ceil((in - k + 1)
+// / s)), 'SAME' pads with zeros (-infinity for MaxPool) so that out = ceil(in / s), the
+// extra row or column at the bottom or right. Conv2D's `dilations` are [1, h, w, 1] too.
+//   Conv2D(input [n, h, w, c], filter [kh, kw, c, k])      -> [n, oh, ow, k]
+//   Conv2DBackpropInput(input_sizes, filter, out_backprop)  the gradient in the input
+//   Conv2DBackpropFilter(input, filter_sizes, out_backprop) the gradient in the filter
+//   MaxPool(input), AvgPool(value)                          AvgPool averages the window's
+//                                                           elements inside the input only
+//   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
+//                                                           maximum (the first, at a tie)
+//   AvgPoolGrad(orig_input_shape, grad)
+//   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
+//                                                           probability 1 - rate and scales
+//                                                           it by 1 / (1 - rate); mask holds
+//                                                           that factor or 0 (rate in [0, 1))
 
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 
 namespace weft::ops {
+
+// The windows of a convolution or pooling op along one spatial dim.
+struct window_dim {
+  std::int64_t out = -1;  // the output size (-1: unknown, the input's is)
+  std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
+};
+// TensorFlow's windowed output size, with the window's extent (k - 1) * dilation + 1.
+// Nullopt when a VALID window does not fit in the input.
+inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
+                                           bool same) {
+  const std::int64_t extent = (k - 1) * dilation + 1;
+  if (in < 0) return window_dim{};
+  if (!same) {
+    if (in < extent) return std::nullopt;
+    return window_dim{(in - extent) / stride + 1, 0};
+  }
+  const std::int64_t out = (in + stride - 1) / stride;
+  return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
+}
+
+// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
+// and dilations (convolution), and whether padding is SAME.
+struct window_attrs {
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  bool same = false;
+};
 
 namespace detail {
 // Fails unless dims a and b (either unknown: -1) agree; returns the known one.
@@ -2731,6 +2791,62 @@ inline std::int64_t merge_dim(shape_context& c, std::int64_t a, std::int64_t b, 
 inline void require_nhwc(shape_context& c) {
   if (c.attr<std::string>("data_format") != "NHWC")
     c.fail("data_format '", c.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
+}
+// The [1, h, w, 1] list attr `name`, h and w at least 1.
+inline std::pair<std::int64_t, std::int64_t> spatial_pair(shape_context& c, const char* name) {
+  const auto& v = c.attr<std::vector<std::int64_t>>(name);
+  if (v.size() != 4 || v[0] != 1 || v[3] != 1 || v[1] < 1 || v[2] < 1)
+    c.fail(name, " must be [1, h, w, 1] with h, w >= 1 (NHWC; no batch or depth windows), got ", attr_value(v));
+  return {v[1], v[2]};
+}
+inline bool same_padding(shape_context& c) {
+  const auto& p = c.attr<std::string>("padding");
+  if (p != "SAME" && p != "VALID") c.fail("padding must be 'SAME' or 'VALID', got '", p, "'");
+  return p == "SAME";
+}
+inline window_attrs conv_window(shape_context& c) {
+  require_nhwc(c);
+  window_attrs w;
+  std::tie(w.sh, w.sw) = spatial_pair(c, "strides");
+  std::tie(w.dh, w.dw) = spatial_pair(c, "dilations");
+  w.same = same_padding(c);
+  return w;
+}
+inline window_attrs pool_window(shape_context& c) {
+  require_nhwc(c);
+  window_attrs w;
+  std::tie(w.kh, w.kw) = spatial_pair(c, "ksize");
+  std::tie(w.sh, w.sw) = spatial_pair(c, "strides");
+  w.same = same_padding(c);
+  return w;
+}
+// [n, oh, ow, depth] for input `in` (rank 4) and a kh x kw window (-1: unknown).
+inline partial_shape windowed(shape_context& c, const partial_shape& in, const window_attrs& w, std::int64_t kh,
+                              std::int64_t kw, std::int64_t depth) {
+  std::int64_t out[2] = {-1, -1};
+  const std::int64_t k[2] = {kh, kw}, s[2] = {w.sh, w.sw}, d[2] = {w.dh, w.dw};
+  for (int i = 0; i < 2; ++i) {
+    if (k[i] < 0) continue;
+    auto win = window_of(in[i + 1], k[i], s[i], d[i], w.same);
+    if (!win)
+      c.fail("the window (", k[i], " with dilation ", d[i], ") is larger than the input's dimension ", i + 1, " (",
+             in[i + 1], ") with VALID padding");
+    out[i] = win->out;
+  }
+  return partial_shape{in[0], out[0], out[1], depth};
+}
+// Output shape from the constant 4-vector input i (an input's or filter's shape).
+inline void sizes_output(shape_context& c, int i, const char* what) {
+  require_rank(c, i, 1, what);
+  if (c.input(i).rank_known() && c.input(i)[0] >= 0 && c.input(i)[0] != 4)
+    c.fail(what, " must hold 4 dims, got shape ", c.input(i));
+  if (auto dims = constant_ints(c, i)) {
+    for (auto v : *dims)
+      if (v < 0) c.fail(what, " has a negative dimension ", v);
+    c.set_output(0, partial_shape(*dims));
+  } else {
+    c.set_output(0, partial_shape::unknown_of_rank(4));
+  }
 }
 }  // namespace detail
 
@@ -2820,6 +2936,108 @@ inline std::vector<op_def> nn_op_defs() {
                      .output("output: T")
                      .attr(real_float_type_attr)
                      .shape_fn(scalar_shape)
+                     .build());
+  // Convolution and pooling.
+  auto conv_attrs = [](op_def_builder b) {
+    return b.attr(real_float_type_attr)
+        .attr("strides: list(int)")
+        .attr("padding: string")
+        .attr("data_format: string = 'NHWC'")
+        .attr("dilations: list(int) = [1, 1, 1, 1]");
+  };
+  auto pool_attrs = [](op_def_builder b) {
+    return b.attr(real_float_type_attr)
+        .attr("ksize: list(int)")
+        .attr("strides: list(int)")
+        .attr("padding: string")
+        .attr("data_format: string = 'NHWC'");
+  };
+  defs.push_back(conv_attrs(op_def_builder("Conv2D").input("input: T").input("filter: T").output("output: T"))
+                     .shape_fn([](shape_context& c) {
+                       const window_attrs w = detail::conv_window(c);
+                       require_rank(c, 0, 4, "input");
+                       require_rank(c, 1, 4, "filter");
+                       partial_shape f = c.input(1);
+                       if (!f.rank_known()) f = partial_shape::unknown_of_rank(4);
+                       partial_shape in = c.input(0);
+                       if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
+                       detail::merge_dim(c, in[3], f[2], "the input's channels and the filter's input channels");
+                       if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
+                       c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
+                     })
+                     .build());
+  defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropInput")
+                                .input("input_sizes: Tsizes")
+                                .input("filter: T")
+                                .input("out_backprop: T")
+                                .output("output: T")
+                                .attr("Tsizes: {int32, int64} = int32"))
+                     .shape_fn([](shape_context& c) {
+                       detail::conv_window(c);
+                       require_rank(c, 1, 4, "filter");
+                       require_rank(c, 2, 4, "out_backprop");
+                       detail::sizes_output(c, 0, "input_sizes");
+                     })
+                     .build());
+  defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropFilter")
+                                .input("input: T")
+                                .input("filter_sizes: Tsizes")
+                                .input("out_backprop: T")
+                                .output("output: T")
+                                .attr("Tsizes: {int32, int64} = int32"))
+                     .shape_fn([](shape_context& c) {
+                       detail::conv_window(c);
+                       require_rank(c, 0, 4, "input");
+                       require_rank(c, 2, 4, "out_backprop");
+                       detail::sizes_output(c, 1, "filter_sizes");
+                     })
+                     .build());
+  for (const char* name : {"MaxPool", "AvgPool"})
+    defs.push_back(pool_attrs(op_def_builder(name).input(std::string_view(name) == "MaxPool" ? "input: T" : "value: T").output("output: T"))
+                       .shape_fn([](shape_context& c) {
+                         const window_attrs w = detail::pool_window(c);
+                         require_rank(c, 0, 4, "input");
+                         partial_shape in = c.input(0);
+                         if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
+                         c.set_output(0, detail::windowed(c, in, w, w.kh, w.kw, in[3]));
+                       })
+                       .build());
+  defs.push_back(pool_attrs(op_def_builder("MaxPoolGrad")
+                                .input("orig_input: T")
+                                .input("orig_output: T")
+                                .input("grad: T")
+                                .output("output: T"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
+                     })
+                     .build());
+  defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
+                                .input("orig_input_shape: Tsizes")
+                                .input("grad: T")
+                                .output("output: T")
+                                .attr("Tsizes: {int32, int64} = int32"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       require_rank(c, 1, 4, "grad");
+                       detail::sizes_output(c, 0, "orig_input_shape");
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Dropout")
+                     .input("x: T")
+                     .input("rate: T")
+                     .output("output: T")
+                     .output("mask: T")
+                     .attr(real_float_type_attr)
+                     .attr("seed: int = 0")
+                     .attr("seed2: int = 0")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 1, 0, "rate");
+                       c.set_output(0, c.input(0));
+                       c.set_output(1, c.input(0));
+                     })
                      .build());
   return defs;
 }
@@ -3132,8 +3350,24 @@ inline symbol select(const symbol& c, double t, const symbol& e) { return select
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
-inline symbol shape_tensor(const symbol& a) { return a.then("Shape", {}, {{"out_type", dtype::int64}}); }
-inline symbol size_tensor(const symbol& a) { return a.then("Size", {}, {{"out_type", dtype::int64}}); }
+// An int64 constant of the graph behind `near`.
+inline symbol int64_constant(const symbol& near, tensor t) {
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}));
+}
+// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
+// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
+inline symbol shape_tensor(const symbol& a) {
+  if (a.shape().fully_known()) return int64_constant(a, tensor::from_vector(a.shape().dims()));
+  return a.then("Shape", {}, {{"out_type", dtype::int64}});
+}
+inline symbol size_tensor(const symbol& a) {
+  if (a.shape().fully_known()) {
+    std::int64_t n = 1;
+    for (auto d : a.shape().dims()) n *= d;
+    return int64_constant(a, tensor::scalar(n));
+  }
+  return a.then("Size", {}, {{"out_type", dtype::int64}});
+}
 inline symbol reshape_like(const symbol& a, const symbol& like) {
   if (same_known_shape(a, like)) return a;
   return a.then("Reshape", {shape_tensor(like)});
@@ -3176,6 +3410,27 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+// Convolution and pooling, with the window attrs `w` of the node differentiated.
+inline attr_map window_attrs(const node& n) {
+  attr_map m;
+  for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
+    if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
+  return m;
+}
+inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
+inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
+  return sizes.then("Conv2DBackpropInput", {f, d}, w);
+}
+inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
+  return x.then("Conv2DBackpropFilter", {sizes, d}, w);
+}
+inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGrad", {y, d}, w);
+}
+inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
+inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
+  return sizes.then("AvgPoolGrad", {d}, w);
+}
 
 // ---- rules -----------------------------------------------------------------------------
 // What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
@@ -3505,6 +3760,50 @@ struct l2_loss_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
 };
 
+// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
+// ops are the same product with another operand left out, so each of the three ops'
+// gradients is one of the others.
+struct conv2d_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attrs(a.n);
+    const V &x = a.x[0], &f = a.x[1];
+    return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
+  }
+};
+struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attrs(a.n);
+    const V &f = a.x[1], &dy = a.x[2];
+    return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
+  }
+};
+struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attrs(a.n);
+    const V &x = a.x[0], &dy = a.x[2];
+    return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
+  }
+};
+struct max_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attrs(a.n))}; }
+};
+struct avg_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attrs(a.n))}; }
+};
+struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attrs(a.n))}; }
+};
+struct dropout_rule {  // output = x * mask; the mask does not depend on x
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (!a.dy[0]) return {std::nullopt, std::nullopt};
+    return {*a.dy[0] * a.y[1], std::nullopt};
+  }
+};
+
 // Registers the rules above for graphs built at run time, once.
 inline void register_standard_gradients() {
   static const bool done = [] {
@@ -3545,6 +3844,13 @@ inline void register_standard_gradients() {
     add_rule("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<true>{});
     add_rule("SparseSoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<false>{});
     add_rule("L2Loss", l2_loss_rule{});
+    add_rule("Conv2D", conv2d_rule{});
+    add_rule("Conv2DBackpropInput", conv2d_backprop_input_rule{});
+    add_rule("Conv2DBackpropFilter", conv2d_backprop_filter_rule{});
+    add_rule("MaxPool", max_pool_rule{});
+    add_rule("AvgPool", avg_pool_rule{});
+    add_rule("AvgPoolGrad", avg_pool_grad_rule{});
+    add_rule("Dropout", dropout_rule{});
     return true;
   }();
   (void)done;
@@ -6716,11 +7022,36 @@ void register_matmul_kernels() {
 }  // namespace weft::cpu
 // CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
 // its last dim, rows split between threads, and each row one Eigen array expression
-// (vectorized exp, max and sums). float16 and bfloat16 compute in float.
+// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution,
+// pooling and dropout are in conv.hpp.
+
+#include <cmath>
+#include <vector>
+
+// CPU kernels for convolution, pooling and dropout (ops/nn_ops.hpp), NHWC.
+//
+// Conv2D and its two gradients are im2col plus GEMM: the output positions are cut into
+// chunks of rows whose patch matrix [rows, kh * kw * c] stays in cache; each thread fills a
+// chunk's patches and multiplies them with Eigen's GEMM (matmul.hpp) by the filter, viewed
+// as the matrix [kh * kw * c, k]. The input's gradient scatters the patches' gradients back
+// (col2im), one image per thread so that no two threads add to one element; the filter's
+// gradient sums a partial product per thread. A 1x1 convolution with stride 1 is one GEMM.
+// Pooling walks the windows directly, the channels of a position being contiguous.
+// float16 and bfloat16 compute in float (nn_kernel.hpp).
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+// The frame of the NN kernels (nn.hpp, conv.hpp): Eigen maps over rows, and
+// nn::kernel<Body>, which widens half inputs to float, runs the body and narrows back.
 
 #include <Eigen/Core>
 
-#include <cmath>
 #include <vector>
 
 
@@ -6742,8 +7073,8 @@ using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::D
 inline std::int64_t row_length(const tensor& t) { return t.rank() ? t.shape()[t.rank() - 1] : 1; }
 inline std::int64_t row_count(const tensor& t) { return row_length(t) ? t.num_elements() / row_length(t) : 0; }
 
-// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (the first
-// `Body::value_inputs` widened when T is a half type), `out` its outputs.
+// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (those in
+// `Body::value_mask`, bit i for input i, widened when T is a half type), `out` its outputs.
 struct io {
   std::vector<tensor> in, out;
 };
@@ -6762,7 +7093,7 @@ struct kernel {
       io v;
       for (int i = 0; i < ctx.num_inputs(); ++i) {
         const tensor& x = ctx.input(i);
-        v.in.push_back(i < Body::value_inputs ? widened<T>(ctx, x) : x);
+        v.in.push_back((Body::value_mask >> i) & 1u ? widened<T>(ctx, x) : x);
       }
       for (std::size_t o = 0; o < shapes.size(); ++o)
         v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
@@ -6779,187 +7110,7 @@ inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
   if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
 }
 
-struct bias_add {
-  static constexpr int value_inputs = 2;
-  explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
-  std::vector<shape> shapes(kernel_context& ctx) const {
-    const tensor &x = ctx.input(0), &b = ctx.input(1);
-    require_rank_at_least(x, 2, "value");
-    if (b.rank() != 1) fail(error_code::invalid_argument, "bias must be a vector, got shape ", b.shape());
-    if (b.shape()[0] != x.shape()[x.rank() - 1])
-      fail(error_code::invalid_argument, "the bias length ", b.shape()[0], " differs from value's last dimension (value: ",
-           x.shape(), ")");
-    return {x.shape()};
-  }
-  template <class C>
-  void run(kernel_context& ctx, io& v) const {
-    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
-    const C* x = v.in[0].data<C>();
-    const_row_map<C> bias(v.in[1].data<C>(), n);
-    C* out = v.out[0].data<C>();
-    ctx.parallel_for(rows, static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
-      rows_map<C>(out + b * n, n, e - b) = const_rows_map<C>(x + b * n, n, e - b).colwise() + bias;
-    });
-  }
-};
-
-struct bias_add_grad {
-  static constexpr int value_inputs = 1;
-  explicit bias_add_grad(const node&) {}
-  std::vector<shape> shapes(kernel_context& ctx) const {
-    const tensor& d = ctx.input(0);
-    require_rank_at_least(d, 2, "out_backprop");
-    return {shape{d.shape()[d.rank() - 1]}};
-  }
-  template <class C>
-  void run(kernel_context& ctx, io& v) const {
-    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
-    const C* d = v.in[0].data<C>();
-    C* out = v.out[0].data<C>();
-    // Threads take slices of the n columns; each sums its slice over every row.
-    ctx.parallel_for(n, static_cast<double>(rows), [&](std::int64_t b, std::int64_t e) {
-      row_map<C> o(out + b, e - b);
-      o.setZero();
-      for (std::int64_t r = 0; r < rows; ++r) o += const_row_map<C>(d + r * n + b, e - b);
-    });
-  }
-};
-
-// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
-// large logits do not overflow.
-template <bool Log>
-struct softmax {
-  static constexpr int value_inputs = 1;
-  explicit softmax(const node&) {}
-  std::vector<shape> shapes(kernel_context& ctx) const {
-    require_rank_at_least(ctx.input(0), 1, "logits");
-    return {ctx.input(0).shape()};
-  }
-  template <class C>
-  void run(kernel_context& ctx, io& v) const {
-    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
-    const C* x = v.in[0].data<C>();
-    C* out = v.out[0].data<C>();
-    ctx.parallel_for(rows, 8.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t r = b; r < e; ++r) {
-        const_row_map<C> xr(x + r * n, n);
-        row_map<C> o(out + r * n, n);
-        const C m = xr.maxCoeff();
-        if constexpr (Log) {
-          o = xr - m;
-          o -= std::log(o.exp().sum());
-        } else {
-          o = (xr - m).exp();
-          o /= o.sum();
-        }
-      }
-    });
-  }
-};
-
-// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
-// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
-template <class C>
-std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
-  const C m = f.maxCoeff();
-  back = (f - m).exp();
-  const C s = back.sum();
-  back /= s;
-  return {std::log(s), m};
-}
-
-struct softmax_cross_entropy {
-  static constexpr int value_inputs = 2;
-  explicit softmax_cross_entropy(const node&) {}
-  std::vector<shape> shapes(kernel_context& ctx) const {
-    const tensor &f = ctx.input(0), &l = ctx.input(1);
-    if (f.rank() != 2 || f.shape() != l.shape())
-      fail(error_code::invalid_argument, "features and labels must be matrices of one shape, got ", f.shape(), " and ",
-           l.shape());
-    return {shape{f.shape()[0]}, f.shape()};
-  }
-  template <class C>
-  void run(kernel_context& ctx, io& v) const {
-    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
-    if (n == 0) row_map<C>(v.out[0].data<C>(), v.out[0].num_elements()).setZero();  // sums of nothing
-    const C *f = v.in[0].data<C>(), *l = v.in[1].data<C>();
-    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
-    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t r = b; r < e; ++r) {
-        const_row_map<C> fr(f + r * n, n), lr(l + r * n, n);
-        row_map<C> br(back + r * n, n);
-        auto [lse, m] = softmax_row<C>(fr, br);
-        // -sum(l * (f - m - lse)) = sum(l * (lse + m - f))
-        loss[r] = n ? (lr * ((lse + m) - fr)).sum() : C(0);
-        br -= lr;
-      }
-    });
-  }
-};
-
-struct sparse_softmax_cross_entropy {
-  static constexpr int value_inputs = 1;
-  explicit sparse_softmax_cross_entropy(const node&) {}
-  std::vector<shape> shapes(kernel_context& ctx) const {
-    const tensor &f = ctx.input(0), &l = ctx.input(1);
-    if (f.rank() != 2) fail(error_code::invalid_argument, "features must be a matrix, got shape ", f.shape());
-    if (l.rank() != 1 || l.shape()[0] != f.shape()[0])
-      fail(error_code::invalid_argument, "labels must be a vector of the batch size ", f.shape()[0], ", got shape ",
-           l.shape());
-    const std::int64_t n = f.shape()[1];
-    const auto labels = int_values(l, "labels");
-    for (std::size_t i = 0; i < labels.size(); ++i)
-      if (labels[i] < 0 || labels[i] >= n)
-        fail(error_code::invalid_argument, "label ", labels[i], " at index ", i, " is outside the valid range [0, ", n,
-             ")");
-    return {shape{f.shape()[0]}, f.shape()};
-  }
-  template <class C>
-  void run(kernel_context& ctx, io& v) const {
-    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
-    const C* f = v.in[0].data<C>();
-    const tensor& labels = v.in[1];
-    auto label = [&](std::int64_t r) {
-      return labels.dtype() == dtype::int32 ? std::int64_t{labels.data<std::int32_t>()[r]} : labels.data<std::int64_t>()[r];
-    };
-    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
-    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t r = b; r < e; ++r) {
-        const std::int64_t k = label(r);
-        auto [lse, m] = softmax_row<C>(const_row_map<C>(f + r * n, n), row_map<C>(back + r * n, n));
-        loss[r] = lse + m - f[r * n + k];
-        back[r * n + k] -= C(1);
-      }
-    });
-  }
-};
-
-struct l2_loss {
-  static constexpr int value_inputs = 1;
-  explicit l2_loss(const node&) {}
-  std::vector<shape> shapes(kernel_context&) const { return {shape{}}; }
-  template <class C>
-  void run(kernel_context&, io& v) const {
-    const tensor& t = v.in[0];
-    *v.out[0].data<C>() = const_row_map<C>(t.data<C>(), t.num_elements()).square().sum() / C(2);
-  }
-};
-
 }  // namespace nn
-
-// A template, so that including this header instantiates nothing until it is called.
-template <int = 0>
-void register_nn_kernels() {
-  ops::register_nn_ops();
-  using types = type_list<half, bfloat16, float, double>;
-  register_for<nn::kernel<nn::bias_add>::of>("BiasAdd", "T", types{});
-  register_for<nn::kernel<nn::bias_add_grad>::of>("BiasAddGrad", "T", types{});
-  register_for<nn::kernel<nn::softmax<false>>::of>("Softmax", "T", types{});
-  register_for<nn::kernel<nn::softmax<true>>::of>("LogSoftmax", "T", types{});
-  register_for<nn::kernel<nn::softmax_cross_entropy>::of>("SoftmaxCrossEntropyWithLogits", "T", types{});
-  register_for<nn::kernel<nn::sparse_softmax_cross_entropy>::of>("SparseSoftmaxCrossEntropyWithLogits", "T", types{});
-  register_for<nn::kernel<nn::l2_loss>::of>("L2Loss", "T", types{});
-}
 
 }  // namespace weft::cpu
 // CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
@@ -7053,6 +7204,611 @@ void register_random_kernels() {
   register_cpu_kernel<random_kernel<distribution::uniform>>("RandomUniform");
   register_cpu_kernel<random_kernel<distribution::normal>>("RandomStandardNormal");
   register_cpu_kernel<random_kernel<distribution::truncated_normal>>("TruncatedNormal");
+}
+
+}  // namespace weft::cpu
+
+namespace weft::cpu::nn {
+
+// The window attrs of a node (its op's shape function checked them when it was built).
+inline ops::window_attrs window_attrs_of(const node& n) {
+  ops::window_attrs w;
+  auto pair = [&](const char* name, std::int64_t& h, std::int64_t& wd) {
+    if (const attr_value* v = n.attrs().find(name))
+      if (const auto* l = v->get_if<std::vector<std::int64_t>>(); l && l->size() == 4) h = (*l)[1], wd = (*l)[2];
+  };
+  pair("ksize", w.kh, w.kw);
+  pair("strides", w.sh, w.sw);
+  pair("dilations", w.dh, w.dw);
+  w.same = n.attr<std::string>("padding") == "SAME";
+  return w;
+}
+
+// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
+// [n, oh, ow, k] (k = c for pooling).
+struct geometry {
+  std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, k = 0;
+  std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
+  std::int64_t oh = 0, ow = 0, pad_top = 0, pad_left = 0;
+  std::int64_t patch() const { return kh * kw * c; }
+  std::int64_t positions() const { return oh * ow; }  // per image
+  std::int64_t rows() const { return n * oh * ow; }
+  shape output_shape() const { return shape{n, oh, ow, k}; }
+  // The first input row (column) of output row y (column x); may be negative (padding).
+  std::int64_t top(std::int64_t y) const { return y * sh - pad_top; }
+  std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
+};
+
+inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
+                              const ops::window_attrs& a, const char* what = "input") {
+  if (in.rank() != 4) fail(error_code::invalid_argument, what, " must have rank 4 (NHWC), got shape ", in);
+  if (kh < 1 || kw < 1)
+    fail(error_code::invalid_argument, "the window's height and width must be positive, got ", kh, "x", kw);
+  geometry g;
+  g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3], g.kh = kh, g.kw = kw, g.k = k;
+  g.sh = a.sh, g.sw = a.sw, g.dh = a.dh, g.dw = a.dw;
+  auto y = ops::window_of(g.h, kh, g.sh, g.dh, a.same), x = ops::window_of(g.w, kw, g.sw, g.dw, a.same);
+  if (!y || !x)
+    fail(error_code::invalid_argument, "the ", kh, "x", kw, " window (dilations ", g.dh, ", ", g.dw, ") does not fit in the ",
+         what, " ", in, " with VALID padding");
+  g.oh = y->out, g.pad_top = y->pad, g.ow = x->out, g.pad_left = x->pad;
+  return g;
+}
+
+inline shape sizes_shape(const tensor& t, const char* what) {
+  if (t.rank() != 1 || t.num_elements() != 4)
+    fail(error_code::invalid_argument, what, " must be a vector of 4 dims, got shape ", t.shape());
+  return shape_from_dims(int_values(t, what), what);
+}
+
+inline void require_shape(const tensor& t, const shape& expected, const char* what, const geometry& g) {
+  if (t.shape() != expected)
+    fail(error_code::invalid_argument, what, " has shape ", t.shape(), "; the input [", g.n, ", ", g.h, ", ", g.w, ", ", g.c,
+         "] and a ", g.kh, "x", g.kw, " window give ", expected);
+}
+
+// Rows of output positions per chunk: a patch matrix of about 128K elements, at least two
+// chunks per thread when there are enough rows.
+inline std::int64_t chunk_rows(const kernel_context& ctx, std::int64_t patch, std::int64_t rows) {
+  const std::int64_t per_thread = (rows + 2 * ctx.device().num_threads() - 1) / (2 * ctx.device().num_threads());
+  return std::max<std::int64_t>(1, std::min({std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1)),
+                                             std::max<std::int64_t>(16, per_thread), rows}));
+}
+
+// The patches of output rows [r0, r1) (r = (image * oh + y) * ow + x), one row of
+// kh * kw * c values each, zeros where the window leaves the input.
+template <class C>
+void im2col(const geometry& g, const C* in, std::int64_t r0, std::int64_t r1, C* cols) {
+  const std::int64_t K = g.patch(), c = g.c, row_len = g.kw * c;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t b = r / g.positions(), y = r % g.positions() / g.ow, x = r % g.ow;
+    C* dst = cols + (r - r0) * K;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      const std::int64_t iy = g.top(y) + i * g.dh;
+      C* d = dst + i * row_len;
+      if (iy < 0 || iy >= g.h) {
+        std::fill_n(d, row_len, C(0));
+        continue;
+      }
+      const C* src = in + (b * g.h + iy) * g.w * c;
+      const std::int64_t x0 = g.left(x);
+      if (g.dw == 1) {  // the window's row is one contiguous run of the input's row
+        const std::int64_t j0 = std::clamp<std::int64_t>(-x0, 0, g.kw), j1 = std::clamp<std::int64_t>(g.w - x0, j0, g.kw);
+        std::fill_n(d, j0 * c, C(0));
+        std::copy_n(src + (x0 + j0) * c, (j1 - j0) * c, d + j0 * c);
+        std::fill_n(d + j1 * c, (g.kw - j1) * c, C(0));
+      } else {
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+          const std::int64_t ix = x0 + j * g.dw;
+          if (ix < 0 || ix >= g.w) std::fill_n(d + j * c, c, C(0));
+          else std::copy_n(src + ix * c, c, d + j * c);
+        }
+      }
+    }
+  }
+}
+
+// The inverse scatter: adds each patch value of rows [r0, r1) to the input element it was
+// copied from.
+template <class C>
+void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t r1, C* in) {
+  const std::int64_t K = g.patch(), c = g.c;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t b = r / g.positions(), y = r % g.positions() / g.ow, x = r % g.ow;
+    const C* src = cols + (r - r0) * K;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      const std::int64_t iy = g.top(y) + i * g.dh;
+      if (iy < 0 || iy >= g.h) continue;
+      C* dst = in + (b * g.h + iy) * g.w * c;
+      for (std::int64_t j = 0; j < g.kw; ++j) {
+        const std::int64_t ix = g.left(x) + j * g.dw;
+        if (ix < 0 || ix >= g.w) continue;
+        C* d = dst + ix * c;
+        const C* s = src + (i * g.kw + j) * c;
+        for (std::int64_t t = 0; t < c; ++t) d[t] += s[t];
+      }
+    }
+  }
+}
+
+inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
+
+// out [rows, k] = patches(in) [rows, K] * filter [K, k].
+template <class C>
+void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
+  const std::int64_t rows = g.rows(), K = g.patch();
+  if (rows == 0 || g.k == 0) return;
+  if (is_pointwise(g)) return gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
+  const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
+  ctx.parallel_for(chunks, 2.0 * static_cast<double>(chunk * K * g.k), [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    for (std::int64_t q = b; q < e; ++q) {
+      const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
+      im2col(g, in, r0, r1, cols.data());
+      gemm_rows<C>(cols.data(), f, out + r0 * g.k, r1 - r0, K, g.k, false, false, false, 0, r1 - r0);
+    }
+  });
+}
+
+// d_in = col2im(d_out [rows, k] * filter^T), an image per thread.
+template <class C>
+void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
+  const std::int64_t K = g.patch(), per_image = g.positions();
+  std::fill_n(d_in, g.n * g.h * g.w * g.c, C(0));
+  if (g.rows() == 0 || K == 0 || g.k == 0) return;
+  if (is_pointwise(g)) return gemm<C>(ctx, d_out, f, d_in, g.rows(), g.k, K, false, true, false);
+  const std::int64_t chunk = std::min(per_image, std::max<std::int64_t>(16, (std::int64_t{1} << 17) / K));
+  ctx.parallel_for(g.n, 2.0 * static_cast<double>(per_image * K * g.k), [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    for (std::int64_t img = b; img < e; ++img)
+      for (std::int64_t r0 = img * per_image, end = r0 + per_image; r0 < end; r0 += chunk) {
+        const std::int64_t r1 = std::min(end, r0 + chunk);
+        gemm_rows<C>(d_out + r0 * g.k, f, cols.data(), r1 - r0, g.k, K, false, true, false, 0, r1 - r0);
+        col2im_add(g, cols.data(), r0, r1, d_in);
+      }
+  });
+}
+
+// d_filter [K, k] = patches(in)^T * d_out, summed over chunks: a partial sum per block of
+// chunks, the blocks added at the end.
+template <class C>
+void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
+  const std::int64_t rows = g.rows(), K = g.patch(), size = K * g.k;
+  std::fill_n(d_f, size, C(0));
+  if (rows == 0 || size == 0) return;
+  if (is_pointwise(g)) return gemm<C>(ctx, in, d_out, d_f, K, rows, g.k, true, false, false);
+  const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
+  const std::int64_t blocks = std::min<std::int64_t>(ctx.device().num_threads(), chunks);
+  std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> cols(static_cast<std::size_t>(chunk * K)), product(static_cast<std::size_t>(size));
+    for (std::int64_t blk = b; blk < e; ++blk) {
+      row_map<C> sum(partial.data() + blk * size, size);
+      for (std::int64_t q = blk * chunks / blocks; q < (blk + 1) * chunks / blocks; ++q) {
+        const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
+        im2col(g, in, r0, r1, cols.data());
+        gemm_rows<C>(cols.data(), d_out + r0 * g.k, product.data(), K, r1 - r0, g.k, true, false, false, 0, K);
+        sum += const_row_map<C>(product.data(), size);
+      }
+    }
+  });
+  row_map<C> out(d_f, size);
+  for (std::int64_t blk = 0; blk < blocks; ++blk) out += const_row_map<C>(partial.data() + blk * size, size);
+}
+
+// The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
+inline geometry conv_geometry(const shape& in, const shape& f, const ops::window_attrs& w) {
+  if (f.rank() != 4)
+    fail(error_code::invalid_argument, "filter must have rank 4 [height, width, in_channels, out_channels], got shape ", f);
+  if (in.rank() == 4 && in[3] != f[2])
+    fail(error_code::invalid_argument, "the input's channels (", in[3], ") differ from the filter's input channels (", f[2],
+         "); input ", in, ", filter ", f);
+  return make_geometry(in, f[0], f[1], f[3], w);
+}
+
+struct conv2d {
+  static constexpr unsigned value_mask = 0b11;
+  explicit conv2d(const node& n) : w_(window_attrs_of(n)) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    return {conv_geometry(ctx.input(0).shape(), ctx.input(1).shape(), w_).output_shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
+                    v.out[0].data<C>());
+  }
+  ops::window_attrs w_;
+};
+
+struct conv2d_backprop_input {
+  static constexpr unsigned value_mask = 0b110;
+  explicit conv2d_backprop_input(const node& n) : w_(window_attrs_of(n)) {}
+  geometry geo(const tensor& sizes, const tensor& f, const tensor& d) const {
+    const geometry g = conv_geometry(sizes_shape(sizes, "input_sizes"), f.shape(), w_);
+    require_shape(d, g.output_shape(), "out_backprop", g);
+    return g;
+  }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
+    return {shape{g.n, g.h, g.w, g.c}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_backprop_input<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[1].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
+  }
+  ops::window_attrs w_;
+};
+
+struct conv2d_backprop_filter {
+  static constexpr unsigned value_mask = 0b101;
+  explicit conv2d_backprop_filter(const node& n) : w_(window_attrs_of(n)) {}
+  geometry geo(const tensor& in, const tensor& sizes, const tensor& d) const {
+    const geometry g = conv_geometry(in.shape(), sizes_shape(sizes, "filter_sizes"), w_);
+    require_shape(d, g.output_shape(), "out_backprop", g);
+    return g;
+  }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
+    return {shape{g.kh, g.kw, g.c, g.k}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_backprop_filter<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[0].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
+  }
+  ops::window_attrs w_;
+};
+
+// ---- pooling ---------------------------------------------------------------------------
+// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
+struct window_span {
+  std::int64_t y0, y1, x0, x1;
+  std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
+};
+inline window_span span_of(const geometry& g, std::int64_t y, std::int64_t x) {
+  const std::int64_t t = g.top(y), l = g.left(x);
+  return {std::max<std::int64_t>(t, 0), std::min(t + g.kh, g.h), std::max<std::int64_t>(l, 0), std::min(l + g.kw, g.w)};
+}
+
+// Calls f(image, y, x, output row) for the output positions of images [b, e).
+template <class F>
+void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f) {
+  for (std::int64_t img = b; img < e; ++img)
+    for (std::int64_t y = 0; y < g.oh; ++y)
+      for (std::int64_t x = 0; x < g.ow; ++x) f(img, y, x, (img * g.oh + y) * g.ow + x);
+}
+
+struct pool_base {
+  explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
+  geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
+  double cost(const geometry& g) const { return static_cast<double>(g.positions() * g.kh * g.kw * g.c); }
+  ops::window_attrs w_;
+};
+
+template <bool Max>
+struct pool : pool_base {
+  static constexpr unsigned value_mask = 0b1;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const { return {geo(ctx.input(0).shape()).output_shape()}; }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.in[0].shape());
+    const C* in = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(g.n, cost(g), [&](std::int64_t b, std::int64_t e) {
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        row_map<C> o(out + r * g.c, g.c);
+        const window_span s = span_of(g, y, x);
+        o.setConstant(Max ? -std::numeric_limits<C>::infinity() : C(0));
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix) {
+            const_row_map<C> src(in + ((img * g.h + iy) * g.w + ix) * g.c, g.c);
+            if constexpr (Max) o = o.max(src);
+            else o += src;
+          }
+        if constexpr (!Max) o /= static_cast<C>(s.count());
+      });
+    });
+  }
+};
+
+// Each window's gradient to the first of its maxima (TensorFlow's CPU choice).
+struct max_pool_grad : pool_base {
+  static constexpr unsigned value_mask = 0b111;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = geo(ctx.input(0).shape());
+    require_shape(ctx.input(1), g.output_shape(), "orig_output", g);
+    require_shape(ctx.input(2), g.output_shape(), "grad", g);
+    return {ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.in[0].shape());
+    const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
+    C* out = v.out[0].data<C>();
+    std::fill_n(out, v.out[0].num_elements(), C(0));
+    ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
+      std::vector<C> best(static_cast<std::size_t>(g.c));
+      std::vector<std::int64_t> where(static_cast<std::size_t>(g.c));
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        const window_span s = span_of(g, y, x);
+        bool first = true;
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix, first = false) {
+            const std::int64_t at = ((img * g.h + iy) * g.w + ix) * g.c;
+            for (std::int64_t ch = 0; ch < g.c; ++ch) {
+              const auto u = static_cast<std::size_t>(ch);
+              if (first || in[at + ch] > best[u]) best[u] = in[at + ch], where[u] = at + ch;
+            }
+          }
+        if (!first)
+          for (std::int64_t ch = 0; ch < g.c; ++ch) out[where[static_cast<std::size_t>(ch)]] += grad[r * g.c + ch];
+      });
+    });
+  }
+};
+
+// Each window's gradient shared equally by the input elements it averaged.
+struct avg_pool_grad : pool_base {
+  static constexpr unsigned value_mask = 0b10;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const shape in = sizes_shape(ctx.input(0), "orig_input_shape");
+    require_shape(ctx.input(1), geo(in).output_shape(), "grad", geo(in));
+    return {in};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.out[0].shape());
+    const C* grad = v.in[1].data<C>();
+    C* out = v.out[0].data<C>();
+    std::fill_n(out, v.out[0].num_elements(), C(0));
+    ctx.parallel_for(g.n, cost(g), [&](std::int64_t b, std::int64_t e) {
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        const window_span s = span_of(g, y, x);
+        const const_row_map<C> d(grad + r * g.c, g.c);
+        const C scale = C(1) / static_cast<C>(s.count());
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix) row_map<C>(out + ((img * g.h + iy) * g.w + ix) * g.c, g.c) += d * scale;
+      });
+    });
+  }
+};
+
+// ---- dropout ---------------------------------------------------------------------------
+// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
+// seed and seed2) is at least `rate`.
+struct dropout {
+  static constexpr unsigned value_mask = 0b11;
+  explicit dropout(const node& n) {
+    const auto seed = n.attr<std::int64_t>("seed"), seed2 = n.attr<std::int64_t>("seed2");
+    if (seed == 0 && seed2 == 0) {
+      std::random_device rd;
+      key_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    } else {
+      key_ = mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + 0x5bd1e995u);
+    }
+  }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
+    return {ctx.input(0).shape(), ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const C rate = *v.in[1].data<C>();
+    if (!(rate >= C(0) && rate < C(1)))
+      fail(error_code::invalid_argument, "rate must be in [0, 1), got ", static_cast<double>(rate));
+    const std::int64_t n = v.in[0].num_elements();
+    const std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    const C scale = C(1) / (C(1) - rate);
+    const C* x = v.in[0].data<C>();
+    C *out = v.out[0].data<C>(), *mask = v.out[1].data<C>();
+    ctx.parallel_for(n, 30, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const bool keep = uniform01(key_, base + static_cast<std::uint64_t>(i)) >= static_cast<double>(rate);
+        mask[i] = keep ? scale : C(0);
+        out[i] = x[i] * mask[i];
+      }
+    });
+  }
+  std::uint64_t key_;
+  mutable std::atomic<std::uint64_t> counter_{0};
+};
+
+}  // namespace weft::cpu::nn
+
+namespace weft::cpu {
+
+namespace nn {
+
+struct bias_add {
+  static constexpr unsigned value_mask = 0b11;
+  explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &x = ctx.input(0), &b = ctx.input(1);
+    require_rank_at_least(x, 2, "value");
+    if (b.rank() != 1) fail(error_code::invalid_argument, "bias must be a vector, got shape ", b.shape());
+    if (b.shape()[0] != x.shape()[x.rank() - 1])
+      fail(error_code::invalid_argument, "the bias length ", b.shape()[0], " differs from value's last dimension (value: ",
+           x.shape(), ")");
+    return {x.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
+    const C* x = v.in[0].data<C>();
+    const_row_map<C> bias(v.in[1].data<C>(), n);
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(rows, static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      rows_map<C>(out + b * n, n, e - b) = const_rows_map<C>(x + b * n, n, e - b).colwise() + bias;
+    });
+  }
+};
+
+struct bias_add_grad {
+  static constexpr unsigned value_mask = 0b1;
+  explicit bias_add_grad(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor& d = ctx.input(0);
+    require_rank_at_least(d, 2, "out_backprop");
+    return {shape{d.shape()[d.rank() - 1]}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
+    const C* d = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    // Threads take slices of the n columns; each sums its slice over every row.
+    ctx.parallel_for(n, static_cast<double>(rows), [&](std::int64_t b, std::int64_t e) {
+      row_map<C> o(out + b, e - b);
+      o.setZero();
+      for (std::int64_t r = 0; r < rows; ++r) o += const_row_map<C>(d + r * n + b, e - b);
+    });
+  }
+};
+
+// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
+// large logits do not overflow.
+template <bool Log>
+struct softmax {
+  static constexpr unsigned value_mask = 0b1;
+  explicit softmax(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    require_rank_at_least(ctx.input(0), 1, "logits");
+    return {ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
+    const C* x = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(rows, 8.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const_row_map<C> xr(x + r * n, n);
+        row_map<C> o(out + r * n, n);
+        const C m = xr.maxCoeff();
+        if constexpr (Log) {
+          o = xr - m;
+          o -= std::log(o.exp().sum());
+        } else {
+          o = (xr - m).exp();
+          o /= o.sum();
+        }
+      }
+    });
+  }
+};
+
+// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
+// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
+template <class C>
+std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
+  const C m = f.maxCoeff();
+  back = (f - m).exp();
+  const C s = back.sum();
+  back /= s;
+  return {std::log(s), m};
+}
+
+struct softmax_cross_entropy {
+  static constexpr unsigned value_mask = 0b11;
+  explicit softmax_cross_entropy(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &f = ctx.input(0), &l = ctx.input(1);
+    if (f.rank() != 2 || f.shape() != l.shape())
+      fail(error_code::invalid_argument, "features and labels must be matrices of one shape, got ", f.shape(), " and ",
+           l.shape());
+    return {shape{f.shape()[0]}, f.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
+    if (n == 0) row_map<C>(v.out[0].data<C>(), v.out[0].num_elements()).setZero();  // sums of nothing
+    const C *f = v.in[0].data<C>(), *l = v.in[1].data<C>();
+    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
+    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const_row_map<C> fr(f + r * n, n), lr(l + r * n, n);
+        row_map<C> br(back + r * n, n);
+        auto [lse, m] = softmax_row<C>(fr, br);
+        // -sum(l * (f - m - lse)) = sum(l * (lse + m - f))
+        loss[r] = n ? (lr * ((lse + m) - fr)).sum() : C(0);
+        br -= lr;
+      }
+    });
+  }
+};
+
+struct sparse_softmax_cross_entropy {
+  static constexpr unsigned value_mask = 0b1;
+  explicit sparse_softmax_cross_entropy(const node&) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &f = ctx.input(0), &l = ctx.input(1);
+    if (f.rank() != 2) fail(error_code::invalid_argument, "features must be a matrix, got shape ", f.shape());
+    if (l.rank() != 1 || l.shape()[0] != f.shape()[0])
+      fail(error_code::invalid_argument, "labels must be a vector of the batch size ", f.shape()[0], ", got shape ",
+           l.shape());
+    const std::int64_t n = f.shape()[1];
+    const auto labels = int_values(l, "labels");
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] < 0 || labels[i] >= n)
+        fail(error_code::invalid_argument, "label ", labels[i], " at index ", i, " is outside the valid range [0, ", n,
+             ")");
+    return {shape{f.shape()[0]}, f.shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
+    const C* f = v.in[0].data<C>();
+    const tensor& labels = v.in[1];
+    auto label = [&](std::int64_t r) {
+      return labels.dtype() == dtype::int32 ? std::int64_t{labels.data<std::int32_t>()[r]} : labels.data<std::int64_t>()[r];
+    };
+    C *loss = v.out[0].data<C>(), *back = v.out[1].data<C>();
+    ctx.parallel_for(rows, 10.0 * static_cast<double>(n), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) {
+        const std::int64_t k = label(r);
+        auto [lse, m] = softmax_row<C>(const_row_map<C>(f + r * n, n), row_map<C>(back + r * n, n));
+        loss[r] = lse + m - f[r * n + k];
+        back[r * n + k] -= C(1);
+      }
+    });
+  }
+};
+
+struct l2_loss {
+  static constexpr unsigned value_mask = 0b1;
+  explicit l2_loss(const node&) {}
+  std::vector<shape> shapes(kernel_context&) const { return {shape{}}; }
+  template <class C>
+  void run(kernel_context&, io& v) const {
+    const tensor& t = v.in[0];
+    *v.out[0].data<C>() = const_row_map<C>(t.data<C>(), t.num_elements()).square().sum() / C(2);
+  }
+};
+
+}  // namespace nn
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_nn_kernels() {
+  ops::register_nn_ops();
+  using types = type_list<half, bfloat16, float, double>;
+  register_for<nn::kernel<nn::bias_add>::of>("BiasAdd", "T", types{});
+  register_for<nn::kernel<nn::bias_add_grad>::of>("BiasAddGrad", "T", types{});
+  register_for<nn::kernel<nn::softmax<false>>::of>("Softmax", "T", types{});
+  register_for<nn::kernel<nn::softmax<true>>::of>("LogSoftmax", "T", types{});
+  register_for<nn::kernel<nn::softmax_cross_entropy>::of>("SoftmaxCrossEntropyWithLogits", "T", types{});
+  register_for<nn::kernel<nn::sparse_softmax_cross_entropy>::of>("SparseSoftmaxCrossEntropyWithLogits", "T", types{});
+  register_for<nn::kernel<nn::l2_loss>::of>("L2Loss", "T", types{});
+  register_for<nn::kernel<nn::conv2d>::of>("Conv2D", "T", types{});
+  register_for<nn::kernel<nn::conv2d_backprop_input>::of>("Conv2DBackpropInput", "T", types{});
+  register_for<nn::kernel<nn::conv2d_backprop_filter>::of>("Conv2DBackpropFilter", "T", types{});
+  register_for<nn::kernel<nn::pool<true>>::of>("MaxPool", "T", types{});
+  register_for<nn::kernel<nn::pool<false>>::of>("AvgPool", "T", types{});
+  register_for<nn::kernel<nn::max_pool_grad>::of>("MaxPoolGrad", "T", types{});
+  register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
+  register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
 }
 
 }  // namespace weft::cpu

@@ -179,6 +179,50 @@ struct l2_loss_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
 };
 
+// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
+// ops are the same product with another operand left out, so each of the three ops'
+// gradients is one of the others.
+struct conv2d_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attrs(a.n);
+    const V &x = a.x[0], &f = a.x[1];
+    return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
+  }
+};
+struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attrs(a.n);
+    const V &f = a.x[1], &dy = a.x[2];
+    return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
+  }
+};
+struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attrs(a.n);
+    const V &x = a.x[0], &dy = a.x[2];
+    return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
+  }
+};
+struct max_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attrs(a.n))}; }
+};
+struct avg_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attrs(a.n))}; }
+};
+struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attrs(a.n))}; }
+};
+struct dropout_rule {  // output = x * mask; the mask does not depend on x
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (!a.dy[0]) return {std::nullopt, std::nullopt};
+    return {*a.dy[0] * a.y[1], std::nullopt};
+  }
+};
+
 // Registers the rules above for graphs built at run time, once.
 inline void register_standard_gradients() {
   static const bool done = [] {
@@ -219,6 +263,13 @@ inline void register_standard_gradients() {
     add_rule("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<true>{});
     add_rule("SparseSoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<false>{});
     add_rule("L2Loss", l2_loss_rule{});
+    add_rule("Conv2D", conv2d_rule{});
+    add_rule("Conv2DBackpropInput", conv2d_backprop_input_rule{});
+    add_rule("Conv2DBackpropFilter", conv2d_backprop_filter_rule{});
+    add_rule("MaxPool", max_pool_rule{});
+    add_rule("AvgPool", avg_pool_rule{});
+    add_rule("AvgPoolGrad", avg_pool_grad_rule{});
+    add_rule("Dropout", dropout_rule{});
     return true;
   }();
   (void)done;

@@ -110,8 +110,24 @@ inline symbol select(const symbol& c, double t, const symbol& e) { return select
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
-inline symbol shape_tensor(const symbol& a) { return a.then("Shape", {}, {{"out_type", dtype::int64}}); }
-inline symbol size_tensor(const symbol& a) { return a.then("Size", {}, {{"out_type", dtype::int64}}); }
+// An int64 constant of the graph behind `near`.
+inline symbol int64_constant(const symbol& near, tensor t) {
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}));
+}
+// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
+// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
+inline symbol shape_tensor(const symbol& a) {
+  if (a.shape().fully_known()) return int64_constant(a, tensor::from_vector(a.shape().dims()));
+  return a.then("Shape", {}, {{"out_type", dtype::int64}});
+}
+inline symbol size_tensor(const symbol& a) {
+  if (a.shape().fully_known()) {
+    std::int64_t n = 1;
+    for (auto d : a.shape().dims()) n *= d;
+    return int64_constant(a, tensor::scalar(n));
+  }
+  return a.then("Size", {}, {{"out_type", dtype::int64}});
+}
 inline symbol reshape_like(const symbol& a, const symbol& like) {
   if (same_known_shape(a, like)) return a;
   return a.then("Reshape", {shape_tensor(like)});
@@ -154,6 +170,27 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+// Convolution and pooling, with the window attrs `w` of the node differentiated.
+inline attr_map window_attrs(const node& n) {
+  attr_map m;
+  for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
+    if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
+  return m;
+}
+inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
+inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
+  return sizes.then("Conv2DBackpropInput", {f, d}, w);
+}
+inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
+  return x.then("Conv2DBackpropFilter", {sizes, d}, w);
+}
+inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGrad", {y, d}, w);
+}
+inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
+inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
+  return sizes.then("AvgPoolGrad", {d}, w);
+}
 
 // ---- rules -----------------------------------------------------------------------------
 // What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).

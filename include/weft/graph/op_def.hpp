@@ -107,8 +107,18 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
       if (s.size() >= 2 && s.front() == '\'' && s.back() == '\'') return attr_value(s.substr(1, s.size() - 2));
       break;
     case attr_kind::type: return attr_value(parse_dtype(s));
-    case attr_kind::int_list:
-      if (s == "[]") return attr_value(std::vector<std::int64_t>{});
+    case attr_kind::int_list:  // "[]" or "[1, 2, 3]"
+      if (s.size() >= 2 && s.front() == '[' && s.back() == ']') {
+        std::vector<std::int64_t> v;
+        std::string_view body = trim(std::string_view(s).substr(1, s.size() - 2));
+        while (!body.empty()) {
+          auto comma = body.find(',');
+          v.push_back(std::stoll(std::string(trim(body.substr(0, comma)))));
+          if (comma == std::string_view::npos) break;
+          body = body.substr(comma + 1);
+        }
+        return attr_value(std::move(v));
+      }
       break;
     default: break;
   }

@@ -10,8 +10,30 @@
 //                                            the same with one-hot labels; a label outside
 //                                            [0, n) is an error
 //   L2Loss(t)                                sum(t^2) / 2, a scalar
+//
+// Convolution and pooling, NHWC, with TensorFlow's windows: `strides` and `ksize` are
+// [1, h, w, 1]; padding 'VALID' keeps the windows inside the input (out = ceil((in - k + 1)
+// / s)), 'SAME' pads with zeros (-infinity for MaxPool) so that out = ceil(in / s), the
+// extra row or column at the bottom or right. Conv2D's `dilations` are [1, h, w, 1] too.
+//   Conv2D(input [n, h, w, c], filter [kh, kw, c, k])      -> [n, oh, ow, k]
+//   Conv2DBackpropInput(input_sizes, filter, out_backprop)  the gradient in the input
+//   Conv2DBackpropFilter(input, filter_sizes, out_backprop) the gradient in the filter
+//   MaxPool(input), AvgPool(value)                          AvgPool averages the window's
+//                                                           elements inside the input only
+//   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
+//                                                           maximum (the first, at a tie)
+//   AvgPoolGrad(orig_input_shape, grad)
+//   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
+//                                                           probability 1 - rate and scales
+//                                                           it by 1 / (1 - rate); mask holds
+//                                                           that factor or 0 (rate in [0, 1))
 #pragma once
 
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <weft/graph/op_def.hpp>
@@ -20,6 +42,32 @@
 #include <weft/ops/math_ops.hpp>
 
 namespace weft::ops {
+
+// The windows of a convolution or pooling op along one spatial dim.
+struct window_dim {
+  std::int64_t out = -1;  // the output size (-1: unknown, the input's is)
+  std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
+};
+// TensorFlow's windowed output size, with the window's extent (k - 1) * dilation + 1.
+// Nullopt when a VALID window does not fit in the input.
+inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
+                                           bool same) {
+  const std::int64_t extent = (k - 1) * dilation + 1;
+  if (in < 0) return window_dim{};
+  if (!same) {
+    if (in < extent) return std::nullopt;
+    return window_dim{(in - extent) / stride + 1, 0};
+  }
+  const std::int64_t out = (in + stride - 1) / stride;
+  return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
+}
+
+// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
+// and dilations (convolution), and whether padding is SAME.
+struct window_attrs {
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  bool same = false;
+};
 
 namespace detail {
 // Fails unless dims a and b (either unknown: -1) agree; returns the known one.
@@ -30,6 +78,62 @@ inline std::int64_t merge_dim(shape_context& c, std::int64_t a, std::int64_t b, 
 inline void require_nhwc(shape_context& c) {
   if (c.attr<std::string>("data_format") != "NHWC")
     c.fail("data_format '", c.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
+}
+// The [1, h, w, 1] list attr `name`, h and w at least 1.
+inline std::pair<std::int64_t, std::int64_t> spatial_pair(shape_context& c, const char* name) {
+  const auto& v = c.attr<std::vector<std::int64_t>>(name);
+  if (v.size() != 4 || v[0] != 1 || v[3] != 1 || v[1] < 1 || v[2] < 1)
+    c.fail(name, " must be [1, h, w, 1] with h, w >= 1 (NHWC; no batch or depth windows), got ", attr_value(v));
+  return {v[1], v[2]};
+}
+inline bool same_padding(shape_context& c) {
+  const auto& p = c.attr<std::string>("padding");
+  if (p != "SAME" && p != "VALID") c.fail("padding must be 'SAME' or 'VALID', got '", p, "'");
+  return p == "SAME";
+}
+inline window_attrs conv_window(shape_context& c) {
+  require_nhwc(c);
+  window_attrs w;
+  std::tie(w.sh, w.sw) = spatial_pair(c, "strides");
+  std::tie(w.dh, w.dw) = spatial_pair(c, "dilations");
+  w.same = same_padding(c);
+  return w;
+}
+inline window_attrs pool_window(shape_context& c) {
+  require_nhwc(c);
+  window_attrs w;
+  std::tie(w.kh, w.kw) = spatial_pair(c, "ksize");
+  std::tie(w.sh, w.sw) = spatial_pair(c, "strides");
+  w.same = same_padding(c);
+  return w;
+}
+// [n, oh, ow, depth] for input `in` (rank 4) and a kh x kw window (-1: unknown).
+inline partial_shape windowed(shape_context& c, const partial_shape& in, const window_attrs& w, std::int64_t kh,
+                              std::int64_t kw, std::int64_t depth) {
+  std::int64_t out[2] = {-1, -1};
+  const std::int64_t k[2] = {kh, kw}, s[2] = {w.sh, w.sw}, d[2] = {w.dh, w.dw};
+  for (int i = 0; i < 2; ++i) {
+    if (k[i] < 0) continue;
+    auto win = window_of(in[i + 1], k[i], s[i], d[i], w.same);
+    if (!win)
+      c.fail("the window (", k[i], " with dilation ", d[i], ") is larger than the input's dimension ", i + 1, " (",
+             in[i + 1], ") with VALID padding");
+    out[i] = win->out;
+  }
+  return partial_shape{in[0], out[0], out[1], depth};
+}
+// Output shape from the constant 4-vector input i (an input's or filter's shape).
+inline void sizes_output(shape_context& c, int i, const char* what) {
+  require_rank(c, i, 1, what);
+  if (c.input(i).rank_known() && c.input(i)[0] >= 0 && c.input(i)[0] != 4)
+    c.fail(what, " must hold 4 dims, got shape ", c.input(i));
+  if (auto dims = constant_ints(c, i)) {
+    for (auto v : *dims)
+      if (v < 0) c.fail(what, " has a negative dimension ", v);
+    c.set_output(0, partial_shape(*dims));
+  } else {
+    c.set_output(0, partial_shape::unknown_of_rank(4));
+  }
 }
 }  // namespace detail
 
@@ -119,6 +223,108 @@ inline std::vector<op_def> nn_op_defs() {
                      .output("output: T")
                      .attr(real_float_type_attr)
                      .shape_fn(scalar_shape)
+                     .build());
+  // Convolution and pooling.
+  auto conv_attrs = [](op_def_builder b) {
+    return b.attr(real_float_type_attr)
+        .attr("strides: list(int)")
+        .attr("padding: string")
+        .attr("data_format: string = 'NHWC'")
+        .attr("dilations: list(int) = [1, 1, 1, 1]");
+  };
+  auto pool_attrs = [](op_def_builder b) {
+    return b.attr(real_float_type_attr)
+        .attr("ksize: list(int)")
+        .attr("strides: list(int)")
+        .attr("padding: string")
+        .attr("data_format: string = 'NHWC'");
+  };
+  defs.push_back(conv_attrs(op_def_builder("Conv2D").input("input: T").input("filter: T").output("output: T"))
+                     .shape_fn([](shape_context& c) {
+                       const window_attrs w = detail::conv_window(c);
+                       require_rank(c, 0, 4, "input");
+                       require_rank(c, 1, 4, "filter");
+                       partial_shape f = c.input(1);
+                       if (!f.rank_known()) f = partial_shape::unknown_of_rank(4);
+                       partial_shape in = c.input(0);
+                       if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
+                       detail::merge_dim(c, in[3], f[2], "the input's channels and the filter's input channels");
+                       if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
+                       c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
+                     })
+                     .build());
+  defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropInput")
+                                .input("input_sizes: Tsizes")
+                                .input("filter: T")
+                                .input("out_backprop: T")
+                                .output("output: T")
+                                .attr("Tsizes: {int32, int64} = int32"))
+                     .shape_fn([](shape_context& c) {
+                       detail::conv_window(c);
+                       require_rank(c, 1, 4, "filter");
+                       require_rank(c, 2, 4, "out_backprop");
+                       detail::sizes_output(c, 0, "input_sizes");
+                     })
+                     .build());
+  defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropFilter")
+                                .input("input: T")
+                                .input("filter_sizes: Tsizes")
+                                .input("out_backprop: T")
+                                .output("output: T")
+                                .attr("Tsizes: {int32, int64} = int32"))
+                     .shape_fn([](shape_context& c) {
+                       detail::conv_window(c);
+                       require_rank(c, 0, 4, "input");
+                       require_rank(c, 2, 4, "out_backprop");
+                       detail::sizes_output(c, 1, "filter_sizes");
+                     })
+                     .build());
+  for (const char* name : {"MaxPool", "AvgPool"})
+    defs.push_back(pool_attrs(op_def_builder(name).input(std::string_view(name) == "MaxPool" ? "input: T" : "value: T").output("output: T"))
+                       .shape_fn([](shape_context& c) {
+                         const window_attrs w = detail::pool_window(c);
+                         require_rank(c, 0, 4, "input");
+                         partial_shape in = c.input(0);
+                         if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
+                         c.set_output(0, detail::windowed(c, in, w, w.kh, w.kw, in[3]));
+                       })
+                       .build());
+  defs.push_back(pool_attrs(op_def_builder("MaxPoolGrad")
+                                .input("orig_input: T")
+                                .input("orig_output: T")
+                                .input("grad: T")
+                                .output("output: T"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
+                     })
+                     .build());
+  defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
+                                .input("orig_input_shape: Tsizes")
+                                .input("grad: T")
+                                .output("output: T")
+                                .attr("Tsizes: {int32, int64} = int32"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       require_rank(c, 1, 4, "grad");
+                       detail::sizes_output(c, 0, "orig_input_shape");
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Dropout")
+                     .input("x: T")
+                     .input("rate: T")
+                     .output("output: T")
+                     .output("mask: T")
+                     .attr(real_float_type_attr)
+                     .attr("seed: int = 0")
+                     .attr("seed2: int = 0")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 1, 0, "rate");
+                       c.set_output(0, c.input(0));
+                       c.set_output(1, c.input(0));
+                     })
                      .build());
   return defs;
 }

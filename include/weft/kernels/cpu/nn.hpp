@@ -1,74 +1,21 @@
 // CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
 // its last dim, rows split between threads, and each row one Eigen array expression
-// (vectorized exp, max and sums). float16 and bfloat16 compute in float.
+// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution,
+// pooling and dropout are in conv.hpp.
 #pragma once
-
-#include <Eigen/Core>
 
 #include <cmath>
 #include <vector>
 
-#include <weft/kernels/cpu/common.hpp>
-#include <weft/kernels/cpu/convert.hpp>
-#include <weft/ops/nn_ops.hpp>
+#include <weft/kernels/cpu/conv.hpp>
+#include <weft/kernels/cpu/nn_kernel.hpp>
 
 namespace weft::cpu {
 
 namespace nn {
 
-template <class C>
-using row_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
-template <class C>
-using const_row_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
-template <class C>
-using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
-template <class C>
-using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
-
-// The last dim of t (1 for a scalar), and the number of rows of that length.
-inline std::int64_t row_length(const tensor& t) { return t.rank() ? t.shape()[t.rank() - 1] : 1; }
-inline std::int64_t row_count(const tensor& t) { return row_length(t) ? t.num_elements() / row_length(t) : 0; }
-
-// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (the first
-// `Body::value_inputs` widened when T is a half type), `out` its outputs.
-struct io {
-  std::vector<tensor> in, out;
-};
-
-// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
-// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
-// types the value inputs are widened to float first and the outputs narrowed after.
-template <class Body>
-struct kernel {
-  template <class T>
-  struct of final : op_kernel {
-    explicit of(const node& n) : body_(n) {}
-    void compute(kernel_context& ctx) const override {
-      using C = compute_t<T>;
-      const std::vector<shape> shapes = body_.shapes(ctx);
-      io v;
-      for (int i = 0; i < ctx.num_inputs(); ++i) {
-        const tensor& x = ctx.input(i);
-        v.in.push_back(i < Body::value_inputs ? widened<T>(ctx, x) : x);
-      }
-      for (std::size_t o = 0; o < shapes.size(); ++o)
-        v.out.push_back(is_converted_v<T> ? tensor(dtype_of<C>, shapes[o]) : ctx.allocate_output(static_cast<int>(o), shapes[o]));
-      body_.template run<C>(ctx, v);
-      if constexpr (is_converted_v<T>)
-        for (std::size_t o = 0; o < shapes.size(); ++o)
-          detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
-    }
-    Body body_;
-  };
-};
-
-inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
-  if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
-}
-
 struct bias_add {
-  static constexpr int value_inputs = 2;
+  static constexpr unsigned value_mask = 0b11;
   explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &x = ctx.input(0), &b = ctx.input(1);
@@ -92,7 +39,7 @@ struct bias_add {
 };
 
 struct bias_add_grad {
-  static constexpr int value_inputs = 1;
+  static constexpr unsigned value_mask = 0b1;
   explicit bias_add_grad(const node&) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor& d = ctx.input(0);
@@ -117,7 +64,7 @@ struct bias_add_grad {
 // large logits do not overflow.
 template <bool Log>
 struct softmax {
-  static constexpr int value_inputs = 1;
+  static constexpr unsigned value_mask = 0b1;
   explicit softmax(const node&) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     require_rank_at_least(ctx.input(0), 1, "logits");
@@ -157,7 +104,7 @@ std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
 }
 
 struct softmax_cross_entropy {
-  static constexpr int value_inputs = 2;
+  static constexpr unsigned value_mask = 0b11;
   explicit softmax_cross_entropy(const node&) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &f = ctx.input(0), &l = ctx.input(1);
@@ -186,7 +133,7 @@ struct softmax_cross_entropy {
 };
 
 struct sparse_softmax_cross_entropy {
-  static constexpr int value_inputs = 1;
+  static constexpr unsigned value_mask = 0b1;
   explicit sparse_softmax_cross_entropy(const node&) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &f = ctx.input(0), &l = ctx.input(1);
@@ -223,7 +170,7 @@ struct sparse_softmax_cross_entropy {
 };
 
 struct l2_loss {
-  static constexpr int value_inputs = 1;
+  static constexpr unsigned value_mask = 0b1;
   explicit l2_loss(const node&) {}
   std::vector<shape> shapes(kernel_context&) const { return {shape{}}; }
   template <class C>
@@ -247,6 +194,14 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::softmax_cross_entropy>::of>("SoftmaxCrossEntropyWithLogits", "T", types{});
   register_for<nn::kernel<nn::sparse_softmax_cross_entropy>::of>("SparseSoftmaxCrossEntropyWithLogits", "T", types{});
   register_for<nn::kernel<nn::l2_loss>::of>("L2Loss", "T", types{});
+  register_for<nn::kernel<nn::conv2d>::of>("Conv2D", "T", types{});
+  register_for<nn::kernel<nn::conv2d_backprop_input>::of>("Conv2DBackpropInput", "T", types{});
+  register_for<nn::kernel<nn::conv2d_backprop_filter>::of>("Conv2DBackpropFilter", "T", types{});
+  register_for<nn::kernel<nn::pool<true>>::of>("MaxPool", "T", types{});
+  register_for<nn::kernel<nn::pool<false>>::of>("AvgPool", "T", types{});
+  register_for<nn::kernel<nn::max_pool_grad>::of>("MaxPoolGrad", "T", types{});
+  register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
+  register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
 }
 
 }  // namespace weft::cpu

@@ -1,0 +1,235 @@
+// What the MNIST examples share: their options, batches of images, and the training loop
+// (shuffling per epoch, the progress display, test accuracy, a checkpoint per epoch and
+// --resume). Each example builds its model into a graph and hands this its tensors.
+#pragma once
+
+#include <weft/data/idx.hpp>
+#include <weft/weft.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "progress.hpp"
+
+namespace weft_examples {
+
+struct mnist_options {
+  int epochs = 5, batch = 128;
+  unsigned seed = 1;
+  double lr = 0.001, decay = 0.6, min_accuracy = 0;
+  long train_subset = 0;
+  std::string data, checkpoint_dir;
+  bool resume = false;
+};
+
+// An option of one example only: --name N, stored as a number.
+struct extra_option {
+  const char* name;
+  double* value;
+};
+
+// Parses the common options and the example's own; exits with status 2 on a bad one
+// (0 for --help).
+inline mnist_options parse_mnist_options(int argc, char** argv, const char* program, mnist_options o,
+                                         const std::vector<extra_option>& extras = {}) {
+  o.checkpoint_dir = std::string(program) + "_checkpoints";
+  auto usage = [&](int status) {
+    std::fprintf(status ? stderr : stdout,
+                 "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
+                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume]",
+                 program);
+    for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
+    std::fprintf(status ? stderr : stdout, "\n");
+    std::exit(status);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: %s needs a value\n", program, a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    try {
+      if (a == "--epochs") o.epochs = std::stoi(value());
+      else if (a == "--batch") o.batch = std::stoi(value());
+      else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(value()));
+      else if (a == "--lr") o.lr = std::stod(value());
+      else if (a == "--decay") o.decay = std::stod(value());
+      else if (a == "--train-subset") o.train_subset = std::stol(value());
+      else if (a == "--data") o.data = value();
+      else if (a == "--min-accuracy") o.min_accuracy = std::stod(value());
+      else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
+      else if (a == "--resume") o.resume = true;
+      else if (a == "--help") usage(0);
+      else {
+        auto e = std::find_if(extras.begin(), extras.end(), [&](const extra_option& x) { return a == std::string("--") + x.name; });
+        if (e == extras.end()) usage(2);
+        *e->value = std::stod(value());
+      }
+    } catch (const std::logic_error&) {  // std::stoi and friends on a non-number
+      std::fprintf(stderr, "%s: %s needs a number\n", program, a.c_str());
+      std::exit(2);
+    }
+  }
+  if (o.epochs < 1 || o.batch < 1) {
+    std::fprintf(stderr, "%s: --epochs and --batch must be positive\n", program);
+    std::exit(2);
+  }
+  return o;
+}
+
+// Rows `rows` of the images as floats in [0, 1], [n, 784], and their labels as int32.
+inline std::pair<weft::tensor, weft::tensor> batch_of(const weft::data::image_set& s, const std::int64_t* rows,
+                                                      std::int64_t n) {
+  constexpr std::int64_t pixels = 28 * 28;
+  weft::tensor x(weft::dtype::float32, weft::shape{n, pixels}), y(weft::dtype::int32, weft::shape{n});
+  const auto* images = s.images.data<std::uint8_t>();
+  const auto* labels = s.labels.data<std::uint8_t>();
+  float* xp = x.data<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint8_t* src = images + rows[i] * pixels;
+    for (std::int64_t p = 0; p < pixels; ++p) xp[i * pixels + p] = static_cast<float>(src[p]) * (1.0f / 255.0f);
+    y.data<std::int32_t>()[i] = labels[rows[i]];
+  }
+  return {x, y};
+}
+
+// A weight of shape `dims` initialized by an Assign from the seeded RandomUniform op to
+// U(-r, r), r = sqrt(6 / (fan_in + fan_out)) (Glorot), or a bias filled with zeros.
+inline weft::output glorot_variable(weft::graph& g, const char* name, const std::vector<std::int64_t>& dims,
+                                    std::int64_t fan_in, std::int64_t fan_out, unsigned seed, int seed2,
+                                    std::vector<int>& inits) {
+  using namespace weft;
+  const output v = g.variable(dtype::float32, shape(dims), name).out(0);
+  const output d = g.constant(tensor::from_vector(dims)).out(0);
+  const float r = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+  const output u = g.op("RandomUniform", {d}, {{"dtype", dtype::float32}, {"seed", static_cast<std::int64_t>(seed)}, {"seed2", seed2}}).out(0);
+  const output w0 = g.op("Mul", {g.op("Sub", {u, g.constant(tensor::scalar(0.5f))}).out(0), g.constant(tensor::scalar(2 * r))}).out(0);
+  inits.push_back(g.op("Assign", {v, w0}).id());
+  return v;
+}
+inline weft::output zero_variable(weft::graph& g, const char* name, std::int64_t n, std::vector<int>& inits) {
+  using namespace weft;
+  const output v = g.variable(dtype::float32, shape{n}, name).out(0);
+  const output zeros = g.op("Fill", {g.constant(tensor::from_vector(std::vector<std::int64_t>{n})).out(0), g.constant(tensor::scalar(0.0f))}).out(0);
+  inits.push_back(g.op("Assign", {v, zeros}).id());
+  return v;
+}
+
+// The tensors of a model that the loop feeds and fetches.
+struct mnist_model {
+  weft::output images, labels;   // placeholders: [n, 784] float32, [n] int32
+  weft::output loss, correct;    // the batch's mean loss and its number of right answers
+  weft::output learning_rate;    // a scalar placeholder
+  std::vector<std::pair<weft::output, weft::tensor>> train_feeds, test_feeds;  // more feeds (dropout's rate)
+};
+
+// Trains `model` with `train` for opt.epochs over MNIST and returns the exit status: 0, 1
+// below --min-accuracy, 77 when the data is missing. `description` is printed first.
+inline int train_mnist(const char* program, const mnist_options& opt, const weft::data::mnist_data& mnist,
+                       weft::graph& g, const mnist_model& m, const weft::train::training_op& train, const weft::node& init,
+                       const std::string& description) {
+  using namespace weft;
+  const std::int64_t train_size =
+      opt.train_subset > 0 ? std::min<std::int64_t>(opt.train_subset, mnist.train.size()) : mnist.train.size();
+  const saver checkpoints(g, variables_of(g), {.keep = 3});
+  const std::filesystem::path prefix = std::filesystem::path(opt.checkpoint_dir) / program;
+
+  session s(g);
+  s.run({init, train.init});
+  int first_epoch = 1;
+  if (opt.resume) {
+    if (auto last = saver::latest(prefix)) {
+      checkpoints.restore(s, last->second);
+      first_epoch = static_cast<int>(last->first) + 1;
+      std::printf("%s: resumed from %s\n", program, last->second.c_str());
+    } else {
+      std::printf("%s: no checkpoint under %s; starting afresh\n", program, prefix.c_str());
+    }
+  }
+  std::vector<std::int64_t> order(static_cast<std::size_t>(train_size));
+  const long steps = static_cast<long>((train_size + opt.batch - 1) / opt.batch);
+  progress bar(opt.epochs, steps);
+  std::printf("%s: %s, %lld training and %lld test images, batch %d, Adam lr %g decaying by %g per epoch, seed %u\n", program,
+              description.c_str(), static_cast<long long>(train_size), static_cast<long long>(mnist.test.size()), opt.batch,
+              opt.lr, opt.decay, opt.seed);
+  // The accuracy on the whole test set, in batches of 1000.
+  auto evaluate = [&] {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(mnist.test.size()));
+    std::iota(all.begin(), all.end(), 0);
+    double correct = 0;
+    for (std::int64_t first = 0; first < mnist.test.size(); first += 1000) {
+      auto [tx, ty] = batch_of(mnist.test, all.data() + first, std::min<std::int64_t>(1000, mnist.test.size() - first));
+      feed_list feeds{{m.images, tx}, {m.labels, ty}};
+      for (const auto& [o, t] : m.test_feeds) feeds.push_back({o, t});
+      correct += s.run(feeds, {m.correct}).at(0).scalar_value<float>();
+    }
+    return correct / static_cast<double>(all.size());
+  };
+  double test_accuracy = 0, seconds = 0;
+  for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
+    // Each epoch's order depends only on the seed and the epoch, so a resumed run sees the same.
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 shuffle(opt.seed * 1000003ull + static_cast<unsigned>(epoch));
+    std::shuffle(order.begin(), order.end(), shuffle);
+    const tensor rate = tensor::scalar(static_cast<float>(opt.lr * std::pow(opt.decay, epoch - 1)));
+    bar.start_epoch(epoch);
+    for (std::int64_t first = 0; first < train_size; first += opt.batch) {
+      const std::int64_t n = std::min<std::int64_t>(opt.batch, train_size - first);
+      auto [bx, by] = batch_of(mnist.train, order.data() + first, n);
+      feed_list feeds{{m.images, bx}, {m.labels, by}, {m.learning_rate, rate}};
+      for (const auto& [o, t] : m.train_feeds) feeds.push_back({o, t});
+      auto out = s.run(feeds, {m.loss, m.correct}, {train.step});
+      bar.step(static_cast<long>(n), out[0].scalar_value<float>(), out[1].scalar_value<float>());
+    }
+    seconds += bar.end_epoch();
+    test_accuracy = evaluate();
+    const auto file = checkpoints.save(s, prefix, epoch);
+    std::printf("epoch %d: test accuracy %.2f%%, saved %s\n", epoch, 100 * test_accuracy, file.c_str());
+  }
+  if (first_epoch > opt.epochs) test_accuracy = evaluate();  // nothing left to train: the restored model's
+  std::printf("test accuracy %.2f%% after %d epochs (%.1f s of training in this run)\n", 100 * test_accuracy, opt.epochs,
+              seconds);
+  if (test_accuracy < opt.min_accuracy) {
+    std::fprintf(stderr, "%s: test accuracy %.4f is below --min-accuracy %.4f\n", program, test_accuracy, opt.min_accuracy);
+    return 1;
+  }
+  return 0;
+}
+
+// MNIST from --data or the default data directory; nullopt after printing the error
+// (`status` is then 77 when the data is missing, 1 otherwise).
+inline std::optional<weft::data::mnist_data> load_mnist_or_report(const char* program, const mnist_options& opt, int& status) {
+  try {
+    return opt.data.empty() ? weft::data::load_mnist() : weft::data::load_mnist(opt.data);
+  } catch (const weft::error& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    status = e.code() == weft::error_code::not_found ? 77 : 1;
+    return std::nullopt;
+  }
+}
+
+// The model's tail: sparse softmax cross-entropy of `logits` [n, 10] against the labels,
+// its mean as the loss, and the number of rows whose largest logit is the label.
+inline void add_loss_and_accuracy(weft::graph& g, mnist_model& m, weft::output logits) {
+  using namespace weft;
+  const output axis0 = g.constant(tensor::from_vector(std::vector<std::int32_t>{0})).out(0);
+  const output xent = g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, m.labels}).out(0);
+  m.loss = g.op("Mean", {xent, axis0}, {}, "loss").out(0);
+  const output predicted = g.op("ArgMax", {logits, g.constant(tensor::scalar(1))}, {{"output_type", dtype::int32}}).out(0);
+  const output hit = g.op("Cast", {g.op("Equal", {predicted, m.labels}).out(0)}, {{"DstT", dtype::float32}}).out(0);
+  m.correct = g.op("Sum", {hit, axis0}, {}, "correct").out(0);
+}
+
+}  // namespace weft_examples

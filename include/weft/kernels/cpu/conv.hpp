@@ -1,0 +1,432 @@
+// CPU kernels for convolution, pooling and dropout (ops/nn_ops.hpp), NHWC.
+//
+// Conv2D and its two gradients are im2col plus GEMM: the output positions are cut into
+// chunks of rows whose patch matrix [rows, kh * kw * c] stays in cache; each thread fills a
+// chunk's patches and multiplies them with Eigen's GEMM (matmul.hpp) by the filter, viewed
+// as the matrix [kh * kw * c, k]. The input's gradient scatters the patches' gradients back
+// (col2im), one image per thread so that no two threads add to one element; the filter's
+// gradient sums a partial product per thread. A 1x1 convolution with stride 1 is one GEMM.
+// Pooling walks the windows directly, the channels of a position being contiguous.
+// float16 and bfloat16 compute in float (nn_kernel.hpp).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <weft/kernels/cpu/matmul.hpp>
+#include <weft/kernels/cpu/nn_kernel.hpp>
+#include <weft/kernels/cpu/random.hpp>
+
+namespace weft::cpu::nn {
+
+// The window attrs of a node (its op's shape function checked them when it was built).
+inline ops::window_attrs window_attrs_of(const node& n) {
+  ops::window_attrs w;
+  auto pair = [&](const char* name, std::int64_t& h, std::int64_t& wd) {
+    if (const attr_value* v = n.attrs().find(name))
+      if (const auto* l = v->get_if<std::vector<std::int64_t>>(); l && l->size() == 4) h = (*l)[1], wd = (*l)[2];
+  };
+  pair("ksize", w.kh, w.kw);
+  pair("strides", w.sh, w.sw);
+  pair("dilations", w.dh, w.dw);
+  w.same = n.attr<std::string>("padding") == "SAME";
+  return w;
+}
+
+// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
+// [n, oh, ow, k] (k = c for pooling).
+struct geometry {
+  std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, k = 0;
+  std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
+  std::int64_t oh = 0, ow = 0, pad_top = 0, pad_left = 0;
+  std::int64_t patch() const { return kh * kw * c; }
+  std::int64_t positions() const { return oh * ow; }  // per image
+  std::int64_t rows() const { return n * oh * ow; }
+  shape output_shape() const { return shape{n, oh, ow, k}; }
+  // The first input row (column) of output row y (column x); may be negative (padding).
+  std::int64_t top(std::int64_t y) const { return y * sh - pad_top; }
+  std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
+};
+
+inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
+                              const ops::window_attrs& a, const char* what = "input") {
+  if (in.rank() != 4) fail(error_code::invalid_argument, what, " must have rank 4 (NHWC), got shape ", in);
+  if (kh < 1 || kw < 1)
+    fail(error_code::invalid_argument, "the window's height and width must be positive, got ", kh, "x", kw);
+  geometry g;
+  g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3], g.kh = kh, g.kw = kw, g.k = k;
+  g.sh = a.sh, g.sw = a.sw, g.dh = a.dh, g.dw = a.dw;
+  auto y = ops::window_of(g.h, kh, g.sh, g.dh, a.same), x = ops::window_of(g.w, kw, g.sw, g.dw, a.same);
+  if (!y || !x)
+    fail(error_code::invalid_argument, "the ", kh, "x", kw, " window (dilations ", g.dh, ", ", g.dw, ") does not fit in the ",
+         what, " ", in, " with VALID padding");
+  g.oh = y->out, g.pad_top = y->pad, g.ow = x->out, g.pad_left = x->pad;
+  return g;
+}
+
+inline shape sizes_shape(const tensor& t, const char* what) {
+  if (t.rank() != 1 || t.num_elements() != 4)
+    fail(error_code::invalid_argument, what, " must be a vector of 4 dims, got shape ", t.shape());
+  return shape_from_dims(int_values(t, what), what);
+}
+
+inline void require_shape(const tensor& t, const shape& expected, const char* what, const geometry& g) {
+  if (t.shape() != expected)
+    fail(error_code::invalid_argument, what, " has shape ", t.shape(), "; the input [", g.n, ", ", g.h, ", ", g.w, ", ", g.c,
+         "] and a ", g.kh, "x", g.kw, " window give ", expected);
+}
+
+// Rows of output positions per chunk: a patch matrix of about 128K elements, at least two
+// chunks per thread when there are enough rows.
+inline std::int64_t chunk_rows(const kernel_context& ctx, std::int64_t patch, std::int64_t rows) {
+  const std::int64_t per_thread = (rows + 2 * ctx.device().num_threads() - 1) / (2 * ctx.device().num_threads());
+  return std::max<std::int64_t>(1, std::min({std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1)),
+                                             std::max<std::int64_t>(16, per_thread), rows}));
+}
+
+// The patches of output rows [r0, r1) (r = (image * oh + y) * ow + x), one row of
+// kh * kw * c values each, zeros where the window leaves the input.
+template <class C>
+void im2col(const geometry& g, const C* in, std::int64_t r0, std::int64_t r1, C* cols) {
+  const std::int64_t K = g.patch(), c = g.c, row_len = g.kw * c;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t b = r / g.positions(), y = r % g.positions() / g.ow, x = r % g.ow;
+    C* dst = cols + (r - r0) * K;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      const std::int64_t iy = g.top(y) + i * g.dh;
+      C* d = dst + i * row_len;
+      if (iy < 0 || iy >= g.h) {
+        std::fill_n(d, row_len, C(0));
+        continue;
+      }
+      const C* src = in + (b * g.h + iy) * g.w * c;
+      const std::int64_t x0 = g.left(x);
+      if (g.dw == 1) {  // the window's row is one contiguous run of the input's row
+        const std::int64_t j0 = std::clamp<std::int64_t>(-x0, 0, g.kw), j1 = std::clamp<std::int64_t>(g.w - x0, j0, g.kw);
+        std::fill_n(d, j0 * c, C(0));
+        std::copy_n(src + (x0 + j0) * c, (j1 - j0) * c, d + j0 * c);
+        std::fill_n(d + j1 * c, (g.kw - j1) * c, C(0));
+      } else {
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+          const std::int64_t ix = x0 + j * g.dw;
+          if (ix < 0 || ix >= g.w) std::fill_n(d + j * c, c, C(0));
+          else std::copy_n(src + ix * c, c, d + j * c);
+        }
+      }
+    }
+  }
+}
+
+// The inverse scatter: adds each patch value of rows [r0, r1) to the input element it was
+// copied from.
+template <class C>
+void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t r1, C* in) {
+  const std::int64_t K = g.patch(), c = g.c;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t b = r / g.positions(), y = r % g.positions() / g.ow, x = r % g.ow;
+    const C* src = cols + (r - r0) * K;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      const std::int64_t iy = g.top(y) + i * g.dh;
+      if (iy < 0 || iy >= g.h) continue;
+      C* dst = in + (b * g.h + iy) * g.w * c;
+      for (std::int64_t j = 0; j < g.kw; ++j) {
+        const std::int64_t ix = g.left(x) + j * g.dw;
+        if (ix < 0 || ix >= g.w) continue;
+        C* d = dst + ix * c;
+        const C* s = src + (i * g.kw + j) * c;
+        for (std::int64_t t = 0; t < c; ++t) d[t] += s[t];
+      }
+    }
+  }
+}
+
+inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
+
+// out [rows, k] = patches(in) [rows, K] * filter [K, k].
+template <class C>
+void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
+  const std::int64_t rows = g.rows(), K = g.patch();
+  if (rows == 0 || g.k == 0) return;
+  if (is_pointwise(g)) return gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
+  const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
+  ctx.parallel_for(chunks, 2.0 * static_cast<double>(chunk * K * g.k), [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    for (std::int64_t q = b; q < e; ++q) {
+      const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
+      im2col(g, in, r0, r1, cols.data());
+      gemm_rows<C>(cols.data(), f, out + r0 * g.k, r1 - r0, K, g.k, false, false, false, 0, r1 - r0);
+    }
+  });
+}
+
+// d_in = col2im(d_out [rows, k] * filter^T), an image per thread.
+template <class C>
+void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
+  const std::int64_t K = g.patch(), per_image = g.positions();
+  std::fill_n(d_in, g.n * g.h * g.w * g.c, C(0));
+  if (g.rows() == 0 || K == 0 || g.k == 0) return;
+  if (is_pointwise(g)) return gemm<C>(ctx, d_out, f, d_in, g.rows(), g.k, K, false, true, false);
+  const std::int64_t chunk = std::min(per_image, std::max<std::int64_t>(16, (std::int64_t{1} << 17) / K));
+  ctx.parallel_for(g.n, 2.0 * static_cast<double>(per_image * K * g.k), [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    for (std::int64_t img = b; img < e; ++img)
+      for (std::int64_t r0 = img * per_image, end = r0 + per_image; r0 < end; r0 += chunk) {
+        const std::int64_t r1 = std::min(end, r0 + chunk);
+        gemm_rows<C>(d_out + r0 * g.k, f, cols.data(), r1 - r0, g.k, K, false, true, false, 0, r1 - r0);
+        col2im_add(g, cols.data(), r0, r1, d_in);
+      }
+  });
+}
+
+// d_filter [K, k] = patches(in)^T * d_out, summed over chunks: a partial sum per block of
+// chunks, the blocks added at the end.
+template <class C>
+void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
+  const std::int64_t rows = g.rows(), K = g.patch(), size = K * g.k;
+  std::fill_n(d_f, size, C(0));
+  if (rows == 0 || size == 0) return;
+  if (is_pointwise(g)) return gemm<C>(ctx, in, d_out, d_f, K, rows, g.k, true, false, false);
+  const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
+  const std::int64_t blocks = std::min<std::int64_t>(ctx.device().num_threads(), chunks);
+  std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+    std::vector<C> cols(static_cast<std::size_t>(chunk * K)), product(static_cast<std::size_t>(size));
+    for (std::int64_t blk = b; blk < e; ++blk) {
+      row_map<C> sum(partial.data() + blk * size, size);
+      for (std::int64_t q = blk * chunks / blocks; q < (blk + 1) * chunks / blocks; ++q) {
+        const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
+        im2col(g, in, r0, r1, cols.data());
+        gemm_rows<C>(cols.data(), d_out + r0 * g.k, product.data(), K, r1 - r0, g.k, true, false, false, 0, K);
+        sum += const_row_map<C>(product.data(), size);
+      }
+    }
+  });
+  row_map<C> out(d_f, size);
+  for (std::int64_t blk = 0; blk < blocks; ++blk) out += const_row_map<C>(partial.data() + blk * size, size);
+}
+
+// The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
+inline geometry conv_geometry(const shape& in, const shape& f, const ops::window_attrs& w) {
+  if (f.rank() != 4)
+    fail(error_code::invalid_argument, "filter must have rank 4 [height, width, in_channels, out_channels], got shape ", f);
+  if (in.rank() == 4 && in[3] != f[2])
+    fail(error_code::invalid_argument, "the input's channels (", in[3], ") differ from the filter's input channels (", f[2],
+         "); input ", in, ", filter ", f);
+  return make_geometry(in, f[0], f[1], f[3], w);
+}
+
+struct conv2d {
+  static constexpr unsigned value_mask = 0b11;
+  explicit conv2d(const node& n) : w_(window_attrs_of(n)) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    return {conv_geometry(ctx.input(0).shape(), ctx.input(1).shape(), w_).output_shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
+                    v.out[0].data<C>());
+  }
+  ops::window_attrs w_;
+};
+
+struct conv2d_backprop_input {
+  static constexpr unsigned value_mask = 0b110;
+  explicit conv2d_backprop_input(const node& n) : w_(window_attrs_of(n)) {}
+  geometry geo(const tensor& sizes, const tensor& f, const tensor& d) const {
+    const geometry g = conv_geometry(sizes_shape(sizes, "input_sizes"), f.shape(), w_);
+    require_shape(d, g.output_shape(), "out_backprop", g);
+    return g;
+  }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
+    return {shape{g.n, g.h, g.w, g.c}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_backprop_input<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[1].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
+  }
+  ops::window_attrs w_;
+};
+
+struct conv2d_backprop_filter {
+  static constexpr unsigned value_mask = 0b101;
+  explicit conv2d_backprop_filter(const node& n) : w_(window_attrs_of(n)) {}
+  geometry geo(const tensor& in, const tensor& sizes, const tensor& d) const {
+    const geometry g = conv_geometry(in.shape(), sizes_shape(sizes, "filter_sizes"), w_);
+    require_shape(d, g.output_shape(), "out_backprop", g);
+    return g;
+  }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
+    return {shape{g.kh, g.kw, g.c, g.k}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    conv_backprop_filter<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[0].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
+  }
+  ops::window_attrs w_;
+};
+
+// ---- pooling ---------------------------------------------------------------------------
+// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
+struct window_span {
+  std::int64_t y0, y1, x0, x1;
+  std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
+};
+inline window_span span_of(const geometry& g, std::int64_t y, std::int64_t x) {
+  const std::int64_t t = g.top(y), l = g.left(x);
+  return {std::max<std::int64_t>(t, 0), std::min(t + g.kh, g.h), std::max<std::int64_t>(l, 0), std::min(l + g.kw, g.w)};
+}
+
+// Calls f(image, y, x, output row) for the output positions of images [b, e).
+template <class F>
+void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f) {
+  for (std::int64_t img = b; img < e; ++img)
+    for (std::int64_t y = 0; y < g.oh; ++y)
+      for (std::int64_t x = 0; x < g.ow; ++x) f(img, y, x, (img * g.oh + y) * g.ow + x);
+}
+
+struct pool_base {
+  explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
+  geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
+  double cost(const geometry& g) const { return static_cast<double>(g.positions() * g.kh * g.kw * g.c); }
+  ops::window_attrs w_;
+};
+
+template <bool Max>
+struct pool : pool_base {
+  static constexpr unsigned value_mask = 0b1;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const { return {geo(ctx.input(0).shape()).output_shape()}; }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.in[0].shape());
+    const C* in = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(g.n, cost(g), [&](std::int64_t b, std::int64_t e) {
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        row_map<C> o(out + r * g.c, g.c);
+        const window_span s = span_of(g, y, x);
+        o.setConstant(Max ? -std::numeric_limits<C>::infinity() : C(0));
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix) {
+            const_row_map<C> src(in + ((img * g.h + iy) * g.w + ix) * g.c, g.c);
+            if constexpr (Max) o = o.max(src);
+            else o += src;
+          }
+        if constexpr (!Max) o /= static_cast<C>(s.count());
+      });
+    });
+  }
+};
+
+// Each window's gradient to the first of its maxima (TensorFlow's CPU choice).
+struct max_pool_grad : pool_base {
+  static constexpr unsigned value_mask = 0b111;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = geo(ctx.input(0).shape());
+    require_shape(ctx.input(1), g.output_shape(), "orig_output", g);
+    require_shape(ctx.input(2), g.output_shape(), "grad", g);
+    return {ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.in[0].shape());
+    const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
+    C* out = v.out[0].data<C>();
+    std::fill_n(out, v.out[0].num_elements(), C(0));
+    ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
+      std::vector<C> best(static_cast<std::size_t>(g.c));
+      std::vector<std::int64_t> where(static_cast<std::size_t>(g.c));
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        const window_span s = span_of(g, y, x);
+        bool first = true;
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix, first = false) {
+            const std::int64_t at = ((img * g.h + iy) * g.w + ix) * g.c;
+            for (std::int64_t ch = 0; ch < g.c; ++ch) {
+              const auto u = static_cast<std::size_t>(ch);
+              if (first || in[at + ch] > best[u]) best[u] = in[at + ch], where[u] = at + ch;
+            }
+          }
+        if (!first)
+          for (std::int64_t ch = 0; ch < g.c; ++ch) out[where[static_cast<std::size_t>(ch)]] += grad[r * g.c + ch];
+      });
+    });
+  }
+};
+
+// Each window's gradient shared equally by the input elements it averaged.
+struct avg_pool_grad : pool_base {
+  static constexpr unsigned value_mask = 0b10;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const shape in = sizes_shape(ctx.input(0), "orig_input_shape");
+    require_shape(ctx.input(1), geo(in).output_shape(), "grad", geo(in));
+    return {in};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.out[0].shape());
+    const C* grad = v.in[1].data<C>();
+    C* out = v.out[0].data<C>();
+    std::fill_n(out, v.out[0].num_elements(), C(0));
+    ctx.parallel_for(g.n, cost(g), [&](std::int64_t b, std::int64_t e) {
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        const window_span s = span_of(g, y, x);
+        const const_row_map<C> d(grad + r * g.c, g.c);
+        const C scale = C(1) / static_cast<C>(s.count());
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix) row_map<C>(out + ((img * g.h + iy) * g.w + ix) * g.c, g.c) += d * scale;
+      });
+    });
+  }
+};
+
+// ---- dropout ---------------------------------------------------------------------------
+// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
+// seed and seed2) is at least `rate`.
+struct dropout {
+  static constexpr unsigned value_mask = 0b11;
+  explicit dropout(const node& n) {
+    const auto seed = n.attr<std::int64_t>("seed"), seed2 = n.attr<std::int64_t>("seed2");
+    if (seed == 0 && seed2 == 0) {
+      std::random_device rd;
+      key_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    } else {
+      key_ = mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + 0x5bd1e995u);
+    }
+  }
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
+    return {ctx.input(0).shape(), ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const C rate = *v.in[1].data<C>();
+    if (!(rate >= C(0) && rate < C(1)))
+      fail(error_code::invalid_argument, "rate must be in [0, 1), got ", static_cast<double>(rate));
+    const std::int64_t n = v.in[0].num_elements();
+    const std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    const C scale = C(1) / (C(1) - rate);
+    const C* x = v.in[0].data<C>();
+    C *out = v.out[0].data<C>(), *mask = v.out[1].data<C>();
+    ctx.parallel_for(n, 30, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const bool keep = uniform01(key_, base + static_cast<std::uint64_t>(i)) >= static_cast<double>(rate);
+        mask[i] = keep ? scale : C(0);
+        out[i] = x[i] * mask[i];
+      }
+    });
+  }
+  std::uint64_t key_;
+  mutable std::atomic<std::uint64_t> counter_{0};
+};
+
+}  // namespace weft::cpu::nn
