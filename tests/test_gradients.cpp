@@ -86,6 +86,14 @@ output port(output o, int p) {
 }
 output ints(graph& g, std::vector<std::int64_t> v) { return g.constant(tensor::from_vector(v, shape{static_cast<std::int64_t>(v.size())})); }
 
+// x + 3 I (x [..., n, n] with entries in [-0.5, 0.5]): far from singular.
+output well_conditioned(graph& g, output x) {
+  const auto n = g.at(x).output_shape(0)[g.at(x).output_shape(0).rank() - 1];
+  std::vector<double> eye(static_cast<std::size_t>(n * n));
+  for (std::int64_t i = 0; i < n; ++i) eye[static_cast<std::size_t>(i * n + i)] = 3;
+  return op(g, "Add", {x, g.constant(tensor::from_vector(eye, shape{n, n}))});
+}
+
 // Window attrs: padding, stride and dilation (or pooling window, when ksize > 0) in both dims.
 attr_map window(const char* padding, std::int64_t stride, std::int64_t dilation, std::int64_t ksize) {
   attr_map a{{"padding", std::string(padding)}, {"strides", std::vector<std::int64_t>{1, stride, stride, 1}}};
@@ -162,6 +170,48 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
        {row3}},
       {"SumToShape", [](graph& g, const std::vector<output>& x) { return op(g, "SumToShape", {x[0], ints(g, {1, 3})}); },
        {{{4, 3}, -1, 1}}},
+      {"Max over axis 1", [](graph& g, const std::vector<output>& x) { return op(g, "Max", {x[0], ints(g, {1})}); },
+       {{{2, 3, 2}, -1, 1}}},  // spread() values are distinct: one maximum per row
+      {"Min, kept dims", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Min", {x[0], ints(g, {0, 2})}, {{"keep_dims", true}});
+       }, {{{2, 3, 2}, -1, 1}}},
+      {"BatchMatMulV2, a matrix broadcast over the batch", binary("BatchMatMulV2"), {{{2, 2, 3}, -1, 1}, {{3, 4}, -1, 1}}},
+      {"BatchMatMulV2, both adjoint", [](graph& g, const std::vector<output>& x) {
+         return op(g, "BatchMatMulV2", {x[0], x[1]}, {{"adj_x", true}, {"adj_y", true}});
+       }, {{{2, 3, 2}, -1, 1}, {{1, 4, 3}, -1, 1}}},
+      {"BatchMatMulV2, y adjoint", [](graph& g, const std::vector<output>& x) {
+         return op(g, "BatchMatMulV2", {x[0], x[1]}, {{"adj_y", true}});
+       }, {{{2, 2, 3}, -1, 1}, {{2, 4, 3}, -1, 1}}},
+      {"MatrixInverse", [](graph& g, const std::vector<output>& x) { return op(g, "MatrixInverse", {well_conditioned(g, x[0])}); },
+       {{{2, 3, 3}, -0.5, 0.5}}},
+      {"MatrixInverse, adjoint", [](graph& g, const std::vector<output>& x) {
+         return op(g, "MatrixInverse", {well_conditioned(g, x[0])}, {{"adjoint", true}});
+       }, {{{3, 3}, -0.5, 0.5}}},
+      {"MatrixDeterminant", [](graph& g, const std::vector<output>& x) {
+         return op(g, "MatrixDeterminant", {well_conditioned(g, x[0])});
+       }, {{{2, 3, 3}, -0.5, 0.5}}},
+      {"Transpose", [](graph& g, const std::vector<output>& x) { return op(g, "Transpose", {x[0], ints(g, {2, 0, 1})}); },
+       {{{2, 3, 2}, -1, 1}}},
+      {"ConcatV2 along axis 1", [](graph& g, const std::vector<output>& x) {
+         return op(g, "ConcatV2", {x[0], x[1], g.constant(tensor::scalar(1))});
+       }, {m23, {{2, 2}, -1, 1}}},
+      {"ConcatV2 along axis -2, three values", [](graph& g, const std::vector<output>& x) {
+         return op(g, "ConcatV2", {x[0], x[1], x[0], g.constant(tensor::scalar(-2))});
+       }, {{{1, 3}, -1, 1}, m23}},
+      {"Split, both parts used", [](graph& g, const std::vector<output>& x) {
+         const node& parts = g.op("Split", {g.constant(tensor::scalar(1)), x[0]}, {{"num_split", std::int64_t{2}}});
+         return op(g, "Add", {op(g, "Mul", {parts.out(0), parts.out(0)}), parts.out(1)});
+       }, {{{2, 4}, -1, 1}}},
+      {"Split, one part used", [](graph& g, const std::vector<output>& x) {
+         return port(op(g, "Split", {g.constant(tensor::scalar(0)), x[0]}, {{"num_split", std::int64_t{3}}}), 2);
+       }, {{{3, 2}, -1, 1}}},
+      {"Slice", [](graph& g, const std::vector<output>& x) { return op(g, "Slice", {x[0], ints(g, {1, 1}), ints(g, {2, -1})}); },
+       {{{3, 4}, -1, 1}}},
+      {"Pad", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Pad", {x[0], g.constant(tensor::from_vector(std::vector<std::int32_t>{1, 0, 2, 1}, shape{2, 2}))});
+       }, {m23}},
+      {"Tile", [](graph& g, const std::vector<output>& x) { return op(g, "Tile", {x[0], ints(g, {2, 1, 3})}); },
+       {{{2, 3, 1}, -1, 1}}},
       {"BiasAdd", binary("BiasAdd"), {m23, row3}},
       {"BiasAdd, rank 3", binary("BiasAdd"), {{{2, 2, 3}, -1, 1}, row3}},
       {"BiasAddGrad", unary("BiasAddGrad"), {{{4, 3}, -1, 1}}},
@@ -243,6 +293,14 @@ TEST_CASE("gradients: an op without a rule, or an integer output, is a clear err
   require_error([&] { add_gradients(g, {p}, {x}); }, {"no gradient", "node 'product' (Prod)"});
   auto i = g.op("ArgMax", {x, ints(g, {0})}, {}, node_options("index"));
   require_error([&] { add_gradients(g, {i}, {x}); }, {"node 'index' (ArgMax)", "int64", "floating-point"});
+  // Rules that read values when the graph is built say so.
+  auto m = g.placeholder(dtype::float32, partial_shape({2, 3}), node_options("m"));
+  auto perm = g.placeholder(dtype::int32, partial_shape({2}), node_options("perm"));
+  auto t = g.op("Transpose", {m, perm}, {}, node_options("turned"));
+  require_error([&] { add_gradients(g, {t}, {m}); }, {"node 'turned' (Transpose)", "permutation to be a constant"});
+  auto rows = g.placeholder(dtype::float32, partial_shape({unknown_dim, 3}), node_options("rows"));
+  auto c = g.op("ConcatV2", {rows, m, g.constant(tensor::scalar(0))}, {}, node_options("joined"));
+  require_error([&] { add_gradients(g, {c}, {rows}); }, {"node 'joined' (ConcatV2)", "input 0's dimension 0"});
 }
 
 TEST_CASE("gradients: the backward graph grows linearly with a deep chain", "[gradients]") {

@@ -88,6 +88,16 @@ TEST_CASE("comparisons, logical ops and Select") {
   auto sel = eval(g, g.op("Select", {q, c<float>(g, {2}, {1, 2}), g.constant(tensor::scalar(0.0f))}));
   CHECK(sel.shape() == shape{2, 2});
   CHECK(sel.to_vector<float>() == std::vector<float>{1, 2, 0, 0});
+  // Operands of the output's shape or single values take one flat pass: a scalar on either
+  // side, a [1, 1] condition, and a scalar condition with two tensors.
+  auto& r = c<bool>(g, {2, 2}, {true, false, false, true});
+  auto& v = c<float>(g, {2, 2}, {1, 2, 3, 4});
+  CHECK(eval(g, g.op("Select", {r, v, g.constant(tensor::scalar(-1.0f))})).to_vector<float>() == std::vector<float>{1, -1, -1, 4});
+  CHECK(eval(g, g.op("Select", {r, g.constant(tensor::scalar(-1.0f)), v})).to_vector<float>() == std::vector<float>{-1, 2, 3, -1});
+  CHECK(eval(g, g.op("Select", {c<bool>(g, {1, 1}, {false}), v, c<float>(g, {2, 2}, {5, 6, 7, 8})})).to_vector<float>() ==
+        std::vector<float>{5, 6, 7, 8});
+  CHECK(eval(g, g.op("Select", {g.constant(tensor::scalar(true)), v, c<float>(g, {2, 2}, {5, 6, 7, 8})})).to_vector<float>() ==
+        std::vector<float>{1, 2, 3, 4});
 }
 
 TEST_CASE("Cast converts between dtypes, saturating float to int") {

@@ -3410,6 +3410,35 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
+inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
+  return int64_constant(near, tensor::from_vector(v));
+}
+inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
+inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
+inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
+// The value of a when its producer is a constant (read when the graph is built), else null.
+inline const tensor* constant_value(const symbol& a) {
+  const node& n = a.producer();
+  return n.op() == "Const" ? n.attrs().find("value")->get_if<tensor>() : nullptr;
+}
+inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
+  std::vector<symbol> rest(parts.begin() + 1, parts.end());
+  rest.push_back(axis);
+  return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
+}
+inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
+inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
+inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
+inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
+  return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
+}
+inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
+inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
+inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
+}
+
 // Convolution and pooling, with the window attrs `w` of the node differentiated.
 inline attr_map window_attrs(const node& n) {
   attr_map m;
@@ -3713,6 +3742,129 @@ struct broadcast_to_grad {  // summed back
   template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
 };
 
+struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &axes = a.x[1];
+    const bool keep = a.n.template attr<bool>("keep_dims");
+    const V y = keep ? a.y[0] : keep_reduced(a.y[0], x, axes), d = keep ? a.d() : keep_reduced(a.d(), x, axes);
+    const V hit = cast_like(equal(x, y), x);
+    return {hit / reduce_sum(hit, axes, true) * d, std::nullopt};
+  }
+};
+struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ax && !ay) return {sum_to(batch_matmul(d, y, false, true), x), sum_to(batch_matmul(x, d, true, false), y)};
+    if (!ax && ay) return {sum_to(batch_matmul(d, y, false, false), x), sum_to(batch_matmul(d, x, true, false), y)};
+    if (ax && !ay) return {sum_to(batch_matmul(y, d, false, true), x), sum_to(batch_matmul(x, d, false, false), y)};
+    return {sum_to(batch_matmul(y, d, true, true), x), sum_to(batch_matmul(d, x, true, true), y)};
+  }
+};
+struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& y = a.y[0];
+    if (a.n.template attr<bool>("adjoint")) return {-batch_matmul(batch_matmul(y, a.d(), false, true), y, false, false)};
+    return {-batch_matmul(batch_matmul(y, a.d(), true, false), y, false, true)};
+  }
+};
+struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const V scale = reshape(a.d() * a.y[0], concat({shape_tensor(a.y[0]), int64_vector(x, {1, 1})}, int_constant(x, 0)));
+    return {scale * matrix_inverse(x, true)};
+  }
+};
+struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const tensor* perm = constant_value(a.x[1]);
+    if (!perm)
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its permutation to be a constant");
+    const auto p = perm->dtype() == dtype::int32 ? std::vector<std::int64_t>(perm->flat<std::int32_t>().begin(), perm->flat<std::int32_t>().end())
+                                                 : std::vector<std::int64_t>(perm->flat<std::int64_t>().begin(), perm->flat<std::int64_t>().end());
+    std::vector<std::int64_t> inverse(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+    return {transpose(a.d(), int64_vector(a.x[0], inverse)), std::nullopt};
+  }
+};
+// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
+// constant and the values' dims along it known when the graph is built (their offsets).
+struct concat_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const std::size_t n = a.x.size() - 1;
+    const tensor* axis_value = constant_value(a.x[n]);
+    const partial_shape& out = a.y[0].shape();
+    if (!axis_value || !out.rank_known())
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs a constant axis and inputs of known rank");
+    const int rank = out.rank();
+    std::int64_t axis = axis_value->dtype() == dtype::int32 ? *axis_value->data<std::int32_t>() : *axis_value->data<std::int64_t>();
+    if (axis < 0) axis += rank;
+    result<V> dx;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::int64_t> begin(static_cast<std::size_t>(rank), 0);
+      begin[static_cast<std::size_t>(axis)] = offset;
+      dx.push_back(slice(a.d(), int64_vector(a.x[i], begin), shape_tensor(a.x[i])));
+      const partial_shape& s = a.x[i].shape();
+      const std::int64_t along = s.rank_known() ? s[static_cast<int>(axis)] : -1;
+      if (along < 0 && i + 1 < n)
+        fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(), " needs input ", i,
+             "'s dimension ", axis, " to be known when the graph is built");
+      offset += along;
+    }
+    dx.push_back(std::nullopt);
+    return dx;
+  }
+};
+struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {std::nullopt, concat(parts, a.x[0])};
+  }
+};
+struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], begin = as_int64(a.x[1]);
+    const V after = shape_tensor(x) - begin - shape_tensor(a.y[0]);
+    return {pad(a.d(), concat({as_column(begin), as_column(after)}, int_constant(x, 1))), std::nullopt, std::nullopt};
+  }
+};
+struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], p = as_int64(a.x[1]);
+    const V before = reshape(slice(p, int64_vector(x, {0, 0}), int64_vector(x, {-1, 1})), int64_vector(x, {-1}));
+    return {slice(a.d(), before, shape_tensor(x)), std::nullopt};
+  }
+};
+// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
+// over the m's. x's rank must be known when the graph is built.
+struct tile_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    if (!x.shape().rank_known())
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its input's rank to be known");
+    const V split = reshape(concat({as_column(as_int64(a.x[1])), as_column(shape_tensor(x))}, int_constant(x, 1)),
+                            int64_vector(x, {-1}));
+    std::vector<std::int64_t> axes;
+    for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
+    return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
+  }
+};
+
 // ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
@@ -3837,6 +3989,17 @@ inline void register_standard_gradients() {
     add_rule("Reshape", reshape_grad{});
     add_rule("SumToShape", sum_to_shape_grad{});
     add_rule("BroadcastTo", broadcast_to_grad{});
+    add_rule("Max", max_min_grad{});
+    add_rule("Min", max_min_grad{});
+    add_rule("BatchMatMulV2", batch_matmul_grad{});
+    add_rule("MatrixInverse", matrix_inverse_grad{});
+    add_rule("MatrixDeterminant", matrix_determinant_grad{});
+    add_rule("Transpose", transpose_grad{});
+    add_rule("ConcatV2", concat_grad{});
+    add_rule("Split", split_grad{});
+    add_rule("Slice", slice_grad{});
+    add_rule("Pad", pad_grad{});
+    add_rule("Tile", tile_grad{});
     add_rule("BiasAdd", bias_add_rule{});
     add_rule("BiasAddGrad", bias_add_grad_rule{});
     add_rule("Softmax", softmax_rule{});
@@ -6689,6 +6852,17 @@ struct select_kernel final : op_kernel {
     const T* pt = t.data<T>();
     const T* pe = e.data<T>();
     T* po = out.data<T>();
+    // Each operand of the output's shape or a single value (Relu's gradient selects
+    // between a tensor and 0): one flat pass, a single value read with step 0.
+    auto step = [&](const tensor& x) -> std::int64_t {
+      return x.shape() == s ? 1 : x.num_elements() == 1 ? 0 : -1;
+    };
+    if (const std::int64_t sc = step(c), st = step(t), se = step(e); sc >= 0 && st >= 0 && se >= 0) {
+      ctx.parallel_for(s.num_elements(), 2, [&](std::int64_t b, std::int64_t en) {
+        for (std::int64_t i = b; i < en; ++i) po[i] = pc[i * sc] ? pt[i * st] : pe[i * se];
+      });
+      return;
+    }
     std::array<std::vector<std::int64_t>, 3> strides{broadcast_strides(c.shape(), s), broadcast_strides(t.shape(), s),
                                                       broadcast_strides(e.shape(), s)};
     ctx.parallel_for(s.num_elements(), 6, [&](std::int64_t b, std::int64_t en) {
@@ -7331,6 +7505,18 @@ void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t 
   }
 }
 
+// A buffer of at least n values for this thread, kept between calls (slot 0 or 1): a patch
+// matrix is about half a megabyte, which malloc would map afresh, and the kernel zero, on
+// every call. A body of parallel_for never waits, so a thread uses its buffer for one
+// body at a time.
+template <class C>
+C* scratch(std::int64_t n, int slot) {
+  thread_local std::vector<C> buffers[2];
+  auto& b = buffers[slot];
+  if (b.size() < static_cast<std::size_t>(n)) b.resize(static_cast<std::size_t>(n));
+  return b.data();
+}
+
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
 // out [rows, k] = patches(in) [rows, K] * filter [K, k].
@@ -7341,11 +7527,11 @@ void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, con
   if (is_pointwise(g)) return gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
   const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
   ctx.parallel_for(chunks, 2.0 * static_cast<double>(chunk * K * g.k), [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    C* cols = scratch<C>(chunk * K, 0);
     for (std::int64_t q = b; q < e; ++q) {
       const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
-      im2col(g, in, r0, r1, cols.data());
-      gemm_rows<C>(cols.data(), f, out + r0 * g.k, r1 - r0, K, g.k, false, false, false, 0, r1 - r0);
+      im2col(g, in, r0, r1, cols);
+      gemm_rows<C>(cols, f, out + r0 * g.k, r1 - r0, K, g.k, false, false, false, 0, r1 - r0);
     }
   });
 }
@@ -7359,12 +7545,12 @@ void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* 
   if (is_pointwise(g)) return gemm<C>(ctx, d_out, f, d_in, g.rows(), g.k, K, false, true, false);
   const std::int64_t chunk = std::min(per_image, std::max<std::int64_t>(16, (std::int64_t{1} << 17) / K));
   ctx.parallel_for(g.n, 2.0 * static_cast<double>(per_image * K * g.k), [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    C* cols = scratch<C>(chunk * K, 0);
     for (std::int64_t img = b; img < e; ++img)
       for (std::int64_t r0 = img * per_image, end = r0 + per_image; r0 < end; r0 += chunk) {
         const std::int64_t r1 = std::min(end, r0 + chunk);
-        gemm_rows<C>(d_out + r0 * g.k, f, cols.data(), r1 - r0, g.k, K, false, true, false, 0, r1 - r0);
-        col2im_add(g, cols.data(), r0, r1, d_in);
+        gemm_rows<C>(d_out + r0 * g.k, f, cols, r1 - r0, g.k, K, false, true, false, 0, r1 - r0);
+        col2im_add(g, cols, r0, r1, d_in);
       }
   });
 }
@@ -7381,14 +7567,14 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   const std::int64_t blocks = std::min<std::int64_t>(ctx.device().num_threads(), chunks);
   std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> cols(static_cast<std::size_t>(chunk * K)), product(static_cast<std::size_t>(size));
+    C *cols = scratch<C>(chunk * K, 0), *product = scratch<C>(size, 1);
     for (std::int64_t blk = b; blk < e; ++blk) {
       row_map<C> sum(partial.data() + blk * size, size);
       for (std::int64_t q = blk * chunks / blocks; q < (blk + 1) * chunks / blocks; ++q) {
         const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
-        im2col(g, in, r0, r1, cols.data());
-        gemm_rows<C>(cols.data(), d_out + r0 * g.k, product.data(), K, r1 - r0, g.k, true, false, false, 0, K);
-        sum += const_row_map<C>(product.data(), size);
+        im2col(g, in, r0, r1, cols);
+        gemm_rows<C>(cols, d_out + r0 * g.k, product, K, r1 - r0, g.k, true, false, false, 0, K);
+        sum += const_row_map<C>(product, size);
       }
     }
   });

@@ -132,6 +132,129 @@ struct broadcast_to_grad {  // summed back
   template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
 };
 
+struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &axes = a.x[1];
+    const bool keep = a.n.template attr<bool>("keep_dims");
+    const V y = keep ? a.y[0] : keep_reduced(a.y[0], x, axes), d = keep ? a.d() : keep_reduced(a.d(), x, axes);
+    const V hit = cast_like(equal(x, y), x);
+    return {hit / reduce_sum(hit, axes, true) * d, std::nullopt};
+  }
+};
+struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ax && !ay) return {sum_to(batch_matmul(d, y, false, true), x), sum_to(batch_matmul(x, d, true, false), y)};
+    if (!ax && ay) return {sum_to(batch_matmul(d, y, false, false), x), sum_to(batch_matmul(d, x, true, false), y)};
+    if (ax && !ay) return {sum_to(batch_matmul(y, d, false, true), x), sum_to(batch_matmul(x, d, false, false), y)};
+    return {sum_to(batch_matmul(y, d, true, true), x), sum_to(batch_matmul(d, x, true, true), y)};
+  }
+};
+struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& y = a.y[0];
+    if (a.n.template attr<bool>("adjoint")) return {-batch_matmul(batch_matmul(y, a.d(), false, true), y, false, false)};
+    return {-batch_matmul(batch_matmul(y, a.d(), true, false), y, false, true)};
+  }
+};
+struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const V scale = reshape(a.d() * a.y[0], concat({shape_tensor(a.y[0]), int64_vector(x, {1, 1})}, int_constant(x, 0)));
+    return {scale * matrix_inverse(x, true)};
+  }
+};
+struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const tensor* perm = constant_value(a.x[1]);
+    if (!perm)
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its permutation to be a constant");
+    const auto p = perm->dtype() == dtype::int32 ? std::vector<std::int64_t>(perm->flat<std::int32_t>().begin(), perm->flat<std::int32_t>().end())
+                                                 : std::vector<std::int64_t>(perm->flat<std::int64_t>().begin(), perm->flat<std::int64_t>().end());
+    std::vector<std::int64_t> inverse(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+    return {transpose(a.d(), int64_vector(a.x[0], inverse)), std::nullopt};
+  }
+};
+// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
+// constant and the values' dims along it known when the graph is built (their offsets).
+struct concat_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const std::size_t n = a.x.size() - 1;
+    const tensor* axis_value = constant_value(a.x[n]);
+    const partial_shape& out = a.y[0].shape();
+    if (!axis_value || !out.rank_known())
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs a constant axis and inputs of known rank");
+    const int rank = out.rank();
+    std::int64_t axis = axis_value->dtype() == dtype::int32 ? *axis_value->data<std::int32_t>() : *axis_value->data<std::int64_t>();
+    if (axis < 0) axis += rank;
+    result<V> dx;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::int64_t> begin(static_cast<std::size_t>(rank), 0);
+      begin[static_cast<std::size_t>(axis)] = offset;
+      dx.push_back(slice(a.d(), int64_vector(a.x[i], begin), shape_tensor(a.x[i])));
+      const partial_shape& s = a.x[i].shape();
+      const std::int64_t along = s.rank_known() ? s[static_cast<int>(axis)] : -1;
+      if (along < 0 && i + 1 < n)
+        fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(), " needs input ", i,
+             "'s dimension ", axis, " to be known when the graph is built");
+      offset += along;
+    }
+    dx.push_back(std::nullopt);
+    return dx;
+  }
+};
+struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {std::nullopt, concat(parts, a.x[0])};
+  }
+};
+struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], begin = as_int64(a.x[1]);
+    const V after = shape_tensor(x) - begin - shape_tensor(a.y[0]);
+    return {pad(a.d(), concat({as_column(begin), as_column(after)}, int_constant(x, 1))), std::nullopt, std::nullopt};
+  }
+};
+struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], p = as_int64(a.x[1]);
+    const V before = reshape(slice(p, int64_vector(x, {0, 0}), int64_vector(x, {-1, 1})), int64_vector(x, {-1}));
+    return {slice(a.d(), before, shape_tensor(x)), std::nullopt};
+  }
+};
+// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
+// over the m's. x's rank must be known when the graph is built.
+struct tile_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    if (!x.shape().rank_known())
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its input's rank to be known");
+    const V split = reshape(concat({as_column(as_int64(a.x[1])), as_column(shape_tensor(x))}, int_constant(x, 1)),
+                            int64_vector(x, {-1}));
+    std::vector<std::int64_t> axes;
+    for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
+    return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
+  }
+};
+
 // ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
@@ -256,6 +379,17 @@ inline void register_standard_gradients() {
     add_rule("Reshape", reshape_grad{});
     add_rule("SumToShape", sum_to_shape_grad{});
     add_rule("BroadcastTo", broadcast_to_grad{});
+    add_rule("Max", max_min_grad{});
+    add_rule("Min", max_min_grad{});
+    add_rule("BatchMatMulV2", batch_matmul_grad{});
+    add_rule("MatrixInverse", matrix_inverse_grad{});
+    add_rule("MatrixDeterminant", matrix_determinant_grad{});
+    add_rule("Transpose", transpose_grad{});
+    add_rule("ConcatV2", concat_grad{});
+    add_rule("Split", split_grad{});
+    add_rule("Slice", slice_grad{});
+    add_rule("Pad", pad_grad{});
+    add_rule("Tile", tile_grad{});
     add_rule("BiasAdd", bias_add_rule{});
     add_rule("BiasAddGrad", bias_add_grad_rule{});
     add_rule("Softmax", softmax_rule{});

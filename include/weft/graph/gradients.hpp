@@ -170,6 +170,35 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
+inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
+  return int64_constant(near, tensor::from_vector(v));
+}
+inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
+inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
+inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
+// The value of a when its producer is a constant (read when the graph is built), else null.
+inline const tensor* constant_value(const symbol& a) {
+  const node& n = a.producer();
+  return n.op() == "Const" ? n.attrs().find("value")->get_if<tensor>() : nullptr;
+}
+inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
+  std::vector<symbol> rest(parts.begin() + 1, parts.end());
+  rest.push_back(axis);
+  return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
+}
+inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
+inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
+inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
+inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
+  return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
+}
+inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
+inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
+inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
+}
+
 // Convolution and pooling, with the window attrs `w` of the node differentiated.
 inline attr_map window_attrs(const node& n) {
   attr_map m;

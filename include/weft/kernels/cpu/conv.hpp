@@ -145,6 +145,18 @@ void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t 
   }
 }
 
+// A buffer of at least n values for this thread, kept between calls (slot 0 or 1): a patch
+// matrix is about half a megabyte, which malloc would map afresh, and the kernel zero, on
+// every call. A body of parallel_for never waits, so a thread uses its buffer for one
+// body at a time.
+template <class C>
+C* scratch(std::int64_t n, int slot) {
+  thread_local std::vector<C> buffers[2];
+  auto& b = buffers[slot];
+  if (b.size() < static_cast<std::size_t>(n)) b.resize(static_cast<std::size_t>(n));
+  return b.data();
+}
+
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
 // out [rows, k] = patches(in) [rows, K] * filter [K, k].
@@ -155,11 +167,11 @@ void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, con
   if (is_pointwise(g)) return gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
   const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
   ctx.parallel_for(chunks, 2.0 * static_cast<double>(chunk * K * g.k), [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    C* cols = scratch<C>(chunk * K, 0);
     for (std::int64_t q = b; q < e; ++q) {
       const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
-      im2col(g, in, r0, r1, cols.data());
-      gemm_rows<C>(cols.data(), f, out + r0 * g.k, r1 - r0, K, g.k, false, false, false, 0, r1 - r0);
+      im2col(g, in, r0, r1, cols);
+      gemm_rows<C>(cols, f, out + r0 * g.k, r1 - r0, K, g.k, false, false, false, 0, r1 - r0);
     }
   });
 }
@@ -173,12 +185,12 @@ void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* 
   if (is_pointwise(g)) return gemm<C>(ctx, d_out, f, d_in, g.rows(), g.k, K, false, true, false);
   const std::int64_t chunk = std::min(per_image, std::max<std::int64_t>(16, (std::int64_t{1} << 17) / K));
   ctx.parallel_for(g.n, 2.0 * static_cast<double>(per_image * K * g.k), [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> cols(static_cast<std::size_t>(chunk * K));
+    C* cols = scratch<C>(chunk * K, 0);
     for (std::int64_t img = b; img < e; ++img)
       for (std::int64_t r0 = img * per_image, end = r0 + per_image; r0 < end; r0 += chunk) {
         const std::int64_t r1 = std::min(end, r0 + chunk);
-        gemm_rows<C>(d_out + r0 * g.k, f, cols.data(), r1 - r0, g.k, K, false, true, false, 0, r1 - r0);
-        col2im_add(g, cols.data(), r0, r1, d_in);
+        gemm_rows<C>(d_out + r0 * g.k, f, cols, r1 - r0, g.k, K, false, true, false, 0, r1 - r0);
+        col2im_add(g, cols, r0, r1, d_in);
       }
   });
 }
@@ -195,14 +207,14 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   const std::int64_t blocks = std::min<std::int64_t>(ctx.device().num_threads(), chunks);
   std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
-    std::vector<C> cols(static_cast<std::size_t>(chunk * K)), product(static_cast<std::size_t>(size));
+    C *cols = scratch<C>(chunk * K, 0), *product = scratch<C>(size, 1);
     for (std::int64_t blk = b; blk < e; ++blk) {
       row_map<C> sum(partial.data() + blk * size, size);
       for (std::int64_t q = blk * chunks / blocks; q < (blk + 1) * chunks / blocks; ++q) {
         const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
-        im2col(g, in, r0, r1, cols.data());
-        gemm_rows<C>(cols.data(), d_out + r0 * g.k, product.data(), K, r1 - r0, g.k, true, false, false, 0, K);
-        sum += const_row_map<C>(product.data(), size);
+        im2col(g, in, r0, r1, cols);
+        gemm_rows<C>(cols, d_out + r0 * g.k, product, K, r1 - r0, g.k, true, false, false, 0, K);
+        sum += const_row_map<C>(product, size);
       }
     }
   });

@@ -368,6 +368,17 @@ struct select_kernel final : op_kernel {
     const T* pt = t.data<T>();
     const T* pe = e.data<T>();
     T* po = out.data<T>();
+    // Each operand of the output's shape or a single value (Relu's gradient selects
+    // between a tensor and 0): one flat pass, a single value read with step 0.
+    auto step = [&](const tensor& x) -> std::int64_t {
+      return x.shape() == s ? 1 : x.num_elements() == 1 ? 0 : -1;
+    };
+    if (const std::int64_t sc = step(c), st = step(t), se = step(e); sc >= 0 && st >= 0 && se >= 0) {
+      ctx.parallel_for(s.num_elements(), 2, [&](std::int64_t b, std::int64_t en) {
+        for (std::int64_t i = b; i < en; ++i) po[i] = pc[i * sc] ? pt[i * st] : pe[i * se];
+      });
+      return;
+    }
     std::array<std::vector<std::int64_t>, 3> strides{broadcast_strides(c.shape(), s), broadcast_strides(t.shape(), s),
                                                       broadcast_strides(e.shape(), s)};
     ctx.parallel_for(s.num_elements(), 6, [&](std::int64_t b, std::int64_t en) {
