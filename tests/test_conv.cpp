@@ -53,9 +53,9 @@ struct conv_results {
 // out = conv(in, f); d_in and d_filter: the gradients of sum(out * d).
 conv_results naive_conv(const conv_case& c, const std::vector<double>& in, const std::vector<double>& f,
                         const std::vector<double>& d) {
-  auto [oh, pt] = out_and_pad(c.h, c.kh, c.sh, c.dh, c.same);
-  auto [ow, pl] = out_and_pad(c.w, c.kw, c.sw, c.dw, c.same);
-  (void)pt, (void)pl;
+  // Plain locals: clang 14's lambdas cannot capture structured bindings.
+  const std::int64_t oh = out_and_pad(c.h, c.kh, c.sh, c.dh, c.same).first,
+                     ow = out_and_pad(c.w, c.kw, c.sw, c.dw, c.same).first;
   conv_results r{std::vector<double>(static_cast<std::size_t>(c.n * oh * ow * c.k)),
                  std::vector<double>(in.size()), std::vector<double>(f.size())};
   auto I = [&](std::int64_t b, std::int64_t y, std::int64_t x, std::int64_t ch) { return static_cast<std::size_t>(((b * c.h + y) * c.w + x) * c.c + ch); };
