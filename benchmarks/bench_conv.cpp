@@ -1,0 +1,150 @@
+// The second convolution of examples/mnist_cnn (input [128, 14, 14, 16], filter
+// [5, 5, 16, 32], SAME, stride 1, float32) and its two gradients: weft's ops through a
+// session against the same products written by hand with Eigen's Tensor module, the way
+// TensorFlow's CPU kernels do them (extract_image_patches, then a contraction, on a
+// ThreadPoolDevice; the input's gradient as the convolution of the output's gradient with
+// the filter turned 180 degrees). Threads 1 and 2. Each result is checked against weft's
+// before timing.
+#include <weft/weft.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+constexpr std::int64_t N = 128, H = 14, W = 14, C = 16, K = 32, R = 5;
+constexpr std::int64_t rows = N * H * W, patch = R * R * C;
+
+tensor uniform(shape s, unsigned seed) {
+  tensor t(dtype::float32, std::move(s));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (auto& v : t.flat<float>()) v = u(gen);
+  return t;
+}
+
+const tensor x_value = uniform({N, H, W, C}, 1), f_value = uniform({R, R, C, K}, 2), dy_value = uniform({N, H, W, K}, 3);
+
+enum which { forward = 0, input_grad = 1, filter_grad = 2 };
+const char* const names[] = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"};
+
+session_options with_threads(int n) {
+  session_options o;
+  o.intra_op_threads = n;
+  return o;
+}
+
+struct weft_conv {
+  graph g;
+  output x, f, dy, result[3];
+  weft_conv() {
+    x = g.placeholder(dtype::float32, {unknown_dim, H, W, C}, "x").out(0);
+    f = g.placeholder(dtype::float32, shape{R, R, C, K}, "f").out(0);
+    dy = g.placeholder(dtype::float32, {unknown_dim, H, W, K}, "dy").out(0);
+    const attr_map a{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
+    auto sizes = [&](std::vector<std::int64_t> v) { return g.constant(tensor::from_vector(v)).out(0); };
+    result[forward] = g.op("Conv2D", {x, f}, a).out(0);
+    result[input_grad] = g.op("Conv2DBackpropInput", {sizes({N, H, W, C}), f, dy}, a).out(0);
+    result[filter_grad] = g.op("Conv2DBackpropFilter", {x, sizes({R, R, C, K}), dy}, a).out(0);
+  }
+  tensor run(session& s, which w) const {
+    return s.run({{x, x_value}, {f, f_value}, {dy, dy_value}}, {result[w]}).at(0);
+  }
+};
+
+struct eigen_conv {
+  template <int Rank>
+  using in_map = Eigen::TensorMap<Eigen::Tensor<const float, Rank, Eigen::RowMajor>>;
+  template <int Rank>
+  using out_map = Eigen::TensorMap<Eigen::Tensor<float, Rank, Eigen::RowMajor>>;
+  using dims2 = Eigen::array<Eigen::Index, 2>;
+  Eigen::ThreadPool pool;
+  Eigen::ThreadPoolDevice dev;
+  tensor out[3] = {tensor(dtype::float32, shape{N, H, W, K}), tensor(dtype::float32, shape{N, H, W, C}),
+                   tensor(dtype::float32, shape{R, R, C, K})};
+  explicit eigen_conv(int threads) : pool(threads), dev(&pool, threads) {}
+
+  void run(which w) {
+    in_map<4> x(x_value.data<float>(), N, H, W, C), f(f_value.data<float>(), R, R, C, K), dy(dy_value.data<float>(), N, H, W, K);
+    const Eigen::array<Eigen::IndexPair<int>, 1> inner{Eigen::IndexPair<int>(1, 0)}, over_rows{Eigen::IndexPair<int>(0, 0)};
+    auto patches = [](const auto& t, Eigen::Index depth) {
+      return t.extract_image_patches(R, R, 1, 1, 1, 1, Eigen::PADDING_SAME).reshape(dims2{rows, R * R * depth});
+    };
+    if (w == forward) {
+      out_map<2>(out[w].data<float>(), rows, K).device(dev) = patches(x, C).contract(f.reshape(dims2{patch, K}), inner);
+    } else if (w == input_grad) {
+      // The filter turned 180 degrees, its channels swapped: [R, R, K, C].
+      const Eigen::array<bool, 4> turn{true, true, false, false};
+      const Eigen::array<int, 4> swap{0, 1, 3, 2};
+      out_map<2>(out[w].data<float>(), rows, C).device(dev) =
+          patches(dy, K).contract(f.reverse(turn).shuffle(swap).reshape(dims2{R * R * K, C}), inner);
+    } else {
+      out_map<2>(out[w].data<float>(), patch, K).device(dev) =
+          patches(x, C).contract(in_map<2>(dy_value.data<float>(), rows, K), over_rows);
+    }
+  }
+};
+
+void check_same(const tensor& a, const tensor& b, const char* what) {
+  const float* p = a.data<float>();
+  const float* q = b.data<float>();
+  for (std::int64_t i = 0; i < a.num_elements(); ++i)
+    if (std::abs(p[i] - q[i]) > 1e-3f * std::max(1.0f, std::abs(q[i]))) {
+      std::fprintf(stderr, "bench_conv: %s differs at element %lld: weft %g, Eigen %g\n", what, static_cast<long long>(i),
+                   static_cast<double>(p[i]), static_cast<double>(q[i]));
+      std::exit(1);
+    }
+}
+
+void BM_weft(benchmark::State& state) {
+  const auto w = static_cast<which>(state.range(0));
+  const weft_conv c;
+  session s(c.g, with_threads(static_cast<int>(state.range(1))));
+  for (auto _ : state) benchmark::DoNotOptimize(c.run(s, w));
+  state.SetLabel(names[w]);
+}
+
+void BM_eigen(benchmark::State& state) {
+  const auto w = static_cast<which>(state.range(0));
+  eigen_conv e(static_cast<int>(state.range(1)));
+  for (auto _ : state) {
+    e.run(w);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(names[w]);
+}
+
+// Each op and thread count, weft and Eigen side by side.
+void args(benchmark::internal::Benchmark* b) {
+  for (int w = 0; w < 3; ++w)
+    for (int t : {1, 2}) b->Args({w, t});
+  b->ArgNames({"op", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+BENCHMARK(BM_weft)->Apply(args);
+BENCHMARK(BM_eigen)->Apply(args);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  {  // The two sides agree before anything is timed.
+    const weft_conv c;
+    session s(c.g, with_threads(2));
+    eigen_conv e(2);
+    for (int w = 0; w < 3; ++w) {
+      e.run(static_cast<which>(w));
+      check_same(c.run(s, static_cast<which>(w)), e.out[w], names[w]);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
