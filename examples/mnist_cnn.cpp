@@ -40,12 +40,7 @@ int main(int argc, char** argv) {
   if (!mnist) return status;
 
   graph g;
-  mnist_model m;
-  m.images = g.placeholder(dtype::float32, {unknown_dim, 784}, "images").out(0);
-  m.labels = g.placeholder(dtype::int32, {unknown_dim}, "labels").out(0);
-  std::vector<output> vars;
-  std::vector<int> inits;
-  int layer = 0;
+  mnist_builder model(g, opt.seed);
   auto shape_of = [&](std::vector<std::int64_t> d) { return g.constant(tensor::from_vector(d)).out(0); };
   const attr_map unit_strides{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
   const attr_map pool2{{"ksize", std::vector<std::int64_t>{1, 2, 2, 1}},
@@ -53,36 +48,23 @@ int main(int argc, char** argv) {
                        {"padding", std::string("VALID")}};
   // 5x5 convolution, bias, ReLU, 2x2 max pooling: [n, h, w, in] -> [n, h/2, w/2, out].
   auto conv_block = [&](output in, std::int64_t n_in, std::int64_t n_out) {
-    auto scope = g.name_scope("conv" + std::to_string(++layer));
-    const output f = glorot_variable(g, "filter", {5, 5, n_in, n_out}, 25 * n_in, 25 * n_out, opt.seed, layer, inits);
-    const output b = zero_variable(g, "b", n_out, inits);
-    vars.push_back(f), vars.push_back(b);
+    auto scope = model.layer("conv");
+    const output f = model.weight("filter", {5, 5, n_in, n_out}, 25 * n_in, 25 * n_out), b = model.bias(n_out);
     const output z = g.op("BiasAdd", {g.op("Conv2D", {in, f}, unit_strides).out(0), b}).out(0);
     return g.op("MaxPool", {g.op("Relu", {z}).out(0)}, pool2).out(0);
   };
-  auto dense = [&](output in, std::int64_t n_in, std::int64_t n_out) {
-    auto scope = g.name_scope("dense" + std::to_string(++layer));
-    const output w = glorot_variable(g, "w", {n_in, n_out}, n_in, n_out, opt.seed, layer, inits);
-    const output b = zero_variable(g, "b", n_out, inits);
-    vars.push_back(w), vars.push_back(b);
-    return g.op("BiasAdd", {g.op("MatMul", {in, w}).out(0), b}).out(0);
-  };
-  const output image = g.op("Reshape", {m.images, shape_of({-1, 28, 28, 1})}).out(0);
+  const output image = g.op("Reshape", {model.model().images, shape_of({-1, 28, 28, 1})}).out(0);
   const output p1 = conv_block(image, 1, c1);                 // [n, 14, 14, c1]
   const output p2 = conv_block(p1, c1, c2);                   // [n, 7, 7, c2]
   const output flat = g.op("Reshape", {p2, shape_of({-1, 7 * 7 * c2})}).out(0);
-  const output h = g.op("Relu", {dense(flat, 7 * 7 * c2, units)}).out(0);
+  const output h = g.op("Relu", {model.dense(flat, 7 * 7 * c2, units)}).out(0);
   // Dropout's rate is fed: opt's while training, 0 when testing.
   const output rate = g.placeholder(dtype::float32, shape{}, "dropout_rate").out(0);
   const output dropped = g.op("Dropout", {h, rate}, {{"seed", static_cast<std::int64_t>(opt.seed)}, {"seed2", 100}}).out(0);
-  add_loss_and_accuracy(g, m, dense(dropped, units, 10));
-  m.train_feeds.push_back({rate, tensor::scalar(static_cast<float>(dropout))});
-  m.test_feeds.push_back({rate, tensor::scalar(0.0f)});
-  m.learning_rate = g.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
-  const auto train = train::minimize(g, m.loss, vars, train::adam{m.learning_rate});
-  const node& init = g.op("NoOp", {}, {}, node_options("init").after(inits));
+  model.model().train_feeds.push_back({rate, tensor::scalar(static_cast<float>(dropout))});
+  model.model().test_feeds.push_back({rate, tensor::scalar(0.0f)});
   char description[160];
   std::snprintf(description, sizeof description, "conv5x5x%lld-pool-conv5x5x%lld-pool-%lld-dropout %g-10",
                 static_cast<long long>(c1), static_cast<long long>(c2), static_cast<long long>(units), dropout);
-  return train_mnist("mnist_cnn", opt, *mnist, g, m, train, init, description);
+  return model.train("mnist_cnn", opt, *mnist, model.dense(dropped, units, 10), description);
 }

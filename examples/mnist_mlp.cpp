@@ -38,27 +38,9 @@ int main(int argc, char** argv) {
 
   // The model.
   graph g;
-  mnist_model m;
-  m.images = g.placeholder(dtype::float32, {unknown_dim, 784}, "images").out(0);
-  m.labels = g.placeholder(dtype::int32, {unknown_dim}, "labels").out(0);
-  std::vector<output> vars;
-  std::vector<int> inits;
-  int layer = 0;
-  auto dense = [&](output in, std::int64_t n_in, std::int64_t n_out, bool relu) {
-    auto scope = g.name_scope("dense" + std::to_string(++layer));
-    const output w = glorot_variable(g, "w", {n_in, n_out}, n_in, n_out, opt.seed, layer, inits);
-    const output b = zero_variable(g, "b", n_out, inits);
-    vars.push_back(w), vars.push_back(b);
-    const output z = g.op("BiasAdd", {g.op("MatMul", {in, w}).out(0), b}).out(0);
-    return relu ? g.op("Relu", {z}).out(0) : z;
-  };
-  const output h1 = dense(m.images, 784, hidden, true);
-  const output h2 = dense(h1, hidden, hidden, true);
-  add_loss_and_accuracy(g, m, dense(h2, hidden, 10, false));
-  // The learning rate is fed: it decays by opt.decay after each epoch.
-  m.learning_rate = g.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
-  const auto train = train::minimize(g, m.loss, vars, train::adam{m.learning_rate});
-  const node& init = g.op("NoOp", {}, {}, node_options("init").after(inits));
+  mnist_builder model(g, opt.seed);
+  const output h1 = g.op("Relu", {model.dense(model.model().images, 784, hidden)}).out(0);
+  const output h2 = g.op("Relu", {model.dense(h1, hidden, hidden)}).out(0);
   const std::string h = std::to_string(hidden);
-  return train_mnist("mnist_mlp", opt, *mnist, g, m, train, init, "784-" + h + "-" + h + "-10");
+  return model.train("mnist_mlp", opt, *mnist, model.dense(h2, hidden, 10), "784-" + h + "-" + h + "-10");
 }

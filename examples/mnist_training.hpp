@@ -105,28 +105,6 @@ inline std::pair<weft::tensor, weft::tensor> batch_of(const weft::data::image_se
   return {x, y};
 }
 
-// A weight of shape `dims` initialized by an Assign from the seeded RandomUniform op to
-// U(-r, r), r = sqrt(6 / (fan_in + fan_out)) (Glorot), or a bias filled with zeros.
-inline weft::output glorot_variable(weft::graph& g, const char* name, const std::vector<std::int64_t>& dims,
-                                    std::int64_t fan_in, std::int64_t fan_out, unsigned seed, int seed2,
-                                    std::vector<int>& inits) {
-  using namespace weft;
-  const output v = g.variable(dtype::float32, shape(dims), name).out(0);
-  const output d = g.constant(tensor::from_vector(dims)).out(0);
-  const float r = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
-  const output u = g.op("RandomUniform", {d}, {{"dtype", dtype::float32}, {"seed", static_cast<std::int64_t>(seed)}, {"seed2", seed2}}).out(0);
-  const output w0 = g.op("Mul", {g.op("Sub", {u, g.constant(tensor::scalar(0.5f))}).out(0), g.constant(tensor::scalar(2 * r))}).out(0);
-  inits.push_back(g.op("Assign", {v, w0}).id());
-  return v;
-}
-inline weft::output zero_variable(weft::graph& g, const char* name, std::int64_t n, std::vector<int>& inits) {
-  using namespace weft;
-  const output v = g.variable(dtype::float32, shape{n}, name).out(0);
-  const output zeros = g.op("Fill", {g.constant(tensor::from_vector(std::vector<std::int64_t>{n})).out(0), g.constant(tensor::scalar(0.0f))}).out(0);
-  inits.push_back(g.op("Assign", {v, zeros}).id());
-  return v;
-}
-
 // The tensors of a model that the loop feeds and fetches.
 struct mnist_model {
   weft::output images, labels;   // placeholders: [n, 784] float32, [n] int32
@@ -220,16 +198,72 @@ inline std::optional<weft::data::mnist_data> load_mnist_or_report(const char* pr
   }
 }
 
-// The model's tail: sparse softmax cross-entropy of `logits` [n, 10] against the labels,
-// its mean as the loss, and the number of rows whose largest logit is the label.
-inline void add_loss_and_accuracy(weft::graph& g, mnist_model& m, weft::output logits) {
-  using namespace weft;
-  const output axis0 = g.constant(tensor::from_vector(std::vector<std::int32_t>{0})).out(0);
-  const output xent = g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, m.labels}).out(0);
-  m.loss = g.op("Mean", {xent, axis0}, {}, "loss").out(0);
-  const output predicted = g.op("ArgMax", {logits, g.constant(tensor::scalar(1))}, {{"output_type", dtype::int32}}).out(0);
-  const output hit = g.op("Cast", {g.op("Equal", {predicted, m.labels}).out(0)}, {{"DstT", dtype::float32}}).out(0);
-  m.correct = g.op("Sum", {hit, axis0}, {}, "correct").out(0);
-}
+// Builds a model into a graph: the image and label placeholders, layers numbered from 1
+// whose weights start from the seeded RandomUniform op (Glorot: U(-r, r), r = sqrt(6 /
+// (fan_in + fan_out)), seed2 the layer's number) and whose biases start at zero, and the
+// tail every MNIST example shares (loss, accuracy, Adam with a fed learning rate).
+class mnist_builder {
+ public:
+  mnist_builder(weft::graph& g, unsigned seed) : g_(g), seed_(seed) {
+    m_.images = g.placeholder(weft::dtype::float32, {weft::unknown_dim, 784}, "images").out(0);
+    m_.labels = g.placeholder(weft::dtype::int32, {weft::unknown_dim}, "labels").out(0);
+  }
+  weft::graph& graph() { return g_; }
+  mnist_model& model() { return m_; }
+
+  // Starts the next layer: its number, and the name scope "<kind><number>" its nodes get.
+  [[nodiscard]] auto layer(const std::string& kind) { return g_.name_scope(kind + std::to_string(++layer_)); }
+  weft::output weight(const char* name, const std::vector<std::int64_t>& dims, std::int64_t fan_in, std::int64_t fan_out) {
+    using namespace weft;
+    const output d = g_.constant(tensor::from_vector(dims)).out(0);
+    const float r = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+    const output u = g_.op("RandomUniform", {d}, {{"dtype", dtype::float32}, {"seed", static_cast<std::int64_t>(seed_)}, {"seed2", layer_}}).out(0);
+    const output w0 = g_.op("Mul", {g_.op("Sub", {u, g_.constant(tensor::scalar(0.5f))}).out(0), g_.constant(tensor::scalar(2 * r))}).out(0);
+    return variable(name, dims, w0);
+  }
+  weft::output bias(std::int64_t n) {
+    using namespace weft;
+    const output dims = g_.constant(tensor::from_vector(std::vector<std::int64_t>{n})).out(0);
+    return variable("b", {n}, g_.op("Fill", {dims, g_.constant(tensor::scalar(0.0f))}).out(0));
+  }
+  // A dense layer without activation: in [n, n_in] -> [n, n_out].
+  weft::output dense(weft::output in, std::int64_t n_in, std::int64_t n_out) {
+    auto scope = layer("dense");
+    const weft::output w = weight("w", {n_in, n_out}, n_in, n_out), b = bias(n_out);
+    return g_.op("BiasAdd", {g_.op("MatMul", {in, w}).out(0), b}).out(0);
+  }
+
+  // Adds the tail on `logits` [n, 10] (sparse softmax cross-entropy averaged as the loss,
+  // the number of rows whose largest logit is the label, Adam, an init target) and trains.
+  int train(const char* program, const mnist_options& opt, const weft::data::mnist_data& mnist, weft::output logits,
+            const std::string& description) {
+    using namespace weft;
+    const output axis0 = g_.constant(tensor::from_vector(std::vector<std::int32_t>{0})).out(0);
+    const output xent = g_.op("SparseSoftmaxCrossEntropyWithLogits", {logits, m_.labels}).out(0);
+    m_.loss = g_.op("Mean", {xent, axis0}, {}, "loss").out(0);
+    const output predicted = g_.op("ArgMax", {logits, g_.constant(tensor::scalar(1))}, {{"output_type", dtype::int32}}).out(0);
+    const output hit = g_.op("Cast", {g_.op("Equal", {predicted, m_.labels}).out(0)}, {{"DstT", dtype::float32}}).out(0);
+    m_.correct = g_.op("Sum", {hit, axis0}, {}, "correct").out(0);
+    // The learning rate is fed: it decays by opt.decay after each epoch.
+    m_.learning_rate = g_.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
+    const auto step = train::minimize(g_, m_.loss, vars_, train::adam{m_.learning_rate});
+    const node& init = g_.op("NoOp", {}, {}, node_options("init").after(inits_));
+    return train_mnist(program, opt, mnist, g_, m_, step, init, description);
+  }
+
+ private:
+  weft::output variable(const char* name, const std::vector<std::int64_t>& dims, weft::output initial) {
+    const weft::output v = g_.variable(weft::dtype::float32, weft::shape(dims), name).out(0);
+    inits_.push_back(g_.op("Assign", {v, initial}).id());
+    vars_.push_back(v);
+    return v;
+  }
+  weft::graph& g_;
+  unsigned seed_;
+  mnist_model m_;
+  std::vector<weft::output> vars_;
+  std::vector<int> inits_;
+  int layer_ = 0;
+};
 
 }  // namespace weft_examples

@@ -80,14 +80,6 @@ std::vector<double> scattered(std::int64_t n, double salt) {
   return v;
 }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": " << got[i] << " vs " << want[i]);
-    CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
-  }
-}
-
 attr_map conv_attrs(const conv_case& c) {
   return {{"strides", std::vector<std::int64_t>{1, c.sh, c.sw, 1}},
           {"dilations", std::vector<std::int64_t>{1, c.dh, c.dw, 1}},

@@ -16,14 +16,6 @@ namespace {
 output ph(graph& g, dtype t, partial_shape s, const char* name) { return g.placeholder(t, std::move(s), node_options(name)); }
 tensor doubles(shape s, std::vector<double> v) { return tensor::from_vector(v, std::move(s)); }
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i << ": " << got[i] << " vs " << want[i]);
-    CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
-  }
-}
-
 // log(sum(exp(row))) computed in long double from the row's maximum.
 long double naive_lse(const double* row, std::int64_t n) {
   long double m = row[0], s = 0;

@@ -3350,21 +3350,21 @@ inline symbol select(const symbol& c, double t, const symbol& e) { return select
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
-// An int64 constant of the graph behind `near`.
-inline symbol int64_constant(const symbol& near, tensor t) {
-  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}));
+// The constant t in the graph behind `near`.
+inline symbol constant_in(const symbol& near, const tensor& t) {
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
 }
 // The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
 // graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
 inline symbol shape_tensor(const symbol& a) {
-  if (a.shape().fully_known()) return int64_constant(a, tensor::from_vector(a.shape().dims()));
+  if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
 }
 inline symbol size_tensor(const symbol& a) {
   if (a.shape().fully_known()) {
     std::int64_t n = 1;
     for (auto d : a.shape().dims()) n *= d;
-    return int64_constant(a, tensor::scalar(n));
+    return constant_in(a, tensor::scalar(n));
   }
   return a.then("Size", {}, {{"out_type", dtype::int64}});
 }
@@ -3389,10 +3389,7 @@ inline symbol broadcast_like(const symbol& g, const symbol& like) {
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
 // An int32 constant of the graph behind `near` (axes, say).
-inline symbol int_constant(const symbol& near, std::int32_t v) {
-  tensor t = tensor::scalar(v);
-  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int32}}));
-}
+inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
 // g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
 // dims as 1 (so that it broadcasts against x).
 inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
@@ -3412,7 +3409,7 @@ inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
 // Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
-  return int64_constant(near, tensor::from_vector(v));
+  return constant_in(near, tensor::from_vector(v));
 }
 inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
 inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
@@ -3440,7 +3437,7 @@ inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
 }
 
 // Convolution and pooling, with the window attrs `w` of the node differentiated.
-inline attr_map window_attrs(const node& n) {
+inline attr_map window_attr_map(const node& n) {
   attr_map m;
   for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
     if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
@@ -3918,7 +3915,7 @@ struct l2_loss_rule {
 struct conv2d_rule {
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attrs(a.n);
+    const attr_map w = window_attr_map(a.n);
     const V &x = a.x[0], &f = a.x[1];
     return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
   }
@@ -3926,7 +3923,7 @@ struct conv2d_rule {
 struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attrs(a.n);
+    const attr_map w = window_attr_map(a.n);
     const V &f = a.x[1], &dy = a.x[2];
     return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
   }
@@ -3934,19 +3931,19 @@ struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d
 struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attrs(a.n);
+    const attr_map w = window_attr_map(a.n);
     const V &x = a.x[0], &dy = a.x[2];
     return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
   }
 };
 struct max_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attrs(a.n))}; }
+  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
 struct avg_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attrs(a.n))}; }
+  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
 struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attrs(a.n))}; }
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
 };
 struct dropout_rule {  // output = x * mask; the mask does not depend on x
   template <class V>
@@ -7217,7 +7214,6 @@ void register_matmul_kernels() {
 #include <atomic>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -7311,19 +7307,22 @@ inline double uniform01(std::uint64_t key, std::uint64_t counter) {
   return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
 }
 
+// The key of a seeded node's stream: from the system when seed = seed2 = 0, else from
+// both seeds. `salt` separates the streams of different ops given the same seeds.
+inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint64_t salt = 0) {
+  if (seed == 0 && seed2 == 0) {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
+  return mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + salt);
+}
+
 enum class distribution { uniform, normal, truncated_normal };
 
 template <distribution D>
 struct random_kernel final : op_kernel {
-  explicit random_kernel(const node& n) : dtype_(n.attr<dtype>("dtype")) {
-    auto seed = n.attr<std::int64_t>("seed"), seed2 = n.attr<std::int64_t>("seed2");
-    if (seed == 0 && seed2 == 0) {
-      std::random_device rd;
-      key_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    } else {
-      key_ = mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2));
-    }
-  }
+  explicit random_kernel(const node& n)
+      : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
 
   static double normal(std::uint64_t key, std::uint64_t c) {
     // Box-Muller on two uniforms drawn from distinct counters of the same element.
@@ -7441,12 +7440,15 @@ inline void require_shape(const tensor& t, const shape& expected, const char* wh
          "] and a ", g.kh, "x", g.kw, " window give ", expected);
 }
 
-// Rows of output positions per chunk: a patch matrix of about 128K elements, at least two
-// chunks per thread when there are enough rows.
+// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
+inline std::int64_t cache_rows(std::int64_t patch) {
+  return std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1));
+}
+// Rows of output positions per chunk: cache_rows, but at least two chunks per thread when
+// there are enough rows.
 inline std::int64_t chunk_rows(const kernel_context& ctx, std::int64_t patch, std::int64_t rows) {
   const std::int64_t per_thread = (rows + 2 * ctx.device().num_threads() - 1) / (2 * ctx.device().num_threads());
-  return std::max<std::int64_t>(1, std::min({std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1)),
-                                             std::max<std::int64_t>(16, per_thread), rows}));
+  return std::max<std::int64_t>(1, std::min({cache_rows(patch), std::max<std::int64_t>(16, per_thread), rows}));
 }
 
 // The patches of output rows [r0, r1) (r = (image * oh + y) * ow + x), one row of
@@ -7543,7 +7545,7 @@ void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* 
   std::fill_n(d_in, g.n * g.h * g.w * g.c, C(0));
   if (g.rows() == 0 || K == 0 || g.k == 0) return;
   if (is_pointwise(g)) return gemm<C>(ctx, d_out, f, d_in, g.rows(), g.k, K, false, true, false);
-  const std::int64_t chunk = std::min(per_image, std::max<std::int64_t>(16, (std::int64_t{1} << 17) / K));
+  const std::int64_t chunk = std::min(per_image, cache_rows(K));
   ctx.parallel_for(g.n, 2.0 * static_cast<double>(per_image * K * g.k), [&](std::int64_t b, std::int64_t e) {
     C* cols = scratch<C>(chunk * K, 0);
     for (std::int64_t img = b; img < e; ++img)
@@ -7766,15 +7768,8 @@ struct avg_pool_grad : pool_base {
 // seed and seed2) is at least `rate`.
 struct dropout {
   static constexpr unsigned value_mask = 0b11;
-  explicit dropout(const node& n) {
-    const auto seed = n.attr<std::int64_t>("seed"), seed2 = n.attr<std::int64_t>("seed2");
-    if (seed == 0 && seed2 == 0) {
-      std::random_device rd;
-      key_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    } else {
-      key_ = mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + 0x5bd1e995u);
-    }
-  }
+  explicit dropout(const node& n)
+      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), 0x5bd1e995u)) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
     return {ctx.input(0).shape(), ctx.input(0).shape()};

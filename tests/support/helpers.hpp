@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -41,6 +43,15 @@ inline tensor eval(const graph& g, output fetch, const feed_list& feeds = {}) {
 template <class T>
 std::vector<T> values(const tensor& t) {
   return t.to_vector<T>();
+}
+
+// Element by element, |got - want| <= tol * max(1, |want|).
+inline void check_close(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i << ": " << got[i] << " vs " << want[i]);
+    CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
+  }
 }
 
 // Expects `f` to throw weft::error whose message contains every fragment.

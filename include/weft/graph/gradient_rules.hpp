@@ -308,7 +308,7 @@ struct l2_loss_rule {
 struct conv2d_rule {
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attrs(a.n);
+    const attr_map w = window_attr_map(a.n);
     const V &x = a.x[0], &f = a.x[1];
     return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
   }
@@ -316,7 +316,7 @@ struct conv2d_rule {
 struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attrs(a.n);
+    const attr_map w = window_attr_map(a.n);
     const V &f = a.x[1], &dy = a.x[2];
     return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
   }
@@ -324,19 +324,19 @@ struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d
 struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attrs(a.n);
+    const attr_map w = window_attr_map(a.n);
     const V &x = a.x[0], &dy = a.x[2];
     return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
   }
 };
 struct max_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attrs(a.n))}; }
+  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
 struct avg_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attrs(a.n))}; }
+  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
 struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attrs(a.n))}; }
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
 };
 struct dropout_rule {  // output = x * mask; the mask does not depend on x
   template <class V>

@@ -110,21 +110,21 @@ inline symbol select(const symbol& c, double t, const symbol& e) { return select
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
-// An int64 constant of the graph behind `near`.
-inline symbol int64_constant(const symbol& near, tensor t) {
-  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int64}}));
+// The constant t in the graph behind `near`.
+inline symbol constant_in(const symbol& near, const tensor& t) {
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
 }
 // The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
 // graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
 inline symbol shape_tensor(const symbol& a) {
-  if (a.shape().fully_known()) return int64_constant(a, tensor::from_vector(a.shape().dims()));
+  if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
 }
 inline symbol size_tensor(const symbol& a) {
   if (a.shape().fully_known()) {
     std::int64_t n = 1;
     for (auto d : a.shape().dims()) n *= d;
-    return int64_constant(a, tensor::scalar(n));
+    return constant_in(a, tensor::scalar(n));
   }
   return a.then("Size", {}, {{"out_type", dtype::int64}});
 }
@@ -149,10 +149,7 @@ inline symbol broadcast_like(const symbol& g, const symbol& like) {
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
 // An int32 constant of the graph behind `near` (axes, say).
-inline symbol int_constant(const symbol& near, std::int32_t v) {
-  tensor t = tensor::scalar(v);
-  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", dtype::int32}}));
-}
+inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
 // g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
 // dims as 1 (so that it broadcasts against x).
 inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
@@ -172,7 +169,7 @@ inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
 // Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
-  return int64_constant(near, tensor::from_vector(v));
+  return constant_in(near, tensor::from_vector(v));
 }
 inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
 inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
@@ -200,7 +197,7 @@ inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
 }
 
 // Convolution and pooling, with the window attrs `w` of the node differentiated.
-inline attr_map window_attrs(const node& n) {
+inline attr_map window_attr_map(const node& n) {
   attr_map m;
   for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
     if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);

@@ -14,7 +14,6 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -81,12 +80,15 @@ inline void require_shape(const tensor& t, const shape& expected, const char* wh
          "] and a ", g.kh, "x", g.kw, " window give ", expected);
 }
 
-// Rows of output positions per chunk: a patch matrix of about 128K elements, at least two
-// chunks per thread when there are enough rows.
+// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
+inline std::int64_t cache_rows(std::int64_t patch) {
+  return std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1));
+}
+// Rows of output positions per chunk: cache_rows, but at least two chunks per thread when
+// there are enough rows.
 inline std::int64_t chunk_rows(const kernel_context& ctx, std::int64_t patch, std::int64_t rows) {
   const std::int64_t per_thread = (rows + 2 * ctx.device().num_threads() - 1) / (2 * ctx.device().num_threads());
-  return std::max<std::int64_t>(1, std::min({std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1)),
-                                             std::max<std::int64_t>(16, per_thread), rows}));
+  return std::max<std::int64_t>(1, std::min({cache_rows(patch), std::max<std::int64_t>(16, per_thread), rows}));
 }
 
 // The patches of output rows [r0, r1) (r = (image * oh + y) * ow + x), one row of
@@ -183,7 +185,7 @@ void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* 
   std::fill_n(d_in, g.n * g.h * g.w * g.c, C(0));
   if (g.rows() == 0 || K == 0 || g.k == 0) return;
   if (is_pointwise(g)) return gemm<C>(ctx, d_out, f, d_in, g.rows(), g.k, K, false, true, false);
-  const std::int64_t chunk = std::min(per_image, std::max<std::int64_t>(16, (std::int64_t{1} << 17) / K));
+  const std::int64_t chunk = std::min(per_image, cache_rows(K));
   ctx.parallel_for(g.n, 2.0 * static_cast<double>(per_image * K * g.k), [&](std::int64_t b, std::int64_t e) {
     C* cols = scratch<C>(chunk * K, 0);
     for (std::int64_t img = b; img < e; ++img)
@@ -406,15 +408,8 @@ struct avg_pool_grad : pool_base {
 // seed and seed2) is at least `rate`.
 struct dropout {
   static constexpr unsigned value_mask = 0b11;
-  explicit dropout(const node& n) {
-    const auto seed = n.attr<std::int64_t>("seed"), seed2 = n.attr<std::int64_t>("seed2");
-    if (seed == 0 && seed2 == 0) {
-      std::random_device rd;
-      key_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    } else {
-      key_ = mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + 0x5bd1e995u);
-    }
-  }
+  explicit dropout(const node& n)
+      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), 0x5bd1e995u)) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
     return {ctx.input(0).shape(), ctx.input(0).shape()};

@@ -25,19 +25,22 @@ inline double uniform01(std::uint64_t key, std::uint64_t counter) {
   return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
 }
 
+// The key of a seeded node's stream: from the system when seed = seed2 = 0, else from
+// both seeds. `salt` separates the streams of different ops given the same seeds.
+inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint64_t salt = 0) {
+  if (seed == 0 && seed2 == 0) {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
+  return mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + salt);
+}
+
 enum class distribution { uniform, normal, truncated_normal };
 
 template <distribution D>
 struct random_kernel final : op_kernel {
-  explicit random_kernel(const node& n) : dtype_(n.attr<dtype>("dtype")) {
-    auto seed = n.attr<std::int64_t>("seed"), seed2 = n.attr<std::int64_t>("seed2");
-    if (seed == 0 && seed2 == 0) {
-      std::random_device rd;
-      key_ = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    } else {
-      key_ = mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2));
-    }
-  }
+  explicit random_kernel(const node& n)
+      : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
 
   static double normal(std::uint64_t key, std::uint64_t c) {
     // Box-Muller on two uniforms drawn from distinct counters of the same element.
