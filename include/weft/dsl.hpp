@@ -14,4 +14,5 @@
 #include <weft/dsl/array_ops.hpp>
 #include <weft/dsl/handle.hpp>
 #include <weft/dsl/fusion.hpp>
+#include <weft/dsl/gradient.hpp>
 #include <weft/dsl/client_session.hpp>

@@ -3270,6 +3270,8 @@ inline void register_standard_ops() {
 
 namespace weft {
 
+class lowering;  // dsl/expr.hpp
+
 namespace detail {
 // v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
 inline tensor floating_scalar(dtype t, double v) {
@@ -3289,6 +3291,8 @@ class gradient_builder {
   virtual ~gradient_builder() = default;
   virtual const graph& target() const = 0;
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+  // The DSL lowering the nodes go through, if any (typed code's fused backwards lower there).
+  virtual lowering* dsl() { return nullptr; }
 };
 
 // A tensor of the graph being extended, with the arithmetic gradient rules use.
@@ -3466,7 +3470,9 @@ struct gradient_args {
   std::vector<V> x;                // the node's inputs
   std::vector<V> y;                // its outputs
   std::vector<std::optional<V>> dy;
+  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
   const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
 };
 template <class V>
 using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
@@ -3549,7 +3555,7 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   for (int id = n - 1; id >= 0; --id) {
     if (!on_path(id)) continue;
     const node& nd = g.at(id);
-    gradient_args<symbol> args{nd, {}, {}, {}};
+    gradient_args<symbol> args{nd, {}, {}, {}, {}};
     bool any = false;
     for (int p = 0; p < nd.num_outputs(); ++p) {
       args.dy.push_back(total(nd.out(p)));
@@ -3562,7 +3568,10 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
     if (!rule)
       fail(error_code::unimplemented, "weft::add_gradients: no gradient is defined for ", nd.describe(),
            ", on the path from the differentiated inputs to the outputs");
-    for (const auto& in : nd.inputs()) args.x.emplace_back(b, in);
+    for (const auto& in : nd.inputs()) {
+      args.x.emplace_back(b, in);
+      args.wanted.push_back(on_path(in.node) && detail::differentiable(g.at(in).output_dtype(in.port)));
+    }
     for (int p = 0; p < nd.num_outputs(); ++p) args.y.emplace_back(b, nd.out(p));
     gradient_result<symbol> dx = (*rule)(args);
     if (dx.size() != nd.inputs().size())
@@ -3614,6 +3623,9 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 // operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
 // is not positive.
 
+#include <tuple>
+#include <utility>
+
 
 namespace weft::gradients {
 
@@ -3625,85 +3637,128 @@ using result = gradient_result<V>;
 struct identity_grad {
   template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
 };
+struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
+  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
+};
+
+// ---- elementwise ops ---------------------------------------------------------------------
+// Each rule gives the partials of one elementwise op: partials(d, x..., y) returns a tuple
+// with, per operand, d times the derivative of y in that operand, at the output's
+// (broadcast) shape, or `no_partial` where there is none. The same text serves both kinds
+// of values: run-time graph symbols (elementwise_grad below sums each partial down to its
+// operand's shape) and typed DSL expressions, where the backward of a fused elementwise
+// subtree chains them at the output's shape and sums once per leaf (dsl/gradient.hpp;
+// summing is linear and the partials are constant along broadcast dims, so that is the same).
+struct no_partial {};
+
 struct neg_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {-a.d()}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
 };
 struct add_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(a.d(), a.x[1])}; }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
 };
 struct sub_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(-a.d(), a.x[1])}; }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
 };
 struct mul_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    return {sum_to(a.d() * a.x[1], a.x[0]), sum_to(a.x[0] * a.d(), a.x[1])};
-  }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
 };
 struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    return {sum_to(a.d() / a.x[1], a.x[0]), sum_to(-(a.d() * a.y[0]) / a.x[1], a.x[1])};
-  }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
 };
 struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], &y = a.x[1];
-    return {sum_to(a.d() * y * pow(x, y - 1.0), x), sum_to(select(x > 0.0, a.d() * a.y[0] * log(x), 0.0), y)};
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
+    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
   }
 };
-struct maximum_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V first = a.x[0] >= a.x[1];
-    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+struct maximum_grad {  // ties go to the first operand
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
   }
 };
 struct minimum_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V first = a.x[0] <= a.x[1];
-    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
   }
 };
 struct square_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.x[0] * 2.0}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
 };
 struct sqrt_grad {  // z = sqrt(x): d / (2 z)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / (a.y[0] * 2.0)}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
 };
 struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * a.y[0] * a.y[0] * -0.5}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
 };
 struct exp_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0]}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
 };
 struct log_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / a.x[0]}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
 };
 struct tanh_grad {  // d (1 - z^2)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * (1.0 - a.y[0] * a.y[0])}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
 };
 struct sigmoid_grad {  // d z (1 - z)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * (1.0 - a.y[0])}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 struct relu_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {select(a.y[0] > 0.0, a.d(), 0.0)}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
 };
 struct abs_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {select(a.x[0] < 0.0, -a.d(), a.d())}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, d)}; }
 };
 struct select_grad {  // no gradient for the condition
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& c = a.x[0];
-    return {std::nullopt, sum_to(select(c, a.d(), 0.0), a.x[1]), sum_to(select(c, 0.0, a.d()), a.x[2])};
+  template <class D, class C, class T, class E, class Y>
+  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
+    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
   }
 };
 struct cast_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {cast_like(a.d(), a.x[0])}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
 };
+
+// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
+// down to their operands' shapes (unary ops do not broadcast).
+template <class Rule>
+struct elementwise_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
+                              : requires(const V& v) { Rule::partials(v, v, v, v); } ? 2
+                                                                                     : 3;
+    if (a.x.size() != n)
+      fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " has ", a.x.size(),
+           " inputs; its gradient rule takes ", n);
+    auto parts = [&]<std::size_t... I>(std::index_sequence<I...>) { return Rule::partials(a.d(), a.x[I]..., a.y[0]); }(
+        std::make_index_sequence<n>{});
+    result<V> out;
+    std::apply([&](const auto&... p) { (out.push_back(reduced<n>(p, a.x[out.size()])), ...); }, parts);
+    return out;
+  }
+
+ private:
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(const V& p, const V& x) {
+    if constexpr (N == 1) return p;
+    else return sum_to(p, x);
+  }
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
+};
+
 struct matmul_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -3961,25 +4016,27 @@ inline void register_standard_gradients() {
       r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
     };
     add_rule("Identity", identity_grad{});
-    add_rule("Neg", neg_grad{});
-    add_rule("Add", add_grad{});
-    add_rule("Sub", sub_grad{});
-    add_rule("Mul", mul_grad{});
-    add_rule("Div", div_grad{});
-    add_rule("Pow", pow_grad{});
-    add_rule("Maximum", maximum_grad{});
-    add_rule("Minimum", minimum_grad{});
-    add_rule("Square", square_grad{});
-    add_rule("Sqrt", sqrt_grad{});
-    add_rule("Rsqrt", rsqrt_grad{});
-    add_rule("Exp", exp_grad{});
-    add_rule("Log", log_grad{});
-    add_rule("Tanh", tanh_grad{});
-    add_rule("Sigmoid", sigmoid_grad{});
-    add_rule("Relu", relu_grad{});
-    add_rule("Abs", abs_grad{});
-    add_rule("Select", select_grad{});
-    add_rule("Cast", cast_grad{});
+    add_rule("ZerosLike", values_unused_grad{});
+    add_rule("OnesLike", values_unused_grad{});
+    add_rule("Neg", elementwise_grad<neg_grad>{});
+    add_rule("Add", elementwise_grad<add_grad>{});
+    add_rule("Sub", elementwise_grad<sub_grad>{});
+    add_rule("Mul", elementwise_grad<mul_grad>{});
+    add_rule("Div", elementwise_grad<div_grad>{});
+    add_rule("Pow", elementwise_grad<pow_grad>{});
+    add_rule("Maximum", elementwise_grad<maximum_grad>{});
+    add_rule("Minimum", elementwise_grad<minimum_grad>{});
+    add_rule("Square", elementwise_grad<square_grad>{});
+    add_rule("Sqrt", elementwise_grad<sqrt_grad>{});
+    add_rule("Rsqrt", elementwise_grad<rsqrt_grad>{});
+    add_rule("Exp", elementwise_grad<exp_grad>{});
+    add_rule("Log", elementwise_grad<log_grad>{});
+    add_rule("Tanh", elementwise_grad<tanh_grad>{});
+    add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
+    add_rule("Relu", elementwise_grad<relu_grad>{});
+    add_rule("Abs", elementwise_grad<abs_grad>{});
+    add_rule("Select", elementwise_grad<select_grad>{});
+    add_rule("Cast", elementwise_grad<cast_grad>{});
     add_rule("MatMul", matmul_grad{});
     add_rule("Sum", sum_grad{});
     add_rule("Mean", mean_grad{});
@@ -9536,6 +9593,15 @@ auto select(const C& c, const A& a, const B& b) {
   (void)check::select_broadcast<all::conflict[0], all::conflict[1]>::value;
   return op_expr<select_op<T>, T, typename all::type, C, A, B>({}, c, a, b);
 }
+// select(c, x, 0.0) / select(c, 0.0, x): a number as one branch, of the other's dtype.
+template <expression C, expression A, detail::scalar_value U>
+auto select(const C& c, const A& a, U b) {
+  return select(c, a, detail::scalar_operand<value_type_of<A>>(b));
+}
+template <expression C, detail::scalar_value U, expression B>
+auto select(const C& c, U a, const B& b) {
+  return select(c, detail::scalar_operand<value_type_of<B>>(a), b);
+}
 
 // cast<U>(x): x converted to U (TensorFlow's Cast).
 template <class To, class From>
@@ -9556,6 +9622,14 @@ struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
 template <element To, expression A>
 auto cast(const A& a) {
   return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
+}
+// cast_like(x, like): x converted to like's dtype; x itself when it has it.
+template <expression A, expression Like>
+auto cast_like(const A& a, const Like&) {
+  if constexpr (std::is_same_v<value_type_of<A>, value_type_of<Like>>)
+    return a;
+  else
+    return cast<value_type_of<Like>>(a);
 }
 
 // ---- matmul ---------------------------------------------------------------------------
@@ -10525,14 +10599,21 @@ template <class To, class From>
 struct complex_to_real_cast<cast_op<To, From>>
     : std::bool_constant<Eigen::NumTraits<From>::IsComplex && !Eigen::NumTraits<To>::IsComplex> {};
 
+// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
+template <class Op, class T, class... Args>
+constexpr bool fuses() {
+  if constexpr (!Op::elementwise) {
+    return false;  // (not every other descriptor has a static name)
+  } else {
+    return fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) && !complex_to_real_cast<Op>::value &&
+           !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
+             std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>);
+  }
+}
 template <class E>
 struct interior : std::false_type {};  // a leaf of the fused subtree
 template <class Op, class T, class S, class... Args>
-struct interior<op_expr<Op, T, S, Args...>>
-    : std::bool_constant<Op::elementwise && fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) &&
-                         !complex_to_real_cast<Op>::value &&
-                         !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
-                           std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>)> {};
+struct interior<op_expr<Op, T, S, Args...>> : std::bool_constant<fuses<Op, T, Args...>()> {};
 
 template <class E>
 struct fused_count {  // interior nodes, leaves
@@ -10825,6 +10906,643 @@ std::optional<output> try_fuse(lowering& cx, const E& e) {
 }
 
 }  // namespace detail
+
+}  // namespace weft
+// Gradients of typed expressions (the whitepaper's §4.1 on the DSL):
+//
+//   auto loss = reduce_mean(square(matmul(x, w) + b - y));
+//   auto [dw, db] = weft::grad(loss, w, b);      // expressions of w's and b's dtype and shape
+//   auto step = group(assign_sub(w, 0.1f * dw), assign_sub(b, 0.1f * db));
+//
+// grad(y, xs...) is an expression per x: the gradient of the sum of y's elements with
+// respect to x (zeros where y does not depend on x). It is checked when it is compiled:
+// y and the xs must have a floating-point dtype, and every op on a path from an x to y must
+// have a gradient rule, else the build fails naming the op's descriptor type
+// (weft::check::gradient_rule<Op, false>). Paths are found by type: an op counts when one of
+// its operands contains an expression of an x's type (so a second variable of the same type
+// as an x counts too). Expressions behind type-erased handles are checked when the gradient
+// is lowered, with an error naming the node.
+//
+// Lowering a gradient lowers y and the xs, then extends the graph backwards with the same
+// gradient rules as graphs built op by op (graph/gradient_rules.hpp); the gradient nodes go
+// under "gradients/" in the scope where grad was called. Elementwise subtrees that lowering
+// fused into one node get a fused backward too: per input of the fused node, the chain of
+// the elementwise ops' partials (the same rules, written over any value type) is one typed
+// expression at the fused node's output shape, which lowers (and fuses) like any other, and
+// is then summed down to the input's shape. The fused backward recomputes the subtree's
+// intermediate values in registers rather than storing them. A fused node that no typed
+// code registered a backward for (one reached through a handle, or the backward of a
+// backward: second derivatives) is differentiated by expanding it into its ops.
+//
+// Lowering a gradient also registers the kernels its backward ops need, for the dtypes
+// involved, so DSL programs need not link the full kernel registry.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace check {
+// Op: the descriptor of an op on a path from an x to y that has no gradient rule.
+template <class Op, bool Ok>
+struct gradient_rule {
+  static_assert(Ok, "weft::grad: an op on the path from an x to y has no gradient (its descriptor is Op)");
+  static constexpr bool value = Ok;
+};
+WEFT_DETAIL_SUPPORT_CHECK(grad_output_dtype, "weft::grad: y must have a floating-point dtype");
+WEFT_DETAIL_SUPPORT_CHECK(grad_input_dtype, "weft::grad: each x must have a floating-point dtype");
+}  // namespace check
+
+namespace detail {
+
+template <class T>
+inline constexpr bool differentiable_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+// ---- which ops have rules ------------------------------------------------------------
+// The elementwise rule of an op descriptor (::type), as gradient_rules.hpp names them.
+template <class Op>
+struct elementwise_rule {};
+#define WEFT_DETAIL_ELEMENTWISE_RULE(TAG, RULE)              \
+  template <class T>                                         \
+  struct elementwise_rule<elementwise_op<tags::TAG, T>> {    \
+    using type = gradients::RULE;                            \
+  };
+WEFT_DETAIL_ELEMENTWISE_RULE(negate, neg_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(abs, abs_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(square, square_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(sqrt, sqrt_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(rsqrt, rsqrt_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(exp, exp_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(log, log_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(tanh, tanh_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(sigmoid, sigmoid_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(relu, relu_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(add, add_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(subtract, sub_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(multiply, mul_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(divide, div_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(pow, pow_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(maximum, maximum_grad)
+WEFT_DETAIL_ELEMENTWISE_RULE(minimum, minimum_grad)
+#undef WEFT_DETAIL_ELEMENTWISE_RULE
+template <class T>
+struct elementwise_rule<select_op<T>> {
+  using type = gradients::select_grad;
+};
+template <class To, class From>
+struct elementwise_rule<cast_op<To, From>> {
+  using type = gradients::cast_grad;
+};
+
+// Whether the op of descriptor Op (with value type T) has a gradient rule in the registry.
+template <class Op>
+struct has_gradient : std::bool_constant<requires { typename elementwise_rule<Op>::type; }> {};
+template <class T, bool TA, bool TB>
+struct has_gradient<matmul_op<T, TA, TB>> : std::true_type {};
+template <>
+struct has_gradient<identity_op> : std::true_type {};
+template <bool Ones>
+struct has_gradient<fill_like_op<Ones>> : std::true_type {};  // no dependence on the values
+// Array, matrix and reduction ops: all have rules but Prod and GatherV2.
+template <class Kernel, class T>
+constexpr bool is_prod_kernel() {
+  if constexpr (std::is_void_v<T>)
+    return false;
+  else
+    return std::is_same_v<Kernel, typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>;
+}
+template <class Kernel, void (*Family)(), class T>
+struct has_gradient<indexed_op<Kernel, Family, T>>
+    : std::bool_constant<!std::is_same_v<Kernel, cpu::gather_kernel> && !is_prod_kernel<Kernel, T>()> {};
+
+// Whether expression E is, or contains, an expression of one of the types Xs.
+template <class E, class... Xs>
+struct contains : std::bool_constant<(std::is_same_v<E, Xs> || ...)> {};
+template <class Op, class T, class S, class... Args, class... Xs>
+struct contains<op_expr<Op, T, S, Args...>, Xs...>
+    : std::bool_constant<(std::is_same_v<op_expr<Op, T, S, Args...>, Xs> || ...) || (contains<Args, Xs...>::value || ...)> {};
+
+// Checks every op of E on a path from an expression of a type in Xs (compile time).
+template <class E, class... Xs>
+struct check_gradient_path : std::true_type {};
+template <class Op, class T, class S, class... Args, class... Xs>
+struct check_gradient_path<op_expr<Op, T, S, Args...>, Xs...> {
+  static constexpr bool on_path = !(std::is_same_v<op_expr<Op, T, S, Args...>, Xs> || ...) && differentiable_v<T> &&
+                                  ((differentiable_v<value_type_of<Args>> && contains<Args, Xs...>::value) || ...);
+  static constexpr bool value = check::gradient_rule<Op, !on_path || has_gradient<Op>::value>::value &&
+                                (check_gradient_path<Args, Xs...>::value && ...);
+};
+
+// ---- fused backward ---------------------------------------------------------------------
+// A leaf of a fused subtree's backward: a tensor already in the graph.
+template <class T, class S>
+class bound_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  bound_expr(const graph& g, output o) : graph_(&g), out_(o) {}
+  output lower(lowering& cx) const {
+    if (&cx.target() != graph_)
+      fail(error_code::internal, "weft::grad: a fused backward was lowered into another graph than its forward's");
+    return out_;
+  }
+
+ private:
+  const graph* graph_;
+  output out_;
+};
+
+// E with its fused leaves replaced by bound_exprs: the subtree rebuilt over tensors.
+template <class E>
+struct rebound {
+  using type = bound_expr<value_type_of<E>, shape_of<E>>;
+};
+template <class Op, class T, class S, class... Args>
+  requires interior<op_expr<Op, T, S, Args...>>::value
+struct rebound<op_expr<Op, T, S, Args...>> {
+  using type = op_expr<Op, T, S, typename rebound<Args>::type...>;
+};
+
+template <class E, std::size_t Off>
+typename rebound<E>::type rebind(const graph& g, const std::vector<output>& leaves) {
+  if constexpr (interior<E>::value) {
+    using Args = typename E::args_type;
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return typename rebound<E>::type(typename E::op_type{},
+                                       rebind<std::tuple_element_t<I, Args>, Off + leaf_offset<Args, I>()>(g, leaves)...);
+    }(std::make_index_sequence<std::tuple_size_v<Args>>{});
+  } else {
+    return typename rebound<E>::type(g, leaves[Off]);
+  }
+}
+
+template <class E>
+struct is_bound : std::false_type {};
+template <class T, class S>
+struct is_bound<bound_expr<T, S>> : std::true_type {};
+
+// The partials of rebound subtree X's leaves (from its root's gradient d): a tuple with one
+// entry per leaf position, the chain of the partials from X down to it at the output's
+// shape, or no_partial where none flows.
+template <class X>
+auto no_partials() {
+  return []<std::size_t... K>(std::index_sequence<K...>) {
+    return std::tuple{(static_cast<void>(K), gradients::no_partial{})...};
+  }(std::make_index_sequence<fused_count<X>::leaves>{});
+}
+template <class X, class D>
+auto chain_partials(const X& x, const D& d);
+
+// The partials of operand I of rebound node X, given the node's partials `parts`.
+template <std::size_t I, class X, class Parts>
+auto operand_partials(const X& x, const Parts& parts) {
+  using P = std::remove_cvref_t<std::tuple_element_t<I, Parts>>;
+  using A = std::tuple_element_t<I, typename X::args_type>;
+  if constexpr (!std::is_same_v<P, gradients::no_partial> && differentiable_v<value_type_of<A>>)
+    return chain_partials(std::get<I>(x.args()), std::get<I>(parts));
+  else
+    return no_partials<A>();
+}
+
+template <class X, class Parts, std::size_t... I>
+auto all_operand_partials(const X& x, const Parts& parts, std::index_sequence<I...>) {
+  return std::tuple_cat(operand_partials<I>(x, parts)...);
+}
+
+template <class X, class D>
+auto chain_partials(const X& x, const D& d) {
+  if constexpr (is_bound<X>::value) {
+    return std::tuple<D>{d};
+  } else {
+    using Rule = typename elementwise_rule<typename X::op_type>::type;
+    auto parts = std::apply([&](const auto&... a) { return Rule::partials(d, a..., x); }, x.args());
+    return all_operand_partials(x, parts, std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
+  }
+}
+
+// The leaf types of subtree E, in order.
+template <class E>
+struct leaf_types {
+  using type = std::tuple<E>;
+};
+template <class Op, class T, class S, class... Args>
+  requires interior<op_expr<Op, T, S, Args...>>::value
+struct leaf_types<op_expr<Op, T, S, Args...>> {
+  using type = decltype(std::tuple_cat(std::declval<typename leaf_types<Args>::type>()...));
+};
+
+// Per leaf position, the first position whose leaf has the same type: leaves of one type
+// are usually one tensor (x used several times), whose partials are summed in one
+// expression when they are.
+template <class E>
+constexpr auto first_of_type() {
+  using L = typename leaf_types<E>::type;
+  constexpr std::size_t n = std::tuple_size_v<L>;
+  return []<std::size_t... K>(std::index_sequence<K...>) {
+    std::array<std::size_t, n> out{};
+    auto one = [&]<std::size_t J>() {
+      std::size_t first = J;
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((first = (I < first && std::is_same_v<std::tuple_element_t<I, L>, std::tuple_element_t<J, L>>) ? I : first), ...);
+      }(std::make_index_sequence<n>{});
+      out[J] = first;
+    };
+    (one.template operator()<K>(), ...);
+    return out;
+  }(std::make_index_sequence<n>{});
+}
+
+// The sum of the partials at the positions from K on whose group is R (no_partial: none).
+template <auto Group, std::size_t R, std::size_t K, class Parts, class Acc>
+auto group_sum(const Parts& parts, const Acc& acc) {
+  if constexpr (K == std::tuple_size_v<Parts>) {
+    return acc;
+  } else {
+    using P = std::remove_cvref_t<std::tuple_element_t<K, Parts>>;
+    if constexpr (Group[K] != R || std::is_same_v<P, gradients::no_partial>)
+      return group_sum<Group, R, K + 1>(parts, acc);
+    else if constexpr (std::is_same_v<Acc, gradients::no_partial>)
+      return group_sum<Group, R, K + 1>(parts, std::get<K>(parts));
+    else
+      return group_sum<Group, R, K + 1>(parts, acc + std::get<K>(parts));
+  }
+}
+
+// Adds, through add(slot, partial), the partials of group R (the positions whose leaves
+// have the type of position R's): as one sum when they all read one input, else one by one.
+template <auto Group, std::size_t R, std::size_t K, class Parts, class Add>
+void add_one(const Parts& parts, const std::vector<std::int64_t>& slots, Add& add) {
+  using P = std::remove_cvref_t<std::tuple_element_t<K, Parts>>;
+  if constexpr (Group[K] == R && !std::is_same_v<P, gradients::no_partial>) add(slots[K], std::get<K>(parts));
+}
+template <auto Group, std::size_t R, class Parts, class Add, std::size_t... K>
+void add_each(const Parts& parts, const std::vector<std::int64_t>& slots, Add& add, std::index_sequence<K...>) {
+  (add_one<Group, R, K>(parts, slots, add), ...);
+}
+template <auto Group, std::size_t R, class Parts, class Add>
+void add_group(const Parts& parts, const std::vector<std::int64_t>& slots, Add& add) {
+  if constexpr (Group[R] == R) {
+    constexpr std::size_t n = std::tuple_size_v<Parts>;
+    bool one_input = true;
+    for (std::size_t k = R; k < n; ++k) one_input = one_input && (Group[k] != R || slots[k] == slots[R]);
+    if (one_input) {
+      const auto sum = group_sum<Group, R, 0>(parts, gradients::no_partial{});
+      if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(sum)>, gradients::no_partial>) add(slots[R], sum);
+    } else {  // leaves of one type that are different tensors
+      add_each<Group, R>(parts, slots, add, std::make_index_sequence<n>{});
+    }
+  }
+}
+template <auto Group, class Parts, class Add, std::size_t... R>
+void add_groups(const Parts& parts, const std::vector<std::int64_t>& slots, Add& add, std::index_sequence<R...>) {
+  (add_group<Group, R>(parts, slots, add), ...);
+}
+
+// The backward of fused subtree E, for a Fused node of E's signature: per input, the sum of
+// its leaves' partials as one expression, lowered (and fused) in `cx`, then summed down to
+// the input's shape. Inputs no gradient is asked of are skipped.
+template <class E>
+gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering& cx) {
+  constexpr std::size_t n = fused_count<E>::leaves;
+  constexpr auto group = first_of_type<E>();
+  const graph& g = cx.target();
+  const auto& slots = a.n.attr<std::vector<std::int64_t>>("slots");
+  if (slots.size() != n || !a.dy[0])
+    fail(error_code::internal, "weft::grad: ", a.n.describe(), " does not match its compiled backward");
+  std::vector<output> leaves;
+  for (auto s : slots) leaves.push_back(a.x.at(static_cast<std::size_t>(s)).out());
+  name_scope in_gradients("gradients");
+  const auto x = rebind<E, 0>(g, leaves);
+  const bound_expr<value_type_of<E>, shape_of<E>> d(g, a.dy[0]->out());
+  const auto parts = chain_partials(x, d);
+  gradient_builder& b = a.x[0].builder();
+  std::vector<std::optional<symbol>> sums(a.x.size());
+  auto add = [&](std::int64_t slot, const auto& partial) {
+    if (!a.needs(static_cast<std::size_t>(slot))) return;
+    symbol p(b, weft::lower(cx, partial));
+    auto& s = sums[static_cast<std::size_t>(slot)];
+    s = s ? *s + p : p;
+  };
+  add_groups<group>(parts, slots, add, std::make_index_sequence<n>{});
+  gradient_result<symbol> out(a.x.size());
+  for (std::size_t i = 0; i < a.x.size(); ++i)
+    if (sums[i]) out[i] = sum_to(*sums[i], a.x[i]);
+  return out;
+}
+
+using fused_backward_fn = gradient_result<symbol> (*)(const gradient_args<symbol>&, lowering&);
+
+// Compiled backwards of fused subtrees, by signature (registered by grad()).
+class fused_gradient_registry {
+ public:
+  static fused_gradient_registry& global() {
+    static auto* instance = new fused_gradient_registry;  // never destroyed (see op_registry)
+    return *instance;
+  }
+  void add(const std::string& signature, fused_backward_fn fn) {
+    std::unique_lock lock(mutex_);
+    fns_.emplace(signature, fn);
+  }
+  fused_backward_fn find(const std::string& signature) const {
+    std::shared_lock lock(mutex_);
+    auto it = fns_.find(signature);
+    return it == fns_.end() ? nullptr : it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, fused_backward_fn, std::less<>> fns_;
+};
+
+// The backward of a Fused node without a compiled one: its subtree, parsed from the
+// signature, rebuilt as one node per op (recomputing the intermediate values) and
+// differentiated with each op's rule.
+inline gradient_result<symbol> expanded_fused_backward(const gradient_args<symbol>& a) {
+  const std::string& sig = a.n.attr<std::string>("expr");
+  const auto& slots = a.n.attr<std::vector<std::int64_t>>("slots");
+  struct item {
+    symbol value;
+    std::vector<std::size_t> operands;  // items
+    int input = -1;                     // a leaf: the node input it reads
+  };
+  std::vector<item> items;
+  std::size_t pos = 0, leaf = 0;
+  auto bad = [&]() -> std::size_t {
+    fail(error_code::invalid_argument, a.n.describe(), ": cannot parse the fused expression '", sig, "' at offset ", pos);
+  };
+  auto read_dtype = [&](bool leaf_name) {
+    std::size_t end = sig.find_first_of(",()", pos);
+    std::string name = sig.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? sig.size() : end;
+    if (leaf_name && !name.empty() && name.back() == 's') name.pop_back();  // a static scalar
+    return parse_dtype(name);
+  };
+  std::function<std::size_t()> parse = [&]() -> std::size_t {
+    if (pos < sig.size() && sig[pos] == '$') {
+      ++pos;
+      read_dtype(true);
+      if (leaf >= slots.size()) bad();
+      const int input = static_cast<int>(slots[leaf++]);
+      items.push_back({a.x.at(static_cast<std::size_t>(input)), {}, input});
+      return items.size() - 1;
+    }
+    const std::size_t colon = sig.find(':', pos);
+    if (colon == std::string::npos) return bad();
+    const std::string op = sig.substr(pos, colon - pos);
+    pos = colon + 1;
+    const dtype t = read_dtype(false);
+    if (pos >= sig.size() || sig[pos] != '(') return bad();
+    std::vector<std::size_t> operands;
+    do {
+      ++pos;
+      operands.push_back(parse());
+    } while (pos < sig.size() && sig[pos] == ',');
+    if (pos >= sig.size() || sig[pos] != ')') return bad();
+    ++pos;
+    std::vector<symbol> rest;
+    for (std::size_t k = 1; k < operands.size(); ++k) rest.push_back(items[operands[k]].value);
+    attr_map attrs;
+    if (op == "Cast") attrs.set("DstT", t);
+    items.push_back({items[operands[0]].value.then(op, rest, attrs), operands, -1});
+    return items.size() - 1;
+  };
+  const std::size_t root = parse();
+  if (pos != sig.size() || leaf != slots.size()) bad();
+  // Backwards over the rebuilt ops (operands come before their users).
+  std::vector<std::optional<symbol>> d(items.size());
+  d[root] = a.dy[0];
+  gradient_result<symbol> out(a.x.size());
+  for (std::size_t k = items.size(); k-- > 0;) {
+    if (!d[k]) continue;
+    const item& it = items[k];
+    if (it.input >= 0) {
+      auto& s = out[static_cast<std::size_t>(it.input)];
+      s = s ? *s + *d[k] : *d[k];
+      continue;
+    }
+    const node& n = it.value.producer();
+    const gradient_fn* rule = gradient_registry::global().find(n.op());
+    if (!rule)
+      fail(error_code::unimplemented, "weft::add_gradients: no gradient is defined for ", n.describe(),
+           ", inside the fused expression of ", a.n.describe());
+    gradient_args<symbol> args{n, {}, {it.value}, {d[k]}, {}};
+    for (auto o : it.operands) args.x.push_back(items[o].value);
+    const gradient_result<symbol> parts = (*rule)(args);
+    for (std::size_t j = 0; j < it.operands.size() && j < parts.size(); ++j) {
+      const std::size_t o = it.operands[j];
+      if (!parts[j] || !differentiable(items[o].value.type())) continue;
+      d[o] = d[o] ? *d[o] + *parts[j] : *parts[j];
+    }
+  }
+  return out;
+}
+
+// The gradient rule of Fused nodes: the compiled backward when typed code registered one
+// for the signature and the gradient is built by a DSL lowering, else the expansion.
+inline gradient_result<symbol> fused_gradient(const gradient_args<symbol>& a) {
+  if (!a.dy[0] || a.x.empty()) return gradient_result<symbol>(a.x.size());
+  if (lowering* cx = a.x[0].builder().dsl())
+    if (auto fn = fused_gradient_registry::global().find(a.n.attr<std::string>("expr"))) return fn(a, *cx);
+  return expanded_fused_backward(a);
+}
+
+// Calls f.template operator()<A>() for each operand type A of expression type E.
+template <class E, class F>
+void each_operand_type(F&& f) {
+  if constexpr (requires { typename E::args_type; })
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (f.template operator()<std::tuple_element_t<I, typename E::args_type>>(), ...);
+    }(std::make_index_sequence<std::tuple_size_v<typename E::args_type>>{});
+}
+
+template <class E>
+void each_fused_leaf();
+
+// Registers the compiled backward of every maximal fused subtree of E (those lowering
+// turns into Fused nodes) whose value is differentiable.
+template <class E>
+void register_fused_backwards() {
+  if constexpr (requires { typename E::op_type; typename E::args_type; }) {
+    if constexpr (interior<E>::value && fused_count<E>::ops >= 2 && differentiable_v<value_type_of<E>>) {
+      static const std::string signature = [] {
+        std::string s;
+        append_signature<E>(s);
+        return s;
+      }();
+      fused_gradient_registry::global().add(signature, &fused_backward<E>);
+      each_fused_leaf<E>();
+    } else {
+      each_operand_type<E>([]<class A>() { register_fused_backwards<A>(); });
+    }
+  }
+}
+template <class E>
+void each_fused_leaf() {
+  if constexpr (interior<E>::value) {
+    each_operand_type<E>([]<class A>() { each_fused_leaf<A>(); });
+  } else {
+    register_fused_backwards<E>();
+  }
+}
+
+// The kernels of the ops gradient rules add for dtype T (and the array ops they use).
+template <class T>
+void register_gradient_kernels_once() {
+  ops::register_standard_ops();
+  cpu::register_array_kernels();
+  tags::negate::register_kernel<T>();
+  tags::abs::register_kernel<T>();
+  tags::square::register_kernel<T>();
+  tags::sqrt::register_kernel<T>();
+  tags::rsqrt::register_kernel<T>();
+  tags::exp::register_kernel<T>();
+  tags::log::register_kernel<T>();
+  tags::tanh::register_kernel<T>();
+  tags::sigmoid::register_kernel<T>();
+  tags::relu::register_kernel<T>();
+  tags::add::register_kernel<T>();
+  tags::subtract::register_kernel<T>();
+  tags::multiply::register_kernel<T>();
+  tags::divide::register_kernel<T>();
+  tags::pow::register_kernel<T>();
+  tags::maximum::register_kernel<T>();
+  tags::minimum::register_kernel<T>();
+  tags::greater::register_kernel<T>();
+  tags::greater_equal::register_kernel<T>();
+  tags::less::register_kernel<T>();
+  tags::less_equal::register_kernel<T>();
+  tags::equal::register_kernel<T>();
+  select_op<T>{}.prepare();
+  cast_op<T, T>{}.prepare();
+  cpu::register_matmul_kernel<T>();
+  const kernel_registry::type_constraint t{"T", dtype_of<T>};
+  register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", t);
+  register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", t);
+  register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
+  register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
+  register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", t);
+}
+
+template <class T>
+void register_gradient_kernels() {
+  static const bool once = (register_gradient_kernels_once<T>(), true);
+  (void)once;
+}
+
+// Registers the kernels for each differentiable dtype in E.
+template <class E>
+void register_gradient_kernels_of() {
+  if constexpr (differentiable_v<value_type_of<E>>) register_gradient_kernels<value_type_of<E>>();
+  each_operand_type<E>([]<class A>() { register_gradient_kernels_of<A>(); });
+}
+
+// Gradient nodes added through a DSL lowering (merged with equal nodes, fused subtrees
+// differentiated by their compiled backward).
+class lowering_gradient_builder final : public gradient_builder {
+ public:
+  lowering_gradient_builder(lowering& cx, const scope_info* scope) : cx_(cx), scope_(scope) {}
+  const graph& target() const override { return cx_.target(); }
+  output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
+    return cx_.add(op, std::move(inputs), std::move(attrs), scope_);
+  }
+  lowering* dsl() override { return &cx_; }
+
+ private:
+  lowering& cx_;
+  const scope_info* scope_;
+};
+
+// Fused nodes are differentiable in every program that includes this header.
+inline const bool fused_gradient_registered = (gradient_registry::global().add("Fused", &fused_gradient), true);
+
+// What grad(y, xs...) lowers: all the xs' gradients, in one backward pass per lowering.
+struct gradient_state {
+  lower_fn y;
+  std::vector<lower_fn> xs;
+  void (*prepare)();
+  const scope_info* scope;
+  std::mutex mutex;
+  std::vector<std::pair<std::uint64_t, std::vector<output>>> lowered;
+
+  output get(lowering& cx, std::size_t i) {
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& [serial, outs] : lowered)
+        if (serial == cx.serial()) return outs[i];
+    }
+    prepare();
+    const output yo = y(cx);
+    std::vector<output> xo;
+    for (const auto& x : xs) xo.push_back(x(cx));
+    lowering_gradient_builder b(cx, scope);
+    std::vector<output> outs = add_gradients(b, {yo}, xo);
+    std::lock_guard lock(mutex);
+    lowered.emplace_back(cx.serial(), outs);
+    return outs[i];
+  }
+};
+
+}  // namespace detail
+
+// The gradient of y with respect to one x: an expression of x's dtype and shape.
+template <class T, class S>
+class gradient_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  gradient_expr(std::shared_ptr<detail::gradient_state> state, std::size_t index)
+      : state_(std::move(state)), index_(index) {}
+  output lower(lowering& cx) const { return state_->get(cx, index_); }
+
+ private:
+  std::shared_ptr<detail::gradient_state> state_;
+  std::size_t index_;
+};
+
+// grad(y, x): the gradient of the sum of y's elements with respect to x; grad(y, x1, x2, ...)
+// a std::tuple of them (for structured bindings). See the top of this file.
+template <expression Y, expression... X>
+  requires(sizeof...(X) >= 1)
+auto grad(const Y& y, const X&... xs) {
+  using YT = value_type_of<Y>;
+  (void)check::grad_output_dtype<YT, detail::differentiable_v<YT>>::value;
+  ((void)check::grad_input_dtype<value_type_of<X>, detail::differentiable_v<value_type_of<X>>>::value, ...);
+  static_assert(!(detail::interior<std::remove_cvref_t<X>>::value || ...),
+                "weft::grad: an x is an elementwise expression, which lowering fuses into its users (it is no node of "
+                "the graph); use weft::identity(x) in y and differentiate with respect to that");
+  static_assert(detail::check_gradient_path<std::remove_cvref_t<Y>, std::remove_cvref_t<X>...>::value);
+  auto state = std::make_shared<detail::gradient_state>();
+  state->y = lowering_of(y);
+  (state->xs.push_back(lowering_of(xs)), ...);
+  state->prepare = [] {
+    WEFT_DETAIL_ONCE(detail::register_fused_op(),
+                     detail::register_gradient_kernels_of<std::remove_cvref_t<Y>>(),
+                     detail::register_fused_backwards<std::remove_cvref_t<Y>>());
+  };
+  state->scope = detail::intern_scope({detail::current_scope()->prefix + "gradients/", detail::current_scope()->device,
+                                       detail::current_scope()->colocate});
+  if constexpr (sizeof...(X) == 1) {
+    return gradient_expr<value_type_of<X>..., shape_of<X>...>(std::move(state), 0);
+  } else {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple{gradient_expr<value_type_of<X>, shape_of<X>>(state, I)...};
+    }(std::index_sequence_for<X...>{});
+  }
+}
 
 }  // namespace weft
 // client_session: runs typed expressions. It owns a graph; each run lowers its fetches,

@@ -113,14 +113,21 @@ template <class To, class From>
 struct complex_to_real_cast<cast_op<To, From>>
     : std::bool_constant<Eigen::NumTraits<From>::IsComplex && !Eigen::NumTraits<To>::IsComplex> {};
 
+// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
+template <class Op, class T, class... Args>
+constexpr bool fuses() {
+  if constexpr (!Op::elementwise) {
+    return false;  // (not every other descriptor has a static name)
+  } else {
+    return fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) && !complex_to_real_cast<Op>::value &&
+           !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
+             std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>);
+  }
+}
 template <class E>
 struct interior : std::false_type {};  // a leaf of the fused subtree
 template <class Op, class T, class S, class... Args>
-struct interior<op_expr<Op, T, S, Args...>>
-    : std::bool_constant<Op::elementwise && fusable_type_v<T> && (fusable_type_v<value_type_of<Args>> && ...) &&
-                         !complex_to_real_cast<Op>::value &&
-                         !((std::string_view(Op::name) == "Div" || std::string_view(Op::name) == "Pow") &&
-                           std::is_integral_v<value_type_of<std::tuple_element_t<0, std::tuple<Args...>>>>)> {};
+struct interior<op_expr<Op, T, S, Args...>> : std::bool_constant<fuses<Op, T, Args...>()> {};
 
 template <class E>
 struct fused_count {  // interior nodes, leaves

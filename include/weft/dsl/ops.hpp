@@ -379,6 +379,15 @@ auto select(const C& c, const A& a, const B& b) {
   (void)check::select_broadcast<all::conflict[0], all::conflict[1]>::value;
   return op_expr<select_op<T>, T, typename all::type, C, A, B>({}, c, a, b);
 }
+// select(c, x, 0.0) / select(c, 0.0, x): a number as one branch, of the other's dtype.
+template <expression C, expression A, detail::scalar_value U>
+auto select(const C& c, const A& a, U b) {
+  return select(c, a, detail::scalar_operand<value_type_of<A>>(b));
+}
+template <expression C, detail::scalar_value U, expression B>
+auto select(const C& c, U a, const B& b) {
+  return select(c, detail::scalar_operand<value_type_of<B>>(a), b);
+}
 
 // cast<U>(x): x converted to U (TensorFlow's Cast).
 template <class To, class From>
@@ -399,6 +408,14 @@ struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
 template <element To, expression A>
 auto cast(const A& a) {
   return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
+}
+// cast_like(x, like): x converted to like's dtype; x itself when it has it.
+template <expression A, expression Like>
+auto cast_like(const A& a, const Like&) {
+  if constexpr (std::is_same_v<value_type_of<A>, value_type_of<Like>>)
+    return a;
+  else
+    return cast<value_type_of<Like>>(a);
 }
 
 // ---- matmul ---------------------------------------------------------------------------

@@ -6,6 +6,9 @@
 // is not positive.
 #pragma once
 
+#include <tuple>
+#include <utility>
+
 #include <weft/graph/gradients.hpp>
 
 namespace weft::gradients {
@@ -18,85 +21,128 @@ using result = gradient_result<V>;
 struct identity_grad {
   template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
 };
+struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
+  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
+};
+
+// ---- elementwise ops ---------------------------------------------------------------------
+// Each rule gives the partials of one elementwise op: partials(d, x..., y) returns a tuple
+// with, per operand, d times the derivative of y in that operand, at the output's
+// (broadcast) shape, or `no_partial` where there is none. The same text serves both kinds
+// of values: run-time graph symbols (elementwise_grad below sums each partial down to its
+// operand's shape) and typed DSL expressions, where the backward of a fused elementwise
+// subtree chains them at the output's shape and sums once per leaf (dsl/gradient.hpp;
+// summing is linear and the partials are constant along broadcast dims, so that is the same).
+struct no_partial {};
+
 struct neg_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {-a.d()}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
 };
 struct add_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(a.d(), a.x[1])}; }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
 };
 struct sub_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), sum_to(-a.d(), a.x[1])}; }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
 };
 struct mul_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    return {sum_to(a.d() * a.x[1], a.x[0]), sum_to(a.x[0] * a.d(), a.x[1])};
-  }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
 };
 struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    return {sum_to(a.d() / a.x[1], a.x[0]), sum_to(-(a.d() * a.y[0]) / a.x[1], a.x[1])};
-  }
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
 };
 struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], &y = a.x[1];
-    return {sum_to(a.d() * y * pow(x, y - 1.0), x), sum_to(select(x > 0.0, a.d() * a.y[0] * log(x), 0.0), y)};
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
+    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
   }
 };
-struct maximum_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V first = a.x[0] >= a.x[1];
-    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+struct maximum_grad {  // ties go to the first operand
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
   }
 };
 struct minimum_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V first = a.x[0] <= a.x[1];
-    return {sum_to(select(first, a.d(), 0.0), a.x[0]), sum_to(select(first, 0.0, a.d()), a.x[1])};
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
   }
 };
 struct square_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.x[0] * 2.0}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
 };
 struct sqrt_grad {  // z = sqrt(x): d / (2 z)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / (a.y[0] * 2.0)}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
 };
 struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * a.y[0] * a.y[0] * -0.5}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
 };
 struct exp_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0]}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
 };
 struct log_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() / a.x[0]}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
 };
 struct tanh_grad {  // d (1 - z^2)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * (1.0 - a.y[0] * a.y[0])}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
 };
 struct sigmoid_grad {  // d z (1 - z)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() * a.y[0] * (1.0 - a.y[0])}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 struct relu_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {select(a.y[0] > 0.0, a.d(), 0.0)}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
 };
 struct abs_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {select(a.x[0] < 0.0, -a.d(), a.d())}; }
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, d)}; }
 };
 struct select_grad {  // no gradient for the condition
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& c = a.x[0];
-    return {std::nullopt, sum_to(select(c, a.d(), 0.0), a.x[1]), sum_to(select(c, 0.0, a.d()), a.x[2])};
+  template <class D, class C, class T, class E, class Y>
+  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
+    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
   }
 };
 struct cast_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {cast_like(a.d(), a.x[0])}; }
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
 };
+
+// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
+// down to their operands' shapes (unary ops do not broadcast).
+template <class Rule>
+struct elementwise_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
+                              : requires(const V& v) { Rule::partials(v, v, v, v); } ? 2
+                                                                                     : 3;
+    if (a.x.size() != n)
+      fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " has ", a.x.size(),
+           " inputs; its gradient rule takes ", n);
+    auto parts = [&]<std::size_t... I>(std::index_sequence<I...>) { return Rule::partials(a.d(), a.x[I]..., a.y[0]); }(
+        std::make_index_sequence<n>{});
+    result<V> out;
+    std::apply([&](const auto&... p) { (out.push_back(reduced<n>(p, a.x[out.size()])), ...); }, parts);
+    return out;
+  }
+
+ private:
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(const V& p, const V& x) {
+    if constexpr (N == 1) return p;
+    else return sum_to(p, x);
+  }
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
+};
+
 struct matmul_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -354,25 +400,27 @@ inline void register_standard_gradients() {
       r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
     };
     add_rule("Identity", identity_grad{});
-    add_rule("Neg", neg_grad{});
-    add_rule("Add", add_grad{});
-    add_rule("Sub", sub_grad{});
-    add_rule("Mul", mul_grad{});
-    add_rule("Div", div_grad{});
-    add_rule("Pow", pow_grad{});
-    add_rule("Maximum", maximum_grad{});
-    add_rule("Minimum", minimum_grad{});
-    add_rule("Square", square_grad{});
-    add_rule("Sqrt", sqrt_grad{});
-    add_rule("Rsqrt", rsqrt_grad{});
-    add_rule("Exp", exp_grad{});
-    add_rule("Log", log_grad{});
-    add_rule("Tanh", tanh_grad{});
-    add_rule("Sigmoid", sigmoid_grad{});
-    add_rule("Relu", relu_grad{});
-    add_rule("Abs", abs_grad{});
-    add_rule("Select", select_grad{});
-    add_rule("Cast", cast_grad{});
+    add_rule("ZerosLike", values_unused_grad{});
+    add_rule("OnesLike", values_unused_grad{});
+    add_rule("Neg", elementwise_grad<neg_grad>{});
+    add_rule("Add", elementwise_grad<add_grad>{});
+    add_rule("Sub", elementwise_grad<sub_grad>{});
+    add_rule("Mul", elementwise_grad<mul_grad>{});
+    add_rule("Div", elementwise_grad<div_grad>{});
+    add_rule("Pow", elementwise_grad<pow_grad>{});
+    add_rule("Maximum", elementwise_grad<maximum_grad>{});
+    add_rule("Minimum", elementwise_grad<minimum_grad>{});
+    add_rule("Square", elementwise_grad<square_grad>{});
+    add_rule("Sqrt", elementwise_grad<sqrt_grad>{});
+    add_rule("Rsqrt", elementwise_grad<rsqrt_grad>{});
+    add_rule("Exp", elementwise_grad<exp_grad>{});
+    add_rule("Log", elementwise_grad<log_grad>{});
+    add_rule("Tanh", elementwise_grad<tanh_grad>{});
+    add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
+    add_rule("Relu", elementwise_grad<relu_grad>{});
+    add_rule("Abs", elementwise_grad<abs_grad>{});
+    add_rule("Select", elementwise_grad<select_grad>{});
+    add_rule("Cast", elementwise_grad<cast_grad>{});
     add_rule("MatMul", matmul_grad{});
     add_rule("Sum", sum_grad{});
     add_rule("Mean", mean_grad{});

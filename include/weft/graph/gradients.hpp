@@ -30,6 +30,8 @@
 
 namespace weft {
 
+class lowering;  // dsl/expr.hpp
+
 namespace detail {
 // v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
 inline tensor floating_scalar(dtype t, double v) {
@@ -49,6 +51,8 @@ class gradient_builder {
   virtual ~gradient_builder() = default;
   virtual const graph& target() const = 0;
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+  // The DSL lowering the nodes go through, if any (typed code's fused backwards lower there).
+  virtual lowering* dsl() { return nullptr; }
 };
 
 // A tensor of the graph being extended, with the arithmetic gradient rules use.
@@ -226,7 +230,9 @@ struct gradient_args {
   std::vector<V> x;                // the node's inputs
   std::vector<V> y;                // its outputs
   std::vector<std::optional<V>> dy;
+  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
   const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
 };
 template <class V>
 using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
@@ -309,7 +315,7 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   for (int id = n - 1; id >= 0; --id) {
     if (!on_path(id)) continue;
     const node& nd = g.at(id);
-    gradient_args<symbol> args{nd, {}, {}, {}};
+    gradient_args<symbol> args{nd, {}, {}, {}, {}};
     bool any = false;
     for (int p = 0; p < nd.num_outputs(); ++p) {
       args.dy.push_back(total(nd.out(p)));
@@ -322,7 +328,10 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
     if (!rule)
       fail(error_code::unimplemented, "weft::add_gradients: no gradient is defined for ", nd.describe(),
            ", on the path from the differentiated inputs to the outputs");
-    for (const auto& in : nd.inputs()) args.x.emplace_back(b, in);
+    for (const auto& in : nd.inputs()) {
+      args.x.emplace_back(b, in);
+      args.wanted.push_back(on_path(in.node) && detail::differentiable(g.at(in).output_dtype(in.port)));
+    }
     for (int p = 0; p < nd.num_outputs(); ++p) args.y.emplace_back(b, nd.out(p));
     gradient_result<symbol> dx = (*rule)(args);
     if (dx.size() != nd.inputs().size())

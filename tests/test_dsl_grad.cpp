@@ -1,0 +1,228 @@
+// weft::grad on typed expressions: gradients against central differences (float64) and
+// hand-derived formulas, fused backwards (no unfused elementwise nodes), fusion on and off,
+// second derivatives, zeros for unused xs, training with typed updates, and the run-time
+// path (a DSL-lowered graph differentiated op by op).
+#include <weft/dsl.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+client_options fusion(bool on) {
+  client_options o;
+  o.fusion = on;
+  o.session.intra_op_threads = 2;
+  return o;
+}
+
+int count_op(const graph& g, std::string_view op) {
+  int n = 0;
+  for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
+  return n;
+}
+
+// Central differences of f at v, one element at a time.
+std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f, std::vector<double> v) {
+  const double eps = 1e-6;
+  std::vector<double> g(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double keep = v[i];
+    v[i] = keep + eps;
+    const double up = f(v);
+    v[i] = keep - eps;
+    const double down = f(v);
+    v[i] = keep;
+    g[i] = (up - down) / (2 * eps);
+  }
+  return g;
+}
+
+void check_close(std::span<const double> got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).margin(tol));
+  }
+}
+
+std::vector<double> values(std::size_t n, double scale, double offset) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<double>(static_cast<int>((i * 7) % 11) - 5);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("dsl grad: a fused elementwise expression with broadcasting matches central differences", "[dsl][grad]") {
+  auto x = placeholder<double>("x", dims<3, 4>);
+  auto b = placeholder<double>("b", dims<4>);
+  auto s = placeholder<double>("s", dims<>);
+  auto xf = placeholder<float>("xf", dims<3, 4>);  // the Cast's gradient (x itself is not cast: float rounding would swamp the differences)
+  auto body = tanh(x * s + b) * x + sigmoid(b) / (square(x) + 1.0) + maximum(x, b * 0.5) - relu(x - b) +
+              sqrt(x * x + 2.0) + log(abs(x) + 1.0) + exp(x * 0.3) - pow(x * x + 1.0, b * 0.5 + 1.0) +
+              select(x > b, x * b, -x) + cast<double>(xf * 2.0f) * x;
+  auto y = reduce_sum(body);
+  auto [dx, db, ds, dxf] = grad(y, x, b, s, xf);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(dx)>, static_shape<3, 4>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(db)>, static_shape<4>>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(ds)>, double>);
+  const std::vector<double> xv = values(12, 0.31, 0.07), bv = values(4, 0.4, -0.13);  // no x equals a b: no kinks
+  const std::vector<float> xfv(xv.begin(), xv.end());
+  const double sv = 0.7;
+  for (bool on : {true, false}) {
+    INFO("fusion " << on);
+    client_session sess(fusion(on));
+    auto run_y = [&](const std::vector<double>& xs, const std::vector<double>& bs, double sc) {
+      return sess.run(y, feed(x, tensor_of<double, 2>(xs, {3, 4})), feed(b, tensor_of<double, 1>(bs, {4})), feed(s, sc),
+                      feed(xf, tensor_of<float, 2>(xfv, {3, 4})))
+          .scalar();
+    };
+    auto [gx, gb, gs, gxf] = sess.run(fetch(dx, db, ds, dxf), feed(x, tensor_of<double, 2>(xv, {3, 4})),
+                                      feed(b, tensor_of<double, 1>(bv, {4})), feed(s, sv), feed(xf, tensor_of<float, 2>(xfv, {3, 4})));
+    for (std::size_t i = 0; i < xv.size(); ++i) CHECK(gxf.flat()[i] == Approx(2 * xv[i]).epsilon(1e-6));  // d/dxf = 2x
+    check_close(gx.flat(), numeric_gradient([&](const auto& v) { return run_y(v, bv, sv); }, xv), 1e-6);
+    check_close(gb.flat(), numeric_gradient([&](const auto& v) { return run_y(xv, v, sv); }, bv), 1e-6);
+    check_close(gs.flat(), numeric_gradient([&](const auto& v) { return run_y(xv, bv, v[0]); }, {sv}), 1e-6);
+    const graph& g = sess.current_graph();
+    if (on) {
+      // Forward and backward are fused: no elementwise op has a node of its own.
+      for (const char* op : {"Tanh", "Sigmoid", "Mul", "Select", "Sqrt", "Log", "Exp", "Pow", "Maximum", "Relu", "Abs"}) {
+        INFO(op);
+        CHECK(count_op(g, op) == 0);
+      }
+      int backward = 0;
+      for (int i = 0; i < g.size(); ++i)
+        backward += g.at(i).op() == "Fused" && g.at(i).name().starts_with("gradients/");
+      CHECK(backward >= 1);
+      CHECK(backward <= 4);  // one per input of the forward's fused node (x, b, s, xf)
+    } else {
+      CHECK(count_op(g, "Fused") == 0);
+    }
+  }
+}
+
+TEST_CASE("dsl grad: a dense layer's mean squared error matches the formula", "[dsl][grad]") {
+  constexpr int n = 5, k = 3, m = 2;
+  const std::vector<double> wv = values(k * m, 0.2, 0.05), bv = {0.3, -0.2}, xv = values(n * k, 0.5, 0.1),
+                            tv = values(n * m, 0.7, -0.3);
+  auto x = placeholder<double>("x", dims<dyn, k>);
+  auto t = placeholder<double>("t", dims<dyn, m>);
+  auto w = variable<double>("w", dims<k, m>, tensor_of<double, 2>(wv, {k, m}));
+  auto b = variable<double>("b", dims<m>, tensor_of<double, 1>(bv, {m}));
+  auto loss = reduce_mean(square(matmul(x, w) + b - t));
+  auto [dw, db] = grad(loss, w, b);
+  // d loss / d(xw + b - t) = 2 (xw + b - t) / (n m)
+  std::vector<double> r(n * m), want_w(k * m, 0.0), want_b(m, 0.0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < m; ++j) {
+      double acc = bv[j] - tv[i * m + j];
+      for (int q = 0; q < k; ++q) acc += xv[i * k + q] * wv[q * m + j];
+      r[i * m + j] = 2 * acc / (n * m);
+      want_b[j] += r[i * m + j];
+      for (int q = 0; q < k; ++q) want_w[q * m + j] += xv[i * k + q] * r[i * m + j];
+    }
+  for (bool on : {true, false}) {
+    client_session s(fusion(on));
+    s.initialize(loss);
+    auto [gw, gb] = s.run(fetch(dw, db), feed(x, tensor_of<double, 2>(xv, {n, k})), feed(t, tensor_of<double, 2>(tv, {n, m})));
+    check_close(gw.flat(), want_w, 1e-12);
+    check_close(gb.flat(), want_b, 1e-12);
+  }
+}
+
+TEST_CASE("dsl grad: an x that y does not depend on gets zeros; a single x gives one expression", "[dsl][grad]") {
+  auto x = placeholder<double>("x", dims<dyn>);
+  auto unused = placeholder<double>("unused", dims<2, 2>);
+  auto y = reduce_sum(square(x));
+  auto [dx, du] = grad(y, x, unused);
+  auto dx_only = grad(y, x);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(dx_only)>, static_shape<dyn>>);
+  client_session s;
+  const std::vector<double> xv{1, -2, 3};
+  auto [a, z, c] = s.run(fetch(dx, du, dx_only), feed(x, tensor_of<double, 1>(xv, {3})),
+                         feed(unused, tensor_of<double, 2>({1, 2, 3, 4}, {2, 2})));
+  check_close(a.flat(), {2, -4, 6}, 0);
+  check_close(z.flat(), {0, 0, 0, 0}, 0);
+  check_close(c.flat(), {2, -4, 6}, 0);
+  // Lowered once per session: fetching again adds no node.
+  const int nodes = s.current_graph().size();
+  (void)s.run(dx, feed(x, tensor_of<double, 1>(xv, {3})));
+  CHECK(s.current_graph().size() == nodes);
+  // An empty x.
+  auto e = s.run(dx, feed(x, tensor_of<double, 1>(std::vector<double>{}, {0})));
+  CHECK(e.shape() == shape{0});
+}
+
+TEST_CASE("dsl grad: second derivatives through fused backwards", "[dsl][grad]") {
+  auto x = placeholder<double>("x", dims<dyn>);
+  auto g = grad(reduce_sum(x * x * x + tanh(x)), x);  // 3x^2 + 1 - tanh^2
+  auto gg = grad(reduce_sum(g), x);                   // 6x - 2 tanh (1 - tanh^2)
+  const std::vector<double> xv{-1.5, -0.2, 0.0, 0.4, 2.0};
+  for (bool on : {true, false}) {
+    client_session s(fusion(on));
+    auto [gv, ggv] = s.run(fetch(g, gg), feed(x, tensor_of<double, 1>(xv, {5})));
+    std::vector<double> want_g, want_gg;
+    for (double v : xv) {
+      const double th = std::tanh(v);
+      want_g.push_back(3 * v * v + 1 - th * th);
+      want_gg.push_back(6 * v - 2 * th * (1 - th * th));
+    }
+    check_close(gv.flat(), want_g, 1e-12);
+    check_close(ggv.flat(), want_gg, 1e-12);
+  }
+}
+
+TEST_CASE("dsl grad: typed updates train a linear model", "[dsl][grad]") {
+  auto x = placeholder<float>("x", dims<dyn, 2>);
+  auto t = placeholder<float>("t", dims<dyn, 1>);
+  auto w = variable<float>("w", dims<2, 1>, 0.0f);
+  auto b = variable<float>("b", dims<1>, 0.0f);
+  auto loss = reduce_mean(square(matmul(x, w) + b - t));
+  auto [dw, db] = grad(loss, w, b);
+  auto step = group(assign_sub(w, 0.2f * dw), assign_sub(b, 0.2f * db));
+  std::vector<float> xv, tv;
+  for (int i = 0; i < 16; ++i) {
+    const float a = static_cast<float>(i % 4) - 1.5f, c = static_cast<float>(i / 4) - 1.5f;
+    xv.insert(xv.end(), {a, c});
+    tv.push_back(2 * a - 3 * c + 0.5f);
+  }
+  client_session s;
+  s.initialize(loss);
+  const auto feeds = [&] { return std::tuple{feed(x, tensor_of<float, 2>(xv, {16, 2})), feed(t, tensor_of<float, 2>(tv, {16, 1}))}; };
+  const float first = std::apply([&](const auto&... f) { return s.run(loss, f...).scalar(); }, feeds());
+  for (int i = 0; i < 200; ++i) std::apply([&](const auto&... f) { s.run(targets(step), f...); }, feeds());
+  const float last = std::apply([&](const auto&... f) { return s.run(loss, f...).scalar(); }, feeds());
+  CHECK(first > 1.0f);
+  CHECK(last < 1e-6f);
+  auto [wv, bv] = s.run(fetch(w, b));
+  CHECK(wv(0, 0) == Approx(2.0f).margin(1e-3));
+  CHECK(wv(1, 0) == Approx(-3.0f).margin(1e-3));
+  CHECK(bv(0) == Approx(0.5f).margin(1e-3));
+}
+
+TEST_CASE("dsl grad: a DSL-lowered graph differentiated op by op expands its fused nodes", "[dsl][grad]") {
+  auto x = placeholder<double>("x", dims<dyn>);
+  auto c = placeholder<double>("c", dims<>);
+  auto y = reduce_sum(sigmoid(x * c) * x - minimum(x, c));
+  const std::vector<double> xv{-1.0, 0.25, 0.5, 2.0};
+  // The typed gradient (also registers the kernels the expansion's nodes need).
+  client_session typed;
+  auto [want_x, want_c] = typed.run(fetch(grad(y, x), grad(y, c)), feed(x, tensor_of<double, 1>(xv, {4})), feed(c, 0.5));
+  graph g;
+  lowering cx(g);
+  const output yo = weft::lower(cx, y), xo = weft::lower(cx, x), co = weft::lower(cx, c);
+  REQUIRE(count_op(g, "Fused") == 1);
+  const auto d = add_gradients(g, {yo}, {xo, co});
+  CHECK(count_op(g, "Sigmoid") == 1);  // the fused node rebuilt op by op
+  session s(g);
+  auto out = s.run({{xo, tensor::from_vector(xv)}, {co, tensor::scalar(0.5)}}, {d[0], d[1]});
+  check_close(out[0].flat<double>(), want_x.to_vector(), 1e-12);
+  check_close(out[1].flat<double>(), want_c.to_vector(), 1e-12);
+}
