@@ -10,6 +10,11 @@
 // subtree with a broadcast operand), against Eigen Tensor's broadcast and Eigen's dense
 // rowwise form, and weft unfused. And a column operand: exp(x - m) * 2 with m [4096, 1]
 // (a softmax's shift), against Eigen Tensor's broadcast.
+//
+// The chain's gradient, grad(reduce_sum(chain), x), on 4M floats: weft with fusion (the
+// backward is one fused node, after the sum's gradient broadcasts its seed), weft
+// unfused (a node per op of the forward and of the rules), and the derivative written by
+// hand as one Eigen Tensor expression. Bytes processed count one read of x and one write.
 #include <weft/dsl.hpp>
 
 #include <benchmark/benchmark.h>
@@ -65,6 +70,47 @@ void BM_eigen(benchmark::State& state) {
       y.device(device) = expr;
       benchmark::ClobberMemory();
     }
+  }
+  state.SetBytesProcessed(state.iterations() * n * 8);
+}
+
+void weft_chain_grad(benchmark::State& state, bool fused) {
+  const std::int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  auto x = placeholder<float>("x", dims<dyn>);
+  auto dx = grad(reduce_sum(tanh(0.7f * x + 0.1f) * sigmoid(1.3f * x) + x * x), x);
+  client_options o;
+  o.fusion = fused;
+  o.session.inter_op_threads = 0;
+  o.session.intra_op_threads = threads;
+  client_session s(o);
+  auto xv = tensor_of<float, 1>(input(n), {n});
+  benchmark::DoNotOptimize(s.run(dx, feed(x, xv)));
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(dx, feed(x, xv)));
+  state.SetBytesProcessed(state.iterations() * n * 8);
+}
+void BM_weft_grad_fused(benchmark::State& state) { weft_chain_grad(state, true); }
+void BM_weft_grad_unfused(benchmark::State& state) { weft_chain_grad(state, false); }
+
+void BM_eigen_grad(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  auto xv = input(n);
+  std::vector<float> out(static_cast<std::size_t>(n));
+  Eigen::TensorMap<Eigen::Tensor<const float, 1, Eigen::RowMajor>> x(xv.data(), n);
+  Eigen::TensorMap<Eigen::Tensor<float, 1, Eigen::RowMajor>> dx(out.data(), n);
+  // d/dx [tanh(0.7x + 0.1) sigmoid(1.3x) + x^2] = 0.7 (1 - t^2) s + 1.3 t s (1 - s) + 2x
+  auto t = (x * 0.7f + 0.1f).tanh();
+  auto sg = (x * 1.3f).sigmoid();
+  auto expr = (t * t * -1.0f + 1.0f) * sg * 0.7f + t * sg * (sg * -1.0f + 1.0f) * 1.3f + x * 2.0f;
+  Eigen::ThreadPool pool(threads);
+  Eigen::ThreadPoolDevice device(&pool, threads);
+  for (auto _ : state) {
+    if (threads == 1)
+      dx = expr;
+    else
+      dx.device(device) = expr;
+    benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * n * 8);
 }
@@ -229,4 +275,7 @@ BENCHMARK(BM_weft_column_fused)->Apply(threads);
 BENCHMARK(BM_eigen_column)->Apply(threads);
 BENCHMARK(BM_weft_scale_bias_fused)->Apply(threads);
 BENCHMARK(BM_eigen_scale_bias)->Apply(threads);
+BENCHMARK(BM_weft_grad_fused)->Args({1 << 22, 1})->Args({1 << 22, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_grad_unfused)->Args({1 << 22, 1})->Args({1 << 22, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_eigen_grad)->Args({1 << 22, 1})->Args({1 << 22, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

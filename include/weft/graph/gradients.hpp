@@ -302,7 +302,10 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
     if (!detail::differentiable(y.type()))
       fail(error_code::invalid_argument, "weft::add_gradients: output ", g.at(ys[i]).describe(), " has dtype ", y.type(),
            "; gradients need a floating-point output");
-    pending[ys[i]].push_back(!dys.empty() && dys[i] ? symbol(b, *dys[i]) : ones_like(y));
+    // The seed: a constant 1 for a scalar y (so that a gradient fetched alone does not
+    // compute y), else ones of y's shape.
+    const bool scalar = y.shape().rank_known() && y.shape().rank() == 0;
+    pending[ys[i]].push_back(!dys.empty() && dys[i] ? symbol(b, *dys[i]) : scalar ? y.scalar(1.0) : ones_like(y));
   }
   auto total = [&](output o) -> std::optional<symbol> {
     auto it = pending.find(o);
