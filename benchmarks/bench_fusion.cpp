@@ -31,24 +31,48 @@ std::vector<float> input(std::int64_t n) {
   return v;
 }
 
-void weft_chain(benchmark::State& state, bool fused) {
-  const std::int64_t n = state.range(0);
-  const int threads = static_cast<int>(state.range(1));
-  auto x = placeholder<float>("x", dims<dyn>);
-  auto y = tanh(0.7f * x + 0.1f) * sigmoid(1.3f * x) + x * x;
+client_options options(int threads, bool fused = true) {
   client_options o;
   o.fusion = fused;
   o.session.inter_op_threads = 0;
   o.session.intra_op_threads = threads;
-  client_session s(o);
+  return o;
+}
+
+// Evaluates y = expr_of(x) over state.range(0) floats on state.range(1) threads, in a loop.
+template <class F>
+void weft_on_ramp(benchmark::State& state, bool fused, F expr_of) {
+  const std::int64_t n = state.range(0);
+  auto x = placeholder<float>("x", dims<dyn>);
+  auto y = expr_of(x);
+  client_session s(options(static_cast<int>(state.range(1)), fused));
   auto xv = tensor_of<float, 1>(input(n), {n});
   benchmark::DoNotOptimize(s.run(y, feed(x, xv)));
   for (auto _ : state) benchmark::DoNotOptimize(s.run(y, feed(x, xv)));
   state.SetBytesProcessed(state.iterations() * n * 8);
 }
 
-void BM_weft_fused(benchmark::State& state) { weft_chain(state, true); }
-void BM_weft_unfused(benchmark::State& state) { weft_chain(state, false); }
+template <class X>
+auto chain(const X& x) {
+  return tanh(0.7f * x + 0.1f) * sigmoid(1.3f * x) + x * x;
+}
+
+void BM_weft_fused(benchmark::State& state) { weft_on_ramp(state, true, [](const auto& x) { return chain(x); }); }
+void BM_weft_unfused(benchmark::State& state) { weft_on_ramp(state, false, [](const auto& x) { return chain(x); }); }
+
+// out = expr, on the calling thread (threads 1) or a pool of `threads`, in a loop.
+template <class Out, class Expr>
+void eigen_loop(benchmark::State& state, int threads, Out& out, const Expr& expr) {
+  Eigen::ThreadPool pool(threads);
+  Eigen::ThreadPoolDevice device(&pool, threads);
+  for (auto _ : state) {
+    if (threads == 1)
+      out = expr;
+    else
+      out.device(device) = expr;
+    benchmark::ClobberMemory();
+  }
+}
 
 void BM_eigen(benchmark::State& state) {
   const std::int64_t n = state.range(0);
@@ -57,40 +81,16 @@ void BM_eigen(benchmark::State& state) {
   std::vector<float> out(static_cast<std::size_t>(n));
   Eigen::TensorMap<Eigen::Tensor<const float, 1, Eigen::RowMajor>> x(xv.data(), n);
   Eigen::TensorMap<Eigen::Tensor<float, 1, Eigen::RowMajor>> y(out.data(), n);
-  auto expr = (x * 0.7f + 0.1f).tanh() * (x * 1.3f).sigmoid() + x * x;
-  if (threads == 1) {
-    for (auto _ : state) {
-      y = expr;
-      benchmark::ClobberMemory();
-    }
-  } else {
-    Eigen::ThreadPool pool(threads);
-    Eigen::ThreadPoolDevice device(&pool, threads);
-    for (auto _ : state) {
-      y.device(device) = expr;
-      benchmark::ClobberMemory();
-    }
-  }
+  eigen_loop(state, threads, y, (x * 0.7f + 0.1f).tanh() * (x * 1.3f).sigmoid() + x * x);
   state.SetBytesProcessed(state.iterations() * n * 8);
 }
 
-void weft_chain_grad(benchmark::State& state, bool fused) {
-  const std::int64_t n = state.range(0);
-  const int threads = static_cast<int>(state.range(1));
-  auto x = placeholder<float>("x", dims<dyn>);
-  auto dx = grad(reduce_sum(tanh(0.7f * x + 0.1f) * sigmoid(1.3f * x) + x * x), x);
-  client_options o;
-  o.fusion = fused;
-  o.session.inter_op_threads = 0;
-  o.session.intra_op_threads = threads;
-  client_session s(o);
-  auto xv = tensor_of<float, 1>(input(n), {n});
-  benchmark::DoNotOptimize(s.run(dx, feed(x, xv)));
-  for (auto _ : state) benchmark::DoNotOptimize(s.run(dx, feed(x, xv)));
-  state.SetBytesProcessed(state.iterations() * n * 8);
+void BM_weft_grad_fused(benchmark::State& state) {
+  weft_on_ramp(state, true, [](const auto& x) { return grad(reduce_sum(chain(x)), x); });
 }
-void BM_weft_grad_fused(benchmark::State& state) { weft_chain_grad(state, true); }
-void BM_weft_grad_unfused(benchmark::State& state) { weft_chain_grad(state, false); }
+void BM_weft_grad_unfused(benchmark::State& state) {
+  weft_on_ramp(state, false, [](const auto& x) { return grad(reduce_sum(chain(x)), x); });
+}
 
 void BM_eigen_grad(benchmark::State& state) {
   const std::int64_t n = state.range(0);
@@ -102,16 +102,7 @@ void BM_eigen_grad(benchmark::State& state) {
   // d/dx [tanh(0.7x + 0.1) sigmoid(1.3x) + x^2] = 0.7 (1 - t^2) s + 1.3 t s (1 - s) + 2x
   auto t = (x * 0.7f + 0.1f).tanh();
   auto sg = (x * 1.3f).sigmoid();
-  auto expr = (t * t * -1.0f + 1.0f) * sg * 0.7f + t * sg * (sg * -1.0f + 1.0f) * 1.3f + x * 2.0f;
-  Eigen::ThreadPool pool(threads);
-  Eigen::ThreadPoolDevice device(&pool, threads);
-  for (auto _ : state) {
-    if (threads == 1)
-      dx = expr;
-    else
-      dx.device(device) = expr;
-    benchmark::ClobberMemory();
-  }
+  eigen_loop(state, threads, dx, (t * t * -1.0f + 1.0f) * sg * 0.7f + t * sg * (sg * -1.0f + 1.0f) * 1.3f + x * 2.0f);
   state.SetBytesProcessed(state.iterations() * n * 8);
 }
 
@@ -122,11 +113,7 @@ void weft_bias(benchmark::State& state, bool fused) {
   auto x = placeholder<float>("x", dims<dyn, cols>);
   auto b = placeholder<float>("b", dims<cols>);
   auto y = relu(0.5f * x + b);
-  client_options o;
-  o.fusion = fused;
-  o.session.inter_op_threads = 0;
-  o.session.intra_op_threads = threads;
-  client_session s(o);
+  client_session s(options(threads, fused));
   auto xv = tensor_of<float, 2>(input(rows * cols), {rows, cols});
   auto bv = tensor_of<float, 1>(input(cols), {cols});
   benchmark::DoNotOptimize(s.run(y, feed(x, xv), feed(b, bv)));
@@ -143,16 +130,7 @@ void BM_eigen_bias(benchmark::State& state) {
   Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>> x(xv.data(), rows, cols);
   Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>> b(bv.data(), 1, cols);
   Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>> y(out.data(), rows, cols);
-  auto expr = (x * 0.5f + b.broadcast(Eigen::array<Eigen::Index, 2>{rows, 1})).cwiseMax(0.0f);
-  Eigen::ThreadPool pool(threads);
-  Eigen::ThreadPoolDevice device(&pool, threads);
-  for (auto _ : state) {
-    if (threads == 1)
-      y = expr;
-    else
-      y.device(device) = expr;
-    benchmark::ClobberMemory();
-  }
+  eigen_loop(state, threads, y, (x * 0.5f + b.broadcast(Eigen::array<Eigen::Index, 2>{rows, 1})).cwiseMax(0.0f));
   state.SetBytesProcessed(state.iterations() * rows * cols * 8);
 }
 
@@ -176,10 +154,7 @@ void BM_weft_column_fused(benchmark::State& state) {
   auto x = placeholder<float>("x", dims<dyn, cols>);
   auto m = placeholder<float>("m", dims<dyn, 1>);
   auto y = exp(x - m) * 2.0f;
-  client_options o;
-  o.session.inter_op_threads = 0;
-  o.session.intra_op_threads = threads;
-  client_session s(o);
+  client_session s(options(threads));
   auto xv = tensor_of<float, 2>(input(rows * cols), {rows, cols});
   auto mv = tensor_of<float, 2>(input(rows), {rows, 1});
   benchmark::DoNotOptimize(s.run(y, feed(x, xv), feed(m, mv)));
@@ -195,15 +170,7 @@ void BM_eigen_column(benchmark::State& state) {
   Eigen::TensorMap<Eigen::Tensor<const float, 2, Eigen::RowMajor>> m(mv.data(), rows, 1);
   Eigen::TensorMap<Eigen::Tensor<float, 2, Eigen::RowMajor>> y(out.data(), rows, cols);
   auto expr = (x - m.broadcast(Eigen::array<Eigen::Index, 2>{1, cols})).exp() * 2.0f;
-  Eigen::ThreadPool pool(threads);
-  Eigen::ThreadPoolDevice device(&pool, threads);
-  for (auto _ : state) {
-    if (threads == 1)
-      y = expr;
-    else
-      y.device(device) = expr;
-    benchmark::ClobberMemory();
-  }
+  eigen_loop(state, threads, y, expr);
   state.SetBytesProcessed(state.iterations() * rows * cols * 8);
 }
 
@@ -217,10 +184,7 @@ void BM_weft_scale_bias_fused(benchmark::State& state) {
   auto sc = placeholder<float>("s", dims<dyn, 1, 1>);
   auto b = placeholder<float>("b", dims<cols>);
   auto y = relu(x * sc + b);
-  client_options o;
-  o.session.inter_op_threads = 0;
-  o.session.intra_op_threads = threads;
-  client_session s(o);
+  client_session s(options(threads));
   auto xv = tensor_of<float, 3>(input(batch * mid * cols), {batch, mid, cols});
   auto sv = tensor_of<float, 3>(input(batch), {batch, 1, 1});
   auto bv = tensor_of<float, 1>(input(cols), {cols});
@@ -240,15 +204,7 @@ void BM_eigen_scale_bias(benchmark::State& state) {
   auto expr = (x * sc.broadcast(Eigen::array<Eigen::Index, 3>{1, mid, cols}) +
                b.broadcast(Eigen::array<Eigen::Index, 3>{batch, mid, 1}))
                   .cwiseMax(0.0f);
-  Eigen::ThreadPool pool(threads);
-  Eigen::ThreadPoolDevice device(&pool, threads);
-  for (auto _ : state) {
-    if (threads == 1)
-      y = expr;
-    else
-      y.device(device) = expr;
-    benchmark::ClobberMemory();
-  }
+  eigen_loop(state, threads, y, expr);
   state.SetBytesProcessed(state.iterations() * batch * mid * cols * 8);
 }
 

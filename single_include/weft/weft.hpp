@@ -3270,8 +3270,6 @@ inline void register_standard_ops() {
 
 namespace weft {
 
-class lowering;  // dsl/expr.hpp
-
 namespace detail {
 // v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
 inline tensor floating_scalar(dtype t, double v) {
@@ -3291,8 +3289,6 @@ class gradient_builder {
   virtual ~gradient_builder() = default;
   virtual const graph& target() const = 0;
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
-  // The DSL lowering the nodes go through, if any (typed code's fused backwards lower there).
-  virtual lowering* dsl() { return nullptr; }
 };
 
 // A tensor of the graph being extended, with the arithmetic gradient rules use.
@@ -8917,30 +8913,32 @@ class lowering {
 };
 
 namespace detail {
-// What an expression lowered to, per lowering context. Shared by the copies of an
-// expression, so a fetch lowered once is found again in O(1) on the next run; it dies with
-// the last copy (nothing accumulates when expressions are rebuilt in a loop).
-class lowered_memo {
+// What an expression lowered to (V: an output, or several), per lowering context. Shared by
+// the copies of an expression, so a fetch lowered once is found again in O(1) on the next
+// run; it dies with the last copy (nothing accumulates when expressions are rebuilt in a loop).
+template <class V>
+class memo_per_lowering {
  public:
   template <class F>
-  output get(lowering& cx, F&& lower_once) {
+  V get(lowering& cx, F&& lower_once) {
     {
       std::lock_guard lock(mutex_);
-      for (const auto& [serial, o] : entries_)
-        if (serial == cx.serial()) return o;
+      for (const auto& [serial, v] : entries_)
+        if (serial == cx.serial()) return v;
     }
     // Not under the lock: lowering the operands takes their memos' locks. One lowering
     // context is used by one thread at a time (client_session holds its mutex).
-    output o = lower_once();
+    V v = lower_once();
     std::lock_guard lock(mutex_);
-    entries_.emplace_back(cx.serial(), o);
-    return o;
+    entries_.emplace_back(cx.serial(), v);
+    return v;
   }
 
  private:
   std::mutex mutex_;
-  std::vector<std::pair<std::uint64_t, output>> entries_;
+  std::vector<std::pair<std::uint64_t, V>> entries_;
 };
+using lowered_memo = memo_per_lowering<output>;
 }  // namespace detail
 
 // Every expression type E provides `output lower(lowering&) const`.
@@ -10539,32 +10537,43 @@ namespace weft {
 
 namespace detail {
 
-// Kernels of fused subtrees by signature, registered by the lowering that creates them.
-class fused_kernel_registry {
+// Functions compiled for fused subtrees, by the subtree's signature (the Fused node's
+// `expr`), registered by the typed code that builds the subtree: one table per function
+// type (kernel factories here, gradients in gradient.hpp).
+template <class Fn>
+class signature_table {
  public:
-  void add(const std::string& signature, std::unique_ptr<op_kernel> (*factory)(const node&)) {
-    std::unique_lock lock(mutex_);
-    factories_.emplace(signature, factory);
-  }
-  std::unique_ptr<op_kernel> create(const node& n) const {
-    const auto& sig = n.attr<std::string>("expr");
-    std::shared_lock lock(mutex_);
-    auto it = factories_.find(sig);
-    if (it == factories_.end())
-      fail(error_code::not_found, n.describe(), ": no compiled kernel for the fused expression '", sig,
-           "' (fused nodes are created by typed weft code, whose lowering compiles and registers their kernels; "
-           "this program did not build that expression)");
-    return it->second(n);
-  }
-  static fused_kernel_registry& global() {
-    static auto* instance = new fused_kernel_registry;  // never destroyed (see op_registry)
+  static signature_table& global() {
+    static auto* instance = new signature_table;  // never destroyed (see op_registry)
     return *instance;
+  }
+  void add(const std::string& signature, Fn fn) {
+    std::unique_lock lock(mutex_);
+    fns_.emplace(signature, fn);
+  }
+  Fn find(std::string_view signature) const {
+    std::shared_lock lock(mutex_);
+    auto it = fns_.find(signature);
+    return it == fns_.end() ? nullptr : it->second;
   }
 
  private:
   mutable std::shared_mutex mutex_;
-  std::map<std::string, std::unique_ptr<op_kernel> (*)(const node&), std::less<>> factories_;
+  std::map<std::string, Fn, std::less<>> fns_;
 };
+
+using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
+using fused_kernel_registry = signature_table<fused_kernel_factory>;
+
+inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
+  const auto& sig = n.attr<std::string>("expr");
+  auto factory = fused_kernel_registry::global().find(sig);
+  if (!factory)
+    fail(error_code::not_found, n.describe(), ": no compiled kernel for the fused expression '", sig,
+         "' (fused nodes are created by typed weft code, whose lowering compiles and registers their kernels; "
+         "this program did not build that expression)");
+  return factory(n);
+}
 
 inline std::vector<op_def> fused_op_defs() {
   return {op_def_builder("Fused")
@@ -10581,9 +10590,7 @@ inline std::vector<op_def> fused_op_defs() {
 inline void register_fused_op() {
   static const bool done = [] {
     op_registry::global().add_family("fused", fused_op_defs);
-    kernel_registry::global().add("Fused", "CPU", {}, [](const node& n) {
-      return fused_kernel_registry::global().create(n);
-    });
+    kernel_registry::global().add("Fused", "CPU", {}, &create_fused_kernel);
     return true;
   }();
   (void)done;
@@ -10940,12 +10947,11 @@ std::optional<output> try_fuse(lowering& cx, const E& e) {
 // Lowering a gradient also registers the kernels its backward ops need, for the dtypes
 // involved, so DSL programs need not link the full kernel registry.
 
+#include <array>
 #include <cstdint>
-#include <map>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -11046,6 +11052,28 @@ struct check_gradient_path<op_expr<Op, T, S, Args...>, Xs...> {
                                   ((differentiable_v<value_type_of<Args>> && contains<Args, Xs...>::value) || ...);
   static constexpr bool value = check::gradient_rule<Op, !on_path || has_gradient<Op>::value>::value &&
                                 (check_gradient_path<Args, Xs...>::value && ...);
+};
+
+// Sets the current scope to a copy of `s` while it lives.
+struct in_scope : scope_guard_base {
+  explicit in_scope(const scope_info& s) : scope_guard_base(s) {}
+};
+
+// Gradient nodes added through a DSL lowering (merged with equal nodes, fused subtrees
+// differentiated by their compiled backward).
+class lowering_gradient_builder final : public gradient_builder {
+ public:
+  lowering_gradient_builder(lowering& cx, const scope_info* scope) : cx_(cx), scope_(scope) {}
+  const graph& target() const override { return cx_.target(); }
+  output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
+    return cx_.add(op, std::move(inputs), std::move(attrs), scope_);
+  }
+  lowering& target_lowering() const noexcept { return cx_; }
+  const scope_info* scope() const noexcept { return scope_; }
+
+ private:
+  lowering& cx_;
+  const scope_info* scope_;
 };
 
 // ---- fused backward ---------------------------------------------------------------------
@@ -11217,20 +11245,20 @@ void add_groups(const Parts& parts, const std::vector<std::int64_t>& slots, Add&
 // its leaves' partials as one expression, lowered (and fused) in `cx`, then summed down to
 // the input's shape. Inputs no gradient is asked of are skipped.
 template <class E>
-gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering& cx) {
+gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering_gradient_builder& b) {
   constexpr std::size_t n = fused_count<E>::leaves;
   constexpr auto group = first_of_type<E>();
+  lowering& cx = b.target_lowering();
   const graph& g = cx.target();
   const auto& slots = a.n.attr<std::vector<std::int64_t>>("slots");
   if (slots.size() != n || !a.dy[0])
     fail(error_code::internal, "weft::grad: ", a.n.describe(), " does not match its compiled backward");
   std::vector<output> leaves;
   for (auto s : slots) leaves.push_back(a.x.at(static_cast<std::size_t>(s)).out());
-  name_scope in_gradients("gradients");
+  const in_scope scope(*b.scope());  // the typed backward's nodes go where the builder's do
   const auto x = rebind<E, 0>(g, leaves);
   const bound_expr<value_type_of<E>, shape_of<E>> d(g, a.dy[0]->out());
   const auto parts = chain_partials(x, d);
-  gradient_builder& b = a.x[0].builder();
   std::vector<std::optional<symbol>> sums(a.x.size());
   auto add = [&](std::int64_t slot, const auto& partial) {
     if (!a.needs(static_cast<std::size_t>(slot))) return;
@@ -11245,29 +11273,8 @@ gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering&
   return out;
 }
 
-using fused_backward_fn = gradient_result<symbol> (*)(const gradient_args<symbol>&, lowering&);
-
-// Compiled backwards of fused subtrees, by signature (registered by grad()).
-class fused_gradient_registry {
- public:
-  static fused_gradient_registry& global() {
-    static auto* instance = new fused_gradient_registry;  // never destroyed (see op_registry)
-    return *instance;
-  }
-  void add(const std::string& signature, fused_backward_fn fn) {
-    std::unique_lock lock(mutex_);
-    fns_.emplace(signature, fn);
-  }
-  fused_backward_fn find(const std::string& signature) const {
-    std::shared_lock lock(mutex_);
-    auto it = fns_.find(signature);
-    return it == fns_.end() ? nullptr : it->second;
-  }
-
- private:
-  mutable std::shared_mutex mutex_;
-  std::map<std::string, fused_backward_fn, std::less<>> fns_;
-};
+using fused_backward_fn = gradient_result<symbol> (*)(const gradient_args<symbol>&, lowering_gradient_builder&);
+using fused_gradient_registry = signature_table<fused_backward_fn>;  // compiled backwards, registered by grad()
 
 // The backward of a Fused node without a compiled one: its subtree, parsed from the
 // signature, rebuilt as one node per op (recomputing the intermediate values) and
@@ -11356,8 +11363,8 @@ inline gradient_result<symbol> expanded_fused_backward(const gradient_args<symbo
 // for the signature and the gradient is built by a DSL lowering, else the expansion.
 inline gradient_result<symbol> fused_gradient(const gradient_args<symbol>& a) {
   if (!a.dy[0] || a.x.empty()) return gradient_result<symbol>(a.x.size());
-  if (lowering* cx = a.x[0].builder().dsl())
-    if (auto fn = fused_gradient_registry::global().find(a.n.attr<std::string>("expr"))) return fn(a, *cx);
+  if (auto* b = dynamic_cast<lowering_gradient_builder*>(&a.x[0].builder()))
+    if (auto fn = fused_gradient_registry::global().find(a.n.attr<std::string>("expr"))) return fn(a, *b);
   return expanded_fused_backward(a);
 }
 
@@ -11402,47 +11409,45 @@ void each_fused_leaf() {
 
 // The kernels of the ops gradient rules add for dtype T (and the array ops they use).
 template <class T>
-void register_gradient_kernels_once() {
-  ops::register_standard_ops();
-  cpu::register_array_kernels();
-  tags::negate::register_kernel<T>();
-  tags::abs::register_kernel<T>();
-  tags::square::register_kernel<T>();
-  tags::sqrt::register_kernel<T>();
-  tags::rsqrt::register_kernel<T>();
-  tags::exp::register_kernel<T>();
-  tags::log::register_kernel<T>();
-  tags::tanh::register_kernel<T>();
-  tags::sigmoid::register_kernel<T>();
-  tags::relu::register_kernel<T>();
-  tags::add::register_kernel<T>();
-  tags::subtract::register_kernel<T>();
-  tags::multiply::register_kernel<T>();
-  tags::divide::register_kernel<T>();
-  tags::pow::register_kernel<T>();
-  tags::maximum::register_kernel<T>();
-  tags::minimum::register_kernel<T>();
-  tags::greater::register_kernel<T>();
-  tags::greater_equal::register_kernel<T>();
-  tags::less::register_kernel<T>();
-  tags::less_equal::register_kernel<T>();
-  tags::equal::register_kernel<T>();
-  select_op<T>{}.prepare();
-  cast_op<T, T>{}.prepare();
-  cpu::register_matmul_kernel<T>();
-  const kernel_registry::type_constraint t{"T", dtype_of<T>};
-  register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", t);
-  register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", t);
-  register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
-  register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
-  register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-    register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", t);
-}
-
-template <class T>
 void register_gradient_kernels() {
-  static const bool once = (register_gradient_kernels_once<T>(), true);
+  static const bool once = [] {
+    ops::register_standard_ops();
+    cpu::register_array_kernels();
+    tags::negate::register_kernel<T>();
+    tags::abs::register_kernel<T>();
+    tags::square::register_kernel<T>();
+    tags::sqrt::register_kernel<T>();
+    tags::rsqrt::register_kernel<T>();
+    tags::exp::register_kernel<T>();
+    tags::log::register_kernel<T>();
+    tags::tanh::register_kernel<T>();
+    tags::sigmoid::register_kernel<T>();
+    tags::relu::register_kernel<T>();
+    tags::add::register_kernel<T>();
+    tags::subtract::register_kernel<T>();
+    tags::multiply::register_kernel<T>();
+    tags::divide::register_kernel<T>();
+    tags::pow::register_kernel<T>();
+    tags::maximum::register_kernel<T>();
+    tags::minimum::register_kernel<T>();
+    tags::greater::register_kernel<T>();
+    tags::greater_equal::register_kernel<T>();
+    tags::less::register_kernel<T>();
+    tags::less_equal::register_kernel<T>();
+    tags::equal::register_kernel<T>();
+    select_op<T>{}.prepare();
+    cast_op<T, T>{}.prepare();
+    cpu::register_matmul_kernel<T>();
+    const kernel_registry::type_constraint t{"T", dtype_of<T>};
+    register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", t);
+    register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", t);
+    register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
+    register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
+    register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", t);
+    return true;
+  }();
   (void)once;
 }
 
@@ -11453,22 +11458,6 @@ void register_gradient_kernels_of() {
   each_operand_type<E>([]<class A>() { register_gradient_kernels_of<A>(); });
 }
 
-// Gradient nodes added through a DSL lowering (merged with equal nodes, fused subtrees
-// differentiated by their compiled backward).
-class lowering_gradient_builder final : public gradient_builder {
- public:
-  lowering_gradient_builder(lowering& cx, const scope_info* scope) : cx_(cx), scope_(scope) {}
-  const graph& target() const override { return cx_.target(); }
-  output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
-    return cx_.add(op, std::move(inputs), std::move(attrs), scope_);
-  }
-  lowering* dsl() override { return &cx_; }
-
- private:
-  lowering& cx_;
-  const scope_info* scope_;
-};
-
 // Fused nodes are differentiable in every program that includes this header.
 inline const bool fused_gradient_registered = (gradient_registry::global().add("Fused", &fused_gradient), true);
 
@@ -11478,24 +11467,17 @@ struct gradient_state {
   std::vector<lower_fn> xs;
   void (*prepare)();
   const scope_info* scope;
-  std::mutex mutex;
-  std::vector<std::pair<std::uint64_t, std::vector<output>>> lowered;
+  memo_per_lowering<std::vector<output>> lowered;
 
   output get(lowering& cx, std::size_t i) {
-    {
-      std::lock_guard lock(mutex);
-      for (const auto& [serial, outs] : lowered)
-        if (serial == cx.serial()) return outs[i];
-    }
-    prepare();
-    const output yo = y(cx);
-    std::vector<output> xo;
-    for (const auto& x : xs) xo.push_back(x(cx));
-    lowering_gradient_builder b(cx, scope);
-    std::vector<output> outs = add_gradients(b, {yo}, xo);
-    std::lock_guard lock(mutex);
-    lowered.emplace_back(cx.serial(), outs);
-    return outs[i];
+    return lowered.get(cx, [&] {
+      prepare();
+      const output yo = y(cx);
+      std::vector<output> xo;
+      for (const auto& x : xs) xo.push_back(x(cx));
+      lowering_gradient_builder b(cx, scope);
+      return add_gradients(b, {yo}, xo);
+    })[i];
   }
 };
 

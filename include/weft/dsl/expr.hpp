@@ -197,30 +197,32 @@ class lowering {
 };
 
 namespace detail {
-// What an expression lowered to, per lowering context. Shared by the copies of an
-// expression, so a fetch lowered once is found again in O(1) on the next run; it dies with
-// the last copy (nothing accumulates when expressions are rebuilt in a loop).
-class lowered_memo {
+// What an expression lowered to (V: an output, or several), per lowering context. Shared by
+// the copies of an expression, so a fetch lowered once is found again in O(1) on the next
+// run; it dies with the last copy (nothing accumulates when expressions are rebuilt in a loop).
+template <class V>
+class memo_per_lowering {
  public:
   template <class F>
-  output get(lowering& cx, F&& lower_once) {
+  V get(lowering& cx, F&& lower_once) {
     {
       std::lock_guard lock(mutex_);
-      for (const auto& [serial, o] : entries_)
-        if (serial == cx.serial()) return o;
+      for (const auto& [serial, v] : entries_)
+        if (serial == cx.serial()) return v;
     }
     // Not under the lock: lowering the operands takes their memos' locks. One lowering
     // context is used by one thread at a time (client_session holds its mutex).
-    output o = lower_once();
+    V v = lower_once();
     std::lock_guard lock(mutex_);
-    entries_.emplace_back(cx.serial(), o);
-    return o;
+    entries_.emplace_back(cx.serial(), v);
+    return v;
   }
 
  private:
   std::mutex mutex_;
-  std::vector<std::pair<std::uint64_t, output>> entries_;
+  std::vector<std::pair<std::uint64_t, V>> entries_;
 };
+using lowered_memo = memo_per_lowering<output>;
 }  // namespace detail
 
 // Every expression type E provides `output lower(lowering&) const`.

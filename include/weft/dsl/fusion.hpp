@@ -50,32 +50,43 @@ namespace weft {
 
 namespace detail {
 
-// Kernels of fused subtrees by signature, registered by the lowering that creates them.
-class fused_kernel_registry {
+// Functions compiled for fused subtrees, by the subtree's signature (the Fused node's
+// `expr`), registered by the typed code that builds the subtree: one table per function
+// type (kernel factories here, gradients in gradient.hpp).
+template <class Fn>
+class signature_table {
  public:
-  void add(const std::string& signature, std::unique_ptr<op_kernel> (*factory)(const node&)) {
-    std::unique_lock lock(mutex_);
-    factories_.emplace(signature, factory);
-  }
-  std::unique_ptr<op_kernel> create(const node& n) const {
-    const auto& sig = n.attr<std::string>("expr");
-    std::shared_lock lock(mutex_);
-    auto it = factories_.find(sig);
-    if (it == factories_.end())
-      fail(error_code::not_found, n.describe(), ": no compiled kernel for the fused expression '", sig,
-           "' (fused nodes are created by typed weft code, whose lowering compiles and registers their kernels; "
-           "this program did not build that expression)");
-    return it->second(n);
-  }
-  static fused_kernel_registry& global() {
-    static auto* instance = new fused_kernel_registry;  // never destroyed (see op_registry)
+  static signature_table& global() {
+    static auto* instance = new signature_table;  // never destroyed (see op_registry)
     return *instance;
+  }
+  void add(const std::string& signature, Fn fn) {
+    std::unique_lock lock(mutex_);
+    fns_.emplace(signature, fn);
+  }
+  Fn find(std::string_view signature) const {
+    std::shared_lock lock(mutex_);
+    auto it = fns_.find(signature);
+    return it == fns_.end() ? nullptr : it->second;
   }
 
  private:
   mutable std::shared_mutex mutex_;
-  std::map<std::string, std::unique_ptr<op_kernel> (*)(const node&), std::less<>> factories_;
+  std::map<std::string, Fn, std::less<>> fns_;
 };
+
+using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
+using fused_kernel_registry = signature_table<fused_kernel_factory>;
+
+inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
+  const auto& sig = n.attr<std::string>("expr");
+  auto factory = fused_kernel_registry::global().find(sig);
+  if (!factory)
+    fail(error_code::not_found, n.describe(), ": no compiled kernel for the fused expression '", sig,
+         "' (fused nodes are created by typed weft code, whose lowering compiles and registers their kernels; "
+         "this program did not build that expression)");
+  return factory(n);
+}
 
 inline std::vector<op_def> fused_op_defs() {
   return {op_def_builder("Fused")
@@ -92,9 +103,7 @@ inline std::vector<op_def> fused_op_defs() {
 inline void register_fused_op() {
   static const bool done = [] {
     op_registry::global().add_family("fused", fused_op_defs);
-    kernel_registry::global().add("Fused", "CPU", {}, [](const node& n) {
-      return fused_kernel_registry::global().create(n);
-    });
+    kernel_registry::global().add("Fused", "CPU", {}, &create_fused_kernel);
     return true;
   }();
   (void)done;

@@ -30,8 +30,6 @@
 
 namespace weft {
 
-class lowering;  // dsl/expr.hpp
-
 namespace detail {
 // v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
 inline tensor floating_scalar(dtype t, double v) {
@@ -51,8 +49,6 @@ class gradient_builder {
   virtual ~gradient_builder() = default;
   virtual const graph& target() const = 0;
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
-  // The DSL lowering the nodes go through, if any (typed code's fused backwards lower there).
-  virtual lowering* dsl() { return nullptr; }
 };
 
 // A tensor of the graph being extended, with the arithmetic gradient rules use.
