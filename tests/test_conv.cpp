@@ -202,8 +202,9 @@ TEST_CASE("conv: run-time shape errors name the node and the shapes", "[nn][conv
 namespace {
 
 // Max or average pooling, and the gradients of sum(out * d) (max: to each window's first
-// maximum).
-conv_results naive_pool(const conv_case& c, bool max, const std::vector<double>& in, const std::vector<double>& d) {
+// maximum, whose input index goes to argmax[output index] when given).
+conv_results naive_pool(const conv_case& c, bool max, const std::vector<double>& in, const std::vector<double>& d,
+                        std::vector<std::size_t>* argmax = nullptr) {
   auto [oh, pt] = out_and_pad(c.h, c.kh, c.sh, 1, c.same);
   auto [ow, pl] = out_and_pad(c.w, c.kw, c.sw, 1, c.same);
   conv_results r{std::vector<double>(static_cast<std::size_t>(c.n * oh * ow * c.c)), std::vector<double>(in.size()), {}};
@@ -225,6 +226,7 @@ conv_results naive_pool(const conv_case& c, bool max, const std::vector<double>&
           r.out[o] = max ? best : sum / count;
           if (max) {
             r.d_in[at] += d[o];
+            if (argmax) argmax->push_back(at);
           } else {
             for (std::int64_t iy = std::max<std::int64_t>(0, y * c.sh - pt); iy < std::min(c.h, y * c.sh - pt + c.kh); ++iy)
               for (std::int64_t ix = std::max<std::int64_t>(0, x * c.sw - pl); ix < std::min(c.w, x * c.sw - pl + c.kw); ++ix)
@@ -251,20 +253,29 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
       auto ap = g.op("AvgPool", {x}, pool_attrs(c)).out(0);
       auto mg = g.op("MaxPoolGrad", {x, mp, d}, pool_attrs(c)).out(0);
       auto ag = g.op("AvgPoolGrad", {sizes(g, {c.n, c.h, c.w, c.c}), d}, pool_attrs(c)).out(0);
+      auto e = ph(g, "e");
+      auto mgg = g.op("MaxPoolGradGrad", {x, mp, e}, pool_attrs(c)).out(0);
       auto [oh, pt] = out_and_pad(c.h, c.kh, c.sh, 1, c.same);
       auto [ow, pl] = out_and_pad(c.w, c.kw, c.sw, 1, c.same);
       (void)pt, (void)pl;
       const shape xs{c.n, c.h, c.w, c.c}, ys{c.n, oh, ow, c.c};
       const auto xv = scattered(xs.num_elements(), 0.7), dv = scattered(ys.num_elements(), 1.9);
       session s(g, threads(n_threads));
-      auto got = s.run({{x, tensor::from_vector(xv, xs)}, {d, tensor::from_vector(dv, ys)}}, {mp, ap, mg, ag});
-      const conv_results mx = naive_pool(c, true, xv, dv), av = naive_pool(c, false, xv, dv);
+      const auto ev = scattered(xs.num_elements(), 1.3);
+      auto got = s.run({{x, tensor::from_vector(xv, xs)}, {d, tensor::from_vector(dv, ys)}, {e, tensor::from_vector(ev, xs)}},
+                       {mp, ap, mg, ag, mgg});
+      std::vector<std::size_t> argmax;
+      const conv_results mx = naive_pool(c, true, xv, dv, &argmax), av = naive_pool(c, false, xv, dv);
+      std::vector<double> want_mgg;
+      for (std::size_t at : argmax) want_mgg.push_back(ev[at]);
       CHECK(got[0].shape() == ys);
       check_close(got[0].to_vector<double>(), mx.out);
       check_close(got[1].to_vector<double>(), av.out);
       CHECK(got[2].shape() == xs);
       check_close(got[2].to_vector<double>(), mx.d_in);
       check_close(got[3].to_vector<double>(), av.d_in);
+      CHECK(got[4].shape() == ys);
+      check_close(got[4].to_vector<double>(), want_mgg);
     }
   // A tie sends the window's gradient to its first maximum, in row-major order.
   graph g;

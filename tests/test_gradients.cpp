@@ -245,6 +245,16 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"MaxPool, VALID", pool("MaxPool", 2, 2, "VALID"), {{{2, 4, 4, 2}, -1, 1}}},  // spread() values are distinct: no ties
       {"MaxPool, SAME, overlapping", pool("MaxPool", 3, 2, "SAME"), {{{1, 5, 5, 2}, -1, 1}}},
       {"AvgPool, SAME, overlapping", pool("AvgPool", 3, 2, "SAME"), {{{1, 5, 5, 2}, -1, 1}}},
+      // Second derivatives through max pooling: MaxPoolGrad in its three inputs (none in the
+      // first two: the maxima's places do not move), and MaxPoolGradGrad.
+      {"MaxPoolGrad, SAME, overlapping", [](graph& g, const std::vector<output>& x) {
+         const attr_map w = window("SAME", 2, 0, 3);
+         return op(g, "MaxPoolGrad", {x[0], op(g, "MaxPool", {x[0]}, w), x[1]}, w);
+       }, {{{1, 5, 5, 2}, -1, 1}, {{1, 3, 3, 2}, -1, 1}}},
+      {"MaxPoolGradGrad, VALID", [](graph& g, const std::vector<output>& x) {
+         const attr_map w = window("VALID", 2, 0, 2);
+         return op(g, "MaxPoolGradGrad", {x[0], op(g, "MaxPool", {x[0]}, w), x[1]}, w);
+       }, {{{2, 4, 4, 2}, -1, 1}, {{2, 4, 4, 2}, -1, 1}}},
       {"AvgPoolGrad", [](graph& g, const std::vector<output>& x) {
          return op(g, "AvgPoolGrad", {ints(g, {1, 5, 5, 2}), x[0]}, window("SAME", 2, 0, 3));
        }, {{{1, 3, 3, 2}, -1, 1}}},

@@ -378,6 +378,18 @@ struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> 
 struct max_pool_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
+// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
+// round); both are piecewise constant in orig_input and orig_output (no gradient there,
+// as in TensorFlow).
+template <bool Second>
+struct max_pool_grad_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    return {std::nullopt, std::nullopt,
+            Second ? max_pool_grad(a.x[0], a.x[1], a.d(), w) : max_pool_grad_grad(a.x[0], a.x[1], a.d(), w)};
+  }
+};
 struct avg_pool_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
@@ -449,6 +461,8 @@ inline void register_standard_gradients() {
     add_rule("Conv2DBackpropInput", conv2d_backprop_input_rule{});
     add_rule("Conv2DBackpropFilter", conv2d_backprop_filter_rule{});
     add_rule("MaxPool", max_pool_rule{});
+    add_rule("MaxPoolGrad", max_pool_grad_rule<false>{});
+    add_rule("MaxPoolGradGrad", max_pool_grad_rule<true>{});
     add_rule("AvgPool", avg_pool_rule{});
     add_rule("AvgPoolGrad", avg_pool_grad_rule{});
     add_rule("Dropout", dropout_rule{});

@@ -213,6 +213,9 @@ inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const
 inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
   return x.then("MaxPoolGrad", {y, d}, w);
 }
+inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGradGrad", {y, d}, w);
+}
 inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
 inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
   return sizes.then("AvgPoolGrad", {d}, w);

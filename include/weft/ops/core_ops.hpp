@@ -77,7 +77,7 @@ inline constexpr standard_op standard_ops[] = {
     {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
     {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
     {"Conv2D", "nn"}, {"Conv2DBackpropInput", "nn"}, {"Conv2DBackpropFilter", "nn"}, {"MaxPool", "nn"},
-    {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
+    {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"MaxPoolGradGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
     {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
     {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
 };

@@ -22,6 +22,9 @@
 //                                                           elements inside the input only
 //   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
 //                                                           maximum (the first, at a tie)
+//   MaxPoolGradGrad(orig_input, orig_output, grad)          grad (orig_input's shape) read
+//                                                           at each window's maximum:
+//                                                           MaxPoolGrad's gradient in grad
 //   AvgPoolGrad(orig_input_shape, grad)
 //   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
 //                                                           probability 1 - rate and scales
@@ -298,6 +301,17 @@ inline std::vector<op_def> nn_op_defs() {
                        detail::pool_window(c);
                        for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
                        c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
+                     })
+                     .build());
+  defs.push_back(pool_attrs(op_def_builder("MaxPoolGradGrad")
+                                .input("orig_input: T")
+                                .input("orig_output: T")
+                                .input("grad: T")
+                                .output("output: T"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
+                       c.set_output(0, c.input(1).rank_known() ? c.input(1) : partial_shape::unknown_of_rank(4));
                      })
                      .build());
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")

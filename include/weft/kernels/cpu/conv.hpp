@@ -339,42 +339,83 @@ struct pool : pool_base {
   }
 };
 
-// Each window's gradient to the first of its maxima (TensorFlow's CPU choice).
-struct max_pool_grad : pool_base {
-  static constexpr unsigned value_mask = 0b111;
+// The element offsets of output position (img, y, x)'s window inside the input (its valid
+// part), and for each channel the index among them of the window's first maximum (a strict
+// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
+// so that they compile to vector compares and blends.
+struct window_maxima {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int32_t> first;
+  std::int64_t count = 0;
+  explicit window_maxima(const geometry& g) : offsets(static_cast<std::size_t>(g.kh * g.kw)), first(static_cast<std::size_t>(g.c)) {}
+  template <class C>
+  void find(const geometry& g, const C* in, C* best, std::int64_t img, std::int64_t y, std::int64_t x) {
+    const window_span s = span_of(g, y, x);
+    count = 0;
+    for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+      for (std::int64_t ix = s.x0; ix < s.x1; ++ix) offsets[static_cast<std::size_t>(count++)] = ((img * g.h + iy) * g.w + ix) * g.c;
+    if (count > 0) first_of(in, offsets.data(), count, g.c, best, first.data());
+  }
+  // The input offset of channel ch's maximum.
+  std::int64_t at(std::int64_t ch) const { return offsets[static_cast<std::size_t>(first[static_cast<std::size_t>(ch)])] + ch; }
+
+ private:
+  template <class C>
+  static void first_of(const C* in, const std::int64_t* offsets, std::int64_t count, std::int64_t channels, C* best,
+                       std::int32_t* first) {
+    const C* src = in + offsets[0];
+    for (std::int64_t ch = 0; ch < channels; ++ch) best[ch] = src[ch], first[ch] = 0;
+    for (std::int64_t k = 1; k < count; ++k) {
+      src = in + offsets[k];
+      const auto kk = static_cast<std::int32_t>(k);
+      for (std::int64_t ch = 0; ch < channels; ++ch) {
+        const bool greater = src[ch] > best[ch];
+        best[ch] = greater ? src[ch] : best[ch];
+        first[ch] = greater ? kk : first[ch];
+      }
+    }
+  }
+};
+
+// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
+// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
+template <bool Second>
+struct max_pool_grad_op : pool_base {
+  static constexpr unsigned value_mask = 0b101;  // orig_output is only checked for its shape
   using pool_base::pool_base;
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0).shape());
     require_shape(ctx.input(1), g.output_shape(), "orig_output", g);
-    require_shape(ctx.input(2), g.output_shape(), "grad", g);
-    return {ctx.input(0).shape()};
+    require_shape(ctx.input(2), Second ? ctx.input(0).shape() : g.output_shape(), "grad", g);
+    return {Second ? g.output_shape() : ctx.input(0).shape()};
   }
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.in[0].shape());
     const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
     C* out = v.out[0].data<C>();
-    std::fill_n(out, v.out[0].num_elements(), C(0));
+    if (!Second) std::fill_n(out, v.out[0].num_elements(), C(0));
     ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
       std::vector<C> best(static_cast<std::size_t>(g.c));
-      std::vector<std::int64_t> where(static_cast<std::size_t>(g.c));
+      window_maxima w(g);
       for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
-        const window_span s = span_of(g, y, x);
-        bool first = true;
-        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
-          for (std::int64_t ix = s.x0; ix < s.x1; ++ix, first = false) {
-            const std::int64_t at = ((img * g.h + iy) * g.w + ix) * g.c;
-            for (std::int64_t ch = 0; ch < g.c; ++ch) {
-              const auto u = static_cast<std::size_t>(ch);
-              if (first || in[at + ch] > best[u]) best[u] = in[at + ch], where[u] = at + ch;
-            }
-          }
-        if (!first)
-          for (std::int64_t ch = 0; ch < g.c; ++ch) out[where[static_cast<std::size_t>(ch)]] += grad[r * g.c + ch];
+        w.find(g, in, best.data(), img, y, x);
+        if (w.count == 0) {  // a window wholly in the padding: no maximum
+          if constexpr (Second) std::fill_n(out + r * g.c, g.c, C(0));
+          return;
+        }
+        for (std::int64_t ch = 0; ch < g.c; ++ch) {
+          if constexpr (Second)
+            out[r * g.c + ch] = grad[w.at(ch)];
+          else
+            out[w.at(ch)] += grad[r * g.c + ch];
+        }
       });
     });
   }
 };
+using max_pool_grad = max_pool_grad_op<false>;
+using max_pool_grad_grad = max_pool_grad_op<true>;
 
 // Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {

@@ -200,6 +200,7 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::pool<true>>::of>("MaxPool", "T", types{});
   register_for<nn::kernel<nn::pool<false>>::of>("AvgPool", "T", types{});
   register_for<nn::kernel<nn::max_pool_grad>::of>("MaxPoolGrad", "T", types{});
+  register_for<nn::kernel<nn::max_pool_grad_grad>::of>("MaxPoolGradGrad", "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
 }
