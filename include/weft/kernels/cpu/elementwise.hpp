@@ -358,6 +358,24 @@ struct binary_kernel {
 template <class T>
 struct select_kernel final : op_kernel {
   explicit select_kernel(const node&) {}
+  // n elements, each operand read with step 1 or 0 (a single value). The common cases are
+  // loops over pointers taken by value without strides or branches, which compile to blends.
+  static void select_flat(const bool* cond, std::int64_t sc, const T* t, std::int64_t st, const T* e, std::int64_t se,
+                          T* o, std::int64_t n) {
+    // Read as bytes (bools are 0 or 1): GCC vectorizes `byte != 0 ? a : b`, not `bool ? a : b`.
+    const auto* c = reinterpret_cast<const unsigned char*>(cond);
+    if (sc == 1 && st == 1 && se == 0) {
+      const T ev = *e;
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i] != 0 ? t[i] : ev;
+    } else if (sc == 1 && st == 0 && se == 1) {
+      const T tv = *t;
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i] != 0 ? tv : e[i];
+    } else if (sc == 1 && st == 1 && se == 1) {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i] != 0 ? t[i] : e[i];
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i * sc] != 0 ? t[i * st] : e[i * se];
+    }
+  }
   void compute(kernel_context& ctx) const override {
     const tensor& c = ctx.input(0);
     const tensor& t = ctx.input(1);
@@ -375,7 +393,7 @@ struct select_kernel final : op_kernel {
     };
     if (const std::int64_t sc = step(c), st = step(t), se = step(e); sc >= 0 && st >= 0 && se >= 0) {
       ctx.parallel_for(s.num_elements(), 2, [&](std::int64_t b, std::int64_t en) {
-        for (std::int64_t i = b; i < en; ++i) po[i] = pc[i * sc] ? pt[i * st] : pe[i * se];
+        select_flat(pc + b * sc, sc, pt + b * st, st, pe + b * se, se, po + b, en - b);
       });
       return;
     }
