@@ -41,6 +41,21 @@ TEST_CASE("tensors are 64-byte aligned and reference counted") {
   CHECK(cpu_allocator::global().bytes_in_use() == before);
 }
 
+TEST_CASE("the cpu allocator counts its peak, and a peak can start again") {
+  cpu_allocator a;
+  void* p = a.allocate(1000);
+  void* q = a.allocate(3000);
+  a.deallocate(q, 3000);
+  CHECK(a.bytes_in_use() == 1000);
+  CHECK(a.peak_bytes_in_use() == 4000);
+  a.reset_peak();
+  CHECK(a.peak_bytes_in_use() == 1000);
+  a.deallocate(a.allocate(500), 500);
+  CHECK(a.peak_bytes_in_use() == 1500);
+  a.deallocate(p, 1000);
+  CHECK(a.peak_bytes_in_use() == 1500);
+}
+
 TEST_CASE("the cpu allocator reuses large freed buffers, within its limit") {
   cpu_allocator a(std::size_t(3) << 20);  // room for three 1 MiB blocks
   const std::size_t mib = std::size_t(1) << 20;

@@ -76,6 +76,8 @@ class cpu_allocator final : public allocator {
 
   std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
   std::size_t peak_bytes_in_use() const noexcept { return peak_.load(std::memory_order_relaxed); }
+  // Starts a new peak from the bytes in use now (to measure one step's peak).
+  void reset_peak() noexcept { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
   // Bytes held for reuse, not in use.
   std::size_t bytes_cached() const {
     std::lock_guard lock(mu_);
