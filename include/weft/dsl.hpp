@@ -12,7 +12,9 @@
 #include <weft/dsl/leaves.hpp>
 #include <weft/dsl/ops.hpp>
 #include <weft/dsl/array_ops.hpp>
+#include <weft/dsl/nn_ops.hpp>
 #include <weft/dsl/handle.hpp>
 #include <weft/dsl/fusion.hpp>
 #include <weft/dsl/gradient.hpp>
+#include <weft/dsl/train.hpp>
 #include <weft/dsl/client_session.hpp>

@@ -6,9 +6,11 @@
 //   weft::client_session s;
 //   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
 //   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
-//   s.run(weft::targets(train), weft::feed(x, batch));
+//   s.run(weft::targets(train), weft::feed(x, batch));       // train: an assignment, a group,
+//                                                           // train::minimize(...)
 #pragma once
 
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -60,8 +62,11 @@ group_target group(const Es&... es) {
 struct target_list {
   std::vector<lower_fn> items;
 };
+// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
 template <class E>
-concept target = expression<E> || std::is_same_v<E, group_target>;
+concept target = requires(const E& e, lowering& cx) {
+  { e.lower(cx) } -> std::same_as<output>;
+};
 template <target... Es>
 target_list targets(const Es&... es) {
   return {{lowering_of(es)...}};
@@ -141,14 +146,15 @@ class client_session {
     }(std::index_sequence_for<Es...>{});
   }
 
-  // Lowers `roots` (and so their variables), then runs the initializer of every variable
-  // lowered so far that has not been initialized by this call before.
-  template <expression... Es>
+  // Lowers `roots` (expressions or targets, and so their variables and an optimizer's
+  // slots), then runs the initializer of every variable lowered so far that has not been
+  // initialized by this call before.
+  template <target... Es>
   void initialize(const Es&... roots) {
     std::vector<endpoint> inits;
     {
       std::lock_guard lock(mutex_);
-      (weft::lower(lowering_, roots), ...);
+      (roots.lower(lowering_), ...);
       sync();
       const auto& all = lowering_.initializers();
       for (std::size_t i = initialized_; i < all.size(); ++i) inits.emplace_back(output{all[i], 0});

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include <weft/dsl/fusion.hpp>
+#include <weft/dsl/nn_ops.hpp>
 #include <weft/graph/gradients.hpp>
 #include <weft/kernels/cpu/linalg.hpp>
 
@@ -108,6 +109,8 @@ template <>
 struct has_gradient<identity_op> : std::true_type {};
 template <bool Ones>
 struct has_gradient<fill_like_op<Ones>> : std::true_type {};  // no dependence on the values
+template <>
+struct has_gradient<nn_op> : std::true_type {};  // every op of nn_ops.hpp
 // Array, matrix and reduction ops: all have rules but Prod and GatherV2.
 template <class Kernel, class T>
 constexpr bool is_prod_kernel() {

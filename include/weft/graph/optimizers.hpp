@@ -165,13 +165,17 @@ inline std::pair<output, output> new_variable(graph& g, const std::string& name,
 }
 }  // namespace detail
 
-// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
-// each; `name` prefixes the nodes it adds ("train/step", "train/init", ...).
+// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of
+// the variable's shape and dtype, computed from `loss`), its slots and their initializers;
+// `name` prefixes the nodes it adds ("train/step", "train/init", ...). minimize() below
+// and the DSL's train::minimize compute the gradients and call it.
 template <class Optimizer>
-training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
-                     const std::string& name = "train") {
+training_op apply_gradients(graph& g, output loss, const std::vector<output>& vars, std::vector<output> gradients,
+                            const Optimizer& opt, const std::string& name = "train") {
   for (const auto& v : vars) detail::variable_node(g, v);
-  const std::vector<output> gradients = add_gradients(g, {loss}, vars);
+  if (gradients.size() != vars.size())
+    fail(error_code::invalid_argument, "weft::train::apply_gradients: ", gradients.size(), " gradients for ", vars.size(),
+         " variables");
   // The nodes the step runs: ancestors of the loss and the gradients.
   std::vector<char> runs(static_cast<std::size_t>(g.size()));
   std::vector<int> stack{loss.node};
@@ -227,7 +231,16 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
     }
   updates.insert(updates.end(), advanced.begin(), advanced.end());
   const node& step = g.op("NoOp", {}, {}, node_options(name + "/step").after(updates));
-  return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), gradients};
+  return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), std::move(gradients)};
+}
+
+// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
+// each (apply_gradients).
+template <class Optimizer>
+training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
+                     const std::string& name = "train") {
+  for (const auto& v : vars) detail::variable_node(g, v);  // before add_gradients adds nodes
+  return apply_gradients(g, loss, vars, add_gradients(g, {loss}, vars), opt, name);
 }
 
 }  // namespace weft::train

@@ -22,6 +22,9 @@ template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+// The runtime's variable class, named so that the DSL's weft::variable() function (which
+// hides the class name where both are declared) does not get in the way.
+using state = class weft::variable;
 
 // Each rule: `refs` variables (the first is the one updated, the rest its slots), the
 // gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
@@ -89,8 +92,8 @@ struct apply_kernel {
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
       constexpr int R = Rule::refs;
-      std::vector<std::shared_ptr<variable>> held;
-      std::vector<variable*> vars;
+      std::vector<std::shared_ptr<state>> held;
+      std::vector<state*> vars;
       for (int i = 0; i < R; ++i) vars.push_back(held.emplace_back(ctx.input_ref_shared(i)).get());
       std::array<C, Rule::scalars> h{};
       for (int i = R, k = 0; i < ctx.num_inputs(); ++i) {
@@ -101,7 +104,7 @@ struct apply_kernel {
         h[static_cast<std::size_t>(k++)] = detail::convert<C>(x.data<T>()[0]);
       }
       const tensor& grad = ctx.input(Rule::grad);
-      variable::update_in_place(vars, [&](const std::vector<tensor*>& values) {
+      state::update_in_place(vars, [&](const std::vector<tensor*>& values) {
         for (int i = 0; i < R; ++i)
           if (values[static_cast<std::size_t>(i)]->shape() != grad.shape())
             fail(error_code::invalid_argument, "the gradient of shape ", grad.shape(), " does not match variable '",

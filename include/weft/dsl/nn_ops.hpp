@@ -1,0 +1,336 @@
+// The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
+// log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
+// l2_loss, conv2d, max_pool, avg_pool and dropout. Images are NHWC and filters [height,
+// width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
+// padding are template arguments, so the output's static shape is computed at compile time
+// and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
+// checked at run time by the graph's shape functions and the kernels.
+//
+//   auto h = max_pool(relu(bias_add(conv2d(images, filter, strides<1, 1>, same), b)),
+//                     window<2, 2>, strides<2, 2>, valid);              // [dyn, 14, 14, 16]
+//   auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels));
+//
+// Lowering an op registers its kernel and the kernels of its gradient for its dtype only.
+// Every op here has a gradient rule (graph/gradient_rules.hpp), so grad() and minimize()
+// differentiate through them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <weft/dsl/array_ops.hpp>
+#include <weft/dsl/ops.hpp>
+#include <weft/kernels/cpu/nn.hpp>
+#include <weft/ops/nn_ops.hpp>
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_SUPPORT_CHECK(nn_dtype, "weft::nn: the dtype must be float16, bfloat16, float or double");
+WEFT_DETAIL_TYPE_CHECK(nn_dtypes, "weft::nn: operands have different dtypes");
+WEFT_DETAIL_DIM_CHECK(bias_add_rank, "weft::bias_add: the value's rank is below 2 or the bias is not a vector");
+WEFT_DETAIL_DIM_CHECK(bias_add_length, "weft::bias_add: the bias length differs from the value's last dimension");
+WEFT_DETAIL_DIM_CHECK(softmax_rank, "weft::softmax: the logits' rank is below 1");
+WEFT_DETAIL_DIM_CHECK(xent_rank, "weft::softmax_cross_entropy_with_logits: logits and labels must be matrices [batch, classes]");
+WEFT_DETAIL_DIM_CHECK(xent_dims, "weft::softmax_cross_entropy_with_logits: logits and labels have different shapes");
+WEFT_DETAIL_DIM_CHECK(sparse_xent_rank,
+                      "weft::sparse_softmax_cross_entropy_with_logits: logits must be [batch, classes] and labels [batch]");
+WEFT_DETAIL_DIM_CHECK(sparse_xent_batch,
+                      "weft::sparse_softmax_cross_entropy_with_logits: logits and labels have different batch sizes");
+WEFT_DETAIL_SUPPORT_CHECK(sparse_xent_labels, "weft::sparse_softmax_cross_entropy_with_logits: labels must be int32 or int64");
+WEFT_DETAIL_DIM_CHECK(conv2d_rank, "weft::conv2d: input and filter must have rank 4 (NHWC; height, width, in, out)");
+WEFT_DETAIL_DIM_CHECK(conv2d_channels, "weft::conv2d: the input's channels differ from the filter's input channels");
+WEFT_DETAIL_DIM_CHECK(window_count, "weft::conv2d/pool: strides, window and dilations take two values (height, width)");
+WEFT_DETAIL_DIM_CHECK(window_too_large, "weft::conv2d/pool: with VALID padding the window is larger than the input");
+WEFT_DETAIL_DIM_CHECK(pool_rank, "weft::max_pool/avg_pool: the input must have rank 4 (NHWC)");
+WEFT_DETAIL_DIM_CHECK(dropout_rate_rank, "weft::dropout: the rate must be a scalar");
+}  // namespace check
+
+// Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
+// (only windows inside the input).
+template <bool Same>
+struct padding_t {
+  static constexpr bool is_same = Same;
+  static constexpr const char* name = Same ? "SAME" : "VALID";
+};
+inline constexpr padding_t<true> same{};
+inline constexpr padding_t<false> valid{};
+// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
+template <std::int64_t... V>
+inline constexpr index_list<V...> strides{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> window{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> dilations{};
+
+namespace detail {
+
+template <class T>
+inline constexpr bool nn_float = in_list<T, type_list<half, bfloat16, float, double>>::value;
+
+// Registers the kernels of Impls (cpu::nn) under `names` for dtype T, once per dtype and
+// set (prepare() runs at every lowering of an op).
+template <class T, class... Impls>
+void register_nn(std::initializer_list<const char*> names) {
+  static const bool once = [&] {
+    ops::register_nn_ops();
+    const char* const* name = names.begin();
+    (register_cpu_kernel<typename cpu::nn::kernel<Impls>::template of<T>>(*name++, {"T", dtype_of<T>}), ...);
+    return true;
+  }();
+  (void)once;
+}
+
+// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
+// `kernels`, which registers the op's kernel and its gradient's for the dtype.
+struct nn_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  attr_map attrs;
+  void (*kernels)();
+  int port = 0;
+  void prepare() const {
+    cpu::register_core_kernels();
+    kernels();
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    output o = cx.add(name, std::move(inputs), attrs, scope);
+    o.port = port;
+    return o;
+  }
+};
+
+// Kernel sets: the op and what its gradient rule adds.
+template <class T>
+void bias_add_kernels() {
+  register_nn<T, cpu::nn::bias_add, cpu::nn::bias_add_grad>({"BiasAdd", "BiasAddGrad"});
+}
+template <class T, bool Log>
+void softmax_kernels() {
+  register_nn<T, cpu::nn::softmax<Log>>({Log ? "LogSoftmax" : "Softmax"});
+}
+template <class T>  // the gradient through the backprop output uses Softmax, the labels' LogSoftmax
+void xent_kernels() {
+  register_nn<T, cpu::nn::softmax_cross_entropy, cpu::nn::softmax<false>, cpu::nn::softmax<true>>(
+      {"SoftmaxCrossEntropyWithLogits", "Softmax", "LogSoftmax"});
+}
+template <class T>
+void sparse_xent_kernels() {
+  register_nn<T, cpu::nn::sparse_softmax_cross_entropy, cpu::nn::softmax<false>>(
+      {"SparseSoftmaxCrossEntropyWithLogits", "Softmax"});
+}
+template <class T>
+void l2_loss_kernels() {
+  register_nn<T, cpu::nn::l2_loss>({"L2Loss"});
+}
+template <class T>
+void conv2d_kernels() {
+  register_nn<T, cpu::nn::conv2d, cpu::nn::conv2d_backprop_input, cpu::nn::conv2d_backprop_filter>(
+      {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"});
+}
+template <class T, bool Max>
+void pool_kernels() {
+  if constexpr (Max)
+    register_nn<T, cpu::nn::pool<true>, cpu::nn::max_pool_grad, cpu::nn::max_pool_grad_grad>(
+        {"MaxPool", "MaxPoolGrad", "MaxPoolGradGrad"});
+  else
+    register_nn<T, cpu::nn::pool<false>, cpu::nn::avg_pool_grad>({"AvgPool", "AvgPoolGrad"});
+}
+template <class T>
+void dropout_kernels() {
+  register_nn<T, cpu::nn::dropout>({"Dropout"});
+}
+
+// One spatial dim of a convolution or pool's output: dyn when the input's is.
+constexpr std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
+  if (in < 0) return dyn;
+  const std::int64_t effective = (k - 1) * dilation + 1;
+  return same ? (in + stride - 1) / stride : (in - effective + stride) / stride;
+}
+// {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
+constexpr std::array<std::int64_t, 2> window_fits(std::int64_t in, std::int64_t k, std::int64_t dilation, bool same) {
+  const std::int64_t effective = (k - 1) * dilation + 1;
+  return !same && in >= 0 && k >= 0 && effective > in ? std::array<std::int64_t, 2>{effective, in}
+                                                      : std::array<std::int64_t, 2>{0, 0};
+}
+
+template <class T>
+constexpr bool check_nn_dtype() {
+  return check::nn_dtype<T, nn_float<T>>::value;
+}
+
+}  // namespace detail
+
+// bias_add(x, b): x + b along x's last dimension (TensorFlow's BiasAdd, NHWC).
+template <expression X, expression B>
+auto bias_add(const X& x, const B& b) {
+  using SX = shape_of<X>;
+  using SB = shape_of<B>;
+  using T = value_type_of<X>;
+  (void)check::nn_dtypes<T, value_type_of<B>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::bias_add_rank<(SX::rank >= 2 && SB::rank == 1) ? 1 : 0, 1>::value;
+  constexpr auto n = detail::static_pair(detail::dim_or(SX::values, SX::rank - 1), detail::dim_or(SB::values, 0));
+  (void)check::bias_add_length<n[0], n[1]>::value;
+  return op_expr<detail::nn_op, T, SX, X, B>({"BiasAdd", {}, &detail::bias_add_kernels<T>}, x, b);
+}
+
+namespace detail {
+template <bool Log, class X>
+auto softmax(const X& x) {
+  using T = value_type_of<X>;
+  (void)check_nn_dtype<T>();
+  (void)check::softmax_rank<(shape_of<X>::rank >= 1 ? 1 : 0), 1>::value;
+  return op_expr<nn_op, T, shape_of<X>, X>({Log ? "LogSoftmax" : "Softmax", {}, &softmax_kernels<T, Log>}, x);
+}
+}  // namespace detail
+
+// softmax(x), log_softmax(x): over the last dimension.
+template <expression X>
+auto softmax(const X& x) {
+  return detail::softmax<false>(x);
+}
+template <expression X>
+auto log_softmax(const X& x) {
+  return detail::softmax<true>(x);
+}
+
+// softmax_cross_entropy_with_logits(logits, labels): per row of [batch, classes], the
+// cross-entropy between the probability rows `labels` and softmax(logits); [batch].
+template <expression L, expression Y>
+auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
+  using SL = shape_of<L>;
+  using SY = shape_of<Y>;
+  using T = value_type_of<L>;
+  (void)check::nn_dtypes<T, value_type_of<Y>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::xent_rank<(SL::rank == 2 && SY::rank == 2) ? 1 : 0, 1>::value;
+  constexpr auto b = detail::static_pair(detail::dim_or(SL::values, 0), detail::dim_or(SY::values, 0));
+  constexpr auto c = detail::static_pair(detail::dim_or(SL::values, 1), detail::dim_or(SY::values, 1));
+  (void)check::xent_dims<b[0], b[1]>::value;
+  (void)check::xent_dims<c[0], c[1]>::value;
+  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
+  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+      {"SoftmaxCrossEntropyWithLogits", {}, &detail::xent_kernels<T>}, logits, labels);
+}
+
+// sparse_softmax_cross_entropy_with_logits(logits, labels): labels are class indices
+// ([batch], int32 or int64); [batch]. A label outside [0, classes) is a run-time error.
+template <expression L, expression Y>
+auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
+  using SL = shape_of<L>;
+  using SY = shape_of<Y>;
+  using T = value_type_of<L>;
+  using I = value_type_of<Y>;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::sparse_xent_labels<I, std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>>::value;
+  (void)check::sparse_xent_rank<(SL::rank == 2 && SY::rank == 1) ? 1 : 0, 1>::value;
+  constexpr auto b = detail::static_pair(detail::dim_or(SL::values, 0), detail::dim_or(SY::values, 0));
+  (void)check::sparse_xent_batch<b[0], b[1]>::value;
+  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
+  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+      {"SparseSoftmaxCrossEntropyWithLogits", {{"Tlabels", dtype_of<I>}}, &detail::sparse_xent_kernels<T>}, logits, labels);
+}
+
+// l2_loss(x) = sum(x^2) / 2, a scalar.
+template <expression X>
+auto l2_loss(const X& x) {
+  using T = value_type_of<X>;
+  (void)detail::check_nn_dtype<T>();
+  return op_expr<detail::nn_op, T, static_shape<>, X>({"L2Loss", {}, &detail::l2_loss_kernels<T>}, x);
+}
+
+// conv2d(input, filter, strides<sh, sw>, same or valid[, dilations<dh, dw>]): input
+// [batch, height, width, in], filter [fh, fw, in, out]; [batch, oh, ow, out].
+template <expression X, expression F, std::int64_t... St, bool Same, std::int64_t... Di>
+auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_list<Di...>) {
+  using SX = shape_of<X>;
+  using SF = shape_of<F>;
+  using T = value_type_of<X>;
+  (void)check::nn_dtypes<T, value_type_of<F>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::conv2d_rank<(SX::rank == 4 && SF::rank == 4) ? 1 : 0, 1>::value;
+  (void)check::window_count<sizeof...(St), 2>::value;
+  (void)check::window_count<sizeof...(Di), 2>::value;
+  static_assert(((St > 0) && ...) && ((Di > 0) && ...), "weft::conv2d: strides and dilations must be positive");
+  constexpr std::array<std::int64_t, 2> s{St...}, d{Di...};
+  constexpr auto c = detail::static_pair(detail::dim_or(SX::values, 3), detail::dim_or(SF::values, 2));
+  (void)check::conv2d_channels<c[0], c[1]>::value;
+  constexpr std::int64_t kh = detail::dim_or(SF::values, 0), kw = detail::dim_or(SF::values, 1);
+  constexpr auto fit_h = detail::window_fits(detail::dim_or(SX::values, 1), kh, d[0], Same);
+  constexpr auto fit_w = detail::window_fits(detail::dim_or(SX::values, 2), kw, d[1], Same);
+  (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
+  (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
+  constexpr auto window_dim = [](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di) {
+    return k < 0 ? (Same ? detail::window_out(in, 1, st, 1, true) : dyn) : detail::window_out(in, k, st, di, Same);
+  };
+  using S = static_shape<detail::dim_or(SX::values, 0), window_dim(detail::dim_or(SX::values, 1), kh, s[0], d[0]),
+                         window_dim(detail::dim_or(SX::values, 2), kw, s[1], d[1]), detail::dim_or(SF::values, 3)>;
+  attr_map attrs{{"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
+                 {"padding", std::string(padding_t<Same>::name)},
+                 {"dilations", std::vector<std::int64_t>{1, d[0], d[1], 1}}};
+  return op_expr<detail::nn_op, T, S, X, F>({"Conv2D", std::move(attrs), &detail::conv2d_kernels<T>}, x, f);
+}
+
+template <expression X, expression F, std::int64_t... St, bool Same>
+auto conv2d(const X& x, const F& f, index_list<St...> s, padding_t<Same> p) {
+  return conv2d(x, f, s, p, dilations<1, 1>);
+}
+
+namespace detail {
+template <bool Max, class X, std::int64_t... K, std::int64_t... St, bool Same>
+auto pool(const X& x, index_list<K...>, index_list<St...>, padding_t<Same>) {
+  using SX = shape_of<X>;
+  using T = value_type_of<X>;
+  (void)check_nn_dtype<T>();
+  (void)check::pool_rank<SX::rank, 4>::value;
+  (void)check::window_count<sizeof...(K), 2>::value;
+  (void)check::window_count<sizeof...(St), 2>::value;
+  static_assert(((K > 0) && ...) && ((St > 0) && ...), "weft::max_pool/avg_pool: window and strides must be positive");
+  constexpr std::array<std::int64_t, 2> k{K...}, s{St...};
+  constexpr auto fit_h = window_fits(dim_or(SX::values, 1), k[0], 1, Same);
+  constexpr auto fit_w = window_fits(dim_or(SX::values, 2), k[1], 1, Same);
+  (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
+  (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
+  using S = static_shape<dim_or(SX::values, 0), window_out(dim_or(SX::values, 1), k[0], s[0], 1, Same),
+                         window_out(dim_or(SX::values, 2), k[1], s[1], 1, Same), dim_or(SX::values, 3)>;
+  attr_map attrs{{"ksize", std::vector<std::int64_t>{1, k[0], k[1], 1}},
+                 {"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
+                 {"padding", std::string(padding_t<Same>::name)}};
+  return op_expr<nn_op, T, S, X>({Max ? "MaxPool" : "AvgPool", std::move(attrs), &pool_kernels<T, Max>}, x);
+}
+}  // namespace detail
+
+// max_pool(x, window<kh, kw>, strides<sh, sw>, same or valid), avg_pool(...): x NHWC.
+template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
+auto max_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
+  return detail::pool<true>(x, k, s, p);
+}
+template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
+auto avg_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
+  return detail::pool<false>(x, k, s, p);
+}
+
+// dropout(x, rate, seed, seed2): each element zeroed with probability `rate` and the rest
+// scaled by 1 / (1 - rate). rate is a number or a scalar expression of x's dtype (a
+// placeholder, to train with a rate and test with 0); a rate outside [0, 1) is a run-time
+// error. The masks come from a stream keyed by the seeds: the n-th run of a graph draws
+// the same mask for the same seeds.
+template <expression X, expression R>
+auto dropout(const X& x, const R& rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  using T = value_type_of<X>;
+  (void)check::nn_dtypes<T, value_type_of<R>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::dropout_rate_rank<shape_of<R>::rank, 0>::value;
+  return op_expr<detail::nn_op, T, shape_of<X>, X, R>(
+      {"Dropout", {{"seed", seed}, {"seed2", seed2}}, &detail::dropout_kernels<T>}, x, rate);
+}
+template <expression X, detail::scalar_value U>
+auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
+}
+
+}  // namespace weft

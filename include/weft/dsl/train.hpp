@@ -1,0 +1,158 @@
+// Training typed models: train::minimize(loss, optimizer, vars...) is a target that runs
+// one step of the optimizer (graph/optimizers.hpp: SGD, Momentum, AdaGrad, RMSProp, Adam)
+// on typed variables. The gradients are grad(loss, vars...) (fused backwards included);
+// the updates, slots and their initializers are the graph optimizers' own.
+//
+//   auto step = weft::train::minimize(loss, weft::train::adam{0.001}, w1, b1, w2, b2);
+//   weft::client_session s;
+//   s.initialize(step);                       // the variables' and the slots' initial values
+//   for (...) s.run(weft::targets(step), weft::feed(x, batch), weft::feed(labels, y));
+//
+// At compile time: the loss is a floating-point scalar, every var is a variable (not a
+// placeholder, a constant or an expression), and every op between them has a gradient
+// (grad's check).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include <weft/dsl/gradient.hpp>
+#include <weft/graph/optimizers.hpp>
+#include <weft/kernels/cpu/training.hpp>
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_DIM_CHECK(minimize_loss_rank, "weft::train::minimize: the loss must be a scalar (rank 0); reduce it first");
+template <class V, bool Ok>
+struct minimize_variable {
+  static_assert(Ok, "weft::train::minimize: a var is not a weft::variable (placeholders, constants and expressions "
+                    "have no state to update)");
+  static constexpr bool value = Ok;
+};
+}  // namespace check
+
+namespace train {
+
+namespace detail {
+
+template <class V>
+struct is_variable : std::false_type {};
+template <class T, class S>
+struct is_variable<variable_expr<T, S>> : std::true_type {};
+
+// The update kernel of the optimizers this library defines.
+template <class Optimizer>
+struct update_kernel;
+template <>
+struct update_kernel<sgd> {
+  using impl = cpu::training::gradient_descent;
+  static constexpr const char* op = "ApplyGradientDescent";
+};
+template <>
+struct update_kernel<momentum> {
+  using impl = cpu::training::momentum;
+  static constexpr const char* op = "ApplyMomentum";
+};
+template <>
+struct update_kernel<adagrad> {
+  using impl = cpu::training::adagrad;
+  static constexpr const char* op = "ApplyAdagrad";
+};
+template <>
+struct update_kernel<rms_prop> {
+  using impl = cpu::training::rms_prop;
+  static constexpr const char* op = "ApplyRMSProp";
+};
+template <>
+struct update_kernel<adam> {
+  using impl = cpu::training::adam;
+  static constexpr const char* op = "ApplyAdam";
+};
+
+// Registers the update kernel of Optimizer for dtype T (every optimizer's, for an
+// optimizer defined elsewhere).
+template <class Optimizer, class T>
+void register_update_kernel() {
+  static const bool once = [] {
+    ops::register_training_ops();
+    if constexpr (requires { update_kernel<Optimizer>::op; })
+      register_cpu_kernel<typename cpu::training::apply_kernel<typename update_kernel<Optimizer>::impl>::template of<T>>(
+          update_kernel<Optimizer>::op, {"T", dtype_of<T>});
+    else
+      cpu::register_training_kernels();
+    return true;
+  }();
+  (void)once;
+}
+
+// What a training target lowers: the loss, the variables and their gradients, then
+// apply_gradients, once per lowering.
+struct training_state {
+  lower_fn loss;
+  std::vector<lower_fn> vars, gradients;
+  std::function<training_op(graph&, output, const std::vector<output>&, std::vector<output>, const std::string&)> apply;
+  void (*prepare)();
+  const scope_info* scope;
+  weft::detail::memo_per_lowering<output> lowered;
+
+  output get(lowering& cx) {
+    return lowered.get(cx, [&] {
+      prepare();
+      const output l = loss(cx);
+      std::vector<output> v, g;
+      for (const auto& var : vars) v.push_back(var(cx));
+      for (const auto& d : gradients) g.push_back(d(cx));
+      // "train", or "train_1", ... when a target of this scope was lowered before.
+      const std::string base = scope->prefix + "train";
+      std::string name = base;
+      for (int k = 1; cx.target().find(name + "/step"); ++k) name = base + "_" + std::to_string(k);
+      const training_op op = apply(cx.target(), l, v, std::move(g), name);
+      cx.add_initializer(op.init.id());
+      return output{op.step.id(), 0};  // a NoOp: a target, never fetched
+    });
+  }
+};
+
+}  // namespace detail
+
+// A target: one step of the optimizer over its variables. Lowering it also records the
+// slots' initializers with the variables' (client_session::initialize runs them).
+class training_target {
+ public:
+  explicit training_target(std::shared_ptr<detail::training_state> state) : state_(std::move(state)) {}
+  output lower(lowering& cx) const { return state_->get(cx); }
+
+ private:
+  std::shared_ptr<detail::training_state> state_;
+};
+
+// minimize(loss, optimizer, vars...): see the top of this file.
+template <class Optimizer, expression Loss, expression... Vars>
+  requires(sizeof...(Vars) >= 1)
+training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... vars) {
+  (void)check::minimize_loss_rank<shape_of<Loss>::rank, 0>::value;
+  ((void)check::minimize_variable<Vars, detail::is_variable<std::remove_cvref_t<Vars>>::value>::value, ...);
+  auto state = std::make_shared<detail::training_state>();
+  state->loss = lowering_of(loss);
+  (state->vars.push_back(lowering_of(vars)), ...);
+  const auto gradients = grad(loss, vars...);  // one expression, or a tuple of them
+  if constexpr (sizeof...(Vars) == 1)
+    state->gradients.push_back(lowering_of(gradients));
+  else
+    std::apply([&](const auto&... d) { (state->gradients.push_back(lowering_of(d)), ...); }, gradients);
+  state->apply = [opt](graph& g, output l, const std::vector<output>& v, std::vector<output> d, const std::string& name) {
+    return apply_gradients(g, l, v, std::move(d), opt, name);
+  };
+  // The update kernels. The slots' initializers (Fill, Assign) and Adam's beta powers
+  // (Mul) find theirs registered by lowering the variables and their gradients.
+  state->prepare = [] { (detail::register_update_kernel<Optimizer, value_type_of<Vars>>(), ...); };
+  state->scope = weft::detail::current_scope();
+  return training_target(std::move(state));
+}
+
+}  // namespace train
+}  // namespace weft
