@@ -144,3 +144,49 @@ TEST_CASE("checkpoint: a saver keeps the last N files and restores all variables
   sv.restore(fresh, saver::latest(prefix)->second);
   CHECK(fresh.run({}, {w}).at(0).to_vector<float>() == std::vector<float>{4, -4});
 }
+
+TEST_CASE("checkpoint: Save and Restore ops write and read a file as graph nodes", "[checkpoint]") {
+  temp_dir d("weft_ckpt_ops_test");
+  graph g;
+  auto name = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("name")).out(0);
+  auto a = g.constant(tensor::of<float>({2, 2}, {1, 2, 3, 4})).out(0);
+  auto b = g.constant(tensor::scalar(std::int32_t{7})).out(0);
+  auto e = g.constant(tensor(dtype::float64, shape{0, 3})).out(0);
+  g.op("Save", {name, a, b, e}, {{"tensor_names", std::vector<std::string>{"a", "b", "empty"}}}, node_options("save"));
+  // Restore reads two of the three, in another order; shapes may be partial.
+  const node& r = g.op("Restore", {name},
+                       {{"tensor_names", std::vector<std::string>{"b", "a"}},
+                        {"dtypes", std::vector<dtype>{dtype::int32, dtype::float32}},
+                        {"shapes", std::vector<partial_shape>{partial_shape({}), partial_shape({unknown_dim, 2})}}},
+                       node_options("restore"));
+  CHECK(r.num_outputs() == 2);
+  CHECK(r.output_dtype(1) == dtype::float32);
+  CHECK(r.output_shape(1) == partial_shape({unknown_dim, 2}));
+  const output rb = r.out(0), ra = r.out(1);
+  session s(g, one_thread());
+  const fs::path file = d.path / "ops.ckpt";
+  s.run({{name, cpu::filename_tensor(file)}}, {}, {std::string("save")});
+  // The file is the format's: read_checkpoint sees all three tensors.
+  auto stored = read_checkpoint(file);
+  REQUIRE(stored.size() == 3);
+  CHECK(stored[2].first == "empty");
+  CHECK(stored[2].second.shape() == shape{0, 3});
+  auto got = s.run({{name, cpu::filename_tensor(file)}}, {rb, ra});
+  CHECK(got[0].scalar_value<std::int32_t>() == 7);
+  CHECK(got[1].to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  // Errors name the node: a missing file, a name not in it, another dtype, a bad file name.
+  require_error([&] { s.run({{name, cpu::filename_tensor(d.path / "none.ckpt")}}, {ra}); },
+                {"node 'restore' (Restore)", "cannot open the checkpoint"});
+  write_checkpoint(d.path / "other.ckpt", {{"a", tensor::of<float>({2, 2}, {0, 0, 0, 0})}, {"b", tensor::scalar(1.0)}});
+  require_error([&] { s.run({{name, cpu::filename_tensor(d.path / "other.ckpt")}}, {ra}); },
+                {"node 'restore' (Restore)", "holds 'b' as float64[], but the variable is int32[]"});
+  require_error([&] { s.run({{name, tensor(dtype::uint8, shape{0})}}, {}, {std::string("save")}); }, {"node 'save' (Save)", "non-empty path"});
+  // Build-time checks: names against tensors, repeated names, the file name's rank.
+  require_error([&] { g.op("Save", {name, a, b}, {{"tensor_names", std::vector<std::string>{"a"}}}); },
+                {"Save", "1 tensor_names for 2 tensors"});
+  require_error([&] { g.op("Save", {name, a, b}, {{"tensor_names", std::vector<std::string>{"a", "a"}}}); },
+                {"Save", "distinct and non-empty", "'a'"});
+  auto scalar_name = g.constant(tensor::scalar(std::uint8_t{65})).out(0);
+  require_error([&] { g.op("Save", {scalar_name, a}, {{"tensor_names", std::vector<std::string>{"a"}}}); },
+                {"Save", "filename (the path's bytes) must have rank 1"});
+}

@@ -226,3 +226,20 @@ TEST_CASE("dsl grad: a DSL-lowered graph differentiated op by op expands its fus
   check_close(out[0].flat<double>(), want_x.to_vector(), 1e-12);
   check_close(out[1].flat<double>(), want_c.to_vector(), 1e-12);
 }
+
+TEST_CASE("dsl grad: through reduce_prod (zeros included) and gather", "[dsl][grad]") {
+  auto x = placeholder<double>("x", dims<2, 3>);
+  auto w = placeholder<double>("w", dims<4, 2>);
+  // Products of the rows, and rows of w picked by index (row 1 twice, row 2 never).
+  auto y = reduce_sum(reduce_prod(x, axes<1>) * constant(std::vector<double>{1.0, 2.0}, dims<2>)) +
+           reduce_sum(square(gather(w, constant(std::vector<std::int32_t>{1, 3, 1}, dims<3>))));
+  auto [dx, dw] = grad(y, x, w);
+  client_session s;
+  auto [gx, gw] = s.run(fetch(dx, dw), feed(x, tensor_of<double, 2>({2, 0, 3, -1, 4, 5}, {2, 3})),
+                        feed(w, tensor_of<double, 2>({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2})));
+  // Row 0 (2, 0, 3) has one zero: only that element's gradient (2 * 3) is nonzero; row 1,
+  // weighted by 2: the products of the other two.
+  check_close(gx.flat(), {0, 6, 0, 2 * 20, 2 * -5, 2 * -4}, 0);
+  // d sum(w[i]^2) = 2 w[i] per pick: row 1 twice, row 3 once, rows 0 and 2 none.
+  check_close(gw.flat(), {0, 0, 4 * 3, 4 * 4, 0, 0, 2 * 7, 2 * 8}, 0);
+}

@@ -175,6 +175,44 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"Min, kept dims", [](graph& g, const std::vector<output>& x) {
          return op(g, "Min", {x[0], ints(g, {0, 2})}, {{"keep_dims", true}});
        }, {{{2, 3, 2}, -1, 1}}},
+      {"Prod over axis 1", [](graph& g, const std::vector<output>& x) { return op(g, "Prod", {x[0], ints(g, {1})}); },
+       {{{2, 3, 2}, -1, 1}}},
+      {"Prod over axes 2 and 0, kept dims", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Prod", {x[0], ints(g, {2, 0})}, {{"keep_dims", true}});
+       }, {{{2, 3, 2}, -1, 1}}},
+      {"Prod of everything, axes -1 and 0", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Prod", {x[0], ints(g, {-1, 0})});
+       }, {m23}},
+      {"Prod over no axis", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Prod", {x[0], g.constant(tensor::from_vector(std::vector<std::int32_t>{}, shape{0}))});
+       }, {m23}},
+      {"Cumsum along axis 1", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Cumsum", {x[0], g.constant(tensor::scalar(1))});
+       }, {{{2, 3, 2}, -1, 1}}},
+      {"Cumsum, exclusive and reverse", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Cumsum", {x[0], g.constant(tensor::scalar(0))}, {{"exclusive", true}, {"reverse", true}});
+       }, {{{3, 2}, -1, 1}}},
+      {"Cumprod along axis -1", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Cumprod", {x[0], g.constant(tensor::scalar(-1))});
+       }, {pos23}},  // TensorFlow's rule divides by x: away from 0
+      {"Cumprod, exclusive and reverse", [](graph& g, const std::vector<output>& x) {
+         return op(g, "Cumprod", {x[0], g.constant(tensor::scalar(0))}, {{"exclusive", true}, {"reverse", true}});
+       }, {{{3, 2}, 0.5, 2.0}}},
+      {"GatherV2 along axis 0, an index twice", [](graph& g, const std::vector<output>& x) {
+         return op(g, "GatherV2", {x[0], ints(g, {2, 0, 2}), g.constant(tensor::scalar(0))});
+       }, {{{4, 3}, -1, 1}}},
+      {"GatherV2 along axis 1, indices [2, 2]", [](graph& g, const std::vector<output>& x) {
+         auto idx = g.constant(tensor::from_vector(std::vector<std::int32_t>{1, 0, 1, 2}, shape{2, 2}));
+         return op(g, "GatherV2", {x[0], idx, g.constant(tensor::scalar(1))});
+       }, {{{2, 3, 2}, -1, 1}}},
+      {"GatherV2 along the last axis", [](graph& g, const std::vector<output>& x) {
+         return op(g, "GatherV2", {x[0], ints(g, {1}), g.constant(tensor::scalar(-1))});
+       }, {m23}},
+      {"UnsortedSegmentSum, empty segments", [](graph& g, const std::vector<output>& x) {
+         return op(g, "UnsortedSegmentSum", {x[0], ints(g, {1, 0, 1, 3}), g.constant(tensor::scalar(5))});
+       }, {{{4, 3}, -1, 1}}},
+      {"Fill", [](graph& g, const std::vector<output>& x) { return op(g, "Fill", {ints(g, {2, 3}), x[0]}); },
+       {{{}, -1, 1}}},
       {"BatchMatMulV2, a matrix broadcast over the batch", binary("BatchMatMulV2"), {{{2, 2, 3}, -1, 1}, {{3, 4}, -1, 1}}},
       {"BatchMatMulV2, both adjoint", [](graph& g, const std::vector<output>& x) {
          return op(g, "BatchMatMulV2", {x[0], x[1]}, {{"adj_x", true}, {"adj_y", true}});
@@ -299,8 +337,10 @@ TEST_CASE("gradients: partials are summed, unconnected inputs get zeros, outputs
 TEST_CASE("gradients: an op without a rule, or an integer output, is a clear error", "[gradients]") {
   graph g;
   auto x = g.placeholder(dtype::float32, partial_shape({3}), node_options("x"));
-  auto p = g.op("Prod", {x, ints(g, {0})}, {}, node_options("product"));
-  require_error([&] { add_gradients(g, {p}, {x}); }, {"no gradient", "node 'product' (Prod)"});
+  auto on = g.placeholder(dtype::float32, partial_shape({}), node_options("on"));
+  auto p = g.op("OneHot", {ints(g, {0, 2}), g.constant(tensor::scalar(3)), on, g.constant(tensor::scalar(0.0f))}, {},
+                node_options("hot"));
+  require_error([&] { add_gradients(g, {p}, {on}); }, {"no gradient", "node 'hot' (OneHot)"});
   auto i = g.op("ArgMax", {x, ints(g, {0})}, {}, node_options("index"));
   require_error([&] { add_gradients(g, {i}, {x}); }, {"node 'index' (ArgMax)", "int64", "floating-point"});
   // Rules that read values when the graph is built say so.
@@ -308,9 +348,35 @@ TEST_CASE("gradients: an op without a rule, or an integer output, is a clear err
   auto perm = g.placeholder(dtype::int32, partial_shape({2}), node_options("perm"));
   auto t = g.op("Transpose", {m, perm}, {}, node_options("turned"));
   require_error([&] { add_gradients(g, {t}, {m}); }, {"node 'turned' (Transpose)", "permutation to be a constant"});
+  auto axis = g.placeholder(dtype::int32, partial_shape({}), node_options("axis"));
+  auto pr = g.op("Prod", {m, axis}, {}, node_options("product"));
+  require_error([&] { add_gradients(g, {pr}, {m}); }, {"node 'product' (Prod)", "constant axis"});
+  auto ga = g.op("GatherV2", {m, ints(g, {1}), axis}, {}, node_options("picked"));
+  require_error([&] { add_gradients(g, {ga}, {m}); }, {"node 'picked' (GatherV2)", "constant axis"});
   auto rows = g.placeholder(dtype::float32, partial_shape({unknown_dim, 3}), node_options("rows"));
   auto c = g.op("ConcatV2", {rows, m, g.constant(tensor::scalar(0))}, {}, node_options("joined"));
   require_error([&] { add_gradients(g, {c}, {rows}); }, {"node 'joined' (ConcatV2)", "input 0's dimension 0"});
+}
+
+TEST_CASE("gradients: Prod's gradient is exact where the product has zeros", "[gradients]") {
+  // d prod / d x_i is the product of the others: with one zero only that element's is
+  // nonzero, with two zeros every one is 0 (a rule dividing the product by x_i gives NaN).
+  graph g;
+  auto x = g.placeholder(dtype::float64, partial_shape({2, 4}), node_options("x"));
+  auto p = g.op("Prod", {x, ints(g, {1})});
+  auto d = add_gradients(g, {p}, {x});
+  session s(g, one_thread());
+  const std::vector<double> xv{2, 0, 3, 5, 0, 4, 0, -1};
+  auto got = s.run({{x, tensor::from_vector(xv, shape{2, 4})}}, {d[0]}).at(0).to_vector<double>();
+  CHECK(got == std::vector<double>{0, 30, 0, 0, 0, 0, 0, 0});
+  // And through two axes of a [2, 2, 2]: the other seven elements' product.
+  auto y = g.placeholder(dtype::float64, partial_shape({2, 2, 2}), node_options("y"));
+  auto d2 = add_gradients(g, {g.op("Prod", {y, ints(g, {0, 2})})}, {y});
+  session s2(g, one_thread());
+  const std::vector<double> yv{1, 2, 3, 0, 5, 6, 7, 8};
+  auto got2 = s2.run({{y, tensor::from_vector(yv, shape{2, 2, 2})}}, {d2[0]}).at(0).to_vector<double>();
+  // Groups (axes 0 and 2 reduced): {1, 2, 5, 6} for dim 1 = 0 and {3, 0, 7, 8} for dim 1 = 1.
+  CHECK(got2 == std::vector<double>{60, 30, 0, 168, 12, 10, 0, 0});
 }
 
 TEST_CASE("gradients: the backward graph grows linearly with a deep chain", "[gradients]") {

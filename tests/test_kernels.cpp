@@ -195,6 +195,69 @@ TEST_CASE("reductions over any axes match a naive loop") {
         std::vector<std::int64_t>{0, 1, 1});
 }
 
+TEST_CASE("Cumsum, Cumprod and UnsortedSegmentSum match naive loops") {
+  // x[i][j][k] = i*100 + j*10 + k + 1, dims 2x3x4; scans along each axis, every flag.
+  std::vector<double> x;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) x.push_back(i * 100 + j * 10 + k + 1);
+  const int dims[3] = {2, 3, 4};
+  graph g;
+  auto& t = c<double>(g, {2, 3, 4}, x);
+  for (const char* op : {"Cumsum", "Cumprod"})
+    for (int axis = -1; axis < 3; ++axis)
+      for (bool exclusive : {false, true})
+        for (bool reverse : {false, true}) {
+          INFO(op << " axis " << axis << " exclusive " << exclusive << " reverse " << reverse);
+          const bool sum = std::string(op) == "Cumsum";
+          const int a = axis < 0 ? axis + 3 : axis;
+          std::vector<double> want(x.size());
+          for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 3; ++j)
+              for (int k = 0; k < 4; ++k) {
+                const int at[3] = {i, j, k};
+                double acc = sum ? 0 : 1;
+                for (int m = 0; m < dims[a]; ++m) {  // every element of the line before (after) this one
+                  const bool counted = reverse ? (exclusive ? m > at[a] : m >= at[a]) : (exclusive ? m < at[a] : m <= at[a]);
+                  if (!counted) continue;
+                  int p[3] = {i, j, k};
+                  p[a] = m;
+                  const double v = x[static_cast<std::size_t>((p[0] * 3 + p[1]) * 4 + p[2])];
+                  acc = sum ? acc + v : acc * v;
+                }
+                want[static_cast<std::size_t>((i * 3 + j) * 4 + k)] = acc;
+              }
+          auto got = eval(g, g.op(op, {t, g.constant(tensor::scalar(axis))}, {{"exclusive", exclusive}, {"reverse", reverse}}));
+          CHECK(got.shape() == shape{2, 3, 4});
+          CHECK(got.to_vector<double>() == want);
+        }
+  // Integers wrap like the type; half types compute in float; empty lines and tensors.
+  CHECK(eval(g, g.op("Cumprod", {c<std::int8_t>(g, {3}, {16, 16, 3}), g.constant(tensor::scalar(0))})).to_vector<std::int8_t>() ==
+        std::vector<std::int8_t>{16, 0, 0});
+  auto halves = eval(g, g.op("Cumsum", {c<half>(g, {3}, {half(0.5f), half(1.5f), half(2.0f)}), g.constant(tensor::scalar(0))}))
+                    .to_vector<half>();
+  CHECK(std::vector<float>(halves.begin(), halves.end()) == std::vector<float>{0.5f, 2.0f, 4.0f});
+  CHECK(eval(g, g.op("Cumsum", {c<float>(g, {2, 0}, {}), g.constant(tensor::scalar(1))})).shape() == shape{2, 0});
+  test::require_error([&] { eval(g, g.op("Cumsum", {t, g.constant(tensor::scalar(3))})); }, {"axis 3", "rank 3"});
+
+  // UnsortedSegmentSum: rows added into their segments, empty segments 0, 2-D ids.
+  auto& data = c<float>(g, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto seg = eval(g, g.op("UnsortedSegmentSum", {data, ints(g, {2, 0, 2, 3}), g.constant(tensor::scalar(5))}));
+  CHECK(seg.shape() == shape{5, 2});
+  CHECK(seg.to_vector<float>() == std::vector<float>{3, 4, 0, 0, 6, 8, 7, 8, 0, 0});
+  auto ids2 = g.constant(tensor::from_vector(std::vector<std::int64_t>{1, 1, 0, 1, 0, 0, 1, 1}, shape{4, 2}));
+  auto whole = eval(g, g.op("UnsortedSegmentSum", {data, ids2, g.constant(tensor::scalar(std::int64_t{2}))}));
+  CHECK(whole.shape() == shape{2});
+  CHECK(whole.to_vector<float>() == std::vector<float>{3 + 5 + 6, 1 + 2 + 4 + 7 + 8});
+  auto none = eval(g, g.op("UnsortedSegmentSum", {c<float>(g, {0, 3}, {}), ints(g, {}), g.constant(tensor::scalar(2))}));
+  CHECK(none.shape() == shape{2, 3});
+  CHECK(none.to_vector<float>() == std::vector<float>(6, 0.0f));
+  test::require_error([&] { eval(g, g.op("UnsortedSegmentSum", {data, ints(g, {0, 5, 1, 1}), g.constant(tensor::scalar(5))})); },
+                      {"segment_ids[1] = 5", "[0, 5)"});
+  test::require_error([&] { g.op("UnsortedSegmentSum", {data, ints(g, {0, 1, 2}), g.constant(tensor::scalar(5))}); },
+                      {"UnsortedSegmentSum", "not a prefix", "[4,2]"});
+}
+
 namespace {
 // op(x) for a row-major (r, cdim) matrix x: its transpose, conjugated too when `conj`.
 template <class T>

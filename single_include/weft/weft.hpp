@@ -388,6 +388,8 @@ class cpu_allocator final : public allocator {
 
   std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
   std::size_t peak_bytes_in_use() const noexcept { return peak_.load(std::memory_order_relaxed); }
+  // Starts a new peak from the bytes in use now (to measure one step's peak).
+  void reset_peak() noexcept { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
   // Bytes held for reuse, not in use.
   std::size_t bytes_cached() const {
     std::lock_guard lock(mu_);
@@ -1193,8 +1195,9 @@ class op_def_builder {
   }
   op_def build() const {
     op_def d = def_;
-    for (auto& a : d.inputs)
-      if (const attr_def* ad = d.find_attr(a.type_attr); ad && ad->kind == attr_kind::type_list) a.type_list = true;
+    for (auto* args : {&d.inputs, &d.outputs})
+      for (auto& a : *args)
+        if (const attr_def* ad = d.find_attr(a.type_attr); ad && ad->kind == attr_kind::type_list) a.type_list = true;
     return d;
   }
 
@@ -1496,7 +1499,8 @@ inline constexpr standard_op standard_ops[] = {
     {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"},
     {"Cast", "math"},
     {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
-    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"SumToShape", "reduction"},
+    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"Cumsum", "reduction"},
+    {"Cumprod", "reduction"}, {"UnsortedSegmentSum", "reduction"}, {"SumToShape", "reduction"},
     {"BroadcastTo", "reduction"}, {"ReducedShape", "reduction"},
     {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
     {"MatrixDeterminant", "matrix"},
@@ -1505,9 +1509,10 @@ inline constexpr standard_op standard_ops[] = {
     {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
     {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
     {"Conv2D", "nn"}, {"Conv2DBackpropInput", "nn"}, {"Conv2DBackpropFilter", "nn"}, {"MaxPool", "nn"},
-    {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
+    {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"MaxPoolGradGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
     {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
     {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
+    {"Save", "io"}, {"Restore", "io"},
 };
 
 // How a program registers `family`, for error messages.
@@ -1523,6 +1528,7 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "state") return "weft::ops::register_state_ops() or weft::cpu::register_state_kernels()";
   if (family == "nn") return "weft::ops::register_nn_ops() or weft::cpu::register_nn_kernels()";
   if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
+  if (family == "io") return "weft::ops::register_io_ops() or weft::cpu::register_io_kernels()";
   return "weft::ops::register_standard_ops()";
 }
 
@@ -2161,8 +2167,10 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   std::vector<dtype> out_types;
   std::vector<bool> out_refs;
   for (const auto& a : def->outputs) {
-    dtype t = a.fixed != dtype::invalid ? a.fixed : *attrs.find(a.type_attr)->get_if<dtype>();
     for (std::size_t j = 0, n = count_of(a); j < n; ++j) {
+      const dtype t = a.fixed != dtype::invalid ? a.fixed
+                      : a.type_list             ? (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j]
+                                                : *attrs.find(a.type_attr)->get_if<dtype>();
       out_types.push_back(t);
       out_refs.push_back(a.is_ref);
     }
@@ -2610,6 +2618,70 @@ inline std::vector<op_def> array_op_defs() {
 inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
 }  // namespace weft::ops
+// Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp), as
+// graph nodes. weft has no string tensors, so the file name is a uint8 vector holding the
+// path's bytes (TensorFlow's SaveV2 and RestoreV2 take a string tensor).
+//   Save(filename, tensors...; tensor_names, T)  writes the tensors under their names,
+//                                                  atomically (temporary file, fsync, rename)
+//   Restore(filename; tensor_names, dtypes, shapes) -> tensors...
+//                                                  reads and checks the whole file, then
+//                                                  outputs the named tensors, each checked
+//                                                  against its dtype and shape
+
+#include <set>
+#include <string>
+#include <vector>
+
+
+namespace weft::ops {
+
+namespace detail {
+// The names of a Save or Restore: one per tensor, distinct and non-empty.
+inline void check_tensor_names(shape_context& c, std::size_t tensors) {
+  const auto& names = c.attr<std::vector<std::string>>("tensor_names");
+  if (names.size() != tensors) c.fail(names.size(), " tensor_names for ", tensors, " tensors");
+  std::set<std::string> seen;
+  for (const auto& n : names)
+    if (n.empty() || !seen.insert(n).second) c.fail("tensor_names must be distinct and non-empty, got '", n, "' twice or empty");
+  require_rank(c, 0, 1, "filename (the path's bytes)");
+}
+}  // namespace detail
+
+inline std::vector<op_def> io_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("Save")
+                     .input("filename: uint8")
+                     .input("tensors: T")
+                     .attr("tensor_names: list(string)")
+                     .attr("T: list(type)")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       detail::check_tensor_names(c, static_cast<std::size_t>(c.num_inputs() - 1));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Restore")
+                     .input("filename: uint8")
+                     .output("tensors: dtypes")
+                     .attr("tensor_names: list(string)")
+                     .attr("dtypes: list(type)")
+                     .attr("shapes: list(shape)")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
+                       const auto n = c.attr<std::vector<dtype>>("dtypes").size();
+                       detail::check_tensor_names(c, n);
+                       if (shapes.size() != n) c.fail(shapes.size(), " shapes for ", n, " tensors");
+                       for (std::size_t i = 0; i < n; ++i) c.set_output(static_cast<int>(i), shapes[i]);
+                     })
+                     .build());
+  return defs;
+}
+
+// Adds the checkpoint ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_io_ops() { op_registry::global().add_family("io", io_op_defs); }
+
+}  // namespace weft::ops
 // Matrix ops.
 //   MatMul(a, b; transpose_a, transpose_b)  (M,K) x (K,N) -> (M,N) after the transposes
 //   BatchMatMulV2(x, y; adj_x, adj_y)       (...,M,K) x (...,K,N) -> (...,M,N), batch dims broadcast;
@@ -2740,6 +2812,9 @@ inline void register_matrix_ops() { op_registry::global().add_family("matrix", m
 //                                                           elements inside the input only
 //   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
 //                                                           maximum (the first, at a tie)
+//   MaxPoolGradGrad(orig_input, orig_output, grad)          grad (orig_input's shape) read
+//                                                           at each window's maximum:
+//                                                           MaxPoolGrad's gradient in grad
 //   AvgPoolGrad(orig_input_shape, grad)
 //   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
 //                                                           probability 1 - rate and scales
@@ -3013,6 +3088,17 @@ inline std::vector<op_def> nn_op_defs() {
                        c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
                      })
                      .build());
+  defs.push_back(pool_attrs(op_def_builder("MaxPoolGradGrad")
+                                .input("orig_input: T")
+                                .input("orig_output: T")
+                                .input("grad: T")
+                                .output("output: T"))
+                     .shape_fn([](shape_context& c) {
+                       detail::pool_window(c);
+                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
+                       c.set_output(0, c.input(1).rank_known() ? c.input(1) : partial_shape::unknown_of_rank(4));
+                     })
+                     .build());
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
                                 .input("grad: T")
@@ -3083,6 +3169,13 @@ inline void register_random_ops() { op_registry::global().add_family("random", r
 // identity). keep_dims keeps each reduced axis with size 1.
 //   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
 //   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
+//   Cumsum, Cumprod(x, axis; exclusive = false, reverse = false): running sums (products)
+//   along `axis`, of x's shape; exclusive leaves out each element itself (the first is the
+//   identity), reverse runs from the end.
+//   UnsortedSegmentSum(data, segment_ids, num_segments): output[i, ...] is the sum of the
+//   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
+//   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
+//   error, where TensorFlow drops negative ids).
 //   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
 //   gradients (below).
 
@@ -3154,6 +3247,50 @@ inline std::vector<op_def> reduction_op_defs() {
                          c.set_output(0, partial_shape(dims));
                        })
                        .build());
+  for (const char* name : {"Cumsum", "Cumprod"})
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("axis: Tidx")
+                       .output("out: T")
+                       .attr(number_type_attr)
+                       .attr("Tidx: {int32, int64}")
+                       .attr("exclusive: bool = false")
+                       .attr("reverse: bool = false")
+                       .shape_fn([](shape_context& c) {
+                         require_rank(c, 1, 0, "axis");
+                         const auto& x = c.input(0);
+                         if (auto axis = constant_ints(c, 1); axis && x.rank_known()) {
+                           if (x.rank() == 0) c.fail("x must have rank at least 1");
+                           (void)c.canonical_axis((*axis)[0], x.rank());
+                         }
+                         c.set_output(0, x);
+                       })
+                       .build());
+  defs.push_back(op_def_builder("UnsortedSegmentSum")
+                     .input("data: T")
+                     .input("segment_ids: Tindices")
+                     .input("num_segments: Tnumsegments")
+                     .output("output: T")
+                     .attr(number_type_attr)
+                     .attr("Tindices: {int32, int64}")
+                     .attr("Tnumsegments: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 2, 0, "num_segments");
+                       const auto& data = c.input(0);
+                       const auto& ids = c.input(1);
+                       auto n = constant_ints(c, 2);
+                       if (n && (*n)[0] < 0) c.fail("num_segments must be non-negative, got ", (*n)[0]);
+                       if (!data.rank_known() || !ids.rank_known()) return;
+                       if (ids.rank() > data.rank())
+                         c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
+                       for (int i = 0; i < ids.rank(); ++i)
+                         if (ids[i] >= 0 && data[i] >= 0 && ids[i] != data[i])
+                           c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
+                       std::vector<std::int64_t> out{n ? (*n)[0] : unknown_dim};
+                       out.insert(out.end(), data.dims().begin() + ids.rank(), data.dims().end());
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
   // Gradient helpers (graph/gradients.hpp):
   //   SumToShape(x, shape)         x summed over the dims that broadcasting `shape` to x's
   //                                shape added or stretched: the result has `shape`
@@ -3264,6 +3401,7 @@ inline void register_standard_ops() {
   register_state_ops();
   register_nn_ops();
   register_training_ops();
+  register_io_ops();
 }
 
 }  // namespace weft::ops
@@ -3419,6 +3557,14 @@ inline const tensor* constant_value(const symbol& a) {
   const node& n = a.producer();
   return n.op() == "Const" ? n.attrs().find("value")->get_if<tensor>() : nullptr;
 }
+// The values of a when its producer is an int32 or int64 constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) {
+  const tensor* t = constant_value(a);
+  if (!t) return std::nullopt;
+  if (t->dtype() == dtype::int32) return std::vector<std::int64_t>(t->flat<std::int32_t>().begin(), t->flat<std::int32_t>().end());
+  if (t->dtype() == dtype::int64) return std::vector<std::int64_t>(t->flat<std::int64_t>().begin(), t->flat<std::int64_t>().end());
+  return std::nullopt;
+}
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
   rest.push_back(axis);
@@ -3434,6 +3580,22 @@ inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("Mat
 inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
 inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
+}
+inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
+}
+// Cumsum and Cumprod of a along `axis`.
+inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
+  return params.then("GatherV2", {indices, axis});
+}
+inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
+  return data.then("UnsortedSegmentSum", {ids, segments});
 }
 
 // Convolution and pooling, with the window attrs `w` of the node differentiated.
@@ -3452,6 +3614,9 @@ inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const
 }
 inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
   return x.then("MaxPoolGrad", {y, d}, w);
+}
+inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGradGrad", {y, d}, w);
 }
 inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
 inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
@@ -3622,6 +3787,7 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 // operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
 // is not positive.
 
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -3830,18 +3996,20 @@ struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
     return {scale * matrix_inverse(x, true)};
   }
 };
+// The permutation that undoes p (p a permutation of 0..n-1).
+inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
+  std::vector<std::int64_t> inverse(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+  return inverse;
+}
 struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const tensor* perm = constant_value(a.x[1]);
-    if (!perm)
+    const auto p = constant_ints(a.x[1]);
+    if (!p)
       fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
            " needs its permutation to be a constant");
-    const auto p = perm->dtype() == dtype::int32 ? std::vector<std::int64_t>(perm->flat<std::int32_t>().begin(), perm->flat<std::int32_t>().end())
-                                                 : std::vector<std::int64_t>(perm->flat<std::int64_t>().begin(), perm->flat<std::int64_t>().end());
-    std::vector<std::int64_t> inverse(p.size());
-    for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
-    return {transpose(a.d(), int64_vector(a.x[0], inverse)), std::nullopt};
+    return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
   }
 };
 // ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
@@ -3913,6 +4081,102 @@ struct tile_grad {
     std::vector<std::int64_t> axes;
     for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
     return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
+  }
+};
+
+// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
+// sorted and without repeats; an error naming the node when it is not a constant, or when
+// x's rank is not known when the graph is built.
+inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
+  const auto v = constant_ints(axes);
+  if (!v || !x.rank_known())
+    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
+         " needs a constant axis and an input of known rank");
+  std::vector<std::int64_t> out;
+  for (auto a : *v) {
+    if (a < -x.rank() || a >= x.rank())
+      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
+           x.rank());
+    out.push_back(a < 0 ? a + x.rank() : a);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Prod: each element gets d times the product of the others in its reduction group,
+// computed without dividing (so zeros are exact) as exclusive running products from both
+// ends along the first reduced axis, times the same for the rest of the axes applied to
+// the product along the first (TensorFlow's rule flattens the axes with a transpose
+// instead). The axes must be constants.
+struct prod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[1], x.shape());
+    if (axes.empty()) return {a.d(), std::nullopt};
+    const V d = a.n.template attr<bool>("keep_dims") ? a.d() : keep_reduced(a.d(), x, a.x[1]);
+    return {others(x, axes, 0) * d, std::nullopt};
+  }
+
+ private:
+  template <class V>
+  static V others(const V& v, const std::vector<std::int64_t>& axes, std::size_t i) {
+    const V axis = int_constant(v, static_cast<std::int32_t>(axes[i]));
+    V own = cumprod(v, axis, true, false) * cumprod(v, axis, true, true);
+    if (i + 1 == axes.size()) return own;
+    return own * others(reduce_prod(v, axis, true), axes, i + 1);
+  }
+};
+struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
+};
+struct cumsum_grad {  // the running sum the other way
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.d(), a.x[1], exclusive, !reverse), std::nullopt};
+  }
+};
+// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
+// it is not defined where x has a zero (Prod's rule above is).
+struct cumprod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.y[0] * a.d(), a.x[1], exclusive, !reverse) / a.x[0], std::nullopt};
+  }
+};
+// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
+// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
+// front and back). The axis must be a constant and params' rank known.
+struct gather_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &params = a.x[0], &indices = a.x[1];
+    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[2], params.shape());
+    const std::int64_t axis = axes.at(0), rank = params.shape().rank();
+    const V dims = shape_tensor(params), zero = int_constant(params, 0);
+    // The gradient as [params[:axis], all the indices, params[axis + 1:]].
+    std::vector<V> parts;
+    if (axis > 0) parts.push_back(slice(dims, int64_vector(params, {0}), int64_vector(params, {axis})));
+    parts.push_back(int64_vector(params, {-1}));
+    if (axis + 1 < rank) parts.push_back(slice(dims, int64_vector(params, {axis + 1}), int64_vector(params, {-1})));
+    V values = reshape(a.d(), parts.size() == 1 ? parts[0] : concat(parts, zero));
+    std::vector<std::int64_t> perm{axis};  // the indices' axis first
+    for (std::int64_t i = 0; i < rank; ++i)
+      if (i != axis) perm.push_back(i);
+    if (axis > 0) values = transpose(values, int64_vector(params, perm));
+    const V rows = reshape(slice(dims, int64_vector(params, {axis}), int64_vector(params, {1})), int64_vector(params, {}));
+    V sums = unsorted_segment_sum(values, reshape(indices, int64_vector(params, {-1})), rows);
+    if (axis > 0) sums = transpose(sums, int64_vector(params, inverse_permutation(perm)));
+    return {sums, std::nullopt, std::nullopt};
+  }
+};
+struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
   }
 };
 
@@ -3993,6 +4257,18 @@ struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> 
 struct max_pool_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
+// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
+// round); both are piecewise constant in orig_input and orig_output (no gradient there,
+// as in TensorFlow).
+template <bool Second>
+struct max_pool_grad_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    return {std::nullopt, std::nullopt,
+            Second ? max_pool_grad(a.x[0], a.x[1], a.d(), w) : max_pool_grad_grad(a.x[0], a.x[1], a.d(), w)};
+  }
+};
 struct avg_pool_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
@@ -4042,6 +4318,12 @@ inline void register_standard_gradients() {
     add_rule("Reshape", reshape_grad{});
     add_rule("SumToShape", sum_to_shape_grad{});
     add_rule("BroadcastTo", broadcast_to_grad{});
+    add_rule("Fill", fill_grad{});
+    add_rule("Prod", prod_grad{});
+    add_rule("Cumsum", cumsum_grad{});
+    add_rule("Cumprod", cumprod_grad{});
+    add_rule("GatherV2", gather_grad{});
+    add_rule("UnsortedSegmentSum", unsorted_segment_sum_grad{});
     add_rule("Max", max_min_grad{});
     add_rule("Min", max_min_grad{});
     add_rule("BatchMatMulV2", batch_matmul_grad{});
@@ -4064,6 +4346,8 @@ inline void register_standard_gradients() {
     add_rule("Conv2DBackpropInput", conv2d_backprop_input_rule{});
     add_rule("Conv2DBackpropFilter", conv2d_backprop_filter_rule{});
     add_rule("MaxPool", max_pool_rule{});
+    add_rule("MaxPoolGrad", max_pool_grad_rule<false>{});
+    add_rule("MaxPoolGradGrad", max_pool_grad_rule<true>{});
     add_rule("AvgPool", avg_pool_rule{});
     add_rule("AvgPoolGrad", avg_pool_grad_rule{});
     add_rule("Dropout", dropout_rule{});
@@ -4236,13 +4520,17 @@ inline std::pair<output, output> new_variable(graph& g, const std::string& name,
 }
 }  // namespace detail
 
-// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
-// each; `name` prefixes the nodes it adds ("train/step", "train/init", ...).
+// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of
+// the variable's shape and dtype, computed from `loss`), its slots and their initializers;
+// `name` prefixes the nodes it adds ("train/step", "train/init", ...). minimize() below
+// and the DSL's train::minimize compute the gradients and call it.
 template <class Optimizer>
-training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
-                     const std::string& name = "train") {
+training_op apply_gradients(graph& g, output loss, const std::vector<output>& vars, std::vector<output> gradients,
+                            const Optimizer& opt, const std::string& name = "train") {
   for (const auto& v : vars) detail::variable_node(g, v);
-  const std::vector<output> gradients = add_gradients(g, {loss}, vars);
+  if (gradients.size() != vars.size())
+    fail(error_code::invalid_argument, "weft::train::apply_gradients: ", gradients.size(), " gradients for ", vars.size(),
+         " variables");
   // The nodes the step runs: ancestors of the loss and the gradients.
   std::vector<char> runs(static_cast<std::size_t>(g.size()));
   std::vector<int> stack{loss.node};
@@ -4298,94 +4586,70 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
     }
   updates.insert(updates.end(), advanced.begin(), advanced.end());
   const node& step = g.op("NoOp", {}, {}, node_options(name + "/step").after(updates));
-  return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), gradients};
+  return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), std::move(gradients)};
+}
+
+// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
+// each (apply_gradients).
+template <class Optimizer>
+training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
+                     const std::string& name = "train") {
+  for (const auto& v : vars) detail::variable_node(g, v);  // before add_gradients adds nodes
+  return apply_gradients(g, loss, vars, add_gradients(g, {loss}, vars), opt, name);
 }
 
 }  // namespace weft::train
-// Checkpoints: every variable of a model in one file, written atomically, read back only
-// when the whole file checks out.
+// Checkpoints: saver saves a session's variables to "<prefix>-<step>.ckpt" (the format of
+// runtime/checkpoint_file.hpp) with a Save op, keeps the last N, and restores them with a
+// Restore op whose outputs the variables' Assign nodes read, so the file is read and
+// checked against each variable's name, dtype and shape before any variable changes, and
+// a bad file changes none.
 //
-// File format (version 1; integers little-endian):
-//   "WEFTCKPT", u32 version, u32 count
-//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
-//                  u64 bytes, u32 CRC-32C of the tensor's bytes
-//   u32 CRC-32C of everything above
-//   the tensors' bytes, at their offsets, back to back to the end of the file
-//
-// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
-// over the target and fsyncs the directory: a crash at any point leaves either the old file
-// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
-// checksum, that the file ends where the index says, and every tensor's checksum.
-//
-// saver (below) saves a session's variables to "<prefix>-<step>.ckpt", keeps the last N,
-// and restores them in one step that runs only after the file has been read and checked
-// against each variable's name, dtype and shape, so a bad file changes no variable.
-//
-// Partial: weft has no string tensors, so there are no Save and Restore ops taking a file
-// name as an input (TensorFlow's); the saver reads the variables in one step and assigns
-// them in one step.
-
-#include <fcntl.h>
-#include <unistd.h>
+// weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
+// name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
 
 #include <algorithm>
-#include <atomic>
-#include <bit>
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
-// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
+// CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
+// runtime/checkpoint_file.hpp.
 
-#include <array>
-#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
+
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
-namespace weft {
-
-namespace detail {
-inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
-  std::array<std::uint32_t, 256> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}();
-}  // namespace detail
-
-// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
-inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept {
-  const auto* p = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (std::size_t i = 0; i < size; ++i) crc = detail::crc32c_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
-
-}  // namespace weft
-// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
+// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
+// is created once per node when a session builds an executable and may then run in
+// many steps at once, so compute() must not mutate the kernel except through atomics.
 //
-// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
-// nodes the fetches and targets need, with every fed output replaced by the fed value, so
-// both placeholders and intermediate outputs can be fed. The pruned graph, with its
-// kernels, is validated and cached. Variables live in the session's resource_manager and
-// survive across runs; several threads may call run() at once.
+// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
+// node, op, dtypes and shapes to the message and aborts the step.
 
-#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <span>
 #include <string>
-#include <utility>
+#include <string_view>
 #include <vector>
 
 // cpu_device: a device owns its allocator and runs kernels. Intra-op parallelism goes
@@ -4449,56 +4713,6 @@ inline int default_thread_count() {
 }
 
 }  // namespace weft
-// The single-device executor (whitepaper §3.1, DESIGN.md §1).
-//
-// An executable is the pruned graph of one run signature with a kernel per node; it is
-// immutable and shared by every step that runs it. A step holds the mutable state: for
-// each node a count of unfinished inputs, and an input slot per data input that its
-// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
-// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
-// which the current thread keeps). Async kernels get a done callback and hold no thread.
-//
-// Per-step state is organised as frames and iterations (the root frame has iteration 0)
-// and every value carries a dead bit: a node with a dead input does not run and its
-// outputs are dead. Control-flow ops (Switch, Merge, Enter, Exit, NextIteration) add
-// frames and iterations on this structure.
-//
-// A kernel error or a cancellation aborts the step: no further node starts, waiting async
-// kernels are cancelled, buffers are released with the step, and run() reports the first
-// error with the node, op, dtypes and shapes.
-
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <memory>
-#include <mutex>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
-
-// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
-// is created once per node when a session builds an executable and may then run in
-// many steps at once, so compute() must not mutate the kernel except through atomics.
-//
-// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
-// node, op, dtypes and shapes to the message and aborts the step.
-
-#include <atomic>
-#include <cstdint>
-#include <exception>
-#include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <shared_mutex>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
-
 // Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
 // A resource_manager holds named containers; a container holds resources by name. Two
 // sessions given the same resource_manager share their variables; reset(container)
@@ -4837,6 +5051,412 @@ bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constr
 }
 
 }  // namespace weft
+
+namespace weft::cpu {
+
+// The values of an int32 or int64 tensor; `what` names the input in errors.
+inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
+  std::vector<std::int64_t> v;
+  if (t.dtype() == dtype::int32)
+    for (auto x : t.flat<std::int32_t>()) v.push_back(x);
+  else if (t.dtype() == dtype::int64)
+    for (auto x : t.flat<std::int64_t>()) v.push_back(x);
+  else
+    fail(error_code::invalid_argument, what, " must be int32 or int64, got ", t.dtype());
+  return v;
+}
+
+inline std::int64_t scalar_int(const tensor& t, const char* what) {
+  if (t.num_elements() != 1) fail(error_code::invalid_argument, what, " must be a scalar, got shape ", t.shape());
+  return int_values(t, what)[0];
+}
+
+inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis") {
+  if (axis < -rank || axis >= rank)
+    fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
+  for (auto d : dims)
+    if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
+  return shape(dims);
+}
+
+// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
+inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape& out) {
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(out.rank()), 0);
+  std::int64_t stride = 1;
+  for (int i = in.rank() - 1, o = out.rank() - 1; i >= 0; --i, --o) {
+    if (in[i] != 1) strides[static_cast<std::size_t>(o)] = stride;
+    stride *= in[i];
+  }
+  return strides;
+}
+
+// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
+// compile time down, the rarer dtypes compute through a wider one, converting on the way in
+// and out, instead of compiling each op's code again:
+// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
+//   to float anyway);
+// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
+//   so that narrowing the result wraps as TensorFlow's does;
+// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+template <class T>
+using compute_t = std::conditional_t<
+    is_half_v<T>, float,
+    std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
+                           std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
+                       std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
+template <class T>
+inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
+template <class T>
+inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
+// The 64-bit integer type of T's signedness.
+template <class T>
+using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
+
+// The dtype sets of ops/math_ops.hpp that core/dtype.hpp does not already name.
+using kernel_signed_real_types =
+    type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
+using kernel_signed_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float,
+                                      double, complex64, complex128>;
+using kernel_pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+
+// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
+template <template <class> class K, class... Ts>
+void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
+  (register_cpu_kernel<K<Ts>>(op, {type_attr, dtype_of<Ts>}), ...);
+}
+
+}  // namespace weft::cpu
+// The checkpoint file: tensors by name in one file, written atomically, read back only
+// when the whole file checks out (runtime/checkpoint.hpp's saver, and the Save and Restore
+// ops of kernels/cpu/io.hpp, write and read it).
+//
+// File format (version 1; integers little-endian):
+//   "WEFTCKPT", u32 version, u32 count
+//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
+//                  u64 bytes, u32 CRC-32C of the tensor's bytes
+//   u32 CRC-32C of everything above
+//   the tensors' bytes, at their offsets, back to back to the end of the file
+//
+// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
+// over the target and fsyncs the directory: a crash at any point leaves either the old file
+// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
+// checksum, that the file ends where the index says, and every tensor's checksum.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
+// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace weft {
+
+namespace detail {
+inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
+  std::array<std::uint32_t, 256> t{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}();
+}  // namespace detail
+
+// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
+inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept {
+  const auto* p = static_cast<const unsigned char*>(data);
+  crc = ~crc;
+  for (std::size_t i = 0; i < size; ++i) crc = detail::crc32c_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+}  // namespace weft
+
+namespace weft {
+
+namespace detail {
+static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
+
+inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
+// then renamed over `path`, then the directory fsync'd.
+inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
+                                  const std::vector<const tensor*>& blobs) {
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  const std::filesystem::path tmp =
+      dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
+  int err = 0;  // the first failure's errno
+  auto write_all = [&](const void* data, std::size_t size) {
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0 && !err) {
+      ssize_t n = ::write(fd, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      else p += n, size -= static_cast<std::size_t>(n);
+    }
+  };
+  write_all(head.data(), head.size());
+  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
+         "; the previous file, if any, is unchanged");
+  }
+  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
+    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
+    ::close(d);
+  }
+}
+}  // namespace detail
+
+// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
+// distinct and non-empty.
+inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
+  std::string index;
+  index.append(detail::checkpoint_magic, 8);
+  detail::put<std::uint32_t>(index, 1);
+  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
+  std::size_t index_size = index.size() + 4;
+  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
+  std::uint64_t offset = index_size;
+  std::vector<const tensor*> blobs;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
+      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
+    names.push_back(name);
+    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
+    index += name;
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
+    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+    detail::put<std::uint64_t>(index, offset);
+    detail::put<std::uint64_t>(index, t.bytes());
+    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
+    offset += t.bytes();
+    blobs.push_back(&t);
+  }
+  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
+  detail::write_file_atomically(path, index, blobs);
+}
+
+// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
+inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(error_code::not_found, "cannot open the checkpoint ", path.string());
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", path.string(), " is corrupt: ", what...); };
+  std::size_t pos = 0;
+  auto take = [&](std::size_t n, const char* what) {
+    if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
+    const char* p = bytes.data() + pos;
+    pos += n;
+    return p;
+  };
+  auto get = [&]<class T>(T, const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof v, what), sizeof v);
+    return v;
+  };
+  if (std::memcmp(take(8, "the magic number"), detail::checkpoint_magic, 8) != 0) bad("it is not a weft checkpoint (bad magic number)");
+  if (auto v = get(std::uint32_t{}, "the header"); v != 1) bad("unknown format version ", v);
+  const auto count = get(std::uint32_t{}, "the header");
+  struct entry {
+    std::string name;
+    dtype type;
+    shape dims;
+    std::uint64_t offset, size;
+    std::uint32_t crc;
+  };
+  std::vector<entry> entries;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto len = get(std::uint32_t{}, "the index");
+    entry e;
+    e.name.assign(take(len, "the index"), len);
+    const auto t = get(std::uint8_t{}, "the index");
+    if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
+    e.type = static_cast<dtype>(t);
+    const auto rank = get(std::uint8_t{}, "the index");
+    std::vector<std::int64_t> dims;
+    for (int d = 0; d < rank; ++d) {
+      dims.push_back(get(std::int64_t{}, "the index"));
+      if (dims.back() < 0 || dims.back() > (std::int64_t{1} << 40)) bad("tensor '", e.name, "' has a dimension of ", dims.back());
+    }
+    e.dims = shape(dims);
+    e.offset = get(std::uint64_t{}, "the index");
+    e.size = get(std::uint64_t{}, "the index");
+    e.crc = get(std::uint32_t{}, "the index");
+    entries.push_back(std::move(e));
+  }
+  const std::uint32_t index_crc = crc32c(bytes.data(), pos);
+  if (get(std::uint32_t{}, "the index checksum") != index_crc) bad("the index's checksum does not match");
+  std::uint64_t expected_end = pos;
+  std::vector<std::pair<std::string, tensor>> result;
+  for (const auto& e : entries) {
+    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))
+      bad("tensor '", e.name, "' has an inconsistent offset or size");
+    if (bytes.size() < e.offset + e.size)
+      bad("it is truncated: tensor '", e.name, "' needs bytes up to ", e.offset + e.size, ", the file has ", bytes.size());
+    if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
+    tensor t(e.type, e.dims);
+    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+    result.emplace_back(e.name, std::move(t));
+    expected_end = e.offset + e.size;
+  }
+  if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
+  return result;
+}
+
+}  // namespace weft
+
+namespace weft::cpu {
+
+// The path held by a uint8 vector of its bytes (a file name input).
+inline std::filesystem::path path_of(const tensor& bytes) {
+  if (bytes.dtype() != dtype::uint8 || bytes.rank() != 1)
+    fail(error_code::invalid_argument, "filename must be a uint8 vector of the path's bytes, got ", bytes.dtype(), bytes.shape());
+  const auto* p = bytes.data<std::uint8_t>();
+  std::string s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.num_elements()));
+  if (s.empty() || s.find('\0') != std::string::npos)
+    fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
+  return s;
+}
+// A path as the uint8 vector Save and Restore take.
+inline tensor filename_tensor(const std::filesystem::path& path) {
+  const std::string s = path.string();
+  tensor t(dtype::uint8, shape{static_cast<std::int64_t>(s.size())});
+  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
+  return t;
+}
+
+struct save_kernel final : op_kernel {
+  explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<std::pair<std::string, tensor>> named;
+    for (int i = 1; i < ctx.num_inputs(); ++i) named.emplace_back(names_[static_cast<std::size_t>(i - 1)], ctx.input(i));
+    write_checkpoint(path_of(ctx.input(0)), named);
+  }
+  std::vector<std::string> names_;
+};
+
+struct restore_kernel final : op_kernel {
+  explicit restore_kernel(const node& n)
+      : names_(n.attr<std::vector<std::string>>("tensor_names")),
+        dtypes_(n.attr<std::vector<dtype>>("dtypes")),
+        shapes_(n.attr<std::vector<partial_shape>>("shapes")) {}
+  // Every output is checked before any is set: a bad file sets none.
+  void compute(kernel_context& ctx) const override {
+    const std::filesystem::path file = path_of(ctx.input(0));
+    auto stored = read_checkpoint(file);
+    std::map<std::string, tensor> by_name(std::make_move_iterator(stored.begin()), std::make_move_iterator(stored.end()));
+    std::vector<tensor> out;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      auto it = by_name.find(names_[i]);
+      if (it == by_name.end())
+        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
+      const tensor& t = it->second;
+      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
+        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
+             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
+      out.push_back(t);
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(out[i]));
+  }
+  std::vector<std::string> names_;
+  std::vector<dtype> dtypes_;
+  std::vector<partial_shape> shapes_;
+};
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_io_kernels() {
+  ops::register_io_ops();
+  register_cpu_kernel<save_kernel>("Save");
+  register_cpu_kernel<restore_kernel>("Restore");
+}
+
+}  // namespace weft::cpu
+// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
+//
+// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
+// nodes the fetches and targets need, with every fed output replaced by the fed value, so
+// both placeholders and intermediate outputs can be fed. The pruned graph, with its
+// kernels, is validated and cached. Variables live in the session's resource_manager and
+// survive across runs; several threads may call run() at once.
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+// The single-device executor (whitepaper §3.1, DESIGN.md §1).
+//
+// An executable is the pruned graph of one run signature with a kernel per node; it is
+// immutable and shared by every step that runs it. A step holds the mutable state: for
+// each node a count of unfinished inputs, and an input slot per data input that its
+// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
+// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
+// which the current thread keeps). Async kernels get a done callback and hold no thread.
+//
+// Per-step state is organised as frames and iterations (the root frame has iteration 0)
+// and every value carries a dead bit: a node with a dead input does not run and its
+// outputs are dead. Control-flow ops (Switch, Merge, Enter, Exit, NextIteration) add
+// frames and iterations on this structure.
+//
+// A kernel error or a cancellation aborts the step: no further node starts, waiting async
+// kernels are cancelled, buffers are released with the step, and run() reports the first
+// error with the node, op, dtypes and shapes.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
 
 namespace weft {
 
@@ -5446,152 +6066,6 @@ class session {
 
 namespace weft {
 
-namespace detail {
-static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
-
-inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
-
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd.
-inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
-                                  const std::vector<const tensor*>& blobs) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const std::filesystem::path tmp =
-      dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
-  int err = 0;  // the first failure's errno
-  auto write_all = [&](const void* data, std::size_t size) {
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0 && !err) {
-      ssize_t n = ::write(fd, p, size);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) err = n < 0 ? errno : EIO;
-      else p += n, size -= static_cast<std::size_t>(n);
-    }
-  };
-  write_all(head.data(), head.size());
-  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
-  if (!err && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && !err) err = errno;
-  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
-         "; the previous file, if any, is unchanged");
-  }
-  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
-    ::close(d);
-  }
-}
-}  // namespace detail
-
-// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
-// distinct and non-empty.
-inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
-  std::string index;
-  index.append(detail::checkpoint_magic, 8);
-  detail::put<std::uint32_t>(index, 1);
-  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
-  std::size_t index_size = index.size() + 4;
-  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
-  std::uint64_t offset = index_size;
-  std::vector<const tensor*> blobs;
-  std::vector<std::string> names;
-  for (const auto& [name, t] : tensors) {
-    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
-    names.push_back(name);
-    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
-    index += name;
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
-    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
-    detail::put<std::uint64_t>(index, offset);
-    detail::put<std::uint64_t>(index, t.bytes());
-    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
-    offset += t.bytes();
-    blobs.push_back(&t);
-  }
-  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
-  detail::write_file_atomically(path, index, blobs);
-}
-
-// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
-inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(error_code::not_found, "cannot open the checkpoint ", path.string());
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", path.string(), " is corrupt: ", what...); };
-  std::size_t pos = 0;
-  auto take = [&](std::size_t n, const char* what) {
-    if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
-    const char* p = bytes.data() + pos;
-    pos += n;
-    return p;
-  };
-  auto get = [&]<class T>(T, const char* what) {
-    T v;
-    std::memcpy(&v, take(sizeof v, what), sizeof v);
-    return v;
-  };
-  if (std::memcmp(take(8, "the magic number"), detail::checkpoint_magic, 8) != 0) bad("it is not a weft checkpoint (bad magic number)");
-  if (auto v = get(std::uint32_t{}, "the header"); v != 1) bad("unknown format version ", v);
-  const auto count = get(std::uint32_t{}, "the header");
-  struct entry {
-    std::string name;
-    dtype type;
-    shape dims;
-    std::uint64_t offset, size;
-    std::uint32_t crc;
-  };
-  std::vector<entry> entries;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const auto len = get(std::uint32_t{}, "the index");
-    entry e;
-    e.name.assign(take(len, "the index"), len);
-    const auto t = get(std::uint8_t{}, "the index");
-    if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
-    e.type = static_cast<dtype>(t);
-    const auto rank = get(std::uint8_t{}, "the index");
-    std::vector<std::int64_t> dims;
-    for (int d = 0; d < rank; ++d) {
-      dims.push_back(get(std::int64_t{}, "the index"));
-      if (dims.back() < 0 || dims.back() > (std::int64_t{1} << 40)) bad("tensor '", e.name, "' has a dimension of ", dims.back());
-    }
-    e.dims = shape(dims);
-    e.offset = get(std::uint64_t{}, "the index");
-    e.size = get(std::uint64_t{}, "the index");
-    e.crc = get(std::uint32_t{}, "the index");
-    entries.push_back(std::move(e));
-  }
-  const std::uint32_t index_crc = crc32c(bytes.data(), pos);
-  if (get(std::uint32_t{}, "the index checksum") != index_crc) bad("the index's checksum does not match");
-  std::uint64_t expected_end = pos;
-  std::vector<std::pair<std::string, tensor>> result;
-  for (const auto& e : entries) {
-    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))
-      bad("tensor '", e.name, "' has an inconsistent offset or size");
-    if (bytes.size() < e.offset + e.size)
-      bad("it is truncated: tensor '", e.name, "' needs bytes up to ", e.offset + e.size, ", the file has ", bytes.size());
-    if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
-    tensor t(e.type, e.dims);
-    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
-    result.emplace_back(e.name, std::move(t));
-    expected_end = e.offset + e.size;
-  }
-  if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
-  return result;
-}
-
 // The outputs of every Variable node of `g`.
 inline std::vector<output> variables_of(const graph& g) {
   std::vector<output> vars;
@@ -5605,33 +6079,43 @@ struct saver_options {
 };
 
 // Saves and restores variables of a graph by their node names. Construct it before the
-// session (it adds the restore step's nodes to the graph).
+// session: it adds to the graph a Save node reading the variables, a Restore node, an
+// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
-  saver(graph& g, std::vector<output> vars, saver_options o = {}) : vars_(std::move(vars)), options_(o) {
-    for (const auto& v : vars_) {
+  saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
+    std::vector<std::string> names;
+    std::vector<dtype> dtypes;
+    std::vector<partial_shape> shapes;
+    for (const auto& v : vars) {
       const node& n = g.at(v);
       if (n.op() != "Variable") fail(error_code::invalid_argument, "weft::saver: ", n.describe(), " is not a variable");
-      const dtype t = n.attr<dtype>("dtype");
-      const output value = g.placeholder(t, n.attr<partial_shape>("shape"), node_options("save/restore/" + n.name() + "/value")).out(0);
-      restore_feeds_.push_back(value);
-      restores_.push_back(g.op("Assign", {v, value}, {}, node_options("save/restore/" + n.name())).name());
-      names_.push_back(n.name());
-      dtypes_.push_back(t);
-      shapes_.push_back(n.attr<partial_shape>("shape"));
+      names.push_back(n.name());
+      dtypes.push_back(n.attr<dtype>("dtype"));
+      shapes.push_back(n.attr<partial_shape>("shape"));
     }
+    cpu::register_io_kernels();
+    filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
+    std::vector<output> saved{filename_};
+    saved.insert(saved.end(), vars.begin(), vars.end());
+    save_ = g.op("Save", saved, {{"tensor_names", names}}, node_options("save/save")).name();
+    const int read = g.op("Restore", {filename_}, {{"tensor_names", names}, {"dtypes", dtypes}, {"shapes", shapes}},
+                          node_options("save/restore"))
+                         .id();
+    std::vector<int> assigns;
+    for (std::size_t i = 0; i < vars.size(); ++i)
+      assigns.push_back(
+          g.op("Assign", {vars[i], output{read, static_cast<int>(i)}}, {}, node_options("save/restore/" + names[i])).id());
+    restore_ = g.op("NoOp", {}, {}, node_options("save/restore_all").after(assigns)).name();
   }
 
-  // Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt", then deletes
-  // all but the newest `keep` checkpoints of `prefix`. Returns the file written.
+  // Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
+  // node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
+  // written.
   std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
-    std::vector<endpoint> fetch(vars_.begin(), vars_.end());
-    std::vector<tensor> values = s.run({}, fetch);
-    std::vector<std::pair<std::string, tensor>> named;
-    for (std::size_t i = 0; i < values.size(); ++i) named.emplace_back(names_[i], std::move(values[i]));
     const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
     if (prefix.has_parent_path()) std::filesystem::create_directories(prefix.parent_path());
-    write_checkpoint(file, named);
+    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {save_});
     if (options_.keep > 0) {
       auto all = checkpoints(prefix);
       for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
@@ -5642,26 +6126,12 @@ class saver {
     return file;
   }
 
-  // Reads and checks `file`, then assigns every variable in one step. A file that is
-  // corrupt, or lacks a variable, or holds one with another dtype or shape, is an error
-  // that changes no variable. Tensors of the file that are not among the variables are ignored.
+  // Reads and checks `file`, then assigns every variable, in one step. A file that is
+  // corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
+  // Restore node before any Assign runs: an error that changes no variable. Tensors of the
+  // file that are not among the variables are ignored.
   void restore(session& s, const std::filesystem::path& file) const {
-    auto stored = read_checkpoint(file);
-    std::map<std::string, tensor> by_name(stored.begin(), stored.end());
-    feed_list feeds;
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      auto it = by_name.find(names_[i]);
-      if (it == by_name.end())
-        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
-      const tensor& t = it->second;
-      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
-        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
-             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
-      feeds.push_back({restore_feeds_[i], t});
-    }
-    std::vector<endpoint> targets;
-    for (const auto& name : restores_) targets.push_back(name);
-    s.run(feeds, {}, targets);
+    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {restore_});
   }
 
   // The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
@@ -5689,13 +6159,9 @@ class saver {
   }
 
  private:
-  std::vector<output> vars_;
   saver_options options_;
-  std::vector<output> restore_feeds_;
-  std::vector<std::string> restores_;  // the Assign nodes, by name
-  std::vector<std::string> names_;
-  std::vector<dtype> dtypes_;
-  std::vector<partial_shape> shapes_;
+  output filename_;
+  std::string save_, restore_;  // the Save node and the NoOp after the Assigns, by name
 };
 
 }  // namespace weft
@@ -5788,93 +6254,6 @@ inline std::string chrome_trace(const step_stats& stats) {
 #include <cstring>
 #include <numeric>
 
-// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
-
-#include <cstdint>
-#include <type_traits>
-#include <vector>
-
-
-namespace weft::cpu {
-
-// The values of an int32 or int64 tensor; `what` names the input in errors.
-inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
-  std::vector<std::int64_t> v;
-  if (t.dtype() == dtype::int32)
-    for (auto x : t.flat<std::int32_t>()) v.push_back(x);
-  else if (t.dtype() == dtype::int64)
-    for (auto x : t.flat<std::int64_t>()) v.push_back(x);
-  else
-    fail(error_code::invalid_argument, what, " must be int32 or int64, got ", t.dtype());
-  return v;
-}
-
-inline std::int64_t scalar_int(const tensor& t, const char* what) {
-  if (t.num_elements() != 1) fail(error_code::invalid_argument, what, " must be a scalar, got shape ", t.shape());
-  return int_values(t, what)[0];
-}
-
-inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis") {
-  if (axis < -rank || axis >= rank)
-    fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
-inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
-  for (auto d : dims)
-    if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
-  return shape(dims);
-}
-
-// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
-inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape& out) {
-  std::vector<std::int64_t> strides(static_cast<std::size_t>(out.rank()), 0);
-  std::int64_t stride = 1;
-  for (int i = in.rank() - 1, o = out.rank() - 1; i >= 0; --i, --o) {
-    if (in[i] != 1) strides[static_cast<std::size_t>(o)] = stride;
-    stride *= in[i];
-  }
-  return strides;
-}
-
-// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
-// compile time down, the rarer dtypes compute through a wider one, converting on the way in
-// and out, instead of compiling each op's code again:
-// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
-//   to float anyway);
-// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
-//   so that narrowing the result wraps as TensorFlow's does;
-// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
-template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-template <class T>
-using compute_t = std::conditional_t<
-    is_half_v<T>, float,
-    std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
-                           std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
-                       std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
-template <class T>
-inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
-template <class T>
-inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
-// The 64-bit integer type of T's signedness.
-template <class T>
-using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
-
-// The dtype sets of ops/math_ops.hpp that core/dtype.hpp does not already name.
-using kernel_signed_real_types =
-    type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
-using kernel_signed_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float,
-                                      double, complex64, complex128>;
-using kernel_pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-
-// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
-template <template <class> class K, class... Ts>
-void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
-  (register_cpu_kernel<K<Ts>>(op, {type_attr, dtype_of<Ts>}), ...);
-}
-
-}  // namespace weft::cpu
 // Element conversion between any two dtypes, with TensorFlow's Cast semantics, through a
 // table of plain loops: one small function per (from, to) pair instead of a kernel each.
 // Cast uses it, and so do the kernels that compute a dtype through a wider one (see
@@ -6895,6 +7274,24 @@ struct binary_kernel {
 template <class T>
 struct select_kernel final : op_kernel {
   explicit select_kernel(const node&) {}
+  // n elements, each operand read with step 1 or 0 (a single value). The common cases are
+  // loops over pointers taken by value without strides or branches, which compile to blends.
+  static void select_flat(const bool* cond, std::int64_t sc, const T* t, std::int64_t st, const T* e, std::int64_t se,
+                          T* o, std::int64_t n) {
+    // Read as bytes (bools are 0 or 1): GCC vectorizes `byte != 0 ? a : b`, not `bool ? a : b`.
+    const auto* c = reinterpret_cast<const unsigned char*>(cond);
+    if (sc == 1 && st == 1 && se == 0) {
+      const T ev = *e;
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i] != 0 ? t[i] : ev;
+    } else if (sc == 1 && st == 0 && se == 1) {
+      const T tv = *t;
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i] != 0 ? tv : e[i];
+    } else if (sc == 1 && st == 1 && se == 1) {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i] != 0 ? t[i] : e[i];
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i * sc] != 0 ? t[i * st] : e[i * se];
+    }
+  }
   void compute(kernel_context& ctx) const override {
     const tensor& c = ctx.input(0);
     const tensor& t = ctx.input(1);
@@ -6912,7 +7309,7 @@ struct select_kernel final : op_kernel {
     };
     if (const std::int64_t sc = step(c), st = step(t), se = step(e); sc >= 0 && st >= 0 && se >= 0) {
       ctx.parallel_for(s.num_elements(), 2, [&](std::int64_t b, std::int64_t en) {
-        for (std::int64_t i = b; i < en; ++i) po[i] = pc[i * sc] ? pt[i * st] : pe[i * se];
+        select_flat(pc + b * sc, sc, pt + b * st, st, pe + b * se, se, po + b, en - b);
       });
       return;
     }
@@ -7755,42 +8152,83 @@ struct pool : pool_base {
   }
 };
 
-// Each window's gradient to the first of its maxima (TensorFlow's CPU choice).
-struct max_pool_grad : pool_base {
-  static constexpr unsigned value_mask = 0b111;
+// The element offsets of output position (img, y, x)'s window inside the input (its valid
+// part), and for each channel the index among them of the window's first maximum (a strict
+// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
+// so that they compile to vector compares and blends.
+struct window_maxima {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int32_t> first;
+  std::int64_t count = 0;
+  explicit window_maxima(const geometry& g) : offsets(static_cast<std::size_t>(g.kh * g.kw)), first(static_cast<std::size_t>(g.c)) {}
+  template <class C>
+  void find(const geometry& g, const C* in, C* best, std::int64_t img, std::int64_t y, std::int64_t x) {
+    const window_span s = span_of(g, y, x);
+    count = 0;
+    for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+      for (std::int64_t ix = s.x0; ix < s.x1; ++ix) offsets[static_cast<std::size_t>(count++)] = ((img * g.h + iy) * g.w + ix) * g.c;
+    if (count > 0) first_of(in, offsets.data(), count, g.c, best, first.data());
+  }
+  // The input offset of channel ch's maximum.
+  std::int64_t at(std::int64_t ch) const { return offsets[static_cast<std::size_t>(first[static_cast<std::size_t>(ch)])] + ch; }
+
+ private:
+  template <class C>
+  static void first_of(const C* in, const std::int64_t* offsets, std::int64_t count, std::int64_t channels, C* best,
+                       std::int32_t* first) {
+    const C* src = in + offsets[0];
+    for (std::int64_t ch = 0; ch < channels; ++ch) best[ch] = src[ch], first[ch] = 0;
+    for (std::int64_t k = 1; k < count; ++k) {
+      src = in + offsets[k];
+      const auto kk = static_cast<std::int32_t>(k);
+      for (std::int64_t ch = 0; ch < channels; ++ch) {
+        const bool greater = src[ch] > best[ch];
+        best[ch] = greater ? src[ch] : best[ch];
+        first[ch] = greater ? kk : first[ch];
+      }
+    }
+  }
+};
+
+// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
+// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
+template <bool Second>
+struct max_pool_grad_op : pool_base {
+  static constexpr unsigned value_mask = 0b101;  // orig_output is only checked for its shape
   using pool_base::pool_base;
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0).shape());
     require_shape(ctx.input(1), g.output_shape(), "orig_output", g);
-    require_shape(ctx.input(2), g.output_shape(), "grad", g);
-    return {ctx.input(0).shape()};
+    require_shape(ctx.input(2), Second ? ctx.input(0).shape() : g.output_shape(), "grad", g);
+    return {Second ? g.output_shape() : ctx.input(0).shape()};
   }
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.in[0].shape());
     const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
     C* out = v.out[0].data<C>();
-    std::fill_n(out, v.out[0].num_elements(), C(0));
+    if (!Second) std::fill_n(out, v.out[0].num_elements(), C(0));
     ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
       std::vector<C> best(static_cast<std::size_t>(g.c));
-      std::vector<std::int64_t> where(static_cast<std::size_t>(g.c));
+      window_maxima w(g);
       for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
-        const window_span s = span_of(g, y, x);
-        bool first = true;
-        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
-          for (std::int64_t ix = s.x0; ix < s.x1; ++ix, first = false) {
-            const std::int64_t at = ((img * g.h + iy) * g.w + ix) * g.c;
-            for (std::int64_t ch = 0; ch < g.c; ++ch) {
-              const auto u = static_cast<std::size_t>(ch);
-              if (first || in[at + ch] > best[u]) best[u] = in[at + ch], where[u] = at + ch;
-            }
-          }
-        if (!first)
-          for (std::int64_t ch = 0; ch < g.c; ++ch) out[where[static_cast<std::size_t>(ch)]] += grad[r * g.c + ch];
+        w.find(g, in, best.data(), img, y, x);
+        if (w.count == 0) {  // a window wholly in the padding: no maximum
+          if constexpr (Second) std::fill_n(out + r * g.c, g.c, C(0));
+          return;
+        }
+        for (std::int64_t ch = 0; ch < g.c; ++ch) {
+          if constexpr (Second)
+            out[r * g.c + ch] = grad[w.at(ch)];
+          else
+            out[w.at(ch)] += grad[r * g.c + ch];
+        }
       });
     });
   }
 };
+using max_pool_grad = max_pool_grad_op<false>;
+using max_pool_grad_grad = max_pool_grad_op<true>;
 
 // Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {
@@ -8044,6 +8482,7 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::pool<true>>::of>("MaxPool", "T", types{});
   register_for<nn::kernel<nn::pool<false>>::of>("AvgPool", "T", types{});
   register_for<nn::kernel<nn::max_pool_grad>::of>("MaxPoolGrad", "T", types{});
+  register_for<nn::kernel<nn::max_pool_grad_grad>::of>("MaxPoolGradGrad", "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
 }
@@ -8300,6 +8739,104 @@ struct broadcast_to_kernel final : op_kernel {
   }
 };
 
+// Cumsum (R = sum_reducer) and Cumprod (prod_reducer): x seen as (outer, n, inner) around
+// the axis, each line scanned in order or from the end, computing in C (integers wrap as
+// Sum and Prod do). Lines are split between threads by their outer index.
+template <class R, class C>
+void scan_lines(kernel_context& ctx, const C* in, C* out, std::int64_t outer, std::int64_t n, std::int64_t inner,
+                bool exclusive, bool reverse) {
+  using A = accumulator_t<C>;
+  ctx.parallel_for(outer, static_cast<double>(n * inner) + 1, [&](std::int64_t b, std::int64_t e) {
+    std::vector<A> acc(static_cast<std::size_t>(inner));
+    for (std::int64_t a = b; a < e; ++a) {
+      std::fill(acc.begin(), acc.end(), R::template init<A, C>());
+      for (std::int64_t step = 0; step < n; ++step) {
+        const std::int64_t k = reverse ? n - 1 - step : step;
+        const C* x = in + (a * n + k) * inner;
+        C* o = out + (a * n + k) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) {
+          A& s = acc[static_cast<std::size_t>(i)];
+          if (exclusive) o[i] = static_cast<C>(s);
+          s = R::combine(s, static_cast<A>(x[i]));
+          if (!exclusive) o[i] = static_cast<C>(s);
+        }
+      }
+    }
+  });
+}
+
+template <class R>
+struct scan_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node& n) : exclusive_(n.attr<bool>("exclusive")), reverse_(n.attr<bool>("reverse")) {}
+    void compute(kernel_context& ctx) const override {
+      using C = compute_t<T>;
+      const tensor& x = ctx.input(0);
+      if (x.rank() == 0) fail(error_code::invalid_argument, "x must have rank at least 1, got a scalar");
+      if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "axis must be a scalar, got shape ", ctx.input(1).shape());
+      const int axis = canonical_axis(scalar_int(ctx.input(1), "axis"), x.rank());
+      std::int64_t outer = 1, inner = 1;
+      for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
+      for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+      tensor& out = ctx.allocate_output(0, x.shape());
+      const tensor xc = widened<T>(ctx, x);
+      tensor result = is_converted_v<T> ? tensor(dtype_of<C>, x.shape()) : out;
+      scan_lines<R, C>(ctx, xc.data<C>(), result.data<C>(), outer, x.shape()[axis], inner, exclusive_, reverse_);
+      if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+    }
+    bool exclusive_, reverse_;
+  };
+};
+
+// UnsortedSegmentSum(data, segment_ids, num_segments): rows of data (after the dims of
+// segment_ids) added into output row segment_ids[j]. Threads split the row's columns, so
+// no two add into one element.
+template <class C>
+void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std::int64_t>& ids, std::int64_t inner, C* out) {
+  using A = accumulator_t<C>;
+  const auto rows = static_cast<std::int64_t>(ids.size());
+  ctx.parallel_for(inner, static_cast<double>(rows) + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t j = 0; j < rows; ++j) {
+      const C* x = data + j * inner;
+      C* o = out + ids[static_cast<std::size_t>(j)] * inner;
+      for (std::int64_t i = b; i < e; ++i) o[i] = static_cast<C>(sum_reducer::combine(static_cast<A>(o[i]), static_cast<A>(x[i])));
+    }
+  });
+}
+
+template <class T>
+struct unsorted_segment_sum_kernel final : op_kernel {
+  explicit unsorted_segment_sum_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using C = compute_t<T>;
+    const tensor& data = ctx.input(0);
+    const tensor& segment_ids = ctx.input(1);
+    const shape& ds = data.shape();
+    bool prefix = segment_ids.rank() <= ds.rank();
+    for (int d = 0; prefix && d < segment_ids.rank(); ++d) prefix = segment_ids.shape()[d] == ds[d];
+    if (!prefix)
+      fail(error_code::invalid_argument, "segment_ids of shape ", segment_ids.shape(), " is not a prefix of data's shape ", ds);
+    if (ctx.input(2).rank() != 0)
+      fail(error_code::invalid_argument, "num_segments must be a scalar, got shape ", ctx.input(2).shape());
+    const std::int64_t segments = scalar_int(ctx.input(2), "num_segments");
+    if (segments < 0) fail(error_code::invalid_argument, "num_segments must be non-negative, got ", segments);
+    const auto ids = int_values(segment_ids, "segment_ids");
+    for (std::size_t j = 0; j < ids.size(); ++j)
+      if (ids[j] < 0 || ids[j] >= segments)
+        fail(error_code::out_of_range, "segment_ids[", j, "] = ", ids[j], " is not in [0, ", segments, ")");
+    std::vector<std::int64_t> dims{segments};
+    std::int64_t inner = 1;
+    for (int d = segment_ids.rank(); d < ds.rank(); ++d) dims.push_back(ds[d]), inner *= ds[d];
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    const tensor xc = widened<T>(ctx, data);
+    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, out.shape()) : out;
+    std::fill_n(result.data<C>(), result.num_elements(), C(0));
+    segment_sum_rows<C>(ctx, xc.data<C>(), ids, inner, result.data<C>());
+    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+  }
+};
+
 // ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
   explicit reduced_shape_kernel(const node&) {}
@@ -8325,6 +8862,9 @@ void register_reduction_kernels() {
   register_for<reduce_kernel<min_reducer>::of>("Min", "T", real_number_types{});
   register_for<arg_kernel<true>::of>("ArgMax", "T", real_number_types{});
   register_for<arg_kernel<false>::of>("ArgMin", "T", real_number_types{});
+  register_for<scan_kernel<sum_reducer>::of>("Cumsum", "T", number_types{});
+  register_for<scan_kernel<prod_reducer>::of>("Cumprod", "T", number_types{});
+  register_for<unsorted_segment_sum_kernel>("UnsortedSegmentSum", "T", number_types{});
   register_for<sum_to_shape_kernel>("SumToShape", "T", number_types{});
   register_cpu_kernel<broadcast_to_kernel>("BroadcastTo");
   register_cpu_kernel<reduced_shape_kernel>("ReducedShape");
@@ -8429,6 +8969,9 @@ template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
+// The runtime's variable class, named so that the DSL's weft::variable() function (which
+// hides the class name where both are declared) does not get in the way.
+using state = class weft::variable;
 
 // Each rule: `refs` variables (the first is the one updated, the rest its slots), the
 // gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
@@ -8496,8 +9039,8 @@ struct apply_kernel {
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
       constexpr int R = Rule::refs;
-      std::vector<std::shared_ptr<variable>> held;
-      std::vector<variable*> vars;
+      std::vector<std::shared_ptr<state>> held;
+      std::vector<state*> vars;
       for (int i = 0; i < R; ++i) vars.push_back(held.emplace_back(ctx.input_ref_shared(i)).get());
       std::array<C, Rule::scalars> h{};
       for (int i = R, k = 0; i < ctx.num_inputs(); ++i) {
@@ -8508,7 +9051,7 @@ struct apply_kernel {
         h[static_cast<std::size_t>(k++)] = detail::convert<C>(x.data<T>()[0]);
       }
       const tensor& grad = ctx.input(Rule::grad);
-      variable::update_in_place(vars, [&](const std::vector<tensor*>& values) {
+      state::update_in_place(vars, [&](const std::vector<tensor*>& values) {
         for (int i = 0; i < R; ++i)
           if (values[static_cast<std::size_t>(i)]->shape() != grad.shape())
             fail(error_code::invalid_argument, "the gradient of shape ", grad.shape(), " does not match variable '",
@@ -10324,6 +10867,337 @@ auto matrix_determinant(const A& a) {
 }
 
 }  // namespace weft
+// The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
+// log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
+// l2_loss, conv2d, max_pool, avg_pool and dropout. Images are NHWC and filters [height,
+// width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
+// padding are template arguments, so the output's static shape is computed at compile time
+// and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
+// checked at run time by the graph's shape functions and the kernels.
+//
+//   auto h = max_pool(relu(bias_add(conv2d(images, filter, strides<1, 1>, same), b)),
+//                     window<2, 2>, strides<2, 2>, valid);              // [dyn, 14, 14, 16]
+//   auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels));
+//
+// Lowering an op registers its kernel and the kernels of its gradient for its dtype only.
+// Every op here has a gradient rule (graph/gradient_rules.hpp), so grad() and minimize()
+// differentiate through them.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_SUPPORT_CHECK(nn_dtype, "weft::nn: the dtype must be float16, bfloat16, float or double");
+WEFT_DETAIL_TYPE_CHECK(nn_dtypes, "weft::nn: operands have different dtypes");
+WEFT_DETAIL_DIM_CHECK(bias_add_rank, "weft::bias_add: the value's rank is below 2 or the bias is not a vector");
+WEFT_DETAIL_DIM_CHECK(bias_add_length, "weft::bias_add: the bias length differs from the value's last dimension");
+WEFT_DETAIL_DIM_CHECK(softmax_rank, "weft::softmax: the logits' rank is below 1");
+WEFT_DETAIL_DIM_CHECK(xent_rank, "weft::softmax_cross_entropy_with_logits: logits and labels must be matrices [batch, classes]");
+WEFT_DETAIL_DIM_CHECK(xent_dims, "weft::softmax_cross_entropy_with_logits: logits and labels have different shapes");
+WEFT_DETAIL_DIM_CHECK(sparse_xent_rank,
+                      "weft::sparse_softmax_cross_entropy_with_logits: logits must be [batch, classes] and labels [batch]");
+WEFT_DETAIL_DIM_CHECK(sparse_xent_batch,
+                      "weft::sparse_softmax_cross_entropy_with_logits: logits and labels have different batch sizes");
+WEFT_DETAIL_SUPPORT_CHECK(sparse_xent_labels, "weft::sparse_softmax_cross_entropy_with_logits: labels must be int32 or int64");
+WEFT_DETAIL_DIM_CHECK(conv2d_rank, "weft::conv2d: input and filter must have rank 4 (NHWC; height, width, in, out)");
+WEFT_DETAIL_DIM_CHECK(conv2d_channels, "weft::conv2d: the input's channels differ from the filter's input channels");
+WEFT_DETAIL_DIM_CHECK(window_count, "weft::conv2d/pool: strides, window and dilations take two values (height, width)");
+WEFT_DETAIL_DIM_CHECK(window_too_large, "weft::conv2d/pool: with VALID padding the window is larger than the input");
+WEFT_DETAIL_DIM_CHECK(pool_rank, "weft::max_pool/avg_pool: the input must have rank 4 (NHWC)");
+WEFT_DETAIL_DIM_CHECK(dropout_rate_rank, "weft::dropout: the rate must be a scalar");
+}  // namespace check
+
+// Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
+// (only windows inside the input).
+template <bool Same>
+struct padding_t {
+  static constexpr bool is_same = Same;
+  static constexpr const char* name = Same ? "SAME" : "VALID";
+};
+inline constexpr padding_t<true> same{};
+inline constexpr padding_t<false> valid{};
+// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
+template <std::int64_t... V>
+inline constexpr index_list<V...> strides{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> window{};
+template <std::int64_t... V>
+inline constexpr index_list<V...> dilations{};
+
+namespace detail {
+
+template <class T>
+inline constexpr bool nn_float = in_list<T, type_list<half, bfloat16, float, double>>::value;
+
+// Registers the kernels of Impls (cpu::nn) under `names` for dtype T, once per dtype and
+// set (prepare() runs at every lowering of an op).
+template <class T, class... Impls>
+void register_nn(std::initializer_list<const char*> names) {
+  static const bool once = [&] {
+    ops::register_nn_ops();
+    const char* const* name = names.begin();
+    (register_cpu_kernel<typename cpu::nn::kernel<Impls>::template of<T>>(*name++, {"T", dtype_of<T>}), ...);
+    return true;
+  }();
+  (void)once;
+}
+
+// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
+// `kernels`, which registers the op's kernel and its gradient's for the dtype.
+struct nn_op {
+  static constexpr bool elementwise = false;
+  const char* name;
+  attr_map attrs;
+  void (*kernels)();
+  int port = 0;
+  void prepare() const {
+    cpu::register_core_kernels();
+    kernels();
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    output o = cx.add(name, std::move(inputs), attrs, scope);
+    o.port = port;
+    return o;
+  }
+};
+
+// Kernel sets: the op and what its gradient rule adds.
+template <class T>
+void bias_add_kernels() {
+  register_nn<T, cpu::nn::bias_add, cpu::nn::bias_add_grad>({"BiasAdd", "BiasAddGrad"});
+}
+template <class T, bool Log>
+void softmax_kernels() {
+  register_nn<T, cpu::nn::softmax<Log>>({Log ? "LogSoftmax" : "Softmax"});
+}
+template <class T>  // the gradient through the backprop output uses Softmax, the labels' LogSoftmax
+void xent_kernels() {
+  register_nn<T, cpu::nn::softmax_cross_entropy, cpu::nn::softmax<false>, cpu::nn::softmax<true>>(
+      {"SoftmaxCrossEntropyWithLogits", "Softmax", "LogSoftmax"});
+}
+template <class T>
+void sparse_xent_kernels() {
+  register_nn<T, cpu::nn::sparse_softmax_cross_entropy, cpu::nn::softmax<false>>(
+      {"SparseSoftmaxCrossEntropyWithLogits", "Softmax"});
+}
+template <class T>
+void l2_loss_kernels() {
+  register_nn<T, cpu::nn::l2_loss>({"L2Loss"});
+}
+template <class T>
+void conv2d_kernels() {
+  register_nn<T, cpu::nn::conv2d, cpu::nn::conv2d_backprop_input, cpu::nn::conv2d_backprop_filter>(
+      {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"});
+}
+template <class T, bool Max>
+void pool_kernels() {
+  if constexpr (Max)
+    register_nn<T, cpu::nn::pool<true>, cpu::nn::max_pool_grad, cpu::nn::max_pool_grad_grad>(
+        {"MaxPool", "MaxPoolGrad", "MaxPoolGradGrad"});
+  else
+    register_nn<T, cpu::nn::pool<false>, cpu::nn::avg_pool_grad>({"AvgPool", "AvgPoolGrad"});
+}
+template <class T>
+void dropout_kernels() {
+  register_nn<T, cpu::nn::dropout>({"Dropout"});
+}
+
+// One spatial dim of a convolution or pool's output: dyn when the input's is.
+constexpr std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
+  if (in < 0) return dyn;
+  const std::int64_t effective = (k - 1) * dilation + 1;
+  return same ? (in + stride - 1) / stride : (in - effective + stride) / stride;
+}
+// {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
+constexpr std::array<std::int64_t, 2> window_fits(std::int64_t in, std::int64_t k, std::int64_t dilation, bool same) {
+  const std::int64_t effective = (k - 1) * dilation + 1;
+  return !same && in >= 0 && k >= 0 && effective > in ? std::array<std::int64_t, 2>{effective, in}
+                                                      : std::array<std::int64_t, 2>{0, 0};
+}
+
+template <class T>
+constexpr bool check_nn_dtype() {
+  return check::nn_dtype<T, nn_float<T>>::value;
+}
+
+}  // namespace detail
+
+// bias_add(x, b): x + b along x's last dimension (TensorFlow's BiasAdd, NHWC).
+template <expression X, expression B>
+auto bias_add(const X& x, const B& b) {
+  using SX = shape_of<X>;
+  using SB = shape_of<B>;
+  using T = value_type_of<X>;
+  (void)check::nn_dtypes<T, value_type_of<B>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::bias_add_rank<(SX::rank >= 2 && SB::rank == 1) ? 1 : 0, 1>::value;
+  constexpr auto n = detail::static_pair(detail::dim_or(SX::values, SX::rank - 1), detail::dim_or(SB::values, 0));
+  (void)check::bias_add_length<n[0], n[1]>::value;
+  return op_expr<detail::nn_op, T, SX, X, B>({"BiasAdd", {}, &detail::bias_add_kernels<T>}, x, b);
+}
+
+namespace detail {
+template <bool Log, class X>
+auto softmax(const X& x) {
+  using T = value_type_of<X>;
+  (void)check_nn_dtype<T>();
+  (void)check::softmax_rank<(shape_of<X>::rank >= 1 ? 1 : 0), 1>::value;
+  return op_expr<nn_op, T, shape_of<X>, X>({Log ? "LogSoftmax" : "Softmax", {}, &softmax_kernels<T, Log>}, x);
+}
+}  // namespace detail
+
+// softmax(x), log_softmax(x): over the last dimension.
+template <expression X>
+auto softmax(const X& x) {
+  return detail::softmax<false>(x);
+}
+template <expression X>
+auto log_softmax(const X& x) {
+  return detail::softmax<true>(x);
+}
+
+// softmax_cross_entropy_with_logits(logits, labels): per row of [batch, classes], the
+// cross-entropy between the probability rows `labels` and softmax(logits); [batch].
+template <expression L, expression Y>
+auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
+  using SL = shape_of<L>;
+  using SY = shape_of<Y>;
+  using T = value_type_of<L>;
+  (void)check::nn_dtypes<T, value_type_of<Y>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::xent_rank<(SL::rank == 2 && SY::rank == 2) ? 1 : 0, 1>::value;
+  constexpr auto b = detail::static_pair(detail::dim_or(SL::values, 0), detail::dim_or(SY::values, 0));
+  constexpr auto c = detail::static_pair(detail::dim_or(SL::values, 1), detail::dim_or(SY::values, 1));
+  (void)check::xent_dims<b[0], b[1]>::value;
+  (void)check::xent_dims<c[0], c[1]>::value;
+  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
+  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+      {"SoftmaxCrossEntropyWithLogits", {}, &detail::xent_kernels<T>}, logits, labels);
+}
+
+// sparse_softmax_cross_entropy_with_logits(logits, labels): labels are class indices
+// ([batch], int32 or int64); [batch]. A label outside [0, classes) is a run-time error.
+template <expression L, expression Y>
+auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
+  using SL = shape_of<L>;
+  using SY = shape_of<Y>;
+  using T = value_type_of<L>;
+  using I = value_type_of<Y>;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::sparse_xent_labels<I, std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>>::value;
+  (void)check::sparse_xent_rank<(SL::rank == 2 && SY::rank == 1) ? 1 : 0, 1>::value;
+  constexpr auto b = detail::static_pair(detail::dim_or(SL::values, 0), detail::dim_or(SY::values, 0));
+  (void)check::sparse_xent_batch<b[0], b[1]>::value;
+  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
+  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+      {"SparseSoftmaxCrossEntropyWithLogits", {{"Tlabels", dtype_of<I>}}, &detail::sparse_xent_kernels<T>}, logits, labels);
+}
+
+// l2_loss(x) = sum(x^2) / 2, a scalar.
+template <expression X>
+auto l2_loss(const X& x) {
+  using T = value_type_of<X>;
+  (void)detail::check_nn_dtype<T>();
+  return op_expr<detail::nn_op, T, static_shape<>, X>({"L2Loss", {}, &detail::l2_loss_kernels<T>}, x);
+}
+
+// conv2d(input, filter, strides<sh, sw>, same or valid[, dilations<dh, dw>]): input
+// [batch, height, width, in], filter [fh, fw, in, out]; [batch, oh, ow, out].
+template <expression X, expression F, std::int64_t... St, bool Same, std::int64_t... Di>
+auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_list<Di...>) {
+  using SX = shape_of<X>;
+  using SF = shape_of<F>;
+  using T = value_type_of<X>;
+  (void)check::nn_dtypes<T, value_type_of<F>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::conv2d_rank<(SX::rank == 4 && SF::rank == 4) ? 1 : 0, 1>::value;
+  (void)check::window_count<sizeof...(St), 2>::value;
+  (void)check::window_count<sizeof...(Di), 2>::value;
+  static_assert(((St > 0) && ...) && ((Di > 0) && ...), "weft::conv2d: strides and dilations must be positive");
+  constexpr std::array<std::int64_t, 2> s{St...}, d{Di...};
+  constexpr auto c = detail::static_pair(detail::dim_or(SX::values, 3), detail::dim_or(SF::values, 2));
+  (void)check::conv2d_channels<c[0], c[1]>::value;
+  constexpr std::int64_t kh = detail::dim_or(SF::values, 0), kw = detail::dim_or(SF::values, 1);
+  constexpr auto fit_h = detail::window_fits(detail::dim_or(SX::values, 1), kh, d[0], Same);
+  constexpr auto fit_w = detail::window_fits(detail::dim_or(SX::values, 2), kw, d[1], Same);
+  (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
+  (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
+  constexpr auto window_dim = [](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di) {
+    return k < 0 ? (Same ? detail::window_out(in, 1, st, 1, true) : dyn) : detail::window_out(in, k, st, di, Same);
+  };
+  using S = static_shape<detail::dim_or(SX::values, 0), window_dim(detail::dim_or(SX::values, 1), kh, s[0], d[0]),
+                         window_dim(detail::dim_or(SX::values, 2), kw, s[1], d[1]), detail::dim_or(SF::values, 3)>;
+  attr_map attrs{{"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
+                 {"padding", std::string(padding_t<Same>::name)},
+                 {"dilations", std::vector<std::int64_t>{1, d[0], d[1], 1}}};
+  return op_expr<detail::nn_op, T, S, X, F>({"Conv2D", std::move(attrs), &detail::conv2d_kernels<T>}, x, f);
+}
+
+template <expression X, expression F, std::int64_t... St, bool Same>
+auto conv2d(const X& x, const F& f, index_list<St...> s, padding_t<Same> p) {
+  return conv2d(x, f, s, p, dilations<1, 1>);
+}
+
+namespace detail {
+template <bool Max, class X, std::int64_t... K, std::int64_t... St, bool Same>
+auto pool(const X& x, index_list<K...>, index_list<St...>, padding_t<Same>) {
+  using SX = shape_of<X>;
+  using T = value_type_of<X>;
+  (void)check_nn_dtype<T>();
+  (void)check::pool_rank<SX::rank, 4>::value;
+  (void)check::window_count<sizeof...(K), 2>::value;
+  (void)check::window_count<sizeof...(St), 2>::value;
+  static_assert(((K > 0) && ...) && ((St > 0) && ...), "weft::max_pool/avg_pool: window and strides must be positive");
+  constexpr std::array<std::int64_t, 2> k{K...}, s{St...};
+  constexpr auto fit_h = window_fits(dim_or(SX::values, 1), k[0], 1, Same);
+  constexpr auto fit_w = window_fits(dim_or(SX::values, 2), k[1], 1, Same);
+  (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
+  (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
+  using S = static_shape<dim_or(SX::values, 0), window_out(dim_or(SX::values, 1), k[0], s[0], 1, Same),
+                         window_out(dim_or(SX::values, 2), k[1], s[1], 1, Same), dim_or(SX::values, 3)>;
+  attr_map attrs{{"ksize", std::vector<std::int64_t>{1, k[0], k[1], 1}},
+                 {"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
+                 {"padding", std::string(padding_t<Same>::name)}};
+  return op_expr<nn_op, T, S, X>({Max ? "MaxPool" : "AvgPool", std::move(attrs), &pool_kernels<T, Max>}, x);
+}
+}  // namespace detail
+
+// max_pool(x, window<kh, kw>, strides<sh, sw>, same or valid), avg_pool(...): x NHWC.
+template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
+auto max_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
+  return detail::pool<true>(x, k, s, p);
+}
+template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
+auto avg_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
+  return detail::pool<false>(x, k, s, p);
+}
+
+// dropout(x, rate, seed, seed2): each element zeroed with probability `rate` and the rest
+// scaled by 1 / (1 - rate). rate is a number or a scalar expression of x's dtype (a
+// placeholder, to train with a rate and test with 0); a rate outside [0, 1) is a run-time
+// error. The masks come from a stream keyed by the seeds: the n-th run of a graph draws
+// the same mask for the same seeds.
+template <expression X, expression R>
+auto dropout(const X& x, const R& rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  using T = value_type_of<X>;
+  (void)check::nn_dtypes<T, value_type_of<R>>::value;
+  (void)detail::check_nn_dtype<T>();
+  (void)check::dropout_rate_rank<shape_of<R>::rank, 0>::value;
+  return op_expr<detail::nn_op, T, shape_of<X>, X, R>(
+      {"Dropout", {{"seed", seed}, {"seed2", seed2}}, &detail::dropout_kernels<T>}, x, rate);
+}
+template <expression X, detail::scalar_value U>
+auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
+}
+
+}  // namespace weft
 // Type erasure and runtime-built models (DESIGN.md §2, layer 1).
 //
 // handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
@@ -11024,17 +11898,20 @@ template <>
 struct has_gradient<identity_op> : std::true_type {};
 template <bool Ones>
 struct has_gradient<fill_like_op<Ones>> : std::true_type {};  // no dependence on the values
-// Array, matrix and reduction ops: all have rules but Prod and GatherV2.
+template <>
+struct has_gradient<nn_op> : std::true_type {};  // every op of nn_ops.hpp
+// Array, matrix and reduction ops: all have rules but ArgMax and ArgMin (their results are
+// indices; TensorFlow has no gradient for them either).
 template <class Kernel, class T>
-constexpr bool is_prod_kernel() {
+constexpr bool is_arg_kernel() {
   if constexpr (std::is_void_v<T>)
     return false;
   else
-    return std::is_same_v<Kernel, typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>;
+    return std::is_same_v<Kernel, typename cpu::arg_kernel<true>::template of<T>> ||
+           std::is_same_v<Kernel, typename cpu::arg_kernel<false>::template of<T>>;
 }
 template <class Kernel, void (*Family)(), class T>
-struct has_gradient<indexed_op<Kernel, Family, T>>
-    : std::bool_constant<!std::is_same_v<Kernel, cpu::gather_kernel> && !is_prod_kernel<Kernel, T>()> {};
+struct has_gradient<indexed_op<Kernel, Family, T>> : std::bool_constant<!is_arg_kernel<Kernel, T>()> {};
 
 // Whether expression E is, or contains, an expression of one of the types Xs.
 template <class E, class... Xs>
@@ -11441,6 +12318,11 @@ void register_gradient_kernels() {
     const kernel_registry::type_constraint t{"T", dtype_of<T>};
     register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", t);
     register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", t);
+    // Prod's rule (running products), Cumprod's (running sums), GatherV2's.
+    register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", t);
+    register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", t);
+    register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", t);
+    register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", t);
     register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
     register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
     register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");
@@ -11530,6 +12412,160 @@ auto grad(const Y& y, const X&... xs) {
 }
 
 }  // namespace weft
+// Training typed models: train::minimize(loss, optimizer, vars...) is a target that runs
+// one step of the optimizer (graph/optimizers.hpp: SGD, Momentum, AdaGrad, RMSProp, Adam)
+// on typed variables. The gradients are grad(loss, vars...) (fused backwards included);
+// the updates, slots and their initializers are the graph optimizers' own.
+//
+//   auto step = weft::train::minimize(loss, weft::train::adam{0.001}, w1, b1, w2, b2);
+//   weft::client_session s;
+//   s.initialize(step);                       // the variables' and the slots' initial values
+//   for (...) s.run(weft::targets(step), weft::feed(x, batch), weft::feed(labels, y));
+//
+// At compile time: the loss is a floating-point scalar, every var is a variable (not a
+// placeholder, a constant or an expression), and every op between them has a gradient
+// (grad's check).
+
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_DIM_CHECK(minimize_loss_rank, "weft::train::minimize: the loss must be a scalar (rank 0); reduce it first");
+template <class V, bool Ok>
+struct minimize_variable {
+  static_assert(Ok, "weft::train::minimize: a var is not a weft::variable (placeholders, constants and expressions "
+                    "have no state to update)");
+  static constexpr bool value = Ok;
+};
+}  // namespace check
+
+namespace train {
+
+namespace detail {
+
+template <class V>
+struct is_variable : std::false_type {};
+template <class T, class S>
+struct is_variable<variable_expr<T, S>> : std::true_type {};
+
+// The update kernel of the optimizers this library defines.
+template <class Optimizer>
+struct update_kernel;
+template <>
+struct update_kernel<sgd> {
+  using impl = cpu::training::gradient_descent;
+  static constexpr const char* op = "ApplyGradientDescent";
+};
+template <>
+struct update_kernel<momentum> {
+  using impl = cpu::training::momentum;
+  static constexpr const char* op = "ApplyMomentum";
+};
+template <>
+struct update_kernel<adagrad> {
+  using impl = cpu::training::adagrad;
+  static constexpr const char* op = "ApplyAdagrad";
+};
+template <>
+struct update_kernel<rms_prop> {
+  using impl = cpu::training::rms_prop;
+  static constexpr const char* op = "ApplyRMSProp";
+};
+template <>
+struct update_kernel<adam> {
+  using impl = cpu::training::adam;
+  static constexpr const char* op = "ApplyAdam";
+};
+
+// Registers the update kernel of Optimizer for dtype T (every optimizer's, for an
+// optimizer defined elsewhere).
+template <class Optimizer, class T>
+void register_update_kernel() {
+  static const bool once = [] {
+    ops::register_training_ops();
+    if constexpr (requires { update_kernel<Optimizer>::op; })
+      register_cpu_kernel<typename cpu::training::apply_kernel<typename update_kernel<Optimizer>::impl>::template of<T>>(
+          update_kernel<Optimizer>::op, {"T", dtype_of<T>});
+    else
+      cpu::register_training_kernels();
+    return true;
+  }();
+  (void)once;
+}
+
+// What a training target lowers: the loss, the variables and their gradients, then
+// apply_gradients, once per lowering.
+struct training_state {
+  lower_fn loss;
+  std::vector<lower_fn> vars, gradients;
+  std::function<training_op(graph&, output, const std::vector<output>&, std::vector<output>, const std::string&)> apply;
+  void (*prepare)();
+  const scope_info* scope;
+  weft::detail::memo_per_lowering<output> lowered;
+
+  output get(lowering& cx) {
+    return lowered.get(cx, [&] {
+      prepare();
+      const output l = loss(cx);
+      std::vector<output> v, g;
+      for (const auto& var : vars) v.push_back(var(cx));
+      for (const auto& d : gradients) g.push_back(d(cx));
+      // "train", or "train_1", ... when a target of this scope was lowered before.
+      const std::string base = scope->prefix + "train";
+      std::string name = base;
+      for (int k = 1; cx.target().find(name + "/step"); ++k) name = base + "_" + std::to_string(k);
+      const training_op op = apply(cx.target(), l, v, std::move(g), name);
+      cx.add_initializer(op.init.id());
+      return output{op.step.id(), 0};  // a NoOp: a target, never fetched
+    });
+  }
+};
+
+}  // namespace detail
+
+// A target: one step of the optimizer over its variables. Lowering it also records the
+// slots' initializers with the variables' (client_session::initialize runs them).
+class training_target {
+ public:
+  explicit training_target(std::shared_ptr<detail::training_state> state) : state_(std::move(state)) {}
+  output lower(lowering& cx) const { return state_->get(cx); }
+
+ private:
+  std::shared_ptr<detail::training_state> state_;
+};
+
+// minimize(loss, optimizer, vars...): see the top of this file.
+template <class Optimizer, expression Loss, expression... Vars>
+  requires(sizeof...(Vars) >= 1)
+training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... vars) {
+  (void)check::minimize_loss_rank<shape_of<Loss>::rank, 0>::value;
+  ((void)check::minimize_variable<Vars, detail::is_variable<std::remove_cvref_t<Vars>>::value>::value, ...);
+  auto state = std::make_shared<detail::training_state>();
+  state->loss = lowering_of(loss);
+  (state->vars.push_back(lowering_of(vars)), ...);
+  const auto gradients = grad(loss, vars...);  // one expression, or a tuple of them
+  if constexpr (sizeof...(Vars) == 1)
+    state->gradients.push_back(lowering_of(gradients));
+  else
+    std::apply([&](const auto&... d) { (state->gradients.push_back(lowering_of(d)), ...); }, gradients);
+  state->apply = [opt](graph& g, output l, const std::vector<output>& v, std::vector<output> d, const std::string& name) {
+    return apply_gradients(g, l, v, std::move(d), opt, name);
+  };
+  // The update kernels. The slots' initializers (Fill, Assign) and Adam's beta powers
+  // (Mul) find theirs registered by lowering the variables and their gradients.
+  state->prepare = [] { (detail::register_update_kernel<Optimizer, value_type_of<Vars>>(), ...); };
+  state->scope = weft::detail::current_scope();
+  return training_target(std::move(state));
+}
+
+}  // namespace train
+}  // namespace weft
 // client_session: runs typed expressions. It owns a graph; each run lowers its fetches,
 // targets and fed placeholders into that graph (nothing is added when they were lowered
 // before: leaves by identity, other nodes by value) and runs them on a weft::session, which
@@ -11538,8 +12574,10 @@ auto grad(const Y& y, const X&... xs) {
 //   weft::client_session s;
 //   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
 //   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
-//   s.run(weft::targets(train), weft::feed(x, batch));
+//   s.run(weft::targets(train), weft::feed(x, batch));       // train: an assignment, a group,
+//                                                           // train::minimize(...)
 
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -11587,8 +12625,11 @@ group_target group(const Es&... es) {
 struct target_list {
   std::vector<lower_fn> items;
 };
+// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
 template <class E>
-concept target = expression<E> || std::is_same_v<E, group_target>;
+concept target = requires(const E& e, lowering& cx) {
+  { e.lower(cx) } -> std::same_as<output>;
+};
 template <target... Es>
 target_list targets(const Es&... es) {
   return {{lowering_of(es)...}};
@@ -11668,14 +12709,15 @@ class client_session {
     }(std::index_sequence_for<Es...>{});
   }
 
-  // Lowers `roots` (and so their variables), then runs the initializer of every variable
-  // lowered so far that has not been initialized by this call before.
-  template <expression... Es>
+  // Lowers `roots` (expressions or targets, and so their variables and an optimizer's
+  // slots), then runs the initializer of every variable lowered so far that has not been
+  // initialized by this call before.
+  template <target... Es>
   void initialize(const Es&... roots) {
     std::vector<endpoint> inits;
     {
       std::lock_guard lock(mutex_);
-      (weft::lower(lowering_, roots), ...);
+      (roots.lower(lowering_), ...);
       sync();
       const auto& all = lowering_.initializers();
       for (std::size_t i = initialized_; i < all.size(); ++i) inits.emplace_back(output{all[i], 0});
@@ -11738,6 +12780,7 @@ inline bool register_all_kernels() {
     register_state_kernels();
     register_nn_kernels();
     register_training_kernels();
+    register_io_kernels();
     return true;
   }();
   return done;

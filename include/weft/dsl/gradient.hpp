@@ -111,17 +111,18 @@ template <bool Ones>
 struct has_gradient<fill_like_op<Ones>> : std::true_type {};  // no dependence on the values
 template <>
 struct has_gradient<nn_op> : std::true_type {};  // every op of nn_ops.hpp
-// Array, matrix and reduction ops: all have rules but Prod and GatherV2.
+// Array, matrix and reduction ops: all have rules but ArgMax and ArgMin (their results are
+// indices; TensorFlow has no gradient for them either).
 template <class Kernel, class T>
-constexpr bool is_prod_kernel() {
+constexpr bool is_arg_kernel() {
   if constexpr (std::is_void_v<T>)
     return false;
   else
-    return std::is_same_v<Kernel, typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>;
+    return std::is_same_v<Kernel, typename cpu::arg_kernel<true>::template of<T>> ||
+           std::is_same_v<Kernel, typename cpu::arg_kernel<false>::template of<T>>;
 }
 template <class Kernel, void (*Family)(), class T>
-struct has_gradient<indexed_op<Kernel, Family, T>>
-    : std::bool_constant<!std::is_same_v<Kernel, cpu::gather_kernel> && !is_prod_kernel<Kernel, T>()> {};
+struct has_gradient<indexed_op<Kernel, Family, T>> : std::bool_constant<!is_arg_kernel<Kernel, T>()> {};
 
 // Whether expression E is, or contains, an expression of one of the types Xs.
 template <class E, class... Xs>
@@ -528,6 +529,11 @@ void register_gradient_kernels() {
     const kernel_registry::type_constraint t{"T", dtype_of<T>};
     register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", t);
     register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", t);
+    // Prod's rule (running products), Cumprod's (running sums), GatherV2's.
+    register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", t);
+    register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", t);
+    register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", t);
+    register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", t);
     register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
     register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
     register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");

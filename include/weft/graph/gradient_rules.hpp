@@ -6,6 +6,7 @@
 // is not positive.
 #pragma once
 
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -215,18 +216,20 @@ struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
     return {scale * matrix_inverse(x, true)};
   }
 };
+// The permutation that undoes p (p a permutation of 0..n-1).
+inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
+  std::vector<std::int64_t> inverse(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+  return inverse;
+}
 struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
   template <class V>
   static result<V> apply(const args<V>& a) {
-    const tensor* perm = constant_value(a.x[1]);
-    if (!perm)
+    const auto p = constant_ints(a.x[1]);
+    if (!p)
       fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
            " needs its permutation to be a constant");
-    const auto p = perm->dtype() == dtype::int32 ? std::vector<std::int64_t>(perm->flat<std::int32_t>().begin(), perm->flat<std::int32_t>().end())
-                                                 : std::vector<std::int64_t>(perm->flat<std::int64_t>().begin(), perm->flat<std::int64_t>().end());
-    std::vector<std::int64_t> inverse(p.size());
-    for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
-    return {transpose(a.d(), int64_vector(a.x[0], inverse)), std::nullopt};
+    return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
   }
 };
 // ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
@@ -298,6 +301,102 @@ struct tile_grad {
     std::vector<std::int64_t> axes;
     for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
     return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
+  }
+};
+
+// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
+// sorted and without repeats; an error naming the node when it is not a constant, or when
+// x's rank is not known when the graph is built.
+inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
+  const auto v = constant_ints(axes);
+  if (!v || !x.rank_known())
+    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
+         " needs a constant axis and an input of known rank");
+  std::vector<std::int64_t> out;
+  for (auto a : *v) {
+    if (a < -x.rank() || a >= x.rank())
+      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
+           x.rank());
+    out.push_back(a < 0 ? a + x.rank() : a);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Prod: each element gets d times the product of the others in its reduction group,
+// computed without dividing (so zeros are exact) as exclusive running products from both
+// ends along the first reduced axis, times the same for the rest of the axes applied to
+// the product along the first (TensorFlow's rule flattens the axes with a transpose
+// instead). The axes must be constants.
+struct prod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[1], x.shape());
+    if (axes.empty()) return {a.d(), std::nullopt};
+    const V d = a.n.template attr<bool>("keep_dims") ? a.d() : keep_reduced(a.d(), x, a.x[1]);
+    return {others(x, axes, 0) * d, std::nullopt};
+  }
+
+ private:
+  template <class V>
+  static V others(const V& v, const std::vector<std::int64_t>& axes, std::size_t i) {
+    const V axis = int_constant(v, static_cast<std::int32_t>(axes[i]));
+    V own = cumprod(v, axis, true, false) * cumprod(v, axis, true, true);
+    if (i + 1 == axes.size()) return own;
+    return own * others(reduce_prod(v, axis, true), axes, i + 1);
+  }
+};
+struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
+};
+struct cumsum_grad {  // the running sum the other way
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.d(), a.x[1], exclusive, !reverse), std::nullopt};
+  }
+};
+// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
+// it is not defined where x has a zero (Prod's rule above is).
+struct cumprod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.y[0] * a.d(), a.x[1], exclusive, !reverse) / a.x[0], std::nullopt};
+  }
+};
+// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
+// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
+// front and back). The axis must be a constant and params' rank known.
+struct gather_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &params = a.x[0], &indices = a.x[1];
+    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[2], params.shape());
+    const std::int64_t axis = axes.at(0), rank = params.shape().rank();
+    const V dims = shape_tensor(params), zero = int_constant(params, 0);
+    // The gradient as [params[:axis], all the indices, params[axis + 1:]].
+    std::vector<V> parts;
+    if (axis > 0) parts.push_back(slice(dims, int64_vector(params, {0}), int64_vector(params, {axis})));
+    parts.push_back(int64_vector(params, {-1}));
+    if (axis + 1 < rank) parts.push_back(slice(dims, int64_vector(params, {axis + 1}), int64_vector(params, {-1})));
+    V values = reshape(a.d(), parts.size() == 1 ? parts[0] : concat(parts, zero));
+    std::vector<std::int64_t> perm{axis};  // the indices' axis first
+    for (std::int64_t i = 0; i < rank; ++i)
+      if (i != axis) perm.push_back(i);
+    if (axis > 0) values = transpose(values, int64_vector(params, perm));
+    const V rows = reshape(slice(dims, int64_vector(params, {axis}), int64_vector(params, {1})), int64_vector(params, {}));
+    V sums = unsorted_segment_sum(values, reshape(indices, int64_vector(params, {-1})), rows);
+    if (axis > 0) sums = transpose(sums, int64_vector(params, inverse_permutation(perm)));
+    return {sums, std::nullopt, std::nullopt};
+  }
+};
+struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
   }
 };
 
@@ -439,6 +538,12 @@ inline void register_standard_gradients() {
     add_rule("Reshape", reshape_grad{});
     add_rule("SumToShape", sum_to_shape_grad{});
     add_rule("BroadcastTo", broadcast_to_grad{});
+    add_rule("Fill", fill_grad{});
+    add_rule("Prod", prod_grad{});
+    add_rule("Cumsum", cumsum_grad{});
+    add_rule("Cumprod", cumprod_grad{});
+    add_rule("GatherV2", gather_grad{});
+    add_rule("UnsortedSegmentSum", unsorted_segment_sum_grad{});
     add_rule("Max", max_min_grad{});
     add_rule("Min", max_min_grad{});
     add_rule("BatchMatMulV2", batch_matmul_grad{});

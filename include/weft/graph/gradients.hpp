@@ -179,6 +179,14 @@ inline const tensor* constant_value(const symbol& a) {
   const node& n = a.producer();
   return n.op() == "Const" ? n.attrs().find("value")->get_if<tensor>() : nullptr;
 }
+// The values of a when its producer is an int32 or int64 constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) {
+  const tensor* t = constant_value(a);
+  if (!t) return std::nullopt;
+  if (t->dtype() == dtype::int32) return std::vector<std::int64_t>(t->flat<std::int32_t>().begin(), t->flat<std::int32_t>().end());
+  if (t->dtype() == dtype::int64) return std::vector<std::int64_t>(t->flat<std::int64_t>().begin(), t->flat<std::int64_t>().end());
+  return std::nullopt;
+}
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
   rest.push_back(axis);
@@ -194,6 +202,22 @@ inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("Mat
 inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
 inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
+}
+inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
+}
+// Cumsum and Cumprod of a along `axis`.
+inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
+  return params.then("GatherV2", {indices, axis});
+}
+inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
+  return data.then("UnsortedSegmentSum", {ids, segments});
 }
 
 // Convolution and pooling, with the window attrs `w` of the node differentiated.

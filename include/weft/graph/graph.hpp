@@ -417,8 +417,10 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   std::vector<dtype> out_types;
   std::vector<bool> out_refs;
   for (const auto& a : def->outputs) {
-    dtype t = a.fixed != dtype::invalid ? a.fixed : *attrs.find(a.type_attr)->get_if<dtype>();
     for (std::size_t j = 0, n = count_of(a); j < n; ++j) {
+      const dtype t = a.fixed != dtype::invalid ? a.fixed
+                      : a.type_list             ? (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j]
+                                                : *attrs.find(a.type_attr)->get_if<dtype>();
       out_types.push_back(t);
       out_refs.push_back(a.is_ref);
     }

@@ -191,8 +191,9 @@ class op_def_builder {
   }
   op_def build() const {
     op_def d = def_;
-    for (auto& a : d.inputs)
-      if (const attr_def* ad = d.find_attr(a.type_attr); ad && ad->kind == attr_kind::type_list) a.type_list = true;
+    for (auto* args : {&d.inputs, &d.outputs})
+      for (auto& a : *args)
+        if (const attr_def* ad = d.find_attr(a.type_attr); ad && ad->kind == attr_kind::type_list) a.type_list = true;
     return d;
   }
 

@@ -5,6 +5,7 @@
 
 #include <weft/ops/array_ops.hpp>
 #include <weft/ops/core_ops.hpp>
+#include <weft/ops/io_ops.hpp>
 #include <weft/ops/math_ops.hpp>
 #include <weft/ops/matrix_ops.hpp>
 #include <weft/ops/nn_ops.hpp>
@@ -24,6 +25,7 @@ inline void register_standard_ops() {
   register_state_ops();
   register_nn_ops();
   register_training_ops();
+  register_io_ops();
 }
 
 }  // namespace weft::ops

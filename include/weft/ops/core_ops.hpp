@@ -68,7 +68,8 @@ inline constexpr standard_op standard_ops[] = {
     {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"},
     {"Cast", "math"},
     {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
-    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"SumToShape", "reduction"},
+    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"Cumsum", "reduction"},
+    {"Cumprod", "reduction"}, {"UnsortedSegmentSum", "reduction"}, {"SumToShape", "reduction"},
     {"BroadcastTo", "reduction"}, {"ReducedShape", "reduction"},
     {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
     {"MatrixDeterminant", "matrix"},
@@ -80,6 +81,7 @@ inline constexpr standard_op standard_ops[] = {
     {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"MaxPoolGradGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
     {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
     {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
+    {"Save", "io"}, {"Restore", "io"},
 };
 
 // How a program registers `family`, for error messages.
@@ -95,6 +97,7 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "state") return "weft::ops::register_state_ops() or weft::cpu::register_state_kernels()";
   if (family == "nn") return "weft::ops::register_nn_ops() or weft::cpu::register_nn_kernels()";
   if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
+  if (family == "io") return "weft::ops::register_io_ops() or weft::cpu::register_io_kernels()";
   return "weft::ops::register_standard_ops()";
 }
 

@@ -2,6 +2,13 @@
 // identity). keep_dims keeps each reduced axis with size 1.
 //   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
 //   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
+//   Cumsum, Cumprod(x, axis; exclusive = false, reverse = false): running sums (products)
+//   along `axis`, of x's shape; exclusive leaves out each element itself (the first is the
+//   identity), reverse runs from the end.
+//   UnsortedSegmentSum(data, segment_ids, num_segments): output[i, ...] is the sum of the
+//   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
+//   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
+//   error, where TensorFlow drops negative ids).
 //   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
 //   gradients (below).
 #pragma once
@@ -78,6 +85,50 @@ inline std::vector<op_def> reduction_op_defs() {
                          c.set_output(0, partial_shape(dims));
                        })
                        .build());
+  for (const char* name : {"Cumsum", "Cumprod"})
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("axis: Tidx")
+                       .output("out: T")
+                       .attr(number_type_attr)
+                       .attr("Tidx: {int32, int64}")
+                       .attr("exclusive: bool = false")
+                       .attr("reverse: bool = false")
+                       .shape_fn([](shape_context& c) {
+                         require_rank(c, 1, 0, "axis");
+                         const auto& x = c.input(0);
+                         if (auto axis = constant_ints(c, 1); axis && x.rank_known()) {
+                           if (x.rank() == 0) c.fail("x must have rank at least 1");
+                           (void)c.canonical_axis((*axis)[0], x.rank());
+                         }
+                         c.set_output(0, x);
+                       })
+                       .build());
+  defs.push_back(op_def_builder("UnsortedSegmentSum")
+                     .input("data: T")
+                     .input("segment_ids: Tindices")
+                     .input("num_segments: Tnumsegments")
+                     .output("output: T")
+                     .attr(number_type_attr)
+                     .attr("Tindices: {int32, int64}")
+                     .attr("Tnumsegments: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 2, 0, "num_segments");
+                       const auto& data = c.input(0);
+                       const auto& ids = c.input(1);
+                       auto n = constant_ints(c, 2);
+                       if (n && (*n)[0] < 0) c.fail("num_segments must be non-negative, got ", (*n)[0]);
+                       if (!data.rank_known() || !ids.rank_known()) return;
+                       if (ids.rank() > data.rank())
+                         c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
+                       for (int i = 0; i < ids.rank(); ++i)
+                         if (ids[i] >= 0 && data[i] >= 0 && ids[i] != data[i])
+                           c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
+                       std::vector<std::int64_t> out{n ? (*n)[0] : unknown_dim};
+                       out.insert(out.end(), data.dims().begin() + ids.rank(), data.dims().end());
+                       c.set_output(0, partial_shape(out));
+                     })
+                     .build());
   // Gradient helpers (graph/gradients.hpp):
   //   SumToShape(x, shape)         x summed over the dims that broadcasting `shape` to x's
   //                                shape added or stretched: the result has `shape`

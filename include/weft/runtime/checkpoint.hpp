@@ -1,197 +1,29 @@
-// Checkpoints: every variable of a model in one file, written atomically, read back only
-// when the whole file checks out.
+// Checkpoints: saver saves a session's variables to "<prefix>-<step>.ckpt" (the format of
+// runtime/checkpoint_file.hpp) with a Save op, keeps the last N, and restores them with a
+// Restore op whose outputs the variables' Assign nodes read, so the file is read and
+// checked against each variable's name, dtype and shape before any variable changes, and
+// a bad file changes none.
 //
-// File format (version 1; integers little-endian):
-//   "WEFTCKPT", u32 version, u32 count
-//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
-//                  u64 bytes, u32 CRC-32C of the tensor's bytes
-//   u32 CRC-32C of everything above
-//   the tensors' bytes, at their offsets, back to back to the end of the file
-//
-// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
-// over the target and fsyncs the directory: a crash at any point leaves either the old file
-// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
-// checksum, that the file ends where the index says, and every tensor's checksum.
-//
-// saver (below) saves a session's variables to "<prefix>-<step>.ckpt", keeps the last N,
-// and restores them in one step that runs only after the file has been read and checked
-// against each variable's name, dtype and shape, so a bad file changes no variable.
-//
-// Partial: weft has no string tensors, so there are no Save and Restore ops taking a file
-// name as an input (TensorFlow's); the saver reads the variables in one step and assigns
-// them in one step.
+// weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
+// name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
 #pragma once
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <bit>
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <weft/core/crc32c.hpp>
 #include <weft/core/error.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/graph/graph.hpp>
+#include <weft/kernels/cpu/io.hpp>
+#include <weft/runtime/checkpoint_file.hpp>
 #include <weft/runtime/session.hpp>
 
 namespace weft {
-
-namespace detail {
-static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
-
-inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
-
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd.
-inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
-                                  const std::vector<const tensor*>& blobs) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const std::filesystem::path tmp =
-      dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
-  int err = 0;  // the first failure's errno
-  auto write_all = [&](const void* data, std::size_t size) {
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0 && !err) {
-      ssize_t n = ::write(fd, p, size);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) err = n < 0 ? errno : EIO;
-      else p += n, size -= static_cast<std::size_t>(n);
-    }
-  };
-  write_all(head.data(), head.size());
-  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
-  if (!err && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && !err) err = errno;
-  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
-         "; the previous file, if any, is unchanged");
-  }
-  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
-    ::close(d);
-  }
-}
-}  // namespace detail
-
-// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
-// distinct and non-empty.
-inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
-  std::string index;
-  index.append(detail::checkpoint_magic, 8);
-  detail::put<std::uint32_t>(index, 1);
-  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
-  std::size_t index_size = index.size() + 4;
-  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
-  std::uint64_t offset = index_size;
-  std::vector<const tensor*> blobs;
-  std::vector<std::string> names;
-  for (const auto& [name, t] : tensors) {
-    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
-    names.push_back(name);
-    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
-    index += name;
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
-    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
-    detail::put<std::uint64_t>(index, offset);
-    detail::put<std::uint64_t>(index, t.bytes());
-    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
-    offset += t.bytes();
-    blobs.push_back(&t);
-  }
-  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
-  detail::write_file_atomically(path, index, blobs);
-}
-
-// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
-inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(error_code::not_found, "cannot open the checkpoint ", path.string());
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", path.string(), " is corrupt: ", what...); };
-  std::size_t pos = 0;
-  auto take = [&](std::size_t n, const char* what) {
-    if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
-    const char* p = bytes.data() + pos;
-    pos += n;
-    return p;
-  };
-  auto get = [&]<class T>(T, const char* what) {
-    T v;
-    std::memcpy(&v, take(sizeof v, what), sizeof v);
-    return v;
-  };
-  if (std::memcmp(take(8, "the magic number"), detail::checkpoint_magic, 8) != 0) bad("it is not a weft checkpoint (bad magic number)");
-  if (auto v = get(std::uint32_t{}, "the header"); v != 1) bad("unknown format version ", v);
-  const auto count = get(std::uint32_t{}, "the header");
-  struct entry {
-    std::string name;
-    dtype type;
-    shape dims;
-    std::uint64_t offset, size;
-    std::uint32_t crc;
-  };
-  std::vector<entry> entries;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const auto len = get(std::uint32_t{}, "the index");
-    entry e;
-    e.name.assign(take(len, "the index"), len);
-    const auto t = get(std::uint8_t{}, "the index");
-    if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
-    e.type = static_cast<dtype>(t);
-    const auto rank = get(std::uint8_t{}, "the index");
-    std::vector<std::int64_t> dims;
-    for (int d = 0; d < rank; ++d) {
-      dims.push_back(get(std::int64_t{}, "the index"));
-      if (dims.back() < 0 || dims.back() > (std::int64_t{1} << 40)) bad("tensor '", e.name, "' has a dimension of ", dims.back());
-    }
-    e.dims = shape(dims);
-    e.offset = get(std::uint64_t{}, "the index");
-    e.size = get(std::uint64_t{}, "the index");
-    e.crc = get(std::uint32_t{}, "the index");
-    entries.push_back(std::move(e));
-  }
-  const std::uint32_t index_crc = crc32c(bytes.data(), pos);
-  if (get(std::uint32_t{}, "the index checksum") != index_crc) bad("the index's checksum does not match");
-  std::uint64_t expected_end = pos;
-  std::vector<std::pair<std::string, tensor>> result;
-  for (const auto& e : entries) {
-    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))
-      bad("tensor '", e.name, "' has an inconsistent offset or size");
-    if (bytes.size() < e.offset + e.size)
-      bad("it is truncated: tensor '", e.name, "' needs bytes up to ", e.offset + e.size, ", the file has ", bytes.size());
-    if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
-    tensor t(e.type, e.dims);
-    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
-    result.emplace_back(e.name, std::move(t));
-    expected_end = e.offset + e.size;
-  }
-  if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
-  return result;
-}
 
 // The outputs of every Variable node of `g`.
 inline std::vector<output> variables_of(const graph& g) {
@@ -206,33 +38,43 @@ struct saver_options {
 };
 
 // Saves and restores variables of a graph by their node names. Construct it before the
-// session (it adds the restore step's nodes to the graph).
+// session: it adds to the graph a Save node reading the variables, a Restore node, an
+// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
-  saver(graph& g, std::vector<output> vars, saver_options o = {}) : vars_(std::move(vars)), options_(o) {
-    for (const auto& v : vars_) {
+  saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
+    std::vector<std::string> names;
+    std::vector<dtype> dtypes;
+    std::vector<partial_shape> shapes;
+    for (const auto& v : vars) {
       const node& n = g.at(v);
       if (n.op() != "Variable") fail(error_code::invalid_argument, "weft::saver: ", n.describe(), " is not a variable");
-      const dtype t = n.attr<dtype>("dtype");
-      const output value = g.placeholder(t, n.attr<partial_shape>("shape"), node_options("save/restore/" + n.name() + "/value")).out(0);
-      restore_feeds_.push_back(value);
-      restores_.push_back(g.op("Assign", {v, value}, {}, node_options("save/restore/" + n.name())).name());
-      names_.push_back(n.name());
-      dtypes_.push_back(t);
-      shapes_.push_back(n.attr<partial_shape>("shape"));
+      names.push_back(n.name());
+      dtypes.push_back(n.attr<dtype>("dtype"));
+      shapes.push_back(n.attr<partial_shape>("shape"));
     }
+    cpu::register_io_kernels();
+    filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
+    std::vector<output> saved{filename_};
+    saved.insert(saved.end(), vars.begin(), vars.end());
+    save_ = g.op("Save", saved, {{"tensor_names", names}}, node_options("save/save")).name();
+    const int read = g.op("Restore", {filename_}, {{"tensor_names", names}, {"dtypes", dtypes}, {"shapes", shapes}},
+                          node_options("save/restore"))
+                         .id();
+    std::vector<int> assigns;
+    for (std::size_t i = 0; i < vars.size(); ++i)
+      assigns.push_back(
+          g.op("Assign", {vars[i], output{read, static_cast<int>(i)}}, {}, node_options("save/restore/" + names[i])).id());
+    restore_ = g.op("NoOp", {}, {}, node_options("save/restore_all").after(assigns)).name();
   }
 
-  // Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt", then deletes
-  // all but the newest `keep` checkpoints of `prefix`. Returns the file written.
+  // Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
+  // node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
+  // written.
   std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
-    std::vector<endpoint> fetch(vars_.begin(), vars_.end());
-    std::vector<tensor> values = s.run({}, fetch);
-    std::vector<std::pair<std::string, tensor>> named;
-    for (std::size_t i = 0; i < values.size(); ++i) named.emplace_back(names_[i], std::move(values[i]));
     const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
     if (prefix.has_parent_path()) std::filesystem::create_directories(prefix.parent_path());
-    write_checkpoint(file, named);
+    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {save_});
     if (options_.keep > 0) {
       auto all = checkpoints(prefix);
       for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
@@ -243,26 +85,12 @@ class saver {
     return file;
   }
 
-  // Reads and checks `file`, then assigns every variable in one step. A file that is
-  // corrupt, or lacks a variable, or holds one with another dtype or shape, is an error
-  // that changes no variable. Tensors of the file that are not among the variables are ignored.
+  // Reads and checks `file`, then assigns every variable, in one step. A file that is
+  // corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
+  // Restore node before any Assign runs: an error that changes no variable. Tensors of the
+  // file that are not among the variables are ignored.
   void restore(session& s, const std::filesystem::path& file) const {
-    auto stored = read_checkpoint(file);
-    std::map<std::string, tensor> by_name(stored.begin(), stored.end());
-    feed_list feeds;
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      auto it = by_name.find(names_[i]);
-      if (it == by_name.end())
-        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
-      const tensor& t = it->second;
-      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
-        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
-             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
-      feeds.push_back({restore_feeds_[i], t});
-    }
-    std::vector<endpoint> targets;
-    for (const auto& name : restores_) targets.push_back(name);
-    s.run(feeds, {}, targets);
+    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {restore_});
   }
 
   // The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
@@ -290,13 +118,9 @@ class saver {
   }
 
  private:
-  std::vector<output> vars_;
   saver_options options_;
-  std::vector<output> restore_feeds_;
-  std::vector<std::string> restores_;  // the Assign nodes, by name
-  std::vector<std::string> names_;
-  std::vector<dtype> dtypes_;
-  std::vector<partial_shape> shapes_;
+  output filename_;
+  std::string save_, restore_;  // the Save node and the NoOp after the Assigns, by name
 };
 
 }  // namespace weft

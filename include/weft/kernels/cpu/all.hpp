@@ -22,6 +22,7 @@ inline bool register_all_kernels() {
     register_state_kernels();
     register_nn_kernels();
     register_training_kernels();
+    register_io_kernels();
     return true;
   }();
   return done;

@@ -6,6 +6,7 @@
 
 #include <weft/kernels/cpu/array.hpp>
 #include <weft/kernels/cpu/elementwise.hpp>
+#include <weft/kernels/cpu/io.hpp>
 #include <weft/kernels/cpu/linalg.hpp>
 #include <weft/kernels/cpu/matmul.hpp>
 #include <weft/kernels/cpu/nn.hpp>

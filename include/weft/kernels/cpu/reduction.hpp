@@ -255,6 +255,104 @@ struct broadcast_to_kernel final : op_kernel {
   }
 };
 
+// Cumsum (R = sum_reducer) and Cumprod (prod_reducer): x seen as (outer, n, inner) around
+// the axis, each line scanned in order or from the end, computing in C (integers wrap as
+// Sum and Prod do). Lines are split between threads by their outer index.
+template <class R, class C>
+void scan_lines(kernel_context& ctx, const C* in, C* out, std::int64_t outer, std::int64_t n, std::int64_t inner,
+                bool exclusive, bool reverse) {
+  using A = accumulator_t<C>;
+  ctx.parallel_for(outer, static_cast<double>(n * inner) + 1, [&](std::int64_t b, std::int64_t e) {
+    std::vector<A> acc(static_cast<std::size_t>(inner));
+    for (std::int64_t a = b; a < e; ++a) {
+      std::fill(acc.begin(), acc.end(), R::template init<A, C>());
+      for (std::int64_t step = 0; step < n; ++step) {
+        const std::int64_t k = reverse ? n - 1 - step : step;
+        const C* x = in + (a * n + k) * inner;
+        C* o = out + (a * n + k) * inner;
+        for (std::int64_t i = 0; i < inner; ++i) {
+          A& s = acc[static_cast<std::size_t>(i)];
+          if (exclusive) o[i] = static_cast<C>(s);
+          s = R::combine(s, static_cast<A>(x[i]));
+          if (!exclusive) o[i] = static_cast<C>(s);
+        }
+      }
+    }
+  });
+}
+
+template <class R>
+struct scan_kernel {
+  template <class T>
+  struct of final : op_kernel {
+    explicit of(const node& n) : exclusive_(n.attr<bool>("exclusive")), reverse_(n.attr<bool>("reverse")) {}
+    void compute(kernel_context& ctx) const override {
+      using C = compute_t<T>;
+      const tensor& x = ctx.input(0);
+      if (x.rank() == 0) fail(error_code::invalid_argument, "x must have rank at least 1, got a scalar");
+      if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "axis must be a scalar, got shape ", ctx.input(1).shape());
+      const int axis = canonical_axis(scalar_int(ctx.input(1), "axis"), x.rank());
+      std::int64_t outer = 1, inner = 1;
+      for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
+      for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+      tensor& out = ctx.allocate_output(0, x.shape());
+      const tensor xc = widened<T>(ctx, x);
+      tensor result = is_converted_v<T> ? tensor(dtype_of<C>, x.shape()) : out;
+      scan_lines<R, C>(ctx, xc.data<C>(), result.data<C>(), outer, x.shape()[axis], inner, exclusive_, reverse_);
+      if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+    }
+    bool exclusive_, reverse_;
+  };
+};
+
+// UnsortedSegmentSum(data, segment_ids, num_segments): rows of data (after the dims of
+// segment_ids) added into output row segment_ids[j]. Threads split the row's columns, so
+// no two add into one element.
+template <class C>
+void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std::int64_t>& ids, std::int64_t inner, C* out) {
+  using A = accumulator_t<C>;
+  const auto rows = static_cast<std::int64_t>(ids.size());
+  ctx.parallel_for(inner, static_cast<double>(rows) + 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t j = 0; j < rows; ++j) {
+      const C* x = data + j * inner;
+      C* o = out + ids[static_cast<std::size_t>(j)] * inner;
+      for (std::int64_t i = b; i < e; ++i) o[i] = static_cast<C>(sum_reducer::combine(static_cast<A>(o[i]), static_cast<A>(x[i])));
+    }
+  });
+}
+
+template <class T>
+struct unsorted_segment_sum_kernel final : op_kernel {
+  explicit unsorted_segment_sum_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using C = compute_t<T>;
+    const tensor& data = ctx.input(0);
+    const tensor& segment_ids = ctx.input(1);
+    const shape& ds = data.shape();
+    bool prefix = segment_ids.rank() <= ds.rank();
+    for (int d = 0; prefix && d < segment_ids.rank(); ++d) prefix = segment_ids.shape()[d] == ds[d];
+    if (!prefix)
+      fail(error_code::invalid_argument, "segment_ids of shape ", segment_ids.shape(), " is not a prefix of data's shape ", ds);
+    if (ctx.input(2).rank() != 0)
+      fail(error_code::invalid_argument, "num_segments must be a scalar, got shape ", ctx.input(2).shape());
+    const std::int64_t segments = scalar_int(ctx.input(2), "num_segments");
+    if (segments < 0) fail(error_code::invalid_argument, "num_segments must be non-negative, got ", segments);
+    const auto ids = int_values(segment_ids, "segment_ids");
+    for (std::size_t j = 0; j < ids.size(); ++j)
+      if (ids[j] < 0 || ids[j] >= segments)
+        fail(error_code::out_of_range, "segment_ids[", j, "] = ", ids[j], " is not in [0, ", segments, ")");
+    std::vector<std::int64_t> dims{segments};
+    std::int64_t inner = 1;
+    for (int d = segment_ids.rank(); d < ds.rank(); ++d) dims.push_back(ds[d]), inner *= ds[d];
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    const tensor xc = widened<T>(ctx, data);
+    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, out.shape()) : out;
+    std::fill_n(result.data<C>(), result.num_elements(), C(0));
+    segment_sum_rows<C>(ctx, xc.data<C>(), ids, inner, result.data<C>());
+    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+  }
+};
+
 // ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
   explicit reduced_shape_kernel(const node&) {}
@@ -280,6 +378,9 @@ void register_reduction_kernels() {
   register_for<reduce_kernel<min_reducer>::of>("Min", "T", real_number_types{});
   register_for<arg_kernel<true>::of>("ArgMax", "T", real_number_types{});
   register_for<arg_kernel<false>::of>("ArgMin", "T", real_number_types{});
+  register_for<scan_kernel<sum_reducer>::of>("Cumsum", "T", number_types{});
+  register_for<scan_kernel<prod_reducer>::of>("Cumprod", "T", number_types{});
+  register_for<unsorted_segment_sum_kernel>("UnsortedSegmentSum", "T", number_types{});
   register_for<sum_to_shape_kernel>("SumToShape", "T", number_types{});
   register_cpu_kernel<broadcast_to_kernel>("BroadcastTo");
   register_cpu_kernel<reduced_shape_kernel>("ReducedShape");
