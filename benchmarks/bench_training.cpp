@@ -1,16 +1,39 @@
-// One training step of the MLP (784-512-512-10, ReLU, batch 128, sparse softmax
-// cross-entropy averaged over the batch, SGD, float32): weft's graph (add_gradients and
-// train::minimize through a session) against the same step written by hand with Eigen's
-// Tensor module on a ThreadPoolDevice (forward, backward and update, buffers allocated
-// once). Threads 1 and 2. Both start from the same weights and data; the hand-written step
-// is checked against weft's after one step before timing.
+// Training steps, float32, SGD, sparse softmax cross-entropy averaged over the batch:
+// - the MLP (784-512-512-10, ReLU, batch 128): weft's graph (add_gradients and
+//   train::minimize through a session), the same model as typed expressions (the DSL's
+//   train::minimize through a client_session), against the same step written by hand with Eigen's
+//   Tensor module on a ThreadPoolDevice (forward, backward and update, buffers allocated
+//   once), and against libtorch;
+// - a LeNet (examples/mnist_cnn without dropout, batch 128): weft against libtorch.
+// Threads 1 and 2. Every side starts from the same weights and data and is checked against
+// weft after one step before timing. The libtorch benchmarks are built when CMake finds
+// libtorch (Debian's libtorch-dev); its code is in torch_models.cpp.
+//
+// `bench_training --peak-memory=NAME` (weft_mlp, eigen_mlp, torch_mlp, weft_lenet,
+// torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
+// add to a model whose weights are already resident (VmHWM from /proc/self/status).
+#include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
+
+#ifndef WEFT_BENCH_TORCH
+#define WEFT_BENCH_TORCH 0
+#endif
+#if WEFT_BENCH_TORCH
+#include "torch_models.hpp"
+#endif
 
 using namespace weft;
 
@@ -27,42 +50,169 @@ tensor uniform(shape s, float scale, unsigned seed) {
   return t;
 }
 
-struct problem {
-  std::vector<tensor> params;  // w1, b1, w2, b2, w3, b3
-  tensor x = uniform({batch, in}, 1.0f, 7), labels{dtype::int32, shape{batch}};
-  problem() {
+tensor glorot(shape s, std::int64_t fan_in, std::int64_t fan_out, unsigned seed) {
+  return uniform(std::move(s), std::sqrt(6.0f / static_cast<float>(fan_in + fan_out)), seed);
+}
+
+tensor cycling_labels() {
+  tensor labels(dtype::int32, shape{batch});
+  for (std::int64_t i = 0; i < batch; ++i) labels.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % classes);
+  return labels;
+}
+
+// Weights and one batch: the MLP's w1, b1, w2, b2, w3, b3 and x [batch, 784].
+struct mlp_problem {
+  std::vector<tensor> params;
+  tensor x = uniform({batch, in}, 1.0f, 7), labels = cycling_labels();
+  mlp_problem() {
     const std::int64_t dims[3][2] = {{in, hidden}, {hidden, hidden}, {hidden, classes}};
     for (int l = 0; l < 3; ++l) {
-      params.push_back(uniform({dims[l][0], dims[l][1]}, std::sqrt(6.0f / static_cast<float>(dims[l][0] + dims[l][1])),
-                               static_cast<unsigned>(l + 1)));
+      params.push_back(glorot({dims[l][0], dims[l][1]}, dims[l][0], dims[l][1], static_cast<unsigned>(l + 1)));
       params.push_back(uniform({dims[l][1]}, 0.01f, static_cast<unsigned>(l + 11)));
     }
-    for (std::int64_t i = 0; i < batch; ++i) labels.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % classes);
   }
 };
 
-// weft: the graph of examples/mnist_mlp with SGD.
-struct weft_step {
-  graph g;
-  output x, labels, loss;
-  std::vector<output> vars;
-  std::vector<int> inits;
-  explicit weft_step(const problem& p) {
-    x = g.placeholder(dtype::float32, {unknown_dim, in}, "x").out(0);
-    labels = g.placeholder(dtype::int32, {unknown_dim}, "labels").out(0);
-    output h = x;
-    for (int l = 0; l < 3; ++l) {
-      const tensor &w0 = p.params[static_cast<std::size_t>(2 * l)], &b0 = p.params[static_cast<std::size_t>(2 * l + 1)];
-      auto w = g.variable(dtype::float32, w0.shape(), "w" + std::to_string(l)).out(0);
-      auto b = g.variable(dtype::float32, b0.shape(), "b" + std::to_string(l)).out(0);
-      inits.push_back(g.op("Assign", {w, g.constant(w0)}).id());
-      inits.push_back(g.op("Assign", {b, g.constant(b0)}).id());
-      vars.push_back(w), vars.push_back(b);
-      h = g.op("BiasAdd", {g.op("MatMul", {h, w}).out(0), b}).out(0);
-      if (l < 2) h = g.op("Relu", {h}).out(0);
+// The LeNet's filters f1 [5, 5, 1, 16], b1, f2 [5, 5, 16, 32], b2, dense w3 [1568, 128],
+// b3, w4 [128, 10], b4, and images [batch, 28, 28, 1].
+struct lenet_problem {
+  static constexpr std::int64_t c1 = 16, c2 = 32, units = 128;
+  std::vector<tensor> params;
+  tensor x = uniform({batch, 28, 28, 1}, 1.0f, 7), labels = cycling_labels();
+  lenet_problem() {
+    params.push_back(glorot({5, 5, 1, c1}, 25, 25 * c1, 1));
+    params.push_back(uniform({c1}, 0.01f, 11));
+    params.push_back(glorot({5, 5, c1, c2}, 25 * c1, 25 * c2, 2));
+    params.push_back(uniform({c2}, 0.01f, 12));
+    params.push_back(glorot({49 * c2, units}, 49 * c2, units, 3));
+    params.push_back(uniform({units}, 0.01f, 13));
+    params.push_back(glorot({units, classes}, units, classes, 4));
+    params.push_back(uniform({classes}, 0.01f, 14));
+  }
+};
+
+// intra_op_threads = threads; inter_op_threads as given, by default as many when there are
+// several (session_options' defaults on this machine), none on one thread.
+session_options threads_options(int threads, int inter_op = -1) {
+  session_options o;
+  o.inter_op_threads = inter_op >= 0 ? inter_op : threads > 1 ? threads : 0;
+  o.intra_op_threads = threads;
+  return o;
+}
+
+// A weft model as its graph: variables assigned the problem's weights by `init`, the
+// batch fed, SGD's step from train::minimize.
+class weft_model {
+ public:
+  float step() {
+    auto out = session_->run(feeds_, {loss_}, {train_->step});
+    return out.at(0).data<float>()[0];
+  }
+  void step_only() { session_->run(feeds_, {}, {train_->step}); }
+  void reset() { session_->run({*init_}); }
+  std::vector<float> parameter(std::size_t i) { return session_->run({}, {vars_.at(i)}).at(0).to_vector<float>(); }
+
+ protected:
+  graph g_;
+  output x_, labels_, loss_;
+
+  weft_model(const std::vector<tensor>& params, const tensor& x, const tensor& labels) {
+    x_ = g_.placeholder(dtype::float32, x.shape(), "x").out(0);
+    labels_ = g_.placeholder(dtype::int32, {unknown_dim}, "labels").out(0);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      auto v = g_.variable(dtype::float32, params[i].shape(), "param" + std::to_string(i)).out(0);
+      inits_.push_back(g_.op("Assign", {v, g_.constant(params[i])}).id());
+      vars_.push_back(v);
     }
-    auto xent = g.op("SparseSoftmaxCrossEntropyWithLogits", {h, labels}).out(0);
-    loss = g.op("Mean", {xent, g.constant(tensor::of<std::int32_t>({1}, {0}))}).out(0);
+    feeds_ = {{x_, x}, {labels_, labels}};
+  }
+  output var(std::size_t i) const { return vars_.at(i); }
+  output dense(output h, std::size_t layer) {
+    return g_.op("BiasAdd", {g_.op("MatMul", {h, var(2 * layer)}).out(0), var(2 * layer + 1)}).out(0);
+  }
+  output shape_of(std::vector<std::int64_t> dims) { return g_.constant(tensor::from_vector(dims)).out(0); }
+  // Loss from the logits, then SGD and a session; weights assigned.
+  void finish(output logits, const session_options& options) {
+    auto xent = g_.op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels_}).out(0);
+    loss_ = g_.op("Mean", {xent, g_.constant(tensor::of<std::int32_t>({1}, {0}))}).out(0);
+    train_.emplace(train::minimize(g_, loss_, vars_, train::sgd{rate}));
+    init_ = &g_.op("NoOp", {}, {}, node_options("init").after(inits_));
+    session_ = std::make_unique<session>(g_, options);
+    session_->run({*init_, train_->init});
+  }
+
+ private:
+  std::vector<output> vars_;
+  std::vector<int> inits_;
+  feed_list feeds_;
+  std::optional<train::training_op> train_;
+  const node* init_ = nullptr;
+  std::unique_ptr<session> session_;
+};
+
+struct weft_mlp final : weft_model {
+  weft_mlp(const mlp_problem& p, const session_options& options) : weft_model(p.params, p.x, p.labels) {
+    output h = x_;
+    for (std::size_t l = 0; l < 3; ++l) {
+      h = dense(h, l);
+      if (l < 2) h = g_.op("Relu", {h}).out(0);
+    }
+    finish(h, options);
+  }
+};
+
+// The MLP as typed expressions: the DSL's layers and train::minimize, run by a
+// client_session (fused elementwise backwards, typed feeds).
+class dsl_mlp {
+ public:
+  dsl_mlp(const mlp_problem& p, const session_options& options) : s_(client_options{options, true}) {
+    auto param = [&](std::size_t i, auto shape_tag) {
+      using S = decltype(shape_tag);
+      return variable<float>("param" + std::to_string(i), S{}, tensor_of<float, S::rank>::from(p.params[i]));
+    };
+    auto w1 = param(0, dims<in, hidden>);
+    auto b1 = param(1, dims<hidden>);
+    auto w2 = param(2, dims<hidden, hidden>);
+    auto b2 = param(3, dims<hidden>);
+    auto w3 = param(4, dims<hidden, classes>);
+    auto b3 = param(5, dims<classes>);
+    auto h1 = relu(bias_add(matmul(x_, w1), b1));
+    auto h2 = relu(bias_add(matmul(h1, w2), b2));
+    auto logits = bias_add(matmul(h2, w3), b3);
+    auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels_));
+    step_ = std::make_unique<train::training_target>(train::minimize(loss, train::sgd{rate}, w1, b1, w2, b2, w3, b3));
+    w1_ = s_.lower(w1);
+    s_.initialize(*step_);
+    xv_ = tensor_of<float, 2>::from(p.x);
+    labels_v_ = tensor_of<std::int32_t, 1>::from(p.labels);
+  }
+  void step_only() { s_.run(targets(*step_), feed(x_, xv_), feed(labels_, labels_v_)); }
+  std::vector<float> first_weights() { return s_.untyped().run({}, {w1_}).at(0).to_vector<float>(); }
+
+ private:
+  placeholder_expr<float, static_shape<dyn, in>> x_ = placeholder<float>("x", dims<dyn, in>);
+  placeholder_expr<std::int32_t, static_shape<dyn>> labels_ = placeholder<std::int32_t>("labels", dims<dyn>);
+  client_session s_;
+  std::unique_ptr<train::training_target> step_;
+  output w1_;
+  tensor_of<float, 2> xv_;
+  tensor_of<std::int32_t, 1> labels_v_;
+};
+
+// examples/mnist_cnn's network without dropout.
+struct weft_lenet final : weft_model {
+  weft_lenet(const lenet_problem& p, const session_options& options) : weft_model(p.params, p.x, p.labels) {
+    const attr_map same{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
+    const attr_map pool2{{"ksize", std::vector<std::int64_t>{1, 2, 2, 1}},
+                         {"strides", std::vector<std::int64_t>{1, 2, 2, 1}},
+                         {"padding", std::string("VALID")}};
+    auto block = [&](output in, std::size_t layer) {
+      auto z = g_.op("BiasAdd", {g_.op("Conv2D", {in, var(2 * layer)}, same).out(0), var(2 * layer + 1)}).out(0);
+      return g_.op("MaxPool", {g_.op("Relu", {z}).out(0)}, pool2).out(0);
+    };
+    const output p2 = block(block(x_, 0), 1);
+    const output flat = g_.op("Reshape", {p2, shape_of({-1, 49 * lenet_problem::c2})}).out(0);
+    finish(dense(g_.op("Relu", {dense(flat, 2)}).out(0), 3), options);
   }
 };
 
@@ -77,7 +227,7 @@ struct eigen_step {
   mat x;
   std::vector<std::int32_t> labels;
   float loss = 0;
-  eigen_step(const problem& p, int threads) : pool(threads), dev(&pool, threads) {
+  eigen_step(const mlp_problem& p, int threads) : pool(threads), dev(&pool, threads) {
     for (int l = 0; l < 3; ++l) {
       w[l] = eigen_map<float, 2>(p.params[static_cast<std::size_t>(2 * l)]);
       b[l] = eigen_map<float, 1>(p.params[static_cast<std::size_t>(2 * l + 1)]);
@@ -132,48 +282,201 @@ struct eigen_step {
   }
 };
 
-session_options threads_options(int threads) {
-  session_options o;
-  o.inter_op_threads = threads > 1 ? threads : 0;
-  o.intra_op_threads = threads;
-  return o;
+
+double worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+void count_examples(benchmark::State& state) {
+  state.counters["examples/s"] = benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
+}
+
+template <class Model>
+void time_weft(benchmark::State& state, Model& m) {
+  for (auto _ : state) m.step_only();
+  count_examples(state);
 }
 
 void BM_weft_mlp_step(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
-  problem p;
-  weft_step m(p);
-  auto train = train::minimize(m.g, m.loss, m.vars, train::sgd{rate});
-  const node& init = m.g.op("NoOp", {}, {}, node_options("init").after(m.inits));
-  session s(m.g, threads_options(threads));
-  s.run({init, train.init});
+  mlp_problem p;
+  weft_mlp m(p, threads_options(threads, static_cast<int>(state.range(1))));
   // Check: one step of weft equals one step by hand, then start again from the same weights.
   eigen_step e(p, threads);
   e.run();
-  s.run({{m.x, p.x}, {m.labels, p.labels}}, {}, {train.step});
-  const tensor w0 = s.run({}, {m.vars[0]}).at(0);
-  const auto got = w0.to_vector<float>();
-  double worst = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - double(e.w[0].data()[i])));
-  if (worst > 1e-4) state.SkipWithError("weft's step differs from the hand-written one");
-  s.run({init});
-  const feed_list feeds{{m.x, p.x}, {m.labels, p.labels}};
-  for (auto _ : state) s.run(feeds, {}, {train.step});
-  state.counters["examples/s"] = benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
+  m.step();
+  const auto w0 = m.parameter(0);
+  if (worst_difference(w0, std::vector<float>(e.w[0].data(), e.w[0].data() + e.w[0].size())) > 1e-4)
+    state.SkipWithError("weft's step differs from the hand-written one");
+  m.reset();
+  time_weft(state, m);
+}
+
+void BM_weft_dsl_mlp_step(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const session_options options = threads_options(threads, static_cast<int>(state.range(1)));
+  mlp_problem p;
+  // Check: one typed step equals one step of the graph built op by op.
+  {
+    weft_mlp reference(p, options);
+    dsl_mlp checked(p, options);
+    reference.step();
+    checked.step_only();
+    if (worst_difference(reference.parameter(0), checked.first_weights()) > 1e-5)
+      state.SkipWithError("the typed step differs from the graph's");
+  }
+  dsl_mlp m(p, options);
+  time_weft(state, m);
 }
 
 void BM_eigen_mlp_step(benchmark::State& state) {
-  problem p;
+  mlp_problem p;
   eigen_step e(p, static_cast<int>(state.range(0)));
   for (auto _ : state) {
     e.run();
     benchmark::DoNotOptimize(e.loss);
   }
-  state.counters["examples/s"] = benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
+  count_examples(state);
+}
+
+void BM_weft_lenet_step(benchmark::State& state) {
+  lenet_problem p;
+  weft_lenet m(p, threads_options(static_cast<int>(state.range(0)), static_cast<int>(state.range(1))));
+  time_weft(state, m);
+}
+
+#if WEFT_BENCH_TORCH
+std::vector<torch_bench::param> torch_params(const std::vector<tensor>& params) {
+  std::vector<torch_bench::param> out;
+  for (const tensor& t : params) out.push_back({t.shape().dims(), t.data<float>()});
+  return out;
+}
+
+std::unique_ptr<torch_bench::model> torch_mlp(const mlp_problem& p) {
+  return torch_bench::make_mlp(torch_params(p.params), p.x.data<float>(), p.labels.data<std::int32_t>(), batch, rate);
+}
+
+std::unique_ptr<torch_bench::model> torch_lenet(const lenet_problem& p) {
+  return torch_bench::make_lenet(torch_params(p.params), p.x.data<float>(), p.labels.data<std::int32_t>(), batch, rate);
+}
+
+// Checks libtorch's first step against weft's (loss and first weights), then times it.
+template <class Problem, class WeftModel>
+void time_torch(benchmark::State& state, std::unique_ptr<torch_bench::model> (*make)(const Problem&)) {
+  const int threads = static_cast<int>(state.range(0));
+  torch_bench::set_threads(threads);
+  Problem p;
+  {
+    WeftModel reference(p, threads_options(threads));
+    auto checked = make(p);
+    const float loss_weft = reference.step(), loss_torch = checked->step();
+    if (std::abs(loss_weft - loss_torch) > 1e-4f || worst_difference(reference.parameter(0), checked->parameter(0)) > 1e-4)
+      state.SkipWithError("libtorch's step differs from weft's");
+  }
+  auto m = make(p);
+  for (auto _ : state) benchmark::DoNotOptimize(m->step());
+  count_examples(state);
+}
+
+void BM_torch_mlp_step(benchmark::State& state) { time_torch<mlp_problem, weft_mlp>(state, torch_mlp); }
+void BM_torch_lenet_step(benchmark::State& state) { time_torch<lenet_problem, weft_lenet>(state, torch_lenet); }
+#endif
+
+// --peak-memory=NAME: a model built and stepped twice first (code paged in, thread pools
+// started) and thrown away with its memory given back; then a second one whose resident
+// growth over 10 steps is measured.
+long status_kib(const char* key) {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + std::strlen(key));
+  return -1;
+}
+
+using step_fn = std::function<void()>;
+
+// The models --peak-memory knows, each built on one thread and returned as its step.
+template <class Problem, class Model>
+step_fn weft_stepper() {
+  auto p = std::make_shared<Problem>();
+  auto m = std::make_shared<Model>(*p, threads_options(1));
+  return [p, m] { m->step_only(); };
+}
+
+std::function<step_fn()> peak_model(const std::string& name) {
+  if (name == "weft_mlp") return weft_stepper<mlp_problem, weft_mlp>;
+  if (name == "weft_lenet") return weft_stepper<lenet_problem, weft_lenet>;
+  if (name == "eigen_mlp")
+    return [] {
+      auto e = std::make_shared<eigen_step>(mlp_problem(), 1);
+      return step_fn([e] { e->run(); });
+    };
+#if WEFT_BENCH_TORCH
+  auto torch_stepper = [](auto make, auto problem) {
+    return [make, problem] {
+      torch_bench::set_threads(1);
+      auto p = std::make_shared<decltype(problem)>();
+      std::shared_ptr<torch_bench::model> m = make(*p);
+      return step_fn([p, m] { m->step(); });
+    };
+  };
+  if (name == "torch_mlp") return torch_stepper(torch_mlp, mlp_problem());
+  if (name == "torch_lenet") return torch_stepper(torch_lenet, lenet_problem());
+#endif
+  return {};
+}
+
+int measure_peak(const std::string& name) {
+  const auto make = peak_model(name);
+  if (!make) {
+    std::fprintf(stderr, "bench_training: --peak-memory: unknown model '%s' (weft_mlp, eigen_mlp, weft_lenet%s)\n",
+                 name.c_str(), WEFT_BENCH_TORCH ? ", torch_mlp, torch_lenet" : "; built without libtorch");
+    return 2;
+  }
+  {
+    const step_fn warm = make();
+    warm();
+    warm();
+  }
+  cpu_allocator::global().release_cached();
+  malloc_trim(0);
+  const step_fn step = make();
+  cpu_allocator::global().reset_peak();
+  const std::size_t allocated = cpu_allocator::global().bytes_in_use();
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM starts again from VmRSS
+  const long before = status_kib("VmRSS:");
+  for (int i = 0; i < 10; ++i) step();
+  const long peak = status_kib("VmHWM:");
+  std::printf("%s: %.1f MiB resident before the steps; peak over 10 steps %+.1f MiB resident", name.c_str(),
+              static_cast<double>(before) / 1024.0, static_cast<double>(peak - before) / 1024.0);
+  if (name.rfind("weft", 0) == 0)
+    std::printf(", %+.1f MiB in use in weft's allocator at most, %.1f MiB kept in its cache of freed buffers after",
+                static_cast<double>(cpu_allocator::global().peak_bytes_in_use() - allocated) / (1024.0 * 1024.0),
+                static_cast<double>(cpu_allocator::global().bytes_cached()) / (1024.0 * 1024.0));
+  std::printf("\n");
+  return 0;
 }
 
 }  // namespace
 
-BENCHMARK(BM_weft_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Arguments: intra-op threads, inter-op threads.
+BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_MAIN();
+BENCHMARK(BM_weft_lenet_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+#if WEFT_BENCH_TORCH
+BENCHMARK(BM_torch_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_torch_lenet_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
+
+int main(int argc, char** argv) {
+  const std::string peak_flag = "--peak-memory=";
+  if (argc == 2 && std::string(argv[1]).rfind(peak_flag, 0) == 0) return measure_peak(argv[1] + peak_flag.size());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

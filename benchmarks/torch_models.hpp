@@ -1,0 +1,40 @@
+// The training steps of bench_training written with libtorch, behind an interface that
+// includes no torch header (libtorch's headers and weft's compile in separate translation
+// units). Parameters come and go in weft's layouts (MatMul weights [in, out], filters
+// [height, width, in, out], images NHWC); the torch side converts them to its own
+// (Linear's [out, in], Conv2d's [out, in, height, width], NCHW).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace torch_bench {
+
+struct param {
+  std::vector<std::int64_t> dims;
+  const float* values;
+};
+
+class model {
+ public:
+  virtual ~model() = default;
+  // One SGD step: forward, loss, backward, update. Returns the step's loss.
+  virtual float step() = 0;
+  // Parameter i, in weft's layout.
+  virtual std::vector<float> parameter(int i) const = 0;
+};
+
+void set_threads(int threads);
+
+// 784-h-h-10 with ReLU; params w1, b1, w2, b2, w3, b3. x: [batch, 784], labels: [batch].
+std::unique_ptr<model> make_mlp(const std::vector<param>& params, const float* x, const std::int32_t* labels,
+                                std::int64_t batch, float rate);
+
+// 5x5 conv (SAME) 1->c1, ReLU, 2x2 max pool, 5x5 conv c1->c2, ReLU, 2x2 max pool, dense
+// 49*c2->units, ReLU, dense units->10; params f1, b1, f2, b2, w3, b3, w4, b4.
+// images: [batch, 28, 28, 1].
+std::unique_ptr<model> make_lenet(const std::vector<param>& params, const float* images, const std::int32_t* labels,
+                                  std::int64_t batch, float rate);
+
+}  // namespace torch_bench
