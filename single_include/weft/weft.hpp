@@ -3077,28 +3077,19 @@ inline std::vector<op_def> nn_op_defs() {
                          c.set_output(0, detail::windowed(c, in, w, w.kh, w.kw, in[3]));
                        })
                        .build());
-  defs.push_back(pool_attrs(op_def_builder("MaxPoolGrad")
-                                .input("orig_input: T")
-                                .input("orig_output: T")
-                                .input("grad: T")
-                                .output("output: T"))
-                     .shape_fn([](shape_context& c) {
-                       detail::pool_window(c);
-                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : partial_shape::unknown_of_rank(4));
-                     })
-                     .build());
-  defs.push_back(pool_attrs(op_def_builder("MaxPoolGradGrad")
-                                .input("orig_input: T")
-                                .input("orig_output: T")
-                                .input("grad: T")
-                                .output("output: T"))
-                     .shape_fn([](shape_context& c) {
-                       detail::pool_window(c);
-                       for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
-                       c.set_output(0, c.input(1).rank_known() ? c.input(1) : partial_shape::unknown_of_rank(4));
-                     })
-                     .build());
+  // MaxPoolGrad's output has orig_input's shape, MaxPoolGradGrad's orig_output's.
+  for (const int like : {0, 1})
+    defs.push_back(pool_attrs(op_def_builder(like == 0 ? "MaxPoolGrad" : "MaxPoolGradGrad")
+                                  .input("orig_input: T")
+                                  .input("orig_output: T")
+                                  .input("grad: T")
+                                  .output("output: T"))
+                       .shape_fn([like](shape_context& c) {
+                         detail::pool_window(c);
+                         for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
+                         c.set_output(0, c.input(like).rank_known() ? c.input(like) : partial_shape::unknown_of_rank(4));
+                       })
+                       .build());
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
                                 .input("grad: T")
