@@ -243,6 +243,11 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
       {2, 5, 5, 3, 2, 2, 0, 2, 2, 1, 1, false}, {1, 5, 6, 2, 3, 3, 0, 2, 2, 1, 1, true},
       {2, 4, 4, 1, 3, 2, 0, 1, 1, 1, 1, true},  {1, 3, 3, 2, 1, 1, 0, 1, 1, 1, 1, false},
       {1, 2, 2, 1, 3, 3, 0, 1, 1, 1, 1, true},  {0, 4, 4, 2, 2, 2, 0, 2, 2, 1, 1, true},
+      // Windows that do not overlap (MaxPoolGrad writes each element once): an exact
+      // tiling, a SAME tiling whose last windows reach into the padding, and strides larger
+      // than the window (elements in no window).
+      {2, 6, 6, 4, 2, 2, 0, 2, 2, 1, 1, false}, {1, 5, 5, 2, 2, 2, 0, 2, 2, 1, 1, true},
+      {1, 5, 7, 3, 2, 2, 0, 3, 3, 1, 1, true},
   };
   for (int n_threads : {1, 2})
     for (const auto& c : cases) {
