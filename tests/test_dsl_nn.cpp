@@ -275,6 +275,41 @@ TEST_CASE("dsl train: minimize's steps follow the optimizers' update formulas", 
   check_close(run_steps(train::adam{0.01}, 2), want_adam, 1e-12);
 }
 
+TEST_CASE("dsl train: hyperparameters given by expressions are fed each step", "[dsl][train]") {
+  // loss = 1/2 sum((w - t)^2), SGD with a fed rate (float, cast to the double variable)
+  // and Momentum whose momentum is computed in the graph: each step against the formula.
+  const std::vector<double> t{1.0, -2.0}, w0{0.5, 0.5};
+  auto target = constant(tensor_of<double, 1>(t, shape{2}));
+  auto rate = placeholder<float>("rate", dims<>);
+  auto w = variable<double>("w", dims<2>, tensor_of<double, 1>(w0, shape{2}));
+  auto loss = 0.5 * reduce_sum(square(w - target));
+  auto sgd = train::minimize(loss, train::sgd{train::hyper_of(rate)}, w);
+  auto half_rate = placeholder<double>("half_rate", dims<>);
+  auto v = variable<double>("v", dims<2>, tensor_of<double, 1>(w0, shape{2}));
+  auto loss_v = 0.5 * reduce_sum(square(v - target));
+  auto mom = train::minimize(loss_v, train::momentum{0.1, train::hyper_of(half_rate * 2.0)}, v);
+  client_session s;
+  s.initialize(sgd, mom);
+  std::vector<double> want_w = w0, want_v = w0, accum(2, 0.0);
+  const float rates[] = {0.5f, 0.25f, 0.125f};
+  for (float r : rates) {
+    s.run(targets(sgd, mom), feed(rate, r), feed(half_rate, 0.25 * r));
+    for (std::size_t i = 0; i < 2; ++i) {
+      want_w[i] -= double(r) * (want_w[i] - t[i]);
+      accum[i] = 0.5 * r * accum[i] + (want_v[i] - t[i]);
+      want_v[i] -= 0.1 * accum[i];
+    }
+    check_close(s.run(w).to_vector(), want_w, 1e-12);
+    check_close(s.run(v).to_vector(), want_v, 1e-12);
+  }
+  // A typed hyperparameter given to the graph API's minimize is a clear error.
+  graph g;
+  auto gw = g.variable(dtype::float32, shape{2}, "gw").out(0);
+  auto gl = g.op("L2Loss", {gw}).out(0);
+  CHECK_THROWS_WITH(train::minimize(g, gl, {gw}, train::sgd{train::hyper_of(rate)}),
+                    Catch::Contains("lowered by the DSL's train::minimize"));
+}
+
 TEST_CASE("dsl train: a typed softmax classifier trains with Adam, two targets in one graph", "[dsl][train]") {
   // Three separable classes in 4 dims; a second minimize (SGD on the same loss) lowers next
   // to the first under another name.

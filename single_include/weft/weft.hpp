@@ -4366,6 +4366,7 @@ inline void register_standard_gradients() {
 // of each dtype among the variables. Hyperparameters (train::hyper) are numbers, made
 // constants of the variable's dtype, or scalar tensors of the graph.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -4375,14 +4376,18 @@ inline void register_standard_gradients() {
 namespace weft::train {
 
 // A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
-// the graph (fed or computed each step: a decaying learning rate, say). Adam's beta1 and
-// beta2 are numbers: its beta powers advance by them.
+// the graph (fed or computed each step: a decaying learning rate, say), or one made when
+// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
+// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
 struct hyper {
+  using maker = std::function<output(graph&, dtype)>;
   double value = 0;
   std::optional<output> tensor = std::nullopt;
+  maker make;
   hyper(double v) : value(v) {}            // NOLINT: numbers convert
   hyper(output t) : tensor(t) {}           // NOLINT: so do tensors
   hyper(const node& n) : tensor(n.out(0)) {}  // NOLINT
+  explicit hyper(maker m) : make(std::move(m)) {}
 };
 
 // What an optimizer's update sees of one variable.
@@ -4402,13 +4407,15 @@ struct update_args {
   }
   // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
   output scalar(const hyper& h) const {
-    if (!h.tensor) return scalar(h.value);
-    const dtype t = g.at(var).output_dtype(var.port), ht = g.at(*h.tensor).output_dtype(h.tensor->port);
-    const auto& s = g.at(*h.tensor).output_shape(h.tensor->port);
+    if (!h.tensor && !h.make) return scalar(h.value);
+    const dtype t = g.at(var).output_dtype(var.port);
+    const output value = h.tensor ? *h.tensor : h.make(g, t);
+    const dtype ht = g.at(value).output_dtype(value.port);
+    const auto& s = g.at(value).output_shape(value.port);
     if (s.rank_known() && s.rank() != 0)
-      fail(error_code::invalid_argument, "weft::train: a hyperparameter must be a scalar, got ",
-           g.at(*h.tensor).describe(), " of shape ", s);
-    return ht == t ? *h.tensor : g.op("Cast", {*h.tensor}, {{"DstT", t}}).out(0);
+      fail(error_code::invalid_argument, "weft::train: a hyperparameter must be a scalar, got ", g.at(value).describe(),
+           " of shape ", s);
+    return ht == t ? value : g.op("Cast", {value}, {{"DstT", t}}).out(0);
   }
   output apply(std::string_view op, std::vector<output> inputs, attr_map attrs = {}) const {
     return g.op(op, inputs, std::move(attrs), options).out(0);
@@ -8198,7 +8205,10 @@ struct max_pool_grad_op : pool_base {
     const geometry g = geo(v.in[0].shape());
     const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
     C* out = v.out[0].data<C>();
-    if (!Second) std::fill_n(out, v.out[0].num_elements(), C(0));
+    if constexpr (!Second) {
+      if (g.sh >= g.kh && g.sw >= g.kw) return disjoint_windows(ctx, g, in, grad, out);
+      std::fill_n(out, v.out[0].num_elements(), C(0));
+    }
     ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
       std::vector<C> best(static_cast<std::size_t>(g.c));
       window_maxima w(g);
@@ -8213,6 +8223,33 @@ struct max_pool_grad_op : pool_base {
             out[r * g.c + ch] = grad[w.at(ch)];
           else
             out[w.at(ch)] += grad[r * g.c + ch];
+        }
+      });
+    });
+  }
+
+ private:
+  // MaxPoolGrad when no two windows overlap (strides at least the window, as 2x2 pooling
+  // with stride 2): each input element is in one window at most, so the output is written
+  // once, per window the gradient at its first maximum and 0 elsewhere, without a
+  // zero-filling pass or additions. Elements in no window are zeroed first, when there are
+  // any (strides larger than the window, or rows and columns a VALID window leaves out).
+  template <class C>
+  static void disjoint_windows(kernel_context& ctx, const geometry& g, const C* in, const C* grad, C* out) {
+    const bool covers = g.sh == g.kh && g.sw == g.kw && g.top(0) <= 0 && g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 &&
+                        g.left(g.ow - 1) + g.kw >= g.w;
+    if (!covers || g.oh == 0 || g.ow == 0) std::fill_n(out, g.n * g.h * g.w * g.c, C(0));
+    ctx.parallel_for(g.n, 2 * static_cast<double>(g.positions() * g.kh * g.kw * g.c), [&](std::int64_t b, std::int64_t e) {
+      std::vector<C> best(static_cast<std::size_t>(g.c));
+      window_maxima w(g);
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        w.find(g, in, best.data(), img, y, x);
+        const C* d = grad + r * g.c;
+        const std::int32_t* first = w.first.data();
+        for (std::int64_t k = 0; k < w.count; ++k) {
+          C* o = out + w.offsets[static_cast<std::size_t>(k)];
+          const auto kk = static_cast<std::int32_t>(k);
+          for (std::int64_t ch = 0; ch < g.c; ++ch) o[ch] = first[ch] == kk ? d[ch] : C(0);
         }
       });
     });
@@ -12415,7 +12452,11 @@ auto grad(const Y& y, const X&... xs) {
 //
 // At compile time: the loss is a floating-point scalar, every var is a variable (not a
 // placeholder, a constant or an expression), and every op between them has a gradient
-// (grad's check).
+// (grad's check). Hyperparameters are numbers, or scalar expressions through hyper_of:
+//
+//   auto rate = weft::placeholder<float>("rate", weft::dims<>);
+//   auto step = weft::train::minimize(loss, weft::train::adam{weft::train::hyper_of(rate)}, w, b);
+//   s.run(weft::targets(step), weft::feed(rate, 0.001f * std::pow(0.6f, epoch)), ...);
 
 #include <memory>
 #include <string>
@@ -12427,6 +12468,8 @@ auto grad(const Y& y, const X&... xs) {
 namespace weft {
 
 namespace check {
+WEFT_DETAIL_DIM_CHECK(hyper_rank, "weft::train::hyper_of: a hyperparameter must be a scalar (rank 0)");
+WEFT_DETAIL_SUPPORT_CHECK(hyper_dtype, "weft::train::hyper_of: a hyperparameter must be float16, bfloat16, float or double");
 WEFT_DETAIL_DIM_CHECK(minimize_loss_rank, "weft::train::minimize: the loss must be a scalar (rank 0); reduce it first");
 template <class V, bool Ok>
 struct minimize_variable {
@@ -12490,6 +12533,10 @@ void register_update_kernel() {
   (void)once;
 }
 
+// The lowering a training target is adding its updates to (hyper_of's expressions are
+// lowered there), on this thread.
+inline thread_local lowering* training_lowering = nullptr;
+
 // What a training target lowers: the loss, the variables and their gradients, then
 // apply_gradients, once per lowering.
 struct training_state {
@@ -12511,6 +12558,12 @@ struct training_state {
       const std::string base = scope->prefix + "train";
       std::string name = base;
       for (int k = 1; cx.target().find(name + "/step"); ++k) name = base + "_" + std::to_string(k);
+      lowering* const outer = training_lowering;
+      training_lowering = &cx;
+      struct restore {
+        lowering* outer;
+        ~restore() { training_lowering = outer; }
+      } restored{outer};
       const training_op op = apply(cx.target(), l, v, std::move(g), name);
       cx.add_initializer(op.init.id());
       return output{op.step.id(), 0};  // a NoOp: a target, never fetched
@@ -12530,6 +12583,34 @@ class training_target {
  private:
   std::shared_ptr<detail::training_state> state_;
 };
+
+// hyper_of(e): a hyperparameter given by a scalar expression (a placeholder fed each step,
+// for a decaying learning rate, or a value computed in the graph), for the optimizers of
+// train::minimize below: train::sgd{train::hyper_of(rate)}. It is lowered with the
+// training step, cast to each variable's dtype where they differ.
+template <expression E>
+hyper hyper_of(const E& e) {
+  using U = value_type_of<E>;
+  (void)check::hyper_rank<shape_of<E>::rank, 0>::value;
+  (void)check::hyper_dtype<U, weft::detail::differentiable_v<U>>::value;
+  return hyper(hyper::maker([e](graph& g, dtype t) -> output {
+    lowering* cx = detail::training_lowering;
+    if (!cx || &cx->target() != &g)
+      fail(error_code::failed_precondition, "weft::train::hyper_of: a hyperparameter given by a typed expression is ",
+           "lowered by the DSL's train::minimize; a graph's minimize takes a number or an output of that graph");
+    // Of the variable's dtype, so that no Cast node (and kernel) of another pair is needed.
+    auto as = [&]<class V>() -> output {
+      if constexpr (std::is_same_v<U, V>) return weft::lower(*cx, e);
+      else return weft::lower(*cx, cast<V>(e));
+    };
+    switch (t) {
+      case dtype::float16: return as.template operator()<half>();
+      case dtype::bfloat16: return as.template operator()<bfloat16>();
+      case dtype::float64: return as.template operator()<double>();
+      default: return as.template operator()<float>();
+    }
+  }));
+}
 
 // minimize(loss, optimizer, vars...): see the top of this file.
 template <class Optimizer, expression Loss, expression... Vars>

@@ -10,7 +10,11 @@
 //
 // At compile time: the loss is a floating-point scalar, every var is a variable (not a
 // placeholder, a constant or an expression), and every op between them has a gradient
-// (grad's check).
+// (grad's check). Hyperparameters are numbers, or scalar expressions through hyper_of:
+//
+//   auto rate = weft::placeholder<float>("rate", weft::dims<>);
+//   auto step = weft::train::minimize(loss, weft::train::adam{weft::train::hyper_of(rate)}, w, b);
+//   s.run(weft::targets(step), weft::feed(rate, 0.001f * std::pow(0.6f, epoch)), ...);
 #pragma once
 
 #include <memory>
@@ -26,6 +30,8 @@
 namespace weft {
 
 namespace check {
+WEFT_DETAIL_DIM_CHECK(hyper_rank, "weft::train::hyper_of: a hyperparameter must be a scalar (rank 0)");
+WEFT_DETAIL_SUPPORT_CHECK(hyper_dtype, "weft::train::hyper_of: a hyperparameter must be float16, bfloat16, float or double");
 WEFT_DETAIL_DIM_CHECK(minimize_loss_rank, "weft::train::minimize: the loss must be a scalar (rank 0); reduce it first");
 template <class V, bool Ok>
 struct minimize_variable {
@@ -89,6 +95,10 @@ void register_update_kernel() {
   (void)once;
 }
 
+// The lowering a training target is adding its updates to (hyper_of's expressions are
+// lowered there), on this thread.
+inline thread_local lowering* training_lowering = nullptr;
+
 // What a training target lowers: the loss, the variables and their gradients, then
 // apply_gradients, once per lowering.
 struct training_state {
@@ -110,6 +120,12 @@ struct training_state {
       const std::string base = scope->prefix + "train";
       std::string name = base;
       for (int k = 1; cx.target().find(name + "/step"); ++k) name = base + "_" + std::to_string(k);
+      lowering* const outer = training_lowering;
+      training_lowering = &cx;
+      struct restore {
+        lowering* outer;
+        ~restore() { training_lowering = outer; }
+      } restored{outer};
       const training_op op = apply(cx.target(), l, v, std::move(g), name);
       cx.add_initializer(op.init.id());
       return output{op.step.id(), 0};  // a NoOp: a target, never fetched
@@ -129,6 +145,34 @@ class training_target {
  private:
   std::shared_ptr<detail::training_state> state_;
 };
+
+// hyper_of(e): a hyperparameter given by a scalar expression (a placeholder fed each step,
+// for a decaying learning rate, or a value computed in the graph), for the optimizers of
+// train::minimize below: train::sgd{train::hyper_of(rate)}. It is lowered with the
+// training step, cast to each variable's dtype where they differ.
+template <expression E>
+hyper hyper_of(const E& e) {
+  using U = value_type_of<E>;
+  (void)check::hyper_rank<shape_of<E>::rank, 0>::value;
+  (void)check::hyper_dtype<U, weft::detail::differentiable_v<U>>::value;
+  return hyper(hyper::maker([e](graph& g, dtype t) -> output {
+    lowering* cx = detail::training_lowering;
+    if (!cx || &cx->target() != &g)
+      fail(error_code::failed_precondition, "weft::train::hyper_of: a hyperparameter given by a typed expression is ",
+           "lowered by the DSL's train::minimize; a graph's minimize takes a number or an output of that graph");
+    // Of the variable's dtype, so that no Cast node (and kernel) of another pair is needed.
+    auto as = [&]<class V>() -> output {
+      if constexpr (std::is_same_v<U, V>) return weft::lower(*cx, e);
+      else return weft::lower(*cx, cast<V>(e));
+    };
+    switch (t) {
+      case dtype::float16: return as.template operator()<half>();
+      case dtype::bfloat16: return as.template operator()<bfloat16>();
+      case dtype::float64: return as.template operator()<double>();
+      default: return as.template operator()<float>();
+    }
+  }));
+}
 
 // minimize(loss, optimizer, vars...): see the top of this file.
 template <class Optimizer, expression Loss, expression... Vars>

@@ -17,6 +17,7 @@
 // constants of the variable's dtype, or scalar tensors of the graph.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,14 +30,18 @@
 namespace weft::train {
 
 // A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
-// the graph (fed or computed each step: a decaying learning rate, say). Adam's beta1 and
-// beta2 are numbers: its beta powers advance by them.
+// the graph (fed or computed each step: a decaying learning rate, say), or one made when
+// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
+// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
 struct hyper {
+  using maker = std::function<output(graph&, dtype)>;
   double value = 0;
   std::optional<output> tensor = std::nullopt;
+  maker make;
   hyper(double v) : value(v) {}            // NOLINT: numbers convert
   hyper(output t) : tensor(t) {}           // NOLINT: so do tensors
   hyper(const node& n) : tensor(n.out(0)) {}  // NOLINT
+  explicit hyper(maker m) : make(std::move(m)) {}
 };
 
 // What an optimizer's update sees of one variable.
@@ -56,13 +61,15 @@ struct update_args {
   }
   // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
   output scalar(const hyper& h) const {
-    if (!h.tensor) return scalar(h.value);
-    const dtype t = g.at(var).output_dtype(var.port), ht = g.at(*h.tensor).output_dtype(h.tensor->port);
-    const auto& s = g.at(*h.tensor).output_shape(h.tensor->port);
+    if (!h.tensor && !h.make) return scalar(h.value);
+    const dtype t = g.at(var).output_dtype(var.port);
+    const output value = h.tensor ? *h.tensor : h.make(g, t);
+    const dtype ht = g.at(value).output_dtype(value.port);
+    const auto& s = g.at(value).output_shape(value.port);
     if (s.rank_known() && s.rank() != 0)
-      fail(error_code::invalid_argument, "weft::train: a hyperparameter must be a scalar, got ",
-           g.at(*h.tensor).describe(), " of shape ", s);
-    return ht == t ? *h.tensor : g.op("Cast", {*h.tensor}, {{"DstT", t}}).out(0);
+      fail(error_code::invalid_argument, "weft::train: a hyperparameter must be a scalar, got ", g.at(value).describe(),
+           " of shape ", s);
+    return ht == t ? value : g.op("Cast", {value}, {{"DstT", t}}).out(0);
   }
   output apply(std::string_view op, std::vector<output> inputs, attr_map attrs = {}) const {
     return g.op(op, inputs, std::move(attrs), options).out(0);
