@@ -353,6 +353,7 @@ TEST_CASE("gradients: an op without a rule, or an integer output, is a clear err
   require_error([&] { add_gradients(g, {pr}, {m}); }, {"node 'product' (Prod)", "constant axis"});
   auto ga = g.op("GatherV2", {m, ints(g, {1}), axis}, {}, node_options("picked"));
   require_error([&] { add_gradients(g, {ga}, {m}); }, {"node 'picked' (GatherV2)", "constant axis"});
+  require_error([&] { g.op("GatherV2", {m, ints(g, {1}), ints(g, {})}); }, {"GatherV2", "axis must have rank 0"});
   auto rows = g.placeholder(dtype::float32, partial_shape({unknown_dim, 3}), node_options("rows"));
   auto c = g.op("ConcatV2", {rows, m, g.constant(tensor::scalar(0))}, {}, node_options("joined"));
   require_error([&] { add_gradients(g, {c}, {rows}); }, {"node 'joined' (ConcatV2)", "input 0's dimension 0"});

@@ -2542,6 +2542,7 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("Tindices: {int32, int64}")
                      .attr("Taxis: {int32, int64}")
                      .shape_fn([](shape_context& c) {
+                       require_rank(c, 2, 0, "axis");
                        auto axis = constant_ints(c, 2);
                        const auto& p = c.input(0);
                        const auto& idx = c.input(1);
@@ -4146,7 +4147,8 @@ struct gather_grad {
   static result<V> apply(const args<V>& a) {
     const V &params = a.x[0], &indices = a.x[1];
     const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[2], params.shape());
-    const std::int64_t axis = axes.at(0), rank = params.shape().rank();
+    if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " needs one axis");
+    const std::int64_t axis = axes[0], rank = params.shape().rank();
     const V dims = shape_tensor(params), zero = int_constant(params, 0);
     // The gradient as [params[:axis], all the indices, params[axis + 1:]].
     std::vector<V> parts;

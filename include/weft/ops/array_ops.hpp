@@ -217,6 +217,7 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("Tindices: {int32, int64}")
                      .attr("Taxis: {int32, int64}")
                      .shape_fn([](shape_context& c) {
+                       require_rank(c, 2, 0, "axis");
                        auto axis = constant_ints(c, 2);
                        const auto& p = c.input(0);
                        const auto& idx = c.input(1);
