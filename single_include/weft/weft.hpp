@@ -1396,9 +1396,8 @@ class shape_context {
 
 namespace weft::ops {
 
-// The values of an integer input whose producer is a constant, else nullopt.
-inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_context& c, int i) {
-  const tensor* t = c.input_value(i);
+// The values of an int32 or int64 tensor (t may be null), else nullopt.
+inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
   if (!t) return std::nullopt;
   std::vector<std::int64_t> v;
   if (t->dtype() == dtype::int32)
@@ -1408,6 +1407,10 @@ inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_contex
   else
     return std::nullopt;
   return v;
+}
+// The values of an integer input whose producer is a constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_context& c, int i) {
+  return int_values_of(c.input_value(i));
 }
 
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
@@ -2637,14 +2640,15 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 namespace weft::ops {
 
 namespace detail {
-// The names of a Save or Restore: one per tensor, distinct and non-empty.
-inline void check_tensor_names(shape_context& c, std::size_t tensors) {
+// The inputs and names of a Save or Restore: the file name a vector, one name per tensor,
+// distinct and non-empty.
+inline void check_file_and_names(shape_context& c, std::size_t tensors) {
+  require_rank(c, 0, 1, "filename (the path's bytes)");
   const auto& names = c.attr<std::vector<std::string>>("tensor_names");
   if (names.size() != tensors) c.fail(names.size(), " tensor_names for ", tensors, " tensors");
   std::set<std::string> seen;
   for (const auto& n : names)
     if (n.empty() || !seen.insert(n).second) c.fail("tensor_names must be distinct and non-empty, got '", n, "' twice or empty");
-  require_rank(c, 0, 1, "filename (the path's bytes)");
 }
 }  // namespace detail
 
@@ -2657,7 +2661,7 @@ inline std::vector<op_def> io_op_defs() {
                      .attr("T: list(type)")
                      .stateful()
                      .shape_fn([](shape_context& c) {
-                       detail::check_tensor_names(c, static_cast<std::size_t>(c.num_inputs() - 1));
+                       detail::check_file_and_names(c, static_cast<std::size_t>(c.num_inputs() - 1));
                      })
                      .build());
   defs.push_back(op_def_builder("Restore")
@@ -2670,7 +2674,7 @@ inline std::vector<op_def> io_op_defs() {
                      .shape_fn([](shape_context& c) {
                        const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
                        const auto n = c.attr<std::vector<dtype>>("dtypes").size();
-                       detail::check_tensor_names(c, n);
+                       detail::check_file_and_names(c, n);
                        if (shapes.size() != n) c.fail(shapes.size(), " shapes for ", n, " tensors");
                        for (std::size_t i = 0; i < n; ++i) c.set_output(static_cast<int>(i), shapes[i]);
                      })
@@ -3550,13 +3554,7 @@ inline const tensor* constant_value(const symbol& a) {
   return n.op() == "Const" ? n.attrs().find("value")->get_if<tensor>() : nullptr;
 }
 // The values of a when its producer is an int32 or int64 constant, else nullopt.
-inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) {
-  const tensor* t = constant_value(a);
-  if (!t) return std::nullopt;
-  if (t->dtype() == dtype::int32) return std::vector<std::int64_t>(t->flat<std::int32_t>().begin(), t->flat<std::int32_t>().end());
-  if (t->dtype() == dtype::int64) return std::vector<std::int64_t>(t->flat<std::int64_t>().begin(), t->flat<std::int64_t>().end());
-  return std::nullopt;
-}
+inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
   rest.push_back(axis);
@@ -4004,20 +4002,41 @@ struct transpose_grad {  // transposed back by the inverse permutation (perm mus
     return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
   }
 };
+// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
+// sorted and without repeats; an error naming the node when it is not a constant, or when
+// x's rank is not known when the graph is built.
+inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
+  const auto v = constant_ints(axes);
+  if (!v || !x.rank_known())
+    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
+         " needs a constant axis and an input of known rank");
+  std::vector<std::int64_t> out;
+  for (auto a : *v) {
+    if (a < -x.rank() || a >= x.rank())
+      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
+           x.rank());
+    out.push_back(a < 0 ? a + x.rank() : a);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
+inline std::int64_t one_axis(const node& n, const symbol& axis, const partial_shape& x) {
+  const std::vector<std::int64_t> axes = constant_axes(n, axis, x);
+  if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " needs one axis");
+  return axes[0];
+}
+
 // ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
 // constant and the values' dims along it known when the graph is built (their offsets).
 struct concat_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
     const std::size_t n = a.x.size() - 1;
-    const tensor* axis_value = constant_value(a.x[n]);
     const partial_shape& out = a.y[0].shape();
-    if (!axis_value || !out.rank_known())
-      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
-           " needs a constant axis and inputs of known rank");
+    const std::int64_t axis = one_axis(a.n, a.x[n], out);
     const int rank = out.rank();
-    std::int64_t axis = axis_value->dtype() == dtype::int32 ? *axis_value->data<std::int32_t>() : *axis_value->data<std::int64_t>();
-    if (axis < 0) axis += rank;
     result<V> dx;
     std::int64_t offset = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -4076,26 +4095,6 @@ struct tile_grad {
   }
 };
 
-// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
-// sorted and without repeats; an error naming the node when it is not a constant, or when
-// x's rank is not known when the graph is built.
-inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
-  const auto v = constant_ints(axes);
-  if (!v || !x.rank_known())
-    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
-         " needs a constant axis and an input of known rank");
-  std::vector<std::int64_t> out;
-  for (auto a : *v) {
-    if (a < -x.rank() || a >= x.rank())
-      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
-           x.rank());
-    out.push_back(a < 0 ? a + x.rank() : a);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 // Prod: each element gets d times the product of the others in its reduction group,
 // computed without dividing (so zeros are exact) as exclusive running products from both
 // ends along the first reduced axis, times the same for the rest of the axes applied to
@@ -4146,9 +4145,7 @@ struct gather_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &params = a.x[0], &indices = a.x[1];
-    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[2], params.shape());
-    if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " needs one axis");
-    const std::int64_t axis = axes[0], rank = params.shape().rank();
+    const std::int64_t axis = one_axis(a.n, a.x[2], params.shape()), rank = params.shape().rank();
     const V dims = shape_tensor(params), zero = int_constant(params, 0);
     // The gradient as [params[:axis], all the indices, params[axis + 1:]].
     std::vector<V> parts;
@@ -8207,45 +8204,21 @@ struct max_pool_grad_op : pool_base {
     const geometry g = geo(v.in[0].shape());
     const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
     C* out = v.out[0].data<C>();
-    if constexpr (!Second) {
-      if (g.sh >= g.kh && g.sw >= g.kw) return disjoint_windows(ctx, g, in, grad, out);
-      std::fill_n(out, v.out[0].num_elements(), C(0));
-    }
-    ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
-      std::vector<C> best(static_cast<std::size_t>(g.c));
-      window_maxima w(g);
-      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
-        w.find(g, in, best.data(), img, y, x);
-        if (w.count == 0) {  // a window wholly in the padding: no maximum
-          if constexpr (Second) std::fill_n(out + r * g.c, g.c, C(0));
-          return;
-        }
-        for (std::int64_t ch = 0; ch < g.c; ++ch) {
-          if constexpr (Second)
-            out[r * g.c + ch] = grad[w.at(ch)];
-          else
-            out[w.at(ch)] += grad[r * g.c + ch];
-        }
+    if constexpr (Second) {
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+        for (std::int64_t ch = 0; ch < g.c; ++ch)  // a window wholly in the padding has no maximum: 0
+          out[r * g.c + ch] = w.count > 0 ? grad[w.at(ch)] : C(0);
       });
-    });
-  }
-
- private:
-  // MaxPoolGrad when no two windows overlap (strides at least the window, as 2x2 pooling
-  // with stride 2): each input element is in one window at most, so the output is written
-  // once, per window the gradient at its first maximum and 0 elsewhere, without a
-  // zero-filling pass or additions. Elements in no window are zeroed first, when there are
-  // any (strides larger than the window, or rows and columns a VALID window leaves out).
-  template <class C>
-  static void disjoint_windows(kernel_context& ctx, const geometry& g, const C* in, const C* grad, C* out) {
-    const bool covers = g.sh == g.kh && g.sw == g.kw && g.top(0) <= 0 && g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 &&
-                        g.left(g.ow - 1) + g.kw >= g.w;
-    if (!covers || g.oh == 0 || g.ow == 0) std::fill_n(out, g.n * g.h * g.w * g.c, C(0));
-    ctx.parallel_for(g.n, 2 * static_cast<double>(g.positions() * g.kh * g.kw * g.c), [&](std::int64_t b, std::int64_t e) {
-      std::vector<C> best(static_cast<std::size_t>(g.c));
-      window_maxima w(g);
-      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
-        w.find(g, in, best.data(), img, y, x);
+    } else if (g.sh >= g.kh && g.sw >= g.kw) {
+      // No two windows overlap (2x2 pooling with stride 2, say): each input element is in
+      // one window at most, so the output is written once, per window the gradient at its
+      // first maximum and 0 elsewhere, with no zero-filling pass or additions. Elements in
+      // no window are zeroed first when there are any (strides larger than the window, or
+      // rows and columns a VALID window leaves out).
+      const bool covers = g.sh == g.kh && g.sw == g.kw && g.oh > 0 && g.ow > 0 && g.top(0) <= 0 &&
+                          g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 && g.left(g.ow - 1) + g.kw >= g.w;
+      if (!covers) std::fill_n(out, v.out[0].num_elements(), C(0));
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
         const C* d = grad + r * g.c;
         const std::int32_t* first = w.first.data();
         for (std::int64_t k = 0; k < w.count; ++k) {
@@ -8253,6 +8226,27 @@ struct max_pool_grad_op : pool_base {
           const auto kk = static_cast<std::int32_t>(k);
           for (std::int64_t ch = 0; ch < g.c; ++ch) o[ch] = first[ch] == kk ? d[ch] : C(0);
         }
+      });
+    } else {
+      std::fill_n(out, v.out[0].num_elements(), C(0));
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+        if (w.count > 0)
+          for (std::int64_t ch = 0; ch < g.c; ++ch) out[w.at(ch)] += grad[r * g.c + ch];
+      });
+    }
+  }
+
+ private:
+  // Calls f(output row, its window's maxima) for every output position, images split
+  // between the threads.
+  template <class C, class F>
+  void each_window(kernel_context& ctx, const geometry& g, const C* in, F&& f) const {
+    ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
+      std::vector<C> best(static_cast<std::size_t>(g.c));
+      window_maxima w(g);
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        w.find(g, in, best.data(), img, y, x);
+        f(r, w);
       });
     });
   }
@@ -9003,10 +8997,11 @@ using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 // hides the class name where both are declared) does not get in the way.
 using state = class weft::variable;
 
-// Each rule: `refs` variables (the first is the one updated, the rest its slots), the
+// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
 // gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
 // applies the rule to elements [b, e) of the flat values s (s[0] the variable).
 struct gradient_descent {
+  static constexpr const char* op = "ApplyGradientDescent";
   static constexpr int refs = 1, grad = 2, scalars = 1;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* g, std::int64_t n, const std::array<C, scalars>& h, bool) {
@@ -9014,6 +9009,7 @@ struct gradient_descent {
   }
 };
 struct momentum {  // lr, momentum
+  static constexpr const char* op = "ApplyMomentum";
   static constexpr int refs = 2, grad = 3, scalars = 2;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
@@ -9026,6 +9022,7 @@ struct momentum {  // lr, momentum
   }
 };
 struct adagrad {  // lr
+  static constexpr const char* op = "ApplyAdagrad";
   static constexpr int refs = 2, grad = 3, scalars = 1;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
@@ -9036,6 +9033,7 @@ struct adagrad {  // lr
   }
 };
 struct rms_prop {  // lr, rho, momentum, epsilon
+  static constexpr const char* op = "ApplyRMSProp";
   static constexpr int refs = 3, grad = 7, scalars = 4;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
@@ -9047,6 +9045,7 @@ struct rms_prop {  // lr, rho, momentum, epsilon
   }
 };
 struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
+  static constexpr const char* op = "ApplyAdam";
   static constexpr int refs = 3, grad = 9, scalars = 6;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
@@ -9118,11 +9117,11 @@ template <int = 0>
 void register_training_kernels() {
   ops::register_training_ops();
   using types = type_list<half, bfloat16, float, double>;
-  register_for<training::apply_kernel<training::gradient_descent>::of>("ApplyGradientDescent", "T", types{});
-  register_for<training::apply_kernel<training::momentum>::of>("ApplyMomentum", "T", types{});
-  register_for<training::apply_kernel<training::adagrad>::of>("ApplyAdagrad", "T", types{});
-  register_for<training::apply_kernel<training::rms_prop>::of>("ApplyRMSProp", "T", types{});
-  register_for<training::apply_kernel<training::adam>::of>("ApplyAdam", "T", types{});
+  register_for<training::apply_kernel<training::gradient_descent>::of>(training::gradient_descent::op, "T", types{});
+  register_for<training::apply_kernel<training::momentum>::of>(training::momentum::op, "T", types{});
+  register_for<training::apply_kernel<training::adagrad>::of>(training::adagrad::op, "T", types{});
+  register_for<training::apply_kernel<training::rms_prop>::of>(training::rms_prop::op, "T", types{});
+  register_for<training::apply_kernel<training::adam>::of>(training::adam::op, "T", types{});
 }
 
 }  // namespace weft::cpu
@@ -12490,33 +12489,28 @@ struct is_variable : std::false_type {};
 template <class T, class S>
 struct is_variable<variable_expr<T, S>> : std::true_type {};
 
-// The update kernel of the optimizers this library defines.
+// The update rule (cpu::training) of the optimizers this library defines.
 template <class Optimizer>
 struct update_kernel;
 template <>
 struct update_kernel<sgd> {
   using impl = cpu::training::gradient_descent;
-  static constexpr const char* op = "ApplyGradientDescent";
 };
 template <>
 struct update_kernel<momentum> {
   using impl = cpu::training::momentum;
-  static constexpr const char* op = "ApplyMomentum";
 };
 template <>
 struct update_kernel<adagrad> {
   using impl = cpu::training::adagrad;
-  static constexpr const char* op = "ApplyAdagrad";
 };
 template <>
 struct update_kernel<rms_prop> {
   using impl = cpu::training::rms_prop;
-  static constexpr const char* op = "ApplyRMSProp";
 };
 template <>
 struct update_kernel<adam> {
   using impl = cpu::training::adam;
-  static constexpr const char* op = "ApplyAdam";
 };
 
 // Registers the update kernel of Optimizer for dtype T (every optimizer's, for an
@@ -12525,9 +12519,10 @@ template <class Optimizer, class T>
 void register_update_kernel() {
   static const bool once = [] {
     ops::register_training_ops();
-    if constexpr (requires { update_kernel<Optimizer>::op; })
-      register_cpu_kernel<typename cpu::training::apply_kernel<typename update_kernel<Optimizer>::impl>::template of<T>>(
-          update_kernel<Optimizer>::op, {"T", dtype_of<T>});
+    if constexpr (requires { typename update_kernel<Optimizer>::impl; }) {
+      using impl = typename update_kernel<Optimizer>::impl;
+      register_cpu_kernel<typename cpu::training::apply_kernel<impl>::template of<T>>(impl::op, {"T", dtype_of<T>});
+    }
     else
       cpu::register_training_kernels();
     return true;

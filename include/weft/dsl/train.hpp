@@ -50,33 +50,28 @@ struct is_variable : std::false_type {};
 template <class T, class S>
 struct is_variable<variable_expr<T, S>> : std::true_type {};
 
-// The update kernel of the optimizers this library defines.
+// The update rule (cpu::training) of the optimizers this library defines.
 template <class Optimizer>
 struct update_kernel;
 template <>
 struct update_kernel<sgd> {
   using impl = cpu::training::gradient_descent;
-  static constexpr const char* op = "ApplyGradientDescent";
 };
 template <>
 struct update_kernel<momentum> {
   using impl = cpu::training::momentum;
-  static constexpr const char* op = "ApplyMomentum";
 };
 template <>
 struct update_kernel<adagrad> {
   using impl = cpu::training::adagrad;
-  static constexpr const char* op = "ApplyAdagrad";
 };
 template <>
 struct update_kernel<rms_prop> {
   using impl = cpu::training::rms_prop;
-  static constexpr const char* op = "ApplyRMSProp";
 };
 template <>
 struct update_kernel<adam> {
   using impl = cpu::training::adam;
-  static constexpr const char* op = "ApplyAdam";
 };
 
 // Registers the update kernel of Optimizer for dtype T (every optimizer's, for an
@@ -85,9 +80,10 @@ template <class Optimizer, class T>
 void register_update_kernel() {
   static const bool once = [] {
     ops::register_training_ops();
-    if constexpr (requires { update_kernel<Optimizer>::op; })
-      register_cpu_kernel<typename cpu::training::apply_kernel<typename update_kernel<Optimizer>::impl>::template of<T>>(
-          update_kernel<Optimizer>::op, {"T", dtype_of<T>});
+    if constexpr (requires { typename update_kernel<Optimizer>::impl; }) {
+      using impl = typename update_kernel<Optimizer>::impl;
+      register_cpu_kernel<typename cpu::training::apply_kernel<impl>::template of<T>>(impl::op, {"T", dtype_of<T>});
+    }
     else
       cpu::register_training_kernels();
     return true;

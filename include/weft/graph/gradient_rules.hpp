@@ -232,20 +232,41 @@ struct transpose_grad {  // transposed back by the inverse permutation (perm mus
     return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
   }
 };
+// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
+// sorted and without repeats; an error naming the node when it is not a constant, or when
+// x's rank is not known when the graph is built.
+inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
+  const auto v = constant_ints(axes);
+  if (!v || !x.rank_known())
+    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
+         " needs a constant axis and an input of known rank");
+  std::vector<std::int64_t> out;
+  for (auto a : *v) {
+    if (a < -x.rank() || a >= x.rank())
+      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
+           x.rank());
+    out.push_back(a < 0 ? a + x.rank() : a);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
+inline std::int64_t one_axis(const node& n, const symbol& axis, const partial_shape& x) {
+  const std::vector<std::int64_t> axes = constant_axes(n, axis, x);
+  if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " needs one axis");
+  return axes[0];
+}
+
 // ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
 // constant and the values' dims along it known when the graph is built (their offsets).
 struct concat_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
     const std::size_t n = a.x.size() - 1;
-    const tensor* axis_value = constant_value(a.x[n]);
     const partial_shape& out = a.y[0].shape();
-    if (!axis_value || !out.rank_known())
-      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
-           " needs a constant axis and inputs of known rank");
+    const std::int64_t axis = one_axis(a.n, a.x[n], out);
     const int rank = out.rank();
-    std::int64_t axis = axis_value->dtype() == dtype::int32 ? *axis_value->data<std::int32_t>() : *axis_value->data<std::int64_t>();
-    if (axis < 0) axis += rank;
     result<V> dx;
     std::int64_t offset = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -304,26 +325,6 @@ struct tile_grad {
   }
 };
 
-// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
-// sorted and without repeats; an error naming the node when it is not a constant, or when
-// x's rank is not known when the graph is built.
-inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
-  const auto v = constant_ints(axes);
-  if (!v || !x.rank_known())
-    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
-         " needs a constant axis and an input of known rank");
-  std::vector<std::int64_t> out;
-  for (auto a : *v) {
-    if (a < -x.rank() || a >= x.rank())
-      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
-           x.rank());
-    out.push_back(a < 0 ? a + x.rank() : a);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 // Prod: each element gets d times the product of the others in its reduction group,
 // computed without dividing (so zeros are exact) as exclusive running products from both
 // ends along the first reduced axis, times the same for the rest of the axes applied to
@@ -374,9 +375,7 @@ struct gather_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &params = a.x[0], &indices = a.x[1];
-    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[2], params.shape());
-    if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " needs one axis");
-    const std::int64_t axis = axes[0], rank = params.shape().rank();
+    const std::int64_t axis = one_axis(a.n, a.x[2], params.shape()), rank = params.shape().rank();
     const V dims = shape_tensor(params), zero = int_constant(params, 0);
     // The gradient as [params[:axis], all the indices, params[axis + 1:]].
     std::vector<V> parts;

@@ -180,13 +180,7 @@ inline const tensor* constant_value(const symbol& a) {
   return n.op() == "Const" ? n.attrs().find("value")->get_if<tensor>() : nullptr;
 }
 // The values of a when its producer is an int32 or int64 constant, else nullopt.
-inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) {
-  const tensor* t = constant_value(a);
-  if (!t) return std::nullopt;
-  if (t->dtype() == dtype::int32) return std::vector<std::int64_t>(t->flat<std::int32_t>().begin(), t->flat<std::int32_t>().end());
-  if (t->dtype() == dtype::int64) return std::vector<std::int64_t>(t->flat<std::int64_t>().begin(), t->flat<std::int64_t>().end());
-  return std::nullopt;
-}
+inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
   rest.push_back(axis);

@@ -11,9 +11,8 @@
 
 namespace weft::ops {
 
-// The values of an integer input whose producer is a constant, else nullopt.
-inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_context& c, int i) {
-  const tensor* t = c.input_value(i);
+// The values of an int32 or int64 tensor (t may be null), else nullopt.
+inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
   if (!t) return std::nullopt;
   std::vector<std::int64_t> v;
   if (t->dtype() == dtype::int32)
@@ -23,6 +22,10 @@ inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_contex
   else
     return std::nullopt;
   return v;
+}
+// The values of an integer input whose producer is a constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_context& c, int i) {
+  return int_values_of(c.input_value(i));
 }
 
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }

@@ -20,14 +20,15 @@
 namespace weft::ops {
 
 namespace detail {
-// The names of a Save or Restore: one per tensor, distinct and non-empty.
-inline void check_tensor_names(shape_context& c, std::size_t tensors) {
+// The inputs and names of a Save or Restore: the file name a vector, one name per tensor,
+// distinct and non-empty.
+inline void check_file_and_names(shape_context& c, std::size_t tensors) {
+  require_rank(c, 0, 1, "filename (the path's bytes)");
   const auto& names = c.attr<std::vector<std::string>>("tensor_names");
   if (names.size() != tensors) c.fail(names.size(), " tensor_names for ", tensors, " tensors");
   std::set<std::string> seen;
   for (const auto& n : names)
     if (n.empty() || !seen.insert(n).second) c.fail("tensor_names must be distinct and non-empty, got '", n, "' twice or empty");
-  require_rank(c, 0, 1, "filename (the path's bytes)");
 }
 }  // namespace detail
 
@@ -40,7 +41,7 @@ inline std::vector<op_def> io_op_defs() {
                      .attr("T: list(type)")
                      .stateful()
                      .shape_fn([](shape_context& c) {
-                       detail::check_tensor_names(c, static_cast<std::size_t>(c.num_inputs() - 1));
+                       detail::check_file_and_names(c, static_cast<std::size_t>(c.num_inputs() - 1));
                      })
                      .build());
   defs.push_back(op_def_builder("Restore")
@@ -53,7 +54,7 @@ inline std::vector<op_def> io_op_defs() {
                      .shape_fn([](shape_context& c) {
                        const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
                        const auto n = c.attr<std::vector<dtype>>("dtypes").size();
-                       detail::check_tensor_names(c, n);
+                       detail::check_file_and_names(c, n);
                        if (shapes.size() != n) c.fail(shapes.size(), " shapes for ", n, " tensors");
                        for (std::size_t i = 0; i < n; ++i) c.set_output(static_cast<int>(i), shapes[i]);
                      })

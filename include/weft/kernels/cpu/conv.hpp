@@ -394,45 +394,21 @@ struct max_pool_grad_op : pool_base {
     const geometry g = geo(v.in[0].shape());
     const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
     C* out = v.out[0].data<C>();
-    if constexpr (!Second) {
-      if (g.sh >= g.kh && g.sw >= g.kw) return disjoint_windows(ctx, g, in, grad, out);
-      std::fill_n(out, v.out[0].num_elements(), C(0));
-    }
-    ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
-      std::vector<C> best(static_cast<std::size_t>(g.c));
-      window_maxima w(g);
-      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
-        w.find(g, in, best.data(), img, y, x);
-        if (w.count == 0) {  // a window wholly in the padding: no maximum
-          if constexpr (Second) std::fill_n(out + r * g.c, g.c, C(0));
-          return;
-        }
-        for (std::int64_t ch = 0; ch < g.c; ++ch) {
-          if constexpr (Second)
-            out[r * g.c + ch] = grad[w.at(ch)];
-          else
-            out[w.at(ch)] += grad[r * g.c + ch];
-        }
+    if constexpr (Second) {
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+        for (std::int64_t ch = 0; ch < g.c; ++ch)  // a window wholly in the padding has no maximum: 0
+          out[r * g.c + ch] = w.count > 0 ? grad[w.at(ch)] : C(0);
       });
-    });
-  }
-
- private:
-  // MaxPoolGrad when no two windows overlap (strides at least the window, as 2x2 pooling
-  // with stride 2): each input element is in one window at most, so the output is written
-  // once, per window the gradient at its first maximum and 0 elsewhere, without a
-  // zero-filling pass or additions. Elements in no window are zeroed first, when there are
-  // any (strides larger than the window, or rows and columns a VALID window leaves out).
-  template <class C>
-  static void disjoint_windows(kernel_context& ctx, const geometry& g, const C* in, const C* grad, C* out) {
-    const bool covers = g.sh == g.kh && g.sw == g.kw && g.top(0) <= 0 && g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 &&
-                        g.left(g.ow - 1) + g.kw >= g.w;
-    if (!covers || g.oh == 0 || g.ow == 0) std::fill_n(out, g.n * g.h * g.w * g.c, C(0));
-    ctx.parallel_for(g.n, 2 * static_cast<double>(g.positions() * g.kh * g.kw * g.c), [&](std::int64_t b, std::int64_t e) {
-      std::vector<C> best(static_cast<std::size_t>(g.c));
-      window_maxima w(g);
-      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
-        w.find(g, in, best.data(), img, y, x);
+    } else if (g.sh >= g.kh && g.sw >= g.kw) {
+      // No two windows overlap (2x2 pooling with stride 2, say): each input element is in
+      // one window at most, so the output is written once, per window the gradient at its
+      // first maximum and 0 elsewhere, with no zero-filling pass or additions. Elements in
+      // no window are zeroed first when there are any (strides larger than the window, or
+      // rows and columns a VALID window leaves out).
+      const bool covers = g.sh == g.kh && g.sw == g.kw && g.oh > 0 && g.ow > 0 && g.top(0) <= 0 &&
+                          g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 && g.left(g.ow - 1) + g.kw >= g.w;
+      if (!covers) std::fill_n(out, v.out[0].num_elements(), C(0));
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
         const C* d = grad + r * g.c;
         const std::int32_t* first = w.first.data();
         for (std::int64_t k = 0; k < w.count; ++k) {
@@ -440,6 +416,27 @@ struct max_pool_grad_op : pool_base {
           const auto kk = static_cast<std::int32_t>(k);
           for (std::int64_t ch = 0; ch < g.c; ++ch) o[ch] = first[ch] == kk ? d[ch] : C(0);
         }
+      });
+    } else {
+      std::fill_n(out, v.out[0].num_elements(), C(0));
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+        if (w.count > 0)
+          for (std::int64_t ch = 0; ch < g.c; ++ch) out[w.at(ch)] += grad[r * g.c + ch];
+      });
+    }
+  }
+
+ private:
+  // Calls f(output row, its window's maxima) for every output position, images split
+  // between the threads.
+  template <class C, class F>
+  void each_window(kernel_context& ctx, const geometry& g, const C* in, F&& f) const {
+    ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
+      std::vector<C> best(static_cast<std::size_t>(g.c));
+      window_maxima w(g);
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        w.find(g, in, best.data(), img, y, x);
+        f(r, w);
       });
     });
   }

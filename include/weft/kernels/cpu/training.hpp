@@ -26,10 +26,11 @@ using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 // hides the class name where both are declared) does not get in the way.
 using state = class weft::variable;
 
-// Each rule: `refs` variables (the first is the one updated, the rest its slots), the
+// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
 // gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
 // applies the rule to elements [b, e) of the flat values s (s[0] the variable).
 struct gradient_descent {
+  static constexpr const char* op = "ApplyGradientDescent";
   static constexpr int refs = 1, grad = 2, scalars = 1;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* g, std::int64_t n, const std::array<C, scalars>& h, bool) {
@@ -37,6 +38,7 @@ struct gradient_descent {
   }
 };
 struct momentum {  // lr, momentum
+  static constexpr const char* op = "ApplyMomentum";
   static constexpr int refs = 2, grad = 3, scalars = 2;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
@@ -49,6 +51,7 @@ struct momentum {  // lr, momentum
   }
 };
 struct adagrad {  // lr
+  static constexpr const char* op = "ApplyAdagrad";
   static constexpr int refs = 2, grad = 3, scalars = 1;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
@@ -59,6 +62,7 @@ struct adagrad {  // lr
   }
 };
 struct rms_prop {  // lr, rho, momentum, epsilon
+  static constexpr const char* op = "ApplyRMSProp";
   static constexpr int refs = 3, grad = 7, scalars = 4;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
@@ -70,6 +74,7 @@ struct rms_prop {  // lr, rho, momentum, epsilon
   }
 };
 struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
+  static constexpr const char* op = "ApplyAdam";
   static constexpr int refs = 3, grad = 9, scalars = 6;
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
@@ -141,11 +146,11 @@ template <int = 0>
 void register_training_kernels() {
   ops::register_training_ops();
   using types = type_list<half, bfloat16, float, double>;
-  register_for<training::apply_kernel<training::gradient_descent>::of>("ApplyGradientDescent", "T", types{});
-  register_for<training::apply_kernel<training::momentum>::of>("ApplyMomentum", "T", types{});
-  register_for<training::apply_kernel<training::adagrad>::of>("ApplyAdagrad", "T", types{});
-  register_for<training::apply_kernel<training::rms_prop>::of>("ApplyRMSProp", "T", types{});
-  register_for<training::apply_kernel<training::adam>::of>("ApplyAdam", "T", types{});
+  register_for<training::apply_kernel<training::gradient_descent>::of>(training::gradient_descent::op, "T", types{});
+  register_for<training::apply_kernel<training::momentum>::of>(training::momentum::op, "T", types{});
+  register_for<training::apply_kernel<training::adagrad>::of>(training::adagrad::op, "T", types{});
+  register_for<training::apply_kernel<training::rms_prop>::of>(training::rms_prop::op, "T", types{});
+  register_for<training::apply_kernel<training::adam>::of>(training::adam::op, "T", types{});
 }
 
 }  // namespace weft::cpu
