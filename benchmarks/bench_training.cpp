@@ -11,18 +11,22 @@
 //
 // `bench_training --peak-memory=NAME` (weft_mlp, eigen_mlp, torch_mlp, weft_lenet,
 // torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
-// add to a model whose weights are already resident (VmHWM from /proc/self/status).
+// add to a model whose weights are already resident (VmHWM from /proc/self/status), and
+// `bench_training --node-times=NAME` (weft_mlp, weft_lenet) where a weft step's time goes,
+// node by node.
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -109,6 +113,17 @@ class weft_model {
     return out.at(0).data<float>()[0];
   }
   void step_only() { session_->run(feeds_, {}, {train_->step}); }
+  // One traced step: each node's op and name with its time in ms.
+  std::vector<std::pair<std::string, double>> traced_step() {
+    run_options options;
+    options.trace = true;
+    run_metadata metadata;
+    session_->run(feeds_, {}, {train_->step}, options, &metadata);
+    std::vector<std::pair<std::string, double>> times;
+    for (const auto& n : metadata.stats.nodes)
+      times.emplace_back(n.op + " " + n.node, static_cast<double>(n.end_ns - n.start_ns) / 1e6);
+    return times;
+  }
   void reset() { session_->run({*init_}); }
   std::vector<float> parameter(std::size_t i) { return session_->run({}, {vars_.at(i)}).at(0).to_vector<float>(); }
 
@@ -459,6 +474,32 @@ int measure_peak(const std::string& name) {
   return 0;
 }
 
+// --node-times=NAME (weft_mlp, weft_lenet): each node's mean time over 20 traced steps on
+// one thread (after 5 untimed ones), the slowest first, and their sum.
+template <class Problem, class Model>
+void print_node_times() {
+  Problem p;
+  Model m(p, threads_options(1));
+  for (int i = 0; i < 5; ++i) m.step_only();
+  constexpr int steps = 20;
+  std::map<std::string, double> mean;
+  for (int i = 0; i < steps; ++i)
+    for (const auto& [node, ms] : m.traced_step()) mean[node] += ms / steps;
+  std::vector<std::pair<double, std::string>> sorted;
+  double total = 0;
+  for (const auto& [node, ms] : mean) sorted.emplace_back(ms, node), total += ms;
+  std::sort(sorted.rbegin(), sorted.rend());
+  for (const auto& [ms, node] : sorted) std::printf("%8.3f ms  %s\n", ms, node.c_str());
+  std::printf("%8.3f ms  in all\n", total);
+}
+
+int node_times(const std::string& name) {
+  if (name == "weft_mlp") return print_node_times<mlp_problem, weft_mlp>(), 0;
+  if (name == "weft_lenet") return print_node_times<lenet_problem, weft_lenet>(), 0;
+  std::fprintf(stderr, "bench_training: --node-times: unknown model '%s' (weft_mlp, weft_lenet)\n", name.c_str());
+  return 2;
+}
+
 }  // namespace
 
 // Arguments: intra-op threads, inter-op threads.
@@ -474,6 +515,8 @@ BENCHMARK(BM_torch_lenet_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->U
 int main(int argc, char** argv) {
   const std::string peak_flag = "--peak-memory=";
   if (argc == 2 && std::string(argv[1]).rfind(peak_flag, 0) == 0) return measure_peak(argv[1] + peak_flag.size());
+  const std::string nodes_flag = "--node-times=";
+  if (argc == 2 && std::string(argv[1]).rfind(nodes_flag, 0) == 0) return node_times(argv[1] + nodes_flag.size());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
