@@ -12,7 +12,7 @@
 // `bench_training --peak-memory=NAME` (weft_mlp, eigen_mlp, torch_mlp, weft_lenet,
 // torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
 // add to a model whose weights are already resident (VmHWM from /proc/self/status), and
-// `bench_training --node-times=NAME` (weft_mlp, weft_lenet) where a weft step's time goes,
+// `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_lenet) where a weft step's time goes,
 // node by node.
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -474,12 +475,13 @@ int measure_peak(const std::string& name) {
   return 0;
 }
 
-// --node-times=NAME (weft_mlp, weft_lenet): each node's mean time over 20 traced steps on
-// one thread (after 5 untimed ones), the slowest first, and their sum.
+// --node-times=NAME[:THREADS] (weft_mlp, weft_lenet): each node's mean time over 20 traced
+// steps (after 5 untimed ones), the slowest first, and their sum. The nodes run one at a
+// time, each on THREADS intra-op threads (1 unless given).
 template <class Problem, class Model>
-void print_node_times() {
+void print_node_times(int threads) {
   Problem p;
-  Model m(p, threads_options(1));
+  Model m(p, threads_options(threads, 0));
   for (int i = 0; i < 5; ++i) m.step_only();
   constexpr int steps = 20;
   std::map<std::string, double> mean;
@@ -493,9 +495,18 @@ void print_node_times() {
   std::printf("%8.3f ms  in all\n", total);
 }
 
-int node_times(const std::string& name) {
-  if (name == "weft_mlp") return print_node_times<mlp_problem, weft_mlp>(), 0;
-  if (name == "weft_lenet") return print_node_times<lenet_problem, weft_lenet>(), 0;
+int node_times(std::string name) {
+  int threads = 1;
+  if (const auto colon = name.find(':'); colon != std::string::npos) {
+    threads = std::atoi(name.c_str() + colon + 1);
+    name.resize(colon);
+    if (threads < 1) {
+      std::fprintf(stderr, "bench_training: --node-times=NAME:THREADS takes a positive number of threads\n");
+      return 2;
+    }
+  }
+  if (name == "weft_mlp") return print_node_times<mlp_problem, weft_mlp>(threads), 0;
+  if (name == "weft_lenet") return print_node_times<lenet_problem, weft_lenet>(threads), 0;
   std::fprintf(stderr, "bench_training: --node-times: unknown model '%s' (weft_mlp, weft_lenet)\n", name.c_str());
   return 2;
 }

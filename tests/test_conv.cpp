@@ -100,6 +100,8 @@ session_options threads(int n) {
   return o;
 }
 
+// Patches of at most 64 values (kh * kw * c) take the direct loops, larger ones im2col and
+// GEMM, so the tricky geometries come in both sizes.
 const std::vector<conv_case> conv_cases{
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, false},
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, true},
@@ -113,6 +115,14 @@ const std::vector<conv_case> conv_cases{
     {4, 12, 12, 3, 5, 5, 4, 1, 1, 1, 1, true},  // several chunks of rows per thread
     {2, 9, 9, 2, 3, 3, 1, 2, 2, 1, 1, false},   // one output channel
     {0, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, true},    // no images
+    {1, 7, 6, 11, 3, 2, 3, 2, 3, 1, 1, true},   // im2col: uneven strides and padding
+    {1, 6, 7, 5, 4, 4, 2, 3, 2, 1, 1, true},    // im2col: an even window
+    {2, 7, 7, 17, 2, 2, 2, 1, 1, 2, 2, false},  // im2col: dilated
+    {1, 8, 8, 8, 3, 3, 2, 2, 2, 2, 1, true},    // im2col: dilated and strided
+    {2, 3, 3, 65, 1, 1, 2, 2, 2, 1, 1, true},   // im2col: 1x1, strided
+    {2, 6, 6, 2, 3, 3, 11, 1, 1, 1, 1, true},   // direct: a block of 8 channels and 3 more
+    {1, 5, 5, 1, 3, 3, 20, 2, 2, 1, 1, false},  // direct: two blocks of 8 and 4 more
+    {8, 16, 16, 1, 5, 5, 16, 1, 1, 1, 1, true}, // direct: a partial filter gradient per thread
 };
 
 }  // namespace

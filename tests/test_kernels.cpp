@@ -258,6 +258,31 @@ TEST_CASE("Cumsum, Cumprod and UnsortedSegmentSum match naive loops") {
                       {"UnsortedSegmentSum", "not a prefix", "[4,2]"});
 }
 
+TEST_CASE("UnsortedSegmentSum splits rows of 20 columns between two threads") {
+  // 3000 rows of 20 int32 values into 7 segments: threads take runs of 16 columns.
+  const std::int64_t rows = 3000, inner = 20, segments = 7;
+  std::vector<std::int32_t> values(static_cast<std::size_t>(rows * inner)), ids(static_cast<std::size_t>(rows));
+  std::vector<std::int32_t> want(static_cast<std::size_t>(segments * inner), 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    ids[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(r * 5 % segments);
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const auto v = static_cast<std::int32_t>((r * 31 + i * 7) % 19 - 9);
+      values[static_cast<std::size_t>(r * inner + i)] = v;
+      want[static_cast<std::size_t>(ids[static_cast<std::size_t>(r)] * inner + i)] += v;
+    }
+  }
+  graph g;
+  auto sum = g.op("UnsortedSegmentSum", {g.constant(tensor::from_vector(values, shape{rows, inner})),
+                                         g.constant(tensor::from_vector(ids, shape{rows})),
+                                         g.constant(tensor::scalar(std::int32_t{segments}))});
+  session_options o;
+  o.intra_op_threads = 2;
+  session s(g, o);
+  auto got = s.run({}, {sum.out(0)})[0];
+  CHECK(got.shape() == shape{segments, inner});
+  CHECK(got.to_vector<std::int32_t>() == want);
+}
+
 namespace {
 // op(x) for a row-major (r, cdim) matrix x: its transpose, conjugated too when `conj`.
 template <class T>

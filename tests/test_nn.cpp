@@ -58,6 +58,27 @@ TEST_CASE("nn: BiasAdd and BiasAddGrad equal the naive loops", "[nn]") {
   require_error([&] { h.op("BiasAdd", {hx, hb}, {{"data_format", std::string("NCHW")}}); }, {"NCHW", "NHWC"});
 }
 
+TEST_CASE("nn: BiasAddGrad over many short rows, on one and two threads", "[nn]") {
+  // 5000 rows of 17 values: the rows are summed in blocks, one partial row per thread.
+  // Integers below 2^24 sum exactly in float32, so the sums can be compared exactly.
+  const std::int64_t rows = 5000, n = 17;
+  std::vector<float> xv(static_cast<std::size_t>(rows * n));
+  std::vector<float> want(static_cast<std::size_t>(n), 0.0f);
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    xv[i] = static_cast<float>(static_cast<int>(i * 7 % 23) - 11);
+    want[i % static_cast<std::size_t>(n)] += xv[i];
+  }
+  for (int threads : {1, 2}) {
+    graph g;
+    auto x = ph(g, dtype::float32, partial_shape::unknown_rank(), "x");
+    auto gb = g.op("BiasAddGrad", {x}).out(0);
+    session_options o;
+    o.intra_op_threads = threads;
+    session s(g, o);
+    CHECK(s.run({{x, tensor::from_vector(xv, shape{rows, n})}}, {gb})[0].to_vector<float>() == want);
+  }
+}
+
 TEST_CASE("nn: Softmax and LogSoftmax equal the naive result, without overflow", "[nn]") {
   graph g;
   auto x = ph(g, dtype::float64, partial_shape::unknown_rank(), "x");

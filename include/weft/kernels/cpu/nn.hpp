@@ -4,6 +4,7 @@
 // pooling and dropout are in conv.hpp.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -51,12 +52,25 @@ struct bias_add_grad {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
     const C* d = v.in[0].data<C>();
     C* out = v.out[0].data<C>();
-    // Threads take slices of the n columns; each sums its slice over every row.
-    ctx.parallel_for(n, static_cast<double>(rows), [&](std::int64_t b, std::int64_t e) {
-      row_map<C> o(out + b, e - b);
+    // Threads take blocks of rows, each summing its rows into a partial row of its own, and
+    // the partial rows are added at the end. (Threads taking slices of the columns wrote
+    // into one cache line from both sides when the rows were short: 16 channels took 16
+    // times longer on two threads than on one.)
+    auto sum_rows = [&](std::int64_t r0, std::int64_t r1, C* into) {
+      row_map<C> o(into, n);
       o.setZero();
-      for (std::int64_t r = 0; r < rows; ++r) o += const_row_map<C>(d + r * n + b, e - b);
+      for (std::int64_t r = r0; r < r1; ++r) o += const_row_map<C>(d + r * n, n);
+    };
+    const std::int64_t blocks =
+        std::clamp<std::int64_t>(rows * n / (std::int64_t{1} << 15), 1, ctx.device().num_threads());
+    if (blocks == 1) return sum_rows(0, rows, out);
+    std::vector<C> partial(static_cast<std::size_t>(blocks * n));
+    ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t blk = b; blk < e; ++blk) sum_rows(blk * rows / blocks, (blk + 1) * rows / blocks, partial.data() + blk * n);
     });
+    row_map<C> o(out, n);
+    o = const_row_map<C>(partial.data(), n);
+    for (std::int64_t blk = 1; blk < blocks; ++blk) o += const_row_map<C>(partial.data() + blk * n, n);
   }
 };
 

@@ -306,13 +306,15 @@ struct scan_kernel {
 };
 
 // UnsortedSegmentSum(data, segment_ids, num_segments): rows of data (after the dims of
-// segment_ids) added into output row segment_ids[j]. Threads split the row's columns, so
-// no two add into one element.
+// segment_ids) added into output row segment_ids[j]. Threads split the row's columns in
+// runs of 64 bytes, so no two add into one element or write into one cache line.
 template <class C>
 void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std::int64_t>& ids, std::int64_t inner, C* out) {
   using A = accumulator_t<C>;
   const auto rows = static_cast<std::int64_t>(ids.size());
-  ctx.parallel_for(inner, static_cast<double>(rows) + 1, [&](std::int64_t b, std::int64_t e) {
+  constexpr std::int64_t run = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
+  ctx.parallel_for((inner + run - 1) / run, static_cast<double>(run * rows) + 1, [&](std::int64_t rb, std::int64_t re) {
+    const std::int64_t b = rb * run, e = std::min(inner, re * run);
     for (std::int64_t j = 0; j < rows; ++j) {
       const C* x = data + j * inner;
       C* o = out + ids[static_cast<std::size_t>(j)] * inner;
