@@ -395,6 +395,10 @@ TEST_CASE("MatMul covers matrix, vector and sharded shapes, every transpose and 
   check_matmul_cases<double>("MatMul", 160, 120, 110, two);
   check_matmul_cases<double>("MatMul", 4000, 300, 1, two);
   check_matmul_cases<complex128>("BatchMatMulV2", 130, 90, 100, two);
+  // Wider than tall: the output columns are split instead.
+  check_matmul_cases<double>("MatMul", 20, 150, 700, two);
+  check_matmul_cases<std::int32_t>("MatMul", 20, 150, 701, two);
+  check_matmul_cases<complex128>("BatchMatMulV2", 12, 100, 900, two);
 }
 
 TEST_CASE("MatrixInverse and MatrixDeterminant") {

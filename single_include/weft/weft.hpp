@@ -7441,7 +7441,7 @@ void register_linalg_kernels() {
 
 }  // namespace weft::cpu
 // CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels, with
-// the output rows split across the intra-op threads. (Eigen's dense product compiles in
+// the output rows or columns split across the intra-op threads. (Eigen's dense product compiles in
 // a fraction of the time of its Tensor contraction and reaches the same speed.)
 // float16 and bfloat16 multiply in float32.
 
@@ -7456,15 +7456,16 @@ namespace weft::cpu {
 // `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
 // product and its matrix-vector paths for every case, which doubles the compile cost of a
 // MatMul kernel, while tiny products are dominated by the step's overhead anyway.
+// Row i of res starts at res + i * res_stride.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
-                const T* rhs, std::int64_t rhs_stride, T* res) {
+                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
   namespace ei = Eigen::internal;
-  std::fill(res, res + rows * cols, T(0));
+  for (std::int64_t i = 0; i < rows; ++i) std::fill_n(res + i * res_stride, cols, T(0));
   ei::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(
       rows, cols, depth, 1, true);
   ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, Eigen::RowMajor, 1>::run(
-      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, cols, T(1), blocking, nullptr);
+      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
 }
 
 // res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
@@ -7493,32 +7494,33 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
   gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res);
 }
 
-// Rows [r0, r1) of out(M,N) = op(a) * op(b); op transposes (and conjugates when `adjoint`)
-// where asked. a is stored row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb.
-// Four GEMM and two matrix-vector instances cover every real case.
+// Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
+// conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
+// b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
+// case.
 template <class T>
-void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
-               bool adjoint, std::int64_t r0, std::int64_t r1) {
+void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
+               bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
-  const std::int64_t rows = r1 - r0;
-  T* res = out + r0 * n;
+  const std::int64_t rows = r1 - r0, cols = c1 - c0;
+  T* res = out + r0 * n + c0;
   const bool conj_a = complex && adjoint && ta, conj_b = complex && adjoint && tb;
   if (n == 1) {  // op(a) times the vector op(b)
     if (ta) return gemv_conj<T, C>(rows, k, a + r0, m, b, res, conj_a, conj_b);
     return gemv_conj<T, R>(rows, k, a + r0 * k, k, b, res, conj_a, conj_b);
   }
   if (m == 1) {  // the vector op(a) times op(b): out^T = op(b)^T op(a)^T
-    if (tb) return gemv_conj<T, R>(n, k, b, k, a, res, conj_b, conj_a);
-    return gemv_conj<T, C>(n, k, b, n, a, res, conj_b, conj_a);
+    if (tb) return gemv_conj<T, R>(cols, k, b + c0 * k, k, a, res, conj_b, conj_a);
+    return gemv_conj<T, C>(cols, k, b + c0, n, a, res, conj_b, conj_a);
   }
-  // lhs: rows [r0, r1) of op(a); rhs: op(b).
+  // lhs: rows [r0, r1) of op(a); rhs: columns [c0, c1) of op(b).
   auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
-    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, n, k, lhs, ls, b, n, res);
+    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, cols, k, lhs, ls, b + c0, n, res, n);
     if constexpr (complex) {
-      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, n, k, lhs, ls, b, k, res);
+      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n);
     }
-    gemm_block<T, LO, C, LC, false>(rows, n, k, lhs, ls, b, k, res);
+    gemm_block<T, LO, C, LC, false>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n);
   };
   if (!ta) return with_rhs.template operator()<R, false>(a + r0 * k, k);
   if constexpr (complex) {
@@ -7527,20 +7529,35 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   with_rhs.template operator()<C, false>(a + r0, m);
 }
 
-// out(M,N) = op(a) * op(b), with the output rows split across the intra-op threads.
+// Rows [r0, r1) of out(M,N) = op(a) * op(b), every column.
+template <class T>
+void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
+               bool adjoint, std::int64_t r0, std::int64_t r1) {
+  gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
+}
+
+// out(M,N) = op(a) * op(b), split across the intra-op threads: a block of rows or of columns
+// per thread, each a full GEMM of its part. Each thread packs its part of one operand and
+// the whole of the other, so the split is along the larger operand: by rows when op(a) is
+// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
+// weight matrix of 512 columns).
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
           bool ta, bool tb, bool adjoint) {
   if (m == 0 || n == 0) return;
   if (k == 0) return std::fill(out, out + m * n, T(0));
-  auto rows = [&](std::int64_t r0, std::int64_t r1) { gemm_rows<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1); };
-  int threads = ctx.device().num_threads();
-  double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (threads == 1 || flops < 2e6 || m < 2 * threads) return rows(0, m);
-  // Shard the rows: one block per thread, each a full GEMM of its rows.
-  std::int64_t blocks = std::min<std::int64_t>(threads, m);
+  const int threads = ctx.device().num_threads();
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool by_columns = m > 1 && n > m;
+  const std::int64_t extent = by_columns ? n : m;
+  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
+  const std::int64_t blocks = std::min<std::int64_t>(threads, extent);
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t blk = b0; blk < b1; ++blk) rows(blk * m / blocks, (blk + 1) * m / blocks);
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n);
+    }
   });
 }
 
