@@ -367,21 +367,21 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   if (is_direct(g)) return direct_filter<C>(ctx, g, in, d_out, d_f);
   const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
   const std::int64_t blocks = std::min<std::int64_t>(ctx.device().num_threads(), chunks);
+  // Each block's sum is column-major [K, k] (see gemm_add), added to in place chunk by chunk.
   std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
-    C *cols = scratch<C>(chunk * K, 0), *product = scratch<C>(size, 1);
-    for (std::int64_t blk = b; blk < e; ++blk) {
-      row_map<C> sum(partial.data() + blk * size, size);
+    C* cols = scratch<C>(chunk * K, 0);
+    for (std::int64_t blk = b; blk < e; ++blk)
       for (std::int64_t q = blk * chunks / blocks; q < (blk + 1) * chunks / blocks; ++q) {
         const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
         im2col(g, in, r0, r1, cols);
-        gemm_rows<C>(cols, d_out + r0 * g.k, product, K, r1 - r0, g.k, true, false, false, 0, K);
-        sum += const_row_map<C>(product, size);
+        gemm_add<C, Eigen::ColMajor, Eigen::RowMajor, false, false, Eigen::ColMajor>(
+            K, g.k, r1 - r0, cols, K, d_out + r0 * g.k, g.k, partial.data() + blk * size, K);
       }
-    }
   });
-  row_map<C> out(d_f, size);
-  for (std::int64_t blk = 0; blk < blocks; ++blk) out += const_row_map<C>(partial.data() + blk * size, size);
+  row_major_map<C> out(d_f, K, g.k);
+  for (std::int64_t blk = 0; blk < blocks; ++blk)
+    out += const_col_major_map<C>(partial.data() + blk * size, K, g.k);
 }
 
 // The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
