@@ -59,7 +59,7 @@ TEST_CASE("nn: BiasAdd and BiasAddGrad equal the naive loops", "[nn]") {
 }
 
 TEST_CASE("nn: BiasAddGrad over many short rows, on one and two threads", "[nn]") {
-  // 5000 rows of 17 values: the rows are summed in blocks, one partial row per thread.
+  // 5000 rows of 17 values: the rows are summed in blocks, a partial row each.
   // Integers below 2^24 sum exactly in float32, so the sums can be compared exactly.
   const std::int64_t rows = 5000, n = 17;
   std::vector<float> xv(static_cast<std::size_t>(rows * n));

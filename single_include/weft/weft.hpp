@@ -4625,6 +4625,7 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 
 // Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -5050,6 +5051,16 @@ bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constr
 }  // namespace weft
 
 namespace weft::cpu {
+
+// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
+// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
+// long), at least one and at most four per intra-op thread. Four per thread balance better
+// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
+// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
+inline std::int64_t blocks_for(const kernel_context& ctx, std::int64_t units, std::int64_t min_units) {
+  const std::int64_t most = std::min<std::int64_t>(4 * ctx.device().num_threads(), units);
+  return std::clamp<std::int64_t>(units / std::max<std::int64_t>(min_units, 1), std::min<std::int64_t>(1, most), most);
+}
 
 // The values of an int32 or int64 tensor; `what` names the input in errors.
 inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
@@ -7548,8 +7559,8 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
 }
 
-// out(M,N) = op(a) * op(b), split across the intra-op threads: a block of rows or of columns
-// per thread, each a full GEMM of its part. Each thread packs its part of one operand and
+// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
+// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
 // the whole of the other, so the split is along the larger operand: by rows when op(a) is
 // the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
 // weight matrix of 512 columns).
@@ -7563,7 +7574,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
-  const std::int64_t blocks = std::min<std::int64_t>(threads, extent);
+  const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
@@ -8146,8 +8157,7 @@ template <class C>
 void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   constexpr std::int64_t W = lanes<C>;
   const std::int64_t rows = g.n * g.oh, size = g.patch() * g.k;
-  const std::int64_t blocks = std::clamp<std::int64_t>(rows * g.ow * size / (std::int64_t{1} << 16), 1,
-                                                       std::min<std::int64_t>(ctx.device().num_threads(), rows));
+  const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (g.ow * size)));
   std::vector<C> partial(static_cast<std::size_t>((blocks - 1) * size), C(0));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t blk = b; blk < e; ++blk) {
@@ -8211,7 +8221,7 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   if (is_pointwise(g)) return gemm<C>(ctx, in, d_out, d_f, K, rows, g.k, true, false, false);
   if (is_direct(g)) return direct_filter<C>(ctx, g, in, d_out, d_f);
   const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
-  const std::int64_t blocks = std::min<std::int64_t>(ctx.device().num_threads(), chunks);
+  const std::int64_t blocks = blocks_for(ctx, chunks, 1);
   // Each block's sum is column-major [K, k] (see gemm_add), added to in place chunk by chunk.
   std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
@@ -8561,9 +8571,9 @@ struct bias_add_grad {
       o.setZero();
       for (std::int64_t r = r0; r < r1; ++r) o += const_row_map<C>(d + r * n, n);
     };
-    const std::int64_t blocks =
-        std::clamp<std::int64_t>(rows * n / (std::int64_t{1} << 15), 1, ctx.device().num_threads());
-    if (blocks == 1) return sum_rows(0, rows, out);
+    if (n == 0) return;
+    const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 15) / n));
+    if (blocks <= 1) return sum_rows(0, rows, out);
     std::vector<C> partial(static_cast<std::size_t>(blocks * n));
     ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t blk = b; blk < e; ++blk) sum_rows(blk * rows / blocks, (blk + 1) * rows / blocks, partial.data() + blk * n);

@@ -1,6 +1,7 @@
 // Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -8,6 +9,16 @@
 #include <weft/runtime/kernel.hpp>
 
 namespace weft::cpu {
+
+// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
+// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
+// long), at least one and at most four per intra-op thread. Four per thread balance better
+// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
+// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
+inline std::int64_t blocks_for(const kernel_context& ctx, std::int64_t units, std::int64_t min_units) {
+  const std::int64_t most = std::min<std::int64_t>(4 * ctx.device().num_threads(), units);
+  return std::clamp<std::int64_t>(units / std::max<std::int64_t>(min_units, 1), std::min<std::int64_t>(1, most), most);
+}
 
 // The values of an int32 or int64 tensor; `what` names the input in errors.
 inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {

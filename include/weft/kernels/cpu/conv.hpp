@@ -301,8 +301,7 @@ template <class C>
 void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   constexpr std::int64_t W = lanes<C>;
   const std::int64_t rows = g.n * g.oh, size = g.patch() * g.k;
-  const std::int64_t blocks = std::clamp<std::int64_t>(rows * g.ow * size / (std::int64_t{1} << 16), 1,
-                                                       std::min<std::int64_t>(ctx.device().num_threads(), rows));
+  const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (g.ow * size)));
   std::vector<C> partial(static_cast<std::size_t>((blocks - 1) * size), C(0));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t blk = b; blk < e; ++blk) {
@@ -366,7 +365,7 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   if (is_pointwise(g)) return gemm<C>(ctx, in, d_out, d_f, K, rows, g.k, true, false, false);
   if (is_direct(g)) return direct_filter<C>(ctx, g, in, d_out, d_f);
   const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
-  const std::int64_t blocks = std::min<std::int64_t>(ctx.device().num_threads(), chunks);
+  const std::int64_t blocks = blocks_for(ctx, chunks, 1);
   // Each block's sum is column-major [K, k] (see gemm_add), added to in place chunk by chunk.
   std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {

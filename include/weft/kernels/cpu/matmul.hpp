@@ -110,8 +110,8 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
 }
 
-// out(M,N) = op(a) * op(b), split across the intra-op threads: a block of rows or of columns
-// per thread, each a full GEMM of its part. Each thread packs its part of one operand and
+// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
+// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
 // the whole of the other, so the split is along the larger operand: by rows when op(a) is
 // the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
 // weight matrix of 512 columns).
@@ -125,7 +125,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
-  const std::int64_t blocks = std::min<std::int64_t>(threads, extent);
+  const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;

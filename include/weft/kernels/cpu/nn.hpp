@@ -61,9 +61,9 @@ struct bias_add_grad {
       o.setZero();
       for (std::int64_t r = r0; r < r1; ++r) o += const_row_map<C>(d + r * n, n);
     };
-    const std::int64_t blocks =
-        std::clamp<std::int64_t>(rows * n / (std::int64_t{1} << 15), 1, ctx.device().num_threads());
-    if (blocks == 1) return sum_rows(0, rows, out);
+    if (n == 0) return;
+    const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 15) / n));
+    if (blocks <= 1) return sum_rows(0, rows, out);
     std::vector<C> partial(static_cast<std::size_t>(blocks * n));
     ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t blk = b; blk < e; ++blk) sum_rows(blk * rows / blocks, (blk + 1) * rows / blocks, partial.data() + blk * n);
