@@ -52,7 +52,8 @@ TEST_CASE("standard_ops lists exactly the ops of every standard family") {
   const std::pair<const char*, defs_fn> families[] = {
       {"array", ops::array_op_defs},   {"math", ops::math_op_defs},     {"reduction", ops::reduction_op_defs},
       {"matrix", ops::matrix_op_defs}, {"random", ops::random_op_defs}, {"state", ops::state_op_defs},
-      {"nn", ops::nn_op_defs},         {"training", ops::training_op_defs}, {"io", ops::io_op_defs}};
+      {"nn", ops::nn_op_defs},         {"training", ops::training_op_defs}, {"io", ops::io_op_defs},
+      {"control", ops::control_flow_op_defs}};
   for (auto [family, defs] : families)
     for (const auto& d : defs()) defined.emplace(d.name, family);
   CHECK(listed == defined);

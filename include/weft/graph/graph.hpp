@@ -19,6 +19,7 @@
 #include <weft/core/error.hpp>
 #include <weft/graph/op_registry.hpp>
 #include <weft/graph/shape_context.hpp>
+#include <weft/ops/control_flow_ops.hpp>
 #include <weft/ops/state_ops.hpp>
 
 namespace weft {
@@ -228,6 +229,32 @@ class graph {
     return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
   }
 
+  // Closes a loop (ops/control_flow_ops.hpp): sets input 1 of `merge`, a Merge built with
+  // its Enter as both inputs, to `next`, the output of a NextIteration of the same dtype and
+  // a compatible shape (the executor checks each value that comes back against the Merge's
+  // shape). This back edge is the one way a graph gets a cycle; every other edge points to
+  // an earlier node.
+  void close_loop(int merge, output next) {
+    if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
+    node& m = nodes_[static_cast<std::size_t>(merge)];
+    if (m.op() != "Merge") fail(error_code::invalid_argument, "close_loop: ", m.describe(), " is not a Merge");
+    if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
+      fail(error_code::invalid_argument, "close_loop: ", m.describe(),
+           " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
+    const node& n = at(next.node);
+    if (n.op() != "NextIteration")
+      fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
+    if (n.output_dtype(next.port) != m.input_dtype(0))
+      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters as ", m.input_dtype(0),
+           " and comes back from ", n.describe(), " as ", n.output_dtype(next.port));
+    const partial_shape& in = m.output_shape(0);
+    if (!ops::shapes_compatible(in, n.output_shape(next.port)))
+      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters with shape ", in,
+           " and comes back from ", n.describe(), " with shape ", n.output_shape(next.port),
+           "; a loop variable keeps its shape but for the dims its Enter leaves unknown");
+    m.inputs_[1] = next;
+  }
+
  private:
   const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
                            std::string name, std::vector<int> controls, std::string device,
@@ -271,6 +298,10 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
                                        std::string name, std::vector<int> controls, std::string device,
                                        std::string colocate) {
   const op_def* def = op_registry::global().find(op_name);
+  if (!def && ops::standard_op_family(op_name) == "control") {  // no kernels to register: always there
+    ops::register_control_flow_ops();
+    def = op_registry::global().find(op_name);
+  }
   std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
   std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
   if (!def) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <weft/ops/array_ops.hpp>
+#include <weft/ops/control_flow_ops.hpp>
 #include <weft/ops/core_ops.hpp>
 #include <weft/ops/io_ops.hpp>
 #include <weft/ops/math_ops.hpp>
@@ -26,6 +27,7 @@ inline void register_standard_ops() {
   register_nn_ops();
   register_training_ops();
   register_io_ops();
+  register_control_flow_ops();
 }
 
 }  // namespace weft::ops

@@ -82,6 +82,8 @@ inline constexpr standard_op standard_ops[] = {
     {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
     {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
     {"Save", "io"}, {"Restore", "io"},
+    {"Switch", "control"}, {"Merge", "control"}, {"Enter", "control"}, {"Exit", "control"},
+    {"NextIteration", "control"}, {"LoopCond", "control"},
 };
 
 // How a program registers `family`, for error messages.
@@ -98,6 +100,7 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "nn") return "weft::ops::register_nn_ops() or weft::cpu::register_nn_kernels()";
   if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
   if (family == "io") return "weft::ops::register_io_ops() or weft::cpu::register_io_kernels()";
+  if (family == "control") return "weft::ops::register_control_flow_ops() (the executor runs these ops itself)";
   return "weft::ops::register_standard_ops()";
 }
 

@@ -17,6 +17,7 @@
 // error with the node, op, dtypes and shapes.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -37,31 +38,173 @@ namespace weft {
 struct exec_edge {
   int src_port;
   int dst;       // exec node
-  int dst_slot;  // absolute input slot
+  int dst_slot;  // input slot, numbered within dst's frame
 };
+
+// How the executor treats a node: most run their kernel; the control-flow ops
+// (ops/control_flow_ops.hpp) are run by the executor itself.
+enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
 
 struct exec_node {
   const node* def = nullptr;  // nullptr for a feed node
   std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
   int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
-  int input_start = 0;
+  int input_start = 0;  // first input slot, numbered within the node's frame
   int num_inputs = 0;
   int num_outputs = 0;
-  int pending = 0;  // data inputs plus control inputs
+  int pending = 0;  // data inputs plus control inputs (a Merge: control inputs only)
   bool cheap = false;
+  flow kind = flow::plain;
+  int frame = 0;  // the loop frame the node runs in (0: the root), and
+  int local = 0;  // its index among that frame's nodes
+  int forward_inputs = 0;  // a Merge's data inputs that do not come from a NextIteration
+  int child_frame = -1;    // an Enter's frame
+  bool is_constant = false;  // an Enter's
+  int exit_index = -1;     // an Exit's index in its frame's exits
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
   std::vector<int> control_out;
   std::vector<std::pair<int, int>> fetches;  // (port, fetch index)
 };
 
+// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
+// root); each run of the loop in a step is one instance of it.
+struct frame_info {
+  std::string name;
+  int parent = -1;
+  std::int64_t parallel_iterations = 1;
+  int num_nodes = 0;
+  int num_slots = 0;
+  std::vector<int> initial_pending;  // by local index
+  int num_enters = 0;
+  std::vector<int> exits;  // exec ids
+};
+
 struct executable {
   std::shared_ptr<const graph> source;
   std::vector<exec_node> nodes;
+  std::vector<frame_info> frames;
   std::vector<int> roots;
-  int num_slots = 0;
   int num_fetches = 0;
 };
+
+// Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
+// counted over the whole executable): finds each node's frame from the Enter and Exit
+// nodes, numbers nodes and slots within their frames, and checks the control flow (every
+// input of a node from its own frame, non-constant Enters and NextIterations feeding
+// Merges only, no fetch from inside a loop). Throws weft::error naming the node.
+inline void finish_executable(executable& x) {
+  auto& nodes = x.nodes;
+  const auto count = nodes.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    exec_node& xn = nodes[i];
+    if (!xn.def) continue;
+    const std::string& op = xn.def->op();
+    xn.kind = op == "Switch"          ? flow::switch_
+              : op == "Merge"         ? flow::merge
+              : op == "Enter"         ? flow::enter
+              : op == "Exit"          ? flow::exit
+              : op == "NextIteration" ? flow::next_iteration
+              : op == "LoopCond"      ? flow::loop_cond
+                                      : flow::plain;
+  }
+  // Each node's sources: (exec id, is data) per input.
+  std::vector<std::vector<std::pair<int, bool>>> sources(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    for (const auto& e : nodes[i].out_edges) sources[static_cast<std::size_t>(e.dst)].push_back({static_cast<int>(i), true});
+    for (int c : nodes[i].control_out) sources[static_cast<std::size_t>(c)].push_back({static_cast<int>(i), false});
+  }
+  x.frames.assign(1, frame_info{});
+  auto child_of = [&](int parent, const std::string& name, std::int64_t parallel, const node& who) {
+    for (std::size_t f = 1; f < x.frames.size(); ++f)
+      if (x.frames[f].parent == parent && x.frames[f].name == name) {
+        if (x.frames[f].parallel_iterations != parallel)
+          fail(error_code::invalid_argument, who.describe(), ": parallel_iterations ", parallel, " for frame '", name,
+               "', which another Enter gave ", x.frames[f].parallel_iterations);
+        return static_cast<int>(f);
+      }
+    frame_info f;
+    f.name = name, f.parent = parent, f.parallel_iterations = parallel;
+    x.frames.push_back(std::move(f));
+    return static_cast<int>(x.frames.size() - 1);
+  };
+  auto frame_name = [&](int f) { return f == 0 ? std::string("the root frame") : "frame '" + x.frames[static_cast<std::size_t>(f)].name + "'"; };
+  // The frame a node's outputs go to.
+  auto out_frame = [&](const exec_node& src) {
+    if (src.kind == flow::enter) return src.child_frame;
+    if (src.kind == flow::exit) return x.frames[static_cast<std::size_t>(src.frame)].parent;
+    return src.frame;
+  };
+  // Exec ids are in graph order, which is topological but for the back edges into Merges.
+  for (std::size_t i = 0; i < count; ++i) {
+    exec_node& xn = nodes[i];
+    int frame = -1, from = -1;
+    for (auto [src, data] : sources[i]) {
+      const exec_node& s = nodes[static_cast<std::size_t>(src)];
+      if (data && s.kind == flow::next_iteration) continue;  // a back edge, checked below
+      const int f = data ? out_frame(s) : s.frame;
+      if (frame >= 0 && f != frame)
+        fail(error_code::invalid_argument, xn.def->describe(), ": its inputs come from ", frame_name(frame), " (",
+             nodes[static_cast<std::size_t>(from)].def->describe(), ") and from ", frame_name(f), " (", s.def->describe(),
+             "); a value enters a loop through an Enter and leaves it through an Exit");
+      frame = f, from = src;
+    }
+    xn.frame = std::max(frame, 0);
+    if (xn.kind == flow::exit && xn.frame == 0)
+      fail(error_code::invalid_argument, xn.def->describe(), ": is not inside a loop (its input comes from no Enter)");
+    if (xn.kind == flow::enter)
+      xn.child_frame = child_of(xn.frame, xn.def->attr<std::string>("frame_name"),
+                                xn.def->attr<std::int64_t>("parallel_iterations"), *xn.def),
+      xn.is_constant = xn.def->attr<bool>("is_constant");
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const exec_node& xn = nodes[i];
+    for (auto [src, data] : sources[i]) {
+      const exec_node& s = nodes[static_cast<std::size_t>(src)];
+      if (data && s.kind == flow::next_iteration && s.frame != xn.frame)
+        fail(error_code::invalid_argument, s.def->describe(), ": runs in ", frame_name(s.frame), " but feeds ",
+             xn.def->describe(), " in ", frame_name(xn.frame));
+    }
+    const bool to_merges = xn.kind == flow::next_iteration || (xn.kind == flow::enter && !xn.is_constant);
+    if (to_merges)
+      for (const auto& e : xn.out_edges)
+        if (nodes[static_cast<std::size_t>(e.dst)].kind != flow::merge)
+          fail(error_code::invalid_argument, xn.def->describe(), ": feeds ", nodes[static_cast<std::size_t>(e.dst)].def->describe(),
+               ", which is not a Merge", xn.kind == flow::enter ? " (only a loop's first iteration would get the value; "
+                                                                 "a loop invariant's Enter has is_constant)" : "");
+    if (!xn.fetches.empty() && out_frame(xn) != 0)
+      fail(error_code::invalid_argument, "cannot fetch ", xn.def->describe(), ": it runs in every iteration of ",
+           frame_name(out_frame(xn)), "; fetch a value that leaves the loop through an Exit");
+  }
+  // Local numbering, slots and pending counts per frame.
+  std::vector<int> local_slot(static_cast<std::size_t>(std::max(0, [&] {
+    int n = 0;
+    for (const auto& xn : nodes) n = std::max(n, xn.input_start + xn.num_inputs);
+    return n;
+  }())));
+  for (auto& xn : nodes) {
+    frame_info& f = x.frames[static_cast<std::size_t>(xn.frame)];
+    xn.local = f.num_nodes++;
+    for (int k = 0; k < xn.num_inputs; ++k) local_slot[static_cast<std::size_t>(xn.input_start + k)] = f.num_slots + k;
+    xn.input_start = f.num_slots;
+    f.num_slots += xn.num_inputs;
+    if (xn.kind == flow::merge) {
+      xn.pending = 0;
+      for (auto [src, data] : sources[static_cast<std::size_t>(&xn - nodes.data())]) {
+        if (!data) ++xn.pending;
+        else if (nodes[static_cast<std::size_t>(src)].kind != flow::next_iteration) ++xn.forward_inputs;
+      }
+    }
+    f.initial_pending.push_back(xn.pending);
+    if (xn.kind == flow::enter) ++x.frames[static_cast<std::size_t>(xn.child_frame)].num_enters;
+    if (xn.kind == flow::exit) xn.exit_index = static_cast<int>(f.exits.size()), f.exits.push_back(static_cast<int>(&xn - nodes.data()));
+  }
+  for (auto& xn : nodes)
+    for (auto& e : xn.out_edges) e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
+  x.roots.clear();
+  for (std::size_t i = 0; i < count; ++i)
+    if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
+}
 
 // One record of a traced step.
 struct node_stats {
@@ -113,14 +256,8 @@ class step {
        Eigen::ThreadPoolInterface* inter_op, step_options options)
       : x_(x), feeds_(std::move(feeds)), device_(device), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
-    root_.frame = &root_frame_;
-    root_.slots.resize(static_cast<std::size_t>(x.num_slots));
-    root_.pending = std::make_unique<std::atomic<int>[]>(x.nodes.size());
-    root_.dead_control = std::make_unique<std::atomic<bool>[]>(x.nodes.size());
-    for (std::size_t i = 0; i < x.nodes.size(); ++i) {
-      root_.pending[i].store(x.nodes[i].pending, std::memory_order_relaxed);
-      root_.dead_control[i].store(false, std::memory_order_relaxed);
-    }
+    root_frame_.info = &x.frames[0];
+    root_ = make_iteration(root_frame_, 0);
     start_ = std::chrono::steady_clock::now();
   }
 
@@ -133,7 +270,7 @@ class step {
     if (x_.roots.empty()) return std::move(results_);
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
     std::deque<tagged_node> ready;
-    for (int r : x_.roots) ready.push_back({r, &root_});
+    for (int r : x_.roots) ready.push_back({r, root_.get()});
     process(std::move(ready));
     {
       std::unique_lock lock(done_mutex_);
@@ -154,24 +291,70 @@ class step {
 
  private:
   struct frame_state;
+  // One iteration of one frame instance: its nodes' input slots, pending counts and Merge
+  // states, all atomic or written by one producer; the frame's mutex guards the rest.
   struct iteration_state {
     frame_state* frame = nullptr;
+    std::int64_t number = 0;
     std::vector<entry> slots;
     std::unique_ptr<std::atomic<int>[]> pending;
     std::unique_ptr<std::atomic<bool>[]> dead_control;
+    std::unique_ptr<std::atomic<int>[]> merge_live;  // the live input a Merge took (-1: none yet)
+    std::unique_ptr<std::atomic<int>[]> merge_dead;  // dead data inputs a Merge got
+    std::unique_ptr<std::atomic<bool>[]> merge_fired;
+    std::atomic<int> outstanding{0};  // nodes ready or running (frames other than the root)
+    int child_frames = 0;             // frame instances started here and not yet ended
+    std::vector<frame_state*> children;
   };
+  // One run of a loop: its iterations in flight, oldest first. Frame instances live until
+  // the step ends (a retired iteration's memory is freed at once).
   struct frame_state {
-    std::string name;  // "" for the root frame
-    frame_state* parent = nullptr;
+    const frame_info* info = nullptr;
+    int id = 0;
+    iteration_state* parent_iteration = nullptr;
+    std::mutex mutex;
+    std::deque<std::unique_ptr<iteration_state>> iterations;
+    std::int64_t first = 0;   // iterations[0]'s number
+    int pending_enters = 0;   // Enter nodes that have not delivered yet
+    bool ended = false;
+    std::vector<std::pair<int, entry>> invariants;  // (Enter, value) for every iteration
+    std::vector<std::pair<int, entry>> deferred;    // (NextIteration, value) for the next one
+    std::vector<char> exit_delivered;
   };
   struct tagged_node {
     int id;
     iteration_state* iter;
   };
+  using ready_list = std::vector<tagged_node>;
+
+  std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
+    auto it = std::make_unique<iteration_state>();
+    const frame_info& info = *f.info;
+    const auto n = static_cast<std::size_t>(info.num_nodes);
+    it->frame = &f;
+    it->number = number;
+    it->slots.resize(static_cast<std::size_t>(info.num_slots));
+    it->pending = std::make_unique<std::atomic<int>[]>(n);
+    it->dead_control = std::make_unique<std::atomic<bool>[]>(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      it->pending[i].store(info.initial_pending[i], std::memory_order_relaxed);
+      it->dead_control[i].store(false, std::memory_order_relaxed);
+    }
+    it->merge_live = std::make_unique<std::atomic<int>[]>(n);
+    it->merge_dead = std::make_unique<std::atomic<int>[]>(n);
+    it->merge_fired = std::make_unique<std::atomic<bool>[]>(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      it->merge_live[i].store(-1, std::memory_order_relaxed);
+      it->merge_dead[i].store(0, std::memory_order_relaxed);
+      it->merge_fired[i].store(false, std::memory_order_relaxed);
+    }
+    return it;
+  }
+  bool in_root(const iteration_state* it) const { return it->frame == &root_frame_; }
 
   void process(std::deque<tagged_node> inline_ready) {
     std::vector<entry> outputs;
-    std::vector<tagged_node> ready;
+    ready_list ready;
     while (!inline_ready.empty()) {
       tagged_node tn = inline_ready.front();
       inline_ready.pop_front();
@@ -182,13 +365,24 @@ class step {
       }
       std::span<entry> inputs(tn.iter->slots.data() + xn.input_start, static_cast<std::size_t>(xn.num_inputs));
       outputs.assign(static_cast<std::size_t>(xn.num_outputs), entry{});
-      bool dead = tn.iter->dead_control[static_cast<std::size_t>(tn.id)].load(std::memory_order_relaxed);
-      for (auto& in : inputs) dead = dead || in.dead;
+      bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
+      if (xn.kind != flow::merge)
+        for (auto& in : inputs) dead = dead || in.dead;
 
       if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
         outputs[0].value = feeds_[static_cast<std::size_t>(xn.feed)];
+      } else if (xn.kind != flow::plain) {
+        try {
+          snapshot_refs(xn, inputs);
+          run_control_flow(tn, xn, inputs, outputs);
+        } catch (...) {
+          fail_node(xn, inputs, std::current_exception());
+          clear(inputs);
+          node_done(1);
+          continue;
+        }
       } else {
         if (xn.kernel->is_async()) {
           start_async(tn, xn, inputs);
@@ -210,8 +404,47 @@ class step {
       clear(inputs);
       ready.clear();
       propagate(tn, xn, outputs, ready);
+      finish(tn, ready);
       schedule(ready, inline_ready);
       node_done(1);
+    }
+  }
+
+  // Switch, Merge, Enter, Exit, NextIteration and LoopCond on live inputs (a Merge also on
+  // dead ones).
+  void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
+    switch (xn.kind) {
+      case flow::switch_: {
+        const tensor& pred = inputs[1].value;
+        if (pred.dtype() != dtype::boolean || pred.num_elements() != 1)
+          fail(error_code::invalid_argument, "pred must be a bool scalar, got ", pred.dtype(), pred.shape());
+        const int taken = pred.data<bool>()[0] ? 1 : 0;
+        outputs[static_cast<std::size_t>(taken)].value = inputs[0].value;
+        outputs[static_cast<std::size_t>(1 - taken)].dead = true;
+        break;
+      }
+      case flow::merge: {
+        const int live = tn.iter->merge_live[static_cast<std::size_t>(xn.local)].load(std::memory_order_acquire);
+        if (live < 0) {
+          outputs[0].dead = outputs[1].dead = true;
+        } else {
+          outputs[0].value = inputs[static_cast<std::size_t>(live)].value;
+          outputs[1].value = tensor::scalar(static_cast<std::int32_t>(live));
+        }
+        break;
+      }
+      case flow::next_iteration:
+        for (const auto& e : xn.out_edges) {  // a loop variable keeps the shape its Merge declares
+          const node& m = *x_.nodes[static_cast<std::size_t>(e.dst)].def;
+          if (!m.output_shape(0).accepts(inputs[0].value.shape()))
+            fail(error_code::invalid_argument, "the loop variable of ", m.describe(), " has shape ", m.output_shape(0),
+                 " but iteration ", tn.iter->number, " gives it ", inputs[0].value.dtype(), inputs[0].value.shape());
+        }
+        outputs[0].value = inputs[0].value;
+        break;
+      default:  // Enter, Exit, LoopCond pass their input on
+        outputs[0].value = inputs[0].value;
+        break;
     }
   }
 
@@ -243,8 +476,9 @@ class step {
       }
       if (options_.trace) record(xn, state->t0);
       clear(inputs);
-      std::vector<tagged_node> ready;
+      ready_list ready;
       propagate(tn, xn, state->outputs, ready);
+      finish(tn, ready);
       std::deque<tagged_node> inline_ready;
       schedule(ready, inline_ready);
       if (!inline_ready.empty()) process(std::move(inline_ready));
@@ -262,41 +496,245 @@ class step {
     for (auto& in : inputs) in = entry{};
   }
 
-  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, std::vector<tagged_node>& ready) {
+  // A node of `it` becomes ready.
+  void make_ready(iteration_state* it, int id, ready_list& ready) {
+    if (!in_root(it)) it->outstanding.fetch_add(1, std::memory_order_relaxed);
+    ready.push_back({id, it});
+  }
+
+  // Delivers v along edge e into iteration it. An iteration cannot retire while a value may
+  // still arrive (see check_frame), so this takes no lock.
+  void deliver(iteration_state* it, const exec_edge& e, const entry& v, ready_list& ready) {
+    const exec_node& dst = x_.nodes[static_cast<std::size_t>(e.dst)];
+    const auto local = static_cast<std::size_t>(dst.local);
+    if (dst.kind != flow::merge) {
+      it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
+      if (it->pending[local].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
+      return;
+    }
+    if (v.dead) {
+      it->merge_dead[local].fetch_add(1, std::memory_order_seq_cst);
+    } else {
+      int none = -1;
+      // The first live input wins; its value is written before it is published.
+      if (it->merge_live[local].load(std::memory_order_acquire) >= 0) return;
+      it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
+      if (!it->merge_live[local].compare_exchange_strong(none, e.dst_slot - dst.input_start, std::memory_order_seq_cst)) {
+        it->slots[static_cast<std::size_t>(e.dst_slot)] = entry{};
+        return;
+      }
+    }
+    fire_merge_if_ready(it, e.dst, ready);
+  }
+  // A Merge runs once every control input arrived and it has a live input or every input
+  // it can get is dead; whichever thread sees that first runs it.
+  void fire_merge_if_ready(iteration_state* it, int id, ready_list& ready) {
+    const exec_node& m = x_.nodes[static_cast<std::size_t>(id)];
+    const auto local = static_cast<std::size_t>(m.local);
+    if (it->pending[local].load(std::memory_order_seq_cst) != 0) return;
+    if (it->merge_live[local].load(std::memory_order_seq_cst) < 0 &&
+        it->merge_dead[local].load(std::memory_order_seq_cst) < m.forward_inputs)
+      return;
+    if (it->merge_fired[local].exchange(true, std::memory_order_acq_rel)) return;
+    make_ready(it, id, ready);
+  }
+
+  // Outputs of a finished node to their consumers: in the same iteration, or for Enter,
+  // Exit and NextIteration into the child frame, the parent frame or the next iteration.
+  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
+    if (xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
+      for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
     bool any_dead = false;
     for (const auto& o : outputs) any_dead = any_dead || o.dead;
-    for (auto [port, index] : xn.fetches) {
-      const entry& o = outputs[static_cast<std::size_t>(port)];
-      if (o.dead) continue;  // a dead value never reaches a fetch
+    control_edges(it, xn, any_dead, ready);
+    switch (xn.kind) {
+      case flow::enter: return enter_frame(it, xn, outputs[0], ready);
+      case flow::exit: return leave_frame(it, xn, outputs[0], ready);
+      case flow::next_iteration: return next_iteration(it, xn, outputs[0], ready);
+      default: break;
+    }
+    for (const auto& e : xn.out_edges) deliver(it, e, outputs[static_cast<std::size_t>(e.src_port)], ready);
+  }
+
+  // Fetches of output `port` of xn (only outputs in the root frame are fetched).
+  void fetch(const exec_node& xn, int port, const entry& o) {
+    for (auto [p, index] : xn.fetches) {
+      if (p != port) continue;
+      if (o.dead) {  // a dead value never reaches a fetch
+        abort(std::make_exception_ptr(error(error_code::invalid_argument,
+                                            "cannot fetch output " + std::to_string(port) + " of " + xn.def->describe() +
+                                                ": it is on an untaken branch (its value is dead)")));
+        continue;
+      }
       try {
         results_[static_cast<std::size_t>(index)] = o.ref && !o.value.valid() ? o.ref->value() : o.value;
       } catch (...) {
         abort(std::current_exception());
       }
     }
-    for (const auto& e : xn.out_edges) {
-      it->slots[static_cast<std::size_t>(e.dst_slot)] = outputs[static_cast<std::size_t>(e.src_port)];
-      if (it->pending[static_cast<std::size_t>(e.dst)].fetch_sub(1, std::memory_order_acq_rel) == 1)
-        ready.push_back({e.dst, it});
-    }
+  }
+
+  void control_edges(iteration_state* it, const exec_node& xn, bool dead, ready_list& ready) {
     for (int c : xn.control_out) {
-      if (any_dead) it->dead_control[static_cast<std::size_t>(c)].store(true, std::memory_order_relaxed);
-      if (it->pending[static_cast<std::size_t>(c)].fetch_sub(1, std::memory_order_acq_rel) == 1)
-        ready.push_back({c, it});
+      const exec_node& dst = x_.nodes[static_cast<std::size_t>(c)];
+      const auto local = static_cast<std::size_t>(dst.local);
+      if (dead) it->dead_control[local].store(true, std::memory_order_relaxed);
+      if (it->pending[local].fetch_sub(1, std::memory_order_seq_cst) != 1) continue;
+      if (dst.kind == flow::merge) fire_merge_if_ready(it, c, ready);
+      else make_ready(it, c, ready);
+    }
+  }
+
+  // An Enter's value goes into the instance of its frame started from `it` (created by the
+  // first Enter to arrive): into its first iteration, or into every iteration, present and
+  // future, for a loop invariant.
+  void enter_frame(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
+    frame_state* child = nullptr;
+    {
+      std::lock_guard lock(it->frame->mutex);
+      for (frame_state* c : it->children)
+        if (c->id == xn.child_frame) child = c;
+      if (!child) {
+        auto f = std::make_unique<frame_state>();
+        f->info = &x_.frames[static_cast<std::size_t>(xn.child_frame)];
+        f->id = xn.child_frame;
+        f->parent_iteration = it;
+        f->pending_enters = f->info->num_enters;
+        f->exit_delivered.assign(f->info->exits.size(), 0);
+        f->iterations.push_back(make_iteration(*f, 0));
+        child = f.get();
+        it->children.push_back(child);
+        ++it->child_frames;
+        std::lock_guard frames_lock(frames_mutex_);
+        frames_.push_back(std::move(f));
+      }
+    }
+    {
+      std::lock_guard lock(child->mutex);
+      if (xn.is_constant) {
+        child->invariants.emplace_back(static_cast<int>(&xn - x_.nodes.data()), v);
+        for (auto& iter : child->iterations)
+          for (const auto& e : xn.out_edges) deliver(iter.get(), e, v, ready);
+      } else {
+        for (const auto& e : xn.out_edges) deliver(child->iterations.front().get(), e, v, ready);
+      }
+      --child->pending_enters;
+    }
+    check_frame(child, ready);
+  }
+
+  // An Exit's live value goes to the parent iteration, once; a dead one waits for the end of
+  // the frame (the loop may still end in a later iteration).
+  void leave_frame(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
+    if (v.dead) return;
+    frame_state* f = it->frame;
+    {
+      std::lock_guard lock(f->mutex);
+      if (f->exit_delivered[static_cast<std::size_t>(xn.exit_index)]) {
+        abort(std::make_exception_ptr(error(error_code::invalid_argument,
+                                            xn.def->describe() + ": a second live value leaves the loop frame '" +
+                                                f->info->name + "' (iteration " + std::to_string(it->number) +
+                                                "); only the iteration that ends the loop sends an Exit a value")));
+        return;
+      }
+      f->exit_delivered[static_cast<std::size_t>(xn.exit_index)] = 1;
+    }
+    fetch(xn, 0, v);
+    for (const auto& e : xn.out_edges) deliver(f->parent_iteration, e, v, ready);
+  }
+
+  // A NextIteration's live value goes into the next iteration, started now if fewer than
+  // parallel_iterations are in flight and deferred until the oldest retires otherwise; a
+  // dead one is dropped (the loop ended on this path).
+  void next_iteration(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
+    if (v.dead) return;
+    frame_state* f = it->frame;
+    std::lock_guard lock(f->mutex);
+    const auto index = static_cast<std::size_t>(it->number + 1 - f->first);
+    if (index < f->iterations.size()) {
+      for (const auto& e : xn.out_edges) deliver(f->iterations[index].get(), e, v, ready);
+    } else if (static_cast<std::int64_t>(f->iterations.size()) < f->info->parallel_iterations) {
+      iteration_state* next = start_iteration(*f, ready);
+      for (const auto& e : xn.out_edges) deliver(next, e, v, ready);
+    } else {
+      f->deferred.emplace_back(static_cast<int>(&xn - x_.nodes.data()), v);
+    }
+  }
+
+  // A new newest iteration of f, given the loop invariants (f's mutex held).
+  iteration_state* start_iteration(frame_state& f, ready_list& ready) {
+    f.iterations.push_back(make_iteration(f, f.first + static_cast<std::int64_t>(f.iterations.size())));
+    iteration_state* next = f.iterations.back().get();
+    for (const auto& [enter, value] : f.invariants)
+      for (const auto& e : x_.nodes[static_cast<std::size_t>(enter)].out_edges) deliver(next, e, value, ready);
+    return next;
+  }
+
+  // After a node of tn's iteration finished outside the root frame.
+  void finish(tagged_node tn, ready_list& ready) {
+    if (in_root(tn.iter)) return;
+    frame_state* f = tn.iter->frame;
+    if (tn.iter->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) check_frame(f, ready);
+  }
+
+  // Retires f's oldest iterations while they are done (nothing ready or running, no child
+  // frame running, and for the first, every Enter arrived; a later one can only be done once
+  // the one before it retired, since that one feeds it), starts the deferred iteration in
+  // their place, and when nothing is left ends the frame: every Exit that let no live value
+  // out sends a dead one, and the parent iteration is checked in turn.
+  void check_frame(frame_state* f, ready_list& ready) {
+    while (f->parent_iteration) {
+      std::vector<int> dead_exits;
+      {
+        std::lock_guard lock(f->mutex);
+        if (f->ended) return;
+        while (!f->iterations.empty()) {
+          iteration_state& oldest = *f->iterations.front();
+          if (oldest.outstanding.load(std::memory_order_acquire) != 0 || oldest.child_frames != 0 ||
+              (oldest.number == 0 && f->pending_enters != 0))
+            break;
+          f->iterations.pop_front();
+          ++f->first;
+          if (!f->deferred.empty() && static_cast<std::int64_t>(f->iterations.size()) < f->info->parallel_iterations) {
+            iteration_state* next = start_iteration(*f, ready);
+            for (const auto& [nid, value] : f->deferred)
+              for (const auto& e : x_.nodes[static_cast<std::size_t>(nid)].out_edges) deliver(next, e, value, ready);
+            f->deferred.clear();
+          }
+        }
+        if (!f->iterations.empty() || f->pending_enters != 0) return;
+        f->ended = true;
+        for (std::size_t k = 0; k < f->exit_delivered.size(); ++k)
+          if (!f->exit_delivered[k]) dead_exits.push_back(f->info->exits[k]);
+      }
+      iteration_state* parent = f->parent_iteration;
+      entry dead;
+      dead.dead = true;
+      for (int exit : dead_exits) {
+        fetch(x_.nodes[static_cast<std::size_t>(exit)], 0, dead);
+        for (const auto& e : x_.nodes[static_cast<std::size_t>(exit)].out_edges) deliver(parent, e, dead, ready);
+      }
+      {
+        std::lock_guard lock(parent->frame->mutex);
+        std::erase(parent->children, f);
+        --parent->child_frames;
+      }
+      if (in_root(parent)) return;
+      f = parent->frame;
     }
   }
 
   bool is_cheap(tagged_node tn) const {
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
-    if (xn.cheap) return true;
+    if (xn.cheap || xn.kind != flow::plain) return true;
     std::int64_t elements = 0;
     for (int i = 0; i < xn.num_inputs; ++i)
       elements += tn.iter->slots[static_cast<std::size_t>(xn.input_start + i)].value.num_elements();
     return elements <= 4096;
   }
 
-  void schedule(const std::vector<tagged_node>& ready, std::deque<tagged_node>& inline_ready) {
+  void schedule(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     if (ready.empty()) return;
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
     const tagged_node* keep = nullptr;  // one expensive node stays on this thread
@@ -364,7 +802,9 @@ class step {
   step_options options_;
   std::vector<tensor> results_;
   frame_state root_frame_;
-  iteration_state root_;
+  std::unique_ptr<iteration_state> root_;
+  std::mutex frames_mutex_;
+  std::vector<std::unique_ptr<frame_state>> frames_;  // every loop frame instance of the step
   cancellation_manager cancellation_;
   std::atomic<int> outstanding_{0};
   std::atomic<bool> aborted_{false};

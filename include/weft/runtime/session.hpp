@@ -203,6 +203,7 @@ class session {
 
     // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
     std::vector<int> exec_of(static_cast<std::size_t>(g->size()), -1);
+    int num_slots = 0;  // numbered over the whole executable here; finish_executable numbers them per frame
     for (std::size_t f = 0; f < fed.size(); ++f) {
       exec_node xn;
       xn.feed = static_cast<int>(f);
@@ -221,7 +222,9 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
-      if (n.def().stateful) {
+      if (ops::is_control_flow_op(n.op())) {
+        // The executor runs the control-flow ops itself.
+      } else if (n.def().stateful) {
         // One kernel per stateful node per session (a random op's stream continues across signatures).
         std::lock_guard lock(mutex_);
         auto& k = stateful_kernels_[n.name()];
@@ -234,8 +237,8 @@ class session {
       xn.num_outputs = n.num_outputs();
       xn.cheap = n.def().cheap;
       for (int i = 0; i < n.num_inputs(); ++i) xn.input_is_ref.push_back(n.input_is_ref(i));
-      xn.input_start = x->num_slots;
-      x->num_slots += n.num_inputs();
+      xn.input_start = num_slots;
+      num_slots += n.num_inputs();
       exec_of[static_cast<std::size_t>(id)] = static_cast<int>(x->nodes.size());
       x->nodes.push_back(std::move(xn));
     }
@@ -262,8 +265,7 @@ class session {
       x->nodes[static_cast<std::size_t>(src)].fetches.emplace_back(port, static_cast<int>(k));
     }
     x->num_fetches = static_cast<int>(fetched.size());
-    for (std::size_t i = 0; i < x->nodes.size(); ++i)
-      if (x->nodes[i].pending == 0) x->roots.push_back(static_cast<int>(i));
+    finish_executable(*x);
     return x;
   }
 
