@@ -3,6 +3,7 @@
 // in branches and with branches inside, on one and two threads, against host loops.
 #include "support/helpers.hpp"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -307,4 +308,50 @@ TEST_CASE("control flow: malformed loops are clear errors", "[control]") {
   require_error([&] { g.op("Enter", {x}, {{"frame_name", std::string("")}}); }, {"frame_name must not be empty"});
   require_error([&] { g.op("Enter", {x}, {{"frame_name", std::string("z")}, {"parallel_iterations", std::int64_t{0}}}); },
                 {"parallel_iterations must be at least 1"});
+}
+
+TEST_CASE("control flow: while_loop and cond build loops and branches into a graph", "[control]") {
+  graph g;
+  auto n = scalar_ph(g, dtype::int64, "n");
+  auto x = scalar_ph(g, dtype::float64, "x");
+  // Newton's iteration for sqrt(x), at most `n` steps or until the step is below 1e-12.
+  auto roots = while_loop(
+      g, {x, g.constant(tensor::scalar(1e30))},
+      [&](loop_scope& s, const std::vector<output>& v) {
+        return g.op("Greater", {v[1], s.invariant(g.constant(tensor::scalar(1e-12)))}).out(0);
+      },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        auto half = s.invariant(g.constant(tensor::scalar(0.5)));
+        auto next = g.op("Mul", {half, g.op("Add", {v[0], g.op("Div", {s.invariant(x), v[0]}).out(0)}).out(0)}).out(0);
+        auto step = g.op("Abs", {g.op("Sub", {next, v[0]}).out(0)}).out(0);
+        return std::vector<output>{next, step};
+      },
+      while_options{"newton", 4, -1});
+  // A bounded loop: i < 1000 stops after maximum_iterations.
+  while_options bounded{"bounded", 10, 7};
+  auto counted = while_loop(
+      g, {g.constant(tensor::scalar(std::int64_t{0}))},
+      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(i64(g, 1000))}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) { return std::vector<output>{g.op("Add", {v[0], s.invariant(i64(g, 1))}).out(0)}; },
+      bounded);
+  // cond: x > 2 ? x * 10 : 5 (a constant, run only on its side through the pivot).
+  auto p = g.op("Greater", {x, g.constant(tensor::scalar(2.0))}).out(0);
+  auto picked = cond(
+      g, p, {x}, [&](const branch& b) { return std::vector<output>{g.op("Mul", {b.inputs[0], g.constant(tensor::scalar(10.0))}).out(0)}; },
+      [&](const branch& b) {
+        return std::vector<output>{g.constant(tensor::scalar(5.0), node_options("five").after({b.pivot})).out(0)};
+      });
+  require_error([&] { while_loop(g, {x}, [&](loop_scope&, const std::vector<output>& v) { return g.op("Greater", {v[0], v[0]}).out(0); },
+                                 [&](loop_scope&, const std::vector<output>&) { return std::vector<output>{}; }); },
+                {"while_loop 'while'", "returns 0 values for 1 loop variables"});
+  for (int t : {1, 2}) {
+    session s(g, threads(t));
+    for (double v : {0.5, 2.0, 9.0, 1e6}) {
+      INFO(v << ", " << t << " threads");
+      auto r = s.run({{x, tensor::scalar(v)}, {n, tensor::scalar(std::int64_t{3})}}, {roots[0], counted[0], picked[0]});
+      CHECK(r[0].scalar_value<double>() == Approx(std::sqrt(v)).epsilon(1e-12));
+      CHECK(r[1].scalar_value<std::int64_t>() == 7);
+      CHECK(r[2].scalar_value<double>() == (v > 2.0 ? v * 10 : 5.0));
+    }
+  }
 }

@@ -9,6 +9,7 @@
 #include <weft/core/error.hpp>
 #include <weft/core/shape.hpp>
 #include <weft/core/tensor.hpp>
+#include <weft/graph/control_flow.hpp>
 #include <weft/graph/gradients.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/op_registry.hpp>

@@ -848,28 +848,24 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 }
 
 }  // namespace weft
-// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
-// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
-// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
+// Loops and conditionals built op by op into a graph (ops/control_flow_ops.hpp): the
+// lowering that the typed combinators use, and that runtime-built graphs can call.
 //
-// Rules are written once, generically, over a value type V with the arithmetic of
-// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
-// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
-// gradients flowing into its outputs, and returns one gradient per input (none for
-// inputs that are not differentiable, such as a reduction's axes). Forward values are the
-// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
-// so it grows linearly with the forward graph.
+//   auto out = weft::while_loop(g, {i0, acc0},
+//       [&](weft::loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(n)}).out(0); },
+//       [&](weft::loop_scope& s, const std::vector<output>& v) { return std::vector<output>{...}; });
 //
-//   graph g; ...
-//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
+// The loop variables enter through Enter nodes into Merges; cond's value goes through
+// LoopCond to one Switch per variable, whose true side feeds the body and false side an
+// Exit; the body's results come back through NextIteration nodes (graph::close_loop). An
+// outer value the functions use must come in through scope.invariant(v) (an Enter with
+// is_constant, made once per value); a node the functions add with no inputs (a Const)
+// must take a control input from scope.pivot() to run inside the loop.
 
+#include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
-#include <optional>
-#include <shared_mutex>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -2473,6 +2469,151 @@ inline void graph::dump_dot(std::ostream& out) const {
 }
 
 }  // namespace weft
+
+namespace weft {
+
+struct while_options {
+  std::string name = "while";             // names the nodes' scope and the frame
+  std::int64_t parallel_iterations = 10;  // iterations in flight at most
+  std::int64_t maximum_iterations = -1;   // -1: no bound; else the loop also stops after so many
+};
+
+// What a loop's functions use to reach outside the loop.
+class loop_scope {
+ public:
+  loop_scope(graph& g, std::string frame, std::int64_t parallel) : g_(g), frame_(std::move(frame)), parallel_(parallel) {}
+  // `outer` as a loop invariant: entered once into every iteration.
+  output invariant(output outer) {
+    auto [it, fresh] = invariants_.try_emplace(outer);
+    if (fresh)
+      it->second = g_.op("Enter", {outer}, {{"frame_name", frame_}, {"is_constant", true}, {"parallel_iterations", parallel_}})
+                       .out(0);
+    return it->second;
+  }
+  // A node of the loop that runs once per iteration, before the body: a control input for
+  // body nodes that have no data input.
+  int pivot() const { return pivot_; }
+  const std::string& frame() const noexcept { return frame_; }
+
+ private:
+  friend std::vector<output> while_loop(graph&, const std::vector<output>&,
+                                        const std::function<output(loop_scope&, const std::vector<output>&)>&,
+                                        const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>&,
+                                        const while_options&);
+  graph& g_;
+  std::string frame_;
+  std::int64_t parallel_;
+  std::map<output, output> invariants_;
+  int pivot_ = -1;
+};
+
+// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
+// values (Exit outputs). body returns one value per variable, of its dtype and of a
+// compatible shape.
+inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
+                                      const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
+                                      const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
+                                      const while_options& options = {}) {
+  if (init.empty()) fail(error_code::invalid_argument, "while_loop '", options.name, "': needs at least one loop variable");
+  auto scope = g.name_scope(options.name);
+  loop_scope s(g, options.name + "_" + std::to_string(g.size()), options.parallel_iterations);
+  const attr_map enter_attrs{{"frame_name", s.frame()}, {"parallel_iterations", options.parallel_iterations}};
+  std::vector<output> vars = init;
+  const bool bounded = options.maximum_iterations >= 0;
+  if (bounded) vars.push_back(g.constant(tensor::scalar(std::int64_t{0}), node_options("iteration")).out(0));
+  std::vector<int> merges;
+  std::vector<output> current;
+  for (const auto& v : vars) {
+    auto enter = g.op("Enter", {v}, enter_attrs).out(0);
+    const node& m = g.op("Merge", {enter, enter});
+    merges.push_back(m.id());
+    current.push_back(m.out(0));
+  }
+  std::vector<output> user(current.begin(), current.begin() + static_cast<std::ptrdiff_t>(init.size()));
+  output keep_going = cond(s, user);
+  if (bounded) {
+    auto below = g.op("Less", {current.back(), s.invariant(g.constant(tensor::scalar(options.maximum_iterations)))}).out(0);
+    keep_going = g.op("LogicalAnd", {keep_going, below}).out(0);
+  }
+  auto pred = g.op("LoopCond", {keep_going}).out(0);
+  std::vector<output> exits, inside;
+  for (const auto& v : current) {
+    const node& sw = g.op("Switch", {v, pred});
+    exits.push_back(g.op("Exit", {sw.out(0)}).out(0));
+    inside.push_back(g.op("Identity", {sw.out(1)}).out(0));
+  }
+  s.pivot_ = inside.front().node;
+  std::vector<output> next =
+      body(s, std::vector<output>(inside.begin(), inside.begin() + static_cast<std::ptrdiff_t>(init.size())));
+  if (next.size() != init.size())
+    fail(error_code::invalid_argument, "while_loop '", options.name, "': the body returns ", next.size(),
+         " values for ", init.size(), " loop variables");
+  if (bounded) next.push_back(g.op("Add", {inside.back(), s.invariant(g.constant(tensor::scalar(std::int64_t{1})))}).out(0));
+  for (std::size_t k = 0; k < next.size(); ++k) g.close_loop(merges[k], g.op("NextIteration", {next[k]}).out(0));
+  exits.resize(init.size());
+  return exits;
+}
+
+// One side of a cond: the outer values as seen from inside it (through its Switch), and a
+// pivot node for control inputs of nodes with no data input (a Const), which would run on
+// both sides otherwise.
+struct branch {
+  std::vector<output> inputs;
+  int pivot = -1;
+};
+
+// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
+// are dead. `inputs` are the outer values the sides use; every result of a side must depend
+// on its inputs or its pivot. Both return the same number of results, of the same dtypes
+// and compatible shapes. Returns the Merges' outputs.
+inline std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
+                                const std::function<std::vector<output>(const branch&)>& then_fn,
+                                const std::function<std::vector<output>(const branch&)>& else_fn,
+                                const std::string& name = "cond") {
+  auto scope = g.name_scope(name);
+  const node& pivots = g.op("Switch", {pred, pred});
+  branch on_true{{}, g.op("Identity", {pivots.out(1)}, {}, node_options("pivot_t")).id()};
+  branch on_false{{}, g.op("Identity", {pivots.out(0)}, {}, node_options("pivot_f")).id()};
+  for (const auto& v : inputs) {
+    const node& sw = g.op("Switch", {v, pred});
+    on_false.inputs.push_back(sw.out(0));
+    on_true.inputs.push_back(sw.out(1));
+  }
+  auto t = then_fn(on_true);
+  auto f = else_fn(on_false);
+  if (t.size() != f.size())
+    fail(error_code::invalid_argument, "cond '", name, "': the branches return ", t.size(), " and ", f.size(), " values");
+  std::vector<output> out;
+  for (std::size_t k = 0; k < t.size(); ++k) out.push_back(g.op("Merge", {f[k], t[k]}).out(0));
+  return out;
+}
+
+}  // namespace weft
+// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
+// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
+// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
+//
+// Rules are written once, generically, over a value type V with the arithmetic of
+// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
+// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
+// gradients flowing into its outputs, and returns one gradient per input (none for
+// inputs that are not differentiable, such as a reduction's axes). Forward values are the
+// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
+// so it grows linearly with the forward graph.
+//
+//   graph g; ...
+//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 // Every standard op family, and register_standard_ops() to add them all to the registry,
 // for programs that build graphs by op name without registering kernel families (to dump
 // or validate them, say). <weft/kernels/cpu/all.hpp> calls it.
@@ -5619,8 +5760,10 @@ namespace weft {
 
 struct exec_edge {
   int src_port;
-  int dst;       // exec node
-  int dst_slot;  // input slot, numbered within dst's frame
+  int dst;             // exec node
+  int dst_slot;        // input slot, numbered within dst's frame
+  int dst_local = 0;   // dst's index in its frame (set by finish_executable)
+  bool to_merge = false;
 };
 
 // How the executor treats a node: most run their kernel; the control-flow ops
@@ -5782,7 +5925,12 @@ inline void finish_executable(executable& x) {
     if (xn.kind == flow::exit) xn.exit_index = static_cast<int>(f.exits.size()), f.exits.push_back(static_cast<int>(&xn - nodes.data()));
   }
   for (auto& xn : nodes)
-    for (auto& e : xn.out_edges) e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
+    for (auto& e : xn.out_edges) {
+      const exec_node& dst = nodes[static_cast<std::size_t>(e.dst)];
+      e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
+      e.dst_local = dst.local;
+      e.to_merge = dst.kind == flow::merge;
+    }
   x.roots.clear();
   for (std::size_t i = 0; i < count; ++i)
     if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
@@ -6087,13 +6235,13 @@ class step {
   // Delivers v along edge e into iteration it. An iteration cannot retire while a value may
   // still arrive (see check_frame), so this takes no lock.
   void deliver(iteration_state* it, const exec_edge& e, const entry& v, ready_list& ready) {
-    const exec_node& dst = x_.nodes[static_cast<std::size_t>(e.dst)];
-    const auto local = static_cast<std::size_t>(dst.local);
-    if (dst.kind != flow::merge) {
+    const auto local = static_cast<std::size_t>(e.dst_local);
+    if (!e.to_merge) {
       it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
       if (it->pending[local].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
       return;
     }
+    const exec_node& dst = x_.nodes[static_cast<std::size_t>(e.dst)];
     if (v.dead) {
       it->merge_dead[local].fetch_add(1, std::memory_order_seq_cst);
     } else {
@@ -6125,7 +6273,7 @@ class step {
   // Exit and NextIteration into the child frame, the parent frame or the next iteration.
   void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
-    if (xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
+    if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
       for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
     bool any_dead = false;
     for (const auto& o : outputs) any_dead = any_dead || o.dead;

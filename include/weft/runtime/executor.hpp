@@ -37,8 +37,10 @@ namespace weft {
 
 struct exec_edge {
   int src_port;
-  int dst;       // exec node
-  int dst_slot;  // input slot, numbered within dst's frame
+  int dst;             // exec node
+  int dst_slot;        // input slot, numbered within dst's frame
+  int dst_local = 0;   // dst's index in its frame (set by finish_executable)
+  bool to_merge = false;
 };
 
 // How the executor treats a node: most run their kernel; the control-flow ops
@@ -200,7 +202,12 @@ inline void finish_executable(executable& x) {
     if (xn.kind == flow::exit) xn.exit_index = static_cast<int>(f.exits.size()), f.exits.push_back(static_cast<int>(&xn - nodes.data()));
   }
   for (auto& xn : nodes)
-    for (auto& e : xn.out_edges) e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
+    for (auto& e : xn.out_edges) {
+      const exec_node& dst = nodes[static_cast<std::size_t>(e.dst)];
+      e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
+      e.dst_local = dst.local;
+      e.to_merge = dst.kind == flow::merge;
+    }
   x.roots.clear();
   for (std::size_t i = 0; i < count; ++i)
     if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
@@ -505,13 +512,13 @@ class step {
   // Delivers v along edge e into iteration it. An iteration cannot retire while a value may
   // still arrive (see check_frame), so this takes no lock.
   void deliver(iteration_state* it, const exec_edge& e, const entry& v, ready_list& ready) {
-    const exec_node& dst = x_.nodes[static_cast<std::size_t>(e.dst)];
-    const auto local = static_cast<std::size_t>(dst.local);
-    if (dst.kind != flow::merge) {
+    const auto local = static_cast<std::size_t>(e.dst_local);
+    if (!e.to_merge) {
       it->slots[static_cast<std::size_t>(e.dst_slot)] = v;
       if (it->pending[local].fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(it, e.dst, ready);
       return;
     }
+    const exec_node& dst = x_.nodes[static_cast<std::size_t>(e.dst)];
     if (v.dead) {
       it->merge_dead[local].fetch_add(1, std::memory_order_seq_cst);
     } else {
@@ -543,7 +550,7 @@ class step {
   // Exit and NextIteration into the child frame, the parent frame or the next iteration.
   void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
-    if (xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
+    if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
       for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
     bool any_dead = false;
     for (const auto& o : outputs) any_dead = any_dead || o.dead;

@@ -1,0 +1,65 @@
+// Loops in the executor (ops/control_flow_ops.hpp, graph/control_flow.hpp):
+// - the overhead of one iteration of a trivial loop (i < n: i += 1) on one thread, the
+//   loop counting to 10,000 per step; the per-iteration time is the step's over 10,000;
+// - a loop whose iterations are independent (each a 192x192 MatMul of a loop invariant,
+//   summed; the sum's chain is cheap) with parallel_iterations 1 and 2, on 2 inter-op
+//   threads and 1 intra-op thread, so that only overlapping iterations can use the second.
+#include <weft/weft.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+output i64(graph& g, std::int64_t v) { return g.constant(tensor::scalar(v)); }
+
+void BM_trivial_loop(benchmark::State& state) {
+  constexpr std::int64_t n = 10000;
+  graph g;
+  auto out = while_loop(
+      g, {i64(g, 0)}, [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(i64(g, n))}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) { return std::vector<output>{g.op("Add", {v[0], s.invariant(i64(g, 1))}).out(0)}; });
+  session_options o;
+  o.inter_op_threads = 0;
+  o.intra_op_threads = 1;
+  session sess(g, o);
+  if (sess.run({}, {out[0]})[0].scalar_value<std::int64_t>() != n) state.SkipWithError("the loop counted wrong");
+  for (auto _ : state) benchmark::DoNotOptimize(sess.run({}, {out[0]}));
+  // Seconds per loop iteration (shown with an SI prefix: 1.2u is 1.2 us).
+  state.counters["per_loop_iteration"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void BM_independent_iterations(benchmark::State& state) {
+  const std::int64_t parallel = state.range(0);
+  constexpr std::int64_t iterations = 32, size = 192;
+  std::vector<float> a(static_cast<std::size_t>(size * size));
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 17) / 17.0f;
+  graph g;
+  auto m = g.constant(tensor::from_vector(a, shape{size, size}));
+  auto axes = g.constant(tensor::from_vector(std::vector<std::int32_t>{0, 1}, shape{2}));
+  auto out = while_loop(
+      g, {i64(g, 0), g.constant(tensor::scalar(0.0f))},
+      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(i64(g, iterations))}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        auto mm = s.invariant(m);
+        auto p = g.op("MatMul", {mm, mm}).out(0);
+        auto sum = g.op("Sum", {p, s.invariant(axes)}).out(0);
+        return std::vector<output>{g.op("Add", {v[0], s.invariant(i64(g, 1))}).out(0), g.op("Add", {v[1], sum}).out(0)};
+      },
+      while_options{"work", parallel, -1});
+  session_options o;
+  o.inter_op_threads = 2;
+  o.intra_op_threads = 1;
+  session sess(g, o);
+  for (auto _ : state) benchmark::DoNotOptimize(sess.run({}, {out[1]}));
+}
+
+}  // namespace
+
+BENCHMARK(BM_trivial_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_independent_iterations)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_MAIN();
