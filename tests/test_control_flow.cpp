@@ -341,6 +341,9 @@ TEST_CASE("control flow: while_loop and cond build loops and branches into a gra
       [&](const branch& b) {
         return std::vector<output>{g.constant(tensor::scalar(5.0), node_options("five").after({b.pivot})).out(0)};
       });
+  // Gradients through loops and branches are not there yet: a clear error.
+  require_error([&] { add_gradients(g, {roots[0]}, {x}); }, {"no gradient is defined for node", "newton/"});
+  require_error([&] { add_gradients(g, {picked[0]}, {x}); }, {"no gradient is defined for node", "(Merge)"});
   require_error([&] { while_loop(g, {x}, [&](loop_scope&, const std::vector<output>& v) { return g.op("Greater", {v[0], v[0]}).out(0); },
                                  [&](loop_scope&, const std::vector<output>&) { return std::vector<output>{}; }); },
                 {"while_loop 'while'", "returns 0 values for 1 loop variables"});
