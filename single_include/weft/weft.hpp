@@ -5733,10 +5733,13 @@ void register_io_kernels() {
 // on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
 // which the current thread keeps). Async kernels get a done callback and hold no thread.
 //
-// Per-step state is organised as frames and iterations (the root frame has iteration 0)
-// and every value carries a dead bit: a node with a dead input does not run and its
-// outputs are dead. Control-flow ops (Switch, Merge, Enter, Exit, NextIteration) add
-// frames and iterations on this structure.
+// Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
+// frame, found when the executable is built (the root frame, or the frame an Enter leads
+// into). A step keeps a frame instance per run of a loop and, in it, an iteration state
+// (slots and counts) per iteration in flight, at most parallel_iterations of them; the
+// root frame has one iteration. Every value carries a dead bit: a node with a dead input
+// does not run and its outputs are dead, a Switch kills its untaken output, a Merge takes
+// its first live input. The executor runs the control-flow ops itself.
 //
 // A kernel error or a cancellation aborts the step: no further node starts, waiting async
 // kernels are cancelled, buffers are released with the step, and run() reports the first
