@@ -358,3 +358,30 @@ TEST_CASE("control flow: while_loop and cond build loops and branches into a gra
     }
   }
 }
+
+TEST_CASE("control flow: a loop imported from node specs, its back edge named before its source", "[control]") {
+  auto constant = [](std::int64_t v) { return attr_map{{"value", tensor::scalar(v)}, {"dtype", dtype::int64}}; };
+  const attr_map frame{{"frame_name", std::string("L")}};
+  const attr_map invariant{{"frame_name", std::string("L")}, {"is_constant", true}};
+  graph g;
+  g.import({{"exit", "Exit", {"switch:0"}, {}, ""},
+            {"merge", "Merge", {"enter_i", "next"}, {}, ""},
+            {"next", "NextIteration", {"add"}, {}, ""},
+            {"add", "Add", {"body", "enter_one"}, {}, ""},
+            {"body", "Identity", {"switch:1"}, {}, ""},
+            {"switch", "Switch", {"merge", "cond"}, {}, ""},
+            {"cond", "LoopCond", {"less"}, {}, ""},
+            {"less", "Less", {"merge", "enter_n"}, {}, ""},
+            {"enter_i", "Enter", {"zero"}, frame, ""},
+            {"enter_n", "Enter", {"n"}, invariant, ""},
+            {"enter_one", "Enter", {"one"}, invariant, ""},
+            {"n", "Placeholder", {}, {{"dtype", dtype::int64}, {"shape", partial_shape(std::vector<std::int64_t>{})}}, ""},
+            {"zero", "Const", {}, constant(0), ""},
+            {"one", "Const", {}, constant(1), ""}});
+  session s(g, threads(1));
+  CHECK(s.run({{"n", tensor::scalar(std::int64_t{6})}}, {"exit"})[0].scalar_value<std::int64_t>() == 6);
+  // Any other cycle is still an error.
+  graph h;
+  require_error([&] { h.import({{"a", "Identity", {"b"}, {}, ""}, {"b", "NextIteration", {"a"}, {}, ""}}); },
+                {"is part of a cycle", "input 1 of a Merge"});
+}

@@ -2385,16 +2385,25 @@ inline void graph::import(const std::vector<node_spec>& specs) {
       fail(error_code::invalid_argument, "node '", s.name, "' (", s.op, "): input '", ref, "' names no node");
     return name;
   };
+  // A loop's back edge: input 1 of a Merge naming a NextIteration of the specs. The Merge is
+  // added with its input 0 twice and closed (close_loop) once every node exists.
+  auto back_edge = [&](const node_spec& s, std::size_t k) {
+    if (s.op != "Merge" || k != 1 || s.inputs[k].starts_with('^')) return false;
+    auto it = index.find(source_of(s, s.inputs[k]));
+    return it != index.end() && specs[it->second].op == "NextIteration";
+  };
   // Depth-first topological order; a node met again while on the stack closes a cycle.
   std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
   std::vector<std::size_t> order;
   std::function<void(std::size_t)> visit = [&](std::size_t i) {
     if (state[i] == 2) return;
     if (state[i] == 1)
-      fail(error_code::invalid_argument, "node '", specs[i].name, "' (", specs[i].op, "): is part of a cycle");
+      fail(error_code::invalid_argument, "node '", specs[i].name, "' (", specs[i].op, "): is part of a cycle",
+           " (a loop's one back edge is input 1 of a Merge, from a NextIteration)");
     state[i] = 1;
-    for (const auto& ref : specs[i].inputs) {
-      auto name = source_of(specs[i], ref);
+    for (std::size_t k = 0; k < specs[i].inputs.size(); ++k) {
+      if (back_edge(specs[i], k)) continue;
+      auto name = source_of(specs[i], specs[i].inputs[k]);
       if (auto it = index.find(name); it != index.end()) visit(it->second);
     }
 
@@ -2404,20 +2413,26 @@ inline void graph::import(const std::vector<node_spec>& specs) {
   for (std::size_t i = 0; i < specs.size(); ++i) visit(i);
 
   graph staged = *this;  // all or nothing
+  std::vector<std::pair<int, std::string>> loops;  // (Merge, its NextIteration input)
   for (std::size_t i : order) {
     const auto& s = specs[i];
     std::vector<output> inputs;
     std::vector<int> controls;
-    for (const auto& ref : s.inputs) {
+    for (std::size_t k = 0; k < s.inputs.size(); ++k) {
+      const auto& ref = s.inputs[k];
       if (ref.starts_with('^'))
         controls.push_back(staged[ref.substr(1)].id());
+      else if (back_edge(s, k) && !inputs.empty())
+        inputs.push_back(inputs.front());
       else
         inputs.push_back(staged.resolve(ref));
     }
     auto saved_scope = std::exchange(staged.name_scope_, std::string());
-    staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device, {});
+    const node& added = staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device, {});
     staged.name_scope_ = saved_scope;
+    if (s.op == "Merge" && s.inputs.size() > 1 && back_edge(s, 1)) loops.emplace_back(added.id(), s.inputs[1]);
   }
+  for (const auto& [merge, next] : loops) staged.close_loop(merge, staged.resolve(next));
   // Colocation after all nodes exist: a node may be colocated with one that consumes it.
   for (const auto& s : specs) {
     if (s.colocate_with.empty()) continue;
