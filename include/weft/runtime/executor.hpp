@@ -182,11 +182,9 @@ inline void finish_executable(executable& x) {
            frame_name(out_frame(xn)), "; fetch a value that leaves the loop through an Exit");
   }
   // Local numbering, slots and pending counts per frame.
-  std::vector<int> local_slot(static_cast<std::size_t>(std::max(0, [&] {
-    int n = 0;
-    for (const auto& xn : nodes) n = std::max(n, xn.input_start + xn.num_inputs);
-    return n;
-  }())));
+  std::size_t total_slots = 0;
+  for (const auto& xn : nodes) total_slots += static_cast<std::size_t>(xn.num_inputs);
+  std::vector<int> local_slot(total_slots);
   for (auto& xn : nodes) {
     frame_info& f = x.frames[static_cast<std::size_t>(xn.frame)];
     xn.local = f.num_nodes++;
