@@ -57,7 +57,7 @@ struct loop_builder {
 
 }  // namespace
 
-TEST_CASE("control flow: Switch and Merge run one branch; the other's nodes never run", "[control]") {
+TEST_CASE("control flow: Switch and Merge run one branch, and the other's nodes never run", "[control]") {
   graph g;
   auto x = scalar_ph(g, dtype::float64, "x");
   auto p = scalar_ph(g, dtype::boolean, "p");
@@ -346,9 +346,9 @@ TEST_CASE("control flow: while_loop and cond build loops and branches into a gra
       [&](const branch& b) {
         return std::vector<output>{g.constant(tensor::scalar(5.0), node_options("five").after({b.pivot})).out(0)};
       });
-  // Gradients through loops and branches are not there yet: a clear error.
-  require_error([&] { add_gradients(g, {roots[0]}, {x}); }, {"no gradient is defined for node", "newton/"});
-  require_error([&] { add_gradients(g, {picked[0]}, {x}); }, {"no gradient is defined for node", "(Merge)"});
+  // Gradients through the loop (d sqrt(x) / dx, as Newton's iteration converges) and the branch.
+  auto d_root = add_gradients(g, {roots[0]}, {x});
+  auto d_picked = add_gradients(g, {picked[0]}, {x});
   require_error([&] { while_loop(g, {x}, [&](loop_scope&, const std::vector<output>& v) { return g.op("Greater", {v[0], v[0]}).out(0); },
                                  [&](loop_scope&, const std::vector<output>&) { return std::vector<output>{}; }); },
                 {"while_loop 'while'", "returns 0 values for 1 loop variables"});
@@ -356,10 +356,13 @@ TEST_CASE("control flow: while_loop and cond build loops and branches into a gra
     session s(g, threads(t));
     for (double v : {0.5, 2.0, 9.0, 1e6}) {
       INFO(v << ", " << t << " threads");
-      auto r = s.run({{x, tensor::scalar(v)}, {n, tensor::scalar(std::int64_t{3})}}, {roots[0], counted[0], picked[0]});
+      auto r = s.run({{x, tensor::scalar(v)}, {n, tensor::scalar(std::int64_t{3})}},
+                     {roots[0], counted[0], picked[0], d_root[0], d_picked[0]});
       CHECK(r[0].scalar_value<double>() == Approx(std::sqrt(v)).epsilon(1e-12));
       CHECK(r[1].scalar_value<std::int64_t>() == 7);
       CHECK(r[2].scalar_value<double>() == (v > 2.0 ? v * 10 : 5.0));
+      CHECK(r[3].scalar_value<double>() == Approx(0.5 / std::sqrt(v)).epsilon(1e-9));
+      CHECK(r[4].scalar_value<double>() == (v > 2.0 ? 10.0 : 0.0));
     }
   }
 }

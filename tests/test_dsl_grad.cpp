@@ -137,7 +137,7 @@ TEST_CASE("dsl grad: a dense layer's mean squared error matches the formula", "[
   }
 }
 
-TEST_CASE("dsl grad: an x that y does not depend on gets zeros; a single x gives one expression", "[dsl][grad]") {
+TEST_CASE("dsl grad: an x that y does not depend on gets zeros, and a single x gives one expression", "[dsl][grad]") {
   auto x = placeholder<double>("x", dims<dyn>);
   auto unused = placeholder<double>("unused", dims<2, 2>);
   auto y = reduce_sum(square(x));

@@ -401,7 +401,7 @@ TEST_CASE("training: minimize updates every variable from the values before the 
   }
 }
 
-TEST_CASE("training: Adam's beta powers advance once per step; slots are variables named after theirs", "[training]") {
+TEST_CASE("training: Adam's beta powers advance once per step, and slots are variables named after theirs", "[training]") {
   // loss = L2Loss(w - c): the gradient is w - c.
   graph g;
   auto w = g.variable(dtype::float64, {2}, node_options("w")).out(0);

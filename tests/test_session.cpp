@@ -44,7 +44,7 @@ TEST_CASE("a session runs the graph as it was when created, until extended") {
   CHECK(s.run(feed, {y})[0].to_vector<float>() == std::vector<float>{-1, -2});  // unchanged by the failed extends
 }
 
-TEST_CASE("variables persist across runs; containers are shared and reset") {
+TEST_CASE("variables persist across runs, and containers are shared and reset") {
   graph g;
   auto& v = g.variable(dtype::float32, {2}, "v");
   auto& init = g.op("Assign", {v, g.constant(tensor::of<float>({2}, {1, 2}))}, {}, "init");

@@ -504,6 +504,35 @@ struct dropout_rule {  // output = x * mask; the mask does not depend on x
 };
 
 // Registers the rules above for graphs built at run time, once.
+// ---- control flow (graphs only) ----------------------------------------------------------
+// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
+// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
+struct switch_grad {
+  static result<symbol> apply(const args<symbol>& a) {
+    if (a.x[1].producer().op() == "LoopCond")
+      fail(error_code::internal, "weft::add_gradients: ", a.n.describe(), " is a loop's Switch, differentiated as a cond's");
+    auto side = [&](int port) { return a.dy[static_cast<std::size_t>(port)] ? *a.dy[static_cast<std::size_t>(port)]
+                                                                             : zeros_like(a.x[0]).then("Switch", {a.x[1]}, {}, port); };
+    return {side(0).then("Merge", {side(1)}), std::nullopt};
+  }
+};
+// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
+// Switch; the other inputs' gradients are dead, as their branches were.
+struct merge_grad {
+  static result<symbol> apply(const args<symbol>& a) {
+    result<symbol> r;
+    for (std::size_t i = 0; i < a.x.size(); ++i) {
+      if (!a.needs(i)) {
+        r.push_back(std::nullopt);
+        continue;
+      }
+      auto taken = equal(a.y[1], constant_in(a.y[1], tensor::scalar(static_cast<std::int32_t>(i))));
+      r.push_back(a.d().then("Switch", {taken}, {}, 1));
+    }
+    return r;
+  }
+};
+
 inline void register_standard_gradients() {
   static const bool done = [] {
     auto& r = gradient_registry::global();
@@ -511,6 +540,8 @@ inline void register_standard_gradients() {
       r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
     };
     add_rule("Identity", identity_grad{});
+    r.add("Switch", &switch_grad::apply);
+    r.add("Merge", &merge_grad::apply);
     add_rule("ZerosLike", values_unused_grad{});
     add_rule("OnesLike", values_unused_grad{});
     add_rule("Neg", elementwise_grad<neg_grad>{});

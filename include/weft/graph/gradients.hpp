@@ -16,8 +16,10 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/graph/control_flow.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/ops/all.hpp>
 
@@ -49,6 +52,9 @@ class gradient_builder {
   virtual ~gradient_builder() = default;
   virtual const graph& target() const = 0;
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+  // The graph itself, where the builder can add loops (the gradient of a while loop); null
+  // where it cannot.
+  virtual graph* mutable_graph() { return nullptr; }
 };
 
 // A tensor of the graph being extended, with the arithmetic gradient rules use.
@@ -174,10 +180,12 @@ inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
 inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
 inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
 inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
-// The value of a when its producer is a constant (read when the graph is built), else null.
+// The value of a when its producer is a constant (read when the graph is built), else null;
+// a constant that enters a loop as an invariant counts.
 inline const tensor* constant_value(const symbol& a) {
-  const node& n = a.producer();
-  return n.op() == "Const" ? n.attrs().find("value")->get_if<tensor>() : nullptr;
+  const node* n = &a.producer();
+  while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
+  return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
 }
 // The values of a when its producer is an int32 or int64 constant, else nullopt.
 inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
@@ -288,85 +296,486 @@ inline bool differentiable(dtype t) {
 }
 }  // namespace detail
 
-// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
-// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
-// Throws weft::error naming the node and op when a path from an x to a y crosses an op
-// with no gradient rule.
-inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
-                                         const std::vector<std::optional<output>>& dys = {}) {
-  ops::register_standard_ops();
-  gradients::register_standard_gradients();
-  const graph& g = b.target();
-  const int n = g.size();
-  if (!dys.empty() && dys.size() != ys.size())
-    fail(error_code::invalid_argument, "weft::add_gradients: ", dys.size(), " output gradients for ", ys.size(), " outputs");
-  // Nodes that depend on an x (ids are topological: inputs come before their consumers),
-  // and among them those some y depends on.
-  std::vector<char> from_x(static_cast<std::size_t>(n)), to_y(static_cast<std::size_t>(n));
-  for (const auto& x : xs) from_x[static_cast<std::size_t>(g.at(x).id())] = 1;  // g.at names a bad id
-  for (int id = 0; id < n; ++id)
-    for (const auto& in : g.at(id).inputs())
-      if (from_x[static_cast<std::size_t>(in.node)]) from_x[static_cast<std::size_t>(id)] = 1;
-  for (const auto& y : ys) to_y[static_cast<std::size_t>(g.at(y).id())] = 1;
-  for (int id = n - 1; id >= 0; --id)
-    if (to_y[static_cast<std::size_t>(id)])
-      for (const auto& in : g.at(id).inputs()) to_y[static_cast<std::size_t>(in.node)] = 1;
-  auto on_path = [&](int id) { return from_x[static_cast<std::size_t>(id)] && to_y[static_cast<std::size_t>(id)]; };
+namespace detail {
 
-  std::map<output, std::vector<symbol>> pending;  // partials reaching each tensor
-  for (std::size_t i = 0; i < ys.size(); ++i) {
-    symbol y(b, ys[i]);
-    if (!detail::differentiable(y.type()))
-      fail(error_code::invalid_argument, "weft::add_gradients: output ", g.at(ys[i]).describe(), " has dtype ", y.type(),
-           "; gradients need a floating-point output");
-    // The seed: a constant 1 for a scalar y (so that a gradient fetched alone does not
-    // compute y), else ones of y's shape.
-    const bool scalar = y.shape().rank_known() && y.shape().rank() == 0;
-    pending[ys[i]].push_back(!dys.empty() && dys[i] ? symbol(b, *dys[i]) : scalar ? y.scalar(1.0) : ones_like(y));
+// The loop frames of a graph, found as the executor finds them (runtime/executor.hpp): a
+// node runs in the frame of its inputs; an Enter's output is in the child frame its
+// frame_name names, an Exit's in its frame's parent; a node with no input runs in the root.
+class graph_frames {
+ public:
+  struct frame {
+    std::string name;
+    int parent = -1;
+    int depth = 0;  // loops around it
+  };
+  explicit graph_frames(const graph& g) : g_(g) {
+    frames_.push_back({});
+    for (int id = 0; id < g.size(); ++id) {
+      const node& n = g.at(id);
+      int f = -1;
+      for (const output& in : n.inputs())
+        if (f < 0 && in.node < id && g.at(in).op() != "NextIteration") f = out_frame(in);  // not a back edge
+      for (int c : n.control_inputs())
+        if (f < 0) f = of_[static_cast<std::size_t>(c)];
+      of_.push_back(std::max(f, 0));
+      child_.push_back(n.op() == "Enter" ? child_of(of_.back(), n.attr<std::string>("frame_name")) : -1);
+    }
   }
-  auto total = [&](output o) -> std::optional<symbol> {
+  int of(int id) const { return of_[static_cast<std::size_t>(id)]; }        // the frame node id runs in
+  int child(int id) const { return child_[static_cast<std::size_t>(id)]; }  // an Enter's frame, else -1
+  // The frame output o is seen in.
+  int out_frame(output o) const {
+    const node& n = g_.at(o);
+    if (n.op() == "Enter") return child(o.node);
+    if (n.op() == "Exit") return std::max(info(of(o.node)).parent, 0);
+    return of(o.node);
+  }
+  const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
+  int size() const { return static_cast<int>(frames_.size()); }
+
+ private:
+  int child_of(int parent, const std::string& name) {
+    for (std::size_t f = 1; f < frames_.size(); ++f)
+      if (frames_[f].parent == parent && frames_[f].name == name) return static_cast<int>(f);
+    frames_.push_back({name, parent, info(parent).depth + 1});
+    return static_cast<int>(frames_.size() - 1);
+  }
+  const graph& g_;
+  std::vector<frame> frames_;
+  std::vector<int> of_, child_;
+};
+
+// A while loop of the graph (graph/control_flow.hpp's lowering): per loop variable its
+// Enter, Merge, Switch, Exit and NextIteration, the invariants' Enters, the LoopCond.
+struct loop_structure {
+  struct variable {
+    int enter = -1, merge = -1, sw = -1, exit = -1;
+    output next{};  // what the body gives back (the NextIteration's input)
+  };
+  std::string frame_name;
+  std::int64_t parallel_iterations = 10;
+  std::vector<variable> vars;
+  std::vector<int> invariants;
+  int loop_cond = -1;
+  std::vector<char> structure;  // per node id: one of the nodes above
+};
+
+// Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
+// Switch(LoopCond) -> NextIteration -> the same Merge.
+inline loop_structure find_loop(const graph& g, const graph_frames& frames, int f,
+                                const std::vector<std::vector<std::pair<int, int>>>& consumers) {
+  loop_structure L;
+  L.frame_name = frames.info(f).name;
+  L.structure.assign(static_cast<std::size_t>(g.size()), 0);
+  auto bad = [&](const node& n, const std::string& what) {
+    fail(error_code::unimplemented, "weft::add_gradients: the loop '", L.frame_name, "' at ", n.describe(),
+         " is not a while loop it can differentiate: ", what);
+  };
+  auto mark = [&](int id) { L.structure[static_cast<std::size_t>(id)] = 1; };
+  auto consumer = [&](output o, std::string_view op) {
+    for (auto [c, i] : consumers[static_cast<std::size_t>(o.node)])
+      if (g.at(c).inputs()[static_cast<std::size_t>(i)] == o && g.at(c).op() == op) return c;
+    return -1;
+  };
+  for (int id = 0; id < static_cast<int>(consumers.size()); ++id) {
+    if (frames.child(id) != f) continue;
+    const node& e = g.at(id);
+    L.parallel_iterations = e.attr<std::int64_t>("parallel_iterations");
+    mark(id);
+    if (e.attr<bool>("is_constant")) {
+      L.invariants.push_back(id);
+      continue;
+    }
+    loop_structure::variable v;
+    v.enter = id;
+    v.merge = consumer(e.out(0), "Merge");
+    if (v.merge < 0) bad(e, "the Enter feeds no Merge");
+    const node& m = g.at(v.merge);
+    if (m.num_inputs() != 2 || m.inputs()[0] != e.out(0) || g.at(m.inputs()[1]).op() != "NextIteration")
+      bad(m, "a loop's Merge takes its Enter, then its NextIteration");
+    v.next = g.at(m.inputs()[1]).inputs()[0];
+    v.sw = consumer(m.out(0), "Switch");
+    if (v.sw < 0) bad(m, "the Merge feeds no Switch");
+    const node& sw = g.at(v.sw);
+    const int cond = sw.inputs()[1].node;
+    if (g.at(cond).op() != "LoopCond" || (L.loop_cond >= 0 && L.loop_cond != cond))
+      bad(sw, "the Switch is not on the loop's LoopCond");
+    L.loop_cond = cond;
+    v.exit = consumer(sw.out(0), "Exit");
+    for (int s : {v.merge, v.sw, m.inputs()[1].node, cond}) mark(s);
+    if (v.exit >= 0) mark(v.exit);
+    L.vars.push_back(v);
+  }
+  if (L.vars.empty() || L.loop_cond < 0) fail(error_code::unimplemented, "weft::add_gradients: the loop '", L.frame_name, "' has no loop variable");
+  return L;
+}
+
+struct gradient_pass;
+
+// Where the gradient nodes of one frame go: the root, or the body of the backward loop of
+// a forward loop. Forward values the rules read are brought in: a value of the forward
+// loop is pushed on an accumulator in each forward iteration and popped in the matching
+// backward iteration (AccumulatorPush/AccumulatorPop, keyed by the iteration path); an
+// outer value enters as a loop invariant; a node with no input (a constant) is made
+// outside and enters as one too.
+class frame_context final : public gradient_builder {
+ public:
+  frame_context(gradient_pass& pass, gradient_builder& base) : pass_(pass), base_(base) {}
+  frame_context(gradient_pass& pass, gradient_builder& base, frame_context& parent, int forward_frame, loop_scope& scope,
+                output key, output forward_path)
+      : pass_(pass), base_(base), parent_(&parent), frame_(forward_frame), scope_(&scope), key_(key), forward_path_(forward_path) {}
+
+  const graph& target() const override { return base_.target(); }
+  graph* mutable_graph() override { return base_.mutable_graph(); }
+  output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
+    if (!parent_) return base_.add(op, std::move(inputs), std::move(attrs));
+    if (inputs.empty()) return scope_->invariant(parent_->add(op, {}, std::move(attrs)));
+    for (auto& in : inputs) in = bring(in);
+    return base_.add(op, std::move(inputs), std::move(attrs));
+  }
+  inline output bring(output o);
+  // What the symbols of this frame are built with: the base builder itself at the root (a
+  // DSL lowering's rules look for theirs), else this context.
+  gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
+
+  int forward_frame() const noexcept { return frame_; }
+  output forward_path() const noexcept { return forward_path_; }  // the forward loop's iteration path, in its frame
+  const std::vector<std::pair<output, std::string>>& pushes() const noexcept { return pushes_; }
+
+ private:
+  gradient_pass& pass_;
+  gradient_builder& base_;
+  frame_context* parent_ = nullptr;
+  int frame_ = 0;
+  loop_scope* scope_ = nullptr;
+  output key_{}, forward_path_{};
+  std::map<output, output> brought_;
+  std::vector<std::pair<output, std::string>> pushes_;  // forward values to push, and their accumulators
+};
+
+struct gradient_pass {
+  gradient_builder& base;
+  const graph& g;
+  int n;  // the forward graph's nodes: ids below n
+  graph_frames frames;
+  std::vector<std::vector<std::pair<int, int>>> consumers;  // per forward node: (consumer, input index)
+  std::map<int, loop_structure> loops;                      // by frame
+  std::vector<char> from_x, to_y;
+  std::map<output, std::vector<symbol>> pending;  // partials reaching each forward tensor
+  std::vector<std::unique_ptr<frame_context>> contexts;
+  std::map<int, int> added_forward;  // nodes the pass added to forward loops that the gradient reads: their frame
+
+  explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(g) {
+    consumers.resize(static_cast<std::size_t>(n));
+    for (int id = 0; id < n; ++id)
+      for (std::size_t i = 0; i < g.at(id).inputs().size(); ++i)
+        consumers[static_cast<std::size_t>(g.at(id).inputs()[i].node)].push_back({id, static_cast<int>(i)});
+  }
+  const loop_structure& loop(int f) {
+    auto it = loops.find(f);
+    if (it == loops.end()) it = loops.emplace(f, find_loop(g, frames, f, consumers)).first;
+    return it->second;
+  }
+  bool on_path(int id) const { return from_x[static_cast<std::size_t>(id)] && to_y[static_cast<std::size_t>(id)]; }
+
+  std::optional<symbol> total(output o) {
     auto it = pending.find(o);
     if (it == pending.end()) return std::nullopt;
     symbol s = it->second.front();
     for (std::size_t k = 1; k < it->second.size(); ++k) s = s + it->second[k];
     it->second.assign(1, s);
     return s;
+  }
+  // A constant in forward frame f (entered into each loop around it).
+  output forward_constant(int f, const tensor& t) {
+    if (f == 0) return base.add("Const", {}, {{"value", t}, {"dtype", t.dtype()}});
+    const loop_structure& L = loop(f);
+    return base.add("Enter", {forward_constant(frames.info(f).parent, t)},
+                    {{"frame_name", L.frame_name}, {"is_constant", true}, {"parallel_iterations", L.parallel_iterations}});
+  }
+
+  inline void sweep(frame_context& ctx, int f);
+  inline void differentiate_node(frame_context& ctx, int id);
+  inline void differentiate_loop(frame_context& ctx, int f);
+};
+
+inline output frame_context::bring(output o) {
+  int f = 0;
+  if (o.node < pass_.n) {
+    f = pass_.frames.out_frame(o);
+  } else if (auto it = pass_.added_forward.find(o.node); it != pass_.added_forward.end()) {
+    f = it->second;  // a loop's iteration count, added to the forward graph
+  } else {
+    return o;  // a node of the gradient: made in this frame
+  }
+  if (!parent_) {
+    if (f != 0)
+      fail(error_code::internal, "weft::add_gradients: ", target().at(o).describe(), " of a loop is used outside it");
+    return o;
+  }
+  auto [it, fresh] = brought_.try_emplace(o);
+  if (!fresh) return it->second;
+  const node& p = target().at(o);
+  if (f == frame_ && p.op() == "Enter" && p.attr<bool>("is_constant")) {
+    it->second = scope_->invariant(parent_->bring(p.inputs()[0]));
+  } else if (f == frame_) {
+    const std::string name = p.name() + ":" + std::to_string(o.port) + "/" + std::to_string(target().size());
+    it->second = base_.add("AccumulatorPop", {key_},
+                           {{"accumulator", name}, {"dtype", p.output_dtype(o.port)}, {"shape", p.output_shape(o.port)}});
+    pushes_.emplace_back(o, name);
+  } else {
+    it->second = scope_->invariant(parent_->bring(o));
+  }
+  return it->second;
+}
+
+inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
+  const node& nd = g.at(id);
+  gradient_args<symbol> args{nd, {}, {}, {}, {}};
+  bool any = false;
+  for (int p = 0; p < nd.num_outputs(); ++p) {
+    args.dy.push_back(total(nd.out(p)));
+    any = any || args.dy.back().has_value();
+  }
+  bool inputs_on_path = false;
+  for (const auto& in : nd.inputs()) inputs_on_path = inputs_on_path || on_path(in.node);
+  if (!any || !inputs_on_path) return;
+  const gradient_fn* rule = gradient_registry::global().find(nd.op());
+  if (!rule)
+    fail(error_code::unimplemented, "weft::add_gradients: no gradient is defined for ", nd.describe(),
+         ", on the path from the differentiated inputs to the outputs");
+  for (const auto& in : nd.inputs()) {
+    args.x.emplace_back(ctx.symbols(), in);
+    args.wanted.push_back(on_path(in.node) && differentiable(g.at(in).output_dtype(in.port)));
+  }
+  for (int p = 0; p < nd.num_outputs(); ++p) args.y.emplace_back(ctx.symbols(), nd.out(p));
+  gradient_result<symbol> dx = (*rule)(args);
+  if (dx.size() != nd.inputs().size())
+    fail(error_code::internal, "weft::add_gradients: the gradient rule of ", nd.describe(), " returned ", dx.size(),
+         " gradients for ", nd.inputs().size(), " inputs");
+  for (std::size_t i = 0; i < dx.size(); ++i)
+    if (dx[i] && args.wanted[i]) pending[nd.inputs()[i]].push_back(*dx[i]);
+}
+
+// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
+// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
+inline void gradient_pass::sweep(frame_context& ctx, int f) {
+  const std::vector<char>* structure = f == 0 ? nullptr : &loop(f).structure;
+  // Units: a node of f as its id, a loop nested in f as -(frame) - 1.
+  auto unit_of = [&](int id) -> std::optional<int> {
+    if (structure && (*structure)[static_cast<std::size_t>(id)]) return std::nullopt;
+    const int c = frames.child(id);
+    if (c >= 0) return frames.info(c).parent == f ? std::optional<int>(-c - 1) : std::nullopt;
+    const int of = frames.of(id);
+    if (of == f) return id;
+    if (g.at(id).op() == "Exit" && frames.info(of).parent == f) return -of - 1;
+    return std::nullopt;
   };
-  for (int id = n - 1; id >= 0; --id) {
-    if (!on_path(id)) continue;
-    const node& nd = g.at(id);
-    gradient_args<symbol> args{nd, {}, {}, {}, {}};
-    bool any = false;
-    for (int p = 0; p < nd.num_outputs(); ++p) {
-      args.dy.push_back(total(nd.out(p)));
-      any = any || args.dy.back().has_value();
+  std::vector<int> order;
+  std::set<int> seen;
+  std::vector<std::pair<int, bool>> stack;
+  auto deps = [&](int u) {
+    std::vector<int> ids;
+    if (u >= 0) {
+      ids.push_back(u);
+    } else {
+      for (int e = 0; e < n; ++e)
+        if (frames.child(e) == -u - 1) ids.push_back(e);
     }
-    bool inputs_on_path = false;
-    for (const auto& in : nd.inputs()) inputs_on_path = inputs_on_path || on_path(in.node);
-    if (!any || !inputs_on_path) continue;
-    const gradient_fn* rule = gradient_registry::global().find(nd.op());
-    if (!rule)
-      fail(error_code::unimplemented, "weft::add_gradients: no gradient is defined for ", nd.describe(),
-           ", on the path from the differentiated inputs to the outputs");
-    for (const auto& in : nd.inputs()) {
-      args.x.emplace_back(b, in);
-      args.wanted.push_back(on_path(in.node) && detail::differentiable(g.at(in).output_dtype(in.port)));
+    std::vector<int> out;
+    for (int id : ids) {
+      for (const output& in : g.at(id).inputs())
+        if (auto v = unit_of(in.node); v && *v != u && !(in.node > id && u >= 0)) out.push_back(*v);
+      for (int c : g.at(id).control_inputs())
+        if (auto v = unit_of(c); v && *v != u) out.push_back(*v);
     }
-    for (int p = 0; p < nd.num_outputs(); ++p) args.y.emplace_back(b, nd.out(p));
-    gradient_result<symbol> dx = (*rule)(args);
-    if (dx.size() != nd.inputs().size())
-      fail(error_code::internal, "weft::add_gradients: the gradient rule of ", nd.describe(), " returned ", dx.size(),
-           " gradients for ", nd.inputs().size(), " inputs");
-    for (std::size_t i = 0; i < dx.size(); ++i) {
-      const output in = nd.inputs()[i];
-      if (dx[i] && on_path(in.node) && detail::differentiable(g.at(in).output_dtype(in.port)))
-        pending[in].push_back(*dx[i]);
+    return out;
+  };
+  for (int id = 0; id < n; ++id) {
+    auto u0 = unit_of(id);
+    if (!u0 || seen.count(*u0)) continue;
+    stack.push_back({*u0, false});
+    seen.insert(*u0);
+    while (!stack.empty()) {
+      auto [u, expanded] = stack.back();
+      stack.pop_back();
+      if (expanded) {
+        order.push_back(u);
+        continue;
+      }
+      stack.push_back({u, true});
+      for (int d : deps(u))
+        if (seen.insert(d).second) stack.push_back({d, false});
     }
   }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (*it >= 0) {
+      if (on_path(*it)) differentiate_node(ctx, *it);
+    } else {
+      differentiate_loop(ctx, -*it - 1);
+    }
+  }
+}
+
+// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
+// as many iterations, from the last to the first, on the values the forward loop pushed.
+inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
+  const loop_structure& L = loop(f);
+  bool flows = false;
+  for (const auto& v : L.vars)
+    if (v.exit >= 0 && pending.count(g.at(v.exit).out(0))) flows = true;
+  if (!flows) return;
+  graph* mg = base.mutable_graph();
+  if (!mg) fail(error_code::unimplemented, "weft::add_gradients: this graph's gradient builder cannot add the backward loop of '", L.frame_name, "'");
+  const int depth = frames.info(f).depth;
+  std::vector<std::int64_t> unit(static_cast<std::size_t>(depth), 0);
+  unit.back() = 1;
+  const tensor step_back = tensor::from_vector(unit);
+
+  // The forward loop counts its iterations in a path variable [outer iterations..., i],
+  // and pushes what the backward loop reads (closed below, once that is known).
+  const output loop_cond = g.at(L.loop_cond).out(0);
+  output start = forward_constant(ctx.forward_frame(), tensor::from_vector(std::vector<std::int64_t>{0}));
+  if (ctx.forward_frame() != 0)
+    start = base.add("ConcatV2", {ctx.forward_path(), start, forward_constant(ctx.forward_frame(), tensor::scalar(std::int32_t{0}))},
+                     {{"N", std::int64_t{2}}});
+  const output path_enter = base.add("Enter", {start}, {{"frame_name", L.frame_name}, {"parallel_iterations", L.parallel_iterations}});
+  const output path_merge = base.add("Merge", {path_enter, path_enter}, {});
+  output path_switch = base.add("Switch", {path_merge, loop_cond}, {});
+  const output path_exit = base.add("Exit", {path_switch}, {});
+  added_forward[path_exit.node] = ctx.forward_frame();
+  path_switch.port = 1;
+  const output path_inside = base.add("Identity", {path_switch}, {});
+
+  // The backward loop's variables: the path of the iteration it undoes, then the gradient
+  // of each floating-point loop variable, then a sum per invariant the gradient reaches.
+  std::vector<std::size_t> carried, summed;
+  for (std::size_t k = 0; k < L.vars.size(); ++k)
+    if (differentiable(g.at(L.vars[k].enter).output_dtype(0))) carried.push_back(k);
+  for (std::size_t j = 0; j < L.invariants.size(); ++j) {
+    const output in = g.at(L.invariants[j]).inputs()[0];
+    if (from_x[static_cast<std::size_t>(in.node)] && differentiable(g.at(in).output_dtype(in.port))) summed.push_back(j);
+  }
+  std::vector<output> init{ctx.add("Sub", {path_exit, ctx.add("Const", {}, {{"value", step_back}, {"dtype", dtype::int64}})}, {})};
+  for (std::size_t k : carried) {
+    const output exit = g.at(L.vars[k].exit >= 0 ? L.vars[k].exit : L.vars[k].enter).out(0);
+    auto dy = L.vars[k].exit >= 0 ? total(exit) : std::nullopt;
+    init.push_back(dy ? dy->out() : ctx.add("ZerosLike", {exit}, {}));
+  }
+  for (std::size_t j : summed) init.push_back(ctx.add("ZerosLike", {g.at(L.invariants[j]).inputs()[0]}, {}));
+
+  auto constant = [&](const tensor& t) { return ctx.add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}); };
+  frame_context* body_ctx = nullptr;
+  auto cond = [&](loop_scope& s, const std::vector<output>& v) {
+    auto last = mg->op("GatherV2", {v[0], s.invariant(constant(tensor::scalar(std::int64_t{depth - 1}))),
+                                    s.invariant(constant(tensor::scalar(std::int32_t{0})))}).out(0);
+    return mg->op("GreaterEqual", {last, s.invariant(constant(tensor::scalar(std::int64_t{0})))}).out(0);
+  };
+  auto body = [&](loop_scope& s, const std::vector<output>& v) {
+    contexts.push_back(std::make_unique<frame_context>(*this, base, ctx, f, s, v[0], path_inside));
+    frame_context& bc = *contexts.back();
+    body_ctx = &bc;
+    for (std::size_t c = 0; c < carried.size(); ++c) pending[L.vars[carried[c]].next].push_back(symbol(bc, v[1 + c]));
+    sweep(bc, f);
+    std::vector<output> next{bc.add("Sub", {v[0], bc.add("Const", {}, {{"value", step_back}, {"dtype", dtype::int64}})}, {})};
+    for (std::size_t c = 0; c < carried.size(); ++c) {
+      const auto& var = L.vars[carried[c]];
+      auto a = total(g.at(var.sw).out(1));
+      auto b = total(g.at(var.merge).out(0));
+      next.push_back(a && b ? (*a + *b).out() : a ? a->out() : b ? b->out() : bc.add("ZerosLike", {v[1 + c]}, {}));
+    }
+    for (std::size_t s2 = 0; s2 < summed.size(); ++s2) {
+      const output acc = v[1 + carried.size() + s2];
+      auto d = total(g.at(L.invariants[summed[s2]]).out(0));
+      next.push_back(d ? bc.add("Add", {acc, d->out()}, {}) : acc);
+    }
+    return next;
+  };
+  while_options options;
+  options.name = "gradients/" + L.frame_name + "_grad";
+  options.parallel_iterations = L.parallel_iterations;
+  std::vector<output> exits = while_loop(*mg, init, cond, body, options);
+  for (std::size_t c = 0; c < carried.size(); ++c)
+    pending[g.at(L.vars[carried[c]].enter).inputs()[0]].push_back(symbol(ctx.symbols(), exits[1 + c]));
+  for (std::size_t s2 = 0; s2 < summed.size(); ++s2)
+    pending[g.at(L.invariants[summed[s2]]).inputs()[0]].push_back(symbol(ctx.symbols(), exits[1 + carried.size() + s2]));
+
+  // Close the forward path: push, in order, what the backward loop pops, then count.
+  output key = path_inside;
+  for (const auto& [value, name] : body_ctx->pushes()) key = base.add("AccumulatorPush", {key, value}, {{"accumulator", name}});
+  const output next = base.add("Add", {key, forward_constant(f, step_back)}, {});
+  mg->close_loop(path_merge.node, base.add("NextIteration", {next}, {}));
+}
+
+}  // namespace detail
+
+// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
+// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
+// Throws weft::error naming the node and op when a path from an x to a y crosses an op
+// with no gradient rule. Through a while loop (graph/control_flow.hpp), the gradient is a
+// backward loop that runs the same number of iterations in reverse order; the forward loop
+// pushes the values it needs, per iteration, for the step. Through a cond, the gradient
+// flows into the branch that ran.
+inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
+                                         const std::vector<std::optional<output>>& dys = {}) {
+  ops::register_standard_ops();
+  gradients::register_standard_gradients();
+  const graph& g = b.target();
+  if (!dys.empty() && dys.size() != ys.size())
+    fail(error_code::invalid_argument, "weft::add_gradients: ", dys.size(), " output gradients for ", ys.size(), " outputs");
+  detail::gradient_pass pass(b);
+  const int n = pass.n;
+  for (const auto& x : xs)
+    if (pass.frames.out_frame(x) != 0)  // g.at names a bad id
+      fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(x).describe(),
+           " is inside a loop; differentiate with respect to a value outside it");
+  for (const auto& y : ys)
+    if (pass.frames.out_frame(y) != 0)
+      fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(y).describe(),
+           " is inside a loop; differentiate a value that leaves it through an Exit");
+  // Nodes that depend on an x, and among them those some y depends on. Ids are
+  // topological but for a loop's back edges, hence the passes until nothing changes.
+  auto& from_x = pass.from_x;
+  auto& to_y = pass.to_y;
+  from_x.assign(static_cast<std::size_t>(n), 0);
+  to_y.assign(static_cast<std::size_t>(n), 0);
+  for (const auto& x : xs) from_x[static_cast<std::size_t>(x.node)] = 1;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int id = 0; id < n; ++id)
+      if (!from_x[static_cast<std::size_t>(id)])
+        for (const auto& in : g.at(id).inputs())
+          if (from_x[static_cast<std::size_t>(in.node)]) {
+            from_x[static_cast<std::size_t>(id)] = 1;
+            changed = true;
+            break;
+          }
+  }
+  for (const auto& y : ys) to_y[static_cast<std::size_t>(y.node)] = 1;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int id = n - 1; id >= 0; --id)
+      if (to_y[static_cast<std::size_t>(id)])
+        for (const auto& in : g.at(id).inputs())
+          if (!to_y[static_cast<std::size_t>(in.node)]) to_y[static_cast<std::size_t>(in.node)] = 1, changed = true;
+  }
+
+  detail::frame_context root(pass, b);
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    symbol y(root.symbols(), ys[i]);
+    if (!detail::differentiable(y.type()))
+      fail(error_code::invalid_argument, "weft::add_gradients: output ", g.at(ys[i]).describe(), " has dtype ", y.type(),
+           "; gradients need a floating-point output");
+    // The seed: a constant 1 for a scalar y (so that a gradient fetched alone does not
+    // compute y), else ones of y's shape.
+    const bool scalar = y.shape().rank_known() && y.shape().rank() == 0;
+    pass.pending[ys[i]].push_back(!dys.empty() && dys[i] ? symbol(root.symbols(), *dys[i]) : scalar ? y.scalar(1.0) : ones_like(y));
+  }
+  pass.sweep(root, 0);
   std::vector<output> result;
   for (const auto& x : xs) {
-    auto s = total(x);
-    result.push_back(s ? s->out() : zeros_like(symbol(b, x)).out());
+    auto s = pass.total(x);
+    result.push_back(s ? s->out() : zeros_like(symbol(root.symbols(), x)).out());
   }
   return result;
 }
@@ -380,13 +789,13 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
     std::map<std::pair<std::string, std::vector<output>>, std::vector<std::pair<attr_map, output>>> added;
     explicit plain(graph& gr) : g(gr) {}
     const graph& target() const override { return g; }
+    graph* mutable_graph() override { return &g; }
     output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
       auto& same = added[{std::string(op), inputs}];
       for (const auto& [a, o] : same)
-        if (a == attrs) return o;
-      std::string base = "gradients/" + std::string(op), name = base;
-      for (int k = 1; g.find(name); ++k) name = base + "_" + std::to_string(k);
-      output o = g.op(op, inputs, attrs, node_options(name)).out(0);
+        if (a == attrs && !g.at(o).def().stateful) return o;  // a stateful node is never merged
+      auto scope = g.name_scope("gradients");  // auto-named, unique within the current scope
+      output o = g.op(op, inputs, attrs).out(0);
       same.emplace_back(std::move(attrs), o);
       return o;
     }

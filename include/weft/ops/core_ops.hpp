@@ -75,6 +75,7 @@ inline constexpr standard_op standard_ops[] = {
     {"MatrixDeterminant", "matrix"},
     {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
     {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
+    {"AccumulatorPush", "state"}, {"AccumulatorPop", "state"},
     {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
     {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
     {"Conv2D", "nn"}, {"Conv2DBackpropInput", "nn"}, {"Conv2DBackpropFilter", "nn"}, {"MaxPool", "nn"},

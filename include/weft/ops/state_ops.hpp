@@ -4,6 +4,10 @@
 //   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
 //   Assign(ref, value; validate_shape = true)  ref := value
 //   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
+// Tensors kept for one step, which the gradient of a while loop uses (graph/gradients.hpp):
+//   AccumulatorPush(key, value; accumulator) -> key   stores value under (accumulator, key),
+//                                   key an int64 vector (the iteration path); passes key on
+//   AccumulatorPop(key; accumulator, dtype, shape)  takes the value stored under (accumulator, key)
 #pragma once
 
 #include <vector>
@@ -61,6 +65,32 @@ inline std::vector<op_def> state_op_defs() {
                          c.set_output(0, r);
                        })
                        .build());
+  defs.push_back(op_def_builder("AccumulatorPush")
+                     .input("key: int64")
+                     .input("value: T")
+                     .output("key_out: int64")
+                     .attr("T: type")
+                     .attr("accumulator: string")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 1, "key");
+                       c.set_output(0, c.input(0));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("AccumulatorPop")
+                     .input("key: int64")
+                     .output("value: dtype")
+                     .attr("dtype: type")
+                     .attr("shape: shape")
+                     .attr("accumulator: string")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 1, "key");
+                       c.set_output(0, c.attr<partial_shape>("shape"));
+                     })
+                     .build());
   return defs;
 }
 

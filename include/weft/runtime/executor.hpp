@@ -65,6 +65,7 @@ struct exec_node {
   int forward_inputs = 0;  // a Merge's data inputs that do not come from a NextIteration
   int child_frame = -1;    // an Enter's frame
   bool is_constant = false;  // an Enter's
+  bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
   int exit_index = -1;     // an Exit's index in its frame's exits
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
@@ -375,7 +376,7 @@ class step {
       outputs.assign(static_cast<std::size_t>(xn.num_outputs), entry{});
       bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
-        for (auto& in : inputs) dead = dead || in.dead;
+        for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
 
       if (dead) {
         for (auto& o : outputs) o.dead = true;
@@ -399,7 +400,7 @@ class step {
         auto t0 = options_.trace ? now_ns() : 0;
         try {
           snapshot_refs(xn, inputs);
-          kernel_context ctx(*xn.def, inputs, outputs, device_, resources_, cancellation_, options_.step_id);
+          kernel_context ctx(*xn.def, inputs, outputs, device_, resources_, cancellation_, options_.step_id, &store_);
           xn.kernel->compute(ctx);
         } catch (...) {
           fail_node(xn, inputs, std::current_exception());
@@ -474,7 +475,7 @@ class step {
       return;
     }
     state->ctx = std::make_unique<kernel_context>(*xn.def, inputs, state->outputs, device_, resources_,
-                                                  cancellation_, options_.step_id);
+                                                  cancellation_, options_.step_id, &store_);
     xn.kernel->compute_async(*state->ctx, [this, tn, &xn, state, inputs] {
       if (auto e = state->ctx->error()) {
         fail_node(xn, inputs, e);
@@ -814,6 +815,7 @@ class step {
   std::mutex frames_mutex_;
   std::vector<std::unique_ptr<frame_state>> frames_;  // every loop frame instance of the step
   cancellation_manager cancellation_;
+  step_store store_;
   std::atomic<int> outstanding_{0};
   std::atomic<bool> aborted_{false};
   std::mutex error_mutex_;

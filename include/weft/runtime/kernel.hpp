@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <weft/core/tensor.hpp>
@@ -71,17 +72,58 @@ class cancellation_manager {
   std::map<token, std::function<void()>> callbacks_;
 };
 
+// Tensors that live for one step: what a loop's forward pass keeps for its gradient
+// (AccumulatorPush, AccumulatorPop), keyed by an accumulator's name and an iteration path.
+class step_store {
+ public:
+  using key = std::pair<std::string, std::vector<std::int64_t>>;
+  // Stores t under k (an empty tensor: the value was dead); a second value under one key is
+  // an error (two pushes in one iteration).
+  void put(key k, tensor t) {
+    std::lock_guard lock(mutex_);
+    auto [it, fresh] = values_.try_emplace(std::move(k), std::move(t));
+    if (!fresh) fail(error_code::internal, "accumulator '", it->first.first, "' already holds a value at iteration ", path(it->first.second));
+  }
+  // Removes and returns the value under k; none is an error.
+  tensor take(const key& k) {
+    std::lock_guard lock(mutex_);
+    auto it = values_.find(k);
+    if (it == values_.end())
+      fail(error_code::failed_precondition, "accumulator '", k.first, "' holds no value at iteration ", path(k.second),
+           ": the forward loop did not push one in this step");
+    tensor t = std::move(it->second);
+    values_.erase(it);
+    return t;
+  }
+  std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return values_.size();
+  }
+  static std::string path(const std::vector<std::int64_t>& p) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + std::to_string(p[i]);
+    return s + "]";
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<key, tensor> values_;
+};
+
 class kernel_context {
  public:
   kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const cpu_device& device,
-                 resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id)
+                 resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id,
+                 step_store* store = nullptr)
       : node_(n), inputs_(inputs), outputs_(outputs), device_(device), resources_(resources),
-        cancellation_(cancellation), step_id_(step_id) {}
+        cancellation_(cancellation), step_id_(step_id), store_(store) {}
 
   const weft::node& node() const noexcept { return node_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
   int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
   const tensor& input(int i) const { return inputs_[static_cast<std::size_t>(i)].value; }
+  // Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
+  bool input_dead(int i) const { return inputs_[static_cast<std::size_t>(i)].dead; }
   // The variable behind a reference input (declared "Ref(T)" in the op).
   variable& input_ref(int i) const { return *input_ref_shared(i); }
   std::shared_ptr<variable> input_ref_shared(int i) const {
@@ -105,6 +147,8 @@ class kernel_context {
       fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
     outputs_[static_cast<std::size_t>(i)].value = std::move(t);
   }
+  // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
+  void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
   void set_output_ref(int i, std::shared_ptr<variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
   const cpu_device& device() const noexcept { return device_; }
@@ -116,6 +160,11 @@ class kernel_context {
   resource_manager& resources() const noexcept { return resources_; }
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
   std::int64_t step_id() const noexcept { return step_id_; }
+  // The step's store of tensors (AccumulatorPush and AccumulatorPop).
+  step_store& store() const {
+    if (!store_) fail(error_code::internal, node_.describe(), ": this kernel runs outside a step (no step store)");
+    return *store_;
+  }
 
   // For async kernels: record a failure before calling done.
   void set_error(std::exception_ptr e) { error_ = std::move(e); }
@@ -129,6 +178,7 @@ class kernel_context {
   resource_manager& resources_;
   cancellation_manager& cancellation_;
   std::int64_t step_id_;
+  step_store* store_;
   std::exception_ptr error_;
 };
 

@@ -236,6 +236,7 @@ class session {
       xn.num_inputs = n.num_inputs();
       xn.num_outputs = n.num_outputs();
       xn.cheap = n.def().cheap;
+      xn.runs_on_dead_value = n.op() == "AccumulatorPush";
       for (int i = 0; i < n.num_inputs(); ++i) xn.input_is_ref.push_back(n.input_is_ref(i));
       xn.input_start = num_slots;
       num_slots += n.num_inputs();

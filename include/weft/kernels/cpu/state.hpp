@@ -1,8 +1,11 @@
-// CPU kernels for Variable, Assign, AssignAdd and AssignSub. Updates build a new buffer and
+// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and AccumulatorPop. Updates build a new buffer and
 // swap it in under the variable's lock, so readers of the old value are never torn.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/ops/state_ops.hpp>
@@ -68,6 +71,37 @@ struct assign_update_kernel {
   };
 };
 
+// The iteration path an accumulator key holds (an int64 vector).
+inline std::vector<std::int64_t> accumulator_path(const tensor& key) {
+  const std::int64_t* p = key.data<std::int64_t>();
+  return std::vector<std::int64_t>(p, p + key.num_elements());
+}
+
+struct accumulator_push_kernel final : op_kernel {
+  explicit accumulator_push_kernel(const node& n) : name_(n.attr<std::string>("accumulator")) {}
+  void compute(kernel_context& ctx) const override {
+    // A dead value (from a branch the iteration did not take) is kept as dead.
+    ctx.store().put({name_, accumulator_path(ctx.input(0))}, ctx.input_dead(1) ? tensor() : ctx.input(1));
+    ctx.set_output(0, ctx.input(0));
+  }
+  std::string name_;
+};
+
+struct accumulator_pop_kernel final : op_kernel {
+  explicit accumulator_pop_kernel(const node& n)
+      : name_(n.attr<std::string>("accumulator")), dtype_(n.attr<dtype>("dtype")), shape_(n.attr<partial_shape>("shape")) {}
+  void compute(kernel_context& ctx) const override {
+    tensor t = ctx.store().take({name_, accumulator_path(ctx.input(0))});
+    if (!t.valid()) return ctx.set_output_dead(0);
+    if (t.dtype() != dtype_ || !shape_.accepts(t.shape()))
+      fail(error_code::internal, "accumulator '", name_, "' holds ", t.dtype(), t.shape(), ", not ", dtype_, shape_);
+    ctx.set_output(0, std::move(t));
+  }
+  std::string name_;
+  dtype dtype_;
+  partial_shape shape_;
+};
+
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_state_kernels() {
@@ -76,6 +110,8 @@ void register_state_kernels() {
   register_cpu_kernel<assign_kernel>("Assign");
   register_for<assign_update_kernel<true>::of>("AssignAdd", "T", number_types{});
   register_for<assign_update_kernel<false>::of>("AssignSub", "T", number_types{});
+  register_cpu_kernel<accumulator_push_kernel>("AccumulatorPush");
+  register_cpu_kernel<accumulator_pop_kernel>("AccumulatorPop");
 }
 
 }  // namespace weft::cpu
