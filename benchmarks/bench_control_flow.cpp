@@ -3,7 +3,10 @@
 //   loop counting to 10,000 per step; the per-iteration time is the step's over 10,000;
 // - a loop whose iterations are independent (each a 192x192 MatMul of a loop invariant,
 //   summed; the sum's chain is cheap) with parallel_iterations 1 and 2, on 2 inter-op
-//   threads and 1 intra-op thread, so that only overlapping iterations can use the second.
+//   threads and 1 intra-op thread, so that only overlapping iterations can use the second;
+// - the gradient of a trivial loop (y = x * c, 10,000 times), on one thread: the forward
+//   loop with its pushes and the backward loop with its pops, per iteration, against the
+//   forward loop alone.
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
@@ -58,8 +61,34 @@ void BM_independent_iterations(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(sess.run({}, {out[1]}));
 }
 
+// y = x * c by a loop of 10,000 iterations; with `gradient`, dy/dx and dy/dc as well.
+void BM_loop_gradient(benchmark::State& state) {
+  const bool gradient = state.range(0) != 0;
+  constexpr std::int64_t n = 10000;
+  graph g;
+  auto x = g.constant(tensor::scalar(1.0));
+  auto c = g.constant(tensor::scalar(1.0 + 1e-6));
+  auto out = while_loop(
+      g, {i64(g, 0), x},
+      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(i64(g, n))}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        return std::vector<output>{g.op("Add", {v[0], s.invariant(i64(g, 1))}).out(0), g.op("Mul", {v[1], s.invariant(c)}).out(0)};
+      });
+  auto d = add_gradients(g, {out[1]}, {x, c});
+  std::vector<endpoint> fetches{out[1]};
+  if (gradient) fetches = {d[0], d[1]};
+  session_options o;
+  o.inter_op_threads = 0;
+  o.intra_op_threads = 1;
+  session sess(g, o);
+  for (auto _ : state) benchmark::DoNotOptimize(sess.run({}, fetches));
+  state.counters["per_loop_iteration"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
+BENCHMARK(BM_loop_gradient)->ArgName("gradient")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_trivial_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_independent_iterations)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

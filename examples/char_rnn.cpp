@@ -1,0 +1,384 @@
+// A character-level LSTM language model over the King James Bible, one verse per
+// sequence. The recurrence is a while loop in the graph (weft::while_loop), as long as
+// each batch's longest verse, and its gradient is the backward loop that
+// weft::add_gradients builds (weft::train::minimize calls it). After each epoch it prints
+// the perplexity on held-out verses and a sample of generated text.
+//
+//   tools/fetch-kjv               # once: the text into ~/.cache/weft/kjv (Debian's bible-kjv)
+//   char_rnn --epochs 2 --seed 1
+//
+// Exit status: 0, 1 above --max-perplexity or on an error, 2 for bad options, 77 when the
+// text is missing (CTest reads it as skipped).
+//
+// Every verse is a sequence "\n<verse>\n" (at most --max-len characters; longer verses are
+// cut), and the model predicts each character from the ones before it. Verses are batched
+// with others of similar length; a batch runs as many loop iterations as its longest
+// verse, and a mask leaves out the padding. One verse in 50 is held out for validation.
+//
+// It saves a checkpoint of every variable after each epoch to --checkpoint-dir
+// (char_rnn_checkpoints, keeping the last 3); --resume continues from the newest one.
+//
+// Options: --epochs N (2), --batch N (32), --hidden N (256), --embed N (32), --lr X
+// (0.003), --decay X (0.7: the learning rate's factor after each epoch), --seed N (1),
+// --max-len N (128), --train-verses N (all), --sample N (300 characters), --temperature X
+// (0.7), --data FILE (the data directory's kjv/kjv.txt), --max-perplexity X (exit with
+// status 1 above it, for tests), --checkpoint-dir DIR, --resume.
+#include <weft/weft.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "progress.hpp"
+
+namespace {
+
+using namespace weft;
+
+struct options {
+  int epochs = 2, batch = 32, hidden = 256, embed = 32, max_len = 128, sample = 300;
+  long train_verses = 0;
+  unsigned seed = 1;
+  double lr = 0.003, decay = 0.7, temperature = 0.7, max_perplexity = 0;
+  std::string data, checkpoint_dir = "char_rnn_checkpoints";
+  bool resume = false;
+};
+
+options parse(int argc, char** argv) {
+  options o;
+  auto usage = [](int status) {
+    std::fprintf(status ? stderr : stdout,
+                 "usage: char_rnn [--epochs N] [--batch N] [--hidden N] [--embed N] [--lr X] [--decay X] [--seed N] "
+                 "[--max-len N] [--train-verses N] [--sample N] [--temperature X] [--data FILE] [--max-perplexity X] "
+                 "[--checkpoint-dir DIR] [--resume]\n");
+    std::exit(status);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "char_rnn: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    try {
+      if (a == "--epochs") o.epochs = std::stoi(value());
+      else if (a == "--batch") o.batch = std::stoi(value());
+      else if (a == "--hidden") o.hidden = std::stoi(value());
+      else if (a == "--embed") o.embed = std::stoi(value());
+      else if (a == "--lr") o.lr = std::stod(value());
+      else if (a == "--decay") o.decay = std::stod(value());
+      else if (a == "--seed") o.seed = static_cast<unsigned>(std::stoul(value()));
+      else if (a == "--max-len") o.max_len = std::stoi(value());
+      else if (a == "--train-verses") o.train_verses = std::stol(value());
+      else if (a == "--sample") o.sample = std::stoi(value());
+      else if (a == "--temperature") o.temperature = std::stod(value());
+      else if (a == "--data") o.data = value();
+      else if (a == "--max-perplexity") o.max_perplexity = std::stod(value());
+      else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
+      else if (a == "--resume") o.resume = true;
+      else if (a == "--help") usage(0);
+      else usage(2);
+    } catch (const std::logic_error&) {  // std::stoi and friends on a non-number
+      std::fprintf(stderr, "char_rnn: %s needs a number\n", a.c_str());
+      std::exit(2);
+    }
+  }
+  if (o.epochs < 1 || o.batch < 1 || o.hidden < 1 || o.embed < 1 || o.max_len < 2 || o.sample < 0 || o.temperature <= 0) {
+    std::fprintf(stderr, "char_rnn: --epochs, --batch, --hidden, --embed and --temperature must be positive, --max-len at least 2\n");
+    std::exit(2);
+  }
+  return o;
+}
+
+std::string default_data_file() {
+  if (const char* d = std::getenv("WEFT_DATA_DIR")) return std::string(d) + "/kjv/kjv.txt";
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/weft/kjv/kjv.txt";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/weft/kjv/kjv.txt";
+}
+
+// The corpus: verses as sequences of character ids, "\n" (id 0) around each.
+struct corpus {
+  std::vector<char> chars;  // id -> character
+  std::array<int, 256> id{};
+  std::vector<std::vector<std::int32_t>> train, validation;
+};
+
+corpus load(const std::string& file, const options& o) {
+  std::ifstream in(file);
+  if (!in) fail(error_code::not_found, "cannot open '", file, "'; run tools/fetch-kjv (Debian's bible-kjv) to write it");
+  std::vector<std::string> verses;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) verses.push_back(line);
+  if (verses.size() < 100) fail(error_code::invalid_argument, "'", file, "' has ", verses.size(), " verses; expected the whole KJV text");
+  corpus c;
+  std::array<bool, 256> seen{};
+  seen[static_cast<unsigned char>('\n')] = true;
+  for (const auto& v : verses)
+    for (char ch : v) seen[static_cast<unsigned char>(ch)] = true;
+  c.chars.push_back('\n');
+  for (int ch = 0; ch < 256; ++ch)
+    if (seen[static_cast<std::size_t>(ch)] && ch != '\n') c.chars.push_back(static_cast<char>(ch));
+  for (std::size_t k = 0; k < c.chars.size(); ++k) c.id[static_cast<unsigned char>(c.chars[k])] = static_cast<int>(k);
+  for (std::size_t k = 0; k < verses.size(); ++k) {
+    std::vector<std::int32_t> s{0};
+    for (char ch : verses[k]) s.push_back(c.id[static_cast<unsigned char>(ch)]);
+    s.push_back(0);
+    if (s.size() > static_cast<std::size_t>(o.max_len)) s.resize(static_cast<std::size_t>(o.max_len));
+    (k % 50 == 49 ? c.validation : c.train).push_back(std::move(s));
+  }
+  if (o.train_verses > 0 && static_cast<std::size_t>(o.train_verses) < c.train.size()) c.train.resize(static_cast<std::size_t>(o.train_verses));
+  return c;
+}
+
+// A batch, time-major: inputs and targets [T, B] (int32), the mask [T, B] (float32: 1 where
+// a verse has a character to predict), T the longest verse's length less one.
+struct batch {
+  tensor inputs, targets, mask, steps, zeros;
+  double tokens = 0;
+};
+
+batch make_batch(const std::vector<std::vector<std::int32_t>>& seqs, const std::vector<std::size_t>& rows, std::int64_t hidden) {
+  std::size_t longest = 0;
+  for (auto r : rows) longest = std::max(longest, seqs[r].size());
+  const auto t = static_cast<std::int64_t>(longest - 1), b = static_cast<std::int64_t>(rows.size());
+  batch out;
+  out.inputs = tensor(dtype::int32, shape{t, b});
+  out.targets = tensor(dtype::int32, shape{t, b});
+  out.mask = tensor(dtype::float32, shape{t, b});
+  for (std::int64_t i = 0; i < t; ++i)
+    for (std::int64_t j = 0; j < b; ++j) {
+      const auto& s = seqs[rows[static_cast<std::size_t>(j)]];
+      const bool valid = static_cast<std::size_t>(i + 1) < s.size();
+      out.inputs.data<std::int32_t>()[i * b + j] = valid ? s[static_cast<std::size_t>(i)] : 0;
+      out.targets.data<std::int32_t>()[i * b + j] = valid ? s[static_cast<std::size_t>(i + 1)] : 0;
+      out.mask.data<float>()[i * b + j] = valid ? 1.0f : 0.0f;
+      out.tokens += valid;
+    }
+  out.steps = tensor::scalar(static_cast<std::int32_t>(t));
+  out.zeros = tensor::from_vector(std::vector<float>(static_cast<std::size_t>(b * hidden), 0.0f), shape{b, hidden});
+  return out;
+}
+
+// Rows of `seqs` in batches of verses of similar length (sorted by length, then cut).
+std::vector<std::vector<std::size_t>> batches_of(const std::vector<std::vector<std::int32_t>>& seqs, int size) {
+  std::vector<std::size_t> order(seqs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return seqs[a].size() < seqs[b].size(); });
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t first = 0; first < order.size(); first += static_cast<std::size_t>(size))
+    out.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(first),
+                     order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), first + static_cast<std::size_t>(size))));
+  return out;
+}
+
+// The LSTM's parameters, as values read from their variables.
+struct parameters {
+  output embedding, kernel, bias, out_kernel, out_bias;
+};
+
+struct cell_result {
+  output h, c, logits;
+};
+
+// One LSTM step: ids [B] -> embeddings [B, E]; [x, h] W + b split into the input, forget,
+// cell and output gates; c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c');
+// logits = h' W_y + b_y. `axis0` and `axis1` are int32 constants (entered into the loop
+// when the step is in one).
+cell_result lstm_step(graph& g, const parameters& p, output ids, output h, output c, output axis0, output axis1) {
+  auto x = g.op("GatherV2", {p.embedding, ids, axis0}).out(0);
+  auto xh = g.op("ConcatV2", {x, h, axis1}).out(0);
+  auto z = g.op("BiasAdd", {g.op("MatMul", {xh, p.kernel}).out(0), p.bias}).out(0);
+  const node& gates = g.op("Split", {axis1, z}, {{"num_split", std::int64_t{4}}});
+  auto sigmoid = [&](output v) { return g.op("Sigmoid", {v}).out(0); };
+  auto tanh = [&](output v) { return g.op("Tanh", {v}).out(0); };
+  auto c2 = g.op("Add", {g.op("Mul", {sigmoid(gates.out(1)), c}).out(0), g.op("Mul", {sigmoid(gates.out(0)), tanh(gates.out(2))}).out(0)}).out(0);
+  auto h2 = g.op("Mul", {sigmoid(gates.out(3)), tanh(c2)}).out(0);
+  auto logits = g.op("BiasAdd", {g.op("MatMul", {h2, p.out_kernel}).out(0), p.out_bias}).out(0);
+  return {h2, c2, logits};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const options opt = parse(argc, argv);
+  corpus text;
+  try {
+    text = load(opt.data.empty() ? default_data_file() : opt.data, opt);
+  } catch (const weft::error& e) {
+    std::fprintf(stderr, "char_rnn: %s\n", e.what());
+    return e.code() == error_code::not_found ? 77 : 1;
+  }
+  const auto vocab = static_cast<std::int64_t>(text.chars.size());
+  const std::int64_t hidden = opt.hidden, embed = opt.embed;
+
+  graph g;
+  std::vector<output> vars;
+  std::vector<int> inits;
+  std::int64_t stream = 0;
+  // A variable initialized from U(-r, r), seeded; or to `fill` when r is 0.
+  auto variable = [&](const char* name, std::vector<std::int64_t> dims, float r, float fill = 0) {
+    const output v = g.variable(dtype::float32, shape(dims), name).out(0);
+    const output d = g.constant(tensor::from_vector(dims)).out(0);
+    output init;
+    if (r > 0) {
+      auto u = g.op("RandomUniform", {d}, {{"dtype", dtype::float32}, {"seed", static_cast<std::int64_t>(opt.seed)}, {"seed2", ++stream}}).out(0);
+      init = g.op("Mul", {g.op("Sub", {u, g.constant(tensor::scalar(0.5f))}).out(0), g.constant(tensor::scalar(2 * r))}).out(0);
+    } else {
+      init = g.op("Fill", {d, g.constant(tensor::scalar(fill))}).out(0);
+    }
+    inits.push_back(g.op("Assign", {v, init}).id());
+    vars.push_back(v);
+    return v;
+  };
+  const float glorot = std::sqrt(6.0f / static_cast<float>(embed + 5 * hidden));
+  const output embedding = variable("embedding", {vocab, embed}, 0.1f);
+  const output kernel = variable("lstm/kernel", {embed + hidden, 4 * hidden}, glorot);
+  // The forget gate's bias starts at 1 (the second of the four blocks), the others at 0.
+  const output bias = g.variable(dtype::float32, shape{4 * hidden}, "lstm/bias").out(0);
+  {
+    std::vector<float> b(static_cast<std::size_t>(4 * hidden), 0.0f);
+    std::fill(b.begin() + hidden, b.begin() + 2 * hidden, 1.0f);
+    inits.push_back(g.op("Assign", {bias, g.constant(tensor::from_vector(b))}).id());
+    vars.push_back(bias);
+  }
+  const output out_kernel = variable("output/kernel", {hidden, vocab}, std::sqrt(6.0f / static_cast<float>(hidden + vocab)));
+  const output out_bias = variable("output/bias", {vocab}, 0);
+  auto read = [&](output v) { return g.op("Identity", {v}).out(0); };
+  const parameters params{read(embedding), read(kernel), read(bias), read(out_kernel), read(out_bias)};
+
+  // Training and validation: the loop over a batch's time steps.
+  const output inputs = g.placeholder(dtype::int32, {unknown_dim, unknown_dim}, "inputs").out(0);
+  const output targets = g.placeholder(dtype::int32, {unknown_dim, unknown_dim}, "targets").out(0);
+  const output mask = g.placeholder(dtype::float32, {unknown_dim, unknown_dim}, "mask").out(0);
+  const output steps = g.placeholder(dtype::int32, shape{}, "steps").out(0);
+  const output zeros = g.placeholder(dtype::float32, {unknown_dim, hidden}, "zeros").out(0);
+  auto int32 = [&](std::int32_t v) { return g.constant(tensor::scalar(v)).out(0); };
+  const output axis0 = int32(0), axis1 = int32(1);
+  auto loop = while_loop(
+      g, {int32(0), zeros, zeros, g.constant(tensor::scalar(0.0f)).out(0), g.constant(tensor::scalar(0.0f)).out(0)},
+      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(steps)}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        const parameters p{s.invariant(params.embedding), s.invariant(params.kernel), s.invariant(params.bias),
+                           s.invariant(params.out_kernel), s.invariant(params.out_bias)};
+        const output a0 = s.invariant(axis0), a1 = s.invariant(axis1);
+        auto at = [&](output m) { return g.op("GatherV2", {s.invariant(m), v[0], a0}).out(0); };
+        const cell_result r = lstm_step(g, p, at(inputs), v[1], v[2], a0, a1);
+        const output target = at(targets), weight = at(mask);
+        auto xent = g.op("SparseSoftmaxCrossEntropyWithLogits", {r.logits, target}).out(0);
+        auto loss = g.op("Sum", {g.op("Mul", {xent, weight}).out(0), a0}).out(0);
+        auto predicted = g.op("ArgMax", {r.logits, a1}, {{"output_type", dtype::int32}}).out(0);
+        auto hit = g.op("Cast", {g.op("Equal", {predicted, target}).out(0)}, {{"DstT", dtype::float32}}).out(0);
+        auto correct = g.op("Sum", {g.op("Mul", {hit, weight}).out(0), a0}).out(0);
+        return std::vector<output>{g.op("Add", {v[0], s.invariant(int32(1))}).out(0), r.h, r.c,
+                                   g.op("Add", {v[3], loss}).out(0), g.op("Add", {v[4], correct}).out(0)};
+      },
+      while_options{"time", 10, -1});
+  const output tokens = g.op("Sum", {mask, g.constant(tensor::from_vector(std::vector<std::int32_t>{0, 1})).out(0)}).out(0);
+  const output loss_sum = loop[3], correct = loop[4];
+  const output loss = g.op("Div", {loss_sum, tokens}, {}, "loss").out(0);
+  const output learning_rate = g.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
+  const auto train = train::minimize(g, loss, vars, train::adam{learning_rate});
+  const node& init = g.op("NoOp", {}, {}, node_options("init").after(inits));
+
+  // Sampling: one step at a time, the state fed back by the host.
+  const output char_in = g.placeholder(dtype::int32, shape{1}, "char").out(0);
+  const output h_in = g.placeholder(dtype::float32, shape{1, hidden}, "h").out(0);
+  const output c_in = g.placeholder(dtype::float32, shape{1, hidden}, "c").out(0);
+  const output temperature = g.placeholder(dtype::float32, shape{}, "temperature").out(0);
+  const cell_result one = lstm_step(g, params, char_in, h_in, c_in, axis0, axis1);
+  const output probabilities = g.op("Softmax", {g.op("Div", {one.logits, temperature}).out(0)}).out(0);
+
+  const saver checkpoints(g, variables_of(g), {.keep = 3});
+  const std::filesystem::path prefix = std::filesystem::path(opt.checkpoint_dir) / "char_rnn";
+  session s(g);
+  s.run({init, train.init});
+  int first_epoch = 1;
+  if (opt.resume) {
+    if (auto last = saver::latest(prefix)) {
+      checkpoints.restore(s, last->second);
+      first_epoch = static_cast<int>(last->first) + 1;
+      std::printf("char_rnn: resumed from %s\n", last->second.c_str());
+    } else {
+      std::printf("char_rnn: no checkpoint under %s; starting afresh\n", prefix.c_str());
+    }
+  }
+
+  auto train_batches = batches_of(text.train, opt.batch);
+  const auto validation_batches = batches_of(text.validation, opt.batch);
+  auto feeds_of = [&](const batch& b) {
+    return feed_list{{inputs, b.inputs}, {targets, b.targets}, {mask, b.mask}, {steps, b.steps}, {zeros, b.zeros}};
+  };
+  auto validation_perplexity = [&] {
+    double total = 0, count = 0;
+    for (const auto& rows : validation_batches) {
+      const batch b = make_batch(text.validation, rows, hidden);
+      total += s.run(feeds_of(b), {loss_sum}).at(0).scalar_value<float>();
+      count += b.tokens;
+    }
+    return std::exp(total / count);
+  };
+  auto generate = [&](unsigned seed) {
+    std::mt19937 rng(seed);
+    tensor h = tensor::from_vector(std::vector<float>(static_cast<std::size_t>(hidden), 0.0f), shape{1, hidden}), c = h;
+    std::int32_t ch = 0;
+    std::string out;
+    for (int k = 0; k < opt.sample; ++k) {
+      auto r = s.run({{char_in, tensor::from_vector(std::vector<std::int32_t>{ch})}, {h_in, h}, {c_in, c},
+                      {temperature, tensor::scalar(static_cast<float>(opt.temperature))}},
+                     {probabilities, one.h, one.c});
+      const auto p = r[0].to_vector<float>();
+      ch = static_cast<std::int32_t>(std::discrete_distribution<int>(p.begin(), p.end())(rng));
+      h = r[1], c = r[2];
+      out += text.chars[static_cast<std::size_t>(ch)];
+    }
+    return out;
+  };
+
+  std::printf("char_rnn: LSTM %lld-%lld-%lld over %zu characters, %zu training and %zu validation verses, batch %d, "
+              "Adam lr %g decaying by %g per epoch, seed %u\n",
+              static_cast<long long>(embed), static_cast<long long>(hidden), static_cast<long long>(vocab), text.chars.size(),
+              text.train.size(), text.validation.size(), opt.batch, opt.lr, opt.decay, opt.seed);
+  weft_examples::progress bar(opt.epochs, static_cast<long>(train_batches.size()), 50);
+  double perplexity = 0, seconds = 0;
+  for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
+    std::mt19937_64 shuffle(opt.seed * 1000003ull + static_cast<unsigned>(epoch));
+    std::shuffle(train_batches.begin(), train_batches.end(), shuffle);
+    const tensor rate = tensor::scalar(static_cast<float>(opt.lr * std::pow(opt.decay, epoch - 1)));
+    bar.start_epoch(epoch);
+    for (const auto& rows : train_batches) {
+      const batch b = make_batch(text.train, rows, hidden);
+      feed_list feeds = feeds_of(b);
+      feeds.push_back({learning_rate, rate});
+      auto out = s.run(feeds, {loss, correct}, {train.step});
+      bar.step(static_cast<long>(b.tokens), out[0].scalar_value<float>(), out[1].scalar_value<float>());
+    }
+    seconds += bar.end_epoch();
+    perplexity = validation_perplexity();
+    const auto file = checkpoints.save(s, prefix, epoch);
+    std::printf("epoch %d: training perplexity %.2f, validation perplexity %.2f, saved %s\n", epoch, std::exp(bar.mean_loss()),
+                perplexity, file.c_str());
+    std::printf("sample: %s\n", generate(opt.seed + static_cast<unsigned>(epoch)).c_str());
+  }
+  if (first_epoch > opt.epochs) perplexity = validation_perplexity();
+  std::printf("validation perplexity %.2f after %d epochs (%.1f s of training in this run)\n", perplexity, opt.epochs, seconds);
+  if (opt.max_perplexity > 0 && perplexity > opt.max_perplexity) {
+    std::fprintf(stderr, "char_rnn: validation perplexity %.3f is above --max-perplexity %.3f\n", perplexity, opt.max_perplexity);
+    return 1;
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "char_rnn: %s\n", e.what());
+  return 1;
+}
