@@ -2285,7 +2285,9 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
     const node& p = at(in);
     in_types.push_back(p.output_dtype(in.port));
     in_shapes.push_back(p.output_shape(in.port));
-    in_values.push_back(p.op() == "Const" ? p.attrs().find("value")->get_if<tensor>() : nullptr);
+    const node* source = &p;  // a constant that enters a loop as an invariant is still one
+    while (source->op() == "Enter" && source->attr<bool>("is_constant")) source = &at(source->inputs()[0]);
+    in_values.push_back(source->op() == "Const" ? source->attrs().find("value")->get_if<tensor>() : nullptr);
   }
   auto input_list = [&] {
     std::ostringstream out;
