@@ -16,5 +16,6 @@
 #include <weft/dsl/handle.hpp>
 #include <weft/dsl/fusion.hpp>
 #include <weft/dsl/gradient.hpp>
+#include <weft/dsl/control_flow.hpp>
 #include <weft/dsl/train.hpp>
 #include <weft/dsl/client_session.hpp>

@@ -18,6 +18,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -116,12 +118,62 @@ template <expression E>
 using shape_of = typename std::remove_cvref_t<E>::shape_type;
 
 // ---- lowering ------------------------------------------------------------------------
-// Lowers expressions into one graph. Owned by a client_session (one per graph).
+// How a lowering inside a loop's frame or a cond's branch (dsl/control_flow.hpp) takes
+// values from outside it.
+class frame_hooks {
+ public:
+  virtual ~frame_hooks() = default;
+  // `outer`, a value of the enclosing lowering, as seen here (a loop invariant's Enter, or
+  // the branch's side of a Switch).
+  virtual output enter(output outer) = 0;
+  // Control inputs for a node with no input, so that it runs here (the loop's or the
+  // branch's pivot).
+  virtual std::vector<int> pivot() = 0;
+  // Whether a node whose inputs all come from outside is made outside and entered (a
+  // loop hoists its invariant computations; a branch does not, so that they run only
+  // when it is taken).
+  virtual bool hoists() const = 0;
+};
+
+// Lowers expressions into one graph. Owned by a client_session (one per graph). A
+// lowering inside a loop or a branch has a parent: values from outside come in through
+// its hooks, and expressions are lowered anew there (their memos are per lowering).
 class lowering {
  public:
   explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse), serial_(next_serial()) {}
+  lowering(lowering& parent, frame_hooks& hooks)
+      : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent), hooks_(&hooks) {}
   lowering(const lowering&) = delete;
   lowering& operator=(const lowering&) = delete;
+
+  // The enclosing lowering of a loop's or a branch's; null at the top.
+  lowering* parent() const noexcept { return parent_; }
+  // o as seen here: itself when made here (or at the top), else entered from outside.
+  output bring(output o) {
+    if (!parent_ || owned_.count(o.node)) return o;
+    auto [it, fresh] = brought_.try_emplace(o);
+    if (fresh) {
+      const output outer = parent_->bring(o);
+      it->second = hooks_->enter(outer);
+      owned_.insert(it->second.node);
+      outside_[it->second] = o;
+    }
+    return it->second;
+  }
+  // Marks o as made here (a loop variable, a nested loop's Exit).
+  void adopt(output o) { owned_.insert(o.node); }
+  // Loop variables: bound to their value in the lowering of the loop's condition or body,
+  // and found from nested lowerings (brought in).
+  void bind(const void* identity, output o) {
+    adopt(o);
+    bound_[identity] = o;
+  }
+  std::optional<output> find_bound(const void* identity) {
+    if (auto it = bound_.find(identity); it != bound_.end()) return it->second;
+    if (!parent_) return std::nullopt;
+    auto o = parent_->find_bound(identity);
+    return o ? std::optional<output>(bring(*o)) : std::nullopt;
+  }
 
   graph& target() noexcept { return graph_; }
   const graph& target() const noexcept { return graph_; }
@@ -135,6 +187,28 @@ class lowering {
   // `controls`: node ids that must run first (control inputs).
   output add(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
              std::string_view name = {}, bool merge = true, std::vector<int> controls = {}) {
+    if (parent_) {
+      const op_def* d = op_registry::global().find(op);
+      bool inner = false;
+      for (const auto& in : inputs) inner = inner || (owned_.count(in.node) > 0 && !outside_.count(in));
+      if (!inner && hooks_->hoists() && !(d && d->stateful) && controls.empty()) {
+        for (auto& in : inputs)
+          if (auto it = outside_.find(in); it != outside_.end()) in = it->second;
+        return bring(parent_->add(op, std::move(inputs), std::move(attrs), scope, name, merge));
+      }
+      for (auto& in : inputs) in = bring(in);
+      if (inputs.empty())
+        for (int p : hooks_->pivot()) controls.push_back(p);
+      const output o = add_here(op, std::move(inputs), std::move(attrs), scope, name, merge, std::move(controls));
+      adopt(o);
+      return o;
+    }
+    return add_here(op, std::move(inputs), std::move(attrs), scope, name, merge, std::move(controls));
+  }
+
+ private:
+  output add_here(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
+                  std::string_view name, bool merge, std::vector<int> controls) {
     const op_def* def = op_registry::global().find(op);
     merge = merge && def && !def->stateful;
     // The node to colocate with, lowered first (memoized: found again at once).
@@ -149,7 +223,7 @@ class lowering {
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
-    for (int k = 1; graph_.find(unique); ++k) unique = base + "_" + std::to_string(k);
+    for (int k = 1; graph_.find(graph_.current_name_scope() + unique); ++k) unique = base + "_" + std::to_string(k);
     node_options options(unique);
     options.device = scope->device;
     options.colocate_with = colocate;
@@ -159,6 +233,8 @@ class lowering {
       cse_[std::move(key)].push_back({std::move(attrs), scope->device, std::move(colocate), std::move(controls), n.id()});
     return output{n.id(), 0};  // port 0 also for nodes without outputs (NoOp), as a target
   }
+
+ public:
 
   // Leaves and type-erased handles are lowered once per identity.
   const output* find(const void* identity) const {
@@ -171,7 +247,10 @@ class lowering {
   }
 
   // Variable initializers (Assign nodes), in the order their variables were lowered.
-  void add_initializer(int node_id) { initializers_.push_back(node_id); }
+  void add_initializer(int node_id) {
+    if (parent_) return parent_->add_initializer(node_id);
+    initializers_.push_back(node_id);
+  }
   const std::vector<int>& initializers() const noexcept { return initializers_; }
 
  private:
@@ -189,6 +268,12 @@ class lowering {
   std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
   std::vector<int> initializers_;
   std::uint64_t serial_;
+  lowering* parent_ = nullptr;
+  frame_hooks* hooks_ = nullptr;
+  std::set<int> owned_;                  // nodes made here (or entered, or bound)
+  std::map<output, output> brought_;     // outer value -> as seen here
+  std::map<output, output> outside_;     // an entered value -> the outer value it came from
+  std::map<const void*, output> bound_;  // loop variables
 
   static std::uint64_t next_serial() {
     static std::atomic<std::uint64_t> counter{0};

@@ -49,6 +49,7 @@ class placeholder_expr : public expr_base {
   const std::string& name() const noexcept { return d_->name; }
 
   output lower(lowering& cx) const {
+    if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
     WEFT_DETAIL_ONCE(cpu::register_core_kernels());
     output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
@@ -80,6 +81,7 @@ class constant_expr : public expr_base {
 
   // Constants merge by value, like any other node.
   output lower(lowering& cx) const {
+    if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     WEFT_DETAIL_ONCE(cpu::register_core_kernels());
     return cx.add("Const", {}, {{"value", d_->value}, {"dtype", dtype_of<T>}}, d_->scope);
   }
@@ -119,6 +121,7 @@ class variable_expr : public expr_base {
 
   // The Variable node; its initializer (an Assign) is recorded in the lowering context.
   output lower(lowering& cx) const {
+    if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
     WEFT_DETAIL_ONCE(cpu::register_core_kernels(), ops::register_state_ops(),
                      register_cpu_kernel<cpu::variable_kernel>("Variable"),

@@ -185,6 +185,8 @@ class graph {
    private:
     std::function<void()> pop_;
   };
+  // The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
+  const std::string& current_name_scope() const noexcept { return name_scope_; }
   [[nodiscard]] scope_guard name_scope(const std::string& scope) {
     auto saved = name_scope_;
     name_scope_ += scope + "/";

@@ -1,0 +1,239 @@
+// Typed control flow (dsl/control_flow.hpp): while_loop and cond on expressions, against
+// host loops and the same computation unrolled; captured placeholders and variables,
+// nested loops, a cond in a loop, invariant hoisting, gradients through both, and errors.
+#include <weft/dsl.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace weft;
+namespace hana = boost::hana;
+
+namespace {
+
+std::vector<float> ramp(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.7f * static_cast<float>(i) + 0.3f);
+  return v;
+}
+
+int count_op(const graph& g, std::string_view op) {
+  int n = 0;
+  for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("dsl control flow: while_loop over heterogeneous state equals a host loop", "[dsl][control]") {
+  auto n = placeholder<std::int32_t>("n", dims<>);
+  auto x = placeholder<float>("x", dims<3>);
+  // i < n: (i + 1, acc + x * i, count + 1.0) with an int32, a float vector and a double.
+  auto out = while_loop([&](auto i, auto, auto) { return i < n; },
+                        [&](auto i, auto acc, auto count) {
+                          return hana::make_tuple(i + 1, acc + x * cast<float>(i), count + 1.0);
+                        },
+                        hana::make_tuple(constant(0), zeros<float>(dims<3>), constant(0.0)));
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(hana::at_c<1>(out))>, float>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(hana::at_c<1>(out))>, static_shape<3>>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(hana::at_c<2>(out))>, double>);
+  const std::vector<float> xv{0.5f, -1.0f, 2.0f};
+  client_session s;
+  for (int nv : {0, 1, 7, 100}) {
+    INFO("n = " << nv);
+    auto [iv, accv, countv] = s.run(fetch(hana::at_c<0>(out), hana::at_c<1>(out), hana::at_c<2>(out)), feed(n, nv),
+                                    feed(x, tensor_of<float, 1>(xv, {3})));
+    CHECK(iv.scalar() == nv);
+    CHECK(countv.scalar() == Approx(nv));
+    const double tri = 0.5 * nv * (nv - 1);
+    for (int k = 0; k < 3; ++k) CHECK(accv(k) == Approx(xv[static_cast<std::size_t>(k)] * tri).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("dsl control flow: an RNN in a while_loop equals it unrolled, and so does its gradient", "[dsl][control][grad]") {
+  constexpr int steps = 5, k = 4;
+  auto h0 = placeholder<double>("h0", dims<dyn, k>);  // a dyn batch dim
+  auto xs = placeholder<double>("xs", dims<steps, dyn, k>);
+  auto w = variable<double>("w", dims<k, k>, [] {
+    std::vector<double> v;
+    for (int i = 0; i < k * k; ++i) v.push_back(0.5 * std::cos(1.3 * i));
+    return tensor_of<double, 2>(v, {k, k});
+  }());
+  auto looped = hana::at_c<1>(while_loop([](auto i, auto) { return i < 5; },
+                                         [&](auto i, auto h) { return hana::make_tuple(i + 1, tanh(matmul(h, w) + gather(xs, i))); },
+                                         hana::make_tuple(constant(0), h0)));
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(looped)>, static_shape<dyn, k>>);
+  handle<double, dyn, k> unrolled = h0;
+  for (int i = 0; i < steps; ++i) unrolled = tanh(matmul(unrolled, w) + gather(xs, constant(i)));
+  auto loss_loop = reduce_sum(looped * looped);
+  auto loss_unrolled = reduce_sum(unrolled * unrolled);
+  auto [dw_loop, dh_loop] = grad(loss_loop, w, h0);
+  auto [dw_unrolled, dh_unrolled] = grad(loss_unrolled, w, h0);
+  const int batch = 3;
+  std::vector<double> hv, xv;
+  for (int i = 0; i < batch * k; ++i) hv.push_back(0.3 * std::sin(0.9 * i));
+  for (int i = 0; i < steps * batch * k; ++i) xv.push_back(0.4 * std::cos(0.37 * i));
+  for (bool fused : {true, false}) {
+    client_options o;
+    o.fusion = fused;
+    o.session.intra_op_threads = 2;
+    o.session.inter_op_threads = 2;
+    client_session s(o);
+    s.initialize(w);
+    auto feeds = [&] { return std::tuple{feed(h0, tensor_of<double, 2>(hv, {batch, k})), feed(xs, tensor_of<double, 3>(xv, {steps, batch, k}))}; };
+    auto [f0, f1] = feeds();
+    auto [a, b, c, d, e, f] = s.run(fetch(looped, unrolled, dw_loop, dw_unrolled, dh_loop, dh_unrolled), f0, f1);
+    INFO("fusion " << fused);
+    for (std::size_t i = 0; i < a.flat().size(); ++i) CHECK(a.flat()[i] == Approx(b.flat()[i]).epsilon(1e-12));
+    for (std::size_t i = 0; i < c.flat().size(); ++i) CHECK(c.flat()[i] == Approx(d.flat()[i]).epsilon(1e-10).margin(1e-13));
+    for (std::size_t i = 0; i < e.flat().size(); ++i) CHECK(e.flat()[i] == Approx(f.flat()[i]).epsilon(1e-10).margin(1e-13));
+    // The loop's invariant computations were hoisted: no MatMul reads w through an Enter twice over.
+    CHECK(count_op(s.current_graph(), "AccumulatorPush") >= 1);
+  }
+}
+
+TEST_CASE("dsl control flow: cond runs one branch, with its result type and gradient", "[dsl][control][grad]") {
+  auto x = placeholder<float>("x", dims<dyn>);
+  auto y = placeholder<float>("y", dims<4>);
+  auto p = reduce_sum(x) > 0.0f;
+  // Then: x * 2 ([dyn]); else: y - 1 ([4]): the result is [dyn].
+  auto r = cond(p, [&] { return x * 2.0f; }, [&] { return y - 1.0f; });
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(r)>, static_shape<dyn>>);
+  // Two results at once, and gradients: d sum(r2 * r2) / dx.
+  auto both = cond(p, [&] { return hana::make_tuple(x * x, constant(1.0f)); }, [&] { return hana::make_tuple(-x, constant(2.0f)); });
+  auto loss = reduce_sum(hana::at_c<0>(both) * hana::at_c<1>(both));
+  auto dx = grad(loss, x);
+  client_session s;
+  const std::vector<float> pos{1.0f, 2.0f, -0.5f, 0.25f}, neg{-1.0f, -2.0f, 0.5f, 0.25f}, yv{3, 4, 5, 6};
+  for (const auto* xv : {&pos, &neg}) {
+    const bool taken = *xv == pos;
+    auto [rv, lv, dv] = s.run(fetch(r, loss, dx), feed(x, tensor_of<float, 1>(*xv, {4})), feed(y, tensor_of<float, 1>(yv, {4})));
+    for (int i = 0; i < 4; ++i) {
+      const float xi = (*xv)[static_cast<std::size_t>(i)];
+      CHECK(rv(i) == Approx(taken ? 2 * xi : yv[static_cast<std::size_t>(i)] - 1));
+      CHECK(dv(i) == Approx(taken ? 2 * xi : -2.0f));
+    }
+    double want = 0;
+    for (float xi : *xv) want += taken ? xi * xi : -xi * 2;
+    CHECK(lv.scalar() == Approx(want));
+  }
+}
+
+TEST_CASE("dsl control flow: nested loops and a cond in a loop, capturing outer values", "[dsl][control][grad]") {
+  auto a = placeholder<double>("a", dims<>);
+  auto n = placeholder<std::int32_t>("n", dims<>);
+  // Outer i < n: inner j < i: acc = acc * a (so acc = a^(n(n-1)/2)); then, per outer
+  // iteration, i even ? acc : acc + 1 (a cond in the loop).
+  auto out = while_loop(
+      [&](auto i, auto) { return i < n; },
+      [&](auto i, auto acc) {
+        auto inner = hana::at_c<1>(while_loop([&](auto j, auto) { return j < i; },
+                                              [&](auto j, auto v) { return hana::make_tuple(j + 1, v * a); },
+                                              hana::make_tuple(constant(0), acc)));
+        auto even = equal(i - (i / 2) * 2, constant(0));
+        return hana::make_tuple(i + 1, cond(even, [&] { return inner; }, [&] { return inner + 1.0; }));
+      },
+      hana::make_tuple(constant(0), constant(1.0)));
+  auto result = hana::at_c<1>(out);
+  auto da = grad(result, a);
+  auto host = [](double av, int nv) {
+    double acc = 1, d = 0;  // acc and d acc / da
+    for (int i = 0; i < nv; ++i) {
+      for (int j = 0; j < i; ++j) d = d * av + acc, acc *= av;
+      if (i % 2) acc += 1;
+    }
+    return std::pair{acc, d};
+  };
+  client_session s;
+  for (int nv : {0, 1, 2, 5}) {
+    INFO("n = " << nv);
+    auto [rv, dv] = s.run(fetch(result, da), feed(a, 1.1), feed(n, nv));
+    CHECK(rv.scalar() == Approx(host(1.1, nv).first).epsilon(1e-12));
+    CHECK(dv.scalar() == Approx(host(1.1, nv).second).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("dsl control flow: loop invariants are hoisted and entered once", "[dsl][control]") {
+  auto m = placeholder<float>("m", dims<8, 8>);
+  auto v = placeholder<float>("v", dims<1, 8>);
+  // m @ m does not depend on the loop: it is made outside and entered as one invariant.
+  auto out = hana::at_c<1>(while_loop([](auto i, auto) { return i < 3; },
+                                      [&](auto i, auto h) { return hana::make_tuple(i + 1, matmul(h, matmul(m, m))); },
+                                      hana::make_tuple(constant(0), v)));
+  client_session s;
+  std::vector<float> mv(64, 0.0f), vv(8, 1.0f);
+  for (int i = 0; i < 8; ++i) mv[static_cast<std::size_t>(i * 8 + i)] = 2.0f;  // 2 I: m @ m = 4 I
+  auto r = s.run(out, feed(m, tensor_of<float, 2>(mv, {8, 8})), feed(v, tensor_of<float, 2>(vv, {1, 8})));
+  for (int i = 0; i < 8; ++i) CHECK(r(0, i) == Approx(64.0f));
+  const graph& g = s.current_graph();
+  int hoisted = 0, inside = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (g.at(id).op() != "MatMul") continue;
+    bool entered = false;
+    for (const auto& in : g.at(id).inputs()) entered = entered || g.at(in).op() == "Enter" || g.at(in).op() == "Identity";
+    (entered ? inside : hoisted) += 1;
+  }
+  CHECK(hoisted == 1);  // m @ m, outside the loop
+  CHECK(inside == 1);   // h @ (m @ m), per iteration
+}
+
+TEST_CASE("dsl control flow: a loop variable lowered outside its loop is a clear error", "[dsl][control]") {
+  std::optional<handle<std::int32_t>> escaped;
+  auto out = while_loop([](auto i) { return i < 3; },
+                        [&](auto i) {
+                          escaped = i + 1;
+                          return i + 1;
+                        },
+                        constant(0));
+  client_session s;
+  CHECK(s.run(out).scalar() == 3);
+  CHECK_THROWS_WITH(s.run(*escaped), Catch::Contains("a loop variable is lowered outside its loop"));
+}
+
+TEST_CASE("dsl control flow: switch_case runs the indexed branch, the last one out of range", "[dsl][control][grad]") {
+  auto index = placeholder<std::int32_t>("index", dims<>);
+  auto x = placeholder<float>("x", dims<2>);
+  auto r = switch_case(index, [&] { return x * 1.0f; }, [&] { return x * 2.0f; }, [&] { return x * 3.0f + 1.0f; });
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(r)>, static_shape<2>>);
+  auto dx = grad(reduce_sum(r), x);
+  client_session s;
+  for (int i : {0, 1, 2, 7, -1}) {
+    INFO("index " << i);
+    const float k = i == 0 ? 1.0f : i == 1 ? 2.0f : 3.0f;
+    auto [rv, dv] = s.run(fetch(r, dx), feed(index, i), feed(x, tensor_of<float, 1>({1.5f, -2.0f}, {2})));
+    CHECK(rv(0) == Approx(1.5f * k + (k == 3.0f ? 1.0f : 0.0f)));
+    CHECK(rv(1) == Approx(-2.0f * k + (k == 3.0f ? 1.0f : 0.0f)));
+    CHECK(dv(0) == Approx(k));
+    CHECK(dv(1) == Approx(k));
+  }
+}
+
+TEST_CASE("dsl control flow: foldl over a dyn or static first dim, with its gradient", "[dsl][control][grad]") {
+  // acc = acc * 0.5 + x_i over the rows of elems [dyn, 3].
+  auto elems = placeholder<double>("elems", dims<dyn, 3>);
+  auto folded = foldl([](auto acc, auto row) { return acc * 0.5 + row; }, elems, zeros<double>(dims<3>));
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(folded)>, static_shape<3>>);
+  auto d = grad(reduce_sum(folded), elems);
+  // Two accumulators over a static first dim: the sum and the product of 4 scalars.
+  auto four = placeholder<double>("four", dims<4>);
+  auto both = foldl([](auto sum, auto product, auto v) { return hana::make_tuple(sum + v, product * v); }, four,
+                    hana::make_tuple(constant(0.0), constant(1.0)));
+  client_session s;
+  for (int n : {0, 1, 5}) {
+    INFO(n << " rows");
+    std::vector<double> ev;
+    for (int i = 0; i < n * 3; ++i) ev.push_back(std::sin(0.3 * i + 0.1));
+    auto [fv, dv] = s.run(fetch(folded, d), feed(elems, tensor_of<double, 2>(ev, {n, 3})));
+    for (int c = 0; c < 3; ++c) {
+      double acc = 0;
+      for (int i = 0; i < n; ++i) acc = acc * 0.5 + ev[static_cast<std::size_t>(i * 3 + c)];
+      CHECK(fv(c) == Approx(acc).epsilon(1e-12));
+      for (int i = 0; i < n; ++i) CHECK(dv(i, c) == Approx(std::pow(0.5, n - 1 - i)).epsilon(1e-12));
+    }
+  }
+  auto [sv, pv] = s.run(fetch(hana::at_c<0>(both), hana::at_c<1>(both)), feed(four, tensor_of<double, 1>({1.5, -2.0, 3.0, 0.5}, {4})));
+  CHECK(sv.scalar() == Approx(3.0));
+  CHECK(pv.scalar() == Approx(-4.5));
+}
