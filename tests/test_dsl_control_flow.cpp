@@ -237,3 +237,26 @@ TEST_CASE("dsl control flow: foldl over a dyn or static first dim, with its grad
   CHECK(sv.scalar() == Approx(3.0));
   CHECK(pv.scalar() == Approx(-4.5));
 }
+
+TEST_CASE("dsl control flow: a loop inside a branch runs only when the branch is taken", "[dsl][control][grad]") {
+  auto x = placeholder<double>("x", dims<>);
+  auto n = placeholder<std::int32_t>("n", dims<>);
+  // x > 0 ? x^n (a loop) : -x; and the gradient.
+  auto r = cond(
+      x > 0.0,
+      [&] {
+        return hana::at_c<1>(while_loop([&](auto i, auto) { return i < n; },
+                                        [&](auto i, auto p) { return hana::make_tuple(i + 1, p * x); },
+                                        hana::make_tuple(constant(0), constant(1.0))));
+      },
+      [&] { return -x; });
+  auto dr = grad(r, x);
+  client_session s;
+  for (double xv : {1.5, -2.0})
+    for (int nv : {0, 3}) {
+      INFO("x = " << xv << ", n = " << nv);
+      auto [rv, dv] = s.run(fetch(r, dr), feed(x, xv), feed(n, nv));
+      CHECK(rv.scalar() == Approx(xv > 0 ? std::pow(xv, nv) : -xv));
+      CHECK(dv.scalar() == Approx(xv > 0 ? nv * std::pow(xv, nv - 1) : -1.0));
+    }
+}

@@ -14284,17 +14284,17 @@ struct loop_state {
   }
 };
 
-// A loop's result k.
-template <class T, class S>
-class loop_result_expr : public expr_base {
+// Result k of a loop or a cond (State: loop_state or cond_state).
+template <class T, class S, class State>
+class result_expr : public expr_base {
  public:
   using value_type = T;
   using shape_type = S;
-  loop_result_expr(std::shared_ptr<loop_state> state, std::size_t k) : state_(std::move(state)), k_(k) {}
+  result_expr(std::shared_ptr<State> state, std::size_t k) : state_(std::move(state)), k_(k) {}
   output lower(lowering& cx) const { return state_->lower(cx)[k_]; }
 
  private:
-  std::shared_ptr<loop_state> state_;
+  std::shared_ptr<State> state_;
   std::size_t k_;
 };
 
@@ -14379,19 +14379,6 @@ struct cond_state {
   }
 };
 
-template <class T, class S>
-class cond_result_expr : public expr_base {
- public:
-  using value_type = T;
-  using shape_type = S;
-  cond_result_expr(std::shared_ptr<cond_state> state, std::size_t k) : state_(std::move(state)), k_(k) {}
-  output lower(lowering& cx) const { return state_->lower(cx)[k_]; }
-
- private:
-  std::shared_ptr<cond_state> state_;
-  std::size_t k_;
-};
-
 // The length of e's first dim as an int32 scalar: a constant when it is static.
 template <expression E>
 auto first_dim(const E& e) {
@@ -14448,7 +14435,7 @@ auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& ini
     }(std::make_index_sequence<n>{});
   }
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
-    return hana::make_tuple(detail::loop_result_expr<value_type_of<Vars>, shape_of<Vars>>(state, K)...);
+    return hana::make_tuple(detail::result_expr<value_type_of<Vars>, shape_of<Vars>, detail::loop_state>(state, K)...);
   }(std::index_sequence_for<Vars...>{});
 }
 
@@ -14483,11 +14470,12 @@ auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
                                           shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>()));
       (state->then_values.push_back(lowering_of(hana::at_c<K>(t))), ...);
       (state->else_values.push_back(lowering_of(hana::at_c<K>(f))), ...);
-      return hana::make_tuple(detail::cond_result_expr<
+      return hana::make_tuple(detail::result_expr<
                               value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
                               typename detail::common_static_shape<
                                   shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
-                                  shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>::type>(state, K)...);
+                                  shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>::type,
+                              detail::cond_state>(state, K)...);
     }(std::make_index_sequence<n>{});
     if constexpr (detail::is_hana_tuple<decltype(t_raw)>::value) return results;
     else return hana::at_c<0>(results);
