@@ -296,3 +296,38 @@ TEST_CASE("control-flow gradients: clear errors", "[control][grad]") {
   require_error([&] { add_gradients(g, {out[1]}, {inside}); }, {"is inside a loop", "(Square)", "differentiate with respect to a value outside it"});
   require_error([&] { add_gradients(g, {inside}, {x}); }, {"is inside a loop", "(Square)", "leaves it through an Exit"});
 }
+
+TEST_CASE("loop gradients: a loop variable with no Exit still carries its gradient back", "[control][grad]") {
+  // Built op by op: (i, a, b) with a <- a * x and b <- b + a; only b leaves the loop.
+  graph g;
+  auto x = g.placeholder(dtype::float64, partial_shape(std::vector<std::int64_t>{}), "x");
+  const attr_map frame{{"frame_name", std::string("L")}, {"parallel_iterations", std::int64_t{10}}};
+  attr_map invariant = frame;
+  invariant.set("is_constant", true);
+  std::vector<int> merges;
+  std::vector<output> vars;
+  for (output init : {i64(g, 0), f64(g, 1.0), f64(g, 0.0)}) {
+    auto enter = g.op("Enter", {init}, frame).out(0);
+    const node& m = g.op("Merge", {enter, enter});
+    merges.push_back(m.id());
+    vars.push_back(m.out(0));
+  }
+  auto pred = op(g, "LoopCond", {op(g, "Less", {vars[0], g.op("Enter", {i64(g, 3)}, invariant).out(0)})});
+  std::vector<output> inside;
+  output b_exit{};
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    const node& sw = g.op("Switch", {vars[k], pred});
+    if (k == 2) b_exit = g.op("Exit", {sw.out(0)}).out(0);
+    inside.push_back(op(g, "Identity", {sw.out(1)}));
+  }
+  auto xe = g.op("Enter", {x}, invariant).out(0);
+  auto a2 = op(g, "Mul", {inside[1], xe});
+  std::vector<output> next{op(g, "Add", {inside[0], g.op("Enter", {i64(g, 1)}, invariant).out(0)}), a2, op(g, "Add", {inside[2], a2})};
+  for (std::size_t k = 0; k < next.size(); ++k) g.close_loop(merges[k], g.op("NextIteration", {next[k]}).out(0));
+  // b = x + x^2 + x^3: db/dx = 1 + 2x + 3x^2.
+  auto d = add_gradients(g, {b_exit}, {x});
+  session s(g);
+  auto r = s.run({{x, tensor::scalar(1.5)}}, {b_exit, d[0]});
+  CHECK(r[0].scalar_value<double>() == Approx(1.5 + 2.25 + 3.375));
+  CHECK(r[1].scalar_value<double>() == Approx(1 + 3.0 + 3 * 2.25));
+}

@@ -658,9 +658,12 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   }
   std::vector<output> init{ctx.add("Sub", {path_exit, ctx.add("Const", {}, {{"value", step_back}, {"dtype", dtype::int64}})}, {})};
   for (std::size_t k : carried) {
-    const output exit = g.at(L.vars[k].exit >= 0 ? L.vars[k].exit : L.vars[k].enter).out(0);
-    auto dy = L.vars[k].exit >= 0 ? total(exit) : std::nullopt;
-    init.push_back(dy ? dy->out() : ctx.add("ZerosLike", {exit}, {}));
+    // The gradient at the loop's end: what reached the Exit, else zeros shaped as the
+    // final value (as the initial one for a variable with no Exit).
+    const auto& var = L.vars[k];
+    const output last = var.exit >= 0 ? g.at(var.exit).out(0) : g.at(var.enter).inputs()[0];
+    auto dy = var.exit >= 0 ? total(last) : std::nullopt;
+    init.push_back(dy ? dy->out() : ctx.add("ZerosLike", {last}, {}));
   }
   for (std::size_t j : summed) init.push_back(ctx.add("ZerosLike", {g.at(L.invariants[j]).inputs()[0]}, {}));
 
