@@ -89,7 +89,7 @@ TEST_CASE("dsl control flow: an RNN in a while_loop equals it unrolled, and so d
     for (std::size_t i = 0; i < a.flat().size(); ++i) CHECK(a.flat()[i] == Approx(b.flat()[i]).epsilon(1e-12));
     for (std::size_t i = 0; i < c.flat().size(); ++i) CHECK(c.flat()[i] == Approx(d.flat()[i]).epsilon(1e-10).margin(1e-13));
     for (std::size_t i = 0; i < e.flat().size(); ++i) CHECK(e.flat()[i] == Approx(f.flat()[i]).epsilon(1e-10).margin(1e-13));
-    // The loop's invariant computations were hoisted: no MatMul reads w through an Enter twice over.
+    // The gradient is a backward loop fed by the forward loop's pushes.
     CHECK(count_op(s.current_graph(), "AccumulatorPush") >= 1);
   }
 }

@@ -4043,7 +4043,6 @@ class graph_frames {
     return of(o.node);
   }
   const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
-  int size() const { return static_cast<int>(frames_.size()); }
 
  private:
   int child_of(int parent, const std::string& name) {
@@ -10399,8 +10398,9 @@ void register_reduction_kernels() {
 }
 
 }  // namespace weft::cpu
-// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and AccumulatorPop. Updates build a new buffer and
-// swap it in under the variable's lock, so readers of the old value are never torn.
+// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and
+// AccumulatorPop. Updates build a new buffer and swap it in under the variable's lock, so
+// readers of the old value are never torn.
 
 #include <cstdint>
 #include <string>
@@ -14301,13 +14301,15 @@ class result_expr : public expr_base {
   std::size_t k_;
 };
 
-template <std::size_t K, class S1, class S2>
-constexpr bool check_loop_shape() {
+// Checks shapes S1 and S2 of value K with the rank check Rank, then, dim by dim, Dims.
+template <template <std::size_t, int, int> class Rank, template <std::size_t, std::int64_t, std::int64_t> class Dims,
+          std::size_t K, class S1, class S2>
+constexpr bool check_shapes() {
   if constexpr (S1::rank != S2::rank) {
-    return check::loop_variable_rank<K, S1::rank, S2::rank>::value;
+    return Rank<K, S1::rank, S2::rank>::value;
   } else {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return (true && ... && check::loop_variable_dims<K, S1::values[I], S2::values[I]>::value);
+      return (true && ... && Dims<K, S1::values[I], S2::values[I]>::value);
     }(std::make_index_sequence<static_cast<std::size_t>(S1::rank)>{});
   }
 }
@@ -14324,17 +14326,6 @@ struct common_static_shape {
   }();
   using type = shape_from_array_t<dims>;
 };
-
-template <std::size_t K, class S1, class S2>
-constexpr bool check_branch_shapes() {
-  if constexpr (S1::rank != S2::rank) {
-    return check::cond_branch_ranks<K, S1::rank, S2::rank>::value;
-  } else {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return (true && ... && check::cond_branch_dims<K, S1::values[I], S2::values[I]>::value);
-    }(std::make_index_sequence<static_cast<std::size_t>(S1::rank)>{});
-  }
-}
 
 // A cond as lowered: its predicate and each branch's results.
 struct cond_state {
@@ -14432,7 +14423,7 @@ auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& ini
       (void)(true && ... &&
              (check::loop_variable_dtype<K, value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<vars_type>()))>>,
                                          value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<next_type>()))>>>::value &&
-              detail::check_loop_shape<K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<vars_type>()))>>,
+              detail::check_shapes<check::loop_variable_rank, check::loop_variable_dims, K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<vars_type>()))>>,
                                        shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<next_type>()))>>>()));
       (state->next.push_back(lowering_of(hana::at_c<K>(next))), ...);
     }(std::make_index_sequence<n>{});
@@ -14469,7 +14460,7 @@ auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
       (void)(true && ... &&
              (check::cond_branch_dtypes<K, value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
                                         value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>::value &&
-              detail::check_branch_shapes<K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
+              detail::check_shapes<check::cond_branch_ranks, check::cond_branch_dims, K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
                                           shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>()));
       (state->then_values.push_back(lowering_of(hana::at_c<K>(t))), ...);
       (state->else_values.push_back(lowering_of(hana::at_c<K>(f))), ...);

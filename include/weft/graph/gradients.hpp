@@ -331,7 +331,6 @@ class graph_frames {
     return of(o.node);
   }
   const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
-  int size() const { return static_cast<int>(frames_.size()); }
 
  private:
   int child_of(int parent, const std::string& name) {

@@ -1,5 +1,6 @@
-// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and AccumulatorPop. Updates build a new buffer and
-// swap it in under the variable's lock, so readers of the old value are never torn.
+// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and
+// AccumulatorPop. Updates build a new buffer and swap it in under the variable's lock, so
+// readers of the old value are never torn.
 #pragma once
 
 #include <cstdint>
