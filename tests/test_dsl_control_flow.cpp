@@ -1,11 +1,14 @@
 // Typed control flow (dsl/control_flow.hpp): while_loop and cond on expressions, against
 // host loops and the same computation unrolled; captured placeholders and variables,
-// nested loops, a cond in a loop, invariant hoisting, gradients through both, and errors.
+// nested loops, a cond in a loop, invariant hoisting, gradients through both, and errors;
+// scan, map_fn and foldl against host loops and central differences.
 #include <weft/dsl.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
+#include <span>
 #include <vector>
 
 using namespace weft;
@@ -13,10 +16,28 @@ namespace hana = boost::hana;
 
 namespace {
 
-std::vector<float> ramp(std::size_t n, float scale) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = scale * std::sin(0.7f * static_cast<float>(i) + 0.3f);
-  return v;
+// Central differences of f at v, one partial per element (f smooth, float64).
+std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f, std::vector<double> v) {
+  const double h = 1e-6;
+  std::vector<double> d(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double keep = v[i];
+    v[i] = keep + h;
+    const double up = f(v);
+    v[i] = keep - h;
+    const double down = f(v);
+    v[i] = keep;
+    d[i] = (up - down) / (2 * h);
+  }
+  return d;
+}
+
+void check_gradient(std::span<const double> got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).margin(1e-7));
+  }
 }
 
 int count_op(const graph& g, std::string_view op) {
@@ -259,4 +280,146 @@ TEST_CASE("dsl control flow: a loop inside a branch runs only when the branch is
       CHECK(rv.scalar() == Approx(xv > 0 ? std::pow(xv, nv) : -xv));
       CHECK(dv.scalar() == Approx(xv > 0 ? nv * std::pow(xv, nv - 1) : -1.0));
     }
+}
+
+TEST_CASE("dsl control flow: scan stacks each step's accumulators, forwards and in reverse", "[dsl][control]") {
+  auto x = placeholder<double>("x", dims<dyn, 3>);
+  auto w = placeholder<double>("w", dims<dyn>);
+  auto c = placeholder<double>("c", dims<3>);
+  auto step = [&](auto acc, auto row) { return acc * 0.5 + row * c; };
+  auto forward = scan(step, x, zeros<double>(dims<3>));
+  scan_options from_the_end;
+  from_the_end.reverse = true;
+  auto backward = scan(step, x, zeros<double>(dims<3>), from_the_end);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(forward)>, static_shape<dyn, 3>>);
+  // Two accumulators over two element tensors: a weighted running sum and a count.
+  auto both = scan([](auto sum, auto count, auto row, auto weight) { return hana::make_tuple(sum + row * weight, count + 1); },
+                   hana::make_tuple(x, w), hana::make_tuple(zeros<double>(dims<3>), constant(0)));
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(hana::at_c<1>(both))>, static_shape<dyn>>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(hana::at_c<1>(both))>, std::int32_t>);
+  // A static first dim gives a static stack.
+  auto fixed = placeholder<float>("fixed", dims<4, 2>);
+  auto prefix = scan([](auto acc, auto row) { return acc + row; }, fixed, zeros<float>(dims<2>));
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(prefix)>, static_shape<4, 2>>);
+  client_session s;
+  const std::vector<double> cv{1.0, -2.0, 0.5};
+  for (int n : {0, 1, 6}) {
+    INFO(n << " rows");
+    std::vector<double> xv, wv;
+    for (int i = 0; i < n * 3; ++i) xv.push_back(std::sin(0.4 * i + 0.2));
+    for (int i = 0; i < n; ++i) wv.push_back(0.5 + i);
+    auto [fv, bv, sv, kv] = s.run(fetch(forward, backward, hana::at_c<0>(both), hana::at_c<1>(both)),
+                                  feed(x, tensor_of<double, 2>(xv, {n, 3})), feed(w, tensor_of<double, 1>(wv, {n})),
+                                  feed(c, tensor_of<double, 1>(cv, {3})));
+    CHECK(fv.shape() == shape{n, 3});
+    CHECK(bv.shape() == shape{n, 3});
+    CHECK(sv.shape() == shape{n, 3});
+    CHECK(kv.shape() == shape{n});
+    for (int col = 0; col < 3; ++col) {
+      double acc = 0, sum = 0;
+      for (int i = 0; i < n; ++i) {
+        const double xi = xv[static_cast<std::size_t>(i * 3 + col)];
+        acc = acc * 0.5 + xi * cv[static_cast<std::size_t>(col)];
+        sum += xi * wv[static_cast<std::size_t>(i)];
+        CHECK(fv(i, col) == Approx(acc).epsilon(1e-12));
+        CHECK(sv(i, col) == Approx(sum).epsilon(1e-12));
+      }
+      acc = 0;
+      for (int i = n - 1; i >= 0; --i) {
+        acc = acc * 0.5 + xv[static_cast<std::size_t>(i * 3 + col)] * cv[static_cast<std::size_t>(col)];
+        CHECK(bv(i, col) == Approx(acc).epsilon(1e-12));
+      }
+    }
+    for (int i = 0; i < n; ++i) CHECK(kv(i) == i + 1);
+  }
+  auto pv = s.run(prefix, feed(fixed, tensor_of<float, 2>({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2})));
+  CHECK(pv.to_vector() == std::vector<float>{1, 2, 4, 6, 9, 12, 16, 20});
+}
+
+TEST_CASE("dsl control flow: map_fn stacks fn of each row, static and dyn results, tuples", "[dsl][control]") {
+  auto x = placeholder<float>("x", dims<dyn, 3>);
+  auto c = placeholder<float>("c", dims<3>);
+  auto xd = placeholder<float>("xd", dims<dyn, dyn>);
+  auto mapped = map_fn([&](auto row) { return tanh(row) * c; }, x);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(mapped)>, static_shape<dyn, 3>>);
+  // Results of dyn shape: the stack is made in the first iteration.
+  auto doubled = map_fn([](auto row) { return row * 2.0f + reduce_sum(row); }, xd);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(doubled)>, static_shape<dyn, dyn>>);
+  // Two element tensors in, two results out (a row and a scalar each).
+  auto pair = map_fn([](auto a, auto b) { return hana::make_tuple(a * b, reduce_max(a)); }, hana::make_tuple(x, x * 2.0f));
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(hana::at_c<1>(pair))>, static_shape<dyn>>);
+  scan_options from_the_end;
+  from_the_end.reverse = true;
+  auto reversed = map_fn([&](auto row) { return tanh(row) * c; }, x, from_the_end);
+  const std::vector<float> cv{1.0f, -2.0f, 0.5f};
+  for (int threads : {1, 2}) {
+    client_options o;
+    o.session.inter_op_threads = threads;
+    client_session s(o);
+    for (int n : {0, 1, 5}) {
+      INFO(n << " rows, " << threads << " threads");
+      std::vector<float> xv;
+      for (int i = 0; i < n * 3; ++i) xv.push_back(std::cos(0.6f * static_cast<float>(i)));
+      auto [mv, dv, pa, pb, rv] = s.run(fetch(mapped, doubled, hana::at_c<0>(pair), hana::at_c<1>(pair), reversed),
+                                        feed(x, tensor_of<float, 2>(xv, {n, 3})), feed(xd, tensor_of<float, 2>(xv, {n, 3})),
+                                        feed(c, tensor_of<float, 1>(cv, {3})));
+      CHECK(mv.shape() == shape{n, 3});
+      CHECK(dv.shape() == (n == 0 ? shape{0, 0} : shape{n, 3}));  // an empty map has no row to size the stack
+      CHECK(pb.shape() == shape{n});
+      for (int i = 0; i < n; ++i) {
+        float row_sum = 0, row_max = -1e30f;
+        for (int k = 0; k < 3; ++k) row_sum += xv[static_cast<std::size_t>(i * 3 + k)];
+        for (int k = 0; k < 3; ++k) row_max = std::max(row_max, xv[static_cast<std::size_t>(i * 3 + k)]);
+        for (int k = 0; k < 3; ++k) {
+          const float v = xv[static_cast<std::size_t>(i * 3 + k)];
+          CHECK(mv(i, k) == Approx(std::tanh(v) * cv[static_cast<std::size_t>(k)]));
+          CHECK(rv(i, k) == mv(i, k));
+          CHECK(dv(i, k) == Approx(v * 2.0f + row_sum));
+          CHECK(pa(i, k) == Approx(v * v * 2.0f));
+        }
+        CHECK(pb(i) == row_max);
+      }
+    }
+  }
+}
+
+TEST_CASE("dsl control flow: scan's and map_fn's gradients match central differences", "[dsl][control][grad]") {
+  auto x = placeholder<double>("x", dims<dyn, 3>);
+  auto c = placeholder<double>("c", dims<3>);
+  auto a0 = placeholder<double>("a0", dims<3>);
+  auto wt = placeholder<double>("wt", dims<dyn, 3>);
+  auto xd = placeholder<double>("xd", dims<dyn, dyn>);
+  auto stack = scan([&](auto acc, auto row) { return tanh(acc * c + row); }, x, a0);
+  scan_options from_the_end;
+  from_the_end.reverse = true;
+  auto back = scan([&](auto acc, auto row) { return acc * row + c; }, x, a0, from_the_end);
+  auto mapped = map_fn([&](auto row) { return hana::make_tuple(exp(row * 0.5) * c, reduce_sum(row * row)); }, x);
+  auto dynamic = map_fn([](auto row) { return tanh(row) * row; }, xd);
+  auto loss = reduce_sum(stack * wt) + reduce_sum(back * back) * 0.25 + reduce_sum(hana::at_c<0>(mapped) * wt) +
+              reduce_sum(square(hana::at_c<1>(mapped))) * 0.1 + reduce_sum(dynamic * dynamic);
+  auto [dx, dc, da0, dxd] = grad(loss, x, c, a0, xd);
+  client_session s;
+  const std::vector<double> cv{0.7, -0.4, 0.9}, av{0.1, -0.2, 0.3};
+  for (int n : {0, 1, 4}) {
+    INFO(n << " rows");
+    std::vector<double> xv, wv;
+    for (int i = 0; i < n * 3; ++i) xv.push_back(0.8 * std::sin(0.5 * i + 0.3));
+    for (int i = 0; i < n * 3; ++i) wv.push_back(std::cos(0.7 * i));
+    auto value = [&](const std::vector<double>& xs, const std::vector<double>& cs, const std::vector<double>& as,
+                     const std::vector<double>& ds) {
+      return s.run(loss, feed(x, tensor_of<double, 2>(xs, {n, 3})), feed(c, tensor_of<double, 1>(cs, {3})),
+                   feed(a0, tensor_of<double, 1>(as, {3})), feed(wt, tensor_of<double, 2>(wv, {n, 3})),
+                   feed(xd, tensor_of<double, 2>(ds, {n, 3})))
+          .scalar();
+    };
+    auto [gx, gc, ga, gd] = s.run(fetch(dx, dc, da0, dxd), feed(x, tensor_of<double, 2>(xv, {n, 3})),
+                                  feed(c, tensor_of<double, 1>(cv, {3})), feed(a0, tensor_of<double, 1>(av, {3})),
+                                  feed(wt, tensor_of<double, 2>(wv, {n, 3})), feed(xd, tensor_of<double, 2>(xv, {n, 3})));
+    check_gradient(gx.flat(), numeric_gradient([&](const std::vector<double>& v) { return value(v, cv, av, xv); }, xv));
+    check_gradient(gc.flat(), numeric_gradient([&](const std::vector<double>& v) { return value(xv, v, av, xv); }, cv));
+    check_gradient(ga.flat(), numeric_gradient([&](const std::vector<double>& v) { return value(xv, cv, v, xv); }, av));
+    check_gradient(gd.flat(), numeric_gradient([&](const std::vector<double>& v) { return value(xv, cv, av, v); }, xv));
+  }
+  // The rows' gradients are added into the elements' gradient in place, one row each.
+  CHECK(count_op(s.current_graph(), "TensorScatterAdd") >= 1);
 }

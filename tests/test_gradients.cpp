@@ -145,6 +145,19 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"UnsortedSegmentSum, empty segments", [](graph& g, const std::vector<output>& x) {
          return op(g, "UnsortedSegmentSum", {x[0], ints(g, {1, 0, 1, 3}), g.constant(tensor::scalar(5))});
        }, {{{4, 3}, -1, 1}}},
+      {"GatherNd, rows and a tuple twice", [](graph& g, const std::vector<output>& x) {
+         auto idx = g.constant(tensor::from_vector(std::vector<std::int32_t>{2, 1, 0, 0, 2, 1}, shape{3, 2}));
+         return op(g, "GatherNd", {x[0], idx});
+       }, {{{3, 2, 2}, -1, 1}}},
+      {"ScatterNd, a slice twice", [](graph& g, const std::vector<output>& x) {
+         return op(g, "ScatterNd", {g.constant(tensor::from_vector(std::vector<std::int64_t>{3, 0, 3}, shape{3, 1})), x[0], ints(g, {4, 2})});
+       }, {{{3, 2}, -1, 1}}},
+      {"TensorScatterUpdate", [](graph& g, const std::vector<output>& x) {
+         return op(g, "TensorScatterUpdate", {x[0], g.constant(tensor::from_vector(std::vector<std::int64_t>{2, 0}, shape{2, 1})), x[1]});
+       }, {{{4, 3}, -1, 1}, m23}},
+      {"TensorScatterAdd, a slice twice", [](graph& g, const std::vector<output>& x) {
+         return op(g, "TensorScatterAdd", {x[0], g.constant(tensor::from_vector(std::vector<std::int64_t>{1, 2, 1, 2}, shape{2, 2})), x[1]});
+       }, {{{2, 3, 2}, -1, 1}, {{2, 2}, -1, 1}}},
       {"Fill", [](graph& g, const std::vector<output>& x) { return op(g, "Fill", {ints(g, {2, 3}), x[0]}); },
        {{{}, -1, 1}}},
       {"BatchMatMulV2, a matrix broadcast over the batch", binary("BatchMatMulV2"), {{{2, 2, 3}, -1, 1}, {{3, 4}, -1, 1}}},

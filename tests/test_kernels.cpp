@@ -258,6 +258,123 @@ TEST_CASE("Cumsum, Cumprod and UnsortedSegmentSum match naive loops") {
                       {"UnsortedSegmentSum", "not a prefix", "[4,2]"});
 }
 
+namespace {
+// The flat offset of the slice index tuple `t` names in row-major dims, and the slice's size.
+std::pair<std::int64_t, std::int64_t> naive_slice(const std::vector<std::int64_t>& dims, const std::vector<std::int64_t>& t) {
+  std::int64_t offset = 0, size = 1;
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    offset = offset * dims[d] + (d < t.size() ? t[d] : 0);
+    if (d >= t.size()) size *= dims[d];
+  }
+  return {offset, size};
+}
+}  // namespace
+
+TEST_CASE("GatherNd, ScatterNd, TensorScatterUpdate and TensorScatterAdd match naive loops") {
+  graph g;
+  const std::vector<std::int64_t> dims{3, 4, 2};
+  std::vector<float> pv(24);
+  for (std::size_t i = 0; i < pv.size(); ++i) pv[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  auto& params = c<float>(g, shape(dims), pv);
+  // Index tuples of depth 0 to 3, in batches of shape [2] and [2, 2]; (1, 3) twice.
+  const std::vector<std::vector<std::vector<std::int64_t>>> tuple_sets{
+      {{}, {}}, {{2}, {0}}, {{1, 3}, {0, 0}, {1, 3}, {2, 1}}, {{2, 3, 1}, {0, 1, 0}}};
+  for (const auto& tuples : tuple_sets) {
+    const auto depth = static_cast<std::int64_t>(tuples[0].size());
+    const auto count = static_cast<std::int64_t>(tuples.size());
+    INFO("depth " << depth << ", " << count << " tuples");
+    std::vector<std::int64_t> flat;
+    for (const auto& t : tuples) flat.insert(flat.end(), t.begin(), t.end());
+    const shape ishape = count == 4 ? shape{2, 2, depth} : shape{count, depth};
+    auto& indices = g.constant(tensor::from_vector(flat, ishape));
+    // GatherNd: the slices one after the other.
+    std::vector<float> want;
+    std::int64_t slice = 0;
+    for (const auto& t : tuples) {
+      auto [offset, size] = naive_slice(dims, t);
+      slice = size;
+      for (std::int64_t k = 0; k < size; ++k) want.push_back(pv[static_cast<std::size_t>(offset + k)]);
+    }
+    auto gathered = eval(g, g.op("GatherNd", {params, indices}));
+    std::vector<std::int64_t> sdims(ishape.dims().begin(), ishape.dims().end() - 1);
+    sdims.insert(sdims.end(), dims.begin() + depth, dims.end());
+    CHECK(gathered.shape() == shape(sdims));
+    CHECK(gathered.to_vector<float>() == want);
+    CHECK(g.op("GatherNd", {params, indices}).output_shape(0) == partial_shape(sdims));
+    // The scatters: updates 1, 2, 3, ...; ScatterNd and TensorScatterAdd add a slice named
+    // twice, TensorScatterUpdate writes the last update (one thread, in order).
+    std::vector<float> uv(want.size());
+    for (std::size_t i = 0; i < uv.size(); ++i) uv[i] = static_cast<float>(i + 1);
+    auto& updates = c<float>(g, shape(sdims), uv);
+    std::vector<float> added(24, 0.0f), into = pv, replaced = pv;
+    for (std::size_t j = 0; j < tuples.size(); ++j) {
+      auto [offset, size] = naive_slice(dims, tuples[j]);
+      for (std::int64_t k = 0; k < size; ++k) {
+        const float u = uv[j * static_cast<std::size_t>(slice) + static_cast<std::size_t>(k)];
+        added[static_cast<std::size_t>(offset + k)] += u;
+        into[static_cast<std::size_t>(offset + k)] += u;
+        replaced[static_cast<std::size_t>(offset + k)] = u;
+      }
+    }
+    auto& dims_in = g.constant(tensor::from_vector(dims));
+    CHECK(eval(g, g.op("ScatterNd", {indices, updates, dims_in})).to_vector<float>() == added);
+    CHECK(eval(g, g.op("TensorScatterAdd", {params, indices, updates})).to_vector<float>() == into);
+    CHECK(eval(g, g.op("TensorScatterUpdate", {params, indices, updates})).to_vector<float>() == replaced);
+  }
+
+  // int8 adds as TensorFlow's, wrapping; float16 through float; int32 indices.
+  auto& i32 = ints(g, {1, 0, 1});
+  auto idx = g.op("Reshape", {i32, ints(g, {3, 1})});
+  auto bytes = eval(g, g.op("TensorScatterAdd", {c<std::int8_t>(g, {2}, {120, -5}), idx, c<std::int8_t>(g, {3}, {10, 20, -2})}));
+  CHECK(bytes.to_vector<std::int8_t>() == std::vector<std::int8_t>{-116, 3});  // 120 + 20 wraps, -5 + 10 - 2
+  auto halves = eval(g, g.op("ScatterNd", {idx, c<half>(g, {3}, {half(1.5f), half(2.0f), half(0.25f)}), ints(g, {2})}));
+  CHECK(halves.to_vector<half>() == std::vector<half>{half(2.0f), half(1.75f)});
+
+  // Empty: no index tuples leave the tensor as it is; an empty tensor takes no tuple.
+  auto& none = g.constant(tensor::from_vector(std::vector<std::int64_t>{}, shape{0, 2}));
+  CHECK(eval(g, g.op("TensorScatterUpdate", {params, none, c<float>(g, {0, 2}, {})})).to_vector<float>() == pv);
+  CHECK(eval(g, g.op("GatherNd", {params, none})).shape() == shape{0, 2});
+
+  // Errors name the tuple, the shapes, the op.
+  auto& bad = g.constant(tensor::from_vector(std::vector<std::int64_t>{0, 1, 3, 0}, shape{2, 2}));
+  test::require_error([&] { eval(g, g.op("GatherNd", {params, bad})); },
+                      {"(GatherNd)", "index tuple 1 of indices, [3,0], is not in shape [3,4,2]"});
+  test::require_error([&] { g.op("GatherNd", {params, g.constant(tensor::from_vector(std::vector<std::int64_t>{0, 0, 0, 0}, shape{1, 4}))}); },
+                      {"GatherNd", "give 4 coordinates into shape [3,4,2] of rank 3"});
+  test::require_error([&] { g.op("TensorScatterUpdate", {params, bad, c<float>(g, {2, 3}, std::vector<float>(6))}); },
+                      {"TensorScatterUpdate", "updates of shape [2,3] do not fit indices of shape [2,2] into shape [3,4,2]",
+                       "must have shape [2,2]"});
+  test::require_error([&] { g.op("ScatterNd", {bad, c<float>(g, {2}, {1, 2}), ints(g, {3, 4})}); },
+                      {"ScatterNd", "Tindices"});  // shape's dtype must be the indices'
+}
+
+TEST_CASE("TensorScatterUpdate writes into a tensor no one else holds, and copies a shared one") {
+  // A 4 MB tensor filled, then a row written: in place, the step's peak is one tensor.
+  graph g;
+  const std::int64_t rows = 1000, cols = 1000;
+  auto& zeros = g.op("Fill", {g.constant(tensor::from_vector(std::vector<std::int64_t>{rows, cols})), g.constant(tensor::scalar(0.0f))});
+  auto& at = g.constant(tensor::from_vector(std::vector<std::int64_t>{7}, shape{1, 1}));
+  auto& row = g.op("Fill", {g.constant(tensor::from_vector(std::vector<std::int64_t>{1, cols})), g.constant(tensor::scalar(2.0f))});
+  auto& written = g.op("TensorScatterUpdate", {zeros, at, row});
+  auto& total = g.op("Sum", {written, g.constant(tensor::from_vector(std::vector<std::int32_t>{0, 1}))});
+  auto& a = cpu_allocator::global();
+  {
+    session s(g, test::one_thread());
+    (void)s.run({}, {total.out(0)});  // warm: kernels made, buffers cached
+    a.reset_peak();
+    const std::size_t before = a.bytes_in_use();
+    auto got = s.run({}, {total.out(0)});
+    CHECK(got[0].scalar_value<float>() == 2.0f * cols);
+    CHECK(a.peak_bytes_in_use() - before < static_cast<std::size_t>(rows * cols * 4) * 3 / 2);
+  }
+  // Fetched as well, the filled tensor is shared: it keeps its zeros.
+  session s(g, test::one_thread());
+  auto both = s.run({}, {zeros.out(0), written.out(0)});
+  CHECK(both[0].to_vector<float>() == std::vector<float>(static_cast<std::size_t>(rows * cols), 0.0f));
+  CHECK(both[1].flat<float>()[7 * cols + 3] == 2.0f);
+  CHECK(both[1].flat<float>()[6 * cols + 3] == 0.0f);
+}
+
 TEST_CASE("UnsortedSegmentSum splits rows of 20 columns between two threads") {
   // 3000 rows of 20 int32 values into 7 segments: threads take runs of 16 columns.
   const std::int64_t rows = 3000, inner = 20, segments = 7;

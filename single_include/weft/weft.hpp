@@ -1447,6 +1447,35 @@ inline void shape_from_input(shape_context& c, int i) {
   }
 }
 
+// The ops that address slices of a tensor of shape `target` by index tuples (GatherNd,
+// ScatterNd, TensorScatterUpdate, TensorScatterAdd): `indices` of shape [..., K], each
+// row of K coordinates naming the slice target[i0, ..., iK-1, :, ...]. Returns the shape of
+// the slices gathered (or of the updates written): indices.shape[:-1] + target.shape[K:],
+// when known. Fails when K exceeds target's rank.
+inline std::optional<partial_shape> nd_slices_shape(shape_context& c, const partial_shape& target, int indices) {
+  require_rank_at_least(c, indices, 1, "indices");
+  const auto& idx = c.input(indices);
+  if (!idx.rank_known() || !target.rank_known()) return std::nullopt;
+  const std::int64_t depth = idx[idx.rank() - 1];
+  if (depth < 0) return std::nullopt;
+  if (depth > target.rank())
+    c.fail("indices of shape ", idx, " give ", depth, " coordinates into shape ", target, " of rank ", target.rank());
+  std::vector<std::int64_t> dims(idx.dims().begin(), idx.dims().end() - 1);
+  dims.insert(dims.end(), target.dims().begin() + depth, target.dims().end());
+  return partial_shape(std::move(dims));
+}
+// Checks the updates (input `updates`) of a scatter into `target` against the indices.
+inline void check_scatter_updates(shape_context& c, const partial_shape& target, int indices, int updates) {
+  auto want = nd_slices_shape(c, target, indices);
+  const auto& up = c.input(updates);
+  if (!want || !up.rank_known()) return;
+  bool ok = up.rank() == want->rank();
+  for (int i = 0; ok && i < up.rank(); ++i) ok = up[i] < 0 || (*want)[i] < 0 || up[i] == (*want)[i];
+  if (!ok)
+    c.fail("updates of shape ", up, " do not fit indices of shape ", c.input(indices), " into shape ", target,
+           ": they must have shape ", *want);
+}
+
 }  // namespace weft::ops
 
 namespace weft::ops {
@@ -1489,7 +1518,8 @@ inline constexpr standard_op standard_ops[] = {
     {"Reshape", "array"}, {"Transpose", "array"}, {"ConcatV2", "array"}, {"Split", "array"},
     {"Slice", "array"}, {"Pad", "array"}, {"Tile", "array"}, {"GatherV2", "array"},
     {"OneHot", "array"}, {"Shape", "array"}, {"Rank", "array"}, {"Size", "array"},
-    {"Fill", "array"}, {"ZerosLike", "array"}, {"OnesLike", "array"},
+    {"Fill", "array"}, {"ZerosLike", "array"}, {"OnesLike", "array"}, {"GatherNd", "array"},
+    {"TensorScatterUpdate", "array"},
     {"Neg", "math"}, {"Abs", "math"}, {"Square", "math"}, {"Sqrt", "math"}, {"Rsqrt", "math"},
     {"Exp", "math"}, {"Log", "math"}, {"Tanh", "math"}, {"Sigmoid", "math"}, {"Relu", "math"},
     {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
@@ -1499,7 +1529,8 @@ inline constexpr standard_op standard_ops[] = {
     {"Cast", "math"},
     {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
     {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"Cumsum", "reduction"},
-    {"Cumprod", "reduction"}, {"UnsortedSegmentSum", "reduction"}, {"SumToShape", "reduction"},
+    {"Cumprod", "reduction"}, {"UnsortedSegmentSum", "reduction"}, {"ScatterNd", "reduction"},
+    {"TensorScatterAdd", "reduction"}, {"SumToShape", "reduction"},
     {"BroadcastTo", "reduction"}, {"ReducedShape", "reduction"},
     {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
     {"MatrixDeterminant", "matrix"},
@@ -2681,6 +2712,12 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
 //   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
 //   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
 //   OneHot(indices, depth, on, off; axis=-1)
+//   GatherNd(params, indices)  indices [..., K]: the slices params[i0, ..., iK-1], shape
+//                              indices.shape[:-1] + params.shape[K:]
+//   TensorScatterUpdate(tensor, indices, updates)  tensor with those slices replaced by
+//                              updates (of GatherNd's result shape); a slice indexed twice
+//                              gets one of its updates. ScatterNd and TensorScatterAdd,
+//                              which add, are reduction ops.
 
 #include <vector>
 
@@ -2896,6 +2933,28 @@ inline std::vector<op_def> array_op_defs() {
                        out.insert(out.end(), idx.dims().begin(), idx.dims().end());
                        out.insert(out.end(), p.dims().begin() + a + 1, p.dims().end());
                        c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("GatherNd")
+                     .input("params: Tparams")
+                     .input("indices: Tindices")
+                     .output("output: Tparams")
+                     .attr("Tparams: type")
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       if (auto out = nd_slices_shape(c, c.input(0), 1)) c.set_output(0, *out);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("TensorScatterUpdate")
+                     .input("tensor: T")
+                     .input("indices: Tindices")
+                     .input("updates: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       check_scatter_updates(c, c.input(0), 1, 2);
+                       c.set_output(0, c.input(0));
                      })
                      .build());
   defs.push_back(op_def_builder("OneHot")
@@ -3512,6 +3571,10 @@ inline void register_random_ops() { op_registry::global().add_family("random", r
 //   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
 //   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
 //   error, where TensorFlow drops negative ids).
+//   ScatterNd(indices, updates, shape): zeros of `shape` plus each update added at its
+//   index tuple (indices [..., K], as GatherNd's: an array op); a slice indexed twice gets
+//   the sum of its updates.
+//   TensorScatterAdd(tensor, indices, updates): the same added into `tensor`.
 //   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
 //   gradients (below).
 
@@ -3625,6 +3688,31 @@ inline std::vector<op_def> reduction_op_defs() {
                        std::vector<std::int64_t> out{n ? (*n)[0] : unknown_dim};
                        out.insert(out.end(), data.dims().begin() + ids.rank(), data.dims().end());
                        c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("ScatterNd")
+                     .input("indices: Tindices")
+                     .input("updates: T")
+                     .input("shape: Tindices")
+                     .output("output: T")
+                     .attr(number_type_attr)
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 2, 1, "shape");
+                       shape_from_input(c, 2);
+                       check_scatter_updates(c, partial_shape(c.output_shapes()[0]), 0, 1);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("TensorScatterAdd")
+                     .input("tensor: T")
+                     .input("indices: Tindices")
+                     .input("updates: T")
+                     .output("output: T")
+                     .attr(number_type_attr)
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       check_scatter_updates(c, c.input(0), 1, 2);
+                       c.set_output(0, c.input(0));
                      })
                      .build());
   // Gradient helpers (graph/gradients.hpp):
@@ -3932,6 +4020,15 @@ inline symbol gather(const symbol& params, const symbol& indices, const symbol& 
 }
 inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
   return data.then("UnsortedSegmentSum", {ids, segments});
+}
+inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
+// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
+inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
+  const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
+  return indices.then("ScatterNd", {updates, dims});
+}
+inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
+  return t.then("TensorScatterUpdate", {indices, updates});
 }
 
 // Convolution and pooling, with the window attrs `w` of the node differentiated.
@@ -4399,9 +4496,19 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
       next.push_back(a && b ? (*a + *b).out() : a ? a->out() : b ? b->out() : bc.add("ZerosLike", {v[1 + c]}, {}));
     }
     for (std::size_t s2 = 0; s2 < summed.size(); ++s2) {
-      const output acc = v[1 + carried.size() + s2];
-      auto d = total(g.at(L.invariants[summed[s2]]).out(0));
-      next.push_back(d ? bc.add("Add", {acc, d->out()}, {}) : acc);
+      // Each partial is added to the sum; a ScatterNd's (GatherNd's gradient: a loop that
+      // reads a row per iteration) is added in place, TensorScatterAdd writing only its
+      // slices, rather than a tensor of zeros but for them.
+      output acc = v[1 + carried.size() + s2];
+      if (auto it = pending.find(g.at(L.invariants[summed[s2]]).out(0)); it != pending.end()) {
+        for (const symbol& part : it->second) {
+          const output p = part.out();
+          const node& pn = part.producer();
+          if (p.node >= n && pn.op() == "ScatterNd") acc = bc.add("TensorScatterAdd", {acc, pn.inputs()[0], pn.inputs()[1]}, {});
+          else acc = bc.add("Add", {acc, p}, {});
+        }
+      }
+      next.push_back(acc);
     }
     return next;
   };
@@ -4918,6 +5025,29 @@ struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradi
     return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
   }
 };
+// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
+// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
+// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
+// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
+// its sum in place (TensorScatterAdd, gradients.hpp).
+struct gather_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
+};
+struct scatter_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
+};
+// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
+// shaped from d's own slices, so that the updates are not kept for the backward pass).
+struct tensor_scatter_update_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V du = gather_nd(a.d(), a.x[1]);
+    return {tensor_scatter_update(a.d(), a.x[1], zeros_like(du)), std::nullopt, du};
+  }
+};
+struct tensor_scatter_add_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
+};
 
 // ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
@@ -5094,6 +5224,10 @@ inline void register_standard_gradients() {
     add_rule("Cumprod", cumprod_grad{});
     add_rule("GatherV2", gather_grad{});
     add_rule("UnsortedSegmentSum", unsorted_segment_sum_grad{});
+    add_rule("GatherNd", gather_nd_grad{});
+    add_rule("ScatterNd", scatter_nd_grad{});
+    add_rule("TensorScatterUpdate", tensor_scatter_update_grad{});
+    add_rule("TensorScatterAdd", tensor_scatter_add_grad{});
     add_rule("Max", max_min_grad{});
     add_rule("Min", max_min_grad{});
     add_rule("BatchMatMulV2", batch_matmul_grad{});
@@ -5739,6 +5873,20 @@ class kernel_context {
       fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
     outputs_[static_cast<std::size_t>(i)].value = std::move(t);
   }
+  // Output `out` holding input `in`'s value, for a kernel that then writes into it:
+  // input `in`'s own buffer when no other handle shares it (the input is moved out: do not
+  // read it afterwards), else a copy. A loop that writes one row of a loop variable per
+  // iteration (TensorScatterUpdate in scan and map_fn) so costs a row, not the variable.
+  tensor& forward_input_or_copy(int in, int out) {
+    auto& e = inputs_[static_cast<std::size_t>(in)];
+    auto& o = outputs_[static_cast<std::size_t>(out)];
+    if (e.value.dtype() != node_.output_dtype(out))
+      fail(error_code::internal, node_.describe(), ": input ", in, " is ", e.value.dtype(), ", output ", out, " is declared ",
+           node_.output_dtype(out));
+    if (!e.ref && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
+    else o.value = e.value.copy(device_.get_allocator());
+    return o.value;
+  }
   // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
   void set_output_ref(int i, std::shared_ptr<variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
@@ -5919,6 +6067,47 @@ inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* 
   for (auto d : dims)
     if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
   return shape(dims);
+}
+
+// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
+// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
+// each tuple is checked to lie in s.
+struct nd_rows {
+  std::vector<std::int64_t> rows;
+  std::int64_t slice = 1;                 // elements per row: the product of s[K:]
+  std::vector<std::int64_t> slices_dims;  // of the slices together: indices.shape[:-1] + s[K:]
+};
+inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
+  if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
+  const std::int64_t depth = indices.dim(indices.rank() - 1);
+  if (depth > s.rank())
+    fail(error_code::invalid_argument, "indices of shape ", indices.shape(), " give ", depth, " coordinates into shape ", s,
+         " of rank ", s.rank());
+  const auto idx = int_values(indices, "indices");
+  nd_rows r;
+  std::int64_t count = 1;
+  for (int d = 0; d + 1 < indices.rank(); ++d) r.slices_dims.push_back(indices.dim(d)), count *= indices.dim(d);
+  for (int d = static_cast<int>(depth); d < s.rank(); ++d) r.slices_dims.push_back(s[d]), r.slice *= s[d];
+  r.rows.resize(static_cast<std::size_t>(count));
+  for (std::int64_t j = 0; j < count; ++j) {
+    std::int64_t row = 0;
+    for (std::int64_t d = 0; d < depth; ++d) {
+      const std::int64_t v = idx[static_cast<std::size_t>(j * depth + d)];
+      if (v < 0 || v >= s[static_cast<int>(d)]) {
+        std::vector<std::int64_t> tuple(idx.begin() + j * depth, idx.begin() + (j + 1) * depth);
+        fail(error_code::out_of_range, "index tuple ", j, " of indices, ", shape(tuple), ", is not in shape ", s);
+      }
+      row = row * s[static_cast<int>(d)] + v;
+    }
+    r.rows[static_cast<std::size_t>(j)] = row;
+  }
+  return r;
+}
+// Fails unless `updates` has the shape of the slices r addresses.
+inline void check_updates(const nd_rows& r, const tensor& updates, const tensor& indices, const shape& s) {
+  if (updates.shape() != shape(r.slices_dims))
+    fail(error_code::invalid_argument, "updates of shape ", updates.shape(), " do not fit indices of shape ", indices.shape(),
+         " into shape ", s, ": they must have shape ", shape(r.slices_dims));
 }
 
 // Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
@@ -6677,6 +6866,7 @@ class step {
       clear(inputs);
       ready.clear();
       propagate(tn, xn, outputs, ready);
+      clear(outputs);  // the consumers hold their copies: a sole one may write into its buffer
       finish(tn, ready);
       schedule(ready, inline_ready);
       node_done(1);
@@ -7958,6 +8148,37 @@ struct gather_kernel final : op_kernel {
   }
 };
 
+// GatherNd(params, indices): the slices the index tuples address, one after the other.
+struct gather_nd_kernel final : op_kernel {
+  explicit gather_nd_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& p = ctx.input(0);
+    const nd_rows r = nd_rows_of(ctx.input(1), p.shape());
+    tensor& out = ctx.allocate_output(0, shape(r.slices_dims));
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(p.dtype());
+    if (chunk == 0) return;
+    const char* in = static_cast<const char*>(p.raw_data());
+    char* o = static_cast<char*>(out.raw_data());
+    for (std::size_t j = 0; j < r.rows.size(); ++j, o += chunk) std::memcpy(o, in + static_cast<std::size_t>(r.rows[j]) * chunk, chunk);
+  }
+};
+
+// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
+// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
+struct tensor_scatter_update_kernel final : op_kernel {
+  explicit tensor_scatter_update_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const shape s = ctx.input(0).shape();
+    const nd_rows r = nd_rows_of(ctx.input(1), s);
+    check_updates(r, ctx.input(2), ctx.input(1), s);
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(ctx.input(2).dtype());
+    const char* u = static_cast<const char*>(ctx.input(2).raw_data());
+    char* o = static_cast<char*>(ctx.forward_input_or_copy(0, 0).raw_data());
+    if (chunk == 0) return;
+    for (std::size_t j = 0; j < r.rows.size(); ++j, u += chunk) std::memcpy(o + static_cast<std::size_t>(r.rows[j]) * chunk, u, chunk);
+  }
+};
+
 struct one_hot_kernel final : op_kernel {
   explicit one_hot_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -8085,6 +8306,8 @@ void register_array_kernels() {
   register_cpu_kernel<tile_kernel>("Tile");
   register_cpu_kernel<gather_kernel>("GatherV2");
   register_cpu_kernel<one_hot_kernel>("OneHot");
+  register_cpu_kernel<gather_nd_kernel>("GatherNd");
+  register_cpu_kernel<tensor_scatter_update_kernel>("TensorScatterUpdate");
   register_cpu_kernel<shape_kernel>("Shape");
   register_cpu_kernel<rank_kernel>("Rank");
   register_cpu_kernel<size_kernel>("Size");
@@ -10364,6 +10587,45 @@ struct unsorted_segment_sum_kernel final : op_kernel {
   }
 };
 
+// ScatterNd(indices, updates, shape) and TensorScatterAdd(tensor, indices, updates): the
+// updates added into zeros of `shape` or into `tensor` (written in place when no one else
+// holds it), at the slices the index tuples address (nd_rows_of).
+template <class T>
+struct scatter_nd_kernel final : op_kernel {
+  explicit scatter_nd_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using C = compute_t<T>;
+    if (ctx.input(2).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(2).shape());
+    const shape s = shape_from_dims(int_values(ctx.input(2), "shape"), "shape");
+    const nd_rows r = nd_rows_of(ctx.input(0), s);
+    check_updates(r, ctx.input(1), ctx.input(0), s);
+    tensor& out = ctx.allocate_output(0, s);
+    const tensor uc = widened<T>(ctx, ctx.input(1));
+    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, s) : out;
+    std::fill_n(result.data<C>(), result.num_elements(), C(0));
+    segment_sum_rows<C>(ctx, uc.data<C>(), r.rows, r.slice, result.data<C>());
+    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+  }
+};
+template <class T>
+struct tensor_scatter_add_kernel final : op_kernel {
+  explicit tensor_scatter_add_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using C = compute_t<T>;
+    const shape s = ctx.input(0).shape();
+    const nd_rows r = nd_rows_of(ctx.input(1), s);
+    check_updates(r, ctx.input(2), ctx.input(1), s);
+    const tensor uc = widened<T>(ctx, ctx.input(2));
+    if constexpr (is_converted_v<T>) {
+      tensor result = widened<T>(ctx, ctx.input(0));
+      segment_sum_rows<C>(ctx, uc.data<C>(), r.rows, r.slice, result.data<C>());
+      detail::run_convert(ctx, narrow_fn<T>, result, ctx.allocate_output(0, s));
+    } else {
+      segment_sum_rows<C>(ctx, uc.data<C>(), r.rows, r.slice, ctx.forward_input_or_copy(0, 0).template data<C>());
+    }
+  }
+};
+
 // ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
   explicit reduced_shape_kernel(const node&) {}
@@ -10392,6 +10654,8 @@ void register_reduction_kernels() {
   register_for<scan_kernel<sum_reducer>::of>("Cumsum", "T", number_types{});
   register_for<scan_kernel<prod_reducer>::of>("Cumprod", "T", number_types{});
   register_for<unsorted_segment_sum_kernel>("UnsortedSegmentSum", "T", number_types{});
+  register_for<scatter_nd_kernel>("ScatterNd", "T", number_types{});
+  register_for<tensor_scatter_add_kernel>("TensorScatterAdd", "T", number_types{});
   register_for<sum_to_shape_kernel>("SumToShape", "T", number_types{});
   register_cpu_kernel<broadcast_to_kernel>("BroadcastTo");
   register_cpu_kernel<reduced_shape_kernel>("ReducedShape");
@@ -12206,7 +12470,8 @@ auto assign_sub(const variable_expr<T, S>& var, const V& value) {
 }
 
 }  // namespace weft
-// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, one_hot, split,
+// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, gather_nd,
+// tensor_scatter_update, tensor_scatter_add, one_hot, split,
 // shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
 // matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
 // shape is computed at compile time and static dims are checked there; dyn dims are checked
@@ -12229,6 +12494,15 @@ WEFT_DETAIL_DIM_CHECK(tile_count, "weft::tile: the number of multiples differs f
 WEFT_DETAIL_DIM_CHECK(split_divides, "weft::split: the dimension does not divide into equal parts");
 WEFT_DETAIL_DIM_CHECK(gather_axis, "weft::gather: the axis is out of range for the params' rank");
 WEFT_DETAIL_SUPPORT_CHECK(gather_indices, "weft::gather: indices must be int32 or int64");
+WEFT_DETAIL_SUPPORT_CHECK(nd_indices, "weft::gather_nd/tensor_scatter_*: indices must be int32 or int64");
+WEFT_DETAIL_DIM_CHECK(nd_index_depth,
+                      "weft::gather_nd/tensor_scatter_*: the indices' last dim (the index depth) must be static and at most "
+                      "the operand's rank");
+WEFT_DETAIL_TYPE_CHECK(scatter_dtypes, "weft::tensor_scatter_*: the updates' dtype differs from the tensor's");
+WEFT_DETAIL_DIM_CHECK(scatter_updates_rank,
+                      "weft::tensor_scatter_*: the updates' rank differs from the slices' (indices' dims but the last, "
+                      "then the tensor's dims past the index depth)");
+WEFT_DETAIL_DIM_CHECK(scatter_updates_dims, "weft::tensor_scatter_*: a static dim of the updates differs from the slices'");
 WEFT_DETAIL_SUPPORT_CHECK(one_hot_indices, "weft::one_hot: indices must be uint8, int32 or int64");
 WEFT_DETAIL_DIM_CHECK(batch_matmul_rank, "weft::batch_matmul: an operand has rank below 2");
 WEFT_DETAIL_DIM_CHECK(batch_matmul_inner_dims, "weft::batch_matmul: inner dimensions differ");
@@ -12358,6 +12632,72 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
   using Op = detail::array_op<cpu::gather_kernel>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
       Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
+}
+
+// ---- gather_nd, tensor_scatter_update, tensor_scatter_add ---------------------------------
+
+namespace detail {
+// The slices that indices of shape SI ([..., K], K static) address in a tensor of shape SP:
+// SI[:-1] + SP[K:]. Checks the indices' dtype IT and depth.
+template <class SP, class SI, class IT>
+constexpr auto nd_slices() {
+  (void)check::nd_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
+  constexpr std::int64_t depth = SI::rank >= 1 ? SI::values[static_cast<std::size_t>(SI::rank - 1)] : -1;
+  constexpr bool ok = depth >= 0 && depth <= SP::rank;
+  (void)check::nd_index_depth<ok ? 0 : depth, 0>::value;
+  constexpr std::size_t k = ok ? static_cast<std::size_t>(depth) : 0;
+  constexpr std::size_t batch = SI::rank >= 1 ? static_cast<std::size_t>(SI::rank - 1) : 0;
+  std::array<std::int64_t, batch + SP::values.size() - k> r{};
+  for (std::size_t d = 0; d < batch; ++d) r[d] = SI::values[d];
+  for (std::size_t d = k; d < SP::values.size(); ++d) r[batch + d - k] = SP::values[d];
+  return r;
+}
+// Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
+template <class T, class U, class Slices, class SU>
+constexpr bool check_scatter() {
+  (void)check::scatter_dtypes<T, U>::value;
+  if constexpr (Slices::rank != SU::rank) {
+    return check::scatter_updates_rank<Slices::rank, SU::rank>::value;
+  } else {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (true && ... &&
+              check::scatter_updates_dims<(Slices::values[I] < 0 || SU::values[I] < 0) ? 0 : Slices::values[I],
+                                          (Slices::values[I] < 0 || SU::values[I] < 0) ? 0 : SU::values[I]>::value);
+    }(std::make_index_sequence<static_cast<std::size_t>(Slices::rank)>{});
+  }
+}
+}  // namespace detail
+
+// gather_nd(params, indices): indices of shape [..., K] (int32 or int64, K static and at
+// most params' rank) name slices params[i0, ..., iK-1]; the result holds them, shape
+// indices[:-1] + params[K:] (TensorFlow's GatherNd). A tuple out of range is a run-time
+// error naming it. gather_nd(x, reshape(i, dims<1>)) is row i of x.
+template <expression P, expression I>
+auto gather_nd(const P& params, const I& indices) {
+  constexpr auto out = detail::nd_slices<shape_of<P>, shape_of<I>, value_type_of<I>>();
+  using Op = detail::array_op<cpu::gather_nd_kernel>;
+  return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(Op{"GatherNd", {}, {}}, params, indices);
+}
+
+// tensor_scatter_update(t, indices, updates): t with the slices that indices name (as
+// gather_nd's) replaced by updates, of gather_nd(t, indices)'s shape; a slice named twice
+// gets one of its updates. tensor_scatter_add adds the updates instead (a slice named twice
+// gets both). Both write into t's buffer when nothing else holds it, so a loop that
+// updates one row of a loop variable per iteration costs a row per iteration.
+template <expression E, expression I, expression U>
+auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
+  constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
+  (void)detail::check_scatter<value_type_of<E>, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
+  using Op = detail::array_op<cpu::tensor_scatter_update_kernel>;
+  return op_expr<Op, value_type_of<E>, shape_of<E>, E, I, U>(Op{"TensorScatterUpdate", {}, {}}, t, indices, updates);
+}
+template <expression E, expression I, expression U>
+auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
+  using T = value_type_of<E>;
+  constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
+  (void)detail::check_scatter<T, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
+  using Op = detail::reduction_op<cpu::tensor_scatter_add_kernel<T>, T>;
+  return op_expr<Op, T, shape_of<E>, E, I, U>(Op{"TensorScatterAdd", {}, {}}, t, indices, updates);
 }
 
 // one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last
@@ -13981,6 +14321,9 @@ void register_gradient_kernels() {
     register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", t);
     register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", t);
     register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", t);
+    // GatherNd's (ScatterNd), and a loop's sum of them (TensorScatterAdd).
+    register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", t);
+    register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", t);
     register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
     register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
     register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");
@@ -14103,19 +14446,25 @@ auto grad(const Y& y, const X&... xs) {
 // grad() differentiates through both (graph/gradients.hpp); the paths inside them are
 // checked when the gradient is lowered.
 //
-// On them: switch_case(index, branches...) (a chain of conds) and foldl(fn, elems, init) (a
-// loop over elems' first dim). scan and map_fn, which stack a value per iteration, are not
-// there yet.
+// On them: switch_case(index, branches...) (a chain of conds), and loops over elements'
+// first dim: foldl(fn, elems, init) (the final accumulator), scan(fn, elems, init) (the
+// accumulator after each element, stacked) and map_fn(fn, elems) (fn of each element,
+// stacked). The stacks are loop variables written a row per iteration, in place.
 
 #include <boost/hana/at.hpp>
+#include <boost/hana/concat.hpp>
 #include <boost/hana/drop_front.hpp>
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/length.hpp>
 #include <boost/hana/prepend.hpp>
+#include <boost/hana/take_front.hpp>
 #include <boost/hana/transform.hpp>
 #include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
 #include <boost/hana/unpack.hpp>
+#include <boost/hana/zip_with.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -14373,6 +14722,73 @@ struct cond_state {
   }
 };
 
+// ---- scan, map_fn and foldl: a loop over the first dim of their elements ----------------
+
+// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
+template <expression X, expression I>
+auto row_of(const X& x, const I& index) {
+  return gather_nd(x, index);
+}
+// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
+// static first dims equal. `length`: that first dim, dyn when none is static.
+template <class Xs>
+struct elements;
+template <class... X>
+struct elements<boost::hana::tuple<X...>> {
+  static_assert(((shape_of<X>::rank >= 1) && ...), "weft::scan/map_fn/foldl: an element tensor has rank 0 (no first dim to iterate over)");
+  template <class Y>
+  static constexpr std::int64_t first_of = shape_of<Y>::rank >= 1 ? shape_of<Y>::values[0] : dyn;
+  static constexpr std::int64_t length = std::max({first_of<X>...});
+  static_assert(((first_of<X> < 0 || first_of<X> == length) && ...),
+                "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
+};
+// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
+template <expression I, expression N>
+auto position(const I& i, const N& n, bool reverse) {
+  return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
+}
+using position_t = decltype(position(std::declval<handle<std::int32_t>>(), std::declval<handle<std::int32_t>>(), false));
+// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
+template <class Xs>
+struct rows_type;
+template <class... X>
+struct rows_type<boost::hana::tuple<X...>> {
+  using type = boost::hana::tuple<decltype(row_of(std::declval<const X&>(), std::declval<const position_t&>()))...>;
+};
+
+// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
+template <class A, class B>
+struct same_kinds : std::false_type {};
+template <class... A, class... B>
+  requires(sizeof...(A) == sizeof...(B))
+struct same_kinds<boost::hana::tuple<A...>, boost::hana::tuple<B...>>
+    : std::bool_constant<((std::is_same_v<value_type_of<A>, value_type_of<B>> && shape_of<A>::rank == shape_of<B>::rank) && ...)> {};
+
+// The shape [N] + S (a stack of N values of shape S).
+template <std::int64_t N, class S>
+struct stacked {
+  static constexpr std::array<std::int64_t, S::values.size() + 1> dims = [] {
+    std::array<std::int64_t, S::values.size() + 1> r{};
+    r[0] = N;
+    for (std::size_t d = 0; d < S::values.size(); ++d) r[d + 1] = S::values[d];
+    return r;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+template <std::int64_t N, class S>
+using stacked_shape = typename stacked<N, S>::type;
+
+// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
+// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
+template <class T, std::int64_t... D, expression N, expression RowDims>
+handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row_dims) {
+  if constexpr (static_shape<D...>::fully_static) {
+    return zeros<T>(s);
+  } else {
+    return raw_op<T, D...>("Fill", {concat<0>(reshape(n, dims<1>), row_dims), constant(T(0))});
+  }
+}
+
 // The length of e's first dim as an int32 scalar: a constant when it is static.
 template <expression E>
 auto first_dim(const E& e) {
@@ -14491,20 +14907,135 @@ auto switch_case(const I& index, First&& first, Rest&&... rest) {
 // while loop; the final acc. `init` (an expression or a hana::tuple: several
 // accumulators, passed to fn one by one) fixes the accumulators' types, as a loop's
 // variables (the checks name the accumulator's index plus 1: variable 0 is the counter).
-template <class Fn, expression E, class Init>
-auto foldl(Fn&& fn, const E& elems, const Init& init, loop_options options = {}) {
+// `elems` may be a hana::tuple of expressions with the same first dim: fn then gets a row
+// of each after the accumulators.
+template <class Fn, class Elems, class Init>
+auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options = {}) {
   namespace hana = boost::hana;
-  static_assert(shape_of<E>::rank >= 1, "weft::foldl: the elements' rank is 0 (they have no first dim to iterate over)");
   if (options.name == "while") options.name = "foldl";
-  auto length = detail::first_dim(elems);
+  auto xs = detail::as_tuple(elems);
+  (void)detail::elements<decltype(xs)>::length;
+  auto length = detail::first_dim(hana::at_c<0>(xs));
   auto state = hana::prepend(detail::as_tuple(init), constant(std::int32_t{0}));
   auto out = while_loop([length](auto i, auto&&...) { return i < length; },
                         [&](auto i, auto... acc) {
-                          return hana::prepend(detail::as_tuple(fn(acc..., gather(elems, i))), i + 1);
+                          auto at = detail::position(i, length, false);
+                          auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
+                          return hana::prepend(detail::as_tuple(hana::unpack(rows, [&](const auto&... r) { return fn(acc..., r...); })), i + 1);
                         },
                         state, std::move(options));
   auto result = hana::drop_front(out);
   if constexpr (detail::is_hana_tuple<Init>::value) return result;
+  else return hana::at_c<0>(result);
+}
+
+// Options of scan and map_fn: the loop's name and parallel_iterations (as loop_options'),
+// and for scan `reverse`: from the last element to the first.
+struct scan_options {
+  std::string name;  // empty: "scan" or "map"
+  std::int64_t parallel_iterations = 10;
+  bool reverse = false;
+};
+
+// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
+// last with options.reverse), and the stack of the accumulator after each step: shape
+// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan with an
+// initializer). init, and fn's result, may be a hana::tuple of accumulators (fn gets them
+// one by one, then the rows): the result is then a tuple of stacks. elems may be a
+// hana::tuple of expressions with the same first dim (fn gets a row of each). The
+// accumulators keep their dtypes and static dims, as a while_loop's variables (the checks
+// name the accumulator's index plus 1). Rows are read with gather_nd and written in place
+// with tensor_scatter_update, so a step costs a row, and so does its gradient.
+template <class Fn, class Elems, class Init>
+auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = {}) {
+  namespace hana = boost::hana;
+  auto xs = detail::as_tuple(elems);
+  auto acc0 = detail::as_tuple(init);
+  constexpr std::size_t K = decltype(hana::length(acc0))::value;
+  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  auto stacks0 = hana::transform(acc0, [&](const auto& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    return detail::stack_zeros<value_type_of<A>>(detail::stacked_shape<N, shape_of<A>>{}, length, shape_tensor(a));
+  });
+  const bool reverse = options.reverse;
+  auto out = while_loop(
+      [length](auto i, auto&&...) { return i < length; },
+      [&](auto i, auto... vars) {
+        auto all = hana::make_tuple(vars...);
+        auto at = detail::position(i, length, reverse);
+        auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
+        auto accs = hana::take_front_c<K>(all);
+        auto next = detail::as_tuple(hana::unpack(hana::concat(accs, rows), fn));
+        auto stacks = hana::drop_front(all, hana::size_c<K>);
+        // Stacked when the step keeps the accumulators' dtypes and ranks (else the loop's
+        // checks name the accumulator, and nothing else fails).
+        if constexpr (detail::same_kinds<decltype(accs), decltype(next)>::value) {
+          auto written = hana::zip_with([&](const auto& stack, const auto& value) { return tensor_scatter_update(stack, at, value); },
+                                        stacks, next);
+          return hana::prepend(hana::concat(next, written), i + 1);
+        } else {
+          return hana::prepend(hana::concat(next, stacks), i + 1);
+        }
+      },
+      hana::prepend(hana::concat(acc0, stacks0), constant(std::int32_t{0})),
+      loop_options{options.name.empty() ? "scan" : options.name, options.parallel_iterations});
+  auto result = hana::drop_front(out, hana::size_c<1 + K>);
+  if constexpr (detail::is_hana_tuple<Init>::value) return result;
+  else return hana::at_c<0>(result);
+}
+
+// map_fn(fn, elems): the stack of fn(elems[i]) over elems' first dim, shape [n] + the
+// result's (TensorFlow's tf.map_fn); fn may return a hana::tuple (a stack each) and elems
+// be a hana::tuple of expressions with the same first dim (fn gets a row of each).
+// Iterations are independent: up to options.parallel_iterations run at once. A result
+// with dyn dims gets its stack in the first iteration, shaped from its first value (an
+// empty elems then gives a stack with those dims 0).
+template <class Fn, class Elems>
+auto map_fn(Fn&& fn, const Elems& elems, scan_options options = {}) {
+  namespace hana = boost::hana;
+  auto xs = detail::as_tuple(elems);
+  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
+  using rows_t = typename detail::rows_type<decltype(xs)>::type;
+  using fn_result_t = decltype(hana::unpack(std::declval<rows_t>(), fn));
+  using results_t = decltype(detail::as_tuple(std::declval<fn_result_t>()));
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  // A result's stack: its final zeros when the result's shape is static, else zeros [n, 0, ...].
+  auto stacks0 = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto zeros_for = [&]<class R>(hana::basic_type<R>) {
+      using S = shape_of<R>;
+      std::vector<std::int32_t> row(static_cast<std::size_t>(S::rank), 0);
+      for (std::size_t d = 0; d < row.size(); ++d) row[d] = static_cast<std::int32_t>(std::max<std::int64_t>(S::values[d], 0));
+      return detail::stack_zeros<value_type_of<R>>(detail::stacked_shape<N, S>{}, length, constant(row, static_shape<S::rank>{}));
+    };
+    return hana::make_tuple(zeros_for(hana::basic_type<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<results_t>()))>>{})...);
+  }(std::make_index_sequence<decltype(hana::length(std::declval<results_t>()))::value>{});
+  const bool reverse = options.reverse;
+  auto out = while_loop(
+      [length](auto i, auto&&...) { return i < length; },
+      [&](auto i, auto... stack) {
+        auto at = detail::position(i, length, reverse);
+        auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
+        auto results = detail::as_tuple(hana::unpack(rows, fn));
+        auto stacks = hana::zip_with(
+            [&](const auto& st, const auto& value) {
+              using V = std::remove_cvref_t<decltype(value)>;
+              if constexpr (shape_of<V>::fully_static) {
+                return tensor_scatter_update(st, at, value);
+              } else {  // the first iteration makes the stack, from the value's shape
+                auto made = cond(
+                    equal(i, constant(std::int32_t{0})),
+                    [&] { return detail::stack_zeros<value_type_of<V>>(detail::stacked_shape<N, shape_of<V>>{}, length, shape_tensor(value)); },
+                    [&] { return st; });
+                return tensor_scatter_update(made, at, value);
+              }
+            },
+            hana::make_tuple(stack...), results);
+        return hana::prepend(stacks, i + 1);
+      },
+      hana::prepend(stacks0, constant(std::int32_t{0})), loop_options{options.name.empty() ? "map" : options.name, options.parallel_iterations});
+  auto result = hana::drop_front(out);
+  if constexpr (detail::is_hana_tuple<std::remove_cvref_t<fn_result_t>>::value) return result;
   else return hana::at_c<0>(result);
 }
 

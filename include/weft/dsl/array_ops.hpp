@@ -1,4 +1,5 @@
-// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, one_hot, split,
+// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, gather_nd,
+// tensor_scatter_update, tensor_scatter_add, one_hot, split,
 // shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
 // matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
 // shape is computed at compile time and static dims are checked there; dyn dims are checked
@@ -24,6 +25,15 @@ WEFT_DETAIL_DIM_CHECK(tile_count, "weft::tile: the number of multiples differs f
 WEFT_DETAIL_DIM_CHECK(split_divides, "weft::split: the dimension does not divide into equal parts");
 WEFT_DETAIL_DIM_CHECK(gather_axis, "weft::gather: the axis is out of range for the params' rank");
 WEFT_DETAIL_SUPPORT_CHECK(gather_indices, "weft::gather: indices must be int32 or int64");
+WEFT_DETAIL_SUPPORT_CHECK(nd_indices, "weft::gather_nd/tensor_scatter_*: indices must be int32 or int64");
+WEFT_DETAIL_DIM_CHECK(nd_index_depth,
+                      "weft::gather_nd/tensor_scatter_*: the indices' last dim (the index depth) must be static and at most "
+                      "the operand's rank");
+WEFT_DETAIL_TYPE_CHECK(scatter_dtypes, "weft::tensor_scatter_*: the updates' dtype differs from the tensor's");
+WEFT_DETAIL_DIM_CHECK(scatter_updates_rank,
+                      "weft::tensor_scatter_*: the updates' rank differs from the slices' (indices' dims but the last, "
+                      "then the tensor's dims past the index depth)");
+WEFT_DETAIL_DIM_CHECK(scatter_updates_dims, "weft::tensor_scatter_*: a static dim of the updates differs from the slices'");
 WEFT_DETAIL_SUPPORT_CHECK(one_hot_indices, "weft::one_hot: indices must be uint8, int32 or int64");
 WEFT_DETAIL_DIM_CHECK(batch_matmul_rank, "weft::batch_matmul: an operand has rank below 2");
 WEFT_DETAIL_DIM_CHECK(batch_matmul_inner_dims, "weft::batch_matmul: inner dimensions differ");
@@ -153,6 +163,72 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
   using Op = detail::array_op<cpu::gather_kernel>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
       Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
+}
+
+// ---- gather_nd, tensor_scatter_update, tensor_scatter_add ---------------------------------
+
+namespace detail {
+// The slices that indices of shape SI ([..., K], K static) address in a tensor of shape SP:
+// SI[:-1] + SP[K:]. Checks the indices' dtype IT and depth.
+template <class SP, class SI, class IT>
+constexpr auto nd_slices() {
+  (void)check::nd_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
+  constexpr std::int64_t depth = SI::rank >= 1 ? SI::values[static_cast<std::size_t>(SI::rank - 1)] : -1;
+  constexpr bool ok = depth >= 0 && depth <= SP::rank;
+  (void)check::nd_index_depth<ok ? 0 : depth, 0>::value;
+  constexpr std::size_t k = ok ? static_cast<std::size_t>(depth) : 0;
+  constexpr std::size_t batch = SI::rank >= 1 ? static_cast<std::size_t>(SI::rank - 1) : 0;
+  std::array<std::int64_t, batch + SP::values.size() - k> r{};
+  for (std::size_t d = 0; d < batch; ++d) r[d] = SI::values[d];
+  for (std::size_t d = k; d < SP::values.size(); ++d) r[batch + d - k] = SP::values[d];
+  return r;
+}
+// Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
+template <class T, class U, class Slices, class SU>
+constexpr bool check_scatter() {
+  (void)check::scatter_dtypes<T, U>::value;
+  if constexpr (Slices::rank != SU::rank) {
+    return check::scatter_updates_rank<Slices::rank, SU::rank>::value;
+  } else {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (true && ... &&
+              check::scatter_updates_dims<(Slices::values[I] < 0 || SU::values[I] < 0) ? 0 : Slices::values[I],
+                                          (Slices::values[I] < 0 || SU::values[I] < 0) ? 0 : SU::values[I]>::value);
+    }(std::make_index_sequence<static_cast<std::size_t>(Slices::rank)>{});
+  }
+}
+}  // namespace detail
+
+// gather_nd(params, indices): indices of shape [..., K] (int32 or int64, K static and at
+// most params' rank) name slices params[i0, ..., iK-1]; the result holds them, shape
+// indices[:-1] + params[K:] (TensorFlow's GatherNd). A tuple out of range is a run-time
+// error naming it. gather_nd(x, reshape(i, dims<1>)) is row i of x.
+template <expression P, expression I>
+auto gather_nd(const P& params, const I& indices) {
+  constexpr auto out = detail::nd_slices<shape_of<P>, shape_of<I>, value_type_of<I>>();
+  using Op = detail::array_op<cpu::gather_nd_kernel>;
+  return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(Op{"GatherNd", {}, {}}, params, indices);
+}
+
+// tensor_scatter_update(t, indices, updates): t with the slices that indices name (as
+// gather_nd's) replaced by updates, of gather_nd(t, indices)'s shape; a slice named twice
+// gets one of its updates. tensor_scatter_add adds the updates instead (a slice named twice
+// gets both). Both write into t's buffer when nothing else holds it, so a loop that
+// updates one row of a loop variable per iteration costs a row per iteration.
+template <expression E, expression I, expression U>
+auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
+  constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
+  (void)detail::check_scatter<value_type_of<E>, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
+  using Op = detail::array_op<cpu::tensor_scatter_update_kernel>;
+  return op_expr<Op, value_type_of<E>, shape_of<E>, E, I, U>(Op{"TensorScatterUpdate", {}, {}}, t, indices, updates);
+}
+template <expression E, expression I, expression U>
+auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
+  using T = value_type_of<E>;
+  constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
+  (void)detail::check_scatter<T, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
+  using Op = detail::reduction_op<cpu::tensor_scatter_add_kernel<T>, T>;
+  return op_expr<Op, T, shape_of<E>, E, I, U>(Op{"TensorScatterAdd", {}, {}}, t, indices, updates);
 }
 
 // one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last

@@ -535,6 +535,9 @@ void register_gradient_kernels() {
     register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", t);
     register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", t);
     register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", t);
+    // GatherNd's (ScatterNd), and a loop's sum of them (TensorScatterAdd).
+    register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", t);
+    register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", t);
     register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
     register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
     register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");

@@ -399,6 +399,29 @@ struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradi
     return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
   }
 };
+// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
+// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
+// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
+// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
+// its sum in place (TensorScatterAdd, gradients.hpp).
+struct gather_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
+};
+struct scatter_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
+};
+// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
+// shaped from d's own slices, so that the updates are not kept for the backward pass).
+struct tensor_scatter_update_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V du = gather_nd(a.d(), a.x[1]);
+    return {tensor_scatter_update(a.d(), a.x[1], zeros_like(du)), std::nullopt, du};
+  }
+};
+struct tensor_scatter_add_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
+};
 
 // ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
@@ -575,6 +598,10 @@ inline void register_standard_gradients() {
     add_rule("Cumprod", cumprod_grad{});
     add_rule("GatherV2", gather_grad{});
     add_rule("UnsortedSegmentSum", unsorted_segment_sum_grad{});
+    add_rule("GatherNd", gather_nd_grad{});
+    add_rule("ScatterNd", scatter_nd_grad{});
+    add_rule("TensorScatterUpdate", tensor_scatter_update_grad{});
+    add_rule("TensorScatterAdd", tensor_scatter_add_grad{});
     add_rule("Max", max_min_grad{});
     add_rule("Min", max_min_grad{});
     add_rule("BatchMatMulV2", batch_matmul_grad{});

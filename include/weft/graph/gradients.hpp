@@ -221,6 +221,15 @@ inline symbol gather(const symbol& params, const symbol& indices, const symbol& 
 inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
   return data.then("UnsortedSegmentSum", {ids, segments});
 }
+inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
+// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
+inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
+  const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
+  return indices.then("ScatterNd", {updates, dims});
+}
+inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
+  return t.then("TensorScatterUpdate", {indices, updates});
+}
 
 // Convolution and pooling, with the window attrs `w` of the node differentiated.
 inline attr_map window_attr_map(const node& n) {
@@ -687,9 +696,19 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
       next.push_back(a && b ? (*a + *b).out() : a ? a->out() : b ? b->out() : bc.add("ZerosLike", {v[1 + c]}, {}));
     }
     for (std::size_t s2 = 0; s2 < summed.size(); ++s2) {
-      const output acc = v[1 + carried.size() + s2];
-      auto d = total(g.at(L.invariants[summed[s2]]).out(0));
-      next.push_back(d ? bc.add("Add", {acc, d->out()}, {}) : acc);
+      // Each partial is added to the sum; a ScatterNd's (GatherNd's gradient: a loop that
+      // reads a row per iteration) is added in place, TensorScatterAdd writing only its
+      // slices, rather than a tensor of zeros but for them.
+      output acc = v[1 + carried.size() + s2];
+      if (auto it = pending.find(g.at(L.invariants[summed[s2]]).out(0)); it != pending.end()) {
+        for (const symbol& part : it->second) {
+          const output p = part.out();
+          const node& pn = part.producer();
+          if (p.node >= n && pn.op() == "ScatterNd") acc = bc.add("TensorScatterAdd", {acc, pn.inputs()[0], pn.inputs()[1]}, {});
+          else acc = bc.add("Add", {acc, p}, {});
+        }
+      }
+      next.push_back(acc);
     }
     return next;
   };

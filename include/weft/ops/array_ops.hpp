@@ -9,6 +9,12 @@
 //   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
 //   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
 //   OneHot(indices, depth, on, off; axis=-1)
+//   GatherNd(params, indices)  indices [..., K]: the slices params[i0, ..., iK-1], shape
+//                              indices.shape[:-1] + params.shape[K:]
+//   TensorScatterUpdate(tensor, indices, updates)  tensor with those slices replaced by
+//                              updates (of GatherNd's result shape); a slice indexed twice
+//                              gets one of its updates. ScatterNd and TensorScatterAdd,
+//                              which add, are reduction ops.
 #pragma once
 
 #include <vector>
@@ -228,6 +234,28 @@ inline std::vector<op_def> array_op_defs() {
                        out.insert(out.end(), idx.dims().begin(), idx.dims().end());
                        out.insert(out.end(), p.dims().begin() + a + 1, p.dims().end());
                        c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("GatherNd")
+                     .input("params: Tparams")
+                     .input("indices: Tindices")
+                     .output("output: Tparams")
+                     .attr("Tparams: type")
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       if (auto out = nd_slices_shape(c, c.input(0), 1)) c.set_output(0, *out);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("TensorScatterUpdate")
+                     .input("tensor: T")
+                     .input("indices: Tindices")
+                     .input("updates: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       check_scatter_updates(c, c.input(0), 1, 2);
+                       c.set_output(0, c.input(0));
                      })
                      .build());
   defs.push_back(op_def_builder("OneHot")

@@ -66,4 +66,33 @@ inline void shape_from_input(shape_context& c, int i) {
   }
 }
 
+// The ops that address slices of a tensor of shape `target` by index tuples (GatherNd,
+// ScatterNd, TensorScatterUpdate, TensorScatterAdd): `indices` of shape [..., K], each
+// row of K coordinates naming the slice target[i0, ..., iK-1, :, ...]. Returns the shape of
+// the slices gathered (or of the updates written): indices.shape[:-1] + target.shape[K:],
+// when known. Fails when K exceeds target's rank.
+inline std::optional<partial_shape> nd_slices_shape(shape_context& c, const partial_shape& target, int indices) {
+  require_rank_at_least(c, indices, 1, "indices");
+  const auto& idx = c.input(indices);
+  if (!idx.rank_known() || !target.rank_known()) return std::nullopt;
+  const std::int64_t depth = idx[idx.rank() - 1];
+  if (depth < 0) return std::nullopt;
+  if (depth > target.rank())
+    c.fail("indices of shape ", idx, " give ", depth, " coordinates into shape ", target, " of rank ", target.rank());
+  std::vector<std::int64_t> dims(idx.dims().begin(), idx.dims().end() - 1);
+  dims.insert(dims.end(), target.dims().begin() + depth, target.dims().end());
+  return partial_shape(std::move(dims));
+}
+// Checks the updates (input `updates`) of a scatter into `target` against the indices.
+inline void check_scatter_updates(shape_context& c, const partial_shape& target, int indices, int updates) {
+  auto want = nd_slices_shape(c, target, indices);
+  const auto& up = c.input(updates);
+  if (!want || !up.rank_known()) return;
+  bool ok = up.rank() == want->rank();
+  for (int i = 0; ok && i < up.rank(); ++i) ok = up[i] < 0 || (*want)[i] < 0 || up[i] == (*want)[i];
+  if (!ok)
+    c.fail("updates of shape ", up, " do not fit indices of shape ", c.input(indices), " into shape ", target,
+           ": they must have shape ", *want);
+}
+
 }  // namespace weft::ops

@@ -9,6 +9,10 @@
 //   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
 //   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
 //   error, where TensorFlow drops negative ids).
+//   ScatterNd(indices, updates, shape): zeros of `shape` plus each update added at its
+//   index tuple (indices [..., K], as GatherNd's: an array op); a slice indexed twice gets
+//   the sum of its updates.
+//   TensorScatterAdd(tensor, indices, updates): the same added into `tensor`.
 //   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
 //   gradients (below).
 #pragma once
@@ -127,6 +131,31 @@ inline std::vector<op_def> reduction_op_defs() {
                        std::vector<std::int64_t> out{n ? (*n)[0] : unknown_dim};
                        out.insert(out.end(), data.dims().begin() + ids.rank(), data.dims().end());
                        c.set_output(0, partial_shape(out));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("ScatterNd")
+                     .input("indices: Tindices")
+                     .input("updates: T")
+                     .input("shape: Tindices")
+                     .output("output: T")
+                     .attr(number_type_attr)
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 2, 1, "shape");
+                       shape_from_input(c, 2);
+                       check_scatter_updates(c, partial_shape(c.output_shapes()[0]), 0, 1);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("TensorScatterAdd")
+                     .input("tensor: T")
+                     .input("indices: Tindices")
+                     .input("updates: T")
+                     .output("output: T")
+                     .attr(number_type_attr)
+                     .attr("Tindices: {int32, int64}")
+                     .shape_fn([](shape_context& c) {
+                       check_scatter_updates(c, c.input(0), 1, 2);
+                       c.set_output(0, c.input(0));
                      })
                      .build());
   // Gradient helpers (graph/gradients.hpp):

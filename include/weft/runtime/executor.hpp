@@ -413,6 +413,7 @@ class step {
       clear(inputs);
       ready.clear();
       propagate(tn, xn, outputs, ready);
+      clear(outputs);  // the consumers hold their copies: a sole one may write into its buffer
       finish(tn, ready);
       schedule(ready, inline_ready);
       node_done(1);

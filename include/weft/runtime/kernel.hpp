@@ -147,6 +147,20 @@ class kernel_context {
       fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
     outputs_[static_cast<std::size_t>(i)].value = std::move(t);
   }
+  // Output `out` holding input `in`'s value, for a kernel that then writes into it:
+  // input `in`'s own buffer when no other handle shares it (the input is moved out: do not
+  // read it afterwards), else a copy. A loop that writes one row of a loop variable per
+  // iteration (TensorScatterUpdate in scan and map_fn) so costs a row, not the variable.
+  tensor& forward_input_or_copy(int in, int out) {
+    auto& e = inputs_[static_cast<std::size_t>(in)];
+    auto& o = outputs_[static_cast<std::size_t>(out)];
+    if (e.value.dtype() != node_.output_dtype(out))
+      fail(error_code::internal, node_.describe(), ": input ", in, " is ", e.value.dtype(), ", output ", out, " is declared ",
+           node_.output_dtype(out));
+    if (!e.ref && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
+    else o.value = e.value.copy(device_.get_allocator());
+    return o.value;
+  }
   // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
   void set_output_ref(int i, std::shared_ptr<variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }

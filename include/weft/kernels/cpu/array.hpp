@@ -304,6 +304,37 @@ struct gather_kernel final : op_kernel {
   }
 };
 
+// GatherNd(params, indices): the slices the index tuples address, one after the other.
+struct gather_nd_kernel final : op_kernel {
+  explicit gather_nd_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& p = ctx.input(0);
+    const nd_rows r = nd_rows_of(ctx.input(1), p.shape());
+    tensor& out = ctx.allocate_output(0, shape(r.slices_dims));
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(p.dtype());
+    if (chunk == 0) return;
+    const char* in = static_cast<const char*>(p.raw_data());
+    char* o = static_cast<char*>(out.raw_data());
+    for (std::size_t j = 0; j < r.rows.size(); ++j, o += chunk) std::memcpy(o, in + static_cast<std::size_t>(r.rows[j]) * chunk, chunk);
+  }
+};
+
+// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
+// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
+struct tensor_scatter_update_kernel final : op_kernel {
+  explicit tensor_scatter_update_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const shape s = ctx.input(0).shape();
+    const nd_rows r = nd_rows_of(ctx.input(1), s);
+    check_updates(r, ctx.input(2), ctx.input(1), s);
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(ctx.input(2).dtype());
+    const char* u = static_cast<const char*>(ctx.input(2).raw_data());
+    char* o = static_cast<char*>(ctx.forward_input_or_copy(0, 0).raw_data());
+    if (chunk == 0) return;
+    for (std::size_t j = 0; j < r.rows.size(); ++j, u += chunk) std::memcpy(o + static_cast<std::size_t>(r.rows[j]) * chunk, u, chunk);
+  }
+};
+
 struct one_hot_kernel final : op_kernel {
   explicit one_hot_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -431,6 +462,8 @@ void register_array_kernels() {
   register_cpu_kernel<tile_kernel>("Tile");
   register_cpu_kernel<gather_kernel>("GatherV2");
   register_cpu_kernel<one_hot_kernel>("OneHot");
+  register_cpu_kernel<gather_nd_kernel>("GatherNd");
+  register_cpu_kernel<tensor_scatter_update_kernel>("TensorScatterUpdate");
   register_cpu_kernel<shape_kernel>("Shape");
   register_cpu_kernel<rank_kernel>("Rank");
   register_cpu_kernel<size_kernel>("Size");

@@ -49,6 +49,47 @@ inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* 
   return shape(dims);
 }
 
+// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
+// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
+// each tuple is checked to lie in s.
+struct nd_rows {
+  std::vector<std::int64_t> rows;
+  std::int64_t slice = 1;                 // elements per row: the product of s[K:]
+  std::vector<std::int64_t> slices_dims;  // of the slices together: indices.shape[:-1] + s[K:]
+};
+inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
+  if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
+  const std::int64_t depth = indices.dim(indices.rank() - 1);
+  if (depth > s.rank())
+    fail(error_code::invalid_argument, "indices of shape ", indices.shape(), " give ", depth, " coordinates into shape ", s,
+         " of rank ", s.rank());
+  const auto idx = int_values(indices, "indices");
+  nd_rows r;
+  std::int64_t count = 1;
+  for (int d = 0; d + 1 < indices.rank(); ++d) r.slices_dims.push_back(indices.dim(d)), count *= indices.dim(d);
+  for (int d = static_cast<int>(depth); d < s.rank(); ++d) r.slices_dims.push_back(s[d]), r.slice *= s[d];
+  r.rows.resize(static_cast<std::size_t>(count));
+  for (std::int64_t j = 0; j < count; ++j) {
+    std::int64_t row = 0;
+    for (std::int64_t d = 0; d < depth; ++d) {
+      const std::int64_t v = idx[static_cast<std::size_t>(j * depth + d)];
+      if (v < 0 || v >= s[static_cast<int>(d)]) {
+        std::vector<std::int64_t> tuple(idx.begin() + j * depth, idx.begin() + (j + 1) * depth);
+        fail(error_code::out_of_range, "index tuple ", j, " of indices, ", shape(tuple), ", is not in shape ", s);
+      }
+      row = row * s[static_cast<int>(d)] + v;
+    }
+    r.rows[static_cast<std::size_t>(j)] = row;
+  }
+  return r;
+}
+// Fails unless `updates` has the shape of the slices r addresses.
+inline void check_updates(const nd_rows& r, const tensor& updates, const tensor& indices, const shape& s) {
+  if (updates.shape() != shape(r.slices_dims))
+    fail(error_code::invalid_argument, "updates of shape ", updates.shape(), " do not fit indices of shape ", indices.shape(),
+         " into shape ", s, ": they must have shape ", shape(r.slices_dims));
+}
+
 // Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
 inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape& out) {
   std::vector<std::int64_t> strides(static_cast<std::size_t>(out.rank()), 0);

@@ -355,6 +355,45 @@ struct unsorted_segment_sum_kernel final : op_kernel {
   }
 };
 
+// ScatterNd(indices, updates, shape) and TensorScatterAdd(tensor, indices, updates): the
+// updates added into zeros of `shape` or into `tensor` (written in place when no one else
+// holds it), at the slices the index tuples address (nd_rows_of).
+template <class T>
+struct scatter_nd_kernel final : op_kernel {
+  explicit scatter_nd_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using C = compute_t<T>;
+    if (ctx.input(2).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(2).shape());
+    const shape s = shape_from_dims(int_values(ctx.input(2), "shape"), "shape");
+    const nd_rows r = nd_rows_of(ctx.input(0), s);
+    check_updates(r, ctx.input(1), ctx.input(0), s);
+    tensor& out = ctx.allocate_output(0, s);
+    const tensor uc = widened<T>(ctx, ctx.input(1));
+    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, s) : out;
+    std::fill_n(result.data<C>(), result.num_elements(), C(0));
+    segment_sum_rows<C>(ctx, uc.data<C>(), r.rows, r.slice, result.data<C>());
+    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+  }
+};
+template <class T>
+struct tensor_scatter_add_kernel final : op_kernel {
+  explicit tensor_scatter_add_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using C = compute_t<T>;
+    const shape s = ctx.input(0).shape();
+    const nd_rows r = nd_rows_of(ctx.input(1), s);
+    check_updates(r, ctx.input(2), ctx.input(1), s);
+    const tensor uc = widened<T>(ctx, ctx.input(2));
+    if constexpr (is_converted_v<T>) {
+      tensor result = widened<T>(ctx, ctx.input(0));
+      segment_sum_rows<C>(ctx, uc.data<C>(), r.rows, r.slice, result.data<C>());
+      detail::run_convert(ctx, narrow_fn<T>, result, ctx.allocate_output(0, s));
+    } else {
+      segment_sum_rows<C>(ctx, uc.data<C>(), r.rows, r.slice, ctx.forward_input_or_copy(0, 0).template data<C>());
+    }
+  }
+};
+
 // ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
   explicit reduced_shape_kernel(const node&) {}
@@ -383,6 +422,8 @@ void register_reduction_kernels() {
   register_for<scan_kernel<sum_reducer>::of>("Cumsum", "T", number_types{});
   register_for<scan_kernel<prod_reducer>::of>("Cumprod", "T", number_types{});
   register_for<unsorted_segment_sum_kernel>("UnsortedSegmentSum", "T", number_types{});
+  register_for<scatter_nd_kernel>("ScatterNd", "T", number_types{});
+  register_for<tensor_scatter_add_kernel>("TensorScatterAdd", "T", number_types{});
   register_for<sum_to_shape_kernel>("SumToShape", "T", number_types{});
   register_cpu_kernel<broadcast_to_kernel>("BroadcastTo");
   register_cpu_kernel<reduced_shape_kernel>("ReducedShape");
