@@ -2,6 +2,8 @@
 // host loops and the same computation unrolled; captured placeholders and variables,
 // nested loops, a cond in a loop, invariant hoisting, gradients through both, and errors;
 // scan, map_fn and foldl against host loops and central differences.
+#include "support/numeric_gradient.hpp"
+
 #include <weft/dsl.hpp>
 
 #include <catch2/catch.hpp>
@@ -16,21 +18,7 @@ namespace hana = boost::hana;
 
 namespace {
 
-// Central differences of f at v, one partial per element (f smooth, float64).
-std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f, std::vector<double> v) {
-  const double h = 1e-6;
-  std::vector<double> d(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + h;
-    const double up = f(v);
-    v[i] = keep - h;
-    const double down = f(v);
-    v[i] = keep;
-    d[i] = (up - down) / (2 * h);
-  }
-  return d;
-}
+using weft::test::numeric_gradient;
 
 void check_gradient(std::span<const double> got, const std::vector<double>& want) {
   REQUIRE(got.size() == want.size());
@@ -422,4 +410,49 @@ TEST_CASE("dsl control flow: scan's and map_fn's gradients match central differe
   }
   // The rows' gradients are added into the elements' gradient in place, one row each.
   CHECK(count_op(s.current_graph(), "TensorScatterAdd") >= 1);
+}
+
+TEST_CASE("dsl control flow: scan without an initializer starts from the first element", "[dsl][control][grad]") {
+  auto x = placeholder<double>("x", dims<dyn, 2>);
+  auto products = scan([](auto acc, auto row) { return acc * row; }, x);
+  scan_options from_the_end;
+  from_the_end.reverse = true;
+  auto suffix_sums = scan([](auto acc, auto row) { return acc + row; }, x, from_the_end);
+  auto both = scan([](auto a, auto b, auto ra, auto rb) { return hana::make_tuple(a + ra, b * rb); }, hana::make_tuple(x, x * 2.0));
+  auto dx = grad(reduce_sum(products), x);
+  client_session s;
+  for (int n : {1, 4}) {
+    INFO(n << " rows");
+    std::vector<double> xv;
+    for (int i = 0; i < n * 2; ++i) xv.push_back(1.0 + 0.25 * i);
+    auto [pv, sv, av, bv, dv] = s.run(fetch(products, suffix_sums, hana::at_c<0>(both), hana::at_c<1>(both), dx),
+                                      feed(x, tensor_of<double, 2>(xv, {n, 2})));
+    for (int col = 0; col < 2; ++col) {
+      auto at = [&](int i) { return xv[static_cast<std::size_t>(i * 2 + col)]; };
+      double p = 1, sum = 0, twice = 1;
+      for (int i = 0; i < n; ++i) {
+        p *= at(i);
+        sum += at(i);
+        twice *= 2 * at(i);
+        CHECK(pv(i, col) == Approx(p).epsilon(1e-12));
+        CHECK(av(i, col) == Approx(sum).epsilon(1e-12));
+        CHECK(bv(i, col) == Approx(twice).epsilon(1e-12));
+      }
+      double suffix = 0;
+      for (int i = n - 1; i >= 0; --i) CHECK(sv(i, col) == Approx(suffix += at(i)).epsilon(1e-12));
+      // d/dx_k of the sum of the running products: the sum over i >= k of prod_{j <= i, j != k} x_j.
+      for (int k = 0; k < n; ++k) {
+        double want = 0;
+        for (int i = k; i < n; ++i) {
+          double term = 1;
+          for (int j = 0; j <= i; ++j) term *= j == k ? 1.0 : at(j);
+          want += term;
+        }
+        CHECK(dv(k, col) == Approx(want).epsilon(1e-12));
+      }
+    }
+  }
+  // No first element to start from.
+  REQUIRE_THROWS_WITH(s.run(products, feed(x, tensor_of<double, 2>(std::vector<double>{}, {0, 2}))),
+                      Catch::Contains("(GatherNd)") && Catch::Contains("is not in shape [0,2]"));
 }

@@ -2,6 +2,8 @@
 // hand-derived formulas, fused backwards (no unfused elementwise nodes), fusion on and off,
 // second derivatives, zeros for unused xs, training with typed updates, and the run-time
 // path (a DSL-lowered graph differentiated op by op).
+#include "support/numeric_gradient.hpp"
+
 #include <weft/dsl.hpp>
 
 #include <catch2/catch.hpp>
@@ -15,6 +17,8 @@ using namespace weft;
 
 namespace {
 
+using weft::test::numeric_gradient;
+
 client_options fusion(bool on) {
   client_options o;
   o.fusion = on;
@@ -26,22 +30,6 @@ int count_op(const graph& g, std::string_view op) {
   int n = 0;
   for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
   return n;
-}
-
-// Central differences of f at v, one element at a time.
-std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f, std::vector<double> v) {
-  const double eps = 1e-6;
-  std::vector<double> g(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + eps;
-    const double up = f(v);
-    v[i] = keep - eps;
-    const double down = f(v);
-    v[i] = keep;
-    g[i] = (up - down) / (2 * eps);
-  }
-  return g;
 }
 
 void check_close(std::span<const double> got, const std::vector<double>& want, double tol) {

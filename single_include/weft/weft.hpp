@@ -14937,40 +14937,27 @@ struct scan_options {
   bool reverse = false;
 };
 
-// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
-// last with options.reverse), and the stack of the accumulator after each step: shape
-// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan with an
-// initializer). init, and fn's result, may be a hana::tuple of accumulators (fn gets them
-// one by one, then the rows): the result is then a tuple of stacks. elems may be a
-// hana::tuple of expressions with the same first dim (fn gets a row of each). The
-// accumulators keep their dtypes and static dims, as a while_loop's variables (the checks
-// name the accumulator's index plus 1). Rows are read with gather_nd and written in place
-// with tensor_scatter_update, so a step costs a row, and so does its gradient.
-template <class Fn, class Elems, class Init>
-auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = {}) {
+namespace detail {
+// The loop of scan: from element `start` on (in the order `reverse` gives), with the
+// accumulators acc0 and their stacks stacks0 (rows before `start` already written).
+template <class Fn, class Xs, class Acc0, class Stacks0, class Length>
+auto scan_loop(Fn&& fn, const Xs& xs, const Acc0& acc0, const Stacks0& stacks0, const Length& length, std::int32_t start,
+               const scan_options& options) {
   namespace hana = boost::hana;
-  auto xs = detail::as_tuple(elems);
-  auto acc0 = detail::as_tuple(init);
   constexpr std::size_t K = decltype(hana::length(acc0))::value;
-  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
-  auto length = detail::first_dim(hana::at_c<0>(xs));
-  auto stacks0 = hana::transform(acc0, [&](const auto& a) {
-    using A = std::remove_cvref_t<decltype(a)>;
-    return detail::stack_zeros<value_type_of<A>>(detail::stacked_shape<N, shape_of<A>>{}, length, shape_tensor(a));
-  });
   const bool reverse = options.reverse;
   auto out = while_loop(
       [length](auto i, auto&&...) { return i < length; },
       [&](auto i, auto... vars) {
         auto all = hana::make_tuple(vars...);
-        auto at = detail::position(i, length, reverse);
-        auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
+        auto at = position(i, length, reverse);
+        auto rows = hana::transform(xs, [&](const auto& x) { return row_of(x, at); });
         auto accs = hana::take_front_c<K>(all);
-        auto next = detail::as_tuple(hana::unpack(hana::concat(accs, rows), fn));
+        auto next = as_tuple(hana::unpack(hana::concat(accs, rows), fn));
         auto stacks = hana::drop_front(all, hana::size_c<K>);
         // Stacked when the step keeps the accumulators' dtypes and ranks (else the loop's
         // checks name the accumulator, and nothing else fails).
-        if constexpr (detail::same_kinds<decltype(accs), decltype(next)>::value) {
+        if constexpr (same_kinds<decltype(accs), decltype(next)>::value) {
           auto written = hana::zip_with([&](const auto& stack, const auto& value) { return tensor_scatter_update(stack, at, value); },
                                         stacks, next);
           return hana::prepend(hana::concat(next, written), i + 1);
@@ -14978,10 +14965,54 @@ auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = 
           return hana::prepend(hana::concat(next, stacks), i + 1);
         }
       },
-      hana::prepend(hana::concat(acc0, stacks0), constant(std::int32_t{0})),
+      hana::prepend(hana::concat(acc0, stacks0), constant(start)),
       loop_options{options.name.empty() ? "scan" : options.name, options.parallel_iterations});
-  auto result = hana::drop_front(out, hana::size_c<1 + K>);
+  return hana::drop_front(out, hana::size_c<1 + K>);
+}
+}  // namespace detail
+
+// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
+// last with options.reverse), and the stack of the accumulator after each step: shape
+// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan). init, and fn's
+// result, may be a hana::tuple of accumulators (fn gets them one by one, then the rows):
+// the result is then a tuple of stacks. elems may be a hana::tuple of expressions with
+// the same first dim (fn gets a row of each). The accumulators keep their dtypes and
+// static dims, as a while_loop's variables (the checks name the accumulator's index plus
+// 1). Rows are read with gather_nd and written in place with tensor_scatter_update, so a
+// step costs a row, and so does its gradient.
+template <class Fn, class Elems, class Init>
+  requires(expression<Init> || detail::is_hana_tuple<Init>::value)
+auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = {}) {
+  namespace hana = boost::hana;
+  auto xs = detail::as_tuple(elems);
+  auto acc0 = detail::as_tuple(init);
+  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  auto stacks0 = hana::transform(acc0, [&](const auto& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    return detail::stack_zeros<value_type_of<A>>(detail::stacked_shape<N, shape_of<A>>{}, length, shape_tensor(a));
+  });
+  auto result = detail::scan_loop(std::forward<Fn>(fn), xs, acc0, stacks0, length, 0, options);
   if constexpr (detail::is_hana_tuple<Init>::value) return result;
+  else return hana::at_c<0>(result);
+}
+
+// scan(fn, elems) with no initializer: the first element (the last with reverse) is the
+// initial accumulator and the stack's first row, and fn runs from the next one on
+// (TensorFlow's tf.scan without one). The accumulators are of the elements' row types,
+// one per element tensor. elems must not be empty: reading its first row is then an error
+// naming the GatherNd.
+template <class Fn, class Elems>
+auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
+  namespace hana = boost::hana;
+  auto xs = detail::as_tuple(elems);
+  (void)detail::elements<decltype(xs)>::length;
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  auto first = detail::position(constant(std::int32_t{0}), length, options.reverse);
+  auto acc0 = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, first); });
+  auto stacks0 = hana::transform(xs, [&](const auto& x) { return tensor_scatter_update(zeros_like(x), first, detail::row_of(x, first)); });
+  auto result = detail::scan_loop(std::forward<Fn>(fn), xs, acc0, stacks0, length, 1, options);
+  if constexpr (detail::is_hana_tuple<Elems>::value) return result;
   else return hana::at_c<0>(result);
 }
 
