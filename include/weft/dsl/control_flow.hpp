@@ -604,7 +604,7 @@ auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
   auto length = detail::first_dim(hana::at_c<0>(xs));
   auto first = detail::position(constant(std::int32_t{0}), length, options.reverse);
   auto acc0 = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, first); });
-  auto stacks0 = hana::transform(xs, [&](const auto& x) { return tensor_scatter_update(zeros_like(x), first, detail::row_of(x, first)); });
+  auto stacks0 = hana::zip_with([&](const auto& x, const auto& a) { return tensor_scatter_update(zeros_like(x), first, a); }, xs, acc0);
   auto result = detail::scan_loop(std::forward<Fn>(fn), xs, acc0, stacks0, length, 1, options);
   if constexpr (detail::is_hana_tuple<Elems>::value) return result;
   else return hana::at_c<0>(result);

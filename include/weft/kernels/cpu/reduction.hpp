@@ -323,11 +323,23 @@ void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std:
   });
 }
 
+// out (of dtype T) = zeros plus the rows of data (dtype T, rows of `inner` elements) added
+// into rows ids[j], computed as compute_t<T> (UnsortedSegmentSum, ScatterNd).
+template <class T>
+void sum_rows_into_zeros(kernel_context& ctx, const tensor& data, const std::vector<std::int64_t>& ids, std::int64_t inner,
+                         tensor& out) {
+  using C = compute_t<T>;
+  const tensor xc = widened<T>(ctx, data);
+  tensor result = is_converted_v<T> ? tensor(dtype_of<C>, out.shape()) : out;
+  std::fill_n(result.data<C>(), result.num_elements(), C(0));
+  segment_sum_rows<C>(ctx, xc.data<C>(), ids, inner, result.data<C>());
+  if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+}
+
 template <class T>
 struct unsorted_segment_sum_kernel final : op_kernel {
   explicit unsorted_segment_sum_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
-    using C = compute_t<T>;
     const tensor& data = ctx.input(0);
     const tensor& segment_ids = ctx.input(1);
     const shape& ds = data.shape();
@@ -346,12 +358,7 @@ struct unsorted_segment_sum_kernel final : op_kernel {
     std::vector<std::int64_t> dims{segments};
     std::int64_t inner = 1;
     for (int d = segment_ids.rank(); d < ds.rank(); ++d) dims.push_back(ds[d]), inner *= ds[d];
-    tensor& out = ctx.allocate_output(0, shape(dims));
-    const tensor xc = widened<T>(ctx, data);
-    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, out.shape()) : out;
-    std::fill_n(result.data<C>(), result.num_elements(), C(0));
-    segment_sum_rows<C>(ctx, xc.data<C>(), ids, inner, result.data<C>());
-    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+    sum_rows_into_zeros<T>(ctx, data, ids, inner, ctx.allocate_output(0, shape(dims)));
   }
 };
 
@@ -362,17 +369,11 @@ template <class T>
 struct scatter_nd_kernel final : op_kernel {
   explicit scatter_nd_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
-    using C = compute_t<T>;
     if (ctx.input(2).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(2).shape());
     const shape s = shape_from_dims(int_values(ctx.input(2), "shape"), "shape");
     const nd_rows r = nd_rows_of(ctx.input(0), s);
     check_updates(r, ctx.input(1), ctx.input(0), s);
-    tensor& out = ctx.allocate_output(0, s);
-    const tensor uc = widened<T>(ctx, ctx.input(1));
-    tensor result = is_converted_v<T> ? tensor(dtype_of<C>, s) : out;
-    std::fill_n(result.data<C>(), result.num_elements(), C(0));
-    segment_sum_rows<C>(ctx, uc.data<C>(), r.rows, r.slice, result.data<C>());
-    if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
+    sum_rows_into_zeros<T>(ctx, ctx.input(1), r.rows, r.slice, ctx.allocate_output(0, s));
   }
 };
 template <class T>
