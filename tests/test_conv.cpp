@@ -100,8 +100,12 @@ session_options threads(int n) {
   return o;
 }
 
-// Patches of at most 64 values (kh * kw * c) take the direct loops, larger ones im2col and
-// GEMM, so the tricky geometries come in both sizes.
+// A batch of at least two images per thread whose output channels fill whole packets (2
+// doubles here without AVX, 8 with AVX-512) takes the register blocks: Conv2D always, the
+// filter's gradient for patches of more than 64 values (kh * kw * c), the input's gradient
+// with stride 1 (its output channels are the input's). Otherwise patches of at most 64
+// values take the direct loops and larger ones the patch GEMM, so the tricky geometries
+// come in all three.
 const std::vector<conv_case> conv_cases{
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, false},
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, true},
@@ -123,6 +127,15 @@ const std::vector<conv_case> conv_cases{
     {2, 6, 6, 2, 3, 3, 11, 1, 1, 1, 1, true},   // direct: a block of 8 channels and 3 more
     {1, 5, 5, 1, 3, 3, 20, 2, 2, 1, 1, false},  // direct: two blocks of 8 and 4 more
     {8, 16, 16, 1, 5, 5, 16, 1, 1, 1, 1, true}, // direct: a partial filter gradient per thread
+    {4, 9, 31, 6, 3, 3, 8, 1, 1, 1, 1, true},   // register blocks: several runs per row, pairs of packets
+    {10, 7, 9, 8, 3, 3, 6, 1, 1, 1, 1, true},   // register blocks: a pair of packets and one more, images summed per block
+    {4, 11, 11, 4, 3, 3, 16, 2, 2, 2, 1, true}, // register blocks: strided and dilated
+    {4, 10, 10, 8, 3, 3, 8, 2, 3, 1, 1, false}, // register blocks: input rows and columns no window reads
+    {4, 6, 6, 16, 5, 5, 16, 1, 1, 1, 1, true},  // register blocks both ways (16 channels each)
+    {1, 6, 6, 64, 5, 5, 3, 1, 1, 1, 1, true},   // patch GEMM: a depth of 1600 in several blocks
+    {2, 8, 8, 3, 5, 5, 5, 1, 1, 1, 1, true},    // patch GEMM: packets across taps of 3 channels
+    {24, 12, 12, 9, 3, 3, 5, 1, 1, 1, 1, true}, // patch GEMM: a filter gradient over many blocks of positions
+    {1, 4, 4, 128, 6, 6, 1, 1, 1, 1, 1, true},  // patch GEMM: a filter gradient in blocks of its 4608 patch columns
 };
 
 }  // namespace

@@ -9198,22 +9198,29 @@ void register_matmul_kernels() {
 
 // CPU kernels for convolution, pooling and dropout (ops/nn_ops.hpp), NHWC.
 //
-// Conv2D and its two gradients are im2col plus GEMM: the output positions are cut into
-// chunks of rows whose patch matrix [rows, kh * kw * c] stays in cache; each thread fills a
-// chunk's patches and multiplies them with Eigen's GEMM (matmul.hpp) by the filter, viewed
-// as the matrix [kh * kw * c, k]. The input's gradient scatters the patches' gradients back
-// (col2im), one image per thread so that no two threads add to one element; the filter's
-// gradient sums a partial product per thread. A 1x1 convolution with stride 1 is one GEMM.
-// A convolution with a small patch (kh * kw * c <= 64, a first layer over few channels)
-// computes its forward pass and its filter's gradient directly from the input instead.
-// Pooling walks the windows directly, the channels of a position being contiguous.
-// float16 and bfloat16 compute in float (nn_kernel.hpp).
+// Conv2D and its two gradients are products with the patch matrix [rows, kh * kw * c] (a
+// row per output position, its window's values), which is never built whole:
+// - Register blocks, for a batch of at least two images per thread whose output channels
+//   fill whole packets: a run of output positions times one or two packets of channels
+//   (or, for the filter's gradient, a run of input channels times one or two packets)
+//   summed in registers straight from a zero-padded copy of each image.
+// - Direct loops for a patch of at most 64 values (a first layer over few channels).
+// - Otherwise a GEMM whose patch operand Eigen's packing routines read from the input in
+//   place (patch_mapper), multiplied by Eigen's GEBP kernel.
+// Conv2D takes the first that applies; the filter's gradient prefers the direct loops to
+// register blocks (which for one input channel would load a packet per multiply-add). The
+// input's gradient with stride 1 is the convolution of the output's gradient by the filter
+// turned 180 degrees, done as Conv2D; with larger strides a GEMM by the filter and a
+// scatter of its rows back into the input (col2im), an image per thread. A 1x1 convolution
+// with stride 1 is one GEMM. Pooling walks the windows directly, the channels of a position
+// being contiguous. float16 and bfloat16 compute in float (nn_kernel.hpp).
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -9449,48 +9456,9 @@ inline void require_shape(const tensor& t, const shape& expected, const char* wh
 inline std::int64_t cache_rows(std::int64_t patch) {
   return std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1));
 }
-// Rows of output positions per chunk: cache_rows, but at least two chunks per thread when
-// there are enough rows.
-inline std::int64_t chunk_rows(const kernel_context& ctx, std::int64_t patch, std::int64_t rows) {
-  const std::int64_t per_thread = (rows + 2 * ctx.device().num_threads() - 1) / (2 * ctx.device().num_threads());
-  return std::max<std::int64_t>(1, std::min({cache_rows(patch), std::max<std::int64_t>(16, per_thread), rows}));
-}
 
-// The patches of output rows [r0, r1) (r = (image * oh + y) * ow + x), one row of
-// kh * kw * c values each, zeros where the window leaves the input.
-template <class C>
-void im2col(const geometry& g, const C* in, std::int64_t r0, std::int64_t r1, C* cols) {
-  const std::int64_t K = g.patch(), c = g.c, row_len = g.kw * c;
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const std::int64_t b = r / g.positions(), y = r % g.positions() / g.ow, x = r % g.ow;
-    C* dst = cols + (r - r0) * K;
-    for (std::int64_t i = 0; i < g.kh; ++i) {
-      const std::int64_t iy = g.top(y) + i * g.dh;
-      C* d = dst + i * row_len;
-      if (iy < 0 || iy >= g.h) {
-        std::fill_n(d, row_len, C(0));
-        continue;
-      }
-      const C* src = in + (b * g.h + iy) * g.w * c;
-      const std::int64_t x0 = g.left(x);
-      if (g.dw == 1) {  // the window's row is one contiguous run of the input's row
-        const std::int64_t j0 = std::clamp<std::int64_t>(-x0, 0, g.kw), j1 = std::clamp<std::int64_t>(g.w - x0, j0, g.kw);
-        std::fill_n(d, j0 * c, C(0));
-        std::copy_n(src + (x0 + j0) * c, (j1 - j0) * c, d + j0 * c);
-        std::fill_n(d + j1 * c, (g.kw - j1) * c, C(0));
-      } else {
-        for (std::int64_t j = 0; j < g.kw; ++j) {
-          const std::int64_t ix = x0 + j * g.dw;
-          if (ix < 0 || ix >= g.w) std::fill_n(d + j * c, c, C(0));
-          else std::copy_n(src + ix * c, c, d + j * c);
-        }
-      }
-    }
-  }
-}
-
-// The inverse scatter: adds each patch value of rows [r0, r1) to the input element it was
-// copied from.
+// The scatter behind a strided convolution's input gradient: adds the value at (r, kk) of a
+// patch matrix with rows [r0, r1) to the input element that patch value was taken from.
 template <class C>
 void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t r1, C* in) {
   const std::int64_t K = g.patch(), c = g.c;
@@ -9512,16 +9480,415 @@ void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t 
   }
 }
 
-// A buffer of at least n values for this thread, kept between calls (slot 0 or 1): a patch
-// matrix is about half a megabyte, which malloc would map afresh, and the kernel zero, on
-// every call. A body of parallel_for never waits, so a thread uses its buffer for one
-// body at a time.
+// A buffer of at least n values for this thread, aligned for Eigen's packets and kept
+// between calls (slot 0 or 1): a block of packed patches is about half a megabyte, which
+// malloc would map afresh, and the kernel zero, on every call. A body of parallel_for never
+// waits, so a thread uses its buffer for one body at a time.
 template <class C>
 C* scratch(std::int64_t n, int slot) {
-  thread_local std::vector<C> buffers[2];
+  thread_local std::vector<C, Eigen::aligned_allocator<C>> buffers[2];
   auto& b = buffers[slot];
   if (b.size() < static_cast<std::size_t>(n)) b.resize(static_cast<std::size_t>(n));
   return b.data();
+}
+
+// out[0, size) = the sum over blocks of units [0, units) (blocks_for: at least min_units
+// each) of body(sum, u0, u1), which adds the part of units [u0, u1) into a zeroed sum: the
+// first block's sum is out itself, the others partial buffers added at the end.
+template <class C, class Body>
+void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_t min_units, std::int64_t size, C* out,
+                      Body&& body) {
+  std::fill_n(out, size, C(0));
+  const std::int64_t blocks = blocks_for(ctx, units, min_units);
+  std::vector<C> partial(static_cast<std::size_t>(std::max<std::int64_t>(0, blocks - 1) * size), C(0));
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t blk = b; blk < e; ++blk)
+      body(blk == 0 ? out : partial.data() + (blk - 1) * size, blk * units / blocks, (blk + 1) * units / blocks);
+  });
+  row_map<C> sum(out, size);
+  for (std::int64_t blk = 1; blk < blocks; ++blk) sum += const_row_map<C>(partial.data() + (blk - 1) * size, size);
+}
+
+// ---- implicit GEMM: the patch matrix read in place ----------------------------------------
+// Eigen's packing routines (which copy each block of an operand into the order its GEBP
+// kernel reads) read the patches through patch_mapper straight from the input, and the
+// kernel multiplies the packed blocks. im2col wrote each patch value into a buffer that the
+// packing then copied again; here it is copied once (Conv2D of LeNet's second layer: 5.5 ->
+// 4.5 ms on one thread).
+namespace ei = Eigen::internal;
+
+// Where column kk = (i * kw + j) * c + ci of the patch matrix lies relative to a window's
+// origin: an element offset, input row and column offsets, and how many columns from kk on
+// stay in tap (i, j)'s run of contiguous channels.
+struct patch_tap {
+  std::int64_t offset, dy, dx, run;
+};
+// A row of the patch matrix (an output position): its window's origin, an element offset
+// and an input row and column (negative or past the input where the window overhangs).
+struct patch_row {
+  std::int64_t offset, y, x;
+};
+
+inline std::vector<patch_tap> patch_taps(const geometry& g) {
+  std::vector<patch_tap> taps(static_cast<std::size_t>(g.patch()));
+  for (std::int64_t kk = 0; kk < g.patch(); ++kk) {
+    const std::int64_t tap = kk / g.c, ci = kk % g.c, dy = tap / g.kw * g.dh, dx = tap % g.kw * g.dw;
+    taps[static_cast<std::size_t>(kk)] = {(dy * g.w + dx) * g.c + ci, dy, dx, g.c - ci};
+  }
+  return taps;
+}
+
+inline void patch_rows(const geometry& g, std::int64_t r0, std::int64_t r1, std::vector<patch_row>& rows) {
+  rows.resize(static_cast<std::size_t>(r1 - r0));
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t b = r / g.positions(), y = g.top(r % g.positions() / g.ow), x = g.left(r % g.ow);
+    rows[static_cast<std::size_t>(r - r0)] = {((b * g.h + y) * g.w + x) * g.c, y, x};
+  }
+}
+
+// The patch matrix of `in` under a convolution as an Eigen data mapper: element (r, kk), or
+// (kk, r) when Transposed; packets run along kk. A packet inside one tap's channels is one
+// load (or zeros where the tap lies outside the input); one that crosses taps is gathered.
+template <class C, bool Transposed>
+class patch_mapper {
+ public:
+  using LinearMapper = void;  // named by Eigen's packing routines, never used by them
+  patch_mapper(const geometry& g, const C* in, const patch_row* rows, const patch_tap* taps)
+      : in_(in), rows_(rows), taps_(taps), h_(static_cast<std::uint64_t>(g.h)), w_(static_cast<std::uint64_t>(g.w)) {}
+  C operator()(Eigen::Index i, Eigen::Index j) const { return Transposed ? at(j, i) : at(i, j); }
+  template <class Packet>
+  Packet loadPacket(Eigen::Index i, Eigen::Index j) const {
+    return Transposed ? packet<Packet>(j, i) : packet<Packet>(i, j);
+  }
+
+ private:
+  bool inside(const patch_row& r, const patch_tap& t) const {
+    return static_cast<std::uint64_t>(r.y + t.dy) < h_ && static_cast<std::uint64_t>(r.x + t.dx) < w_;
+  }
+  C at(Eigen::Index r, Eigen::Index kk) const {
+    const patch_row& row = rows_[r];
+    const patch_tap& t = taps_[kk];
+    return inside(row, t) ? in_[row.offset + t.offset] : C(0);
+  }
+  template <class Packet>
+  Packet packet(Eigen::Index r, Eigen::Index kk) const {
+    constexpr int n = ei::unpacket_traits<Packet>::size;
+    const patch_row& row = rows_[r];
+    const patch_tap& t = taps_[kk];
+    if (t.run >= n) return inside(row, t) ? ei::ploadu<Packet>(in_ + row.offset + t.offset) : ei::pset1<Packet>(C(0));
+    C v[n];
+    for (int q = 0; q < n; ++q) v[q] = at(r, kk + q);
+    return ei::ploadu<Packet>(v);
+  }
+  const C* in_;
+  const patch_row* rows_;
+  const patch_tap* taps_;
+  std::uint64_t h_, w_;
+};
+
+// Eigen's GEMM parts for C (as general_matrix_matrix_product instantiates them): packing
+// of either operand from a mapper M stored in Order, and the kernel, into a column-major
+// result.
+template <class C>
+struct gebp_parts {
+  using traits = ei::gebp_traits<C, C>;
+  using res_mapper = ei::blas_data_mapper<C, Eigen::Index, Eigen::ColMajor>;
+  using matrix_mapper = ei::const_blas_data_mapper<C, Eigen::Index, Eigen::RowMajor>;
+  template <class M, int Order>
+  using pack_lhs = ei::gemm_pack_lhs<C, Eigen::Index, M, traits::mr, traits::LhsProgress,
+                                     typename traits::LhsPacket4Packing, Order>;
+  using pack_rhs = ei::gemm_pack_rhs<C, Eigen::Index, matrix_mapper, traits::nr, Eigen::RowMajor>;
+  using kernel = ei::gebp_kernel<C, C, Eigen::Index, res_mapper, traits::mr, traits::nr, false, false>;
+  // Packed blocks are read with aligned loads: each starts on a multiple of this many values.
+  static constexpr std::int64_t align = std::max<std::int64_t>(1, EIGEN_MAX_ALIGN_BYTES / sizeof(C));
+  static std::int64_t aligned(std::int64_t n) { return (n + align - 1) / align * align; }
+};
+
+// The most values a block of packed patches holds (1 MiB of floats): Eigen's blocking
+// would pack a filter gradient's whole [K, kc] patch block however large K.
+inline constexpr std::int64_t packed_patches_limit = std::int64_t{1} << 18;
+
+// Depth blocks of a patch matrix's columns: Eigen's block depth, evened out over the
+// blocks and rounded up to whole taps where a tap has a packet's worth of channels, so
+// that a packet never crosses a tap.
+template <class C>
+std::int64_t patch_depth_block(const geometry& g, std::int64_t kc) {
+  const std::int64_t K = g.patch();
+  if (kc >= K) return K;
+  const std::int64_t blocks = (K + kc - 1) / kc;
+  kc = (K + blocks - 1) / blocks;
+  if (g.c >= static_cast<std::int64_t>(ei::packet_traits<C>::size))
+    kc = std::min(K, (kc + g.c - 1) / g.c * g.c);
+  return kc;
+}
+
+// out [rows, n] = patches(in) [rows, K] * w [K, n], w row-major: chunks of output rows per
+// thread, each computed into a column-major block (Eigen's kernel works down a column-major
+// result in panels of several packets) and transposed into out.
+template <class C>
+void patch_gemm_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
+  using P = gebp_parts<C>;
+  const std::int64_t K = g.patch(), N = g.k, rows = g.rows();
+  const std::vector<patch_tap> taps = patch_taps(g);
+  Eigen::Index kc = K, mc = rows, nc = N;
+  ei::computeProductBlockingSizes<C, C, 1>(kc, mc, nc, Eigen::Index{1});
+  kc = patch_depth_block<C>(g, kc);
+  // The filter, packed once: depth block q at q * block_b.
+  const std::int64_t depth_blocks = (K + kc - 1) / kc, block_b = P::aligned(kc * N);
+  std::vector<C, Eigen::aligned_allocator<C>> packed_w(static_cast<std::size_t>(depth_blocks * block_b));
+  typename P::pack_rhs pack_rhs;
+  for (std::int64_t q = 0; q < depth_blocks; ++q)
+    pack_rhs(packed_w.data() + q * block_b, typename P::matrix_mapper(w + q * kc * N, N), std::min(kc, K - q * kc), N);
+  // Rows per chunk: Eigen's block height, at most packed_patches_limit values and at
+  // least four chunks per thread where there are enough rows, in whole panels of the
+  // kernel's height.
+  const std::int64_t mr = P::traits::mr, per_thread = (rows + 4 * ctx.device().num_threads() - 1) / (4 * ctx.device().num_threads());
+  const std::int64_t most = std::min<std::int64_t>({mc, per_thread, packed_patches_limit / kc});
+  const std::int64_t chunk = std::max<std::int64_t>(mr, (most + mr - 1) / mr * mr);
+  const std::int64_t chunks = (rows + chunk - 1) / chunk;
+  ctx.parallel_for(chunks, 2.0 * static_cast<double>(chunk * K * N), [&](std::int64_t b, std::int64_t e) {
+    C* block_a = scratch<C>(chunk * kc, 0);
+    C* res = scratch<C>(chunk * N, 1);
+    thread_local std::vector<patch_row> row_info;
+    typename P::template pack_lhs<patch_mapper<C, false>, Eigen::RowMajor> pack_lhs;
+    typename P::kernel kernel;
+    for (std::int64_t q = b; q < e; ++q) {
+      const std::int64_t r0 = q * chunk, m = std::min(rows, r0 + chunk) - r0;
+      patch_rows(g, r0, r0 + m, row_info);
+      std::fill_n(res, m * N, C(0));
+      for (std::int64_t d = 0; d < depth_blocks; ++d) {
+        const std::int64_t k0 = d * kc, depth = std::min(kc, K - k0);
+        pack_lhs(block_a, patch_mapper<C, false>(g, in, row_info.data(), taps.data() + k0), depth, m);
+        kernel(typename P::res_mapper(res, m), block_a, packed_w.data() + d * block_b, m, depth, N, C(1));
+      }
+      row_major_map<C>(out + r0 * N, m, N) = const_col_major_map<C>(res, m, N);
+    }
+  });
+}
+
+// d_w [K, n] = patches(in)^T [K, rows] * d_out [rows, n]: the output positions cut into
+// blocks, a column-major partial sum per block (the kernel's favoured result order), summed
+// into d_w at the end.
+template <class C>
+void patch_gemm_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_w) {
+  using P = gebp_parts<C>;
+  const std::int64_t K = g.patch(), N = g.k, rows = g.rows(), size = K * N;
+  const std::vector<patch_tap> taps = patch_taps(g);
+  Eigen::Index kc = rows, mc = K, nc = N;
+  ei::computeProductBlockingSizes<C, C, 1>(kc, mc, nc, Eigen::Index{1});
+  // A packed block of at most packed_patches_limit values: fewer positions per block,
+  // down to 64, then fewer patch columns.
+  kc = std::min<Eigen::Index>(kc, std::max<std::int64_t>(64, packed_patches_limit / K));
+  mc = patch_depth_block<C>(g, std::min<std::int64_t>(mc, std::max<std::int64_t>(1, packed_patches_limit / kc)));
+  const std::int64_t depth_chunks = (rows + kc - 1) / kc, blocks = blocks_for(ctx, depth_chunks, 1);
+  std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+    C* block_a = scratch<C>(mc * kc, 0);
+    C* block_b = scratch<C>(kc * N, 1);
+    thread_local std::vector<patch_row> row_info;
+    typename P::template pack_lhs<patch_mapper<C, true>, Eigen::ColMajor> pack_lhs;
+    typename P::pack_rhs pack_rhs;
+    typename P::kernel kernel;
+    for (std::int64_t blk = b; blk < e; ++blk)
+      for (std::int64_t q = blk * depth_chunks / blocks; q < (blk + 1) * depth_chunks / blocks; ++q) {
+        const std::int64_t r0 = q * kc, depth = std::min<std::int64_t>(rows, r0 + kc) - r0;
+        patch_rows(g, r0, r0 + depth, row_info);
+        pack_rhs(block_b, typename P::matrix_mapper(d_out + r0 * N, N), depth, N);
+        for (std::int64_t k0 = 0; k0 < K; k0 += mc) {
+          const std::int64_t m = std::min<std::int64_t>(mc, K - k0);
+          pack_lhs(block_a, patch_mapper<C, true>(g, in, row_info.data(), taps.data() + k0), depth, m);
+          kernel(typename P::res_mapper(partial.data() + blk * size + k0, K), block_a, block_b, m, depth, N, C(1));
+        }
+      }
+  });
+  row_major_map<C> out(d_w, K, N);
+  out = const_col_major_map<C>(partial.data(), K, N);
+  for (std::int64_t blk = 1; blk < blocks; ++blk) out += const_col_major_map<C>(partial.data() + blk * size, K, N);
+}
+
+// ---- register blocks ---------------------------------------------------------------------
+// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
+// matrix altogether: a run of P output positions of one row times NB packets of output
+// channels is summed in P * NB registers, and for every tap and input channel the filter's
+// NB packets are loaded once and each position's input value is broadcast into them. A
+// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
+// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
+// The filter's gradient holds a run of input channels times NB packets instead, over the
+// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
+// is checked.
+template <class C>
+using packet_t = typename ei::packet_traits<C>::type;
+template <class C>
+inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
+// Positions per block: what the registers hold beside the filter's NB packets and a
+// broadcast value, at most 14.
+template <int NB>
+inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS) - NB - 2) / NB, 1, 14);
+
+// Calls f(std::integral_constant<int, I>{}) for I in [0, N), unrolled.
+template <int N, class F>
+EIGEN_ALWAYS_INLINE void unrolled(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(std::make_integer_sequence<int, N>{});
+}
+
+// The image buffer's geometry: rows of `width` positions of c values, every window inside.
+struct padded_image {
+  std::int64_t height, width, row;  // row: values per buffer row
+  explicit padded_image(const geometry& g)
+      : height((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1), width((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1), row(width * g.c) {}
+  std::int64_t size() const { return height * row; }
+  // Copies image img of `in` into buf: buffer position (yy, xx) is input (yy - pad_top, xx - pad_left).
+  template <class C>
+  void fill(const geometry& g, const C* in, std::int64_t img, C* buf) const {
+    for (std::int64_t yy = 0; yy < height; ++yy) {
+      C* dst = buf + yy * row;
+      const std::int64_t iy = yy - g.pad_top;
+      if (iy < 0 || iy >= g.h) {
+        std::fill_n(dst, row, C(0));
+        continue;
+      }
+      const std::int64_t x0 = std::clamp<std::int64_t>(g.pad_left, 0, width), x1 = std::clamp<std::int64_t>(g.pad_left + g.w, x0, width);
+      std::fill_n(dst, x0 * g.c, C(0));
+      std::copy_n(in + ((img * g.h + iy) * g.w + (x0 - g.pad_left)) * g.c, (x1 - x0) * g.c, dst + x0 * g.c);
+      std::fill_n(dst + x1 * g.c, (width - x1) * g.c, C(0));
+    }
+  }
+};
+
+// out[p * k + q * S + s] for p < P, q < NB: the sums of P positions (their windows start
+// at src, src + sw * c, ...) with filter w's channels from w on (row stride k).
+template <class C, int P, int NB>
+void register_block(const geometry& g, const padded_image& pi, const C* src, const C* w, C* out) {
+  using Packet = packet_t<C>;
+  constexpr std::int64_t S = packet_size<C>;
+  const std::int64_t c = g.c, N = g.k, x_step = g.sw * c;
+  Packet acc[P][NB];
+  unrolled<P>([&](auto p) { unrolled<NB>([&](auto q) { acc[p][q] = ei::pset1<Packet>(C(0)); }); });
+  for (std::int64_t i = 0; i < g.kh; ++i)
+    for (std::int64_t j = 0; j < g.kw; ++j) {
+      const C* s = src + i * g.dh * pi.row + j * g.dw * c;
+      const C* wt = w + (i * g.kw + j) * c * N;
+      for (std::int64_t ci = 0; ci < c; ++ci, wt += N) {
+        Packet wv[NB];
+        unrolled<NB>([&](auto q) { wv[q] = ei::ploadu<Packet>(wt + q * S); });
+        unrolled<P>([&](auto p) {
+          const Packet v = ei::pset1<Packet>(s[p * x_step + ci]);
+          unrolled<NB>([&](auto q) { acc[p][q] = ei::pmadd(v, wv[q], acc[p][q]); });
+        });
+      }
+    }
+  unrolled<P>([&](auto p) { unrolled<NB>([&](auto q) { ei::pstoreu(out + p * N + q * S, acc[p][q]); }); });
+}
+
+// Calls f(std::integral_constant<int, n>{}) for a run-time n in [1, Max].
+template <int Max, class F>
+void with_count(std::int64_t n, F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (void)((n == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<int, Max>{});
+}
+
+// The length of runs of at most `most` that cut n as evenly as they can.
+inline std::int64_t even_run(std::int64_t n, std::int64_t most) {
+  const std::int64_t runs = (n + most - 1) / most;
+  return (n + runs - 1) / runs;
+}
+
+// Calls f(nb, q) for the blocks of packets of k output channels: pairs, and one packet last
+// when their number is odd.
+template <class F>
+void for_each_packet_block(std::int64_t packets, F&& f) {
+  for (std::int64_t q = 0; q < packets; q += 2) f(packets - q >= 2 ? 2 : 1, q);
+}
+
+inline bool use_register_blocks(const kernel_context& ctx, const geometry& g, std::int64_t packet) {
+  return g.k % packet == 0 && g.n >= 2 * ctx.device().num_threads();
+}
+
+// out = conv(in, w) (w [K, k] row-major), an image per thread at a time.
+template <class C>
+void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
+  constexpr std::int64_t S = packet_size<C>;
+  const padded_image pi(g);
+  const std::int64_t packets = g.k / S;
+  ctx.parallel_for(g.n, 2.0 * static_cast<double>(g.positions() * g.patch() * g.k), [&](std::int64_t b, std::int64_t e) {
+    C* buf = scratch<C>(pi.size(), 0);
+    for (std::int64_t img = b; img < e; ++img) {
+      pi.fill(g, in, img, buf);
+      for (std::int64_t y = 0; y < g.oh; ++y) {
+        const C* src_row = buf + y * g.sh * pi.row;
+        C* out_row = out + (img * g.oh + y) * g.ow * g.k;
+        for_each_packet_block(packets, [&](int nb, std::int64_t q) {
+          const std::int64_t run = even_run(g.ow, nb == 2 ? block_positions<2> : block_positions<1>);
+          for (std::int64_t x = 0; x < g.ow; x += run) {
+            const std::int64_t p = std::min(run, g.ow - x);
+            const C* src = src_row + x * g.sw * g.c;
+            C* o = out_row + x * g.k + q * S;
+            if (nb == 2) with_count<block_positions<2>>(p, [&](auto P) { register_block<C, P(), 2>(g, pi, src, w + q * S, o); });
+            else with_count<block_positions<1>>(p, [&](auto P) { register_block<C, P(), 1>(g, pi, src, w + q * S, o); });
+          }
+        });
+      }
+    }
+  });
+}
+
+// d_w[tap (i, j), channels ci0 .. ci0 + CI, k0 .. k0 + NB * S] += the sum over image img's
+// output positions of the input under that tap times d_out: CI * NB sums in registers, the
+// output gradient's NB packets loaded once per position and each input value broadcast.
+template <class C, int CI, int NB>
+void register_filter_block(const geometry& g, const padded_image& pi, const C* buf, const C* d_img, std::int64_t i,
+                           std::int64_t j, std::int64_t ci0, std::int64_t k0, C* d_w) {
+  using Packet = packet_t<C>;
+  constexpr std::int64_t S = packet_size<C>;
+  const std::int64_t N = g.k, x_step = g.sw * g.c;
+  Packet acc[CI][NB];
+  unrolled<CI>([&](auto c) { unrolled<NB>([&](auto q) { acc[c][q] = ei::pset1<Packet>(C(0)); }); });
+  for (std::int64_t y = 0; y < g.oh; ++y) {
+    const C* s = buf + (y * g.sh + i * g.dh) * pi.row + j * g.dw * g.c + ci0;
+    const C* d = d_img + y * g.ow * N + k0;
+    for (std::int64_t x = 0; x < g.ow; ++x, s += x_step, d += N) {
+      Packet dv[NB];
+      unrolled<NB>([&](auto q) { dv[q] = ei::ploadu<Packet>(d + q * S); });
+      unrolled<CI>([&](auto c) {
+        const Packet v = ei::pset1<Packet>(s[c]);
+        unrolled<NB>([&](auto q) { acc[c][q] = ei::pmadd(v, dv[q], acc[c][q]); });
+      });
+    }
+  }
+  unrolled<CI>([&](auto c) {
+    unrolled<NB>([&](auto q) {
+      C* to = d_w + ((i * g.kw + j) * g.c + ci0 + c) * N + k0 + q * S;
+      ei::pstoreu(to, ei::padd(ei::ploadu<Packet>(to), acc[c][q]));
+    });
+  });
+}
+
+// d_w = patches(in)^T * d_out in register blocks, over blocks of images (summed_in_blocks).
+template <class C>
+void register_blocks_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_w) {
+  constexpr std::int64_t S = packet_size<C>;
+  const padded_image pi(g);
+  const std::int64_t packets = g.k / S;
+  summed_in_blocks(ctx, g.n, 1, g.patch() * g.k, d_w, [&](C* sum, std::int64_t b, std::int64_t e) {
+    C* buf = scratch<C>(pi.size(), 0);
+    for (std::int64_t img = b; img < e; ++img) {
+      pi.fill(g, in, img, buf);
+      const C* d_img = d_out + img * g.positions() * g.k;
+      for (std::int64_t i = 0; i < g.kh; ++i)
+        for (std::int64_t j = 0; j < g.kw; ++j)
+          for_each_packet_block(packets, [&](int nb, std::int64_t q) {
+            const std::int64_t run = even_run(g.c, nb == 2 ? block_positions<2> : block_positions<1>);
+            for (std::int64_t ci = 0; ci < g.c; ci += run) {
+              const std::int64_t n = std::min(run, g.c - ci);
+              if (nb == 2)
+                with_count<block_positions<2>>(n, [&](auto CI) { register_filter_block<C, CI(), 2>(g, pi, buf, d_img, i, j, ci, q * S, sum); });
+              else
+                with_count<block_positions<1>>(n, [&](auto CI) { register_filter_block<C, CI(), 1>(g, pi, buf, d_img, i, j, ci, q * S, sum); });
+            }
+          });
+    }
+  });
 }
 
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
@@ -9657,27 +10024,48 @@ void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, s
   }
 }
 
-// d_f is summed over blocks of output rows, a partial filter per block, the blocks added at
-// the end.
+// d_f is summed over blocks of output rows (summed_in_blocks).
 template <class C>
 void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   constexpr std::int64_t W = lanes<C>;
-  const std::int64_t rows = g.n * g.oh, size = g.patch() * g.k;
-  const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (g.ow * size)));
-  std::vector<C> partial(static_cast<std::size_t>((blocks - 1) * size), C(0));
-  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t blk = b; blk < e; ++blk) {
-      C* sum = blk == 0 ? d_f : partial.data() + (blk - 1) * size;
-      for (std::int64_t row = blk * rows / blocks; row < (blk + 1) * rows / blocks; ++row) {
-        const std::int64_t img = row / g.oh, y = row % g.oh;
-        std::int64_t k0 = 0;
-        for (; k0 + W <= g.k; k0 += W) direct_filter_row<W>(g, in, d_out, sum, img, y, k0, W);
-        if (k0 < g.k) direct_filter_row<0>(g, in, d_out, sum, img, y, k0, g.k - k0);
-      }
-    }
-  });
-  row_map<C> out(d_f, size);
-  for (std::int64_t blk = 1; blk < blocks; ++blk) out += const_row_map<C>(partial.data() + (blk - 1) * size, size);
+  const std::int64_t size = g.patch() * g.k;
+  summed_in_blocks(ctx, g.n * g.oh, std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (g.ow * size)), size, d_f,
+                   [&](C* sum, std::int64_t b, std::int64_t e) {
+                     for (std::int64_t row = b; row < e; ++row) {
+                       const std::int64_t img = row / g.oh, y = row % g.oh;
+                       std::int64_t k0 = 0;
+                       for (; k0 + W <= g.k; k0 += W) direct_filter_row<W>(g, in, d_out, sum, img, y, k0, W);
+                       if (k0 < g.k) direct_filter_row<0>(g, in, d_out, sum, img, y, k0, g.k - k0);
+                     }
+                   });
+}
+
+// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
+// they apply, else directly for a small patch, else as an implicit GEMM.
+template <class C>
+void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
+  if (use_register_blocks(ctx, g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out);
+  if (is_direct(g)) return direct_forward<C>(ctx, g, in, w, out);
+  patch_gemm_forward<C>(ctx, g, in, w, out);
+}
+
+// d_in = the convolution, stride 1, of d_out by the filter turned 180 degrees with its
+// channels swapped: d_in[b, iy, ix, ci] sums d_out[b, y, x, k] * f[i, j, ci, k] over the
+// (y, x) = (iy + pad_top - i * dh, ix + pad_left - j * dw) inside d_out, which with
+// i' = kh - 1 - i is a window of d_out at iy - ((kh - 1) * dh - pad_top) + i' * dh.
+template <class C>
+void backprop_input_as_conv(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
+  geometry t = g;
+  t.h = g.oh, t.w = g.ow, t.c = g.k, t.k = g.c, t.oh = g.h, t.ow = g.w, t.sh = t.sw = 1;
+  t.pad_top = (g.kh - 1) * g.dh - g.pad_top, t.pad_left = (g.kw - 1) * g.dw - g.pad_left;
+  std::vector<C> turned(static_cast<std::size_t>(g.patch() * g.k));  // [kh, kw, k, c]
+  for (std::int64_t i = 0; i < g.kh; ++i)
+    for (std::int64_t j = 0; j < g.kw; ++j)
+      for (std::int64_t ci = 0; ci < g.c; ++ci)
+        for (std::int64_t k = 0; k < g.k; ++k)
+          turned[static_cast<std::size_t>((((g.kh - 1 - i) * g.kw + (g.kw - 1 - j)) * g.k + k) * g.c + ci)] =
+              f[((i * g.kw + j) * g.c + ci) * g.k + k];
+  conv_unpacked<C>(ctx, t, d_out, turned.data(), d_in);
 }
 
 // out [rows, k] = patches(in) [rows, K] * filter [K, k].
@@ -9686,25 +10074,21 @@ void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, con
   const std::int64_t rows = g.rows(), K = g.patch();
   if (rows == 0 || g.k == 0) return;
   if (is_pointwise(g)) return gemm<C>(ctx, in, f, out, rows, K, g.k, false, false, false);
-  if (is_direct(g)) return direct_forward<C>(ctx, g, in, f, out);
-  const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
-  ctx.parallel_for(chunks, 2.0 * static_cast<double>(chunk * K * g.k), [&](std::int64_t b, std::int64_t e) {
-    C* cols = scratch<C>(chunk * K, 0);
-    for (std::int64_t q = b; q < e; ++q) {
-      const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
-      im2col(g, in, r0, r1, cols);
-      gemm_rows<C>(cols, f, out + r0 * g.k, r1 - r0, K, g.k, false, false, false, 0, r1 - r0);
-    }
-  });
+  conv_unpacked<C>(ctx, g, in, f, out);
 }
 
-// d_in = col2im(d_out [rows, k] * filter^T), an image per thread.
+// d_in: with stride 1 a convolution of d_out (backprop_input_as_conv); else
+// col2im(d_out [rows, k] * filter^T), an image per thread.
 template <class C>
 void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
   const std::int64_t K = g.patch(), per_image = g.positions();
-  std::fill_n(d_in, g.n * g.h * g.w * g.c, C(0));
-  if (g.rows() == 0 || K == 0 || g.k == 0) return;
+  if (g.rows() == 0 || K == 0 || g.k == 0) {
+    std::fill_n(d_in, g.n * g.h * g.w * g.c, C(0));
+    return;
+  }
   if (is_pointwise(g)) return gemm<C>(ctx, d_out, f, d_in, g.rows(), g.k, K, false, true, false);
+  if (g.sh == 1 && g.sw == 1) return backprop_input_as_conv<C>(ctx, g, f, d_out, d_in);
+  std::fill_n(d_in, g.n * g.h * g.w * g.c, C(0));
   const std::int64_t chunk = std::min(per_image, cache_rows(K));
   ctx.parallel_for(g.n, 2.0 * static_cast<double>(per_image * K * g.k), [&](std::int64_t b, std::int64_t e) {
     C* cols = scratch<C>(chunk * K, 0);
@@ -9717,32 +10101,18 @@ void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* 
   });
 }
 
-// d_filter [K, k] = patches(in)^T * d_out, summed over chunks: a partial sum per block of
-// chunks, the blocks added at the end.
+// d_filter [K, k] = patches(in)^T * d_out.
 template <class C>
 void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   const std::int64_t rows = g.rows(), K = g.patch(), size = K * g.k;
-  std::fill_n(d_f, size, C(0));
-  if (rows == 0 || size == 0) return;
+  if (rows == 0 || size == 0) {
+    std::fill_n(d_f, size, C(0));
+    return;
+  }
   if (is_pointwise(g)) return gemm<C>(ctx, in, d_out, d_f, K, rows, g.k, true, false, false);
   if (is_direct(g)) return direct_filter<C>(ctx, g, in, d_out, d_f);
-  const std::int64_t chunk = chunk_rows(ctx, K, rows), chunks = (rows + chunk - 1) / chunk;
-  const std::int64_t blocks = blocks_for(ctx, chunks, 1);
-  // Each block's sum is column-major [K, k] (see gemm_add), added to in place chunk by chunk.
-  std::vector<C> partial(static_cast<std::size_t>(blocks * size), C(0));
-  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
-    C* cols = scratch<C>(chunk * K, 0);
-    for (std::int64_t blk = b; blk < e; ++blk)
-      for (std::int64_t q = blk * chunks / blocks; q < (blk + 1) * chunks / blocks; ++q) {
-        const std::int64_t r0 = q * chunk, r1 = std::min(rows, r0 + chunk);
-        im2col(g, in, r0, r1, cols);
-        gemm_add<C, Eigen::ColMajor, Eigen::RowMajor, false, false, Eigen::ColMajor>(
-            K, g.k, r1 - r0, cols, K, d_out + r0 * g.k, g.k, partial.data() + blk * size, K);
-      }
-  });
-  row_major_map<C> out(d_f, K, g.k);
-  for (std::int64_t blk = 0; blk < blocks; ++blk)
-    out += const_col_major_map<C>(partial.data() + blk * size, K, g.k);
+  if (use_register_blocks(ctx, g, packet_size<C>)) return register_blocks_filter<C>(ctx, g, in, d_out, d_f);
+  patch_gemm_filter<C>(ctx, g, in, d_out, d_f);
 }
 
 // The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
