@@ -9725,11 +9725,9 @@ inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 template <int NB>
 inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS) - NB - 2) / NB, 1, 14);
 
-// Calls f(std::integral_constant<int, I>{}) for I in [0, N), unrolled.
-template <int N, class F>
-EIGEN_ALWAYS_INLINE void unrolled(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) { (f(std::integral_constant<int, I>{}), ...); }(std::make_integer_sequence<int, N>{});
-}
+// Unrolls the loop that follows completely (the register blocks' loops over their
+// compile-time sizes, so that their sums stay in registers).
+#define WEFT_DETAIL_UNROLL _Pragma("GCC unroll 16")
 
 // The image buffer's geometry: rows of `width` positions of c values, every window inside.
 struct padded_image {
@@ -9763,21 +9761,30 @@ void register_block(const geometry& g, const padded_image& pi, const C* src, con
   constexpr std::int64_t S = packet_size<C>;
   const std::int64_t c = g.c, N = g.k, x_step = g.sw * c;
   Packet acc[P][NB];
-  unrolled<P>([&](auto p) { unrolled<NB>([&](auto q) { acc[p][q] = ei::pset1<Packet>(C(0)); }); });
+  WEFT_DETAIL_UNROLL
+  for (int p = 0; p < P; ++p)
+    WEFT_DETAIL_UNROLL
+    for (int q = 0; q < NB; ++q) acc[p][q] = ei::pset1<Packet>(C(0));
   for (std::int64_t i = 0; i < g.kh; ++i)
     for (std::int64_t j = 0; j < g.kw; ++j) {
       const C* s = src + i * g.dh * pi.row + j * g.dw * c;
       const C* wt = w + (i * g.kw + j) * c * N;
       for (std::int64_t ci = 0; ci < c; ++ci, wt += N) {
         Packet wv[NB];
-        unrolled<NB>([&](auto q) { wv[q] = ei::ploadu<Packet>(wt + q * S); });
-        unrolled<P>([&](auto p) {
+        WEFT_DETAIL_UNROLL
+        for (int q = 0; q < NB; ++q) wv[q] = ei::ploadu<Packet>(wt + q * S);
+        WEFT_DETAIL_UNROLL
+        for (int p = 0; p < P; ++p) {
           const Packet v = ei::pset1<Packet>(s[p * x_step + ci]);
-          unrolled<NB>([&](auto q) { acc[p][q] = ei::pmadd(v, wv[q], acc[p][q]); });
-        });
+          WEFT_DETAIL_UNROLL
+          for (int q = 0; q < NB; ++q) acc[p][q] = ei::pmadd(v, wv[q], acc[p][q]);
+        }
       }
     }
-  unrolled<P>([&](auto p) { unrolled<NB>([&](auto q) { ei::pstoreu(out + p * N + q * S, acc[p][q]); }); });
+  WEFT_DETAIL_UNROLL
+  for (int p = 0; p < P; ++p)
+    WEFT_DETAIL_UNROLL
+    for (int q = 0; q < NB; ++q) ei::pstoreu(out + p * N + q * S, acc[p][q]);
 }
 
 // Calls f(std::integral_constant<int, n>{}) for a run-time n in [1, Max].
@@ -9843,26 +9850,34 @@ void register_filter_block(const geometry& g, const padded_image& pi, const C* b
   constexpr std::int64_t S = packet_size<C>;
   const std::int64_t N = g.k, x_step = g.sw * g.c;
   Packet acc[CI][NB];
-  unrolled<CI>([&](auto c) { unrolled<NB>([&](auto q) { acc[c][q] = ei::pset1<Packet>(C(0)); }); });
+  WEFT_DETAIL_UNROLL
+  for (int c = 0; c < CI; ++c)
+    WEFT_DETAIL_UNROLL
+    for (int q = 0; q < NB; ++q) acc[c][q] = ei::pset1<Packet>(C(0));
   for (std::int64_t y = 0; y < g.oh; ++y) {
     const C* s = buf + (y * g.sh + i * g.dh) * pi.row + j * g.dw * g.c + ci0;
     const C* d = d_img + y * g.ow * N + k0;
     for (std::int64_t x = 0; x < g.ow; ++x, s += x_step, d += N) {
       Packet dv[NB];
-      unrolled<NB>([&](auto q) { dv[q] = ei::ploadu<Packet>(d + q * S); });
-      unrolled<CI>([&](auto c) {
+      WEFT_DETAIL_UNROLL
+      for (int q = 0; q < NB; ++q) dv[q] = ei::ploadu<Packet>(d + q * S);
+      WEFT_DETAIL_UNROLL
+      for (int c = 0; c < CI; ++c) {
         const Packet v = ei::pset1<Packet>(s[c]);
-        unrolled<NB>([&](auto q) { acc[c][q] = ei::pmadd(v, dv[q], acc[c][q]); });
-      });
+        WEFT_DETAIL_UNROLL
+        for (int q = 0; q < NB; ++q) acc[c][q] = ei::pmadd(v, dv[q], acc[c][q]);
+      }
     }
   }
-  unrolled<CI>([&](auto c) {
-    unrolled<NB>([&](auto q) {
+  WEFT_DETAIL_UNROLL
+  for (int c = 0; c < CI; ++c)
+    WEFT_DETAIL_UNROLL
+    for (int q = 0; q < NB; ++q) {
       C* to = d_w + ((i * g.kw + j) * g.c + ci0 + c) * N + k0 + q * S;
       ei::pstoreu(to, ei::padd(ei::ploadu<Packet>(to), acc[c][q]));
-    });
-  });
+    }
 }
+#undef WEFT_DETAIL_UNROLL
 
 // d_w = patches(in)^T * d_out in register blocks, over blocks of images (summed_in_blocks).
 template <class C>
