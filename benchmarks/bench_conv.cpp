@@ -131,6 +131,21 @@ void args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_weft)->Apply(args);
 BENCHMARK(BM_eigen)->Apply(args);
 
+// Conv2D of a batch of 1, 2 and 4 images on two threads: fewer than two images per thread
+// spread each image's output rows over the threads (time per image against the batch of
+// 128's above).
+void BM_weft_small_batch(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const weft_conv c;
+  session s(c.g, with_threads(2));
+  const tensor x = uniform({n, H, W, C}, 1);
+  for (auto _ : state) benchmark::DoNotOptimize(s.run({{c.x, x}, {c.f, f_value}}, {c.result[forward]}));
+  state.counters["per_image_us"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.SetLabel("Conv2D");
+}
+BENCHMARK(BM_weft_small_batch)->ArgName("images")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 }  // namespace
 
 int main(int argc, char** argv) {

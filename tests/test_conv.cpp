@@ -100,12 +100,13 @@ session_options threads(int n) {
   return o;
 }
 
-// A batch of at least two images per thread whose output channels fill whole packets (2
-// doubles here without AVX, 8 with AVX-512) takes the register blocks: Conv2D always, the
-// filter's gradient for patches of more than 64 values (kh * kw * c), the input's gradient
-// with stride 1 (its output channels are the input's). Otherwise patches of at most 64
-// values take the direct loops and larger ones the patch GEMM, so the tricky geometries
-// come in all three.
+// Output channels that fill whole packets (2 doubles here without AVX, 8 with AVX-512)
+// take the register blocks: Conv2D always (an image per thread with at least two images
+// per thread, else rows of all images spread over the threads), the input's gradient with
+// stride 1 likewise (its output channels are the input's), the filter's gradient with at
+// least two images per thread and patches of more than 64 values (kh * kw * c). Otherwise
+// patches of at most 64 values take the direct loops and larger ones the patch GEMM, so
+// the tricky geometries come in all three.
 const std::vector<conv_case> conv_cases{
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, false},
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, true},

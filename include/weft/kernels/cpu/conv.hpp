@@ -2,10 +2,11 @@
 //
 // Conv2D and its two gradients are products with the patch matrix [rows, kh * kw * c] (a
 // row per output position, its window's values), which is never built whole:
-// - Register blocks, for a batch of at least two images per thread whose output channels
-//   fill whole packets: a run of output positions times one or two packets of channels
-//   (or, for the filter's gradient, a run of input channels times one or two packets)
-//   summed in registers straight from a zero-padded copy of each image.
+// - Register blocks, where the output channels fill whole packets: a run of output
+//   positions times one or two packets of channels (or, for the filter's gradient, a run
+//   of input channels times one or two packets) summed in registers straight from a
+//   zero-padded copy of each image. The filter's gradient takes them with at least two
+//   images per thread (each thread sums its own images).
 // - Direct loops for a patch of at most 64 values (a first layer over few channels).
 // - Otherwise a GEMM whose patch operand Eigen's packing routines read from the input in
 //   place (patch_mapper), multiplied by Eigen's GEBP kernel.
@@ -446,35 +447,47 @@ void for_each_packet_block(std::int64_t packets, F&& f) {
   for (std::int64_t q = 0; q < packets; q += 2) f(packets - q >= 2 ? 2 : 1, q);
 }
 
-inline bool use_register_blocks(const kernel_context& ctx, const geometry& g, std::int64_t packet) {
-  return g.k % packet == 0 && g.n >= 2 * ctx.device().num_threads();
+inline bool use_register_blocks(const geometry& g, std::int64_t packet) { return g.k % packet == 0; }
+
+// Output row y of an image from its padded copy: runs of positions times blocks of packets.
+template <class C>
+void register_blocks_row(const geometry& g, const padded_image& pi, const C* image, const C* w, std::int64_t y, C* out_row) {
+  constexpr std::int64_t S = packet_size<C>;
+  const C* src_row = image + y * g.sh * pi.row;
+  for_each_packet_block(g.k / S, [&](int nb, std::int64_t q) {
+    const std::int64_t run = even_run(g.ow, nb == 2 ? block_positions<2> : block_positions<1>);
+    for (std::int64_t x = 0; x < g.ow; x += run) {
+      const std::int64_t p = std::min(run, g.ow - x);
+      const C* src = src_row + x * g.sw * g.c;
+      C* o = out_row + x * g.k + q * S;
+      if (nb == 2) with_count<block_positions<2>>(p, [&](auto P) { register_block<C, P(), 2>(g, pi, src, w + q * S, o); });
+      else with_count<block_positions<1>>(p, [&](auto P) { register_block<C, P(), 1>(g, pi, src, w + q * S, o); });
+    }
+  });
 }
 
-// out = conv(in, w) (w [K, k] row-major), an image per thread at a time.
+// out = conv(in, w) (w [K, k] row-major). With at least two images per thread, an image
+// per thread at a time, copied into the thread's buffer (which stays in its cache);
+// otherwise every image copied once and the output rows spread over the threads.
 template <class C>
 void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
-  constexpr std::int64_t S = packet_size<C>;
   const padded_image pi(g);
-  const std::int64_t packets = g.k / S;
-  ctx.parallel_for(g.n, 2.0 * static_cast<double>(g.positions() * g.patch() * g.k), [&](std::int64_t b, std::int64_t e) {
-    C* buf = scratch<C>(pi.size(), 0);
-    for (std::int64_t img = b; img < e; ++img) {
-      pi.fill(g, in, img, buf);
-      for (std::int64_t y = 0; y < g.oh; ++y) {
-        const C* src_row = buf + y * g.sh * pi.row;
-        C* out_row = out + (img * g.oh + y) * g.ow * g.k;
-        for_each_packet_block(packets, [&](int nb, std::int64_t q) {
-          const std::int64_t run = even_run(g.ow, nb == 2 ? block_positions<2> : block_positions<1>);
-          for (std::int64_t x = 0; x < g.ow; x += run) {
-            const std::int64_t p = std::min(run, g.ow - x);
-            const C* src = src_row + x * g.sw * g.c;
-            C* o = out_row + x * g.k + q * S;
-            if (nb == 2) with_count<block_positions<2>>(p, [&](auto P) { register_block<C, P(), 2>(g, pi, src, w + q * S, o); });
-            else with_count<block_positions<1>>(p, [&](auto P) { register_block<C, P(), 1>(g, pi, src, w + q * S, o); });
-          }
-        });
+  const double row_cost = 2.0 * static_cast<double>(g.ow * g.patch() * g.k);
+  if (g.n >= 2 * ctx.device().num_threads()) {
+    ctx.parallel_for(g.n, row_cost * static_cast<double>(g.oh), [&](std::int64_t b, std::int64_t e) {
+      C* buf = scratch<C>(pi.size(), 0);
+      for (std::int64_t img = b; img < e; ++img) {
+        pi.fill(g, in, img, buf);
+        for (std::int64_t y = 0; y < g.oh; ++y) register_blocks_row(g, pi, buf, w, y, out + (img * g.oh + y) * g.ow * g.k);
       }
-    }
+    });
+    return;
+  }
+  std::vector<C, Eigen::aligned_allocator<C>> images(static_cast<std::size_t>(g.n * pi.size()));
+  for (std::int64_t img = 0; img < g.n; ++img) pi.fill(g, in, img, images.data() + img * pi.size());
+  ctx.parallel_for(g.n * g.oh, row_cost, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t row = b; row < e; ++row)
+      register_blocks_row(g, pi, images.data() + row / g.oh * pi.size(), w, row % g.oh, out + row * g.ow * g.k);
   });
 }
 
@@ -697,7 +710,7 @@ void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, co
 // they apply, else directly for a small patch, else as an implicit GEMM.
 template <class C>
 void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
-  if (use_register_blocks(ctx, g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out);
+  if (use_register_blocks(g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out);
   if (is_direct(g)) return direct_forward<C>(ctx, g, in, w, out);
   patch_gemm_forward<C>(ctx, g, in, w, out);
 }
@@ -764,7 +777,8 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   }
   if (is_pointwise(g)) return gemm<C>(ctx, in, d_out, d_f, K, rows, g.k, true, false, false);
   if (is_direct(g)) return direct_filter<C>(ctx, g, in, d_out, d_f);
-  if (use_register_blocks(ctx, g, packet_size<C>)) return register_blocks_filter<C>(ctx, g, in, d_out, d_f);
+  if (use_register_blocks(g, packet_size<C>) && g.n >= 2 * ctx.device().num_threads())
+    return register_blocks_filter<C>(ctx, g, in, d_out, d_f);
   patch_gemm_filter<C>(ctx, g, in, d_out, d_f);
 }
 
