@@ -12,34 +12,22 @@
 
 namespace weft::cpu {
 
-// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major; each
-// operand is a plain strided matrix stored in the given order (a transposed operand is the
-// same memory read in the other order) and conjugated where asked. Eigen's general_matrix_matrix_product is called directly rather than through
+// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
+// res + i * res_stride); each operand is a plain strided matrix stored in the given order
+// (a transposed operand is the same memory read in the other order) and conjugated where
+// asked. Eigen's general_matrix_matrix_product is called directly rather than through
 // `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
 // product and its matrix-vector paths for every case, which doubles the compile cost of a
 // MatMul kernel, while tiny products are dominated by the step's overhead anyway.
-// res += op(lhs) * op(rhs), res stored in ResOrder: a row-major res's row i starts at
-// res + i * res_stride, a column-major one's column j at res + j * res_stride. Eigen
-// computes a row-major result as its column-major transpose, and its kernel works down a
-// column-major result's rows in panels of several packets: a product with many rows and few
-// columns (a convolution's filter gradient, [400, 32]) is faster into a column-major result
-// (4.8 against 6.0 ms for LeNet's second layer).
-template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs, int ResOrder = Eigen::RowMajor>
-void gemm_add(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
-              const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
-  namespace ei = Eigen::internal;
-  ei::gemm_blocking_space<ResOrder, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(rows, cols, depth, 1,
-                                                                                                  true);
-  ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, ResOrder, 1>::run(
-      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
-}
-
-// res = op(lhs) * op(rhs), res row-major.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
                 const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
+  namespace ei = Eigen::internal;
   for (std::int64_t i = 0; i < rows; ++i) std::fill_n(res + i * res_stride, cols, T(0));
-  gemm_add<T, LhsOrder, RhsOrder, ConjLhs, ConjRhs>(rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, res_stride);
+  ei::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(rows, cols, depth,
+                                                                                                         1, true);
+  ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, Eigen::RowMajor, 1>::run(
+      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
 }
 
 // res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
