@@ -75,10 +75,14 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"Pow", binary("Pow"), {pos23, m23}},
       {"Maximum", binary("Maximum"), {m23, {{2, 3}, -1.4, 1.6}}},
       {"Minimum, broadcast", binary("Minimum"), {m23, row3}},
-      {"Select", [](graph& g, const std::vector<output>& x) {
+      {"SelectV2, broadcast", [](graph& g, const std::vector<output>& x) {
          auto c = g.constant(tensor::from_vector(std::vector<bool>{true, false, true}, shape{3}));
-         return op(g, "Select", {c, x[0], x[1]});
+         return op(g, "SelectV2", {c, x[0], x[1]});
        }, {m23, row3}},
+      {"Select, whole rows", [](graph& g, const std::vector<output>& x) {
+         auto c = g.constant(tensor::from_vector(std::vector<bool>{false, true}, shape{2}));
+         return op(g, "Select", {c, x[0], x[1]});
+       }, {m23, m23}},
       {"MatMul", [](graph& g, const std::vector<output>& x) { return op(g, "MatMul", {x[0], x[1]}); },
        {{{2, 3}, -1, 1}, {{3, 4}, -1, 1}}},
       {"MatMul, a transposed", [](graph& g, const std::vector<output>& x) {
@@ -279,6 +283,15 @@ TEST_CASE("gradients: partials are summed, unconnected inputs get zeros, outputs
   auto ones = s2.run({{x, tensor::from_vector(xv, shape{3})}}, {dc[0]}).at(0);
   CHECK(ones.dtype() == dtype::float32);
   CHECK(ones.to_vector<float>() == std::vector<float>{1, 1, 1});
+}
+
+TEST_CASE("gradients: Abs's gradient is d * sign(x), 0 at 0, as TensorFlow's", "[gradients]") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape({4}), node_options("x"));
+  auto d = add_gradients(g, {op(g, "Sum", {op(g, "Abs", {x}), ints(g, {0})})}, {x});
+  session s(g, one_thread());
+  auto got = s.run({{x, tensor::from_vector(std::vector<float>{-2, 0, 3, -0.0f}, shape{4})}}, {d[0]}).at(0);
+  CHECK(got.to_vector<float>() == std::vector<float>{-1, 0, 1, 0});
 }
 
 TEST_CASE("gradients: an op without a rule, or an integer output, is a clear error", "[gradients]") {

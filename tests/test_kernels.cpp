@@ -85,19 +85,52 @@ TEST_CASE("comparisons, logical ops and Select") {
   CHECK(eval(g, g.op("LogicalAnd", {p, q})).to_vector<bool>() == std::vector<bool>{true, false, false, false});
   CHECK(eval(g, g.op("LogicalOr", {p, q})).to_vector<bool>() == std::vector<bool>{true, true, true, false});
   CHECK(eval(g, g.op("LogicalNot", {p})).to_vector<bool>() == std::vector<bool>{false, true});
-  auto sel = eval(g, g.op("Select", {q, c<float>(g, {2}, {1, 2}), g.constant(tensor::scalar(0.0f))}));
+  auto sel = eval(g, g.op("SelectV2", {q, c<float>(g, {2}, {1, 2}), g.constant(tensor::scalar(0.0f))}));
   CHECK(sel.shape() == shape{2, 2});
   CHECK(sel.to_vector<float>() == std::vector<float>{1, 2, 0, 0});
   // Operands of the output's shape or single values take one flat pass: a scalar on either
   // side, a [1, 1] condition, and a scalar condition with two tensors.
   auto& r = c<bool>(g, {2, 2}, {true, false, false, true});
   auto& v = c<float>(g, {2, 2}, {1, 2, 3, 4});
-  CHECK(eval(g, g.op("Select", {r, v, g.constant(tensor::scalar(-1.0f))})).to_vector<float>() == std::vector<float>{1, -1, -1, 4});
-  CHECK(eval(g, g.op("Select", {r, g.constant(tensor::scalar(-1.0f)), v})).to_vector<float>() == std::vector<float>{-1, 2, 3, -1});
-  CHECK(eval(g, g.op("Select", {c<bool>(g, {1, 1}, {false}), v, c<float>(g, {2, 2}, {5, 6, 7, 8})})).to_vector<float>() ==
+  CHECK(eval(g, g.op("SelectV2", {r, v, g.constant(tensor::scalar(-1.0f))})).to_vector<float>() == std::vector<float>{1, -1, -1, 4});
+  CHECK(eval(g, g.op("SelectV2", {r, g.constant(tensor::scalar(-1.0f)), v})).to_vector<float>() == std::vector<float>{-1, 2, 3, -1});
+  CHECK(eval(g, g.op("SelectV2", {c<bool>(g, {1, 1}, {false}), v, c<float>(g, {2, 2}, {5, 6, 7, 8})})).to_vector<float>() ==
         std::vector<float>{5, 6, 7, 8});
-  CHECK(eval(g, g.op("Select", {g.constant(tensor::scalar(true)), v, c<float>(g, {2, 2}, {5, 6, 7, 8})})).to_vector<float>() ==
+  CHECK(eval(g, g.op("SelectV2", {g.constant(tensor::scalar(true)), v, c<float>(g, {2, 2}, {5, 6, 7, 8})})).to_vector<float>() ==
         std::vector<float>{1, 2, 3, 4});
+}
+
+TEST_CASE("Select is TensorFlow's first form, a vector condition picking whole rows, and SelectV2 broadcasts") {
+  graph g;
+  auto& t = c<float>(g, {3, 2}, {1, 2, 3, 4, 5, 6});
+  auto& e = c<float>(g, {3, 2}, {-1, -2, -3, -4, -5, -6});
+  auto& rows = c<bool>(g, {3}, {true, false, true});
+  // Row r of the result is row r of t where rows[r] holds, else of e (by hand).
+  CHECK(eval(g, g.op("Select", {rows, t, e})).to_vector<float>() == std::vector<float>{1, 2, -3, -4, 5, 6});
+  // An elementwise condition, and a scalar one.
+  auto& each = c<bool>(g, {3, 2}, {true, false, false, true, true, false});
+  CHECK(eval(g, g.op("Select", {each, t, e})).to_vector<float>() == std::vector<float>{1, -2, -3, 4, 5, -6});
+  CHECK(eval(g, g.op("Select", {g.constant(tensor::scalar(false)), t, e})).to_vector<float>() ==
+        std::vector<float>{-1, -2, -3, -4, -5, -6});
+  // A vector condition of a rank-1 t is elementwise, and empty rows are fine.
+  CHECK(eval(g, g.op("Select", {c<bool>(g, {2}, {false, true}), c<float>(g, {2}, {1, 2}), c<float>(g, {2}, {3, 4})}))
+            .to_vector<float>() == std::vector<float>{3, 2});
+  auto& none = c<bool>(g, {0}, {});
+  auto& empty = g.constant(tensor(dtype::float32, shape{0, 4}));
+  CHECK(eval(g, g.op("Select", {none, empty, empty})).shape() == shape{0, 4});
+  // SelectV2 broadcasts the same vector along the last axis instead: [3] against [3, 2] fails.
+  test::require_error([&] { g.op("SelectV2", {rows, t, e}); }, {"not broadcastable"});
+  // Select does not broadcast t and e, nor a condition of another shape.
+  test::require_error([&] { g.op("Select", {rows, t, c<float>(g, {2}, {0, 0})}); }, {"node 'Select", "same shape", "SelectV2"});
+  test::require_error([&] { g.op("Select", {c<bool>(g, {2}, {true, true}), t, e}); }, {"condition", "first dim"});
+  // The same checks at run time, for shapes known only then.
+  auto& pc = g.placeholder(dtype::boolean, partial_shape::unknown_rank(), "pc");
+  auto sel = g.op("Select", {pc, t, e}).out(0);
+  session s(g, test::one_thread());
+  test::require_error([&] { s.run({{pc, tensor::from_vector(std::vector<bool>{true, false}, shape{2})}}, {sel}); },
+                      {"(Select)", "condition of shape [2]", "first dim"});
+  CHECK(s.run({{pc, tensor::from_vector(std::vector<bool>{false, false, true}, shape{3})}}, {sel})[0].to_vector<float>() ==
+        std::vector<float>{-1, -2, -3, -4, 5, 6});
 }
 
 TEST_CASE("Cast converts between dtypes, saturating float to int") {

@@ -4,6 +4,7 @@
 // (<weft/ops/core_ops.hpp>).
 #pragma once
 
+#include <weft/core/checked.hpp>
 #include <weft/core/dtype.hpp>
 #include <weft/core/eigen.hpp>
 #include <weft/core/error.hpp>

@@ -8,17 +8,20 @@
 // translation unit of a program). A program compiles only the op families it registers
 // (<weft/ops/core_ops.hpp>).
 
-// dtype: the element types of the whitepaper (§2) and their C++ counterparts.
-// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex.
+// Checked size arithmetic. Every element count, byte size, output dimension and index sum
+// that is computed from user data (shapes, attributes, tensor values, file headers) goes
+// through these functions, so a product or sum that does not fit is a weft::error naming
+// what was computed, never a wrapped size that a kernel then writes past.
+//
+// Offsets inside a tensor that already exists need no check: its element count and byte
+// size were checked when it was allocated, so every index below them fits. The rule of
+// the tree (docs/reliability.md; tests/check_size_arithmetic.py greps for it): a new size
+// is computed here, or from dims of a weft::shape, whose constructor checks the product.
 
-#include <Eigen/Core>
-
-#include <complex>
 #include <cstddef>
 #include <cstdint>
-#include <ostream>
-#include <string_view>
-#include <type_traits>
+#include <limits>
+#include <span>
 
 // weft::error: the one exception type weft throws. Its message names what went
 // wrong in the user's terms (node, op, dtypes, shapes); `code` lets callers branch.
@@ -42,6 +45,7 @@ enum class error_code {
   internal,
   unimplemented,
   data_loss,
+  resource_exhausted,  // an allocation beyond memory or a session's memory limit
 };
 
 inline const char* to_string(error_code c) noexcept {
@@ -55,6 +59,7 @@ inline const char* to_string(error_code c) noexcept {
     case error_code::internal: return "internal";
     case error_code::unimplemented: return "unimplemented";
     case error_code::data_loss: return "data loss";
+    case error_code::resource_exhausted: return "resource exhausted";
   }
   return "unknown";
 }
@@ -111,6 +116,62 @@ template <class... Parts>
 }
 
 }  // namespace weft
+
+namespace weft {
+
+// The largest buffer weft asks any allocator for: a tensor's bytes plus its header must
+// fit in ptrdiff_t, so that pointer differences inside it are defined.
+inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
+
+// a * b for non-negative sizes; `what` names the quantity in the error.
+[[nodiscard]] inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(error_code::invalid_argument, what, ": ", a, " * ", b, " overflows int64");
+  return r;
+}
+
+// a + b; `what` names the quantity in the error.
+[[nodiscard]] inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    fail(error_code::invalid_argument, what, ": ", a, " + ", b, " overflows int64");
+  return r;
+}
+
+// The number of elements of `dims`; a negative dim or an overflowing product is an error.
+[[nodiscard]] inline std::int64_t checked_element_count(std::span<const std::int64_t> dims, const char* what) {
+  std::int64_t n = 1;
+  for (auto d : dims) {
+    if (d < 0) fail(error_code::invalid_argument, what, ": negative dimension ", d);
+    n = checked_mul(n, d, what);
+  }
+  return n;
+}
+
+// The bytes of `elements` elements of `element_size` bytes each, at most max_buffer_bytes.
+[[nodiscard]] inline std::size_t checked_byte_size(std::int64_t elements, std::size_t element_size, const char* what) {
+  std::size_t r;
+  if (elements < 0 || __builtin_mul_overflow(static_cast<std::size_t>(elements), element_size, &r) ||
+      r > max_buffer_bytes)
+    fail(error_code::resource_exhausted, what, ": ", elements, " elements of ", element_size,
+         " bytes are more than the largest buffer (2^62 bytes)");
+  return r;
+}
+
+}  // namespace weft
+// dtype: the element types of the whitepaper (§2) and their C++ counterparts.
+// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex.
+
+#include <Eigen/Core>
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <type_traits>
+
 
 namespace weft {
 
@@ -315,10 +376,14 @@ template <class... Ts> struct dispatcher<type_list<Ts...>> {
 // allocator: where a device's tensor buffers come from. Buffers are 64-byte aligned
 // (a cache line, and an AVX-512 register) so kernels can use aligned vector loads.
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -371,10 +436,17 @@ class cpu_allocator final : public allocator {
   std::string name() const override { return "cpu"; }
 
   void* allocate(std::size_t bytes) override {
+    // More than the machine has can never be used: an error, not an overcommitted mapping
+    // that the kernel's OOM killer ends when it is touched.
+    if (bytes > physical_memory_bytes())
+      fail(error_code::resource_exhausted, "cpu allocator: ", bytes, " bytes requested, more than the machine's ",
+           physical_memory_bytes(), " bytes of memory");
     std::size_t rounded = round_up(bytes);
     void* p = take_cached(rounded);
     if (!p) p = std::aligned_alloc(buffer_alignment, rounded);
-    if (!p) fail(error_code::out_of_range, "cpu allocator: out of memory allocating ", bytes, " bytes");
+    if (!p)
+      fail(error_code::resource_exhausted, "cpu allocator: out of memory allocating ", bytes, " bytes (",
+           in_use_.load(std::memory_order_relaxed), " bytes in use)");
     auto now = in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     auto peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -404,6 +476,15 @@ class cpu_allocator final : public allocator {
       cached_bytes_ = 0;
     }
     for (auto& b : blocks) std::free(b.second);
+  }
+
+  // The machine's physical memory (no limit when the system does not say).
+  static std::size_t physical_memory_bytes() noexcept {
+    static const std::size_t bytes = [] {
+      const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+      return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : SIZE_MAX;
+    }();
+    return bytes;
   }
 
   static cpu_allocator& global() {
@@ -457,6 +538,63 @@ class cpu_allocator final : public allocator {
   std::size_t cached_bytes_ = 0;
 };
 
+// A byte limit over another allocator: an allocation that would take the bytes in use past
+// `limit` is a resource_exhausted error naming both (a session's memory limit). Buffers may
+// outlive whoever made the limit (fetched tensors, variables of a shared resource manager),
+// so each live buffer holds a reference on it: it is deleted with the last of them, or when
+// its owner lets go of it with none left (memory_limit_ptr does that).
+class limited_allocator final : public allocator {
+ public:
+  static limited_allocator* create(allocator& base, std::size_t limit) { return new limited_allocator(base, limit); }
+
+  std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }
+  void* allocate(std::size_t bytes) override {
+    std::size_t used = in_use_.load(std::memory_order_relaxed);
+    do {
+      if (bytes > limit_ || used > limit_ - bytes)
+        fail(error_code::resource_exhausted, "memory limit of ", limit_, " bytes reached: ", used,
+             " bytes in use, ", bytes, " more requested");
+    } while (!in_use_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    void* p = nullptr;
+    try {
+      p = base_.allocate(bytes);
+    } catch (...) {
+      in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+      throw;
+    }
+    refs_.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept override {
+    base_.deallocate(p, bytes);
+    in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+    unref();
+  }
+  // The owner's reference.
+  void release() noexcept { unref(); }
+
+  std::size_t limit() const noexcept { return limit_; }
+  std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
+
+ private:
+  limited_allocator(allocator& base, std::size_t limit) : base_(base), limit_(limit) {}
+  void unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  allocator& base_;
+  const std::size_t limit_;
+  std::atomic<std::size_t> in_use_{0};
+  std::atomic<std::size_t> refs_{1};  // the owner's, and one per live buffer
+};
+
+namespace detail {
+struct release_limit {
+  void operator()(limited_allocator* a) const noexcept { a->release(); }
+};
+}  // namespace detail
+using memory_limit_ptr = std::unique_ptr<limited_allocator, detail::release_limit>;
+
 }  // namespace weft
 // shape: the dims of a tensor (rank = dims.size(); rank 0 is a scalar).
 // partial_shape: what graph construction knows before running: an unknown rank, or
@@ -474,6 +612,8 @@ class cpu_allocator final : public allocator {
 namespace weft {
 
 inline constexpr std::int64_t unknown_dim = -1;
+// The most dims a shape built from a tensor of dims may have (TensorFlow's limit too).
+inline constexpr int max_rank = 254;
 
 class shape {
  public:
@@ -482,7 +622,10 @@ class shape {
   explicit shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) { check(); }
 
   int rank() const noexcept { return static_cast<int>(dims_.size()); }
-  std::int64_t dim(int i) const { return dims_.at(static_cast<std::size_t>(i)); }
+  std::int64_t dim(int i) const {
+    if (i < 0 || i >= rank()) fail(error_code::out_of_range, "shape ", *this, " has no dimension ", i);
+    return dims_[static_cast<std::size_t>(i)];
+  }
   std::int64_t operator[](int i) const noexcept { return dims_[static_cast<std::size_t>(i)]; }
   const std::vector<std::int64_t>& dims() const noexcept { return dims_; }
 
@@ -496,15 +639,8 @@ class shape {
   friend bool operator==(const shape&, const shape&) = default;
 
  private:
-  void check() const {
-    std::int64_t n = 1;
-    for (auto d : dims_) {
-      if (d < 0) fail(error_code::invalid_argument, "shape: negative dimension ", d);
-      if (d != 0 && n > INT64_MAX / d)
-        fail(error_code::invalid_argument, "shape: element count overflows int64");
-      n *= d;
-    }
-  }
+  // Every shape's element count fits in int64, so products of a shape's dims need no check.
+  void check() const { (void)checked_element_count(dims_, "shape"); }
   std::vector<std::int64_t> dims_;
 };
 
@@ -614,8 +750,7 @@ class tensor {
   tensor(weft::dtype type, weft::shape s, allocator& alloc = cpu_allocator::global())
       : dtype_(type), shape_(std::move(s)) {
     if (type == weft::dtype::invalid) fail(error_code::invalid_argument, "tensor: invalid dtype");
-    std::size_t bytes = static_cast<std::size_t>(shape_.num_elements()) * size_of(type);
-    buf_ = detail::buffer::create(alloc, bytes);
+    buf_ = detail::buffer::create(alloc, checked_byte_size(shape_.num_elements(), size_of(type), "tensor"));
     data_ = buf_->data;
   }
 
@@ -687,7 +822,7 @@ class tensor {
   int rank() const noexcept { return shape_.rank(); }
   std::int64_t dim(int i) const { return shape_.dim(i); }
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
-  std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
@@ -740,7 +875,7 @@ class tensor {
     dims[0] = end - begin;
     tensor t(*this);
     t.shape_ = weft::shape(std::move(dims));
-    t.data_ = static_cast<char*>(data_) + static_cast<std::size_t>(begin * row) * size_of(dtype_);
+    t.data_ = static_cast<char*>(data_) + static_cast<std::size_t>(begin * row) * size_of(dtype_);  // within: rows of this tensor
     return t;
   }
 
@@ -876,6 +1011,7 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 // no cycles. graph_def import and add_control_input() check for cycles explicitly.
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <functional>
 #include <map>
@@ -912,6 +1048,7 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 //                  list(string); or "T: {dtype, ...}" for a type attr limited to those.
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <optional>
 #include <string>
@@ -1095,11 +1232,24 @@ inline arg_def parse_arg(std::string_view op, std::string_view spec) {
   return a;
 }
 
+// The number `text` holds, whole, else nullopt.
+template <class T>
+std::optional<T> parse_number(std::string_view text) {
+  T v{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
 inline attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text) {
   std::string s(text);
   switch (kind) {
-    case attr_kind::integer: return attr_value(std::stoll(s));
-    case attr_kind::real: return attr_value(std::stod(s));
+    case attr_kind::integer:
+      if (auto v = parse_number<std::int64_t>(s)) return attr_value(*v);
+      break;
+    case attr_kind::real:
+      if (auto v = parse_number<double>(s)) return attr_value(*v);
+      break;
     case attr_kind::boolean:
       if (s == "true" || s == "false") return attr_value(s == "true");
       break;
@@ -1111,13 +1261,16 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
       if (s.size() >= 2 && s.front() == '[' && s.back() == ']') {
         std::vector<std::int64_t> v;
         std::string_view body = trim(std::string_view(s).substr(1, s.size() - 2));
-        while (!body.empty()) {
+        bool ok = true;
+        while (ok && !body.empty()) {
           auto comma = body.find(',');
-          v.push_back(std::stoll(std::string(trim(body.substr(0, comma)))));
+          auto x = parse_number<std::int64_t>(trim(body.substr(0, comma)));
+          if (!(ok = x.has_value())) break;
+          v.push_back(*x);
           if (comma == std::string_view::npos) break;
           body = body.substr(comma + 1);
         }
-        return attr_value(std::move(v));
+        if (ok) return attr_value(std::move(v));
       }
       break;
     default: break;
@@ -1359,7 +1512,13 @@ class shape_context {
   // Throws invalid_argument naming the node, op, and every input's dtype and shape.
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    fail_with(detail::concat(parts...));
+    fail_with(error_code::invalid_argument, detail::concat(parts...));
+  }
+  // Rethrows `e`, thrown inside the shape rule by a helper that does not know the node
+  // (checked arithmetic, a shape's constructor), with the node, op and inputs added.
+  [[noreturn]] void rethrow(const error& e) const {
+    if (std::string_view(e.what()).starts_with(who_)) throw e;
+    fail_with(e.code(), e.what());
   }
 
   // Helpers for common rules.
@@ -1372,12 +1531,12 @@ class shape_context {
   }
 
  private:
-  [[noreturn]] void fail_with(const std::string& what) const {
+  [[noreturn]] void fail_with(error_code code, const std::string& what) const {
     std::ostringstream out;
     out << who_ << ": " << what << " (inputs:";
     for (int i = 0; i < num_inputs(); ++i) out << (i ? ", " : " ") << input_dtype(i) << input(i);
     out << ')';
-    throw error(error_code::invalid_argument, out.str());
+    throw error(code, out.str());
   }
   const std::string& who_;
   const attr_map& attrs_;
@@ -1409,7 +1568,25 @@ inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_contex
   return int_values_of(c.input_value(i));
 }
 
+// The value of a single-valued integer input (an axis, a depth, a count) whose producer is
+// a constant, else nullopt; a constant of more or fewer values is an error naming `what`.
+inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i, std::string_view what) {
+  auto v = constant_ints(c, i);
+  if (!v) return std::nullopt;
+  if (v->size() != 1) c.fail(what, " must be a single value, got shape ", c.input(i));
+  return (*v)[0];
+}
+
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
+
+// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
+inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
+  if (!a.rank_known() || !b.rank_known()) return true;
+  if (a.rank() != b.rank()) return false;
+  for (int i = 0; i < a.rank(); ++i)
+    if (a[i] != unknown_dim && b[i] != unknown_dim && a[i] != b[i]) return false;
+  return true;
+}
 
 // Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
 // `what` names the input in the message.
@@ -1443,6 +1620,7 @@ inline void shape_from_input(shape_context& c, int i) {
       if (d < 0) c.fail("negative dimension ", d, " in the requested shape");
     c.set_output(0, partial_shape(*dims));
   } else if (c.input(i).rank_known() && c.input(i).rank() == 1 && c.input(i)[0] >= 0) {
+    if (c.input(i)[0] > max_rank) c.fail("the requested shape has ", c.input(i)[0], " dims, more than ", max_rank);
     c.set_output(0, partial_shape::unknown_of_rank(static_cast<int>(c.input(i)[0])));
   }
 }
@@ -1525,7 +1703,7 @@ inline constexpr standard_op standard_ops[] = {
     {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
     {"Pow", "math"}, {"Maximum", "math"}, {"Minimum", "math"}, {"Greater", "math"},
     {"GreaterEqual", "math"}, {"Less", "math"}, {"LessEqual", "math"}, {"Equal", "math"},
-    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"},
+    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"}, {"SelectV2", "math"},
     {"Cast", "math"},
     {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
     {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"Cumsum", "reduction"},
@@ -1676,15 +1854,6 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
   return partial_shape(std::move(dims));
 }
 
-// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
-inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
-  if (!a.rank_known() || !b.rank_known()) return true;
-  if (a.rank() != b.rank()) return false;
-  for (int i = 0; i < a.rank(); ++i)
-    if (a[i] != unknown_dim && b[i] != unknown_dim && a[i] != b[i]) return false;
-  return true;
-}
-
 inline bool is_control_flow_op(std::string_view op) {
   return op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration" ||
          op == "LoopCond";
@@ -1771,7 +1940,9 @@ inline void register_control_flow_ops() { op_registry::global().add_family("cont
 // Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
 //   unary:   y = f(x), shape(y) = shape(x)
 //   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
-//   Select:  out = cond ? t : e, all three broadcast (TensorFlow's SelectV2)
+//   SelectV2: out = cond ? t : e, all three broadcast
+//   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
+//            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
 //   Cast:    y = static_cast<DstT>(x)
 
 #include <vector>
@@ -1842,13 +2013,31 @@ inline std::vector<op_def> math_op_defs() {
     defs.push_back(
         op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
 
-  defs.push_back(op_def_builder("Select")
+  defs.push_back(op_def_builder("SelectV2")
                      .input("condition: bool")
                      .input("t: T")
                      .input("e: T")
                      .output("output: T")
                      .attr("T: type")
                      .shape_fn(broadcast_inputs)
+                     .build());
+  defs.push_back(op_def_builder("Select")
+                     .input("condition: bool")
+                     .input("t: T")
+                     .input("e: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(1), c.input(2)))
+                         c.fail("t and e must have the same shape (SelectV2 broadcasts)");
+                       const partial_shape& t = c.input(1).rank_known() ? c.input(1) : c.input(2);
+                       const partial_shape& cond = c.input(0);
+                       if (cond.rank_known() && t.rank_known() && cond.rank() != 0 && !shapes_compatible(cond, t) &&
+                           !(cond.rank() == 1 && t.rank() > 1 && (cond[0] < 0 || t[0] < 0 || cond[0] == t[0])))
+                         c.fail("the condition must be a scalar, have the shape of t and e, or be a vector of their ",
+                                "first dim (SelectV2 broadcasts)");
+                       c.set_output(0, t);
+                     })
                      .build());
   defs.push_back(op_def_builder("Cast")
                      .input("x: SrcT")
@@ -2018,7 +2207,7 @@ class node {
 struct node_options {
   std::string name;                 // default: the op name, made unique
   std::vector<int> control_inputs;  // node ids
-  std::string device;
+  std::string device = {};
   std::string colocate_with = {};  // a node name
 
   node_options() = default;
@@ -2044,12 +2233,16 @@ struct node_spec {
   std::string op;
   std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
   attr_map attrs;
-  std::string device;
+  std::string device = {};
   std::string colocate_with = {};  // a node name, of this graph or of the specs
 };
 
 class graph {
  public:
+  // The most entries a list argument sized by an attr may have (Split's num_split outputs,
+  // say): larger counts are an error before any list is built.
+  static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
+
   graph() = default;
 
   // Adds a node; throws weft::error naming the node when it is not valid.
@@ -2089,7 +2282,9 @@ class graph {
     if (colon != std::string_view::npos && colon + 1 < ref.size() &&
         std::all_of(ref.begin() + static_cast<std::ptrdiff_t>(colon) + 1, ref.end(),
                     [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      port = std::stoi(std::string(ref.substr(colon + 1)));
+      const auto digits = ref.substr(colon + 1);
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), port).ec != std::errc())
+        fail(error_code::out_of_range, "graph: output port ", digits, " in '", ref, "' is out of range");
       node_name = ref.substr(0, colon);
     }
     const node* n = find(node_name);
@@ -2170,6 +2365,9 @@ class graph {
     if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
       fail(error_code::invalid_argument, "close_loop: ", m.describe(),
            " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
+    if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
+      fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
+           e.describe(), ", not from an Enter");
     const node& n = at(next.node);
     if (n.op() != "NextIteration")
       fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
@@ -2209,14 +2407,19 @@ class graph {
       n.colocation_ = std::move(root);
     }
   }
+  // `base`, or base_k for the smallest k that the name's counter has not passed and no node
+  // takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
+  // name in O(1) amortised, not in k tries.
   std::string unique_name(std::string_view base) {
     std::string candidate(base);
-    for (int k = 1; by_name_.count(candidate); ++k) candidate = std::string(base) + "_" + std::to_string(k);
+    std::int64_t& counter = name_counters_[candidate];
+    while (by_name_.count(candidate)) candidate = std::string(base) + "_" + std::to_string(++counter);
     return candidate;
   }
 
   std::deque<node> nodes_;
   std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, std::int64_t> name_counters_;  // unique_name's last suffix per base
   std::string name_scope_;
   std::string device_scope_;
   std::string colocation_scope_;
@@ -2307,6 +2510,9 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
     const attr_value* n = attrs.find(a.number_attr);
     if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
       fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' must be a non-negative int");
+    if (*n->get_if<std::int64_t>() > max_list_length)
+      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' = ", *n->get_if<std::int64_t>(),
+           " asks for more than ", max_list_length, " ", a.name, " entries");
     return static_cast<std::size_t>(*n->get_if<std::int64_t>());
   };
   std::size_t expected = 0;
@@ -2391,7 +2597,13 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
     if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
 
   shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
-  if (def->shape_fn) def->shape_fn(ctx);
+  if (def->shape_fn) {
+    try {
+      def->shape_fn(ctx);
+    } catch (const error& e) {
+      ctx.rethrow(e);
+    }
+  }
 
   node n;
   n.id_ = size();
@@ -2439,6 +2651,7 @@ inline void graph::import(const std::vector<node_spec>& specs) {
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const auto& s = specs[i];
+    if (s.name.empty()) fail(error_code::invalid_argument, "node ", i, " of the specs (", s.op, ") has an empty name");
     if (!index.emplace(s.name, i).second || find(s.name))
       fail(error_code::already_exists, "node '", s.name, "' (", s.op, "): a node named '", s.name,
            "' already exists");
@@ -2458,25 +2671,35 @@ inline void graph::import(const std::vector<node_spec>& specs) {
     auto it = index.find(source_of(s, s.inputs[k]));
     return it != index.end() && specs[it->second].op == "NextIteration";
   };
-  // Depth-first topological order; a node met again while on the stack closes a cycle.
+  // Depth-first topological order, with an explicit stack (a chain of a million nodes must
+  // not overflow the call stack); a node met again while on the stack closes a cycle.
   std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
   std::vector<std::size_t> order;
-  std::function<void(std::size_t)> visit = [&](std::size_t i) {
-    if (state[i] == 2) return;
-    if (state[i] == 1)
-      fail(error_code::invalid_argument, "node '", specs[i].name, "' (", specs[i].op, "): is part of a cycle",
-           " (a loop's one back edge is input 1 of a Merge, from a NextIteration)");
-    state[i] = 1;
-    for (std::size_t k = 0; k < specs[i].inputs.size(); ++k) {
-      if (back_edge(specs[i], k)) continue;
-      auto name = source_of(specs[i], specs[i].inputs[k]);
-      if (auto it = index.find(name); it != index.end()) visit(it->second);
+  std::vector<std::pair<std::size_t, std::size_t>> stack;  // (spec, next input to visit)
+  for (std::size_t root = 0; root < specs.size(); ++root) {
+    if (state[root] != 0) continue;
+    state[root] = 1;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [i, k] = stack.back();
+      if (k == specs[i].inputs.size()) {
+        state[i] = 2;
+        order.push_back(i);
+        stack.pop_back();
+        continue;
+      }
+      const std::size_t input = k++;
+      if (back_edge(specs[i], input)) continue;
+      auto it = index.find(source_of(specs[i], specs[i].inputs[input]));
+      if (it == index.end() || state[it->second] == 2) continue;
+      const std::size_t j = it->second;
+      if (state[j] == 1)
+        fail(error_code::invalid_argument, "node '", specs[j].name, "' (", specs[j].op, "): is part of a cycle",
+             " (a loop's one back edge is input 1 of a Merge, from a NextIteration)");
+      state[j] = 1;
+      stack.emplace_back(j, 0);
     }
-
-    state[i] = 2;
-    order.push_back(i);
-  };
-  for (std::size_t i = 0; i < specs.size(); ++i) visit(i);
+  }
 
   graph staged = *this;  // all or nothing
   std::vector<std::pair<int, std::string>> loops;  // (Merge, its NextIteration input)
@@ -2498,7 +2721,17 @@ inline void graph::import(const std::vector<node_spec>& specs) {
     staged.name_scope_ = saved_scope;
     if (s.op == "Merge" && s.inputs.size() > 1 && back_edge(s, 1)) loops.emplace_back(added.id(), s.inputs[1]);
   }
-  for (const auto& [merge, next] : loops) staged.close_loop(merge, staged.resolve(next));
+  std::vector<bool> back_edges(static_cast<std::size_t>(staged.size()));
+  for (const auto& [merge, next] : loops) {
+    const output o = staged.resolve(next);
+    staged.close_loop(merge, o);
+    back_edges[static_cast<std::size_t>(o.node)] = true;
+  }
+  // A NextIteration returns a value to the start of its loop: one that is no Merge's back
+  // edge is outside any loop.
+  for (const auto& s : specs)
+    if (const node& n = staged[s.name]; s.op == "NextIteration" && !back_edges[static_cast<std::size_t>(n.id())])
+      fail(error_code::invalid_argument, n.describe(), ": is not inside a loop (no Merge takes it as input 1, the loop's back edge)");
   // Colocation after all nodes exist: a node may be colocated with one that consumes it.
   for (const auto& s : specs) {
     if (s.colocate_with.empty()) continue;
@@ -2745,7 +2978,7 @@ inline std::vector<op_def> array_op_defs() {
                          } else if ((*dims)[i] < 0) {
                            c.fail("negative dimension ", (*dims)[i], " in shape ", attr_value(*dims));
                          } else {
-                           known *= (*dims)[i];
+                           known = checked_mul(known, (*dims)[i], "the shape's element count");
                          }
                        }
                        const auto& in = c.input(0);
@@ -2796,7 +3029,7 @@ inline std::vector<op_def> array_op_defs() {
                      .shape_fn([](shape_context& c) {
                        int n = c.num_inputs() - 1;
                        if (n < 1) c.fail("needs at least one value to concatenate");
-                       auto axis = constant_ints(c, n);
+                       auto axis = constant_scalar(c, n, "axis");
                        int rank = -1;
                        for (int i = 0; i < n; ++i)
                          if (c.input(i).rank_known()) {
@@ -2807,7 +3040,7 @@ inline std::vector<op_def> array_op_defs() {
                        if (rank < 0) return;
                        if (rank == 0) c.fail("cannot concatenate scalars");
                        if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(rank));
-                       int a = c.canonical_axis((*axis)[0], rank);
+                       int a = c.canonical_axis(*axis, rank);
                        std::vector<std::int64_t> out(static_cast<std::size_t>(rank), unknown_dim);
                        std::int64_t sum = 0;
                        for (int i = 0; i < n; ++i) {
@@ -2815,7 +3048,7 @@ inline std::vector<op_def> array_op_defs() {
                          for (int d = 0; d < rank; ++d) {
                            auto v = c.input(i)[d];
                            if (d == a) {
-                             sum = (sum < 0 || v < 0) ? -1 : sum + v;
+                             sum = (sum < 0 || v < 0) ? -1 : checked_add(sum, v, "the concatenated dim");
                            } else if (v >= 0) {
                              auto& o = out[static_cast<std::size_t>(d)];
                              if (o >= 0 && o != v)
@@ -2837,10 +3070,11 @@ inline std::vector<op_def> array_op_defs() {
                      .shape_fn([](shape_context& c) {
                        auto k = c.attr<std::int64_t>("num_split");
                        if (k < 1) c.fail("num_split must be at least 1, got ", k);
-                       auto axis = constant_ints(c, 0);
+                       auto axis = constant_scalar(c, 0, "axis");
                        const auto& in = c.input(1);
+                       if (in.rank_known() && in.rank() == 0) c.fail("cannot split a scalar");
                        if (!axis || !in.rank_known()) return;
-                       int a = c.canonical_axis((*axis)[0], in.rank());
+                       int a = c.canonical_axis(*axis, in.rank());
                        auto dims = in.dims();
                        auto& d = dims[static_cast<std::size_t>(a)];
                        if (d >= 0 && d % k != 0) c.fail("dimension ", a, " of size ", d, " does not split into ", k);
@@ -2856,18 +3090,31 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("T: type")
                      .attr("Index: {int32, int64}")
                      .shape_fn([](shape_context& c) {
+                       require_rank(c, 1, 1, "begin");
+                       require_rank(c, 2, 1, "size");
                        auto begin = constant_ints(c, 1);
                        auto size = constant_ints(c, 2);
                        const auto& in = c.input(0);
+                       const auto entries = [&](const auto& v, const char* what) {
+                         if (v && in.rank_known() && static_cast<int>(v->size()) != in.rank())
+                           c.fail(what, " has ", v->size(), " entries for rank ", in.rank());
+                       };
+                       entries(begin, "begin");
+                       entries(size, "size");
+                       if (begin && size && begin->size() != size->size())
+                         c.fail("begin has ", begin->size(), " entries and size ", size->size());
                        if (!size) return;
                        std::vector<std::int64_t> out(*size);
                        for (std::size_t i = 0; i < out.size(); ++i) {
+                         const int d = static_cast<int>(i);
+                         const std::int64_t dim = in.rank_known() ? in[d] : unknown_dim;
+                         if (begin && ((*begin)[i] < 0 || (dim >= 0 && (*begin)[i] > dim)))
+                           c.fail("begin ", (*begin)[i], " is out of range for dim ", i, " of size ", dim);
+                         if (out[i] < -1) c.fail("negative size ", out[i], " at dim ", i);
                          if (out[i] == -1) {
-                           out[i] = (begin && in.rank_known() && in[static_cast<int>(i)] >= 0)
-                                        ? in[static_cast<int>(i)] - (*begin)[i]
-                                        : unknown_dim;
-                         } else if (out[i] < -1) {
-                           c.fail("negative size ", out[i], " at dim ", i);
+                           out[i] = begin && dim >= 0 ? dim - (*begin)[i] : unknown_dim;
+                         } else if (begin && dim >= 0 && out[i] > dim - (*begin)[i]) {
+                           c.fail("slice [", (*begin)[i], ", +", out[i], ") is out of range for dim ", i, " of size ", dim);
                          }
                        }
                        c.set_output(0, partial_shape(out));
@@ -2888,7 +3135,9 @@ inline std::vector<op_def> array_op_defs() {
                        auto dims = in.dims();
                        for (std::size_t i = 0; i < dims.size(); ++i) {
                          if ((*pads)[2 * i] < 0 || (*pads)[2 * i + 1] < 0) c.fail("negative padding at dim ", i);
-                         if (dims[i] >= 0) dims[i] += (*pads)[2 * i] + (*pads)[2 * i + 1];
+                         if (dims[i] >= 0)
+                           dims[i] = checked_add(checked_add(dims[i], (*pads)[2 * i], "a padded dim"), (*pads)[2 * i + 1],
+                                                 "a padded dim");
                        }
                        c.set_output(0, partial_shape(dims));
                      })
@@ -2908,7 +3157,7 @@ inline std::vector<op_def> array_op_defs() {
                        auto dims = in.dims();
                        for (std::size_t i = 0; i < dims.size(); ++i) {
                          if ((*m)[i] < 0) c.fail("negative multiple ", (*m)[i], " at dim ", i);
-                         if (dims[i] >= 0) dims[i] *= (*m)[i];
+                         if (dims[i] >= 0) dims[i] = checked_mul(dims[i], (*m)[i], "a tiled dim");
                        }
                        c.set_output(0, partial_shape(dims));
                      })
@@ -2923,12 +3172,12 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("Taxis: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        require_rank(c, 2, 0, "axis");
-                       auto axis = constant_ints(c, 2);
+                       auto axis = constant_scalar(c, 2, "axis");
                        const auto& p = c.input(0);
                        const auto& idx = c.input(1);
                        if (!axis || !p.rank_known() || !idx.rank_known()) return;
                        if (p.rank() == 0) c.fail("params must have rank at least 1");
-                       int a = c.canonical_axis((*axis)[0], p.rank());
+                       int a = c.canonical_axis(*axis, p.rank());
                        std::vector<std::int64_t> out(p.dims().begin(), p.dims().begin() + a);
                        out.insert(out.end(), idx.dims().begin(), idx.dims().end());
                        out.insert(out.end(), p.dims().begin() + a + 1, p.dims().end());
@@ -2968,14 +3217,14 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("axis: int = -1")
                      .shape_fn([](shape_context& c) {
                        const auto& idx = c.input(0);
-                       auto depth = constant_ints(c, 1);
-                       if (depth && (*depth)[0] < 0) c.fail("depth must be non-negative, got ", (*depth)[0]);
+                       auto depth = constant_scalar(c, 1, "depth");
+                       if (depth && *depth < 0) c.fail("depth must be non-negative, got ", *depth);
                        if (!idx.rank_known()) return;
                        auto axis = c.attr<std::int64_t>("axis");
                        if (axis < -1 || axis > idx.rank()) c.fail("axis ", axis, " out of range for rank ", idx.rank() + 1);
                        auto dims = idx.dims();
                        auto pos = axis == -1 ? dims.size() : static_cast<std::size_t>(axis);
-                       dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(pos), depth ? (*depth)[0] : unknown_dim);
+                       dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(pos), depth ? *depth : unknown_dim);
                        c.set_output(0, partial_shape(dims));
                      })
                      .build());
@@ -3241,16 +3490,18 @@ struct window_dim {
   std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
 };
 // TensorFlow's windowed output size, with the window's extent (k - 1) * dilation + 1.
-// Nullopt when a VALID window does not fit in the input.
+// Nullopt when a VALID window does not fit in the input. The extent and in + extent must
+// fit in int64 (an error otherwise), so that no window offset a kernel computes overflows.
 inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                                            bool same) {
-  const std::int64_t extent = (k - 1) * dilation + 1;
+  const std::int64_t extent = checked_add(checked_mul(k - 1, dilation, "the window's extent"), 1, "the window's extent");
   if (in < 0) return window_dim{};
+  (void)checked_add(in, extent, "the input's size plus the window's extent");
   if (!same) {
     if (in < extent) return std::nullopt;
     return window_dim{(in - extent) / stride + 1, 0};
   }
-  const std::int64_t out = (in + stride - 1) / stride;
+  const std::int64_t out = in / stride + (in % stride != 0);  // ceil(in / stride)
   return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
 }
 
@@ -3635,11 +3886,11 @@ inline std::vector<op_def> reduction_op_defs() {
                        .attr("output_type: {int32, int64} = int64")
                        .shape_fn([](shape_context& c) {
                          const auto& in = c.input(0);
-                         auto axis = constant_ints(c, 1);
+                         auto axis = constant_scalar(c, 1, "dimension");
                          if (!in.rank_known()) return;
                          if (in.rank() == 0) c.fail("input must have rank at least 1");
                          if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(in.rank() - 1));
-                         int a = c.canonical_axis((*axis)[0], in.rank());
+                         int a = c.canonical_axis(*axis, in.rank());
                          auto dims = in.dims();
                          if (dims[static_cast<std::size_t>(a)] == 0) c.fail("cannot take ", "the extremum of an empty dimension");
                          dims.erase(dims.begin() + a);
@@ -3658,9 +3909,9 @@ inline std::vector<op_def> reduction_op_defs() {
                        .shape_fn([](shape_context& c) {
                          require_rank(c, 1, 0, "axis");
                          const auto& x = c.input(0);
-                         if (auto axis = constant_ints(c, 1); axis && x.rank_known()) {
+                         if (auto axis = constant_scalar(c, 1, "axis"); axis && x.rank_known()) {
                            if (x.rank() == 0) c.fail("x must have rank at least 1");
-                           (void)c.canonical_axis((*axis)[0], x.rank());
+                           (void)c.canonical_axis(*axis, x.rank());
                          }
                          c.set_output(0, x);
                        })
@@ -3677,15 +3928,15 @@ inline std::vector<op_def> reduction_op_defs() {
                        require_rank(c, 2, 0, "num_segments");
                        const auto& data = c.input(0);
                        const auto& ids = c.input(1);
-                       auto n = constant_ints(c, 2);
-                       if (n && (*n)[0] < 0) c.fail("num_segments must be non-negative, got ", (*n)[0]);
+                       auto n = constant_scalar(c, 2, "num_segments");
+                       if (n && *n < 0) c.fail("num_segments must be non-negative, got ", *n);
                        if (!data.rank_known() || !ids.rank_known()) return;
                        if (ids.rank() > data.rank())
                          c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
                        for (int i = 0; i < ids.rank(); ++i)
                          if (ids[i] >= 0 && data[i] >= 0 && ids[i] != data[i])
                            c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
-                       std::vector<std::int64_t> out{n ? (*n)[0] : unknown_dim};
+                       std::vector<std::int64_t> out{n ? *n : unknown_dim};
                        out.insert(out.end(), data.dims().begin() + ids.rank(), data.dims().end());
                        c.set_output(0, partial_shape(out));
                      })
@@ -3910,7 +4161,9 @@ inline symbol exp(const symbol& a) { return a.then("Exp"); }
 inline symbol log(const symbol& a) { return a.then("Log"); }
 inline symbol square(const symbol& a) { return a.then("Square"); }
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
-inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
+// TensorFlow's Select: a vector condition picks whole rows.
+inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
 inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
 inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
 inline symbol cast_like(const symbol& a, const symbol& like) {
@@ -3927,11 +4180,8 @@ inline symbol shape_tensor(const symbol& a) {
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
 }
 inline symbol size_tensor(const symbol& a) {
-  if (a.shape().fully_known()) {
-    std::int64_t n = 1;
-    for (auto d : a.shape().dims()) n *= d;
-    return constant_in(a, tensor::scalar(n));
-  }
+  if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
+    return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
   return a.then("Size", {}, {{"out_type", dtype::int64}});
 }
 inline symbol reshape_like(const symbol& a, const symbol& like) {
@@ -4727,11 +4977,11 @@ struct relu_grad {
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
 };
-struct abs_grad {
+struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
   template <class D, class X, class Y>
-  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, d)}; }
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
 };
-struct select_grad {  // no gradient for the condition
+struct select_grad {  // SelectV2; no gradient for the condition
   template <class D, class C, class T, class E, class Y>
   static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
     return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
@@ -4793,6 +5043,13 @@ struct mean_grad {  // sum's, divided by the number of elements averaged
   static result<V> apply(const args<V>& a) {
     V g = *sum_grad::apply(a)[0];
     return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
+  }
+};
+struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V zeros = zeros_like(a.d());
+    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
   }
 };
 struct reshape_grad {
@@ -5210,7 +5467,8 @@ inline void register_standard_gradients() {
     add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
     add_rule("Relu", elementwise_grad<relu_grad>{});
     add_rule("Abs", elementwise_grad<abs_grad>{});
-    add_rule("Select", elementwise_grad<select_grad>{});
+    add_rule("SelectV2", elementwise_grad<select_grad>{});
+    add_rule("Select", select_rows_grad{});
     add_rule("Cast", elementwise_grad<cast_grad>{});
     add_rule("MatMul", matmul_grad{});
     add_rule("Sum", sum_grad{});
@@ -5520,6 +5778,7 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 // name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -5583,15 +5842,21 @@ namespace weft {
 
 class cpu_device {
  public:
-  explicit cpu_device(int intra_op_threads, std::string name = "/job:localhost/replica:0/task:0/device:CPU:0")
+  // memory_limit: the most bytes the buffers allocated through this device may hold at once
+  // (0: no limit beyond the machine's).
+  explicit cpu_device(int intra_op_threads, std::string name = "/job:localhost/replica:0/task:0/device:CPU:0",
+                      std::size_t memory_limit = 0)
       : name_(std::move(name)),
         threads_(std::max(1, intra_op_threads)),
         pool_(threads_ > 1 ? std::make_unique<Eigen::ThreadPool>(threads_) : nullptr),
-        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_) {}
+        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_),
+        limit_(memory_limit ? limited_allocator::create(cpu_allocator::global(), memory_limit) : nullptr) {}
 
   const std::string& name() const noexcept { return name_; }
   std::string type() const { return "CPU"; }
-  allocator& get_allocator() const noexcept { return cpu_allocator::global(); }
+  allocator& get_allocator() const noexcept {
+    return limit_ ? static_cast<allocator&>(*limit_) : cpu_allocator::global();
+  }
   int num_threads() const noexcept { return threads_; }
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return eigen_; }
 
@@ -5618,6 +5883,7 @@ class cpu_device {
   inline_pool inline_pool_;
   std::unique_ptr<Eigen::ThreadPool> pool_;
   Eigen::ThreadPoolDevice eigen_;
+  memory_limit_ptr limit_;
 };
 
 inline int default_thread_count() {
@@ -6064,6 +6330,8 @@ inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis"
 }
 
 inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
+  if (dims.size() > static_cast<std::size_t>(max_rank))
+    fail(error_code::invalid_argument, what, " has ", dims.size(), " dims, more than ", max_rank);
   for (auto d : dims)
     if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
   return shape(dims);
@@ -6176,17 +6444,20 @@ void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
 // checksum, that the file ends where the index says, and every tensor's checksum.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -6220,11 +6491,72 @@ inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t cr
 }
 
 }  // namespace weft
+// Reading a whole file for weft's readers (checkpoints, IDX): POSIX calls, so that no
+// iostream or filesystem exception escapes; every failure is a weft::error naming the file.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <string>
+
+
+namespace weft {
+
+// The bytes of the regular file at `path`. `what` names the file in errors ("the
+// checkpoint"); `hint` ends the message when the file is missing.
+inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    fail(err == ENOENT ? error_code::not_found : error_code::failed_precondition, "cannot open ", what, " ",
+         path.string(), ": ", std::strerror(err), hint.empty() ? "" : "; ", hint);
+  }
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_on_exit{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    fail(error_code::failed_precondition, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(error_code::invalid_argument, what, " ", path.string(), " is not a regular file");
+  std::string bytes;
+  try {
+    bytes.resize(static_cast<std::size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
+  } catch (const std::length_error&) {
+    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
+  }
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(error_code::data_loss, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
+    if (n == 0) break;  // it shrank while read: what is there is checked by the caller
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+}  // namespace weft
 
 namespace weft {
 
 namespace detail {
 static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
+
+// "[2,3]": dims as read from a file, which may not make a valid shape.
+inline std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
 
 inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
 
@@ -6233,14 +6565,47 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
+inline constexpr std::string_view temporary_marker = ".weft-tmp.";
+
+// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
+inline ::pid_t temporary_owner(const std::string& name) {
+  const auto at = name.rfind(temporary_marker);
+  if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
+  const char* p = name.data() + at + temporary_marker.size();
+  const char* end = name.data() + name.size();
+  ::pid_t pid = 0;
+  auto [rest, ec] = std::from_chars(p, end, pid);
+  if (ec != std::errc() || pid <= 0 || rest == end || *rest != '.') return 0;
+  std::uint64_t n = 0;
+  auto [last, ec2] = std::from_chars(rest + 1, end, n);
+  return ec2 == std::errc() && last == end ? pid : 0;
+}
+
+// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
+// a save): those whose process no longer exists. A live writer's, or one whose process id
+// was taken again, stays. Failures are ignored: this only tidies.
+inline void remove_stale_temporaries(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const ::pid_t pid = temporary_owner(it->path().filename().string());
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
 // Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd.
+// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
+// were killed are removed first.
 inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
                                   const std::vector<const tensor*>& blobs) {
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const std::filesystem::path tmp =
-      dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  remove_stale_temporaries(dir);
+  const std::filesystem::path tmp = dir / ("." + path.filename().string() + std::string(temporary_marker) +
+                                           std::to_string(::getpid()) + "." + std::to_string(counter++));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
   int err = 0;  // the first failure's errno
@@ -6302,12 +6667,10 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
   detail::write_file_atomically(path, index, blobs);
 }
 
-// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
-inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(error_code::not_found, "cannot open the checkpoint ", path.string());
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", path.string(), " is corrupt: ", what...); };
+// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
+// whole of it; `name` names the file in errors.
+inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
+  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
   std::size_t pos = 0;
   auto take = [&](std::size_t n, const char* what) {
     if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
@@ -6331,19 +6694,29 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
     std::uint32_t crc;
   };
   std::vector<entry> entries;
+  std::unordered_set<std::string> names;
   for (std::uint32_t i = 0; i < count; ++i) {
     const auto len = get(std::uint32_t{}, "the index");
     entry e;
     e.name.assign(take(len, "the index"), len);
+    if (!names.insert(e.name).second) bad("it holds two tensors named '", e.name, "'");
     const auto t = get(std::uint8_t{}, "the index");
     if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
     e.type = static_cast<dtype>(t);
     const auto rank = get(std::uint8_t{}, "the index");
     std::vector<std::int64_t> dims;
+    std::uint64_t elements = 1;
+    bool overflows = false;
     for (int d = 0; d < rank; ++d) {
       dims.push_back(get(std::int64_t{}, "the index"));
-      if (dims.back() < 0 || dims.back() > (std::int64_t{1} << 40)) bad("tensor '", e.name, "' has a dimension of ", dims.back());
+      if (dims.back() < 0) bad("tensor '", e.name, "' has a dimension of ", dims.back());
+      overflows |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dims.back()), &elements);
     }
+    std::uint64_t size = 0;
+    // Nothing larger than the file can be in it: this also keeps every product below in range.
+    if (overflows || __builtin_mul_overflow(elements, size_of(e.type), &size) || size > bytes.size())
+      bad("tensor '", e.name, "' declares dims ", detail::dims_text(dims), " of ", e.type, ", more bytes than the file's ",
+          bytes.size());
     e.dims = shape(dims);
     e.offset = get(std::uint64_t{}, "the index");
     e.size = get(std::uint64_t{}, "the index");
@@ -6355,10 +6728,12 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
   std::uint64_t expected_end = pos;
   std::vector<std::pair<std::string, tensor>> result;
   for (const auto& e : entries) {
-    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))
+    // Each entry's dims were checked to need at most the file's size, so the product fits.
+    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))  // within: each entry's bytes were checked against the file
       bad("tensor '", e.name, "' has an inconsistent offset or size");
-    if (bytes.size() < e.offset + e.size)
-      bad("it is truncated: tensor '", e.name, "' needs bytes up to ", e.offset + e.size, ", the file has ", bytes.size());
+    if (e.offset > bytes.size() || e.size > bytes.size() - e.offset)
+      bad("it is truncated: tensor '", e.name, "' needs ", e.size, " bytes from offset ", e.offset, ", the file has ",
+          bytes.size());
     if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
     tensor t(e.type, e.dims);
     if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
@@ -6367,6 +6742,11 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
   }
   if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
   return result;
+}
+
+// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
+inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
+  return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
 }
 
 }  // namespace weft
@@ -6609,7 +6989,7 @@ inline void finish_executable(executable& x) {
       frame = f, from = src;
     }
     xn.frame = std::max(frame, 0);
-    if (xn.kind == flow::exit && xn.frame == 0)
+    if ((xn.kind == flow::exit || xn.kind == flow::next_iteration) && xn.frame == 0)
       fail(error_code::invalid_argument, xn.def->describe(), ": is not inside a loop (its input comes from no Enter)");
     if (xn.kind == flow::enter)
       xn.child_frame = child_of(xn.frame, xn.def->attr<std::string>("frame_name"),
@@ -7290,6 +7670,9 @@ struct session_options {
   int inter_op_threads = default_thread_count();  // 0: the calling thread runs every node
   int intra_op_threads = default_thread_count();
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
+  // The most bytes the tensors this session's kernels allocate may hold at once; past it a
+  // step fails with resource_exhausted naming the node (0: no limit but the machine's).
+  std::size_t memory_limit_bytes = 0;
 };
 
 struct run_options {
@@ -7343,7 +7726,8 @@ class session {
   explicit session(const graph& g, session_options options = {})
       : graph_(std::make_shared<const graph>(g)),
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
-        device_(std::max(1, options.intra_op_threads)),
+        device_(std::max(1, options.intra_op_threads), "/job:localhost/replica:0/task:0/device:CPU:0",
+                options.memory_limit_bytes),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
                                                : nullptr) {}
 
@@ -7595,7 +7979,9 @@ class saver {
   // written.
   std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
     const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
-    if (prefix.has_parent_path()) std::filesystem::create_directories(prefix.parent_path());
+    if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
+      fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
+           " for the checkpoint ", file.string(), ": ", ec.message());
     s.run({{filename_, cpu::filename_tensor(file)}}, {}, {save_});
     if (options_.keep > 0) {
       auto all = checkpoints(prefix);
@@ -7621,13 +8007,17 @@ class saver {
     const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
     const std::string stem = prefix.filename().string() + "-";
     std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
+    std::filesystem::directory_iterator it(dir, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::filesystem::path& path = it->path();
+      const std::string name = path.filename().string();
       if (name.size() <= stem.size() + 5 || name.compare(0, stem.size(), stem) != 0 || !name.ends_with(".ckpt")) continue;
       const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 5);
       if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
         continue;
-      found.emplace_back(std::stoll(digits), e.path());
+      std::int64_t step = 0;
+      std::from_chars(digits.data(), digits.data() + digits.size(), step);  // at most 18 digits: it fits
+      found.emplace_back(step, path);
     }
     std::sort(found.begin(), found.end());
     return found;
@@ -7892,7 +8282,7 @@ struct reshape_kernel final : op_kernel {
       } else if (dims[i] < 0) {
         fail(error_code::invalid_argument, "invalid dimension ", dims[i], " in shape ", attr_value(dims));
       } else {
-        known *= dims[i];
+        known = checked_mul(known, dims[i], "the shape's element count");
       }
     }
     if (wild >= 0) {
@@ -7970,7 +8360,7 @@ struct concat_kernel final : op_kernel {
       if (!ok)
         fail(error_code::invalid_argument, "input ", i, " has shape ", t.shape(), ", which does not match ",
              first.shape(), " outside axis ", axis);
-      dims[static_cast<std::size_t>(axis)] += t.shape()[axis];
+      dims[static_cast<std::size_t>(axis)] += t.shape()[axis];  // within: dims of inputs that exist
     }
     tensor& out = ctx.allocate_output(0, shape(dims));
     std::size_t elem = size_of(first.dtype());
@@ -8014,34 +8404,45 @@ struct split_kernel final : op_kernel {
   }
 };
 
-// Copies the box [begin, begin + size) of `in` into `out` (row-major, dims `size`), or the
-// reverse when `scatter` (used by Pad to place the input inside a zeroed output).
-inline void copy_box(const char* in, const std::vector<std::int64_t>& in_dims, char* out,
-                     const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& size, std::size_t elem,
-                     bool scatter) {
-  int rank = static_cast<int>(in_dims.size());
-  std::int64_t n = 1;
-  for (auto s : size) n *= s;
+// Calls f(offset in the whole, offset in the box, elements) for each row of the box
+// [begin, begin + size) of a row-major tensor of dims `whole` (the box dense, dims `size`).
+template <class F>
+void for_each_box_row(const shape& whole, const std::vector<std::int64_t>& begin, const shape& size, F&& f) {
+  const int rank = whole.rank();
+  const std::int64_t n = size.num_elements();
   if (n == 0) return;
-  if (rank == 0) return std::memcpy(out, in, elem), void();
+  if (rank == 0) return f(0, 0, 1);
   std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 1);
-  for (int d = rank - 2; d >= 0; --d) strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d) + 1] * in_dims[static_cast<std::size_t>(d) + 1];
-  std::int64_t row = size.back();
+  for (int d = rank - 2; d >= 0; --d) strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d) + 1] * whole[d + 1];
+  const std::int64_t row = size[rank - 1];
   std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
   for (std::int64_t r = 0; r < n / row; ++r) {
     std::int64_t off = 0;
     for (int d = 0; d < rank; ++d) off += (begin[static_cast<std::size_t>(d)] + idx[static_cast<std::size_t>(d)]) * strides[static_cast<std::size_t>(d)];
-    char* o = out + static_cast<std::size_t>(r * row) * elem;
-    char* i = const_cast<char*>(in) + static_cast<std::size_t>(off) * elem;
-    if (scatter)
-      std::memcpy(i, o, static_cast<std::size_t>(row) * elem);
-    else
-      std::memcpy(o, i, static_cast<std::size_t>(row) * elem);
+    f(off, r * row, row);
     for (int d = rank - 2; d >= 0; --d) {
-      if (++idx[static_cast<std::size_t>(d)] < size[static_cast<std::size_t>(d)]) break;
+      if (++idx[static_cast<std::size_t>(d)] < size[d]) break;
       idx[static_cast<std::size_t>(d)] = 0;
     }
   }
+}
+// Copies the box [begin, begin + box.shape) of `whole` into `box` (Slice).
+inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& begin, tensor& box) {
+  const std::size_t elem = size_of(whole.dtype());
+  const char* in = static_cast<const char*>(whole.raw_data());
+  char* out = static_cast<char*>(box.raw_data());
+  for_each_box_row(whole.shape(), begin, box.shape(), [&](std::int64_t w, std::int64_t b, std::int64_t n) {
+    std::memcpy(out + static_cast<std::size_t>(b) * elem, in + static_cast<std::size_t>(w) * elem, static_cast<std::size_t>(n) * elem);
+  });
+}
+// Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
+inline void copy_into_box(const tensor& box, const std::vector<std::int64_t>& begin, tensor& whole) {
+  const std::size_t elem = size_of(whole.dtype());
+  const char* in = static_cast<const char*>(box.raw_data());
+  char* out = static_cast<char*>(whole.raw_data());
+  for_each_box_row(whole.shape(), begin, box.shape(), [&](std::int64_t w, std::int64_t b, std::int64_t n) {
+    std::memcpy(out + static_cast<std::size_t>(w) * elem, in + static_cast<std::size_t>(b) * elem, static_cast<std::size_t>(n) * elem);
+  });
 }
 
 struct slice_kernel final : op_kernel {
@@ -8054,16 +8455,16 @@ struct slice_kernel final : op_kernel {
       fail(error_code::invalid_argument, "begin and size must have ", x.rank(), " entries, got ", begin.size(), " and ",
            size.size());
     for (int d = 0; d < x.rank(); ++d) {
-      auto& b = begin[static_cast<std::size_t>(d)];
+      const auto b = begin[static_cast<std::size_t>(d)];
       auto& s = size[static_cast<std::size_t>(d)];
-      if (s == -1) s = x.shape()[d] - b;
-      if (b < 0 || s < 0 || b + s > x.shape()[d])
-        fail(error_code::out_of_range, "slice [", b, ", ", b + s, ") is out of range for dim ", d, " of size ",
+      // b + s could overflow: compare s with what remains after b.
+      if (b < 0 || b > x.shape()[d] || s < -1 || s > x.shape()[d] - b)
+        fail(error_code::out_of_range, "slice of size ", s, " from ", b, " is out of range for dim ", d, " of size ",
              x.shape()[d]);
+      if (s == -1) s = x.shape()[d] - b;
     }
     tensor& out = ctx.allocate_output(0, shape(size));
-    copy_box(static_cast<const char*>(x.raw_data()), x.shape().dims(), static_cast<char*>(out.raw_data()), begin, size,
-             size_of(x.dtype()), false);
+    copy_from_box(x, begin, out);
   }
 };
 
@@ -8078,13 +8479,12 @@ struct pad_kernel final : op_kernel {
     for (int d = 0; d < x.rank(); ++d) {
       auto before = pads[2 * static_cast<std::size_t>(d)], after = pads[2 * static_cast<std::size_t>(d) + 1];
       if (before < 0 || after < 0) fail(error_code::invalid_argument, "negative padding at dim ", d);
-      dims.push_back(x.shape()[d] + before + after);
+      dims.push_back(checked_add(checked_add(x.shape()[d], before, "a padded dim"), after, "a padded dim"));
       begin.push_back(before);
     }
     tensor& out = ctx.allocate_output(0, shape(dims));
     if (out.bytes()) std::memset(out.raw_data(), 0, out.bytes());  // all-zero bytes are zero for every dtype
-    copy_box(static_cast<const char*>(out.raw_data()), dims, static_cast<char*>(x.raw_data()), begin, x.shape().dims(),
-             size_of(x.dtype()), true);
+    copy_into_box(x, begin, out);
   }
 };
 
@@ -8098,7 +8498,7 @@ struct tile_kernel final : op_kernel {
     std::vector<std::int64_t> dims;
     for (int d = 0; d < x.rank(); ++d) {
       if (m[static_cast<std::size_t>(d)] < 0) fail(error_code::invalid_argument, "negative multiple at dim ", d);
-      dims.push_back(x.shape()[d] * m[static_cast<std::size_t>(d)]);
+      dims.push_back(checked_mul(x.shape()[d], m[static_cast<std::size_t>(d)], "a tiled dim"));
     }
     tensor& out = ctx.allocate_output(0, shape(dims));
     std::size_t elem = size_of(x.dtype());
@@ -8138,7 +8538,7 @@ struct gather_kernel final : op_kernel {
     std::int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; ++d) outer *= p.shape()[d];
     for (int d = axis + 1; d < p.rank(); ++d) inner *= p.shape()[d];
-    std::size_t chunk = static_cast<std::size_t>(inner) * size_of(p.dtype());
+    std::size_t chunk = static_cast<std::size_t>(inner) * size_of(p.dtype());  // within: a slice of params
     const char* in = static_cast<const char*>(p.raw_data());
     char* o = static_cast<char*>(out.raw_data());
     if (chunk == 0) return;
@@ -8155,7 +8555,7 @@ struct gather_nd_kernel final : op_kernel {
     const tensor& p = ctx.input(0);
     const nd_rows r = nd_rows_of(ctx.input(1), p.shape());
     tensor& out = ctx.allocate_output(0, shape(r.slices_dims));
-    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(p.dtype());
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(p.dtype());  // within: a slice of params
     if (chunk == 0) return;
     const char* in = static_cast<const char*>(p.raw_data());
     char* o = static_cast<char*>(out.raw_data());
@@ -8171,7 +8571,7 @@ struct tensor_scatter_update_kernel final : op_kernel {
     const shape s = ctx.input(0).shape();
     const nd_rows r = nd_rows_of(ctx.input(1), s);
     check_updates(r, ctx.input(2), ctx.input(1), s);
-    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(ctx.input(2).dtype());
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(ctx.input(2).dtype());  // within: a slice of the tensor
     const char* u = static_cast<const char*>(ctx.input(2).raw_data());
     char* o = static_cast<char*>(ctx.forward_input_or_copy(0, 0).raw_data());
     if (chunk == 0) return;
@@ -8784,7 +9184,7 @@ struct binary_kernel {
   };
 };
 
-// Select(condition, t, e): all three broadcast.
+// SelectV2(condition, t, e): all three broadcast.
 template <class T>
 struct select_kernel final : op_kernel {
   explicit select_kernel(const node&) {}
@@ -8837,6 +9237,42 @@ struct select_kernel final : op_kernel {
   }
 };
 
+// Select(condition, t, e), TensorFlow's first form: t and e of one shape; a condition of
+// that shape picks elements, a scalar one the whole of t or e, and a vector one whole rows
+// (along dim 0).
+template <class T>
+struct select_rows_kernel final : op_kernel {
+  explicit select_rows_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& c = ctx.input(0);
+    const tensor& t = ctx.input(1);
+    const tensor& e = ctx.input(2);
+    if (t.shape() != e.shape())
+      fail(error_code::invalid_argument, "t and e must have the same shape, got ", t.shape(), " and ", e.shape(),
+           " (SelectV2 broadcasts)");
+    const bool rows = c.rank() == 1 && t.rank() > 1;
+    if (c.rank() != 0 && c.shape() != t.shape() && !(rows && c.dim(0) == t.dim(0)))
+      fail(error_code::invalid_argument, "the condition of shape ", c.shape(), " must be a scalar, have the shape of t and e ",
+           t.shape(), ", or be a vector of their first dim (SelectV2 broadcasts)");
+    tensor& out = ctx.allocate_output(0, t.shape());
+    const bool* pc = c.data<bool>();
+    const T *pt = t.data<T>(), *pe = e.data<T>();
+    T* po = out.data<T>();
+    if (c.rank() == 0) {
+      std::copy_n(*pc ? pt : pe, t.num_elements(), po);
+    } else if (!rows) {
+      ctx.parallel_for(t.num_elements(), 2, [&](std::int64_t b, std::int64_t en) {
+        select_kernel<T>::select_flat(pc + b, 1, pt + b, 1, pe + b, 1, po + b, en - b);
+      });
+    } else {
+      const std::int64_t row = t.dim(0) ? t.num_elements() / t.dim(0) : 0;
+      ctx.parallel_for(t.dim(0), static_cast<double>(row), [&](std::int64_t b, std::int64_t en) {
+        for (std::int64_t r = b; r < en; ++r) std::copy_n((pc[r] ? pt : pe) + r * row, row, po + r * row);
+      });
+    }
+  }
+};
+
 // A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -8879,7 +9315,8 @@ void register_elementwise_kernels() {
   register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", all_types{});
   register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
   register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
-  register_for<select_kernel>("Select", "T", all_types{});
+  register_for<select_kernel>("SelectV2", "T", all_types{});
+  register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
@@ -9426,6 +9863,7 @@ inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw,
     fail(error_code::invalid_argument, "the ", kh, "x", kw, " window (dilations ", g.dh, ", ", g.dw, ") does not fit in the ",
          what, " ", in, " with VALID padding");
   g.oh = y->out, g.pad_top = y->pad, g.ow = x->out, g.pad_left = x->pad;
+  (void)checked_mul(checked_mul(kh, kw, "the window's size"), g.c, "the window's size");  // patch() fits
   return g;
 }
 
@@ -10216,7 +10654,7 @@ void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f)
 struct pool_base {
   explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
-  double cost(const geometry& g) const { return static_cast<double>(g.positions() * g.kh * g.kw * g.c); }
+  double cost(const geometry& g) const { return static_cast<double>(g.positions()) * static_cast<double>(g.patch()); }
   ops::window_attrs w_;
 };
 
@@ -12420,11 +12858,11 @@ auto operator!(const A& a) { return logical_not(a); }
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
   static constexpr bool elementwise = true;
-  static constexpr const char* name = "Select";
+  static constexpr const char* name = "SelectV2";
   attr_map attrs() const { return {}; }
   void prepare() const {
     WEFT_DETAIL_ONCE(ops::register_math_ops(),
-                     register_cpu_kernel<cpu::select_kernel<T>>("Select", {"T", dtype_of<T>}));
+                     register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}));
   }
   template <class C, class A, class B>
   static auto apply(const C& c, const A& a, const B& b) {

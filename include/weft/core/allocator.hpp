@@ -2,10 +2,14 @@
 // (a cache line, and an AVX-512 register) so kernels can use aligned vector loads.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -59,10 +63,17 @@ class cpu_allocator final : public allocator {
   std::string name() const override { return "cpu"; }
 
   void* allocate(std::size_t bytes) override {
+    // More than the machine has can never be used: an error, not an overcommitted mapping
+    // that the kernel's OOM killer ends when it is touched.
+    if (bytes > physical_memory_bytes())
+      fail(error_code::resource_exhausted, "cpu allocator: ", bytes, " bytes requested, more than the machine's ",
+           physical_memory_bytes(), " bytes of memory");
     std::size_t rounded = round_up(bytes);
     void* p = take_cached(rounded);
     if (!p) p = std::aligned_alloc(buffer_alignment, rounded);
-    if (!p) fail(error_code::out_of_range, "cpu allocator: out of memory allocating ", bytes, " bytes");
+    if (!p)
+      fail(error_code::resource_exhausted, "cpu allocator: out of memory allocating ", bytes, " bytes (",
+           in_use_.load(std::memory_order_relaxed), " bytes in use)");
     auto now = in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     auto peak = peak_.load(std::memory_order_relaxed);
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -92,6 +103,15 @@ class cpu_allocator final : public allocator {
       cached_bytes_ = 0;
     }
     for (auto& b : blocks) std::free(b.second);
+  }
+
+  // The machine's physical memory (no limit when the system does not say).
+  static std::size_t physical_memory_bytes() noexcept {
+    static const std::size_t bytes = [] {
+      const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+      return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : SIZE_MAX;
+    }();
+    return bytes;
   }
 
   static cpu_allocator& global() {
@@ -144,5 +164,62 @@ class cpu_allocator final : public allocator {
   std::vector<std::pair<std::size_t, void*>> cache_;  // (rounded size, block), oldest first
   std::size_t cached_bytes_ = 0;
 };
+
+// A byte limit over another allocator: an allocation that would take the bytes in use past
+// `limit` is a resource_exhausted error naming both (a session's memory limit). Buffers may
+// outlive whoever made the limit (fetched tensors, variables of a shared resource manager),
+// so each live buffer holds a reference on it: it is deleted with the last of them, or when
+// its owner lets go of it with none left (memory_limit_ptr does that).
+class limited_allocator final : public allocator {
+ public:
+  static limited_allocator* create(allocator& base, std::size_t limit) { return new limited_allocator(base, limit); }
+
+  std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }
+  void* allocate(std::size_t bytes) override {
+    std::size_t used = in_use_.load(std::memory_order_relaxed);
+    do {
+      if (bytes > limit_ || used > limit_ - bytes)
+        fail(error_code::resource_exhausted, "memory limit of ", limit_, " bytes reached: ", used,
+             " bytes in use, ", bytes, " more requested");
+    } while (!in_use_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    void* p = nullptr;
+    try {
+      p = base_.allocate(bytes);
+    } catch (...) {
+      in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+      throw;
+    }
+    refs_.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept override {
+    base_.deallocate(p, bytes);
+    in_use_.fetch_sub(bytes, std::memory_order_relaxed);
+    unref();
+  }
+  // The owner's reference.
+  void release() noexcept { unref(); }
+
+  std::size_t limit() const noexcept { return limit_; }
+  std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
+
+ private:
+  limited_allocator(allocator& base, std::size_t limit) : base_(base), limit_(limit) {}
+  void unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  allocator& base_;
+  const std::size_t limit_;
+  std::atomic<std::size_t> in_use_{0};
+  std::atomic<std::size_t> refs_{1};  // the owner's, and one per live buffer
+};
+
+namespace detail {
+struct release_limit {
+  void operator()(limited_allocator* a) const noexcept { a->release(); }
+};
+}  // namespace detail
+using memory_limit_ptr = std::unique_ptr<limited_allocator, detail::release_limit>;
 
 }  // namespace weft

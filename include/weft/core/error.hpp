@@ -21,6 +21,7 @@ enum class error_code {
   internal,
   unimplemented,
   data_loss,
+  resource_exhausted,  // an allocation beyond memory or a session's memory limit
 };
 
 inline const char* to_string(error_code c) noexcept {
@@ -34,6 +35,7 @@ inline const char* to_string(error_code c) noexcept {
     case error_code::internal: return "internal";
     case error_code::unimplemented: return "unimplemented";
     case error_code::data_loss: return "data loss";
+    case error_code::resource_exhausted: return "resource exhausted";
   }
   return "unknown";
 }

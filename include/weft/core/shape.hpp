@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include <weft/core/checked.hpp>
 #include <weft/core/error.hpp>
 
 namespace weft {
 
 inline constexpr std::int64_t unknown_dim = -1;
+// The most dims a shape built from a tensor of dims may have (TensorFlow's limit too).
+inline constexpr int max_rank = 254;
 
 class shape {
  public:
@@ -24,7 +27,10 @@ class shape {
   explicit shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) { check(); }
 
   int rank() const noexcept { return static_cast<int>(dims_.size()); }
-  std::int64_t dim(int i) const { return dims_.at(static_cast<std::size_t>(i)); }
+  std::int64_t dim(int i) const {
+    if (i < 0 || i >= rank()) fail(error_code::out_of_range, "shape ", *this, " has no dimension ", i);
+    return dims_[static_cast<std::size_t>(i)];
+  }
   std::int64_t operator[](int i) const noexcept { return dims_[static_cast<std::size_t>(i)]; }
   const std::vector<std::int64_t>& dims() const noexcept { return dims_; }
 
@@ -38,15 +44,8 @@ class shape {
   friend bool operator==(const shape&, const shape&) = default;
 
  private:
-  void check() const {
-    std::int64_t n = 1;
-    for (auto d : dims_) {
-      if (d < 0) fail(error_code::invalid_argument, "shape: negative dimension ", d);
-      if (d != 0 && n > INT64_MAX / d)
-        fail(error_code::invalid_argument, "shape: element count overflows int64");
-      n *= d;
-    }
-  }
+  // Every shape's element count fits in int64, so products of a shape's dims need no check.
+  void check() const { (void)checked_element_count(dims_, "shape"); }
   std::vector<std::int64_t> dims_;
 };
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <weft/core/allocator.hpp>
+#include <weft/core/checked.hpp>
 #include <weft/core/dtype.hpp>
 #include <weft/core/error.hpp>
 #include <weft/core/shape.hpp>
@@ -63,8 +64,7 @@ class tensor {
   tensor(weft::dtype type, weft::shape s, allocator& alloc = cpu_allocator::global())
       : dtype_(type), shape_(std::move(s)) {
     if (type == weft::dtype::invalid) fail(error_code::invalid_argument, "tensor: invalid dtype");
-    std::size_t bytes = static_cast<std::size_t>(shape_.num_elements()) * size_of(type);
-    buf_ = detail::buffer::create(alloc, bytes);
+    buf_ = detail::buffer::create(alloc, checked_byte_size(shape_.num_elements(), size_of(type), "tensor"));
     data_ = buf_->data;
   }
 
@@ -136,7 +136,7 @@ class tensor {
   int rank() const noexcept { return shape_.rank(); }
   std::int64_t dim(int i) const { return shape_.dim(i); }
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
-  std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }
+  std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
@@ -189,7 +189,7 @@ class tensor {
     dims[0] = end - begin;
     tensor t(*this);
     t.shape_ = weft::shape(std::move(dims));
-    t.data_ = static_cast<char*>(data_) + static_cast<std::size_t>(begin * row) * size_of(dtype_);
+    t.data_ = static_cast<char*>(data_) + static_cast<std::size_t>(begin * row) * size_of(dtype_);  // within: rows of this tensor
     return t;
   }
 

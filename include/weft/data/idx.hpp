@@ -11,11 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/file.hpp>
 #include <weft/core/tensor.hpp>
 
 namespace weft::data {
@@ -26,16 +27,12 @@ inline std::uint32_t big_endian_u32(const unsigned char* p) {
 }
 }  // namespace detail
 
-// The tensor stored in the IDX file at `path`; `hint` (how to get the file) ends the
-// message of a missing-file error.
-inline tensor read_idx(const std::filesystem::path& path, const std::string& hint = {}) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(error_code::not_found, "cannot open the IDX file ", path.string(), hint.empty() ? "" : "; ", hint);
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+// The tensor stored in the IDX file held in `file`; `name` names it in errors, which
+// `hint` (how to get the file) ends.
+inline tensor parse_idx(std::string_view file, const std::string& name, const std::string& hint = {}) {
+  const std::basic_string_view<unsigned char> bytes(reinterpret_cast<const unsigned char*>(file.data()), file.size());
   auto bad = [&](auto&&... what) {
-    fail(error_code::data_loss, "the IDX file ", path.string(), " is not valid: ", what...,
-         hint.empty() ? "" : "; ", hint);
+    fail(error_code::data_loss, "the IDX file ", name, " is not valid: ", what..., hint.empty() ? "" : "; ", hint);
   };
   if (bytes.size() < 4) bad("it has ", bytes.size(), " bytes, fewer than a header");
   if (bytes[0] != 0 || bytes[1] != 0) bad("its magic number does not start with two zero bytes");
@@ -53,16 +50,16 @@ inline tensor read_idx(const std::filesystem::path& path, const std::string& hin
   const std::size_t header = 4 + 4 * static_cast<std::size_t>(rank);
   if (bytes.size() < header) bad("it has ", bytes.size(), " bytes, fewer than the ", header, " of a rank-", rank, " header");
   std::vector<std::int64_t> dims;
-  std::uint64_t count = 1;
-  for (int d = 0; d < rank; ++d) {
-    dims.push_back(detail::big_endian_u32(bytes.data() + 4 + 4 * d));
-    count *= static_cast<std::uint64_t>(dims.back());
-    if (count > (std::uint64_t{1} << 40)) bad("its dims promise more than 2^40 values");
-  }
-  const std::size_t size = size_of(type);
-  if (bytes.size() - header != count * size)
-    bad("its dims promise ", count, " values (", count * size, " bytes) but it holds ", bytes.size() - header,
-        " bytes after the header");
+  for (int d = 0; d < rank; ++d) dims.push_back(detail::big_endian_u32(bytes.data() + 4 + 4 * d));  // within: offsets into the header
+  const std::size_t size = size_of(type), held = bytes.size() - header;
+  std::uint64_t count = 1, need = 0;
+  bool overflows = false;
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) count = 0;  // a product that overflows before a 0 is 0
+  for (auto d : dims) overflows |= count && __builtin_mul_overflow(count, static_cast<std::uint64_t>(d), &count);
+  if (overflows || __builtin_mul_overflow(count, size, &need))
+    bad("its dims promise more bytes than 2^64, and it holds ", held, " bytes after the header");
+  if (need != held)
+    bad("its dims promise ", count, " values (", need, " bytes) but it holds ", held, " bytes after the header");
   tensor t(type, shape(dims));
   auto* out = static_cast<unsigned char*>(t.raw_data());
   const unsigned char* src = bytes.data() + header;
@@ -73,6 +70,12 @@ inline tensor read_idx(const std::filesystem::path& path, const std::string& hin
       std::reverse_copy(src + i * size, src + (i + 1) * size, out + i * size);
   }
   return t;
+}
+
+// The tensor stored in the IDX file at `path`; `hint` (how to get the file) ends the
+// message of a missing-file error.
+inline tensor read_idx(const std::filesystem::path& path, const std::string& hint = {}) {
+  return parse_idx(read_file(path, "the IDX file", hint), path.string(), hint);
 }
 
 // Where weft keeps data sets: $WEFT_DATA_DIR, else $XDG_CACHE_HOME/weft, else ~/.cache/weft

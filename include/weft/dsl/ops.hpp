@@ -353,11 +353,11 @@ auto operator!(const A& a) { return logical_not(a); }
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
   static constexpr bool elementwise = true;
-  static constexpr const char* name = "Select";
+  static constexpr const char* name = "SelectV2";
   attr_map attrs() const { return {}; }
   void prepare() const {
     WEFT_DETAIL_ONCE(ops::register_math_ops(),
-                     register_cpu_kernel<cpu::select_kernel<T>>("Select", {"T", dtype_of<T>}));
+                     register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}));
   }
   template <class C, class A, class B>
   static auto apply(const C& c, const A& a, const B& b) {

@@ -101,11 +101,11 @@ struct relu_grad {
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
 };
-struct abs_grad {
+struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
   template <class D, class X, class Y>
-  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, d)}; }
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
 };
-struct select_grad {  // no gradient for the condition
+struct select_grad {  // SelectV2; no gradient for the condition
   template <class D, class C, class T, class E, class Y>
   static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
     return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
@@ -167,6 +167,13 @@ struct mean_grad {  // sum's, divided by the number of elements averaged
   static result<V> apply(const args<V>& a) {
     V g = *sum_grad::apply(a)[0];
     return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
+  }
+};
+struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V zeros = zeros_like(a.d());
+    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
   }
 };
 struct reshape_grad {
@@ -584,7 +591,8 @@ inline void register_standard_gradients() {
     add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
     add_rule("Relu", elementwise_grad<relu_grad>{});
     add_rule("Abs", elementwise_grad<abs_grad>{});
-    add_rule("Select", elementwise_grad<select_grad>{});
+    add_rule("SelectV2", elementwise_grad<select_grad>{});
+    add_rule("Select", select_rows_grad{});
     add_rule("Cast", elementwise_grad<cast_grad>{});
     add_rule("MatMul", matmul_grad{});
     add_rule("Sum", sum_grad{});

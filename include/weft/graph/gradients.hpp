@@ -110,7 +110,9 @@ inline symbol exp(const symbol& a) { return a.then("Exp"); }
 inline symbol log(const symbol& a) { return a.then("Log"); }
 inline symbol square(const symbol& a) { return a.then("Square"); }
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
-inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
+// TensorFlow's Select: a vector condition picks whole rows.
+inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
 inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
 inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
 inline symbol cast_like(const symbol& a, const symbol& like) {
@@ -127,11 +129,8 @@ inline symbol shape_tensor(const symbol& a) {
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
 }
 inline symbol size_tensor(const symbol& a) {
-  if (a.shape().fully_known()) {
-    std::int64_t n = 1;
-    for (auto d : a.shape().dims()) n *= d;
-    return constant_in(a, tensor::scalar(n));
-  }
+  if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
+    return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
   return a.then("Size", {}, {{"out_type", dtype::int64}});
 }
 inline symbol reshape_like(const symbol& a, const symbol& like) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <functional>
 #include <map>
@@ -91,7 +92,7 @@ class node {
 struct node_options {
   std::string name;                 // default: the op name, made unique
   std::vector<int> control_inputs;  // node ids
-  std::string device;
+  std::string device = {};
   std::string colocate_with = {};  // a node name
 
   node_options() = default;
@@ -117,12 +118,16 @@ struct node_spec {
   std::string op;
   std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
   attr_map attrs;
-  std::string device;
+  std::string device = {};
   std::string colocate_with = {};  // a node name, of this graph or of the specs
 };
 
 class graph {
  public:
+  // The most entries a list argument sized by an attr may have (Split's num_split outputs,
+  // say): larger counts are an error before any list is built.
+  static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
+
   graph() = default;
 
   // Adds a node; throws weft::error naming the node when it is not valid.
@@ -162,7 +167,9 @@ class graph {
     if (colon != std::string_view::npos && colon + 1 < ref.size() &&
         std::all_of(ref.begin() + static_cast<std::ptrdiff_t>(colon) + 1, ref.end(),
                     [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      port = std::stoi(std::string(ref.substr(colon + 1)));
+      const auto digits = ref.substr(colon + 1);
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), port).ec != std::errc())
+        fail(error_code::out_of_range, "graph: output port ", digits, " in '", ref, "' is out of range");
       node_name = ref.substr(0, colon);
     }
     const node* n = find(node_name);
@@ -243,6 +250,9 @@ class graph {
     if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
       fail(error_code::invalid_argument, "close_loop: ", m.describe(),
            " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
+    if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
+      fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
+           e.describe(), ", not from an Enter");
     const node& n = at(next.node);
     if (n.op() != "NextIteration")
       fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
@@ -282,14 +292,19 @@ class graph {
       n.colocation_ = std::move(root);
     }
   }
+  // `base`, or base_k for the smallest k that the name's counter has not passed and no node
+  // takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
+  // name in O(1) amortised, not in k tries.
   std::string unique_name(std::string_view base) {
     std::string candidate(base);
-    for (int k = 1; by_name_.count(candidate); ++k) candidate = std::string(base) + "_" + std::to_string(k);
+    std::int64_t& counter = name_counters_[candidate];
+    while (by_name_.count(candidate)) candidate = std::string(base) + "_" + std::to_string(++counter);
     return candidate;
   }
 
   std::deque<node> nodes_;
   std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, std::int64_t> name_counters_;  // unique_name's last suffix per base
   std::string name_scope_;
   std::string device_scope_;
   std::string colocation_scope_;
@@ -380,6 +395,9 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
     const attr_value* n = attrs.find(a.number_attr);
     if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
       fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' must be a non-negative int");
+    if (*n->get_if<std::int64_t>() > max_list_length)
+      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' = ", *n->get_if<std::int64_t>(),
+           " asks for more than ", max_list_length, " ", a.name, " entries");
     return static_cast<std::size_t>(*n->get_if<std::int64_t>());
   };
   std::size_t expected = 0;
@@ -464,7 +482,13 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
     if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
 
   shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
-  if (def->shape_fn) def->shape_fn(ctx);
+  if (def->shape_fn) {
+    try {
+      def->shape_fn(ctx);
+    } catch (const error& e) {
+      ctx.rethrow(e);
+    }
+  }
 
   node n;
   n.id_ = size();
@@ -512,6 +536,7 @@ inline void graph::import(const std::vector<node_spec>& specs) {
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const auto& s = specs[i];
+    if (s.name.empty()) fail(error_code::invalid_argument, "node ", i, " of the specs (", s.op, ") has an empty name");
     if (!index.emplace(s.name, i).second || find(s.name))
       fail(error_code::already_exists, "node '", s.name, "' (", s.op, "): a node named '", s.name,
            "' already exists");
@@ -531,25 +556,35 @@ inline void graph::import(const std::vector<node_spec>& specs) {
     auto it = index.find(source_of(s, s.inputs[k]));
     return it != index.end() && specs[it->second].op == "NextIteration";
   };
-  // Depth-first topological order; a node met again while on the stack closes a cycle.
+  // Depth-first topological order, with an explicit stack (a chain of a million nodes must
+  // not overflow the call stack); a node met again while on the stack closes a cycle.
   std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
   std::vector<std::size_t> order;
-  std::function<void(std::size_t)> visit = [&](std::size_t i) {
-    if (state[i] == 2) return;
-    if (state[i] == 1)
-      fail(error_code::invalid_argument, "node '", specs[i].name, "' (", specs[i].op, "): is part of a cycle",
-           " (a loop's one back edge is input 1 of a Merge, from a NextIteration)");
-    state[i] = 1;
-    for (std::size_t k = 0; k < specs[i].inputs.size(); ++k) {
-      if (back_edge(specs[i], k)) continue;
-      auto name = source_of(specs[i], specs[i].inputs[k]);
-      if (auto it = index.find(name); it != index.end()) visit(it->second);
+  std::vector<std::pair<std::size_t, std::size_t>> stack;  // (spec, next input to visit)
+  for (std::size_t root = 0; root < specs.size(); ++root) {
+    if (state[root] != 0) continue;
+    state[root] = 1;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [i, k] = stack.back();
+      if (k == specs[i].inputs.size()) {
+        state[i] = 2;
+        order.push_back(i);
+        stack.pop_back();
+        continue;
+      }
+      const std::size_t input = k++;
+      if (back_edge(specs[i], input)) continue;
+      auto it = index.find(source_of(specs[i], specs[i].inputs[input]));
+      if (it == index.end() || state[it->second] == 2) continue;
+      const std::size_t j = it->second;
+      if (state[j] == 1)
+        fail(error_code::invalid_argument, "node '", specs[j].name, "' (", specs[j].op, "): is part of a cycle",
+             " (a loop's one back edge is input 1 of a Merge, from a NextIteration)");
+      state[j] = 1;
+      stack.emplace_back(j, 0);
     }
-
-    state[i] = 2;
-    order.push_back(i);
-  };
-  for (std::size_t i = 0; i < specs.size(); ++i) visit(i);
+  }
 
   graph staged = *this;  // all or nothing
   std::vector<std::pair<int, std::string>> loops;  // (Merge, its NextIteration input)
@@ -571,7 +606,17 @@ inline void graph::import(const std::vector<node_spec>& specs) {
     staged.name_scope_ = saved_scope;
     if (s.op == "Merge" && s.inputs.size() > 1 && back_edge(s, 1)) loops.emplace_back(added.id(), s.inputs[1]);
   }
-  for (const auto& [merge, next] : loops) staged.close_loop(merge, staged.resolve(next));
+  std::vector<bool> back_edges(static_cast<std::size_t>(staged.size()));
+  for (const auto& [merge, next] : loops) {
+    const output o = staged.resolve(next);
+    staged.close_loop(merge, o);
+    back_edges[static_cast<std::size_t>(o.node)] = true;
+  }
+  // A NextIteration returns a value to the start of its loop: one that is no Merge's back
+  // edge is outside any loop.
+  for (const auto& s : specs)
+    if (const node& n = staged[s.name]; s.op == "NextIteration" && !back_edges[static_cast<std::size_t>(n.id())])
+      fail(error_code::invalid_argument, n.describe(), ": is not inside a loop (no Merge takes it as input 1, the loop's back edge)");
   // Colocation after all nodes exist: a node may be colocated with one that consumes it.
   for (const auto& s : specs) {
     if (s.colocate_with.empty()) continue;

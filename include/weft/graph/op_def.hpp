@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <optional>
 #include <string>
@@ -95,11 +96,24 @@ inline arg_def parse_arg(std::string_view op, std::string_view spec) {
   return a;
 }
 
+// The number `text` holds, whole, else nullopt.
+template <class T>
+std::optional<T> parse_number(std::string_view text) {
+  T v{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
 inline attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text) {
   std::string s(text);
   switch (kind) {
-    case attr_kind::integer: return attr_value(std::stoll(s));
-    case attr_kind::real: return attr_value(std::stod(s));
+    case attr_kind::integer:
+      if (auto v = parse_number<std::int64_t>(s)) return attr_value(*v);
+      break;
+    case attr_kind::real:
+      if (auto v = parse_number<double>(s)) return attr_value(*v);
+      break;
     case attr_kind::boolean:
       if (s == "true" || s == "false") return attr_value(s == "true");
       break;
@@ -111,13 +125,16 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
       if (s.size() >= 2 && s.front() == '[' && s.back() == ']') {
         std::vector<std::int64_t> v;
         std::string_view body = trim(std::string_view(s).substr(1, s.size() - 2));
-        while (!body.empty()) {
+        bool ok = true;
+        while (ok && !body.empty()) {
           auto comma = body.find(',');
-          v.push_back(std::stoll(std::string(trim(body.substr(0, comma)))));
+          auto x = parse_number<std::int64_t>(trim(body.substr(0, comma)));
+          if (!(ok = x.has_value())) break;
+          v.push_back(*x);
           if (comma == std::string_view::npos) break;
           body = body.substr(comma + 1);
         }
-        return attr_value(std::move(v));
+        if (ok) return attr_value(std::move(v));
       }
       break;
     default: break;

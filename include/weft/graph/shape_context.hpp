@@ -89,7 +89,13 @@ class shape_context {
   // Throws invalid_argument naming the node, op, and every input's dtype and shape.
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    fail_with(detail::concat(parts...));
+    fail_with(error_code::invalid_argument, detail::concat(parts...));
+  }
+  // Rethrows `e`, thrown inside the shape rule by a helper that does not know the node
+  // (checked arithmetic, a shape's constructor), with the node, op and inputs added.
+  [[noreturn]] void rethrow(const error& e) const {
+    if (std::string_view(e.what()).starts_with(who_)) throw e;
+    fail_with(e.code(), e.what());
   }
 
   // Helpers for common rules.
@@ -102,12 +108,12 @@ class shape_context {
   }
 
  private:
-  [[noreturn]] void fail_with(const std::string& what) const {
+  [[noreturn]] void fail_with(error_code code, const std::string& what) const {
     std::ostringstream out;
     out << who_ << ": " << what << " (inputs:";
     for (int i = 0; i < num_inputs(); ++i) out << (i ? ", " : " ") << input_dtype(i) << input(i);
     out << ')';
-    throw error(error_code::invalid_argument, out.str());
+    throw error(code, out.str());
   }
   const std::string& who_;
   const attr_map& attrs_;

@@ -46,7 +46,7 @@ inline std::vector<op_def> array_op_defs() {
                          } else if ((*dims)[i] < 0) {
                            c.fail("negative dimension ", (*dims)[i], " in shape ", attr_value(*dims));
                          } else {
-                           known *= (*dims)[i];
+                           known = checked_mul(known, (*dims)[i], "the shape's element count");
                          }
                        }
                        const auto& in = c.input(0);
@@ -97,7 +97,7 @@ inline std::vector<op_def> array_op_defs() {
                      .shape_fn([](shape_context& c) {
                        int n = c.num_inputs() - 1;
                        if (n < 1) c.fail("needs at least one value to concatenate");
-                       auto axis = constant_ints(c, n);
+                       auto axis = constant_scalar(c, n, "axis");
                        int rank = -1;
                        for (int i = 0; i < n; ++i)
                          if (c.input(i).rank_known()) {
@@ -108,7 +108,7 @@ inline std::vector<op_def> array_op_defs() {
                        if (rank < 0) return;
                        if (rank == 0) c.fail("cannot concatenate scalars");
                        if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(rank));
-                       int a = c.canonical_axis((*axis)[0], rank);
+                       int a = c.canonical_axis(*axis, rank);
                        std::vector<std::int64_t> out(static_cast<std::size_t>(rank), unknown_dim);
                        std::int64_t sum = 0;
                        for (int i = 0; i < n; ++i) {
@@ -116,7 +116,7 @@ inline std::vector<op_def> array_op_defs() {
                          for (int d = 0; d < rank; ++d) {
                            auto v = c.input(i)[d];
                            if (d == a) {
-                             sum = (sum < 0 || v < 0) ? -1 : sum + v;
+                             sum = (sum < 0 || v < 0) ? -1 : checked_add(sum, v, "the concatenated dim");
                            } else if (v >= 0) {
                              auto& o = out[static_cast<std::size_t>(d)];
                              if (o >= 0 && o != v)
@@ -138,10 +138,11 @@ inline std::vector<op_def> array_op_defs() {
                      .shape_fn([](shape_context& c) {
                        auto k = c.attr<std::int64_t>("num_split");
                        if (k < 1) c.fail("num_split must be at least 1, got ", k);
-                       auto axis = constant_ints(c, 0);
+                       auto axis = constant_scalar(c, 0, "axis");
                        const auto& in = c.input(1);
+                       if (in.rank_known() && in.rank() == 0) c.fail("cannot split a scalar");
                        if (!axis || !in.rank_known()) return;
-                       int a = c.canonical_axis((*axis)[0], in.rank());
+                       int a = c.canonical_axis(*axis, in.rank());
                        auto dims = in.dims();
                        auto& d = dims[static_cast<std::size_t>(a)];
                        if (d >= 0 && d % k != 0) c.fail("dimension ", a, " of size ", d, " does not split into ", k);
@@ -157,18 +158,31 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("T: type")
                      .attr("Index: {int32, int64}")
                      .shape_fn([](shape_context& c) {
+                       require_rank(c, 1, 1, "begin");
+                       require_rank(c, 2, 1, "size");
                        auto begin = constant_ints(c, 1);
                        auto size = constant_ints(c, 2);
                        const auto& in = c.input(0);
+                       const auto entries = [&](const auto& v, const char* what) {
+                         if (v && in.rank_known() && static_cast<int>(v->size()) != in.rank())
+                           c.fail(what, " has ", v->size(), " entries for rank ", in.rank());
+                       };
+                       entries(begin, "begin");
+                       entries(size, "size");
+                       if (begin && size && begin->size() != size->size())
+                         c.fail("begin has ", begin->size(), " entries and size ", size->size());
                        if (!size) return;
                        std::vector<std::int64_t> out(*size);
                        for (std::size_t i = 0; i < out.size(); ++i) {
+                         const int d = static_cast<int>(i);
+                         const std::int64_t dim = in.rank_known() ? in[d] : unknown_dim;
+                         if (begin && ((*begin)[i] < 0 || (dim >= 0 && (*begin)[i] > dim)))
+                           c.fail("begin ", (*begin)[i], " is out of range for dim ", i, " of size ", dim);
+                         if (out[i] < -1) c.fail("negative size ", out[i], " at dim ", i);
                          if (out[i] == -1) {
-                           out[i] = (begin && in.rank_known() && in[static_cast<int>(i)] >= 0)
-                                        ? in[static_cast<int>(i)] - (*begin)[i]
-                                        : unknown_dim;
-                         } else if (out[i] < -1) {
-                           c.fail("negative size ", out[i], " at dim ", i);
+                           out[i] = begin && dim >= 0 ? dim - (*begin)[i] : unknown_dim;
+                         } else if (begin && dim >= 0 && out[i] > dim - (*begin)[i]) {
+                           c.fail("slice [", (*begin)[i], ", +", out[i], ") is out of range for dim ", i, " of size ", dim);
                          }
                        }
                        c.set_output(0, partial_shape(out));
@@ -189,7 +203,9 @@ inline std::vector<op_def> array_op_defs() {
                        auto dims = in.dims();
                        for (std::size_t i = 0; i < dims.size(); ++i) {
                          if ((*pads)[2 * i] < 0 || (*pads)[2 * i + 1] < 0) c.fail("negative padding at dim ", i);
-                         if (dims[i] >= 0) dims[i] += (*pads)[2 * i] + (*pads)[2 * i + 1];
+                         if (dims[i] >= 0)
+                           dims[i] = checked_add(checked_add(dims[i], (*pads)[2 * i], "a padded dim"), (*pads)[2 * i + 1],
+                                                 "a padded dim");
                        }
                        c.set_output(0, partial_shape(dims));
                      })
@@ -209,7 +225,7 @@ inline std::vector<op_def> array_op_defs() {
                        auto dims = in.dims();
                        for (std::size_t i = 0; i < dims.size(); ++i) {
                          if ((*m)[i] < 0) c.fail("negative multiple ", (*m)[i], " at dim ", i);
-                         if (dims[i] >= 0) dims[i] *= (*m)[i];
+                         if (dims[i] >= 0) dims[i] = checked_mul(dims[i], (*m)[i], "a tiled dim");
                        }
                        c.set_output(0, partial_shape(dims));
                      })
@@ -224,12 +240,12 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("Taxis: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        require_rank(c, 2, 0, "axis");
-                       auto axis = constant_ints(c, 2);
+                       auto axis = constant_scalar(c, 2, "axis");
                        const auto& p = c.input(0);
                        const auto& idx = c.input(1);
                        if (!axis || !p.rank_known() || !idx.rank_known()) return;
                        if (p.rank() == 0) c.fail("params must have rank at least 1");
-                       int a = c.canonical_axis((*axis)[0], p.rank());
+                       int a = c.canonical_axis(*axis, p.rank());
                        std::vector<std::int64_t> out(p.dims().begin(), p.dims().begin() + a);
                        out.insert(out.end(), idx.dims().begin(), idx.dims().end());
                        out.insert(out.end(), p.dims().begin() + a + 1, p.dims().end());
@@ -269,14 +285,14 @@ inline std::vector<op_def> array_op_defs() {
                      .attr("axis: int = -1")
                      .shape_fn([](shape_context& c) {
                        const auto& idx = c.input(0);
-                       auto depth = constant_ints(c, 1);
-                       if (depth && (*depth)[0] < 0) c.fail("depth must be non-negative, got ", (*depth)[0]);
+                       auto depth = constant_scalar(c, 1, "depth");
+                       if (depth && *depth < 0) c.fail("depth must be non-negative, got ", *depth);
                        if (!idx.rank_known()) return;
                        auto axis = c.attr<std::int64_t>("axis");
                        if (axis < -1 || axis > idx.rank()) c.fail("axis ", axis, " out of range for rank ", idx.rank() + 1);
                        auto dims = idx.dims();
                        auto pos = axis == -1 ? dims.size() : static_cast<std::size_t>(axis);
-                       dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(pos), depth ? (*depth)[0] : unknown_dim);
+                       dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(pos), depth ? *depth : unknown_dim);
                        c.set_output(0, partial_shape(dims));
                      })
                      .build());

@@ -28,7 +28,25 @@ inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_contex
   return int_values_of(c.input_value(i));
 }
 
+// The value of a single-valued integer input (an axis, a depth, a count) whose producer is
+// a constant, else nullopt; a constant of more or fewer values is an error naming `what`.
+inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i, std::string_view what) {
+  auto v = constant_ints(c, i);
+  if (!v) return std::nullopt;
+  if (v->size() != 1) c.fail(what, " must be a single value, got shape ", c.input(i));
+  return (*v)[0];
+}
+
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
+
+// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
+inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
+  if (!a.rank_known() || !b.rank_known()) return true;
+  if (a.rank() != b.rank()) return false;
+  for (int i = 0; i < a.rank(); ++i)
+    if (a[i] != unknown_dim && b[i] != unknown_dim && a[i] != b[i]) return false;
+  return true;
+}
 
 // Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
 // `what` names the input in the message.
@@ -62,6 +80,7 @@ inline void shape_from_input(shape_context& c, int i) {
       if (d < 0) c.fail("negative dimension ", d, " in the requested shape");
     c.set_output(0, partial_shape(*dims));
   } else if (c.input(i).rank_known() && c.input(i).rank() == 1 && c.input(i)[0] >= 0) {
+    if (c.input(i)[0] > max_rank) c.fail("the requested shape has ", c.input(i)[0], " dims, more than ", max_rank);
     c.set_output(0, partial_shape::unknown_of_rank(static_cast<int>(c.input(i)[0])));
   }
 }

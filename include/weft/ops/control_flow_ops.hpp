@@ -37,15 +37,6 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
   return partial_shape(std::move(dims));
 }
 
-// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
-inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
-  if (!a.rank_known() || !b.rank_known()) return true;
-  if (a.rank() != b.rank()) return false;
-  for (int i = 0; i < a.rank(); ++i)
-    if (a[i] != unknown_dim && b[i] != unknown_dim && a[i] != b[i]) return false;
-  return true;
-}
-
 inline bool is_control_flow_op(std::string_view op) {
   return op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration" ||
          op == "LoopCond";

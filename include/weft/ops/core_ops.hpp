@@ -66,7 +66,7 @@ inline constexpr standard_op standard_ops[] = {
     {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
     {"Pow", "math"}, {"Maximum", "math"}, {"Minimum", "math"}, {"Greater", "math"},
     {"GreaterEqual", "math"}, {"Less", "math"}, {"LessEqual", "math"}, {"Equal", "math"},
-    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"},
+    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"}, {"SelectV2", "math"},
     {"Cast", "math"},
     {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
     {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"Cumsum", "reduction"},

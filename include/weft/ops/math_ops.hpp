@@ -1,7 +1,9 @@
 // Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
 //   unary:   y = f(x), shape(y) = shape(x)
 //   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
-//   Select:  out = cond ? t : e, all three broadcast (TensorFlow's SelectV2)
+//   SelectV2: out = cond ? t : e, all three broadcast
+//   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
+//            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
 //   Cast:    y = static_cast<DstT>(x)
 #pragma once
 
@@ -76,13 +78,31 @@ inline std::vector<op_def> math_op_defs() {
     defs.push_back(
         op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
 
-  defs.push_back(op_def_builder("Select")
+  defs.push_back(op_def_builder("SelectV2")
                      .input("condition: bool")
                      .input("t: T")
                      .input("e: T")
                      .output("output: T")
                      .attr("T: type")
                      .shape_fn(broadcast_inputs)
+                     .build());
+  defs.push_back(op_def_builder("Select")
+                     .input("condition: bool")
+                     .input("t: T")
+                     .input("e: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(1), c.input(2)))
+                         c.fail("t and e must have the same shape (SelectV2 broadcasts)");
+                       const partial_shape& t = c.input(1).rank_known() ? c.input(1) : c.input(2);
+                       const partial_shape& cond = c.input(0);
+                       if (cond.rank_known() && t.rank_known() && cond.rank() != 0 && !shapes_compatible(cond, t) &&
+                           !(cond.rank() == 1 && t.rank() > 1 && (cond[0] < 0 || t[0] < 0 || cond[0] == t[0])))
+                         c.fail("the condition must be a scalar, have the shape of t and e, or be a vector of their ",
+                                "first dim (SelectV2 broadcasts)");
+                       c.set_output(0, t);
+                     })
                      .build());
   defs.push_back(op_def_builder("Cast")
                      .input("x: SrcT")

@@ -52,16 +52,18 @@ struct window_dim {
   std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
 };
 // TensorFlow's windowed output size, with the window's extent (k - 1) * dilation + 1.
-// Nullopt when a VALID window does not fit in the input.
+// Nullopt when a VALID window does not fit in the input. The extent and in + extent must
+// fit in int64 (an error otherwise), so that no window offset a kernel computes overflows.
 inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                                            bool same) {
-  const std::int64_t extent = (k - 1) * dilation + 1;
+  const std::int64_t extent = checked_add(checked_mul(k - 1, dilation, "the window's extent"), 1, "the window's extent");
   if (in < 0) return window_dim{};
+  (void)checked_add(in, extent, "the input's size plus the window's extent");
   if (!same) {
     if (in < extent) return std::nullopt;
     return window_dim{(in - extent) / stride + 1, 0};
   }
-  const std::int64_t out = (in + stride - 1) / stride;
+  const std::int64_t out = in / stride + (in % stride != 0);  // ceil(in / stride)
   return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
 }
 

@@ -78,11 +78,11 @@ inline std::vector<op_def> reduction_op_defs() {
                        .attr("output_type: {int32, int64} = int64")
                        .shape_fn([](shape_context& c) {
                          const auto& in = c.input(0);
-                         auto axis = constant_ints(c, 1);
+                         auto axis = constant_scalar(c, 1, "dimension");
                          if (!in.rank_known()) return;
                          if (in.rank() == 0) c.fail("input must have rank at least 1");
                          if (!axis) return c.set_output(0, partial_shape::unknown_of_rank(in.rank() - 1));
-                         int a = c.canonical_axis((*axis)[0], in.rank());
+                         int a = c.canonical_axis(*axis, in.rank());
                          auto dims = in.dims();
                          if (dims[static_cast<std::size_t>(a)] == 0) c.fail("cannot take ", "the extremum of an empty dimension");
                          dims.erase(dims.begin() + a);
@@ -101,9 +101,9 @@ inline std::vector<op_def> reduction_op_defs() {
                        .shape_fn([](shape_context& c) {
                          require_rank(c, 1, 0, "axis");
                          const auto& x = c.input(0);
-                         if (auto axis = constant_ints(c, 1); axis && x.rank_known()) {
+                         if (auto axis = constant_scalar(c, 1, "axis"); axis && x.rank_known()) {
                            if (x.rank() == 0) c.fail("x must have rank at least 1");
-                           (void)c.canonical_axis((*axis)[0], x.rank());
+                           (void)c.canonical_axis(*axis, x.rank());
                          }
                          c.set_output(0, x);
                        })
@@ -120,15 +120,15 @@ inline std::vector<op_def> reduction_op_defs() {
                        require_rank(c, 2, 0, "num_segments");
                        const auto& data = c.input(0);
                        const auto& ids = c.input(1);
-                       auto n = constant_ints(c, 2);
-                       if (n && (*n)[0] < 0) c.fail("num_segments must be non-negative, got ", (*n)[0]);
+                       auto n = constant_scalar(c, 2, "num_segments");
+                       if (n && *n < 0) c.fail("num_segments must be non-negative, got ", *n);
                        if (!data.rank_known() || !ids.rank_known()) return;
                        if (ids.rank() > data.rank())
                          c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
                        for (int i = 0; i < ids.rank(); ++i)
                          if (ids[i] >= 0 && data[i] >= 0 && ids[i] != data[i])
                            c.fail("segment_ids of shape ", ids, " is not a prefix of data's shape ", data);
-                       std::vector<std::int64_t> out{n ? (*n)[0] : unknown_dim};
+                       std::vector<std::int64_t> out{n ? *n : unknown_dim};
                        out.insert(out.end(), data.dims().begin() + ids.rank(), data.dims().end());
                        c.set_output(0, partial_shape(out));
                      })

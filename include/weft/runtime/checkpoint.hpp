@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -73,7 +74,9 @@ class saver {
   // written.
   std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
     const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
-    if (prefix.has_parent_path()) std::filesystem::create_directories(prefix.parent_path());
+    if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
+      fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
+           " for the checkpoint ", file.string(), ": ", ec.message());
     s.run({{filename_, cpu::filename_tensor(file)}}, {}, {save_});
     if (options_.keep > 0) {
       auto all = checkpoints(prefix);
@@ -99,13 +102,17 @@ class saver {
     const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
     const std::string stem = prefix.filename().string() + "-";
     std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
+    std::filesystem::directory_iterator it(dir, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::filesystem::path& path = it->path();
+      const std::string name = path.filename().string();
       if (name.size() <= stem.size() + 5 || name.compare(0, stem.size(), stem) != 0 || !name.ends_with(".ckpt")) continue;
       const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 5);
       if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
         continue;
-      found.emplace_back(std::stoll(digits), e.path());
+      std::int64_t step = 0;
+      std::from_chars(digits.data(), digits.data() + digits.size(), step);  // at most 18 digits: it fits
+      found.emplace_back(step, path);
     }
     std::sort(found.begin(), found.end());
     return found;

@@ -16,28 +16,39 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include <weft/core/crc32c.hpp>
 #include <weft/core/error.hpp>
+#include <weft/core/file.hpp>
 #include <weft/core/tensor.hpp>
 
 namespace weft {
 
 namespace detail {
 static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
+
+// "[2,3]": dims as read from a file, which may not make a valid shape.
+inline std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
 
 inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
 
@@ -46,14 +57,47 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
+inline constexpr std::string_view temporary_marker = ".weft-tmp.";
+
+// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
+inline ::pid_t temporary_owner(const std::string& name) {
+  const auto at = name.rfind(temporary_marker);
+  if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
+  const char* p = name.data() + at + temporary_marker.size();
+  const char* end = name.data() + name.size();
+  ::pid_t pid = 0;
+  auto [rest, ec] = std::from_chars(p, end, pid);
+  if (ec != std::errc() || pid <= 0 || rest == end || *rest != '.') return 0;
+  std::uint64_t n = 0;
+  auto [last, ec2] = std::from_chars(rest + 1, end, n);
+  return ec2 == std::errc() && last == end ? pid : 0;
+}
+
+// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
+// a save): those whose process no longer exists. A live writer's, or one whose process id
+// was taken again, stays. Failures are ignored: this only tidies.
+inline void remove_stale_temporaries(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const ::pid_t pid = temporary_owner(it->path().filename().string());
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
 // Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd.
+// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
+// were killed are removed first.
 inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
                                   const std::vector<const tensor*>& blobs) {
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  const std::filesystem::path tmp =
-      dir / ("." + path.filename().string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  remove_stale_temporaries(dir);
+  const std::filesystem::path tmp = dir / ("." + path.filename().string() + std::string(temporary_marker) +
+                                           std::to_string(::getpid()) + "." + std::to_string(counter++));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
   int err = 0;  // the first failure's errno
@@ -115,12 +159,10 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
   detail::write_file_atomically(path, index, blobs);
 }
 
-// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
-inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(error_code::not_found, "cannot open the checkpoint ", path.string());
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", path.string(), " is corrupt: ", what...); };
+// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
+// whole of it; `name` names the file in errors.
+inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
+  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
   std::size_t pos = 0;
   auto take = [&](std::size_t n, const char* what) {
     if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
@@ -144,19 +186,29 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
     std::uint32_t crc;
   };
   std::vector<entry> entries;
+  std::unordered_set<std::string> names;
   for (std::uint32_t i = 0; i < count; ++i) {
     const auto len = get(std::uint32_t{}, "the index");
     entry e;
     e.name.assign(take(len, "the index"), len);
+    if (!names.insert(e.name).second) bad("it holds two tensors named '", e.name, "'");
     const auto t = get(std::uint8_t{}, "the index");
     if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
     e.type = static_cast<dtype>(t);
     const auto rank = get(std::uint8_t{}, "the index");
     std::vector<std::int64_t> dims;
+    std::uint64_t elements = 1;
+    bool overflows = false;
     for (int d = 0; d < rank; ++d) {
       dims.push_back(get(std::int64_t{}, "the index"));
-      if (dims.back() < 0 || dims.back() > (std::int64_t{1} << 40)) bad("tensor '", e.name, "' has a dimension of ", dims.back());
+      if (dims.back() < 0) bad("tensor '", e.name, "' has a dimension of ", dims.back());
+      overflows |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dims.back()), &elements);
     }
+    std::uint64_t size = 0;
+    // Nothing larger than the file can be in it: this also keeps every product below in range.
+    if (overflows || __builtin_mul_overflow(elements, size_of(e.type), &size) || size > bytes.size())
+      bad("tensor '", e.name, "' declares dims ", detail::dims_text(dims), " of ", e.type, ", more bytes than the file's ",
+          bytes.size());
     e.dims = shape(dims);
     e.offset = get(std::uint64_t{}, "the index");
     e.size = get(std::uint64_t{}, "the index");
@@ -168,10 +220,12 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
   std::uint64_t expected_end = pos;
   std::vector<std::pair<std::string, tensor>> result;
   for (const auto& e : entries) {
-    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))
+    // Each entry's dims were checked to need at most the file's size, so the product fits.
+    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))  // within: each entry's bytes were checked against the file
       bad("tensor '", e.name, "' has an inconsistent offset or size");
-    if (bytes.size() < e.offset + e.size)
-      bad("it is truncated: tensor '", e.name, "' needs bytes up to ", e.offset + e.size, ", the file has ", bytes.size());
+    if (e.offset > bytes.size() || e.size > bytes.size() - e.offset)
+      bad("it is truncated: tensor '", e.name, "' needs ", e.size, " bytes from offset ", e.offset, ", the file has ",
+          bytes.size());
     if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
     tensor t(e.type, e.dims);
     if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
@@ -180,6 +234,11 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
   }
   if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
   return result;
+}
+
+// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
+inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
+  return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
 }
 
 }  // namespace weft

@@ -19,15 +19,21 @@ namespace weft {
 
 class cpu_device {
  public:
-  explicit cpu_device(int intra_op_threads, std::string name = "/job:localhost/replica:0/task:0/device:CPU:0")
+  // memory_limit: the most bytes the buffers allocated through this device may hold at once
+  // (0: no limit beyond the machine's).
+  explicit cpu_device(int intra_op_threads, std::string name = "/job:localhost/replica:0/task:0/device:CPU:0",
+                      std::size_t memory_limit = 0)
       : name_(std::move(name)),
         threads_(std::max(1, intra_op_threads)),
         pool_(threads_ > 1 ? std::make_unique<Eigen::ThreadPool>(threads_) : nullptr),
-        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_) {}
+        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_),
+        limit_(memory_limit ? limited_allocator::create(cpu_allocator::global(), memory_limit) : nullptr) {}
 
   const std::string& name() const noexcept { return name_; }
   std::string type() const { return "CPU"; }
-  allocator& get_allocator() const noexcept { return cpu_allocator::global(); }
+  allocator& get_allocator() const noexcept {
+    return limit_ ? static_cast<allocator&>(*limit_) : cpu_allocator::global();
+  }
   int num_threads() const noexcept { return threads_; }
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return eigen_; }
 
@@ -54,6 +60,7 @@ class cpu_device {
   inline_pool inline_pool_;
   std::unique_ptr<Eigen::ThreadPool> pool_;
   Eigen::ThreadPoolDevice eigen_;
+  memory_limit_ptr limit_;
 };
 
 inline int default_thread_count() {

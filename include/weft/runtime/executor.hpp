@@ -156,7 +156,7 @@ inline void finish_executable(executable& x) {
       frame = f, from = src;
     }
     xn.frame = std::max(frame, 0);
-    if (xn.kind == flow::exit && xn.frame == 0)
+    if ((xn.kind == flow::exit || xn.kind == flow::next_iteration) && xn.frame == 0)
       fail(error_code::invalid_argument, xn.def->describe(), ": is not inside a loop (its input comes from no Enter)");
     if (xn.kind == flow::enter)
       xn.child_frame = child_of(xn.frame, xn.def->attr<std::string>("frame_name"),

@@ -27,6 +27,9 @@ struct session_options {
   int inter_op_threads = default_thread_count();  // 0: the calling thread runs every node
   int intra_op_threads = default_thread_count();
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
+  // The most bytes the tensors this session's kernels allocate may hold at once; past it a
+  // step fails with resource_exhausted naming the node (0: no limit but the machine's).
+  std::size_t memory_limit_bytes = 0;
 };
 
 struct run_options {
@@ -80,7 +83,8 @@ class session {
   explicit session(const graph& g, session_options options = {})
       : graph_(std::make_shared<const graph>(g)),
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
-        device_(std::max(1, options.intra_op_threads)),
+        device_(std::max(1, options.intra_op_threads), "/job:localhost/replica:0/task:0/device:CPU:0",
+                options.memory_limit_bytes),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
                                                : nullptr) {}
 

@@ -48,7 +48,7 @@ struct reshape_kernel final : op_kernel {
       } else if (dims[i] < 0) {
         fail(error_code::invalid_argument, "invalid dimension ", dims[i], " in shape ", attr_value(dims));
       } else {
-        known *= dims[i];
+        known = checked_mul(known, dims[i], "the shape's element count");
       }
     }
     if (wild >= 0) {
@@ -126,7 +126,7 @@ struct concat_kernel final : op_kernel {
       if (!ok)
         fail(error_code::invalid_argument, "input ", i, " has shape ", t.shape(), ", which does not match ",
              first.shape(), " outside axis ", axis);
-      dims[static_cast<std::size_t>(axis)] += t.shape()[axis];
+      dims[static_cast<std::size_t>(axis)] += t.shape()[axis];  // within: dims of inputs that exist
     }
     tensor& out = ctx.allocate_output(0, shape(dims));
     std::size_t elem = size_of(first.dtype());
@@ -170,34 +170,45 @@ struct split_kernel final : op_kernel {
   }
 };
 
-// Copies the box [begin, begin + size) of `in` into `out` (row-major, dims `size`), or the
-// reverse when `scatter` (used by Pad to place the input inside a zeroed output).
-inline void copy_box(const char* in, const std::vector<std::int64_t>& in_dims, char* out,
-                     const std::vector<std::int64_t>& begin, const std::vector<std::int64_t>& size, std::size_t elem,
-                     bool scatter) {
-  int rank = static_cast<int>(in_dims.size());
-  std::int64_t n = 1;
-  for (auto s : size) n *= s;
+// Calls f(offset in the whole, offset in the box, elements) for each row of the box
+// [begin, begin + size) of a row-major tensor of dims `whole` (the box dense, dims `size`).
+template <class F>
+void for_each_box_row(const shape& whole, const std::vector<std::int64_t>& begin, const shape& size, F&& f) {
+  const int rank = whole.rank();
+  const std::int64_t n = size.num_elements();
   if (n == 0) return;
-  if (rank == 0) return std::memcpy(out, in, elem), void();
+  if (rank == 0) return f(0, 0, 1);
   std::vector<std::int64_t> strides(static_cast<std::size_t>(rank), 1);
-  for (int d = rank - 2; d >= 0; --d) strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d) + 1] * in_dims[static_cast<std::size_t>(d) + 1];
-  std::int64_t row = size.back();
+  for (int d = rank - 2; d >= 0; --d) strides[static_cast<std::size_t>(d)] = strides[static_cast<std::size_t>(d) + 1] * whole[d + 1];
+  const std::int64_t row = size[rank - 1];
   std::vector<std::int64_t> idx(static_cast<std::size_t>(rank), 0);
   for (std::int64_t r = 0; r < n / row; ++r) {
     std::int64_t off = 0;
     for (int d = 0; d < rank; ++d) off += (begin[static_cast<std::size_t>(d)] + idx[static_cast<std::size_t>(d)]) * strides[static_cast<std::size_t>(d)];
-    char* o = out + static_cast<std::size_t>(r * row) * elem;
-    char* i = const_cast<char*>(in) + static_cast<std::size_t>(off) * elem;
-    if (scatter)
-      std::memcpy(i, o, static_cast<std::size_t>(row) * elem);
-    else
-      std::memcpy(o, i, static_cast<std::size_t>(row) * elem);
+    f(off, r * row, row);
     for (int d = rank - 2; d >= 0; --d) {
-      if (++idx[static_cast<std::size_t>(d)] < size[static_cast<std::size_t>(d)]) break;
+      if (++idx[static_cast<std::size_t>(d)] < size[d]) break;
       idx[static_cast<std::size_t>(d)] = 0;
     }
   }
+}
+// Copies the box [begin, begin + box.shape) of `whole` into `box` (Slice).
+inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& begin, tensor& box) {
+  const std::size_t elem = size_of(whole.dtype());
+  const char* in = static_cast<const char*>(whole.raw_data());
+  char* out = static_cast<char*>(box.raw_data());
+  for_each_box_row(whole.shape(), begin, box.shape(), [&](std::int64_t w, std::int64_t b, std::int64_t n) {
+    std::memcpy(out + static_cast<std::size_t>(b) * elem, in + static_cast<std::size_t>(w) * elem, static_cast<std::size_t>(n) * elem);
+  });
+}
+// Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
+inline void copy_into_box(const tensor& box, const std::vector<std::int64_t>& begin, tensor& whole) {
+  const std::size_t elem = size_of(whole.dtype());
+  const char* in = static_cast<const char*>(box.raw_data());
+  char* out = static_cast<char*>(whole.raw_data());
+  for_each_box_row(whole.shape(), begin, box.shape(), [&](std::int64_t w, std::int64_t b, std::int64_t n) {
+    std::memcpy(out + static_cast<std::size_t>(w) * elem, in + static_cast<std::size_t>(b) * elem, static_cast<std::size_t>(n) * elem);
+  });
 }
 
 struct slice_kernel final : op_kernel {
@@ -210,16 +221,16 @@ struct slice_kernel final : op_kernel {
       fail(error_code::invalid_argument, "begin and size must have ", x.rank(), " entries, got ", begin.size(), " and ",
            size.size());
     for (int d = 0; d < x.rank(); ++d) {
-      auto& b = begin[static_cast<std::size_t>(d)];
+      const auto b = begin[static_cast<std::size_t>(d)];
       auto& s = size[static_cast<std::size_t>(d)];
-      if (s == -1) s = x.shape()[d] - b;
-      if (b < 0 || s < 0 || b + s > x.shape()[d])
-        fail(error_code::out_of_range, "slice [", b, ", ", b + s, ") is out of range for dim ", d, " of size ",
+      // b + s could overflow: compare s with what remains after b.
+      if (b < 0 || b > x.shape()[d] || s < -1 || s > x.shape()[d] - b)
+        fail(error_code::out_of_range, "slice of size ", s, " from ", b, " is out of range for dim ", d, " of size ",
              x.shape()[d]);
+      if (s == -1) s = x.shape()[d] - b;
     }
     tensor& out = ctx.allocate_output(0, shape(size));
-    copy_box(static_cast<const char*>(x.raw_data()), x.shape().dims(), static_cast<char*>(out.raw_data()), begin, size,
-             size_of(x.dtype()), false);
+    copy_from_box(x, begin, out);
   }
 };
 
@@ -234,13 +245,12 @@ struct pad_kernel final : op_kernel {
     for (int d = 0; d < x.rank(); ++d) {
       auto before = pads[2 * static_cast<std::size_t>(d)], after = pads[2 * static_cast<std::size_t>(d) + 1];
       if (before < 0 || after < 0) fail(error_code::invalid_argument, "negative padding at dim ", d);
-      dims.push_back(x.shape()[d] + before + after);
+      dims.push_back(checked_add(checked_add(x.shape()[d], before, "a padded dim"), after, "a padded dim"));
       begin.push_back(before);
     }
     tensor& out = ctx.allocate_output(0, shape(dims));
     if (out.bytes()) std::memset(out.raw_data(), 0, out.bytes());  // all-zero bytes are zero for every dtype
-    copy_box(static_cast<const char*>(out.raw_data()), dims, static_cast<char*>(x.raw_data()), begin, x.shape().dims(),
-             size_of(x.dtype()), true);
+    copy_into_box(x, begin, out);
   }
 };
 
@@ -254,7 +264,7 @@ struct tile_kernel final : op_kernel {
     std::vector<std::int64_t> dims;
     for (int d = 0; d < x.rank(); ++d) {
       if (m[static_cast<std::size_t>(d)] < 0) fail(error_code::invalid_argument, "negative multiple at dim ", d);
-      dims.push_back(x.shape()[d] * m[static_cast<std::size_t>(d)]);
+      dims.push_back(checked_mul(x.shape()[d], m[static_cast<std::size_t>(d)], "a tiled dim"));
     }
     tensor& out = ctx.allocate_output(0, shape(dims));
     std::size_t elem = size_of(x.dtype());
@@ -294,7 +304,7 @@ struct gather_kernel final : op_kernel {
     std::int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; ++d) outer *= p.shape()[d];
     for (int d = axis + 1; d < p.rank(); ++d) inner *= p.shape()[d];
-    std::size_t chunk = static_cast<std::size_t>(inner) * size_of(p.dtype());
+    std::size_t chunk = static_cast<std::size_t>(inner) * size_of(p.dtype());  // within: a slice of params
     const char* in = static_cast<const char*>(p.raw_data());
     char* o = static_cast<char*>(out.raw_data());
     if (chunk == 0) return;
@@ -311,7 +321,7 @@ struct gather_nd_kernel final : op_kernel {
     const tensor& p = ctx.input(0);
     const nd_rows r = nd_rows_of(ctx.input(1), p.shape());
     tensor& out = ctx.allocate_output(0, shape(r.slices_dims));
-    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(p.dtype());
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(p.dtype());  // within: a slice of params
     if (chunk == 0) return;
     const char* in = static_cast<const char*>(p.raw_data());
     char* o = static_cast<char*>(out.raw_data());
@@ -327,7 +337,7 @@ struct tensor_scatter_update_kernel final : op_kernel {
     const shape s = ctx.input(0).shape();
     const nd_rows r = nd_rows_of(ctx.input(1), s);
     check_updates(r, ctx.input(2), ctx.input(1), s);
-    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(ctx.input(2).dtype());
+    const std::size_t chunk = static_cast<std::size_t>(r.slice) * size_of(ctx.input(2).dtype());  // within: a slice of the tensor
     const char* u = static_cast<const char*>(ctx.input(2).raw_data());
     char* o = static_cast<char*>(ctx.forward_input_or_copy(0, 0).raw_data());
     if (chunk == 0) return;

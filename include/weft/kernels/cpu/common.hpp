@@ -44,6 +44,8 @@ inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis"
 }
 
 inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
+  if (dims.size() > static_cast<std::size_t>(max_rank))
+    fail(error_code::invalid_argument, what, " has ", dims.size(), " dims, more than ", max_rank);
   for (auto d : dims)
     if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
   return shape(dims);

@@ -76,6 +76,7 @@ inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw,
     fail(error_code::invalid_argument, "the ", kh, "x", kw, " window (dilations ", g.dh, ", ", g.dw, ") does not fit in the ",
          what, " ", in, " with VALID padding");
   g.oh = y->out, g.pad_top = y->pad, g.ow = x->out, g.pad_left = x->pad;
+  (void)checked_mul(checked_mul(kh, kw, "the window's size"), g.c, "the window's size");  // patch() fits
   return g;
 }
 
@@ -866,7 +867,7 @@ void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f)
 struct pool_base {
   explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
-  double cost(const geometry& g) const { return static_cast<double>(g.positions() * g.kh * g.kw * g.c); }
+  double cost(const geometry& g) const { return static_cast<double>(g.positions()) * static_cast<double>(g.patch()); }
   ops::window_attrs w_;
 };
 

@@ -354,7 +354,7 @@ struct binary_kernel {
   };
 };
 
-// Select(condition, t, e): all three broadcast.
+// SelectV2(condition, t, e): all three broadcast.
 template <class T>
 struct select_kernel final : op_kernel {
   explicit select_kernel(const node&) {}
@@ -407,6 +407,42 @@ struct select_kernel final : op_kernel {
   }
 };
 
+// Select(condition, t, e), TensorFlow's first form: t and e of one shape; a condition of
+// that shape picks elements, a scalar one the whole of t or e, and a vector one whole rows
+// (along dim 0).
+template <class T>
+struct select_rows_kernel final : op_kernel {
+  explicit select_rows_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& c = ctx.input(0);
+    const tensor& t = ctx.input(1);
+    const tensor& e = ctx.input(2);
+    if (t.shape() != e.shape())
+      fail(error_code::invalid_argument, "t and e must have the same shape, got ", t.shape(), " and ", e.shape(),
+           " (SelectV2 broadcasts)");
+    const bool rows = c.rank() == 1 && t.rank() > 1;
+    if (c.rank() != 0 && c.shape() != t.shape() && !(rows && c.dim(0) == t.dim(0)))
+      fail(error_code::invalid_argument, "the condition of shape ", c.shape(), " must be a scalar, have the shape of t and e ",
+           t.shape(), ", or be a vector of their first dim (SelectV2 broadcasts)");
+    tensor& out = ctx.allocate_output(0, t.shape());
+    const bool* pc = c.data<bool>();
+    const T *pt = t.data<T>(), *pe = e.data<T>();
+    T* po = out.data<T>();
+    if (c.rank() == 0) {
+      std::copy_n(*pc ? pt : pe, t.num_elements(), po);
+    } else if (!rows) {
+      ctx.parallel_for(t.num_elements(), 2, [&](std::int64_t b, std::int64_t en) {
+        select_kernel<T>::select_flat(pc + b, 1, pt + b, 1, pe + b, 1, po + b, en - b);
+      });
+    } else {
+      const std::int64_t row = t.dim(0) ? t.num_elements() / t.dim(0) : 0;
+      ctx.parallel_for(t.dim(0), static_cast<double>(row), [&](std::int64_t b, std::int64_t en) {
+        for (std::int64_t r = b; r < en; ++r) std::copy_n((pc[r] ? pt : pe) + r * row, row, po + r * row);
+      });
+    }
+  }
+};
+
 // A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -449,7 +485,8 @@ void register_elementwise_kernels() {
   register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", all_types{});
   register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
   register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
-  register_for<select_kernel>("Select", "T", all_types{});
+  register_for<select_kernel>("SelectV2", "T", all_types{});
+  register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
