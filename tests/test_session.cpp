@@ -1,5 +1,9 @@
 #include "support/helpers.hpp"
+#include "support/json.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <thread>
 
 using namespace weft;
@@ -151,4 +155,62 @@ TEST_CASE("a traced run exports a Chrome trace") {
   CHECK(json.find("\"process_name\"") != std::string::npos);
   CHECK(json.find("neg\\\"quoted") != std::string::npos);
   CHECK(json.find("\"ph\":\"X\"") != std::string::npos);
+  // Past one second, timestamps keep their nanoseconds (once printed as 1.23457e+06).
+  step_stats late;
+  late.nodes.push_back({"n", "Neg", "/cpu:0", 0, 1'234'567'891, 1'234'569'000});
+  auto text = chrome_trace(late);
+  CHECK(text.find("\"ts\":1234567.891,\"dur\":1.109,") != std::string::npos);
+}
+
+TEST_CASE("a Chrome trace parses as JSON, with exact times, producers before consumers, and nesting on a thread") {
+  graph g;
+  auto& a = g.constant(tensor::filled(shape{64, 64}, 0.5f), "a");
+  auto& b = g.op("Neg", {a}, {}, "b");
+  auto& c = g.op("Exp", {b}, {}, "c");
+  auto& d = g.op("Tanh", {b}, {}, "d");
+  auto& e = g.op("Add", {c, d}, {}, "e");
+  session_options o;
+  o.inter_op_threads = 2;
+  o.intra_op_threads = 1;
+  session s(g, o);
+  run_metadata meta;
+  s.run({}, {e}, {}, {.trace = true}, &meta);
+  const auto doc = test::json::parse(chrome_trace(meta.stats));
+  CHECK(doc["displayTimeUnit"].as_string() == "ns");
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> span;  // node -> [start, end) in ns
+  std::map<std::pair<double, double>, std::vector<std::pair<std::int64_t, std::int64_t>>> by_thread;
+  int processes = 0;
+  for (const auto& ev : doc["traceEvents"].as_array()) {
+    if (ev["ph"].as_string() == "M") {
+      CHECK(ev["name"].as_string() == "process_name");
+      ++processes;
+      continue;
+    }
+    REQUIRE(ev["ph"].as_string() == "X");
+    const std::string node = ev["args"]["name"].as_string();
+    CHECK(ev["name"].as_string() == ev["args"]["op"].as_string());
+    const auto start = std::llround(ev["ts"].as_number() * 1000), dur = std::llround(ev["dur"].as_number() * 1000);
+    CHECK(dur >= 0);
+    span[node] = {start, start + dur};
+    by_thread[{ev["pid"].as_number(), ev["tid"].as_number()}].push_back(span[node]);
+  }
+  CHECK(processes == 1);
+  REQUIRE(span.size() == meta.stats.nodes.size());
+  // The microseconds carry the nanoseconds exactly.
+  for (const auto& n : meta.stats.nodes) CHECK(span[n.node] == std::make_pair(n.start_ns, n.end_ns));
+  // A node starts after its producers end.
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{"a", "b"}, {"b", "c"}, {"b", "d"}, {"c", "e"}, {"d", "e"}})
+    CHECK(span[from].second <= span[to].first);
+  // On one thread, events nest or follow each other, never overlap in part.
+  for (auto& [thread, spans] : by_thread) {
+    std::sort(spans.begin(), spans.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first < y.first : x.second > y.second;
+    });
+    std::vector<std::pair<std::int64_t, std::int64_t>> open;
+    for (const auto& sp : spans) {
+      while (!open.empty() && open.back().second <= sp.first) open.pop_back();
+      if (!open.empty()) CHECK(sp.second <= open.back().second);
+      open.push_back(sp);
+    }
+  }
 }

@@ -8040,6 +8040,7 @@ class saver {
 // row per executor thread, one complete "X" event per node), which Perfetto and
 // chrome://tracing open.
 
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <ostream>
@@ -8070,6 +8071,15 @@ inline void json_string(std::ostream& out, const std::string& s) {
   }
   out << '"';
 }
+// Nanoseconds as exact microseconds with three decimals ("1234567.891"): a double through
+// the stream's default six significant digits loses everything below a second.
+inline void json_micros(std::ostream& out, std::int64_t ns) {
+  if (ns < 0) out << '-';
+  const std::uint64_t v = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  char frac[4];
+  std::snprintf(frac, sizeof frac, "%03u", static_cast<unsigned>(v % 1000));
+  out << v / 1000 << '.' << frac;
+}
 }  // namespace detail
 
 inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
@@ -8093,8 +8103,11 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
     out << "{\"name\":";
     detail::json_string(out, n.op);
     out << ",\"cat\":\"Op\",\"ph\":\"X\",\"pid\":" << pids[n.device] << ",\"tid\":" << n.thread
-        << ",\"ts\":" << static_cast<double>(n.start_ns) / 1000.0
-        << ",\"dur\":" << static_cast<double>(n.end_ns - n.start_ns) / 1000.0 << ",\"args\":{\"name\":";
+        << ",\"ts\":";
+    detail::json_micros(out, n.start_ns);
+    out << ",\"dur\":";
+    detail::json_micros(out, n.end_ns - n.start_ns);
+    out << ",\"args\":{\"name\":";
     detail::json_string(out, n.node);
     out << ",\"op\":";
     detail::json_string(out, n.op);
@@ -16103,6 +16116,8 @@ training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... 
 //                                                           // train::minimize(...)
 
 #include <concepts>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -16264,7 +16279,34 @@ class client_session {
   const graph& current_graph() const noexcept { return graph_; }
   session& untyped() noexcept { return session_; }
 
+  // Checkpoints (weft::saver's files and rules). save writes the value of every variable
+  // lowered so far, read in one step, to "<prefix>-<step>.ckpt", keeps the newest
+  // `options.keep` of the prefix and returns the file. restore assigns every variable
+  // lowered so far from `file`, all or none: a file that is corrupt, lacks one of them or
+  // holds one with another dtype or shape changes none. Variables are matched by name, so
+  // a fresh client_session that has lowered the same model (by initialize or a run)
+  // restores another's checkpoint.
+  std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
+    return saver_for_variables(options)->save(session_, prefix, step);
+  }
+  void restore(const std::filesystem::path& file) { saver_for_variables(saver_options{})->restore(session_, file); }
+
  private:
+  // A saver over the variables lowered so far: the last one made while no variable was
+  // lowered since (and with the same options), else a new one in a name scope of its own.
+  std::shared_ptr<const weft::saver> saver_for_variables(saver_options options) {
+    std::lock_guard lock(mutex_);
+    const std::vector<output> vars = variables_of(graph_);
+    if (!saver_ || saved_variables_ != vars.size() || saver_keep_ != options.keep) {
+      auto scope = graph_.name_scope("client_saver_" + std::to_string(savers_made_++));
+      saver_ = std::make_shared<const weft::saver>(graph_, vars, options);
+      saved_variables_ = vars.size();
+      saver_keep_ = options.keep;
+      sync();
+    }
+    return saver_;
+  }
+
   // Gives the session the nodes lowered since the last sync, including those a lowering
   // that failed part way added (they stay, remembered, and later runs may use them).
   void sync() {
@@ -16280,6 +16322,10 @@ class client_session {
   session session_;
   std::size_t initialized_ = 0;
   int known_ = 0;  // nodes the session has
+  std::shared_ptr<const weft::saver> saver_;
+  std::size_t saved_variables_ = 0;  // how many variables saver_ covers
+  int saver_keep_ = 0;
+  int savers_made_ = 0;
 };
 
 }  // namespace weft

@@ -3,6 +3,7 @@
 // chrome://tracing open.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <ostream>
@@ -34,6 +35,15 @@ inline void json_string(std::ostream& out, const std::string& s) {
   }
   out << '"';
 }
+// Nanoseconds as exact microseconds with three decimals ("1234567.891"): a double through
+// the stream's default six significant digits loses everything below a second.
+inline void json_micros(std::ostream& out, std::int64_t ns) {
+  if (ns < 0) out << '-';
+  const std::uint64_t v = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  char frac[4];
+  std::snprintf(frac, sizeof frac, "%03u", static_cast<unsigned>(v % 1000));
+  out << v / 1000 << '.' << frac;
+}
 }  // namespace detail
 
 inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
@@ -57,8 +67,11 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
     out << "{\"name\":";
     detail::json_string(out, n.op);
     out << ",\"cat\":\"Op\",\"ph\":\"X\",\"pid\":" << pids[n.device] << ",\"tid\":" << n.thread
-        << ",\"ts\":" << static_cast<double>(n.start_ns) / 1000.0
-        << ",\"dur\":" << static_cast<double>(n.end_ns - n.start_ns) / 1000.0 << ",\"args\":{\"name\":";
+        << ",\"ts\":";
+    detail::json_micros(out, n.start_ns);
+    out << ",\"dur\":";
+    detail::json_micros(out, n.end_ns - n.start_ns);
+    out << ",\"args\":{\"name\":";
     detail::json_string(out, n.node);
     out << ",\"op\":";
     detail::json_string(out, n.op);
