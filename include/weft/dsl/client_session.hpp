@@ -11,6 +11,8 @@
 #pragma once
 
 #include <concepts>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,6 +23,7 @@
 #include <weft/dsl/fusion.hpp>
 #include <weft/dsl/leaves.hpp>
 #include <weft/dsl/tensor_of.hpp>
+#include <weft/runtime/checkpoint.hpp>
 #include <weft/runtime/session.hpp>
 
 namespace weft {
@@ -176,7 +179,34 @@ class client_session {
   const graph& current_graph() const noexcept { return graph_; }
   session& untyped() noexcept { return session_; }
 
+  // Checkpoints (weft::saver's files and rules). save writes the value of every variable
+  // lowered so far, read in one step, to "<prefix>-<step>.ckpt", keeps the newest
+  // `options.keep` of the prefix and returns the file. restore assigns every variable
+  // lowered so far from `file`, all or none: a file that is corrupt, lacks one of them or
+  // holds one with another dtype or shape changes none. Variables are matched by name, so
+  // a fresh client_session that has lowered the same model (by initialize or a run)
+  // restores another's checkpoint.
+  std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
+    return saver_for_variables(options)->save(session_, prefix, step);
+  }
+  void restore(const std::filesystem::path& file) { saver_for_variables(saver_options{})->restore(session_, file); }
+
  private:
+  // A saver over the variables lowered so far: the last one made while no variable was
+  // lowered since (and with the same options), else a new one in a name scope of its own.
+  std::shared_ptr<const weft::saver> saver_for_variables(saver_options options) {
+    std::lock_guard lock(mutex_);
+    const std::vector<output> vars = variables_of(graph_);
+    if (!saver_ || saved_variables_ != vars.size() || saver_keep_ != options.keep) {
+      auto scope = graph_.name_scope("client_saver_" + std::to_string(savers_made_++));
+      saver_ = std::make_shared<const weft::saver>(graph_, vars, options);
+      saved_variables_ = vars.size();
+      saver_keep_ = options.keep;
+      sync();
+    }
+    return saver_;
+  }
+
   // Gives the session the nodes lowered since the last sync, including those a lowering
   // that failed part way added (they stay, remembered, and later runs may use them).
   void sync() {
@@ -192,6 +222,10 @@ class client_session {
   session session_;
   std::size_t initialized_ = 0;
   int known_ = 0;  // nodes the session has
+  std::shared_ptr<const weft::saver> saver_;
+  std::size_t saved_variables_ = 0;  // how many variables saver_ covers
+  int saver_keep_ = 0;
+  int savers_made_ = 0;
 };
 
 }  // namespace weft
