@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>): valid and
+nearly valid checkpoints and IDX files, and fixed random bytes for the import and kernel
+targets, whose inputs are streams of choices. Run from anywhere; the output is checked in."""
+import os
+import random
+import struct
+
+here = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'corpus')
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+# weft's dtype codes (core/dtype.hpp): the ones the seeds use, with their sizes.
+DTYPES = {'bool': (1, 1), 'int32': (4, 4), 'int64': (5, 8), 'uint8': (6, 1), 'float32': (12, 4), 'float64': (13, 8)}
+
+
+def checkpoint(tensors):
+    """tensors: (name, dtype name, dims, payload bytes)"""
+    head = b'WEFTCKPT' + struct.pack('<II', 1, len(tensors))
+    size = len(head) + 4 + sum(4 + len(n) + 2 + 8 * len(d) + 20 for n, _, d, _ in tensors)
+    index, offset = head, size
+    for name, dt, dims, payload in tensors:
+        index += struct.pack('<I', len(name)) + name.encode() + struct.pack('<BB', DTYPES[dt][0], len(dims))
+        index += b''.join(struct.pack('<q', d) for d in dims)
+        index += struct.pack('<QQI', offset, len(payload), crc32c(payload))
+        offset += len(payload)
+    index += struct.pack('<I', crc32c(index))
+    return index + b''.join(p for _, _, _, p in tensors)
+
+
+def write(target, name, data):
+    os.makedirs(os.path.join(here, target), exist_ok=True)
+    with open(os.path.join(here, target, name), 'wb') as f:
+        f.write(data)
+
+
+write('checkpoint', 'one_float', checkpoint([('w', 'float32', [2, 3], struct.pack('<6f', *range(6)))]))
+write('checkpoint', 'scalar_and_empty', checkpoint([('s', 'float64', [], struct.pack('<d', 2.5)), ('e', 'int32', [0, 4], b'')]))
+write('checkpoint', 'three', checkpoint([('a', 'int64', [2], struct.pack('<2q', -1, 7)), ('b', 'uint8', [3], b'\x01\x02\x03'),
+                                         ('c', 'bool', [2, 1], b'\x01\x00')]))
+write('checkpoint', 'none', checkpoint([]))
+good = checkpoint([('w', 'float32', [2], struct.pack('<2f', 1, 2))])
+write('checkpoint', 'truncated', good[:-3])
+
+
+def idx(code, dims, payload):
+    return bytes([0, 0, code, len(dims)]) + b''.join(struct.pack('>I', d) for d in dims) + payload
+
+
+write('idx', 'uint8_images', idx(0x08, [2, 2, 3], bytes(range(12))))
+write('idx', 'float32', idx(0x0D, [3], struct.pack('>3f', 1, -2, 3.5)))
+write('idx', 'int32_empty', idx(0x0C, [0, 5], b''))
+write('idx', 'float64_scalar', idx(0x0E, [], struct.pack('>d', 1.0)))
+write('idx', 'short', idx(0x0B, [4], b'\x00\x01'))
+
+rng = random.Random(23)
+for target, count in (('import', 24), ('kernel', 48)):
+    for i in range(count):
+        write(target, 'seed_%02d' % i, bytes(rng.randrange(256) for _ in range(rng.choice((8, 24, 64, 160)))))
