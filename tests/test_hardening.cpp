@@ -85,6 +85,16 @@ std::size_t index_size(const std::vector<raw_entry>& entries) { return checkpoin
 
 void spill(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
+// One initialized variable and a saver of it.
+struct saved_model {
+  graph g;
+  output var = g.variable(dtype::float32, {2}, "v");
+  output init = g.op("Assign", {var, g.constant(tensor::from_vector(std::vector<float>{1, 2}))}).out(0);
+  saver checkpoints{g, {var}};  // before the session: it adds nodes
+  session s{g, one_thread()};
+  saved_model() { s.run({init}); }
+};
+
 }  // namespace
 
 TEST_CASE("hardening: sizes that would wrap are errors naming the node", "[hardening]") {
@@ -228,13 +238,8 @@ TEST_CASE("hardening: no foreign exception leaves a public entry point", "[harde
   require_error([&] { data::read_idx(d.path); }, {"the IDX file", "is not a regular file"});
   // A saver asked to save under a regular file (no directory can be made there).
   spill(d.path / "file", "x");
-  graph v;
-  auto& var = v.variable(dtype::float32, {2}, "v");
-  auto init = v.op("Assign", {var, v.constant(tensor::from_vector(std::vector<float>{1, 2}))});
-  saver sv(v, {var});
-  session vs(v, one_thread());
-  vs.run({init});
-  require_error([&] { sv.save(vs, d.path / "file" / "sub" / "model", 1); },
+  saved_model m;
+  require_error([&] { m.checkpoints.save(m.s, d.path / "file" / "sub" / "model", 1); },
                 {"weft::saver: cannot create the directory", "file/sub"});
   // An op definition with an unparsable default.
   require_error([] { op_def_builder("BadDefault").attr("n: int = 12x").build(); }, {"cannot parse default '12x'"});
@@ -354,13 +359,8 @@ TEST_CASE("hardening: a save removes the temporaries of writers that were killed
   const std::string live = ".model-3.ckpt.weft-tmp." + std::to_string(::getppid()) + ".0";
   const std::string other = ".model-3.ckpt.tmp.1.0";  // not weft's
   for (const auto& name : {dead, live, other}) spill(d.path / name, "partial");
-  graph v;
-  auto& var = v.variable(dtype::float32, {2}, "v");
-  auto init = v.op("Assign", {var, v.constant(tensor::from_vector(std::vector<float>{1, 2}))});
-  saver sv(v, {var});
-  session s(v, one_thread());
-  s.run({init});
-  sv.save(s, d.path / "model", 4);
+  saved_model m;
+  m.checkpoints.save(m.s, d.path / "model", 4);
   CHECK_FALSE(fs::exists(d.path / dead));
   CHECK(fs::exists(d.path / live));
   CHECK(fs::exists(d.path / other));
