@@ -399,3 +399,18 @@ TEST_CASE("hardening: every op, for every dtype, runs or fails cleanly and leave
   CHECK(ran.size() * 10 >= names.size() * 9);
   CHECK(successes * 5 >= runs);
 }
+
+TEST_CASE("hardening: integer MatMul wraps on overflow, as TensorFlow's (no signed overflow inside Eigen)", "[hardening]") {
+  // INT_MIN * -1 and a sum past INT_MAX: two's complement results worked out by hand.
+  graph g;
+  const std::int32_t lo = std::numeric_limits<std::int32_t>::min(), hi = std::numeric_limits<std::int32_t>::max();
+  auto& a = g.constant(tensor::from_vector(std::vector<std::int32_t>{lo, hi, hi, 1}, shape{2, 2}));
+  auto& b = g.constant(tensor::from_vector(std::vector<std::int32_t>{-1, 0, 1, 2}, shape{2, 2}));
+  // Row 0: lo*-1 + hi*1 = 2^31 + 2^31 - 1 = 2^32 - 1 -> -1; lo*0 + hi*2 = 2^32 - 2 -> -2.
+  // Row 1: hi*-1 + 1*1 = -2^31 + 2; hi*0 + 1*2 = 2.
+  CHECK(eval(g, g.op("MatMul", {a, b})).to_vector<std::int32_t>() == std::vector<std::int32_t>{-1, -2, lo + 2, 2});
+  auto& c = g.constant(tensor::from_vector(std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()}, shape{1, 1}));
+  auto& d = g.constant(tensor::from_vector(std::vector<std::int64_t>{-1}, shape{1, 1}));
+  CHECK(eval(g, g.op("BatchMatMulV2", {c, d})).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()});
+}

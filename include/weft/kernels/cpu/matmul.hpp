@@ -1,10 +1,12 @@
 // CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels, with
 // the output rows or columns split across the intra-op threads. (Eigen's dense product compiles in
 // a fraction of the time of its Tensor contraction and reaches the same speed.)
-// float16 and bfloat16 multiply in float32.
+// float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.
 #pragma once
 
 #include <Eigen/Core>
+
+#include <type_traits>
 
 #include <weft/core/broadcast.hpp>
 #include <weft/kernels/cpu/common.hpp>
@@ -103,9 +105,19 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 // the whole of the other, so the split is along the larger operand: by rows when op(a) is
 // the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
 // weight matrix of 512 columns).
+//
+// Signed integers multiply as the unsigned type of their width: a signed overflow inside
+// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
+// unsigned arithmetic wraps, and its bits are the two's complement result that TensorFlow's
+// integer MatMul gives.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
           bool ta, bool tb, bool adjoint) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return gemm<U>(ctx, reinterpret_cast<const U*>(a), reinterpret_cast<const U*>(b), reinterpret_cast<U*>(out), m, k, n,
+                   ta, tb, adjoint);
+  }
   if (m == 0 || n == 0) return;
   if (k == 0) return std::fill(out, out + m * n, T(0));
   const int threads = ctx.device().num_threads();
