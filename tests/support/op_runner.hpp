@@ -198,6 +198,7 @@ inline op_result run_op(std::string_view op, dtype t, choices& c) {
   };
   std::vector<output> inputs;
   std::vector<tensor> values, before;
+  std::vector<endpoint> fetches, inits;  // inits: the Assigns that give ref inputs their values
   feed_list feeds;
   const auto rank = static_cast<std::int64_t>(main_dims.size());
   for (const auto& a : def->inputs) {
@@ -234,8 +235,7 @@ inline op_result run_op(std::string_view op, dtype t, choices& c) {
       }
       if (a.is_ref) {
         auto& var = g.variable(type, partial_shape(value.shape()));
-        auto& init = g.op("Assign", {var, g.constant(value)});
-        (void)init;
+        inits.emplace_back(g.op("Assign", {var, g.constant(value)}));
         inputs.push_back(var);
         continue;  // a variable is there to change
       }
@@ -250,10 +250,7 @@ inline op_result run_op(std::string_view op, dtype t, choices& c) {
       }
     }
   }
-  std::vector<endpoint> fetches, inits;
   try {
-    for (int id = 0; id < g.size(); ++id)
-      if (g.at(id).op() == "Assign") inits.emplace_back(g.at(id));
     const node& n = g.op(op, inputs, attrs, "op");
     result.built = true;
     for (int i = 0; i < n.num_outputs(); ++i) fetches.emplace_back(n.out(i));

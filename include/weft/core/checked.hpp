@@ -5,7 +5,7 @@
 //
 // Offsets inside a tensor that already exists need no check: its element count and byte
 // size were checked when it was allocated, so every index below them fits. The rule of
-// the tree (docs/reliability.md; tests/check_size_arithmetic.py greps for it): a new size
+// the tree (docs/reliability.md; tools/check_size_arithmetic.py greps for it): a new size
 // is computed here, or from dims of a weft::shape, whose constructor checks the product.
 #pragma once
 

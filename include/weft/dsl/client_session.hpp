@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -189,19 +190,21 @@ class client_session {
   std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
     return saver_for_variables(options)->save(session_, prefix, step);
   }
-  void restore(const std::filesystem::path& file) { saver_for_variables(saver_options{})->restore(session_, file); }
+  void restore(const std::filesystem::path& file) { saver_for_variables(std::nullopt)->restore(session_, file); }
 
  private:
   // A saver over the variables lowered so far: the last one made while no variable was
-  // lowered since (and with the same options), else a new one in a name scope of its own.
-  std::shared_ptr<const weft::saver> saver_for_variables(saver_options options) {
+  // lowered since (and, for a save, with the same options; a restore takes any), else a new
+  // one in a name scope of its own.
+  std::shared_ptr<const weft::saver> saver_for_variables(std::optional<saver_options> options) {
     std::lock_guard lock(mutex_);
     const std::vector<output> vars = variables_of(graph_);
-    if (!saver_ || saved_variables_ != vars.size() || saver_keep_ != options.keep) {
+    if (!saver_ || saved_variables_ != vars.size() || (options && saver_keep_ != options->keep)) {
+      const saver_options o = options.value_or(saver_options{});
       auto scope = graph_.name_scope("client_saver_" + std::to_string(savers_made_++));
-      saver_ = std::make_shared<const weft::saver>(graph_, vars, options);
+      saver_ = std::make_shared<const weft::saver>(graph_, vars, o);
       saved_variables_ = vars.size();
-      saver_keep_ = options.keep;
+      saver_keep_ = o.keep;
       sync();
     }
     return saver_;
