@@ -144,6 +144,31 @@ TEST_CASE("hardening: sizes that would wrap are errors naming the node", "[harde
   require_error([] { shape{p2(32), p2(32)}; }, {"shape", "overflows int64"});
 }
 
+// The kernel fuzzer's second finding: BroadcastTo to [0, 4052555153018976267, 3] had 0
+// elements, so the shape passed, but merging its dims into rows multiplied the other two
+// (a signed overflow, UBSan). A shape's non-zero dims must have a product that fits,
+// whatever the order of its dims and whether one of them is 0.
+TEST_CASE("hardening: the non-zero dims of an empty shape have a product that fits", "[hardening]") {
+  require_error([] { shape{0, p2(62), 4}; }, {"shape", "overflows int64"});
+  require_error([] { shape{p2(62), 4, 0}; }, {"shape", "overflows int64"});
+  require_error([] { shape{p2(62), 0, 4}; }, {"shape", "overflows int64"});
+  CHECK(shape{0, p2(62), 1}.num_elements() == 0);
+  CHECK(shape{p2(31), 0, p2(31)}.num_elements() == 0);
+
+  graph g;
+  auto& to = g.placeholder(dtype::int64, partial_shape({3}), "to");
+  auto& b = g.op("BroadcastTo", {floats(g, {3}), to}, {}, "broadcast");
+  run_fails(g, b, {"node 'broadcast' (BroadcastTo)", "overflows int64"},
+            {{to, tensor::from_vector(std::vector<std::int64_t>{0, 4052555153018976267, 3})}});
+  // An empty result with modest dims is fine.
+  session s(g, one_thread());
+  const auto out = s.run({{to, tensor::from_vector(std::vector<std::int64_t>{0, 5, 3})}}, {b.out(0)});
+  CHECK(out[0].shape() == shape{0, 5, 3});
+  // Reshape of an empty tensor to such a shape, given as a constant.
+  require_error([&] { g.op("Reshape", {floats(g, {0}), ints(g, {0, p2(62), 4})}, {}, "reshape"); },
+                {"node 'reshape' (Reshape)", "overflows int64"});
+}
+
 TEST_CASE("hardening: a request beyond memory, or a session's memory limit, is resource_exhausted", "[hardening]") {
   graph g;
   // 2^40 bytes: more than this machine has (checked, never handed to the kernel's overcommit).

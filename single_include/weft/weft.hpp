@@ -139,14 +139,21 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
   return r;
 }
 
-// The number of elements of `dims`; a negative dim or an overflowing product is an error.
+// The number of elements of `dims`. A negative dim is an error, and so is a product of the
+// non-zero dims that does not fit in int64, even where a zero dim makes the count 0
+// ([0, 2^62, 4] as much as [2^62, 4, 0]): then the product of any of a shape's dims (a
+// stride, a row's length, a group of merged dims) fits too, empty shapes included.
 [[nodiscard]] inline std::int64_t checked_element_count(std::span<const std::int64_t> dims, const char* what) {
   std::int64_t n = 1;
+  bool empty = false;
   for (auto d : dims) {
     if (d < 0) fail(error_code::invalid_argument, what, ": negative dimension ", d);
-    n = checked_mul(n, d, what);
+    if (d == 0)
+      empty = true;
+    else
+      n = checked_mul(n, d, what);
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 // The bytes of `elements` elements of `element_size` bytes each, at most max_buffer_bytes.
@@ -639,7 +646,8 @@ class shape {
   friend bool operator==(const shape&, const shape&) = default;
 
  private:
-  // Every shape's element count fits in int64, so products of a shape's dims need no check.
+  // The product of a shape's non-zero dims fits in int64, so products of any of its dims
+  // (element counts, strides) need no check.
   void check() const { (void)checked_element_count(dims_, "shape"); }
   std::vector<std::int64_t> dims_;
 };
@@ -14557,18 +14565,21 @@ class fused_kernel final : public op_kernel {
                 [&](std::int64_t o_off, std::int64_t l, const std::array<std::int64_t, leaves>& off) {
                   if (start < 0) start = o_off;
                   for (std::size_t i = 0; i < leaves; ++i) {
-                    const char* src = ptr[i] + off[i] * sizeof_leaf[i];
-                    char* dst = scratch[i].data() + len * sizeof_leaf[i];
+                    // The row's start in leaf i, and the place in its block buffer (only
+                    // copied and repeated leaves have one: no offset is added to the empty
+                    // buffers' null data()).
+                    auto src = [&] { return ptr[i] + off[i] * sizeof_leaf[i]; };
+                    auto dst = [&] { return scratch[i].data() + len * sizeof_leaf[i]; };
                     switch (how[i]) {
                       case read::fixed: break;
                       case read::at_output: at[i] = ptr[i] + start * sizeof_leaf[i]; break;
-                      case read::at_offset: at[i] = src; break;
-                      case read::copied: std::memcpy(dst, src, static_cast<std::size_t>(l * sizeof_leaf[i])); break;
+                      case read::at_offset: at[i] = src(); break;
+                      case read::copied: std::memcpy(dst(), src(), static_cast<std::size_t>(l * sizeof_leaf[i])); break;
                       case read::repeated:
                         if (per_block > 1) {
-                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], l);
+                          cpu::replicate_bytes(dst(), src(), sizeof_leaf[i], l);
                         } else if (filled[i] != off[i]) {  // one row: fill the whole buffer once per value
-                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], block);
+                          cpu::replicate_bytes(dst(), src(), sizeof_leaf[i], block);
                           filled[i] = off[i];
                         }
                         break;

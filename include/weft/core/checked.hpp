@@ -38,14 +38,21 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
   return r;
 }
 
-// The number of elements of `dims`; a negative dim or an overflowing product is an error.
+// The number of elements of `dims`. A negative dim is an error, and so is a product of the
+// non-zero dims that does not fit in int64, even where a zero dim makes the count 0
+// ([0, 2^62, 4] as much as [2^62, 4, 0]): then the product of any of a shape's dims (a
+// stride, a row's length, a group of merged dims) fits too, empty shapes included.
 [[nodiscard]] inline std::int64_t checked_element_count(std::span<const std::int64_t> dims, const char* what) {
   std::int64_t n = 1;
+  bool empty = false;
   for (auto d : dims) {
     if (d < 0) fail(error_code::invalid_argument, what, ": negative dimension ", d);
-    n = checked_mul(n, d, what);
+    if (d == 0)
+      empty = true;
+    else
+      n = checked_mul(n, d, what);
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 // The bytes of `elements` elements of `element_size` bytes each, at most max_buffer_bytes.
