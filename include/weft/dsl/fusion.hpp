@@ -348,18 +348,21 @@ class fused_kernel final : public op_kernel {
                 [&](std::int64_t o_off, std::int64_t l, const std::array<std::int64_t, leaves>& off) {
                   if (start < 0) start = o_off;
                   for (std::size_t i = 0; i < leaves; ++i) {
-                    const char* src = ptr[i] + off[i] * sizeof_leaf[i];
-                    char* dst = scratch[i].data() + len * sizeof_leaf[i];
+                    // The row's start in leaf i, and the place in its block buffer (only
+                    // copied and repeated leaves have one: no offset is added to the empty
+                    // buffers' null data()).
+                    auto src = [&] { return ptr[i] + off[i] * sizeof_leaf[i]; };
+                    auto dst = [&] { return scratch[i].data() + len * sizeof_leaf[i]; };
                     switch (how[i]) {
                       case read::fixed: break;
                       case read::at_output: at[i] = ptr[i] + start * sizeof_leaf[i]; break;
-                      case read::at_offset: at[i] = src; break;
-                      case read::copied: std::memcpy(dst, src, static_cast<std::size_t>(l * sizeof_leaf[i])); break;
+                      case read::at_offset: at[i] = src(); break;
+                      case read::copied: std::memcpy(dst(), src(), static_cast<std::size_t>(l * sizeof_leaf[i])); break;
                       case read::repeated:
                         if (per_block > 1) {
-                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], l);
+                          cpu::replicate_bytes(dst(), src(), sizeof_leaf[i], l);
                         } else if (filled[i] != off[i]) {  // one row: fill the whole buffer once per value
-                          cpu::replicate_bytes(dst, src, sizeof_leaf[i], block);
+                          cpu::replicate_bytes(dst(), src(), sizeof_leaf[i], block);
                           filled[i] = off[i];
                         }
                         break;
