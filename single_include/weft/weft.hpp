@@ -1514,7 +1514,18 @@ class shape_context {
   }
   const attr_map& attrs() const noexcept { return attrs_; }
 
-  void set_output(int i, partial_shape s) { out_shapes_.at(static_cast<std::size_t>(i)) = std::move(s); }
+  // The known dims of an output shape obey a shape's rule (core/checked.hpp): their
+  // non-zero product fits in int64, so a rule that multiplied through a zero dim, or never
+  // multiplied, cannot hand on a shape that later products overflow.
+  void set_output(int i, partial_shape s) {
+    if (s.rank_known()) {
+      std::vector<std::int64_t> known;
+      for (auto d : s.dims())
+        if (d >= 0) known.push_back(d);
+      (void)checked_element_count(known, "an output shape");
+    }
+    out_shapes_.at(static_cast<std::size_t>(i)) = std::move(s);
+  }
   const std::vector<partial_shape>& output_shapes() const noexcept { return out_shapes_; }
 
   // Throws invalid_argument naming the node, op, and every input's dtype and shape.
