@@ -169,6 +169,68 @@ TEST_CASE("hardening: the non-zero dims of an empty shape have a product that fi
                 {"node 'reshape' (Reshape)", "overflows int64"});
 }
 
+// The kernel fuzzer's third finding: a Conv2D with dilation 2^61 in height and SAME padding
+// pads its one-row image by 2^61 rows on each side, and its register blocks sized a buffer
+// for the padded image, (2^62 + 1) rows, a product that overflowed. Such a convolution now
+// tests each tap instead; its values are checked against sums by hand, and its gradients too
+// (the input's gradient is itself a convolution padded by 2^61).
+TEST_CASE("hardening: a convolution padded far beyond its image computes its values", "[hardening]") {
+  constexpr std::int64_t n = 2, w = 3, c = 16, k = 16, kh = 3, dh = p2(61), pad_top = p2(61);
+  auto values = [](shape s, int mod, int shift) {
+    tensor t(dtype::float32, std::move(s));
+    auto v = t.flat<float>();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i % static_cast<std::size_t>(mod)) - shift);
+    return t;
+  };
+  const tensor in = values({n, 1, w, c}, 7, 3), f = values({kh, 1, c, k}, 5, 2), d_out = values({n, 1, w, k}, 3, 1);
+  auto at = [](const tensor& t, std::int64_t i) { return t.flat<float>()[static_cast<std::size_t>(i)]; };
+  // Tap i of the window reads input row i * dh - pad_top: only i = 1 reads row 0.
+  auto hits = [&](std::int64_t i) { return i * dh - pad_top == 0; };
+  graph g;
+  attr_map conv{{"padding", std::string("SAME")},
+                {"strides", std::vector<std::int64_t>{1, 1, 1, 1}},
+                {"dilations", std::vector<std::int64_t>{1, dh, 1, 1}}};
+  attr_map sized = conv;
+  sized.set("Tsizes", dtype::int64);
+  auto& x = g.constant(in);
+  auto& filter = g.constant(f);
+  auto& dy = g.constant(d_out);
+  auto& y = g.op("Conv2D", {x, filter}, conv, "conv");
+  auto& dx = g.op("Conv2DBackpropInput", {ints(g, {n, 1, w, c}), filter, dy}, sized, "conv_dx");
+  auto& df = g.op("Conv2DBackpropFilter", {x, ints(g, {kh, 1, c, k}), dy}, sized, "conv_df");
+  session s(g, one_thread());
+  const auto out = s.run({}, {y.out(0), dx.out(0), df.out(0)});
+  REQUIRE(out[0].shape() == shape{n, 1, w, k});
+  REQUIRE(out[1].shape() == shape{n, 1, w, c});
+  REQUIRE(out[2].shape() == shape{kh, 1, c, k});
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t p = 0; p < w; ++p) {
+      for (std::int64_t q = 0; q < k; ++q) {
+        float sum = 0;
+        for (std::int64_t i = 0; i < kh; ++i)
+          for (std::int64_t ci = 0; ci < c; ++ci)
+            if (hits(i)) sum += at(in, (b * w + p) * c + ci) * at(f, (i * c + ci) * k + q);
+        CHECK(at(out[0], (b * w + p) * k + q) == sum);
+      }
+      for (std::int64_t ci = 0; ci < c; ++ci) {
+        float sum = 0;
+        for (std::int64_t i = 0; i < kh; ++i)
+          for (std::int64_t q = 0; q < k; ++q)
+            if (hits(i)) sum += at(d_out, (b * w + p) * k + q) * at(f, (i * c + ci) * k + q);
+        CHECK(at(out[1], (b * w + p) * c + ci) == sum);
+      }
+    }
+  for (std::int64_t i = 0; i < kh; ++i)
+    for (std::int64_t ci = 0; ci < c; ++ci)
+      for (std::int64_t q = 0; q < k; ++q) {
+        float sum = 0;
+        for (std::int64_t b = 0; b < n; ++b)
+          for (std::int64_t p = 0; p < w; ++p)
+            if (hits(i)) sum += at(in, (b * w + p) * c + ci) * at(d_out, (b * w + p) * k + q);
+        CHECK(at(out[2], (i * c + ci) * k + q) == sum);
+      }
+}
+
 TEST_CASE("hardening: a request beyond memory, or a session's memory limit, is resource_exhausted", "[hardening]") {
   graph g;
   // 2^40 bytes: more than this machine has (checked, never handed to the kernel's overcommit).

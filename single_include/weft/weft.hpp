@@ -10206,6 +10206,21 @@ struct padded_image {
   explicit padded_image(const geometry& g)
       : height((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1), width((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1), row(width * g.c) {}
   std::int64_t size() const { return height * row; }
+  // Whether the buffer of an image stays within four times the image plus 64 Ki values (and
+  // so its sizes fit in int64). Padding far wider than the image (a dilation of 2^61 pads a
+  // row by 2^61 on each side) is left to the paths that test each tap, not copied.
+  static bool fits(const geometry& g) {
+    auto extent = [](std::int64_t out, std::int64_t stride, std::int64_t k, std::int64_t dilation, std::int64_t& r) {
+      std::int64_t a, b;
+      return !__builtin_mul_overflow(out - 1, stride, &a) && !__builtin_mul_overflow(k - 1, dilation, &b) &&
+             !__builtin_add_overflow(a, b, &r) && !__builtin_add_overflow(r, 1, &r);
+    };
+    std::int64_t h, w, values;
+    if (!extent(g.oh, g.sh, g.kh, g.dh, h) || !extent(g.ow, g.sw, g.kw, g.dw, w) || __builtin_mul_overflow(h, w, &values) ||
+        __builtin_mul_overflow(values, g.c, &values))
+      return false;
+    return (values - (std::int64_t{1} << 16)) / 4 <= g.h * g.w * g.c;  // the image exists: its size fits
+  }
   // Copies image img of `in` into buf: buffer position (yy, xx) is input (yy - pad_top, xx - pad_left).
   template <class C>
   void fill(const geometry& g, const C* in, std::int64_t img, C* buf) const {
@@ -10279,7 +10294,9 @@ void for_each_packet_block(std::int64_t packets, F&& f) {
   for (std::int64_t q = 0; q < packets; q += 2) f(packets - q >= 2 ? 2 : 1, q);
 }
 
-inline bool use_register_blocks(const geometry& g, std::int64_t packet) { return g.k % packet == 0; }
+inline bool use_register_blocks(const geometry& g, std::int64_t packet) {
+  return g.k % packet == 0 && padded_image::fits(g);
+}
 
 // Output row y of an image from its padded copy: runs of positions times blocks of packets.
 template <class C>
