@@ -372,7 +372,7 @@ int main(int argc, char** argv) try {
     std::printf("sample: %s\n", generate(opt.seed + static_cast<unsigned>(epoch)).c_str());
   }
   if (first_epoch > opt.epochs) perplexity = validation_perplexity();
-  std::printf("validation perplexity %.2f after %d epochs (%.1f s of training in this run)\n", perplexity, opt.epochs, seconds);
+  std::printf("validation perplexity %.2f after %d epoch%s (%.1f s of training in this run)\n", perplexity, opt.epochs, opt.epochs == 1 ? "" : "s", seconds);
   if (opt.max_perplexity > 0 && perplexity > opt.max_perplexity) {
     std::fprintf(stderr, "char_rnn: validation perplexity %.3f is above --max-perplexity %.3f\n", perplexity, opt.max_perplexity);
     return 1;

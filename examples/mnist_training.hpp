@@ -177,7 +177,7 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
     std::printf("epoch %d: test accuracy %.2f%%, saved %s\n", epoch, 100 * test_accuracy, file.c_str());
   }
   if (first_epoch > opt.epochs) test_accuracy = evaluate();  // nothing left to train: the restored model's
-  std::printf("test accuracy %.2f%% after %d epochs (%.1f s of training in this run)\n", 100 * test_accuracy, opt.epochs,
+  std::printf("test accuracy %.2f%% after %d epoch%s (%.1f s of training in this run)\n", 100 * test_accuracy, opt.epochs, opt.epochs == 1 ? "" : "s",
               seconds);
   if (test_accuracy < opt.min_accuracy) {
     std::fprintf(stderr, "%s: test accuracy %.4f is below --min-accuracy %.4f\n", program, test_accuracy, opt.min_accuracy);
