@@ -12,6 +12,7 @@
 #include <weft/core/crc32c.hpp>
 #include <weft/data/idx.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace weft;
@@ -229,6 +231,36 @@ TEST_CASE("hardening: a convolution padded far beyond its image computes its val
             if (hits(i)) sum += at(in, (b * w + p) * c + ci) * at(d_out, (b * w + p) * k + q);
         CHECK(at(out[2], (i * c + ci) * k + q) == sum);
       }
+}
+
+// The kernel fuzzer's fourth finding: a MaxPoolGrad shard threw its weft::error inside
+// Eigen's parallelFor, which unwound past a barrier that other shards still used (an
+// assertion in Eigen, a use after scope under ASan; on a pool thread, std::terminate).
+// cpu_device::parallel_for now keeps the first exception and rethrows it once every shard
+// has finished.
+TEST_CASE("hardening: an exception in a parallel_for shard reaches the caller after every shard", "[hardening]") {
+  const cpu_device d(2);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> active{0};
+    std::atomic<std::int64_t> units{0};
+    const std::int64_t thrower = round % 2 == 0 ? 0 : 63;  // the first shard, or the last
+    require_error(
+        [&] {
+          d.parallel_for(64, 1e6, [&](std::int64_t b, std::int64_t e) {
+            ++active;
+            if (b <= thrower && thrower < e) {
+              --active;
+              fail(error_code::invalid_argument, "shard of unit ", thrower, " fails");
+            }
+            for (int i = 0; i < 100; ++i) std::this_thread::yield();  // let the shards overlap
+            units += e - b;
+            --active;
+          });
+        },
+        {"shard of unit", "fails"});
+    CHECK(active == 0);
+    CHECK(units < 64);
+  }
 }
 
 TEST_CASE("hardening: a request beyond memory, or a session's memory limit, is resource_exhausted", "[hardening]") {

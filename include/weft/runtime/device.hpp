@@ -7,9 +7,12 @@
 #include <weft/core/eigen_tensor.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -38,13 +41,29 @@ class cpu_device {
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return eigen_; }
 
   // Runs f(begin, end) over [0, n) in shards sized by Eigen's cost model; cost_per_unit
-  // is roughly the cycles one unit takes. Returns when every shard is done.
+  // is roughly the cycles one unit takes. Returns when every shard is done. A shard that
+  // throws does not unwind through Eigen's pool (whose barrier must outlive every shard, and
+  // whose threads would terminate the process): the first exception is kept, the shards not
+  // yet started are skipped, and it is rethrown here once all have finished.
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
     if (n <= 0) return;
     if (threads_ == 1 || n * cost_per_unit < 20000) return f(0, n);
+    std::atomic<bool> failed{false};
+    std::exception_ptr first;
+    std::mutex mutex;
     eigen_.parallelFor(static_cast<Eigen::Index>(n), Eigen::TensorOpCost(0, 0, cost_per_unit),
-                       [&f](Eigen::Index b, Eigen::Index e) { f(b, e); });
+                       [&](Eigen::Index b, Eigen::Index e) {
+                         if (failed.load(std::memory_order_relaxed)) return;
+                         try {
+                           f(b, e);
+                         } catch (...) {
+                           std::lock_guard lock(mutex);
+                           if (!first) first = std::current_exception();
+                           failed.store(true, std::memory_order_relaxed);
+                         }
+                       });
+    if (first) std::rethrow_exception(first);
   }
 
  private:
