@@ -242,7 +242,6 @@ TEST_CASE("hardening: an exception in a parallel_for shard reaches the caller af
   const cpu_device d(2);
   for (int round = 0; round < 20; ++round) {
     std::atomic<int> active{0};
-    std::atomic<std::int64_t> units{0};
     const std::int64_t thrower = round % 2 == 0 ? 0 : 63;  // the first shard, or the last
     require_error(
         [&] {
@@ -253,13 +252,11 @@ TEST_CASE("hardening: an exception in a parallel_for shard reaches the caller af
               fail(error_code::invalid_argument, "shard of unit ", thrower, " fails");
             }
             for (int i = 0; i < 100; ++i) std::this_thread::yield();  // let the shards overlap
-            units += e - b;
             --active;
           });
         },
         {"shard of unit", "fails"});
-    CHECK(active == 0);
-    CHECK(units < 64);
+    CHECK(active == 0);  // no shard still runs once the error is out
   }
 }
 
