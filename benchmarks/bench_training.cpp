@@ -3,7 +3,10 @@
 //   train::minimize through a session), the same model as typed expressions (the DSL's
 //   train::minimize through a client_session), against the same step written by hand with Eigen's
 //   Tensor module on a ThreadPoolDevice (forward, backward and update, buffers allocated
-//   once), and against libtorch;
+//   once), against the step as an Eigen expert writes it with dense matrices and OpenMP
+//   (eigen_mlp.cpp), and against libtorch with each way of sharing its threads with its BLAS;
+// - the machine's limits in the same run: Eigen's sgemm and STREAM's triad (eigen_mlp.cpp), so
+//   that each step is also a fraction of them (the MLP steps count GFLOP/s);
 // - a LeNet (examples/mnist_cnn without dropout, batch 128): weft against libtorch.
 // Threads 1 and 2. Every side starts from the same weights and data and is checked against
 // weft after one step before timing. The libtorch benchmarks are built when CMake finds
@@ -19,6 +22,8 @@
 
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+
+#include "eigen_mlp.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -310,10 +315,21 @@ void count_examples(benchmark::State& state) {
   state.counters["examples/s"] = benchmark::Counter(static_cast<double>(batch * state.iterations()), benchmark::Counter::kIsRate);
 }
 
-template <class Model>
-void time_weft(benchmark::State& state, Model& m) {
-  for (auto _ : state) m.step_only();
+// The MLP step's floating-point operations: three products forward, the weights' gradients
+// (as many), and the gradients of the second and third layers' inputs.
+constexpr double mlp_step_flops =
+    2.0 * batch * (2.0 * (in * hidden + hidden * hidden + hidden * classes) + hidden * hidden + hidden * classes);
+
+void count_mlp(benchmark::State& state) {
   count_examples(state);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(mlp_step_flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+template <class Model>
+void time_weft(benchmark::State& state, Model& m, void (*count)(benchmark::State&) = count_examples) {
+  for (auto _ : state) m.step_only();
+  count(state);
 }
 
 void BM_weft_mlp_step(benchmark::State& state) {
@@ -328,7 +344,7 @@ void BM_weft_mlp_step(benchmark::State& state) {
   if (worst_difference(w0, std::vector<float>(e.w[0].data(), e.w[0].data() + e.w[0].size())) > 1e-4)
     state.SkipWithError("weft's step differs from the hand-written one");
   m.reset();
-  time_weft(state, m);
+  time_weft(state, m, count_mlp);
 }
 
 void BM_weft_dsl_mlp_step(benchmark::State& state) {
@@ -345,7 +361,7 @@ void BM_weft_dsl_mlp_step(benchmark::State& state) {
       state.SkipWithError("the typed step differs from the graph's");
   }
   dsl_mlp m(p, options);
-  time_weft(state, m);
+  time_weft(state, m, count_mlp);
 }
 
 void BM_eigen_mlp_step(benchmark::State& state) {
@@ -355,7 +371,32 @@ void BM_eigen_mlp_step(benchmark::State& state) {
     e.run();
     benchmark::DoNotOptimize(e.loss);
   }
-  count_examples(state);
+  count_mlp(state);
+}
+
+std::unique_ptr<eigen_bench::mlp_step> eigen_dense_mlp(const mlp_problem& p) {
+  std::vector<const float*> params;
+  for (const tensor& t : p.params) params.push_back(t.data<float>());
+  return std::make_unique<eigen_bench::mlp_step>(params, in, hidden, classes, p.x.data<float>(),
+                                                 p.labels.data<std::int32_t>(), batch, rate);
+}
+
+// The expert's step: checked against one step of weft's graph (loss and first weights).
+void BM_eigen_dense_mlp_step(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  mlp_problem p;
+  {
+    weft_mlp reference(p, threads_options(threads));
+    eigen_bench::set_threads(threads);
+    auto checked = eigen_dense_mlp(p);
+    const float loss_weft = reference.step(), loss_eigen = checked->run();
+    if (std::abs(loss_weft - loss_eigen) > 1e-4f || worst_difference(reference.parameter(0), checked->parameter(0)) > 1e-4)
+      state.SkipWithError("the dense Eigen step differs from weft's");
+  }
+  eigen_bench::set_threads(threads);
+  auto e = eigen_dense_mlp(p);
+  for (auto _ : state) benchmark::DoNotOptimize(e->run());
+  count_mlp(state);
 }
 
 void BM_weft_lenet_step(benchmark::State& state) {
@@ -379,11 +420,38 @@ std::unique_ptr<torch_bench::model> torch_lenet(const lenet_problem& p) {
   return torch_bench::make_lenet(torch_params(p.params), p.x.data<float>(), p.labels.data<std::int32_t>(), batch, rate);
 }
 
+// How libtorch and its BLAS share the threads: libtorch's intra-op threads (OpenMP) run the
+// elementwise ops and split some products; OpenBLAS's own threads split each sgemm call.
+enum class torch_threads {
+  torch_only = 0,  // torch::set_num_threads(n), OpenBLAS on one thread
+  blas_only = 1,   // torch::set_num_threads(1), OpenBLAS on n threads
+  defaults = 2,    // neither set: what a libtorch program gets (both use every core)
+};
+
+void set_torch_threads(benchmark::State& state, int threads, torch_threads how) {
+  switch (how) {
+    case torch_threads::torch_only:
+      torch_bench::set_threads(threads);
+      if (!torch_bench::set_blas_threads(1) && threads > 1) state.SkipWithError("the BLAS is not OpenBLAS");
+      break;
+    case torch_threads::blas_only:
+      torch_bench::set_threads(1);
+      if (!torch_bench::set_blas_threads(threads) && threads > 1) state.SkipWithError("the BLAS is not OpenBLAS");
+      break;
+    case torch_threads::defaults:
+      torch_bench::set_threads(torch_bench::default_threads());
+      torch_bench::set_blas_threads(0);
+      break;
+  }
+}
+
 // Checks libtorch's first step against weft's (loss and first weights), then times it.
+// Arguments: threads, and how libtorch and its BLAS share them (torch_threads).
 template <class Problem, class WeftModel>
-void time_torch(benchmark::State& state, std::unique_ptr<torch_bench::model> (*make)(const Problem&)) {
+void time_torch(benchmark::State& state, std::unique_ptr<torch_bench::model> (*make)(const Problem&),
+                void (*count)(benchmark::State&)) {
   const int threads = static_cast<int>(state.range(0));
-  torch_bench::set_threads(threads);
+  set_torch_threads(state, threads, static_cast<torch_threads>(state.range(1)));
   Problem p;
   {
     WeftModel reference(p, threads_options(threads));
@@ -394,11 +462,13 @@ void time_torch(benchmark::State& state, std::unique_ptr<torch_bench::model> (*m
   }
   auto m = make(p);
   for (auto _ : state) benchmark::DoNotOptimize(m->step());
-  count_examples(state);
+  count(state);
 }
 
-void BM_torch_mlp_step(benchmark::State& state) { time_torch<mlp_problem, weft_mlp>(state, torch_mlp); }
-void BM_torch_lenet_step(benchmark::State& state) { time_torch<lenet_problem, weft_lenet>(state, torch_lenet); }
+void BM_torch_mlp_step(benchmark::State& state) { time_torch<mlp_problem, weft_mlp>(state, torch_mlp, count_mlp); }
+void BM_torch_lenet_step(benchmark::State& state) {
+  time_torch<lenet_problem, weft_lenet>(state, torch_lenet, count_examples);
+}
 #endif
 
 // --peak-memory=NAME: a model built and stepped twice first (code paged in, thread pools
@@ -476,10 +546,11 @@ int measure_peak(const std::string& name) {
 }
 
 // --node-times=NAME[:THREADS] (weft_mlp, weft_lenet): each node's mean time over 20 traced
-// steps (after 5 untimed ones), the slowest first, and their sum. The nodes run one at a
+// steps (after 5 untimed ones), the slowest first, their sum, and the MatMul nodes' sum (for
+// the MLP, whose floating-point work is all in its products, also their GFLOP/s). The nodes run one at a
 // time, each on THREADS intra-op threads (1 unless given).
 template <class Problem, class Model>
-void print_node_times(int threads) {
+void print_node_times(int threads, double gemm_flops = 0) {
   Problem p;
   Model m(p, threads_options(threads, 0));
   for (int i = 0; i < 5; ++i) m.step_only();
@@ -491,8 +562,14 @@ void print_node_times(int threads) {
   double total = 0;
   for (const auto& [node, ms] : mean) sorted.emplace_back(ms, node), total += ms;
   std::sort(sorted.rbegin(), sorted.rend());
-  for (const auto& [ms, node] : sorted) std::printf("%8.3f ms  %s\n", ms, node.c_str());
-  std::printf("%8.3f ms  in all\n", total);
+  double matmul = 0;
+  for (const auto& [ms, node] : sorted) {
+    std::printf("%8.3f ms  %s\n", ms, node.c_str());
+    if (node.rfind("MatMul ", 0) == 0) matmul += ms;
+  }
+  std::printf("%8.3f ms  in all\n%8.3f ms  in MatMul nodes", total, matmul);
+  if (gemm_flops > 0) std::printf(", %.1f GFLOP/s", gemm_flops / (matmul * 1e6));
+  std::printf("\n");
 }
 
 int node_times(std::string name) {
@@ -505,7 +582,7 @@ int node_times(std::string name) {
       return 2;
     }
   }
-  if (name == "weft_mlp") return print_node_times<mlp_problem, weft_mlp>(threads), 0;
+  if (name == "weft_mlp") return print_node_times<mlp_problem, weft_mlp>(threads, mlp_step_flops), 0;
   if (name == "weft_lenet") return print_node_times<lenet_problem, weft_lenet>(threads), 0;
   std::fprintf(stderr, "bench_training: --node-times: unknown model '%s' (weft_mlp, weft_lenet)\n", name.c_str());
   return 2;
@@ -517,10 +594,12 @@ int node_times(std::string name) {
 BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_eigen_dense_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_lenet_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 #if WEFT_BENCH_TORCH
-BENCHMARK(BM_torch_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_torch_lenet_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Arguments: threads, torch_threads (on one thread, both set to one).
+BENCHMARK(BM_torch_mlp_step)->Args({1, 0})->Args({2, 0})->Args({2, 1})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_torch_lenet_step)->Args({1, 0})->Args({2, 0})->Args({2, 1})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
 int main(int argc, char** argv) {
@@ -530,6 +609,12 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]).rfind(nodes_flag, 0) == 0) return node_times(argv[1] + nodes_flag.size());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+#if WEFT_BENCH_TORCH
+  benchmark::AddCustomContext("libtorch threads by default", std::to_string(torch_bench::default_threads()));
+  benchmark::AddCustomContext("libtorch's BLAS", torch_bench::blas_description());
+#endif
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  benchmark::AddCustomContext("OPENBLAS_CORETYPE", coretype ? coretype : "(unset)");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

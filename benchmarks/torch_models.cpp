@@ -4,7 +4,10 @@
 
 #include <torch/torch.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
+#include <string>
 
 namespace torch_bench {
 namespace {
@@ -129,7 +132,60 @@ class lenet final : public trainer {
 
 }  // namespace
 
-void set_threads(int threads) { torch::set_num_threads(threads); }
+int default_threads() {
+  static const int threads = torch::get_num_threads();
+  return threads;
+}
+
+void set_threads(int threads) {
+  default_threads();  // remembered before the first change
+  torch::set_num_threads(threads);
+}
+
+namespace {
+
+// OpenBLAS's entry points, looked up in the process (absent for another BLAS).
+struct openblas_api {
+  void (*set_num_threads)(int) = nullptr;
+  int (*get_num_threads)() = nullptr;
+  char* (*get_config)() = nullptr;
+  char* (*get_corename)() = nullptr;
+  int initial_threads = 0;
+  openblas_api() {
+    set_num_threads = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    get_num_threads = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    get_config = reinterpret_cast<char* (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+    get_corename = reinterpret_cast<char* (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    if (get_num_threads) initial_threads = get_num_threads();
+  }
+};
+
+const openblas_api& openblas() {
+  static const openblas_api api;
+  return api;
+}
+
+}  // namespace
+
+std::string blas_description() {
+  std::string out = "sgemm_ not found";
+  if (void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_")) {
+    Dl_info info{};
+    out = dladdr(sgemm, &info) != 0 && info.dli_fname ? info.dli_fname : "sgemm_ in an unnamed object";
+  }
+  const openblas_api& api = openblas();
+  if (api.get_config) out += std::string("; OpenBLAS ") + api.get_config();
+  if (api.get_corename) out += std::string(", core ") + api.get_corename();
+  if (api.get_num_threads) out += ", " + std::to_string(api.initial_threads) + " threads by default";
+  return out;
+}
+
+bool set_blas_threads(int threads) {
+  const openblas_api& api = openblas();
+  if (!api.set_num_threads) return false;
+  api.set_num_threads(threads > 0 ? threads : api.initial_threads);
+  return true;
+}
 
 std::unique_ptr<model> make_mlp(const std::vector<param>& params, const float* x, const std::int32_t* labels,
                                 std::int64_t batch, float rate) {

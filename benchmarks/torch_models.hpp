@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace torch_bench {
@@ -25,7 +26,18 @@ class model {
   virtual std::vector<float> parameter(int i) const = 0;
 };
 
+// libtorch's intra-op threads (`torch::set_num_threads`), and the count it had before the
+// first call to either function (its default: one per core).
 void set_threads(int threads);
+int default_threads();
+
+// The BLAS libtorch calls (Debian's libtorch calls whatever libblas.so.3 the alternatives
+// system points to): the file that defines sgemm_, and for OpenBLAS its configuration, core
+// kernels and threads.
+std::string blas_description();
+// OpenBLAS's own threads; 0 gives back the count it started with. False when the BLAS is
+// not OpenBLAS.
+bool set_blas_threads(int threads);
 
 // 784-h-h-10 with ReLU; params w1, b1, w2, b2, w3, b3. x: [batch, 784], labels: [batch].
 std::unique_ptr<model> make_mlp(const std::vector<param>& params, const float* x, const std::int32_t* labels,
