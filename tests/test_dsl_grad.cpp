@@ -81,7 +81,7 @@ TEST_CASE("dsl grad: a fused elementwise expression with broadcasting matches ce
     const graph& g = sess.current_graph();
     if (on) {
       // Forward and backward are fused: no elementwise op has a node of its own.
-      for (const char* op : {"Tanh", "Sigmoid", "Mul", "SelectV2", "Sqrt", "Log", "Exp", "Pow", "Maximum", "Relu", "Abs"}) {
+      for (const char* op : {"Tanh", "Sigmoid", "Mul", "SelectV2", "Sqrt", "Log", "Exp", "Pow", "Maximum", "Relu", "ReluGrad", "Abs"}) {
         INFO(op);
         CHECK(count_op(g, op) == 0);
       }

@@ -67,6 +67,10 @@ TEST_CASE("gradients: every rule matches central differences in float64", "[grad
       {"Sigmoid", unary("Sigmoid"), {m23}},
       {"Relu", unary("Relu"), {m23}},  // spread() keeps every value away from 0
       {"Abs", unary("Abs"), {m23}},
+      {"ReluGrad, in its gradients", [](graph& g, const std::vector<output>& x) {
+         auto f = g.constant(tensor::of<double>({2, 3}, {-1, 0.5, 2, -0.3, 0, 4}));
+         return op(g, "ReluGrad", {x[0], f});
+       }, {m23}},
       {"Add, a row broadcast", binary("Add"), {m23, row3}},
       {"Sub, a column broadcast", binary("Sub"), {m23, col21}},
       {"Mul, a row by a column", binary("Mul"), {row3, col21}},
@@ -360,9 +364,9 @@ TEST_CASE("gradients: the backward graph grows linearly with a deep chain", "[gr
   int a2 = added(2), a4 = added(4), a8 = added(8);
   INFO("gradient nodes for 2, 4 and 8 layers: " << a2 << ", " << a4 << ", " << a8);
   CHECK(a8 - a4 == 2 * (a4 - a2));
-  // Per layer: Greater, Select, MatMul x2, SumToShape x2 and the Shape of the batch-sized
-  // sum; the bias's shape is known, a constant shared by every layer.
-  CHECK(a4 - a2 == 2 * 7);
+  // Per layer: ReluGrad, MatMul x2, SumToShape x2 and the Shape of the batch-sized sum; the
+  // bias's shape is known, a constant shared by every layer.
+  CHECK(a4 - a2 == 2 * 6);
 }
 
 TEST_CASE("gradients: the helper ops check their shapes", "[gradients]") {

@@ -100,6 +100,26 @@ TEST_CASE("comparisons, logical ops and Select") {
         std::vector<float>{1, 2, 3, 4});
 }
 
+TEST_CASE("ReluGrad passes the gradient where the features are positive, 0 elsewhere (0 at 0)") {
+  graph g;
+  auto& d = c<float>(g, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto& f = c<float>(g, {2, 3}, {-1, 0, 0.5f, 2, -0.25f, 7});
+  // By hand: kept where f > 0.
+  CHECK(eval(g, g.op("ReluGrad", {d, f})).to_vector<float>() == std::vector<float>{0, 0, 3, 4, 0, 6});
+  CHECK(eval(g, g.op("ReluGrad", {c<std::int32_t>(g, {3}, {5, -6, 7}), c<std::int32_t>(g, {3}, {1, 1, -1})}))
+            .to_vector<std::int32_t>() == std::vector<std::int32_t>{5, -6, 0});
+  CHECK(eval(g, g.op("ReluGrad", {g.constant(tensor::scalar(2.5)), g.constant(tensor::scalar(1.0))})).to_vector<double>() == std::vector<double>{2.5});
+  auto& empty = g.constant(tensor(dtype::float32, shape{0, 4}));
+  CHECK(eval(g, g.op("ReluGrad", {empty, empty})).shape() == shape{0, 4});
+  // No broadcasting, unlike SelectV2: shapes must match, in the graph and in the kernel.
+  test::require_error([&] { g.op("ReluGrad", {d, c<float>(g, {3}, {1, 1, 1})}); }, {"node 'ReluGrad", "same shape", "[2,3]"});
+  auto& pf = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "pf");
+  auto back = g.op("ReluGrad", {d, pf}).out(0);
+  session s(g, test::one_thread());
+  test::require_error([&] { s.run({{pf, tensor::of<float>({3, 2}, {1, 1, 1, 1, 1, 1})}}, {back}); },
+                      {"ReluGrad", "same shape", "[2,3]", "[3,2]"});
+}
+
 TEST_CASE("Select is TensorFlow's first form, a vector condition picking whole rows, and SelectV2 broadcasts") {
   graph g;
   auto& t = c<float>(g, {3, 2}, {1, 2, 3, 4, 5, 6});

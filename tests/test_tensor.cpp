@@ -83,6 +83,17 @@ TEST_CASE("the cpu allocator reuses large freed buffers, within its limit") {
     CHECK(a.bytes_cached() == 2 * mib);
     a.release_cached();
     CHECK(a.bytes_cached() == 0);
+    // From 64 KiB on, buffers are kept (rounded to pages); below, not.
+    const std::size_t small = cpu_allocator::cache_min_bytes;
+    CHECK(small == 64 * 1024);
+    void* s1 = a.allocate(small + 10);
+    a.deallocate(s1, small + 10);
+    CHECK(a.bytes_cached() == small + page);
+    CHECK(a.allocate(small + 20) == s1);
+    a.deallocate(s1, small + 20);
+    a.deallocate(a.allocate(small - 64), small - 64);
+    CHECK(a.bytes_cached() == small + page);
+    a.release_cached();
   } else {
     CHECK(a.bytes_cached() == 0);  // under ASan nothing is kept
   }

@@ -412,15 +412,17 @@ class allocator {
 
 // Host memory with byte counters (current and peak), usable from many threads.
 //
-// Large buffers (at least `cache_min_bytes`) are kept when freed, up to `cache_limit` bytes
-// in all, and handed to the next allocation of the same rounded size, as TensorFlow's BFC
-// allocator keeps its regions: a step that allocates the shapes of the step before touches
-// no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about 10 ms
-// per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul.) Under ASan the
-// cache is off, so that a use after free is still reported.
+// Large buffers (at least `cache_min_bytes`, 64 KiB) are kept when freed, up to `cache_limit`
+// bytes in all, and handed to the next allocation of the same rounded size, as TensorFlow's
+// BFC allocator keeps its regions: a step that allocates the shapes of the step before
+// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
+// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
+// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
+// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
+// use after free is still reported.
 class cpu_allocator final : public allocator {
  public:
-  static constexpr std::size_t cache_min_bytes = std::size_t(1) << 20;
+  static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;
   static constexpr std::size_t page_bytes = 4096;
   // Whether freed large buffers are kept: not under ASan.
 #if defined(__SANITIZE_ADDRESS__)
@@ -1718,7 +1720,7 @@ inline constexpr standard_op standard_ops[] = {
     {"Fill", "array"}, {"ZerosLike", "array"}, {"OnesLike", "array"}, {"GatherNd", "array"},
     {"TensorScatterUpdate", "array"},
     {"Neg", "math"}, {"Abs", "math"}, {"Square", "math"}, {"Sqrt", "math"}, {"Rsqrt", "math"},
-    {"Exp", "math"}, {"Log", "math"}, {"Tanh", "math"}, {"Sigmoid", "math"}, {"Relu", "math"},
+    {"Exp", "math"}, {"Log", "math"}, {"Tanh", "math"}, {"Sigmoid", "math"}, {"Relu", "math"}, {"ReluGrad", "math"},
     {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
     {"Pow", "math"}, {"Maximum", "math"}, {"Minimum", "math"}, {"Greater", "math"},
     {"GreaterEqual", "math"}, {"Less", "math"}, {"LessEqual", "math"}, {"Equal", "math"},
@@ -1994,6 +1996,20 @@ inline std::vector<op_def> math_op_defs() {
   unary("Tanh", float_type_attr);
   unary("Sigmoid", float_type_attr);
   unary("Relu", real_type_attr);
+  // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
+  // is Relu's input or output, which are positive at the same places). One pass where
+  // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
+  defs.push_back(op_def_builder("ReluGrad")
+                     .input("gradients: T")
+                     .input("features: T")
+                     .output("backprops: T")
+                     .attr(real_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(0), c.input(1)))
+                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
+                     })
+                     .build());
   defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
 
   auto binary = [&](const char* name, const char* types) {
@@ -4242,6 +4258,7 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
 // Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
   return constant_in(near, tensor::from_vector(v));
@@ -5326,6 +5343,15 @@ struct tensor_scatter_add_grad {
 };
 
 // ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
+// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+// the same function for the typed DSL, which fuses it with its neighbours).
+struct relu_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
+};
+// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+struct relu_grad_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
+};
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
 };
@@ -5484,7 +5510,8 @@ inline void register_standard_gradients() {
     add_rule("Log", elementwise_grad<log_grad>{});
     add_rule("Tanh", elementwise_grad<tanh_grad>{});
     add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
-    add_rule("Relu", elementwise_grad<relu_grad>{});
+    add_rule("Relu", relu_rule{});
+    add_rule("ReluGrad", relu_grad_rule{});
     add_rule("Abs", elementwise_grad<abs_grad>{});
     add_rule("SelectV2", elementwise_grad<select_grad>{});
     add_rule("Select", select_rows_grad{});
@@ -9235,6 +9262,29 @@ struct binary_kernel {
   };
 };
 
+// ReluGrad(gradients, features): gradients where features > 0, else 0; one shape, no
+// broadcasting. The loop is a function of its own over pointers taken by value, which GCC
+// vectorizes into compares and blends; written in the parallel_for lambda over pointers
+// captured by reference it stayed scalar, and its branch, taken at random, made it ten times
+// slower than SelectV2 (Eigen's select is not vectorized either).
+template <class T>
+struct relu_grad_kernel final : op_kernel {
+  explicit relu_grad_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor &g = ctx.input(0), &f = ctx.input(1);
+    if (g.shape() != f.shape())
+      fail(error_code::invalid_argument, "gradients and features must have the same shape, got ", g.shape(), " and ",
+           f.shape());
+    tensor& out = ctx.allocate_output(0, g.shape());
+    const T *pg = g.data<T>(), *pf = f.data<T>();
+    T* po = out.data<T>();
+    ctx.parallel_for(g.num_elements(), 1, [&](std::int64_t b, std::int64_t e) { flat(pg + b, pf + b, po + b, e - b); });
+  }
+  static void flat(const T* g, const T* f, T* o, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) o[i] = f[i] > T(0) ? g[i] : T(0);
+  }
+};
+
 // SelectV2(condition, t, e): all three broadcast.
 template <class T>
 struct select_kernel final : op_kernel {
@@ -9350,6 +9400,7 @@ void register_elementwise_kernels() {
   register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", float_complex_types{});
   register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", float_complex_types{});
   register_for<unary_kernel<relu_fn>::of>("Relu", "T", real_number_types{});
+  register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
   register_cpu_kernel<unary_kernel<logical_not_fn>::of<bool>>("LogicalNot");
   register_for<binary_kernel<add_fn>::of>("Add", "T", number_types{});
   register_for<binary_kernel<sub_fn>::of>("Sub", "T", number_types{});

@@ -431,6 +431,15 @@ struct tensor_scatter_add_grad {
 };
 
 // ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
+// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+// the same function for the typed DSL, which fuses it with its neighbours).
+struct relu_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
+};
+// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+struct relu_grad_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
+};
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
 };
@@ -589,7 +598,8 @@ inline void register_standard_gradients() {
     add_rule("Log", elementwise_grad<log_grad>{});
     add_rule("Tanh", elementwise_grad<tanh_grad>{});
     add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
-    add_rule("Relu", elementwise_grad<relu_grad>{});
+    add_rule("Relu", relu_rule{});
+    add_rule("ReluGrad", relu_grad_rule{});
     add_rule("Abs", elementwise_grad<abs_grad>{});
     add_rule("SelectV2", elementwise_grad<select_grad>{});
     add_rule("Select", select_rows_grad{});

@@ -172,6 +172,7 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
 // Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
   return constant_in(near, tensor::from_vector(v));

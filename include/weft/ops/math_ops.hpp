@@ -40,6 +40,20 @@ inline std::vector<op_def> math_op_defs() {
   unary("Tanh", float_type_attr);
   unary("Sigmoid", float_type_attr);
   unary("Relu", real_type_attr);
+  // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
+  // is Relu's input or output, which are positive at the same places). One pass where
+  // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
+  defs.push_back(op_def_builder("ReluGrad")
+                     .input("gradients: T")
+                     .input("features: T")
+                     .output("backprops: T")
+                     .attr(real_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(0), c.input(1)))
+                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
+                     })
+                     .build());
   defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
 
   auto binary = [&](const char* name, const char* types) {
