@@ -512,6 +512,7 @@ void register_gradient_kernels() {
     tags::tanh::register_kernel<T>();
     tags::sigmoid::register_kernel<T>();
     tags::relu::register_kernel<T>();
+    register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>});  // Relu's rule
     tags::add::register_kernel<T>();
     tags::subtract::register_kernel<T>();
     tags::multiply::register_kernel<T>();
