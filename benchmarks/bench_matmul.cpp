@@ -106,6 +106,55 @@ static void BM_eigen_gemv(benchmark::State& state) {
   set_bytes(state, n);
 }
 
+// The products of a training step of the 784-512-512-10 MLP at batch 128 (bench_training):
+// forward (128 x 784 times 784 x 512), a weight's gradient (op(a) = 784 x 128 transposed),
+// an input's gradient (op(b) = 512 x 512 transposed). weft's MatMul through a session
+// against Eigen's dense product on Maps, transposes included; GFLOP/s in "flops".
+struct mlp_product {
+  const char* name;
+  std::int64_t m, k, n;
+  bool ta, tb;
+};
+static constexpr mlp_product mlp_products[] = {{"forward_784", 128, 784, 512, false, false},
+                                               {"forward_512", 128, 512, 512, false, false},
+                                               {"weight_grad_784", 784, 128, 512, true, false},
+                                               {"input_grad_512", 128, 512, 512, false, true}};
+
+static void set_product_flops(benchmark::State& state, const mlp_product& p) {
+  state.counters["flops"] = benchmark::Counter(2.0 * static_cast<double>(p.m * p.k * p.n) * static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
+static void BM_weft_mlp_product(benchmark::State& state, mlp_product p, int threads) {
+  graph g;
+  auto& a = g.placeholder(dtype::float32, p.ta ? shape{p.k, p.m} : shape{p.m, p.k}, "a");
+  auto& b = g.placeholder(dtype::float32, p.tb ? shape{p.n, p.k} : shape{p.k, p.n}, "b");
+  auto& m = g.op("MatMul", {a, b}, {{"transpose_a", p.ta}, {"transpose_b", p.tb}});
+  session_options o;
+  o.inter_op_threads = 0;
+  o.intra_op_threads = threads;
+  session s(g, o);
+  feed_list feeds{{a, p.ta ? ramp(p.k, p.m) : ramp(p.m, p.k)}, {b, p.tb ? ramp(p.n, p.k) : ramp(p.k, p.n)}};
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {m}));
+  set_product_flops(state, p);
+}
+
+static void BM_eigen_mlp_product(benchmark::State& state, mlp_product p) {
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  auto ta = p.ta ? ramp(p.k, p.m) : ramp(p.m, p.k), tb = p.tb ? ramp(p.n, p.k) : ramp(p.k, p.n);
+  tensor out(dtype::float32, {p.m, p.n});
+  Eigen::Map<const M> a(ta.data<float>(), p.ta ? p.k : p.m, p.ta ? p.m : p.k);
+  Eigen::Map<const M> b(tb.data<float>(), p.tb ? p.n : p.k, p.tb ? p.k : p.n);
+  Eigen::Map<M> c(out.data<float>(), p.m, p.n);
+  for (auto _ : state) {
+    if (p.ta) c.noalias() = a.transpose() * b;
+    else if (p.tb) c.noalias() = a * b.transpose();
+    else c.noalias() = a * b;
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+  set_product_flops(state, p);
+}
+
 // Registered pairwise, so that each weft run sits next to the Eigen runs it is compared
 // with (the machine is shared and noisy: compare ratios within one run).
 int main(int argc, char** argv) {
@@ -122,6 +171,16 @@ int main(int argc, char** argv) {
     for (int t : {1, 2})
       benchmark::RegisterBenchmark(name("weft_matvec", t).c_str(), BM_weft_matvec)->Args({n, t})->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark(name("eigen_gemv", 1).c_str(), BM_eigen_gemv)->Args({n, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  for (const auto& p : mlp_products) {
+    for (int t : {1, 2})
+      benchmark::RegisterBenchmark((std::string("weft_mlp_product/") + p.name + "/threads:" + std::to_string(t)).c_str(),
+                                   BM_weft_mlp_product, p, t)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+    benchmark::RegisterBenchmark((std::string("eigen_mlp_product/") + p.name + "/threads:1").c_str(), BM_eigen_mlp_product, p)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

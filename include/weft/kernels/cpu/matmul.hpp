@@ -1,6 +1,8 @@
-// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels, with
-// the output rows or columns split across the intra-op threads. (Eigen's dense product compiles in
-// a fraction of the time of its Tensor contraction and reaches the same speed.)
+// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
+// products through weft's own GEMM where the compiler targets AVX2 and FMA without AVX-512:
+// sgemm.hpp), with the output rows or columns split across the intra-op threads. (Eigen's
+// dense product compiles in a fraction of the time of its Tensor contraction and reaches the
+// same speed.)
 // float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.
 #pragma once
 
@@ -10,6 +12,7 @@
 
 #include <weft/core/broadcast.hpp>
 #include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/sgemm.hpp>
 #include <weft/ops/matrix_ops.hpp>
 
 namespace weft::cpu {
@@ -78,6 +81,14 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
     if (tb) return gemv_conj<T, R>(cols, k, b + c0 * k, k, a, res, conj_b, conj_a);
     return gemv_conj<T, C>(cols, k, b + c0, n, a, res, conj_b, conj_a);
   }
+#ifdef WEFT_OWN_SGEMM
+  if constexpr (std::is_same_v<T, float>) {
+    // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
+    const T* lhs = ta ? a + r0 : a + r0 * k;
+    const T* rhs = tb ? b + c0 * k : b + c0;
+    return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n);
+  }
+#endif
   // lhs: rows [r0, r1) of op(a); rhs: columns [c0, c1) of op(b).
   auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
     if (!tb) return gemm_block<T, LO, R, LC, false>(rows, cols, k, lhs, ls, b + c0, n, res, n);

@@ -1,0 +1,252 @@
+// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 1 to 4 as
+// virtual machines expose them, Intel Haswell to Comet Lake). There Eigen 3.4's GEMM reaches
+// about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512) where OpenBLAS
+// reaches 60 to 70; this one reaches 60 to 80 on the products of an MLP (docs/benchmarks.md,
+// `bench_matmul`'s BM_gemm). Where the compiler targets AVX-512, Eigen's AVX-512 GEMM is
+// kept: this kernel is not measured there.
+//
+// The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
+// at most `kc` values, op(b)'s panel is packed once into slivers of 16 columns, op(a)'s rows
+// into slivers of 6 rows per block of `mc` rows, and a 6 x 16 register block (12 ymm
+// accumulators, two loads of b and six broadcasts of a per step of the depth) computes each
+// piece of the output. Slivers are padded with zeros at the edges, and an edge block goes
+// through a small buffer, so any m, n and k work. The first depth panel stores its block,
+// the later ones add to it: the output needs no zero fill.
+//
+// Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
+#pragma once
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(WEFT_NO_OWN_SGEMM)
+#define WEFT_OWN_SGEMM 1
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+
+namespace weft::cpu {
+namespace sgemm_detail {
+
+inline constexpr int mr = 6;                  // rows of the register block
+inline constexpr int nr = 16;                 // columns: two ymm registers
+inline constexpr std::int64_t kc_max = 256;   // depth of a panel: a 16-column sliver of b is 16 KiB (L1)
+inline constexpr std::int64_t mc_max = 144;   // rows of a's block: 144 KiB (L2)
+inline constexpr std::int64_t nc_max = 4080;  // columns of b's panel: at most 4 MiB (L3)
+
+// Scratch for the packed operands, one per thread, grown to the largest panel it has held
+// (at most 4.2 MiB), 64-byte aligned.
+class scratch {
+ public:
+  float* get(std::size_t floats) {
+    if (floats > size_) {
+      data_.reset();
+      data_.reset(static_cast<float*>(::operator new(floats * sizeof(float), std::align_val_t{64})));
+      size_ = floats;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct release {
+    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<float, release> data_;
+  std::size_t size_ = 0;
+};
+
+inline scratch& thread_scratch() {
+  thread_local scratch s;
+  return s;
+}
+
+// A matrix read through strides: element (i, j) at p[i * rs + j * cs].
+struct strided {
+  const float* p;
+  std::int64_t rs, cs;
+  const float* at(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
+};
+
+// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
+// [s*mr*kc + p*mr + i], rows past m zero.
+inline void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
+  for (std::int64_t i0 = 0; i0 < m; i0 += mr) {
+    const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
+    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: read six streams
+      const float* r[mr];
+      for (int i = 0; i < mr; ++i) r[i] = a.at(i0 + i, 0);
+      for (std::int64_t p = 0; p < kc; ++p, out += mr)
+        for (int i = 0; i < mr; ++i) out[i] = r[i][p];
+      continue;
+    }
+    for (std::int64_t p = 0; p < kc; ++p, out += mr) {
+      const float* col = a.at(i0, p);
+      for (int i = 0; i < rows; ++i) out[i] = col[i * a.rs];
+      for (int i = rows; i < mr; ++i) out[i] = 0.0f;
+    }
+  }
+}
+
+// dst[r * dst_stride + c] = src[c * src_stride + r] for an 8 x 8 block.
+inline void transpose8(const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
+  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + src_stride);
+  __m256 r2 = _mm256_loadu_ps(src + 2 * src_stride), r3 = _mm256_loadu_ps(src + 3 * src_stride);
+  __m256 r4 = _mm256_loadu_ps(src + 4 * src_stride), r5 = _mm256_loadu_ps(src + 5 * src_stride);
+  __m256 r6 = _mm256_loadu_ps(src + 6 * src_stride), r7 = _mm256_loadu_ps(src + 7 * src_stride);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + dst_stride, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * dst_stride, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * dst_stride, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * dst_stride, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * dst_stride, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * dst_stride, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * dst_stride, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+// Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
+// at [s*nr*kc + p*nr + j], columns past n zero.
+inline void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
+  for (std::int64_t j0 = 0; j0 < n; j0 += nr, out += kc * nr) {
+    const int cols = static_cast<int>(std::min<std::int64_t>(nr, n - j0));
+    if (b.cs == 1 && cols == nr) {  // rows of b contiguous: copy 16 floats a step
+      for (std::int64_t p = 0; p < kc; ++p) std::memcpy(out + p * nr, b.at(p, j0), nr * sizeof(float));
+    } else if (b.rs == 1 && cols == nr) {  // columns contiguous (a transposed operand): 8 x 8 transposes
+      std::int64_t p = 0;
+      for (; p + 8 <= kc; p += 8)
+        for (int h = 0; h < nr; h += 8) transpose8(b.at(p, j0 + h), b.cs, out + p * nr + h, nr);
+      for (; p < kc; ++p)
+        for (int j = 0; j < nr; ++j) out[p * nr + j] = *b.at(p, j0 + j);
+    } else if (b.rs == 1) {  // an edge sliver of a transposed operand: read each column once
+      for (int j = 0; j < cols; ++j) {
+        const float* col = b.at(0, j0 + j);
+        for (std::int64_t p = 0; p < kc; ++p) out[p * nr + j] = col[p];
+      }
+      for (int j = cols; j < nr; ++j)
+        for (std::int64_t p = 0; p < kc; ++p) out[p * nr + j] = 0.0f;
+    } else {
+      for (std::int64_t p = 0; p < kc; ++p) {
+        for (int j = 0; j < cols; ++j) out[p * nr + j] = *b.at(p, j0 + j);
+        for (int j = cols; j < nr; ++j) out[p * nr + j] = 0.0f;
+      }
+    }
+  }
+}
+
+// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+inline void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
+                  bool accumulate, int rows, int cols) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    __m256 t = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(t, b0, c00);
+    c01 = _mm256_fmadd_ps(t, b1, c01);
+    t = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(t, b0, c10);
+    c11 = _mm256_fmadd_ps(t, b1, c11);
+    t = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(t, b0, c20);
+    c21 = _mm256_fmadd_ps(t, b1, c21);
+    t = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(t, b0, c30);
+    c31 = _mm256_fmadd_ps(t, b1, c31);
+    t = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(t, b0, c40);
+    c41 = _mm256_fmadd_ps(t, b1, c41);
+    t = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(t, b0, c50);
+    c51 = _mm256_fmadd_ps(t, b1, c51);
+  }
+  const __m256 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+  if (rows == mr && cols == nr) {
+    for (int i = 0; i < mr; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), r[2 * i]));
+        _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), r[2 * i + 1]));
+      } else {
+        _mm256_storeu_ps(ci, r[2 * i]);
+        _mm256_storeu_ps(ci + 8, r[2 * i + 1]);
+      }
+    }
+    return;
+  }
+  alignas(32) float t[mr * nr];
+  for (int i = 0; i < mr; ++i) {
+    _mm256_store_ps(t + i * nr, r[2 * i]);
+    _mm256_store_ps(t + i * nr + 8, r[2 * i + 1]);
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+}
+
+inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
+
+// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc.
+inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
+  // Equal depth panels (784 = 4 x 196, not 3 x 256 + 16): a short last panel would load
+  // and store its block of c for little work.
+  const std::int64_t panels = (k + kc_max - 1) / kc_max, kc_step = (k + panels - 1) / panels;
+  const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr);
+  float* packed_b = thread_scratch().get(static_cast<std::size_t>(kc_step * (nc_cap + round_up(std::min(m, mc_max), mr))));
+  float* packed_a = packed_b + kc_step * nc_cap;
+  for (std::int64_t jc = 0; jc < n; jc += nc_max) {
+    const std::int64_t nc = std::min(nc_max, n - jc);
+    for (std::int64_t pc = 0; pc < k; pc += kc_step) {
+      const std::int64_t kc = std::min(kc_step, k - pc);
+      pack_b(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
+      for (std::int64_t ic = 0; ic < m; ic += mc_max) {
+        const std::int64_t mc = std::min(mc_max, m - ic);
+        pack_a(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
+        for (std::int64_t jr = 0; jr < nc; jr += nr) {
+          const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
+          for (std::int64_t ir = 0; ir < mc; ir += mr) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
+            block(kc, packed_a + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows, cols);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace sgemm_detail
+
+// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
+// at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
+// the same memory with its strides swapped). k == 0 writes zeros.
+inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
+                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc) {
+  namespace d = sgemm_detail;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
+    return;
+  }
+  // A product with few columns (a layer of 10 outputs) wastes most of a 16-column block;
+  // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of 6.
+  if (n < d::nr && m > n) {
+    thread_local d::scratch transposed;
+    float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
+    d::product(n, m, k, {b, b_cs, b_rs}, {a, a_cs, a_rs}, t, m);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = t[j * m + i];
+    return;
+  }
+  d::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc);
+}
+
+}  // namespace weft::cpu
+
+#endif

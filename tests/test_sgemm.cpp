@@ -1,0 +1,180 @@
+// weft's own float GEMM (<weft/kernels/cpu/sgemm.hpp>), compiled here with -mavx2 -mfma
+// whatever the build's flags, so that every build tests it; skipped (exit 77) on a CPU
+// without AVX2 and FMA. Values against a naive loop in double, within the float error
+// bound of a sum of k products: |got - exact| <= (k + 4) * 2^-24 * sum_p |a(i,p) b(p,j)|.
+#define CATCH_CONFIG_RUNNER
+#include <weft/kernels/cpu/array.hpp>
+#include <weft/kernels/cpu/matmul.hpp>
+#include <weft/weft.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#ifndef WEFT_OWN_SGEMM
+#error "test_sgemm.cpp must be compiled with -mavx2 -mfma and without -mavx512f"
+#endif
+
+using namespace weft;
+
+namespace {
+
+std::vector<float> pattern(std::int64_t count, double phase) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(std::sin(phase + 0.37 * static_cast<double>(i)));
+  return v;
+}
+
+struct operands {
+  std::int64_t m, n, k;
+  bool ta, tb;
+  std::vector<float> a, b;  // stored (m,k) or (k,m) when ta; (k,n) or (n,k) when tb
+  float a_at(std::int64_t i, std::int64_t p) const { return a[static_cast<std::size_t>(ta ? p * m + i : i * k + p)]; }
+  float b_at(std::int64_t p, std::int64_t j) const { return b[static_cast<std::size_t>(tb ? j * k + p : p * n + j)]; }
+};
+
+operands make(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb) {
+  return {m, n, k, ta, tb, pattern(m * k, 0.1), pattern(k * n, 1.3)};
+}
+
+// out (row stride ldc) against the naive product; columns [n, ldc) must keep `fill`. One
+// assertion per product (a message per element would dominate the run under ASan).
+void check(const operands& o, const std::vector<float>& out, std::int64_t ldc, float fill) {
+  INFO("m=" << o.m << " n=" << o.n << " k=" << o.k << " ta=" << o.ta << " tb=" << o.tb);
+  for (std::int64_t i = 0; i < o.m; ++i) {
+    for (std::int64_t j = 0; j < ldc; ++j) {
+      const float got = out[static_cast<std::size_t>(i * ldc + j)];
+      if (j >= o.n) {
+        if (got != fill) FAIL("out(" << i << ", " << j << ") = " << got << " outside the product, was " << fill);
+        continue;
+      }
+      double exact = 0, magnitude = 0;
+      for (std::int64_t p = 0; p < o.k; ++p) {
+        const double term = static_cast<double>(o.a_at(i, p)) * static_cast<double>(o.b_at(p, j));
+        exact += term;
+        magnitude += std::abs(term);
+      }
+      const double bound = static_cast<double>(o.k + 4) * std::ldexp(1.0, -24) * magnitude;
+      if (!(std::abs(static_cast<double>(got) - exact) <= bound))
+        FAIL("out(" << i << ", " << j << ") = " << got << ", exact " << exact << ", bound " << bound);
+    }
+  }
+  SUCCEED("every element within the bound");
+}
+
+void run_sgemm(const operands& o, std::int64_t ldc, float fill) {
+  std::vector<float> out(static_cast<std::size_t>(o.m * ldc), fill);
+  cpu::sgemm(o.m, o.n, o.k, o.a.data(), o.ta ? 1 : o.k, o.ta ? o.m : 1, o.b.data(), o.tb ? 1 : o.n, o.tb ? o.k : 1,
+             out.data(), ldc);
+  check(o, out, ldc, fill);
+}
+
+}  // namespace
+
+TEST_CASE("sgemm matches a naive loop at every edge of its blocks, every transpose") {
+  // Edges of the 6 x 16 register block, of the 144-row block of a, of the 256-deep panels
+  // (784 is four panels of 196, 257 two of 129), and products with fewer columns than a
+  // block (computed transposed).
+  const std::int64_t ms[] = {1, 2, 5, 6, 7, 13};
+  const std::int64_t ns[] = {1, 3, 10, 15, 16, 17, 33};
+  const std::int64_t ks[] = {1, 2, 7, 256, 257, 784};
+  for (auto m : ms)
+    for (auto n : ns)
+      for (auto k : ks)
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) run_sgemm(make(m, n, k, ta, tb), n, 0.0f);
+  for (std::int64_t m : {143, 144, 150})
+    for (std::int64_t n : {10, 16, 17})
+      for (std::int64_t k : {7, 257})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) run_sgemm(make(m, n, k, ta, tb), n, 0.0f);
+}
+
+TEST_CASE("sgemm writes only its block of a larger output and spans panels of b") {
+  // Output rows inside a wider matrix: the columns past n keep their values.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      run_sgemm(make(9, 21, 30, ta, tb), 40, 7.5f);
+      run_sgemm(make(40, 5, 30, ta, tb), 8, -1.0f);
+    }
+  // More columns than one packed panel of b (4080).
+  run_sgemm(make(3, 4100, 5, false, false), 4100, 0.0f);
+  run_sgemm(make(7, 4097, 3, true, true), 4100, 2.0f);
+  // Operands with neither stride 1 (every other element of a larger buffer).
+  const auto o = make(11, 19, 21, false, false);
+  std::vector<float> a2(o.a.size() * 2, 99.0f), b2(o.b.size() * 2, 99.0f);
+  for (std::size_t i = 0; i < o.a.size(); ++i) a2[2 * i] = o.a[i];
+  for (std::size_t i = 0; i < o.b.size(); ++i) b2[2 * i] = o.b[i];
+  std::vector<float> strided_out(static_cast<std::size_t>(o.m * o.n));
+  cpu::sgemm(o.m, o.n, o.k, a2.data(), 2 * o.k, 2, b2.data(), 2 * o.n, 2, strided_out.data(), o.n);
+  check(o, strided_out, o.n, 0.0f);
+  // k = 0: zeros.
+  std::vector<float> out(12, 3.0f);
+  cpu::sgemm(3, 4, 0, nullptr, 0, 1, nullptr, 4, 1, out.data(), 4);
+  CHECK(out == std::vector<float>(12, 0.0f));
+}
+
+TEST_CASE("sgemm propagates infinities and NaNs only into their own rows and columns") {
+  // 7 rows and 17 columns: padded rows and columns of the blocks multiply the non-finite
+  // values by zero (NaN), and none of it may reach a real output.
+  auto o = make(7, 17, 9, false, false);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  o.a[static_cast<std::size_t>(2 * o.k + 4)] = nan;  // a(2, 4)
+  o.b[static_cast<std::size_t>(3 * o.n + 16)] = inf;  // b(3, 16)
+  std::vector<float> out(static_cast<std::size_t>(o.m * o.n));
+  cpu::sgemm(o.m, o.n, o.k, o.a.data(), o.k, 1, o.b.data(), o.n, 1, out.data(), o.n);
+  for (std::int64_t i = 0; i < o.m; ++i)
+    for (std::int64_t j = 0; j < o.n; ++j) {
+      const float got = out[static_cast<std::size_t>(i * o.n + j)];
+      INFO("out(" << i << ", " << j << ") = " << got);
+      if (i == 2) CHECK(std::isnan(got));
+      else if (j == 16) CHECK(std::isinf(got));
+      else CHECK(std::isfinite(got));
+    }
+}
+
+namespace {
+// MatMul through a session (this file's kernels, built with AVX2) against the naive loop.
+void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, int threads) {
+  const auto o = make(m, n, k, ta, tb);
+  graph g;
+  auto& x = g.constant(tensor::from_vector(o.a, ta ? shape{k, m} : shape{m, k}));
+  auto& y = g.constant(tensor::from_vector(o.b, tb ? shape{n, k} : shape{k, n}));
+  auto& product = g.op("MatMul", {x, y}, {{"transpose_a", ta}, {"transpose_b", tb}});
+  session_options options;
+  options.inter_op_threads = 0;
+  options.intra_op_threads = threads;
+  session s(g, options);
+  const auto out = s.run({}, {product})[0];
+  REQUIRE(out.shape() == (shape{m, n}));
+  check(o, out.to_vector<float>(), n, 0.0f);
+}
+}  // namespace
+
+TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads") {
+  cpu::register_core_kernels();
+  cpu::register_matmul_kernel<float>();
+  // 784-512-512-10 at a batch of 24: forward, weight gradients (a transposed), input
+  // gradients (b transposed); the two-thread runs split rows or columns between blocks.
+  for (int threads : {1, 2}) {
+    check_matmul(24, 512, 784, false, false, threads);
+    check_matmul(24, 10, 512, false, false, threads);
+    check_matmul(784, 512, 24, true, false, threads);
+    check_matmul(512, 10, 24, true, false, threads);
+    check_matmul(24, 512, 512, false, true, threads);
+    check_matmul(24, 512, 10, false, true, threads);
+    check_matmul(37, 23, 19, true, true, threads);
+  }
+}
+
+int main(int argc, char* argv[]) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    std::puts("skipped: this CPU has no AVX2 and FMA");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
