@@ -9701,27 +9701,56 @@ inline void block(std::int64_t kc, const float* __restrict a, const float* __res
 
 inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
-// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc.
-inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
-  // Equal depth panels (784 = 4 x 196, not 3 x 256 + 16): a short last panel would load
-  // and store its block of c for little work.
-  const std::int64_t panels = (k + kc_max - 1) / kc_max, kc_step = (k + panels - 1) / panels;
+// Depth panels of a product of depth k: `count` panels of `step` values (the last may be
+// shorter). Equal panels (784 = 4 x 196, not 3 x 256 + 16): a short last panel would load
+// and store its block of c for little work.
+struct panels {
+  std::int64_t count, step;
+  explicit panels(std::int64_t k) : count((k + kc_max - 1) / kc_max), step((k + count - 1) / count) {}
+};
+
+// Every depth panel of a (all m rows) or of b (all n columns, n <= nc_max), packed as the
+// loops of `product` read them: panel q at q * round_up(rows or columns, block) * step.
+inline std::int64_t packed_size_a(std::int64_t m, std::int64_t k) { return panels(k).count * round_up(m, mr) * panels(k).step; }
+inline std::int64_t packed_size_b(std::int64_t k, std::int64_t n) { return panels(k).count * round_up(n, nr) * panels(k).step; }
+inline void pack_all_a(std::int64_t m, std::int64_t k, strided a, float* out) {
+  const panels ps(k);
+  for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step)
+    pack_a(m, std::min(ps.step, k - pc), {a.at(0, pc), a.rs, a.cs}, out + q * round_up(m, mr) * ps.step);
+}
+inline void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
+  const panels ps(k);
+  for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step)
+    pack_b(std::min(ps.step, k - pc), n, {b.at(pc, 0), b.rs, b.cs}, out + q * round_up(n, nr) * ps.step);
+}
+
+// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
+// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
+// n <= nc_max): the blocks of a product split across threads share the packed operand that
+// all of them read.
+inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
+                    const float* shared_a = nullptr, const float* shared_b = nullptr) {
+  const panels ps(k);
   const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr);
-  float* packed_b = thread_scratch().get(static_cast<std::size_t>(kc_step * (nc_cap + round_up(std::min(m, mc_max), mr))));
-  float* packed_a = packed_b + kc_step * nc_cap;
+  float* packed_b = thread_scratch().get(static_cast<std::size_t>(ps.step * (nc_cap + round_up(std::min(m, mc_max), mr))));
+  float* packed_a = packed_b + ps.step * nc_cap;
   for (std::int64_t jc = 0; jc < n; jc += nc_max) {
     const std::int64_t nc = std::min(nc_max, n - jc);
-    for (std::int64_t pc = 0; pc < k; pc += kc_step) {
-      const std::int64_t kc = std::min(kc_step, k - pc);
-      pack_b(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
+    for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step) {
+      const std::int64_t kc = std::min(ps.step, k - pc);
+      const float* panel_b = packed_b;
+      if (shared_b) panel_b = shared_b + q * round_up(n, nr) * ps.step;
+      else pack_b(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
-        pack_a(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
+        const float* block_a = packed_a;
+        if (shared_a) block_a = shared_a + q * round_up(m, mr) * ps.step + ic * kc;
+        else pack_a(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
         for (std::int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            block(kc, packed_a + ir * kc, packed_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows, cols);
+            block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows, cols);
           }
         }
       }
@@ -9731,11 +9760,38 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
 
 }  // namespace sgemm_detail
 
+// An operand packed once for every block of a product split across threads: `a` is
+// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns.
+struct sgemm_shared {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
+// Floats that sgemm_pack_a of m x k (or sgemm_pack_b of k x n) writes.
+inline std::int64_t sgemm_packed_size_a(std::int64_t m, std::int64_t k) { return sgemm_detail::packed_size_a(m, k); }
+inline std::int64_t sgemm_packed_size_b(std::int64_t k, std::int64_t n) { return sgemm_detail::packed_size_b(k, n); }
+// Packs op(a)(m, k) (a(i, p) at a[i * rs + p * cs]), or op(b)(k, n) with n <= 4080, into
+// `out` (64-byte aligned), k >= 1.
+inline void sgemm_pack_a(std::int64_t m, std::int64_t k, const float* a, std::int64_t rs, std::int64_t cs, float* out) {
+  sgemm_detail::pack_all_a(m, k, {a, rs, cs}, out);
+}
+inline void sgemm_pack_b(std::int64_t k, std::int64_t n, const float* b, std::int64_t rs, std::int64_t cs, float* out) {
+  sgemm_detail::pack_all_b(k, n, {b, rs, cs}, out);
+}
+inline constexpr std::int64_t sgemm_max_shared_columns = sgemm_detail::nc_max;
+
+// A per-thread buffer for the packed operand of sgemm_shared, kept for the next product.
+inline float* sgemm_shared_buffer(std::int64_t floats) {
+  thread_local sgemm_detail::scratch buffer;
+  return buffer.get(static_cast<std::size_t>(floats));
+}
+
 // out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
 // at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
-// the same memory with its strides swapped). k == 0 writes zeros.
+// the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
+// packing of a or b by an operand packed before.
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
-                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc) {
+                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
   namespace d = sgemm_detail;
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
@@ -9744,7 +9800,7 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
   }
   // A product with few columns (a layer of 10 outputs) wastes most of a 16-column block;
   // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of 6.
-  if (n < d::nr && m > n) {
+  if (n < d::nr && m > n && !shared.a && !shared.b) {
     thread_local d::scratch transposed;
     float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
     d::product(n, m, k, {b, b_cs, b_rs}, {a, a_cs, a_rs}, t, m);
@@ -9752,7 +9808,7 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
       for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = t[j * m + i];
     return;
   }
-  d::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc);
+  d::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
 }
 
 }  // namespace weft::cpu
@@ -9881,6 +9937,34 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
+#ifdef WEFT_OWN_SGEMM
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 1 && n > 1) {
+      // The operand every block reads whole is packed once, here, for all of them (packing
+      // it per block cost a quarter of a split product's time); each block packs its own
+      // part of the other.
+      const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+      sgemm_shared shared;
+      if (by_columns) {
+        float* packed = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
+        sgemm_pack_a(m, k, a, a_rs, a_cs, packed);
+        shared.a = packed;
+      } else if (n <= sgemm_max_shared_columns) {
+        float* packed = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
+        sgemm_pack_b(k, n, b, b_rs, b_cs, packed);
+        shared.b = packed;
+      }
+      ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t blk = b0; blk < b1; ++blk) {
+          const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
+          if (by_columns) sgemm(m, hi - lo, k, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, out + lo, n, shared);
+          else sgemm(hi - lo, n, k, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, out + lo * n, n, shared);
+        }
+      });
+      return;
+    }
+  }
+#endif
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;

@@ -137,6 +137,34 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
+#ifdef WEFT_OWN_SGEMM
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 1 && n > 1) {
+      // The operand every block reads whole is packed once, here, for all of them (packing
+      // it per block cost a quarter of a split product's time); each block packs its own
+      // part of the other.
+      const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+      sgemm_shared shared;
+      if (by_columns) {
+        float* packed = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
+        sgemm_pack_a(m, k, a, a_rs, a_cs, packed);
+        shared.a = packed;
+      } else if (n <= sgemm_max_shared_columns) {
+        float* packed = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
+        sgemm_pack_b(k, n, b, b_rs, b_cs, packed);
+        shared.b = packed;
+      }
+      ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t blk = b0; blk < b1; ++blk) {
+          const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
+          if (by_columns) sgemm(m, hi - lo, k, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, out + lo, n, shared);
+          else sgemm(hi - lo, n, k, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, out + lo * n, n, shared);
+        }
+      });
+      return;
+    }
+  }
+#endif
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
