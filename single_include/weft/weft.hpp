@@ -9497,8 +9497,8 @@ void register_linalg_kernels() {
 
 }  // namespace weft::cpu
 // CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
-// products through weft's own GEMM where the compiler targets AVX2 and FMA without AVX-512:
-// sgemm.hpp), with the output rows or columns split across the intra-op threads. (Eigen's
+// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, unless the build
+// targets AVX-512: sgemm.hpp), with the output rows or columns split across the intra-op threads. (Eigen's
 // dense product compiles in a fraction of the time of its Tensor contraction and reaches the
 // same speed.)
 // float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.
@@ -9507,12 +9507,15 @@ void register_linalg_kernels() {
 
 #include <type_traits>
 
-// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 1 to 4 as
-// virtual machines expose them, Intel Haswell to Comet Lake). There Eigen 3.4's GEMM reaches
-// about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512) where OpenBLAS
-// reaches 60 to 70; this one reaches 60 to 80 on the products of an MLP (docs/benchmarks.md,
-// `bench_matmul`'s BM_gemm). Where the compiler targets AVX-512, Eigen's AVX-512 GEMM is
-// kept: this kernel is not measured there.
+// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, in builds that do not target
+// AVX-512 (AMD Zen 1 to 4 as virtual machines expose them, Intel Haswell to Comet Lake, and
+// any build without -march flags). There Eigen 3.4's GEMM reaches about 40 to 48 GFLOP/s on
+// one core of an AMD EPYC (Zen 4 without AVX-512) where OpenBLAS reaches 60 to 70; this one
+// reaches 60 to 80 on the products of an MLP (docs/benchmarks.md, `bench_matmul
+// --benchmark_filter=mlp_product`). Where the compiler targets AVX-512, Eigen's AVX-512 GEMM
+// is kept: this kernel is not measured there. Its functions carry their own target
+// attribute, so it is compiled whatever the build's flags, and MatMul calls it where the CPU
+// has AVX2 and FMA (sgemm_supported()).
 //
 // The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
 // at most `kc` values, op(b)'s panel is packed once into slivers of 16 columns, op(a)'s rows
@@ -9524,7 +9527,8 @@ void register_linalg_kernels() {
 //
 // Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(WEFT_NO_OWN_SGEMM)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX512F__) && \
+    !defined(WEFT_NO_OWN_SGEMM)
 #define WEFT_OWN_SGEMM 1
 
 #include <immintrin.h>
@@ -9534,6 +9538,13 @@ void register_linalg_kernels() {
 #include <cstring>
 #include <memory>
 #include <new>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
 
 namespace weft::cpu {
 namespace sgemm_detail {
@@ -9813,6 +9824,20 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
 
 }  // namespace weft::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace weft::cpu {
+// Whether this CPU has AVX2 and FMA, which sgemm needs (checked once).
+inline bool sgemm_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+}  // namespace weft::cpu
+
 #endif
 
 namespace weft::cpu {
@@ -9883,10 +9908,12 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   }
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, float>) {
-    // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
-    const T* lhs = ta ? a + r0 : a + r0 * k;
-    const T* rhs = tb ? b + c0 * k : b + c0;
-    return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n);
+    if (sgemm_supported()) {
+      // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
+      const T* lhs = ta ? a + r0 : a + r0 * k;
+      const T* rhs = tb ? b + c0 * k : b + c0;
+      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n);
+    }
   }
 #endif
   // lhs: rows [r0, r1) of op(a); rhs: columns [c0, c1) of op(b).
@@ -9939,7 +9966,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, float>) {
-    if (m > 1 && n > 1) {
+    if (m > 1 && n > 1 && sgemm_supported()) {
       // The operand every block reads whole is packed once, here, for all of them (packing
       // it per block cost a quarter of a split product's time); each block packs its own
       // part of the other.

@@ -1,6 +1,6 @@
 // CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
-// products through weft's own GEMM where the compiler targets AVX2 and FMA without AVX-512:
-// sgemm.hpp), with the output rows or columns split across the intra-op threads. (Eigen's
+// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, unless the build
+// targets AVX-512: sgemm.hpp), with the output rows or columns split across the intra-op threads. (Eigen's
 // dense product compiles in a fraction of the time of its Tensor contraction and reaches the
 // same speed.)
 // float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.
@@ -83,10 +83,12 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   }
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, float>) {
-    // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
-    const T* lhs = ta ? a + r0 : a + r0 * k;
-    const T* rhs = tb ? b + c0 * k : b + c0;
-    return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n);
+    if (sgemm_supported()) {
+      // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
+      const T* lhs = ta ? a + r0 : a + r0 * k;
+      const T* rhs = tb ? b + c0 * k : b + c0;
+      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n);
+    }
   }
 #endif
   // lhs: rows [r0, r1) of op(a); rhs: columns [c0, c1) of op(b).
@@ -139,7 +141,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, float>) {
-    if (m > 1 && n > 1) {
+    if (m > 1 && n > 1 && sgemm_supported()) {
       // The operand every block reads whole is packed once, here, for all of them (packing
       // it per block cost a quarter of a split product's time); each block packs its own
       // part of the other.

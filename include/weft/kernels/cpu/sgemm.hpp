@@ -1,9 +1,12 @@
-// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 1 to 4 as
-// virtual machines expose them, Intel Haswell to Comet Lake). There Eigen 3.4's GEMM reaches
-// about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512) where OpenBLAS
-// reaches 60 to 70; this one reaches 60 to 80 on the products of an MLP (docs/benchmarks.md,
-// `bench_matmul`'s BM_gemm). Where the compiler targets AVX-512, Eigen's AVX-512 GEMM is
-// kept: this kernel is not measured there.
+// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, in builds that do not target
+// AVX-512 (AMD Zen 1 to 4 as virtual machines expose them, Intel Haswell to Comet Lake, and
+// any build without -march flags). There Eigen 3.4's GEMM reaches about 40 to 48 GFLOP/s on
+// one core of an AMD EPYC (Zen 4 without AVX-512) where OpenBLAS reaches 60 to 70; this one
+// reaches 60 to 80 on the products of an MLP (docs/benchmarks.md, `bench_matmul
+// --benchmark_filter=mlp_product`). Where the compiler targets AVX-512, Eigen's AVX-512 GEMM
+// is kept: this kernel is not measured there. Its functions carry their own target
+// attribute, so it is compiled whatever the build's flags, and MatMul calls it where the CPU
+// has AVX2 and FMA (sgemm_supported()).
 //
 // The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
 // at most `kc` values, op(b)'s panel is packed once into slivers of 16 columns, op(a)'s rows
@@ -16,7 +19,8 @@
 // Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 #pragma once
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__) && !defined(WEFT_NO_OWN_SGEMM)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX512F__) && \
+    !defined(WEFT_NO_OWN_SGEMM)
 #define WEFT_OWN_SGEMM 1
 
 #include <immintrin.h>
@@ -26,6 +30,13 @@
 #include <cstring>
 #include <memory>
 #include <new>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
 
 namespace weft::cpu {
 namespace sgemm_detail {
@@ -303,6 +314,20 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
   d::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
 }
 
+}  // namespace weft::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace weft::cpu {
+// Whether this CPU has AVX2 and FMA, which sgemm needs (checked once).
+inline bool sgemm_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
 }  // namespace weft::cpu
 
 #endif
