@@ -9819,7 +9819,8 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
       for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = t[j * m + i];
     return;
   }
-  d::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
+  // A shared b holds one panel of columns: wider products pack b themselves.
+  d::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, n <= d::nc_max ? shared.b : nullptr);
 }
 
 }  // namespace weft::cpu
