@@ -167,6 +167,8 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
     check_matmul(24, 512, 10, false, true, threads);
     check_matmul(37, 23, 19, true, true, threads);
   }
+  // An operand too large to share packed (over 2^22 floats): each block packs its own part.
+  check_matmul(8, 16, 600000, false, false, 2);
 }
 
 #endif

@@ -146,12 +146,15 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
       // it per block cost a quarter of a split product's time); each block packs its own
       // part of the other.
       const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+      // Up to 16 MiB packed (the buffer stays with the thread for its next product); a
+      // larger operand is packed a block at a time by each block, as on one thread.
+      constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
       sgemm_shared shared;
-      if (by_columns) {
+      if (by_columns && sgemm_packed_size_a(m, k) <= shared_cap) {
         float* packed = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
         sgemm_pack_a(m, k, a, a_rs, a_cs, packed);
         shared.a = packed;
-      } else if (n <= sgemm_max_shared_columns) {
+      } else if (!by_columns && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
         float* packed = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
         sgemm_pack_b(k, n, b, b_rs, b_cs, packed);
         shared.b = packed;
