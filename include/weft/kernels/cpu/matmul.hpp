@@ -1,8 +1,8 @@
 // CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
 // products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, unless the build
-// targets AVX-512: sgemm.hpp), with the output rows or columns split across the intra-op threads. (Eigen's
-// dense product compiles in a fraction of the time of its Tensor contraction and reaches the
-// same speed.)
+// targets AVX-512: sgemm.hpp), with the output rows or columns split across the intra-op
+// threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
+// contraction and reaches the same speed.)
 // float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.
 #pragma once
 
@@ -64,10 +64,11 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
 // Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
 // conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
 // b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
-// case.
+// case. `shared` (float only) is an operand that gemm packed for every part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
-               bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+               bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
+               [[maybe_unused]] sgemm_shared shared = {}) {
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
   const std::int64_t rows = r1 - r0, cols = c1 - c0;
@@ -87,7 +88,7 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
       // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
       const T* lhs = ta ? a + r0 : a + r0 * k;
       const T* rhs = tb ? b + c0 * k : b + c0;
-      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n);
+      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared);
     }
   }
 #endif
@@ -139,42 +140,32 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
+  sgemm_shared shared;
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, float>) {
+    // The operand every block reads whole is packed once, here, for all of them (packing it
+    // per block cost a quarter of a split product's time); each block packs its own part of
+    // the other. Up to 16 MiB packed (the buffer stays with the thread for its next
+    // product); a larger operand is packed a block at a time by each block, as on one thread.
+    constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
     if (m > 1 && n > 1 && sgemm_supported()) {
-      // The operand every block reads whole is packed once, here, for all of them (packing
-      // it per block cost a quarter of a split product's time); each block packs its own
-      // part of the other.
-      const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
-      // Up to 16 MiB packed (the buffer stays with the thread for its next product); a
-      // larger operand is packed a block at a time by each block, as on one thread.
-      constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
-      sgemm_shared shared;
       if (by_columns && sgemm_packed_size_a(m, k) <= shared_cap) {
         float* packed = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
-        sgemm_pack_a(m, k, a, a_rs, a_cs, packed);
+        sgemm_pack_a(m, k, a, ta ? 1 : k, ta ? m : 1, packed);
         shared.a = packed;
       } else if (!by_columns && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
         float* packed = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
-        sgemm_pack_b(k, n, b, b_rs, b_cs, packed);
+        sgemm_pack_b(k, n, b, tb ? 1 : n, tb ? k : 1, packed);
         shared.b = packed;
       }
-      ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
-        for (std::int64_t blk = b0; blk < b1; ++blk) {
-          const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-          if (by_columns) sgemm(m, hi - lo, k, a, a_rs, a_cs, b + lo * b_cs, b_rs, b_cs, out + lo, n, shared);
-          else sgemm(hi - lo, n, k, a + lo * a_rs, a_rs, a_cs, b, b_rs, b_cs, out + lo * n, n, shared);
-        }
-      });
-      return;
     }
   }
 #endif
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi);
-      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n);
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared);
     }
   });
 }

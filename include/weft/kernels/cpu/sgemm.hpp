@@ -19,6 +19,16 @@
 // Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 #pragma once
 
+namespace weft::cpu {
+// An operand packed once for every block of a product split across threads: `a` is
+// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
+// in every build, so that MatMul's generic code can pass one along.)
+struct sgemm_shared {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+}  // namespace weft::cpu
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX512F__) && \
     !defined(WEFT_NO_OWN_SGEMM)
 #define WEFT_OWN_SGEMM 1
@@ -262,13 +272,6 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
 }
 
 }  // namespace sgemm_detail
-
-// An operand packed once for every block of a product split across threads: `a` is
-// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns.
-struct sgemm_shared {
-  const float* a = nullptr;
-  const float* b = nullptr;
-};
 
 // Floats that sgemm_pack_a of m x k (or sgemm_pack_b of k x n) writes.
 inline std::int64_t sgemm_packed_size_a(std::int64_t m, std::int64_t k) { return sgemm_detail::packed_size_a(m, k); }
