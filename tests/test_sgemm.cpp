@@ -167,6 +167,13 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
     check_matmul(24, 512, 10, false, true, threads);
     check_matmul(37, 23, 19, true, true, threads);
   }
+  // The shared operand is packed in chunks by the threads that run the blocks: rows and
+  // columns that end inside a chunk and inside a sliver, a transposed b, three threads.
+  for (int threads : {2, 3}) {
+    check_matmul(130, 520, 784, false, false, threads);  // a: 22 slivers of 6 rows, in chunks of 6
+    check_matmul(600, 250, 300, false, true, threads);   // b^T: 16 slivers of 16 columns, in chunks of 3
+    check_matmul(601, 90, 37, true, false, threads);
+  }
   // An operand too large to share packed (over 2^22 floats): each block packs its own part.
   check_matmul(8, 16, 600000, false, false, 2);
 }

@@ -8,6 +8,7 @@
 
 #include <Eigen/Core>
 
+#include <optional>
 #include <type_traits>
 
 #include <weft/core/broadcast.hpp>
@@ -142,26 +143,31 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared;
 #ifdef WEFT_OWN_SGEMM
+  // The operand every block reads whole is packed once for all of them (packing it per
+  // block cost a quarter of a split product's time), by the threads that run the blocks,
+  // each taking chunks before its first block; each block packs its own part of the other.
+  // Up to 16 MiB packed (the buffer stays with the thread for its next product); a larger
+  // operand is packed a block at a time by each block, as on one thread.
+  std::optional<sgemm_shared_packing> packing;
   if constexpr (std::is_same_v<T, float>) {
-    // The operand every block reads whole is packed once, here, for all of them (packing it
-    // per block cost a quarter of a split product's time); each block packs its own part of
-    // the other. Up to 16 MiB packed (the buffer stays with the thread for its next
-    // product); a larger operand is packed a block at a time by each block, as on one thread.
     constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
     if (m > 1 && n > 1 && sgemm_supported()) {
       if (by_columns && sgemm_packed_size_a(m, k) <= shared_cap) {
-        float* packed = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
-        sgemm_pack_a(m, k, a, ta ? 1 : k, ta ? m : 1, packed);
-        shared.a = packed;
+        float* buffer = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
+        packing.emplace(sgemm_shared_packing::operand::a, m, k, a, ta ? 1 : k, ta ? m : 1, buffer);
+        shared.a = buffer;
       } else if (!by_columns && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
-        float* packed = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
-        sgemm_pack_b(k, n, b, tb ? 1 : n, tb ? k : 1, packed);
-        shared.b = packed;
+        float* buffer = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
+        packing.emplace(sgemm_shared_packing::operand::b, n, k, b, tb ? 1 : n, tb ? k : 1, buffer);
+        shared.b = buffer;
       }
     }
   }
 #endif
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+#ifdef WEFT_OWN_SGEMM
+    if (packing) packing->help();
+#endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
       if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared);

@@ -36,10 +36,12 @@ struct sgemm_shared {
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <thread>
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
@@ -285,6 +287,59 @@ inline void sgemm_pack_b(std::int64_t k, std::int64_t n, const float* b, std::in
   sgemm_detail::pack_all_b(k, n, {b, rs, cs}, out);
 }
 inline constexpr std::int64_t sgemm_max_shared_columns = sgemm_detail::nc_max;
+// Packing one operand of a split product for all of its blocks, by whichever threads run
+// the blocks: each thread that starts a block first calls help(), which packs chunks (a
+// group of slivers of one depth panel) until none is left unclaimed, then waits for the
+// chunks other threads are still packing. A lone thread packs it all; a second one that
+// arrives in time halves the work, with no extra hand-over through the pool. Every claimed
+// chunk is being packed by a running thread, so the wait ends.
+class sgemm_shared_packing {
+ public:
+  enum class operand { a, b };
+  // operand::a: op(a)(m, k) with `extent` = m, element (i, p) at src[i * rs + p * cs], packed
+  // as sgemm_pack_a packs it into `out`; operand::b: op(b)(k, n) with `extent` = n <=
+  // sgemm_max_shared_columns, element (p, j) at src[p * rs + j * cs], as sgemm_pack_b.
+  sgemm_shared_packing(operand which, std::int64_t extent, std::int64_t k, const float* src, std::int64_t rs,
+                       std::int64_t cs, float* out)
+      : is_a_(which == operand::a), extent_(extent), k_(k), sliver_(is_a_ ? sgemm_detail::mr : sgemm_detail::nr),
+        panels_(k), src_{src, rs, cs}, out_(out) {
+    // Chunks of about 8192 floats (32 KiB): 16 for an MLP's 128 x 784 operand.
+    const std::int64_t slivers = (extent_ + sliver_ - 1) / sliver_;
+    group_ = std::clamp<std::int64_t>(8192 / (sliver_ * panels_.step), 1, slivers);
+    groups_ = (slivers + group_ - 1) / group_;
+    chunks_ = groups_ * panels_.count;
+  }
+  sgemm_shared_packing(const sgemm_shared_packing&) = delete;
+  sgemm_shared_packing& operator=(const sgemm_shared_packing&) = delete;
+
+  void help() {
+    namespace d = sgemm_detail;
+    for (std::int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
+      const std::int64_t q = c / groups_, g = c % groups_, pc = q * panels_.step;
+      const std::int64_t kc = std::min(panels_.step, k_ - pc);
+      const std::int64_t lo = g * group_ * sliver_, hi = std::min(extent_, (g + 1) * group_ * sliver_);
+      float* dst = out_ + q * d::round_up(extent_, sliver_) * panels_.step + lo * kc;
+      if (is_a_) d::pack_a(hi - lo, kc, {src_.at(lo, pc), src_.rs, src_.cs}, dst);
+      else d::pack_b(kc, hi - lo, {src_.at(pc, lo), src_.rs, src_.cs}, dst);
+      done_.fetch_add(1, std::memory_order_release);
+    }
+    // Spin briefly, then give the core away: on a busy machine the packer may be waiting for it.
+    for (int spins = 0; done_.load(std::memory_order_acquire) < chunks_; ++spins) {
+      if (spins < 4096) _mm_pause();
+      else std::this_thread::yield();
+    }
+  }
+  const float* packed() const { return out_; }
+
+ private:
+  bool is_a_;
+  std::int64_t extent_, k_, sliver_;  // rows of a or columns of b; depth; rows or columns a sliver holds
+  sgemm_detail::panels panels_;
+  sgemm_detail::strided src_;
+  float* out_;
+  std::int64_t group_ = 1, groups_ = 1, chunks_ = 1;  // slivers a chunk holds, chunks a panel holds, all chunks
+  std::atomic<std::int64_t> next_{0}, done_{0};
+};
 
 // A per-thread buffer for the packed operand of sgemm_shared, kept for the next product.
 inline float* sgemm_shared_buffer(std::int64_t floats) {
