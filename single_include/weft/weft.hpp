@@ -9505,6 +9505,7 @@ void register_linalg_kernels() {
 
 #include <Eigen/Core>
 
+#include <optional>
 #include <type_traits>
 
 // weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, in builds that do not target
@@ -9544,10 +9545,12 @@ struct sgemm_shared {
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <thread>
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
@@ -9793,6 +9796,59 @@ inline void sgemm_pack_b(std::int64_t k, std::int64_t n, const float* b, std::in
   sgemm_detail::pack_all_b(k, n, {b, rs, cs}, out);
 }
 inline constexpr std::int64_t sgemm_max_shared_columns = sgemm_detail::nc_max;
+// Packing one operand of a split product for all of its blocks, by whichever threads run
+// the blocks: each thread that starts a block first calls help(), which packs chunks (a
+// group of slivers of one depth panel) until none is left unclaimed, then waits for the
+// chunks other threads are still packing. A lone thread packs it all; a second one that
+// arrives in time halves the work, with no extra hand-over through the pool. Every claimed
+// chunk is being packed by a running thread, so the wait ends.
+class sgemm_shared_packing {
+ public:
+  enum class operand { a, b };
+  // operand::a: op(a)(m, k) with `extent` = m, element (i, p) at src[i * rs + p * cs], packed
+  // as sgemm_pack_a packs it into `out`; operand::b: op(b)(k, n) with `extent` = n <=
+  // sgemm_max_shared_columns, element (p, j) at src[p * rs + j * cs], as sgemm_pack_b.
+  sgemm_shared_packing(operand which, std::int64_t extent, std::int64_t k, const float* src, std::int64_t rs,
+                       std::int64_t cs, float* out)
+      : is_a_(which == operand::a), extent_(extent), k_(k), sliver_(is_a_ ? sgemm_detail::mr : sgemm_detail::nr),
+        panels_(k), src_{src, rs, cs}, out_(out) {
+    // Chunks of about 8192 floats (32 KiB): 16 for an MLP's 128 x 784 operand.
+    const std::int64_t slivers = (extent_ + sliver_ - 1) / sliver_;
+    group_ = std::clamp<std::int64_t>(8192 / (sliver_ * panels_.step), 1, slivers);
+    groups_ = (slivers + group_ - 1) / group_;
+    chunks_ = groups_ * panels_.count;
+  }
+  sgemm_shared_packing(const sgemm_shared_packing&) = delete;
+  sgemm_shared_packing& operator=(const sgemm_shared_packing&) = delete;
+
+  void help() {
+    namespace d = sgemm_detail;
+    for (std::int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
+      const std::int64_t q = c / groups_, g = c % groups_, pc = q * panels_.step;
+      const std::int64_t kc = std::min(panels_.step, k_ - pc);
+      const std::int64_t lo = g * group_ * sliver_, hi = std::min(extent_, (g + 1) * group_ * sliver_);
+      float* dst = out_ + q * d::round_up(extent_, sliver_) * panels_.step + lo * kc;
+      if (is_a_) d::pack_a(hi - lo, kc, {src_.at(lo, pc), src_.rs, src_.cs}, dst);
+      else d::pack_b(kc, hi - lo, {src_.at(pc, lo), src_.rs, src_.cs}, dst);
+      done_.fetch_add(1, std::memory_order_release);
+    }
+    // Spin briefly, then give the core away: on a busy machine the packer may be waiting for it.
+    for (int spins = 0; done_.load(std::memory_order_acquire) < chunks_; ++spins) {
+      if (spins < 4096) _mm_pause();
+      else std::this_thread::yield();
+    }
+  }
+  const float* packed() const { return out_; }
+
+ private:
+  bool is_a_;
+  std::int64_t extent_, k_, sliver_;  // rows of a or columns of b; depth; rows or columns a sliver holds
+  sgemm_detail::panels panels_;
+  sgemm_detail::strided src_;
+  float* out_;
+  std::int64_t group_ = 1, groups_ = 1, chunks_ = 1;  // slivers a chunk holds, chunks a panel holds, all chunks
+  std::atomic<std::int64_t> next_{0}, done_{0};
+};
 
 // A per-thread buffer for the packed operand of sgemm_shared, kept for the next product.
 inline float* sgemm_shared_buffer(std::int64_t floats) {
@@ -9971,26 +10027,31 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared;
 #ifdef WEFT_OWN_SGEMM
+  // The operand every block reads whole is packed once for all of them (packing it per
+  // block cost a quarter of a split product's time), by the threads that run the blocks,
+  // each taking chunks before its first block; each block packs its own part of the other.
+  // Up to 16 MiB packed (the buffer stays with the thread for its next product); a larger
+  // operand is packed a block at a time by each block, as on one thread.
+  std::optional<sgemm_shared_packing> packing;
   if constexpr (std::is_same_v<T, float>) {
-    // The operand every block reads whole is packed once, here, for all of them (packing it
-    // per block cost a quarter of a split product's time); each block packs its own part of
-    // the other. Up to 16 MiB packed (the buffer stays with the thread for its next
-    // product); a larger operand is packed a block at a time by each block, as on one thread.
     constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
     if (m > 1 && n > 1 && sgemm_supported()) {
       if (by_columns && sgemm_packed_size_a(m, k) <= shared_cap) {
-        float* packed = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
-        sgemm_pack_a(m, k, a, ta ? 1 : k, ta ? m : 1, packed);
-        shared.a = packed;
+        float* buffer = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
+        packing.emplace(sgemm_shared_packing::operand::a, m, k, a, ta ? 1 : k, ta ? m : 1, buffer);
+        shared.a = buffer;
       } else if (!by_columns && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
-        float* packed = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
-        sgemm_pack_b(k, n, b, tb ? 1 : n, tb ? k : 1, packed);
-        shared.b = packed;
+        float* buffer = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
+        packing.emplace(sgemm_shared_packing::operand::b, n, k, b, tb ? 1 : n, tb ? k : 1, buffer);
+        shared.b = buffer;
       }
     }
   }
 #endif
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+#ifdef WEFT_OWN_SGEMM
+    if (packing) packing->help();
+#endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
       if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared);
