@@ -13,14 +13,14 @@
 #include <weft/graph/control_flow.hpp>
 #include <weft/graph/gradients.hpp>
 #include <weft/graph/graph.hpp>
-#include <weft/graph/op_registry.hpp>
+#include <weft/framework/op_registry.hpp>
 #include <weft/graph/optimizers.hpp>
 #include <weft/ops/all.hpp>
 #include <weft/runtime/checkpoint.hpp>
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/session.hpp>
-#include <weft/runtime/timeline.hpp>
+#include <weft/tools/timeline.hpp>
 
 #define WEFT_VERSION_MAJOR 0
 #define WEFT_VERSION_MINOR 1

@@ -1032,9 +1032,10 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 #include <unordered_map>
 #include <vector>
 
-// op_registry: every op a graph may use, by name. It starts with the core ops; the
-// standard families are added as a program registers them (<weft/ops/core_ops.hpp>), and
-// users add their own with register_op() without touching the core.
+// op_registry: every op a graph may use, by name. It knows no op itself: the core ops
+// (<weft/ops/core_ops.hpp>) are added by every graph and by the CPU kernels' registration,
+// the standard families as a program registers them, and users add their own with
+// register_op() without touching the library.
 
 #include <map>
 #include <memory>
@@ -1365,75 +1366,67 @@ class op_def_builder {
 };
 
 }  // namespace weft
-// Core ops, in every registry from the start: sources, Identity and NoOp.
-//   Const(; value, dtype)         the tensor `value`
-//   Placeholder(; dtype, shape)   a tensor fed to run()
-//   Identity(input)               its input, unchanged (no copy)
-//   NoOp()                        nothing; a target that gathers control edges
-//
-// The other standard ops come in families (array, math, reduction, matrix, random,
-// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
-// program registers it: by registering the family's CPU kernels, by
-// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
-// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
-// definitions it uses; standard_ops lists every name, so that graph::op can tell an op
-// that does not exist from one whose family the program has not registered.
-
-#include <string_view>
-#include <vector>
-
-// Shape-rule helpers shared by the op definition headers.
-
-#include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
-
-// NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
-// equal or one of them 1, and the result takes the larger. An unknown dim (-1) against
-// 1 stays unknown; against n > 1 it becomes n.
-
-#include <algorithm>
-#include <optional>
-#include <vector>
-
 
 namespace weft {
 
-// The broadcast dims of a and b, or nullopt when they do not broadcast.
-inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
-                                                                const std::vector<std::int64_t>& b) {
-  std::size_t rank = std::max(a.size(), b.size());
-  std::vector<std::int64_t> out(rank);
-  for (std::size_t i = 0; i < rank; ++i) {
-    std::int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    std::int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == 1)
-      out[i] = db;
-    else if (db == 1)
-      out[i] = da;
-    else if (da < 0)
-      out[i] = db;
-    else if (db < 0 || da == db)
-      out[i] = da;
-    else
-      return std::nullopt;
+class op_registry {
+ public:
+  // Registers `def`; an op of the same name is an error (ops are never replaced, so a
+  // graph's meaning cannot change under it).
+  const op_def& add(op_def def) {
+    std::unique_lock lock(mutex_);
+    return add_locked(std::move(def));
   }
-  return out;
-}
+  // Adds the definitions `defs()` returns under the name `family`, once: later calls with
+  // the same family do nothing, so every user of a family may call it. When one of its
+  // ops is already registered (by the user, under a standard name), none is added.
+  void add_family(std::string_view family, std::vector<op_def> (*defs)()) {
+    {
+      std::shared_lock lock(mutex_);
+      if (families_.contains(family)) return;
+    }
+    std::unique_lock lock(mutex_);
+    if (families_.contains(family)) return;
+    auto list = defs();
+    for (const auto& d : list)
+      if (ops_.contains(d.name))
+        fail(error_code::already_exists, "op_registry: cannot add the ", family, " ops: op '", d.name,
+             "' is already registered");
+    for (auto& d : list) add_locked(std::move(d));
+    families_.emplace(family);
+  }
+  // nullptr when no op of that name is registered. Returned definitions live as long as the registry.
+  const op_def* find(std::string_view name) const {
+    std::shared_lock lock(mutex_);
+    auto it = ops_.find(name);
+    return it == ops_.end() ? nullptr : it->second.get();
+  }
+  std::vector<std::string> names() const {
+    std::shared_lock lock(mutex_);
+    std::vector<std::string> out;
+    for (const auto& [name, def] : ops_) out.push_back(name);
+    return out;
+  }
 
-inline std::optional<partial_shape> broadcast(const partial_shape& a, const partial_shape& b) {
-  if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_rank();
-  auto dims = broadcast_dims(a.dims(), b.dims());
-  if (!dims) return std::nullopt;
-  return partial_shape(std::move(*dims));
-}
+  static op_registry& global() {
+    static op_registry* instance = new op_registry;  // never destroyed: kernels may look ops up during static destruction
+    return *instance;
+  }
 
-inline std::optional<shape> broadcast(const shape& a, const shape& b) {
-  auto dims = broadcast_dims(a.dims(), b.dims());
-  if (!dims) return std::nullopt;
-  return shape(std::move(*dims));
-}
+ private:
+  const op_def& add_locked(op_def def) {
+    auto name = def.name;
+    auto [it, inserted] = ops_.try_emplace(name, std::make_unique<op_def>(std::move(def)));
+    if (!inserted) fail(error_code::already_exists, "op_registry: op '", name, "' is already registered");
+    return *it->second;
+  }
+
+  mutable std::shared_mutex mutex_;
+  std::set<std::string, std::less<>> families_;
+  std::map<std::string, std::unique_ptr<op_def>, std::less<>> ops_;
+};
+
+inline const op_def& register_op(const op_def_builder& builder) { return op_registry::global().add(builder.build()); }
 
 }  // namespace weft
 // attr_map: a node's attributes, sorted by name. shape_context: what an op's shape rule
@@ -1569,6 +1562,84 @@ class shape_context {
 };
 
 }  // namespace weft
+// Control-flow ops (whitepaper §4.4, TensorFlow's definitions). The executor runs them
+// itself (runtime/executor.hpp); they have no kernels.
+//   Switch(data, pred) -> (output_false, output_true)
+//                           data on the output pred selects; the other output is dead
+//   Merge(inputs...) -> (output, value_index)
+//                           the first live input and its index, once every control input
+//                           arrived; dead when every input is dead
+//   Enter(data; frame_name, is_constant, parallel_iterations)
+//                           data into the loop frame `frame_name`, a child of the node's
+//                           frame: into its first iteration, or into every iteration when
+//                           is_constant (a loop invariant)
+//   Exit(data)              data out of its frame into the parent frame, once: the live
+//                           value of the iteration that ends the loop
+//   NextIteration(data)     data into the next iteration of its frame (into a Merge)
+//   LoopCond(input)         the loop's predicate, a bool scalar, unchanged
+// A loop is Enter -> Merge -> Switch(LoopCond) -> body -> NextIteration -> the same Merge,
+// with Switch's false output into Exit. The Merge is built with its Enter twice and its
+// second input then set to the NextIteration by graph::close_loop, the graph's one back
+// edge. An untaken branch's values are dead: nodes with a dead input do not run and pass
+// deadness on, and a dead NextIteration ends its chain.
+
+#include <string>
+#include <vector>
+
+// Shape-rule helpers shared by the op definition headers.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
+// equal or one of them 1, and the result takes the larger. An unknown dim (-1) against
+// 1 stays unknown; against n > 1 it becomes n.
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+
+namespace weft {
+
+// The broadcast dims of a and b, or nullopt when they do not broadcast.
+inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
+                                                                const std::vector<std::int64_t>& b) {
+  std::size_t rank = std::max(a.size(), b.size());
+  std::vector<std::int64_t> out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    std::int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    std::int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da == 1)
+      out[i] = db;
+    else if (db == 1)
+      out[i] = da;
+    else if (da < 0)
+      out[i] = db;
+    else if (db < 0 || da == db)
+      out[i] = da;
+    else
+      return std::nullopt;
+  }
+  return out;
+}
+
+inline std::optional<partial_shape> broadcast(const partial_shape& a, const partial_shape& b) {
+  if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_rank();
+  auto dims = broadcast_dims(a.dims(), b.dims());
+  if (!dims) return std::nullopt;
+  return partial_shape(std::move(*dims));
+}
+
+inline std::optional<shape> broadcast(const shape& a, const shape& b) {
+  auto dims = broadcast_dims(a.dims(), b.dims());
+  if (!dims) return std::nullopt;
+  return shape(std::move(*dims));
+}
+
+}  // namespace weft
 
 namespace weft::ops {
 
@@ -1679,6 +1750,104 @@ inline void check_scatter_updates(shape_context& c, const partial_shape& target,
 
 namespace weft::ops {
 
+// The most specific shape that accepts both a and b: their dims where they agree.
+inline partial_shape common_shape(const partial_shape& a, const partial_shape& b) {
+  if (!a.rank_known() || !b.rank_known() || a.rank() != b.rank()) return partial_shape::unknown_rank();
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(a.rank()));
+  for (int i = 0; i < a.rank(); ++i) dims[static_cast<std::size_t>(i)] = a[i] == b[i] ? a[i] : unknown_dim;
+  return partial_shape(std::move(dims));
+}
+
+inline bool is_control_flow_op(std::string_view op) {
+  return op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration" ||
+         op == "LoopCond";
+}
+
+inline std::vector<op_def> control_flow_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("Switch")
+                     .input("data: T")
+                     .input("pred: bool")
+                     .output("output_false: T")
+                     .output("output_true: T")
+                     .attr("T: type")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 1, 0, "pred");
+                       c.set_output(0, c.input(0));
+                       c.set_output(1, c.input(0));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Merge")
+                     .input("inputs: N * T")
+                     .output("output: T")
+                     .output("value_index: int32")
+                     .attr("T: type")
+                     .attr("N: int")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       if (c.num_inputs() < 1) c.fail("Merge needs at least one input");
+                       partial_shape s = c.input(0);
+                       for (int i = 1; i < c.num_inputs(); ++i) s = common_shape(s, c.input(i));
+                       c.set_output(0, s);
+                       c.set_output(1, partial_shape(std::vector<std::int64_t>{}));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Enter")
+                     .input("data: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .attr("frame_name: string")
+                     .attr("is_constant: bool = false")
+                     .attr("parallel_iterations: int = 10")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       if (c.attr<std::string>("frame_name").empty()) c.fail("frame_name must not be empty");
+                       if (c.attr<std::int64_t>("parallel_iterations") < 1)
+                         c.fail("parallel_iterations must be at least 1, got ", c.attr<std::int64_t>("parallel_iterations"));
+                       c.set_output_same_as_input();
+                     })
+                     .build());
+  for (const char* name : {"Exit", "NextIteration"})
+    defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: type").cheap()
+                       .shape_fn([](shape_context& c) { c.set_output_same_as_input(); })
+                       .build());
+  defs.push_back(op_def_builder("LoopCond")
+                     .input("input: bool")
+                     .output("output: bool")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 0, "input");
+                       c.set_output_same_as_input();
+                     })
+                     .build());
+  return defs;
+}
+
+// Adds the control-flow ops to the global registry, once.
+inline void register_control_flow_ops() { op_registry::global().add_family("control", control_flow_op_defs); }
+
+}  // namespace weft::ops
+// Core ops, which every graph registers (register_core_ops()): sources, Identity and NoOp.
+//   Const(; value, dtype)         the tensor `value`
+//   Placeholder(; dtype, shape)   a tensor fed to run()
+//   Identity(input)               its input, unchanged (no copy)
+//   NoOp()                        nothing; a target that gathers control edges
+//
+// The other standard ops come in families (array, math, reduction, matrix, random,
+// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
+// program registers it: by registering the family's CPU kernels, by
+// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
+// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
+// definitions it uses; standard_ops lists every name, so that graph::op can tell an op
+// that does not exist from one whose family the program has not registered.
+
+#include <string_view>
+#include <vector>
+
+
+namespace weft::ops {
+
 inline std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
@@ -1765,184 +1934,15 @@ inline std::string_view family_registration_hint(std::string_view family) {
   return "weft::ops::register_standard_ops()";
 }
 
+// Adds the core ops to the registry, once (every graph does, on construction).
+inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
+
 // The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {
   for (const auto& op : standard_ops)
     if (op.name == name) return op.family;
   return {};
 }
-
-}  // namespace weft::ops
-
-namespace weft {
-
-class op_registry {
- public:
-  // Registers `def`; an op of the same name is an error (ops are never replaced, so a
-  // graph's meaning cannot change under it).
-  const op_def& add(op_def def) {
-    std::unique_lock lock(mutex_);
-    return add_locked(std::move(def));
-  }
-  // Adds the definitions `defs()` returns under the name `family`, once: later calls with
-  // the same family do nothing, so every user of a family may call it. When one of its
-  // ops is already registered (by the user, under a standard name), none is added.
-  void add_family(std::string_view family, std::vector<op_def> (*defs)()) {
-    {
-      std::shared_lock lock(mutex_);
-      if (families_.contains(family)) return;
-    }
-    std::unique_lock lock(mutex_);
-    if (families_.contains(family)) return;
-    auto list = defs();
-    for (const auto& d : list)
-      if (ops_.contains(d.name))
-        fail(error_code::already_exists, "op_registry: cannot add the ", family, " ops: op '", d.name,
-             "' is already registered");
-    for (auto& d : list) add_locked(std::move(d));
-    families_.emplace(family);
-  }
-  // nullptr when no op of that name is registered. Returned definitions live as long as the registry.
-  const op_def* find(std::string_view name) const {
-    std::shared_lock lock(mutex_);
-    auto it = ops_.find(name);
-    return it == ops_.end() ? nullptr : it->second.get();
-  }
-  std::vector<std::string> names() const {
-    std::shared_lock lock(mutex_);
-    std::vector<std::string> out;
-    for (const auto& [name, def] : ops_) out.push_back(name);
-    return out;
-  }
-
-  static op_registry& global() {
-    static op_registry* instance = [] {
-      auto* r = new op_registry;  // never destroyed: kernels may look ops up during static destruction
-      r->add_family("core", ops::core_op_defs);
-      return r;
-    }();
-    return *instance;
-  }
-
- private:
-  const op_def& add_locked(op_def def) {
-    auto name = def.name;
-    auto [it, inserted] = ops_.try_emplace(name, std::make_unique<op_def>(std::move(def)));
-    if (!inserted) fail(error_code::already_exists, "op_registry: op '", name, "' is already registered");
-    return *it->second;
-  }
-
-  mutable std::shared_mutex mutex_;
-  std::set<std::string, std::less<>> families_;
-  std::map<std::string, std::unique_ptr<op_def>, std::less<>> ops_;
-};
-
-inline const op_def& register_op(const op_def_builder& builder) { return op_registry::global().add(builder.build()); }
-
-}  // namespace weft
-// Control-flow ops (whitepaper §4.4, TensorFlow's definitions). The executor runs them
-// itself (runtime/executor.hpp); they have no kernels.
-//   Switch(data, pred) -> (output_false, output_true)
-//                           data on the output pred selects; the other output is dead
-//   Merge(inputs...) -> (output, value_index)
-//                           the first live input and its index, once every control input
-//                           arrived; dead when every input is dead
-//   Enter(data; frame_name, is_constant, parallel_iterations)
-//                           data into the loop frame `frame_name`, a child of the node's
-//                           frame: into its first iteration, or into every iteration when
-//                           is_constant (a loop invariant)
-//   Exit(data)              data out of its frame into the parent frame, once: the live
-//                           value of the iteration that ends the loop
-//   NextIteration(data)     data into the next iteration of its frame (into a Merge)
-//   LoopCond(input)         the loop's predicate, a bool scalar, unchanged
-// A loop is Enter -> Merge -> Switch(LoopCond) -> body -> NextIteration -> the same Merge,
-// with Switch's false output into Exit. The Merge is built with its Enter twice and its
-// second input then set to the NextIteration by graph::close_loop, the graph's one back
-// edge. An untaken branch's values are dead: nodes with a dead input do not run and pass
-// deadness on, and a dead NextIteration ends its chain.
-
-#include <string>
-#include <vector>
-
-
-namespace weft::ops {
-
-// The most specific shape that accepts both a and b: their dims where they agree.
-inline partial_shape common_shape(const partial_shape& a, const partial_shape& b) {
-  if (!a.rank_known() || !b.rank_known() || a.rank() != b.rank()) return partial_shape::unknown_rank();
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(a.rank()));
-  for (int i = 0; i < a.rank(); ++i) dims[static_cast<std::size_t>(i)] = a[i] == b[i] ? a[i] : unknown_dim;
-  return partial_shape(std::move(dims));
-}
-
-inline bool is_control_flow_op(std::string_view op) {
-  return op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration" ||
-         op == "LoopCond";
-}
-
-inline std::vector<op_def> control_flow_op_defs() {
-  std::vector<op_def> defs;
-  defs.push_back(op_def_builder("Switch")
-                     .input("data: T")
-                     .input("pred: bool")
-                     .output("output_false: T")
-                     .output("output_true: T")
-                     .attr("T: type")
-                     .cheap()
-                     .shape_fn([](shape_context& c) {
-                       require_rank(c, 1, 0, "pred");
-                       c.set_output(0, c.input(0));
-                       c.set_output(1, c.input(0));
-                     })
-                     .build());
-  defs.push_back(op_def_builder("Merge")
-                     .input("inputs: N * T")
-                     .output("output: T")
-                     .output("value_index: int32")
-                     .attr("T: type")
-                     .attr("N: int")
-                     .cheap()
-                     .shape_fn([](shape_context& c) {
-                       if (c.num_inputs() < 1) c.fail("Merge needs at least one input");
-                       partial_shape s = c.input(0);
-                       for (int i = 1; i < c.num_inputs(); ++i) s = common_shape(s, c.input(i));
-                       c.set_output(0, s);
-                       c.set_output(1, partial_shape(std::vector<std::int64_t>{}));
-                     })
-                     .build());
-  defs.push_back(op_def_builder("Enter")
-                     .input("data: T")
-                     .output("output: T")
-                     .attr("T: type")
-                     .attr("frame_name: string")
-                     .attr("is_constant: bool = false")
-                     .attr("parallel_iterations: int = 10")
-                     .cheap()
-                     .shape_fn([](shape_context& c) {
-                       if (c.attr<std::string>("frame_name").empty()) c.fail("frame_name must not be empty");
-                       if (c.attr<std::int64_t>("parallel_iterations") < 1)
-                         c.fail("parallel_iterations must be at least 1, got ", c.attr<std::int64_t>("parallel_iterations"));
-                       c.set_output_same_as_input();
-                     })
-                     .build());
-  for (const char* name : {"Exit", "NextIteration"})
-    defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: type").cheap()
-                       .shape_fn([](shape_context& c) { c.set_output_same_as_input(); })
-                       .build());
-  defs.push_back(op_def_builder("LoopCond")
-                     .input("input: bool")
-                     .output("output: bool")
-                     .cheap()
-                     .shape_fn([](shape_context& c) {
-                       require_rank(c, 0, 0, "input");
-                       c.set_output_same_as_input();
-                     })
-                     .build());
-  return defs;
-}
-
-// Adds the control-flow ops to the global registry, once.
-inline void register_control_flow_ops() { op_registry::global().add_family("control", control_flow_op_defs); }
 
 }  // namespace weft::ops
 // Variables (whitepaper §2): a Variable node names a persistent tensor held in a
@@ -2278,7 +2278,7 @@ class graph {
   // say): larger counts are an error before any list is built.
   static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
 
-  graph() = default;
+  graph() { ops::register_core_ops(); }
 
   // Adds a node; throws weft::error naming the node when it is not valid.
   const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
@@ -2965,6 +2965,942 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
 #include <utility>
 #include <vector>
 
+// The gradient rules of the standard ops, each written once over a value type V
+// (gradient_symbol.hpp): today instantiated for `symbol`, the run-time graph's tensors.
+// Conventions follow TensorFlow's: the gradient of a broadcast operand is summed down to
+// its shape (sum_to); at a tie, Maximum and Minimum send the gradient to their first
+// operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
+// is not positive.
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
+// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
+// exp, matmul, select, sum_to, ...), each operation adding a node through a
+// gradient_builder; and what a rule sees and returns (gradient_args, gradient_result), with
+// the registry of rules by op name. The rules themselves are in gradient_rules.hpp, the pass
+// that applies them in gradients.hpp.
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace detail {
+// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
+inline tensor floating_scalar(dtype t, double v) {
+  switch (t) {
+    case dtype::float32: return tensor::scalar(static_cast<float>(v));
+    case dtype::float16: return tensor::scalar(half(static_cast<float>(v)));
+    case dtype::bfloat16: return tensor::scalar(bfloat16(static_cast<float>(v)));
+    default: return tensor::scalar(v);
+  }
+}
+}  // namespace detail
+
+// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
+// equal nodes; a plain graph names them under "gradients/").
+class gradient_builder {
+ public:
+  virtual ~gradient_builder() = default;
+  virtual const graph& target() const = 0;
+  virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+  // The graph itself, where the builder can add loops (the gradient of a while loop); null
+  // where it cannot.
+  virtual graph* mutable_graph() { return nullptr; }
+};
+
+// A tensor of the graph being extended, with the arithmetic gradient rules use.
+class symbol {
+ public:
+  symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
+  gradient_builder& builder() const noexcept { return *b_; }
+  output out() const noexcept { return o_; }
+  const node& producer() const { return b_->target().at(o_); }
+  dtype type() const { return producer().output_dtype(o_.port); }
+  const partial_shape& shape() const { return producer().output_shape(o_.port); }
+
+  // The node op(*this, more..., attrs), port `port`.
+  symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
+    std::vector<output> in{o_};
+    for (const auto& m : more) in.push_back(m.o_);
+    output r = b_->add(op, std::move(in), std::move(attrs));
+    r.port = port;
+    return symbol(*b_, r);
+  }
+  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
+  symbol scalar(double v) const {
+    const tensor t = detail::floating_scalar(type(), v);
+    symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+    return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
+  }
+
+ private:
+  gradient_builder* b_;
+  output o_;
+};
+
+// ---- the arithmetic of rules, on symbols ----------------------------------------------
+// Whether a and b are known, at graph-building time, to have one shape.
+inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
+
+inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
+inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
+inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
+inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
+inline symbol operator-(const symbol& a) { return a.then("Neg"); }
+inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
+inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
+inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
+inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
+inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
+inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
+inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
+inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
+inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
+inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
+inline symbol exp(const symbol& a) { return a.then("Exp"); }
+inline symbol log(const symbol& a) { return a.then("Log"); }
+inline symbol square(const symbol& a) { return a.then("Square"); }
+inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
+inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
+// TensorFlow's Select: a vector condition picks whole rows.
+inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
+inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
+inline symbol cast_like(const symbol& a, const symbol& like) {
+  return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
+}
+// The constant t in the graph behind `near`.
+inline symbol constant_in(const symbol& near, const tensor& t) {
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+}
+// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
+// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
+inline symbol shape_tensor(const symbol& a) {
+  if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
+  return a.then("Shape", {}, {{"out_type", dtype::int64}});
+}
+inline symbol size_tensor(const symbol& a) {
+  if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
+    return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
+  return a.then("Size", {}, {{"out_type", dtype::int64}});
+}
+inline symbol reshape_like(const symbol& a, const symbol& like) {
+  if (same_known_shape(a, like)) return a;
+  return a.then("Reshape", {shape_tensor(like)});
+}
+inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
+inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
+inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
+  return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+}
+// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
+// g itself when the two shapes are known equal.
+inline symbol sum_to(const symbol& g, const symbol& like) {
+  if (same_known_shape(g, like)) return g;
+  return g.then("SumToShape", {shape_tensor(like)});
+}
+// g broadcast to the shape of `like`.
+inline symbol broadcast_like(const symbol& g, const symbol& like) {
+  if (same_known_shape(g, like)) return g;
+  return g.then("BroadcastTo", {shape_tensor(like)});
+}
+// An int32 constant of the graph behind `near` (axes, say).
+inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
+// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
+// dims as 1 (so that it broadcasts against x).
+inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
+  return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
+}
+// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
+inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
+  return broadcast_like(keep_reduced(g, x, axes), x);
+}
+// The sum of a over `axis`, the dim kept as 1.
+inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
+  return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
+}
+// The NN ops the rules of nn_ops.hpp's ops use.
+inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
+inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
+inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
+// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
+inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
+  return constant_in(near, tensor::from_vector(v));
+}
+inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
+inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
+inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
+// The value of a when its producer is a constant (read when the graph is built), else null;
+// a constant that enters a loop as an invariant counts.
+inline const tensor* constant_value(const symbol& a) {
+  const node* n = &a.producer();
+  while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
+  return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
+}
+// The values of a when its producer is an int32 or int64 constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
+inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
+  std::vector<symbol> rest(parts.begin() + 1, parts.end());
+  rest.push_back(axis);
+  return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
+}
+inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
+inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
+inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
+inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
+  return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
+}
+inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
+inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
+inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
+}
+inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
+}
+// Cumsum and Cumprod of a along `axis`.
+inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
+  return params.then("GatherV2", {indices, axis});
+}
+inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
+  return data.then("UnsortedSegmentSum", {ids, segments});
+}
+inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
+// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
+inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
+  const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
+  return indices.then("ScatterNd", {updates, dims});
+}
+inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
+  return t.then("TensorScatterUpdate", {indices, updates});
+}
+
+// Convolution and pooling, with the window attrs `w` of the node differentiated.
+inline attr_map window_attr_map(const node& n) {
+  attr_map m;
+  for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
+    if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
+  return m;
+}
+inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
+inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
+  return sizes.then("Conv2DBackpropInput", {f, d}, w);
+}
+inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
+  return x.then("Conv2DBackpropFilter", {sizes, d}, w);
+}
+inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGrad", {y, d}, w);
+}
+inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGradGrad", {y, d}, w);
+}
+inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
+inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
+  return sizes.then("AvgPoolGrad", {d}, w);
+}
+
+// ---- rules -----------------------------------------------------------------------------
+// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
+template <class V>
+struct gradient_args {
+  const node& n;
+  std::vector<V> x;                // the node's inputs
+  std::vector<V> y;                // its outputs
+  std::vector<std::optional<V>> dy;
+  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
+  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
+};
+template <class V>
+using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
+
+using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
+
+// Gradient rules by op name, for graphs built at run time.
+class gradient_registry {
+ public:
+  static gradient_registry& global() {
+    static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
+    return *r;
+  }
+  void add(const std::string& op, gradient_fn fn) {
+    std::unique_lock lock(mutex_);
+    rules_.emplace(op, std::move(fn));
+  }
+  const gradient_fn* find(const std::string& op) const {
+    std::shared_lock lock(mutex_);
+    auto it = rules_.find(op);
+    return it == rules_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, gradient_fn, std::less<>> rules_;
+};
+
+}  // namespace weft
+
+namespace weft::gradients {
+
+template <class V>
+using args = gradient_args<V>;
+template <class V>
+using result = gradient_result<V>;
+
+struct identity_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
+};
+struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
+  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
+};
+
+// ---- elementwise ops ---------------------------------------------------------------------
+// Each rule gives the partials of one elementwise op: partials(d, x..., y) returns a tuple
+// with, per operand, d times the derivative of y in that operand, at the output's
+// (broadcast) shape, or `no_partial` where there is none. The same text serves both kinds
+// of values: run-time graph symbols (elementwise_grad below sums each partial down to its
+// operand's shape) and typed DSL expressions, where the backward of a fused elementwise
+// subtree chains them at the output's shape and sums once per leaf (dsl/gradient.hpp;
+// summing is linear and the partials are constant along broadcast dims, so that is the same).
+struct no_partial {};
+
+struct neg_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
+};
+struct add_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
+};
+struct sub_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
+};
+struct mul_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
+};
+struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
+};
+struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
+    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
+  }
+};
+struct maximum_grad {  // ties go to the first operand
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
+  }
+};
+struct minimum_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
+  }
+};
+struct square_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
+};
+struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
+};
+struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
+};
+struct exp_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
+};
+struct log_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
+};
+struct tanh_grad {  // d (1 - z^2)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
+};
+struct sigmoid_grad {  // d z (1 - z)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
+};
+struct relu_grad {
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
+};
+struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
+};
+struct select_grad {  // SelectV2; no gradient for the condition
+  template <class D, class C, class T, class E, class Y>
+  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
+    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
+  }
+};
+struct cast_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
+};
+
+// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
+// down to their operands' shapes (unary ops do not broadcast).
+template <class Rule>
+struct elementwise_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
+                              : requires(const V& v) { Rule::partials(v, v, v, v); } ? 2
+                                                                                     : 3;
+    if (a.x.size() != n)
+      fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " has ", a.x.size(),
+           " inputs; its gradient rule takes ", n);
+    auto parts = [&]<std::size_t... I>(std::index_sequence<I...>) { return Rule::partials(a.d(), a.x[I]..., a.y[0]); }(
+        std::make_index_sequence<n>{});
+    result<V> out;
+    std::apply([&](const auto&... p) { (out.push_back(reduced<n>(p, a.x[out.size()])), ...); }, parts);
+    return out;
+  }
+
+ private:
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(const V& p, const V& x) {
+    if constexpr (N == 1) return p;
+    else return sum_to(p, x);
+  }
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
+};
+
+struct matmul_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ta && !tb) return {matmul(d, y, false, true), matmul(x, d, true, false)};
+    if (!ta && tb) return {matmul(d, y, false, false), matmul(d, x, true, false)};
+    if (ta && !tb) return {matmul(y, d, false, true), matmul(x, d, false, false)};
+    return {matmul(y, d, true, true), matmul(d, x, true, true)};
+  }
+};
+struct sum_grad {  // the gradient, broadcast back over the reduced axes
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
+    return {unreduce(a.d(), a.x[0], a.x[1]), std::nullopt};
+  }
+};
+struct mean_grad {  // sum's, divided by the number of elements averaged
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V g = *sum_grad::apply(a)[0];
+    return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
+  }
+};
+struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V zeros = zeros_like(a.d());
+    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
+  }
+};
+struct reshape_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
+};
+struct sum_to_shape_grad {  // broadcast back
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
+};
+struct broadcast_to_grad {  // summed back
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
+};
+
+struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &axes = a.x[1];
+    const bool keep = a.n.template attr<bool>("keep_dims");
+    const V y = keep ? a.y[0] : keep_reduced(a.y[0], x, axes), d = keep ? a.d() : keep_reduced(a.d(), x, axes);
+    const V hit = cast_like(equal(x, y), x);
+    return {hit / reduce_sum(hit, axes, true) * d, std::nullopt};
+  }
+};
+struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ax && !ay) return {sum_to(batch_matmul(d, y, false, true), x), sum_to(batch_matmul(x, d, true, false), y)};
+    if (!ax && ay) return {sum_to(batch_matmul(d, y, false, false), x), sum_to(batch_matmul(d, x, true, false), y)};
+    if (ax && !ay) return {sum_to(batch_matmul(y, d, false, true), x), sum_to(batch_matmul(x, d, false, false), y)};
+    return {sum_to(batch_matmul(y, d, true, true), x), sum_to(batch_matmul(d, x, true, true), y)};
+  }
+};
+struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& y = a.y[0];
+    if (a.n.template attr<bool>("adjoint")) return {-batch_matmul(batch_matmul(y, a.d(), false, true), y, false, false)};
+    return {-batch_matmul(batch_matmul(y, a.d(), true, false), y, false, true)};
+  }
+};
+struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const V scale = reshape(a.d() * a.y[0], concat({shape_tensor(a.y[0]), int64_vector(x, {1, 1})}, int_constant(x, 0)));
+    return {scale * matrix_inverse(x, true)};
+  }
+};
+// The permutation that undoes p (p a permutation of 0..n-1).
+inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
+  std::vector<std::int64_t> inverse(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+  return inverse;
+}
+struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const auto p = constant_ints(a.x[1]);
+    if (!p)
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its permutation to be a constant");
+    return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
+  }
+};
+// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
+// sorted and without repeats; an error naming the node when it is not a constant, or when
+// x's rank is not known when the graph is built.
+inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
+  const auto v = constant_ints(axes);
+  if (!v || !x.rank_known())
+    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
+         " needs a constant axis and an input of known rank");
+  std::vector<std::int64_t> out;
+  for (auto a : *v) {
+    if (a < -x.rank() || a >= x.rank())
+      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
+           x.rank());
+    out.push_back(a < 0 ? a + x.rank() : a);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
+inline std::int64_t one_axis(const node& n, const symbol& axis, const partial_shape& x) {
+  const std::vector<std::int64_t> axes = constant_axes(n, axis, x);
+  if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " needs one axis");
+  return axes[0];
+}
+
+// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
+// constant and the values' dims along it known when the graph is built (their offsets).
+struct concat_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const std::size_t n = a.x.size() - 1;
+    const partial_shape& out = a.y[0].shape();
+    const std::int64_t axis = one_axis(a.n, a.x[n], out);
+    const int rank = out.rank();
+    result<V> dx;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::int64_t> begin(static_cast<std::size_t>(rank), 0);
+      begin[static_cast<std::size_t>(axis)] = offset;
+      dx.push_back(slice(a.d(), int64_vector(a.x[i], begin), shape_tensor(a.x[i])));
+      const partial_shape& s = a.x[i].shape();
+      const std::int64_t along = s.rank_known() ? s[static_cast<int>(axis)] : -1;
+      if (along < 0 && i + 1 < n)
+        fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(), " needs input ", i,
+             "'s dimension ", axis, " to be known when the graph is built");
+      offset += along;
+    }
+    dx.push_back(std::nullopt);
+    return dx;
+  }
+};
+struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {std::nullopt, concat(parts, a.x[0])};
+  }
+};
+struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], begin = as_int64(a.x[1]);
+    const V after = shape_tensor(x) - begin - shape_tensor(a.y[0]);
+    return {pad(a.d(), concat({as_column(begin), as_column(after)}, int_constant(x, 1))), std::nullopt, std::nullopt};
+  }
+};
+struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], p = as_int64(a.x[1]);
+    const V before = reshape(slice(p, int64_vector(x, {0, 0}), int64_vector(x, {-1, 1})), int64_vector(x, {-1}));
+    return {slice(a.d(), before, shape_tensor(x)), std::nullopt};
+  }
+};
+// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
+// over the m's. x's rank must be known when the graph is built.
+struct tile_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    if (!x.shape().rank_known())
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its input's rank to be known");
+    const V split = reshape(concat({as_column(as_int64(a.x[1])), as_column(shape_tensor(x))}, int_constant(x, 1)),
+                            int64_vector(x, {-1}));
+    std::vector<std::int64_t> axes;
+    for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
+    return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
+  }
+};
+
+// Prod: each element gets d times the product of the others in its reduction group,
+// computed without dividing (so zeros are exact) as exclusive running products from both
+// ends along the first reduced axis, times the same for the rest of the axes applied to
+// the product along the first (TensorFlow's rule flattens the axes with a transpose
+// instead). The axes must be constants.
+struct prod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[1], x.shape());
+    if (axes.empty()) return {a.d(), std::nullopt};
+    const V d = a.n.template attr<bool>("keep_dims") ? a.d() : keep_reduced(a.d(), x, a.x[1]);
+    return {others(x, axes, 0) * d, std::nullopt};
+  }
+
+ private:
+  template <class V>
+  static V others(const V& v, const std::vector<std::int64_t>& axes, std::size_t i) {
+    const V axis = int_constant(v, static_cast<std::int32_t>(axes[i]));
+    V own = cumprod(v, axis, true, false) * cumprod(v, axis, true, true);
+    if (i + 1 == axes.size()) return own;
+    return own * others(reduce_prod(v, axis, true), axes, i + 1);
+  }
+};
+struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
+};
+struct cumsum_grad {  // the running sum the other way
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.d(), a.x[1], exclusive, !reverse), std::nullopt};
+  }
+};
+// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
+// it is not defined where x has a zero (Prod's rule above is).
+struct cumprod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.y[0] * a.d(), a.x[1], exclusive, !reverse) / a.x[0], std::nullopt};
+  }
+};
+// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
+// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
+// front and back). The axis must be a constant and params' rank known.
+struct gather_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &params = a.x[0], &indices = a.x[1];
+    const std::int64_t axis = one_axis(a.n, a.x[2], params.shape()), rank = params.shape().rank();
+    const V dims = shape_tensor(params), zero = int_constant(params, 0);
+    // The gradient as [params[:axis], all the indices, params[axis + 1:]].
+    std::vector<V> parts;
+    if (axis > 0) parts.push_back(slice(dims, int64_vector(params, {0}), int64_vector(params, {axis})));
+    parts.push_back(int64_vector(params, {-1}));
+    if (axis + 1 < rank) parts.push_back(slice(dims, int64_vector(params, {axis + 1}), int64_vector(params, {-1})));
+    V values = reshape(a.d(), parts.size() == 1 ? parts[0] : concat(parts, zero));
+    std::vector<std::int64_t> perm{axis};  // the indices' axis first
+    for (std::int64_t i = 0; i < rank; ++i)
+      if (i != axis) perm.push_back(i);
+    if (axis > 0) values = transpose(values, int64_vector(params, perm));
+    const V rows = reshape(slice(dims, int64_vector(params, {axis}), int64_vector(params, {1})), int64_vector(params, {}));
+    V sums = unsorted_segment_sum(values, reshape(indices, int64_vector(params, {-1})), rows);
+    if (axis > 0) sums = transpose(sums, int64_vector(params, inverse_permutation(perm)));
+    return {sums, std::nullopt, std::nullopt};
+  }
+};
+struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
+  }
+};
+// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
+// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
+// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
+// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
+// its sum in place (TensorScatterAdd, gradients.hpp).
+struct gather_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
+};
+struct scatter_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
+};
+// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
+// shaped from d's own slices, so that the updates are not kept for the backward pass).
+struct tensor_scatter_update_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V du = gather_nd(a.d(), a.x[1]);
+    return {tensor_scatter_update(a.d(), a.x[1], zeros_like(du)), std::nullopt, du};
+  }
+};
+struct tensor_scatter_add_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
+};
+
+// ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
+// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+// the same function for the typed DSL, which fuses it with its neighbours).
+struct relu_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
+};
+// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+struct relu_grad_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
+};
+struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
+};
+struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
+};
+// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
+template <class V>
+V softmax_backward(const V& d, const V& y) {
+  return (d - reduce_sum_keep(d * y, -1)) * y;
+}
+struct softmax_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
+};
+struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
+};
+// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
+// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
+// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
+// As in TensorFlow, the features' gradient through the loss assumes that each row of
+// labels sums to 1 (a distribution), which makes it softmax - labels.
+template <bool Dense>
+struct softmax_cross_entropy_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& f = a.x[0];
+    std::optional<V> df, dl;
+    if (a.dy[0]) {
+      V d = keep_reduced(*a.dy[0], f, int_constant(f, -1));
+      df = d * a.y[1];
+      if (Dense) dl = d * -log_softmax(f);
+    }
+    if (a.dy[1]) {
+      const V& g = *a.dy[1];
+      V t = softmax_backward(g, softmax(f));
+      df = df ? *df + t : t;
+      if (Dense) dl = dl ? *dl - g : -g;
+    }
+    return {df, dl};
+  }
+};
+struct l2_loss_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
+};
+
+// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
+// ops are the same product with another operand left out, so each of the three ops'
+// gradients is one of the others.
+struct conv2d_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &x = a.x[0], &f = a.x[1];
+    return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
+  }
+};
+struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &f = a.x[1], &dy = a.x[2];
+    return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
+  }
+};
+struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &x = a.x[0], &dy = a.x[2];
+    return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
+  }
+};
+struct max_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
+};
+// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
+// round); both are piecewise constant in orig_input and orig_output (no gradient there,
+// as in TensorFlow).
+template <bool Second>
+struct max_pool_grad_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    return {std::nullopt, std::nullopt,
+            Second ? max_pool_grad(a.x[0], a.x[1], a.d(), w) : max_pool_grad_grad(a.x[0], a.x[1], a.d(), w)};
+  }
+};
+struct avg_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
+};
+struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
+};
+struct dropout_rule {  // output = x * mask; the mask does not depend on x
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (!a.dy[0]) return {std::nullopt, std::nullopt};
+    return {*a.dy[0] * a.y[1], std::nullopt};
+  }
+};
+
+// Registers the rules above for graphs built at run time, once.
+// ---- control flow (graphs only) ----------------------------------------------------------
+// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
+// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
+struct switch_grad {
+  static result<symbol> apply(const args<symbol>& a) {
+    if (a.x[1].producer().op() == "LoopCond")
+      fail(error_code::internal, "weft::add_gradients: ", a.n.describe(), " is a loop's Switch, differentiated as a cond's");
+    auto side = [&](int port) { return a.dy[static_cast<std::size_t>(port)] ? *a.dy[static_cast<std::size_t>(port)]
+                                                                             : zeros_like(a.x[0]).then("Switch", {a.x[1]}, {}, port); };
+    return {side(0).then("Merge", {side(1)}), std::nullopt};
+  }
+};
+// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
+// Switch; the other inputs' gradients are dead, as their branches were.
+struct merge_grad {
+  static result<symbol> apply(const args<symbol>& a) {
+    result<symbol> r;
+    for (std::size_t i = 0; i < a.x.size(); ++i) {
+      if (!a.needs(i)) {
+        r.push_back(std::nullopt);
+        continue;
+      }
+      auto taken = equal(a.y[1], constant_in(a.y[1], tensor::scalar(static_cast<std::int32_t>(i))));
+      r.push_back(a.d().then("Switch", {taken}, {}, 1));
+    }
+    return r;
+  }
+};
+
+inline void register_standard_gradients() {
+  static const bool done = [] {
+    auto& r = gradient_registry::global();
+    auto add_rule = [&]<class R>(const char* op, R) {
+      r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
+    };
+    add_rule("Identity", identity_grad{});
+    r.add("Switch", &switch_grad::apply);
+    r.add("Merge", &merge_grad::apply);
+    add_rule("ZerosLike", values_unused_grad{});
+    add_rule("OnesLike", values_unused_grad{});
+    add_rule("Neg", elementwise_grad<neg_grad>{});
+    add_rule("Add", elementwise_grad<add_grad>{});
+    add_rule("Sub", elementwise_grad<sub_grad>{});
+    add_rule("Mul", elementwise_grad<mul_grad>{});
+    add_rule("Div", elementwise_grad<div_grad>{});
+    add_rule("Pow", elementwise_grad<pow_grad>{});
+    add_rule("Maximum", elementwise_grad<maximum_grad>{});
+    add_rule("Minimum", elementwise_grad<minimum_grad>{});
+    add_rule("Square", elementwise_grad<square_grad>{});
+    add_rule("Sqrt", elementwise_grad<sqrt_grad>{});
+    add_rule("Rsqrt", elementwise_grad<rsqrt_grad>{});
+    add_rule("Exp", elementwise_grad<exp_grad>{});
+    add_rule("Log", elementwise_grad<log_grad>{});
+    add_rule("Tanh", elementwise_grad<tanh_grad>{});
+    add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
+    add_rule("Relu", relu_rule{});
+    add_rule("ReluGrad", relu_grad_rule{});
+    add_rule("Abs", elementwise_grad<abs_grad>{});
+    add_rule("SelectV2", elementwise_grad<select_grad>{});
+    add_rule("Select", select_rows_grad{});
+    add_rule("Cast", elementwise_grad<cast_grad>{});
+    add_rule("MatMul", matmul_grad{});
+    add_rule("Sum", sum_grad{});
+    add_rule("Mean", mean_grad{});
+    add_rule("Reshape", reshape_grad{});
+    add_rule("SumToShape", sum_to_shape_grad{});
+    add_rule("BroadcastTo", broadcast_to_grad{});
+    add_rule("Fill", fill_grad{});
+    add_rule("Prod", prod_grad{});
+    add_rule("Cumsum", cumsum_grad{});
+    add_rule("Cumprod", cumprod_grad{});
+    add_rule("GatherV2", gather_grad{});
+    add_rule("UnsortedSegmentSum", unsorted_segment_sum_grad{});
+    add_rule("GatherNd", gather_nd_grad{});
+    add_rule("ScatterNd", scatter_nd_grad{});
+    add_rule("TensorScatterUpdate", tensor_scatter_update_grad{});
+    add_rule("TensorScatterAdd", tensor_scatter_add_grad{});
+    add_rule("Max", max_min_grad{});
+    add_rule("Min", max_min_grad{});
+    add_rule("BatchMatMulV2", batch_matmul_grad{});
+    add_rule("MatrixInverse", matrix_inverse_grad{});
+    add_rule("MatrixDeterminant", matrix_determinant_grad{});
+    add_rule("Transpose", transpose_grad{});
+    add_rule("ConcatV2", concat_grad{});
+    add_rule("Split", split_grad{});
+    add_rule("Slice", slice_grad{});
+    add_rule("Pad", pad_grad{});
+    add_rule("Tile", tile_grad{});
+    add_rule("BiasAdd", bias_add_rule{});
+    add_rule("BiasAddGrad", bias_add_grad_rule{});
+    add_rule("Softmax", softmax_rule{});
+    add_rule("LogSoftmax", log_softmax_rule{});
+    add_rule("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<true>{});
+    add_rule("SparseSoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<false>{});
+    add_rule("L2Loss", l2_loss_rule{});
+    add_rule("Conv2D", conv2d_rule{});
+    add_rule("Conv2DBackpropInput", conv2d_backprop_input_rule{});
+    add_rule("Conv2DBackpropFilter", conv2d_backprop_filter_rule{});
+    add_rule("MaxPool", max_pool_rule{});
+    add_rule("MaxPoolGrad", max_pool_grad_rule<false>{});
+    add_rule("MaxPoolGradGrad", max_pool_grad_rule<true>{});
+    add_rule("AvgPool", avg_pool_rule{});
+    add_rule("AvgPoolGrad", avg_pool_grad_rule{});
+    add_rule("Dropout", dropout_rule{});
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace weft::gradients
 // Every standard op family, and register_standard_ops() to add them all to the registry,
 // for programs that build graphs by op name without registering kernel families (to dump
 // or validate them, say). <weft/kernels/cpu/all.hpp> calls it.
@@ -4120,272 +5056,6 @@ inline void register_standard_ops() {
 namespace weft {
 
 namespace detail {
-// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
-inline tensor floating_scalar(dtype t, double v) {
-  switch (t) {
-    case dtype::float32: return tensor::scalar(static_cast<float>(v));
-    case dtype::float16: return tensor::scalar(half(static_cast<float>(v)));
-    case dtype::bfloat16: return tensor::scalar(bfloat16(static_cast<float>(v)));
-    default: return tensor::scalar(v);
-  }
-}
-}  // namespace detail
-
-// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
-// equal nodes; a plain graph names them under "gradients/").
-class gradient_builder {
- public:
-  virtual ~gradient_builder() = default;
-  virtual const graph& target() const = 0;
-  virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
-  // The graph itself, where the builder can add loops (the gradient of a while loop); null
-  // where it cannot.
-  virtual graph* mutable_graph() { return nullptr; }
-};
-
-// A tensor of the graph being extended, with the arithmetic gradient rules use.
-class symbol {
- public:
-  symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
-  gradient_builder& builder() const noexcept { return *b_; }
-  output out() const noexcept { return o_; }
-  const node& producer() const { return b_->target().at(o_); }
-  dtype type() const { return producer().output_dtype(o_.port); }
-  const partial_shape& shape() const { return producer().output_shape(o_.port); }
-
-  // The node op(*this, more..., attrs), port `port`.
-  symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
-    std::vector<output> in{o_};
-    for (const auto& m : more) in.push_back(m.o_);
-    output r = b_->add(op, std::move(in), std::move(attrs));
-    r.port = port;
-    return symbol(*b_, r);
-  }
-  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
-  symbol scalar(double v) const {
-    const tensor t = detail::floating_scalar(type(), v);
-    symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
-    return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
-  }
-
- private:
-  gradient_builder* b_;
-  output o_;
-};
-
-// ---- the arithmetic of rules, on symbols ----------------------------------------------
-// Whether a and b are known, at graph-building time, to have one shape.
-inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
-
-inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
-inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
-inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
-inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
-inline symbol operator-(const symbol& a) { return a.then("Neg"); }
-inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
-inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
-inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
-inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
-inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
-inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
-inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
-inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
-inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
-inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
-inline symbol exp(const symbol& a) { return a.then("Exp"); }
-inline symbol log(const symbol& a) { return a.then("Log"); }
-inline symbol square(const symbol& a) { return a.then("Square"); }
-inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
-inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
-// TensorFlow's Select: a vector condition picks whole rows.
-inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
-inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
-inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
-inline symbol cast_like(const symbol& a, const symbol& like) {
-  return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
-}
-// The constant t in the graph behind `near`.
-inline symbol constant_in(const symbol& near, const tensor& t) {
-  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
-}
-// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
-// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
-inline symbol shape_tensor(const symbol& a) {
-  if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
-  return a.then("Shape", {}, {{"out_type", dtype::int64}});
-}
-inline symbol size_tensor(const symbol& a) {
-  if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
-    return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
-  return a.then("Size", {}, {{"out_type", dtype::int64}});
-}
-inline symbol reshape_like(const symbol& a, const symbol& like) {
-  if (same_known_shape(a, like)) return a;
-  return a.then("Reshape", {shape_tensor(like)});
-}
-inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
-inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
-inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
-  return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
-}
-// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
-// g itself when the two shapes are known equal.
-inline symbol sum_to(const symbol& g, const symbol& like) {
-  if (same_known_shape(g, like)) return g;
-  return g.then("SumToShape", {shape_tensor(like)});
-}
-// g broadcast to the shape of `like`.
-inline symbol broadcast_like(const symbol& g, const symbol& like) {
-  if (same_known_shape(g, like)) return g;
-  return g.then("BroadcastTo", {shape_tensor(like)});
-}
-// An int32 constant of the graph behind `near` (axes, say).
-inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
-// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
-// dims as 1 (so that it broadcasts against x).
-inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
-  return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
-}
-// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
-inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
-  return broadcast_like(keep_reduced(g, x, axes), x);
-}
-// The sum of a over `axis`, the dim kept as 1.
-inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
-  return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
-}
-// The NN ops the rules of nn_ops.hpp's ops use.
-inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
-inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
-inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
-inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
-// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
-inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
-  return constant_in(near, tensor::from_vector(v));
-}
-inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
-inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
-inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
-// The value of a when its producer is a constant (read when the graph is built), else null;
-// a constant that enters a loop as an invariant counts.
-inline const tensor* constant_value(const symbol& a) {
-  const node* n = &a.producer();
-  while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
-  return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
-}
-// The values of a when its producer is an int32 or int64 constant, else nullopt.
-inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
-inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
-  std::vector<symbol> rest(parts.begin() + 1, parts.end());
-  rest.push_back(axis);
-  return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
-}
-inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
-inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
-inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
-inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
-  return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
-}
-inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
-inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
-inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
-  return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
-}
-inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
-  return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
-}
-// Cumsum and Cumprod of a along `axis`.
-inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
-  return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
-}
-inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
-  return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
-}
-inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
-  return params.then("GatherV2", {indices, axis});
-}
-inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
-  return data.then("UnsortedSegmentSum", {ids, segments});
-}
-inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
-// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
-inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
-  const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
-  return indices.then("ScatterNd", {updates, dims});
-}
-inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
-  return t.then("TensorScatterUpdate", {indices, updates});
-}
-
-// Convolution and pooling, with the window attrs `w` of the node differentiated.
-inline attr_map window_attr_map(const node& n) {
-  attr_map m;
-  for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
-    if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
-  return m;
-}
-inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
-inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
-  return sizes.then("Conv2DBackpropInput", {f, d}, w);
-}
-inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
-  return x.then("Conv2DBackpropFilter", {sizes, d}, w);
-}
-inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
-  return x.then("MaxPoolGrad", {y, d}, w);
-}
-inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
-  return x.then("MaxPoolGradGrad", {y, d}, w);
-}
-inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
-inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
-  return sizes.then("AvgPoolGrad", {d}, w);
-}
-
-// ---- rules -----------------------------------------------------------------------------
-// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
-template <class V>
-struct gradient_args {
-  const node& n;
-  std::vector<V> x;                // the node's inputs
-  std::vector<V> y;                // its outputs
-  std::vector<std::optional<V>> dy;
-  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
-  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
-  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
-};
-template <class V>
-using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
-
-using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
-
-// Gradient rules by op name, for graphs built at run time.
-class gradient_registry {
- public:
-  static gradient_registry& global() {
-    static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
-    return *r;
-  }
-  void add(const std::string& op, gradient_fn fn) {
-    std::unique_lock lock(mutex_);
-    rules_.emplace(op, std::move(fn));
-  }
-  const gradient_fn* find(const std::string& op) const {
-    std::shared_lock lock(mutex_);
-    auto it = rules_.find(op);
-    return it == rules_.end() ? nullptr : &it->second;
-  }
-
- private:
-  mutable std::shared_mutex mutex_;
-  std::map<std::string, gradient_fn, std::less<>> rules_;
-};
-
-namespace gradients {
-inline void register_standard_gradients();  // gradient_rules.hpp
-}  // namespace gradients
-
-namespace detail {
 inline bool differentiable(dtype t) {
   return t == dtype::float32 || t == dtype::float64 || t == dtype::float16 || t == dtype::bfloat16;
 }
@@ -4911,660 +5581,6 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 }
 
 }  // namespace weft
-
-// The gradient rules of the standard ops, each written once over a value type V
-// (gradients.hpp): today instantiated for `symbol`, the run-time graph's tensors.
-// Conventions follow TensorFlow's: the gradient of a broadcast operand is summed down to
-// its shape (sum_to); at a tie, Maximum and Minimum send the gradient to their first
-// operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
-// is not positive.
-
-#include <algorithm>
-#include <tuple>
-#include <utility>
-
-
-namespace weft::gradients {
-
-template <class V>
-using args = gradient_args<V>;
-template <class V>
-using result = gradient_result<V>;
-
-struct identity_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
-};
-struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
-  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
-};
-
-// ---- elementwise ops ---------------------------------------------------------------------
-// Each rule gives the partials of one elementwise op: partials(d, x..., y) returns a tuple
-// with, per operand, d times the derivative of y in that operand, at the output's
-// (broadcast) shape, or `no_partial` where there is none. The same text serves both kinds
-// of values: run-time graph symbols (elementwise_grad below sums each partial down to its
-// operand's shape) and typed DSL expressions, where the backward of a fused elementwise
-// subtree chains them at the output's shape and sums once per leaf (dsl/gradient.hpp;
-// summing is linear and the partials are constant along broadcast dims, so that is the same).
-struct no_partial {};
-
-struct neg_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
-};
-struct add_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
-};
-struct sub_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
-};
-struct mul_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
-};
-struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
-};
-struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
-    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
-  }
-};
-struct maximum_grad {  // ties go to the first operand
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
-    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
-  }
-};
-struct minimum_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
-    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
-  }
-};
-struct square_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
-};
-struct sqrt_grad {  // z = sqrt(x): d / (2 z)
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
-};
-struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
-};
-struct exp_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
-};
-struct log_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
-};
-struct tanh_grad {  // d (1 - z^2)
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
-};
-struct sigmoid_grad {  // d z (1 - z)
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
-};
-struct relu_grad {
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
-};
-struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
-};
-struct select_grad {  // SelectV2; no gradient for the condition
-  template <class D, class C, class T, class E, class Y>
-  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
-    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
-  }
-};
-struct cast_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
-};
-
-// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
-// down to their operands' shapes (unary ops do not broadcast).
-template <class Rule>
-struct elementwise_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
-                              : requires(const V& v) { Rule::partials(v, v, v, v); } ? 2
-                                                                                     : 3;
-    if (a.x.size() != n)
-      fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " has ", a.x.size(),
-           " inputs; its gradient rule takes ", n);
-    auto parts = [&]<std::size_t... I>(std::index_sequence<I...>) { return Rule::partials(a.d(), a.x[I]..., a.y[0]); }(
-        std::make_index_sequence<n>{});
-    result<V> out;
-    std::apply([&](const auto&... p) { (out.push_back(reduced<n>(p, a.x[out.size()])), ...); }, parts);
-    return out;
-  }
-
- private:
-  template <std::size_t N, class V>
-  static std::optional<V> reduced(const V& p, const V& x) {
-    if constexpr (N == 1) return p;
-    else return sum_to(p, x);
-  }
-  template <std::size_t N, class V>
-  static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
-};
-
-struct matmul_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
-    const V &x = a.x[0], &y = a.x[1], &d = a.d();
-    if (!ta && !tb) return {matmul(d, y, false, true), matmul(x, d, true, false)};
-    if (!ta && tb) return {matmul(d, y, false, false), matmul(d, x, true, false)};
-    if (ta && !tb) return {matmul(y, d, false, true), matmul(x, d, false, false)};
-    return {matmul(y, d, true, true), matmul(d, x, true, true)};
-  }
-};
-struct sum_grad {  // the gradient, broadcast back over the reduced axes
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
-    return {unreduce(a.d(), a.x[0], a.x[1]), std::nullopt};
-  }
-};
-struct mean_grad {  // sum's, divided by the number of elements averaged
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V g = *sum_grad::apply(a)[0];
-    return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
-  }
-};
-struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V zeros = zeros_like(a.d());
-    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
-  }
-};
-struct reshape_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
-};
-struct sum_to_shape_grad {  // broadcast back
-  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
-};
-struct broadcast_to_grad {  // summed back
-  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
-};
-
-struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], &axes = a.x[1];
-    const bool keep = a.n.template attr<bool>("keep_dims");
-    const V y = keep ? a.y[0] : keep_reduced(a.y[0], x, axes), d = keep ? a.d() : keep_reduced(a.d(), x, axes);
-    const V hit = cast_like(equal(x, y), x);
-    return {hit / reduce_sum(hit, axes, true) * d, std::nullopt};
-  }
-};
-struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
-    const V &x = a.x[0], &y = a.x[1], &d = a.d();
-    if (!ax && !ay) return {sum_to(batch_matmul(d, y, false, true), x), sum_to(batch_matmul(x, d, true, false), y)};
-    if (!ax && ay) return {sum_to(batch_matmul(d, y, false, false), x), sum_to(batch_matmul(d, x, true, false), y)};
-    if (ax && !ay) return {sum_to(batch_matmul(y, d, false, true), x), sum_to(batch_matmul(x, d, false, false), y)};
-    return {sum_to(batch_matmul(y, d, true, true), x), sum_to(batch_matmul(d, x, true, true), y)};
-  }
-};
-struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& y = a.y[0];
-    if (a.n.template attr<bool>("adjoint")) return {-batch_matmul(batch_matmul(y, a.d(), false, true), y, false, false)};
-    return {-batch_matmul(batch_matmul(y, a.d(), true, false), y, false, true)};
-  }
-};
-struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& x = a.x[0];
-    const V scale = reshape(a.d() * a.y[0], concat({shape_tensor(a.y[0]), int64_vector(x, {1, 1})}, int_constant(x, 0)));
-    return {scale * matrix_inverse(x, true)};
-  }
-};
-// The permutation that undoes p (p a permutation of 0..n-1).
-inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
-  std::vector<std::int64_t> inverse(p.size());
-  for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
-  return inverse;
-}
-struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const auto p = constant_ints(a.x[1]);
-    if (!p)
-      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
-           " needs its permutation to be a constant");
-    return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
-  }
-};
-// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
-// sorted and without repeats; an error naming the node when it is not a constant, or when
-// x's rank is not known when the graph is built.
-inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
-  const auto v = constant_ints(axes);
-  if (!v || !x.rank_known())
-    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
-         " needs a constant axis and an input of known rank");
-  std::vector<std::int64_t> out;
-  for (auto a : *v) {
-    if (a < -x.rank() || a >= x.rank())
-      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
-           x.rank());
-    out.push_back(a < 0 ? a + x.rank() : a);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
-inline std::int64_t one_axis(const node& n, const symbol& axis, const partial_shape& x) {
-  const std::vector<std::int64_t> axes = constant_axes(n, axis, x);
-  if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " needs one axis");
-  return axes[0];
-}
-
-// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
-// constant and the values' dims along it known when the graph is built (their offsets).
-struct concat_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const std::size_t n = a.x.size() - 1;
-    const partial_shape& out = a.y[0].shape();
-    const std::int64_t axis = one_axis(a.n, a.x[n], out);
-    const int rank = out.rank();
-    result<V> dx;
-    std::int64_t offset = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::vector<std::int64_t> begin(static_cast<std::size_t>(rank), 0);
-      begin[static_cast<std::size_t>(axis)] = offset;
-      dx.push_back(slice(a.d(), int64_vector(a.x[i], begin), shape_tensor(a.x[i])));
-      const partial_shape& s = a.x[i].shape();
-      const std::int64_t along = s.rank_known() ? s[static_cast<int>(axis)] : -1;
-      if (along < 0 && i + 1 < n)
-        fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(), " needs input ", i,
-             "'s dimension ", axis, " to be known when the graph is built");
-      offset += along;
-    }
-    dx.push_back(std::nullopt);
-    return dx;
-  }
-};
-struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
-    return {std::nullopt, concat(parts, a.x[0])};
-  }
-};
-struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], begin = as_int64(a.x[1]);
-    const V after = shape_tensor(x) - begin - shape_tensor(a.y[0]);
-    return {pad(a.d(), concat({as_column(begin), as_column(after)}, int_constant(x, 1))), std::nullopt, std::nullopt};
-  }
-};
-struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], p = as_int64(a.x[1]);
-    const V before = reshape(slice(p, int64_vector(x, {0, 0}), int64_vector(x, {-1, 1})), int64_vector(x, {-1}));
-    return {slice(a.d(), before, shape_tensor(x)), std::nullopt};
-  }
-};
-// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
-// over the m's. x's rank must be known when the graph is built.
-struct tile_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& x = a.x[0];
-    if (!x.shape().rank_known())
-      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
-           " needs its input's rank to be known");
-    const V split = reshape(concat({as_column(as_int64(a.x[1])), as_column(shape_tensor(x))}, int_constant(x, 1)),
-                            int64_vector(x, {-1}));
-    std::vector<std::int64_t> axes;
-    for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
-    return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
-  }
-};
-
-// Prod: each element gets d times the product of the others in its reduction group,
-// computed without dividing (so zeros are exact) as exclusive running products from both
-// ends along the first reduced axis, times the same for the rest of the axes applied to
-// the product along the first (TensorFlow's rule flattens the axes with a transpose
-// instead). The axes must be constants.
-struct prod_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& x = a.x[0];
-    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[1], x.shape());
-    if (axes.empty()) return {a.d(), std::nullopt};
-    const V d = a.n.template attr<bool>("keep_dims") ? a.d() : keep_reduced(a.d(), x, a.x[1]);
-    return {others(x, axes, 0) * d, std::nullopt};
-  }
-
- private:
-  template <class V>
-  static V others(const V& v, const std::vector<std::int64_t>& axes, std::size_t i) {
-    const V axis = int_constant(v, static_cast<std::int32_t>(axes[i]));
-    V own = cumprod(v, axis, true, false) * cumprod(v, axis, true, true);
-    if (i + 1 == axes.size()) return own;
-    return own * others(reduce_prod(v, axis, true), axes, i + 1);
-  }
-};
-struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
-};
-struct cumsum_grad {  // the running sum the other way
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
-    return {cumsum(a.d(), a.x[1], exclusive, !reverse), std::nullopt};
-  }
-};
-// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
-// it is not defined where x has a zero (Prod's rule above is).
-struct cumprod_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
-    return {cumsum(a.y[0] * a.d(), a.x[1], exclusive, !reverse) / a.x[0], std::nullopt};
-  }
-};
-// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
-// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
-// front and back). The axis must be a constant and params' rank known.
-struct gather_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &params = a.x[0], &indices = a.x[1];
-    const std::int64_t axis = one_axis(a.n, a.x[2], params.shape()), rank = params.shape().rank();
-    const V dims = shape_tensor(params), zero = int_constant(params, 0);
-    // The gradient as [params[:axis], all the indices, params[axis + 1:]].
-    std::vector<V> parts;
-    if (axis > 0) parts.push_back(slice(dims, int64_vector(params, {0}), int64_vector(params, {axis})));
-    parts.push_back(int64_vector(params, {-1}));
-    if (axis + 1 < rank) parts.push_back(slice(dims, int64_vector(params, {axis + 1}), int64_vector(params, {-1})));
-    V values = reshape(a.d(), parts.size() == 1 ? parts[0] : concat(parts, zero));
-    std::vector<std::int64_t> perm{axis};  // the indices' axis first
-    for (std::int64_t i = 0; i < rank; ++i)
-      if (i != axis) perm.push_back(i);
-    if (axis > 0) values = transpose(values, int64_vector(params, perm));
-    const V rows = reshape(slice(dims, int64_vector(params, {axis}), int64_vector(params, {1})), int64_vector(params, {}));
-    V sums = unsorted_segment_sum(values, reshape(indices, int64_vector(params, {-1})), rows);
-    if (axis > 0) sums = transpose(sums, int64_vector(params, inverse_permutation(perm)));
-    return {sums, std::nullopt, std::nullopt};
-  }
-};
-struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
-  }
-};
-// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
-// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
-// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
-// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
-// its sum in place (TensorScatterAdd, gradients.hpp).
-struct gather_nd_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
-};
-struct scatter_nd_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
-};
-// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
-// shaped from d's own slices, so that the updates are not kept for the backward pass).
-struct tensor_scatter_update_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V du = gather_nd(a.d(), a.x[1]);
-    return {tensor_scatter_update(a.d(), a.x[1], zeros_like(du)), std::nullopt, du};
-  }
-};
-struct tensor_scatter_add_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
-};
-
-// ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
-// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
-// the same function for the typed DSL, which fuses it with its neighbours).
-struct relu_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
-};
-// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
-struct relu_grad_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
-};
-struct bias_add_rule {  // the bias gets the gradient summed over every other dim
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
-};
-struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
-  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
-};
-// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
-template <class V>
-V softmax_backward(const V& d, const V& y) {
-  return (d - reduce_sum_keep(d * y, -1)) * y;
-}
-struct softmax_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
-};
-struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
-};
-// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
-// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
-// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
-// As in TensorFlow, the features' gradient through the loss assumes that each row of
-// labels sums to 1 (a distribution), which makes it softmax - labels.
-template <bool Dense>
-struct softmax_cross_entropy_rule {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& f = a.x[0];
-    std::optional<V> df, dl;
-    if (a.dy[0]) {
-      V d = keep_reduced(*a.dy[0], f, int_constant(f, -1));
-      df = d * a.y[1];
-      if (Dense) dl = d * -log_softmax(f);
-    }
-    if (a.dy[1]) {
-      const V& g = *a.dy[1];
-      V t = softmax_backward(g, softmax(f));
-      df = df ? *df + t : t;
-      if (Dense) dl = dl ? *dl - g : -g;
-    }
-    return {df, dl};
-  }
-};
-struct l2_loss_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
-};
-
-// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
-// ops are the same product with another operand left out, so each of the three ops'
-// gradients is one of the others.
-struct conv2d_rule {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    const V &x = a.x[0], &f = a.x[1];
-    return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
-  }
-};
-struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    const V &f = a.x[1], &dy = a.x[2];
-    return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
-  }
-};
-struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    const V &x = a.x[0], &dy = a.x[2];
-    return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
-  }
-};
-struct max_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
-};
-// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
-// round); both are piecewise constant in orig_input and orig_output (no gradient there,
-// as in TensorFlow).
-template <bool Second>
-struct max_pool_grad_rule {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    return {std::nullopt, std::nullopt,
-            Second ? max_pool_grad(a.x[0], a.x[1], a.d(), w) : max_pool_grad_grad(a.x[0], a.x[1], a.d(), w)};
-  }
-};
-struct avg_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
-};
-struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
-};
-struct dropout_rule {  // output = x * mask; the mask does not depend on x
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    if (!a.dy[0]) return {std::nullopt, std::nullopt};
-    return {*a.dy[0] * a.y[1], std::nullopt};
-  }
-};
-
-// Registers the rules above for graphs built at run time, once.
-// ---- control flow (graphs only) ----------------------------------------------------------
-// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
-// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
-struct switch_grad {
-  static result<symbol> apply(const args<symbol>& a) {
-    if (a.x[1].producer().op() == "LoopCond")
-      fail(error_code::internal, "weft::add_gradients: ", a.n.describe(), " is a loop's Switch, differentiated as a cond's");
-    auto side = [&](int port) { return a.dy[static_cast<std::size_t>(port)] ? *a.dy[static_cast<std::size_t>(port)]
-                                                                             : zeros_like(a.x[0]).then("Switch", {a.x[1]}, {}, port); };
-    return {side(0).then("Merge", {side(1)}), std::nullopt};
-  }
-};
-// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
-// Switch; the other inputs' gradients are dead, as their branches were.
-struct merge_grad {
-  static result<symbol> apply(const args<symbol>& a) {
-    result<symbol> r;
-    for (std::size_t i = 0; i < a.x.size(); ++i) {
-      if (!a.needs(i)) {
-        r.push_back(std::nullopt);
-        continue;
-      }
-      auto taken = equal(a.y[1], constant_in(a.y[1], tensor::scalar(static_cast<std::int32_t>(i))));
-      r.push_back(a.d().then("Switch", {taken}, {}, 1));
-    }
-    return r;
-  }
-};
-
-inline void register_standard_gradients() {
-  static const bool done = [] {
-    auto& r = gradient_registry::global();
-    auto add_rule = [&]<class R>(const char* op, R) {
-      r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
-    };
-    add_rule("Identity", identity_grad{});
-    r.add("Switch", &switch_grad::apply);
-    r.add("Merge", &merge_grad::apply);
-    add_rule("ZerosLike", values_unused_grad{});
-    add_rule("OnesLike", values_unused_grad{});
-    add_rule("Neg", elementwise_grad<neg_grad>{});
-    add_rule("Add", elementwise_grad<add_grad>{});
-    add_rule("Sub", elementwise_grad<sub_grad>{});
-    add_rule("Mul", elementwise_grad<mul_grad>{});
-    add_rule("Div", elementwise_grad<div_grad>{});
-    add_rule("Pow", elementwise_grad<pow_grad>{});
-    add_rule("Maximum", elementwise_grad<maximum_grad>{});
-    add_rule("Minimum", elementwise_grad<minimum_grad>{});
-    add_rule("Square", elementwise_grad<square_grad>{});
-    add_rule("Sqrt", elementwise_grad<sqrt_grad>{});
-    add_rule("Rsqrt", elementwise_grad<rsqrt_grad>{});
-    add_rule("Exp", elementwise_grad<exp_grad>{});
-    add_rule("Log", elementwise_grad<log_grad>{});
-    add_rule("Tanh", elementwise_grad<tanh_grad>{});
-    add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
-    add_rule("Relu", relu_rule{});
-    add_rule("ReluGrad", relu_grad_rule{});
-    add_rule("Abs", elementwise_grad<abs_grad>{});
-    add_rule("SelectV2", elementwise_grad<select_grad>{});
-    add_rule("Select", select_rows_grad{});
-    add_rule("Cast", elementwise_grad<cast_grad>{});
-    add_rule("MatMul", matmul_grad{});
-    add_rule("Sum", sum_grad{});
-    add_rule("Mean", mean_grad{});
-    add_rule("Reshape", reshape_grad{});
-    add_rule("SumToShape", sum_to_shape_grad{});
-    add_rule("BroadcastTo", broadcast_to_grad{});
-    add_rule("Fill", fill_grad{});
-    add_rule("Prod", prod_grad{});
-    add_rule("Cumsum", cumsum_grad{});
-    add_rule("Cumprod", cumprod_grad{});
-    add_rule("GatherV2", gather_grad{});
-    add_rule("UnsortedSegmentSum", unsorted_segment_sum_grad{});
-    add_rule("GatherNd", gather_nd_grad{});
-    add_rule("ScatterNd", scatter_nd_grad{});
-    add_rule("TensorScatterUpdate", tensor_scatter_update_grad{});
-    add_rule("TensorScatterAdd", tensor_scatter_add_grad{});
-    add_rule("Max", max_min_grad{});
-    add_rule("Min", max_min_grad{});
-    add_rule("BatchMatMulV2", batch_matmul_grad{});
-    add_rule("MatrixInverse", matrix_inverse_grad{});
-    add_rule("MatrixDeterminant", matrix_determinant_grad{});
-    add_rule("Transpose", transpose_grad{});
-    add_rule("ConcatV2", concat_grad{});
-    add_rule("Split", split_grad{});
-    add_rule("Slice", slice_grad{});
-    add_rule("Pad", pad_grad{});
-    add_rule("Tile", tile_grad{});
-    add_rule("BiasAdd", bias_add_rule{});
-    add_rule("BiasAddGrad", bias_add_grad_rule{});
-    add_rule("Softmax", softmax_rule{});
-    add_rule("LogSoftmax", log_softmax_rule{});
-    add_rule("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<true>{});
-    add_rule("SparseSoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<false>{});
-    add_rule("L2Loss", l2_loss_rule{});
-    add_rule("Conv2D", conv2d_rule{});
-    add_rule("Conv2DBackpropInput", conv2d_backprop_input_rule{});
-    add_rule("Conv2DBackpropFilter", conv2d_backprop_filter_rule{});
-    add_rule("MaxPool", max_pool_rule{});
-    add_rule("MaxPoolGrad", max_pool_grad_rule<false>{});
-    add_rule("MaxPoolGradGrad", max_pool_grad_rule<true>{});
-    add_rule("AvgPool", avg_pool_rule{});
-    add_rule("AvgPoolGrad", avg_pool_grad_rule{});
-    add_rule("Dropout", dropout_rule{});
-    return true;
-  }();
-  (void)done;
-}
-
-}  // namespace weft::gradients
 // Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
 // loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
 // variables of their own, and returns a target that runs one training step.
@@ -5814,6 +5830,9 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 }
 
 }  // namespace weft::train
+// Every standard op family's definitions, and register_standard_ops() (an umbrella header
+// for programs; library headers include <weft/ops/standard.hpp> or the family they need).
+
 // Checkpoints: saver saves a session's variables to "<prefix>-<step>.ckpt" (the format of
 // runtime/checkpoint_file.hpp) with a Save op, keeps the last N, and restores them with a
 // Restore op whose outputs the variables' Assign nodes read, so the file is read and
@@ -8764,6 +8783,7 @@ struct ones_like_kernel final : op_kernel {
 // that register only the kernels they use. Registering twice is harmless (the first stays).
 template <int = 0>
 void register_core_kernels() {
+  ops::register_core_ops();
   register_cpu_kernel<const_kernel>("Const");
   register_cpu_kernel<placeholder_kernel>("Placeholder");
   register_cpu_kernel<identity_kernel>("Identity");

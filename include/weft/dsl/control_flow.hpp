@@ -66,7 +66,7 @@
 #include <weft/graph/control_flow.hpp>
 #include <weft/kernels/cpu/array.hpp>
 #include <weft/kernels/cpu/state.hpp>
-#include <weft/ops/all.hpp>
+#include <weft/ops/standard.hpp>
 
 namespace weft {
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include <weft/dsl/expr.hpp>
-#include <weft/ops/all.hpp>
+#include <weft/ops/standard.hpp>
 
 namespace weft {
 

@@ -1,5 +1,5 @@
 // The gradient rules of the standard ops, each written once over a value type V
-// (gradients.hpp): today instantiated for `symbol`, the run-time graph's tensors.
+// (gradient_symbol.hpp): today instantiated for `symbol`, the run-time graph's tensors.
 // Conventions follow TensorFlow's: the gradient of a broadcast operand is summed down to
 // its shape (sum_to); at a tie, Maximum and Minimum send the gradient to their first
 // operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
@@ -10,7 +10,7 @@
 #include <tuple>
 #include <utility>
 
-#include <weft/graph/gradients.hpp>
+#include <weft/graph/gradient_symbol.hpp>
 
 namespace weft::gradients {
 

@@ -18,9 +18,10 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
-#include <weft/graph/op_registry.hpp>
-#include <weft/graph/shape_context.hpp>
+#include <weft/framework/op_registry.hpp>
+#include <weft/framework/shape_context.hpp>
 #include <weft/ops/control_flow_ops.hpp>
+#include <weft/ops/core_ops.hpp>
 #include <weft/ops/state_ops.hpp>
 
 namespace weft {
@@ -128,7 +129,7 @@ class graph {
   // say): larger counts are an error before any list is built.
   static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
 
-  graph() = default;
+  graph() { ops::register_core_ops(); }
 
   // Adds a node; throws weft::error naming the node when it is not valid.
   const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},

@@ -1,33 +1,5 @@
-// Every standard op family, and register_standard_ops() to add them all to the registry,
-// for programs that build graphs by op name without registering kernel families (to dump
-// or validate them, say). <weft/kernels/cpu/all.hpp> calls it.
+// Every standard op family's definitions, and register_standard_ops() (an umbrella header
+// for programs; library headers include <weft/ops/standard.hpp> or the family they need).
 #pragma once
 
-#include <weft/ops/array_ops.hpp>
-#include <weft/ops/control_flow_ops.hpp>
-#include <weft/ops/core_ops.hpp>
-#include <weft/ops/io_ops.hpp>
-#include <weft/ops/math_ops.hpp>
-#include <weft/ops/matrix_ops.hpp>
-#include <weft/ops/nn_ops.hpp>
-#include <weft/ops/random_ops.hpp>
-#include <weft/ops/reduction_ops.hpp>
-#include <weft/ops/state_ops.hpp>
-#include <weft/ops/training_ops.hpp>
-
-namespace weft::ops {
-
-inline void register_standard_ops() {
-  register_array_ops();
-  register_math_ops();
-  register_reduction_ops();
-  register_matrix_ops();
-  register_random_ops();
-  register_state_ops();
-  register_nn_ops();
-  register_training_ops();
-  register_io_ops();
-  register_control_flow_ops();
-}
-
-}  // namespace weft::ops
+#include <weft/ops/standard.hpp>

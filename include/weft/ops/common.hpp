@@ -7,7 +7,7 @@
 #include <vector>
 
 #include <weft/core/broadcast.hpp>
-#include <weft/graph/shape_context.hpp>
+#include <weft/framework/shape_context.hpp>
 
 namespace weft::ops {
 

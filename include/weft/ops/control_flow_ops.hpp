@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include <weft/graph/op_def.hpp>
-#include <weft/graph/op_registry.hpp>
+#include <weft/framework/op_def.hpp>
+#include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
 namespace weft::ops {

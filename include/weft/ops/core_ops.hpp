@@ -1,4 +1,4 @@
-// Core ops, in every registry from the start: sources, Identity and NoOp.
+// Core ops, which every graph registers (register_core_ops()): sources, Identity and NoOp.
 //   Const(; value, dtype)         the tensor `value`
 //   Placeholder(; dtype, shape)   a tensor fed to run()
 //   Identity(input)               its input, unchanged (no copy)
@@ -16,7 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include <weft/graph/op_def.hpp>
+#include <weft/framework/op_def.hpp>
+#include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
 namespace weft::ops {
@@ -106,6 +107,9 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "control") return "weft::ops::register_control_flow_ops() (the executor runs these ops itself)";
   return "weft::ops::register_standard_ops()";
 }
+
+// Adds the core ops to the registry, once (every graph does, on construction).
+inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
 
 // The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {

@@ -9,8 +9,8 @@
 
 #include <vector>
 
-#include <weft/graph/op_def.hpp>
-#include <weft/graph/op_registry.hpp>
+#include <weft/framework/op_def.hpp>
+#include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
 namespace weft::ops {

@@ -39,8 +39,8 @@
 #include <utility>
 #include <vector>
 
-#include <weft/graph/op_def.hpp>
-#include <weft/graph/op_registry.hpp>
+#include <weft/framework/op_def.hpp>
+#include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
 #include <weft/ops/math_ops.hpp>
 

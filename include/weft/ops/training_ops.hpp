@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include <weft/graph/op_def.hpp>
-#include <weft/graph/op_registry.hpp>
+#include <weft/framework/op_def.hpp>
+#include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
 #include <weft/ops/math_ops.hpp>
 

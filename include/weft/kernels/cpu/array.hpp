@@ -8,6 +8,7 @@
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/kernels/cpu/convert.hpp>
 #include <weft/ops/array_ops.hpp>
+#include <weft/ops/core_ops.hpp>
 
 namespace weft::cpu {
 
@@ -452,6 +453,7 @@ struct ones_like_kernel final : op_kernel {
 // that register only the kernels they use. Registering twice is harmless (the first stays).
 template <int = 0>
 void register_core_kernels() {
+  ops::register_core_ops();
   register_cpu_kernel<const_kernel>("Const");
   register_cpu_kernel<placeholder_kernel>("Placeholder");
   register_cpu_kernel<identity_kernel>("Identity");

@@ -22,7 +22,7 @@
 #include <weft/core/dtype.hpp>
 #include <weft/core/error.hpp>
 #include <weft/core/shape.hpp>
-#include <weft/graph/attr.hpp>
+#include <weft/framework/attr.hpp>
 
 namespace weft {
 

@@ -1,6 +1,7 @@
-// op_registry: every op a graph may use, by name. It starts with the core ops; the
-// standard families are added as a program registers them (<weft/ops/core_ops.hpp>), and
-// users add their own with register_op() without touching the core.
+// op_registry: every op a graph may use, by name. It knows no op itself: the core ops
+// (<weft/ops/core_ops.hpp>) are added by every graph and by the CPU kernels' registration,
+// the standard families as a program registers them, and users add their own with
+// register_op() without touching the library.
 #pragma once
 
 #include <map>
@@ -12,8 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include <weft/graph/op_def.hpp>
-#include <weft/ops/core_ops.hpp>
+#include <weft/framework/op_def.hpp>
 
 namespace weft {
 
@@ -57,11 +57,7 @@ class op_registry {
   }
 
   static op_registry& global() {
-    static op_registry* instance = [] {
-      auto* r = new op_registry;  // never destroyed: kernels may look ops up during static destruction
-      r->add_family("core", ops::core_op_defs);
-      return r;
-    }();
+    static op_registry* instance = new op_registry;  // never destroyed: kernels may look ops up during static destruction
     return *instance;
   }
 

@@ -13,7 +13,7 @@
 #include <weft/core/error.hpp>
 #include <weft/core/shape.hpp>
 #include <weft/core/tensor.hpp>
-#include <weft/graph/attr.hpp>
+#include <weft/framework/attr.hpp>
 
 namespace weft {
 

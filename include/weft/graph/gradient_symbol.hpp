@@ -1,0 +1,287 @@
+// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
+// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
+// exp, matmul, select, sum_to, ...), each operation adding a node through a
+// gradient_builder; and what a rule sees and returns (gradient_args, gradient_result), with
+// the registry of rules by op name. The rules themselves are in gradient_rules.hpp, the pass
+// that applies them in gradients.hpp.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/graph/graph.hpp>
+#include <weft/ops/common.hpp>
+
+namespace weft {
+
+namespace detail {
+// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
+inline tensor floating_scalar(dtype t, double v) {
+  switch (t) {
+    case dtype::float32: return tensor::scalar(static_cast<float>(v));
+    case dtype::float16: return tensor::scalar(half(static_cast<float>(v)));
+    case dtype::bfloat16: return tensor::scalar(bfloat16(static_cast<float>(v)));
+    default: return tensor::scalar(v);
+  }
+}
+}  // namespace detail
+
+// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
+// equal nodes; a plain graph names them under "gradients/").
+class gradient_builder {
+ public:
+  virtual ~gradient_builder() = default;
+  virtual const graph& target() const = 0;
+  virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+  // The graph itself, where the builder can add loops (the gradient of a while loop); null
+  // where it cannot.
+  virtual graph* mutable_graph() { return nullptr; }
+};
+
+// A tensor of the graph being extended, with the arithmetic gradient rules use.
+class symbol {
+ public:
+  symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
+  gradient_builder& builder() const noexcept { return *b_; }
+  output out() const noexcept { return o_; }
+  const node& producer() const { return b_->target().at(o_); }
+  dtype type() const { return producer().output_dtype(o_.port); }
+  const partial_shape& shape() const { return producer().output_shape(o_.port); }
+
+  // The node op(*this, more..., attrs), port `port`.
+  symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
+    std::vector<output> in{o_};
+    for (const auto& m : more) in.push_back(m.o_);
+    output r = b_->add(op, std::move(in), std::move(attrs));
+    r.port = port;
+    return symbol(*b_, r);
+  }
+  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
+  symbol scalar(double v) const {
+    const tensor t = detail::floating_scalar(type(), v);
+    symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+    return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
+  }
+
+ private:
+  gradient_builder* b_;
+  output o_;
+};
+
+// ---- the arithmetic of rules, on symbols ----------------------------------------------
+// Whether a and b are known, at graph-building time, to have one shape.
+inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
+
+inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
+inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
+inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
+inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
+inline symbol operator-(const symbol& a) { return a.then("Neg"); }
+inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
+inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
+inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
+inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
+inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
+inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
+inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
+inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
+inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
+inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
+inline symbol exp(const symbol& a) { return a.then("Exp"); }
+inline symbol log(const symbol& a) { return a.then("Log"); }
+inline symbol square(const symbol& a) { return a.then("Square"); }
+inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
+inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
+// TensorFlow's Select: a vector condition picks whole rows.
+inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
+inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
+inline symbol cast_like(const symbol& a, const symbol& like) {
+  return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
+}
+// The constant t in the graph behind `near`.
+inline symbol constant_in(const symbol& near, const tensor& t) {
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+}
+// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
+// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
+inline symbol shape_tensor(const symbol& a) {
+  if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
+  return a.then("Shape", {}, {{"out_type", dtype::int64}});
+}
+inline symbol size_tensor(const symbol& a) {
+  if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
+    return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
+  return a.then("Size", {}, {{"out_type", dtype::int64}});
+}
+inline symbol reshape_like(const symbol& a, const symbol& like) {
+  if (same_known_shape(a, like)) return a;
+  return a.then("Reshape", {shape_tensor(like)});
+}
+inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
+inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
+inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
+  return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+}
+// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
+// g itself when the two shapes are known equal.
+inline symbol sum_to(const symbol& g, const symbol& like) {
+  if (same_known_shape(g, like)) return g;
+  return g.then("SumToShape", {shape_tensor(like)});
+}
+// g broadcast to the shape of `like`.
+inline symbol broadcast_like(const symbol& g, const symbol& like) {
+  if (same_known_shape(g, like)) return g;
+  return g.then("BroadcastTo", {shape_tensor(like)});
+}
+// An int32 constant of the graph behind `near` (axes, say).
+inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
+// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
+// dims as 1 (so that it broadcasts against x).
+inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
+  return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
+}
+// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
+inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
+  return broadcast_like(keep_reduced(g, x, axes), x);
+}
+// The sum of a over `axis`, the dim kept as 1.
+inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
+  return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
+}
+// The NN ops the rules of nn_ops.hpp's ops use.
+inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
+inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
+inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
+// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
+inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
+  return constant_in(near, tensor::from_vector(v));
+}
+inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
+inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
+inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
+// The value of a when its producer is a constant (read when the graph is built), else null;
+// a constant that enters a loop as an invariant counts.
+inline const tensor* constant_value(const symbol& a) {
+  const node* n = &a.producer();
+  while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
+  return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
+}
+// The values of a when its producer is an int32 or int64 constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
+inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
+  std::vector<symbol> rest(parts.begin() + 1, parts.end());
+  rest.push_back(axis);
+  return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
+}
+inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
+inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
+inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
+inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
+  return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
+}
+inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
+inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
+inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
+}
+inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
+}
+// Cumsum and Cumprod of a along `axis`.
+inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
+  return params.then("GatherV2", {indices, axis});
+}
+inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
+  return data.then("UnsortedSegmentSum", {ids, segments});
+}
+inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
+// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
+inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
+  const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
+  return indices.then("ScatterNd", {updates, dims});
+}
+inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
+  return t.then("TensorScatterUpdate", {indices, updates});
+}
+
+// Convolution and pooling, with the window attrs `w` of the node differentiated.
+inline attr_map window_attr_map(const node& n) {
+  attr_map m;
+  for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
+    if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
+  return m;
+}
+inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
+inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
+  return sizes.then("Conv2DBackpropInput", {f, d}, w);
+}
+inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
+  return x.then("Conv2DBackpropFilter", {sizes, d}, w);
+}
+inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGrad", {y, d}, w);
+}
+inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGradGrad", {y, d}, w);
+}
+inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
+inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
+  return sizes.then("AvgPoolGrad", {d}, w);
+}
+
+// ---- rules -----------------------------------------------------------------------------
+// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
+template <class V>
+struct gradient_args {
+  const node& n;
+  std::vector<V> x;                // the node's inputs
+  std::vector<V> y;                // its outputs
+  std::vector<std::optional<V>> dy;
+  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
+  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
+};
+template <class V>
+using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
+
+using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
+
+// Gradient rules by op name, for graphs built at run time.
+class gradient_registry {
+ public:
+  static gradient_registry& global() {
+    static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
+    return *r;
+  }
+  void add(const std::string& op, gradient_fn fn) {
+    std::unique_lock lock(mutex_);
+    rules_.emplace(op, std::move(fn));
+  }
+  const gradient_fn* find(const std::string& op) const {
+    std::shared_lock lock(mutex_);
+    auto it = rules_.find(op);
+    return it == rules_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, gradient_fn, std::less<>> rules_;
+};
+
+}  // namespace weft
