@@ -33,6 +33,7 @@ void BM_trivial_loop(benchmark::State& state) {
       g, {i64(g, 0)}, [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(i64(g, n))}).out(0); },
       [&](loop_scope& s, const std::vector<output>& v) { return std::vector<output>{g.op("Add", {v[0], s.invariant(i64(g, 1))}).out(0)}; });
   session_options o;
+  o.constant_folding.max_bytes = 0;  // every step runs every node: folding would run them once
   o.inter_op_threads = 0;
   o.intra_op_threads = 1;
   session sess(g, o);
@@ -62,6 +63,7 @@ void BM_independent_iterations(benchmark::State& state) {
       },
       while_options{"work", parallel, -1});
   session_options o;
+  o.constant_folding.max_bytes = 0;  // every step runs every node: folding would run them once
   o.inter_op_threads = 2;
   o.intra_op_threads = 1;
   session sess(g, o);
@@ -85,6 +87,7 @@ void BM_loop_gradient(benchmark::State& state) {
   std::vector<endpoint> fetches{out[1]};
   if (gradient) fetches = {d[0], d[1]};
   session_options o;
+  o.constant_folding.max_bytes = 0;  // every step runs every node: folding would run them once
   o.inter_op_threads = 0;
   o.intra_op_threads = 1;
   session sess(g, o);
@@ -100,6 +103,7 @@ void BM_scan(benchmark::State& state) {
   auto stack = scan([](auto acc, auto row) { return acc * 0.5f + row; }, x, zeros<float>(dims<256>));
   auto dx = grad(reduce_sum(stack), x);
   client_options o;
+  o.session.constant_folding.max_bytes = 0;
   o.session.inter_op_threads = 0;
   o.session.intra_op_threads = 1;
   client_session s(o);

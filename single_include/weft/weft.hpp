@@ -6907,7 +6907,8 @@ void register_io_kernels() {
 // Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
 // nodes the fetches and targets need, with every fed output replaced by the fed value, so
 // both placeholders and intermediate outputs can be fed. The pruned graph, with its
-// kernels, is validated and cached. Variables live in the session's resource_manager and
+// kernels, is validated and cached; the nodes that compute the same value at every step
+// (everything they read is constant) are evaluated then, once (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager and
 // survive across runs; several threads may call run() at once.
 
 #include <algorithm>
@@ -6918,6 +6919,100 @@ void register_io_kernels() {
 #include <utility>
 #include <vector>
 
+// Constant folding (the whitepaper's §5, "Optimizations"): the nodes of a signature whose
+// value is the same at every step, because everything they read is a Const, are evaluated
+// once, when the executable is built, and their outputs become constants of it. This pass
+// finds them; the runtime evaluates them with its kernels (runtime/session.hpp).
+//
+// A node folds when it is needed by the signature, is not itself a Const, is stateless
+// (the op definition's `stateful`: variables, random numbers, accumulators, file I/O are
+// never folded), is not control flow, has no control inputs, reads only outputs that are
+// not fed and that come from Const nodes or from nodes that fold, and every one of its
+// outputs has a fully known shape of at most `max_bytes`. Only the boundary of the folded
+// region is evaluated and kept: the outputs of folding nodes that a non-folding node reads
+// or a fetch names.
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+
+namespace weft::passes {
+
+struct constant_folding_options {
+  // The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
+  // TensorFlow's graph optimizer: a folded value stays in memory for as long as the
+  // executable that holds it.
+  std::size_t max_bytes = std::size_t{10} << 20;
+};
+
+struct folding_plan {
+  std::vector<int> nodes;        // the nodes that fold, in id (topological) order
+  std::vector<output> outputs;   // what to evaluate and keep: the region's boundary
+};
+
+// Whether every output of `n` has a fully known shape of at most max_bytes.
+inline bool outputs_fit(const node& n, std::size_t max_bytes) {
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    const partial_shape& s = n.output_shape(i);
+    if (!s.fully_known()) return false;
+    double bytes = static_cast<double>(size_of(n.output_dtype(i)));  // in double: no product overflows
+    for (int d = 0; d < s.rank(); ++d) bytes *= static_cast<double>(s[d]);
+    if (bytes > static_cast<double>(max_bytes)) return false;
+  }
+  return true;
+}
+
+// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
+// the outputs it is fed, `fetched` those it returns.
+inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
+                                          const std::vector<output>& fed, const std::vector<output>& fetched,
+                                          const constant_folding_options& options = {}) {
+  folding_plan plan;
+  if (options.max_bytes == 0) return plan;
+  const auto count = static_cast<std::size_t>(g.size());
+  // constant[id]: the node's outputs are the same at every step (a Const, or a node that folds).
+  std::vector<char> constant(count, 0), folds(count, 0);
+  auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
+  for (int id = 0; id < g.size(); ++id) {
+    const auto i = static_cast<std::size_t>(id);
+    if (!needed[i]) continue;
+    const node& n = g.at(id);
+    if (n.op() == "Const") {  // one with a control input runs in a loop's frame: its readers stay there
+      constant[i] = n.control_inputs().empty();
+      continue;
+    }
+    if (n.def().stateful || ops::is_control_flow_op(n.op()) || n.op() == "Placeholder") continue;
+    if (!n.control_inputs().empty() || n.num_inputs() == 0 || n.num_outputs() == 0) continue;
+    bool from_constants = true;
+    for (int k = 0; k < n.num_inputs() && from_constants; ++k) {
+      const output in = n.inputs()[static_cast<std::size_t>(k)];
+      from_constants = !n.input_is_ref(k) && !is_fed(in) && constant[static_cast<std::size_t>(in.node)];
+    }
+    if (!from_constants || !outputs_fit(n, options.max_bytes)) continue;
+    constant[i] = folds[i] = 1;
+    plan.nodes.push_back(id);
+  }
+  if (plan.nodes.empty()) return plan;
+  // The boundary: outputs of folding nodes read by a needed node that does not fold, or fetched.
+  auto keep = [&](output o) {
+    if (folds[static_cast<std::size_t>(o.node)] && std::find(plan.outputs.begin(), plan.outputs.end(), o) == plan.outputs.end())
+      plan.outputs.push_back(o);
+  };
+  for (int id = 0; id < g.size(); ++id) {
+    const auto i = static_cast<std::size_t>(id);
+    if (!needed[i] || folds[i]) continue;
+    for (const output& in : g.at(id).inputs())
+      if (!is_fed(in)) keep(in);
+  }
+  for (const output& o : fetched)
+    if (!is_fed(o)) keep(o);
+  std::sort(plan.outputs.begin(), plan.outputs.end(),
+            [](output a, output b) { return a.node != b.node ? a.node < b.node : a.port < b.port; });
+  return plan;
+}
+
+}  // namespace weft::passes
 // The single-device executor (whitepaper §3.1, DESIGN.md §1).
 //
 // An executable is the pruned graph of one run signature with a kernel per node; it is
@@ -7005,6 +7100,9 @@ struct frame_info {
 
 struct executable {
   std::shared_ptr<const graph> source;
+  // Values computed once when the executable was built (constant folding): feed nodes
+  // numbered after the run's own feeds read them.
+  std::vector<tensor> constants;
   std::vector<exec_node> nodes;
   std::vector<frame_info> frames;
   std::vector<int> roots;
@@ -7757,6 +7855,8 @@ struct session_options {
   // The most bytes the tensors this session's kernels allocate may hold at once; past it a
   // step fails with resource_exhausted naming the node (0: no limit but the machine's).
   std::size_t memory_limit_bytes = 0;
+  // Constant folding when a signature's executable is built (max_bytes 0: off).
+  passes::constant_folding_options constant_folding;
 };
 
 struct run_options {
@@ -7813,7 +7913,8 @@ class session {
         device_(std::max(1, options.intra_op_threads), "/job:localhost/replica:0/task:0/device:CPU:0",
                 options.memory_limit_bytes),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
-                                               : nullptr) {}
+                                               : nullptr),
+        folding_(options.constant_folding) {}
 
   // Replaces the graph with `g`, which must extend the current one (same nodes first).
   void extend(const graph& g) {
@@ -7834,8 +7935,9 @@ class session {
                           run_metadata* metadata = nullptr) {
     auto x = prepare(feeds, fetches, targets);
     std::vector<tensor> feed_values;
-    feed_values.reserve(feeds.size());
+    feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
+    feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
     step s(*x, std::move(feed_values), device_, *resources_, inter_op_.get(),
            step_options{options.trace || metadata, next_step_id_.fetch_add(1)});
     std::vector<tensor> results;
@@ -7906,30 +8008,56 @@ class session {
     return x;
   }
 
-  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& fed,
-                                                 const std::vector<output>& fetched, const std::vector<int>& targets) {
+  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& user_fed,
+                                          const std::vector<output>& fetched, const std::vector<int>& targets,
+                                          bool fold = true) {
     auto x = std::make_shared<executable>();
     x->source = g;
+    std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
     auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
-
     // Prune: walk back from fetches and targets, stopping at fed outputs.
-    std::vector<bool> needed(static_cast<std::size_t>(g->size()));
-    std::vector<int> stack;
-    auto need = [&](int id) {
-      if (!needed[static_cast<std::size_t>(id)]) {
-        needed[static_cast<std::size_t>(id)] = true;
-        stack.push_back(id);
+    std::vector<bool> needed;
+    auto prune = [&] {
+      needed.assign(static_cast<std::size_t>(g->size()), false);
+      std::vector<int> stack;
+      auto need = [&](int id) {
+        if (!needed[static_cast<std::size_t>(id)]) {
+          needed[static_cast<std::size_t>(id)] = true;
+          stack.push_back(id);
+        }
+      };
+      for (auto o : fetched)
+        if (!is_fed(o)) need(o.node);
+      for (int t : targets) need(t);
+      while (!stack.empty()) {
+        const node& n = g->at(stack.back());
+        stack.pop_back();
+        for (auto in : n.inputs())
+          if (!is_fed(in)) need(in.node);
+        for (int c : n.control_inputs()) need(c);
       }
     };
-    for (auto o : fetched)
-      if (!is_fed(o)) need(o.node);
-    for (int t : targets) need(t);
-    while (!stack.empty()) {
-      const node& n = g->at(stack.back());
-      stack.pop_back();
-      for (auto in : n.inputs())
-        if (!is_fed(in)) need(in.node);
-      for (int c : n.control_inputs()) need(c);
+    prune();
+    // Constant folding: the outputs every step would compute alike are computed now, with
+    // the kernels of a step of their own, and fed to every step. When that step fails, nothing
+    // folds, and the signature's own steps report the error, naming the node.
+    if (fold && folding_.max_bytes > 0) {
+      const auto plan = passes::plan_constant_folding(*g, needed, fed, fetched, folding_);
+      if (!plan.outputs.empty()) {
+        std::vector<tensor> values;
+        try {
+          auto sub = build(g, {}, plan.outputs, {}, false);
+          step s(*sub, {}, device_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
+          values = s.run();
+        } catch (const std::exception&) {
+          values.clear();
+        }
+        if (values.size() == plan.outputs.size()) {
+          fed.insert(fed.end(), plan.outputs.begin(), plan.outputs.end());
+          x->constants = std::move(values);
+          prune();
+        }
+      }
     }
 
     // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
@@ -8006,6 +8134,7 @@ class session {
   std::shared_ptr<resource_manager> resources_;
   cpu_device device_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
+  passes::constant_folding_options folding_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};

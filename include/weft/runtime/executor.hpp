@@ -88,6 +88,9 @@ struct frame_info {
 
 struct executable {
   std::shared_ptr<const graph> source;
+  // Values computed once when the executable was built (constant folding): feed nodes
+  // numbered after the run's own feeds read them.
+  std::vector<tensor> constants;
   std::vector<exec_node> nodes;
   std::vector<frame_info> frames;
   std::vector<int> roots;

@@ -3,7 +3,8 @@
 // Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
 // nodes the fetches and targets need, with every fed output replaced by the fed value, so
 // both placeholders and intermediate outputs can be fed. The pruned graph, with its
-// kernels, is validated and cached. Variables live in the session's resource_manager and
+// kernels, is validated and cached; the nodes that compute the same value at every step
+// (everything they read is constant) are evaluated then, once (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager and
 // survive across runs; several threads may call run() at once.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include <weft/graph/graph.hpp>
+#include <weft/graph/passes/constant_folding.hpp>
 #include <weft/runtime/device.hpp>
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
@@ -30,6 +32,8 @@ struct session_options {
   // The most bytes the tensors this session's kernels allocate may hold at once; past it a
   // step fails with resource_exhausted naming the node (0: no limit but the machine's).
   std::size_t memory_limit_bytes = 0;
+  // Constant folding when a signature's executable is built (max_bytes 0: off).
+  passes::constant_folding_options constant_folding;
 };
 
 struct run_options {
@@ -86,7 +90,8 @@ class session {
         device_(std::max(1, options.intra_op_threads), "/job:localhost/replica:0/task:0/device:CPU:0",
                 options.memory_limit_bytes),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
-                                               : nullptr) {}
+                                               : nullptr),
+        folding_(options.constant_folding) {}
 
   // Replaces the graph with `g`, which must extend the current one (same nodes first).
   void extend(const graph& g) {
@@ -107,8 +112,9 @@ class session {
                           run_metadata* metadata = nullptr) {
     auto x = prepare(feeds, fetches, targets);
     std::vector<tensor> feed_values;
-    feed_values.reserve(feeds.size());
+    feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
+    feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
     step s(*x, std::move(feed_values), device_, *resources_, inter_op_.get(),
            step_options{options.trace || metadata, next_step_id_.fetch_add(1)});
     std::vector<tensor> results;
@@ -179,30 +185,56 @@ class session {
     return x;
   }
 
-  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& fed,
-                                                 const std::vector<output>& fetched, const std::vector<int>& targets) {
+  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& user_fed,
+                                          const std::vector<output>& fetched, const std::vector<int>& targets,
+                                          bool fold = true) {
     auto x = std::make_shared<executable>();
     x->source = g;
+    std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
     auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
-
     // Prune: walk back from fetches and targets, stopping at fed outputs.
-    std::vector<bool> needed(static_cast<std::size_t>(g->size()));
-    std::vector<int> stack;
-    auto need = [&](int id) {
-      if (!needed[static_cast<std::size_t>(id)]) {
-        needed[static_cast<std::size_t>(id)] = true;
-        stack.push_back(id);
+    std::vector<bool> needed;
+    auto prune = [&] {
+      needed.assign(static_cast<std::size_t>(g->size()), false);
+      std::vector<int> stack;
+      auto need = [&](int id) {
+        if (!needed[static_cast<std::size_t>(id)]) {
+          needed[static_cast<std::size_t>(id)] = true;
+          stack.push_back(id);
+        }
+      };
+      for (auto o : fetched)
+        if (!is_fed(o)) need(o.node);
+      for (int t : targets) need(t);
+      while (!stack.empty()) {
+        const node& n = g->at(stack.back());
+        stack.pop_back();
+        for (auto in : n.inputs())
+          if (!is_fed(in)) need(in.node);
+        for (int c : n.control_inputs()) need(c);
       }
     };
-    for (auto o : fetched)
-      if (!is_fed(o)) need(o.node);
-    for (int t : targets) need(t);
-    while (!stack.empty()) {
-      const node& n = g->at(stack.back());
-      stack.pop_back();
-      for (auto in : n.inputs())
-        if (!is_fed(in)) need(in.node);
-      for (int c : n.control_inputs()) need(c);
+    prune();
+    // Constant folding: the outputs every step would compute alike are computed now, with
+    // the kernels of a step of their own, and fed to every step. When that step fails, nothing
+    // folds, and the signature's own steps report the error, naming the node.
+    if (fold && folding_.max_bytes > 0) {
+      const auto plan = passes::plan_constant_folding(*g, needed, fed, fetched, folding_);
+      if (!plan.outputs.empty()) {
+        std::vector<tensor> values;
+        try {
+          auto sub = build(g, {}, plan.outputs, {}, false);
+          step s(*sub, {}, device_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
+          values = s.run();
+        } catch (const std::exception&) {
+          values.clear();
+        }
+        if (values.size() == plan.outputs.size()) {
+          fed.insert(fed.end(), plan.outputs.begin(), plan.outputs.end());
+          x->constants = std::move(values);
+          prune();
+        }
+      }
     }
 
     // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
@@ -279,6 +311,7 @@ class session {
   std::shared_ptr<resource_manager> resources_;
   cpu_device device_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
+  passes::constant_folding_options folding_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
