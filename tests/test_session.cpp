@@ -217,3 +217,33 @@ TEST_CASE("a Chrome trace parses as JSON, with exact times, producers before con
     }
   }
 }
+
+TEST_CASE("the session reads an op's role from its definition, not from its name") {
+  // A user op defined as a feed, like Placeholder: no kernel exists for it, the session
+  // asks for its value, and a fed value reaches its readers.
+  static const bool registered = [] {
+    register_op(op_def_builder("UserFeed").output("output: dtype").attr("dtype: type").feed().shape_fn([](shape_context& c) {
+      c.set_output(0, partial_shape::unknown_rank());
+    }));
+    return true;
+  }();
+  REQUIRE(registered);
+  const op_def& def = *op_registry::global().find("UserFeed");
+  CHECK(def.feed);
+  CHECK_FALSE(def.constant);
+  graph g;
+  auto& in = g.op("UserFeed", {}, {{"dtype", dtype::float32}}, "in");
+  auto& neg = g.op("Neg", {in}, {}, "neg");
+  session s(g, test::one_thread());
+  CHECK(s.run({{"in", tensor::from_vector(std::vector<float>{1, -2})}}, {neg})[0].to_vector<float>() ==
+        std::vector<float>{-1, 2});
+  test::require_error([&] { s.run({}, {neg}); }, {"node 'in' (UserFeed): must be fed a float32", "needed by fetch neg:0"});
+  // The standard ops carry their roles.
+  ops::register_control_flow_ops();
+  CHECK(op_registry::global().find("Placeholder")->feed);
+  CHECK(op_registry::global().find("Const")->constant);
+  CHECK(op_registry::global().find("Merge")->control == flow::merge);
+  CHECK(op_registry::global().find("NextIteration")->control == flow::next_iteration);
+  CHECK(op_registry::global().find("Exit")->control == flow::exit);
+  CHECK(op_registry::global().find("Identity")->control == flow::plain);
+}

@@ -1060,6 +1060,7 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -1191,6 +1192,9 @@ struct attr_def {
 
 class shape_context;
 
+// An op's part in control flow: the executor runs these ops itself, with no kernel.
+enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
+
 struct op_def {
   std::string name;
   std::vector<arg_def> inputs;
@@ -1198,6 +1202,13 @@ struct op_def {
   std::vector<attr_def> attrs;
   bool stateful = false;  // never merged by CSE, never constant-folded
   bool cheap = false;     // always run inline by the executor, whatever the tensor sizes
+  // What the runtime and the passes do with the op besides running its kernel, so that
+  // they never test op names:
+  flow control = flow::plain;       // a control-flow op (Switch, Merge, Enter, Exit, ...)
+  bool feed = false;                // its value is fed to run(), where no kernel runs (Placeholder)
+  bool constant = false;            // its output is its `value` attr (Const): constant folding starts there
+  bool variable = false;            // a variable (Variable): what checkpoints save and restore
+  bool runs_on_dead_value = false;  // runs when a value it reads is dead, but for its key (AccumulatorPush)
   std::function<void(shape_context&)> shape_fn;
 
   const attr_def* find_attr(std::string_view n) const {
@@ -1347,6 +1358,26 @@ class op_def_builder {
   }
   op_def_builder& cheap(bool v = true) {
     def_.cheap = v;
+    return *this;
+  }
+  op_def_builder& control_flow(flow role) {
+    def_.control = role;
+    return *this;
+  }
+  op_def_builder& feed() {
+    def_.feed = true;
+    return *this;
+  }
+  op_def_builder& constant() {
+    def_.constant = true;
+    return *this;
+  }
+  op_def_builder& variable() {
+    def_.variable = true;
+    return *this;
+  }
+  op_def_builder& runs_on_dead_value() {
+    def_.runs_on_dead_value = true;
     return *this;
   }
   op_def_builder& shape_fn(std::function<void(shape_context&)> f) {
@@ -1766,6 +1797,7 @@ inline bool is_control_flow_op(std::string_view op) {
 inline std::vector<op_def> control_flow_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Switch")
+                     .control_flow(flow::switch_)
                      .input("data: T")
                      .input("pred: bool")
                      .output("output_false: T")
@@ -1779,6 +1811,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Merge")
+                     .control_flow(flow::merge)
                      .input("inputs: N * T")
                      .output("output: T")
                      .output("value_index: int32")
@@ -1794,6 +1827,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Enter")
+                     .control_flow(flow::enter)
                      .input("data: T")
                      .output("output: T")
                      .attr("T: type")
@@ -1810,9 +1844,11 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .build());
   for (const char* name : {"Exit", "NextIteration"})
     defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: type").cheap()
+                       .control_flow(std::string_view(name) == "Exit" ? flow::exit : flow::next_iteration)
                        .shape_fn([](shape_context& c) { c.set_output_same_as_input(); })
                        .build());
   defs.push_back(op_def_builder("LoopCond")
+                     .control_flow(flow::loop_cond)
                      .input("input: bool")
                      .output("output: bool")
                      .cheap()
@@ -1851,6 +1887,7 @@ namespace weft::ops {
 inline std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
+                     .constant()
                      .output("output: dtype")
                      .attr("value: tensor")
                      .attr("dtype: type")
@@ -1863,6 +1900,7 @@ inline std::vector<op_def> core_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Placeholder")
+                     .feed()
                      .output("output: dtype")
                      .attr("dtype: type")
                      .attr("shape: shape")
@@ -2095,6 +2133,7 @@ namespace weft::ops {
 inline std::vector<op_def> state_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Variable")
+                     .variable()
                      .output("ref: Ref(dtype)")
                      .attr("shape: shape")
                      .attr("dtype: type")
@@ -2139,6 +2178,7 @@ inline std::vector<op_def> state_op_defs() {
                        })
                        .build());
   defs.push_back(op_def_builder("AccumulatorPush")
+                     .runs_on_dead_value()
                      .input("key: int64")
                      .input("value: T")
                      .output("key_out: int64")
@@ -6978,11 +7018,11 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
     const auto i = static_cast<std::size_t>(id);
     if (!needed[i]) continue;
     const node& n = g.at(id);
-    if (n.op() == "Const") {  // one with a control input runs in a loop's frame: its readers stay there
+    if (n.def().constant) {  // one with a control input runs in a loop's frame: its readers stay there
       constant[i] = n.control_inputs().empty();
       continue;
     }
-    if (n.def().stateful || ops::is_control_flow_op(n.op()) || n.op() == "Placeholder") continue;
+    if (n.def().stateful || n.def().control != flow::plain || n.def().feed) continue;
     if (!n.control_inputs().empty() || n.num_inputs() == 0 || n.num_outputs() == 0) continue;
     bool from_constants = true;
     for (int k = 0; k < n.num_inputs() && from_constants; ++k) {
@@ -7060,8 +7100,6 @@ struct exec_edge {
 
 // How the executor treats a node: most run their kernel; the control-flow ops
 // (ops/control_flow_ops.hpp) are run by the executor itself.
-enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
-
 struct exec_node {
   const node* def = nullptr;  // nullptr for a feed node
   std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
@@ -7120,14 +7158,7 @@ inline void finish_executable(executable& x) {
   for (std::size_t i = 0; i < count; ++i) {
     exec_node& xn = nodes[i];
     if (!xn.def) continue;
-    const std::string& op = xn.def->op();
-    xn.kind = op == "Switch"          ? flow::switch_
-              : op == "Merge"         ? flow::merge
-              : op == "Enter"         ? flow::enter
-              : op == "Exit"          ? flow::exit
-              : op == "NextIteration" ? flow::next_iteration
-              : op == "LoopCond"      ? flow::loop_cond
-                                      : flow::plain;
+    xn.kind = xn.def->def().control;
   }
   // Each node's sources: (exec id, is data) per input.
   std::vector<std::vector<std::pair<int, bool>>> sources(count);
@@ -8073,7 +8104,7 @@ class session {
     for (int id = 0; id < g->size(); ++id) {
       if (!needed[static_cast<std::size_t>(id)]) continue;
       const node& n = g->at(id);
-      if (n.op() == "Placeholder") {
+      if (n.def().feed) {
         std::string fetch_names;
         for (auto o : fetched) fetch_names += (fetch_names.empty() ? "" : ", ") + g->name_of(o);
         fail(error_code::invalid_argument, n.describe(), ": must be fed a ", n.output_dtype(0), n.output_shape(0),
@@ -8081,7 +8112,7 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
-      if (ops::is_control_flow_op(n.op())) {
+      if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
       } else if (n.def().stateful) {
         // One kernel per stateful node per session (a random op's stream continues across signatures).
@@ -8095,7 +8126,7 @@ class session {
       xn.num_inputs = n.num_inputs();
       xn.num_outputs = n.num_outputs();
       xn.cheap = n.def().cheap;
-      xn.runs_on_dead_value = n.op() == "AccumulatorPush";
+      xn.runs_on_dead_value = n.def().runs_on_dead_value;
       for (int i = 0; i < n.num_inputs(); ++i) xn.input_is_ref.push_back(n.input_is_ref(i));
       xn.input_start = num_slots;
       num_slots += n.num_inputs();
@@ -8148,7 +8179,7 @@ namespace weft {
 inline std::vector<output> variables_of(const graph& g) {
   std::vector<output> vars;
   for (int id = 0; id < g.size(); ++id)
-    if (g.at(id).op() == "Variable") vars.push_back(g.at(id).out(0));
+    if (g.at(id).def().variable) vars.push_back(g.at(id).out(0));
   return vars;
 }
 
@@ -8167,7 +8198,7 @@ class saver {
     std::vector<partial_shape> shapes;
     for (const auto& v : vars) {
       const node& n = g.at(v);
-      if (n.op() != "Variable") fail(error_code::invalid_argument, "weft::saver: ", n.describe(), " is not a variable");
+      if (!n.def().variable) fail(error_code::invalid_argument, "weft::saver: ", n.describe(), " is not a variable");
       names.push_back(n.name());
       dtypes.push_back(n.attr<dtype>("dtype"));
       shapes.push_back(n.attr<partial_shape>("shape"));

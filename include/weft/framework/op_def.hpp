@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -44,6 +45,9 @@ struct attr_def {
 
 class shape_context;
 
+// An op's part in control flow: the executor runs these ops itself, with no kernel.
+enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
+
 struct op_def {
   std::string name;
   std::vector<arg_def> inputs;
@@ -51,6 +55,13 @@ struct op_def {
   std::vector<attr_def> attrs;
   bool stateful = false;  // never merged by CSE, never constant-folded
   bool cheap = false;     // always run inline by the executor, whatever the tensor sizes
+  // What the runtime and the passes do with the op besides running its kernel, so that
+  // they never test op names:
+  flow control = flow::plain;       // a control-flow op (Switch, Merge, Enter, Exit, ...)
+  bool feed = false;                // its value is fed to run(), where no kernel runs (Placeholder)
+  bool constant = false;            // its output is its `value` attr (Const): constant folding starts there
+  bool variable = false;            // a variable (Variable): what checkpoints save and restore
+  bool runs_on_dead_value = false;  // runs when a value it reads is dead, but for its key (AccumulatorPush)
   std::function<void(shape_context&)> shape_fn;
 
   const attr_def* find_attr(std::string_view n) const {
@@ -200,6 +211,26 @@ class op_def_builder {
   }
   op_def_builder& cheap(bool v = true) {
     def_.cheap = v;
+    return *this;
+  }
+  op_def_builder& control_flow(flow role) {
+    def_.control = role;
+    return *this;
+  }
+  op_def_builder& feed() {
+    def_.feed = true;
+    return *this;
+  }
+  op_def_builder& constant() {
+    def_.constant = true;
+    return *this;
+  }
+  op_def_builder& variable() {
+    def_.variable = true;
+    return *this;
+  }
+  op_def_builder& runs_on_dead_value() {
+    def_.runs_on_dead_value = true;
     return *this;
   }
   op_def_builder& shape_fn(std::function<void(shape_context&)> f) {

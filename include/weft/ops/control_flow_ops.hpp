@@ -45,6 +45,7 @@ inline bool is_control_flow_op(std::string_view op) {
 inline std::vector<op_def> control_flow_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Switch")
+                     .control_flow(flow::switch_)
                      .input("data: T")
                      .input("pred: bool")
                      .output("output_false: T")
@@ -58,6 +59,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Merge")
+                     .control_flow(flow::merge)
                      .input("inputs: N * T")
                      .output("output: T")
                      .output("value_index: int32")
@@ -73,6 +75,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Enter")
+                     .control_flow(flow::enter)
                      .input("data: T")
                      .output("output: T")
                      .attr("T: type")
@@ -89,9 +92,11 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .build());
   for (const char* name : {"Exit", "NextIteration"})
     defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: type").cheap()
+                       .control_flow(std::string_view(name) == "Exit" ? flow::exit : flow::next_iteration)
                        .shape_fn([](shape_context& c) { c.set_output_same_as_input(); })
                        .build());
   defs.push_back(op_def_builder("LoopCond")
+                     .control_flow(flow::loop_cond)
                      .input("input: bool")
                      .output("output: bool")
                      .cheap()

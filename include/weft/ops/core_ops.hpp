@@ -25,6 +25,7 @@ namespace weft::ops {
 inline std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
+                     .constant()
                      .output("output: dtype")
                      .attr("value: tensor")
                      .attr("dtype: type")
@@ -37,6 +38,7 @@ inline std::vector<op_def> core_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Placeholder")
+                     .feed()
                      .output("output: dtype")
                      .attr("dtype: type")
                      .attr("shape: shape")

@@ -22,6 +22,7 @@ namespace weft::ops {
 inline std::vector<op_def> state_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Variable")
+                     .variable()
                      .output("ref: Ref(dtype)")
                      .attr("shape: shape")
                      .attr("dtype: type")
@@ -66,6 +67,7 @@ inline std::vector<op_def> state_op_defs() {
                        })
                        .build());
   defs.push_back(op_def_builder("AccumulatorPush")
+                     .runs_on_dead_value()
                      .input("key: int64")
                      .input("value: T")
                      .output("key_out: int64")

@@ -30,7 +30,7 @@ namespace weft {
 inline std::vector<output> variables_of(const graph& g) {
   std::vector<output> vars;
   for (int id = 0; id < g.size(); ++id)
-    if (g.at(id).op() == "Variable") vars.push_back(g.at(id).out(0));
+    if (g.at(id).def().variable) vars.push_back(g.at(id).out(0));
   return vars;
 }
 
@@ -49,7 +49,7 @@ class saver {
     std::vector<partial_shape> shapes;
     for (const auto& v : vars) {
       const node& n = g.at(v);
-      if (n.op() != "Variable") fail(error_code::invalid_argument, "weft::saver: ", n.describe(), " is not a variable");
+      if (!n.def().variable) fail(error_code::invalid_argument, "weft::saver: ", n.describe(), " is not a variable");
       names.push_back(n.name());
       dtypes.push_back(n.attr<dtype>("dtype"));
       shapes.push_back(n.attr<partial_shape>("shape"));

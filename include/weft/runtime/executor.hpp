@@ -48,8 +48,6 @@ struct exec_edge {
 
 // How the executor treats a node: most run their kernel; the control-flow ops
 // (ops/control_flow_ops.hpp) are run by the executor itself.
-enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
-
 struct exec_node {
   const node* def = nullptr;  // nullptr for a feed node
   std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
@@ -108,14 +106,7 @@ inline void finish_executable(executable& x) {
   for (std::size_t i = 0; i < count; ++i) {
     exec_node& xn = nodes[i];
     if (!xn.def) continue;
-    const std::string& op = xn.def->op();
-    xn.kind = op == "Switch"          ? flow::switch_
-              : op == "Merge"         ? flow::merge
-              : op == "Enter"         ? flow::enter
-              : op == "Exit"          ? flow::exit
-              : op == "NextIteration" ? flow::next_iteration
-              : op == "LoopCond"      ? flow::loop_cond
-                                      : flow::plain;
+    xn.kind = xn.def->def().control;
   }
   // Each node's sources: (exec id, is data) per input.
   std::vector<std::vector<std::pair<int, bool>>> sources(count);

@@ -250,7 +250,7 @@ class session {
     for (int id = 0; id < g->size(); ++id) {
       if (!needed[static_cast<std::size_t>(id)]) continue;
       const node& n = g->at(id);
-      if (n.op() == "Placeholder") {
+      if (n.def().feed) {
         std::string fetch_names;
         for (auto o : fetched) fetch_names += (fetch_names.empty() ? "" : ", ") + g->name_of(o);
         fail(error_code::invalid_argument, n.describe(), ": must be fed a ", n.output_dtype(0), n.output_shape(0),
@@ -258,7 +258,7 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
-      if (ops::is_control_flow_op(n.op())) {
+      if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
       } else if (n.def().stateful) {
         // One kernel per stateful node per session (a random op's stream continues across signatures).
@@ -272,7 +272,7 @@ class session {
       xn.num_inputs = n.num_inputs();
       xn.num_outputs = n.num_outputs();
       xn.cheap = n.def().cheap;
-      xn.runs_on_dead_value = n.op() == "AccumulatorPush";
+      xn.runs_on_dead_value = n.def().runs_on_dead_value;
       for (int i = 0; i < n.num_inputs(); ++i) xn.input_is_ref.push_back(n.input_is_ref(i));
       xn.input_start = num_slots;
       num_slots += n.num_inputs();

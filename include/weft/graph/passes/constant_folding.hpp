@@ -18,7 +18,6 @@
 
 #include <weft/core/dtype.hpp>
 #include <weft/graph/graph.hpp>
-#include <weft/ops/control_flow_ops.hpp>
 
 namespace weft::passes {
 
@@ -61,11 +60,11 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
     const auto i = static_cast<std::size_t>(id);
     if (!needed[i]) continue;
     const node& n = g.at(id);
-    if (n.op() == "Const") {  // one with a control input runs in a loop's frame: its readers stay there
+    if (n.def().constant) {  // one with a control input runs in a loop's frame: its readers stay there
       constant[i] = n.control_inputs().empty();
       continue;
     }
-    if (n.def().stateful || ops::is_control_flow_op(n.op()) || n.op() == "Placeholder") continue;
+    if (n.def().stateful || n.def().control != flow::plain || n.def().feed) continue;
     if (!n.control_inputs().empty() || n.num_inputs() == 0 || n.num_outputs() == 0) continue;
     bool from_constants = true;
     for (int k = 0; k < n.num_inputs() && from_constants; ++k) {
