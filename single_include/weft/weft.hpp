@@ -6948,8 +6948,9 @@ void register_io_kernels() {
 // nodes the fetches and targets need, with every fed output replaced by the fed value, so
 // both placeholders and intermediate outputs can be fed. The pruned graph, with its
 // kernels, is validated and cached; the nodes that compute the same value at every step
-// (everything they read is constant) are evaluated then, once (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager and
-// survive across runs; several threads may call run() at once.
+// (everything they read is constant) are evaluated then, once
+// (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager
+// and survive across runs; several threads may call run() at once.
 
 #include <algorithm>
 #include <map>
@@ -6987,8 +6988,7 @@ struct constant_folding_options {
 };
 
 struct folding_plan {
-  std::vector<int> nodes;        // the nodes that fold, in id (topological) order
-  std::vector<output> outputs;   // what to evaluate and keep: the region's boundary
+  std::vector<output> outputs;  // what to evaluate and keep: the region's boundary, by node and port
 };
 
 // Whether every output of `n` has a fully known shape of at most max_bytes.
@@ -7013,6 +7013,7 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
   const auto count = static_cast<std::size_t>(g.size());
   // constant[id]: the node's outputs are the same at every step (a Const, or a node that folds).
   std::vector<char> constant(count, 0), folds(count, 0);
+  bool any = false;
   auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
   for (int id = 0; id < g.size(); ++id) {
     const auto i = static_cast<std::size_t>(id);
@@ -7027,28 +7028,26 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
     bool from_constants = true;
     for (int k = 0; k < n.num_inputs() && from_constants; ++k) {
       const output in = n.inputs()[static_cast<std::size_t>(k)];
-      from_constants = !n.input_is_ref(k) && !is_fed(in) && constant[static_cast<std::size_t>(in.node)];
+      from_constants = constant[static_cast<std::size_t>(in.node)] && !n.input_is_ref(k) && !is_fed(in);
     }
     if (!from_constants || !outputs_fit(n, options.max_bytes)) continue;
     constant[i] = folds[i] = 1;
-    plan.nodes.push_back(id);
+    any = true;
   }
-  if (plan.nodes.empty()) return plan;
+  if (!any) return plan;
   // The boundary: outputs of folding nodes read by a needed node that does not fold, or fetched.
   auto keep = [&](output o) {
-    if (folds[static_cast<std::size_t>(o.node)] && std::find(plan.outputs.begin(), plan.outputs.end(), o) == plan.outputs.end())
-      plan.outputs.push_back(o);
+    if (folds[static_cast<std::size_t>(o.node)] && !is_fed(o)) plan.outputs.push_back(o);
   };
   for (int id = 0; id < g.size(); ++id) {
     const auto i = static_cast<std::size_t>(id);
     if (!needed[i] || folds[i]) continue;
-    for (const output& in : g.at(id).inputs())
-      if (!is_fed(in)) keep(in);
+    for (const output& in : g.at(id).inputs()) keep(in);
   }
-  for (const output& o : fetched)
-    if (!is_fed(o)) keep(o);
+  for (const output& o : fetched) keep(o);
   std::sort(plan.outputs.begin(), plan.outputs.end(),
             [](output a, output b) { return a.node != b.node ? a.node < b.node : a.port < b.port; });
+  plan.outputs.erase(std::unique(plan.outputs.begin(), plan.outputs.end()), plan.outputs.end());
   return plan;
 }
 
@@ -7098,8 +7097,8 @@ struct exec_edge {
   bool to_merge = false;
 };
 
-// How the executor treats a node: most run their kernel; the control-flow ops
-// (ops/control_flow_ops.hpp) are run by the executor itself.
+// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
+// control-flow ops are run by the executor itself, every other node by its kernel.
 struct exec_node {
   const node* def = nullptr;  // nullptr for a feed node
   std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
@@ -8045,7 +8044,12 @@ class session {
     auto x = std::make_shared<executable>();
     x->source = g;
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
-    auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
+    // Nodes with a fed output, so that most inputs are told apart without searching `fed`.
+    std::vector<char> has_fed(static_cast<std::size_t>(g->size()), 0);
+    for (output o : fed) has_fed[static_cast<std::size_t>(o.node)] = 1;
+    auto is_fed = [&](output o) {
+      return has_fed[static_cast<std::size_t>(o.node)] && std::find(fed.begin(), fed.end(), o) != fed.end();
+    };
     // Prune: walk back from fetches and targets, stopping at fed outputs.
     std::vector<bool> needed;
     auto prune = [&] {
@@ -8075,17 +8079,16 @@ class session {
     if (fold && folding_.max_bytes > 0) {
       const auto plan = passes::plan_constant_folding(*g, needed, fed, fetched, folding_);
       if (!plan.outputs.empty()) {
-        std::vector<tensor> values;
         try {
           auto sub = build(g, {}, plan.outputs, {}, false);
           step s(*sub, {}, device_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
-          values = s.run();
+          x->constants = s.run();  // one value per planned output
         } catch (const std::exception&) {
-          values.clear();
+          x->constants.clear();
         }
-        if (values.size() == plan.outputs.size()) {
+        if (!x->constants.empty()) {
           fed.insert(fed.end(), plan.outputs.begin(), plan.outputs.end());
-          x->constants = std::move(values);
+          for (output o : plan.outputs) has_fed[static_cast<std::size_t>(o.node)] = 1;
           prune();
         }
       }
@@ -10018,7 +10021,6 @@ class sgemm_shared_packing {
       else std::this_thread::yield();
     }
   }
-  const float* packed() const { return out_; }
 
  private:
   bool is_a_;

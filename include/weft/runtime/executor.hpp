@@ -46,8 +46,8 @@ struct exec_edge {
   bool to_merge = false;
 };
 
-// How the executor treats a node: most run their kernel; the control-flow ops
-// (ops/control_flow_ops.hpp) are run by the executor itself.
+// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
+// control-flow ops are run by the executor itself, every other node by its kernel.
 struct exec_node {
   const node* def = nullptr;  // nullptr for a feed node
   std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables

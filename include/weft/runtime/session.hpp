@@ -4,8 +4,9 @@
 // nodes the fetches and targets need, with every fed output replaced by the fed value, so
 // both placeholders and intermediate outputs can be fed. The pruned graph, with its
 // kernels, is validated and cached; the nodes that compute the same value at every step
-// (everything they read is constant) are evaluated then, once (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager and
-// survive across runs; several threads may call run() at once.
+// (everything they read is constant) are evaluated then, once
+// (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager
+// and survive across runs; several threads may call run() at once.
 #pragma once
 
 #include <algorithm>
@@ -191,7 +192,12 @@ class session {
     auto x = std::make_shared<executable>();
     x->source = g;
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
-    auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
+    // Nodes with a fed output, so that most inputs are told apart without searching `fed`.
+    std::vector<char> has_fed(static_cast<std::size_t>(g->size()), 0);
+    for (output o : fed) has_fed[static_cast<std::size_t>(o.node)] = 1;
+    auto is_fed = [&](output o) {
+      return has_fed[static_cast<std::size_t>(o.node)] && std::find(fed.begin(), fed.end(), o) != fed.end();
+    };
     // Prune: walk back from fetches and targets, stopping at fed outputs.
     std::vector<bool> needed;
     auto prune = [&] {
@@ -221,17 +227,16 @@ class session {
     if (fold && folding_.max_bytes > 0) {
       const auto plan = passes::plan_constant_folding(*g, needed, fed, fetched, folding_);
       if (!plan.outputs.empty()) {
-        std::vector<tensor> values;
         try {
           auto sub = build(g, {}, plan.outputs, {}, false);
           step s(*sub, {}, device_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
-          values = s.run();
+          x->constants = s.run();  // one value per planned output
         } catch (const std::exception&) {
-          values.clear();
+          x->constants.clear();
         }
-        if (values.size() == plan.outputs.size()) {
+        if (!x->constants.empty()) {
           fed.insert(fed.end(), plan.outputs.begin(), plan.outputs.end());
-          x->constants = std::move(values);
+          for (output o : plan.outputs) has_fed[static_cast<std::size_t>(o.node)] = 1;
           prune();
         }
       }

@@ -29,8 +29,7 @@ struct constant_folding_options {
 };
 
 struct folding_plan {
-  std::vector<int> nodes;        // the nodes that fold, in id (topological) order
-  std::vector<output> outputs;   // what to evaluate and keep: the region's boundary
+  std::vector<output> outputs;  // what to evaluate and keep: the region's boundary, by node and port
 };
 
 // Whether every output of `n` has a fully known shape of at most max_bytes.
@@ -55,6 +54,7 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
   const auto count = static_cast<std::size_t>(g.size());
   // constant[id]: the node's outputs are the same at every step (a Const, or a node that folds).
   std::vector<char> constant(count, 0), folds(count, 0);
+  bool any = false;
   auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
   for (int id = 0; id < g.size(); ++id) {
     const auto i = static_cast<std::size_t>(id);
@@ -69,28 +69,26 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
     bool from_constants = true;
     for (int k = 0; k < n.num_inputs() && from_constants; ++k) {
       const output in = n.inputs()[static_cast<std::size_t>(k)];
-      from_constants = !n.input_is_ref(k) && !is_fed(in) && constant[static_cast<std::size_t>(in.node)];
+      from_constants = constant[static_cast<std::size_t>(in.node)] && !n.input_is_ref(k) && !is_fed(in);
     }
     if (!from_constants || !outputs_fit(n, options.max_bytes)) continue;
     constant[i] = folds[i] = 1;
-    plan.nodes.push_back(id);
+    any = true;
   }
-  if (plan.nodes.empty()) return plan;
+  if (!any) return plan;
   // The boundary: outputs of folding nodes read by a needed node that does not fold, or fetched.
   auto keep = [&](output o) {
-    if (folds[static_cast<std::size_t>(o.node)] && std::find(plan.outputs.begin(), plan.outputs.end(), o) == plan.outputs.end())
-      plan.outputs.push_back(o);
+    if (folds[static_cast<std::size_t>(o.node)] && !is_fed(o)) plan.outputs.push_back(o);
   };
   for (int id = 0; id < g.size(); ++id) {
     const auto i = static_cast<std::size_t>(id);
     if (!needed[i] || folds[i]) continue;
-    for (const output& in : g.at(id).inputs())
-      if (!is_fed(in)) keep(in);
+    for (const output& in : g.at(id).inputs()) keep(in);
   }
-  for (const output& o : fetched)
-    if (!is_fed(o)) keep(o);
+  for (const output& o : fetched) keep(o);
   std::sort(plan.outputs.begin(), plan.outputs.end(),
             [](output a, output b) { return a.node != b.node ? a.node < b.node : a.port < b.port; });
+  plan.outputs.erase(std::unique(plan.outputs.begin(), plan.outputs.end()), plan.outputs.end());
   return plan;
 }
 

@@ -329,7 +329,6 @@ class sgemm_shared_packing {
       else std::this_thread::yield();
     }
   }
-  const float* packed() const { return out_; }
 
  private:
   bool is_a_;
