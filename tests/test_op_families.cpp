@@ -62,3 +62,34 @@ TEST_CASE("standard_ops lists exactly the ops of every standard family") {
   ops::register_standard_ops();
   for (const auto& op : ops::standard_ops) CHECK(op_registry::global().find(op.name) != nullptr);
 }
+
+// Each family's op types (framework/kernel_for.hpp) name exactly its ops, define them, and say
+// whether a gradient rule is registered for them as the gradient registry does.
+template <class Family, class... Ops>
+void check_op_types(type_list<Ops...>, std::vector<op_def> (*defs)()) {
+  std::set<std::string> typed, defined;
+  for (const auto& d : defs()) defined.insert(d.name);
+  auto check = [&]<class Op>() {
+    INFO(Family::name << ": " << Op::name);
+    CHECK(typed.insert(Op::name).second);
+    Op::define();
+    CHECK(op_registry::global().find(Op::name) != nullptr);
+    CHECK(has_gradient_rule_v<Op> == (gradient_registry::global().find(Op::name) != nullptr));
+  };
+  (check.template operator()<Ops>(), ...);
+  CHECK(typed == defined);
+}
+
+TEST_CASE("the op types of each family name its ops and their gradient rules") {
+  gradients::register_standard_gradients();
+  check_op_types<ops::families::array>(ops::families::array::types{}, ops::array_op_defs);
+  check_op_types<ops::families::core>(ops::families::core::types{}, ops::core_op_defs);
+  check_op_types<ops::families::math>(ops::families::math::types{}, ops::math_op_defs);
+  check_op_types<ops::families::matrix>(ops::families::matrix::types{}, ops::matrix_op_defs);
+  check_op_types<ops::families::nn>(ops::families::nn::types{}, ops::nn_op_defs);
+  check_op_types<ops::families::random>(ops::families::random::types{}, ops::random_op_defs);
+  check_op_types<ops::families::reduction>(ops::families::reduction::types{}, ops::reduction_op_defs);
+  check_op_types<ops::families::state>(ops::families::state::types{}, ops::state_op_defs);
+  check_op_types<ops::families::training>(ops::families::training::types{}, ops::training_op_defs);
+  check_op_types<ops::families::io>(ops::families::io::types{}, ops::io_op_defs);
+}

@@ -1,9 +1,14 @@
 // weft's typed front end: models written as C++ expressions whose dtypes and static shapes
 // the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
 // run by a client_session. See docs/tutorial.md.
+//
+// The DSL asks for each op's kernels through weft::kernel_for (framework/kernel_for.hpp);
+// the CPU kernels' headers below specialize it. Including them instantiates nothing: a
+// program compiles the kernels of the ops and dtypes its typed code lowers.
 #pragma once
 
 #include <weft/weft.hpp>
+#include <weft/kernels/cpu/kernels.hpp>
 
 #include <weft/dsl/static_shape.hpp>
 #include <weft/dsl/checks.hpp>

@@ -331,6 +331,17 @@ using number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int
 using float_types = type_list<half, bfloat16, float, double>;
 using float_complex_types = type_list<half, bfloat16, float, double, complex64, complex128>;
 using index_types = type_list<std::int32_t, std::int64_t>;
+// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
+// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
+using signed_real_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
+using signed_number_types =
+    type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+
+// float16 and bfloat16.
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 template <class List> struct dispatcher;
 template <class... Ts> struct dispatcher<type_list<Ts...>> {
@@ -1671,8 +1682,100 @@ inline std::optional<shape> broadcast(const shape& a, const shape& b) {
 }
 
 }  // namespace weft
+// How typed code asks for an op's kernels without naming a device's kernel classes.
+//
+// An op is also a C++ type (ops::Add, ops::MatMul, a user's op): a struct with the op's
+// registered `name`, a static `define()` that adds its definition (usually its whole
+// family) to the op registry, and `has_gradient_rule` when a gradient rule is registered
+// for it (docs/extending.md). Each device type's backend says how it registers the op's
+// kernel for dtype T by specializing kernel_for<Op, T, Device> beside that kernel (the
+// CPU kernels' headers specialize it for device_types::cpu). The DSL calls
+// use_kernels<Op, T>(), which defines the op and registers its kernels on every device type
+// of kernel_device_types, once per program: a program compiles the kernels of the ops and
+// dtypes its typed code uses, and nothing else (DESIGN.md §2, compile cost).
+//
+// T is the dtype the kernel is asked for, or void where the op's kernel is one class for
+// every dtype (Reshape, Shape) or the request is for a whole family (ops::families::array).
+//
+// A specialization must be visible in the translation unit that instantiates the request
+// (the DSL instantiates its requests where a model is lowered): <weft/dsl.hpp> includes the
+// CPU kernels' headers; a user op's kernel header is included by the user's code.
+
+#include <concepts>
+#include <string_view>
+
+
+namespace weft {
+
+// Device types: one tag per backend, named as the kernel registry names its device type.
+namespace device_types {
+struct cpu {
+  static constexpr const char* name = "CPU";
+};
+}  // namespace device_types
+
+// The device types whose kernels typed code registers (the CUDA component will add its own).
+using kernel_device_types = type_list<device_types::cpu>;
+
+// An op as a C++ type.
+template <class Op>
+concept op_type = requires {
+  { Op::name } -> std::convertible_to<std::string_view>;
+  Op::define();
+};
+
+// Whether op type Op declares a gradient rule (`static constexpr bool has_gradient_rule`),
+// so that typed code may differentiate through it.
+template <class Op>
+inline constexpr bool has_gradient_rule_v = [] {
+  if constexpr (requires { Op::has_gradient_rule; })
+    return static_cast<bool>(Op::has_gradient_rule);
+  else
+    return false;
+}();
+
+namespace detail {
+template <class...>
+inline constexpr bool no_kernel_for = false;
+}  // namespace detail
+
+// Specialized by each backend: `static void register_kernels()` registers Op's kernel for
+// dtype T on Device.
+template <class Op, class T, class Device>
+struct kernel_for {
+  static_assert(detail::no_kernel_for<Op, T, Device>,
+                "weft: no kernel for this op on this device type is visible here; include the header that "
+                "specializes weft::kernel_for for it (for the library's ops: <weft/dsl.hpp>, or the op family's "
+                "header under <weft/kernels/cpu/>)");
+  static void register_kernels() {}
+};
+
+// Defines Op and registers its kernels for dtype T on every device type, once.
+template <op_type Op, class T = void>
+void use_kernels() {
+  static const bool once = [] {
+    Op::define();
+    []<class... D>(type_list<D...>) { (kernel_for<Op, T, D>::register_kernels(), ...); }(kernel_device_types{});
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace weft
 
 namespace weft::ops {
+
+// ops::NAME: op NAME as a C++ type (framework/kernel_for.hpp), defined by its family's
+// register_FAMILY_ops(); GRADIENT says whether graph/gradient_rules.hpp has a rule for it
+// (tests/test_op_families.cpp checks each against the registry). Typed code asks for its
+// kernels with use_kernels<ops::NAME, T>().
+#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY, GRADIENT)                \
+  struct NAME {                                                    \
+    static constexpr const char* name = #NAME;                     \
+    static constexpr bool has_gradient_rule = GRADIENT;            \
+    static void define() { register_##FAMILY##_ops(); }            \
+  };
+
 
 // The values of an int32 or int64 tensor (t may be null), else nullopt.
 inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
@@ -1975,6 +2078,20 @@ inline std::string_view family_registration_hint(std::string_view family) {
 // Adds the core ops to the registry, once (every graph does, on construction).
 inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Const, core, false)
+WEFT_DETAIL_OP_TYPE(Placeholder, core, false)
+WEFT_DETAIL_OP_TYPE(Identity, core, true)
+WEFT_DETAIL_OP_TYPE(NoOp, core, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct core {
+  static constexpr const char* name = "core";
+  using types = type_list<Const, Placeholder, Identity, NoOp>;  // its op types
+  static void define() { register_core_ops(); }
+};
+}  // namespace families
+
 // The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {
   for (const auto& op : standard_ops)
@@ -2126,6 +2243,46 @@ inline std::vector<op_def> math_op_defs() {
 // calls it.
 inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Neg, math, true)
+WEFT_DETAIL_OP_TYPE(Abs, math, true)
+WEFT_DETAIL_OP_TYPE(Square, math, true)
+WEFT_DETAIL_OP_TYPE(Sqrt, math, true)
+WEFT_DETAIL_OP_TYPE(Rsqrt, math, true)
+WEFT_DETAIL_OP_TYPE(Exp, math, true)
+WEFT_DETAIL_OP_TYPE(Log, math, true)
+WEFT_DETAIL_OP_TYPE(Tanh, math, true)
+WEFT_DETAIL_OP_TYPE(Sigmoid, math, true)
+WEFT_DETAIL_OP_TYPE(Relu, math, true)
+WEFT_DETAIL_OP_TYPE(ReluGrad, math, true)
+WEFT_DETAIL_OP_TYPE(LogicalNot, math, false)
+WEFT_DETAIL_OP_TYPE(Add, math, true)
+WEFT_DETAIL_OP_TYPE(Sub, math, true)
+WEFT_DETAIL_OP_TYPE(Mul, math, true)
+WEFT_DETAIL_OP_TYPE(Div, math, true)
+WEFT_DETAIL_OP_TYPE(Pow, math, true)
+WEFT_DETAIL_OP_TYPE(Maximum, math, true)
+WEFT_DETAIL_OP_TYPE(Minimum, math, true)
+WEFT_DETAIL_OP_TYPE(Greater, math, false)
+WEFT_DETAIL_OP_TYPE(GreaterEqual, math, false)
+WEFT_DETAIL_OP_TYPE(Less, math, false)
+WEFT_DETAIL_OP_TYPE(LessEqual, math, false)
+WEFT_DETAIL_OP_TYPE(Equal, math, false)
+WEFT_DETAIL_OP_TYPE(NotEqual, math, false)
+WEFT_DETAIL_OP_TYPE(LogicalAnd, math, false)
+WEFT_DETAIL_OP_TYPE(LogicalOr, math, false)
+WEFT_DETAIL_OP_TYPE(Select, math, true)
+WEFT_DETAIL_OP_TYPE(SelectV2, math, true)
+WEFT_DETAIL_OP_TYPE(Cast, math, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct math {
+  static constexpr const char* name = "math";
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
+  static void define() { register_math_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops
 
 namespace weft::ops {
@@ -2210,6 +2367,22 @@ inline std::vector<op_def> state_op_defs() {
 // Adds the state ops to the global registry, once; registering the family's kernels
 // calls it.
 inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Variable, state, false)
+WEFT_DETAIL_OP_TYPE(Assign, state, false)
+WEFT_DETAIL_OP_TYPE(AssignAdd, state, false)
+WEFT_DETAIL_OP_TYPE(AssignSub, state, false)
+WEFT_DETAIL_OP_TYPE(AccumulatorPush, state, false)
+WEFT_DETAIL_OP_TYPE(AccumulatorPop, state, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct state {
+  static constexpr const char* name = "state";
+  using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  // its op types
+  static void define() { register_state_ops(); }
+};
+}  // namespace families
 
 }  // namespace weft::ops
 
@@ -4280,6 +4453,33 @@ inline std::vector<op_def> array_op_defs() {
 // calls it.
 inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Reshape, array, true)
+WEFT_DETAIL_OP_TYPE(Transpose, array, true)
+WEFT_DETAIL_OP_TYPE(ConcatV2, array, true)
+WEFT_DETAIL_OP_TYPE(Split, array, true)
+WEFT_DETAIL_OP_TYPE(Slice, array, true)
+WEFT_DETAIL_OP_TYPE(Pad, array, true)
+WEFT_DETAIL_OP_TYPE(Tile, array, true)
+WEFT_DETAIL_OP_TYPE(GatherV2, array, true)
+WEFT_DETAIL_OP_TYPE(GatherNd, array, true)
+WEFT_DETAIL_OP_TYPE(TensorScatterUpdate, array, true)
+WEFT_DETAIL_OP_TYPE(OneHot, array, false)
+WEFT_DETAIL_OP_TYPE(Shape, array, false)
+WEFT_DETAIL_OP_TYPE(Rank, array, false)
+WEFT_DETAIL_OP_TYPE(Size, array, false)
+WEFT_DETAIL_OP_TYPE(Fill, array, true)
+WEFT_DETAIL_OP_TYPE(ZerosLike, array, true)
+WEFT_DETAIL_OP_TYPE(OnesLike, array, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct array {
+  static constexpr const char* name = "array";
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  // its op types
+  static void define() { register_array_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops
 // Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp), as
 // graph nodes. weft has no string tensors, so the file name is a uint8 vector holding the
@@ -4344,6 +4544,18 @@ inline std::vector<op_def> io_op_defs() {
 // Adds the checkpoint ops to the global registry, once; registering the family's kernels
 // calls it.
 inline void register_io_ops() { op_registry::global().add_family("io", io_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Save, io, false)
+WEFT_DETAIL_OP_TYPE(Restore, io, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct io {
+  static constexpr const char* name = "io";
+  using types = type_list<Save, Restore>;  // its op types
+  static void define() { register_io_ops(); }
+};
+}  // namespace families
 
 }  // namespace weft::ops
 // Matrix ops.
@@ -4450,6 +4662,20 @@ inline std::vector<op_def> matrix_op_defs() {
 // Adds the matrix ops to the global registry, once; registering the family's kernels
 // calls it.
 inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(MatMul, matrix, true)
+WEFT_DETAIL_OP_TYPE(BatchMatMulV2, matrix, true)
+WEFT_DETAIL_OP_TYPE(MatrixInverse, matrix, true)
+WEFT_DETAIL_OP_TYPE(MatrixDeterminant, matrix, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct matrix {
+  static constexpr const char* name = "matrix";
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  // its op types
+  static void define() { register_matrix_ops(); }
+};
+}  // namespace families
 
 }  // namespace weft::ops
 // Neural-network ops, with TensorFlow's semantics. The class axis is the last one.
@@ -4788,6 +5014,32 @@ inline std::vector<op_def> nn_op_defs() {
 // Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(BiasAdd, nn, true)
+WEFT_DETAIL_OP_TYPE(BiasAddGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(Softmax, nn, true)
+WEFT_DETAIL_OP_TYPE(LogSoftmax, nn, true)
+WEFT_DETAIL_OP_TYPE(SoftmaxCrossEntropyWithLogits, nn, true)
+WEFT_DETAIL_OP_TYPE(SparseSoftmaxCrossEntropyWithLogits, nn, true)
+WEFT_DETAIL_OP_TYPE(L2Loss, nn, true)
+WEFT_DETAIL_OP_TYPE(Conv2D, nn, true)
+WEFT_DETAIL_OP_TYPE(Conv2DBackpropInput, nn, true)
+WEFT_DETAIL_OP_TYPE(Conv2DBackpropFilter, nn, true)
+WEFT_DETAIL_OP_TYPE(MaxPool, nn, true)
+WEFT_DETAIL_OP_TYPE(MaxPoolGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(MaxPoolGradGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(AvgPool, nn, true)
+WEFT_DETAIL_OP_TYPE(AvgPoolGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(Dropout, nn, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct nn {
+  static constexpr const char* name = "nn";
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout>;  // its op types
+  static void define() { register_nn_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops
 // Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
 // either set, the sequence of values a node produces over successive runs is
@@ -4820,6 +5072,19 @@ inline std::vector<op_def> random_op_defs() {
 // Adds the random ops to the global registry, once; registering the family's kernels
 // calls it.
 inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(RandomUniform, random, false)
+WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random, false)
+WEFT_DETAIL_OP_TYPE(TruncatedNormal, random, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct random {
+  static constexpr const char* name = "random";
+  using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  // its op types
+  static void define() { register_random_ops(); }
+};
+}  // namespace families
 
 }  // namespace weft::ops
 // Reductions over any set of axes (negative axes count from the end; an empty set is the
@@ -5006,6 +5271,31 @@ inline std::vector<op_def> reduction_op_defs() {
 // calls it.
 inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Sum, reduction, true)
+WEFT_DETAIL_OP_TYPE(Mean, reduction, true)
+WEFT_DETAIL_OP_TYPE(Prod, reduction, true)
+WEFT_DETAIL_OP_TYPE(Max, reduction, true)
+WEFT_DETAIL_OP_TYPE(Min, reduction, true)
+WEFT_DETAIL_OP_TYPE(ArgMax, reduction, false)
+WEFT_DETAIL_OP_TYPE(ArgMin, reduction, false)
+WEFT_DETAIL_OP_TYPE(Cumsum, reduction, true)
+WEFT_DETAIL_OP_TYPE(Cumprod, reduction, true)
+WEFT_DETAIL_OP_TYPE(UnsortedSegmentSum, reduction, true)
+WEFT_DETAIL_OP_TYPE(ScatterNd, reduction, true)
+WEFT_DETAIL_OP_TYPE(TensorScatterAdd, reduction, true)
+WEFT_DETAIL_OP_TYPE(SumToShape, reduction, true)
+WEFT_DETAIL_OP_TYPE(BroadcastTo, reduction, true)
+WEFT_DETAIL_OP_TYPE(ReducedShape, reduction, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct reduction {
+  static constexpr const char* name = "reduction";
+  using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  // its op types
+  static void define() { register_reduction_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops
 // Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
 // variables, in place from a gradient, and outputs the variable's reference. Hyper-
@@ -5073,6 +5363,21 @@ inline std::vector<op_def> training_op_defs() {
 // Adds the training ops to the global registry, once; registering the family's kernels
 // calls it.
 inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyMomentum, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyAdam, training, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct training {
+  static constexpr const char* name = "training";
+  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  // its op types
+  static void define() { register_training_ops(); }
+};
+}  // namespace families
 
 }  // namespace weft::ops
 
@@ -5879,10 +6184,13 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 // checked against each variable's name, dtype and shape before any variable changes, and
 // a bad file changes none.
 //
+// Their CPU kernels are in kernels/cpu/io.hpp, which <weft/weft.hpp> includes.
+//
 // weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
 // name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
@@ -5891,44 +6199,457 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 #include <utility>
 #include <vector>
 
-// CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
-// runtime/checkpoint_file.hpp.
+// The checkpoint file: tensors by name in one file, written atomically, read back only
+// when the whole file checks out (runtime/checkpoint.hpp's saver, and the Save and Restore
+// ops of kernels/cpu/io.hpp, write and read it).
+//
+// File format (version 1; integers little-endian):
+//   "WEFTCKPT", u32 version, u32 count
+//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
+//                  u64 bytes, u32 CRC-32C of the tensor's bytes
+//   u32 CRC-32C of everything above
+//   the tensors' bytes, at their offsets, back to back to the end of the file
+//
+// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
+// over the target and fsyncs the directory: a crash at any point leaves either the old file
+// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
+// checksum, that the file ends where the index says, and every tensor's checksum.
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
-// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
+// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
+// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace weft {
+
+namespace detail {
+inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
+  std::array<std::uint32_t, 256> t{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}();
+}  // namespace detail
+
+// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
+inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept {
+  const auto* p = static_cast<const unsigned char*>(data);
+  crc = ~crc;
+  for (std::size_t i = 0; i < size; ++i) crc = detail::crc32c_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+}  // namespace weft
+// Reading a whole file for weft's readers (checkpoints, IDX): POSIX calls, so that no
+// iostream or filesystem exception escapes; every failure is a weft::error naming the file.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <string>
+
+
+namespace weft {
+
+// The bytes of the regular file at `path`. `what` names the file in errors ("the
+// checkpoint"); `hint` ends the message when the file is missing.
+inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    fail(err == ENOENT ? error_code::not_found : error_code::failed_precondition, "cannot open ", what, " ",
+         path.string(), ": ", std::strerror(err), hint.empty() ? "" : "; ", hint);
+  }
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_on_exit{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    fail(error_code::failed_precondition, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(error_code::invalid_argument, what, " ", path.string(), " is not a regular file");
+  std::string bytes;
+  try {
+    bytes.resize(static_cast<std::size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
+  } catch (const std::length_error&) {
+    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
+  }
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(error_code::data_loss, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
+    if (n == 0) break;  // it shrank while read: what is there is checked by the caller
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+}  // namespace weft
+
+namespace weft {
+
+namespace detail {
+static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
+
+// "[2,3]": dims as read from a file, which may not make a valid shape.
+inline std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+inline constexpr std::string_view temporary_marker = ".weft-tmp.";
+
+// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
+inline ::pid_t temporary_owner(const std::string& name) {
+  const auto at = name.rfind(temporary_marker);
+  if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
+  const char* p = name.data() + at + temporary_marker.size();
+  const char* end = name.data() + name.size();
+  ::pid_t pid = 0;
+  auto [rest, ec] = std::from_chars(p, end, pid);
+  if (ec != std::errc() || pid <= 0 || rest == end || *rest != '.') return 0;
+  std::uint64_t n = 0;
+  auto [last, ec2] = std::from_chars(rest + 1, end, n);
+  return ec2 == std::errc() && last == end ? pid : 0;
+}
+
+// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
+// a save): those whose process no longer exists. A live writer's, or one whose process id
+// was taken again, stays. Failures are ignored: this only tidies.
+inline void remove_stale_temporaries(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const ::pid_t pid = temporary_owner(it->path().filename().string());
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
+// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
+// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
+// were killed are removed first.
+inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
+                                  const std::vector<const tensor*>& blobs) {
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  remove_stale_temporaries(dir);
+  const std::filesystem::path tmp = dir / ("." + path.filename().string() + std::string(temporary_marker) +
+                                           std::to_string(::getpid()) + "." + std::to_string(counter++));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
+  int err = 0;  // the first failure's errno
+  auto write_all = [&](const void* data, std::size_t size) {
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0 && !err) {
+      ssize_t n = ::write(fd, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      else p += n, size -= static_cast<std::size_t>(n);
+    }
+  };
+  write_all(head.data(), head.size());
+  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
+         "; the previous file, if any, is unchanged");
+  }
+  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
+    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
+    ::close(d);
+  }
+}
+}  // namespace detail
+
+// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
+// distinct and non-empty.
+inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
+  std::string index;
+  index.append(detail::checkpoint_magic, 8);
+  detail::put<std::uint32_t>(index, 1);
+  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
+  std::size_t index_size = index.size() + 4;
+  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
+  std::uint64_t offset = index_size;
+  std::vector<const tensor*> blobs;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
+      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
+    names.push_back(name);
+    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
+    index += name;
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
+    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+    detail::put<std::uint64_t>(index, offset);
+    detail::put<std::uint64_t>(index, t.bytes());
+    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
+    offset += t.bytes();
+    blobs.push_back(&t);
+  }
+  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
+  detail::write_file_atomically(path, index, blobs);
+}
+
+// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
+// whole of it; `name` names the file in errors.
+inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
+  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
+  std::size_t pos = 0;
+  auto take = [&](std::size_t n, const char* what) {
+    if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
+    const char* p = bytes.data() + pos;
+    pos += n;
+    return p;
+  };
+  auto get = [&]<class T>(T, const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof v, what), sizeof v);
+    return v;
+  };
+  if (std::memcmp(take(8, "the magic number"), detail::checkpoint_magic, 8) != 0) bad("it is not a weft checkpoint (bad magic number)");
+  if (auto v = get(std::uint32_t{}, "the header"); v != 1) bad("unknown format version ", v);
+  const auto count = get(std::uint32_t{}, "the header");
+  struct entry {
+    std::string name;
+    dtype type;
+    shape dims;
+    std::uint64_t offset, size;
+    std::uint32_t crc;
+  };
+  std::vector<entry> entries;
+  std::unordered_set<std::string> names;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto len = get(std::uint32_t{}, "the index");
+    entry e;
+    e.name.assign(take(len, "the index"), len);
+    if (!names.insert(e.name).second) bad("it holds two tensors named '", e.name, "'");
+    const auto t = get(std::uint8_t{}, "the index");
+    if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
+    e.type = static_cast<dtype>(t);
+    const auto rank = get(std::uint8_t{}, "the index");
+    std::vector<std::int64_t> dims;
+    std::uint64_t elements = 1;
+    bool overflows = false;
+    for (int d = 0; d < rank; ++d) {
+      dims.push_back(get(std::int64_t{}, "the index"));
+      if (dims.back() < 0) bad("tensor '", e.name, "' has a dimension of ", dims.back());
+      overflows |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dims.back()), &elements);
+    }
+    std::uint64_t size = 0;
+    // Nothing larger than the file can be in it: this also keeps every product below in range.
+    if (overflows || __builtin_mul_overflow(elements, size_of(e.type), &size) || size > bytes.size())
+      bad("tensor '", e.name, "' declares dims ", detail::dims_text(dims), " of ", e.type, ", more bytes than the file's ",
+          bytes.size());
+    e.dims = shape(dims);
+    e.offset = get(std::uint64_t{}, "the index");
+    e.size = get(std::uint64_t{}, "the index");
+    e.crc = get(std::uint32_t{}, "the index");
+    entries.push_back(std::move(e));
+  }
+  const std::uint32_t index_crc = crc32c(bytes.data(), pos);
+  if (get(std::uint32_t{}, "the index checksum") != index_crc) bad("the index's checksum does not match");
+  std::uint64_t expected_end = pos;
+  std::vector<std::pair<std::string, tensor>> result;
+  for (const auto& e : entries) {
+    // Each entry's dims were checked to need at most the file's size, so the product fits.
+    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))  // within: each entry's bytes were checked against the file
+      bad("tensor '", e.name, "' has an inconsistent offset or size");
+    if (e.offset > bytes.size() || e.size > bytes.size() - e.offset)
+      bad("it is truncated: tensor '", e.name, "' needs ", e.size, " bytes from offset ", e.offset, ", the file has ",
+          bytes.size());
+    if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
+    tensor t(e.type, e.dims);
+    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+    result.emplace_back(e.name, std::move(t));
+    expected_end = e.offset + e.size;
+  }
+  if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
+  return result;
+}
+
+// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
+inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
+  return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
+}
+
+// The path held by a uint8 vector of its bytes (a file name input).
+inline std::filesystem::path path_of(const tensor& bytes) {
+  if (bytes.dtype() != dtype::uint8 || bytes.rank() != 1)
+    fail(error_code::invalid_argument, "filename must be a uint8 vector of the path's bytes, got ", bytes.dtype(), bytes.shape());
+  const auto* p = bytes.data<std::uint8_t>();
+  std::string s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.num_elements()));
+  if (s.empty() || s.find('\0') != std::string::npos)
+    fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
+  return s;
+}
+// A path as the uint8 vector Save and Restore take.
+inline tensor filename_tensor(const std::filesystem::path& path) {
+  const std::string s = path.string();
+  tensor t(dtype::uint8, shape{static_cast<std::int64_t>(s.size())});
+  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
+  return t;
+}
+
+}  // namespace weft
+// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
+//
+// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
+// nodes the fetches and targets need, with every fed output replaced by the fed value, so
+// both placeholders and intermediate outputs can be fed. The pruned graph, with its
+// kernels, is validated and cached; the nodes that compute the same value at every step
+// (everything they read is constant) are evaluated then, once
+// (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager
+// and survive across runs; several threads may call run() at once.
 
 #include <algorithm>
-#include <cstdint>
-#include <type_traits>
-#include <vector>
-
-// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
-// is created once per node when a session builds an executable and may then run in
-// many steps at once, so compute() must not mutate the kernel except through atomics.
-//
-// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
-// node, op, dtypes and shapes to the message and aborts the step.
-
-#include <atomic>
-#include <cstdint>
-#include <exception>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
-#include <span>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
+// Constant folding (the whitepaper's §5, "Optimizations"): the nodes of a signature whose
+// value is the same at every step, because everything they read is a Const, are evaluated
+// once, when the executable is built, and their outputs become constants of it. This pass
+// finds them; the runtime evaluates them with its kernels (runtime/session.hpp).
+//
+// A node folds when it is needed by the signature, is not itself a Const, is stateless
+// (the op definition's `stateful`: variables, random numbers, accumulators, file I/O are
+// never folded), is not control flow, has no control inputs, reads only outputs that are
+// not fed and that come from Const nodes or from nodes that fold, and every one of its
+// outputs has a fully known shape of at most `max_bytes`. Only the boundary of the folded
+// region is evaluated and kept: the outputs of folding nodes that a non-folding node reads
+// or a fetch names.
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+
+namespace weft::passes {
+
+struct constant_folding_options {
+  // The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
+  // TensorFlow's graph optimizer: a folded value stays in memory for as long as the
+  // executable that holds it.
+  std::size_t max_bytes = std::size_t{10} << 20;
+};
+
+struct folding_plan {
+  std::vector<output> outputs;  // what to evaluate and keep: the region's boundary, by node and port
+};
+
+// Whether every output of `n` has a fully known shape of at most max_bytes.
+inline bool outputs_fit(const node& n, std::size_t max_bytes) {
+  for (int i = 0; i < n.num_outputs(); ++i) {
+    const partial_shape& s = n.output_shape(i);
+    if (!s.fully_known()) return false;
+    double bytes = static_cast<double>(size_of(n.output_dtype(i)));  // in double: no product overflows
+    for (int d = 0; d < s.rank(); ++d) bytes *= static_cast<double>(s[d]);
+    if (bytes > static_cast<double>(max_bytes)) return false;
+  }
+  return true;
+}
+
+// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
+// the outputs it is fed, `fetched` those it returns.
+inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
+                                          const std::vector<output>& fed, const std::vector<output>& fetched,
+                                          const constant_folding_options& options = {}) {
+  folding_plan plan;
+  if (options.max_bytes == 0) return plan;
+  const auto count = static_cast<std::size_t>(g.size());
+  // constant[id]: the node's outputs are the same at every step (a Const, or a node that folds).
+  std::vector<char> constant(count, 0), folds(count, 0);
+  bool any = false;
+  auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
+  for (int id = 0; id < g.size(); ++id) {
+    const auto i = static_cast<std::size_t>(id);
+    if (!needed[i]) continue;
+    const node& n = g.at(id);
+    if (n.def().constant) {  // one with a control input runs in a loop's frame: its readers stay there
+      constant[i] = n.control_inputs().empty();
+      continue;
+    }
+    if (n.def().stateful || n.def().control != flow::plain || n.def().feed) continue;
+    if (!n.control_inputs().empty() || n.num_inputs() == 0 || n.num_outputs() == 0) continue;
+    bool from_constants = true;
+    for (int k = 0; k < n.num_inputs() && from_constants; ++k) {
+      const output in = n.inputs()[static_cast<std::size_t>(k)];
+      from_constants = constant[static_cast<std::size_t>(in.node)] && !n.input_is_ref(k) && !is_fed(in);
+    }
+    if (!from_constants || !outputs_fit(n, options.max_bytes)) continue;
+    constant[i] = folds[i] = 1;
+    any = true;
+  }
+  if (!any) return plan;
+  // The boundary: outputs of folding nodes read by a needed node that does not fold, or fetched.
+  auto keep = [&](output o) {
+    if (folds[static_cast<std::size_t>(o.node)] && !is_fed(o)) plan.outputs.push_back(o);
+  };
+  for (int id = 0; id < g.size(); ++id) {
+    const auto i = static_cast<std::size_t>(id);
+    if (!needed[i] || folds[i]) continue;
+    for (const output& in : g.at(id).inputs()) keep(in);
+  }
+  for (const output& o : fetched) keep(o);
+  std::sort(plan.outputs.begin(), plan.outputs.end(),
+            [](output a, output b) { return a.node != b.node ? a.node < b.node : a.port < b.port; });
+  plan.outputs.erase(std::unique(plan.outputs.begin(), plan.outputs.end()), plan.outputs.end());
+  return plan;
+}
+
+}  // namespace weft::passes
 // cpu_device: a device owns its allocator and runs kernels. Intra-op parallelism goes
 // through Eigen's ThreadPoolDevice over the device's own pool, apart from the inter-op
 // pool the executor schedules nodes on, so a kernel waiting on its shards never blocks
@@ -6016,6 +6737,61 @@ inline int default_thread_count() {
 }
 
 }  // namespace weft
+// The single-device executor (whitepaper §3.1, DESIGN.md §1).
+//
+// An executable is the pruned graph of one run signature with a kernel per node; it is
+// immutable and shared by every step that runs it. A step holds the mutable state: for
+// each node a count of unfinished inputs, and an input slot per data input that its
+// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
+// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
+// which the current thread keeps). Async kernels get a done callback and hold no thread.
+//
+// Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
+// frame, found when the executable is built (the root frame, or the frame an Enter leads
+// into). A step keeps a frame instance per run of a loop and, in it, an iteration state
+// (slots and counts) per iteration in flight, at most parallel_iterations of them; the
+// root frame has one iteration. Every value carries a dead bit: a node with a dead input
+// does not run and its outputs are dead, a Switch kills its untaken output, a Merge takes
+// its first live input. The executor runs the control-flow ops itself.
+//
+// A kernel error or a cancellation aborts the step: no further node starts, waiting async
+// kernels are cancelled, buffers are released with the step, and run() reports the first
+// error with the node, op, dtypes and shapes.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
+// is created once per node when a session builds an executable and may then run in
+// many steps at once, so compute() must not mutate the kernel except through atomics.
+//
+// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
+// node, op, dtypes and shapes to the message and aborts the step.
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 // Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
 // A resource_manager holds named containers; a container holds resources by name. Two
 // sessions given the same resource_manager share their variables; reset(container)
@@ -6417,675 +7193,6 @@ bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constr
 }
 
 }  // namespace weft
-
-namespace weft::cpu {
-
-// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
-// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
-// long), at least one and at most four per intra-op thread. Four per thread balance better
-// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
-// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
-inline std::int64_t blocks_for(const kernel_context& ctx, std::int64_t units, std::int64_t min_units) {
-  const std::int64_t most = std::min<std::int64_t>(4 * ctx.device().num_threads(), units);
-  return std::clamp<std::int64_t>(units / std::max<std::int64_t>(min_units, 1), std::min<std::int64_t>(1, most), most);
-}
-
-// The values of an int32 or int64 tensor; `what` names the input in errors.
-inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
-  std::vector<std::int64_t> v;
-  if (t.dtype() == dtype::int32)
-    for (auto x : t.flat<std::int32_t>()) v.push_back(x);
-  else if (t.dtype() == dtype::int64)
-    for (auto x : t.flat<std::int64_t>()) v.push_back(x);
-  else
-    fail(error_code::invalid_argument, what, " must be int32 or int64, got ", t.dtype());
-  return v;
-}
-
-inline std::int64_t scalar_int(const tensor& t, const char* what) {
-  if (t.num_elements() != 1) fail(error_code::invalid_argument, what, " must be a scalar, got shape ", t.shape());
-  return int_values(t, what)[0];
-}
-
-inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis") {
-  if (axis < -rank || axis >= rank)
-    fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
-inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
-  if (dims.size() > static_cast<std::size_t>(max_rank))
-    fail(error_code::invalid_argument, what, " has ", dims.size(), " dims, more than ", max_rank);
-  for (auto d : dims)
-    if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
-  return shape(dims);
-}
-
-// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
-// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
-// each tuple is checked to lie in s.
-struct nd_rows {
-  std::vector<std::int64_t> rows;
-  std::int64_t slice = 1;                 // elements per row: the product of s[K:]
-  std::vector<std::int64_t> slices_dims;  // of the slices together: indices.shape[:-1] + s[K:]
-};
-inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
-  if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
-  const std::int64_t depth = indices.dim(indices.rank() - 1);
-  if (depth > s.rank())
-    fail(error_code::invalid_argument, "indices of shape ", indices.shape(), " give ", depth, " coordinates into shape ", s,
-         " of rank ", s.rank());
-  const auto idx = int_values(indices, "indices");
-  nd_rows r;
-  std::int64_t count = 1;
-  for (int d = 0; d + 1 < indices.rank(); ++d) r.slices_dims.push_back(indices.dim(d)), count *= indices.dim(d);
-  for (int d = static_cast<int>(depth); d < s.rank(); ++d) r.slices_dims.push_back(s[d]), r.slice *= s[d];
-  r.rows.resize(static_cast<std::size_t>(count));
-  for (std::int64_t j = 0; j < count; ++j) {
-    std::int64_t row = 0;
-    for (std::int64_t d = 0; d < depth; ++d) {
-      const std::int64_t v = idx[static_cast<std::size_t>(j * depth + d)];
-      if (v < 0 || v >= s[static_cast<int>(d)]) {
-        std::vector<std::int64_t> tuple(idx.begin() + j * depth, idx.begin() + (j + 1) * depth);
-        fail(error_code::out_of_range, "index tuple ", j, " of indices, ", shape(tuple), ", is not in shape ", s);
-      }
-      row = row * s[static_cast<int>(d)] + v;
-    }
-    r.rows[static_cast<std::size_t>(j)] = row;
-  }
-  return r;
-}
-// Fails unless `updates` has the shape of the slices r addresses.
-inline void check_updates(const nd_rows& r, const tensor& updates, const tensor& indices, const shape& s) {
-  if (updates.shape() != shape(r.slices_dims))
-    fail(error_code::invalid_argument, "updates of shape ", updates.shape(), " do not fit indices of shape ", indices.shape(),
-         " into shape ", s, ": they must have shape ", shape(r.slices_dims));
-}
-
-// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
-inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape& out) {
-  std::vector<std::int64_t> strides(static_cast<std::size_t>(out.rank()), 0);
-  std::int64_t stride = 1;
-  for (int i = in.rank() - 1, o = out.rank() - 1; i >= 0; --i, --o) {
-    if (in[i] != 1) strides[static_cast<std::size_t>(o)] = stride;
-    stride *= in[i];
-  }
-  return strides;
-}
-
-// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
-// compile time down, the rarer dtypes compute through a wider one, converting on the way in
-// and out, instead of compiling each op's code again:
-// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
-//   to float anyway);
-// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
-//   so that narrowing the result wraps as TensorFlow's does;
-// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
-template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-template <class T>
-using compute_t = std::conditional_t<
-    is_half_v<T>, float,
-    std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
-                           std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
-                       std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
-template <class T>
-inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
-template <class T>
-inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
-// The 64-bit integer type of T's signedness.
-template <class T>
-using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
-
-// The dtype sets of ops/math_ops.hpp that core/dtype.hpp does not already name.
-using kernel_signed_real_types =
-    type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
-using kernel_signed_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float,
-                                      double, complex64, complex128>;
-using kernel_pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-
-// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
-template <template <class> class K, class... Ts>
-void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
-  (register_cpu_kernel<K<Ts>>(op, {type_attr, dtype_of<Ts>}), ...);
-}
-
-}  // namespace weft::cpu
-// The checkpoint file: tensors by name in one file, written atomically, read back only
-// when the whole file checks out (runtime/checkpoint.hpp's saver, and the Save and Restore
-// ops of kernels/cpu/io.hpp, write and read it).
-//
-// File format (version 1; integers little-endian):
-//   "WEFTCKPT", u32 version, u32 count
-//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
-//                  u64 bytes, u32 CRC-32C of the tensor's bytes
-//   u32 CRC-32C of everything above
-//   the tensors' bytes, at their offsets, back to back to the end of the file
-//
-// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
-// over the target and fsyncs the directory: a crash at any point leaves either the old file
-// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
-// checksum, that the file ends where the index says, and every tensor's checksum.
-
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <bit>
-#include <cerrno>
-#include <charconv>
-#include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <string>
-#include <string_view>
-#include <unordered_set>
-#include <utility>
-#include <vector>
-
-// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
-// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
-
-#include <array>
-#include <cstddef>
-#include <cstdint>
-
-namespace weft {
-
-namespace detail {
-inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
-  std::array<std::uint32_t, 256> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}();
-}  // namespace detail
-
-// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
-inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept {
-  const auto* p = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (std::size_t i = 0; i < size; ++i) crc = detail::crc32c_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
-
-}  // namespace weft
-// Reading a whole file for weft's readers (checkpoints, IDX): POSIX calls, so that no
-// iostream or filesystem exception escapes; every failure is a weft::error naming the file.
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <new>
-#include <string>
-
-
-namespace weft {
-
-// The bytes of the regular file at `path`. `what` names the file in errors ("the
-// checkpoint"); `hint` ends the message when the file is missing.
-inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    fail(err == ENOENT ? error_code::not_found : error_code::failed_precondition, "cannot open ", what, " ",
-         path.string(), ": ", std::strerror(err), hint.empty() ? "" : "; ", hint);
-  }
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } close_on_exit{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    fail(error_code::failed_precondition, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(error_code::invalid_argument, what, " ", path.string(), " is not a regular file");
-  std::string bytes;
-  try {
-    bytes.resize(static_cast<std::size_t>(st.st_size));
-  } catch (const std::bad_alloc&) {
-    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
-  } catch (const std::length_error&) {
-    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
-  }
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(error_code::data_loss, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
-    if (n == 0) break;  // it shrank while read: what is there is checked by the caller
-    got += static_cast<std::size_t>(n);
-  }
-  bytes.resize(got);
-  return bytes;
-}
-
-}  // namespace weft
-
-namespace weft {
-
-namespace detail {
-static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
-
-// "[2,3]": dims as read from a file, which may not make a valid shape.
-inline std::string dims_text(const std::vector<std::int64_t>& dims) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-inline constexpr char checkpoint_magic[8] = {'W', 'E', 'F', 'T', 'C', 'K', 'P', 'T'};
-
-template <class T>
-void put(std::string& out, T v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-
-inline constexpr std::string_view temporary_marker = ".weft-tmp.";
-
-// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
-inline ::pid_t temporary_owner(const std::string& name) {
-  const auto at = name.rfind(temporary_marker);
-  if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
-  const char* p = name.data() + at + temporary_marker.size();
-  const char* end = name.data() + name.size();
-  ::pid_t pid = 0;
-  auto [rest, ec] = std::from_chars(p, end, pid);
-  if (ec != std::errc() || pid <= 0 || rest == end || *rest != '.') return 0;
-  std::uint64_t n = 0;
-  auto [last, ec2] = std::from_chars(rest + 1, end, n);
-  return ec2 == std::errc() && last == end ? pid : 0;
-}
-
-// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
-// a save): those whose process no longer exists. A live writer's, or one whose process id
-// was taken again, stays. Failures are ignored: this only tidies.
-inline void remove_stale_temporaries(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const ::pid_t pid = temporary_owner(it->path().filename().string());
-    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
-      std::error_code ignored;
-      std::filesystem::remove(it->path(), ignored);
-    }
-  }
-}
-
-// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
-// were killed are removed first.
-inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
-                                  const std::vector<const tensor*>& blobs) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  remove_stale_temporaries(dir);
-  const std::filesystem::path tmp = dir / ("." + path.filename().string() + std::string(temporary_marker) +
-                                           std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
-  int err = 0;  // the first failure's errno
-  auto write_all = [&](const void* data, std::size_t size) {
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0 && !err) {
-      ssize_t n = ::write(fd, p, size);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) err = n < 0 ? errno : EIO;
-      else p += n, size -= static_cast<std::size_t>(n);
-    }
-  };
-  write_all(head.data(), head.size());
-  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
-  if (!err && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && !err) err = errno;
-  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
-         "; the previous file, if any, is unchanged");
-  }
-  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
-    ::close(d);
-  }
-}
-}  // namespace detail
-
-// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
-// distinct and non-empty.
-inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
-  std::string index;
-  index.append(detail::checkpoint_magic, 8);
-  detail::put<std::uint32_t>(index, 1);
-  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
-  std::size_t index_size = index.size() + 4;
-  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
-  std::uint64_t offset = index_size;
-  std::vector<const tensor*> blobs;
-  std::vector<std::string> names;
-  for (const auto& [name, t] : tensors) {
-    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
-    names.push_back(name);
-    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
-    index += name;
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
-    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
-    detail::put<std::uint64_t>(index, offset);
-    detail::put<std::uint64_t>(index, t.bytes());
-    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
-    offset += t.bytes();
-    blobs.push_back(&t);
-  }
-  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
-  detail::write_file_atomically(path, index, blobs);
-}
-
-// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
-// whole of it; `name` names the file in errors.
-inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
-  auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
-  std::size_t pos = 0;
-  auto take = [&](std::size_t n, const char* what) {
-    if (bytes.size() - pos < n) bad("it ends inside ", what, " (", bytes.size(), " bytes)");
-    const char* p = bytes.data() + pos;
-    pos += n;
-    return p;
-  };
-  auto get = [&]<class T>(T, const char* what) {
-    T v;
-    std::memcpy(&v, take(sizeof v, what), sizeof v);
-    return v;
-  };
-  if (std::memcmp(take(8, "the magic number"), detail::checkpoint_magic, 8) != 0) bad("it is not a weft checkpoint (bad magic number)");
-  if (auto v = get(std::uint32_t{}, "the header"); v != 1) bad("unknown format version ", v);
-  const auto count = get(std::uint32_t{}, "the header");
-  struct entry {
-    std::string name;
-    dtype type;
-    shape dims;
-    std::uint64_t offset, size;
-    std::uint32_t crc;
-  };
-  std::vector<entry> entries;
-  std::unordered_set<std::string> names;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const auto len = get(std::uint32_t{}, "the index");
-    entry e;
-    e.name.assign(take(len, "the index"), len);
-    if (!names.insert(e.name).second) bad("it holds two tensors named '", e.name, "'");
-    const auto t = get(std::uint8_t{}, "the index");
-    if (t == 0 || t >= dtype_count) bad("tensor '", e.name, "' has an unknown dtype code ", int{t});
-    e.type = static_cast<dtype>(t);
-    const auto rank = get(std::uint8_t{}, "the index");
-    std::vector<std::int64_t> dims;
-    std::uint64_t elements = 1;
-    bool overflows = false;
-    for (int d = 0; d < rank; ++d) {
-      dims.push_back(get(std::int64_t{}, "the index"));
-      if (dims.back() < 0) bad("tensor '", e.name, "' has a dimension of ", dims.back());
-      overflows |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dims.back()), &elements);
-    }
-    std::uint64_t size = 0;
-    // Nothing larger than the file can be in it: this also keeps every product below in range.
-    if (overflows || __builtin_mul_overflow(elements, size_of(e.type), &size) || size > bytes.size())
-      bad("tensor '", e.name, "' declares dims ", detail::dims_text(dims), " of ", e.type, ", more bytes than the file's ",
-          bytes.size());
-    e.dims = shape(dims);
-    e.offset = get(std::uint64_t{}, "the index");
-    e.size = get(std::uint64_t{}, "the index");
-    e.crc = get(std::uint32_t{}, "the index");
-    entries.push_back(std::move(e));
-  }
-  const std::uint32_t index_crc = crc32c(bytes.data(), pos);
-  if (get(std::uint32_t{}, "the index checksum") != index_crc) bad("the index's checksum does not match");
-  std::uint64_t expected_end = pos;
-  std::vector<std::pair<std::string, tensor>> result;
-  for (const auto& e : entries) {
-    // Each entry's dims were checked to need at most the file's size, so the product fits.
-    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))  // within: each entry's bytes were checked against the file
-      bad("tensor '", e.name, "' has an inconsistent offset or size");
-    if (e.offset > bytes.size() || e.size > bytes.size() - e.offset)
-      bad("it is truncated: tensor '", e.name, "' needs ", e.size, " bytes from offset ", e.offset, ", the file has ",
-          bytes.size());
-    if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
-    tensor t(e.type, e.dims);
-    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
-    result.emplace_back(e.name, std::move(t));
-    expected_end = e.offset + e.size;
-  }
-  if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
-  return result;
-}
-
-// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
-inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
-  return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
-}
-
-}  // namespace weft
-
-namespace weft::cpu {
-
-// The path held by a uint8 vector of its bytes (a file name input).
-inline std::filesystem::path path_of(const tensor& bytes) {
-  if (bytes.dtype() != dtype::uint8 || bytes.rank() != 1)
-    fail(error_code::invalid_argument, "filename must be a uint8 vector of the path's bytes, got ", bytes.dtype(), bytes.shape());
-  const auto* p = bytes.data<std::uint8_t>();
-  std::string s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.num_elements()));
-  if (s.empty() || s.find('\0') != std::string::npos)
-    fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
-  return s;
-}
-// A path as the uint8 vector Save and Restore take.
-inline tensor filename_tensor(const std::filesystem::path& path) {
-  const std::string s = path.string();
-  tensor t(dtype::uint8, shape{static_cast<std::int64_t>(s.size())});
-  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
-  return t;
-}
-
-struct save_kernel final : op_kernel {
-  explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
-  void compute(kernel_context& ctx) const override {
-    std::vector<std::pair<std::string, tensor>> named;
-    for (int i = 1; i < ctx.num_inputs(); ++i) named.emplace_back(names_[static_cast<std::size_t>(i - 1)], ctx.input(i));
-    write_checkpoint(path_of(ctx.input(0)), named);
-  }
-  std::vector<std::string> names_;
-};
-
-struct restore_kernel final : op_kernel {
-  explicit restore_kernel(const node& n)
-      : names_(n.attr<std::vector<std::string>>("tensor_names")),
-        dtypes_(n.attr<std::vector<dtype>>("dtypes")),
-        shapes_(n.attr<std::vector<partial_shape>>("shapes")) {}
-  // Every output is checked before any is set: a bad file sets none.
-  void compute(kernel_context& ctx) const override {
-    const std::filesystem::path file = path_of(ctx.input(0));
-    auto stored = read_checkpoint(file);
-    std::map<std::string, tensor> by_name(std::make_move_iterator(stored.begin()), std::make_move_iterator(stored.end()));
-    std::vector<tensor> out;
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      auto it = by_name.find(names_[i]);
-      if (it == by_name.end())
-        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
-      const tensor& t = it->second;
-      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
-        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
-             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
-      out.push_back(t);
-    }
-    for (std::size_t i = 0; i < out.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(out[i]));
-  }
-  std::vector<std::string> names_;
-  std::vector<dtype> dtypes_;
-  std::vector<partial_shape> shapes_;
-};
-
-// A template, so that including this header instantiates nothing until it is called.
-template <int = 0>
-void register_io_kernels() {
-  ops::register_io_ops();
-  register_cpu_kernel<save_kernel>("Save");
-  register_cpu_kernel<restore_kernel>("Restore");
-}
-
-}  // namespace weft::cpu
-// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
-//
-// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
-// nodes the fetches and targets need, with every fed output replaced by the fed value, so
-// both placeholders and intermediate outputs can be fed. The pruned graph, with its
-// kernels, is validated and cached; the nodes that compute the same value at every step
-// (everything they read is constant) are evaluated then, once
-// (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager
-// and survive across runs; several threads may call run() at once.
-
-#include <algorithm>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <string>
-#include <utility>
-#include <vector>
-
-// Constant folding (the whitepaper's §5, "Optimizations"): the nodes of a signature whose
-// value is the same at every step, because everything they read is a Const, are evaluated
-// once, when the executable is built, and their outputs become constants of it. This pass
-// finds them; the runtime evaluates them with its kernels (runtime/session.hpp).
-//
-// A node folds when it is needed by the signature, is not itself a Const, is stateless
-// (the op definition's `stateful`: variables, random numbers, accumulators, file I/O are
-// never folded), is not control flow, has no control inputs, reads only outputs that are
-// not fed and that come from Const nodes or from nodes that fold, and every one of its
-// outputs has a fully known shape of at most `max_bytes`. Only the boundary of the folded
-// region is evaluated and kept: the outputs of folding nodes that a non-folding node reads
-// or a fetch names.
-
-#include <algorithm>
-#include <cstddef>
-#include <vector>
-
-
-namespace weft::passes {
-
-struct constant_folding_options {
-  // The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
-  // TensorFlow's graph optimizer: a folded value stays in memory for as long as the
-  // executable that holds it.
-  std::size_t max_bytes = std::size_t{10} << 20;
-};
-
-struct folding_plan {
-  std::vector<output> outputs;  // what to evaluate and keep: the region's boundary, by node and port
-};
-
-// Whether every output of `n` has a fully known shape of at most max_bytes.
-inline bool outputs_fit(const node& n, std::size_t max_bytes) {
-  for (int i = 0; i < n.num_outputs(); ++i) {
-    const partial_shape& s = n.output_shape(i);
-    if (!s.fully_known()) return false;
-    double bytes = static_cast<double>(size_of(n.output_dtype(i)));  // in double: no product overflows
-    for (int d = 0; d < s.rank(); ++d) bytes *= static_cast<double>(s[d]);
-    if (bytes > static_cast<double>(max_bytes)) return false;
-  }
-  return true;
-}
-
-// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
-// the outputs it is fed, `fetched` those it returns.
-inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
-                                          const std::vector<output>& fed, const std::vector<output>& fetched,
-                                          const constant_folding_options& options = {}) {
-  folding_plan plan;
-  if (options.max_bytes == 0) return plan;
-  const auto count = static_cast<std::size_t>(g.size());
-  // constant[id]: the node's outputs are the same at every step (a Const, or a node that folds).
-  std::vector<char> constant(count, 0), folds(count, 0);
-  bool any = false;
-  auto is_fed = [&](output o) { return std::find(fed.begin(), fed.end(), o) != fed.end(); };
-  for (int id = 0; id < g.size(); ++id) {
-    const auto i = static_cast<std::size_t>(id);
-    if (!needed[i]) continue;
-    const node& n = g.at(id);
-    if (n.def().constant) {  // one with a control input runs in a loop's frame: its readers stay there
-      constant[i] = n.control_inputs().empty();
-      continue;
-    }
-    if (n.def().stateful || n.def().control != flow::plain || n.def().feed) continue;
-    if (!n.control_inputs().empty() || n.num_inputs() == 0 || n.num_outputs() == 0) continue;
-    bool from_constants = true;
-    for (int k = 0; k < n.num_inputs() && from_constants; ++k) {
-      const output in = n.inputs()[static_cast<std::size_t>(k)];
-      from_constants = constant[static_cast<std::size_t>(in.node)] && !n.input_is_ref(k) && !is_fed(in);
-    }
-    if (!from_constants || !outputs_fit(n, options.max_bytes)) continue;
-    constant[i] = folds[i] = 1;
-    any = true;
-  }
-  if (!any) return plan;
-  // The boundary: outputs of folding nodes read by a needed node that does not fold, or fetched.
-  auto keep = [&](output o) {
-    if (folds[static_cast<std::size_t>(o.node)] && !is_fed(o)) plan.outputs.push_back(o);
-  };
-  for (int id = 0; id < g.size(); ++id) {
-    const auto i = static_cast<std::size_t>(id);
-    if (!needed[i] || folds[i]) continue;
-    for (const output& in : g.at(id).inputs()) keep(in);
-  }
-  for (const output& o : fetched) keep(o);
-  std::sort(plan.outputs.begin(), plan.outputs.end(),
-            [](output a, output b) { return a.node != b.node ? a.node < b.node : a.port < b.port; });
-  plan.outputs.erase(std::unique(plan.outputs.begin(), plan.outputs.end()), plan.outputs.end());
-  return plan;
-}
-
-}  // namespace weft::passes
-// The single-device executor (whitepaper §3.1, DESIGN.md §1).
-//
-// An executable is the pruned graph of one run signature with a kernel per node; it is
-// immutable and shared by every step that runs it. A step holds the mutable state: for
-// each node a count of unfinished inputs, and an input slot per data input that its
-// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
-// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
-// which the current thread keeps). Async kernels get a done callback and hold no thread.
-//
-// Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
-// frame, found when the executable is built (the root frame, or the frame an Enter leads
-// into). A step keeps a frame instance per run of a loop and, in it, an iteration state
-// (slots and counts) per iteration in flight, at most parallel_iterations of them; the
-// root frame has one iteration. Every value carries a dead bit: a node with a dead input
-// does not run and its outputs are dead, a Switch kills its untaken output, a Merge takes
-// its first live input. The executor runs the control-flow ops itself.
-//
-// A kernel error or a cancellation aborts the step: no further node starts, waiting async
-// kernels are cancelled, buffers are released with the step, and run() reports the first
-// error with the node, op, dtypes and shapes.
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <memory>
-#include <mutex>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
-
 
 namespace weft {
 
@@ -8193,6 +8300,12 @@ struct saver_options {
 // Saves and restores variables of a graph by their node names. Construct it before the
 // session: it adds to the graph a Save node reading the variables, a Restore node, an
 // Assign per variable reading the Restore node's outputs, and a NoOp after them all.
+namespace detail {
+// Registers the Save and Restore kernels. Set by <weft/kernels/cpu/io.hpp> when a program
+// includes it (<weft/weft.hpp> does), so that the runtime names no device's kernels.
+inline std::atomic<void (*)()> saver_kernels{nullptr};
+}  // namespace detail
+
 class saver {
  public:
   saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
@@ -8206,7 +8319,8 @@ class saver {
       dtypes.push_back(n.attr<dtype>("dtype"));
       shapes.push_back(n.attr<partial_shape>("shape"));
     }
-    cpu::register_io_kernels();
+    ops::register_io_ops();
+    if (auto kernels = detail::saver_kernels.load()) kernels();
     filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
     std::vector<output> saved{filename_};
     saved.insert(saved.end(), vars.begin(), vars.end());
@@ -8229,7 +8343,7 @@ class saver {
     if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
       fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
            " for the checkpoint ", file.string(), ": ", ec.message());
-    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {save_});
+    s.run({{filename_, filename_tensor(file)}}, {}, {save_});
     if (options_.keep > 0) {
       auto all = checkpoints(prefix);
       for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
@@ -8245,7 +8359,7 @@ class saver {
   // Restore node before any Assign runs: an error that changes no variable. Tensors of the
   // file that are not among the variables are ignored.
   void restore(session& s, const std::filesystem::path& file) const {
-    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {restore_});
+    s.run({{filename_, filename_tensor(file)}}, {}, {restore_});
   }
 
   // The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
@@ -8282,6 +8396,228 @@ class saver {
   std::string save_, restore_;  // the Save node and the NoOp after the Assigns, by name
 };
 
+}  // namespace weft
+// CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
+// runtime/checkpoint_file.hpp.
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+
+namespace weft::cpu {
+
+// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
+// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
+// long), at least one and at most four per intra-op thread. Four per thread balance better
+// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
+// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
+inline std::int64_t blocks_for(const kernel_context& ctx, std::int64_t units, std::int64_t min_units) {
+  const std::int64_t most = std::min<std::int64_t>(4 * ctx.device().num_threads(), units);
+  return std::clamp<std::int64_t>(units / std::max<std::int64_t>(min_units, 1), std::min<std::int64_t>(1, most), most);
+}
+
+// The values of an int32 or int64 tensor; `what` names the input in errors.
+inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
+  std::vector<std::int64_t> v;
+  if (t.dtype() == dtype::int32)
+    for (auto x : t.flat<std::int32_t>()) v.push_back(x);
+  else if (t.dtype() == dtype::int64)
+    for (auto x : t.flat<std::int64_t>()) v.push_back(x);
+  else
+    fail(error_code::invalid_argument, what, " must be int32 or int64, got ", t.dtype());
+  return v;
+}
+
+inline std::int64_t scalar_int(const tensor& t, const char* what) {
+  if (t.num_elements() != 1) fail(error_code::invalid_argument, what, " must be a scalar, got shape ", t.shape());
+  return int_values(t, what)[0];
+}
+
+inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis") {
+  if (axis < -rank || axis >= rank)
+    fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
+  if (dims.size() > static_cast<std::size_t>(max_rank))
+    fail(error_code::invalid_argument, what, " has ", dims.size(), " dims, more than ", max_rank);
+  for (auto d : dims)
+    if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
+  return shape(dims);
+}
+
+// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
+// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
+// each tuple is checked to lie in s.
+struct nd_rows {
+  std::vector<std::int64_t> rows;
+  std::int64_t slice = 1;                 // elements per row: the product of s[K:]
+  std::vector<std::int64_t> slices_dims;  // of the slices together: indices.shape[:-1] + s[K:]
+};
+inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
+  if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
+  const std::int64_t depth = indices.dim(indices.rank() - 1);
+  if (depth > s.rank())
+    fail(error_code::invalid_argument, "indices of shape ", indices.shape(), " give ", depth, " coordinates into shape ", s,
+         " of rank ", s.rank());
+  const auto idx = int_values(indices, "indices");
+  nd_rows r;
+  std::int64_t count = 1;
+  for (int d = 0; d + 1 < indices.rank(); ++d) r.slices_dims.push_back(indices.dim(d)), count *= indices.dim(d);
+  for (int d = static_cast<int>(depth); d < s.rank(); ++d) r.slices_dims.push_back(s[d]), r.slice *= s[d];
+  r.rows.resize(static_cast<std::size_t>(count));
+  for (std::int64_t j = 0; j < count; ++j) {
+    std::int64_t row = 0;
+    for (std::int64_t d = 0; d < depth; ++d) {
+      const std::int64_t v = idx[static_cast<std::size_t>(j * depth + d)];
+      if (v < 0 || v >= s[static_cast<int>(d)]) {
+        std::vector<std::int64_t> tuple(idx.begin() + j * depth, idx.begin() + (j + 1) * depth);
+        fail(error_code::out_of_range, "index tuple ", j, " of indices, ", shape(tuple), ", is not in shape ", s);
+      }
+      row = row * s[static_cast<int>(d)] + v;
+    }
+    r.rows[static_cast<std::size_t>(j)] = row;
+  }
+  return r;
+}
+// Fails unless `updates` has the shape of the slices r addresses.
+inline void check_updates(const nd_rows& r, const tensor& updates, const tensor& indices, const shape& s) {
+  if (updates.shape() != shape(r.slices_dims))
+    fail(error_code::invalid_argument, "updates of shape ", updates.shape(), " do not fit indices of shape ", indices.shape(),
+         " into shape ", s, ": they must have shape ", shape(r.slices_dims));
+}
+
+// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
+inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape& out) {
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(out.rank()), 0);
+  std::int64_t stride = 1;
+  for (int i = in.rank() - 1, o = out.rank() - 1; i >= 0; --i, --o) {
+    if (in[i] != 1) strides[static_cast<std::size_t>(o)] = stride;
+    stride *= in[i];
+  }
+  return strides;
+}
+
+// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
+// compile time down, the rarer dtypes compute through a wider one, converting on the way in
+// and out, instead of compiling each op's code again:
+// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
+//   to float anyway);
+// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
+//   so that narrowing the result wraps as TensorFlow's does;
+// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
+using weft::is_half_v;
+template <class T>
+using compute_t = std::conditional_t<
+    is_half_v<T>, float,
+    std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
+                           std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
+                       std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
+template <class T>
+inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
+template <class T>
+inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
+// The 64-bit integer type of T's signedness.
+template <class T>
+using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
+
+// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
+using kernel_signed_real_types = signed_real_types;
+using kernel_signed_types = signed_number_types;
+using kernel_pow_types = pow_types;
+
+// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
+template <template <class> class K, class... Ts>
+void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
+  (register_cpu_kernel<K<Ts>>(op, {type_attr, dtype_of<Ts>}), ...);
+}
+
+}  // namespace weft::cpu
+
+namespace weft::cpu {
+
+using weft::filename_tensor;
+using weft::path_of;
+
+struct save_kernel final : op_kernel {
+  explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<std::pair<std::string, tensor>> named;
+    for (int i = 1; i < ctx.num_inputs(); ++i) named.emplace_back(names_[static_cast<std::size_t>(i - 1)], ctx.input(i));
+    write_checkpoint(path_of(ctx.input(0)), named);
+  }
+  std::vector<std::string> names_;
+};
+
+struct restore_kernel final : op_kernel {
+  explicit restore_kernel(const node& n)
+      : names_(n.attr<std::vector<std::string>>("tensor_names")),
+        dtypes_(n.attr<std::vector<dtype>>("dtypes")),
+        shapes_(n.attr<std::vector<partial_shape>>("shapes")) {}
+  // Every output is checked before any is set: a bad file sets none.
+  void compute(kernel_context& ctx) const override {
+    const std::filesystem::path file = path_of(ctx.input(0));
+    auto stored = read_checkpoint(file);
+    std::map<std::string, tensor> by_name(std::make_move_iterator(stored.begin()), std::make_move_iterator(stored.end()));
+    std::vector<tensor> out;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      auto it = by_name.find(names_[i]);
+      if (it == by_name.end())
+        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
+      const tensor& t = it->second;
+      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
+        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
+             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
+      out.push_back(t);
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(out[i]));
+  }
+  std::vector<std::string> names_;
+  std::vector<dtype> dtypes_;
+  std::vector<partial_shape> shapes_;
+};
+
+// A template, so that including this header instantiates nothing until it is called; the
+// hook below (set when this header is included, as <weft/weft.hpp> does) lets a saver call it.
+template <int = 0>
+void register_io_kernels() {
+  ops::register_io_ops();
+  register_cpu_kernel<save_kernel>("Save");
+  register_cpu_kernel<restore_kernel>("Restore");
+}
+
+}  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Save, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::save_kernel>("Save"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Restore, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::restore_kernel>("Restore"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::io, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_io_kernels(); }
+};
+namespace detail {
+// The saver (runtime/checkpoint.hpp) asks for its kernels through this hook.
+inline const bool saver_kernels_hooked = (saver_kernels.store(&cpu::register_io_kernels<>), true);
+}  // namespace detail
 }  // namespace weft
 // Timeline: a traced step as Chrome Trace Event JSON (one process per device, one thread
 // row per executor thread, one complete "X" event per node), which Perfetto and
@@ -8374,7 +8710,8 @@ inline std::string chrome_trace(const step_stats& stats) {
 #define WEFT_VERSION_MAJOR 0
 #define WEFT_VERSION_MINOR 1
 #define WEFT_VERSION_PATCH 0
-// Every CPU kernel family: kernel templates and their register_*_kernels() functions.
+// Every CPU kernel family: kernel templates, their register_*_kernels() functions and their
+// kernel_for specializations (framework/kernel_for.hpp).
 // Including this instantiates nothing; a program registers what it uses, for example
 // weft::cpu::register_core_kernels() and weft::cpu::register_matmul_kernel<float>(), or
 // includes <weft/kernels/cpu/all.hpp> in one translation unit for the full registry.
@@ -8978,6 +9315,102 @@ void register_array_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Const, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::const_kernel>("Const"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Placeholder, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::placeholder_kernel>("Placeholder"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Identity, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("Identity"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::NoOp, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::no_op_kernel>("NoOp"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Reshape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::reshape_kernel>("Reshape"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Transpose, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::transpose_kernel>("Transpose"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ConcatV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::concat_kernel>("ConcatV2"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Split, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::split_kernel>("Split"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Slice, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::slice_kernel>("Slice"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Pad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::pad_kernel>("Pad"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Tile, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::tile_kernel>("Tile"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::GatherV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::gather_kernel>("GatherV2"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::OneHot, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::one_hot_kernel>("OneHot"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::GatherNd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::gather_nd_kernel>("GatherNd"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::TensorScatterUpdate, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_update_kernel>("TensorScatterUpdate"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Shape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::shape_kernel>("Shape"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Rank, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::rank_kernel>("Rank"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Size, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::size_kernel>("Size"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Fill, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::fill_kernel>("Fill"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ZerosLike, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::OnesLike, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::core, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_core_kernels(); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::array, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_array_kernels(); }
+};
+}  // namespace weft
 // CPU kernels for the elementwise ops of ops/math_ops.hpp. Equal shapes and a scalar
 // operand take vectorized Eigen array expressions over contiguous shards; other
 // broadcasts go row by row (broadcast_rows.hpp), or walk the output with per-input
@@ -9605,7 +10038,233 @@ void register_elementwise_kernels() {
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
+// The CPU functor of each elementwise op, by the op's type (the fused kernels of
+// kernels/cpu/fused.hpp evaluate subtrees with them).
+template <class Op>
+struct functor_of;
+template <>
+struct functor_of<ops::Neg> { using type = neg_fn; };
+template <>
+struct functor_of<ops::Abs> { using type = abs_fn; };
+template <>
+struct functor_of<ops::Square> { using type = square_fn; };
+template <>
+struct functor_of<ops::Sqrt> { using type = sqrt_fn; };
+template <>
+struct functor_of<ops::Rsqrt> { using type = rsqrt_fn; };
+template <>
+struct functor_of<ops::Exp> { using type = exp_fn; };
+template <>
+struct functor_of<ops::Log> { using type = log_fn; };
+template <>
+struct functor_of<ops::Tanh> { using type = tanh_fn; };
+template <>
+struct functor_of<ops::Sigmoid> { using type = sigmoid_fn; };
+template <>
+struct functor_of<ops::Relu> { using type = relu_fn; };
+template <>
+struct functor_of<ops::Add> { using type = add_fn; };
+template <>
+struct functor_of<ops::Sub> { using type = sub_fn; };
+template <>
+struct functor_of<ops::Mul> { using type = mul_fn; };
+template <>
+struct functor_of<ops::Div> { using type = div_fn; };
+template <>
+struct functor_of<ops::Pow> { using type = pow_fn; };
+template <>
+struct functor_of<ops::Maximum> { using type = maximum_fn; };
+template <>
+struct functor_of<ops::Minimum> { using type = minimum_fn; };
+template <>
+struct functor_of<ops::Greater> { using type = greater_fn; };
+template <>
+struct functor_of<ops::GreaterEqual> { using type = greater_equal_fn; };
+template <>
+struct functor_of<ops::Less> { using type = less_fn; };
+template <>
+struct functor_of<ops::LessEqual> { using type = less_equal_fn; };
+template <>
+struct functor_of<ops::Equal> { using type = equal_fn; };
+template <>
+struct functor_of<ops::NotEqual> { using type = not_equal_fn; };
+template <>
+struct functor_of<ops::LogicalNot> { using type = logical_not_fn; };
+template <>
+struct functor_of<ops::LogicalAnd> { using type = logical_and_fn; };
+template <>
+struct functor_of<ops::LogicalOr> { using type = logical_or_fn; };
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
+namespace weft {
+template <class T>
+struct kernel_for<ops::Neg, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::neg_fn>::template of<T>>("Neg", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Abs, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::abs_fn>::template of<T>>("Abs", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Square, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::square_fn>::template of<T>>("Square", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Sqrt, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::sqrt_fn>::template of<T>>("Sqrt", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Rsqrt, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::rsqrt_fn>::template of<T>>("Rsqrt", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Exp, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::exp_fn>::template of<T>>("Exp", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Log, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::log_fn>::template of<T>>("Log", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Tanh, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::tanh_fn>::template of<T>>("Tanh", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Sigmoid, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::sigmoid_fn>::template of<T>>("Sigmoid", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Relu, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::relu_fn>::template of<T>>("Relu", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Add, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::add_fn, false>::template of<T>>("Add", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Sub, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::sub_fn, false>::template of<T>>("Sub", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Mul, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::mul_fn, false>::template of<T>>("Mul", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Div, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::div_fn, false>::template of<T>>("Div", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Pow, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::pow_fn, false>::template of<T>>("Pow", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Maximum, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::maximum_fn, false>::template of<T>>("Maximum", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Minimum, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::minimum_fn, false>::template of<T>>("Minimum", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Greater, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_fn, true>::template of<T>>("Greater", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::GreaterEqual, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_equal_fn, true>::template of<T>>("GreaterEqual", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Less, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_fn, true>::template of<T>>("Less", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::LessEqual, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_equal_fn, true>::template of<T>>("LessEqual", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Equal, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::equal_fn, true>::template of<T>>("Equal", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::NotEqual, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::not_equal_fn, true>::template of<T>>("NotEqual", {"T", dtype_of<T>});
+  }
+};
+template <class T>  // bool only: the op has no type attr
+struct kernel_for<ops::LogicalNot, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::unary_kernel<cpu::logical_not_fn>::of<bool>>("LogicalNot"); }
+};
+template <class T>  // bool only: the op has no type attr
+struct kernel_for<ops::LogicalAnd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_and_fn, true>::of<bool>>("LogicalAnd"); }
+};
+template <class T>  // bool only: the op has no type attr
+struct kernel_for<ops::LogicalOr, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_or_fn, true>::of<bool>>("LogicalOr"); }
+};
+template <class T>
+struct kernel_for<ops::ReluGrad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::SelectV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}); }
+};
+template <class T>  // one kernel for every pair of dtypes
+struct kernel_for<ops::Cast, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::cast_kernel<>>("Cast"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::math, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_elementwise_kernels(); }
+};
+}  // namespace weft
 
 namespace Eigen::internal {
 template <weft::cpu::wrap_kind K, class T>
@@ -9620,65 +10279,482 @@ struct functor_traits<weft::cpu::wrapping_op<K, T>> {
   };
 };
 }  // namespace Eigen::internal
+// The CPU kernels of Fused nodes (ops/fused_ops.hpp): compiled from the subtree's type, a
+// kernel evaluates the whole subtree in one pass over contiguous shards, one Eigen array
+// expression per shard, vectorized, the shards spread over the intra-op threads.
+// Intermediate results never reach memory.
+//
+// float16 and bfloat16 compute in float32, the narrow integers in int64 and uint32 in
+// uint64, as their kernels do (compute_t), and each op's result is rounded (or wrapped) back
+// to its dtype inside the pass, so fused and unfused results are identical. Subtrees with a
+// uint32 or uint64 node run one element at a time (those types have no Eigen kernels), the
+// others as vectorized Eigen expressions.
+//
+// Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
+// place. Otherwise the pass goes in blocks along the rows of broadcast_rows (dims of 1
+// dropped, dims merged where every operand steps through them as one): along a row, each
+// operand steps one element at a time or repeats one value. Operands that step (a bias [n]
+// beside [batch, n], a [1, m, n] beside [b, m, n]) are read in place; a repeated value (a
+// column [batch, 1], a [b, 1, 1], a fed [1, 1]) comes from a buffer of one block filled with
+// it, which stays in the cache. Where rows are short (under 64 elements), a block is several
+// rows and each broadcast operand is copied into a block-long buffer. Every broadcast is one
+// pass over memory.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+// A table of functions by signature string, shared by the threads of a program: how code
+// compiled for a typed subtree (a fused kernel, its gradient) is found again from the
+// signature a node carries in its attrs.
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+namespace weft {
+
+template <class Fn>
+class signature_table {
+ public:
+  static signature_table& global() {
+    static auto* instance = new signature_table;  // never destroyed (see op_registry)
+    return *instance;
+  }
+  void add(const std::string& signature, Fn fn) {
+    std::unique_lock lock(mutex_);
+    fns_.emplace(signature, fn);
+  }
+  Fn find(std::string_view signature) const {
+    std::shared_lock lock(mutex_);
+    auto it = fns_.find(signature);
+    return it == fns_.end() ? nullptr : it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, Fn, std::less<>> fns_;
+};
+
+}  // namespace weft
+// The Fused op: one node that evaluates a subtree of elementwise ops in one pass (built by
+// the typed front end's fusion, dsl/fusion.hpp), and the device-neutral description of such
+// a subtree, from which each device type's backend compiles the node's kernel
+// (kernels/cpu/fused.hpp on the CPU).
+//
+// A subtree is a type: fused::apply<Op, T, Args...> is elementwise op Op (ops::Add,
+// ops::Cast, ops::SelectV2, ...) with result dtype T applied to subtrees Args;
+// fused::leaf<T, Scalar> is an input of dtype T, Scalar when it is a static scalar (rank 0).
+// Leaves are numbered left to right. The node's attrs: `expr` (the subtree's signature,
+// fused::signature<E>(), which names its compiled kernel), `slots` (which input each leaf
+// reads; a leaf used twice is one input), `T` (the result dtype) and `Tin` (the inputs').
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace weft::fused {
+
+template <class T, bool Scalar>
+struct leaf {
+  using value_type = T;
+  static constexpr bool scalar = Scalar;
+};
+
+template <class Op, class T, class... Args>
+struct apply {
+  using value_type = T;
+  using op = Op;
+};
+
+// Interior nodes and leaves of subtree E.
+template <class E>
+struct count {
+  static constexpr std::size_t ops = 0, leaves = 1;
+};
+template <class Op, class T, class... Args>
+struct count<apply<Op, T, Args...>> {
+  static constexpr std::size_t ops = 1 + (count<Args>::ops + ... + 0);
+  static constexpr std::size_t leaves = (count<Args>::leaves + ... + 0);
+};
+
+// The offset of operand I's first leaf among its parent's leaves (Args: the operands).
+template <std::size_t I, class... Args>
+constexpr std::size_t leaf_offset() {
+  constexpr std::size_t sizes[] = {count<Args>::leaves..., 0};
+  std::size_t off = 0;
+  for (std::size_t j = 0; j < I; ++j) off += sizes[j];
+  return off;
+}
+
+// The leaves of E, left to right, as a type_list.
+template <class... Lists>
+struct concat;
+template <>
+struct concat<> {
+  using type = type_list<>;
+};
+template <class... A>
+struct concat<type_list<A...>> {
+  using type = type_list<A...>;
+};
+template <class... A, class... B, class... Rest>
+struct concat<type_list<A...>, type_list<B...>, Rest...> : concat<type_list<A..., B...>, Rest...> {};
+template <class E>
+struct leaves_of {
+  using type = type_list<E>;
+};
+template <class Op, class T, class... Args>
+struct leaves_of<apply<Op, T, Args...>> : concat<typename leaves_of<Args>::type...> {};
+
+namespace detail {
+template <class E>
+void append_signature(std::string& out) {
+  out += '$';
+  out += name(dtype_of<typename E::value_type>);
+  if (E::scalar) out += 's';
+}
+template <class E>
+  requires requires { typename E::op; }
+void append_signature(std::string& out) {
+  [&]<class Op, class T, class... Args>(apply<Op, T, Args...>*) {
+    out += Op::name;
+    out += ':';
+    out += name(dtype_of<T>);
+    out += '(';
+    std::size_t i = 0;
+    ((out += (i++ ? "," : ""), append_signature<Args>(out)), ...);
+    out += ')';
+  }(static_cast<E*>(nullptr));
+}
+}  // namespace detail
+
+// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure of
+// subtree E; a leaf is $dtype, with s when it is a static scalar.
+template <class E>
+const std::string& signature() {
+  static const std::string s = [] {
+    std::string out;
+    detail::append_signature<E>(out);
+    return out;
+  }();
+  return s;
+}
+
+}  // namespace weft::fused
+
+namespace weft::ops {
+
+inline std::vector<op_def> fused_op_defs() {
+  return {op_def_builder("Fused")
+              .input("x: Tin")
+              .output("y: T")
+              .attr("T: type")
+              .attr("Tin: list(type)")
+              .attr("expr: string")
+              .attr("slots: list(int)")
+              .shape_fn(broadcast_inputs)
+              .build()};
+}
+inline void register_fused_ops() { op_registry::global().add_family("fused", fused_op_defs); }
+
+// The Fused node of subtree E, as an op type: use_kernels<ops::Fused<E>>() registers the
+// kernel compiled for E on every device type.
+template <class E>
+struct Fused {
+  static constexpr const char* name = "Fused";
+  static void define() { register_fused_ops(); }
+};
+
+}  // namespace weft::ops
+
+namespace weft::cpu {
+
+// How a fused subtree applies op Op with result dtype T: its CPU functor (elementwise.hpp),
+// on Eigen arrays (apply) or one element (scalar).
+template <class Op, class T>
+struct fused_fn {
+  template <class... A>
+  static auto apply(const A&... a) {
+    return functor_of<Op>::type::apply(a...);
+  }
+  template <class... A>
+  static auto scalar(const A&... a) {
+    return functor_of<Op>::type::scalar(a...);
+  }
+};
+template <class T>
+struct fused_fn<ops::SelectV2, T> {
+  template <class C, class A, class B>
+  static auto apply(const C& c, const A& a, const B& b) {
+    return c.select(a, b);
+  }
+  template <class A>
+  static A scalar(bool c, const A& a, const A& b) {
+    return c ? a : b;
+  }
+};
+template <class To>
+struct fused_fn<ops::Cast, To> {  // from the operand's compute type to To's
+  template <class A>
+  static auto apply(const A& a) {
+    return a.template cast<compute_t<To>>();
+  }
+  template <class A>
+  static auto scalar(const A& a) {
+    return static_cast<compute_t<To>>(a);
+  }
+};
+
+namespace fusion {
+
+// The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
+// starting at leaf Off, in E's compute type. A converted dtype's results go through the
+// dtype and back (rounded, or wrapped), as its unfused kernel stores them.
+template <std::size_t Off, class E>
+auto eval(const void* const* in, std::int64_t s, std::int64_t len) {
+  using T = typename E::value_type;
+  using C = compute_t<T>;
+  if constexpr (fused::count<E>::ops > 0) {
+    auto r = [&]<class Op, class... Args>(fused::apply<Op, T, Args...>*) {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return fused_fn<Op, T>::apply(eval<Off + fused::leaf_offset<I, Args...>(), Args>(in, s, len)...);
+      }(std::index_sequence_for<Args...>{});
+    }(static_cast<E*>(nullptr));
+    if constexpr (is_converted_v<T>)
+      return r.template cast<T>().template cast<C>();
+    else
+      return r;
+  } else {
+    const T* p = static_cast<const T*>(in[Off]);
+    if constexpr (E::scalar)
+      return Eigen::Array<C, Eigen::Dynamic, 1>::Constant(len, static_cast<C>(*p));
+    else if constexpr (is_converted_v<T>)
+      return array_map<T>(p + s, len).template cast<C>();
+    else
+      return array_map<T>(p + s, len);
+  }
+}
+
+// The value of subtree E at element j of its leaves (static scalars at element 0), one
+// element at a time, for subtrees with a type that has no Eigen kernels (uint32, uint64).
+template <std::size_t Off, class E>
+auto scalar(const void* const* in, std::int64_t j) {
+  using T = typename E::value_type;
+  using C = compute_t<T>;
+  if constexpr (fused::count<E>::ops > 0) {
+    auto r = [&]<class Op, class... Args>(fused::apply<Op, T, Args...>*) {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return fused_fn<Op, T>::scalar(scalar<Off + fused::leaf_offset<I, Args...>(), Args>(in, j)...);
+      }(std::index_sequence_for<Args...>{});
+    }(static_cast<E*>(nullptr));
+    return static_cast<C>(static_cast<T>(r));  // rounded or wrapped to T, as stored
+  } else {
+    return static_cast<C>(static_cast<const T*>(in[Off])[E::scalar ? 0 : j]);
+  }
+}
+
+// Whether a subtree has a node or leaf computed in plain loops (no Eigen kernels).
+template <class E>
+struct has_looped_type : std::bool_constant<is_looped_v<compute_t<typename E::value_type>>> {};
+template <class Op, class T, class... Args>
+struct has_looped_type<fused::apply<Op, T, Args...>>
+    : std::bool_constant<is_looped_v<compute_t<T>> || (has_looped_type<Args>::value || ...)> {};
+
+// Stores the subtree's values (compute type) as T.
+template <class T, class X>
+void store(T* out, std::int64_t len, const X& values) {
+  if constexpr (is_converted_v<T>)
+    array_out<T>(out, len) = values.template cast<T>();
+  else
+    array_out<T>(out, len) = values;
+}
+
+}  // namespace fusion
+
+template <class E>
+class fused_kernel final : public op_kernel {
+ public:
+  static constexpr std::size_t leaves = fused::count<E>::leaves;
+  using T = typename E::value_type;
+
+  explicit fused_kernel(const node& n) {
+    const auto& slots = n.attr<std::vector<std::int64_t>>("slots");
+    if (slots.size() != leaves)
+      fail(error_code::invalid_argument, n.describe(), ": attr 'slots' has ", slots.size(), " entries, the expression ",
+           leaves, " leaves");
+    for (std::size_t i = 0; i < leaves; ++i) {
+      if (slots[i] < 0 || slots[i] >= n.num_inputs())
+        fail(error_code::invalid_argument, n.describe(), ": slot ", i, " reads input ", slots[i], " of ", n.num_inputs());
+      slots_[i] = static_cast<int>(slots[i]);
+    }
+  }
+
+  void compute(kernel_context& ctx) const override {
+    shape out_shape = ctx.input(0).shape();
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      auto b = broadcast(out_shape, ctx.input(i).shape());
+      if (!b) {
+        std::ostringstream shapes;
+        for (int j = 0; j < ctx.num_inputs(); ++j) shapes << (j ? ", " : "") << ctx.input(j).shape();
+        fail(error_code::invalid_argument, "operand shapes cannot be broadcast (", shapes.str(), ")");
+      }
+      out_shape = *b;
+    }
+    // Per leaf: a static scalar (rank 0)? its element size.
+    static constexpr auto scalar_leaf = []<class... L>(type_list<L...>) {
+      return std::array<bool, leaves>{L::scalar...};
+    }(typename fused::leaves_of<E>::type{});
+    static constexpr auto sizeof_leaf = []<class... L>(type_list<L...>) {
+      return std::array<std::int64_t, leaves>{static_cast<std::int64_t>(sizeof(typename L::value_type))...};
+    }(typename fused::leaves_of<E>::type{});
+    const std::int64_t n = out_shape.num_elements();
+    std::array<const char*, leaves> ptr{};
+    std::array<const shape*, leaves> shapes{};
+    std::array<bool, leaves> full{};
+    bool all_full = true;
+    for (std::size_t i = 0; i < leaves; ++i) {
+      const tensor& x = ctx.input(slots_[i]);
+      ptr[i] = static_cast<const char*>(x.raw_data());
+      shapes[i] = &x.shape();
+      full[i] = !scalar_leaf[i] && x.shape() == out_shape;
+      all_full = all_full && (scalar_leaf[i] || full[i]);
+    }
+    tensor& out = ctx.allocate_output(0, out_shape);
+    T* o = out.data<T>();
+    if (n == 0) return;
+    if (all_full) {
+      std::array<const void*, leaves> in;
+      std::copy(ptr.begin(), ptr.end(), in.begin());
+      ctx.parallel_for(n, 2.0 * fused::count<E>::ops, [&](std::int64_t s, std::int64_t e) {
+        eval_chunk(o + s, in.data(), s, e - s);
+      });
+      return;
+    }
+    // Broadcast operands: the pass goes in blocks of the output. A block is one piece of a
+    // row, or, where rows are short, several whole rows. Per block, full operands (and
+    // operands stepping along a one-row block, such as a bias) are read in place; a value
+    // repeated along a row (a column, a run-time scalar) and any operand of a many-row block
+    // are copied into a block-long buffer, which stays in the cache.
+    const broadcast_rows<leaves> rows(out_shape, shapes);
+    const std::int64_t per_block = rows.length() >= 64 ? 1 : (1024 + rows.length() - 1) / rows.length();
+    const std::int64_t block = per_block == 1 ? rows.piece() : per_block * rows.length();
+    const std::int64_t blocks = (rows.units() + per_block - 1) / per_block;
+    // How each leaf is read per block.
+    enum class read : unsigned char { fixed, at_output, at_offset, copied, repeated };
+    std::array<read, leaves> how{};
+    for (std::size_t i = 0; i < leaves; ++i)
+      how[i] = scalar_leaf[i]                     ? read::fixed
+               : full[i]                          ? read::at_output
+               : !rows.steps(i) || per_block > 1 ? (rows.steps(i) ? read::copied : read::repeated)
+                                                  : read::at_offset;
+    ctx.parallel_for(blocks, 2.0 * fused::count<E>::ops * static_cast<double>(block), [&](std::int64_t first, std::int64_t last) {
+      std::array<const void*, leaves> at{};
+      std::array<std::vector<char>, leaves> scratch;
+      std::array<std::int64_t, leaves> filled;  // the element a one-row buffer repeats, or -1
+      filled.fill(-1);
+      for (std::size_t i = 0; i < leaves; ++i) {
+        at[i] = ptr[i];
+        if (how[i] == read::copied || how[i] == read::repeated) {
+          scratch[i].resize(static_cast<std::size_t>(block * sizeof_leaf[i]));
+          at[i] = scratch[i].data();
+        }
+      }
+      // One walk over the blocks' units; a block is evaluated when its last unit is in.
+      std::int64_t start = -1, len = 0, in_block = 0;
+      rows.each(first * per_block, std::min(last * per_block, rows.units()),
+                [&](std::int64_t o_off, std::int64_t l, const std::array<std::int64_t, leaves>& off) {
+                  if (start < 0) start = o_off;
+                  for (std::size_t i = 0; i < leaves; ++i) {
+                    // The row's start in leaf i, and the place in its block buffer (only
+                    // copied and repeated leaves have one: no offset is added to the empty
+                    // buffers' null data()).
+                    auto src = [&] { return ptr[i] + off[i] * sizeof_leaf[i]; };
+                    auto dst = [&] { return scratch[i].data() + len * sizeof_leaf[i]; };
+                    switch (how[i]) {
+                      case read::fixed: break;
+                      case read::at_output: at[i] = ptr[i] + start * sizeof_leaf[i]; break;
+                      case read::at_offset: at[i] = src(); break;
+                      case read::copied: std::memcpy(dst(), src(), static_cast<std::size_t>(l * sizeof_leaf[i])); break;
+                      case read::repeated:
+                        if (per_block > 1) {
+                          replicate_bytes(dst(), src(), sizeof_leaf[i], l);
+                        } else if (filled[i] != off[i]) {  // one row: fill the whole buffer once per value
+                          replicate_bytes(dst(), src(), sizeof_leaf[i], block);
+                          filled[i] = off[i];
+                        }
+                        break;
+                    }
+                  }
+                  len += l;
+                  if (++in_block < per_block && o_off + l < n) return;
+                  eval_chunk(o + start, at.data(), 0, len);
+                  start = -1, len = 0, in_block = 0;
+                });
+    });
+  }
+
+ private:
+  // out[0, len) = the subtree at elements [s, s + len) of the leaves.
+  static void eval_chunk(T* out, const void* const* in, std::int64_t s, std::int64_t len) {
+    if constexpr (fusion::has_looped_type<E>::value) {
+      for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fusion::scalar<0, E>(in, s + i));
+    } else {
+      fusion::store(out, len, fusion::eval<0, E>(in, s, len));
+    }
+  }
+
+  std::array<int, leaves> slots_{};
+};
+
+template <class E>
+std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
+  return std::make_unique<fused_kernel<E>>(n);
+}
+
+// The CPU's compiled fused kernels, by signature.
+using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
+using fused_kernel_table = signature_table<fused_kernel_factory>;
+
+inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
+  const auto& sig = n.attr<std::string>("expr");
+  auto factory = fused_kernel_table::global().find(sig);
+  if (!factory)
+    fail(error_code::not_found, n.describe(), ": no compiled kernel for the fused expression '", sig,
+         "' (fused nodes are created by typed weft code, whose lowering compiles and registers their kernels; "
+         "this program did not build that expression)");
+  return factory(n);
+}
+
+}  // namespace weft::cpu
+
+namespace weft {
+// Registers the CPU kernel compiled for subtree E (and, once, the Fused op's CPU kernel,
+// which finds it by the node's signature).
+template <class E>
+struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
+  static void register_kernels() {
+    static const bool once = (kernel_registry::global().add("Fused", "CPU", {}, &cpu::create_fused_kernel), true);
+    (void)once;
+    cpu::fused_kernel_table::global().add(fused::signature<E>(), &cpu::make_fused_kernel<E>);
+  }
+};
+}  // namespace weft
 // CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
 // in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
 
 #include <Eigen/LU>
 
-
-namespace weft::cpu {
-
-inline std::int64_t square_size(const tensor& x) {
-  if (x.rank() < 2 || x.shape()[x.rank() - 1] != x.shape()[x.rank() - 2])
-    fail(error_code::invalid_argument, "input must hold square matrices, got shape ", x.shape());
-  return x.shape()[x.rank() - 1];
-}
-
-template <class T>
-struct matrix_inverse_kernel final : op_kernel {
-  explicit matrix_inverse_kernel(const node& n) : adjoint_(n.attr<bool>("adjoint")) {}
-  void compute(kernel_context& ctx) const override {
-    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    const tensor& x = ctx.input(0);
-    std::int64_t k = square_size(x);
-    tensor& out = ctx.allocate_output(0, x.shape());
-    std::int64_t batch = k ? x.num_elements() / (k * k) : 0;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      Eigen::Map<const M> in(x.data<T>() + b * k * k, k, k);
-      Eigen::Map<M> o(out.data<T>() + b * k * k, k, k);
-      Eigen::FullPivLU<M> lu(adjoint_ ? M(in.adjoint()) : M(in));
-      if (!lu.isInvertible()) fail(error_code::invalid_argument, "matrix ", b, " is not invertible");
-      o = lu.inverse();
-    }
-  }
-  bool adjoint_;
-};
-
-template <class T>
-struct matrix_determinant_kernel final : op_kernel {
-  explicit matrix_determinant_kernel(const node&) {}
-  void compute(kernel_context& ctx) const override {
-    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    const tensor& x = ctx.input(0);
-    std::int64_t k = square_size(x);
-    std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end() - 2);
-    tensor& out = ctx.allocate_output(0, shape(dims));
-    T* o = out.data<T>();
-    for (std::int64_t b = 0, n = out.num_elements(); b < n; ++b)
-      o[b] = k == 0 ? T(1) : Eigen::PartialPivLU<M>(Eigen::Map<const M>(x.data<T>() + b * k * k, k, k)).determinant();
-  }
-};
-
-// A template, so that including this header instantiates nothing until it is called.
-template <int = 0>
-void register_linalg_kernels() {
-  ops::register_matrix_ops();
-  using types = type_list<float, double, complex64, complex128>;
-  register_for<matrix_inverse_kernel>("MatrixInverse", "T", types{});
-  register_for<matrix_determinant_kernel>("MatrixDeterminant", "T", types{});
-}
-
-}  // namespace weft::cpu
 // CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
 // products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, unless the build
 // targets AVX-512: sgemm.hpp), with the output rows or columns split across the intra-op
@@ -10321,7 +11397,7 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
-using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using matmul_types = weft::matmul_types;
 
 // One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>
@@ -10339,6 +11415,88 @@ void register_matmul_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::MatMul, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_matmul_kernel<T>(); }
+};
+template <class T>
+struct kernel_for<ops::BatchMatMulV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", {"T", dtype_of<T>}); }
+};
+}  // namespace weft
+
+namespace weft::cpu {
+
+inline std::int64_t square_size(const tensor& x) {
+  if (x.rank() < 2 || x.shape()[x.rank() - 1] != x.shape()[x.rank() - 2])
+    fail(error_code::invalid_argument, "input must hold square matrices, got shape ", x.shape());
+  return x.shape()[x.rank() - 1];
+}
+
+template <class T>
+struct matrix_inverse_kernel final : op_kernel {
+  explicit matrix_inverse_kernel(const node& n) : adjoint_(n.attr<bool>("adjoint")) {}
+  void compute(kernel_context& ctx) const override {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const tensor& x = ctx.input(0);
+    std::int64_t k = square_size(x);
+    tensor& out = ctx.allocate_output(0, x.shape());
+    std::int64_t batch = k ? x.num_elements() / (k * k) : 0;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      Eigen::Map<const M> in(x.data<T>() + b * k * k, k, k);
+      Eigen::Map<M> o(out.data<T>() + b * k * k, k, k);
+      Eigen::FullPivLU<M> lu(adjoint_ ? M(in.adjoint()) : M(in));
+      if (!lu.isInvertible()) fail(error_code::invalid_argument, "matrix ", b, " is not invertible");
+      o = lu.inverse();
+    }
+  }
+  bool adjoint_;
+};
+
+template <class T>
+struct matrix_determinant_kernel final : op_kernel {
+  explicit matrix_determinant_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const tensor& x = ctx.input(0);
+    std::int64_t k = square_size(x);
+    std::vector<std::int64_t> dims(x.shape().dims().begin(), x.shape().dims().end() - 2);
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    T* o = out.data<T>();
+    for (std::int64_t b = 0, n = out.num_elements(); b < n; ++b)
+      o[b] = k == 0 ? T(1) : Eigen::PartialPivLU<M>(Eigen::Map<const M>(x.data<T>() + b * k * k, k, k)).determinant();
+  }
+};
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_linalg_kernels() {
+  ops::register_matrix_ops();
+  using types = type_list<float, double, complex64, complex128>;
+  register_for<matrix_inverse_kernel>("MatrixInverse", "T", types{});
+  register_for<matrix_determinant_kernel>("MatrixDeterminant", "T", types{});
+}
+
+}  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::MatrixInverse, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::MatrixDeterminant, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::matrix_determinant_kernel<T>>("MatrixDeterminant", {"T", dtype_of<T>}); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::matrix, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_matmul_kernels(); cpu::register_linalg_kernels(); }
+};
+}  // namespace weft
 // CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
 // its last dim, rows split between threads, and each row one Eigen array expression
 // (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution,
@@ -10545,6 +11703,26 @@ void register_random_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::RandomUniform, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::uniform>>("RandomUniform"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::RandomStandardNormal, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::normal>>("RandomStandardNormal"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::TruncatedNormal, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::truncated_normal>>("TruncatedNormal"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::random, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_random_kernels(); }
+};
+}  // namespace weft
 
 namespace weft::cpu::nn {
 
@@ -11805,6 +12983,78 @@ void register_nn_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::BiasAdd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::bias_add>::template of<T>>("BiasAdd", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::BiasAddGrad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::bias_add_grad>::template of<T>>("BiasAddGrad", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Softmax, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax<false>>::template of<T>>("Softmax", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::LogSoftmax, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax<true>>::template of<T>>("LogSoftmax", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::SoftmaxCrossEntropyWithLogits, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax_cross_entropy>::template of<T>>("SoftmaxCrossEntropyWithLogits", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::SparseSoftmaxCrossEntropyWithLogits, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::sparse_softmax_cross_entropy>::template of<T>>("SparseSoftmaxCrossEntropyWithLogits", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::L2Loss, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::l2_loss>::template of<T>>("L2Loss", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Conv2D, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d>::template of<T>>("Conv2D", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Conv2DBackpropInput, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d_backprop_input>::template of<T>>("Conv2DBackpropInput", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Conv2DBackpropFilter, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d_backprop_filter>::template of<T>>("Conv2DBackpropFilter", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::MaxPool, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::pool<true>>::template of<T>>("MaxPool", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::AvgPool, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::pool<false>>::template of<T>>("AvgPool", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::MaxPoolGrad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad>::template of<T>>("MaxPoolGrad", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::MaxPoolGradGrad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_grad>::template of<T>>("MaxPoolGradGrad", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::AvgPoolGrad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::avg_pool_grad>::template of<T>>("AvgPoolGrad", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Dropout, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::dropout>::template of<T>>("Dropout", {"T", dtype_of<T>}); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::nn, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_nn_kernels(); }
+};
+}  // namespace weft
 // CPU kernels for ops/reduction_ops.hpp. The reduced axes are first merged with their
 // neighbours; the common layouts (all, trailing, leading, middle) reduce in place and any
 // other layout is transposed so the reduced axes come last. Half types accumulate in float.
@@ -12232,6 +13482,74 @@ void register_reduction_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::Sum, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Mean, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::mean_reducer>::template of<T>>("Mean", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Prod, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Max, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::max_reducer>::template of<T>>("Max", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Min, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::min_reducer>::template of<T>>("Min", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ArgMax, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<true>::template of<T>>("ArgMax", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ArgMin, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<false>::template of<T>>("ArgMin", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Cumsum, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Cumprod, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::UnsortedSegmentSum, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ScatterNd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::TensorScatterAdd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::SumToShape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", {"T", dtype_of<T>}); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::BroadcastTo, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ReducedShape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::reduction, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_reduction_kernels(); }
+};
+}  // namespace weft
 // CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and
 // AccumulatorPop. Updates build a new buffer and swap it in under the variable's lock, so
 // readers of the old value are never torn.
@@ -12347,6 +13665,38 @@ void register_state_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Variable, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::variable_kernel>("Variable"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Assign, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::assign_kernel>("Assign"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::AccumulatorPush, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::accumulator_push_kernel>("AccumulatorPush"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::AccumulatorPop, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::accumulator_pop_kernel>("AccumulatorPop"); }
+};
+template <class T>
+struct kernel_for<ops::AssignAdd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<true>::template of<T>>("AssignAdd", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::AssignSub, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<false>::template of<T>>("AssignSub", {"T", dtype_of<T>}); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::state, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_state_kernels(); }
+};
+}  // namespace weft
 // CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
 // place under their locks (variable::update_in_place: copied first when a reader still
 // holds a value), after checking every shape, so a bad input changes nothing. float16 and
@@ -12499,9 +13849,41 @@ void register_training_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ApplyMomentum, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::momentum>::template of<T>>("ApplyMomentum", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ApplyAdagrad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adagrad>::template of<T>>("ApplyAdagrad", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ApplyRMSProp, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::rms_prop>::template of<T>>("ApplyRMSProp", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::training, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_training_kernels(); }
+};
+}  // namespace weft
 // weft's typed front end: models written as C++ expressions whose dtypes and static shapes
 // the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
 // run by a client_session. See docs/tutorial.md.
+//
+// The DSL asks for each op's kernels through weft::kernel_for (framework/kernel_for.hpp);
+// the CPU kernels' headers below specialize it. Including them instantiates nothing: a
+// program compiles the kernels of the ops and dtypes its typed code lowers.
 
 
 // Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
@@ -13120,7 +14502,7 @@ class placeholder_expr : public expr_base {
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    use_kernels<ops::families::core>();
     output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), o, d_);
     return o;
@@ -13151,7 +14533,7 @@ class constant_expr : public expr_base {
   // Constants merge by value, like any other node.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    use_kernels<ops::families::core>();
     return cx.add("Const", {}, {{"value", d_->value}, {"dtype", dtype_of<T>}}, d_->scope);
   }
 
@@ -13192,9 +14574,9 @@ class variable_expr : public expr_base {
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels(), ops::register_state_ops(),
-                     register_cpu_kernel<cpu::variable_kernel>("Variable"),
-                     register_cpu_kernel<cpu::assign_kernel>("Assign"));
+    use_kernels<ops::families::core>();
+    use_kernels<ops::Variable>();
+    use_kernels<ops::Assign>();
     output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), v, d_);
     output init = d_->initializer(cx);
@@ -13258,8 +14640,9 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
 // its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
 // dims at run time by the graph's shape rules and the kernels.
 //
-// Lowering an op registers its op family and the CPU kernel for its dtype only, so a
-// program compiles the kernels its graphs use (DESIGN.md §2, compile cost).
+// Lowering an op defines its op family and asks for its kernels for its dtype only
+// (use_kernels, framework/kernel_for.hpp), so a program compiles the kernels its graphs use
+// (DESIGN.md §2, compile cost); the DSL never names a device's kernel classes.
 
 #include <array>
 #include <cstdint>
@@ -13285,7 +14668,7 @@ std::optional<output> try_fuse(lowering& cx, const E& e);
 }  // namespace detail
 
 // An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
-// its kernel registration and, for elementwise ops, its Eigen form.
+// the kernels it asks for and, for elementwise ops, the op type fusion describes it by.
 template <class Op, class T, class S, class... Args>
 class op_expr : public expr_base {
  public:
@@ -13348,11 +14731,11 @@ struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> 
 // integer or bool expression.
 template <class T, class U>
 auto scalar_operand(U value) {
-  constexpr bool float_u = std::is_floating_point_v<U> || cpu::is_half_v<U>;
-  constexpr bool float_t = std::is_floating_point_v<T> || cpu::is_half_v<T> || Eigen::NumTraits<T>::IsComplex;
+  constexpr bool float_u = std::is_floating_point_v<U> || is_half_v<U>;
+  constexpr bool float_t = std::is_floating_point_v<T> || is_half_v<T> || Eigen::NumTraits<T>::IsComplex;
   static_assert(!(float_u && !float_t),
                 "weft: a floating-point scalar cannot be an operand of an integer or bool expression");
-  if constexpr (cpu::is_half_v<U> && !std::is_same_v<T, U>)
+  if constexpr (is_half_v<U> && !std::is_same_v<T, U>)
     return constant(static_cast<T>(static_cast<float>(value)));  // half to another type goes through float
   else
     return constant(static_cast<T>(value));
@@ -13360,7 +14743,7 @@ auto scalar_operand(U value) {
 
 // Numbers (and float16 / bfloat16 values) beside an expression.
 template <class U>
-concept scalar_value = std::is_arithmetic_v<U> || cpu::is_half_v<U>;
+concept scalar_value = std::is_arithmetic_v<U> || is_half_v<U>;
 
 // Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
 // graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
@@ -13382,19 +14765,18 @@ struct int_input {
 };
 
 // The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
-// prepare() registers the op family and Kernel, constrained to T unless T is void.
-template <class Kernel, void (*Family)(), class T = void>
+// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
+template <class Op, class T = void>
 struct indexed_op {
   static constexpr bool elementwise = false;
+  using op = Op;
   const char* name;
   std::vector<int_input> ints;
   attr_map attrs;
   int port = 0;
   void prepare() const {
-    if constexpr (std::is_void_v<T>)
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
-    else
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
+    use_kernels<ops::families::core>();  // the Consts of the int inputs
+    use_kernels<Op, T>();
   }
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
     for (const auto& c : ints) {
@@ -13407,47 +14789,32 @@ struct indexed_op {
   }
 };
 
-template <class Kernel, class T = void>
-using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
-template <class Kernel, class T = void>
-using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
-template <class Kernel, class T = void>
-using reduction_op = indexed_op<Kernel, &ops::register_reduction_ops, T>;
+template <class Op, class T = void>
+using array_op = indexed_op<Op, T>;
 
 }  // namespace detail
 
 
 // ---- elementwise ---------------------------------------------------------------------
 
-// The unary and binary elementwise ops: Tag names the op, its CPU functor and its kernel.
+// The unary and binary elementwise ops: Tag names the op's type (ops::Add, ...).
 template <class Tag, class T>
 struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   static constexpr bool elementwise = true;
+  using op = typename Tag::op;
   static constexpr const char* name = Tag::name;
   attr_map attrs() const { return {}; }
-  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
-  template <class... A>
-  static auto apply(const A&... a) {
-    return Tag::fn::apply(a...);
-  }
-  template <class... A>
-  static auto scalar(const A&... a) {  // fused kernels of types without Eigen kernels (uint32, uint64)
-    return Tag::fn::scalar(a...);
-  }
+  void prepare() const { use_kernels<op, T>(); }
 };
 
-#define WEFT_DETAIL_DSL_UNARY(FN, NAME, KFN, TYPES)                                                      \
+#define WEFT_DETAIL_DSL_UNARY(FN, OP, TYPES)                                                            \
   namespace tags {                                                                                      \
   struct FN {                                                                                           \
-    static constexpr const char* name = NAME;                                                           \
-    using fn = cpu::KFN;                                                                                \
+    using op = ops::OP;                                                                                 \
+    static constexpr const char* name = op::name;                                                       \
     template <class T>                                                                                  \
     static void register_kernel() {                                                                     \
-      ops::register_math_ops();                                                                         \
-      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                             \
-        register_cpu_kernel<cpu::unary_kernel<cpu::KFN>::of<bool>>(NAME);                          \
-      else                                                                                              \
-        register_cpu_kernel<typename cpu::unary_kernel<cpu::KFN>::template of<T>>(NAME, {"T", dtype_of<T>}); \
+      use_kernels<op, T>();                                                                             \
     }                                                                                                   \
   };                                                                                                    \
   }                                                                                                     \
@@ -13461,17 +14828,17 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
     return op_expr<elementwise_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
   }
 
-WEFT_DETAIL_DSL_UNARY(negate, "Neg", neg_fn, cpu::kernel_signed_types)
-WEFT_DETAIL_DSL_UNARY(abs, "Abs", abs_fn, cpu::kernel_signed_real_types)
-WEFT_DETAIL_DSL_UNARY(square, "Square", square_fn, number_types)
-WEFT_DETAIL_DSL_UNARY(sqrt, "Sqrt", sqrt_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(rsqrt, "Rsqrt", rsqrt_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(exp, "Exp", exp_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(log, "Log", log_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(tanh, "Tanh", tanh_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(sigmoid, "Sigmoid", sigmoid_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(relu, "Relu", relu_fn, real_number_types)
-WEFT_DETAIL_DSL_UNARY(logical_not, "LogicalNot", logical_not_fn, type_list<bool>)
+WEFT_DETAIL_DSL_UNARY(negate, Neg, signed_number_types)
+WEFT_DETAIL_DSL_UNARY(abs, Abs, signed_real_types)
+WEFT_DETAIL_DSL_UNARY(square, Square, number_types)
+WEFT_DETAIL_DSL_UNARY(sqrt, Sqrt, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(rsqrt, Rsqrt, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(exp, Exp, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(log, Log, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(tanh, Tanh, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(sigmoid, Sigmoid, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(relu, Relu, real_number_types)
+WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
 namespace detail {
@@ -13519,7 +14886,7 @@ template <class A, class B>
 concept binary_operands = (expression<A> && expression<B>) || (expression<A> && detail::scalar_value<B>) ||
                           (detail::scalar_value<A> && expression<B>);
 
-#define WEFT_DETAIL_DSL_BINARY(FN, NAME, KFN, TYPES, BOOL)                                                    \
+#define WEFT_DETAIL_DSL_BINARY(FN, OP, TYPES, BOOL)                                                           \
   namespace check {                                                                                          \
   WEFT_DETAIL_TYPE_CHECK(FN##_dtypes, "weft::" #FN ": operands have different dtypes");                     \
   WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operands' dtype is not supported");             \
@@ -13527,9 +14894,9 @@ concept binary_operands = (expression<A> && expression<B>) || (expression<A> && 
   }                                                                                                          \
   namespace tags {                                                                                           \
   struct FN {                                                                                                \
-    static constexpr const char* name = NAME;                                                                \
+    using op = ops::OP;                                                                                      \
+    static constexpr const char* name = op::name;                                                            \
     static constexpr bool bool_result = BOOL;                                                                \
-    using fn = cpu::KFN;                                                                                     \
     using types = TYPES;                                                                                     \
     template <class X, class Y>                                                                              \
     using dtypes = check::FN##_dtypes<X, Y>;                                                                 \
@@ -13539,12 +14906,7 @@ concept binary_operands = (expression<A> && expression<B>) || (expression<A> && 
     using broadcast = check::FN##_broadcast<X, Y>;                                                           \
     template <class T>                                                                                       \
     static void register_kernel() {                                                                          \
-      ops::register_math_ops();                                                                              \
-      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                                  \
-        register_cpu_kernel<cpu::binary_kernel<cpu::KFN, true>::of<bool>>(NAME);                        \
-      else                                                                                                   \
-        register_cpu_kernel<typename cpu::binary_kernel<cpu::KFN, BOOL>::template of<T>>(NAME,           \
-                                                                                             {"T", dtype_of<T>}); \
+      use_kernels<op, T>();                                                                                  \
     }                                                                                                        \
   };                                                                                                         \
   }                                                                                                          \
@@ -13554,21 +14916,21 @@ concept binary_operands = (expression<A> && expression<B>) || (expression<A> && 
     return detail::make_binary<tags::FN>(a, b);                                                              \
   }
 
-WEFT_DETAIL_DSL_BINARY(add, "Add", add_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(subtract, "Sub", sub_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(multiply, "Mul", mul_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(divide, "Div", div_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(pow, "Pow", pow_fn, cpu::kernel_pow_types, false)
-WEFT_DETAIL_DSL_BINARY(maximum, "Maximum", maximum_fn, real_number_types, false)
-WEFT_DETAIL_DSL_BINARY(minimum, "Minimum", minimum_fn, real_number_types, false)
-WEFT_DETAIL_DSL_BINARY(greater, "Greater", greater_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(greater_equal, "GreaterEqual", greater_equal_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(less, "Less", less_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(less_equal, "LessEqual", less_equal_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(equal, "Equal", equal_fn, all_types, true)
-WEFT_DETAIL_DSL_BINARY(not_equal, "NotEqual", not_equal_fn, all_types, true)
-WEFT_DETAIL_DSL_BINARY(logical_and, "LogicalAnd", logical_and_fn, type_list<bool>, true)
-WEFT_DETAIL_DSL_BINARY(logical_or, "LogicalOr", logical_or_fn, type_list<bool>, true)
+WEFT_DETAIL_DSL_BINARY(add, Add, number_types, false)
+WEFT_DETAIL_DSL_BINARY(subtract, Sub, number_types, false)
+WEFT_DETAIL_DSL_BINARY(multiply, Mul, number_types, false)
+WEFT_DETAIL_DSL_BINARY(divide, Div, number_types, false)
+WEFT_DETAIL_DSL_BINARY(pow, Pow, pow_types, false)
+WEFT_DETAIL_DSL_BINARY(maximum, Maximum, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(minimum, Minimum, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(greater, Greater, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(greater_equal, GreaterEqual, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less, Less, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less_equal, LessEqual, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(equal, Equal, all_types, true)
+WEFT_DETAIL_DSL_BINARY(not_equal, NotEqual, all_types, true)
+WEFT_DETAIL_DSL_BINARY(logical_and, LogicalAnd, type_list<bool>, true)
+WEFT_DETAIL_DSL_BINARY(logical_or, LogicalOr, type_list<bool>, true)
 #undef WEFT_DETAIL_DSL_BINARY
 
 // Operators. == and != are not overloaded (an expression's == would not be a bool); use
@@ -13602,20 +14964,10 @@ auto operator!(const A& a) { return logical_not(a); }
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
   static constexpr bool elementwise = true;
+  using op = ops::SelectV2;
   static constexpr const char* name = "SelectV2";
   attr_map attrs() const { return {}; }
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_math_ops(),
-                     register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}));
-  }
-  template <class C, class A, class B>
-  static auto apply(const C& c, const A& a, const B& b) {
-    return c.select(a, b);
-  }
-  template <class A>
-  static A scalar(bool c, const A& a, const A& b) {
-    return c ? a : b;
-  }
+  void prepare() const { use_kernels<op, T>(); }
 };
 template <expression C, expression A, expression B>
 auto select(const C& c, const A& a, const B& b) {
@@ -13642,17 +14994,10 @@ auto select(const C& c, U a, const B& b) {
 template <class To, class From>
 struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
   static constexpr bool elementwise = true;
+  using op = ops::Cast;
   static constexpr const char* name = "Cast";
   attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
-  void prepare() const { WEFT_DETAIL_ONCE(ops::register_math_ops(), register_cpu_kernel<cpu::cast_kernel<>>("Cast")); }
-  template <class A>
-  static auto apply(const A& a) {  // in fused kernels: from From's compute type to To's
-    return a.template cast<cpu::compute_t<To>>();
-  }
-  template <class A>
-  static auto scalar(const A& a) {
-    return static_cast<cpu::compute_t<To>>(a);
-  }
+  void prepare() const { use_kernels<op, To>(); }
 };
 template <element To, expression A>
 auto cast(const A& a) {
@@ -13671,9 +15016,10 @@ auto cast_like(const A& a, const Like&) {
 template <class T, bool TA, bool TB>
 struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
   static constexpr bool elementwise = false;
+  using op = ops::MatMul;
   static constexpr const char* name = "MatMul";
   attr_map attrs() const { return {{"transpose_a", TA}, {"transpose_b", TB}}; }
-  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_matmul_kernel<T>()); }
+  void prepare() const { use_kernels<ops::MatMul, T>(); }
 };
 
 namespace detail {
@@ -13756,32 +15102,32 @@ struct reduced_shape {
 }  // namespace detail
 
 namespace detail {
-template <class Reducer, class Types, class A, bool Keep, std::int64_t... Axes>
+template <class Reduction, class Types, class A, bool Keep, std::int64_t... Axes>
 auto make_reduce(const char* name, const A& a) {
   using R = reduced_shape<shape_of<A>, Keep, Axes...>;
   using T = value_type_of<A>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
   static_assert(in_list<T, Types>::value, "weft::reduce: the operand's dtype is not supported by this reduction");
-  using Op = reduction_op<typename cpu::reduce_kernel<Reducer>::template of<T>, T>;
+  using Op = indexed_op<Reduction, T>;
   return op_expr<Op, T, typename R::type, A>(Op{name, {{int_input::append, R::axes_vector()}}, {{"keep_dims", Keep}}}, a);
 }
 }  // namespace detail
 
 // reduce_sum(x): every element; reduce_sum(x, axes<1>): over axis 1; reduce_sum(x, axes<1>, keep_dims).
-#define WEFT_DETAIL_DSL_REDUCE(FN, NAME, REDUCER, TYPES)                                      \
+#define WEFT_DETAIL_DSL_REDUCE(FN, NAME, OP, TYPES)                                         \
   template <expression A, std::int64_t... Axes>                                               \
   auto FN(const A& a, axis_list<Axes...> = {}) {                                              \
-    return detail::make_reduce<cpu::REDUCER, TYPES, A, false, Axes...>(NAME, a);              \
+    return detail::make_reduce<ops::OP, TYPES, A, false, Axes...>(NAME, a);              \
   }                                                                                           \
   template <expression A, std::int64_t... Axes>                                               \
   auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                      \
-    return detail::make_reduce<cpu::REDUCER, TYPES, A, true, Axes...>(NAME, a);               \
+    return detail::make_reduce<ops::OP, TYPES, A, true, Axes...>(NAME, a);               \
   }
-WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", sum_reducer, number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_mean, "Mean", mean_reducer, number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_prod, "Prod", prod_reducer, number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", max_reducer, real_number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", min_reducer, real_number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", Sum, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_mean, "Mean", Mean, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_prod, "Prod", Prod, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", Max, real_number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", Min, real_number_types)
 #undef WEFT_DETAIL_DSL_REDUCE
 
 // argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
@@ -13791,7 +15137,7 @@ auto make_arg(const A& a) {
   using R = reduced_shape<shape_of<A>, false, Axis>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
   using T = value_type_of<A>;
-  using Op = reduction_op<typename cpu::arg_kernel<Max>::template of<T>, T>;
+  using Op = indexed_op<std::conditional_t<Max, ops::ArgMax, ops::ArgMin>, T>;
   return op_expr<Op, std::int64_t, typename R::type, A>(
       Op{Max ? "ArgMax" : "ArgMin", {{int_input::append, R::axes_vector(), {}}}, {}}, a);
 }
@@ -13827,7 +15173,7 @@ auto reshape(const A& a, static_shape<D...>) {
                                  return out;
                                }()>,
                                To>;
-  using Op = detail::array_op<cpu::reshape_kernel>;
+  using Op = detail::array_op<ops::Reshape>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
 
@@ -13843,7 +15189,7 @@ auto transpose(const A& a, permutation<P...>) {
   (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
   static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
   using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
-  using Op = detail::array_op<cpu::transpose_kernel>;
+  using Op = detail::array_op<ops::Transpose>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
 template <expression A>
@@ -13906,16 +15252,17 @@ auto concat(const First& first, const Rest&... rest) {
   (void)check::concat_ranks<C::rank_conflict[0], C::rank_conflict[1]>::value;
   (void)check::concat_dims<C::dim_conflict[0], C::dim_conflict[1]>::value;
   ((void)check::concat_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
-  using Op = detail::array_op<cpu::concat_kernel>;
+  using Op = detail::array_op<ops::ConcatV2>;
   return op_expr<Op, value_type_of<First>, typename C::type, First, Rest...>(
       Op{"ConcatV2", {{detail::int_input::append, {Axis}, {}}}, {}}, first, rest...);
 }
 
 struct identity_op : detail::lowers_plainly<identity_op> {
   static constexpr bool elementwise = false;
+  using op = ops::Identity;
   static constexpr const char* name = "Identity";
   attr_map attrs() const { return {}; }
-  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_core_kernels()); }
+  void prepare() const { use_kernels<ops::families::core>(); }
 };
 template <expression A>
 auto identity(const A& a) {
@@ -13925,11 +15272,11 @@ auto identity(const A& a) {
 template <bool Ones>
 struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
   static constexpr bool elementwise = false;
-  static constexpr const char* name = Ones ? "OnesLike" : "ZerosLike";
+  using op = std::conditional_t<Ones, ops::OnesLike, ops::ZerosLike>;
+  static constexpr const char* name = op::name;
   attr_map attrs() const { return {}; }
   void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), Ones ? register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike")
-                                                      : register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"));
+    use_kernels<op>();
   }
 };
 template <expression A>
@@ -13946,7 +15293,7 @@ template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
   (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
-  using Op = detail::array_op<cpu::fill_kernel>;
+  using Op = detail::array_op<ops::Fill>;
   return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
 }
 template <element T, std::int64_t... D>
@@ -13980,19 +15327,42 @@ class source_expr : public expr_base {
   std::shared_ptr<detail::lowered_memo> memo_;
 };
 
-#define WEFT_DETAIL_DSL_RANDOM(FN, NAME, DIST)                                                            \
+#define WEFT_DETAIL_DSL_RANDOM(FN, OP)                                                                    \
   template <element T, std::int64_t... D>                                                                 \
   auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
     (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
     static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
-    using Op = detail::indexed_op<cpu::random_kernel<cpu::distribution::DIST>, &ops::register_random_ops>; \
+    using Op = detail::indexed_op<ops::OP>;                                                               \
     return source_expr<Op, T, static_shape<D...>>(                                                        \
-        Op{NAME, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
+        Op{ops::OP::name, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
   }
-WEFT_DETAIL_DSL_RANDOM(random_uniform, "RandomUniform", uniform)
-WEFT_DETAIL_DSL_RANDOM(random_normal, "RandomStandardNormal", normal)
-WEFT_DETAIL_DSL_RANDOM(truncated_normal, "TruncatedNormal", truncated_normal)
+WEFT_DETAIL_DSL_RANDOM(random_uniform, RandomUniform)
+WEFT_DETAIL_DSL_RANDOM(random_normal, RandomStandardNormal)
+WEFT_DETAIL_DSL_RANDOM(truncated_normal, TruncatedNormal)
 #undef WEFT_DETAIL_DSL_RANDOM
+
+// ---- ops defined outside the library (docs/extending.md) ------------------------------
+// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
+// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
+// has_gradient_rule (its rule registered by Op::define()).
+template <op_type Op, class T>
+struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
+  static constexpr bool elementwise = false;
+  using op = Op;
+  static constexpr const char* name = Op::name;
+  attr_map node_attrs;
+  attr_map attrs() const { return node_attrs; }
+  void prepare() const {
+    use_kernels<ops::families::core>();
+    use_kernels<Op, T>();
+  }
+};
+// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
+// T and static shape S (the calling function's static shape rule computes S).
+template <op_type Op, element T, class S, expression... Args>
+auto apply_op(attr_map attrs, const Args&... args) {
+  return op_expr<typed_op<Op, T>, T, S, Args...>(typed_op<Op, T>{{}, std::move(attrs)}, args...);
+}
 
 // ---- state ----------------------------------------------------------------------------
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
@@ -14001,12 +15371,8 @@ struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
   static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
   attr_map attrs() const { return {}; }
   void prepare() const {
-    if constexpr (Kind == 0)
-      WEFT_DETAIL_ONCE(ops::register_state_ops(), register_cpu_kernel<cpu::assign_kernel>("Assign"));
-    else
-      WEFT_DETAIL_ONCE(ops::register_state_ops(),
-                       register_cpu_kernel<typename cpu::assign_update_kernel<Kind == 1>::template of<T>>(
-                           name, {"T", dtype_of<T>}));
+    use_kernels<std::conditional_t<Kind == 0, ops::Assign, std::conditional_t<Kind == 1, ops::AssignAdd, ops::AssignSub>>,
+                T>();
   }
 };
 
@@ -14133,7 +15499,7 @@ auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
       if (r[i] < 0) r[i] = detail::dim_or(S::values, i) < 0 ? dyn : detail::dim_or(S::values, i) - b[i];
     return r;
   }();
-  using Op = detail::array_op<cpu::slice_kernel>;
+  using Op = detail::array_op<ops::Slice>;
   std::vector<std::int64_t> sizes{(Z < 0 ? -1 : Z)...};
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
       Op{"Slice", {{1, {B...}}, {2, sizes}}, {}}, a);
@@ -14152,7 +15518,7 @@ auto pad(const A& a, index_list<P...>) {
       if (r[i] >= 0) r[i] += p[2 * i] + p[2 * i + 1];
     return r;
   }();
-  using Op = detail::array_op<cpu::pad_kernel>;
+  using Op = detail::array_op<ops::Pad>;
   // Paddings are a [rank, 2] matrix.
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
       Op{"Pad", {{1, {P...}, {S::rank, 2}}}, {}}, a);
@@ -14171,7 +15537,7 @@ auto tile(const A& a, index_list<M...>) {
       r[i] = m[i] == 0 ? 0 : r[i] < 0 ? dyn : r[i] * m[i];
     return r;
   }();
-  using Op = detail::array_op<cpu::tile_kernel>;
+  using Op = detail::array_op<ops::Tile>;
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(Op{"Tile", {{1, {M...}}}, {}}, a);
 }
 
@@ -14199,7 +15565,7 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
     }
     return r;
   }();
-  using Op = detail::array_op<cpu::gather_kernel>;
+  using Op = detail::array_op<ops::GatherV2>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
       Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
 }
@@ -14245,7 +15611,7 @@ constexpr bool check_scatter() {
 template <expression P, expression I>
 auto gather_nd(const P& params, const I& indices) {
   constexpr auto out = detail::nd_slices<shape_of<P>, shape_of<I>, value_type_of<I>>();
-  using Op = detail::array_op<cpu::gather_nd_kernel>;
+  using Op = detail::array_op<ops::GatherNd>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(Op{"GatherNd", {}, {}}, params, indices);
 }
 
@@ -14258,7 +15624,7 @@ template <expression E, expression I, expression U>
 auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
   constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
   (void)detail::check_scatter<value_type_of<E>, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
-  using Op = detail::array_op<cpu::tensor_scatter_update_kernel>;
+  using Op = detail::array_op<ops::TensorScatterUpdate>;
   return op_expr<Op, value_type_of<E>, shape_of<E>, E, I, U>(Op{"TensorScatterUpdate", {}, {}}, t, indices, updates);
 }
 template <expression E, expression I, expression U>
@@ -14266,7 +15632,7 @@ auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
   using T = value_type_of<E>;
   constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
   (void)detail::check_scatter<T, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
-  using Op = detail::reduction_op<cpu::tensor_scatter_add_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::TensorScatterAdd, T>;
   return op_expr<Op, T, shape_of<E>, E, I, U>(Op{"TensorScatterAdd", {}, {}}, t, indices, updates);
 }
 
@@ -14286,7 +15652,7 @@ auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
     r[SI::values.size()] = Depth;
     return r;
   }();
-  using Op = detail::array_op<cpu::one_hot_kernel>;
+  using Op = detail::array_op<ops::OneHot>;
   auto on_c = constant(on), off_c = constant(off);
   return op_expr<Op, T, detail::shape_from_array_t<out>, I, decltype(on_c), decltype(off_c)>(
       Op{"OneHot", {{1, {Depth}, {}, dtype::int32}}, {}}, indices, on_c, off_c);
@@ -14307,7 +15673,7 @@ auto split(const A& a) {
     if (r[static_cast<std::size_t>(axis)] >= 0) r[static_cast<std::size_t>(axis)] /= N;
     return r;
   }();
-  using Op = detail::array_op<cpu::split_kernel>;
+  using Op = detail::array_op<ops::Split>;
   using E = op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>;
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
     return std::array<E, N>{
@@ -14322,19 +15688,19 @@ template <element Out = std::int32_t, expression A>
 auto shape_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
                 "weft::shape_tensor: the result dtype must be int32 or int64");
-  using Op = detail::array_op<cpu::shape_kernel>;
+  using Op = detail::array_op<ops::Shape>;
   return op_expr<Op, Out, static_shape<shape_of<A>::rank>, A>(Op{"Shape", {}, {{"out_type", dtype_of<Out>}}}, a);
 }
 template <expression A>
 auto rank_tensor(const A& a) {
-  using Op = detail::array_op<cpu::rank_kernel>;
+  using Op = detail::array_op<ops::Rank>;
   return op_expr<Op, std::int32_t, scalar_shape, A>(Op{"Rank", {}, {}}, a);
 }
 template <element Out = std::int32_t, expression A>
 auto size_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
                 "weft::size_tensor: the result dtype must be int32 or int64");
-  using Op = detail::array_op<cpu::size_kernel>;
+  using Op = detail::array_op<ops::Size>;
   return op_expr<Op, Out, scalar_shape, A>(Op{"Size", {}, {{"out_type", dtype_of<Out>}}}, a);
 }
 
@@ -14372,7 +15738,7 @@ auto batch_matmul(const X& x, const Y& y) {
   using SY = shape_of<Y>;
   using T = value_type_of<X>;
   (void)check::batch_matmul_dtypes<T, value_type_of<Y>>::value;
-  (void)check::batch_matmul_dtype<T, detail::in_list<T, cpu::matmul_types>::value>::value;
+  (void)check::batch_matmul_dtype<T, detail::in_list<T, matmul_types>::value>::value;
   (void)check::batch_matmul_rank<(SX::rank < 2 ? SX::rank : 2), 2>::value;
   (void)check::batch_matmul_rank<(SY::rank < 2 ? SY::rank : 2), 2>::value;
   // Below rank 2 the check above has failed; the indices stay in range for the rest.
@@ -14387,7 +15753,7 @@ auto batch_matmul(const X& x, const Y& y) {
   using Out = typename detail::batch_matmul_shape<SX, SY, m, n>::type;
   (void)check::batch_matmul_batch<detail::batch_matmul_shape<SX, SY, m, n>::conflict[0],
                                   detail::batch_matmul_shape<SX, SY, m, n>::conflict[1]>::value;
-  using Op = detail::matrix_op<cpu::batch_matmul_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::BatchMatMulV2, T>;
   return op_expr<Op, T, Out, X, Y>(
       Op{"BatchMatMulV2", {}, {{"adj_x", AdjX}, {"adj_y", AdjY}}}, x, y);
 }
@@ -14412,7 +15778,7 @@ template <expression A>
 auto matrix_inverse(const A& a, bool adjoint = false) {
   detail::check_square<A>();
   using T = value_type_of<A>;
-  using Op = detail::matrix_op<cpu::matrix_inverse_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::MatrixInverse, T>;
   return op_expr<Op, T, shape_of<A>, A>(Op{"MatrixInverse", {}, {{"adjoint", adjoint}}}, a);
 }
 
@@ -14429,7 +15795,7 @@ auto matrix_determinant(const A& a) {
     for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
     return r;
   }();
-  using Op = detail::matrix_op<cpu::matrix_determinant_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::MatrixDeterminant, T>;
   return op_expr<Op, T, detail::shape_from_array_t<out>, A>(Op{"MatrixDeterminant", {}, {}}, a);
 }
 
@@ -14502,17 +15868,10 @@ namespace detail {
 template <class T>
 inline constexpr bool nn_float = in_list<T, type_list<half, bfloat16, float, double>>::value;
 
-// Registers the kernels of Impls (cpu::nn) under `names` for dtype T, once per dtype and
-// set (prepare() runs at every lowering of an op).
-template <class T, class... Impls>
-void register_nn(std::initializer_list<const char*> names) {
-  static const bool once = [&] {
-    ops::register_nn_ops();
-    const char* const* name = names.begin();
-    (register_cpu_kernel<typename cpu::nn::kernel<Impls>::template of<T>>(*name++, {"T", dtype_of<T>}), ...);
-    return true;
-  }();
-  (void)once;
+// Asks for the kernels of Ops for dtype T (an nn op and the ops its gradient rule adds).
+template <class T, class... Ops>
+void use_nn_kernels() {
+  (use_kernels<Ops, T>(), ...);
 }
 
 // An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
@@ -14524,7 +15883,7 @@ struct nn_op {
   void (*kernels)();
   int port = 0;
   void prepare() const {
-    cpu::register_core_kernels();
+    use_kernels<ops::families::core>();
     kernels();
   }
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
@@ -14537,42 +15896,38 @@ struct nn_op {
 // Kernel sets: the op and what its gradient rule adds.
 template <class T>
 void bias_add_kernels() {
-  register_nn<T, cpu::nn::bias_add, cpu::nn::bias_add_grad>({"BiasAdd", "BiasAddGrad"});
+  use_nn_kernels<T, ops::BiasAdd, ops::BiasAddGrad>();
 }
 template <class T, bool Log>
 void softmax_kernels() {
-  register_nn<T, cpu::nn::softmax<Log>>({Log ? "LogSoftmax" : "Softmax"});
+  use_nn_kernels<T, std::conditional_t<Log, ops::LogSoftmax, ops::Softmax>>();
 }
 template <class T>  // the gradient through the backprop output uses Softmax, the labels' LogSoftmax
 void xent_kernels() {
-  register_nn<T, cpu::nn::softmax_cross_entropy, cpu::nn::softmax<false>, cpu::nn::softmax<true>>(
-      {"SoftmaxCrossEntropyWithLogits", "Softmax", "LogSoftmax"});
+  use_nn_kernels<T, ops::SoftmaxCrossEntropyWithLogits, ops::Softmax, ops::LogSoftmax>();
 }
 template <class T>
 void sparse_xent_kernels() {
-  register_nn<T, cpu::nn::sparse_softmax_cross_entropy, cpu::nn::softmax<false>>(
-      {"SparseSoftmaxCrossEntropyWithLogits", "Softmax"});
+  use_nn_kernels<T, ops::SparseSoftmaxCrossEntropyWithLogits, ops::Softmax>();
 }
 template <class T>
 void l2_loss_kernels() {
-  register_nn<T, cpu::nn::l2_loss>({"L2Loss"});
+  use_nn_kernels<T, ops::L2Loss>();
 }
 template <class T>
 void conv2d_kernels() {
-  register_nn<T, cpu::nn::conv2d, cpu::nn::conv2d_backprop_input, cpu::nn::conv2d_backprop_filter>(
-      {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"});
+  use_nn_kernels<T, ops::Conv2D, ops::Conv2DBackpropInput, ops::Conv2DBackpropFilter>();
 }
 template <class T, bool Max>
 void pool_kernels() {
   if constexpr (Max)
-    register_nn<T, cpu::nn::pool<true>, cpu::nn::max_pool_grad, cpu::nn::max_pool_grad_grad>(
-        {"MaxPool", "MaxPoolGrad", "MaxPoolGradGrad"});
+    use_nn_kernels<T, ops::MaxPool, ops::MaxPoolGrad, ops::MaxPoolGradGrad>();
   else
-    register_nn<T, cpu::nn::pool<false>, cpu::nn::avg_pool_grad>({"AvgPool", "AvgPoolGrad"});
+    use_nn_kernels<T, ops::AvgPool, ops::AvgPoolGrad>();
 }
 template <class T>
 void dropout_kernels() {
-  register_nn<T, cpu::nn::dropout>({"Dropout"});
+  use_nn_kernels<T, ops::Dropout>();
 }
 
 // One spatial dim of a convolution or pool's output: dyn when the input's is.
@@ -14930,43 +16285,18 @@ handle<T, D...> wrap(const graph& g, output o) {
 
 }  // namespace weft
 // Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
-// elementwise ops (casts, comparisons and select included) into one "Fused" node whose
-// kernel, compiled from the subtree's type, evaluates the whole subtree in one pass over
-// contiguous shards: one Eigen array expression per shard, vectorized, the shards spread
-// over the intra-op threads. Intermediate results never reach memory.
-//
-// The node's attrs: `expr` (the subtree's signature, which names its compiled kernel),
-// `slots` (which input each leaf of the subtree reads; a leaf used twice is one input),
-// `T` (the result dtype) and `Tin` (the inputs' dtypes).
+// elementwise ops (casts, comparisons and select included) into one "Fused" node
+// (ops/fused_ops.hpp) whose kernel each device type's backend compiles from the subtree's
+// type (fused::apply / fused::leaf), and which evaluates the whole subtree in one pass
+// (kernels/cpu/fused.hpp on the CPU). Intermediate results never reach memory.
 //
 // Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
-// check their operands) and casts from complex to real. float16 and bfloat16 compute in
-// float32, the narrow integers in int64 and uint32 in uint64, as their kernels do
-// (cpu::compute_t), and each op's result is rounded (or wrapped) back to its dtype inside
-// the pass, so fused and unfused results are identical. Subtrees with a uint32 or uint64
-// node run one element at a time (those types have no Eigen kernels), the others as
-// vectorized Eigen expressions. All ops lower one node each when fusion is off.
-//
-// Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
-// place. Otherwise the pass goes in blocks along the rows of cpu::broadcast_rows (dims of
-// 1 dropped, dims merged where every operand steps through them as one): along a row,
-// each operand steps one element at a time or repeats one value. Operands that step (a
-// bias [n] beside [batch, n], a [1, m, n] beside [b, m, n]) are read in place; a repeated
-// value (a column [batch, 1], a [b, 1, 1], a fed [1, 1]) comes from a buffer of one block
-// filled with it, which stays in the cache. Where rows are short (under 64 elements), a
-// block is several rows and each broadcast operand is copied into a block-long buffer.
-// Every broadcast is one pass over memory.
+// check their operands) and casts from complex to real. All ops lower one node each when
+// fusion is off.
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <cstring>
-#include <sstream>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -14978,68 +16308,9 @@ namespace weft {
 
 namespace detail {
 
-// Functions compiled for fused subtrees, by the subtree's signature (the Fused node's
-// `expr`), registered by the typed code that builds the subtree: one table per function
-// type (kernel factories here, gradients in gradient.hpp).
-template <class Fn>
-class signature_table {
- public:
-  static signature_table& global() {
-    static auto* instance = new signature_table;  // never destroyed (see op_registry)
-    return *instance;
-  }
-  void add(const std::string& signature, Fn fn) {
-    std::unique_lock lock(mutex_);
-    fns_.emplace(signature, fn);
-  }
-  Fn find(std::string_view signature) const {
-    std::shared_lock lock(mutex_);
-    auto it = fns_.find(signature);
-    return it == fns_.end() ? nullptr : it->second;
-  }
-
- private:
-  mutable std::shared_mutex mutex_;
-  std::map<std::string, Fn, std::less<>> fns_;
-};
-
-using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
-using fused_kernel_registry = signature_table<fused_kernel_factory>;
-
-inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
-  const auto& sig = n.attr<std::string>("expr");
-  auto factory = fused_kernel_registry::global().find(sig);
-  if (!factory)
-    fail(error_code::not_found, n.describe(), ": no compiled kernel for the fused expression '", sig,
-         "' (fused nodes are created by typed weft code, whose lowering compiles and registers their kernels; "
-         "this program did not build that expression)");
-  return factory(n);
-}
-
-inline std::vector<op_def> fused_op_defs() {
-  return {op_def_builder("Fused")
-              .input("x: Tin")
-              .output("y: T")
-              .attr("T: type")
-              .attr("Tin: list(type)")
-              .attr("expr: string")
-              .attr("slots: list(int)")
-              .shape_fn(ops::broadcast_inputs)
-              .build()};
-}
-
-inline void register_fused_op() {
-  static const bool done = [] {
-    op_registry::global().add_family("fused", fused_op_defs);
-    kernel_registry::global().add("Fused", "CPU", {}, &create_fused_kernel);
-    return true;
-  }();
-  (void)done;
-}
-
 // ---- which expressions fuse ----------------------------------------------------------
 template <class T>
-inline constexpr bool fusable_type_v = std::is_same_v<T, bool> || std::is_arithmetic_v<T> || cpu::is_half_v<T> ||
+inline constexpr bool fusable_type_v = std::is_same_v<T, bool> || std::is_arithmetic_v<T> || is_half_v<T> ||
                                        std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
 
 // Casts from a complex type to a real one are not fused (TensorFlow's Cast takes the real
@@ -15085,25 +16356,25 @@ constexpr std::size_t leaf_offset() {
   }(std::make_index_sequence<I>{});
 }
 
+// The device-neutral description of subtree E (ops/fused_ops.hpp), from which the backends
+// compile its kernels.
+template <class E>
+struct fused_tree {
+  using type = fused::leaf<value_type_of<E>, shape_of<E>::rank == 0>;
+};
+template <class Op, class T, class S, class... Args>
+  requires interior<op_expr<Op, T, S, Args...>>::value
+struct fused_tree<op_expr<Op, T, S, Args...>> {
+  using type = fused::apply<typename Op::op, T, typename fused_tree<Args>::type...>;
+};
+template <class E>
+using fused_tree_t = typename fused_tree<E>::type;
+
 // "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure
-// of a subtree; a leaf is $dtype, with s when it is a static scalar.
+// of subtree E; a leaf is $dtype, with s when it is a static scalar.
 template <class E>
 void append_signature(std::string& out) {
-  if constexpr (interior<E>::value) {
-    using Op = typename E::op_type;
-    out += Op::name;
-    out += ':';
-    out += name(dtype_of<value_type_of<E>>);
-    out += '(';
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((out += (I ? "," : ""), append_signature<std::tuple_element_t<I, typename E::args_type>>(out)), ...);
-    }(std::make_index_sequence<std::tuple_size_v<typename E::args_type>>{});
-    out += ')';
-  } else {
-    out += '$';
-    out += name(dtype_of<value_type_of<E>>);
-    if (shape_of<E>::rank == 0) out += 's';
-  }
+  out += fused::signature<fused_tree_t<E>>();
 }
 
 // Lowers the leaves of a subtree, in order.
@@ -15115,235 +16386,13 @@ void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
     out.push_back(weft::lower(cx, e));
 }
 
-// The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
-// starting at leaf Off, in E's compute type (cpu::compute_t). A converted dtype's results
-// go through the dtype and back (rounded, or wrapped), as its unfused kernel stores them.
-template <std::size_t Off, class E>
-auto fused_eval(const void* const* in, std::int64_t s, std::int64_t len) {
-  using T = value_type_of<E>;
-  using C = cpu::compute_t<T>;
-  if constexpr (interior<E>::value) {
-    using Args = typename E::args_type;
-    auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return E::op_type::apply(fused_eval<Off + leaf_offset<Args, I>(), std::tuple_element_t<I, Args>>(in, s, len)...);
-    }(std::make_index_sequence<std::tuple_size_v<Args>>{});
-    if constexpr (cpu::is_converted_v<T>)
-      return r.template cast<T>().template cast<C>();
-    else
-      return r;
-  } else {
-    const T* p = static_cast<const T*>(in[Off]);
-    if constexpr (shape_of<E>::rank == 0)
-      return Eigen::Array<C, Eigen::Dynamic, 1>::Constant(len, static_cast<C>(*p));
-    else if constexpr (cpu::is_converted_v<T>)
-      return cpu::array_map<T>(p + s, len).template cast<C>();
-    else
-      return cpu::array_map<T>(p + s, len);
-  }
-}
-
-// The value of subtree E at element j of its leaves (static scalars at element 0), one
-// element at a time, for subtrees with a type that has no Eigen kernels (uint32, uint64).
-template <std::size_t Off, class E>
-auto fused_scalar(const void* const* in, std::int64_t j) {
-  using T = value_type_of<E>;
-  using C = cpu::compute_t<T>;
-  if constexpr (interior<E>::value) {
-    using Args = typename E::args_type;
-    auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return E::op_type::scalar(fused_scalar<Off + leaf_offset<Args, I>(), std::tuple_element_t<I, Args>>(in, j)...);
-    }(std::make_index_sequence<std::tuple_size_v<Args>>{});
-    return static_cast<C>(static_cast<T>(r));  // rounded or wrapped to T, as stored
-  } else {
-    return static_cast<C>(static_cast<const T*>(in[Off])[shape_of<E>::rank == 0 ? 0 : j]);
-  }
-}
-
-// Whether a subtree has a node or leaf computed in plain loops (no Eigen kernels).
-template <class E>
-struct has_looped_type : std::bool_constant<cpu::is_looped_v<cpu::compute_t<value_type_of<E>>>> {};
-template <class Op, class T, class S, class... Args>
-  requires interior<op_expr<Op, T, S, Args...>>::value
-struct has_looped_type<op_expr<Op, T, S, Args...>>
-    : std::bool_constant<cpu::is_looped_v<cpu::compute_t<T>> || (has_looped_type<Args>::value || ...)> {};
-
-// Stores the subtree's values (compute type) as T.
-template <class T, class X>
-void store(T* out, std::int64_t len, const X& values) {
-  if constexpr (cpu::is_converted_v<T>)
-    cpu::array_out<T>(out, len) = values.template cast<T>();
-  else
-    cpu::array_out<T>(out, len) = values;
-}
-
-template <class E>
-class fused_kernel final : public op_kernel {
- public:
-  static constexpr std::size_t leaves = fused_count<E>::leaves;
-  using T = value_type_of<E>;
-
-  explicit fused_kernel(const node& n) {
-    const auto& slots = n.attr<std::vector<std::int64_t>>("slots");
-    if (slots.size() != leaves)
-      fail(error_code::invalid_argument, n.describe(), ": attr 'slots' has ", slots.size(), " entries, the expression ",
-           leaves, " leaves");
-    for (std::size_t i = 0; i < leaves; ++i) {
-      if (slots[i] < 0 || slots[i] >= n.num_inputs())
-        fail(error_code::invalid_argument, n.describe(), ": slot ", i, " reads input ", slots[i], " of ", n.num_inputs());
-      slots_[i] = static_cast<int>(slots[i]);
-    }
-  }
-
-  void compute(kernel_context& ctx) const override {
-    shape out_shape = ctx.input(0).shape();
-    for (int i = 1; i < ctx.num_inputs(); ++i) {
-      auto b = broadcast(out_shape, ctx.input(i).shape());
-      if (!b) {
-        std::ostringstream shapes;
-        for (int j = 0; j < ctx.num_inputs(); ++j) shapes << (j ? ", " : "") << ctx.input(j).shape();
-        fail(error_code::invalid_argument, "operand shapes cannot be broadcast (", shapes.str(), ")");
-      }
-      out_shape = *b;
-    }
-    // Per leaf: a static scalar (rank 0)? its element size.
-    static constexpr auto scalar_leaf = [] {
-      std::array<bool, leaves> out{};
-      std::size_t k = 0;
-      each_leaf<E>([&]<class L>() { out[k++] = shape_of<L>::rank == 0; });
-      return out;
-    }();
-    static constexpr auto sizeof_leaf = [] {
-      std::array<std::int64_t, leaves> out{};
-      std::size_t k = 0;
-      each_leaf<E>([&]<class L>() { out[k++] = static_cast<std::int64_t>(sizeof(value_type_of<L>)); });
-      return out;
-    }();
-    const std::int64_t n = out_shape.num_elements();
-    std::array<const char*, leaves> ptr{};
-    std::array<const shape*, leaves> shapes{};
-    std::array<bool, leaves> full{};
-    bool all_full = true;
-    for (std::size_t i = 0; i < leaves; ++i) {
-      const tensor& x = ctx.input(slots_[i]);
-      ptr[i] = static_cast<const char*>(x.raw_data());
-      shapes[i] = &x.shape();
-      full[i] = !scalar_leaf[i] && x.shape() == out_shape;
-      all_full = all_full && (scalar_leaf[i] || full[i]);
-    }
-    tensor& out = ctx.allocate_output(0, out_shape);
-    T* o = out.data<T>();
-    if (n == 0) return;
-    if (all_full) {
-      std::array<const void*, leaves> in;
-      std::copy(ptr.begin(), ptr.end(), in.begin());
-      ctx.parallel_for(n, 2.0 * fused_count<E>::ops, [&](std::int64_t s, std::int64_t e) {
-        eval_chunk(o + s, in.data(), s, e - s);
-      });
-      return;
-    }
-    // Broadcast operands: the pass goes in blocks of the output. A block is one piece of a
-    // row, or, where rows are short, several whole rows. Per block, full operands (and
-    // operands stepping along a one-row block, such as a bias) are read in place; a value
-    // repeated along a row (a column, a run-time scalar) and any operand of a many-row block
-    // are copied into a block-long buffer, which stays in the cache.
-    const cpu::broadcast_rows<leaves> rows(out_shape, shapes);
-    const std::int64_t per_block = rows.length() >= 64 ? 1 : (1024 + rows.length() - 1) / rows.length();
-    const std::int64_t block = per_block == 1 ? rows.piece() : per_block * rows.length();
-    const std::int64_t blocks = (rows.units() + per_block - 1) / per_block;
-    // How each leaf is read per block.
-    enum class read : unsigned char { fixed, at_output, at_offset, copied, repeated };
-    std::array<read, leaves> how{};
-    for (std::size_t i = 0; i < leaves; ++i)
-      how[i] = scalar_leaf[i]                     ? read::fixed
-               : full[i]                          ? read::at_output
-               : !rows.steps(i) || per_block > 1 ? (rows.steps(i) ? read::copied : read::repeated)
-                                                  : read::at_offset;
-    ctx.parallel_for(blocks, 2.0 * fused_count<E>::ops * static_cast<double>(block), [&](std::int64_t first, std::int64_t last) {
-      std::array<const void*, leaves> at{};
-      std::array<std::vector<char>, leaves> scratch;
-      std::array<std::int64_t, leaves> filled;  // the element a one-row buffer repeats, or -1
-      filled.fill(-1);
-      for (std::size_t i = 0; i < leaves; ++i) {
-        at[i] = ptr[i];
-        if (how[i] == read::copied || how[i] == read::repeated) {
-          scratch[i].resize(static_cast<std::size_t>(block * sizeof_leaf[i]));
-          at[i] = scratch[i].data();
-        }
-      }
-      // One walk over the blocks' units; a block is evaluated when its last unit is in.
-      std::int64_t start = -1, len = 0, in_block = 0;
-      rows.each(first * per_block, std::min(last * per_block, rows.units()),
-                [&](std::int64_t o_off, std::int64_t l, const std::array<std::int64_t, leaves>& off) {
-                  if (start < 0) start = o_off;
-                  for (std::size_t i = 0; i < leaves; ++i) {
-                    // The row's start in leaf i, and the place in its block buffer (only
-                    // copied and repeated leaves have one: no offset is added to the empty
-                    // buffers' null data()).
-                    auto src = [&] { return ptr[i] + off[i] * sizeof_leaf[i]; };
-                    auto dst = [&] { return scratch[i].data() + len * sizeof_leaf[i]; };
-                    switch (how[i]) {
-                      case read::fixed: break;
-                      case read::at_output: at[i] = ptr[i] + start * sizeof_leaf[i]; break;
-                      case read::at_offset: at[i] = src(); break;
-                      case read::copied: std::memcpy(dst(), src(), static_cast<std::size_t>(l * sizeof_leaf[i])); break;
-                      case read::repeated:
-                        if (per_block > 1) {
-                          cpu::replicate_bytes(dst(), src(), sizeof_leaf[i], l);
-                        } else if (filled[i] != off[i]) {  // one row: fill the whole buffer once per value
-                          cpu::replicate_bytes(dst(), src(), sizeof_leaf[i], block);
-                          filled[i] = off[i];
-                        }
-                        break;
-                    }
-                  }
-                  len += l;
-                  if (++in_block < per_block && o_off + l < n) return;
-                  eval_chunk(o + start, at.data(), 0, len);
-                  start = -1, len = 0, in_block = 0;
-                });
-    });
-  }
-
- private:
-  // Calls f.template operator()<Leaf>() for each leaf of subtree X, in order.
-  template <class X, class F>
-  static constexpr void each_leaf(F&& f) {
-    if constexpr (interior<X>::value)
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (each_leaf<std::tuple_element_t<I, typename X::args_type>>(f), ...);
-      }(std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
-    else
-      f.template operator()<X>();
-  }
-
-  // out[0, len) = the subtree at elements [s, s + len) of the leaves.
-  static void eval_chunk(T* out, const void* const* in, std::int64_t s, std::int64_t len) {
-    if constexpr (has_looped_type<E>::value) {
-      for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fused_scalar<0, E>(in, s + i));
-    } else {
-      store(out, len, fused_eval<0, E>(in, s, len));
-    }
-  }
-
-  std::array<int, leaves> slots_{};
-};
-
-template <class E>
-std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
-  return std::make_unique<fused_kernel<E>>(n);
-}
-
 template <class E>
 std::optional<output> try_fuse(lowering& cx, const E& e) {
   if constexpr (!interior<E>::value || fused_count<E>::ops < 2) {
     return std::nullopt;
   } else {
-    static const std::string signature = [] {
-      std::string s;
-      append_signature<E>(s);
-      return s;
-    }();
-    WEFT_DETAIL_ONCE(register_fused_op(), fused_kernel_registry::global().add(signature, &make_fused_kernel<E>));
+    const std::string& signature = fused::signature<fused_tree_t<E>>();
+    use_kernels<ops::Fused<fused_tree_t<E>>>();
     std::vector<output> leaves;
     lower_leaves(cx, e, leaves);
     std::vector<output> inputs;
@@ -15459,29 +16508,16 @@ struct elementwise_rule<cast_op<To, From>> {
   using type = gradients::cast_grad;
 };
 
-// Whether the op of descriptor Op (with value type T) has a gradient rule in the registry.
+// Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
+// ops:: type or a user's, framework/kernel_for.hpp). The nn descriptor names its op at run
+// time; every op of nn_ops.hpp has a rule.
 template <class Op>
-struct has_gradient : std::bool_constant<requires { typename elementwise_rule<Op>::type; }> {};
-template <class T, bool TA, bool TB>
-struct has_gradient<matmul_op<T, TA, TB>> : std::true_type {};
+struct has_gradient : std::false_type {};
+template <class Op>
+  requires requires { typename Op::op; }
+struct has_gradient<Op> : std::bool_constant<has_gradient_rule_v<typename Op::op>> {};
 template <>
-struct has_gradient<identity_op> : std::true_type {};
-template <bool Ones>
-struct has_gradient<fill_like_op<Ones>> : std::true_type {};  // no dependence on the values
-template <>
-struct has_gradient<nn_op> : std::true_type {};  // every op of nn_ops.hpp
-// Array, matrix and reduction ops: all have rules but ArgMax and ArgMin (their results are
-// indices; TensorFlow has no gradient for them either).
-template <class Kernel, class T>
-constexpr bool is_arg_kernel() {
-  if constexpr (std::is_void_v<T>)
-    return false;
-  else
-    return std::is_same_v<Kernel, typename cpu::arg_kernel<true>::template of<T>> ||
-           std::is_same_v<Kernel, typename cpu::arg_kernel<false>::template of<T>>;
-}
-template <class Kernel, void (*Family)(), class T>
-struct has_gradient<indexed_op<Kernel, Family, T>> : std::bool_constant<!is_arg_kernel<Kernel, T>()> {};
+struct has_gradient<nn_op> : std::true_type {};
 
 // Whether expression E is, or contains, an expression of one of the types Xs.
 template <class E, class... Xs>
@@ -15860,49 +16896,47 @@ template <class T>
 void register_gradient_kernels() {
   static const bool once = [] {
     ops::register_standard_ops();
-    cpu::register_array_kernels();
-    tags::negate::register_kernel<T>();
-    tags::abs::register_kernel<T>();
-    tags::square::register_kernel<T>();
-    tags::sqrt::register_kernel<T>();
-    tags::rsqrt::register_kernel<T>();
-    tags::exp::register_kernel<T>();
-    tags::log::register_kernel<T>();
-    tags::tanh::register_kernel<T>();
-    tags::sigmoid::register_kernel<T>();
-    tags::relu::register_kernel<T>();
-    register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>});  // Relu's rule
-    tags::add::register_kernel<T>();
-    tags::subtract::register_kernel<T>();
-    tags::multiply::register_kernel<T>();
-    tags::divide::register_kernel<T>();
-    tags::pow::register_kernel<T>();
-    tags::maximum::register_kernel<T>();
-    tags::minimum::register_kernel<T>();
-    tags::greater::register_kernel<T>();
-    tags::greater_equal::register_kernel<T>();
-    tags::less::register_kernel<T>();
-    tags::less_equal::register_kernel<T>();
-    tags::equal::register_kernel<T>();
-    select_op<T>{}.prepare();
-    cast_op<T, T>{}.prepare();
-    cpu::register_matmul_kernel<T>();
-    const kernel_registry::type_constraint t{"T", dtype_of<T>};
-    register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", t);
-    register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", t);
+    use_kernels<ops::families::array>();
+    use_kernels<ops::Neg, T>();
+    use_kernels<ops::Abs, T>();
+    use_kernels<ops::Square, T>();
+    use_kernels<ops::Sqrt, T>();
+    use_kernels<ops::Rsqrt, T>();
+    use_kernels<ops::Exp, T>();
+    use_kernels<ops::Log, T>();
+    use_kernels<ops::Tanh, T>();
+    use_kernels<ops::Sigmoid, T>();
+    use_kernels<ops::Relu, T>();
+    use_kernels<ops::ReluGrad, T>();  // Relu's rule
+    use_kernels<ops::Add, T>();
+    use_kernels<ops::Sub, T>();
+    use_kernels<ops::Mul, T>();
+    use_kernels<ops::Div, T>();
+    use_kernels<ops::Pow, T>();
+    use_kernels<ops::Maximum, T>();
+    use_kernels<ops::Minimum, T>();
+    use_kernels<ops::Greater, T>();
+    use_kernels<ops::GreaterEqual, T>();
+    use_kernels<ops::Less, T>();
+    use_kernels<ops::LessEqual, T>();
+    use_kernels<ops::Equal, T>();
+    use_kernels<ops::SelectV2, T>();
+    use_kernels<ops::Cast, T>();
+    use_kernels<ops::MatMul, T>();
+    use_kernels<ops::BatchMatMulV2, T>();
+    use_kernels<ops::Sum, T>();
     // Prod's rule (running products), Cumprod's (running sums), GatherV2's.
-    register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", t);
-    register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", t);
-    register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", t);
-    register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", t);
+    use_kernels<ops::Prod, T>();
+    use_kernels<ops::Cumprod, T>();
+    use_kernels<ops::Cumsum, T>();
+    use_kernels<ops::UnsortedSegmentSum, T>();
     // GatherNd's (ScatterNd), and a loop's sum of them (TensorScatterAdd).
-    register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", t);
-    register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", t);
-    register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
-    register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
-    register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-      register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", t);
+    use_kernels<ops::ScatterNd, T>();
+    use_kernels<ops::TensorScatterAdd, T>();
+    use_kernels<ops::SumToShape, T>();
+    use_kernels<ops::BroadcastTo, T>();
+    use_kernels<ops::ReducedShape, T>();
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) use_kernels<ops::MatrixInverse, T>();
     return true;
   }();
   (void)once;
@@ -15971,7 +17005,7 @@ auto grad(const Y& y, const X&... xs) {
   state->y = lowering_of(y);
   (state->xs.push_back(lowering_of(xs)), ...);
   state->prepare = [] {
-    WEFT_DETAIL_ONCE(detail::register_fused_op(),
+    WEFT_DETAIL_ONCE(ops::register_fused_ops(),
                      detail::register_gradient_kernels_of<std::remove_cvref_t<Y>>(),
                      detail::register_fused_backwards<std::remove_cvref_t<Y>>());
   };
@@ -16118,15 +17152,15 @@ namespace detail {
 inline void register_control_flow_kernels() {
   static const bool once = [] {
     ops::register_standard_ops();
-    cpu::register_array_kernels();
-    tags::add::register_kernel<std::int64_t>();
-    tags::subtract::register_kernel<std::int64_t>();
-    tags::less::register_kernel<std::int64_t>();
-    tags::greater_equal::register_kernel<std::int64_t>();
-    tags::equal::register_kernel<std::int32_t>();
-    tags::logical_and::register_kernel<bool>();
-    register_cpu_kernel<cpu::accumulator_push_kernel>("AccumulatorPush");
-    register_cpu_kernel<cpu::accumulator_pop_kernel>("AccumulatorPop");
+    use_kernels<ops::families::array>();
+    use_kernels<ops::Add, std::int64_t>();
+    use_kernels<ops::Sub, std::int64_t>();
+    use_kernels<ops::Less, std::int64_t>();
+    use_kernels<ops::GreaterEqual, std::int64_t>();
+    use_kernels<ops::Equal, std::int32_t>();
+    use_kernels<ops::LogicalAnd, bool>();
+    use_kernels<ops::AccumulatorPush>();
+    use_kernels<ops::AccumulatorPop>();
     return true;
   }();
   (void)once;
@@ -16693,45 +17727,38 @@ struct is_variable : std::false_type {};
 template <class T, class S>
 struct is_variable<variable_expr<T, S>> : std::true_type {};
 
-// The update rule (cpu::training) of the optimizers this library defines.
+// The update op of the optimizers this library defines.
 template <class Optimizer>
-struct update_kernel;
+struct update_op;
 template <>
-struct update_kernel<sgd> {
-  using impl = cpu::training::gradient_descent;
+struct update_op<sgd> {
+  using type = ops::ApplyGradientDescent;
 };
 template <>
-struct update_kernel<momentum> {
-  using impl = cpu::training::momentum;
+struct update_op<momentum> {
+  using type = ops::ApplyMomentum;
 };
 template <>
-struct update_kernel<adagrad> {
-  using impl = cpu::training::adagrad;
+struct update_op<adagrad> {
+  using type = ops::ApplyAdagrad;
 };
 template <>
-struct update_kernel<rms_prop> {
-  using impl = cpu::training::rms_prop;
+struct update_op<rms_prop> {
+  using type = ops::ApplyRMSProp;
 };
 template <>
-struct update_kernel<adam> {
-  using impl = cpu::training::adam;
+struct update_op<adam> {
+  using type = ops::ApplyAdam;
 };
 
-// Registers the update kernel of Optimizer for dtype T (every optimizer's, for an
-// optimizer defined elsewhere).
+// Asks for the update kernel of Optimizer for dtype T (every optimizer's, for an optimizer
+// defined elsewhere).
 template <class Optimizer, class T>
 void register_update_kernel() {
-  static const bool once = [] {
-    ops::register_training_ops();
-    if constexpr (requires { typename update_kernel<Optimizer>::impl; }) {
-      using impl = typename update_kernel<Optimizer>::impl;
-      register_cpu_kernel<typename cpu::training::apply_kernel<impl>::template of<T>>(impl::op, {"T", dtype_of<T>});
-    }
-    else
-      cpu::register_training_kernels();
-    return true;
-  }();
-  (void)once;
+  if constexpr (requires { typename update_op<Optimizer>::type; })
+    use_kernels<typename update_op<Optimizer>::type, T>();
+  else
+    use_kernels<ops::families::training>();
 }
 
 // The lowering a training target is adding its updates to (hyper_of's expressions are
@@ -16883,7 +17910,7 @@ class group_target {
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    use_kernels<ops::families::core>();
     return cx.add("NoOp", {}, {}, scope_, "group", true, std::move(controls));
   }
 

@@ -164,6 +164,17 @@ using number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int
 using float_types = type_list<half, bfloat16, float, double>;
 using float_complex_types = type_list<half, bfloat16, float, double, complex64, complex128>;
 using index_types = type_list<std::int32_t, std::int64_t>;
+// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
+// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
+using signed_real_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
+using signed_number_types =
+    type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+
+// float16 and bfloat16.
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 template <class List> struct dispatcher;
 template <class... Ts> struct dispatcher<type_list<Ts...>> {

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include <weft/dsl/ops.hpp>
-#include <weft/kernels/cpu/linalg.hpp>
 
 namespace weft {
 
@@ -94,7 +93,7 @@ auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
       if (r[i] < 0) r[i] = detail::dim_or(S::values, i) < 0 ? dyn : detail::dim_or(S::values, i) - b[i];
     return r;
   }();
-  using Op = detail::array_op<cpu::slice_kernel>;
+  using Op = detail::array_op<ops::Slice>;
   std::vector<std::int64_t> sizes{(Z < 0 ? -1 : Z)...};
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
       Op{"Slice", {{1, {B...}}, {2, sizes}}, {}}, a);
@@ -113,7 +112,7 @@ auto pad(const A& a, index_list<P...>) {
       if (r[i] >= 0) r[i] += p[2 * i] + p[2 * i + 1];
     return r;
   }();
-  using Op = detail::array_op<cpu::pad_kernel>;
+  using Op = detail::array_op<ops::Pad>;
   // Paddings are a [rank, 2] matrix.
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
       Op{"Pad", {{1, {P...}, {S::rank, 2}}}, {}}, a);
@@ -132,7 +131,7 @@ auto tile(const A& a, index_list<M...>) {
       r[i] = m[i] == 0 ? 0 : r[i] < 0 ? dyn : r[i] * m[i];
     return r;
   }();
-  using Op = detail::array_op<cpu::tile_kernel>;
+  using Op = detail::array_op<ops::Tile>;
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(Op{"Tile", {{1, {M...}}}, {}}, a);
 }
 
@@ -160,7 +159,7 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
     }
     return r;
   }();
-  using Op = detail::array_op<cpu::gather_kernel>;
+  using Op = detail::array_op<ops::GatherV2>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
       Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
 }
@@ -206,7 +205,7 @@ constexpr bool check_scatter() {
 template <expression P, expression I>
 auto gather_nd(const P& params, const I& indices) {
   constexpr auto out = detail::nd_slices<shape_of<P>, shape_of<I>, value_type_of<I>>();
-  using Op = detail::array_op<cpu::gather_nd_kernel>;
+  using Op = detail::array_op<ops::GatherNd>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(Op{"GatherNd", {}, {}}, params, indices);
 }
 
@@ -219,7 +218,7 @@ template <expression E, expression I, expression U>
 auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
   constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
   (void)detail::check_scatter<value_type_of<E>, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
-  using Op = detail::array_op<cpu::tensor_scatter_update_kernel>;
+  using Op = detail::array_op<ops::TensorScatterUpdate>;
   return op_expr<Op, value_type_of<E>, shape_of<E>, E, I, U>(Op{"TensorScatterUpdate", {}, {}}, t, indices, updates);
 }
 template <expression E, expression I, expression U>
@@ -227,7 +226,7 @@ auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
   using T = value_type_of<E>;
   constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
   (void)detail::check_scatter<T, value_type_of<U>, detail::shape_from_array_t<slices>, shape_of<U>>();
-  using Op = detail::reduction_op<cpu::tensor_scatter_add_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::TensorScatterAdd, T>;
   return op_expr<Op, T, shape_of<E>, E, I, U>(Op{"TensorScatterAdd", {}, {}}, t, indices, updates);
 }
 
@@ -247,7 +246,7 @@ auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
     r[SI::values.size()] = Depth;
     return r;
   }();
-  using Op = detail::array_op<cpu::one_hot_kernel>;
+  using Op = detail::array_op<ops::OneHot>;
   auto on_c = constant(on), off_c = constant(off);
   return op_expr<Op, T, detail::shape_from_array_t<out>, I, decltype(on_c), decltype(off_c)>(
       Op{"OneHot", {{1, {Depth}, {}, dtype::int32}}, {}}, indices, on_c, off_c);
@@ -268,7 +267,7 @@ auto split(const A& a) {
     if (r[static_cast<std::size_t>(axis)] >= 0) r[static_cast<std::size_t>(axis)] /= N;
     return r;
   }();
-  using Op = detail::array_op<cpu::split_kernel>;
+  using Op = detail::array_op<ops::Split>;
   using E = op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>;
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
     return std::array<E, N>{
@@ -283,19 +282,19 @@ template <element Out = std::int32_t, expression A>
 auto shape_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
                 "weft::shape_tensor: the result dtype must be int32 or int64");
-  using Op = detail::array_op<cpu::shape_kernel>;
+  using Op = detail::array_op<ops::Shape>;
   return op_expr<Op, Out, static_shape<shape_of<A>::rank>, A>(Op{"Shape", {}, {{"out_type", dtype_of<Out>}}}, a);
 }
 template <expression A>
 auto rank_tensor(const A& a) {
-  using Op = detail::array_op<cpu::rank_kernel>;
+  using Op = detail::array_op<ops::Rank>;
   return op_expr<Op, std::int32_t, scalar_shape, A>(Op{"Rank", {}, {}}, a);
 }
 template <element Out = std::int32_t, expression A>
 auto size_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
                 "weft::size_tensor: the result dtype must be int32 or int64");
-  using Op = detail::array_op<cpu::size_kernel>;
+  using Op = detail::array_op<ops::Size>;
   return op_expr<Op, Out, scalar_shape, A>(Op{"Size", {}, {{"out_type", dtype_of<Out>}}}, a);
 }
 
@@ -333,7 +332,7 @@ auto batch_matmul(const X& x, const Y& y) {
   using SY = shape_of<Y>;
   using T = value_type_of<X>;
   (void)check::batch_matmul_dtypes<T, value_type_of<Y>>::value;
-  (void)check::batch_matmul_dtype<T, detail::in_list<T, cpu::matmul_types>::value>::value;
+  (void)check::batch_matmul_dtype<T, detail::in_list<T, matmul_types>::value>::value;
   (void)check::batch_matmul_rank<(SX::rank < 2 ? SX::rank : 2), 2>::value;
   (void)check::batch_matmul_rank<(SY::rank < 2 ? SY::rank : 2), 2>::value;
   // Below rank 2 the check above has failed; the indices stay in range for the rest.
@@ -348,7 +347,7 @@ auto batch_matmul(const X& x, const Y& y) {
   using Out = typename detail::batch_matmul_shape<SX, SY, m, n>::type;
   (void)check::batch_matmul_batch<detail::batch_matmul_shape<SX, SY, m, n>::conflict[0],
                                   detail::batch_matmul_shape<SX, SY, m, n>::conflict[1]>::value;
-  using Op = detail::matrix_op<cpu::batch_matmul_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::BatchMatMulV2, T>;
   return op_expr<Op, T, Out, X, Y>(
       Op{"BatchMatMulV2", {}, {{"adj_x", AdjX}, {"adj_y", AdjY}}}, x, y);
 }
@@ -373,7 +372,7 @@ template <expression A>
 auto matrix_inverse(const A& a, bool adjoint = false) {
   detail::check_square<A>();
   using T = value_type_of<A>;
-  using Op = detail::matrix_op<cpu::matrix_inverse_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::MatrixInverse, T>;
   return op_expr<Op, T, shape_of<A>, A>(Op{"MatrixInverse", {}, {{"adjoint", adjoint}}}, a);
 }
 
@@ -390,7 +389,7 @@ auto matrix_determinant(const A& a) {
     for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
     return r;
   }();
-  using Op = detail::matrix_op<cpu::matrix_determinant_kernel<T>, T>;
+  using Op = detail::indexed_op<ops::MatrixDeterminant, T>;
   return op_expr<Op, T, detail::shape_from_array_t<out>, A>(Op{"MatrixDeterminant", {}, {}}, a);
 }
 

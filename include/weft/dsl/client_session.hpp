@@ -48,7 +48,7 @@ class group_target {
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    use_kernels<ops::families::core>();
     return cx.add("NoOp", {}, {}, scope_, "group", true, std::move(controls));
   }
 

@@ -64,8 +64,6 @@
 #include <weft/dsl/handle.hpp>
 #include <weft/dsl/ops.hpp>
 #include <weft/graph/control_flow.hpp>
-#include <weft/kernels/cpu/array.hpp>
-#include <weft/kernels/cpu/state.hpp>
 #include <weft/ops/standard.hpp>
 
 namespace weft {
@@ -138,15 +136,15 @@ namespace detail {
 inline void register_control_flow_kernels() {
   static const bool once = [] {
     ops::register_standard_ops();
-    cpu::register_array_kernels();
-    tags::add::register_kernel<std::int64_t>();
-    tags::subtract::register_kernel<std::int64_t>();
-    tags::less::register_kernel<std::int64_t>();
-    tags::greater_equal::register_kernel<std::int64_t>();
-    tags::equal::register_kernel<std::int32_t>();
-    tags::logical_and::register_kernel<bool>();
-    register_cpu_kernel<cpu::accumulator_push_kernel>("AccumulatorPush");
-    register_cpu_kernel<cpu::accumulator_pop_kernel>("AccumulatorPop");
+    use_kernels<ops::families::array>();
+    use_kernels<ops::Add, std::int64_t>();
+    use_kernels<ops::Sub, std::int64_t>();
+    use_kernels<ops::Less, std::int64_t>();
+    use_kernels<ops::GreaterEqual, std::int64_t>();
+    use_kernels<ops::Equal, std::int32_t>();
+    use_kernels<ops::LogicalAnd, bool>();
+    use_kernels<ops::AccumulatorPush>();
+    use_kernels<ops::AccumulatorPop>();
     return true;
   }();
   (void)once;

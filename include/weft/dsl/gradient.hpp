@@ -43,7 +43,6 @@
 #include <weft/dsl/fusion.hpp>
 #include <weft/dsl/nn_ops.hpp>
 #include <weft/graph/gradients.hpp>
-#include <weft/kernels/cpu/linalg.hpp>
 
 namespace weft {
 
@@ -100,29 +99,16 @@ struct elementwise_rule<cast_op<To, From>> {
   using type = gradients::cast_grad;
 };
 
-// Whether the op of descriptor Op (with value type T) has a gradient rule in the registry.
+// Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
+// ops:: type or a user's, framework/kernel_for.hpp). The nn descriptor names its op at run
+// time; every op of nn_ops.hpp has a rule.
 template <class Op>
-struct has_gradient : std::bool_constant<requires { typename elementwise_rule<Op>::type; }> {};
-template <class T, bool TA, bool TB>
-struct has_gradient<matmul_op<T, TA, TB>> : std::true_type {};
+struct has_gradient : std::false_type {};
+template <class Op>
+  requires requires { typename Op::op; }
+struct has_gradient<Op> : std::bool_constant<has_gradient_rule_v<typename Op::op>> {};
 template <>
-struct has_gradient<identity_op> : std::true_type {};
-template <bool Ones>
-struct has_gradient<fill_like_op<Ones>> : std::true_type {};  // no dependence on the values
-template <>
-struct has_gradient<nn_op> : std::true_type {};  // every op of nn_ops.hpp
-// Array, matrix and reduction ops: all have rules but ArgMax and ArgMin (their results are
-// indices; TensorFlow has no gradient for them either).
-template <class Kernel, class T>
-constexpr bool is_arg_kernel() {
-  if constexpr (std::is_void_v<T>)
-    return false;
-  else
-    return std::is_same_v<Kernel, typename cpu::arg_kernel<true>::template of<T>> ||
-           std::is_same_v<Kernel, typename cpu::arg_kernel<false>::template of<T>>;
-}
-template <class Kernel, void (*Family)(), class T>
-struct has_gradient<indexed_op<Kernel, Family, T>> : std::bool_constant<!is_arg_kernel<Kernel, T>()> {};
+struct has_gradient<nn_op> : std::true_type {};
 
 // Whether expression E is, or contains, an expression of one of the types Xs.
 template <class E, class... Xs>
@@ -501,49 +487,47 @@ template <class T>
 void register_gradient_kernels() {
   static const bool once = [] {
     ops::register_standard_ops();
-    cpu::register_array_kernels();
-    tags::negate::register_kernel<T>();
-    tags::abs::register_kernel<T>();
-    tags::square::register_kernel<T>();
-    tags::sqrt::register_kernel<T>();
-    tags::rsqrt::register_kernel<T>();
-    tags::exp::register_kernel<T>();
-    tags::log::register_kernel<T>();
-    tags::tanh::register_kernel<T>();
-    tags::sigmoid::register_kernel<T>();
-    tags::relu::register_kernel<T>();
-    register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>});  // Relu's rule
-    tags::add::register_kernel<T>();
-    tags::subtract::register_kernel<T>();
-    tags::multiply::register_kernel<T>();
-    tags::divide::register_kernel<T>();
-    tags::pow::register_kernel<T>();
-    tags::maximum::register_kernel<T>();
-    tags::minimum::register_kernel<T>();
-    tags::greater::register_kernel<T>();
-    tags::greater_equal::register_kernel<T>();
-    tags::less::register_kernel<T>();
-    tags::less_equal::register_kernel<T>();
-    tags::equal::register_kernel<T>();
-    select_op<T>{}.prepare();
-    cast_op<T, T>{}.prepare();
-    cpu::register_matmul_kernel<T>();
-    const kernel_registry::type_constraint t{"T", dtype_of<T>};
-    register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", t);
-    register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", t);
+    use_kernels<ops::families::array>();
+    use_kernels<ops::Neg, T>();
+    use_kernels<ops::Abs, T>();
+    use_kernels<ops::Square, T>();
+    use_kernels<ops::Sqrt, T>();
+    use_kernels<ops::Rsqrt, T>();
+    use_kernels<ops::Exp, T>();
+    use_kernels<ops::Log, T>();
+    use_kernels<ops::Tanh, T>();
+    use_kernels<ops::Sigmoid, T>();
+    use_kernels<ops::Relu, T>();
+    use_kernels<ops::ReluGrad, T>();  // Relu's rule
+    use_kernels<ops::Add, T>();
+    use_kernels<ops::Sub, T>();
+    use_kernels<ops::Mul, T>();
+    use_kernels<ops::Div, T>();
+    use_kernels<ops::Pow, T>();
+    use_kernels<ops::Maximum, T>();
+    use_kernels<ops::Minimum, T>();
+    use_kernels<ops::Greater, T>();
+    use_kernels<ops::GreaterEqual, T>();
+    use_kernels<ops::Less, T>();
+    use_kernels<ops::LessEqual, T>();
+    use_kernels<ops::Equal, T>();
+    use_kernels<ops::SelectV2, T>();
+    use_kernels<ops::Cast, T>();
+    use_kernels<ops::MatMul, T>();
+    use_kernels<ops::BatchMatMulV2, T>();
+    use_kernels<ops::Sum, T>();
     // Prod's rule (running products), Cumprod's (running sums), GatherV2's.
-    register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", t);
-    register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", t);
-    register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", t);
-    register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", t);
+    use_kernels<ops::Prod, T>();
+    use_kernels<ops::Cumprod, T>();
+    use_kernels<ops::Cumsum, T>();
+    use_kernels<ops::UnsortedSegmentSum, T>();
     // GatherNd's (ScatterNd), and a loop's sum of them (TensorScatterAdd).
-    register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", t);
-    register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", t);
-    register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", t);
-    register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo");
-    register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape");
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-      register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", t);
+    use_kernels<ops::ScatterNd, T>();
+    use_kernels<ops::TensorScatterAdd, T>();
+    use_kernels<ops::SumToShape, T>();
+    use_kernels<ops::BroadcastTo, T>();
+    use_kernels<ops::ReducedShape, T>();
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) use_kernels<ops::MatrixInverse, T>();
     return true;
   }();
   (void)once;
@@ -612,7 +596,7 @@ auto grad(const Y& y, const X&... xs) {
   state->y = lowering_of(y);
   (state->xs.push_back(lowering_of(xs)), ...);
   state->prepare = [] {
-    WEFT_DETAIL_ONCE(detail::register_fused_op(),
+    WEFT_DETAIL_ONCE(ops::register_fused_ops(),
                      detail::register_gradient_kernels_of<std::remove_cvref_t<Y>>(),
                      detail::register_fused_backwards<std::remove_cvref_t<Y>>());
   };

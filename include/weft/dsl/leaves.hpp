@@ -11,8 +11,9 @@
 
 #include <weft/dsl/expr.hpp>
 #include <weft/dsl/tensor_of.hpp>
-#include <weft/kernels/cpu/array.hpp>
-#include <weft/kernels/cpu/state.hpp>
+#include <weft/framework/kernel_for.hpp>
+#include <weft/ops/core_ops.hpp>
+#include <weft/ops/state_ops.hpp>
 
 namespace weft {
 
@@ -51,7 +52,7 @@ class placeholder_expr : public expr_base {
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    use_kernels<ops::families::core>();
     output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), o, d_);
     return o;
@@ -82,7 +83,7 @@ class constant_expr : public expr_base {
   // Constants merge by value, like any other node.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels());
+    use_kernels<ops::families::core>();
     return cx.add("Const", {}, {{"value", d_->value}, {"dtype", dtype_of<T>}}, d_->scope);
   }
 
@@ -123,9 +124,9 @@ class variable_expr : public expr_base {
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
-    WEFT_DETAIL_ONCE(cpu::register_core_kernels(), ops::register_state_ops(),
-                     register_cpu_kernel<cpu::variable_kernel>("Variable"),
-                     register_cpu_kernel<cpu::assign_kernel>("Assign"));
+    use_kernels<ops::families::core>();
+    use_kernels<ops::Variable>();
+    use_kernels<ops::Assign>();
     output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), v, d_);
     output init = d_->initializer(cx);

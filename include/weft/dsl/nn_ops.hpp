@@ -23,7 +23,6 @@
 
 #include <weft/dsl/array_ops.hpp>
 #include <weft/dsl/ops.hpp>
-#include <weft/kernels/cpu/nn.hpp>
 #include <weft/ops/nn_ops.hpp>
 
 namespace weft {
@@ -71,17 +70,10 @@ namespace detail {
 template <class T>
 inline constexpr bool nn_float = in_list<T, type_list<half, bfloat16, float, double>>::value;
 
-// Registers the kernels of Impls (cpu::nn) under `names` for dtype T, once per dtype and
-// set (prepare() runs at every lowering of an op).
-template <class T, class... Impls>
-void register_nn(std::initializer_list<const char*> names) {
-  static const bool once = [&] {
-    ops::register_nn_ops();
-    const char* const* name = names.begin();
-    (register_cpu_kernel<typename cpu::nn::kernel<Impls>::template of<T>>(*name++, {"T", dtype_of<T>}), ...);
-    return true;
-  }();
-  (void)once;
+// Asks for the kernels of Ops for dtype T (an nn op and the ops its gradient rule adds).
+template <class T, class... Ops>
+void use_nn_kernels() {
+  (use_kernels<Ops, T>(), ...);
 }
 
 // An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
@@ -93,7 +85,7 @@ struct nn_op {
   void (*kernels)();
   int port = 0;
   void prepare() const {
-    cpu::register_core_kernels();
+    use_kernels<ops::families::core>();
     kernels();
   }
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
@@ -106,42 +98,38 @@ struct nn_op {
 // Kernel sets: the op and what its gradient rule adds.
 template <class T>
 void bias_add_kernels() {
-  register_nn<T, cpu::nn::bias_add, cpu::nn::bias_add_grad>({"BiasAdd", "BiasAddGrad"});
+  use_nn_kernels<T, ops::BiasAdd, ops::BiasAddGrad>();
 }
 template <class T, bool Log>
 void softmax_kernels() {
-  register_nn<T, cpu::nn::softmax<Log>>({Log ? "LogSoftmax" : "Softmax"});
+  use_nn_kernels<T, std::conditional_t<Log, ops::LogSoftmax, ops::Softmax>>();
 }
 template <class T>  // the gradient through the backprop output uses Softmax, the labels' LogSoftmax
 void xent_kernels() {
-  register_nn<T, cpu::nn::softmax_cross_entropy, cpu::nn::softmax<false>, cpu::nn::softmax<true>>(
-      {"SoftmaxCrossEntropyWithLogits", "Softmax", "LogSoftmax"});
+  use_nn_kernels<T, ops::SoftmaxCrossEntropyWithLogits, ops::Softmax, ops::LogSoftmax>();
 }
 template <class T>
 void sparse_xent_kernels() {
-  register_nn<T, cpu::nn::sparse_softmax_cross_entropy, cpu::nn::softmax<false>>(
-      {"SparseSoftmaxCrossEntropyWithLogits", "Softmax"});
+  use_nn_kernels<T, ops::SparseSoftmaxCrossEntropyWithLogits, ops::Softmax>();
 }
 template <class T>
 void l2_loss_kernels() {
-  register_nn<T, cpu::nn::l2_loss>({"L2Loss"});
+  use_nn_kernels<T, ops::L2Loss>();
 }
 template <class T>
 void conv2d_kernels() {
-  register_nn<T, cpu::nn::conv2d, cpu::nn::conv2d_backprop_input, cpu::nn::conv2d_backprop_filter>(
-      {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"});
+  use_nn_kernels<T, ops::Conv2D, ops::Conv2DBackpropInput, ops::Conv2DBackpropFilter>();
 }
 template <class T, bool Max>
 void pool_kernels() {
   if constexpr (Max)
-    register_nn<T, cpu::nn::pool<true>, cpu::nn::max_pool_grad, cpu::nn::max_pool_grad_grad>(
-        {"MaxPool", "MaxPoolGrad", "MaxPoolGradGrad"});
+    use_nn_kernels<T, ops::MaxPool, ops::MaxPoolGrad, ops::MaxPoolGradGrad>();
   else
-    register_nn<T, cpu::nn::pool<false>, cpu::nn::avg_pool_grad>({"AvgPool", "AvgPoolGrad"});
+    use_nn_kernels<T, ops::AvgPool, ops::AvgPoolGrad>();
 }
 template <class T>
 void dropout_kernels() {
-  register_nn<T, cpu::nn::dropout>({"Dropout"});
+  use_nn_kernels<T, ops::Dropout>();
 }
 
 // One spatial dim of a convolution or pool's output: dyn when the input's is.

@@ -2,8 +2,9 @@
 // its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
 // dims at run time by the graph's shape rules and the kernels.
 //
-// Lowering an op registers its op family and the CPU kernel for its dtype only, so a
-// program compiles the kernels its graphs use (DESIGN.md §2, compile cost).
+// Lowering an op defines its op family and asks for its kernels for its dtype only
+// (use_kernels, framework/kernel_for.hpp), so a program compiles the kernels its graphs use
+// (DESIGN.md §2, compile cost); the DSL never names a device's kernel classes.
 #pragma once
 
 #include <array>
@@ -18,10 +19,14 @@
 
 #include <weft/dsl/expr.hpp>
 #include <weft/dsl/leaves.hpp>
-#include <weft/kernels/cpu/elementwise.hpp>
-#include <weft/kernels/cpu/matmul.hpp>
-#include <weft/kernels/cpu/random.hpp>
-#include <weft/kernels/cpu/reduction.hpp>
+#include <weft/framework/kernel_for.hpp>
+#include <weft/ops/array_ops.hpp>
+#include <weft/ops/core_ops.hpp>
+#include <weft/ops/math_ops.hpp>
+#include <weft/ops/matrix_ops.hpp>
+#include <weft/ops/random_ops.hpp>
+#include <weft/ops/reduction_ops.hpp>
+#include <weft/ops/state_ops.hpp>
 
 namespace weft {
 
@@ -36,7 +41,7 @@ std::optional<output> try_fuse(lowering& cx, const E& e);
 }  // namespace detail
 
 // An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
-// its kernel registration and, for elementwise ops, its Eigen form.
+// the kernels it asks for and, for elementwise ops, the op type fusion describes it by.
 template <class Op, class T, class S, class... Args>
 class op_expr : public expr_base {
  public:
@@ -99,11 +104,11 @@ struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> 
 // integer or bool expression.
 template <class T, class U>
 auto scalar_operand(U value) {
-  constexpr bool float_u = std::is_floating_point_v<U> || cpu::is_half_v<U>;
-  constexpr bool float_t = std::is_floating_point_v<T> || cpu::is_half_v<T> || Eigen::NumTraits<T>::IsComplex;
+  constexpr bool float_u = std::is_floating_point_v<U> || is_half_v<U>;
+  constexpr bool float_t = std::is_floating_point_v<T> || is_half_v<T> || Eigen::NumTraits<T>::IsComplex;
   static_assert(!(float_u && !float_t),
                 "weft: a floating-point scalar cannot be an operand of an integer or bool expression");
-  if constexpr (cpu::is_half_v<U> && !std::is_same_v<T, U>)
+  if constexpr (is_half_v<U> && !std::is_same_v<T, U>)
     return constant(static_cast<T>(static_cast<float>(value)));  // half to another type goes through float
   else
     return constant(static_cast<T>(value));
@@ -111,7 +116,7 @@ auto scalar_operand(U value) {
 
 // Numbers (and float16 / bfloat16 values) beside an expression.
 template <class U>
-concept scalar_value = std::is_arithmetic_v<U> || cpu::is_half_v<U>;
+concept scalar_value = std::is_arithmetic_v<U> || is_half_v<U>;
 
 // Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
 // graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
@@ -133,19 +138,18 @@ struct int_input {
 };
 
 // The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
-// prepare() registers the op family and Kernel, constrained to T unless T is void.
-template <class Kernel, void (*Family)(), class T = void>
+// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
+template <class Op, class T = void>
 struct indexed_op {
   static constexpr bool elementwise = false;
+  using op = Op;
   const char* name;
   std::vector<int_input> ints;
   attr_map attrs;
   int port = 0;
   void prepare() const {
-    if constexpr (std::is_void_v<T>)
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name));
-    else
-      WEFT_DETAIL_ONCE(Family(), cpu::register_core_kernels(), register_cpu_kernel<Kernel>(name, {"T", dtype_of<T>}));
+    use_kernels<ops::families::core>();  // the Consts of the int inputs
+    use_kernels<Op, T>();
   }
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
     for (const auto& c : ints) {
@@ -158,47 +162,32 @@ struct indexed_op {
   }
 };
 
-template <class Kernel, class T = void>
-using array_op = indexed_op<Kernel, &ops::register_array_ops, T>;
-template <class Kernel, class T = void>
-using matrix_op = indexed_op<Kernel, &ops::register_matrix_ops, T>;
-template <class Kernel, class T = void>
-using reduction_op = indexed_op<Kernel, &ops::register_reduction_ops, T>;
+template <class Op, class T = void>
+using array_op = indexed_op<Op, T>;
 
 }  // namespace detail
 
 
 // ---- elementwise ---------------------------------------------------------------------
 
-// The unary and binary elementwise ops: Tag names the op, its CPU functor and its kernel.
+// The unary and binary elementwise ops: Tag names the op's type (ops::Add, ...).
 template <class Tag, class T>
 struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   static constexpr bool elementwise = true;
+  using op = typename Tag::op;
   static constexpr const char* name = Tag::name;
   attr_map attrs() const { return {}; }
-  void prepare() const { WEFT_DETAIL_ONCE(Tag::template register_kernel<T>()); }
-  template <class... A>
-  static auto apply(const A&... a) {
-    return Tag::fn::apply(a...);
-  }
-  template <class... A>
-  static auto scalar(const A&... a) {  // fused kernels of types without Eigen kernels (uint32, uint64)
-    return Tag::fn::scalar(a...);
-  }
+  void prepare() const { use_kernels<op, T>(); }
 };
 
-#define WEFT_DETAIL_DSL_UNARY(FN, NAME, KFN, TYPES)                                                      \
+#define WEFT_DETAIL_DSL_UNARY(FN, OP, TYPES)                                                            \
   namespace tags {                                                                                      \
   struct FN {                                                                                           \
-    static constexpr const char* name = NAME;                                                           \
-    using fn = cpu::KFN;                                                                                \
+    using op = ops::OP;                                                                                 \
+    static constexpr const char* name = op::name;                                                       \
     template <class T>                                                                                  \
     static void register_kernel() {                                                                     \
-      ops::register_math_ops();                                                                         \
-      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                             \
-        register_cpu_kernel<cpu::unary_kernel<cpu::KFN>::of<bool>>(NAME);                          \
-      else                                                                                              \
-        register_cpu_kernel<typename cpu::unary_kernel<cpu::KFN>::template of<T>>(NAME, {"T", dtype_of<T>}); \
+      use_kernels<op, T>();                                                                             \
     }                                                                                                   \
   };                                                                                                    \
   }                                                                                                     \
@@ -212,17 +201,17 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
     return op_expr<elementwise_op<tags::FN, T>, T, shape_of<A>, std::remove_cvref_t<A>>({}, a);               \
   }
 
-WEFT_DETAIL_DSL_UNARY(negate, "Neg", neg_fn, cpu::kernel_signed_types)
-WEFT_DETAIL_DSL_UNARY(abs, "Abs", abs_fn, cpu::kernel_signed_real_types)
-WEFT_DETAIL_DSL_UNARY(square, "Square", square_fn, number_types)
-WEFT_DETAIL_DSL_UNARY(sqrt, "Sqrt", sqrt_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(rsqrt, "Rsqrt", rsqrt_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(exp, "Exp", exp_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(log, "Log", log_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(tanh, "Tanh", tanh_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(sigmoid, "Sigmoid", sigmoid_fn, float_complex_types)
-WEFT_DETAIL_DSL_UNARY(relu, "Relu", relu_fn, real_number_types)
-WEFT_DETAIL_DSL_UNARY(logical_not, "LogicalNot", logical_not_fn, type_list<bool>)
+WEFT_DETAIL_DSL_UNARY(negate, Neg, signed_number_types)
+WEFT_DETAIL_DSL_UNARY(abs, Abs, signed_real_types)
+WEFT_DETAIL_DSL_UNARY(square, Square, number_types)
+WEFT_DETAIL_DSL_UNARY(sqrt, Sqrt, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(rsqrt, Rsqrt, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(exp, Exp, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(log, Log, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(tanh, Tanh, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(sigmoid, Sigmoid, float_complex_types)
+WEFT_DETAIL_DSL_UNARY(relu, Relu, real_number_types)
+WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
 namespace detail {
@@ -270,7 +259,7 @@ template <class A, class B>
 concept binary_operands = (expression<A> && expression<B>) || (expression<A> && detail::scalar_value<B>) ||
                           (detail::scalar_value<A> && expression<B>);
 
-#define WEFT_DETAIL_DSL_BINARY(FN, NAME, KFN, TYPES, BOOL)                                                    \
+#define WEFT_DETAIL_DSL_BINARY(FN, OP, TYPES, BOOL)                                                           \
   namespace check {                                                                                          \
   WEFT_DETAIL_TYPE_CHECK(FN##_dtypes, "weft::" #FN ": operands have different dtypes");                     \
   WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operands' dtype is not supported");             \
@@ -278,9 +267,9 @@ concept binary_operands = (expression<A> && expression<B>) || (expression<A> && 
   }                                                                                                          \
   namespace tags {                                                                                           \
   struct FN {                                                                                                \
-    static constexpr const char* name = NAME;                                                                \
+    using op = ops::OP;                                                                                      \
+    static constexpr const char* name = op::name;                                                            \
     static constexpr bool bool_result = BOOL;                                                                \
-    using fn = cpu::KFN;                                                                                     \
     using types = TYPES;                                                                                     \
     template <class X, class Y>                                                                              \
     using dtypes = check::FN##_dtypes<X, Y>;                                                                 \
@@ -290,12 +279,7 @@ concept binary_operands = (expression<A> && expression<B>) || (expression<A> && 
     using broadcast = check::FN##_broadcast<X, Y>;                                                           \
     template <class T>                                                                                       \
     static void register_kernel() {                                                                          \
-      ops::register_math_ops();                                                                              \
-      if constexpr (std::is_same_v<TYPES, type_list<bool>>)                                                  \
-        register_cpu_kernel<cpu::binary_kernel<cpu::KFN, true>::of<bool>>(NAME);                        \
-      else                                                                                                   \
-        register_cpu_kernel<typename cpu::binary_kernel<cpu::KFN, BOOL>::template of<T>>(NAME,           \
-                                                                                             {"T", dtype_of<T>}); \
+      use_kernels<op, T>();                                                                                  \
     }                                                                                                        \
   };                                                                                                         \
   }                                                                                                          \
@@ -305,21 +289,21 @@ concept binary_operands = (expression<A> && expression<B>) || (expression<A> && 
     return detail::make_binary<tags::FN>(a, b);                                                              \
   }
 
-WEFT_DETAIL_DSL_BINARY(add, "Add", add_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(subtract, "Sub", sub_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(multiply, "Mul", mul_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(divide, "Div", div_fn, number_types, false)
-WEFT_DETAIL_DSL_BINARY(pow, "Pow", pow_fn, cpu::kernel_pow_types, false)
-WEFT_DETAIL_DSL_BINARY(maximum, "Maximum", maximum_fn, real_number_types, false)
-WEFT_DETAIL_DSL_BINARY(minimum, "Minimum", minimum_fn, real_number_types, false)
-WEFT_DETAIL_DSL_BINARY(greater, "Greater", greater_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(greater_equal, "GreaterEqual", greater_equal_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(less, "Less", less_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(less_equal, "LessEqual", less_equal_fn, real_number_types, true)
-WEFT_DETAIL_DSL_BINARY(equal, "Equal", equal_fn, all_types, true)
-WEFT_DETAIL_DSL_BINARY(not_equal, "NotEqual", not_equal_fn, all_types, true)
-WEFT_DETAIL_DSL_BINARY(logical_and, "LogicalAnd", logical_and_fn, type_list<bool>, true)
-WEFT_DETAIL_DSL_BINARY(logical_or, "LogicalOr", logical_or_fn, type_list<bool>, true)
+WEFT_DETAIL_DSL_BINARY(add, Add, number_types, false)
+WEFT_DETAIL_DSL_BINARY(subtract, Sub, number_types, false)
+WEFT_DETAIL_DSL_BINARY(multiply, Mul, number_types, false)
+WEFT_DETAIL_DSL_BINARY(divide, Div, number_types, false)
+WEFT_DETAIL_DSL_BINARY(pow, Pow, pow_types, false)
+WEFT_DETAIL_DSL_BINARY(maximum, Maximum, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(minimum, Minimum, real_number_types, false)
+WEFT_DETAIL_DSL_BINARY(greater, Greater, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(greater_equal, GreaterEqual, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less, Less, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(less_equal, LessEqual, real_number_types, true)
+WEFT_DETAIL_DSL_BINARY(equal, Equal, all_types, true)
+WEFT_DETAIL_DSL_BINARY(not_equal, NotEqual, all_types, true)
+WEFT_DETAIL_DSL_BINARY(logical_and, LogicalAnd, type_list<bool>, true)
+WEFT_DETAIL_DSL_BINARY(logical_or, LogicalOr, type_list<bool>, true)
 #undef WEFT_DETAIL_DSL_BINARY
 
 // Operators. == and != are not overloaded (an expression's == would not be a bool); use
@@ -353,20 +337,10 @@ auto operator!(const A& a) { return logical_not(a); }
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
   static constexpr bool elementwise = true;
+  using op = ops::SelectV2;
   static constexpr const char* name = "SelectV2";
   attr_map attrs() const { return {}; }
-  void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_math_ops(),
-                     register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}));
-  }
-  template <class C, class A, class B>
-  static auto apply(const C& c, const A& a, const B& b) {
-    return c.select(a, b);
-  }
-  template <class A>
-  static A scalar(bool c, const A& a, const A& b) {
-    return c ? a : b;
-  }
+  void prepare() const { use_kernels<op, T>(); }
 };
 template <expression C, expression A, expression B>
 auto select(const C& c, const A& a, const B& b) {
@@ -393,17 +367,10 @@ auto select(const C& c, U a, const B& b) {
 template <class To, class From>
 struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
   static constexpr bool elementwise = true;
+  using op = ops::Cast;
   static constexpr const char* name = "Cast";
   attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
-  void prepare() const { WEFT_DETAIL_ONCE(ops::register_math_ops(), register_cpu_kernel<cpu::cast_kernel<>>("Cast")); }
-  template <class A>
-  static auto apply(const A& a) {  // in fused kernels: from From's compute type to To's
-    return a.template cast<cpu::compute_t<To>>();
-  }
-  template <class A>
-  static auto scalar(const A& a) {
-    return static_cast<cpu::compute_t<To>>(a);
-  }
+  void prepare() const { use_kernels<op, To>(); }
 };
 template <element To, expression A>
 auto cast(const A& a) {
@@ -422,9 +389,10 @@ auto cast_like(const A& a, const Like&) {
 template <class T, bool TA, bool TB>
 struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
   static constexpr bool elementwise = false;
+  using op = ops::MatMul;
   static constexpr const char* name = "MatMul";
   attr_map attrs() const { return {{"transpose_a", TA}, {"transpose_b", TB}}; }
-  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_matmul_kernel<T>()); }
+  void prepare() const { use_kernels<ops::MatMul, T>(); }
 };
 
 namespace detail {
@@ -507,32 +475,32 @@ struct reduced_shape {
 }  // namespace detail
 
 namespace detail {
-template <class Reducer, class Types, class A, bool Keep, std::int64_t... Axes>
+template <class Reduction, class Types, class A, bool Keep, std::int64_t... Axes>
 auto make_reduce(const char* name, const A& a) {
   using R = reduced_shape<shape_of<A>, Keep, Axes...>;
   using T = value_type_of<A>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
   static_assert(in_list<T, Types>::value, "weft::reduce: the operand's dtype is not supported by this reduction");
-  using Op = reduction_op<typename cpu::reduce_kernel<Reducer>::template of<T>, T>;
+  using Op = indexed_op<Reduction, T>;
   return op_expr<Op, T, typename R::type, A>(Op{name, {{int_input::append, R::axes_vector()}}, {{"keep_dims", Keep}}}, a);
 }
 }  // namespace detail
 
 // reduce_sum(x): every element; reduce_sum(x, axes<1>): over axis 1; reduce_sum(x, axes<1>, keep_dims).
-#define WEFT_DETAIL_DSL_REDUCE(FN, NAME, REDUCER, TYPES)                                      \
+#define WEFT_DETAIL_DSL_REDUCE(FN, NAME, OP, TYPES)                                         \
   template <expression A, std::int64_t... Axes>                                               \
   auto FN(const A& a, axis_list<Axes...> = {}) {                                              \
-    return detail::make_reduce<cpu::REDUCER, TYPES, A, false, Axes...>(NAME, a);              \
+    return detail::make_reduce<ops::OP, TYPES, A, false, Axes...>(NAME, a);              \
   }                                                                                           \
   template <expression A, std::int64_t... Axes>                                               \
   auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                      \
-    return detail::make_reduce<cpu::REDUCER, TYPES, A, true, Axes...>(NAME, a);               \
+    return detail::make_reduce<ops::OP, TYPES, A, true, Axes...>(NAME, a);               \
   }
-WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", sum_reducer, number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_mean, "Mean", mean_reducer, number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_prod, "Prod", prod_reducer, number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", max_reducer, real_number_types)
-WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", min_reducer, real_number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", Sum, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_mean, "Mean", Mean, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_prod, "Prod", Prod, number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", Max, real_number_types)
+WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", Min, real_number_types)
 #undef WEFT_DETAIL_DSL_REDUCE
 
 // argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
@@ -542,7 +510,7 @@ auto make_arg(const A& a) {
   using R = reduced_shape<shape_of<A>, false, Axis>;
   (void)check::reduce_axis<R::bad_axis, 0>::value;
   using T = value_type_of<A>;
-  using Op = reduction_op<typename cpu::arg_kernel<Max>::template of<T>, T>;
+  using Op = indexed_op<std::conditional_t<Max, ops::ArgMax, ops::ArgMin>, T>;
   return op_expr<Op, std::int64_t, typename R::type, A>(
       Op{Max ? "ArgMax" : "ArgMin", {{int_input::append, R::axes_vector(), {}}}, {}}, a);
 }
@@ -578,7 +546,7 @@ auto reshape(const A& a, static_shape<D...>) {
                                  return out;
                                }()>,
                                To>;
-  using Op = detail::array_op<cpu::reshape_kernel>;
+  using Op = detail::array_op<ops::Reshape>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
 
@@ -594,7 +562,7 @@ auto transpose(const A& a, permutation<P...>) {
   (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
   static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
   using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
-  using Op = detail::array_op<cpu::transpose_kernel>;
+  using Op = detail::array_op<ops::Transpose>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
 template <expression A>
@@ -657,16 +625,17 @@ auto concat(const First& first, const Rest&... rest) {
   (void)check::concat_ranks<C::rank_conflict[0], C::rank_conflict[1]>::value;
   (void)check::concat_dims<C::dim_conflict[0], C::dim_conflict[1]>::value;
   ((void)check::concat_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
-  using Op = detail::array_op<cpu::concat_kernel>;
+  using Op = detail::array_op<ops::ConcatV2>;
   return op_expr<Op, value_type_of<First>, typename C::type, First, Rest...>(
       Op{"ConcatV2", {{detail::int_input::append, {Axis}, {}}}, {}}, first, rest...);
 }
 
 struct identity_op : detail::lowers_plainly<identity_op> {
   static constexpr bool elementwise = false;
+  using op = ops::Identity;
   static constexpr const char* name = "Identity";
   attr_map attrs() const { return {}; }
-  void prepare() const { WEFT_DETAIL_ONCE(cpu::register_core_kernels()); }
+  void prepare() const { use_kernels<ops::families::core>(); }
 };
 template <expression A>
 auto identity(const A& a) {
@@ -676,11 +645,11 @@ auto identity(const A& a) {
 template <bool Ones>
 struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
   static constexpr bool elementwise = false;
-  static constexpr const char* name = Ones ? "OnesLike" : "ZerosLike";
+  using op = std::conditional_t<Ones, ops::OnesLike, ops::ZerosLike>;
+  static constexpr const char* name = op::name;
   attr_map attrs() const { return {}; }
   void prepare() const {
-    WEFT_DETAIL_ONCE(ops::register_array_ops(), Ones ? register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike")
-                                                      : register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"));
+    use_kernels<op>();
   }
 };
 template <expression A>
@@ -697,7 +666,7 @@ template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
   (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
-  using Op = detail::array_op<cpu::fill_kernel>;
+  using Op = detail::array_op<ops::Fill>;
   return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
 }
 template <element T, std::int64_t... D>
@@ -731,19 +700,42 @@ class source_expr : public expr_base {
   std::shared_ptr<detail::lowered_memo> memo_;
 };
 
-#define WEFT_DETAIL_DSL_RANDOM(FN, NAME, DIST)                                                            \
+#define WEFT_DETAIL_DSL_RANDOM(FN, OP)                                                                    \
   template <element T, std::int64_t... D>                                                                 \
   auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
     (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
     static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
-    using Op = detail::indexed_op<cpu::random_kernel<cpu::distribution::DIST>, &ops::register_random_ops>; \
+    using Op = detail::indexed_op<ops::OP>;                                                               \
     return source_expr<Op, T, static_shape<D...>>(                                                        \
-        Op{NAME, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
+        Op{ops::OP::name, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
   }
-WEFT_DETAIL_DSL_RANDOM(random_uniform, "RandomUniform", uniform)
-WEFT_DETAIL_DSL_RANDOM(random_normal, "RandomStandardNormal", normal)
-WEFT_DETAIL_DSL_RANDOM(truncated_normal, "TruncatedNormal", truncated_normal)
+WEFT_DETAIL_DSL_RANDOM(random_uniform, RandomUniform)
+WEFT_DETAIL_DSL_RANDOM(random_normal, RandomStandardNormal)
+WEFT_DETAIL_DSL_RANDOM(truncated_normal, TruncatedNormal)
 #undef WEFT_DETAIL_DSL_RANDOM
+
+// ---- ops defined outside the library (docs/extending.md) ------------------------------
+// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
+// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
+// has_gradient_rule (its rule registered by Op::define()).
+template <op_type Op, class T>
+struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
+  static constexpr bool elementwise = false;
+  using op = Op;
+  static constexpr const char* name = Op::name;
+  attr_map node_attrs;
+  attr_map attrs() const { return node_attrs; }
+  void prepare() const {
+    use_kernels<ops::families::core>();
+    use_kernels<Op, T>();
+  }
+};
+// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
+// T and static shape S (the calling function's static shape rule computes S).
+template <op_type Op, element T, class S, expression... Args>
+auto apply_op(attr_map attrs, const Args&... args) {
+  return op_expr<typed_op<Op, T>, T, S, Args...>(typed_op<Op, T>{{}, std::move(attrs)}, args...);
+}
 
 // ---- state ----------------------------------------------------------------------------
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
@@ -752,12 +744,8 @@ struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
   static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
   attr_map attrs() const { return {}; }
   void prepare() const {
-    if constexpr (Kind == 0)
-      WEFT_DETAIL_ONCE(ops::register_state_ops(), register_cpu_kernel<cpu::assign_kernel>("Assign"));
-    else
-      WEFT_DETAIL_ONCE(ops::register_state_ops(),
-                       register_cpu_kernel<typename cpu::assign_update_kernel<Kind == 1>::template of<T>>(
-                           name, {"T", dtype_of<T>}));
+    use_kernels<std::conditional_t<Kind == 0, ops::Assign, std::conditional_t<Kind == 1, ops::AssignAdd, ops::AssignSub>>,
+                T>();
   }
 };
 

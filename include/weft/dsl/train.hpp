@@ -25,7 +25,7 @@
 
 #include <weft/dsl/gradient.hpp>
 #include <weft/graph/optimizers.hpp>
-#include <weft/kernels/cpu/training.hpp>
+#include <weft/ops/training_ops.hpp>
 
 namespace weft {
 
@@ -50,45 +50,38 @@ struct is_variable : std::false_type {};
 template <class T, class S>
 struct is_variable<variable_expr<T, S>> : std::true_type {};
 
-// The update rule (cpu::training) of the optimizers this library defines.
+// The update op of the optimizers this library defines.
 template <class Optimizer>
-struct update_kernel;
+struct update_op;
 template <>
-struct update_kernel<sgd> {
-  using impl = cpu::training::gradient_descent;
+struct update_op<sgd> {
+  using type = ops::ApplyGradientDescent;
 };
 template <>
-struct update_kernel<momentum> {
-  using impl = cpu::training::momentum;
+struct update_op<momentum> {
+  using type = ops::ApplyMomentum;
 };
 template <>
-struct update_kernel<adagrad> {
-  using impl = cpu::training::adagrad;
+struct update_op<adagrad> {
+  using type = ops::ApplyAdagrad;
 };
 template <>
-struct update_kernel<rms_prop> {
-  using impl = cpu::training::rms_prop;
+struct update_op<rms_prop> {
+  using type = ops::ApplyRMSProp;
 };
 template <>
-struct update_kernel<adam> {
-  using impl = cpu::training::adam;
+struct update_op<adam> {
+  using type = ops::ApplyAdam;
 };
 
-// Registers the update kernel of Optimizer for dtype T (every optimizer's, for an
-// optimizer defined elsewhere).
+// Asks for the update kernel of Optimizer for dtype T (every optimizer's, for an optimizer
+// defined elsewhere).
 template <class Optimizer, class T>
 void register_update_kernel() {
-  static const bool once = [] {
-    ops::register_training_ops();
-    if constexpr (requires { typename update_kernel<Optimizer>::impl; }) {
-      using impl = typename update_kernel<Optimizer>::impl;
-      register_cpu_kernel<typename cpu::training::apply_kernel<impl>::template of<T>>(impl::op, {"T", dtype_of<T>});
-    }
-    else
-      cpu::register_training_kernels();
-    return true;
-  }();
-  (void)once;
+  if constexpr (requires { typename update_op<Optimizer>::type; })
+    use_kernels<typename update_op<Optimizer>::type, T>();
+  else
+    use_kernels<ops::families::training>();
 }
 
 // The lowering a training target is adding its updates to (hyper_of's expressions are

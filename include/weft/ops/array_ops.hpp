@@ -337,4 +337,31 @@ inline std::vector<op_def> array_op_defs() {
 // calls it.
 inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Reshape, array, true)
+WEFT_DETAIL_OP_TYPE(Transpose, array, true)
+WEFT_DETAIL_OP_TYPE(ConcatV2, array, true)
+WEFT_DETAIL_OP_TYPE(Split, array, true)
+WEFT_DETAIL_OP_TYPE(Slice, array, true)
+WEFT_DETAIL_OP_TYPE(Pad, array, true)
+WEFT_DETAIL_OP_TYPE(Tile, array, true)
+WEFT_DETAIL_OP_TYPE(GatherV2, array, true)
+WEFT_DETAIL_OP_TYPE(GatherNd, array, true)
+WEFT_DETAIL_OP_TYPE(TensorScatterUpdate, array, true)
+WEFT_DETAIL_OP_TYPE(OneHot, array, false)
+WEFT_DETAIL_OP_TYPE(Shape, array, false)
+WEFT_DETAIL_OP_TYPE(Rank, array, false)
+WEFT_DETAIL_OP_TYPE(Size, array, false)
+WEFT_DETAIL_OP_TYPE(Fill, array, true)
+WEFT_DETAIL_OP_TYPE(ZerosLike, array, true)
+WEFT_DETAIL_OP_TYPE(OnesLike, array, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct array {
+  static constexpr const char* name = "array";
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  // its op types
+  static void define() { register_array_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

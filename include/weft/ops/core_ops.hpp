@@ -113,6 +113,20 @@ inline std::string_view family_registration_hint(std::string_view family) {
 // Adds the core ops to the registry, once (every graph does, on construction).
 inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Const, core, false)
+WEFT_DETAIL_OP_TYPE(Placeholder, core, false)
+WEFT_DETAIL_OP_TYPE(Identity, core, true)
+WEFT_DETAIL_OP_TYPE(NoOp, core, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct core {
+  static constexpr const char* name = "core";
+  using types = type_list<Const, Placeholder, Identity, NoOp>;  // its op types
+  static void define() { register_core_ops(); }
+};
+}  // namespace families
+
 // The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {
   for (const auto& op : standard_ops)

@@ -66,4 +66,16 @@ inline std::vector<op_def> io_op_defs() {
 // calls it.
 inline void register_io_ops() { op_registry::global().add_family("io", io_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Save, io, false)
+WEFT_DETAIL_OP_TYPE(Restore, io, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct io {
+  static constexpr const char* name = "io";
+  using types = type_list<Save, Restore>;  // its op types
+  static void define() { register_io_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

@@ -132,4 +132,44 @@ inline std::vector<op_def> math_op_defs() {
 // calls it.
 inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Neg, math, true)
+WEFT_DETAIL_OP_TYPE(Abs, math, true)
+WEFT_DETAIL_OP_TYPE(Square, math, true)
+WEFT_DETAIL_OP_TYPE(Sqrt, math, true)
+WEFT_DETAIL_OP_TYPE(Rsqrt, math, true)
+WEFT_DETAIL_OP_TYPE(Exp, math, true)
+WEFT_DETAIL_OP_TYPE(Log, math, true)
+WEFT_DETAIL_OP_TYPE(Tanh, math, true)
+WEFT_DETAIL_OP_TYPE(Sigmoid, math, true)
+WEFT_DETAIL_OP_TYPE(Relu, math, true)
+WEFT_DETAIL_OP_TYPE(ReluGrad, math, true)
+WEFT_DETAIL_OP_TYPE(LogicalNot, math, false)
+WEFT_DETAIL_OP_TYPE(Add, math, true)
+WEFT_DETAIL_OP_TYPE(Sub, math, true)
+WEFT_DETAIL_OP_TYPE(Mul, math, true)
+WEFT_DETAIL_OP_TYPE(Div, math, true)
+WEFT_DETAIL_OP_TYPE(Pow, math, true)
+WEFT_DETAIL_OP_TYPE(Maximum, math, true)
+WEFT_DETAIL_OP_TYPE(Minimum, math, true)
+WEFT_DETAIL_OP_TYPE(Greater, math, false)
+WEFT_DETAIL_OP_TYPE(GreaterEqual, math, false)
+WEFT_DETAIL_OP_TYPE(Less, math, false)
+WEFT_DETAIL_OP_TYPE(LessEqual, math, false)
+WEFT_DETAIL_OP_TYPE(Equal, math, false)
+WEFT_DETAIL_OP_TYPE(NotEqual, math, false)
+WEFT_DETAIL_OP_TYPE(LogicalAnd, math, false)
+WEFT_DETAIL_OP_TYPE(LogicalOr, math, false)
+WEFT_DETAIL_OP_TYPE(Select, math, true)
+WEFT_DETAIL_OP_TYPE(SelectV2, math, true)
+WEFT_DETAIL_OP_TYPE(Cast, math, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct math {
+  static constexpr const char* name = "math";
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
+  static void define() { register_math_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

@@ -107,4 +107,18 @@ inline std::vector<op_def> matrix_op_defs() {
 // calls it.
 inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(MatMul, matrix, true)
+WEFT_DETAIL_OP_TYPE(BatchMatMulV2, matrix, true)
+WEFT_DETAIL_OP_TYPE(MatrixInverse, matrix, true)
+WEFT_DETAIL_OP_TYPE(MatrixDeterminant, matrix, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct matrix {
+  static constexpr const char* name = "matrix";
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  // its op types
+  static void define() { register_matrix_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

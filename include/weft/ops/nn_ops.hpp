@@ -339,4 +339,30 @@ inline std::vector<op_def> nn_op_defs() {
 // Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(BiasAdd, nn, true)
+WEFT_DETAIL_OP_TYPE(BiasAddGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(Softmax, nn, true)
+WEFT_DETAIL_OP_TYPE(LogSoftmax, nn, true)
+WEFT_DETAIL_OP_TYPE(SoftmaxCrossEntropyWithLogits, nn, true)
+WEFT_DETAIL_OP_TYPE(SparseSoftmaxCrossEntropyWithLogits, nn, true)
+WEFT_DETAIL_OP_TYPE(L2Loss, nn, true)
+WEFT_DETAIL_OP_TYPE(Conv2D, nn, true)
+WEFT_DETAIL_OP_TYPE(Conv2DBackpropInput, nn, true)
+WEFT_DETAIL_OP_TYPE(Conv2DBackpropFilter, nn, true)
+WEFT_DETAIL_OP_TYPE(MaxPool, nn, true)
+WEFT_DETAIL_OP_TYPE(MaxPoolGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(MaxPoolGradGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(AvgPool, nn, true)
+WEFT_DETAIL_OP_TYPE(AvgPoolGrad, nn, true)
+WEFT_DETAIL_OP_TYPE(Dropout, nn, true)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct nn {
+  static constexpr const char* name = "nn";
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout>;  // its op types
+  static void define() { register_nn_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

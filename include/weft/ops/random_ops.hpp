@@ -34,4 +34,17 @@ inline std::vector<op_def> random_op_defs() {
 // calls it.
 inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(RandomUniform, random, false)
+WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random, false)
+WEFT_DETAIL_OP_TYPE(TruncatedNormal, random, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct random {
+  static constexpr const char* name = "random";
+  using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  // its op types
+  static void define() { register_random_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

@@ -187,4 +187,29 @@ inline std::vector<op_def> reduction_op_defs() {
 // calls it.
 inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Sum, reduction, true)
+WEFT_DETAIL_OP_TYPE(Mean, reduction, true)
+WEFT_DETAIL_OP_TYPE(Prod, reduction, true)
+WEFT_DETAIL_OP_TYPE(Max, reduction, true)
+WEFT_DETAIL_OP_TYPE(Min, reduction, true)
+WEFT_DETAIL_OP_TYPE(ArgMax, reduction, false)
+WEFT_DETAIL_OP_TYPE(ArgMin, reduction, false)
+WEFT_DETAIL_OP_TYPE(Cumsum, reduction, true)
+WEFT_DETAIL_OP_TYPE(Cumprod, reduction, true)
+WEFT_DETAIL_OP_TYPE(UnsortedSegmentSum, reduction, true)
+WEFT_DETAIL_OP_TYPE(ScatterNd, reduction, true)
+WEFT_DETAIL_OP_TYPE(TensorScatterAdd, reduction, true)
+WEFT_DETAIL_OP_TYPE(SumToShape, reduction, true)
+WEFT_DETAIL_OP_TYPE(BroadcastTo, reduction, true)
+WEFT_DETAIL_OP_TYPE(ReducedShape, reduction, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct reduction {
+  static constexpr const char* name = "reduction";
+  using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  // its op types
+  static void define() { register_reduction_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

@@ -100,4 +100,20 @@ inline std::vector<op_def> state_op_defs() {
 // calls it.
 inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Variable, state, false)
+WEFT_DETAIL_OP_TYPE(Assign, state, false)
+WEFT_DETAIL_OP_TYPE(AssignAdd, state, false)
+WEFT_DETAIL_OP_TYPE(AssignSub, state, false)
+WEFT_DETAIL_OP_TYPE(AccumulatorPush, state, false)
+WEFT_DETAIL_OP_TYPE(AccumulatorPop, state, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct state {
+  static constexpr const char* name = "state";
+  using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  // its op types
+  static void define() { register_state_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

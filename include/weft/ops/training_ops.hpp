@@ -70,4 +70,19 @@ inline std::vector<op_def> training_op_defs() {
 // calls it.
 inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
 
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyMomentum, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyAdam, training, false)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct training {
+  static constexpr const char* name = "training";
+  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  // its op types
+  static void define() { register_training_ops(); }
+};
+}  // namespace families
+
 }  // namespace weft::ops

@@ -4,11 +4,14 @@
 // checked against each variable's name, dtype and shape before any variable changes, and
 // a bad file changes none.
 //
+// Their CPU kernels are in kernels/cpu/io.hpp, which <weft/weft.hpp> includes.
+//
 // weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
 // name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
@@ -20,7 +23,7 @@
 #include <weft/core/error.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/graph/graph.hpp>
-#include <weft/kernels/cpu/io.hpp>
+#include <weft/ops/io_ops.hpp>
 #include <weft/runtime/checkpoint_file.hpp>
 #include <weft/runtime/session.hpp>
 
@@ -41,6 +44,12 @@ struct saver_options {
 // Saves and restores variables of a graph by their node names. Construct it before the
 // session: it adds to the graph a Save node reading the variables, a Restore node, an
 // Assign per variable reading the Restore node's outputs, and a NoOp after them all.
+namespace detail {
+// Registers the Save and Restore kernels. Set by <weft/kernels/cpu/io.hpp> when a program
+// includes it (<weft/weft.hpp> does), so that the runtime names no device's kernels.
+inline std::atomic<void (*)()> saver_kernels{nullptr};
+}  // namespace detail
+
 class saver {
  public:
   saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
@@ -54,7 +63,8 @@ class saver {
       dtypes.push_back(n.attr<dtype>("dtype"));
       shapes.push_back(n.attr<partial_shape>("shape"));
     }
-    cpu::register_io_kernels();
+    ops::register_io_ops();
+    if (auto kernels = detail::saver_kernels.load()) kernels();
     filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
     std::vector<output> saved{filename_};
     saved.insert(saved.end(), vars.begin(), vars.end());
@@ -77,7 +87,7 @@ class saver {
     if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
       fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
            " for the checkpoint ", file.string(), ": ", ec.message());
-    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {save_});
+    s.run({{filename_, filename_tensor(file)}}, {}, {save_});
     if (options_.keep > 0) {
       auto all = checkpoints(prefix);
       for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
@@ -93,7 +103,7 @@ class saver {
   // Restore node before any Assign runs: an error that changes no variable. Tensors of the
   // file that are not among the variables are ignored.
   void restore(session& s, const std::filesystem::path& file) const {
-    s.run({{filename_, cpu::filename_tensor(file)}}, {}, {restore_});
+    s.run({{filename_, filename_tensor(file)}}, {}, {restore_});
   }
 
   // The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.

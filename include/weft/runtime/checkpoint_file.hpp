@@ -241,4 +241,22 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
   return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
 }
 
+// The path held by a uint8 vector of its bytes (a file name input).
+inline std::filesystem::path path_of(const tensor& bytes) {
+  if (bytes.dtype() != dtype::uint8 || bytes.rank() != 1)
+    fail(error_code::invalid_argument, "filename must be a uint8 vector of the path's bytes, got ", bytes.dtype(), bytes.shape());
+  const auto* p = bytes.data<std::uint8_t>();
+  std::string s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.num_elements()));
+  if (s.empty() || s.find('\0') != std::string::npos)
+    fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
+  return s;
+}
+// A path as the uint8 vector Save and Restore take.
+inline tensor filename_tensor(const std::filesystem::path& path) {
+  const std::string s = path.string();
+  tensor t(dtype::uint8, shape{static_cast<std::int64_t>(s.size())});
+  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
+  return t;
+}
+
 }  // namespace weft

@@ -485,3 +485,99 @@ void register_array_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Const, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::const_kernel>("Const"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Placeholder, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::placeholder_kernel>("Placeholder"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Identity, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("Identity"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::NoOp, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::no_op_kernel>("NoOp"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Reshape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::reshape_kernel>("Reshape"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Transpose, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::transpose_kernel>("Transpose"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ConcatV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::concat_kernel>("ConcatV2"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Split, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::split_kernel>("Split"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Slice, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::slice_kernel>("Slice"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Pad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::pad_kernel>("Pad"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Tile, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::tile_kernel>("Tile"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::GatherV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::gather_kernel>("GatherV2"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::OneHot, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::one_hot_kernel>("OneHot"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::GatherNd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::gather_nd_kernel>("GatherNd"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::TensorScatterUpdate, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_update_kernel>("TensorScatterUpdate"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Shape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::shape_kernel>("Shape"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Rank, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::rank_kernel>("Rank"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Size, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::size_kernel>("Size"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Fill, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::fill_kernel>("Fill"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ZerosLike, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::OnesLike, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::core, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_core_kernels(); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::array, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_array_kernels(); }
+};
+}  // namespace weft

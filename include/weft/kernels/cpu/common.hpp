@@ -111,8 +111,7 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
 // - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
 //   so that narrowing the result wraps as TensorFlow's does;
 // - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
-template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+using weft::is_half_v;
 template <class T>
 using compute_t = std::conditional_t<
     is_half_v<T>, float,
@@ -127,12 +126,10 @@ inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 
-// The dtype sets of ops/math_ops.hpp that core/dtype.hpp does not already name.
-using kernel_signed_real_types =
-    type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
-using kernel_signed_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float,
-                                      double, complex64, complex128>;
-using kernel_pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
+using kernel_signed_real_types = signed_real_types;
+using kernel_signed_types = signed_number_types;
+using kernel_pow_types = pow_types;
 
 // The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>

@@ -514,7 +514,233 @@ void register_elementwise_kernels() {
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
+// The CPU functor of each elementwise op, by the op's type (the fused kernels of
+// kernels/cpu/fused.hpp evaluate subtrees with them).
+template <class Op>
+struct functor_of;
+template <>
+struct functor_of<ops::Neg> { using type = neg_fn; };
+template <>
+struct functor_of<ops::Abs> { using type = abs_fn; };
+template <>
+struct functor_of<ops::Square> { using type = square_fn; };
+template <>
+struct functor_of<ops::Sqrt> { using type = sqrt_fn; };
+template <>
+struct functor_of<ops::Rsqrt> { using type = rsqrt_fn; };
+template <>
+struct functor_of<ops::Exp> { using type = exp_fn; };
+template <>
+struct functor_of<ops::Log> { using type = log_fn; };
+template <>
+struct functor_of<ops::Tanh> { using type = tanh_fn; };
+template <>
+struct functor_of<ops::Sigmoid> { using type = sigmoid_fn; };
+template <>
+struct functor_of<ops::Relu> { using type = relu_fn; };
+template <>
+struct functor_of<ops::Add> { using type = add_fn; };
+template <>
+struct functor_of<ops::Sub> { using type = sub_fn; };
+template <>
+struct functor_of<ops::Mul> { using type = mul_fn; };
+template <>
+struct functor_of<ops::Div> { using type = div_fn; };
+template <>
+struct functor_of<ops::Pow> { using type = pow_fn; };
+template <>
+struct functor_of<ops::Maximum> { using type = maximum_fn; };
+template <>
+struct functor_of<ops::Minimum> { using type = minimum_fn; };
+template <>
+struct functor_of<ops::Greater> { using type = greater_fn; };
+template <>
+struct functor_of<ops::GreaterEqual> { using type = greater_equal_fn; };
+template <>
+struct functor_of<ops::Less> { using type = less_fn; };
+template <>
+struct functor_of<ops::LessEqual> { using type = less_equal_fn; };
+template <>
+struct functor_of<ops::Equal> { using type = equal_fn; };
+template <>
+struct functor_of<ops::NotEqual> { using type = not_equal_fn; };
+template <>
+struct functor_of<ops::LogicalNot> { using type = logical_not_fn; };
+template <>
+struct functor_of<ops::LogicalAnd> { using type = logical_and_fn; };
+template <>
+struct functor_of<ops::LogicalOr> { using type = logical_or_fn; };
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
+namespace weft {
+template <class T>
+struct kernel_for<ops::Neg, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::neg_fn>::template of<T>>("Neg", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Abs, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::abs_fn>::template of<T>>("Abs", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Square, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::square_fn>::template of<T>>("Square", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Sqrt, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::sqrt_fn>::template of<T>>("Sqrt", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Rsqrt, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::rsqrt_fn>::template of<T>>("Rsqrt", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Exp, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::exp_fn>::template of<T>>("Exp", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Log, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::log_fn>::template of<T>>("Log", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Tanh, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::tanh_fn>::template of<T>>("Tanh", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Sigmoid, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::sigmoid_fn>::template of<T>>("Sigmoid", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Relu, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::unary_kernel<cpu::relu_fn>::template of<T>>("Relu", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Add, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::add_fn, false>::template of<T>>("Add", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Sub, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::sub_fn, false>::template of<T>>("Sub", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Mul, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::mul_fn, false>::template of<T>>("Mul", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Div, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::div_fn, false>::template of<T>>("Div", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Pow, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::pow_fn, false>::template of<T>>("Pow", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Maximum, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::maximum_fn, false>::template of<T>>("Maximum", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Minimum, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::minimum_fn, false>::template of<T>>("Minimum", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Greater, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_fn, true>::template of<T>>("Greater", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::GreaterEqual, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_equal_fn, true>::template of<T>>("GreaterEqual", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Less, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_fn, true>::template of<T>>("Less", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::LessEqual, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_equal_fn, true>::template of<T>>("LessEqual", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::Equal, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::equal_fn, true>::template of<T>>("Equal", {"T", dtype_of<T>});
+  }
+};
+template <class T>
+struct kernel_for<ops::NotEqual, T, device_types::cpu> {
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::binary_kernel<cpu::not_equal_fn, true>::template of<T>>("NotEqual", {"T", dtype_of<T>});
+  }
+};
+template <class T>  // bool only: the op has no type attr
+struct kernel_for<ops::LogicalNot, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::unary_kernel<cpu::logical_not_fn>::of<bool>>("LogicalNot"); }
+};
+template <class T>  // bool only: the op has no type attr
+struct kernel_for<ops::LogicalAnd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_and_fn, true>::of<bool>>("LogicalAnd"); }
+};
+template <class T>  // bool only: the op has no type attr
+struct kernel_for<ops::LogicalOr, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_or_fn, true>::of<bool>>("LogicalOr"); }
+};
+template <class T>
+struct kernel_for<ops::ReluGrad, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::SelectV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}); }
+};
+template <class T>  // one kernel for every pair of dtypes
+struct kernel_for<ops::Cast, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::cast_kernel<>>("Cast"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::math, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_elementwise_kernels(); }
+};
+}  // namespace weft
 
 namespace Eigen::internal {
 template <weft::cpu::wrap_kind K, class T>

@@ -11,27 +11,13 @@
 
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/ops/io_ops.hpp>
+#include <weft/runtime/checkpoint.hpp>
 #include <weft/runtime/checkpoint_file.hpp>
 
 namespace weft::cpu {
 
-// The path held by a uint8 vector of its bytes (a file name input).
-inline std::filesystem::path path_of(const tensor& bytes) {
-  if (bytes.dtype() != dtype::uint8 || bytes.rank() != 1)
-    fail(error_code::invalid_argument, "filename must be a uint8 vector of the path's bytes, got ", bytes.dtype(), bytes.shape());
-  const auto* p = bytes.data<std::uint8_t>();
-  std::string s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.num_elements()));
-  if (s.empty() || s.find('\0') != std::string::npos)
-    fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
-  return s;
-}
-// A path as the uint8 vector Save and Restore take.
-inline tensor filename_tensor(const std::filesystem::path& path) {
-  const std::string s = path.string();
-  tensor t(dtype::uint8, shape{static_cast<std::int64_t>(s.size())});
-  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
-  return t;
-}
+using weft::filename_tensor;
+using weft::path_of;
 
 struct save_kernel final : op_kernel {
   explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
@@ -71,7 +57,8 @@ struct restore_kernel final : op_kernel {
   std::vector<partial_shape> shapes_;
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+// A template, so that including this header instantiates nothing until it is called; the
+// hook below (set when this header is included, as <weft/weft.hpp> does) lets a saver call it.
 template <int = 0>
 void register_io_kernels() {
   ops::register_io_ops();
@@ -80,3 +67,23 @@ void register_io_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Save, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::save_kernel>("Save"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Restore, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::restore_kernel>("Restore"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::io, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_io_kernels(); }
+};
+namespace detail {
+// The saver (runtime/checkpoint.hpp) asks for its kernels through this hook.
+inline const bool saver_kernels_hooked = (saver_kernels.store(&cpu::register_io_kernels<>), true);
+}  // namespace detail
+}  // namespace weft

@@ -1,4 +1,5 @@
-// Every CPU kernel family: kernel templates and their register_*_kernels() functions.
+// Every CPU kernel family: kernel templates, their register_*_kernels() functions and their
+// kernel_for specializations (framework/kernel_for.hpp).
 // Including this instantiates nothing; a program registers what it uses, for example
 // weft::cpu::register_core_kernels() and weft::cpu::register_matmul_kernel<float>(), or
 // includes <weft/kernels/cpu/all.hpp> in one translation unit for the full registry.
@@ -6,6 +7,7 @@
 
 #include <weft/kernels/cpu/array.hpp>
 #include <weft/kernels/cpu/elementwise.hpp>
+#include <weft/kernels/cpu/fused.hpp>
 #include <weft/kernels/cpu/io.hpp>
 #include <weft/kernels/cpu/linalg.hpp>
 #include <weft/kernels/cpu/matmul.hpp>

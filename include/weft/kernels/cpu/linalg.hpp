@@ -5,6 +5,7 @@
 #include <Eigen/LU>
 
 #include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/matmul.hpp>
 #include <weft/ops/matrix_ops.hpp>
 
 namespace weft::cpu {
@@ -60,3 +61,19 @@ void register_linalg_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::MatrixInverse, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::MatrixDeterminant, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::matrix_determinant_kernel<T>>("MatrixDeterminant", {"T", dtype_of<T>}); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::matrix, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_matmul_kernels(); cpu::register_linalg_kernels(); }
+};
+}  // namespace weft

@@ -255,7 +255,7 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
-using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using matmul_types = weft::matmul_types;
 
 // One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>
@@ -273,3 +273,15 @@ void register_matmul_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::MatMul, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_matmul_kernel<T>(); }
+};
+template <class T>
+struct kernel_for<ops::BatchMatMulV2, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", {"T", dtype_of<T>}); }
+};
+}  // namespace weft

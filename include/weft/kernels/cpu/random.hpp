@@ -98,3 +98,23 @@ void register_random_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::RandomUniform, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::uniform>>("RandomUniform"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::RandomStandardNormal, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::normal>>("RandomStandardNormal"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::TruncatedNormal, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::truncated_normal>>("TruncatedNormal"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::random, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_random_kernels(); }
+};
+}  // namespace weft

@@ -431,3 +431,71 @@ void register_reduction_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>
+struct kernel_for<ops::Sum, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Mean, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::mean_reducer>::template of<T>>("Mean", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Prod, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Max, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::max_reducer>::template of<T>>("Max", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Min, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::min_reducer>::template of<T>>("Min", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ArgMax, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<true>::template of<T>>("ArgMax", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ArgMin, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<false>::template of<T>>("ArgMin", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Cumsum, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::Cumprod, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::UnsortedSegmentSum, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::ScatterNd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::TensorScatterAdd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::SumToShape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", {"T", dtype_of<T>}); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::BroadcastTo, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::ReducedShape, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::reduction, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_reduction_kernels(); }
+};
+}  // namespace weft

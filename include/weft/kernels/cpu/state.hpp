@@ -116,3 +116,35 @@ void register_state_kernels() {
 }
 
 }  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Variable, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::variable_kernel>("Variable"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Assign, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::assign_kernel>("Assign"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::AccumulatorPush, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::accumulator_push_kernel>("AccumulatorPush"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::AccumulatorPop, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::accumulator_pop_kernel>("AccumulatorPop"); }
+};
+template <class T>
+struct kernel_for<ops::AssignAdd, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<true>::template of<T>>("AssignAdd", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::AssignSub, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<false>::template of<T>>("AssignSub", {"T", dtype_of<T>}); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::state, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_state_kernels(); }
+};
+}  // namespace weft

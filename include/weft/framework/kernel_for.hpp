@@ -1,0 +1,82 @@
+// How typed code asks for an op's kernels without naming a device's kernel classes.
+//
+// An op is also a C++ type (ops::Add, ops::MatMul, a user's op): a struct with the op's
+// registered `name`, a static `define()` that adds its definition (usually its whole
+// family) to the op registry, and `has_gradient_rule` when a gradient rule is registered
+// for it (docs/extending.md). Each device type's backend says how it registers the op's
+// kernel for dtype T by specializing kernel_for<Op, T, Device> beside that kernel (the
+// CPU kernels' headers specialize it for device_types::cpu). The DSL calls
+// use_kernels<Op, T>(), which defines the op and registers its kernels on every device type
+// of kernel_device_types, once per program: a program compiles the kernels of the ops and
+// dtypes its typed code uses, and nothing else (DESIGN.md §2, compile cost).
+//
+// T is the dtype the kernel is asked for, or void where the op's kernel is one class for
+// every dtype (Reshape, Shape) or the request is for a whole family (ops::families::array).
+//
+// A specialization must be visible in the translation unit that instantiates the request
+// (the DSL instantiates its requests where a model is lowered): <weft/dsl.hpp> includes the
+// CPU kernels' headers; a user op's kernel header is included by the user's code.
+#pragma once
+
+#include <concepts>
+#include <string_view>
+
+#include <weft/core/dtype.hpp>
+
+namespace weft {
+
+// Device types: one tag per backend, named as the kernel registry names its device type.
+namespace device_types {
+struct cpu {
+  static constexpr const char* name = "CPU";
+};
+}  // namespace device_types
+
+// The device types whose kernels typed code registers (the CUDA component will add its own).
+using kernel_device_types = type_list<device_types::cpu>;
+
+// An op as a C++ type.
+template <class Op>
+concept op_type = requires {
+  { Op::name } -> std::convertible_to<std::string_view>;
+  Op::define();
+};
+
+// Whether op type Op declares a gradient rule (`static constexpr bool has_gradient_rule`),
+// so that typed code may differentiate through it.
+template <class Op>
+inline constexpr bool has_gradient_rule_v = [] {
+  if constexpr (requires { Op::has_gradient_rule; })
+    return static_cast<bool>(Op::has_gradient_rule);
+  else
+    return false;
+}();
+
+namespace detail {
+template <class...>
+inline constexpr bool no_kernel_for = false;
+}  // namespace detail
+
+// Specialized by each backend: `static void register_kernels()` registers Op's kernel for
+// dtype T on Device.
+template <class Op, class T, class Device>
+struct kernel_for {
+  static_assert(detail::no_kernel_for<Op, T, Device>,
+                "weft: no kernel for this op on this device type is visible here; include the header that "
+                "specializes weft::kernel_for for it (for the library's ops: <weft/dsl.hpp>, or the op family's "
+                "header under <weft/kernels/cpu/>)");
+  static void register_kernels() {}
+};
+
+// Defines Op and registers its kernels for dtype T on every device type, once.
+template <op_type Op, class T = void>
+void use_kernels() {
+  static const bool once = [] {
+    Op::define();
+    []<class... D>(type_list<D...>) { (kernel_for<Op, T, D>::register_kernels(), ...); }(kernel_device_types{});
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace weft
