@@ -512,6 +512,21 @@ class cpu_allocator final : public allocator {
     return instance;
   }
 
+  // The allocator of the local CPU device with index `id` (cpu_device): CPU:0's is global(),
+  // which host tensors made outside any session use too; each other CPU device has its own,
+  // with its own counts and cache, shared by every session that has that device and never
+  // destroyed (buffers may outlive the sessions that made them).
+  static cpu_allocator& of_device(int id) {
+    if (id == 0) return global();
+    static std::mutex mu;
+    static auto* table = new std::vector<cpu_allocator*>;  // never destroyed, like the allocators
+    std::lock_guard lock(mu);
+    if (table->size() <= static_cast<std::size_t>(id)) table->resize(static_cast<std::size_t>(id) + 1, nullptr);
+    auto& a = (*table)[static_cast<std::size_t>(id)];
+    if (!a) a = new cpu_allocator;
+    return *a;
+  }
+
  private:
   // Small buffers round to the alignment, large ones to whole pages so that sizes that
   // differ by a few bytes share cached blocks.
@@ -6554,6 +6569,7 @@ inline tensor filename_tensor(const std::filesystem::path& path) {
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -6650,10 +6666,12 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
 }
 
 }  // namespace weft::passes
-// cpu_device: a device owns its allocator and runs kernels. Intra-op parallelism goes
-// through Eigen's ThreadPoolDevice over the device's own pool, apart from the inter-op
-// pool the executor schedules nodes on, so a kernel waiting on its shards never blocks
-// the threads that run other nodes.
+// Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
+// allocator with counts of the bytes in use and their peak, its own threads, and copies of
+// tensors to and from host memory (device_name.hpp parses and matches names). cpu_device is
+// the CPU's: intra-op parallelism goes through Eigen's ThreadPoolDevice over the device's
+// own pool, apart from the inter-op pool the executor schedules nodes on, so a kernel
+// waiting on its shards never blocks the threads that run other nodes.
 
 
 #include <algorithm>
@@ -6666,27 +6684,171 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
 #include <string>
 #include <thread>
 
+// Device names, TensorFlow's: the full form /job:J/replica:R/task:T/device:TYPE:N names one
+// device; a partial spec ("/device:CPU:1", "CPU:1", "/cpu:*", "/task:1", "") leaves fields
+// open and matches every device whose name agrees on the fields it sets. A node's requested
+// device is a spec; a session's devices have full names.
+
+#include <cctype>
+#include <charconv>
+#include <optional>
+#include <string>
+#include <string_view>
+
 
 namespace weft {
 
-class cpu_device {
+struct device_name {
+  std::optional<std::string> job;
+  std::optional<int> replica, task;
+  std::optional<std::string> type;  // upper case: "CPU", "GPU"
+  std::optional<int> id;            // unset: any (also written "*")
+
+  // Parses a full name or a partial spec; a malformed one is an invalid_argument error that
+  // quotes it. Accepted pieces, each after a '/': job:NAME, replica:N, task:N, device:TYPE:N
+  // (N or *), device:TYPE, and the short forms TYPE:N and TYPE (cpu:0, CPU, gpu:*); a spec may
+  // also be a bare "TYPE:N" or "TYPE" without a leading '/'.
+  static device_name parse(std::string_view spec) {
+    device_name d;
+    std::string_view rest = spec;
+    auto bad = [&](std::string_view why) -> void {
+      fail(error_code::invalid_argument, "device spec '", spec, "': ", why,
+           " (expected /job:J/replica:R/task:T/device:TYPE:N, or a part of it such as /device:CPU:1 or CPU:1)");
+    };
+    if (!spec.empty() && spec.front() != '/') {  // "CPU:1", "gpu"
+      d.set_type_and_id(spec, bad);
+      return d;
+    }
+    while (!rest.empty()) {
+      rest.remove_prefix(1);  // '/'
+      const std::size_t end = rest.find('/');
+      const std::string_view piece = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+      if (piece.empty()) bad("an empty piece");
+      const std::size_t colon = piece.find(':');
+      const std::string_view key = piece.substr(0, colon);
+      const std::string_view value = colon == std::string_view::npos ? std::string_view{} : piece.substr(colon + 1);
+      if (key == "job") {
+        if (value.empty()) bad("a job without a name");
+        d.job = std::string(value);
+      } else if (key == "replica") {
+        d.replica = number(value, bad);
+      } else if (key == "task") {
+        d.task = number(value, bad);
+      } else if (key == "device") {
+        if (value.empty()) bad("a device without a type");
+        d.set_type_and_id(value, bad);
+      } else {
+        d.set_type_and_id(piece, bad);  // the short forms: /cpu:0, /GPU:1
+      }
+    }
+    return d;
+  }
+
+  // Whether every field is set (a device's own name).
+  bool full() const noexcept { return job && replica && task && type && id; }
+
+  // Whether the device named `full_name` satisfies this spec: every field this spec sets is
+  // equal there.
+  bool matches(const device_name& full_name) const {
+    return (!job || job == full_name.job) && (!replica || replica == full_name.replica) &&
+           (!task || task == full_name.task) && (!type || type == full_name.type) && (!id || id == full_name.id);
+  }
+
+  // The canonical form: the fields that are set, in order ("/job:localhost/.../device:CPU:0";
+  // "/device:CPU:*" for a type with any id).
+  std::string str() const {
+    std::string out;
+    if (job) out += "/job:" + *job;
+    if (replica) out += "/replica:" + std::to_string(*replica);
+    if (task) out += "/task:" + std::to_string(*task);
+    if (type) out += "/device:" + *type + ":" + (id ? std::to_string(*id) : std::string("*"));
+    return out;
+  }
+
+  // The full name of the local device TYPE:N: /job:localhost/replica:0/task:0/device:TYPE:N.
+  static device_name local(std::string type, int id) { return {"localhost", 0, 0, std::move(type), id}; }
+
+ private:
+  template <class Bad>
+  static int number(std::string_view s, Bad& bad) {
+    int v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || v < 0) bad("'" + std::string(s) + "' is not a number");
+    return v;
+  }
+  // TYPE, TYPE:N or TYPE:*.
+  template <class Bad>
+  void set_type_and_id(std::string_view s, Bad& bad) {
+    const std::size_t colon = s.find(':');
+    std::string t(s.substr(0, colon));
+    if (t.empty()) bad("a device without a type");
+    for (char& c : t) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') bad("'" + t + "' is not a device type");
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    type = std::move(t);
+    if (colon != std::string_view::npos) {
+      const std::string_view n = s.substr(colon + 1);
+      if (n != "*") id = number(n, bad);
+    }
+  }
+};
+
+}  // namespace weft
+
+namespace weft {
+
+class device {
  public:
+  virtual ~device() = default;
+  // The full name, and its parts.
+  virtual const std::string& name() const noexcept = 0;
+  virtual const device_name& parsed_name() const noexcept = 0;
+  virtual std::string type() const = 0;  // "CPU", as the kernel registry names device types
+  // Where the buffers of the tensors its kernels make come from (within its memory limit).
+  virtual allocator& get_allocator() const noexcept = 0;
+  // Bytes of its memory in use now, and their peak since the last reset_peak(), by every
+  // session that uses the device.
+  virtual std::size_t bytes_in_use() const noexcept = 0;
+  virtual std::size_t peak_bytes_in_use() const noexcept = 0;
+  virtual void reset_peak() const noexcept = 0;
+  virtual int num_threads() const noexcept = 0;
+  // A copy of host tensor `host` in this device's memory, and of `t` (in this device's
+  // memory) in host memory.
+  virtual tensor copy_from_host(const tensor& host) const = 0;
+  virtual tensor copy_to_host(const tensor& t) const = 0;
+};
+
+class cpu_device final : public device {
+ public:
+  // The local CPU device `id` (/job:localhost/replica:0/task:0/device:CPU:<id>) with its own
+  // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
   // memory_limit: the most bytes the buffers allocated through this device may hold at once
   // (0: no limit beyond the machine's).
-  explicit cpu_device(int intra_op_threads, std::string name = "/job:localhost/replica:0/task:0/device:CPU:0",
-                      std::size_t memory_limit = 0)
-      : name_(std::move(name)),
+  explicit cpu_device(int intra_op_threads, int id = 0, std::size_t memory_limit = 0)
+      : parsed_(device_name::local("CPU", id)),
+        name_(parsed_.str()),
+        base_(cpu_allocator::of_device(id)),
         threads_(std::max(1, intra_op_threads)),
         pool_(threads_ > 1 ? std::make_unique<Eigen::ThreadPool>(threads_) : nullptr),
         eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_),
-        limit_(memory_limit ? limited_allocator::create(cpu_allocator::global(), memory_limit) : nullptr) {}
+        limit_(memory_limit ? limited_allocator::create(base_, memory_limit) : nullptr) {}
 
-  const std::string& name() const noexcept { return name_; }
-  std::string type() const { return "CPU"; }
-  allocator& get_allocator() const noexcept {
-    return limit_ ? static_cast<allocator&>(*limit_) : cpu_allocator::global();
+  const std::string& name() const noexcept override { return name_; }
+  const device_name& parsed_name() const noexcept override { return parsed_; }
+  std::string type() const override { return "CPU"; }
+  allocator& get_allocator() const noexcept override {
+    return limit_ ? static_cast<allocator&>(*limit_) : base_;
   }
-  int num_threads() const noexcept { return threads_; }
+  // The device's own allocator, under its memory limit if it has one.
+  cpu_allocator& base_allocator() const noexcept { return base_; }
+  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }
+  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }
+  void reset_peak() const noexcept override { base_.reset_peak(); }
+  int num_threads() const noexcept override { return threads_; }
+  tensor copy_from_host(const tensor& host) const override { return host.copy(get_allocator()); }
+  tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return eigen_; }
 
   // Runs f(begin, end) over [0, n) in shards sized by Eigen's cost model; cost_per_unit
@@ -6723,7 +6885,9 @@ class cpu_device {
     int CurrentThreadId() const override { return 0; }
   };
 
+  device_name parsed_;
   std::string name_;
+  cpu_allocator& base_;
   int threads_;
   inline_pool inline_pool_;
   std::unique_ptr<Eigen::ThreadPool> pool_;
@@ -6767,6 +6931,7 @@ inline int default_thread_count() {
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -7049,7 +7214,11 @@ class kernel_context {
     if (e.value.dtype() != node_.output_dtype(out))
       fail(error_code::internal, node_.describe(), ": input ", in, " is ", e.value.dtype(), ", output ", out, " is declared ",
            node_.output_dtype(out));
-    if (!e.ref && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
+    // Only a buffer of this device's memory is taken over: a tensor from another device is
+    // copied, so that each device's allocator counts what its own nodes hold.
+    const allocator* from = e.value.buffer_allocator();
+    const bool here = from == &device_.get_allocator() || from == &device_.base_allocator();
+    if (!e.ref && here && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
     else o.value = e.value.copy(device_.get_allocator());
     return o.value;
   }
@@ -7222,6 +7391,7 @@ struct exec_node {
   int child_frame = -1;    // an Enter's frame
   bool is_constant = false;  // an Enter's
   bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
+  int device = 0;          // the index of the session device it runs on
   int exit_index = -1;     // an Exit's index in its frame's exits
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
@@ -7413,9 +7583,10 @@ struct step_options {
 
 class step {
  public:
-  step(const executable& x, std::vector<tensor> feeds, const cpu_device& device, resource_manager& resources,
-       Eigen::ThreadPoolInterface* inter_op, step_options options)
-      : x_(x), feeds_(std::move(feeds)), device_(device), resources_(resources), inter_op_(inter_op),
+  // devices: the session's devices, indexed by exec_node::device.
+  step(const executable& x, std::vector<tensor> feeds, std::span<const cpu_device* const> devices,
+       resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
+      : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
     root_ = make_iteration(root_frame_, 0);
@@ -7552,7 +7723,7 @@ class step {
         auto t0 = options_.trace ? now_ns() : 0;
         try {
           snapshot_refs(xn, inputs);
-          kernel_context ctx(*xn.def, inputs, outputs, device_, resources_, cancellation_, options_.step_id, &store_);
+          kernel_context ctx(*xn.def, inputs, outputs, device_of(xn), resources_, cancellation_, options_.step_id, &store_);
           xn.kernel->compute(ctx);
         } catch (...) {
           fail_node(xn, inputs, std::current_exception());
@@ -7627,7 +7798,7 @@ class step {
       node_done(1);
       return;
     }
-    state->ctx = std::make_unique<kernel_context>(*xn.def, inputs, state->outputs, device_, resources_,
+    state->ctx = std::make_unique<kernel_context>(*xn.def, inputs, state->outputs, device_of(xn), resources_,
                                                   cancellation_, options_.step_id, &store_);
     xn.kernel->compute_async(*state->ctx, [this, tn, &xn, state, inputs] {
       if (auto e = state->ctx->error()) {
@@ -7951,14 +8122,16 @@ class step {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
   void record(const exec_node& xn, std::int64_t t0) {
-    node_stats s{xn.def->name(), xn.def->op(), device_.name(), detail::thread_index(), t0, now_ns()};
+    node_stats s{xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
     std::lock_guard lock(trace_mutex_);
     stats_.nodes.push_back(std::move(s));
   }
 
   const executable& x_;
   std::vector<tensor> feeds_;
-  const cpu_device& device_;
+  const cpu_device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
+
+  std::span<const cpu_device* const> devices_;
   resource_manager& resources_;
   Eigen::ThreadPoolInterface* inter_op_;
   step_options options_;
@@ -7987,10 +8160,16 @@ namespace weft {
 
 struct session_options {
   int inter_op_threads = default_thread_count();  // 0: the calling thread runs every node
-  int intra_op_threads = default_thread_count();
+  int intra_op_threads = default_thread_count();  // per CPU device
+  // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
+  // each with its own intra-op threads and allocator. A node runs on the first device its
+  // requested device (node_options::on, device_scope) matches, or on CPU:0 when it requests
+  // none; a request no device matches is an error naming the node.
+  int cpu_devices = 1;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
-  // The most bytes the tensors this session's kernels allocate may hold at once; past it a
-  // step fails with resource_exhausted naming the node (0: no limit but the machine's).
+  // The most bytes the tensors this session's kernels allocate on each device may hold at
+  // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
+  // machine's).
   std::size_t memory_limit_bytes = 0;
   // Constant folding when a signature's executable is built (max_bytes 0: off).
   passes::constant_folding_options constant_folding;
@@ -8047,8 +8226,8 @@ class session {
   explicit session(const graph& g, session_options options = {})
       : graph_(std::make_shared<const graph>(g)),
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
-        device_(std::max(1, options.intra_op_threads), "/job:localhost/replica:0/task:0/device:CPU:0",
-                options.memory_limit_bytes),
+        devices_(make_devices(options)),
+        device_ptrs_(pointers(devices_)),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
                                                : nullptr),
         folding_(options.constant_folding) {}
@@ -8075,7 +8254,7 @@ class session {
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    step s(*x, std::move(feed_values), device_, *resources_, inter_op_.get(),
+    step s(*x, std::move(feed_values), device_ptrs_, *resources_, inter_op_.get(),
            step_options{options.trace || metadata, next_step_id_.fetch_add(1)});
     std::vector<tensor> results;
     try {
@@ -8098,7 +8277,9 @@ class session {
     return *graph_;
   }
   resource_manager& resources() const noexcept { return *resources_; }
-  const cpu_device& device() const noexcept { return device_; }
+  // The default device (CPU:0), and every device of the session.
+  const cpu_device& device() const noexcept { return *devices_.front(); }
+  std::span<const cpu_device* const> devices() const noexcept { return device_ptrs_; }
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -8188,7 +8369,7 @@ class session {
       if (!plan.outputs.empty()) {
         try {
           auto sub = build(g, {}, plan.outputs, {}, false);
-          step s(*sub, {}, device_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
+          step s(*sub, {}, device_ptrs_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
           x->constants = s.run();  // one value per planned output
         } catch (const std::exception&) {
           x->constants.clear();
@@ -8222,16 +8403,18 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
+      xn.device = place(n);
+      const std::string device_type = devices_[static_cast<std::size_t>(xn.device)]->type();
       if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
       } else if (n.def().stateful) {
         // One kernel per stateful node per session (a random op's stream continues across signatures).
         std::lock_guard lock(mutex_);
         auto& k = stateful_kernels_[n.name()];
-        if (!k) k = kernel_registry::global().create(n, "CPU");
+        if (!k) k = kernel_registry::global().create(n, device_type);
         xn.kernel = k;
       } else {
-        xn.kernel = kernel_registry::global().create(n, "CPU");
+        xn.kernel = kernel_registry::global().create(n, device_type);
       }
       xn.num_inputs = n.num_inputs();
       xn.num_outputs = n.num_outputs();
@@ -8270,10 +8453,43 @@ class session {
     return x;
   }
 
+  static std::vector<std::unique_ptr<cpu_device>> make_devices(const session_options& o) {
+    if (o.cpu_devices < 1)
+      fail(error_code::invalid_argument, "session_options::cpu_devices must be at least 1, got ", o.cpu_devices);
+    std::vector<std::unique_ptr<cpu_device>> out;
+    for (int i = 0; i < o.cpu_devices; ++i)
+      out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
+    return out;
+  }
+  static std::vector<const cpu_device*> pointers(const std::vector<std::unique_ptr<cpu_device>>& devices) {
+    std::vector<const cpu_device*> out;
+    for (const auto& d : devices) out.push_back(d.get());
+    return out;
+  }
+
+  // The index of the device node n runs on: the first its requested device matches, CPU:0
+  // when it requests none.
+  int place(const node& n) const {
+    if (n.device().empty()) return 0;
+    device_name spec;
+    try {
+      spec = device_name::parse(n.device());
+    } catch (const error& e) {
+      fail(error_code::invalid_argument, n.describe(), ": ", e.what());
+    }
+    for (std::size_t i = 0; i < devices_.size(); ++i)
+      if (spec.matches(devices_[i]->parsed_name())) return static_cast<int>(i);
+    std::string names;
+    for (const auto& d : devices_) names += (names.empty() ? "" : ", ") + d->name();
+    fail(error_code::invalid_argument, n.describe(), " requests device '", n.device(),
+         "', which this session does not have (its devices: ", names, ")");
+  }
+
   mutable std::mutex mutex_;
   std::shared_ptr<const graph> graph_;
   std::shared_ptr<resource_manager> resources_;
-  cpu_device device_;
+  std::vector<std::unique_ptr<cpu_device>> devices_;
+  std::vector<const cpu_device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::constant_folding_options folding_;
   std::map<signature, std::shared_ptr<const executable>> cache_;

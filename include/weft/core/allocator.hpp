@@ -121,6 +121,21 @@ class cpu_allocator final : public allocator {
     return instance;
   }
 
+  // The allocator of the local CPU device with index `id` (cpu_device): CPU:0's is global(),
+  // which host tensors made outside any session use too; each other CPU device has its own,
+  // with its own counts and cache, shared by every session that has that device and never
+  // destroyed (buffers may outlive the sessions that made them).
+  static cpu_allocator& of_device(int id) {
+    if (id == 0) return global();
+    static std::mutex mu;
+    static auto* table = new std::vector<cpu_allocator*>;  // never destroyed, like the allocators
+    std::lock_guard lock(mu);
+    if (table->size() <= static_cast<std::size_t>(id)) table->resize(static_cast<std::size_t>(id) + 1, nullptr);
+    auto& a = (*table)[static_cast<std::size_t>(id)];
+    if (!a) a = new cpu_allocator;
+    return *a;
+  }
+
  private:
   // Small buffers round to the alignment, large ones to whole pages so that sizes that
   // differ by a few bytes share cached blocks.

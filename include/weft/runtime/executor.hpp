@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +65,7 @@ struct exec_node {
   int child_frame = -1;    // an Enter's frame
   bool is_constant = false;  // an Enter's
   bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
+  int device = 0;          // the index of the session device it runs on
   int exit_index = -1;     // an Exit's index in its frame's exits
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
@@ -255,9 +257,10 @@ struct step_options {
 
 class step {
  public:
-  step(const executable& x, std::vector<tensor> feeds, const cpu_device& device, resource_manager& resources,
-       Eigen::ThreadPoolInterface* inter_op, step_options options)
-      : x_(x), feeds_(std::move(feeds)), device_(device), resources_(resources), inter_op_(inter_op),
+  // devices: the session's devices, indexed by exec_node::device.
+  step(const executable& x, std::vector<tensor> feeds, std::span<const cpu_device* const> devices,
+       resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
+      : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
     root_ = make_iteration(root_frame_, 0);
@@ -394,7 +397,7 @@ class step {
         auto t0 = options_.trace ? now_ns() : 0;
         try {
           snapshot_refs(xn, inputs);
-          kernel_context ctx(*xn.def, inputs, outputs, device_, resources_, cancellation_, options_.step_id, &store_);
+          kernel_context ctx(*xn.def, inputs, outputs, device_of(xn), resources_, cancellation_, options_.step_id, &store_);
           xn.kernel->compute(ctx);
         } catch (...) {
           fail_node(xn, inputs, std::current_exception());
@@ -469,7 +472,7 @@ class step {
       node_done(1);
       return;
     }
-    state->ctx = std::make_unique<kernel_context>(*xn.def, inputs, state->outputs, device_, resources_,
+    state->ctx = std::make_unique<kernel_context>(*xn.def, inputs, state->outputs, device_of(xn), resources_,
                                                   cancellation_, options_.step_id, &store_);
     xn.kernel->compute_async(*state->ctx, [this, tn, &xn, state, inputs] {
       if (auto e = state->ctx->error()) {
@@ -793,14 +796,16 @@ class step {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
   void record(const exec_node& xn, std::int64_t t0) {
-    node_stats s{xn.def->name(), xn.def->op(), device_.name(), detail::thread_index(), t0, now_ns()};
+    node_stats s{xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
     std::lock_guard lock(trace_mutex_);
     stats_.nodes.push_back(std::move(s));
   }
 
   const executable& x_;
   std::vector<tensor> feeds_;
-  const cpu_device& device_;
+  const cpu_device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
+
+  std::span<const cpu_device* const> devices_;
   resource_manager& resources_;
   Eigen::ThreadPoolInterface* inter_op_;
   step_options options_;

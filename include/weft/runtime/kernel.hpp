@@ -157,7 +157,11 @@ class kernel_context {
     if (e.value.dtype() != node_.output_dtype(out))
       fail(error_code::internal, node_.describe(), ": input ", in, " is ", e.value.dtype(), ", output ", out, " is declared ",
            node_.output_dtype(out));
-    if (!e.ref && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
+    // Only a buffer of this device's memory is taken over: a tensor from another device is
+    // copied, so that each device's allocator counts what its own nodes hold.
+    const allocator* from = e.value.buffer_allocator();
+    const bool here = from == &device_.get_allocator() || from == &device_.base_allocator();
+    if (!e.ref && here && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
     else o.value = e.value.copy(device_.get_allocator());
     return o.value;
   }

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,10 +29,16 @@ namespace weft {
 
 struct session_options {
   int inter_op_threads = default_thread_count();  // 0: the calling thread runs every node
-  int intra_op_threads = default_thread_count();
+  int intra_op_threads = default_thread_count();  // per CPU device
+  // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
+  // each with its own intra-op threads and allocator. A node runs on the first device its
+  // requested device (node_options::on, device_scope) matches, or on CPU:0 when it requests
+  // none; a request no device matches is an error naming the node.
+  int cpu_devices = 1;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
-  // The most bytes the tensors this session's kernels allocate may hold at once; past it a
-  // step fails with resource_exhausted naming the node (0: no limit but the machine's).
+  // The most bytes the tensors this session's kernels allocate on each device may hold at
+  // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
+  // machine's).
   std::size_t memory_limit_bytes = 0;
   // Constant folding when a signature's executable is built (max_bytes 0: off).
   passes::constant_folding_options constant_folding;
@@ -88,8 +95,8 @@ class session {
   explicit session(const graph& g, session_options options = {})
       : graph_(std::make_shared<const graph>(g)),
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
-        device_(std::max(1, options.intra_op_threads), "/job:localhost/replica:0/task:0/device:CPU:0",
-                options.memory_limit_bytes),
+        devices_(make_devices(options)),
+        device_ptrs_(pointers(devices_)),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
                                                : nullptr),
         folding_(options.constant_folding) {}
@@ -116,7 +123,7 @@ class session {
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    step s(*x, std::move(feed_values), device_, *resources_, inter_op_.get(),
+    step s(*x, std::move(feed_values), device_ptrs_, *resources_, inter_op_.get(),
            step_options{options.trace || metadata, next_step_id_.fetch_add(1)});
     std::vector<tensor> results;
     try {
@@ -139,7 +146,9 @@ class session {
     return *graph_;
   }
   resource_manager& resources() const noexcept { return *resources_; }
-  const cpu_device& device() const noexcept { return device_; }
+  // The default device (CPU:0), and every device of the session.
+  const cpu_device& device() const noexcept { return *devices_.front(); }
+  std::span<const cpu_device* const> devices() const noexcept { return device_ptrs_; }
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -229,7 +238,7 @@ class session {
       if (!plan.outputs.empty()) {
         try {
           auto sub = build(g, {}, plan.outputs, {}, false);
-          step s(*sub, {}, device_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
+          step s(*sub, {}, device_ptrs_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
           x->constants = s.run();  // one value per planned output
         } catch (const std::exception&) {
           x->constants.clear();
@@ -263,16 +272,18 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
+      xn.device = place(n);
+      const std::string device_type = devices_[static_cast<std::size_t>(xn.device)]->type();
       if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
       } else if (n.def().stateful) {
         // One kernel per stateful node per session (a random op's stream continues across signatures).
         std::lock_guard lock(mutex_);
         auto& k = stateful_kernels_[n.name()];
-        if (!k) k = kernel_registry::global().create(n, "CPU");
+        if (!k) k = kernel_registry::global().create(n, device_type);
         xn.kernel = k;
       } else {
-        xn.kernel = kernel_registry::global().create(n, "CPU");
+        xn.kernel = kernel_registry::global().create(n, device_type);
       }
       xn.num_inputs = n.num_inputs();
       xn.num_outputs = n.num_outputs();
@@ -311,10 +322,43 @@ class session {
     return x;
   }
 
+  static std::vector<std::unique_ptr<cpu_device>> make_devices(const session_options& o) {
+    if (o.cpu_devices < 1)
+      fail(error_code::invalid_argument, "session_options::cpu_devices must be at least 1, got ", o.cpu_devices);
+    std::vector<std::unique_ptr<cpu_device>> out;
+    for (int i = 0; i < o.cpu_devices; ++i)
+      out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
+    return out;
+  }
+  static std::vector<const cpu_device*> pointers(const std::vector<std::unique_ptr<cpu_device>>& devices) {
+    std::vector<const cpu_device*> out;
+    for (const auto& d : devices) out.push_back(d.get());
+    return out;
+  }
+
+  // The index of the device node n runs on: the first its requested device matches, CPU:0
+  // when it requests none.
+  int place(const node& n) const {
+    if (n.device().empty()) return 0;
+    device_name spec;
+    try {
+      spec = device_name::parse(n.device());
+    } catch (const error& e) {
+      fail(error_code::invalid_argument, n.describe(), ": ", e.what());
+    }
+    for (std::size_t i = 0; i < devices_.size(); ++i)
+      if (spec.matches(devices_[i]->parsed_name())) return static_cast<int>(i);
+    std::string names;
+    for (const auto& d : devices_) names += (names.empty() ? "" : ", ") + d->name();
+    fail(error_code::invalid_argument, n.describe(), " requests device '", n.device(),
+         "', which this session does not have (its devices: ", names, ")");
+  }
+
   mutable std::mutex mutex_;
   std::shared_ptr<const graph> graph_;
   std::shared_ptr<resource_manager> resources_;
-  cpu_device device_;
+  std::vector<std::unique_ptr<cpu_device>> devices_;
+  std::vector<const cpu_device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::constant_folding_options folding_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
