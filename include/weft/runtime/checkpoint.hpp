@@ -41,15 +41,15 @@ struct saver_options {
   int keep = 5;  // checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
 };
 
-// Saves and restores variables of a graph by their node names. Construct it before the
-// session: it adds to the graph a Save node reading the variables, a Restore node, an
-// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 namespace detail {
 // Registers the Save and Restore kernels. Set by <weft/kernels/cpu/io.hpp> when a program
 // includes it (<weft/weft.hpp> does), so that the runtime names no device's kernels.
 inline std::atomic<void (*)()> saver_kernels{nullptr};
 }  // namespace detail
 
+// Saves and restores variables of a graph by their node names. Construct it before the
+// session: it adds to the graph a Save node reading the variables, a Restore node, an
+// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
   saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
