@@ -6975,10 +6975,10 @@ namespace weft {
 
 // A persistent tensor. A value a reader took stays valid and unchanged while other steps
 // assign: assign and update replace the buffer, and update_in_place writes into it only
-// when no reader holds it (copy on write).
-class variable {
+// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
+class resource_variable {
  public:
-  variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
+  resource_variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
 
   dtype element_type() const noexcept { return dtype_; }
   const partial_shape& declared_shape() const noexcept { return shape_; }
@@ -7014,17 +7014,17 @@ class variable {
   // two updates of overlapping sets cannot deadlock. f should check its inputs before it
   // writes: an exception leaves the values it has written.
   template <class F>
-  static void update_in_place(const std::vector<variable*>& vars, F&& f) {
-    std::vector<variable*> order(vars);
+  static void update_in_place(const std::vector<resource_variable*>& vars, F&& f) {
+    std::vector<resource_variable*> order(vars);
     std::sort(order.begin(), order.end());
     if (std::adjacent_find(order.begin(), order.end()) != order.end())
       fail(error_code::invalid_argument, "variable '", (*std::adjacent_find(order.begin(), order.end()))->name_,
            "' is passed twice to one update");
     std::vector<std::unique_lock<std::shared_mutex>> locks;
     locks.reserve(order.size());
-    for (variable* v : order) locks.emplace_back(v->mutex_);
+    for (resource_variable* v : order) locks.emplace_back(v->mutex_);
     std::vector<tensor*> values;
-    for (variable* v : vars) {
+    for (resource_variable* v : vars) {
       if (!v->value_.valid())
         fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
       if (!v->value_.sole_owner()) v->value_ = v->value_.copy();
@@ -7045,19 +7045,19 @@ class resource_manager {
  public:
   // The variable `name` in `container`, created on first use. A second lookup with another
   // dtype or shape is an error: two graphs disagree about what the variable is.
-  std::shared_ptr<variable> lookup_or_create_variable(const std::string& container, const std::string& name,
+  std::shared_ptr<resource_variable> lookup_or_create_variable(const std::string& container, const std::string& name,
                                                       dtype t, const partial_shape& s) {
     std::unique_lock lock(mutex_);
     auto& slot = containers_[container][name];
     if (!slot) {
-      slot = std::make_shared<variable>(t, s, name);
+      slot = std::make_shared<resource_variable>(t, s, name);
     } else if (slot->element_type() != t || !(slot->declared_shape() == s)) {
       fail(error_code::invalid_argument, "variable '", name, "' in container '", container, "' exists as ",
            slot->element_type(), slot->declared_shape(), ", not ", t, s);
     }
     return slot;
   }
-  std::shared_ptr<variable> find_variable(const std::string& container, const std::string& name) const {
+  std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
     std::shared_lock lock(mutex_);
     auto c = containers_.find(container);
     if (c == containers_.end()) return nullptr;
@@ -7077,7 +7077,7 @@ class resource_manager {
 
  private:
   mutable std::shared_mutex mutex_;
-  std::map<std::string, std::map<std::string, std::shared_ptr<variable>>> containers_;
+  std::map<std::string, std::map<std::string, std::shared_ptr<resource_variable>>> containers_;
 };
 
 }  // namespace weft
@@ -7088,7 +7088,7 @@ namespace weft {
 // (an untaken branch's output; control flow makes use of it).
 struct entry {
   tensor value;
-  std::shared_ptr<variable> ref;
+  std::shared_ptr<resource_variable> ref;
   bool dead = false;
 };
 
@@ -7182,8 +7182,8 @@ class kernel_context {
   // Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
   bool input_dead(int i) const { return inputs_[static_cast<std::size_t>(i)].dead; }
   // The variable behind a reference input (declared "Ref(T)" in the op).
-  variable& input_ref(int i) const { return *input_ref_shared(i); }
-  std::shared_ptr<variable> input_ref_shared(int i) const {
+  resource_variable& input_ref(int i) const { return *input_ref_shared(i); }
+  std::shared_ptr<resource_variable> input_ref_shared(int i) const {
     const auto& r = inputs_[static_cast<std::size_t>(i)].ref;
     if (!r) fail(error_code::internal, "input ", i, " is not a variable reference");
     return r;
@@ -7224,7 +7224,7 @@ class kernel_context {
   }
   // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
-  void set_output_ref(int i, std::shared_ptr<variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
+  void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
   const cpu_device& device() const noexcept { return device_; }
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return device_.eigen_device(); }
@@ -13914,7 +13914,7 @@ struct kernel_for<ops::families::state, T, device_types::cpu> {
 };
 }  // namespace weft
 // CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
-// place under their locks (variable::update_in_place: copied first when a reader still
+// place under their locks (resource_variable::update_in_place: copied first when a reader still
 // holds a value), after checking every shape, so a bad input changes nothing. float16 and
 // bfloat16 compute in float.
 
@@ -13933,9 +13933,8 @@ template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-// The runtime's variable class, named so that the DSL's weft::variable() function (which
-// hides the class name where both are declared) does not get in the way.
-using state = class weft::variable;
+// The runtime's variable class.
+using state = resource_variable;
 
 // Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
 // gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
@@ -15478,7 +15477,11 @@ struct identity_op : detail::lowers_plainly<identity_op> {
   using op = ops::Identity;
   static constexpr const char* name = "Identity";
   attr_map attrs() const { return {}; }
-  void prepare() const { use_kernels<ops::families::core>(); }
+  // A template, so that a header compiled without any backend's kernels stays valid.
+  template <class = void>
+  void prepare() const {
+    use_kernels<ops::families::core>();
+  }
 };
 template <expression A>
 auto identity(const A& a) {
@@ -16098,6 +16101,7 @@ struct nn_op {
   attr_map attrs;
   void (*kernels)();
   int port = 0;
+  template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
     kernels();
@@ -17364,8 +17368,10 @@ namespace detail {
 
 // The kernels of the int64 counters and iteration paths a loop and its gradient add, of
 // the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
-// kernels they use).
-inline void register_control_flow_kernels() {
+// kernels they use). A template, called where a loop or cond is built, so that this header
+// compiled without any backend's kernels stays valid.
+template <class = void>
+void register_control_flow_kernels() {
   static const bool once = [] {
     ops::register_standard_ops();
     use_kernels<ops::families::array>();
@@ -17433,7 +17439,6 @@ struct loop_state {
 
   std::vector<output> lower(lowering& cx) {
     return memo.get(cx, [&] {
-      register_control_flow_kernels();
       std::vector<output> in;
       for (const auto& f : init) in.push_back(f(cx));
       auto inside = [&](loop_scope& s, const std::vector<output>& v, auto&& what) {
@@ -17520,7 +17525,6 @@ struct cond_state {
 
   std::vector<output> lower(lowering& cx) {
     return memo.get(cx, [&] {
-      register_control_flow_kernels();
       graph& g = cx.target();
       const output pred = predicate(cx);
       auto name = g.name_scope("cond");
@@ -17567,11 +17571,12 @@ struct elements<boost::hana::tuple<X...>> {
                 "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
 };
 // The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
+// (Its type is spelled out: deducing it would lower an expression in this header.)
+using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
 template <expression I, expression N>
-auto position(const I& i, const N& n, bool reverse) {
+position_t position(const I& i, const N& n, bool reverse) {
   return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
 }
-using position_t = decltype(position(std::declval<handle<std::int32_t>>(), std::declval<handle<std::int32_t>>(), false));
 // The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
 template <class Xs>
 struct rows_type;
@@ -17643,6 +17648,7 @@ template <class Cond, class Body, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& init, loop_options options = {}) {
   namespace hana = boost::hana;
+  detail::register_control_flow_kernels();
   auto state = std::make_shared<detail::loop_state>();
   state->options = std::move(options);
   hana::for_each(init, [&](const auto& e) { state->init.push_back(lowering_of(e)); });
@@ -17690,6 +17696,7 @@ auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
   auto t = detail::as_tuple(t_raw);
   auto f = detail::as_tuple(f_raw);
   constexpr std::size_t n = decltype(hana::length(t))::value;
+  detail::register_control_flow_kernels();
   auto state = std::make_shared<detail::cond_state>();
   state->predicate = lowering_of(pred);
   state->scope = detail::current_scope();
@@ -18122,11 +18129,12 @@ fetch_list<Es...> fetch(const Es&... es) {
 class group_target {
  public:
   template <expression... Es>
-  explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {}
+  explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {
+    use_kernels<ops::families::core>();  // NoOp's; here, where the kernels are visible, not in lower()
+  }
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
-    use_kernels<ops::families::core>();
     return cx.add("NoOp", {}, {}, scope_, "group", true, std::move(controls));
   }
 

@@ -44,11 +44,12 @@ fetch_list<Es...> fetch(const Es&... es) {
 class group_target {
  public:
   template <expression... Es>
-  explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {}
+  explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {
+    use_kernels<ops::families::core>();  // NoOp's; here, where the kernels are visible, not in lower()
+  }
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
-    use_kernels<ops::families::core>();
     return cx.add("NoOp", {}, {}, scope_, "group", true, std::move(controls));
   }
 

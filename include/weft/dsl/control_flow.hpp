@@ -132,8 +132,10 @@ namespace detail {
 
 // The kernels of the int64 counters and iteration paths a loop and its gradient add, of
 // the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
-// kernels they use).
-inline void register_control_flow_kernels() {
+// kernels they use). A template, called where a loop or cond is built, so that this header
+// compiled without any backend's kernels stays valid.
+template <class = void>
+void register_control_flow_kernels() {
   static const bool once = [] {
     ops::register_standard_ops();
     use_kernels<ops::families::array>();
@@ -201,7 +203,6 @@ struct loop_state {
 
   std::vector<output> lower(lowering& cx) {
     return memo.get(cx, [&] {
-      register_control_flow_kernels();
       std::vector<output> in;
       for (const auto& f : init) in.push_back(f(cx));
       auto inside = [&](loop_scope& s, const std::vector<output>& v, auto&& what) {
@@ -288,7 +289,6 @@ struct cond_state {
 
   std::vector<output> lower(lowering& cx) {
     return memo.get(cx, [&] {
-      register_control_flow_kernels();
       graph& g = cx.target();
       const output pred = predicate(cx);
       auto name = g.name_scope("cond");
@@ -335,11 +335,12 @@ struct elements<boost::hana::tuple<X...>> {
                 "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
 };
 // The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
+// (Its type is spelled out: deducing it would lower an expression in this header.)
+using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
 template <expression I, expression N>
-auto position(const I& i, const N& n, bool reverse) {
+position_t position(const I& i, const N& n, bool reverse) {
   return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
 }
-using position_t = decltype(position(std::declval<handle<std::int32_t>>(), std::declval<handle<std::int32_t>>(), false));
 // The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
 template <class Xs>
 struct rows_type;
@@ -411,6 +412,7 @@ template <class Cond, class Body, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& init, loop_options options = {}) {
   namespace hana = boost::hana;
+  detail::register_control_flow_kernels();
   auto state = std::make_shared<detail::loop_state>();
   state->options = std::move(options);
   hana::for_each(init, [&](const auto& e) { state->init.push_back(lowering_of(e)); });
@@ -458,6 +460,7 @@ auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
   auto t = detail::as_tuple(t_raw);
   auto f = detail::as_tuple(f_raw);
   constexpr std::size_t n = decltype(hana::length(t))::value;
+  detail::register_control_flow_kernels();
   auto state = std::make_shared<detail::cond_state>();
   state->predicate = lowering_of(pred);
   state->scope = detail::current_scope();

@@ -84,6 +84,7 @@ struct nn_op {
   attr_map attrs;
   void (*kernels)();
   int port = 0;
+  template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
     kernels();

@@ -635,7 +635,11 @@ struct identity_op : detail::lowers_plainly<identity_op> {
   using op = ops::Identity;
   static constexpr const char* name = "Identity";
   attr_map attrs() const { return {}; }
-  void prepare() const { use_kernels<ops::families::core>(); }
+  // A template, so that a header compiled without any backend's kernels stays valid.
+  template <class = void>
+  void prepare() const {
+    use_kernels<ops::families::core>();
+  }
 };
 template <expression A>
 auto identity(const A& a) {

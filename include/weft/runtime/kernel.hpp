@@ -31,7 +31,7 @@ namespace weft {
 // (an untaken branch's output; control flow makes use of it).
 struct entry {
   tensor value;
-  std::shared_ptr<variable> ref;
+  std::shared_ptr<resource_variable> ref;
   bool dead = false;
 };
 
@@ -125,8 +125,8 @@ class kernel_context {
   // Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
   bool input_dead(int i) const { return inputs_[static_cast<std::size_t>(i)].dead; }
   // The variable behind a reference input (declared "Ref(T)" in the op).
-  variable& input_ref(int i) const { return *input_ref_shared(i); }
-  std::shared_ptr<variable> input_ref_shared(int i) const {
+  resource_variable& input_ref(int i) const { return *input_ref_shared(i); }
+  std::shared_ptr<resource_variable> input_ref_shared(int i) const {
     const auto& r = inputs_[static_cast<std::size_t>(i)].ref;
     if (!r) fail(error_code::internal, "input ", i, " is not a variable reference");
     return r;
@@ -167,7 +167,7 @@ class kernel_context {
   }
   // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
-  void set_output_ref(int i, std::shared_ptr<variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
+  void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
   const cpu_device& device() const noexcept { return device_; }
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return device_.eigen_device(); }

@@ -18,10 +18,10 @@ namespace weft {
 
 // A persistent tensor. A value a reader took stays valid and unchanged while other steps
 // assign: assign and update replace the buffer, and update_in_place writes into it only
-// when no reader holds it (copy on write).
-class variable {
+// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
+class resource_variable {
  public:
-  variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
+  resource_variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
 
   dtype element_type() const noexcept { return dtype_; }
   const partial_shape& declared_shape() const noexcept { return shape_; }
@@ -57,17 +57,17 @@ class variable {
   // two updates of overlapping sets cannot deadlock. f should check its inputs before it
   // writes: an exception leaves the values it has written.
   template <class F>
-  static void update_in_place(const std::vector<variable*>& vars, F&& f) {
-    std::vector<variable*> order(vars);
+  static void update_in_place(const std::vector<resource_variable*>& vars, F&& f) {
+    std::vector<resource_variable*> order(vars);
     std::sort(order.begin(), order.end());
     if (std::adjacent_find(order.begin(), order.end()) != order.end())
       fail(error_code::invalid_argument, "variable '", (*std::adjacent_find(order.begin(), order.end()))->name_,
            "' is passed twice to one update");
     std::vector<std::unique_lock<std::shared_mutex>> locks;
     locks.reserve(order.size());
-    for (variable* v : order) locks.emplace_back(v->mutex_);
+    for (resource_variable* v : order) locks.emplace_back(v->mutex_);
     std::vector<tensor*> values;
-    for (variable* v : vars) {
+    for (resource_variable* v : vars) {
       if (!v->value_.valid())
         fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
       if (!v->value_.sole_owner()) v->value_ = v->value_.copy();
@@ -88,19 +88,19 @@ class resource_manager {
  public:
   // The variable `name` in `container`, created on first use. A second lookup with another
   // dtype or shape is an error: two graphs disagree about what the variable is.
-  std::shared_ptr<variable> lookup_or_create_variable(const std::string& container, const std::string& name,
+  std::shared_ptr<resource_variable> lookup_or_create_variable(const std::string& container, const std::string& name,
                                                       dtype t, const partial_shape& s) {
     std::unique_lock lock(mutex_);
     auto& slot = containers_[container][name];
     if (!slot) {
-      slot = std::make_shared<variable>(t, s, name);
+      slot = std::make_shared<resource_variable>(t, s, name);
     } else if (slot->element_type() != t || !(slot->declared_shape() == s)) {
       fail(error_code::invalid_argument, "variable '", name, "' in container '", container, "' exists as ",
            slot->element_type(), slot->declared_shape(), ", not ", t, s);
     }
     return slot;
   }
-  std::shared_ptr<variable> find_variable(const std::string& container, const std::string& name) const {
+  std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
     std::shared_lock lock(mutex_);
     auto c = containers_.find(container);
     if (c == containers_.end()) return nullptr;
@@ -120,7 +120,7 @@ class resource_manager {
 
  private:
   mutable std::shared_mutex mutex_;
-  std::map<std::string, std::map<std::string, std::shared_ptr<variable>>> containers_;
+  std::map<std::string, std::map<std::string, std::shared_ptr<resource_variable>>> containers_;
 };
 
 }  // namespace weft

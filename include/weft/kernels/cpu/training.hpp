@@ -1,5 +1,5 @@
 // CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
-// place under their locks (variable::update_in_place: copied first when a reader still
+// place under their locks (resource_variable::update_in_place: copied first when a reader still
 // holds a value), after checking every shape, so a bad input changes nothing. float16 and
 // bfloat16 compute in float.
 #pragma once
@@ -22,9 +22,8 @@ template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-// The runtime's variable class, named so that the DSL's weft::variable() function (which
-// hides the class name where both are declared) does not get in the way.
-using state = class weft::variable;
+// The runtime's variable class.
+using state = resource_variable;
 
 // Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
 // gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
