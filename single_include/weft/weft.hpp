@@ -4129,6 +4129,143 @@ inline void register_standard_gradients() {
 }
 
 }  // namespace weft::gradients
+// Loop frames (the whitepaper's §4.4): which frame each node of a graph runs in. The
+// executor (runtime/executor.hpp) and the gradient pass (graph/gradients.hpp) both work
+// on this analysis.
+//
+// A node runs in the frame its inputs come from: an Enter's output is in the child frame
+// its frame_name names (one frame per name per parent frame), an Exit's in its frame's
+// parent, any other node's in the node's own frame; a node with no input runs in the
+// root frame (frame 0). NextIteration's edges into Merges are back edges and do not place
+// their consumers.
+//
+// With `check`, the analysis also verifies the control flow and throws weft::error naming
+// the node: every input of a node from one frame, no Exit or NextIteration outside a loop,
+// a NextIteration in the frame of the Merge it feeds, one parallel_iterations per frame.
+// Without it, a node runs in the frame of its first input that places it (data inputs
+// before control inputs), and nothing is reported: the gradient pass reads graphs that
+// may hold nodes no run will reach.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace weft::passes {
+
+struct frame {
+  std::string name;  // the Enters' frame_name ("" for the root)
+  int parent = -1;   // -1 for the root
+  int depth = 0;     // loops around it
+  std::int64_t parallel_iterations = 1;
+};
+
+// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
+// place, which has no inputs), its part in control flow, and where its inputs come from
+// (the producing node's index, and whether it is a data input), data inputs first.
+struct frame_node {
+  const node* def = nullptr;
+  flow kind = flow::plain;
+  std::vector<std::pair<int, bool>> sources;
+  std::string fed;  // for a fed value: the name of the output it replaces
+};
+
+class frame_map {
+ public:
+  int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        // the frame node i runs in
+  int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  // an Enter's frame, else -1
+  // The frame node i's outputs are seen in.
+  int out_frame(int i) const {
+    const auto k = static_cast<std::size_t>(i);
+    if (kind_[k] == flow::enter) return child_[k];
+    if (kind_[k] == flow::exit) return std::max(frames_[static_cast<std::size_t>(of_[k])].parent, 0);
+    return of_[k];
+  }
+  const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
+  const std::vector<frame>& frames() const noexcept { return frames_; }
+  std::string frame_name(int f) const { return f == 0 ? std::string("the root frame") : "frame '" + info(f).name + "'"; }
+
+ private:
+  friend frame_map find_frames(const std::vector<frame_node>& nodes, bool check);
+  std::vector<frame> frames_;
+  std::vector<int> of_, child_;
+  std::vector<flow> kind_;
+};
+
+// The frames of `nodes`, given in topological order but for the back edges out of
+// NextIterations.
+inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
+  frame_map m;
+  const auto count = nodes.size();
+  m.frames_.assign(1, frame{});
+  m.of_.assign(count, 0);
+  m.child_.assign(count, -1);
+  m.kind_.resize(count);
+  for (std::size_t i = 0; i < count; ++i) m.kind_[i] = nodes[i].kind;
+  auto describe = [&](int i) {
+    const frame_node& n = nodes[static_cast<std::size_t>(i)];
+    return n.def ? n.def->describe() : "the value fed for '" + n.fed + "'";
+  };
+  auto child_of = [&](int parent, const node& enter) {
+    const auto name = enter.attr<std::string>("frame_name");
+    const auto parallel = enter.attr<std::int64_t>("parallel_iterations");
+    for (std::size_t f = 1; f < m.frames_.size(); ++f)
+      if (m.frames_[f].parent == parent && m.frames_[f].name == name) {
+        if (check && m.frames_[f].parallel_iterations != parallel)
+          fail(error_code::invalid_argument, enter.describe(), ": parallel_iterations ", parallel, " for frame '", name,
+               "', which another Enter gave ", m.frames_[f].parallel_iterations);
+        return static_cast<int>(f);
+      }
+    m.frames_.push_back(frame{name, parent, m.frames_[static_cast<std::size_t>(parent)].depth + 1, parallel});
+    return static_cast<int>(m.frames_.size() - 1);
+  };
+  for (std::size_t i = 0; i < count; ++i) {
+    const frame_node& n = nodes[i];
+    int f = -1, from = -1;
+    for (auto [src, data] : n.sources) {
+      if (data && nodes[static_cast<std::size_t>(src)].kind == flow::next_iteration) continue;  // a back edge
+      if (src >= static_cast<int>(i)) continue;  // not placed yet: only a back edge can come later
+      const int sf = data ? m.out_frame(src) : m.of(src);
+      if (f < 0) {
+        f = sf, from = src;
+      } else if (check && sf != f) {
+        fail(error_code::invalid_argument, describe(static_cast<int>(i)), ": its inputs come from ", m.frame_name(f),
+             " (", describe(from), ") and from ", m.frame_name(sf), " (", describe(src),
+             "); a value enters a loop through an Enter and leaves it through an Exit");
+      }
+    }
+    m.of_[i] = std::max(f, 0);
+    if (check && (n.kind == flow::exit || n.kind == flow::next_iteration) && m.of_[i] == 0)
+      fail(error_code::invalid_argument, describe(static_cast<int>(i)), ": is not inside a loop (its input comes from no Enter)");
+    if (n.kind == flow::enter && n.def) m.child_[i] = child_of(m.of_[i], *n.def);
+  }
+  if (check)
+    for (std::size_t i = 0; i < count; ++i)
+      for (auto [src, data] : nodes[i].sources)
+        if (data && nodes[static_cast<std::size_t>(src)].kind == flow::next_iteration && m.of(src) != m.of_[i])
+          fail(error_code::invalid_argument, describe(src), ": runs in ", m.frame_name(m.of(src)), " but feeds ",
+               describe(static_cast<int>(i)), " in ", m.frame_name(m.of_[i]));
+  return m;
+}
+
+// The frames of a whole graph, by node id.
+inline frame_map find_frames(const graph& g, bool check) {
+  std::vector<frame_node> nodes(static_cast<std::size_t>(g.size()));
+  for (int id = 0; id < g.size(); ++id) {
+    frame_node& fn = nodes[static_cast<std::size_t>(id)];
+    const node& n = g.at(id);
+    fn.def = &n;
+    fn.kind = n.def().control;
+    for (const output& in : n.inputs()) fn.sources.push_back({in.node, true});
+    for (int c : n.control_inputs()) fn.sources.push_back({c, false});
+  }
+  return find_frames(nodes, check);
+}
+
+}  // namespace weft::passes
 // Every standard op family, and register_standard_ops() to add them all to the registry,
 // for programs that build graphs by op name without registering kernel families (to dump
 // or validate them, say). <weft/kernels/cpu/all.hpp> calls it.
@@ -5423,52 +5560,6 @@ inline bool differentiable(dtype t) {
 
 namespace detail {
 
-// The loop frames of a graph, found as the executor finds them (runtime/executor.hpp): a
-// node runs in the frame of its inputs; an Enter's output is in the child frame its
-// frame_name names, an Exit's in its frame's parent; a node with no input runs in the root.
-class graph_frames {
- public:
-  struct frame {
-    std::string name;
-    int parent = -1;
-    int depth = 0;  // loops around it
-  };
-  explicit graph_frames(const graph& g) : g_(g) {
-    frames_.push_back({});
-    for (int id = 0; id < g.size(); ++id) {
-      const node& n = g.at(id);
-      int f = -1;
-      for (const output& in : n.inputs())
-        if (f < 0 && in.node < id && g.at(in).op() != "NextIteration") f = out_frame(in);  // not a back edge
-      for (int c : n.control_inputs())
-        if (f < 0) f = of_[static_cast<std::size_t>(c)];
-      of_.push_back(std::max(f, 0));
-      child_.push_back(n.op() == "Enter" ? child_of(of_.back(), n.attr<std::string>("frame_name")) : -1);
-    }
-  }
-  int of(int id) const { return of_[static_cast<std::size_t>(id)]; }        // the frame node id runs in
-  int child(int id) const { return child_[static_cast<std::size_t>(id)]; }  // an Enter's frame, else -1
-  // The frame output o is seen in.
-  int out_frame(output o) const {
-    const node& n = g_.at(o);
-    if (n.op() == "Enter") return child(o.node);
-    if (n.op() == "Exit") return std::max(info(of(o.node)).parent, 0);
-    return of(o.node);
-  }
-  const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
-
- private:
-  int child_of(int parent, const std::string& name) {
-    for (std::size_t f = 1; f < frames_.size(); ++f)
-      if (frames_[f].parent == parent && frames_[f].name == name) return static_cast<int>(f);
-    frames_.push_back({name, parent, info(parent).depth + 1});
-    return static_cast<int>(frames_.size() - 1);
-  }
-  const graph& g_;
-  std::vector<frame> frames_;
-  std::vector<int> of_, child_;
-};
-
 // A while loop of the graph (graph/control_flow.hpp's lowering): per loop variable its
 // Enter, Merge, Switch, Exit and NextIteration, the invariants' Enters, the LoopCond.
 struct loop_structure {
@@ -5486,7 +5577,7 @@ struct loop_structure {
 
 // Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
 // Switch(LoopCond) -> NextIteration -> the same Merge.
-inline loop_structure find_loop(const graph& g, const graph_frames& frames, int f,
+inline loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
                                 const std::vector<std::vector<std::pair<int, int>>>& consumers) {
   loop_structure L;
   L.frame_name = frames.info(f).name;
@@ -5581,7 +5672,7 @@ struct gradient_pass {
   gradient_builder& base;
   const graph& g;
   int n;  // the forward graph's nodes: ids below n
-  graph_frames frames;
+  passes::frame_map frames;  // graph/passes/frames.hpp, unchecked
   std::vector<std::vector<std::pair<int, int>>> consumers;  // per forward node: (consumer, input index)
   std::map<int, loop_structure> loops;                      // by frame
   std::vector<char> from_x, to_y;
@@ -5589,7 +5680,7 @@ struct gradient_pass {
   std::vector<std::unique_ptr<frame_context>> contexts;
   std::map<int, int> added_forward;  // nodes the pass added to forward loops that the gradient reads: their frame
 
-  explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(g) {
+  explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(passes::find_frames(g, false)) {
     consumers.resize(static_cast<std::size_t>(n));
     for (int id = 0; id < n; ++id)
       for (std::size_t i = 0; i < g.at(id).inputs().size(); ++i)
@@ -5626,7 +5717,7 @@ struct gradient_pass {
 inline output frame_context::bring(output o) {
   int f = 0;
   if (o.node < pass_.n) {
-    f = pass_.frames.out_frame(o);
+    f = pass_.frames.out_frame(o.node);
   } else if (auto it = pass_.added_forward.find(o.node); it != pass_.added_forward.end()) {
     f = it->second;  // a loop's iteration count, added to the forward graph
   } else {
@@ -5863,11 +5954,11 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   detail::gradient_pass pass(b);
   const int n = pass.n;
   for (const auto& x : xs)
-    if (pass.frames.out_frame(x) != 0)  // g.at names a bad id
+    if (pass.frames.out_frame(g.at(x).id()) != 0)  // g.at names a bad id
       fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(x).describe(),
            " is inside a loop; differentiate with respect to a value outside it");
   for (const auto& y : ys)
-    if (pass.frames.out_frame(y) != 0)
+    if (pass.frames.out_frame(g.at(y).id()) != 0)
       fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(y).describe(),
            " is inside a loop; differentiate a value that leaves it through an Exit");
   // Nodes that depend on an x, and among them those some y depends on. Ids are
@@ -6666,6 +6757,42 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
 }
 
 }  // namespace weft::passes
+// Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
+// names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
+// it needs every node reached walking back from its fetches and targets through data and
+// control inputs, and stops at fed outputs: what produces a fed value does not run.
+
+#include <cstddef>
+#include <vector>
+
+
+namespace weft::passes {
+
+// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed.
+template <class IsFed>
+std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed) {
+  std::vector<bool> needed(static_cast<std::size_t>(g.size()), false);
+  std::vector<int> stack;
+  auto need = [&](int id) {
+    if (!needed[static_cast<std::size_t>(id)]) {
+      needed[static_cast<std::size_t>(id)] = true;
+      stack.push_back(id);
+    }
+  };
+  for (output o : fetched)
+    if (!is_fed(o)) need(o.node);
+  for (int t : targets) need(t);
+  while (!stack.empty()) {
+    const node& n = g.at(stack.back());
+    stack.pop_back();
+    for (output in : n.inputs())
+      if (!is_fed(in)) need(in.node);
+    for (int c : n.control_inputs()) need(c);
+  }
+  return needed;
+}
+
+}  // namespace weft::passes
 // Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
 // allocator with counts of the bytes in use and their peak, its own threads, and copies of
 // tensors to and from host memory (device_name.hpp parses and matches names). cpu_device is
@@ -7418,81 +7545,49 @@ struct executable {
   // numbered after the run's own feeds read them.
   std::vector<tensor> constants;
   std::vector<exec_node> nodes;
+  std::vector<output> feeds;  // the outputs the feed nodes stand for: the run's feeds, then the folded ones
   std::vector<frame_info> frames;
   std::vector<int> roots;
   int num_fetches = 0;
 };
 
 // Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
-// counted over the whole executable): finds each node's frame from the Enter and Exit
-// nodes, numbers nodes and slots within their frames, and checks the control flow (every
-// input of a node from its own frame, non-constant Enters and NextIterations feeding
-// Merges only, no fetch from inside a loop). Throws weft::error naming the node.
+// counted over the whole executable): finds each node's frame (graph/passes/frames.hpp,
+// checked), numbers nodes and slots within their frames, and checks what only an
+// executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
+// fetch from inside a loop). Throws weft::error naming the node.
 inline void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();
+  std::vector<passes::frame_node> view(count);
   for (std::size_t i = 0; i < count; ++i) {
     exec_node& xn = nodes[i];
-    if (!xn.def) continue;
-    xn.kind = xn.def->def().control;
+    if (xn.def) xn.kind = xn.def->def().control;
+    view[i].def = xn.def;
+    view[i].kind = xn.kind;
+    if (!xn.def && xn.feed >= 0 && static_cast<std::size_t>(xn.feed) < x.feeds.size() && x.source)
+      view[i].fed = x.source->name_of(x.feeds[static_cast<std::size_t>(xn.feed)]);
   }
   // Each node's sources: (exec id, is data) per input.
-  std::vector<std::vector<std::pair<int, bool>>> sources(count);
   for (std::size_t i = 0; i < count; ++i) {
-    for (const auto& e : nodes[i].out_edges) sources[static_cast<std::size_t>(e.dst)].push_back({static_cast<int>(i), true});
-    for (int c : nodes[i].control_out) sources[static_cast<std::size_t>(c)].push_back({static_cast<int>(i), false});
+    for (const auto& e : nodes[i].out_edges) view[static_cast<std::size_t>(e.dst)].sources.push_back({static_cast<int>(i), true});
+    for (int c : nodes[i].control_out) view[static_cast<std::size_t>(c)].sources.push_back({static_cast<int>(i), false});
   }
-  x.frames.assign(1, frame_info{});
-  auto child_of = [&](int parent, const std::string& name, std::int64_t parallel, const node& who) {
-    for (std::size_t f = 1; f < x.frames.size(); ++f)
-      if (x.frames[f].parent == parent && x.frames[f].name == name) {
-        if (x.frames[f].parallel_iterations != parallel)
-          fail(error_code::invalid_argument, who.describe(), ": parallel_iterations ", parallel, " for frame '", name,
-               "', which another Enter gave ", x.frames[f].parallel_iterations);
-        return static_cast<int>(f);
-      }
-    frame_info f;
-    f.name = name, f.parent = parent, f.parallel_iterations = parallel;
-    x.frames.push_back(std::move(f));
-    return static_cast<int>(x.frames.size() - 1);
-  };
-  auto frame_name = [&](int f) { return f == 0 ? std::string("the root frame") : "frame '" + x.frames[static_cast<std::size_t>(f)].name + "'"; };
-  // The frame a node's outputs go to.
-  auto out_frame = [&](const exec_node& src) {
-    if (src.kind == flow::enter) return src.child_frame;
-    if (src.kind == flow::exit) return x.frames[static_cast<std::size_t>(src.frame)].parent;
-    return src.frame;
-  };
-  // Exec ids are in graph order, which is topological but for the back edges into Merges.
+  const passes::frame_map frames = passes::find_frames(view, true);
+  x.frames.clear();
+  for (const passes::frame& f : frames.frames()) {
+    frame_info info;
+    info.name = f.name, info.parent = f.parent, info.parallel_iterations = f.parallel_iterations;
+    x.frames.push_back(std::move(info));
+  }
   for (std::size_t i = 0; i < count; ++i) {
     exec_node& xn = nodes[i];
-    int frame = -1, from = -1;
-    for (auto [src, data] : sources[i]) {
-      const exec_node& s = nodes[static_cast<std::size_t>(src)];
-      if (data && s.kind == flow::next_iteration) continue;  // a back edge, checked below
-      const int f = data ? out_frame(s) : s.frame;
-      if (frame >= 0 && f != frame)
-        fail(error_code::invalid_argument, xn.def->describe(), ": its inputs come from ", frame_name(frame), " (",
-             nodes[static_cast<std::size_t>(from)].def->describe(), ") and from ", frame_name(f), " (", s.def->describe(),
-             "); a value enters a loop through an Enter and leaves it through an Exit");
-      frame = f, from = src;
-    }
-    xn.frame = std::max(frame, 0);
-    if ((xn.kind == flow::exit || xn.kind == flow::next_iteration) && xn.frame == 0)
-      fail(error_code::invalid_argument, xn.def->describe(), ": is not inside a loop (its input comes from no Enter)");
-    if (xn.kind == flow::enter)
-      xn.child_frame = child_of(xn.frame, xn.def->attr<std::string>("frame_name"),
-                                xn.def->attr<std::int64_t>("parallel_iterations"), *xn.def),
-      xn.is_constant = xn.def->attr<bool>("is_constant");
+    xn.frame = frames.of(static_cast<int>(i));
+    xn.child_frame = frames.child(static_cast<int>(i));
+    if (xn.kind == flow::enter) xn.is_constant = xn.def->attr<bool>("is_constant");
   }
   for (std::size_t i = 0; i < count; ++i) {
     const exec_node& xn = nodes[i];
-    for (auto [src, data] : sources[i]) {
-      const exec_node& s = nodes[static_cast<std::size_t>(src)];
-      if (data && s.kind == flow::next_iteration && s.frame != xn.frame)
-        fail(error_code::invalid_argument, s.def->describe(), ": runs in ", frame_name(s.frame), " but feeds ",
-             xn.def->describe(), " in ", frame_name(xn.frame));
-    }
     const bool to_merges = xn.kind == flow::next_iteration || (xn.kind == flow::enter && !xn.is_constant);
     if (to_merges)
       for (const auto& e : xn.out_edges)
@@ -7500,9 +7595,9 @@ inline void finish_executable(executable& x) {
           fail(error_code::invalid_argument, xn.def->describe(), ": feeds ", nodes[static_cast<std::size_t>(e.dst)].def->describe(),
                ", which is not a Merge", xn.kind == flow::enter ? " (only a loop's first iteration would get the value; "
                                                                  "a loop invariant's Enter has is_constant)" : "");
-    if (!xn.fetches.empty() && out_frame(xn) != 0)
+    if (!xn.fetches.empty() && frames.out_frame(static_cast<int>(i)) != 0)
       fail(error_code::invalid_argument, "cannot fetch ", xn.def->describe(), ": it runs in every iteration of ",
-           frame_name(out_frame(xn)), "; fetch a value that leaves the loop through an Exit");
+           frames.frame_name(frames.out_frame(static_cast<int>(i))), "; fetch a value that leaves the loop through an Exit");
   }
   // Local numbering, slots and pending counts per frame.
   std::size_t total_slots = 0;
@@ -7516,7 +7611,7 @@ inline void finish_executable(executable& x) {
     f.num_slots += xn.num_inputs;
     if (xn.kind == flow::merge) {
       xn.pending = 0;
-      for (auto [src, data] : sources[static_cast<std::size_t>(&xn - nodes.data())]) {
+      for (auto [src, data] : view[static_cast<std::size_t>(&xn - nodes.data())].sources) {
         if (!data) ++xn.pending;
         else if (nodes[static_cast<std::size_t>(src)].kind != flow::next_iteration) ++xn.forward_inputs;
       }
@@ -8340,26 +8435,7 @@ class session {
     };
     // Prune: walk back from fetches and targets, stopping at fed outputs.
     std::vector<bool> needed;
-    auto prune = [&] {
-      needed.assign(static_cast<std::size_t>(g->size()), false);
-      std::vector<int> stack;
-      auto need = [&](int id) {
-        if (!needed[static_cast<std::size_t>(id)]) {
-          needed[static_cast<std::size_t>(id)] = true;
-          stack.push_back(id);
-        }
-      };
-      for (auto o : fetched)
-        if (!is_fed(o)) need(o.node);
-      for (int t : targets) need(t);
-      while (!stack.empty()) {
-        const node& n = g->at(stack.back());
-        stack.pop_back();
-        for (auto in : n.inputs())
-          if (!is_fed(in)) need(in.node);
-        for (int c : n.control_inputs()) need(c);
-      }
-    };
+    auto prune = [&] { needed = passes::prune(*g, fetched, targets, is_fed); };
     prune();
     // Constant folding: the outputs every step would compute alike are computed now, with
     // the kernels of a step of their own, and fed to every step. When that step fails, nothing
@@ -8449,6 +8525,7 @@ class session {
       x->nodes[static_cast<std::size_t>(src)].fetches.emplace_back(port, static_cast<int>(k));
     }
     x->num_fetches = static_cast<int>(fetched.size());
+    x->feeds = std::move(fed);
     finish_executable(*x);
     return x;
   }
@@ -14289,6 +14366,52 @@ WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be 
 #include <utility>
 #include <vector>
 
+// Common subexpression elimination (the whitepaper's §5, "Optimizations"), as a graph is
+// built: before adding a node, a builder asks whether an equal node is already there. Two
+// nodes are equal when they run the same op on the same inputs with the same attributes,
+// request the same device and colocation, and wait on the same control inputs. Stateful
+// ops (variables, random numbers, queues) never merge: two of them are two states. The
+// typed DSL's lowering (dsl/expr.hpp) adds every node through such a table.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace weft::passes {
+
+// What makes a node the same as another, besides its op and inputs.
+struct cse_signature {
+  attr_map attrs;
+  std::string device, colocate;
+  std::vector<int> controls;
+  bool operator==(const cse_signature&) const = default;
+};
+
+class cse_table {
+ public:
+  // The node equal to op(inputs) with `signature` added before, if any.
+  std::optional<int> find(std::string_view op, const std::vector<output>& inputs, const cse_signature& signature) const {
+    auto it = nodes_.find(key{std::string(op), inputs});
+    if (it == nodes_.end()) return std::nullopt;
+    for (const auto& [sig, id] : it->second)
+      if (sig == signature) return id;
+    return std::nullopt;
+  }
+  // Records node `id` as op(inputs) with `signature`.
+  void insert(std::string_view op, std::vector<output> inputs, cse_signature signature, int id) {
+    nodes_[key{std::string(op), std::move(inputs)}].emplace_back(std::move(signature), id);
+  }
+
+ private:
+  using key = std::pair<std::string, std::vector<output>>;
+  std::map<key, std::vector<std::pair<cse_signature, int>>> nodes_;
+};
+
+}  // namespace weft::passes
 
 // Runs its argument once per instantiation of the enclosing code (kernel registrations:
 // lowering runs on every session run, and registering takes the registry's lock).
@@ -14473,12 +14596,10 @@ class lowering {
     // The node to colocate with, lowered first (memoized: found again at once).
     std::string colocate = scope->colocate ? graph_.at((*scope->colocate)(*this)).name() : std::string();
     // Equal nodes merge only when they request the same device and colocation.
-    cse_key key{std::string(op), inputs};
+    passes::cse_signature signature;
     if (merge) {
-      if (auto it = cse_.find(key); it != cse_.end())
-        for (const auto& e : it->second)
-          if (e.attrs == attrs && e.device == scope->device && e.colocate == colocate && e.controls == controls)
-            return output{e.id, 0};
+      signature = {attrs, scope->device, colocate, controls};
+      if (auto id = cse_.find(op, inputs, signature)) return output{*id, 0};
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
@@ -14488,8 +14609,7 @@ class lowering {
     options.colocate_with = colocate;
     options.control_inputs = controls;
     const node& n = graph_.op(op, inputs, attrs, std::move(options));
-    if (merge)
-      cse_[std::move(key)].push_back({std::move(attrs), scope->device, std::move(colocate), std::move(controls), n.id()});
+    if (merge) cse_.insert(op, std::move(inputs), std::move(signature), n.id());
     return output{n.id(), 0};  // port 0 also for nodes without outputs (NoOp), as a target
   }
 
@@ -14513,16 +14633,9 @@ class lowering {
   const std::vector<int>& initializers() const noexcept { return initializers_; }
 
  private:
-  using cse_key = std::pair<std::string, std::vector<output>>;
-  struct cse_entry {
-    attr_map attrs;
-    std::string device, colocate;
-    std::vector<int> controls;
-    int id;
-  };
   graph& graph_;
   bool fuse_;
-  std::map<cse_key, std::vector<cse_entry>> cse_;
+  passes::cse_table cse_;  // graph/passes/cse.hpp
   std::map<const void*, output> by_identity_;
   std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
   std::vector<int> initializers_;

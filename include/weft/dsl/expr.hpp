@@ -30,6 +30,7 @@
 #include <weft/dsl/checks.hpp>
 #include <weft/dsl/static_shape.hpp>
 #include <weft/graph/graph.hpp>
+#include <weft/graph/passes/cse.hpp>
 
 // Runs its argument once per instantiation of the enclosing code (kernel registrations:
 // lowering runs on every session run, and registering takes the registry's lock).
@@ -214,12 +215,10 @@ class lowering {
     // The node to colocate with, lowered first (memoized: found again at once).
     std::string colocate = scope->colocate ? graph_.at((*scope->colocate)(*this)).name() : std::string();
     // Equal nodes merge only when they request the same device and colocation.
-    cse_key key{std::string(op), inputs};
+    passes::cse_signature signature;
     if (merge) {
-      if (auto it = cse_.find(key); it != cse_.end())
-        for (const auto& e : it->second)
-          if (e.attrs == attrs && e.device == scope->device && e.colocate == colocate && e.controls == controls)
-            return output{e.id, 0};
+      signature = {attrs, scope->device, colocate, controls};
+      if (auto id = cse_.find(op, inputs, signature)) return output{*id, 0};
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
@@ -229,8 +228,7 @@ class lowering {
     options.colocate_with = colocate;
     options.control_inputs = controls;
     const node& n = graph_.op(op, inputs, attrs, std::move(options));
-    if (merge)
-      cse_[std::move(key)].push_back({std::move(attrs), scope->device, std::move(colocate), std::move(controls), n.id()});
+    if (merge) cse_.insert(op, std::move(inputs), std::move(signature), n.id());
     return output{n.id(), 0};  // port 0 also for nodes without outputs (NoOp), as a target
   }
 
@@ -254,16 +252,9 @@ class lowering {
   const std::vector<int>& initializers() const noexcept { return initializers_; }
 
  private:
-  using cse_key = std::pair<std::string, std::vector<output>>;
-  struct cse_entry {
-    attr_map attrs;
-    std::string device, colocate;
-    std::vector<int> controls;
-    int id;
-  };
   graph& graph_;
   bool fuse_;
-  std::map<cse_key, std::vector<cse_entry>> cse_;
+  passes::cse_table cse_;  // graph/passes/cse.hpp
   std::map<const void*, output> by_identity_;
   std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
   std::vector<int> initializers_;

@@ -31,6 +31,7 @@
 #include <weft/graph/gradient_rules.hpp>
 #include <weft/graph/gradient_symbol.hpp>
 #include <weft/graph/graph.hpp>
+#include <weft/graph/passes/frames.hpp>
 #include <weft/ops/standard.hpp>
 
 namespace weft {
@@ -42,52 +43,6 @@ inline bool differentiable(dtype t) {
 }  // namespace detail
 
 namespace detail {
-
-// The loop frames of a graph, found as the executor finds them (runtime/executor.hpp): a
-// node runs in the frame of its inputs; an Enter's output is in the child frame its
-// frame_name names, an Exit's in its frame's parent; a node with no input runs in the root.
-class graph_frames {
- public:
-  struct frame {
-    std::string name;
-    int parent = -1;
-    int depth = 0;  // loops around it
-  };
-  explicit graph_frames(const graph& g) : g_(g) {
-    frames_.push_back({});
-    for (int id = 0; id < g.size(); ++id) {
-      const node& n = g.at(id);
-      int f = -1;
-      for (const output& in : n.inputs())
-        if (f < 0 && in.node < id && g.at(in).op() != "NextIteration") f = out_frame(in);  // not a back edge
-      for (int c : n.control_inputs())
-        if (f < 0) f = of_[static_cast<std::size_t>(c)];
-      of_.push_back(std::max(f, 0));
-      child_.push_back(n.op() == "Enter" ? child_of(of_.back(), n.attr<std::string>("frame_name")) : -1);
-    }
-  }
-  int of(int id) const { return of_[static_cast<std::size_t>(id)]; }        // the frame node id runs in
-  int child(int id) const { return child_[static_cast<std::size_t>(id)]; }  // an Enter's frame, else -1
-  // The frame output o is seen in.
-  int out_frame(output o) const {
-    const node& n = g_.at(o);
-    if (n.op() == "Enter") return child(o.node);
-    if (n.op() == "Exit") return std::max(info(of(o.node)).parent, 0);
-    return of(o.node);
-  }
-  const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
-
- private:
-  int child_of(int parent, const std::string& name) {
-    for (std::size_t f = 1; f < frames_.size(); ++f)
-      if (frames_[f].parent == parent && frames_[f].name == name) return static_cast<int>(f);
-    frames_.push_back({name, parent, info(parent).depth + 1});
-    return static_cast<int>(frames_.size() - 1);
-  }
-  const graph& g_;
-  std::vector<frame> frames_;
-  std::vector<int> of_, child_;
-};
 
 // A while loop of the graph (graph/control_flow.hpp's lowering): per loop variable its
 // Enter, Merge, Switch, Exit and NextIteration, the invariants' Enters, the LoopCond.
@@ -106,7 +61,7 @@ struct loop_structure {
 
 // Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
 // Switch(LoopCond) -> NextIteration -> the same Merge.
-inline loop_structure find_loop(const graph& g, const graph_frames& frames, int f,
+inline loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
                                 const std::vector<std::vector<std::pair<int, int>>>& consumers) {
   loop_structure L;
   L.frame_name = frames.info(f).name;
@@ -201,7 +156,7 @@ struct gradient_pass {
   gradient_builder& base;
   const graph& g;
   int n;  // the forward graph's nodes: ids below n
-  graph_frames frames;
+  passes::frame_map frames;  // graph/passes/frames.hpp, unchecked
   std::vector<std::vector<std::pair<int, int>>> consumers;  // per forward node: (consumer, input index)
   std::map<int, loop_structure> loops;                      // by frame
   std::vector<char> from_x, to_y;
@@ -209,7 +164,7 @@ struct gradient_pass {
   std::vector<std::unique_ptr<frame_context>> contexts;
   std::map<int, int> added_forward;  // nodes the pass added to forward loops that the gradient reads: their frame
 
-  explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(g) {
+  explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(passes::find_frames(g, false)) {
     consumers.resize(static_cast<std::size_t>(n));
     for (int id = 0; id < n; ++id)
       for (std::size_t i = 0; i < g.at(id).inputs().size(); ++i)
@@ -246,7 +201,7 @@ struct gradient_pass {
 inline output frame_context::bring(output o) {
   int f = 0;
   if (o.node < pass_.n) {
-    f = pass_.frames.out_frame(o);
+    f = pass_.frames.out_frame(o.node);
   } else if (auto it = pass_.added_forward.find(o.node); it != pass_.added_forward.end()) {
     f = it->second;  // a loop's iteration count, added to the forward graph
   } else {
@@ -483,11 +438,11 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   detail::gradient_pass pass(b);
   const int n = pass.n;
   for (const auto& x : xs)
-    if (pass.frames.out_frame(x) != 0)  // g.at names a bad id
+    if (pass.frames.out_frame(g.at(x).id()) != 0)  // g.at names a bad id
       fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(x).describe(),
            " is inside a loop; differentiate with respect to a value outside it");
   for (const auto& y : ys)
-    if (pass.frames.out_frame(y) != 0)
+    if (pass.frames.out_frame(g.at(y).id()) != 0)
       fail(error_code::invalid_argument, "weft::add_gradients: ", g.at(y).describe(),
            " is inside a loop; differentiate a value that leaves it through an Exit");
   // Nodes that depend on an x, and among them those some y depends on. Ids are

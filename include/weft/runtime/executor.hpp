@@ -35,6 +35,7 @@
 #include <vector>
 
 #include <weft/graph/graph.hpp>
+#include <weft/graph/passes/frames.hpp>
 #include <weft/runtime/kernel.hpp>
 
 namespace weft {
@@ -92,81 +93,49 @@ struct executable {
   // numbered after the run's own feeds read them.
   std::vector<tensor> constants;
   std::vector<exec_node> nodes;
+  std::vector<output> feeds;  // the outputs the feed nodes stand for: the run's feeds, then the folded ones
   std::vector<frame_info> frames;
   std::vector<int> roots;
   int num_fetches = 0;
 };
 
 // Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
-// counted over the whole executable): finds each node's frame from the Enter and Exit
-// nodes, numbers nodes and slots within their frames, and checks the control flow (every
-// input of a node from its own frame, non-constant Enters and NextIterations feeding
-// Merges only, no fetch from inside a loop). Throws weft::error naming the node.
+// counted over the whole executable): finds each node's frame (graph/passes/frames.hpp,
+// checked), numbers nodes and slots within their frames, and checks what only an
+// executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
+// fetch from inside a loop). Throws weft::error naming the node.
 inline void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();
+  std::vector<passes::frame_node> view(count);
   for (std::size_t i = 0; i < count; ++i) {
     exec_node& xn = nodes[i];
-    if (!xn.def) continue;
-    xn.kind = xn.def->def().control;
+    if (xn.def) xn.kind = xn.def->def().control;
+    view[i].def = xn.def;
+    view[i].kind = xn.kind;
+    if (!xn.def && xn.feed >= 0 && static_cast<std::size_t>(xn.feed) < x.feeds.size() && x.source)
+      view[i].fed = x.source->name_of(x.feeds[static_cast<std::size_t>(xn.feed)]);
   }
   // Each node's sources: (exec id, is data) per input.
-  std::vector<std::vector<std::pair<int, bool>>> sources(count);
   for (std::size_t i = 0; i < count; ++i) {
-    for (const auto& e : nodes[i].out_edges) sources[static_cast<std::size_t>(e.dst)].push_back({static_cast<int>(i), true});
-    for (int c : nodes[i].control_out) sources[static_cast<std::size_t>(c)].push_back({static_cast<int>(i), false});
+    for (const auto& e : nodes[i].out_edges) view[static_cast<std::size_t>(e.dst)].sources.push_back({static_cast<int>(i), true});
+    for (int c : nodes[i].control_out) view[static_cast<std::size_t>(c)].sources.push_back({static_cast<int>(i), false});
   }
-  x.frames.assign(1, frame_info{});
-  auto child_of = [&](int parent, const std::string& name, std::int64_t parallel, const node& who) {
-    for (std::size_t f = 1; f < x.frames.size(); ++f)
-      if (x.frames[f].parent == parent && x.frames[f].name == name) {
-        if (x.frames[f].parallel_iterations != parallel)
-          fail(error_code::invalid_argument, who.describe(), ": parallel_iterations ", parallel, " for frame '", name,
-               "', which another Enter gave ", x.frames[f].parallel_iterations);
-        return static_cast<int>(f);
-      }
-    frame_info f;
-    f.name = name, f.parent = parent, f.parallel_iterations = parallel;
-    x.frames.push_back(std::move(f));
-    return static_cast<int>(x.frames.size() - 1);
-  };
-  auto frame_name = [&](int f) { return f == 0 ? std::string("the root frame") : "frame '" + x.frames[static_cast<std::size_t>(f)].name + "'"; };
-  // The frame a node's outputs go to.
-  auto out_frame = [&](const exec_node& src) {
-    if (src.kind == flow::enter) return src.child_frame;
-    if (src.kind == flow::exit) return x.frames[static_cast<std::size_t>(src.frame)].parent;
-    return src.frame;
-  };
-  // Exec ids are in graph order, which is topological but for the back edges into Merges.
+  const passes::frame_map frames = passes::find_frames(view, true);
+  x.frames.clear();
+  for (const passes::frame& f : frames.frames()) {
+    frame_info info;
+    info.name = f.name, info.parent = f.parent, info.parallel_iterations = f.parallel_iterations;
+    x.frames.push_back(std::move(info));
+  }
   for (std::size_t i = 0; i < count; ++i) {
     exec_node& xn = nodes[i];
-    int frame = -1, from = -1;
-    for (auto [src, data] : sources[i]) {
-      const exec_node& s = nodes[static_cast<std::size_t>(src)];
-      if (data && s.kind == flow::next_iteration) continue;  // a back edge, checked below
-      const int f = data ? out_frame(s) : s.frame;
-      if (frame >= 0 && f != frame)
-        fail(error_code::invalid_argument, xn.def->describe(), ": its inputs come from ", frame_name(frame), " (",
-             nodes[static_cast<std::size_t>(from)].def->describe(), ") and from ", frame_name(f), " (", s.def->describe(),
-             "); a value enters a loop through an Enter and leaves it through an Exit");
-      frame = f, from = src;
-    }
-    xn.frame = std::max(frame, 0);
-    if ((xn.kind == flow::exit || xn.kind == flow::next_iteration) && xn.frame == 0)
-      fail(error_code::invalid_argument, xn.def->describe(), ": is not inside a loop (its input comes from no Enter)");
-    if (xn.kind == flow::enter)
-      xn.child_frame = child_of(xn.frame, xn.def->attr<std::string>("frame_name"),
-                                xn.def->attr<std::int64_t>("parallel_iterations"), *xn.def),
-      xn.is_constant = xn.def->attr<bool>("is_constant");
+    xn.frame = frames.of(static_cast<int>(i));
+    xn.child_frame = frames.child(static_cast<int>(i));
+    if (xn.kind == flow::enter) xn.is_constant = xn.def->attr<bool>("is_constant");
   }
   for (std::size_t i = 0; i < count; ++i) {
     const exec_node& xn = nodes[i];
-    for (auto [src, data] : sources[i]) {
-      const exec_node& s = nodes[static_cast<std::size_t>(src)];
-      if (data && s.kind == flow::next_iteration && s.frame != xn.frame)
-        fail(error_code::invalid_argument, s.def->describe(), ": runs in ", frame_name(s.frame), " but feeds ",
-             xn.def->describe(), " in ", frame_name(xn.frame));
-    }
     const bool to_merges = xn.kind == flow::next_iteration || (xn.kind == flow::enter && !xn.is_constant);
     if (to_merges)
       for (const auto& e : xn.out_edges)
@@ -174,9 +143,9 @@ inline void finish_executable(executable& x) {
           fail(error_code::invalid_argument, xn.def->describe(), ": feeds ", nodes[static_cast<std::size_t>(e.dst)].def->describe(),
                ", which is not a Merge", xn.kind == flow::enter ? " (only a loop's first iteration would get the value; "
                                                                  "a loop invariant's Enter has is_constant)" : "");
-    if (!xn.fetches.empty() && out_frame(xn) != 0)
+    if (!xn.fetches.empty() && frames.out_frame(static_cast<int>(i)) != 0)
       fail(error_code::invalid_argument, "cannot fetch ", xn.def->describe(), ": it runs in every iteration of ",
-           frame_name(out_frame(xn)), "; fetch a value that leaves the loop through an Exit");
+           frames.frame_name(frames.out_frame(static_cast<int>(i))), "; fetch a value that leaves the loop through an Exit");
   }
   // Local numbering, slots and pending counts per frame.
   std::size_t total_slots = 0;
@@ -190,7 +159,7 @@ inline void finish_executable(executable& x) {
     f.num_slots += xn.num_inputs;
     if (xn.kind == flow::merge) {
       xn.pending = 0;
-      for (auto [src, data] : sources[static_cast<std::size_t>(&xn - nodes.data())]) {
+      for (auto [src, data] : view[static_cast<std::size_t>(&xn - nodes.data())].sources) {
         if (!data) ++xn.pending;
         else if (nodes[static_cast<std::size_t>(src)].kind != flow::next_iteration) ++xn.forward_inputs;
       }

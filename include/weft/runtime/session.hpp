@@ -20,6 +20,7 @@
 
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/constant_folding.hpp>
+#include <weft/graph/passes/prune.hpp>
 #include <weft/runtime/device.hpp>
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
@@ -209,26 +210,7 @@ class session {
     };
     // Prune: walk back from fetches and targets, stopping at fed outputs.
     std::vector<bool> needed;
-    auto prune = [&] {
-      needed.assign(static_cast<std::size_t>(g->size()), false);
-      std::vector<int> stack;
-      auto need = [&](int id) {
-        if (!needed[static_cast<std::size_t>(id)]) {
-          needed[static_cast<std::size_t>(id)] = true;
-          stack.push_back(id);
-        }
-      };
-      for (auto o : fetched)
-        if (!is_fed(o)) need(o.node);
-      for (int t : targets) need(t);
-      while (!stack.empty()) {
-        const node& n = g->at(stack.back());
-        stack.pop_back();
-        for (auto in : n.inputs())
-          if (!is_fed(in)) need(in.node);
-        for (int c : n.control_inputs()) need(c);
-      }
-    };
+    auto prune = [&] { needed = passes::prune(*g, fetched, targets, is_fed); };
     prune();
     // Constant folding: the outputs every step would compute alike are computed now, with
     // the kernels of a step of their own, and fed to every step. When that step fails, nothing
@@ -318,6 +300,7 @@ class session {
       x->nodes[static_cast<std::size_t>(src)].fetches.emplace_back(port, static_cast<int>(k));
     }
     x->num_fetches = static_cast<int>(fetched.size());
+    x->feeds = std::move(fed);
     finish_executable(*x);
     return x;
   }
