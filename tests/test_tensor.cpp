@@ -1,5 +1,11 @@
 #include "support/helpers.hpp"
 
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
 using namespace weft;
 
 TEST_CASE("dtype names, sizes and traits") {
@@ -144,4 +150,80 @@ TEST_CASE("conversions from and to Eigen tensors, both layouts") {
   CHECK(back(1, 2) == 12.0f);
   CHECK(eigen_map<float, 2>(a)(1, 0) == 10.0f);
   test::require_error([&] { eigen_map<float, 3>(a); }, {"rank 2, not 3"});
+}
+
+namespace {
+// Host memory that says it is a device's: what an accelerator's allocator looks like to a
+// tensor. Records each allocation.
+class recording_allocator final : public allocator {
+ public:
+  std::string name() const override { return "recording"; }
+  void* allocate(std::size_t bytes) override {
+    void* p = std::aligned_alloc(buffer_alignment, bytes ? (bytes + buffer_alignment - 1) / buffer_alignment * buffer_alignment : buffer_alignment);
+    std::lock_guard lock(mu);
+    blocks.emplace_back(p, bytes);
+    ++live;
+    return p;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept override {
+    std::lock_guard lock(mu);
+    freed.emplace_back(p, bytes);
+    --live;
+    std::free(p);
+  }
+  weft::memory_space space() const noexcept override { return weft::memory_space::device; }
+
+  std::mutex mu;
+  std::vector<std::pair<void*, std::size_t>> blocks, freed;
+  int live = 0;
+};
+}  // namespace
+
+TEST_CASE("a tensor's buffer is its data alone, from its allocator, in the allocator's memory space") {
+  recording_allocator a;
+  {
+    tensor t(dtype::float32, {3, 5}, a);
+    REQUIRE(a.blocks.size() == 1);
+    CHECK(a.blocks[0].second == 3 * 5 * sizeof(float));  // no header in the data's allocation
+    CHECK(t.raw_data() == a.blocks[0].first);
+    CHECK(t.buffer_allocator() == &a);
+    CHECK(t.memory_space() == memory_space::device);
+    tensor view = t.reshape({15});
+    CHECK(view.memory_space() == memory_space::device);
+    tensor empty(dtype::int64, {0, 4}, a);
+    CHECK(a.blocks.size() == 2);
+    CHECK(a.blocks[1].second == 0);
+  }
+  CHECK(a.live == 0);
+  REQUIRE(a.freed.size() == 2);
+  CHECK(a.freed[1] == a.blocks[0]);  // the same pointer and size back
+  CHECK(tensor(dtype::float32, {2}).memory_space() == memory_space::host);
+  CHECK(tensor().memory_space() == memory_space::host);
+  // A failed allocation leaves no buffer behind.
+  cpu_allocator small;
+  limited_allocator* limit = limited_allocator::create(small, 100);
+  CHECK_THROWS_WITH(tensor(dtype::float32, {100}, *limit), Catch::Contains("memory limit of 100 bytes"));
+  CHECK(limit->bytes_in_use() == 0);
+  CHECK(limit->space() == memory_space::host);
+  limit->release();
+}
+
+TEST_CASE("tensors made on one thread and released on another return every buffer") {
+  recording_allocator a;
+  constexpr int n = 2000;  // more than a thread keeps of freed headers
+  for (int round = 0; round < 3; ++round) {
+    std::vector<tensor> made;
+    std::thread maker([&] {
+      for (int i = 0; i < n; ++i) made.emplace_back(dtype::int32, shape{i % 7}, a);
+    });
+    maker.join();
+    std::thread releaser([&] {
+      for (int i = 0; i < n; ++i) CHECK(made[static_cast<std::size_t>(i)].dim(0) == i % 7);
+      made.clear();
+    });
+    releaser.join();
+    CHECK(a.live == 0);
+  }
+  CHECK(a.blocks.size() == 3 * n);
+  CHECK(a.freed.size() == 3 * n);
 }

@@ -22,12 +22,19 @@ namespace weft {
 
 inline constexpr std::size_t buffer_alignment = 64;
 
+// Where an allocator's memory is: host memory the CPU reads and writes, or the memory of an
+// accelerator that only its device and copies reach.
+enum class memory_space : std::uint8_t { host, device };
+
+inline const char* to_string(memory_space s) noexcept { return s == memory_space::host ? "host" : "device"; }
+
 class allocator {
  public:
   virtual ~allocator() = default;
   virtual std::string name() const = 0;
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
+  virtual weft::memory_space space() const noexcept { return weft::memory_space::host; }
 };
 
 // Host memory with byte counters (current and peak), usable from many threads.
@@ -192,6 +199,7 @@ class limited_allocator final : public allocator {
   static limited_allocator* create(allocator& base, std::size_t limit) { return new limited_allocator(base, limit); }
 
   std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }
+  weft::memory_space space() const noexcept override { return base_.space(); }
   void* allocate(std::size_t bytes) override {
     std::size_t used = in_use_.load(std::memory_order_relaxed);
     do {

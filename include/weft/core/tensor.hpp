@@ -1,5 +1,8 @@
 // tensor: a dtype, a shape and a reference-counted, 64-byte-aligned buffer from a
 // device's allocator. Copies share the buffer; reshape() and slice() are zero-copy views.
+// The buffer's header (count, allocator, size) is apart from its data, which the allocator
+// places in its memory space: host memory for the CPU devices. The element accessors
+// (data, flat, to_vector, copy, debug_string) read host memory.
 // Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
 // which is what makes sharing by reference count safe across concurrent steps.
 #pragma once
@@ -25,33 +28,87 @@ namespace weft {
 
 namespace detail {
 
-// The header lives in the same allocation as host data (one allocation per tensor);
-// the data starts one alignment unit after it.
-struct buffer {
+struct buffer;
+
+// Freed buffer headers kept by each thread for its next tensors: a header is an allocation
+// apart from its data (device memory can back the data, and the data's allocator decides
+// where it lives), and a fresh `new` per tensor would cost the executor a malloc and a free
+// per output. The list is plain data, so it may be used at any time of the thread's life;
+// a guard with a destructor frees it when the thread ends and turns it off.
+struct buffer_header_cache {
+  static constexpr int keep = 256;
+  buffer* head = nullptr;
+  int count = 0;
+  bool closed = false;
+};
+inline thread_local buffer_header_cache header_cache;  // NOLINT: per-thread by design
+
+// A cache line of its own: steps on several threads count references to headers made one
+// after the other, which would share lines if packed.
+struct alignas(buffer_alignment) buffer {
   std::atomic<int> refs{1};
-  allocator* alloc;
-  std::size_t bytes;
-  void* data;
+  allocator* alloc = nullptr;
+  std::size_t bytes = 0;
+  void* data = nullptr;
+  buffer* next_free = nullptr;  // in a thread's cache of free headers
 
   static buffer* create(allocator& alloc, std::size_t bytes) {
-    void* block = alloc.allocate(buffer_alignment + bytes);
-    auto* b = new (block) buffer;
+    buffer* b = take_header();
+    try {
+      b->data = alloc.allocate(bytes);
+    } catch (...) {
+      give_header(b);
+      throw;
+    }
+    b->refs.store(1, std::memory_order_relaxed);
     b->alloc = &alloc;
     b->bytes = bytes;
-    b->data = static_cast<char*>(block) + buffer_alignment;
     return b;
   }
   void ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
   void unref() noexcept {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      allocator* a = alloc;
-      std::size_t total = buffer_alignment + bytes;
-      this->~buffer();
-      a->deallocate(this, total);
+      alloc->deallocate(data, bytes);
+      give_header(this);
     }
   }
+
+ private:
+  struct cache_guard {
+    cache_guard() = default;
+    cache_guard(const cache_guard&) = delete;
+    cache_guard& operator=(const cache_guard&) = delete;
+    ~cache_guard() {
+      buffer_header_cache& c = header_cache;
+      c.closed = true;
+      while (c.head) delete std::exchange(c.head, c.head->next_free);
+      c.count = 0;
+    }
+  };
+  static buffer* take_header() {
+    if constexpr (!cpu_allocator::caches_buffers) return new buffer;  // ASan sees every header's use after free
+    buffer_header_cache& c = header_cache;
+    if (c.head) {
+      --c.count;
+      return std::exchange(c.head, c.head->next_free);
+    }
+    if (!c.closed) {
+      thread_local cache_guard guard;  // frees the cache when this thread ends
+      (void)guard;
+    }
+    return new buffer;
+  }
+  static void give_header(buffer* b) noexcept {
+    buffer_header_cache& c = header_cache;
+    if (!cpu_allocator::caches_buffers || c.closed || c.count >= buffer_header_cache::keep) {
+      delete b;
+      return;
+    }
+    b->next_free = c.head;
+    c.head = b;
+    ++c.count;
+  }
 };
-static_assert(sizeof(buffer) <= buffer_alignment);
 
 }  // namespace detail
 
@@ -138,6 +195,8 @@ class tensor {
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
+  // Where the buffer lives (its allocator's memory space); host for an invalid tensor.
+  weft::memory_space memory_space() const noexcept { return buf_ ? buf_->alloc->space() : weft::memory_space::host; }
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
   // Whether this is the only handle on its buffer (no copy or view shares it), so that
