@@ -7130,6 +7130,17 @@ inline int default_thread_count() {
 #include <thread>
 #include <vector>
 
+// An executable: the pruned graph of one run signature, with a kernel per node and every
+// node's loop frame, input slots and pending counts worked out; immutable and shared by
+// every step that runs it (runtime/executor.hpp). The session builds its nodes and edges;
+// finish_executable completes it.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 // Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
 // is created once per node when a session builds an executable and may then run in
 // many steps at once, so compute() must not mutate the kernel except through atomics.
@@ -7698,6 +7709,10 @@ inline void finish_executable(executable& x) {
   for (std::size_t i = 0; i < count; ++i)
     if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
 }
+
+}  // namespace weft
+
+namespace weft {
 
 // One record of a traced step.
 struct node_stats {

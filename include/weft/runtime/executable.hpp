@@ -1,0 +1,161 @@
+// An executable: the pruned graph of one run signature, with a kernel per node and every
+// node's loop frame, input slots and pending counts worked out; immutable and shared by
+// every step that runs it (runtime/executor.hpp). The session builds its nodes and edges;
+// finish_executable completes it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/core/tensor.hpp>
+#include <weft/graph/graph.hpp>
+#include <weft/graph/passes/frames.hpp>
+#include <weft/runtime/kernel.hpp>
+
+namespace weft {
+
+struct exec_edge {
+  int src_port;
+  int dst;             // exec node
+  int dst_slot;        // input slot, numbered within dst's frame
+  int dst_local = 0;   // dst's index in its frame (set by finish_executable)
+  bool to_merge = false;
+};
+
+// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
+// control-flow ops are run by the executor itself, every other node by its kernel.
+struct exec_node {
+  const node* def = nullptr;  // nullptr for a feed node
+  std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
+  int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
+  int input_start = 0;  // first input slot, numbered within the node's frame
+  int num_inputs = 0;
+  int num_outputs = 0;
+  int pending = 0;  // data inputs plus control inputs (a Merge: control inputs only)
+  bool cheap = false;
+  flow kind = flow::plain;
+  int frame = 0;  // the loop frame the node runs in (0: the root), and
+  int local = 0;  // its index among that frame's nodes
+  int forward_inputs = 0;  // a Merge's data inputs that do not come from a NextIteration
+  int child_frame = -1;    // an Enter's frame
+  bool is_constant = false;  // an Enter's
+  bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
+  int device = 0;          // the index of the session device it runs on
+  int exit_index = -1;     // an Exit's index in its frame's exits
+  std::vector<bool> input_is_ref;
+  std::vector<exec_edge> out_edges;
+  std::vector<int> control_out;
+  std::vector<std::pair<int, int>> fetches;  // (port, fetch index)
+};
+
+// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
+// root); each run of the loop in a step is one instance of it.
+struct frame_info {
+  std::string name;
+  int parent = -1;
+  std::int64_t parallel_iterations = 1;
+  int num_nodes = 0;
+  int num_slots = 0;
+  std::vector<int> initial_pending;  // by local index
+  int num_enters = 0;
+  std::vector<int> exits;  // exec ids
+};
+
+struct executable {
+  std::shared_ptr<const graph> source;
+  // Values computed once when the executable was built (constant folding): feed nodes
+  // numbered after the run's own feeds read them.
+  std::vector<tensor> constants;
+  std::vector<exec_node> nodes;
+  std::vector<output> feeds;  // the outputs the feed nodes stand for: the run's feeds, then the folded ones
+  std::vector<frame_info> frames;
+  std::vector<int> roots;
+  int num_fetches = 0;
+};
+
+// Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
+// counted over the whole executable): finds each node's frame (graph/passes/frames.hpp,
+// checked), numbers nodes and slots within their frames, and checks what only an
+// executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
+// fetch from inside a loop). Throws weft::error naming the node.
+inline void finish_executable(executable& x) {
+  auto& nodes = x.nodes;
+  const auto count = nodes.size();
+  std::vector<passes::frame_node> view(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    exec_node& xn = nodes[i];
+    if (xn.def) xn.kind = xn.def->def().control;
+    view[i].def = xn.def;
+    view[i].kind = xn.kind;
+    if (!xn.def && xn.feed >= 0 && static_cast<std::size_t>(xn.feed) < x.feeds.size() && x.source)
+      view[i].fed = x.source->name_of(x.feeds[static_cast<std::size_t>(xn.feed)]);
+  }
+  // Each node's sources: (exec id, is data) per input.
+  for (std::size_t i = 0; i < count; ++i) {
+    for (const auto& e : nodes[i].out_edges) view[static_cast<std::size_t>(e.dst)].sources.push_back({static_cast<int>(i), true});
+    for (int c : nodes[i].control_out) view[static_cast<std::size_t>(c)].sources.push_back({static_cast<int>(i), false});
+  }
+  const passes::frame_map frames = passes::find_frames(view, true);
+  x.frames.clear();
+  for (const passes::frame& f : frames.frames()) {
+    frame_info info;
+    info.name = f.name, info.parent = f.parent, info.parallel_iterations = f.parallel_iterations;
+    x.frames.push_back(std::move(info));
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    exec_node& xn = nodes[i];
+    xn.frame = frames.of(static_cast<int>(i));
+    xn.child_frame = frames.child(static_cast<int>(i));
+    if (xn.kind == flow::enter) xn.is_constant = xn.def->attr<bool>("is_constant");
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const exec_node& xn = nodes[i];
+    const bool to_merges = xn.kind == flow::next_iteration || (xn.kind == flow::enter && !xn.is_constant);
+    if (to_merges)
+      for (const auto& e : xn.out_edges)
+        if (nodes[static_cast<std::size_t>(e.dst)].kind != flow::merge)
+          fail(error_code::invalid_argument, xn.def->describe(), ": feeds ", nodes[static_cast<std::size_t>(e.dst)].def->describe(),
+               ", which is not a Merge", xn.kind == flow::enter ? " (only a loop's first iteration would get the value; "
+                                                                 "a loop invariant's Enter has is_constant)" : "");
+    if (!xn.fetches.empty() && frames.out_frame(static_cast<int>(i)) != 0)
+      fail(error_code::invalid_argument, "cannot fetch ", xn.def->describe(), ": it runs in every iteration of ",
+           frames.frame_name(frames.out_frame(static_cast<int>(i))), "; fetch a value that leaves the loop through an Exit");
+  }
+  // Local numbering, slots and pending counts per frame.
+  std::size_t total_slots = 0;
+  for (const auto& xn : nodes) total_slots += static_cast<std::size_t>(xn.num_inputs);
+  std::vector<int> local_slot(total_slots);
+  for (auto& xn : nodes) {
+    frame_info& f = x.frames[static_cast<std::size_t>(xn.frame)];
+    xn.local = f.num_nodes++;
+    for (int k = 0; k < xn.num_inputs; ++k) local_slot[static_cast<std::size_t>(xn.input_start + k)] = f.num_slots + k;
+    xn.input_start = f.num_slots;
+    f.num_slots += xn.num_inputs;
+    if (xn.kind == flow::merge) {
+      xn.pending = 0;
+      for (auto [src, data] : view[static_cast<std::size_t>(&xn - nodes.data())].sources) {
+        if (!data) ++xn.pending;
+        else if (nodes[static_cast<std::size_t>(src)].kind != flow::next_iteration) ++xn.forward_inputs;
+      }
+    }
+    f.initial_pending.push_back(xn.pending);
+    if (xn.kind == flow::enter) ++x.frames[static_cast<std::size_t>(xn.child_frame)].num_enters;
+    if (xn.kind == flow::exit) xn.exit_index = static_cast<int>(f.exits.size()), f.exits.push_back(static_cast<int>(&xn - nodes.data()));
+  }
+  for (auto& xn : nodes)
+    for (auto& e : xn.out_edges) {
+      const exec_node& dst = nodes[static_cast<std::size_t>(e.dst)];
+      e.dst_slot = local_slot[static_cast<std::size_t>(e.dst_slot)];
+      e.dst_local = dst.local;
+      e.to_merge = dst.kind == flow::merge;
+    }
+  x.roots.clear();
+  for (std::size_t i = 0; i < count; ++i)
+    if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
+}
+
+}  // namespace weft
