@@ -215,19 +215,21 @@ class lowering {
     // The node to colocate with, lowered first (memoized: found again at once).
     std::string colocate = scope->colocate ? graph_.at((*scope->colocate)(*this)).name() : std::string();
     // Equal nodes merge only when they request the same device and colocation.
+    // (The table keeps the signature; the node gets its own copies, or the originals when
+    // nothing merges.)
     passes::cse_signature signature;
     if (merge) {
-      signature = {attrs, scope->device, colocate, controls};
+      signature = {attrs, scope->device, std::move(colocate), std::move(controls)};
       if (auto id = cse_.find(op, inputs, signature)) return output{*id, 0};
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
     for (int k = 1; graph_.find(graph_.current_name_scope() + unique); ++k) unique = base + "_" + std::to_string(k);
-    node_options options(unique);
+    node_options options(std::move(unique));
     options.device = scope->device;
-    options.colocate_with = colocate;
-    options.control_inputs = controls;
-    const node& n = graph_.op(op, inputs, attrs, std::move(options));
+    options.colocate_with = merge ? signature.colocate : std::move(colocate);
+    options.control_inputs = merge ? signature.controls : std::move(controls);
+    const node& n = graph_.op(op, inputs, std::move(attrs), std::move(options));
     if (merge) cse_.insert(op, std::move(inputs), std::move(signature), n.id());
     return output{n.id(), 0};  // port 0 also for nodes without outputs (NoOp), as a target
   }
