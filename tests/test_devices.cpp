@@ -1,6 +1,6 @@
 // Devices (runtime/device.hpp, runtime/device_name.hpp): names parsed and matched, several CPU
-// devices in a session, each with its own threads and allocator, and requests for devices a
-// session does not have.
+// devices in a session, each with its own threads and allocator, requests for devices a
+// session does not have, and kernels run through the device interface alone.
 #include "support/helpers.hpp"
 
 #include <set>
@@ -52,8 +52,8 @@ TEST_CASE("a session's CPU devices run the nodes that ask for them, each with it
   o.cpu_devices = 2;
   session s(g, o);
   REQUIRE(s.devices().size() == 2);
-  const cpu_device& cpu0 = *s.devices()[0];
-  const cpu_device& cpu1 = *s.devices()[1];
+  const device& cpu0 = *s.devices()[0];
+  const device& cpu1 = *s.devices()[1];
   CHECK(&s.device() == &cpu0);
   CHECK(cpu0.name() == "/job:localhost/replica:0/task:0/device:CPU:0");
   CHECK(cpu1.name() == "/job:localhost/replica:0/task:0/device:CPU:1");
@@ -61,7 +61,8 @@ TEST_CASE("a session's CPU devices run the nodes that ask for them, each with it
   // Each its own pool of intra-op threads and its own allocator.
   CHECK(cpu0.num_threads() == 2);
   CHECK(cpu1.num_threads() == 2);
-  CHECK(&cpu0.eigen_device() != &cpu1.eigen_device());
+  CHECK(&cpu0.cpu() != &cpu1.cpu());
+  CHECK(&cpu0.cpu().eigen_device() != &cpu1.cpu().eigen_device());
   CHECK(&cpu0.get_allocator() == &cpu_allocator::global());
   CHECK(&cpu1.get_allocator() == &cpu_allocator::of_device(1));
   CHECK(&cpu1.get_allocator() != &cpu0.get_allocator());
@@ -127,7 +128,7 @@ TEST_CASE("a CPU device copies tensors to and from host memory") {
     const tensor on_device = d.copy_from_host(host);
     CHECK(on_device.buffer_allocator() == &cpu_allocator::of_device(3));
     CHECK(on_device.raw_data() != host.raw_data());
-    // The data, and the tensor's header, which still lives in the same allocation.
+    // The data alone (the tensor's header is not in the device's memory).
     CHECK(d.bytes_in_use() >= before + 4 * sizeof(double));
     CHECK(d.bytes_in_use() <= before + 4 * sizeof(double) + 128);
     const tensor back = d.copy_to_host(on_device);
@@ -136,4 +137,123 @@ TEST_CASE("a CPU device copies tensors to and from host memory") {
     CHECK(back.to_vector<double>() == std::vector<double>{1.5, -2, 0, 4});
   }
   CHECK(d.bytes_in_use() == before);
+}
+
+namespace {
+
+// Host memory from the global allocator, counted: a device written outside the library.
+class counting_allocator final : public allocator {
+ public:
+  std::string name() const override { return "counting"; }
+  void* allocate(std::size_t bytes) override {
+    void* p = cpu_allocator::global().allocate(bytes);
+    in_use += bytes;
+    peak = std::max<std::size_t>(peak, in_use);
+    ++allocations;
+    return p;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept override {
+    cpu_allocator::global().deallocate(p, bytes);
+    in_use -= bytes;
+  }
+  std::atomic<std::size_t> in_use{0}, peak{0};
+  std::atomic<int> allocations{0};
+};
+
+class test_device final : public device {
+ public:
+  explicit test_device(int threads) : parsed_(device_name::local("CPU", 7)), name_(parsed_.str()), context_(threads) {}
+  const std::string& name() const noexcept override { return name_; }
+  const device_name& parsed_name() const noexcept override { return parsed_; }
+  std::string type() const override { return "CPU"; }
+  allocator& get_allocator() const noexcept override { return memory; }
+  std::size_t bytes_in_use() const noexcept override { return memory.in_use; }
+  std::size_t peak_bytes_in_use() const noexcept override { return memory.peak; }
+  void reset_peak() const noexcept override { memory.peak = memory.in_use.load(); }
+  const cpu_context& cpu() const noexcept override { return context_; }
+  tensor copy_from_host(const tensor& host) const override { return host.copy(memory); }
+  tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
+
+  mutable counting_allocator memory;
+
+ private:
+  device_name parsed_;
+  std::string name_;
+  cpu_context context_;
+};
+
+}  // namespace
+
+TEST_CASE("a library kernel runs on a device it knows only through the device interface") {
+  constexpr std::int64_t n = 96;  // big enough for the MatMul kernel to use both threads
+  graph g;
+  auto& a = g.placeholder(dtype::float32, {n, n}, "a");
+  auto& b = g.placeholder(dtype::float32, {n, n}, "b");
+  const node& mm = g.op("MatMul", {a, b}, {}, "mm");
+  std::vector<float> av(static_cast<std::size_t>(n * n)), bv(av.size());
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    av[i] = static_cast<float>(static_cast<int>(i % 13) - 6) / 4;
+    bv[i] = static_cast<float>(static_cast<int>(i % 7) - 3) / 2;
+  }
+  test_device dev(2);
+  const auto kernel = kernel_registry::global().create(mm, dev.type());
+  std::vector<entry> in(2), out(1);
+  in[0].value = tensor::from_vector(av, shape{n, n});
+  in[1].value = dev.copy_from_host(tensor::from_vector(bv, shape{n, n}));
+  resource_manager resources;
+  cancellation_manager cancellation;
+  const int before = dev.memory.allocations;
+  {
+    kernel_context ctx(mm, in, out, dev, resources, cancellation, 1);
+    CHECK(&ctx.device() == &dev);
+    CHECK(&ctx.cpu() == &dev.cpu());
+    CHECK(ctx.device().num_threads() == 2);
+    kernel->compute(ctx);
+  }
+  // The product, against a naive loop; its buffer came from the device's allocator.
+  const tensor& c = out[0].value;
+  REQUIRE(c.shape() == shape{n, n});
+  CHECK(c.buffer_allocator() == &dev.memory);
+  CHECK(dev.memory.allocations > before);
+  const auto cv = c.to_vector<float>();
+  double worst = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (std::int64_t k = 0; k < n; ++k)
+        want += double(av[static_cast<std::size_t>(i * n + k)]) * double(bv[static_cast<std::size_t>(k * n + j)]);
+      worst = std::max(worst, std::abs(want - double(cv[static_cast<std::size_t>(i * n + j)])));
+    }
+  CHECK(worst < 1e-3);
+
+  // An input in the device's memory that nothing else holds becomes the output; one in
+  // other memory is copied into the device's.
+  {
+    std::vector<entry> ins(2), outs(1);
+    ins[0].value = dev.copy_from_host(tensor::from_vector(av, shape{n, n}));
+    ins[1].value = tensor::from_vector(bv, shape{n, n});
+    const void* own = ins[0].value.raw_data();
+    const void* other = ins[1].value.raw_data();
+    kernel_context ctx(mm, ins, outs, dev, resources, cancellation, 2);
+    CHECK(ctx.forward_input_or_copy(0, 0).raw_data() == own);
+    CHECK(ctx.forward_input_or_copy(1, 0).raw_data() != other);
+    CHECK(outs[0].value.buffer_allocator() == &dev.memory);
+    CHECK(outs[0].value.to_vector<float>() == bv);
+  }
+  // Under a memory limit, a buffer of the device's own allocator is still the device's.
+  {
+    const cpu_device limited(1, 5, std::size_t(1) << 24);
+    std::vector<entry> ins(2), outs(1);
+    ins[0].value = tensor(dtype::float32, shape{n, n}, cpu_allocator::of_device(5));
+    ins[1].value = tensor(dtype::float32, shape{n, n}, cpu_allocator::of_device(4));
+    const void* own = ins[0].value.raw_data();
+    const void* other = ins[1].value.raw_data();
+    kernel_context ctx(mm, ins, outs, limited, resources, cancellation, 3);
+    CHECK(ctx.forward_input_or_copy(0, 0).raw_data() == own);
+    CHECK(ctx.forward_input_or_copy(1, 0).raw_data() != other);
+    CHECK(outs[0].value.buffer_allocator() == &limited.get_allocator());
+  }
+  in.clear();
+  out.clear();
+  CHECK(dev.bytes_in_use() == 0);
 }

@@ -236,10 +236,10 @@ TEST_CASE("hardening: a convolution padded far beyond its image computes its val
 // The kernel fuzzer's fourth finding: a MaxPoolGrad shard threw its weft::error inside
 // Eigen's parallelFor, which unwound past a barrier that other shards still used (an
 // assertion in Eigen, a use after scope under ASan; on a pool thread, std::terminate).
-// cpu_device::parallel_for now keeps the first exception and rethrows it once every shard
+// cpu_context::parallel_for (a device's threads) now keeps the first exception and rethrows it once every shard
 // has finished.
 TEST_CASE("hardening: an exception in a parallel_for shard reaches the caller after every shard", "[hardening]") {
-  const cpu_device d(2);
+  const cpu_context d(2);
   for (int round = 0; round < 20; ++round) {
     std::atomic<int> active{0};
     const std::int64_t thrower = round % 2 == 0 ? 0 : 63;  // the first shard, or the last

@@ -429,6 +429,9 @@ class allocator {
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
   virtual weft::memory_space space() const noexcept { return weft::memory_space::host; }
+  // The allocator whose memory this one hands out: itself, or what a wrapper (a memory
+  // limit) allocates from. Two allocators with one underlying() share their memory.
+  virtual const allocator& underlying() const noexcept { return *this; }
 };
 
 // Host memory with byte counters (current and peak), usable from many threads.
@@ -594,6 +597,7 @@ class limited_allocator final : public allocator {
 
   std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }
   weft::memory_space space() const noexcept override { return base_.space(); }
+  const allocator& underlying() const noexcept override { return base_.underlying(); }
   void* allocate(std::size_t bytes) override {
     std::size_t used = in_use_.load(std::memory_order_relaxed);
     do {
@@ -6862,10 +6866,13 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 }  // namespace weft::passes
 // Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
 // allocator with counts of the bytes in use and their peak, its own threads, and copies of
-// tensors to and from host memory (device_name.hpp parses and matches names). cpu_device is
-// the CPU's: intra-op parallelism goes through Eigen's ThreadPoolDevice over the device's
-// own pool, apart from the inter-op pool the executor schedules nodes on, so a kernel
-// waiting on its shards never blocks the threads that run other nodes.
+// tensors to and from host memory (device_name.hpp parses and matches names). The runtime
+// knows devices only through this interface; a kernel gets the interface and the context its
+// device type needs (kernel_context::cpu(): a device's intra-op threads, as an Eigen device
+// and as parallel_for). cpu_device is the CPU's: intra-op parallelism goes through Eigen's
+// ThreadPoolDevice over the device's own pool, apart from the inter-op pool the executor
+// schedules nodes on, so a kernel waiting on its shards never blocks the threads that run
+// other nodes.
 
 
 #include <algorithm>
@@ -6993,56 +7000,19 @@ struct device_name {
 
 namespace weft {
 
-class device {
+// A pool of intra-op threads, as CPU kernels use it: an Eigen device (for Eigen's tensor
+// expressions and contractions) and parallel_for. One thread runs work inline, with no pool.
+// Not copyable or movable: the Eigen device points into it.
+class cpu_context {
  public:
-  virtual ~device() = default;
-  // The full name, and its parts.
-  virtual const std::string& name() const noexcept = 0;
-  virtual const device_name& parsed_name() const noexcept = 0;
-  virtual std::string type() const = 0;  // "CPU", as the kernel registry names device types
-  // Where the buffers of the tensors its kernels make come from (within its memory limit).
-  virtual allocator& get_allocator() const noexcept = 0;
-  // Bytes of its memory in use now, and their peak since the last reset_peak(), by every
-  // session that uses the device.
-  virtual std::size_t bytes_in_use() const noexcept = 0;
-  virtual std::size_t peak_bytes_in_use() const noexcept = 0;
-  virtual void reset_peak() const noexcept = 0;
-  virtual int num_threads() const noexcept = 0;
-  // A copy of host tensor `host` in this device's memory, and of `t` (in this device's
-  // memory) in host memory.
-  virtual tensor copy_from_host(const tensor& host) const = 0;
-  virtual tensor copy_to_host(const tensor& t) const = 0;
-};
-
-class cpu_device final : public device {
- public:
-  // The local CPU device `id` (/job:localhost/replica:0/task:0/device:CPU:<id>) with its own
-  // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
-  // memory_limit: the most bytes the buffers allocated through this device may hold at once
-  // (0: no limit beyond the machine's).
-  explicit cpu_device(int intra_op_threads, int id = 0, std::size_t memory_limit = 0)
-      : parsed_(device_name::local("CPU", id)),
-        name_(parsed_.str()),
-        base_(cpu_allocator::of_device(id)),
-        threads_(std::max(1, intra_op_threads)),
+  explicit cpu_context(int threads)
+      : threads_(std::max(1, threads)),
         pool_(threads_ > 1 ? std::make_unique<Eigen::ThreadPool>(threads_) : nullptr),
-        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_),
-        limit_(memory_limit ? limited_allocator::create(base_, memory_limit) : nullptr) {}
+        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_) {}
+  cpu_context(const cpu_context&) = delete;
+  cpu_context& operator=(const cpu_context&) = delete;
 
-  const std::string& name() const noexcept override { return name_; }
-  const device_name& parsed_name() const noexcept override { return parsed_; }
-  std::string type() const override { return "CPU"; }
-  allocator& get_allocator() const noexcept override {
-    return limit_ ? static_cast<allocator&>(*limit_) : base_;
-  }
-  // The device's own allocator, under its memory limit if it has one.
-  cpu_allocator& base_allocator() const noexcept { return base_; }
-  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }
-  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }
-  void reset_peak() const noexcept override { base_.reset_peak(); }
-  int num_threads() const noexcept override { return threads_; }
-  tensor copy_from_host(const tensor& host) const override { return host.copy(get_allocator()); }
-  tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
+  int num_threads() const noexcept { return threads_; }
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return eigen_; }
 
   // Runs f(begin, end) over [0, n) in shards sized by Eigen's cost model; cost_per_unit
@@ -7079,13 +7049,67 @@ class cpu_device final : public device {
     int CurrentThreadId() const override { return 0; }
   };
 
-  device_name parsed_;
-  std::string name_;
-  cpu_allocator& base_;
   int threads_;
   inline_pool inline_pool_;
   std::unique_ptr<Eigen::ThreadPool> pool_;
   Eigen::ThreadPoolDevice eigen_;
+};
+
+class device {
+ public:
+  virtual ~device() = default;
+  // The full name, and its parts.
+  virtual const std::string& name() const noexcept = 0;
+  virtual const device_name& parsed_name() const noexcept = 0;
+  virtual std::string type() const = 0;  // "CPU", as the kernel registry names device types
+  // Where the buffers of the tensors its kernels make come from (within its memory limit).
+  virtual allocator& get_allocator() const noexcept = 0;
+  // Bytes of its memory in use now, and their peak since the last reset_peak(), by every
+  // session that uses the device.
+  virtual std::size_t bytes_in_use() const noexcept = 0;
+  virtual std::size_t peak_bytes_in_use() const noexcept = 0;
+  virtual void reset_peak() const noexcept = 0;
+  // The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
+  // host-side work of other device types' kernels.
+  virtual const cpu_context& cpu() const noexcept = 0;
+  int num_threads() const noexcept { return cpu().num_threads(); }
+  // A copy of host tensor `host` in this device's memory, and of `t` (in this device's
+  // memory) in host memory.
+  virtual tensor copy_from_host(const tensor& host) const = 0;
+  virtual tensor copy_to_host(const tensor& t) const = 0;
+};
+
+class cpu_device final : public device {
+ public:
+  // The local CPU device `id` (/job:localhost/replica:0/task:0/device:CPU:<id>) with its own
+  // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
+  // memory_limit: the most bytes the buffers allocated through this device may hold at once
+  // (0: no limit beyond the machine's).
+  explicit cpu_device(int intra_op_threads, int id = 0, std::size_t memory_limit = 0)
+      : parsed_(device_name::local("CPU", id)),
+        name_(parsed_.str()),
+        base_(cpu_allocator::of_device(id)),
+        context_(intra_op_threads),
+        limit_(memory_limit ? limited_allocator::create(base_, memory_limit) : nullptr) {}
+
+  const std::string& name() const noexcept override { return name_; }
+  const device_name& parsed_name() const noexcept override { return parsed_; }
+  std::string type() const override { return "CPU"; }
+  allocator& get_allocator() const noexcept override {
+    return limit_ ? static_cast<allocator&>(*limit_) : base_;
+  }
+  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }
+  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }
+  void reset_peak() const noexcept override { base_.reset_peak(); }
+  const cpu_context& cpu() const noexcept override { return context_; }
+  tensor copy_from_host(const tensor& host) const override { return host.copy(get_allocator()); }
+  tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
+
+ private:
+  device_name parsed_;
+  std::string name_;
+  cpu_allocator& base_;
+  cpu_context context_;
   memory_limit_ptr limit_;
 };
 
@@ -7374,11 +7398,14 @@ class step_store {
 
 class kernel_context {
  public:
-  kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const cpu_device& device,
+  // A context for node n running on `device`, whose intra-op threads (device.cpu()) its
+  // kernel uses and whose allocator its outputs come from.
+  kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const weft::device& device,
                  resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id,
                  step_store* store = nullptr)
-      : node_(n), inputs_(inputs), outputs_(outputs), device_(device), resources_(resources),
-        cancellation_(cancellation), step_id_(step_id), store_(store) {}
+      : node_(n), inputs_(inputs), outputs_(outputs), device_(device), cpu_(device.cpu()),
+        allocator_(device.get_allocator()), resources_(resources), cancellation_(cancellation), step_id_(step_id),
+        store_(store) {}
 
   const weft::node& node() const noexcept { return node_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
@@ -7401,7 +7428,7 @@ class kernel_context {
   // A fresh output buffer of the node's declared dtype.
   tensor& allocate_output(int i, shape s) {
     auto& e = outputs_[static_cast<std::size_t>(i)];
-    e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
+    e.value = tensor(node_.output_dtype(i), std::move(s), allocator_);
     return e.value;
   }
   void set_output(int i, tensor t) {
@@ -7422,20 +7449,23 @@ class kernel_context {
     // Only a buffer of this device's memory is taken over: a tensor from another device is
     // copied, so that each device's allocator counts what its own nodes hold.
     const allocator* from = e.value.buffer_allocator();
-    const bool here = from == &device_.get_allocator() || from == &device_.base_allocator();
+    const bool here = from && &from->underlying() == &allocator_.underlying();
     if (!e.ref && here && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
-    else o.value = e.value.copy(device_.get_allocator());
+    else o.value = e.value.copy(allocator_);
     return o.value;
   }
   // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
   void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
-  const cpu_device& device() const noexcept { return device_; }
-  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return device_.eigen_device(); }
+  // The device the node runs on (its name, type, allocator, copies to and from the host).
+  const weft::device& device() const noexcept { return device_; }
+  // The device's intra-op threads, and the two ways CPU kernels use them.
+  const cpu_context& cpu() const noexcept { return cpu_; }
+  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return cpu_.eigen_device(); }
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
-    device_.parallel_for(n, cost_per_unit, f);
+    cpu_.parallel_for(n, cost_per_unit, f);
   }
   resource_manager& resources() const noexcept { return resources_; }
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
@@ -7454,7 +7484,9 @@ class kernel_context {
   const weft::node& node_;
   std::span<entry> inputs_;
   std::span<entry> outputs_;
-  const cpu_device& device_;
+  const weft::device& device_;
+  const cpu_context& cpu_;
+  allocator& allocator_;
   resource_manager& resources_;
   cancellation_manager& cancellation_;
   std::int64_t step_id_;
@@ -7761,7 +7793,7 @@ struct step_options {
 class step {
  public:
   // devices: the session's devices, indexed by exec_node::device.
-  step(const executable& x, std::vector<tensor> feeds, std::span<const cpu_device* const> devices,
+  step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
        resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
       : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
@@ -8306,9 +8338,9 @@ class step {
 
   const executable& x_;
   std::vector<tensor> feeds_;
-  const cpu_device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
+  const device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
 
-  std::span<const cpu_device* const> devices_;
+  std::span<const device* const> devices_;
   resource_manager& resources_;
   Eigen::ThreadPoolInterface* inter_op_;
   step_options options_;
@@ -8455,8 +8487,8 @@ class session {
   }
   resource_manager& resources() const noexcept { return *resources_; }
   // The default device (CPU:0), and every device of the session.
-  const cpu_device& device() const noexcept { return *devices_.front(); }
-  std::span<const cpu_device* const> devices() const noexcept { return device_ptrs_; }
+  const weft::device& device() const noexcept { return *devices_.front(); }
+  std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -8612,16 +8644,16 @@ class session {
     return x;
   }
 
-  static std::vector<std::unique_ptr<cpu_device>> make_devices(const session_options& o) {
+  static std::vector<std::unique_ptr<weft::device>> make_devices(const session_options& o) {
     if (o.cpu_devices < 1)
       fail(error_code::invalid_argument, "session_options::cpu_devices must be at least 1, got ", o.cpu_devices);
-    std::vector<std::unique_ptr<cpu_device>> out;
+    std::vector<std::unique_ptr<weft::device>> out;
     for (int i = 0; i < o.cpu_devices; ++i)
       out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
     return out;
   }
-  static std::vector<const cpu_device*> pointers(const std::vector<std::unique_ptr<cpu_device>>& devices) {
-    std::vector<const cpu_device*> out;
+  static std::vector<const weft::device*> pointers(const std::vector<std::unique_ptr<weft::device>>& devices) {
+    std::vector<const weft::device*> out;
     for (const auto& d : devices) out.push_back(d.get());
     return out;
   }
@@ -8647,8 +8679,8 @@ class session {
   mutable std::mutex mutex_;
   std::shared_ptr<const graph> graph_;
   std::shared_ptr<resource_manager> resources_;
-  std::vector<std::unique_ptr<cpu_device>> devices_;
-  std::vector<const cpu_device*> device_ptrs_;
+  std::vector<std::unique_ptr<weft::device>> devices_;
+  std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::constant_folding_options folding_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
@@ -14678,19 +14710,21 @@ class lowering {
     // The node to colocate with, lowered first (memoized: found again at once).
     std::string colocate = scope->colocate ? graph_.at((*scope->colocate)(*this)).name() : std::string();
     // Equal nodes merge only when they request the same device and colocation.
+    // (The table keeps the signature; the node gets its own copies, or the originals when
+    // nothing merges.)
     passes::cse_signature signature;
     if (merge) {
-      signature = {attrs, scope->device, colocate, controls};
+      signature = {attrs, scope->device, std::move(colocate), std::move(controls)};
       if (auto id = cse_.find(op, inputs, signature)) return output{*id, 0};
     }
     std::string base = scope->prefix + std::string(name.empty() ? op : name);
     std::string unique = base;
     for (int k = 1; graph_.find(graph_.current_name_scope() + unique); ++k) unique = base + "_" + std::to_string(k);
-    node_options options(unique);
+    node_options options(std::move(unique));
     options.device = scope->device;
-    options.colocate_with = colocate;
-    options.control_inputs = controls;
-    const node& n = graph_.op(op, inputs, attrs, std::move(options));
+    options.colocate_with = merge ? signature.colocate : std::move(colocate);
+    options.control_inputs = merge ? signature.controls : std::move(controls);
+    const node& n = graph_.op(op, inputs, std::move(attrs), std::move(options));
     if (merge) cse_.insert(op, std::move(inputs), std::move(signature), n.id());
     return output{n.id(), 0};  // port 0 also for nodes without outputs (NoOp), as a target
   }

@@ -35,6 +35,9 @@ class allocator {
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
   virtual weft::memory_space space() const noexcept { return weft::memory_space::host; }
+  // The allocator whose memory this one hands out: itself, or what a wrapper (a memory
+  // limit) allocates from. Two allocators with one underlying() share their memory.
+  virtual const allocator& underlying() const noexcept { return *this; }
 };
 
 // Host memory with byte counters (current and peak), usable from many threads.
@@ -200,6 +203,7 @@ class limited_allocator final : public allocator {
 
   std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }
   weft::memory_space space() const noexcept override { return base_.space(); }
+  const allocator& underlying() const noexcept override { return base_.underlying(); }
   void* allocate(std::size_t bytes) override {
     std::size_t used = in_use_.load(std::memory_order_relaxed);
     do {

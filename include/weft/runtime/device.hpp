@@ -1,9 +1,12 @@
 // Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
 // allocator with counts of the bytes in use and their peak, its own threads, and copies of
-// tensors to and from host memory (device_name.hpp parses and matches names). cpu_device is
-// the CPU's: intra-op parallelism goes through Eigen's ThreadPoolDevice over the device's
-// own pool, apart from the inter-op pool the executor schedules nodes on, so a kernel
-// waiting on its shards never blocks the threads that run other nodes.
+// tensors to and from host memory (device_name.hpp parses and matches names). The runtime
+// knows devices only through this interface; a kernel gets the interface and the context its
+// device type needs (kernel_context::cpu(): a device's intra-op threads, as an Eigen device
+// and as parallel_for). cpu_device is the CPU's: intra-op parallelism goes through Eigen's
+// ThreadPoolDevice over the device's own pool, apart from the inter-op pool the executor
+// schedules nodes on, so a kernel waiting on its shards never blocks the threads that run
+// other nodes.
 #pragma once
 
 #include <weft/core/eigen_tensor.hpp>
@@ -24,56 +27,19 @@
 
 namespace weft {
 
-class device {
+// A pool of intra-op threads, as CPU kernels use it: an Eigen device (for Eigen's tensor
+// expressions and contractions) and parallel_for. One thread runs work inline, with no pool.
+// Not copyable or movable: the Eigen device points into it.
+class cpu_context {
  public:
-  virtual ~device() = default;
-  // The full name, and its parts.
-  virtual const std::string& name() const noexcept = 0;
-  virtual const device_name& parsed_name() const noexcept = 0;
-  virtual std::string type() const = 0;  // "CPU", as the kernel registry names device types
-  // Where the buffers of the tensors its kernels make come from (within its memory limit).
-  virtual allocator& get_allocator() const noexcept = 0;
-  // Bytes of its memory in use now, and their peak since the last reset_peak(), by every
-  // session that uses the device.
-  virtual std::size_t bytes_in_use() const noexcept = 0;
-  virtual std::size_t peak_bytes_in_use() const noexcept = 0;
-  virtual void reset_peak() const noexcept = 0;
-  virtual int num_threads() const noexcept = 0;
-  // A copy of host tensor `host` in this device's memory, and of `t` (in this device's
-  // memory) in host memory.
-  virtual tensor copy_from_host(const tensor& host) const = 0;
-  virtual tensor copy_to_host(const tensor& t) const = 0;
-};
-
-class cpu_device final : public device {
- public:
-  // The local CPU device `id` (/job:localhost/replica:0/task:0/device:CPU:<id>) with its own
-  // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
-  // memory_limit: the most bytes the buffers allocated through this device may hold at once
-  // (0: no limit beyond the machine's).
-  explicit cpu_device(int intra_op_threads, int id = 0, std::size_t memory_limit = 0)
-      : parsed_(device_name::local("CPU", id)),
-        name_(parsed_.str()),
-        base_(cpu_allocator::of_device(id)),
-        threads_(std::max(1, intra_op_threads)),
+  explicit cpu_context(int threads)
+      : threads_(std::max(1, threads)),
         pool_(threads_ > 1 ? std::make_unique<Eigen::ThreadPool>(threads_) : nullptr),
-        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_),
-        limit_(memory_limit ? limited_allocator::create(base_, memory_limit) : nullptr) {}
+        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_) {}
+  cpu_context(const cpu_context&) = delete;
+  cpu_context& operator=(const cpu_context&) = delete;
 
-  const std::string& name() const noexcept override { return name_; }
-  const device_name& parsed_name() const noexcept override { return parsed_; }
-  std::string type() const override { return "CPU"; }
-  allocator& get_allocator() const noexcept override {
-    return limit_ ? static_cast<allocator&>(*limit_) : base_;
-  }
-  // The device's own allocator, under its memory limit if it has one.
-  cpu_allocator& base_allocator() const noexcept { return base_; }
-  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }
-  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }
-  void reset_peak() const noexcept override { base_.reset_peak(); }
-  int num_threads() const noexcept override { return threads_; }
-  tensor copy_from_host(const tensor& host) const override { return host.copy(get_allocator()); }
-  tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
+  int num_threads() const noexcept { return threads_; }
   const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return eigen_; }
 
   // Runs f(begin, end) over [0, n) in shards sized by Eigen's cost model; cost_per_unit
@@ -110,13 +76,67 @@ class cpu_device final : public device {
     int CurrentThreadId() const override { return 0; }
   };
 
-  device_name parsed_;
-  std::string name_;
-  cpu_allocator& base_;
   int threads_;
   inline_pool inline_pool_;
   std::unique_ptr<Eigen::ThreadPool> pool_;
   Eigen::ThreadPoolDevice eigen_;
+};
+
+class device {
+ public:
+  virtual ~device() = default;
+  // The full name, and its parts.
+  virtual const std::string& name() const noexcept = 0;
+  virtual const device_name& parsed_name() const noexcept = 0;
+  virtual std::string type() const = 0;  // "CPU", as the kernel registry names device types
+  // Where the buffers of the tensors its kernels make come from (within its memory limit).
+  virtual allocator& get_allocator() const noexcept = 0;
+  // Bytes of its memory in use now, and their peak since the last reset_peak(), by every
+  // session that uses the device.
+  virtual std::size_t bytes_in_use() const noexcept = 0;
+  virtual std::size_t peak_bytes_in_use() const noexcept = 0;
+  virtual void reset_peak() const noexcept = 0;
+  // The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
+  // host-side work of other device types' kernels.
+  virtual const cpu_context& cpu() const noexcept = 0;
+  int num_threads() const noexcept { return cpu().num_threads(); }
+  // A copy of host tensor `host` in this device's memory, and of `t` (in this device's
+  // memory) in host memory.
+  virtual tensor copy_from_host(const tensor& host) const = 0;
+  virtual tensor copy_to_host(const tensor& t) const = 0;
+};
+
+class cpu_device final : public device {
+ public:
+  // The local CPU device `id` (/job:localhost/replica:0/task:0/device:CPU:<id>) with its own
+  // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
+  // memory_limit: the most bytes the buffers allocated through this device may hold at once
+  // (0: no limit beyond the machine's).
+  explicit cpu_device(int intra_op_threads, int id = 0, std::size_t memory_limit = 0)
+      : parsed_(device_name::local("CPU", id)),
+        name_(parsed_.str()),
+        base_(cpu_allocator::of_device(id)),
+        context_(intra_op_threads),
+        limit_(memory_limit ? limited_allocator::create(base_, memory_limit) : nullptr) {}
+
+  const std::string& name() const noexcept override { return name_; }
+  const device_name& parsed_name() const noexcept override { return parsed_; }
+  std::string type() const override { return "CPU"; }
+  allocator& get_allocator() const noexcept override {
+    return limit_ ? static_cast<allocator&>(*limit_) : base_;
+  }
+  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }
+  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }
+  void reset_peak() const noexcept override { base_.reset_peak(); }
+  const cpu_context& cpu() const noexcept override { return context_; }
+  tensor copy_from_host(const tensor& host) const override { return host.copy(get_allocator()); }
+  tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
+
+ private:
+  device_name parsed_;
+  std::string name_;
+  cpu_allocator& base_;
+  cpu_context context_;
   memory_limit_ptr limit_;
 };
 

@@ -87,7 +87,7 @@ struct step_options {
 class step {
  public:
   // devices: the session's devices, indexed by exec_node::device.
-  step(const executable& x, std::vector<tensor> feeds, std::span<const cpu_device* const> devices,
+  step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
        resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
       : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
@@ -632,9 +632,9 @@ class step {
 
   const executable& x_;
   std::vector<tensor> feeds_;
-  const cpu_device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
+  const device& device_of(const exec_node& xn) const { return *devices_[static_cast<std::size_t>(xn.device)]; }
 
-  std::span<const cpu_device* const> devices_;
+  std::span<const device* const> devices_;
   resource_manager& resources_;
   Eigen::ThreadPoolInterface* inter_op_;
   step_options options_;

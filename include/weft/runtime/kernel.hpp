@@ -112,11 +112,14 @@ class step_store {
 
 class kernel_context {
  public:
-  kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const cpu_device& device,
+  // A context for node n running on `device`, whose intra-op threads (device.cpu()) its
+  // kernel uses and whose allocator its outputs come from.
+  kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const weft::device& device,
                  resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id,
                  step_store* store = nullptr)
-      : node_(n), inputs_(inputs), outputs_(outputs), device_(device), resources_(resources),
-        cancellation_(cancellation), step_id_(step_id), store_(store) {}
+      : node_(n), inputs_(inputs), outputs_(outputs), device_(device), cpu_(device.cpu()),
+        allocator_(device.get_allocator()), resources_(resources), cancellation_(cancellation), step_id_(step_id),
+        store_(store) {}
 
   const weft::node& node() const noexcept { return node_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
@@ -139,7 +142,7 @@ class kernel_context {
   // A fresh output buffer of the node's declared dtype.
   tensor& allocate_output(int i, shape s) {
     auto& e = outputs_[static_cast<std::size_t>(i)];
-    e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
+    e.value = tensor(node_.output_dtype(i), std::move(s), allocator_);
     return e.value;
   }
   void set_output(int i, tensor t) {
@@ -160,20 +163,23 @@ class kernel_context {
     // Only a buffer of this device's memory is taken over: a tensor from another device is
     // copied, so that each device's allocator counts what its own nodes hold.
     const allocator* from = e.value.buffer_allocator();
-    const bool here = from == &device_.get_allocator() || from == &device_.base_allocator();
+    const bool here = from && &from->underlying() == &allocator_.underlying();
     if (!e.ref && here && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
-    else o.value = e.value.copy(device_.get_allocator());
+    else o.value = e.value.copy(allocator_);
     return o.value;
   }
   // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
   void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
-  const cpu_device& device() const noexcept { return device_; }
-  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return device_.eigen_device(); }
+  // The device the node runs on (its name, type, allocator, copies to and from the host).
+  const weft::device& device() const noexcept { return device_; }
+  // The device's intra-op threads, and the two ways CPU kernels use them.
+  const cpu_context& cpu() const noexcept { return cpu_; }
+  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return cpu_.eigen_device(); }
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
-    device_.parallel_for(n, cost_per_unit, f);
+    cpu_.parallel_for(n, cost_per_unit, f);
   }
   resource_manager& resources() const noexcept { return resources_; }
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
@@ -192,7 +198,9 @@ class kernel_context {
   const weft::node& node_;
   std::span<entry> inputs_;
   std::span<entry> outputs_;
-  const cpu_device& device_;
+  const weft::device& device_;
+  const cpu_context& cpu_;
+  allocator& allocator_;
   resource_manager& resources_;
   cancellation_manager& cancellation_;
   std::int64_t step_id_;

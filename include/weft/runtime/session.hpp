@@ -148,8 +148,8 @@ class session {
   }
   resource_manager& resources() const noexcept { return *resources_; }
   // The default device (CPU:0), and every device of the session.
-  const cpu_device& device() const noexcept { return *devices_.front(); }
-  std::span<const cpu_device* const> devices() const noexcept { return device_ptrs_; }
+  const weft::device& device() const noexcept { return *devices_.front(); }
+  std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -305,16 +305,16 @@ class session {
     return x;
   }
 
-  static std::vector<std::unique_ptr<cpu_device>> make_devices(const session_options& o) {
+  static std::vector<std::unique_ptr<weft::device>> make_devices(const session_options& o) {
     if (o.cpu_devices < 1)
       fail(error_code::invalid_argument, "session_options::cpu_devices must be at least 1, got ", o.cpu_devices);
-    std::vector<std::unique_ptr<cpu_device>> out;
+    std::vector<std::unique_ptr<weft::device>> out;
     for (int i = 0; i < o.cpu_devices; ++i)
       out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
     return out;
   }
-  static std::vector<const cpu_device*> pointers(const std::vector<std::unique_ptr<cpu_device>>& devices) {
-    std::vector<const cpu_device*> out;
+  static std::vector<const weft::device*> pointers(const std::vector<std::unique_ptr<weft::device>>& devices) {
+    std::vector<const weft::device*> out;
     for (const auto& d : devices) out.push_back(d.get());
     return out;
   }
@@ -340,8 +340,8 @@ class session {
   mutable std::mutex mutex_;
   std::shared_ptr<const graph> graph_;
   std::shared_ptr<resource_manager> resources_;
-  std::vector<std::unique_ptr<cpu_device>> devices_;
-  std::vector<const cpu_device*> device_ptrs_;
+  std::vector<std::unique_ptr<weft::device>> devices_;
+  std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::constant_folding_options folding_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
