@@ -10,6 +10,7 @@ static void run_graph(benchmark::State& state, const graph& g, const std::vector
                       const std::vector<endpoint>& targets, int nodes) {
   session_options o;
   o.constant_folding.max_bytes = 0;  // every step runs every node: folding would run them once
+  o.eliminate_common_subexpressions = false;  // the fan-out's equal nodes would merge into one
   o.inter_op_threads = 0;
   o.intra_op_threads = 1;
   session s(g, o);

@@ -1,6 +1,6 @@
-// Graph passes (graph/passes/): pruning, frame analysis and the CSE table on their own, and
-// constant folding through the session that runs it when a signature's executable is
-// built. Node counts come from traced runs: a folded node does not run in the steps.
+// Graph passes (graph/passes/): pruning, frame analysis and CSE on their own, and constant
+// folding and CSE through the session that runs them when a signature's executable is
+// built. Node counts come from traced runs: a folded or merged node does not run in the steps.
 #include "support/helpers.hpp"
 
 #include <algorithm>
@@ -297,4 +297,118 @@ TEST_CASE("CSE table: equal means the same op, inputs, attributes, device, coloc
   table.insert("MatMul", in, other, 8);  // a second node with the same op and inputs
   CHECK(table.find("MatMul", in, other) == std::optional<int>(8));
   CHECK(table.find("MatMul", in, sig) == std::optional<int>(7));
+}
+
+TEST_CASE("CSE over a finished graph: which node stands for which") {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {3}, "x");
+  auto& x2 = g.placeholder(dtype::float32, {3}, "x2");  // placeholders never merge
+  auto& a1 = g.op("Neg", {x}, {}, "a1");
+  auto& a2 = g.op("Neg", {x}, {}, "a2");
+  auto& b1 = g.op("Square", {a1}, {}, "b1");
+  auto& b2 = g.op("Square", {a2}, {}, "b2");  // equal through a1 = a2
+  auto& k1 = g.constant(tensor::scalar(2.0f), "k1");
+  auto& k2 = g.constant(tensor::scalar(2.0f), "k2");
+  auto& k3 = g.constant(tensor::scalar(3.0f), "k3");  // another value
+  auto& m1 = g.op("Mul", {b1, k1}, {}, "m1");
+  auto& m2 = g.op("Mul", {b2, k2}, {}, "m2");     // equal through b1 = b2, k1 = k2
+  auto& m3 = g.op("Mul", {b2, k3}, {}, "m3");     // another constant
+  auto& m4 = g.op("Mul", {k1, b1}, {}, "m4");     // inputs in another order
+  auto& on1 = g.op("Neg", {x}, {}, node_options("on1").on("/device:CPU:1"));  // another device
+  auto& after = g.op("Neg", {x}, {}, node_options("after").after({k3.id()}));  // a control input
+  auto& after2 = g.op("Neg", {x}, {}, node_options("after2").after({k3.id(), k3.id()}));
+  auto& mm1 = g.op("MatMul", {g.op("Reshape", {x, g.constant(tensor::from_vector(std::vector<std::int32_t>{3, 1}), "s1")}),
+                              g.op("Reshape", {x, g.constant(tensor::from_vector(std::vector<std::int32_t>{1, 3}), "s2")})},
+                   {}, "mm1");
+  auto& mmt = g.op("MatMul", {g.at(mm1.inputs()[0]), g.at(mm1.inputs()[0])}, {{"transpose_a", true}}, "mmt");
+  auto& dims = g.constant(tensor::from_vector(std::vector<std::int32_t>{3}), "dims");
+  auto& r1 = g.op("RandomUniform", {dims}, {{"dtype", dtype::float32}, {"seed", std::int64_t{1}}, {"seed2", std::int64_t{2}}}, "r1");
+  auto& r2 = g.op("RandomUniform", {dims}, {{"dtype", dtype::float32}, {"seed", std::int64_t{1}}, {"seed2", std::int64_t{2}}}, "r2");
+  const std::vector<bool> all(static_cast<std::size_t>(g.size()), true);
+  auto nothing_fed = [](output) { return false; };
+  const auto rep = passes::common_subexpressions(g, all, nothing_fed);
+  auto of = [&](const node& n) { return rep[static_cast<std::size_t>(n.id())]; };
+  CHECK(of(a1) == a1.id());
+  CHECK(of(a2) == a1.id());
+  CHECK(of(b2) == b1.id());
+  CHECK(of(k2) == k1.id());
+  CHECK(of(m2) == m1.id());
+  CHECK(of(x2) == x2.id());
+  CHECK(of(k3) == k3.id());
+  CHECK(of(m3) == m3.id());
+  CHECK(of(m4) == m4.id());
+  CHECK(of(on1) == on1.id());
+  CHECK(of(after) == after.id());
+  CHECK(of(after2) == after.id());  // control inputs are a set
+  CHECK(of(mmt) == mmt.id());
+  CHECK(of(r1) == r1.id());
+  CHECK(of(r2) == r2.id());
+  // Only needed nodes stand for others: a1 not needed, a2 stands for itself.
+  std::vector<bool> some = all;
+  some[static_cast<std::size_t>(a1.id())] = false;
+  some[static_cast<std::size_t>(b1.id())] = false;
+  const auto without = passes::common_subexpressions(g, some, nothing_fed);
+  CHECK(without[static_cast<std::size_t>(a2.id())] == a2.id());
+  CHECK(without[static_cast<std::size_t>(b2.id())] == b2.id());
+  CHECK(without[static_cast<std::size_t>(a1.id())] == a1.id());
+  // A node with a fed output keeps itself, and what reads it differs from what reads its twin.
+  const output fed = a2;
+  const auto with_feed = passes::common_subexpressions(g, all, [&](output o) { return o == fed; });
+  CHECK(with_feed[static_cast<std::size_t>(a2.id())] == a2.id());
+  CHECK(with_feed[static_cast<std::size_t>(b2.id())] == b2.id());
+  CHECK(with_feed[static_cast<std::size_t>(k2.id())] == k1.id());
+}
+
+TEST_CASE("CSE in the session: one of each class of equal nodes runs, and feeds still reach their consumers") {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {3}, "x");
+  auto& a1 = g.op("Neg", {x}, {}, "a1");
+  auto& a2 = g.op("Neg", {x}, {}, "a2");
+  auto& b1 = g.op("Square", {a1}, {}, "b1");
+  auto& b2 = g.op("Square", {a2}, {}, "b2");
+  auto& c = g.op("Sub", {b1, g.op("Neg", {b2}, {}, "nb2")}, {}, "c");  // b1 + b2
+  auto& done = g.op("NoOp", {}, {}, node_options("done").after({b2.id()}));
+  const feed_list feed{{x, tensor::of<float>({3}, {1, -2, 3})}};
+  session s(g, test::one_thread());
+  std::vector<tensor> out;
+  auto names = ran(s, feed, {c, a2, b2}, &out);
+  CHECK(names.count("a1") == 1);
+  CHECK(names.count("a2") == 0);
+  CHECK(names.count("b1") == 1);
+  CHECK(names.count("b2") == 0);
+  CHECK(out[0].to_vector<float>() == std::vector<float>{2, 8, 18});
+  CHECK(out[1].to_vector<float>() == std::vector<float>{-1, 2, -3});  // a2's value, computed by a1
+  CHECK(out[2].to_vector<float>() == std::vector<float>{1, 4, 9});
+  // A control input on a merged-away node waits for its stand-in.
+  run_metadata meta;
+  s.run(feed, {c}, {done}, {.trace = true}, &meta);
+  std::multiset<std::string> target_names;
+  for (const auto& n : meta.stats.nodes) target_names.insert(n.node);
+  CHECK(target_names.count("b1") == 1);
+  CHECK(target_names.count("b2") == 0);
+  CHECK(target_names.count("done") == 1);
+  // Only needed nodes stand for others: with b1 not needed, b2 runs itself.
+  meta = {};
+  s.run(feed, {}, {done}, {.trace = true}, &meta);
+  target_names.clear();
+  for (const auto& n : meta.stats.nodes) target_names.insert(n.node);
+  CHECK(target_names.count("b1") == 0);
+  CHECK(target_names.count("b2") == 1);
+  CHECK(target_names.count("done") == 1);
+  // Fed a2: b2 reads the fed value, b1 still the computed one.
+  feed_list fed_a2 = feed;
+  fed_a2.push_back({a2, tensor::of<float>({3}, {10, 10, 10})});
+  names = ran(s, fed_a2, {c}, &out);
+  CHECK(names.count("b1") == 1);
+  CHECK(names.count("b2") == 1);
+  CHECK(out[0].to_vector<float>() == std::vector<float>{101, 104, 109});
+  // Off: every node runs.
+  session_options off = test::one_thread();
+  off.eliminate_common_subexpressions = false;
+  session all(g, off);
+  names = ran(all, feed, {c}, &out);
+  CHECK(names.count("a1") == 1);
+  CHECK(names.count("a2") == 1);
+  CHECK(names.count("b2") == 1);
+  CHECK(out[0].to_vector<float>() == std::vector<float>{2, 8, 18});
 }

@@ -5,7 +5,8 @@
 // both placeholders and intermediate outputs can be fed. The pruned graph, with its
 // kernels, is validated and cached; the nodes that compute the same value at every step
 // (everything they read is constant) are evaluated then, once
-// (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager
+// (graph/passes/constant_folding.hpp), and of nodes equal in op, inputs and attributes only
+// one runs (graph/passes/cse.hpp). Variables live in the session's resource_manager
 // and survive across runs; several threads may call run() at once.
 #pragma once
 
@@ -20,6 +21,7 @@
 
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/constant_folding.hpp>
+#include <weft/graph/passes/cse.hpp>
 #include <weft/graph/passes/prune.hpp>
 #include <weft/runtime/device.hpp>
 #include <weft/runtime/executor.hpp>
@@ -43,6 +45,10 @@ struct session_options {
   std::size_t memory_limit_bytes = 0;
   // Constant folding when a signature's executable is built (max_bytes 0: off).
   passes::constant_folding_options constant_folding;
+  // Common subexpression elimination when a signature's executable is built: of the nodes
+  // equal in op, inputs, attributes, device, colocation and control inputs, one runs and
+  // the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
+  bool eliminate_common_subexpressions = true;
 };
 
 struct run_options {
@@ -100,7 +106,8 @@ class session {
         device_ptrs_(pointers(devices_)),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
                                                : nullptr),
-        folding_(options.constant_folding) {}
+        folding_(options.constant_folding),
+        cse_(options.eliminate_common_subexpressions) {}
 
   // Replaces the graph with `g`, which must extend the current one (same nodes first).
   void extend(const graph& g) {
@@ -233,6 +240,15 @@ class session {
       }
     }
 
+    // CSE: one node of each class of equal needed nodes runs, standing for the others. Nodes
+    // with fed (or folded) outputs stand for themselves.
+    std::vector<int> rep;
+    if (cse_) {
+      rep = passes::common_subexpressions(*g, needed, is_fed);
+      needed = passes::prune(*g, fetched, targets, is_fed, rep);
+    }
+    auto stand_in = [&](int id) { return rep.empty() ? id : rep[static_cast<std::size_t>(id)]; };
+
     // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
     std::vector<int> exec_of(static_cast<std::size_t>(g->size()), -1);
     int num_slots = 0;  // numbered over the whole executable here; finish_executable numbers them per frame
@@ -278,6 +294,7 @@ class session {
       x->nodes.push_back(std::move(xn));
     }
     auto source_of = [&](output o) -> std::pair<int, int> {
+      o.node = stand_in(o.node);
       if (auto it = std::find(fed.begin(), fed.end(), o); it != fed.end())
         return {static_cast<int>(it - fed.begin()), 0};
       return {exec_of[static_cast<std::size_t>(o.node)], o.port};
@@ -291,7 +308,7 @@ class session {
         ++xn.pending;
       }
       for (int c : xn.def->control_inputs()) {
-        x->nodes[static_cast<std::size_t>(exec_of[static_cast<std::size_t>(c)])].control_out.push_back(self);
+        x->nodes[static_cast<std::size_t>(exec_of[static_cast<std::size_t>(stand_in(c))])].control_out.push_back(self);
         ++xn.pending;
       }
     }
@@ -344,6 +361,7 @@ class session {
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::constant_folding_options folding_;
+  bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};

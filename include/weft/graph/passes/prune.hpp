@@ -11,12 +11,16 @@
 
 namespace weft::passes {
 
-// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed.
+// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
+// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
+// it and marks stand-ins only.
 template <class IsFed>
-std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed) {
+std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed,
+                        const std::vector<int>& rep = {}) {
   std::vector<bool> needed(static_cast<std::size_t>(g.size()), false);
   std::vector<int> stack;
   auto need = [&](int id) {
+    if (!rep.empty()) id = rep[static_cast<std::size_t>(id)];
     if (!needed[static_cast<std::size_t>(id)]) {
       needed[static_cast<std::size_t>(id)] = true;
       stack.push_back(id);
