@@ -64,39 +64,17 @@ inline constexpr bool differentiable_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 // ---- which ops have rules ------------------------------------------------------------
-// The elementwise rule of an op descriptor (::type), as gradient_rules.hpp names them.
-template <class Op>
-struct elementwise_rule {};
-#define WEFT_DETAIL_ELEMENTWISE_RULE(TAG, RULE)              \
-  template <class T>                                         \
-  struct elementwise_rule<elementwise_op<tags::TAG, T>> {    \
-    using type = gradients::RULE;                            \
-  };
-WEFT_DETAIL_ELEMENTWISE_RULE(negate, neg_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(abs, abs_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(square, square_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(sqrt, sqrt_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(rsqrt, rsqrt_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(exp, exp_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(log, log_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(tanh, tanh_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(sigmoid, sigmoid_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(relu, relu_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(add, add_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(subtract, sub_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(multiply, mul_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(divide, div_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(pow, pow_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(maximum, maximum_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(minimum, minimum_grad)
-#undef WEFT_DETAIL_ELEMENTWISE_RULE
-template <class T>
-struct elementwise_rule<select_op<T>> {
-  using type = gradients::select_grad;
+// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
+// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
+// node), else its gradient rule.
+template <class O>
+struct partials_of {
+  using type = typename O::gradient;
 };
-template <class To, class From>
-struct elementwise_rule<cast_op<To, From>> {
-  using type = gradients::cast_grad;
+template <class O>
+  requires requires { typename O::partials; }
+struct partials_of<O> {
+  using type = typename O::partials;
 };
 
 // Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
@@ -232,7 +210,7 @@ auto chain_partials(const X& x, const D& d) {
   if constexpr (is_bound<X>::value) {
     return std::tuple<D>{d};
   } else {
-    using Rule = typename elementwise_rule<typename X::op_type>::type;
+    using Rule = typename partials_of<typename X::op_type::op>::type;
     auto parts = std::apply([&](const auto&... a) { return Rule::partials(d, a..., x); }, x.args());
     return all_operand_partials(x, parts, std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
   }

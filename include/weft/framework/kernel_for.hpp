@@ -2,8 +2,8 @@
 //
 // An op is also a C++ type (ops::Add, ops::MatMul, a user's op): a struct with the op's
 // registered `name`, a static `define()` that adds its definition (usually its whole
-// family) to the op registry, and `has_gradient_rule` when a gradient rule is registered
-// for it (docs/extending.md). Each device type's backend says how it registers the op's
+// family) to the op registry, and its gradient rule where it has one
+// (framework/gradient_rule.hpp, docs/extending.md). Each device type's backend says how it registers the op's
 // kernel for dtype T by specializing kernel_for<Op, T, Device> beside that kernel (the
 // CPU kernels' headers specialize it for device_types::cpu). The DSL calls
 // use_kernels<Op, T>(), which defines the op and registers its kernels on every device type
@@ -41,16 +41,6 @@ concept op_type = requires {
   { Op::name } -> std::convertible_to<std::string_view>;
   Op::define();
 };
-
-// Whether op type Op declares a gradient rule (`static constexpr bool has_gradient_rule`),
-// so that typed code may differentiate through it.
-template <class Op>
-inline constexpr bool has_gradient_rule_v = [] {
-  if constexpr (requires { Op::has_gradient_rule; })
-    return static_cast<bool>(Op::has_gradient_rule);
-  else
-    return false;
-}();
 
 namespace detail {
 template <class...>

@@ -1,9 +1,9 @@
 // The values symbolic gradients are written over, for graphs built at run time: `symbol`,
 // a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
 // exp, matmul, select, sum_to, ...), each operation adding a node through a
-// gradient_builder; and what a rule sees and returns (gradient_args, gradient_result), with
-// the registry of rules by op name. The rules themselves are in gradient_rules.hpp, the pass
-// that applies them in gradients.hpp.
+// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
+// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
+// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
 #pragma once
 
 #include <functional>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/ops/common.hpp>
 
@@ -245,21 +246,8 @@ inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map
   return sizes.then("AvgPoolGrad", {d}, w);
 }
 
-// ---- rules -----------------------------------------------------------------------------
-// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
-template <class V>
-struct gradient_args {
-  const node& n;
-  std::vector<V> x;                // the node's inputs
-  std::vector<V> y;                // its outputs
-  std::vector<std::optional<V>> dy;
-  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
-  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
-  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
-};
-template <class V>
-using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
-
+// ---- rules ----------------------------------------------------------------------------
+// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
 using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
 
 // Gradient rules by op name, for graphs built at run time.

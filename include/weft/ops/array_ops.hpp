@@ -19,6 +19,7 @@
 
 #include <vector>
 
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -337,24 +338,180 @@ inline std::vector<op_def> array_op_defs() {
 // calls it.
 inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Reshape, array, true)
-WEFT_DETAIL_OP_TYPE(Transpose, array, true)
-WEFT_DETAIL_OP_TYPE(ConcatV2, array, true)
-WEFT_DETAIL_OP_TYPE(Split, array, true)
-WEFT_DETAIL_OP_TYPE(Slice, array, true)
-WEFT_DETAIL_OP_TYPE(Pad, array, true)
-WEFT_DETAIL_OP_TYPE(Tile, array, true)
-WEFT_DETAIL_OP_TYPE(GatherV2, array, true)
-WEFT_DETAIL_OP_TYPE(GatherNd, array, true)
-WEFT_DETAIL_OP_TYPE(TensorScatterUpdate, array, true)
-WEFT_DETAIL_OP_TYPE(OneHot, array, false)
-WEFT_DETAIL_OP_TYPE(Shape, array, false)
-WEFT_DETAIL_OP_TYPE(Rank, array, false)
-WEFT_DETAIL_OP_TYPE(Size, array, false)
-WEFT_DETAIL_OP_TYPE(Fill, array, true)
-WEFT_DETAIL_OP_TYPE(ZerosLike, array, true)
-WEFT_DETAIL_OP_TYPE(OnesLike, array, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
+  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
+};
+
+struct reshape_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
+};
+
+// The permutation that undoes p (p a permutation of 0..n-1).
+inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
+  std::vector<std::int64_t> inverse(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+  return inverse;
+}
+
+struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const auto p = constant_ints(a.x[1]);
+    if (!p)
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its permutation to be a constant");
+    return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
+  }
+};
+
+// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
+// constant and the values' dims along it known when the graph is built (their offsets).
+struct concat_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const std::size_t n = a.x.size() - 1;
+    const partial_shape& out = a.y[0].shape();
+    const std::int64_t axis = one_axis(a.n, a.x[n], out);
+    const int rank = out.rank();
+    result<V> dx;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::int64_t> begin(static_cast<std::size_t>(rank), 0);
+      begin[static_cast<std::size_t>(axis)] = offset;
+      dx.push_back(slice(a.d(), int64_vector(a.x[i], begin), shape_tensor(a.x[i])));
+      const partial_shape& s = a.x[i].shape();
+      const std::int64_t along = s.rank_known() ? s[static_cast<int>(axis)] : -1;
+      if (along < 0 && i + 1 < n)
+        fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(), " needs input ", i,
+             "'s dimension ", axis, " to be known when the graph is built");
+      offset += along;
+    }
+    dx.push_back(std::nullopt);
+    return dx;
+  }
+};
+
+struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {std::nullopt, concat(parts, a.x[0])};
+  }
+};
+
+struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], begin = as_int64(a.x[1]);
+    const V after = shape_tensor(x) - begin - shape_tensor(a.y[0]);
+    return {pad(a.d(), concat({as_column(begin), as_column(after)}, int_constant(x, 1))), std::nullopt, std::nullopt};
+  }
+};
+
+struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], p = as_int64(a.x[1]);
+    const V before = reshape(slice(p, int64_vector(x, {0, 0}), int64_vector(x, {-1, 1})), int64_vector(x, {-1}));
+    return {slice(a.d(), before, shape_tensor(x)), std::nullopt};
+  }
+};
+
+// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
+// over the m's. x's rank must be known when the graph is built.
+struct tile_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    if (!x.shape().rank_known())
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its input's rank to be known");
+    const V split = reshape(concat({as_column(as_int64(a.x[1])), as_column(shape_tensor(x))}, int_constant(x, 1)),
+                            int64_vector(x, {-1}));
+    std::vector<std::int64_t> axes;
+    for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
+    return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
+  }
+};
+
+struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
+};
+
+// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
+// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
+// front and back). The axis must be a constant and params' rank known.
+struct gather_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &params = a.x[0], &indices = a.x[1];
+    const std::int64_t axis = one_axis(a.n, a.x[2], params.shape()), rank = params.shape().rank();
+    const V dims = shape_tensor(params), zero = int_constant(params, 0);
+    // The gradient as [params[:axis], all the indices, params[axis + 1:]].
+    std::vector<V> parts;
+    if (axis > 0) parts.push_back(slice(dims, int64_vector(params, {0}), int64_vector(params, {axis})));
+    parts.push_back(int64_vector(params, {-1}));
+    if (axis + 1 < rank) parts.push_back(slice(dims, int64_vector(params, {axis + 1}), int64_vector(params, {-1})));
+    V values = reshape(a.d(), parts.size() == 1 ? parts[0] : concat(parts, zero));
+    std::vector<std::int64_t> perm{axis};  // the indices' axis first
+    for (std::int64_t i = 0; i < rank; ++i)
+      if (i != axis) perm.push_back(i);
+    if (axis > 0) values = transpose(values, int64_vector(params, perm));
+    const V rows = reshape(slice(dims, int64_vector(params, {axis}), int64_vector(params, {1})), int64_vector(params, {}));
+    V sums = unsorted_segment_sum(values, reshape(indices, int64_vector(params, {-1})), rows);
+    if (axis > 0) sums = transpose(sums, int64_vector(params, inverse_permutation(perm)));
+    return {sums, std::nullopt, std::nullopt};
+  }
+};
+
+// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
+// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
+// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
+// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
+// its sum in place (TensorScatterAdd, gradients.hpp).
+struct gather_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
+};
+
+// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
+// shaped from d's own slices, so that the updates are not kept for the backward pass).
+struct tensor_scatter_update_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V du = gather_nd(a.d(), a.x[1]);
+    return {tensor_scatter_update(a.d(), a.x[1], zeros_like(du)), std::nullopt, du};
+  }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reshape, array, gradients::reshape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Transpose, array, gradients::transpose_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ConcatV2, array, gradients::concat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Split, array, gradients::split_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Slice, array, gradients::slice_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pad, array, gradients::pad_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tile, array, gradients::tile_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(GatherV2, array, gradients::gather_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(GatherNd, array, gradients::gather_nd_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(TensorScatterUpdate, array, gradients::tensor_scatter_update_grad)
+WEFT_DETAIL_OP_TYPE(OneHot, array)
+WEFT_DETAIL_OP_TYPE(Shape, array)
+WEFT_DETAIL_OP_TYPE(Rank, array)
+WEFT_DETAIL_OP_TYPE(Size, array)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Fill, array, gradients::fill_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct array {

@@ -7,22 +7,27 @@
 #include <vector>
 
 #include <weft/core/broadcast.hpp>
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/kernel_for.hpp>
 #include <weft/framework/shape_context.hpp>
 
 namespace weft::ops {
 
 // ops::NAME: op NAME as a C++ type (framework/kernel_for.hpp), defined by its family's
-// register_FAMILY_ops(); GRADIENT says whether graph/gradient_rules.hpp has a rule for it
-// (tests/test_op_families.cpp checks each against the registry). Typed code asks for its
-// kernels with use_kernels<ops::NAME, T>().
-#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY, GRADIENT)                \
-  struct NAME {                                                    \
-    static constexpr const char* name = #NAME;                     \
-    static constexpr bool has_gradient_rule = GRADIENT;            \
-    static void define() { register_##FAMILY##_ops(); }            \
+// register_FAMILY_ops(); with a gradient rule RULE (framework/gradient_rule.hpp) written in
+// the family's header (tests/test_op_families.cpp checks each against the registry). Typed
+// code asks for its kernels with use_kernels<ops::NAME, T>().
+#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)               \
+  struct NAME {                                         \
+    static constexpr const char* name = #NAME;          \
+    static void define() { register_##FAMILY##_ops(); } \
   };
-
+#define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE) \
+  struct NAME {                                               \
+    static constexpr const char* name = #NAME;                \
+    using gradient = RULE;                                    \
+    static void define() { register_##FAMILY##_ops(); }       \
+  };
 
 // The values of an int32 or int64 tensor (t may be null), else nullopt.
 inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {

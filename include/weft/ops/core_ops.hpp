@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -113,11 +114,25 @@ inline std::string_view family_registration_hint(std::string_view family) {
 // Adds the core ops to the registry, once (every graph does, on construction).
 inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Const, core, false)
-WEFT_DETAIL_OP_TYPE(Placeholder, core, false)
-WEFT_DETAIL_OP_TYPE(Identity, core, true)
-WEFT_DETAIL_OP_TYPE(NoOp, core, false)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct identity_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE(Const, core)
+WEFT_DETAIL_OP_TYPE(Placeholder, core)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Identity, core, gradients::identity_grad)
+WEFT_DETAIL_OP_TYPE(NoOp, core)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct core {

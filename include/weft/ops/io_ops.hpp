@@ -67,8 +67,8 @@ inline std::vector<op_def> io_op_defs() {
 inline void register_io_ops() { op_registry::global().add_family("io", io_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Save, io, false)
-WEFT_DETAIL_OP_TYPE(Restore, io, false)
+WEFT_DETAIL_OP_TYPE(Save, io)
+WEFT_DETAIL_OP_TYPE(Restore, io)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct io {

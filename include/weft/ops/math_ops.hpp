@@ -8,7 +8,9 @@
 #pragma once
 
 #include <vector>
+#include <tuple>
 
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -132,37 +134,168 @@ inline std::vector<op_def> math_op_defs() {
 // calls it.
 inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Neg, math, true)
-WEFT_DETAIL_OP_TYPE(Abs, math, true)
-WEFT_DETAIL_OP_TYPE(Square, math, true)
-WEFT_DETAIL_OP_TYPE(Sqrt, math, true)
-WEFT_DETAIL_OP_TYPE(Rsqrt, math, true)
-WEFT_DETAIL_OP_TYPE(Exp, math, true)
-WEFT_DETAIL_OP_TYPE(Log, math, true)
-WEFT_DETAIL_OP_TYPE(Tanh, math, true)
-WEFT_DETAIL_OP_TYPE(Sigmoid, math, true)
-WEFT_DETAIL_OP_TYPE(Relu, math, true)
-WEFT_DETAIL_OP_TYPE(ReluGrad, math, true)
-WEFT_DETAIL_OP_TYPE(LogicalNot, math, false)
-WEFT_DETAIL_OP_TYPE(Add, math, true)
-WEFT_DETAIL_OP_TYPE(Sub, math, true)
-WEFT_DETAIL_OP_TYPE(Mul, math, true)
-WEFT_DETAIL_OP_TYPE(Div, math, true)
-WEFT_DETAIL_OP_TYPE(Pow, math, true)
-WEFT_DETAIL_OP_TYPE(Maximum, math, true)
-WEFT_DETAIL_OP_TYPE(Minimum, math, true)
-WEFT_DETAIL_OP_TYPE(Greater, math, false)
-WEFT_DETAIL_OP_TYPE(GreaterEqual, math, false)
-WEFT_DETAIL_OP_TYPE(Less, math, false)
-WEFT_DETAIL_OP_TYPE(LessEqual, math, false)
-WEFT_DETAIL_OP_TYPE(Equal, math, false)
-WEFT_DETAIL_OP_TYPE(NotEqual, math, false)
-WEFT_DETAIL_OP_TYPE(LogicalAnd, math, false)
-WEFT_DETAIL_OP_TYPE(LogicalOr, math, false)
-WEFT_DETAIL_OP_TYPE(Select, math, true)
-WEFT_DETAIL_OP_TYPE(SelectV2, math, true)
-WEFT_DETAIL_OP_TYPE(Cast, math, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct neg_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
+};
+
+struct add_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
+};
+
+struct sub_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
+};
+
+struct mul_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
+};
+
+struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
+};
+
+struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
+    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
+  }
+};
+
+struct maximum_grad {  // ties go to the first operand
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
+  }
+};
+
+struct minimum_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
+  }
+};
+
+struct square_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
+};
+
+struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
+};
+
+struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
+};
+
+struct exp_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
+};
+
+struct log_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
+};
+
+struct tanh_grad {  // d (1 - z^2)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
+};
+
+struct sigmoid_grad {  // d z (1 - z)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
+};
+
+struct relu_grad {
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
+};
+
+struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
+};
+
+struct select_grad {  // SelectV2; no gradient for the condition
+  template <class D, class C, class T, class E, class Y>
+  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
+    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
+  }
+};
+
+struct cast_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
+};
+
+struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V zeros = zeros_like(a.d());
+    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
+  }
+};
+
+// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+// the same function for the typed DSL, which fuses it with its neighbours).
+struct relu_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
+};
+
+// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+struct relu_grad_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Neg, math, gradients::neg_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Abs, math, gradients::abs_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Square, math, gradients::square_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sqrt, math, gradients::sqrt_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Rsqrt, math, gradients::rsqrt_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
+struct Relu {
+  static constexpr const char* name = "Relu";
+  using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
+  using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
+  static void define() { register_math_ops(); }
+};
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
+WEFT_DETAIL_OP_TYPE(LogicalNot, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Add, math, gradients::add_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sub, math, gradients::sub_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mul, math, gradients::mul_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Div, math, gradients::div_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
+WEFT_DETAIL_OP_TYPE(Greater, math)
+WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
+WEFT_DETAIL_OP_TYPE(Less, math)
+WEFT_DETAIL_OP_TYPE(LessEqual, math)
+WEFT_DETAIL_OP_TYPE(Equal, math)
+WEFT_DETAIL_OP_TYPE(NotEqual, math)
+WEFT_DETAIL_OP_TYPE(LogicalAnd, math)
+WEFT_DETAIL_OP_TYPE(LogicalOr, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Select, math, gradients::select_rows_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct math {

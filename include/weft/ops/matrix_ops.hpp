@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -107,11 +108,63 @@ inline std::vector<op_def> matrix_op_defs() {
 // calls it.
 inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(MatMul, matrix, true)
-WEFT_DETAIL_OP_TYPE(BatchMatMulV2, matrix, true)
-WEFT_DETAIL_OP_TYPE(MatrixInverse, matrix, true)
-WEFT_DETAIL_OP_TYPE(MatrixDeterminant, matrix, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct matmul_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ta && !tb) return {matmul(d, y, false, true), matmul(x, d, true, false)};
+    if (!ta && tb) return {matmul(d, y, false, false), matmul(d, x, true, false)};
+    if (ta && !tb) return {matmul(y, d, false, true), matmul(x, d, false, false)};
+    return {matmul(y, d, true, true), matmul(d, x, true, true)};
+  }
+};
+
+struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ax && !ay) return {sum_to(batch_matmul(d, y, false, true), x), sum_to(batch_matmul(x, d, true, false), y)};
+    if (!ax && ay) return {sum_to(batch_matmul(d, y, false, false), x), sum_to(batch_matmul(d, x, true, false), y)};
+    if (ax && !ay) return {sum_to(batch_matmul(y, d, false, true), x), sum_to(batch_matmul(x, d, false, false), y)};
+    return {sum_to(batch_matmul(y, d, true, true), x), sum_to(batch_matmul(d, x, true, true), y)};
+  }
+};
+
+struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& y = a.y[0];
+    if (a.n.template attr<bool>("adjoint")) return {-batch_matmul(batch_matmul(y, a.d(), false, true), y, false, false)};
+    return {-batch_matmul(batch_matmul(y, a.d(), true, false), y, false, true)};
+  }
+};
+
+struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const V scale = reshape(a.d() * a.y[0], concat({shape_tensor(a.y[0]), int64_vector(x, {1, 1})}, int_constant(x, 0)));
+    return {scale * matrix_inverse(x, true)};
+  }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct matrix {

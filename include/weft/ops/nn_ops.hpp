@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -339,23 +340,148 @@ inline std::vector<op_def> nn_op_defs() {
 // Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(BiasAdd, nn, true)
-WEFT_DETAIL_OP_TYPE(BiasAddGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(Softmax, nn, true)
-WEFT_DETAIL_OP_TYPE(LogSoftmax, nn, true)
-WEFT_DETAIL_OP_TYPE(SoftmaxCrossEntropyWithLogits, nn, true)
-WEFT_DETAIL_OP_TYPE(SparseSoftmaxCrossEntropyWithLogits, nn, true)
-WEFT_DETAIL_OP_TYPE(L2Loss, nn, true)
-WEFT_DETAIL_OP_TYPE(Conv2D, nn, true)
-WEFT_DETAIL_OP_TYPE(Conv2DBackpropInput, nn, true)
-WEFT_DETAIL_OP_TYPE(Conv2DBackpropFilter, nn, true)
-WEFT_DETAIL_OP_TYPE(MaxPool, nn, true)
-WEFT_DETAIL_OP_TYPE(MaxPoolGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(MaxPoolGradGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(AvgPool, nn, true)
-WEFT_DETAIL_OP_TYPE(AvgPoolGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(Dropout, nn, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
+};
+
+struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
+};
+
+// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
+template <class V>
+V softmax_backward(const V& d, const V& y) {
+  return (d - reduce_sum_keep(d * y, -1)) * y;
+}
+
+struct softmax_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
+};
+
+struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
+};
+
+// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
+// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
+// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
+// As in TensorFlow, the features' gradient through the loss assumes that each row of
+// labels sums to 1 (a distribution), which makes it softmax - labels.
+template <bool Dense>
+struct softmax_cross_entropy_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& f = a.x[0];
+    std::optional<V> df, dl;
+    if (a.dy[0]) {
+      V d = keep_reduced(*a.dy[0], f, int_constant(f, -1));
+      df = d * a.y[1];
+      if (Dense) dl = d * -log_softmax(f);
+    }
+    if (a.dy[1]) {
+      const V& g = *a.dy[1];
+      V t = softmax_backward(g, softmax(f));
+      df = df ? *df + t : t;
+      if (Dense) dl = dl ? *dl - g : -g;
+    }
+    return {df, dl};
+  }
+};
+
+struct l2_loss_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
+};
+
+// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
+// ops are the same product with another operand left out, so each of the three ops'
+// gradients is one of the others.
+struct conv2d_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &x = a.x[0], &f = a.x[1];
+    return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
+  }
+};
+
+struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &f = a.x[1], &dy = a.x[2];
+    return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
+  }
+};
+
+struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &x = a.x[0], &dy = a.x[2];
+    return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
+  }
+};
+
+struct max_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
+};
+
+// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
+// round); both are piecewise constant in orig_input and orig_output (no gradient there,
+// as in TensorFlow).
+template <bool Second>
+struct max_pool_grad_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    return {std::nullopt, std::nullopt,
+            Second ? max_pool_grad(a.x[0], a.x[1], a.d(), w) : max_pool_grad_grad(a.x[0], a.x[1], a.d(), w)};
+  }
+};
+
+struct avg_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
+};
+
+struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
+};
+
+struct dropout_rule {  // output = x * mask; the mask does not depend on x
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (!a.dy[0]) return {std::nullopt, std::nullopt};
+    return {*a.dy[0] * a.y[1], std::nullopt};
+  }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAdd, nn, gradients::bias_add_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAddGrad, nn, gradients::bias_add_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Softmax, nn, gradients::softmax_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(LogSoftmax, nn, gradients::log_softmax_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SoftmaxCrossEntropyWithLogits, nn, gradients::softmax_cross_entropy_rule<true>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SparseSoftmaxCrossEntropyWithLogits, nn, gradients::softmax_cross_entropy_rule<false>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(L2Loss, nn, gradients::l2_loss_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Conv2D, nn, gradients::conv2d_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Conv2DBackpropInput, nn, gradients::conv2d_backprop_input_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Conv2DBackpropFilter, nn, gradients::conv2d_backprop_filter_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPool, nn, gradients::max_pool_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPoolGrad, nn, gradients::max_pool_grad_rule<false>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPoolGradGrad, nn, gradients::max_pool_grad_rule<true>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPool, nn, gradients::avg_pool_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct nn {

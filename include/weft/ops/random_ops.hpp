@@ -35,9 +35,9 @@ inline std::vector<op_def> random_op_defs() {
 inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(RandomUniform, random, false)
-WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random, false)
-WEFT_DETAIL_OP_TYPE(TruncatedNormal, random, false)
+WEFT_DETAIL_OP_TYPE(RandomUniform, random)
+WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random)
+WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct random {

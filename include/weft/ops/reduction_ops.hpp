@@ -19,6 +19,7 @@
 
 #include <vector>
 
+#include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -187,22 +188,125 @@ inline std::vector<op_def> reduction_op_defs() {
 // calls it.
 inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Sum, reduction, true)
-WEFT_DETAIL_OP_TYPE(Mean, reduction, true)
-WEFT_DETAIL_OP_TYPE(Prod, reduction, true)
-WEFT_DETAIL_OP_TYPE(Max, reduction, true)
-WEFT_DETAIL_OP_TYPE(Min, reduction, true)
-WEFT_DETAIL_OP_TYPE(ArgMax, reduction, false)
-WEFT_DETAIL_OP_TYPE(ArgMin, reduction, false)
-WEFT_DETAIL_OP_TYPE(Cumsum, reduction, true)
-WEFT_DETAIL_OP_TYPE(Cumprod, reduction, true)
-WEFT_DETAIL_OP_TYPE(UnsortedSegmentSum, reduction, true)
-WEFT_DETAIL_OP_TYPE(ScatterNd, reduction, true)
-WEFT_DETAIL_OP_TYPE(TensorScatterAdd, reduction, true)
-WEFT_DETAIL_OP_TYPE(SumToShape, reduction, true)
-WEFT_DETAIL_OP_TYPE(BroadcastTo, reduction, true)
-WEFT_DETAIL_OP_TYPE(ReducedShape, reduction, false)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct sum_grad {  // the gradient, broadcast back over the reduced axes
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
+    return {unreduce(a.d(), a.x[0], a.x[1]), std::nullopt};
+  }
+};
+
+struct mean_grad {  // sum's, divided by the number of elements averaged
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V g = *sum_grad::apply(a)[0];
+    return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
+  }
+};
+
+struct sum_to_shape_grad {  // broadcast back
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
+};
+
+struct broadcast_to_grad {  // summed back
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
+};
+
+struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &axes = a.x[1];
+    const bool keep = a.n.template attr<bool>("keep_dims");
+    const V y = keep ? a.y[0] : keep_reduced(a.y[0], x, axes), d = keep ? a.d() : keep_reduced(a.d(), x, axes);
+    const V hit = cast_like(equal(x, y), x);
+    return {hit / reduce_sum(hit, axes, true) * d, std::nullopt};
+  }
+};
+
+// Prod: each element gets d times the product of the others in its reduction group,
+// computed without dividing (so zeros are exact) as exclusive running products from both
+// ends along the first reduced axis, times the same for the rest of the axes applied to
+// the product along the first (TensorFlow's rule flattens the axes with a transpose
+// instead). The axes must be constants.
+struct prod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[1], x.shape());
+    if (axes.empty()) return {a.d(), std::nullopt};
+    const V d = a.n.template attr<bool>("keep_dims") ? a.d() : keep_reduced(a.d(), x, a.x[1]);
+    return {others(x, axes, 0) * d, std::nullopt};
+  }
+
+ private:
+  template <class V>
+  static V others(const V& v, const std::vector<std::int64_t>& axes, std::size_t i) {
+    const V axis = int_constant(v, static_cast<std::int32_t>(axes[i]));
+    V own = cumprod(v, axis, true, false) * cumprod(v, axis, true, true);
+    if (i + 1 == axes.size()) return own;
+    return own * others(reduce_prod(v, axis, true), axes, i + 1);
+  }
+};
+
+struct cumsum_grad {  // the running sum the other way
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.d(), a.x[1], exclusive, !reverse), std::nullopt};
+  }
+};
+
+// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
+// it is not defined where x has a zero (Prod's rule above is).
+struct cumprod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.y[0] * a.d(), a.x[1], exclusive, !reverse) / a.x[0], std::nullopt};
+  }
+};
+
+struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
+  }
+};
+
+struct scatter_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
+};
+
+struct tensor_scatter_add_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sum, reduction, gradients::sum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mean, reduction, gradients::mean_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Prod, reduction, gradients::prod_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Max, reduction, gradients::max_min_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Min, reduction, gradients::max_min_grad)
+WEFT_DETAIL_OP_TYPE(ArgMax, reduction)
+WEFT_DETAIL_OP_TYPE(ArgMin, reduction)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cumsum, reduction, gradients::cumsum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cumprod, reduction, gradients::cumprod_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(UnsortedSegmentSum, reduction, gradients::unsorted_segment_sum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ScatterNd, reduction, gradients::scatter_nd_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(TensorScatterAdd, reduction, gradients::tensor_scatter_add_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SumToShape, reduction, gradients::sum_to_shape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BroadcastTo, reduction, gradients::broadcast_to_grad)
+WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct reduction {

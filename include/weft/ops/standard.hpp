@@ -17,6 +17,12 @@
 
 namespace weft::ops {
 
+// The standard families that have op types (the control-flow ops are run by the executor
+// and have none).
+using standard_families = type_list<families::core, families::array, families::math, families::reduction,
+                                    families::matrix, families::random, families::state, families::nn,
+                                    families::training, families::io>;
+
 inline void register_standard_ops() {
   register_array_ops();
   register_math_ops();

@@ -101,12 +101,12 @@ inline std::vector<op_def> state_op_defs() {
 inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Variable, state, false)
-WEFT_DETAIL_OP_TYPE(Assign, state, false)
-WEFT_DETAIL_OP_TYPE(AssignAdd, state, false)
-WEFT_DETAIL_OP_TYPE(AssignSub, state, false)
-WEFT_DETAIL_OP_TYPE(AccumulatorPush, state, false)
-WEFT_DETAIL_OP_TYPE(AccumulatorPop, state, false)
+WEFT_DETAIL_OP_TYPE(Variable, state)
+WEFT_DETAIL_OP_TYPE(Assign, state)
+WEFT_DETAIL_OP_TYPE(AssignAdd, state)
+WEFT_DETAIL_OP_TYPE(AssignSub, state)
+WEFT_DETAIL_OP_TYPE(AccumulatorPush, state)
+WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct state {

@@ -71,11 +71,11 @@ inline std::vector<op_def> training_op_defs() {
 inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyMomentum, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyAdam, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training)
+WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
+WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
+WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
+WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct training {
