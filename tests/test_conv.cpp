@@ -1,6 +1,7 @@
-// Convolution, pooling and dropout (ops/nn_ops.hpp, kernels/cpu/conv.hpp) against direct
-// sums written here from TensorFlow's definitions, with shape inference and errors. Their
-// gradient rules are checked against central differences in test_gradients.cpp.
+// Convolution, pooling and dropout (ops/nn_ops.hpp; kernels/cpu/conv.hpp, pooling.hpp and
+// dropout.hpp) against direct sums written here from TensorFlow's definitions, with shape
+// inference and errors. Their gradient rules are checked against central differences in
+// test_gradients.cpp.
 #include "support/helpers.hpp"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
 // its last dim, rows split between threads, and each row one Eigen array expression
-// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution,
-// pooling and dropout are in conv.hpp.
+// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution is
+// conv.hpp, pooling pooling.hpp, dropout dropout.hpp.
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,9 @@
 #include <vector>
 
 #include <weft/kernels/cpu/conv.hpp>
+#include <weft/kernels/cpu/dropout.hpp>
 #include <weft/kernels/cpu/nn_kernel.hpp>
+#include <weft/kernels/cpu/pooling.hpp>
 
 namespace weft::cpu {
 

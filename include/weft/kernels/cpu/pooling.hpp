@@ -1,0 +1,200 @@
+// CPU kernels for pooling (ops/nn_ops.hpp), NHWC: MaxPool, AvgPool and their gradients walk
+// the windows directly, the channels of a position being contiguous. float16 and bfloat16
+// compute in float (nn_kernel.hpp).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <weft/kernels/cpu/window.hpp>
+
+namespace weft::cpu::nn {
+
+// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
+struct window_span {
+  std::int64_t y0, y1, x0, x1;
+  std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
+};
+inline window_span span_of(const geometry& g, std::int64_t y, std::int64_t x) {
+  const std::int64_t t = g.top(y), l = g.left(x);
+  return {std::max<std::int64_t>(t, 0), std::min(t + g.kh, g.h), std::max<std::int64_t>(l, 0), std::min(l + g.kw, g.w)};
+}
+
+// Calls f(image, y, x, output row) for the output positions of images [b, e).
+template <class F>
+void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f) {
+  for (std::int64_t img = b; img < e; ++img)
+    for (std::int64_t y = 0; y < g.oh; ++y)
+      for (std::int64_t x = 0; x < g.ow; ++x) f(img, y, x, (img * g.oh + y) * g.ow + x);
+}
+
+struct pool_base {
+  explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
+  geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
+  double cost(const geometry& g) const { return static_cast<double>(g.positions()) * static_cast<double>(g.patch()); }
+  ops::window_attrs w_;
+};
+
+template <bool Max>
+struct pool : pool_base {
+  static constexpr unsigned value_mask = 0b1;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const { return {geo(ctx.input(0).shape()).output_shape()}; }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.in[0].shape());
+    const C* in = v.in[0].data<C>();
+    C* out = v.out[0].data<C>();
+    ctx.parallel_for(g.n, cost(g), [&](std::int64_t b, std::int64_t e) {
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        row_map<C> o(out + r * g.c, g.c);
+        const window_span s = span_of(g, y, x);
+        o.setConstant(Max ? -std::numeric_limits<C>::infinity() : C(0));
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix) {
+            const_row_map<C> src(in + ((img * g.h + iy) * g.w + ix) * g.c, g.c);
+            if constexpr (Max) o = o.max(src);
+            else o += src;
+          }
+        if constexpr (!Max) o /= static_cast<C>(s.count());
+      });
+    });
+  }
+};
+
+// The element offsets of output position (img, y, x)'s window inside the input (its valid
+// part), and for each channel the index among them of the window's first maximum (a strict
+// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
+// so that they compile to vector compares and blends.
+struct window_maxima {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int32_t> first;
+  std::int64_t count = 0;
+  explicit window_maxima(const geometry& g) : offsets(static_cast<std::size_t>(g.kh * g.kw)), first(static_cast<std::size_t>(g.c)) {}
+  template <class C>
+  void find(const geometry& g, const C* in, C* best, std::int64_t img, std::int64_t y, std::int64_t x) {
+    const window_span s = span_of(g, y, x);
+    count = 0;
+    for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+      for (std::int64_t ix = s.x0; ix < s.x1; ++ix) offsets[static_cast<std::size_t>(count++)] = ((img * g.h + iy) * g.w + ix) * g.c;
+    if (count > 0) first_of(in, offsets.data(), count, g.c, best, first.data());
+  }
+  // The input offset of channel ch's maximum.
+  std::int64_t at(std::int64_t ch) const { return offsets[static_cast<std::size_t>(first[static_cast<std::size_t>(ch)])] + ch; }
+
+ private:
+  template <class C>
+  static void first_of(const C* in, const std::int64_t* offsets, std::int64_t count, std::int64_t channels, C* best,
+                       std::int32_t* first) {
+    const C* src = in + offsets[0];
+    for (std::int64_t ch = 0; ch < channels; ++ch) best[ch] = src[ch], first[ch] = 0;
+    for (std::int64_t k = 1; k < count; ++k) {
+      src = in + offsets[k];
+      const auto kk = static_cast<std::int32_t>(k);
+      for (std::int64_t ch = 0; ch < channels; ++ch) {
+        const bool greater = src[ch] > best[ch];
+        best[ch] = greater ? src[ch] : best[ch];
+        first[ch] = greater ? kk : first[ch];
+      }
+    }
+  }
+};
+
+// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
+// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
+template <bool Second>
+struct max_pool_grad_op : pool_base {
+  static constexpr unsigned value_mask = 0b101;  // orig_output is only checked for its shape
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const geometry g = geo(ctx.input(0).shape());
+    require_shape(ctx.input(1), g.output_shape(), "orig_output", g);
+    require_shape(ctx.input(2), Second ? ctx.input(0).shape() : g.output_shape(), "grad", g);
+    return {Second ? g.output_shape() : ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.in[0].shape());
+    const C *in = v.in[0].data<C>(), *grad = v.in[2].data<C>();
+    C* out = v.out[0].data<C>();
+    if constexpr (Second) {
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+        for (std::int64_t ch = 0; ch < g.c; ++ch)  // a window wholly in the padding has no maximum: 0
+          out[r * g.c + ch] = w.count > 0 ? grad[w.at(ch)] : C(0);
+      });
+    } else if (g.sh >= g.kh && g.sw >= g.kw) {
+      // No two windows overlap (2x2 pooling with stride 2, say): each input element is in
+      // one window at most, so the output is written once, per window the gradient at its
+      // first maximum and 0 elsewhere, with no zero-filling pass or additions. Elements in
+      // no window are zeroed first when there are any (strides larger than the window, or
+      // rows and columns a VALID window leaves out).
+      const bool covers = g.sh == g.kh && g.sw == g.kw && g.oh > 0 && g.ow > 0 && g.top(0) <= 0 &&
+                          g.top(g.oh - 1) + g.kh >= g.h && g.left(0) <= 0 && g.left(g.ow - 1) + g.kw >= g.w;
+      if (!covers) std::fill_n(out, v.out[0].num_elements(), C(0));
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+        const C* d = grad + r * g.c;
+        const std::int32_t* first = w.first.data();
+        for (std::int64_t k = 0; k < w.count; ++k) {
+          C* o = out + w.offsets[static_cast<std::size_t>(k)];
+          const auto kk = static_cast<std::int32_t>(k);
+          for (std::int64_t ch = 0; ch < g.c; ++ch) o[ch] = first[ch] == kk ? d[ch] : C(0);
+        }
+      });
+    } else {
+      std::fill_n(out, v.out[0].num_elements(), C(0));
+      each_window<C>(ctx, g, in, [&](std::int64_t r, const window_maxima& w) {
+        if (w.count > 0)
+          for (std::int64_t ch = 0; ch < g.c; ++ch) out[w.at(ch)] += grad[r * g.c + ch];
+      });
+    }
+  }
+
+ private:
+  // Calls f(output row, its window's maxima) for every output position, images split
+  // between the threads.
+  template <class C, class F>
+  void each_window(kernel_context& ctx, const geometry& g, const C* in, F&& f) const {
+    ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
+      std::vector<C> best(static_cast<std::size_t>(g.c));
+      window_maxima w(g);
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        w.find(g, in, best.data(), img, y, x);
+        f(r, w);
+      });
+    });
+  }
+};
+using max_pool_grad = max_pool_grad_op<false>;
+using max_pool_grad_grad = max_pool_grad_op<true>;
+
+// Each window's gradient shared equally by the input elements it averaged.
+struct avg_pool_grad : pool_base {
+  static constexpr unsigned value_mask = 0b10;
+  using pool_base::pool_base;
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const shape in = sizes_shape(ctx.input(0), "orig_input_shape");
+    require_shape(ctx.input(1), geo(in).output_shape(), "grad", geo(in));
+    return {in};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const geometry g = geo(v.out[0].shape());
+    const C* grad = v.in[1].data<C>();
+    C* out = v.out[0].data<C>();
+    std::fill_n(out, v.out[0].num_elements(), C(0));
+    ctx.parallel_for(g.n, cost(g), [&](std::int64_t b, std::int64_t e) {
+      for_each_position(g, b, e, [&](std::int64_t img, std::int64_t y, std::int64_t x, std::int64_t r) {
+        const window_span s = span_of(g, y, x);
+        const const_row_map<C> d(grad + r * g.c, g.c);
+        const C scale = C(1) / static_cast<C>(s.count());
+        for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+          for (std::int64_t ix = s.x0; ix < s.x1; ++ix) row_map<C>(out + ((img * g.h + iy) * g.w + ix) * g.c, g.c) += d * scale;
+      });
+    });
+  }
+};
+
+}  // namespace weft::cpu::nn
