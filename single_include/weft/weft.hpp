@@ -1768,12 +1768,103 @@ inline std::optional<shape> broadcast(const shape& a, const shape& b) {
 }
 
 }  // namespace weft
+// What a gradient rule sees and returns, for any value type V the rule is written over
+// (the graph's `symbol`, graph/gradient_symbol.hpp, or a typed DSL expression), so that an
+// op's rule can be written beside its definition (ops/*.hpp) below the layers that
+// instantiate it. An op type declares its rule as `using gradient = R;` where R has either
+//   template <class V> static gradient_result<V> apply(const gradient_args<V>&)
+// (any op), or, for an elementwise op,
+//   template <class D, class... X, class Y> static auto partials(const D& d, const X&... x, const Y& y)
+// returning a tuple with, per operand, d times the derivative of y in that operand at the
+// output's (broadcast) shape, or no_partial where there is none. The same partials serve
+// graph symbols (graph/gradient_rules.hpp sums each down to its operand's shape) and typed
+// expressions (dsl/gradient.hpp chains them through a fused subtree).
+//
+// A rule calls the operations of its value type unqualified (sum_to, matmul, select, ...),
+// found by argument-dependent lookup where the rule is instantiated.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+
+namespace weft {
+
+class node;  // graph/graph.hpp: complete where a rule is instantiated
+
+// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
+template <class V>
+struct gradient_args {
+  const node& n;
+  std::vector<V> x;                // the node's inputs
+  std::vector<V> y;                // its outputs
+  std::vector<std::optional<V>> dy;
+  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
+  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
+};
+template <class V>
+using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
+
+namespace gradients {
+template <class V>
+using args = gradient_args<V>;
+template <class V>
+using result = gradient_result<V>;
+// An elementwise rule's partial for an operand that has none (Select's condition).
+struct no_partial {};
+
+// The axis (or axes) of node `n` given by the int constant `axes`, canonical for the rank of
+// `x`, sorted and without repeats; an error naming the node when it is not a constant, or
+// when x's rank is not known when the graph is built (constant_ints: the value type's).
+template <class Node, class V>
+std::vector<std::int64_t> constant_axes(const Node& n, const V& axes, const partial_shape& x) {
+  const auto v = constant_ints(axes);
+  if (!v || !x.rank_known())
+    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
+         " needs a constant axis and an input of known rank");
+  std::vector<std::int64_t> out;
+  for (auto a : *v) {
+    if (a < -x.rank() || a >= x.rank())
+      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
+           x.rank());
+    out.push_back(a < 0 ? a + x.rank() : a);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
+template <class Node, class V>
+std::int64_t one_axis(const Node& n, const V& axis, const partial_shape& x) {
+  const std::vector<std::int64_t> axes = constant_axes(n, axis, x);
+  if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " needs one axis");
+  return axes[0];
+}
+}  // namespace gradients
+
+// Whether op type Op declares a gradient rule: `using gradient = R;` (the library's ops), or
+// `static constexpr bool has_gradient_rule = true;` with the rule registered by name in
+// its define() (a user's op may do either; docs/extending.md).
+template <class Op>
+inline constexpr bool has_gradient_rule_v = [] {
+  if constexpr (requires { typename Op::gradient; })
+    return true;
+  else if constexpr (requires { Op::has_gradient_rule; })
+    return static_cast<bool>(Op::has_gradient_rule);
+  else
+    return false;
+}();
+
+}  // namespace weft
 // How typed code asks for an op's kernels without naming a device's kernel classes.
 //
 // An op is also a C++ type (ops::Add, ops::MatMul, a user's op): a struct with the op's
 // registered `name`, a static `define()` that adds its definition (usually its whole
-// family) to the op registry, and `has_gradient_rule` when a gradient rule is registered
-// for it (docs/extending.md). Each device type's backend says how it registers the op's
+// family) to the op registry, and its gradient rule where it has one
+// (framework/gradient_rule.hpp, docs/extending.md). Each device type's backend says how it registers the op's
 // kernel for dtype T by specializing kernel_for<Op, T, Device> beside that kernel (the
 // CPU kernels' headers specialize it for device_types::cpu). The DSL calls
 // use_kernels<Op, T>(), which defines the op and registers its kernels on every device type
@@ -1810,16 +1901,6 @@ concept op_type = requires {
   Op::define();
 };
 
-// Whether op type Op declares a gradient rule (`static constexpr bool has_gradient_rule`),
-// so that typed code may differentiate through it.
-template <class Op>
-inline constexpr bool has_gradient_rule_v = [] {
-  if constexpr (requires { Op::has_gradient_rule; })
-    return static_cast<bool>(Op::has_gradient_rule);
-  else
-    return false;
-}();
-
 namespace detail {
 template <class...>
 inline constexpr bool no_kernel_for = false;
@@ -1852,16 +1933,20 @@ void use_kernels() {
 namespace weft::ops {
 
 // ops::NAME: op NAME as a C++ type (framework/kernel_for.hpp), defined by its family's
-// register_FAMILY_ops(); GRADIENT says whether graph/gradient_rules.hpp has a rule for it
-// (tests/test_op_families.cpp checks each against the registry). Typed code asks for its
-// kernels with use_kernels<ops::NAME, T>().
-#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY, GRADIENT)                \
-  struct NAME {                                                    \
-    static constexpr const char* name = #NAME;                     \
-    static constexpr bool has_gradient_rule = GRADIENT;            \
-    static void define() { register_##FAMILY##_ops(); }            \
+// register_FAMILY_ops(); with a gradient rule RULE (framework/gradient_rule.hpp) written in
+// the family's header (tests/test_op_families.cpp checks each against the registry). Typed
+// code asks for its kernels with use_kernels<ops::NAME, T>().
+#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)               \
+  struct NAME {                                         \
+    static constexpr const char* name = #NAME;          \
+    static void define() { register_##FAMILY##_ops(); } \
   };
-
+#define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE) \
+  struct NAME {                                               \
+    static constexpr const char* name = #NAME;                \
+    using gradient = RULE;                                    \
+    static void define() { register_##FAMILY##_ops(); }       \
+  };
 
 // The values of an int32 or int64 tensor (t may be null), else nullopt.
 inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
@@ -2164,11 +2249,25 @@ inline std::string_view family_registration_hint(std::string_view family) {
 // Adds the core ops to the registry, once (every graph does, on construction).
 inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Const, core, false)
-WEFT_DETAIL_OP_TYPE(Placeholder, core, false)
-WEFT_DETAIL_OP_TYPE(Identity, core, true)
-WEFT_DETAIL_OP_TYPE(NoOp, core, false)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct identity_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE(Const, core)
+WEFT_DETAIL_OP_TYPE(Placeholder, core)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Identity, core, gradients::identity_grad)
+WEFT_DETAIL_OP_TYPE(NoOp, core)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct core {
@@ -2208,6 +2307,7 @@ inline std::string_view standard_op_family(std::string_view name) {
 //   Cast:    y = static_cast<DstT>(x)
 
 #include <vector>
+#include <tuple>
 
 
 namespace weft::ops {
@@ -2329,37 +2429,168 @@ inline std::vector<op_def> math_op_defs() {
 // calls it.
 inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Neg, math, true)
-WEFT_DETAIL_OP_TYPE(Abs, math, true)
-WEFT_DETAIL_OP_TYPE(Square, math, true)
-WEFT_DETAIL_OP_TYPE(Sqrt, math, true)
-WEFT_DETAIL_OP_TYPE(Rsqrt, math, true)
-WEFT_DETAIL_OP_TYPE(Exp, math, true)
-WEFT_DETAIL_OP_TYPE(Log, math, true)
-WEFT_DETAIL_OP_TYPE(Tanh, math, true)
-WEFT_DETAIL_OP_TYPE(Sigmoid, math, true)
-WEFT_DETAIL_OP_TYPE(Relu, math, true)
-WEFT_DETAIL_OP_TYPE(ReluGrad, math, true)
-WEFT_DETAIL_OP_TYPE(LogicalNot, math, false)
-WEFT_DETAIL_OP_TYPE(Add, math, true)
-WEFT_DETAIL_OP_TYPE(Sub, math, true)
-WEFT_DETAIL_OP_TYPE(Mul, math, true)
-WEFT_DETAIL_OP_TYPE(Div, math, true)
-WEFT_DETAIL_OP_TYPE(Pow, math, true)
-WEFT_DETAIL_OP_TYPE(Maximum, math, true)
-WEFT_DETAIL_OP_TYPE(Minimum, math, true)
-WEFT_DETAIL_OP_TYPE(Greater, math, false)
-WEFT_DETAIL_OP_TYPE(GreaterEqual, math, false)
-WEFT_DETAIL_OP_TYPE(Less, math, false)
-WEFT_DETAIL_OP_TYPE(LessEqual, math, false)
-WEFT_DETAIL_OP_TYPE(Equal, math, false)
-WEFT_DETAIL_OP_TYPE(NotEqual, math, false)
-WEFT_DETAIL_OP_TYPE(LogicalAnd, math, false)
-WEFT_DETAIL_OP_TYPE(LogicalOr, math, false)
-WEFT_DETAIL_OP_TYPE(Select, math, true)
-WEFT_DETAIL_OP_TYPE(SelectV2, math, true)
-WEFT_DETAIL_OP_TYPE(Cast, math, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct neg_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
+};
+
+struct add_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
+};
+
+struct sub_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
+};
+
+struct mul_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
+};
+
+struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
+};
+
+struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
+    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
+  }
+};
+
+struct maximum_grad {  // ties go to the first operand
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
+  }
+};
+
+struct minimum_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
+  }
+};
+
+struct square_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
+};
+
+struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
+};
+
+struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
+};
+
+struct exp_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
+};
+
+struct log_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
+};
+
+struct tanh_grad {  // d (1 - z^2)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
+};
+
+struct sigmoid_grad {  // d z (1 - z)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
+};
+
+struct relu_grad {
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
+};
+
+struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
+};
+
+struct select_grad {  // SelectV2; no gradient for the condition
+  template <class D, class C, class T, class E, class Y>
+  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
+    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
+  }
+};
+
+struct cast_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
+};
+
+struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V zeros = zeros_like(a.d());
+    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
+  }
+};
+
+// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+// the same function for the typed DSL, which fuses it with its neighbours).
+struct relu_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
+};
+
+// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+struct relu_grad_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Neg, math, gradients::neg_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Abs, math, gradients::abs_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Square, math, gradients::square_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sqrt, math, gradients::sqrt_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Rsqrt, math, gradients::rsqrt_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
+struct Relu {
+  static constexpr const char* name = "Relu";
+  using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
+  using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
+  static void define() { register_math_ops(); }
+};
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
+WEFT_DETAIL_OP_TYPE(LogicalNot, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Add, math, gradients::add_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sub, math, gradients::sub_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mul, math, gradients::mul_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Div, math, gradients::div_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
+WEFT_DETAIL_OP_TYPE(Greater, math)
+WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
+WEFT_DETAIL_OP_TYPE(Less, math)
+WEFT_DETAIL_OP_TYPE(LessEqual, math)
+WEFT_DETAIL_OP_TYPE(Equal, math)
+WEFT_DETAIL_OP_TYPE(NotEqual, math)
+WEFT_DETAIL_OP_TYPE(LogicalAnd, math)
+WEFT_DETAIL_OP_TYPE(LogicalOr, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Select, math, gradients::select_rows_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct math {
@@ -2455,12 +2686,12 @@ inline std::vector<op_def> state_op_defs() {
 inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Variable, state, false)
-WEFT_DETAIL_OP_TYPE(Assign, state, false)
-WEFT_DETAIL_OP_TYPE(AssignAdd, state, false)
-WEFT_DETAIL_OP_TYPE(AssignSub, state, false)
-WEFT_DETAIL_OP_TYPE(AccumulatorPush, state, false)
-WEFT_DETAIL_OP_TYPE(AccumulatorPop, state, false)
+WEFT_DETAIL_OP_TYPE(Variable, state)
+WEFT_DETAIL_OP_TYPE(Assign, state)
+WEFT_DETAIL_OP_TYPE(AssignAdd, state)
+WEFT_DETAIL_OP_TYPE(AssignSub, state)
+WEFT_DETAIL_OP_TYPE(AccumulatorPush, state)
+WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct state {
@@ -3264,23 +3495,27 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
 #include <utility>
 #include <vector>
 
-// The gradient rules of the standard ops, each written once over a value type V
-// (gradient_symbol.hpp): today instantiated for `symbol`, the run-time graph's tensors.
-// Conventions follow TensorFlow's: the gradient of a broadcast operand is summed down to
-// its shape (sum_to); at a tie, Maximum and Minimum send the gradient to their first
-// operand; Relu's gradient at 0 is 0; Pow's gradient in the exponent is 0 where the base
-// is not positive.
+// The gradient rules of graphs built at run time: each standard op's rule is declared by its
+// op type, beside its definition (ops/*.hpp, `using gradient = R`, written once over a value
+// type; framework/gradient_rule.hpp); here they are instantiated for `symbol`
+// (gradient_symbol.hpp) and registered by op name, with the rules of the control-flow ops,
+// which only graphs have. Conventions follow TensorFlow's: the gradient of a broadcast
+// operand is summed down to its shape (sum_to); at a tie, Maximum and Minimum send the
+// gradient to their first operand; Relu's gradient at 0 is 0; Pow's gradient in the
+// exponent is 0 where the base is not positive.
 
-#include <algorithm>
+#include <cstddef>
+#include <optional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 // The values symbolic gradients are written over, for graphs built at run time: `symbol`,
 // a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
 // exp, matmul, select, sum_to, ...), each operation adding a node through a
-// gradient_builder; and what a rule sees and returns (gradient_args, gradient_result), with
-// the registry of rules by op name. The rules themselves are in gradient_rules.hpp, the pass
-// that applies them in gradients.hpp.
+// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
+// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
+// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
 
 #include <functional>
 #include <map>
@@ -3518,21 +3753,8 @@ inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map
   return sizes.then("AvgPoolGrad", {d}, w);
 }
 
-// ---- rules -----------------------------------------------------------------------------
-// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
-template <class V>
-struct gradient_args {
-  const node& n;
-  std::vector<V> x;                // the node's inputs
-  std::vector<V> y;                // its outputs
-  std::vector<std::optional<V>> dy;
-  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
-  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
-  bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
-};
-template <class V>
-using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
-
+// ---- rules ----------------------------------------------------------------------------
+// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
 using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
 
 // Gradient rules by op name, for graphs built at run time.
@@ -3558,785 +3780,6 @@ class gradient_registry {
 };
 
 }  // namespace weft
-
-namespace weft::gradients {
-
-template <class V>
-using args = gradient_args<V>;
-template <class V>
-using result = gradient_result<V>;
-
-struct identity_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
-};
-struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
-  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
-};
-
-// ---- elementwise ops ---------------------------------------------------------------------
-// Each rule gives the partials of one elementwise op: partials(d, x..., y) returns a tuple
-// with, per operand, d times the derivative of y in that operand, at the output's
-// (broadcast) shape, or `no_partial` where there is none. The same text serves both kinds
-// of values: run-time graph symbols (elementwise_grad below sums each partial down to its
-// operand's shape) and typed DSL expressions, where the backward of a fused elementwise
-// subtree chains them at the output's shape and sums once per leaf (dsl/gradient.hpp;
-// summing is linear and the partials are constant along broadcast dims, so that is the same).
-struct no_partial {};
-
-struct neg_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
-};
-struct add_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
-};
-struct sub_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
-};
-struct mul_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
-};
-struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
-};
-struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
-    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
-  }
-};
-struct maximum_grad {  // ties go to the first operand
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
-    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
-  }
-};
-struct minimum_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
-    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
-  }
-};
-struct square_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
-};
-struct sqrt_grad {  // z = sqrt(x): d / (2 z)
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
-};
-struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
-};
-struct exp_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
-};
-struct log_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
-};
-struct tanh_grad {  // d (1 - z^2)
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
-};
-struct sigmoid_grad {  // d z (1 - z)
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
-};
-struct relu_grad {
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
-};
-struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
-};
-struct select_grad {  // SelectV2; no gradient for the condition
-  template <class D, class C, class T, class E, class Y>
-  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
-    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
-  }
-};
-struct cast_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
-};
-
-// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
-// down to their operands' shapes (unary ops do not broadcast).
-template <class Rule>
-struct elementwise_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
-                              : requires(const V& v) { Rule::partials(v, v, v, v); } ? 2
-                                                                                     : 3;
-    if (a.x.size() != n)
-      fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " has ", a.x.size(),
-           " inputs; its gradient rule takes ", n);
-    auto parts = [&]<std::size_t... I>(std::index_sequence<I...>) { return Rule::partials(a.d(), a.x[I]..., a.y[0]); }(
-        std::make_index_sequence<n>{});
-    result<V> out;
-    std::apply([&](const auto&... p) { (out.push_back(reduced<n>(p, a.x[out.size()])), ...); }, parts);
-    return out;
-  }
-
- private:
-  template <std::size_t N, class V>
-  static std::optional<V> reduced(const V& p, const V& x) {
-    if constexpr (N == 1) return p;
-    else return sum_to(p, x);
-  }
-  template <std::size_t N, class V>
-  static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
-};
-
-struct matmul_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
-    const V &x = a.x[0], &y = a.x[1], &d = a.d();
-    if (!ta && !tb) return {matmul(d, y, false, true), matmul(x, d, true, false)};
-    if (!ta && tb) return {matmul(d, y, false, false), matmul(d, x, true, false)};
-    if (ta && !tb) return {matmul(y, d, false, true), matmul(x, d, false, false)};
-    return {matmul(y, d, true, true), matmul(d, x, true, true)};
-  }
-};
-struct sum_grad {  // the gradient, broadcast back over the reduced axes
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
-    return {unreduce(a.d(), a.x[0], a.x[1]), std::nullopt};
-  }
-};
-struct mean_grad {  // sum's, divided by the number of elements averaged
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V g = *sum_grad::apply(a)[0];
-    return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
-  }
-};
-struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V zeros = zeros_like(a.d());
-    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
-  }
-};
-struct reshape_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
-};
-struct sum_to_shape_grad {  // broadcast back
-  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
-};
-struct broadcast_to_grad {  // summed back
-  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
-};
-
-struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], &axes = a.x[1];
-    const bool keep = a.n.template attr<bool>("keep_dims");
-    const V y = keep ? a.y[0] : keep_reduced(a.y[0], x, axes), d = keep ? a.d() : keep_reduced(a.d(), x, axes);
-    const V hit = cast_like(equal(x, y), x);
-    return {hit / reduce_sum(hit, axes, true) * d, std::nullopt};
-  }
-};
-struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
-    const V &x = a.x[0], &y = a.x[1], &d = a.d();
-    if (!ax && !ay) return {sum_to(batch_matmul(d, y, false, true), x), sum_to(batch_matmul(x, d, true, false), y)};
-    if (!ax && ay) return {sum_to(batch_matmul(d, y, false, false), x), sum_to(batch_matmul(d, x, true, false), y)};
-    if (ax && !ay) return {sum_to(batch_matmul(y, d, false, true), x), sum_to(batch_matmul(x, d, false, false), y)};
-    return {sum_to(batch_matmul(y, d, true, true), x), sum_to(batch_matmul(d, x, true, true), y)};
-  }
-};
-struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& y = a.y[0];
-    if (a.n.template attr<bool>("adjoint")) return {-batch_matmul(batch_matmul(y, a.d(), false, true), y, false, false)};
-    return {-batch_matmul(batch_matmul(y, a.d(), true, false), y, false, true)};
-  }
-};
-struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& x = a.x[0];
-    const V scale = reshape(a.d() * a.y[0], concat({shape_tensor(a.y[0]), int64_vector(x, {1, 1})}, int_constant(x, 0)));
-    return {scale * matrix_inverse(x, true)};
-  }
-};
-// The permutation that undoes p (p a permutation of 0..n-1).
-inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
-  std::vector<std::int64_t> inverse(p.size());
-  for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
-  return inverse;
-}
-struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const auto p = constant_ints(a.x[1]);
-    if (!p)
-      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
-           " needs its permutation to be a constant");
-    return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
-  }
-};
-// The axis (or axes) of `n` given by the int constant `axes`, canonical for `rank`,
-// sorted and without repeats; an error naming the node when it is not a constant, or when
-// x's rank is not known when the graph is built.
-inline std::vector<std::int64_t> constant_axes(const node& n, const symbol& axes, const partial_shape& x) {
-  const auto v = constant_ints(axes);
-  if (!v || !x.rank_known())
-    fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", n.describe(),
-         " needs a constant axis and an input of known rank");
-  std::vector<std::int64_t> out;
-  for (auto a : *v) {
-    if (a < -x.rank() || a >= x.rank())
-      fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " has axis ", a, " out of range for rank ",
-           x.rank());
-    out.push_back(a < 0 ? a + x.rank() : a);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
-inline std::int64_t one_axis(const node& n, const symbol& axis, const partial_shape& x) {
-  const std::vector<std::int64_t> axes = constant_axes(n, axis, x);
-  if (axes.size() != 1) fail(error_code::invalid_argument, "weft::add_gradients: ", n.describe(), " needs one axis");
-  return axes[0];
-}
-
-// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
-// constant and the values' dims along it known when the graph is built (their offsets).
-struct concat_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const std::size_t n = a.x.size() - 1;
-    const partial_shape& out = a.y[0].shape();
-    const std::int64_t axis = one_axis(a.n, a.x[n], out);
-    const int rank = out.rank();
-    result<V> dx;
-    std::int64_t offset = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::vector<std::int64_t> begin(static_cast<std::size_t>(rank), 0);
-      begin[static_cast<std::size_t>(axis)] = offset;
-      dx.push_back(slice(a.d(), int64_vector(a.x[i], begin), shape_tensor(a.x[i])));
-      const partial_shape& s = a.x[i].shape();
-      const std::int64_t along = s.rank_known() ? s[static_cast<int>(axis)] : -1;
-      if (along < 0 && i + 1 < n)
-        fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(), " needs input ", i,
-             "'s dimension ", axis, " to be known when the graph is built");
-      offset += along;
-    }
-    dx.push_back(std::nullopt);
-    return dx;
-  }
-};
-struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    std::vector<V> parts;
-    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
-    return {std::nullopt, concat(parts, a.x[0])};
-  }
-};
-struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], begin = as_int64(a.x[1]);
-    const V after = shape_tensor(x) - begin - shape_tensor(a.y[0]);
-    return {pad(a.d(), concat({as_column(begin), as_column(after)}, int_constant(x, 1))), std::nullopt, std::nullopt};
-  }
-};
-struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &x = a.x[0], p = as_int64(a.x[1]);
-    const V before = reshape(slice(p, int64_vector(x, {0, 0}), int64_vector(x, {-1, 1})), int64_vector(x, {-1}));
-    return {slice(a.d(), before, shape_tensor(x)), std::nullopt};
-  }
-};
-// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
-// over the m's. x's rank must be known when the graph is built.
-struct tile_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& x = a.x[0];
-    if (!x.shape().rank_known())
-      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
-           " needs its input's rank to be known");
-    const V split = reshape(concat({as_column(as_int64(a.x[1])), as_column(shape_tensor(x))}, int_constant(x, 1)),
-                            int64_vector(x, {-1}));
-    std::vector<std::int64_t> axes;
-    for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
-    return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
-  }
-};
-
-// Prod: each element gets d times the product of the others in its reduction group,
-// computed without dividing (so zeros are exact) as exclusive running products from both
-// ends along the first reduced axis, times the same for the rest of the axes applied to
-// the product along the first (TensorFlow's rule flattens the axes with a transpose
-// instead). The axes must be constants.
-struct prod_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& x = a.x[0];
-    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[1], x.shape());
-    if (axes.empty()) return {a.d(), std::nullopt};
-    const V d = a.n.template attr<bool>("keep_dims") ? a.d() : keep_reduced(a.d(), x, a.x[1]);
-    return {others(x, axes, 0) * d, std::nullopt};
-  }
-
- private:
-  template <class V>
-  static V others(const V& v, const std::vector<std::int64_t>& axes, std::size_t i) {
-    const V axis = int_constant(v, static_cast<std::int32_t>(axes[i]));
-    V own = cumprod(v, axis, true, false) * cumprod(v, axis, true, true);
-    if (i + 1 == axes.size()) return own;
-    return own * others(reduce_prod(v, axis, true), axes, i + 1);
-  }
-};
-struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
-};
-struct cumsum_grad {  // the running sum the other way
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
-    return {cumsum(a.d(), a.x[1], exclusive, !reverse), std::nullopt};
-  }
-};
-// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
-// it is not defined where x has a zero (Prod's rule above is).
-struct cumprod_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
-    return {cumsum(a.y[0] * a.d(), a.x[1], exclusive, !reverse) / a.x[0], std::nullopt};
-  }
-};
-// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
-// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
-// front and back). The axis must be a constant and params' rank known.
-struct gather_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V &params = a.x[0], &indices = a.x[1];
-    const std::int64_t axis = one_axis(a.n, a.x[2], params.shape()), rank = params.shape().rank();
-    const V dims = shape_tensor(params), zero = int_constant(params, 0);
-    // The gradient as [params[:axis], all the indices, params[axis + 1:]].
-    std::vector<V> parts;
-    if (axis > 0) parts.push_back(slice(dims, int64_vector(params, {0}), int64_vector(params, {axis})));
-    parts.push_back(int64_vector(params, {-1}));
-    if (axis + 1 < rank) parts.push_back(slice(dims, int64_vector(params, {axis + 1}), int64_vector(params, {-1})));
-    V values = reshape(a.d(), parts.size() == 1 ? parts[0] : concat(parts, zero));
-    std::vector<std::int64_t> perm{axis};  // the indices' axis first
-    for (std::int64_t i = 0; i < rank; ++i)
-      if (i != axis) perm.push_back(i);
-    if (axis > 0) values = transpose(values, int64_vector(params, perm));
-    const V rows = reshape(slice(dims, int64_vector(params, {axis}), int64_vector(params, {1})), int64_vector(params, {}));
-    V sums = unsorted_segment_sum(values, reshape(indices, int64_vector(params, {-1})), rows);
-    if (axis > 0) sums = transpose(sums, int64_vector(params, inverse_permutation(perm)));
-    return {sums, std::nullopt, std::nullopt};
-  }
-};
-struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
-  }
-};
-// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
-// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
-// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
-// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
-// its sum in place (TensorScatterAdd, gradients.hpp).
-struct gather_nd_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
-};
-struct scatter_nd_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
-};
-// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
-// shaped from d's own slices, so that the updates are not kept for the backward pass).
-struct tensor_scatter_update_grad {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    V du = gather_nd(a.d(), a.x[1]);
-    return {tensor_scatter_update(a.d(), a.x[1], zeros_like(du)), std::nullopt, du};
-  }
-};
-struct tensor_scatter_add_grad {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
-};
-
-// ---- NN ops (nn_ops.hpp); the class axis is the last one ------------------------------
-// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
-// the same function for the typed DSL, which fuses it with its neighbours).
-struct relu_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
-};
-// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
-struct relu_grad_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
-};
-struct bias_add_rule {  // the bias gets the gradient summed over every other dim
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
-};
-struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
-  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
-};
-// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
-template <class V>
-V softmax_backward(const V& d, const V& y) {
-  return (d - reduce_sum_keep(d * y, -1)) * y;
-}
-struct softmax_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
-};
-struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
-  template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
-};
-// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
-// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
-// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
-// As in TensorFlow, the features' gradient through the loss assumes that each row of
-// labels sums to 1 (a distribution), which makes it softmax - labels.
-template <bool Dense>
-struct softmax_cross_entropy_rule {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V& f = a.x[0];
-    std::optional<V> df, dl;
-    if (a.dy[0]) {
-      V d = keep_reduced(*a.dy[0], f, int_constant(f, -1));
-      df = d * a.y[1];
-      if (Dense) dl = d * -log_softmax(f);
-    }
-    if (a.dy[1]) {
-      const V& g = *a.dy[1];
-      V t = softmax_backward(g, softmax(f));
-      df = df ? *df + t : t;
-      if (Dense) dl = dl ? *dl - g : -g;
-    }
-    return {df, dl};
-  }
-};
-struct l2_loss_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
-};
-
-// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
-// ops are the same product with another operand left out, so each of the three ops'
-// gradients is one of the others.
-struct conv2d_rule {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    const V &x = a.x[0], &f = a.x[1];
-    return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
-  }
-};
-struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    const V &f = a.x[1], &dy = a.x[2];
-    return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
-  }
-};
-struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    const V &x = a.x[0], &dy = a.x[2];
-    return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
-  }
-};
-struct max_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
-};
-// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
-// round); both are piecewise constant in orig_input and orig_output (no gradient there,
-// as in TensorFlow).
-template <bool Second>
-struct max_pool_grad_rule {
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const attr_map w = window_attr_map(a.n);
-    return {std::nullopt, std::nullopt,
-            Second ? max_pool_grad(a.x[0], a.x[1], a.d(), w) : max_pool_grad_grad(a.x[0], a.x[1], a.d(), w)};
-  }
-};
-struct avg_pool_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
-};
-struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
-  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
-};
-struct dropout_rule {  // output = x * mask; the mask does not depend on x
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    if (!a.dy[0]) return {std::nullopt, std::nullopt};
-    return {*a.dy[0] * a.y[1], std::nullopt};
-  }
-};
-
-// Registers the rules above for graphs built at run time, once.
-// ---- control flow (graphs only) ----------------------------------------------------------
-// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
-// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
-struct switch_grad {
-  static result<symbol> apply(const args<symbol>& a) {
-    if (a.x[1].producer().op() == "LoopCond")
-      fail(error_code::internal, "weft::add_gradients: ", a.n.describe(), " is a loop's Switch, differentiated as a cond's");
-    auto side = [&](int port) { return a.dy[static_cast<std::size_t>(port)] ? *a.dy[static_cast<std::size_t>(port)]
-                                                                             : zeros_like(a.x[0]).then("Switch", {a.x[1]}, {}, port); };
-    return {side(0).then("Merge", {side(1)}), std::nullopt};
-  }
-};
-// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
-// Switch; the other inputs' gradients are dead, as their branches were.
-struct merge_grad {
-  static result<symbol> apply(const args<symbol>& a) {
-    result<symbol> r;
-    for (std::size_t i = 0; i < a.x.size(); ++i) {
-      if (!a.needs(i)) {
-        r.push_back(std::nullopt);
-        continue;
-      }
-      auto taken = equal(a.y[1], constant_in(a.y[1], tensor::scalar(static_cast<std::int32_t>(i))));
-      r.push_back(a.d().then("Switch", {taken}, {}, 1));
-    }
-    return r;
-  }
-};
-
-inline void register_standard_gradients() {
-  static const bool done = [] {
-    auto& r = gradient_registry::global();
-    auto add_rule = [&]<class R>(const char* op, R) {
-      r.add(op, [](const gradient_args<symbol>& a) { return R::template apply<symbol>(a); });
-    };
-    add_rule("Identity", identity_grad{});
-    r.add("Switch", &switch_grad::apply);
-    r.add("Merge", &merge_grad::apply);
-    add_rule("ZerosLike", values_unused_grad{});
-    add_rule("OnesLike", values_unused_grad{});
-    add_rule("Neg", elementwise_grad<neg_grad>{});
-    add_rule("Add", elementwise_grad<add_grad>{});
-    add_rule("Sub", elementwise_grad<sub_grad>{});
-    add_rule("Mul", elementwise_grad<mul_grad>{});
-    add_rule("Div", elementwise_grad<div_grad>{});
-    add_rule("Pow", elementwise_grad<pow_grad>{});
-    add_rule("Maximum", elementwise_grad<maximum_grad>{});
-    add_rule("Minimum", elementwise_grad<minimum_grad>{});
-    add_rule("Square", elementwise_grad<square_grad>{});
-    add_rule("Sqrt", elementwise_grad<sqrt_grad>{});
-    add_rule("Rsqrt", elementwise_grad<rsqrt_grad>{});
-    add_rule("Exp", elementwise_grad<exp_grad>{});
-    add_rule("Log", elementwise_grad<log_grad>{});
-    add_rule("Tanh", elementwise_grad<tanh_grad>{});
-    add_rule("Sigmoid", elementwise_grad<sigmoid_grad>{});
-    add_rule("Relu", relu_rule{});
-    add_rule("ReluGrad", relu_grad_rule{});
-    add_rule("Abs", elementwise_grad<abs_grad>{});
-    add_rule("SelectV2", elementwise_grad<select_grad>{});
-    add_rule("Select", select_rows_grad{});
-    add_rule("Cast", elementwise_grad<cast_grad>{});
-    add_rule("MatMul", matmul_grad{});
-    add_rule("Sum", sum_grad{});
-    add_rule("Mean", mean_grad{});
-    add_rule("Reshape", reshape_grad{});
-    add_rule("SumToShape", sum_to_shape_grad{});
-    add_rule("BroadcastTo", broadcast_to_grad{});
-    add_rule("Fill", fill_grad{});
-    add_rule("Prod", prod_grad{});
-    add_rule("Cumsum", cumsum_grad{});
-    add_rule("Cumprod", cumprod_grad{});
-    add_rule("GatherV2", gather_grad{});
-    add_rule("UnsortedSegmentSum", unsorted_segment_sum_grad{});
-    add_rule("GatherNd", gather_nd_grad{});
-    add_rule("ScatterNd", scatter_nd_grad{});
-    add_rule("TensorScatterUpdate", tensor_scatter_update_grad{});
-    add_rule("TensorScatterAdd", tensor_scatter_add_grad{});
-    add_rule("Max", max_min_grad{});
-    add_rule("Min", max_min_grad{});
-    add_rule("BatchMatMulV2", batch_matmul_grad{});
-    add_rule("MatrixInverse", matrix_inverse_grad{});
-    add_rule("MatrixDeterminant", matrix_determinant_grad{});
-    add_rule("Transpose", transpose_grad{});
-    add_rule("ConcatV2", concat_grad{});
-    add_rule("Split", split_grad{});
-    add_rule("Slice", slice_grad{});
-    add_rule("Pad", pad_grad{});
-    add_rule("Tile", tile_grad{});
-    add_rule("BiasAdd", bias_add_rule{});
-    add_rule("BiasAddGrad", bias_add_grad_rule{});
-    add_rule("Softmax", softmax_rule{});
-    add_rule("LogSoftmax", log_softmax_rule{});
-    add_rule("SoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<true>{});
-    add_rule("SparseSoftmaxCrossEntropyWithLogits", softmax_cross_entropy_rule<false>{});
-    add_rule("L2Loss", l2_loss_rule{});
-    add_rule("Conv2D", conv2d_rule{});
-    add_rule("Conv2DBackpropInput", conv2d_backprop_input_rule{});
-    add_rule("Conv2DBackpropFilter", conv2d_backprop_filter_rule{});
-    add_rule("MaxPool", max_pool_rule{});
-    add_rule("MaxPoolGrad", max_pool_grad_rule<false>{});
-    add_rule("MaxPoolGradGrad", max_pool_grad_rule<true>{});
-    add_rule("AvgPool", avg_pool_rule{});
-    add_rule("AvgPoolGrad", avg_pool_grad_rule{});
-    add_rule("Dropout", dropout_rule{});
-    return true;
-  }();
-  (void)done;
-}
-
-}  // namespace weft::gradients
-// Loop frames (the whitepaper's §4.4): which frame each node of a graph runs in. The
-// executor (runtime/executor.hpp) and the gradient pass (graph/gradients.hpp) both work
-// on this analysis.
-//
-// A node runs in the frame its inputs come from: an Enter's output is in the child frame
-// its frame_name names (one frame per name per parent frame), an Exit's in its frame's
-// parent, any other node's in the node's own frame; a node with no input runs in the
-// root frame (frame 0). NextIteration's edges into Merges are back edges and do not place
-// their consumers.
-//
-// With `check`, the analysis also verifies the control flow and throws weft::error naming
-// the node: every input of a node from one frame, no Exit or NextIteration outside a loop,
-// a NextIteration in the frame of the Merge it feeds, one parallel_iterations per frame.
-// Without it, a node runs in the frame of its first input that places it (data inputs
-// before control inputs), and nothing is reported: the gradient pass reads graphs that
-// may hold nodes no run will reach.
-
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
-
-
-namespace weft::passes {
-
-struct frame {
-  std::string name;  // the Enters' frame_name ("" for the root)
-  int parent = -1;   // -1 for the root
-  int depth = 0;     // loops around it
-  std::int64_t parallel_iterations = 1;
-};
-
-// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
-// place, which has no inputs), its part in control flow, and where its inputs come from
-// (the producing node's index, and whether it is a data input), data inputs first.
-struct frame_node {
-  const node* def = nullptr;
-  flow kind = flow::plain;
-  std::vector<std::pair<int, bool>> sources;
-  std::string fed;  // for a fed value: the name of the output it replaces
-};
-
-class frame_map {
- public:
-  int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        // the frame node i runs in
-  int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  // an Enter's frame, else -1
-  // The frame node i's outputs are seen in.
-  int out_frame(int i) const {
-    const auto k = static_cast<std::size_t>(i);
-    if (kind_[k] == flow::enter) return child_[k];
-    if (kind_[k] == flow::exit) return std::max(frames_[static_cast<std::size_t>(of_[k])].parent, 0);
-    return of_[k];
-  }
-  const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
-  const std::vector<frame>& frames() const noexcept { return frames_; }
-  std::string frame_name(int f) const { return f == 0 ? std::string("the root frame") : "frame '" + info(f).name + "'"; }
-
- private:
-  friend frame_map find_frames(const std::vector<frame_node>& nodes, bool check);
-  std::vector<frame> frames_;
-  std::vector<int> of_, child_;
-  std::vector<flow> kind_;
-};
-
-// The frames of `nodes`, given in topological order but for the back edges out of
-// NextIterations.
-inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
-  frame_map m;
-  const auto count = nodes.size();
-  m.frames_.assign(1, frame{});
-  m.of_.assign(count, 0);
-  m.child_.assign(count, -1);
-  m.kind_.resize(count);
-  for (std::size_t i = 0; i < count; ++i) m.kind_[i] = nodes[i].kind;
-  auto describe = [&](int i) {
-    const frame_node& n = nodes[static_cast<std::size_t>(i)];
-    return n.def ? n.def->describe() : "the value fed for '" + n.fed + "'";
-  };
-  auto child_of = [&](int parent, const node& enter) {
-    const auto name = enter.attr<std::string>("frame_name");
-    const auto parallel = enter.attr<std::int64_t>("parallel_iterations");
-    for (std::size_t f = 1; f < m.frames_.size(); ++f)
-      if (m.frames_[f].parent == parent && m.frames_[f].name == name) {
-        if (check && m.frames_[f].parallel_iterations != parallel)
-          fail(error_code::invalid_argument, enter.describe(), ": parallel_iterations ", parallel, " for frame '", name,
-               "', which another Enter gave ", m.frames_[f].parallel_iterations);
-        return static_cast<int>(f);
-      }
-    m.frames_.push_back(frame{name, parent, m.frames_[static_cast<std::size_t>(parent)].depth + 1, parallel});
-    return static_cast<int>(m.frames_.size() - 1);
-  };
-  for (std::size_t i = 0; i < count; ++i) {
-    const frame_node& n = nodes[i];
-    int f = -1, from = -1;
-    for (auto [src, data] : n.sources) {
-      if (data && nodes[static_cast<std::size_t>(src)].kind == flow::next_iteration) continue;  // a back edge
-      if (src >= static_cast<int>(i)) continue;  // not placed yet: only a back edge can come later
-      const int sf = data ? m.out_frame(src) : m.of(src);
-      if (f < 0) {
-        f = sf, from = src;
-      } else if (check && sf != f) {
-        fail(error_code::invalid_argument, describe(static_cast<int>(i)), ": its inputs come from ", m.frame_name(f),
-             " (", describe(from), ") and from ", m.frame_name(sf), " (", describe(src),
-             "); a value enters a loop through an Enter and leaves it through an Exit");
-      }
-    }
-    m.of_[i] = std::max(f, 0);
-    if (check && (n.kind == flow::exit || n.kind == flow::next_iteration) && m.of_[i] == 0)
-      fail(error_code::invalid_argument, describe(static_cast<int>(i)), ": is not inside a loop (its input comes from no Enter)");
-    if (n.kind == flow::enter && n.def) m.child_[i] = child_of(m.of_[i], *n.def);
-  }
-  if (check)
-    for (std::size_t i = 0; i < count; ++i)
-      for (auto [src, data] : nodes[i].sources)
-        if (data && nodes[static_cast<std::size_t>(src)].kind == flow::next_iteration && m.of(src) != m.of_[i])
-          fail(error_code::invalid_argument, describe(src), ": runs in ", m.frame_name(m.of(src)), " but feeds ",
-               describe(static_cast<int>(i)), " in ", m.frame_name(m.of_[i]));
-  return m;
-}
-
-// The frames of a whole graph, by node id.
-inline frame_map find_frames(const graph& g, bool check) {
-  std::vector<frame_node> nodes(static_cast<std::size_t>(g.size()));
-  for (int id = 0; id < g.size(); ++id) {
-    frame_node& fn = nodes[static_cast<std::size_t>(id)];
-    const node& n = g.at(id);
-    fn.def = &n;
-    fn.kind = n.def().control;
-    for (const output& in : n.inputs()) fn.sources.push_back({in.node, true});
-    for (int c : n.control_inputs()) fn.sources.push_back({c, false});
-  }
-  return find_frames(nodes, check);
-}
-
-}  // namespace weft::passes
 // Every standard op family, and register_standard_ops() to add them all to the registry,
 // for programs that build graphs by op name without registering kernel families (to dump
 // or validate them, say). <weft/kernels/cpu/all.hpp> calls it.
@@ -4676,24 +4119,180 @@ inline std::vector<op_def> array_op_defs() {
 // calls it.
 inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Reshape, array, true)
-WEFT_DETAIL_OP_TYPE(Transpose, array, true)
-WEFT_DETAIL_OP_TYPE(ConcatV2, array, true)
-WEFT_DETAIL_OP_TYPE(Split, array, true)
-WEFT_DETAIL_OP_TYPE(Slice, array, true)
-WEFT_DETAIL_OP_TYPE(Pad, array, true)
-WEFT_DETAIL_OP_TYPE(Tile, array, true)
-WEFT_DETAIL_OP_TYPE(GatherV2, array, true)
-WEFT_DETAIL_OP_TYPE(GatherNd, array, true)
-WEFT_DETAIL_OP_TYPE(TensorScatterUpdate, array, true)
-WEFT_DETAIL_OP_TYPE(OneHot, array, false)
-WEFT_DETAIL_OP_TYPE(Shape, array, false)
-WEFT_DETAIL_OP_TYPE(Rank, array, false)
-WEFT_DETAIL_OP_TYPE(Size, array, false)
-WEFT_DETAIL_OP_TYPE(Fill, array, true)
-WEFT_DETAIL_OP_TYPE(ZerosLike, array, true)
-WEFT_DETAIL_OP_TYPE(OnesLike, array, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
+  template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
+};
+
+struct reshape_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
+};
+
+// The permutation that undoes p (p a permutation of 0..n-1).
+inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
+  std::vector<std::int64_t> inverse(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+  return inverse;
+}
+
+struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const auto p = constant_ints(a.x[1]);
+    if (!p)
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its permutation to be a constant");
+    return {transpose(a.d(), int64_vector(a.x[0], inverse_permutation(*p))), std::nullopt};
+  }
+};
+
+// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
+// constant and the values' dims along it known when the graph is built (their offsets).
+struct concat_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const std::size_t n = a.x.size() - 1;
+    const partial_shape& out = a.y[0].shape();
+    const std::int64_t axis = one_axis(a.n, a.x[n], out);
+    const int rank = out.rank();
+    result<V> dx;
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<std::int64_t> begin(static_cast<std::size_t>(rank), 0);
+      begin[static_cast<std::size_t>(axis)] = offset;
+      dx.push_back(slice(a.d(), int64_vector(a.x[i], begin), shape_tensor(a.x[i])));
+      const partial_shape& s = a.x[i].shape();
+      const std::int64_t along = s.rank_known() ? s[static_cast<int>(axis)] : -1;
+      if (along < 0 && i + 1 < n)
+        fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(), " needs input ", i,
+             "'s dimension ", axis, " to be known when the graph is built");
+      offset += along;
+    }
+    dx.push_back(std::nullopt);
+    return dx;
+  }
+};
+
+struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    std::vector<V> parts;
+    for (std::size_t i = 0; i < a.y.size(); ++i) parts.push_back(a.dy[i] ? *a.dy[i] : zeros_like(a.y[i]));
+    return {std::nullopt, concat(parts, a.x[0])};
+  }
+};
+
+struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], begin = as_int64(a.x[1]);
+    const V after = shape_tensor(x) - begin - shape_tensor(a.y[0]);
+    return {pad(a.d(), concat({as_column(begin), as_column(after)}, int_constant(x, 1))), std::nullopt, std::nullopt};
+  }
+};
+
+struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], p = as_int64(a.x[1]);
+    const V before = reshape(slice(p, int64_vector(x, {0, 0}), int64_vector(x, {-1, 1})), int64_vector(x, {-1}));
+    return {slice(a.d(), before, shape_tensor(x)), std::nullopt};
+  }
+};
+
+// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
+// over the m's. x's rank must be known when the graph is built.
+struct tile_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    if (!x.shape().rank_known())
+      fail(error_code::unimplemented, "weft::add_gradients: the gradient of ", a.n.describe(),
+           " needs its input's rank to be known");
+    const V split = reshape(concat({as_column(as_int64(a.x[1])), as_column(shape_tensor(x))}, int_constant(x, 1)),
+                            int64_vector(x, {-1}));
+    std::vector<std::int64_t> axes;
+    for (int i = 0; i < x.shape().rank(); ++i) axes.push_back(2 * i);
+    return {reduce_sum(reshape(a.d(), split), int64_vector(x, axes), false), std::nullopt};
+  }
+};
+
+struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
+};
+
+// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
+// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
+// front and back). The axis must be a constant and params' rank known.
+struct gather_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &params = a.x[0], &indices = a.x[1];
+    const std::int64_t axis = one_axis(a.n, a.x[2], params.shape()), rank = params.shape().rank();
+    const V dims = shape_tensor(params), zero = int_constant(params, 0);
+    // The gradient as [params[:axis], all the indices, params[axis + 1:]].
+    std::vector<V> parts;
+    if (axis > 0) parts.push_back(slice(dims, int64_vector(params, {0}), int64_vector(params, {axis})));
+    parts.push_back(int64_vector(params, {-1}));
+    if (axis + 1 < rank) parts.push_back(slice(dims, int64_vector(params, {axis + 1}), int64_vector(params, {-1})));
+    V values = reshape(a.d(), parts.size() == 1 ? parts[0] : concat(parts, zero));
+    std::vector<std::int64_t> perm{axis};  // the indices' axis first
+    for (std::int64_t i = 0; i < rank; ++i)
+      if (i != axis) perm.push_back(i);
+    if (axis > 0) values = transpose(values, int64_vector(params, perm));
+    const V rows = reshape(slice(dims, int64_vector(params, {axis}), int64_vector(params, {1})), int64_vector(params, {}));
+    V sums = unsorted_segment_sum(values, reshape(indices, int64_vector(params, {-1})), rows);
+    if (axis > 0) sums = transpose(sums, int64_vector(params, inverse_permutation(perm)));
+    return {sums, std::nullopt, std::nullopt};
+  }
+};
+
+// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
+// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
+// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
+// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
+// its sum in place (TensorScatterAdd, gradients.hpp).
+struct gather_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
+};
+
+// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
+// shaped from d's own slices, so that the updates are not kept for the backward pass).
+struct tensor_scatter_update_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V du = gather_nd(a.d(), a.x[1]);
+    return {tensor_scatter_update(a.d(), a.x[1], zeros_like(du)), std::nullopt, du};
+  }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reshape, array, gradients::reshape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Transpose, array, gradients::transpose_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ConcatV2, array, gradients::concat_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Split, array, gradients::split_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Slice, array, gradients::slice_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pad, array, gradients::pad_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tile, array, gradients::tile_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(GatherV2, array, gradients::gather_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(GatherNd, array, gradients::gather_nd_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(TensorScatterUpdate, array, gradients::tensor_scatter_update_grad)
+WEFT_DETAIL_OP_TYPE(OneHot, array)
+WEFT_DETAIL_OP_TYPE(Shape, array)
+WEFT_DETAIL_OP_TYPE(Rank, array)
+WEFT_DETAIL_OP_TYPE(Size, array)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Fill, array, gradients::fill_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct array {
@@ -4769,8 +4368,8 @@ inline std::vector<op_def> io_op_defs() {
 inline void register_io_ops() { op_registry::global().add_family("io", io_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Save, io, false)
-WEFT_DETAIL_OP_TYPE(Restore, io, false)
+WEFT_DETAIL_OP_TYPE(Save, io)
+WEFT_DETAIL_OP_TYPE(Restore, io)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct io {
@@ -4886,11 +4485,63 @@ inline std::vector<op_def> matrix_op_defs() {
 // calls it.
 inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(MatMul, matrix, true)
-WEFT_DETAIL_OP_TYPE(BatchMatMulV2, matrix, true)
-WEFT_DETAIL_OP_TYPE(MatrixInverse, matrix, true)
-WEFT_DETAIL_OP_TYPE(MatrixDeterminant, matrix, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct matmul_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ta && !tb) return {matmul(d, y, false, true), matmul(x, d, true, false)};
+    if (!ta && tb) return {matmul(d, y, false, false), matmul(d, x, true, false)};
+    if (ta && !tb) return {matmul(y, d, false, true), matmul(x, d, false, false)};
+    return {matmul(y, d, true, true), matmul(d, x, true, true)};
+  }
+};
+
+struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
+    const V &x = a.x[0], &y = a.x[1], &d = a.d();
+    if (!ax && !ay) return {sum_to(batch_matmul(d, y, false, true), x), sum_to(batch_matmul(x, d, true, false), y)};
+    if (!ax && ay) return {sum_to(batch_matmul(d, y, false, false), x), sum_to(batch_matmul(d, x, true, false), y)};
+    if (ax && !ay) return {sum_to(batch_matmul(y, d, false, true), x), sum_to(batch_matmul(x, d, false, false), y)};
+    return {sum_to(batch_matmul(y, d, true, true), x), sum_to(batch_matmul(d, x, true, true), y)};
+  }
+};
+
+struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& y = a.y[0];
+    if (a.n.template attr<bool>("adjoint")) return {-batch_matmul(batch_matmul(y, a.d(), false, true), y, false, false)};
+    return {-batch_matmul(batch_matmul(y, a.d(), true, false), y, false, true)};
+  }
+};
+
+struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const V scale = reshape(a.d() * a.y[0], concat({shape_tensor(a.y[0]), int64_vector(x, {1, 1})}, int_constant(x, 0)));
+    return {scale * matrix_inverse(x, true)};
+  }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct matrix {
@@ -5237,23 +4888,148 @@ inline std::vector<op_def> nn_op_defs() {
 // Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(BiasAdd, nn, true)
-WEFT_DETAIL_OP_TYPE(BiasAddGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(Softmax, nn, true)
-WEFT_DETAIL_OP_TYPE(LogSoftmax, nn, true)
-WEFT_DETAIL_OP_TYPE(SoftmaxCrossEntropyWithLogits, nn, true)
-WEFT_DETAIL_OP_TYPE(SparseSoftmaxCrossEntropyWithLogits, nn, true)
-WEFT_DETAIL_OP_TYPE(L2Loss, nn, true)
-WEFT_DETAIL_OP_TYPE(Conv2D, nn, true)
-WEFT_DETAIL_OP_TYPE(Conv2DBackpropInput, nn, true)
-WEFT_DETAIL_OP_TYPE(Conv2DBackpropFilter, nn, true)
-WEFT_DETAIL_OP_TYPE(MaxPool, nn, true)
-WEFT_DETAIL_OP_TYPE(MaxPoolGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(MaxPoolGradGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(AvgPool, nn, true)
-WEFT_DETAIL_OP_TYPE(AvgPoolGrad, nn, true)
-WEFT_DETAIL_OP_TYPE(Dropout, nn, true)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
+};
+
+struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
+};
+
+// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
+template <class V>
+V softmax_backward(const V& d, const V& y) {
+  return (d - reduce_sum_keep(d * y, -1)) * y;
+}
+
+struct softmax_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
+};
+
+struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
+};
+
+// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
+// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
+// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
+// As in TensorFlow, the features' gradient through the loss assumes that each row of
+// labels sums to 1 (a distribution), which makes it softmax - labels.
+template <bool Dense>
+struct softmax_cross_entropy_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& f = a.x[0];
+    std::optional<V> df, dl;
+    if (a.dy[0]) {
+      V d = keep_reduced(*a.dy[0], f, int_constant(f, -1));
+      df = d * a.y[1];
+      if (Dense) dl = d * -log_softmax(f);
+    }
+    if (a.dy[1]) {
+      const V& g = *a.dy[1];
+      V t = softmax_backward(g, softmax(f));
+      df = df ? *df + t : t;
+      if (Dense) dl = dl ? *dl - g : -g;
+    }
+    return {df, dl};
+  }
+};
+
+struct l2_loss_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
+};
+
+// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
+// ops are the same product with another operand left out, so each of the three ops'
+// gradients is one of the others.
+struct conv2d_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &x = a.x[0], &f = a.x[1];
+    return {conv2d_backprop_input(shape_tensor(x), f, a.d(), w), conv2d_backprop_filter(x, shape_tensor(f), a.d(), w)};
+  }
+};
+
+struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &f = a.x[1], &dy = a.x[2];
+    return {std::nullopt, conv2d_backprop_filter(a.d(), shape_tensor(f), dy, w), conv2d(a.d(), f, w)};
+  }
+};
+
+struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    const V &x = a.x[0], &dy = a.x[2];
+    return {conv2d_backprop_input(shape_tensor(x), a.d(), dy, w), std::nullopt, conv2d(x, a.d(), w)};
+  }
+};
+
+struct max_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
+};
+
+// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
+// round); both are piecewise constant in orig_input and orig_output (no gradient there,
+// as in TensorFlow).
+template <bool Second>
+struct max_pool_grad_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const attr_map w = window_attr_map(a.n);
+    return {std::nullopt, std::nullopt,
+            Second ? max_pool_grad(a.x[0], a.x[1], a.d(), w) : max_pool_grad_grad(a.x[0], a.x[1], a.d(), w)};
+  }
+};
+
+struct avg_pool_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
+};
+
+struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
+};
+
+struct dropout_rule {  // output = x * mask; the mask does not depend on x
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (!a.dy[0]) return {std::nullopt, std::nullopt};
+    return {*a.dy[0] * a.y[1], std::nullopt};
+  }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAdd, nn, gradients::bias_add_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAddGrad, nn, gradients::bias_add_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Softmax, nn, gradients::softmax_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(LogSoftmax, nn, gradients::log_softmax_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SoftmaxCrossEntropyWithLogits, nn, gradients::softmax_cross_entropy_rule<true>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SparseSoftmaxCrossEntropyWithLogits, nn, gradients::softmax_cross_entropy_rule<false>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(L2Loss, nn, gradients::l2_loss_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Conv2D, nn, gradients::conv2d_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Conv2DBackpropInput, nn, gradients::conv2d_backprop_input_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Conv2DBackpropFilter, nn, gradients::conv2d_backprop_filter_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPool, nn, gradients::max_pool_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPoolGrad, nn, gradients::max_pool_grad_rule<false>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPoolGradGrad, nn, gradients::max_pool_grad_rule<true>)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPool, nn, gradients::avg_pool_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct nn {
@@ -5297,9 +5073,9 @@ inline std::vector<op_def> random_op_defs() {
 inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(RandomUniform, random, false)
-WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random, false)
-WEFT_DETAIL_OP_TYPE(TruncatedNormal, random, false)
+WEFT_DETAIL_OP_TYPE(RandomUniform, random)
+WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random)
+WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct random {
@@ -5494,22 +5270,125 @@ inline std::vector<op_def> reduction_op_defs() {
 // calls it.
 inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Sum, reduction, true)
-WEFT_DETAIL_OP_TYPE(Mean, reduction, true)
-WEFT_DETAIL_OP_TYPE(Prod, reduction, true)
-WEFT_DETAIL_OP_TYPE(Max, reduction, true)
-WEFT_DETAIL_OP_TYPE(Min, reduction, true)
-WEFT_DETAIL_OP_TYPE(ArgMax, reduction, false)
-WEFT_DETAIL_OP_TYPE(ArgMin, reduction, false)
-WEFT_DETAIL_OP_TYPE(Cumsum, reduction, true)
-WEFT_DETAIL_OP_TYPE(Cumprod, reduction, true)
-WEFT_DETAIL_OP_TYPE(UnsortedSegmentSum, reduction, true)
-WEFT_DETAIL_OP_TYPE(ScatterNd, reduction, true)
-WEFT_DETAIL_OP_TYPE(TensorScatterAdd, reduction, true)
-WEFT_DETAIL_OP_TYPE(SumToShape, reduction, true)
-WEFT_DETAIL_OP_TYPE(BroadcastTo, reduction, true)
-WEFT_DETAIL_OP_TYPE(ReducedShape, reduction, false)
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct sum_grad {  // the gradient, broadcast back over the reduced axes
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
+    return {unreduce(a.d(), a.x[0], a.x[1]), std::nullopt};
+  }
+};
+
+struct mean_grad {  // sum's, divided by the number of elements averaged
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    V g = *sum_grad::apply(a)[0];
+    return {g / cast_like(size_tensor(a.x[0]), g) * cast_like(size_tensor(a.y[0]), g), std::nullopt};
+  }
+};
+
+struct sum_to_shape_grad {  // broadcast back
+  template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
+};
+
+struct broadcast_to_grad {  // summed back
+  template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
+};
+
+struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V &x = a.x[0], &axes = a.x[1];
+    const bool keep = a.n.template attr<bool>("keep_dims");
+    const V y = keep ? a.y[0] : keep_reduced(a.y[0], x, axes), d = keep ? a.d() : keep_reduced(a.d(), x, axes);
+    const V hit = cast_like(equal(x, y), x);
+    return {hit / reduce_sum(hit, axes, true) * d, std::nullopt};
+  }
+};
+
+// Prod: each element gets d times the product of the others in its reduction group,
+// computed without dividing (so zeros are exact) as exclusive running products from both
+// ends along the first reduced axis, times the same for the rest of the axes applied to
+// the product along the first (TensorFlow's rule flattens the axes with a transpose
+// instead). The axes must be constants.
+struct prod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V& x = a.x[0];
+    const std::vector<std::int64_t> axes = constant_axes(a.n, a.x[1], x.shape());
+    if (axes.empty()) return {a.d(), std::nullopt};
+    const V d = a.n.template attr<bool>("keep_dims") ? a.d() : keep_reduced(a.d(), x, a.x[1]);
+    return {others(x, axes, 0) * d, std::nullopt};
+  }
+
+ private:
+  template <class V>
+  static V others(const V& v, const std::vector<std::int64_t>& axes, std::size_t i) {
+    const V axis = int_constant(v, static_cast<std::int32_t>(axes[i]));
+    V own = cumprod(v, axis, true, false) * cumprod(v, axis, true, true);
+    if (i + 1 == axes.size()) return own;
+    return own * others(reduce_prod(v, axis, true), axes, i + 1);
+  }
+};
+
+struct cumsum_grad {  // the running sum the other way
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.d(), a.x[1], exclusive, !reverse), std::nullopt};
+  }
+};
+
+// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
+// it is not defined where x has a zero (Prod's rule above is).
+struct cumprod_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
+    return {cumsum(a.y[0] * a.d(), a.x[1], exclusive, !reverse) / a.x[0], std::nullopt};
+  }
+};
+
+struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
+  }
+};
+
+struct scatter_nd_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
+};
+
+struct tensor_scatter_add_grad {
+  template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sum, reduction, gradients::sum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mean, reduction, gradients::mean_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Prod, reduction, gradients::prod_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Max, reduction, gradients::max_min_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Min, reduction, gradients::max_min_grad)
+WEFT_DETAIL_OP_TYPE(ArgMax, reduction)
+WEFT_DETAIL_OP_TYPE(ArgMin, reduction)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cumsum, reduction, gradients::cumsum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cumprod, reduction, gradients::cumprod_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(UnsortedSegmentSum, reduction, gradients::unsorted_segment_sum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ScatterNd, reduction, gradients::scatter_nd_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(TensorScatterAdd, reduction, gradients::tensor_scatter_add_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SumToShape, reduction, gradients::sum_to_shape_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BroadcastTo, reduction, gradients::broadcast_to_grad)
+WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct reduction {
@@ -5588,11 +5467,11 @@ inline std::vector<op_def> training_op_defs() {
 inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
 
 // The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyMomentum, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training, false)
-WEFT_DETAIL_OP_TYPE(ApplyAdam, training, false)
+WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training)
+WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
+WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
+WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
+WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct training {
@@ -5605,6 +5484,12 @@ struct training {
 }  // namespace weft::ops
 
 namespace weft::ops {
+
+// The standard families that have op types (the control-flow ops are run by the executor
+// and have none).
+using standard_families = type_list<families::core, families::array, families::math, families::reduction,
+                                    families::matrix, families::random, families::state, families::nn,
+                                    families::training, families::io>;
 
 inline void register_standard_ops() {
   register_array_ops();
@@ -5620,6 +5505,235 @@ inline void register_standard_ops() {
 }
 
 }  // namespace weft::ops
+
+namespace weft::gradients {
+
+// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
+// down to their operands' shapes (unary ops do not broadcast).
+template <class Rule>
+struct elementwise_grad {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
+                              : requires(const V& v) { Rule::partials(v, v, v, v); } ? 2
+                                                                                     : 3;
+    if (a.x.size() != n)
+      fail(error_code::invalid_argument, "weft::add_gradients: ", a.n.describe(), " has ", a.x.size(),
+           " inputs; its gradient rule takes ", n);
+    auto parts = [&]<std::size_t... I>(std::index_sequence<I...>) { return Rule::partials(a.d(), a.x[I]..., a.y[0]); }(
+        std::make_index_sequence<n>{});
+    result<V> out;
+    std::apply([&](const auto&... p) { (out.push_back(reduced<n>(p, a.x[out.size()])), ...); }, parts);
+    return out;
+  }
+
+ private:
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(const V& p, const V& x) {
+    if constexpr (N == 1) return p;
+    else return sum_to(p, x);
+  }
+  template <std::size_t N, class V>
+  static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
+};
+
+// Op type Op's rule as a rule over graph symbols: its apply, or its elementwise partials
+// summed down to the operands' shapes.
+template <class Op>
+gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
+  using R = typename Op::gradient;
+  if constexpr (requires { R::template apply<symbol>(a); })
+    return R::template apply<symbol>(a);
+  else
+    return elementwise_grad<R>::template apply<symbol>(a);
+}
+
+// ---- control flow (graphs only) ----------------------------------------------------------
+// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
+// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
+struct switch_grad {
+  static result<symbol> apply(const args<symbol>& a) {
+    if (a.x[1].producer().op() == "LoopCond")
+      fail(error_code::internal, "weft::add_gradients: ", a.n.describe(), " is a loop's Switch, differentiated as a cond's");
+    auto side = [&](int port) { return a.dy[static_cast<std::size_t>(port)] ? *a.dy[static_cast<std::size_t>(port)]
+                                                                             : zeros_like(a.x[0]).then("Switch", {a.x[1]}, {}, port); };
+    return {side(0).then("Merge", {side(1)}), std::nullopt};
+  }
+};
+// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
+// Switch; the other inputs' gradients are dead, as their branches were.
+struct merge_grad {
+  static result<symbol> apply(const args<symbol>& a) {
+    result<symbol> r;
+    for (std::size_t i = 0; i < a.x.size(); ++i) {
+      if (!a.needs(i)) {
+        r.push_back(std::nullopt);
+        continue;
+      }
+      auto taken = equal(a.y[1], constant_in(a.y[1], tensor::scalar(static_cast<std::int32_t>(i))));
+      r.push_back(a.d().then("Switch", {taken}, {}, 1));
+    }
+    return r;
+  }
+};
+
+// Registers, once, the rule of every standard op type that declares one, and the rules of
+// Switch and Merge.
+inline void register_standard_gradients() {
+  static const bool done = [] {
+    auto& r = gradient_registry::global();
+    auto family = [&]<class... Op>(type_list<Op...>) {
+      auto one = [&]<class O>(std::type_identity<O>) {
+        if constexpr (requires { typename O::gradient; }) r.add(O::name, &apply_rule<O>);
+      };
+      (one(std::type_identity<Op>{}), ...);
+    };
+    [&]<class... F>(type_list<F...>) { (family(typename F::types{}), ...); }(ops::standard_families{});
+    r.add("Switch", &switch_grad::apply);
+    r.add("Merge", &merge_grad::apply);
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace weft::gradients
+// Loop frames (the whitepaper's §4.4): which frame each node of a graph runs in. The
+// executor (runtime/executor.hpp) and the gradient pass (graph/gradients.hpp) both work
+// on this analysis.
+//
+// A node runs in the frame its inputs come from: an Enter's output is in the child frame
+// its frame_name names (one frame per name per parent frame), an Exit's in its frame's
+// parent, any other node's in the node's own frame; a node with no input runs in the
+// root frame (frame 0). NextIteration's edges into Merges are back edges and do not place
+// their consumers.
+//
+// With `check`, the analysis also verifies the control flow and throws weft::error naming
+// the node: every input of a node from one frame, no Exit or NextIteration outside a loop,
+// a NextIteration in the frame of the Merge it feeds, one parallel_iterations per frame.
+// Without it, a node runs in the frame of its first input that places it (data inputs
+// before control inputs), and nothing is reported: the gradient pass reads graphs that
+// may hold nodes no run will reach.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace weft::passes {
+
+struct frame {
+  std::string name;  // the Enters' frame_name ("" for the root)
+  int parent = -1;   // -1 for the root
+  int depth = 0;     // loops around it
+  std::int64_t parallel_iterations = 1;
+};
+
+// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
+// place, which has no inputs), its part in control flow, and where its inputs come from
+// (the producing node's index, and whether it is a data input), data inputs first.
+struct frame_node {
+  const node* def = nullptr;
+  flow kind = flow::plain;
+  std::vector<std::pair<int, bool>> sources;
+  std::string fed;  // for a fed value: the name of the output it replaces
+};
+
+class frame_map {
+ public:
+  int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        // the frame node i runs in
+  int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  // an Enter's frame, else -1
+  // The frame node i's outputs are seen in.
+  int out_frame(int i) const {
+    const auto k = static_cast<std::size_t>(i);
+    if (kind_[k] == flow::enter) return child_[k];
+    if (kind_[k] == flow::exit) return std::max(frames_[static_cast<std::size_t>(of_[k])].parent, 0);
+    return of_[k];
+  }
+  const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
+  const std::vector<frame>& frames() const noexcept { return frames_; }
+  std::string frame_name(int f) const { return f == 0 ? std::string("the root frame") : "frame '" + info(f).name + "'"; }
+
+ private:
+  friend frame_map find_frames(const std::vector<frame_node>& nodes, bool check);
+  std::vector<frame> frames_;
+  std::vector<int> of_, child_;
+  std::vector<flow> kind_;
+};
+
+// The frames of `nodes`, given in topological order but for the back edges out of
+// NextIterations.
+inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
+  frame_map m;
+  const auto count = nodes.size();
+  m.frames_.assign(1, frame{});
+  m.of_.assign(count, 0);
+  m.child_.assign(count, -1);
+  m.kind_.resize(count);
+  for (std::size_t i = 0; i < count; ++i) m.kind_[i] = nodes[i].kind;
+  auto describe = [&](int i) {
+    const frame_node& n = nodes[static_cast<std::size_t>(i)];
+    return n.def ? n.def->describe() : "the value fed for '" + n.fed + "'";
+  };
+  auto child_of = [&](int parent, const node& enter) {
+    const auto name = enter.attr<std::string>("frame_name");
+    const auto parallel = enter.attr<std::int64_t>("parallel_iterations");
+    for (std::size_t f = 1; f < m.frames_.size(); ++f)
+      if (m.frames_[f].parent == parent && m.frames_[f].name == name) {
+        if (check && m.frames_[f].parallel_iterations != parallel)
+          fail(error_code::invalid_argument, enter.describe(), ": parallel_iterations ", parallel, " for frame '", name,
+               "', which another Enter gave ", m.frames_[f].parallel_iterations);
+        return static_cast<int>(f);
+      }
+    m.frames_.push_back(frame{name, parent, m.frames_[static_cast<std::size_t>(parent)].depth + 1, parallel});
+    return static_cast<int>(m.frames_.size() - 1);
+  };
+  for (std::size_t i = 0; i < count; ++i) {
+    const frame_node& n = nodes[i];
+    int f = -1, from = -1;
+    for (auto [src, data] : n.sources) {
+      if (data && nodes[static_cast<std::size_t>(src)].kind == flow::next_iteration) continue;  // a back edge
+      if (src >= static_cast<int>(i)) continue;  // not placed yet: only a back edge can come later
+      const int sf = data ? m.out_frame(src) : m.of(src);
+      if (f < 0) {
+        f = sf, from = src;
+      } else if (check && sf != f) {
+        fail(error_code::invalid_argument, describe(static_cast<int>(i)), ": its inputs come from ", m.frame_name(f),
+             " (", describe(from), ") and from ", m.frame_name(sf), " (", describe(src),
+             "); a value enters a loop through an Enter and leaves it through an Exit");
+      }
+    }
+    m.of_[i] = std::max(f, 0);
+    if (check && (n.kind == flow::exit || n.kind == flow::next_iteration) && m.of_[i] == 0)
+      fail(error_code::invalid_argument, describe(static_cast<int>(i)), ": is not inside a loop (its input comes from no Enter)");
+    if (n.kind == flow::enter && n.def) m.child_[i] = child_of(m.of_[i], *n.def);
+  }
+  if (check)
+    for (std::size_t i = 0; i < count; ++i)
+      for (auto [src, data] : nodes[i].sources)
+        if (data && nodes[static_cast<std::size_t>(src)].kind == flow::next_iteration && m.of(src) != m.of_[i])
+          fail(error_code::invalid_argument, describe(src), ": runs in ", m.frame_name(m.of(src)), " but feeds ",
+               describe(static_cast<int>(i)), " in ", m.frame_name(m.of_[i]));
+  return m;
+}
+
+// The frames of a whole graph, by node id.
+inline frame_map find_frames(const graph& g, bool check) {
+  std::vector<frame_node> nodes(static_cast<std::size_t>(g.size()));
+  for (int id = 0; id < g.size(); ++id) {
+    frame_node& fn = nodes[static_cast<std::size_t>(id)];
+    const node& n = g.at(id);
+    fn.def = &n;
+    fn.kind = n.def().control;
+    for (const output& in : n.inputs()) fn.sources.push_back({in.node, true});
+    for (int c : n.control_inputs()) fn.sources.push_back({c, false});
+  }
+  return find_frames(nodes, check);
+}
+
+}  // namespace weft::passes
 
 namespace weft {
 
@@ -6724,7 +6838,8 @@ inline tensor filename_tensor(const std::filesystem::path& path) {
 // both placeholders and intermediate outputs can be fed. The pruned graph, with its
 // kernels, is validated and cached; the nodes that compute the same value at every step
 // (everything they read is constant) are evaluated then, once
-// (graph/passes/constant_folding.hpp). Variables live in the session's resource_manager
+// (graph/passes/constant_folding.hpp), and of nodes equal in op, inputs and attributes only
+// one runs (graph/passes/cse.hpp). Variables live in the session's resource_manager
 // and survive across runs; several threads may call run() at once.
 
 #include <algorithm>
@@ -6828,6 +6943,103 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
 }
 
 }  // namespace weft::passes
+// Common subexpression elimination (the whitepaper's §5, "Optimizations"). Two nodes are
+// equal when they run the same op on the same inputs with the same attributes, request the
+// same device and colocation, and wait on the same control inputs. Stateful ops (variables,
+// random numbers, queues) never merge: two of them are two states.
+//
+// Two uses: as a graph is built, a builder asks a cse_table whether an equal node is already
+// there before adding one (the typed DSL's lowering, dsl/expr.hpp, adds every node so); and
+// over a finished graph, for one run, common_subexpressions() finds which nodes stand for
+// which (the session runs one node of each class: runtime/session.hpp).
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace weft::passes {
+
+// What makes a node the same as another, besides its op and inputs.
+struct cse_signature {
+  attr_map attrs;
+  std::string device, colocate;
+  std::vector<int> controls;
+  bool operator==(const cse_signature&) const = default;
+};
+
+class cse_table {
+ public:
+  // The node equal to op(inputs) with `signature` added before, if any.
+  std::optional<int> find(std::string_view op, const std::vector<output>& inputs, const cse_signature& signature) const {
+    auto it = nodes_.find(key{std::string(op), inputs});
+    if (it == nodes_.end()) return std::nullopt;
+    for (const auto& [sig, id] : it->second)
+      if (sig == signature) return id;
+    return std::nullopt;
+  }
+  // Records node `id` as op(inputs) with `signature`.
+  void insert(std::string_view op, std::vector<output> inputs, cse_signature signature, int id) {
+    nodes_[key{std::string(op), std::move(inputs)}].emplace_back(std::move(signature), id);
+  }
+
+ private:
+  using key = std::pair<std::string, std::vector<output>>;
+  std::map<key, std::vector<std::pair<cse_signature, int>>> nodes_;
+};
+
+// Whether CSE may merge node n with an equal node: not a stateful op, a control-flow op (the
+// executor runs each itself; frames keep their own Enters, Merges and Exits), a fed op
+// (Placeholder), or a node reading a variable through a reference (two reads may see two
+// values).
+inline bool mergeable(const node& n) {
+  const op_def& d = n.def();
+  if (d.stateful || d.control != flow::plain || d.feed) return false;
+  for (int i = 0; i < n.num_inputs(); ++i)
+    if (n.input_is_ref(i)) return false;
+  return true;
+}
+
+// CSE over a finished graph, for one run: for each node of g, the node that stands for it,
+// the first (lowest id) node equal to it among those `needed` (itself when it has none, or
+// is not needed). Inputs and control inputs compare through the mapping, so chains of equal
+// nodes merge whole. A node with an output the run feeds (`is_fed(output)`) keeps itself: its
+// consumers read the fed value, an equal node's consumers the computed one.
+template <class IsFed>
+std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& needed, IsFed&& is_fed) {
+  std::vector<int> rep(static_cast<std::size_t>(g.size()));
+  std::iota(rep.begin(), rep.end(), 0);
+  cse_table table;
+  std::vector<output> inputs;
+  for (int id = 0; id < g.size(); ++id) {
+    if (!needed[static_cast<std::size_t>(id)]) continue;
+    const node& n = g.at(id);
+    if (!mergeable(n)) continue;
+    bool fed = false;
+    for (int p = 0; p < n.num_outputs() && !fed; ++p) fed = is_fed(output{id, p});
+    if (fed) continue;
+    // Inputs come before their consumers (the back edges of loops end at Merges, which do not
+    // merge), so each input's stand-in is known.
+    inputs.clear();
+    for (output in : n.inputs()) inputs.push_back(output{rep[static_cast<std::size_t>(in.node)], in.port});
+    cse_signature signature{n.attrs(), n.device(), n.colocation(), {}};
+    for (int c : n.control_inputs()) signature.controls.push_back(rep[static_cast<std::size_t>(c)]);
+    std::sort(signature.controls.begin(), signature.controls.end());
+    signature.controls.erase(std::unique(signature.controls.begin(), signature.controls.end()),
+                             signature.controls.end());
+    if (auto same = table.find(n.op(), inputs, signature)) rep[static_cast<std::size_t>(id)] = *same;
+    else table.insert(n.op(), inputs, std::move(signature), id);
+  }
+  return rep;
+}
+
+}  // namespace weft::passes
 // Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
 // names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
 // it needs every node reached walking back from its fetches and targets through data and
@@ -6839,12 +7051,16 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
 
 namespace weft::passes {
 
-// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed.
+// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
+// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
+// it and marks stand-ins only.
 template <class IsFed>
-std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed) {
+std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed,
+                        const std::vector<int>& rep = {}) {
   std::vector<bool> needed(static_cast<std::size_t>(g.size()), false);
   std::vector<int> stack;
   auto need = [&](int id) {
+    if (!rep.empty()) id = rep[static_cast<std::size_t>(id)];
     if (!needed[static_cast<std::size_t>(id)]) {
       needed[static_cast<std::size_t>(id)] = true;
       stack.push_back(id);
@@ -8382,6 +8598,10 @@ struct session_options {
   std::size_t memory_limit_bytes = 0;
   // Constant folding when a signature's executable is built (max_bytes 0: off).
   passes::constant_folding_options constant_folding;
+  // Common subexpression elimination when a signature's executable is built: of the nodes
+  // equal in op, inputs, attributes, device, colocation and control inputs, one runs and
+  // the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
+  bool eliminate_common_subexpressions = true;
 };
 
 struct run_options {
@@ -8439,7 +8659,8 @@ class session {
         device_ptrs_(pointers(devices_)),
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
                                                : nullptr),
-        folding_(options.constant_folding) {}
+        folding_(options.constant_folding),
+        cse_(options.eliminate_common_subexpressions) {}
 
   // Replaces the graph with `g`, which must extend the current one (same nodes first).
   void extend(const graph& g) {
@@ -8572,6 +8793,15 @@ class session {
       }
     }
 
+    // CSE: one node of each class of equal needed nodes runs, standing for the others. Nodes
+    // with fed (or folded) outputs stand for themselves.
+    std::vector<int> rep;
+    if (cse_) {
+      rep = passes::common_subexpressions(*g, needed, is_fed);
+      needed = passes::prune(*g, fetched, targets, is_fed, rep);
+    }
+    auto stand_in = [&](int id) { return rep.empty() ? id : rep[static_cast<std::size_t>(id)]; };
+
     // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
     std::vector<int> exec_of(static_cast<std::size_t>(g->size()), -1);
     int num_slots = 0;  // numbered over the whole executable here; finish_executable numbers them per frame
@@ -8617,6 +8847,7 @@ class session {
       x->nodes.push_back(std::move(xn));
     }
     auto source_of = [&](output o) -> std::pair<int, int> {
+      o.node = stand_in(o.node);
       if (auto it = std::find(fed.begin(), fed.end(), o); it != fed.end())
         return {static_cast<int>(it - fed.begin()), 0};
       return {exec_of[static_cast<std::size_t>(o.node)], o.port};
@@ -8630,7 +8861,7 @@ class session {
         ++xn.pending;
       }
       for (int c : xn.def->control_inputs()) {
-        x->nodes[static_cast<std::size_t>(exec_of[static_cast<std::size_t>(c)])].control_out.push_back(self);
+        x->nodes[static_cast<std::size_t>(exec_of[static_cast<std::size_t>(stand_in(c))])].control_out.push_back(self);
         ++xn.pending;
       }
     }
@@ -8683,6 +8914,7 @@ class session {
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::constant_folding_options folding_;
+  bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
@@ -11906,14 +12138,16 @@ struct kernel_for<ops::families::matrix, T, device_types::cpu> {
 }  // namespace weft
 // CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
 // its last dim, rows split between threads, and each row one Eigen array expression
-// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution,
-// pooling and dropout are in conv.hpp.
+// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution is
+// conv.hpp, pooling pooling.hpp, dropout dropout.hpp.
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-// CPU kernels for convolution, pooling and dropout (ops/nn_ops.hpp), NHWC.
+// CPU kernels for convolution (ops/nn_ops.hpp), NHWC: Conv2D and its two gradients, and the
+// choice among three strategies, each in its own header (conv_register_blocks.hpp,
+// conv_direct.hpp, conv_gemm.hpp).
 //
 // Conv2D and its two gradients are products with the patch matrix [rows, kh * kw * c] (a
 // row per output position, its window's values), which is never built whole:
@@ -11930,16 +12164,27 @@ struct kernel_for<ops::families::matrix, T, device_types::cpu> {
 // input's gradient with stride 1 is the convolution of the output's gradient by the filter
 // turned 180 degrees, done as Conv2D; with larger strides a GEMM by the filter and a
 // scatter of its rows back into the input (col2im), an image per thread. A 1x1 convolution
-// with stride 1 is one GEMM. Pooling walks the windows directly, the channels of a position
-// being contiguous. float16 and bfloat16 compute in float (nn_kernel.hpp).
+// with stride 1 is one GEMM. float16 and bfloat16 compute in float (nn_kernel.hpp). Pooling is
+// pooling.hpp, dropout dropout.hpp.
 
 #include <algorithm>
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <limits>
-#include <string>
-#include <type_traits>
+#include <vector>
+
+// Direct convolution loops, for small patches (conv.hpp chooses them where register blocks
+// do not apply and a patch holds at most direct_patch_limit values).
+
+#include <algorithm>
+#include <cstdint>
 #include <utility>
+
+// Work space of the convolution kernels: a thread's kept buffer, and sums over blocks of
+// work computed by several threads into partial buffers.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 // The frame of the NN kernels (nn.hpp, conv.hpp): Eigen maps over rows, and
@@ -12013,123 +12258,47 @@ inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
 }  // namespace nn
 
 }  // namespace weft::cpu
-// CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
-// pure function of (seed, seed2, counter + i): the stream is reproducible and shards
-// compute independently. A node reserves a counter range per run with one atomic add.
 
-#include <atomic>
-#include <cmath>
-#include <random>
+namespace weft::cpu::nn {
 
-
-namespace weft::cpu {
-
-// SplitMix64: a strong 64-bit mix, enough for simulation-grade uniform bits.
-inline std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// A buffer of at least n values for this thread, aligned for Eigen's packets and kept
+// between calls (slot 0 or 1): a block of packed patches is about half a megabyte, which
+// malloc would map afresh, and the kernel zero, on every call. A body of parallel_for never
+// waits, so a thread uses its buffer for one body at a time.
+template <class C>
+C* scratch(std::int64_t n, int slot) {
+  thread_local std::vector<C, Eigen::aligned_allocator<C>> buffers[2];
+  auto& b = buffers[slot];
+  if (b.size() < static_cast<std::size_t>(n)) b.resize(static_cast<std::size_t>(n));
+  return b.data();
 }
 
-// Uniform in [0, 1) with 53 random bits.
-inline double uniform01(std::uint64_t key, std::uint64_t counter) {
-  return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
+// out[0, size) = the sum over blocks of units [0, units) (blocks_for: at least min_units
+// each) of body(sum, u0, u1), which adds the part of units [u0, u1) into a zeroed sum: the
+// first block's sum is out itself, the others partial buffers added at the end.
+template <class C, class Body>
+void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_t min_units, std::int64_t size, C* out,
+                      Body&& body) {
+  std::fill_n(out, size, C(0));
+  const std::int64_t blocks = blocks_for(ctx, units, min_units);
+  std::vector<C> partial(static_cast<std::size_t>(std::max<std::int64_t>(0, blocks - 1) * size), C(0));
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t blk = b; blk < e; ++blk)
+      body(blk == 0 ? out : partial.data() + (blk - 1) * size, blk * units / blocks, (blk + 1) * units / blocks);
+  });
+  row_map<C> sum(out, size);
+  for (std::int64_t blk = 1; blk < blocks; ++blk) sum += const_row_map<C>(partial.data() + (blk - 1) * size, size);
 }
 
-// The key of a seeded node's stream: from the system when seed = seed2 = 0, else from
-// both seeds. `salt` separates the streams of different ops given the same seeds.
-inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint64_t salt = 0) {
-  if (seed == 0 && seed2 == 0) {
-    std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  }
-  return mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + salt);
-}
+}  // namespace weft::cpu::nn
+// The geometry of a window sliding over NHWC images, shared by the convolution and pooling
+// kernels (ops/nn_ops.hpp): a node's window attrs, the input, window and output sizes with
+// the padding, and the checks of the sizes a kernel is given.
 
-enum class distribution { uniform, normal, truncated_normal };
+#include <cstdint>
+#include <string>
+#include <vector>
 
-template <distribution D>
-struct random_kernel final : op_kernel {
-  explicit random_kernel(const node& n)
-      : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
-
-  static double normal(std::uint64_t key, std::uint64_t c) {
-    // Box-Muller on two uniforms drawn from distinct counters of the same element.
-    double u1 = uniform01(key, 2 * c), u2 = uniform01(key, 2 * c + 1);
-    return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(6.283185307179586 * u2);
-  }
-
-  void compute(kernel_context& ctx) const override {
-    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
-    tensor& out = ctx.allocate_output(0, shape_from_dims(int_values(ctx.input(0), "shape"), "shape"));
-    std::int64_t n = out.num_elements();
-    // Truncated normal redraws: reserve 64 attempts per element; the chance of needing more is 1e-85.
-    std::uint64_t per = D == distribution::truncated_normal ? 64 : 1;
-    std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n) * per, std::memory_order_relaxed);
-    dispatcher<float_types>::run(
-        dtype_,
-        [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          T* o = out.data<T>();
-          ctx.parallel_for(n, 40, [&](std::int64_t b, std::int64_t e) {
-            for (std::int64_t i = b; i < e; ++i) {
-              std::uint64_t c = base + static_cast<std::uint64_t>(i) * per;
-              double v;
-              if constexpr (D == distribution::uniform) {
-                v = uniform01(key_, c);
-              } else if constexpr (D == distribution::normal) {
-                v = normal(key_, c);
-              } else {
-                v = normal(key_, c);
-                for (std::uint64_t k = 1; std::abs(v) >= 2.0 && k < per; ++k) v = normal(key_, c + k);
-                if (std::abs(v) >= 2.0) v = 0;
-              }
-              T t = static_cast<T>(v);
-              if constexpr (D == distribution::uniform)
-                if (!(static_cast<double>(t) < 1.0)) t = static_cast<T>(0);  // rounding to 1 in narrow types
-              o[i] = t;
-            }
-          });
-        },
-        [] {});
-  }
-
-  dtype dtype_;
-  std::uint64_t key_;
-  mutable std::atomic<std::uint64_t> counter_{0};
-};
-
-// A template, so that including this header instantiates nothing until it is called.
-template <int = 0>
-void register_random_kernels() {
-  ops::register_random_ops();
-  register_cpu_kernel<random_kernel<distribution::uniform>>("RandomUniform");
-  register_cpu_kernel<random_kernel<distribution::normal>>("RandomStandardNormal");
-  register_cpu_kernel<random_kernel<distribution::truncated_normal>>("TruncatedNormal");
-}
-
-}  // namespace weft::cpu
-
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
-namespace weft {
-template <class T>  // one kernel class for every dtype
-struct kernel_for<ops::RandomUniform, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::uniform>>("RandomUniform"); }
-};
-template <class T>  // one kernel class for every dtype
-struct kernel_for<ops::RandomStandardNormal, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::normal>>("RandomStandardNormal"); }
-};
-template <class T>  // one kernel class for every dtype
-struct kernel_for<ops::TruncatedNormal, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::truncated_normal>>("TruncatedNormal"); }
-};
-template <class T>  // a partial specialization, so that including it instantiates nothing
-struct kernel_for<ops::families::random, T, device_types::cpu> {
-  static void register_kernels() { cpu::register_random_kernels(); }
-};
-}  // namespace weft
 
 namespace weft::cpu::nn {
 
@@ -12191,64 +12360,170 @@ inline void require_shape(const tensor& t, const shape& expected, const char* wh
          "] and a ", g.kh, "x", g.kw, " window give ", expected);
 }
 
-// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
-inline std::int64_t cache_rows(std::int64_t patch) {
-  return std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1));
+inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
+
+}  // namespace weft::cpu::nn
+
+namespace weft::cpu::nn {
+
+// When a patch is small (kh * kw * c <= direct_patch_limit, as in a first layer over one
+// to three channels), im2col copies each input value kh * kw times into a GEMM whose depth
+// (forward) or height (filter gradient) is that small patch, where Eigen's GEBP runs at a
+// fraction of its speed. The direct loops below read the input in place instead. Output
+// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
+inline constexpr std::int64_t direct_patch_limit = 64;
+inline bool is_direct(const geometry& g) { return g.patch() <= direct_patch_limit && !is_pointwise(g); }
+template <class C>
+inline constexpr std::int64_t lanes = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
+
+// The output columns [x0, x1) whose window's column j lies inside the input.
+inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, std::int64_t j) {
+  auto first_at_least = [&](std::int64_t v) {  // the least x with x * sw >= v, in [0, ow]
+    return v <= 0 ? 0 : std::min(g.ow, (v + g.sw - 1) / g.sw);
+  };
+  const std::int64_t shift = g.pad_left - j * g.dw;  // input column left(x) + j * dw = x * sw - shift
+  return {first_at_least(shift), std::max(first_at_least(shift), first_at_least(g.w + shift))};
 }
 
-// The scatter behind a strided convolution's input gradient: adds the value at (r, kk) of a
-// patch matrix with rows [r0, r1) to the input element that patch value was taken from.
+// A block of output channels [k0, k0 + width): `Fixed` values (a packet or a few, held in
+// registers) or, for the last block, fewer (Fixed = 0, width given).
+template <std::int64_t Fixed, class C>
+using lane_block = Eigen::Array<C, (Fixed > 0 ? Fixed : Eigen::Dynamic), 1, 0, (Fixed > 0 ? Fixed : lanes<C>), 1>;
+template <std::int64_t Fixed, class C>
+auto lanes_at(const C* p, std::int64_t width) {
+  if constexpr (Fixed > 0) return Eigen::Map<const lane_block<Fixed, C>>(p);
+  else return Eigen::Map<const lane_block<Fixed, C>>(p, width);
+}
+template <std::int64_t Fixed, class C>
+lane_block<Fixed, C> zero_lanes(std::int64_t width) {
+  if constexpr (Fixed > 0) return lane_block<Fixed, C>::Zero();
+  else return lane_block<Fixed, C>::Zero(width);
+}
+template <std::int64_t Fixed, class C>
+void store_lanes(C* p, const lane_block<Fixed, C>& v) {
+  Eigen::Map<lane_block<Fixed, C>>(p, v.size()) = v;
+}
+
+// Output row (img, y), channels [k0, k0 + width): out[x] = the sum over x's window. Runs of
+// four positions whose windows lie inside the input share each filter block's load (four
+// sums in registers); the others check each tap.
+template <std::int64_t Fixed, class C>
+void direct_forward_row(const geometry& g, const C* in, const C* f, C* out_row, std::int64_t img, std::int64_t y,
+                        std::int64_t k0, std::int64_t width, std::int64_t inner0, std::int64_t inner1) {
+  auto tap = [&](std::int64_t i, std::int64_t j, std::int64_t ci) { return lanes_at<Fixed>(f + ((i * g.kw + j) * g.c + ci) * g.k + k0, width); };
+  auto row_of = [&](std::int64_t i) -> const C* {
+    const std::int64_t iy = g.top(y) + i * g.dh;
+    return iy < 0 || iy >= g.h ? nullptr : in + (img * g.h + iy) * g.w * g.c;
+  };
+  const std::int64_t step = g.sw * g.c;
+  std::int64_t x = 0;
+  auto one = [&](std::int64_t px) {
+    lane_block<Fixed, C> acc = zero_lanes<Fixed, C>(width);
+    for (std::int64_t i = 0; i < g.kh; ++i)
+      if (const C* row = row_of(i))
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+          const std::int64_t ix = g.left(px) + j * g.dw;
+          if (ix < 0 || ix >= g.w) continue;
+          for (std::int64_t ci = 0; ci < g.c; ++ci) acc += row[ix * g.c + ci] * tap(i, j, ci);
+        }
+    store_lanes<Fixed>(out_row + px * g.k + k0, acc);
+  };
+  for (; x < std::min(inner0, g.ow); ++x) one(x);
+  for (; x + 4 <= inner1; x += 4) {
+    lane_block<Fixed, C> a0 = zero_lanes<Fixed, C>(width), a1 = a0, a2 = a0, a3 = a0;
+    for (std::int64_t i = 0; i < g.kh; ++i)
+      if (const C* row = row_of(i))
+        for (std::int64_t j = 0; j < g.kw; ++j) {
+          const C* src = row + (g.left(x) + j * g.dw) * g.c;
+          for (std::int64_t ci = 0; ci < g.c; ++ci) {
+            const auto fv = tap(i, j, ci);
+            a0 += src[ci] * fv, a1 += src[ci + step] * fv, a2 += src[ci + 2 * step] * fv, a3 += src[ci + 3 * step] * fv;
+          }
+        }
+    store_lanes<Fixed>(out_row + x * g.k + k0, a0);
+    store_lanes<Fixed>(out_row + (x + 1) * g.k + k0, a1);
+    store_lanes<Fixed>(out_row + (x + 2) * g.k + k0, a2);
+    store_lanes<Fixed>(out_row + (x + 3) * g.k + k0, a3);
+  }
+  for (; x < g.ow; ++x) one(x);
+}
+
 template <class C>
-void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t r1, C* in) {
-  const std::int64_t K = g.patch(), c = g.c;
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const std::int64_t b = r / g.positions(), y = r % g.positions() / g.ow, x = r % g.ow;
-    const C* src = cols + (r - r0) * K;
-    for (std::int64_t i = 0; i < g.kh; ++i) {
-      const std::int64_t iy = g.top(y) + i * g.dh;
-      if (iy < 0 || iy >= g.h) continue;
-      C* dst = in + (b * g.h + iy) * g.w * c;
-      for (std::int64_t j = 0; j < g.kw; ++j) {
-        const std::int64_t ix = g.left(x) + j * g.dw;
-        if (ix < 0 || ix >= g.w) continue;
-        C* d = dst + ix * c;
-        const C* s = src + (i * g.kw + j) * c;
-        for (std::int64_t t = 0; t < c; ++t) d[t] += s[t];
+void direct_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
+  constexpr std::int64_t W = lanes<C>;
+  // The output columns whose whole window row lies inside the input.
+  std::int64_t inner0 = 0, inner1 = g.ow;
+  for (std::int64_t j = 0; j < g.kw; ++j) {
+    const auto [x0, x1] = columns_inside(g, j);
+    inner0 = std::max(inner0, x0), inner1 = std::min(inner1, x1);
+  }
+  ctx.parallel_for(g.n * g.oh, 2.0 * static_cast<double>(g.ow * g.patch() * g.k), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t row = b; row < e; ++row) {
+      C* o = out + row * g.ow * g.k;
+      std::int64_t k0 = 0;
+      for (; k0 + W <= g.k; k0 += W) direct_forward_row<W>(g, in, f, o, row / g.oh, row % g.oh, k0, W, inner0, inner1);
+      if (k0 < g.k) direct_forward_row<0>(g, in, f, o, row / g.oh, row % g.oh, k0, g.k - k0, inner0, inner1);
+    }
+  });
+}
+
+// For filter channels [k0, k0 + width): adds, for every tap of the window, the products of
+// output row (img, y)'s gradients with the input values under that tap, to d_f. Four sums
+// over alternate positions keep four multiply-adds in flight.
+template <std::int64_t Fixed, class C>
+void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, std::int64_t img, std::int64_t y,
+                       std::int64_t k0, std::int64_t width) {
+  const C* d_row = d_out + (img * g.oh + y) * g.ow * g.k + k0;
+  auto d_at = [&](std::int64_t x) { return lanes_at<Fixed>(d_row + x * g.k, width); };
+  for (std::int64_t i = 0; i < g.kh; ++i) {
+    const std::int64_t iy = g.top(y) + i * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    const C* in_row = in + (img * g.h + iy) * g.w * g.c;
+    for (std::int64_t j = 0; j < g.kw; ++j) {
+      const auto [x0, x1] = columns_inside(g, j);
+      const std::int64_t step = g.sw * g.c;
+      for (std::int64_t ci = 0; ci < g.c; ++ci) {
+        const C* v = in_row + (g.left(x0) + j * g.dw) * g.c + ci;  // the input under position x0
+        lane_block<Fixed, C> a0 = zero_lanes<Fixed, C>(width), a1 = a0, a2 = a0, a3 = a0;
+        std::int64_t x = x0;
+        for (; x + 4 <= x1; x += 4, v += 4 * step)
+          a0 += v[0] * d_at(x), a1 += v[step] * d_at(x + 1), a2 += v[2 * step] * d_at(x + 2), a3 += v[3 * step] * d_at(x + 3);
+        for (; x < x1; ++x, v += step) a0 += v[0] * d_at(x);
+        Eigen::Map<lane_block<Fixed, C>> into(d_f + ((i * g.kw + j) * g.c + ci) * g.k + k0, width);
+        into += (a0 + a1) + (a2 + a3);
       }
     }
   }
 }
 
-// A buffer of at least n values for this thread, aligned for Eigen's packets and kept
-// between calls (slot 0 or 1): a block of packed patches is about half a megabyte, which
-// malloc would map afresh, and the kernel zero, on every call. A body of parallel_for never
-// waits, so a thread uses its buffer for one body at a time.
+// d_f is summed over blocks of output rows (summed_in_blocks).
 template <class C>
-C* scratch(std::int64_t n, int slot) {
-  thread_local std::vector<C, Eigen::aligned_allocator<C>> buffers[2];
-  auto& b = buffers[slot];
-  if (b.size() < static_cast<std::size_t>(n)) b.resize(static_cast<std::size_t>(n));
-  return b.data();
+void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
+  constexpr std::int64_t W = lanes<C>;
+  const std::int64_t size = g.patch() * g.k;
+  summed_in_blocks(ctx, g.n * g.oh, std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (g.ow * size)), size, d_f,
+                   [&](C* sum, std::int64_t b, std::int64_t e) {
+                     for (std::int64_t row = b; row < e; ++row) {
+                       const std::int64_t img = row / g.oh, y = row % g.oh;
+                       std::int64_t k0 = 0;
+                       for (; k0 + W <= g.k; k0 += W) direct_filter_row<W>(g, in, d_out, sum, img, y, k0, W);
+                       if (k0 < g.k) direct_filter_row<0>(g, in, d_out, sum, img, y, k0, g.k - k0);
+                     }
+                   });
 }
 
-// out[0, size) = the sum over blocks of units [0, units) (blocks_for: at least min_units
-// each) of body(sum, u0, u1), which adds the part of units [u0, u1) into a zeroed sum: the
-// first block's sum is out itself, the others partial buffers added at the end.
-template <class C, class Body>
-void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_t min_units, std::int64_t size, C* out,
-                      Body&& body) {
-  std::fill_n(out, size, C(0));
-  const std::int64_t blocks = blocks_for(ctx, units, min_units);
-  std::vector<C> partial(static_cast<std::size_t>(std::max<std::int64_t>(0, blocks - 1) * size), C(0));
-  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t blk = b; blk < e; ++blk)
-      body(blk == 0 ? out : partial.data() + (blk - 1) * size, blk * units / blocks, (blk + 1) * units / blocks);
-  });
-  row_map<C> sum(out, size);
-  for (std::int64_t blk = 1; blk < blocks; ++blk) sum += const_row_map<C>(partial.data() + (blk - 1) * size, size);
-}
+}  // namespace weft::cpu::nn
+// Convolution as an implicit GEMM (conv.hpp chooses it when neither register blocks nor
+// direct loops apply): the patch matrix read in place.
 
-// ---- implicit GEMM: the patch matrix read in place ----------------------------------------
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+
+namespace weft::cpu::nn {
+
 // Eigen's packing routines (which copy each block of an operand into the order its GEBP
 // kernel reads) read the patches through patch_mapper straight from the input, and the
 // kernel multiplies the packed blocks. im2col wrote each patch value into a buffer that the
@@ -12445,7 +12720,22 @@ void patch_gemm_filter(const kernel_context& ctx, const geometry& g, const C* in
   for (std::int64_t blk = 1; blk < blocks; ++blk) out += const_col_major_map<C>(partial.data() + blk * size, K, N);
 }
 
-// ---- register blocks ---------------------------------------------------------------------
+}  // namespace weft::cpu::nn
+// Convolution in register blocks (conv.hpp chooses it first where the output channels fill
+// whole packets).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft::cpu::nn {
+
+namespace ei = Eigen::internal;
+
 // For a batch of images whose output channels fill whole packets, Conv2D skips the patch
 // matrix altogether: a run of P output positions of one row times NB packets of output
 // channels is summed in P * NB registers, and for every tap and input channel the filter's
@@ -12674,153 +12964,36 @@ void register_blocks_filter(const kernel_context& ctx, const geometry& g, const 
   });
 }
 
-inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
+}  // namespace weft::cpu::nn
 
-// ---- direct convolution, for small patches ----------------------------------------------
-// When a patch is small (kh * kw * c <= direct_patch_limit, as in a first layer over one
-// to three channels), im2col copies each input value kh * kw times into a GEMM whose depth
-// (forward) or height (filter gradient) is that small patch, where Eigen's GEBP runs at a
-// fraction of its speed. The direct loops below read the input in place instead. Output
-// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
-inline constexpr std::int64_t direct_patch_limit = 64;
-inline bool is_direct(const geometry& g) { return g.patch() <= direct_patch_limit && !is_pointwise(g); }
+namespace weft::cpu::nn {
+
+// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
+inline std::int64_t cache_rows(std::int64_t patch) {
+  return std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1));
+}
+
+// The scatter behind a strided convolution's input gradient: adds the value at (r, kk) of a
+// patch matrix with rows [r0, r1) to the input element that patch value was taken from.
 template <class C>
-inline constexpr std::int64_t lanes = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
-
-// The output columns [x0, x1) whose window's column j lies inside the input.
-inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, std::int64_t j) {
-  auto first_at_least = [&](std::int64_t v) {  // the least x with x * sw >= v, in [0, ow]
-    return v <= 0 ? 0 : std::min(g.ow, (v + g.sw - 1) / g.sw);
-  };
-  const std::int64_t shift = g.pad_left - j * g.dw;  // input column left(x) + j * dw = x * sw - shift
-  return {first_at_least(shift), std::max(first_at_least(shift), first_at_least(g.w + shift))};
-}
-
-// A block of output channels [k0, k0 + width): `Fixed` values (a packet or a few, held in
-// registers) or, for the last block, fewer (Fixed = 0, width given).
-template <std::int64_t Fixed, class C>
-using lane_block = Eigen::Array<C, (Fixed > 0 ? Fixed : Eigen::Dynamic), 1, 0, (Fixed > 0 ? Fixed : lanes<C>), 1>;
-template <std::int64_t Fixed, class C>
-auto lanes_at(const C* p, std::int64_t width) {
-  if constexpr (Fixed > 0) return Eigen::Map<const lane_block<Fixed, C>>(p);
-  else return Eigen::Map<const lane_block<Fixed, C>>(p, width);
-}
-template <std::int64_t Fixed, class C>
-lane_block<Fixed, C> zero_lanes(std::int64_t width) {
-  if constexpr (Fixed > 0) return lane_block<Fixed, C>::Zero();
-  else return lane_block<Fixed, C>::Zero(width);
-}
-template <std::int64_t Fixed, class C>
-void store_lanes(C* p, const lane_block<Fixed, C>& v) {
-  Eigen::Map<lane_block<Fixed, C>>(p, v.size()) = v;
-}
-
-// Output row (img, y), channels [k0, k0 + width): out[x] = the sum over x's window. Runs of
-// four positions whose windows lie inside the input share each filter block's load (four
-// sums in registers); the others check each tap.
-template <std::int64_t Fixed, class C>
-void direct_forward_row(const geometry& g, const C* in, const C* f, C* out_row, std::int64_t img, std::int64_t y,
-                        std::int64_t k0, std::int64_t width, std::int64_t inner0, std::int64_t inner1) {
-  auto tap = [&](std::int64_t i, std::int64_t j, std::int64_t ci) { return lanes_at<Fixed>(f + ((i * g.kw + j) * g.c + ci) * g.k + k0, width); };
-  auto row_of = [&](std::int64_t i) -> const C* {
-    const std::int64_t iy = g.top(y) + i * g.dh;
-    return iy < 0 || iy >= g.h ? nullptr : in + (img * g.h + iy) * g.w * g.c;
-  };
-  const std::int64_t step = g.sw * g.c;
-  std::int64_t x = 0;
-  auto one = [&](std::int64_t px) {
-    lane_block<Fixed, C> acc = zero_lanes<Fixed, C>(width);
-    for (std::int64_t i = 0; i < g.kh; ++i)
-      if (const C* row = row_of(i))
-        for (std::int64_t j = 0; j < g.kw; ++j) {
-          const std::int64_t ix = g.left(px) + j * g.dw;
-          if (ix < 0 || ix >= g.w) continue;
-          for (std::int64_t ci = 0; ci < g.c; ++ci) acc += row[ix * g.c + ci] * tap(i, j, ci);
-        }
-    store_lanes<Fixed>(out_row + px * g.k + k0, acc);
-  };
-  for (; x < std::min(inner0, g.ow); ++x) one(x);
-  for (; x + 4 <= inner1; x += 4) {
-    lane_block<Fixed, C> a0 = zero_lanes<Fixed, C>(width), a1 = a0, a2 = a0, a3 = a0;
-    for (std::int64_t i = 0; i < g.kh; ++i)
-      if (const C* row = row_of(i))
-        for (std::int64_t j = 0; j < g.kw; ++j) {
-          const C* src = row + (g.left(x) + j * g.dw) * g.c;
-          for (std::int64_t ci = 0; ci < g.c; ++ci) {
-            const auto fv = tap(i, j, ci);
-            a0 += src[ci] * fv, a1 += src[ci + step] * fv, a2 += src[ci + 2 * step] * fv, a3 += src[ci + 3 * step] * fv;
-          }
-        }
-    store_lanes<Fixed>(out_row + x * g.k + k0, a0);
-    store_lanes<Fixed>(out_row + (x + 1) * g.k + k0, a1);
-    store_lanes<Fixed>(out_row + (x + 2) * g.k + k0, a2);
-    store_lanes<Fixed>(out_row + (x + 3) * g.k + k0, a3);
-  }
-  for (; x < g.ow; ++x) one(x);
-}
-
-template <class C>
-void direct_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
-  constexpr std::int64_t W = lanes<C>;
-  // The output columns whose whole window row lies inside the input.
-  std::int64_t inner0 = 0, inner1 = g.ow;
-  for (std::int64_t j = 0; j < g.kw; ++j) {
-    const auto [x0, x1] = columns_inside(g, j);
-    inner0 = std::max(inner0, x0), inner1 = std::min(inner1, x1);
-  }
-  ctx.parallel_for(g.n * g.oh, 2.0 * static_cast<double>(g.ow * g.patch() * g.k), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t row = b; row < e; ++row) {
-      C* o = out + row * g.ow * g.k;
-      std::int64_t k0 = 0;
-      for (; k0 + W <= g.k; k0 += W) direct_forward_row<W>(g, in, f, o, row / g.oh, row % g.oh, k0, W, inner0, inner1);
-      if (k0 < g.k) direct_forward_row<0>(g, in, f, o, row / g.oh, row % g.oh, k0, g.k - k0, inner0, inner1);
-    }
-  });
-}
-
-// For filter channels [k0, k0 + width): adds, for every tap of the window, the products of
-// output row (img, y)'s gradients with the input values under that tap, to d_f. Four sums
-// over alternate positions keep four multiply-adds in flight.
-template <std::int64_t Fixed, class C>
-void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, std::int64_t img, std::int64_t y,
-                       std::int64_t k0, std::int64_t width) {
-  const C* d_row = d_out + (img * g.oh + y) * g.ow * g.k + k0;
-  auto d_at = [&](std::int64_t x) { return lanes_at<Fixed>(d_row + x * g.k, width); };
-  for (std::int64_t i = 0; i < g.kh; ++i) {
-    const std::int64_t iy = g.top(y) + i * g.dh;
-    if (iy < 0 || iy >= g.h) continue;
-    const C* in_row = in + (img * g.h + iy) * g.w * g.c;
-    for (std::int64_t j = 0; j < g.kw; ++j) {
-      const auto [x0, x1] = columns_inside(g, j);
-      const std::int64_t step = g.sw * g.c;
-      for (std::int64_t ci = 0; ci < g.c; ++ci) {
-        const C* v = in_row + (g.left(x0) + j * g.dw) * g.c + ci;  // the input under position x0
-        lane_block<Fixed, C> a0 = zero_lanes<Fixed, C>(width), a1 = a0, a2 = a0, a3 = a0;
-        std::int64_t x = x0;
-        for (; x + 4 <= x1; x += 4, v += 4 * step)
-          a0 += v[0] * d_at(x), a1 += v[step] * d_at(x + 1), a2 += v[2 * step] * d_at(x + 2), a3 += v[3 * step] * d_at(x + 3);
-        for (; x < x1; ++x, v += step) a0 += v[0] * d_at(x);
-        Eigen::Map<lane_block<Fixed, C>> into(d_f + ((i * g.kw + j) * g.c + ci) * g.k + k0, width);
-        into += (a0 + a1) + (a2 + a3);
+void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t r1, C* in) {
+  const std::int64_t K = g.patch(), c = g.c;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t b = r / g.positions(), y = r % g.positions() / g.ow, x = r % g.ow;
+    const C* src = cols + (r - r0) * K;
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      const std::int64_t iy = g.top(y) + i * g.dh;
+      if (iy < 0 || iy >= g.h) continue;
+      C* dst = in + (b * g.h + iy) * g.w * c;
+      for (std::int64_t j = 0; j < g.kw; ++j) {
+        const std::int64_t ix = g.left(x) + j * g.dw;
+        if (ix < 0 || ix >= g.w) continue;
+        C* d = dst + ix * c;
+        const C* s = src + (i * g.kw + j) * c;
+        for (std::int64_t t = 0; t < c; ++t) d[t] += s[t];
       }
     }
   }
-}
-
-// d_f is summed over blocks of output rows (summed_in_blocks).
-template <class C>
-void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
-  constexpr std::int64_t W = lanes<C>;
-  const std::int64_t size = g.patch() * g.k;
-  summed_in_blocks(ctx, g.n * g.oh, std::max<std::int64_t>(1, (std::int64_t{1} << 16) / (g.ow * size)), size, d_f,
-                   [&](C* sum, std::int64_t b, std::int64_t e) {
-                     for (std::int64_t row = b; row < e; ++row) {
-                       const std::int64_t img = row / g.oh, y = row % g.oh;
-                       std::int64_t k0 = 0;
-                       for (; k0 + W <= g.k; k0 += W) direct_filter_row<W>(g, in, d_out, sum, img, y, k0, W);
-                       if (k0 < g.k) direct_filter_row<0>(g, in, d_out, sum, img, y, k0, g.k - k0);
-                     }
-                   });
 }
 
 // out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
@@ -12961,7 +13134,179 @@ struct conv2d_backprop_filter {
   ops::window_attrs w_;
 };
 
-// ---- pooling ---------------------------------------------------------------------------
+}  // namespace weft::cpu::nn
+// CPU kernel for the seeded Dropout op (ops/nn_ops.hpp).
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+// CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
+// pure function of (seed, seed2, counter + i): the stream is reproducible and shards
+// compute independently. A node reserves a counter range per run with one atomic add.
+
+#include <atomic>
+#include <cmath>
+#include <random>
+
+
+namespace weft::cpu {
+
+// SplitMix64: a strong 64-bit mix, enough for simulation-grade uniform bits.
+inline std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) with 53 random bits.
+inline double uniform01(std::uint64_t key, std::uint64_t counter) {
+  return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
+}
+
+// The key of a seeded node's stream: from the system when seed = seed2 = 0, else from
+// both seeds. `salt` separates the streams of different ops given the same seeds.
+inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint64_t salt = 0) {
+  if (seed == 0 && seed2 == 0) {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
+  return mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + salt);
+}
+
+enum class distribution { uniform, normal, truncated_normal };
+
+template <distribution D>
+struct random_kernel final : op_kernel {
+  explicit random_kernel(const node& n)
+      : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
+
+  static double normal(std::uint64_t key, std::uint64_t c) {
+    // Box-Muller on two uniforms drawn from distinct counters of the same element.
+    double u1 = uniform01(key, 2 * c), u2 = uniform01(key, 2 * c + 1);
+    return std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    tensor& out = ctx.allocate_output(0, shape_from_dims(int_values(ctx.input(0), "shape"), "shape"));
+    std::int64_t n = out.num_elements();
+    // Truncated normal redraws: reserve 64 attempts per element; the chance of needing more is 1e-85.
+    std::uint64_t per = D == distribution::truncated_normal ? 64 : 1;
+    std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n) * per, std::memory_order_relaxed);
+    dispatcher<float_types>::run(
+        dtype_,
+        [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          T* o = out.data<T>();
+          ctx.parallel_for(n, 40, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t i = b; i < e; ++i) {
+              std::uint64_t c = base + static_cast<std::uint64_t>(i) * per;
+              double v;
+              if constexpr (D == distribution::uniform) {
+                v = uniform01(key_, c);
+              } else if constexpr (D == distribution::normal) {
+                v = normal(key_, c);
+              } else {
+                v = normal(key_, c);
+                for (std::uint64_t k = 1; std::abs(v) >= 2.0 && k < per; ++k) v = normal(key_, c + k);
+                if (std::abs(v) >= 2.0) v = 0;
+              }
+              T t = static_cast<T>(v);
+              if constexpr (D == distribution::uniform)
+                if (!(static_cast<double>(t) < 1.0)) t = static_cast<T>(0);  // rounding to 1 in narrow types
+              o[i] = t;
+            }
+          });
+        },
+        [] {});
+  }
+
+  dtype dtype_;
+  std::uint64_t key_;
+  mutable std::atomic<std::uint64_t> counter_{0};
+};
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_random_kernels() {
+  ops::register_random_ops();
+  register_cpu_kernel<random_kernel<distribution::uniform>>("RandomUniform");
+  register_cpu_kernel<random_kernel<distribution::normal>>("RandomStandardNormal");
+  register_cpu_kernel<random_kernel<distribution::truncated_normal>>("TruncatedNormal");
+}
+
+}  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::RandomUniform, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::uniform>>("RandomUniform"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::RandomStandardNormal, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::normal>>("RandomStandardNormal"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::TruncatedNormal, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::truncated_normal>>("TruncatedNormal"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::random, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_random_kernels(); }
+};
+}  // namespace weft
+
+namespace weft::cpu::nn {
+
+// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
+// seed and seed2) is at least `rate`.
+struct dropout {
+  static constexpr unsigned value_mask = 0b11;
+  explicit dropout(const node& n)
+      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), 0x5bd1e995u)) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
+    return {ctx.input(0).shape(), ctx.input(0).shape()};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const C rate = *v.in[1].data<C>();
+    if (!(rate >= C(0) && rate < C(1)))
+      fail(error_code::invalid_argument, "rate must be in [0, 1), got ", static_cast<double>(rate));
+    const std::int64_t n = v.in[0].num_elements();
+    const std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    const C scale = C(1) / (C(1) - rate);
+    const C* x = v.in[0].data<C>();
+    C *out = v.out[0].data<C>(), *mask = v.out[1].data<C>();
+    ctx.parallel_for(n, 30, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const bool keep = uniform01(key_, base + static_cast<std::uint64_t>(i)) >= static_cast<double>(rate);
+        mask[i] = keep ? scale : C(0);
+        out[i] = x[i] * mask[i];
+      }
+    });
+  }
+  std::uint64_t key_;
+  mutable std::atomic<std::uint64_t> counter_{0};
+};
+
+}  // namespace weft::cpu::nn
+// CPU kernels for pooling (ops/nn_ops.hpp), NHWC: MaxPool, AvgPool and their gradients walk
+// the windows directly, the channels of a position being contiguous. float16 and bfloat16
+// compute in float (nn_kernel.hpp).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+
+namespace weft::cpu::nn {
+
 // The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
 struct window_span {
   std::int64_t y0, y1, x0, x1;
@@ -13144,39 +13489,6 @@ struct avg_pool_grad : pool_base {
       });
     });
   }
-};
-
-// ---- dropout ---------------------------------------------------------------------------
-// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
-// seed and seed2) is at least `rate`.
-struct dropout {
-  static constexpr unsigned value_mask = 0b11;
-  explicit dropout(const node& n)
-      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), 0x5bd1e995u)) {}
-  std::vector<shape> shapes(kernel_context& ctx) const {
-    if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
-    return {ctx.input(0).shape(), ctx.input(0).shape()};
-  }
-  template <class C>
-  void run(kernel_context& ctx, io& v) const {
-    const C rate = *v.in[1].data<C>();
-    if (!(rate >= C(0) && rate < C(1)))
-      fail(error_code::invalid_argument, "rate must be in [0, 1), got ", static_cast<double>(rate));
-    const std::int64_t n = v.in[0].num_elements();
-    const std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
-    const C scale = C(1) / (C(1) - rate);
-    const C* x = v.in[0].data<C>();
-    C *out = v.out[0].data<C>(), *mask = v.out[1].data<C>();
-    ctx.parallel_for(n, 30, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) {
-        const bool keep = uniform01(key_, base + static_cast<std::uint64_t>(i)) >= static_cast<double>(rate);
-        mask[i] = keep ? scale : C(0);
-        out[i] = x[i] * mask[i];
-      }
-    });
-  }
-  std::uint64_t key_;
-  mutable std::atomic<std::uint64_t> counter_{0};
 };
 
 }  // namespace weft::cpu::nn
@@ -14480,52 +14792,6 @@ WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be 
 #include <utility>
 #include <vector>
 
-// Common subexpression elimination (the whitepaper's §5, "Optimizations"), as a graph is
-// built: before adding a node, a builder asks whether an equal node is already there. Two
-// nodes are equal when they run the same op on the same inputs with the same attributes,
-// request the same device and colocation, and wait on the same control inputs. Stateful
-// ops (variables, random numbers, queues) never merge: two of them are two states. The
-// typed DSL's lowering (dsl/expr.hpp) adds every node through such a table.
-
-#include <map>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-
-namespace weft::passes {
-
-// What makes a node the same as another, besides its op and inputs.
-struct cse_signature {
-  attr_map attrs;
-  std::string device, colocate;
-  std::vector<int> controls;
-  bool operator==(const cse_signature&) const = default;
-};
-
-class cse_table {
- public:
-  // The node equal to op(inputs) with `signature` added before, if any.
-  std::optional<int> find(std::string_view op, const std::vector<output>& inputs, const cse_signature& signature) const {
-    auto it = nodes_.find(key{std::string(op), inputs});
-    if (it == nodes_.end()) return std::nullopt;
-    for (const auto& [sig, id] : it->second)
-      if (sig == signature) return id;
-    return std::nullopt;
-  }
-  // Records node `id` as op(inputs) with `signature`.
-  void insert(std::string_view op, std::vector<output> inputs, cse_signature signature, int id) {
-    nodes_[key{std::string(op), std::move(inputs)}].emplace_back(std::move(signature), id);
-  }
-
- private:
-  using key = std::pair<std::string, std::vector<output>>;
-  std::map<key, std::vector<std::pair<cse_signature, int>>> nodes_;
-};
-
-}  // namespace weft::passes
 
 // Runs its argument once per instantiation of the enclosing code (kernel registrations:
 // lowering runs on every session run, and registering takes the registry's lock).
@@ -16922,39 +17188,17 @@ inline constexpr bool differentiable_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
 // ---- which ops have rules ------------------------------------------------------------
-// The elementwise rule of an op descriptor (::type), as gradient_rules.hpp names them.
-template <class Op>
-struct elementwise_rule {};
-#define WEFT_DETAIL_ELEMENTWISE_RULE(TAG, RULE)              \
-  template <class T>                                         \
-  struct elementwise_rule<elementwise_op<tags::TAG, T>> {    \
-    using type = gradients::RULE;                            \
-  };
-WEFT_DETAIL_ELEMENTWISE_RULE(negate, neg_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(abs, abs_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(square, square_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(sqrt, sqrt_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(rsqrt, rsqrt_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(exp, exp_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(log, log_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(tanh, tanh_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(sigmoid, sigmoid_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(relu, relu_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(add, add_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(subtract, sub_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(multiply, mul_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(divide, div_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(pow, pow_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(maximum, maximum_grad)
-WEFT_DETAIL_ELEMENTWISE_RULE(minimum, minimum_grad)
-#undef WEFT_DETAIL_ELEMENTWISE_RULE
-template <class T>
-struct elementwise_rule<select_op<T>> {
-  using type = gradients::select_grad;
+// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
+// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
+// node), else its gradient rule.
+template <class O>
+struct partials_of {
+  using type = typename O::gradient;
 };
-template <class To, class From>
-struct elementwise_rule<cast_op<To, From>> {
-  using type = gradients::cast_grad;
+template <class O>
+  requires requires { typename O::partials; }
+struct partials_of<O> {
+  using type = typename O::partials;
 };
 
 // Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
@@ -17090,7 +17334,7 @@ auto chain_partials(const X& x, const D& d) {
   if constexpr (is_bound<X>::value) {
     return std::tuple<D>{d};
   } else {
-    using Rule = typename elementwise_rule<typename X::op_type>::type;
+    using Rule = typename partials_of<typename X::op_type::op>::type;
     auto parts = std::apply([&](const auto&... a) { return Rule::partials(d, a..., x); }, x.args());
     return all_operand_partials(x, parts, std::make_index_sequence<std::tuple_size_v<typename X::args_type>>{});
   }
