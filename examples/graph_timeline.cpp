@@ -37,6 +37,6 @@ int main() {
   std::cout << "output " << out[0] << "\nmean " << out[1].scalar_value<float>() << "\n";
 
   std::ofstream("timeline.json") << chrome_trace(meta.stats);
-  std::ofstream("graph.dot") << g.to_dot();
+  std::ofstream("graph.dot") << to_dot(g);
   std::cout << "ran " << meta.stats.nodes.size() << " nodes; wrote timeline.json (open in ui.perfetto.dev) and graph.dot\n";
 }

@@ -127,7 +127,7 @@ TEST_CASE("graphs dump to GraphViz DOT") {
   auto& a = g.constant(tensor::scalar(1.0f), node_options("a").on("/cpu:0"));
   auto& b = g.op("Neg", {a}, {}, node_options("b").after({a.id()}));
   (void)b;
-  auto dot = g.to_dot();
+  auto dot = to_dot(g);
   CHECK(dot.find("digraph weft") != std::string::npos);
   CHECK(dot.find("label=\"b\\nNeg\\nfloat32[]\"") != std::string::npos);
   CHECK(dot.find("n0 -> n1 [style=dotted]") != std::string::npos);

@@ -21,6 +21,7 @@
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/session.hpp>
+#include <weft/tools/dot.hpp>
 #include <weft/tools/timeline.hpp>
 
 #define WEFT_VERSION_MAJOR 0

@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   graph g;
   try {
     g.import(specs);
-    (void)g.to_dot();
+    (void)to_dot(g);
   } catch (const error&) {
     if (g.size() != 0) std::abort();  // all or nothing
   }
