@@ -1115,18 +1115,26 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 // typed attributes, data inputs `node:port`, control inputs and a requested device.
 // Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
 // rule), so a graph is always well formed; inputs must already exist, which also means
-// no cycles. graph_def import and add_control_input() check for cycles explicitly.
+// no cycles. graph_def import and add_control_input() check for cycles explicitly. The
+// node and what names one are node.hpp; the graph's GraphViz picture is tools/dot.hpp.
 
 #include <algorithm>
 #include <charconv>
 #include <deque>
 #include <functional>
-#include <map>
-#include <ostream>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
+
+// A node of the dataflow graph (graph.hpp), and what names one: an output `node:port`, the
+// options a node is added with, and a node by names only (node_spec) as serialized models
+// describe it. Nodes are made and validated by the graph only.
+
+#include <compare>
+#include <string>
+#include <string_view>
 #include <vector>
 
 // op_registry: every op a graph may use, by name. It knows no op itself: the core ops
@@ -1687,6 +1695,107 @@ class shape_context {
   std::vector<const tensor*> in_values_;
   std::vector<dtype> out_types_;
   std::vector<partial_shape> out_shapes_;
+};
+
+}  // namespace weft
+
+namespace weft {
+
+// One output of a node: `node:port`.
+struct output {
+  int node = -1;
+  int port = 0;
+  friend bool operator==(const output&, const output&) = default;
+  friend auto operator<=>(const output&, const output&) = default;
+};
+
+class graph;
+
+class node {
+ public:
+  int id() const noexcept { return id_; }
+  const std::string& name() const noexcept { return name_; }
+  const std::string& op() const noexcept { return def_->name; }
+  const op_def& def() const noexcept { return *def_; }
+  const attr_map& attrs() const noexcept { return attrs_; }
+  template <class T>
+  const T& attr(std::string_view key) const {
+    return get_attr<T>(attrs_, key, describe());
+  }
+  const std::vector<output>& inputs() const noexcept { return inputs_; }
+  const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
+  const std::string& device() const noexcept { return device_; }
+  // The colocation group: the name of the node this one must be placed with (empty: none).
+  // Groups are flat: colocating with a colocated node joins that node's group.
+  const std::string& colocation() const noexcept { return colocation_; }
+  int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+  int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
+  dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
+  bool input_is_ref(int i) const { return input_is_ref_.at(static_cast<std::size_t>(i)); }
+  dtype output_dtype(int i) const { return output_dtypes_.at(static_cast<std::size_t>(i)); }
+  const partial_shape& output_shape(int i) const { return output_shapes_.at(static_cast<std::size_t>(i)); }
+  bool output_is_ref(int i) const { return output_is_ref_.at(static_cast<std::size_t>(i)); }
+  output out(int port = 0) const {
+    if (port < 0 || port >= num_outputs())
+      fail(error_code::out_of_range, describe(), ": has no output ", port, " (it has ", num_outputs(), ")");
+    return {id_, port};
+  }
+  operator output() const { return out(0); }  // NOLINT: a node stands for its first output
+
+  // "node 'layer1/MatMul' (MatMul)": how every error names a node.
+  std::string describe() const { return "node '" + name_ + "' (" + def_->name + ")"; }
+
+ private:
+  friend class graph;
+  int id_ = -1;
+  std::string name_;
+  const op_def* def_ = nullptr;
+  attr_map attrs_;
+  std::vector<output> inputs_;
+  std::vector<int> control_inputs_;
+  std::string device_;
+  std::string colocation_;
+  std::vector<dtype> input_dtypes_;
+  std::vector<bool> input_is_ref_;
+  std::vector<dtype> output_dtypes_;
+  std::vector<partial_shape> output_shapes_;
+  std::vector<bool> output_is_ref_;
+};
+
+// Options of one added node; fields left empty take the graph's current scopes.
+// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
+// also sets its device and control inputs, and .colocate("w") places it with node w.
+struct node_options {
+  std::string name;                 // default: the op name, made unique
+  std::vector<int> control_inputs;  // node ids
+  std::string device = {};
+  std::string colocate_with = {};  // a node name
+
+  node_options() = default;
+  node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
+  node_options(std::string n) : name(std::move(n)) {}  // NOLINT
+  node_options& on(std::string d) {
+    device = std::move(d);
+    return *this;
+  }
+  node_options& after(std::vector<int> ids) {
+    control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
+    return *this;
+  }
+  node_options& colocate(std::string node_name) {
+    colocate_with = std::move(node_name);
+    return *this;
+  }
+};
+
+// A node by names only, as a serialized or runtime-built model describes it.
+struct node_spec {
+  std::string name;
+  std::string op;
+  std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
+  attr_map attrs;
+  std::string device = {};
+  std::string colocate_with = {};  // a node name, of this graph or of the specs
 };
 
 }  // namespace weft
@@ -2705,103 +2814,6 @@ struct state {
 
 namespace weft {
 
-// One output of a node: `node:port`.
-struct output {
-  int node = -1;
-  int port = 0;
-  friend bool operator==(const output&, const output&) = default;
-  friend auto operator<=>(const output&, const output&) = default;
-};
-
-class graph;
-
-class node {
- public:
-  int id() const noexcept { return id_; }
-  const std::string& name() const noexcept { return name_; }
-  const std::string& op() const noexcept { return def_->name; }
-  const op_def& def() const noexcept { return *def_; }
-  const attr_map& attrs() const noexcept { return attrs_; }
-  template <class T>
-  const T& attr(std::string_view key) const {
-    return get_attr<T>(attrs_, key, describe());
-  }
-  const std::vector<output>& inputs() const noexcept { return inputs_; }
-  const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
-  const std::string& device() const noexcept { return device_; }
-  // The colocation group: the name of the node this one must be placed with (empty: none).
-  // Groups are flat: colocating with a colocated node joins that node's group.
-  const std::string& colocation() const noexcept { return colocation_; }
-  int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
-  int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
-  dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
-  bool input_is_ref(int i) const { return input_is_ref_.at(static_cast<std::size_t>(i)); }
-  dtype output_dtype(int i) const { return output_dtypes_.at(static_cast<std::size_t>(i)); }
-  const partial_shape& output_shape(int i) const { return output_shapes_.at(static_cast<std::size_t>(i)); }
-  bool output_is_ref(int i) const { return output_is_ref_.at(static_cast<std::size_t>(i)); }
-  output out(int port = 0) const {
-    if (port < 0 || port >= num_outputs())
-      fail(error_code::out_of_range, describe(), ": has no output ", port, " (it has ", num_outputs(), ")");
-    return {id_, port};
-  }
-  operator output() const { return out(0); }  // NOLINT: a node stands for its first output
-
-  // "node 'layer1/MatMul' (MatMul)": how every error names a node.
-  std::string describe() const { return "node '" + name_ + "' (" + def_->name + ")"; }
-
- private:
-  friend class graph;
-  int id_ = -1;
-  std::string name_;
-  const op_def* def_ = nullptr;
-  attr_map attrs_;
-  std::vector<output> inputs_;
-  std::vector<int> control_inputs_;
-  std::string device_;
-  std::string colocation_;
-  std::vector<dtype> input_dtypes_;
-  std::vector<bool> input_is_ref_;
-  std::vector<dtype> output_dtypes_;
-  std::vector<partial_shape> output_shapes_;
-  std::vector<bool> output_is_ref_;
-};
-
-// Options of one added node; fields left empty take the graph's current scopes.
-// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
-// also sets its device and control inputs, and .colocate("w") places it with node w.
-struct node_options {
-  std::string name;                 // default: the op name, made unique
-  std::vector<int> control_inputs;  // node ids
-  std::string device = {};
-  std::string colocate_with = {};  // a node name
-
-  node_options() = default;
-  node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
-  node_options(std::string n) : name(std::move(n)) {}  // NOLINT
-  node_options& on(std::string d) {
-    device = std::move(d);
-    return *this;
-  }
-  node_options& after(std::vector<int> ids) {
-    control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
-    return *this;
-  }
-  node_options& colocate(std::string node_name) {
-    colocate_with = std::move(node_name);
-    return *this;
-  }
-};
-
-// A node by names only, as a serialized or runtime-built model describes it.
-struct node_spec {
-  std::string name;
-  std::string op;
-  std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
-  attr_map attrs;
-  std::string device = {};
-  std::string colocate_with = {};  // a node name, of this graph or of the specs
-};
-
 class graph {
  public:
   // The most entries a list argument sized by an attr may have (Split's num_split outputs,
@@ -2894,15 +2906,6 @@ class graph {
     auto saved = control_scope_;
     control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
     return scope_guard([this, saved] { control_scope_ = saved; });
-  }
-
-  // GraphViz DOT: one box per node (name, op, dtype and shape), dotted control edges,
-  // and one cluster per requested device.
-  void dump_dot(std::ostream& out) const;
-  std::string to_dot() const {
-    std::ostringstream out;
-    dump_dot(out);
-    return out.str();
   }
 
   // Common leaves, for brevity.
@@ -3307,44 +3310,6 @@ inline void graph::import(const std::vector<node_spec>& specs) {
   }
   staged.flatten_colocation();
   *this = std::move(staged);
-}
-
-namespace detail {
-inline std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out;
-}
-}  // namespace detail
-
-inline void graph::dump_dot(std::ostream& out) const {
-  out << "digraph weft {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
-  std::map<std::string, std::vector<int>> by_device;
-  for (const auto& n : nodes_) by_device[n.device()].push_back(n.id());
-  int cluster = 0;
-  for (const auto& [device, ids] : by_device) {
-    std::string indent = "  ";
-    if (!device.empty()) {
-      out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << detail::dot_escape(device) << "\";\n";
-      indent = "    ";
-    }
-    for (int id : ids) {
-      const node& n = at(id);
-      out << indent << "n" << id << " [label=\"" << detail::dot_escape(n.name()) << "\\n" << n.op();
-      for (int p = 0; p < n.num_outputs(); ++p) out << "\\n" << n.output_dtype(p) << n.output_shape(p);
-      out << "\"];\n";
-    }
-    if (!device.empty()) out << "  }\n";
-  }
-  for (const auto& n : nodes_) {
-    for (const auto& in : n.inputs())
-      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"];\n";
-    for (int c : n.control_inputs()) out << "  n" << c << " -> n" << n.id() << " [style=dotted];\n";
-  }
-  out << "}\n";
 }
 
 }  // namespace weft
@@ -9257,6 +9222,65 @@ namespace detail {
 // The saver (runtime/checkpoint.hpp) asks for its kernels through this hook.
 inline const bool saver_kernels_hooked = (saver_kernels.store(&cpu::register_io_kernels<>), true);
 }  // namespace detail
+}  // namespace weft
+// GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g).
+
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+
+namespace weft {
+
+namespace detail {
+inline std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+}  // namespace detail
+
+// GraphViz DOT of g: one box per node (name, op, dtype and shape), dotted control edges,
+// and one cluster per requested device.
+inline void write_dot(const graph& g, std::ostream& out) {
+  out << "digraph weft {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  std::map<std::string, std::vector<int>> by_device;
+  for (int id = 0; id < g.size(); ++id) by_device[g.at(id).device()].push_back(id);
+  int cluster = 0;
+  for (const auto& [device, ids] : by_device) {
+    std::string indent = "  ";
+    if (!device.empty()) {
+      out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << detail::dot_escape(device) << "\";\n";
+      indent = "    ";
+    }
+    for (int id : ids) {
+      const node& n = g.at(id);
+      out << indent << "n" << id << " [label=\"" << detail::dot_escape(n.name()) << "\\n" << n.op();
+      for (int p = 0; p < n.num_outputs(); ++p) out << "\\n" << n.output_dtype(p) << n.output_shape(p);
+      out << "\"];\n";
+    }
+    if (!device.empty()) out << "  }\n";
+  }
+  for (int id = 0; id < g.size(); ++id) {
+    const node& n = g.at(id);
+    for (const auto& in : n.inputs())
+      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"];\n";
+    for (int c : n.control_inputs()) out << "  n" << c << " -> n" << n.id() << " [style=dotted];\n";
+  }
+  out << "}\n";
+}
+
+inline std::string to_dot(const graph& g) {
+  std::ostringstream out;
+  write_dot(g, out);
+  return out.str();
+}
+
 }  // namespace weft
 // Timeline: a traced step as Chrome Trace Event JSON (one process per device, one thread
 // row per executor thread, one complete "X" event per node), which Perfetto and
