@@ -16,11 +16,15 @@
 #include <weft/dsl/tensor_of.hpp>
 #include <weft/dsl/leaves.hpp>
 #include <weft/dsl/ops.hpp>
+#include <weft/dsl/reduction_ops.hpp>
 #include <weft/dsl/array_ops.hpp>
+#include <weft/dsl/random_ops.hpp>
+#include <weft/dsl/state_ops.hpp>
 #include <weft/dsl/nn_ops.hpp>
 #include <weft/dsl/handle.hpp>
 #include <weft/dsl/fusion.hpp>
 #include <weft/dsl/gradient.hpp>
 #include <weft/dsl/control_flow.hpp>
+#include <weft/dsl/functional_ops.hpp>
 #include <weft/dsl/train.hpp>
 #include <weft/dsl/client_session.hpp>

@@ -1,4 +1,5 @@
-// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, gather_nd,
+// The DSL's shape, array and matrix ops: reshape, transpose, concat, identity, zeros_like,
+// ones_like, slice, pad, tile, gather, gather_nd,
 // tensor_scatter_update, tensor_scatter_add, one_hot, split,
 // shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
 // matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
@@ -13,8 +14,150 @@
 #include <vector>
 
 #include <weft/dsl/ops.hpp>
+#include <weft/dsl/reduction_ops.hpp>
 
 namespace weft {
+
+// ---- shape ops ------------------------------------------------------------------------
+// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
+template <expression A, std::int64_t... D>
+auto reshape(const A& a, static_shape<D...>) {
+  using From = shape_of<A>;
+  using To = static_shape<D...>;
+  constexpr std::int64_t dyns = ((D < 0 ? 1 : 0) + ... + 0);
+  (void)check::reshape_one_dyn<dyns <= 1 ? 0 : dyns, 0>::value;
+  if constexpr (From::fully_static && To::fully_static) {
+    (void)check::reshape_element_counts<From::num_elements, To::num_elements>::value;
+  }
+  using R = std::conditional_t<From::fully_static && dyns == 1,
+                               detail::shape_from_array_t<[] {
+                                 std::array<std::int64_t, sizeof...(D)> out{D...};
+                                 std::int64_t known = 1;
+                                 for (auto d : out)
+                                   if (d >= 0) known *= d;
+                                 for (auto& d : out)
+                                   if (d < 0) d = known ? From::num_elements / known : 0;
+                                 return out;
+                               }()>,
+                               To>;
+  using Op = detail::array_op<ops::Reshape>;
+  return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
+}
+
+template <std::int64_t... P>
+struct permutation {};
+template <std::int64_t... P>
+inline constexpr permutation<P...> perm{};
+
+// transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
+template <expression A, std::int64_t... P>
+auto transpose(const A& a, permutation<P...>) {
+  using S = shape_of<A>;
+  (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
+  static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
+  using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
+  using Op = detail::array_op<ops::Transpose>;
+  return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
+}
+template <expression A>
+auto transpose(const A& a) {
+  using S = shape_of<A>;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return transpose(a, perm<static_cast<std::int64_t>(S::rank - 1 - static_cast<int>(I))...>);
+  }(std::make_index_sequence<static_cast<std::size_t>(S::rank)>{});
+}
+
+namespace detail {
+template <std::int64_t Axis, class First, class... Rest>
+struct concat_shape {
+  static constexpr int rank = First::rank;
+  static constexpr std::int64_t axis = Axis < 0 ? Axis + rank : Axis;
+  // The first (rank, other rank) or (dim, other dim) mismatch, or {0, 0}.
+  static constexpr std::array<std::int64_t, 2> rank_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    ((Rest::rank != rank && out[0] == out[1] ? (out = {rank, Rest::rank}, 0) : 0), ...);
+    return out;
+  }();
+  static constexpr std::array<std::int64_t, 2> dim_conflict = [] {
+    std::array<std::int64_t, 2> out{0, 0};
+    auto one = [&](const auto& values) {
+      for (std::size_t d = 0; d < values.size() && d < First::values.size(); ++d) {
+        if (static_cast<std::int64_t>(d) == axis || out[0] != out[1]) continue;
+        auto p = static_pair(First::values[d], values[d]);
+        if (p[0] != p[1]) out = p;
+      }
+    };
+    (one(Rest::values), ...);
+    return out;
+  }();
+  static constexpr std::array<std::int64_t, First::values.size()> dims = [] {
+    auto out = First::values;
+    if (axis >= 0 && axis < rank) {
+      std::int64_t sum = out[static_cast<std::size_t>(axis)];
+      ((sum = (sum < 0 || dim_or(Rest::values, static_cast<std::size_t>(axis)) < 0)
+                  ? dyn
+                  : sum + dim_or(Rest::values, static_cast<std::size_t>(axis))),
+       ...);
+      out[static_cast<std::size_t>(axis)] = sum;
+      // Other dims: a static dim anywhere fixes a dyn one.
+      for (std::size_t d = 0; d < out.size(); ++d) {
+        if (static_cast<std::int64_t>(d) == axis) continue;
+        ((out[d] = out[d] < 0 ? dim_or(Rest::values, d) : out[d]), ...);
+      }
+    }
+    return out;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+}  // namespace detail
+
+// concat<axis>(a, b, ...): joined along axis; the other dims must agree.
+template <std::int64_t Axis, expression First, expression... Rest>
+auto concat(const First& first, const Rest&... rest) {
+  using C = detail::concat_shape<Axis, shape_of<First>, shape_of<Rest>...>;
+  (void)check::concat_axis<(C::axis >= 0 && C::axis < C::rank) ? 0 : Axis, 0>::value;
+  (void)check::concat_ranks<C::rank_conflict[0], C::rank_conflict[1]>::value;
+  (void)check::concat_dims<C::dim_conflict[0], C::dim_conflict[1]>::value;
+  ((void)check::concat_dtypes<value_type_of<First>, value_type_of<Rest>>::value, ...);
+  using Op = detail::array_op<ops::ConcatV2>;
+  return op_expr<Op, value_type_of<First>, typename C::type, First, Rest...>(
+      Op{"ConcatV2", {{detail::int_input::append, {Axis}, {}}}, {}}, first, rest...);
+}
+
+struct identity_op : detail::lowers_plainly<identity_op> {
+  static constexpr bool elementwise = false;
+  using op = ops::Identity;
+  static constexpr const char* name = "Identity";
+  attr_map attrs() const { return {}; }
+  // A template, so that a header compiled without any backend's kernels stays valid.
+  template <class = void>
+  void prepare() const {
+    use_kernels<ops::families::core>();
+  }
+};
+template <expression A>
+auto identity(const A& a) {
+  return op_expr<identity_op, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+
+template <bool Ones>
+struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
+  static constexpr bool elementwise = false;
+  using op = std::conditional_t<Ones, ops::OnesLike, ops::ZerosLike>;
+  static constexpr const char* name = op::name;
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    use_kernels<op>();
+  }
+};
+template <expression A>
+auto zeros_like(const A& a) {
+  return op_expr<fill_like_op<false>, value_type_of<A>, shape_of<A>, A>({}, a);
+}
+template <expression A>
+auto ones_like(const A& a) {
+  return op_expr<fill_like_op<true>, value_type_of<A>, shape_of<A>, A>({}, a);
+}
 
 namespace check {
 WEFT_DETAIL_DIM_CHECK(slice_rank, "weft::slice: the number of offsets or sizes differs from the operand's rank");
