@@ -15372,7 +15372,11 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
 }  // namespace weft
 // The DSL's ops: typed expressions for the ops of the registry. Each expression type names
 // its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
-// dims at run time by the graph's shape rules and the kernels.
+// dims at run time by the graph's shape rules and the kernels. This header holds what every
+// op's expression is built from, the elementwise ops, matmul, fill, and apply_op for ops
+// defined outside the library; the other families have a header each, as in ops/:
+// reduction_ops.hpp, array_ops.hpp (shape and array ops), random_ops.hpp, state_ops.hpp,
+// nn_ops.hpp.
 //
 // Lowering an op defines its op family and asks for its kernels for its dtype only
 // (use_kernels, framework/kernel_for.hpp), so a program compiles the kernels its graphs use
@@ -15782,6 +15786,61 @@ auto matmul(const A& a, const B& b) {
   return op_expr<matmul_op<T, TransposeA, TransposeB>, T, static_shape<m, n>, A, B>({}, a, b);
 }
 
+// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
+template <std::int64_t... D, expression V>
+auto fill(static_shape<D...>, const V& value) {
+  static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
+  (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
+  using Op = detail::array_op<ops::Fill>;
+  return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
+}
+template <element T, std::int64_t... D>
+auto zeros(static_shape<D...> s) {
+  return fill(s, constant(T(0)));
+}
+template <element T, std::int64_t... D>
+auto ones(static_shape<D...> s) {
+  return fill(s, constant(T(1)));
+}
+
+// ---- ops defined outside the library (docs/extending.md) ------------------------------
+// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
+// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
+// has_gradient_rule (its rule registered by Op::define()).
+template <op_type Op, class T>
+struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
+  static constexpr bool elementwise = false;
+  using op = Op;
+  static constexpr const char* name = Op::name;
+  attr_map node_attrs;
+  attr_map attrs() const { return node_attrs; }
+  void prepare() const {
+    use_kernels<ops::families::core>();
+    use_kernels<Op, T>();
+  }
+};
+// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
+// T and static shape S (the calling function's static shape rule computes S).
+template <op_type Op, element T, class S, expression... Args>
+auto apply_op(attr_map attrs, const Args&... args) {
+  return op_expr<typed_op<Op, T>, T, S, Args...>(typed_op<Op, T>{{}, std::move(attrs)}, args...);
+}
+
+}  // namespace weft
+// The DSL's reductions: reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod over
+// all axes or axes<...> (keep_dims), and argmax / argmin along one axis. The result's static
+// shape is computed at compile time and the axes are checked there.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
 // ---- reductions -----------------------------------------------------------------------
 template <std::int64_t... Axes>
 struct axis_list {};
@@ -15884,6 +15943,24 @@ template <expression A, std::int64_t Axis>
 auto argmin(const A& a, axis_list<Axis>) {
   return detail::make_arg<false, A, Axis>(a);
 }
+
+}  // namespace weft
+// The DSL's shape, array and matrix ops: reshape, transpose, concat, identity, zeros_like,
+// ones_like, slice, pad, tile, gather, gather_nd,
+// tensor_scatter_update, tensor_scatter_add, one_hot, split,
+// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
+// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
+// shape is computed at compile time and static dims are checked there; dyn dims are checked
+// by the graph's shape rules and the kernels at run time.
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
 
 // ---- shape ops ------------------------------------------------------------------------
 // reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
@@ -16025,140 +16102,6 @@ template <expression A>
 auto ones_like(const A& a) {
   return op_expr<fill_like_op<true>, value_type_of<A>, shape_of<A>, A>({}, a);
 }
-
-// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
-template <std::int64_t... D, expression V>
-auto fill(static_shape<D...>, const V& value) {
-  static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
-  (void)check::fill_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;
-  using Op = detail::array_op<ops::Fill>;
-  return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
-}
-template <element T, std::int64_t... D>
-auto zeros(static_shape<D...> s) {
-  return fill(s, constant(T(0)));
-}
-template <element T, std::int64_t... D>
-auto ones(static_shape<D...> s) {
-  return fill(s, constant(T(1)));
-}
-
-// ---- random ---------------------------------------------------------------------------
-// An expression with no operands whose value is computed by its op alone (random numbers).
-template <class Op, class T, class S>
-class source_expr : public expr_base {
- public:
-  using value_type = T;
-  using shape_type = S;
-  explicit source_expr(Op op)
-      : op_(std::move(op)), scope_(detail::current_scope()), memo_(std::make_shared<detail::lowered_memo>()) {}
-  output lower(lowering& cx) const {
-    return memo_->get(cx, [&] {
-      op_.prepare();
-      return op_.lower(cx, {}, scope_);
-    });
-  }
-
- private:
-  Op op_;
-  const scope_info* scope_;
-  std::shared_ptr<detail::lowered_memo> memo_;
-};
-
-#define WEFT_DETAIL_DSL_RANDOM(FN, OP)                                                                    \
-  template <element T, std::int64_t... D>                                                                 \
-  auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
-    (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
-    static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
-    using Op = detail::indexed_op<ops::OP>;                                                               \
-    return source_expr<Op, T, static_shape<D...>>(                                                        \
-        Op{ops::OP::name, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
-  }
-WEFT_DETAIL_DSL_RANDOM(random_uniform, RandomUniform)
-WEFT_DETAIL_DSL_RANDOM(random_normal, RandomStandardNormal)
-WEFT_DETAIL_DSL_RANDOM(truncated_normal, TruncatedNormal)
-#undef WEFT_DETAIL_DSL_RANDOM
-
-// ---- ops defined outside the library (docs/extending.md) ------------------------------
-// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
-// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
-// has_gradient_rule (its rule registered by Op::define()).
-template <op_type Op, class T>
-struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
-  static constexpr bool elementwise = false;
-  using op = Op;
-  static constexpr const char* name = Op::name;
-  attr_map node_attrs;
-  attr_map attrs() const { return node_attrs; }
-  void prepare() const {
-    use_kernels<ops::families::core>();
-    use_kernels<Op, T>();
-  }
-};
-// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
-// T and static shape S (the calling function's static shape rule computes S).
-template <op_type Op, element T, class S, expression... Args>
-auto apply_op(attr_map attrs, const Args&... args) {
-  return op_expr<typed_op<Op, T>, T, S, Args...>(typed_op<Op, T>{{}, std::move(attrs)}, args...);
-}
-
-// ---- state ----------------------------------------------------------------------------
-template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
-struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
-  static constexpr bool elementwise = false;
-  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
-  attr_map attrs() const { return {}; }
-  void prepare() const {
-    use_kernels<std::conditional_t<Kind == 0, ops::Assign, std::conditional_t<Kind == 1, ops::AssignAdd, ops::AssignSub>>,
-                T>();
-  }
-};
-
-namespace detail {
-template <int Kind, class T, class S, class V>
-auto make_assign(const variable_expr<T, S>& var, const V& value) {
-  using VS = shape_of<V>;
-  (void)check::assign_dtypes<T, value_type_of<V>>::value;
-  (void)check::assign_rank<S::rank, VS::rank>::value;
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((void)check::assign_dims<static_pair(S::values[I], dim_or(VS::values, I))[0],
-                              static_pair(S::values[I], dim_or(VS::values, I))[1]>::value,
-     ...);
-  }(std::make_index_sequence<S::values.size()>{});
-  return op_expr<assign_op<T, Kind>, T, S, variable_expr<T, S>, V>({}, var, value);
-}
-}  // namespace detail
-
-// assign(v, value): stores value in v and gives the new value (run it as a target).
-template <class T, class S, expression V>
-auto assign(const variable_expr<T, S>& var, const V& value) {
-  return detail::make_assign<0>(var, value);
-}
-template <class T, class S, expression V>
-auto assign_add(const variable_expr<T, S>& var, const V& value) {
-  return detail::make_assign<1>(var, value);
-}
-template <class T, class S, expression V>
-auto assign_sub(const variable_expr<T, S>& var, const V& value) {
-  return detail::make_assign<2>(var, value);
-}
-
-}  // namespace weft
-// The DSL's array and matrix ops beyond ops.hpp: slice, pad, tile, gather, gather_nd,
-// tensor_scatter_update, tensor_scatter_add, one_hot, split,
-// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
-// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
-// shape is computed at compile time and static dims are checked there; dyn dims are checked
-// by the graph's shape rules and the kernels at run time.
-
-#include <array>
-#include <cstdint>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
-
-namespace weft {
 
 namespace check {
 WEFT_DETAIL_DIM_CHECK(slice_rank, "weft::slice: the number of offsets or sizes differs from the operand's rank");
@@ -16535,6 +16478,111 @@ auto matrix_determinant(const A& a) {
   }();
   using Op = detail::indexed_op<ops::MatrixDeterminant, T>;
   return op_expr<Op, T, detail::shape_from_array_t<out>, A>(Op{"MatrixDeterminant", {}, {}}, a);
+}
+
+}  // namespace weft
+// The DSL's random ops: random_uniform, random_normal, truncated_normal, seeded as
+// TensorFlow's (a graph-level seed and an op seed), stateful: never merged, never folded.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+// ---- random ---------------------------------------------------------------------------
+// An expression with no operands whose value is computed by its op alone (random numbers).
+template <class Op, class T, class S>
+class source_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  explicit source_expr(Op op)
+      : op_(std::move(op)), scope_(detail::current_scope()), memo_(std::make_shared<detail::lowered_memo>()) {}
+  output lower(lowering& cx) const {
+    return memo_->get(cx, [&] {
+      op_.prepare();
+      return op_.lower(cx, {}, scope_);
+    });
+  }
+
+ private:
+  Op op_;
+  const scope_info* scope_;
+  std::shared_ptr<detail::lowered_memo> memo_;
+};
+
+#define WEFT_DETAIL_DSL_RANDOM(FN, OP)                                                                    \
+  template <element T, std::int64_t... D>                                                                 \
+  auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
+    (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
+    static_assert(detail::in_list<T, float_types>::value, "weft::" #FN ": the dtype must be a float type"); \
+    using Op = detail::indexed_op<ops::OP>;                                                               \
+    return source_expr<Op, T, static_shape<D...>>(                                                        \
+        Op{ops::OP::name, {{0, {D...}}}, {{"dtype", dtype_of<T>}, {"seed", seed}, {"seed2", seed2}}});             \
+  }
+WEFT_DETAIL_DSL_RANDOM(random_uniform, RandomUniform)
+WEFT_DETAIL_DSL_RANDOM(random_normal, RandomStandardNormal)
+WEFT_DETAIL_DSL_RANDOM(truncated_normal, TruncatedNormal)
+#undef WEFT_DETAIL_DSL_RANDOM
+
+}  // namespace weft
+// The DSL's state ops: assign, assign_add and assign_sub of a variable, each giving the new
+// value (run it as a target).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+// ---- state ----------------------------------------------------------------------------
+template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
+struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
+  static constexpr bool elementwise = false;
+  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
+  attr_map attrs() const { return {}; }
+  void prepare() const {
+    use_kernels<std::conditional_t<Kind == 0, ops::Assign, std::conditional_t<Kind == 1, ops::AssignAdd, ops::AssignSub>>,
+                T>();
+  }
+};
+
+namespace detail {
+template <int Kind, class T, class S, class V>
+auto make_assign(const variable_expr<T, S>& var, const V& value) {
+  using VS = shape_of<V>;
+  (void)check::assign_dtypes<T, value_type_of<V>>::value;
+  (void)check::assign_rank<S::rank, VS::rank>::value;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((void)check::assign_dims<static_pair(S::values[I], dim_or(VS::values, I))[0],
+                              static_pair(S::values[I], dim_or(VS::values, I))[1]>::value,
+     ...);
+  }(std::make_index_sequence<S::values.size()>{});
+  return op_expr<assign_op<T, Kind>, T, S, variable_expr<T, S>, V>({}, var, value);
+}
+}  // namespace detail
+
+// assign(v, value): stores value in v and gives the new value (run it as a target).
+template <class T, class S, expression V>
+auto assign(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<0>(var, value);
+}
+template <class T, class S, expression V>
+auto assign_add(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<1>(var, value);
+}
+template <class T, class S, expression V>
+auto assign_sub(const variable_expr<T, S>& var, const V& value) {
+  return detail::make_assign<2>(var, value);
 }
 
 }  // namespace weft
@@ -17771,10 +17819,8 @@ auto grad(const Y& y, const X&... xs) {
 // grad() differentiates through both (graph/gradients.hpp); the paths inside them are
 // checked when the gradient is lowered.
 //
-// On them: switch_case(index, branches...) (a chain of conds), and loops over elements'
-// first dim: foldl(fn, elems, init) (the final accumulator), scan(fn, elems, init) (the
-// accumulator after each element, stacked) and map_fn(fn, elems) (fn of each element,
-// stacked). The stacks are loop variables written a row per iteration, in place.
+// On them: switch_case(index, branches...) (a chain of conds), and, in functional_ops.hpp,
+// the loops over elements' first dim (foldl, scan, map_fn).
 
 #include <boost/hana/at.hpp>
 #include <boost/hana/concat.hpp>
@@ -18047,86 +18093,6 @@ struct cond_state {
   }
 };
 
-// ---- scan, map_fn and foldl: a loop over the first dim of their elements ----------------
-
-// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
-template <expression X, expression I>
-auto row_of(const X& x, const I& index) {
-  return gather_nd(x, index);
-}
-// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
-// static first dims equal. `length`: that first dim, dyn when none is static.
-template <class Xs>
-struct elements;
-template <class... X>
-struct elements<boost::hana::tuple<X...>> {
-  static_assert(((shape_of<X>::rank >= 1) && ...), "weft::scan/map_fn/foldl: an element tensor has rank 0 (no first dim to iterate over)");
-  template <class Y>
-  static constexpr std::int64_t first_of = shape_of<Y>::rank >= 1 ? shape_of<Y>::values[0] : dyn;
-  static constexpr std::int64_t length = std::max({first_of<X>...});
-  static_assert(((first_of<X> < 0 || first_of<X> == length) && ...),
-                "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
-};
-// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
-// (Its type is spelled out: deducing it would lower an expression in this header.)
-using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
-template <expression I, expression N>
-position_t position(const I& i, const N& n, bool reverse) {
-  return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
-}
-// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
-template <class Xs>
-struct rows_type;
-template <class... X>
-struct rows_type<boost::hana::tuple<X...>> {
-  using type = boost::hana::tuple<decltype(row_of(std::declval<const X&>(), std::declval<const position_t&>()))...>;
-};
-
-// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
-template <class A, class B>
-struct same_kinds : std::false_type {};
-template <class... A, class... B>
-  requires(sizeof...(A) == sizeof...(B))
-struct same_kinds<boost::hana::tuple<A...>, boost::hana::tuple<B...>>
-    : std::bool_constant<((std::is_same_v<value_type_of<A>, value_type_of<B>> && shape_of<A>::rank == shape_of<B>::rank) && ...)> {};
-
-// The shape [N] + S (a stack of N values of shape S).
-template <std::int64_t N, class S>
-struct stacked {
-  static constexpr std::array<std::int64_t, S::values.size() + 1> dims = [] {
-    std::array<std::int64_t, S::values.size() + 1> r{};
-    r[0] = N;
-    for (std::size_t d = 0; d < S::values.size(); ++d) r[d + 1] = S::values[d];
-    return r;
-  }();
-  using type = shape_from_array_t<dims>;
-};
-template <std::int64_t N, class S>
-using stacked_shape = typename stacked<N, S>::type;
-
-// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
-// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
-template <class T, std::int64_t... D, expression N, expression RowDims>
-handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row_dims) {
-  if constexpr (static_shape<D...>::fully_static) {
-    return zeros<T>(s);
-  } else {
-    return raw_op<T, D...>("Fill", {concat<0>(reshape(n, dims<1>), row_dims), constant(T(0))});
-  }
-}
-
-// The length of e's first dim as an int32 scalar: a constant when it is static.
-template <expression E>
-auto first_dim(const E& e) {
-  constexpr std::int64_t n = shape_of<E>::values[0];
-  if constexpr (n >= 0) {
-    return handle<std::int32_t>(constant(static_cast<std::int32_t>(n)));
-  } else {
-    auto dims = raw_op<std::int32_t, shape_of<E>::rank>("Shape", {e}, {{"out_type", dtype::int32}});
-    return handle<std::int32_t>(raw_op<std::int32_t>("GatherV2", {dims, constant(std::int32_t{0}), constant(std::int32_t{0})}));
-  }
-}
-
 template <std::int32_t K, expression I, class First, class... Rest>
 auto switch_from(const I& index, First&& first, Rest&&... rest) {
   if constexpr (sizeof...(Rest) == 0) {
@@ -18230,6 +18196,112 @@ auto switch_case(const I& index, First&& first, Rest&&... rest) {
                 "weft::switch_case: the index is not an int32 scalar");
   return detail::switch_from<0>(index, std::forward<First>(first), std::forward<Rest>(rest)...);
 }
+
+}  // namespace weft
+// Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
+// TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
+// scan(fn, elems, init) (the accumulator after each element, stacked) and map_fn(fn, elems)
+// (fn of each element, stacked). The stacks are loop variables written a row per
+// iteration, in place (TensorScatterUpdate into a buffer nothing else holds), and their
+// gradients add each row's back the same way (TensorScatterAdd).
+
+#include <boost/hana/at.hpp>
+#include <boost/hana/drop_front.hpp>
+#include <boost/hana/prepend.hpp>
+#include <boost/hana/transform.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/unpack.hpp>
+#include <boost/hana/zip_with.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+
+namespace weft {
+
+namespace detail {
+
+// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
+template <expression X, expression I>
+auto row_of(const X& x, const I& index) {
+  return gather_nd(x, index);
+}
+// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
+// static first dims equal. `length`: that first dim, dyn when none is static.
+template <class Xs>
+struct elements;
+template <class... X>
+struct elements<boost::hana::tuple<X...>> {
+  static_assert(((shape_of<X>::rank >= 1) && ...), "weft::scan/map_fn/foldl: an element tensor has rank 0 (no first dim to iterate over)");
+  template <class Y>
+  static constexpr std::int64_t first_of = shape_of<Y>::rank >= 1 ? shape_of<Y>::values[0] : dyn;
+  static constexpr std::int64_t length = std::max({first_of<X>...});
+  static_assert(((first_of<X> < 0 || first_of<X> == length) && ...),
+                "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
+};
+// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
+// (Its type is spelled out: deducing it would lower an expression in this header.)
+using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
+template <expression I, expression N>
+position_t position(const I& i, const N& n, bool reverse) {
+  return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
+}
+// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
+template <class Xs>
+struct rows_type;
+template <class... X>
+struct rows_type<boost::hana::tuple<X...>> {
+  using type = boost::hana::tuple<decltype(row_of(std::declval<const X&>(), std::declval<const position_t&>()))...>;
+};
+
+// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
+template <class A, class B>
+struct same_kinds : std::false_type {};
+template <class... A, class... B>
+  requires(sizeof...(A) == sizeof...(B))
+struct same_kinds<boost::hana::tuple<A...>, boost::hana::tuple<B...>>
+    : std::bool_constant<((std::is_same_v<value_type_of<A>, value_type_of<B>> && shape_of<A>::rank == shape_of<B>::rank) && ...)> {};
+
+// The shape [N] + S (a stack of N values of shape S).
+template <std::int64_t N, class S>
+struct stacked {
+  static constexpr std::array<std::int64_t, S::values.size() + 1> dims = [] {
+    std::array<std::int64_t, S::values.size() + 1> r{};
+    r[0] = N;
+    for (std::size_t d = 0; d < S::values.size(); ++d) r[d + 1] = S::values[d];
+    return r;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+template <std::int64_t N, class S>
+using stacked_shape = typename stacked<N, S>::type;
+
+// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
+// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
+template <class T, std::int64_t... D, expression N, expression RowDims>
+handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row_dims) {
+  if constexpr (static_shape<D...>::fully_static) {
+    return zeros<T>(s);
+  } else {
+    return raw_op<T, D...>("Fill", {concat<0>(reshape(n, dims<1>), row_dims), constant(T(0))});
+  }
+}
+
+// The length of e's first dim as an int32 scalar: a constant when it is static.
+template <expression E>
+auto first_dim(const E& e) {
+  constexpr std::int64_t n = shape_of<E>::values[0];
+  if constexpr (n >= 0) {
+    return handle<std::int32_t>(constant(static_cast<std::int32_t>(n)));
+  } else {
+    auto dims = raw_op<std::int32_t, shape_of<E>::rank>("Shape", {e}, {{"out_type", dtype::int32}});
+    return handle<std::int32_t>(raw_op<std::int32_t>("GatherV2", {dims, constant(std::int32_t{0}), constant(std::int32_t{0})}));
+  }
+}
+
+}  // namespace detail
 
 // foldl(fn, elems, init): acc = fn(acc, elems[i]) for i from 0 to elems' first dim, in a
 // while loop; the final acc. `init` (an expression or a hana::tuple: several
