@@ -24,15 +24,7 @@ using standard_families = type_list<families::core, families::array, families::m
                                     families::training, families::io>;
 
 inline void register_standard_ops() {
-  register_array_ops();
-  register_math_ops();
-  register_reduction_ops();
-  register_matrix_ops();
-  register_random_ops();
-  register_state_ops();
-  register_nn_ops();
-  register_training_ops();
-  register_io_ops();
+  []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});
   register_control_flow_ops();
 }
 
