@@ -5457,15 +5457,7 @@ using standard_families = type_list<families::core, families::array, families::m
                                     families::training, families::io>;
 
 inline void register_standard_ops() {
-  register_array_ops();
-  register_math_ops();
-  register_reduction_ops();
-  register_matrix_ops();
-  register_random_ops();
-  register_state_ops();
-  register_nn_ops();
-  register_training_ops();
-  register_io_ops();
+  []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});
   register_control_flow_ops();
 }
 
@@ -7580,13 +7572,13 @@ class step_store {
 class kernel_context {
  public:
   // A context for node n running on `device`, whose intra-op threads (device.cpu()) its
-  // kernel uses and whose allocator its outputs come from.
+  // kernel uses and whose allocator its outputs come from (both asked of the device when
+  // used, so that a kernel that needs neither costs no call).
   kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const weft::device& device,
                  resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id,
                  step_store* store = nullptr)
-      : node_(n), inputs_(inputs), outputs_(outputs), device_(device), cpu_(device.cpu()),
-        allocator_(device.get_allocator()), resources_(resources), cancellation_(cancellation), step_id_(step_id),
-        store_(store) {}
+      : node_(n), inputs_(inputs), outputs_(outputs), device_(device), resources_(resources),
+        cancellation_(cancellation), step_id_(step_id), store_(store) {}
 
   const weft::node& node() const noexcept { return node_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
@@ -7609,7 +7601,7 @@ class kernel_context {
   // A fresh output buffer of the node's declared dtype.
   tensor& allocate_output(int i, shape s) {
     auto& e = outputs_[static_cast<std::size_t>(i)];
-    e.value = tensor(node_.output_dtype(i), std::move(s), allocator_);
+    e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
     return e.value;
   }
   void set_output(int i, tensor t) {
@@ -7629,10 +7621,11 @@ class kernel_context {
            node_.output_dtype(out));
     // Only a buffer of this device's memory is taken over: a tensor from another device is
     // copied, so that each device's allocator counts what its own nodes hold.
+    allocator& mine = device_.get_allocator();
     const allocator* from = e.value.buffer_allocator();
-    const bool here = from && &from->underlying() == &allocator_.underlying();
+    const bool here = from && &from->underlying() == &mine.underlying();
     if (!e.ref && here && e.value.sole_owner()) o.value = std::exchange(e.value, tensor{});
-    else o.value = e.value.copy(allocator_);
+    else o.value = e.value.copy(mine);
     return o.value;
   }
   // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
@@ -7642,11 +7635,11 @@ class kernel_context {
   // The device the node runs on (its name, type, allocator, copies to and from the host).
   const weft::device& device() const noexcept { return device_; }
   // The device's intra-op threads, and the two ways CPU kernels use them.
-  const cpu_context& cpu() const noexcept { return cpu_; }
-  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return cpu_.eigen_device(); }
+  const cpu_context& cpu() const noexcept { return device_.cpu(); }
+  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return cpu().eigen_device(); }
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
-    cpu_.parallel_for(n, cost_per_unit, f);
+    cpu().parallel_for(n, cost_per_unit, f);
   }
   resource_manager& resources() const noexcept { return resources_; }
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
@@ -7666,8 +7659,6 @@ class kernel_context {
   std::span<entry> inputs_;
   std::span<entry> outputs_;
   const weft::device& device_;
-  const cpu_context& cpu_;
-  allocator& allocator_;
   resource_manager& resources_;
   cancellation_manager& cancellation_;
   std::int64_t step_id_;
