@@ -4,12 +4,24 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include <weft/core/shape.hpp>
 
 namespace weft {
+
+// One broadcast dim: whether dims a and b broadcast, and the result's dim (for a pair that
+// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
+// shapes (dsl/static_shape.hpp) both use these.
+constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
+constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
+  if (a == 1) return b;
+  if (b == 1) return a;
+  if (a < 0) return b;
+  return a;
+}
 
 // The broadcast dims of a and b, or nullopt when they do not broadcast.
 inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
@@ -19,16 +31,8 @@ inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector
   for (std::size_t i = 0; i < rank; ++i) {
     std::int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     std::int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == 1)
-      out[i] = db;
-    else if (db == 1)
-      out[i] = da;
-    else if (da < 0)
-      out[i] = db;
-    else if (db < 0 || da == db)
-      out[i] = da;
-    else
-      return std::nullopt;
+    if (!broadcastable(da, db)) return std::nullopt;
+    out[i] = broadcast_dim(da, db);
   }
   return out;
 }

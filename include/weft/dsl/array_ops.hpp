@@ -29,17 +29,7 @@ auto reshape(const A& a, static_shape<D...>) {
   if constexpr (From::fully_static && To::fully_static) {
     (void)check::reshape_element_counts<From::num_elements, To::num_elements>::value;
   }
-  using R = std::conditional_t<From::fully_static && dyns == 1,
-                               detail::shape_from_array_t<[] {
-                                 std::array<std::int64_t, sizeof...(D)> out{D...};
-                                 std::int64_t known = 1;
-                                 for (auto d : out)
-                                   if (d >= 0) known *= d;
-                                 for (auto& d : out)
-                                   if (d < 0) d = known ? From::num_elements / known : 0;
-                                 return out;
-                               }()>,
-                               To>;
+  using R = detail::shape_from_array_t<ops::static_rules::reshape(From::values, To::values)>;
   using Op = detail::array_op<ops::Reshape>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
@@ -55,7 +45,7 @@ auto transpose(const A& a, permutation<P...>) {
   using S = shape_of<A>;
   (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
   static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
-  using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
+  using R = detail::shape_from_array_t<ops::static_rules::transpose(S::values, std::array<std::int64_t, sizeof...(P)>{P...})>;
   using Op = detail::array_op<ops::Transpose>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
@@ -90,23 +80,7 @@ struct concat_shape {
     (one(Rest::values), ...);
     return out;
   }();
-  static constexpr std::array<std::int64_t, First::values.size()> dims = [] {
-    auto out = First::values;
-    if (axis >= 0 && axis < rank) {
-      std::int64_t sum = out[static_cast<std::size_t>(axis)];
-      ((sum = (sum < 0 || dim_or(Rest::values, static_cast<std::size_t>(axis)) < 0)
-                  ? dyn
-                  : sum + dim_or(Rest::values, static_cast<std::size_t>(axis))),
-       ...);
-      out[static_cast<std::size_t>(axis)] = sum;
-      // Other dims: a static dim anywhere fixes a dyn one.
-      for (std::size_t d = 0; d < out.size(); ++d) {
-        if (static_cast<std::int64_t>(d) == axis) continue;
-        ((out[d] = out[d] < 0 ? dim_or(Rest::values, d) : out[d]), ...);
-      }
-    }
-    return out;
-  }();
+  static constexpr auto dims = ops::static_rules::concat(Axis, First::values, Rest::values...);
   using type = shape_from_array_t<dims>;
 };
 }  // namespace detail
@@ -229,13 +203,7 @@ auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
   (void)check::slice_rank<static_cast<std::int64_t>(sizeof...(Z)), S::rank>::value;
   constexpr auto bounds = detail::slice_conflict<S, index_list<B...>, static_shape<Z...>>();
   (void)check::slice_bounds<bounds[0], bounds[1]>::value;
-  constexpr std::array<std::int64_t, sizeof...(Z)> out = [] {
-    std::array<std::int64_t, sizeof...(Z)> r{Z...};
-    std::array<std::int64_t, sizeof...(B)> b{B...};
-    for (std::size_t i = 0; i < r.size(); ++i)
-      if (r[i] < 0) r[i] = detail::dim_or(S::values, i) < 0 ? dyn : detail::dim_or(S::values, i) - b[i];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::slice(S::values, index_list<B...>::values, static_shape<Z...>::values);
   using Op = detail::array_op<ops::Slice>;
   std::vector<std::int64_t> sizes{(Z < 0 ? -1 : Z)...};
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
@@ -248,13 +216,7 @@ auto pad(const A& a, index_list<P...>) {
   using S = shape_of<A>;
   static_assert(((P >= 0) && ...), "weft::pad: paddings must be non-negative");
   (void)check::pad_count<static_cast<std::int64_t>(sizeof...(P)), 2 * S::rank>::value;
-  constexpr auto out = [] {
-    auto r = S::values;
-    std::array<std::int64_t, sizeof...(P)> p{P...};
-    for (std::size_t i = 0; i < r.size() && 2 * i + 1 < p.size(); ++i)
-      if (r[i] >= 0) r[i] += p[2 * i] + p[2 * i + 1];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::pad(S::values, index_list<P...>::values);
   using Op = detail::array_op<ops::Pad>;
   // Paddings are a [rank, 2] matrix.
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
@@ -267,13 +229,7 @@ auto tile(const A& a, index_list<M...>) {
   using S = shape_of<A>;
   static_assert(((M >= 0) && ...), "weft::tile: multiples must be non-negative");
   (void)check::tile_count<static_cast<std::int64_t>(sizeof...(M)), S::rank>::value;
-  constexpr auto out = [] {
-    auto r = S::values;
-    std::array<std::int64_t, sizeof...(M)> m{M...};
-    for (std::size_t i = 0; i < r.size() && i < m.size(); ++i)
-      r[i] = m[i] == 0 ? 0 : r[i] < 0 ? dyn : r[i] * m[i];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::tile(S::values, index_list<M...>::values);
   using Op = detail::array_op<ops::Tile>;
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(Op{"Tile", {{1, {M...}}}, {}}, a);
 }
@@ -291,17 +247,7 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
   constexpr std::int64_t axis = Axis < 0 ? Axis + SP::rank : Axis;
   (void)check::gather_axis<(axis >= 0 && axis < SP::rank) ? 0 : Axis, 0>::value;
   (void)check::gather_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
-  constexpr auto out = [] {
-    std::array<std::int64_t, SP::values.size() + SI::values.size() - (SP::rank > 0 ? 1 : 0)> r{};
-    std::size_t j = 0;
-    for (std::size_t d = 0; d < SP::values.size(); ++d) {
-      if (static_cast<std::int64_t>(d) == axis)
-        for (auto v : SI::values) r[j++] = v;
-      else if (j < r.size())
-        r[j++] = SP::values[d];
-    }
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::gather<SP::values, SI::values, axis>();
   using Op = detail::array_op<ops::GatherV2>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
       Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
@@ -318,12 +264,7 @@ constexpr auto nd_slices() {
   constexpr std::int64_t depth = SI::rank >= 1 ? SI::values[static_cast<std::size_t>(SI::rank - 1)] : -1;
   constexpr bool ok = depth >= 0 && depth <= SP::rank;
   (void)check::nd_index_depth<ok ? 0 : depth, 0>::value;
-  constexpr std::size_t k = ok ? static_cast<std::size_t>(depth) : 0;
-  constexpr std::size_t batch = SI::rank >= 1 ? static_cast<std::size_t>(SI::rank - 1) : 0;
-  std::array<std::int64_t, batch + SP::values.size() - k> r{};
-  for (std::size_t d = 0; d < batch; ++d) r[d] = SI::values[d];
-  for (std::size_t d = k; d < SP::values.size(); ++d) r[batch + d - k] = SP::values[d];
-  return r;
+  return ops::static_rules::gather_nd<SP::values, SI::values>();
 }
 // Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
 template <class T, class U, class Slices, class SU>
@@ -383,12 +324,7 @@ auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
   static_assert(Depth >= 0, "weft::one_hot: the depth must be non-negative");
   (void)check::one_hot_indices<IT, std::is_same_v<IT, std::uint8_t> || std::is_same_v<IT, std::int32_t> ||
                                        std::is_same_v<IT, std::int64_t>>::value;
-  constexpr auto out = [] {
-    std::array<std::int64_t, SI::values.size() + 1> r{};
-    for (std::size_t d = 0; d < SI::values.size(); ++d) r[d] = SI::values[d];
-    r[SI::values.size()] = Depth;
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::one_hot(SI::values, Depth);
   using Op = detail::array_op<ops::OneHot>;
   auto on_c = constant(on), off_c = constant(off);
   return op_expr<Op, T, detail::shape_from_array_t<out>, I, decltype(on_c), decltype(off_c)>(
@@ -405,11 +341,7 @@ auto split(const A& a) {
   static_assert(axis >= 0 && axis < S::rank, "weft::split: the axis is out of range for the operand's rank");
   constexpr std::int64_t dim = S::values[static_cast<std::size_t>(axis)];
   (void)check::split_divides<dim < 0 ? 0 : dim % N, 0>::value;
-  constexpr auto out = [] {
-    auto r = S::values;
-    if (r[static_cast<std::size_t>(axis)] >= 0) r[static_cast<std::size_t>(axis)] /= N;
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::split(S::values, static_cast<std::size_t>(axis), N);
   using Op = detail::array_op<ops::Split>;
   using E = op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>;
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
@@ -444,27 +376,10 @@ auto size_tensor(const A& a) {
 // ---- batch_matmul, matrix_inverse, matrix_determinant ------------------------------------
 
 namespace detail {
-// The leading dims of S (all but the last two).
-template <class S>
-constexpr auto batch_dims() {
-  std::array<std::int64_t, (S::values.size() < 2 ? 0 : S::values.size() - 2)> r{};
-  for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
-  return r;
-}
-// BatchMatMulV2's result: the broadcast batch dims of x and y, then m and n.
-template <class SX, class SY, std::int64_t M, std::int64_t N>
-struct batch_matmul_shape {
-  using batch = broadcast_shapes<shape_from_array_t<batch_dims<SX>()>, shape_from_array_t<batch_dims<SY>()>>;
-  static constexpr auto conflict = batch::conflict;
-  static constexpr auto dims = [] {
-    std::array<std::int64_t, batch::rank + 2> r{};
-    for (std::size_t i = 0; i < batch::rank; ++i) r[i] = batch::dims[i];
-    r[batch::rank] = M;
-    r[batch::rank + 1] = N;
-    return r;
-  }();
-  using type = shape_from_array_t<dims>;
-};
+// Whether the batch dims (all but the last two) of SX and SY broadcast, for the check.
+template <class SX, class SY>
+using batch_dims_broadcast = broadcast_shapes<shape_from_array_t<ops::static_rules::leading<SX::values, 2>()>,
+                                              shape_from_array_t<ops::static_rules::leading<SY::values, 2>()>>;
 }  // namespace detail
 
 // batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
@@ -479,17 +394,12 @@ auto batch_matmul(const X& x, const Y& y) {
   (void)check::batch_matmul_rank<(SX::rank < 2 ? SX::rank : 2), 2>::value;
   (void)check::batch_matmul_rank<(SY::rank < 2 ? SY::rank : 2), 2>::value;
   // Below rank 2 the check above has failed; the indices stay in range for the rest.
-  constexpr std::size_t rx = SX::values.size() < 2 ? 2 : SX::values.size();
-  constexpr std::size_t ry = SY::values.size() < 2 ? 2 : SY::values.size();
-  constexpr std::int64_t m = detail::dim_or(SX::values, AdjX ? rx - 1 : rx - 2);
-  constexpr std::int64_t kx = detail::dim_or(SX::values, AdjX ? rx - 2 : rx - 1);
-  constexpr std::int64_t ky = detail::dim_or(SY::values, AdjY ? ry - 1 : ry - 2);
-  constexpr std::int64_t n = detail::dim_or(SY::values, AdjY ? ry - 2 : ry - 1);
-  constexpr auto k = detail::static_pair(kx, ky);
+  constexpr auto k = detail::static_pair(ops::static_rules::from_right(SX::values, AdjX ? 1 : 0),
+                                         ops::static_rules::from_right(SY::values, AdjY ? 0 : 1));
   (void)check::batch_matmul_inner_dims<k[0], k[1]>::value;
-  using Out = typename detail::batch_matmul_shape<SX, SY, m, n>::type;
-  (void)check::batch_matmul_batch<detail::batch_matmul_shape<SX, SY, m, n>::conflict[0],
-                                  detail::batch_matmul_shape<SX, SY, m, n>::conflict[1]>::value;
+  using batch = detail::batch_dims_broadcast<SX, SY>;
+  (void)check::batch_matmul_batch<batch::conflict[0], batch::conflict[1]>::value;
+  using Out = detail::shape_from_array_t<ops::static_rules::batch_matmul<SX::values, SY::values, AdjX, AdjY>()>;
   using Op = detail::indexed_op<ops::BatchMatMulV2, T>;
   return op_expr<Op, T, Out, X, Y>(
       Op{"BatchMatMulV2", {}, {{"adj_x", AdjX}, {"adj_y", AdjY}}}, x, y);
@@ -526,12 +436,7 @@ auto matrix_determinant(const A& a) {
   detail::check_square<A>();
   using S = shape_of<A>;
   using T = value_type_of<A>;
-  constexpr std::size_t rank = S::values.size() < 2 ? 0 : S::values.size() - 2;
-  constexpr std::array<std::int64_t, rank> out = [] {
-    std::array<std::int64_t, rank> r{};
-    for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::matrix_determinant<S::values>();
   using Op = detail::indexed_op<ops::MatrixDeterminant, T>;
   return op_expr<Op, T, detail::shape_from_array_t<out>, A>(Op{"MatrixDeterminant", {}, {}}, a);
 }

@@ -133,12 +133,6 @@ void dropout_kernels() {
   use_nn_kernels<T, ops::Dropout>();
 }
 
-// One spatial dim of a convolution or pool's output: dyn when the input's is.
-constexpr std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
-  if (in < 0) return dyn;
-  const std::int64_t effective = (k - 1) * dilation + 1;
-  return same ? (in + stride - 1) / stride : (in - effective + stride) / stride;
-}
 // {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
 constexpr std::array<std::int64_t, 2> window_fits(std::int64_t in, std::int64_t k, std::int64_t dilation, bool same) {
   const std::int64_t effective = (k - 1) * dilation + 1;
@@ -201,8 +195,8 @@ auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
   constexpr auto c = detail::static_pair(detail::dim_or(SL::values, 1), detail::dim_or(SY::values, 1));
   (void)check::xent_dims<b[0], b[1]>::value;
   (void)check::xent_dims<c[0], c[1]>::value;
-  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
-  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+  using S = detail::shape_from_array_t<ops::static_rules::cross_entropy(SL::values, SY::values)>;
+  return op_expr<detail::nn_op, T, S, L, Y>(
       {"SoftmaxCrossEntropyWithLogits", {}, &detail::xent_kernels<T>}, logits, labels);
 }
 
@@ -219,8 +213,8 @@ auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) 
   (void)check::sparse_xent_rank<(SL::rank == 2 && SY::rank == 1) ? 1 : 0, 1>::value;
   constexpr auto b = detail::static_pair(detail::dim_or(SL::values, 0), detail::dim_or(SY::values, 0));
   (void)check::sparse_xent_batch<b[0], b[1]>::value;
-  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
-  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+  using S = detail::shape_from_array_t<ops::static_rules::cross_entropy(SL::values, SY::values)>;
+  return op_expr<detail::nn_op, T, S, L, Y>(
       {"SparseSoftmaxCrossEntropyWithLogits", {{"Tlabels", dtype_of<I>}}, &detail::sparse_xent_kernels<T>}, logits, labels);
 }
 
@@ -253,11 +247,7 @@ auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_li
   constexpr auto fit_w = detail::window_fits(detail::dim_or(SX::values, 2), kw, d[1], Same);
   (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
   (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
-  constexpr auto window_dim = [](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di) {
-    return k < 0 ? (Same ? detail::window_out(in, 1, st, 1, true) : dyn) : detail::window_out(in, k, st, di, Same);
-  };
-  using S = static_shape<detail::dim_or(SX::values, 0), window_dim(detail::dim_or(SX::values, 1), kh, s[0], d[0]),
-                         window_dim(detail::dim_or(SX::values, 2), kw, s[1], d[1]), detail::dim_or(SF::values, 3)>;
+  using S = detail::shape_from_array_t<ops::static_rules::conv2d(SX::values, SF::values, s, d, Same)>;
   attr_map attrs{{"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
                  {"padding", std::string(padding_t<Same>::name)},
                  {"dilations", std::vector<std::int64_t>{1, d[0], d[1], 1}}};
@@ -284,8 +274,7 @@ auto pool(const X& x, index_list<K...>, index_list<St...>, padding_t<Same>) {
   constexpr auto fit_w = window_fits(dim_or(SX::values, 2), k[1], 1, Same);
   (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
   (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
-  using S = static_shape<dim_or(SX::values, 0), window_out(dim_or(SX::values, 1), k[0], s[0], 1, Same),
-                         window_out(dim_or(SX::values, 2), k[1], s[1], 1, Same), dim_or(SX::values, 3)>;
+  using S = shape_from_array_t<ops::static_rules::pool(SX::values, k, s, Same)>;
   attr_map attrs{{"ksize", std::vector<std::int64_t>{1, k[0], k[1], 1}},
                  {"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
                  {"padding", std::string(padding_t<Same>::name)}};

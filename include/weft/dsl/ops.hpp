@@ -400,7 +400,7 @@ struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
 };
 
 namespace detail {
-constexpr std::int64_t dim_or(const auto& values, std::size_t i) { return i < values.size() ? values[i] : 1; }
+using ops::static_rules::dim_or;
 // The pair a check compares: the two dims when both are static, else equal values.
 constexpr std::array<std::int64_t, 2> static_pair(std::int64_t a, std::int64_t b) {
   return a < 0 || b < 0 ? std::array<std::int64_t, 2>{0, 0} : std::array<std::int64_t, 2>{a, b};
@@ -415,14 +415,13 @@ auto matmul(const A& a, const B& b) {
   (void)check::matmul_dtypes<value_type_of<A>, value_type_of<B>>::value;
   (void)check::matmul_rank_a<SA::rank, 2>::value;
   (void)check::matmul_rank_b<SB::rank, 2>::value;
-  constexpr std::int64_t m = detail::dim_or(SA::values, TransposeA ? 1 : 0);
   constexpr std::int64_t ka = detail::dim_or(SA::values, TransposeA ? 0 : 1);
   constexpr std::int64_t kb = detail::dim_or(SB::values, TransposeB ? 1 : 0);
-  constexpr std::int64_t n = detail::dim_or(SB::values, TransposeB ? 0 : 1);
   constexpr auto k = detail::static_pair(ka, kb);
   (void)check::matmul_inner_dims<k[0], k[1]>::value;
   using T = value_type_of<A>;
-  return op_expr<matmul_op<T, TransposeA, TransposeB>, T, static_shape<m, n>, A, B>({}, a, b);
+  using S = detail::shape_from_array_t<ops::static_rules::matmul(SA::values, SB::values, TransposeA, TransposeB)>;
+  return op_expr<matmul_op<T, TransposeA, TransposeB>, T, S, A, B>({}, a, b);
 }
 
 // fill(dims<2, 3>, value): every element `value` (a scalar expression or number).

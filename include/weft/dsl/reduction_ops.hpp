@@ -28,7 +28,6 @@ namespace detail {
 template <class S, bool Keep, std::int64_t... Axes>
 struct reduced_shape {
   static constexpr int rank = S::rank;
-  static constexpr bool all = sizeof...(Axes) == 0;
   static constexpr std::array<std::int64_t, sizeof...(Axes)> given{Axes...};
   // The first axis out of range, or 0 when all are in range (for the check).
   static constexpr std::int64_t bad_axis = [] {
@@ -36,28 +35,8 @@ struct reduced_shape {
       if (a < -rank || a >= rank) return a;
     return std::int64_t{0};
   }();
-  static constexpr bool reduced(std::int64_t d) {
-    if (all) return true;
-    for (auto a : given)
-      if ((a < 0 ? a + rank : a) == d) return true;
-    return false;
-  }
-  static constexpr std::size_t out_rank = [] {
-    std::size_t n = 0;
-    for (int d = 0; d < rank; ++d) n += (Keep || !reduced(d)) ? 1 : 0;
-    return n;
-  }();
-  static constexpr std::array<std::int64_t, out_rank> dims = [] {
-    std::array<std::int64_t, out_rank> out{};
-    std::size_t j = 0;
-    for (int d = 0; d < rank; ++d) {
-      if (!reduced(d))
-        out[j++] = S::values[static_cast<std::size_t>(d)];
-      else if (Keep)
-        out[j++] = 1;
-    }
-    return out;
-  }();
+  static constexpr bool reduced(std::int64_t d) { return ops::static_rules::reduces(given, rank, d); }
+  static constexpr auto dims = ops::static_rules::reduce<S::values, given, Keep>();
   using type = shape_from_array_t<dims>;
   static std::vector<std::int64_t> axes_vector() {
     std::vector<std::int64_t> v;

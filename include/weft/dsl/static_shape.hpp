@@ -1,8 +1,9 @@
 // Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
 // (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
 //
-// Shape rules computed here mirror the graph's (core/broadcast.hpp): a broadcast of dyn
-// against n > 1 gives n, against 1 or dyn gives dyn.
+// Broadcasting uses the graph's rule for one dim (core/broadcast.hpp): dyn against n > 1
+// gives n, against 1 or dyn gives dyn. Each op's own static shape rule is beside its
+// definition (ops/*.hpp, namespace ops::static_rules).
 #pragma once
 
 #include <array>
@@ -10,7 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include <weft/core/broadcast.hpp>
 #include <weft/core/shape.hpp>
+#include <weft/framework/static_rule.hpp>
 
 namespace weft {
 
@@ -45,34 +48,15 @@ struct shape_from_array<Array, std::index_sequence<I...>> {
 template <auto Array>
 using shape_from_array_t = typename shape_from_array<Array>::type;
 
-// Dim i of S counted from the right (0 is the last), 1 beyond its rank.
-template <class S>
-constexpr std::int64_t dim_from_right(std::size_t i) {
-  return i < S::values.size() ? S::values[S::values.size() - 1 - i] : 1;
-}
-
-constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
-
-constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
-  if (a == 1) return b;
-  if (b == 1) return a;
-  if (a < 0) return b;
-  return a;  // b < 0, a == b, or not broadcastable (reported by the op's check)
-}
 
 template <class A, class B>
 struct broadcast_shapes {
   static constexpr std::size_t rank = A::values.size() > B::values.size() ? A::values.size() : B::values.size();
-  static constexpr std::array<std::int64_t, rank> dims = [] {
-    std::array<std::int64_t, rank> out{};
-    for (std::size_t i = 0; i < rank; ++i)
-      out[rank - 1 - i] = broadcast_dim(dim_from_right<A>(i), dim_from_right<B>(i));
-    return out;
-  }();
+  static constexpr auto dims = ops::static_rules::broadcast<A::values, B::values>();
   // The first pair of dims (from the right) that do not broadcast, or {1, 1}.
   static constexpr std::array<std::int64_t, 2> conflict = [] {
     for (std::size_t i = 0; i < rank; ++i) {
-      auto a = dim_from_right<A>(i), b = dim_from_right<B>(i);
+      auto a = ops::static_rules::from_right(A::values, i), b = ops::static_rules::from_right(B::values, i);
       if (!broadcastable(a, b)) return std::array<std::int64_t, 2>{a, b};
     }
     return std::array<std::int64_t, 2>{1, 1};

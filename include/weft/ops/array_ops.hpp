@@ -26,6 +26,104 @@
 
 namespace weft::ops {
 
+// Static shape rules (framework/static_rule.hpp).
+namespace static_rules {
+// Reshape to `to`: its one unknown dim (if any) takes the remaining size when every dim of
+// `from` is known.
+template <std::size_t N, std::size_t M>
+constexpr dims<M> reshape(const dims<N>& from, dims<M> to) {
+  std::int64_t from_count = 1, known = 1;
+  for (auto d : from) {
+    if (d < 0) return to;
+    from_count *= d;
+  }
+  for (auto d : to)
+    if (d >= 0) known *= d;
+  for (auto& d : to)
+    if (d < 0) d = known ? from_count / known : 0;
+  return to;
+}
+// Transpose by `perm`: out[i] = x[perm[i]].
+template <std::size_t N>
+constexpr dims<N> transpose(const auto& x, const dims<N>& perm) {
+  dims<N> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = dim_or(x, static_cast<std::size_t>(perm[i]));
+  return out;
+}
+// ConcatV2 along `axis`: that dim sums (unknown if any is), a known dim of any operand
+// fixes the others' unknown ones.
+template <std::size_t N, class... Rest>
+constexpr dims<N> concat(std::int64_t axis, const dims<N>& first, const Rest&... rest) {
+  auto out = first;
+  axis = normalized_axis(axis, static_cast<std::int64_t>(N));
+  if (axis < 0 || axis >= static_cast<std::int64_t>(N)) return out;
+  const auto a = static_cast<std::size_t>(axis);
+  ((out[a] = out[a] < 0 || dim_or(rest, a) < 0 ? unknown : out[a] + dim_or(rest, a)), ...);
+  for (std::size_t d = 0; d < N; ++d)
+    if (d != a) ((out[d] = out[d] < 0 ? dim_or(rest, d) : out[d]), ...);
+  return out;
+}
+// Slice from `begin`, `size` dims (an unknown size, TensorFlow's -1, runs to the end).
+template <std::size_t N>
+constexpr dims<N> slice(const auto& x, const auto& begin, dims<N> size) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (size[i] < 0) size[i] = dim_or(x, i) < 0 ? unknown : dim_or(x, i) - dim_or(begin, i);
+  return size;
+}
+// Pad by `paddings` (before and after, per dim).
+template <std::size_t N, std::size_t P>
+constexpr dims<N> pad(dims<N> x, const dims<P>& paddings) {
+  for (std::size_t i = 0; i < N && 2 * i + 1 < P; ++i)
+    if (x[i] >= 0) x[i] += paddings[2 * i] + paddings[2 * i + 1];
+  return x;
+}
+// Tile by `multiples`: a zero multiple gives 0 even where the dim is unknown.
+template <std::size_t N, std::size_t M>
+constexpr dims<N> tile(dims<N> x, const dims<M>& multiples) {
+  for (std::size_t i = 0; i < N && i < M; ++i) x[i] = multiples[i] == 0 ? 0 : x[i] < 0 ? unknown : x[i] * multiples[i];
+  return x;
+}
+// Split into `parts` equal parts along `axis`.
+template <std::size_t N>
+constexpr dims<N> split(dims<N> x, std::size_t axis, std::int64_t parts) {
+  if (axis < N && x[axis] >= 0) x[axis] /= parts;
+  return x;
+}
+// GatherV2 along `Axis` (>= 0): params[:axis] + indices + params[axis+1:].
+template <auto Params, auto Indices, std::int64_t Axis>
+constexpr auto gather() {
+  dims<Params.size() + Indices.size() - (Params.size() > 0 ? 1 : 0)> out{};
+  std::size_t j = 0;
+  for (std::size_t d = 0; d < Params.size(); ++d) {
+    if (static_cast<std::int64_t>(d) == Axis)
+      for (auto v : Indices) out[j++] = v;
+    else if (j < out.size())
+      out[j++] = Params[d];
+  }
+  return out;
+}
+// GatherNd (and the slices TensorScatterUpdate and TensorScatterAdd replace or add to):
+// indices [..., K] with K known and at most params' rank -> indices[:-1] + params[K:].
+template <auto Params, auto Indices>
+constexpr auto gather_nd() {
+  constexpr std::int64_t depth = Indices.size() >= 1 ? Indices[Indices.size() - 1] : -1;
+  constexpr std::size_t k = depth >= 0 && depth <= static_cast<std::int64_t>(Params.size()) ? static_cast<std::size_t>(depth) : 0;
+  constexpr std::size_t batch = Indices.size() >= 1 ? Indices.size() - 1 : 0;
+  dims<batch + Params.size() - k> out{};
+  for (std::size_t d = 0; d < batch; ++d) out[d] = Indices[d];
+  for (std::size_t d = k; d < Params.size(); ++d) out[batch + d - k] = Params[d];
+  return out;
+}
+// OneHot with axis -1: indices + [depth].
+template <std::size_t N>
+constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
+  dims<N + 1> out{};
+  for (std::size_t d = 0; d < N; ++d) out[d] = indices[d];
+  out[N] = depth;
+  return out;
+}
+}  // namespace static_rules
+
 inline std::vector<op_def> array_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Reshape")

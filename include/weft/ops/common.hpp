@@ -10,6 +10,7 @@
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/kernel_for.hpp>
 #include <weft/framework/shape_context.hpp>
+#include <weft/framework/static_rule.hpp>
 
 namespace weft::ops {
 

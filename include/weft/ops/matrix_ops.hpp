@@ -23,6 +23,29 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
+// Static shape rules (framework/static_rule.hpp).
+namespace static_rules {
+// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
+constexpr dims<2> matmul(const auto& a, const auto& b, bool transpose_a, bool transpose_b) {
+  return {dim_or(a, transpose_a ? 1 : 0), dim_or(b, transpose_b ? 0 : 1)};
+}
+// BatchMatMulV2: the broadcast batch dims (all but the last two), then m and n.
+template <auto X, auto Y, bool AdjX, bool AdjY>
+constexpr auto batch_matmul() {
+  constexpr auto batch = broadcast<leading<X, 2>(), leading<Y, 2>()>();
+  dims<batch.size() + 2> out{};
+  for (std::size_t i = 0; i < batch.size(); ++i) out[i] = batch[i];
+  out[batch.size()] = from_right(X, AdjX ? 0 : 1);
+  out[batch.size() + 1] = from_right(Y, AdjY ? 1 : 0);
+  return out;
+}
+// MatrixInverse keeps its input's dims; MatrixDeterminant drops the last two.
+template <auto X>
+constexpr auto matrix_determinant() {
+  return leading<X, 2>();
+}
+}  // namespace static_rules
+
 inline std::vector<op_def> matrix_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("MatMul")

@@ -52,21 +52,53 @@ struct window_dim {
   std::int64_t out = -1;  // the output size (-1: unknown, the input's is)
   std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
 };
-// TensorFlow's windowed output size, with the window's extent (k - 1) * dilation + 1.
-// Nullopt when a VALID window does not fit in the input. The extent and in + extent must
-// fit in int64 (an error otherwise), so that no window offset a kernel computes overflows.
+// TensorFlow's output size of a window op along one dim of size `in` >= 0, for a window of
+// extent (k - 1) * dilation + 1: ceil(in / stride) with SAME padding, ceil((in - extent + 1)
+// / stride) with VALID, -1 when a VALID window does not fit. The shape function (through
+// window_of) and the static shape rules below both compute it here.
+constexpr std::int64_t window_out(std::int64_t in, std::int64_t extent, std::int64_t stride, bool same) {
+  if (same) return in / stride + (in % stride != 0);
+  return in < extent ? -1 : (in - extent) / stride + 1;
+}
+
+// The window of one spatial dim, with its padding. Nullopt when a VALID window does not fit
+// in the input. The extent and in + extent must fit in int64 (an error otherwise), so that
+// no window offset a kernel computes overflows.
 inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                                            bool same) {
   const std::int64_t extent = checked_add(checked_mul(k - 1, dilation, "the window's extent"), 1, "the window's extent");
   if (in < 0) return window_dim{};
   (void)checked_add(in, extent, "the input's size plus the window's extent");
-  if (!same) {
-    if (in < extent) return std::nullopt;
-    return window_dim{(in - extent) / stride + 1, 0};
-  }
-  const std::int64_t out = in / stride + (in % stride != 0);  // ceil(in / stride)
+  const std::int64_t out = window_out(in, extent, stride, same);
+  if (out < 0) return std::nullopt;
+  if (!same) return window_dim{out, 0};
   return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
 }
+
+// Static shape rules (framework/static_rule.hpp) of the convolutions, pools and losses.
+namespace static_rules {
+// One spatial dim of a window op's output: unknown when the input's is, or when a VALID
+// window's size is (SAME padding does not depend on it).
+constexpr std::int64_t window(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
+  if (in < 0 || (k < 0 && !same)) return unknown;
+  return window_out(in, k < 0 ? 1 : (k - 1) * dilation + 1, stride, same);
+}
+// Conv2D: input [n, h, w, c], filter [kh, kw, c, k] -> [n, oh, ow, k].
+constexpr dims<4> conv2d(const auto& x, const auto& f, const dims<2>& strides, const dims<2>& dilations, bool same) {
+  return {dim_or(x, 0), window(dim_or(x, 1), dim_or(f, 0), strides[0], dilations[0], same),
+          window(dim_or(x, 2), dim_or(f, 1), strides[1], dilations[1], same), dim_or(f, 3)};
+}
+// MaxPool, AvgPool: input [n, h, w, c] -> [n, oh, ow, c].
+constexpr dims<4> pool(const auto& x, const dims<2>& ksize, const dims<2>& strides, bool same) {
+  return {dim_or(x, 0), window(dim_or(x, 1), ksize[0], strides[0], 1, same),
+          window(dim_or(x, 2), ksize[1], strides[1], 1, same), dim_or(x, 3)};
+}
+// SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits: logits [b, n] and
+// labels [b, n] or [b] -> loss [b].
+constexpr dims<1> cross_entropy(const auto& logits, const auto& labels) {
+  return {agreed(dim_or(logits, 0), dim_or(labels, 0))};
+}
+}  // namespace static_rules
 
 // The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
 // and dilations (convolution), and whether padding is SAME.

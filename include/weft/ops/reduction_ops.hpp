@@ -27,6 +27,39 @@
 
 namespace weft::ops {
 
+// Static shape rules (framework/static_rule.hpp).
+namespace static_rules {
+// Whether a reduction over `axes` (every axis when there are none; negative ones count from
+// the end) reduces dim d of a rank `rank` input.
+template <std::size_t N>
+constexpr bool reduces(const dims<N>& axes, std::int64_t rank, std::int64_t d) {
+  if (N == 0) return true;
+  for (auto a : axes)
+    if (normalized_axis(a, rank) == d) return true;
+  return false;
+}
+// Sum, Mean, Prod, Max, Min over Axes: the reduced dims dropped, or kept with size 1; ArgMax
+// and ArgMin over one axis, dropped.
+template <auto X, auto Axes, bool KeepDims>
+constexpr auto reduce() {
+  constexpr auto rank = static_cast<std::int64_t>(X.size());
+  constexpr std::size_t out_rank = [] {
+    std::size_t n = 0;
+    for (std::int64_t d = 0; d < rank; ++d) n += (KeepDims || !reduces(Axes, rank, d)) ? 1 : 0;
+    return n;
+  }();
+  dims<out_rank> out{};
+  std::size_t j = 0;
+  for (std::int64_t d = 0; d < rank; ++d) {
+    if (!reduces(Axes, rank, d))
+      out[j++] = X[static_cast<std::size_t>(d)];
+    else if (KeepDims)
+      out[j++] = 1;
+  }
+  return out;
+}
+}  // namespace static_rules
+
 inline void reduce_shape(shape_context& c) {
   const auto& in = c.input(0);
   auto axes = constant_ints(c, 1);
