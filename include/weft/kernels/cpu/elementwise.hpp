@@ -478,251 +478,107 @@ struct cast_kernel final : op_kernel {
   }
 };
 
+// Each elementwise op's CPU kernel, said once: its functor (which the fused kernels of
+// kernels/cpu/fused.hpp evaluate subtrees with), its kernel class and the dtypes it runs
+// on. register_elementwise_kernels() and kernel_for (what typed code asks for) read it.
+// The logical ops run on bool only and have no type attr.
+template <class Op>
+struct elementwise_cpu;
+#define WEFT_DETAIL_ELEMENTWISE(OP, FN, KERNEL, TYPES, TYPED) \
+  template <>                                                  \
+  struct elementwise_cpu<ops::OP> {                            \
+    using functor = FN;                                        \
+    template <class T>                                         \
+    using kernel = typename KERNEL::template of<T>;            \
+    using types = TYPES;                                       \
+    static constexpr bool typed = TYPED;                       \
+  };
+#define WEFT_DETAIL_UNARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, unary_kernel<FN>, TYPES, true)
+#define WEFT_DETAIL_BINARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, binary_kernel<FN>, TYPES, true)
+#define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) \
+  WEFT_DETAIL_ELEMENTWISE(OP, FN, WEFT_DETAIL_BOOL_BINARY(FN), TYPES, true)
+#define WEFT_DETAIL_BOOL_BINARY(FN) binary_kernel<FN, true>
+WEFT_DETAIL_UNARY_OP(Neg, neg_fn, kernel_signed_types)
+WEFT_DETAIL_UNARY_OP(Abs, abs_fn, kernel_signed_real_types)
+WEFT_DETAIL_UNARY_OP(Square, square_fn, number_types)
+WEFT_DETAIL_UNARY_OP(Sqrt, sqrt_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Rsqrt, rsqrt_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Exp, exp_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Log, log_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Tanh, tanh_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Sigmoid, sigmoid_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
+WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
+WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Sub, sub_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Mul, mul_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Div, div_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Pow, pow_fn, kernel_pow_types)
+WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
+WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(LessEqual, less_equal_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(Equal, equal_fn, all_types)
+WEFT_DETAIL_COMPARISON_OP(NotEqual, not_equal_fn, all_types)
+WEFT_DETAIL_ELEMENTWISE(LogicalAnd, logical_and_fn, WEFT_DETAIL_BOOL_BINARY(logical_and_fn), type_list<bool>, false)
+WEFT_DETAIL_ELEMENTWISE(LogicalOr, logical_or_fn, WEFT_DETAIL_BOOL_BINARY(logical_or_fn), type_list<bool>, false)
+#undef WEFT_DETAIL_BOOL_BINARY
+#undef WEFT_DETAIL_COMPARISON_OP
+#undef WEFT_DETAIL_BINARY_OP
+#undef WEFT_DETAIL_UNARY_OP
+#undef WEFT_DETAIL_ELEMENTWISE
+
+template <class Op>
+concept has_elementwise_cpu = requires { typename elementwise_cpu<Op>::functor; };
+
+template <class Op>
+using functor_of = typename elementwise_cpu<Op>::functor;
+
+// Registers the CPU kernel of the table's op Op for dtype T.
+template <class Op, class T>
+void register_elementwise_kernel() {
+  using E = elementwise_cpu<Op>;
+  if constexpr (E::typed)
+    register_cpu_kernel<typename E::template kernel<T>>(Op::name, {"T", dtype_of<T>});
+  else
+    register_cpu_kernel<typename E::template kernel<bool>>(Op::name);
+}
+
+// Registers the table's kernels of each op in the list, for each of their dtypes.
+template <class Op, class... T>
+void register_elementwise_kernels_for(type_list<T...>) {
+  (register_elementwise_kernel<Op, T>(), ...);
+}
+template <class Op>
+void register_table_kernels_of() {
+  if constexpr (has_elementwise_cpu<Op>) register_elementwise_kernels_for<Op>(typename elementwise_cpu<Op>::types{});
+}
+template <class... Op>
+void register_table_kernels(type_list<Op...>) {
+  (register_table_kernels_of<Op>(), ...);
+}
+
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_elementwise_kernels() {
   ops::register_math_ops();
-  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_signed_types{});
-  register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_signed_real_types{});
-  register_for<unary_kernel<square_fn>::of>("Square", "T", number_types{});
-  register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", float_complex_types{});
-  register_for<unary_kernel<rsqrt_fn>::of>("Rsqrt", "T", float_complex_types{});
-  register_for<unary_kernel<exp_fn>::of>("Exp", "T", float_complex_types{});
-  register_for<unary_kernel<log_fn>::of>("Log", "T", float_complex_types{});
-  register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", float_complex_types{});
-  register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", float_complex_types{});
-  register_for<unary_kernel<relu_fn>::of>("Relu", "T", real_number_types{});
+  register_table_kernels(ops::families::math::types{});
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
-  register_cpu_kernel<unary_kernel<logical_not_fn>::of<bool>>("LogicalNot");
-  register_for<binary_kernel<add_fn>::of>("Add", "T", number_types{});
-  register_for<binary_kernel<sub_fn>::of>("Sub", "T", number_types{});
-  register_for<binary_kernel<mul_fn>::of>("Mul", "T", number_types{});
-  register_for<binary_kernel<div_fn>::of>("Div", "T", number_types{});
-  register_for<binary_kernel<pow_fn>::of>("Pow", "T", kernel_pow_types{});
-  register_for<binary_kernel<maximum_fn>::of>("Maximum", "T", real_number_types{});
-  register_for<binary_kernel<minimum_fn>::of>("Minimum", "T", real_number_types{});
-  register_for<binary_kernel<greater_fn, true>::of>("Greater", "T", real_number_types{});
-  register_for<binary_kernel<greater_equal_fn, true>::of>("GreaterEqual", "T", real_number_types{});
-  register_for<binary_kernel<less_fn, true>::of>("Less", "T", real_number_types{});
-  register_for<binary_kernel<less_equal_fn, true>::of>("LessEqual", "T", real_number_types{});
-  register_for<binary_kernel<equal_fn, true>::of>("Equal", "T", all_types{});
-  register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", all_types{});
-  register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
-  register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
-// The CPU functor of each elementwise op, by the op's type (the fused kernels of
-// kernels/cpu/fused.hpp evaluate subtrees with them).
-template <class Op>
-struct functor_of;
-template <>
-struct functor_of<ops::Neg> { using type = neg_fn; };
-template <>
-struct functor_of<ops::Abs> { using type = abs_fn; };
-template <>
-struct functor_of<ops::Square> { using type = square_fn; };
-template <>
-struct functor_of<ops::Sqrt> { using type = sqrt_fn; };
-template <>
-struct functor_of<ops::Rsqrt> { using type = rsqrt_fn; };
-template <>
-struct functor_of<ops::Exp> { using type = exp_fn; };
-template <>
-struct functor_of<ops::Log> { using type = log_fn; };
-template <>
-struct functor_of<ops::Tanh> { using type = tanh_fn; };
-template <>
-struct functor_of<ops::Sigmoid> { using type = sigmoid_fn; };
-template <>
-struct functor_of<ops::Relu> { using type = relu_fn; };
-template <>
-struct functor_of<ops::Add> { using type = add_fn; };
-template <>
-struct functor_of<ops::Sub> { using type = sub_fn; };
-template <>
-struct functor_of<ops::Mul> { using type = mul_fn; };
-template <>
-struct functor_of<ops::Div> { using type = div_fn; };
-template <>
-struct functor_of<ops::Pow> { using type = pow_fn; };
-template <>
-struct functor_of<ops::Maximum> { using type = maximum_fn; };
-template <>
-struct functor_of<ops::Minimum> { using type = minimum_fn; };
-template <>
-struct functor_of<ops::Greater> { using type = greater_fn; };
-template <>
-struct functor_of<ops::GreaterEqual> { using type = greater_equal_fn; };
-template <>
-struct functor_of<ops::Less> { using type = less_fn; };
-template <>
-struct functor_of<ops::LessEqual> { using type = less_equal_fn; };
-template <>
-struct functor_of<ops::Equal> { using type = equal_fn; };
-template <>
-struct functor_of<ops::NotEqual> { using type = not_equal_fn; };
-template <>
-struct functor_of<ops::LogicalNot> { using type = logical_not_fn; };
-template <>
-struct functor_of<ops::LogicalAnd> { using type = logical_and_fn; };
-template <>
-struct functor_of<ops::LogicalOr> { using type = logical_or_fn; };
 }  // namespace weft::cpu
 
 // The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 namespace weft {
-template <class T>
-struct kernel_for<ops::Neg, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::neg_fn>::template of<T>>("Neg", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Abs, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::abs_fn>::template of<T>>("Abs", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Square, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::square_fn>::template of<T>>("Square", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Sqrt, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::sqrt_fn>::template of<T>>("Sqrt", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Rsqrt, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::rsqrt_fn>::template of<T>>("Rsqrt", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Exp, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::exp_fn>::template of<T>>("Exp", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Log, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::log_fn>::template of<T>>("Log", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Tanh, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::tanh_fn>::template of<T>>("Tanh", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Sigmoid, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::sigmoid_fn>::template of<T>>("Sigmoid", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Relu, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::relu_fn>::template of<T>>("Relu", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Add, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::add_fn, false>::template of<T>>("Add", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Sub, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::sub_fn, false>::template of<T>>("Sub", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Mul, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::mul_fn, false>::template of<T>>("Mul", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Div, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::div_fn, false>::template of<T>>("Div", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Pow, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::pow_fn, false>::template of<T>>("Pow", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Maximum, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::maximum_fn, false>::template of<T>>("Maximum", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Minimum, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::minimum_fn, false>::template of<T>>("Minimum", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Greater, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_fn, true>::template of<T>>("Greater", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::GreaterEqual, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_equal_fn, true>::template of<T>>("GreaterEqual", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Less, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_fn, true>::template of<T>>("Less", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::LessEqual, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_equal_fn, true>::template of<T>>("LessEqual", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Equal, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::equal_fn, true>::template of<T>>("Equal", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::NotEqual, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::not_equal_fn, true>::template of<T>>("NotEqual", {"T", dtype_of<T>});
-  }
-};
-template <class T>  // bool only: the op has no type attr
-struct kernel_for<ops::LogicalNot, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::unary_kernel<cpu::logical_not_fn>::of<bool>>("LogicalNot"); }
-};
-template <class T>  // bool only: the op has no type attr
-struct kernel_for<ops::LogicalAnd, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_and_fn, true>::of<bool>>("LogicalAnd"); }
-};
-template <class T>  // bool only: the op has no type attr
-struct kernel_for<ops::LogicalOr, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_or_fn, true>::of<bool>>("LogicalOr"); }
+template <class Op, class T>
+  requires cpu::has_elementwise_cpu<Op>
+struct kernel_for<Op, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_elementwise_kernel<Op, T>(); }
 };
 template <class T>
 struct kernel_for<ops::ReluGrad, T, device_types::cpu> {

@@ -44,11 +44,11 @@ template <class Op, class T>
 struct fused_fn {
   template <class... A>
   static auto apply(const A&... a) {
-    return functor_of<Op>::type::apply(a...);
+    return functor_of<Op>::apply(a...);
   }
   template <class... A>
   static auto scalar(const A&... a) {
-    return functor_of<Op>::type::scalar(a...);
+    return functor_of<Op>::scalar(a...);
   }
 };
 template <class T>
