@@ -1835,11 +1835,23 @@ struct node_spec {
 // 1 stays unknown; against n > 1 it becomes n.
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 
 namespace weft {
+
+// One broadcast dim: whether dims a and b broadcast, and the result's dim (for a pair that
+// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
+// shapes (dsl/static_shape.hpp) both use these.
+constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
+constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
+  if (a == 1) return b;
+  if (b == 1) return a;
+  if (a < 0) return b;
+  return a;
+}
 
 // The broadcast dims of a and b, or nullopt when they do not broadcast.
 inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
@@ -1849,16 +1861,8 @@ inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector
   for (std::size_t i = 0; i < rank; ++i) {
     std::int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     std::int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da == 1)
-      out[i] = db;
-    else if (db == 1)
-      out[i] = da;
-    else if (da < 0)
-      out[i] = db;
-    else if (db < 0 || da == db)
-      out[i] = da;
-    else
-      return std::nullopt;
+    if (!broadcastable(da, db)) return std::nullopt;
+    out[i] = broadcast_dim(da, db);
   }
   return out;
 }
@@ -2038,6 +2042,60 @@ void use_kernels() {
 }
 
 }  // namespace weft
+// The vocabulary of static shape rules. Beside its definition and shape function (ops/*.hpp),
+// an op states in namespace ops::static_rules the output dims a typed expression of it has
+// at compile time, from its operands' dims (-1 where a dim is known only at run time), so
+// that the DSL's shapes and the graph's come from one place per op. Rules are constexpr
+// functions over std::array dims, taking the dims as template arguments where the output's
+// rank depends on their values; they assume the operands passed the DSL's checks (which
+// name what is wrong) and index safely when they did not. The graph's shape function
+// checks and computes the same at run time from partial shapes.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+
+namespace weft::ops::static_rules {
+
+template <std::size_t N>
+using dims = std::array<std::int64_t, N>;
+
+// A dim known only at run time.
+inline constexpr std::int64_t unknown = -1;
+
+// Dim i of `values`, 1 beyond its rank.
+constexpr std::int64_t dim_or(const auto& values, std::size_t i) { return i < values.size() ? values[i] : 1; }
+
+// The dim two operands must agree on: a if known, else b.
+constexpr std::int64_t agreed(std::int64_t a, std::int64_t b) { return a >= 0 ? a : b; }
+
+// An axis counted from the end when negative.
+constexpr std::int64_t normalized_axis(std::int64_t axis, std::int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+// Dim i of `values` counted from the right (0 is the last), 1 beyond its rank.
+constexpr std::int64_t from_right(const auto& values, std::size_t i) {
+  return i < values.size() ? values[values.size() - 1 - i] : 1;
+}
+
+// The elementwise ops' rule: A and B broadcast (core/broadcast.hpp), aligned on the right.
+template <auto A, auto B>
+constexpr auto broadcast() {
+  dims<(A.size() > B.size() ? A.size() : B.size())> out{};
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[out.size() - 1 - i] = broadcast_dim(from_right(A, i), from_right(B, i));
+  return out;
+}
+
+// All dims of X but its last N (none when X has fewer).
+template <auto X, std::size_t N>
+constexpr auto leading() {
+  dims<(X.size() < N ? 0 : X.size() - N)> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = X[i];
+  return out;
+}
+
+}  // namespace weft::ops::static_rules
 
 namespace weft::ops {
 
@@ -3772,6 +3830,104 @@ class gradient_registry {
 
 namespace weft::ops {
 
+// Static shape rules (framework/static_rule.hpp).
+namespace static_rules {
+// Reshape to `to`: its one unknown dim (if any) takes the remaining size when every dim of
+// `from` is known.
+template <std::size_t N, std::size_t M>
+constexpr dims<M> reshape(const dims<N>& from, dims<M> to) {
+  std::int64_t from_count = 1, known = 1;
+  for (auto d : from) {
+    if (d < 0) return to;
+    from_count *= d;
+  }
+  for (auto d : to)
+    if (d >= 0) known *= d;
+  for (auto& d : to)
+    if (d < 0) d = known ? from_count / known : 0;
+  return to;
+}
+// Transpose by `perm`: out[i] = x[perm[i]].
+template <std::size_t N>
+constexpr dims<N> transpose(const auto& x, const dims<N>& perm) {
+  dims<N> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = dim_or(x, static_cast<std::size_t>(perm[i]));
+  return out;
+}
+// ConcatV2 along `axis`: that dim sums (unknown if any is), a known dim of any operand
+// fixes the others' unknown ones.
+template <std::size_t N, class... Rest>
+constexpr dims<N> concat(std::int64_t axis, const dims<N>& first, const Rest&... rest) {
+  auto out = first;
+  axis = normalized_axis(axis, static_cast<std::int64_t>(N));
+  if (axis < 0 || axis >= static_cast<std::int64_t>(N)) return out;
+  const auto a = static_cast<std::size_t>(axis);
+  ((out[a] = out[a] < 0 || dim_or(rest, a) < 0 ? unknown : out[a] + dim_or(rest, a)), ...);
+  for (std::size_t d = 0; d < N; ++d)
+    if (d != a) ((out[d] = out[d] < 0 ? dim_or(rest, d) : out[d]), ...);
+  return out;
+}
+// Slice from `begin`, `size` dims (an unknown size, TensorFlow's -1, runs to the end).
+template <std::size_t N>
+constexpr dims<N> slice(const auto& x, const auto& begin, dims<N> size) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (size[i] < 0) size[i] = dim_or(x, i) < 0 ? unknown : dim_or(x, i) - dim_or(begin, i);
+  return size;
+}
+// Pad by `paddings` (before and after, per dim).
+template <std::size_t N, std::size_t P>
+constexpr dims<N> pad(dims<N> x, const dims<P>& paddings) {
+  for (std::size_t i = 0; i < N && 2 * i + 1 < P; ++i)
+    if (x[i] >= 0) x[i] += paddings[2 * i] + paddings[2 * i + 1];
+  return x;
+}
+// Tile by `multiples`: a zero multiple gives 0 even where the dim is unknown.
+template <std::size_t N, std::size_t M>
+constexpr dims<N> tile(dims<N> x, const dims<M>& multiples) {
+  for (std::size_t i = 0; i < N && i < M; ++i) x[i] = multiples[i] == 0 ? 0 : x[i] < 0 ? unknown : x[i] * multiples[i];
+  return x;
+}
+// Split into `parts` equal parts along `axis`.
+template <std::size_t N>
+constexpr dims<N> split(dims<N> x, std::size_t axis, std::int64_t parts) {
+  if (axis < N && x[axis] >= 0) x[axis] /= parts;
+  return x;
+}
+// GatherV2 along `Axis` (>= 0): params[:axis] + indices + params[axis+1:].
+template <auto Params, auto Indices, std::int64_t Axis>
+constexpr auto gather() {
+  dims<Params.size() + Indices.size() - (Params.size() > 0 ? 1 : 0)> out{};
+  std::size_t j = 0;
+  for (std::size_t d = 0; d < Params.size(); ++d) {
+    if (static_cast<std::int64_t>(d) == Axis)
+      for (auto v : Indices) out[j++] = v;
+    else if (j < out.size())
+      out[j++] = Params[d];
+  }
+  return out;
+}
+// GatherNd (and the slices TensorScatterUpdate and TensorScatterAdd replace or add to):
+// indices [..., K] with K known and at most params' rank -> indices[:-1] + params[K:].
+template <auto Params, auto Indices>
+constexpr auto gather_nd() {
+  constexpr std::int64_t depth = Indices.size() >= 1 ? Indices[Indices.size() - 1] : -1;
+  constexpr std::size_t k = depth >= 0 && depth <= static_cast<std::int64_t>(Params.size()) ? static_cast<std::size_t>(depth) : 0;
+  constexpr std::size_t batch = Indices.size() >= 1 ? Indices.size() - 1 : 0;
+  dims<batch + Params.size() - k> out{};
+  for (std::size_t d = 0; d < batch; ++d) out[d] = Indices[d];
+  for (std::size_t d = k; d < Params.size(); ++d) out[batch + d - k] = Params[d];
+  return out;
+}
+// OneHot with axis -1: indices + [depth].
+template <std::size_t N>
+constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
+  dims<N + 1> out{};
+  for (std::size_t d = 0; d < N; ++d) out[d] = indices[d];
+  out[N] = depth;
+  return out;
+}
+}  // namespace static_rules
+
 inline std::vector<op_def> array_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Reshape")
@@ -4365,6 +4521,29 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
+// Static shape rules (framework/static_rule.hpp).
+namespace static_rules {
+// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
+constexpr dims<2> matmul(const auto& a, const auto& b, bool transpose_a, bool transpose_b) {
+  return {dim_or(a, transpose_a ? 1 : 0), dim_or(b, transpose_b ? 0 : 1)};
+}
+// BatchMatMulV2: the broadcast batch dims (all but the last two), then m and n.
+template <auto X, auto Y, bool AdjX, bool AdjY>
+constexpr auto batch_matmul() {
+  constexpr auto batch = broadcast<leading<X, 2>(), leading<Y, 2>()>();
+  dims<batch.size() + 2> out{};
+  for (std::size_t i = 0; i < batch.size(); ++i) out[i] = batch[i];
+  out[batch.size()] = from_right(X, AdjX ? 0 : 1);
+  out[batch.size() + 1] = from_right(Y, AdjY ? 1 : 0);
+  return out;
+}
+// MatrixInverse keeps its input's dims; MatrixDeterminant drops the last two.
+template <auto X>
+constexpr auto matrix_determinant() {
+  return leading<X, 2>();
+}
+}  // namespace static_rules
+
 inline std::vector<op_def> matrix_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("MatMul")
@@ -4565,21 +4744,53 @@ struct window_dim {
   std::int64_t out = -1;  // the output size (-1: unknown, the input's is)
   std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
 };
-// TensorFlow's windowed output size, with the window's extent (k - 1) * dilation + 1.
-// Nullopt when a VALID window does not fit in the input. The extent and in + extent must
-// fit in int64 (an error otherwise), so that no window offset a kernel computes overflows.
+// TensorFlow's output size of a window op along one dim of size `in` >= 0, for a window of
+// extent (k - 1) * dilation + 1: ceil(in / stride) with SAME padding, ceil((in - extent + 1)
+// / stride) with VALID, -1 when a VALID window does not fit. The shape function (through
+// window_of) and the static shape rules below both compute it here.
+constexpr std::int64_t window_out(std::int64_t in, std::int64_t extent, std::int64_t stride, bool same) {
+  if (same) return in / stride + (in % stride != 0);
+  return in < extent ? -1 : (in - extent) / stride + 1;
+}
+
+// The window of one spatial dim, with its padding. Nullopt when a VALID window does not fit
+// in the input. The extent and in + extent must fit in int64 (an error otherwise), so that
+// no window offset a kernel computes overflows.
 inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                                            bool same) {
   const std::int64_t extent = checked_add(checked_mul(k - 1, dilation, "the window's extent"), 1, "the window's extent");
   if (in < 0) return window_dim{};
   (void)checked_add(in, extent, "the input's size plus the window's extent");
-  if (!same) {
-    if (in < extent) return std::nullopt;
-    return window_dim{(in - extent) / stride + 1, 0};
-  }
-  const std::int64_t out = in / stride + (in % stride != 0);  // ceil(in / stride)
+  const std::int64_t out = window_out(in, extent, stride, same);
+  if (out < 0) return std::nullopt;
+  if (!same) return window_dim{out, 0};
   return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
 }
+
+// Static shape rules (framework/static_rule.hpp) of the convolutions, pools and losses.
+namespace static_rules {
+// One spatial dim of a window op's output: unknown when the input's is, or when a VALID
+// window's size is (SAME padding does not depend on it).
+constexpr std::int64_t window(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
+  if (in < 0 || (k < 0 && !same)) return unknown;
+  return window_out(in, k < 0 ? 1 : (k - 1) * dilation + 1, stride, same);
+}
+// Conv2D: input [n, h, w, c], filter [kh, kw, c, k] -> [n, oh, ow, k].
+constexpr dims<4> conv2d(const auto& x, const auto& f, const dims<2>& strides, const dims<2>& dilations, bool same) {
+  return {dim_or(x, 0), window(dim_or(x, 1), dim_or(f, 0), strides[0], dilations[0], same),
+          window(dim_or(x, 2), dim_or(f, 1), strides[1], dilations[1], same), dim_or(f, 3)};
+}
+// MaxPool, AvgPool: input [n, h, w, c] -> [n, oh, ow, c].
+constexpr dims<4> pool(const auto& x, const dims<2>& ksize, const dims<2>& strides, bool same) {
+  return {dim_or(x, 0), window(dim_or(x, 1), ksize[0], strides[0], 1, same),
+          window(dim_or(x, 2), ksize[1], strides[1], 1, same), dim_or(x, 3)};
+}
+// SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits: logits [b, n] and
+// labels [b, n] or [b] -> loss [b].
+constexpr dims<1> cross_entropy(const auto& logits, const auto& labels) {
+  return {agreed(dim_or(logits, 0), dim_or(labels, 0))};
+}
+}  // namespace static_rules
 
 // The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
 // and dilations (convolution), and whether padding is SAME.
@@ -5073,6 +5284,39 @@ struct random {
 
 
 namespace weft::ops {
+
+// Static shape rules (framework/static_rule.hpp).
+namespace static_rules {
+// Whether a reduction over `axes` (every axis when there are none; negative ones count from
+// the end) reduces dim d of a rank `rank` input.
+template <std::size_t N>
+constexpr bool reduces(const dims<N>& axes, std::int64_t rank, std::int64_t d) {
+  if (N == 0) return true;
+  for (auto a : axes)
+    if (normalized_axis(a, rank) == d) return true;
+  return false;
+}
+// Sum, Mean, Prod, Max, Min over Axes: the reduced dims dropped, or kept with size 1; ArgMax
+// and ArgMin over one axis, dropped.
+template <auto X, auto Axes, bool KeepDims>
+constexpr auto reduce() {
+  constexpr auto rank = static_cast<std::int64_t>(X.size());
+  constexpr std::size_t out_rank = [] {
+    std::size_t n = 0;
+    for (std::int64_t d = 0; d < rank; ++d) n += (KeepDims || !reduces(Axes, rank, d)) ? 1 : 0;
+    return n;
+  }();
+  dims<out_rank> out{};
+  std::size_t j = 0;
+  for (std::int64_t d = 0; d < rank; ++d) {
+    if (!reduces(Axes, rank, d))
+      out[j++] = X[static_cast<std::size_t>(d)];
+    else if (KeepDims)
+      out[j++] = 1;
+  }
+  return out;
+}
+}  // namespace static_rules
 
 inline void reduce_shape(shape_context& c) {
   const auto& in = c.input(0);
@@ -10656,251 +10900,107 @@ struct cast_kernel final : op_kernel {
   }
 };
 
+// Each elementwise op's CPU kernel, said once: its functor (which the fused kernels of
+// kernels/cpu/fused.hpp evaluate subtrees with), its kernel class and the dtypes it runs
+// on. register_elementwise_kernels() and kernel_for (what typed code asks for) read it.
+// The logical ops run on bool only and have no type attr.
+template <class Op>
+struct elementwise_cpu;
+#define WEFT_DETAIL_ELEMENTWISE(OP, FN, KERNEL, TYPES, TYPED) \
+  template <>                                                  \
+  struct elementwise_cpu<ops::OP> {                            \
+    using functor = FN;                                        \
+    template <class T>                                         \
+    using kernel = typename KERNEL::template of<T>;            \
+    using types = TYPES;                                       \
+    static constexpr bool typed = TYPED;                       \
+  };
+#define WEFT_DETAIL_UNARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, unary_kernel<FN>, TYPES, true)
+#define WEFT_DETAIL_BINARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, binary_kernel<FN>, TYPES, true)
+#define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) \
+  WEFT_DETAIL_ELEMENTWISE(OP, FN, WEFT_DETAIL_BOOL_BINARY(FN), TYPES, true)
+#define WEFT_DETAIL_BOOL_BINARY(FN) binary_kernel<FN, true>
+WEFT_DETAIL_UNARY_OP(Neg, neg_fn, kernel_signed_types)
+WEFT_DETAIL_UNARY_OP(Abs, abs_fn, kernel_signed_real_types)
+WEFT_DETAIL_UNARY_OP(Square, square_fn, number_types)
+WEFT_DETAIL_UNARY_OP(Sqrt, sqrt_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Rsqrt, rsqrt_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Exp, exp_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Log, log_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Tanh, tanh_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Sigmoid, sigmoid_fn, float_complex_types)
+WEFT_DETAIL_UNARY_OP(Relu, relu_fn, real_number_types)
+WEFT_DETAIL_ELEMENTWISE(LogicalNot, logical_not_fn, unary_kernel<logical_not_fn>, type_list<bool>, false)
+WEFT_DETAIL_BINARY_OP(Add, add_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Sub, sub_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Mul, mul_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Div, div_fn, number_types)
+WEFT_DETAIL_BINARY_OP(Pow, pow_fn, kernel_pow_types)
+WEFT_DETAIL_BINARY_OP(Maximum, maximum_fn, real_number_types)
+WEFT_DETAIL_BINARY_OP(Minimum, minimum_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(Greater, greater_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(GreaterEqual, greater_equal_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(LessEqual, less_equal_fn, real_number_types)
+WEFT_DETAIL_COMPARISON_OP(Equal, equal_fn, all_types)
+WEFT_DETAIL_COMPARISON_OP(NotEqual, not_equal_fn, all_types)
+WEFT_DETAIL_ELEMENTWISE(LogicalAnd, logical_and_fn, WEFT_DETAIL_BOOL_BINARY(logical_and_fn), type_list<bool>, false)
+WEFT_DETAIL_ELEMENTWISE(LogicalOr, logical_or_fn, WEFT_DETAIL_BOOL_BINARY(logical_or_fn), type_list<bool>, false)
+#undef WEFT_DETAIL_BOOL_BINARY
+#undef WEFT_DETAIL_COMPARISON_OP
+#undef WEFT_DETAIL_BINARY_OP
+#undef WEFT_DETAIL_UNARY_OP
+#undef WEFT_DETAIL_ELEMENTWISE
+
+template <class Op>
+concept has_elementwise_cpu = requires { typename elementwise_cpu<Op>::functor; };
+
+template <class Op>
+using functor_of = typename elementwise_cpu<Op>::functor;
+
+// Registers the CPU kernel of the table's op Op for dtype T.
+template <class Op, class T>
+void register_elementwise_kernel() {
+  using E = elementwise_cpu<Op>;
+  if constexpr (E::typed)
+    register_cpu_kernel<typename E::template kernel<T>>(Op::name, {"T", dtype_of<T>});
+  else
+    register_cpu_kernel<typename E::template kernel<bool>>(Op::name);
+}
+
+// Registers the table's kernels of each op in the list, for each of their dtypes.
+template <class Op, class... T>
+void register_elementwise_kernels_for(type_list<T...>) {
+  (register_elementwise_kernel<Op, T>(), ...);
+}
+template <class Op>
+void register_table_kernels_of() {
+  if constexpr (has_elementwise_cpu<Op>) register_elementwise_kernels_for<Op>(typename elementwise_cpu<Op>::types{});
+}
+template <class... Op>
+void register_table_kernels(type_list<Op...>) {
+  (register_table_kernels_of<Op>(), ...);
+}
+
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_elementwise_kernels() {
   ops::register_math_ops();
-  register_for<unary_kernel<neg_fn>::of>("Neg", "T", kernel_signed_types{});
-  register_for<unary_kernel<abs_fn>::of>("Abs", "T", kernel_signed_real_types{});
-  register_for<unary_kernel<square_fn>::of>("Square", "T", number_types{});
-  register_for<unary_kernel<sqrt_fn>::of>("Sqrt", "T", float_complex_types{});
-  register_for<unary_kernel<rsqrt_fn>::of>("Rsqrt", "T", float_complex_types{});
-  register_for<unary_kernel<exp_fn>::of>("Exp", "T", float_complex_types{});
-  register_for<unary_kernel<log_fn>::of>("Log", "T", float_complex_types{});
-  register_for<unary_kernel<tanh_fn>::of>("Tanh", "T", float_complex_types{});
-  register_for<unary_kernel<sigmoid_fn>::of>("Sigmoid", "T", float_complex_types{});
-  register_for<unary_kernel<relu_fn>::of>("Relu", "T", real_number_types{});
+  register_table_kernels(ops::families::math::types{});
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
-  register_cpu_kernel<unary_kernel<logical_not_fn>::of<bool>>("LogicalNot");
-  register_for<binary_kernel<add_fn>::of>("Add", "T", number_types{});
-  register_for<binary_kernel<sub_fn>::of>("Sub", "T", number_types{});
-  register_for<binary_kernel<mul_fn>::of>("Mul", "T", number_types{});
-  register_for<binary_kernel<div_fn>::of>("Div", "T", number_types{});
-  register_for<binary_kernel<pow_fn>::of>("Pow", "T", kernel_pow_types{});
-  register_for<binary_kernel<maximum_fn>::of>("Maximum", "T", real_number_types{});
-  register_for<binary_kernel<minimum_fn>::of>("Minimum", "T", real_number_types{});
-  register_for<binary_kernel<greater_fn, true>::of>("Greater", "T", real_number_types{});
-  register_for<binary_kernel<greater_equal_fn, true>::of>("GreaterEqual", "T", real_number_types{});
-  register_for<binary_kernel<less_fn, true>::of>("Less", "T", real_number_types{});
-  register_for<binary_kernel<less_equal_fn, true>::of>("LessEqual", "T", real_number_types{});
-  register_for<binary_kernel<equal_fn, true>::of>("Equal", "T", all_types{});
-  register_for<binary_kernel<not_equal_fn, true>::of>("NotEqual", "T", all_types{});
-  register_cpu_kernel<binary_kernel<logical_and_fn, true>::of<bool>>("LogicalAnd");
-  register_cpu_kernel<binary_kernel<logical_or_fn, true>::of<bool>>("LogicalOr");
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
-// The CPU functor of each elementwise op, by the op's type (the fused kernels of
-// kernels/cpu/fused.hpp evaluate subtrees with them).
-template <class Op>
-struct functor_of;
-template <>
-struct functor_of<ops::Neg> { using type = neg_fn; };
-template <>
-struct functor_of<ops::Abs> { using type = abs_fn; };
-template <>
-struct functor_of<ops::Square> { using type = square_fn; };
-template <>
-struct functor_of<ops::Sqrt> { using type = sqrt_fn; };
-template <>
-struct functor_of<ops::Rsqrt> { using type = rsqrt_fn; };
-template <>
-struct functor_of<ops::Exp> { using type = exp_fn; };
-template <>
-struct functor_of<ops::Log> { using type = log_fn; };
-template <>
-struct functor_of<ops::Tanh> { using type = tanh_fn; };
-template <>
-struct functor_of<ops::Sigmoid> { using type = sigmoid_fn; };
-template <>
-struct functor_of<ops::Relu> { using type = relu_fn; };
-template <>
-struct functor_of<ops::Add> { using type = add_fn; };
-template <>
-struct functor_of<ops::Sub> { using type = sub_fn; };
-template <>
-struct functor_of<ops::Mul> { using type = mul_fn; };
-template <>
-struct functor_of<ops::Div> { using type = div_fn; };
-template <>
-struct functor_of<ops::Pow> { using type = pow_fn; };
-template <>
-struct functor_of<ops::Maximum> { using type = maximum_fn; };
-template <>
-struct functor_of<ops::Minimum> { using type = minimum_fn; };
-template <>
-struct functor_of<ops::Greater> { using type = greater_fn; };
-template <>
-struct functor_of<ops::GreaterEqual> { using type = greater_equal_fn; };
-template <>
-struct functor_of<ops::Less> { using type = less_fn; };
-template <>
-struct functor_of<ops::LessEqual> { using type = less_equal_fn; };
-template <>
-struct functor_of<ops::Equal> { using type = equal_fn; };
-template <>
-struct functor_of<ops::NotEqual> { using type = not_equal_fn; };
-template <>
-struct functor_of<ops::LogicalNot> { using type = logical_not_fn; };
-template <>
-struct functor_of<ops::LogicalAnd> { using type = logical_and_fn; };
-template <>
-struct functor_of<ops::LogicalOr> { using type = logical_or_fn; };
 }  // namespace weft::cpu
 
 // The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 namespace weft {
-template <class T>
-struct kernel_for<ops::Neg, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::neg_fn>::template of<T>>("Neg", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Abs, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::abs_fn>::template of<T>>("Abs", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Square, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::square_fn>::template of<T>>("Square", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Sqrt, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::sqrt_fn>::template of<T>>("Sqrt", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Rsqrt, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::rsqrt_fn>::template of<T>>("Rsqrt", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Exp, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::exp_fn>::template of<T>>("Exp", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Log, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::log_fn>::template of<T>>("Log", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Tanh, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::tanh_fn>::template of<T>>("Tanh", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Sigmoid, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::sigmoid_fn>::template of<T>>("Sigmoid", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Relu, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::unary_kernel<cpu::relu_fn>::template of<T>>("Relu", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Add, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::add_fn, false>::template of<T>>("Add", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Sub, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::sub_fn, false>::template of<T>>("Sub", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Mul, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::mul_fn, false>::template of<T>>("Mul", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Div, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::div_fn, false>::template of<T>>("Div", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Pow, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::pow_fn, false>::template of<T>>("Pow", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Maximum, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::maximum_fn, false>::template of<T>>("Maximum", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Minimum, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::minimum_fn, false>::template of<T>>("Minimum", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Greater, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_fn, true>::template of<T>>("Greater", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::GreaterEqual, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::greater_equal_fn, true>::template of<T>>("GreaterEqual", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Less, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_fn, true>::template of<T>>("Less", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::LessEqual, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::less_equal_fn, true>::template of<T>>("LessEqual", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::Equal, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::equal_fn, true>::template of<T>>("Equal", {"T", dtype_of<T>});
-  }
-};
-template <class T>
-struct kernel_for<ops::NotEqual, T, device_types::cpu> {
-  static void register_kernels() {
-    register_cpu_kernel<typename cpu::binary_kernel<cpu::not_equal_fn, true>::template of<T>>("NotEqual", {"T", dtype_of<T>});
-  }
-};
-template <class T>  // bool only: the op has no type attr
-struct kernel_for<ops::LogicalNot, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::unary_kernel<cpu::logical_not_fn>::of<bool>>("LogicalNot"); }
-};
-template <class T>  // bool only: the op has no type attr
-struct kernel_for<ops::LogicalAnd, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_and_fn, true>::of<bool>>("LogicalAnd"); }
-};
-template <class T>  // bool only: the op has no type attr
-struct kernel_for<ops::LogicalOr, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::binary_kernel<cpu::logical_or_fn, true>::of<bool>>("LogicalOr"); }
+template <class Op, class T>
+  requires cpu::has_elementwise_cpu<Op>
+struct kernel_for<Op, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_elementwise_kernel<Op, T>(); }
 };
 template <class T>
 struct kernel_for<ops::ReluGrad, T, device_types::cpu> {
@@ -11140,11 +11240,11 @@ template <class Op, class T>
 struct fused_fn {
   template <class... A>
   static auto apply(const A&... a) {
-    return functor_of<Op>::type::apply(a...);
+    return functor_of<Op>::apply(a...);
   }
   template <class... A>
   static auto scalar(const A&... a) {
-    return functor_of<Op>::type::scalar(a...);
+    return functor_of<Op>::scalar(a...);
   }
 };
 template <class T>
@@ -14622,8 +14722,9 @@ struct kernel_for<ops::families::training, T, device_types::cpu> {
 // Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
 // (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
 //
-// Shape rules computed here mirror the graph's (core/broadcast.hpp): a broadcast of dyn
-// against n > 1 gives n, against 1 or dyn gives dyn.
+// Broadcasting uses the graph's rule for one dim (core/broadcast.hpp): dyn against n > 1
+// gives n, against 1 or dyn gives dyn. Each op's own static shape rule is beside its
+// definition (ops/*.hpp, namespace ops::static_rules).
 
 #include <array>
 #include <cstdint>
@@ -14664,34 +14765,15 @@ struct shape_from_array<Array, std::index_sequence<I...>> {
 template <auto Array>
 using shape_from_array_t = typename shape_from_array<Array>::type;
 
-// Dim i of S counted from the right (0 is the last), 1 beyond its rank.
-template <class S>
-constexpr std::int64_t dim_from_right(std::size_t i) {
-  return i < S::values.size() ? S::values[S::values.size() - 1 - i] : 1;
-}
-
-constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
-
-constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
-  if (a == 1) return b;
-  if (b == 1) return a;
-  if (a < 0) return b;
-  return a;  // b < 0, a == b, or not broadcastable (reported by the op's check)
-}
 
 template <class A, class B>
 struct broadcast_shapes {
   static constexpr std::size_t rank = A::values.size() > B::values.size() ? A::values.size() : B::values.size();
-  static constexpr std::array<std::int64_t, rank> dims = [] {
-    std::array<std::int64_t, rank> out{};
-    for (std::size_t i = 0; i < rank; ++i)
-      out[rank - 1 - i] = broadcast_dim(dim_from_right<A>(i), dim_from_right<B>(i));
-    return out;
-  }();
+  static constexpr auto dims = ops::static_rules::broadcast<A::values, B::values>();
   // The first pair of dims (from the right) that do not broadcast, or {1, 1}.
   static constexpr std::array<std::int64_t, 2> conflict = [] {
     for (std::size_t i = 0; i < rank; ++i) {
-      auto a = dim_from_right<A>(i), b = dim_from_right<B>(i);
+      auto a = ops::static_rules::from_right(A::values, i), b = ops::static_rules::from_right(B::values, i);
       if (!broadcastable(a, b)) return std::array<std::int64_t, 2>{a, b};
     }
     return std::array<std::int64_t, 2>{1, 1};
@@ -15752,7 +15834,7 @@ struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
 };
 
 namespace detail {
-constexpr std::int64_t dim_or(const auto& values, std::size_t i) { return i < values.size() ? values[i] : 1; }
+using ops::static_rules::dim_or;
 // The pair a check compares: the two dims when both are static, else equal values.
 constexpr std::array<std::int64_t, 2> static_pair(std::int64_t a, std::int64_t b) {
   return a < 0 || b < 0 ? std::array<std::int64_t, 2>{0, 0} : std::array<std::int64_t, 2>{a, b};
@@ -15767,14 +15849,13 @@ auto matmul(const A& a, const B& b) {
   (void)check::matmul_dtypes<value_type_of<A>, value_type_of<B>>::value;
   (void)check::matmul_rank_a<SA::rank, 2>::value;
   (void)check::matmul_rank_b<SB::rank, 2>::value;
-  constexpr std::int64_t m = detail::dim_or(SA::values, TransposeA ? 1 : 0);
   constexpr std::int64_t ka = detail::dim_or(SA::values, TransposeA ? 0 : 1);
   constexpr std::int64_t kb = detail::dim_or(SB::values, TransposeB ? 1 : 0);
-  constexpr std::int64_t n = detail::dim_or(SB::values, TransposeB ? 0 : 1);
   constexpr auto k = detail::static_pair(ka, kb);
   (void)check::matmul_inner_dims<k[0], k[1]>::value;
   using T = value_type_of<A>;
-  return op_expr<matmul_op<T, TransposeA, TransposeB>, T, static_shape<m, n>, A, B>({}, a, b);
+  using S = detail::shape_from_array_t<ops::static_rules::matmul(SA::values, SB::values, TransposeA, TransposeB)>;
+  return op_expr<matmul_op<T, TransposeA, TransposeB>, T, S, A, B>({}, a, b);
 }
 
 // fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
@@ -15845,7 +15926,6 @@ namespace detail {
 template <class S, bool Keep, std::int64_t... Axes>
 struct reduced_shape {
   static constexpr int rank = S::rank;
-  static constexpr bool all = sizeof...(Axes) == 0;
   static constexpr std::array<std::int64_t, sizeof...(Axes)> given{Axes...};
   // The first axis out of range, or 0 when all are in range (for the check).
   static constexpr std::int64_t bad_axis = [] {
@@ -15853,28 +15933,8 @@ struct reduced_shape {
       if (a < -rank || a >= rank) return a;
     return std::int64_t{0};
   }();
-  static constexpr bool reduced(std::int64_t d) {
-    if (all) return true;
-    for (auto a : given)
-      if ((a < 0 ? a + rank : a) == d) return true;
-    return false;
-  }
-  static constexpr std::size_t out_rank = [] {
-    std::size_t n = 0;
-    for (int d = 0; d < rank; ++d) n += (Keep || !reduced(d)) ? 1 : 0;
-    return n;
-  }();
-  static constexpr std::array<std::int64_t, out_rank> dims = [] {
-    std::array<std::int64_t, out_rank> out{};
-    std::size_t j = 0;
-    for (int d = 0; d < rank; ++d) {
-      if (!reduced(d))
-        out[j++] = S::values[static_cast<std::size_t>(d)];
-      else if (Keep)
-        out[j++] = 1;
-    }
-    return out;
-  }();
+  static constexpr bool reduced(std::int64_t d) { return ops::static_rules::reduces(given, rank, d); }
+  static constexpr auto dims = ops::static_rules::reduce<S::values, given, Keep>();
   using type = shape_from_array_t<dims>;
   static std::vector<std::int64_t> axes_vector() {
     std::vector<std::int64_t> v;
@@ -15964,17 +16024,7 @@ auto reshape(const A& a, static_shape<D...>) {
   if constexpr (From::fully_static && To::fully_static) {
     (void)check::reshape_element_counts<From::num_elements, To::num_elements>::value;
   }
-  using R = std::conditional_t<From::fully_static && dyns == 1,
-                               detail::shape_from_array_t<[] {
-                                 std::array<std::int64_t, sizeof...(D)> out{D...};
-                                 std::int64_t known = 1;
-                                 for (auto d : out)
-                                   if (d >= 0) known *= d;
-                                 for (auto& d : out)
-                                   if (d < 0) d = known ? From::num_elements / known : 0;
-                                 return out;
-                               }()>,
-                               To>;
+  using R = detail::shape_from_array_t<ops::static_rules::reshape(From::values, To::values)>;
   using Op = detail::array_op<ops::Reshape>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
@@ -15990,7 +16040,7 @@ auto transpose(const A& a, permutation<P...>) {
   using S = shape_of<A>;
   (void)check::transpose_perm<static_cast<std::int64_t>(sizeof...(P)), S::rank>::value;
   static_assert(((P >= 0 && P < S::rank) && ...), "weft::transpose: a permutation entry is out of range");
-  using R = static_shape<detail::dim_or(S::values, static_cast<std::size_t>(P))...>;
+  using R = detail::shape_from_array_t<ops::static_rules::transpose(S::values, std::array<std::int64_t, sizeof...(P)>{P...})>;
   using Op = detail::array_op<ops::Transpose>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
@@ -16025,23 +16075,7 @@ struct concat_shape {
     (one(Rest::values), ...);
     return out;
   }();
-  static constexpr std::array<std::int64_t, First::values.size()> dims = [] {
-    auto out = First::values;
-    if (axis >= 0 && axis < rank) {
-      std::int64_t sum = out[static_cast<std::size_t>(axis)];
-      ((sum = (sum < 0 || dim_or(Rest::values, static_cast<std::size_t>(axis)) < 0)
-                  ? dyn
-                  : sum + dim_or(Rest::values, static_cast<std::size_t>(axis))),
-       ...);
-      out[static_cast<std::size_t>(axis)] = sum;
-      // Other dims: a static dim anywhere fixes a dyn one.
-      for (std::size_t d = 0; d < out.size(); ++d) {
-        if (static_cast<std::int64_t>(d) == axis) continue;
-        ((out[d] = out[d] < 0 ? dim_or(Rest::values, d) : out[d]), ...);
-      }
-    }
-    return out;
-  }();
+  static constexpr auto dims = ops::static_rules::concat(Axis, First::values, Rest::values...);
   using type = shape_from_array_t<dims>;
 };
 }  // namespace detail
@@ -16164,13 +16198,7 @@ auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
   (void)check::slice_rank<static_cast<std::int64_t>(sizeof...(Z)), S::rank>::value;
   constexpr auto bounds = detail::slice_conflict<S, index_list<B...>, static_shape<Z...>>();
   (void)check::slice_bounds<bounds[0], bounds[1]>::value;
-  constexpr std::array<std::int64_t, sizeof...(Z)> out = [] {
-    std::array<std::int64_t, sizeof...(Z)> r{Z...};
-    std::array<std::int64_t, sizeof...(B)> b{B...};
-    for (std::size_t i = 0; i < r.size(); ++i)
-      if (r[i] < 0) r[i] = detail::dim_or(S::values, i) < 0 ? dyn : detail::dim_or(S::values, i) - b[i];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::slice(S::values, index_list<B...>::values, static_shape<Z...>::values);
   using Op = detail::array_op<ops::Slice>;
   std::vector<std::int64_t> sizes{(Z < 0 ? -1 : Z)...};
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
@@ -16183,13 +16211,7 @@ auto pad(const A& a, index_list<P...>) {
   using S = shape_of<A>;
   static_assert(((P >= 0) && ...), "weft::pad: paddings must be non-negative");
   (void)check::pad_count<static_cast<std::int64_t>(sizeof...(P)), 2 * S::rank>::value;
-  constexpr auto out = [] {
-    auto r = S::values;
-    std::array<std::int64_t, sizeof...(P)> p{P...};
-    for (std::size_t i = 0; i < r.size() && 2 * i + 1 < p.size(); ++i)
-      if (r[i] >= 0) r[i] += p[2 * i] + p[2 * i + 1];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::pad(S::values, index_list<P...>::values);
   using Op = detail::array_op<ops::Pad>;
   // Paddings are a [rank, 2] matrix.
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(
@@ -16202,13 +16224,7 @@ auto tile(const A& a, index_list<M...>) {
   using S = shape_of<A>;
   static_assert(((M >= 0) && ...), "weft::tile: multiples must be non-negative");
   (void)check::tile_count<static_cast<std::int64_t>(sizeof...(M)), S::rank>::value;
-  constexpr auto out = [] {
-    auto r = S::values;
-    std::array<std::int64_t, sizeof...(M)> m{M...};
-    for (std::size_t i = 0; i < r.size() && i < m.size(); ++i)
-      r[i] = m[i] == 0 ? 0 : r[i] < 0 ? dyn : r[i] * m[i];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::tile(S::values, index_list<M...>::values);
   using Op = detail::array_op<ops::Tile>;
   return op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>(Op{"Tile", {{1, {M...}}}, {}}, a);
 }
@@ -16226,17 +16242,7 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
   constexpr std::int64_t axis = Axis < 0 ? Axis + SP::rank : Axis;
   (void)check::gather_axis<(axis >= 0 && axis < SP::rank) ? 0 : Axis, 0>::value;
   (void)check::gather_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
-  constexpr auto out = [] {
-    std::array<std::int64_t, SP::values.size() + SI::values.size() - (SP::rank > 0 ? 1 : 0)> r{};
-    std::size_t j = 0;
-    for (std::size_t d = 0; d < SP::values.size(); ++d) {
-      if (static_cast<std::int64_t>(d) == axis)
-        for (auto v : SI::values) r[j++] = v;
-      else if (j < r.size())
-        r[j++] = SP::values[d];
-    }
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::gather<SP::values, SI::values, axis>();
   using Op = detail::array_op<ops::GatherV2>;
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(
       Op{"GatherV2", {{2, {axis}, {}}}, {}}, params, indices);
@@ -16253,12 +16259,7 @@ constexpr auto nd_slices() {
   constexpr std::int64_t depth = SI::rank >= 1 ? SI::values[static_cast<std::size_t>(SI::rank - 1)] : -1;
   constexpr bool ok = depth >= 0 && depth <= SP::rank;
   (void)check::nd_index_depth<ok ? 0 : depth, 0>::value;
-  constexpr std::size_t k = ok ? static_cast<std::size_t>(depth) : 0;
-  constexpr std::size_t batch = SI::rank >= 1 ? static_cast<std::size_t>(SI::rank - 1) : 0;
-  std::array<std::int64_t, batch + SP::values.size() - k> r{};
-  for (std::size_t d = 0; d < batch; ++d) r[d] = SI::values[d];
-  for (std::size_t d = k; d < SP::values.size(); ++d) r[batch + d - k] = SP::values[d];
-  return r;
+  return ops::static_rules::gather_nd<SP::values, SI::values>();
 }
 // Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
 template <class T, class U, class Slices, class SU>
@@ -16318,12 +16319,7 @@ auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
   static_assert(Depth >= 0, "weft::one_hot: the depth must be non-negative");
   (void)check::one_hot_indices<IT, std::is_same_v<IT, std::uint8_t> || std::is_same_v<IT, std::int32_t> ||
                                        std::is_same_v<IT, std::int64_t>>::value;
-  constexpr auto out = [] {
-    std::array<std::int64_t, SI::values.size() + 1> r{};
-    for (std::size_t d = 0; d < SI::values.size(); ++d) r[d] = SI::values[d];
-    r[SI::values.size()] = Depth;
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::one_hot(SI::values, Depth);
   using Op = detail::array_op<ops::OneHot>;
   auto on_c = constant(on), off_c = constant(off);
   return op_expr<Op, T, detail::shape_from_array_t<out>, I, decltype(on_c), decltype(off_c)>(
@@ -16340,11 +16336,7 @@ auto split(const A& a) {
   static_assert(axis >= 0 && axis < S::rank, "weft::split: the axis is out of range for the operand's rank");
   constexpr std::int64_t dim = S::values[static_cast<std::size_t>(axis)];
   (void)check::split_divides<dim < 0 ? 0 : dim % N, 0>::value;
-  constexpr auto out = [] {
-    auto r = S::values;
-    if (r[static_cast<std::size_t>(axis)] >= 0) r[static_cast<std::size_t>(axis)] /= N;
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::split(S::values, static_cast<std::size_t>(axis), N);
   using Op = detail::array_op<ops::Split>;
   using E = op_expr<Op, value_type_of<A>, detail::shape_from_array_t<out>, A>;
   return [&]<std::size_t... K>(std::index_sequence<K...>) {
@@ -16379,27 +16371,10 @@ auto size_tensor(const A& a) {
 // ---- batch_matmul, matrix_inverse, matrix_determinant ------------------------------------
 
 namespace detail {
-// The leading dims of S (all but the last two).
-template <class S>
-constexpr auto batch_dims() {
-  std::array<std::int64_t, (S::values.size() < 2 ? 0 : S::values.size() - 2)> r{};
-  for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
-  return r;
-}
-// BatchMatMulV2's result: the broadcast batch dims of x and y, then m and n.
-template <class SX, class SY, std::int64_t M, std::int64_t N>
-struct batch_matmul_shape {
-  using batch = broadcast_shapes<shape_from_array_t<batch_dims<SX>()>, shape_from_array_t<batch_dims<SY>()>>;
-  static constexpr auto conflict = batch::conflict;
-  static constexpr auto dims = [] {
-    std::array<std::int64_t, batch::rank + 2> r{};
-    for (std::size_t i = 0; i < batch::rank; ++i) r[i] = batch::dims[i];
-    r[batch::rank] = M;
-    r[batch::rank + 1] = N;
-    return r;
-  }();
-  using type = shape_from_array_t<dims>;
-};
+// Whether the batch dims (all but the last two) of SX and SY broadcast, for the check.
+template <class SX, class SY>
+using batch_dims_broadcast = broadcast_shapes<shape_from_array_t<ops::static_rules::leading<SX::values, 2>()>,
+                                              shape_from_array_t<ops::static_rules::leading<SY::values, 2>()>>;
 }  // namespace detail
 
 // batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
@@ -16414,17 +16389,12 @@ auto batch_matmul(const X& x, const Y& y) {
   (void)check::batch_matmul_rank<(SX::rank < 2 ? SX::rank : 2), 2>::value;
   (void)check::batch_matmul_rank<(SY::rank < 2 ? SY::rank : 2), 2>::value;
   // Below rank 2 the check above has failed; the indices stay in range for the rest.
-  constexpr std::size_t rx = SX::values.size() < 2 ? 2 : SX::values.size();
-  constexpr std::size_t ry = SY::values.size() < 2 ? 2 : SY::values.size();
-  constexpr std::int64_t m = detail::dim_or(SX::values, AdjX ? rx - 1 : rx - 2);
-  constexpr std::int64_t kx = detail::dim_or(SX::values, AdjX ? rx - 2 : rx - 1);
-  constexpr std::int64_t ky = detail::dim_or(SY::values, AdjY ? ry - 1 : ry - 2);
-  constexpr std::int64_t n = detail::dim_or(SY::values, AdjY ? ry - 2 : ry - 1);
-  constexpr auto k = detail::static_pair(kx, ky);
+  constexpr auto k = detail::static_pair(ops::static_rules::from_right(SX::values, AdjX ? 1 : 0),
+                                         ops::static_rules::from_right(SY::values, AdjY ? 0 : 1));
   (void)check::batch_matmul_inner_dims<k[0], k[1]>::value;
-  using Out = typename detail::batch_matmul_shape<SX, SY, m, n>::type;
-  (void)check::batch_matmul_batch<detail::batch_matmul_shape<SX, SY, m, n>::conflict[0],
-                                  detail::batch_matmul_shape<SX, SY, m, n>::conflict[1]>::value;
+  using batch = detail::batch_dims_broadcast<SX, SY>;
+  (void)check::batch_matmul_batch<batch::conflict[0], batch::conflict[1]>::value;
+  using Out = detail::shape_from_array_t<ops::static_rules::batch_matmul<SX::values, SY::values, AdjX, AdjY>()>;
   using Op = detail::indexed_op<ops::BatchMatMulV2, T>;
   return op_expr<Op, T, Out, X, Y>(
       Op{"BatchMatMulV2", {}, {{"adj_x", AdjX}, {"adj_y", AdjY}}}, x, y);
@@ -16461,12 +16431,7 @@ auto matrix_determinant(const A& a) {
   detail::check_square<A>();
   using S = shape_of<A>;
   using T = value_type_of<A>;
-  constexpr std::size_t rank = S::values.size() < 2 ? 0 : S::values.size() - 2;
-  constexpr std::array<std::int64_t, rank> out = [] {
-    std::array<std::int64_t, rank> r{};
-    for (std::size_t i = 0; i < r.size(); ++i) r[i] = S::values[i];
-    return r;
-  }();
+  constexpr auto out = ops::static_rules::matrix_determinant<S::values>();
   using Op = detail::indexed_op<ops::MatrixDeterminant, T>;
   return op_expr<Op, T, detail::shape_from_array_t<out>, A>(Op{"MatrixDeterminant", {}, {}}, a);
 }
@@ -16708,12 +16673,6 @@ void dropout_kernels() {
   use_nn_kernels<T, ops::Dropout>();
 }
 
-// One spatial dim of a convolution or pool's output: dyn when the input's is.
-constexpr std::int64_t window_out(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
-  if (in < 0) return dyn;
-  const std::int64_t effective = (k - 1) * dilation + 1;
-  return same ? (in + stride - 1) / stride : (in - effective + stride) / stride;
-}
 // {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
 constexpr std::array<std::int64_t, 2> window_fits(std::int64_t in, std::int64_t k, std::int64_t dilation, bool same) {
   const std::int64_t effective = (k - 1) * dilation + 1;
@@ -16776,8 +16735,8 @@ auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
   constexpr auto c = detail::static_pair(detail::dim_or(SL::values, 1), detail::dim_or(SY::values, 1));
   (void)check::xent_dims<b[0], b[1]>::value;
   (void)check::xent_dims<c[0], c[1]>::value;
-  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
-  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+  using S = detail::shape_from_array_t<ops::static_rules::cross_entropy(SL::values, SY::values)>;
+  return op_expr<detail::nn_op, T, S, L, Y>(
       {"SoftmaxCrossEntropyWithLogits", {}, &detail::xent_kernels<T>}, logits, labels);
 }
 
@@ -16794,8 +16753,8 @@ auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) 
   (void)check::sparse_xent_rank<(SL::rank == 2 && SY::rank == 1) ? 1 : 0, 1>::value;
   constexpr auto b = detail::static_pair(detail::dim_or(SL::values, 0), detail::dim_or(SY::values, 0));
   (void)check::sparse_xent_batch<b[0], b[1]>::value;
-  constexpr std::int64_t batch = detail::dim_or(SL::values, 0) >= 0 ? detail::dim_or(SL::values, 0) : detail::dim_or(SY::values, 0);
-  return op_expr<detail::nn_op, T, static_shape<batch>, L, Y>(
+  using S = detail::shape_from_array_t<ops::static_rules::cross_entropy(SL::values, SY::values)>;
+  return op_expr<detail::nn_op, T, S, L, Y>(
       {"SparseSoftmaxCrossEntropyWithLogits", {{"Tlabels", dtype_of<I>}}, &detail::sparse_xent_kernels<T>}, logits, labels);
 }
 
@@ -16828,11 +16787,7 @@ auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_li
   constexpr auto fit_w = detail::window_fits(detail::dim_or(SX::values, 2), kw, d[1], Same);
   (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
   (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
-  constexpr auto window_dim = [](std::int64_t in, std::int64_t k, std::int64_t st, std::int64_t di) {
-    return k < 0 ? (Same ? detail::window_out(in, 1, st, 1, true) : dyn) : detail::window_out(in, k, st, di, Same);
-  };
-  using S = static_shape<detail::dim_or(SX::values, 0), window_dim(detail::dim_or(SX::values, 1), kh, s[0], d[0]),
-                         window_dim(detail::dim_or(SX::values, 2), kw, s[1], d[1]), detail::dim_or(SF::values, 3)>;
+  using S = detail::shape_from_array_t<ops::static_rules::conv2d(SX::values, SF::values, s, d, Same)>;
   attr_map attrs{{"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
                  {"padding", std::string(padding_t<Same>::name)},
                  {"dilations", std::vector<std::int64_t>{1, d[0], d[1], 1}}};
@@ -16859,8 +16814,7 @@ auto pool(const X& x, index_list<K...>, index_list<St...>, padding_t<Same>) {
   constexpr auto fit_w = window_fits(dim_or(SX::values, 2), k[1], 1, Same);
   (void)check::window_too_large<fit_h[0], fit_h[1]>::value;
   (void)check::window_too_large<fit_w[0], fit_w[1]>::value;
-  using S = static_shape<dim_or(SX::values, 0), window_out(dim_or(SX::values, 1), k[0], s[0], 1, Same),
-                         window_out(dim_or(SX::values, 2), k[1], s[1], 1, Same), dim_or(SX::values, 3)>;
+  using S = shape_from_array_t<ops::static_rules::pool(SX::values, k, s, Same)>;
   attr_map attrs{{"ksize", std::vector<std::int64_t>{1, k[0], k[1], 1}},
                  {"strides", std::vector<std::int64_t>{1, s[0], s[1], 1}},
                  {"padding", std::string(padding_t<Same>::name)}};
