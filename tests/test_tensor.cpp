@@ -47,6 +47,45 @@ TEST_CASE("tensors are 64-byte aligned and reference counted") {
   CHECK(cpu_allocator::global().bytes_in_use() == before);
 }
 
+TEST_CASE("assignment moves references and keeps values, to itself too") {
+  const auto before = cpu_allocator::global().bytes_in_use();
+  {
+    tensor a = tensor::of<float>({2, 2}, {1, 2, 3, 4});
+    tensor b = tensor::of<float>({3}, {5, 6, 7});
+    tensor c;
+    c = a;  // an empty tensor takes a's buffer
+    CHECK(c.shares_buffer_with(a));
+    CHECK(a.use_count() == 2);
+    c = b;  // a's count drops, b's rises; the shape follows
+    CHECK(a.use_count() == 1);
+    CHECK(b.use_count() == 2);
+    CHECK(c.shape() == shape{3});
+    CHECK(c.to_vector<float>() == std::vector<float>{5, 6, 7});
+    const tensor& self = c;
+    c = self;  // self-assignment keeps the buffer and its count
+    CHECK(b.use_count() == 2);
+    CHECK(c.to_vector<float>() == std::vector<float>{5, 6, 7});
+    tensor& alias = c;
+    c = std::move(alias);  // self-move leaves the value too
+    CHECK(c.to_vector<float>() == std::vector<float>{5, 6, 7});
+    c = std::move(a);  // takes a's buffer without a new reference; a is empty
+    CHECK(c.use_count() == 1);
+    CHECK(b.use_count() == 1);
+    CHECK(c.shape() == shape{2, 2});
+    CHECK(c.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+    CHECK(a.use_count() == 0);
+    // The last holder assigned its own buffer's only other view: the buffer lives on.
+    tensor v = c;
+    c = tensor();
+    CHECK(v.use_count() == 1);
+    c = v;
+    v = c;
+    CHECK(v.use_count() == 2);
+    CHECK(v.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  }
+  CHECK(cpu_allocator::global().bytes_in_use() == before);
+}
+
 TEST_CASE("the cpu allocator counts its peak, and a peak can start again") {
   cpu_allocator a;
   void* p = a.allocate(1000);
