@@ -865,12 +865,24 @@ class tensor {
   tensor(tensor&& o) noexcept
       : dtype_(o.dtype_), shape_(std::move(o.shape_)), buf_(std::exchange(o.buf_, nullptr)),
         data_(std::exchange(o.data_, nullptr)) {}
+  // Assigned member by member, not by copy and swap: the shape's vector keeps its storage,
+  // so the executor's assignments of same-rank tensors allocate nothing.
   tensor& operator=(const tensor& o) noexcept {
-    tensor(o).swap(*this);
+    if (o.buf_) o.buf_->ref();  // first: o may be *this, or held only through it
+    detail::buffer* old = std::exchange(buf_, o.buf_);
+    dtype_ = o.dtype_;
+    if (&o != this) shape_ = o.shape_;
+    data_ = o.data_;
+    if (old) old->unref();
     return *this;
   }
   tensor& operator=(tensor&& o) noexcept {
-    tensor(std::move(o)).swap(*this);
+    if (&o == this) return *this;
+    detail::buffer* old = std::exchange(buf_, std::exchange(o.buf_, nullptr));
+    dtype_ = o.dtype_;
+    shape_ = std::move(o.shape_);
+    data_ = std::exchange(o.data_, nullptr);
+    if (old) old->unref();
     return *this;
   }
   ~tensor() {
