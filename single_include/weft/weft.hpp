@@ -10927,11 +10927,11 @@ struct elementwise_cpu;
     using types = TYPES;                                       \
     static constexpr bool typed = TYPED;                       \
   };
+template <class F>
+using bool_binary_kernel = binary_kernel<F, true>;  // comparisons and logical ops: bool output
 #define WEFT_DETAIL_UNARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, unary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_BINARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, binary_kernel<FN>, TYPES, true)
-#define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) \
-  WEFT_DETAIL_ELEMENTWISE(OP, FN, WEFT_DETAIL_BOOL_BINARY(FN), TYPES, true)
-#define WEFT_DETAIL_BOOL_BINARY(FN) binary_kernel<FN, true>
+#define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, bool_binary_kernel<FN>, TYPES, true)
 WEFT_DETAIL_UNARY_OP(Neg, neg_fn, kernel_signed_types)
 WEFT_DETAIL_UNARY_OP(Abs, abs_fn, kernel_signed_real_types)
 WEFT_DETAIL_UNARY_OP(Square, square_fn, number_types)
@@ -10956,9 +10956,8 @@ WEFT_DETAIL_COMPARISON_OP(Less, less_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(LessEqual, less_equal_fn, real_number_types)
 WEFT_DETAIL_COMPARISON_OP(Equal, equal_fn, all_types)
 WEFT_DETAIL_COMPARISON_OP(NotEqual, not_equal_fn, all_types)
-WEFT_DETAIL_ELEMENTWISE(LogicalAnd, logical_and_fn, WEFT_DETAIL_BOOL_BINARY(logical_and_fn), type_list<bool>, false)
-WEFT_DETAIL_ELEMENTWISE(LogicalOr, logical_or_fn, WEFT_DETAIL_BOOL_BINARY(logical_or_fn), type_list<bool>, false)
-#undef WEFT_DETAIL_BOOL_BINARY
+WEFT_DETAIL_ELEMENTWISE(LogicalAnd, logical_and_fn, bool_binary_kernel<logical_and_fn>, type_list<bool>, false)
+WEFT_DETAIL_ELEMENTWISE(LogicalOr, logical_or_fn, bool_binary_kernel<logical_or_fn>, type_list<bool>, false)
 #undef WEFT_DETAIL_COMPARISON_OP
 #undef WEFT_DETAIL_BINARY_OP
 #undef WEFT_DETAIL_UNARY_OP
