@@ -6688,13 +6688,14 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 // checked against each variable's name, dtype and shape before any variable changes, and
 // a bad file changes none.
 //
-// Their CPU kernels are in kernels/cpu/io.hpp, which <weft/weft.hpp> includes.
+// A saver asks for their kernels through kernel_for (framework/kernel_for.hpp) where it is
+// constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
+// <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
 //
 // weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
 // name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
@@ -9148,17 +9149,14 @@ struct saver_options {
   int keep = 5;  // checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
 };
 
-namespace detail {
-// Registers the Save and Restore kernels. Set by <weft/kernels/cpu/io.hpp> when a program
-// includes it (<weft/weft.hpp> does), so that the runtime names no device's kernels.
-inline std::atomic<void (*)()> saver_kernels{nullptr};
-}  // namespace detail
-
 // Saves and restores variables of a graph by their node names. Construct it before the
 // session: it adds to the graph a Save node reading the variables, a Restore node, an
 // Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
+  // A template only so that the Save and Restore kernels it asks for (kernel_for, one
+  // specialization per device type) are looked up where a saver is constructed.
+  template <class Family = ops::families::io>
   saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
     std::vector<std::string> names;
     std::vector<dtype> dtypes;
@@ -9170,8 +9168,7 @@ class saver {
       dtypes.push_back(n.attr<dtype>("dtype"));
       shapes.push_back(n.attr<partial_shape>("shape"));
     }
-    ops::register_io_ops();
-    if (auto kernels = detail::saver_kernels.load()) kernels();
+    use_kernels<Family>();
     filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
     std::vector<output> saved{filename_};
     saved.insert(saved.end(), vars.begin(), vars.end());
@@ -9440,8 +9437,8 @@ struct restore_kernel final : op_kernel {
   std::vector<partial_shape> shapes_;
 };
 
-// A template, so that including this header instantiates nothing until it is called; the
-// hook below (set when this header is included, as <weft/weft.hpp> does) lets a saver call it.
+// A template, so that including this header instantiates nothing until it is called (a
+// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
 template <int = 0>
 void register_io_kernels() {
   ops::register_io_ops();
@@ -9465,10 +9462,6 @@ template <class T>  // a partial specialization, so that including it instantiat
 struct kernel_for<ops::families::io, T, device_types::cpu> {
   static void register_kernels() { cpu::register_io_kernels(); }
 };
-namespace detail {
-// The saver (runtime/checkpoint.hpp) asks for its kernels through this hook.
-inline const bool saver_kernels_hooked = (saver_kernels.store(&cpu::register_io_kernels<>), true);
-}  // namespace detail
 }  // namespace weft
 // GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g).
 
@@ -18798,22 +18791,27 @@ class client_session {
   // holds one with another dtype or shape changes none. Variables are matched by name, so
   // a fresh client_session that has lowered the same model (by initialize or a run)
   // restores another's checkpoint.
+  // (Templates only so that the Save and Restore kernels, which a program that never saves
+  // does not compile, are looked up where they are called.)
+  template <class Saver = weft::saver>
   std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
-    return saver_for_variables(options)->save(session_, prefix, step);
+    return saver_for_variables<Saver>(options)->save(session_, prefix, step);
   }
-  void restore(const std::filesystem::path& file) { saver_for_variables(std::nullopt)->restore(session_, file); }
+  template <class Saver = weft::saver>
+  void restore(const std::filesystem::path& file) { saver_for_variables<Saver>(std::nullopt)->restore(session_, file); }
 
  private:
   // A saver over the variables lowered so far: the last one made while no variable was
   // lowered since (and, for a save, with the same options; a restore takes any), else a new
   // one in a name scope of its own.
+  template <class Saver = weft::saver>
   std::shared_ptr<const weft::saver> saver_for_variables(std::optional<saver_options> options) {
     std::lock_guard lock(mutex_);
     const std::vector<output> vars = variables_of(graph_);
     if (!saver_ || saved_variables_ != vars.size() || (options && saver_keep_ != options->keep)) {
       const saver_options o = options.value_or(saver_options{});
       auto scope = graph_.name_scope("client_saver_" + std::to_string(savers_made_++));
-      saver_ = std::make_shared<const weft::saver>(graph_, vars, o);
+      saver_ = std::make_shared<const Saver>(graph_, vars, o);
       saved_variables_ = vars.size();
       saver_keep_ = o.keep;
       sync();

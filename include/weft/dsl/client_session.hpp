@@ -188,22 +188,27 @@ class client_session {
   // holds one with another dtype or shape changes none. Variables are matched by name, so
   // a fresh client_session that has lowered the same model (by initialize or a run)
   // restores another's checkpoint.
+  // (Templates only so that the Save and Restore kernels, which a program that never saves
+  // does not compile, are looked up where they are called.)
+  template <class Saver = weft::saver>
   std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
-    return saver_for_variables(options)->save(session_, prefix, step);
+    return saver_for_variables<Saver>(options)->save(session_, prefix, step);
   }
-  void restore(const std::filesystem::path& file) { saver_for_variables(std::nullopt)->restore(session_, file); }
+  template <class Saver = weft::saver>
+  void restore(const std::filesystem::path& file) { saver_for_variables<Saver>(std::nullopt)->restore(session_, file); }
 
  private:
   // A saver over the variables lowered so far: the last one made while no variable was
   // lowered since (and, for a save, with the same options; a restore takes any), else a new
   // one in a name scope of its own.
+  template <class Saver = weft::saver>
   std::shared_ptr<const weft::saver> saver_for_variables(std::optional<saver_options> options) {
     std::lock_guard lock(mutex_);
     const std::vector<output> vars = variables_of(graph_);
     if (!saver_ || saved_variables_ != vars.size() || (options && saver_keep_ != options->keep)) {
       const saver_options o = options.value_or(saver_options{});
       auto scope = graph_.name_scope("client_saver_" + std::to_string(savers_made_++));
-      saver_ = std::make_shared<const weft::saver>(graph_, vars, o);
+      saver_ = std::make_shared<const Saver>(graph_, vars, o);
       saved_variables_ = vars.size();
       saver_keep_ = o.keep;
       sync();

@@ -4,14 +4,15 @@
 // checked against each variable's name, dtype and shape before any variable changes, and
 // a bad file changes none.
 //
-// Their CPU kernels are in kernels/cpu/io.hpp, which <weft/weft.hpp> includes.
+// A saver asks for their kernels through kernel_for (framework/kernel_for.hpp) where it is
+// constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
+// <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
 //
 // weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
 // name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +23,7 @@
 
 #include <weft/core/error.hpp>
 #include <weft/core/tensor.hpp>
+#include <weft/framework/kernel_for.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/ops/io_ops.hpp>
 #include <weft/runtime/checkpoint_file.hpp>
@@ -41,17 +43,14 @@ struct saver_options {
   int keep = 5;  // checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
 };
 
-namespace detail {
-// Registers the Save and Restore kernels. Set by <weft/kernels/cpu/io.hpp> when a program
-// includes it (<weft/weft.hpp> does), so that the runtime names no device's kernels.
-inline std::atomic<void (*)()> saver_kernels{nullptr};
-}  // namespace detail
-
 // Saves and restores variables of a graph by their node names. Construct it before the
 // session: it adds to the graph a Save node reading the variables, a Restore node, an
 // Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
+  // A template only so that the Save and Restore kernels it asks for (kernel_for, one
+  // specialization per device type) are looked up where a saver is constructed.
+  template <class Family = ops::families::io>
   saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
     std::vector<std::string> names;
     std::vector<dtype> dtypes;
@@ -63,8 +62,7 @@ class saver {
       dtypes.push_back(n.attr<dtype>("dtype"));
       shapes.push_back(n.attr<partial_shape>("shape"));
     }
-    ops::register_io_ops();
-    if (auto kernels = detail::saver_kernels.load()) kernels();
+    use_kernels<Family>();
     filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
     std::vector<output> saved{filename_};
     saved.insert(saved.end(), vars.begin(), vars.end());

@@ -11,7 +11,6 @@
 
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/ops/io_ops.hpp>
-#include <weft/runtime/checkpoint.hpp>
 #include <weft/runtime/checkpoint_file.hpp>
 
 namespace weft::cpu {
@@ -57,8 +56,8 @@ struct restore_kernel final : op_kernel {
   std::vector<partial_shape> shapes_;
 };
 
-// A template, so that including this header instantiates nothing until it is called; the
-// hook below (set when this header is included, as <weft/weft.hpp> does) lets a saver call it.
+// A template, so that including this header instantiates nothing until it is called (a
+// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
 template <int = 0>
 void register_io_kernels() {
   ops::register_io_ops();
@@ -82,8 +81,4 @@ template <class T>  // a partial specialization, so that including it instantiat
 struct kernel_for<ops::families::io, T, device_types::cpu> {
   static void register_kernels() { cpu::register_io_kernels(); }
 };
-namespace detail {
-// The saver (runtime/checkpoint.hpp) asks for its kernels through this hook.
-inline const bool saver_kernels_hooked = (saver_kernels.store(&cpu::register_io_kernels<>), true);
-}  // namespace detail
 }  // namespace weft
