@@ -2,6 +2,8 @@
 // scopes), fusion on and off, feeds and run-time shape checks.
 #include <weft/dsl.hpp>
 
+#include "support/dsl_helpers.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -16,23 +18,13 @@ using namespace weft;
 
 namespace {
 
+using weft::test::count_op;
+using weft::test::fusion;
+
 std::vector<float> ramp(std::size_t n, float scale, float offset = 0) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>(static_cast<int>(i % 23) - 11);
   return v;
-}
-
-int count_op(const graph& g, std::string_view op) {
-  int n = 0;
-  for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
-  return n;
-}
-
-client_options fusion(bool on) {
-  client_options o;
-  o.fusion = on;
-  o.session.intra_op_threads = 2;
-  return o;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include <weft/dsl.hpp>
 
+#include "support/dsl_helpers.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -18,6 +20,8 @@ namespace hana = boost::hana;
 
 namespace {
 
+using weft::test::count_op;
+
 using weft::test::numeric_gradient;
 
 void check_gradient(std::span<const double> got, const std::vector<double>& want) {
@@ -26,12 +30,6 @@ void check_gradient(std::span<const double> got, const std::vector<double>& want
     INFO("element " << i);
     CHECK(got[i] == Approx(want[i]).margin(1e-7));
   }
-}
-
-int count_op(const graph& g, std::string_view op) {
-  int n = 0;
-  for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
-  return n;
 }
 
 }  // namespace

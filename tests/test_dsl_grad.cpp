@@ -6,6 +6,8 @@
 
 #include <weft/dsl.hpp>
 
+#include "support/dsl_helpers.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -17,20 +19,10 @@ using namespace weft;
 
 namespace {
 
+using weft::test::count_op;
+using weft::test::fusion;
+
 using weft::test::numeric_gradient;
-
-client_options fusion(bool on) {
-  client_options o;
-  o.fusion = on;
-  o.session.intra_op_threads = 2;
-  return o;
-}
-
-int count_op(const graph& g, std::string_view op) {
-  int n = 0;
-  for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
-  return n;
-}
 
 void check_close(std::span<const double> got, const std::vector<double>& want, double tol) {
   REQUIRE(got.size() == want.size());

@@ -2,6 +2,8 @@
 // array and matrix ops of dsl/array_ops.hpp, against values computed by hand or by naive loops.
 #include <weft/dsl.hpp>
 
+#include "support/dsl_helpers.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,11 +16,7 @@ using namespace weft;
 
 namespace {
 
-int count_op(const graph& g, std::string_view op) {
-  int n = 0;
-  for (int i = 0; i < g.size(); ++i) n += g.at(i).op() == op;
-  return n;
-}
+using weft::test::count_op;
 
 std::vector<float> iota(std::size_t n, float start = 0) {
   std::vector<float> v(n);

@@ -13,7 +13,7 @@ using namespace weft;
 
 namespace {
 
-std::vector<double> values(std::size_t n, double scale, double offset) {
+std::vector<double> nn_values(std::size_t n, double scale, double offset) {
   std::vector<double> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<double>(static_cast<int>((i * 7) % 13) - 6);
   return v;
@@ -85,7 +85,7 @@ TEST_CASE("dsl nn: bias_add, softmax, log_softmax, losses and l2_loss against fo
   auto b = placeholder<double>("b", dims<4>);
   auto p = placeholder<double>("p", dims<3, 4>);
   auto k = placeholder<std::int32_t>("k", dims<3>);
-  const auto xv = values(12, 0.37, 0.1), bv = values(4, 0.5, -0.2);
+  const auto xv = nn_values(12, 0.37, 0.1), bv = nn_values(4, 0.5, -0.2);
   std::vector<double> pv(12, 0.0);
   const std::vector<std::int32_t> kv{2, 0, 3};
   for (std::size_t r = 0; r < 3; ++r) pv[r * 4] = 0.25, pv[r * 4 + static_cast<std::size_t>(kv[r])] += 0.75;
@@ -120,7 +120,7 @@ TEST_CASE("dsl nn: bias_add, softmax, log_softmax, losses and l2_loss against fo
 TEST_CASE("dsl nn: conv2d and pools against direct loops", "[dsl][nn]") {
   auto img = placeholder<double>("img", dims<2, 7, 6, 3>);
   auto f = placeholder<double>("f", dims<3, 2, 3, 4>);
-  const auto iv = values(2 * 7 * 6 * 3, 0.21, 0.03), fv = values(3 * 2 * 3 * 4, 0.17, -0.05);
+  const auto iv = nn_values(2 * 7 * 6 * 3, 0.21, 0.03), fv = nn_values(3 * 2 * 3 * 4, 0.17, -0.05);
   client_session s;
   auto [c_same, c_valid, c_dil, mp, ap] =
       s.run(fetch(conv2d(img, f, strides<2, 1>, same), conv2d(img, f, strides<1, 2>, valid),
@@ -199,8 +199,8 @@ TEST_CASE("dsl nn: gradients through a small CNN match central differences", "[d
   auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels)) + 0.1 * l2_loss(w) +
               reduce_sum(softmax(logits) * log_softmax(logits));
   auto [df, db, dw] = grad(loss, f, b, w);
-  const auto iv = values(2 * 36 * 2, 0.3, 0.05), fv0 = values(54, 0.11, 0.02), bv0 = values(3, 0.05, 0.1),
-             wv0 = values(48, 0.2, -0.03);
+  const auto iv = nn_values(2 * 36 * 2, 0.3, 0.05), fv0 = nn_values(54, 0.11, 0.02), bv0 = nn_values(3, 0.05, 0.1),
+             wv0 = nn_values(48, 0.2, -0.03);
   const std::vector<std::int64_t> lv{3, 1};
   client_session s;
   auto eval = [&](const std::vector<double>& fv, const std::vector<double>& bv, const std::vector<double>& wv) {
@@ -347,7 +347,7 @@ TEST_CASE("dsl nn: second derivatives through max pooling match central differen
   auto dz = grad(z, x);
   std::vector<double> xv0(50);  // distinct values: no ties inside a window
   for (std::size_t i = 0; i < 50; ++i) xv0[i] = 0.037 * static_cast<double>((i * 17) % 50) - 0.9;
-  const auto cv = values(50, 0.4, 0.3);
+  const auto cv = nn_values(50, 0.4, 0.3);
   client_session s;
   auto eval = [&](const std::vector<double>& xv) {
     return s.run(z, feed(x, xv, shape{1, 5, 5, 2}), feed(c, cv, shape{1, 5, 5, 2})).scalar();
