@@ -12,8 +12,9 @@ using namespace weft::test;
 
 namespace {
 
+using weft::test::i64;
+
 output scalar_ph(graph& g, dtype t, const char* name) { return g.placeholder(t, partial_shape(std::vector<std::int64_t>{}), node_options(name)); }
-output i64(graph& g, std::int64_t v) { return g.constant(tensor::scalar(v)); }
 
 session_options threads(int n) {
   session_options o;

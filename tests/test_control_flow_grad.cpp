@@ -14,9 +14,10 @@ using namespace weft::test;
 
 namespace {
 
+using weft::test::i64;
+using weft::test::op;
+
 output f64(graph& g, double v) { return g.constant(tensor::scalar(v)); }
-output i64(graph& g, std::int64_t v) { return g.constant(tensor::scalar(v)); }
-output op(graph& g, const char* name, std::vector<output> in, attr_map attrs = {}) { return g.op(name, in, std::move(attrs)); }
 std::vector<output> outs(std::initializer_list<output> o) { return o; }
 
 session_options two_threads() {

@@ -95,7 +95,7 @@ output ph(graph& g, const char* name, dtype t = dtype::float64) {
   return g.placeholder(t, partial_shape::unknown_rank(), node_options(name));
 }
 output sizes(graph& g, std::vector<std::int64_t> v) { return g.constant(tensor::from_vector(v, shape{4})); }
-session_options threads(int n) {
+session_options intra_threads(int n) {
   session_options o;
   o.intra_op_threads = n;
   return o;
@@ -157,7 +157,7 @@ TEST_CASE("conv: Conv2D and its two gradient ops equal the direct sums", "[nn][c
       const shape xs{c.n, c.h, c.w, c.c}, fs{c.kh, c.kw, c.c, c.k}, ys{c.n, oh, ow, c.k};
       const auto xv = scattered(xs.num_elements(), 0.3), fv = scattered(fs.num_elements(), 1.1),
                  dv = scattered(ys.num_elements(), 2.9);
-      session s(g, threads(n_threads));
+      session s(g, intra_threads(n_threads));
       auto got = s.run({{x, tensor::from_vector(xv, xs)}, {f, tensor::from_vector(fv, fs)}, {d, tensor::from_vector(dv, ys)}},
                        {y, dx, df});
       const conv_results want = naive_conv(c, xv, fv, dv);
@@ -290,7 +290,7 @@ TEST_CASE("conv: MaxPool, AvgPool and their gradient ops equal the direct loops"
       (void)pt, (void)pl;
       const shape xs{c.n, c.h, c.w, c.c}, ys{c.n, oh, ow, c.c};
       const auto xv = scattered(xs.num_elements(), 0.7), dv = scattered(ys.num_elements(), 1.9);
-      session s(g, threads(n_threads));
+      session s(g, intra_threads(n_threads));
       const auto ev = scattered(xs.num_elements(), 1.3);
       auto got = s.run({{x, tensor::from_vector(xv, xs)}, {d, tensor::from_vector(dv, ys)}, {e, tensor::from_vector(ev, xs)}},
                        {mp, ap, mg, ag, mgg});
@@ -350,7 +350,7 @@ TEST_CASE("conv: Dropout keeps 1 - rate of the elements, scaled, and its gradien
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.5f + static_cast<float>(i % 7);
   const tensor xt = tensor::from_vector(xv, shape{n});
   auto run = [&](session& s, float r) { return s.run({{x, xt}, {rate, tensor::scalar(r)}}, {y, mask, dx}); };
-  session s(g, threads(2));
+  session s(g, intra_threads(2));
   auto first = run(s, 0.3f);
   const auto yv = first[0].to_vector<float>(), mv = first[1].to_vector<float>(), dv = first[2].to_vector<float>();
   std::int64_t kept = 0;

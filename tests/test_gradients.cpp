@@ -13,7 +13,8 @@ using namespace weft::test;
 
 namespace {
 
-output op(graph& g, const char* name, std::vector<output> in, attr_map attrs = {}) { return g.op(name, in, std::move(attrs)); }
+using weft::test::op;
+
 output port(output o, int p) {
   o.port = p;
   return o;

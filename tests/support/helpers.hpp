@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace weft::test {
@@ -26,6 +28,14 @@ struct temp_dir {
   temp_dir& operator=(const temp_dir&) = delete;
   ~temp_dir() { std::filesystem::remove_all(path); }
 };
+
+// A scalar int64 constant.
+inline output i64(graph& g, std::int64_t v) { return g.constant(tensor::scalar(v)); }
+
+// A node of op `name` on `in` with `attrs`.
+inline output op(graph& g, const char* name, std::vector<output> in, attr_map attrs = {}) {
+  return g.op(name, in, std::move(attrs));
+}
 
 inline session_options one_thread() {
   session_options o;
