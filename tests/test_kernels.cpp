@@ -12,7 +12,7 @@ template <class T>
 const node& c(graph& g, shape s, std::vector<T> v) {
   return g.constant(tensor::from_vector(v, s));
 }
-const node& ints(graph& g, std::vector<std::int32_t> v) { return g.constant(tensor::from_vector(v)); }
+const node& i32s(graph& g, std::vector<std::int32_t> v) { return g.constant(tensor::from_vector(v)); }
 }  // namespace
 
 TEST_CASE("binary ops broadcast like NumPy, including rank 0 and empty") {
@@ -167,9 +167,9 @@ TEST_CASE("Cast converts between dtypes, saturating float to int") {
 TEST_CASE("array ops move data as specified") {
   graph g;
   auto& a = c<float>(g, {2, 3}, {0, 1, 2, 3, 4, 5});
-  CHECK(eval(g, g.op("Reshape", {a, ints(g, {3, -1})})).shape() == shape{3, 2});
-  test::require_error([&] { eval(g, g.op("Reshape", {a, g.op("Identity", {ints(g, {4, -1})})})); }, {"cannot reshape"});
-  CHECK(eval(g, g.op("Transpose", {a, ints(g, {1, 0})})).to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
+  CHECK(eval(g, g.op("Reshape", {a, i32s(g, {3, -1})})).shape() == shape{3, 2});
+  test::require_error([&] { eval(g, g.op("Reshape", {a, g.op("Identity", {i32s(g, {4, -1})})})); }, {"cannot reshape"});
+  CHECK(eval(g, g.op("Transpose", {a, i32s(g, {1, 0})})).to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
   auto cat = eval(g, g.op("ConcatV2", {a, a, g.constant(tensor::scalar(1))}));
   CHECK(cat.shape() == shape{2, 6});
   CHECK(cat.to_vector<float>() == std::vector<float>{0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5});
@@ -179,30 +179,30 @@ TEST_CASE("array ops move data as specified") {
   auto parts = s.run({}, {split.out(0), split.out(1)});
   CHECK(parts[0].to_vector<float>() == std::vector<float>{0, 1, 4, 5});
   CHECK(parts[1].to_vector<float>() == std::vector<float>{2, 3, 6, 7});
-  CHECK(eval(g, g.op("Slice", {a, ints(g, {0, 1}), ints(g, {2, -1})})).to_vector<float>() ==
+  CHECK(eval(g, g.op("Slice", {a, i32s(g, {0, 1}), i32s(g, {2, -1})})).to_vector<float>() ==
         std::vector<float>{1, 2, 4, 5});
-  test::require_error([&] { eval(g, g.op("Slice", {a, ints(g, {1, 1}), ints(g, {2, 1})})); }, {"out of range"});
+  test::require_error([&] { eval(g, g.op("Slice", {a, i32s(g, {1, 1}), i32s(g, {2, 1})})); }, {"out of range"});
   auto pad = eval(g, g.op("Pad", {c<float>(g, {1, 2}, {1, 2}), c<std::int32_t>(g, {2, 2}, {1, 0, 0, 1})}));
   CHECK(pad.shape() == shape{2, 3});
   CHECK(pad.to_vector<float>() == std::vector<float>{0, 0, 0, 1, 2, 0});
-  CHECK(eval(g, g.op("Tile", {c<float>(g, {2}, {1, 2}), ints(g, {3})})).to_vector<float>() ==
+  CHECK(eval(g, g.op("Tile", {c<float>(g, {2}, {1, 2}), i32s(g, {3})})).to_vector<float>() ==
         std::vector<float>{1, 2, 1, 2, 1, 2});
-  auto gat = eval(g, g.op("GatherV2", {a, ints(g, {1, 0, 1}), g.constant(tensor::scalar(0))}));
+  auto gat = eval(g, g.op("GatherV2", {a, i32s(g, {1, 0, 1}), g.constant(tensor::scalar(0))}));
   CHECK(gat.shape() == shape{3, 3});
   CHECK(gat.to_vector<float>() == std::vector<float>{3, 4, 5, 0, 1, 2, 3, 4, 5});
-  CHECK(eval(g, g.op("GatherV2", {a, ints(g, {2}), g.constant(tensor::scalar(1))})).to_vector<float>() ==
+  CHECK(eval(g, g.op("GatherV2", {a, i32s(g, {2}), g.constant(tensor::scalar(1))})).to_vector<float>() ==
         std::vector<float>{2, 5});
-  test::require_error([&] { eval(g, g.op("GatherV2", {a, ints(g, {2}), g.constant(tensor::scalar(0))})); },
+  test::require_error([&] { eval(g, g.op("GatherV2", {a, i32s(g, {2}), g.constant(tensor::scalar(0))})); },
                       {"(GatherV2)", "indices[0] = 2 is not in [0, 2)"});
-  auto oh = eval(g, g.op("OneHot", {ints(g, {0, 2, 5}), g.constant(tensor::scalar(3)), g.constant(tensor::scalar(1.0f)),
+  auto oh = eval(g, g.op("OneHot", {i32s(g, {0, 2, 5}), g.constant(tensor::scalar(3)), g.constant(tensor::scalar(1.0f)),
                                    g.constant(tensor::scalar(0.0f))}));
   CHECK(oh.to_vector<float>() == std::vector<float>{1, 0, 0, 0, 0, 1, 0, 0, 0});
   CHECK(eval(g, g.op("Shape", {a})).to_vector<std::int32_t>() == std::vector<std::int32_t>{2, 3});
   CHECK(eval(g, g.op("Rank", {a})).scalar_value<std::int32_t>() == 2);
   CHECK(eval(g, g.op("Size", {a}, {{"out_type", dtype::int64}})).scalar_value<std::int64_t>() == 6);
-  CHECK(eval(g, g.op("Fill", {ints(g, {2, 2}), g.constant(tensor::scalar(7.0))})).to_vector<double>() ==
+  CHECK(eval(g, g.op("Fill", {i32s(g, {2, 2}), g.constant(tensor::scalar(7.0))})).to_vector<double>() ==
         std::vector<double>(4, 7.0));
-  test::require_error([&] { eval(g, g.op("Fill", {g.op("Identity", {ints(g, {2, -2})}), g.constant(tensor::scalar(7.0))})); },
+  test::require_error([&] { eval(g, g.op("Fill", {g.op("Identity", {i32s(g, {2, -2})}), g.constant(tensor::scalar(7.0))})); },
                       {"(Fill)", "negative dimension -2"});
   CHECK(eval(g, g.op("ZerosLike", {a})).to_vector<float>() == std::vector<float>(6, 0.0f));
   CHECK(eval(g, g.op("OnesLike", {a})).to_vector<float>() == std::vector<float>(6, 1.0f));
@@ -231,17 +231,17 @@ TEST_CASE("reductions over any axes match a naive loop") {
   };
   for (auto axes : std::vector<std::vector<int>>{{0}, {1}, {2}, {0, 2}, {0, 1}, {1, 2}, {0, 1, 2}}) {
     INFO("axes " << axes.size() << " first " << axes[0]);
-    auto got = eval(g, g.op("Sum", {t, ints(g, axes)})).to_vector<double>();
+    auto got = eval(g, g.op("Sum", {t, i32s(g, axes)})).to_vector<double>();
     CHECK(got == sum_over(axes));
   }
-  auto keep = eval(g, g.op("Mean", {t, ints(g, {-1})}, {{"keep_dims", true}}));
+  auto keep = eval(g, g.op("Mean", {t, i32s(g, {-1})}, {{"keep_dims", true}}));
   CHECK(keep.shape() == shape{2, 3, 1});
   CHECK(keep.to_vector<double>()[4] == 111.5);  // (110+111+112+113)/4
-  CHECK(eval(g, g.op("Max", {t, ints(g, {0, 1})})).to_vector<double>() == std::vector<double>{120, 121, 122, 123});
-  CHECK(eval(g, g.op("Min", {t, ints(g, {2})})).to_vector<double>()[5] == 120);
-  CHECK(eval(g, g.op("Prod", {c<double>(g, {3}, {2, 3, 4}), ints(g, {0})})).scalar_value<double>() == 24);
-  CHECK(eval(g, g.op("Sum", {t, ints(g, {})})).to_vector<double>() == x);
-  CHECK(eval(g, g.op("Sum", {c<double>(g, {0, 2}, {}), ints(g, {0})})).to_vector<double>() == std::vector<double>{0, 0});
+  CHECK(eval(g, g.op("Max", {t, i32s(g, {0, 1})})).to_vector<double>() == std::vector<double>{120, 121, 122, 123});
+  CHECK(eval(g, g.op("Min", {t, i32s(g, {2})})).to_vector<double>()[5] == 120);
+  CHECK(eval(g, g.op("Prod", {c<double>(g, {3}, {2, 3, 4}), i32s(g, {0})})).scalar_value<double>() == 24);
+  CHECK(eval(g, g.op("Sum", {t, i32s(g, {})})).to_vector<double>() == x);
+  CHECK(eval(g, g.op("Sum", {c<double>(g, {0, 2}, {}), i32s(g, {0})})).to_vector<double>() == std::vector<double>{0, 0});
   CHECK(eval(g, g.op("ArgMax", {c<float>(g, {2, 3}, {1, 9, 9, 7, 2, 8}), g.constant(tensor::scalar(1))})).to_vector<std::int64_t>() ==
         std::vector<std::int64_t>{1, 2});
   CHECK(eval(g, g.op("ArgMin", {c<float>(g, {2, 3}, {1, 9, 9, 7, 2, 8}), g.constant(tensor::scalar(0))})).to_vector<std::int64_t>() ==
@@ -295,19 +295,19 @@ TEST_CASE("Cumsum, Cumprod and UnsortedSegmentSum match naive loops") {
 
   // UnsortedSegmentSum: rows added into their segments, empty segments 0, 2-D ids.
   auto& data = c<float>(g, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
-  auto seg = eval(g, g.op("UnsortedSegmentSum", {data, ints(g, {2, 0, 2, 3}), g.constant(tensor::scalar(5))}));
+  auto seg = eval(g, g.op("UnsortedSegmentSum", {data, i32s(g, {2, 0, 2, 3}), g.constant(tensor::scalar(5))}));
   CHECK(seg.shape() == shape{5, 2});
   CHECK(seg.to_vector<float>() == std::vector<float>{3, 4, 0, 0, 6, 8, 7, 8, 0, 0});
   auto ids2 = g.constant(tensor::from_vector(std::vector<std::int64_t>{1, 1, 0, 1, 0, 0, 1, 1}, shape{4, 2}));
   auto whole = eval(g, g.op("UnsortedSegmentSum", {data, ids2, g.constant(tensor::scalar(std::int64_t{2}))}));
   CHECK(whole.shape() == shape{2});
   CHECK(whole.to_vector<float>() == std::vector<float>{3 + 5 + 6, 1 + 2 + 4 + 7 + 8});
-  auto none = eval(g, g.op("UnsortedSegmentSum", {c<float>(g, {0, 3}, {}), ints(g, {}), g.constant(tensor::scalar(2))}));
+  auto none = eval(g, g.op("UnsortedSegmentSum", {c<float>(g, {0, 3}, {}), i32s(g, {}), g.constant(tensor::scalar(2))}));
   CHECK(none.shape() == shape{2, 3});
   CHECK(none.to_vector<float>() == std::vector<float>(6, 0.0f));
-  test::require_error([&] { eval(g, g.op("UnsortedSegmentSum", {data, ints(g, {0, 5, 1, 1}), g.constant(tensor::scalar(5))})); },
+  test::require_error([&] { eval(g, g.op("UnsortedSegmentSum", {data, i32s(g, {0, 5, 1, 1}), g.constant(tensor::scalar(5))})); },
                       {"segment_ids[1] = 5", "[0, 5)"});
-  test::require_error([&] { g.op("UnsortedSegmentSum", {data, ints(g, {0, 1, 2}), g.constant(tensor::scalar(5))}); },
+  test::require_error([&] { g.op("UnsortedSegmentSum", {data, i32s(g, {0, 1, 2}), g.constant(tensor::scalar(5))}); },
                       {"UnsortedSegmentSum", "not a prefix", "[4,2]"});
 }
 
@@ -376,11 +376,11 @@ TEST_CASE("GatherNd, ScatterNd, TensorScatterUpdate and TensorScatterAdd match n
   }
 
   // int8 adds as TensorFlow's, wrapping; float16 through float; int32 indices.
-  auto& i32 = ints(g, {1, 0, 1});
-  auto idx = g.op("Reshape", {i32, ints(g, {3, 1})});
+  auto& i32 = i32s(g, {1, 0, 1});
+  auto idx = g.op("Reshape", {i32, i32s(g, {3, 1})});
   auto bytes = eval(g, g.op("TensorScatterAdd", {c<std::int8_t>(g, {2}, {120, -5}), idx, c<std::int8_t>(g, {3}, {10, 20, -2})}));
   CHECK(bytes.to_vector<std::int8_t>() == std::vector<std::int8_t>{-116, 3});  // 120 + 20 wraps, -5 + 10 - 2
-  auto halves = eval(g, g.op("ScatterNd", {idx, c<half>(g, {3}, {half(1.5f), half(2.0f), half(0.25f)}), ints(g, {2})}));
+  auto halves = eval(g, g.op("ScatterNd", {idx, c<half>(g, {3}, {half(1.5f), half(2.0f), half(0.25f)}), i32s(g, {2})}));
   CHECK(halves.to_vector<half>() == std::vector<half>{half(2.0f), half(1.75f)});
 
   // Empty: no index tuples leave the tensor as it is; an empty tensor takes no tuple.
@@ -397,7 +397,7 @@ TEST_CASE("GatherNd, ScatterNd, TensorScatterUpdate and TensorScatterAdd match n
   test::require_error([&] { g.op("TensorScatterUpdate", {params, bad, c<float>(g, {2, 3}, std::vector<float>(6))}); },
                       {"TensorScatterUpdate", "updates of shape [2,3] do not fit indices of shape [2,2] into shape [3,4,2]",
                        "must have shape [2,2]"});
-  test::require_error([&] { g.op("ScatterNd", {bad, c<float>(g, {2}, {1, 2}), ints(g, {3, 4})}); },
+  test::require_error([&] { g.op("ScatterNd", {bad, c<float>(g, {2}, {1, 2}), i32s(g, {3, 4})}); },
                       {"ScatterNd", "Tindices"});  // shape's dtype must be the indices'
 }
 
@@ -583,7 +583,7 @@ TEST_CASE("MatrixInverse and MatrixDeterminant") {
 
 TEST_CASE("random ops are seeded, reproducible and have the right moments") {
   graph g;
-  auto& shape_t = ints(g, {20000});
+  auto& shape_t = i32s(g, {20000});
   auto& u = g.op("RandomUniform", {shape_t}, {{"dtype", dtype::float64}, {"seed", 7}});
   auto& n = g.op("RandomStandardNormal", {shape_t}, {{"dtype", dtype::float64}, {"seed", 7}});
   auto& t = g.op("TruncatedNormal", {shape_t}, {{"dtype", dtype::float32}, {"seed", 7}});

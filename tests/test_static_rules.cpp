@@ -58,7 +58,7 @@ partial_shape as_partial(const dims<N>& d) {
 
 output input(graph& g, const partial_shape& s) { return g.placeholder(dtype::float32, s).out(0); }
 output scalar_int(graph& g, std::int32_t v) { return g.constant(tensor::scalar(v)).out(0); }
-output ints(graph& g, std::vector<std::int32_t> v) {
+output i32_vector(graph& g, std::vector<std::int32_t> v) {
   const auto n = static_cast<std::int64_t>(v.size());
   return g.constant(tensor::from_vector(v, shape{n})).out(0);
 }
@@ -99,19 +99,19 @@ TEST_CASE("the static shape rules agree with the graph's shape functions") {
                {{"ksize", window(3, 2)}, {"strides", window(2, 3)}, {"padding", std::string("SAME")}},
                rules::pool(dims<4>{-1, 7, 9, 16}, {3, 2}, {2, 3}, true));
 
-  same_as_rule(g, "Sum", {input(g, {2, 3, 4}), ints(g, {0, 2})}, {{"keep_dims", true}},
+  same_as_rule(g, "Sum", {input(g, {2, 3, 4}), i32_vector(g, {0, 2})}, {{"keep_dims", true}},
                rules::reduce<dims<3>{2, 3, 4}, dims<2>{0, 2}, true>());
-  same_as_rule(g, "Max", {input(g, {2, -1, 4}), ints(g, {-1})}, {}, rules::reduce<dims<3>{2, -1, 4}, dims<1>{-1}, false>());
-  same_as_rule(g, "Reshape", {input(g, {6, 4}), ints(g, {2, -1, 3})}, {}, rules::reshape(dims<2>{6, 4}, dims<3>{2, -1, 3}));
-  same_as_rule(g, "Transpose", {input(g, {2, 3, 4}), ints(g, {2, 0, 1})}, {},
+  same_as_rule(g, "Max", {input(g, {2, -1, 4}), i32_vector(g, {-1})}, {}, rules::reduce<dims<3>{2, -1, 4}, dims<1>{-1}, false>());
+  same_as_rule(g, "Reshape", {input(g, {6, 4}), i32_vector(g, {2, -1, 3})}, {}, rules::reshape(dims<2>{6, 4}, dims<3>{2, -1, 3}));
+  same_as_rule(g, "Transpose", {input(g, {2, 3, 4}), i32_vector(g, {2, 0, 1})}, {},
                rules::transpose(dims<3>{2, 3, 4}, dims<3>{2, 0, 1}));
   same_as_rule(g, "ConcatV2", {input(g, {-1, 3}), input(g, {5, 4}), input(g, {5, 1}), scalar_int(g, 1)}, {},
                rules::concat(1, dims<2>{-1, 3}, dims<2>{5, 4}, dims<2>{5, 1}));
-  same_as_rule(g, "Slice", {input(g, {6, 7}), ints(g, {1, 2}), ints(g, {-1, 3})}, {},
+  same_as_rule(g, "Slice", {input(g, {6, 7}), i32_vector(g, {1, 2}), i32_vector(g, {-1, 3})}, {},
                rules::slice(dims<2>{6, 7}, dims<2>{1, 2}, dims<2>{-1, 3}));
   same_as_rule(g, "Pad", {input(g, {3, 5}), g.constant(tensor::of<std::int32_t>({2, 2}, {1, 2, 0, 4})).out(0)}, {},
                rules::pad(dims<2>{3, 5}, dims<4>{1, 2, 0, 4}));
-  same_as_rule(g, "Tile", {input(g, {2, 5}), ints(g, {3, 0})}, {}, rules::tile(dims<2>{2, 5}, dims<2>{3, 0}));
+  same_as_rule(g, "Tile", {input(g, {2, 5}), i32_vector(g, {3, 0})}, {}, rules::tile(dims<2>{2, 5}, dims<2>{3, 0}));
   same_as_rule(g, "GatherV2", {input(g, {5, 6, 7}), g.placeholder(dtype::int32, {2, 3}).out(0), scalar_int(g, 1)}, {},
                rules::gather<dims<3>{5, 6, 7}, dims<2>{2, 3}, 1>());
   same_as_rule(g, "GatherNd", {input(g, {5, 6, 7}), g.placeholder(dtype::int32, {4, 2}).out(0)}, {},
