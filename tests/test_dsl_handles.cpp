@@ -324,7 +324,5 @@ TEST_CASE("dsl: one client_session used from two threads", "[dsl][threads]") {
   t1.join();
   CHECK(errors[0].empty());
   CHECK(errors[1].empty());
-  int fused = 0;
-  for (int i = 0; i < s.current_graph().size(); ++i) fused += s.current_graph().at(i).op() == "Fused";
-  CHECK(fused == 3);  // shared, and one `own` per thread
+  CHECK(count_op(s.current_graph(), "Fused") == 3);  // shared, and one `own` per thread
 }
