@@ -29,6 +29,26 @@ std::vector<float> ramp(std::size_t n, float scale, float offset = 0) {
 
 }  // namespace
 
+namespace {
+struct prebuilt_probe_op {  // a user's op: never in the registry
+  static constexpr const char* name = "PrebuiltProbe";
+  static void define() {}
+};
+}  // namespace
+
+TEST_CASE("dsl: WEFT_PREBUILT_CPU_KERNELS skips the CPU kernels of the library's ops only", "[dsl]") {
+#ifdef WEFT_PREBUILT_CPU_KERNELS  // the sanitizer presets: the tests link the registry
+  STATIC_REQUIRE(weft::detail::kernels_prebuilt<ops::Add, device_types::cpu>());
+  STATIC_REQUIRE(weft::detail::kernels_prebuilt<ops::Relu, device_types::cpu>());
+  STATIC_REQUIRE(weft::detail::kernels_prebuilt<ops::families::nn, device_types::cpu>());
+#else
+  STATIC_REQUIRE_FALSE(weft::detail::kernels_prebuilt<ops::Add, device_types::cpu>());
+  STATIC_REQUIRE_FALSE(weft::detail::kernels_prebuilt<ops::families::nn, device_types::cpu>());
+#endif
+  STATIC_REQUIRE_FALSE(weft::detail::kernels_prebuilt<prebuilt_probe_op, device_types::cpu>());
+  STATIC_REQUIRE_FALSE(weft::detail::kernels_prebuilt<ops::Fused<fused::leaf<float, false>>, device_types::cpu>());
+}
+
 TEST_CASE("dsl: expression types carry dtype and static shape", "[dsl]") {
   auto x = placeholder<float>("x", dims<dyn, 784>);
   auto w = variable<float>("w", dims<784, 256>, 0.0f);

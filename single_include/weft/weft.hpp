@@ -2042,12 +2042,33 @@ struct kernel_for {
   static void register_kernels() {}
 };
 
+// WEFT_PREBUILT_CPU_KERNELS: define it, the same in every file of a program, where the
+// program compiles the full CPU kernel registry once (<weft/kernels/cpu/all.hpp> in one
+// file, or each register_*_kernels() of <weft/kernels/cpu/kernels.hpp>). Typed code then
+// compiles no CPU kernel of the library's ops (each says so with `in_cpu_registry`): the
+// registry has registered them all. It still compiles those of fused subtrees and of users'
+// ops. Without the registry, running a model is an error naming the op with no kernel.
+// (The DSL tests' translation unit: 271 s of CPU against 203 s; docs/benchmarks.md.)
+namespace detail {
+template <class Op, class Device>
+consteval bool kernels_prebuilt() {
+#ifdef WEFT_PREBUILT_CPU_KERNELS
+  if constexpr (std::same_as<Device, device_types::cpu>) return requires { requires Op::in_cpu_registry; };
+#endif
+  return false;
+}
+template <class Op, class T, class Device>
+void register_kernels_on() {
+  if constexpr (!kernels_prebuilt<Op, Device>()) kernel_for<Op, T, Device>::register_kernels();
+}
+}  // namespace detail
+
 // Defines Op and registers its kernels for dtype T on every device type, once.
 template <op_type Op, class T = void>
 void use_kernels() {
   static const bool once = [] {
     Op::define();
-    []<class... D>(type_list<D...>) { (kernel_for<Op, T, D>::register_kernels(), ...); }(kernel_device_types{});
+    []<class... D>(type_list<D...>) { (detail::register_kernels_on<Op, T, D>(), ...); }(kernel_device_types{});
     return true;
   }();
   (void)once;
@@ -2115,14 +2136,17 @@ namespace weft::ops {
 // register_FAMILY_ops(); with a gradient rule RULE (framework/gradient_rule.hpp) written in
 // the family's header (tests/test_op_families.cpp checks each against the registry). Typed
 // code asks for its kernels with use_kernels<ops::NAME, T>().
+// in_cpu_registry: the full CPU kernel registry has its kernels (WEFT_PREBUILT_CPU_KERNELS).
 #define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)               \
   struct NAME {                                         \
     static constexpr const char* name = #NAME;          \
+    static constexpr bool in_cpu_registry = true;       \
     static void define() { register_##FAMILY##_ops(); } \
   };
 #define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE) \
   struct NAME {                                               \
     static constexpr const char* name = #NAME;                \
+    static constexpr bool in_cpu_registry = true;             \
     using gradient = RULE;                                    \
     static void define() { register_##FAMILY##_ops(); }       \
   };
@@ -2451,6 +2475,7 @@ WEFT_DETAIL_OP_TYPE(NoOp, core)
 namespace families {
 struct core {
   static constexpr const char* name = "core";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Const, Placeholder, Identity, NoOp>;  // its op types
   static void define() { register_core_ops(); }
 };
@@ -2746,6 +2771,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
 struct Relu {
   static constexpr const char* name = "Relu";
+  static constexpr bool in_cpu_registry = true;
   using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
   using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
   static void define() { register_math_ops(); }
@@ -2774,6 +2800,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
 namespace families {
 struct math {
   static constexpr const char* name = "math";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
   static void define() { register_math_ops(); }
 };
@@ -2875,6 +2902,7 @@ WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
 namespace families {
 struct state {
   static constexpr const char* name = "state";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  // its op types
   static void define() { register_state_ops(); }
 };
@@ -4430,6 +4458,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad
 namespace families {
 struct array {
   static constexpr const char* name = "array";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  // its op types
   static void define() { register_array_ops(); }
 };
@@ -4507,6 +4536,7 @@ WEFT_DETAIL_OP_TYPE(Restore, io)
 namespace families {
 struct io {
   static constexpr const char* name = "io";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Save, Restore>;  // its op types
   static void define() { register_io_ops(); }
 };
@@ -4702,6 +4732,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_d
 namespace families {
 struct matrix {
   static constexpr const char* name = "matrix";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  // its op types
   static void define() { register_matrix_ops(); }
 };
@@ -5222,6 +5253,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 namespace families {
 struct nn {
   static constexpr const char* name = "nn";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout>;  // its op types
   static void define() { register_nn_ops(); }
 };
@@ -5268,6 +5300,7 @@ WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
 namespace families {
 struct random {
   static constexpr const char* name = "random";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  // its op types
   static void define() { register_random_ops(); }
 };
@@ -5614,6 +5647,7 @@ WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
 namespace families {
 struct reduction {
   static constexpr const char* name = "reduction";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  // its op types
   static void define() { register_reduction_ops(); }
 };
@@ -5697,6 +5731,7 @@ WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
 namespace families {
 struct training {
   static constexpr const char* name = "training";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  // its op types
   static void define() { register_training_ops(); }
 };

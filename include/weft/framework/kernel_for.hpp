@@ -58,12 +58,33 @@ struct kernel_for {
   static void register_kernels() {}
 };
 
+// WEFT_PREBUILT_CPU_KERNELS: define it, the same in every file of a program, where the
+// program compiles the full CPU kernel registry once (<weft/kernels/cpu/all.hpp> in one
+// file, or each register_*_kernels() of <weft/kernels/cpu/kernels.hpp>). Typed code then
+// compiles no CPU kernel of the library's ops (each says so with `in_cpu_registry`): the
+// registry has registered them all. It still compiles those of fused subtrees and of users'
+// ops. Without the registry, running a model is an error naming the op with no kernel.
+// (The DSL tests' translation unit: 271 s of CPU against 203 s; docs/benchmarks.md.)
+namespace detail {
+template <class Op, class Device>
+consteval bool kernels_prebuilt() {
+#ifdef WEFT_PREBUILT_CPU_KERNELS
+  if constexpr (std::same_as<Device, device_types::cpu>) return requires { requires Op::in_cpu_registry; };
+#endif
+  return false;
+}
+template <class Op, class T, class Device>
+void register_kernels_on() {
+  if constexpr (!kernels_prebuilt<Op, Device>()) kernel_for<Op, T, Device>::register_kernels();
+}
+}  // namespace detail
+
 // Defines Op and registers its kernels for dtype T on every device type, once.
 template <op_type Op, class T = void>
 void use_kernels() {
   static const bool once = [] {
     Op::define();
-    []<class... D>(type_list<D...>) { (kernel_for<Op, T, D>::register_kernels(), ...); }(kernel_device_types{});
+    []<class... D>(type_list<D...>) { (detail::register_kernels_on<Op, T, D>(), ...); }(kernel_device_types{});
     return true;
   }();
   (void)once;

@@ -614,6 +614,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad
 namespace families {
 struct array {
   static constexpr const char* name = "array";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  // its op types
   static void define() { register_array_ops(); }
 };

@@ -18,14 +18,17 @@ namespace weft::ops {
 // register_FAMILY_ops(); with a gradient rule RULE (framework/gradient_rule.hpp) written in
 // the family's header (tests/test_op_families.cpp checks each against the registry). Typed
 // code asks for its kernels with use_kernels<ops::NAME, T>().
+// in_cpu_registry: the full CPU kernel registry has its kernels (WEFT_PREBUILT_CPU_KERNELS).
 #define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)               \
   struct NAME {                                         \
     static constexpr const char* name = #NAME;          \
+    static constexpr bool in_cpu_registry = true;       \
     static void define() { register_##FAMILY##_ops(); } \
   };
 #define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE) \
   struct NAME {                                               \
     static constexpr const char* name = #NAME;                \
+    static constexpr bool in_cpu_registry = true;             \
     using gradient = RULE;                                    \
     static void define() { register_##FAMILY##_ops(); }       \
   };

@@ -137,6 +137,7 @@ WEFT_DETAIL_OP_TYPE(NoOp, core)
 namespace families {
 struct core {
   static constexpr const char* name = "core";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Const, Placeholder, Identity, NoOp>;  // its op types
   static void define() { register_core_ops(); }
 };

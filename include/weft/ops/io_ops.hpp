@@ -73,6 +73,7 @@ WEFT_DETAIL_OP_TYPE(Restore, io)
 namespace families {
 struct io {
   static constexpr const char* name = "io";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Save, Restore>;  // its op types
   static void define() { register_io_ops(); }
 };

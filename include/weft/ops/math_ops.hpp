@@ -272,6 +272,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
 struct Relu {
   static constexpr const char* name = "Relu";
+  static constexpr bool in_cpu_registry = true;
   using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
   using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
   static void define() { register_math_ops(); }
@@ -300,6 +301,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
 namespace families {
 struct math {
   static constexpr const char* name = "math";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
   static void define() { register_math_ops(); }
 };

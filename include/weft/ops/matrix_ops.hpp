@@ -192,6 +192,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_d
 namespace families {
 struct matrix {
   static constexpr const char* name = "matrix";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  // its op types
   static void define() { register_matrix_ops(); }
 };

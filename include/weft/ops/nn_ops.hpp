@@ -518,6 +518,7 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 namespace families {
 struct nn {
   static constexpr const char* name = "nn";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout>;  // its op types
   static void define() { register_nn_ops(); }
 };

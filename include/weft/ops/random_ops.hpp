@@ -42,6 +42,7 @@ WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
 namespace families {
 struct random {
   static constexpr const char* name = "random";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  // its op types
   static void define() { register_random_ops(); }
 };

@@ -344,6 +344,7 @@ WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
 namespace families {
 struct reduction {
   static constexpr const char* name = "reduction";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  // its op types
   static void define() { register_reduction_ops(); }
 };

@@ -111,6 +111,7 @@ WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
 namespace families {
 struct state {
   static constexpr const char* name = "state";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  // its op types
   static void define() { register_state_ops(); }
 };

@@ -80,6 +80,7 @@ WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
 namespace families {
 struct training {
   static constexpr const char* name = "training";
+  static constexpr bool in_cpu_registry = true;
   using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  // its op types
   static void define() { register_training_ops(); }
 };
