@@ -1,6 +1,6 @@
-// weft's own float GEMM (<weft/kernels/cpu/sgemm.hpp>), as every x86-64 build compiles it;
-// skipped (exit 77) on a CPU without AVX2 and FMA, or in a build that targets AVX-512 (where
-// MatMul uses Eigen's GEMM). Values against a naive loop in double, within the float error
+// weft's own float GEMM (<weft/kernels/cpu/sgemm.hpp>), as every x86-64 build compiles it
+// (its 6 x 16 AVX2 register block, or its 12 x 32 AVX-512 one in a build that targets
+// AVX-512); skipped (exit 77) on a CPU without what the build's block needs. Values against a naive loop in double, within the float error
 // bound of a sum of k products: |got - exact| <= (k + 4) * 2^-24 * sum_p |a(i,p) b(p,j)|.
 #define CATCH_CONFIG_RUNNER
 #include <weft/kernels/cpu/array.hpp>
@@ -74,7 +74,7 @@ void run_sgemm(const operands& o, std::int64_t ldc, float fill) {
 }  // namespace
 
 TEST_CASE("sgemm matches a naive loop at every edge of its blocks, every transpose") {
-  // Edges of the 6 x 16 register block, of the 144-row block of a, of the 256-deep panels
+  // Edges of the AVX2 build's 6 x 16 register block, of the 144-row block of a, of the 256-deep panels
   // (784 is four panels of 196, 257 two of 129), and products with fewer columns than a
   // block (computed transposed).
   const std::int64_t ms[] = {1, 2, 5, 6, 7, 13};
@@ -90,6 +90,12 @@ TEST_CASE("sgemm matches a naive loop at every edge of its blocks, every transpo
       for (std::int64_t k : {7, 257})
         for (bool ta : {false, true})
           for (bool tb : {false, true}) run_sgemm(make(m, n, k, ta, tb), n, 0.0f);
+  // Edges of the AVX-512 build's 12 x 32 register block and 128-deep panels (385: four of 97).
+  for (std::int64_t m : {11, 12, 25})
+    for (std::int64_t n : {31, 32, 65})
+      for (std::int64_t k : {128, 129, 385})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) run_sgemm(make(m, n, k, ta, tb), n, 0.0f);
 }
 
 TEST_CASE("sgemm writes only its block of a larger output and spans panels of b") {
@@ -99,7 +105,7 @@ TEST_CASE("sgemm writes only its block of a larger output and spans panels of b"
       run_sgemm(make(9, 21, 30, ta, tb), 40, 7.5f);
       run_sgemm(make(40, 5, 30, ta, tb), 8, -1.0f);
     }
-  // More columns than one packed panel of b (4080).
+  // More columns than one packed panel of b (4080, or 4096 with AVX-512).
   run_sgemm(make(3, 4100, 5, false, false), 4100, 0.0f);
   run_sgemm(make(7, 4097, 3, true, true), 4100, 2.0f);
   // Operands with neither stride 1 (every other element of a larger buffer).
@@ -183,14 +189,14 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
 int main(int argc, char* argv[]) {
 #ifdef WEFT_OWN_SGEMM
   if (!cpu::sgemm_supported()) {
-    std::puts("skipped: this CPU has no AVX2 and FMA");
+    std::puts("skipped: this CPU lacks what sgemm's register block needs (AVX2 and FMA, or AVX-512F)");
     return 77;
   }
   return Catch::Session().run(argc, argv);
 #else
   (void)argc;
   (void)argv;
-  std::puts("skipped: this build targets AVX-512, where MatMul uses Eigen's GEMM");
+  std::puts("skipped: this build has no sgemm (not x86-64, or WEFT_NO_OWN_SGEMM)");
   return 77;
 #endif
 }
