@@ -11560,23 +11560,25 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 #include <optional>
 #include <type_traits>
 
-// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, in builds that do not target
-// AVX-512 (AMD Zen 1 to 4 as virtual machines expose them, Intel Haswell to Comet Lake, and
-// any build without -march flags). There Eigen 3.4's GEMM reaches about 40 to 48 GFLOP/s on
-// one core of an AMD EPYC (Zen 4 without AVX-512) where OpenBLAS reaches 60 to 70; this one
-// reaches 60 to 80 on the products of an MLP (docs/benchmarks.md, `bench_matmul
-// --benchmark_filter=mlp_product`). Where the compiler targets AVX-512, Eigen's AVX-512 GEMM
-// is kept: this kernel is not measured there. Its functions carry their own target
-// attribute, so it is compiled whatever the build's flags, and MatMul calls it where the CPU
-// has AVX2 and FMA (sgemm_supported()).
+// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512. In a build that does
+// not target AVX-512 (any build without -march flags; AMD Zen 1 to 4 as some virtual machines
+// expose them, Intel Haswell to Comet Lake) its register block is 6 x 16 (12 ymm
+// accumulators): there Eigen 3.4's GEMM reaches about 40 to 48 GFLOP/s on one core of an AMD
+// EPYC (Zen 4 without AVX-512) where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the
+// products of an MLP. In a build that targets AVX-512 (-march=native on a CPU that has it) the
+// register block is 12 x 32 (24 zmm accumulators) over depth panels of 128: on one core of an
+// AMD EPYC with AVX-512 (Zen 4) it reaches 165 to 192 GFLOP/s on an MLP's products where
+// Eigen's AVX-512 GEMM reaches 131 to 146, and weft's AVX2 block 89 to 96 (docs/benchmarks.md).
+// Its functions carry their own target attribute, so it is compiled whatever the build's
+// flags, and MatMul calls it where the CPU has what the build's block needs (sgemm_supported()).
 //
 // The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
-// at most `kc` values, op(b)'s panel is packed once into slivers of 16 columns, op(a)'s rows
-// into slivers of 6 rows per block of `mc` rows, and a 6 x 16 register block (12 ymm
-// accumulators, two loads of b and six broadcasts of a per step of the depth) computes each
-// piece of the output. Slivers are padded with zeros at the edges, and an edge block goes
-// through a small buffer, so any m, n and k work. The first depth panel stores its block,
-// the later ones add to it: the output needs no zero fill.
+// at most `kc` values, op(b)'s panel is packed once into slivers of nr columns, op(a)'s rows
+// into slivers of mr rows per block of `mc` rows, and an mr x nr register block (two loads of
+// b and mr broadcasts of a per step of the depth) computes each piece of the output. Slivers
+// are padded with zeros at the edges, and an edge block goes through a small buffer, so any
+// m, n and k work. The first depth panel stores its block, the later ones add to it: the
+// output needs no zero fill.
 //
 // Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 
@@ -11590,8 +11592,7 @@ struct sgemm_shared {
 };
 }  // namespace weft::cpu
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX512F__) && \
-    !defined(WEFT_NO_OWN_SGEMM)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(WEFT_NO_OWN_SGEMM)
 #define WEFT_OWN_SGEMM 1
 
 #include <immintrin.h>
@@ -11604,8 +11605,13 @@ struct sgemm_shared {
 #include <new>
 #include <thread>
 
-#if defined(__clang__)
+#if defined(__clang__) && defined(__AVX512F__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f"))), apply_to = function)
+#elif defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#elif defined(__AVX512F__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avx512f")
 #else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
@@ -11614,11 +11620,18 @@ struct sgemm_shared {
 namespace weft::cpu {
 namespace sgemm_detail {
 
+#if defined(__AVX512F__)
+inline constexpr int mr = 12;                 // rows of the register block
+inline constexpr int nr = 32;                 // columns: two zmm registers
+inline constexpr std::int64_t kc_max = 128;   // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+inline constexpr std::int64_t nc_max = 4096;  // columns of b's panel: at most 2 MiB (L3)
+#else
 inline constexpr int mr = 6;                  // rows of the register block
 inline constexpr int nr = 16;                 // columns: two ymm registers
 inline constexpr std::int64_t kc_max = 256;   // depth of a panel: a 16-column sliver of b is 16 KiB (L1)
-inline constexpr std::int64_t mc_max = 144;   // rows of a's block: 144 KiB (L2)
 inline constexpr std::int64_t nc_max = 4080;  // columns of b's panel: at most 4 MiB (L3)
+#endif
+inline constexpr std::int64_t mc_max = 144;   // rows of a's block (a multiple of mr): at most 144 KiB (L2)
 
 // Scratch for the packed operands, one per thread, grown to the largest panel it has held
 // (at most 4.2 MiB), 64-byte aligned.
@@ -11702,7 +11715,7 @@ inline void transpose8(const float* src, std::int64_t src_stride, float* dst, st
 inline void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
   for (std::int64_t j0 = 0; j0 < n; j0 += nr, out += kc * nr) {
     const int cols = static_cast<int>(std::min<std::int64_t>(nr, n - j0));
-    if (b.cs == 1 && cols == nr) {  // rows of b contiguous: copy 16 floats a step
+    if (b.cs == 1 && cols == nr) {  // rows of b contiguous: copy nr floats a step
       for (std::int64_t p = 0; p < kc; ++p) std::memcpy(out + p * nr, b.at(p, j0), nr * sizeof(float));
     } else if (b.rs == 1 && cols == nr) {  // columns contiguous (a transposed operand): 8 x 8 transposes
       std::int64_t p = 0;
@@ -11727,6 +11740,46 @@ inline void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
 }
 
 // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+#if defined(__AVX512F__)
+inline void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
+                  bool accumulate, int rows, int cols) {
+  __m512 acc[mr][2];
+  for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
+    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#if defined(__clang__)
+#pragma unroll
+#else
+#pragma GCC unroll 12
+#endif
+    for (int i = 0; i < mr; ++i) {
+      const __m512 t = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(t, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(t, b1, acc[i][1]);
+    }
+  }
+  if (rows == mr && cols == nr) {
+    for (int i = 0; i < mr; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]));
+        _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
+      } else {
+        _mm512_storeu_ps(ci, acc[i][0]);
+        _mm512_storeu_ps(ci + 16, acc[i][1]);
+      }
+    }
+    return;
+  }
+  alignas(64) float t[mr * nr];
+  for (int i = 0; i < mr; ++i) {
+    _mm512_store_ps(t + i * nr, acc[i][0]);
+    _mm512_store_ps(t + i * nr + 16, acc[i][1]);
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+}
+#else
 inline void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
                   bool accumulate, int rows, int cols) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
@@ -11774,6 +11827,7 @@ inline void block(std::int64_t kc, const float* __restrict a, const float* __res
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
 }
+#endif
 
 inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
@@ -11919,8 +11973,8 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
     for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
     return;
   }
-  // A product with few columns (a layer of 10 outputs) wastes most of a 16-column block;
-  // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of 6.
+  // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
+  // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of mr.
   if (n < d::nr && m > n && !shared.a && !shared.b) {
     thread_local d::scratch transposed;
     float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
@@ -11942,9 +11996,14 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
 #endif
 
 namespace weft::cpu {
-// Whether this CPU has AVX2 and FMA, which sgemm needs (checked once).
+// Whether this CPU has what sgemm's register block needs: AVX2 and FMA, and AVX-512F in a
+// build that targets it (checked once).
 inline bool sgemm_supported() {
+#if defined(__AVX512F__)
+  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
   return supported;
 }
 }  // namespace weft::cpu
