@@ -1,6 +1,7 @@
 // weft's own float GEMM (<weft/kernels/cpu/sgemm.hpp>), as every x86-64 build compiles it
 // (its 6 x 16 AVX2 register block, or its 12 x 32 AVX-512 one in a build that targets
-// AVX-512); skipped (exit 77) on a CPU without what the build's block needs. Values against a naive loop in double, within the float error
+// AVX-512); skipped (exit 77) on a CPU without what the build's block needs. Values
+// against a naive loop in double, within the float error
 // bound of a sum of k products: |got - exact| <= (k + 4) * 2^-24 * sum_p |a(i,p) b(p,j)|.
 #define CATCH_CONFIG_RUNNER
 #include <weft/kernels/cpu/array.hpp>

@@ -11567,8 +11567,8 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 // EPYC (Zen 4 without AVX-512) where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the
 // products of an MLP. In a build that targets AVX-512 (-march=native on a CPU that has it) the
 // register block is 12 x 32 (24 zmm accumulators) over depth panels of 128: on one core of an
-// AMD EPYC with AVX-512 (Zen 4) it reaches 165 to 192 GFLOP/s on an MLP's products where
-// Eigen's AVX-512 GEMM reaches 131 to 146, and weft's AVX2 block 89 to 96 (docs/benchmarks.md).
+// AMD EPYC with AVX-512 (Zen 5) it reaches 165 to 192 GFLOP/s on an MLP's products where
+// Eigen's AVX-512 GEMM reaches 138 to 146, and weft's AVX2 block 89 to 96 (docs/benchmarks.md).
 // Its functions carry their own target attribute, so it is compiled whatever the build's
 // flags, and MatMul calls it where the CPU has what the build's block needs (sgemm_supported()).
 //
