@@ -2,11 +2,10 @@
 // allocator with counts of the bytes in use and their peak, its own threads, and copies of
 // tensors to and from host memory (device_name.hpp parses and matches names). The runtime
 // knows devices only through this interface; a kernel gets the interface and the context its
-// device type needs (kernel_context::cpu(): a device's intra-op threads, as an Eigen device
-// and as parallel_for). cpu_device is the CPU's: intra-op parallelism goes through Eigen's
-// ThreadPoolDevice over the device's own pool, apart from the inter-op pool the executor
-// schedules nodes on, so a kernel waiting on its shards never blocks the threads that run
-// other nodes.
+// device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
+// as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
+// device's own intra_op_pool, apart from the inter-op pool the executor schedules nodes on;
+// a kernel's calling thread runs its blocks beside the pool's workers.
 #pragma once
 
 #include <weft/core/eigen_tensor.hpp>
@@ -18,54 +17,51 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <weft/core/allocator.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/runtime/device_name.hpp>
+#include <weft/runtime/intra_op_pool.hpp>
 
 namespace weft {
 
-// A pool of intra-op threads, as CPU kernels use it: an Eigen device (for Eigen's tensor
-// expressions and contractions) and parallel_for. One thread runs work inline, with no pool.
-// Not copyable or movable: the Eigen device points into it.
+// A device's intra-op threads, as CPU kernels use them: parallel_for, on weft's own pool
+// (intra_op_pool.hpp: the calling thread runs blocks beside the workers, which spin between
+// kernels), and an Eigen device for Eigen's tensor expressions in user kernels (its own
+// Eigen pool, made on first use; weft's kernels do not use it). One thread runs work
+// inline, with no pool. Not copyable or movable: the Eigen device points into it.
 class cpu_context {
  public:
-  explicit cpu_context(int threads)
-      : threads_(std::max(1, threads)),
-        pool_(threads_ > 1 ? std::make_unique<Eigen::ThreadPool>(threads_) : nullptr),
-        eigen_(pool_ ? static_cast<Eigen::ThreadPoolInterface*>(pool_.get()) : &inline_pool_, threads_) {}
+  explicit cpu_context(int threads) : threads_(std::max(1, threads)), pool_(threads_) {}
   cpu_context(const cpu_context&) = delete;
   cpu_context& operator=(const cpu_context&) = delete;
 
   int num_threads() const noexcept { return threads_; }
-  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return eigen_; }
+  const Eigen::ThreadPoolDevice& eigen_device() const {
+    std::call_once(eigen_once_, [this] {
+      if (threads_ > 1) eigen_pool_ = std::make_unique<Eigen::ThreadPool>(threads_);
+      eigen_.emplace(eigen_pool_ ? static_cast<Eigen::ThreadPoolInterface*>(eigen_pool_.get()) : &inline_pool_,
+                     threads_);
+    });
+    return *eigen_;
+  }
 
-  // Runs f(begin, end) over [0, n) in shards sized by Eigen's cost model; cost_per_unit
-  // is roughly the cycles one unit takes. Returns when every shard is done. A shard that
-  // throws does not unwind through Eigen's pool (whose barrier must outlive every shard, and
-  // whose threads would terminate the process): the first exception is kept, the shards not
-  // yet started are skipped, and it is rethrown here once all have finished.
+  // Runs f(begin, end) over [0, n) in blocks; cost_per_unit is roughly the cycles one unit
+  // takes, and work under about 32,000 cycles runs inline, blocks of at least 16,000 cycles
+  // otherwise, up to four a thread. Returns when every block is done. The first exception a
+  // block throws is rethrown here once every started block has finished (blocks not yet
+  // started are skipped).
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
     if (n <= 0) return;
-    if (threads_ == 1 || n * cost_per_unit < 20000) return f(0, n);
-    std::atomic<bool> failed{false};
-    std::exception_ptr first;
-    std::mutex mutex;
-    eigen_.parallelFor(static_cast<Eigen::Index>(n), Eigen::TensorOpCost(0, 0, cost_per_unit),
-                       [&](Eigen::Index b, Eigen::Index e) {
-                         if (failed.load(std::memory_order_relaxed)) return;
-                         try {
-                           f(b, e);
-                         } catch (...) {
-                           std::lock_guard lock(mutex);
-                           if (!first) first = std::current_exception();
-                           failed.store(true, std::memory_order_relaxed);
-                         }
-                       });
-    if (first) std::rethrow_exception(first);
+    const double total = static_cast<double>(n) * std::max(cost_per_unit, 0.0);
+    const double most = static_cast<double>(std::min<std::int64_t>(n, 4 * std::int64_t{threads_}));
+    const auto blocks = static_cast<std::int64_t>(std::min(most, total / 16000.0));
+    if (threads_ == 1 || blocks < 2) return f(0, n);
+    pool_.run(blocks, [&](std::int64_t b, std::int64_t) { f(b * n / blocks, (b + 1) * n / blocks); });
   }
 
  private:
@@ -77,9 +73,11 @@ class cpu_context {
   };
 
   int threads_;
-  inline_pool inline_pool_;
-  std::unique_ptr<Eigen::ThreadPool> pool_;
-  Eigen::ThreadPoolDevice eigen_;
+  mutable intra_op_pool pool_;
+  mutable inline_pool inline_pool_;
+  mutable std::once_flag eigen_once_;
+  mutable std::unique_ptr<Eigen::ThreadPool> eigen_pool_;
+  mutable std::optional<Eigen::ThreadPoolDevice> eigen_;
 };
 
 class device {

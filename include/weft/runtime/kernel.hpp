@@ -177,7 +177,7 @@ class kernel_context {
   const weft::device& device() const noexcept { return device_; }
   // The device's intra-op threads, and the two ways CPU kernels use them.
   const cpu_context& cpu() const noexcept { return device_.cpu(); }
-  const Eigen::ThreadPoolDevice& eigen_device() const noexcept { return cpu().eigen_device(); }
+  const Eigen::ThreadPoolDevice& eigen_device() const { return cpu().eigen_device(); }
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
     cpu().parallel_for(n, cost_per_unit, f);

@@ -1,0 +1,254 @@
+// The intra-op threads of a CPU device: a kernel splits its work into blocks with
+// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
+// claiming the next block from a shared counter, so a kernel never waits for a block that
+// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
+// while (about spin_us) before it sleeps, since a training step's kernels come a few
+// microseconds apart and waking a sleeping thread costs tens of them (docs/benchmarks.md).
+// Several callers (the executor's inter-op threads) may split kernels at once; a worker
+// joins a job only while fewer than `threads` threads are running blocks, so two kernels
+// split at once on two cores run one thread each instead of three threads on two cores.
+// A parallel_for called from inside a block runs inline.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace weft {
+
+namespace intra_op_detail {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Whether this thread is running a block of some pool's job (a nested split runs inline).
+inline bool& in_block() noexcept {
+  thread_local bool inside = false;
+  return inside;
+}
+
+}  // namespace intra_op_detail
+
+class intra_op_pool {
+ public:
+  // `threads` threads in all (the callers included): threads - 1 workers.
+  explicit intra_op_pool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(150))
+      : threads_(std::max(1, threads)), spin_(spin) {
+    workers_.reserve(static_cast<std::size_t>(threads_ - 1));
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { work(); });
+  }
+  intra_op_pool(const intra_op_pool&) = delete;
+  intra_op_pool& operator=(const intra_op_pool&) = delete;
+  ~intra_op_pool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_.store(true, std::memory_order_relaxed);
+      posted_.fetch_add(1, std::memory_order_release);
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  int num_threads() const noexcept { return threads_; }
+
+  // Runs body(b, b + 1)... for every block b of [0, blocks), on the calling thread and the
+  // workers that join; returns when all have run. The first exception a block throws is
+  // rethrown here once every started block has finished; blocks not yet started are skipped.
+  template <class F>
+  void run(std::int64_t blocks, F&& body) {
+    if (blocks <= 0) return;
+    auto& inside = intra_op_detail::in_block();
+    if (blocks == 1 || workers_.empty() || inside) {
+      for (std::int64_t b = 0; b < blocks; ++b) body(b, b + 1);
+      return;
+    }
+    job j(blocks, [](void* f, std::int64_t b) { (*static_cast<std::remove_reference_t<F>*>(f))(b, b + 1); },
+          const_cast<void*>(static_cast<const void*>(std::addressof(body))));
+    active_.fetch_add(1, std::memory_order_acq_rel);
+    const bool posted = post(j);
+    inside = true;
+    j.run_blocks();
+    inside = false;
+    active_.fetch_sub(1, std::memory_order_acq_rel);
+    if (posted) {
+      withdraw(j);
+      // Only blocks that workers have claimed are left, at most one each: spin a little,
+      // then sleep (a block may be long, and a spinning caller takes a core from it).
+      for (int spins = 0; spins < 1024 && j.helpers.load(std::memory_order_acquire) > 0; ++spins)
+        intra_op_detail::cpu_relax();
+      if (j.helpers.load(std::memory_order_acquire) > 0) {
+        std::unique_lock lock(mutex_);
+        finished_.wait(lock, [&] { return j.helpers.load(std::memory_order_relaxed) == 0; });
+      }
+    }
+    if (j.error) std::rethrow_exception(j.error);
+  }
+
+ private:
+  struct job {
+    job(std::int64_t n, void (*c)(void*, std::int64_t), void* f) : blocks(n), call(c), fn(f) {}
+    std::int64_t blocks;
+    void (*call)(void*, std::int64_t);
+    void* fn;
+    std::atomic<std::int64_t> next{0};
+    std::atomic<int> helpers{0};  // workers attached (changed under the pool's mutex; the caller spins on it)
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::exception_ptr error;
+
+    bool exhausted() const noexcept { return next.load(std::memory_order_relaxed) >= blocks; }
+    // Claims and runs blocks until none is left, or until stay() is false before a claim.
+    template <class Stay = bool (*)()>
+    void run_blocks(Stay stay = [] { return true; }) {
+      for (std::int64_t b; stay() && (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+        if (failed.load(std::memory_order_relaxed)) continue;
+        try {
+          call(fn, b);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          failed.store(true, std::memory_order_relaxed);
+        }
+      }
+    }
+  };
+
+  static constexpr std::size_t max_jobs = 16;
+
+  // Makes the job visible to the workers; false when every slot is taken (the caller then
+  // runs it alone).
+  bool post(job& j) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mutex_);
+      auto slot = std::find(jobs_.begin(), jobs_.end(), nullptr);
+      if (slot == jobs_.end()) return false;
+      *slot = &j;
+      jobs_posted_.fetch_add(1, std::memory_order_relaxed);
+      posted_.fetch_add(1, std::memory_order_release);
+      wake = sleepers_ > 0;
+    }
+    if (wake) {
+      if (j.blocks > 2) wake_.notify_all();
+      else wake_.notify_one();
+    }
+    return true;
+  }
+
+  // After the caller has claimed the last block: no worker attaches to the job from now on.
+  // Its thread no longer runs blocks, so a worker kept out of another job may join it now:
+  // a sleeping one is woken for it.
+  void withdraw(job& j) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mutex_);
+      *std::find(jobs_.begin(), jobs_.end(), &j) = nullptr;
+      if (jobs_posted_.fetch_sub(1, std::memory_order_relaxed) > 1) {
+        posted_.fetch_add(1, std::memory_order_release);
+        wake = sleepers_ > 0;
+      }
+    }
+    if (wake) wake_.notify_one();
+  }
+
+  // Whether a worker might join a job now: one is posted and fewer than `threads` threads
+  // run blocks.
+  bool joinable() const noexcept {
+    return jobs_posted_.load(std::memory_order_relaxed) > 0 && active_.load(std::memory_order_relaxed) < threads_;
+  }
+
+  // A job with blocks left, with this worker attached to it; null when there is none or
+  // enough threads are running blocks already.
+  job* attach() {
+    if (active_.load(std::memory_order_acquire) >= threads_) return nullptr;
+    std::lock_guard lock(mutex_);
+    for (job* j : jobs_) {
+      if (j && !j->exhausted()) {
+        j->helpers.fetch_add(1, std::memory_order_relaxed);
+        return j;
+      }
+    }
+    return nullptr;
+  }
+
+  void work() {
+    using clock = std::chrono::steady_clock;
+    for (;;) {
+      const std::uint64_t seen = posted_.load(std::memory_order_acquire);
+      if (job* j = attach()) {
+        active_.fetch_add(1, std::memory_order_acq_rel);
+        intra_op_detail::in_block() = true;
+        // A worker leaves the job (to its caller) when more threads run blocks than the pool
+        // has: another kernel's caller started meanwhile.
+        j->run_blocks([this] { return active_.load(std::memory_order_relaxed) <= threads_; });
+        intra_op_detail::in_block() = false;
+        active_.fetch_sub(1, std::memory_order_acq_rel);
+        {
+          // Under the lock, so that a caller that sleeps on finished_ does not miss it; the
+          // caller may return (and the job end) as soon as the lock is released.
+          std::lock_guard lock(mutex_);
+          j->helpers.fetch_sub(1, std::memory_order_release);
+        }
+        finished_.notify_all();
+        continue;
+      }
+      // Nothing to join: spin for a while for the next job, or for a thread to leave the
+      // blocks of a job it was kept out of, yielding the core to any other thread that
+      // wants it; then sleep.
+      // While every core runs blocks, sleep at once: spinning would take a core from them.
+      const auto until = clock::now() + (active_.load(std::memory_order_relaxed) >= threads_ ? clock::duration(0) : spin_);
+      const bool could = joinable();
+      bool changed = false;
+      for (int spins = 1;; ++spins) {
+        if (posted_.load(std::memory_order_acquire) != seen || (!could && joinable())) {
+          changed = true;
+          break;
+        }
+        if (spins % 64 == 0) {
+          if (clock::now() >= until) break;
+          std::this_thread::yield();
+        } else {
+          intra_op_detail::cpu_relax();
+        }
+      }
+      if (!changed) {
+        std::unique_lock lock(mutex_);
+        ++sleepers_;
+        wake_.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || posted_.load(std::memory_order_relaxed) != seen; });
+        --sleepers_;
+      }
+      if (stop_.load(std::memory_order_acquire)) return;
+    }
+  }
+
+  int threads_;
+  std::chrono::microseconds spin_;
+  std::mutex mutex_;
+  std::condition_variable wake_;      // a job posted, or withdrawn while another is posted
+  std::condition_variable finished_;  // a worker left a job
+  std::array<job*, max_jobs> jobs_{};  // posted jobs, under mutex_
+  int sleepers_ = 0;                   // under mutex_
+  std::atomic<bool> stop_{false};      // set under mutex_
+  std::atomic<std::uint64_t> posted_{0};
+  std::atomic<int> active_{0};       // threads running blocks: callers and attached workers
+  std::atomic<int> jobs_posted_{0};  // jobs in jobs_ (changed under mutex_)
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace weft

@@ -1,0 +1,112 @@
+// The intra-op pool (runtime/intra_op_pool.hpp) and cpu_context::parallel_for over it:
+// every unit runs exactly once, in blocks that tile [0, n), with one caller or several at
+// once, nested, and with more callers than the pool has job slots; the work is spread over
+// more than one thread; pools are made and destroyed without hanging.
+#include <catch2/catch.hpp>
+
+#include <weft/runtime/device.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+// Calls parallel_for(n, cost) and checks that the blocks tile [0, n) once each, in order
+// within each block; returns the number of blocks.
+std::int64_t check_tiling(const cpu_context& c, std::int64_t n, double cost) {
+  std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+  std::atomic<std::int64_t> blocks{0};
+  std::atomic<bool> bad{false};
+  c.parallel_for(n, cost, [&](std::int64_t b, std::int64_t e) {
+    if (b < 0 || e > n || b >= e) bad = true;
+    for (std::int64_t i = b; i < e && !bad; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+    blocks.fetch_add(1);
+  });
+  CHECK_FALSE(bad);
+  int wrong = 0;
+  for (auto& h : hits) wrong += h.load() != 1;
+  CHECK(wrong == 0);
+  return blocks.load();
+}
+
+}  // namespace
+
+TEST_CASE("intra-op pool: every unit runs once, for any size and cost", "[intra_op]") {
+  for (int threads : {1, 2, 4}) {
+    const cpu_context c(threads);
+    CHECK(c.num_threads() == threads);
+    c.parallel_for(0, 1e9, [](std::int64_t, std::int64_t) { FAIL("a block of an empty range ran"); });
+    // Cheap work runs inline, as one block.
+    CHECK(check_tiling(c, 1000, 1.0) == 1);
+    CHECK(check_tiling(c, 1, 1e9) == 1);
+    for (std::int64_t n : {2, 3, 7, 8, 9, 64, 1000, 100003}) {
+      const std::int64_t blocks = check_tiling(c, n, 1e6);
+      // Up to four blocks a thread, never more than the units; one thread runs it whole.
+      CHECK(blocks <= std::min<std::int64_t>(n, 4 * threads));
+      if (threads == 1) CHECK(blocks == 1);
+      else if (n >= 2) CHECK(blocks >= 2);
+    }
+  }
+}
+
+TEST_CASE("intra-op pool: blocks run on more than one thread", "[intra_op]") {
+  const cpu_context c(2);
+  std::set<std::thread::id> seen;
+  std::mutex m;
+  // Each block sleeps, so the worker joins while the caller still has blocks left (it may
+  // be asleep at first: a few tries).
+  for (int attempt = 0; attempt < 50 && seen.size() < 2; ++attempt)
+    c.parallel_for(8, 1e9, [&](std::int64_t, std::int64_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::lock_guard lock(m);
+      seen.insert(std::this_thread::get_id());
+    });
+  CHECK(seen.size() == 2);
+}
+
+TEST_CASE("intra-op pool: several callers at once, more than it has job slots", "[intra_op]") {
+  const cpu_context c(2);
+  for (int callers : {2, 3, 24}) {
+    std::atomic<std::int64_t> sum{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < callers; ++t)
+      threads.emplace_back([&] {
+        for (int r = 0; r < 40; ++r)
+          c.parallel_for(1000, 100.0, [&](std::int64_t b, std::int64_t e) {
+            std::int64_t s = 0;
+            for (std::int64_t i = b; i < e; ++i) s += i;
+            sum.fetch_add(s);
+          });
+      });
+    for (auto& t : threads) t.join();
+    CHECK(sum.load() == std::int64_t{callers} * 40 * (999 * 1000 / 2));
+  }
+}
+
+TEST_CASE("intra-op pool: a parallel_for inside a block runs, inline", "[intra_op]") {
+  const cpu_context c(2);
+  std::atomic<std::int64_t> sum{0};
+  c.parallel_for(16, 1e6, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i)
+      c.parallel_for(100, 1e6, [&](std::int64_t ib, std::int64_t ie) {
+        for (std::int64_t j = ib; j < ie; ++j) sum.fetch_add(i * 100 + j);
+      });
+  });
+  CHECK(sum.load() == 1599 * 1600 / 2);
+}
+
+TEST_CASE("intra-op pool: made and destroyed, busy and idle, without hanging", "[intra_op]") {
+  for (int round = 0; round < 50; ++round) {
+    intra_op_pool pool(1 + round % 4, std::chrono::microseconds(round % 3 == 0 ? 0 : 100));
+    std::atomic<int> count{0};
+    if (round % 2 == 0) pool.run(round % 7 + 1, [&](std::int64_t, std::int64_t) { count.fetch_add(1); });
+    CHECK(count.load() == (round % 2 == 0 ? round % 7 + 1 : 0));
+  }
+}
