@@ -16,7 +16,8 @@
 // torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
 // add to a model whose weights are already resident (VmHWM from /proc/self/status), and
 // `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_lenet) where a weft step's time goes,
-// node by node.
+// node by node, and `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
+// step ran.
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
@@ -120,13 +121,16 @@ class weft_model {
   }
   void step_only() { session_->run(feeds_, {}, {train_->step}); }
   // One traced step: each node's op and name with its time in ms.
-  std::vector<std::pair<std::string, double>> traced_step() {
+  std::vector<node_stats> traced_nodes() {
     run_options options;
     options.trace = true;
     run_metadata metadata;
     session_->run(feeds_, {}, {train_->step}, options, &metadata);
+    return std::move(metadata.stats.nodes);
+  }
+  std::vector<std::pair<std::string, double>> traced_step() {
     std::vector<std::pair<std::string, double>> times;
-    for (const auto& n : metadata.stats.nodes)
+    for (const auto& n : traced_nodes())
       times.emplace_back(n.op + " " + n.node, static_cast<double>(n.end_ns - n.start_ns) / 1e6);
     return times;
   }
@@ -572,6 +576,48 @@ void print_node_times(int threads, double gemm_flops = 0) {
   std::printf("\n");
 }
 
+// --timeline=NAME:INTRA:INTER: the nodes of the fastest of 20 traced steps (after 5
+// untimed ones) that take 5 us or more, by start time: start and end (us since the step
+// started), the thread, the node; then each thread's busy time and the step's span.
+template <class Problem, class Model>
+void print_timeline(int intra, int inter) {
+  Problem p;
+  Model m(p, threads_options(intra, inter));
+  for (int i = 0; i < 5; ++i) m.step_only();
+  std::vector<node_stats> best;
+  std::int64_t best_span = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto nodes = m.traced_nodes();
+    std::int64_t span = 0;
+    for (const auto& n : nodes) span = std::max(span, n.end_ns);
+    if (best.empty() || span < best_span) best = std::move(nodes), best_span = span;
+  }
+  std::sort(best.begin(), best.end(), [](const node_stats& a, const node_stats& b) { return a.start_ns < b.start_ns; });
+  std::map<int, double> busy;
+  for (const auto& n : best) {
+    const double us = static_cast<double>(n.end_ns - n.start_ns) / 1e3;
+    busy[n.thread] += us;
+    if (us >= 5)
+      std::printf("%8.1f %8.1f  thread %d  %s %s\n", static_cast<double>(n.start_ns) / 1e3, static_cast<double>(n.end_ns) / 1e3,
+                  n.thread, n.op.c_str(), n.node.c_str());
+  }
+  for (const auto& [thread, us] : busy) std::printf("thread %d: %.1f us in nodes\n", thread, us);
+  std::printf("step: %.1f us from its start to its last node's end\n", static_cast<double>(best_span) / 1e3);
+}
+
+int timeline(const std::string& spec) {
+  char name[32] = {};
+  int intra = 0, inter = -1;
+  if (std::sscanf(spec.c_str(), "%31[^:]:%d:%d", name, &intra, &inter) != 3 || intra < 1 || inter < 0) {
+    std::fprintf(stderr, "bench_training: --timeline=NAME:INTRA:INTER, e.g. weft_mlp:2:2\n");
+    return 2;
+  }
+  if (std::string(name) == "weft_mlp") return print_timeline<mlp_problem, weft_mlp>(intra, inter), 0;
+  if (std::string(name) == "weft_lenet") return print_timeline<lenet_problem, weft_lenet>(intra, inter), 0;
+  std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_lenet)\n", name);
+  return 2;
+}
+
 int node_times(std::string name) {
   int threads = 1;
   if (const auto colon = name.find(':'); colon != std::string::npos) {
@@ -607,6 +653,8 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]).rfind(peak_flag, 0) == 0) return measure_peak(argv[1] + peak_flag.size());
   const std::string nodes_flag = "--node-times=";
   if (argc == 2 && std::string(argv[1]).rfind(nodes_flag, 0) == 0) return node_times(argv[1] + nodes_flag.size());
+  const std::string timeline_flag = "--timeline=";
+  if (argc == 2 && std::string(argv[1]).rfind(timeline_flag, 0) == 0) return timeline(argv[1] + timeline_flag.size());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
 #if WEFT_BENCH_TORCH
