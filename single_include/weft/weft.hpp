@@ -7466,12 +7466,14 @@ struct device_name {
 // parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
 // claiming the next block from a shared counter, so a kernel never waits for a block that
 // no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
-// while (about spin_us) before it sleeps, since a training step's kernels come a few
-// microseconds apart and waking a sleeping thread costs tens of them (docs/benchmarks.md).
-// Several callers (the executor's inter-op threads) may split kernels at once; a worker
-// joins a job only while fewer than `threads` threads are running blocks, so two kernels
+// while (`spin`, 150 us by default; none while every core runs blocks) before it sleeps,
+// since a training step's kernels come a few microseconds apart and waking a sleeping
+// thread costs tens of them (docs/benchmarks.md). Several callers (the executor's inter-op
+// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
+// threads are running blocks and leaves it, after its block, when more are, so two kernels
 // split at once on two cores run one thread each instead of three threads on two cores.
-// A parallel_for called from inside a block runs inline.
+// Once its blocks are claimed, the caller spins briefly for the workers' last blocks, then
+// sleeps. A parallel_for called from inside a block runs inline.
 
 #include <algorithm>
 #include <array>
