@@ -93,20 +93,24 @@ TEST_CASE("intra-op pool: several callers at once, more than it has job slots", 
 TEST_CASE("intra-op pool: a parallel_for inside a block runs, inline", "[intra_op]") {
   const cpu_context c(2);
   std::atomic<std::int64_t> sum{0};
+  std::atomic<int> elsewhere{0};  // inner blocks run on another thread than their outer block's
   c.parallel_for(16, 1e6, [&](std::int64_t b, std::int64_t e) {
+    const auto outer = std::this_thread::get_id();
     for (std::int64_t i = b; i < e; ++i)
       c.parallel_for(100, 1e6, [&](std::int64_t ib, std::int64_t ie) {
+        if (std::this_thread::get_id() != outer) elsewhere.fetch_add(1);
         for (std::int64_t j = ib; j < ie; ++j) sum.fetch_add(i * 100 + j);
       });
   });
   CHECK(sum.load() == 1599 * 1600 / 2);
+  CHECK(elsewhere.load() == 0);
 }
 
 TEST_CASE("intra-op pool: made and destroyed, busy and idle, without hanging", "[intra_op]") {
   for (int round = 0; round < 50; ++round) {
     intra_op_pool pool(1 + round % 4, std::chrono::microseconds(round % 3 == 0 ? 0 : 100));
     std::atomic<int> count{0};
-    if (round % 2 == 0) pool.run(round % 7 + 1, [&](std::int64_t, std::int64_t) { count.fetch_add(1); });
+    if (round % 2 == 0) pool.run(round % 7 + 1, [&](std::int64_t) { count.fetch_add(1); });
     CHECK(count.load() == (round % 2 == 0 ? round % 7 + 1 : 0));
   }
 }

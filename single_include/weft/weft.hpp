@@ -7340,9 +7340,7 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -7532,18 +7530,18 @@ class intra_op_pool {
 
   int num_threads() const noexcept { return threads_; }
 
-  // Runs body(b, b + 1)... for every block b of [0, blocks), on the calling thread and the
-  // workers that join; returns when all have run. The first exception a block throws is
+  // Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
+  // that join; returns when all have run. The first exception a block throws is
   // rethrown here once every started block has finished; blocks not yet started are skipped.
   template <class F>
   void run(std::int64_t blocks, F&& body) {
     if (blocks <= 0) return;
     auto& inside = intra_op_detail::in_block();
     if (blocks == 1 || workers_.empty() || inside) {
-      for (std::int64_t b = 0; b < blocks; ++b) body(b, b + 1);
+      for (std::int64_t b = 0; b < blocks; ++b) body(b);
       return;
     }
-    job j(blocks, [](void* f, std::int64_t b) { (*static_cast<std::remove_reference_t<F>*>(f))(b, b + 1); },
+    job j(blocks, [](void* f, std::int64_t b) { (*static_cast<std::remove_reference_t<F>*>(f))(b); },
           const_cast<void*>(static_cast<const void*>(std::addressof(body))));
     active_.fetch_add(1, std::memory_order_acq_rel);
     const bool posted = post(j);
@@ -7753,7 +7751,7 @@ class cpu_context {
     const double most = static_cast<double>(std::min<std::int64_t>(n, 4 * std::int64_t{threads_}));
     const auto blocks = static_cast<std::int64_t>(std::min(most, total / 16000.0));
     if (threads_ == 1 || blocks < 2) return f(0, n);
-    pool_.run(blocks, [&](std::int64_t b, std::int64_t) { f(b * n / blocks, (b + 1) * n / blocks); });
+    pool_.run(blocks, [&](std::int64_t b) { f(b * n / blocks, (b + 1) * n / blocks); });
   }
 
  private:

@@ -11,9 +11,7 @@
 #include <weft/core/eigen_tensor.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,7 +59,7 @@ class cpu_context {
     const double most = static_cast<double>(std::min<std::int64_t>(n, 4 * std::int64_t{threads_}));
     const auto blocks = static_cast<std::int64_t>(std::min(most, total / 16000.0));
     if (threads_ == 1 || blocks < 2) return f(0, n);
-    pool_.run(blocks, [&](std::int64_t b, std::int64_t) { f(b * n / blocks, (b + 1) * n / blocks); });
+    pool_.run(blocks, [&](std::int64_t b) { f(b * n / blocks, (b + 1) * n / blocks); });
   }
 
  private:

@@ -69,18 +69,18 @@ class intra_op_pool {
 
   int num_threads() const noexcept { return threads_; }
 
-  // Runs body(b, b + 1)... for every block b of [0, blocks), on the calling thread and the
-  // workers that join; returns when all have run. The first exception a block throws is
+  // Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
+  // that join; returns when all have run. The first exception a block throws is
   // rethrown here once every started block has finished; blocks not yet started are skipped.
   template <class F>
   void run(std::int64_t blocks, F&& body) {
     if (blocks <= 0) return;
     auto& inside = intra_op_detail::in_block();
     if (blocks == 1 || workers_.empty() || inside) {
-      for (std::int64_t b = 0; b < blocks; ++b) body(b, b + 1);
+      for (std::int64_t b = 0; b < blocks; ++b) body(b);
       return;
     }
-    job j(blocks, [](void* f, std::int64_t b) { (*static_cast<std::remove_reference_t<F>*>(f))(b, b + 1); },
+    job j(blocks, [](void* f, std::int64_t b) { (*static_cast<std::remove_reference_t<F>*>(f))(b); },
           const_cast<void*>(static_cast<const void*>(std::addressof(body))));
     active_.fetch_add(1, std::memory_order_acq_rel);
     const bool posted = post(j);
