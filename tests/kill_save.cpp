@@ -1,12 +1,14 @@
 // Crash safety of checkpoints: this program starts itself as a child that saves a 4 MiB
 // variable over and over (each save holds the step number in every element), kills it with
-// SIGKILL at a random moment after its first checkpoint, and checks, 40 times, that every
+// SIGKILL at a random moment after its first checkpoint, and checks, 40 times (or N), that every
 // checkpoint file that exists is complete and restores into a fresh session, that the
 // newest one holds its step's values, and that temporaries of killed writers do not pile up
 // (at most the last one's is left, and the next save removes it). The random delay counts
 // from the first checkpoint, not from the child's start: under ASan on a loaded machine
 // the child's start-up alone outlasted every delay, and no round had a checkpoint.
 //   kill_save               the test (exit 0 when every check held)
+//   kill_save --rounds N    the test with N rounds (the sanitizer presets run 10: each round's
+//                           child starts a sanitized process, and the release build runs 40)
 //   kill_save --child DIR   the saving child
 #include <weft/weft.hpp>
 
@@ -17,6 +19,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -74,6 +77,12 @@ int temporaries(const fs::path& dir) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--child") return child(argv[2]);
+  int rounds = 40;
+  if (argc == 3 && std::string(argv[1]) == "--rounds") rounds = std::atoi(argv[2]);
+  if (argc != 1 && !(argc == 3 && std::string(argv[1]) == "--rounds" && rounds > 0)) {
+    std::fprintf(stderr, "usage: kill_save [--rounds N]   (N >= 1)\n");
+    return 2;
+  }
   const fs::path dir = fs::temp_directory_path() / ("weft_kill_save_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -82,7 +91,7 @@ int main(int argc, char** argv) {
   model m;
   saver restorer(m.g, {m.var});
   int restored = 0, mid_save = 0;  // rounds with a checkpoint to restore; kills that left a temporary
-  for (int round = 0; round < 40; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     fs::remove(dir / "first-save-done");
     pid_t pid = 0;
     std::string flag = "--child", where = dir.string();
@@ -126,9 +135,9 @@ int main(int argc, char** argv) {
     mid_save += left > 0;
     check(left <= 1, "round " + std::to_string(round) + ": " + std::to_string(left) + " temporaries left (at most 1)");
   }
-  check(restored == 40, std::to_string(restored) + " of 40 rounds had a checkpoint to restore");
-  std::printf("kill_save: 40 rounds, %d killed inside a save (a temporary left), %d restored the newest checkpoint, "
-              "%d failures\n", mid_save, restored, fails);
+  check(restored == rounds, std::to_string(restored) + " of " + std::to_string(rounds) + " rounds had a checkpoint to restore");
+  std::printf("kill_save: %d rounds, %d killed inside a save (a temporary left), %d restored the newest checkpoint, "
+              "%d failures\n", rounds, mid_save, restored, fails);
   fs::remove_all(dir);
   return fails ? 1 : 0;
 }
