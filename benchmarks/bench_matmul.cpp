@@ -2,7 +2,9 @@
 // contraction on a ThreadPoolDevice (what the issue names) and the dense GEMM, sizes
 // 256..2048, threads 1 and 2, GFLOP/s in the "flops" counter; and matrix times vector
 // against Eigen's GEMV. The direct calls write into one output allocated before the loop;
-// weft allocates its output every step, as a session does.
+// weft allocates its output every step, as a session does. And weft's own sgemm called
+// directly with each register block the CPU has, on an MLP's products.
+#include <weft/kernels/cpu/sgemm.hpp>
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
@@ -155,6 +157,22 @@ static void BM_eigen_mlp_product(benchmark::State& state, mlp_product p) {
   set_product_flops(state, p);
 }
 
+#ifdef WEFT_OWN_SGEMM
+// weft's sgemm called directly with one register block (AVX2, or AVX-512 where the CPU has
+// it, whatever the build's flags), one thread, on the same products: what each block gives,
+// side by side in one run.
+static void BM_weft_sgemm(benchmark::State& state, mlp_product p, cpu::sgemm_isa isa) {
+  auto ta = p.ta ? ramp(p.k, p.m) : ramp(p.m, p.k), tb = p.tb ? ramp(p.n, p.k) : ramp(p.k, p.n);
+  tensor out(dtype::float32, {p.m, p.n});
+  for (auto _ : state) {
+    cpu::sgemm(isa, p.m, p.n, p.k, ta.data<float>(), p.ta ? 1 : p.k, p.ta ? p.m : 1, tb.data<float>(), p.tb ? 1 : p.n,
+               p.tb ? p.k : 1, out.data<float>(), p.n);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+  set_product_flops(state, p);
+}
+#endif
+
 // Registered pairwise, so that each weft run sits next to the Eigen runs it is compared
 // with (the machine is shared and noisy: compare ratios within one run).
 int main(int argc, char** argv) {
@@ -181,6 +199,15 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark((std::string("eigen_mlp_product/") + p.name + "/threads:1").c_str(), BM_eigen_mlp_product, p)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
+#ifdef WEFT_OWN_SGEMM
+    for (auto isa : {cpu::sgemm_isa::avx2, cpu::sgemm_isa::avx512})
+      if (cpu::sgemm_supported(isa))
+        benchmark::RegisterBenchmark((std::string("weft_sgemm_") + (isa == cpu::sgemm_isa::avx512 ? "avx512/" : "avx2/") +
+                                      p.name + "/threads:1").c_str(),
+                                     BM_weft_sgemm, p, isa)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+#endif
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -1,7 +1,7 @@
-// weft's own float GEMM (<weft/kernels/cpu/sgemm.hpp>), as every x86-64 build compiles it
-// (its 6 x 16 AVX2 register block, or its 12 x 32 AVX-512 one in a build that targets
-// AVX-512); skipped (exit 77) on a CPU without what the build's block needs. Values
-// against a naive loop in double, within the float error
+// weft's own float GEMM (<weft/kernels/cpu/sgemm.hpp>), as every x86-64 build compiles it:
+// each product with each register block the CPU has (the 6 x 16 AVX2 one, and the 12 x 32
+// AVX-512 one where the CPU has AVX-512F, whatever the build's flags); skipped (exit 77) on
+// a CPU without AVX2 and FMA. Values against a naive loop in double, within the float error
 // bound of a sum of k products: |got - exact| <= (k + 4) * 2^-24 * sum_p |a(i,p) b(p,j)|.
 #define CATCH_CONFIG_RUNNER
 #include <weft/kernels/cpu/array.hpp>
@@ -65,17 +65,29 @@ void check(const operands& o, const std::vector<float>& out, std::int64_t ldc, f
   SUCCEED("every element within the bound");
 }
 
+// The register blocks this CPU runs.
+std::vector<cpu::sgemm_isa> isas() {
+  std::vector<cpu::sgemm_isa> out;
+  for (auto isa : {cpu::sgemm_isa::avx2, cpu::sgemm_isa::avx512})
+    if (cpu::sgemm_supported(isa)) out.push_back(isa);
+  return out;
+}
+const char* name(cpu::sgemm_isa isa) { return isa == cpu::sgemm_isa::avx512 ? "AVX-512" : "AVX2"; }
+
 void run_sgemm(const operands& o, std::int64_t ldc, float fill) {
-  std::vector<float> out(static_cast<std::size_t>(o.m * ldc), fill);
-  cpu::sgemm(o.m, o.n, o.k, o.a.data(), o.ta ? 1 : o.k, o.ta ? o.m : 1, o.b.data(), o.tb ? 1 : o.n, o.tb ? o.k : 1,
-             out.data(), ldc);
-  check(o, out, ldc, fill);
+  for (auto isa : isas()) {
+    INFO(name(isa) << " block");
+    std::vector<float> out(static_cast<std::size_t>(o.m * ldc), fill);
+    cpu::sgemm(isa, o.m, o.n, o.k, o.a.data(), o.ta ? 1 : o.k, o.ta ? o.m : 1, o.b.data(), o.tb ? 1 : o.n,
+               o.tb ? o.k : 1, out.data(), ldc);
+    check(o, out, ldc, fill);
+  }
 }
 
 }  // namespace
 
 TEST_CASE("sgemm matches a naive loop at every edge of its blocks, every transpose") {
-  // Edges of the AVX2 build's 6 x 16 register block, of the 144-row block of a, of the 256-deep panels
+  // Edges of the AVX2 6 x 16 register block, of the 144-row block of a, of the 256-deep panels
   // (784 is four panels of 196, 257 two of 129), and products with fewer columns than a
   // block (computed transposed).
   const std::int64_t ms[] = {1, 2, 5, 6, 7, 13};
@@ -91,7 +103,7 @@ TEST_CASE("sgemm matches a naive loop at every edge of its blocks, every transpo
       for (std::int64_t k : {7, 257})
         for (bool ta : {false, true})
           for (bool tb : {false, true}) run_sgemm(make(m, n, k, ta, tb), n, 0.0f);
-  // Edges of the AVX-512 build's 12 x 32 register block and 128-deep panels (385: four of 97).
+  // Edges of the AVX-512 12 x 32 register block and 128-deep panels (385: four of 97).
   for (std::int64_t m : {11, 12, 25})
     for (std::int64_t n : {31, 32, 65})
       for (std::int64_t k : {128, 129, 385})
@@ -114,13 +126,16 @@ TEST_CASE("sgemm writes only its block of a larger output and spans panels of b"
   std::vector<float> a2(o.a.size() * 2, 99.0f), b2(o.b.size() * 2, 99.0f);
   for (std::size_t i = 0; i < o.a.size(); ++i) a2[2 * i] = o.a[i];
   for (std::size_t i = 0; i < o.b.size(); ++i) b2[2 * i] = o.b[i];
-  std::vector<float> strided_out(static_cast<std::size_t>(o.m * o.n));
-  cpu::sgemm(o.m, o.n, o.k, a2.data(), 2 * o.k, 2, b2.data(), 2 * o.n, 2, strided_out.data(), o.n);
-  check(o, strided_out, o.n, 0.0f);
-  // k = 0: zeros.
-  std::vector<float> out(12, 3.0f);
-  cpu::sgemm(3, 4, 0, nullptr, 0, 1, nullptr, 4, 1, out.data(), 4);
-  CHECK(out == std::vector<float>(12, 0.0f));
+  for (auto isa : isas()) {
+    INFO(name(isa) << " block");
+    std::vector<float> strided_out(static_cast<std::size_t>(o.m * o.n));
+    cpu::sgemm(isa, o.m, o.n, o.k, a2.data(), 2 * o.k, 2, b2.data(), 2 * o.n, 2, strided_out.data(), o.n);
+    check(o, strided_out, o.n, 0.0f);
+    // k = 0: zeros.
+    std::vector<float> out(12, 3.0f);
+    cpu::sgemm(isa, 3, 4, 0, nullptr, 0, 1, nullptr, 4, 1, out.data(), 4);
+    CHECK(out == std::vector<float>(12, 0.0f));
+  }
 }
 
 TEST_CASE("sgemm propagates infinities and NaNs only into their own rows and columns") {
@@ -130,20 +145,24 @@ TEST_CASE("sgemm propagates infinities and NaNs only into their own rows and col
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   o.a[static_cast<std::size_t>(2 * o.k + 4)] = nan;  // a(2, 4)
   o.b[static_cast<std::size_t>(3 * o.n + 16)] = inf;  // b(3, 16)
-  std::vector<float> out(static_cast<std::size_t>(o.m * o.n));
-  cpu::sgemm(o.m, o.n, o.k, o.a.data(), o.k, 1, o.b.data(), o.n, 1, out.data(), o.n);
-  for (std::int64_t i = 0; i < o.m; ++i)
-    for (std::int64_t j = 0; j < o.n; ++j) {
-      const float got = out[static_cast<std::size_t>(i * o.n + j)];
-      INFO("out(" << i << ", " << j << ") = " << got);
-      if (i == 2) CHECK(std::isnan(got));
-      else if (j == 16) CHECK(std::isinf(got));
-      else CHECK(std::isfinite(got));
-    }
+  for (auto isa : isas()) {
+    INFO(name(isa) << " block");
+    std::vector<float> out(static_cast<std::size_t>(o.m * o.n));
+    cpu::sgemm(isa, o.m, o.n, o.k, o.a.data(), o.k, 1, o.b.data(), o.n, 1, out.data(), o.n);
+    for (std::int64_t i = 0; i < o.m; ++i)
+      for (std::int64_t j = 0; j < o.n; ++j) {
+        const float got = out[static_cast<std::size_t>(i * o.n + j)];
+        INFO("out(" << i << ", " << j << ") = " << got);
+        if (i == 2) CHECK(std::isnan(got));
+        else if (j == 16) CHECK(std::isinf(got));
+        else CHECK(std::isfinite(got));
+      }
+  }
 }
 
 namespace {
-// MatMul through a session (this file's kernels, built with AVX2) against the naive loop.
+// MatMul through a session (this file's kernels, with the block sgemm_best_isa() picks)
+// against the naive loop.
 void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, int threads) {
   const auto o = make(m, n, k, ta, tb);
   graph g;
@@ -190,9 +209,11 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
 int main(int argc, char* argv[]) {
 #ifdef WEFT_OWN_SGEMM
   if (!cpu::sgemm_supported()) {
-    std::puts("skipped: this CPU lacks what sgemm's register block needs (AVX2 and FMA, or AVX-512F)");
+    std::puts("skipped: this CPU lacks what sgemm's register blocks need (AVX2 and FMA)");
     return 77;
   }
+  std::printf("sgemm blocks on this CPU: AVX2%s; MatMul uses %s\n", cpu::sgemm_supported(cpu::sgemm_isa::avx512) ? ", AVX-512" : "",
+              name(cpu::sgemm_best_isa()));
   return Catch::Session().run(argc, argv);
 #else
   (void)argc;

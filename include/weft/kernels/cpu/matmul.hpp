@@ -1,6 +1,6 @@
 // CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
-// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, unless the build
-// targets AVX-512: sgemm.hpp), with the output rows or columns split across the intra-op
+// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, with its AVX-512 block
+// where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
 // threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
 // contraction and reaches the same speed.)
 // float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.

@@ -1,14 +1,16 @@
-// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512. In a build that does
-// not target AVX-512 (any build without -march flags; AMD Zen 1 to 4 as some virtual machines
-// expose them, Intel Haswell to Comet Lake) its register block is 6 x 16 (12 ymm
-// accumulators): there Eigen 3.4's GEMM reaches about 40 to 48 GFLOP/s on one core of an AMD
-// EPYC (Zen 4 without AVX-512) where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the
-// products of an MLP. In a build that targets AVX-512 (-march=native on a CPU that has it) the
-// register block is 12 x 32 (24 zmm accumulators) over depth panels of 128: on one core of an
-// AMD EPYC with AVX-512 (Zen 5) it reaches 165 to 192 GFLOP/s on an MLP's products where
-// Eigen's AVX-512 GEMM reaches 138 to 146, and weft's AVX2 block 89 to 96 (docs/benchmarks.md).
-// Its functions carry their own target attribute, so it is compiled whatever the build's
-// flags, and MatMul calls it where the CPU has what the build's block needs (sgemm_supported()).
+// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512, chosen at run time:
+// every x86-64 build compiles both register blocks (each function carries its own target
+// attribute, whatever the build's flags), and sgemm() uses the AVX-512 one where the CPU has
+// AVX-512F, the AVX2 one where it has AVX2 and FMA (sgemm_best_isa(), checked once), so a
+// build without -march flags runs AVX-512 code on a CPU that has it.
+// - AVX2 (AMD Zen 1 to 4 as some virtual machines expose them, Intel Haswell to Comet Lake):
+//   a 6 x 16 register block (12 ymm accumulators) over depth panels of up to 256. Eigen 3.4's
+//   GEMM reaches about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512)
+//   where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the products of an MLP.
+// - AVX-512: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to 128.
+//   On one core of an AMD EPYC with AVX-512 (Zen 5) it reaches 165 to 192 GFLOP/s on an MLP's
+//   products where Eigen's AVX-512 GEMM reaches 138 to 146, and the AVX2 block 89 to 96
+//   (docs/benchmarks.md).
 //
 // The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
 // at most `kc` values, op(b)'s panel is packed once into slivers of nr columns, op(a)'s rows
@@ -44,13 +46,68 @@ struct sgemm_shared {
 #include <new>
 #include <thread>
 
-#if defined(__clang__) && defined(__AVX512F__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f"))), apply_to = function)
-#elif defined(__clang__)
+namespace weft::cpu {
+
+// The register blocks sgemm has: 6 x 16 with AVX2 and FMA, 12 x 32 with AVX-512F.
+enum class sgemm_isa { avx2, avx512 };
+
+namespace sgemm_detail {
+
+// The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
+// AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
+struct avx512 {
+  static constexpr int mr = 12;                 // rows of the register block
+  static constexpr int nr = 32;                 // columns: two zmm registers
+  static constexpr std::int64_t kc_max = 128;   // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+  static constexpr std::int64_t nc_max = 4096;  // columns of b's panel: at most 2 MiB (L3)
+
+  // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
+                                                                 const float* __restrict b, float* c, std::int64_t ldc,
+                                                                 bool accumulate, int rows, int cols) {
+    __m512 acc[mr][2];
+    for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
+      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#if defined(__clang__)
+#pragma unroll
+#else
+#pragma GCC unroll 12
+#endif
+      for (int i = 0; i < mr; ++i) {
+        const __m512 t = _mm512_set1_ps(a[i]);
+        acc[i][0] = _mm512_fmadd_ps(t, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(t, b1, acc[i][1]);
+      }
+    }
+    if (rows == mr && cols == nr) {
+      for (int i = 0; i < mr; ++i) {
+        float* ci = c + i * ldc;
+        if (accumulate) {
+          _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]));
+          _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
+        } else {
+          _mm512_storeu_ps(ci, acc[i][0]);
+          _mm512_storeu_ps(ci + 16, acc[i][1]);
+        }
+      }
+      return;
+    }
+    alignas(64) float t[mr * nr];
+    for (int i = 0; i < mr; ++i) {
+      _mm512_store_ps(t + i * nr, acc[i][0]);
+      _mm512_store_ps(t + i * nr + 16, acc[i][1]);
+    }
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+  }
+};
+
+}  // namespace sgemm_detail
+}  // namespace weft::cpu
+
+#if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#elif defined(__AVX512F__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,avx512f")
 #else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
@@ -59,18 +116,70 @@ struct sgemm_shared {
 namespace weft::cpu {
 namespace sgemm_detail {
 
-#if defined(__AVX512F__)
-inline constexpr int mr = 12;                 // rows of the register block
-inline constexpr int nr = 32;                 // columns: two zmm registers
-inline constexpr std::int64_t kc_max = 128;   // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
-inline constexpr std::int64_t nc_max = 4096;  // columns of b's panel: at most 2 MiB (L3)
-#else
-inline constexpr int mr = 6;                  // rows of the register block
-inline constexpr int nr = 16;                 // columns: two ymm registers
-inline constexpr std::int64_t kc_max = 256;   // depth of a panel: a 16-column sliver of b is 16 KiB (L1)
-inline constexpr std::int64_t nc_max = 4080;  // columns of b's panel: at most 4 MiB (L3)
-#endif
-inline constexpr std::int64_t mc_max = 144;   // rows of a's block (a multiple of mr): at most 144 KiB (L2)
+struct avx2 {
+  static constexpr int mr = 6;                  // rows of the register block
+  static constexpr int nr = 16;                 // columns: two ymm registers
+  static constexpr std::int64_t kc_max = 256;   // depth of a panel: a 16-column sliver of b is 16 KiB (L1)
+  static constexpr std::int64_t nc_max = 4080;  // columns of b's panel: at most 4 MiB (L3)
+
+  // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
+                    bool accumulate, int rows, int cols) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
+      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+      __m256 t = _mm256_broadcast_ss(a);
+      c00 = _mm256_fmadd_ps(t, b0, c00);
+      c01 = _mm256_fmadd_ps(t, b1, c01);
+      t = _mm256_broadcast_ss(a + 1);
+      c10 = _mm256_fmadd_ps(t, b0, c10);
+      c11 = _mm256_fmadd_ps(t, b1, c11);
+      t = _mm256_broadcast_ss(a + 2);
+      c20 = _mm256_fmadd_ps(t, b0, c20);
+      c21 = _mm256_fmadd_ps(t, b1, c21);
+      t = _mm256_broadcast_ss(a + 3);
+      c30 = _mm256_fmadd_ps(t, b0, c30);
+      c31 = _mm256_fmadd_ps(t, b1, c31);
+      t = _mm256_broadcast_ss(a + 4);
+      c40 = _mm256_fmadd_ps(t, b0, c40);
+      c41 = _mm256_fmadd_ps(t, b1, c41);
+      t = _mm256_broadcast_ss(a + 5);
+      c50 = _mm256_fmadd_ps(t, b0, c50);
+      c51 = _mm256_fmadd_ps(t, b1, c51);
+    }
+    const __m256 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    if (rows == mr && cols == nr) {
+      for (int i = 0; i < mr; ++i) {
+        float* ci = c + i * ldc;
+        if (accumulate) {
+          _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), r[2 * i]));
+          _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), r[2 * i + 1]));
+        } else {
+          _mm256_storeu_ps(ci, r[2 * i]);
+          _mm256_storeu_ps(ci + 8, r[2 * i + 1]);
+        }
+      }
+      return;
+    }
+    alignas(32) float t[mr * nr];
+    for (int i = 0; i < mr; ++i) {
+      _mm256_store_ps(t + i * nr, r[2 * i]);
+      _mm256_store_ps(t + i * nr + 8, r[2 * i + 1]);
+    }
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+  }
+};
+
+inline constexpr std::int64_t mc_max = 144;  // rows of a's block (a multiple of mr): at most 144 KiB (L2)
+
+// f(avx2{}) or f(avx512{}).
+template <class F>
+decltype(auto) with_isa(sgemm_isa isa, F&& f) {
+  if (isa == sgemm_isa::avx512) return f(avx512{});
+  return f(avx2{});
+}
 
 // Scratch for the packed operands, one per thread, grown to the largest panel it has held
 // (at most 4.2 MiB), 64-byte aligned.
@@ -107,10 +216,12 @@ struct strided {
 
 // Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
 // [s*mr*kc + p*mr + i], rows past m zero.
-inline void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
+template <class Isa>
+void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
+  constexpr int mr = Isa::mr;
   for (std::int64_t i0 = 0; i0 < m; i0 += mr) {
     const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
-    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: read six streams
+    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: read mr streams
       const float* r[mr];
       for (int i = 0; i < mr; ++i) r[i] = a.at(i0 + i, 0);
       for (std::int64_t p = 0; p < kc; ++p, out += mr)
@@ -151,7 +262,9 @@ inline void transpose8(const float* src, std::int64_t src_stride, float* dst, st
 
 // Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
 // at [s*nr*kc + p*nr + j], columns past n zero.
-inline void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
+template <class Isa>
+void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
+  constexpr int nr = Isa::nr;
   for (std::int64_t j0 = 0; j0 < n; j0 += nr, out += kc * nr) {
     const int cols = static_cast<int>(std::min<std::int64_t>(nr, n - j0));
     if (b.cs == 1 && cols == nr) {  // rows of b contiguous: copy nr floats a step
@@ -178,96 +291,6 @@ inline void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
   }
 }
 
-// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
-#if defined(__AVX512F__)
-inline void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                  bool accumulate, int rows, int cols) {
-  __m512 acc[mr][2];
-  for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
-    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-#if defined(__clang__)
-#pragma unroll
-#else
-#pragma GCC unroll 12
-#endif
-    for (int i = 0; i < mr; ++i) {
-      const __m512 t = _mm512_set1_ps(a[i]);
-      acc[i][0] = _mm512_fmadd_ps(t, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(t, b1, acc[i][1]);
-    }
-  }
-  if (rows == mr && cols == nr) {
-    for (int i = 0; i < mr; ++i) {
-      float* ci = c + i * ldc;
-      if (accumulate) {
-        _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]));
-        _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
-      } else {
-        _mm512_storeu_ps(ci, acc[i][0]);
-        _mm512_storeu_ps(ci + 16, acc[i][1]);
-      }
-    }
-    return;
-  }
-  alignas(64) float t[mr * nr];
-  for (int i = 0; i < mr; ++i) {
-    _mm512_store_ps(t + i * nr, acc[i][0]);
-    _mm512_store_ps(t + i * nr + 16, acc[i][1]);
-  }
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
-}
-#else
-inline void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                  bool accumulate, int rows, int cols) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
-    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    __m256 t = _mm256_broadcast_ss(a);
-    c00 = _mm256_fmadd_ps(t, b0, c00);
-    c01 = _mm256_fmadd_ps(t, b1, c01);
-    t = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(t, b0, c10);
-    c11 = _mm256_fmadd_ps(t, b1, c11);
-    t = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(t, b0, c20);
-    c21 = _mm256_fmadd_ps(t, b1, c21);
-    t = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(t, b0, c30);
-    c31 = _mm256_fmadd_ps(t, b1, c31);
-    t = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(t, b0, c40);
-    c41 = _mm256_fmadd_ps(t, b1, c41);
-    t = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(t, b0, c50);
-    c51 = _mm256_fmadd_ps(t, b1, c51);
-  }
-  const __m256 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
-  if (rows == mr && cols == nr) {
-    for (int i = 0; i < mr; ++i) {
-      float* ci = c + i * ldc;
-      if (accumulate) {
-        _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), r[2 * i]));
-        _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), r[2 * i + 1]));
-      } else {
-        _mm256_storeu_ps(ci, r[2 * i]);
-        _mm256_storeu_ps(ci + 8, r[2 * i + 1]);
-      }
-    }
-    return;
-  }
-  alignas(32) float t[mr * nr];
-  for (int i = 0; i < mr; ++i) {
-    _mm256_store_ps(t + i * nr, r[2 * i]);
-    _mm256_store_ps(t + i * nr + 8, r[2 * i + 1]);
-  }
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
-}
-#endif
-
 inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
 // Depth panels of a product of depth k: `count` panels of `step` values (the last may be
@@ -275,31 +298,44 @@ inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to -
 // and store its block of c for little work.
 struct panels {
   std::int64_t count, step;
-  explicit panels(std::int64_t k) : count((k + kc_max - 1) / kc_max), step((k + count - 1) / count) {}
+  panels(std::int64_t k, std::int64_t kc_max) : count((k + kc_max - 1) / kc_max), step((k + count - 1) / count) {}
 };
 
 // Every depth panel of a (all m rows) or of b (all n columns, n <= nc_max), packed as the
 // loops of `product` read them: panel q at q * round_up(rows or columns, block) * step.
-inline std::int64_t packed_size_a(std::int64_t m, std::int64_t k) { return panels(k).count * round_up(m, mr) * panels(k).step; }
-inline std::int64_t packed_size_b(std::int64_t k, std::int64_t n) { return panels(k).count * round_up(n, nr) * panels(k).step; }
-inline void pack_all_a(std::int64_t m, std::int64_t k, strided a, float* out) {
-  const panels ps(k);
-  for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step)
-    pack_a(m, std::min(ps.step, k - pc), {a.at(0, pc), a.rs, a.cs}, out + q * round_up(m, mr) * ps.step);
+template <class Isa>
+std::int64_t packed_size_a(std::int64_t m, std::int64_t k) {
+  const panels ps(k, Isa::kc_max);
+  return ps.count * round_up(m, Isa::mr) * ps.step;
 }
-inline void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
-  const panels ps(k);
+template <class Isa>
+std::int64_t packed_size_b(std::int64_t k, std::int64_t n) {
+  const panels ps(k, Isa::kc_max);
+  return ps.count * round_up(n, Isa::nr) * ps.step;
+}
+template <class Isa>
+void pack_all_a(std::int64_t m, std::int64_t k, strided a, float* out) {
+  const panels ps(k, Isa::kc_max);
   for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step)
-    pack_b(std::min(ps.step, k - pc), n, {b.at(pc, 0), b.rs, b.cs}, out + q * round_up(n, nr) * ps.step);
+    pack_a<Isa>(m, std::min(ps.step, k - pc), {a.at(0, pc), a.rs, a.cs}, out + q * round_up(m, Isa::mr) * ps.step);
+}
+template <class Isa>
+void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
+  const panels ps(k, Isa::kc_max);
+  for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step)
+    pack_b<Isa>(std::min(ps.step, k - pc), n, {b.at(pc, 0), b.rs, b.cs}, out + q * round_up(n, Isa::nr) * ps.step);
 }
 
 // c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
 // given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
 // n <= nc_max): the blocks of a product split across threads share the packed operand that
 // all of them read.
-inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
-                    const float* shared_a = nullptr, const float* shared_b = nullptr) {
-  const panels ps(k);
+template <class Isa>
+void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
+             const float* shared_a = nullptr, const float* shared_b = nullptr) {
+  constexpr int mr = Isa::mr, nr = Isa::nr;
+  constexpr std::int64_t nc_max = Isa::nc_max;
+  const panels ps(k, Isa::kc_max);
   const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr);
   float* packed_b = thread_scratch().get(static_cast<std::size_t>(ps.step * (nc_cap + round_up(std::min(m, mc_max), mr))));
   float* packed_a = packed_b + ps.step * nc_cap;
@@ -309,17 +345,17 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
       const std::int64_t kc = std::min(ps.step, k - pc);
       const float* panel_b = packed_b;
       if (shared_b) panel_b = shared_b + q * round_up(n, nr) * ps.step;
-      else pack_b(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
+      else pack_b<Isa>(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
         const float* block_a = packed_a;
         if (shared_a) block_a = shared_a + q * round_up(m, mr) * ps.step + ic * kc;
-        else pack_a(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
+        else pack_a<Isa>(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
         for (std::int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows, cols);
+            Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows, cols);
           }
         }
       }
@@ -327,20 +363,72 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
   }
 }
 
+// out(m, n) = op(a)(m, k) * op(b)(k, n), as sgemm() below.
+template <class Isa>
+void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
+           const float* shared_a, const float* shared_b) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
+    return;
+  }
+  // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
+  // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of mr.
+  if (n < Isa::nr && m > n && !shared_a && !shared_b) {
+    thread_local scratch transposed;
+    float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
+    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = t[j * m + i];
+    return;
+  }
+  // A shared b holds one panel of columns: wider products pack b themselves.
+  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr);
+}
+
 }  // namespace sgemm_detail
+}  // namespace weft::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace weft::cpu {
+
+// Whether this CPU has what an ISA's register block needs: AVX2 and FMA, and AVX-512F for
+// the AVX-512 block (checked once).
+inline bool sgemm_supported(sgemm_isa isa) {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+  return isa == sgemm_isa::avx512 ? avx512 : avx2;
+}
+// Whether sgemm runs on this CPU (AVX2 and FMA at least).
+inline bool sgemm_supported() { return sgemm_supported(sgemm_isa::avx2); }
+// The block sgemm() uses: AVX-512 where the CPU has it, else AVX2.
+inline sgemm_isa sgemm_best_isa() {
+  return sgemm_supported(sgemm_isa::avx512) ? sgemm_isa::avx512 : sgemm_isa::avx2;
+}
 
 // Floats that sgemm_pack_a of m x k (or sgemm_pack_b of k x n) writes.
-inline std::int64_t sgemm_packed_size_a(std::int64_t m, std::int64_t k) { return sgemm_detail::packed_size_a(m, k); }
-inline std::int64_t sgemm_packed_size_b(std::int64_t k, std::int64_t n) { return sgemm_detail::packed_size_b(k, n); }
-// Packs op(a)(m, k) (a(i, p) at a[i * rs + p * cs]), or op(b)(k, n) with n <= 4080, into
-// `out` (64-byte aligned), k >= 1.
+inline std::int64_t sgemm_packed_size_a(std::int64_t m, std::int64_t k) {
+  return sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { return sgemm_detail::packed_size_a<Isa>(m, k); });
+}
+inline std::int64_t sgemm_packed_size_b(std::int64_t k, std::int64_t n) {
+  return sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { return sgemm_detail::packed_size_b<Isa>(k, n); });
+}
+// Packs op(a)(m, k) (a(i, p) at a[i * rs + p * cs]), or op(b)(k, n) with n <=
+// sgemm_max_shared_columns, into `out` (64-byte aligned), k >= 1, for sgemm_shared.
 inline void sgemm_pack_a(std::int64_t m, std::int64_t k, const float* a, std::int64_t rs, std::int64_t cs, float* out) {
-  sgemm_detail::pack_all_a(m, k, {a, rs, cs}, out);
+  sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { sgemm_detail::pack_all_a<Isa>(m, k, {a, rs, cs}, out); });
 }
 inline void sgemm_pack_b(std::int64_t k, std::int64_t n, const float* b, std::int64_t rs, std::int64_t cs, float* out) {
-  sgemm_detail::pack_all_b(k, n, {b, rs, cs}, out);
+  sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { sgemm_detail::pack_all_b<Isa>(k, n, {b, rs, cs}, out); });
 }
-inline constexpr std::int64_t sgemm_max_shared_columns = sgemm_detail::nc_max;
+// The widest b that one packed panel holds with either block.
+inline constexpr std::int64_t sgemm_max_shared_columns = std::min(sgemm_detail::avx2::nc_max, sgemm_detail::avx512::nc_max);
+
 // Packing one operand of a split product for all of its blocks, by whichever threads run
 // the blocks: each thread that starts a block first calls help(), which packs chunks (a
 // group of slivers of one depth panel) until none is left unclaimed, then waits for the
@@ -355,8 +443,9 @@ class sgemm_shared_packing {
   // sgemm_max_shared_columns, element (p, j) at src[p * rs + j * cs], as sgemm_pack_b.
   sgemm_shared_packing(operand which, std::int64_t extent, std::int64_t k, const float* src, std::int64_t rs,
                        std::int64_t cs, float* out)
-      : is_a_(which == operand::a), extent_(extent), k_(k), sliver_(is_a_ ? sgemm_detail::mr : sgemm_detail::nr),
-        panels_(k), src_{src, rs, cs}, out_(out) {
+      : is_a_(which == operand::a), isa_(sgemm_best_isa()), extent_(extent), k_(k),
+        sliver_(sgemm_detail::with_isa(isa_, [&]<class Isa>(Isa) { return is_a_ ? Isa::mr : Isa::nr; })),
+        panels_(k, sgemm_detail::with_isa(isa_, []<class Isa>(Isa) { return Isa::kc_max; })), src_{src, rs, cs}, out_(out) {
     // Chunks of about 8192 floats (32 KiB): 16 for an MLP's 128 x 784 operand.
     const std::int64_t slivers = (extent_ + sliver_ - 1) / sliver_;
     group_ = std::clamp<std::int64_t>(8192 / (sliver_ * panels_.step), 1, slivers);
@@ -373,8 +462,10 @@ class sgemm_shared_packing {
       const std::int64_t kc = std::min(panels_.step, k_ - pc);
       const std::int64_t lo = g * group_ * sliver_, hi = std::min(extent_, (g + 1) * group_ * sliver_);
       float* dst = out_ + q * d::round_up(extent_, sliver_) * panels_.step + lo * kc;
-      if (is_a_) d::pack_a(hi - lo, kc, {src_.at(lo, pc), src_.rs, src_.cs}, dst);
-      else d::pack_b(kc, hi - lo, {src_.at(pc, lo), src_.rs, src_.cs}, dst);
+      d::with_isa(isa_, [&]<class Isa>(Isa) {
+        if (is_a_) d::pack_a<Isa>(hi - lo, kc, {src_.at(lo, pc), src_.rs, src_.cs}, dst);
+        else d::pack_b<Isa>(kc, hi - lo, {src_.at(pc, lo), src_.rs, src_.cs}, dst);
+      });
       done_.fetch_add(1, std::memory_order_release);
     }
     // Spin briefly, then give the core away: on a busy machine the packer may be waiting for it.
@@ -386,6 +477,7 @@ class sgemm_shared_packing {
 
  private:
   bool is_a_;
+  sgemm_isa isa_;  // the block whose packing this is: sgemm_best_isa(), as sgemm() uses
   std::int64_t extent_, k_, sliver_;  // rows of a or columns of b; depth; rows or columns a sliver holds
   sgemm_detail::panels panels_;
   sgemm_detail::strided src_;
@@ -403,48 +495,20 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 // out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
 // at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
 // the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
-// packing of a or b by an operand packed before.
+// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b). `isa`
+// must be supported (sgemm_supported(isa)); the other overload uses sgemm_best_isa().
+inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
+                  std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
+                  sgemm_shared shared = {}) {
+  sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
+  });
+}
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
-  namespace d = sgemm_detail;
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
-    return;
-  }
-  // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
-  // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of mr.
-  if (n < d::nr && m > n && !shared.a && !shared.b) {
-    thread_local d::scratch transposed;
-    float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
-    d::product(n, m, k, {b, b_cs, b_rs}, {a, a_cs, a_rs}, t, m);
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = t[j * m + i];
-    return;
-  }
-  // A shared b holds one panel of columns: wider products pack b themselves.
-  d::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, n <= d::nc_max ? shared.b : nullptr);
+  sgemm(sgemm_best_isa(), m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, out, ldc, shared);
 }
 
-}  // namespace weft::cpu
-
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-
-namespace weft::cpu {
-// Whether this CPU has what sgemm's register block needs: AVX2 and FMA, and AVX-512F in a
-// build that targets it (checked once).
-inline bool sgemm_supported() {
-#if defined(__AVX512F__)
-  static const bool supported = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-#else
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-  return supported;
-}
 }  // namespace weft::cpu
 
 #endif
