@@ -637,11 +637,11 @@ int node_times(std::string name) {
 }  // namespace
 
 // Arguments: intra-op threads, inter-op threads.
-BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 1})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 2})->Args({2, 1})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_dense_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_weft_lenet_step)->Args({1, 0})->Args({2, 2})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_lenet_step)->Args({1, 0})->Args({2, 2})->Args({2, 1})->Args({2, 0})->Unit(benchmark::kMillisecond)->UseRealTime();
 #if WEFT_BENCH_TORCH
 // Arguments: threads, torch_threads (on one thread, both set to one).
 BENCHMARK(BM_torch_mlp_step)->Args({1, 0})->Args({2, 0})->Args({2, 1})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
