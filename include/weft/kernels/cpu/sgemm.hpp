@@ -398,9 +398,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
 namespace weft::cpu {
 
 // Whether this CPU has what an ISA's register block needs: AVX2 and FMA, and AVX-512F for
-// the AVX-512 block (checked once).
+// the AVX-512 block (checked once; __builtin_cpu_init first, so that a check from a static
+// initializer that runs before libgcc's own sees the CPU).
 inline bool sgemm_supported(sgemm_isa isa) {
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
   static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   return isa == sgemm_isa::avx512 ? avx512 : avx2;
 }
