@@ -12307,18 +12307,21 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 // out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
 // at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
 // the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
-// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b). `isa`
-// must be supported (sgemm_supported(isa)); the other overload uses sgemm_best_isa().
-inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
-                  std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
-                  sgemm_shared shared = {}) {
-  sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
+// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b, which pack
+// for sgemm_best_isa(), the block this overload uses).
+inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
+                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
+  sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
     sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
   });
 }
-inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
-                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
-  sgemm(sgemm_best_isa(), m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, out, ldc, shared);
+// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
+// operand, as the packed layout depends on the block.
+inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
+                  std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc) {
+  sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr);
+  });
 }
 
 }  // namespace weft::cpu
