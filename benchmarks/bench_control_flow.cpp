@@ -2,8 +2,9 @@
 // - the overhead of one iteration of a trivial loop (i < n: i += 1) on one thread, the
 //   loop counting to 10,000 per step; the per-iteration time is the step's over 10,000;
 // - a loop whose iterations are independent (each a 192x192 MatMul of a loop invariant,
-//   summed; the sum's chain is cheap) with parallel_iterations 1 and 2, on 2 inter-op
-//   threads and 1 intra-op thread, so that only overlapping iterations can use the second;
+//   summed; the sum's chain is cheap) with parallel_iterations 1 and 2, on 1 intra-op
+//   thread and 2 or 1 inter-op threads (the thread that runs the step works beside them),
+//   so that only overlapping iterations can use the second core;
 // - the gradient of a trivial loop (y = x * c, 10,000 times), on one thread: the forward
 //   loop with its pushes and the backward loop with its pops, per iteration, against the
 //   forward loop alone;
@@ -12,7 +13,7 @@
 //   flat as n grows when rows are read, written and their gradients summed in place
 //   (TensorScatterUpdate, TensorScatterAdd) rather than copying the [n, 256] tensors;
 // - a typed map_fn over 32 matrices of 192x192, each multiplied by one weight matrix,
-//   with parallel_iterations 1 and 2, on 2 inter-op threads and 1 intra-op thread.
+//   with parallel_iterations 1 and 2, on 2 or 1 inter-op threads and 1 intra-op thread.
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
@@ -64,7 +65,7 @@ void BM_independent_iterations(benchmark::State& state) {
       while_options{"work", parallel, -1});
   session_options o;
   o.constant_folding.max_bytes = 0;  // every step runs every node: folding would run them once
-  o.inter_op_threads = 2;
+  o.inter_op_threads = static_cast<int>(state.range(1));
   o.intra_op_threads = 1;
   session sess(g, o);
   for (auto _ : state) benchmark::DoNotOptimize(sess.run({}, {out[1]}));
@@ -126,7 +127,7 @@ void BM_map_fn_parallel(benchmark::State& state) {
   options.parallel_iterations = state.range(0);
   auto products = map_fn([&](auto m) { return matmul(m, w); }, x, options);
   client_options o;
-  o.session.inter_op_threads = 2;
+  o.session.inter_op_threads = static_cast<int>(state.range(1));
   o.session.intra_op_threads = 1;
   client_session s(o);
   std::vector<float> xv(static_cast<std::size_t>(n * k * k)), wv(static_cast<std::size_t>(k * k));
@@ -139,9 +140,9 @@ void BM_map_fn_parallel(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_map_fn_parallel)->ArgName("parallel_iterations")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_map_fn_parallel)->ArgNames({"parallel_iterations", "inter_op"})->Args({1, 2})->Args({2, 2})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_scan)->ArgNames({"rows", "gradient"})->ArgsProduct({{1000, 4000}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_loop_gradient)->ArgName("gradient")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_trivial_loop)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_independent_iterations)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_independent_iterations)->ArgNames({"parallel_iterations", "inter_op"})->Args({1, 2})->Args({2, 2})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -78,6 +78,109 @@ TEST_CASE("long chains and wide fan-outs run, inline and on the pool") {
 }
 
 namespace {
+// Waits until `expect` rendezvous kernels have arrived (or fails after ten seconds): two of
+// them finish only when two threads run them at once.
+struct rendezvous_state {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int arrived = 0;
+};
+rendezvous_state rendezvous;
+struct rendezvous_kernel final : op_kernel {
+  explicit rendezvous_kernel(const node& n) : expect_(n.attr<std::int64_t>("expect")) {}
+  void compute(kernel_context& ctx) const override {
+    std::unique_lock lock(rendezvous.mutex);
+    ++rendezvous.arrived;
+    rendezvous.cv.notify_all();
+    if (!rendezvous.cv.wait_for(lock, std::chrono::seconds(10), [&] { return rendezvous.arrived >= expect_; }))
+      throw error(error_code::internal, "no other thread ran a rendezvous node");
+    ctx.set_output(0, ctx.input(0));
+  }
+  std::int64_t expect_;
+};
+const bool rendezvous_registered = [] {
+  // Stateful: two alike must both run (common subexpressions would merge them).
+  register_op(op_def_builder("TestRendezvous").input("x: float32").output("y: float32").attr("expect: int").stateful().shape_fn(ops::same_shape));
+  return register_cpu_kernel<rendezvous_kernel>("TestRendezvous");
+}();
+}  // namespace
+
+TEST_CASE("the thread that calls run works beside the inter-op pool") {
+  // A quick node and two rendezvous become ready at once (none is cheap: 5,000 elements).
+  // The calling thread keeps the quick one and hands both rendezvous off; the pool's only
+  // thread takes one and waits in it for the other, which only the calling thread can run.
+  REQUIRE(rendezvous_registered);
+  graph g;
+  auto& x = g.constant(tensor::from_vector(std::vector<float>(5000, 1.5f), shape{5000}));
+  auto& r = g.op("Identity", {x});
+  auto& quick = g.op("Neg", {r}, {}, "quick");
+  attr_map two;
+  two.set("expect", std::int64_t{2});
+  auto& b = g.op("TestRendezvous", {r}, two, "b");
+  auto& c = g.op("TestRendezvous", {r}, two, "c");
+  auto& sum = g.op("Add", {b, c}, {}, "sum");
+  session_options o;
+  o.inter_op_threads = 1;
+  o.intra_op_threads = 1;
+  o.constant_folding.max_bytes = 0;
+  session s(g, o);
+  for (int step = 0; step < 3; ++step) {
+    rendezvous.arrived = 0;
+    auto out = s.run({}, {quick, sum});
+    CHECK(out[0].data<float>()[4999] == -1.5f);
+    CHECK(out[1].data<float>()[0] == 3.0f);
+  }
+}
+
+namespace {
+// Records how many probes run at once: each stays 20 ms.
+std::atomic<int> probes_running{0}, probes_most{0};
+struct probe_kernel final : op_kernel {
+  explicit probe_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const int now = ++probes_running;
+    for (int most = probes_most.load(); most < now && !probes_most.compare_exchange_weak(most, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    --probes_running;
+    ctx.set_output(0, ctx.input(0));
+  }
+};
+const bool probe_registered = [] {
+  register_op(op_def_builder("TestProbe").input("x: float32").output("y: float32").stateful().shape_fn(ops::same_shape));
+  return register_cpu_kernel<probe_kernel>("TestProbe");
+}();
+
+// The most probes that ran at once in a few steps of three probes that are ready together.
+int most_probes_at_once(std::int64_t elements, int intra_op_threads) {
+  graph g;
+  auto& x = g.constant(tensor::from_vector(std::vector<float>(static_cast<std::size_t>(elements), 1.0f), shape{elements}));
+  auto& r = g.op("Identity", {x});
+  std::vector<endpoint> probes;
+  for (int i = 0; i < 3; ++i) probes.push_back(g.op("TestProbe", {r}));
+  session_options o;
+  o.inter_op_threads = 1;
+  o.intra_op_threads = intra_op_threads;
+  o.constant_folding.max_bytes = 0;
+  session s(g, o);
+  probes_most = 0;
+  for (int step = 0; step < 5 && probes_most < 2; ++step) s.run({}, probes);
+  return probes_most;
+}
+}  // namespace
+
+TEST_CASE("large nodes of a step run one at a time where kernels split across threads") {
+  REQUIRE(probe_registered);
+  // 40,000 elements: large. With two intra-op threads each kernel would split across both,
+  // so the step runs them one after another; with one, two run at once (the calling thread
+  // and the inter-op thread).
+  CHECK(most_probes_at_once(40000, 2) == 1);
+  CHECK(most_probes_at_once(40000, 1) == 2);
+  // 10,000 elements: neither cheap nor large, so they run at once on either device.
+  CHECK(most_probes_at_once(10000, 2) == 2);
+}
+
+namespace {
 // A user op whose definition admits int32 and float32 but whose kernel covers float32 only.
 struct pass_through final : op_kernel {
   explicit pass_through(const node&) {}

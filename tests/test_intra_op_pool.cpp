@@ -56,19 +56,45 @@ TEST_CASE("intra-op pool: every unit runs once, for any size and cost", "[intra_
   }
 }
 
-TEST_CASE("intra-op pool: blocks run on more than one thread", "[intra_op]") {
-  const cpu_context c(2);
+namespace {
+// The threads that ran blocks of splits of 8 blocks, tried until two are seen or 50 times.
+// Each block sleeps, so the worker joins while the caller still has blocks left (it may be
+// asleep at first: a few tries).
+std::set<std::thread::id> threads_of_splits(const cpu_context& c) {
   std::set<std::thread::id> seen;
   std::mutex m;
-  // Each block sleeps, so the worker joins while the caller still has blocks left (it may
-  // be asleep at first: a few tries).
   for (int attempt = 0; attempt < 50 && seen.size() < 2; ++attempt)
     c.parallel_for(8, 1e9, [&](std::int64_t, std::int64_t) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       std::lock_guard lock(m);
       seen.insert(std::this_thread::get_id());
     });
-  CHECK(seen.size() == 2);
+  return seen;
+}
+}  // namespace
+
+TEST_CASE("intra-op pool: blocks run on more than one thread", "[intra_op]") {
+  const cpu_context c(2);
+  CHECK(threads_of_splits(c).size() == 2);
+}
+
+TEST_CASE("intra-op pool: a thread counted busy keeps the workers out of a split until it ends", "[intra_op]") {
+  const cpu_context c(2);
+  // Another thread runs a kernel (the executor's inter-op thread): with two threads in the
+  // pool, the split runs on its caller alone.
+  std::atomic<bool> counted{false}, release{false};
+  std::thread other([&] {
+    auto busy = c.count_busy();
+    auto nested = c.count_busy();  // counted once
+    counted = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (!counted) std::this_thread::yield();
+  auto alone = threads_of_splits(c);
+  CHECK(alone == std::set<std::thread::id>{std::this_thread::get_id()});
+  release = true;
+  other.join();
+  CHECK(threads_of_splits(c).size() == 2);
 }
 
 TEST_CASE("intra-op pool: several callers at once, more than it has job slots", "[intra_op]") {

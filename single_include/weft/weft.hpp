@@ -7506,6 +7506,12 @@ inline bool& in_block() noexcept {
   return inside;
 }
 
+// The pool this thread is counted in as running a kernel (intra_op_pool::busy_scope).
+inline const void*& counted_in() noexcept {
+  thread_local const void* pool = nullptr;
+  return pool;
+}
+
 }  // namespace intra_op_detail
 
 class intra_op_pool {
@@ -7530,6 +7536,32 @@ class intra_op_pool {
 
   int num_threads() const noexcept { return threads_; }
 
+  // Counts the calling thread as running a kernel on this pool's device while it lives (the
+  // executor's threads, around a kernel that may run beside others): workers join a split
+  // kernel only while fewer than `threads` threads are counted, and leave it when more are,
+  // so kernels that inter-op threads run at once and the blocks of a split one share the
+  // cores instead of running more threads than there are. Does nothing when the thread is
+  // counted in this pool already.
+  class busy_scope {
+   public:
+    explicit busy_scope(intra_op_pool& pool) noexcept
+        : pool_(intra_op_detail::counted_in() == &pool || pool.workers_.empty() ? nullptr : &pool) {
+      if (!pool_) return;
+      pool_->active_.fetch_add(1, std::memory_order_acq_rel);
+      intra_op_detail::counted_in() = pool_;
+    }
+    busy_scope(const busy_scope&) = delete;
+    busy_scope& operator=(const busy_scope&) = delete;
+    ~busy_scope() {
+      if (!pool_) return;
+      intra_op_detail::counted_in() = nullptr;
+      pool_->leave();
+    }
+
+   private:
+    intra_op_pool* pool_;
+  };
+
   // Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
   // that join; returns when all have run. The first exception a block throws is
   // rethrown here once every started block has finished; blocks not yet started are skipped.
@@ -7543,12 +7575,13 @@ class intra_op_pool {
     }
     job j(blocks, [](void* f, std::int64_t b) { (*static_cast<std::remove_reference_t<F>*>(f))(b); },
           const_cast<void*>(static_cast<const void*>(std::addressof(body))));
-    active_.fetch_add(1, std::memory_order_acq_rel);
+    const bool counted = intra_op_detail::counted_in() == this;  // by a busy_scope
+    if (!counted) active_.fetch_add(1, std::memory_order_acq_rel);
     const bool posted = post(j);
     inside = true;
     j.run_blocks();
     inside = false;
-    active_.fetch_sub(1, std::memory_order_acq_rel);
+    if (!counted) active_.fetch_sub(1, std::memory_order_acq_rel);  // withdraw() wakes for other jobs
     if (posted) {
       withdraw(j);
       // Only blocks that workers have claimed are left, at most one each: spin a little,
@@ -7626,6 +7659,21 @@ class intra_op_pool {
         posted_.fetch_add(1, std::memory_order_release);
         wake = sleepers_ > 0;
       }
+    }
+    if (wake) wake_.notify_one();
+  }
+
+  // A counted thread stops running blocks or kernels. When that leaves a core free and a
+  // job is posted, a sleeping worker is woken for it (a spinning one sees joinable()).
+  void leave() {
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) != threads_ ||
+        jobs_posted_.load(std::memory_order_relaxed) == 0)
+      return;
+    bool wake = false;
+    {
+      std::lock_guard lock(mutex_);
+      posted_.fetch_add(1, std::memory_order_release);
+      wake = sleepers_ > 0;
     }
     if (wake) wake_.notify_one();
   }
@@ -7709,7 +7757,7 @@ class intra_op_pool {
   int sleepers_ = 0;                   // under mutex_
   std::atomic<bool> stop_{false};      // set under mutex_
   std::atomic<std::uint64_t> posted_{0};
-  std::atomic<int> active_{0};       // threads running blocks: callers and attached workers
+  std::atomic<int> active_{0};       // threads running blocks or counted kernels: callers, attached workers, busy_scopes
   std::atomic<int> jobs_posted_{0};  // jobs in jobs_ (changed under mutex_)
   std::vector<std::thread> workers_;
 };
@@ -7738,6 +7786,11 @@ class cpu_context {
     });
     return *eigen_;
   }
+
+  // Counts the calling thread as running a kernel on this device while the scope lives
+  // (intra_op_pool::busy_scope): the executor's threads, so that split kernels leave cores
+  // to the kernels running beside them.
+  [[nodiscard]] intra_op_pool::busy_scope count_busy() const { return intra_op_pool::busy_scope(pool_); }
 
   // Runs f(begin, end) over [0, n) in blocks; cost_per_unit is roughly the cycles one unit
   // takes, and work under about 32,000 cycles runs inline, blocks of at least 16,000 cycles
@@ -7840,8 +7893,11 @@ inline int default_thread_count() {
 // immutable and shared by every step that runs it. A step holds the mutable state: for
 // each node a count of unfinished inputs, and an input slot per data input that its
 // producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
-// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
-// which the current thread keeps). Async kernels get a done callback and hold no thread.
+// on the thread that made them ready. Large ones, whose kernels split across all of a
+// device's intra-op threads, run one at a time (classify()). Others go to the inter-op pool
+// (all but one, which the current thread keeps), where the thread that called run() takes
+// them too while it waits for the step to end. Async kernels get a done callback and hold
+// no thread.
 //
 // Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
 // frame, found when the executable is built (the root frame, or the frame an Enter leads
@@ -7863,6 +7919,7 @@ inline int default_thread_count() {
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <span>
 #include <string>
@@ -8525,11 +8582,19 @@ class step {
     if (x_.roots.empty()) return std::move(results_);
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
     std::deque<tagged_node> ready;
-    for (int r : x_.roots) ready.push_back({r, root_.get()});
+    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
     process(std::move(ready));
-    {
-      std::unique_lock lock(done_mutex_);
-      done_cv_.wait(lock, [&] { return done_; });
+    // The calling thread then works beside the inter-op pool: it runs the expensive nodes
+    // handed off and not yet taken by a pool thread, until the step ends.
+    handoff& h = *handoff_;
+    for (std::unique_lock lock(h.mutex);;) {
+      h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
+      if (h.done) break;
+      tagged_node tn = h.queue.front();
+      h.queue.pop_front();
+      lock.unlock();
+      process(std::deque<tagged_node>{tn});
+      lock.lock();
     }
     if (error_) std::rethrow_exception(error_);
     return std::move(results_);
@@ -8576,8 +8641,9 @@ class step {
     std::vector<std::pair<int, entry>> deferred;    // (NextIteration, value) for the next one
     std::vector<char> exit_delivered;
   };
-  struct tagged_node {
+  struct tagged_node {  // 16 bytes
     int id;
+    bool large = false;  // holds the step's turn for large nodes (schedule())
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
@@ -8615,6 +8681,7 @@ class step {
       inline_ready.pop_front();
       const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
       if (aborted_.load(std::memory_order_acquire)) {
+        if (tn.large) pass_large_turn(inline_ready);
         node_done(1);
         continue;
       }
@@ -8647,10 +8714,16 @@ class step {
         try {
           snapshot_refs(xn, inputs);
           kernel_context ctx(*xn.def, inputs, outputs, device_of(xn), resources_, cancellation_, options_.step_id, &store_);
-          xn.kernel->compute(ctx);
+          if (inter_op_ && !xn.cheap) {
+            auto busy = device_of(xn).cpu().count_busy();  // other threads may run kernels beside it
+            xn.kernel->compute(ctx);
+          } else {
+            xn.kernel->compute(ctx);
+          }
         } catch (...) {
           fail_node(xn, inputs, std::current_exception());
           clear(inputs);
+          if (tn.large) pass_large_turn(inline_ready);
           node_done(1);
           continue;
         }
@@ -8661,6 +8734,7 @@ class step {
       propagate(tn, xn, outputs, ready);
       clear(outputs);  // the consumers hold their copies: a sole one may write into its buffer
       finish(tn, ready);
+      if (tn.large) pass_large_turn(inline_ready);
       schedule(ready, inline_ready);
       node_done(1);
     }
@@ -8755,7 +8829,7 @@ class step {
   // A node of `it` becomes ready.
   void make_ready(iteration_state* it, int id, ready_list& ready) {
     if (!in_root(it)) it->outstanding.fetch_add(1, std::memory_order_relaxed);
-    ready.push_back({id, it});
+    ready.push_back({.id = id, .iter = it});
   }
 
   // Delivers v along edge e into iteration it. An iteration cannot retire while a value may
@@ -8981,36 +9055,99 @@ class step {
     }
   }
 
-  bool is_cheap(tagged_node tn) const {
+  // How a ready node runs. Cheap (an op marked cheap, control flow, inputs of at most 4,096
+  // elements): on the thread that made it ready, since a thread hop costs more than it.
+  // Large (at least 32,768 elements, a synchronous kernel, a device with several intra-op
+  // threads): its kernel splits it across all of the device's threads, and two at once
+  // would run more threads than cores, so the step's large nodes run one at a time, each
+  // on the thread that made it ready or, while another runs, after it on that one's thread.
+  // Any other: on this thread or another (schedule()).
+  enum class placement { cheap, large, other };
+  placement classify(tagged_node tn) const {
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
-    if (xn.cheap || xn.kind != flow::plain) return true;
+    if (xn.cheap || xn.kind != flow::plain) return placement::cheap;
     std::int64_t elements = 0;
     for (int i = 0; i < xn.num_inputs; ++i)
       elements += tn.iter->slots[static_cast<std::size_t>(xn.input_start + i)].value.num_elements();
-    return elements <= 4096;
+    if (elements <= 4096) return placement::cheap;
+    if (elements >= 32768 && !xn.kernel->is_async() && device_of(xn).num_threads() > 1) return placement::large;
+    return placement::other;
+  }
+
+  // A large node takes the step's turn, or waits for it: false when it waits.
+  bool take_large_turn(tagged_node tn) {
+    std::lock_guard lock(large_mutex_);
+    if (!large_running_) return large_running_ = true;
+    large_waiting_.push_back(tn);
+    return false;
+  }
+  // A large node has finished: the next waiting one runs on this thread, or the turn is free.
+  // Before the node's node_done (the waiting nodes keep the step alive).
+  [[gnu::noinline]] void pass_large_turn(std::deque<tagged_node>& inline_ready) {
+    std::lock_guard lock(large_mutex_);
+    if (large_waiting_.empty()) {
+      large_running_ = false;
+      return;
+    }
+    inline_ready.push_back(large_waiting_.front());
+    large_waiting_.pop_front();
   }
 
   void schedule(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     if (ready.empty()) return;
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
-    const tagged_node* keep = nullptr;  // one expensive node stays on this thread
-    for (const auto& tn : ready) {
-      if (!inter_op_ || is_cheap(tn)) {
+    if (!inter_op_) {
+      for (const tagged_node& tn : ready) inline_ready.push_back(tn);
+      return;
+    }
+    place(ready, inline_ready);
+  }
+
+  // Out of line: the path with no inter-op pool stays short.
+  [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+    std::optional<tagged_node> keep;  // one other node stays on this thread when it has nothing else
+    for (tagged_node tn : ready) {
+      const placement p = classify(tn);
+      if (p == placement::cheap) {
         inline_ready.push_back(tn);
+      } else if (p == placement::large) {
+        tn.large = true;
+        if (take_large_turn(tn)) inline_ready.push_back(tn);
       } else if (!keep && inline_ready.empty()) {
-        keep = &tn;
+        keep = tn;
       } else {
-        inter_op_->Schedule([this, tn] { process(std::deque<tagged_node>{tn}); });
+        hand_off(tn);
       }
     }
     if (keep) inline_ready.push_back(*keep);
   }
 
+  // An expensive node for another thread: it waits in the step's handoff queue, and a task
+  // on the inter-op pool takes it, unless the calling thread of run() (waiting for the step
+  // to end) takes it first. The task then finds the queue empty, possibly after the step
+  // has ended: it holds the queue, not the step. A node in the queue keeps the step from
+  // ending (it counts in outstanding_), so a task that takes one may use the step.
+  void hand_off(tagged_node tn) {
+    {
+      std::lock_guard lock(handoff_->mutex);
+      handoff_->queue.push_back(tn);
+    }
+    handoff_->cv.notify_one();
+    inter_op_->Schedule([h = handoff_, self = this] {
+      std::unique_lock lock(h->mutex);
+      if (h->queue.empty()) return;
+      tagged_node taken = h->queue.front();
+      h->queue.pop_front();
+      lock.unlock();
+      self->process(std::deque<tagged_node>{taken});
+    });
+  }
+
   void node_done(int n) {
     if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) {
-      std::lock_guard lock(done_mutex_);
-      done_ = true;
-      done_cv_.notify_all();
+      std::lock_guard lock(handoff_->mutex);
+      handoff_->done = true;
+      handoff_->cv.notify_all();
     }
   }
 
@@ -9069,9 +9206,16 @@ class step {
   std::atomic<bool> aborted_{false};
   std::mutex error_mutex_;
   std::exception_ptr error_;
-  std::mutex done_mutex_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
+  struct handoff {
+    std::mutex mutex;
+    std::condition_variable cv;  // the calling thread waits for a node or the step's end
+    std::deque<tagged_node> queue;
+    bool done = false;
+  };
+  std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
+  std::mutex large_mutex_;
+  bool large_running_ = false;                // a large node holds the turn
+  std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs
   std::chrono::steady_clock::time_point start_;
   std::mutex trace_mutex_;
   step_stats stats_;
@@ -9082,7 +9226,10 @@ class step {
 namespace weft {
 
 struct session_options {
-  int inter_op_threads = default_thread_count();  // 0: the calling thread runs every node
+  // The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
+  // pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
+  // run at once: by default one per core. 0: the calling thread runs every node.
+  int inter_op_threads = default_thread_count() - 1;
   int intra_op_threads = default_thread_count();  // per CPU device
   // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
   // each with its own intra-op threads and allocator. A node runs on the first device its
@@ -9155,7 +9302,9 @@ class session {
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
         devices_(make_devices(options)),
         device_ptrs_(pointers(devices_)),
-        inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
+        // Without spinning: an idle inter-op thread that spins takes a core from the
+        // kernels' intra-op threads (the calling thread runs most nodes).
+        inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}

@@ -47,6 +47,11 @@ class cpu_context {
     return *eigen_;
   }
 
+  // Counts the calling thread as running a kernel on this device while the scope lives
+  // (intra_op_pool::busy_scope): the executor's threads, so that split kernels leave cores
+  // to the kernels running beside them.
+  [[nodiscard]] intra_op_pool::busy_scope count_busy() const { return intra_op_pool::busy_scope(pool_); }
+
   // Runs f(begin, end) over [0, n) in blocks; cost_per_unit is roughly the cycles one unit
   // takes, and work under about 32,000 cycles runs inline, blocks of at least 16,000 cycles
   // otherwise, up to four a thread. Returns when every block is done. The first exception a

@@ -4,8 +4,11 @@
 // immutable and shared by every step that runs it. A step holds the mutable state: for
 // each node a count of unfinished inputs, and an input slot per data input that its
 // producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
-// on the thread that made them ready; expensive ones go to the inter-op pool (all but one,
-// which the current thread keeps). Async kernels get a done callback and hold no thread.
+// on the thread that made them ready. Large ones, whose kernels split across all of a
+// device's intra-op threads, run one at a time (classify()). Others go to the inter-op pool
+// (all but one, which the current thread keeps), where the thread that called run() takes
+// them too while it waits for the step to end. Async kernels get a done callback and hold
+// no thread.
 //
 // Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
 // frame, found when the executable is built (the root frame, or the frame an Enter leads
@@ -28,6 +31,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <span>
 #include <string>
@@ -105,11 +109,19 @@ class step {
     if (x_.roots.empty()) return std::move(results_);
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
     std::deque<tagged_node> ready;
-    for (int r : x_.roots) ready.push_back({r, root_.get()});
+    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
     process(std::move(ready));
-    {
-      std::unique_lock lock(done_mutex_);
-      done_cv_.wait(lock, [&] { return done_; });
+    // The calling thread then works beside the inter-op pool: it runs the expensive nodes
+    // handed off and not yet taken by a pool thread, until the step ends.
+    handoff& h = *handoff_;
+    for (std::unique_lock lock(h.mutex);;) {
+      h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
+      if (h.done) break;
+      tagged_node tn = h.queue.front();
+      h.queue.pop_front();
+      lock.unlock();
+      process(std::deque<tagged_node>{tn});
+      lock.lock();
     }
     if (error_) std::rethrow_exception(error_);
     return std::move(results_);
@@ -156,8 +168,9 @@ class step {
     std::vector<std::pair<int, entry>> deferred;    // (NextIteration, value) for the next one
     std::vector<char> exit_delivered;
   };
-  struct tagged_node {
+  struct tagged_node {  // 16 bytes
     int id;
+    bool large = false;  // holds the step's turn for large nodes (schedule())
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
@@ -195,6 +208,7 @@ class step {
       inline_ready.pop_front();
       const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
       if (aborted_.load(std::memory_order_acquire)) {
+        if (tn.large) pass_large_turn(inline_ready);
         node_done(1);
         continue;
       }
@@ -227,10 +241,16 @@ class step {
         try {
           snapshot_refs(xn, inputs);
           kernel_context ctx(*xn.def, inputs, outputs, device_of(xn), resources_, cancellation_, options_.step_id, &store_);
-          xn.kernel->compute(ctx);
+          if (inter_op_ && !xn.cheap) {
+            auto busy = device_of(xn).cpu().count_busy();  // other threads may run kernels beside it
+            xn.kernel->compute(ctx);
+          } else {
+            xn.kernel->compute(ctx);
+          }
         } catch (...) {
           fail_node(xn, inputs, std::current_exception());
           clear(inputs);
+          if (tn.large) pass_large_turn(inline_ready);
           node_done(1);
           continue;
         }
@@ -241,6 +261,7 @@ class step {
       propagate(tn, xn, outputs, ready);
       clear(outputs);  // the consumers hold their copies: a sole one may write into its buffer
       finish(tn, ready);
+      if (tn.large) pass_large_turn(inline_ready);
       schedule(ready, inline_ready);
       node_done(1);
     }
@@ -335,7 +356,7 @@ class step {
   // A node of `it` becomes ready.
   void make_ready(iteration_state* it, int id, ready_list& ready) {
     if (!in_root(it)) it->outstanding.fetch_add(1, std::memory_order_relaxed);
-    ready.push_back({id, it});
+    ready.push_back({.id = id, .iter = it});
   }
 
   // Delivers v along edge e into iteration it. An iteration cannot retire while a value may
@@ -561,36 +582,99 @@ class step {
     }
   }
 
-  bool is_cheap(tagged_node tn) const {
+  // How a ready node runs. Cheap (an op marked cheap, control flow, inputs of at most 4,096
+  // elements): on the thread that made it ready, since a thread hop costs more than it.
+  // Large (at least 32,768 elements, a synchronous kernel, a device with several intra-op
+  // threads): its kernel splits it across all of the device's threads, and two at once
+  // would run more threads than cores, so the step's large nodes run one at a time, each
+  // on the thread that made it ready or, while another runs, after it on that one's thread.
+  // Any other: on this thread or another (schedule()).
+  enum class placement { cheap, large, other };
+  placement classify(tagged_node tn) const {
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
-    if (xn.cheap || xn.kind != flow::plain) return true;
+    if (xn.cheap || xn.kind != flow::plain) return placement::cheap;
     std::int64_t elements = 0;
     for (int i = 0; i < xn.num_inputs; ++i)
       elements += tn.iter->slots[static_cast<std::size_t>(xn.input_start + i)].value.num_elements();
-    return elements <= 4096;
+    if (elements <= 4096) return placement::cheap;
+    if (elements >= 32768 && !xn.kernel->is_async() && device_of(xn).num_threads() > 1) return placement::large;
+    return placement::other;
+  }
+
+  // A large node takes the step's turn, or waits for it: false when it waits.
+  bool take_large_turn(tagged_node tn) {
+    std::lock_guard lock(large_mutex_);
+    if (!large_running_) return large_running_ = true;
+    large_waiting_.push_back(tn);
+    return false;
+  }
+  // A large node has finished: the next waiting one runs on this thread, or the turn is free.
+  // Before the node's node_done (the waiting nodes keep the step alive).
+  [[gnu::noinline]] void pass_large_turn(std::deque<tagged_node>& inline_ready) {
+    std::lock_guard lock(large_mutex_);
+    if (large_waiting_.empty()) {
+      large_running_ = false;
+      return;
+    }
+    inline_ready.push_back(large_waiting_.front());
+    large_waiting_.pop_front();
   }
 
   void schedule(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     if (ready.empty()) return;
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
-    const tagged_node* keep = nullptr;  // one expensive node stays on this thread
-    for (const auto& tn : ready) {
-      if (!inter_op_ || is_cheap(tn)) {
+    if (!inter_op_) {
+      for (const tagged_node& tn : ready) inline_ready.push_back(tn);
+      return;
+    }
+    place(ready, inline_ready);
+  }
+
+  // Out of line: the path with no inter-op pool stays short.
+  [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+    std::optional<tagged_node> keep;  // one other node stays on this thread when it has nothing else
+    for (tagged_node tn : ready) {
+      const placement p = classify(tn);
+      if (p == placement::cheap) {
         inline_ready.push_back(tn);
+      } else if (p == placement::large) {
+        tn.large = true;
+        if (take_large_turn(tn)) inline_ready.push_back(tn);
       } else if (!keep && inline_ready.empty()) {
-        keep = &tn;
+        keep = tn;
       } else {
-        inter_op_->Schedule([this, tn] { process(std::deque<tagged_node>{tn}); });
+        hand_off(tn);
       }
     }
     if (keep) inline_ready.push_back(*keep);
   }
 
+  // An expensive node for another thread: it waits in the step's handoff queue, and a task
+  // on the inter-op pool takes it, unless the calling thread of run() (waiting for the step
+  // to end) takes it first. The task then finds the queue empty, possibly after the step
+  // has ended: it holds the queue, not the step. A node in the queue keeps the step from
+  // ending (it counts in outstanding_), so a task that takes one may use the step.
+  void hand_off(tagged_node tn) {
+    {
+      std::lock_guard lock(handoff_->mutex);
+      handoff_->queue.push_back(tn);
+    }
+    handoff_->cv.notify_one();
+    inter_op_->Schedule([h = handoff_, self = this] {
+      std::unique_lock lock(h->mutex);
+      if (h->queue.empty()) return;
+      tagged_node taken = h->queue.front();
+      h->queue.pop_front();
+      lock.unlock();
+      self->process(std::deque<tagged_node>{taken});
+    });
+  }
+
   void node_done(int n) {
     if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) {
-      std::lock_guard lock(done_mutex_);
-      done_ = true;
-      done_cv_.notify_all();
+      std::lock_guard lock(handoff_->mutex);
+      handoff_->done = true;
+      handoff_->cv.notify_all();
     }
   }
 
@@ -649,9 +733,16 @@ class step {
   std::atomic<bool> aborted_{false};
   std::mutex error_mutex_;
   std::exception_ptr error_;
-  std::mutex done_mutex_;
-  std::condition_variable done_cv_;
-  bool done_ = false;
+  struct handoff {
+    std::mutex mutex;
+    std::condition_variable cv;  // the calling thread waits for a node or the step's end
+    std::deque<tagged_node> queue;
+    bool done = false;
+  };
+  std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
+  std::mutex large_mutex_;
+  bool large_running_ = false;                // a large node holds the turn
+  std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs
   std::chrono::steady_clock::time_point start_;
   std::mutex trace_mutex_;
   step_stats stats_;

@@ -45,6 +45,12 @@ inline bool& in_block() noexcept {
   return inside;
 }
 
+// The pool this thread is counted in as running a kernel (intra_op_pool::busy_scope).
+inline const void*& counted_in() noexcept {
+  thread_local const void* pool = nullptr;
+  return pool;
+}
+
 }  // namespace intra_op_detail
 
 class intra_op_pool {
@@ -69,6 +75,32 @@ class intra_op_pool {
 
   int num_threads() const noexcept { return threads_; }
 
+  // Counts the calling thread as running a kernel on this pool's device while it lives (the
+  // executor's threads, around a kernel that may run beside others): workers join a split
+  // kernel only while fewer than `threads` threads are counted, and leave it when more are,
+  // so kernels that inter-op threads run at once and the blocks of a split one share the
+  // cores instead of running more threads than there are. Does nothing when the thread is
+  // counted in this pool already.
+  class busy_scope {
+   public:
+    explicit busy_scope(intra_op_pool& pool) noexcept
+        : pool_(intra_op_detail::counted_in() == &pool || pool.workers_.empty() ? nullptr : &pool) {
+      if (!pool_) return;
+      pool_->active_.fetch_add(1, std::memory_order_acq_rel);
+      intra_op_detail::counted_in() = pool_;
+    }
+    busy_scope(const busy_scope&) = delete;
+    busy_scope& operator=(const busy_scope&) = delete;
+    ~busy_scope() {
+      if (!pool_) return;
+      intra_op_detail::counted_in() = nullptr;
+      pool_->leave();
+    }
+
+   private:
+    intra_op_pool* pool_;
+  };
+
   // Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
   // that join; returns when all have run. The first exception a block throws is
   // rethrown here once every started block has finished; blocks not yet started are skipped.
@@ -82,12 +114,13 @@ class intra_op_pool {
     }
     job j(blocks, [](void* f, std::int64_t b) { (*static_cast<std::remove_reference_t<F>*>(f))(b); },
           const_cast<void*>(static_cast<const void*>(std::addressof(body))));
-    active_.fetch_add(1, std::memory_order_acq_rel);
+    const bool counted = intra_op_detail::counted_in() == this;  // by a busy_scope
+    if (!counted) active_.fetch_add(1, std::memory_order_acq_rel);
     const bool posted = post(j);
     inside = true;
     j.run_blocks();
     inside = false;
-    active_.fetch_sub(1, std::memory_order_acq_rel);
+    if (!counted) active_.fetch_sub(1, std::memory_order_acq_rel);  // withdraw() wakes for other jobs
     if (posted) {
       withdraw(j);
       // Only blocks that workers have claimed are left, at most one each: spin a little,
@@ -165,6 +198,21 @@ class intra_op_pool {
         posted_.fetch_add(1, std::memory_order_release);
         wake = sleepers_ > 0;
       }
+    }
+    if (wake) wake_.notify_one();
+  }
+
+  // A counted thread stops running blocks or kernels. When that leaves a core free and a
+  // job is posted, a sleeping worker is woken for it (a spinning one sees joinable()).
+  void leave() {
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) != threads_ ||
+        jobs_posted_.load(std::memory_order_relaxed) == 0)
+      return;
+    bool wake = false;
+    {
+      std::lock_guard lock(mutex_);
+      posted_.fetch_add(1, std::memory_order_release);
+      wake = sleepers_ > 0;
     }
     if (wake) wake_.notify_one();
   }
@@ -248,7 +296,7 @@ class intra_op_pool {
   int sleepers_ = 0;                   // under mutex_
   std::atomic<bool> stop_{false};      // set under mutex_
   std::atomic<std::uint64_t> posted_{0};
-  std::atomic<int> active_{0};       // threads running blocks: callers and attached workers
+  std::atomic<int> active_{0};       // threads running blocks or counted kernels: callers, attached workers, busy_scopes
   std::atomic<int> jobs_posted_{0};  // jobs in jobs_ (changed under mutex_)
   std::vector<std::thread> workers_;
 };

@@ -31,7 +31,10 @@
 namespace weft {
 
 struct session_options {
-  int inter_op_threads = default_thread_count();  // 0: the calling thread runs every node
+  // The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
+  // pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
+  // run at once: by default one per core. 0: the calling thread runs every node.
+  int inter_op_threads = default_thread_count() - 1;
   int intra_op_threads = default_thread_count();  // per CPU device
   // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
   // each with its own intra-op threads and allocator. A node runs on the first device its
@@ -104,7 +107,9 @@ class session {
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
         devices_(make_devices(options)),
         device_ptrs_(pointers(devices_)),
-        inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads)
+        // Without spinning: an idle inter-op thread that spins takes a core from the
+        // kernels' intra-op threads (the calling thread runs most nodes).
+        inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
