@@ -84,7 +84,8 @@ class intra_op_pool {
   class busy_scope {
    public:
     explicit busy_scope(intra_op_pool& pool) noexcept
-        : pool_(intra_op_detail::counted_in() == &pool || pool.workers_.empty() ? nullptr : &pool) {
+        : pool_(intra_op_detail::counted_in() == &pool || pool.workers_.empty() ? nullptr : &pool),
+          outer_(intra_op_detail::counted_in()) {
       if (!pool_) return;
       pool_->active_.fetch_add(1, std::memory_order_acq_rel);
       intra_op_detail::counted_in() = pool_;
@@ -93,12 +94,13 @@ class intra_op_pool {
     busy_scope& operator=(const busy_scope&) = delete;
     ~busy_scope() {
       if (!pool_) return;
-      intra_op_detail::counted_in() = nullptr;
+      intra_op_detail::counted_in() = outer_;
       pool_->leave();
     }
 
    private:
     intra_op_pool* pool_;
+    const void* outer_;  // the pool the thread was counted in before
   };
 
   // Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
