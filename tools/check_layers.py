@@ -6,8 +6,9 @@ the layers it may include; its table of pending breaks names the directory edges
 still tolerated, each with its reason. Every header under include/weft/ must belong to a
 layer; each of its #include <weft/...> must name a header of the same layer or of one it
 may include, or be a pending break; only umbrella headers include umbrella headers; the
-headers include each other without a cycle; and a pending break that no longer occurs is
-an error too, so the document stays true. Exits 1 with one line per finding.
+headers include each other without a cycle; no header includes <immintrin.h> or its
+kin (compile cost: docs/benchmarks.md); and a pending break that no longer occurs is an error
+too, so the document stays true. Exits 1 with one line per finding.
 
   tools/check_layers.py [ROOT]     check ROOT (default: this checkout)
   tools/check_layers.py --self-test
@@ -15,6 +16,8 @@ an error too, so the document stays true. Exits 1 with one line per finding.
 import pathlib, re, sys, tempfile
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](weft/[^>"]+)[>"]')
+# The x86 intrinsics headers (about 53,000 lines with GCC 12): no library header includes them.
+HEAVY = re.compile(r'\s*#\s*include\s*<((?:imm|x86|zmm|ymm)intrin\.h)>')
 CODE = re.compile(r'`([^`]+)`')
 
 
@@ -92,6 +95,12 @@ def check(root):
             continue
         graph[rel] = []
         for n, line in enumerate(path.read_text().splitlines(), 1):
+            heavy = HEAVY.match(line)
+            if heavy:
+                findings.append(f'include/weft/{rel}:{n}: includes <{heavy.group(1)}>, which every program that includes '
+                                'this header parses (a quarter of a minimal program\'s lines): use the compilers\' '
+                                'vector types and builtins, as kernels/cpu/sgemm.hpp does')
+                continue
             m = INCLUDE.match(line)
             if not m:
                 continue
@@ -176,6 +185,7 @@ def self_test():
         ({'tools/x.hpp': ''}, ['belongs to no layer']),
         ({'graph/e.hpp': inc('graph/f.hpp'), 'graph/f.hpp': inc('graph/e.hpp')}, ['include cycle: graph/e.hpp -> graph/f.hpp -> graph/e.hpp']),
         ({'graph/e.hpp': inc('core/missing.hpp')}, ['does not exist']),
+        ({'core/e.hpp': '#include <immintrin.h>\n'}, ['includes <immintrin.h>']),
     ]
     failures = 0
     for extra, expected in cases:

@@ -25,17 +25,13 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 namespace weft {
 
 namespace intra_op_detail {
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
+  __builtin_ia32_pause();  // pause, without <immintrin.h> (see kernels/cpu/sgemm.hpp)
 #endif
 }
 

@@ -20,6 +20,11 @@
 // m, n and k work. The first depth panel stores its block, the later ones add to it: the
 // output needs no zero fill.
 //
+// The registers are GCC's and Clang's vector types (vector_size), not <immintrin.h>'s: that
+// header is about a quarter of the preprocessed lines of a program that runs one MatMul and
+// some 100 MB of the compiler's memory, for the dozen operations used here (each helper
+// below names the instruction it compiles to).
+//
 // Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 #pragma once
 
@@ -36,8 +41,6 @@ struct sgemm_shared {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(WEFT_NO_OWN_SGEMM)
 #define WEFT_OWN_SGEMM 1
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -53,6 +56,32 @@ enum class sgemm_isa { avx2, avx512 };
 
 namespace sgemm_detail {
 
+// Eight and sixteen floats in a ymm or zmm register; the _u types read and write floats at
+// any alignment (vmovups) and may alias them.
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef float f32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
+
+// a * b + c rounded once (vfmadd), through the builtin the compiler's own intrinsics use, so
+// that neither -ffp-contract nor the language mode can turn it into two roundings.
+__attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 fma(f32x16 a, f32x16 b, f32x16 c) {
+#if defined(__clang__) && __has_builtin(__builtin_elementwise_fma)
+  return __builtin_elementwise_fma(a, b, c);
+#else
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, static_cast<unsigned short>(0xFFFF), 4 /* current rounding */);
+#endif
+}
+__attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 load16(const float* p) {
+  return *reinterpret_cast<const f32x16_u*>(p);
+}
+__attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store16(float* p, f32x16 v) {
+  *reinterpret_cast<f32x16_u*>(p) = v;
+}
+// x in every lane (vbroadcastss): x - 0 is x for every float, -0 and NaN included, so the
+// subtraction folds away.
+__attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 splat16(float x) { return x - f32x16{}; }
+
 // The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
 // AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
 struct avx512 {
@@ -65,38 +94,38 @@ struct avx512 {
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b, float* c, std::int64_t ldc,
                                                                  bool accumulate, int rows, int cols) {
-    __m512 acc[mr][2];
-    for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    f32x16 acc[mr][2];  // zeroed by a loop: `= {}` left GCC a dead memset of the array
+    for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
-      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+      const f32x16 b0 = load16(b), b1 = load16(b + 16);
 #if defined(__clang__)
 #pragma unroll
 #else
 #pragma GCC unroll 12
 #endif
       for (int i = 0; i < mr; ++i) {
-        const __m512 t = _mm512_set1_ps(a[i]);
-        acc[i][0] = _mm512_fmadd_ps(t, b0, acc[i][0]);
-        acc[i][1] = _mm512_fmadd_ps(t, b1, acc[i][1]);
+        const f32x16 t = splat16(a[i]);
+        acc[i][0] = fma(t, b0, acc[i][0]);
+        acc[i][1] = fma(t, b1, acc[i][1]);
       }
     }
     if (rows == mr && cols == nr) {
       for (int i = 0; i < mr; ++i) {
         float* ci = c + i * ldc;
         if (accumulate) {
-          _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][0]));
-          _mm512_storeu_ps(ci + 16, _mm512_add_ps(_mm512_loadu_ps(ci + 16), acc[i][1]));
+          store16(ci, load16(ci) + acc[i][0]);
+          store16(ci + 16, load16(ci + 16) + acc[i][1]);
         } else {
-          _mm512_storeu_ps(ci, acc[i][0]);
-          _mm512_storeu_ps(ci + 16, acc[i][1]);
+          store16(ci, acc[i][0]);
+          store16(ci + 16, acc[i][1]);
         }
       }
       return;
     }
     alignas(64) float t[mr * nr];
     for (int i = 0; i < mr; ++i) {
-      _mm512_store_ps(t + i * nr, acc[i][0]);
-      _mm512_store_ps(t + i * nr + 16, acc[i][1]);
+      store16(t + i * nr, acc[i][0]);
+      store16(t + i * nr + 16, acc[i][1]);
     }
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
@@ -116,6 +145,18 @@ struct avx512 {
 namespace weft::cpu {
 namespace sgemm_detail {
 
+// The AVX2 counterparts of the helpers above (this region's target is AVX2 and FMA).
+__attribute__((always_inline)) inline f32x8 fma(f32x8 a, f32x8 b, f32x8 c) {
+#if defined(__clang__) && __has_builtin(__builtin_elementwise_fma)
+  return __builtin_elementwise_fma(a, b, c);
+#else
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#endif
+}
+__attribute__((always_inline)) inline f32x8 load8(const float* p) { return *reinterpret_cast<const f32x8_u*>(p); }
+__attribute__((always_inline)) inline void store8(float* p, f32x8 v) { *reinterpret_cast<f32x8_u*>(p) = v; }
+__attribute__((always_inline)) inline f32x8 splat8(float x) { return x - f32x8{}; }
+
 struct avx2 {
   static constexpr int mr = 6;                  // rows of the register block
   static constexpr int nr = 16;                 // columns: two ymm registers
@@ -125,47 +166,47 @@ struct avx2 {
   // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
   static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
                     bool accumulate, int rows, int cols) {
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    f32x8 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
-      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-      __m256 t = _mm256_broadcast_ss(a);
-      c00 = _mm256_fmadd_ps(t, b0, c00);
-      c01 = _mm256_fmadd_ps(t, b1, c01);
-      t = _mm256_broadcast_ss(a + 1);
-      c10 = _mm256_fmadd_ps(t, b0, c10);
-      c11 = _mm256_fmadd_ps(t, b1, c11);
-      t = _mm256_broadcast_ss(a + 2);
-      c20 = _mm256_fmadd_ps(t, b0, c20);
-      c21 = _mm256_fmadd_ps(t, b1, c21);
-      t = _mm256_broadcast_ss(a + 3);
-      c30 = _mm256_fmadd_ps(t, b0, c30);
-      c31 = _mm256_fmadd_ps(t, b1, c31);
-      t = _mm256_broadcast_ss(a + 4);
-      c40 = _mm256_fmadd_ps(t, b0, c40);
-      c41 = _mm256_fmadd_ps(t, b1, c41);
-      t = _mm256_broadcast_ss(a + 5);
-      c50 = _mm256_fmadd_ps(t, b0, c50);
-      c51 = _mm256_fmadd_ps(t, b1, c51);
+      const f32x8 b0 = load8(b), b1 = load8(b + 8);
+      f32x8 t = splat8(a[0]);
+      c00 = fma(t, b0, c00);
+      c01 = fma(t, b1, c01);
+      t = splat8(a[1]);
+      c10 = fma(t, b0, c10);
+      c11 = fma(t, b1, c11);
+      t = splat8(a[2]);
+      c20 = fma(t, b0, c20);
+      c21 = fma(t, b1, c21);
+      t = splat8(a[3]);
+      c30 = fma(t, b0, c30);
+      c31 = fma(t, b1, c31);
+      t = splat8(a[4]);
+      c40 = fma(t, b0, c40);
+      c41 = fma(t, b1, c41);
+      t = splat8(a[5]);
+      c50 = fma(t, b0, c50);
+      c51 = fma(t, b1, c51);
     }
-    const __m256 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    const f32x8 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
     if (rows == mr && cols == nr) {
       for (int i = 0; i < mr; ++i) {
         float* ci = c + i * ldc;
         if (accumulate) {
-          _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), r[2 * i]));
-          _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), r[2 * i + 1]));
+          store8(ci, load8(ci) + r[2 * i]);
+          store8(ci + 8, load8(ci + 8) + r[2 * i + 1]);
         } else {
-          _mm256_storeu_ps(ci, r[2 * i]);
-          _mm256_storeu_ps(ci + 8, r[2 * i + 1]);
+          store8(ci, r[2 * i]);
+          store8(ci + 8, r[2 * i + 1]);
         }
       }
       return;
     }
     alignas(32) float t[mr * nr];
     for (int i = 0; i < mr; ++i) {
-      _mm256_store_ps(t + i * nr, r[2 * i]);
-      _mm256_store_ps(t + i * nr + 8, r[2 * i + 1]);
+      store8(t + i * nr, r[2 * i]);
+      store8(t + i * nr + 8, r[2 * i + 1]);
     }
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
@@ -236,28 +277,46 @@ void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
   }
 }
 
+// Shuffles within and across the two 128-bit halves of a ymm register, for transpose8.
+// vunpcklps and vunpckhps: within each half, the low (high) two floats of x and y interleaved.
+__attribute__((always_inline)) inline f32x8 unpack_lo(f32x8 x, f32x8 y) {
+  return __builtin_shufflevector(x, y, 0, 8, 1, 9, 4, 12, 5, 13);
+}
+__attribute__((always_inline)) inline f32x8 unpack_hi(f32x8 x, f32x8 y) {
+  return __builtin_shufflevector(x, y, 2, 10, 3, 11, 6, 14, 7, 15);
+}
+// vshufps with 0x44 and 0xEE: within each half, the low (high) two floats of x, then of y.
+__attribute__((always_inline)) inline f32x8 pairs_lo(f32x8 x, f32x8 y) {
+  return __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13);
+}
+__attribute__((always_inline)) inline f32x8 pairs_hi(f32x8 x, f32x8 y) {
+  return __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
+}
+// vperm2f128 with 0x20 and 0x31: the low (high) halves of x and y.
+__attribute__((always_inline)) inline f32x8 halves_lo(f32x8 x, f32x8 y) {
+  return __builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11);
+}
+__attribute__((always_inline)) inline f32x8 halves_hi(f32x8 x, f32x8 y) {
+  return __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
 // dst[r * dst_stride + c] = src[c * src_stride + r] for an 8 x 8 block.
 inline void transpose8(const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
-  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + src_stride);
-  __m256 r2 = _mm256_loadu_ps(src + 2 * src_stride), r3 = _mm256_loadu_ps(src + 3 * src_stride);
-  __m256 r4 = _mm256_loadu_ps(src + 4 * src_stride), r5 = _mm256_loadu_ps(src + 5 * src_stride);
-  __m256 r6 = _mm256_loadu_ps(src + 6 * src_stride), r7 = _mm256_loadu_ps(src + 7 * src_stride);
-  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(dst + dst_stride, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(dst + 2 * dst_stride, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(dst + 3 * dst_stride, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(dst + 4 * dst_stride, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(dst + 5 * dst_stride, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(dst + 6 * dst_stride, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(dst + 7 * dst_stride, _mm256_permute2f128_ps(u3, u7, 0x31));
+  const f32x8 r0 = load8(src), r1 = load8(src + src_stride), r2 = load8(src + 2 * src_stride);
+  const f32x8 r3 = load8(src + 3 * src_stride), r4 = load8(src + 4 * src_stride), r5 = load8(src + 5 * src_stride);
+  const f32x8 r6 = load8(src + 6 * src_stride), r7 = load8(src + 7 * src_stride);
+  const f32x8 t0 = unpack_lo(r0, r1), t1 = unpack_hi(r0, r1), t2 = unpack_lo(r2, r3), t3 = unpack_hi(r2, r3);
+  const f32x8 t4 = unpack_lo(r4, r5), t5 = unpack_hi(r4, r5), t6 = unpack_lo(r6, r7), t7 = unpack_hi(r6, r7);
+  const f32x8 u0 = pairs_lo(t0, t2), u1 = pairs_hi(t0, t2), u2 = pairs_lo(t1, t3), u3 = pairs_hi(t1, t3);
+  const f32x8 u4 = pairs_lo(t4, t6), u5 = pairs_hi(t4, t6), u6 = pairs_lo(t5, t7), u7 = pairs_hi(t5, t7);
+  store8(dst, halves_lo(u0, u4));
+  store8(dst + dst_stride, halves_lo(u1, u5));
+  store8(dst + 2 * dst_stride, halves_lo(u2, u6));
+  store8(dst + 3 * dst_stride, halves_lo(u3, u7));
+  store8(dst + 4 * dst_stride, halves_hi(u0, u4));
+  store8(dst + 5 * dst_stride, halves_hi(u1, u5));
+  store8(dst + 6 * dst_stride, halves_hi(u2, u6));
+  store8(dst + 7 * dst_stride, halves_hi(u3, u7));
 }
 
 // Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
@@ -471,7 +530,7 @@ class sgemm_shared_packing {
     }
     // Spin briefly, then give the core away: on a busy machine the packer may be waiting for it.
     for (int spins = 0; done_.load(std::memory_order_acquire) < chunks_; ++spins) {
-      if (spins < 4096) _mm_pause();
+      if (spins < 4096) __builtin_ia32_pause();
       else std::this_thread::yield();
     }
   }
