@@ -15,7 +15,7 @@
 // `bench_training --peak-memory=NAME` (weft_mlp, eigen_mlp, torch_mlp, weft_lenet,
 // torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
 // add to a model whose weights are already resident (VmHWM from /proc/self/status), and
-// `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_lenet) where a weft step's time goes,
+// `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_mlp_bf16, weft_lenet) where a weft step's time goes,
 // node by node, and `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
 // step ran.
 #include <weft/dsl.hpp>
@@ -63,6 +63,24 @@ tensor uniform(shape s, float scale, unsigned seed) {
 
 tensor glorot(shape s, std::int64_t fan_in, std::int64_t fan_out, unsigned seed) {
   return uniform(std::move(s), std::sqrt(6.0f / static_cast<float>(fan_in + fan_out)), seed);
+}
+
+// t (float32) as dtype `to`: float32 or bfloat16, rounded to nearest even.
+tensor as_dtype(const tensor& t, dtype to) {
+  if (to == dtype::float32) return t;
+  tensor out(to, t.shape());
+  const float* in = t.data<float>();
+  bfloat16* o = out.data<bfloat16>();
+  for (std::int64_t i = 0; i < t.num_elements(); ++i) o[i] = bfloat16(in[i]);
+  return out;
+}
+
+// The elements of a float32 or bfloat16 tensor as floats.
+std::vector<float> as_floats(const tensor& t) {
+  if (t.dtype() == dtype::float32) return t.to_vector<float>();
+  std::vector<float> out;
+  for (const bfloat16& v : t.flat<bfloat16>()) out.push_back(static_cast<float>(v));
+  return out;
 }
 
 tensor cycling_labels() {
@@ -117,7 +135,7 @@ class weft_model {
  public:
   float step() {
     auto out = session_->run(feeds_, {loss_}, {train_->step});
-    return out.at(0).data<float>()[0];
+    return as_floats(out.at(0)).at(0);
   }
   void step_only() { session_->run(feeds_, {}, {train_->step}); }
   // One traced step: each node's op and name with its time in ms.
@@ -135,21 +153,22 @@ class weft_model {
     return times;
   }
   void reset() { session_->run({*init_}); }
-  std::vector<float> parameter(std::size_t i) { return session_->run({}, {vars_.at(i)}).at(0).to_vector<float>(); }
+  std::vector<float> parameter(std::size_t i) { return as_floats(session_->run({}, {vars_.at(i)}).at(0)); }
 
  protected:
   graph g_;
   output x_, labels_, loss_;
 
-  weft_model(const std::vector<tensor>& params, const tensor& x, const tensor& labels) {
-    x_ = g_.placeholder(dtype::float32, x.shape(), "x").out(0);
+  // The model in dtype `t` (float32 or bfloat16): the batch, weights and every op.
+  weft_model(const std::vector<tensor>& params, const tensor& x, const tensor& labels, dtype t = dtype::float32) {
+    x_ = g_.placeholder(t, x.shape(), "x").out(0);
     labels_ = g_.placeholder(dtype::int32, {unknown_dim}, "labels").out(0);
     for (std::size_t i = 0; i < params.size(); ++i) {
-      auto v = g_.variable(dtype::float32, params[i].shape(), "param" + std::to_string(i)).out(0);
-      inits_.push_back(g_.op("Assign", {v, g_.constant(params[i])}).id());
+      auto v = g_.variable(t, params[i].shape(), "param" + std::to_string(i)).out(0);
+      inits_.push_back(g_.op("Assign", {v, g_.constant(as_dtype(params[i], t))}).id());
       vars_.push_back(v);
     }
-    feeds_ = {{x_, x}, {labels_, labels}};
+    feeds_ = {{x_, as_dtype(x, t)}, {labels_, labels}};
   }
   output var(std::size_t i) const { return vars_.at(i); }
   output dense(output h, std::size_t layer) {
@@ -175,8 +194,9 @@ class weft_model {
   std::unique_ptr<session> session_;
 };
 
-struct weft_mlp final : weft_model {
-  weft_mlp(const mlp_problem& p, const session_options& options) : weft_model(p.params, p.x, p.labels) {
+struct weft_mlp : weft_model {
+  weft_mlp(const mlp_problem& p, const session_options& options, dtype t = dtype::float32)
+      : weft_model(p.params, p.x, p.labels, t) {
     output h = x_;
     for (std::size_t l = 0; l < 3; ++l) {
       h = dense(h, l);
@@ -184,6 +204,11 @@ struct weft_mlp final : weft_model {
     }
     finish(h, options);
   }
+};
+
+// The MLP in bfloat16, for --node-times and --timeline.
+struct weft_mlp_bf16 final : weft_mlp {
+  weft_mlp_bf16(const mlp_problem& p, const session_options& options) : weft_mlp(p, options, dtype::bfloat16) {}
 };
 
 // The MLP as typed expressions: the DSL's layers and train::minimize, run by a
@@ -348,6 +373,28 @@ void BM_weft_mlp_step(benchmark::State& state) {
   if (worst_difference(w0, std::vector<float>(e.w[0].data(), e.w[0].data() + e.w[0].size())) > 1e-4)
     state.SkipWithError("weft's step differs from the hand-written one");
   m.reset();
+  time_weft(state, m, count_mlp);
+}
+
+// The MLP in bfloat16 (the batch, weights, activations and gradients; products and most
+// kernels compute in float and round their outputs). Checked against the float32 step: the
+// loss within bfloat16's rounding of it, the first layer's weights within 2^-8 of their size.
+void BM_weft_mlp_step_bf16(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const session_options options = threads_options(threads, static_cast<int>(state.range(1)));
+  mlp_problem p;
+  weft_mlp m(p, options, dtype::bfloat16);
+  {
+    weft_mlp reference(p, options);
+    const float loss = reference.step(), loss_bf16 = m.step();
+    const auto w = reference.parameter(0), w_bf16 = m.parameter(0);
+    double worst = 0;
+    for (std::size_t i = 0; i < w.size(); ++i)
+      worst = std::max(worst, std::abs(double(w[i]) - double(w_bf16[i])) / (std::abs(double(w[i])) + 1e-3));
+    if (std::abs(loss - loss_bf16) > 0.02f * std::abs(loss) || worst > 1.0 / 128)
+      state.SkipWithError("the bfloat16 step differs from the float32 one by more than bfloat16's precision");
+    m.reset();
+  }
   time_weft(state, m, count_mlp);
 }
 
@@ -549,7 +596,7 @@ int measure_peak(const std::string& name) {
   return 0;
 }
 
-// --node-times=NAME[:THREADS] (weft_mlp, weft_lenet): each node's mean time over 20 traced
+// --node-times=NAME[:THREADS] (weft_mlp, weft_mlp_bf16, weft_lenet): each node's mean time over 20 traced
 // steps (after 5 untimed ones), the slowest first, their sum, and the MatMul nodes' sum (for
 // the MLP, whose floating-point work is all in its products, also their GFLOP/s). The nodes run one at a
 // time, each on THREADS intra-op threads (1 unless given).
@@ -613,8 +660,9 @@ int timeline(const std::string& spec) {
     return 2;
   }
   if (std::string(name) == "weft_mlp") return print_timeline<mlp_problem, weft_mlp>(intra, inter), 0;
+  if (std::string(name) == "weft_mlp_bf16") return print_timeline<mlp_problem, weft_mlp_bf16>(intra, inter), 0;
   if (std::string(name) == "weft_lenet") return print_timeline<lenet_problem, weft_lenet>(intra, inter), 0;
-  std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_lenet)\n", name);
+  std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_lenet)\n", name);
   return 2;
 }
 
@@ -629,8 +677,9 @@ int node_times(std::string name) {
     }
   }
   if (name == "weft_mlp") return print_node_times<mlp_problem, weft_mlp>(threads, mlp_step_flops), 0;
+  if (name == "weft_mlp_bf16") return print_node_times<mlp_problem, weft_mlp_bf16>(threads, mlp_step_flops), 0;
   if (name == "weft_lenet") return print_node_times<lenet_problem, weft_lenet>(threads), 0;
-  std::fprintf(stderr, "bench_training: --node-times: unknown model '%s' (weft_mlp, weft_lenet)\n", name.c_str());
+  std::fprintf(stderr, "bench_training: --node-times: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_lenet)\n", name.c_str());
   return 2;
 }
 
@@ -638,6 +687,7 @@ int node_times(std::string name) {
 
 // Arguments: intra-op threads, inter-op threads.
 BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_mlp_step_bf16)->Args({1, 0})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_dense_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -4,6 +4,9 @@
 // int32/int64 against arithmetic modulo 2^bits, plus values worked out by hand.
 #include "support/helpers.hpp"
 
+#include <weft/kernels/cpu/convert.hpp>
+
+#include <bit>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -461,4 +464,38 @@ TEST_CASE("complex Tanh, Sigmoid, Pow, Sum and Equal match std::complex") {
   close({eval(g, g.op("Mean", {t, axis0})).scalar_value<C>()}, {C(1.75 / 3, -0.125 / 3)}, 1e-15);
   CHECK(eval(g, g.op("Equal", {t, g.constant(tensor::scalar(C(-0.25, 0.75)))})).to_vector<bool>() ==
         std::vector<bool>{false, true, false});
+}
+
+TEST_CASE("bfloat16 to and from float agree with Eigen's conversions, bit for bit") {
+  const auto bits16 = [](bfloat16 v) { return std::bit_cast<std::uint16_t>(v); };
+  // Every bfloat16, NaNs of each sign and payload included.
+  std::vector<bfloat16> all;
+  for (std::uint32_t u = 0; u <= 0xFFFF; ++u) all.push_back(std::bit_cast<bfloat16>(static_cast<std::uint16_t>(u)));
+  std::vector<float> widened(all.size());
+  cpu::detail::convert_range<float, bfloat16>(all.data(), widened.data(), 0, static_cast<std::int64_t>(all.size()));
+  int differ = 0;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    differ += std::bit_cast<std::uint32_t>(widened[i]) != std::bit_cast<std::uint32_t>(static_cast<float>(all[i]));
+  CHECK(differ == 0);
+  // Floats: a stride through every bit pattern, and the cases that decide rounding: ties to
+  // even down (0x3F808000) and up (0x3F818000), just past a tie, the largest float (rounds
+  // to infinity), denormals, zeros, infinities and NaNs of both signs.
+  std::vector<float> floats;
+  for (std::uint64_t u = 0; u <= 0xFFFFFFFFu; u += 977) floats.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(u)));
+  for (std::uint32_t u : {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x7F7FFFFFu, 0x00000001u, 0x007FFFFFu, 0x80008000u, 0u,
+                          0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0xFFBFFFFFu})
+    floats.push_back(std::bit_cast<float>(u));
+  std::vector<bfloat16> narrowed(floats.size());
+  cpu::detail::convert_range<bfloat16, float>(floats.data(), narrowed.data(), 0, static_cast<std::int64_t>(floats.size()));
+  differ = 0;
+  for (std::size_t i = 0; i < floats.size(); ++i) {
+    const bool same = bits16(narrowed[i]) == bits16(bfloat16(floats[i]));
+    if (!same && differ++ < 5)
+      WARN("float bits " << std::hex << std::bit_cast<std::uint32_t>(floats[i]) << ": " << bits16(narrowed[i]) << " against Eigen's "
+                         << bits16(bfloat16(floats[i])));
+  }
+  CHECK(differ == 0);
+  // By hand: 1 + 2^-8 is a tie and rounds to even (1), 1 + 3 * 2^-8 rounds up to 1 + 2^-6.
+  CHECK(bits16(narrowed[narrowed.size() - 15]) == 0x3F80);
+  CHECK(bits16(narrowed[narrowed.size() - 14]) == 0x3F82);
 }

@@ -1,7 +1,9 @@
 // Every op against values computed by hand or by a naive loop.
 #include "support/helpers.hpp"
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <map>
 
 using namespace weft;
@@ -118,6 +120,28 @@ TEST_CASE("ReluGrad passes the gradient where the features are positive, 0 elsew
   session s(g, test::one_thread());
   test::require_error([&] { s.run({{pf, tensor::of<float>({3, 2}, {1, 1, 1, 1, 1, 1})}}, {back}); },
                       {"ReluGrad", "same shape", "[2,3]", "[3,2]"});
+}
+
+TEMPLATE_TEST_CASE("ReluGrad in float16 and bfloat16 (on their bits): zeros, denormals, infinities and NaNs", "", half,
+                   bfloat16) {
+  using T = TestType;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // The smallest positive denormal of each type, from its bits.
+  const T tiny = std::bit_cast<T>(std::uint16_t{1}), neg_tiny = std::bit_cast<T>(std::uint16_t{0x8001});
+  const std::vector<T> f = {T(-1.0f), T(0.0f), T(-0.0f), tiny, neg_tiny, T(inf), T(-inf), T(nan), T(-nan), T(0.5f), T(65504.0f)};
+  std::vector<T> d;
+  for (std::size_t i = 0; i < f.size(); ++i) d.push_back(T(static_cast<float>(i + 1)));
+  graph g;
+  const auto n = static_cast<std::int64_t>(f.size());
+  auto& r = g.op("ReluGrad", {g.constant(tensor::from_vector(d, {n})), g.constant(tensor::from_vector(f, {n}))});
+  // By hand: kept where f > 0 (the positive denormal, +infinity, 0.5 and 65504), else +0.
+  const std::vector<float> expected = {0, 0, 0, 4, 0, 6, 0, 0, 0, 10, 11};
+  const tensor out = eval(g, r);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    INFO("element " << i);
+    CHECK(static_cast<float>(out.data<T>()[i]) == expected[i]);
+    CHECK(!std::signbit(static_cast<float>(out.data<T>()[i])));
+  }
 }
 
 TEST_CASE("Select is TensorFlow's first form, a vector condition picking whole rows, and SelectV2 broadcasts") {

@@ -335,6 +335,51 @@ TEST_CASE("training: an update keeps values already read, and a bad input change
   CHECK(static_cast<float>(hw.data<half>()[1]) == -2.0f);
 }
 
+TEST_CASE("training: bfloat16 variables and slots update through float, chunk by chunk, on two threads", "[training]") {
+  // 1,300 elements: several chunks of 512 per thread and a short last one. Momentum, two
+  // steps; the reference is the same arithmetic in double with each stored value rounded to
+  // bfloat16, so the kernel is within a bfloat16 rounding or two of it (2^-7 relative, 2^-8
+  // absolute near zero); an element from the wrong chunk would be off by about 1.
+  constexpr std::int64_t n = 1300;
+  const double lr = 0.25, mu = 0.5;
+  const auto value = [](std::int64_t i, double phase) { return std::sin(0.37 * static_cast<double>(i) + phase); };
+  const auto round = [](double x) { return static_cast<double>(static_cast<float>(bfloat16(static_cast<float>(x)))); };
+  std::vector<bfloat16> w0, g;
+  for (std::int64_t i = 0; i < n; ++i) {
+    w0.push_back(bfloat16(static_cast<float>(value(i, 0.0))));
+    g.push_back(bfloat16(static_cast<float>(value(i, 1.0))));
+  }
+  graph h;
+  auto v = h.variable(dtype::bfloat16, {n}, node_options("w")).out(0);
+  auto acc = h.variable(dtype::bfloat16, {n}, node_options("acc")).out(0);
+  auto init = h.op("Assign", {v, h.constant(tensor::from_vector(w0, {n}))}).out(0);
+  auto init_acc = h.op("Assign", {acc, h.constant(tensor::from_vector(std::vector<bfloat16>(n, bfloat16(0.0f)), {n}))}).out(0);
+  auto& step = h.op("ApplyMomentum", {v, acc, h.constant(tensor::scalar(bfloat16(static_cast<float>(lr)))),
+                                      h.constant(tensor::from_vector(g, {n})),
+                                      h.constant(tensor::scalar(bfloat16(static_cast<float>(mu))))});
+  session_options two;
+  two.intra_op_threads = 2;
+  two.inter_op_threads = 0;
+  session s(h, two);
+  s.run({}, {}, {init, init_acc});
+  std::vector<double> w(w0.begin(), w0.end()), a(n, 0.0);
+  for (int t = 0; t < 2; ++t) {
+    s.run({}, {}, {step});
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      a[i] = round(a[i] * mu + static_cast<double>(static_cast<float>(g[i])));
+      w[i] = round(w[i] - lr * a[i]);
+    }
+  }
+  const auto got_w = s.run({}, {v}).at(0), got_a = s.run({}, {acc}).at(0);
+  int off = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const double gw = static_cast<float>(got_w.data<bfloat16>()[i]), ga = static_cast<float>(got_a.data<bfloat16>()[i]);
+    off += !(std::abs(gw - w[i]) <= std::ldexp(std::abs(w[i]), -7) + std::ldexp(1.0, -8));
+    off += !(std::abs(ga - a[i]) <= std::ldexp(std::abs(a[i]), -7) + std::ldexp(1.0, -8));
+  }
+  CHECK(off == 0);
+}
+
 namespace {
 
 // loss = L2Loss(w2 * (w1 * x) - t) over scalars w1, w2: its gradients by hand are

@@ -5,6 +5,7 @@
 // bound of a sum of k products: |got - exact| <= (k + 4) * 2^-24 * sum_p |a(i,p) b(p,j)|.
 #define CATCH_CONFIG_RUNNER
 #include <weft/kernels/cpu/array.hpp>
+#include <weft/kernels/cpu/bgemm.hpp>
 #include <weft/kernels/cpu/matmul.hpp>
 #include <weft/weft.hpp>
 
@@ -12,6 +13,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -204,6 +206,111 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
   check_matmul(8, 16, 600000, false, false, 2);
 }
 
+// The bfloat16 GEMM (<weft/kernels/cpu/bgemm.hpp>), where the CPU has AVX-512 BF16: the
+// operands are the pattern rounded to bfloat16, the exact product of those in double, the
+// same bound (each vdpbf16ps rounds like two FMAs).
+namespace {
+struct bf16_operands {
+  operands o;  // the rounded values, as floats, for check()
+  std::vector<std::uint16_t> a, b;
+};
+std::uint16_t bits(bfloat16 v) {
+  std::uint16_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+bf16_operands make_bf16(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb) {
+  bf16_operands r{make(m, n, k, ta, tb), {}, {}};
+  for (auto* v : {&r.o.a, &r.o.b}) {
+    auto& out = v == &r.o.a ? r.a : r.b;
+    for (float& x : *v) {
+      const bfloat16 h(x);
+      out.push_back(bits(h));
+      x = static_cast<float>(h);
+    }
+  }
+  return r;
+}
+void run_bgemm(const bf16_operands& r, std::int64_t ldc, float fill) {
+  const operands& o = r.o;
+  std::vector<float> out(static_cast<std::size_t>(o.m * ldc), fill);
+  cpu::bgemm(o.m, o.n, o.k, r.a.data(), o.ta ? 1 : o.k, o.ta ? o.m : 1, r.b.data(), o.tb ? 1 : o.n, o.tb ? o.k : 1,
+             out.data(), ldc);
+  check(o, out, ldc, fill);
+}
+}  // namespace
+
+TEST_CASE("bgemm (bfloat16) matches a naive loop at every edge of its blocks, every transpose") {
+  if (!cpu::bgemm_supported()) {
+    WARN("skipped: this CPU lacks AVX-512 BF16");
+    return;
+  }
+  // Edges of the 12 x 32 register block and of the 144-row block of a; depths odd and even,
+  // one pair, and panels of 256 (257: two of 130 and 127, the last odd; 784: four of 196).
+  for (std::int64_t m : {1, 2, 11, 12, 13, 25})
+    for (std::int64_t n : {2, 17, 31, 32, 33, 65})
+      for (std::int64_t k : {1, 2, 3, 255, 256, 257, 784})
+        for (bool ta : {false, true})
+          for (bool tb : {false, true}) run_bgemm(make_bf16(m, n, k, ta, tb), n, 0.0f);
+  for (std::int64_t m : {143, 144, 150})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) run_bgemm(make_bf16(m, 40, 9, ta, tb), 40, 0.0f);
+  // Inside a wider output, more columns than one panel of b (4096), k = 0.
+  run_bgemm(make_bf16(9, 21, 30, true, false), 40, 7.5f);
+  run_bgemm(make_bf16(5, 4100, 5, false, false), 4100, 0.0f);
+  run_bgemm(make_bf16(3, 4097, 4, true, true), 4100, 2.0f);
+  std::vector<float> out(12, 3.0f);
+  cpu::bgemm(3, 4, 0, nullptr, 0, 1, nullptr, 4, 1, out.data(), 4);
+  CHECK(out == std::vector<float>(12, 0.0f));
+}
+
+TEST_CASE("MatMul in bfloat16 multiplies its operands as they are, on one and two threads") {
+  cpu::register_core_kernels();
+  cpu::register_matmul_kernel<bfloat16>();
+  // Through a session: the output is the float product rounded to bfloat16 (within half an
+  // ulp of bfloat16, 2^-9 of its size, beside the product's own bound). With AVX-512 BF16
+  // the products go through bgemm; without it, through float: both meet the same bound.
+  const auto run = [](std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, int threads) {
+    const auto r = make_bf16(m, n, k, ta, tb);
+    const auto as_tensor = [](const std::vector<float>& v, shape s) {
+      tensor t(dtype::bfloat16, s);
+      for (std::size_t i = 0; i < v.size(); ++i) t.data<bfloat16>()[i] = bfloat16(v[i]);
+      return t;
+    };
+    graph g;
+    auto& x = g.constant(as_tensor(r.o.a, ta ? shape{k, m} : shape{m, k}));
+    auto& y = g.constant(as_tensor(r.o.b, tb ? shape{n, k} : shape{k, n}));
+    auto& product = g.op("MatMul", {x, y}, {{"transpose_a", ta}, {"transpose_b", tb}});
+    session_options options;
+    options.inter_op_threads = 0;
+    options.intra_op_threads = threads;
+    session s(g, options);
+    const auto out = s.run({}, {product})[0];
+    REQUIRE(out.shape() == (shape{m, n}));
+    INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb << " threads=" << threads);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double exact = 0, magnitude = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          const double term = static_cast<double>(r.o.a_at(i, p)) * static_cast<double>(r.o.b_at(p, j));
+          exact += term;
+          magnitude += std::abs(term);
+        }
+        const double got = static_cast<double>(static_cast<float>(out.data<bfloat16>()[i * n + j]));
+        const double bound = std::ldexp(std::abs(exact), -8) + static_cast<double>(k + 4) * std::ldexp(1.0, -23) * magnitude;
+        if (!(std::abs(got - exact) <= bound)) FAIL("out(" << i << ", " << j << ") = " << got << ", exact " << exact);
+      }
+    SUCCEED("every element within the bound");
+  };
+  for (int threads : {1, 2}) {
+    run(24, 512, 784, false, false, threads);
+    run(784, 512, 24, true, false, threads);
+    run(24, 512, 512, false, true, threads);
+    run(37, 23, 19, true, true, threads);
+    run(24, 1, 30, false, false, threads);  // a matrix-vector product: through float
+  }
+}
+
 #endif
 
 int main(int argc, char* argv[]) {
@@ -212,8 +319,9 @@ int main(int argc, char* argv[]) {
     std::puts("skipped: this CPU lacks what sgemm's register blocks need (AVX2 and FMA)");
     return 77;
   }
-  std::printf("sgemm blocks on this CPU: AVX2%s; MatMul uses %s\n", cpu::sgemm_supported(cpu::sgemm_isa::avx512) ? ", AVX-512" : "",
-              name(cpu::sgemm_best_isa()));
+  std::printf("sgemm blocks on this CPU: AVX2%s; MatMul uses %s; bfloat16 GEMM (AVX-512 BF16): %s\n",
+              cpu::sgemm_supported(cpu::sgemm_isa::avx512) ? ", AVX-512" : "", name(cpu::sgemm_best_isa()),
+              cpu::bgemm_supported() ? "yes" : "no, skipped");
   return Catch::Session().run(argc, argv);
 #else
   (void)argc;

@@ -10064,8 +10064,10 @@ inline std::string chrome_trace(const step_stats& stats) {
 // instantiates nothing until one is called.
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -10103,11 +10105,44 @@ To convert(const From& v) {
 
 using convert_fn = void (*)(const void* in, void* out, std::int64_t begin, std::int64_t end);
 
+// bfloat16 to float and back through their bits (Eigen converts one element at a time and
+// branches on NaN), with Eigen's results: a float rounds to the nearest even bfloat16, and
+// NaN becomes the quiet NaN of its sign (0x7FC0, 0xFFC0). Widening goes sixteen at a time in
+// the compilers' generic vectors (GCC left the loop scalar at -O2); the narrowing loop GCC
+// vectorizes itself where the target has the instructions (-mavx2 and up: 5 times faster).
+inline void bfloat16_to_float(const bfloat16* in, float* out, std::int64_t n) {
+  typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
+  typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));  // at any bfloat16's address
+  typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
+  typedef std::uint32_t u32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
+  const std::int64_t vectors = n - n % 16;
+  for (std::int64_t k = 0; k < vectors; k += 16) {
+    const u16x16 b = *reinterpret_cast<const u16x16_u*>(in + k);
+    *reinterpret_cast<u32x16_u*>(out + k) = __builtin_convertvector(b, u32x16) << 16;
+  }
+  for (std::int64_t k = vectors; k < n; ++k)
+    out[k] = std::bit_cast<float>(static_cast<std::uint32_t>(std::bit_cast<std::uint16_t>(in[k])) << 16);
+}
+inline void float_to_bfloat16(const float* in, bfloat16* out, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(in[k]);
+    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+    out[k] = std::bit_cast<bfloat16>(static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded));
+  }
+}
+
 template <class To, class From>
 void convert_range(const void* in, void* out, std::int64_t begin, std::int64_t end) {
   const From* i = static_cast<const From*>(in);
   To* o = static_cast<To*>(out);
-  for (std::int64_t k = begin; k < end; ++k) o[k] = convert<To>(i[k]);
+  if constexpr (std::is_same_v<From, bfloat16> && std::is_same_v<To, float>) {
+    bfloat16_to_float(i + begin, o + begin, end - begin);
+  } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, bfloat16>) {
+    float_to_bfloat16(i + begin, o + begin, end - begin);
+  } else {
+    for (std::int64_t k = begin; k < end; ++k) o[k] = convert<To>(i[k]);
+  }
 }
 
 using convert_table = std::array<std::array<convert_fn, dtype_count>, dtype_count>;
@@ -10752,8 +10787,10 @@ struct kernel_for<ops::families::array, T, device_types::cpu> {
 // strides (0 along broadcast dims) where rows are short.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -11232,7 +11269,28 @@ struct relu_grad_kernel final : op_kernel {
     ctx.parallel_for(g.num_elements(), 1, [&](std::int64_t b, std::int64_t e) { flat(pg + b, pf + b, po + b, e - b); });
   }
   static void flat(const T* g, const T* f, T* o, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) o[i] = f[i] > T(0) ? g[i] : T(0);
+    if constexpr (is_half_v<T>) {
+      // On the bits, eight at a time in the compilers' generic vectors (Eigen's half types
+      // compare through float, one element at a time, and the loop stayed scalar with a
+      // branch: 30 times float's time): f > 0 when its bits, as a signed 16-bit number, are
+      // in [1, +infinity's]; zeros, negatives and NaNs are not. (Signed compares: SSE2 has
+      // no unsigned ones.)
+      // Eight lanes, SSE2's width: GCC splits wider generic vectors' compares into scalar code.
+      typedef std::int16_t i16x8 __attribute__((vector_size(16)));
+      typedef std::int16_t i16x8_u __attribute__((vector_size(16), aligned(2), may_alias));  // at any T's address
+      constexpr std::int16_t inf = std::is_same_v<T, bfloat16> ? 0x7F80 : 0x7C00;
+      const std::int64_t vectors = n - n % 8;
+      for (std::int64_t i = 0; i < vectors; i += 8) {
+        const i16x8 fb = *reinterpret_cast<const i16x8_u*>(f + i), gb = *reinterpret_cast<const i16x8_u*>(g + i);
+        *reinterpret_cast<i16x8_u*>(o + i) = gb & ((fb > 0) & (fb <= inf));  // each comparison: all ones or zero
+      }
+      for (std::int64_t i = vectors; i < n; ++i) {
+        const auto fb = std::bit_cast<std::int16_t>(f[i]);
+        o[i] = fb > 0 && fb <= inf ? g[i] : std::bit_cast<T>(std::int16_t{0});
+      }
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = f[i] > T(0) ? g[i] : T(0);
+    }
   }
 };
 
@@ -11950,12 +12008,32 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 // where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
 // threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
 // contraction and reaches the same speed.)
-// float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.
+// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
+// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
 
 #include <Eigen/Core>
 
 #include <optional>
 #include <type_traits>
+
+// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
+// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
+// op(a) * op(b) with a and b in bfloat16. vdpbf16ps multiplies pairs of bfloat16 values
+// exactly and adds both products to a float accumulator, so one instruction does the work of
+// two float FMAs: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to
+// 256 values, taken two at a time.
+//
+// The structure is sgemm's (BLIS's): b's depth panel is packed into slivers of 32 columns,
+// a's rows into slivers of 12 rows per block of 144, each holding the depth in pairs (a pair
+// of bfloat16 values of one row or column, at depths 2q and 2q + 1, is the 32-bit lane that
+// vdpbf16ps reads); an odd depth is padded with a zero. Like every AVX-512 BF16 unit, the
+// instruction treats denormal inputs as zero, rounds each pair's sum to nearest even and
+// flushes a denormal result to zero, whatever MXCSR says (TensorFlow's oneDNN path computes
+// the same way).
+//
+// vdpbf16ps is written as inline assembly: the compilers' builtins for it take vectors of
+// different element types in each GCC and Clang version, and <immintrin.h> is kept out of
+// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
 
 // weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512, chosen at run time:
 // every x86-64 build compiles both register blocks (each function carries its own target
@@ -12534,6 +12612,223 @@ inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k,
 
 #endif
 
+#ifdef WEFT_OWN_SGEMM
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace weft::cpu {
+
+namespace bgemm_detail {
+
+using sgemm_detail::f32x16;
+using sgemm_detail::panels;
+using sgemm_detail::round_up;
+using sgemm_detail::scratch;
+typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
+typedef std::uint16_t u16x32_u __attribute__((vector_size(64), aligned(2), may_alias));
+typedef std::uint16_t u16x32 __attribute__((vector_size(64)));
+
+// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
+struct strided {
+  const std::uint16_t* p;
+  std::int64_t rs, cs;
+  std::uint16_t at(std::int64_t i, std::int64_t j) const { return p[i * rs + j * cs]; }
+  const std::uint16_t* ptr(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
+};
+
+inline constexpr int mr = 12;                  // rows of the register block
+inline constexpr int nr = 32;                  // columns: two zmm registers of 16 pairs
+inline constexpr std::int64_t kc_max = 256;    // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+inline constexpr std::int64_t mc_max = 144;    // rows of a's block: 72 KiB packed (L2)
+inline constexpr std::int64_t nc_max = 4096;   // columns of b's panel: at most 2 MiB packed (L3)
+
+// Two bfloat16 values as one 32-bit lane: `lo` at depth 2q, `hi` at 2q + 1.
+inline std::uint32_t pair(std::uint16_t lo, std::uint16_t hi) {
+  return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+}
+
+// acc plus the pairwise products of a and b, summed per lane (vdpbf16ps). By value: with
+// the accumulator passed by reference, GCC kept the block's accumulators in memory.
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline f32x16 dot_pairs(f32x16 acc, u32x16 a, u32x16 b) {
+  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
+// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
+// `pairs` depth pairs.
+__attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::int64_t pairs, const std::uint32_t* __restrict a,
+                                                                       const std::uint32_t* __restrict b, float* c,
+                                                                       std::int64_t ldc, bool accumulate, int rows, int cols) {
+  f32x16 acc[mr][2];
+  for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
+  for (std::int64_t q = 0; q < pairs; ++q, a += mr, b += nr) {
+    u32x16 b0, b1;
+    std::memcpy(&b0, b, sizeof b0);
+    std::memcpy(&b1, b + 16, sizeof b1);
+#if defined(__clang__)
+#pragma unroll
+#else
+#pragma GCC unroll 12
+#endif
+    for (int i = 0; i < mr; ++i) {
+      const u32x16 t = a[i] + u32x16{};  // the pair in every lane (vpbroadcastd)
+      acc[i][0] = dot_pairs(acc[i][0], t, b0);
+      acc[i][1] = dot_pairs(acc[i][1], t, b1);
+    }
+  }
+  if (rows == mr && cols == nr) {
+    for (int i = 0; i < mr; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        sgemm_detail::store16(ci, sgemm_detail::load16(ci) + acc[i][0]);
+        sgemm_detail::store16(ci + 16, sgemm_detail::load16(ci + 16) + acc[i][1]);
+      } else {
+        sgemm_detail::store16(ci, acc[i][0]);
+        sgemm_detail::store16(ci + 16, acc[i][1]);
+      }
+    }
+    return;
+  }
+  alignas(64) float t[mr * nr];
+  for (int i = 0; i < mr; ++i) {
+    sgemm_detail::store16(t + i * nr, acc[i][0]);
+    sgemm_detail::store16(t + i * nr + 16, acc[i][1]);
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+}
+
+// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
+// pair of row s*mr + i at depth pair q at [s*mr*pairs + q*mr + i]; rows past m and the
+// depth past kc zero.
+inline void pack_a(std::int64_t m, std::int64_t kc, strided a, std::uint32_t* out) {
+  const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
+  for (std::int64_t i0 = 0; i0 < m; i0 += mr, out += mr * pairs) {
+    const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
+    for (int i = 0; i < rows; ++i) {
+      if (a.cs == 1) {  // the row's depth contiguous: its pairs are 32-bit words
+        const std::uint16_t* r = a.ptr(i0 + i, 0);
+        for (std::int64_t q = 0; q < full; ++q) {
+          std::uint32_t w;
+          std::memcpy(&w, r + 2 * q, sizeof w);
+          out[q * mr + i] = w;
+        }
+      } else {
+        for (std::int64_t q = 0; q < full; ++q) out[q * mr + i] = pair(a.at(i0 + i, 2 * q), a.at(i0 + i, 2 * q + 1));
+      }
+      if (pairs > full) out[full * mr + i] = pair(a.at(i0 + i, kc - 1), 0);
+    }
+    for (std::int64_t q = 0; q < pairs; ++q)
+      for (int i = rows; i < mr; ++i) out[q * mr + i] = 0;
+  }
+}
+
+// Depth [0, kc) x columns [0, n) of b as slivers of nr columns in depth pairs: sliver s
+// holds the pair of column s*nr + j at depth pair q at [s*nr*pairs + q*nr + j]; columns past
+// n and the depth past kc zero.
+__attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_b(std::int64_t kc, std::int64_t n, strided b,
+                                                                      std::uint32_t* out) {
+  const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
+  for (std::int64_t j0 = 0; j0 < n; j0 += nr, out += nr * pairs) {
+    const int cols = static_cast<int>(std::min<std::int64_t>(nr, n - j0));
+    if (b.cs == 1 && cols == nr) {  // rows of b contiguous: interleave two rows of 32 (vpermt2w)
+      for (std::int64_t q = 0; q < full; ++q) {
+        const u16x32 r0 = *reinterpret_cast<const u16x32_u*>(b.ptr(2 * q, j0));
+        const u16x32 r1 = *reinterpret_cast<const u16x32_u*>(b.ptr(2 * q + 1, j0));
+        const u16x32 lo = __builtin_shufflevector(r0, r1, 0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9,
+                                                  41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47);
+        const u16x32 hi = __builtin_shufflevector(r0, r1, 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                                  24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63);
+        std::memcpy(out + q * nr, &lo, sizeof lo);
+        std::memcpy(out + q * nr + 16, &hi, sizeof hi);
+      }
+    } else if (b.rs == 1) {  // columns of b contiguous in depth (a transposed operand): pairs are words
+      for (int j = 0; j < cols; ++j) {
+        const std::uint16_t* col = b.ptr(0, j0 + j);
+        for (std::int64_t q = 0; q < full; ++q) {
+          std::uint32_t w;
+          std::memcpy(&w, col + 2 * q, sizeof w);
+          out[q * nr + j] = w;
+        }
+      }
+    } else {
+      for (std::int64_t q = 0; q < full; ++q)
+        for (int j = 0; j < cols; ++j) out[q * nr + j] = pair(b.at(2 * q, j0 + j), b.at(2 * q + 1, j0 + j));
+    }
+    if (pairs > full)
+      for (int j = 0; j < cols; ++j) out[full * nr + j] = pair(b.at(kc - 1, j0 + j), 0);
+    for (std::int64_t q = 0; q < pairs; ++q)
+      for (int j = cols; j < nr; ++j) out[q * nr + j] = 0;
+  }
+}
+
+// Depth panels of an even number of values (the last may be shorter, and odd).
+inline panels even_panels(std::int64_t k) {
+  panels ps(k, kc_max);
+  ps.step = round_up(ps.step, 2);
+  ps.count = (k + ps.step - 1) / ps.step;
+  return ps;
+}
+
+// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
+inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
+  const panels ps = even_panels(k);
+  const std::int64_t step_pairs = ps.step / 2;
+  const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr), mc_cap = round_up(std::min(m, mc_max), mr);
+  // 32-bit words, in sgemm's per-thread scratch (floats of the same size).
+  float* buffer = sgemm_detail::thread_scratch().get(static_cast<std::size_t>(step_pairs * (nc_cap + mc_cap)));
+  auto* packed_b = reinterpret_cast<std::uint32_t*>(buffer);
+  std::uint32_t* packed_a = packed_b + step_pairs * nc_cap;
+  for (std::int64_t jc = 0; jc < n; jc += nc_max) {
+    const std::int64_t nc = std::min(nc_max, n - jc);
+    for (std::int64_t pc = 0; pc < k; pc += ps.step) {
+      const std::int64_t kc = std::min(ps.step, k - pc), pairs = (kc + 1) / 2;
+      pack_b(kc, nc, {b.ptr(pc, jc), b.rs, b.cs}, packed_b);
+      for (std::int64_t ic = 0; ic < m; ic += mc_max) {
+        const std::int64_t mc = std::min(mc_max, m - ic);
+        pack_a(mc, kc, {a.ptr(ic, pc), a.rs, a.cs}, packed_a);
+        for (std::int64_t jr = 0; jr < nc; jr += nr) {
+          const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
+          for (std::int64_t ir = 0; ir < mc; ir += mr) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
+            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows,
+                  cols);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace bgemm_detail
+
+// Whether this CPU has AVX-512F, AVX-512BW and AVX-512 BF16 (checked once).
+inline bool bgemm_supported() {
+  static const bool ok = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                                     __builtin_cpu_supports("avx512bf16"));
+  return ok;
+}
+
+// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
+// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
+// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
+inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
+                  std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, float* out,
+                  std::int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
+    return;
+  }
+  bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc);
+}
+
+}  // namespace weft::cpu
+
+#endif
+
 namespace weft::cpu {
 
 // One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
@@ -12694,14 +12989,40 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   });
 }
 
+#ifdef WEFT_OWN_SGEMM
+// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
+// across the intra-op threads as gemm splits a float product: M, N > 1.
+inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
+                      std::int64_t k, std::int64_t n, bool ta, bool tb) {
+  const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+    const std::uint16_t* lhs = ta ? a + r0 : a + r0 * k;
+    const std::uint16_t* rhs = tb ? b + c0 * k : b + c0;
+    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n);
+  };
+  const int threads = ctx.device().num_threads();
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool by_columns = n > m;
+  const std::int64_t extent = by_columns ? n : m;
+  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return part(0, m, 0, n);
+  // One block per thread: each block packs the whole of the operand it does not split.
+  const std::int64_t blocks = threads;
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
+      if (by_columns) part(0, m, lo, hi);
+      else part(lo, hi, 0, n);
+    }
+  });
+}
+#endif
+
 template <class T>
 const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& storage) {
   if constexpr (std::is_same_v<compute_t<T>, T>) {
     return t.data<T>();
   } else {
     storage.resize(static_cast<std::size_t>(t.num_elements()));
-    const T* in = t.data<T>();
-    for (std::size_t i = 0; i < storage.size(); ++i) storage[i] = static_cast<float>(in[i]);
+    detail::convert_range<compute_t<T>, T>(t.data<T>(), storage.data(), 0, t.num_elements());
     return storage.data();
   }
 }
@@ -12727,8 +13048,13 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
   dims.push_back(n);
   tensor& out = ctx.allocate_output(0, shape(dims));
   std::vector<C> xs, ys, os;
-  const C* px = as_compute<T>(x, xs);
-  const C* py = as_compute<T>(y, ys);
+  // bfloat16 products with AVX-512 BF16 read their operands as they are.
+  [[maybe_unused]] bool bf16_direct = false;
+#ifdef WEFT_OWN_SGEMM
+  if constexpr (std::is_same_v<T, bfloat16>) bf16_direct = m > 1 && n > 1 && bgemm_supported();
+#endif
+  const C* px = bf16_direct ? nullptr : as_compute<T>(x, xs);
+  const C* py = bf16_direct ? nullptr : as_compute<T>(y, ys);
   C* po;
   if constexpr (std::is_same_v<C, T>) {
     po = out.data<T>();
@@ -12747,11 +13073,21 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
       ox += idx * sx[static_cast<std::size_t>(d)];
       oy += idx * sy[static_cast<std::size_t>(d)];
     }
+#ifdef WEFT_OWN_SGEMM
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      if (bf16_direct) {
+        const auto* bx16 = reinterpret_cast<const std::uint16_t*>(x.data<T>());
+        const auto* by16 = reinterpret_cast<const std::uint16_t*>(y.data<T>());
+        gemm_bf16(ctx, bx16 + ox * mat_x, by16 + oy * mat_y, po + i * m * n, m, kx, n, ax, ay);
+        continue;
+      }
+    }
+#endif
     gemm<C>(ctx, px + ox * mat_x, py + oy * mat_y, po + i * m * n, m, kx, n, ax, ay, adjoint);
   }
   if constexpr (!std::is_same_v<C, T>) {
     T* o = out.data<T>();
-    for (std::size_t i = 0; i < os.size(); ++i) o[i] = static_cast<T>(os[i]);
+    ctx.parallel_for(out.num_elements(), 2, [&](std::int64_t b, std::int64_t e) { detail::convert_range<T, C>(os.data(), o, b, e); });
   }
 }
 
@@ -15265,7 +15601,30 @@ struct apply_kernel {
             fail(error_code::invalid_argument, "the gradient of shape ", grad.shape(), " does not match variable '",
                  vars[static_cast<std::size_t>(i)]->name(), "' of shape ", values[static_cast<std::size_t>(i)]->shape());
         const std::int64_t n = grad.num_elements();
-        // Widened copies for half types; the values themselves otherwise.
+        if constexpr (is_converted_v<T>) {
+          // Half types: chunks of each variable and slot widened on the stack, updated, and
+          // narrowed back in place (whole widened copies took 6 times the float update).
+          std::array<T*, R> raw{};
+          for (int i = 0; i < R; ++i) raw[static_cast<std::size_t>(i)] = values[static_cast<std::size_t>(i)]->template data<T>();
+          const T* graw = grad.data<T>();
+          ctx.parallel_for(n, 8.0, [&](std::int64_t b, std::int64_t e) {
+            constexpr std::int64_t chunk = 512;
+            alignas(64) C buf[R][chunk];
+            alignas(64) C gbuf[chunk];
+            for (std::int64_t lo = b; lo < e; lo += chunk) {
+              const std::int64_t len = std::min(chunk, e - lo);
+              widen_fn<T>(graw + lo, gbuf, 0, len);
+              std::array<C*, R> at{};
+              for (int i = 0; i < R; ++i) {
+                widen_fn<T>(raw[static_cast<std::size_t>(i)] + lo, buf[i], 0, len);
+                at[static_cast<std::size_t>(i)] = buf[i];
+              }
+              Rule::update(at, gbuf, len, h, nesterov_);
+              for (int i = 0; i < R; ++i) narrow_fn<T>(buf[i], raw[static_cast<std::size_t>(i)] + lo, 0, len);
+            }
+          });
+          return;
+        }
         std::array<tensor, R> work;
         std::array<C*, R> ptrs{};
         for (int i = 0; i < R; ++i) {
@@ -15280,8 +15639,6 @@ struct apply_kernel {
           for (int i = 0; i < R; ++i) at[static_cast<std::size_t>(i)] = ptrs[static_cast<std::size_t>(i)] + b;
           Rule::update(at, gp + b, e - b, h, nesterov_);
         });
-        if constexpr (is_converted_v<T>)
-          for (int i = 0; i < R; ++i) detail::run_convert(ctx, narrow_fn<T>, work[static_cast<std::size_t>(i)], *values[static_cast<std::size_t>(i)]);
       });
       ctx.set_output_ref(0, std::move(held[0]));
     }

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -46,11 +48,44 @@ To convert(const From& v) {
 
 using convert_fn = void (*)(const void* in, void* out, std::int64_t begin, std::int64_t end);
 
+// bfloat16 to float and back through their bits (Eigen converts one element at a time and
+// branches on NaN), with Eigen's results: a float rounds to the nearest even bfloat16, and
+// NaN becomes the quiet NaN of its sign (0x7FC0, 0xFFC0). Widening goes sixteen at a time in
+// the compilers' generic vectors (GCC left the loop scalar at -O2); the narrowing loop GCC
+// vectorizes itself where the target has the instructions (-mavx2 and up: 5 times faster).
+inline void bfloat16_to_float(const bfloat16* in, float* out, std::int64_t n) {
+  typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
+  typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));  // at any bfloat16's address
+  typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
+  typedef std::uint32_t u32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
+  const std::int64_t vectors = n - n % 16;
+  for (std::int64_t k = 0; k < vectors; k += 16) {
+    const u16x16 b = *reinterpret_cast<const u16x16_u*>(in + k);
+    *reinterpret_cast<u32x16_u*>(out + k) = __builtin_convertvector(b, u32x16) << 16;
+  }
+  for (std::int64_t k = vectors; k < n; ++k)
+    out[k] = std::bit_cast<float>(static_cast<std::uint32_t>(std::bit_cast<std::uint16_t>(in[k])) << 16);
+}
+inline void float_to_bfloat16(const float* in, bfloat16* out, std::int64_t n) {
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(in[k]);
+    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+    out[k] = std::bit_cast<bfloat16>(static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded));
+  }
+}
+
 template <class To, class From>
 void convert_range(const void* in, void* out, std::int64_t begin, std::int64_t end) {
   const From* i = static_cast<const From*>(in);
   To* o = static_cast<To*>(out);
-  for (std::int64_t k = begin; k < end; ++k) o[k] = convert<To>(i[k]);
+  if constexpr (std::is_same_v<From, bfloat16> && std::is_same_v<To, float>) {
+    bfloat16_to_float(i + begin, o + begin, end - begin);
+  } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, bfloat16>) {
+    float_to_bfloat16(i + begin, o + begin, end - begin);
+  } else {
+    for (std::int64_t k = begin; k < end; ++k) o[k] = convert<To>(i[k]);
+  }
 }
 
 using convert_table = std::array<std::array<convert_fn, dtype_count>, dtype_count>;

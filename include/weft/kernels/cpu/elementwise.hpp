@@ -5,8 +5,10 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <complex>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -373,7 +375,28 @@ struct relu_grad_kernel final : op_kernel {
     ctx.parallel_for(g.num_elements(), 1, [&](std::int64_t b, std::int64_t e) { flat(pg + b, pf + b, po + b, e - b); });
   }
   static void flat(const T* g, const T* f, T* o, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) o[i] = f[i] > T(0) ? g[i] : T(0);
+    if constexpr (is_half_v<T>) {
+      // On the bits, eight at a time in the compilers' generic vectors (Eigen's half types
+      // compare through float, one element at a time, and the loop stayed scalar with a
+      // branch: 30 times float's time): f > 0 when its bits, as a signed 16-bit number, are
+      // in [1, +infinity's]; zeros, negatives and NaNs are not. (Signed compares: SSE2 has
+      // no unsigned ones.)
+      // Eight lanes, SSE2's width: GCC splits wider generic vectors' compares into scalar code.
+      typedef std::int16_t i16x8 __attribute__((vector_size(16)));
+      typedef std::int16_t i16x8_u __attribute__((vector_size(16), aligned(2), may_alias));  // at any T's address
+      constexpr std::int16_t inf = std::is_same_v<T, bfloat16> ? 0x7F80 : 0x7C00;
+      const std::int64_t vectors = n - n % 8;
+      for (std::int64_t i = 0; i < vectors; i += 8) {
+        const i16x8 fb = *reinterpret_cast<const i16x8_u*>(f + i), gb = *reinterpret_cast<const i16x8_u*>(g + i);
+        *reinterpret_cast<i16x8_u*>(o + i) = gb & ((fb > 0) & (fb <= inf));  // each comparison: all ones or zero
+      }
+      for (std::int64_t i = vectors; i < n; ++i) {
+        const auto fb = std::bit_cast<std::int16_t>(f[i]);
+        o[i] = fb > 0 && fb <= inf ? g[i] : std::bit_cast<T>(std::int16_t{0});
+      }
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i] = f[i] > T(0) ? g[i] : T(0);
+    }
   }
 };
 

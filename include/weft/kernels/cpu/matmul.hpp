@@ -3,7 +3,8 @@
 // where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
 // threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
 // contraction and reaches the same speed.)
-// float16 and bfloat16 multiply in float32; int32 and int64 in uint32 and uint64, which wrap.
+// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
+// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
 #pragma once
 
 #include <Eigen/Core>
@@ -12,7 +13,9 @@
 #include <type_traits>
 
 #include <weft/core/broadcast.hpp>
+#include <weft/kernels/cpu/bgemm.hpp>
 #include <weft/kernels/cpu/common.hpp>
+#include <weft/kernels/cpu/convert.hpp>
 #include <weft/kernels/cpu/sgemm.hpp>
 #include <weft/ops/matrix_ops.hpp>
 
@@ -176,14 +179,40 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   });
 }
 
+#ifdef WEFT_OWN_SGEMM
+// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
+// across the intra-op threads as gemm splits a float product: M, N > 1.
+inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
+                      std::int64_t k, std::int64_t n, bool ta, bool tb) {
+  const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+    const std::uint16_t* lhs = ta ? a + r0 : a + r0 * k;
+    const std::uint16_t* rhs = tb ? b + c0 * k : b + c0;
+    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n);
+  };
+  const int threads = ctx.device().num_threads();
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool by_columns = n > m;
+  const std::int64_t extent = by_columns ? n : m;
+  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return part(0, m, 0, n);
+  // One block per thread: each block packs the whole of the operand it does not split.
+  const std::int64_t blocks = threads;
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
+      if (by_columns) part(0, m, lo, hi);
+      else part(lo, hi, 0, n);
+    }
+  });
+}
+#endif
+
 template <class T>
 const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& storage) {
   if constexpr (std::is_same_v<compute_t<T>, T>) {
     return t.data<T>();
   } else {
     storage.resize(static_cast<std::size_t>(t.num_elements()));
-    const T* in = t.data<T>();
-    for (std::size_t i = 0; i < storage.size(); ++i) storage[i] = static_cast<float>(in[i]);
+    detail::convert_range<compute_t<T>, T>(t.data<T>(), storage.data(), 0, t.num_elements());
     return storage.data();
   }
 }
@@ -209,8 +238,13 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
   dims.push_back(n);
   tensor& out = ctx.allocate_output(0, shape(dims));
   std::vector<C> xs, ys, os;
-  const C* px = as_compute<T>(x, xs);
-  const C* py = as_compute<T>(y, ys);
+  // bfloat16 products with AVX-512 BF16 read their operands as they are.
+  [[maybe_unused]] bool bf16_direct = false;
+#ifdef WEFT_OWN_SGEMM
+  if constexpr (std::is_same_v<T, bfloat16>) bf16_direct = m > 1 && n > 1 && bgemm_supported();
+#endif
+  const C* px = bf16_direct ? nullptr : as_compute<T>(x, xs);
+  const C* py = bf16_direct ? nullptr : as_compute<T>(y, ys);
   C* po;
   if constexpr (std::is_same_v<C, T>) {
     po = out.data<T>();
@@ -229,11 +263,21 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
       ox += idx * sx[static_cast<std::size_t>(d)];
       oy += idx * sy[static_cast<std::size_t>(d)];
     }
+#ifdef WEFT_OWN_SGEMM
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      if (bf16_direct) {
+        const auto* bx16 = reinterpret_cast<const std::uint16_t*>(x.data<T>());
+        const auto* by16 = reinterpret_cast<const std::uint16_t*>(y.data<T>());
+        gemm_bf16(ctx, bx16 + ox * mat_x, by16 + oy * mat_y, po + i * m * n, m, kx, n, ax, ay);
+        continue;
+      }
+    }
+#endif
     gemm<C>(ctx, px + ox * mat_x, py + oy * mat_y, po + i * m * n, m, kx, n, ax, ay, adjoint);
   }
   if constexpr (!std::is_same_v<C, T>) {
     T* o = out.data<T>();
-    for (std::size_t i = 0; i < os.size(); ++i) o[i] = static_cast<T>(os[i]);
+    ctx.parallel_for(out.num_elements(), 2, [&](std::int64_t b, std::int64_t e) { detail::convert_range<T, C>(os.data(), o, b, e); });
   }
 }
 

@@ -1,0 +1,238 @@
+// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
+// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
+// op(a) * op(b) with a and b in bfloat16. vdpbf16ps multiplies pairs of bfloat16 values
+// exactly and adds both products to a float accumulator, so one instruction does the work of
+// two float FMAs: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to
+// 256 values, taken two at a time.
+//
+// The structure is sgemm's (BLIS's): b's depth panel is packed into slivers of 32 columns,
+// a's rows into slivers of 12 rows per block of 144, each holding the depth in pairs (a pair
+// of bfloat16 values of one row or column, at depths 2q and 2q + 1, is the 32-bit lane that
+// vdpbf16ps reads); an odd depth is padded with a zero. Like every AVX-512 BF16 unit, the
+// instruction treats denormal inputs as zero, rounds each pair's sum to nearest even and
+// flushes a denormal result to zero, whatever MXCSR says (TensorFlow's oneDNN path computes
+// the same way).
+//
+// vdpbf16ps is written as inline assembly: the compilers' builtins for it take vectors of
+// different element types in each GCC and Clang version, and <immintrin.h> is kept out of
+// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
+#pragma once
+
+#include <weft/kernels/cpu/sgemm.hpp>
+
+#ifdef WEFT_OWN_SGEMM
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace weft::cpu {
+
+namespace bgemm_detail {
+
+using sgemm_detail::f32x16;
+using sgemm_detail::panels;
+using sgemm_detail::round_up;
+using sgemm_detail::scratch;
+typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
+typedef std::uint16_t u16x32_u __attribute__((vector_size(64), aligned(2), may_alias));
+typedef std::uint16_t u16x32 __attribute__((vector_size(64)));
+
+// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
+struct strided {
+  const std::uint16_t* p;
+  std::int64_t rs, cs;
+  std::uint16_t at(std::int64_t i, std::int64_t j) const { return p[i * rs + j * cs]; }
+  const std::uint16_t* ptr(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
+};
+
+inline constexpr int mr = 12;                  // rows of the register block
+inline constexpr int nr = 32;                  // columns: two zmm registers of 16 pairs
+inline constexpr std::int64_t kc_max = 256;    // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+inline constexpr std::int64_t mc_max = 144;    // rows of a's block: 72 KiB packed (L2)
+inline constexpr std::int64_t nc_max = 4096;   // columns of b's panel: at most 2 MiB packed (L3)
+
+// Two bfloat16 values as one 32-bit lane: `lo` at depth 2q, `hi` at 2q + 1.
+inline std::uint32_t pair(std::uint16_t lo, std::uint16_t hi) {
+  return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+}
+
+// acc plus the pairwise products of a and b, summed per lane (vdpbf16ps). By value: with
+// the accumulator passed by reference, GCC kept the block's accumulators in memory.
+__attribute__((target("avx512f,avx512bf16"), always_inline)) inline f32x16 dot_pairs(f32x16 acc, u32x16 a, u32x16 b) {
+  asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
+// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
+// `pairs` depth pairs.
+__attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::int64_t pairs, const std::uint32_t* __restrict a,
+                                                                       const std::uint32_t* __restrict b, float* c,
+                                                                       std::int64_t ldc, bool accumulate, int rows, int cols) {
+  f32x16 acc[mr][2];
+  for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
+  for (std::int64_t q = 0; q < pairs; ++q, a += mr, b += nr) {
+    u32x16 b0, b1;
+    std::memcpy(&b0, b, sizeof b0);
+    std::memcpy(&b1, b + 16, sizeof b1);
+#if defined(__clang__)
+#pragma unroll
+#else
+#pragma GCC unroll 12
+#endif
+    for (int i = 0; i < mr; ++i) {
+      const u32x16 t = a[i] + u32x16{};  // the pair in every lane (vpbroadcastd)
+      acc[i][0] = dot_pairs(acc[i][0], t, b0);
+      acc[i][1] = dot_pairs(acc[i][1], t, b1);
+    }
+  }
+  if (rows == mr && cols == nr) {
+    for (int i = 0; i < mr; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        sgemm_detail::store16(ci, sgemm_detail::load16(ci) + acc[i][0]);
+        sgemm_detail::store16(ci + 16, sgemm_detail::load16(ci + 16) + acc[i][1]);
+      } else {
+        sgemm_detail::store16(ci, acc[i][0]);
+        sgemm_detail::store16(ci + 16, acc[i][1]);
+      }
+    }
+    return;
+  }
+  alignas(64) float t[mr * nr];
+  for (int i = 0; i < mr; ++i) {
+    sgemm_detail::store16(t + i * nr, acc[i][0]);
+    sgemm_detail::store16(t + i * nr + 16, acc[i][1]);
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+}
+
+// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
+// pair of row s*mr + i at depth pair q at [s*mr*pairs + q*mr + i]; rows past m and the
+// depth past kc zero.
+inline void pack_a(std::int64_t m, std::int64_t kc, strided a, std::uint32_t* out) {
+  const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
+  for (std::int64_t i0 = 0; i0 < m; i0 += mr, out += mr * pairs) {
+    const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
+    for (int i = 0; i < rows; ++i) {
+      if (a.cs == 1) {  // the row's depth contiguous: its pairs are 32-bit words
+        const std::uint16_t* r = a.ptr(i0 + i, 0);
+        for (std::int64_t q = 0; q < full; ++q) {
+          std::uint32_t w;
+          std::memcpy(&w, r + 2 * q, sizeof w);
+          out[q * mr + i] = w;
+        }
+      } else {
+        for (std::int64_t q = 0; q < full; ++q) out[q * mr + i] = pair(a.at(i0 + i, 2 * q), a.at(i0 + i, 2 * q + 1));
+      }
+      if (pairs > full) out[full * mr + i] = pair(a.at(i0 + i, kc - 1), 0);
+    }
+    for (std::int64_t q = 0; q < pairs; ++q)
+      for (int i = rows; i < mr; ++i) out[q * mr + i] = 0;
+  }
+}
+
+// Depth [0, kc) x columns [0, n) of b as slivers of nr columns in depth pairs: sliver s
+// holds the pair of column s*nr + j at depth pair q at [s*nr*pairs + q*nr + j]; columns past
+// n and the depth past kc zero.
+__attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_b(std::int64_t kc, std::int64_t n, strided b,
+                                                                      std::uint32_t* out) {
+  const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
+  for (std::int64_t j0 = 0; j0 < n; j0 += nr, out += nr * pairs) {
+    const int cols = static_cast<int>(std::min<std::int64_t>(nr, n - j0));
+    if (b.cs == 1 && cols == nr) {  // rows of b contiguous: interleave two rows of 32 (vpermt2w)
+      for (std::int64_t q = 0; q < full; ++q) {
+        const u16x32 r0 = *reinterpret_cast<const u16x32_u*>(b.ptr(2 * q, j0));
+        const u16x32 r1 = *reinterpret_cast<const u16x32_u*>(b.ptr(2 * q + 1, j0));
+        const u16x32 lo = __builtin_shufflevector(r0, r1, 0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9,
+                                                  41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47);
+        const u16x32 hi = __builtin_shufflevector(r0, r1, 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                                  24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63);
+        std::memcpy(out + q * nr, &lo, sizeof lo);
+        std::memcpy(out + q * nr + 16, &hi, sizeof hi);
+      }
+    } else if (b.rs == 1) {  // columns of b contiguous in depth (a transposed operand): pairs are words
+      for (int j = 0; j < cols; ++j) {
+        const std::uint16_t* col = b.ptr(0, j0 + j);
+        for (std::int64_t q = 0; q < full; ++q) {
+          std::uint32_t w;
+          std::memcpy(&w, col + 2 * q, sizeof w);
+          out[q * nr + j] = w;
+        }
+      }
+    } else {
+      for (std::int64_t q = 0; q < full; ++q)
+        for (int j = 0; j < cols; ++j) out[q * nr + j] = pair(b.at(2 * q, j0 + j), b.at(2 * q + 1, j0 + j));
+    }
+    if (pairs > full)
+      for (int j = 0; j < cols; ++j) out[full * nr + j] = pair(b.at(kc - 1, j0 + j), 0);
+    for (std::int64_t q = 0; q < pairs; ++q)
+      for (int j = cols; j < nr; ++j) out[q * nr + j] = 0;
+  }
+}
+
+// Depth panels of an even number of values (the last may be shorter, and odd).
+inline panels even_panels(std::int64_t k) {
+  panels ps(k, kc_max);
+  ps.step = round_up(ps.step, 2);
+  ps.count = (k + ps.step - 1) / ps.step;
+  return ps;
+}
+
+// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
+inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
+  const panels ps = even_panels(k);
+  const std::int64_t step_pairs = ps.step / 2;
+  const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr), mc_cap = round_up(std::min(m, mc_max), mr);
+  // 32-bit words, in sgemm's per-thread scratch (floats of the same size).
+  float* buffer = sgemm_detail::thread_scratch().get(static_cast<std::size_t>(step_pairs * (nc_cap + mc_cap)));
+  auto* packed_b = reinterpret_cast<std::uint32_t*>(buffer);
+  std::uint32_t* packed_a = packed_b + step_pairs * nc_cap;
+  for (std::int64_t jc = 0; jc < n; jc += nc_max) {
+    const std::int64_t nc = std::min(nc_max, n - jc);
+    for (std::int64_t pc = 0; pc < k; pc += ps.step) {
+      const std::int64_t kc = std::min(ps.step, k - pc), pairs = (kc + 1) / 2;
+      pack_b(kc, nc, {b.ptr(pc, jc), b.rs, b.cs}, packed_b);
+      for (std::int64_t ic = 0; ic < m; ic += mc_max) {
+        const std::int64_t mc = std::min(mc_max, m - ic);
+        pack_a(mc, kc, {a.ptr(ic, pc), a.rs, a.cs}, packed_a);
+        for (std::int64_t jr = 0; jr < nc; jr += nr) {
+          const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
+          for (std::int64_t ir = 0; ir < mc; ir += mr) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
+            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows,
+                  cols);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace bgemm_detail
+
+// Whether this CPU has AVX-512F, AVX-512BW and AVX-512 BF16 (checked once).
+inline bool bgemm_supported() {
+  static const bool ok = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                                     __builtin_cpu_supports("avx512bf16"));
+  return ok;
+}
+
+// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
+// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
+// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
+inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
+                  std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, float* out,
+                  std::int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
+    return;
+  }
+  bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc);
+}
+
+}  // namespace weft::cpu
+
+#endif
