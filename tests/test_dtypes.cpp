@@ -55,7 +55,7 @@ TEST_CASE("every op has a CPU kernel for every dtype its definition admits") {
   const auto& defs = op_registry::global();
   const auto& kernels = kernel_registry::global();
   std::vector<std::string_view> names{"Const", "Placeholder", "Identity", "NoOp"};
-  for (const auto& op : ops::standard_ops)
+  for (const auto& op : ops::standard_ops())
     if (!ops::is_control_flow_op(op.name)) names.push_back(op.name);  // the executor runs these itself
   int pairs = 0;
   for (auto name : names) {

@@ -2266,9 +2266,13 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
   return partial_shape(std::move(dims));
 }
 
+// The control-flow ops (run by the executor; they have no op types).
+inline constexpr std::string_view control_flow_op_names[] = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"};
+
 inline bool is_control_flow_op(std::string_view op) {
-  return op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration" ||
-         op == "LoopCond";
+  for (std::string_view name : control_flow_op_names)
+    if (op == name) return true;
+  return false;
 }
 
 inline std::vector<op_def> control_flow_op_defs() {
@@ -2352,8 +2356,9 @@ inline void register_control_flow_ops() { op_registry::global().add_family("cont
 // program registers it: by registering the family's CPU kernels, by
 // weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
 // (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
-// definitions it uses; standard_ops lists every name, so that graph::op can tell an op
-// that does not exist from one whose family the program has not registered.
+// definitions it uses; standard_op_family (<weft/ops/standard.hpp>) finds an op's family
+// among the families' op types, so that graph::op can tell an op that does not exist from
+// one whose family the program has not registered.
 
 #include <string_view>
 #include <vector>
@@ -2395,41 +2400,6 @@ struct standard_op {
   std::string_view family;
 };
 
-// Every standard op outside the core, with its family. tests/test_graph.cpp checks it
-// against the families' definitions.
-inline constexpr standard_op standard_ops[] = {
-    {"Reshape", "array"}, {"Transpose", "array"}, {"ConcatV2", "array"}, {"Split", "array"},
-    {"Slice", "array"}, {"Pad", "array"}, {"Tile", "array"}, {"GatherV2", "array"},
-    {"OneHot", "array"}, {"Shape", "array"}, {"Rank", "array"}, {"Size", "array"},
-    {"Fill", "array"}, {"ZerosLike", "array"}, {"OnesLike", "array"}, {"GatherNd", "array"},
-    {"TensorScatterUpdate", "array"},
-    {"Neg", "math"}, {"Abs", "math"}, {"Square", "math"}, {"Sqrt", "math"}, {"Rsqrt", "math"},
-    {"Exp", "math"}, {"Log", "math"}, {"Tanh", "math"}, {"Sigmoid", "math"}, {"Relu", "math"}, {"ReluGrad", "math"},
-    {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
-    {"Pow", "math"}, {"Maximum", "math"}, {"Minimum", "math"}, {"Greater", "math"},
-    {"GreaterEqual", "math"}, {"Less", "math"}, {"LessEqual", "math"}, {"Equal", "math"},
-    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"}, {"SelectV2", "math"},
-    {"Cast", "math"},
-    {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
-    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"Cumsum", "reduction"},
-    {"Cumprod", "reduction"}, {"UnsortedSegmentSum", "reduction"}, {"ScatterNd", "reduction"},
-    {"TensorScatterAdd", "reduction"}, {"SumToShape", "reduction"},
-    {"BroadcastTo", "reduction"}, {"ReducedShape", "reduction"},
-    {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
-    {"MatrixDeterminant", "matrix"},
-    {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
-    {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
-    {"AccumulatorPush", "state"}, {"AccumulatorPop", "state"},
-    {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
-    {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
-    {"Conv2D", "nn"}, {"Conv2DBackpropInput", "nn"}, {"Conv2DBackpropFilter", "nn"}, {"MaxPool", "nn"},
-    {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"MaxPoolGradGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
-    {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
-    {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
-    {"Save", "io"}, {"Restore", "io"},
-    {"Switch", "control"}, {"Merge", "control"}, {"Enter", "control"}, {"Exit", "control"},
-    {"NextIteration", "control"}, {"LoopCond", "control"},
-};
 
 // How a program registers `family`, for error messages.
 inline std::string_view family_registration_hint(std::string_view family) {
@@ -2481,1371 +2451,15 @@ struct core {
 };
 }  // namespace families
 
-// The family of the standard op `name`, or an empty view when weft has no such op.
-inline std::string_view standard_op_family(std::string_view name) {
-  for (const auto& op : standard_ops)
-    if (op.name == name) return op.family;
-  return {};
-}
-
 }  // namespace weft::ops
-// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
-// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
-// and that other consumers read as the variable's value when they run.
-//   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
-//   Assign(ref, value; validate_shape = true)  ref := value
-//   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
-// Tensors kept for one step, which the gradient of a while loop uses (graph/gradients.hpp):
-//   AccumulatorPush(key, value; accumulator) -> key   stores value under (accumulator, key),
-//                                   key an int64 vector (the iteration path); passes key on
-//   AccumulatorPop(key; accumulator, dtype, shape)  takes the value stored under (accumulator, key)
-
-#include <vector>
-
-// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
-//   unary:   y = f(x), shape(y) = shape(x)
-//   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
-//   SelectV2: out = cond ? t : e, all three broadcast
-//   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
-//            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
-//   Cast:    y = static_cast<DstT>(x)
-
-#include <vector>
-#include <tuple>
-
-
-namespace weft::ops {
-
-inline constexpr const char* number_type_attr =
-    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
-    "complex64, complex128}";
-inline constexpr const char* real_type_attr =
-    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64}";
-inline constexpr const char* signed_type_attr =
-    "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
-inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
-inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
-
-inline std::vector<op_def> math_op_defs() {
-  std::vector<op_def> defs;
-  auto unary = [&](const char* name, const char* types) {
-    defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr(types).shape_fn(same_shape).build());
-  };
-  unary("Neg", signed_type_attr);
-  unary("Abs", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
-  unary("Square", number_type_attr);
-  unary("Sqrt", float_type_attr);
-  unary("Rsqrt", float_type_attr);
-  unary("Exp", float_type_attr);
-  unary("Log", float_type_attr);
-  unary("Tanh", float_type_attr);
-  unary("Sigmoid", float_type_attr);
-  unary("Relu", real_type_attr);
-  // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
-  // is Relu's input or output, which are positive at the same places). One pass where
-  // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
-  defs.push_back(op_def_builder("ReluGrad")
-                     .input("gradients: T")
-                     .input("features: T")
-                     .output("backprops: T")
-                     .attr(real_type_attr)
-                     .shape_fn([](shape_context& c) {
-                       if (!shapes_compatible(c.input(0), c.input(1)))
-                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
-                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
-                     })
-                     .build());
-  defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
-
-  auto binary = [&](const char* name, const char* types) {
-    defs.push_back(op_def_builder(name)
-                       .input("x: T")
-                       .input("y: T")
-                       .output("z: T")
-                       .attr(types)
-                       .shape_fn(broadcast_inputs)
-                       .build());
-  };
-  binary("Add", number_type_attr);
-  binary("Sub", number_type_attr);
-  binary("Mul", number_type_attr);
-  binary("Div", number_type_attr);
-  binary("Pow", "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}");
-  binary("Maximum", real_type_attr);
-  binary("Minimum", real_type_attr);
-
-  auto compare = [&](const char* name, const char* types) {
-    defs.push_back(op_def_builder(name)
-                       .input("x: T")
-                       .input("y: T")
-                       .output("z: bool")
-                       .attr(types)
-                       .shape_fn(broadcast_inputs)
-                       .build());
-  };
-  compare("Greater", real_type_attr);
-  compare("GreaterEqual", real_type_attr);
-  compare("Less", real_type_attr);
-  compare("LessEqual", real_type_attr);
-  compare("Equal", "T: type");
-  compare("NotEqual", "T: type");
-  for (const char* name : {"LogicalAnd", "LogicalOr"})
-    defs.push_back(
-        op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
-
-  defs.push_back(op_def_builder("SelectV2")
-                     .input("condition: bool")
-                     .input("t: T")
-                     .input("e: T")
-                     .output("output: T")
-                     .attr("T: type")
-                     .shape_fn(broadcast_inputs)
-                     .build());
-  defs.push_back(op_def_builder("Select")
-                     .input("condition: bool")
-                     .input("t: T")
-                     .input("e: T")
-                     .output("output: T")
-                     .attr("T: type")
-                     .shape_fn([](shape_context& c) {
-                       if (!shapes_compatible(c.input(1), c.input(2)))
-                         c.fail("t and e must have the same shape (SelectV2 broadcasts)");
-                       const partial_shape& t = c.input(1).rank_known() ? c.input(1) : c.input(2);
-                       const partial_shape& cond = c.input(0);
-                       if (cond.rank_known() && t.rank_known() && cond.rank() != 0 && !shapes_compatible(cond, t) &&
-                           !(cond.rank() == 1 && t.rank() > 1 && (cond[0] < 0 || t[0] < 0 || cond[0] == t[0])))
-                         c.fail("the condition must be a scalar, have the shape of t and e, or be a vector of their ",
-                                "first dim (SelectV2 broadcasts)");
-                       c.set_output(0, t);
-                     })
-                     .build());
-  defs.push_back(op_def_builder("Cast")
-                     .input("x: SrcT")
-                     .output("y: DstT")
-                     .attr("SrcT: type")
-                     .attr("DstT: type")
-                     .shape_fn(same_shape)
-                     .build());
-  return defs;
-}
-
-// Adds the math ops to the global registry, once; registering the family's kernels
-// calls it.
-inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
-
-}  // namespace weft::ops
-
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
-namespace weft::gradients {
-
-struct neg_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
-};
-
-struct add_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
-};
-
-struct sub_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
-};
-
-struct mul_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
-};
-
-struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
-};
-
-struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
-    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
-  }
-};
-
-struct maximum_grad {  // ties go to the first operand
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
-    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
-  }
-};
-
-struct minimum_grad {
-  template <class D, class X0, class X1, class Y>
-  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
-    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
-  }
-};
-
-struct square_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
-};
-
-struct sqrt_grad {  // z = sqrt(x): d / (2 z)
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
-};
-
-struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
-};
-
-struct exp_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
-};
-
-struct log_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
-};
-
-struct tanh_grad {  // d (1 - z^2)
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
-};
-
-struct sigmoid_grad {  // d z (1 - z)
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
-};
-
-struct relu_grad {
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
-};
-
-struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
-  template <class D, class X, class Y>
-  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
-};
-
-struct select_grad {  // SelectV2; no gradient for the condition
-  template <class D, class C, class T, class E, class Y>
-  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
-    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
-  }
-};
-
-struct cast_grad {
-  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
-};
-
-struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
-  template <class V>
-  static result<V> apply(const args<V>& a) {
-    const V zeros = zeros_like(a.d());
-    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
-  }
-};
-
-// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
-// the same function for the typed DSL, which fuses it with its neighbours).
-struct relu_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
-};
-
-// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
-struct relu_grad_rule {
-  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
-};
-
-}  // namespace weft::gradients
-
-namespace weft::ops {
-
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Neg, math, gradients::neg_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Abs, math, gradients::abs_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Square, math, gradients::square_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sqrt, math, gradients::sqrt_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Rsqrt, math, gradients::rsqrt_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
-struct Relu {
-  static constexpr const char* name = "Relu";
-  static constexpr bool in_cpu_registry = true;
-  using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
-  using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
-  static void define() { register_math_ops(); }
-};
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
-WEFT_DETAIL_OP_TYPE(LogicalNot, math)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Add, math, gradients::add_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sub, math, gradients::sub_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mul, math, gradients::mul_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Div, math, gradients::div_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
-WEFT_DETAIL_OP_TYPE(Greater, math)
-WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
-WEFT_DETAIL_OP_TYPE(Less, math)
-WEFT_DETAIL_OP_TYPE(LessEqual, math)
-WEFT_DETAIL_OP_TYPE(Equal, math)
-WEFT_DETAIL_OP_TYPE(NotEqual, math)
-WEFT_DETAIL_OP_TYPE(LogicalAnd, math)
-WEFT_DETAIL_OP_TYPE(LogicalOr, math)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Select, math, gradients::select_rows_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
-WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-struct math {
-  static constexpr const char* name = "math";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
-  static void define() { register_math_ops(); }
-};
-}  // namespace families
-
-}  // namespace weft::ops
-
-namespace weft::ops {
-
-inline std::vector<op_def> state_op_defs() {
-  std::vector<op_def> defs;
-  defs.push_back(op_def_builder("Variable")
-                     .variable()
-                     .output("ref: Ref(dtype)")
-                     .attr("shape: shape")
-                     .attr("dtype: type")
-                     .attr("container: string = ''")
-                     .attr("shared_name: string = ''")
-                     .stateful()
-                     .cheap()
-                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
-                     .build());
-  defs.push_back(op_def_builder("Assign")
-                     .input("ref: Ref(T)")
-                     .input("value: T")
-                     .output("output_ref: Ref(T)")
-                     .attr("T: type")
-                     .attr("validate_shape: bool = true")
-                     .stateful()
-                     .shape_fn([](shape_context& c) {
-                       if (!c.attr<bool>("validate_shape")) return c.set_output(0, c.input(1));
-                       const auto& r = c.input(0);
-                       const auto& v = c.input(1);
-                       if (r.rank_known() && v.rank_known()) {
-                         bool ok = r.rank() == v.rank();
-                         for (int i = 0; ok && i < r.rank(); ++i) ok = r[i] < 0 || v[i] < 0 || r[i] == v[i];
-                         if (!ok) c.fail("value of shape ", v, " does not match the variable's shape ", r);
-                       }
-                       c.set_output(0, r);
-                     })
-                     .build());
-  for (const char* name : {"AssignAdd", "AssignSub"})
-    defs.push_back(op_def_builder(name)
-                       .input("ref: Ref(T)")
-                       .input("value: T")
-                       .output("output_ref: Ref(T)")
-                       .attr(number_type_attr)
-                       .stateful()
-                       .shape_fn([](shape_context& c) {
-                         const auto& r = c.input(0);
-                         const auto& v = c.input(1);
-                         if (r.fully_known() && v.fully_known() && !(r == v))
-                           c.fail("value of shape ", v, " does not match the variable's shape ", r);
-                         c.set_output(0, r);
-                       })
-                       .build());
-  defs.push_back(op_def_builder("AccumulatorPush")
-                     .runs_on_dead_value()
-                     .input("key: int64")
-                     .input("value: T")
-                     .output("key_out: int64")
-                     .attr("T: type")
-                     .attr("accumulator: string")
-                     .stateful()
-                     .cheap()
-                     .shape_fn([](shape_context& c) {
-                       require_rank(c, 0, 1, "key");
-                       c.set_output(0, c.input(0));
-                     })
-                     .build());
-  defs.push_back(op_def_builder("AccumulatorPop")
-                     .input("key: int64")
-                     .output("value: dtype")
-                     .attr("dtype: type")
-                     .attr("shape: shape")
-                     .attr("accumulator: string")
-                     .stateful()
-                     .cheap()
-                     .shape_fn([](shape_context& c) {
-                       require_rank(c, 0, 1, "key");
-                       c.set_output(0, c.attr<partial_shape>("shape"));
-                     })
-                     .build());
-  return defs;
-}
-
-// Adds the state ops to the global registry, once; registering the family's kernels
-// calls it.
-inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
-
-// The ops of this family as C++ types (framework/kernel_for.hpp).
-WEFT_DETAIL_OP_TYPE(Variable, state)
-WEFT_DETAIL_OP_TYPE(Assign, state)
-WEFT_DETAIL_OP_TYPE(AssignAdd, state)
-WEFT_DETAIL_OP_TYPE(AssignSub, state)
-WEFT_DETAIL_OP_TYPE(AccumulatorPush, state)
-WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-struct state {
-  static constexpr const char* name = "state";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  // its op types
-  static void define() { register_state_ops(); }
-};
-}  // namespace families
-
-}  // namespace weft::ops
-
-namespace weft {
-
-class graph {
- public:
-  // The most entries a list argument sized by an attr may have (Split's num_split outputs,
-  // say): larger counts are an error before any list is built.
-  static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
-
-  graph() { ops::register_core_ops(); }
-
-  // Adds a node; throws weft::error naming the node when it is not valid.
-  const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
-                 node_options options = {}) {
-    std::vector<int> controls = std::move(options.control_inputs);
-    for (int c : control_scope_) controls.push_back(c);
-    std::string device = options.device.empty() ? device_scope_ : options.device;
-    std::string colocate = options.colocate_with.empty() ? colocation_scope_ : options.colocate_with;
-    return add_resolved(op_name, inputs, std::move(attrs), std::move(options.name), std::move(controls),
-                        std::move(device), std::move(colocate));
-  }
-
-  // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
-  // node, duplicate names and cycles. The graph is unchanged when this throws.
-  void import(const std::vector<node_spec>& specs);
-
-  int size() const noexcept { return static_cast<int>(nodes_.size()); }
-  const node& at(int id) const {
-    if (id < 0 || id >= size()) fail(error_code::not_found, "graph: no node with id ", id);
-    return nodes_[static_cast<std::size_t>(id)];
-  }
-  const node& at(output o) const { return at(o.node); }
-  const node* find(std::string_view name) const {
-    auto it = by_name_.find(std::string(name));
-    return it == by_name_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
-  }
-  const node& operator[](std::string_view name) const {
-    if (auto* n = find(name)) return *n;
-    fail(error_code::not_found, "graph: no node named '", name, "'");
-  }
-  // Resolves "name" or "name:port".
-  output resolve(std::string_view ref) const {
-    auto colon = ref.rfind(':');
-    int port = 0;
-    std::string_view node_name = ref;
-    if (colon != std::string_view::npos && colon + 1 < ref.size() &&
-        std::all_of(ref.begin() + static_cast<std::ptrdiff_t>(colon) + 1, ref.end(),
-                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      const auto digits = ref.substr(colon + 1);
-      if (std::from_chars(digits.data(), digits.data() + digits.size(), port).ec != std::errc())
-        fail(error_code::out_of_range, "graph: output port ", digits, " in '", ref, "' is out of range");
-      node_name = ref.substr(0, colon);
-    }
-    const node* n = find(node_name);
-    if (!n) fail(error_code::not_found, "graph: no node named '", node_name, "' (in '", ref, "')");
-    return n->out(port);
-  }
-  std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
-
-  // Adds a control edge from -> to; throws if it would close a cycle.
-  void add_control_input(int to, int from);
-
-  // RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
-  class scope_guard {
-   public:
-    explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
-    scope_guard(const scope_guard&) = delete;
-    scope_guard& operator=(const scope_guard&) = delete;
-    ~scope_guard() { pop_(); }
-
-   private:
-    std::function<void()> pop_;
-  };
-  // The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
-  const std::string& current_name_scope() const noexcept { return name_scope_; }
-  [[nodiscard]] scope_guard name_scope(const std::string& scope) {
-    auto saved = name_scope_;
-    name_scope_ += scope + "/";
-    return scope_guard([this, saved] { name_scope_ = saved; });
-  }
-  [[nodiscard]] scope_guard device_scope(const std::string& device) {
-    auto saved = device_scope_;
-    device_scope_ = device;
-    return scope_guard([this, saved] { device_scope_ = saved; });
-  }
-  // Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
-  [[nodiscard]] scope_guard colocate_with(const node& n) {
-    auto saved = colocation_scope_;
-    colocation_scope_ = n.name();
-    return scope_guard([this, saved] { colocation_scope_ = saved; });
-  }
-  [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
-    auto saved = control_scope_;
-    control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
-    return scope_guard([this, saved] { control_scope_ = saved; });
-  }
-
-  // Common leaves, for brevity.
-  const node& constant(tensor value, node_options options = {}) {
-    auto t = value.dtype();
-    return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
-  }
-  const node& placeholder(dtype t, partial_shape s, node_options options = {}) {
-    return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
-  }
-  const node& variable(dtype t, partial_shape s, node_options options = {}) {
-    ops::register_state_ops();
-    return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
-  }
-
-  // Closes a loop (ops/control_flow_ops.hpp): sets input 1 of `merge`, a Merge built with
-  // its Enter as both inputs, to `next`, the output of a NextIteration of the same dtype and
-  // a compatible shape (the executor checks each value that comes back against the Merge's
-  // shape). This back edge is the one way a graph gets a cycle; every other edge points to
-  // an earlier node.
-  void close_loop(int merge, output next) {
-    if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
-    node& m = nodes_[static_cast<std::size_t>(merge)];
-    if (m.op() != "Merge") fail(error_code::invalid_argument, "close_loop: ", m.describe(), " is not a Merge");
-    if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
-      fail(error_code::invalid_argument, "close_loop: ", m.describe(),
-           " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
-    if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
-      fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
-           e.describe(), ", not from an Enter");
-    const node& n = at(next.node);
-    if (n.op() != "NextIteration")
-      fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
-    if (n.output_dtype(next.port) != m.input_dtype(0))
-      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters as ", m.input_dtype(0),
-           " and comes back from ", n.describe(), " as ", n.output_dtype(next.port));
-    const partial_shape& in = m.output_shape(0);
-    if (!ops::shapes_compatible(in, n.output_shape(next.port)))
-      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters with shape ", in,
-           " and comes back from ", n.describe(), " with shape ", n.output_shape(next.port),
-           "; a loop variable keeps its shape but for the dims its Enter leaves unknown");
-    m.inputs_[1] = next;
-  }
-
- private:
-  const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                           std::string name, std::vector<int> controls, std::string device,
-                           std::string colocate);
-  void check_colocated_devices(const std::string& who, const std::string& device, const node& root) const {
-    if (!device.empty() && !root.device().empty() && device != root.device())
-      fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
-           root.describe(), ", which requests '", root.device(), "'");
-  }
-  // Points every colocated node at its group's root (the first node of a chain that is not
-  // colocated with another); a cycle of colocations is an error.
-  void flatten_colocation() {
-    for (auto& n : nodes_) {
-      std::string root = n.colocation_;
-      for (int steps = 0; !root.empty(); ++steps) {
-        const std::string& next = (*this)[root].colocation_;
-        if (next.empty() || next == root) break;
-        if (steps > size()) fail(error_code::invalid_argument, n.describe(), ": colocations form a cycle");
-        root = next;
-      }
-      if (root == n.name_) root.clear();
-      if (!root.empty()) check_colocated_devices(n.describe(), n.device_, (*this)[root]);
-      n.colocation_ = std::move(root);
-    }
-  }
-  // `base`, or base_k for the smallest k that the name's counter has not passed and no node
-  // takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
-  // name in O(1) amortised, not in k tries.
-  std::string unique_name(std::string_view base) {
-    std::string candidate(base);
-    std::int64_t& counter = name_counters_[candidate];
-    while (by_name_.count(candidate)) candidate = std::string(base) + "_" + std::to_string(++counter);
-    return candidate;
-  }
-
-  std::deque<node> nodes_;
-  std::unordered_map<std::string, int> by_name_;
-  std::unordered_map<std::string, std::int64_t> name_counters_;  // unique_name's last suffix per base
-  std::string name_scope_;
-  std::string device_scope_;
-  std::string colocation_scope_;
-  std::vector<int> control_scope_;
-};
-
-inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                                       std::string name, std::vector<int> controls, std::string device,
-                                       std::string colocate) {
-  const op_def* def = op_registry::global().find(op_name);
-  if (!def && ops::standard_op_family(op_name) == "control") {  // no kernels to register: always there
-    ops::register_control_flow_ops();
-    def = op_registry::global().find(op_name);
-  }
-  std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
-  std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
-  if (!def) {
-    auto family = ops::standard_op_family(op_name);
-    if (family.empty()) fail(error_code::not_found, who, ": unknown op '", op_name, "' (no op of that name is registered)");
-    fail(error_code::not_found, who, ": op '", op_name, "' is one of weft's ", family,
-         " ops, which this program has not registered; call ", ops::family_registration_hint(family),
-         ", or include <weft/kernels/cpu/all.hpp> in one translation unit for every op and kernel");
-  }
-  if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
-  if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
-    fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
-  if (!colocate.empty()) {
-    const node* with = find(colocate);
-    if (!with) fail(error_code::invalid_argument, who, ": colocate_with names no node ('", colocate, "')");
-    if (!with->colocation().empty()) with = &(*this)[with->colocation()];  // groups are flat
-    check_colocated_devices(who, device, *with);
-    colocate = with->name();
-  }
-
-  for (const auto& [key, value] : attrs.entries()) {
-    const attr_def* ad = def->find_attr(key);
-    if (!ad) fail(error_code::invalid_argument, who, ": unknown attr '", key, "'");
-    if (value.kind() != ad->kind) {
-      if (ad->kind == attr_kind::real && value.kind() == attr_kind::integer)
-        attrs.set(key, static_cast<double>(*value.get_if<std::int64_t>()));
-      else
-        fail(error_code::invalid_argument, who, ": attr '", key, "' must be ", weft::name(ad->kind), ", got ",
-             weft::name(value.kind()));
-    }
-  }
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].node < 0 || inputs[i].node >= size() || inputs[i].port < 0 ||
-        inputs[i].port >= at(inputs[i].node).num_outputs())
-      fail(error_code::invalid_argument, who, ": input ", i, " is not an output of this graph");
-
-  // Count inputs per argument; a variadic argument's count comes from its attr or the inputs.
-  std::size_t fixed_args = 0;
-  const arg_def* variadic = nullptr;
-  for (const auto& a : def->inputs) {
-    if (a.number_attr.empty() && !a.type_list)
-      ++fixed_args;
-    else
-      variadic = &a;
-  }
-  if (variadic && !attrs.contains(variadic->type_list ? variadic->type_attr : variadic->number_attr)) {
-    if (inputs.size() < fixed_args)
-      fail(error_code::invalid_argument, who, ": expects at least ", fixed_args, " inputs, got ", inputs.size());
-    if (variadic->type_list) {
-      // The list of dtypes is the variadic inputs' dtypes, which precede any fixed inputs after them.
-      std::size_t start = 0;
-      for (const auto& a : def->inputs) {
-        if (&a == variadic) break;
-        ++start;
-      }
-      std::vector<dtype> types;
-      for (std::size_t i = start; i < start + inputs.size() - fixed_args; ++i) {
-        const node& p = at(inputs[i]);
-        types.push_back(p.output_dtype(inputs[i].port));
-      }
-      attrs.set(variadic->type_attr, std::move(types));
-    } else {
-      attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
-    }
-  }
-  auto count_of = [&](const arg_def& a) -> std::size_t {
-    if (a.type_list) {
-      const attr_value* v = attrs.find(a.type_attr);
-      if (!v || !v->get_if<std::vector<dtype>>())
-        fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a list of types");
-      return v->get_if<std::vector<dtype>>()->size();
-    }
-    if (a.number_attr.empty()) return 1;
-    const attr_value* n = attrs.find(a.number_attr);
-    if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
-      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' must be a non-negative int");
-    if (*n->get_if<std::int64_t>() > max_list_length)
-      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' = ", *n->get_if<std::int64_t>(),
-           " asks for more than ", max_list_length, " ", a.name, " entries");
-    return static_cast<std::size_t>(*n->get_if<std::int64_t>());
-  };
-  std::size_t expected = 0;
-  for (const auto& a : def->inputs) expected += count_of(a);
-  std::vector<dtype> in_types;
-  std::vector<partial_shape> in_shapes;
-  std::vector<const tensor*> in_values;
-  for (const auto& in : inputs) {
-    const node& p = at(in);
-    in_types.push_back(p.output_dtype(in.port));
-    in_shapes.push_back(p.output_shape(in.port));
-    const node* source = &p;  // a constant that enters a loop as an invariant is still one
-    while (source->op() == "Enter" && source->attr<bool>("is_constant")) source = &at(source->inputs()[0]);
-    in_values.push_back(source->op() == "Const" ? source->attrs().find("value")->get_if<tensor>() : nullptr);
-  }
-  auto input_list = [&] {
-    std::ostringstream out;
-    for (std::size_t i = 0; i < inputs.size(); ++i) out << (i ? ", " : "") << in_types[i] << in_shapes[i];
-    return out.str();
-  };
-  if (inputs.size() != expected)
-    fail(error_code::invalid_argument, who, ": expects ", expected, " inputs, got ", inputs.size(), " (",
-         input_list(), ")");
-
-  // Input dtypes: fixed ones must match; type attrs are inferred from the first input that uses them.
-  std::vector<bool> input_refs;
-  std::size_t k = 0;
-  for (const auto& a : def->inputs) {
-    for (std::size_t j = 0, n = count_of(a); j < n; ++j, ++k) {
-      dtype got = in_types[k];
-      dtype want = a.fixed;
-      if (a.type_list) {
-        want = (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j];
-      } else if (want == dtype::invalid) {
-        if (const attr_value* v = attrs.find(a.type_attr)) {
-          if (!v->get_if<dtype>()) fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a type");
-          want = *v->get_if<dtype>();
-        } else {
-          attrs.set(a.type_attr, got);
-          want = got;
-        }
-      }
-      if (got != want)
-        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name, "' has dtype ", got, " but ",
-             a.type_attr.empty() ? std::string("the op requires ") : a.type_attr + " is ", want, " (inputs: ",
-             input_list(), ")");
-      if (a.is_ref && !at(inputs[k]).output_is_ref(inputs[k].port))
-        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name,
-             "' must be a variable reference, got a value from ", at(inputs[k]).describe());
-      input_refs.push_back(a.is_ref);
-    }
-  }
-  for (const auto& ad : def->attrs) {
-    const attr_value* v = attrs.find(ad.name);
-    if (!v) {
-      if (!ad.default_value) fail(error_code::invalid_argument, who, ": missing required attr '", ad.name, "'");
-      attrs.set(ad.name, *ad.default_value);
-      v = attrs.find(ad.name);
-    }
-    if (!ad.allowed.empty()) {
-      dtype t = *v->get_if<dtype>();
-      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
-        std::ostringstream allowed;
-        for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
-        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", t, " is not supported (allowed: ",
-             allowed.str(), ")");
-      }
-    }
-  }
-  std::vector<dtype> out_types;
-  std::vector<bool> out_refs;
-  for (const auto& a : def->outputs) {
-    for (std::size_t j = 0, n = count_of(a); j < n; ++j) {
-      const dtype t = a.fixed != dtype::invalid ? a.fixed
-                      : a.type_list             ? (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j]
-                                                : *attrs.find(a.type_attr)->get_if<dtype>();
-      out_types.push_back(t);
-      out_refs.push_back(a.is_ref);
-    }
-  }
-  for (int c : controls)
-    if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
-
-  shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
-  if (def->shape_fn) {
-    try {
-      def->shape_fn(ctx);
-    } catch (const error& e) {
-      ctx.rethrow(e);
-    }
-  }
-
-  node n;
-  n.id_ = size();
-  n.name_ = std::move(full_name);
-  n.def_ = def;
-  n.attrs_ = std::move(attrs);
-  n.inputs_ = inputs;
-  std::sort(controls.begin(), controls.end());
-  controls.erase(std::unique(controls.begin(), controls.end()), controls.end());
-  n.control_inputs_ = std::move(controls);
-  n.device_ = std::move(device);
-  n.colocation_ = std::move(colocate);
-  n.input_dtypes_ = std::move(in_types);
-  n.input_is_ref_ = std::move(input_refs);
-  n.output_dtypes_ = std::move(out_types);
-  n.output_shapes_ = ctx.output_shapes();
-  n.output_is_ref_ = std::move(out_refs);
-  by_name_.emplace(n.name_, n.id_);
-  nodes_.push_back(std::move(n));
-  return nodes_.back();
-}
-
-inline void graph::add_control_input(int to, int from) {
-  const node& dst = at(to);
-  at(from);
-  // from -> to closes a cycle when `to` is already an ancestor of `from`.
-  std::vector<int> stack{from};
-  std::vector<bool> seen(static_cast<std::size_t>(size()));
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    if (id == to)
-      fail(error_code::invalid_argument, dst.describe(), ": control input from ", at(from).describe(),
-           " would create a cycle");
-    if (seen[static_cast<std::size_t>(id)]) continue;
-    seen[static_cast<std::size_t>(id)] = true;
-    for (auto in : at(id).inputs()) stack.push_back(in.node);
-    for (int c : at(id).control_inputs()) stack.push_back(c);
-  }
-  auto& controls = nodes_[static_cast<std::size_t>(to)].control_inputs_;
-  if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
-}
-
-inline void graph::import(const std::vector<node_spec>& specs) {
-  std::unordered_map<std::string, std::size_t> index;
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const auto& s = specs[i];
-    if (s.name.empty()) fail(error_code::invalid_argument, "node ", i, " of the specs (", s.op, ") has an empty name");
-    if (!index.emplace(s.name, i).second || find(s.name))
-      fail(error_code::already_exists, "node '", s.name, "' (", s.op, "): a node named '", s.name,
-           "' already exists");
-  }
-  auto source_of = [&](const node_spec& s, std::string ref) {
-    if (ref.starts_with('^')) ref.erase(0, 1);
-    auto colon = ref.rfind(':');
-    auto name = colon == std::string::npos ? ref : ref.substr(0, colon);
-    if (!index.count(name) && !find(name))
-      fail(error_code::invalid_argument, "node '", s.name, "' (", s.op, "): input '", ref, "' names no node");
-    return name;
-  };
-  // A loop's back edge: input 1 of a Merge naming a NextIteration of the specs. The Merge is
-  // added with its input 0 twice and closed (close_loop) once every node exists.
-  auto back_edge = [&](const node_spec& s, std::size_t k) {
-    if (s.op != "Merge" || k != 1 || s.inputs[k].starts_with('^')) return false;
-    auto it = index.find(source_of(s, s.inputs[k]));
-    return it != index.end() && specs[it->second].op == "NextIteration";
-  };
-  // Depth-first topological order, with an explicit stack (a chain of a million nodes must
-  // not overflow the call stack); a node met again while on the stack closes a cycle.
-  std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
-  std::vector<std::size_t> order;
-  std::vector<std::pair<std::size_t, std::size_t>> stack;  // (spec, next input to visit)
-  for (std::size_t root = 0; root < specs.size(); ++root) {
-    if (state[root] != 0) continue;
-    state[root] = 1;
-    stack.emplace_back(root, 0);
-    while (!stack.empty()) {
-      auto& [i, k] = stack.back();
-      if (k == specs[i].inputs.size()) {
-        state[i] = 2;
-        order.push_back(i);
-        stack.pop_back();
-        continue;
-      }
-      const std::size_t input = k++;
-      if (back_edge(specs[i], input)) continue;
-      auto it = index.find(source_of(specs[i], specs[i].inputs[input]));
-      if (it == index.end() || state[it->second] == 2) continue;
-      const std::size_t j = it->second;
-      if (state[j] == 1)
-        fail(error_code::invalid_argument, "node '", specs[j].name, "' (", specs[j].op, "): is part of a cycle",
-             " (a loop's one back edge is input 1 of a Merge, from a NextIteration)");
-      state[j] = 1;
-      stack.emplace_back(j, 0);
-    }
-  }
-
-  graph staged = *this;  // all or nothing
-  std::vector<std::pair<int, std::string>> loops;  // (Merge, its NextIteration input)
-  for (std::size_t i : order) {
-    const auto& s = specs[i];
-    std::vector<output> inputs;
-    std::vector<int> controls;
-    for (std::size_t k = 0; k < s.inputs.size(); ++k) {
-      const auto& ref = s.inputs[k];
-      if (ref.starts_with('^'))
-        controls.push_back(staged[ref.substr(1)].id());
-      else if (back_edge(s, k) && !inputs.empty())
-        inputs.push_back(inputs.front());
-      else
-        inputs.push_back(staged.resolve(ref));
-    }
-    auto saved_scope = std::exchange(staged.name_scope_, std::string());
-    const node& added = staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device, {});
-    staged.name_scope_ = saved_scope;
-    if (s.op == "Merge" && s.inputs.size() > 1 && back_edge(s, 1)) loops.emplace_back(added.id(), s.inputs[1]);
-  }
-  std::vector<bool> back_edges(static_cast<std::size_t>(staged.size()));
-  for (const auto& [merge, next] : loops) {
-    const output o = staged.resolve(next);
-    staged.close_loop(merge, o);
-    back_edges[static_cast<std::size_t>(o.node)] = true;
-  }
-  // A NextIteration returns a value to the start of its loop: one that is no Merge's back
-  // edge is outside any loop.
-  for (const auto& s : specs)
-    if (const node& n = staged[s.name]; s.op == "NextIteration" && !back_edges[static_cast<std::size_t>(n.id())])
-      fail(error_code::invalid_argument, n.describe(), ": is not inside a loop (no Merge takes it as input 1, the loop's back edge)");
-  // Colocation after all nodes exist: a node may be colocated with one that consumes it.
-  for (const auto& s : specs) {
-    if (s.colocate_with.empty()) continue;
-    if (!staged.find(s.colocate_with))
-      fail(error_code::invalid_argument, staged[s.name].describe(), ": colocate_with names no node ('",
-           s.colocate_with, "')");
-    staged.nodes_[static_cast<std::size_t>(staged[s.name].id())].colocation_ = s.colocate_with;
-  }
-  staged.flatten_colocation();
-  *this = std::move(staged);
-}
-
-}  // namespace weft
-
-namespace weft {
-
-struct while_options {
-  std::string name = "while";             // names the nodes' scope and the frame
-  std::int64_t parallel_iterations = 10;  // iterations in flight at most
-  std::int64_t maximum_iterations = -1;   // -1: no bound; else the loop also stops after so many
-};
-
-// What a loop's functions use to reach outside the loop.
-class loop_scope {
- public:
-  loop_scope(graph& g, std::string frame, std::int64_t parallel) : g_(g), frame_(std::move(frame)), parallel_(parallel) {}
-  // `outer` as a loop invariant: entered once into every iteration.
-  output invariant(output outer) {
-    auto [it, fresh] = invariants_.try_emplace(outer);
-    if (fresh)
-      it->second = g_.op("Enter", {outer}, {{"frame_name", frame_}, {"is_constant", true}, {"parallel_iterations", parallel_}})
-                       .out(0);
-    return it->second;
-  }
-  // A node of the loop that runs once per iteration, before the body: a control input for
-  // body nodes that have no data input.
-  int pivot() const { return pivot_; }
-  const std::string& frame() const noexcept { return frame_; }
-
- private:
-  friend std::vector<output> while_loop(graph&, const std::vector<output>&,
-                                        const std::function<output(loop_scope&, const std::vector<output>&)>&,
-                                        const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>&,
-                                        const while_options&);
-  graph& g_;
-  std::string frame_;
-  std::int64_t parallel_;
-  std::map<output, output> invariants_;
-  int pivot_ = -1;
-};
-
-// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
-// values (Exit outputs). body returns one value per variable, of its dtype and of a
-// compatible shape.
-inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
-                                      const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
-                                      const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
-                                      const while_options& options = {}) {
-  if (init.empty()) fail(error_code::invalid_argument, "while_loop '", options.name, "': needs at least one loop variable");
-  auto scope = g.name_scope(options.name);
-  loop_scope s(g, options.name + "_" + std::to_string(g.size()), options.parallel_iterations);
-  const attr_map enter_attrs{{"frame_name", s.frame()}, {"parallel_iterations", options.parallel_iterations}};
-  std::vector<output> vars = init;
-  const bool bounded = options.maximum_iterations >= 0;
-  if (bounded) vars.push_back(g.constant(tensor::scalar(std::int64_t{0}), node_options("iteration")).out(0));
-  std::vector<int> merges;
-  std::vector<output> current;
-  for (const auto& v : vars) {
-    auto enter = g.op("Enter", {v}, enter_attrs).out(0);
-    const node& m = g.op("Merge", {enter, enter});
-    merges.push_back(m.id());
-    current.push_back(m.out(0));
-  }
-  std::vector<output> user(current.begin(), current.begin() + static_cast<std::ptrdiff_t>(init.size()));
-  output keep_going = cond(s, user);
-  if (bounded) {
-    auto below = g.op("Less", {current.back(), s.invariant(g.constant(tensor::scalar(options.maximum_iterations)))}).out(0);
-    keep_going = g.op("LogicalAnd", {keep_going, below}).out(0);
-  }
-  auto pred = g.op("LoopCond", {keep_going}).out(0);
-  std::vector<output> exits, inside;
-  for (const auto& v : current) {
-    const node& sw = g.op("Switch", {v, pred});
-    exits.push_back(g.op("Exit", {sw.out(0)}).out(0));
-    inside.push_back(g.op("Identity", {sw.out(1)}).out(0));
-  }
-  s.pivot_ = inside.front().node;
-  std::vector<output> next =
-      body(s, std::vector<output>(inside.begin(), inside.begin() + static_cast<std::ptrdiff_t>(init.size())));
-  if (next.size() != init.size())
-    fail(error_code::invalid_argument, "while_loop '", options.name, "': the body returns ", next.size(),
-         " values for ", init.size(), " loop variables");
-  if (bounded) next.push_back(g.op("Add", {inside.back(), s.invariant(g.constant(tensor::scalar(std::int64_t{1})))}).out(0));
-  for (std::size_t k = 0; k < next.size(); ++k) g.close_loop(merges[k], g.op("NextIteration", {next[k]}).out(0));
-  exits.resize(init.size());
-  return exits;
-}
-
-// One side of a cond: the outer values as seen from inside it (through its Switch), and a
-// pivot node for control inputs of nodes with no data input (a Const), which would run on
-// both sides otherwise.
-struct branch {
-  std::vector<output> inputs;
-  int pivot = -1;
-};
-
-// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
-// are dead. `inputs` are the outer values the sides use; every result of a side must depend
-// on its inputs or its pivot. Both return the same number of results, of the same dtypes
-// and compatible shapes. Returns the Merges' outputs.
-inline std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
-                                const std::function<std::vector<output>(const branch&)>& then_fn,
-                                const std::function<std::vector<output>(const branch&)>& else_fn,
-                                const std::string& name = "cond") {
-  auto scope = g.name_scope(name);
-  const node& pivots = g.op("Switch", {pred, pred});
-  branch on_true{{}, g.op("Identity", {pivots.out(1)}, {}, node_options("pivot_t")).id()};
-  branch on_false{{}, g.op("Identity", {pivots.out(0)}, {}, node_options("pivot_f")).id()};
-  for (const auto& v : inputs) {
-    const node& sw = g.op("Switch", {v, pred});
-    on_false.inputs.push_back(sw.out(0));
-    on_true.inputs.push_back(sw.out(1));
-  }
-  auto t = then_fn(on_true);
-  auto f = else_fn(on_false);
-  if (t.size() != f.size())
-    fail(error_code::invalid_argument, "cond '", name, "': the branches return ", t.size(), " and ", f.size(), " values");
-  std::vector<output> out;
-  for (std::size_t k = 0; k < t.size(); ++k) out.push_back(g.op("Merge", {f[k], t[k]}).out(0));
-  return out;
-}
-
-}  // namespace weft
-// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
-// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
-// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
-//
-// Rules are written once, generically, over a value type V with the arithmetic of
-// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
-// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
-// gradients flowing into its outputs, and returns one gradient per input (none for
-// inputs that are not differentiable, such as a reduction's axes). Forward values are the
-// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
-// so it grows linearly with the forward graph.
-//
-//   graph g; ...
-//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
-
-#include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <optional>
-#include <set>
-#include <shared_mutex>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-// The gradient rules of graphs built at run time: each standard op's rule is declared by its
-// op type, beside its definition (ops/*.hpp, `using gradient = R`, written once over a value
-// type; framework/gradient_rule.hpp); here they are instantiated for `symbol`
-// (gradient_symbol.hpp) and registered by op name, with the rules of the control-flow ops,
-// which only graphs have. Conventions follow TensorFlow's: the gradient of a broadcast
-// operand is summed down to its shape (sum_to); at a tie, Maximum and Minimum send the
-// gradient to their first operand; Relu's gradient at 0 is 0; Pow's gradient in the
-// exponent is 0 where the base is not positive.
-
-#include <cstddef>
-#include <optional>
-#include <tuple>
-#include <type_traits>
-#include <utility>
-
-// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
-// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
-// exp, matmul, select, sum_to, ...), each operation adding a node through a
-// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
-// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
-// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
-
-#include <functional>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <shared_mutex>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-
-namespace weft {
-
-namespace detail {
-// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
-inline tensor floating_scalar(dtype t, double v) {
-  switch (t) {
-    case dtype::float32: return tensor::scalar(static_cast<float>(v));
-    case dtype::float16: return tensor::scalar(half(static_cast<float>(v)));
-    case dtype::bfloat16: return tensor::scalar(bfloat16(static_cast<float>(v)));
-    default: return tensor::scalar(v);
-  }
-}
-}  // namespace detail
-
-// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
-// equal nodes; a plain graph names them under "gradients/").
-class gradient_builder {
- public:
-  virtual ~gradient_builder() = default;
-  virtual const graph& target() const = 0;
-  virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
-  // The graph itself, where the builder can add loops (the gradient of a while loop); null
-  // where it cannot.
-  virtual graph* mutable_graph() { return nullptr; }
-};
-
-// A tensor of the graph being extended, with the arithmetic gradient rules use.
-class symbol {
- public:
-  symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
-  gradient_builder& builder() const noexcept { return *b_; }
-  output out() const noexcept { return o_; }
-  const node& producer() const { return b_->target().at(o_); }
-  dtype type() const { return producer().output_dtype(o_.port); }
-  const partial_shape& shape() const { return producer().output_shape(o_.port); }
-
-  // The node op(*this, more..., attrs), port `port`.
-  symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
-    std::vector<output> in{o_};
-    for (const auto& m : more) in.push_back(m.o_);
-    output r = b_->add(op, std::move(in), std::move(attrs));
-    r.port = port;
-    return symbol(*b_, r);
-  }
-  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
-  symbol scalar(double v) const {
-    const tensor t = detail::floating_scalar(type(), v);
-    symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
-    return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
-  }
-
- private:
-  gradient_builder* b_;
-  output o_;
-};
-
-// ---- the arithmetic of rules, on symbols ----------------------------------------------
-// Whether a and b are known, at graph-building time, to have one shape.
-inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
-
-inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
-inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
-inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
-inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
-inline symbol operator-(const symbol& a) { return a.then("Neg"); }
-inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
-inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
-inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
-inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
-inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
-inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
-inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
-inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
-inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
-inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
-inline symbol exp(const symbol& a) { return a.then("Exp"); }
-inline symbol log(const symbol& a) { return a.then("Log"); }
-inline symbol square(const symbol& a) { return a.then("Square"); }
-inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
-inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
-// TensorFlow's Select: a vector condition picks whole rows.
-inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
-inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
-inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
-inline symbol cast_like(const symbol& a, const symbol& like) {
-  return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
-}
-// The constant t in the graph behind `near`.
-inline symbol constant_in(const symbol& near, const tensor& t) {
-  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
-}
-// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
-// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
-inline symbol shape_tensor(const symbol& a) {
-  if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
-  return a.then("Shape", {}, {{"out_type", dtype::int64}});
-}
-inline symbol size_tensor(const symbol& a) {
-  if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
-    return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
-  return a.then("Size", {}, {{"out_type", dtype::int64}});
-}
-inline symbol reshape_like(const symbol& a, const symbol& like) {
-  if (same_known_shape(a, like)) return a;
-  return a.then("Reshape", {shape_tensor(like)});
-}
-inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
-inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
-inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
-  return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
-}
-// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
-// g itself when the two shapes are known equal.
-inline symbol sum_to(const symbol& g, const symbol& like) {
-  if (same_known_shape(g, like)) return g;
-  return g.then("SumToShape", {shape_tensor(like)});
-}
-// g broadcast to the shape of `like`.
-inline symbol broadcast_like(const symbol& g, const symbol& like) {
-  if (same_known_shape(g, like)) return g;
-  return g.then("BroadcastTo", {shape_tensor(like)});
-}
-// An int32 constant of the graph behind `near` (axes, say).
-inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
-// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
-// dims as 1 (so that it broadcasts against x).
-inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
-  return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
-}
-// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
-inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
-  return broadcast_like(keep_reduced(g, x, axes), x);
-}
-// The sum of a over `axis`, the dim kept as 1.
-inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
-  return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
-}
-// The NN ops the rules of nn_ops.hpp's ops use.
-inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
-inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
-inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
-inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
-// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
-inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
-  return constant_in(near, tensor::from_vector(v));
-}
-inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
-inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
-inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
-// The value of a when its producer is a constant (read when the graph is built), else null;
-// a constant that enters a loop as an invariant counts.
-inline const tensor* constant_value(const symbol& a) {
-  const node* n = &a.producer();
-  while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
-  return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
-}
-// The values of a when its producer is an int32 or int64 constant, else nullopt.
-inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
-inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
-  std::vector<symbol> rest(parts.begin() + 1, parts.end());
-  rest.push_back(axis);
-  return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
-}
-inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
-inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
-inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
-inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
-  return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
-}
-inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
-inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
-inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
-  return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
-}
-inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
-  return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
-}
-// Cumsum and Cumprod of a along `axis`.
-inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
-  return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
-}
-inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
-  return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
-}
-inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
-  return params.then("GatherV2", {indices, axis});
-}
-inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
-  return data.then("UnsortedSegmentSum", {ids, segments});
-}
-inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
-// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
-inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
-  const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
-  return indices.then("ScatterNd", {updates, dims});
-}
-inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
-  return t.then("TensorScatterUpdate", {indices, updates});
-}
-
-// Convolution and pooling, with the window attrs `w` of the node differentiated.
-inline attr_map window_attr_map(const node& n) {
-  attr_map m;
-  for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
-    if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
-  return m;
-}
-inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
-inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
-  return sizes.then("Conv2DBackpropInput", {f, d}, w);
-}
-inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
-  return x.then("Conv2DBackpropFilter", {sizes, d}, w);
-}
-inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
-  return x.then("MaxPoolGrad", {y, d}, w);
-}
-inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
-  return x.then("MaxPoolGradGrad", {y, d}, w);
-}
-inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
-inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
-  return sizes.then("AvgPoolGrad", {d}, w);
-}
-
-// ---- rules ----------------------------------------------------------------------------
-// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
-using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
-
-// Gradient rules by op name, for graphs built at run time.
-class gradient_registry {
- public:
-  static gradient_registry& global() {
-    static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
-    return *r;
-  }
-  void add(const std::string& op, gradient_fn fn) {
-    std::unique_lock lock(mutex_);
-    rules_.emplace(op, std::move(fn));
-  }
-  const gradient_fn* find(const std::string& op) const {
-    std::shared_lock lock(mutex_);
-    auto it = rules_.find(op);
-    return it == rules_.end() ? nullptr : &it->second;
-  }
-
- private:
-  mutable std::shared_mutex mutex_;
-  std::map<std::string, gradient_fn, std::less<>> rules_;
-};
-
-}  // namespace weft
 // Every standard op family, and register_standard_ops() to add them all to the registry,
 // for programs that build graphs by op name without registering kernel families (to dump
-// or validate them, say). <weft/kernels/cpu/all.hpp> calls it.
+// or validate them, say; <weft/kernels/cpu/all.hpp> calls it); standard_ops() and
+// standard_op_family(), every standard op's family from the families' op types.
+
+#include <string_view>
+#include <type_traits>
+#include <vector>
 
 // Array ops: views and rearrangements, and shape queries. (Const, Placeholder, Identity and
 // NoOp are core ops: <weft/ops/core_ops.hpp>.)
@@ -4539,6 +3153,311 @@ struct io {
   static constexpr bool in_cpu_registry = true;
   using types = type_list<Save, Restore>;  // its op types
   static void define() { register_io_ops(); }
+};
+}  // namespace families
+
+}  // namespace weft::ops
+// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
+//   unary:   y = f(x), shape(y) = shape(x)
+//   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
+//   SelectV2: out = cond ? t : e, all three broadcast
+//   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
+//            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
+//   Cast:    y = static_cast<DstT>(x)
+
+#include <vector>
+#include <tuple>
+
+
+namespace weft::ops {
+
+inline constexpr const char* number_type_attr =
+    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
+    "complex64, complex128}";
+inline constexpr const char* real_type_attr =
+    "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64}";
+inline constexpr const char* signed_type_attr =
+    "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
+inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
+
+inline std::vector<op_def> math_op_defs() {
+  std::vector<op_def> defs;
+  auto unary = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr(types).shape_fn(same_shape).build());
+  };
+  unary("Neg", signed_type_attr);
+  unary("Abs", "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64}");
+  unary("Square", number_type_attr);
+  unary("Sqrt", float_type_attr);
+  unary("Rsqrt", float_type_attr);
+  unary("Exp", float_type_attr);
+  unary("Log", float_type_attr);
+  unary("Tanh", float_type_attr);
+  unary("Sigmoid", float_type_attr);
+  unary("Relu", real_type_attr);
+  // ReluGrad(gradients, features): gradients where features > 0, else 0 (TensorFlow's; features
+  // is Relu's input or output, which are positive at the same places). One pass where
+  // Greater and SelectV2 took two and a bool tensor between them. No broadcasting.
+  defs.push_back(op_def_builder("ReluGrad")
+                     .input("gradients: T")
+                     .input("features: T")
+                     .output("backprops: T")
+                     .attr(real_type_attr)
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(0), c.input(1)))
+                         c.fail("gradients and features must have the same shape, got ", c.input(0), " and ", c.input(1));
+                       c.set_output(0, c.input(0).rank_known() ? c.input(0) : c.input(1));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("LogicalNot").input("x: bool").output("y: bool").shape_fn(same_shape).build());
+
+  auto binary = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("y: T")
+                       .output("z: T")
+                       .attr(types)
+                       .shape_fn(broadcast_inputs)
+                       .build());
+  };
+  binary("Add", number_type_attr);
+  binary("Sub", number_type_attr);
+  binary("Mul", number_type_attr);
+  binary("Div", number_type_attr);
+  binary("Pow", "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}");
+  binary("Maximum", real_type_attr);
+  binary("Minimum", real_type_attr);
+
+  auto compare = [&](const char* name, const char* types) {
+    defs.push_back(op_def_builder(name)
+                       .input("x: T")
+                       .input("y: T")
+                       .output("z: bool")
+                       .attr(types)
+                       .shape_fn(broadcast_inputs)
+                       .build());
+  };
+  compare("Greater", real_type_attr);
+  compare("GreaterEqual", real_type_attr);
+  compare("Less", real_type_attr);
+  compare("LessEqual", real_type_attr);
+  compare("Equal", "T: type");
+  compare("NotEqual", "T: type");
+  for (const char* name : {"LogicalAnd", "LogicalOr"})
+    defs.push_back(
+        op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
+
+  defs.push_back(op_def_builder("SelectV2")
+                     .input("condition: bool")
+                     .input("t: T")
+                     .input("e: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .shape_fn(broadcast_inputs)
+                     .build());
+  defs.push_back(op_def_builder("Select")
+                     .input("condition: bool")
+                     .input("t: T")
+                     .input("e: T")
+                     .output("output: T")
+                     .attr("T: type")
+                     .shape_fn([](shape_context& c) {
+                       if (!shapes_compatible(c.input(1), c.input(2)))
+                         c.fail("t and e must have the same shape (SelectV2 broadcasts)");
+                       const partial_shape& t = c.input(1).rank_known() ? c.input(1) : c.input(2);
+                       const partial_shape& cond = c.input(0);
+                       if (cond.rank_known() && t.rank_known() && cond.rank() != 0 && !shapes_compatible(cond, t) &&
+                           !(cond.rank() == 1 && t.rank() > 1 && (cond[0] < 0 || t[0] < 0 || cond[0] == t[0])))
+                         c.fail("the condition must be a scalar, have the shape of t and e, or be a vector of their ",
+                                "first dim (SelectV2 broadcasts)");
+                       c.set_output(0, t);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Cast")
+                     .input("x: SrcT")
+                     .output("y: DstT")
+                     .attr("SrcT: type")
+                     .attr("DstT: type")
+                     .shape_fn(same_shape)
+                     .build());
+  return defs;
+}
+
+// Adds the math ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
+
+}  // namespace weft::ops
+
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+namespace weft::gradients {
+
+struct neg_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
+};
+
+struct add_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
+};
+
+struct sub_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
+};
+
+struct mul_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
+};
+
+struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
+};
+
+struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
+    return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
+  }
+};
+
+struct maximum_grad {  // ties go to the first operand
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
+  }
+};
+
+struct minimum_grad {
+  template <class D, class X0, class X1, class Y>
+  static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
+    return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
+  }
+};
+
+struct square_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
+};
+
+struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
+};
+
+struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
+};
+
+struct exp_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
+};
+
+struct log_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
+};
+
+struct tanh_grad {  // d (1 - z^2)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
+};
+
+struct sigmoid_grad {  // d z (1 - z)
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
+};
+
+struct relu_grad {
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
+};
+
+struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
+  template <class D, class X, class Y>
+  static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
+};
+
+struct select_grad {  // SelectV2; no gradient for the condition
+  template <class D, class C, class T, class E, class Y>
+  static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
+    return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
+  }
+};
+
+struct cast_grad {
+  template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
+};
+
+struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    const V zeros = zeros_like(a.d());
+    return {std::nullopt, select_rows(a.x[0], a.d(), zeros), select_rows(a.x[0], zeros, a.d())};
+  }
+};
+
+// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+// the same function for the typed DSL, which fuses it with its neighbours).
+struct relu_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
+};
+
+// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+struct relu_grad_rule {
+  template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
+};
+
+}  // namespace weft::gradients
+
+namespace weft::ops {
+
+// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+// rule where it has one.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Neg, math, gradients::neg_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Abs, math, gradients::abs_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Square, math, gradients::square_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sqrt, math, gradients::sqrt_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Rsqrt, math, gradients::rsqrt_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
+struct Relu {
+  static constexpr const char* name = "Relu";
+  static constexpr bool in_cpu_registry = true;
+  using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
+  using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
+  static void define() { register_math_ops(); }
+};
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
+WEFT_DETAIL_OP_TYPE(LogicalNot, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Add, math, gradients::add_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sub, math, gradients::sub_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mul, math, gradients::mul_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Div, math, gradients::div_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Pow, math, gradients::pow_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Maximum, math, gradients::maximum_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Minimum, math, gradients::minimum_grad)
+WEFT_DETAIL_OP_TYPE(Greater, math)
+WEFT_DETAIL_OP_TYPE(GreaterEqual, math)
+WEFT_DETAIL_OP_TYPE(Less, math)
+WEFT_DETAIL_OP_TYPE(LessEqual, math)
+WEFT_DETAIL_OP_TYPE(Equal, math)
+WEFT_DETAIL_OP_TYPE(NotEqual, math)
+WEFT_DETAIL_OP_TYPE(LogicalAnd, math)
+WEFT_DETAIL_OP_TYPE(LogicalOr, math)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Select, math, gradients::select_rows_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct math {
+  static constexpr const char* name = "math";
+  static constexpr bool in_cpu_registry = true;
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
+  static void define() { register_math_ops(); }
 };
 }  // namespace families
 
@@ -5654,6 +4573,121 @@ struct reduction {
 }  // namespace families
 
 }  // namespace weft::ops
+// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
+// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
+// and that other consumers read as the variable's value when they run.
+//   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
+//   Assign(ref, value; validate_shape = true)  ref := value
+//   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
+// Tensors kept for one step, which the gradient of a while loop uses (graph/gradients.hpp):
+//   AccumulatorPush(key, value; accumulator) -> key   stores value under (accumulator, key),
+//                                   key an int64 vector (the iteration path); passes key on
+//   AccumulatorPop(key; accumulator, dtype, shape)  takes the value stored under (accumulator, key)
+
+#include <vector>
+
+
+namespace weft::ops {
+
+inline std::vector<op_def> state_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("Variable")
+                     .variable()
+                     .output("ref: Ref(dtype)")
+                     .attr("shape: shape")
+                     .attr("dtype: type")
+                     .attr("container: string = ''")
+                     .attr("shared_name: string = ''")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
+                     .build());
+  defs.push_back(op_def_builder("Assign")
+                     .input("ref: Ref(T)")
+                     .input("value: T")
+                     .output("output_ref: Ref(T)")
+                     .attr("T: type")
+                     .attr("validate_shape: bool = true")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       if (!c.attr<bool>("validate_shape")) return c.set_output(0, c.input(1));
+                       const auto& r = c.input(0);
+                       const auto& v = c.input(1);
+                       if (r.rank_known() && v.rank_known()) {
+                         bool ok = r.rank() == v.rank();
+                         for (int i = 0; ok && i < r.rank(); ++i) ok = r[i] < 0 || v[i] < 0 || r[i] == v[i];
+                         if (!ok) c.fail("value of shape ", v, " does not match the variable's shape ", r);
+                       }
+                       c.set_output(0, r);
+                     })
+                     .build());
+  for (const char* name : {"AssignAdd", "AssignSub"})
+    defs.push_back(op_def_builder(name)
+                       .input("ref: Ref(T)")
+                       .input("value: T")
+                       .output("output_ref: Ref(T)")
+                       .attr(number_type_attr)
+                       .stateful()
+                       .shape_fn([](shape_context& c) {
+                         const auto& r = c.input(0);
+                         const auto& v = c.input(1);
+                         if (r.fully_known() && v.fully_known() && !(r == v))
+                           c.fail("value of shape ", v, " does not match the variable's shape ", r);
+                         c.set_output(0, r);
+                       })
+                       .build());
+  defs.push_back(op_def_builder("AccumulatorPush")
+                     .runs_on_dead_value()
+                     .input("key: int64")
+                     .input("value: T")
+                     .output("key_out: int64")
+                     .attr("T: type")
+                     .attr("accumulator: string")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 1, "key");
+                       c.set_output(0, c.input(0));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("AccumulatorPop")
+                     .input("key: int64")
+                     .output("value: dtype")
+                     .attr("dtype: type")
+                     .attr("shape: shape")
+                     .attr("accumulator: string")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 1, "key");
+                       c.set_output(0, c.attr<partial_shape>("shape"));
+                     })
+                     .build());
+  return defs;
+}
+
+// Adds the state ops to the global registry, once; registering the family's kernels
+// calls it.
+inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(Variable, state)
+WEFT_DETAIL_OP_TYPE(Assign, state)
+WEFT_DETAIL_OP_TYPE(AssignAdd, state)
+WEFT_DETAIL_OP_TYPE(AssignSub, state)
+WEFT_DETAIL_OP_TYPE(AccumulatorPush, state)
+WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct state {
+  static constexpr const char* name = "state";
+  static constexpr bool in_cpu_registry = true;
+  using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  // its op types
+  static void define() { register_state_ops(); }
+};
+}  // namespace families
+
+}  // namespace weft::ops
 // Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
 // variables, in place from a gradient, and outputs the variable's reference. Hyper-
 // parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
@@ -5752,7 +4786,965 @@ inline void register_standard_ops() {
   register_control_flow_ops();
 }
 
+// Every standard op outside the core with its family: the op types of each family (so that
+// an op is named in one place, its family's header) and the control-flow ops.
+inline const std::vector<standard_op>& standard_ops() {
+  static const std::vector<standard_op> all = [] {
+    std::vector<standard_op> out;
+    [&]<class... F>(type_list<F...>) {
+      const auto add = [&]<class Family, class... Op>(Family, type_list<Op...>) {
+        if constexpr (!std::is_same_v<Family, families::core>) (out.push_back({Op::name, Family::name}), ...);
+      };
+      (add(F{}, typename F::types{}), ...);
+    }(standard_families{});
+    for (std::string_view name : control_flow_op_names) out.push_back({name, "control"});
+    return out;
+  }();
+  return all;
+}
+
+// The family of the standard op `name`, or an empty view when weft has no such op.
+inline std::string_view standard_op_family(std::string_view name) {
+  for (const auto& op : standard_ops())
+    if (op.name == name) return op.family;
+  return {};
+}
+
 }  // namespace weft::ops
+
+namespace weft {
+
+class graph {
+ public:
+  // The most entries a list argument sized by an attr may have (Split's num_split outputs,
+  // say): larger counts are an error before any list is built.
+  static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
+
+  graph() { ops::register_core_ops(); }
+
+  // Adds a node; throws weft::error naming the node when it is not valid.
+  const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
+                 node_options options = {}) {
+    std::vector<int> controls = std::move(options.control_inputs);
+    for (int c : control_scope_) controls.push_back(c);
+    std::string device = options.device.empty() ? device_scope_ : options.device;
+    std::string colocate = options.colocate_with.empty() ? colocation_scope_ : options.colocate_with;
+    return add_resolved(op_name, inputs, std::move(attrs), std::move(options.name), std::move(controls),
+                        std::move(device), std::move(colocate));
+  }
+
+  // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
+  // node, duplicate names and cycles. The graph is unchanged when this throws.
+  void import(const std::vector<node_spec>& specs);
+
+  int size() const noexcept { return static_cast<int>(nodes_.size()); }
+  const node& at(int id) const {
+    if (id < 0 || id >= size()) fail(error_code::not_found, "graph: no node with id ", id);
+    return nodes_[static_cast<std::size_t>(id)];
+  }
+  const node& at(output o) const { return at(o.node); }
+  const node* find(std::string_view name) const {
+    auto it = by_name_.find(std::string(name));
+    return it == by_name_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
+  }
+  const node& operator[](std::string_view name) const {
+    if (auto* n = find(name)) return *n;
+    fail(error_code::not_found, "graph: no node named '", name, "'");
+  }
+  // Resolves "name" or "name:port".
+  output resolve(std::string_view ref) const {
+    auto colon = ref.rfind(':');
+    int port = 0;
+    std::string_view node_name = ref;
+    if (colon != std::string_view::npos && colon + 1 < ref.size() &&
+        std::all_of(ref.begin() + static_cast<std::ptrdiff_t>(colon) + 1, ref.end(),
+                    [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      const auto digits = ref.substr(colon + 1);
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), port).ec != std::errc())
+        fail(error_code::out_of_range, "graph: output port ", digits, " in '", ref, "' is out of range");
+      node_name = ref.substr(0, colon);
+    }
+    const node* n = find(node_name);
+    if (!n) fail(error_code::not_found, "graph: no node named '", node_name, "' (in '", ref, "')");
+    return n->out(port);
+  }
+  std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
+
+  // Adds a control edge from -> to; throws if it would close a cycle.
+  void add_control_input(int to, int from);
+
+  // RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
+  class scope_guard {
+   public:
+    explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
+    scope_guard(const scope_guard&) = delete;
+    scope_guard& operator=(const scope_guard&) = delete;
+    ~scope_guard() { pop_(); }
+
+   private:
+    std::function<void()> pop_;
+  };
+  // The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
+  const std::string& current_name_scope() const noexcept { return name_scope_; }
+  [[nodiscard]] scope_guard name_scope(const std::string& scope) {
+    auto saved = name_scope_;
+    name_scope_ += scope + "/";
+    return scope_guard([this, saved] { name_scope_ = saved; });
+  }
+  [[nodiscard]] scope_guard device_scope(const std::string& device) {
+    auto saved = device_scope_;
+    device_scope_ = device;
+    return scope_guard([this, saved] { device_scope_ = saved; });
+  }
+  // Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
+  [[nodiscard]] scope_guard colocate_with(const node& n) {
+    auto saved = colocation_scope_;
+    colocation_scope_ = n.name();
+    return scope_guard([this, saved] { colocation_scope_ = saved; });
+  }
+  [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
+    auto saved = control_scope_;
+    control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
+    return scope_guard([this, saved] { control_scope_ = saved; });
+  }
+
+  // Common leaves, for brevity.
+  const node& constant(tensor value, node_options options = {}) {
+    auto t = value.dtype();
+    return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
+  }
+  const node& placeholder(dtype t, partial_shape s, node_options options = {}) {
+    return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
+  }
+  const node& variable(dtype t, partial_shape s, node_options options = {}) {
+    ops::register_state_ops();
+    return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
+  }
+
+  // Closes a loop (ops/control_flow_ops.hpp): sets input 1 of `merge`, a Merge built with
+  // its Enter as both inputs, to `next`, the output of a NextIteration of the same dtype and
+  // a compatible shape (the executor checks each value that comes back against the Merge's
+  // shape). This back edge is the one way a graph gets a cycle; every other edge points to
+  // an earlier node.
+  void close_loop(int merge, output next) {
+    if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
+    node& m = nodes_[static_cast<std::size_t>(merge)];
+    if (m.op() != "Merge") fail(error_code::invalid_argument, "close_loop: ", m.describe(), " is not a Merge");
+    if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
+      fail(error_code::invalid_argument, "close_loop: ", m.describe(),
+           " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
+    if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
+      fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
+           e.describe(), ", not from an Enter");
+    const node& n = at(next.node);
+    if (n.op() != "NextIteration")
+      fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
+    if (n.output_dtype(next.port) != m.input_dtype(0))
+      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters as ", m.input_dtype(0),
+           " and comes back from ", n.describe(), " as ", n.output_dtype(next.port));
+    const partial_shape& in = m.output_shape(0);
+    if (!ops::shapes_compatible(in, n.output_shape(next.port)))
+      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters with shape ", in,
+           " and comes back from ", n.describe(), " with shape ", n.output_shape(next.port),
+           "; a loop variable keeps its shape but for the dims its Enter leaves unknown");
+    m.inputs_[1] = next;
+  }
+
+ private:
+  const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                           std::string name, std::vector<int> controls, std::string device,
+                           std::string colocate);
+  void check_colocated_devices(const std::string& who, const std::string& device, const node& root) const {
+    if (!device.empty() && !root.device().empty() && device != root.device())
+      fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
+           root.describe(), ", which requests '", root.device(), "'");
+  }
+  // Points every colocated node at its group's root (the first node of a chain that is not
+  // colocated with another); a cycle of colocations is an error.
+  void flatten_colocation() {
+    for (auto& n : nodes_) {
+      std::string root = n.colocation_;
+      for (int steps = 0; !root.empty(); ++steps) {
+        const std::string& next = (*this)[root].colocation_;
+        if (next.empty() || next == root) break;
+        if (steps > size()) fail(error_code::invalid_argument, n.describe(), ": colocations form a cycle");
+        root = next;
+      }
+      if (root == n.name_) root.clear();
+      if (!root.empty()) check_colocated_devices(n.describe(), n.device_, (*this)[root]);
+      n.colocation_ = std::move(root);
+    }
+  }
+  // `base`, or base_k for the smallest k that the name's counter has not passed and no node
+  // takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
+  // name in O(1) amortised, not in k tries.
+  std::string unique_name(std::string_view base) {
+    std::string candidate(base);
+    std::int64_t& counter = name_counters_[candidate];
+    while (by_name_.count(candidate)) candidate = std::string(base) + "_" + std::to_string(++counter);
+    return candidate;
+  }
+
+  std::deque<node> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+  std::unordered_map<std::string, std::int64_t> name_counters_;  // unique_name's last suffix per base
+  std::string name_scope_;
+  std::string device_scope_;
+  std::string colocation_scope_;
+  std::vector<int> control_scope_;
+};
+
+inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                                       std::string name, std::vector<int> controls, std::string device,
+                                       std::string colocate) {
+  const op_def* def = op_registry::global().find(op_name);
+  if (!def && ops::standard_op_family(op_name) == "control") {  // no kernels to register: always there
+    ops::register_control_flow_ops();
+    def = op_registry::global().find(op_name);
+  }
+  std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
+  std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
+  if (!def) {
+    auto family = ops::standard_op_family(op_name);
+    if (family.empty()) fail(error_code::not_found, who, ": unknown op '", op_name, "' (no op of that name is registered)");
+    fail(error_code::not_found, who, ": op '", op_name, "' is one of weft's ", family,
+         " ops, which this program has not registered; call ", ops::family_registration_hint(family),
+         ", or include <weft/kernels/cpu/all.hpp> in one translation unit for every op and kernel");
+  }
+  if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
+  if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
+    fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
+  if (!colocate.empty()) {
+    const node* with = find(colocate);
+    if (!with) fail(error_code::invalid_argument, who, ": colocate_with names no node ('", colocate, "')");
+    if (!with->colocation().empty()) with = &(*this)[with->colocation()];  // groups are flat
+    check_colocated_devices(who, device, *with);
+    colocate = with->name();
+  }
+
+  for (const auto& [key, value] : attrs.entries()) {
+    const attr_def* ad = def->find_attr(key);
+    if (!ad) fail(error_code::invalid_argument, who, ": unknown attr '", key, "'");
+    if (value.kind() != ad->kind) {
+      if (ad->kind == attr_kind::real && value.kind() == attr_kind::integer)
+        attrs.set(key, static_cast<double>(*value.get_if<std::int64_t>()));
+      else
+        fail(error_code::invalid_argument, who, ": attr '", key, "' must be ", weft::name(ad->kind), ", got ",
+             weft::name(value.kind()));
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].node < 0 || inputs[i].node >= size() || inputs[i].port < 0 ||
+        inputs[i].port >= at(inputs[i].node).num_outputs())
+      fail(error_code::invalid_argument, who, ": input ", i, " is not an output of this graph");
+
+  // Count inputs per argument; a variadic argument's count comes from its attr or the inputs.
+  std::size_t fixed_args = 0;
+  const arg_def* variadic = nullptr;
+  for (const auto& a : def->inputs) {
+    if (a.number_attr.empty() && !a.type_list)
+      ++fixed_args;
+    else
+      variadic = &a;
+  }
+  if (variadic && !attrs.contains(variadic->type_list ? variadic->type_attr : variadic->number_attr)) {
+    if (inputs.size() < fixed_args)
+      fail(error_code::invalid_argument, who, ": expects at least ", fixed_args, " inputs, got ", inputs.size());
+    if (variadic->type_list) {
+      // The list of dtypes is the variadic inputs' dtypes, which precede any fixed inputs after them.
+      std::size_t start = 0;
+      for (const auto& a : def->inputs) {
+        if (&a == variadic) break;
+        ++start;
+      }
+      std::vector<dtype> types;
+      for (std::size_t i = start; i < start + inputs.size() - fixed_args; ++i) {
+        const node& p = at(inputs[i]);
+        types.push_back(p.output_dtype(inputs[i].port));
+      }
+      attrs.set(variadic->type_attr, std::move(types));
+    } else {
+      attrs.set(variadic->number_attr, static_cast<std::int64_t>(inputs.size() - fixed_args));
+    }
+  }
+  auto count_of = [&](const arg_def& a) -> std::size_t {
+    if (a.type_list) {
+      const attr_value* v = attrs.find(a.type_attr);
+      if (!v || !v->get_if<std::vector<dtype>>())
+        fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a list of types");
+      return v->get_if<std::vector<dtype>>()->size();
+    }
+    if (a.number_attr.empty()) return 1;
+    const attr_value* n = attrs.find(a.number_attr);
+    if (!n || !n->get_if<std::int64_t>() || *n->get_if<std::int64_t>() < 0)
+      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' must be a non-negative int");
+    if (*n->get_if<std::int64_t>() > max_list_length)
+      fail(error_code::invalid_argument, who, ": attr '", a.number_attr, "' = ", *n->get_if<std::int64_t>(),
+           " asks for more than ", max_list_length, " ", a.name, " entries");
+    return static_cast<std::size_t>(*n->get_if<std::int64_t>());
+  };
+  std::size_t expected = 0;
+  for (const auto& a : def->inputs) expected += count_of(a);
+  std::vector<dtype> in_types;
+  std::vector<partial_shape> in_shapes;
+  std::vector<const tensor*> in_values;
+  for (const auto& in : inputs) {
+    const node& p = at(in);
+    in_types.push_back(p.output_dtype(in.port));
+    in_shapes.push_back(p.output_shape(in.port));
+    const node* source = &p;  // a constant that enters a loop as an invariant is still one
+    while (source->op() == "Enter" && source->attr<bool>("is_constant")) source = &at(source->inputs()[0]);
+    in_values.push_back(source->op() == "Const" ? source->attrs().find("value")->get_if<tensor>() : nullptr);
+  }
+  auto input_list = [&] {
+    std::ostringstream out;
+    for (std::size_t i = 0; i < inputs.size(); ++i) out << (i ? ", " : "") << in_types[i] << in_shapes[i];
+    return out.str();
+  };
+  if (inputs.size() != expected)
+    fail(error_code::invalid_argument, who, ": expects ", expected, " inputs, got ", inputs.size(), " (",
+         input_list(), ")");
+
+  // Input dtypes: fixed ones must match; type attrs are inferred from the first input that uses them.
+  std::vector<bool> input_refs;
+  std::size_t k = 0;
+  for (const auto& a : def->inputs) {
+    for (std::size_t j = 0, n = count_of(a); j < n; ++j, ++k) {
+      dtype got = in_types[k];
+      dtype want = a.fixed;
+      if (a.type_list) {
+        want = (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j];
+      } else if (want == dtype::invalid) {
+        if (const attr_value* v = attrs.find(a.type_attr)) {
+          if (!v->get_if<dtype>()) fail(error_code::invalid_argument, who, ": attr '", a.type_attr, "' must be a type");
+          want = *v->get_if<dtype>();
+        } else {
+          attrs.set(a.type_attr, got);
+          want = got;
+        }
+      }
+      if (got != want)
+        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name, "' has dtype ", got, " but ",
+             a.type_attr.empty() ? std::string("the op requires ") : a.type_attr + " is ", want, " (inputs: ",
+             input_list(), ")");
+      if (a.is_ref && !at(inputs[k]).output_is_ref(inputs[k].port))
+        fail(error_code::invalid_argument, who, ": input ", k, " '", a.name,
+             "' must be a variable reference, got a value from ", at(inputs[k]).describe());
+      input_refs.push_back(a.is_ref);
+    }
+  }
+  for (const auto& ad : def->attrs) {
+    const attr_value* v = attrs.find(ad.name);
+    if (!v) {
+      if (!ad.default_value) fail(error_code::invalid_argument, who, ": missing required attr '", ad.name, "'");
+      attrs.set(ad.name, *ad.default_value);
+      v = attrs.find(ad.name);
+    }
+    if (!ad.allowed.empty()) {
+      dtype t = *v->get_if<dtype>();
+      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
+        std::ostringstream allowed;
+        for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
+        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", t, " is not supported (allowed: ",
+             allowed.str(), ")");
+      }
+    }
+  }
+  std::vector<dtype> out_types;
+  std::vector<bool> out_refs;
+  for (const auto& a : def->outputs) {
+    for (std::size_t j = 0, n = count_of(a); j < n; ++j) {
+      const dtype t = a.fixed != dtype::invalid ? a.fixed
+                      : a.type_list             ? (*attrs.find(a.type_attr)->get_if<std::vector<dtype>>())[j]
+                                                : *attrs.find(a.type_attr)->get_if<dtype>();
+      out_types.push_back(t);
+      out_refs.push_back(a.is_ref);
+    }
+  }
+  for (int c : controls)
+    if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
+
+  shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
+  if (def->shape_fn) {
+    try {
+      def->shape_fn(ctx);
+    } catch (const error& e) {
+      ctx.rethrow(e);
+    }
+  }
+
+  node n;
+  n.id_ = size();
+  n.name_ = std::move(full_name);
+  n.def_ = def;
+  n.attrs_ = std::move(attrs);
+  n.inputs_ = inputs;
+  std::sort(controls.begin(), controls.end());
+  controls.erase(std::unique(controls.begin(), controls.end()), controls.end());
+  n.control_inputs_ = std::move(controls);
+  n.device_ = std::move(device);
+  n.colocation_ = std::move(colocate);
+  n.input_dtypes_ = std::move(in_types);
+  n.input_is_ref_ = std::move(input_refs);
+  n.output_dtypes_ = std::move(out_types);
+  n.output_shapes_ = ctx.output_shapes();
+  n.output_is_ref_ = std::move(out_refs);
+  by_name_.emplace(n.name_, n.id_);
+  nodes_.push_back(std::move(n));
+  return nodes_.back();
+}
+
+inline void graph::add_control_input(int to, int from) {
+  const node& dst = at(to);
+  at(from);
+  // from -> to closes a cycle when `to` is already an ancestor of `from`.
+  std::vector<int> stack{from};
+  std::vector<bool> seen(static_cast<std::size_t>(size()));
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (id == to)
+      fail(error_code::invalid_argument, dst.describe(), ": control input from ", at(from).describe(),
+           " would create a cycle");
+    if (seen[static_cast<std::size_t>(id)]) continue;
+    seen[static_cast<std::size_t>(id)] = true;
+    for (auto in : at(id).inputs()) stack.push_back(in.node);
+    for (int c : at(id).control_inputs()) stack.push_back(c);
+  }
+  auto& controls = nodes_[static_cast<std::size_t>(to)].control_inputs_;
+  if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
+}
+
+inline void graph::import(const std::vector<node_spec>& specs) {
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto& s = specs[i];
+    if (s.name.empty()) fail(error_code::invalid_argument, "node ", i, " of the specs (", s.op, ") has an empty name");
+    if (!index.emplace(s.name, i).second || find(s.name))
+      fail(error_code::already_exists, "node '", s.name, "' (", s.op, "): a node named '", s.name,
+           "' already exists");
+  }
+  auto source_of = [&](const node_spec& s, std::string ref) {
+    if (ref.starts_with('^')) ref.erase(0, 1);
+    auto colon = ref.rfind(':');
+    auto name = colon == std::string::npos ? ref : ref.substr(0, colon);
+    if (!index.count(name) && !find(name))
+      fail(error_code::invalid_argument, "node '", s.name, "' (", s.op, "): input '", ref, "' names no node");
+    return name;
+  };
+  // A loop's back edge: input 1 of a Merge naming a NextIteration of the specs. The Merge is
+  // added with its input 0 twice and closed (close_loop) once every node exists.
+  auto back_edge = [&](const node_spec& s, std::size_t k) {
+    if (s.op != "Merge" || k != 1 || s.inputs[k].starts_with('^')) return false;
+    auto it = index.find(source_of(s, s.inputs[k]));
+    return it != index.end() && specs[it->second].op == "NextIteration";
+  };
+  // Depth-first topological order, with an explicit stack (a chain of a million nodes must
+  // not overflow the call stack); a node met again while on the stack closes a cycle.
+  std::vector<int> state(specs.size(), 0);  // 0 new, 1 on stack, 2 done
+  std::vector<std::size_t> order;
+  std::vector<std::pair<std::size_t, std::size_t>> stack;  // (spec, next input to visit)
+  for (std::size_t root = 0; root < specs.size(); ++root) {
+    if (state[root] != 0) continue;
+    state[root] = 1;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [i, k] = stack.back();
+      if (k == specs[i].inputs.size()) {
+        state[i] = 2;
+        order.push_back(i);
+        stack.pop_back();
+        continue;
+      }
+      const std::size_t input = k++;
+      if (back_edge(specs[i], input)) continue;
+      auto it = index.find(source_of(specs[i], specs[i].inputs[input]));
+      if (it == index.end() || state[it->second] == 2) continue;
+      const std::size_t j = it->second;
+      if (state[j] == 1)
+        fail(error_code::invalid_argument, "node '", specs[j].name, "' (", specs[j].op, "): is part of a cycle",
+             " (a loop's one back edge is input 1 of a Merge, from a NextIteration)");
+      state[j] = 1;
+      stack.emplace_back(j, 0);
+    }
+  }
+
+  graph staged = *this;  // all or nothing
+  std::vector<std::pair<int, std::string>> loops;  // (Merge, its NextIteration input)
+  for (std::size_t i : order) {
+    const auto& s = specs[i];
+    std::vector<output> inputs;
+    std::vector<int> controls;
+    for (std::size_t k = 0; k < s.inputs.size(); ++k) {
+      const auto& ref = s.inputs[k];
+      if (ref.starts_with('^'))
+        controls.push_back(staged[ref.substr(1)].id());
+      else if (back_edge(s, k) && !inputs.empty())
+        inputs.push_back(inputs.front());
+      else
+        inputs.push_back(staged.resolve(ref));
+    }
+    auto saved_scope = std::exchange(staged.name_scope_, std::string());
+    const node& added = staged.add_resolved(s.op, inputs, s.attrs, s.name, std::move(controls), s.device, {});
+    staged.name_scope_ = saved_scope;
+    if (s.op == "Merge" && s.inputs.size() > 1 && back_edge(s, 1)) loops.emplace_back(added.id(), s.inputs[1]);
+  }
+  std::vector<bool> back_edges(static_cast<std::size_t>(staged.size()));
+  for (const auto& [merge, next] : loops) {
+    const output o = staged.resolve(next);
+    staged.close_loop(merge, o);
+    back_edges[static_cast<std::size_t>(o.node)] = true;
+  }
+  // A NextIteration returns a value to the start of its loop: one that is no Merge's back
+  // edge is outside any loop.
+  for (const auto& s : specs)
+    if (const node& n = staged[s.name]; s.op == "NextIteration" && !back_edges[static_cast<std::size_t>(n.id())])
+      fail(error_code::invalid_argument, n.describe(), ": is not inside a loop (no Merge takes it as input 1, the loop's back edge)");
+  // Colocation after all nodes exist: a node may be colocated with one that consumes it.
+  for (const auto& s : specs) {
+    if (s.colocate_with.empty()) continue;
+    if (!staged.find(s.colocate_with))
+      fail(error_code::invalid_argument, staged[s.name].describe(), ": colocate_with names no node ('",
+           s.colocate_with, "')");
+    staged.nodes_[static_cast<std::size_t>(staged[s.name].id())].colocation_ = s.colocate_with;
+  }
+  staged.flatten_colocation();
+  *this = std::move(staged);
+}
+
+}  // namespace weft
+
+namespace weft {
+
+struct while_options {
+  std::string name = "while";             // names the nodes' scope and the frame
+  std::int64_t parallel_iterations = 10;  // iterations in flight at most
+  std::int64_t maximum_iterations = -1;   // -1: no bound; else the loop also stops after so many
+};
+
+// What a loop's functions use to reach outside the loop.
+class loop_scope {
+ public:
+  loop_scope(graph& g, std::string frame, std::int64_t parallel) : g_(g), frame_(std::move(frame)), parallel_(parallel) {}
+  // `outer` as a loop invariant: entered once into every iteration.
+  output invariant(output outer) {
+    auto [it, fresh] = invariants_.try_emplace(outer);
+    if (fresh)
+      it->second = g_.op("Enter", {outer}, {{"frame_name", frame_}, {"is_constant", true}, {"parallel_iterations", parallel_}})
+                       .out(0);
+    return it->second;
+  }
+  // A node of the loop that runs once per iteration, before the body: a control input for
+  // body nodes that have no data input.
+  int pivot() const { return pivot_; }
+  const std::string& frame() const noexcept { return frame_; }
+
+ private:
+  friend std::vector<output> while_loop(graph&, const std::vector<output>&,
+                                        const std::function<output(loop_scope&, const std::vector<output>&)>&,
+                                        const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>&,
+                                        const while_options&);
+  graph& g_;
+  std::string frame_;
+  std::int64_t parallel_;
+  std::map<output, output> invariants_;
+  int pivot_ = -1;
+};
+
+// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
+// values (Exit outputs). body returns one value per variable, of its dtype and of a
+// compatible shape.
+inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
+                                      const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
+                                      const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
+                                      const while_options& options = {}) {
+  if (init.empty()) fail(error_code::invalid_argument, "while_loop '", options.name, "': needs at least one loop variable");
+  auto scope = g.name_scope(options.name);
+  loop_scope s(g, options.name + "_" + std::to_string(g.size()), options.parallel_iterations);
+  const attr_map enter_attrs{{"frame_name", s.frame()}, {"parallel_iterations", options.parallel_iterations}};
+  std::vector<output> vars = init;
+  const bool bounded = options.maximum_iterations >= 0;
+  if (bounded) vars.push_back(g.constant(tensor::scalar(std::int64_t{0}), node_options("iteration")).out(0));
+  std::vector<int> merges;
+  std::vector<output> current;
+  for (const auto& v : vars) {
+    auto enter = g.op("Enter", {v}, enter_attrs).out(0);
+    const node& m = g.op("Merge", {enter, enter});
+    merges.push_back(m.id());
+    current.push_back(m.out(0));
+  }
+  std::vector<output> user(current.begin(), current.begin() + static_cast<std::ptrdiff_t>(init.size()));
+  output keep_going = cond(s, user);
+  if (bounded) {
+    auto below = g.op("Less", {current.back(), s.invariant(g.constant(tensor::scalar(options.maximum_iterations)))}).out(0);
+    keep_going = g.op("LogicalAnd", {keep_going, below}).out(0);
+  }
+  auto pred = g.op("LoopCond", {keep_going}).out(0);
+  std::vector<output> exits, inside;
+  for (const auto& v : current) {
+    const node& sw = g.op("Switch", {v, pred});
+    exits.push_back(g.op("Exit", {sw.out(0)}).out(0));
+    inside.push_back(g.op("Identity", {sw.out(1)}).out(0));
+  }
+  s.pivot_ = inside.front().node;
+  std::vector<output> next =
+      body(s, std::vector<output>(inside.begin(), inside.begin() + static_cast<std::ptrdiff_t>(init.size())));
+  if (next.size() != init.size())
+    fail(error_code::invalid_argument, "while_loop '", options.name, "': the body returns ", next.size(),
+         " values for ", init.size(), " loop variables");
+  if (bounded) next.push_back(g.op("Add", {inside.back(), s.invariant(g.constant(tensor::scalar(std::int64_t{1})))}).out(0));
+  for (std::size_t k = 0; k < next.size(); ++k) g.close_loop(merges[k], g.op("NextIteration", {next[k]}).out(0));
+  exits.resize(init.size());
+  return exits;
+}
+
+// One side of a cond: the outer values as seen from inside it (through its Switch), and a
+// pivot node for control inputs of nodes with no data input (a Const), which would run on
+// both sides otherwise.
+struct branch {
+  std::vector<output> inputs;
+  int pivot = -1;
+};
+
+// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
+// are dead. `inputs` are the outer values the sides use; every result of a side must depend
+// on its inputs or its pivot. Both return the same number of results, of the same dtypes
+// and compatible shapes. Returns the Merges' outputs.
+inline std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
+                                const std::function<std::vector<output>(const branch&)>& then_fn,
+                                const std::function<std::vector<output>(const branch&)>& else_fn,
+                                const std::string& name = "cond") {
+  auto scope = g.name_scope(name);
+  const node& pivots = g.op("Switch", {pred, pred});
+  branch on_true{{}, g.op("Identity", {pivots.out(1)}, {}, node_options("pivot_t")).id()};
+  branch on_false{{}, g.op("Identity", {pivots.out(0)}, {}, node_options("pivot_f")).id()};
+  for (const auto& v : inputs) {
+    const node& sw = g.op("Switch", {v, pred});
+    on_false.inputs.push_back(sw.out(0));
+    on_true.inputs.push_back(sw.out(1));
+  }
+  auto t = then_fn(on_true);
+  auto f = else_fn(on_false);
+  if (t.size() != f.size())
+    fail(error_code::invalid_argument, "cond '", name, "': the branches return ", t.size(), " and ", f.size(), " values");
+  std::vector<output> out;
+  for (std::size_t k = 0; k < t.size(); ++k) out.push_back(g.op("Merge", {f[k], t[k]}).out(0));
+  return out;
+}
+
+}  // namespace weft
+// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
+// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
+// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
+//
+// Rules are written once, generically, over a value type V with the arithmetic of
+// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
+// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
+// gradients flowing into its outputs, and returns one gradient per input (none for
+// inputs that are not differentiable, such as a reduction's axes). Forward values are the
+// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
+// so it grows linearly with the forward graph.
+//
+//   graph g; ...
+//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// The gradient rules of graphs built at run time: each standard op's rule is declared by its
+// op type, beside its definition (ops/*.hpp, `using gradient = R`, written once over a value
+// type; framework/gradient_rule.hpp); here they are instantiated for `symbol`
+// (gradient_symbol.hpp) and registered by op name, with the rules of the control-flow ops,
+// which only graphs have. Conventions follow TensorFlow's: the gradient of a broadcast
+// operand is summed down to its shape (sum_to); at a tie, Maximum and Minimum send the
+// gradient to their first operand; Relu's gradient at 0 is 0; Pow's gradient in the
+// exponent is 0 where the base is not positive.
+
+#include <cstddef>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
+// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
+// exp, matmul, select, sum_to, ...), each operation adding a node through a
+// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
+// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
+// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace detail {
+// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
+inline tensor floating_scalar(dtype t, double v) {
+  switch (t) {
+    case dtype::float32: return tensor::scalar(static_cast<float>(v));
+    case dtype::float16: return tensor::scalar(half(static_cast<float>(v)));
+    case dtype::bfloat16: return tensor::scalar(bfloat16(static_cast<float>(v)));
+    default: return tensor::scalar(v);
+  }
+}
+}  // namespace detail
+
+// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
+// equal nodes; a plain graph names them under "gradients/").
+class gradient_builder {
+ public:
+  virtual ~gradient_builder() = default;
+  virtual const graph& target() const = 0;
+  virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
+  // The graph itself, where the builder can add loops (the gradient of a while loop); null
+  // where it cannot.
+  virtual graph* mutable_graph() { return nullptr; }
+};
+
+// A tensor of the graph being extended, with the arithmetic gradient rules use.
+class symbol {
+ public:
+  symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
+  gradient_builder& builder() const noexcept { return *b_; }
+  output out() const noexcept { return o_; }
+  const node& producer() const { return b_->target().at(o_); }
+  dtype type() const { return producer().output_dtype(o_.port); }
+  const partial_shape& shape() const { return producer().output_shape(o_.port); }
+
+  // The node op(*this, more..., attrs), port `port`.
+  symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
+    std::vector<output> in{o_};
+    for (const auto& m : more) in.push_back(m.o_);
+    output r = b_->add(op, std::move(in), std::move(attrs));
+    r.port = port;
+    return symbol(*b_, r);
+  }
+  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
+  symbol scalar(double v) const {
+    const tensor t = detail::floating_scalar(type(), v);
+    symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+    return c.type() == type() ? c : c.then("Cast", {}, {{"DstT", type()}});
+  }
+
+ private:
+  gradient_builder* b_;
+  output o_;
+};
+
+// ---- the arithmetic of rules, on symbols ----------------------------------------------
+// Whether a and b are known, at graph-building time, to have one shape.
+inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
+
+inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
+inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
+inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
+inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
+inline symbol operator-(const symbol& a) { return a.then("Neg"); }
+inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
+inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
+inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
+inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
+inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
+inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
+inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
+inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
+inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
+inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
+inline symbol exp(const symbol& a) { return a.then("Exp"); }
+inline symbol log(const symbol& a) { return a.then("Log"); }
+inline symbol square(const symbol& a) { return a.then("Square"); }
+inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
+inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
+// TensorFlow's Select: a vector condition picks whole rows.
+inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
+inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
+inline symbol cast_like(const symbol& a, const symbol& like) {
+  return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
+}
+// The constant t in the graph behind `near`.
+inline symbol constant_in(const symbol& near, const tensor& t) {
+  return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
+}
+// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
+// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
+inline symbol shape_tensor(const symbol& a) {
+  if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
+  return a.then("Shape", {}, {{"out_type", dtype::int64}});
+}
+inline symbol size_tensor(const symbol& a) {
+  if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
+    return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
+  return a.then("Size", {}, {{"out_type", dtype::int64}});
+}
+inline symbol reshape_like(const symbol& a, const symbol& like) {
+  if (same_known_shape(a, like)) return a;
+  return a.then("Reshape", {shape_tensor(like)});
+}
+inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
+inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
+inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
+  return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+}
+// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
+// g itself when the two shapes are known equal.
+inline symbol sum_to(const symbol& g, const symbol& like) {
+  if (same_known_shape(g, like)) return g;
+  return g.then("SumToShape", {shape_tensor(like)});
+}
+// g broadcast to the shape of `like`.
+inline symbol broadcast_like(const symbol& g, const symbol& like) {
+  if (same_known_shape(g, like)) return g;
+  return g.then("BroadcastTo", {shape_tensor(like)});
+}
+// An int32 constant of the graph behind `near` (axes, say).
+inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
+// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
+// dims as 1 (so that it broadcasts against x).
+inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
+  return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
+}
+// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
+inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
+  return broadcast_like(keep_reduced(g, x, axes), x);
+}
+// The sum of a over `axis`, the dim kept as 1.
+inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
+  return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
+}
+// The NN ops the rules of nn_ops.hpp's ops use.
+inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
+inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
+inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
+// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
+inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
+  return constant_in(near, tensor::from_vector(v));
+}
+inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
+inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
+inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
+// The value of a when its producer is a constant (read when the graph is built), else null;
+// a constant that enters a loop as an invariant counts.
+inline const tensor* constant_value(const symbol& a) {
+  const node* n = &a.producer();
+  while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
+  return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
+}
+// The values of a when its producer is an int32 or int64 constant, else nullopt.
+inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
+inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
+  std::vector<symbol> rest(parts.begin() + 1, parts.end());
+  rest.push_back(axis);
+  return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
+}
+inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
+inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
+inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
+inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
+  return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
+}
+inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
+inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
+inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
+}
+inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
+  return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
+}
+// Cumsum and Cumprod of a along `axis`.
+inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
+  return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
+}
+inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
+  return params.then("GatherV2", {indices, axis});
+}
+inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
+  return data.then("UnsortedSegmentSum", {ids, segments});
+}
+inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
+// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
+inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
+  const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
+  return indices.then("ScatterNd", {updates, dims});
+}
+inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
+  return t.then("TensorScatterUpdate", {indices, updates});
+}
+
+// Convolution and pooling, with the window attrs `w` of the node differentiated.
+inline attr_map window_attr_map(const node& n) {
+  attr_map m;
+  for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
+    if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
+  return m;
+}
+inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
+inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
+  return sizes.then("Conv2DBackpropInput", {f, d}, w);
+}
+inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
+  return x.then("Conv2DBackpropFilter", {sizes, d}, w);
+}
+inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGrad", {y, d}, w);
+}
+inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
+  return x.then("MaxPoolGradGrad", {y, d}, w);
+}
+inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
+inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
+  return sizes.then("AvgPoolGrad", {d}, w);
+}
+
+// ---- rules ----------------------------------------------------------------------------
+// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
+using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
+
+// Gradient rules by op name, for graphs built at run time.
+class gradient_registry {
+ public:
+  static gradient_registry& global() {
+    static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
+    return *r;
+  }
+  void add(const std::string& op, gradient_fn fn) {
+    std::unique_lock lock(mutex_);
+    rules_.emplace(op, std::move(fn));
+  }
+  const gradient_fn* find(const std::string& op) const {
+    std::shared_lock lock(mutex_);
+    auto it = rules_.find(op);
+    return it == rules_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, gradient_fn, std::less<>> rules_;
+};
+
+}  // namespace weft
 
 namespace weft::gradients {
 

@@ -62,7 +62,7 @@ class byte_choices final : public choices {
 // executor around frames), Placeholder (fed), and Save and Restore (they write files).
 inline std::vector<std::string> runnable_ops() {
   std::vector<std::string> names{"Const", "Identity", "NoOp"};
-  for (const auto& op : ops::standard_ops)
+  for (const auto& op : ops::standard_ops())
     if (op.family != "control" && op.family != "io") names.emplace_back(op.name);
   return names;
 }

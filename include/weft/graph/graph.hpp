@@ -22,6 +22,7 @@
 #include <weft/framework/shape_context.hpp>
 #include <weft/ops/control_flow_ops.hpp>
 #include <weft/ops/core_ops.hpp>
+#include <weft/ops/standard.hpp>
 #include <weft/ops/state_ops.hpp>
 
 namespace weft {

@@ -37,9 +37,13 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
   return partial_shape(std::move(dims));
 }
 
+// The control-flow ops (run by the executor; they have no op types).
+inline constexpr std::string_view control_flow_op_names[] = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"};
+
 inline bool is_control_flow_op(std::string_view op) {
-  return op == "Switch" || op == "Merge" || op == "Enter" || op == "Exit" || op == "NextIteration" ||
-         op == "LoopCond";
+  for (std::string_view name : control_flow_op_names)
+    if (op == name) return true;
+  return false;
 }
 
 inline std::vector<op_def> control_flow_op_defs() {

@@ -9,8 +9,9 @@
 // program registers it: by registering the family's CPU kernels, by
 // weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
 // (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
-// definitions it uses; standard_ops lists every name, so that graph::op can tell an op
-// that does not exist from one whose family the program has not registered.
+// definitions it uses; standard_op_family (<weft/ops/standard.hpp>) finds an op's family
+// among the families' op types, so that graph::op can tell an op that does not exist from
+// one whose family the program has not registered.
 #pragma once
 
 #include <string_view>
@@ -57,41 +58,6 @@ struct standard_op {
   std::string_view family;
 };
 
-// Every standard op outside the core, with its family. tests/test_graph.cpp checks it
-// against the families' definitions.
-inline constexpr standard_op standard_ops[] = {
-    {"Reshape", "array"}, {"Transpose", "array"}, {"ConcatV2", "array"}, {"Split", "array"},
-    {"Slice", "array"}, {"Pad", "array"}, {"Tile", "array"}, {"GatherV2", "array"},
-    {"OneHot", "array"}, {"Shape", "array"}, {"Rank", "array"}, {"Size", "array"},
-    {"Fill", "array"}, {"ZerosLike", "array"}, {"OnesLike", "array"}, {"GatherNd", "array"},
-    {"TensorScatterUpdate", "array"},
-    {"Neg", "math"}, {"Abs", "math"}, {"Square", "math"}, {"Sqrt", "math"}, {"Rsqrt", "math"},
-    {"Exp", "math"}, {"Log", "math"}, {"Tanh", "math"}, {"Sigmoid", "math"}, {"Relu", "math"}, {"ReluGrad", "math"},
-    {"LogicalNot", "math"}, {"Add", "math"}, {"Sub", "math"}, {"Mul", "math"}, {"Div", "math"},
-    {"Pow", "math"}, {"Maximum", "math"}, {"Minimum", "math"}, {"Greater", "math"},
-    {"GreaterEqual", "math"}, {"Less", "math"}, {"LessEqual", "math"}, {"Equal", "math"},
-    {"NotEqual", "math"}, {"LogicalAnd", "math"}, {"LogicalOr", "math"}, {"Select", "math"}, {"SelectV2", "math"},
-    {"Cast", "math"},
-    {"Sum", "reduction"}, {"Mean", "reduction"}, {"Prod", "reduction"}, {"Max", "reduction"},
-    {"Min", "reduction"}, {"ArgMax", "reduction"}, {"ArgMin", "reduction"}, {"Cumsum", "reduction"},
-    {"Cumprod", "reduction"}, {"UnsortedSegmentSum", "reduction"}, {"ScatterNd", "reduction"},
-    {"TensorScatterAdd", "reduction"}, {"SumToShape", "reduction"},
-    {"BroadcastTo", "reduction"}, {"ReducedShape", "reduction"},
-    {"MatMul", "matrix"}, {"BatchMatMulV2", "matrix"}, {"MatrixInverse", "matrix"},
-    {"MatrixDeterminant", "matrix"},
-    {"RandomUniform", "random"}, {"RandomStandardNormal", "random"}, {"TruncatedNormal", "random"},
-    {"Variable", "state"}, {"Assign", "state"}, {"AssignAdd", "state"}, {"AssignSub", "state"},
-    {"AccumulatorPush", "state"}, {"AccumulatorPop", "state"},
-    {"BiasAdd", "nn"}, {"BiasAddGrad", "nn"}, {"Softmax", "nn"}, {"LogSoftmax", "nn"},
-    {"SoftmaxCrossEntropyWithLogits", "nn"}, {"SparseSoftmaxCrossEntropyWithLogits", "nn"}, {"L2Loss", "nn"},
-    {"Conv2D", "nn"}, {"Conv2DBackpropInput", "nn"}, {"Conv2DBackpropFilter", "nn"}, {"MaxPool", "nn"},
-    {"AvgPool", "nn"}, {"MaxPoolGrad", "nn"}, {"MaxPoolGradGrad", "nn"}, {"AvgPoolGrad", "nn"}, {"Dropout", "nn"},
-    {"ApplyGradientDescent", "training"}, {"ApplyMomentum", "training"}, {"ApplyAdagrad", "training"},
-    {"ApplyRMSProp", "training"}, {"ApplyAdam", "training"},
-    {"Save", "io"}, {"Restore", "io"},
-    {"Switch", "control"}, {"Merge", "control"}, {"Enter", "control"}, {"Exit", "control"},
-    {"NextIteration", "control"}, {"LoopCond", "control"},
-};
 
 // How a program registers `family`, for error messages.
 inline std::string_view family_registration_hint(std::string_view family) {
@@ -142,12 +108,5 @@ struct core {
   static void define() { register_core_ops(); }
 };
 }  // namespace families
-
-// The family of the standard op `name`, or an empty view when weft has no such op.
-inline std::string_view standard_op_family(std::string_view name) {
-  for (const auto& op : standard_ops)
-    if (op.name == name) return op.family;
-  return {};
-}
 
 }  // namespace weft::ops
