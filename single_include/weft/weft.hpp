@@ -10059,7 +10059,6 @@ inline std::string chrome_trace(const step_stats& stats) {
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -10100,8 +10099,9 @@ using convert_fn = void (*)(const void* in, void* out, std::int64_t begin, std::
 // bfloat16 to float and back through their bits (Eigen converts one element at a time and
 // branches on NaN), with Eigen's results: a float rounds to the nearest even bfloat16, and
 // NaN becomes the quiet NaN of its sign (0x7FC0, 0xFFC0). Widening goes sixteen at a time in
-// the compilers' generic vectors (GCC left the loop scalar at -O2); the narrowing loop GCC
-// vectorizes itself where the target has the instructions (-mavx2 and up: 5 times faster).
+// the compilers' generic vectors (GCC left the loop scalar at -O2); GCC vectorizes the
+// narrowing loop itself where the target allows (-march=native on an AVX-512 CPU: 5 times
+// faster than without -march flags).
 inline void bfloat16_to_float(const bfloat16* in, float* out, std::int64_t n) {
   typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
   typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));  // at any bfloat16's address
@@ -10782,7 +10782,6 @@ struct kernel_for<ops::families::array, T, device_types::cpu> {
 #include <bit>
 #include <cmath>
 #include <complex>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -11265,9 +11264,9 @@ struct relu_grad_kernel final : op_kernel {
       // On the bits, eight at a time in the compilers' generic vectors (Eigen's half types
       // compare through float, one element at a time, and the loop stayed scalar with a
       // branch: 30 times float's time): f > 0 when its bits, as a signed 16-bit number, are
-      // in [1, +infinity's]; zeros, negatives and NaNs are not. (Signed compares: SSE2 has
-      // no unsigned ones.)
-      // Eight lanes, SSE2's width: GCC splits wider generic vectors' compares into scalar code.
+      // in [1, +infinity's]; zeros, negatives and NaNs are not. Signed compares and eight
+      // lanes, SSE2's width: SSE2 has no unsigned compares, and GCC turned the compares of
+      // wider generic vectors into scalar code.
       typedef std::int16_t i16x8 __attribute__((vector_size(16)));
       typedef std::int16_t i16x8_u __attribute__((vector_size(16), aligned(2), may_alias));  // at any T's address
       constexpr std::int16_t inf = std::is_same_v<T, bfloat16> ? 0x7F80 : 0x7C00;
@@ -12110,6 +12109,35 @@ __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store16(f
 // subtraction folds away.
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 splat16(float x) { return x - f32x16{}; }
 
+// c[rows x cols] (row stride ldc) = or += a block of Mr rows of two zmm accumulators (32
+// columns): the last step of the AVX-512 block and of bgemm.hpp's. A full block is stored
+// directly, an edge block through a buffer.
+template <int Mr>
+__attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store_rows_of_32(const f32x16 (&acc)[Mr][2], float* c,
+                                                                                       std::int64_t ldc, bool accumulate,
+                                                                                       int rows, int cols) {
+  if (rows == Mr && cols == 32) {
+    for (int i = 0; i < Mr; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        store16(ci, load16(ci) + acc[i][0]);
+        store16(ci + 16, load16(ci + 16) + acc[i][1]);
+      } else {
+        store16(ci, acc[i][0]);
+        store16(ci + 16, acc[i][1]);
+      }
+    }
+    return;
+  }
+  alignas(64) float t[Mr * 32];
+  for (int i = 0; i < Mr; ++i) {
+    store16(t + i * 32, acc[i][0]);
+    store16(t + i * 32 + 16, acc[i][1]);
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * 32 + j] : t[i * 32 + j];
+}
+
 // The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
 // AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
 struct avx512 {
@@ -12137,26 +12165,8 @@ struct avx512 {
         acc[i][1] = fma(t, b1, acc[i][1]);
       }
     }
-    if (rows == mr && cols == nr) {
-      for (int i = 0; i < mr; ++i) {
-        float* ci = c + i * ldc;
-        if (accumulate) {
-          store16(ci, load16(ci) + acc[i][0]);
-          store16(ci + 16, load16(ci + 16) + acc[i][1]);
-        } else {
-          store16(ci, acc[i][0]);
-          store16(ci + 16, acc[i][1]);
-        }
-      }
-      return;
-    }
-    alignas(64) float t[mr * nr];
-    for (int i = 0; i < mr; ++i) {
-      store16(t + i * nr, acc[i][0]);
-      store16(t + i * nr + 16, acc[i][1]);
-    }
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+    static_assert(nr == 32);
+    store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
   }
 };
 
@@ -12670,26 +12680,8 @@ __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::in
       acc[i][1] = dot_pairs(acc[i][1], t, b1);
     }
   }
-  if (rows == mr && cols == nr) {
-    for (int i = 0; i < mr; ++i) {
-      float* ci = c + i * ldc;
-      if (accumulate) {
-        sgemm_detail::store16(ci, sgemm_detail::load16(ci) + acc[i][0]);
-        sgemm_detail::store16(ci + 16, sgemm_detail::load16(ci + 16) + acc[i][1]);
-      } else {
-        sgemm_detail::store16(ci, acc[i][0]);
-        sgemm_detail::store16(ci + 16, acc[i][1]);
-      }
-    }
-    return;
-  }
-  alignas(64) float t[mr * nr];
-  for (int i = 0; i < mr; ++i) {
-    sgemm_detail::store16(t + i * nr, acc[i][0]);
-    sgemm_detail::store16(t + i * nr + 16, acc[i][1]);
-  }
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+  static_assert(nr == 32);
+  sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
 }
 
 // Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
@@ -15617,15 +15609,9 @@ struct apply_kernel {
           });
           return;
         }
-        std::array<tensor, R> work;
         std::array<C*, R> ptrs{};
-        for (int i = 0; i < R; ++i) {
-          tensor& val = *values[static_cast<std::size_t>(i)];
-          work[static_cast<std::size_t>(i)] = widened<T>(ctx, val);
-          ptrs[static_cast<std::size_t>(i)] = work[static_cast<std::size_t>(i)].template data<C>();
-        }
-        const tensor g = widened<T>(ctx, grad);
-        const C* gp = g.data<C>();
+        for (int i = 0; i < R; ++i) ptrs[static_cast<std::size_t>(i)] = values[static_cast<std::size_t>(i)]->template data<C>();
+        const C* gp = grad.data<C>();
         ctx.parallel_for(n, 8.0, [&](std::int64_t b, std::int64_t e) {
           std::array<C*, R> at{};
           for (int i = 0; i < R; ++i) at[static_cast<std::size_t>(i)] = ptrs[static_cast<std::size_t>(i)] + b;

@@ -86,26 +86,8 @@ __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::in
       acc[i][1] = dot_pairs(acc[i][1], t, b1);
     }
   }
-  if (rows == mr && cols == nr) {
-    for (int i = 0; i < mr; ++i) {
-      float* ci = c + i * ldc;
-      if (accumulate) {
-        sgemm_detail::store16(ci, sgemm_detail::load16(ci) + acc[i][0]);
-        sgemm_detail::store16(ci + 16, sgemm_detail::load16(ci + 16) + acc[i][1]);
-      } else {
-        sgemm_detail::store16(ci, acc[i][0]);
-        sgemm_detail::store16(ci + 16, acc[i][1]);
-      }
-    }
-    return;
-  }
-  alignas(64) float t[mr * nr];
-  for (int i = 0; i < mr; ++i) {
-    sgemm_detail::store16(t + i * nr, acc[i][0]);
-    sgemm_detail::store16(t + i * nr + 16, acc[i][1]);
-  }
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+  static_assert(nr == 32);
+  sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
 }
 
 // Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the

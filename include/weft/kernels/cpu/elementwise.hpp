@@ -8,7 +8,6 @@
 #include <bit>
 #include <cmath>
 #include <complex>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -379,9 +378,9 @@ struct relu_grad_kernel final : op_kernel {
       // On the bits, eight at a time in the compilers' generic vectors (Eigen's half types
       // compare through float, one element at a time, and the loop stayed scalar with a
       // branch: 30 times float's time): f > 0 when its bits, as a signed 16-bit number, are
-      // in [1, +infinity's]; zeros, negatives and NaNs are not. (Signed compares: SSE2 has
-      // no unsigned ones.)
-      // Eight lanes, SSE2's width: GCC splits wider generic vectors' compares into scalar code.
+      // in [1, +infinity's]; zeros, negatives and NaNs are not. Signed compares and eight
+      // lanes, SSE2's width: SSE2 has no unsigned compares, and GCC turned the compares of
+      // wider generic vectors into scalar code.
       typedef std::int16_t i16x8 __attribute__((vector_size(16)));
       typedef std::int16_t i16x8_u __attribute__((vector_size(16), aligned(2), may_alias));  // at any T's address
       constexpr std::int16_t inf = std::is_same_v<T, bfloat16> ? 0x7F80 : 0x7C00;

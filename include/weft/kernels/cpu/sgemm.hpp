@@ -82,6 +82,35 @@ __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store16(f
 // subtraction folds away.
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 splat16(float x) { return x - f32x16{}; }
 
+// c[rows x cols] (row stride ldc) = or += a block of Mr rows of two zmm accumulators (32
+// columns): the last step of the AVX-512 block and of bgemm.hpp's. A full block is stored
+// directly, an edge block through a buffer.
+template <int Mr>
+__attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store_rows_of_32(const f32x16 (&acc)[Mr][2], float* c,
+                                                                                       std::int64_t ldc, bool accumulate,
+                                                                                       int rows, int cols) {
+  if (rows == Mr && cols == 32) {
+    for (int i = 0; i < Mr; ++i) {
+      float* ci = c + i * ldc;
+      if (accumulate) {
+        store16(ci, load16(ci) + acc[i][0]);
+        store16(ci + 16, load16(ci + 16) + acc[i][1]);
+      } else {
+        store16(ci, acc[i][0]);
+        store16(ci + 16, acc[i][1]);
+      }
+    }
+    return;
+  }
+  alignas(64) float t[Mr * 32];
+  for (int i = 0; i < Mr; ++i) {
+    store16(t + i * 32, acc[i][0]);
+    store16(t + i * 32 + 16, acc[i][1]);
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * 32 + j] : t[i * 32 + j];
+}
+
 // The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
 // AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
 struct avx512 {
@@ -109,26 +138,8 @@ struct avx512 {
         acc[i][1] = fma(t, b1, acc[i][1]);
       }
     }
-    if (rows == mr && cols == nr) {
-      for (int i = 0; i < mr; ++i) {
-        float* ci = c + i * ldc;
-        if (accumulate) {
-          store16(ci, load16(ci) + acc[i][0]);
-          store16(ci + 16, load16(ci + 16) + acc[i][1]);
-        } else {
-          store16(ci, acc[i][0]);
-          store16(ci + 16, acc[i][1]);
-        }
-      }
-      return;
-    }
-    alignas(64) float t[mr * nr];
-    for (int i = 0; i < mr; ++i) {
-      store16(t + i * nr, acc[i][0]);
-      store16(t + i * nr + 16, acc[i][1]);
-    }
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+    static_assert(nr == 32);
+    store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
   }
 };
 

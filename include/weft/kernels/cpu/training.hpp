@@ -138,15 +138,9 @@ struct apply_kernel {
           });
           return;
         }
-        std::array<tensor, R> work;
         std::array<C*, R> ptrs{};
-        for (int i = 0; i < R; ++i) {
-          tensor& val = *values[static_cast<std::size_t>(i)];
-          work[static_cast<std::size_t>(i)] = widened<T>(ctx, val);
-          ptrs[static_cast<std::size_t>(i)] = work[static_cast<std::size_t>(i)].template data<C>();
-        }
-        const tensor g = widened<T>(ctx, grad);
-        const C* gp = g.data<C>();
+        for (int i = 0; i < R; ++i) ptrs[static_cast<std::size_t>(i)] = values[static_cast<std::size_t>(i)]->template data<C>();
+        const C* gp = grad.data<C>();
         ctx.parallel_for(n, 8.0, [&](std::int64_t b, std::int64_t e) {
           std::array<C*, R> at{};
           for (int i = 0; i < R; ++i) at[static_cast<std::size_t>(i)] = ptrs[static_cast<std::size_t>(i)] + b;
