@@ -1308,6 +1308,34 @@ struct attr_def {
 };
 
 class shape_context;
+class attr_map;
+
+// What an op's cost rule reads (graph/passes/cost_model.hpp): its attributes and the dims of
+// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
+// guess stands in), as doubles so that products of dims cannot overflow.
+struct op_cost_args {
+  const attr_map& attrs;
+  const std::vector<std::vector<double>>& inputs;
+  const std::vector<std::vector<double>>& outputs;
+
+  static double elements(const std::vector<double>& dims) noexcept {
+    double n = 1;
+    for (double d : dims) n *= d;
+    return n;
+  }
+  // Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
+  double input_dim(std::size_t k, int i) const noexcept { return dim(inputs, k, i); }
+  double output_dim(std::size_t k, int i) const noexcept { return dim(outputs, k, i); }
+
+ private:
+  static double dim(const std::vector<std::vector<double>>& all, std::size_t k, int i) noexcept {
+    if (k >= all.size()) return 0;
+    const auto& d = all[k];
+    const auto rank = static_cast<int>(d.size());
+    if (i < 0) i += rank;
+    return i >= 0 && i < rank ? d[static_cast<std::size_t>(i)] : 0;
+  }
+};
 
 // An op's part in control flow: the executor runs these ops itself, with no kernel.
 enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
@@ -1327,6 +1355,9 @@ struct op_def {
   bool variable = false;            // a variable (Variable): what checkpoints save and restore
   bool runs_on_dead_value = false;  // runs when a value it reads is dead, but for its key (AccumulatorPush)
   std::function<void(shape_context&)> shape_fn;
+  // The arithmetic operations one run does, for the cost model; unset: one per element of
+  // its largest input or output (elementwise ops, reductions, copies).
+  std::function<double(const op_cost_args&)> flops_fn;
 
   const attr_def* find_attr(std::string_view n) const {
     for (const auto& a : attrs)
@@ -1499,6 +1530,10 @@ class op_def_builder {
   }
   op_def_builder& shape_fn(std::function<void(shape_context&)> f) {
     def_.shape_fn = std::move(f);
+    return *this;
+  }
+  op_def_builder& flops(std::function<double(const op_cost_args&)> f) {
+    def_.flops_fn = std::move(f);
     return *this;
   }
   op_def build() const {
@@ -3526,6 +3561,10 @@ inline std::vector<op_def> matrix_op_defs() {
                        if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
                        c.set_output(0, partial_shape{m, n});
                      })
+                     .flops([](const op_cost_args& c) {  // 2mnk: a multiply and an add per term
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", "MatMul") ? 0 : 1);
+                       return 2 * op_cost_args::elements(c.outputs[0]) * k;
+                     })
                      .build());
   defs.push_back(op_def_builder("BatchMatMulV2")
                      .input("x: T")
@@ -3554,6 +3593,10 @@ inline std::vector<op_def> matrix_op_defs() {
                        batch->push_back(m);
                        batch->push_back(n);
                        c.set_output(0, partial_shape(*batch));
+                     })
+                     .flops([](const op_cost_args& c) {
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "adj_x", "BatchMatMulV2") ? -2 : -1);
+                       return 2 * op_cost_args::elements(c.outputs[0]) * k;
                      })
                      .build());
   auto square = [](shape_context& c) {
@@ -3944,6 +3987,10 @@ inline std::vector<op_def> nn_op_defs() {
                        if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
                        c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
                      })
+                     .flops([](const op_cost_args& c) {  // a multiply-add per output element and filter tap
+                       return 2 * op_cost_args::elements(c.outputs[0]) * c.input_dim(1, 0) * c.input_dim(1, 1) *
+                              c.input_dim(1, 2);
+                     })
                      .build());
   defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropInput")
                                 .input("input_sizes: Tsizes")
@@ -3956,6 +4003,10 @@ inline std::vector<op_def> nn_op_defs() {
                        require_rank(c, 1, 4, "filter");
                        require_rank(c, 2, 4, "out_backprop");
                        detail::sizes_output(c, 0, "input_sizes");
+                     })
+                     .flops([](const op_cost_args& c) {  // the forward convolution's count
+                       return 2 * op_cost_args::elements(c.inputs[2]) * c.input_dim(1, 0) * c.input_dim(1, 1) *
+                              c.input_dim(1, 2);
                      })
                      .build());
   defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropFilter")
@@ -3970,7 +4021,22 @@ inline std::vector<op_def> nn_op_defs() {
                        require_rank(c, 2, 4, "out_backprop");
                        detail::sizes_output(c, 1, "filter_sizes");
                      })
+                     .flops([](const op_cost_args& c) {  // the forward convolution's count
+                       return 2 * op_cost_args::elements(c.inputs[2]) * c.output_dim(0, 0) * c.output_dim(0, 1) *
+                              c.output_dim(0, 2);
+                     })
                      .build());
+  // A pooling op or its gradient visits each window tap of each pooled element once: the
+  // pooled side is its smallest 4-D tensor.
+  const auto pool_flops = [](const op_cost_args& c) {
+    double taps = 1;
+    for (auto d : get_attr<std::vector<std::int64_t>>(c.attrs, "ksize", "pooling")) taps *= static_cast<double>(d);
+    double pooled = -1;
+    for (const auto* side : {&c.inputs, &c.outputs})
+      for (const auto& dims : *side)
+        if (dims.size() == 4 && (pooled < 0 || op_cost_args::elements(dims) < pooled)) pooled = op_cost_args::elements(dims);
+    return std::max(pooled, 0.0) * taps;
+  };
   for (const char* name : {"MaxPool", "AvgPool"})
     defs.push_back(pool_attrs(op_def_builder(name).input(std::string_view(name) == "MaxPool" ? "input: T" : "value: T").output("output: T"))
                        .shape_fn([](shape_context& c) {
@@ -3980,6 +4046,7 @@ inline std::vector<op_def> nn_op_defs() {
                          if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
                          c.set_output(0, detail::windowed(c, in, w, w.kh, w.kw, in[3]));
                        })
+                       .flops(pool_flops)
                        .build());
   // MaxPoolGrad's output has orig_input's shape, MaxPoolGradGrad's orig_output's.
   for (const int like : {0, 1})
@@ -3993,6 +4060,7 @@ inline std::vector<op_def> nn_op_defs() {
                          for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
                          c.set_output(0, c.input(like).rank_known() ? c.input(like) : partial_shape::unknown_of_rank(4));
                        })
+                       .flops(pool_flops)
                        .build());
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
@@ -4004,6 +4072,7 @@ inline std::vector<op_def> nn_op_defs() {
                        require_rank(c, 1, 4, "grad");
                        detail::sizes_output(c, 0, "orig_input_shape");
                      })
+                     .flops(pool_flops)
                      .build());
   defs.push_back(op_def_builder("Dropout")
                      .input("x: T")
@@ -7281,64 +7350,47 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 }
 
 }  // namespace weft::passes
-// Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
-// names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
-// it needs every node reached walking back from its fetches and targets through data and
-// control inputs, and stops at fed outputs: what produces a fed value does not run.
-
-#include <cstddef>
-#include <vector>
-
-
-namespace weft::passes {
-
-// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
-// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
-// it and marks stand-ins only.
-template <class IsFed>
-std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed,
-                        const std::vector<int>& rep = {}) {
-  std::vector<bool> needed(static_cast<std::size_t>(g.size()), false);
-  std::vector<int> stack;
-  auto need = [&](int id) {
-    if (!rep.empty()) id = rep[static_cast<std::size_t>(id)];
-    if (!needed[static_cast<std::size_t>(id)]) {
-      needed[static_cast<std::size_t>(id)] = true;
-      stack.push_back(id);
-    }
-  };
-  for (output o : fetched)
-    if (!is_fed(o)) need(o.node);
-  for (int t : targets) need(t);
-  while (!stack.empty()) {
-    const node& n = g.at(stack.back());
-    stack.pop_back();
-    for (output in : n.inputs())
-      if (!is_fed(in)) need(in.node);
-    for (int c : n.control_inputs()) need(c);
-  }
-  return needed;
-}
-
-}  // namespace weft::passes
-// Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
-// allocator with counts of the bytes in use and their peak, its own threads, and copies of
-// tensors to and from host memory (device_name.hpp parses and matches names). The runtime
-// knows devices only through this interface; a kernel gets the interface and the context its
-// device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
-// as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
-// device's own intra_op_pool, apart from the inter-op pool the executor schedules nodes on;
-// a kernel's calling thread runs its blocks beside the pool's workers.
-
+// Placement (whitepaper §3.2.1): which device of a cluster each node of a run runs on.
+//
+// 1. Feasible devices per node: those its requested device (node_options::on, device_scope)
+//    matches that have a kernel for its op and dtypes (the caller's kernel_check; nodes the
+//    executor runs itself, control flow, fit everywhere). With soft placement (TensorFlow's
+//    allow_soft_placement) a node whose request leaves no feasible device falls back to the
+//    feasible devices of the requested type, else to every feasible device; without it,
+//    that is an error naming the node, its request and the devices.
+// 2. Colocation groups, merged with union-find: a node and the node it is colocated with
+//    (node_options::colocate, graph::colocate_with), and a node and the producer of every
+//    reference it takes (a variable and the Assign and Apply* ops that update it, as in
+//    TensorFlow). A group's feasible set is the intersection of its members'; an empty one
+//    is an error naming each member's devices.
+// 3. The simulated greedy placer (placer::greedy): walks the nodes in topological order
+//    simulating a step and puts each on the feasible device where it would finish first,
+//    counting the time its inputs take to reach that device (cost_model.hpp: compute time,
+//    and transfers over the cluster's links; a tensor moves to a device once, for all its
+//    users there) and the time the device is busy with earlier nodes. A group goes where its
+//    first simulated member goes. Sources that cost nothing but the node overhead (variables,
+//    constants) are placed with their first consumer rather than on their own, so that
+//    weights start on the device that first reads them. Ties go to the lower device index:
+//    the result is deterministic.
+//    The rule-based placer (placer::rules, TensorFlow's): constraints and colocation, then
+//    the default device when the group may run there, else its first feasible device; it is
+//    simulated too, so the two report predicted times alike.
+//
+// The simulation runs each device one node at a time, runs a loop's body once, and does not
+// model contention on links; its predicted step time is the last finish. A placement's
+// report() prints, per node, the device, its simulated start and finish and the finish it
+// would have had on each feasible device.
 
 #include <algorithm>
-#include <cstdint>
+#include <cstdio>
 #include <functional>
-#include <memory>
-#include <mutex>
+#include <limits>
+#include <map>
+#include <numeric>
 #include <optional>
+#include <sstream>
 #include <string>
-#include <thread>
+#include <vector>
 
 // Device names, TensorFlow's: the full form /job:J/replica:R/task:T/device:TYPE:N names one
 // device; a partial spec ("/device:CPU:1", "CPU:1", "/cpu:*", "/task:1", "") leaves fields
@@ -7452,6 +7504,684 @@ struct device_name {
 };
 
 }  // namespace weft
+// The cost model the placer simulates with (whitepaper §3.2.1): per node, the sizes of its
+// outputs and its compute time on a device; per pair of devices, the time to move a tensor.
+//
+// A cluster describes devices as the placer sees them: a full name, the arithmetic rate
+// and memory bandwidth the device sustains, and a fixed cost per node; links between two
+// devices have a latency and a bandwidth. The session describes its own devices (and lets
+// a user give other figures); tests describe clusters that do not exist.
+//
+// Compute time of node n on device d: the time measured for n on d's type when there is one
+// (set_measured, or the session's record of traced steps), else
+//   overhead(d) + max(flops(n) / flops_per_second(d), bytes(n) / memory_bytes_per_second(d)),
+// where flops(n) is the op's cost rule (op_def::flops_fn: 2mnk for MatMul, the taps of a
+// convolution) or one per element of its largest tensor, and bytes(n) is what it reads and
+// writes. Nodes the executor runs without a kernel (control flow), constants, variables and
+// the ops marked cheap cost the overhead alone. Output sizes come from the graph's shapes,
+// refined with the shapes of fed values when they are known; a dim still unknown counts as
+// cost_model_options::unknown_dim.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace weft::passes {
+
+// A device as the placer sees it.
+struct device_spec {
+  std::string name;  // a full name, /job:J/replica:R/task:T/device:TYPE:N
+  double flops_per_second = 50e9;
+  double memory_bytes_per_second = 20e9;
+  double node_overhead_seconds = 1e-6;
+};
+
+// A one-way link between two devices: a transfer of b bytes takes latency + b / bandwidth.
+struct link_spec {
+  double latency_seconds = 2e-6;
+  double bytes_per_second = 10e9;
+};
+
+// Devices and the links between them. Every pair of distinct devices has a link: the
+// default one unless set_link gave it its own; a device to itself costs nothing.
+class cluster {
+ public:
+  explicit cluster(std::vector<device_spec> devices, link_spec default_link = {})
+      : devices_(std::move(devices)), default_link_(default_link) {
+    if (devices_.empty()) fail(error_code::invalid_argument, "cluster: no devices");
+    for (const auto& d : devices_) {
+      device_name parsed = device_name::parse(d.name);
+      if (!parsed.full())
+        fail(error_code::invalid_argument, "cluster: device '", d.name,
+             "' needs a full name, /job:J/replica:R/task:T/device:TYPE:N (device_name::local(\"CPU\", 0).str(), say)");
+      if (!(d.flops_per_second > 0) || !(d.memory_bytes_per_second > 0) || !(d.node_overhead_seconds >= 0))
+        fail(error_code::invalid_argument, "cluster: device '", d.name,
+             "' needs positive flops_per_second and memory_bytes_per_second and a non-negative node_overhead_seconds");
+      for (const auto& p : parsed_)
+        if (p.str() == parsed.str()) fail(error_code::invalid_argument, "cluster: device '", d.name, "' is listed twice");
+      parsed_.push_back(std::move(parsed));
+    }
+    check(default_link_, "the default link");
+  }
+
+  int size() const noexcept { return static_cast<int>(devices_.size()); }
+  const device_spec& device(int i) const { return devices_.at(static_cast<std::size_t>(i)); }
+  const device_name& parsed(int i) const { return parsed_.at(static_cast<std::size_t>(i)); }
+  const std::string& type(int i) const { return *parsed(i).type; }
+  // The index of the device named `name` (a full name), or -1.
+  int find(const std::string& name) const {
+    const std::string canonical = device_name::parse(name).str();
+    for (int i = 0; i < size(); ++i)
+      if (parsed_[static_cast<std::size_t>(i)].str() == canonical) return i;
+    return -1;
+  }
+  // A short name: TYPE:N when every device is in one task, else the full name.
+  std::string short_name(int i) const {
+    const device_name& p = parsed(i);
+    for (const auto& q : parsed_)
+      if (q.job != p.job || q.replica != p.replica || q.task != p.task) return p.str();
+    return *p.type + ":" + std::to_string(*p.id);
+  }
+
+  void set_link(int from, int to, link_spec link) {
+    if (from < 0 || from >= size() || to < 0 || to >= size() || from == to)
+      fail(error_code::invalid_argument, "cluster::set_link: no link from device ", from, " to ", to, " among ", size());
+    check(link, "link " + short_name(from) + " -> " + short_name(to));
+    links_[{from, to}] = link;
+  }
+  const link_spec& link(int from, int to) const {
+    auto it = links_.find({from, to});
+    return it == links_.end() ? default_link_ : it->second;
+  }
+  double transfer_seconds(double bytes, int from, int to) const {
+    if (from == to) return 0;
+    const link_spec& l = link(from, to);
+    return l.latency_seconds + bytes / l.bytes_per_second;
+  }
+
+ private:
+  static void check(const link_spec& l, const std::string& what) {
+    if (!(l.latency_seconds >= 0) || !(l.bytes_per_second > 0))
+      fail(error_code::invalid_argument, "cluster: ", what, " needs a non-negative latency and a positive bandwidth");
+  }
+
+  std::vector<device_spec> devices_;
+  std::vector<device_name> parsed_;
+  link_spec default_link_;
+  std::map<std::pair<int, int>, link_spec> links_;
+};
+
+struct cost_model_options {
+  // What a dim the shapes leave unknown (a batch size not yet fed) counts as.
+  std::int64_t unknown_dim = 32;
+};
+
+class cost_model {
+ public:
+  // The costs of g's nodes. known: shapes of outputs known beyond the graph's (the values a
+  // run feeds); the shapes of the nodes after them are inferred again from these.
+  explicit cost_model(const graph& g, const std::vector<std::pair<output, shape>>& known = {},
+                      cost_model_options options = {})
+      : graph_(&g), options_(options) {
+    if (options_.unknown_dim < 0)
+      fail(error_code::invalid_argument, "cost_model_options::unknown_dim must be non-negative, got ", options_.unknown_dim);
+    refine(known);
+  }
+
+  const graph& source() const noexcept { return *graph_; }
+
+  // The shape output o has in this model (the graph's, refined), and its dims with unknown
+  // ones replaced by unknown_dim.
+  const partial_shape& output_shape(output o) const { return shapes_.at(index(o.node)).at(static_cast<std::size_t>(o.port)); }
+  std::vector<double> output_dims(output o) const { return dims_of(output_shape(o)); }
+  double output_bytes(output o) const {
+    const node& n = graph_->at(o.node);
+    const partial_shape& s = output_shape(o);
+    if (!s.rank_known()) return static_cast<double>(size_of(n.output_dtype(o.port))) * static_cast<double>(options_.unknown_dim);
+    return op_cost_args::elements(dims_of(s)) * static_cast<double>(size_of(n.output_dtype(o.port)));
+  }
+
+  // Whether the node costs only a device's per-node overhead: the executor runs it without
+  // a kernel (control flow), or it hands on a value it holds (constants, variables), or its
+  // op is marked cheap (shape ops, Identity).
+  bool overhead_only(int id) const {
+    const op_def& d = graph_->at(id).def();
+    return d.control != flow::plain || d.constant || d.variable || d.feed || d.cheap;
+  }
+  // The arithmetic operations and the bytes read and written of one run of node `id`.
+  double flops(int id) const {
+    const node& n = graph_->at(id);
+    if (overhead_only(id)) return 0;
+    std::vector<std::vector<double>> in, out;
+    for (const output& i : n.inputs()) in.push_back(output_dims(i));
+    for (int p = 0; p < n.num_outputs(); ++p) out.push_back(output_dims({id, p}));
+    if (n.def().flops_fn) {
+      const double f = n.def().flops_fn(op_cost_args{n.attrs(), in, out});
+      return std::isfinite(f) && f > 0 ? f : 0;
+    }
+    double most = 0;
+    for (const auto* side : {&in, &out})
+      for (const auto& dims : *side) most = std::max(most, op_cost_args::elements(dims));
+    return most;
+  }
+  double bytes(int id) const {
+    const node& n = graph_->at(id);
+    if (overhead_only(id)) return 0;
+    double total = 0;
+    for (const output& i : n.inputs()) total += output_bytes(i);
+    for (int p = 0; p < n.num_outputs(); ++p) total += output_bytes({id, p});
+    return total;
+  }
+
+  // The time node `id` takes on device d (a device of c): measured, or estimated.
+  double compute_seconds(int id, const cluster& c, int d) const {
+    const node& n = graph_->at(id);
+    if (auto it = measured_.find({n.name(), c.type(d)}); it != measured_.end()) return it->second;
+    const device_spec& s = c.device(d);
+    return s.node_overhead_seconds + std::max(flops(id) / s.flops_per_second, bytes(id) / s.memory_bytes_per_second);
+  }
+  // Whether node `name` has a measured time on devices of `device_type`.
+  bool is_measured(const std::string& name, const std::string& device_type) const {
+    return measured_.count({name, device_type}) != 0;
+  }
+
+  // Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
+  // measured time (the session records traced steps' node times here).
+  void set_measured(const std::string& name, const std::string& device_type, double seconds) {
+    if (!graph_->find(name)) fail(error_code::not_found, "cost_model::set_measured: no node named '", name, "'");
+    if (!(seconds >= 0) || !std::isfinite(seconds))
+      fail(error_code::invalid_argument, "cost_model::set_measured: node '", name, "': ", seconds, " s is not a time");
+    measured_[{name, device_type}] = seconds;
+  }
+  void set_measured(const std::map<std::pair<std::string, std::string>, double>& times) {
+    for (const auto& [key, seconds] : times) set_measured(key.first, key.second, seconds);
+  }
+
+ private:
+  std::size_t index(int id) const {
+    if (id < 0 || id >= graph_->size()) fail(error_code::not_found, "cost_model: no node with id ", id);
+    return static_cast<std::size_t>(id);
+  }
+  std::vector<double> dims_of(const partial_shape& s) const {
+    std::vector<double> out;
+    if (!s.rank_known()) return out;
+    for (auto d : s.dims()) out.push_back(static_cast<double>(d >= 0 ? d : options_.unknown_dim));
+    return out;
+  }
+
+  // The graph's shapes, with the known ones put in and every later node's shape rule run
+  // again on the refined shapes of its inputs (a rule that now fails keeps the graph's).
+  void refine(const std::vector<std::pair<output, shape>>& known) {
+    const graph& g = *graph_;
+    shapes_.resize(static_cast<std::size_t>(g.size()));
+    std::vector<char> changed(static_cast<std::size_t>(g.size()), 0);
+    std::map<output, shape> given;
+    for (const auto& [o, s] : known) {
+      const node& n = g.at(o.node);
+      n.out(o.port);
+      if (!n.output_shape(o.port).accepts(s))
+        fail(error_code::invalid_argument, "cost_model: ", g.name_of(o), " has shape ", n.output_shape(o.port),
+             ", which does not accept ", s);
+      given[o] = s;
+    }
+    for (int id = 0; id < g.size(); ++id) {
+      const node& n = g.at(id);
+      auto& out = shapes_[static_cast<std::size_t>(id)];
+      for (int p = 0; p < n.num_outputs(); ++p) out.push_back(n.output_shape(p));
+      bool inputs_changed = false;
+      for (const output& i : n.inputs()) inputs_changed |= i.node < id && changed[static_cast<std::size_t>(i.node)];
+      if (inputs_changed && n.def().shape_fn) {
+        std::vector<dtype> in_types;
+        std::vector<partial_shape> in_shapes;
+        std::vector<const tensor*> in_values;
+        for (const output& i : n.inputs()) {
+          const node& p = g.at(i);
+          in_types.push_back(p.output_dtype(i.port));
+          in_shapes.push_back(i.node < id ? shapes_[static_cast<std::size_t>(i.node)][static_cast<std::size_t>(i.port)]
+                                          : p.output_shape(i.port));
+          in_values.push_back(p.def().constant ? p.attrs().find("value")->get_if<tensor>() : nullptr);
+        }
+        std::vector<dtype> out_types;
+        for (int p = 0; p < n.num_outputs(); ++p) out_types.push_back(n.output_dtype(p));
+        shape_context ctx(n.describe(), n.attrs(), std::move(in_types), std::move(in_shapes), std::move(in_values),
+                          std::move(out_types));
+        try {
+          n.def().shape_fn(ctx);
+          for (int p = 0; p < n.num_outputs(); ++p)
+            if (ctx.output_shapes()[static_cast<std::size_t>(p)] != out[static_cast<std::size_t>(p)]) {
+              out[static_cast<std::size_t>(p)] = ctx.output_shapes()[static_cast<std::size_t>(p)];
+              changed[static_cast<std::size_t>(id)] = 1;
+            }
+        } catch (const error&) {
+          // The values fed disagree with a rule; the step will say so. The graph's shapes stand.
+        }
+      }
+      for (int p = 0; p < n.num_outputs(); ++p)
+        if (auto it = given.find({id, p}); it != given.end()) {
+          out[static_cast<std::size_t>(p)] = it->second;
+          changed[static_cast<std::size_t>(id)] = 1;
+        }
+    }
+  }
+
+  const graph* graph_;
+  cost_model_options options_;
+  std::vector<std::vector<partial_shape>> shapes_;
+  std::map<std::pair<std::string, std::string>, double> measured_;
+};
+
+}  // namespace weft::passes
+
+namespace weft::passes {
+
+enum class placer { rules, greedy };
+
+inline const char* name(placer p) noexcept { return p == placer::greedy ? "greedy" : "rules"; }
+
+struct placement_options {
+  placer algorithm = placer::greedy;
+  bool soft = false;        // allow_soft_placement
+  int default_device = 0;   // the rule-based placer's device for unconstrained groups
+};
+
+// Whether node n has a kernel on devices of type `device_type`: an empty string when it has,
+// else why not (the kernel registry's message, which names the node and its dtypes).
+using kernel_check = std::function<std::string(const node& n, const std::string& device_type)>;
+
+struct node_placement {
+  int node = -1;
+  int device = -1;
+  double start = 0, finish = 0;  // simulated seconds from the start of the step
+  double compute = 0;            // its compute time on the chosen device
+  // When it would have finished on each device of the cluster (infinity where it may not run).
+  std::vector<double> finish_on;
+};
+
+struct placement {
+  placer algorithm = placer::greedy;
+  std::vector<std::string> device_names;  // the cluster's short names
+  std::vector<int> device_of;             // per graph node id; -1 for a node not placed
+  std::vector<node_placement> nodes;      // in the order the simulation placed them
+  std::vector<double> busy_seconds;       // per device: the compute time placed there
+  double predicted_seconds = 0;           // the simulated step: the last finish
+
+  // Per node (in graph order): device, simulated start and finish, and the finish on each
+  // device where it could have run.
+  std::string report(const graph& g) const {
+    std::ostringstream out;
+    auto us = [](double s) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f", s * 1e6);
+      return std::string(buf);
+    };
+    out << name(algorithm) << " placement of " << nodes.size() << " nodes on " << device_names.size()
+        << " devices: predicted step " << us(predicted_seconds) << " us\n";
+    for (std::size_t d = 0; d < device_names.size(); ++d)
+      out << "  " << device_names[d] << ": " << us(busy_seconds[d]) << " us of compute\n";
+    std::vector<const node_placement*> order;
+    for (const auto& p : nodes) order.push_back(&p);
+    std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->node < b->node; });
+    std::size_t width = 4;
+    for (auto* p : order) width = std::max(width, g.at(p->node).name().size() + g.at(p->node).op().size() + 3);
+    out << "  " << pad("node", width) << "  device   start us   finish us  finish us on each device\n";
+    for (auto* p : order) {
+      const node& n = g.at(p->node);
+      out << "  " << pad(n.name() + " (" + n.op() + ")", width) << "  " << pad(device_names[static_cast<std::size_t>(p->device)], 7)
+          << "  " << pad(us(p->start), 9) << "  " << pad(us(p->finish), 10) << " ";
+      for (std::size_t d = 0; d < p->finish_on.size(); ++d)
+        if (p->finish_on[d] < std::numeric_limits<double>::infinity())
+          out << ' ' << device_names[d] << ' ' << us(p->finish_on[d]);
+      out << '\n';
+    }
+    return out.str();
+  }
+
+ private:
+  static std::string pad(std::string s, std::size_t w) {
+    if (s.size() < w) s.append(w - s.size(), ' ');
+    return s;
+  }
+};
+
+namespace detail {
+
+struct union_find {
+  std::vector<int> parent;
+  explicit union_find(int n) : parent(static_cast<std::size_t>(n)) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int x) {
+    while (parent[static_cast<std::size_t>(x)] != x) {
+      parent[static_cast<std::size_t>(x)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(x)])];
+      x = parent[static_cast<std::size_t>(x)];
+    }
+    return x;
+  }
+  void join(int a, int b) {
+    a = find(a), b = find(b);
+    if (a != b) parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);  // the lower id leads
+  }
+};
+
+inline std::string device_list(const cluster& c, const std::vector<char>& allowed) {
+  std::string out;
+  for (int d = 0; d < c.size(); ++d)
+    if (allowed[static_cast<std::size_t>(d)]) out += (out.empty() ? "" : ", ") + c.short_name(d);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace detail
+
+// Places the needed nodes of g on the devices of c. is_fed(o): whether output o is fed (a
+// fed value is on every device at the start of the step); rep: CSE's stand-ins (empty: each
+// node stands for itself), so that an input is read from the node that computes it.
+inline placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
+                       const kernel_check& has_kernel, const placement_options& options,
+                       const std::function<bool(output)>& is_fed = {}, const std::vector<int>& rep = {}) {
+  const int count = g.size();
+  const int num_devices = c.size();
+  if (static_cast<int>(needed.size()) != count)
+    fail(error_code::invalid_argument, "place: needed has ", needed.size(), " entries for a graph of ", count, " nodes");
+  if (options.default_device < 0 || options.default_device >= num_devices)
+    fail(error_code::invalid_argument, "placement_options::default_device ", options.default_device, " is not one of the ",
+         num_devices, " devices");
+  auto is_needed = [&](int id) { return needed[static_cast<std::size_t>(id)]; };
+  auto stand_in = [&](int id) { return rep.empty() ? id : rep[static_cast<std::size_t>(id)]; };
+  auto fed = [&](output o) { return is_fed && is_fed(o); };
+  const std::vector<char> all(static_cast<std::size_t>(num_devices), 1);
+
+  // 1. Feasible devices per node.
+  std::vector<std::vector<char>> feasible(static_cast<std::size_t>(count));
+  for (int id = 0; id < count; ++id) {
+    if (!is_needed(id)) continue;
+    const node& n = g.at(id);
+    std::vector<char> matched = all;
+    std::optional<device_name> spec;
+    if (!n.device().empty()) {
+      try {
+        spec = device_name::parse(n.device());
+      } catch (const error& e) {
+        fail(error_code::invalid_argument, n.describe(), ": ", e.what());
+      }
+      for (int d = 0; d < num_devices; ++d) matched[static_cast<std::size_t>(d)] = spec->matches(c.parsed(d));
+    }
+    std::vector<char> runs(static_cast<std::size_t>(num_devices), 1);
+    std::map<std::string, std::string> why_not;  // by device type
+    if (n.def().control == flow::plain && !n.def().feed)
+      for (int d = 0; d < num_devices; ++d) {
+        auto [it, added] = why_not.try_emplace(c.type(d));
+        if (added) it->second = has_kernel ? has_kernel(n, c.type(d)) : std::string();
+        runs[static_cast<std::size_t>(d)] = it->second.empty();
+      }
+    std::vector<char> ok(static_cast<std::size_t>(num_devices));
+    for (int d = 0; d < num_devices; ++d) ok[static_cast<std::size_t>(d)] = matched[static_cast<std::size_t>(d)] && runs[static_cast<std::size_t>(d)];
+    auto none = [](const std::vector<char>& v) { return std::find(v.begin(), v.end(), 1) == v.end(); };
+    if (none(ok) && options.soft && !none(runs)) {
+      ok = runs;
+      if (spec && spec->type) {
+        std::vector<char> same_type(static_cast<std::size_t>(num_devices));
+        for (int d = 0; d < num_devices; ++d) same_type[static_cast<std::size_t>(d)] = runs[static_cast<std::size_t>(d)] && c.type(d) == *spec->type;
+        if (!none(same_type)) ok = same_type;
+      }
+    }
+    if (none(ok)) {
+      std::string names;
+      for (int d = 0; d < num_devices; ++d) names += (d ? ", " : "") + c.short_name(d);
+      if (none(matched))
+        fail(error_code::invalid_argument, n.describe(), " requests device '", n.device(),
+             "', which matches none of the devices (", names, ")");
+      // A kernel is missing on every device it may use: the registry's words for the first.
+      for (int d = 0; d < num_devices; ++d)
+        if (matched[static_cast<std::size_t>(d)]) {
+          const std::string& why = why_not[c.type(d)];
+          if (n.device().empty()) throw error(error_code::not_found, why);
+          throw error(error_code::not_found, why + "; it requests device '" + n.device() + "' (" +
+                                                 detail::device_list(c, matched) + ")" +
+                                                 (none(runs) ? "" : ", and soft placement is off"));
+        }
+    }
+    feasible[static_cast<std::size_t>(id)] = std::move(ok);
+  }
+
+  // 2. Colocation groups.
+  detail::union_find groups(count);
+  for (int id = 0; id < count; ++id) {
+    if (!is_needed(id)) continue;
+    const node& n = g.at(id);
+    if (!n.colocation().empty()) {
+      const node& root = g[n.colocation()];
+      groups.join(id, stand_in(root.id()));
+    }
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      const output in = n.inputs()[static_cast<std::size_t>(i)];
+      if (n.input_is_ref(i) && !fed(in)) groups.join(id, stand_in(in.node));
+    }
+  }
+  std::vector<std::vector<char>> group_ok(static_cast<std::size_t>(count));
+  std::vector<std::vector<int>> members(static_cast<std::size_t>(count));
+  for (int id = 0; id < count; ++id) {
+    if (!is_needed(id)) continue;
+    const int r = groups.find(id);
+    members[static_cast<std::size_t>(r)].push_back(id);
+    auto& ok = group_ok[static_cast<std::size_t>(r)];
+    if (ok.empty()) ok = all;
+    for (int d = 0; d < num_devices; ++d) ok[static_cast<std::size_t>(d)] &= feasible[static_cast<std::size_t>(id)][static_cast<std::size_t>(d)];
+  }
+  for (int r = 0; r < count; ++r) {
+    const auto& ok = group_ok[static_cast<std::size_t>(r)];
+    if (ok.empty() || std::find(ok.begin(), ok.end(), 1) != ok.end()) continue;
+    std::string detail_text;
+    for (int m : members[static_cast<std::size_t>(r)])
+      detail_text += "; " + g.at(m).describe() + " may run on " + detail::device_list(c, feasible[static_cast<std::size_t>(m)]);
+    fail(error_code::invalid_argument, "nodes colocated with ", g.at(r).describe(),
+         " (by colocation or by taking its reference) have no device in common", detail_text);
+  }
+
+  // 3. The simulation.
+  placement result;
+  result.algorithm = options.algorithm;
+  for (int d = 0; d < num_devices; ++d) result.device_names.push_back(c.short_name(d));
+  result.device_of.assign(static_cast<std::size_t>(count), -1);
+  result.busy_seconds.assign(static_cast<std::size_t>(num_devices), 0.0);
+  std::vector<int> group_device(static_cast<std::size_t>(count), -1);
+  std::vector<double> device_free(static_cast<std::size_t>(num_devices), 0.0);
+  std::vector<double> finish(static_cast<std::size_t>(count), 0.0);
+  std::map<std::pair<output, int>, double> arrival;  // a tensor's arrival on a device it was sent to
+  constexpr double never = std::numeric_limits<double>::infinity();
+
+  auto first_ok = [&](const std::vector<char>& ok) {
+    return static_cast<int>(std::find(ok.begin(), ok.end(), 1) - ok.begin());
+  };
+  auto rule_device = [&](int r) {
+    const auto& ok = group_ok[static_cast<std::size_t>(r)];
+    return ok[static_cast<std::size_t>(options.default_device)] ? options.default_device : first_ok(ok);
+  };
+  // A free source: a node with nothing to wait for that costs only the overhead; the greedy
+  // placer puts its group where its first consumer goes.
+  auto is_free_source = [&](int id) {
+    const node& n = g.at(id);
+    if (options.algorithm != placer::greedy || !costs.overhead_only(id) || !n.control_inputs().empty()) return false;
+    for (const output& in : n.inputs())
+      if (!fed(in)) return false;
+    return true;
+  };
+  auto commit = [&](int id, int d, double start, std::vector<double> finish_on) {
+    const double t = costs.compute_seconds(id, c, d);
+    node_placement p{id, d, start, start + t, t, std::move(finish_on)};
+    result.device_of[static_cast<std::size_t>(id)] = d;
+    finish[static_cast<std::size_t>(id)] = p.finish;
+    device_free[static_cast<std::size_t>(d)] = p.finish;
+    result.busy_seconds[static_cast<std::size_t>(d)] += t;
+    result.nodes.push_back(std::move(p));
+  };
+  // Places a free source now, on d (its group's device once that is known).
+  auto place_source = [&](int id, int d) {
+    std::vector<double> finish_on(static_cast<std::size_t>(num_devices), never);
+    const double start = device_free[static_cast<std::size_t>(d)];
+    finish_on[static_cast<std::size_t>(d)] = start + costs.compute_seconds(id, c, d);
+    commit(id, d, start, std::move(finish_on));
+  };
+  // Fixes group r on d and places its free sources there.
+  auto fix_group = [&](int r, int d) {
+    group_device[static_cast<std::size_t>(r)] = d;
+    for (int m : members[static_cast<std::size_t>(r)])
+      if (is_free_source(m) && result.device_of[static_cast<std::size_t>(m)] < 0) place_source(m, d);
+  };
+  // When input `in` (already resolved to its stand-in) would be on device d.
+  auto ready_on = [&](output in, int d) -> double {
+    const int p = in.node;
+    int from = result.device_of[static_cast<std::size_t>(p)];
+    if (from < 0) {  // a free source not placed yet: it would go where its group goes, or here
+      const int r = groups.find(p);
+      from = group_device[static_cast<std::size_t>(r)];
+      if (from < 0) from = group_ok[static_cast<std::size_t>(r)][static_cast<std::size_t>(d)] ? d : first_ok(group_ok[static_cast<std::size_t>(r)]);
+      const double made = device_free[static_cast<std::size_t>(from)] + costs.compute_seconds(p, c, from);
+      return from == d ? made : made + c.transfer_seconds(costs.output_bytes(in), from, d);
+    }
+    if (from == d) return finish[static_cast<std::size_t>(p)];
+    if (auto it = arrival.find({in, d}); it != arrival.end()) return it->second;
+    return finish[static_cast<std::size_t>(p)] + c.transfer_seconds(costs.output_bytes(in), from, d);
+  };
+
+  for (int id = 0; id < count; ++id) {
+    if (!is_needed(id) || result.device_of[static_cast<std::size_t>(id)] >= 0) continue;
+    if (is_free_source(id) && group_device[static_cast<std::size_t>(groups.find(id))] < 0) continue;  // placed with a consumer
+    const node& n = g.at(id);
+    const int r = groups.find(id);
+    // The inputs this node waits for, from earlier nodes (a loop's back edge is left out).
+    std::vector<output> inputs;
+    for (const output& raw : n.inputs()) {
+      if (fed(raw)) continue;
+      const output in{stand_in(raw.node), raw.port};
+      if (in.node < id || result.device_of[static_cast<std::size_t>(in.node)] >= 0) inputs.push_back(in);
+    }
+    std::vector<int> controls;
+    for (int raw : n.control_inputs()) {
+      const int p = stand_in(raw);
+      if (p < id) controls.push_back(p);
+    }
+    std::vector<double> finish_on(static_cast<std::size_t>(num_devices), never);
+    std::vector<double> start_on(static_cast<std::size_t>(num_devices), never);
+    const int fixed = group_device[static_cast<std::size_t>(r)] >= 0 ? group_device[static_cast<std::size_t>(r)]
+                      : options.algorithm == placer::rules     ? rule_device(r)
+                                                               : -1;
+    for (int d = 0; d < num_devices; ++d) {
+      if (!group_ok[static_cast<std::size_t>(r)][static_cast<std::size_t>(d)] || (fixed >= 0 && d != fixed)) continue;
+      double ready = device_free[static_cast<std::size_t>(d)];
+      for (const output& in : inputs) ready = std::max(ready, ready_on(in, d));
+      for (int p : controls) {
+        const int from = result.device_of[static_cast<std::size_t>(p)];
+        ready = std::max(ready, finish[static_cast<std::size_t>(p)] + (from >= 0 && from != d ? c.link(from, d).latency_seconds : 0));
+      }
+      start_on[static_cast<std::size_t>(d)] = ready;
+      finish_on[static_cast<std::size_t>(d)] = ready + costs.compute_seconds(id, c, d);
+    }
+    int best = -1;
+    for (int d = 0; d < num_devices; ++d)
+      if (finish_on[static_cast<std::size_t>(d)] < never &&
+          (best < 0 || finish_on[static_cast<std::size_t>(d)] < finish_on[static_cast<std::size_t>(best)] * (1 - 1e-12)))
+        best = d;
+    if (group_device[static_cast<std::size_t>(r)] < 0) fix_group(r, best);
+    // The free sources it reads go where their groups go, here when not decided yet.
+    for (const output& in : inputs)
+      if (result.device_of[static_cast<std::size_t>(in.node)] < 0) {
+        const int pr = groups.find(in.node);
+        if (group_device[static_cast<std::size_t>(pr)] < 0)
+          fix_group(pr, group_ok[static_cast<std::size_t>(pr)][static_cast<std::size_t>(best)] ? best : first_ok(group_ok[static_cast<std::size_t>(pr)]));
+        if (result.device_of[static_cast<std::size_t>(in.node)] < 0) place_source(in.node, group_device[static_cast<std::size_t>(pr)]);
+      }
+    // Its inputs from other devices arrive once (recorded for its other users there).
+    double start = device_free[static_cast<std::size_t>(best)];
+    for (const output& in : inputs) {
+      const int from = result.device_of[static_cast<std::size_t>(in.node)];
+      double t = finish[static_cast<std::size_t>(in.node)];
+      if (from != best) {
+        auto [it, added] = arrival.try_emplace({in, best}, t + c.transfer_seconds(costs.output_bytes(in), from, best));
+        t = it->second;
+      }
+      start = std::max(start, t);
+    }
+    for (int p : controls) {
+      const int from = result.device_of[static_cast<std::size_t>(p)];
+      start = std::max(start, finish[static_cast<std::size_t>(p)] + (from >= 0 && from != best ? c.link(from, best).latency_seconds : 0));
+    }
+    finish_on[static_cast<std::size_t>(best)] = start + costs.compute_seconds(id, c, best);
+    commit(id, best, start, std::move(finish_on));
+  }
+  // Free sources nothing needed reads (a variable fetched alone, say).
+  for (int id = 0; id < count; ++id)
+    if (is_needed(id) && result.device_of[static_cast<std::size_t>(id)] < 0) {
+      const int r = groups.find(id);
+      if (group_device[static_cast<std::size_t>(r)] < 0) fix_group(r, rule_device(r));
+      if (result.device_of[static_cast<std::size_t>(id)] < 0) place_source(id, group_device[static_cast<std::size_t>(r)]);
+    }
+  for (const auto& p : result.nodes) result.predicted_seconds = std::max(result.predicted_seconds, p.finish);
+  return result;
+}
+
+}  // namespace weft::passes
+// Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
+// names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
+// it needs every node reached walking back from its fetches and targets through data and
+// control inputs, and stops at fed outputs: what produces a fed value does not run.
+
+#include <cstddef>
+#include <vector>
+
+
+namespace weft::passes {
+
+// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
+// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
+// it and marks stand-ins only.
+template <class IsFed>
+std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed,
+                        const std::vector<int>& rep = {}) {
+  std::vector<bool> needed(static_cast<std::size_t>(g.size()), false);
+  std::vector<int> stack;
+  auto need = [&](int id) {
+    if (!rep.empty()) id = rep[static_cast<std::size_t>(id)];
+    if (!needed[static_cast<std::size_t>(id)]) {
+      needed[static_cast<std::size_t>(id)] = true;
+      stack.push_back(id);
+    }
+  };
+  for (output o : fetched)
+    if (!is_fed(o)) need(o.node);
+  for (int t : targets) need(t);
+  while (!stack.empty()) {
+    const node& n = g.at(stack.back());
+    stack.pop_back();
+    for (output in : n.inputs())
+      if (!is_fed(in)) need(in.node);
+    for (int c : n.control_inputs()) need(c);
+  }
+  return needed;
+}
+
+}  // namespace weft::passes
+// Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
+// allocator with counts of the bytes in use and their peak, its own threads, and copies of
+// tensors to and from host memory (framework/device_name.hpp parses and matches names). The runtime
+// knows devices only through this interface; a kernel gets the interface and the context its
+// device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
+// as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
+// device's own intra_op_pool, apart from the inter-op pool the executor schedules nodes on;
+// a kernel's calling thread runs its blocks beside the pool's workers.
+
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
 // The intra-op threads of a CPU device: a kernel splits its work into blocks with
 // parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
 // claiming the next block from a shared counter, so a kernel never waits for a block that
@@ -8295,15 +9025,19 @@ class kernel_registry {
 
   // Creates the kernel for `n`, or throws not_found naming the node and what was registered.
   std::unique_ptr<op_kernel> create(const node& n, const std::string& device_type) const {
-    std::shared_lock lock(mutex_);
-    auto it = kernels_.find({n.op(), device_type});
-    if (it != kernels_.end()) {
-      for (const auto& k : it->second) {
-        if (k.constraint.attr.empty()) return k.factory(n);
-        const attr_value* v = n.attrs().find(k.constraint.attr);
-        if (v && v->get_if<dtype>() && *v->get_if<dtype>() == k.constraint.type) return k.factory(n);
-      }
+    {
+      std::shared_lock lock(mutex_);
+      if (const kernel_factory* f = find(n, device_type)) return (*f)(n);
     }
+    throw error(error_code::not_found, missing(n, device_type));
+  }
+
+  // Whether `n` finds a kernel on `device_type`: an empty string when it does, else the
+  // error create() would raise (the node, its type attrs, and what is registered).
+  std::string missing(const node& n, const std::string& device_type) const {
+    std::shared_lock lock(mutex_);
+    if (find(n, device_type)) return {};
+    auto it = kernels_.find({n.op(), device_type});
     std::ostringstream msg;
     msg << n.describe() << ": no " << device_type << " kernel registered";
     for (const auto& [key, value] : n.attrs().entries())
@@ -8315,7 +9049,7 @@ class kernel_registry {
     } else {
       msg << " (include the op's kernel header, or <weft/kernels/cpu/all.hpp> in one translation unit)";
     }
-    throw error(error_code::not_found, msg.str());
+    return msg.str();
   }
 
   bool has(std::string_view op, std::string_view device_type) const {
@@ -8343,6 +9077,18 @@ class kernel_registry {
     type_constraint constraint;
     kernel_factory factory;
   };
+  // The factory for `n` on `device_type`, or nullptr; the caller holds mutex_.
+  const kernel_factory* find(const node& n, const std::string& device_type) const {
+    auto it = kernels_.find({n.op(), device_type});
+    if (it == kernels_.end()) return nullptr;
+    for (const auto& k : it->second) {
+      if (k.constraint.attr.empty()) return &k.factory;
+      const attr_value* v = n.attrs().find(k.constraint.attr);
+      if (v && v->get_if<dtype>() && *v->get_if<dtype>() == k.constraint.type) return &k.factory;
+    }
+    return nullptr;
+  }
+
   mutable std::shared_mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::vector<registration>> kernels_;
 };
@@ -8420,6 +9166,8 @@ struct executable {
   std::vector<frame_info> frames;
   std::vector<int> roots;
   int num_fetches = 0;
+  // Where each node runs, and the simulation that chose it (exec_node::device follows it).
+  std::shared_ptr<const passes::placement> placement;
 };
 
 // Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
@@ -9222,10 +9970,20 @@ struct session_options {
   int inter_op_threads = default_thread_count() - 1;
   int intra_op_threads = default_thread_count();  // per CPU device
   // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
-  // each with its own intra-op threads and allocator. A node runs on the first device its
-  // requested device (node_options::on, device_scope) matches, or on CPU:0 when it requests
-  // none; a request no device matches is an error naming the node.
+  // each with its own intra-op threads and allocator.
   int cpu_devices = 1;
+  // Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
+  // is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
+  // (node_options::on, device_scope), with the nodes colocated with it (a variable with the
+  // ops that update it), else on CPU:0; placer::greedy simulates the step with the cost model
+  // and puts each unconstrained node where it would finish first. A request no device
+  // matches, or whose devices have no kernel for the node, is an error naming the node
+  // unless `soft` is set.
+  passes::placement_options placement{.algorithm = passes::placer::rules};
+  // The devices as the cost model sees them, by index (the names are the session's own;
+  // empty: default_device_spec for each), and the link between any two of them.
+  std::vector<passes::device_spec> device_specs;
+  passes::link_spec link;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
   // The most bytes the tensors this session's kernels allocate on each device may hold at
   // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -9296,6 +10054,8 @@ class session {
         // kernels' intra-op threads (the calling thread runs most nodes).
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
+        cluster_(make_cluster(devices_, options)),
+        placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
 
@@ -9311,6 +10071,13 @@ class session {
              "' became '", g.at(i).name(), "')");
     graph_ = std::make_shared<const graph>(g);
     cache_.clear();
+  }
+
+  // The figures the cost model assumes for a CPU device with `threads` intra-op threads:
+  // 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
+  static passes::device_spec default_device_spec(const weft::device& d) {
+    const double threads = d.num_threads();
+    return {d.name(), 50e9 * threads, std::min(10e9 * threads, 40e9), 2e-6};
   }
 
   std::vector<tensor> run(const feed_list& feeds, const std::vector<endpoint>& fetches,
@@ -9336,6 +10103,40 @@ class session {
 
   // Runs targets only.
   void run(const std::vector<endpoint>& targets) { run({}, {}, targets); }
+
+  // Where the run (feeds, fetches, targets) places each node it runs, with the simulated
+  // times (passes::placement::report() prints them); builds the run's executable when it is
+  // not cached yet. The feeds' shapes refine the cost model's.
+  std::shared_ptr<const passes::placement> placement(const feed_list& feeds, const std::vector<endpoint>& fetches,
+                                                     const std::vector<endpoint>& targets = {}) {
+    return prepare(feeds, fetches, targets)->placement;
+  }
+
+  // Measured node times for the cost model, from a traced step's stats (run_options::trace):
+  // each node's time on its device's type (the mean of its runs in the step, for a node in a
+  // loop), replacing the estimate and earlier records; the executables built so far are
+  // dropped, so that each signature is placed again with them on its next run.
+  void record_costs(const step_stats& stats) {
+    std::map<std::pair<std::string, std::string>, std::pair<double, int>> sums;
+    for (const auto& st : stats.nodes) {
+      std::string type;
+      for (const auto& d : devices_)
+        if (d->name() == st.device) type = d->type();
+      if (type.empty())
+        fail(error_code::invalid_argument, "session::record_costs: node '", st.node, "' ran on '", st.device,
+             "', which is not a device of this session");
+      auto& [sum, count] = sums[{st.node, type}];
+      sum += static_cast<double>(st.end_ns - st.start_ns) * 1e-9;
+      ++count;
+    }
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, value] : sums) {
+      if (!graph_->find(key.first))
+        fail(error_code::not_found, "session::record_costs: no node named '", key.first, "' in the session's graph");
+      measured_[key] = value.first / value.second;
+    }
+    cache_.clear();
+  }
 
   tensor run_one(const feed_list& feeds, const endpoint& fetch) { return run(feeds, {fetch}).at(0); }
 
@@ -9363,6 +10164,7 @@ class session {
       g = graph_;
     }
     std::vector<output> fed, fetched;
+    std::vector<std::pair<output, shape>> fed_shapes;
     std::vector<int> target_ids;
     for (const auto& [e, value] : feeds) {
       output o = e.resolve(*g);
@@ -9378,6 +10180,7 @@ class session {
       if (std::find(fed.begin(), fed.end(), o) != fed.end())
         fail(error_code::invalid_argument, "feed '", g->name_of(o), "' is fed twice");
       fed.push_back(o);
+      fed_shapes.emplace_back(o, value.shape());
     }
     for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
     for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
@@ -9387,7 +10190,7 @@ class session {
       std::lock_guard lock(mutex_);
       if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
     }
-    auto x = build(g, fed, fetched, target_ids);
+    auto x = build(g, fed, fetched, target_ids, fed_shapes);
     std::lock_guard lock(mutex_);
     if (graph_ == g) cache_[key] = x;
     return x;
@@ -9395,7 +10198,7 @@ class session {
 
   std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& user_fed,
                                           const std::vector<output>& fetched, const std::vector<int>& targets,
-                                          bool fold = true) {
+                                          const std::vector<std::pair<output, shape>>& fed_shapes, bool fold = true) {
     auto x = std::make_shared<executable>();
     x->source = g;
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
@@ -9416,7 +10219,7 @@ class session {
       const auto plan = passes::plan_constant_folding(*g, needed, fed, fetched, folding_);
       if (!plan.outputs.empty()) {
         try {
-          auto sub = build(g, {}, plan.outputs, {}, false);
+          auto sub = build(g, {}, plan.outputs, {}, {}, false);
           step s(*sub, {}, device_ptrs_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
           x->constants = s.run();  // one value per planned output
         } catch (const std::exception&) {
@@ -9439,6 +10242,20 @@ class session {
     }
     auto stand_in = [&](int id) { return rep.empty() ? id : rep[static_cast<std::size_t>(id)]; };
 
+    // Placement: a device for every needed node.
+    {
+      passes::cost_model costs(*g, fed_shapes);
+      {
+        std::lock_guard lock(mutex_);
+        costs.set_measured(measured_);
+      }
+      const auto kernels = [](const node& n, const std::string& device_type) {
+        return kernel_registry::global().missing(n, device_type);
+      };
+      x->placement = std::make_shared<const passes::placement>(
+          passes::place(*g, needed, cluster_, costs, kernels, placement_, is_fed, rep));
+    }
+
     // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
     std::vector<int> exec_of(static_cast<std::size_t>(g->size()), -1);
     int num_slots = 0;  // numbered over the whole executable here; finish_executable numbers them per frame
@@ -9460,7 +10277,7 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
-      xn.device = place(n);
+      xn.device = x->placement->device_of[static_cast<std::size_t>(id)];
       const std::string device_type = devices_[static_cast<std::size_t>(xn.device)]->type();
       if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
@@ -9520,28 +10337,23 @@ class session {
       out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
     return out;
   }
+  static passes::cluster make_cluster(const std::vector<std::unique_ptr<weft::device>>& devices,
+                                      const session_options& o) {
+    if (!o.device_specs.empty() && o.device_specs.size() != devices.size())
+      fail(error_code::invalid_argument, "session_options::device_specs has ", o.device_specs.size(),
+           " entries for the session's ", devices.size(), " devices");
+    std::vector<passes::device_spec> specs;
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      passes::device_spec s = o.device_specs.empty() ? default_device_spec(*devices[i]) : o.device_specs[i];
+      s.name = devices[i]->name();
+      specs.push_back(std::move(s));
+    }
+    return passes::cluster(std::move(specs), o.link);
+  }
   static std::vector<const weft::device*> pointers(const std::vector<std::unique_ptr<weft::device>>& devices) {
     std::vector<const weft::device*> out;
     for (const auto& d : devices) out.push_back(d.get());
     return out;
-  }
-
-  // The index of the device node n runs on: the first its requested device matches, CPU:0
-  // when it requests none.
-  int place(const node& n) const {
-    if (n.device().empty()) return 0;
-    device_name spec;
-    try {
-      spec = device_name::parse(n.device());
-    } catch (const error& e) {
-      fail(error_code::invalid_argument, n.describe(), ": ", e.what());
-    }
-    for (std::size_t i = 0; i < devices_.size(); ++i)
-      if (spec.matches(devices_[i]->parsed_name())) return static_cast<int>(i);
-    std::string names;
-    for (const auto& d : devices_) names += (names.empty() ? "" : ", ") + d->name();
-    fail(error_code::invalid_argument, n.describe(), " requests device '", n.device(),
-         "', which this session does not have (its devices: ", names, ")");
   }
 
   mutable std::mutex mutex_;
@@ -9550,6 +10362,9 @@ class session {
   std::vector<std::unique_ptr<weft::device>> devices_;
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
+  passes::cluster cluster_;
+  passes::placement_options placement_;
+  std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
   passes::constant_folding_options folding_;
   bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
@@ -9887,7 +10702,7 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
   static void register_kernels() { cpu::register_io_kernels(); }
 };
 }  // namespace weft
-// GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g).
+// GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g), either with a placement.
 
 #include <map>
 #include <ostream>
@@ -9910,11 +10725,26 @@ inline std::string dot_escape(const std::string& s) {
 }  // namespace detail
 
 // GraphViz DOT of g: one box per node (name, op, dtype and shape), dotted control edges,
-// and one cluster per requested device.
-inline void write_dot(const graph& g, std::ostream& out) {
+// and one cluster per requested device. With a placement (session::placement(), or
+// passes::place()), one cluster per device the nodes were placed on instead, each device's
+// boxes filled with its own colour, the simulated start and finish in each label, and the
+// nodes the placed run does not need left grey outside the clusters.
+inline void write_dot(const graph& g, std::ostream& out, const passes::placement* placed = nullptr) {
   out << "digraph weft {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  static constexpr const char* colours[] = {"#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#8dd3c7", "#bebada"};
   std::map<std::string, std::vector<int>> by_device;
-  for (int id = 0; id < g.size(); ++id) by_device[g.at(id).device()].push_back(id);
+  std::map<int, const passes::node_placement*> records;
+  if (placed)
+    for (const auto& r : placed->nodes) records[r.node] = &r;
+  auto device_of = [&](int id) -> int {
+    if (!placed || static_cast<std::size_t>(id) >= placed->device_of.size()) return -1;
+    return placed->device_of[static_cast<std::size_t>(id)];
+  };
+  for (int id = 0; id < g.size(); ++id) {
+    const int d = device_of(id);
+    by_device[placed ? (d >= 0 ? placed->device_names[static_cast<std::size_t>(d)] : std::string()) : g.at(id).device()]
+        .push_back(id);
+  }
   int cluster = 0;
   for (const auto& [device, ids] : by_device) {
     std::string indent = "  ";
@@ -9926,22 +10756,36 @@ inline void write_dot(const graph& g, std::ostream& out) {
       const node& n = g.at(id);
       out << indent << "n" << id << " [label=\"" << detail::dot_escape(n.name()) << "\\n" << n.op();
       for (int p = 0; p < n.num_outputs(); ++p) out << "\\n" << n.output_dtype(p) << n.output_shape(p);
-      out << "\"];\n";
+      const int d = device_of(id);
+      if (d >= 0 && records.count(id)) {
+        const auto* r = records[id];
+        out << "\\n" << r->start * 1e6 << "-" << r->finish * 1e6 << " us";
+      }
+      out << "\"";
+      if (d >= 0)
+        out << ", style=filled, fillcolor=\"" << colours[static_cast<std::size_t>(d) % std::size(colours)] << "\"";
+      else if (placed)
+        out << ", color=grey, fontcolor=grey";
+      out << "];\n";
     }
     if (!device.empty()) out << "  }\n";
   }
   for (int id = 0; id < g.size(); ++id) {
     const node& n = g.at(id);
-    for (const auto& in : n.inputs())
-      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"];\n";
+    for (const auto& in : n.inputs()) {
+      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"";
+      const int from = device_of(in.node), to = device_of(id);
+      if (from >= 0 && to >= 0 && from != to) out << ", color=red, penwidth=2";  // a transfer between devices
+      out << "];\n";
+    }
     for (int c : n.control_inputs()) out << "  n" << c << " -> n" << n.id() << " [style=dotted];\n";
   }
   out << "}\n";
 }
 
-inline std::string to_dot(const graph& g) {
+inline std::string to_dot(const graph& g, const passes::placement* placed = nullptr) {
   std::ostringstream out;
-  write_dot(g, out);
+  write_dot(g, out, placed);
   return out.str();
 }
 

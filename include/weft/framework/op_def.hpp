@@ -44,6 +44,34 @@ struct attr_def {
 };
 
 class shape_context;
+class attr_map;
+
+// What an op's cost rule reads (graph/passes/cost_model.hpp): its attributes and the dims of
+// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
+// guess stands in), as doubles so that products of dims cannot overflow.
+struct op_cost_args {
+  const attr_map& attrs;
+  const std::vector<std::vector<double>>& inputs;
+  const std::vector<std::vector<double>>& outputs;
+
+  static double elements(const std::vector<double>& dims) noexcept {
+    double n = 1;
+    for (double d : dims) n *= d;
+    return n;
+  }
+  // Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
+  double input_dim(std::size_t k, int i) const noexcept { return dim(inputs, k, i); }
+  double output_dim(std::size_t k, int i) const noexcept { return dim(outputs, k, i); }
+
+ private:
+  static double dim(const std::vector<std::vector<double>>& all, std::size_t k, int i) noexcept {
+    if (k >= all.size()) return 0;
+    const auto& d = all[k];
+    const auto rank = static_cast<int>(d.size());
+    if (i < 0) i += rank;
+    return i >= 0 && i < rank ? d[static_cast<std::size_t>(i)] : 0;
+  }
+};
 
 // An op's part in control flow: the executor runs these ops itself, with no kernel.
 enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
@@ -63,6 +91,9 @@ struct op_def {
   bool variable = false;            // a variable (Variable): what checkpoints save and restore
   bool runs_on_dead_value = false;  // runs when a value it reads is dead, but for its key (AccumulatorPush)
   std::function<void(shape_context&)> shape_fn;
+  // The arithmetic operations one run does, for the cost model; unset: one per element of
+  // its largest input or output (elementwise ops, reductions, copies).
+  std::function<double(const op_cost_args&)> flops_fn;
 
   const attr_def* find_attr(std::string_view n) const {
     for (const auto& a : attrs)
@@ -235,6 +266,10 @@ class op_def_builder {
   }
   op_def_builder& shape_fn(std::function<void(shape_context&)> f) {
     def_.shape_fn = std::move(f);
+    return *this;
+  }
+  op_def_builder& flops(std::function<double(const op_cost_args&)> f) {
+    def_.flops_fn = std::move(f);
     return *this;
   }
   op_def build() const {

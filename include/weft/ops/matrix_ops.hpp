@@ -67,6 +67,10 @@ inline std::vector<op_def> matrix_op_defs() {
                        if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
                        c.set_output(0, partial_shape{m, n});
                      })
+                     .flops([](const op_cost_args& c) {  // 2mnk: a multiply and an add per term
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", "MatMul") ? 0 : 1);
+                       return 2 * op_cost_args::elements(c.outputs[0]) * k;
+                     })
                      .build());
   defs.push_back(op_def_builder("BatchMatMulV2")
                      .input("x: T")
@@ -95,6 +99,10 @@ inline std::vector<op_def> matrix_op_defs() {
                        batch->push_back(m);
                        batch->push_back(n);
                        c.set_output(0, partial_shape(*batch));
+                     })
+                     .flops([](const op_cost_args& c) {
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "adj_x", "BatchMatMulV2") ? -2 : -1);
+                       return 2 * op_cost_args::elements(c.outputs[0]) * k;
                      })
                      .build());
   auto square = [](shape_context& c) {

@@ -290,6 +290,10 @@ inline std::vector<op_def> nn_op_defs() {
                        if (f[0] == 0 || f[1] == 0) c.fail("the filter's height and width must be positive");
                        c.set_output(0, detail::windowed(c, in, w, f[0], f[1], f[3]));
                      })
+                     .flops([](const op_cost_args& c) {  // a multiply-add per output element and filter tap
+                       return 2 * op_cost_args::elements(c.outputs[0]) * c.input_dim(1, 0) * c.input_dim(1, 1) *
+                              c.input_dim(1, 2);
+                     })
                      .build());
   defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropInput")
                                 .input("input_sizes: Tsizes")
@@ -302,6 +306,10 @@ inline std::vector<op_def> nn_op_defs() {
                        require_rank(c, 1, 4, "filter");
                        require_rank(c, 2, 4, "out_backprop");
                        detail::sizes_output(c, 0, "input_sizes");
+                     })
+                     .flops([](const op_cost_args& c) {  // the forward convolution's count
+                       return 2 * op_cost_args::elements(c.inputs[2]) * c.input_dim(1, 0) * c.input_dim(1, 1) *
+                              c.input_dim(1, 2);
                      })
                      .build());
   defs.push_back(conv_attrs(op_def_builder("Conv2DBackpropFilter")
@@ -316,7 +324,22 @@ inline std::vector<op_def> nn_op_defs() {
                        require_rank(c, 2, 4, "out_backprop");
                        detail::sizes_output(c, 1, "filter_sizes");
                      })
+                     .flops([](const op_cost_args& c) {  // the forward convolution's count
+                       return 2 * op_cost_args::elements(c.inputs[2]) * c.output_dim(0, 0) * c.output_dim(0, 1) *
+                              c.output_dim(0, 2);
+                     })
                      .build());
+  // A pooling op or its gradient visits each window tap of each pooled element once: the
+  // pooled side is its smallest 4-D tensor.
+  const auto pool_flops = [](const op_cost_args& c) {
+    double taps = 1;
+    for (auto d : get_attr<std::vector<std::int64_t>>(c.attrs, "ksize", "pooling")) taps *= static_cast<double>(d);
+    double pooled = -1;
+    for (const auto* side : {&c.inputs, &c.outputs})
+      for (const auto& dims : *side)
+        if (dims.size() == 4 && (pooled < 0 || op_cost_args::elements(dims) < pooled)) pooled = op_cost_args::elements(dims);
+    return std::max(pooled, 0.0) * taps;
+  };
   for (const char* name : {"MaxPool", "AvgPool"})
     defs.push_back(pool_attrs(op_def_builder(name).input(std::string_view(name) == "MaxPool" ? "input: T" : "value: T").output("output: T"))
                        .shape_fn([](shape_context& c) {
@@ -326,6 +349,7 @@ inline std::vector<op_def> nn_op_defs() {
                          if (!in.rank_known()) in = partial_shape::unknown_of_rank(4);
                          c.set_output(0, detail::windowed(c, in, w, w.kh, w.kw, in[3]));
                        })
+                       .flops(pool_flops)
                        .build());
   // MaxPoolGrad's output has orig_input's shape, MaxPoolGradGrad's orig_output's.
   for (const int like : {0, 1})
@@ -339,6 +363,7 @@ inline std::vector<op_def> nn_op_defs() {
                          for (int i = 0; i < 3; ++i) require_rank(c, i, 4, i == 0 ? "orig_input" : i == 1 ? "orig_output" : "grad");
                          c.set_output(0, c.input(like).rank_known() ? c.input(like) : partial_shape::unknown_of_rank(4));
                        })
+                       .flops(pool_flops)
                        .build());
   defs.push_back(pool_attrs(op_def_builder("AvgPoolGrad")
                                 .input("orig_input_shape: Tsizes")
@@ -350,6 +375,7 @@ inline std::vector<op_def> nn_op_defs() {
                        require_rank(c, 1, 4, "grad");
                        detail::sizes_output(c, 0, "orig_input_shape");
                      })
+                     .flops(pool_flops)
                      .build());
   defs.push_back(op_def_builder("Dropout")
                      .input("x: T")

@@ -1,6 +1,6 @@
 // Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
 // allocator with counts of the bytes in use and their peak, its own threads, and copies of
-// tensors to and from host memory (device_name.hpp parses and matches names). The runtime
+// tensors to and from host memory (framework/device_name.hpp parses and matches names). The runtime
 // knows devices only through this interface; a kernel gets the interface and the context its
 // device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
 // as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
@@ -21,7 +21,7 @@
 
 #include <weft/core/allocator.hpp>
 #include <weft/core/tensor.hpp>
-#include <weft/runtime/device_name.hpp>
+#include <weft/framework/device_name.hpp>
 #include <weft/runtime/intra_op_pool.hpp>
 
 namespace weft {

@@ -14,6 +14,7 @@
 #include <weft/core/tensor.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/frames.hpp>
+#include <weft/graph/passes/placement.hpp>
 #include <weft/runtime/kernel.hpp>
 
 namespace weft {
@@ -75,6 +76,8 @@ struct executable {
   std::vector<frame_info> frames;
   std::vector<int> roots;
   int num_fetches = 0;
+  // Where each node runs, and the simulation that chose it (exec_node::device follows it).
+  std::shared_ptr<const passes::placement> placement;
 };
 
 // Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot

@@ -247,15 +247,19 @@ class kernel_registry {
 
   // Creates the kernel for `n`, or throws not_found naming the node and what was registered.
   std::unique_ptr<op_kernel> create(const node& n, const std::string& device_type) const {
-    std::shared_lock lock(mutex_);
-    auto it = kernels_.find({n.op(), device_type});
-    if (it != kernels_.end()) {
-      for (const auto& k : it->second) {
-        if (k.constraint.attr.empty()) return k.factory(n);
-        const attr_value* v = n.attrs().find(k.constraint.attr);
-        if (v && v->get_if<dtype>() && *v->get_if<dtype>() == k.constraint.type) return k.factory(n);
-      }
+    {
+      std::shared_lock lock(mutex_);
+      if (const kernel_factory* f = find(n, device_type)) return (*f)(n);
     }
+    throw error(error_code::not_found, missing(n, device_type));
+  }
+
+  // Whether `n` finds a kernel on `device_type`: an empty string when it does, else the
+  // error create() would raise (the node, its type attrs, and what is registered).
+  std::string missing(const node& n, const std::string& device_type) const {
+    std::shared_lock lock(mutex_);
+    if (find(n, device_type)) return {};
+    auto it = kernels_.find({n.op(), device_type});
     std::ostringstream msg;
     msg << n.describe() << ": no " << device_type << " kernel registered";
     for (const auto& [key, value] : n.attrs().entries())
@@ -267,7 +271,7 @@ class kernel_registry {
     } else {
       msg << " (include the op's kernel header, or <weft/kernels/cpu/all.hpp> in one translation unit)";
     }
-    throw error(error_code::not_found, msg.str());
+    return msg.str();
   }
 
   bool has(std::string_view op, std::string_view device_type) const {
@@ -295,6 +299,18 @@ class kernel_registry {
     type_constraint constraint;
     kernel_factory factory;
   };
+  // The factory for `n` on `device_type`, or nullptr; the caller holds mutex_.
+  const kernel_factory* find(const node& n, const std::string& device_type) const {
+    auto it = kernels_.find({n.op(), device_type});
+    if (it == kernels_.end()) return nullptr;
+    for (const auto& k : it->second) {
+      if (k.constraint.attr.empty()) return &k.factory;
+      const attr_value* v = n.attrs().find(k.constraint.attr);
+      if (v && v->get_if<dtype>() && *v->get_if<dtype>() == k.constraint.type) return &k.factory;
+    }
+    return nullptr;
+  }
+
   mutable std::shared_mutex mutex_;
   std::map<std::pair<std::string, std::string>, std::vector<registration>> kernels_;
 };

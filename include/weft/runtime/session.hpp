@@ -22,6 +22,7 @@
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/constant_folding.hpp>
 #include <weft/graph/passes/cse.hpp>
+#include <weft/graph/passes/placement.hpp>
 #include <weft/graph/passes/prune.hpp>
 #include <weft/runtime/device.hpp>
 #include <weft/runtime/executor.hpp>
@@ -37,10 +38,20 @@ struct session_options {
   int inter_op_threads = default_thread_count() - 1;
   int intra_op_threads = default_thread_count();  // per CPU device
   // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
-  // each with its own intra-op threads and allocator. A node runs on the first device its
-  // requested device (node_options::on, device_scope) matches, or on CPU:0 when it requests
-  // none; a request no device matches is an error naming the node.
+  // each with its own intra-op threads and allocator.
   int cpu_devices = 1;
+  // Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
+  // is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
+  // (node_options::on, device_scope), with the nodes colocated with it (a variable with the
+  // ops that update it), else on CPU:0; placer::greedy simulates the step with the cost model
+  // and puts each unconstrained node where it would finish first. A request no device
+  // matches, or whose devices have no kernel for the node, is an error naming the node
+  // unless `soft` is set.
+  passes::placement_options placement{.algorithm = passes::placer::rules};
+  // The devices as the cost model sees them, by index (the names are the session's own;
+  // empty: default_device_spec for each), and the link between any two of them.
+  std::vector<passes::device_spec> device_specs;
+  passes::link_spec link;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
   // The most bytes the tensors this session's kernels allocate on each device may hold at
   // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -111,6 +122,8 @@ class session {
         // kernels' intra-op threads (the calling thread runs most nodes).
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
+        cluster_(make_cluster(devices_, options)),
+        placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
 
@@ -126,6 +139,13 @@ class session {
              "' became '", g.at(i).name(), "')");
     graph_ = std::make_shared<const graph>(g);
     cache_.clear();
+  }
+
+  // The figures the cost model assumes for a CPU device with `threads` intra-op threads:
+  // 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
+  static passes::device_spec default_device_spec(const weft::device& d) {
+    const double threads = d.num_threads();
+    return {d.name(), 50e9 * threads, std::min(10e9 * threads, 40e9), 2e-6};
   }
 
   std::vector<tensor> run(const feed_list& feeds, const std::vector<endpoint>& fetches,
@@ -151,6 +171,40 @@ class session {
 
   // Runs targets only.
   void run(const std::vector<endpoint>& targets) { run({}, {}, targets); }
+
+  // Where the run (feeds, fetches, targets) places each node it runs, with the simulated
+  // times (passes::placement::report() prints them); builds the run's executable when it is
+  // not cached yet. The feeds' shapes refine the cost model's.
+  std::shared_ptr<const passes::placement> placement(const feed_list& feeds, const std::vector<endpoint>& fetches,
+                                                     const std::vector<endpoint>& targets = {}) {
+    return prepare(feeds, fetches, targets)->placement;
+  }
+
+  // Measured node times for the cost model, from a traced step's stats (run_options::trace):
+  // each node's time on its device's type (the mean of its runs in the step, for a node in a
+  // loop), replacing the estimate and earlier records; the executables built so far are
+  // dropped, so that each signature is placed again with them on its next run.
+  void record_costs(const step_stats& stats) {
+    std::map<std::pair<std::string, std::string>, std::pair<double, int>> sums;
+    for (const auto& st : stats.nodes) {
+      std::string type;
+      for (const auto& d : devices_)
+        if (d->name() == st.device) type = d->type();
+      if (type.empty())
+        fail(error_code::invalid_argument, "session::record_costs: node '", st.node, "' ran on '", st.device,
+             "', which is not a device of this session");
+      auto& [sum, count] = sums[{st.node, type}];
+      sum += static_cast<double>(st.end_ns - st.start_ns) * 1e-9;
+      ++count;
+    }
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, value] : sums) {
+      if (!graph_->find(key.first))
+        fail(error_code::not_found, "session::record_costs: no node named '", key.first, "' in the session's graph");
+      measured_[key] = value.first / value.second;
+    }
+    cache_.clear();
+  }
 
   tensor run_one(const feed_list& feeds, const endpoint& fetch) { return run(feeds, {fetch}).at(0); }
 
@@ -178,6 +232,7 @@ class session {
       g = graph_;
     }
     std::vector<output> fed, fetched;
+    std::vector<std::pair<output, shape>> fed_shapes;
     std::vector<int> target_ids;
     for (const auto& [e, value] : feeds) {
       output o = e.resolve(*g);
@@ -193,6 +248,7 @@ class session {
       if (std::find(fed.begin(), fed.end(), o) != fed.end())
         fail(error_code::invalid_argument, "feed '", g->name_of(o), "' is fed twice");
       fed.push_back(o);
+      fed_shapes.emplace_back(o, value.shape());
     }
     for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
     for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
@@ -202,7 +258,7 @@ class session {
       std::lock_guard lock(mutex_);
       if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
     }
-    auto x = build(g, fed, fetched, target_ids);
+    auto x = build(g, fed, fetched, target_ids, fed_shapes);
     std::lock_guard lock(mutex_);
     if (graph_ == g) cache_[key] = x;
     return x;
@@ -210,7 +266,7 @@ class session {
 
   std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& user_fed,
                                           const std::vector<output>& fetched, const std::vector<int>& targets,
-                                          bool fold = true) {
+                                          const std::vector<std::pair<output, shape>>& fed_shapes, bool fold = true) {
     auto x = std::make_shared<executable>();
     x->source = g;
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
@@ -231,7 +287,7 @@ class session {
       const auto plan = passes::plan_constant_folding(*g, needed, fed, fetched, folding_);
       if (!plan.outputs.empty()) {
         try {
-          auto sub = build(g, {}, plan.outputs, {}, false);
+          auto sub = build(g, {}, plan.outputs, {}, {}, false);
           step s(*sub, {}, device_ptrs_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
           x->constants = s.run();  // one value per planned output
         } catch (const std::exception&) {
@@ -254,6 +310,20 @@ class session {
     }
     auto stand_in = [&](int id) { return rep.empty() ? id : rep[static_cast<std::size_t>(id)]; };
 
+    // Placement: a device for every needed node.
+    {
+      passes::cost_model costs(*g, fed_shapes);
+      {
+        std::lock_guard lock(mutex_);
+        costs.set_measured(measured_);
+      }
+      const auto kernels = [](const node& n, const std::string& device_type) {
+        return kernel_registry::global().missing(n, device_type);
+      };
+      x->placement = std::make_shared<const passes::placement>(
+          passes::place(*g, needed, cluster_, costs, kernels, placement_, is_fed, rep));
+    }
+
     // Exec nodes: one per fed output, then the needed graph nodes in id (topological) order.
     std::vector<int> exec_of(static_cast<std::size_t>(g->size()), -1);
     int num_slots = 0;  // numbered over the whole executable here; finish_executable numbers them per frame
@@ -275,7 +345,7 @@ class session {
       }
       exec_node xn;
       xn.def = &n;
-      xn.device = place(n);
+      xn.device = x->placement->device_of[static_cast<std::size_t>(id)];
       const std::string device_type = devices_[static_cast<std::size_t>(xn.device)]->type();
       if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
@@ -335,28 +405,23 @@ class session {
       out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
     return out;
   }
+  static passes::cluster make_cluster(const std::vector<std::unique_ptr<weft::device>>& devices,
+                                      const session_options& o) {
+    if (!o.device_specs.empty() && o.device_specs.size() != devices.size())
+      fail(error_code::invalid_argument, "session_options::device_specs has ", o.device_specs.size(),
+           " entries for the session's ", devices.size(), " devices");
+    std::vector<passes::device_spec> specs;
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      passes::device_spec s = o.device_specs.empty() ? default_device_spec(*devices[i]) : o.device_specs[i];
+      s.name = devices[i]->name();
+      specs.push_back(std::move(s));
+    }
+    return passes::cluster(std::move(specs), o.link);
+  }
   static std::vector<const weft::device*> pointers(const std::vector<std::unique_ptr<weft::device>>& devices) {
     std::vector<const weft::device*> out;
     for (const auto& d : devices) out.push_back(d.get());
     return out;
-  }
-
-  // The index of the device node n runs on: the first its requested device matches, CPU:0
-  // when it requests none.
-  int place(const node& n) const {
-    if (n.device().empty()) return 0;
-    device_name spec;
-    try {
-      spec = device_name::parse(n.device());
-    } catch (const error& e) {
-      fail(error_code::invalid_argument, n.describe(), ": ", e.what());
-    }
-    for (std::size_t i = 0; i < devices_.size(); ++i)
-      if (spec.matches(devices_[i]->parsed_name())) return static_cast<int>(i);
-    std::string names;
-    for (const auto& d : devices_) names += (names.empty() ? "" : ", ") + d->name();
-    fail(error_code::invalid_argument, n.describe(), " requests device '", n.device(),
-         "', which this session does not have (its devices: ", names, ")");
   }
 
   mutable std::mutex mutex_;
@@ -365,6 +430,9 @@ class session {
   std::vector<std::unique_ptr<weft::device>> devices_;
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
+  passes::cluster cluster_;
+  passes::placement_options placement_;
+  std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
   passes::constant_folding_options folding_;
   bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
