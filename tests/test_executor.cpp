@@ -85,14 +85,14 @@ struct rendezvous_state {
   std::condition_variable cv;
   int arrived = 0;
 };
-rendezvous_state rendezvous;
+rendezvous_state meeting_point;
 struct rendezvous_kernel final : op_kernel {
   explicit rendezvous_kernel(const node& n) : expect_(n.attr<std::int64_t>("expect")) {}
   void compute(kernel_context& ctx) const override {
-    std::unique_lock lock(rendezvous.mutex);
-    ++rendezvous.arrived;
-    rendezvous.cv.notify_all();
-    if (!rendezvous.cv.wait_for(lock, std::chrono::seconds(10), [&] { return rendezvous.arrived >= expect_; }))
+    std::unique_lock lock(meeting_point.mutex);
+    ++meeting_point.arrived;
+    meeting_point.cv.notify_all();
+    if (!meeting_point.cv.wait_for(lock, std::chrono::seconds(10), [&] { return meeting_point.arrived >= expect_; }))
       throw error(error_code::internal, "no other thread ran a rendezvous node");
     ctx.set_output(0, ctx.input(0));
   }
@@ -125,7 +125,7 @@ TEST_CASE("the thread that calls run works beside the inter-op pool") {
   o.constant_folding.max_bytes = 0;
   session s(g, o);
   for (int step = 0; step < 3; ++step) {
-    rendezvous.arrived = 0;
+    meeting_point.arrived = 0;
     auto out = s.run({}, {quick, sum});
     CHECK(out[0].data<float>()[4999] == -1.5f);
     CHECK(out[1].data<float>()[0] == 3.0f);

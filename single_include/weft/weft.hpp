@@ -7359,10 +7359,11 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 //    feasible devices of the requested type, else to every feasible device; without it,
 //    that is an error naming the node, its request and the devices.
 // 2. Colocation groups, merged with union-find: a node and the node it is colocated with
-//    (node_options::colocate, graph::colocate_with), and a node and the producer of every
+//    (node_options::colocate, graph::colocate_with), a node and the producer of every
 //    reference it takes (a variable and the Assign and Apply* ops that update it, as in
-//    TensorFlow). A group's feasible set is the intersection of its members'; an empty one
-//    is an error naming each member's devices.
+//    TensorFlow), and, until loops cross devices, the nodes of a loop frame with its Enters,
+//    Exits and inner loops. A group's feasible set is the intersection of its members'; an
+//    empty one is an error naming each member's devices.
 // 3. The simulated greedy placer (placer::greedy): walks the nodes in topological order
 //    simulating a step and puts each on the feasible device where it would finish first,
 //    counting the time its inputs take to reach that device (cost_model.hpp: compute time,
@@ -7373,8 +7374,9 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 //    weights start on the device that first reads them. Ties go to the lower device index:
 //    the result is deterministic.
 //    The rule-based placer (placer::rules, TensorFlow's): constraints and colocation, then
-//    the default device when the group may run there, else its first feasible device; it is
-//    simulated too, so the two report predicted times alike.
+//    the default device when the group may run there, else its first feasible device, but
+//    for free sources, which go with their first consumer as above; it is simulated too, so
+//    the two report predicted times alike.
 //
 // The simulation runs each device one node at a time, runs a loop's body once, and does not
 // model contention on links; its predicted step time is the last finish. A placement's
@@ -7748,7 +7750,8 @@ class cost_model {
         }
         std::vector<dtype> out_types;
         for (int p = 0; p < n.num_outputs(); ++p) out_types.push_back(n.output_dtype(p));
-        shape_context ctx(n.describe(), n.attrs(), std::move(in_types), std::move(in_shapes), std::move(in_values),
+        const std::string who = n.describe();  // the context keeps a reference to it
+        shape_context ctx(who, n.attrs(), std::move(in_types), std::move(in_shapes), std::move(in_values),
                           std::move(out_types));
         try {
           n.def().shape_fn(ctx);
@@ -7960,6 +7963,22 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       if (n.input_is_ref(i) && !fed(in)) groups.join(id, stand_in(in.node));
     }
   }
+  // A loop does not cross devices (yet): the nodes of a loop frame, its Enters and Exits and
+  // the loops inside it, go together.
+  bool loops = false;
+  for (int id = 0; id < count && !loops; ++id) loops = is_needed(id) && g.at(id).def().control == flow::enter;
+  if (loops) {
+    const frame_map frames = find_frames(g, false);
+    std::vector<int> leader(frames.frames().size(), -1);
+    auto join_frame = [&](int id, int f) {
+      if (f <= 0) return;
+      int& l = leader[static_cast<std::size_t>(f)];
+      if (l < 0) l = id;
+      else groups.join(id, l);
+    };
+    for (int id = 0; id < count; ++id)
+      if (is_needed(id)) join_frame(id, frames.of(id)), join_frame(id, frames.child(id));
+  }
   std::vector<std::vector<char>> group_ok(static_cast<std::size_t>(count));
   std::vector<std::vector<int>> members(static_cast<std::size_t>(count));
   for (int id = 0; id < count; ++id) {
@@ -7977,7 +7996,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
     for (int m : members[static_cast<std::size_t>(r)])
       detail_text += "; " + g.at(m).describe() + " may run on " + detail::device_list(c, feasible[static_cast<std::size_t>(m)]);
     fail(error_code::invalid_argument, "nodes colocated with ", g.at(r).describe(),
-         " (by colocation or by taking its reference) have no device in common", detail_text);
+         " (by colocation, by taking its reference or by sharing a loop) have no device in common", detail_text);
   }
 
   // 3. The simulation.
@@ -7999,11 +8018,12 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
     const auto& ok = group_ok[static_cast<std::size_t>(r)];
     return ok[static_cast<std::size_t>(options.default_device)] ? options.default_device : first_ok(ok);
   };
-  // A free source: a node with nothing to wait for that costs only the overhead; the greedy
-  // placer puts its group where its first consumer goes.
+  // A free source: a node with nothing to wait for that costs only the overhead; both placers
+  // put its group where its first consumer goes (TensorFlow's placer does so for a generator
+  // with one consumer).
   auto is_free_source = [&](int id) {
     const node& n = g.at(id);
-    if (options.algorithm != placer::greedy || !costs.overhead_only(id) || !n.control_inputs().empty()) return false;
+    if (!costs.overhead_only(id) || !n.control_inputs().empty()) return false;
     for (const output& in : n.inputs())
       if (!fed(in)) return false;
     return true;
@@ -9119,8 +9139,17 @@ struct exec_edge {
 
 // A node of an executable. `kind` is its op's part in control flow (op_def::control): the
 // control-flow ops are run by the executor itself, every other node by its kernel.
+// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
+// the value (or a control edge's token) in the step's rendezvous under `key`, the Recv of the
+// other partition takes it from there.
+struct transfer_info {
+  std::string key;     // the edge: "name:port" or "^name", from device -> to device
+  bool send = false;
+  bool control = false;
+};
+
 struct exec_node {
-  const node* def = nullptr;  // nullptr for a feed node
+  const node* def = nullptr;  // nullptr for a feed node and for a Send or Recv
   std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
   int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
   int input_start = 0;  // first input slot, numbered within the node's frame
@@ -9137,6 +9166,7 @@ struct exec_node {
   bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
   int device = 0;          // the index of the session device it runs on
   int exit_index = -1;     // an Exit's index in its frame's exits
+  int transfer = -1;       // a Send or Recv between partitions: its index in executable::transfers
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
   std::vector<int> control_out;
@@ -9168,6 +9198,10 @@ struct executable {
   int num_fetches = 0;
   // Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
+  std::vector<transfer_info> transfers;
+  // When the nodes span several devices: one executable per device, each run by a step of
+  // its own (the nodes above are then the unsplit graph, not run).
+  std::vector<std::shared_ptr<const executable>> partitions;
 };
 
 // Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
@@ -9252,6 +9286,105 @@ inline void finish_executable(executable& x) {
 }
 
 }  // namespace weft
+// The rendezvous of one step (whitepaper §3.3): where a Send leaves a tensor for the Recv of
+// another device's partition, keyed by the edge (the tensor, its source and destination
+// devices, and the loop frame and iteration it belongs to). The value crosses in process:
+// a CPU device reads another CPU device's memory, so the Recv hands on the same buffer (a
+// device of another memory space copies through copy_from_host / copy_to_host).
+//
+// A Recv holds no thread while it waits: recv() takes a callback that runs when the value
+// arrives, on the thread of the Send, or at once when the value is already there. A dead
+// value (an untaken branch) crosses as dead. abort() fails every waiting and later Recv
+// with the step's error, so an error on any device ends the partitions on every other.
+
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+class rendezvous {
+ public:
+  using callback = std::function<void(const entry* value, std::exception_ptr error)>;
+
+  // Leaves `value` under `key`; the Recv waiting for it, if any, runs now on this thread.
+  // A second Send of one key in one step is an internal error.
+  void send(const std::string& key, entry value) {
+    callback waiter;
+    {
+      std::lock_guard lock(mutex_);
+      if (aborted_) return;
+      slot& s = slots_[key];
+      if (s.sent) fail(error_code::internal, "rendezvous: '", key, "' was sent twice in one step");
+      s.sent = true;
+      if (!s.waiter) {
+        s.value = std::move(value);
+        return;
+      }
+      waiter = std::move(s.waiter);
+      s.waiter = nullptr;
+    }
+    waiter(&value, nullptr);
+  }
+
+  // Runs `done` with the value left under `key`: now, when it is there, else when it comes,
+  // or with the abort's error.
+  void recv(const std::string& key, callback done) {
+    entry value;
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex_);
+      if (aborted_) {
+        error = aborted_;
+      } else {
+        slot& s = slots_[key];
+        if (s.received) fail(error_code::internal, "rendezvous: '", key, "' is received twice in one step");
+        s.received = true;
+        if (!s.sent) {
+          s.waiter = std::move(done);
+          return;
+        }
+        value = std::move(s.value);
+        s.value = entry{};
+      }
+    }
+    if (error) return done(nullptr, error);
+    done(&value, nullptr);
+  }
+
+  // Fails every Recv waiting now or later with `error` (the first abort's error stands).
+  void abort(std::exception_ptr error) {
+    std::vector<callback> waiters;
+    {
+      std::lock_guard lock(mutex_);
+      if (aborted_) return;
+      aborted_ = error;
+      for (auto& [key, s] : slots_)
+        if (s.waiter) waiters.push_back(std::move(s.waiter));
+      slots_.clear();
+    }
+    for (auto& w : waiters) w(nullptr, error);
+  }
+
+ private:
+  // A slot stays until the step ends, so that a key used twice is seen.
+  struct slot {
+    bool sent = false;
+    bool received = false;
+    entry value;
+    callback waiter;
+  };
+  std::mutex mutex_;
+  std::unordered_map<std::string, slot> slots_;
+  std::exception_ptr aborted_;
+};
+
+}  // namespace weft
 
 namespace weft {
 
@@ -9297,6 +9430,8 @@ inline std::string describe_inputs(std::span<const entry> inputs) {
 struct step_options {
   bool trace = false;
   std::int64_t step_id = 0;
+  // What traced times count from (a step's partitions share it); unset: the step's creation.
+  std::chrono::steady_clock::time_point start = {};
 };
 
 class step {
@@ -9308,7 +9443,7 @@ class step {
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
     root_ = make_iteration(root_frame_, 0);
-    start_ = std::chrono::steady_clock::now();
+    start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
   }
 
   step(const step&) = delete;
@@ -9317,25 +9452,31 @@ class step {
   // Runs the step to completion on the calling thread plus the inter-op pool. Throws the
   // first error; returns the fetched values otherwise.
   std::vector<tensor> run() {
-    if (x_.roots.empty()) return std::move(results_);
-    outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
-    std::deque<tagged_node> ready;
-    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
-    process(std::move(ready));
-    // The calling thread then works beside the inter-op pool: it runs the expensive nodes
-    // handed off and not yet taken by a pool thread, until the step ends.
-    handoff& h = *handoff_;
-    for (std::unique_lock lock(h.mutex);;) {
-      h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
-      if (h.done) break;
-      tagged_node tn = h.queue.front();
-      h.queue.pop_front();
-      lock.unlock();
-      process(std::deque<tagged_node>{tn});
-      lock.lock();
-    }
+    start();
+    wait(*handoff_);
     if (error_) std::rethrow_exception(error_);
     return std::move(results_);
+  }
+
+  // Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
+  // as one step: their Sends and Recvs meet in one rendezvous, the calling thread works for
+  // all of them beside the inter-op pool, and an error in any aborts every one (the
+  // rendezvous fails the Recvs that wait). Throws the first error; returns the fetched
+  // values otherwise, each from the partition that computes it.
+  static std::vector<tensor> run_partitions(std::span<step* const> steps) {
+    rendezvous meeting;
+    group g{&meeting, steps};
+    auto shared = std::make_shared<handoff>();
+    shared->live = static_cast<int>(steps.size());
+    for (step* s : steps) s->handoff_ = shared, s->group_ = &g, s->rendezvous_ = &meeting;
+    for (step* s : steps) s->start();
+    wait(*shared);
+    if (g.first) std::rethrow_exception(g.first);
+    std::vector<tensor> results = std::move(steps.front()->results_);
+    for (step* s : steps.subspan(1))
+      for (std::size_t i = 0; i < results.size(); ++i)
+        if (s->results_[i].valid()) results[i] = std::move(s->results_[i]);
+    return results;
   }
 
   // Aborts the step from outside (a user cancellation): running kernels finish, no new
@@ -9348,6 +9489,48 @@ class step {
   }
 
  private:
+  // The expensive nodes handed off to other threads, and whether every step of the run has
+  // ended (`live`: the steps not ended yet; one, but for run_partitions).
+  struct handoff;
+  // The steps of run_partitions: the first error aborts them all and the rendezvous.
+  struct group {
+    rendezvous* meeting;
+    std::span<step* const> steps;
+    std::mutex mutex;
+    std::exception_ptr first;
+    void abort(const std::exception_ptr& e) {
+      {
+        std::lock_guard lock(mutex);
+        if (first) return;
+        first = e;
+      }
+      meeting->abort(e);
+      for (step* s : steps) s->abort(e);
+    }
+  };
+
+  // Starts the roots on this thread (a step with none has ended).
+  void start() {
+    if (x_.roots.empty()) return step_ended();
+    outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
+    std::deque<tagged_node> ready;
+    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
+    process(std::move(ready));
+  }
+  // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
+  // off and not yet taken by a pool thread, until every step of the run has ended.
+  static void wait(handoff& h) {
+    for (std::unique_lock lock(h.mutex);;) {
+      h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
+      if (h.done) break;
+      auto [owner, tn] = h.queue.front();
+      h.queue.pop_front();
+      lock.unlock();
+      owner->process(std::deque<tagged_node>{tn});
+      lock.lock();
+    }
+  }
+
   struct frame_state;
   // One iteration of one frame instance: its nodes' input slots, pending counts and Merge
   // states, all atomic or written by one producer; the frame's mutex guards the rest.
@@ -9428,6 +9611,12 @@ class step {
       bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
         for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
+      if (xn.transfer >= 0) {  // a dead value crosses too
+        const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
+        if (t.send) send(xn, t, inputs, dead);
+        else receive(tn, xn, t);
+        continue;
+      }
 
       if (dead) {
         for (auto& o : outputs) o.dead = true;
@@ -9550,6 +9739,57 @@ class step {
       std::deque<tagged_node> inline_ready;
       schedule(ready, inline_ready);
       if (!inline_ready.empty()) process(std::move(inline_ready));
+      node_done(1);
+    });
+  }
+
+  // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
+  // where the Recv waiting for it may run on this thread.
+  void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
+    const std::int64_t t0 = options_.trace ? now_ns() : 0;
+    entry v;
+    if (dead) {
+      v.dead = true;
+    } else if (!t.control) {
+      v.value = inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value;
+    }
+    clear(inputs);
+    if (options_.trace) record(xn, t0);
+    try {
+      rendezvous_->send(t.key, std::move(v));
+    } catch (...) {
+      abort(std::current_exception());
+    }
+    node_done(1);
+  }
+
+  // A Recv: waits, holding no thread, for its Send; its consumers run on the thread that
+  // delivers the value (a few deep at most: deeper, they are handed off).
+  void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
+    const std::int64_t t0 = options_.trace ? now_ns() : 0;
+    rendezvous_->recv(t.key, [this, tn, &xn, t0](const entry* v, std::exception_ptr e) {
+      if (e) {
+        abort(e);
+        node_done(1);
+        return;
+      }
+      std::vector<entry> outputs(static_cast<std::size_t>(xn.num_outputs));
+      if (!outputs.empty()) outputs[0] = *v;
+      if (options_.trace) record(xn, t0);
+      ready_list ready;
+      propagate(tn, xn, outputs, ready);
+      outputs.clear();
+      finish(tn, ready);
+      std::deque<tagged_node> inline_ready;
+      schedule(ready, inline_ready);
+      thread_local int depth = 0;
+      if (depth < 4) {
+        ++depth;
+        process(std::move(inline_ready));
+        --depth;
+      } else {
+        for (const tagged_node& r : inline_ready) hand_off(r);
+      }
       node_done(1);
     });
   }
@@ -9868,22 +10108,26 @@ class step {
   void hand_off(tagged_node tn) {
     {
       std::lock_guard lock(handoff_->mutex);
-      handoff_->queue.push_back(tn);
+      handoff_->queue.emplace_back(this, tn);
     }
     handoff_->cv.notify_one();
-    inter_op_->Schedule([h = handoff_, self = this] {
+    if (!inter_op_) return;  // the calling thread of run() takes it
+    inter_op_->Schedule([h = handoff_] {
       std::unique_lock lock(h->mutex);
       if (h->queue.empty()) return;
-      tagged_node taken = h->queue.front();
+      auto [owner, taken] = h->queue.front();
       h->queue.pop_front();
       lock.unlock();
-      self->process(std::deque<tagged_node>{taken});
+      owner->process(std::deque<tagged_node>{taken});
     });
   }
 
   void node_done(int n) {
-    if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) {
-      std::lock_guard lock(handoff_->mutex);
+    if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) step_ended();
+  }
+  void step_ended() {
+    std::lock_guard lock(handoff_->mutex);
+    if (--handoff_->live == 0) {
       handoff_->done = true;
       handoff_->cv.notify_all();
     }
@@ -9910,17 +10154,24 @@ class step {
     {
       std::lock_guard lock(error_mutex_);
       if (error_) return;
-      error_ = std::move(e);
+      error_ = e;
     }
     aborted_.store(true, std::memory_order_release);
     cancellation_.cancel();
+    if (group_) group_->abort(e);
   }
 
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
   void record(const exec_node& xn, std::int64_t t0) {
-    node_stats s{xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+    node_stats s;
+    if (xn.transfer >= 0) {
+      const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
+      s = {t.key, t.send ? "_Send" : "_Recv", device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+    } else {
+      s = {xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+    }
     std::lock_guard lock(trace_mutex_);
     stats_.nodes.push_back(std::move(s));
   }
@@ -9946,11 +10197,14 @@ class step {
   std::exception_ptr error_;
   struct handoff {
     std::mutex mutex;
-    std::condition_variable cv;  // the calling thread waits for a node or the step's end
-    std::deque<tagged_node> queue;
+    std::condition_variable cv;  // the calling thread waits for a node or the steps' end
+    std::deque<std::pair<step*, tagged_node>> queue;
+    int live = 1;
     bool done = false;
   };
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
+  group* group_ = nullptr;             // run_partitions' steps
+  rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn
   std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs
@@ -9958,6 +10212,172 @@ class step {
   std::mutex trace_mutex_;
   step_stats stats_;
 };
+
+}  // namespace weft
+// Partitioning (whitepaper §3.3): an executable whose nodes the placer spread over several
+// devices becomes one executable per device. Every edge between two devices becomes a Send
+// in the producer's partition and a Recv in the consumer's; all the consumers of one tensor
+// on one device share one Recv, and a control edge crosses as a Send and Recv of a token. A
+// fed value goes to each partition that reads it as a feed node of its own. The partitions'
+// steps meet in one rendezvous (runtime/rendezvous.hpp, step::run_partitions); each fetch is
+// served by the partition of the node that computes it.
+//
+// Loops do not cross devices yet: the placer keeps every node of a loop frame (with its
+// Enters and Exits) on one device, so each Send and Recv runs once per step, in the root
+// frame.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+// The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
+// device its nodes use, each finished; none when they use one device. device_names: the
+// devices' names by index, for the rendezvous keys and the traces.
+inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
+                                                                const std::vector<std::string>& device_names) {
+  const auto& old = whole.nodes;
+  const auto count = static_cast<int>(old.size());
+  auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
+  // The partitions, in the order of the devices' indices.
+  std::map<int, int> part_of_device;
+  for (int i = 0; i < count; ++i)
+    if (!is_feed(i)) part_of_device.emplace(old[static_cast<std::size_t>(i)].device, 0);
+  if (part_of_device.size() <= 1) return {};
+  std::vector<int> device_of_part;
+  for (auto& [device, part] : part_of_device) {
+    part = static_cast<int>(device_of_part.size());
+    device_of_part.push_back(device);
+  }
+  const auto parts = device_of_part.size();
+  auto part = [&](int i) { return part_of_device.at(old[static_cast<std::size_t>(i)].device); };
+
+  std::vector<std::shared_ptr<executable>> out;
+  std::vector<int> slots(parts, 0);
+  for (std::size_t p = 0; p < parts; ++p) {
+    auto x = std::make_shared<executable>();
+    x->source = whole.source;
+    x->feeds = whole.feeds;
+    x->placement = whole.placement;
+    x->num_fetches = whole.num_fetches;
+    out.push_back(std::move(x));
+  }
+  auto add = [&](int p, exec_node xn) {
+    auto& nodes = out[static_cast<std::size_t>(p)]->nodes;
+    xn.input_start = slots[static_cast<std::size_t>(p)];
+    slots[static_cast<std::size_t>(p)] += xn.num_inputs;
+    nodes.push_back(std::move(xn));
+    return static_cast<int>(nodes.size() - 1);
+  };
+
+  // Feed nodes, in each partition that reads them (a fed value fetched as it is: the first).
+  std::map<std::pair<int, int>, int> feed_copy;  // (old feed node, partition) -> node there
+  for (int i = 0; i < count; ++i) {
+    if (!is_feed(i)) continue;
+    const exec_node& f = old[static_cast<std::size_t>(i)];
+    std::vector<int> readers;
+    for (const auto& e : f.out_edges) readers.push_back(part(e.dst));
+    if (!f.fetches.empty()) readers.push_back(0);
+    for (int p : readers)
+      if (!feed_copy.count({i, p})) {
+        exec_node copy;
+        copy.feed = f.feed;
+        copy.num_outputs = 1;
+        copy.cheap = true;
+        copy.device = device_of_part[static_cast<std::size_t>(p)];
+        copy.fetches = p == 0 ? f.fetches : std::vector<std::pair<int, int>>{};
+        feed_copy[{i, p}] = add(p, std::move(copy));
+      }
+  }
+
+  // Recvs: one per (tensor or control token, consuming partition).
+  using edge_key = std::tuple<int, int, int>;  // (old producer, port or -1 for control, consumer's partition)
+  std::map<edge_key, int> recv_of;
+  auto key_text = [&](const edge_key& k) {
+    const auto [src, port, p] = k;
+    const exec_node& s = old[static_cast<std::size_t>(src)];
+    return (port < 0 ? "^" + s.def->name() : s.def->name() + ":" + std::to_string(port)) + " " +
+           device_names.at(static_cast<std::size_t>(s.device)) + " -> " +
+           device_names.at(static_cast<std::size_t>(device_of_part[static_cast<std::size_t>(p)]));
+  };
+  auto add_transfer = [&](int p, const edge_key& k, bool send) {
+    auto& x = *out[static_cast<std::size_t>(p)];
+    x.transfers.push_back({key_text(k), send, std::get<1>(k) < 0});
+    exec_node xn;
+    xn.transfer = static_cast<int>(x.transfers.size() - 1);
+    xn.cheap = true;
+    xn.device = device_of_part[static_cast<std::size_t>(p)];
+    xn.num_inputs = send && std::get<1>(k) >= 0 ? 1 : 0;
+    xn.num_outputs = send ? 0 : 1;
+    xn.pending = send ? 1 : 0;
+    if (xn.num_inputs) xn.input_is_ref.push_back(false);
+    return add(p, std::move(xn));
+  };
+  for (int i = 0; i < count; ++i) {
+    if (is_feed(i)) continue;
+    const exec_node& u = old[static_cast<std::size_t>(i)];
+    for (const auto& e : u.out_edges)
+      if (part(e.dst) != part(i) && !recv_of.count({i, e.src_port, part(e.dst)}))
+        recv_of[{i, e.src_port, part(e.dst)}] = add_transfer(part(e.dst), {i, e.src_port, part(e.dst)}, false);
+    for (int c : u.control_out)
+      if (part(c) != part(i) && !recv_of.count({i, -1, part(c)}))
+        recv_of[{i, -1, part(c)}] = add_transfer(part(c), {i, -1, part(c)}, false);
+  }
+
+  // The nodes themselves, in their order.
+  std::vector<int> now(static_cast<std::size_t>(count), -1);  // old node -> its index in its partition
+  std::vector<int> old_start(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    if (is_feed(i)) continue;
+    exec_node xn = old[static_cast<std::size_t>(i)];
+    old_start[static_cast<std::size_t>(i)] = xn.input_start;
+    xn.out_edges.clear();
+    xn.control_out.clear();
+    now[static_cast<std::size_t>(i)] = add(part(i), std::move(xn));
+  }
+  auto node_in = [&](int p, int id) -> exec_node& { return out[static_cast<std::size_t>(p)]->nodes[static_cast<std::size_t>(id)]; };
+
+  // Sends, after the nodes they send from.
+  for (const auto& [k, recv] : recv_of) {
+    const auto [src, port, to] = k;
+    const int p = part(src);
+    const int send = add_transfer(p, k, true);
+    exec_node& from = node_in(p, now[static_cast<std::size_t>(src)]);
+    if (port >= 0) from.out_edges.push_back({port, send, node_in(p, send).input_start});
+    else from.control_out.push_back(send);
+  }
+
+  // Edges: within a partition as they were, across through the Recv.
+  for (int i = 0; i < count; ++i) {
+    const exec_node& u = old[static_cast<std::size_t>(i)];
+    for (const auto& e : u.out_edges) {
+      const int p = part(e.dst), v = now[static_cast<std::size_t>(e.dst)];
+      const int slot = node_in(p, v).input_start + (e.dst_slot - old_start[static_cast<std::size_t>(e.dst)]);
+      const int from = is_feed(i)             ? feed_copy.at({i, p})
+                       : part(i) == p         ? now[static_cast<std::size_t>(i)]
+                                              : recv_of.at({i, e.src_port, p});
+      const int port = !is_feed(i) && part(i) != p ? 0 : e.src_port;
+      node_in(p, from).out_edges.push_back({port, v, slot});
+    }
+    for (int c : u.control_out) {
+      const int p = part(c);
+      const int from = part(i) == p ? now[static_cast<std::size_t>(i)] : recv_of.at({i, -1, p});
+      node_in(p, from).control_out.push_back(now[static_cast<std::size_t>(c)]);
+    }
+  }
+
+  std::vector<std::shared_ptr<const executable>> finished;
+  for (auto& x : out) {
+    finish_executable(*x);
+    finished.push_back(std::move(x));
+  }
+  return finished;
+}
 
 }  // namespace weft
 
@@ -10055,6 +10475,7 @@ class session {
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
         cluster_(make_cluster(devices_, options)),
+        device_names_(short_names(cluster_)),
         placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
@@ -10088,17 +10509,7 @@ class session {
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    step s(*x, std::move(feed_values), device_ptrs_, *resources_, inter_op_.get(),
-           step_options{options.trace || metadata, next_step_id_.fetch_add(1)});
-    std::vector<tensor> results;
-    try {
-      results = s.run();
-    } catch (...) {
-      if (metadata) metadata->stats = s.take_stats();
-      throw;
-    }
-    if (metadata) metadata->stats = s.take_stats();
-    return results;
+    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata);
   }
 
   // Runs targets only.
@@ -10119,6 +10530,7 @@ class session {
   void record_costs(const step_stats& stats) {
     std::map<std::pair<std::string, std::string>, std::pair<double, int>> sums;
     for (const auto& st : stats.nodes) {
+      if (st.op == "_Send" || st.op == "_Recv") continue;  // transfers between partitions, not nodes
       std::string type;
       for (const auto& d : devices_)
         if (d->name() == st.device) type = d->type();
@@ -10220,8 +10632,7 @@ class session {
       if (!plan.outputs.empty()) {
         try {
           auto sub = build(g, {}, plan.outputs, {}, {}, false);
-          step s(*sub, {}, device_ptrs_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
-          x->constants = s.run();  // one value per planned output
+          x->constants = execute(*sub, {}, nullptr, false, nullptr);  // one value per planned output
         } catch (const std::exception&) {
           x->constants.clear();
         }
@@ -10325,8 +10736,40 @@ class session {
     }
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
+    x->partitions = partition(*x, device_names_);  // none when one device runs every node
     finish_executable(*x);
     return x;
+  }
+
+  // One step of x: its partitions' steps together (step::run_partitions), or x's own.
+  std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
+                              bool trace, run_metadata* metadata) {
+    const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now()};
+    std::vector<std::unique_ptr<step>> steps;
+    if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
+    for (const auto& part : x.partitions)
+      steps.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
+    auto stats = [&] {
+      if (!metadata) return;
+      metadata->stats = steps.front()->take_stats();
+      for (std::size_t i = 1; i < steps.size(); ++i)
+        for (auto& n : steps[i]->take_stats().nodes) metadata->stats.nodes.push_back(std::move(n));
+    };
+    std::vector<tensor> results;
+    try {
+      if (steps.size() == 1) {
+        results = steps.front()->run();
+      } else {
+        std::vector<step*> all;
+        for (auto& s : steps) all.push_back(s.get());
+        results = step::run_partitions(all);
+      }
+    } catch (...) {
+      stats();
+      throw;
+    }
+    stats();
+    return results;
   }
 
   static std::vector<std::unique_ptr<weft::device>> make_devices(const session_options& o) {
@@ -10350,6 +10793,11 @@ class session {
     }
     return passes::cluster(std::move(specs), o.link);
   }
+  static std::vector<std::string> short_names(const passes::cluster& c) {
+    std::vector<std::string> out;
+    for (int i = 0; i < c.size(); ++i) out.push_back(c.short_name(i));
+    return out;
+  }
   static std::vector<const weft::device*> pointers(const std::vector<std::unique_ptr<weft::device>>& devices) {
     std::vector<const weft::device*> out;
     for (const auto& d : devices) out.push_back(d.get());
@@ -10363,6 +10811,7 @@ class session {
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::cluster cluster_;
+  std::vector<std::string> device_names_;  // short: CPU:0
   passes::placement_options placement_;
   std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
   passes::constant_folding_options folding_;

@@ -29,8 +29,17 @@ struct exec_edge {
 
 // A node of an executable. `kind` is its op's part in control flow (op_def::control): the
 // control-flow ops are run by the executor itself, every other node by its kernel.
+// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
+// the value (or a control edge's token) in the step's rendezvous under `key`, the Recv of the
+// other partition takes it from there.
+struct transfer_info {
+  std::string key;     // the edge: "name:port" or "^name", from device -> to device
+  bool send = false;
+  bool control = false;
+};
+
 struct exec_node {
-  const node* def = nullptr;  // nullptr for a feed node
+  const node* def = nullptr;  // nullptr for a feed node and for a Send or Recv
   std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
   int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
   int input_start = 0;  // first input slot, numbered within the node's frame
@@ -47,6 +56,7 @@ struct exec_node {
   bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
   int device = 0;          // the index of the session device it runs on
   int exit_index = -1;     // an Exit's index in its frame's exits
+  int transfer = -1;       // a Send or Recv between partitions: its index in executable::transfers
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
   std::vector<int> control_out;
@@ -78,6 +88,10 @@ struct executable {
   int num_fetches = 0;
   // Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
+  std::vector<transfer_info> transfers;
+  // When the nodes span several devices: one executable per device, each run by a step of
+  // its own (the nodes above are then the unsplit graph, not run).
+  std::vector<std::shared_ptr<const executable>> partitions;
 };
 
 // Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot

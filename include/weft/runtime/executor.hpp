@@ -41,6 +41,7 @@
 #include <weft/graph/graph.hpp>
 #include <weft/runtime/executable.hpp>
 #include <weft/runtime/kernel.hpp>
+#include <weft/runtime/rendezvous.hpp>
 
 namespace weft {
 
@@ -86,6 +87,8 @@ inline std::string describe_inputs(std::span<const entry> inputs) {
 struct step_options {
   bool trace = false;
   std::int64_t step_id = 0;
+  // What traced times count from (a step's partitions share it); unset: the step's creation.
+  std::chrono::steady_clock::time_point start = {};
 };
 
 class step {
@@ -97,7 +100,7 @@ class step {
         options_(options), results_(static_cast<std::size_t>(x.num_fetches)) {
     root_frame_.info = &x.frames[0];
     root_ = make_iteration(root_frame_, 0);
-    start_ = std::chrono::steady_clock::now();
+    start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
   }
 
   step(const step&) = delete;
@@ -106,25 +109,31 @@ class step {
   // Runs the step to completion on the calling thread plus the inter-op pool. Throws the
   // first error; returns the fetched values otherwise.
   std::vector<tensor> run() {
-    if (x_.roots.empty()) return std::move(results_);
-    outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
-    std::deque<tagged_node> ready;
-    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
-    process(std::move(ready));
-    // The calling thread then works beside the inter-op pool: it runs the expensive nodes
-    // handed off and not yet taken by a pool thread, until the step ends.
-    handoff& h = *handoff_;
-    for (std::unique_lock lock(h.mutex);;) {
-      h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
-      if (h.done) break;
-      tagged_node tn = h.queue.front();
-      h.queue.pop_front();
-      lock.unlock();
-      process(std::deque<tagged_node>{tn});
-      lock.lock();
-    }
+    start();
+    wait(*handoff_);
     if (error_) std::rethrow_exception(error_);
     return std::move(results_);
+  }
+
+  // Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
+  // as one step: their Sends and Recvs meet in one rendezvous, the calling thread works for
+  // all of them beside the inter-op pool, and an error in any aborts every one (the
+  // rendezvous fails the Recvs that wait). Throws the first error; returns the fetched
+  // values otherwise, each from the partition that computes it.
+  static std::vector<tensor> run_partitions(std::span<step* const> steps) {
+    rendezvous meeting;
+    group g{&meeting, steps};
+    auto shared = std::make_shared<handoff>();
+    shared->live = static_cast<int>(steps.size());
+    for (step* s : steps) s->handoff_ = shared, s->group_ = &g, s->rendezvous_ = &meeting;
+    for (step* s : steps) s->start();
+    wait(*shared);
+    if (g.first) std::rethrow_exception(g.first);
+    std::vector<tensor> results = std::move(steps.front()->results_);
+    for (step* s : steps.subspan(1))
+      for (std::size_t i = 0; i < results.size(); ++i)
+        if (s->results_[i].valid()) results[i] = std::move(s->results_[i]);
+    return results;
   }
 
   // Aborts the step from outside (a user cancellation): running kernels finish, no new
@@ -137,6 +146,48 @@ class step {
   }
 
  private:
+  // The expensive nodes handed off to other threads, and whether every step of the run has
+  // ended (`live`: the steps not ended yet; one, but for run_partitions).
+  struct handoff;
+  // The steps of run_partitions: the first error aborts them all and the rendezvous.
+  struct group {
+    rendezvous* meeting;
+    std::span<step* const> steps;
+    std::mutex mutex;
+    std::exception_ptr first;
+    void abort(const std::exception_ptr& e) {
+      {
+        std::lock_guard lock(mutex);
+        if (first) return;
+        first = e;
+      }
+      meeting->abort(e);
+      for (step* s : steps) s->abort(e);
+    }
+  };
+
+  // Starts the roots on this thread (a step with none has ended).
+  void start() {
+    if (x_.roots.empty()) return step_ended();
+    outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
+    std::deque<tagged_node> ready;
+    for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
+    process(std::move(ready));
+  }
+  // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
+  // off and not yet taken by a pool thread, until every step of the run has ended.
+  static void wait(handoff& h) {
+    for (std::unique_lock lock(h.mutex);;) {
+      h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
+      if (h.done) break;
+      auto [owner, tn] = h.queue.front();
+      h.queue.pop_front();
+      lock.unlock();
+      owner->process(std::deque<tagged_node>{tn});
+      lock.lock();
+    }
+  }
+
   struct frame_state;
   // One iteration of one frame instance: its nodes' input slots, pending counts and Merge
   // states, all atomic or written by one producer; the frame's mutex guards the rest.
@@ -217,6 +268,12 @@ class step {
       bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
         for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
+      if (xn.transfer >= 0) {  // a dead value crosses too
+        const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
+        if (t.send) send(xn, t, inputs, dead);
+        else receive(tn, xn, t);
+        continue;
+      }
 
       if (dead) {
         for (auto& o : outputs) o.dead = true;
@@ -339,6 +396,57 @@ class step {
       std::deque<tagged_node> inline_ready;
       schedule(ready, inline_ready);
       if (!inline_ready.empty()) process(std::move(inline_ready));
+      node_done(1);
+    });
+  }
+
+  // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
+  // where the Recv waiting for it may run on this thread.
+  void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
+    const std::int64_t t0 = options_.trace ? now_ns() : 0;
+    entry v;
+    if (dead) {
+      v.dead = true;
+    } else if (!t.control) {
+      v.value = inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value;
+    }
+    clear(inputs);
+    if (options_.trace) record(xn, t0);
+    try {
+      rendezvous_->send(t.key, std::move(v));
+    } catch (...) {
+      abort(std::current_exception());
+    }
+    node_done(1);
+  }
+
+  // A Recv: waits, holding no thread, for its Send; its consumers run on the thread that
+  // delivers the value (a few deep at most: deeper, they are handed off).
+  void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
+    const std::int64_t t0 = options_.trace ? now_ns() : 0;
+    rendezvous_->recv(t.key, [this, tn, &xn, t0](const entry* v, std::exception_ptr e) {
+      if (e) {
+        abort(e);
+        node_done(1);
+        return;
+      }
+      std::vector<entry> outputs(static_cast<std::size_t>(xn.num_outputs));
+      if (!outputs.empty()) outputs[0] = *v;
+      if (options_.trace) record(xn, t0);
+      ready_list ready;
+      propagate(tn, xn, outputs, ready);
+      outputs.clear();
+      finish(tn, ready);
+      std::deque<tagged_node> inline_ready;
+      schedule(ready, inline_ready);
+      thread_local int depth = 0;
+      if (depth < 4) {
+        ++depth;
+        process(std::move(inline_ready));
+        --depth;
+      } else {
+        for (const tagged_node& r : inline_ready) hand_off(r);
+      }
       node_done(1);
     });
   }
@@ -657,22 +765,26 @@ class step {
   void hand_off(tagged_node tn) {
     {
       std::lock_guard lock(handoff_->mutex);
-      handoff_->queue.push_back(tn);
+      handoff_->queue.emplace_back(this, tn);
     }
     handoff_->cv.notify_one();
-    inter_op_->Schedule([h = handoff_, self = this] {
+    if (!inter_op_) return;  // the calling thread of run() takes it
+    inter_op_->Schedule([h = handoff_] {
       std::unique_lock lock(h->mutex);
       if (h->queue.empty()) return;
-      tagged_node taken = h->queue.front();
+      auto [owner, taken] = h->queue.front();
       h->queue.pop_front();
       lock.unlock();
-      self->process(std::deque<tagged_node>{taken});
+      owner->process(std::deque<tagged_node>{taken});
     });
   }
 
   void node_done(int n) {
-    if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) {
-      std::lock_guard lock(handoff_->mutex);
+    if (outstanding_.fetch_sub(n, std::memory_order_acq_rel) == n) step_ended();
+  }
+  void step_ended() {
+    std::lock_guard lock(handoff_->mutex);
+    if (--handoff_->live == 0) {
       handoff_->done = true;
       handoff_->cv.notify_all();
     }
@@ -699,17 +811,24 @@ class step {
     {
       std::lock_guard lock(error_mutex_);
       if (error_) return;
-      error_ = std::move(e);
+      error_ = e;
     }
     aborted_.store(true, std::memory_order_release);
     cancellation_.cancel();
+    if (group_) group_->abort(e);
   }
 
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
   void record(const exec_node& xn, std::int64_t t0) {
-    node_stats s{xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+    node_stats s;
+    if (xn.transfer >= 0) {
+      const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
+      s = {t.key, t.send ? "_Send" : "_Recv", device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+    } else {
+      s = {xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+    }
     std::lock_guard lock(trace_mutex_);
     stats_.nodes.push_back(std::move(s));
   }
@@ -735,11 +854,14 @@ class step {
   std::exception_ptr error_;
   struct handoff {
     std::mutex mutex;
-    std::condition_variable cv;  // the calling thread waits for a node or the step's end
-    std::deque<tagged_node> queue;
+    std::condition_variable cv;  // the calling thread waits for a node or the steps' end
+    std::deque<std::pair<step*, tagged_node>> queue;
+    int live = 1;
     bool done = false;
   };
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
+  group* group_ = nullptr;             // run_partitions' steps
+  rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn
   std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs

@@ -27,6 +27,7 @@
 #include <weft/runtime/device.hpp>
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
+#include <weft/runtime/partition.hpp>
 #include <weft/runtime/resource.hpp>
 
 namespace weft {
@@ -123,6 +124,7 @@ class session {
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
         cluster_(make_cluster(devices_, options)),
+        device_names_(short_names(cluster_)),
         placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
@@ -156,17 +158,7 @@ class session {
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    step s(*x, std::move(feed_values), device_ptrs_, *resources_, inter_op_.get(),
-           step_options{options.trace || metadata, next_step_id_.fetch_add(1)});
-    std::vector<tensor> results;
-    try {
-      results = s.run();
-    } catch (...) {
-      if (metadata) metadata->stats = s.take_stats();
-      throw;
-    }
-    if (metadata) metadata->stats = s.take_stats();
-    return results;
+    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata);
   }
 
   // Runs targets only.
@@ -187,6 +179,7 @@ class session {
   void record_costs(const step_stats& stats) {
     std::map<std::pair<std::string, std::string>, std::pair<double, int>> sums;
     for (const auto& st : stats.nodes) {
+      if (st.op == "_Send" || st.op == "_Recv") continue;  // transfers between partitions, not nodes
       std::string type;
       for (const auto& d : devices_)
         if (d->name() == st.device) type = d->type();
@@ -288,8 +281,7 @@ class session {
       if (!plan.outputs.empty()) {
         try {
           auto sub = build(g, {}, plan.outputs, {}, {}, false);
-          step s(*sub, {}, device_ptrs_, *resources_, nullptr, step_options{false, next_step_id_.fetch_add(1)});
-          x->constants = s.run();  // one value per planned output
+          x->constants = execute(*sub, {}, nullptr, false, nullptr);  // one value per planned output
         } catch (const std::exception&) {
           x->constants.clear();
         }
@@ -393,8 +385,40 @@ class session {
     }
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
+    x->partitions = partition(*x, device_names_);  // none when one device runs every node
     finish_executable(*x);
     return x;
+  }
+
+  // One step of x: its partitions' steps together (step::run_partitions), or x's own.
+  std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
+                              bool trace, run_metadata* metadata) {
+    const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now()};
+    std::vector<std::unique_ptr<step>> steps;
+    if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
+    for (const auto& part : x.partitions)
+      steps.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
+    auto stats = [&] {
+      if (!metadata) return;
+      metadata->stats = steps.front()->take_stats();
+      for (std::size_t i = 1; i < steps.size(); ++i)
+        for (auto& n : steps[i]->take_stats().nodes) metadata->stats.nodes.push_back(std::move(n));
+    };
+    std::vector<tensor> results;
+    try {
+      if (steps.size() == 1) {
+        results = steps.front()->run();
+      } else {
+        std::vector<step*> all;
+        for (auto& s : steps) all.push_back(s.get());
+        results = step::run_partitions(all);
+      }
+    } catch (...) {
+      stats();
+      throw;
+    }
+    stats();
+    return results;
   }
 
   static std::vector<std::unique_ptr<weft::device>> make_devices(const session_options& o) {
@@ -418,6 +442,11 @@ class session {
     }
     return passes::cluster(std::move(specs), o.link);
   }
+  static std::vector<std::string> short_names(const passes::cluster& c) {
+    std::vector<std::string> out;
+    for (int i = 0; i < c.size(); ++i) out.push_back(c.short_name(i));
+    return out;
+  }
   static std::vector<const weft::device*> pointers(const std::vector<std::unique_ptr<weft::device>>& devices) {
     std::vector<const weft::device*> out;
     for (const auto& d : devices) out.push_back(d.get());
@@ -431,6 +460,7 @@ class session {
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
   passes::cluster cluster_;
+  std::vector<std::string> device_names_;  // short: CPU:0
   passes::placement_options placement_;
   std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
   passes::constant_folding_options folding_;

@@ -248,7 +248,8 @@ class cost_model {
         }
         std::vector<dtype> out_types;
         for (int p = 0; p < n.num_outputs(); ++p) out_types.push_back(n.output_dtype(p));
-        shape_context ctx(n.describe(), n.attrs(), std::move(in_types), std::move(in_shapes), std::move(in_values),
+        const std::string who = n.describe();  // the context keeps a reference to it
+        shape_context ctx(who, n.attrs(), std::move(in_types), std::move(in_shapes), std::move(in_values),
                           std::move(out_types));
         try {
           n.def().shape_fn(ctx);

@@ -7,10 +7,11 @@
 //    feasible devices of the requested type, else to every feasible device; without it,
 //    that is an error naming the node, its request and the devices.
 // 2. Colocation groups, merged with union-find: a node and the node it is colocated with
-//    (node_options::colocate, graph::colocate_with), and a node and the producer of every
+//    (node_options::colocate, graph::colocate_with), a node and the producer of every
 //    reference it takes (a variable and the Assign and Apply* ops that update it, as in
-//    TensorFlow). A group's feasible set is the intersection of its members'; an empty one
-//    is an error naming each member's devices.
+//    TensorFlow), and, until loops cross devices, the nodes of a loop frame with its Enters,
+//    Exits and inner loops. A group's feasible set is the intersection of its members'; an
+//    empty one is an error naming each member's devices.
 // 3. The simulated greedy placer (placer::greedy): walks the nodes in topological order
 //    simulating a step and puts each on the feasible device where it would finish first,
 //    counting the time its inputs take to reach that device (cost_model.hpp: compute time,
@@ -21,8 +22,9 @@
 //    weights start on the device that first reads them. Ties go to the lower device index:
 //    the result is deterministic.
 //    The rule-based placer (placer::rules, TensorFlow's): constraints and colocation, then
-//    the default device when the group may run there, else its first feasible device; it is
-//    simulated too, so the two report predicted times alike.
+//    the default device when the group may run there, else its first feasible device, but
+//    for free sources, which go with their first consumer as above; it is simulated too, so
+//    the two report predicted times alike.
 //
 // The simulation runs each device one node at a time, runs a loop's body once, and does not
 // model contention on links; its predicted step time is the last finish. A placement's
@@ -45,6 +47,7 @@
 #include <weft/framework/device_name.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/cost_model.hpp>
+#include <weft/graph/passes/frames.hpp>
 
 namespace weft::passes {
 
@@ -229,6 +232,22 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       if (n.input_is_ref(i) && !fed(in)) groups.join(id, stand_in(in.node));
     }
   }
+  // A loop does not cross devices (yet): the nodes of a loop frame, its Enters and Exits and
+  // the loops inside it, go together.
+  bool loops = false;
+  for (int id = 0; id < count && !loops; ++id) loops = is_needed(id) && g.at(id).def().control == flow::enter;
+  if (loops) {
+    const frame_map frames = find_frames(g, false);
+    std::vector<int> leader(frames.frames().size(), -1);
+    auto join_frame = [&](int id, int f) {
+      if (f <= 0) return;
+      int& l = leader[static_cast<std::size_t>(f)];
+      if (l < 0) l = id;
+      else groups.join(id, l);
+    };
+    for (int id = 0; id < count; ++id)
+      if (is_needed(id)) join_frame(id, frames.of(id)), join_frame(id, frames.child(id));
+  }
   std::vector<std::vector<char>> group_ok(static_cast<std::size_t>(count));
   std::vector<std::vector<int>> members(static_cast<std::size_t>(count));
   for (int id = 0; id < count; ++id) {
@@ -246,7 +265,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
     for (int m : members[static_cast<std::size_t>(r)])
       detail_text += "; " + g.at(m).describe() + " may run on " + detail::device_list(c, feasible[static_cast<std::size_t>(m)]);
     fail(error_code::invalid_argument, "nodes colocated with ", g.at(r).describe(),
-         " (by colocation or by taking its reference) have no device in common", detail_text);
+         " (by colocation, by taking its reference or by sharing a loop) have no device in common", detail_text);
   }
 
   // 3. The simulation.
@@ -268,11 +287,12 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
     const auto& ok = group_ok[static_cast<std::size_t>(r)];
     return ok[static_cast<std::size_t>(options.default_device)] ? options.default_device : first_ok(ok);
   };
-  // A free source: a node with nothing to wait for that costs only the overhead; the greedy
-  // placer puts its group where its first consumer goes.
+  // A free source: a node with nothing to wait for that costs only the overhead; both placers
+  // put its group where its first consumer goes (TensorFlow's placer does so for a generator
+  // with one consumer).
   auto is_free_source = [&](int id) {
     const node& n = g.at(id);
-    if (options.algorithm != placer::greedy || !costs.overhead_only(id) || !n.control_inputs().empty()) return false;
+    if (!costs.overhead_only(id) || !n.control_inputs().empty()) return false;
     for (const output& in : n.inputs())
       if (!fed(in)) return false;
     return true;

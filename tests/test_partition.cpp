@@ -1,0 +1,288 @@
+// Partitioning (runtime/partition.hpp) and the rendezvous (runtime/rendezvous.hpp): a run
+// whose nodes sit on several devices runs as one step per device, Send and Recv on every
+// edge between devices, one Recv per tensor and device; its results are those of the same
+// graph on one device; a dead value crosses as dead; an error on any device ends the step
+// on every device and the session stays usable.
+#include "support/helpers.hpp"
+
+#include <atomic>
+#include <thread>
+
+using namespace weft;
+
+namespace {
+session_options devices(int n, int inter_op_threads = 1) {
+  session_options o = test::one_thread();
+  o.cpu_devices = n;
+  o.inter_op_threads = inter_op_threads;
+  return o;
+}
+
+struct traced {
+  std::vector<tensor> out;
+  std::map<std::string, std::string> device;  // node -> device
+  std::multiset<std::string> sends, recvs;     // transfer keys
+};
+traced run_traced(session& s, const feed_list& feeds, const std::vector<endpoint>& fetches,
+                  const std::vector<endpoint>& targets = {}) {
+  run_metadata meta;
+  traced t;
+  t.out = s.run(feeds, fetches, targets, {.trace = true}, &meta);
+  for (const auto& st : meta.stats.nodes) {
+    if (st.op == "_Send") t.sends.insert(st.node);
+    else if (st.op == "_Recv") t.recvs.insert(st.node);
+    else t.device[st.node] = st.device;
+  }
+  return t;
+}
+const std::string cpu0 = "/job:localhost/replica:0/task:0/device:CPU:0";
+const std::string cpu1 = "/job:localhost/replica:0/task:0/device:CPU:1";
+}  // namespace
+
+TEST_CASE("rendezvous: a value sent before or after its Recv waits, dead values, and abort") {
+  rendezvous r;
+  std::vector<float> got;
+  bool dead_seen = false;
+  entry v;
+  v.value = tensor::of<float>({2}, {1, 2});
+  r.send("a", v);  // before the Recv
+  r.recv("a", [&](const entry* e, std::exception_ptr err) {
+    REQUIRE(e);
+    CHECK(!err);
+    got = e->value.to_vector<float>();
+  });
+  CHECK(got == std::vector<float>{1, 2});
+  bool waited = false;
+  r.recv("b", [&](const entry* e, std::exception_ptr) {  // before the Send: runs on the sender's call
+    REQUIRE(e);
+    dead_seen = e->dead;
+    waited = true;
+  });
+  CHECK(!waited);
+  entry d;
+  d.dead = true;
+  r.send("b", d);
+  CHECK(waited);
+  CHECK(dead_seen);
+  CHECK_THROWS_WITH(r.send("b", v), Catch::Contains("'b' was sent twice"));
+  r.recv("c", [](const entry*, std::exception_ptr) {});
+  CHECK_THROWS_WITH(r.recv("c", [](const entry*, std::exception_ptr) {}), Catch::Contains("'c' is received twice"));
+  // Abort: the waiting Recv and every later one get the error; later Sends are dropped.
+  rendezvous q;
+  std::string first, later;
+  q.recv("x", [&](const entry* e, std::exception_ptr err) {
+    CHECK(!e);
+    try {
+      std::rethrow_exception(err);
+    } catch (const error& ex) {
+      first = ex.what();
+    }
+  });
+  q.abort(std::make_exception_ptr(error(error_code::cancelled, "gone")));
+  q.abort(std::make_exception_ptr(error(error_code::internal, "second")));  // the first abort stands
+  q.send("y", v);
+  q.recv("y", [&](const entry* e, std::exception_ptr err) {
+    CHECK(!e);
+    try {
+      std::rethrow_exception(err);
+    } catch (const error& ex) {
+      later = ex.what();
+    }
+  });
+  CHECK(first == "gone");
+  CHECK(later == "gone");
+}
+
+TEST_CASE("partitions: one Recv per tensor and device, control edges cross, results as on one device") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{3}, "x");
+  auto a = g.op("Square", {x}, {}, node_options("a").on("/device:CPU:1"));  // x^2 on CPU:1
+  auto b = g.op("Neg", {a}, {}, node_options("b"));                          // both read a on CPU:0
+  auto c = g.op("Add", {a, x}, {}, node_options("c"));
+  auto d = g.op("Mul", {b, c}, {}, node_options("d").after({a.id()}));       // a control edge too, on CPU:0
+  auto e = g.op("Sub", {d, a}, {}, node_options("e").on("/device:CPU:1"));   // back to CPU:1, with a local a
+  const feed_list feeds{{x, tensor::of<float>({3}, {1, -2, 3})}};
+  // By hand: a = [1, 4, 9]; b = [-1, -4, -9]; c = [2, 2, 12]; d = [-2, -8, -108]; e = d - a = [-3, -12, -117].
+  const std::vector<float> d_want{-2, -8, -108}, e_want{-3, -12, -117};
+
+  for (int inter_op : {0, 1}) {
+    INFO("inter-op threads: " << inter_op);
+    session s(g, devices(2, inter_op));
+    const traced t = run_traced(s, feeds, {d, e, x});
+    CHECK(t.out[0].to_vector<float>() == d_want);
+    CHECK(t.out[1].to_vector<float>() == e_want);
+    CHECK(t.out[2].to_vector<float>() == std::vector<float>{1, -2, 3});  // a fed value fetched as it is
+    CHECK(t.device.at("a") == cpu1);
+    CHECK(t.device.at("b") == cpu0);
+    CHECK(t.device.at("d") == cpu0);
+    CHECK(t.device.at("e") == cpu1);
+    // a crosses to CPU:0 once for b and c, its control token once for d; d crosses to CPU:1.
+    CHECK(t.sends == std::multiset<std::string>{"a:0 CPU:1 -> CPU:0", "^a CPU:1 -> CPU:0", "d:0 CPU:0 -> CPU:1"});
+    CHECK(t.recvs == t.sends);
+    // Again, and the same on one device.
+    CHECK(s.run(feeds, {e})[0].to_vector<float>() == e_want);
+  }
+  graph flat;
+  auto fx = flat.placeholder(dtype::float32, partial_shape{3}, "x");
+  auto fa = flat.op("Square", {fx});
+  auto fd = flat.op("Mul", {flat.op("Neg", {fa}), flat.op("Add", {fa, fx})});
+  CHECK(test::eval(flat, flat.op("Sub", {fd, fa}), {{fx, tensor::of<float>({3}, {1, -2, 3})}}).to_vector<float>() == e_want);
+}
+
+TEST_CASE("partitions: a conditional whose branches sit on another device sends dead values across") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{2}, "x");
+  auto p = g.placeholder(dtype::boolean, partial_shape{}, "p");
+  std::vector<output> out;
+  {
+    auto on = g.device_scope("/device:CPU:1");
+    out = cond(
+        g, p, {x}, [&](const branch& b) { return std::vector<output>{g.op("Square", {b.inputs[0]}, {}, "then").out(0)}; },
+        [&](const branch& b) { return std::vector<output>{g.op("Neg", {b.inputs[0]}, {}, "else").out(0)}; });
+  }
+  auto y = g.op("Mul", {out[0], g.constant(tensor::of<float>({2}, {10, 10}), "ten")}, {}, node_options("y").on("/device:CPU:0"));
+  // The Switches and the Merge on CPU:1 too; y on CPU:0 reads the Merge's value across.
+  session s(g, devices(2));
+  for (bool taken : {true, false}) {
+    INFO("pred " << taken);
+    const traced t = run_traced(s, {{x, tensor::of<float>({2}, {3, -4})}, {p, tensor::scalar(taken)}}, {y});
+    CHECK(t.out[0].to_vector<float>() == (taken ? std::vector<float>{90, 160} : std::vector<float>{-30, 40}));
+    CHECK(t.device.at(taken ? "cond/then" : "cond/else") == cpu1);
+    CHECK(t.device.count(taken ? "cond/else" : "cond/then") == 0);  // the untaken side does not run
+  }
+
+  // A branch computed on CPU:0 from a Switch on CPU:1: its dead side crosses as dead.
+  graph h;
+  auto hx = h.placeholder(dtype::float32, partial_shape{2}, "x");
+  auto hp = h.placeholder(dtype::boolean, partial_shape{}, "p");
+  auto sw = h.op("Switch", {hx, hp}, {}, node_options("sw").on("/device:CPU:1"));
+  auto f = h.op("Neg", {sw.out(0)}, {}, node_options("f").on("/device:CPU:0"));
+  auto t = h.op("Square", {sw.out(1)}, {}, node_options("t").on("/device:CPU:0"));
+  auto m = h.op("Merge", {f, t}, {}, node_options("m").on("/device:CPU:1"));
+  session hs(h, devices(2));
+  for (bool taken : {true, false}) {
+    const traced r = run_traced(hs, {{hx, tensor::of<float>({2}, {3, -4})}, {hp, tensor::scalar(taken)}}, {m});
+    CHECK(r.out[0].to_vector<float>() == (taken ? std::vector<float>{9, 16} : std::vector<float>{-3, 4}));
+    CHECK(r.sends.size() == 4);  // both Switch outputs over, both results back: the dead ones too
+  }
+}
+
+TEST_CASE("partitions: a loop stays on one device and takes and gives values across") {
+  graph g;
+  auto n = g.placeholder(dtype::float32, partial_shape{}, "n");
+  auto start = g.op("Square", {n}, {}, node_options("start").on("/device:CPU:0"));
+  std::vector<output> done;
+  {
+    auto on = g.device_scope("/device:CPU:1");
+    // while i < n: i = i + 1, acc = acc * 2
+    done = while_loop(
+        g, {g.constant(tensor::scalar<float>(0), "i0").out(0), start.out(0)},
+        [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(n)}).out(0); },
+        [&](loop_scope& s, const std::vector<output>& v) {
+          auto one = g.constant(tensor::scalar<float>(1), node_options("one").after({s.pivot()}));
+          auto two = g.constant(tensor::scalar<float>(2), node_options("two").after({s.pivot()}));
+          return std::vector<output>{g.op("Add", {v[0], one}).out(0), g.op("Mul", {v[1], two}).out(0)};
+        });
+  }
+  auto y = g.op("Neg", {done[1]}, {}, node_options("y").on("/device:CPU:0"));
+  session s(g, devices(2));
+  // n = 3: acc starts at 9 and doubles three times: 72; y = -72.
+  const traced t = run_traced(s, {{n, tensor::scalar<float>(3)}}, {y});
+  CHECK(t.out[0].to_vector<float>() == std::vector<float>{-72});
+  CHECK(t.device.at("start") == cpu0);
+  CHECK(t.device.at("y") == cpu0);
+  for (const auto& [name, device] : t.device)
+    if (name.starts_with("while/")) CHECK(device == cpu1);
+  // start to the loop, its result back (n is fed, and a fed value goes to each device that reads it).
+  CHECK(t.sends == std::multiset<std::string>{"start:0 CPU:0 -> CPU:1", "while/Exit_1:0 CPU:1 -> CPU:0"});
+  // A loop whose nodes ask for two devices cannot be placed (yet).
+  graph bad;
+  auto bn = bad.placeholder(dtype::float32, partial_shape{}, "n");
+  auto five = bad.constant(tensor::scalar<float>(5), "five");
+  while_loop(
+      bad, {bn},
+      [&](loop_scope& s, const std::vector<output>& v) {
+        return bad.op("Less", {v[0], s.invariant(five)}, {}, node_options("less").on("/device:CPU:0")).out(0);
+      },
+      [&](loop_scope&, const std::vector<output>& v) {
+        return std::vector<output>{bad.op("Square", {v[0]}, {}, node_options("sq").on("/device:CPU:1")).out(0)};
+      });
+  session bs(bad, devices(2));
+  test::require_error([&] { bs.run({{bn, tensor::scalar<float>(2)}}, {bad.find("while/Exit") ? "while/Exit" : "while/Exit_1"}); },
+                      {"have no device in common", "node 'while/less' (Less) may run on CPU:0",
+                       "node 'while/sq' (Square) may run on CPU:1"});
+}
+
+TEST_CASE("partitions: a variable on one device, read on another, and its updates stay with it") {
+  graph g;
+  auto v = g.variable(dtype::float32, partial_shape{2}, node_options("v").on("/device:CPU:1"));
+  auto init = g.op("Assign", {v, g.constant(tensor::of<float>({2}, {1, 2}), "init_value")}, {}, "init");
+  auto inc = g.op("AssignAdd", {v, g.constant(tensor::of<float>({2}, {10, 10}), "step")}, {}, "inc");
+  auto read = g.op("Mul", {v, g.constant(tensor::of<float>({2}, {3, 3}), "three")}, {}, node_options("read").on("/device:CPU:0"));
+  session s(g, devices(2));
+  s.run({init});
+  CHECK(run_traced(s, {}, {read}).out[0].to_vector<float>() == std::vector<float>{3, 6});
+  const traced t = run_traced(s, {}, {}, {inc});
+  CHECK(t.device.at("inc") == cpu1);
+  CHECK(t.sends.empty());
+  CHECK(s.run({}, {read})[0].to_vector<float>() == std::vector<float>{33, 36});
+}
+
+TEST_CASE("partitions: an error on one device ends the step on every device, and the session stays usable") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{-1, -1}, "x");
+  auto w = g.placeholder(dtype::float32, partial_shape{-1, -1}, "w");
+  // CPU:0 waits for CPU:1's product, which fails when the shapes do not fit.
+  auto prod = g.op("MatMul", {x, w}, {}, node_options("prod").on("/device:CPU:1"));
+  auto y = g.op("Neg", {prod}, {}, node_options("y").on("/device:CPU:0"));
+  // ...and CPU:1 waits for CPU:0's value, which comes from a node that fails on CPU:0.
+  auto ids = g.placeholder(dtype::int32, partial_shape{-1}, "ids");
+  auto gathered = g.op("GatherV2", {x, ids, g.constant(tensor::scalar<std::int32_t>(0), "axis")}, {},
+                       node_options("gathered").on("/device:CPU:0"));
+  auto z = g.op("Square", {gathered}, {}, node_options("z").on("/device:CPU:1"));
+  for (int inter_op : {0, 1}) {
+    INFO("inter-op threads: " << inter_op);
+    session s(g, devices(2, inter_op));
+    const tensor x22 = tensor::of<float>({2, 2}, {1, 2, 3, 4});
+    test::require_error([&] { s.run({{x, x22}, {w, tensor::of<float>({3, 1}, {1, 1, 1})}}, {y}); },
+                        {"node 'prod' (MatMul)", "[2,2]", "[3,1]"});
+    test::require_error([&] { s.run({{x, x22}, {ids, tensor::of<std::int32_t>({1}, {7})}}, {z}); },
+                        {"node 'gathered' (GatherV2)"});
+    // Both at once: one of the errors, whichever came first.
+    test::require_error([&] {
+      s.run({{x, x22}, {w, tensor::of<float>({3, 1}, {1, 1, 1})}, {ids, tensor::of<std::int32_t>({1}, {7})}}, {y, z});
+    }, {"node '"});
+    // The session runs again.
+    CHECK(s.run({{x, x22}, {w, tensor::of<float>({2, 1}, {1, 1})}}, {y})[0].to_vector<float>() == std::vector<float>{-3, -7});
+    CHECK(s.run({{x, x22}, {ids, tensor::of<std::int32_t>({1}, {1})}}, {z})[0].to_vector<float>() == std::vector<float>{9, 16});
+  }
+}
+
+TEST_CASE("partitions: a chain that crosses devices at every node, on one thread and on several, from several callers") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{4}, "x");
+  output v = x;
+  for (int i = 0; i < 60; ++i)
+    v = g.op(i % 3 == 2 ? "Square" : "Neg", {v}, {}, node_options("n" + std::to_string(i)).on(i % 2 ? "/cpu:1" : "/cpu:0"));
+  // 20 Squares of -x or x: x^(2^20) overflows; keep the values at 1 and -1 and 0.
+  const tensor in = tensor::of<float>({4}, {1, -1, 0, 2});
+  std::vector<float> want{1, -1, 0, 2};
+  for (int i = 0; i < 60; ++i)
+    for (float& w : want) w = i % 3 == 2 ? w * w : -w;
+  // Squares of 2 overflow to infinity: the chain keeps the values exact, overflow included.
+  for (int inter_op : {0, 1, 3}) {
+    INFO("inter-op threads: " << inter_op);
+    session s(g, devices(2, inter_op));
+    const traced t = run_traced(s, {{x, in}}, {v});
+    CHECK(t.out[0].to_vector<float>() == want);
+    CHECK(t.sends.size() == 59);
+    std::atomic<int> right{0};
+    std::vector<std::thread> callers;
+    for (int c = 0; c < 4; ++c)
+      callers.emplace_back([&] {
+        for (int k = 0; k < 10; ++k) right += s.run({{x, in}}, {v})[0].to_vector<float>() == want;
+      });
+    for (auto& th : callers) th.join();
+    CHECK(right == 40);
+  }
+}
