@@ -105,6 +105,19 @@ inline std::pair<weft::tensor, weft::tensor> batch_of(const weft::data::image_se
   return {x, y};
 }
 
+// One line per device: how many of the step's nodes the placer put there and their
+// estimated compute, and the simulated step.
+inline void print_placement(weft::session& s, const weft::feed_list& feeds, const std::vector<weft::endpoint>& fetches,
+                            const weft::endpoint& target) {
+  const auto p = s.placement(feeds, fetches, {target});
+  std::vector<int> nodes(p->device_names.size());
+  for (const auto& r : p->nodes) ++nodes[static_cast<std::size_t>(r.device)];
+  std::printf("%s placement, predicted step %.2f ms:", weft::passes::name(p->algorithm), p->predicted_seconds * 1e3);
+  for (std::size_t d = 0; d < nodes.size(); ++d)
+    std::printf(" %s %d nodes (%.2f ms)", p->device_names[d].c_str(), nodes[d], p->busy_seconds[d] * 1e3);
+  std::printf("\n");
+}
+
 // The tensors of a model that the loop feeds and fetches.
 struct mnist_model {
   weft::output images, labels;   // placeholders: [n, 784] float32, [n] int32
@@ -114,17 +127,19 @@ struct mnist_model {
 };
 
 // Trains `model` with `train` for opt.epochs over MNIST and returns the exit status: 0, 1
-// below --min-accuracy, 77 when the data is missing. `description` is printed first.
+// below --min-accuracy, 77 when the data is missing. `description` is printed first. With
+// several devices (`options`), where the placer put the training step's nodes is printed
+// after the first step.
 inline int train_mnist(const char* program, const mnist_options& opt, const weft::data::mnist_data& mnist,
                        weft::graph& g, const mnist_model& m, const weft::train::training_op& train, const weft::node& init,
-                       const std::string& description) {
+                       const std::string& description, const weft::session_options& options = {}) {
   using namespace weft;
   const std::int64_t train_size =
       opt.train_subset > 0 ? std::min<std::int64_t>(opt.train_subset, mnist.train.size()) : mnist.train.size();
   const saver checkpoints(g, variables_of(g), {.keep = 3});
   const std::filesystem::path prefix = std::filesystem::path(opt.checkpoint_dir) / program;
 
-  session s(g);
+  session s(g, options);
   s.run({init, train.init});
   int first_epoch = 1;
   if (opt.resume) {
@@ -169,6 +184,7 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
       feed_list feeds{{m.images, bx}, {m.labels, by}, {m.learning_rate, rate}};
       for (const auto& [o, t] : m.train_feeds) feeds.push_back({o, t});
       auto out = s.run(feeds, {m.loss, m.correct}, {train.step});
+      if (epoch == first_epoch && first == 0 && s.devices().size() > 1) print_placement(s, feeds, {m.loss, m.correct}, train.step);
       bar.step(static_cast<long>(n), out[0].scalar_value<float>(), out[1].scalar_value<float>());
     }
     seconds += bar.end_epoch();
@@ -236,7 +252,7 @@ class mnist_builder {
   // Adds the tail on `logits` [n, 10] (sparse softmax cross-entropy averaged as the loss,
   // the number of rows whose largest logit is the label, Adam, an init target) and trains.
   int train(const char* program, const mnist_options& opt, const weft::data::mnist_data& mnist, weft::output logits,
-            const std::string& description) {
+            const std::string& description, const weft::session_options& options = {}) {
     using namespace weft;
     const output axis0 = g_.constant(tensor::from_vector(std::vector<std::int32_t>{0})).out(0);
     const output xent = g_.op("SparseSoftmaxCrossEntropyWithLogits", {logits, m_.labels}).out(0);
@@ -248,7 +264,7 @@ class mnist_builder {
     m_.learning_rate = g_.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
     const auto step = train::minimize(g_, m_.loss, vars_, train::adam{m_.learning_rate});
     const node& init = g_.op("NoOp", {}, {}, node_options("init").after(inits_));
-    return train_mnist(program, opt, mnist, g_, m_, step, init, description);
+    return train_mnist(program, opt, mnist, g_, m_, step, init, description, options);
   }
 
  private:

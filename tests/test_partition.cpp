@@ -4,8 +4,10 @@
 // graph on one device; a dead value crosses as dead; an error on any device ends the step
 // on every device and the session stays usable.
 #include "support/helpers.hpp"
+#include "support/json.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <thread>
 
 using namespace weft;
@@ -285,4 +287,229 @@ TEST_CASE("partitions: a chain that crosses devices at every node, on one thread
     for (auto& th : callers) th.join();
     CHECK(right == 40);
   }
+}
+
+namespace {
+// A linear model y ~ x W + b with the mean squared error over a batch, its variables on
+// CPU:0 (the parameter device); returns the loss.
+struct linear_model {
+  output w, b;
+  std::string init;  // the node that assigns both their first values
+};
+linear_model linear_variables(graph& g) {
+  auto on = g.device_scope("/device:CPU:0");
+  auto w = g.variable(dtype::float32, partial_shape{4, 3}, node_options("w"));
+  auto b = g.variable(dtype::float32, partial_shape{3}, node_options("b"));
+  std::vector<float> w0(12);
+  for (int i = 0; i < 12; ++i) w0[static_cast<std::size_t>(i)] = 0.1f * static_cast<float>(i % 5) - 0.2f;
+  auto iw = g.op("Assign", {w, g.constant(tensor::from_vector(w0, shape{4, 3}), "w0")}, {}, "w/init");
+  auto ib = g.op("Assign", {b, g.constant(tensor::of<float>({3}, {0.5f, -0.5f, 0}), "b0")}, {}, "b/init");
+  g.op("NoOp", {}, {}, node_options("init").after({iw.id(), ib.id()}));
+  return {w, b, "init"};
+}
+output mse(graph& g, const linear_model& m, output x, output y) {
+  auto pred = g.op("Add", {g.op("MatMul", {x, m.w}), m.b});
+  auto err = g.op("Square", {g.op("Sub", {pred, y})});
+  return g.op("Mean", {err, g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
+}
+tensor batch(int rows, int cols, int seed) {
+  std::vector<float> v(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(static_cast<int>((i * 7919 + static_cast<std::size_t>(seed) * 104729) % 211) - 105) / 50.0f;
+  return tensor::from_vector(v, shape{rows, cols});
+}
+tensor rows_of(const tensor& t, int from, int count) {
+  const auto v = t.to_vector<float>();
+  const auto cols = t.shape()[1];
+  return tensor::from_vector(std::vector<float>(v.begin() + from * cols, v.begin() + (from + count) * cols),
+                             shape{count, cols});
+}
+}  // namespace
+
+TEST_CASE("synchronous data parallelism: a replica per device, gradients averaged, one update, as one device on the whole batch") {
+  // One device, the whole batch of 16.
+  graph one;
+  const auto m1 = linear_variables(one);
+  auto x = one.placeholder(dtype::float32, partial_shape{-1, 4}, "x");
+  auto y = one.placeholder(dtype::float32, partial_shape{-1, 3}, "y");
+  auto step1 = train::minimize(one, mse(one, m1, x, y), {m1.w, m1.b}, train::sgd{0.1});
+  session s1(one, test::one_thread());
+  s1.run({m1.init});
+
+  // Two replicas, each on half the batch on its own device; the averaged gradient updates
+  // the variables on CPU:0 once.
+  graph two;
+  const auto m2 = linear_variables(two);
+  std::vector<output> xs, ys, losses;
+  std::vector<std::vector<output>> grads;
+  for (int r = 0; r < 2; ++r) {
+    auto on = two.device_scope("/device:CPU:" + std::to_string(r));
+    auto scope = two.name_scope("replica" + std::to_string(r));
+    xs.push_back(two.placeholder(dtype::float32, partial_shape{-1, 4}, "x"));
+    ys.push_back(two.placeholder(dtype::float32, partial_shape{-1, 3}, "y"));
+    losses.push_back(mse(two, m2, xs.back(), ys.back()));
+    grads.push_back(add_gradients(two, {losses.back()}, {m2.w, m2.b}));
+  }
+  std::vector<output> averaged;
+  {
+    auto on = two.device_scope("/device:CPU:0");
+    auto half = two.constant(tensor::scalar(0.5f), "half");
+    for (int v = 0; v < 2; ++v)
+      averaged.push_back(two.op("Mul", {two.op("Add", {grads[0][static_cast<std::size_t>(v)], grads[1][static_cast<std::size_t>(v)]}), half}));
+  }
+  auto step2 = train::apply_gradients(two, losses[0], {m2.w, m2.b}, averaged, train::sgd{0.1});
+  session s2(two, devices(2));
+  s2.run({m2.init});
+
+  for (int k = 0; k < 5; ++k) {
+    const tensor bx = batch(16, 4, k), by = batch(16, 3, k + 100);
+    s1.run({{x, bx}, {y, by}}, {}, {step1.step});
+    const traced t = run_traced(s2,
+                                {{xs[0], rows_of(bx, 0, 8)}, {ys[0], rows_of(by, 0, 8)},
+                                 {xs[1], rows_of(bx, 8, 8)}, {ys[1], rows_of(by, 8, 8)}},
+                                {}, {step2.step});
+    if (k == 0) {  // each replica's gradient ran on its own device and crossed to CPU:0
+      bool replica1_on_cpu1 = false;
+      for (const auto& [name, device] : t.device)
+        if (name.starts_with("replica1/")) replica1_on_cpu1 = device == cpu1;
+      CHECK(replica1_on_cpu1);
+      CHECK(!t.sends.empty());
+    }
+  }
+  // The mean over 16 rows is the mean of the two halves' means: equal up to rounding.
+  const auto w1 = s1.run({}, {m1.w})[0].to_vector<float>(), w2 = s2.run({}, {m2.w})[0].to_vector<float>();
+  const auto b1 = s1.run({}, {m1.b})[0].to_vector<float>(), b2 = s2.run({}, {m2.b})[0].to_vector<float>();
+  for (std::size_t i = 0; i < w1.size(); ++i) CHECK(w2[i] == Approx(w1[i]).margin(1e-5));
+  for (std::size_t i = 0; i < b1.size(); ++i) CHECK(b2[i] == Approx(b1[i]).margin(1e-5));
+  CHECK(w1 != std::vector<float>(w1.size(), 0.0f));
+}
+
+TEST_CASE("asynchronous data parallelism: each replica updates the shared variables") {
+  graph g;
+  const auto m = linear_variables(g);
+  std::vector<output> xs, ys, losses;
+  std::vector<train::training_op> steps;
+  for (int r = 0; r < 2; ++r) {
+    auto on = g.device_scope("/device:CPU:" + std::to_string(r));
+    auto scope = g.name_scope("replica" + std::to_string(r));
+    xs.push_back(g.placeholder(dtype::float32, partial_shape{-1, 4}, "x"));
+    ys.push_back(g.placeholder(dtype::float32, partial_shape{-1, 3}, "y"));
+    losses.push_back(mse(g, m, xs.back(), ys.back()));
+    steps.push_back(train::minimize(g, losses.back(), {m.w, m.b}, train::sgd{0.05}, "train" + std::to_string(r)));
+  }
+  // Replica steps one after another are plain SGD steps on each half in turn: the same
+  // graph on one device (its rule-based placement puts nothing elsewhere) gives the same
+  // values bit for bit.
+  session_options o1 = test::one_thread();
+  o1.placement.soft = true;  // the requests for CPU:1 fall back to CPU:0
+  session reference(g, o1), parallel(g, devices(2));
+  reference.run({m.init});
+  parallel.run({m.init});
+  for (int k = 0; k < 4; ++k)
+    for (int r = 0; r < 2; ++r) {
+      const feed_list feeds{{xs[static_cast<std::size_t>(r)], batch(8, 4, 10 * k + r)}, {ys[static_cast<std::size_t>(r)], batch(8, 3, 10 * k + r + 50)}};
+      reference.run(feeds, {}, {steps[static_cast<std::size_t>(r)].step});
+      parallel.run(feeds, {}, {steps[static_cast<std::size_t>(r)].step});
+    }
+  CHECK(parallel.run({}, {m.w})[0].to_vector<float>() == reference.run({}, {m.w})[0].to_vector<float>());
+  // Both replicas at once, from two threads, on one fixed batch each of a linear target
+  // (y = x T, T[i][j] = i - j, by a naive loop): the loss goes down.
+  auto target = [](const tensor& x) {
+    const auto v = x.to_vector<float>();
+    std::vector<float> y(static_cast<std::size_t>(x.shape()[0]) * 3, 0.0f);
+    for (std::int64_t r = 0; r < x.shape()[0]; ++r)
+      for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 4; ++i) y[static_cast<std::size_t>(r * 3 + j)] += v[static_cast<std::size_t>(r * 4 + i)] * static_cast<float>(i - j);
+    return tensor::from_vector(y, shape{x.shape()[0], 3});
+  };
+  const tensor x0 = batch(8, 4, 1), x1 = batch(8, 4, 3);
+  const feed_list both{{xs[0], x0}, {ys[0], target(x0)}, {xs[1], x1}, {ys[1], target(x1)}};
+  const float before = parallel.run(both, {losses[0]})[0].to_vector<float>()[0] + parallel.run(both, {losses[1]})[0].to_vector<float>()[0];
+  std::vector<std::thread> replicas;
+  for (int r = 0; r < 2; ++r)
+    replicas.emplace_back([&, r] {
+      const feed_list mine{both[static_cast<std::size_t>(2 * r)], both[static_cast<std::size_t>(2 * r + 1)]};
+      for (int k = 0; k < 50; ++k) parallel.run(mine, {}, {steps[static_cast<std::size_t>(r)].step});
+    });
+  for (auto& th : replicas) th.join();
+  const float after = parallel.run(both, {losses[0]})[0].to_vector<float>()[0] + parallel.run(both, {losses[1]})[0].to_vector<float>()[0];
+  CHECK(after < 0.5f * before);
+}
+
+TEST_CASE("lossy transfers: float32 crosses devices as its top 16 bits, zero-filled back") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{6}, "x");
+  auto a = g.op("Identity", {x}, {}, node_options("a").on("/cpu:1"));
+  auto b = g.op("Neg", {x}, {}, node_options("b").on("/cpu:1"));  // not Identity: CSE would merge it with a
+  auto ya = g.op("Identity", {a}, {}, node_options("ya").on("/cpu:0"));
+  auto yb = g.op("Neg", {b}, {}, node_options("yb").on("/cpu:0"));  // truncation keeps the sign: -(-v cut) = v cut
+  auto n = g.placeholder(dtype::int32, partial_shape{2}, "n");
+  auto ni = g.op("Identity", {n}, {}, node_options("ni").on("/cpu:1"));
+  auto yn = g.op("Identity", {ni}, {}, node_options("yn").on("/cpu:0"));
+  const std::vector<float> v{1.0f, -3.14159265f, 1e-30f, 65504.25f, 0.1f, -0.0f};
+  // By hand: the value whose low 16 bits are cleared.
+  std::vector<float> cut;
+  for (float f : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bits &= 0xFFFF0000u;
+    float c;
+    std::memcpy(&c, &bits, 4);
+    cut.push_back(c);
+  }
+  const feed_list feeds{{x, tensor::from_vector(v, shape{6})}, {n, tensor::of<std::int32_t>({2}, {123456789, -7})}};
+  SECTION("every float32 transfer") {
+    session_options o = devices(2);
+    o.lossy_transfers = true;
+    session s(g, o);
+    const auto out = s.run(feeds, {ya, yb, yn});
+    CHECK(out[0].to_vector<float>() == cut);
+    CHECK(out[1].to_vector<float>() == cut);
+    CHECK(out[2].to_vector<std::int32_t>() == std::vector<std::int32_t>{123456789, -7});  // not float32: exact
+    // Truncation keeps 8 significant bits: the error is below 2^-7 of the value.
+    for (std::size_t i = 0; i < v.size(); ++i) CHECK(std::abs(cut[i] - v[i]) <= std::abs(v[i]) * 0x1p-7f);
+  }
+  SECTION("the outputs named") {
+    session_options o = devices(2);
+    o.lossy_outputs = {"a"};
+    session s(g, o);
+    const auto out = s.run(feeds, {ya, yb});
+    CHECK(out[0].to_vector<float>() == cut);
+    CHECK(out[1].to_vector<float>() == v);
+    o.lossy_outputs = {"nope:0"};
+    test::require_error([&] { session bad(g, o); }, {"lossy_outputs", "no node named 'nope'"});
+  }
+  SECTION("off: exact") {
+    session s(g, devices(2));
+    CHECK(s.run(feeds, {ya})[0].to_vector<float>() == v);
+  }
+}
+
+TEST_CASE("the timeline of a step on two devices: a process per device, a flow arrow per transfer") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{2}, "x");
+  auto a = g.op("Neg", {x}, {}, node_options("a").on("/cpu:1"));
+  auto b = g.op("Square", {a}, {}, node_options("b").on("/cpu:0"));
+  session s(g, devices(2));
+  run_metadata meta;
+  s.run({{x, tensor::of<float>({2}, {1, 2})}}, {b}, {}, {.trace = true}, &meta);
+  const auto doc = test::json::parse(chrome_trace(meta.stats));
+  std::map<std::string, double> pid_of;  // device -> pid
+  std::map<std::string, std::vector<double>> flow;  // phase -> [pid, ts]
+  std::map<std::string, double> pid_of_node;
+  for (const auto& ev : doc["traceEvents"].as_array()) {
+    const std::string ph = ev["ph"].as_string();
+    if (ph == "M") pid_of[ev["args"]["name"].as_string()] = ev["pid"].as_number();
+    else if (ph == "X") pid_of_node[ev["args"]["name"].as_string()] = ev["pid"].as_number();
+    else flow[ph] = {ev["pid"].as_number(), ev["ts"].as_number(), ev["id"].as_number()};
+  }
+  CHECK(pid_of.size() == 2);
+  REQUIRE(flow.count("s") == 1);
+  REQUIRE(flow.count("f") == 1);
+  CHECK(flow["s"][2] == flow["f"][2]);                 // one arrow
+  CHECK(flow["s"][0] == pid_of.at(cpu1));              // from CPU:1's Send
+  CHECK(flow["f"][0] == pid_of.at(cpu0));              // to CPU:0's Recv
+  CHECK(flow["s"][1] <= flow["f"][1]);
+  CHECK(pid_of_node.at("a") == pid_of.at(cpu1));
+  CHECK(pid_of_node.at("b") == pid_of.at(cpu0));
 }

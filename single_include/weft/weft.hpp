@@ -6535,7 +6535,9 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 //   s.run({init_vars, train.init});        // the model's initializers, then the slots'
 //   for (...) s.run(feeds, {loss}, {train.step});
 //
-// Each update runs after every node of the step that reads its variable, so the forward
+// The updates, the slots and the constants they use are colocated with their variable,
+// whatever device scope minimize() is called in (data-parallel replicas update shared
+// variables where these live). Each update runs after every node of the step that reads its variable, so the forward
 // and backward passes see the values from before the step (the update itself writes in
 // place, copying first when a reader still holds the old value).
 //
@@ -6724,6 +6726,11 @@ training_op apply_gradients(graph& g, output loss, const std::vector<output>& va
   std::map<dtype, std::vector<output>> shared;  // per dtype
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const node& vn = g.at(vars[i]);
+    // The update, the slots and their constants go with the variable, whatever device scope
+    // the caller is in (TensorFlow's colocate_with(var, ignore_existing=True)): a replica's
+    // update of a shared variable runs where the variable lives.
+    auto anywhere = g.device_scope("");
+    auto with_variable = g.colocate_with(vn);
     const dtype t = vn.attr<dtype>("dtype");
     const shape s = vn.attr<partial_shape>("shape").to_shape();
     update_args a{g, vars[i], gradients[i], {}, {}, {}};
@@ -7153,6 +7160,7 @@ inline tensor filename_tensor(const std::filesystem::path& path) {
 // and survive across runs; several threads may call run() at once.
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -9146,6 +9154,9 @@ struct transfer_info {
   std::string key;     // the edge: "name:port" or "^name", from device -> to device
   bool send = false;
   bool control = false;
+  // A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
+  // value's top 16 bits, the Recv fills the low 16 with zeros.
+  bool lossy = false;
 };
 
 struct exec_node {
@@ -9199,6 +9210,7 @@ struct executable {
   // Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
   std::vector<transfer_info> transfers;
+  int device = -1;  // a partition's device
   // When the nodes span several devices: one executable per device, each run by a step of
   // its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;
@@ -9459,18 +9471,34 @@ class step {
   }
 
   // Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
-  // as one step: their Sends and Recvs meet in one rendezvous, the calling thread works for
-  // all of them beside the inter-op pool, and an error in any aborts every one (the
-  // rendezvous fails the Recvs that wait). Throws the first error; returns the fetched
-  // values otherwise, each from the partition that computes it.
-  static std::vector<tensor> run_partitions(std::span<step* const> steps) {
+  // as one step. Each partition's step is driven by its device's own thread: the first's by
+  // the calling thread, the others' by drivers[i] (a pool of one thread per device), beside
+  // the inter-op pool the steps were given, if any; so with no inter-op pool each device
+  // runs its nodes one at a time on one thread. Their Sends and Recvs meet in one
+  // rendezvous; a Recv's consumers run on their own device's thread. An error in any step
+  // aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
+  // returns the fetched values otherwise, each from the partition that computes it.
+  static std::vector<tensor> run_partitions(std::span<step* const> steps,
+                                            std::span<Eigen::ThreadPoolInterface* const> drivers) {
     rendezvous meeting;
     group g{&meeting, steps};
-    auto shared = std::make_shared<handoff>();
-    shared->live = static_cast<int>(steps.size());
-    for (step* s : steps) s->handoff_ = shared, s->group_ = &g, s->rendezvous_ = &meeting;
-    for (step* s : steps) s->start();
-    wait(*shared);
+    for (step* s : steps) s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::size_t running = steps.size() - 1;
+    for (std::size_t i = 1; i < steps.size(); ++i)
+      drivers[i]->Schedule([s = steps[i], &mutex, &cv, &running] {
+        s->start();
+        wait(*s->handoff_);
+        std::lock_guard lock(mutex);
+        if (--running == 0) cv.notify_all();
+      });
+    steps.front()->start();
+    wait(*steps.front()->handoff_);
+    {
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [&] { return running == 0; });
+    }
     if (g.first) std::rethrow_exception(g.first);
     std::vector<tensor> results = std::move(steps.front()->results_);
     for (step* s : steps.subspan(1))
@@ -9494,6 +9522,7 @@ class step {
   struct handoff;
   // The steps of run_partitions: the first error aborts them all and the rendezvous.
   struct group {
+    group(rendezvous* m, std::span<step* const> s) : meeting(m), steps(s) {}
     rendezvous* meeting;
     std::span<step* const> steps;
     std::mutex mutex;
@@ -9518,16 +9547,26 @@ class step {
     process(std::move(ready));
   }
   // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
-  // off and not yet taken by a pool thread, until every step of the run has ended.
+  // off and not yet taken by a pool thread, until the step has ended. A partition's thread
+  // spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
+  // Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
-    for (std::unique_lock lock(h.mutex);;) {
+    for (;;) {
+      if (h.spin) {  // up to 200 us, as the intra-op pool's workers do between kernels
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+        for (int i = 0; !h.signalled.load(std::memory_order_acquire); ++i) {
+          intra_op_detail::cpu_relax();
+          if (i % 32 == 31 && std::chrono::steady_clock::now() > until) break;
+        }
+      }
+      std::unique_lock lock(h.mutex);
       h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
       if (h.done) break;
       auto [owner, tn] = h.queue.front();
       h.queue.pop_front();
+      if (h.queue.empty()) h.signalled.store(false, std::memory_order_relaxed);
       lock.unlock();
       owner->process(std::deque<tagged_node>{tn});
-      lock.lock();
     }
   }
 
@@ -9744,14 +9783,16 @@ class step {
   }
 
   // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
-  // where the Recv waiting for it may run on this thread.
-  void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
+  // where the Recv waiting for it may run on this thread. Out of line, as receive(): the
+  // path of a node with no transfer stays short.
+  [[gnu::noinline]] void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     entry v;
     if (dead) {
       v.dead = true;
     } else if (!t.control) {
       v.value = inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value;
+      if (t.lossy) v.value = truncate_to_bfloat16(v.value);
     }
     clear(inputs);
     if (options_.trace) record(xn, t0);
@@ -9765,9 +9806,9 @@ class step {
 
   // A Recv: waits, holding no thread, for its Send; its consumers run on the thread that
   // delivers the value (a few deep at most: deeper, they are handed off).
-  void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
+  [[gnu::noinline]] void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
-    rendezvous_->recv(t.key, [this, tn, &xn, t0](const entry* v, std::exception_ptr e) {
+    rendezvous_->recv(t.key, [this, tn, &xn, &t, t0](const entry* v, std::exception_ptr e) {
       if (e) {
         abort(e);
         node_done(1);
@@ -9775,6 +9816,7 @@ class step {
       }
       std::vector<entry> outputs(static_cast<std::size_t>(xn.num_outputs));
       if (!outputs.empty()) outputs[0] = *v;
+      if (t.lossy && !v->dead) outputs[0].value = widen_from_bfloat16(v->value, device_of(xn).get_allocator());
       if (options_.trace) record(xn, t0);
       ready_list ready;
       propagate(tn, xn, outputs, ready);
@@ -9782,16 +9824,26 @@ class step {
       finish(tn, ready);
       std::deque<tagged_node> inline_ready;
       schedule(ready, inline_ready);
-      thread_local int depth = 0;
-      if (depth < 4) {
-        ++depth;
-        process(std::move(inline_ready));
-        --depth;
-      } else {
-        for (const tagged_node& r : inline_ready) hand_off(r);
-      }
+      for (const tagged_node& r : inline_ready) hand_off(r);  // to this device's thread
       node_done(1);
     });
+  }
+
+  // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
+  // and back, the low 16 bits zero.
+  static tensor truncate_to_bfloat16(const tensor& f) {
+    tensor wire(dtype::bfloat16, f.shape());
+    const auto* from = static_cast<const std::uint32_t*>(f.raw_data());
+    auto* to = static_cast<std::uint16_t*>(wire.raw_data());
+    for (std::int64_t i = 0, n = f.num_elements(); i < n; ++i) to[i] = static_cast<std::uint16_t>(from[i] >> 16);
+    return wire;
+  }
+  static tensor widen_from_bfloat16(const tensor& wire, allocator& alloc) {
+    tensor f(dtype::float32, wire.shape(), alloc);
+    const auto* from = static_cast<const std::uint16_t*>(wire.raw_data());
+    auto* to = static_cast<std::uint32_t*>(f.raw_data());
+    for (std::int64_t i = 0, n = wire.num_elements(); i < n; ++i) to[i] = std::uint32_t{from[i]} << 16;
+    return f;
   }
 
   // Non-ref inputs that carry a variable reference read the variable's value now.
@@ -10109,6 +10161,7 @@ class step {
     {
       std::lock_guard lock(handoff_->mutex);
       handoff_->queue.emplace_back(this, tn);
+      handoff_->signalled.store(true, std::memory_order_release);
     }
     handoff_->cv.notify_one();
     if (!inter_op_) return;  // the calling thread of run() takes it
@@ -10129,6 +10182,7 @@ class step {
     std::lock_guard lock(handoff_->mutex);
     if (--handoff_->live == 0) {
       handoff_->done = true;
+      handoff_->signalled.store(true, std::memory_order_release);
       handoff_->cv.notify_all();
     }
   }
@@ -10197,10 +10251,12 @@ class step {
   std::exception_ptr error_;
   struct handoff {
     std::mutex mutex;
-    std::condition_variable cv;  // the calling thread waits for a node or the steps' end
+    std::condition_variable cv;  // the calling thread waits for a node or the step's end
     std::deque<std::pair<step*, tagged_node>> queue;
     int live = 1;
     bool done = false;
+    bool spin = false;                   // wait() spins a little first (a partition's thread)
+    std::atomic<bool> signalled{false};  // set with every node queued and at the end
   };
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
   group* group_ = nullptr;             // run_partitions' steps
@@ -10226,6 +10282,7 @@ class step {
 // Enters and Exits) on one device, so each Send and Recv runs once per step, in the root
 // frame.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -10239,8 +10296,10 @@ namespace weft {
 // The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
 // device its nodes use, each finished; none when they use one device. device_names: the
 // devices' names by index, for the rendezvous keys and the traces.
+// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
 inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
-                                                                const std::vector<std::string>& device_names) {
+                                                                const std::vector<std::string>& device_names,
+                                                                const std::function<bool(output)>& lossy = {}) {
   const auto& old = whole.nodes;
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
@@ -10265,6 +10324,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     x->feeds = whole.feeds;
     x->placement = whole.placement;
     x->num_fetches = whole.num_fetches;
+    x->device = device_of_part[p];
     out.push_back(std::move(x));
   }
   auto add = [&](int p, exec_node xn) {
@@ -10307,7 +10367,10 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   };
   auto add_transfer = [&](int p, const edge_key& k, bool send) {
     auto& x = *out[static_cast<std::size_t>(p)];
-    x.transfers.push_back({key_text(k), send, std::get<1>(k) < 0});
+    const auto [src, port, to] = k;
+    const node& n = *old[static_cast<std::size_t>(src)].def;
+    const bool cut = port >= 0 && lossy && n.output_dtype(port) == dtype::float32 && lossy(output{n.id(), port});
+    x.transfers.push_back({key_text(k), send, port < 0, cut});
     exec_node xn;
     xn.transfer = static_cast<int>(x.transfers.size() - 1);
     xn.cheap = true;
@@ -10404,6 +10467,11 @@ struct session_options {
   // empty: default_device_spec for each), and the link between any two of them.
   std::vector<passes::device_spec> device_specs;
   passes::link_spec link;
+  // Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
+  // their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
+  // of the outputs named in lossy_outputs ("node" or "node:port").
+  bool lossy_transfers = false;
+  std::vector<std::string> lossy_outputs;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
   // The most bytes the tensors this session's kernels allocate on each device may hold at
   // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -10474,8 +10542,10 @@ class session {
         // kernels' intra-op threads (the calling thread runs most nodes).
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
+        device_threads_(driver_threads(options.cpu_devices)),
         cluster_(make_cluster(devices_, options)),
         device_names_(short_names(cluster_)),
+        lossy_(lossy_rule(options)),
         placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
@@ -10736,7 +10806,7 @@ class session {
     }
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
-    x->partitions = partition(*x, device_names_);  // none when one device runs every node
+    x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
     finish_executable(*x);
     return x;
   }
@@ -10761,8 +10831,12 @@ class session {
         results = steps.front()->run();
       } else {
         std::vector<step*> all;
-        for (auto& s : steps) all.push_back(s.get());
-        results = step::run_partitions(all);
+        std::vector<Eigen::ThreadPoolInterface*> drivers;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          all.push_back(steps[i].get());
+          drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
+        }
+        results = step::run_partitions(all, drivers);
       }
     } catch (...) {
       stats();
@@ -10793,6 +10867,26 @@ class session {
     }
     return passes::cluster(std::move(specs), o.link);
   }
+  // session_options' lossy transfers as a test on outputs (checked against the graph as
+  // each executable is built: a name no node has is an error).
+  std::function<bool(output)> lossy_rule(const session_options& o) const {
+    if (o.lossy_transfers) return [](output) { return true; };
+    if (o.lossy_outputs.empty()) return {};
+    std::vector<output> named;
+    for (const auto& name : o.lossy_outputs) {
+      try {
+        named.push_back(graph_->resolve(name));
+      } catch (const error& e) {
+        fail(error_code::invalid_argument, "session_options::lossy_outputs: ", e.what());
+      }
+    }
+    return [named](output o) { return std::find(named.begin(), named.end(), o) != named.end(); };
+  }
+  static std::vector<std::unique_ptr<Eigen::ThreadPool>> driver_threads(int devices) {
+    std::vector<std::unique_ptr<Eigen::ThreadPool>> out(static_cast<std::size_t>(std::max(devices, 1)));
+    for (std::size_t d = 1; d < out.size(); ++d) out[d] = std::make_unique<Eigen::ThreadPool>(1, false);
+    return out;
+  }
   static std::vector<std::string> short_names(const passes::cluster& c) {
     std::vector<std::string> out;
     for (int i = 0; i < c.size(); ++i) out.push_back(c.short_name(i));
@@ -10810,8 +10904,12 @@ class session {
   std::vector<std::unique_ptr<weft::device>> devices_;
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
+  // A thread per device (but the first: the calling thread drives a run's first partition)
+  // that drives the device's partition of each partitioned step.
+  std::vector<std::unique_ptr<Eigen::ThreadPool>> device_threads_;
   passes::cluster cluster_;
   std::vector<std::string> device_names_;  // short: CPU:0
+  std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
   passes::placement_options placement_;
   std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
   passes::constant_folding_options folding_;
@@ -11240,8 +11338,8 @@ inline std::string to_dot(const graph& g, const passes::placement* placed = null
 
 }  // namespace weft
 // Timeline: a traced step as Chrome Trace Event JSON (one process per device, one thread
-// row per executor thread, one complete "X" event per node), which Perfetto and
-// chrome://tracing open.
+// row per executor thread, one complete "X" event per node, a flow arrow from each Send to
+// its Recv between devices), which Perfetto and chrome://tracing open.
 
 #include <cstdint>
 #include <cstdio>
@@ -11315,6 +11413,27 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
     out << ",\"op\":";
     detail::json_string(out, n.op);
     out << "}}";
+  }
+  // A flow arrow from each Send to the Recv of the same edge (its end: when the value came).
+  std::map<std::string, const node_stats*> sends;
+  for (const auto& n : stats.nodes)
+    if (n.op == "_Send") sends[n.node] = &n;
+  int flow = 0;
+  for (const auto& n : stats.nodes) {
+    if (n.op != "_Recv") continue;
+    auto it = sends.find(n.node);
+    if (it == sends.end()) continue;
+    const node_stats& s = *it->second;
+    ++flow;
+    for (const auto* end : {&s, &n}) {
+      sep();
+      out << "{\"name\":\"transfer\",\"cat\":\"transfer\",\"ph\":\"" << (end == &s ? "s" : "f\",\"bp\":\"e")
+          << "\",\"id\":" << flow << ",\"pid\":" << pids[end->device] << ",\"tid\":" << end->thread << ",\"ts\":";
+      detail::json_micros(out, end == &s ? s.start_ns : n.end_ns);
+      out << ",\"args\":{\"edge\":";
+      detail::json_string(out, n.node);
+      out << "}}";
+    }
   }
   out << "\n]}\n";
 }

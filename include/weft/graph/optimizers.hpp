@@ -7,7 +7,9 @@
 //   s.run({init_vars, train.init});        // the model's initializers, then the slots'
 //   for (...) s.run(feeds, {loss}, {train.step});
 //
-// Each update runs after every node of the step that reads its variable, so the forward
+// The updates, the slots and the constants they use are colocated with their variable,
+// whatever device scope minimize() is called in (data-parallel replicas update shared
+// variables where these live). Each update runs after every node of the step that reads its variable, so the forward
 // and backward passes see the values from before the step (the update itself writes in
 // place, copying first when a reader still holds the old value).
 //
@@ -200,6 +202,11 @@ training_op apply_gradients(graph& g, output loss, const std::vector<output>& va
   std::map<dtype, std::vector<output>> shared;  // per dtype
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const node& vn = g.at(vars[i]);
+    // The update, the slots and their constants go with the variable, whatever device scope
+    // the caller is in (TensorFlow's colocate_with(var, ignore_existing=True)): a replica's
+    // update of a shared variable runs where the variable lives.
+    auto anywhere = g.device_scope("");
+    auto with_variable = g.colocate_with(vn);
     const dtype t = vn.attr<dtype>("dtype");
     const shape s = vn.attr<partial_shape>("shape").to_shape();
     update_args a{g, vars[i], gradients[i], {}, {}, {}};

@@ -36,6 +36,9 @@ struct transfer_info {
   std::string key;     // the edge: "name:port" or "^name", from device -> to device
   bool send = false;
   bool control = false;
+  // A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
+  // value's top 16 bits, the Recv fills the low 16 with zeros.
+  bool lossy = false;
 };
 
 struct exec_node {
@@ -89,6 +92,7 @@ struct executable {
   // Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
   std::vector<transfer_info> transfers;
+  int device = -1;  // a partition's device
   // When the nodes span several devices: one executable per device, each run by a step of
   // its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;

@@ -116,18 +116,34 @@ class step {
   }
 
   // Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
-  // as one step: their Sends and Recvs meet in one rendezvous, the calling thread works for
-  // all of them beside the inter-op pool, and an error in any aborts every one (the
-  // rendezvous fails the Recvs that wait). Throws the first error; returns the fetched
-  // values otherwise, each from the partition that computes it.
-  static std::vector<tensor> run_partitions(std::span<step* const> steps) {
+  // as one step. Each partition's step is driven by its device's own thread: the first's by
+  // the calling thread, the others' by drivers[i] (a pool of one thread per device), beside
+  // the inter-op pool the steps were given, if any; so with no inter-op pool each device
+  // runs its nodes one at a time on one thread. Their Sends and Recvs meet in one
+  // rendezvous; a Recv's consumers run on their own device's thread. An error in any step
+  // aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
+  // returns the fetched values otherwise, each from the partition that computes it.
+  static std::vector<tensor> run_partitions(std::span<step* const> steps,
+                                            std::span<Eigen::ThreadPoolInterface* const> drivers) {
     rendezvous meeting;
     group g{&meeting, steps};
-    auto shared = std::make_shared<handoff>();
-    shared->live = static_cast<int>(steps.size());
-    for (step* s : steps) s->handoff_ = shared, s->group_ = &g, s->rendezvous_ = &meeting;
-    for (step* s : steps) s->start();
-    wait(*shared);
+    for (step* s : steps) s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::size_t running = steps.size() - 1;
+    for (std::size_t i = 1; i < steps.size(); ++i)
+      drivers[i]->Schedule([s = steps[i], &mutex, &cv, &running] {
+        s->start();
+        wait(*s->handoff_);
+        std::lock_guard lock(mutex);
+        if (--running == 0) cv.notify_all();
+      });
+    steps.front()->start();
+    wait(*steps.front()->handoff_);
+    {
+      std::unique_lock lock(mutex);
+      cv.wait(lock, [&] { return running == 0; });
+    }
     if (g.first) std::rethrow_exception(g.first);
     std::vector<tensor> results = std::move(steps.front()->results_);
     for (step* s : steps.subspan(1))
@@ -151,6 +167,7 @@ class step {
   struct handoff;
   // The steps of run_partitions: the first error aborts them all and the rendezvous.
   struct group {
+    group(rendezvous* m, std::span<step* const> s) : meeting(m), steps(s) {}
     rendezvous* meeting;
     std::span<step* const> steps;
     std::mutex mutex;
@@ -175,16 +192,26 @@ class step {
     process(std::move(ready));
   }
   // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
-  // off and not yet taken by a pool thread, until every step of the run has ended.
+  // off and not yet taken by a pool thread, until the step has ended. A partition's thread
+  // spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
+  // Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
-    for (std::unique_lock lock(h.mutex);;) {
+    for (;;) {
+      if (h.spin) {  // up to 200 us, as the intra-op pool's workers do between kernels
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+        for (int i = 0; !h.signalled.load(std::memory_order_acquire); ++i) {
+          intra_op_detail::cpu_relax();
+          if (i % 32 == 31 && std::chrono::steady_clock::now() > until) break;
+        }
+      }
+      std::unique_lock lock(h.mutex);
       h.cv.wait(lock, [&] { return h.done || !h.queue.empty(); });
       if (h.done) break;
       auto [owner, tn] = h.queue.front();
       h.queue.pop_front();
+      if (h.queue.empty()) h.signalled.store(false, std::memory_order_relaxed);
       lock.unlock();
       owner->process(std::deque<tagged_node>{tn});
-      lock.lock();
     }
   }
 
@@ -401,14 +428,16 @@ class step {
   }
 
   // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
-  // where the Recv waiting for it may run on this thread.
-  void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
+  // where the Recv waiting for it may run on this thread. Out of line, as receive(): the
+  // path of a node with no transfer stays short.
+  [[gnu::noinline]] void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     entry v;
     if (dead) {
       v.dead = true;
     } else if (!t.control) {
       v.value = inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value;
+      if (t.lossy) v.value = truncate_to_bfloat16(v.value);
     }
     clear(inputs);
     if (options_.trace) record(xn, t0);
@@ -422,9 +451,9 @@ class step {
 
   // A Recv: waits, holding no thread, for its Send; its consumers run on the thread that
   // delivers the value (a few deep at most: deeper, they are handed off).
-  void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
+  [[gnu::noinline]] void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
-    rendezvous_->recv(t.key, [this, tn, &xn, t0](const entry* v, std::exception_ptr e) {
+    rendezvous_->recv(t.key, [this, tn, &xn, &t, t0](const entry* v, std::exception_ptr e) {
       if (e) {
         abort(e);
         node_done(1);
@@ -432,6 +461,7 @@ class step {
       }
       std::vector<entry> outputs(static_cast<std::size_t>(xn.num_outputs));
       if (!outputs.empty()) outputs[0] = *v;
+      if (t.lossy && !v->dead) outputs[0].value = widen_from_bfloat16(v->value, device_of(xn).get_allocator());
       if (options_.trace) record(xn, t0);
       ready_list ready;
       propagate(tn, xn, outputs, ready);
@@ -439,16 +469,26 @@ class step {
       finish(tn, ready);
       std::deque<tagged_node> inline_ready;
       schedule(ready, inline_ready);
-      thread_local int depth = 0;
-      if (depth < 4) {
-        ++depth;
-        process(std::move(inline_ready));
-        --depth;
-      } else {
-        for (const tagged_node& r : inline_ready) hand_off(r);
-      }
+      for (const tagged_node& r : inline_ready) hand_off(r);  // to this device's thread
       node_done(1);
     });
+  }
+
+  // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
+  // and back, the low 16 bits zero.
+  static tensor truncate_to_bfloat16(const tensor& f) {
+    tensor wire(dtype::bfloat16, f.shape());
+    const auto* from = static_cast<const std::uint32_t*>(f.raw_data());
+    auto* to = static_cast<std::uint16_t*>(wire.raw_data());
+    for (std::int64_t i = 0, n = f.num_elements(); i < n; ++i) to[i] = static_cast<std::uint16_t>(from[i] >> 16);
+    return wire;
+  }
+  static tensor widen_from_bfloat16(const tensor& wire, allocator& alloc) {
+    tensor f(dtype::float32, wire.shape(), alloc);
+    const auto* from = static_cast<const std::uint16_t*>(wire.raw_data());
+    auto* to = static_cast<std::uint32_t*>(f.raw_data());
+    for (std::int64_t i = 0, n = wire.num_elements(); i < n; ++i) to[i] = std::uint32_t{from[i]} << 16;
+    return f;
   }
 
   // Non-ref inputs that carry a variable reference read the variable's value now.
@@ -766,6 +806,7 @@ class step {
     {
       std::lock_guard lock(handoff_->mutex);
       handoff_->queue.emplace_back(this, tn);
+      handoff_->signalled.store(true, std::memory_order_release);
     }
     handoff_->cv.notify_one();
     if (!inter_op_) return;  // the calling thread of run() takes it
@@ -786,6 +827,7 @@ class step {
     std::lock_guard lock(handoff_->mutex);
     if (--handoff_->live == 0) {
       handoff_->done = true;
+      handoff_->signalled.store(true, std::memory_order_release);
       handoff_->cv.notify_all();
     }
   }
@@ -854,10 +896,12 @@ class step {
   std::exception_ptr error_;
   struct handoff {
     std::mutex mutex;
-    std::condition_variable cv;  // the calling thread waits for a node or the steps' end
+    std::condition_variable cv;  // the calling thread waits for a node or the step's end
     std::deque<std::pair<step*, tagged_node>> queue;
     int live = 1;
     bool done = false;
+    bool spin = false;                   // wait() spins a little first (a partition's thread)
+    std::atomic<bool> signalled{false};  // set with every node queued and at the end
   };
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
   group* group_ = nullptr;             // run_partitions' steps

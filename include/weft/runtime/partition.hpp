@@ -11,6 +11,7 @@
 // frame.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,8 +27,10 @@ namespace weft {
 // The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
 // device its nodes use, each finished; none when they use one device. device_names: the
 // devices' names by index, for the rendezvous keys and the traces.
+// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
 inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
-                                                                const std::vector<std::string>& device_names) {
+                                                                const std::vector<std::string>& device_names,
+                                                                const std::function<bool(output)>& lossy = {}) {
   const auto& old = whole.nodes;
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
@@ -52,6 +55,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     x->feeds = whole.feeds;
     x->placement = whole.placement;
     x->num_fetches = whole.num_fetches;
+    x->device = device_of_part[p];
     out.push_back(std::move(x));
   }
   auto add = [&](int p, exec_node xn) {
@@ -94,7 +98,10 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   };
   auto add_transfer = [&](int p, const edge_key& k, bool send) {
     auto& x = *out[static_cast<std::size_t>(p)];
-    x.transfers.push_back({key_text(k), send, std::get<1>(k) < 0});
+    const auto [src, port, to] = k;
+    const node& n = *old[static_cast<std::size_t>(src)].def;
+    const bool cut = port >= 0 && lossy && n.output_dtype(port) == dtype::float32 && lossy(output{n.id(), port});
+    x.transfers.push_back({key_text(k), send, port < 0, cut});
     exec_node xn;
     xn.transfer = static_cast<int>(x.transfers.size() - 1);
     xn.cheap = true;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,11 @@ struct session_options {
   // empty: default_device_spec for each), and the link between any two of them.
   std::vector<passes::device_spec> device_specs;
   passes::link_spec link;
+  // Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
+  // their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
+  // of the outputs named in lossy_outputs ("node" or "node:port").
+  bool lossy_transfers = false;
+  std::vector<std::string> lossy_outputs;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
   // The most bytes the tensors this session's kernels allocate on each device may hold at
   // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -123,8 +129,10 @@ class session {
         // kernels' intra-op threads (the calling thread runs most nodes).
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
+        device_threads_(driver_threads(options.cpu_devices)),
         cluster_(make_cluster(devices_, options)),
         device_names_(short_names(cluster_)),
+        lossy_(lossy_rule(options)),
         placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
@@ -385,7 +393,7 @@ class session {
     }
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
-    x->partitions = partition(*x, device_names_);  // none when one device runs every node
+    x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
     finish_executable(*x);
     return x;
   }
@@ -410,8 +418,12 @@ class session {
         results = steps.front()->run();
       } else {
         std::vector<step*> all;
-        for (auto& s : steps) all.push_back(s.get());
-        results = step::run_partitions(all);
+        std::vector<Eigen::ThreadPoolInterface*> drivers;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          all.push_back(steps[i].get());
+          drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
+        }
+        results = step::run_partitions(all, drivers);
       }
     } catch (...) {
       stats();
@@ -442,6 +454,26 @@ class session {
     }
     return passes::cluster(std::move(specs), o.link);
   }
+  // session_options' lossy transfers as a test on outputs (checked against the graph as
+  // each executable is built: a name no node has is an error).
+  std::function<bool(output)> lossy_rule(const session_options& o) const {
+    if (o.lossy_transfers) return [](output) { return true; };
+    if (o.lossy_outputs.empty()) return {};
+    std::vector<output> named;
+    for (const auto& name : o.lossy_outputs) {
+      try {
+        named.push_back(graph_->resolve(name));
+      } catch (const error& e) {
+        fail(error_code::invalid_argument, "session_options::lossy_outputs: ", e.what());
+      }
+    }
+    return [named](output o) { return std::find(named.begin(), named.end(), o) != named.end(); };
+  }
+  static std::vector<std::unique_ptr<Eigen::ThreadPool>> driver_threads(int devices) {
+    std::vector<std::unique_ptr<Eigen::ThreadPool>> out(static_cast<std::size_t>(std::max(devices, 1)));
+    for (std::size_t d = 1; d < out.size(); ++d) out[d] = std::make_unique<Eigen::ThreadPool>(1, false);
+    return out;
+  }
   static std::vector<std::string> short_names(const passes::cluster& c) {
     std::vector<std::string> out;
     for (int i = 0; i < c.size(); ++i) out.push_back(c.short_name(i));
@@ -459,8 +491,12 @@ class session {
   std::vector<std::unique_ptr<weft::device>> devices_;
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
+  // A thread per device (but the first: the calling thread drives a run's first partition)
+  // that drives the device's partition of each partitioned step.
+  std::vector<std::unique_ptr<Eigen::ThreadPool>> device_threads_;
   passes::cluster cluster_;
   std::vector<std::string> device_names_;  // short: CPU:0
+  std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
   passes::placement_options placement_;
   std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
   passes::constant_folding_options folding_;

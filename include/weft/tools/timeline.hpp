@@ -1,6 +1,6 @@
 // Timeline: a traced step as Chrome Trace Event JSON (one process per device, one thread
-// row per executor thread, one complete "X" event per node), which Perfetto and
-// chrome://tracing open.
+// row per executor thread, one complete "X" event per node, a flow arrow from each Send to
+// its Recv between devices), which Perfetto and chrome://tracing open.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +76,27 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
     out << ",\"op\":";
     detail::json_string(out, n.op);
     out << "}}";
+  }
+  // A flow arrow from each Send to the Recv of the same edge (its end: when the value came).
+  std::map<std::string, const node_stats*> sends;
+  for (const auto& n : stats.nodes)
+    if (n.op == "_Send") sends[n.node] = &n;
+  int flow = 0;
+  for (const auto& n : stats.nodes) {
+    if (n.op != "_Recv") continue;
+    auto it = sends.find(n.node);
+    if (it == sends.end()) continue;
+    const node_stats& s = *it->second;
+    ++flow;
+    for (const auto* end : {&s, &n}) {
+      sep();
+      out << "{\"name\":\"transfer\",\"cat\":\"transfer\",\"ph\":\"" << (end == &s ? "s" : "f\",\"bp\":\"e")
+          << "\",\"id\":" << flow << ",\"pid\":" << pids[end->device] << ",\"tid\":" << end->thread << ",\"ts\":";
+      detail::json_micros(out, end == &s ? s.start_ns : n.end_ns);
+      out << ",\"args\":{\"edge\":";
+      detail::json_string(out, n.node);
+      out << "}}";
+    }
   }
   out << "\n]}\n";
 }

@@ -1,0 +1,111 @@
+// Several devices in one process (issue 26): Send/Recv latency and bandwidth, and what
+// placement buys on a workload with parallel branches.
+//
+//   BM_cross_chain/<inter-op threads>/<cross>: 64 scalar Neg nodes in a chain, alternating
+//     between CPU:0 and CPU:1 (cross = 1: 63 transfers) or all on CPU:0 (cross = 0), in a
+//     session of two CPU devices; (cross - same) / 63 is the cost of one Send/Recv.
+//   BM_cross_bytes/<MiB>/<cross>: a tensor of that many MiB made on CPU:0 (Identity of a
+//     constant) and read on CPU:1 (cross = 1) or on CPU:0; BM_memcpy/<MiB> copies as many bytes.
+//   BM_branches/<placer>: four branches of two 512x512 layers over a batch of 256, summed;
+//     CPU devices of one thread each (one intra-op thread, no inter-op pool: each device
+//     runs its partition on its own thread). placer 0: one device; 1: two devices, the
+//     rule-based placer (everything on CPU:0); 2: two devices, the greedy placer on the
+//     estimated costs; 3: the greedy placer after record_costs() of a traced step.
+//     Counter predicted_ms: the placement's simulated step.
+#include <weft/weft.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+
+using namespace weft;
+
+namespace {
+session_options two_devices(int inter_op) {
+  session_options o;
+  o.cpu_devices = 2;
+  o.intra_op_threads = 1;
+  o.inter_op_threads = inter_op;
+  o.constant_folding.max_bytes = 0;  // every step runs every node
+  return o;
+}
+
+tensor filled(shape s, float scale) {
+  std::vector<float> v(static_cast<std::size_t>(s.num_elements()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>(static_cast<int>(i * 37 % 101) - 50) / 50.0f;
+  return tensor::from_vector(v, s);
+}
+}  // namespace
+
+static void BM_cross_chain(benchmark::State& state) {
+  const bool cross = state.range(1) != 0;
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{}, "x");
+  output v = x;
+  for (int i = 0; i < 64; ++i) v = g.op("Neg", {v}, {}, node_options().on(cross && i % 2 ? "/cpu:1" : "/cpu:0"));
+  session s(g, two_devices(static_cast<int>(state.range(0))));
+  const feed_list feeds{{x, tensor::scalar(1.0f)}};
+  s.run(feeds, {v});
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {v}));
+  state.counters["transfers"] = cross ? 63 : 0;
+}
+BENCHMARK(BM_cross_chain)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
+static void BM_cross_bytes(benchmark::State& state) {
+  const std::int64_t n = state.range(0) * (1 << 20) / 4;
+  const bool cross = state.range(1) != 0;
+  graph g;
+  auto c = g.constant(filled(shape{n}, 1.0f), node_options("c").on("/cpu:0"));
+  auto made = g.op("Identity", {c}, {}, node_options("made").on("/cpu:0"));
+  auto read = g.op("Identity", {made}, {}, node_options("read").on(cross ? "/cpu:1" : "/cpu:0"));
+  session s(g, two_devices(0));
+  s.run({}, {read});
+  for (auto _ : state) benchmark::DoNotOptimize(s.run({}, {read}));
+  state.SetBytesProcessed(state.iterations() * n * 4);
+}
+BENCHMARK(BM_cross_bytes)->ArgsProduct({{1, 16, 64}, {0, 1}})->Unit(benchmark::kMicrosecond);
+
+static void BM_memcpy(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0)) << 20;
+  std::vector<char> from(bytes, 1), to(bytes);
+  for (auto _ : state) {
+    std::memcpy(to.data(), from.data(), bytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
+}
+BENCHMARK(BM_memcpy)->Arg(1)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecond);
+
+static void BM_branches(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{-1, 512}, "x");
+  std::vector<output> ends;
+  for (int b = 0; b < 4; ++b) {
+    output h = x;
+    for (int l = 0; l < 2; ++l) {
+      auto w = g.constant(filled(shape{512, 512}, 0.05f * static_cast<float>(2 * b + l + 1)));  // distinct: CSE would share equal ones
+      h = g.op("Relu", {g.op("MatMul", {h, w})});
+    }
+    ends.push_back(h);
+  }
+  auto y = g.op("Add", {g.op("Add", {ends[0], ends[1]}), g.op("Add", {ends[2], ends[3]})}, {}, "y");
+  session_options o = two_devices(0);  // each device runs its nodes on its own one thread
+  if (mode == 0) o.cpu_devices = 1;
+  o.placement.algorithm = mode >= 2 ? passes::placer::greedy : passes::placer::rules;
+  session s(g, o);
+  const feed_list feeds{{x, filled(shape{256, 512}, 1.0f)}};
+  s.run(feeds, {y});
+  if (mode == 3) {
+    for (int k = 0; k < 3; ++k) s.run(feeds, {y});
+    run_metadata meta;
+    s.run(feeds, {y}, {}, {.trace = true}, &meta);
+    s.record_costs(meta.stats);
+    s.run(feeds, {y});
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {y}));
+  state.counters["predicted_ms"] = s.placement(feeds, {y})->predicted_seconds * 1e3;
+}
+BENCHMARK(BM_branches)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_MAIN();
