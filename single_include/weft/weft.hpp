@@ -7602,11 +7602,12 @@ class cluster {
     if (from < 0 || from >= size() || to < 0 || to >= size() || from == to)
       fail(error_code::invalid_argument, "cluster::set_link: no link from device ", from, " to ", to, " among ", size());
     check(link, "link " + short_name(from) + " -> " + short_name(to));
-    links_[{from, to}] = link;
+    if (links_.empty()) links_.assign(devices_.size() * devices_.size(), default_link_);
+    links_[static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to)] = link;
   }
   const link_spec& link(int from, int to) const {
-    auto it = links_.find({from, to});
-    return it == links_.end() ? default_link_ : it->second;
+    if (links_.empty()) return default_link_;
+    return links_.at(static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to));
   }
   double transfer_seconds(double bytes, int from, int to) const {
     if (from == to) return 0;
@@ -7623,7 +7624,7 @@ class cluster {
   std::vector<device_spec> devices_;
   std::vector<device_name> parsed_;
   link_spec default_link_;
-  std::map<std::pair<int, int>, link_spec> links_;
+  std::vector<link_spec> links_;  // from x devices + to, once set_link was called
 };
 
 struct cost_model_options {
@@ -7691,13 +7692,13 @@ class cost_model {
   // The time node `id` takes on device d (a device of c): measured, or estimated.
   double compute_seconds(int id, const cluster& c, int d) const {
     const node& n = graph_->at(id);
-    if (auto it = measured_.find({n.name(), c.type(d)}); it != measured_.end()) return it->second;
+    if (auto it = measured_.find(measured_key(n.name(), c.type(d))); it != measured_.end()) return it->second;
     const device_spec& s = c.device(d);
     return s.node_overhead_seconds + std::max(flops(id) / s.flops_per_second, bytes(id) / s.memory_bytes_per_second);
   }
   // Whether node `name` has a measured time on devices of `device_type`.
   bool is_measured(const std::string& name, const std::string& device_type) const {
-    return measured_.count({name, device_type}) != 0;
+    return measured_.count(measured_key(name, device_type)) != 0;
   }
 
   // Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
@@ -7706,10 +7707,18 @@ class cost_model {
     if (!graph_->find(name)) fail(error_code::not_found, "cost_model::set_measured: no node named '", name, "'");
     if (!(seconds >= 0) || !std::isfinite(seconds))
       fail(error_code::invalid_argument, "cost_model::set_measured: node '", name, "': ", seconds, " s is not a time");
-    measured_[{name, device_type}] = seconds;
+    measured_[measured_key(name, device_type)] = seconds;
   }
-  void set_measured(const std::map<std::pair<std::string, std::string>, double>& times) {
-    for (const auto& [key, seconds] : times) set_measured(key.first, key.second, seconds);
+  // Measured times by measured_key(node, device type).
+  using measured_times = std::map<std::string, double>;
+  void set_measured(const measured_times& times) {
+    for (const auto& [key, seconds] : times) {
+      const auto cut = key.find('\n');
+      set_measured(key.substr(cut + 1), key.substr(0, cut), seconds);
+    }
+  }
+  static std::string measured_key(const std::string& name, const std::string& device_type) {
+    return device_type + '\n' + name;
   }
 
  private:
@@ -7730,14 +7739,12 @@ class cost_model {
     const graph& g = *graph_;
     shapes_.resize(static_cast<std::size_t>(g.size()));
     std::vector<char> changed(static_cast<std::size_t>(g.size()), 0);
-    std::map<output, shape> given;
     for (const auto& [o, s] : known) {
       const node& n = g.at(o.node);
       n.out(o.port);
       if (!n.output_shape(o.port).accepts(s))
         fail(error_code::invalid_argument, "cost_model: ", g.name_of(o), " has shape ", n.output_shape(o.port),
              ", which does not accept ", s);
-      given[o] = s;
     }
     for (int id = 0; id < g.size(); ++id) {
       const node& n = g.at(id);
@@ -7772,9 +7779,9 @@ class cost_model {
           // The values fed disagree with a rule; the step will say so. The graph's shapes stand.
         }
       }
-      for (int p = 0; p < n.num_outputs(); ++p)
-        if (auto it = given.find({id, p}); it != given.end()) {
-          out[static_cast<std::size_t>(p)] = it->second;
+      for (const auto& [o, s] : known)
+        if (o.node == id) {
+          out[static_cast<std::size_t>(o.port)] = s;
           changed[static_cast<std::size_t>(id)] = 1;
         }
     }
@@ -7783,7 +7790,7 @@ class cost_model {
   const graph* graph_;
   cost_model_options options_;
   std::vector<std::vector<partial_shape>> shapes_;
-  std::map<std::pair<std::string, std::string>, double> measured_;
+  measured_times measured_;
 };
 
 }  // namespace weft::passes
@@ -7920,12 +7927,14 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       for (int d = 0; d < num_devices; ++d) matched[static_cast<std::size_t>(d)] = spec->matches(c.parsed(d));
     }
     std::vector<char> runs(static_cast<std::size_t>(num_devices), 1);
-    std::map<std::string, std::string> why_not;  // by device type
+    std::vector<std::string> why_not(static_cast<std::size_t>(num_devices));  // by device: the kernel check's answer
     if (n.def().control == flow::plain && !n.def().feed)
       for (int d = 0; d < num_devices; ++d) {
-        auto [it, added] = why_not.try_emplace(c.type(d));
-        if (added) it->second = has_kernel ? has_kernel(n, c.type(d)) : std::string();
-        runs[static_cast<std::size_t>(d)] = it->second.empty();
+        int same = 0;  // the first device of this type: asked once per type
+        while (c.type(same) != c.type(d)) ++same;
+        auto& why = why_not[static_cast<std::size_t>(d)];
+        why = same < d ? why_not[static_cast<std::size_t>(same)] : has_kernel ? has_kernel(n, c.type(d)) : std::string();
+        runs[static_cast<std::size_t>(d)] = why.empty();
       }
     std::vector<char> ok(static_cast<std::size_t>(num_devices));
     for (int d = 0; d < num_devices; ++d) ok[static_cast<std::size_t>(d)] = matched[static_cast<std::size_t>(d)] && runs[static_cast<std::size_t>(d)];
@@ -7947,7 +7956,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       // A kernel is missing on every device it may use: the registry's words for the first.
       for (int d = 0; d < num_devices; ++d)
         if (matched[static_cast<std::size_t>(d)]) {
-          const std::string& why = why_not[c.type(d)];
+          const std::string& why = why_not[static_cast<std::size_t>(d)];
           if (n.device().empty()) throw error(error_code::not_found, why);
           throw error(error_code::not_found, why + "; it requests device '" + n.device() + "' (" +
                                                  detail::device_list(c, matched) + ")" +
@@ -8016,7 +8025,13 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
   std::vector<int> group_device(static_cast<std::size_t>(count), -1);
   std::vector<double> device_free(static_cast<std::size_t>(num_devices), 0.0);
   std::vector<double> finish(static_cast<std::size_t>(count), 0.0);
-  std::map<std::pair<output, int>, double> arrival;  // a tensor's arrival on a device it was sent to
+  // A tensor's arrival on a device it was sent to, by node, then port x device (-1: not sent).
+  std::vector<std::vector<double>> arrival(static_cast<std::size_t>(count));
+  auto arrived = [&](output o, int d) -> double& {
+    auto& a = arrival[static_cast<std::size_t>(o.node)];
+    if (a.empty()) a.assign(static_cast<std::size_t>(g.at(o.node).num_outputs() * num_devices), -1.0);
+    return a[static_cast<std::size_t>(o.port * num_devices + d)];
+  };
   constexpr double never = std::numeric_limits<double>::infinity();
 
   auto first_ok = [&](const std::vector<char>& ok) {
@@ -8070,7 +8085,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       return from == d ? made : made + c.transfer_seconds(costs.output_bytes(in), from, d);
     }
     if (from == d) return finish[static_cast<std::size_t>(p)];
-    if (auto it = arrival.find({in, d}); it != arrival.end()) return it->second;
+    if (const double t = arrived(in, d); t >= 0) return t;
     return finish[static_cast<std::size_t>(p)] + c.transfer_seconds(costs.output_bytes(in), from, d);
   };
 
@@ -8127,8 +8142,9 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       const int from = result.device_of[static_cast<std::size_t>(in.node)];
       double t = finish[static_cast<std::size_t>(in.node)];
       if (from != best) {
-        auto [it, added] = arrival.try_emplace({in, best}, t + c.transfer_seconds(costs.output_bytes(in), from, best));
-        t = it->second;
+        double& when = arrived(in, best);
+        if (when < 0) when = t + c.transfer_seconds(costs.output_bytes(in), from, best);
+        t = when;
       }
       start = std::max(start, t);
     }
@@ -10283,10 +10299,8 @@ class step {
 // frame.
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -10304,17 +10318,22 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
   // The partitions, in the order of the devices' indices.
-  std::map<int, int> part_of_device;
+  std::vector<int> part_of_device;
   for (int i = 0; i < count; ++i)
-    if (!is_feed(i)) part_of_device.emplace(old[static_cast<std::size_t>(i)].device, 0);
-  if (part_of_device.size() <= 1) return {};
+    if (!is_feed(i)) {
+      const auto d = static_cast<std::size_t>(old[static_cast<std::size_t>(i)].device);
+      if (d >= part_of_device.size()) part_of_device.resize(d + 1, -1);
+      part_of_device[d] = 0;
+    }
   std::vector<int> device_of_part;
-  for (auto& [device, part] : part_of_device) {
-    part = static_cast<int>(device_of_part.size());
-    device_of_part.push_back(device);
-  }
+  for (std::size_t d = 0; d < part_of_device.size(); ++d)
+    if (part_of_device[d] >= 0) {
+      part_of_device[d] = static_cast<int>(device_of_part.size());
+      device_of_part.push_back(static_cast<int>(d));
+    }
+  if (device_of_part.size() <= 1) return {};
   const auto parts = device_of_part.size();
-  auto part = [&](int i) { return part_of_device.at(old[static_cast<std::size_t>(i)].device); };
+  auto part = [&](int i) { return part_of_device[static_cast<std::size_t>(old[static_cast<std::size_t>(i)].device)]; };
 
   std::vector<std::shared_ptr<executable>> out;
   std::vector<int> slots(parts, 0);
@@ -10336,46 +10355,53 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   };
 
   // Feed nodes, in each partition that reads them (a fed value fetched as it is: the first).
-  std::map<std::pair<int, int>, int> feed_copy;  // (old feed node, partition) -> node there
+  std::vector<std::vector<int>> feed_copy(static_cast<std::size_t>(count));  // old feed node -> its node in each partition
   for (int i = 0; i < count; ++i) {
     if (!is_feed(i)) continue;
     const exec_node& f = old[static_cast<std::size_t>(i)];
+    auto& copies = feed_copy[static_cast<std::size_t>(i)];
+    copies.assign(parts, -1);
     std::vector<int> readers;
     for (const auto& e : f.out_edges) readers.push_back(part(e.dst));
     if (!f.fetches.empty()) readers.push_back(0);
     for (int p : readers)
-      if (!feed_copy.count({i, p})) {
+      if (copies[static_cast<std::size_t>(p)] < 0) {
         exec_node copy;
         copy.feed = f.feed;
         copy.num_outputs = 1;
         copy.cheap = true;
         copy.device = device_of_part[static_cast<std::size_t>(p)];
         copy.fetches = p == 0 ? f.fetches : std::vector<std::pair<int, int>>{};
-        feed_copy[{i, p}] = add(p, std::move(copy));
+        copies[static_cast<std::size_t>(p)] = add(p, std::move(copy));
       }
   }
 
-  // Recvs: one per (tensor or control token, consuming partition).
-  using edge_key = std::tuple<int, int, int>;  // (old producer, port or -1 for control, consumer's partition)
-  std::map<edge_key, int> recv_of;
-  auto key_text = [&](const edge_key& k) {
-    const auto [src, port, p] = k;
+  // Recvs: one per (tensor or control token, consuming partition): recv_of[producer] by
+  // (port + 1) x partitions + partition (port -1: the control token), -1 where none.
+  std::vector<std::vector<int>> recv_of(static_cast<std::size_t>(count));
+  auto recv = [&](int src, int port, int p) -> int& {
+    auto& r = recv_of[static_cast<std::size_t>(src)];
+    if (r.empty()) r.assign(static_cast<std::size_t>(old[static_cast<std::size_t>(src)].num_outputs + 1) * parts, -1);
+    return r[static_cast<std::size_t>(port + 1) * parts + static_cast<std::size_t>(p)];
+  };
+  auto key_text = [&](int src, int port, int p) {
     const exec_node& s = old[static_cast<std::size_t>(src)];
     return (port < 0 ? "^" + s.def->name() : s.def->name() + ":" + std::to_string(port)) + " " +
            device_names.at(static_cast<std::size_t>(s.device)) + " -> " +
            device_names.at(static_cast<std::size_t>(device_of_part[static_cast<std::size_t>(p)]));
   };
-  auto add_transfer = [&](int p, const edge_key& k, bool send) {
+  // A Send (in partition p, the producer's) or a Recv (in p, the consumer's) of the edge
+  // (src, port) -> partition `to`.
+  auto add_transfer = [&](int p, int src, int port, int to, bool send) {
     auto& x = *out[static_cast<std::size_t>(p)];
-    const auto [src, port, to] = k;
     const node& n = *old[static_cast<std::size_t>(src)].def;
     const bool cut = port >= 0 && lossy && n.output_dtype(port) == dtype::float32 && lossy(output{n.id(), port});
-    x.transfers.push_back({key_text(k), send, port < 0, cut});
+    x.transfers.push_back({key_text(src, port, to), send, port < 0, cut});
     exec_node xn;
     xn.transfer = static_cast<int>(x.transfers.size() - 1);
     xn.cheap = true;
     xn.device = device_of_part[static_cast<std::size_t>(p)];
-    xn.num_inputs = send && std::get<1>(k) >= 0 ? 1 : 0;
+    xn.num_inputs = send && port >= 0 ? 1 : 0;
     xn.num_outputs = send ? 0 : 1;
     xn.pending = send ? 1 : 0;
     if (xn.num_inputs) xn.input_is_ref.push_back(false);
@@ -10385,11 +10411,10 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     if (is_feed(i)) continue;
     const exec_node& u = old[static_cast<std::size_t>(i)];
     for (const auto& e : u.out_edges)
-      if (part(e.dst) != part(i) && !recv_of.count({i, e.src_port, part(e.dst)}))
-        recv_of[{i, e.src_port, part(e.dst)}] = add_transfer(part(e.dst), {i, e.src_port, part(e.dst)}, false);
+      if (const int to = part(e.dst); to != part(i) && recv(i, e.src_port, to) < 0)
+        recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false);
     for (int c : u.control_out)
-      if (part(c) != part(i) && !recv_of.count({i, -1, part(c)}))
-        recv_of[{i, -1, part(c)}] = add_transfer(part(c), {i, -1, part(c)}, false);
+      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0) recv(i, -1, to) = add_transfer(to, i, -1, to, false);
   }
 
   // The nodes themselves, in their order.
@@ -10406,14 +10431,15 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   auto node_in = [&](int p, int id) -> exec_node& { return out[static_cast<std::size_t>(p)]->nodes[static_cast<std::size_t>(id)]; };
 
   // Sends, after the nodes they send from.
-  for (const auto& [k, recv] : recv_of) {
-    const auto [src, port, to] = k;
-    const int p = part(src);
-    const int send = add_transfer(p, k, true);
-    exec_node& from = node_in(p, now[static_cast<std::size_t>(src)]);
-    if (port >= 0) from.out_edges.push_back({port, send, node_in(p, send).input_start});
-    else from.control_out.push_back(send);
-  }
+  for (int src = 0; src < count; ++src)
+    for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k) {
+      if (recv_of[static_cast<std::size_t>(src)][k] < 0) continue;
+      const int port = static_cast<int>(k / parts) - 1, to = static_cast<int>(k % parts), p = part(src);
+      const int send = add_transfer(p, src, port, to, true);
+      exec_node& from = node_in(p, now[static_cast<std::size_t>(src)]);
+      if (port >= 0) from.out_edges.push_back({port, send, node_in(p, send).input_start});
+      else from.control_out.push_back(send);
+    }
 
   // Edges: within a partition as they were, across through the Recv.
   for (int i = 0; i < count; ++i) {
@@ -10421,15 +10447,15 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     for (const auto& e : u.out_edges) {
       const int p = part(e.dst), v = now[static_cast<std::size_t>(e.dst)];
       const int slot = node_in(p, v).input_start + (e.dst_slot - old_start[static_cast<std::size_t>(e.dst)]);
-      const int from = is_feed(i)             ? feed_copy.at({i, p})
+      const int from = is_feed(i)             ? feed_copy[static_cast<std::size_t>(i)][static_cast<std::size_t>(p)]
                        : part(i) == p         ? now[static_cast<std::size_t>(i)]
-                                              : recv_of.at({i, e.src_port, p});
+                                              : recv(i, e.src_port, p);
       const int port = !is_feed(i) && part(i) != p ? 0 : e.src_port;
       node_in(p, from).out_edges.push_back({port, v, slot});
     }
     for (int c : u.control_out) {
       const int p = part(c);
-      const int from = part(i) == p ? now[static_cast<std::size_t>(i)] : recv_of.at({i, -1, p});
+      const int from = part(i) == p ? now[static_cast<std::size_t>(i)] : recv(i, -1, p);
       node_in(p, from).control_out.push_back(now[static_cast<std::size_t>(c)]);
     }
   }
@@ -10598,7 +10624,12 @@ class session {
   // loop), replacing the estimate and earlier records; the executables built so far are
   // dropped, so that each signature is placed again with them on its next run.
   void record_costs(const step_stats& stats) {
-    std::map<std::pair<std::string, std::string>, std::pair<double, int>> sums;
+    std::shared_ptr<const graph> g;
+    {
+      std::lock_guard lock(mutex_);
+      g = graph_;
+    }
+    std::map<std::string, std::pair<double, int>> sums;  // by cost_model::measured_key
     for (const auto& st : stats.nodes) {
       if (st.op == "_Send" || st.op == "_Recv") continue;  // transfers between partitions, not nodes
       std::string type;
@@ -10607,16 +10638,14 @@ class session {
       if (type.empty())
         fail(error_code::invalid_argument, "session::record_costs: node '", st.node, "' ran on '", st.device,
              "', which is not a device of this session");
-      auto& [sum, count] = sums[{st.node, type}];
+      if (!g->find(st.node))
+        fail(error_code::not_found, "session::record_costs: no node named '", st.node, "' in the session's graph");
+      auto& [sum, count] = sums[passes::cost_model::measured_key(st.node, type)];
       sum += static_cast<double>(st.end_ns - st.start_ns) * 1e-9;
       ++count;
     }
     std::lock_guard lock(mutex_);
-    for (const auto& [key, value] : sums) {
-      if (!graph_->find(key.first))
-        fail(error_code::not_found, "session::record_costs: no node named '", key.first, "' in the session's graph");
-      measured_[key] = value.first / value.second;
-    }
+    for (const auto& [key, value] : sums) measured_[key] = value.first / value.second;
     cache_.clear();
   }
 
@@ -10911,7 +10940,7 @@ class session {
   std::vector<std::string> device_names_;  // short: CPU:0
   std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
   passes::placement_options placement_;
-  std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
+  passes::cost_model::measured_times measured_;  // record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;

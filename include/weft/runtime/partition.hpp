@@ -12,10 +12,8 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,17 +33,22 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
   // The partitions, in the order of the devices' indices.
-  std::map<int, int> part_of_device;
+  std::vector<int> part_of_device;
   for (int i = 0; i < count; ++i)
-    if (!is_feed(i)) part_of_device.emplace(old[static_cast<std::size_t>(i)].device, 0);
-  if (part_of_device.size() <= 1) return {};
+    if (!is_feed(i)) {
+      const auto d = static_cast<std::size_t>(old[static_cast<std::size_t>(i)].device);
+      if (d >= part_of_device.size()) part_of_device.resize(d + 1, -1);
+      part_of_device[d] = 0;
+    }
   std::vector<int> device_of_part;
-  for (auto& [device, part] : part_of_device) {
-    part = static_cast<int>(device_of_part.size());
-    device_of_part.push_back(device);
-  }
+  for (std::size_t d = 0; d < part_of_device.size(); ++d)
+    if (part_of_device[d] >= 0) {
+      part_of_device[d] = static_cast<int>(device_of_part.size());
+      device_of_part.push_back(static_cast<int>(d));
+    }
+  if (device_of_part.size() <= 1) return {};
   const auto parts = device_of_part.size();
-  auto part = [&](int i) { return part_of_device.at(old[static_cast<std::size_t>(i)].device); };
+  auto part = [&](int i) { return part_of_device[static_cast<std::size_t>(old[static_cast<std::size_t>(i)].device)]; };
 
   std::vector<std::shared_ptr<executable>> out;
   std::vector<int> slots(parts, 0);
@@ -67,46 +70,53 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   };
 
   // Feed nodes, in each partition that reads them (a fed value fetched as it is: the first).
-  std::map<std::pair<int, int>, int> feed_copy;  // (old feed node, partition) -> node there
+  std::vector<std::vector<int>> feed_copy(static_cast<std::size_t>(count));  // old feed node -> its node in each partition
   for (int i = 0; i < count; ++i) {
     if (!is_feed(i)) continue;
     const exec_node& f = old[static_cast<std::size_t>(i)];
+    auto& copies = feed_copy[static_cast<std::size_t>(i)];
+    copies.assign(parts, -1);
     std::vector<int> readers;
     for (const auto& e : f.out_edges) readers.push_back(part(e.dst));
     if (!f.fetches.empty()) readers.push_back(0);
     for (int p : readers)
-      if (!feed_copy.count({i, p})) {
+      if (copies[static_cast<std::size_t>(p)] < 0) {
         exec_node copy;
         copy.feed = f.feed;
         copy.num_outputs = 1;
         copy.cheap = true;
         copy.device = device_of_part[static_cast<std::size_t>(p)];
         copy.fetches = p == 0 ? f.fetches : std::vector<std::pair<int, int>>{};
-        feed_copy[{i, p}] = add(p, std::move(copy));
+        copies[static_cast<std::size_t>(p)] = add(p, std::move(copy));
       }
   }
 
-  // Recvs: one per (tensor or control token, consuming partition).
-  using edge_key = std::tuple<int, int, int>;  // (old producer, port or -1 for control, consumer's partition)
-  std::map<edge_key, int> recv_of;
-  auto key_text = [&](const edge_key& k) {
-    const auto [src, port, p] = k;
+  // Recvs: one per (tensor or control token, consuming partition): recv_of[producer] by
+  // (port + 1) x partitions + partition (port -1: the control token), -1 where none.
+  std::vector<std::vector<int>> recv_of(static_cast<std::size_t>(count));
+  auto recv = [&](int src, int port, int p) -> int& {
+    auto& r = recv_of[static_cast<std::size_t>(src)];
+    if (r.empty()) r.assign(static_cast<std::size_t>(old[static_cast<std::size_t>(src)].num_outputs + 1) * parts, -1);
+    return r[static_cast<std::size_t>(port + 1) * parts + static_cast<std::size_t>(p)];
+  };
+  auto key_text = [&](int src, int port, int p) {
     const exec_node& s = old[static_cast<std::size_t>(src)];
     return (port < 0 ? "^" + s.def->name() : s.def->name() + ":" + std::to_string(port)) + " " +
            device_names.at(static_cast<std::size_t>(s.device)) + " -> " +
            device_names.at(static_cast<std::size_t>(device_of_part[static_cast<std::size_t>(p)]));
   };
-  auto add_transfer = [&](int p, const edge_key& k, bool send) {
+  // A Send (in partition p, the producer's) or a Recv (in p, the consumer's) of the edge
+  // (src, port) -> partition `to`.
+  auto add_transfer = [&](int p, int src, int port, int to, bool send) {
     auto& x = *out[static_cast<std::size_t>(p)];
-    const auto [src, port, to] = k;
     const node& n = *old[static_cast<std::size_t>(src)].def;
     const bool cut = port >= 0 && lossy && n.output_dtype(port) == dtype::float32 && lossy(output{n.id(), port});
-    x.transfers.push_back({key_text(k), send, port < 0, cut});
+    x.transfers.push_back({key_text(src, port, to), send, port < 0, cut});
     exec_node xn;
     xn.transfer = static_cast<int>(x.transfers.size() - 1);
     xn.cheap = true;
     xn.device = device_of_part[static_cast<std::size_t>(p)];
-    xn.num_inputs = send && std::get<1>(k) >= 0 ? 1 : 0;
+    xn.num_inputs = send && port >= 0 ? 1 : 0;
     xn.num_outputs = send ? 0 : 1;
     xn.pending = send ? 1 : 0;
     if (xn.num_inputs) xn.input_is_ref.push_back(false);
@@ -116,11 +126,10 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     if (is_feed(i)) continue;
     const exec_node& u = old[static_cast<std::size_t>(i)];
     for (const auto& e : u.out_edges)
-      if (part(e.dst) != part(i) && !recv_of.count({i, e.src_port, part(e.dst)}))
-        recv_of[{i, e.src_port, part(e.dst)}] = add_transfer(part(e.dst), {i, e.src_port, part(e.dst)}, false);
+      if (const int to = part(e.dst); to != part(i) && recv(i, e.src_port, to) < 0)
+        recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false);
     for (int c : u.control_out)
-      if (part(c) != part(i) && !recv_of.count({i, -1, part(c)}))
-        recv_of[{i, -1, part(c)}] = add_transfer(part(c), {i, -1, part(c)}, false);
+      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0) recv(i, -1, to) = add_transfer(to, i, -1, to, false);
   }
 
   // The nodes themselves, in their order.
@@ -137,14 +146,15 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   auto node_in = [&](int p, int id) -> exec_node& { return out[static_cast<std::size_t>(p)]->nodes[static_cast<std::size_t>(id)]; };
 
   // Sends, after the nodes they send from.
-  for (const auto& [k, recv] : recv_of) {
-    const auto [src, port, to] = k;
-    const int p = part(src);
-    const int send = add_transfer(p, k, true);
-    exec_node& from = node_in(p, now[static_cast<std::size_t>(src)]);
-    if (port >= 0) from.out_edges.push_back({port, send, node_in(p, send).input_start});
-    else from.control_out.push_back(send);
-  }
+  for (int src = 0; src < count; ++src)
+    for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k) {
+      if (recv_of[static_cast<std::size_t>(src)][k] < 0) continue;
+      const int port = static_cast<int>(k / parts) - 1, to = static_cast<int>(k % parts), p = part(src);
+      const int send = add_transfer(p, src, port, to, true);
+      exec_node& from = node_in(p, now[static_cast<std::size_t>(src)]);
+      if (port >= 0) from.out_edges.push_back({port, send, node_in(p, send).input_start});
+      else from.control_out.push_back(send);
+    }
 
   // Edges: within a partition as they were, across through the Recv.
   for (int i = 0; i < count; ++i) {
@@ -152,15 +162,15 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     for (const auto& e : u.out_edges) {
       const int p = part(e.dst), v = now[static_cast<std::size_t>(e.dst)];
       const int slot = node_in(p, v).input_start + (e.dst_slot - old_start[static_cast<std::size_t>(e.dst)]);
-      const int from = is_feed(i)             ? feed_copy.at({i, p})
+      const int from = is_feed(i)             ? feed_copy[static_cast<std::size_t>(i)][static_cast<std::size_t>(p)]
                        : part(i) == p         ? now[static_cast<std::size_t>(i)]
-                                              : recv_of.at({i, e.src_port, p});
+                                              : recv(i, e.src_port, p);
       const int port = !is_feed(i) && part(i) != p ? 0 : e.src_port;
       node_in(p, from).out_edges.push_back({port, v, slot});
     }
     for (int c : u.control_out) {
       const int p = part(c);
-      const int from = part(i) == p ? now[static_cast<std::size_t>(i)] : recv_of.at({i, -1, p});
+      const int from = part(i) == p ? now[static_cast<std::size_t>(i)] : recv(i, -1, p);
       node_in(p, from).control_out.push_back(now[static_cast<std::size_t>(c)]);
     }
   }

@@ -185,7 +185,12 @@ class session {
   // loop), replacing the estimate and earlier records; the executables built so far are
   // dropped, so that each signature is placed again with them on its next run.
   void record_costs(const step_stats& stats) {
-    std::map<std::pair<std::string, std::string>, std::pair<double, int>> sums;
+    std::shared_ptr<const graph> g;
+    {
+      std::lock_guard lock(mutex_);
+      g = graph_;
+    }
+    std::map<std::string, std::pair<double, int>> sums;  // by cost_model::measured_key
     for (const auto& st : stats.nodes) {
       if (st.op == "_Send" || st.op == "_Recv") continue;  // transfers between partitions, not nodes
       std::string type;
@@ -194,16 +199,14 @@ class session {
       if (type.empty())
         fail(error_code::invalid_argument, "session::record_costs: node '", st.node, "' ran on '", st.device,
              "', which is not a device of this session");
-      auto& [sum, count] = sums[{st.node, type}];
+      if (!g->find(st.node))
+        fail(error_code::not_found, "session::record_costs: no node named '", st.node, "' in the session's graph");
+      auto& [sum, count] = sums[passes::cost_model::measured_key(st.node, type)];
       sum += static_cast<double>(st.end_ns - st.start_ns) * 1e-9;
       ++count;
     }
     std::lock_guard lock(mutex_);
-    for (const auto& [key, value] : sums) {
-      if (!graph_->find(key.first))
-        fail(error_code::not_found, "session::record_costs: no node named '", key.first, "' in the session's graph");
-      measured_[key] = value.first / value.second;
-    }
+    for (const auto& [key, value] : sums) measured_[key] = value.first / value.second;
     cache_.clear();
   }
 
@@ -498,7 +501,7 @@ class session {
   std::vector<std::string> device_names_;  // short: CPU:0
   std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
   passes::placement_options placement_;
-  std::map<std::pair<std::string, std::string>, double> measured_;  // record_costs: (node, device type) -> seconds
+  passes::cost_model::measured_times measured_;  // record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;

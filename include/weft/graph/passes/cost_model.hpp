@@ -92,11 +92,12 @@ class cluster {
     if (from < 0 || from >= size() || to < 0 || to >= size() || from == to)
       fail(error_code::invalid_argument, "cluster::set_link: no link from device ", from, " to ", to, " among ", size());
     check(link, "link " + short_name(from) + " -> " + short_name(to));
-    links_[{from, to}] = link;
+    if (links_.empty()) links_.assign(devices_.size() * devices_.size(), default_link_);
+    links_[static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to)] = link;
   }
   const link_spec& link(int from, int to) const {
-    auto it = links_.find({from, to});
-    return it == links_.end() ? default_link_ : it->second;
+    if (links_.empty()) return default_link_;
+    return links_.at(static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to));
   }
   double transfer_seconds(double bytes, int from, int to) const {
     if (from == to) return 0;
@@ -113,7 +114,7 @@ class cluster {
   std::vector<device_spec> devices_;
   std::vector<device_name> parsed_;
   link_spec default_link_;
-  std::map<std::pair<int, int>, link_spec> links_;
+  std::vector<link_spec> links_;  // from x devices + to, once set_link was called
 };
 
 struct cost_model_options {
@@ -181,13 +182,13 @@ class cost_model {
   // The time node `id` takes on device d (a device of c): measured, or estimated.
   double compute_seconds(int id, const cluster& c, int d) const {
     const node& n = graph_->at(id);
-    if (auto it = measured_.find({n.name(), c.type(d)}); it != measured_.end()) return it->second;
+    if (auto it = measured_.find(measured_key(n.name(), c.type(d))); it != measured_.end()) return it->second;
     const device_spec& s = c.device(d);
     return s.node_overhead_seconds + std::max(flops(id) / s.flops_per_second, bytes(id) / s.memory_bytes_per_second);
   }
   // Whether node `name` has a measured time on devices of `device_type`.
   bool is_measured(const std::string& name, const std::string& device_type) const {
-    return measured_.count({name, device_type}) != 0;
+    return measured_.count(measured_key(name, device_type)) != 0;
   }
 
   // Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
@@ -196,10 +197,18 @@ class cost_model {
     if (!graph_->find(name)) fail(error_code::not_found, "cost_model::set_measured: no node named '", name, "'");
     if (!(seconds >= 0) || !std::isfinite(seconds))
       fail(error_code::invalid_argument, "cost_model::set_measured: node '", name, "': ", seconds, " s is not a time");
-    measured_[{name, device_type}] = seconds;
+    measured_[measured_key(name, device_type)] = seconds;
   }
-  void set_measured(const std::map<std::pair<std::string, std::string>, double>& times) {
-    for (const auto& [key, seconds] : times) set_measured(key.first, key.second, seconds);
+  // Measured times by measured_key(node, device type).
+  using measured_times = std::map<std::string, double>;
+  void set_measured(const measured_times& times) {
+    for (const auto& [key, seconds] : times) {
+      const auto cut = key.find('\n');
+      set_measured(key.substr(cut + 1), key.substr(0, cut), seconds);
+    }
+  }
+  static std::string measured_key(const std::string& name, const std::string& device_type) {
+    return device_type + '\n' + name;
   }
 
  private:
@@ -220,14 +229,12 @@ class cost_model {
     const graph& g = *graph_;
     shapes_.resize(static_cast<std::size_t>(g.size()));
     std::vector<char> changed(static_cast<std::size_t>(g.size()), 0);
-    std::map<output, shape> given;
     for (const auto& [o, s] : known) {
       const node& n = g.at(o.node);
       n.out(o.port);
       if (!n.output_shape(o.port).accepts(s))
         fail(error_code::invalid_argument, "cost_model: ", g.name_of(o), " has shape ", n.output_shape(o.port),
              ", which does not accept ", s);
-      given[o] = s;
     }
     for (int id = 0; id < g.size(); ++id) {
       const node& n = g.at(id);
@@ -262,9 +269,9 @@ class cost_model {
           // The values fed disagree with a rule; the step will say so. The graph's shapes stand.
         }
       }
-      for (int p = 0; p < n.num_outputs(); ++p)
-        if (auto it = given.find({id, p}); it != given.end()) {
-          out[static_cast<std::size_t>(p)] = it->second;
+      for (const auto& [o, s] : known)
+        if (o.node == id) {
+          out[static_cast<std::size_t>(o.port)] = s;
           changed[static_cast<std::size_t>(id)] = 1;
         }
     }
@@ -273,7 +280,7 @@ class cost_model {
   const graph* graph_;
   cost_model_options options_;
   std::vector<std::vector<partial_shape>> shapes_;
-  std::map<std::pair<std::string, std::string>, double> measured_;
+  measured_times measured_;
 };
 
 }  // namespace weft::passes

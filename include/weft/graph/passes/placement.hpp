@@ -181,12 +181,14 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       for (int d = 0; d < num_devices; ++d) matched[static_cast<std::size_t>(d)] = spec->matches(c.parsed(d));
     }
     std::vector<char> runs(static_cast<std::size_t>(num_devices), 1);
-    std::map<std::string, std::string> why_not;  // by device type
+    std::vector<std::string> why_not(static_cast<std::size_t>(num_devices));  // by device: the kernel check's answer
     if (n.def().control == flow::plain && !n.def().feed)
       for (int d = 0; d < num_devices; ++d) {
-        auto [it, added] = why_not.try_emplace(c.type(d));
-        if (added) it->second = has_kernel ? has_kernel(n, c.type(d)) : std::string();
-        runs[static_cast<std::size_t>(d)] = it->second.empty();
+        int same = 0;  // the first device of this type: asked once per type
+        while (c.type(same) != c.type(d)) ++same;
+        auto& why = why_not[static_cast<std::size_t>(d)];
+        why = same < d ? why_not[static_cast<std::size_t>(same)] : has_kernel ? has_kernel(n, c.type(d)) : std::string();
+        runs[static_cast<std::size_t>(d)] = why.empty();
       }
     std::vector<char> ok(static_cast<std::size_t>(num_devices));
     for (int d = 0; d < num_devices; ++d) ok[static_cast<std::size_t>(d)] = matched[static_cast<std::size_t>(d)] && runs[static_cast<std::size_t>(d)];
@@ -208,7 +210,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       // A kernel is missing on every device it may use: the registry's words for the first.
       for (int d = 0; d < num_devices; ++d)
         if (matched[static_cast<std::size_t>(d)]) {
-          const std::string& why = why_not[c.type(d)];
+          const std::string& why = why_not[static_cast<std::size_t>(d)];
           if (n.device().empty()) throw error(error_code::not_found, why);
           throw error(error_code::not_found, why + "; it requests device '" + n.device() + "' (" +
                                                  detail::device_list(c, matched) + ")" +
@@ -277,7 +279,13 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
   std::vector<int> group_device(static_cast<std::size_t>(count), -1);
   std::vector<double> device_free(static_cast<std::size_t>(num_devices), 0.0);
   std::vector<double> finish(static_cast<std::size_t>(count), 0.0);
-  std::map<std::pair<output, int>, double> arrival;  // a tensor's arrival on a device it was sent to
+  // A tensor's arrival on a device it was sent to, by node, then port x device (-1: not sent).
+  std::vector<std::vector<double>> arrival(static_cast<std::size_t>(count));
+  auto arrived = [&](output o, int d) -> double& {
+    auto& a = arrival[static_cast<std::size_t>(o.node)];
+    if (a.empty()) a.assign(static_cast<std::size_t>(g.at(o.node).num_outputs() * num_devices), -1.0);
+    return a[static_cast<std::size_t>(o.port * num_devices + d)];
+  };
   constexpr double never = std::numeric_limits<double>::infinity();
 
   auto first_ok = [&](const std::vector<char>& ok) {
@@ -331,7 +339,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       return from == d ? made : made + c.transfer_seconds(costs.output_bytes(in), from, d);
     }
     if (from == d) return finish[static_cast<std::size_t>(p)];
-    if (auto it = arrival.find({in, d}); it != arrival.end()) return it->second;
+    if (const double t = arrived(in, d); t >= 0) return t;
     return finish[static_cast<std::size_t>(p)] + c.transfer_seconds(costs.output_bytes(in), from, d);
   };
 
@@ -388,8 +396,9 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       const int from = result.device_of[static_cast<std::size_t>(in.node)];
       double t = finish[static_cast<std::size_t>(in.node)];
       if (from != best) {
-        auto [it, added] = arrival.try_emplace({in, best}, t + c.transfer_seconds(costs.output_bytes(in), from, best));
-        t = it->second;
+        double& when = arrived(in, best);
+        if (when < 0) when = t + c.transfer_seconds(costs.output_bytes(in), from, best);
+        t = when;
       }
       start = std::max(start, t);
     }
