@@ -406,3 +406,27 @@ TEST_CASE("session: the rule-based placer keeps a variable's updates with it, an
   wrong.device_specs.resize(3);
   test::require_error([&] { session bad(g, wrong); }, {"device_specs has 3 entries for the session's 2 devices"});
 }
+
+TEST_CASE("session: the greedy placer on several devices measures them; the rule-based one keeps the given figures") {
+  graph g;
+  g.constant(tensor::scalar(1.0f), "c");
+  session greedy(g, two_devices(passes::placer::greedy));
+  const auto& measured = greedy.cluster();
+  REQUIRE(measured.size() == 2);
+  for (int d = 0; d < 2; ++d) {
+    INFO("device " << d);
+    // A real rate (between 100 MFLOP/s and 100 TFLOP/s), measured, not the default figure.
+    CHECK(measured.device(d).flops_per_second > 1e8);
+    CHECK(measured.device(d).flops_per_second < 1e14);
+    CHECK(measured.device(d).flops_per_second != session::default_device_spec(*greedy.devices()[0]).flops_per_second);
+    CHECK(measured.device(d).memory_bytes_per_second > 1e7);
+  }
+  CHECK(measured.device(0).flops_per_second == measured.device(1).flops_per_second);  // one probe per thread count
+  session rules(g, two_devices(passes::placer::rules));
+  CHECK(rules.cluster().device(1).flops_per_second == session::default_device_spec(*rules.devices()[1]).flops_per_second);
+  session_options given = two_devices(passes::placer::greedy);
+  given.device_specs = {{"ignored", 1e9, 2e9, 3e-6}, {"", 4e9, 5e9, 6e-6}};
+  session told(g, given);
+  CHECK(told.cluster().device(1).flops_per_second == 4e9);
+  CHECK(told.cluster().device(0).name == told.devices()[0]->name());  // the session's names
+}

@@ -7160,6 +7160,7 @@ inline tensor filename_tensor(const std::filesystem::path& path) {
 // and survive across runs; several threads may call run() at once.
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -9820,8 +9821,8 @@ class step {
     node_done(1);
   }
 
-  // A Recv: waits, holding no thread, for its Send; its consumers run on the thread that
-  // delivers the value (a few deep at most: deeper, they are handed off).
+  // A Recv: waits, holding no thread, for its Send; its consumers run on the Recv's
+  // device's thread.
   [[gnu::noinline]] void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     rendezvous_->recv(t.key, [this, tn, &xn, &t, t0](const entry* v, std::exception_ptr e) {
@@ -10490,7 +10491,8 @@ struct session_options {
   // unless `soft` is set.
   passes::placement_options placement{.algorithm = passes::placer::rules};
   // The devices as the cost model sees them, by index (the names are the session's own;
-  // empty: default_device_spec for each), and the link between any two of them.
+  // empty: measured when the greedy placer places on several devices (measured_device_spec),
+  // else default_device_spec for each), and the link between any two of them.
   std::vector<passes::device_spec> device_specs;
   passes::link_spec link;
   // Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
@@ -10659,6 +10661,9 @@ class session {
   // The default device (CPU:0), and every device of the session.
   const weft::device& device() const noexcept { return *devices_.front(); }
   std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }
+  // The session's devices as the cost model sees them (session_options::device_specs, or
+  // measured, or the defaults) and the links between them.
+  const passes::cluster& cluster() const noexcept { return cluster_; }
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -10888,13 +10893,59 @@ class session {
     if (!o.device_specs.empty() && o.device_specs.size() != devices.size())
       fail(error_code::invalid_argument, "session_options::device_specs has ", o.device_specs.size(),
            " entries for the session's ", devices.size(), " devices");
+    // The greedy placer on several devices measures them (one probe per thread count).
+    const bool measure = o.device_specs.empty() && o.placement.algorithm == passes::placer::greedy && devices.size() > 1;
+    std::map<int, passes::device_spec> measured;
     std::vector<passes::device_spec> specs;
     for (std::size_t i = 0; i < devices.size(); ++i) {
-      passes::device_spec s = o.device_specs.empty() ? default_device_spec(*devices[i]) : o.device_specs[i];
+      passes::device_spec s;
+      if (!o.device_specs.empty()) s = o.device_specs[i];
+      else if (!measure) s = default_device_spec(*devices[i]);
+      else {
+        auto [it, fresh] = measured.try_emplace(devices[i]->num_threads());
+        if (fresh) it->second = measured_device_spec(*devices[i]);
+        s = it->second;
+      }
       s.name = devices[i]->name();
       specs.push_back(std::move(s));
     }
     return passes::cluster(std::move(specs), o.link);
+  }
+  // A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
+  // (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
+  // the registry's kernels, in a session of one such device; default_device_spec's figures
+  // where the program registered no such kernel. About 2 ms.
+  static passes::device_spec measured_device_spec(const weft::device& d) {
+    passes::device_spec spec = default_device_spec(d);
+    for (const char* op : {"MatMul", "Neg"})
+      if (!op_registry::global().find(op) || !kernel_registry::global().has(op, "CPU")) return spec;
+    try {
+      graph g;
+      const node& a = g.constant(tensor::filled(shape{256, 256}, 0.5f));
+      const node& product = g.op("MatMul", {a, a});
+      const node& big = g.constant(tensor::filled(shape{std::int64_t{1} << 20}, 1.0f));
+      const node& negated = g.op("Neg", {big});
+      session_options o;
+      o.intra_op_threads = d.num_threads();
+      o.inter_op_threads = 0;
+      o.constant_folding.max_bytes = 0;
+      session probe(g, o);
+      auto best = [&](const node& n) {
+        probe.run({}, {n});
+        double t = 1e9;
+        for (int k = 0; k < 3; ++k) {
+          const auto t0 = std::chrono::steady_clock::now();
+          probe.run({}, {n});
+          t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        return t;
+      };
+      spec.flops_per_second = 2.0 * 256 * 256 * 256 / best(product);
+      spec.memory_bytes_per_second = 2.0 * 4 * (1 << 20) / best(negated);
+    } catch (const std::exception&) {
+      // Keep the defaults: a probe that cannot run says nothing of the device.
+    }
+    return spec;
   }
   // session_options' lossy transfers as a test on outputs (checked against the graph as
   // each executable is built: a name no node has is an error).

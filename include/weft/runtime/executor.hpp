@@ -449,8 +449,8 @@ class step {
     node_done(1);
   }
 
-  // A Recv: waits, holding no thread, for its Send; its consumers run on the thread that
-  // delivers the value (a few deep at most: deeper, they are handed off).
+  // A Recv: waits, holding no thread, for its Send; its consumers run on the Recv's
+  // device's thread.
   [[gnu::noinline]] void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     rendezvous_->recv(t.key, [this, tn, &xn, &t, t0](const entry* v, std::exception_ptr e) {
