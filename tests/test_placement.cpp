@@ -407,7 +407,7 @@ TEST_CASE("session: the rule-based placer keeps a variable's updates with it, an
   test::require_error([&] { session bad(g, wrong); }, {"device_specs has 3 entries for the session's 2 devices"});
 }
 
-TEST_CASE("session: the greedy placer on several devices measures them; the rule-based one keeps the given figures") {
+TEST_CASE("session: the greedy placer on several devices measures them, and the rule-based one keeps the given figures") {
   graph g;
   g.constant(tensor::scalar(1.0f), "c");
   session greedy(g, two_devices(passes::placer::greedy));
