@@ -186,11 +186,6 @@ class cost_model {
     const device_spec& s = c.device(d);
     return s.node_overhead_seconds + std::max(flops(id) / s.flops_per_second, bytes(id) / s.memory_bytes_per_second);
   }
-  // Whether node `name` has a measured time on devices of `device_type`.
-  bool is_measured(const std::string& name, const std::string& device_type) const {
-    return measured_.count(measured_key(name, device_type)) != 0;
-  }
-
   // Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
   // measured time (the session records traced steps' node times here).
   void set_measured(const std::string& name, const std::string& device_type, double seconds) {

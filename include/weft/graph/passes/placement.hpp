@@ -36,7 +36,6 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <optional>
 #include <sstream>
