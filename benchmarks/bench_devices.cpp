@@ -1,9 +1,11 @@
 // Several devices in one process (issue 26): Send/Recv latency and bandwidth, and what
 // placement buys on a workload with parallel branches.
 //
-//   BM_cross_chain/<inter-op threads>/<cross>: 64 scalar Neg nodes in a chain, alternating
-//     between CPU:0 and CPU:1 (cross = 1: 63 transfers) or all on CPU:0 (cross = 0), in a
-//     session of two CPU devices; (cross - same) / 63 is the cost of one Send/Recv.
+//   BM_cross_chain/<inter-op threads>/<cross>/<length>: that many scalar Neg nodes in a
+//     chain, alternating between CPU:0 and CPU:1 (cross = 1: length - 1 transfers) or all on
+//     CPU:0 (cross = 0), in a session of two CPU devices; (cross - same) / (length - 1) is the
+//     cost of one Send/Recv with the step's start and end shared out over them, and the
+//     difference between lengths 256 and 64 of that, over 192, the cost without them.
 //   BM_cross_bytes/<MiB>/<cross>: a tensor of that many MiB made on CPU:0 (Identity of a
 //     constant) and read on CPU:1 (cross = 1) or on CPU:0; BM_memcpy/<MiB> copies as many bytes.
 //   BM_branches/<placer>: four branches of two 512x512 layers over a batch of 256, summed;
@@ -12,6 +14,10 @@
 //     rule-based placer (everything on CPU:0); 2: two devices, the greedy placer on the
 //     estimated costs; 3: the greedy placer after record_costs() of a traced step.
 //     Counter predicted_ms: the placement's simulated step.
+//   BM_recv_scheduling/<alap>: CPU:0 makes 16 tensors of 1 MiB at once, CPU:1 folds them
+//     into a chain of 4 Tanh nodes a tensor, transfers copying into CPU:1's memory
+//     (copy_transfers); Recvs as soon as possible (0) or as late as possible (1). Counters:
+//     the peak bytes in use on each device during a step, above what it held before.
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
@@ -42,14 +48,15 @@ static void BM_cross_chain(benchmark::State& state) {
   graph g;
   auto x = g.placeholder(dtype::float32, partial_shape{}, "x");
   output v = x;
-  for (int i = 0; i < 64; ++i) v = g.op("Neg", {v}, {}, node_options().on(cross && i % 2 ? "/cpu:1" : "/cpu:0"));
+  const auto length = static_cast<int>(state.range(2));
+  for (int i = 0; i < length; ++i) v = g.op("Neg", {v}, {}, node_options().on(cross && i % 2 ? "/cpu:1" : "/cpu:0"));
   session s(g, two_devices(static_cast<int>(state.range(0))));
   const feed_list feeds{{x, tensor::scalar(1.0f)}};
   s.run(feeds, {v});
   for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {v}));
-  state.counters["transfers"] = cross ? 63 : 0;
+  state.counters["transfers"] = cross ? length - 1 : 0;
 }
-BENCHMARK(BM_cross_chain)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_cross_chain)->ArgsProduct({{0, 1}, {0, 1}, {64, 256}})->Unit(benchmark::kMicrosecond);
 
 static void BM_cross_bytes(benchmark::State& state) {
   const std::int64_t n = state.range(0) * (1 << 20) / 4;
@@ -107,5 +114,37 @@ static void BM_branches(benchmark::State& state) {
   state.counters["predicted_ms"] = s.placement(feeds, {y})->predicted_seconds * 1e3;
 }
 BENCHMARK(BM_branches)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+static void BM_recv_scheduling(benchmark::State& state) {
+  constexpr int K = 16;
+  constexpr std::int64_t n = 1 << 18;  // 1 MiB of float32
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{n}, "x");
+  std::vector<output> made;
+  for (int k = 0; k < K; ++k)
+    made.push_back(g.op("Mul", {x, g.constant(tensor::scalar(1.0f / static_cast<float>(k + 1)), node_options().on("/cpu:0"))}, {},
+                        node_options().on("/cpu:0")));
+  output acc = g.op("Tanh", {made[0]}, {}, node_options().on("/cpu:1"));
+  for (int k = 1; k < K; ++k) {
+    for (int j = 0; j < 4; ++j) acc = g.op("Tanh", {acc}, {}, node_options().on("/cpu:1"));
+    acc = g.op("Add", {acc, made[static_cast<std::size_t>(k)]}, {}, node_options().on("/cpu:1"));
+  }
+  session_options o = two_devices(0);
+  o.copy_transfers = true;
+  o.recv_scheduling = state.range(0) ? session_options::recv_order::alap : session_options::recv_order::asap;
+  session s(g, o);
+  const feed_list feeds{{x, filled(shape{n}, 1.0f)}};
+  s.run(feeds, {acc});
+  std::size_t peak[2] = {0, 0};
+  for (auto _ : state) {
+    std::size_t before[2];
+    for (int d = 0; d < 2; ++d) s.devices()[static_cast<std::size_t>(d)]->reset_peak(), before[d] = s.devices()[static_cast<std::size_t>(d)]->bytes_in_use();
+    benchmark::DoNotOptimize(s.run(feeds, {acc}));
+    for (int d = 0; d < 2; ++d) peak[d] = std::max(peak[d], s.devices()[static_cast<std::size_t>(d)]->peak_bytes_in_use() - before[d]);
+  }
+  state.counters["peak_cpu0_MiB"] = static_cast<double>(peak[0]) / (1 << 20);
+  state.counters["peak_cpu1_MiB"] = static_cast<double>(peak[1]) / (1 << 20);
+}
+BENCHMARK(BM_recv_scheduling)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -430,3 +430,36 @@ TEST_CASE("session: the greedy placer on several devices measures them, and the 
   CHECK(told.cluster().device(1).flops_per_second == 4e9);
   CHECK(told.cluster().device(0).name == told.devices()[0]->name());  // the session's names
 }
+
+TEST_CASE("session: the link between devices is measured unless given") {
+  graph g;
+  g.constant(tensor::scalar(1.0f), "c");
+  // Measured: a hand-off to the other device's thread (between 10 ns and 10 ms), and no
+  // bandwidth limit while a Recv hands on the sender's buffer.
+  session greedy(g, two_devices(passes::placer::greedy));
+  const passes::link_spec& l = greedy.cluster().link(0, 1);
+  CHECK(l.latency_seconds > 1e-8);
+  CHECK(l.latency_seconds < 1e-2);
+  CHECK(l.latency_seconds != passes::link_spec{}.latency_seconds);
+  CHECK(l.bytes_per_second == std::numeric_limits<double>::infinity());
+  CHECK(greedy.cluster().transfer_seconds(1e9, 0, 1) == l.latency_seconds);
+  // Copying transfers: a copy's bandwidth (above 10 MB/s, finite).
+  session_options copying = two_devices(passes::placer::greedy);
+  copying.copy_transfers = true;
+  session c(g, copying);
+  CHECK(c.cluster().link(0, 1).bytes_per_second > 1e7);
+  CHECK(c.cluster().link(0, 1).bytes_per_second < std::numeric_limits<double>::infinity());
+  // As-late-as-possible Recvs measure it too; the rule-based placer alone keeps the defaults.
+  session_options alap = two_devices(passes::placer::rules);
+  alap.recv_scheduling = session_options::recv_order::alap;
+  CHECK(session(g, alap).cluster().link(0, 1).bytes_per_second == std::numeric_limits<double>::infinity());
+  session rules(g, two_devices(passes::placer::rules));
+  CHECK(rules.cluster().link(0, 1).latency_seconds == passes::link_spec{}.latency_seconds);
+  CHECK(rules.cluster().link(0, 1).bytes_per_second == passes::link_spec{}.bytes_per_second);
+  // Given: kept.
+  session_options given = two_devices(passes::placer::greedy);
+  given.link = passes::link_spec{3e-6, 5e9};
+  session told(g, given);
+  CHECK(told.cluster().link(1, 0).latency_seconds == 3e-6);
+  CHECK(told.cluster().link(0, 1).bytes_per_second == 5e9);
+}

@@ -7160,11 +7160,14 @@ inline tensor filename_tensor(const std::filesystem::path& path) {
 // and survive across runs; several threads may call run() at once.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -9159,10 +9162,11 @@ struct exec_edge {
 // A node of an executable. `kind` is its op's part in control flow (op_def::control): the
 // control-flow ops are run by the executor itself, every other node by its kernel.
 // One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
-// the value (or a control edge's token) in the step's rendezvous under `key`, the Recv of the
+// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
 // other partition takes it from there.
 struct transfer_info {
   std::string key;     // the edge: "name:port" or "^name", from device -> to device
+  int edge = -1;       // its number among the edges between the partitions (both ends share it)
   bool send = false;
   bool control = false;
   // A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
@@ -9222,6 +9226,7 @@ struct executable {
   std::shared_ptr<const passes::placement> placement;
   std::vector<transfer_info> transfers;
   int device = -1;  // a partition's device
+  int num_edges = 0;  // a partition's: how many edges cross between the partitions
   // When the nodes span several devices: one executable per device, each run by a step of
   // its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;
@@ -9310,101 +9315,134 @@ inline void finish_executable(executable& x) {
 
 }  // namespace weft
 // The rendezvous of one step (whitepaper §3.3): where a Send leaves a tensor for the Recv of
-// another device's partition, keyed by the edge (the tensor, its source and destination
-// devices, and the loop frame and iteration it belongs to). The value crosses in process:
-// a CPU device reads another CPU device's memory, so the Recv hands on the same buffer (a
-// device of another memory space copies through copy_from_host / copy_to_host).
+// another device's partition. Partitioning numbers the edges that cross devices (the
+// tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
+// and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
+// its slot: no lock, no lookup, no allocation. The value crosses in process: a CPU device
+// reads another CPU device's memory, so the Recv hands on the same buffer (a device of
+// another memory space copies through copy_from_host / copy_to_host).
 //
-// A Recv holds no thread while it waits: recv() takes a callback that runs when the value
-// arrives, on the thread of the Send, or at once when the value is already there. A dead
-// value (an untaken branch) crosses as dead. abort() fails every waiting and later Recv
-// with the step's error, so an error on any device ends the partitions on every other.
+// A Recv holds no thread while it waits: it takes the value when it is already there, and
+// otherwise its receiver is told when the value arrives, on the thread of the Send. A dead value (an
+// untaken branch) crosses as dead. abort() fails every waiting and later Recv with the
+// step's error, so an error on any device ends the partitions on every other.
 
+#include <atomic>
 #include <exception>
-#include <functional>
+#include <memory>
 #include <mutex>
-#include <string>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
-#include <vector>
 
 
 namespace weft {
 
 class rendezvous {
  public:
-  using callback = std::function<void(const entry* value, std::exception_ptr error)>;
+  // Who waits for a value: told once, with the token it gave, the value or the abort's error.
+  class receiver {
+   public:
+    virtual void received(int token, entry* value, std::exception_ptr error) = 0;
 
-  // Leaves `value` under `key`; the Recv waiting for it, if any, runs now on this thread.
-  // A second Send of one key in one step is an internal error.
-  void send(const std::string& key, entry value) {
-    callback waiter;
-    {
-      std::lock_guard lock(mutex_);
-      if (aborted_) return;
-      slot& s = slots_[key];
-      if (s.sent) fail(error_code::internal, "rendezvous: '", key, "' was sent twice in one step");
-      s.sent = true;
-      if (!s.waiter) {
-        s.value = std::move(value);
-        return;
-      }
-      waiter = std::move(s.waiter);
-      s.waiter = nullptr;
+   protected:
+    ~receiver() = default;
+  };
+
+  // A rendezvous for the edges 0 .. edges - 1.
+  explicit rendezvous(int edges) : slots_(std::make_unique<slot[]>(static_cast<std::size_t>(edges))), edges_(edges) {}
+
+  // Leaves `value` on `edge`; the Recv waiting for it, if any, is told now on this thread.
+  // A second Send of one edge in one step is an internal error (`name` names the edge).
+  void send(int edge, entry value, std::string_view name) {
+    slot& s = at(edge, name);
+    if (aborted_.load(std::memory_order_acquire)) return;
+    int state = s.state.load(std::memory_order_acquire);
+    if (state == empty) {
+      s.value = std::move(value);  // read by the Recv only once it sees `sent`
+      if (s.state.compare_exchange_strong(state, sent, std::memory_order_acq_rel)) return;
+      value = std::move(s.value);  // a Recv came meanwhile (or the step was aborted)
+      s.value = entry{};
     }
-    waiter(&value, nullptr);
+    if (state == waiting) {
+      if (s.state.compare_exchange_strong(state, done, std::memory_order_acq_rel))
+        return s.waiter->received(s.token, &value, nullptr);
+      return;  // the abort told the Recv
+    }
+    if (state == sent || !aborted_.load(std::memory_order_acquire))
+      fail(error_code::internal, "rendezvous: '", name, "' was sent twice in one step");
   }
 
-  // Runs `done` with the value left under `key`: now, when it is there, else when it comes,
-  // or with the abort's error.
-  void recv(const std::string& key, callback done) {
-    entry value;
-    std::exception_ptr error;
-    {
-      std::lock_guard lock(mutex_);
-      if (aborted_) {
-        error = aborted_;
-      } else {
-        slot& s = slots_[key];
-        if (s.received) fail(error_code::internal, "rendezvous: '", key, "' is received twice in one step");
-        s.received = true;
-        if (!s.sent) {
-          s.waiter = std::move(done);
-          return;
+  // The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
+  // told (with `token`) when it comes, or the abort's error (possibly before this returns).
+  // A second Recv of one edge in one step is an internal error.
+  bool recv(int edge, entry& out, receiver& r, int token, std::string_view name) {
+    slot& s = at(edge, name);
+    if (aborted_.load(std::memory_order_acquire)) {
+      r.received(token, nullptr, error_);
+      return false;
+    }
+    int state = s.state.load(std::memory_order_acquire);
+    if (state == empty) {
+      s.waiter = &r;  // read by the Send or the abort only once they see `waiting`
+      s.token = token;
+      if (s.state.compare_exchange_strong(state, waiting, std::memory_order_seq_cst)) {
+        // An abort that began before this Recv waited may not have seen it: whoever moves
+        // the slot from waiting to done tells the receiver.
+        if (aborted_.load(std::memory_order_seq_cst)) {
+          int w = waiting;
+          if (s.state.compare_exchange_strong(w, done, std::memory_order_acq_rel)) r.received(token, nullptr, error_);
         }
-        value = std::move(s.value);
-        s.value = entry{};
+        return false;
       }
     }
-    if (error) return done(nullptr, error);
-    done(&value, nullptr);
+    if (state == sent) {  // only the Recv moves a slot on from `sent`
+      s.state.store(done, std::memory_order_relaxed);
+      out = std::move(s.value);
+      s.value = entry{};
+      return true;
+    }
+    fail(error_code::internal, "rendezvous: '", name, "' is received twice in one step");
   }
 
-  // Fails every Recv waiting now or later with `error` (the first abort's error stands).
+  // Fails every Recv waiting now or later with `error` (the first abort's error stands);
+  // later Sends are dropped.
   void abort(std::exception_ptr error) {
-    std::vector<callback> waiters;
     {
       std::lock_guard lock(mutex_);
-      if (aborted_) return;
-      aborted_ = error;
-      for (auto& [key, s] : slots_)
-        if (s.waiter) waiters.push_back(std::move(s.waiter));
-      slots_.clear();
+      if (error_) return;
+      error_ = std::move(error);
     }
-    for (auto& w : waiters) w(nullptr, error);
+    aborted_.store(true, std::memory_order_seq_cst);
+    for (int i = 0; i < edges_; ++i) {
+      slot& s = slots_[static_cast<std::size_t>(i)];
+      int w = waiting;
+      if (s.state.load(std::memory_order_seq_cst) == waiting &&
+          s.state.compare_exchange_strong(w, done, std::memory_order_acq_rel))
+        s.waiter->received(s.token, nullptr, error_);
+    }
   }
 
  private:
-  // A slot stays until the step ends, so that a key used twice is seen.
-  struct slot {
-    bool sent = false;
-    bool received = false;
+  enum : int { empty, sent, waiting, done };
+  // A slot keeps its state until the step ends, so that an edge used twice is seen. One
+  // per cache line: two transfers at once do not share a line.
+  struct alignas(64) slot {
+    std::atomic<int> state{empty};
+    int token = 0;
+    receiver* waiter = nullptr;
     entry value;
-    callback waiter;
   };
+  slot& at(int edge, std::string_view name) {
+    if (edge < 0 || edge >= edges_)
+      fail(error_code::internal, "rendezvous: edge ", edge, " ('", name, "') is not one of its ", edges_);
+    return slots_[static_cast<std::size_t>(edge)];
+  }
+
+  std::unique_ptr<slot[]> slots_;
+  int edges_;
   std::mutex mutex_;
-  std::unordered_map<std::string, slot> slots_;
-  std::exception_ptr aborted_;
+  std::exception_ptr error_;  // written once, before aborted_
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace weft
@@ -9455,9 +9493,11 @@ struct step_options {
   std::int64_t step_id = 0;
   // What traced times count from (a step's partitions share it); unset: the step's creation.
   std::chrono::steady_clock::time_point start = {};
+  // A Recv copies its value into its device's memory (copy_from_host); else hands it on.
+  bool copy_transfers = false;
 };
 
-class step {
+class step final : rendezvous::receiver {
  public:
   // devices: the session's devices, indexed by exec_node::device.
   step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
@@ -9491,9 +9531,12 @@ class step {
   // returns the fetched values otherwise, each from the partition that computes it.
   static std::vector<tensor> run_partitions(std::span<step* const> steps,
                                             std::span<Eigen::ThreadPoolInterface* const> drivers) {
-    rendezvous meeting;
+    rendezvous meeting(steps.front()->x_.num_edges);
     group g{&meeting, steps};
-    for (step* s : steps) s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
+    for (step* s : steps) {
+      s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
+      s->recv_waits_.resize(s->x_.transfers.size());
+    }
     std::mutex mutex;
     std::condition_variable cv;
     std::size_t running = steps.size() - 1;
@@ -9555,13 +9598,14 @@ class step {
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
     std::deque<tagged_node> ready;
     for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
-    process(std::move(ready));
+    process(ready);
   }
   // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
   // off and not yet taken by a pool thread, until the step has ended. A partition's thread
   // spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
   // Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
+    std::deque<tagged_node> work;
     for (;;) {
       if (h.spin) {  // up to 200 us, as the intra-op pool's workers do between kernels
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
@@ -9577,7 +9621,8 @@ class step {
       h.queue.pop_front();
       if (h.queue.empty()) h.signalled.store(false, std::memory_order_relaxed);
       lock.unlock();
-      owner->process(std::deque<tagged_node>{tn});
+      work.push_back(tn);  // one deque for the whole wait: no allocation a node
+      owner->process(work);
     }
   }
 
@@ -9614,7 +9659,8 @@ class step {
   };
   struct tagged_node {  // 16 bytes
     int id;
-    bool large = false;  // holds the step's turn for large nodes (schedule())
+    bool large = false;    // holds the step's turn for large nodes (schedule())
+    bool arrived = false;  // a Recv whose value has come (received())
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
@@ -9644,7 +9690,8 @@ class step {
   }
   bool in_root(const iteration_state* it) const { return it->frame == &root_frame_; }
 
-  void process(std::deque<tagged_node> inline_ready) {
+  // Runs the nodes of inline_ready and those they make ready here, until it is empty.
+  void process(std::deque<tagged_node>& inline_ready) {
     std::vector<entry> outputs;
     ready_list ready;
     while (!inline_ready.empty()) {
@@ -9661,14 +9708,16 @@ class step {
       bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
         for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
+      bool dead_token = false;  // a control edge's token that crossed devices dead
       if (xn.transfer >= 0) {  // a dead value crosses too
         const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
-        if (t.send) send(xn, t, inputs, dead);
-        else receive(tn, xn, t);
-        continue;
-      }
-
-      if (dead) {
+        if (t.send) {
+          send(xn, t, inputs, dead);
+          continue;
+        }
+        if (!tn.arrived && !receive(tn, xn, t)) continue;  // received() hands it back when its value comes
+        arrived(xn, t, outputs, dead_token);
+      } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
         outputs[0].value = feeds_[static_cast<std::size_t>(xn.feed)];
@@ -9708,7 +9757,7 @@ class step {
       }
       clear(inputs);
       ready.clear();
-      propagate(tn, xn, outputs, ready);
+      propagate(tn, xn, outputs, ready, dead_token);
       clear(outputs);  // the consumers hold their copies: a sole one may write into its buffer
       finish(tn, ready);
       if (tn.large) pass_large_turn(inline_ready);
@@ -9788,7 +9837,7 @@ class step {
       finish(tn, ready);
       std::deque<tagged_node> inline_ready;
       schedule(ready, inline_ready);
-      if (!inline_ready.empty()) process(std::move(inline_ready));
+      if (!inline_ready.empty()) process(inline_ready);
       node_done(1);
     });
   }
@@ -9808,36 +9857,43 @@ class step {
     clear(inputs);
     if (options_.trace) record(xn, t0);
     try {
-      rendezvous_->send(t.key, std::move(v));
+      rendezvous_->send(t.edge, std::move(v), t.key);
     } catch (...) {
       abort(std::current_exception());
     }
     node_done(1);
   }
 
-  // A Recv: waits, holding no thread, for its Send; its consumers run on the Recv's
-  // device's thread.
-  [[gnu::noinline]] void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
-    const std::int64_t t0 = options_.trace ? now_ns() : 0;
-    rendezvous_->recv(t.key, [this, tn, &xn, &t, t0](const entry* v, std::exception_ptr e) {
-      if (e) {
-        abort(e);
-        node_done(1);
-        return;
-      }
-      std::vector<entry> outputs(static_cast<std::size_t>(xn.num_outputs));
-      if (!outputs.empty()) outputs[0] = *v;
-      if (t.lossy && !v->dead) outputs[0].value = widen_from_bfloat16(v->value, device_of(xn).get_allocator());
-      if (options_.trace) record(xn, t0);
-      ready_list ready;
-      propagate(tn, xn, outputs, ready);
-      outputs.clear();
-      finish(tn, ready);
-      std::deque<tagged_node> inline_ready;
-      schedule(ready, inline_ready);
-      for (const tagged_node& r : inline_ready) hand_off(r);  // to this device's thread
+  // A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
+  // (false): received() then hands the Recv back to its device's thread.
+  [[gnu::noinline]] bool receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
+    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
+    w.tn = tn;
+    w.tn.arrived = true;
+    w.t0 = options_.trace ? now_ns() : 0;
+    return rendezvous_->recv(t.edge, w.value, *this, xn.transfer, t.key);
+  }
+  // The value of a waiting Recv has come, on the Send's thread (or the abort's error).
+  void received(int transfer, entry* value, std::exception_ptr e) override {
+    if (e) {
+      abort(e);
       node_done(1);
-    });
+      return;
+    }
+    recv_wait& w = recv_waits_[static_cast<std::size_t>(transfer)];
+    w.value = std::move(*value);
+    hand_off(w.tn);  // to the Recv's device's thread
+  }
+  // A Recv's value, taken: its output, or for a control edge whether its token is dead.
+  void arrived(const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
+    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
+    entry v = std::move(w.value);
+    w.value = entry{};
+    if (t.lossy && !v.dead) v.value = widen_from_bfloat16(v.value, device_of(xn).get_allocator());
+    else if (options_.copy_transfers && !v.dead && v.value.valid()) v.value = device_of(xn).copy_from_host(v.value);
+    if (options_.trace) record(xn, w.t0);
+    if (outputs.empty()) dead_token = v.dead;
+    else outputs[0] = std::move(v);
   }
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
@@ -9912,11 +9968,14 @@ class step {
 
   // Outputs of a finished node to their consumers: in the same iteration, or for Enter,
   // Exit and NextIteration into the child frame, the parent frame or the next iteration.
-  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
+  // dead_token: a Recv of a control edge's dead token (its consumers are dead, as the
+  // producer's would be on one device).
+  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready,
+                 bool dead_token = false) {
     iteration_state* it = tn.iter;
     if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
       for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
-    bool any_dead = false;
+    bool any_dead = dead_token;
     for (const auto& o : outputs) any_dead = any_dead || o.dead;
     control_edges(it, xn, any_dead, ready);
     switch (xn.kind) {
@@ -10182,7 +10241,8 @@ class step {
       auto [owner, taken] = h->queue.front();
       h->queue.pop_front();
       lock.unlock();
-      owner->process(std::deque<tagged_node>{taken});
+      std::deque<tagged_node> work{taken};
+      owner->process(work);
     });
   }
 
@@ -10272,6 +10332,12 @@ class step {
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
   group* group_ = nullptr;             // run_partitions' steps
   rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
+  struct recv_wait {  // a Recv waiting for its value, by transfer
+    tagged_node tn;   // marked arrived
+    std::int64_t t0 = 0;
+    entry value;      // the value, once it came
+  };
+  std::vector<recv_wait> recv_waits_;
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn
   std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs
@@ -10289,11 +10355,20 @@ class step {
 // steps meet in one rendezvous (runtime/rendezvous.hpp, step::run_partitions); each fetch is
 // served by the partition of the node that computes it.
 //
+// Recv scheduling (whitepaper §5.2): by default a Recv starts with the step and takes its
+// value as soon as it is sent (as soon as possible). Given the placement's simulated times
+// (recv_schedule), each Recv whose value would wait long for its consumers gets a control
+// edge from the node of its own partition that is simulated to finish last before the
+// value must be fetched, so that it is taken as late as possible: a transfer that copies
+// into the receiving device's memory then holds that memory only shortly before it is used.
+//
 // Loops do not cross devices yet: the placer keeps every node of a loop frame (with its
 // Enters and Exits) on one device, so each Send and Recv runs once per step, in the root
 // frame.
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -10302,13 +10377,25 @@ class step {
 
 namespace weft {
 
+// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
+// simulated start and finish (seconds from the step's start), whether it runs inside a loop
+// (never a trigger), and how long a tensor takes from one device to another.
+struct recv_schedule {
+  std::vector<double> start, finish;
+  std::vector<char> in_loop;
+  std::function<double(int src, int port, int to_device)> transfer_seconds;
+  double min_gain = 20e-6;  // a Recv is delayed only when it would take its value this much earlier
+};
+
 // The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
 // device its nodes use, each finished; none when they use one device. device_names: the
 // devices' names by index, for the rendezvous keys and the traces.
 // lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
+// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
 inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
                                                                 const std::vector<std::string>& device_names,
-                                                                const std::function<bool(output)>& lossy = {}) {
+                                                                const std::function<bool(output)>& lossy = {},
+                                                                const recv_schedule* alap = nullptr) {
   const auto& old = whole.nodes;
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
@@ -10387,11 +10474,13 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   };
   // A Send (in partition p, the producer's) or a Recv (in p, the consumer's) of the edge
   // (src, port) -> partition `to`.
-  auto add_transfer = [&](int p, int src, int port, int to, bool send) {
+  // The edges are numbered as their Recvs are made; a Send takes its Recv's number.
+  int edges = 0;
+  auto add_transfer = [&](int p, int src, int port, int to, bool send, int edge) {
     auto& x = *out[static_cast<std::size_t>(p)];
     const node& n = *old[static_cast<std::size_t>(src)].def;
     const bool cut = port >= 0 && lossy && n.output_dtype(port) == dtype::float32 && lossy(output{n.id(), port});
-    x.transfers.push_back({key_text(src, port, to), send, port < 0, cut});
+    x.transfers.push_back({key_text(src, port, to), edge, send, port < 0, cut});
     exec_node xn;
     xn.transfer = static_cast<int>(x.transfers.size() - 1);
     xn.cheap = true;
@@ -10407,9 +10496,10 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     const exec_node& u = old[static_cast<std::size_t>(i)];
     for (const auto& e : u.out_edges)
       if (const int to = part(e.dst); to != part(i) && recv(i, e.src_port, to) < 0)
-        recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false);
+        recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false, edges++);
     for (int c : u.control_out)
-      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0) recv(i, -1, to) = add_transfer(to, i, -1, to, false);
+      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0)
+        recv(i, -1, to) = add_transfer(to, i, -1, to, false, edges++);
   }
 
   // The nodes themselves, in their order.
@@ -10430,7 +10520,8 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k) {
       if (recv_of[static_cast<std::size_t>(src)][k] < 0) continue;
       const int port = static_cast<int>(k / parts) - 1, to = static_cast<int>(k % parts), p = part(src);
-      const int send = add_transfer(p, src, port, to, true);
+      const exec_node& r = node_in(to, recv_of[static_cast<std::size_t>(src)][k]);
+      const int send = add_transfer(p, src, port, to, true, out[static_cast<std::size_t>(to)]->transfers[static_cast<std::size_t>(r.transfer)].edge);
       exec_node& from = node_in(p, now[static_cast<std::size_t>(src)]);
       if (port >= 0) from.out_edges.push_back({port, send, node_in(p, send).input_start});
       else from.control_out.push_back(send);
@@ -10455,8 +10546,58 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     }
   }
 
+  if (alap) {
+    // Each Recv's trigger: the node of its partition that finishes last before the
+    // value must leave (its consumers' first start less the transfer), and later than the
+    // value could come. None of the consumers' descendants (stamped) may trigger it.
+    std::vector<int> stamp(static_cast<std::size_t>(count), -1);
+    std::vector<int> stack;
+    int round = 0;
+    auto t = [&](const std::vector<double>& v, int i) { return v[static_cast<std::size_t>(i)]; };
+    for (int src = 0; src < count; ++src)
+      for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k) {
+        const int r = recv_of[static_cast<std::size_t>(src)][k];
+        if (r < 0) continue;
+        const int port = static_cast<int>(k / parts) - 1, p = static_cast<int>(k % parts);
+        const exec_node& u = old[static_cast<std::size_t>(src)];
+        ++round;
+        double needed = std::numeric_limits<double>::infinity();
+        auto reach = [&](int c) {
+          if (part(c) == p) needed = std::min(needed, t(alap->start, c));
+          if (stamp[static_cast<std::size_t>(c)] != round) stamp[static_cast<std::size_t>(c)] = round, stack.push_back(c);
+        };
+        if (port < 0) {
+          for (int c : u.control_out) reach(c);
+        } else {
+          for (const auto& e : u.out_edges)
+            if (e.src_port == port) reach(e.dst);
+        }
+        while (!stack.empty()) {
+          const exec_node& v = old[static_cast<std::size_t>(stack.back())];
+          stack.pop_back();
+          for (const auto& e : v.out_edges)
+            if (stamp[static_cast<std::size_t>(e.dst)] != round) stamp[static_cast<std::size_t>(e.dst)] = round, stack.push_back(e.dst);
+          for (int c : v.control_out)
+            if (stamp[static_cast<std::size_t>(c)] != round) stamp[static_cast<std::size_t>(c)] = round, stack.push_back(c);
+        }
+        const double travel = port < 0 ? 0.0 : alap->transfer_seconds(src, port, device_of_part[static_cast<std::size_t>(p)]);
+        const double earliest = t(alap->finish, src) + travel, latest = needed - travel;
+        if (latest - earliest < alap->min_gain) continue;
+        int trigger = -1;
+        for (int i = 0; i < count; ++i)
+          if (!is_feed(i) && part(i) == p && !alap->in_loop[static_cast<std::size_t>(i)] && stamp[static_cast<std::size_t>(i)] != round &&
+              t(alap->finish, i) < latest && t(alap->finish, i) > earliest &&
+              (trigger < 0 || t(alap->finish, i) > t(alap->finish, trigger)))
+            trigger = i;
+        if (trigger < 0) continue;
+        node_in(p, now[static_cast<std::size_t>(trigger)]).control_out.push_back(r);
+        ++node_in(p, r).pending;
+      }
+  }
+
   std::vector<std::shared_ptr<const executable>> finished;
   for (auto& x : out) {
+    x->num_edges = edges;
     finish_executable(*x);
     finished.push_back(std::move(x));
   }
@@ -10486,14 +10627,25 @@ struct session_options {
   passes::placement_options placement{.algorithm = passes::placer::rules};
   // The devices as the cost model sees them, by index (the names are the session's own;
   // empty: measured when the greedy placer places on several devices (measured_device_spec),
-  // else default_device_spec for each), and the link between any two of them.
+  // else default_device_spec for each), and the link between any two of them (unset:
+  // measured when the greedy placer or alap Recv scheduling uses several devices
+  // (measured_link), else passes::link_spec's defaults).
   std::vector<passes::device_spec> device_specs;
-  passes::link_spec link;
+  std::optional<passes::link_spec> link;
   // Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
   // their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
   // of the outputs named in lossy_outputs ("node" or "node:port").
   bool lossy_transfers = false;
   std::vector<std::string> lossy_outputs;
+  // Whether a Recv copies its value into its own device's memory, as between devices of
+  // separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
+  // gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
+  bool copy_transfers = false;
+  // When Recvs take their values (whitepaper §5.2): as soon as they are sent (asap), or as
+  // late as the placement's simulated step allows (alap: a control edge from the node of the
+  // Recv's device simulated to finish last before the value is needed), so that a copying
+  // transfer holds the receiving device's memory only shortly before it is used.
+  enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
   // The most bytes the tensors this session's kernels allocate on each device may hold at
   // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -10565,9 +10717,11 @@ class session {
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
         device_threads_(driver_threads(options.cpu_devices)),
-        cluster_(make_cluster(devices_, options)),
+        cluster_(make_cluster(devices_, device_threads_, options)),
         device_names_(short_names(cluster_)),
         lossy_(lossy_rule(options)),
+        copy_transfers_(options.copy_transfers),
+        recv_scheduling_(options.recv_scheduling),
         placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
@@ -10752,8 +10906,8 @@ class session {
     auto stand_in = [&](int id) { return rep.empty() ? id : rep[static_cast<std::size_t>(id)]; };
 
     // Placement: a device for every needed node.
+    passes::cost_model costs(*g, fed_shapes);
     {
-      passes::cost_model costs(*g, fed_shapes);
       {
         std::lock_guard lock(mutex_);
         costs.set_measured(measured_);
@@ -10834,15 +10988,40 @@ class session {
     }
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
-    x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
+    if (recv_scheduling_ == session_options::recv_order::alap && cluster_.size() > 1) {
+      const auto alap = recv_schedule_of(*x, *g, costs, exec_of);
+      x->partitions = partition(*x, device_names_, lossy_, &alap);
+    } else {
+      x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
+    }
     finish_executable(*x);
     return x;
+  }
+
+  // The placement's simulated times by exec node (fed values at 0), the nodes inside loops,
+  // and the cluster's transfer times, for as-late-as-possible Recvs.
+  recv_schedule recv_schedule_of(const executable& x, const graph& g, const passes::cost_model& costs,
+                                 const std::vector<int>& exec_of) const {
+    recv_schedule r;
+    const auto n = x.nodes.size();
+    r.start.assign(n, 0.0), r.finish.assign(n, 0.0), r.in_loop.assign(n, 0);
+    for (const auto& p : x.placement->nodes)
+      if (const int e = exec_of[static_cast<std::size_t>(p.node)]; e >= 0)
+        r.start[static_cast<std::size_t>(e)] = p.start, r.finish[static_cast<std::size_t>(e)] = p.finish;
+    const passes::frame_map frames = passes::find_frames(g, false);
+    for (int id = 0; id < g.size(); ++id)
+      if (const int e = exec_of[static_cast<std::size_t>(id)]; e >= 0) r.in_loop[static_cast<std::size_t>(e)] = frames.of(id) != 0;
+    r.transfer_seconds = [&x, &costs, this](int src, int port, int to) {
+      const exec_node& u = x.nodes[static_cast<std::size_t>(src)];
+      return cluster_.transfer_seconds(costs.output_bytes(output{u.def->id(), port}), u.device, to);
+    };
+    return r;
   }
 
   // One step of x: its partitions' steps together (step::run_partitions), or x's own.
   std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
                               bool trace, run_metadata* metadata) {
-    const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now()};
+    const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
     std::vector<std::unique_ptr<step>> steps;
     if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
     for (const auto& part : x.partitions)
@@ -10883,7 +11062,7 @@ class session {
     return out;
   }
   static passes::cluster make_cluster(const std::vector<std::unique_ptr<weft::device>>& devices,
-                                      const session_options& o) {
+                                      const std::vector<std::unique_ptr<Eigen::ThreadPool>>& threads, const session_options& o) {
     if (!o.device_specs.empty() && o.device_specs.size() != devices.size())
       fail(error_code::invalid_argument, "session_options::device_specs has ", o.device_specs.size(),
            " entries for the session's ", devices.size(), " devices");
@@ -10903,7 +11082,42 @@ class session {
       s.name = devices[i]->name();
       specs.push_back(std::move(s));
     }
-    return passes::cluster(std::move(specs), o.link);
+    passes::link_spec link;
+    if (o.link) link = *o.link;
+    else if (devices.size() > 1 && (o.placement.algorithm == passes::placer::greedy || o.recv_scheduling == session_options::recv_order::alap))
+      link = measured_link(devices, threads, o.copy_transfers);
+    return passes::cluster(std::move(specs), link);
+  }
+  // The link between two CPU devices of a session, measured: its latency half the median
+  // round trip of 64 tasks handed to the second device's driver thread, which flag their
+  // end to the calling thread (a transfer is one such hand-off); its bandwidth unlimited
+  // when a Recv hands on the sender's buffer, else the best of three copies of 4 MiB
+  // through the receiving device's allocator. Under 1 ms.
+  static passes::link_spec measured_link(const std::vector<std::unique_ptr<weft::device>>& devices,
+                                         const std::vector<std::unique_ptr<Eigen::ThreadPool>>& threads, bool copying) {
+    passes::link_spec link;
+    std::vector<double> trips;
+    for (int k = 0; k < 65; ++k) {
+      std::atomic<bool> done{false};
+      const auto t0 = std::chrono::steady_clock::now();
+      threads[1]->Schedule([&done] { done.store(true, std::memory_order_release); });
+      while (!done.load(std::memory_order_acquire)) intra_op_detail::cpu_relax();
+      if (k > 0) trips.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::nth_element(trips.begin(), trips.begin() + 32, trips.end());
+    link.latency_seconds = trips[32] / 2;
+    link.bytes_per_second = std::numeric_limits<double>::infinity();
+    if (copying) {
+      const tensor from = tensor::filled(shape{std::int64_t{1} << 20}, 1.0f);
+      double best = 1e9;
+      for (int k = 0; k < 3; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const tensor copy = devices[1]->copy_from_host(from);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      link.bytes_per_second = 4.0 * (1 << 20) / best;
+    }
+    return link;
   }
   // A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
   // (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
@@ -10984,6 +11198,8 @@ class session {
   passes::cluster cluster_;
   std::vector<std::string> device_names_;  // short: CPU:0
   std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
+  bool copy_transfers_;
+  session_options::recv_order recv_scheduling_;
   passes::placement_options placement_;
   passes::cost_model::measured_times measured_;  // record_costs' node times
   passes::constant_folding_options folding_;

@@ -30,10 +30,11 @@ struct exec_edge {
 // A node of an executable. `kind` is its op's part in control flow (op_def::control): the
 // control-flow ops are run by the executor itself, every other node by its kernel.
 // One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
-// the value (or a control edge's token) in the step's rendezvous under `key`, the Recv of the
+// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
 // other partition takes it from there.
 struct transfer_info {
   std::string key;     // the edge: "name:port" or "^name", from device -> to device
+  int edge = -1;       // its number among the edges between the partitions (both ends share it)
   bool send = false;
   bool control = false;
   // A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
@@ -93,6 +94,7 @@ struct executable {
   std::shared_ptr<const passes::placement> placement;
   std::vector<transfer_info> transfers;
   int device = -1;  // a partition's device
+  int num_edges = 0;  // a partition's: how many edges cross between the partitions
   // When the nodes span several devices: one executable per device, each run by a step of
   // its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;

@@ -89,9 +89,11 @@ struct step_options {
   std::int64_t step_id = 0;
   // What traced times count from (a step's partitions share it); unset: the step's creation.
   std::chrono::steady_clock::time_point start = {};
+  // A Recv copies its value into its device's memory (copy_from_host); else hands it on.
+  bool copy_transfers = false;
 };
 
-class step {
+class step final : rendezvous::receiver {
  public:
   // devices: the session's devices, indexed by exec_node::device.
   step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
@@ -125,9 +127,12 @@ class step {
   // returns the fetched values otherwise, each from the partition that computes it.
   static std::vector<tensor> run_partitions(std::span<step* const> steps,
                                             std::span<Eigen::ThreadPoolInterface* const> drivers) {
-    rendezvous meeting;
+    rendezvous meeting(steps.front()->x_.num_edges);
     group g{&meeting, steps};
-    for (step* s : steps) s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
+    for (step* s : steps) {
+      s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
+      s->recv_waits_.resize(s->x_.transfers.size());
+    }
     std::mutex mutex;
     std::condition_variable cv;
     std::size_t running = steps.size() - 1;
@@ -189,13 +194,14 @@ class step {
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
     std::deque<tagged_node> ready;
     for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
-    process(std::move(ready));
+    process(ready);
   }
   // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
   // off and not yet taken by a pool thread, until the step has ended. A partition's thread
   // spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
   // Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
+    std::deque<tagged_node> work;
     for (;;) {
       if (h.spin) {  // up to 200 us, as the intra-op pool's workers do between kernels
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
@@ -211,7 +217,8 @@ class step {
       h.queue.pop_front();
       if (h.queue.empty()) h.signalled.store(false, std::memory_order_relaxed);
       lock.unlock();
-      owner->process(std::deque<tagged_node>{tn});
+      work.push_back(tn);  // one deque for the whole wait: no allocation a node
+      owner->process(work);
     }
   }
 
@@ -248,7 +255,8 @@ class step {
   };
   struct tagged_node {  // 16 bytes
     int id;
-    bool large = false;  // holds the step's turn for large nodes (schedule())
+    bool large = false;    // holds the step's turn for large nodes (schedule())
+    bool arrived = false;  // a Recv whose value has come (received())
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
@@ -278,7 +286,8 @@ class step {
   }
   bool in_root(const iteration_state* it) const { return it->frame == &root_frame_; }
 
-  void process(std::deque<tagged_node> inline_ready) {
+  // Runs the nodes of inline_ready and those they make ready here, until it is empty.
+  void process(std::deque<tagged_node>& inline_ready) {
     std::vector<entry> outputs;
     ready_list ready;
     while (!inline_ready.empty()) {
@@ -295,14 +304,16 @@ class step {
       bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
         for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
+      bool dead_token = false;  // a control edge's token that crossed devices dead
       if (xn.transfer >= 0) {  // a dead value crosses too
         const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
-        if (t.send) send(xn, t, inputs, dead);
-        else receive(tn, xn, t);
-        continue;
-      }
-
-      if (dead) {
+        if (t.send) {
+          send(xn, t, inputs, dead);
+          continue;
+        }
+        if (!tn.arrived && !receive(tn, xn, t)) continue;  // received() hands it back when its value comes
+        arrived(xn, t, outputs, dead_token);
+      } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
         outputs[0].value = feeds_[static_cast<std::size_t>(xn.feed)];
@@ -342,7 +353,7 @@ class step {
       }
       clear(inputs);
       ready.clear();
-      propagate(tn, xn, outputs, ready);
+      propagate(tn, xn, outputs, ready, dead_token);
       clear(outputs);  // the consumers hold their copies: a sole one may write into its buffer
       finish(tn, ready);
       if (tn.large) pass_large_turn(inline_ready);
@@ -422,7 +433,7 @@ class step {
       finish(tn, ready);
       std::deque<tagged_node> inline_ready;
       schedule(ready, inline_ready);
-      if (!inline_ready.empty()) process(std::move(inline_ready));
+      if (!inline_ready.empty()) process(inline_ready);
       node_done(1);
     });
   }
@@ -442,36 +453,43 @@ class step {
     clear(inputs);
     if (options_.trace) record(xn, t0);
     try {
-      rendezvous_->send(t.key, std::move(v));
+      rendezvous_->send(t.edge, std::move(v), t.key);
     } catch (...) {
       abort(std::current_exception());
     }
     node_done(1);
   }
 
-  // A Recv: waits, holding no thread, for its Send; its consumers run on the Recv's
-  // device's thread.
-  [[gnu::noinline]] void receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
-    const std::int64_t t0 = options_.trace ? now_ns() : 0;
-    rendezvous_->recv(t.key, [this, tn, &xn, &t, t0](const entry* v, std::exception_ptr e) {
-      if (e) {
-        abort(e);
-        node_done(1);
-        return;
-      }
-      std::vector<entry> outputs(static_cast<std::size_t>(xn.num_outputs));
-      if (!outputs.empty()) outputs[0] = *v;
-      if (t.lossy && !v->dead) outputs[0].value = widen_from_bfloat16(v->value, device_of(xn).get_allocator());
-      if (options_.trace) record(xn, t0);
-      ready_list ready;
-      propagate(tn, xn, outputs, ready);
-      outputs.clear();
-      finish(tn, ready);
-      std::deque<tagged_node> inline_ready;
-      schedule(ready, inline_ready);
-      for (const tagged_node& r : inline_ready) hand_off(r);  // to this device's thread
+  // A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
+  // (false): received() then hands the Recv back to its device's thread.
+  [[gnu::noinline]] bool receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
+    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
+    w.tn = tn;
+    w.tn.arrived = true;
+    w.t0 = options_.trace ? now_ns() : 0;
+    return rendezvous_->recv(t.edge, w.value, *this, xn.transfer, t.key);
+  }
+  // The value of a waiting Recv has come, on the Send's thread (or the abort's error).
+  void received(int transfer, entry* value, std::exception_ptr e) override {
+    if (e) {
+      abort(e);
       node_done(1);
-    });
+      return;
+    }
+    recv_wait& w = recv_waits_[static_cast<std::size_t>(transfer)];
+    w.value = std::move(*value);
+    hand_off(w.tn);  // to the Recv's device's thread
+  }
+  // A Recv's value, taken: its output, or for a control edge whether its token is dead.
+  void arrived(const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
+    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
+    entry v = std::move(w.value);
+    w.value = entry{};
+    if (t.lossy && !v.dead) v.value = widen_from_bfloat16(v.value, device_of(xn).get_allocator());
+    else if (options_.copy_transfers && !v.dead && v.value.valid()) v.value = device_of(xn).copy_from_host(v.value);
+    if (options_.trace) record(xn, w.t0);
+    if (outputs.empty()) dead_token = v.dead;
+    else outputs[0] = std::move(v);
   }
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
@@ -546,11 +564,14 @@ class step {
 
   // Outputs of a finished node to their consumers: in the same iteration, or for Enter,
   // Exit and NextIteration into the child frame, the parent frame or the next iteration.
-  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
+  // dead_token: a Recv of a control edge's dead token (its consumers are dead, as the
+  // producer's would be on one device).
+  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready,
+                 bool dead_token = false) {
     iteration_state* it = tn.iter;
     if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
       for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
-    bool any_dead = false;
+    bool any_dead = dead_token;
     for (const auto& o : outputs) any_dead = any_dead || o.dead;
     control_edges(it, xn, any_dead, ready);
     switch (xn.kind) {
@@ -816,7 +837,8 @@ class step {
       auto [owner, taken] = h->queue.front();
       h->queue.pop_front();
       lock.unlock();
-      owner->process(std::deque<tagged_node>{taken});
+      std::deque<tagged_node> work{taken};
+      owner->process(work);
     });
   }
 
@@ -906,6 +928,12 @@ class step {
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
   group* group_ = nullptr;             // run_partitions' steps
   rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
+  struct recv_wait {  // a Recv waiting for its value, by transfer
+    tagged_node tn;   // marked arrived
+    std::int64_t t0 = 0;
+    entry value;      // the value, once it came
+  };
+  std::vector<recv_wait> recv_waits_;
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn
   std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs

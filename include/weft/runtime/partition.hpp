@@ -6,12 +6,21 @@
 // steps meet in one rendezvous (runtime/rendezvous.hpp, step::run_partitions); each fetch is
 // served by the partition of the node that computes it.
 //
+// Recv scheduling (whitepaper §5.2): by default a Recv starts with the step and takes its
+// value as soon as it is sent (as soon as possible). Given the placement's simulated times
+// (recv_schedule), each Recv whose value would wait long for its consumers gets a control
+// edge from the node of its own partition that is simulated to finish last before the
+// value must be fetched, so that it is taken as late as possible: a transfer that copies
+// into the receiving device's memory then holds that memory only shortly before it is used.
+//
 // Loops do not cross devices yet: the placer keeps every node of a loop frame (with its
 // Enters and Exits) on one device, so each Send and Recv runs once per step, in the root
 // frame.
 #pragma once
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,13 +31,25 @@
 
 namespace weft {
 
+// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
+// simulated start and finish (seconds from the step's start), whether it runs inside a loop
+// (never a trigger), and how long a tensor takes from one device to another.
+struct recv_schedule {
+  std::vector<double> start, finish;
+  std::vector<char> in_loop;
+  std::function<double(int src, int port, int to_device)> transfer_seconds;
+  double min_gain = 20e-6;  // a Recv is delayed only when it would take its value this much earlier
+};
+
 // The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
 // device its nodes use, each finished; none when they use one device. device_names: the
 // devices' names by index, for the rendezvous keys and the traces.
 // lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
+// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
 inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
                                                                 const std::vector<std::string>& device_names,
-                                                                const std::function<bool(output)>& lossy = {}) {
+                                                                const std::function<bool(output)>& lossy = {},
+                                                                const recv_schedule* alap = nullptr) {
   const auto& old = whole.nodes;
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
@@ -107,11 +128,13 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   };
   // A Send (in partition p, the producer's) or a Recv (in p, the consumer's) of the edge
   // (src, port) -> partition `to`.
-  auto add_transfer = [&](int p, int src, int port, int to, bool send) {
+  // The edges are numbered as their Recvs are made; a Send takes its Recv's number.
+  int edges = 0;
+  auto add_transfer = [&](int p, int src, int port, int to, bool send, int edge) {
     auto& x = *out[static_cast<std::size_t>(p)];
     const node& n = *old[static_cast<std::size_t>(src)].def;
     const bool cut = port >= 0 && lossy && n.output_dtype(port) == dtype::float32 && lossy(output{n.id(), port});
-    x.transfers.push_back({key_text(src, port, to), send, port < 0, cut});
+    x.transfers.push_back({key_text(src, port, to), edge, send, port < 0, cut});
     exec_node xn;
     xn.transfer = static_cast<int>(x.transfers.size() - 1);
     xn.cheap = true;
@@ -127,9 +150,10 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     const exec_node& u = old[static_cast<std::size_t>(i)];
     for (const auto& e : u.out_edges)
       if (const int to = part(e.dst); to != part(i) && recv(i, e.src_port, to) < 0)
-        recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false);
+        recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false, edges++);
     for (int c : u.control_out)
-      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0) recv(i, -1, to) = add_transfer(to, i, -1, to, false);
+      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0)
+        recv(i, -1, to) = add_transfer(to, i, -1, to, false, edges++);
   }
 
   // The nodes themselves, in their order.
@@ -150,7 +174,8 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k) {
       if (recv_of[static_cast<std::size_t>(src)][k] < 0) continue;
       const int port = static_cast<int>(k / parts) - 1, to = static_cast<int>(k % parts), p = part(src);
-      const int send = add_transfer(p, src, port, to, true);
+      const exec_node& r = node_in(to, recv_of[static_cast<std::size_t>(src)][k]);
+      const int send = add_transfer(p, src, port, to, true, out[static_cast<std::size_t>(to)]->transfers[static_cast<std::size_t>(r.transfer)].edge);
       exec_node& from = node_in(p, now[static_cast<std::size_t>(src)]);
       if (port >= 0) from.out_edges.push_back({port, send, node_in(p, send).input_start});
       else from.control_out.push_back(send);
@@ -175,8 +200,58 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     }
   }
 
+  if (alap) {
+    // Each Recv's trigger: the node of its partition that finishes last before the
+    // value must leave (its consumers' first start less the transfer), and later than the
+    // value could come. None of the consumers' descendants (stamped) may trigger it.
+    std::vector<int> stamp(static_cast<std::size_t>(count), -1);
+    std::vector<int> stack;
+    int round = 0;
+    auto t = [&](const std::vector<double>& v, int i) { return v[static_cast<std::size_t>(i)]; };
+    for (int src = 0; src < count; ++src)
+      for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k) {
+        const int r = recv_of[static_cast<std::size_t>(src)][k];
+        if (r < 0) continue;
+        const int port = static_cast<int>(k / parts) - 1, p = static_cast<int>(k % parts);
+        const exec_node& u = old[static_cast<std::size_t>(src)];
+        ++round;
+        double needed = std::numeric_limits<double>::infinity();
+        auto reach = [&](int c) {
+          if (part(c) == p) needed = std::min(needed, t(alap->start, c));
+          if (stamp[static_cast<std::size_t>(c)] != round) stamp[static_cast<std::size_t>(c)] = round, stack.push_back(c);
+        };
+        if (port < 0) {
+          for (int c : u.control_out) reach(c);
+        } else {
+          for (const auto& e : u.out_edges)
+            if (e.src_port == port) reach(e.dst);
+        }
+        while (!stack.empty()) {
+          const exec_node& v = old[static_cast<std::size_t>(stack.back())];
+          stack.pop_back();
+          for (const auto& e : v.out_edges)
+            if (stamp[static_cast<std::size_t>(e.dst)] != round) stamp[static_cast<std::size_t>(e.dst)] = round, stack.push_back(e.dst);
+          for (int c : v.control_out)
+            if (stamp[static_cast<std::size_t>(c)] != round) stamp[static_cast<std::size_t>(c)] = round, stack.push_back(c);
+        }
+        const double travel = port < 0 ? 0.0 : alap->transfer_seconds(src, port, device_of_part[static_cast<std::size_t>(p)]);
+        const double earliest = t(alap->finish, src) + travel, latest = needed - travel;
+        if (latest - earliest < alap->min_gain) continue;
+        int trigger = -1;
+        for (int i = 0; i < count; ++i)
+          if (!is_feed(i) && part(i) == p && !alap->in_loop[static_cast<std::size_t>(i)] && stamp[static_cast<std::size_t>(i)] != round &&
+              t(alap->finish, i) < latest && t(alap->finish, i) > earliest &&
+              (trigger < 0 || t(alap->finish, i) > t(alap->finish, trigger)))
+            trigger = i;
+        if (trigger < 0) continue;
+        node_in(p, now[static_cast<std::size_t>(trigger)]).control_out.push_back(r);
+        ++node_in(p, r).pending;
+      }
+  }
+
   std::vector<std::shared_ptr<const executable>> finished;
   for (auto& x : out) {
+    x->num_edges = edges;
     finish_executable(*x);
     finished.push_back(std::move(x));
   }

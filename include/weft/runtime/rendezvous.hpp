@@ -1,22 +1,23 @@
 // The rendezvous of one step (whitepaper §3.3): where a Send leaves a tensor for the Recv of
-// another device's partition, keyed by the edge (the tensor, its source and destination
-// devices, and the loop frame and iteration it belongs to). The value crosses in process:
-// a CPU device reads another CPU device's memory, so the Recv hands on the same buffer (a
-// device of another memory space copies through copy_from_host / copy_to_host).
+// another device's partition. Partitioning numbers the edges that cross devices (the
+// tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
+// and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
+// its slot: no lock, no lookup, no allocation. The value crosses in process: a CPU device
+// reads another CPU device's memory, so the Recv hands on the same buffer (a device of
+// another memory space copies through copy_from_host / copy_to_host).
 //
-// A Recv holds no thread while it waits: recv() takes a callback that runs when the value
-// arrives, on the thread of the Send, or at once when the value is already there. A dead
-// value (an untaken branch) crosses as dead. abort() fails every waiting and later Recv
-// with the step's error, so an error on any device ends the partitions on every other.
+// A Recv holds no thread while it waits: it takes the value when it is already there, and
+// otherwise its receiver is told when the value arrives, on the thread of the Send. A dead value (an
+// untaken branch) crosses as dead. abort() fails every waiting and later Recv with the
+// step's error, so an error on any device ends the partitions on every other.
 #pragma once
 
+#include <atomic>
 #include <exception>
-#include <functional>
+#include <memory>
 #include <mutex>
-#include <string>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
-#include <vector>
 
 #include <weft/core/error.hpp>
 #include <weft/runtime/kernel.hpp>
@@ -25,78 +26,110 @@ namespace weft {
 
 class rendezvous {
  public:
-  using callback = std::function<void(const entry* value, std::exception_ptr error)>;
+  // Who waits for a value: told once, with the token it gave, the value or the abort's error.
+  class receiver {
+   public:
+    virtual void received(int token, entry* value, std::exception_ptr error) = 0;
 
-  // Leaves `value` under `key`; the Recv waiting for it, if any, runs now on this thread.
-  // A second Send of one key in one step is an internal error.
-  void send(const std::string& key, entry value) {
-    callback waiter;
-    {
-      std::lock_guard lock(mutex_);
-      if (aborted_) return;
-      slot& s = slots_[key];
-      if (s.sent) fail(error_code::internal, "rendezvous: '", key, "' was sent twice in one step");
-      s.sent = true;
-      if (!s.waiter) {
-        s.value = std::move(value);
-        return;
-      }
-      waiter = std::move(s.waiter);
-      s.waiter = nullptr;
+   protected:
+    ~receiver() = default;
+  };
+
+  // A rendezvous for the edges 0 .. edges - 1.
+  explicit rendezvous(int edges) : slots_(std::make_unique<slot[]>(static_cast<std::size_t>(edges))), edges_(edges) {}
+
+  // Leaves `value` on `edge`; the Recv waiting for it, if any, is told now on this thread.
+  // A second Send of one edge in one step is an internal error (`name` names the edge).
+  void send(int edge, entry value, std::string_view name) {
+    slot& s = at(edge, name);
+    if (aborted_.load(std::memory_order_acquire)) return;
+    int state = s.state.load(std::memory_order_acquire);
+    if (state == empty) {
+      s.value = std::move(value);  // read by the Recv only once it sees `sent`
+      if (s.state.compare_exchange_strong(state, sent, std::memory_order_acq_rel)) return;
+      value = std::move(s.value);  // a Recv came meanwhile (or the step was aborted)
+      s.value = entry{};
     }
-    waiter(&value, nullptr);
+    if (state == waiting) {
+      if (s.state.compare_exchange_strong(state, done, std::memory_order_acq_rel))
+        return s.waiter->received(s.token, &value, nullptr);
+      return;  // the abort told the Recv
+    }
+    if (state == sent || !aborted_.load(std::memory_order_acquire))
+      fail(error_code::internal, "rendezvous: '", name, "' was sent twice in one step");
   }
 
-  // Runs `done` with the value left under `key`: now, when it is there, else when it comes,
-  // or with the abort's error.
-  void recv(const std::string& key, callback done) {
-    entry value;
-    std::exception_ptr error;
-    {
-      std::lock_guard lock(mutex_);
-      if (aborted_) {
-        error = aborted_;
-      } else {
-        slot& s = slots_[key];
-        if (s.received) fail(error_code::internal, "rendezvous: '", key, "' is received twice in one step");
-        s.received = true;
-        if (!s.sent) {
-          s.waiter = std::move(done);
-          return;
+  // The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
+  // told (with `token`) when it comes, or the abort's error (possibly before this returns).
+  // A second Recv of one edge in one step is an internal error.
+  bool recv(int edge, entry& out, receiver& r, int token, std::string_view name) {
+    slot& s = at(edge, name);
+    if (aborted_.load(std::memory_order_acquire)) {
+      r.received(token, nullptr, error_);
+      return false;
+    }
+    int state = s.state.load(std::memory_order_acquire);
+    if (state == empty) {
+      s.waiter = &r;  // read by the Send or the abort only once they see `waiting`
+      s.token = token;
+      if (s.state.compare_exchange_strong(state, waiting, std::memory_order_seq_cst)) {
+        // An abort that began before this Recv waited may not have seen it: whoever moves
+        // the slot from waiting to done tells the receiver.
+        if (aborted_.load(std::memory_order_seq_cst)) {
+          int w = waiting;
+          if (s.state.compare_exchange_strong(w, done, std::memory_order_acq_rel)) r.received(token, nullptr, error_);
         }
-        value = std::move(s.value);
-        s.value = entry{};
+        return false;
       }
     }
-    if (error) return done(nullptr, error);
-    done(&value, nullptr);
+    if (state == sent) {  // only the Recv moves a slot on from `sent`
+      s.state.store(done, std::memory_order_relaxed);
+      out = std::move(s.value);
+      s.value = entry{};
+      return true;
+    }
+    fail(error_code::internal, "rendezvous: '", name, "' is received twice in one step");
   }
 
-  // Fails every Recv waiting now or later with `error` (the first abort's error stands).
+  // Fails every Recv waiting now or later with `error` (the first abort's error stands);
+  // later Sends are dropped.
   void abort(std::exception_ptr error) {
-    std::vector<callback> waiters;
     {
       std::lock_guard lock(mutex_);
-      if (aborted_) return;
-      aborted_ = error;
-      for (auto& [key, s] : slots_)
-        if (s.waiter) waiters.push_back(std::move(s.waiter));
-      slots_.clear();
+      if (error_) return;
+      error_ = std::move(error);
     }
-    for (auto& w : waiters) w(nullptr, error);
+    aborted_.store(true, std::memory_order_seq_cst);
+    for (int i = 0; i < edges_; ++i) {
+      slot& s = slots_[static_cast<std::size_t>(i)];
+      int w = waiting;
+      if (s.state.load(std::memory_order_seq_cst) == waiting &&
+          s.state.compare_exchange_strong(w, done, std::memory_order_acq_rel))
+        s.waiter->received(s.token, nullptr, error_);
+    }
   }
 
  private:
-  // A slot stays until the step ends, so that a key used twice is seen.
-  struct slot {
-    bool sent = false;
-    bool received = false;
+  enum : int { empty, sent, waiting, done };
+  // A slot keeps its state until the step ends, so that an edge used twice is seen. One
+  // per cache line: two transfers at once do not share a line.
+  struct alignas(64) slot {
+    std::atomic<int> state{empty};
+    int token = 0;
+    receiver* waiter = nullptr;
     entry value;
-    callback waiter;
   };
+  slot& at(int edge, std::string_view name) {
+    if (edge < 0 || edge >= edges_)
+      fail(error_code::internal, "rendezvous: edge ", edge, " ('", name, "') is not one of its ", edges_);
+    return slots_[static_cast<std::size_t>(edge)];
+  }
+
+  std::unique_ptr<slot[]> slots_;
+  int edges_;
   std::mutex mutex_;
-  std::unordered_map<std::string, slot> slots_;
-  std::exception_ptr aborted_;
+  std::exception_ptr error_;  // written once, before aborted_
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace weft

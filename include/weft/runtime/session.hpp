@@ -11,11 +11,14 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -53,14 +56,25 @@ struct session_options {
   passes::placement_options placement{.algorithm = passes::placer::rules};
   // The devices as the cost model sees them, by index (the names are the session's own;
   // empty: measured when the greedy placer places on several devices (measured_device_spec),
-  // else default_device_spec for each), and the link between any two of them.
+  // else default_device_spec for each), and the link between any two of them (unset:
+  // measured when the greedy placer or alap Recv scheduling uses several devices
+  // (measured_link), else passes::link_spec's defaults).
   std::vector<passes::device_spec> device_specs;
-  passes::link_spec link;
+  std::optional<passes::link_spec> link;
   // Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
   // their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
   // of the outputs named in lossy_outputs ("node" or "node:port").
   bool lossy_transfers = false;
   std::vector<std::string> lossy_outputs;
+  // Whether a Recv copies its value into its own device's memory, as between devices of
+  // separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
+  // gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
+  bool copy_transfers = false;
+  // When Recvs take their values (whitepaper §5.2): as soon as they are sent (asap), or as
+  // late as the placement's simulated step allows (alap: a control edge from the node of the
+  // Recv's device simulated to finish last before the value is needed), so that a copying
+  // transfer holds the receiving device's memory only shortly before it is used.
+  enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;
   std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
   // The most bytes the tensors this session's kernels allocate on each device may hold at
   // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -132,9 +146,11 @@ class session {
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
         device_threads_(driver_threads(options.cpu_devices)),
-        cluster_(make_cluster(devices_, options)),
+        cluster_(make_cluster(devices_, device_threads_, options)),
         device_names_(short_names(cluster_)),
         lossy_(lossy_rule(options)),
+        copy_transfers_(options.copy_transfers),
+        recv_scheduling_(options.recv_scheduling),
         placement_(options.placement),
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
@@ -319,8 +335,8 @@ class session {
     auto stand_in = [&](int id) { return rep.empty() ? id : rep[static_cast<std::size_t>(id)]; };
 
     // Placement: a device for every needed node.
+    passes::cost_model costs(*g, fed_shapes);
     {
-      passes::cost_model costs(*g, fed_shapes);
       {
         std::lock_guard lock(mutex_);
         costs.set_measured(measured_);
@@ -401,15 +417,40 @@ class session {
     }
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
-    x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
+    if (recv_scheduling_ == session_options::recv_order::alap && cluster_.size() > 1) {
+      const auto alap = recv_schedule_of(*x, *g, costs, exec_of);
+      x->partitions = partition(*x, device_names_, lossy_, &alap);
+    } else {
+      x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
+    }
     finish_executable(*x);
     return x;
+  }
+
+  // The placement's simulated times by exec node (fed values at 0), the nodes inside loops,
+  // and the cluster's transfer times, for as-late-as-possible Recvs.
+  recv_schedule recv_schedule_of(const executable& x, const graph& g, const passes::cost_model& costs,
+                                 const std::vector<int>& exec_of) const {
+    recv_schedule r;
+    const auto n = x.nodes.size();
+    r.start.assign(n, 0.0), r.finish.assign(n, 0.0), r.in_loop.assign(n, 0);
+    for (const auto& p : x.placement->nodes)
+      if (const int e = exec_of[static_cast<std::size_t>(p.node)]; e >= 0)
+        r.start[static_cast<std::size_t>(e)] = p.start, r.finish[static_cast<std::size_t>(e)] = p.finish;
+    const passes::frame_map frames = passes::find_frames(g, false);
+    for (int id = 0; id < g.size(); ++id)
+      if (const int e = exec_of[static_cast<std::size_t>(id)]; e >= 0) r.in_loop[static_cast<std::size_t>(e)] = frames.of(id) != 0;
+    r.transfer_seconds = [&x, &costs, this](int src, int port, int to) {
+      const exec_node& u = x.nodes[static_cast<std::size_t>(src)];
+      return cluster_.transfer_seconds(costs.output_bytes(output{u.def->id(), port}), u.device, to);
+    };
+    return r;
   }
 
   // One step of x: its partitions' steps together (step::run_partitions), or x's own.
   std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
                               bool trace, run_metadata* metadata) {
-    const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now()};
+    const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
     std::vector<std::unique_ptr<step>> steps;
     if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
     for (const auto& part : x.partitions)
@@ -450,7 +491,7 @@ class session {
     return out;
   }
   static passes::cluster make_cluster(const std::vector<std::unique_ptr<weft::device>>& devices,
-                                      const session_options& o) {
+                                      const std::vector<std::unique_ptr<Eigen::ThreadPool>>& threads, const session_options& o) {
     if (!o.device_specs.empty() && o.device_specs.size() != devices.size())
       fail(error_code::invalid_argument, "session_options::device_specs has ", o.device_specs.size(),
            " entries for the session's ", devices.size(), " devices");
@@ -470,7 +511,42 @@ class session {
       s.name = devices[i]->name();
       specs.push_back(std::move(s));
     }
-    return passes::cluster(std::move(specs), o.link);
+    passes::link_spec link;
+    if (o.link) link = *o.link;
+    else if (devices.size() > 1 && (o.placement.algorithm == passes::placer::greedy || o.recv_scheduling == session_options::recv_order::alap))
+      link = measured_link(devices, threads, o.copy_transfers);
+    return passes::cluster(std::move(specs), link);
+  }
+  // The link between two CPU devices of a session, measured: its latency half the median
+  // round trip of 64 tasks handed to the second device's driver thread, which flag their
+  // end to the calling thread (a transfer is one such hand-off); its bandwidth unlimited
+  // when a Recv hands on the sender's buffer, else the best of three copies of 4 MiB
+  // through the receiving device's allocator. Under 1 ms.
+  static passes::link_spec measured_link(const std::vector<std::unique_ptr<weft::device>>& devices,
+                                         const std::vector<std::unique_ptr<Eigen::ThreadPool>>& threads, bool copying) {
+    passes::link_spec link;
+    std::vector<double> trips;
+    for (int k = 0; k < 65; ++k) {
+      std::atomic<bool> done{false};
+      const auto t0 = std::chrono::steady_clock::now();
+      threads[1]->Schedule([&done] { done.store(true, std::memory_order_release); });
+      while (!done.load(std::memory_order_acquire)) intra_op_detail::cpu_relax();
+      if (k > 0) trips.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::nth_element(trips.begin(), trips.begin() + 32, trips.end());
+    link.latency_seconds = trips[32] / 2;
+    link.bytes_per_second = std::numeric_limits<double>::infinity();
+    if (copying) {
+      const tensor from = tensor::filled(shape{std::int64_t{1} << 20}, 1.0f);
+      double best = 1e9;
+      for (int k = 0; k < 3; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const tensor copy = devices[1]->copy_from_host(from);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      link.bytes_per_second = 4.0 * (1 << 20) / best;
+    }
+    return link;
   }
   // A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
   // (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
@@ -551,6 +627,8 @@ class session {
   passes::cluster cluster_;
   std::vector<std::string> device_names_;  // short: CPU:0
   std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
+  bool copy_transfers_;
+  session_options::recv_order recv_scheduling_;
   passes::placement_options placement_;
   passes::cost_model::measured_times measured_;  // record_costs' node times
   passes::constant_folding_options folding_;
