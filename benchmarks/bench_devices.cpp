@@ -18,6 +18,11 @@
 //     into a chain of 4 Tanh nodes a tensor, transfers copying into CPU:1's memory
 //     (copy_transfers); Recvs as soon as possible (0) or as late as possible (1). Counters:
 //     the peak bytes in use on each device during a step, above what it held before.
+//   BM_pipeline/<devices>/threads:<callers>: a model-parallel pipeline, two 512x512
+//     MatMul+Relu layers on CPU:0 then two on CPU:1 (devices = 2; all four on CPU:0 when
+//     devices = 1), batch 256, devices of one thread; one or two callers running steps at
+//     once on one session (concurrent steps: while CPU:1 runs one step's second half, CPU:0
+//     runs the next step's first). Counter steps_per_s: the steps of all callers a second.
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
@@ -112,6 +117,7 @@ static void BM_branches(benchmark::State& state) {
   }
   for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {y}));
   state.counters["predicted_ms"] = s.placement(feeds, {y})->predicted_seconds * 1e3;
+  state.counters["link_us"] = s.cluster().link(0, std::min(1, s.cluster().size() - 1)).latency_seconds * 1e6;
 }
 BENCHMARK(BM_branches)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -145,6 +151,31 @@ static void BM_recv_scheduling(benchmark::State& state) {
   state.counters["peak_cpu0_MiB"] = static_cast<double>(peak[0]) / (1 << 20);
   state.counters["peak_cpu1_MiB"] = static_cast<double>(peak[1]) / (1 << 20);
 }
+static void BM_pipeline(benchmark::State& state) {
+  static std::unique_ptr<session> shared;  // made by the first caller; the callers start and stop together
+  static feed_list feeds;
+  static output y;
+  if (state.thread_index() == 0) {
+    graph g;
+    auto x = g.placeholder(dtype::float32, partial_shape{-1, 512}, "x");
+    output h = x;
+    for (int l = 0; l < 4; ++l) {
+      const char* where = state.range(0) == 2 && l >= 2 ? "/cpu:1" : "/cpu:0";
+      auto w = g.constant(filled(shape{512, 512}, 0.05f * static_cast<float>(l + 1)), node_options().on(where));
+      h = g.op("Relu", {g.op("MatMul", {h, w}, {}, node_options().on(where))}, {}, node_options().on(where));
+    }
+    y = h;
+    session_options o = two_devices(0);
+    o.cpu_devices = static_cast<int>(state.range(0));
+    shared = std::make_unique<session>(g, o);
+    feeds = {{x, filled(shape{256, 512}, 1.0f)}};
+    shared->run(feeds, {y});
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(shared->run(feeds, {y}));
+  state.counters["steps_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_pipeline)->Arg(1)->Arg(2)->Threads(1)->Threads(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK(BM_recv_scheduling)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -96,6 +96,36 @@ TEST_CASE("cost model: convolution and pooling count their window taps") {
   CHECK(costs.flops(pool.id()) == Approx(2.0 * 4 * 4 * 16 * 4));
 }
 
+TEST_CASE("greedy placement: a free source runs at the step's start, so a chain is not split for its overhead (worked by hand)") {
+  // Two CPUs at 1 GFLOP/s with 1 us a node, a link of 0.1 us and no bandwidth limit.
+  const cluster c({{local("CPU", 0), 1e9, 1e18, 1e-6}, {local("CPU", 1), 1e9, 1e18, 1e-6}}, link_spec{0.1e-6, 1e18});
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{10, 100}, "x");
+  auto w0 = floats(g, shape{100, 100}, "w0");
+  auto w1 = floats(g, shape{100, 100}, "w1");
+  auto a = g.op("MatMul", {x, w0}, {}, "a");
+  g.op("MatMul", {a, w1}, {}, "b");
+  const cost_model costs(g);
+  const auto fed = [&](output o) { return o == x.out(0); };
+  std::vector<bool> needed = every(g);
+  needed[static_cast<std::size_t>(x.id())] = false;
+  const placement p = place(g, needed, c, costs, kernels, {}, fed);
+  // A MatMul is 2e5 flops: 200 us, 201 with the overhead; a constant costs the overhead.
+  // a: a tie, CPU:0; w0 runs there at the start (0 to 1 us), a from 1 to 202.
+  CHECK(device_of(p, g, "a") == 0);
+  CHECK(record(p, g, "a").finish == Approx(202e-6));
+  // b on CPU:0: w1 ran at the start too (1 to 2 us), so b starts when a ends: 202 -> 403.
+  // On CPU:1: w1 at 0 to 1, a arrives at 202.1 -> 403.1. CPU:0. (Were w1 run when CPU:0 is
+  // free, at 202 to 203, CPU:1 would win by 0.9 us and split the chain.)
+  CHECK(device_of(p, g, "b") == 0);
+  CHECK(device_of(p, g, "w1") == 0);
+  CHECK(record(p, g, "w1").start == Approx(1e-6));
+  CHECK(record(p, g, "w1").finish == Approx(2e-6));
+  CHECK(record(p, g, "b").finish == Approx(403e-6));
+  CHECK(record(p, g, "b").finish_on[1] == Approx(403.1e-6));
+  CHECK(p.predicted_seconds == Approx(403e-6));
+}
+
 TEST_CASE("greedy placement: each node where it would finish first, counting transfers (worked by hand)") {
   graph g;
   auto x = g.placeholder(dtype::float32, partial_shape{100, 100}, "x");

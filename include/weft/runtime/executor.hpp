@@ -793,10 +793,23 @@ class step final : rendezvous::receiver {
     if (ready.empty()) return;
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
     if (!inter_op_) {
-      for (const tagged_node& tn : ready) inline_ready.push_back(tn);
+      for (const tagged_node& tn : ready) run_here(tn, inline_ready);
       return;
     }
     place(ready, inline_ready);
+  }
+  // A node for this thread: after those ready before it; in a partition, in the order of the
+  // nodes (the order the placer's simulation ran each device's nodes in), so that a node
+  // whose result another device waits for does not wait behind every node that was ready
+  // before it (breadth first, a device would send its first result after all of them).
+  // A Send goes first (partitioning numbers Sends after every other node).
+  void run_here(tagged_node tn, std::deque<tagged_node>& inline_ready) const {
+    if (!group_) return inline_ready.push_back(tn);
+    const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
+    if (xn.transfer >= 0 && x_.transfers[static_cast<std::size_t>(xn.transfer)].send) return inline_ready.push_front(tn);
+    auto at = inline_ready.end();
+    while (at != inline_ready.begin() && std::prev(at)->id > tn.id) --at;
+    inline_ready.insert(at, tn);
   }
 
   // Out of line: the path with no inter-op pool stays short.
@@ -805,7 +818,7 @@ class step final : rendezvous::receiver {
     for (tagged_node tn : ready) {
       const placement p = classify(tn);
       if (p == placement::cheap) {
-        inline_ready.push_back(tn);
+        run_here(tn, inline_ready);
       } else if (p == placement::large) {
         tn.large = true;
         if (take_large_turn(tn)) inline_ready.push_back(tn);

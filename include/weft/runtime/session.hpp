@@ -146,7 +146,7 @@ class session {
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
         device_threads_(driver_threads(options.cpu_devices)),
-        cluster_(make_cluster(devices_, device_threads_, options)),
+        cluster_(make_cluster(devices_, options)),
         device_names_(short_names(cluster_)),
         lossy_(lossy_rule(options)),
         copy_transfers_(options.copy_transfers),
@@ -491,7 +491,7 @@ class session {
     return out;
   }
   static passes::cluster make_cluster(const std::vector<std::unique_ptr<weft::device>>& devices,
-                                      const std::vector<std::unique_ptr<Eigen::ThreadPool>>& threads, const session_options& o) {
+                                      const session_options& o) {
     if (!o.device_specs.empty() && o.device_specs.size() != devices.size())
       fail(error_code::invalid_argument, "session_options::device_specs has ", o.device_specs.size(),
            " entries for the session's ", devices.size(), " devices");
@@ -514,37 +514,63 @@ class session {
     passes::link_spec link;
     if (o.link) link = *o.link;
     else if (devices.size() > 1 && (o.placement.algorithm == passes::placer::greedy || o.recv_scheduling == session_options::recv_order::alap))
-      link = measured_link(devices, threads, o.copy_transfers);
+      link = measured_link(*devices[1], o.copy_transfers);
     return passes::cluster(std::move(specs), link);
   }
-  // The link between two CPU devices of a session, measured: its latency half the median
-  // round trip of 64 tasks handed to the second device's driver thread, which flag their
-  // end to the calling thread (a transfer is one such hand-off); its bandwidth unlimited
-  // when a Recv hands on the sender's buffer, else the best of three copies of 4 MiB
-  // through the receiving device's allocator. Under 1 ms.
-  static passes::link_spec measured_link(const std::vector<std::unique_ptr<weft::device>>& devices,
-                                         const std::vector<std::unique_ptr<Eigen::ThreadPool>>& threads, bool copying) {
+  // The link between two CPU devices, measured with the registry's Neg kernel (the
+  // defaults where there is none): the latency, one transfer's share of the time chains of
+  // scalar Negs alternating between two CPU devices take beyond the same chains on one,
+  // the chains of 8 and 72 nodes told apart so that a step's start and end cancel (best of
+  // eleven runs each, about 3 ms in all; at least 0.1 us); the bandwidth unlimited when a Recv hands on the
+  // sender's buffer, else the best of three copies of 4 MiB into the receiving device.
+  static passes::link_spec measured_link(const weft::device& receiver, bool copying) {
     passes::link_spec link;
-    std::vector<double> trips;
-    for (int k = 0; k < 65; ++k) {
-      std::atomic<bool> done{false};
-      const auto t0 = std::chrono::steady_clock::now();
-      threads[1]->Schedule([&done] { done.store(true, std::memory_order_release); });
-      while (!done.load(std::memory_order_acquire)) intra_op_detail::cpu_relax();
-      if (k > 0) trips.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::nth_element(trips.begin(), trips.begin() + 32, trips.end());
-    link.latency_seconds = trips[32] / 2;
-    link.bytes_per_second = std::numeric_limits<double>::infinity();
     if (copying) {
       const tensor from = tensor::filled(shape{std::int64_t{1} << 20}, 1.0f);
       double best = 1e9;
       for (int k = 0; k < 3; ++k) {
         const auto t0 = std::chrono::steady_clock::now();
-        const tensor copy = devices[1]->copy_from_host(from);
+        const tensor copy = receiver.copy_from_host(from);
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
       link.bytes_per_second = 4.0 * (1 << 20) / best;
+    } else {
+      link.bytes_per_second = std::numeric_limits<double>::infinity();
+    }
+    if (!op_registry::global().find("Neg") || !kernel_registry::global().has("Neg", "CPU")) return link;
+    try {
+      graph g;
+      const node& x = g.placeholder(dtype::float32, partial_shape{}, "x");
+      const node* ends[2][2] = {};  // [crossing][long]
+      for (int crossing = 0; crossing < 2; ++crossing)
+        for (int length : {8, 72}) {
+          output v = x;
+          for (int i = 0; i < length; ++i) v = g.op("Neg", {v}, {}, node_options().on(crossing && i % 2 ? "/cpu:1" : "/cpu:0"));
+          ends[crossing][length == 72] = &g.at(v.node);
+        }
+      session_options o;
+      o.cpu_devices = 2;
+      o.intra_op_threads = 1;
+      o.inter_op_threads = 0;
+      o.constant_folding.max_bytes = 0;
+      session probe(g, o);
+      const feed_list feeds{{x, tensor::scalar(1.0f)}};
+      double best[2][2];
+      for (int crossing = 0; crossing < 2; ++crossing)
+        for (int longer = 0; longer < 2; ++longer) {
+          const node& end = *ends[crossing][longer];
+          probe.run(feeds, {end});
+          best[crossing][longer] = 1e9;
+          for (int k = 0; k < 11; ++k) {
+            const auto t0 = std::chrono::steady_clock::now();
+            probe.run(feeds, {end});
+            best[crossing][longer] = std::min(best[crossing][longer], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          }
+        }
+      const double extra = (best[1][1] - best[0][1]) - (best[1][0] - best[0][0]);
+      link.latency_seconds = std::max(extra / 64, 1e-7);
+    } catch (const std::exception&) {
+      // Keep the default latency: a probe that cannot run says nothing of the link.
     }
     return link;
   }

@@ -313,12 +313,18 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
     result.busy_seconds[static_cast<std::size_t>(d)] += t;
     result.nodes.push_back(std::move(p));
   };
-  // Places a free source now, on d (its group's device once that is known).
+  // Places a free source now, on d (its group's device once that is known). It runs at the
+  // step's start, as every node with no inputs does, after the free sources placed on d
+  // before it; the later nodes of a busy device are not pushed back by it.
+  std::vector<double> sources_free(static_cast<std::size_t>(num_devices), 0.0);
   auto place_source = [&](int id, int d) {
     std::vector<double> finish_on(static_cast<std::size_t>(num_devices), never);
-    const double start = device_free[static_cast<std::size_t>(d)];
+    const double start = sources_free[static_cast<std::size_t>(d)];
     finish_on[static_cast<std::size_t>(d)] = start + costs.compute_seconds(id, c, d);
+    const double busy = device_free[static_cast<std::size_t>(d)];
     commit(id, d, start, std::move(finish_on));
+    sources_free[static_cast<std::size_t>(d)] = finish[static_cast<std::size_t>(id)];
+    device_free[static_cast<std::size_t>(d)] = std::max(busy, finish[static_cast<std::size_t>(id)]);
   };
   // Fixes group r on d and places its free sources there.
   auto fix_group = [&](int r, int d) {
@@ -334,7 +340,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       const int r = groups.find(p);
       from = group_device[static_cast<std::size_t>(r)];
       if (from < 0) from = group_ok[static_cast<std::size_t>(r)][static_cast<std::size_t>(d)] ? d : first_ok(group_ok[static_cast<std::size_t>(r)]);
-      const double made = device_free[static_cast<std::size_t>(from)] + costs.compute_seconds(p, c, from);
+      const double made = sources_free[static_cast<std::size_t>(from)] + costs.compute_seconds(p, c, from);
       return from == d ? made : made + c.transfer_seconds(costs.output_bytes(in), from, d);
     }
     if (from == d) return finish[static_cast<std::size_t>(p)];
