@@ -271,22 +271,44 @@ TEST_CASE("partitions: a loop stays on one device and takes and gives values acr
     if (name.starts_with("while/")) CHECK(device == cpu1);
   // start to the loop, its result back (n is fed, and a fed value goes to each device that reads it).
   CHECK(t.sends == std::multiset<std::string>{"start:0 CPU:0 -> CPU:1", "while/Exit_1:0 CPU:1 -> CPU:0"});
-  // A loop whose nodes ask for two devices cannot be placed (yet).
-  graph bad;
-  auto bn = bad.placeholder(dtype::float32, partial_shape{}, "n");
-  auto five = bad.constant(tensor::scalar<float>(5), "five");
-  while_loop(
-      bad, {bn},
+}
+
+TEST_CASE("partitions: a loop whose body spans two devices runs each iteration on both") {
+  // while v < 5: v = v * v, the test on CPU:0 (with the loop's control flow), the square on
+  // CPU:1 (with a control loop of its own there, driven by the predicate sent each iteration).
+  graph g;
+  auto n = g.placeholder(dtype::float32, partial_shape{}, "n");
+  auto five = g.constant(tensor::scalar<float>(5), "five");
+  auto done = while_loop(
+      g, {n},
       [&](loop_scope& s, const std::vector<output>& v) {
-        return bad.op("Less", {v[0], s.invariant(five)}, {}, node_options("less").on("/device:CPU:0")).out(0);
+        return g.op("Less", {v[0], s.invariant(five)}, {}, node_options("less").on("/device:CPU:0")).out(0);
       },
       [&](loop_scope&, const std::vector<output>& v) {
-        return std::vector<output>{bad.op("Square", {v[0]}, {}, node_options("sq").on("/device:CPU:1")).out(0)};
+        return std::vector<output>{g.op("Square", {v[0]}, {}, node_options("sq").on("/device:CPU:1")).out(0)};
       });
-  session bs(bad, devices(2));
-  test::require_error([&] { bs.run({{bn, tensor::scalar<float>(2)}}, {bad.find("while/Exit") ? "while/Exit" : "while/Exit_1"}); },
-                      {"have no device in common", "node 'while/less' (Less) may run on CPU:0",
-                       "node 'while/sq' (Square) may run on CPU:1"});
+  session_options soft = devices(1);
+  soft.placement.soft = true;  // the requests for CPU:1 fall back to CPU:0
+  session one(g, soft);
+  for (int inter_op : {0, 1}) {
+    session s(g, devices(2, inter_op));
+    for (float start : {2.0f, 1.5f, 7.0f}) {
+      INFO("start " << start << ", inter-op threads " << inter_op);
+      // By hand: 2 -> 4 -> 16 (three tests, two squares); 1.5 -> 2.25 -> 5.0625; 7: none.
+      const float want = start == 2.0f ? 16.0f : start == 1.5f ? 5.0625f : 7.0f;
+      const traced t = run_traced(s, {{n, tensor::scalar<float>(start)}}, {done[0]});
+      CHECK(t.out[0].to_vector<float>() == std::vector<float>{want});
+      CHECK(one.run({{n, tensor::scalar<float>(start)}}, {done[0]})[0].to_vector<float>() == std::vector<float>{want});
+      if (start != 7.0f) CHECK(t.device.at("while/sq") == cpu1);
+      CHECK(t.device.at("while/less") == cpu0);
+      // Each iteration (the last, whose test fails, too) sends the predicate and the value to
+      // square to CPU:1 and the square back.
+      const std::size_t tests = start == 2.0f ? 3 : start == 1.5f ? 3 : 1;
+      CHECK(t.sends.count("while/LoopCond:0 CPU:0 -> CPU:1") == tests);
+      CHECK(t.recvs.count("while/LoopCond:0 CPU:0 -> CPU:1") == tests);
+      CHECK(t.sends.count("while/sq:0 CPU:1 -> CPU:0") == tests);
+    }
+  }
 }
 
 TEST_CASE("partitions: a variable on one device, read on another, and its updates stay with it") {
@@ -623,6 +645,7 @@ TEST_CASE("Recv scheduling: as late as possible, a copying Recv waits until just
     session_options o = devices(2, 0);
     o.copy_transfers = true;
     o.recv_scheduling = order;
+    o.link = passes::link_spec{};  // the default figures the times above were worked with (else measured)
     session s(g, o);
     s.run(feeds, {acc});  // builds the executable (and warms the allocator)
     s.devices()[1]->reset_peak();
@@ -652,4 +675,146 @@ TEST_CASE("Recv scheduling: as late as possible, a copying Recv waits until just
   const std::size_t unit = n * sizeof(float);
   INFO("peak on CPU:1: asap " << peak_asap << " bytes, alap " << peak_alap << " bytes");  // asap's depends on timing
   CHECK(peak_alap <= 3 * unit + 4096);
+}
+
+TEST_CASE("partitions: the gradient of a loop whose body spans two devices") {
+  // An RNN step in a while loop, h = tanh(h w + x_i), its MatMul, Add and Tanh on CPU:1, the
+  // rest of the body and the loop's control flow on CPU:0; the gradient of sum(h^2) with
+  // respect to w and h0, built with no device (the backward loop on CPU:0) or in a CPU:1
+  // device scope (the backward loop on CPU:1, the forward loop's control flow with it).
+  // Bit for bit as on one device.
+  const std::int64_t steps = 5;
+  auto build = [&](graph& g, bool grad_on_cpu1) {
+    auto h0 = g.placeholder(dtype::float64, partial_shape({1, 3}), "h0");
+    auto w = g.placeholder(dtype::float64, partial_shape({3, 3}), "w");
+    std::vector<double> xv;
+    for (int i = 0; i < steps * 3; ++i) xv.push_back(std::sin(0.7 * i));
+    auto x = g.constant(tensor::from_vector(xv, shape{steps, 3}), "x");
+    auto i64 = [&](std::int64_t v) { return g.constant(tensor::scalar(v)).out(0); };
+    auto out = while_loop(
+        g, {i64(0), h0},
+        [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(i64(steps))}).out(0); },
+        [&](loop_scope& s, const std::vector<output>& v) {
+          auto xi = g.op("Reshape", {g.op("GatherV2", {s.invariant(x), v[0], s.invariant(g.constant(tensor::scalar(std::int32_t{0})))}),
+                                     s.invariant(g.constant(tensor::from_vector(std::vector<std::int64_t>{1, -1})))});
+          output h;
+          const output wi = s.invariant(w);  // its Enter, control flow, stays with the loop's
+          {
+            auto on = g.device_scope("/device:CPU:1");
+            h = g.op("Tanh", {g.op("Add", {g.op("MatMul", {v[1], wi}, {}, "mm"), xi})}, {}, "tanh");
+          }
+          return std::vector<output>{g.op("Add", {v[0], s.invariant(i64(1))}).out(0), h};
+        },
+        while_options{"rnn", 4, -1});
+    auto loss = g.op("Sum", {g.op("Square", {out[1]}), g.constant(tensor::from_vector(std::vector<std::int32_t>{0, 1}))}, {}, "loss");
+    std::vector<output> d;
+    if (grad_on_cpu1) {
+      auto on = g.device_scope("/device:CPU:1");
+      d = add_gradients(g, {loss}, {w, h0});
+    } else {
+      d = add_gradients(g, {loss}, {w, h0});
+    }
+    return std::tuple{h0, w, d};
+  };
+  std::vector<double> wv, hv{0.3, -0.2, 0.5};
+  for (int i = 0; i < 9; ++i) wv.push_back(0.4 * std::cos(1.3 * i));
+  for (bool grad_on_cpu1 : {false, true}) {
+    INFO("gradient in a CPU:1 scope: " << grad_on_cpu1);
+    graph g;
+    auto [h0, w, d] = build(g, grad_on_cpu1);
+    const feed_list feeds{{w, tensor::from_vector(wv, shape{3, 3})}, {h0, tensor::from_vector(hv, shape{1, 3})}};
+    session_options soft = devices(1);
+    soft.placement.soft = true;
+    session one(g, soft);
+    const auto want = one.run(feeds, {d[0], d[1]});
+    for (int inter_op : {0, 1}) {
+      INFO("inter-op threads " << inter_op);
+      session two(g, devices(2, inter_op));
+      for (int rep = 0; rep < 2; ++rep) {
+        const traced t = run_traced(two, feeds, {d[0], d[1]});
+        CHECK(t.out[0].to_vector<double>() == want[0].to_vector<double>());
+        CHECK(t.out[1].to_vector<double>() == want[1].to_vector<double>());
+        CHECK(t.device.at("rnn/mm") == cpu1);
+        // The predicate crosses each iteration (five tests that pass and the one that fails),
+        // from CPU:0, or from CPU:1 when the gradient's scope took the loop's control flow there
+        // (the gradient adds an iteration counter to the forward loop), and the step's value
+        // from CPU:1 back.
+        const std::string pred = grad_on_cpu1 ? "rnn/LoopCond:0 CPU:1 -> CPU:0" : "rnn/LoopCond:0 CPU:0 -> CPU:1";
+        CHECK(t.sends.count(pred) == steps + 1);
+        CHECK(t.recvs.count(pred) == steps + 1);
+        if (!grad_on_cpu1) CHECK(t.sends.count("rnn/tanh:0 CPU:1 -> CPU:0") == steps + 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("partitions: an error in an iteration of a loop across devices ends the step on both, and the session runs again") {
+  // acc += table[i] while i < n, the lookup on CPU:1: with n = 5 the fourth lookup (i = 3)
+  // is out of the table's three rows.
+  graph g;
+  auto n = g.placeholder(dtype::int32, partial_shape{}, "n");
+  auto table = g.constant(tensor::of<float>({3}, {1, 10, 100}), "table");
+  auto done = while_loop(
+      g, {g.constant(tensor::scalar(std::int32_t{0}), "i0").out(0), g.constant(tensor::scalar(0.0f), "acc0").out(0)},
+      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(n)}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        const output t = s.invariant(table), axis = s.invariant(g.constant(tensor::scalar(std::int32_t{0}), "axis"));
+        auto row = g.op("GatherV2", {t, v[0], axis}, {}, node_options("lookup").on("/device:CPU:1"));
+        return std::vector<output>{g.op("Add", {v[0], s.invariant(g.constant(tensor::scalar(std::int32_t{1}), "one"))}).out(0),
+                                   g.op("Add", {v[1], row}, {}, "sum").out(0)};
+      });
+  for (int inter_op : {0, 1}) {
+    INFO("inter-op threads " << inter_op);
+    session s(g, devices(2, inter_op));
+    CHECK(s.run({{n, tensor::scalar(std::int32_t{3})}}, {done[1]})[0].to_vector<float>() == std::vector<float>{111});
+    test::require_error([&] { s.run({{n, tensor::scalar(std::int32_t{5})}}, {done[1]}); }, {"node 'while/lookup' (GatherV2)"});
+    CHECK(s.run({{n, tensor::scalar(std::int32_t{2})}}, {done[1]})[0].to_vector<float>() == std::vector<float>{11});
+    const traced t = run_traced(s, {{n, tensor::scalar(std::int32_t{2})}}, {done[1]});
+    CHECK(t.device.at("while/lookup") == cpu1);
+    CHECK(t.device.at("while/sum") == cpu0);
+  }
+}
+
+namespace {
+// An async kernel that passes its input on at once when it is not negative, and else waits,
+// holding no thread, until its step is cancelled.
+struct wait_until_cancelled final : op_kernel {
+  explicit wait_until_cancelled(const node&) {}
+  void compute(kernel_context&) const override {}
+  bool is_async() const noexcept override { return true; }
+  void compute_async(kernel_context& ctx, std::function<void()> done) const override {
+    if (ctx.input(0).scalar_value<float>() >= 0) {
+      ctx.set_output(0, ctx.input(0));
+      return done();
+    }
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    auto cancelled = [&ctx, done, once] {
+      if (once->exchange(true)) return;
+      ctx.set_error(std::make_exception_ptr(error(error_code::cancelled, "wait cancelled")));
+      done();
+    };
+    if (ctx.cancellation().register_callback(cancelled) == 0) cancelled();
+  }
+};
+const bool wait_registered = [] {
+  register_op(op_def_builder("TestPartitionWait").input("x: float32").output("y: float32").shape_fn(ops::same_shape));
+  return register_cpu_kernel<wait_until_cancelled>("TestPartitionWait");
+}();
+}  // namespace
+
+TEST_CASE("partitions: an error on one device cancels a kernel waiting on the other") {
+  REQUIRE(wait_registered);
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{}, "x");
+  auto waiting = g.op("TestPartitionWait", {x}, {}, node_options("waiting").on("/device:CPU:1"));
+  auto after = g.op("Neg", {waiting}, {}, node_options("after").on("/device:CPU:0"));
+  auto bad = g.op("Reshape", {g.constant(tensor::of<float>({3}, {1, 2, 3})), g.op("Identity", {g.constant(tensor::of<std::int32_t>({1}, {2}))})}, {},
+                  node_options("bad_reshape").on("/device:CPU:0"));
+  for (int inter_op : {0, 1}) {
+    INFO("inter-op threads " << inter_op);
+    session s(g, devices(2, inter_op));
+    // CPU:1 waits for ever and CPU:0's Recv waits for it; CPU:0's error cancels the wait.
+    test::require_error([&] { s.run({{x, tensor::scalar(-1.0f)}}, {after, bad}); }, {"node 'bad_reshape' (Reshape)", "cannot reshape [3]"});
+    CHECK(s.run({{x, tensor::scalar(4.0f)}}, {after})[0].scalar_value<float>() == -4.0f);
+  }
 }

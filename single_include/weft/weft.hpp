@@ -7978,8 +7978,9 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       if (n.input_is_ref(i) && !fed(in)) groups.join(id, stand_in(in.node));
     }
   }
-  // A loop does not cross devices (yet): the nodes of a loop frame, its Enters and Exits and
-  // the loops inside it, go together.
+  // A loop's control flow (its Enters, Merges, Switches, LoopCond, NextIterations and Exits)
+  // goes together, with every node of the loops inside it; the other nodes of its body may
+  // go anywhere (partitioning gives each other device a control loop of its own).
   bool loops = false;
   for (int id = 0; id < count && !loops; ++id) loops = is_needed(id) && g.at(id).def().control == flow::enter;
   if (loops) {
@@ -7991,8 +7992,12 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       if (l < 0) l = id;
       else groups.join(id, l);
     };
-    for (int id = 0; id < count; ++id)
-      if (is_needed(id)) join_frame(id, frames.of(id)), join_frame(id, frames.child(id));
+    for (int id = 0; id < count; ++id) {
+      if (!is_needed(id)) continue;
+      const int f = frames.of(id);
+      if (g.at(id).def().control != flow::plain) join_frame(id, f), join_frame(id, frames.child(id));
+      else if (f > 0 && frames.info(f).depth >= 2) join_frame(id, f);
+    }
   }
   std::vector<std::vector<char>> group_ok(static_cast<std::size_t>(count));
   std::vector<std::vector<int>> members(static_cast<std::size_t>(count));
@@ -8684,6 +8689,7 @@ inline int default_thread_count() {
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -9233,6 +9239,9 @@ struct executable {
   std::vector<transfer_info> transfers;
   int device = -1;  // a partition's device
   int num_edges = 0;  // a partition's: how many edges cross between the partitions
+  // A partition's own nodes, not the source graph's: the control loop that runs a loop's
+  // iterations on a device where only part of its body runs (runtime/partition.hpp).
+  std::shared_ptr<const graph> own_nodes;
   // When the nodes span several devices: one executable per device, each run by a step of
   // its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;
@@ -9243,15 +9252,15 @@ struct executable {
 // checked), numbers nodes and slots within their frames, and checks what only an
 // executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
 // fetch from inside a loop). Throws weft::error naming the node.
-inline void finish_executable(executable& x) {
-  auto& nodes = x.nodes;
+// The frame analysis' view of an executable's nodes (graph/passes/frames.hpp).
+inline std::vector<passes::frame_node> frame_view(const executable& x) {
+  const auto& nodes = x.nodes;
   const auto count = nodes.size();
   std::vector<passes::frame_node> view(count);
   for (std::size_t i = 0; i < count; ++i) {
-    exec_node& xn = nodes[i];
-    if (xn.def) xn.kind = xn.def->def().control;
+    const exec_node& xn = nodes[i];
     view[i].def = xn.def;
-    view[i].kind = xn.kind;
+    view[i].kind = xn.def ? xn.def->def().control : flow::plain;
     if (!xn.def && xn.feed >= 0 && static_cast<std::size_t>(xn.feed) < x.feeds.size() && x.source)
       view[i].fed = x.source->name_of(x.feeds[static_cast<std::size_t>(xn.feed)]);
   }
@@ -9260,6 +9269,15 @@ inline void finish_executable(executable& x) {
     for (const auto& e : nodes[i].out_edges) view[static_cast<std::size_t>(e.dst)].sources.push_back({static_cast<int>(i), true});
     for (int c : nodes[i].control_out) view[static_cast<std::size_t>(c)].sources.push_back({static_cast<int>(i), false});
   }
+  return view;
+}
+
+inline void finish_executable(executable& x) {
+  auto& nodes = x.nodes;
+  const auto count = nodes.size();
+  for (auto& xn : nodes)
+    if (xn.def) xn.kind = xn.def->def().control;
+  const std::vector<passes::frame_node> view = frame_view(x);
   const passes::frame_map frames = passes::find_frames(view, true);
   x.frames.clear();
   for (const passes::frame& f : frames.frames()) {
@@ -9324,7 +9342,8 @@ inline void finish_executable(executable& x) {
 // another device's partition. Partitioning numbers the edges that cross devices (the
 // tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
 // and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
-// its slot: no lock, no lookup, no allocation. The value crosses in process: a CPU device
+// its slot: no lock, no lookup, no allocation. An edge inside a loop crosses once per
+// iteration: its slots, one per (edge, iteration), are made on first use, under a lock. The value crosses in process: a CPU device
 // reads another CPU device's memory, so the Recv hands on the same buffer (a device of
 // another memory space copies through copy_from_host / copy_to_host).
 //
@@ -9334,11 +9353,14 @@ inline void finish_executable(executable& x) {
 // step's error, so an error on any device ends the partitions on every other.
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 
 namespace weft {
@@ -9357,10 +9379,11 @@ class rendezvous {
   // A rendezvous for the edges 0 .. edges - 1.
   explicit rendezvous(int edges) : slots_(std::make_unique<slot[]>(static_cast<std::size_t>(edges))), edges_(edges) {}
 
-  // Leaves `value` on `edge`; the Recv waiting for it, if any, is told now on this thread.
-  // A second Send of one edge in one step is an internal error (`name` names the edge).
-  void send(int edge, entry value, std::string_view name) {
-    slot& s = at(edge, name);
+  // Leaves `value` on `edge` (in that iteration of its loop, for an edge inside one); the
+  // Recv waiting for it, if any, is told now on this thread. A second Send of one edge in
+  // one step (and iteration) is an internal error (`name` names the edge).
+  void send(int edge, entry value, std::string_view name, std::int64_t iteration = -1) {
+    slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) return;
     int state = s.state.load(std::memory_order_acquire);
     if (state == empty) {
@@ -9381,8 +9404,8 @@ class rendezvous {
   // The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
   // told (with `token`) when it comes, or the abort's error (possibly before this returns).
   // A second Recv of one edge in one step is an internal error.
-  bool recv(int edge, entry& out, receiver& r, int token, std::string_view name) {
-    slot& s = at(edge, name);
+  bool recv(int edge, entry& out, receiver& r, int token, std::string_view name, std::int64_t iteration = -1) {
+    slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) {
       r.received(token, nullptr, error_);
       return false;
@@ -9419,13 +9442,19 @@ class rendezvous {
       error_ = std::move(error);
     }
     aborted_.store(true, std::memory_order_seq_cst);
-    for (int i = 0; i < edges_; ++i) {
-      slot& s = slots_[static_cast<std::size_t>(i)];
+    auto tell = [&](slot& s) {
       int w = waiting;
       if (s.state.load(std::memory_order_seq_cst) == waiting &&
           s.state.compare_exchange_strong(w, done, std::memory_order_acq_rel))
         s.waiter->received(s.token, nullptr, error_);
+    };
+    for (int i = 0; i < edges_; ++i) tell(slots_[static_cast<std::size_t>(i)]);
+    std::vector<slot*> in_loops;  // told outside the lock: a receiver may use the rendezvous
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [key, s] : loop_slots_) in_loops.push_back(s.get());
     }
+    for (slot* s : in_loops) tell(*s);
   }
 
  private:
@@ -9438,15 +9467,20 @@ class rendezvous {
     receiver* waiter = nullptr;
     entry value;
   };
-  slot& at(int edge, std::string_view name) {
+  slot& at(int edge, std::int64_t iteration, std::string_view name) {
     if (edge < 0 || edge >= edges_)
       fail(error_code::internal, "rendezvous: edge ", edge, " ('", name, "') is not one of its ", edges_);
-    return slots_[static_cast<std::size_t>(edge)];
+    if (iteration < 0) return slots_[static_cast<std::size_t>(edge)];
+    std::lock_guard lock(mutex_);
+    auto& s = loop_slots_[{edge, iteration}];
+    if (!s) s = std::make_unique<slot>();
+    return *s;
   }
 
   std::unique_ptr<slot[]> slots_;
   int edges_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards error_'s first write and loop_slots_
+  std::map<std::pair<int, std::int64_t>, std::unique_ptr<slot>> loop_slots_;
   std::exception_ptr error_;  // written once, before aborted_
   std::atomic<bool> aborted_{false};
 };
@@ -9670,6 +9704,11 @@ class step final : rendezvous::receiver {
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
+  struct recv_wait {  // a Recv waiting for its value
+    tagged_node tn;   // marked arrived
+    std::int64_t t0 = 0;
+    entry value;      // the value, once it came
+  };
 
   std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
     auto it = std::make_unique<iteration_state>();
@@ -9718,11 +9757,15 @@ class step final : rendezvous::receiver {
       if (xn.transfer >= 0) {  // a dead value crosses too
         const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
         if (t.send) {
-          send(xn, t, inputs, dead);
+          send(tn, xn, t, inputs, dead);
+          ready.clear();
+          finish(tn, ready);  // a Send inside a loop ends its iteration's part
+          schedule(ready, inline_ready);
+          node_done(1);
           continue;
         }
         if (!tn.arrived && !receive(tn, xn, t)) continue;  // received() hands it back when its value comes
-        arrived(xn, t, outputs, dead_token);
+        arrived(tn, xn, t, outputs, dead_token);
       } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
@@ -9849,9 +9892,9 @@ class step final : rendezvous::receiver {
   }
 
   // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
-  // where the Recv waiting for it may run on this thread. Out of line, as receive(): the
-  // path of a node with no transfer stays short.
-  [[gnu::noinline]] void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
+  // which hands a Recv waiting for it back to its device's thread. Out of line, as
+  // receive(): the path of a node with no transfer stays short.
+  [[gnu::noinline]] void send(tagged_node tn, const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     entry v;
     if (dead) {
@@ -9863,36 +9906,41 @@ class step final : rendezvous::receiver {
     clear(inputs);
     if (options_.trace) record(xn, t0);
     try {
-      rendezvous_->send(t.edge, std::move(v), t.key);
+      rendezvous_->send(t.edge, std::move(v), t.key, iteration_key(tn));
     } catch (...) {
       abort(std::current_exception());
     }
-    node_done(1);
   }
 
   // A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
   // (false): received() then hands the Recv back to its device's thread.
   [[gnu::noinline]] bool receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
-    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
-    w.tn = tn;
-    w.tn.arrived = true;
-    w.t0 = options_.trace ? now_ns() : 0;
-    return rendezvous_->recv(t.edge, w.value, *this, xn.transfer, t.key);
+    auto [w, token] = wait_of(tn, xn, true);
+    w->tn = tn;
+    w->tn.arrived = true;
+    w->t0 = options_.trace ? now_ns() : 0;
+    return rendezvous_->recv(t.edge, w->value, *this, token, t.key, iteration_key(tn));
   }
   // The value of a waiting Recv has come, on the Send's thread (or the abort's error).
-  void received(int transfer, entry* value, std::exception_ptr e) override {
+  void received(int token, entry* value, std::exception_ptr e) override {
     if (e) {
       abort(e);
       node_done(1);
       return;
     }
-    recv_wait& w = recv_waits_[static_cast<std::size_t>(transfer)];
-    w.value = std::move(*value);
-    hand_off(w.tn);  // to the Recv's device's thread
+    recv_wait* w = nullptr;
+    if (static_cast<std::size_t>(token) < recv_waits_.size()) {
+      w = &recv_waits_[static_cast<std::size_t>(token)];
+    } else {
+      std::lock_guard lock(loop_waits_mutex_);
+      w = &loop_waits_[static_cast<std::size_t>(token) - recv_waits_.size()];
+    }
+    w->value = std::move(*value);
+    hand_off(w->tn);  // to the Recv's device's thread
   }
   // A Recv's value, taken: its output, or for a control edge whether its token is dead.
-  void arrived(const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
-    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
+  void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
+    recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
     w.value = entry{};
     if (t.lossy && !v.dead) v.value = widen_from_bfloat16(v.value, device_of(xn).get_allocator());
@@ -9900,6 +9948,23 @@ class step final : rendezvous::receiver {
     if (options_.trace) record(xn, w.t0);
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
+  }
+  // A transfer's iteration in the rendezvous: -1 in the root frame, else its loop's iteration
+  // (a loop across devices runs in the root frame's one instance of its frame).
+  std::int64_t iteration_key(tagged_node tn) const { return in_root(tn.iter) ? -1 : tn.iter->number; }
+  // Where a Recv waits (by transfer in the root frame, by transfer and iteration in a loop),
+  // and the token that names it to the rendezvous; made on first use when `make`.
+  std::pair<recv_wait*, int> wait_of(tagged_node tn, const exec_node& xn, bool make) {
+    if (in_root(tn.iter)) return {&recv_waits_[static_cast<std::size_t>(xn.transfer)], xn.transfer};
+    std::lock_guard lock(loop_waits_mutex_);
+    const auto key = std::make_pair(xn.transfer, tn.iter->number);
+    auto it = loop_wait_index_.find(key);
+    if (it == loop_wait_index_.end()) {
+      if (!make) fail(error_code::internal, "a Recv in iteration ", tn.iter->number, " arrived without waiting");
+      it = loop_wait_index_.emplace(key, static_cast<int>(loop_waits_.size())).first;
+      loop_waits_.emplace_back();
+    }
+    return {&loop_waits_[static_cast<std::size_t>(it->second)], static_cast<int>(recv_waits_.size()) + it->second};
   }
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
@@ -10351,12 +10416,10 @@ class step final : rendezvous::receiver {
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
   group* group_ = nullptr;             // run_partitions' steps
   rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
-  struct recv_wait {  // a Recv waiting for its value, by transfer
-    tagged_node tn;   // marked arrived
-    std::int64_t t0 = 0;
-    entry value;      // the value, once it came
-  };
-  std::vector<recv_wait> recv_waits_;
+  std::vector<recv_wait> recv_waits_;   // by transfer, in the root frame
+  std::mutex loop_waits_mutex_;         // guards the two below
+  std::deque<recv_wait> loop_waits_;    // inside loops (a deque: each stays where it is)
+  std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  // (transfer, iteration) -> its index
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn
   std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs
@@ -10381,20 +10444,64 @@ class step final : rendezvous::receiver {
 // value must be fetched, so that it is taken as late as possible: a transfer that copies
 // into the receiving device's memory then holds that memory only shortly before it is used.
 //
-// Loops do not cross devices yet: the placer keeps every node of a loop frame (with its
-// Enters and Exits) on one device, so each Send and Recv runs once per step, in the root
-// frame.
+// Loops across devices (whitepaper §4.4): see partition(). A loop nested in another goes
+// with the outer loop's control flow (the placer keeps them together).
 
 #include <algorithm>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <queue>
 #include <string>
 #include <utility>
 #include <vector>
 
 
 namespace weft {
+
+namespace detail {
+// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
+// lowest index first among those ready, as the frame analysis reads them: a Recv made
+// before the Merge that puts it inside its loop comes after it.
+inline void sort_nodes(executable& x) {
+  auto& nodes = x.nodes;
+  const auto n = nodes.size();
+  auto is = [&](std::size_t i, flow kind) { return nodes[i].def && nodes[i].def->def().control == kind; };
+  auto back = [&](std::size_t from, int to) { return is(from, flow::next_iteration) && is(static_cast<std::size_t>(to), flow::merge); };
+  std::vector<int> waiting(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const auto& e : nodes[i].out_edges)
+      if (!back(i, e.dst)) ++waiting[static_cast<std::size_t>(e.dst)];
+    for (int c : nodes[i].control_out) ++waiting[static_cast<std::size_t>(c)];
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (waiting[i] == 0) ready.push(static_cast<int>(i));
+  std::vector<int> order;
+  auto release = [&](int d) {
+    if (--waiting[static_cast<std::size_t>(d)] == 0) ready.push(d);
+  };
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (const auto& e : nodes[static_cast<std::size_t>(i)].out_edges)
+      if (!back(static_cast<std::size_t>(i), e.dst)) release(e.dst);
+    for (int c : nodes[static_cast<std::size_t>(i)].control_out) release(c);
+  }
+  if (order.size() != n) fail(error_code::internal, "partition: a partition's nodes form a cycle");
+  std::vector<int> index(n);
+  for (std::size_t k = 0; k < n; ++k) index[static_cast<std::size_t>(order[k])] = static_cast<int>(k);
+  std::vector<exec_node> sorted;
+  sorted.reserve(n);
+  for (int i : order) sorted.push_back(std::move(nodes[static_cast<std::size_t>(i)]));
+  for (auto& xn : sorted) {
+    for (auto& e : xn.out_edges) e.dst = index[static_cast<std::size_t>(e.dst)];
+    for (int& c : xn.control_out) c = index[static_cast<std::size_t>(c)];
+  }
+  nodes = std::move(sorted);
+}
+}  // namespace detail
 
 // What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
 // simulated start and finish (seconds from the step's start), whether it runs inside a loop
@@ -10435,6 +10542,55 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   if (device_of_part.size() <= 1) return {};
   const auto parts = device_of_part.size();
   auto part = [&](int i) { return part_of_device[static_cast<std::size_t>(old[static_cast<std::size_t>(i)].device)]; };
+
+  // Loops across devices (whitepaper §4.4): a loop in the root frame whose body spans
+  // partitions runs its iterations in each: in its home partition (the one with its control
+  // flow, which the placer keeps together with the loops inside it) as it is, in every other
+  // through a control loop of its own (an Enter of a constant, a Merge, a Switch on the
+  // loop's predicate, received each iteration, and a NextIteration). Each Recv inside the
+  // loop runs once per iteration: a control edge from a Merge of its partition's loop puts
+  // it there, and the rendezvous keys it by iteration.
+  const passes::frame_map frames = passes::find_frames(frame_view(whole), false);
+  struct spanning_loop {
+    int frame = 0, home = -1, merge = -1, loop_cond = -1;
+    std::vector<char> in;  // by partition: some of its body runs there
+  };
+  std::vector<spanning_loop> loops;
+  std::vector<int> loop_of_frame(frames.frames().size(), -1);
+  for (int i = 0; i < count; ++i) {
+    if (is_feed(i)) continue;
+    const int f = frames.of(i);
+    if (f == 0 || frames.info(f).depth != 1) continue;
+    int& l = loop_of_frame[static_cast<std::size_t>(f)];
+    if (l < 0) {
+      l = static_cast<int>(loops.size());
+      loops.push_back({f, -1, -1, -1, std::vector<char>(parts, 0)});
+    }
+    spanning_loop& L = loops[static_cast<std::size_t>(l)];
+    L.in[static_cast<std::size_t>(part(i))] = 1;
+    const flow kind = old[static_cast<std::size_t>(i)].def->def().control;
+    if (kind == flow::plain) continue;
+    if (L.home >= 0 && L.home != part(i))
+      fail(error_code::internal, "partition: the control flow of ", frames.frame_name(f), " spans devices (",
+           old[static_cast<std::size_t>(i)].def->describe(), ")");
+    L.home = part(i);
+    if (kind == flow::merge && L.merge < 0) L.merge = i;
+    if (kind == flow::loop_cond) L.loop_cond = i;
+  }
+  auto spans = [&](const spanning_loop& L) { return std::count(L.in.begin(), L.in.end(), 1) > 1; };
+  for (const auto& L : loops)
+    if (spans(L) && (L.home < 0 || L.merge < 0 || L.loop_cond < 0))
+      fail(error_code::internal, "partition: ", frames.frame_name(L.frame), " spans devices but has no Merge or LoopCond");
+  // The loop an edge from `src` runs in, when it is one across devices (else nullptr).
+  auto crossing_loop = [&](int src) -> const spanning_loop* {
+    const int f = frames.out_frame(src);
+    if (f == 0) return nullptr;
+    const int l = loop_of_frame[static_cast<std::size_t>(f)];
+    if (l < 0 || !spans(loops[static_cast<std::size_t>(l)]))
+      fail(error_code::internal, "partition: an edge from ", old[static_cast<std::size_t>(src)].def->describe(),
+           " in ", frames.frame_name(f), " crosses devices, but its loop does not");
+    return &loops[static_cast<std::size_t>(l)];
+  };
 
   std::vector<std::shared_ptr<executable>> out;
   std::vector<int> slots(parts, 0);
@@ -10514,12 +10670,18 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     if (is_feed(i)) continue;
     const exec_node& u = old[static_cast<std::size_t>(i)];
     for (const auto& e : u.out_edges)
-      if (const int to = part(e.dst); to != part(i) && recv(i, e.src_port, to) < 0)
+      if (const int to = part(e.dst); to != part(i) && (crossing_loop(i), recv(i, e.src_port, to) < 0))
         recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false, edges++);
     for (int c : u.control_out)
       if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0)
         recv(i, -1, to) = add_transfer(to, i, -1, to, false, edges++);
   }
+  // Each loop's predicate, to every other partition its body runs in.
+  for (const auto& L : loops)
+    if (spans(L))
+      for (int q = 0; q < static_cast<int>(parts); ++q)
+        if (q != L.home && L.in[static_cast<std::size_t>(q)] && recv(L.loop_cond, 0, q) < 0)
+          recv(L.loop_cond, 0, q) = add_transfer(q, L.loop_cond, 0, q, false, edges++);
 
   // The nodes themselves, in their order.
   std::vector<int> now(static_cast<std::size_t>(count), -1);  // old node -> its index in its partition
@@ -10565,6 +10727,65 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     }
   }
 
+  // The control loops, and the control edge into each Recv inside a loop.
+  for (const auto& L : loops) {
+    if (!spans(L)) continue;
+    const passes::frame& info = frames.info(L.frame);
+    std::vector<int> trigger(parts, -1);  // the Merge each partition's Recvs in the loop wait for
+    trigger[static_cast<std::size_t>(L.home)] = now[static_cast<std::size_t>(L.merge)];
+    for (int q = 0; q < static_cast<int>(parts); ++q) {
+      if (q == L.home || !L.in[static_cast<std::size_t>(q)]) continue;
+      auto& x = *out[static_cast<std::size_t>(q)];
+      auto own = x.own_nodes ? std::const_pointer_cast<graph>(x.own_nodes) : std::make_shared<graph>();
+      x.own_nodes = own;
+      graph& g = *own;
+      const std::string prefix = "_control_loop/" + info.name + "/";
+      const node& token = g.constant(tensor::scalar(true), prefix + "token");
+      const node& enter = g.op("Enter", {token}, {{"frame_name", info.name}, {"is_constant", false}, {"parallel_iterations", info.parallel_iterations}},
+                               prefix + "enter");
+      const node& merge = g.op("Merge", {enter, enter}, {}, prefix + "merge");
+      const node& pred_stand_in = g.placeholder(dtype::boolean, partial_shape{}, prefix + "pred");  // the Switch's definition only
+      const node& sw = g.op("Switch", {merge, pred_stand_in}, {}, prefix + "switch");
+      const node& next = g.op("NextIteration", {sw.out(1)}, {}, prefix + "next_iteration");
+      g.close_loop(merge.id(), next.out(0));
+      const std::string& where = device_names.at(static_cast<std::size_t>(device_of_part[static_cast<std::size_t>(q)]));
+      auto control_node = [&](const node& n, int inputs, int outputs, int pending) {
+        exec_node xn;
+        xn.def = &n;
+        xn.num_inputs = inputs;
+        xn.num_outputs = outputs;
+        xn.pending = pending;
+        xn.cheap = true;
+        xn.device = device_of_part[static_cast<std::size_t>(q)];
+        xn.input_is_ref.assign(static_cast<std::size_t>(inputs), false);
+        return add(q, std::move(xn));
+      };
+      const int t = control_node(token, 0, 1, 0);
+      node_in(q, t).kernel = kernel_registry::global().create(token, where.substr(0, where.find(':')));
+      const int e = control_node(enter, 1, 1, 1), m = control_node(merge, 2, 2, 0), w = control_node(sw, 2, 2, 2),
+                n = control_node(next, 1, 1, 1);
+      auto edge = [&](int from, int port, int to, int input) {
+        node_in(q, from).out_edges.push_back({port, to, node_in(q, to).input_start + input});
+      };
+      edge(t, 0, e, 0);
+      edge(e, 0, m, 0);
+      edge(m, 0, w, 0);
+      edge(recv(L.loop_cond, 0, q), 0, w, 1);
+      edge(w, 1, n, 0);
+      edge(n, 0, m, 1);
+      trigger[static_cast<std::size_t>(q)] = m;
+    }
+    for (int src = 0; src < count; ++src) {
+      if (is_feed(src) || frames.out_frame(src) != L.frame) continue;
+      for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k)
+        if (const int r = recv_of[static_cast<std::size_t>(src)][k]; r >= 0) {
+          const auto p = k % parts;
+          node_in(static_cast<int>(p), trigger[p]).control_out.push_back(r);
+          ++node_in(static_cast<int>(p), r).pending;
+        }
+    }
+  }
+
   if (alap) {
     // Each Recv's trigger: the node of its partition that finishes last before the
     // value must leave (its consumers' first start less the transfer), and later than the
@@ -10579,6 +10800,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
         if (r < 0) continue;
         const int port = static_cast<int>(k / parts) - 1, p = static_cast<int>(k % parts);
         const exec_node& u = old[static_cast<std::size_t>(src)];
+        if (frames.out_frame(src) != 0) continue;  // inside a loop: it runs each iteration
         ++round;
         double needed = std::numeric_limits<double>::infinity();
         auto reach = [&](int c) {
@@ -10617,6 +10839,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   std::vector<std::shared_ptr<const executable>> finished;
   for (auto& x : out) {
     x->num_edges = edges;
+    detail::sort_nodes(*x);
     finish_executable(*x);
     finished.push_back(std::move(x));
   }

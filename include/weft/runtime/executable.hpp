@@ -95,6 +95,9 @@ struct executable {
   std::vector<transfer_info> transfers;
   int device = -1;  // a partition's device
   int num_edges = 0;  // a partition's: how many edges cross between the partitions
+  // A partition's own nodes, not the source graph's: the control loop that runs a loop's
+  // iterations on a device where only part of its body runs (runtime/partition.hpp).
+  std::shared_ptr<const graph> own_nodes;
   // When the nodes span several devices: one executable per device, each run by a step of
   // its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;
@@ -105,15 +108,15 @@ struct executable {
 // checked), numbers nodes and slots within their frames, and checks what only an
 // executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
 // fetch from inside a loop). Throws weft::error naming the node.
-inline void finish_executable(executable& x) {
-  auto& nodes = x.nodes;
+// The frame analysis' view of an executable's nodes (graph/passes/frames.hpp).
+inline std::vector<passes::frame_node> frame_view(const executable& x) {
+  const auto& nodes = x.nodes;
   const auto count = nodes.size();
   std::vector<passes::frame_node> view(count);
   for (std::size_t i = 0; i < count; ++i) {
-    exec_node& xn = nodes[i];
-    if (xn.def) xn.kind = xn.def->def().control;
+    const exec_node& xn = nodes[i];
     view[i].def = xn.def;
-    view[i].kind = xn.kind;
+    view[i].kind = xn.def ? xn.def->def().control : flow::plain;
     if (!xn.def && xn.feed >= 0 && static_cast<std::size_t>(xn.feed) < x.feeds.size() && x.source)
       view[i].fed = x.source->name_of(x.feeds[static_cast<std::size_t>(xn.feed)]);
   }
@@ -122,6 +125,15 @@ inline void finish_executable(executable& x) {
     for (const auto& e : nodes[i].out_edges) view[static_cast<std::size_t>(e.dst)].sources.push_back({static_cast<int>(i), true});
     for (int c : nodes[i].control_out) view[static_cast<std::size_t>(c)].sources.push_back({static_cast<int>(i), false});
   }
+  return view;
+}
+
+inline void finish_executable(executable& x) {
+  auto& nodes = x.nodes;
+  const auto count = nodes.size();
+  for (auto& xn : nodes)
+    if (xn.def) xn.kind = xn.def->def().control;
+  const std::vector<passes::frame_node> view = frame_view(x);
   const passes::frame_map frames = passes::find_frames(view, true);
   x.frames.clear();
   for (const passes::frame& f : frames.frames()) {

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -260,6 +261,11 @@ class step final : rendezvous::receiver {
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
+  struct recv_wait {  // a Recv waiting for its value
+    tagged_node tn;   // marked arrived
+    std::int64_t t0 = 0;
+    entry value;      // the value, once it came
+  };
 
   std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
     auto it = std::make_unique<iteration_state>();
@@ -308,11 +314,15 @@ class step final : rendezvous::receiver {
       if (xn.transfer >= 0) {  // a dead value crosses too
         const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
         if (t.send) {
-          send(xn, t, inputs, dead);
+          send(tn, xn, t, inputs, dead);
+          ready.clear();
+          finish(tn, ready);  // a Send inside a loop ends its iteration's part
+          schedule(ready, inline_ready);
+          node_done(1);
           continue;
         }
         if (!tn.arrived && !receive(tn, xn, t)) continue;  // received() hands it back when its value comes
-        arrived(xn, t, outputs, dead_token);
+        arrived(tn, xn, t, outputs, dead_token);
       } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
@@ -439,9 +449,9 @@ class step final : rendezvous::receiver {
   }
 
   // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
-  // where the Recv waiting for it may run on this thread. Out of line, as receive(): the
-  // path of a node with no transfer stays short.
-  [[gnu::noinline]] void send(const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
+  // which hands a Recv waiting for it back to its device's thread. Out of line, as
+  // receive(): the path of a node with no transfer stays short.
+  [[gnu::noinline]] void send(tagged_node tn, const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     entry v;
     if (dead) {
@@ -453,36 +463,41 @@ class step final : rendezvous::receiver {
     clear(inputs);
     if (options_.trace) record(xn, t0);
     try {
-      rendezvous_->send(t.edge, std::move(v), t.key);
+      rendezvous_->send(t.edge, std::move(v), t.key, iteration_key(tn));
     } catch (...) {
       abort(std::current_exception());
     }
-    node_done(1);
   }
 
   // A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
   // (false): received() then hands the Recv back to its device's thread.
   [[gnu::noinline]] bool receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
-    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
-    w.tn = tn;
-    w.tn.arrived = true;
-    w.t0 = options_.trace ? now_ns() : 0;
-    return rendezvous_->recv(t.edge, w.value, *this, xn.transfer, t.key);
+    auto [w, token] = wait_of(tn, xn, true);
+    w->tn = tn;
+    w->tn.arrived = true;
+    w->t0 = options_.trace ? now_ns() : 0;
+    return rendezvous_->recv(t.edge, w->value, *this, token, t.key, iteration_key(tn));
   }
   // The value of a waiting Recv has come, on the Send's thread (or the abort's error).
-  void received(int transfer, entry* value, std::exception_ptr e) override {
+  void received(int token, entry* value, std::exception_ptr e) override {
     if (e) {
       abort(e);
       node_done(1);
       return;
     }
-    recv_wait& w = recv_waits_[static_cast<std::size_t>(transfer)];
-    w.value = std::move(*value);
-    hand_off(w.tn);  // to the Recv's device's thread
+    recv_wait* w = nullptr;
+    if (static_cast<std::size_t>(token) < recv_waits_.size()) {
+      w = &recv_waits_[static_cast<std::size_t>(token)];
+    } else {
+      std::lock_guard lock(loop_waits_mutex_);
+      w = &loop_waits_[static_cast<std::size_t>(token) - recv_waits_.size()];
+    }
+    w->value = std::move(*value);
+    hand_off(w->tn);  // to the Recv's device's thread
   }
   // A Recv's value, taken: its output, or for a control edge whether its token is dead.
-  void arrived(const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
-    recv_wait& w = recv_waits_[static_cast<std::size_t>(xn.transfer)];
+  void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
+    recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
     w.value = entry{};
     if (t.lossy && !v.dead) v.value = widen_from_bfloat16(v.value, device_of(xn).get_allocator());
@@ -490,6 +505,23 @@ class step final : rendezvous::receiver {
     if (options_.trace) record(xn, w.t0);
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
+  }
+  // A transfer's iteration in the rendezvous: -1 in the root frame, else its loop's iteration
+  // (a loop across devices runs in the root frame's one instance of its frame).
+  std::int64_t iteration_key(tagged_node tn) const { return in_root(tn.iter) ? -1 : tn.iter->number; }
+  // Where a Recv waits (by transfer in the root frame, by transfer and iteration in a loop),
+  // and the token that names it to the rendezvous; made on first use when `make`.
+  std::pair<recv_wait*, int> wait_of(tagged_node tn, const exec_node& xn, bool make) {
+    if (in_root(tn.iter)) return {&recv_waits_[static_cast<std::size_t>(xn.transfer)], xn.transfer};
+    std::lock_guard lock(loop_waits_mutex_);
+    const auto key = std::make_pair(xn.transfer, tn.iter->number);
+    auto it = loop_wait_index_.find(key);
+    if (it == loop_wait_index_.end()) {
+      if (!make) fail(error_code::internal, "a Recv in iteration ", tn.iter->number, " arrived without waiting");
+      it = loop_wait_index_.emplace(key, static_cast<int>(loop_waits_.size())).first;
+      loop_waits_.emplace_back();
+    }
+    return {&loop_waits_[static_cast<std::size_t>(it->second)], static_cast<int>(recv_waits_.size()) + it->second};
   }
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
@@ -941,12 +973,10 @@ class step final : rendezvous::receiver {
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
   group* group_ = nullptr;             // run_partitions' steps
   rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
-  struct recv_wait {  // a Recv waiting for its value, by transfer
-    tagged_node tn;   // marked arrived
-    std::int64_t t0 = 0;
-    entry value;      // the value, once it came
-  };
-  std::vector<recv_wait> recv_waits_;
+  std::vector<recv_wait> recv_waits_;   // by transfer, in the root frame
+  std::mutex loop_waits_mutex_;         // guards the two below
+  std::deque<recv_wait> loop_waits_;    // inside loops (a deque: each stays where it is)
+  std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  // (transfer, iteration) -> its index
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn
   std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs

@@ -13,23 +13,68 @@
 // value must be fetched, so that it is taken as late as possible: a transfer that copies
 // into the receiving device's memory then holds that memory only shortly before it is used.
 //
-// Loops do not cross devices yet: the placer keeps every node of a loop frame (with its
-// Enters and Exits) on one device, so each Send and Recv runs once per step, in the root
-// frame.
+// Loops across devices (whitepaper §4.4): see partition(). A loop nested in another goes
+// with the outer loop's control flow (the placer keeps them together).
 #pragma once
 
 #include <algorithm>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <queue>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <weft/core/error.hpp>
 #include <weft/runtime/executable.hpp>
+#include <weft/runtime/kernel.hpp>
 
 namespace weft {
+
+namespace detail {
+// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
+// lowest index first among those ready, as the frame analysis reads them: a Recv made
+// before the Merge that puts it inside its loop comes after it.
+inline void sort_nodes(executable& x) {
+  auto& nodes = x.nodes;
+  const auto n = nodes.size();
+  auto is = [&](std::size_t i, flow kind) { return nodes[i].def && nodes[i].def->def().control == kind; };
+  auto back = [&](std::size_t from, int to) { return is(from, flow::next_iteration) && is(static_cast<std::size_t>(to), flow::merge); };
+  std::vector<int> waiting(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const auto& e : nodes[i].out_edges)
+      if (!back(i, e.dst)) ++waiting[static_cast<std::size_t>(e.dst)];
+    for (int c : nodes[i].control_out) ++waiting[static_cast<std::size_t>(c)];
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (waiting[i] == 0) ready.push(static_cast<int>(i));
+  std::vector<int> order;
+  auto release = [&](int d) {
+    if (--waiting[static_cast<std::size_t>(d)] == 0) ready.push(d);
+  };
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (const auto& e : nodes[static_cast<std::size_t>(i)].out_edges)
+      if (!back(static_cast<std::size_t>(i), e.dst)) release(e.dst);
+    for (int c : nodes[static_cast<std::size_t>(i)].control_out) release(c);
+  }
+  if (order.size() != n) fail(error_code::internal, "partition: a partition's nodes form a cycle");
+  std::vector<int> index(n);
+  for (std::size_t k = 0; k < n; ++k) index[static_cast<std::size_t>(order[k])] = static_cast<int>(k);
+  std::vector<exec_node> sorted;
+  sorted.reserve(n);
+  for (int i : order) sorted.push_back(std::move(nodes[static_cast<std::size_t>(i)]));
+  for (auto& xn : sorted) {
+    for (auto& e : xn.out_edges) e.dst = index[static_cast<std::size_t>(e.dst)];
+    for (int& c : xn.control_out) c = index[static_cast<std::size_t>(c)];
+  }
+  nodes = std::move(sorted);
+}
+}  // namespace detail
 
 // What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
 // simulated start and finish (seconds from the step's start), whether it runs inside a loop
@@ -70,6 +115,55 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   if (device_of_part.size() <= 1) return {};
   const auto parts = device_of_part.size();
   auto part = [&](int i) { return part_of_device[static_cast<std::size_t>(old[static_cast<std::size_t>(i)].device)]; };
+
+  // Loops across devices (whitepaper §4.4): a loop in the root frame whose body spans
+  // partitions runs its iterations in each: in its home partition (the one with its control
+  // flow, which the placer keeps together with the loops inside it) as it is, in every other
+  // through a control loop of its own (an Enter of a constant, a Merge, a Switch on the
+  // loop's predicate, received each iteration, and a NextIteration). Each Recv inside the
+  // loop runs once per iteration: a control edge from a Merge of its partition's loop puts
+  // it there, and the rendezvous keys it by iteration.
+  const passes::frame_map frames = passes::find_frames(frame_view(whole), false);
+  struct spanning_loop {
+    int frame = 0, home = -1, merge = -1, loop_cond = -1;
+    std::vector<char> in;  // by partition: some of its body runs there
+  };
+  std::vector<spanning_loop> loops;
+  std::vector<int> loop_of_frame(frames.frames().size(), -1);
+  for (int i = 0; i < count; ++i) {
+    if (is_feed(i)) continue;
+    const int f = frames.of(i);
+    if (f == 0 || frames.info(f).depth != 1) continue;
+    int& l = loop_of_frame[static_cast<std::size_t>(f)];
+    if (l < 0) {
+      l = static_cast<int>(loops.size());
+      loops.push_back({f, -1, -1, -1, std::vector<char>(parts, 0)});
+    }
+    spanning_loop& L = loops[static_cast<std::size_t>(l)];
+    L.in[static_cast<std::size_t>(part(i))] = 1;
+    const flow kind = old[static_cast<std::size_t>(i)].def->def().control;
+    if (kind == flow::plain) continue;
+    if (L.home >= 0 && L.home != part(i))
+      fail(error_code::internal, "partition: the control flow of ", frames.frame_name(f), " spans devices (",
+           old[static_cast<std::size_t>(i)].def->describe(), ")");
+    L.home = part(i);
+    if (kind == flow::merge && L.merge < 0) L.merge = i;
+    if (kind == flow::loop_cond) L.loop_cond = i;
+  }
+  auto spans = [&](const spanning_loop& L) { return std::count(L.in.begin(), L.in.end(), 1) > 1; };
+  for (const auto& L : loops)
+    if (spans(L) && (L.home < 0 || L.merge < 0 || L.loop_cond < 0))
+      fail(error_code::internal, "partition: ", frames.frame_name(L.frame), " spans devices but has no Merge or LoopCond");
+  // The loop an edge from `src` runs in, when it is one across devices (else nullptr).
+  auto crossing_loop = [&](int src) -> const spanning_loop* {
+    const int f = frames.out_frame(src);
+    if (f == 0) return nullptr;
+    const int l = loop_of_frame[static_cast<std::size_t>(f)];
+    if (l < 0 || !spans(loops[static_cast<std::size_t>(l)]))
+      fail(error_code::internal, "partition: an edge from ", old[static_cast<std::size_t>(src)].def->describe(),
+           " in ", frames.frame_name(f), " crosses devices, but its loop does not");
+    return &loops[static_cast<std::size_t>(l)];
+  };
 
   std::vector<std::shared_ptr<executable>> out;
   std::vector<int> slots(parts, 0);
@@ -149,12 +243,18 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     if (is_feed(i)) continue;
     const exec_node& u = old[static_cast<std::size_t>(i)];
     for (const auto& e : u.out_edges)
-      if (const int to = part(e.dst); to != part(i) && recv(i, e.src_port, to) < 0)
+      if (const int to = part(e.dst); to != part(i) && (crossing_loop(i), recv(i, e.src_port, to) < 0))
         recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false, edges++);
     for (int c : u.control_out)
       if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0)
         recv(i, -1, to) = add_transfer(to, i, -1, to, false, edges++);
   }
+  // Each loop's predicate, to every other partition its body runs in.
+  for (const auto& L : loops)
+    if (spans(L))
+      for (int q = 0; q < static_cast<int>(parts); ++q)
+        if (q != L.home && L.in[static_cast<std::size_t>(q)] && recv(L.loop_cond, 0, q) < 0)
+          recv(L.loop_cond, 0, q) = add_transfer(q, L.loop_cond, 0, q, false, edges++);
 
   // The nodes themselves, in their order.
   std::vector<int> now(static_cast<std::size_t>(count), -1);  // old node -> its index in its partition
@@ -200,6 +300,65 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     }
   }
 
+  // The control loops, and the control edge into each Recv inside a loop.
+  for (const auto& L : loops) {
+    if (!spans(L)) continue;
+    const passes::frame& info = frames.info(L.frame);
+    std::vector<int> trigger(parts, -1);  // the Merge each partition's Recvs in the loop wait for
+    trigger[static_cast<std::size_t>(L.home)] = now[static_cast<std::size_t>(L.merge)];
+    for (int q = 0; q < static_cast<int>(parts); ++q) {
+      if (q == L.home || !L.in[static_cast<std::size_t>(q)]) continue;
+      auto& x = *out[static_cast<std::size_t>(q)];
+      auto own = x.own_nodes ? std::const_pointer_cast<graph>(x.own_nodes) : std::make_shared<graph>();
+      x.own_nodes = own;
+      graph& g = *own;
+      const std::string prefix = "_control_loop/" + info.name + "/";
+      const node& token = g.constant(tensor::scalar(true), prefix + "token");
+      const node& enter = g.op("Enter", {token}, {{"frame_name", info.name}, {"is_constant", false}, {"parallel_iterations", info.parallel_iterations}},
+                               prefix + "enter");
+      const node& merge = g.op("Merge", {enter, enter}, {}, prefix + "merge");
+      const node& pred_stand_in = g.placeholder(dtype::boolean, partial_shape{}, prefix + "pred");  // the Switch's definition only
+      const node& sw = g.op("Switch", {merge, pred_stand_in}, {}, prefix + "switch");
+      const node& next = g.op("NextIteration", {sw.out(1)}, {}, prefix + "next_iteration");
+      g.close_loop(merge.id(), next.out(0));
+      const std::string& where = device_names.at(static_cast<std::size_t>(device_of_part[static_cast<std::size_t>(q)]));
+      auto control_node = [&](const node& n, int inputs, int outputs, int pending) {
+        exec_node xn;
+        xn.def = &n;
+        xn.num_inputs = inputs;
+        xn.num_outputs = outputs;
+        xn.pending = pending;
+        xn.cheap = true;
+        xn.device = device_of_part[static_cast<std::size_t>(q)];
+        xn.input_is_ref.assign(static_cast<std::size_t>(inputs), false);
+        return add(q, std::move(xn));
+      };
+      const int t = control_node(token, 0, 1, 0);
+      node_in(q, t).kernel = kernel_registry::global().create(token, where.substr(0, where.find(':')));
+      const int e = control_node(enter, 1, 1, 1), m = control_node(merge, 2, 2, 0), w = control_node(sw, 2, 2, 2),
+                n = control_node(next, 1, 1, 1);
+      auto edge = [&](int from, int port, int to, int input) {
+        node_in(q, from).out_edges.push_back({port, to, node_in(q, to).input_start + input});
+      };
+      edge(t, 0, e, 0);
+      edge(e, 0, m, 0);
+      edge(m, 0, w, 0);
+      edge(recv(L.loop_cond, 0, q), 0, w, 1);
+      edge(w, 1, n, 0);
+      edge(n, 0, m, 1);
+      trigger[static_cast<std::size_t>(q)] = m;
+    }
+    for (int src = 0; src < count; ++src) {
+      if (is_feed(src) || frames.out_frame(src) != L.frame) continue;
+      for (std::size_t k = 0; k < recv_of[static_cast<std::size_t>(src)].size(); ++k)
+        if (const int r = recv_of[static_cast<std::size_t>(src)][k]; r >= 0) {
+          const auto p = k % parts;
+          node_in(static_cast<int>(p), trigger[p]).control_out.push_back(r);
+          ++node_in(static_cast<int>(p), r).pending;
+        }
+    }
+  }
+
   if (alap) {
     // Each Recv's trigger: the node of its partition that finishes last before the
     // value must leave (its consumers' first start less the transfer), and later than the
@@ -214,6 +373,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
         if (r < 0) continue;
         const int port = static_cast<int>(k / parts) - 1, p = static_cast<int>(k % parts);
         const exec_node& u = old[static_cast<std::size_t>(src)];
+        if (frames.out_frame(src) != 0) continue;  // inside a loop: it runs each iteration
         ++round;
         double needed = std::numeric_limits<double>::infinity();
         auto reach = [&](int c) {
@@ -252,6 +412,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   std::vector<std::shared_ptr<const executable>> finished;
   for (auto& x : out) {
     x->num_edges = edges;
+    detail::sort_nodes(*x);
     finish_executable(*x);
     finished.push_back(std::move(x));
   }

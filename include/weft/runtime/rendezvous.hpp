@@ -2,7 +2,8 @@
 // another device's partition. Partitioning numbers the edges that cross devices (the
 // tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
 // and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
-// its slot: no lock, no lookup, no allocation. The value crosses in process: a CPU device
+// its slot: no lock, no lookup, no allocation. An edge inside a loop crosses once per
+// iteration: its slots, one per (edge, iteration), are made on first use, under a lock. The value crosses in process: a CPU device
 // reads another CPU device's memory, so the Recv hands on the same buffer (a device of
 // another memory space copies through copy_from_host / copy_to_host).
 //
@@ -13,11 +14,14 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <weft/core/error.hpp>
 #include <weft/runtime/kernel.hpp>
@@ -38,10 +42,11 @@ class rendezvous {
   // A rendezvous for the edges 0 .. edges - 1.
   explicit rendezvous(int edges) : slots_(std::make_unique<slot[]>(static_cast<std::size_t>(edges))), edges_(edges) {}
 
-  // Leaves `value` on `edge`; the Recv waiting for it, if any, is told now on this thread.
-  // A second Send of one edge in one step is an internal error (`name` names the edge).
-  void send(int edge, entry value, std::string_view name) {
-    slot& s = at(edge, name);
+  // Leaves `value` on `edge` (in that iteration of its loop, for an edge inside one); the
+  // Recv waiting for it, if any, is told now on this thread. A second Send of one edge in
+  // one step (and iteration) is an internal error (`name` names the edge).
+  void send(int edge, entry value, std::string_view name, std::int64_t iteration = -1) {
+    slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) return;
     int state = s.state.load(std::memory_order_acquire);
     if (state == empty) {
@@ -62,8 +67,8 @@ class rendezvous {
   // The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
   // told (with `token`) when it comes, or the abort's error (possibly before this returns).
   // A second Recv of one edge in one step is an internal error.
-  bool recv(int edge, entry& out, receiver& r, int token, std::string_view name) {
-    slot& s = at(edge, name);
+  bool recv(int edge, entry& out, receiver& r, int token, std::string_view name, std::int64_t iteration = -1) {
+    slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) {
       r.received(token, nullptr, error_);
       return false;
@@ -100,13 +105,19 @@ class rendezvous {
       error_ = std::move(error);
     }
     aborted_.store(true, std::memory_order_seq_cst);
-    for (int i = 0; i < edges_; ++i) {
-      slot& s = slots_[static_cast<std::size_t>(i)];
+    auto tell = [&](slot& s) {
       int w = waiting;
       if (s.state.load(std::memory_order_seq_cst) == waiting &&
           s.state.compare_exchange_strong(w, done, std::memory_order_acq_rel))
         s.waiter->received(s.token, nullptr, error_);
+    };
+    for (int i = 0; i < edges_; ++i) tell(slots_[static_cast<std::size_t>(i)]);
+    std::vector<slot*> in_loops;  // told outside the lock: a receiver may use the rendezvous
+    {
+      std::lock_guard lock(mutex_);
+      for (auto& [key, s] : loop_slots_) in_loops.push_back(s.get());
     }
+    for (slot* s : in_loops) tell(*s);
   }
 
  private:
@@ -119,15 +130,20 @@ class rendezvous {
     receiver* waiter = nullptr;
     entry value;
   };
-  slot& at(int edge, std::string_view name) {
+  slot& at(int edge, std::int64_t iteration, std::string_view name) {
     if (edge < 0 || edge >= edges_)
       fail(error_code::internal, "rendezvous: edge ", edge, " ('", name, "') is not one of its ", edges_);
-    return slots_[static_cast<std::size_t>(edge)];
+    if (iteration < 0) return slots_[static_cast<std::size_t>(edge)];
+    std::lock_guard lock(mutex_);
+    auto& s = loop_slots_[{edge, iteration}];
+    if (!s) s = std::make_unique<slot>();
+    return *s;
   }
 
   std::unique_ptr<slot[]> slots_;
   int edges_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards error_'s first write and loop_slots_
+  std::map<std::pair<int, std::int64_t>, std::unique_ptr<slot>> loop_slots_;
   std::exception_ptr error_;  // written once, before aborted_
   std::atomic<bool> aborted_{false};
 };

@@ -233,8 +233,9 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       if (n.input_is_ref(i) && !fed(in)) groups.join(id, stand_in(in.node));
     }
   }
-  // A loop does not cross devices (yet): the nodes of a loop frame, its Enters and Exits and
-  // the loops inside it, go together.
+  // A loop's control flow (its Enters, Merges, Switches, LoopCond, NextIterations and Exits)
+  // goes together, with every node of the loops inside it; the other nodes of its body may
+  // go anywhere (partitioning gives each other device a control loop of its own).
   bool loops = false;
   for (int id = 0; id < count && !loops; ++id) loops = is_needed(id) && g.at(id).def().control == flow::enter;
   if (loops) {
@@ -246,8 +247,12 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
       if (l < 0) l = id;
       else groups.join(id, l);
     };
-    for (int id = 0; id < count; ++id)
-      if (is_needed(id)) join_frame(id, frames.of(id)), join_frame(id, frames.child(id));
+    for (int id = 0; id < count; ++id) {
+      if (!is_needed(id)) continue;
+      const int f = frames.of(id);
+      if (g.at(id).def().control != flow::plain) join_frame(id, f), join_frame(id, frames.child(id));
+      else if (f > 0 && frames.info(f).depth >= 2) join_frame(id, f);
+    }
   }
   std::vector<std::vector<char>> group_ok(static_cast<std::size_t>(count));
   std::vector<std::vector<int>> members(static_cast<std::size_t>(count));
