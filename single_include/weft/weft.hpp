@@ -9753,19 +9753,8 @@ class step final : rendezvous::receiver {
       bool dead = tn.iter->dead_control[static_cast<std::size_t>(xn.local)].load(std::memory_order_relaxed);
       if (xn.kind != flow::merge)
         for (std::size_t i = 0; i < (xn.runs_on_dead_value ? 1 : inputs.size()); ++i) dead = dead || inputs[i].dead;
-      bool dead_token = false;  // a control edge's token that crossed devices dead
       if (xn.transfer >= 0) {  // a dead value crosses too
-        const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
-        if (t.send) {
-          send(tn, xn, t, inputs, dead);
-          ready.clear();
-          finish(tn, ready);  // a Send inside a loop ends its iteration's part
-          schedule(ready, inline_ready);
-          node_done(1);
-          continue;
-        }
-        if (!tn.arrived && !receive(tn, xn, t)) continue;  // received() hands it back when its value comes
-        arrived(tn, xn, t, outputs, dead_token);
+        if (!transfer(tn, xn, inputs, dead, outputs, ready, inline_ready)) continue;
       } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
@@ -9806,12 +9795,11 @@ class step final : rendezvous::receiver {
       }
       clear(inputs);
       ready.clear();
-      propagate(tn, xn, outputs, ready, dead_token);
+      propagate(tn, xn, outputs, ready);
       clear(outputs);  // the consumers hold their copies: a sole one may write into its buffer
       finish(tn, ready);
       if (tn.large) pass_large_turn(inline_ready);
-      schedule(ready, inline_ready);
-      node_done(1);
+      schedule_after(ready, inline_ready);
     }
   }
 
@@ -9889,6 +9877,32 @@ class step final : rendezvous::receiver {
       if (!inline_ready.empty()) process(inline_ready);
       node_done(1);
     });
+  }
+
+  // A Send or Recv in process(): true when a Recv has its value in `outputs`, to go on as
+  // any node that ran; false when the node is done with here (a Send, a control edge's
+  // token, or a Recv that waits). Out of line: the path of a node with no transfer stays short.
+  [[gnu::noinline]] bool transfer(tagged_node tn, const exec_node& xn, std::span<entry> inputs, bool dead,
+                                  std::vector<entry>& outputs, ready_list& ready, std::deque<tagged_node>& inline_ready) {
+    const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
+    auto done = [&] {
+      finish(tn, ready);  // a Send or Recv inside a loop ends its iteration's part
+      schedule(ready, inline_ready);
+      node_done(1);
+      return false;
+    };
+    ready.clear();
+    if (t.send) {
+      send(tn, xn, t, inputs, dead);
+      return done();
+    }
+    if (!tn.arrived && !receive(tn, xn, t)) return false;  // received() hands it back when its value comes
+    bool dead_token = false;
+    arrived(tn, xn, t, outputs, dead_token);
+    if (!t.control) return true;
+    // A token: its consumers run, dead when it is (as they would be on one device).
+    control_edges(tn.iter, xn, dead_token, ready);
+    return done();
   }
 
   // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
@@ -10039,14 +10053,11 @@ class step final : rendezvous::receiver {
 
   // Outputs of a finished node to their consumers: in the same iteration, or for Enter,
   // Exit and NextIteration into the child frame, the parent frame or the next iteration.
-  // dead_token: a Recv of a control edge's dead token (its consumers are dead, as the
-  // producer's would be on one device).
-  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready,
-                 bool dead_token = false) {
+  void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
     if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
       for (std::size_t port = 0; port < outputs.size(); ++port) fetch(xn, static_cast<int>(port), outputs[port]);
-    bool any_dead = dead_token;
+    bool any_dead = false;
     for (const auto& o : outputs) any_dead = any_dead || o.dead;
     control_edges(it, xn, any_dead, ready);
     switch (xn.kind) {
@@ -10267,8 +10278,23 @@ class step final : rendezvous::receiver {
   void schedule(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     if (ready.empty()) return;
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
+    enqueue(ready, inline_ready);
+  }
+  // schedule(ready) and node_done(1) for the node that made them ready, in one atomic
+  // operation at most: its count in outstanding_ passes to one of them (none for a node of a
+  // chain). It is added before any of them can run elsewhere, and subtracted only when it
+  // made none ready, so the count cannot reach zero while one of them is to run.
+  void schedule_after(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
+    if (ready.empty()) return node_done(1);
+    if (ready.size() > 1) outstanding_.fetch_add(static_cast<int>(ready.size()) - 1, std::memory_order_relaxed);
+    enqueue(ready, inline_ready);
+  }
+  void enqueue(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     if (!inter_op_) {
-      for (const tagged_node& tn : ready) run_here(tn, inline_ready);
+      if (!group_)
+        for (const tagged_node& tn : ready) inline_ready.push_back(tn);
+      else
+        for (const tagged_node& tn : ready) run_here(tn, inline_ready);
       return;
     }
     place(ready, inline_ready);
