@@ -154,15 +154,14 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   for (const auto& L : loops)
     if (spans(L) && (L.home < 0 || L.merge < 0 || L.loop_cond < 0))
       fail(error_code::internal, "partition: ", frames.frame_name(L.frame), " spans devices but has no Merge or LoopCond");
-  // The loop an edge from `src` runs in, when it is one across devices (else nullptr).
-  auto crossing_loop = [&](int src) -> const spanning_loop* {
+  // An edge from `src` inside a loop crosses devices only where the loop does.
+  auto check_crossing = [&](int src) {
     const int f = frames.out_frame(src);
-    if (f == 0) return nullptr;
+    if (f == 0) return;
     const int l = loop_of_frame[static_cast<std::size_t>(f)];
     if (l < 0 || !spans(loops[static_cast<std::size_t>(l)]))
       fail(error_code::internal, "partition: an edge from ", old[static_cast<std::size_t>(src)].def->describe(),
            " in ", frames.frame_name(f), " crosses devices, but its loop does not");
-    return &loops[static_cast<std::size_t>(l)];
   };
 
   std::vector<std::shared_ptr<executable>> out;
@@ -243,11 +242,15 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     if (is_feed(i)) continue;
     const exec_node& u = old[static_cast<std::size_t>(i)];
     for (const auto& e : u.out_edges)
-      if (const int to = part(e.dst); to != part(i) && (crossing_loop(i), recv(i, e.src_port, to) < 0))
+      if (const int to = part(e.dst); to != part(i) && recv(i, e.src_port, to) < 0) {
+        check_crossing(i);
         recv(i, e.src_port, to) = add_transfer(to, i, e.src_port, to, false, edges++);
+      }
     for (int c : u.control_out)
-      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0)
+      if (const int to = part(c); to != part(i) && recv(i, -1, to) < 0) {
+        check_crossing(i);
         recv(i, -1, to) = add_transfer(to, i, -1, to, false, edges++);
+      }
   }
   // Each loop's predicate, to every other partition its body runs in.
   for (const auto& L : loops)
