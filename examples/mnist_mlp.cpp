@@ -13,7 +13,9 @@
 // newest one.
 //
 // Options: --epochs N (5), --batch N (128), --lr X (0.001), --decay X (0.6: the learning
-// rate's factor after each epoch), --seed N (1), --hidden N (512),
+// rate's factor after each epoch), --seed N (1), --hidden N (512), --bf16 1 (mixed
+// precision: the layers compute in bfloat16, the weights and Adam stay float32),
+// --threads N (0: every core; else N threads for kernels, N - 1 beside them for nodes),
 // --train-subset N (all 60000), --data DIR (the data directory's mnist/), --min-accuracy X
 // (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume.
 #include <cstdio>
@@ -25,13 +27,17 @@
 int main(int argc, char** argv) {
   using namespace weft;
   using namespace weft_examples;
-  double hidden_option = 512;
-  const mnist_options opt = parse_mnist_options(argc, argv, "mnist_mlp", {}, {{"hidden", &hidden_option}});
+  double hidden_option = 512, bf16_option = 0, threads_option = 0;
+  const mnist_options opt = parse_mnist_options(argc, argv, "mnist_mlp", {},
+                                                {{"hidden", &hidden_option}, {"bf16", &bf16_option}, {"threads", &threads_option}});
   const auto hidden = static_cast<std::int64_t>(hidden_option);
-  if (hidden < 1) {
-    std::fprintf(stderr, "mnist_mlp: --hidden must be positive\n");
+  const int threads = static_cast<int>(threads_option);
+  if (hidden < 1 || threads < 0) {
+    std::fprintf(stderr, "mnist_mlp: --hidden must be positive and --threads not negative\n");
     return 2;
   }
+  session_options options;
+  if (threads > 0) options.intra_op_threads = threads, options.inter_op_threads = threads - 1;
   int status = 0;
   const auto mnist = load_mnist_or_report("mnist_mlp", opt, status);
   if (!mnist) return status;
@@ -39,8 +45,12 @@ int main(int argc, char** argv) {
   // The model.
   graph g;
   mnist_builder model(g, opt.seed);
+  const bool bf16 = bf16_option != 0;
+  if (bf16) model.compute_in(dtype::bfloat16);
   const output h1 = g.op("Relu", {model.dense(model.model().images, 784, hidden)}).out(0);
   const output h2 = g.op("Relu", {model.dense(h1, hidden, hidden)}).out(0);
+  output logits = model.dense(h2, hidden, 10);
+  if (bf16) logits = g.op("Cast", {logits}, {{"DstT", dtype::float32}}).out(0);  // the loss in float32
   const std::string h = std::to_string(hidden);
-  return model.train("mnist_mlp", opt, *mnist, model.dense(h2, hidden, 10), "784-" + h + "-" + h + "-10");
+  return model.train("mnist_mlp", opt, *mnist, logits, "784-" + h + "-" + h + "-10" + (bf16 ? " (bfloat16 layers)" : ""), options);
 }

@@ -242,11 +242,18 @@ class mnist_builder {
     const output dims = g_.constant(tensor::from_vector(std::vector<std::int64_t>{n})).out(0);
     return variable("b", {n}, g_.op("Fill", {dims, g_.constant(tensor::scalar(0.0f))}).out(0));
   }
-  // A dense layer without activation: in [n, n_in] -> [n, n_out].
+  // The dtype dense layers compute in: float32, or bfloat16 for mixed precision (the
+  // variables and the optimizer stay float32; each layer casts its weights, bias and a
+  // float32 input, and its gradients come back through the casts).
+  void compute_in(weft::dtype d) { compute_ = d; }
+  // A dense layer without activation: in [n, n_in] -> [n, n_out], in the compute dtype.
   weft::output dense(weft::output in, std::int64_t n_in, std::int64_t n_out) {
     auto scope = layer("dense");
     const weft::output w = weight("w", {n_in, n_out}, n_in, n_out), b = bias(n_out);
-    return g_.op("BiasAdd", {g_.op("MatMul", {in, w}).out(0), b}).out(0);
+    if (compute_ == weft::dtype::float32) return g_.op("BiasAdd", {g_.op("MatMul", {in, w}).out(0), b}).out(0);
+    auto cast = [&](weft::output v) { return g_.op("Cast", {v}, {{"DstT", compute_}}).out(0); };
+    const weft::output x = g_.at(in.node).output_dtype(in.port) == compute_ ? in : cast(in);
+    return g_.op("BiasAdd", {g_.op("MatMul", {x, cast(w)}).out(0), cast(b)}).out(0);
   }
 
   // Adds the tail on `logits` [n, 10] (sparse softmax cross-entropy averaged as the loss,
@@ -280,6 +287,7 @@ class mnist_builder {
   std::vector<weft::output> vars_;
   std::vector<int> inits_;
   int layer_ = 0;
+  weft::dtype compute_ = weft::dtype::float32;
 };
 
 }  // namespace weft_examples
