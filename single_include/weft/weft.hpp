@@ -11836,6 +11836,336 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
   static void register_kernels() { cpu::register_io_kernels(); }
 };
 }  // namespace weft
+// Queues (whitepaper §4.6): state that outlives a step, through which steps hand tuples of
+// tensors to each other, so that input preparation runs ahead of computation. A queue holds
+// elements (a tensor per component, of the queue's dtypes and shapes) up to its capacity;
+// an enqueue that finds it full and a dequeue that finds it short wait, holding no thread:
+// each is an attempt the queue serves, in the order they came, as room or elements appear,
+// and then calls its `done` (outside the queue's lock). TensorFlow's semantics:
+// - enqueue on a closed queue fails (cancelled); close(true) also fails the enqueues that
+//   wait; close(false) lets them finish as room appears;
+// - a dequeue that a closed queue cannot satisfy fails with out_of_range, which ends an
+//   epoch: dequeue_many puts back what it had taken, dequeue_up_to returns what is left
+//   when there is any;
+// - a waiting attempt whose step is cancelled fails with cancelled (a dequeue puts back what
+//   it had taken), and the queue stays as it was.
+// Orders: first in first out; random shuffle (a seeded generator picks any element, and
+// while the queue is open only when more than min_after_dequeue remain); priority (the first
+// component an int64 scalar, the smallest first, ties in the order they came).
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+using queue_tuple = std::vector<tensor>;  // one element: a tensor per component
+
+struct queue_options {
+  enum class order { fifo, random_shuffle, priority };
+  order kind = order::fifo;
+  std::vector<dtype> component_types;      // at least one
+  std::vector<partial_shape> shapes;       // one per component, or none: any shape
+  std::int64_t capacity = -1;              // -1: no bound
+  std::int64_t min_after_dequeue = 0;      // random_shuffle: elements kept while open
+  std::uint64_t seed = 0;                  // random_shuffle's generator
+};
+
+class queue {
+ public:
+  using enqueue_done = std::function<void(std::exception_ptr error)>;
+  using dequeue_done = std::function<void(std::exception_ptr error, std::vector<queue_tuple> elements)>;
+
+  queue(std::string name, queue_options o) : name_(std::move(name)), o_(std::move(o)), random_(o_.seed) {
+    if (o_.component_types.empty()) fail(error_code::invalid_argument, "queue '", name_, "': needs at least one component");
+    if (!o_.shapes.empty() && o_.shapes.size() != o_.component_types.size())
+      fail(error_code::invalid_argument, "queue '", name_, "': ", o_.shapes.size(), " shapes for ", o_.component_types.size(),
+           " components");
+    if (o_.capacity == 0 || o_.capacity < -1)
+      fail(error_code::invalid_argument, "queue '", name_, "': capacity must be positive or -1 (no bound), got ", o_.capacity);
+    if (o_.min_after_dequeue < 0 || (o_.capacity > 0 && o_.min_after_dequeue >= o_.capacity))
+      fail(error_code::invalid_argument, "queue '", name_, "': min_after_dequeue ", o_.min_after_dequeue,
+           " must be at least 0 and below the capacity ", o_.capacity);
+    if (o_.kind == queue_options::order::priority &&
+        (o_.component_types[0] != dtype::int64 || (!o_.shapes.empty() && !o_.shapes[0].accepts(shape{}))))
+      fail(error_code::invalid_argument, "queue '", name_, "': a priority queue's first component is an int64 scalar");
+  }
+  queue(const queue&) = delete;
+  queue& operator=(const queue&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  const queue_options& options() const noexcept { return o_; }
+
+  // Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
+  // is in, or with the error (a closed queue, a cancelled step). Elements of the wrong
+  // dtypes or shapes are an invalid_argument error naming the queue, before any goes in.
+  void enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done) {
+    for (const auto& e : elements) check(e);
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) {
+        calls.push_back([done, e = closed_error()] { done(e); });
+      } else {
+        auto& a = enqueues_.emplace_back();
+        a.id = ++next_id_;
+        a.elements.assign(std::make_move_iterator(elements.begin()), std::make_move_iterator(elements.end()));
+        a.done = std::move(done);
+        watch(a, cancellation, calls);
+        serve(calls);
+      }
+    }
+    for (auto& c : calls) c();
+  }
+
+  // Takes `n` elements, waiting for them; with up_to, fewer once the queue is closed (but at
+  // least one). `done` runs once with the elements, or with the error (out_of_range when a
+  // closed queue cannot give them, cancelled when the step is).
+  void dequeue(std::int64_t n, bool up_to, cancellation_manager* cancellation, dequeue_done done) {
+    if (n < 0) fail(error_code::invalid_argument, "queue '", name_, "': cannot dequeue ", n, " elements");
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      auto& a = dequeues_.emplace_back();
+      a.id = ++next_id_;
+      a.wanted = n;
+      a.up_to = up_to;
+      a.done = std::move(done);
+      watch(a, cancellation, calls);
+      serve(calls);
+    }
+    for (auto& c : calls) c();
+  }
+
+  // No more enqueues; with cancel_pending_enqueues, those waiting fail too. Dequeues that
+  // the elements left cannot satisfy fail with out_of_range.
+  void close(bool cancel_pending_enqueues = false) {
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      closed_ = true;
+      if (cancel_pending_enqueues)
+        while (!enqueues_.empty()) finish_enqueue(enqueues_.begin(), closed_error(), calls);
+      serve(calls);
+    }
+    for (auto& c : calls) c();
+  }
+
+  std::int64_t size() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::int64_t>(count());
+  }
+  bool is_closed() const {
+    std::lock_guard lock(mutex_);
+    return closed_;
+  }
+
+ private:
+  struct attempt {
+    std::uint64_t id = 0;
+    cancellation_manager* cancellation = nullptr;
+    cancellation_manager::token token = 0;
+  };
+  struct enqueue_attempt : attempt {
+    std::deque<queue_tuple> elements;  // still to go in
+    enqueue_done done;
+  };
+  struct dequeue_attempt : attempt {
+    std::int64_t wanted = 0;
+    bool up_to = false;
+    std::vector<queue_tuple> taken;
+    dequeue_done done;
+  };
+
+  void check(const queue_tuple& e) const {
+    const auto& types = o_.component_types;
+    if (e.size() != types.size())
+      fail(error_code::invalid_argument, "queue '", name_, "': an element of ", e.size(), " components for its ", types.size());
+    for (std::size_t c = 0; c < e.size(); ++c) {
+      if (!e[c].valid()) fail(error_code::invalid_argument, "queue '", name_, "': component ", c, " has no tensor");
+      if (e[c].dtype() != types[c])
+        fail(error_code::invalid_argument, "queue '", name_, "': component ", c, " is ", e[c].dtype(), ", not ", types[c]);
+      if (!o_.shapes.empty() && !o_.shapes[c].accepts(e[c].shape()))
+        fail(error_code::invalid_argument, "queue '", name_, "': component ", c, " has shape ", e[c].shape(), ", not ",
+             o_.shapes[c]);
+    }
+  }
+  std::exception_ptr closed_error() const {
+    return std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "' is closed"));
+  }
+
+  // Registers a's cancellation (an already cancelled step fails it at once).
+  template <class A>
+  void watch(A& a, cancellation_manager* cancellation, std::vector<std::function<void()>>& calls) {
+    if (!cancellation) return;
+    a.cancellation = cancellation;
+    a.token = cancellation->register_callback([this, id = a.id] { cancel(id); });
+    if (a.token == 0) {
+      auto e = std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "': the step was cancelled"));
+      if constexpr (std::is_same_v<A, enqueue_attempt>) finish_enqueue(std::prev(enqueues_.end()), e, calls);
+      else finish_dequeue(std::prev(dequeues_.end()), e, calls);
+    }
+  }
+  void cancel(std::uint64_t id) {
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      auto e = std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "': the step was cancelled"));
+      for (auto it = enqueues_.begin(); it != enqueues_.end(); ++it)
+        if (it->id == id) {
+          it->token = 0;  // its callback is running: nothing to deregister
+          finish_enqueue(it, e, calls);
+          break;
+        }
+      for (auto it = dequeues_.begin(); it != dequeues_.end(); ++it)
+        if (it->id == id) {
+          it->token = 0;
+          finish_dequeue(it, e, calls);
+          break;
+        }
+      serve(calls);  // a dequeue's elements went back; an enqueue's place freed the line
+    }
+    for (auto& c : calls) c();
+  }
+
+  template <class It>
+  void release(It it) {
+    if (it->cancellation && it->token) it->cancellation->deregister(it->token);
+  }
+  // Ends an enqueue attempt (nullptr: all its elements are in).
+  void finish_enqueue(std::list<enqueue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
+    release(it);
+    calls.push_back([done = std::move(it->done), e] { done(e); });
+    enqueues_.erase(it);
+  }
+  // Ends a dequeue attempt: with its elements, or with an error (its elements go back).
+  void finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
+    release(it);
+    std::vector<queue_tuple> taken = std::move(it->taken);
+    if (e) {  // back in the order they came out (a priority queue orders them itself)
+      if (o_.kind == queue_options::order::priority)
+        for (auto& t : taken) put_back(std::move(t));
+      else
+        for (auto t = taken.rbegin(); t != taken.rend(); ++t) put_back(std::move(*t));
+      taken.clear();
+    }
+    calls.push_back([done = std::move(it->done), e, taken = std::move(taken)]() mutable { done(e, std::move(taken)); });
+    dequeues_.erase(it);
+  }
+
+  // Serves the attempts in order while any makes progress (the queue's lock held).
+  void serve(std::vector<std::function<void()>>& calls) {
+    for (bool progress = true; progress;) {
+      progress = false;
+      while (!enqueues_.empty()) {
+        auto it = enqueues_.begin();
+        while (!it->elements.empty() && (o_.capacity < 0 || count() < static_cast<std::size_t>(o_.capacity))) {
+          push(std::move(it->elements.front()));
+          it->elements.pop_front();
+          progress = true;
+        }
+        if (!it->elements.empty()) break;
+        finish_enqueue(it, nullptr, calls);
+      }
+      while (!dequeues_.empty()) {
+        auto it = dequeues_.begin();
+        while (static_cast<std::int64_t>(it->taken.size()) < it->wanted && available()) {
+          it->taken.push_back(pop());
+          progress = true;
+        }
+        if (static_cast<std::int64_t>(it->taken.size()) == it->wanted) {
+          finish_dequeue(it, nullptr, calls);
+          continue;
+        }
+        // Short. A closed queue gets no more: what is left (up_to), or the end of the input.
+        if (!closed_ || !enqueues_.empty()) break;
+        if (it->up_to && !it->taken.empty()) {
+          finish_dequeue(it, nullptr, calls);
+        } else {
+          const std::string why = "queue '" + name_ + "' is closed and has " + std::to_string(count() + it->taken.size()) +
+                                  " elements, fewer than the " + std::to_string(it->wanted) + " asked for";
+          finish_dequeue(it, std::make_exception_ptr(error(error_code::out_of_range, why)), calls);
+        }
+        progress = true;
+      }
+    }
+  }
+
+  // The order's storage.
+  std::size_t count() const { return o_.kind == queue_options::order::priority ? by_priority_.size() : elements_.size(); }
+  bool available() const {
+    if (count() == 0) return false;
+    if (o_.kind == queue_options::order::random_shuffle && !closed_)
+      return static_cast<std::int64_t>(count()) > o_.min_after_dequeue;
+    return true;
+  }
+  void push(queue_tuple e) {
+    if (o_.kind == queue_options::order::priority) {
+      const std::int64_t p = e[0].data<std::int64_t>()[0];
+      by_priority_.emplace(std::make_pair(p, ++next_seq_), std::move(e));
+    } else {
+      elements_.push_back(std::move(e));
+    }
+  }
+  queue_tuple pop() {
+    queue_tuple e;
+    switch (o_.kind) {
+      case queue_options::order::fifo:
+        e = std::move(elements_.front());
+        elements_.pop_front();
+        break;
+      case queue_options::order::random_shuffle: {
+        const auto i = static_cast<std::size_t>(random_() % elements_.size());
+        std::swap(elements_[i], elements_.back());
+        e = std::move(elements_.back());
+        elements_.pop_back();
+        break;
+      }
+      case queue_options::order::priority: {
+        auto first = by_priority_.begin();
+        e = std::move(first->second);
+        by_priority_.erase(first);
+        break;
+      }
+    }
+    return e;
+  }
+  // An element a failed dequeue had taken goes back where it will come out first (for a
+  // priority queue: before the others of its priority, after those put back before it).
+  void put_back(queue_tuple e) {
+    if (o_.kind == queue_options::order::priority) {
+      const std::int64_t p = e[0].data<std::int64_t>()[0];
+      by_priority_.emplace(std::make_pair(p, std::uint64_t{0}), std::move(e));  // before its equals
+    } else {
+      elements_.push_front(std::move(e));
+    }
+  }
+
+  std::string name_;
+  queue_options o_;
+  mutable std::mutex mutex_;
+  bool closed_ = false;
+  std::deque<queue_tuple> elements_;                                             // fifo, random_shuffle
+  std::multimap<std::pair<std::int64_t, std::uint64_t>, queue_tuple> by_priority_;  // priority: (priority, arrival)
+  std::uint64_t next_seq_ = 0;
+  std::mt19937_64 random_;
+  std::uint64_t next_id_ = 0;
+  std::list<enqueue_attempt> enqueues_;
+  std::list<dequeue_attempt> dequeues_;
+};
+
+}  // namespace weft
 // GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g), either with a placement.
 
 #include <map>
