@@ -311,3 +311,38 @@ TEST_CASE("queue: a producer and a consumer on two threads, a small capacity bet
   std::iota(want.begin(), want.end(), 0.0f);
   CHECK(got == want);
 }
+
+TEST_CASE("queue: enqueue_many splits a batch into elements, dequeue_many stacks them, padded for a padding queue") {
+  // Split: rows of each component, the same count for all.
+  const tensor xs = tensor::of<float>({3, 2}, {1, 2, 3, 4, 5, 6});
+  const tensor ys = tensor::of<std::int32_t>({3}, {7, 8, 9});
+  const auto el = unstack_elements({xs, ys}, "q");
+  REQUIRE(el.size() == 3);
+  CHECK(el[1][0].shape() == shape{2});
+  CHECK(el[1][0].to_vector<float>() == std::vector<float>{3, 4});
+  CHECK(el[2][1].shape() == shape{});
+  CHECK(el[2][1].scalar_value<std::int32_t>() == 9);
+  test::require_error([&] { unstack_elements({xs, tensor::of<std::int32_t>({2}, {1, 2})}, "q"); },
+                      {"queue 'q'", "have 3 and 2 rows (component 1, shape [2])"});
+  test::require_error([&] { unstack_elements({tensor::scalar(1.0f)}, "q"); }, {"component 0 needs a first dimension"});
+  // Stack: back to the batch.
+  const auto back = stack_elements(el, {dtype::float32, dtype::int32}, {}, false, "q");
+  CHECK(back[0].shape() == shape{3, 2});
+  CHECK(back[0].to_vector<float>() == xs.to_vector<float>());
+  CHECK(back[1].to_vector<std::int32_t>() == std::vector<std::int32_t>{7, 8, 9});
+  // Shapes that differ: an error, unless padded with zeros to the largest in each dimension.
+  std::vector<queue_tuple> ragged{{tensor::of<float>({1, 2}, {1, 2})}, {tensor::of<float>({2, 1}, {3, 4})}, {tensor::of<float>({0, 3}, {})}};
+  test::require_error([&] { stack_elements(ragged, {dtype::float32}, {}, false, "q"); },
+                      {"cannot batch component 0 of shapes [1,2] and [2,1]", "a padding queue pads them"});
+  const auto padded = stack_elements(ragged, {dtype::float32}, {}, true, "q");
+  CHECK(padded[0].shape() == shape{3, 2, 3});
+  // By hand: [[1,2,0],[0,0,0]], [[3,0,0],[4,0,0]], zeros.
+  CHECK(padded[0].to_vector<float>() == std::vector<float>{1, 2, 0, 0, 0, 0, 3, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0});
+  std::vector<queue_tuple> ranks{{tensor::of<float>({1}, {1})}, {tensor::of<float>({1, 1}, {2})}};
+  test::require_error([&] { stack_elements(ranks, {dtype::float32}, {}, true, "q"); }, {"padding needs one rank"});
+  // No elements: the queue's shapes, unknown dimensions as 0.
+  const auto empty = stack_elements({}, {dtype::float32, dtype::int64}, {partial_shape{2, 3}, partial_shape{-1}}, true, "q");
+  CHECK(empty[0].shape() == shape{0, 2, 3});
+  CHECK(empty[1].shape() == shape{0, 0});
+  CHECK(empty[1].dtype() == dtype::int64);
+}

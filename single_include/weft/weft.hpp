@@ -11853,7 +11853,10 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
 // while the queue is open only when more than min_after_dequeue remain); priority (the first
 // component an int64 scalar, the smallest first, ties in the order they came).
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -12164,6 +12167,90 @@ class queue {
   std::list<enqueue_attempt> enqueues_;
   std::list<dequeue_attempt> dequeues_;
 };
+
+// EnqueueMany's split: row i of every component as element i (views of the batch, no copy).
+// Every component needs a first dimension, the same for all.
+inline std::vector<queue_tuple> unstack_elements(const std::vector<tensor>& components, const std::string& queue_name) {
+  if (components.empty()) fail(error_code::invalid_argument, "queue '", queue_name, "': enqueue_many of no components");
+  std::int64_t n = -1;
+  for (std::size_t c = 0; c < components.size(); ++c) {
+    const tensor& t = components[c];
+    if (!t.valid() || t.rank() == 0)
+      fail(error_code::invalid_argument, "queue '", queue_name, "': enqueue_many's component ", c,
+           " needs a first dimension to split, got ", t.valid() ? t.shape() : shape{});
+    if (n >= 0 && t.shape()[0] != n)
+      fail(error_code::invalid_argument, "queue '", queue_name, "': enqueue_many's components have ", n, " and ",
+           t.shape()[0], " rows (component ", c, ", shape ", t.shape(), ")");
+    n = t.shape()[0];
+  }
+  std::vector<queue_tuple> out(static_cast<std::size_t>(n));
+  for (const tensor& t : components) {
+    const std::vector<std::int64_t> rest(t.shape().dims().begin() + 1, t.shape().dims().end());
+    for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)].push_back(t.slice(i, i + 1).reshape(shape(rest)));
+  }
+  return out;
+}
+
+// DequeueMany's batch: each component's elements stacked along a new first dimension. With
+// `pad` (PaddingFIFOQueue), elements of one rank and different sizes are padded with zeros
+// to the largest size in each dimension; without it their shapes must be equal. With no
+// elements, `shapes` gives each component's shape (unknown dimensions as 0).
+inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
+                                          const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name) {
+  std::vector<tensor> out;
+  const auto n = static_cast<std::int64_t>(elements.size());
+  for (std::size_t c = 0; c < types.size(); ++c) {
+    std::vector<std::int64_t> dims;
+    if (n == 0) {
+      if (c < shapes.size() && shapes[c].rank_known())
+        for (auto d : shapes[c].dims()) dims.push_back(std::max<std::int64_t>(d, 0));
+    } else {
+      dims = elements[0][c].shape().dims();
+      for (const auto& e : elements) {
+        const shape& s = e[c].shape();
+        if (s.rank() != static_cast<int>(dims.size()) || (!pad && s.dims() != dims))
+          fail(error_code::invalid_argument, "queue '", queue_name, "': cannot batch component ", c, " of shapes ",
+               elements[0][c].shape(), " and ", s, pad ? " (padding needs one rank)" : " (a padding queue pads them)");
+        for (std::size_t k = 0; k < dims.size(); ++k) dims[k] = std::max(dims[k], s[static_cast<int>(k)]);
+      }
+    }
+    std::vector<std::int64_t> batch_dims{n};
+    batch_dims.insert(batch_dims.end(), dims.begin(), dims.end());
+    tensor batch = tensor::zeros(types[c], shape(batch_dims));
+    const std::size_t width = size_of(types[c]);
+    const std::int64_t row_items = dims.empty() ? 1 : dims.back();
+    std::int64_t element_items = 1;
+    for (auto d : dims) element_items *= d;
+    auto* to = static_cast<std::byte*>(batch.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      const tensor& t = elements[static_cast<std::size_t>(i)][c];
+      const auto* from = static_cast<const std::byte*>(t.raw_data());
+      std::byte* base = to + static_cast<std::size_t>(i * element_items) * width;
+      if (t.shape().dims() == dims) {  // no padding: one copy
+        if (t.bytes()) std::memcpy(base, from, t.bytes());
+        continue;
+      }
+      // Row by row along the last dimension, each to its place in the padded layout.
+      const shape& s = t.shape();
+      const std::int64_t src_row = s.rank() ? s[s.rank() - 1] : 1, rows = s.rank() ? t.num_elements() / std::max<std::int64_t>(src_row, 1) : 1;
+      if (src_row == 0) continue;
+      std::vector<std::int64_t> index(dims.size() > 0 ? dims.size() - 1 : 0, 0);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::int64_t offset = 0;  // in items, within the padded element
+        for (std::size_t k = 0; k < index.size(); ++k) offset = offset * dims[k] + index[k];
+        offset *= row_items;
+        std::memcpy(base + static_cast<std::size_t>(offset) * width, from + static_cast<std::size_t>(r * src_row) * width,
+                    static_cast<std::size_t>(src_row) * width);
+        for (std::size_t k = index.size(); k-- > 0;) {  // the next row's index
+          if (++index[k] < s[static_cast<int>(k)]) break;
+          index[k] = 0;
+        }
+      }
+    }
+    out.push_back(std::move(batch));
+  }
+  return out;
+}
 
 }  // namespace weft
 // GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g), either with a placement.
