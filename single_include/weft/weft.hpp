@@ -8689,8 +8689,8 @@ inline int default_thread_count() {
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -9947,7 +9947,7 @@ class step final : rendezvous::receiver {
       w = &recv_waits_[static_cast<std::size_t>(token)];
     } else {
       std::lock_guard lock(loop_waits_mutex_);
-      w = &loop_waits_[static_cast<std::size_t>(token) - recv_waits_.size()];
+      w = loop_waits_[static_cast<std::size_t>(token) - recv_waits_.size()].get();
     }
     w->value = std::move(*value);
     hand_off(w->tn);  // to the Recv's device's thread
@@ -9976,9 +9976,9 @@ class step final : rendezvous::receiver {
     if (it == loop_wait_index_.end()) {
       if (!make) fail(error_code::internal, "a Recv in iteration ", tn.iter->number, " arrived without waiting");
       it = loop_wait_index_.emplace(key, static_cast<int>(loop_waits_.size())).first;
-      loop_waits_.emplace_back();
+      loop_waits_.push_back(std::make_unique<recv_wait>());
     }
-    return {&loop_waits_[static_cast<std::size_t>(it->second)], static_cast<int>(recv_waits_.size()) + it->second};
+    return {loop_waits_[static_cast<std::size_t>(it->second)].get(), static_cast<int>(recv_waits_.size()) + it->second};
   }
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
@@ -10444,7 +10444,7 @@ class step final : rendezvous::receiver {
   rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
   std::vector<recv_wait> recv_waits_;   // by transfer, in the root frame
   std::mutex loop_waits_mutex_;         // guards the two below
-  std::deque<recv_wait> loop_waits_;    // inside loops (a deque: each stays where it is)
+  std::vector<std::unique_ptr<recv_wait>> loop_waits_;  // inside loops (each stays where it is; none made for a step without)
   std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  // (transfer, iteration) -> its index
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn
@@ -10530,11 +10530,10 @@ inline void sort_nodes(executable& x) {
 }  // namespace detail
 
 // What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
-// simulated start and finish (seconds from the step's start), whether it runs inside a loop
-// (never a trigger), and how long a tensor takes from one device to another.
+// simulated start and finish (seconds from the step's start), and how long a tensor takes
+// from one device to another.
 struct recv_schedule {
   std::vector<double> start, finish;
-  std::vector<char> in_loop;
   std::function<double(int src, int port, int to_device)> transfer_seconds;
   double min_gain = 20e-6;  // a Recv is delayed only when it would take its value this much earlier
 };
@@ -10756,7 +10755,9 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     }
   }
 
-  // The control loops, and the control edge into each Recv inside a loop.
+  // The control loops (nodes of each partition's own graph), and the control edge into each
+  // Recv inside a loop.
+  std::vector<std::shared_ptr<graph>> own(parts);
   for (const auto& L : loops) {
     if (!spans(L)) continue;
     const passes::frame& info = frames.info(L.frame);
@@ -10764,10 +10765,9 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     trigger[static_cast<std::size_t>(L.home)] = now[static_cast<std::size_t>(L.merge)];
     for (int q = 0; q < static_cast<int>(parts); ++q) {
       if (q == L.home || !L.in[static_cast<std::size_t>(q)]) continue;
-      auto& x = *out[static_cast<std::size_t>(q)];
-      auto own = x.own_nodes ? std::const_pointer_cast<graph>(x.own_nodes) : std::make_shared<graph>();
-      x.own_nodes = own;
-      graph& g = *own;
+      auto& g_of_q = own[static_cast<std::size_t>(q)];
+      if (!g_of_q) out[static_cast<std::size_t>(q)]->own_nodes = g_of_q = std::make_shared<graph>();
+      graph& g = *g_of_q;
       const std::string prefix = "_control_loop/" + info.name + "/";
       const node& token = g.constant(tensor::scalar(true), prefix + "token");
       const node& enter = g.op("Enter", {token}, {{"frame_name", info.name}, {"is_constant", false}, {"parallel_iterations", info.parallel_iterations}},
@@ -10855,7 +10855,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
         if (latest - earliest < alap->min_gain) continue;
         int trigger = -1;
         for (int i = 0; i < count; ++i)
-          if (!is_feed(i) && part(i) == p && !alap->in_loop[static_cast<std::size_t>(i)] && stamp[static_cast<std::size_t>(i)] != round &&
+          if (!is_feed(i) && part(i) == p && frames.of(i) == 0 && stamp[static_cast<std::size_t>(i)] != round &&
               t(alap->finish, i) < latest && t(alap->finish, i) > earliest &&
               (trigger < 0 || t(alap->finish, i) > t(alap->finish, trigger)))
             trigger = i;
@@ -11260,7 +11260,7 @@ class session {
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
     if (recv_scheduling_ == session_options::recv_order::alap && cluster_.size() > 1) {
-      const auto alap = recv_schedule_of(*x, *g, costs, exec_of);
+      const auto alap = recv_schedule_of(*x, costs, exec_of);
       x->partitions = partition(*x, device_names_, lossy_, &alap);
     } else {
       x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
@@ -11269,19 +11269,15 @@ class session {
     return x;
   }
 
-  // The placement's simulated times by exec node (fed values at 0), the nodes inside loops,
-  // and the cluster's transfer times, for as-late-as-possible Recvs.
-  recv_schedule recv_schedule_of(const executable& x, const graph& g, const passes::cost_model& costs,
-                                 const std::vector<int>& exec_of) const {
+  // The placement's simulated times by exec node (fed values at 0) and the cluster's
+  // transfer times, for as-late-as-possible Recvs.
+  recv_schedule recv_schedule_of(const executable& x, const passes::cost_model& costs, const std::vector<int>& exec_of) const {
     recv_schedule r;
     const auto n = x.nodes.size();
-    r.start.assign(n, 0.0), r.finish.assign(n, 0.0), r.in_loop.assign(n, 0);
+    r.start.assign(n, 0.0), r.finish.assign(n, 0.0);
     for (const auto& p : x.placement->nodes)
       if (const int e = exec_of[static_cast<std::size_t>(p.node)]; e >= 0)
         r.start[static_cast<std::size_t>(e)] = p.start, r.finish[static_cast<std::size_t>(e)] = p.finish;
-    const passes::frame_map frames = passes::find_frames(g, false);
-    for (int id = 0; id < g.size(); ++id)
-      if (const int e = exec_of[static_cast<std::size_t>(id)]; e >= 0) r.in_loop[static_cast<std::size_t>(e)] = frames.of(id) != 0;
     r.transfer_seconds = [&x, &costs, this](int src, int port, int to) {
       const exec_node& u = x.nodes[static_cast<std::size_t>(src)];
       return cluster_.transfer_seconds(costs.output_bytes(output{u.def->id(), port}), u.device, to);
@@ -11369,13 +11365,7 @@ class session {
     passes::link_spec link;
     if (copying) {
       const tensor from = tensor::filled(shape{std::int64_t{1} << 20}, 1.0f);
-      double best = 1e9;
-      for (int k = 0; k < 3; ++k) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const tensor copy = receiver.copy_from_host(from);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      link.bytes_per_second = 4.0 * (1 << 20) / best;
+      link.bytes_per_second = 4.0 * (1 << 20) / best_seconds(3, [&] { receiver.copy_from_host(from); });
     } else {
       link.bytes_per_second = std::numeric_limits<double>::infinity();
     }
@@ -11402,12 +11392,7 @@ class session {
         for (int longer = 0; longer < 2; ++longer) {
           const node& end = *ends[crossing][longer];
           probe.run(feeds, {end});
-          best[crossing][longer] = 1e9;
-          for (int k = 0; k < 11; ++k) {
-            const auto t0 = std::chrono::steady_clock::now();
-            probe.run(feeds, {end});
-            best[crossing][longer] = std::min(best[crossing][longer], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-          }
+          best[crossing][longer] = best_seconds(11, [&] { probe.run(feeds, {end}); });
         }
       const double extra = (best[1][1] - best[0][1]) - (best[1][0] - best[0][0]);
       link.latency_seconds = std::max(extra / 64, 1e-7);
@@ -11415,6 +11400,17 @@ class session {
       // Keep the default latency: a probe that cannot run says nothing of the link.
     }
     return link;
+  }
+  // The shortest of `runs` calls of f, in seconds (the session's probes of its devices).
+  template <class F>
+  static double best_seconds(int runs, F&& f) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int k = 0; k < runs; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
   }
   // A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
   // (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
@@ -11437,13 +11433,7 @@ class session {
       session probe(g, o);
       auto best = [&](const node& n) {
         probe.run({}, {n});
-        double t = 1e9;
-        for (int k = 0; k < 3; ++k) {
-          const auto t0 = std::chrono::steady_clock::now();
-          probe.run({}, {n});
-          t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        }
-        return t;
+        return best_seconds(3, [&] { probe.run({}, {n}); });
       };
       spec.flops_per_second = 2.0 * 256 * 256 * 256 / best(product);
       spec.memory_bytes_per_second = 2.0 * 4 * (1 << 20) / best(negated);

@@ -28,8 +28,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -504,7 +504,7 @@ class step final : rendezvous::receiver {
       w = &recv_waits_[static_cast<std::size_t>(token)];
     } else {
       std::lock_guard lock(loop_waits_mutex_);
-      w = &loop_waits_[static_cast<std::size_t>(token) - recv_waits_.size()];
+      w = loop_waits_[static_cast<std::size_t>(token) - recv_waits_.size()].get();
     }
     w->value = std::move(*value);
     hand_off(w->tn);  // to the Recv's device's thread
@@ -533,9 +533,9 @@ class step final : rendezvous::receiver {
     if (it == loop_wait_index_.end()) {
       if (!make) fail(error_code::internal, "a Recv in iteration ", tn.iter->number, " arrived without waiting");
       it = loop_wait_index_.emplace(key, static_cast<int>(loop_waits_.size())).first;
-      loop_waits_.emplace_back();
+      loop_waits_.push_back(std::make_unique<recv_wait>());
     }
-    return {&loop_waits_[static_cast<std::size_t>(it->second)], static_cast<int>(recv_waits_.size()) + it->second};
+    return {loop_waits_[static_cast<std::size_t>(it->second)].get(), static_cast<int>(recv_waits_.size()) + it->second};
   }
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
@@ -1001,7 +1001,7 @@ class step final : rendezvous::receiver {
   rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
   std::vector<recv_wait> recv_waits_;   // by transfer, in the root frame
   std::mutex loop_waits_mutex_;         // guards the two below
-  std::deque<recv_wait> loop_waits_;    // inside loops (a deque: each stays where it is)
+  std::vector<std::unique_ptr<recv_wait>> loop_waits_;  // inside loops (each stays where it is; none made for a step without)
   std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  // (transfer, iteration) -> its index
   std::mutex large_mutex_;
   bool large_running_ = false;                // a large node holds the turn

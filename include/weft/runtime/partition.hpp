@@ -77,11 +77,10 @@ inline void sort_nodes(executable& x) {
 }  // namespace detail
 
 // What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
-// simulated start and finish (seconds from the step's start), whether it runs inside a loop
-// (never a trigger), and how long a tensor takes from one device to another.
+// simulated start and finish (seconds from the step's start), and how long a tensor takes
+// from one device to another.
 struct recv_schedule {
   std::vector<double> start, finish;
-  std::vector<char> in_loop;
   std::function<double(int src, int port, int to_device)> transfer_seconds;
   double min_gain = 20e-6;  // a Recv is delayed only when it would take its value this much earlier
 };
@@ -303,7 +302,9 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     }
   }
 
-  // The control loops, and the control edge into each Recv inside a loop.
+  // The control loops (nodes of each partition's own graph), and the control edge into each
+  // Recv inside a loop.
+  std::vector<std::shared_ptr<graph>> own(parts);
   for (const auto& L : loops) {
     if (!spans(L)) continue;
     const passes::frame& info = frames.info(L.frame);
@@ -311,10 +312,9 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
     trigger[static_cast<std::size_t>(L.home)] = now[static_cast<std::size_t>(L.merge)];
     for (int q = 0; q < static_cast<int>(parts); ++q) {
       if (q == L.home || !L.in[static_cast<std::size_t>(q)]) continue;
-      auto& x = *out[static_cast<std::size_t>(q)];
-      auto own = x.own_nodes ? std::const_pointer_cast<graph>(x.own_nodes) : std::make_shared<graph>();
-      x.own_nodes = own;
-      graph& g = *own;
+      auto& g_of_q = own[static_cast<std::size_t>(q)];
+      if (!g_of_q) out[static_cast<std::size_t>(q)]->own_nodes = g_of_q = std::make_shared<graph>();
+      graph& g = *g_of_q;
       const std::string prefix = "_control_loop/" + info.name + "/";
       const node& token = g.constant(tensor::scalar(true), prefix + "token");
       const node& enter = g.op("Enter", {token}, {{"frame_name", info.name}, {"is_constant", false}, {"parallel_iterations", info.parallel_iterations}},
@@ -402,7 +402,7 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
         if (latest - earliest < alap->min_gain) continue;
         int trigger = -1;
         for (int i = 0; i < count; ++i)
-          if (!is_feed(i) && part(i) == p && !alap->in_loop[static_cast<std::size_t>(i)] && stamp[static_cast<std::size_t>(i)] != round &&
+          if (!is_feed(i) && part(i) == p && frames.of(i) == 0 && stamp[static_cast<std::size_t>(i)] != round &&
               t(alap->finish, i) < latest && t(alap->finish, i) > earliest &&
               (trigger < 0 || t(alap->finish, i) > t(alap->finish, trigger)))
             trigger = i;

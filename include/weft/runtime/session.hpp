@@ -418,7 +418,7 @@ class session {
     x->num_fetches = static_cast<int>(fetched.size());
     x->feeds = std::move(fed);
     if (recv_scheduling_ == session_options::recv_order::alap && cluster_.size() > 1) {
-      const auto alap = recv_schedule_of(*x, *g, costs, exec_of);
+      const auto alap = recv_schedule_of(*x, costs, exec_of);
       x->partitions = partition(*x, device_names_, lossy_, &alap);
     } else {
       x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
@@ -427,19 +427,15 @@ class session {
     return x;
   }
 
-  // The placement's simulated times by exec node (fed values at 0), the nodes inside loops,
-  // and the cluster's transfer times, for as-late-as-possible Recvs.
-  recv_schedule recv_schedule_of(const executable& x, const graph& g, const passes::cost_model& costs,
-                                 const std::vector<int>& exec_of) const {
+  // The placement's simulated times by exec node (fed values at 0) and the cluster's
+  // transfer times, for as-late-as-possible Recvs.
+  recv_schedule recv_schedule_of(const executable& x, const passes::cost_model& costs, const std::vector<int>& exec_of) const {
     recv_schedule r;
     const auto n = x.nodes.size();
-    r.start.assign(n, 0.0), r.finish.assign(n, 0.0), r.in_loop.assign(n, 0);
+    r.start.assign(n, 0.0), r.finish.assign(n, 0.0);
     for (const auto& p : x.placement->nodes)
       if (const int e = exec_of[static_cast<std::size_t>(p.node)]; e >= 0)
         r.start[static_cast<std::size_t>(e)] = p.start, r.finish[static_cast<std::size_t>(e)] = p.finish;
-    const passes::frame_map frames = passes::find_frames(g, false);
-    for (int id = 0; id < g.size(); ++id)
-      if (const int e = exec_of[static_cast<std::size_t>(id)]; e >= 0) r.in_loop[static_cast<std::size_t>(e)] = frames.of(id) != 0;
     r.transfer_seconds = [&x, &costs, this](int src, int port, int to) {
       const exec_node& u = x.nodes[static_cast<std::size_t>(src)];
       return cluster_.transfer_seconds(costs.output_bytes(output{u.def->id(), port}), u.device, to);
@@ -527,13 +523,7 @@ class session {
     passes::link_spec link;
     if (copying) {
       const tensor from = tensor::filled(shape{std::int64_t{1} << 20}, 1.0f);
-      double best = 1e9;
-      for (int k = 0; k < 3; ++k) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const tensor copy = receiver.copy_from_host(from);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      link.bytes_per_second = 4.0 * (1 << 20) / best;
+      link.bytes_per_second = 4.0 * (1 << 20) / best_seconds(3, [&] { receiver.copy_from_host(from); });
     } else {
       link.bytes_per_second = std::numeric_limits<double>::infinity();
     }
@@ -560,12 +550,7 @@ class session {
         for (int longer = 0; longer < 2; ++longer) {
           const node& end = *ends[crossing][longer];
           probe.run(feeds, {end});
-          best[crossing][longer] = 1e9;
-          for (int k = 0; k < 11; ++k) {
-            const auto t0 = std::chrono::steady_clock::now();
-            probe.run(feeds, {end});
-            best[crossing][longer] = std::min(best[crossing][longer], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-          }
+          best[crossing][longer] = best_seconds(11, [&] { probe.run(feeds, {end}); });
         }
       const double extra = (best[1][1] - best[0][1]) - (best[1][0] - best[0][0]);
       link.latency_seconds = std::max(extra / 64, 1e-7);
@@ -573,6 +558,17 @@ class session {
       // Keep the default latency: a probe that cannot run says nothing of the link.
     }
     return link;
+  }
+  // The shortest of `runs` calls of f, in seconds (the session's probes of its devices).
+  template <class F>
+  static double best_seconds(int runs, F&& f) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int k = 0; k < runs; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
   }
   // A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
   // (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
@@ -595,13 +591,7 @@ class session {
       session probe(g, o);
       auto best = [&](const node& n) {
         probe.run({}, {n});
-        double t = 1e9;
-        for (int k = 0; k < 3; ++k) {
-          const auto t0 = std::chrono::steady_clock::now();
-          probe.run({}, {n});
-          t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        }
-        return t;
+        return best_seconds(3, [&] { probe.run({}, {n}); });
       };
       spec.flops_per_second = 2.0 * 256 * 256 * 256 / best(product);
       spec.memory_bytes_per_second = 2.0 * 4 * (1 << 20) / best(negated);
