@@ -148,7 +148,7 @@ TEST_CASE("checkpoint: a saver keeps the last N files and restores all variables
 TEST_CASE("checkpoint: Save and Restore ops write and read a file as graph nodes", "[checkpoint]") {
   temp_dir d("weft_ckpt_ops_test");
   graph g;
-  auto name = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("name")).out(0);
+  auto name = g.placeholder(dtype::string, partial_shape({}), node_options("name")).out(0);
   auto a = g.constant(tensor::of<float>({2, 2}, {1, 2, 3, 4})).out(0);
   auto b = g.constant(tensor::scalar(std::int32_t{7})).out(0);
   auto e = g.constant(tensor(dtype::float64, shape{0, 3})).out(0);
@@ -180,13 +180,16 @@ TEST_CASE("checkpoint: Save and Restore ops write and read a file as graph nodes
   write_checkpoint(d.path / "other.ckpt", {{"a", tensor::of<float>({2, 2}, {0, 0, 0, 0})}, {"b", tensor::scalar(1.0)}});
   require_error([&] { s.run({{name, cpu::filename_tensor(d.path / "other.ckpt")}}, {ra}); },
                 {"node 'restore' (Restore)", "holds 'b' as float64[], but the variable is int32[]"});
-  require_error([&] { s.run({{name, tensor(dtype::uint8, shape{0})}}, {}, {std::string("save")}); }, {"node 'save' (Save)", "non-empty path"});
+  require_error([&] { s.run({{name, tensor::scalar("")}}, {}, {std::string("save")}); }, {"node 'save' (Save)", "non-empty path"});
   // Build-time checks: names against tensors, repeated names, the file name's rank.
   require_error([&] { g.op("Save", {name, a, b}, {{"tensor_names", std::vector<std::string>{"a"}}}); },
                 {"Save", "1 tensor_names for 2 tensors"});
   require_error([&] { g.op("Save", {name, a, b}, {{"tensor_names", std::vector<std::string>{"a", "a"}}}); },
                 {"Save", "distinct and non-empty", "'a'"});
-  auto scalar_name = g.constant(tensor::scalar(std::uint8_t{65})).out(0);
-  require_error([&] { g.op("Save", {scalar_name, a}, {{"tensor_names", std::vector<std::string>{"a"}}}); },
-                {"Save", "filename (the path's bytes) must have rank 1"});
+  auto names = g.constant(tensor::from_vector(std::vector<std::string>{"a", "b"})).out(0);
+  require_error([&] { g.op("Save", {names, a}, {{"tensor_names", std::vector<std::string>{"a"}}}); },
+                {"Save", "filename must have rank 0"});
+  auto bytes = g.constant(tensor::scalar(std::uint8_t{65})).out(0);
+  require_error([&] { g.op("Save", {bytes, a}, {{"tensor_names", std::vector<std::string>{"a"}}}); },
+                {"Save", "input 0 'filename' has dtype uint8 but the op requires string"});
 }

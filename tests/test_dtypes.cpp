@@ -70,9 +70,7 @@ TEST_CASE("every op has a CPU kernel for every dtype its definition admits") {
       CHECK(kernels.has(name, "CPU", {}));
       continue;
     }
-    std::vector<dtype> types = t->allowed;
-    if (types.empty())
-      for (int i = 1; i < dtype_count; ++i) types.push_back(static_cast<dtype>(i));
+    std::vector<dtype> types = t->admitted();
     for (dtype d : types) {
       INFO("T=" << d);
       CHECK(kernels.has(name, "CPU", {"T", d}));
@@ -422,8 +420,8 @@ TEST_CASE("Cast converts between every pair of dtypes") {
   graph g;
   auto& x = g.constant(tensor::from_vector(std::vector<double>{0, 1, 2, 100}));
   int pairs = 0;
-  for (int i = 1; i < dtype_count; ++i)
-    for (int j = 1; j < dtype_count; ++j) {
+  for (int i = 1; i < plain_dtype_count; ++i)
+    for (int j = 1; j < plain_dtype_count; ++j) {
       auto from = static_cast<dtype>(i), to = static_cast<dtype>(j);
       INFO(from << " to " << to);
       auto& a = g.op("Cast", {x}, {{"DstT", from}});

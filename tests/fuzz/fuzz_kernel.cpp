@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string& op = c.one_of(names);
   dtype t = dtype::float32;
   if (const attr_def* a = op_registry::global().find(op)->find_attr("T"); a && a->kind == attr_kind::type)
-    t = a->allowed.empty() ? static_cast<dtype>(1 + c.pick(dtype_count - 1)) : c.one_of(a->allowed);
+    t = c.one_of(a->admitted());
   const test::op_result r = test::run_op(op, t, c);
   if (!r.changed_inputs.empty()) {
     std::fprintf(stderr, "%s (T=%s) changed its input %s\n", op.c_str(), std::string(name(t)).c_str(), r.changed_inputs[0].c_str());

@@ -92,6 +92,11 @@ template <class F>
 tensor tensor_of_values(dtype type, std::vector<std::int64_t> dims, F&& value) {
   tensor t = tensor::zeros(type, shape(std::move(dims)));
   const std::int64_t n = t.num_elements();
+  if (type == dtype::string) {  // the value's decimal digits
+    std::string* p = t.data<std::string>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = std::to_string(value(i));
+    return t;
+  }
   dispatcher<all_types>::run(
       type,
       [&](auto tag) {
@@ -265,10 +270,14 @@ inline op_result run_op(std::string_view op, dtype t, choices& c) {
   } catch (const error& e) {
     result.error = e.what();
   }
-  for (std::size_t i = 0; i < values.size(); ++i)
-    if (values[i].bytes() != before[i].bytes() ||
-        (values[i].bytes() && std::memcmp(values[i].raw_data(), before[i].raw_data(), values[i].bytes()) != 0))
-      result.changed_inputs.push_back(std::to_string(i));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    bool same = values[i].bytes() == before[i].bytes();
+    if (same && values[i].dtype() == dtype::string)  // the elements, not the std::string objects
+      same = values[i].to_vector<std::string>() == before[i].to_vector<std::string>();
+    else if (same && values[i].bytes())
+      same = std::memcmp(values[i].raw_data(), before[i].raw_data(), values[i].bytes()) == 0;
+    if (!same) result.changed_inputs.push_back(std::to_string(i));
+  }
   return result;
 }
 

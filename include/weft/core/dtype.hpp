@@ -1,5 +1,6 @@
 // dtype: the element types of the whitepaper (§2) and their C++ counterparts.
-// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex.
+// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex;
+// string (TensorFlow's variable-length byte strings) is std::string, host memory only.
 #pragma once
 
 #include <Eigen/Core>
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -32,9 +34,14 @@ enum class dtype : std::uint8_t {
   float64,
   complex64,
   complex128,
+  string,
 };
 
-inline constexpr int dtype_count = 16;
+// Every dtype code is below dtype_count. The fixed-size element types (bool and the numbers)
+// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
+// strings too ("any type"); string is the one code past them.
+inline constexpr int dtype_count = 17;
+inline constexpr int plain_dtype_count = 16;
 
 using half = Eigen::half;
 using bfloat16 = Eigen::bfloat16;
@@ -59,6 +66,7 @@ inline constexpr std::string_view name(dtype t) noexcept {
     case dtype::float64: return "float64";
     case dtype::complex64: return "complex64";
     case dtype::complex128: return "complex128";
+    case dtype::string: return "string";
   }
   return "invalid";
 }
@@ -89,6 +97,7 @@ inline constexpr std::size_t size_of(dtype t) noexcept {
     case dtype::float64:
     case dtype::complex64: return 8;
     case dtype::complex128: return 16;
+    case dtype::string: return sizeof(std::string);  // an element is a std::string object
     case dtype::invalid: return 0;
   }
   return 0;
@@ -102,6 +111,10 @@ inline constexpr bool is_complex(dtype t) noexcept {
 }
 inline constexpr bool is_integer(dtype t) noexcept {
   return t >= dtype::int8 && t <= dtype::uint64;
+}
+// Bool and the numbers: elements that are plain bytes, copied by memcpy (string's are not).
+inline constexpr bool is_plain(dtype t) noexcept {
+  return t != dtype::invalid && static_cast<int>(t) < plain_dtype_count;
 }
 
 template <class T> struct dtype_traits;  // undefined: T is not a weft element type
@@ -124,6 +137,7 @@ WEFT_DETAIL_DTYPE(float, float32);
 WEFT_DETAIL_DTYPE(double, float64);
 WEFT_DETAIL_DTYPE(complex64, complex64);
 WEFT_DETAIL_DTYPE(complex128, complex128);
+WEFT_DETAIL_DTYPE(std::string, string);
 #undef WEFT_DETAIL_DTYPE
 
 template <class T>

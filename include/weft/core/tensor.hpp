@@ -5,6 +5,8 @@
 // (data, flat, to_vector, copy, debug_string) read host memory.
 // Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
 // which is what makes sharing by reference count safe across concurrent steps.
+// A string tensor's buffer holds std::string objects (host memory only): made empty with the
+// buffer, destroyed with it, copied element by element; its bytes are never memcpy'd.
 #pragma once
 
 #include <atomic>
@@ -50,6 +52,7 @@ struct alignas(buffer_alignment) buffer {
   allocator* alloc = nullptr;
   std::size_t bytes = 0;
   void* data = nullptr;
+  std::size_t strings = 0;      // std::string objects constructed in data (a string tensor's)
   buffer* next_free = nullptr;  // in a thread's cache of free headers
 
   static buffer* create(allocator& alloc, std::size_t bytes) {
@@ -63,11 +66,23 @@ struct alignas(buffer_alignment) buffer {
     b->refs.store(1, std::memory_order_relaxed);
     b->alloc = &alloc;
     b->bytes = bytes;
+    b->strings = 0;
     return b;
+  }
+  // Constructs n empty strings in data (which holds room for them); noexcept: an empty
+  // std::string allocates nothing.
+  void construct_strings(std::size_t n) noexcept {
+    auto* p = static_cast<std::string*>(data);
+    for (std::size_t i = 0; i < n; ++i) new (p + i) std::string();
+    strings = n;
   }
   void ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
   void unref() noexcept {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (strings) {
+        auto* p = static_cast<std::string*>(data);
+        for (std::size_t i = 0; i < strings; ++i) p[i].~basic_string();
+      }
       alloc->deallocate(data, bytes);
       give_header(this);
     }
@@ -112,17 +127,35 @@ struct alignas(buffer_alignment) buffer {
 
 }  // namespace detail
 
+// Copies `bytes` bytes of elements of dtype t from src to dst (apart): memcpy for the plain
+// dtypes, element by element for strings (std::string objects are never copied as bytes).
+// The data-movement kernels that admit strings (ConcatV2, Split, Slice, Tile, GatherV2) and
+// the queues' batches copy through it.
+inline void copy_element_bytes(void* dst, const void* src, std::size_t bytes, dtype t) {
+  if (t == dtype::string) {
+    auto* to = static_cast<std::string*>(dst);
+    const auto* from = static_cast<const std::string*>(src);
+    for (std::size_t i = 0, n = bytes / sizeof(std::string); i < n; ++i) to[i] = from[i];
+  } else if (bytes) {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 class tensor {
  public:
   tensor() = default;
 
   // An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
-  // callers fill it before anyone else sees it.
+  // callers fill it before anyone else sees it. A string tensor's elements are empty
+  // strings, and its allocator must be of host memory.
   tensor(weft::dtype type, weft::shape s, allocator& alloc = cpu_allocator::global())
       : dtype_(type), shape_(std::move(s)) {
     if (type == weft::dtype::invalid) fail(error_code::invalid_argument, "tensor: invalid dtype");
+    if (type == weft::dtype::string && alloc.space() != weft::memory_space::host)
+      fail(error_code::invalid_argument, "tensor: a string tensor lives in host memory, not ", to_string(alloc.space()), " memory");
     buf_ = detail::buffer::create(alloc, checked_byte_size(shape_.num_elements(), size_of(type), "tensor"));
     data_ = buf_->data;
+    if (type == weft::dtype::string) buf_->construct_strings(static_cast<std::size_t>(shape_.num_elements()));
   }
 
   tensor(const tensor& o) noexcept : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), data_(o.data_) {
@@ -186,6 +219,12 @@ class tensor {
     *t.data<T>() = value;
     return t;
   }
+  // A string scalar (tensor::scalar("path") or from a std::string).
+  static tensor scalar(std::string_view value) {
+    tensor t(weft::dtype::string, weft::shape{});
+    t.data<std::string>()->assign(value);
+    return t;
+  }
   template <element T>
   static tensor filled(weft::shape s, T value) {
     tensor t(dtype_of<T>, std::move(s));
@@ -193,9 +232,10 @@ class tensor {
     for (std::int64_t i = 0, n = t.num_elements(); i < n; ++i) out[i] = value;
     return t;
   }
+  // Zeros (empty strings for a string tensor).
   static tensor zeros(weft::dtype type, shape s) {
     tensor t(type, std::move(s));
-    if (t.bytes()) std::memset(t.raw_data(), 0, t.bytes());
+    if (type != weft::dtype::string && t.bytes()) std::memset(t.raw_data(), 0, t.bytes());
     return t;
   }
 
@@ -267,7 +307,7 @@ class tensor {
   // A deep copy with its own buffer.
   tensor copy(allocator& alloc = cpu_allocator::global()) const {
     tensor t(dtype_, shape_, alloc);
-    if (bytes()) std::memcpy(t.data_, data_, bytes());
+    copy_element_bytes(t.data_, data_, bytes(), dtype_);
     return t;
   }
 
@@ -287,6 +327,22 @@ class tensor {
 };
 
 namespace detail {
+// A string as a C++ literal would write it: quoted, with quotes, backslashes and bytes
+// outside printable ASCII escaped (\n, \t, \xHH), the first 64 bytes of a longer one.
+inline void print_string(std::ostream& out, const std::string& s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out << '"';
+  for (std::size_t i = 0; i < s.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') out << '\\' << s[i];
+    else if (c == '\n') out << "\\n";
+    else if (c == '\t') out << "\\t";
+    else if (c < 0x20 || c >= 0x7f) out << "\\x" << hex[c >> 4] << hex[c & 15];
+    else out << s[i];
+  }
+  out << (s.size() > 64 ? "\"..." : "\"");
+}
+
 template <class T>
 void print_value(std::ostream& out, const T& v) {
   if constexpr (std::is_same_v<T, bool>)
@@ -295,6 +351,8 @@ void print_value(std::ostream& out, const T& v) {
     out << static_cast<float>(v);
   else if constexpr (sizeof(T) == 1)
     out << static_cast<int>(v);
+  else if constexpr (std::is_same_v<T, std::string>)
+    print_string(out, v);
   else
     out << v;
 }
@@ -304,7 +362,8 @@ inline std::string tensor::debug_string(std::int64_t max_values) const {
   std::ostringstream out;
   if (!valid()) return "tensor<invalid>";
   out << "tensor<" << dtype_ << shape_ << ">{";
-  dispatcher<all_types>::run(
+  dispatcher<type_list<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t,
+                       std::uint32_t, std::uint64_t, half, bfloat16, float, double, complex64, complex128, std::string>>::run(
       dtype_,
       [&](auto tag) {
         using T = typename decltype(tag)::type;

@@ -2,6 +2,7 @@
 // int, float, bool, string, dtype, shape, tensor, and lists of int, float, dtype, shape, string.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -65,6 +66,10 @@ class attr_value {
     if (auto* ta = std::get_if<tensor>(&a.v_)) {
       const tensor& tb = std::get<tensor>(b.v_);
       if (ta->dtype() != tb.dtype() || ta->shape() != tb.shape()) return false;
+      if (ta->dtype() == dtype::string) {
+        const auto x = ta->flat<std::string>(), y = tb.flat<std::string>();
+        return std::equal(x.begin(), x.end(), y.begin());
+      }
       return ta->bytes() == 0 || std::memcmp(ta->raw_data(), tb.raw_data(), ta->bytes()) == 0;
     }
     return std::visit(

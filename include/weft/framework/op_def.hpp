@@ -40,7 +40,21 @@ struct attr_def {
   std::string name;
   attr_kind kind = attr_kind::integer;
   std::optional<attr_value> default_value;
-  std::vector<dtype> allowed;  // for type attrs: empty means any
+  std::vector<dtype> allowed;  // for type attrs: empty means any plain dtype (bool, the numbers)
+  bool admits_string = false;  // "T: any type": string too, besides any plain dtype
+
+  // The dtypes this type attr admits.
+  std::vector<dtype> admitted() const {
+    if (!allowed.empty()) return allowed;
+    std::vector<dtype> all;
+    for (int i = 1; i < plain_dtype_count; ++i) all.push_back(static_cast<dtype>(i));
+    if (admits_string) all.push_back(dtype::string);
+    return all;
+  }
+  bool admits(dtype t) const {
+    if (!allowed.empty()) return std::find(allowed.begin(), allowed.end(), t) != allowed.end();
+    return is_plain(t) || (admits_string && t == dtype::string);
+  }
 };
 
 class shape_context;
@@ -179,6 +193,18 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
         if (ok) return attr_value(std::move(v));
       }
       break;
+    case attr_kind::real_list:  // only empty: "[]"
+      if (s == "[]") return attr_value(std::vector<double>{});
+      break;
+    case attr_kind::type_list:
+      if (s == "[]") return attr_value(std::vector<dtype>{});
+      break;
+    case attr_kind::shape_list:
+      if (s == "[]") return attr_value(std::vector<partial_shape>{});
+      break;
+    case attr_kind::string_list:
+      if (s == "[]") return attr_value(std::vector<std::string>{});
+      break;
     default: break;
   }
   fail(error_code::invalid_argument, "op_def ", op, ": cannot parse default '", text, "' for a ", name(kind),
@@ -197,7 +223,10 @@ inline attr_def parse_attr(std::string_view op, std::string_view spec) {
     deflt = trim(rest.substr(eq + 1));
     rest = trim(rest.substr(0, eq));
   }
-  if (rest.starts_with("{")) {
+  if (rest == "any type") {  // every dtype, string included
+    a.kind = attr_kind::type;
+    a.admits_string = true;
+  } else if (rest.starts_with("{")) {
     a.kind = attr_kind::type;
     auto body = rest.substr(1, rest.size() - 2);
     while (!body.empty()) {

@@ -353,14 +353,15 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
       attrs.set(ad.name, *ad.default_value);
       v = attrs.find(ad.name);
     }
-    if (!ad.allowed.empty()) {
-      dtype t = *v->get_if<dtype>();
-      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
-        std::ostringstream allowed;
-        for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
-        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", t, " is not supported (allowed: ",
-             allowed.str(), ")");
-      }
+    const dtype* t = ad.kind == attr_kind::type ? v->get_if<dtype>() : nullptr;
+    if (t && !ad.admits(*t)) {
+      if (ad.allowed.empty())
+        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", *t, " is not supported (", def->name,
+             " takes no strings)");
+      std::ostringstream allowed;
+      for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
+      fail(error_code::invalid_argument, who, ": ", ad.name, " = ", *t, " is not supported (allowed: ", allowed.str(),
+           ")");
     }
   }
   std::vector<dtype> out_types;

@@ -130,7 +130,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("tensor: T")
                      .input("shape: Tshape")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Tshape: {int32, int64}")
                      .cheap()
                      .shape_fn([](shape_context& c) {
@@ -191,7 +191,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("axis: Tidx")
                      .output("output: T")
                      .attr("N: int")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Tidx: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        int n = c.num_inputs() - 1;
@@ -233,7 +233,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("value: T")
                      .output("output: num_split * T")
                      .attr("num_split: int")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .shape_fn([](shape_context& c) {
                        auto k = c.attr<std::int64_t>("num_split");
                        if (k < 1) c.fail("num_split must be at least 1, got ", k);
@@ -254,7 +254,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("begin: Index")
                      .input("size: Index")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Index: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        require_rank(c, 1, 1, "begin");
@@ -313,7 +313,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("input: T")
                      .input("multiples: Tmultiples")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Tmultiples: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        auto m = constant_ints(c, 1);
@@ -334,7 +334,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("indices: Tindices")
                      .input("axis: Taxis")
                      .output("output: Tparams")
-                     .attr("Tparams: type")
+                     .attr("Tparams: any type")
                      .attr("Tindices: {int32, int64}")
                      .attr("Taxis: {int32, int64}")
                      .shape_fn([](shape_context& c) {
@@ -398,19 +398,19 @@ inline std::vector<op_def> array_op_defs() {
   defs.push_back(op_def_builder("Shape")
                      .input("input: T")
                      .output("output: out_type")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("out_type: {int32, int64} = int32")
                      .cheap()
                      .shape_fn([](shape_context& c) {
                        c.set_output(0, partial_shape{c.input(0).rank_known() ? c.input(0).rank() : unknown_dim});
                      })
                      .build());
-  defs.push_back(op_def_builder("Rank").input("input: T").output("output: int32").attr("T: type").cheap()
+  defs.push_back(op_def_builder("Rank").input("input: T").output("output: int32").attr("T: any type").cheap()
                      .shape_fn(scalar_shape).build());
   defs.push_back(op_def_builder("Size")
                      .input("input: T")
                      .output("output: out_type")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("out_type: {int32, int64} = int32")
                      .cheap()
                      .shape_fn(scalar_shape)

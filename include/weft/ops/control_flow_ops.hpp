@@ -54,7 +54,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .input("pred: bool")
                      .output("output_false: T")
                      .output("output_true: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .cheap()
                      .shape_fn([](shape_context& c) {
                        require_rank(c, 1, 0, "pred");
@@ -67,7 +67,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .input("inputs: N * T")
                      .output("output: T")
                      .output("value_index: int32")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("N: int")
                      .cheap()
                      .shape_fn([](shape_context& c) {
@@ -82,7 +82,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .control_flow(flow::enter)
                      .input("data: T")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("frame_name: string")
                      .attr("is_constant: bool = false")
                      .attr("parallel_iterations: int = 10")
@@ -95,7 +95,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      })
                      .build());
   for (const char* name : {"Exit", "NextIteration"})
-    defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: type").cheap()
+    defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: any type").cheap()
                        .control_flow(std::string_view(name) == "Exit" ? flow::exit : flow::next_iteration)
                        .shape_fn([](shape_context& c) { c.set_output_same_as_input(); })
                        .build());

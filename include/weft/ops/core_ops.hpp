@@ -30,7 +30,7 @@ inline std::vector<op_def> core_op_defs() {
                      .constant()
                      .output("output: dtype")
                      .attr("value: tensor")
-                     .attr("dtype: type")
+                     .attr("dtype: any type")
                      .cheap()
                      .shape_fn([](shape_context& c) {
                        const auto& v = c.attr<tensor>("value");
@@ -42,12 +42,12 @@ inline std::vector<op_def> core_op_defs() {
   defs.push_back(op_def_builder("Placeholder")
                      .feed()
                      .output("output: dtype")
-                     .attr("dtype: type")
+                     .attr("dtype: any type")
                      .attr("shape: shape")
                      .cheap()
                      .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
                      .build());
-  defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: type").cheap()
+  defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: any type").cheap()
                      .shape_fn(same_shape).build());
   defs.push_back(op_def_builder("NoOp").cheap().build());
   return defs;
@@ -73,6 +73,7 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "nn") return "weft::ops::register_nn_ops() or weft::cpu::register_nn_kernels()";
   if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
   if (family == "io") return "weft::ops::register_io_ops() or weft::cpu::register_io_kernels()";
+  if (family == "data_flow") return "weft::ops::register_data_flow_ops() or weft::cpu::register_data_flow_kernels()";
   if (family == "control") return "weft::ops::register_control_flow_ops() (the executor runs these ops itself)";
   return "weft::ops::register_standard_ops()";
 }

@@ -1,6 +1,5 @@
 // Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp), as
-// graph nodes. weft has no string tensors, so the file name is a uint8 vector holding the
-// path's bytes (TensorFlow's SaveV2 and RestoreV2 take a string tensor).
+// graph nodes; the file name is a string scalar, as in TensorFlow's SaveV2 and RestoreV2.
 //   Save(filename, tensors...; tensor_names, T)  writes the tensors under their names,
 //                                                  atomically (temporary file, fsync, rename)
 //   Restore(filename; tensor_names, dtypes, shapes) -> tensors...
@@ -20,10 +19,10 @@
 namespace weft::ops {
 
 namespace detail {
-// The inputs and names of a Save or Restore: the file name a vector, one name per tensor,
+// The inputs and names of a Save or Restore: the file name a scalar, one name per tensor,
 // distinct and non-empty.
 inline void check_file_and_names(shape_context& c, std::size_t tensors) {
-  require_rank(c, 0, 1, "filename (the path's bytes)");
+  require_rank(c, 0, 0, "filename");
   const auto& names = c.attr<std::vector<std::string>>("tensor_names");
   if (names.size() != tensors) c.fail(names.size(), " tensor_names for ", tensors, " tensors");
   std::set<std::string> seen;
@@ -35,7 +34,7 @@ inline void check_file_and_names(shape_context& c, std::size_t tensors) {
 inline std::vector<op_def> io_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Save")
-                     .input("filename: uint8")
+                     .input("filename: string")
                      .input("tensors: T")
                      .attr("tensor_names: list(string)")
                      .attr("T: list(type)")
@@ -45,7 +44,7 @@ inline std::vector<op_def> io_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Restore")
-                     .input("filename: uint8")
+                     .input("filename: string")
                      .output("tensors: dtypes")
                      .attr("tensor_names: list(string)")
                      .attr("dtypes: list(type)")

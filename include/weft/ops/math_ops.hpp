@@ -88,8 +88,8 @@ inline std::vector<op_def> math_op_defs() {
   compare("GreaterEqual", real_type_attr);
   compare("Less", real_type_attr);
   compare("LessEqual", real_type_attr);
-  compare("Equal", "T: type");
-  compare("NotEqual", "T: type");
+  compare("Equal", "T: any type");
+  compare("NotEqual", "T: any type");
   for (const char* name : {"LogicalAnd", "LogicalOr"})
     defs.push_back(
         op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());

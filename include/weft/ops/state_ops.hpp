@@ -25,7 +25,7 @@ inline std::vector<op_def> state_op_defs() {
                      .variable()
                      .output("ref: Ref(dtype)")
                      .attr("shape: shape")
-                     .attr("dtype: type")
+                     .attr("dtype: any type")
                      .attr("container: string = ''")
                      .attr("shared_name: string = ''")
                      .stateful()
@@ -36,7 +36,7 @@ inline std::vector<op_def> state_op_defs() {
                      .input("ref: Ref(T)")
                      .input("value: T")
                      .output("output_ref: Ref(T)")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("validate_shape: bool = true")
                      .stateful()
                      .shape_fn([](shape_context& c) {

@@ -8,8 +8,8 @@
 // constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
 // <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
 //
-// weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
-// name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
+// The Save and Restore ops (kernels/cpu/io.hpp) take the file name as a string scalar, as
+// TensorFlow's SaveV2 and RestoreV2 do.
 #pragma once
 
 #include <algorithm>
@@ -63,7 +63,7 @@ class saver {
       shapes.push_back(n.attr<partial_shape>("shape"));
     }
     use_kernels<Family>();
-    filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
+    filename_ = g.placeholder(dtype::string, partial_shape({}), node_options("save/filename")).out(0);
     std::vector<output> saved{filename_};
     saved.insert(saved.end(), vars.begin(), vars.end());
     save_ = g.op("Save", saved, {{"tensor_names", names}}, node_options("save/save")).name();

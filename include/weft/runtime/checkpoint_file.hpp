@@ -7,7 +7,8 @@
 //   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
 //                  u64 bytes, u32 CRC-32C of the tensor's bytes
 //   u32 CRC-32C of everything above
-//   the tensors' bytes, at their offsets, back to back to the end of the file
+//   the tensors' bytes, at their offsets, back to back to the end of the file; a string
+//   tensor's bytes are its elements in order, each a u64 length and that many bytes
 //
 // write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
 // over the target and fsyncs the directory: a crash at any point leaves either the old file
@@ -92,7 +93,7 @@ inline void remove_stale_temporaries(const std::filesystem::path& dir) {
 // then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
 // were killed are removed first.
 inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
-                                  const std::vector<const tensor*>& blobs) {
+                                  const std::vector<std::string_view>& blobs) {
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   remove_stale_temporaries(dir);
@@ -111,7 +112,7 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
     }
   };
   write_all(head.data(), head.size());
-  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
+  for (std::string_view b : blobs) write_all(b.data(), b.size());
   if (!err && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && !err) err = errno;
   if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
@@ -126,6 +127,33 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
     ::close(d);
   }
 }
+// A string tensor's bytes in the file: each element's u64 length and bytes.
+inline std::string string_tensor_bytes(const tensor& t) {
+  std::string out;
+  for (const std::string& e : t.flat<std::string>()) {
+    put<std::uint64_t>(out, e.size());
+    out += e;
+  }
+  return out;
+}
+
+// The elements of a string tensor of `n` elements from its bytes in the file, or an error
+// message (which the reader reports with the tensor's name).
+inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
+  std::size_t pos = 0;
+  for (std::string& e : t.flat<std::string>()) {
+    std::uint64_t len = 0;
+    if (bytes.size() - pos < sizeof len) return "its bytes end inside an element's length";
+    std::memcpy(&len, bytes.data() + pos, sizeof len);
+    pos += sizeof len;
+    if (len > bytes.size() - pos)
+      return "an element of " + std::to_string(len) + " bytes runs past its " + std::to_string(bytes.size()) + " bytes";
+    e.assign(bytes.data() + pos, len);
+    pos += len;
+  }
+  if (pos != bytes.size()) return std::to_string(bytes.size() - pos) + " bytes follow its last element";
+  return {};
+}
 }  // namespace detail
 
 // Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
@@ -138,7 +166,9 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
   std::size_t index_size = index.size() + 4;
   for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
   std::uint64_t offset = index_size;
-  std::vector<const tensor*> blobs;
+  std::vector<std::string_view> blobs;
+  std::vector<std::string> strings;  // the string tensors' bytes
+  strings.reserve(tensors.size());
   std::vector<std::string> names;
   for (const auto& [name, t] : tensors) {
     if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
@@ -149,11 +179,14 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
     detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
     detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
     for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+    const std::string_view blob = t.dtype() == dtype::string
+                                      ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
+                                      : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
     detail::put<std::uint64_t>(index, offset);
-    detail::put<std::uint64_t>(index, t.bytes());
-    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
-    offset += t.bytes();
-    blobs.push_back(&t);
+    detail::put<std::uint64_t>(index, blob.size());
+    detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
+    offset += blob.size();
+    blobs.push_back(blob);
   }
   detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
   detail::write_file_atomically(path, index, blobs);
@@ -205,8 +238,10 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
       overflows |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dims.back()), &elements);
     }
     std::uint64_t size = 0;
-    // Nothing larger than the file can be in it: this also keeps every product below in range.
-    if (overflows || __builtin_mul_overflow(elements, size_of(e.type), &size) || size > bytes.size())
+    // Nothing larger than the file can be in it: this also keeps every product below in range
+    // (a string element takes at least its 8-byte length).
+    const std::uint64_t least = e.type == dtype::string ? sizeof(std::uint64_t) : size_of(e.type);
+    if (overflows || __builtin_mul_overflow(elements, least, &size) || size > bytes.size())
       bad("tensor '", e.name, "' declares dims ", detail::dims_text(dims), " of ", e.type, ", more bytes than the file's ",
           bytes.size());
     e.dims = shape(dims);
@@ -221,14 +256,21 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
   std::vector<std::pair<std::string, tensor>> result;
   for (const auto& e : entries) {
     // Each entry's dims were checked to need at most the file's size, so the product fits.
-    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))  // within: each entry's bytes were checked against the file
+    const bool strings = e.type == dtype::string;
+    const auto least = static_cast<std::uint64_t>(e.dims.num_elements()) * (strings ? sizeof(std::uint64_t) : size_of(e.type));  // within: each entry's bytes were checked against the file
+    if (e.offset != expected_end || (strings ? e.size < least : e.size != least))
       bad("tensor '", e.name, "' has an inconsistent offset or size");
     if (e.offset > bytes.size() || e.size > bytes.size() - e.offset)
       bad("it is truncated: tensor '", e.name, "' needs ", e.size, " bytes from offset ", e.offset, ", the file has ",
           bytes.size());
     if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
     tensor t(e.type, e.dims);
-    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+    if (strings) {
+      if (std::string why = detail::parse_string_elements(bytes.substr(e.offset, e.size), t); !why.empty())
+        bad("string tensor '", e.name, "' at offset ", e.offset, ": ", why);
+    } else if (e.size) {
+      std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+    }
     result.emplace_back(e.name, std::move(t));
     expected_end = e.offset + e.size;
   }
@@ -241,22 +283,16 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
   return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
 }
 
-// The path held by a uint8 vector of its bytes (a file name input).
-inline std::filesystem::path path_of(const tensor& bytes) {
-  if (bytes.dtype() != dtype::uint8 || bytes.rank() != 1)
-    fail(error_code::invalid_argument, "filename must be a uint8 vector of the path's bytes, got ", bytes.dtype(), bytes.shape());
-  const auto* p = bytes.data<std::uint8_t>();
-  std::string s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.num_elements()));
+// The path held by a string scalar (a file name input).
+inline std::filesystem::path path_of(const tensor& name) {
+  if (name.dtype() != dtype::string || name.rank() != 0)
+    fail(error_code::invalid_argument, "filename must be a string scalar, got ", name.dtype(), name.shape());
+  const std::string& s = *name.data<std::string>();
   if (s.empty() || s.find('\0') != std::string::npos)
     fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
   return s;
 }
-// A path as the uint8 vector Save and Restore take.
-inline tensor filename_tensor(const std::filesystem::path& path) {
-  const std::string s = path.string();
-  tensor t(dtype::uint8, shape{static_cast<std::int64_t>(s.size())});
-  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
-  return t;
-}
+// A path as the string scalar Save and Restore take.
+inline tensor filename_tensor(const std::filesystem::path& path) { return tensor::scalar(path.string()); }
 
 }  // namespace weft

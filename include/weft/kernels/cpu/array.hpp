@@ -138,7 +138,7 @@ struct concat_kernel final : op_kernel {
       for (int i = 0; i < n; ++i) {
         const tensor& t = ctx.input(i);
         std::size_t chunk = static_cast<std::size_t>(outer ? t.num_elements() / outer : 0) * elem;
-        if (chunk) std::memcpy(dst, static_cast<const char*>(t.raw_data()) + static_cast<std::size_t>(o) * chunk, chunk);
+        copy_element_bytes(dst, static_cast<const char*>(t.raw_data()) + static_cast<std::size_t>(o) * chunk, chunk, t.dtype());
         dst += chunk;
       }
   }
@@ -164,9 +164,9 @@ struct split_kernel final : op_kernel {
     for (int i = 0; i < k; ++i) {
       tensor& out = ctx.allocate_output(i, part);
       for (std::int64_t o = 0; o < outer; ++o)
-        if (chunk)
-          std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<std::size_t>(o) * chunk,
-                      static_cast<const char*>(x.raw_data()) + (static_cast<std::size_t>(o) * static_cast<std::size_t>(k) + static_cast<std::size_t>(i)) * chunk, chunk);
+        copy_element_bytes(static_cast<char*>(out.raw_data()) + static_cast<std::size_t>(o) * chunk,
+                           static_cast<const char*>(x.raw_data()) + (static_cast<std::size_t>(o) * static_cast<std::size_t>(k) + static_cast<std::size_t>(i)) * chunk,
+                           chunk, x.dtype());
     }
   }
 };
@@ -199,7 +199,8 @@ inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& 
   const char* in = static_cast<const char*>(whole.raw_data());
   char* out = static_cast<char*>(box.raw_data());
   for_each_box_row(whole.shape(), begin, box.shape(), [&](std::int64_t w, std::int64_t b, std::int64_t n) {
-    std::memcpy(out + static_cast<std::size_t>(b) * elem, in + static_cast<std::size_t>(w) * elem, static_cast<std::size_t>(n) * elem);
+    copy_element_bytes(out + static_cast<std::size_t>(b) * elem, in + static_cast<std::size_t>(w) * elem, static_cast<std::size_t>(n) * elem,
+                       whole.dtype());
   });
 }
 // Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
@@ -277,7 +278,7 @@ struct tile_kernel final : op_kernel {
     for (std::int64_t i = 0; i < n; ++i) {
       std::int64_t off = 0;
       for (int d = 0; d < rank; ++d) off = off * x.shape()[d] + idx[static_cast<std::size_t>(d)] % x.shape()[d];
-      std::memcpy(o + static_cast<std::size_t>(i) * elem, in + static_cast<std::size_t>(off) * elem, elem);
+      copy_element_bytes(o + static_cast<std::size_t>(i) * elem, in + static_cast<std::size_t>(off) * elem, elem, x.dtype());
       for (int d = rank - 1; d >= 0; --d) {
         if (++idx[static_cast<std::size_t>(d)] < dims[static_cast<std::size_t>(d)]) break;
         idx[static_cast<std::size_t>(d)] = 0;
@@ -311,7 +312,7 @@ struct gather_kernel final : op_kernel {
     if (chunk == 0) return;
     for (std::int64_t a = 0; a < outer; ++a)
       for (std::size_t i = 0; i < idx.size(); ++i, o += chunk)
-        std::memcpy(o, in + (static_cast<std::size_t>(a * limit + idx[i])) * chunk, chunk);
+        copy_element_bytes(o, in + (static_cast<std::size_t>(a * limit + idx[i])) * chunk, chunk, p.dtype());
   }
 };
 

@@ -488,6 +488,25 @@ struct select_rows_kernel final : op_kernel {
   }
 };
 
+// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
+template <bool Equal>
+struct string_compare_kernel final : op_kernel {
+  explicit string_compare_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const tensor& y = ctx.input(1);
+    const shape s = broadcast_or_fail(x.shape(), y.shape());
+    tensor& out = ctx.allocate_output(0, s);
+    const std::string* a = x.data<std::string>();
+    const std::string* b = y.data<std::string>();
+    bool* o = out.data<bool>();
+    std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)};
+    for_each_broadcast<2>(s, strides, 0, s.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 2>& off) {
+      o[i] = (a[off[0]] == b[off[1]]) == Equal;
+    });
+  }
+};
+
 // A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -589,6 +608,8 @@ void register_elementwise_kernels() {
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
+  register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
+  register_cpu_kernel<string_compare_kernel<false>>("NotEqual", {"T", dtype::string});
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
