@@ -11,6 +11,7 @@
 #include <weft/core/shape.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/graph/control_flow.hpp>
+#include <weft/graph/data_flow.hpp>
 #include <weft/graph/gradients.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/framework/op_registry.hpp>

@@ -22,6 +22,7 @@ enum class error_code {
   unimplemented,
   data_loss,
   resource_exhausted,  // an allocation beyond memory or a session's memory limit
+  deadline_exceeded,   // a run that outlived its run_options::timeout
 };
 
 inline const char* to_string(error_code c) noexcept {
@@ -36,6 +37,7 @@ inline const char* to_string(error_code c) noexcept {
     case error_code::unimplemented: return "unimplemented";
     case error_code::data_loss: return "data loss";
     case error_code::resource_exhausted: return "resource exhausted";
+    case error_code::deadline_exceeded: return "deadline exceeded";
   }
   return "unknown";
 }

@@ -11,6 +11,7 @@
 #include <weft/ops/array_ops.hpp>
 #include <weft/ops/control_flow_ops.hpp>
 #include <weft/ops/core_ops.hpp>
+#include <weft/ops/data_flow_ops.hpp>
 #include <weft/ops/io_ops.hpp>
 #include <weft/ops/math_ops.hpp>
 #include <weft/ops/matrix_ops.hpp>
@@ -26,7 +27,7 @@ namespace weft::ops {
 // and have none).
 using standard_families = type_list<families::core, families::array, families::math, families::reduction,
                                     families::matrix, families::random, families::state, families::nn,
-                                    families::training, families::io>;
+                                    families::training, families::io, families::data_flow>;
 
 inline void register_standard_ops() {
   []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});

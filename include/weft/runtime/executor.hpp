@@ -43,6 +43,7 @@
 #include <weft/runtime/executable.hpp>
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/rendezvous.hpp>
+#include <weft/runtime/run_control.hpp>
 
 namespace weft {
 
@@ -110,10 +111,13 @@ class step final : rendezvous::receiver {
   step& operator=(const step&) = delete;
 
   // Runs the step to completion on the calling thread plus the inter-op pool. Throws the
-  // first error; returns the fetched values otherwise.
-  std::vector<tensor> run() {
+  // first error; returns the fetched values otherwise. A `stopper` stopped from outside
+  // (a cancellation, a timeout) aborts the step with its error.
+  std::vector<tensor> run(run_stopper* stopper = nullptr) {
+    if (stopper) stopper->attach([this](const std::exception_ptr& e) { abort(e); });
     start();
     wait(*handoff_);
+    if (stopper) stopper->detach();
     if (error_) std::rethrow_exception(error_);
     return std::move(results_);
   }
@@ -127,13 +131,15 @@ class step final : rendezvous::receiver {
   // aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
   // returns the fetched values otherwise, each from the partition that computes it.
   static std::vector<tensor> run_partitions(std::span<step* const> steps,
-                                            std::span<Eigen::ThreadPoolInterface* const> drivers) {
+                                            std::span<Eigen::ThreadPoolInterface* const> drivers,
+                                            run_stopper* stopper = nullptr) {
     rendezvous meeting(steps.front()->x_.num_edges);
     group g{&meeting, steps};
     for (step* s : steps) {
       s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
       s->recv_waits_.resize(s->x_.transfers.size());
     }
+    if (stopper) stopper->attach([&g](const std::exception_ptr& e) { g.abort(e); });
     std::mutex mutex;
     std::condition_variable cv;
     std::size_t running = steps.size() - 1;
@@ -150,6 +156,7 @@ class step final : rendezvous::receiver {
       std::unique_lock lock(mutex);
       cv.wait(lock, [&] { return running == 0; });
     }
+    if (stopper) stopper->detach();
     if (g.first) std::rethrow_exception(g.first);
     std::vector<tensor> results = std::move(steps.front()->results_);
     for (step* s : steps.subspan(1))

@@ -14,6 +14,8 @@
 // Orders: first in first out; random shuffle (a seeded generator picks any element, and
 // while the queue is open only when more than min_after_dequeue remain); priority (the first
 // component an int64 scalar, the smallest first, ties in the order they came).
+// A queue is a resource (runtime/resource.hpp): the queue ops (kernels/cpu/data_flow.hpp)
+// keep it in the session's resource manager under its container and name.
 #pragma once
 
 #include <algorithm>
@@ -28,7 +30,9 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -36,6 +40,7 @@
 #include <weft/core/error.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/runtime/kernel.hpp>
+#include <weft/runtime/resource.hpp>
 
 namespace weft {
 
@@ -49,10 +54,32 @@ struct queue_options {
   std::int64_t capacity = -1;              // -1: no bound
   std::int64_t min_after_dequeue = 0;      // random_shuffle: elements kept while open
   std::uint64_t seed = 0;                  // random_shuffle's generator
+  bool padded = false;                     // dequeue_many pads unknown dims (PaddingFIFOQueue)
+
+  bool same_as(const queue_options& o) const {
+    return kind == o.kind && component_types == o.component_types && shapes == o.shapes && capacity == o.capacity &&
+           min_after_dequeue == o.min_after_dequeue && seed == o.seed && padded == o.padded;
+  }
+  // "fifo(float32[], int32[?]) capacity 10", for errors.
+  std::string describe() const {
+    static constexpr const char* kinds[] = {"fifo", "random_shuffle", "priority"};
+    std::ostringstream out;
+    out << (padded ? "padding_fifo" : kinds[static_cast<int>(kind)]) << '(';
+    for (std::size_t i = 0; i < component_types.size(); ++i) {
+      out << (i ? ", " : "") << component_types[i];
+      if (i < shapes.size()) out << shapes[i];
+    }
+    out << ") capacity " << capacity;
+    if (kind == order::random_shuffle) out << " min_after_dequeue " << min_after_dequeue << " seed " << seed;
+    return out.str();
+  }
 };
 
-class queue {
+class queue final : public resource_base {
  public:
+  static constexpr std::string_view kind_name = "queue";
+  std::string_view kind() const noexcept override { return kind_name; }
+
   using enqueue_done = std::function<void(std::exception_ptr error)>;
   using dequeue_done = std::function<void(std::exception_ptr error, std::vector<queue_tuple> elements)>;
 
@@ -393,7 +420,7 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
       const auto* from = static_cast<const std::byte*>(t.raw_data());
       std::byte* base = to + static_cast<std::size_t>(i * element_items) * width;
       if (t.shape().dims() == dims) {  // no padding: one copy
-        if (t.bytes()) std::memcpy(base, from, t.bytes());
+        copy_element_bytes(base, from, t.bytes(), types[c]);
         continue;
       }
       // Row by row along the last dimension, each to its place in the padded layout.
@@ -405,8 +432,8 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
         std::int64_t offset = 0;  // in items, within the padded element
         for (std::size_t k = 0; k < index.size(); ++k) offset = offset * dims[k] + index[k];
         offset *= row_items;
-        std::memcpy(base + static_cast<std::size_t>(offset) * width, from + static_cast<std::size_t>(r * src_row) * width,
-                    static_cast<std::size_t>(src_row) * width);
+        copy_element_bytes(base + static_cast<std::size_t>(offset) * width, from + static_cast<std::size_t>(r * src_row) * width,
+                           static_cast<std::size_t>(src_row) * width, types[c]);
         for (std::size_t k = index.size(); k-- > 0;) {  // the next row's index
           if (++index[k] < s[static_cast<int>(k)]) break;
           index[k] = 0;

@@ -1,7 +1,7 @@
 // Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
-// A resource_manager holds named containers; a container holds resources by name. Two
-// sessions given the same resource_manager share their variables; reset(container)
-// drops a container's state.
+// A resource_manager holds named containers; a container holds resources by name:
+// variables, queues (runtime/queue.hpp), mutexes. Two sessions given the same
+// resource_manager share them; reset(container) drops a container's state.
 #pragma once
 
 #include <algorithm>
@@ -10,17 +10,29 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <weft/core/tensor.hpp>
 
 namespace weft {
 
+// What a container holds: a named piece of state of some kind. Each kind R also names
+// itself as R::kind_name, for errors that name the kind a lookup wanted.
+class resource_base {
+ public:
+  virtual ~resource_base() = default;
+  // The kind, for errors ("variable", "queue", "mutex").
+  virtual std::string_view kind() const noexcept = 0;
+};
+
 // A persistent tensor. A value a reader took stays valid and unchanged while other steps
 // assign: assign and update replace the buffer, and update_in_place writes into it only
 // when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
-class resource_variable {
+class resource_variable final : public resource_base {
  public:
+  static constexpr std::string_view kind_name = "variable";
+  std::string_view kind() const noexcept override { return kind_name; }
   resource_variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
 
   dtype element_type() const noexcept { return dtype_; }
@@ -90,22 +102,44 @@ class resource_manager {
   // dtype or shape is an error: two graphs disagree about what the variable is.
   std::shared_ptr<resource_variable> lookup_or_create_variable(const std::string& container, const std::string& name,
                                                       dtype t, const partial_shape& s) {
+    auto v = lookup_or_create<resource_variable>(container, name, [&] { return std::make_shared<resource_variable>(t, s, name); });
+    if (v->element_type() != t || !(v->declared_shape() == s))
+      fail(error_code::invalid_argument, "variable '", name, "' in container '", container, "' exists as ",
+           v->element_type(), v->declared_shape(), ", not ", t, s);
+    return v;
+  }
+  std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
+    return find<resource_variable>(container, name);
+  }
+
+  // The resource `name` of type R in `container`, made by make() on first use (under the
+  // manager's lock: make() must not use the manager). A resource of another kind under the
+  // name is an error naming both kinds.
+  template <class R, class Make>
+  std::shared_ptr<R> lookup_or_create(const std::string& container, const std::string& name, Make&& make) {
     std::unique_lock lock(mutex_);
     auto& slot = containers_[container][name];
     if (!slot) {
-      slot = std::make_shared<resource_variable>(t, s, name);
-    } else if (slot->element_type() != t || !(slot->declared_shape() == s)) {
-      fail(error_code::invalid_argument, "variable '", name, "' in container '", container, "' exists as ",
-           slot->element_type(), slot->declared_shape(), ", not ", t, s);
+      std::shared_ptr<R> made = make();
+      slot = made;
+      return made;
     }
-    return slot;
+    auto r = std::dynamic_pointer_cast<R>(slot);
+    if (!r) mismatch(container, name, *slot, R::kind_name);
+    return r;
   }
-  std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
+  // The resource `name` of type R in `container`, or nullptr when there is none; one of
+  // another kind is an error.
+  template <class R>
+  std::shared_ptr<R> find(const std::string& container, const std::string& name) const {
     std::shared_lock lock(mutex_);
     auto c = containers_.find(container);
     if (c == containers_.end()) return nullptr;
     auto v = c->second.find(name);
-    return v == c->second.end() ? nullptr : v->second;
+    if (v == c->second.end()) return nullptr;
+    auto r = std::dynamic_pointer_cast<R>(v->second);
+    if (!r) mismatch(container, name, *v->second, R::kind_name);
+    return r;
   }
   // Drops every resource of `container`; steps still running keep the ones they hold.
   void reset(const std::string& container) {
@@ -119,8 +153,14 @@ class resource_manager {
   }
 
  private:
+  [[noreturn]] static void mismatch(const std::string& container, const std::string& name, const resource_base& held,
+                                    std::string_view wanted) {
+    fail(error_code::invalid_argument, "resource '", name, "' in container '", container, "' is a ", held.kind(),
+         ", not a ", wanted);
+  }
+
   mutable std::shared_mutex mutex_;
-  std::map<std::string, std::map<std::string, std::shared_ptr<resource_variable>>> containers_;
+  std::map<std::string, std::map<std::string, std::shared_ptr<resource_base>>> containers_;
 };
 
 }  // namespace weft

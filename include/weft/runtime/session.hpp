@@ -90,6 +90,14 @@ struct session_options {
 
 struct run_options {
   bool trace = false;  // fill run_metadata::stats with per-node timings
+  // The run fails with deadline_exceeded once it has run this long (zero: no limit): no
+  // node starts after that, and waiting async kernels (a blocked Dequeue or Enqueue, a
+  // Recv) are cancelled; a kernel already running finishes first.
+  std::chrono::milliseconds timeout{0};
+  // Cancelling this from any thread fails the run with cancelled, as a timeout does; one
+  // cancelled before the run starts fails it at once. Either leaves the queues it waited
+  // on as they were and the session usable.
+  cancellation_manager* cancellation = nullptr;
 };
 
 struct run_metadata {
@@ -184,7 +192,7 @@ class session {
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata);
+    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata, &options);
   }
 
   // Runs targets only.
@@ -445,7 +453,9 @@ class session {
 
   // One step of x: its partitions' steps together (step::run_partitions), or x's own.
   std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
-                              bool trace, run_metadata* metadata) {
+                              bool trace, run_metadata* metadata, const run_options* options = nullptr) {
+    stop_hooks hooks;
+    arm(hooks, options);
     const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
     std::vector<std::unique_ptr<step>> steps;
     if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
@@ -460,7 +470,7 @@ class session {
     std::vector<tensor> results;
     try {
       if (steps.size() == 1) {
-        results = steps.front()->run();
+        results = steps.front()->run(hooks.stopper.get());
       } else {
         std::vector<step*> all;
         std::vector<Eigen::ThreadPoolInterface*> drivers;
@@ -468,7 +478,7 @@ class session {
           all.push_back(steps[i].get());
           drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
         }
-        results = step::run_partitions(all, drivers);
+        results = step::run_partitions(all, drivers, hooks.stopper.get());
       }
     } catch (...) {
       stats();
@@ -476,6 +486,47 @@ class session {
     }
     stats();
     return results;
+  }
+
+  // What stops a run from outside: the caller's cancellation and the timeout, wired to one
+  // run_stopper, and unwired when the run ends (the callbacks hold the stopper, so one that
+  // fires late finds nothing attached).
+  struct stop_hooks {
+    std::shared_ptr<run_stopper> stopper;
+    cancellation_manager* cancellation = nullptr;
+    cancellation_manager::token token = 0;
+    deadline_timer* timer = nullptr;
+    deadline_timer::id timeout = 0;
+    stop_hooks() = default;
+    stop_hooks(const stop_hooks&) = delete;
+    stop_hooks& operator=(const stop_hooks&) = delete;
+    ~stop_hooks() {
+      if (token) cancellation->deregister(token);
+      if (timeout) timer->remove(timeout);
+    }
+  };
+  void arm(stop_hooks& h, const run_options* o) {
+    if (!o || (!o->cancellation && o->timeout.count() <= 0)) return;
+    h.stopper = std::make_shared<run_stopper>();
+    if (o->cancellation) {
+      h.cancellation = o->cancellation;
+      h.token = o->cancellation->register_callback([s = h.stopper] {
+        s->stop(std::make_exception_ptr(error(error_code::cancelled, "the run was cancelled (run_options::cancellation)")));
+      });
+      if (h.token == 0) fail(error_code::cancelled, "the run was cancelled before it started (run_options::cancellation)");
+    }
+    if (o->timeout.count() > 0) {
+      h.timer = &timer();
+      h.timeout = h.timer->add(std::chrono::steady_clock::now() + o->timeout, [s = h.stopper, ms = o->timeout.count()] {
+        s->stop(std::make_exception_ptr(
+            error(error_code::deadline_exceeded, "the run timed out after " + std::to_string(ms) + " ms (run_options::timeout)")));
+      });
+    }
+  }
+  // The session's timer thread, started by the first run with a timeout.
+  deadline_timer& timer() {
+    std::call_once(timer_started_, [this] { timer_ = std::make_unique<deadline_timer>(); });
+    return *timer_;
   }
 
   static std::vector<std::unique_ptr<weft::device>> make_devices(const session_options& o) {
@@ -652,6 +703,8 @@ class session {
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
+  std::once_flag timer_started_;
+  std::unique_ptr<deadline_timer> timer_;  // runs' timeouts
 };
 
 }  // namespace weft

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <weft/kernels/cpu/array.hpp>
+#include <weft/kernels/cpu/data_flow.hpp>
 #include <weft/kernels/cpu/elementwise.hpp>
 #include <weft/kernels/cpu/fused.hpp>
 #include <weft/kernels/cpu/io.hpp>

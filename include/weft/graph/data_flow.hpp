@@ -1,0 +1,115 @@
+// Queues built into a graph (ops/data_flow_ops.hpp): one object per queue that adds its
+// queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
+// taken from the queue's.
+//
+//   weft::graph_queue q(g, {.kind = weft::queue_kind::fifo, .component_types = {dtype::float32, dtype::int32},
+//                           .shapes = {partial_shape({784}), partial_shape({})}, .capacity = 1000}, "examples");
+//   g.op(...) ... q.enqueue_many({images, labels});            // a producer's step
+//   auto batch = q.dequeue_many(g.constant(tensor::scalar(std::int32_t{128})).out(0));  // the trainer's
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <weft/graph/graph.hpp>
+#include <weft/ops/data_flow_ops.hpp>
+
+namespace weft {
+
+enum class queue_kind { fifo, padding_fifo, random_shuffle, priority };
+
+struct queue_spec {
+  queue_kind kind = queue_kind::fifo;
+  std::vector<dtype> component_types = {};  // a priority queue's leave out the priority
+  std::vector<partial_shape> shapes = {};   // one per component, or none (any shape)
+  std::int64_t capacity = -1;          // -1: no bound
+  std::int64_t min_after_dequeue = 0;  // random_shuffle
+  std::int64_t seed = 0;               // random_shuffle
+  std::string container = {};
+  std::string shared_name = {};  // empty: the queue node's name
+};
+
+class graph_queue {
+ public:
+  graph_queue(graph& g, queue_spec spec, node_options options = {}) : g_(&g), spec_(std::move(spec)) {
+    ops::register_data_flow_ops();
+    static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
+    attr_map attrs{{"component_types", spec_.component_types},
+                   {"shapes", spec_.shapes},
+                   {"capacity", spec_.capacity},
+                   {"container", spec_.container},
+                   {"shared_name", spec_.shared_name}};
+    if (spec_.kind == queue_kind::random_shuffle) {
+      attrs.set("min_after_dequeue", spec_.min_after_dequeue);
+      attrs.set("seed", spec_.seed);
+    }
+    if (options.name.empty()) options.name = "queue";
+    handle_ = g.op(ops[static_cast<int>(spec_.kind)], {}, std::move(attrs), std::move(options)).out(0);
+    types_ = spec_.component_types;
+    shapes_ = spec_.shapes;
+    if (spec_.kind == queue_kind::priority) {  // elements come out with their priority first
+      types_.insert(types_.begin(), dtype::int64);
+      if (!shapes_.empty()) shapes_.insert(shapes_.begin(), partial_shape({}));
+    }
+  }
+
+  output handle() const noexcept { return handle_; }
+  const queue_spec& spec() const noexcept { return spec_; }
+  // The dtypes of what a dequeue gives (a priority queue's priority first).
+  const std::vector<dtype>& element_types() const noexcept { return types_; }
+
+  // One element (a priority queue's: the int64 priority, then the components).
+  const node& enqueue(const std::vector<output>& components, node_options options = {}) {
+    return enqueue_op("QueueEnqueue", components, std::move(options));
+  }
+  // Each row of the components (along their first dim) an element.
+  const node& enqueue_many(const std::vector<output>& components, node_options options = {}) {
+    return enqueue_op("QueueEnqueueMany", components, std::move(options));
+  }
+  std::vector<output> dequeue(node_options options = {}) { return dequeue_op("QueueDequeue", {}, std::move(options)); }
+  // n (an int32 scalar) elements, stacked along a new first dim.
+  std::vector<output> dequeue_many(output n, node_options options = {}) {
+    return dequeue_op("QueueDequeueMany", {n}, std::move(options));
+  }
+  std::vector<output> dequeue_many(std::int32_t n, node_options options = {}) { return dequeue_many(count(n), std::move(options)); }
+  // Up to n elements: fewer once the queue is closed and has fewer left (at least one).
+  std::vector<output> dequeue_up_to(output n, node_options options = {}) {
+    return dequeue_op("QueueDequeueUpTo", {n}, std::move(options));
+  }
+  std::vector<output> dequeue_up_to(std::int32_t n, node_options options = {}) {
+    return dequeue_up_to(count(n), std::move(options));
+  }
+  const node& close(bool cancel_pending_enqueues = false, node_options options = {}) {
+    return g_->op("QueueClose", {handle_}, {{"cancel_pending_enqueues", cancel_pending_enqueues}}, std::move(options));
+  }
+  output size(node_options options = {}) { return g_->op("QueueSize", {handle_}, {}, std::move(options)).out(0); }
+  output is_closed(node_options options = {}) { return g_->op("QueueIsClosed", {handle_}, {}, std::move(options)).out(0); }
+
+ private:
+  const node& enqueue_op(const char* op, const std::vector<output>& components, node_options options) {
+    std::vector<output> in{handle_};
+    in.insert(in.end(), components.begin(), components.end());
+    std::vector<dtype> types;
+    for (output c : components) types.push_back(g_->at(c).output_dtype(c.port));
+    return g_->op(op, in, {{"Tcomponents", types}}, std::move(options));
+  }
+  std::vector<output> dequeue_op(const char* op, std::vector<output> extra, node_options options) {
+    std::vector<output> in{handle_};
+    in.insert(in.end(), extra.begin(), extra.end());
+    const node& n = g_->op(op, in, {{"component_types", types_}, {"shapes", shapes_}}, std::move(options));
+    std::vector<output> out;
+    for (int i = 0; i < n.num_outputs(); ++i) out.push_back(n.out(i));
+    return out;
+  }
+  output count(std::int32_t n) { return g_->constant(tensor::scalar(n)).out(0); }
+
+  graph* g_;
+  queue_spec spec_;
+  output handle_;
+  std::vector<dtype> types_;
+  std::vector<partial_shape> shapes_;
+};
+
+}  // namespace weft
