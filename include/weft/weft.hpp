@@ -21,7 +21,9 @@
 #include <weft/kernels/cpu/io.hpp>  // the saver's Save and Restore kernels (its kernel_for specialization)
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>
+#include <weft/runtime/mutex.hpp>
 #include <weft/runtime/queue.hpp>
+#include <weft/runtime/queue_runner.hpp>
 #include <weft/runtime/session.hpp>
 #include <weft/tools/dot.hpp>
 #include <weft/tools/timeline.hpp>

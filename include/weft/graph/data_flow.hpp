@@ -1,4 +1,4 @@
-// Queues built into a graph (ops/data_flow_ops.hpp): one object per queue that adds its
+// Queues and mutexes built into a graph (ops/data_flow_ops.hpp): one object per queue that adds its
 // queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
 // taken from the queue's.
 //
@@ -110,6 +110,28 @@ class graph_queue {
   output handle_;
   std::vector<dtype> types_;
   std::vector<partial_shape> shapes_;
+};
+
+// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
+// the grant; the critical section's nodes take control inputs from it
+// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
+class graph_mutex {
+ public:
+  graph_mutex(graph& g, node_options options = {}, std::string container = {}, std::string shared_name = {}) : g_(&g) {
+    ops::register_data_flow_ops();
+    if (options.name.empty()) options.name = "mutex";
+    handle_ = g.op("Mutex", {}, {{"container", std::move(container)}, {"shared_name", std::move(shared_name)}}, std::move(options))
+                  .out(0);
+  }
+  output handle() const noexcept { return handle_; }
+  output acquire(node_options options = {}) { return g_->op("MutexAcquire", {handle_}, {}, std::move(options)).out(0); }
+  const node& release(output grant, node_options options = {}) {
+    return g_->op("MutexRelease", {handle_, grant}, {}, std::move(options));
+  }
+
+ private:
+  graph* g_;
+  output handle_;
 };
 
 }  // namespace weft

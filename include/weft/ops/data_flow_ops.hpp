@@ -1,4 +1,4 @@
-// Queue ops (whitepaper §4.6; runtime/queue.hpp holds the queue). A queue op makes its queue
+// Queue and mutex ops (whitepaper §4.6 and Table 1; runtime/queue.hpp and runtime/mutex.hpp). A queue op makes its queue
 // in the session's resource manager the first time it runs and outputs the queue's handle,
 // a string vector [container, name] (TensorFlow's first queue ops' handle, there a string
 // reference); the other ops take that handle. A queue whose shared_name is empty is named
@@ -18,6 +18,13 @@
 //                                                                once the queue is closed
 //   QueueClose(handle; cancel_pending_enqueues)
 //   QueueSize(handle) -> int32     QueueIsClosed(handle) -> bool
+// Mutexes (whitepaper Table 1; runtime/mutex.hpp): one holder at a time, granted in order.
+//   Mutex(; container, shared_name) -> handle    the mutex's handle, as a queue's
+//   MutexAcquire(handle) -> grant: int64          waits (holding no thread) for the mutex
+//   MutexRelease(handle, grant)                   gives it back; the same step must
+// The nodes of the critical section take control inputs from MutexAcquire, and
+// MutexRelease takes control inputs from them. A step that fails or is cancelled while it
+// holds the mutex gives it back; one that waits for it leaves the line.
 // The dequeue ops' optional `shapes` attr gives their outputs' static shapes (the queue's,
 // with a batch dim first for DequeueMany and DequeueUpTo); graph/data_flow.hpp sets it.
 // Enqueue and the dequeues are async kernels: one that waits holds no thread, and a step
@@ -170,6 +177,34 @@ inline std::vector<op_def> data_flow_op_defs() {
                        c.set_output(0, partial_shape({}));
                      })
                      .build());
+  defs.push_back(op_def_builder("Mutex")
+                     .output("handle: string")
+                     .attr("container: string = ''")
+                     .attr("shared_name: string = ''")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) { c.set_output(0, partial_shape({2})); })
+                     .build());
+  defs.push_back(op_def_builder("MutexAcquire")
+                     .input("handle: string")
+                     .output("grant: int64")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       detail::require_handle(c);
+                       c.set_output(0, partial_shape({}));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("MutexRelease")
+                     .input("handle: string")
+                     .input("grant: int64")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       detail::require_handle(c);
+                       require_rank(c, 1, 0, "grant");
+                     })
+                     .build());
   return defs;
 }
 
@@ -189,13 +224,17 @@ WEFT_DETAIL_OP_TYPE(QueueDequeueUpTo, data_flow)
 WEFT_DETAIL_OP_TYPE(QueueClose, data_flow)
 WEFT_DETAIL_OP_TYPE(QueueSize, data_flow)
 WEFT_DETAIL_OP_TYPE(QueueIsClosed, data_flow)
+WEFT_DETAIL_OP_TYPE(Mutex, data_flow)
+WEFT_DETAIL_OP_TYPE(MutexAcquire, data_flow)
+WEFT_DETAIL_OP_TYPE(MutexRelease, data_flow)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct data_flow {
   static constexpr const char* name = "data_flow";
   static constexpr bool in_cpu_registry = true;
   using types = type_list<FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue, QueueEnqueue, QueueEnqueueMany,
-                          QueueDequeue, QueueDequeueMany, QueueDequeueUpTo, QueueClose, QueueSize, QueueIsClosed>;
+                          QueueDequeue, QueueDequeueMany, QueueDequeueUpTo, QueueClose, QueueSize, QueueIsClosed, Mutex,
+                          MutexAcquire, MutexRelease>;
   static void define() { register_data_flow_ops(); }
 };
 }  // namespace families

@@ -13,8 +13,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
+
+#include <weft/core/error.hpp>
 
 namespace weft {
 
@@ -24,30 +27,40 @@ namespace weft {
 // timer may outlive the run, and then find nothing attached.
 class run_stopper {
  public:
-  void stop(std::exception_ptr why) {
+  // Stops the run with error(code, message) (the first stop counts).
+  void stop(error_code code, std::string message) {
     std::lock_guard lock(mutex_);
-    if (why_) return;
-    why_ = std::move(why);
-    if (target_) target_(why_);
+    if (stopped_) return;
+    stopped_ = true;
+    code_ = code;
+    message_ = std::move(message);
+    if (target_) target_(make_error());  // the exception is made, and its handle dropped, under the lock
   }
   // Attaches `f`, or calls it at once when the run was stopped already.
   void attach(std::function<void(const std::exception_ptr&)> f) {
     std::lock_guard lock(mutex_);
-    if (why_) f(why_);
+    if (stopped_) f(make_error());
     else target_ = std::move(f);
   }
+  // After detach() returns, the target is not called, and a call under way has ended.
   void detach() {
     std::lock_guard lock(mutex_);
     target_ = nullptr;
   }
-  std::exception_ptr why() const {
+  bool stopped() const {
     std::lock_guard lock(mutex_);
-    return why_;
+    return stopped_;
   }
 
  private:
+  // A fresh exception for each target: no exception object is shared with the callbacks
+  // that hold this stopper, which may be destroyed on another thread after the run ends.
+  std::exception_ptr make_error() const { return std::make_exception_ptr(error(code_, message_)); }
+
   mutable std::mutex mutex_;
-  std::exception_ptr why_;
+  bool stopped_ = false;
+  error_code code_ = error_code::cancelled;
+  std::string message_;
   std::function<void(const std::exception_ptr&)> target_;
 };
 

@@ -511,15 +511,14 @@ class session {
     if (o->cancellation) {
       h.cancellation = o->cancellation;
       h.token = o->cancellation->register_callback([s = h.stopper] {
-        s->stop(std::make_exception_ptr(error(error_code::cancelled, "the run was cancelled (run_options::cancellation)")));
+        s->stop(error_code::cancelled, "the run was cancelled (run_options::cancellation)");
       });
       if (h.token == 0) fail(error_code::cancelled, "the run was cancelled before it started (run_options::cancellation)");
     }
     if (o->timeout.count() > 0) {
       h.timer = &timer();
       h.timeout = h.timer->add(std::chrono::steady_clock::now() + o->timeout, [s = h.stopper, ms = o->timeout.count()] {
-        s->stop(std::make_exception_ptr(
-            error(error_code::deadline_exceeded, "the run timed out after " + std::to_string(ms) + " ms (run_options::timeout)")));
+        s->stop(error_code::deadline_exceeded, "the run timed out after " + std::to_string(ms) + " ms (run_options::timeout)");
       });
     }
   }

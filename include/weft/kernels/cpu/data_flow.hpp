@@ -1,5 +1,5 @@
 // CPU kernels for ops/data_flow_ops.hpp: the queue ops, over runtime/queue.hpp's queue held
-// in the session's resource manager. Enqueue and the dequeues are async: they hand the
+// in the session's resource manager, and the mutex ops, over runtime/mutex.hpp's. Enqueue and the dequeues are async: they hand the
 // queue an attempt and return; the queue calls back (on whichever thread made room or
 // brought the elements) and the step goes on from there.
 #pragma once
@@ -14,6 +14,7 @@
 
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/ops/data_flow_ops.hpp>
+#include <weft/runtime/mutex.hpp>
 #include <weft/runtime/queue.hpp>
 
 namespace weft::cpu {
@@ -55,18 +56,21 @@ struct queue_kernel final : op_kernel {
   tensor handle_;
 };
 
-// The queue a handle input names.
-inline std::shared_ptr<queue> queue_of(const kernel_context& ctx) {
+// The resource of kind R a handle input names.
+template <class R>
+std::shared_ptr<R> resource_of(const kernel_context& ctx) {
   const tensor& h = ctx.input(0);
   if (h.dtype() != dtype::string || h.shape() != shape{2})
-    fail(error_code::invalid_argument, "a queue handle is a string vector [container, name], got ", h.dtype(), h.shape());
+    fail(error_code::invalid_argument, "a ", R::kind_name, " handle is a string vector [container, name], got ", h.dtype(),
+         h.shape());
   const std::string* p = h.data<std::string>();
-  auto q = ctx.resources().find<queue>(p[0], p[1]);
-  if (!q)
-    fail(error_code::not_found, "queue '", p[1], "' in container '", p[0],
-         "' does not exist (its container was reset after its queue op ran?)");
-  return q;
+  auto r = ctx.resources().find<R>(p[0], p[1]);
+  if (!r)
+    fail(error_code::not_found, R::kind_name, " '", p[1], "' in container '", p[0],
+         "' does not exist (its container was reset after its op ran?)");
+  return r;
 }
+inline std::shared_ptr<queue> queue_of(const kernel_context& ctx) { return resource_of<queue>(ctx); }
 
 // Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
 // exception thrown before the queue took the attempt into the node's error.
@@ -174,6 +178,45 @@ struct queue_is_closed_kernel final : op_kernel {
   }
 };
 
+// Mutex: makes the mutex on first run and outputs its handle.
+struct mutex_kernel final : op_kernel {
+  explicit mutex_kernel(const node& n)
+      : container_(n.attr<std::string>("container")),
+        name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
+        handle_(tensor::from_vector(std::vector<std::string>{container_, name_})) {}
+  void compute(kernel_context& ctx) const override {
+    ctx.resources().lookup_or_create<resource_mutex>(container_, name_, [&] { return std::make_shared<resource_mutex>(name_); });
+    ctx.set_output(0, handle_);
+  }
+  std::string container_, name_;
+  tensor handle_;
+};
+
+// MutexAcquire: waits for the mutex, then outputs the grant.
+struct mutex_acquire_kernel final : op_kernel {
+  explicit mutex_acquire_kernel(const node&) {}
+  bool is_async() const noexcept override { return true; }
+  void compute(kernel_context&) const override {}  // async only
+  void compute_async(kernel_context& ctx, std::function<void()> done) const override {
+    start_attempt(ctx, done, [&] {
+      auto m = resource_of<resource_mutex>(ctx);
+      m->acquire(&ctx.cancellation(), ctx.step_id(), [&ctx, done](std::exception_ptr e, std::uint64_t id) {
+        if (e) ctx.set_error(std::move(e));
+        else ctx.allocate_output(0, shape{}).data<std::int64_t>()[0] = static_cast<std::int64_t>(id);
+        done();
+      });
+    });
+  }
+};
+
+struct mutex_release_kernel final : op_kernel {
+  explicit mutex_release_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& grant = ctx.input(1);
+    resource_of<resource_mutex>(ctx)->release(static_cast<std::uint64_t>(grant.scalar_value<std::int64_t>()), ctx.step_id());
+  }
+};
+
 // A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_data_flow_kernels() {
@@ -188,6 +231,9 @@ void register_data_flow_kernels() {
   register_cpu_kernel<queue_close_kernel>("QueueClose");
   register_cpu_kernel<queue_size_kernel>("QueueSize");
   register_cpu_kernel<queue_is_closed_kernel>("QueueIsClosed");
+  register_cpu_kernel<mutex_kernel>("Mutex");
+  register_cpu_kernel<mutex_acquire_kernel>("MutexAcquire");
+  register_cpu_kernel<mutex_release_kernel>("MutexRelease");
 }
 
 }  // namespace weft::cpu
