@@ -1,4 +1,4 @@
-// Queues and mutexes built into a graph (ops/data_flow_ops.hpp): one object per queue that adds its
+// Queues, mutexes and readers built into a graph (ops/data_flow_ops.hpp, ops/io_ops.hpp): one object per queue that adds its
 // queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
 // taken from the queue's.
 //
@@ -15,6 +15,7 @@
 
 #include <weft/graph/graph.hpp>
 #include <weft/ops/data_flow_ops.hpp>
+#include <weft/ops/io_ops.hpp>
 
 namespace weft {
 
@@ -128,6 +129,60 @@ class graph_mutex {
   const node& release(output grant, node_options options = {}) {
     return g_->op("MutexRelease", {handle_, grant}, {}, std::move(options));
   }
+
+ private:
+  graph* g_;
+  output handle_;
+};
+
+enum class reader_kind { tfrecord, fixed_length, text_line, whole_file };
+
+struct reader_spec {
+  reader_kind kind = reader_kind::tfrecord;
+  std::string compression_type = {};  // "", "GZIP" or "ZLIB"
+  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  // fixed_length
+  std::int64_t skip_header_lines = 0;                                                // text_line
+  std::string container = {};
+  std::string shared_name = {};  // empty: the reader node's name
+};
+
+// A reader in a graph (ops/io_ops.hpp): read(files) adds a ReaderRead whose file names come
+// from `files`, a graph_queue of one string component.
+class graph_reader {
+ public:
+  graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
+    ops::register_io_ops();
+    static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
+    attr_map attrs{{"container", spec.container}, {"shared_name", spec.shared_name}, {"compression_type", spec.compression_type}};
+    if (spec.kind == reader_kind::fixed_length) {
+      attrs.set("header_bytes", spec.header_bytes);
+      attrs.set("record_bytes", spec.record_bytes);
+      attrs.set("footer_bytes", spec.footer_bytes);
+      attrs.set("hop_bytes", spec.hop_bytes);
+    }
+    if (spec.kind == reader_kind::text_line) attrs.set("skip_header_lines", spec.skip_header_lines);
+    if (options.name.empty()) options.name = "reader";
+    handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
+  }
+  output handle() const noexcept { return handle_; }
+  // One record: (key "<file>:<index>", value), string scalars.
+  std::pair<output, output> read(const graph_queue& files, node_options options = {}) {
+    const node& n = g_->op("ReaderRead", {handle_, files.handle()}, {}, std::move(options));
+    return {n.out(0), n.out(1)};
+  }
+  // Up to n records (fewer only at the end of the input): string vectors.
+  std::pair<output, output> read_up_to(const graph_queue& files, std::int64_t n, node_options options = {}) {
+    const node& k = g_->constant(tensor::scalar(n));
+    const node& r = g_->op("ReaderReadUpTo", {handle_, files.handle(), k.out(0)}, {}, std::move(options));
+    return {r.out(0), r.out(1)};
+  }
+  output records_produced(node_options options = {}) {
+    return g_->op("ReaderNumRecordsProduced", {handle_}, {}, std::move(options)).out(0);
+  }
+  output files_done(node_options options = {}) {
+    return g_->op("ReaderNumWorkUnitsCompleted", {handle_}, {}, std::move(options)).out(0);
+  }
+  const node& reset(node_options options = {}) { return g_->op("ReaderReset", {handle_}, {}, std::move(options)); }
 
  private:
   graph* g_;

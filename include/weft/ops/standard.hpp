@@ -16,6 +16,7 @@
 #include <weft/ops/math_ops.hpp>
 #include <weft/ops/matrix_ops.hpp>
 #include <weft/ops/nn_ops.hpp>
+#include <weft/ops/parsing_ops.hpp>
 #include <weft/ops/random_ops.hpp>
 #include <weft/ops/reduction_ops.hpp>
 #include <weft/ops/state_ops.hpp>
@@ -27,7 +28,8 @@ namespace weft::ops {
 // and have none).
 using standard_families = type_list<families::core, families::array, families::math, families::reduction,
                                     families::matrix, families::random, families::state, families::nn,
-                                    families::training, families::io, families::data_flow>;
+                                    families::training, families::io, families::data_flow,
+                                    families::parsing>;
 
 inline void register_standard_ops() {
   []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});

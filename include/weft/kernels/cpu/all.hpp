@@ -24,6 +24,7 @@ inline bool register_all_kernels() {
     register_training_kernels();
     register_io_kernels();
     register_data_flow_kernels();
+    register_parsing_kernels();
     return true;
   }();
   return done;

@@ -56,10 +56,10 @@ struct queue_kernel final : op_kernel {
   tensor handle_;
 };
 
-// The resource of kind R a handle input names.
+// The resource of kind R the handle of input `i` names.
 template <class R>
-std::shared_ptr<R> resource_of(const kernel_context& ctx) {
-  const tensor& h = ctx.input(0);
+std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
+  const tensor& h = ctx.input(i);
   if (h.dtype() != dtype::string || h.shape() != shape{2})
     fail(error_code::invalid_argument, "a ", R::kind_name, " handle is a string vector [container, name], got ", h.dtype(),
          h.shape());
@@ -70,7 +70,7 @@ std::shared_ptr<R> resource_of(const kernel_context& ctx) {
          "' does not exist (its container was reset after its op ran?)");
   return r;
 }
-inline std::shared_ptr<queue> queue_of(const kernel_context& ctx) { return resource_of<queue>(ctx); }
+inline std::shared_ptr<queue> queue_of(const kernel_context& ctx, int i = 0) { return resource_of<queue>(ctx, i); }
 
 // Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
 // exception thrown before the queue took the attempt into the node's error.

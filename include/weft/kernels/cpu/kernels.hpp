@@ -13,6 +13,7 @@
 #include <weft/kernels/cpu/linalg.hpp>
 #include <weft/kernels/cpu/matmul.hpp>
 #include <weft/kernels/cpu/nn.hpp>
+#include <weft/kernels/cpu/parsing.hpp>
 #include <weft/kernels/cpu/random.hpp>
 #include <weft/kernels/cpu/reduction.hpp>
 #include <weft/kernels/cpu/state.hpp>
