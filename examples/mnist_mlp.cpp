@@ -17,7 +17,8 @@
 // precision: the layers compute in bfloat16, the weights and Adam stay float32),
 // --threads N (0: every core; else N threads for kernels, N - 1 beside them for nodes),
 // --train-subset N (all 60000), --data DIR (the data directory's mnist/), --min-accuracy X
-// (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume.
+// (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume, --pipeline (the
+// batches from a weft::input_pipeline on threads of its own: the same batches, the same result).
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -29,6 +29,7 @@ struct mnist_options {
   long train_subset = 0;
   std::string data, checkpoint_dir;
   bool resume = false;
+  bool pipeline = false;  // batches from a weft::input_pipeline, made ahead on threads of its own
 };
 
 // An option of one example only: --name N, stored as a number.
@@ -45,7 +46,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
   auto usage = [&](int status) {
     std::fprintf(status ? stderr : stdout,
                  "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
-                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume]",
+                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--pipeline]",
                  program);
     for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
     std::fprintf(status ? stderr : stdout, "\n");
@@ -71,6 +72,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       else if (a == "--min-accuracy") o.min_accuracy = std::stod(value());
       else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
       else if (a == "--resume") o.resume = true;
+      else if (a == "--pipeline") o.pipeline = true;
       else if (a == "--help") usage(0);
       else {
         auto e = std::find_if(extras.begin(), extras.end(), [&](const extra_option& x) { return a == std::string("--") + x.name; });
@@ -103,6 +105,22 @@ inline std::pair<weft::tensor, weft::tensor> batch_of(const weft::data::image_se
     y.data<std::int32_t>()[i] = labels[rows[i]];
   }
   return {x, y};
+}
+
+// An epoch of MNIST batches from an input pipeline: the first `rows` images (uint8) and labels
+// in the order std::shuffle gives with std::mt19937_64(seed), batched, converted to floats in
+// [0, 1] and int32 labels by a map stage, 4 batches ahead (not started).
+inline weft::input_pipeline mnist_pipeline(const weft::data::image_set& s, std::int64_t rows, int batch, std::uint64_t seed) {
+  using namespace weft;
+  const tensor images = s.images.reshape(shape{s.size(), 784}).slice(0, rows);
+  const tensor labels = s.labels.slice(0, rows);
+  auto p = input_pipeline::from_tensors({images, labels});
+  p.shuffle_source(seed).batch(batch).prefetch(4).map([](graph& g, const std::vector<output>& in) {
+    const output x = g.op("Cast", {in[0]}, {{"DstT", dtype::float32}}).out(0);
+    return std::vector<output>{g.op("Mul", {x, g.constant(tensor::scalar(1.0f / 255.0f)).out(0)}).out(0),
+                               g.op("Cast", {in[1]}, {{"DstT", dtype::int32}}).out(0)};
+  });
+  return p;
 }
 
 // One line per device: how many of the step's nodes the placer put there and their
@@ -178,14 +196,26 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
     std::shuffle(order.begin(), order.end(), shuffle);
     const tensor rate = tensor::scalar(static_cast<float>(opt.lr * std::pow(opt.decay, epoch - 1)));
     bar.start_epoch(epoch);
-    for (std::int64_t first = 0; first < train_size; first += opt.batch) {
-      const std::int64_t n = std::min<std::int64_t>(opt.batch, train_size - first);
-      auto [bx, by] = batch_of(mnist.train, order.data() + first, n);
+    auto step = [&](const tensor& bx, const tensor& by, bool first) {
       feed_list feeds{{m.images, bx}, {m.labels, by}, {m.learning_rate, rate}};
       for (const auto& [o, t] : m.train_feeds) feeds.push_back({o, t});
       auto out = s.run(feeds, {m.loss, m.correct}, {train.step});
-      if (epoch == first_epoch && first == 0 && s.devices().size() > 1) print_placement(s, feeds, {m.loss, m.correct}, train.step);
-      bar.step(static_cast<long>(n), out[0].scalar_value<float>(), out[1].scalar_value<float>());
+      if (epoch == first_epoch && first && s.devices().size() > 1) print_placement(s, feeds, {m.loss, m.correct}, train.step);
+      bar.step(static_cast<long>(by.num_elements()), out[0].scalar_value<float>(), out[1].scalar_value<float>());
+    };
+    if (opt.pipeline) {
+      // The same batches as below (the same permutation of the rows), made by a pipeline:
+      // the rows' order per epoch, batches of uint8 rows, then floats in [0, 1] and int32
+      // labels, up to 4 batches ahead, on the pipeline's threads.
+      auto p = mnist_pipeline(mnist.train, train_size, opt.batch, opt.seed * 1000003ull + static_cast<unsigned>(epoch));
+      p.start();
+      for (bool first = true; auto b = p.next(); first = false) step((*b)[0], (*b)[1], first);
+    } else {
+      for (std::int64_t first = 0; first < train_size; first += opt.batch) {
+        const std::int64_t n = std::min<std::int64_t>(opt.batch, train_size - first);
+        auto [bx, by] = batch_of(mnist.train, order.data() + first, n);
+        step(bx, by, first == 0);
+      }
     }
     seconds += bar.end_epoch();
     test_accuracy = evaluate();

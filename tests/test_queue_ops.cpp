@@ -338,9 +338,24 @@ TEST_CASE("queue ops: errors name the node, the queue and what did not match", "
   require_error([&] { graph_queue(g, two_shapes); }, {"2 shapes for 1 component types"});
   queue_spec open_dims = floats();
   open_dims.shapes = {partial_shape({unknown_dim})};
-  require_error([&] { graph_queue(g, open_dims); }, {"FIFOQueue", "shape [?] of component 0 is not fully known"});
+  graph_queue open(g, open_dims, node_options("open"));
+  auto rows = g.placeholder(dtype::float32, partial_shape({unknown_dim}), node_options("rows")).out(0);
+  const std::string put_rows = open.enqueue({rows}, node_options("put_rows")).name();
+  auto two_rows = open.dequeue_many(2, node_options("two_rows"))[0];
   // A random shuffle queue's extra attrs: min_after_dequeue below the capacity.
   queue_spec shuffle = floats(4, queue_kind::random_shuffle);
   shuffle.min_after_dequeue = 4;
   require_error([&] { graph_queue(g, shuffle); }, {"RandomShuffleQueue", "min_after_dequeue 4 must be at least 0 and below the capacity 4"});
+  // A FIFO queue whose shape leaves a dim open takes rows of any length, one at a time; it
+  // refuses to batch them before it takes any (a padding queue pads them).
+  auto one_row = open.dequeue(node_options("one_row"))[0];
+  auto open_size = open.size();
+  session s3(g, one_thread());
+  s3.run({{rows, vec({1, 2})}}, {}, {put_rows});
+  s3.run({{rows, vec({3, 4, 5})}}, {}, {put_rows});
+  CHECK(code_of([&] { s3.run({}, {two_rows}); }, &message) == error_code::invalid_argument);
+  CHECK(message.find("queue 'open' leaves component 0's shape [?] open: a batch needs fully known shapes") != std::string::npos);
+  CHECK(s3.run({}, {open_size})[0].scalar_value<std::int32_t>() == 2);
+  CHECK(s3.run({}, {one_row})[0].to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(s3.run({}, {one_row})[0].to_vector<float>() == std::vector<float>{3, 4, 5});
 }

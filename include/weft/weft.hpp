@@ -23,6 +23,7 @@
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/mutex.hpp>
 #include <weft/runtime/queue.hpp>
+#include <weft/runtime/pipeline.hpp>
 #include <weft/runtime/queue_runner.hpp>
 #include <weft/runtime/session.hpp>
 #include <weft/tools/dot.hpp>

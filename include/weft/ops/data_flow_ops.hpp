@@ -5,8 +5,9 @@
 // after its node, so every step of a session (and every session sharing its resource
 // manager) finds the same queue.
 //   FIFOQueue(; component_types, shapes, capacity, container, shared_name) -> handle
-//   PaddingFIFOQueue(; the same): shapes may leave dims unknown (-1); DequeueMany pads
-//       them with zeros to the longest element of each batch
+//   PaddingFIFOQueue(; the same): DequeueMany pads dims the shapes leave unknown (-1) with
+//       zeros to the longest element of each batch (the other queues batch only elements of
+//       one shape)
 //   RandomShuffleQueue(; the same, min_after_dequeue, seed)
 //   PriorityQueue(; the same): each element is (priority: int64 scalar, components...);
 //       component_types and shapes leave the priority out, as TensorFlow's do
@@ -42,15 +43,13 @@
 namespace weft::ops {
 
 namespace detail {
-// A queue op's checks; only a padding queue leaves dims of its shapes unknown.
-inline void check_queue(shape_context& c, bool padded) {
+// A queue op's checks. Shapes may leave dims unknown: a padding queue pads them in
+// DequeueMany; the others batch only elements of one shape (DequeueMany's error says so).
+inline void check_queue(shape_context& c) {
   const auto& types = c.attr<std::vector<dtype>>("component_types");
   const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
   if (types.empty()) c.fail("a queue needs at least one component type");
   if (!shapes.empty() && shapes.size() != types.size()) c.fail(shapes.size(), " shapes for ", types.size(), " component types");
-  for (std::size_t i = 0; i < shapes.size() && !padded; ++i)
-    if (!shapes[i].fully_known())
-      c.fail("shape ", shapes[i], " of component ", i, " is not fully known (a PaddingFIFOQueue pads unknown dims)");
   const auto capacity = c.attr<std::int64_t>("capacity");
   if (capacity == 0 || capacity < -1) c.fail("capacity must be positive or -1 (no bound), got ", capacity);
   c.set_output(0, partial_shape({2}));
@@ -101,15 +100,13 @@ inline std::vector<op_def> data_flow_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"FIFOQueue", "PaddingFIFOQueue", "PriorityQueue"})
     defs.push_back(detail::queue_op(name)
-                       .shape_fn([padded = std::string_view(name) == "PaddingFIFOQueue"](shape_context& c) {
-                         detail::check_queue(c, padded);
-                       })
+                       .shape_fn([](shape_context& c) { detail::check_queue(c); })
                        .build());
   defs.push_back(detail::queue_op("RandomShuffleQueue")
                      .attr("min_after_dequeue: int = 0")
                      .attr("seed: int = 0")
                      .shape_fn([](shape_context& c) {
-                       detail::check_queue(c, false);
+                       detail::check_queue(c);
                        const auto keep = c.attr<std::int64_t>("min_after_dequeue");
                        const auto capacity = c.attr<std::int64_t>("capacity");
                        if (keep < 0 || (capacity > 0 && keep >= capacity))

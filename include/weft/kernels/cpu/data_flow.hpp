@@ -119,6 +119,17 @@ struct dequeue_kernel final : op_kernel {
       if (q->options().component_types != types_)
         fail(error_code::invalid_argument, "queue '", q->name(), "' holds elements of ", describe(q->options().component_types),
              ", not ", describe(types_));
+      // Only a padding queue batches elements whose shapes it does not fix (TensorFlow's
+      // rule): checked before any element is taken, so a refused dequeue loses none.
+      if (const queue_options& o = q->options(); batch_ && !o.padded) {
+        if (o.shapes.empty())
+          fail(error_code::invalid_argument, "queue '", q->name(), "' has no shapes: a batch needs the components' shapes ",
+               "(a PaddingFIFOQueue pads dims left unknown)");
+        for (std::size_t i = 0; i < o.shapes.size(); ++i)
+          if (!o.shapes[i].fully_known())
+            fail(error_code::invalid_argument, "queue '", q->name(), "' leaves component ", i, "'s shape ", o.shapes[i],
+                 " open: a batch needs fully known shapes (a PaddingFIFOQueue pads dims left unknown)");
+      }
       std::int64_t n = 1;
       if (batch_) {
         const tensor& k = ctx.input(1);

@@ -1,0 +1,393 @@
+// Input pipelines built on queues (whitepaper 4.6-4.7; the anchors tf.data and libtorch's
+// DataLoader): a source (rows of in-memory tensors, or the records of files), then stages
+// in the order they are added (map a graph function over each element, shuffle through a
+// buffer, batch, repeat the epochs, prefetch), each stage a queue filled by a queue_runner's
+// threads, all in a graph and a session of the pipeline's own, so that the input runs ahead
+// of training on threads of its own and never holds a training step's thread.
+//
+//   weft::input_pipeline p = weft::input_pipeline::from_tensors({images, labels});
+//   p.shuffle(10000, 42).batch(128).repeat(5).prefetch(4);
+//   p.start();
+//   while (auto batch = p.next()) train_on((*batch)[0], (*batch)[1]);   // nullopt: the end
+//
+// or, in the training graph itself (no copy through the host's feeds):
+//   auto [x, y] = ...p.dequeue_into(g)...   // a QueueDequeue of the last stage's queue; the
+//   session shares p.resources() (session_options::resources)
+//
+// Order is deterministic for a fixed seed when every map stage has one worker: each stage
+// keeps its input's order, and a shuffle draws from a full buffer (capacity `buffer`, and
+// min_after_dequeue buffer - 1) with its seeded generator. An element whose components have
+// dims unknown until run time is padded by batch() to the longest in its batch (the queue
+// before a batch is then a PaddingFIFOQueue). An error in any stage stops the pipeline; the
+// next next() rethrows it.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/core/tensor.hpp>
+#include <weft/graph/data_flow.hpp>
+#include <weft/graph/graph.hpp>
+#include <weft/runtime/queue_runner.hpp>
+#include <weft/runtime/session.hpp>
+
+namespace weft {
+
+class input_pipeline {
+ public:
+  // A graph function of a map stage: from an element's components (outputs of the
+  // pipeline's graph) to the new element's.
+  using map_fn = std::function<std::vector<output>(graph&, const std::vector<output>&)>;
+
+  // Elements: row i of every column (all of one first dim).
+  static input_pipeline from_tensors(std::vector<tensor> columns) {
+    if (columns.empty()) fail(error_code::invalid_argument, "input_pipeline::from_tensors: no columns");
+    for (const tensor& c : columns)
+      if (c.rank() == 0 || c.dim(0) != columns[0].dim(0))
+        fail(error_code::invalid_argument, "input_pipeline::from_tensors: every column needs the first dim ",
+             columns[0].rank() ? columns[0].dim(0) : 0, ", got shape ", c.shape());
+    input_pipeline p;
+    p.columns_ = std::move(columns);
+    return p;
+  }
+  // Elements: the records of the files (string scalars), in the files' order each epoch.
+  static input_pipeline from_files(std::vector<std::string> files, reader_spec reader) {
+    if (files.empty()) fail(error_code::invalid_argument, "input_pipeline::from_files: no files");
+    input_pipeline p;
+    p.files_ = std::move(files);
+    p.reader_ = std::move(reader);
+    return p;
+  }
+
+  // Movable until start(): its threads then hold its address.
+  input_pipeline(input_pipeline&&) = default;
+  input_pipeline& operator=(input_pipeline&&) = delete;
+  ~input_pipeline() { stop(); }
+
+  // Each element through `f`, on `workers` threads (more than one may reorder elements).
+  input_pipeline& map(map_fn f, int workers = 1) {
+    if (workers < 1) fail(error_code::invalid_argument, "input_pipeline::map: workers must be at least 1, got ", workers);
+    return add({stage::kind::map, 0, workers, std::move(f)});
+  }
+  // Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
+  input_pipeline& shuffle(std::int64_t buffer, std::uint64_t seed = 0) {
+    if (buffer < 1) fail(error_code::invalid_argument, "input_pipeline::shuffle: buffer must be at least 1, got ", buffer);
+    seed_ = seed;
+    return add({stage::kind::shuffle, buffer, 1, {}});
+  }
+  // n elements stacked (the last batch of the input smaller unless drop_remainder).
+  input_pipeline& batch(std::int64_t n, bool drop_remainder = false) {
+    if (n < 1) fail(error_code::invalid_argument, "input_pipeline::batch: n must be at least 1, got ", n);
+    return add({drop_remainder ? stage::kind::batch_exact : stage::kind::batch, n, 1, {}});
+  }
+  // from_tensors' rows in a fresh random order each epoch: the whole source shuffled, at no
+  // cost per element, as a training loop that shuffles its row indices does (epoch e's
+  // order is std::shuffle of 0..n-1 with std::mt19937_64(seed + e)). A shuffle() stage
+  // mixes only within its buffer.
+  input_pipeline& shuffle_source(std::uint64_t seed) {
+    if (columns_.empty()) fail(error_code::invalid_argument, "input_pipeline::shuffle_source: only rows of tensors are shuffled whole");
+    shuffle_rows_ = true;
+    row_seed_ = seed;
+    return *this;
+  }
+  // The source's elements `epochs` times (-1: forever). Applies to the whole source,
+  // wherever it is called.
+  input_pipeline& repeat(std::int64_t epochs = -1) {
+    if (epochs == 0 || epochs < -1) fail(error_code::invalid_argument, "input_pipeline::repeat: epochs must be positive or -1, got ", epochs);
+    epochs_ = epochs;
+    return *this;
+  }
+  // The last queue holds up to k elements ready.
+  input_pipeline& prefetch(std::int64_t k) {
+    if (k < 1) fail(error_code::invalid_argument, "input_pipeline::prefetch: k must be at least 1, got ", k);
+    prefetch_ = k;
+    return *this;
+  }
+  // The resource manager the pipeline's queues live in; a training session given it
+  // (session_options::resources) can dequeue from the last stage in its own graph.
+  input_pipeline& share(std::shared_ptr<resource_manager> resources) {
+    resources_ = std::move(resources);
+    return *this;
+  }
+
+  // Builds the pipeline's graph and session and starts its threads.
+  void start() {
+    if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
+    build();
+    unstarted_.started = true;
+    session_options o;
+    o.intra_op_threads = 1;
+    o.inter_op_threads = 0;
+    o.resources = resources_;
+    session_ = std::make_unique<session>(*g_, o);
+    session_->run({}, handles_);  // makes every queue, before any thread or other graph uses one
+    coord_ = std::make_unique<coordinator>();
+    for (auto& r : runners_) r.runner = std::make_unique<queue_runner>(*session_, r.targets, queue_runner_options{r.close, r.cancel});
+    for (auto& r : runners_) r.runner->start(*coord_);
+    coord_->add_thread(std::thread([this] { feed_epochs(); }));
+  }
+
+  // The next element (a batch after batch()), or nullopt at the end of the input; an
+  // error of any stage is rethrown here.
+  std::optional<std::vector<tensor>> next() {
+    if (!session_) fail(error_code::failed_precondition, "input_pipeline::next: start() it first");
+    run_options o;
+    o.cancellation = &coord_->cancellation();
+    try {
+      return session_->run({}, last_, {}, o);
+    } catch (const error& e) {
+      coord_->raise_if_error();
+      if (e.code() == error_code::out_of_range) return std::nullopt;
+      throw;
+    }
+  }
+
+  // Stops the threads and joins them (an error not yet taken is dropped).
+  void stop() {
+    if (!coord_) return;
+    coord_->request_stop();
+    try {
+      coord_->join();
+    } catch (...) {
+    }
+    coord_.reset();
+  }
+
+  // The last stage's queue dequeued in another graph (whose session shares resources()).
+  std::vector<output> dequeue_into(graph& g, node_options options = {}) const {
+    if (!session_) fail(error_code::failed_precondition, "input_pipeline::dequeue_into: start() it first");
+    const output h = g.constant(tensor::from_vector(std::vector<std::string>{"", last_queue_})).out(0);
+    ops::register_data_flow_ops();
+    const node& n = g.op("QueueDequeue", {h}, {{"component_types", types_}, {"shapes", shapes_}}, std::move(options));
+    std::vector<output> out;
+    for (int i = 0; i < n.num_outputs(); ++i) out.push_back(n.out(i));
+    return out;
+  }
+  const std::shared_ptr<resource_manager>& resources() const noexcept { return resources_; }
+  // The element's dtypes and static shapes after every stage.
+  const std::vector<dtype>& element_types() const noexcept { return types_; }
+  const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }
+
+ private:
+  struct stage {
+    enum class kind { map, shuffle, batch, batch_exact };
+    kind type;
+    std::int64_t n;  // shuffle's buffer, batch's size
+    int workers;
+    map_fn f;
+  };
+  struct runner_spec {
+    std::vector<endpoint> targets;
+    std::optional<endpoint> close, cancel;
+    std::unique_ptr<queue_runner> runner;
+  };
+
+  input_pipeline() : resources_(std::make_shared<resource_manager>()), id_(next_id()) {}
+  static int next_id() {
+    static std::atomic<int> n{0};
+    return ++n;
+  }
+  input_pipeline& add(stage s) {
+    if (session_) fail(error_code::failed_precondition, "input_pipeline: stages are added before start()");
+    stages_.push_back(std::move(s));
+    return *this;
+  }
+
+  std::string queue_name(std::size_t k) const { return "input_pipeline_" + std::to_string(id_) + "/stage_" + std::to_string(k); }
+
+  // The queue that feeds stage `next` (stages_.size(): the last queue, which next() and
+  // dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
+  // only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
+  // batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
+  graph_queue queue_for(std::size_t next, std::int64_t capacity) {
+    queue_spec q;
+    q.component_types = types_;
+    q.shapes = shapes_;
+    q.capacity = capacity;
+    q.seed = static_cast<std::int64_t>(seed_);
+    if (next < stages_.size()) {
+      const stage& s = stages_[next];
+      if (s.type == stage::kind::shuffle) {
+        q.kind = queue_kind::random_shuffle;
+        q.capacity = s.n;
+        q.min_after_dequeue = s.n - 1;
+      } else if (s.type == stage::kind::batch || s.type == stage::kind::batch_exact) {
+        for (const auto& sh : shapes_)
+          if (!sh.fully_known()) q.kind = queue_kind::padding_fifo;
+      }
+    }
+    q.shared_name = queue_name(queues_++);
+    graph_queue made(*g_, q, node_options(q.shared_name));
+    handles_.push_back(made.handle());
+    return made;
+  }
+  void shapes_of(const std::vector<output>& outs) {
+    types_.clear();
+    shapes_.clear();
+    for (output o : outs) {
+      types_.push_back(g_->at(o).output_dtype(o.port));
+      shapes_.push_back(g_->at(o).output_shape(o.port));
+    }
+  }
+
+  // The graph: queues between fragments, each fragment one step a runner's threads repeat
+  // (a dequeue from the queue before it, the map functions after it, an enqueue into the
+  // queue after it). A map of one worker joins the fragment before it (no queue between:
+  // a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
+  // shuffle is the queue it feeds from.
+  void build() {
+    g_ = std::make_unique<graph>();
+    graph& g = *g_;
+    constexpr std::int64_t source_capacity = 4096;  // rows waiting in the source queue at most
+    std::optional<graph_queue> q;
+    std::vector<output> open;  // the open fragment's outputs (none: no fragment open)
+    int workers = 1;
+    auto close = [&](std::size_t next) {
+      shapes_of(open);
+      graph_queue after = queue_for(next, next == stages_.size() ? prefetch_ : 64);
+      const std::string put = after.enqueue(open).name();
+      runners_.push_back({std::vector<endpoint>(static_cast<std::size_t>(workers), endpoint(put)),
+                          endpoint(after.close(false).name()), endpoint(after.close(true).name()), nullptr});
+      q.emplace(std::move(after));
+      open.clear();
+    };
+    if (!columns_.empty()) {
+      // Rows of the columns, enqueued as views by the epoch thread (no step, no copy).
+      types_.clear();
+      shapes_.clear();
+      for (const tensor& c : columns_) {
+        types_.push_back(c.dtype());
+        shapes_.push_back(partial_shape(std::vector<std::int64_t>(c.shape().dims().begin() + 1, c.shape().dims().end())));
+      }
+      q.emplace(queue_for(0, source_capacity));
+      source_ = q->spec().shared_name;
+    } else {
+      graph_queue names(g, {.component_types = {dtype::string}, .shapes = {partial_shape({})}, .shared_name = queue_name(queues_++)},
+                        "files");
+      fill_ = names.enqueue_many({g.constant(tensor::from_vector(files_)).out(0)}, "fill").name();
+      end_ = names.close(false, "end_of_input").name();
+      graph_reader reader(g, reader_, "reader");
+      open = {reader.read(names, "read").second};  // the first fragment reads the records
+    }
+    for (std::size_t k = 0; k < stages_.size(); ++k) {
+      const stage& s = stages_[k];
+      switch (s.type) {
+        case stage::kind::map:
+          if (!open.empty() && s.workers > 1 && s.workers != workers) close(k);
+          if (open.empty()) open = q->dequeue(), workers = s.workers;
+          open = s.f(g, open);
+          if (open.empty()) fail(error_code::invalid_argument, "input_pipeline::map: the function returned no components");
+          break;
+        case stage::kind::shuffle:
+          if (!open.empty()) close(k);  // else the queue before it was made for it
+          break;
+        case stage::kind::batch:
+        case stage::kind::batch_exact:
+          if (!open.empty()) close(k);
+          open = s.type == stage::kind::batch ? q->dequeue_up_to(static_cast<std::int32_t>(s.n))
+                                              : q->dequeue_many(static_cast<std::int32_t>(s.n));
+          workers = 1;
+          break;
+      }
+    }
+    if (!open.empty()) close(stages_.size());  // types_ and shapes_ are now the last queue's
+    last_queue_ = q->spec().shared_name;
+    for (output o : q->dequeue("next")) last_.push_back(o);
+  }
+
+  // The epoch thread: the source's elements once per epoch, then the end of the input.
+  void feed_epochs() {
+    run_options o;
+    o.cancellation = &coord_->cancellation();
+    try {
+      if (!columns_.empty()) return feed_rows();
+      for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) session_->run({}, {}, {fill_}, o);
+      if (!coord_->should_stop()) session_->run({}, {}, {end_}, o);
+    } catch (const error& e) {
+      if (!(e.code() == error_code::cancelled && coord_->should_stop())) coord_->request_stop(std::current_exception());
+    } catch (...) {
+      coord_->request_stop(std::current_exception());
+    }
+  }
+  // from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
+  // waiting for room; then the queue is closed.
+  void feed_rows() {
+    auto source = resources_->find<queue>("", source_);
+    std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
+    for (const tensor& c : columns_) {
+      const std::vector<std::int64_t> rest(c.shape().dims().begin() + 1, c.shape().dims().end());
+      auto& r = rows.emplace_back();
+      for (std::int64_t i = 0; i < c.dim(0); ++i) r.push_back(c.slice(i, i + 1).reshape(shape(rest)));
+    }
+    const std::int64_t n = columns_[0].dim(0);
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
+      std::iota(order.begin(), order.end(), 0);
+      if (shuffle_rows_) {
+        std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
+        std::shuffle(order.begin(), order.end(), random);
+      }
+      // In pieces, so that a stop is seen between them.
+      for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
+        std::vector<queue_tuple> elements;
+        for (std::int64_t i = first; i < std::min(n, first + 256); ++i) {
+          queue_tuple t;
+          for (auto& r : rows) t.push_back(r[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])]);
+          elements.push_back(std::move(t));
+        }
+        std::promise<std::exception_ptr> done;
+        auto result = done.get_future();
+        source->enqueue(std::move(elements), &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
+        if (auto e = result.get()) {
+          if (coord_->should_stop()) return;  // cancelled by the stop
+          std::rethrow_exception(e);
+        }
+      }
+    }
+    source->close();
+  }
+
+  std::vector<tensor> columns_;
+  std::vector<std::string> files_;
+  reader_spec reader_;
+  std::vector<stage> stages_;
+  std::int64_t epochs_ = 1;
+  std::int64_t prefetch_ = 2;
+  std::uint64_t seed_ = 0;
+  bool shuffle_rows_ = false;
+  std::uint64_t row_seed_ = 0;
+  std::shared_ptr<resource_manager> resources_;
+  int id_ = 0;
+  // Moving a started pipeline is an error (its threads hold its address).
+  struct unstarted {
+    bool started = false;
+    unstarted() = default;
+    unstarted(unstarted&& o) {
+      if (o.started) fail(error_code::failed_precondition, "input_pipeline: a started pipeline cannot be moved");
+    }
+  } unstarted_;
+
+  std::unique_ptr<graph> g_;
+  std::vector<dtype> types_;
+  std::vector<partial_shape> shapes_;
+  std::string fill_, end_, last_queue_, source_;
+  std::vector<endpoint> handles_;  // every queue op of the graph
+  int queues_ = 0;
+  std::vector<endpoint> last_;
+  std::unique_ptr<session> session_;
+  std::vector<runner_spec> runners_;
+  std::unique_ptr<coordinator> coord_;  // last: stopped and joined first
+};
+
+}  // namespace weft
