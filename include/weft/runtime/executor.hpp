@@ -410,6 +410,7 @@ class step final : rendezvous::receiver {
       std::vector<entry> outputs;
       std::unique_ptr<kernel_context> ctx;
       std::int64_t t0;
+      std::thread::id caller = std::this_thread::get_id();
     };
     auto state = std::make_shared<async_state>();
     state->outputs.resize(static_cast<std::size_t>(xn.num_outputs));
@@ -436,9 +437,18 @@ class step final : rendezvous::receiver {
       ready_list ready;
       propagate(tn, xn, state->outputs, ready);
       finish(tn, ready);
-      std::deque<tagged_node> inline_ready;
-      schedule(ready, inline_ready);
-      if (!inline_ready.empty()) process(inline_ready);
+      if (std::this_thread::get_id() != state->caller) {
+        // Done on another thread (an enqueue that made room, a dequeue that brought the
+        // element, another step's): the nodes it made ready go to this step's own threads,
+        // so that a step waiting on a queue does not run the rest of its work on the thread
+        // of the step that fed it (two steps of a pipeline would then run one after the other).
+        outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);  // before any can run
+        for (const tagged_node& r : ready) hand_off(r);
+      } else {
+        std::deque<tagged_node> inline_ready;
+        schedule(ready, inline_ready);
+        if (!inline_ready.empty()) process(inline_ready);
+      }
       node_done(1);
     });
   }
