@@ -46,6 +46,7 @@ enum class error_code {
   unimplemented,
   data_loss,
   resource_exhausted,  // an allocation beyond memory or a session's memory limit
+  deadline_exceeded,   // a run that outlived its run_options::timeout
 };
 
 inline const char* to_string(error_code c) noexcept {
@@ -60,6 +61,7 @@ inline const char* to_string(error_code c) noexcept {
     case error_code::unimplemented: return "unimplemented";
     case error_code::data_loss: return "data loss";
     case error_code::resource_exhausted: return "resource exhausted";
+    case error_code::deadline_exceeded: return "deadline exceeded";
   }
   return "unknown";
 }
@@ -168,7 +170,8 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
 
 }  // namespace weft
 // dtype: the element types of the whitepaper (§2) and their C++ counterparts.
-// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex.
+// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex;
+// string (TensorFlow's variable-length byte strings) is std::string, host memory only.
 
 #include <Eigen/Core>
 
@@ -176,6 +179,7 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -199,9 +203,14 @@ enum class dtype : std::uint8_t {
   float64,
   complex64,
   complex128,
+  string,
 };
 
-inline constexpr int dtype_count = 16;
+// Every dtype code is below dtype_count. The fixed-size element types (bool and the numbers)
+// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
+// strings too ("any type"); string is the one code past them.
+inline constexpr int dtype_count = 17;
+inline constexpr int plain_dtype_count = 16;
 
 using half = Eigen::half;
 using bfloat16 = Eigen::bfloat16;
@@ -226,6 +235,7 @@ inline constexpr std::string_view name(dtype t) noexcept {
     case dtype::float64: return "float64";
     case dtype::complex64: return "complex64";
     case dtype::complex128: return "complex128";
+    case dtype::string: return "string";
   }
   return "invalid";
 }
@@ -256,6 +266,7 @@ inline constexpr std::size_t size_of(dtype t) noexcept {
     case dtype::float64:
     case dtype::complex64: return 8;
     case dtype::complex128: return 16;
+    case dtype::string: return sizeof(std::string);  // an element is a std::string object
     case dtype::invalid: return 0;
   }
   return 0;
@@ -269,6 +280,10 @@ inline constexpr bool is_complex(dtype t) noexcept {
 }
 inline constexpr bool is_integer(dtype t) noexcept {
   return t >= dtype::int8 && t <= dtype::uint64;
+}
+// Bool and the numbers: elements that are plain bytes, copied by memcpy (string's are not).
+inline constexpr bool is_plain(dtype t) noexcept {
+  return t != dtype::invalid && static_cast<int>(t) < plain_dtype_count;
 }
 
 template <class T> struct dtype_traits;  // undefined: T is not a weft element type
@@ -291,6 +306,7 @@ WEFT_DETAIL_DTYPE(float, float32);
 WEFT_DETAIL_DTYPE(double, float64);
 WEFT_DETAIL_DTYPE(complex64, complex64);
 WEFT_DETAIL_DTYPE(complex128, complex128);
+WEFT_DETAIL_DTYPE(std::string, string);
 #undef WEFT_DETAIL_DTYPE
 
 template <class T>
@@ -382,6 +398,8 @@ template <class... Ts> struct dispatcher<type_list<Ts...>> {
 // (data, flat, to_vector, copy, debug_string) read host memory.
 // Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
 // which is what makes sharing by reference count safe across concurrent steps.
+// A string tensor's buffer holds std::string objects (host memory only): made empty with the
+// buffer, destroyed with it, copied element by element; its bytes are never memcpy'd.
 
 #include <atomic>
 #include <cstring>
@@ -784,6 +802,7 @@ struct alignas(buffer_alignment) buffer {
   allocator* alloc = nullptr;
   std::size_t bytes = 0;
   void* data = nullptr;
+  std::size_t strings = 0;      // std::string objects constructed in data (a string tensor's)
   buffer* next_free = nullptr;  // in a thread's cache of free headers
 
   static buffer* create(allocator& alloc, std::size_t bytes) {
@@ -797,11 +816,23 @@ struct alignas(buffer_alignment) buffer {
     b->refs.store(1, std::memory_order_relaxed);
     b->alloc = &alloc;
     b->bytes = bytes;
+    b->strings = 0;
     return b;
+  }
+  // Constructs n empty strings in data (which holds room for them); noexcept: an empty
+  // std::string allocates nothing.
+  void construct_strings(std::size_t n) noexcept {
+    auto* p = static_cast<std::string*>(data);
+    for (std::size_t i = 0; i < n; ++i) new (p + i) std::string();
+    strings = n;
   }
   void ref() noexcept { refs.fetch_add(1, std::memory_order_relaxed); }
   void unref() noexcept {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (strings) {
+        auto* p = static_cast<std::string*>(data);
+        for (std::size_t i = 0; i < strings; ++i) p[i].~basic_string();
+      }
       alloc->deallocate(data, bytes);
       give_header(this);
     }
@@ -846,17 +877,35 @@ struct alignas(buffer_alignment) buffer {
 
 }  // namespace detail
 
+// Copies `bytes` bytes of elements of dtype t from src to dst (apart): memcpy for the plain
+// dtypes, element by element for strings (std::string objects are never copied as bytes).
+// The data-movement kernels that admit strings (ConcatV2, Split, Slice, Tile, GatherV2) and
+// the queues' batches copy through it.
+inline void copy_element_bytes(void* dst, const void* src, std::size_t bytes, dtype t) {
+  if (t == dtype::string) {
+    auto* to = static_cast<std::string*>(dst);
+    const auto* from = static_cast<const std::string*>(src);
+    for (std::size_t i = 0, n = bytes / sizeof(std::string); i < n; ++i) to[i] = from[i];
+  } else if (bytes) {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 class tensor {
  public:
   tensor() = default;
 
   // An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
-  // callers fill it before anyone else sees it.
+  // callers fill it before anyone else sees it. A string tensor's elements are empty
+  // strings, and its allocator must be of host memory.
   tensor(weft::dtype type, weft::shape s, allocator& alloc = cpu_allocator::global())
       : dtype_(type), shape_(std::move(s)) {
     if (type == weft::dtype::invalid) fail(error_code::invalid_argument, "tensor: invalid dtype");
+    if (type == weft::dtype::string && alloc.space() != weft::memory_space::host)
+      fail(error_code::invalid_argument, "tensor: a string tensor lives in host memory, not ", to_string(alloc.space()), " memory");
     buf_ = detail::buffer::create(alloc, checked_byte_size(shape_.num_elements(), size_of(type), "tensor"));
     data_ = buf_->data;
+    if (type == weft::dtype::string) buf_->construct_strings(static_cast<std::size_t>(shape_.num_elements()));
   }
 
   tensor(const tensor& o) noexcept : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), data_(o.data_) {
@@ -920,6 +969,12 @@ class tensor {
     *t.data<T>() = value;
     return t;
   }
+  // A string scalar (tensor::scalar("path") or from a std::string).
+  static tensor scalar(std::string_view value) {
+    tensor t(weft::dtype::string, weft::shape{});
+    t.data<std::string>()->assign(value);
+    return t;
+  }
   template <element T>
   static tensor filled(weft::shape s, T value) {
     tensor t(dtype_of<T>, std::move(s));
@@ -927,9 +982,10 @@ class tensor {
     for (std::int64_t i = 0, n = t.num_elements(); i < n; ++i) out[i] = value;
     return t;
   }
+  // Zeros (empty strings for a string tensor).
   static tensor zeros(weft::dtype type, shape s) {
     tensor t(type, std::move(s));
-    if (t.bytes()) std::memset(t.raw_data(), 0, t.bytes());
+    if (type != weft::dtype::string && t.bytes()) std::memset(t.raw_data(), 0, t.bytes());
     return t;
   }
 
@@ -1001,7 +1057,7 @@ class tensor {
   // A deep copy with its own buffer.
   tensor copy(allocator& alloc = cpu_allocator::global()) const {
     tensor t(dtype_, shape_, alloc);
-    if (bytes()) std::memcpy(t.data_, data_, bytes());
+    copy_element_bytes(t.data_, data_, bytes(), dtype_);
     return t;
   }
 
@@ -1021,6 +1077,22 @@ class tensor {
 };
 
 namespace detail {
+// A string as a C++ literal would write it: quoted, with quotes, backslashes and bytes
+// outside printable ASCII escaped (\n, \t, \xHH), the first 64 bytes of a longer one.
+inline void print_string(std::ostream& out, const std::string& s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out << '"';
+  for (std::size_t i = 0; i < s.size() && i < 64; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') out << '\\' << s[i];
+    else if (c == '\n') out << "\\n";
+    else if (c == '\t') out << "\\t";
+    else if (c < 0x20 || c >= 0x7f) out << "\\x" << hex[c >> 4] << hex[c & 15];
+    else out << s[i];
+  }
+  out << (s.size() > 64 ? "\"..." : "\"");
+}
+
 template <class T>
 void print_value(std::ostream& out, const T& v) {
   if constexpr (std::is_same_v<T, bool>)
@@ -1029,6 +1101,8 @@ void print_value(std::ostream& out, const T& v) {
     out << static_cast<float>(v);
   else if constexpr (sizeof(T) == 1)
     out << static_cast<int>(v);
+  else if constexpr (std::is_same_v<T, std::string>)
+    print_string(out, v);
   else
     out << v;
 }
@@ -1038,7 +1112,8 @@ inline std::string tensor::debug_string(std::int64_t max_values) const {
   std::ostringstream out;
   if (!valid()) return "tensor<invalid>";
   out << "tensor<" << dtype_ << shape_ << ">{";
-  dispatcher<all_types>::run(
+  dispatcher<type_list<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t, std::uint16_t,
+                       std::uint32_t, std::uint64_t, half, bfloat16, float, double, complex64, complex128, std::string>>::run(
       dtype_,
       [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -1187,6 +1262,7 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 // attr_value: an op attribute fixed at graph-construction time (whitepaper §2):
 // int, float, bool, string, dtype, shape, tensor, and lists of int, float, dtype, shape, string.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -1247,6 +1323,10 @@ class attr_value {
     if (auto* ta = std::get_if<tensor>(&a.v_)) {
       const tensor& tb = std::get<tensor>(b.v_);
       if (ta->dtype() != tb.dtype() || ta->shape() != tb.shape()) return false;
+      if (ta->dtype() == dtype::string) {
+        const auto x = ta->flat<std::string>(), y = tb.flat<std::string>();
+        return std::equal(x.begin(), x.end(), y.begin());
+      }
       return ta->bytes() == 0 || std::memcmp(ta->raw_data(), tb.raw_data(), ta->bytes()) == 0;
     }
     return std::visit(
@@ -1304,7 +1384,21 @@ struct attr_def {
   std::string name;
   attr_kind kind = attr_kind::integer;
   std::optional<attr_value> default_value;
-  std::vector<dtype> allowed;  // for type attrs: empty means any
+  std::vector<dtype> allowed;  // for type attrs: empty means any plain dtype (bool, the numbers)
+  bool admits_string = false;  // "T: any type": string too, besides any plain dtype
+
+  // The dtypes this type attr admits.
+  std::vector<dtype> admitted() const {
+    if (!allowed.empty()) return allowed;
+    std::vector<dtype> all;
+    for (int i = 1; i < plain_dtype_count; ++i) all.push_back(static_cast<dtype>(i));
+    if (admits_string) all.push_back(dtype::string);
+    return all;
+  }
+  bool admits(dtype t) const {
+    if (!allowed.empty()) return std::find(allowed.begin(), allowed.end(), t) != allowed.end();
+    return is_plain(t) || (admits_string && t == dtype::string);
+  }
 };
 
 class shape_context;
@@ -1443,6 +1537,18 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
         if (ok) return attr_value(std::move(v));
       }
       break;
+    case attr_kind::real_list:  // only empty: "[]"
+      if (s == "[]") return attr_value(std::vector<double>{});
+      break;
+    case attr_kind::type_list:
+      if (s == "[]") return attr_value(std::vector<dtype>{});
+      break;
+    case attr_kind::shape_list:
+      if (s == "[]") return attr_value(std::vector<partial_shape>{});
+      break;
+    case attr_kind::string_list:
+      if (s == "[]") return attr_value(std::vector<std::string>{});
+      break;
     default: break;
   }
   fail(error_code::invalid_argument, "op_def ", op, ": cannot parse default '", text, "' for a ", name(kind),
@@ -1461,7 +1567,10 @@ inline attr_def parse_attr(std::string_view op, std::string_view spec) {
     deflt = trim(rest.substr(eq + 1));
     rest = trim(rest.substr(0, eq));
   }
-  if (rest.starts_with("{")) {
+  if (rest == "any type") {  // every dtype, string included
+    a.kind = attr_kind::type;
+    a.admits_string = true;
+  } else if (rest.starts_with("{")) {
     a.kind = attr_kind::type;
     auto body = rest.substr(1, rest.size() - 2);
     while (!body.empty()) {
@@ -2318,7 +2427,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .input("pred: bool")
                      .output("output_false: T")
                      .output("output_true: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .cheap()
                      .shape_fn([](shape_context& c) {
                        require_rank(c, 1, 0, "pred");
@@ -2331,7 +2440,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .input("inputs: N * T")
                      .output("output: T")
                      .output("value_index: int32")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("N: int")
                      .cheap()
                      .shape_fn([](shape_context& c) {
@@ -2346,7 +2455,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .control_flow(flow::enter)
                      .input("data: T")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("frame_name: string")
                      .attr("is_constant: bool = false")
                      .attr("parallel_iterations: int = 10")
@@ -2359,7 +2468,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      })
                      .build());
   for (const char* name : {"Exit", "NextIteration"})
-    defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: type").cheap()
+    defs.push_back(op_def_builder(name).input("data: T").output("output: T").attr("T: any type").cheap()
                        .control_flow(std::string_view(name) == "Exit" ? flow::exit : flow::next_iteration)
                        .shape_fn([](shape_context& c) { c.set_output_same_as_input(); })
                        .build());
@@ -2407,7 +2516,7 @@ inline std::vector<op_def> core_op_defs() {
                      .constant()
                      .output("output: dtype")
                      .attr("value: tensor")
-                     .attr("dtype: type")
+                     .attr("dtype: any type")
                      .cheap()
                      .shape_fn([](shape_context& c) {
                        const auto& v = c.attr<tensor>("value");
@@ -2419,12 +2528,12 @@ inline std::vector<op_def> core_op_defs() {
   defs.push_back(op_def_builder("Placeholder")
                      .feed()
                      .output("output: dtype")
-                     .attr("dtype: type")
+                     .attr("dtype: any type")
                      .attr("shape: shape")
                      .cheap()
                      .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
                      .build());
-  defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: type").cheap()
+  defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: any type").cheap()
                      .shape_fn(same_shape).build());
   defs.push_back(op_def_builder("NoOp").cheap().build());
   return defs;
@@ -2450,6 +2559,8 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "nn") return "weft::ops::register_nn_ops() or weft::cpu::register_nn_kernels()";
   if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
   if (family == "io") return "weft::ops::register_io_ops() or weft::cpu::register_io_kernels()";
+  if (family == "parsing") return "weft::ops::register_parsing_ops() or weft::cpu::register_parsing_kernels()";
+  if (family == "data_flow") return "weft::ops::register_data_flow_ops() or weft::cpu::register_data_flow_kernels()";
   if (family == "control") return "weft::ops::register_control_flow_ops() (the executor runs these ops itself)";
   return "weft::ops::register_standard_ops()";
 }
@@ -2623,7 +2734,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("tensor: T")
                      .input("shape: Tshape")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Tshape: {int32, int64}")
                      .cheap()
                      .shape_fn([](shape_context& c) {
@@ -2684,7 +2795,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("axis: Tidx")
                      .output("output: T")
                      .attr("N: int")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Tidx: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        int n = c.num_inputs() - 1;
@@ -2726,7 +2837,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("value: T")
                      .output("output: num_split * T")
                      .attr("num_split: int")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .shape_fn([](shape_context& c) {
                        auto k = c.attr<std::int64_t>("num_split");
                        if (k < 1) c.fail("num_split must be at least 1, got ", k);
@@ -2747,7 +2858,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("begin: Index")
                      .input("size: Index")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Index: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        require_rank(c, 1, 1, "begin");
@@ -2806,7 +2917,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("input: T")
                      .input("multiples: Tmultiples")
                      .output("output: T")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("Tmultiples: {int32, int64}")
                      .shape_fn([](shape_context& c) {
                        auto m = constant_ints(c, 1);
@@ -2827,7 +2938,7 @@ inline std::vector<op_def> array_op_defs() {
                      .input("indices: Tindices")
                      .input("axis: Taxis")
                      .output("output: Tparams")
-                     .attr("Tparams: type")
+                     .attr("Tparams: any type")
                      .attr("Tindices: {int32, int64}")
                      .attr("Taxis: {int32, int64}")
                      .shape_fn([](shape_context& c) {
@@ -2891,19 +3002,19 @@ inline std::vector<op_def> array_op_defs() {
   defs.push_back(op_def_builder("Shape")
                      .input("input: T")
                      .output("output: out_type")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("out_type: {int32, int64} = int32")
                      .cheap()
                      .shape_fn([](shape_context& c) {
                        c.set_output(0, partial_shape{c.input(0).rank_known() ? c.input(0).rank() : unknown_dim});
                      })
                      .build());
-  defs.push_back(op_def_builder("Rank").input("input: T").output("output: int32").attr("T: type").cheap()
+  defs.push_back(op_def_builder("Rank").input("input: T").output("output: int32").attr("T: any type").cheap()
                      .shape_fn(scalar_shape).build());
   defs.push_back(op_def_builder("Size")
                      .input("input: T")
                      .output("output: out_type")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("out_type: {int32, int64} = int32")
                      .cheap()
                      .shape_fn(scalar_shape)
@@ -3114,15 +3225,260 @@ struct array {
 }  // namespace families
 
 }  // namespace weft::ops
-// Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp), as
-// graph nodes. weft has no string tensors, so the file name is a uint8 vector holding the
-// path's bytes (TensorFlow's SaveV2 and RestoreV2 take a string tensor).
+// Queue and mutex ops (whitepaper §4.6 and Table 1; runtime/queue.hpp and runtime/mutex.hpp). A queue op makes its queue
+// in the session's resource manager the first time it runs and outputs the queue's handle,
+// a string vector [container, name] (TensorFlow's first queue ops' handle, there a string
+// reference); the other ops take that handle. A queue whose shared_name is empty is named
+// after its node, so every step of a session (and every session sharing its resource
+// manager) finds the same queue.
+//   FIFOQueue(; component_types, shapes, capacity, container, shared_name) -> handle
+//   PaddingFIFOQueue(; the same): DequeueMany pads dims the shapes leave unknown (-1) with
+//       zeros to the longest element of each batch (the other queues batch only elements of
+//       one shape)
+//   RandomShuffleQueue(; the same, min_after_dequeue, seed)
+//   PriorityQueue(; the same): each element is (priority: int64 scalar, components...);
+//       component_types and shapes leave the priority out, as TensorFlow's do
+//   QueueEnqueue(handle, components...)        one element (waits for room)
+//   QueueEnqueueMany(handle, components...)    each row of the components an element
+//   QueueDequeue(handle; component_types) -> components      one element (waits for it)
+//   QueueDequeueMany(handle, n; component_types) -> components  n elements, stacked
+//   QueueDequeueUpTo(handle, n; component_types) -> components  n, or fewer (at least one)
+//                                                                once the queue is closed
+//   QueueClose(handle; cancel_pending_enqueues)
+//   QueueSize(handle) -> int32     QueueIsClosed(handle) -> bool
+// Mutexes (whitepaper Table 1; runtime/mutex.hpp): one holder at a time, granted in order.
+//   Mutex(; container, shared_name) -> handle    the mutex's handle, as a queue's
+//   MutexAcquire(handle) -> grant: int64          waits (holding no thread) for the mutex
+//   MutexRelease(handle, grant)                   gives it back; the same step must
+// The nodes of the critical section take control inputs from MutexAcquire, and
+// MutexRelease takes control inputs from them. A step that fails or is cancelled while it
+// holds the mutex gives it back; one that waits for it leaves the line.
+// The dequeue ops' optional `shapes` attr gives their outputs' static shapes (the queue's,
+// with a batch dim first for DequeueMany and DequeueUpTo); graph/data_flow.hpp sets it.
+// Enqueue and the dequeues are async kernels: one that waits holds no thread, and a step
+// cancelled (or timed out) while it waits leaves the queue as it was.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace weft::ops {
+
+namespace detail {
+// A queue op's checks. Shapes may leave dims unknown: a padding queue pads them in
+// DequeueMany; the others batch only elements of one shape (DequeueMany's error says so).
+inline void check_queue(shape_context& c) {
+  const auto& types = c.attr<std::vector<dtype>>("component_types");
+  const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
+  if (types.empty()) c.fail("a queue needs at least one component type");
+  if (!shapes.empty() && shapes.size() != types.size()) c.fail(shapes.size(), " shapes for ", types.size(), " component types");
+  const auto capacity = c.attr<std::int64_t>("capacity");
+  if (capacity == 0 || capacity < -1) c.fail("capacity must be positive or -1 (no bound), got ", capacity);
+  c.set_output(0, partial_shape({2}));
+}
+inline op_def_builder queue_op(const char* name) {
+  op_def_builder b(name);
+  b.output("handle: string")
+      .attr("component_types: list(type)")
+      .attr("shapes: list(shape) = []")
+      .attr("capacity: int = -1")
+      .attr("container: string = ''")
+      .attr("shared_name: string = ''")
+      .stateful()
+      .cheap();
+  return b;
+}
+inline void require_handle(shape_context& c) { require_rank(c, 0, 1, "handle"); }
+// A dequeue's outputs: the `shapes` attr's, after a batch dim when it has one (n when the
+// count is exact and known, DequeueMany's; else unknown).
+inline void dequeue_shapes(shape_context& c, bool batch, bool exact) {
+  require_handle(c);
+  const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
+  const auto& types = c.attr<std::vector<dtype>>("component_types");
+  if (types.empty()) c.fail("a dequeue needs at least one component type");
+  if (shapes.empty()) return;
+  if (shapes.size() != types.size()) c.fail(shapes.size(), " shapes for ", types.size(), " component types");
+  std::int64_t n = unknown_dim;
+  if (batch) {
+    require_rank(c, 1, 0, "n");
+    if (auto k = constant_scalar(c, 1, "n"); k && exact) {
+      if (*k < 0) c.fail("cannot dequeue ", *k, " elements");
+      n = *k;
+    }
+  }
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (!batch || !shapes[i].rank_known()) {
+      c.set_output(static_cast<int>(i), batch ? partial_shape::unknown_rank() : shapes[i]);
+      continue;
+    }
+    std::vector<std::int64_t> dims{n};
+    dims.insert(dims.end(), shapes[i].dims().begin(), shapes[i].dims().end());
+    c.set_output(static_cast<int>(i), partial_shape(dims));
+  }
+}
+}  // namespace detail
+
+inline std::vector<op_def> data_flow_op_defs() {
+  std::vector<op_def> defs;
+  for (const char* name : {"FIFOQueue", "PaddingFIFOQueue", "PriorityQueue"})
+    defs.push_back(detail::queue_op(name)
+                       .shape_fn([](shape_context& c) { detail::check_queue(c); })
+                       .build());
+  defs.push_back(detail::queue_op("RandomShuffleQueue")
+                     .attr("min_after_dequeue: int = 0")
+                     .attr("seed: int = 0")
+                     .shape_fn([](shape_context& c) {
+                       detail::check_queue(c);
+                       const auto keep = c.attr<std::int64_t>("min_after_dequeue");
+                       const auto capacity = c.attr<std::int64_t>("capacity");
+                       if (keep < 0 || (capacity > 0 && keep >= capacity))
+                         c.fail("min_after_dequeue ", keep, " must be at least 0 and below the capacity ", capacity);
+                     })
+                     .build());
+  for (const char* name : {"QueueEnqueue", "QueueEnqueueMany"})
+    defs.push_back(op_def_builder(name)
+                       .input("handle: string")
+                       .input("components: Tcomponents")
+                       .attr("Tcomponents: list(type)")
+                       .stateful()
+                       .shape_fn([many = std::string_view(name) == "QueueEnqueueMany"](shape_context& c) {
+                         detail::require_handle(c);
+                         if (c.num_inputs() < 2) c.fail("an enqueue needs at least one component");
+                         if (many)
+                           for (int i = 1; i < c.num_inputs(); ++i)
+                             require_rank_at_least(c, i, 1, "each component of an enqueue_many");
+                       })
+                       .build());
+  defs.push_back(op_def_builder("QueueDequeue")
+                     .input("handle: string")
+                     .output("components: component_types")
+                     .attr("component_types: list(type)")
+                     .attr("shapes: list(shape) = []")
+                     .stateful()
+                     .shape_fn([](shape_context& c) { detail::dequeue_shapes(c, false, false); })
+                     .build());
+  for (const char* name : {"QueueDequeueMany", "QueueDequeueUpTo"})
+    defs.push_back(op_def_builder(name)
+                       .input("handle: string")
+                       .input("n: int32")
+                       .output("components: component_types")
+                       .attr("component_types: list(type)")
+                       .attr("shapes: list(shape) = []")
+                       .stateful()
+                       .shape_fn([exact = std::string_view(name) == "QueueDequeueMany"](shape_context& c) {
+                         detail::dequeue_shapes(c, true, exact);
+                       })
+                       .build());
+  defs.push_back(op_def_builder("QueueClose")
+                     .input("handle: string")
+                     .attr("cancel_pending_enqueues: bool = false")
+                     .stateful()
+                     .cheap()
+                     .shape_fn(detail::require_handle)
+                     .build());
+  defs.push_back(op_def_builder("QueueSize")
+                     .input("handle: string")
+                     .output("size: int32")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       detail::require_handle(c);
+                       c.set_output(0, partial_shape({}));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("QueueIsClosed")
+                     .input("handle: string")
+                     .output("is_closed: bool")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       detail::require_handle(c);
+                       c.set_output(0, partial_shape({}));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("Mutex")
+                     .output("handle: string")
+                     .attr("container: string = ''")
+                     .attr("shared_name: string = ''")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) { c.set_output(0, partial_shape({2})); })
+                     .build());
+  defs.push_back(op_def_builder("MutexAcquire")
+                     .input("handle: string")
+                     .output("grant: int64")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       detail::require_handle(c);
+                       c.set_output(0, partial_shape({}));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("MutexRelease")
+                     .input("handle: string")
+                     .input("grant: int64")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       detail::require_handle(c);
+                       require_rank(c, 1, 0, "grant");
+                     })
+                     .build());
+  return defs;
+}
+
+// Adds the queue ops to the global registry, once; registering the family's kernels calls it.
+inline void register_data_flow_ops() { op_registry::global().add_family("data_flow", data_flow_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(FIFOQueue, data_flow)
+WEFT_DETAIL_OP_TYPE(PaddingFIFOQueue, data_flow)
+WEFT_DETAIL_OP_TYPE(RandomShuffleQueue, data_flow)
+WEFT_DETAIL_OP_TYPE(PriorityQueue, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueEnqueue, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueEnqueueMany, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueDequeue, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueDequeueMany, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueDequeueUpTo, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueClose, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueSize, data_flow)
+WEFT_DETAIL_OP_TYPE(QueueIsClosed, data_flow)
+WEFT_DETAIL_OP_TYPE(Mutex, data_flow)
+WEFT_DETAIL_OP_TYPE(MutexAcquire, data_flow)
+WEFT_DETAIL_OP_TYPE(MutexRelease, data_flow)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct data_flow {
+  static constexpr const char* name = "data_flow";
+  static constexpr bool in_cpu_registry = true;
+  using types = type_list<FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue, QueueEnqueue, QueueEnqueueMany,
+                          QueueDequeue, QueueDequeueMany, QueueDequeueUpTo, QueueClose, QueueSize, QueueIsClosed, Mutex,
+                          MutexAcquire, MutexRelease>;
+  static void define() { register_data_flow_ops(); }
+};
+}  // namespace families
+
+}  // namespace weft::ops
+// File ops. Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp),
+// as graph nodes; the file name is a string scalar, as in TensorFlow's SaveV2 and RestoreV2.
 //   Save(filename, tensors...; tensor_names, T)  writes the tensors under their names,
 //                                                  atomically (temporary file, fsync, rename)
 //   Restore(filename; tensor_names, dtypes, shapes) -> tensors...
 //                                                  reads and checks the whole file, then
 //                                                  outputs the named tensors, each checked
 //                                                  against its dtype and shape
+// Readers (runtime/reader.hpp; records cut by runtime/records.hpp), resources made by
+//   TFRecordReader, FixedLengthRecordReader(header_bytes, record_bytes, footer_bytes,
+//   hop_bytes), TextLineReader(skip_header_lines), WholeFileReader (each with container,
+//   shared_name, compression_type "" | "GZIP" | "ZLIB") -> reader_handle
+//   ReaderRead(reader_handle, queue_handle) -> key, value      one record; file names come
+//       from the queue (strings), a waiting read holds no thread; out_of_range at the end
+//   ReaderReadUpTo(reader_handle, queue_handle, num_records) -> keys, values
+//   ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted (files done) -> int64; ReaderReset
+//   ReadFile(filename) -> contents      WriteFile(filename, contents) (atomically)
+
+#include <string_view>
 
 #include <set>
 #include <string>
@@ -3132,10 +3488,10 @@ struct array {
 namespace weft::ops {
 
 namespace detail {
-// The inputs and names of a Save or Restore: the file name a vector, one name per tensor,
+// The inputs and names of a Save or Restore: the file name a scalar, one name per tensor,
 // distinct and non-empty.
 inline void check_file_and_names(shape_context& c, std::size_t tensors) {
-  require_rank(c, 0, 1, "filename (the path's bytes)");
+  require_rank(c, 0, 0, "filename");
   const auto& names = c.attr<std::vector<std::string>>("tensor_names");
   if (names.size() != tensors) c.fail(names.size(), " tensor_names for ", tensors, " tensors");
   std::set<std::string> seen;
@@ -3147,7 +3503,7 @@ inline void check_file_and_names(shape_context& c, std::size_t tensors) {
 inline std::vector<op_def> io_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Save")
-                     .input("filename: uint8")
+                     .input("filename: string")
                      .input("tensors: T")
                      .attr("tensor_names: list(string)")
                      .attr("T: list(type)")
@@ -3157,7 +3513,7 @@ inline std::vector<op_def> io_op_defs() {
                      })
                      .build());
   defs.push_back(op_def_builder("Restore")
-                     .input("filename: uint8")
+                     .input("filename: string")
                      .output("tensors: dtypes")
                      .attr("tensor_names: list(string)")
                      .attr("dtypes: list(type)")
@@ -3171,6 +3527,95 @@ inline std::vector<op_def> io_op_defs() {
                        for (std::size_t i = 0; i < n; ++i) c.set_output(static_cast<int>(i), shapes[i]);
                      })
                      .build());
+  for (const char* name : {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"}) {
+    op_def_builder b(name);
+    b.output("reader_handle: string")
+        .attr("container: string = ''")
+        .attr("shared_name: string = ''")
+        .attr("compression_type: string = ''")
+        .stateful()
+        .cheap();
+    const std::string_view n(name);
+    if (n == "FixedLengthRecordReader")
+      b.attr("header_bytes: int = 0").attr("record_bytes: int").attr("footer_bytes: int = 0").attr("hop_bytes: int = 0");
+    if (n == "TextLineReader") b.attr("skip_header_lines: int = 0");
+    defs.push_back(b.shape_fn([fixed = n == "FixedLengthRecordReader"](shape_context& c) {
+                      const auto& kind = c.attr<std::string>("compression_type");
+                      if (!kind.empty() && kind != "NONE" && kind != "GZIP" && kind != "ZLIB")
+                        c.fail("unknown compression_type '", kind, "' (\"\", \"GZIP\" or \"ZLIB\")");
+                      if (fixed) {
+                        if (c.attr<std::int64_t>("record_bytes") <= 0)
+                          c.fail("record_bytes must be positive, got ", c.attr<std::int64_t>("record_bytes"));
+                        for (const char* a : {"header_bytes", "footer_bytes", "hop_bytes"})
+                          if (c.attr<std::int64_t>(a) < 0) c.fail(a, " must not be negative, got ", c.attr<std::int64_t>(a));
+                      }
+                      c.set_output(0, partial_shape({2}));
+                    })
+                    .build());
+  }
+  defs.push_back(op_def_builder("ReaderRead")
+                     .input("reader_handle: string")
+                     .input("queue_handle: string")
+                     .output("key: string")
+                     .output("value: string")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 1, "reader_handle");
+                       require_rank(c, 1, 1, "queue_handle");
+                       c.set_output(0, partial_shape({}));
+                       c.set_output(1, partial_shape({}));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("ReaderReadUpTo")
+                     .input("reader_handle: string")
+                     .input("queue_handle: string")
+                     .input("num_records: int64")
+                     .output("keys: string")
+                     .output("values: string")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 1, "reader_handle");
+                       require_rank(c, 1, 1, "queue_handle");
+                       require_rank(c, 2, 0, "num_records");
+                       c.set_output(0, partial_shape({unknown_dim}));
+                       c.set_output(1, partial_shape({unknown_dim}));
+                     })
+                     .build());
+  for (const char* name : {"ReaderNumRecordsProduced", "ReaderNumWorkUnitsCompleted"})
+    defs.push_back(op_def_builder(name)
+                       .input("reader_handle: string")
+                       .output("count: int64")
+                       .stateful()
+                       .cheap()
+                       .shape_fn([](shape_context& c) {
+                         require_rank(c, 0, 1, "reader_handle");
+                         c.set_output(0, partial_shape({}));
+                       })
+                       .build());
+  defs.push_back(op_def_builder("ReaderReset")
+                     .input("reader_handle: string")
+                     .stateful()
+                     .cheap()
+                     .shape_fn([](shape_context& c) { require_rank(c, 0, 1, "reader_handle"); })
+                     .build());
+  defs.push_back(op_def_builder("ReadFile")
+                     .input("filename: string")
+                     .output("contents: string")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 0, "filename");
+                       c.set_output(0, partial_shape({}));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("WriteFile")
+                     .input("filename: string")
+                     .input("contents: string")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 0, "filename");
+                       require_rank(c, 1, 0, "contents");
+                     })
+                     .build());
   return defs;
 }
 
@@ -3181,12 +3626,25 @@ inline void register_io_ops() { op_registry::global().add_family("io", io_op_def
 // The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(Save, io)
 WEFT_DETAIL_OP_TYPE(Restore, io)
+WEFT_DETAIL_OP_TYPE(TFRecordReader, io)
+WEFT_DETAIL_OP_TYPE(FixedLengthRecordReader, io)
+WEFT_DETAIL_OP_TYPE(TextLineReader, io)
+WEFT_DETAIL_OP_TYPE(WholeFileReader, io)
+WEFT_DETAIL_OP_TYPE(ReaderRead, io)
+WEFT_DETAIL_OP_TYPE(ReaderReadUpTo, io)
+WEFT_DETAIL_OP_TYPE(ReaderNumRecordsProduced, io)
+WEFT_DETAIL_OP_TYPE(ReaderNumWorkUnitsCompleted, io)
+WEFT_DETAIL_OP_TYPE(ReaderReset, io)
+WEFT_DETAIL_OP_TYPE(ReadFile, io)
+WEFT_DETAIL_OP_TYPE(WriteFile, io)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct io {
   static constexpr const char* name = "io";
   static constexpr bool in_cpu_registry = true;
-  using types = type_list<Save, Restore>;  // its op types
+  using types = type_list<Save, Restore, TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader, ReaderRead,
+                          ReaderReadUpTo, ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset, ReadFile,
+                          WriteFile>;  // its op types
   static void define() { register_io_ops(); }
 };
 }  // namespace families
@@ -3277,8 +3735,8 @@ inline std::vector<op_def> math_op_defs() {
   compare("GreaterEqual", real_type_attr);
   compare("Less", real_type_attr);
   compare("LessEqual", real_type_attr);
-  compare("Equal", "T: type");
-  compare("NotEqual", "T: type");
+  compare("Equal", "T: any type");
+  compare("NotEqual", "T: any type");
   for (const char* name : {"LogicalAnd", "LogicalOr"})
     defs.push_back(
         op_def_builder(name).input("x: bool").input("y: bool").output("z: bool").shape_fn(broadcast_inputs).build());
@@ -4248,6 +4706,83 @@ struct nn {
 }  // namespace families
 
 }  // namespace weft::ops
+// Decoders of the records readers give (TensorFlow's parsing ops):
+//   DecodeRaw(bytes: string; out_type, little_endian) -> output   each string's bytes as
+//       elements of out_type: output has bytes' dims and one more, the element count, the
+//       same for every string (an MNIST image record: [784] uint8)
+//   DecodeCSV(records: string, record_defaults...; OUT_TYPE, field_delim, use_quote_delim,
+//       na_value) -> output...   each record's fields, one output per column, of records'
+//       shape: int32, int64, float32, float64 or string; a column's default (a tensor of
+//       one value, or of none: the field is required) stands in for an empty field or one
+//       equal to na_value; fields may be quoted ("a,b" and "say ""hi""") unless
+//       use_quote_delim is false
+
+#include <string>
+#include <vector>
+
+
+namespace weft::ops {
+
+inline std::vector<op_def> parsing_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("DecodeRaw")
+                     .input("bytes: string")
+                     .output("output: out_type")
+                     .attr("out_type: type")
+                     .attr("little_endian: bool = true")
+                     .shape_fn([](shape_context& c) {
+                       const auto& in = c.input(0);
+                       if (!in.rank_known()) return;
+                       auto dims = in.dims();
+                       dims.push_back(unknown_dim);
+                       c.set_output(0, partial_shape(dims));
+                     })
+                     .build());
+  defs.push_back(op_def_builder("DecodeCSV")
+                     .input("records: string")
+                     .input("record_defaults: OUT_TYPE")
+                     .output("output: OUT_TYPE")
+                     .attr("OUT_TYPE: list(type)")
+                     .attr("field_delim: string = ','")
+                     .attr("use_quote_delim: bool = true")
+                     .attr("na_value: string = ''")
+                     .shape_fn([](shape_context& c) {
+                       const auto& types = c.attr<std::vector<dtype>>("OUT_TYPE");
+                       if (types.empty()) c.fail("needs at least one column (OUT_TYPE is empty)");
+                       for (std::size_t i = 0; i < types.size(); ++i) {
+                         const dtype t = types[i];
+                         if (t != dtype::int32 && t != dtype::int64 && t != dtype::float32 && t != dtype::float64 &&
+                             t != dtype::string)
+                           c.fail("column ", i, " is ", t, ": a column is int32, int64, float32, float64 or string");
+                         const auto& d = c.input(static_cast<int>(i) + 1);
+                         if (d.rank_known() && (d.rank() > 1 || (d.rank() == 1 && d[0] > 1)))
+                           c.fail("the default of column ", i, " must hold one value or none, got shape ", d);
+                       }
+                       if (c.attr<std::string>("field_delim").size() != 1)
+                         c.fail("field_delim must be one character, got '", c.attr<std::string>("field_delim"), "'");
+                       for (std::size_t i = 0; i < types.size(); ++i) c.set_output(static_cast<int>(i), c.input(0));
+                     })
+                     .build());
+  return defs;
+}
+
+// Adds the parsing ops to the global registry, once; registering the family's kernels calls it.
+inline void register_parsing_ops() { op_registry::global().add_family("parsing", parsing_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(DecodeRaw, parsing)
+WEFT_DETAIL_OP_TYPE(DecodeCSV, parsing)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct parsing {
+  static constexpr const char* name = "parsing";
+  static constexpr bool in_cpu_registry = true;
+  using types = type_list<DecodeRaw, DecodeCSV>;  // its op types
+  static void define() { register_parsing_ops(); }
+};
+}  // namespace families
+
+}  // namespace weft::ops
 // Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
 // either set, the sequence of values a node produces over successive runs is
 // reproducible (the node keeps a counter, like TensorFlow's per-kernel generator).
@@ -4664,7 +5199,7 @@ inline std::vector<op_def> state_op_defs() {
                      .variable()
                      .output("ref: Ref(dtype)")
                      .attr("shape: shape")
-                     .attr("dtype: type")
+                     .attr("dtype: any type")
                      .attr("container: string = ''")
                      .attr("shared_name: string = ''")
                      .stateful()
@@ -4675,7 +5210,7 @@ inline std::vector<op_def> state_op_defs() {
                      .input("ref: Ref(T)")
                      .input("value: T")
                      .output("output_ref: Ref(T)")
-                     .attr("T: type")
+                     .attr("T: any type")
                      .attr("validate_shape: bool = true")
                      .stateful()
                      .shape_fn([](shape_context& c) {
@@ -4848,7 +5383,8 @@ namespace weft::ops {
 // and have none).
 using standard_families = type_list<families::core, families::array, families::math, families::reduction,
                                     families::matrix, families::random, families::state, families::nn,
-                                    families::training, families::io>;
+                                    families::training, families::io, families::data_flow,
+                                    families::parsing>;
 
 inline void register_standard_ops() {
   []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});
@@ -5209,14 +5745,15 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
       attrs.set(ad.name, *ad.default_value);
       v = attrs.find(ad.name);
     }
-    if (!ad.allowed.empty()) {
-      dtype t = *v->get_if<dtype>();
-      if (std::find(ad.allowed.begin(), ad.allowed.end(), t) == ad.allowed.end()) {
-        std::ostringstream allowed;
-        for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
-        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", t, " is not supported (allowed: ",
-             allowed.str(), ")");
-      }
+    const dtype* t = ad.kind == attr_kind::type ? v->get_if<dtype>() : nullptr;
+    if (t && !ad.admits(*t)) {
+      if (ad.allowed.empty())
+        fail(error_code::invalid_argument, who, ": ", ad.name, " = ", *t, " is not supported (", def->name,
+             " takes no strings)");
+      std::ostringstream allowed;
+      for (std::size_t i = 0; i < ad.allowed.size(); ++i) allowed << (i ? ", " : "") << ad.allowed[i];
+      fail(error_code::invalid_argument, who, ": ", ad.name, " = ", *t, " is not supported (allowed: ", allowed.str(),
+           ")");
     }
   }
   std::vector<dtype> out_types;
@@ -5500,6 +6037,194 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
   for (std::size_t k = 0; k < t.size(); ++k) out.push_back(g.op("Merge", {f[k], t[k]}).out(0));
   return out;
 }
+
+}  // namespace weft
+// Queues, mutexes and readers built into a graph (ops/data_flow_ops.hpp, ops/io_ops.hpp): one object per queue that adds its
+// queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
+// taken from the queue's.
+//
+//   weft::graph_queue q(g, {.kind = weft::queue_kind::fifo, .component_types = {dtype::float32, dtype::int32},
+//                           .shapes = {partial_shape({784}), partial_shape({})}, .capacity = 1000}, "examples");
+//   g.op(...) ... q.enqueue_many({images, labels});            // a producer's step
+//   auto batch = q.dequeue_many(g.constant(tensor::scalar(std::int32_t{128})).out(0));  // the trainer's
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+enum class queue_kind { fifo, padding_fifo, random_shuffle, priority };
+
+struct queue_spec {
+  queue_kind kind = queue_kind::fifo;
+  std::vector<dtype> component_types = {};  // a priority queue's leave out the priority
+  std::vector<partial_shape> shapes = {};   // one per component, or none (any shape)
+  std::int64_t capacity = -1;          // -1: no bound
+  std::int64_t min_after_dequeue = 0;  // random_shuffle
+  std::int64_t seed = 0;               // random_shuffle
+  std::string container = {};
+  std::string shared_name = {};  // empty: the queue node's name
+};
+
+class graph_queue {
+ public:
+  graph_queue(graph& g, queue_spec spec, node_options options = {}) : g_(&g), spec_(std::move(spec)) {
+    ops::register_data_flow_ops();
+    static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
+    attr_map attrs{{"component_types", spec_.component_types},
+                   {"shapes", spec_.shapes},
+                   {"capacity", spec_.capacity},
+                   {"container", spec_.container},
+                   {"shared_name", spec_.shared_name}};
+    if (spec_.kind == queue_kind::random_shuffle) {
+      attrs.set("min_after_dequeue", spec_.min_after_dequeue);
+      attrs.set("seed", spec_.seed);
+    }
+    if (options.name.empty()) options.name = "queue";
+    handle_ = g.op(ops[static_cast<int>(spec_.kind)], {}, std::move(attrs), std::move(options)).out(0);
+    types_ = spec_.component_types;
+    shapes_ = spec_.shapes;
+    if (spec_.kind == queue_kind::priority) {  // elements come out with their priority first
+      types_.insert(types_.begin(), dtype::int64);
+      if (!shapes_.empty()) shapes_.insert(shapes_.begin(), partial_shape({}));
+    }
+  }
+
+  output handle() const noexcept { return handle_; }
+  const queue_spec& spec() const noexcept { return spec_; }
+  // The dtypes of what a dequeue gives (a priority queue's priority first).
+  const std::vector<dtype>& element_types() const noexcept { return types_; }
+
+  // One element (a priority queue's: the int64 priority, then the components).
+  const node& enqueue(const std::vector<output>& components, node_options options = {}) {
+    return enqueue_op("QueueEnqueue", components, std::move(options));
+  }
+  // Each row of the components (along their first dim) an element.
+  const node& enqueue_many(const std::vector<output>& components, node_options options = {}) {
+    return enqueue_op("QueueEnqueueMany", components, std::move(options));
+  }
+  std::vector<output> dequeue(node_options options = {}) { return dequeue_op("QueueDequeue", {}, std::move(options)); }
+  // n (an int32 scalar) elements, stacked along a new first dim.
+  std::vector<output> dequeue_many(output n, node_options options = {}) {
+    return dequeue_op("QueueDequeueMany", {n}, std::move(options));
+  }
+  std::vector<output> dequeue_many(std::int32_t n, node_options options = {}) { return dequeue_many(count(n), std::move(options)); }
+  // Up to n elements: fewer once the queue is closed and has fewer left (at least one).
+  std::vector<output> dequeue_up_to(output n, node_options options = {}) {
+    return dequeue_op("QueueDequeueUpTo", {n}, std::move(options));
+  }
+  std::vector<output> dequeue_up_to(std::int32_t n, node_options options = {}) {
+    return dequeue_up_to(count(n), std::move(options));
+  }
+  const node& close(bool cancel_pending_enqueues = false, node_options options = {}) {
+    return g_->op("QueueClose", {handle_}, {{"cancel_pending_enqueues", cancel_pending_enqueues}}, std::move(options));
+  }
+  output size(node_options options = {}) { return g_->op("QueueSize", {handle_}, {}, std::move(options)).out(0); }
+  output is_closed(node_options options = {}) { return g_->op("QueueIsClosed", {handle_}, {}, std::move(options)).out(0); }
+
+ private:
+  const node& enqueue_op(const char* op, const std::vector<output>& components, node_options options) {
+    std::vector<output> in{handle_};
+    in.insert(in.end(), components.begin(), components.end());
+    std::vector<dtype> types;
+    for (output c : components) types.push_back(g_->at(c).output_dtype(c.port));
+    return g_->op(op, in, {{"Tcomponents", types}}, std::move(options));
+  }
+  std::vector<output> dequeue_op(const char* op, std::vector<output> extra, node_options options) {
+    std::vector<output> in{handle_};
+    in.insert(in.end(), extra.begin(), extra.end());
+    const node& n = g_->op(op, in, {{"component_types", types_}, {"shapes", shapes_}}, std::move(options));
+    std::vector<output> out;
+    for (int i = 0; i < n.num_outputs(); ++i) out.push_back(n.out(i));
+    return out;
+  }
+  output count(std::int32_t n) { return g_->constant(tensor::scalar(n)).out(0); }
+
+  graph* g_;
+  queue_spec spec_;
+  output handle_;
+  std::vector<dtype> types_;
+  std::vector<partial_shape> shapes_;
+};
+
+// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
+// the grant; the critical section's nodes take control inputs from it
+// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
+class graph_mutex {
+ public:
+  graph_mutex(graph& g, node_options options = {}, std::string container = {}, std::string shared_name = {}) : g_(&g) {
+    ops::register_data_flow_ops();
+    if (options.name.empty()) options.name = "mutex";
+    handle_ = g.op("Mutex", {}, {{"container", std::move(container)}, {"shared_name", std::move(shared_name)}}, std::move(options))
+                  .out(0);
+  }
+  output handle() const noexcept { return handle_; }
+  output acquire(node_options options = {}) { return g_->op("MutexAcquire", {handle_}, {}, std::move(options)).out(0); }
+  const node& release(output grant, node_options options = {}) {
+    return g_->op("MutexRelease", {handle_, grant}, {}, std::move(options));
+  }
+
+ private:
+  graph* g_;
+  output handle_;
+};
+
+enum class reader_kind { tfrecord, fixed_length, text_line, whole_file };
+
+struct reader_spec {
+  reader_kind kind = reader_kind::tfrecord;
+  std::string compression_type = {};  // "", "GZIP" or "ZLIB"
+  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  // fixed_length
+  std::int64_t skip_header_lines = 0;                                                // text_line
+  std::string container = {};
+  std::string shared_name = {};  // empty: the reader node's name
+};
+
+// A reader in a graph (ops/io_ops.hpp): read(files) adds a ReaderRead whose file names come
+// from `files`, a graph_queue of one string component.
+class graph_reader {
+ public:
+  graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
+    ops::register_io_ops();
+    static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
+    attr_map attrs{{"container", spec.container}, {"shared_name", spec.shared_name}, {"compression_type", spec.compression_type}};
+    if (spec.kind == reader_kind::fixed_length) {
+      attrs.set("header_bytes", spec.header_bytes);
+      attrs.set("record_bytes", spec.record_bytes);
+      attrs.set("footer_bytes", spec.footer_bytes);
+      attrs.set("hop_bytes", spec.hop_bytes);
+    }
+    if (spec.kind == reader_kind::text_line) attrs.set("skip_header_lines", spec.skip_header_lines);
+    if (options.name.empty()) options.name = "reader";
+    handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
+  }
+  output handle() const noexcept { return handle_; }
+  // One record: (key "<file>:<index>", value), string scalars.
+  std::pair<output, output> read(const graph_queue& files, node_options options = {}) {
+    const node& n = g_->op("ReaderRead", {handle_, files.handle()}, {}, std::move(options));
+    return {n.out(0), n.out(1)};
+  }
+  // Up to n records (fewer only at the end of the input): string vectors.
+  std::pair<output, output> read_up_to(const graph_queue& files, std::int64_t n, node_options options = {}) {
+    const node& k = g_->constant(tensor::scalar(n));
+    const node& r = g_->op("ReaderReadUpTo", {handle_, files.handle(), k.out(0)}, {}, std::move(options));
+    return {r.out(0), r.out(1)};
+  }
+  output records_produced(node_options options = {}) {
+    return g_->op("ReaderNumRecordsProduced", {handle_}, {}, std::move(options)).out(0);
+  }
+  output files_done(node_options options = {}) {
+    return g_->op("ReaderNumWorkUnitsCompleted", {handle_}, {}, std::move(options)).out(0);
+  }
+  const node& reset(node_options options = {}) { return g_->op("ReaderReset", {handle_}, {}, std::move(options)); }
+
+ private:
+  graph* g_;
+  output handle_;
+};
 
 }  // namespace weft
 // Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
@@ -6795,8 +7520,8 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 // constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
 // <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
 //
-// weft has no string tensors: the Save and Restore ops (kernels/cpu/io.hpp) take the file
-// name as a uint8 vector of its bytes (TensorFlow's SaveV2 and RestoreV2 take a string).
+// The Save and Restore ops (kernels/cpu/io.hpp) take the file name as a string scalar, as
+// TensorFlow's SaveV2 and RestoreV2 do.
 
 #include <algorithm>
 #include <charconv>
@@ -6816,7 +7541,8 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 //   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
 //                  u64 bytes, u32 CRC-32C of the tensor's bytes
 //   u32 CRC-32C of everything above
-//   the tensors' bytes, at their offsets, back to back to the end of the file
+//   the tensors' bytes, at their offsets, back to back to the end of the file; a string
+//   tensor's bytes are its elements in order, each a u64 length and that many bytes
 //
 // write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
 // over the target and fsyncs the directory: a crash at any point leaves either the old file
@@ -6980,7 +7706,7 @@ inline void remove_stale_temporaries(const std::filesystem::path& dir) {
 // then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
 // were killed are removed first.
 inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
-                                  const std::vector<const tensor*>& blobs) {
+                                  const std::vector<std::string_view>& blobs) {
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   remove_stale_temporaries(dir);
@@ -6999,7 +7725,7 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
     }
   };
   write_all(head.data(), head.size());
-  for (const tensor* t : blobs) write_all(t->raw_data(), t->bytes());
+  for (std::string_view b : blobs) write_all(b.data(), b.size());
   if (!err && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && !err) err = errno;
   if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
@@ -7014,6 +7740,33 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
     ::close(d);
   }
 }
+// A string tensor's bytes in the file: each element's u64 length and bytes.
+inline std::string string_tensor_bytes(const tensor& t) {
+  std::string out;
+  for (const std::string& e : t.flat<std::string>()) {
+    put<std::uint64_t>(out, e.size());
+    out += e;
+  }
+  return out;
+}
+
+// The elements of a string tensor of `n` elements from its bytes in the file, or an error
+// message (which the reader reports with the tensor's name).
+inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
+  std::size_t pos = 0;
+  for (std::string& e : t.flat<std::string>()) {
+    std::uint64_t len = 0;
+    if (bytes.size() - pos < sizeof len) return "its bytes end inside an element's length";
+    std::memcpy(&len, bytes.data() + pos, sizeof len);
+    pos += sizeof len;
+    if (len > bytes.size() - pos)
+      return "an element of " + std::to_string(len) + " bytes runs past its " + std::to_string(bytes.size()) + " bytes";
+    e.assign(bytes.data() + pos, len);
+    pos += len;
+  }
+  if (pos != bytes.size()) return std::to_string(bytes.size() - pos) + " bytes follow its last element";
+  return {};
+}
 }  // namespace detail
 
 // Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
@@ -7026,7 +7779,9 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
   std::size_t index_size = index.size() + 4;
   for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
   std::uint64_t offset = index_size;
-  std::vector<const tensor*> blobs;
+  std::vector<std::string_view> blobs;
+  std::vector<std::string> strings;  // the string tensors' bytes
+  strings.reserve(tensors.size());
   std::vector<std::string> names;
   for (const auto& [name, t] : tensors) {
     if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
@@ -7037,11 +7792,14 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
     detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
     detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
     for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+    const std::string_view blob = t.dtype() == dtype::string
+                                      ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
+                                      : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
     detail::put<std::uint64_t>(index, offset);
-    detail::put<std::uint64_t>(index, t.bytes());
-    detail::put<std::uint32_t>(index, crc32c(t.raw_data(), t.bytes()));
-    offset += t.bytes();
-    blobs.push_back(&t);
+    detail::put<std::uint64_t>(index, blob.size());
+    detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
+    offset += blob.size();
+    blobs.push_back(blob);
   }
   detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
   detail::write_file_atomically(path, index, blobs);
@@ -7093,8 +7851,10 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
       overflows |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dims.back()), &elements);
     }
     std::uint64_t size = 0;
-    // Nothing larger than the file can be in it: this also keeps every product below in range.
-    if (overflows || __builtin_mul_overflow(elements, size_of(e.type), &size) || size > bytes.size())
+    // Nothing larger than the file can be in it: this also keeps every product below in range
+    // (a string element takes at least its 8-byte length).
+    const std::uint64_t least = e.type == dtype::string ? sizeof(std::uint64_t) : size_of(e.type);
+    if (overflows || __builtin_mul_overflow(elements, least, &size) || size > bytes.size())
       bad("tensor '", e.name, "' declares dims ", detail::dims_text(dims), " of ", e.type, ", more bytes than the file's ",
           bytes.size());
     e.dims = shape(dims);
@@ -7109,14 +7869,21 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
   std::vector<std::pair<std::string, tensor>> result;
   for (const auto& e : entries) {
     // Each entry's dims were checked to need at most the file's size, so the product fits.
-    if (e.offset != expected_end || e.size != static_cast<std::uint64_t>(e.dims.num_elements()) * size_of(e.type))  // within: each entry's bytes were checked against the file
+    const bool strings = e.type == dtype::string;
+    const auto least = static_cast<std::uint64_t>(e.dims.num_elements()) * (strings ? sizeof(std::uint64_t) : size_of(e.type));  // within: each entry's bytes were checked against the file
+    if (e.offset != expected_end || (strings ? e.size < least : e.size != least))
       bad("tensor '", e.name, "' has an inconsistent offset or size");
     if (e.offset > bytes.size() || e.size > bytes.size() - e.offset)
       bad("it is truncated: tensor '", e.name, "' needs ", e.size, " bytes from offset ", e.offset, ", the file has ",
           bytes.size());
     if (crc32c(bytes.data() + e.offset, e.size) != e.crc) bad("tensor '", e.name, "' fails its checksum");
     tensor t(e.type, e.dims);
-    if (e.size) std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+    if (strings) {
+      if (std::string why = detail::parse_string_elements(bytes.substr(e.offset, e.size), t); !why.empty())
+        bad("string tensor '", e.name, "' at offset ", e.offset, ": ", why);
+    } else if (e.size) {
+      std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+    }
     result.emplace_back(e.name, std::move(t));
     expected_end = e.offset + e.size;
   }
@@ -7129,23 +7896,17 @@ inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::fi
   return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
 }
 
-// The path held by a uint8 vector of its bytes (a file name input).
-inline std::filesystem::path path_of(const tensor& bytes) {
-  if (bytes.dtype() != dtype::uint8 || bytes.rank() != 1)
-    fail(error_code::invalid_argument, "filename must be a uint8 vector of the path's bytes, got ", bytes.dtype(), bytes.shape());
-  const auto* p = bytes.data<std::uint8_t>();
-  std::string s(reinterpret_cast<const char*>(p), static_cast<std::size_t>(bytes.num_elements()));
+// The path held by a string scalar (a file name input).
+inline std::filesystem::path path_of(const tensor& name) {
+  if (name.dtype() != dtype::string || name.rank() != 0)
+    fail(error_code::invalid_argument, "filename must be a string scalar, got ", name.dtype(), name.shape());
+  const std::string& s = *name.data<std::string>();
   if (s.empty() || s.find('\0') != std::string::npos)
     fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
   return s;
 }
-// A path as the uint8 vector Save and Restore take.
-inline tensor filename_tensor(const std::filesystem::path& path) {
-  const std::string s = path.string();
-  tensor t(dtype::uint8, shape{static_cast<std::int64_t>(s.size())});
-  if (!s.empty()) std::memcpy(t.raw_data(), s.data(), s.size());
-  return t;
-}
+// A path as the string scalar Save and Restore take.
+inline tensor filename_tensor(const std::filesystem::path& path) { return tensor::scalar(path.string()); }
 
 }  // namespace weft
 // session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
@@ -8733,9 +9494,9 @@ inline int default_thread_count() {
 #include <vector>
 
 // Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
-// A resource_manager holds named containers; a container holds resources by name. Two
-// sessions given the same resource_manager share their variables; reset(container)
-// drops a container's state.
+// A resource_manager holds named containers; a container holds resources by name:
+// variables, queues (runtime/queue.hpp), mutexes. Two sessions given the same
+// resource_manager share them; reset(container) drops a container's state.
 
 #include <algorithm>
 #include <map>
@@ -8743,16 +9504,28 @@ inline int default_thread_count() {
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 
 namespace weft {
 
+// What a container holds: a named piece of state of some kind. Each kind R also names
+// itself as R::kind_name, for errors that name the kind a lookup wanted.
+class resource_base {
+ public:
+  virtual ~resource_base() = default;
+  // The kind, for errors ("variable", "queue", "mutex").
+  virtual std::string_view kind() const noexcept = 0;
+};
+
 // A persistent tensor. A value a reader took stays valid and unchanged while other steps
 // assign: assign and update replace the buffer, and update_in_place writes into it only
 // when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
-class resource_variable {
+class resource_variable final : public resource_base {
  public:
+  static constexpr std::string_view kind_name = "variable";
+  std::string_view kind() const noexcept override { return kind_name; }
   resource_variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
 
   dtype element_type() const noexcept { return dtype_; }
@@ -8822,22 +9595,44 @@ class resource_manager {
   // dtype or shape is an error: two graphs disagree about what the variable is.
   std::shared_ptr<resource_variable> lookup_or_create_variable(const std::string& container, const std::string& name,
                                                       dtype t, const partial_shape& s) {
+    auto v = lookup_or_create<resource_variable>(container, name, [&] { return std::make_shared<resource_variable>(t, s, name); });
+    if (v->element_type() != t || !(v->declared_shape() == s))
+      fail(error_code::invalid_argument, "variable '", name, "' in container '", container, "' exists as ",
+           v->element_type(), v->declared_shape(), ", not ", t, s);
+    return v;
+  }
+  std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
+    return find<resource_variable>(container, name);
+  }
+
+  // The resource `name` of type R in `container`, made by make() on first use (under the
+  // manager's lock: make() must not use the manager). A resource of another kind under the
+  // name is an error naming both kinds.
+  template <class R, class Make>
+  std::shared_ptr<R> lookup_or_create(const std::string& container, const std::string& name, Make&& make) {
     std::unique_lock lock(mutex_);
     auto& slot = containers_[container][name];
     if (!slot) {
-      slot = std::make_shared<resource_variable>(t, s, name);
-    } else if (slot->element_type() != t || !(slot->declared_shape() == s)) {
-      fail(error_code::invalid_argument, "variable '", name, "' in container '", container, "' exists as ",
-           slot->element_type(), slot->declared_shape(), ", not ", t, s);
+      std::shared_ptr<R> made = make();
+      slot = made;
+      return made;
     }
-    return slot;
+    auto r = std::dynamic_pointer_cast<R>(slot);
+    if (!r) mismatch(container, name, *slot, R::kind_name);
+    return r;
   }
-  std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
+  // The resource `name` of type R in `container`, or nullptr when there is none; one of
+  // another kind is an error.
+  template <class R>
+  std::shared_ptr<R> find(const std::string& container, const std::string& name) const {
     std::shared_lock lock(mutex_);
     auto c = containers_.find(container);
     if (c == containers_.end()) return nullptr;
     auto v = c->second.find(name);
-    return v == c->second.end() ? nullptr : v->second;
+    if (v == c->second.end()) return nullptr;
+    auto r = std::dynamic_pointer_cast<R>(v->second);
+    if (!r) mismatch(container, name, *v->second, R::kind_name);
+    return r;
   }
   // Drops every resource of `container`; steps still running keep the ones they hold.
   void reset(const std::string& container) {
@@ -8851,8 +9646,14 @@ class resource_manager {
   }
 
  private:
+  [[noreturn]] static void mismatch(const std::string& container, const std::string& name, const resource_base& held,
+                                    std::string_view wanted) {
+    fail(error_code::invalid_argument, "resource '", name, "' in container '", container, "' is a ", held.kind(),
+         ", not a ", wanted);
+  }
+
   mutable std::shared_mutex mutex_;
-  std::map<std::string, std::map<std::string, std::shared_ptr<resource_variable>>> containers_;
+  std::map<std::string, std::map<std::string, std::shared_ptr<resource_base>>> containers_;
 };
 
 }  // namespace weft
@@ -9486,6 +10287,140 @@ class rendezvous {
 };
 
 }  // namespace weft
+// Stopping a run from outside: run_options' cancellation (a cancellation_manager the caller
+// cancels from any thread) and timeout (a deadline_timer that fires on its own thread) both
+// stop the run's steps through a run_stopper. Stopped, a step starts no more nodes, its
+// waiting async kernels (a blocked Dequeue, a Recv) are cancelled, and the run throws the
+// stop's error; the queues and variables it touched stay consistent (a cancelled dequeue
+// puts its elements back) and the session stays usable.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+
+namespace weft {
+
+// Stops one run: stop(why) calls the attached target (the run's steps' abort) once, under a
+// lock that detach() also takes, so that once detach() returns the target is never called
+// (its steps may go). Held by shared_ptr: the callbacks of a cancellation_manager and of a
+// timer may outlive the run, and then find nothing attached.
+class run_stopper {
+ public:
+  // Stops the run with error(code, message) (the first stop counts).
+  void stop(error_code code, std::string message) {
+    std::lock_guard lock(mutex_);
+    if (stopped_) return;
+    stopped_ = true;
+    code_ = code;
+    message_ = std::move(message);
+    if (target_) target_(make_error());  // the exception is made, and its handle dropped, under the lock
+  }
+  // Attaches `f`, or calls it at once when the run was stopped already.
+  void attach(std::function<void(const std::exception_ptr&)> f) {
+    std::lock_guard lock(mutex_);
+    if (stopped_) f(make_error());
+    else target_ = std::move(f);
+  }
+  // After detach() returns, the target is not called, and a call under way has ended.
+  void detach() {
+    std::lock_guard lock(mutex_);
+    target_ = nullptr;
+  }
+  bool stopped() const {
+    std::lock_guard lock(mutex_);
+    return stopped_;
+  }
+
+ private:
+  // A fresh exception for each target: no exception object is shared with the callbacks
+  // that hold this stopper, which may be destroyed on another thread after the run ends.
+  std::exception_ptr make_error() const { return std::make_exception_ptr(error(code_, message_)); }
+
+  mutable std::mutex mutex_;
+  bool stopped_ = false;
+  error_code code_ = error_code::cancelled;
+  std::string message_;
+  std::function<void(const std::exception_ptr&)> target_;
+};
+
+// Calls functions at deadlines, on a thread of its own (started with the timer).
+class deadline_timer {
+ public:
+  using clock = std::chrono::steady_clock;
+  using id = std::uint64_t;
+
+  deadline_timer() : thread_([this] { loop(); }) {}
+  deadline_timer(const deadline_timer&) = delete;
+  deadline_timer& operator=(const deadline_timer&) = delete;
+  ~deadline_timer() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Calls f on the timer's thread at `when` (soon, when it has passed) unless removed first.
+  id add(clock::time_point when, std::function<void()> f) {
+    std::lock_guard lock(mutex_);
+    const id i = ++next_;
+    due_.emplace(std::make_pair(when, i), std::move(f));
+    cv_.notify_all();
+    return i;
+  }
+  // Removes the call `i` if it has not started (a call under way runs to its end).
+  void remove(id i) {
+    std::lock_guard lock(mutex_);
+    for (auto it = due_.begin(); it != due_.end(); ++it)
+      if (it->first.second == i) {
+        due_.erase(it);
+        return;
+      }
+  }
+  std::size_t pending() const {
+    std::lock_guard lock(mutex_);
+    return due_.size();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    while (!done_) {
+      if (due_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      const auto first = due_.begin();
+      if (const clock::time_point when = first->first.first; clock::now() < when) {
+        cv_.wait_until(lock, when);  // a copy: remove() may erase the entry while this waits
+        continue;
+      }
+      std::function<void()> f = std::move(first->second);
+      due_.erase(first);
+      lock.unlock();
+      f();
+      lock.lock();
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::multimap<std::pair<clock::time_point, id>, std::function<void()>> due_;
+  id next_ = 0;
+  bool done_ = false;
+  std::thread thread_;  // last: it starts once the members above are made
+};
+
+}  // namespace weft
 
 namespace weft {
 
@@ -9553,10 +10488,13 @@ class step final : rendezvous::receiver {
   step& operator=(const step&) = delete;
 
   // Runs the step to completion on the calling thread plus the inter-op pool. Throws the
-  // first error; returns the fetched values otherwise.
-  std::vector<tensor> run() {
+  // first error; returns the fetched values otherwise. A `stopper` stopped from outside
+  // (a cancellation, a timeout) aborts the step with its error.
+  std::vector<tensor> run(run_stopper* stopper = nullptr) {
+    if (stopper) stopper->attach([this](const std::exception_ptr& e) { abort(e); });
     start();
     wait(*handoff_);
+    if (stopper) stopper->detach();
     if (error_) std::rethrow_exception(error_);
     return std::move(results_);
   }
@@ -9570,13 +10508,15 @@ class step final : rendezvous::receiver {
   // aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
   // returns the fetched values otherwise, each from the partition that computes it.
   static std::vector<tensor> run_partitions(std::span<step* const> steps,
-                                            std::span<Eigen::ThreadPoolInterface* const> drivers) {
+                                            std::span<Eigen::ThreadPoolInterface* const> drivers,
+                                            run_stopper* stopper = nullptr) {
     rendezvous meeting(steps.front()->x_.num_edges);
     group g{&meeting, steps};
     for (step* s : steps) {
       s->group_ = &g, s->rendezvous_ = &meeting, s->handoff_->spin = true;
       s->recv_waits_.resize(s->x_.transfers.size());
     }
+    if (stopper) stopper->attach([&g](const std::exception_ptr& e) { g.abort(e); });
     std::mutex mutex;
     std::condition_variable cv;
     std::size_t running = steps.size() - 1;
@@ -9593,6 +10533,7 @@ class step final : rendezvous::receiver {
       std::unique_lock lock(mutex);
       cv.wait(lock, [&] { return running == 0; });
     }
+    if (stopper) stopper->detach();
     if (g.first) std::rethrow_exception(g.first);
     std::vector<tensor> results = std::move(steps.front()->results_);
     for (step* s : steps.subspan(1))
@@ -9846,6 +10787,7 @@ class step final : rendezvous::receiver {
       std::vector<entry> outputs;
       std::unique_ptr<kernel_context> ctx;
       std::int64_t t0;
+      std::thread::id caller = std::this_thread::get_id();
     };
     auto state = std::make_shared<async_state>();
     state->outputs.resize(static_cast<std::size_t>(xn.num_outputs));
@@ -9872,9 +10814,18 @@ class step final : rendezvous::receiver {
       ready_list ready;
       propagate(tn, xn, state->outputs, ready);
       finish(tn, ready);
-      std::deque<tagged_node> inline_ready;
-      schedule(ready, inline_ready);
-      if (!inline_ready.empty()) process(inline_ready);
+      if (std::this_thread::get_id() != state->caller) {
+        // Done on another thread (an enqueue that made room, a dequeue that brought the
+        // element, another step's): the nodes it made ready go to this step's own threads,
+        // so that a step waiting on a queue does not run the rest of its work on the thread
+        // of the step that fed it (two steps of a pipeline would then run one after the other).
+        outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);  // before any can run
+        for (const tagged_node& r : ready) hand_off(r);
+      } else {
+        std::deque<tagged_node> inline_ready;
+        schedule(ready, inline_ready);
+        if (!inline_ready.empty()) process(inline_ready);
+      }
       node_done(1);
     });
   }
@@ -10932,6 +11883,14 @@ struct session_options {
 
 struct run_options {
   bool trace = false;  // fill run_metadata::stats with per-node timings
+  // The run fails with deadline_exceeded once it has run this long (zero: no limit): no
+  // node starts after that, and waiting async kernels (a blocked Dequeue or Enqueue, a
+  // Recv) are cancelled; a kernel already running finishes first.
+  std::chrono::milliseconds timeout{0};
+  // Cancelling this from any thread fails the run with cancelled, as a timeout does; one
+  // cancelled before the run starts fails it at once. Either leaves the queues it waited
+  // on as they were and the session usable.
+  cancellation_manager* cancellation = nullptr;
 };
 
 struct run_metadata {
@@ -11026,7 +11985,7 @@ class session {
     feed_values.reserve(feeds.size() + x->constants.size());
     for (const auto& f : feeds) feed_values.push_back(f.second);
     feed_values.insert(feed_values.end(), x->constants.begin(), x->constants.end());
-    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata);
+    return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata, &options);
   }
 
   // Runs targets only.
@@ -11287,7 +12246,9 @@ class session {
 
   // One step of x: its partitions' steps together (step::run_partitions), or x's own.
   std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
-                              bool trace, run_metadata* metadata) {
+                              bool trace, run_metadata* metadata, const run_options* options = nullptr) {
+    stop_hooks hooks;
+    arm(hooks, options);
     const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
     std::vector<std::unique_ptr<step>> steps;
     if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
@@ -11302,7 +12263,7 @@ class session {
     std::vector<tensor> results;
     try {
       if (steps.size() == 1) {
-        results = steps.front()->run();
+        results = steps.front()->run(hooks.stopper.get());
       } else {
         std::vector<step*> all;
         std::vector<Eigen::ThreadPoolInterface*> drivers;
@@ -11310,7 +12271,7 @@ class session {
           all.push_back(steps[i].get());
           drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
         }
-        results = step::run_partitions(all, drivers);
+        results = step::run_partitions(all, drivers, hooks.stopper.get());
       }
     } catch (...) {
       stats();
@@ -11318,6 +12279,46 @@ class session {
     }
     stats();
     return results;
+  }
+
+  // What stops a run from outside: the caller's cancellation and the timeout, wired to one
+  // run_stopper, and unwired when the run ends (the callbacks hold the stopper, so one that
+  // fires late finds nothing attached).
+  struct stop_hooks {
+    std::shared_ptr<run_stopper> stopper;
+    cancellation_manager* cancellation = nullptr;
+    cancellation_manager::token token = 0;
+    deadline_timer* timer = nullptr;
+    deadline_timer::id timeout = 0;
+    stop_hooks() = default;
+    stop_hooks(const stop_hooks&) = delete;
+    stop_hooks& operator=(const stop_hooks&) = delete;
+    ~stop_hooks() {
+      if (token) cancellation->deregister(token);
+      if (timeout) timer->remove(timeout);
+    }
+  };
+  void arm(stop_hooks& h, const run_options* o) {
+    if (!o || (!o->cancellation && o->timeout.count() <= 0)) return;
+    h.stopper = std::make_shared<run_stopper>();
+    if (o->cancellation) {
+      h.cancellation = o->cancellation;
+      h.token = o->cancellation->register_callback([s = h.stopper] {
+        s->stop(error_code::cancelled, "the run was cancelled (run_options::cancellation)");
+      });
+      if (h.token == 0) fail(error_code::cancelled, "the run was cancelled before it started (run_options::cancellation)");
+    }
+    if (o->timeout.count() > 0) {
+      h.timer = &timer();
+      h.timeout = h.timer->add(std::chrono::steady_clock::now() + o->timeout, [s = h.stopper, ms = o->timeout.count()] {
+        s->stop(error_code::deadline_exceeded, "the run timed out after " + std::to_string(ms) + " ms (run_options::timeout)");
+      });
+    }
+  }
+  // The session's timer thread, started by the first run with a timeout.
+  deadline_timer& timer() {
+    std::call_once(timer_started_, [this] { timer_ = std::make_unique<deadline_timer>(); });
+    return *timer_;
   }
 
   static std::vector<std::unique_ptr<weft::device>> make_devices(const session_options& o) {
@@ -11494,6 +12495,8 @@ class session {
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
+  std::once_flag timer_started_;
+  std::unique_ptr<deadline_timer> timer_;  // runs' timeouts
 };
 
 }  // namespace weft
@@ -11532,7 +12535,7 @@ class saver {
       shapes.push_back(n.attr<partial_shape>("shape"));
     }
     use_kernels<Family>();
-    filename_ = g.placeholder(dtype::uint8, partial_shape({unknown_dim}), node_options("save/filename")).out(0);
+    filename_ = g.placeholder(dtype::string, partial_shape({}), node_options("save/filename")).out(0);
     std::vector<output> saved{filename_};
     saved.insert(saved.end(), vars.begin(), vars.end());
     save_ = g.op("Save", saved, {{"tensor_names", names}}, node_options("save/save")).name();
@@ -11609,7 +12612,7 @@ class saver {
 
 }  // namespace weft
 // CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
-// runtime/checkpoint_file.hpp.
+// runtime/checkpoint_file.hpp; the readers, over runtime/reader.hpp; ReadFile and WriteFile.
 
 #include <cstring>
 #include <filesystem>
@@ -11756,75 +12759,160 @@ void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
 }
 
 }  // namespace weft::cpu
+// CPU kernels for ops/data_flow_ops.hpp: the queue ops, over runtime/queue.hpp's queue held
+// in the session's resource manager, and the mutex ops, over runtime/mutex.hpp's. Enqueue and the dequeues are async: they hand the
+// queue an attempt and return; the queue calls back (on whichever thread made room or
+// brought the elements) and the step goes on from there.
 
-namespace weft::cpu {
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
-using weft::filename_tensor;
-using weft::path_of;
+// A mutex shared by steps (whitepaper Table 1, MutexAcquire and MutexRelease): a resource
+// that one holder at a time owns, granted in the order the acquisitions came. An
+// acquisition that waits holds no thread: the mutex calls it back when it is granted. Each
+// grant has an id, which the release names; a release of another id is an error.
+// The step that acquired it releases it: an acquisition watches its step's cancellation,
+// so a step that fails or is cancelled while it waits leaves the line, and one that fails
+// while it holds the mutex gives it back (a step that ends without its MutexRelease keeps
+// it: the release belongs in the same step, after the critical section's nodes).
 
-struct save_kernel final : op_kernel {
-  explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
-  void compute(kernel_context& ctx) const override {
-    std::vector<std::pair<std::string, tensor>> named;
-    for (int i = 1; i < ctx.num_inputs(); ++i) named.emplace_back(names_[static_cast<std::size_t>(i - 1)], ctx.input(i));
-    write_checkpoint(path_of(ctx.input(0)), named);
-  }
-  std::vector<std::string> names_;
-};
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
-struct restore_kernel final : op_kernel {
-  explicit restore_kernel(const node& n)
-      : names_(n.attr<std::vector<std::string>>("tensor_names")),
-        dtypes_(n.attr<std::vector<dtype>>("dtypes")),
-        shapes_(n.attr<std::vector<partial_shape>>("shapes")) {}
-  // Every output is checked before any is set: a bad file sets none.
-  void compute(kernel_context& ctx) const override {
-    const std::filesystem::path file = path_of(ctx.input(0));
-    auto stored = read_checkpoint(file);
-    std::map<std::string, tensor> by_name(std::make_move_iterator(stored.begin()), std::make_move_iterator(stored.end()));
-    std::vector<tensor> out;
-    for (std::size_t i = 0; i < names_.size(); ++i) {
-      auto it = by_name.find(names_[i]);
-      if (it == by_name.end())
-        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
-      const tensor& t = it->second;
-      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
-        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
-             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
-      out.push_back(t);
-    }
-    for (std::size_t i = 0; i < out.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(out[i]));
-  }
-  std::vector<std::string> names_;
-  std::vector<dtype> dtypes_;
-  std::vector<partial_shape> shapes_;
-};
 
-// A template, so that including this header instantiates nothing until it is called (a
-// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
-template <int = 0>
-void register_io_kernels() {
-  ops::register_io_ops();
-  register_cpu_kernel<save_kernel>("Save");
-  register_cpu_kernel<restore_kernel>("Restore");
-}
-
-}  // namespace weft::cpu
-
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
-template <class T>  // one kernel class for every dtype
-struct kernel_for<ops::Save, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::save_kernel>("Save"); }
+
+class resource_mutex final : public resource_base, public std::enable_shared_from_this<resource_mutex> {
+ public:
+  static constexpr std::string_view kind_name = "mutex";
+  std::string_view kind() const noexcept override { return kind_name; }
+  using granted = std::function<void(std::exception_ptr error, std::uint64_t id)>;
+
+  explicit resource_mutex(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const noexcept { return name_; }
+
+  // Asks for the mutex for step `step`; `done` runs once, with the grant's id, or with the
+  // error (the step was cancelled while it waited). Once granted, a cancellation of
+  // `cancellation` (the step's: it failed) releases it, until release(id, step).
+  void acquire(cancellation_manager* cancellation, std::int64_t step, granted done) {
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      auto& w = waiting_.emplace_back();
+      w.id = ++next_id_;
+      w.cancellation = cancellation;
+      w.step = step;
+      w.done = std::move(done);
+      if (cancellation) {
+        w.token = cancellation->register_callback([self = shared_from_this(), id = w.id] { self->cancelled(id); });
+        if (w.token == 0) {  // cancelled already
+          auto e = std::make_exception_ptr(error(error_code::cancelled, "mutex '" + name_ + "': the step was cancelled"));
+          calls.push_back([d = std::move(w.done), e] { d(e, 0); });
+          waiting_.pop_back();
+        }
+      }
+      grant(calls);
+    }
+    for (auto& c : calls) c();
+  }
+
+  // Gives the mutex back; `id` must be the holder's, granted to the same step.
+  void release(std::uint64_t id, std::int64_t step) {
+    std::vector<std::function<void()>> calls;
+    std::pair<cancellation_manager*, cancellation_manager::token> watch{};
+    {
+      std::lock_guard lock(mutex_);
+      if (!held_ || holder_ != id)
+        fail(error_code::failed_precondition, "mutex '", name_, "' is not held by grant ", id,
+             held_ ? " (another grant holds it)" : " (it is free)");
+      if (holder_step_ != step)
+        fail(error_code::failed_precondition, "mutex '", name_, "' was acquired by step ", holder_step_,
+             " and must be released by it, not by step ", step);
+      watch = {holder_cancellation_, holder_token_};
+      held_ = false;
+      grant(calls);
+    }
+    if (watch.first && watch.second) watch.first->deregister(watch.second);
+    for (auto& c : calls) c();
+  }
+
+  bool held() const {
+    std::lock_guard lock(mutex_);
+    return held_;
+  }
+  std::size_t waiting() const {
+    std::lock_guard lock(mutex_);
+    return waiting_.size();
+  }
+
+ private:
+  struct waiter {
+    std::uint64_t id = 0;
+    cancellation_manager* cancellation = nullptr;
+    cancellation_manager::token token = 0;
+    std::int64_t step = 0;
+    granted done;
+  };
+
+  // Grants the mutex to the first waiter when it is free (the lock held). The waiter's
+  // cancellation callback stays registered: now it releases the grant.
+  void grant(std::vector<std::function<void()>>& calls) {
+    if (held_ || waiting_.empty()) return;
+    waiter w = std::move(waiting_.front());
+    waiting_.pop_front();
+    held_ = true;
+    holder_ = w.id;
+    holder_cancellation_ = w.cancellation;
+    holder_token_ = w.token;
+    holder_step_ = w.step;
+    calls.push_back([d = std::move(w.done), id = w.id] { d(nullptr, id); });
+  }
+
+  // The step of acquisition `id` was cancelled: it leaves the line, or gives the mutex back.
+  void cancelled(std::uint64_t id) {
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      if (held_ && holder_ == id) {
+        held_ = false;  // its callback is running: nothing to deregister
+        grant(calls);
+      } else {
+        for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
+          if (it->id == id) {
+            auto e = std::make_exception_ptr(error(error_code::cancelled, "mutex '" + name_ + "': the step was cancelled"));
+            calls.push_back([d = std::move(it->done), e] { d(e, 0); });
+            waiting_.erase(it);
+            break;
+          }
+      }
+    }
+    for (auto& c : calls) c();
+  }
+
+  std::string name_;
+  mutable std::mutex mutex_;
+  bool held_ = false;
+  std::uint64_t holder_ = 0;
+  cancellation_manager* holder_cancellation_ = nullptr;
+  cancellation_manager::token holder_token_ = 0;
+  std::int64_t holder_step_ = 0;
+  std::uint64_t next_id_ = 0;
+  std::deque<waiter> waiting_;
 };
-template <class T>  // one kernel class for every dtype
-struct kernel_for<ops::Restore, T, device_types::cpu> {
-  static void register_kernels() { register_cpu_kernel<cpu::restore_kernel>("Restore"); }
-};
-template <class T>  // a partial specialization, so that including it instantiates nothing
-struct kernel_for<ops::families::io, T, device_types::cpu> {
-  static void register_kernels() { cpu::register_io_kernels(); }
-};
+
 }  // namespace weft
 // Queues (whitepaper §4.6): state that outlives a step, through which steps hand tuples of
 // tensors to each other, so that input preparation runs ahead of computation. A queue holds
@@ -11842,6 +12930,8 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
 // Orders: first in first out; random shuffle (a seeded generator picks any element, and
 // while the queue is open only when more than min_after_dequeue remain); priority (the first
 // component an int64 scalar, the smallest first, ties in the order they came).
+// A queue is a resource (runtime/resource.hpp): the queue ops (kernels/cpu/data_flow.hpp)
+// keep it in the session's resource manager under its container and name.
 
 #include <algorithm>
 #include <cstddef>
@@ -11855,7 +12945,9 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -11873,10 +12965,32 @@ struct queue_options {
   std::int64_t capacity = -1;              // -1: no bound
   std::int64_t min_after_dequeue = 0;      // random_shuffle: elements kept while open
   std::uint64_t seed = 0;                  // random_shuffle's generator
+  bool padded = false;                     // dequeue_many pads unknown dims (PaddingFIFOQueue)
+
+  bool same_as(const queue_options& o) const {
+    return kind == o.kind && component_types == o.component_types && shapes == o.shapes && capacity == o.capacity &&
+           min_after_dequeue == o.min_after_dequeue && seed == o.seed && padded == o.padded;
+  }
+  // "fifo(float32[], int32[?]) capacity 10", for errors.
+  std::string describe() const {
+    static constexpr const char* kinds[] = {"fifo", "random_shuffle", "priority"};
+    std::ostringstream out;
+    out << (padded ? "padding_fifo" : kinds[static_cast<int>(kind)]) << '(';
+    for (std::size_t i = 0; i < component_types.size(); ++i) {
+      out << (i ? ", " : "") << component_types[i];
+      if (i < shapes.size()) out << shapes[i];
+    }
+    out << ") capacity " << capacity;
+    if (kind == order::random_shuffle) out << " min_after_dequeue " << min_after_dequeue << " seed " << seed;
+    return out.str();
+  }
 };
 
-class queue {
+class queue final : public resource_base {
  public:
+  static constexpr std::string_view kind_name = "queue";
+  std::string_view kind() const noexcept override { return kind_name; }
+
   using enqueue_done = std::function<void(std::exception_ptr error)>;
   using dequeue_done = std::function<void(std::exception_ptr error, std::vector<queue_tuple> elements)>;
 
@@ -12217,7 +13331,7 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
       const auto* from = static_cast<const std::byte*>(t.raw_data());
       std::byte* base = to + static_cast<std::size_t>(i * element_items) * width;
       if (t.shape().dims() == dims) {  // no padding: one copy
-        if (t.bytes()) std::memcpy(base, from, t.bytes());
+        copy_element_bytes(base, from, t.bytes(), types[c]);
         continue;
       }
       // Row by row along the last dimension, each to its place in the padded layout.
@@ -12229,8 +13343,8 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
         std::int64_t offset = 0;  // in items, within the padded element
         for (std::size_t k = 0; k < index.size(); ++k) offset = offset * dims[k] + index[k];
         offset *= row_items;
-        std::memcpy(base + static_cast<std::size_t>(offset) * width, from + static_cast<std::size_t>(r * src_row) * width,
-                    static_cast<std::size_t>(src_row) * width);
+        copy_element_bytes(base + static_cast<std::size_t>(offset) * width, from + static_cast<std::size_t>(r * src_row) * width,
+                           static_cast<std::size_t>(src_row) * width, types[c]);
         for (std::size_t k = index.size(); k-- > 0;) {  // the next row's index
           if (++index[k] < s[static_cast<int>(k)]) break;
           index[k] = 0;
@@ -12241,6 +13355,1477 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
   }
   return out;
 }
+
+}  // namespace weft
+
+namespace weft::cpu {
+
+// FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue: makes the queue on first
+// run (a queue already under the name must have been made with the same options) and
+// outputs its handle.
+struct queue_kernel final : op_kernel {
+  explicit queue_kernel(const node& n)
+      : container_(n.attr<std::string>("container")),
+        name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")) {
+    const std::string& op = n.op();
+    o_.kind = op == "RandomShuffleQueue" ? queue_options::order::random_shuffle
+              : op == "PriorityQueue"    ? queue_options::order::priority
+                                         : queue_options::order::fifo;
+    o_.padded = op == "PaddingFIFOQueue";
+    o_.component_types = n.attr<std::vector<dtype>>("component_types");
+    o_.shapes = n.attr<std::vector<partial_shape>>("shapes");
+    if (o_.kind == queue_options::order::priority) {  // the priority comes first, an int64 scalar
+      o_.component_types.insert(o_.component_types.begin(), dtype::int64);
+      if (!o_.shapes.empty()) o_.shapes.insert(o_.shapes.begin(), partial_shape({}));
+    }
+    o_.capacity = n.attr<std::int64_t>("capacity");
+    if (o_.kind == queue_options::order::random_shuffle) {
+      o_.min_after_dequeue = n.attr<std::int64_t>("min_after_dequeue");
+      o_.seed = static_cast<std::uint64_t>(n.attr<std::int64_t>("seed"));
+    }
+    handle_ = tensor::from_vector(std::vector<std::string>{container_, name_});
+  }
+  void compute(kernel_context& ctx) const override {
+    auto q = ctx.resources().lookup_or_create<queue>(container_, name_, [&] { return std::make_shared<queue>(name_, o_); });
+    if (!q->options().same_as(o_))
+      fail(error_code::invalid_argument, "queue '", name_, "' in container '", container_, "' exists as ",
+           q->options().describe(), ", not ", o_.describe());
+    ctx.set_output(0, handle_);
+  }
+  std::string container_, name_;
+  queue_options o_;
+  tensor handle_;
+};
+
+// The resource of kind R the handle of input `i` names.
+template <class R>
+std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
+  const tensor& h = ctx.input(i);
+  if (h.dtype() != dtype::string || h.shape() != shape{2})
+    fail(error_code::invalid_argument, "a ", R::kind_name, " handle is a string vector [container, name], got ", h.dtype(),
+         h.shape());
+  const std::string* p = h.data<std::string>();
+  auto r = ctx.resources().find<R>(p[0], p[1]);
+  if (!r)
+    fail(error_code::not_found, R::kind_name, " '", p[1], "' in container '", p[0],
+         "' does not exist (its container was reset after its op ran?)");
+  return r;
+}
+inline std::shared_ptr<queue> queue_of(const kernel_context& ctx, int i = 0) { return resource_of<queue>(ctx, i); }
+
+// Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
+// exception thrown before the queue took the attempt into the node's error.
+template <class Start>
+void start_attempt(kernel_context& ctx, const std::function<void()>& done, Start&& start) {
+  try {
+    start();
+  } catch (...) {
+    ctx.set_error(std::current_exception());
+    done();
+  }
+}
+
+// QueueEnqueue and QueueEnqueueMany.
+struct enqueue_kernel final : op_kernel {
+  explicit enqueue_kernel(const node& n) : many_(n.op() == "QueueEnqueueMany") {}
+  bool is_async() const noexcept override { return true; }
+  void compute(kernel_context&) const override {}  // async only
+  void compute_async(kernel_context& ctx, std::function<void()> done) const override {
+    start_attempt(ctx, done, [&] {
+      auto q = queue_of(ctx);
+      std::vector<tensor> components;
+      for (int i = 1; i < ctx.num_inputs(); ++i) components.push_back(ctx.input(i));
+      std::vector<queue_tuple> elements;
+      if (many_) elements = unstack_elements(components, q->name());
+      else elements.push_back(std::move(components));
+      q->enqueue(std::move(elements), &ctx.cancellation(), [&ctx, done](std::exception_ptr e) {
+        if (e) ctx.set_error(std::move(e));
+        done();
+      });
+    });
+  }
+  bool many_;
+};
+
+// QueueDequeue, QueueDequeueMany, QueueDequeueUpTo.
+struct dequeue_kernel final : op_kernel {
+  explicit dequeue_kernel(const node& n)
+      : batch_(n.op() != "QueueDequeue"), up_to_(n.op() == "QueueDequeueUpTo"),
+        types_(n.attr<std::vector<dtype>>("component_types")) {}
+  bool is_async() const noexcept override { return true; }
+  void compute(kernel_context&) const override {}  // async only
+  void compute_async(kernel_context& ctx, std::function<void()> done) const override {
+    start_attempt(ctx, done, [&] {
+      auto q = queue_of(ctx);
+      if (q->options().component_types != types_)
+        fail(error_code::invalid_argument, "queue '", q->name(), "' holds elements of ", describe(q->options().component_types),
+             ", not ", describe(types_));
+      // Only a padding queue batches elements whose shapes it does not fix (TensorFlow's
+      // rule): checked before any element is taken, so a refused dequeue loses none.
+      if (const queue_options& o = q->options(); batch_ && !o.padded) {
+        if (o.shapes.empty())
+          fail(error_code::invalid_argument, "queue '", q->name(), "' has no shapes: a batch needs the components' shapes ",
+               "(a PaddingFIFOQueue pads dims left unknown)");
+        for (std::size_t i = 0; i < o.shapes.size(); ++i)
+          if (!o.shapes[i].fully_known())
+            fail(error_code::invalid_argument, "queue '", q->name(), "' leaves component ", i, "'s shape ", o.shapes[i],
+                 " open: a batch needs fully known shapes (a PaddingFIFOQueue pads dims left unknown)");
+      }
+      std::int64_t n = 1;
+      if (batch_) {
+        const tensor& k = ctx.input(1);
+        if (k.rank() != 0) fail(error_code::invalid_argument, "n must be a scalar, got shape ", k.shape());
+        n = k.scalar_value<std::int32_t>();
+        if (n < 0) fail(error_code::invalid_argument, "cannot dequeue ", n, " elements");
+      }
+      q->dequeue(n, up_to_, &ctx.cancellation(), [this, &ctx, done, q](std::exception_ptr e, std::vector<queue_tuple> elements) {
+        if (!e) {
+          try {
+            deliver(ctx, *q, std::move(elements));
+          } catch (...) {
+            e = std::current_exception();
+          }
+        }
+        if (e) ctx.set_error(std::move(e));
+        done();
+      });
+    });
+  }
+  void deliver(kernel_context& ctx, const queue& q, std::vector<queue_tuple> elements) const {
+    if (!batch_) {
+      for (std::size_t i = 0; i < types_.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(elements[0][i]));
+      return;
+    }
+    const queue_options& o = q.options();
+    auto stacked = stack_elements(elements, o.component_types, o.shapes, o.padded, q.name());
+    for (std::size_t i = 0; i < stacked.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(stacked[i]));
+  }
+  static std::string describe(const std::vector<dtype>& types) {
+    std::string s = "(";
+    for (std::size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + std::string(name(types[i]));
+    return s + ")";
+  }
+  bool batch_, up_to_;
+  std::vector<dtype> types_;
+};
+
+struct queue_close_kernel final : op_kernel {
+  explicit queue_close_kernel(const node& n) : cancel_(n.attr<bool>("cancel_pending_enqueues")) {}
+  void compute(kernel_context& ctx) const override { queue_of(ctx)->close(cancel_); }
+  bool cancel_;
+};
+
+struct queue_size_kernel final : op_kernel {
+  explicit queue_size_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const std::int64_t n = queue_of(ctx)->size();
+    ctx.allocate_output(0, shape{}).data<std::int32_t>()[0] = static_cast<std::int32_t>(std::min<std::int64_t>(n, INT32_MAX));
+  }
+};
+
+struct queue_is_closed_kernel final : op_kernel {
+  explicit queue_is_closed_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    ctx.allocate_output(0, shape{}).data<bool>()[0] = queue_of(ctx)->is_closed();
+  }
+};
+
+// Mutex: makes the mutex on first run and outputs its handle.
+struct mutex_kernel final : op_kernel {
+  explicit mutex_kernel(const node& n)
+      : container_(n.attr<std::string>("container")),
+        name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
+        handle_(tensor::from_vector(std::vector<std::string>{container_, name_})) {}
+  void compute(kernel_context& ctx) const override {
+    ctx.resources().lookup_or_create<resource_mutex>(container_, name_, [&] { return std::make_shared<resource_mutex>(name_); });
+    ctx.set_output(0, handle_);
+  }
+  std::string container_, name_;
+  tensor handle_;
+};
+
+// MutexAcquire: waits for the mutex, then outputs the grant.
+struct mutex_acquire_kernel final : op_kernel {
+  explicit mutex_acquire_kernel(const node&) {}
+  bool is_async() const noexcept override { return true; }
+  void compute(kernel_context&) const override {}  // async only
+  void compute_async(kernel_context& ctx, std::function<void()> done) const override {
+    start_attempt(ctx, done, [&] {
+      auto m = resource_of<resource_mutex>(ctx);
+      m->acquire(&ctx.cancellation(), ctx.step_id(), [&ctx, done](std::exception_ptr e, std::uint64_t id) {
+        if (e) ctx.set_error(std::move(e));
+        else ctx.allocate_output(0, shape{}).data<std::int64_t>()[0] = static_cast<std::int64_t>(id);
+        done();
+      });
+    });
+  }
+};
+
+struct mutex_release_kernel final : op_kernel {
+  explicit mutex_release_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& grant = ctx.input(1);
+    resource_of<resource_mutex>(ctx)->release(static_cast<std::uint64_t>(grant.scalar_value<std::int64_t>()), ctx.step_id());
+  }
+};
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_data_flow_kernels() {
+  ops::register_data_flow_ops();
+  for (const char* op : {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"})
+    register_cpu_kernel<queue_kernel>(op);
+  register_cpu_kernel<enqueue_kernel>("QueueEnqueue");
+  register_cpu_kernel<enqueue_kernel>("QueueEnqueueMany");
+  register_cpu_kernel<dequeue_kernel>("QueueDequeue");
+  register_cpu_kernel<dequeue_kernel>("QueueDequeueMany");
+  register_cpu_kernel<dequeue_kernel>("QueueDequeueUpTo");
+  register_cpu_kernel<queue_close_kernel>("QueueClose");
+  register_cpu_kernel<queue_size_kernel>("QueueSize");
+  register_cpu_kernel<queue_is_closed_kernel>("QueueIsClosed");
+  register_cpu_kernel<mutex_kernel>("Mutex");
+  register_cpu_kernel<mutex_acquire_kernel>("MutexAcquire");
+  register_cpu_kernel<mutex_release_kernel>("MutexRelease");
+}
+
+}  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp): every queue op's kernel at once.
+namespace weft {
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_data_flow_kernels(); }
+};
+}  // namespace weft
+// Readers (TensorFlow's first input API): a reader is a resource that takes file names from
+// a queue of strings, one file at a time, and gives the records of each (runtime/records.hpp
+// cuts them) with keys "<file>:<record index>". A read that finds the current file done
+// dequeues the next name, waiting (holding no thread) while the queue is empty; when the
+// queue is closed and empty the read fails with out_of_range, the end of the epochs, or
+// (read_up_to) gives what it has. Reads of one reader are served in the order they came,
+// one at a time. A file that cannot be read or holds a bad record fails the read that met
+// it, with the file's name and the offset; the reader drops the rest of that file and the
+// next read goes on with the next file.
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// Record files, as the readers (runtime/reader.hpp) cut them:
+// - TFRecord, TensorFlow's framing, so that files written by TensorFlow are read and files
+//   written here are read by TensorFlow: each record is
+//     u64 length (little-endian), u32 masked CRC-32C of those 8 bytes,
+//     the data, u32 masked CRC-32C of the data,
+//   where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8;
+// - fixed-length records (MNIST's and CIFAR's binaries): header_bytes skipped, then records
+//   of record_bytes, one every hop_bytes (record_bytes when 0), up to footer_bytes from the
+//   end;
+// - text lines: each line without its "\n" (and a "\r" before it), the first
+//   skip_header_lines skipped, a last line without "\n" kept;
+// - whole files: one record, the file.
+// A file may be compressed with gzip or zlib (compression_type "GZIP" or "ZLIB", as
+// TensorFlow names them; several gzip members one after the other are read as one stream),
+// which needs zlib: the CMake target weft::weft links it and defines WEFT_WITH_ZLIB when
+// Debian's zlib1g-dev is installed; without it a compressed file is an unimplemented error.
+// Errors name the file and the byte offset of the bad record; files are read whole.
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#ifdef WEFT_WITH_ZLIB
+#include <zlib.h>
+#endif
+
+
+namespace weft {
+
+enum class compression { none, gzip, zlib };
+
+// "", "GZIP" or "ZLIB", as TensorFlow's compression_type attrs say it.
+inline compression parse_compression(std::string_view s) {
+  if (s.empty() || s == "NONE") return compression::none;
+  if (s == "GZIP") return compression::gzip;
+  if (s == "ZLIB") return compression::zlib;
+  fail(error_code::invalid_argument, "unknown compression_type '", s, "' (\"\", \"GZIP\" or \"ZLIB\")");
+}
+
+inline constexpr bool zlib_available() noexcept {
+#ifdef WEFT_WITH_ZLIB
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace detail {
+[[noreturn]] inline void no_zlib(const std::string& what) {
+  fail(error_code::unimplemented, what, " is compressed, and this program was built without zlib (install zlib1g-dev and "
+       "link weft::weft, which then defines WEFT_WITH_ZLIB)");
+}
+}  // namespace detail
+
+// The bytes that `bytes` (the contents of `what`, compressed with `c`) stand for.
+inline std::string decompress(std::string_view bytes, compression c, const std::string& what) {
+  if (c == compression::none) return std::string(bytes);
+#ifdef WEFT_WITH_ZLIB
+  std::string out;
+  z_stream z{};
+  const int window = c == compression::gzip ? 16 + MAX_WBITS : MAX_WBITS;
+  if (inflateInit2(&z, window) != Z_OK) fail(error_code::internal, "zlib: inflateInit2 failed for ", what);
+  struct ender {
+    z_stream* z;
+    ~ender() { inflateEnd(z); }
+  } end_on_exit{&z};
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = 0;
+  std::size_t left = bytes.size();
+  char chunk[65536];
+  for (;;) {
+    if (z.avail_in == 0 && left > 0) {
+      const auto n = static_cast<uInt>(std::min<std::size_t>(left, 1u << 30));
+      z.avail_in = n;
+      left -= n;
+    }
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof chunk;
+    const int r = inflate(&z, Z_NO_FLUSH);
+    out.append(chunk, sizeof chunk - z.avail_out);
+    if (r == Z_STREAM_END) {
+      if (z.avail_in == 0 && left == 0) return out;
+      if (c != compression::gzip) break;  // bytes after a zlib stream
+      inflateReset(&z);                   // the next gzip member
+      continue;
+    }
+    if (r == Z_BUF_ERROR && z.avail_in == 0 && left == 0) {
+      fail(error_code::data_loss, what, " is truncated: its ", c == compression::gzip ? "gzip" : "zlib",
+           " stream ends after ", bytes.size(), " bytes, before its end");
+    }
+    if (r != Z_OK && r != Z_BUF_ERROR)
+      fail(error_code::data_loss, what, " is not valid ", c == compression::gzip ? "gzip" : "zlib", " data near byte ",
+           z.total_in, z.msg ? std::string(": ") + z.msg : std::string());
+  }
+  fail(error_code::data_loss, what, " has bytes after its zlib stream (at byte ", z.total_in, ")");
+#else
+  detail::no_zlib(what);
+#endif
+}
+
+// `bytes` compressed with `c` (level 6, zlib's default).
+inline std::string compress(std::string_view bytes, compression c) {
+  if (c == compression::none) return std::string(bytes);
+#ifdef WEFT_WITH_ZLIB
+  z_stream z{};
+  const int window = c == compression::gzip ? 16 + MAX_WBITS : MAX_WBITS;
+  if (deflateInit2(&z, 6, Z_DEFLATED, window, 8, Z_DEFAULT_STRATEGY) != Z_OK) fail(error_code::internal, "zlib: deflateInit2 failed");
+  struct ender {
+    z_stream* z;
+    ~ender() { deflateEnd(z); }
+  } end_on_exit{&z};
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  std::size_t left = bytes.size();
+  char chunk[65536];
+  for (;;) {
+    if (z.avail_in == 0 && left > 0) {
+      const auto n = static_cast<uInt>(std::min<std::size_t>(left, 1u << 30));
+      z.avail_in = n;
+      left -= n;
+    }
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof chunk;
+    const int r = deflate(&z, left == 0 ? Z_FINISH : Z_NO_FLUSH);
+    out.append(chunk, sizeof chunk - z.avail_out);
+    if (r == Z_STREAM_END) return out;
+    if (r != Z_OK && r != Z_BUF_ERROR) fail(error_code::internal, "zlib: deflate failed (", r, ")");
+  }
+#else
+  detail::no_zlib("the output");
+#endif
+}
+
+// TFRecord's checksum of `size` bytes at `data`.
+inline std::uint32_t masked_crc32c(const void* data, std::size_t size) noexcept {
+  const std::uint32_t crc = crc32c(data, size);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+// Appends `record` to `out` in TFRecord's framing.
+inline void append_tfrecord(std::string& out, std::string_view record) {
+  const std::uint64_t length = record.size();
+  char head[12];
+  std::memcpy(head, &length, 8);
+  const std::uint32_t length_crc = masked_crc32c(head, 8);
+  std::memcpy(head + 8, &length_crc, 4);
+  out.append(head, 12);
+  out.append(record);
+  const std::uint32_t data_crc = masked_crc32c(record.data(), record.size());
+  out.append(reinterpret_cast<const char*>(&data_crc), 4);
+}
+
+// Writes `records` to `path` as a TFRecord file compressed with `c`, atomically (a
+// temporary file, fsync'd, renamed over the target).
+inline void write_tfrecords(const std::filesystem::path& path, const std::vector<std::string>& records,
+                            compression c = compression::none) {
+  std::string bytes;
+  for (const auto& r : records) append_tfrecord(bytes, r);
+  detail::write_file_atomically(path, compress(bytes, c), {});
+}
+
+// How a file is cut into records.
+struct record_format {
+  enum class kind { tfrecord, fixed_length, text_line, whole_file };
+  kind type = kind::tfrecord;
+  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  // fixed_length
+  std::int64_t skip_header_lines = 0;                                                // text_line
+  compression compressed = compression::none;
+};
+
+// The records of one file's (decompressed) bytes, one at a time. `name` names the file in
+// errors, with the byte offset (in the decompressed bytes) of the bad record.
+class record_cursor {
+ public:
+  record_cursor(std::string name, std::string bytes, record_format f)
+      : name_(std::move(name)), bytes_(std::move(bytes)), f_(f) {
+    if (f_.type == record_format::kind::fixed_length) {
+      if (f_.record_bytes <= 0) fail(error_code::invalid_argument, "record_bytes must be positive, got ", f_.record_bytes);
+      if (f_.header_bytes < 0 || f_.footer_bytes < 0 || f_.hop_bytes < 0)
+        fail(error_code::invalid_argument, "header_bytes, footer_bytes and hop_bytes must not be negative");
+      const auto size = static_cast<std::int64_t>(bytes_.size());
+      if (f_.header_bytes + f_.footer_bytes > size)
+        fail(error_code::data_loss, name_, " has ", size, " bytes, fewer than its header (", f_.header_bytes,
+             ") and footer (", f_.footer_bytes, ")");
+      pos_ = static_cast<std::size_t>(f_.header_bytes);
+      end_ = bytes_.size() - static_cast<std::size_t>(f_.footer_bytes);
+    } else {
+      end_ = bytes_.size();
+    }
+    if (f_.type == record_format::kind::text_line)
+      for (std::int64_t i = 0; i < f_.skip_header_lines && pos_ < end_; ++i) (void)line();
+  }
+
+  const std::string& name() const noexcept { return name_; }
+  // Records given so far.
+  std::int64_t index() const noexcept { return index_; }
+
+  // The next record, or nullopt at the end of the file; a bad record is a data_loss error.
+  std::optional<std::string> next() {
+    switch (f_.type) {
+      case record_format::kind::whole_file:
+        if (index_ > 0) return std::nullopt;
+        ++index_;
+        return std::move(bytes_);
+      case record_format::kind::text_line:
+        if (pos_ >= end_) return std::nullopt;
+        ++index_;
+        return line();
+      case record_format::kind::fixed_length: {
+        if (pos_ >= end_) return std::nullopt;
+        const auto want = static_cast<std::size_t>(f_.record_bytes);
+        if (end_ - pos_ < want)
+          fail(error_code::data_loss, name_, ": a record of ", want, " bytes at offset ", pos_, " runs past the data's end at ",
+               end_, " (", end_ - pos_, " bytes left)");
+        std::string r = bytes_.substr(pos_, want);
+        const auto hop = static_cast<std::size_t>(f_.hop_bytes > 0 ? f_.hop_bytes : f_.record_bytes);
+        pos_ = end_ - pos_ < hop ? end_ : pos_ + hop;
+        ++index_;
+        return r;
+      }
+      case record_format::kind::tfrecord: return tfrecord();
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::string line() {
+    std::size_t nl = bytes_.find('\n', pos_);
+    if (nl == std::string::npos || nl > end_) nl = end_;
+    std::size_t stop = nl;
+    if (stop > pos_ && bytes_[stop - 1] == '\r') --stop;
+    std::string r = bytes_.substr(pos_, stop - pos_);
+    pos_ = nl + 1;
+    return r;
+  }
+  std::optional<std::string> tfrecord() {
+    if (pos_ == end_) return std::nullopt;
+    const std::size_t at = pos_;
+    if (end_ - pos_ < 12)
+      fail(error_code::data_loss, name_, " is truncated: a record's header at offset ", at, " needs 12 bytes, ", end_ - pos_,
+           " are left");
+    std::uint64_t length = 0;
+    std::uint32_t length_crc = 0;
+    std::memcpy(&length, bytes_.data() + pos_, 8);
+    std::memcpy(&length_crc, bytes_.data() + pos_ + 8, 4);
+    if (masked_crc32c(bytes_.data() + pos_, 8) != length_crc)
+      fail(error_code::data_loss, name_, " is corrupt: the length of the record at offset ", at, " fails its checksum");
+    pos_ += 12;
+    if (length > end_ - pos_ || end_ - pos_ - length < 4)
+      fail(error_code::data_loss, name_, " is truncated: the record at offset ", at, " of ", length, " bytes needs ",
+           length, " + 4 bytes, ", end_ - pos_, " are left");
+    std::string r = bytes_.substr(pos_, static_cast<std::size_t>(length));
+    pos_ += static_cast<std::size_t>(length);
+    std::uint32_t data_crc = 0;
+    std::memcpy(&data_crc, bytes_.data() + pos_, 4);
+    pos_ += 4;
+    if (masked_crc32c(r.data(), r.size()) != data_crc)
+      fail(error_code::data_loss, name_, " is corrupt: the data of the record at offset ", at, " fails its checksum");
+    ++index_;
+    return r;
+  }
+
+  std::string name_;
+  std::string bytes_;
+  record_format f_;
+  std::size_t pos_ = 0, end_ = 0;
+  std::int64_t index_ = 0;
+};
+
+// The records of the file at `path` (read whole, decompressed, cut by `f`).
+inline record_cursor open_records(const std::filesystem::path& path, const record_format& f) {
+  std::string bytes = read_file(path, "the input file");
+  return record_cursor(path.string(), decompress(bytes, f.compressed, path.string()), f);
+}
+
+// Every record of the file at `path`.
+inline std::vector<std::string> read_records(const std::filesystem::path& path, const record_format& f) {
+  record_cursor c = open_records(path, f);
+  std::vector<std::string> out;
+  while (auto r = c.next()) out.push_back(std::move(*r));
+  return out;
+}
+
+}  // namespace weft
+
+namespace weft {
+
+class record_reader final : public resource_base, public std::enable_shared_from_this<record_reader> {
+ public:
+  static constexpr std::string_view kind_name = "reader";
+  std::string_view kind() const noexcept override { return kind_name; }
+  using records = std::vector<std::pair<std::string, std::string>>;  // (key, value)
+  using read_done = std::function<void(std::exception_ptr error, records got)>;
+
+  record_reader(std::string name, record_format f) : name_(std::move(name)), f_(f) {}
+  const std::string& name() const noexcept { return name_; }
+  const record_format& format() const noexcept { return f_; }
+
+  // Reads n records (up_to: at most n, at least one, fewer only at the end of the input),
+  // taking file names from `files`; `done` runs once, on whichever thread completes it.
+  void read(std::shared_ptr<queue> files, std::int64_t n, bool up_to, cancellation_manager* cancellation, read_done done) {
+    if (files->options().component_types != std::vector<dtype>{dtype::string})
+      fail(error_code::invalid_argument, "reader '", name_, "' reads file names from a queue of one string component; queue '",
+           files->name(), "' holds ", files->options().describe());
+    if (n < 1) fail(error_code::invalid_argument, "reader '", name_, "' cannot read ", n, " records");
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      requests_.push_back({std::move(files), n, up_to, cancellation, std::move(done), {}});
+      pump(calls);
+    }
+    for (auto& c : calls) c();
+  }
+
+  // Records given and files finished, over the reader's life.
+  std::int64_t records_produced() const {
+    std::lock_guard lock(mutex_);
+    return produced_;
+  }
+  std::int64_t work_units_completed() const {
+    std::lock_guard lock(mutex_);
+    return files_done_;
+  }
+  // Forgets the current file and the counts.
+  void reset() {
+    std::lock_guard lock(mutex_);
+    current_.reset();
+    produced_ = files_done_ = 0;
+  }
+
+ private:
+  struct request {
+    std::shared_ptr<queue> files;
+    std::int64_t n;
+    bool up_to;
+    cancellation_manager* cancellation;
+    read_done done;
+    records got;
+  };
+
+  // Serves requests in order from the current file; asks the queue for the next file when
+  // it is done (the lock held; `calls` run after it is released).
+  void pump(std::vector<std::function<void()>>& calls) {
+    while (!requests_.empty() && !fetching_) {
+      request& r = requests_.front();
+      bool failed = false;
+      while (static_cast<std::int64_t>(r.got.size()) < r.n && current_) {
+        std::optional<std::string> value;
+        try {
+          value = current_->next();
+        } catch (...) {
+          current_.reset();  // the rest of a bad file is dropped
+          ++files_done_;
+          failed = true;
+          finish(std::current_exception(), calls);  // ends r
+          break;
+        }
+        if (!value) {
+          current_.reset();
+          ++files_done_;
+          break;
+        }
+        r.got.emplace_back(current_->name() + ":" + std::to_string(current_->index() - 1), std::move(*value));
+        ++produced_;
+      }
+      if (failed) continue;
+      if (static_cast<std::int64_t>(r.got.size()) == r.n) {
+        finish(nullptr, calls);
+        continue;
+      }
+      // The current file is done: the next name, from the queue.
+      fetching_ = true;
+      calls.push_back([self = shared_from_this(), files = r.files, c = r.cancellation] {
+        files->dequeue(1, false, c, [self](std::exception_ptr e, std::vector<queue_tuple> names) {
+          self->opened(std::move(e), std::move(names));
+        });
+      });
+    }
+  }
+
+  // The queue's answer to a fetch: a file name, or the end of the input, or a cancellation.
+  void opened(std::exception_ptr e, std::vector<queue_tuple> names) {
+    // Reading the file happens outside the lock; only one fetch is under way at a time.
+    std::optional<record_cursor> cursor;
+    const bool named = !e;  // a file name came (its file may still fail to open)
+    if (!e) {
+      try {
+        const std::string file = names.at(0).at(0).scalar_value<std::string>();
+        cursor.emplace(open_records(file, f_));
+      } catch (...) {
+        e = std::current_exception();
+      }
+    }
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      fetching_ = false;
+      if (cursor) {
+        current_ = std::move(cursor);
+      } else if (!requests_.empty()) {
+        bool end = false;
+        try {
+          std::rethrow_exception(e);
+        } catch (const error& err) {
+          end = err.code() == error_code::out_of_range;
+        } catch (...) {
+        }
+        request& r = requests_.front();
+        if (end) {
+          if (r.up_to && !r.got.empty()) finish(nullptr, calls);
+          else
+            finish(std::make_exception_ptr(error(error_code::out_of_range,
+                                                 "reader '" + name_ + "': no more files (queue '" + r.files->name() +
+                                                     "' is closed and empty) after " + std::to_string(produced_) + " records")),
+                   calls);
+        } else {
+          if (named) ++files_done_;  // a file that could not be read counts as done
+          finish(e, calls);
+        }
+      }
+      pump(calls);
+    }
+    for (auto& c : calls) c();
+  }
+
+  // Ends the first request (an error drops the records it had; they are not given twice).
+  void finish(std::exception_ptr e, std::vector<std::function<void()>>& calls) {
+    request r = std::move(requests_.front());
+    requests_.pop_front();
+    if (e) r.got.clear();
+    calls.push_back([done = std::move(r.done), e, got = std::move(r.got)]() mutable { done(e, std::move(got)); });
+  }
+
+  std::string name_;
+  record_format f_;
+  mutable std::mutex mutex_;
+  std::deque<request> requests_;
+  std::optional<record_cursor> current_;
+  bool fetching_ = false;
+  std::int64_t produced_ = 0, files_done_ = 0;
+};
+
+}  // namespace weft
+
+namespace weft::cpu {
+
+using weft::filename_tensor;
+using weft::path_of;
+
+struct save_kernel final : op_kernel {
+  explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<std::pair<std::string, tensor>> named;
+    for (int i = 1; i < ctx.num_inputs(); ++i) named.emplace_back(names_[static_cast<std::size_t>(i - 1)], ctx.input(i));
+    write_checkpoint(path_of(ctx.input(0)), named);
+  }
+  std::vector<std::string> names_;
+};
+
+struct restore_kernel final : op_kernel {
+  explicit restore_kernel(const node& n)
+      : names_(n.attr<std::vector<std::string>>("tensor_names")),
+        dtypes_(n.attr<std::vector<dtype>>("dtypes")),
+        shapes_(n.attr<std::vector<partial_shape>>("shapes")) {}
+  // Every output is checked before any is set: a bad file sets none.
+  void compute(kernel_context& ctx) const override {
+    const std::filesystem::path file = path_of(ctx.input(0));
+    auto stored = read_checkpoint(file);
+    std::map<std::string, tensor> by_name(std::make_move_iterator(stored.begin()), std::make_move_iterator(stored.end()));
+    std::vector<tensor> out;
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      auto it = by_name.find(names_[i]);
+      if (it == by_name.end())
+        fail(error_code::not_found, "the checkpoint ", file.string(), " has no tensor for variable '", names_[i], "'");
+      const tensor& t = it->second;
+      if (t.dtype() != dtypes_[i] || !shapes_[i].accepts(t.shape()))
+        fail(error_code::invalid_argument, "the checkpoint ", file.string(), " holds '", names_[i], "' as ", t.dtype(),
+             t.shape(), ", but the variable is ", dtypes_[i], shapes_[i]);
+      out.push_back(t);
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(out[i]));
+  }
+  std::vector<std::string> names_;
+  std::vector<dtype> dtypes_;
+  std::vector<partial_shape> shapes_;
+};
+
+// TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader: make the reader on
+// first run (one already under the name must cut records the same way) and output its handle.
+struct reader_kernel final : op_kernel {
+  explicit reader_kernel(const node& n)
+      : container_(n.attr<std::string>("container")),
+        name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
+        handle_(tensor::from_vector(std::vector<std::string>{container_, name_})) {
+    const std::string& op = n.op();
+    f_.type = op == "TFRecordReader"            ? record_format::kind::tfrecord
+              : op == "FixedLengthRecordReader" ? record_format::kind::fixed_length
+              : op == "TextLineReader"          ? record_format::kind::text_line
+                                                : record_format::kind::whole_file;
+    f_.compressed = parse_compression(n.attr<std::string>("compression_type"));
+    if (f_.type == record_format::kind::fixed_length) {
+      f_.header_bytes = n.attr<std::int64_t>("header_bytes");
+      f_.record_bytes = n.attr<std::int64_t>("record_bytes");
+      f_.footer_bytes = n.attr<std::int64_t>("footer_bytes");
+      f_.hop_bytes = n.attr<std::int64_t>("hop_bytes");
+    }
+    if (f_.type == record_format::kind::text_line) f_.skip_header_lines = n.attr<std::int64_t>("skip_header_lines");
+  }
+  void compute(kernel_context& ctx) const override {
+    auto r = ctx.resources().lookup_or_create<record_reader>(container_, name_, [&] { return std::make_shared<record_reader>(name_, f_); });
+    const record_format& o = r->format();
+    if (o.type != f_.type || o.compressed != f_.compressed || o.header_bytes != f_.header_bytes ||
+        o.record_bytes != f_.record_bytes || o.footer_bytes != f_.footer_bytes || o.hop_bytes != f_.hop_bytes ||
+        o.skip_header_lines != f_.skip_header_lines)
+      fail(error_code::invalid_argument, "reader '", name_, "' in container '", container_,
+           "' exists and cuts records another way (another reader op or other attrs under one shared_name)");
+    ctx.set_output(0, handle_);
+  }
+  std::string container_, name_;
+  tensor handle_;
+  record_format f_;
+};
+
+// ReaderRead and ReaderReadUpTo: async, as a dequeue (the file names come from a queue).
+struct reader_read_kernel final : op_kernel {
+  explicit reader_read_kernel(const node& n) : up_to_(n.op() == "ReaderReadUpTo") {}
+  bool is_async() const noexcept override { return true; }
+  void compute(kernel_context&) const override {}  // async only
+  void compute_async(kernel_context& ctx, std::function<void()> done) const override {
+    start_attempt(ctx, done, [&] {
+      auto reader = resource_of<record_reader>(ctx, 0);
+      auto files = queue_of(ctx, 1);
+      std::int64_t n = 1;
+      if (up_to_) {
+        const tensor& k = ctx.input(2);
+        if (k.rank() != 0) fail(error_code::invalid_argument, "num_records must be a scalar, got shape ", k.shape());
+        n = k.scalar_value<std::int64_t>();
+      }
+      reader->read(files, n, up_to_, &ctx.cancellation(), [this, &ctx, done](std::exception_ptr e, record_reader::records got) {
+        if (e) {
+          ctx.set_error(std::move(e));
+        } else if (!up_to_) {
+          ctx.set_output(0, tensor::scalar(got[0].first));
+          ctx.set_output(1, tensor::scalar(got[0].second));
+        } else {
+          const auto k = static_cast<std::int64_t>(got.size());
+          std::string* keys = ctx.allocate_output(0, shape{k}).data<std::string>();
+          std::string* values = ctx.allocate_output(1, shape{k}).data<std::string>();
+          for (std::size_t i = 0; i < got.size(); ++i) keys[i] = std::move(got[i].first), values[i] = std::move(got[i].second);
+        }
+        done();
+      });
+    });
+  }
+  bool up_to_;
+};
+
+// ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset.
+struct reader_state_kernel final : op_kernel {
+  explicit reader_state_kernel(const node& n) : op_(n.op()) {}
+  void compute(kernel_context& ctx) const override {
+    auto r = resource_of<record_reader>(ctx, 0);
+    if (op_ == "ReaderReset") return r->reset();
+    const std::int64_t v = op_ == "ReaderNumRecordsProduced" ? r->records_produced() : r->work_units_completed();
+    ctx.allocate_output(0, shape{}).data<std::int64_t>()[0] = v;
+  }
+  std::string op_;
+};
+
+struct read_file_kernel final : op_kernel {
+  explicit read_file_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    ctx.set_output(0, tensor::scalar(read_file(path_of(ctx.input(0)), "the file")));
+  }
+};
+
+// WriteFile: atomically (a temporary file, fsync'd, renamed over the target).
+struct write_file_kernel final : op_kernel {
+  explicit write_file_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& contents = ctx.input(1);
+    if (contents.rank() != 0) fail(error_code::invalid_argument, "contents must be a string scalar, got shape ", contents.shape());
+    detail::write_file_atomically(path_of(ctx.input(0)), *contents.data<std::string>(), {});
+  }
+};
+
+// A template, so that including this header instantiates nothing until it is called (a
+// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
+template <int = 0>
+void register_io_kernels() {
+  ops::register_io_ops();
+  register_cpu_kernel<save_kernel>("Save");
+  register_cpu_kernel<restore_kernel>("Restore");
+  for (const char* op : {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"})
+    register_cpu_kernel<reader_kernel>(op);
+  register_cpu_kernel<reader_read_kernel>("ReaderRead");
+  register_cpu_kernel<reader_read_kernel>("ReaderReadUpTo");
+  for (const char* op : {"ReaderNumRecordsProduced", "ReaderNumWorkUnitsCompleted", "ReaderReset"})
+    register_cpu_kernel<reader_state_kernel>(op);
+  register_cpu_kernel<read_file_kernel>("ReadFile");
+  register_cpu_kernel<write_file_kernel>("WriteFile");
+}
+
+}  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+namespace weft {
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Save, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::save_kernel>("Save"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::Restore, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::restore_kernel>("Restore"); }
+};
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::io, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_io_kernels(); }
+};
+}  // namespace weft
+// Input pipelines built on queues (whitepaper 4.6-4.7; the anchors tf.data and libtorch's
+// DataLoader): a source (rows of in-memory tensors, or the records of files), then stages
+// in the order they are added (map a graph function over each element, shuffle through a
+// buffer, batch, repeat the epochs, prefetch), each stage a queue filled by a queue_runner's
+// threads, all in a graph and a session of the pipeline's own, so that the input runs ahead
+// of training on threads of its own and never holds a training step's thread.
+//
+//   weft::input_pipeline p = weft::input_pipeline::from_tensors({images, labels});
+//   p.shuffle(10000, 42).batch(128).repeat(5).prefetch(4);
+//   p.start();
+//   while (auto batch = p.next()) train_on((*batch)[0], (*batch)[1]);   // nullopt: the end
+//
+// or, in the training graph itself (no copy through the host's feeds):
+//   auto [x, y] = ...p.dequeue_into(g)...   // a QueueDequeue of the last stage's queue; the
+//   session shares p.resources() (session_options::resources)
+//
+// Order is deterministic for a fixed seed when every map stage has one worker: each stage
+// keeps its input's order, and a shuffle draws from a full buffer (capacity `buffer`, and
+// min_after_dequeue buffer - 1) with its seeded generator. An element whose components have
+// dims unknown until run time is padded by batch() to the longest in its batch (the queue
+// before a batch is then a PaddingFIFOQueue). An error in any stage stops the pipeline; the
+// next next() rethrows it.
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+// Threads that fill queues (TensorFlow's QueueRunner and Coordinator, whitepaper 4.6):
+// a queue_runner runs its enqueue targets over and over, a thread each, until told to stop;
+// a coordinator tells every thread to stop at the first error or at a request, cancels the
+// runs they are blocked in, keeps the first error for the training loop, and joins them.
+//
+//   weft::coordinator coord;
+//   weft::queue_runner runner(s, {"enqueue"}, {.close = "close", .cancel = "close_cancel"});
+//   runner.start(coord);                  // one thread per enqueue target
+//   while (!coord.should_stop()) {
+//     try { s.run({}, {}, {"train"}); }
+//     catch (const weft::error& e) { if (e.code() == weft::error_code::out_of_range) break; throw; }
+//   }
+//   coord.request_stop();
+//   coord.join();                         // rethrows a runner thread's error, if any
+//
+// When every thread of a runner has ended because its input ran out (an out_of_range from
+// an upstream queue or reader: the end of the epochs), the runner runs its close target, so
+// that the consumers' dequeues drain the queue and then end the epoch themselves. Any other
+// error stops the coordinator; a stop runs the cancel target (a close that cancels pending
+// enqueues), so that nothing stays blocked on the queue.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+class coordinator {
+ public:
+  coordinator() = default;
+  coordinator(const coordinator&) = delete;
+  coordinator& operator=(const coordinator&) = delete;
+  // Stops and joins what is still running; an error not taken by join() is dropped.
+  ~coordinator() {
+    request_stop();
+    join_threads();
+  }
+
+  // Asks every thread to stop; the first error given is kept for join(). Runs under way in
+  // the threads (with run_options{.cancellation = &cancellation()}) are cancelled.
+  void request_stop(std::exception_ptr error = nullptr) {
+    std::vector<std::function<void()>> hooks;
+    {
+      std::lock_guard lock(mutex_);
+      if (error && !error_) error_ = error;
+      if (stopped_) return;
+      stopped_ = true;
+      hooks.swap(on_stop_);
+    }
+    cv_.notify_all();
+    cancellation_.cancel();
+    for (auto& h : hooks) h();
+  }
+  bool should_stop() const {
+    std::lock_guard lock(mutex_);
+    return stopped_;
+  }
+  // Waits until a stop is requested, or `timeout` passes; whether it was.
+  bool wait_for_stop(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return stopped_; });
+  }
+  void wait_for_stop() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return stopped_; });
+  }
+  // What the threads' runs pass as run_options::cancellation.
+  cancellation_manager& cancellation() noexcept { return cancellation_; }
+  // Runs f when a stop is requested (at once if it was).
+  void on_stop(std::function<void()> f) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!stopped_) {
+        on_stop_.push_back(std::move(f));
+        return;
+      }
+    }
+    f();
+  }
+  // A thread the coordinator joins.
+  void add_thread(std::thread t) {
+    std::lock_guard lock(mutex_);
+    threads_.push_back(std::move(t));
+  }
+  // Joins every thread (they end once a stop is requested or their work is done), then
+  // rethrows the first error reported, if any.
+  void join() {
+    join_threads();
+    std::lock_guard lock(mutex_);
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+  // Rethrows the first error reported so far, without waiting.
+  void raise_if_error() const {
+    std::lock_guard lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void join_threads() {
+    for (;;) {
+      std::vector<std::thread> threads;
+      {
+        std::lock_guard lock(mutex_);
+        threads.swap(threads_);
+      }
+      if (threads.empty()) return;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  std::exception_ptr error_;
+  std::vector<std::function<void()>> on_stop_;
+  std::vector<std::thread> threads_;
+  cancellation_manager cancellation_;
+};
+
+struct queue_runner_options {
+  std::optional<endpoint> close;   // run when every thread has run out of input
+  std::optional<endpoint> cancel;  // run when the coordinator stops (a close that cancels pending enqueues)
+};
+
+// Runs each enqueue target in a loop on a thread of its own (several threads may run one
+// target: list it more than once). The runner and its session must outlive the threads:
+// join the coordinator first.
+class queue_runner {
+ public:
+  queue_runner(session& s, std::vector<endpoint> enqueues, queue_runner_options o = {})
+      : session_(s), enqueues_(std::move(enqueues)), o_(std::move(o)) {
+    if (enqueues_.empty()) fail(error_code::invalid_argument, "queue_runner: no enqueue targets");
+  }
+  queue_runner(const queue_runner&) = delete;
+  queue_runner& operator=(const queue_runner&) = delete;
+
+  // Starts the threads; the coordinator joins them.
+  void start(coordinator& c) {
+    if (o_.cancel) c.on_stop([this] { quietly(*o_.cancel); });
+    live_.store(static_cast<int>(enqueues_.size()));
+    for (const endpoint& e : enqueues_) c.add_thread(std::thread([this, &c, e] { loop(c, e); }));
+  }
+  // The enqueue runs done so far, over all threads.
+  std::int64_t runs() const noexcept { return runs_.load(); }
+
+ private:
+  void loop(coordinator& c, const endpoint& target) {
+    run_options o;
+    o.cancellation = &c.cancellation();
+    bool exhausted = false;
+    try {
+      while (!c.should_stop()) {
+        session_.run({}, {}, {target}, o);
+        runs_.fetch_add(1, std::memory_order_relaxed);
+      }
+    } catch (const error& e) {
+      if (e.code() == error_code::out_of_range) exhausted = true;          // the input ran out: a clean end
+      else if (!(e.code() == error_code::cancelled && c.should_stop())) c.request_stop(std::current_exception());
+    } catch (...) {
+      c.request_stop(std::current_exception());
+    }
+    // The last loop to end closes the queue when all ran out, so that the consumers drain it.
+    if (exhausted) exhausted_.fetch_add(1);
+    if (live_.fetch_sub(1) == 1 && exhausted_.load() == static_cast<int>(enqueues_.size()) && !c.should_stop() &&
+        o_.close) {
+      try {
+        session_.run({}, {}, {*o_.close});
+      } catch (...) {
+        c.request_stop(std::current_exception());
+      }
+    }
+  }
+  // A stop's cancel target: its errors (the session going away) do not matter then.
+  void quietly(const endpoint& e) {
+    try {
+      session_.run({}, {}, {e});
+    } catch (...) {
+    }
+  }
+  session& session_;
+  std::vector<endpoint> enqueues_;
+  queue_runner_options o_;
+  std::atomic<int> live_{0};
+  std::atomic<int> exhausted_{0};
+  std::atomic<std::int64_t> runs_{0};
+};
+
+}  // namespace weft
+
+namespace weft {
+
+class input_pipeline {
+ public:
+  // A graph function of a map stage: from an element's components (outputs of the
+  // pipeline's graph) to the new element's.
+  using map_fn = std::function<std::vector<output>(graph&, const std::vector<output>&)>;
+
+  // Elements: row i of every column (all of one first dim).
+  static input_pipeline from_tensors(std::vector<tensor> columns) {
+    if (columns.empty()) fail(error_code::invalid_argument, "input_pipeline::from_tensors: no columns");
+    for (const tensor& c : columns)
+      if (c.rank() == 0 || c.dim(0) != columns[0].dim(0))
+        fail(error_code::invalid_argument, "input_pipeline::from_tensors: every column needs the first dim ",
+             columns[0].rank() ? columns[0].dim(0) : 0, ", got shape ", c.shape());
+    input_pipeline p;
+    p.columns_ = std::move(columns);
+    return p;
+  }
+  // Elements: the records of the files (string scalars), in the files' order each epoch.
+  static input_pipeline from_files(std::vector<std::string> files, reader_spec reader) {
+    if (files.empty()) fail(error_code::invalid_argument, "input_pipeline::from_files: no files");
+    input_pipeline p;
+    p.files_ = std::move(files);
+    p.reader_ = std::move(reader);
+    return p;
+  }
+
+  // Movable until start(): its threads then hold its address.
+  input_pipeline(input_pipeline&&) = default;
+  input_pipeline& operator=(input_pipeline&&) = delete;
+  ~input_pipeline() { stop(); }
+
+  // Each element through `f`, on `workers` threads (more than one may reorder elements).
+  input_pipeline& map(map_fn f, int workers = 1) {
+    if (workers < 1) fail(error_code::invalid_argument, "input_pipeline::map: workers must be at least 1, got ", workers);
+    return add({stage::kind::map, 0, workers, std::move(f)});
+  }
+  // Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
+  input_pipeline& shuffle(std::int64_t buffer, std::uint64_t seed = 0) {
+    if (buffer < 1) fail(error_code::invalid_argument, "input_pipeline::shuffle: buffer must be at least 1, got ", buffer);
+    seed_ = seed;
+    return add({stage::kind::shuffle, buffer, 1, {}});
+  }
+  // n elements stacked (the last batch of the input smaller unless drop_remainder).
+  input_pipeline& batch(std::int64_t n, bool drop_remainder = false) {
+    if (n < 1) fail(error_code::invalid_argument, "input_pipeline::batch: n must be at least 1, got ", n);
+    return add({drop_remainder ? stage::kind::batch_exact : stage::kind::batch, n, 1, {}});
+  }
+  // from_tensors' rows in a fresh random order each epoch: the whole source shuffled, at no
+  // cost per element, as a training loop that shuffles its row indices does (epoch e's
+  // order is std::shuffle of 0..n-1 with std::mt19937_64(seed + e)). A shuffle() stage
+  // mixes only within its buffer.
+  input_pipeline& shuffle_source(std::uint64_t seed) {
+    if (columns_.empty()) fail(error_code::invalid_argument, "input_pipeline::shuffle_source: only rows of tensors are shuffled whole");
+    shuffle_rows_ = true;
+    row_seed_ = seed;
+    return *this;
+  }
+  // The source's elements `epochs` times (-1: forever). Applies to the whole source,
+  // wherever it is called.
+  input_pipeline& repeat(std::int64_t epochs = -1) {
+    if (epochs == 0 || epochs < -1) fail(error_code::invalid_argument, "input_pipeline::repeat: epochs must be positive or -1, got ", epochs);
+    epochs_ = epochs;
+    return *this;
+  }
+  // The last queue holds up to k elements ready.
+  input_pipeline& prefetch(std::int64_t k) {
+    if (k < 1) fail(error_code::invalid_argument, "input_pipeline::prefetch: k must be at least 1, got ", k);
+    prefetch_ = k;
+    return *this;
+  }
+  // The resource manager the pipeline's queues live in; a training session given it
+  // (session_options::resources) can dequeue from the last stage in its own graph.
+  input_pipeline& share(std::shared_ptr<resource_manager> resources) {
+    resources_ = std::move(resources);
+    return *this;
+  }
+
+  // Builds the pipeline's graph and session and starts its threads.
+  void start() {
+    if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
+    build();
+    unstarted_.started = true;
+    session_options o;
+    o.intra_op_threads = 1;
+    o.inter_op_threads = 0;
+    o.resources = resources_;
+    session_ = std::make_unique<session>(*g_, o);
+    session_->run({}, handles_);  // makes every queue, before any thread or other graph uses one
+    coord_ = std::make_unique<coordinator>();
+    for (auto& r : runners_) r.runner = std::make_unique<queue_runner>(*session_, r.targets, queue_runner_options{r.close, r.cancel});
+    for (auto& r : runners_) r.runner->start(*coord_);
+    coord_->add_thread(std::thread([this] { feed_epochs(); }));
+  }
+
+  // The next element (a batch after batch()), or nullopt at the end of the input; an
+  // error of any stage is rethrown here.
+  std::optional<std::vector<tensor>> next() {
+    if (!session_) fail(error_code::failed_precondition, "input_pipeline::next: start() it first");
+    run_options o;
+    o.cancellation = &coord_->cancellation();
+    try {
+      return session_->run({}, last_, {}, o);
+    } catch (const error& e) {
+      coord_->raise_if_error();
+      if (e.code() == error_code::out_of_range) return std::nullopt;
+      throw;
+    }
+  }
+
+  // Stops the threads and joins them (an error not yet taken is dropped).
+  void stop() {
+    if (!coord_) return;
+    coord_->request_stop();
+    try {
+      coord_->join();
+    } catch (...) {
+    }
+    coord_.reset();
+  }
+
+  // The last stage's queue dequeued in another graph (whose session shares resources()).
+  std::vector<output> dequeue_into(graph& g, node_options options = {}) const {
+    if (!session_) fail(error_code::failed_precondition, "input_pipeline::dequeue_into: start() it first");
+    const output h = g.constant(tensor::from_vector(std::vector<std::string>{"", last_queue_})).out(0);
+    ops::register_data_flow_ops();
+    const node& n = g.op("QueueDequeue", {h}, {{"component_types", types_}, {"shapes", shapes_}}, std::move(options));
+    std::vector<output> out;
+    for (int i = 0; i < n.num_outputs(); ++i) out.push_back(n.out(i));
+    return out;
+  }
+  const std::shared_ptr<resource_manager>& resources() const noexcept { return resources_; }
+  // The element's dtypes and static shapes after every stage.
+  const std::vector<dtype>& element_types() const noexcept { return types_; }
+  const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }
+
+ private:
+  struct stage {
+    enum class kind { map, shuffle, batch, batch_exact };
+    kind type;
+    std::int64_t n;  // shuffle's buffer, batch's size
+    int workers;
+    map_fn f;
+  };
+  struct runner_spec {
+    std::vector<endpoint> targets;
+    std::optional<endpoint> close, cancel;
+    std::unique_ptr<queue_runner> runner;
+  };
+
+  input_pipeline() : resources_(std::make_shared<resource_manager>()), id_(next_id()) {}
+  static int next_id() {
+    static std::atomic<int> n{0};
+    return ++n;
+  }
+  input_pipeline& add(stage s) {
+    if (session_) fail(error_code::failed_precondition, "input_pipeline: stages are added before start()");
+    stages_.push_back(std::move(s));
+    return *this;
+  }
+
+  std::string queue_name(std::size_t k) const { return "input_pipeline_" + std::to_string(id_) + "/stage_" + std::to_string(k); }
+
+  // The queue that feeds stage `next` (stages_.size(): the last queue, which next() and
+  // dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
+  // only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
+  // batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
+  graph_queue queue_for(std::size_t next, std::int64_t capacity) {
+    queue_spec q;
+    q.component_types = types_;
+    q.shapes = shapes_;
+    q.capacity = capacity;
+    q.seed = static_cast<std::int64_t>(seed_);
+    if (next < stages_.size()) {
+      const stage& s = stages_[next];
+      if (s.type == stage::kind::shuffle) {
+        q.kind = queue_kind::random_shuffle;
+        q.capacity = s.n;
+        q.min_after_dequeue = s.n - 1;
+      } else if (s.type == stage::kind::batch || s.type == stage::kind::batch_exact) {
+        for (const auto& sh : shapes_)
+          if (!sh.fully_known()) q.kind = queue_kind::padding_fifo;
+      }
+    }
+    q.shared_name = queue_name(queues_++);
+    graph_queue made(*g_, q, node_options(q.shared_name));
+    handles_.push_back(made.handle());
+    return made;
+  }
+  void shapes_of(const std::vector<output>& outs) {
+    types_.clear();
+    shapes_.clear();
+    for (output o : outs) {
+      types_.push_back(g_->at(o).output_dtype(o.port));
+      shapes_.push_back(g_->at(o).output_shape(o.port));
+    }
+  }
+
+  // The graph: queues between fragments, each fragment one step a runner's threads repeat
+  // (a dequeue from the queue before it, the map functions after it, an enqueue into the
+  // queue after it). A map of one worker joins the fragment before it (no queue between:
+  // a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
+  // shuffle is the queue it feeds from.
+  void build() {
+    g_ = std::make_unique<graph>();
+    graph& g = *g_;
+    constexpr std::int64_t source_capacity = 4096;  // rows waiting in the source queue at most
+    std::optional<graph_queue> q;
+    std::vector<output> open;  // the open fragment's outputs (none: no fragment open)
+    int workers = 1;
+    auto close = [&](std::size_t next) {
+      shapes_of(open);
+      graph_queue after = queue_for(next, next == stages_.size() ? prefetch_ : 64);
+      const std::string put = after.enqueue(open).name();
+      runners_.push_back({std::vector<endpoint>(static_cast<std::size_t>(workers), endpoint(put)),
+                          endpoint(after.close(false).name()), endpoint(after.close(true).name()), nullptr});
+      q.emplace(std::move(after));
+      open.clear();
+    };
+    if (!columns_.empty()) {
+      // Rows of the columns, enqueued as views by the epoch thread (no step, no copy).
+      types_.clear();
+      shapes_.clear();
+      for (const tensor& c : columns_) {
+        types_.push_back(c.dtype());
+        shapes_.push_back(partial_shape(std::vector<std::int64_t>(c.shape().dims().begin() + 1, c.shape().dims().end())));
+      }
+      q.emplace(queue_for(0, source_capacity));
+      source_ = q->spec().shared_name;
+    } else {
+      graph_queue names(g, {.component_types = {dtype::string}, .shapes = {partial_shape({})}, .shared_name = queue_name(queues_++)},
+                        "files");
+      fill_ = names.enqueue_many({g.constant(tensor::from_vector(files_)).out(0)}, "fill").name();
+      end_ = names.close(false, "end_of_input").name();
+      graph_reader reader(g, reader_, "reader");
+      open = {reader.read(names, "read").second};  // the first fragment reads the records
+    }
+    for (std::size_t k = 0; k < stages_.size(); ++k) {
+      const stage& s = stages_[k];
+      switch (s.type) {
+        case stage::kind::map:
+          if (!open.empty() && s.workers > 1 && s.workers != workers) close(k);
+          if (open.empty()) open = q->dequeue(), workers = s.workers;
+          open = s.f(g, open);
+          if (open.empty()) fail(error_code::invalid_argument, "input_pipeline::map: the function returned no components");
+          break;
+        case stage::kind::shuffle:
+          if (!open.empty()) close(k);  // else the queue before it was made for it
+          break;
+        case stage::kind::batch:
+        case stage::kind::batch_exact:
+          if (!open.empty()) close(k);
+          open = s.type == stage::kind::batch ? q->dequeue_up_to(static_cast<std::int32_t>(s.n))
+                                              : q->dequeue_many(static_cast<std::int32_t>(s.n));
+          workers = 1;
+          break;
+      }
+    }
+    if (!open.empty()) close(stages_.size());  // types_ and shapes_ are now the last queue's
+    last_queue_ = q->spec().shared_name;
+    for (output o : q->dequeue("next")) last_.push_back(o);
+  }
+
+  // The epoch thread: the source's elements once per epoch, then the end of the input.
+  void feed_epochs() {
+    run_options o;
+    o.cancellation = &coord_->cancellation();
+    try {
+      if (!columns_.empty()) return feed_rows();
+      for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) session_->run({}, {}, {fill_}, o);
+      if (!coord_->should_stop()) session_->run({}, {}, {end_}, o);
+    } catch (const error& e) {
+      if (!(e.code() == error_code::cancelled && coord_->should_stop())) coord_->request_stop(std::current_exception());
+    } catch (...) {
+      coord_->request_stop(std::current_exception());
+    }
+  }
+  // from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
+  // waiting for room; then the queue is closed.
+  void feed_rows() {
+    auto source = resources_->find<queue>("", source_);
+    std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
+    for (const tensor& c : columns_) {
+      const std::vector<std::int64_t> rest(c.shape().dims().begin() + 1, c.shape().dims().end());
+      auto& r = rows.emplace_back();
+      for (std::int64_t i = 0; i < c.dim(0); ++i) r.push_back(c.slice(i, i + 1).reshape(shape(rest)));
+    }
+    const std::int64_t n = columns_[0].dim(0);
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
+      std::iota(order.begin(), order.end(), 0);
+      if (shuffle_rows_) {
+        std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
+        std::shuffle(order.begin(), order.end(), random);
+      }
+      // In pieces, so that a stop is seen between them.
+      for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
+        std::vector<queue_tuple> elements;
+        for (std::int64_t i = first; i < std::min(n, first + 256); ++i) {
+          queue_tuple t;
+          for (auto& r : rows) t.push_back(r[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])]);
+          elements.push_back(std::move(t));
+        }
+        std::promise<std::exception_ptr> done;
+        auto result = done.get_future();
+        source->enqueue(std::move(elements), &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
+        if (auto e = result.get()) {
+          if (coord_->should_stop()) return;  // cancelled by the stop
+          std::rethrow_exception(e);
+        }
+      }
+    }
+    source->close();
+  }
+
+  std::vector<tensor> columns_;
+  std::vector<std::string> files_;
+  reader_spec reader_;
+  std::vector<stage> stages_;
+  std::int64_t epochs_ = 1;
+  std::int64_t prefetch_ = 2;
+  std::uint64_t seed_ = 0;
+  bool shuffle_rows_ = false;
+  std::uint64_t row_seed_ = 0;
+  std::shared_ptr<resource_manager> resources_;
+  int id_ = 0;
+  // Moving a started pipeline is an error (its threads hold its address).
+  struct unstarted {
+    bool started = false;
+    unstarted() = default;
+    unstarted(unstarted&& o) {
+      if (o.started) fail(error_code::failed_precondition, "input_pipeline: a started pipeline cannot be moved");
+    }
+  } unstarted_;
+
+  std::unique_ptr<graph> g_;
+  std::vector<dtype> types_;
+  std::vector<partial_shape> shapes_;
+  std::string fill_, end_, last_queue_, source_;
+  std::vector<endpoint> handles_;  // every queue op of the graph
+  int queues_ = 0;
+  std::vector<endpoint> last_;
+  std::unique_ptr<session> session_;
+  std::vector<runner_spec> runners_;
+  std::unique_ptr<coordinator> coord_;  // last: stopped and joined first
+};
 
 }  // namespace weft
 // GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g), either with a placement.
@@ -12736,7 +15321,7 @@ struct concat_kernel final : op_kernel {
       for (int i = 0; i < n; ++i) {
         const tensor& t = ctx.input(i);
         std::size_t chunk = static_cast<std::size_t>(outer ? t.num_elements() / outer : 0) * elem;
-        if (chunk) std::memcpy(dst, static_cast<const char*>(t.raw_data()) + static_cast<std::size_t>(o) * chunk, chunk);
+        copy_element_bytes(dst, static_cast<const char*>(t.raw_data()) + static_cast<std::size_t>(o) * chunk, chunk, t.dtype());
         dst += chunk;
       }
   }
@@ -12762,9 +15347,9 @@ struct split_kernel final : op_kernel {
     for (int i = 0; i < k; ++i) {
       tensor& out = ctx.allocate_output(i, part);
       for (std::int64_t o = 0; o < outer; ++o)
-        if (chunk)
-          std::memcpy(static_cast<char*>(out.raw_data()) + static_cast<std::size_t>(o) * chunk,
-                      static_cast<const char*>(x.raw_data()) + (static_cast<std::size_t>(o) * static_cast<std::size_t>(k) + static_cast<std::size_t>(i)) * chunk, chunk);
+        copy_element_bytes(static_cast<char*>(out.raw_data()) + static_cast<std::size_t>(o) * chunk,
+                           static_cast<const char*>(x.raw_data()) + (static_cast<std::size_t>(o) * static_cast<std::size_t>(k) + static_cast<std::size_t>(i)) * chunk,
+                           chunk, x.dtype());
     }
   }
 };
@@ -12797,7 +15382,8 @@ inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& 
   const char* in = static_cast<const char*>(whole.raw_data());
   char* out = static_cast<char*>(box.raw_data());
   for_each_box_row(whole.shape(), begin, box.shape(), [&](std::int64_t w, std::int64_t b, std::int64_t n) {
-    std::memcpy(out + static_cast<std::size_t>(b) * elem, in + static_cast<std::size_t>(w) * elem, static_cast<std::size_t>(n) * elem);
+    copy_element_bytes(out + static_cast<std::size_t>(b) * elem, in + static_cast<std::size_t>(w) * elem, static_cast<std::size_t>(n) * elem,
+                       whole.dtype());
   });
 }
 // Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
@@ -12875,7 +15461,7 @@ struct tile_kernel final : op_kernel {
     for (std::int64_t i = 0; i < n; ++i) {
       std::int64_t off = 0;
       for (int d = 0; d < rank; ++d) off = off * x.shape()[d] + idx[static_cast<std::size_t>(d)] % x.shape()[d];
-      std::memcpy(o + static_cast<std::size_t>(i) * elem, in + static_cast<std::size_t>(off) * elem, elem);
+      copy_element_bytes(o + static_cast<std::size_t>(i) * elem, in + static_cast<std::size_t>(off) * elem, elem, x.dtype());
       for (int d = rank - 1; d >= 0; --d) {
         if (++idx[static_cast<std::size_t>(d)] < dims[static_cast<std::size_t>(d)]) break;
         idx[static_cast<std::size_t>(d)] = 0;
@@ -12909,7 +15495,7 @@ struct gather_kernel final : op_kernel {
     if (chunk == 0) return;
     for (std::int64_t a = 0; a < outer; ++a)
       for (std::size_t i = 0; i < idx.size(); ++i, o += chunk)
-        std::memcpy(o, in + (static_cast<std::size_t>(a * limit + idx[i])) * chunk, chunk);
+        copy_element_bytes(o, in + (static_cast<std::size_t>(a * limit + idx[i])) * chunk, chunk, p.dtype());
   }
 };
 
@@ -13780,6 +16366,25 @@ struct select_rows_kernel final : op_kernel {
   }
 };
 
+// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
+template <bool Equal>
+struct string_compare_kernel final : op_kernel {
+  explicit string_compare_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const tensor& y = ctx.input(1);
+    const shape s = broadcast_or_fail(x.shape(), y.shape());
+    tensor& out = ctx.allocate_output(0, s);
+    const std::string* a = x.data<std::string>();
+    const std::string* b = y.data<std::string>();
+    bool* o = out.data<bool>();
+    std::array<std::vector<std::int64_t>, 2> strides{broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)};
+    for_each_broadcast<2>(s, strides, 0, s.num_elements(), [&](std::int64_t i, const std::array<std::int64_t, 2>& off) {
+      o[i] = (a[off[0]] == b[off[1]]) == Equal;
+    });
+  }
+};
+
 // A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
@@ -13881,6 +16486,8 @@ void register_elementwise_kernels() {
   register_for<relu_grad_kernel>("ReluGrad", "T", real_number_types{});
   register_for<select_kernel>("SelectV2", "T", all_types{});
   register_for<select_rows_kernel>("Select", "T", all_types{});
+  register_cpu_kernel<string_compare_kernel<true>>("Equal", {"T", dtype::string});
+  register_cpu_kernel<string_compare_kernel<false>>("NotEqual", {"T", dtype::string});
   register_cpu_kernel<cast_kernel<>>("Cast");
 }
 
@@ -17235,6 +19842,193 @@ struct kernel_for<ops::Dropout, T, device_types::cpu> {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::nn, T, device_types::cpu> {
   static void register_kernels() { cpu::register_nn_kernels(); }
+};
+}  // namespace weft
+// CPU kernels for ops/parsing_ops.hpp: DecodeRaw and DecodeCSV.
+
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+
+namespace weft::cpu {
+
+struct decode_raw_kernel final : op_kernel {
+  explicit decode_raw_kernel(const node& n) : type_(n.attr<dtype>("out_type")), little_(n.attr<bool>("little_endian")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& in = ctx.input(0);
+    const auto* s = in.data<std::string>();
+    const std::int64_t count = in.num_elements();
+    const std::size_t width = size_of(type_);
+    std::size_t length = count ? s[0].size() : 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::string& b = s[i];
+      if (b.size() % width != 0)
+        fail(error_code::invalid_argument, "bytes[", i, "] has ", b.size(), " bytes, not a multiple of ", type_, "'s ",
+             width);
+      if (b.size() != length)
+        fail(error_code::invalid_argument, "bytes[", i, "] has ", b.size(), " bytes and bytes[0] ", length,
+             ": every string must have the same length");
+    }
+    auto dims = in.shape().dims();
+    dims.push_back(static_cast<std::int64_t>(length / width));
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    auto* o = static_cast<char*>(out.raw_data());
+    const bool swap = little_ != (std::endian::native == std::endian::little) && width > 1;
+    for (std::int64_t i = 0; i < count; ++i) {
+      char* to = o + static_cast<std::size_t>(i) * length;  // within: the output holds count strings of `length` bytes
+      if (length) std::memcpy(to, s[i].data(), length);
+      if (swap) {
+        const std::size_t parts = is_complex(type_) ? 2 : 1, part = width / parts;  // a complex number swaps each half
+        for (std::size_t at = 0; at < length; at += part) std::reverse(to + at, to + at + part);
+      }
+    }
+    if (type_ == dtype::boolean)  // any nonzero byte is true, as a bool must be 0 or 1
+      for (auto& b : out.flat<bool>()) b = reinterpret_cast<const unsigned char&>(b) != 0;
+  }
+  dtype type_;
+  bool little_;
+};
+
+// One CSV record's fields (quoted fields unquoted), or an error message.
+inline std::string split_csv(std::string_view record, char delim, bool quotes, std::vector<std::string>& fields) {
+  fields.clear();
+  std::size_t i = 0;
+  for (;;) {
+    std::string field;
+    if (quotes && i < record.size() && record[i] == '"') {
+      ++i;
+      for (;;) {
+        if (i >= record.size()) return "a quoted field is not closed";
+        if (record[i] == '"') {
+          if (i + 1 < record.size() && record[i + 1] == '"') {
+            field += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        field += record[i++];
+      }
+      if (i < record.size() && record[i] != delim)
+        return "a quoted field is followed by '" + std::string(1, record[i]) + "', not the delimiter";
+    } else {
+      const std::size_t end = std::min(record.find(delim, i), record.size());
+      field.assign(record.substr(i, end - i));
+      if (quotes && field.find('"') != std::string::npos) return "an unquoted field '" + field + "' holds a quote";
+      i = end;
+    }
+    fields.push_back(std::move(field));
+    if (i >= record.size()) return {};
+    ++i;  // the delimiter
+  }
+}
+
+template <class T>
+bool parse_number(const std::string& s, T& out) {
+  if (s.empty()) return false;
+  const char* first = s.data();
+  const char* last = s.data() + s.size();
+  if constexpr (std::is_floating_point_v<T>) {
+    if (*first == '+') ++first;  // from_chars takes no plus sign
+    auto [p, ec] = std::from_chars(first, last, out);
+    if (ec == std::errc::result_out_of_range) return false;
+    return ec == std::errc() && p == last;
+  } else {
+    if (*first == '+') ++first;
+    auto [p, ec] = std::from_chars(first, last, out);
+    return ec == std::errc() && p == last;
+  }
+}
+
+struct decode_csv_kernel final : op_kernel {
+  explicit decode_csv_kernel(const node& n)
+      : types_(n.attr<std::vector<dtype>>("OUT_TYPE")), delim_(n.attr<std::string>("field_delim").at(0)),
+        quotes_(n.attr<bool>("use_quote_delim")), na_(n.attr<std::string>("na_value")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& records = ctx.input(0);
+    const auto columns = types_.size();
+    for (std::size_t c = 0; c < columns; ++c) {
+      const tensor& d = ctx.input(static_cast<int>(c) + 1);
+      if (d.num_elements() > 1 || d.rank() > 1)
+        fail(error_code::invalid_argument, "the default of column ", c, " must hold one value or none, got shape ", d.shape());
+    }
+    std::vector<tensor*> out;
+    for (std::size_t c = 0; c < columns; ++c) out.push_back(&ctx.allocate_output(static_cast<int>(c), records.shape()));
+    const auto* rs = records.data<std::string>();
+    std::vector<std::string> fields;
+    for (std::int64_t r = 0, n = records.num_elements(); r < n; ++r) {
+      if (std::string why = split_csv(rs[r], delim_, quotes_, fields); !why.empty())
+        fail(error_code::invalid_argument, "record ", r, " ('", rs[r], "'): ", why);
+      if (fields.size() != columns)
+        fail(error_code::invalid_argument, "record ", r, " ('", rs[r], "') has ", fields.size(), " fields, expected ", columns);
+      for (std::size_t c = 0; c < columns; ++c) {
+        const tensor& d = ctx.input(static_cast<int>(c) + 1);
+        const bool missing = fields[c].empty() || (!na_.empty() && fields[c] == na_);
+        if (missing && d.num_elements() == 0)
+          fail(error_code::invalid_argument, "field ", c, " of record ", r, " is empty and column ", c, " has no default");
+        set(*out[c], r, c, r, missing ? nullptr : &fields[c], d, rs[r]);
+      }
+    }
+  }
+  // Element i of column c: the field parsed, or the default.
+  void set(tensor& out, std::int64_t i, std::size_t c, std::int64_t r, const std::string* field, const tensor& d,
+           const std::string& record) const {
+    const dtype t = types_[c];
+    auto bad = [&] {
+      fail(error_code::invalid_argument, "field ", c, " of record ", r, " ('", *field, "' in '", record, "') is not a valid ", t);
+    };
+    switch (t) {
+      case dtype::string:
+        out.data<std::string>()[i] = field ? *field : d.data<std::string>()[0];
+        break;
+      case dtype::int32:
+        if (!field) out.data<std::int32_t>()[i] = d.data<std::int32_t>()[0];
+        else if (!parse_number(*field, out.data<std::int32_t>()[i])) bad();
+        break;
+      case dtype::int64:
+        if (!field) out.data<std::int64_t>()[i] = d.data<std::int64_t>()[0];
+        else if (!parse_number(*field, out.data<std::int64_t>()[i])) bad();
+        break;
+      case dtype::float32:
+        if (!field) out.data<float>()[i] = d.data<float>()[0];
+        else if (!parse_number(*field, out.data<float>()[i])) bad();
+        break;
+      case dtype::float64:
+        if (!field) out.data<double>()[i] = d.data<double>()[0];
+        else if (!parse_number(*field, out.data<double>()[i])) bad();
+        break;
+      default: fail(error_code::invalid_argument, "column ", c, " is ", t, ", which DecodeCSV does not parse");
+    }
+  }
+  std::vector<dtype> types_;
+  char delim_;
+  bool quotes_;
+  std::string na_;
+};
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_parsing_kernels() {
+  ops::register_parsing_ops();
+  register_cpu_kernel<decode_raw_kernel>("DecodeRaw");
+  register_cpu_kernel<decode_csv_kernel>("DecodeCSV");
+}
+
+}  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp).
+namespace weft {
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::parsing, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_parsing_kernels(); }
 };
 }  // namespace weft
 // CPU kernels for ops/reduction_ops.hpp. The reduced axes are first merged with their
@@ -22223,6 +25017,8 @@ inline bool register_all_kernels() {
     register_nn_kernels();
     register_training_kernels();
     register_io_kernels();
+    register_data_flow_kernels();
+    register_parsing_kernels();
     return true;
   }();
   return done;
