@@ -28,3 +28,4 @@
 #include <weft/dsl/functional_ops.hpp>
 #include <weft/dsl/train.hpp>
 #include <weft/dsl/client_session.hpp>
+#include <weft/dsl/input.hpp>

@@ -175,6 +175,11 @@ class input_pipeline {
     return out;
   }
   const std::shared_ptr<resource_manager>& resources() const noexcept { return resources_; }
+  // The shared name of the last stage's queue (in resources(), container ""), once started.
+  const std::string& last_queue_name() const {
+    if (!session_) fail(error_code::failed_precondition, "input_pipeline: start() it first");
+    return last_queue_;
+  }
   // The element's dtypes and static shapes after every stage.
   const std::vector<dtype>& element_types() const noexcept { return types_; }
   const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }
