@@ -30,6 +30,7 @@ struct mnist_options {
   std::string data, checkpoint_dir;
   bool resume = false;
   bool pipeline = false;  // batches from a weft::input_pipeline, made ahead on threads of its own
+  bool fashion = false;   // Fashion-MNIST from Debian's dataset-fashion-mnist instead of MNIST
 };
 
 // An option of one example only: --name N, stored as a number.
@@ -46,7 +47,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
   auto usage = [&](int status) {
     std::fprintf(status ? stderr : stdout,
                  "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
-                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--pipeline]",
+                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--pipeline] [--fashion]",
                  program);
     for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
     std::fprintf(status ? stderr : stdout, "\n");
@@ -73,6 +74,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
       else if (a == "--resume") o.resume = true;
       else if (a == "--pipeline") o.pipeline = true;
+      else if (a == "--fashion") o.fashion = true;
       else if (a == "--help") usage(0);
       else {
         auto e = std::find_if(extras.begin(), extras.end(), [&](const extra_option& x) { return a == std::string("--") + x.name; });
@@ -236,6 +238,9 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
 // (`status` is then 77 when the data is missing, 1 otherwise).
 inline std::optional<weft::data::mnist_data> load_mnist_or_report(const char* program, const mnist_options& opt, int& status) {
   try {
+    if (opt.fashion)
+      return weft::data::load_mnist(opt.data.empty() ? weft::data::fashion_mnist_dir() : std::filesystem::path(opt.data),
+                                    "run tools/fetch-fashion-mnist (Debian's dataset-fashion-mnist)");
     return opt.data.empty() ? weft::data::load_mnist() : weft::data::load_mnist(opt.data);
   } catch (const weft::error& e) {
     std::fprintf(stderr, "%s: %s\n", program, e.what());

@@ -103,3 +103,22 @@ TEST_CASE("data: load_mnist checks that images and labels agree", "[data]") {
   fs::remove(d.path / "train-images-idx3-ubyte");
   require_error([&] { data::load_mnist(d.path, "fetch it"); }, {"train-images-idx3-ubyte", "fetch it"});
 }
+
+TEST_CASE("data: a gzipped IDX file (Debian's Fashion-MNIST's format) reads as the plain one", "[data]") {
+  temp_dir d("weft_data_test");
+  // uint8 [2, 3] holding 1..6, gzipped by Python's gzip module (mtime 0).
+  const std::string hex = "1f8b08000000000002ff6360e0606260600061664626661656360048943ee512000000";
+  std::vector<unsigned char> gz;
+  for (std::size_t i = 0; i < hex.size(); i += 2) gz.push_back(static_cast<unsigned char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  write(d.path / "x-idx2-ubyte.gz", gz);
+  if (!zlib_available()) {
+    require_error([&] { data::read_idx(d.path / "x-idx2-ubyte.gz"); }, {"built without zlib"});
+    return;
+  }
+  const tensor t = data::read_idx(d.path / "x-idx2-ubyte.gz");
+  CHECK(t.shape() == shape{2, 3});
+  CHECK(t.to_vector<std::uint8_t>() == std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6});
+  gz.resize(gz.size() - 9);  // cut inside the stream
+  write(d.path / "cut-idx2-ubyte.gz", gz);
+  require_error([&] { data::read_idx(d.path / "cut-idx2-ubyte.gz"); }, {"cut-idx2-ubyte.gz is truncated"});
+}

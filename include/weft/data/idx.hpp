@@ -2,7 +2,9 @@
 // code, the rank), the dims as big-endian uint32, then the values, big-endian.
 //   0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64
 // read_idx checks the magic, the type code, and that the file holds exactly the values its
-// dims promise; any other file is an error naming it and what is wrong.
+// dims promise; any other file is an error naming it and what is wrong. A file whose name
+// ends in ".gz" is gunzipped first (zlib; Debian's Fashion-MNIST and the original MNIST
+// files are gzipped).
 #pragma once
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <weft/core/error.hpp>
 #include <weft/core/file.hpp>
 #include <weft/core/tensor.hpp>
+#include <weft/runtime/records.hpp>
 
 namespace weft::data {
 
@@ -75,7 +78,9 @@ inline tensor parse_idx(std::string_view file, const std::string& name, const st
 // The tensor stored in the IDX file at `path`; `hint` (how to get the file) ends the
 // message of a missing-file error.
 inline tensor read_idx(const std::filesystem::path& path, const std::string& hint = {}) {
-  return parse_idx(read_file(path, "the IDX file", hint), path.string(), hint);
+  std::string bytes = read_file(path, "the IDX file", hint);
+  if (path.extension() == ".gz") bytes = decompress(bytes, compression::gzip, path.string());
+  return parse_idx(bytes, path.string(), hint);
 }
 
 // Where weft keeps data sets: $WEFT_DATA_DIR, else $XDG_CACHE_HOME/weft, else ~/.cache/weft
@@ -96,13 +101,18 @@ struct mnist_data {
   image_set train, test;
 };
 
-// MNIST or Fashion-MNIST from the four IDX files in `dir` (named as MNIST's), checked for
-// shapes, matching counts and labels in [0, 10).
+// MNIST or Fashion-MNIST from the four IDX files in `dir` (named as MNIST's, each gzipped
+// or not: "<name>.gz" when "<name>" is absent), checked for shapes, matching counts and
+// labels in [0, 10).
 inline mnist_data load_mnist(const std::filesystem::path& dir = data_dir() / "mnist",
                              const std::string& hint = "run tools/fetch-mnist to fetch MNIST into " +
                                                        (data_dir() / "mnist").string()) {
+  auto file = [&](const char* name) {
+    const std::filesystem::path plain = dir / name, gz = dir / (std::string(name) + ".gz");
+    return !std::filesystem::exists(plain) && std::filesystem::exists(gz) ? gz : plain;
+  };
   auto load = [&](const char* images, const char* labels) {
-    image_set s{read_idx(dir / images, hint), read_idx(dir / labels, hint)};
+    image_set s{read_idx(file(images), hint), read_idx(file(labels), hint)};
     const auto& is = s.images.shape();
     if (s.images.dtype() != dtype::uint8 || is.rank() != 3)
       fail(error_code::data_loss, (dir / images).string(), " holds ", s.images.dtype(), is, ", not uint8 images [n, rows, cols]");
@@ -115,5 +125,8 @@ inline mnist_data load_mnist(const std::filesystem::path& dir = data_dir() / "mn
   };
   return {load("train-images-idx3-ubyte", "train-labels-idx1-ubyte"), load("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")};
 }
+
+// Where Debian's dataset-fashion-mnist package puts Fashion-MNIST (gzipped IDX files).
+inline std::filesystem::path fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
 }  // namespace weft::data
