@@ -132,8 +132,8 @@ class coordinator {
 };
 
 struct queue_runner_options {
-  std::optional<endpoint> close;   // run when every thread has run out of input
-  std::optional<endpoint> cancel;  // run when the coordinator stops (a close that cancels pending enqueues)
+  std::optional<endpoint> close = {};   // run when every thread has run out of input
+  std::optional<endpoint> cancel = {};  // run when the coordinator stops (a close that cancels pending enqueues)
 };
 
 // Runs each enqueue target in a loop on a thread of its own (several threads may run one

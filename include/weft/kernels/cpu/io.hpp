@@ -154,7 +154,7 @@ struct write_file_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     const tensor& contents = ctx.input(1);
     if (contents.rank() != 0) fail(error_code::invalid_argument, "contents must be a string scalar, got shape ", contents.shape());
-    detail::write_file_atomically(path_of(ctx.input(0)), *contents.data<std::string>(), {});
+    weft::detail::write_file_atomically(path_of(ctx.input(0)), *contents.data<std::string>(), {});
   }
 };
 
