@@ -2,7 +2,8 @@
 // sequence. The recurrence is a while loop in the graph (weft::while_loop), as long as
 // each batch's longest verse, and its gradient is the backward loop that
 // weft::add_gradients builds (weft::train::minimize calls it). After each epoch it prints
-// the perplexity on held-out verses and a sample of generated text.
+// the perplexity on held-out verses and a sample of generated text. With --queues the
+// verses are bucketed by length through queues on threads of their own (bucketed_epoch).
 //
 //   tools/fetch-kjv               # once: the text into ~/.cache/weft/kjv (Debian's bible-kjv)
 //   char_rnn --epochs 2 --seed 1
@@ -22,7 +23,7 @@
 // (0.003), --decay X (0.7: the learning rate's factor after each epoch), --seed N (1),
 // --max-len N (128), --train-verses N (all), --sample N (300 characters), --temperature X
 // (0.7), --data FILE (the data directory's kjv/kjv.txt), --max-perplexity X (exit with
-// status 1 above it, for tests), --checkpoint-dir DIR, --resume.
+// status 1 above it, for tests), --checkpoint-dir DIR, --resume, --queues.
 #include <weft/weft.hpp>
 
 #include <algorithm>
@@ -33,9 +34,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "progress.hpp"
@@ -51,6 +54,7 @@ struct options {
   double lr = 0.003, decay = 0.7, temperature = 0.7, max_perplexity = 0;
   std::string data, checkpoint_dir = "char_rnn_checkpoints";
   bool resume = false;
+  bool queues = false;  // bucket verses by length through queues (whitepaper 4.6)
 };
 
 options parse(int argc, char** argv) {
@@ -59,7 +63,7 @@ options parse(int argc, char** argv) {
     std::fprintf(status ? stderr : stdout,
                  "usage: char_rnn [--epochs N] [--batch N] [--hidden N] [--embed N] [--lr X] [--decay X] [--seed N] "
                  "[--max-len N] [--train-verses N] [--sample N] [--temperature X] [--data FILE] [--max-perplexity X] "
-                 "[--checkpoint-dir DIR] [--resume]\n");
+                 "[--checkpoint-dir DIR] [--resume] [--queues]\n");
     std::exit(status);
   };
   for (int i = 1; i < argc; ++i) {
@@ -87,6 +91,7 @@ options parse(int argc, char** argv) {
       else if (a == "--max-perplexity") o.max_perplexity = std::stod(value());
       else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
       else if (a == "--resume") o.resume = true;
+      else if (a == "--queues") o.queues = true;
       else if (a == "--help") usage(0);
       else usage(2);
     } catch (const std::logic_error&) {  // std::stoi and friends on a non-number
@@ -170,6 +175,114 @@ batch make_batch(const std::vector<std::vector<std::int32_t>>& seqs, const std::
   out.zeros = tensor::from_vector(std::vector<float>(static_cast<std::size_t>(b * hidden), 0.0f), shape{b, hidden});
   return out;
 }
+
+// A batch from a padded one: `padded` [B, L] int32 (verses, zeros after their ends) and
+// `lengths` [B], as make_batch gives it.
+batch batch_from_padded(const tensor& padded, const tensor& lengths, std::int64_t hidden) {
+  const std::int64_t b = padded.dim(0), width = padded.dim(1);
+  const auto* p = padded.data<std::int32_t>();
+  const auto* len = lengths.data<std::int32_t>();
+  std::int64_t longest = 0;
+  for (std::int64_t j = 0; j < b; ++j) longest = std::max<std::int64_t>(longest, len[j]);
+  const std::int64_t t = longest - 1;
+  batch out;
+  out.inputs = tensor(dtype::int32, shape{t, b});
+  out.targets = tensor(dtype::int32, shape{t, b});
+  out.mask = tensor(dtype::float32, shape{t, b});
+  for (std::int64_t i = 0; i < t; ++i)
+    for (std::int64_t j = 0; j < b; ++j) {
+      const bool valid = i + 1 < len[j];
+      out.inputs.data<std::int32_t>()[i * b + j] = valid ? p[j * width + i] : 0;
+      out.targets.data<std::int32_t>()[i * b + j] = valid ? p[j * width + i + 1] : 0;
+      out.mask.data<float>()[i * b + j] = valid ? 1.0f : 0.0f;
+      out.tokens += valid;
+    }
+  out.steps = tensor::scalar(static_cast<std::int32_t>(t));
+  out.zeros = tensor::from_vector(std::vector<float>(static_cast<std::size_t>(b * hidden), 0.0f), shape{b, hidden});
+  return out;
+}
+
+// --queues: one epoch's batches bucketed by length through queues, TensorFlow's
+// bucket_by_sequence_length. A producer thread puts the epoch's verses, shuffled, each into
+// the PaddingFIFOQueue of its length's bucket (four, split at quarters of --max-len); a
+// queue_runner thread per bucket moves up to --batch verses at a time, padded to the
+// longest, from its bucket into one queue of batches, as buckets fill (the last, short
+// batches once the producer has closed the buckets); the training loop takes batches from
+// that queue until the epoch's end.
+class bucketed_epoch {
+ public:
+  bucketed_epoch(const std::vector<std::vector<std::int32_t>>& seqs, int batch_size, int max_len, std::uint64_t seed)
+      : batches_(g_, {.component_types = {dtype::int32, dtype::int32}, .shapes = {partial_shape({unknown_dim, unknown_dim}),
+                                                                                   partial_shape({unknown_dim})},
+                      .capacity = 8},
+                 "batches") {
+    seq_ = g_.placeholder(dtype::int32, partial_shape({unknown_dim}), "verse").out(0);
+    len_ = g_.placeholder(dtype::int32, partial_shape({}), "length").out(0);
+    std::vector<endpoint> movers;
+    for (int k = 0; k < 4; ++k) {
+      graph_queue bucket(g_, {.kind = queue_kind::padding_fifo, .component_types = {dtype::int32, dtype::int32},
+                              .shapes = {partial_shape({unknown_dim}), partial_shape({})}, .capacity = 4 * batch_size},
+                         "bucket" + std::to_string(k));
+      puts_.push_back(bucket.enqueue({seq_, len_}).name());
+      closes_.push_back(bucket.close().name());
+      movers.push_back(std::string(batches_.enqueue(bucket.dequeue_up_to(batch_size)).name()));
+    }
+    next_ = batches_.dequeue("next_batch");
+    const std::string close = batches_.close().name(), cancel = batches_.close(true).name();
+    session_ = std::make_unique<session>(g_);
+    runner_ = std::make_unique<queue_runner>(*session_, movers, queue_runner_options{endpoint(close), endpoint(cancel)});
+    runner_->start(coord_);
+    std::vector<std::size_t> order(seqs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 random(seed);
+    std::shuffle(order.begin(), order.end(), random);
+    coord_.add_thread(std::thread([this, &seqs, order = std::move(order), max_len] {
+      run_options o;
+      o.cancellation = &coord_.cancellation();
+      try {
+        for (std::size_t r : order) {
+          if (coord_.should_stop()) return;
+          const auto& v = seqs[r];
+          const int k = std::min(3, static_cast<int>(4 * (v.size() - 1) / static_cast<std::size_t>(max_len + 1)));
+          session_->run({{seq_, tensor::from_vector(v)}, {len_, tensor::scalar(static_cast<std::int32_t>(v.size()))}}, {},
+                        {puts_[static_cast<std::size_t>(k)]}, o);
+        }
+        for (const auto& c : closes_) session_->run({}, {}, {c}, o);
+      } catch (...) {
+        coord_.request_stop(std::current_exception());
+      }
+    }));
+  }
+  ~bucketed_epoch() {
+    coord_.request_stop();
+    try {
+      coord_.join();
+    } catch (...) {
+    }
+  }
+  // The next batch ([B, L] padded verses and their lengths), or false at the epoch's end.
+  bool next(tensor& padded, tensor& lengths) {
+    try {
+      auto got = session_->run({}, {next_[0], next_[1]});
+      padded = got[0], lengths = got[1];
+      return true;
+    } catch (const error& e) {
+      coord_.raise_if_error();
+      if (e.code() == error_code::out_of_range) return false;
+      throw;
+    }
+  }
+
+ private:
+  graph g_;
+  graph_queue batches_;
+  output seq_, len_;
+  std::vector<std::string> puts_, closes_;
+  std::vector<output> next_;
+  std::unique_ptr<session> session_;
+  std::unique_ptr<queue_runner> runner_;
+  coordinator coord_;  // last: stopped and joined first
+};
 
 // Rows of `seqs` in batches of verses of similar length (sorted by length, then cut).
 std::vector<std::vector<std::size_t>> batches_of(const std::vector<std::vector<std::int32_t>>& seqs, int size) {
@@ -357,12 +470,17 @@ int main(int argc, char** argv) try {
     std::shuffle(train_batches.begin(), train_batches.end(), shuffle);
     const tensor rate = tensor::scalar(static_cast<float>(opt.lr * std::pow(opt.decay, epoch - 1)));
     bar.start_epoch(epoch);
-    for (const auto& rows : train_batches) {
-      const batch b = make_batch(text.train, rows, hidden);
+    auto step = [&](const batch& b) {
       feed_list feeds = feeds_of(b);
       feeds.push_back({learning_rate, rate});
       auto out = s.run(feeds, {loss, correct}, {train.step});
       bar.step(static_cast<long>(b.tokens), out[0].scalar_value<float>(), out[1].scalar_value<float>());
+    };
+    if (opt.queues) {
+      bucketed_epoch input(text.train, opt.batch, opt.max_len, opt.seed * 1000003ull + static_cast<unsigned>(epoch));
+      for (tensor padded, lengths; input.next(padded, lengths);) step(batch_from_padded(padded, lengths, hidden));
+    } else {
+      for (const auto& rows : train_batches) step(make_batch(text.train, rows, hidden));
     }
     seconds += bar.end_epoch();
     perplexity = validation_perplexity();
