@@ -154,26 +154,19 @@ struct batch {
   double tokens = 0;
 };
 
+batch batch_from_padded(const tensor& padded, const tensor& lengths, std::int64_t hidden);
+
 batch make_batch(const std::vector<std::vector<std::int32_t>>& seqs, const std::vector<std::size_t>& rows, std::int64_t hidden) {
   std::size_t longest = 0;
   for (auto r : rows) longest = std::max(longest, seqs[r].size());
-  const auto t = static_cast<std::int64_t>(longest - 1), b = static_cast<std::int64_t>(rows.size());
-  batch out;
-  out.inputs = tensor(dtype::int32, shape{t, b});
-  out.targets = tensor(dtype::int32, shape{t, b});
-  out.mask = tensor(dtype::float32, shape{t, b});
-  for (std::int64_t i = 0; i < t; ++i)
-    for (std::int64_t j = 0; j < b; ++j) {
-      const auto& s = seqs[rows[static_cast<std::size_t>(j)]];
-      const bool valid = static_cast<std::size_t>(i + 1) < s.size();
-      out.inputs.data<std::int32_t>()[i * b + j] = valid ? s[static_cast<std::size_t>(i)] : 0;
-      out.targets.data<std::int32_t>()[i * b + j] = valid ? s[static_cast<std::size_t>(i + 1)] : 0;
-      out.mask.data<float>()[i * b + j] = valid ? 1.0f : 0.0f;
-      out.tokens += valid;
-    }
-  out.steps = tensor::scalar(static_cast<std::int32_t>(t));
-  out.zeros = tensor::from_vector(std::vector<float>(static_cast<std::size_t>(b * hidden), 0.0f), shape{b, hidden});
-  return out;
+  const auto b = static_cast<std::int64_t>(rows.size()), width = static_cast<std::int64_t>(longest);
+  tensor padded = tensor::zeros(dtype::int32, shape{b, width}), lengths(dtype::int32, shape{b});
+  for (std::int64_t j = 0; j < b; ++j) {
+    const auto& s = seqs[rows[static_cast<std::size_t>(j)]];
+    std::copy(s.begin(), s.end(), padded.data<std::int32_t>() + j * width);
+    lengths.data<std::int32_t>()[j] = static_cast<std::int32_t>(s.size());
+  }
+  return batch_from_padded(padded, lengths, hidden);
 }
 
 // A batch from a padded one: `padded` [B, L] int32 (verses, zeros after their ends) and

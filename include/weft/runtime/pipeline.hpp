@@ -336,6 +336,13 @@ class input_pipeline {
       coord_->request_stop(std::current_exception());
     }
   }
+  // Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
+  void epoch_order(std::int64_t e, std::vector<std::int64_t>& order) const {
+    std::iota(order.begin(), order.end(), 0);
+    if (!shuffle_rows_) return;
+    std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
+    std::shuffle(order.begin(), order.end(), random);
+  }
   // from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
   // waiting for room; then the queue is closed.
   void feed_rows() {
@@ -350,11 +357,7 @@ class input_pipeline {
     if (batched_source_) return feed_batches(*source);
     std::vector<std::int64_t> order(static_cast<std::size_t>(n));
     for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
-      std::iota(order.begin(), order.end(), 0);
-      if (shuffle_rows_) {
-        std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
-        std::shuffle(order.begin(), order.end(), random);
-      }
+      epoch_order(e, order);
       // In pieces, so that a stop is seen between them.
       for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
         std::vector<queue_tuple> elements;
@@ -404,11 +407,7 @@ class input_pipeline {
     fresh();
     std::vector<std::int64_t> order(static_cast<std::size_t>(n));
     for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
-      std::iota(order.begin(), order.end(), 0);
-      if (shuffle_rows_) {
-        std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
-        std::shuffle(order.begin(), order.end(), random);
-      }
+      epoch_order(e, order);
       for (std::int64_t i = 0; i < n; ++i) {
         const auto row = order[static_cast<std::size_t>(i)];
         for (std::size_t c = 0; c < columns_.size(); ++c) {
