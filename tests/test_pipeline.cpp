@@ -57,7 +57,7 @@ TEST_CASE("pipeline: rows of in-memory tensors, batched in order, the last batch
   CHECK(drain(exact) == std::vector<std::vector<std::int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}});
 }
 
-TEST_CASE("pipeline: map stages run graph functions; one worker keeps the order, two keep the elements", "[pipeline]") {
+TEST_CASE("pipeline: map stages run graph functions, one worker keeps the order, two keep the elements", "[pipeline]") {
   auto times = [](std::int64_t k) {
     return [k](graph& g, const std::vector<output>& in) {
       return std::vector<output>{g.op("Mul", {in[0], g.constant(tensor::scalar(k)).out(0)}).out(0)};
@@ -119,7 +119,7 @@ TEST_CASE("pipeline: elements of different lengths are padded to the longest of 
   CHECK(!p.next());
 }
 
-TEST_CASE("pipeline: records of files decoded in a map; a bad record's error comes out of next()", "[pipeline]") {
+TEST_CASE("pipeline: records of files decoded in a map, a bad record's error comes out of next()", "[pipeline]") {
   temp_dir d("weft_pipeline_test");
   write_tfrecords(d.path / "a", {std::string("\x01\x02", 2), std::string("\x03\x04", 2)});
   write_tfrecords(d.path / "b", {std::string("\x05\x06", 2)});

@@ -188,7 +188,7 @@ TEST_CASE("queue ops: a step blocked in a dequeue times out and leaves the queue
   CHECK(t.run({}, {small.size})[0].scalar_value<std::int32_t>() == 0);
 }
 
-TEST_CASE("queue ops: a blocked step cancelled from another thread fails with cancelled; the session goes on", "[queue_ops]") {
+TEST_CASE("queue ops: a blocked step cancelled from another thread fails with cancelled, the session goes on", "[queue_ops]") {
   float_graph f;
   session s(f.g, pooled());
   s.run({{f.values, vec({1})}}, {}, {f.enqueue});
@@ -212,7 +212,7 @@ TEST_CASE("queue ops: a blocked step cancelled from another thread fails with ca
   CHECK(s.run({}, {f.one})[0].scalar_value<float>() == 1);
 }
 
-TEST_CASE("queue ops: close with cancel_pending_enqueues fails a blocked enqueue; without it the enqueue finishes", "[queue_ops]") {
+TEST_CASE("queue ops: close with cancel_pending_enqueues fails a blocked enqueue, without it the enqueue finishes", "[queue_ops]") {
   float_graph f(floats(1));
   session s(f.g, pooled());
   s.run({{f.values, vec({1})}}, {}, {f.enqueue});

@@ -178,7 +178,7 @@ TEST_CASE("mutex: read-modify-write steps on two threads lose no update under Mu
   CHECK(s.run({}, {c.var})[0].scalar_value<std::int64_t>() == 400);
 }
 
-TEST_CASE("mutex: a step that fails holding it gives it back; a step waiting for it times out", "[mutex]") {
+TEST_CASE("mutex: a step that fails holding it gives it back, a step waiting for it times out", "[mutex]") {
   graph g;
   graph_mutex m(g, "m");
   auto grant = m.acquire("acquire");

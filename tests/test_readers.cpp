@@ -164,7 +164,7 @@ TEST_CASE("readers: ReaderRead takes file names from a queue and ends with out_o
   CHECK(s.run({}, {r.done})[0].scalar_value<std::int64_t>() == 3);
 }
 
-TEST_CASE("readers: a bad file fails the read that meets it; the reader goes on with the next file", "[readers]") {
+TEST_CASE("readers: a bad file fails the read that meets it, the reader goes on with the next file", "[readers]") {
   temp_dir d("weft_readers_test");
   put_file(d.path / "bad", tfrecord_hello.substr(0, 30));  // "hello", then a cut record
   write_tfrecords(d.path / "good", {"g"});

@@ -14704,15 +14704,26 @@ class input_pipeline {
       q.emplace(std::move(after));
       open.clear();
     };
+    std::size_t first_stage = 0;
     if (!columns_.empty()) {
-      // Rows of the columns, enqueued as views by the epoch thread (no step, no copy).
+      // Rows of the columns, enqueued as views by the epoch thread (no step, no copy); or,
+      // when the first stage batches them, whole batches the epoch thread copies the rows
+      // into (as a host loop would: no element goes through a queue alone).
       types_.clear();
       shapes_.clear();
+      batched_source_ = !stages_.empty() && (stages_[0].type == stage::kind::batch || stages_[0].type == stage::kind::batch_exact);
       for (const tensor& c : columns_) {
         types_.push_back(c.dtype());
-        shapes_.push_back(partial_shape(std::vector<std::int64_t>(c.shape().dims().begin() + 1, c.shape().dims().end())));
+        std::vector<std::int64_t> dims(c.shape().dims().begin() + 1, c.shape().dims().end());
+        if (batched_source_) dims.insert(dims.begin(), unknown_dim);
+        shapes_.push_back(partial_shape(dims));
       }
-      q.emplace(queue_for(0, source_capacity));
+      if (batched_source_) {
+        first_stage = 1;
+        q.emplace(queue_for(1, stages_.size() == 1 ? prefetch_ : 64));
+      } else {
+        q.emplace(queue_for(0, source_capacity));
+      }
       source_ = q->spec().shared_name;
     } else {
       graph_queue names(g, {.component_types = {dtype::string}, .shapes = {partial_shape({})}, .shared_name = queue_name(queues_++)},
@@ -14722,7 +14733,7 @@ class input_pipeline {
       graph_reader reader(g, reader_, "reader");
       open = {reader.read(names, "read").second};  // the first fragment reads the records
     }
-    for (std::size_t k = 0; k < stages_.size(); ++k) {
+    for (std::size_t k = first_stage; k < stages_.size(); ++k) {
       const stage& s = stages_[k];
       switch (s.type) {
         case stage::kind::map:
@@ -14762,6 +14773,13 @@ class input_pipeline {
       coord_->request_stop(std::current_exception());
     }
   }
+  // Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
+  void epoch_order(std::int64_t e, std::vector<std::int64_t>& order) const {
+    std::iota(order.begin(), order.end(), 0);
+    if (!shuffle_rows_) return;
+    std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
+    std::shuffle(order.begin(), order.end(), random);
+  }
   // from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
   // waiting for room; then the queue is closed.
   void feed_rows() {
@@ -14773,13 +14791,10 @@ class input_pipeline {
       for (std::int64_t i = 0; i < c.dim(0); ++i) r.push_back(c.slice(i, i + 1).reshape(shape(rest)));
     }
     const std::int64_t n = columns_[0].dim(0);
+    if (batched_source_) return feed_batches(*source);
     std::vector<std::int64_t> order(static_cast<std::size_t>(n));
     for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
-      std::iota(order.begin(), order.end(), 0);
-      if (shuffle_rows_) {
-        std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
-        std::shuffle(order.begin(), order.end(), random);
-      }
+      epoch_order(e, order);
       // In pieces, so that a stop is seen between them.
       for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
         std::vector<queue_tuple> elements;
@@ -14799,6 +14814,59 @@ class input_pipeline {
     }
     source->close();
   }
+  // from_tensors then batch: each epoch's rows (in order, or permuted) copied into batches
+  // of the first stage's size, which run on across epochs as a batch stage's would (the
+  // last, short one at the end of the input unless drop_remainder).
+  void feed_batches(queue& source) {
+    const std::int64_t n = columns_[0].dim(0), size = stages_[0].n;
+    const bool exact = stages_[0].type == stage::kind::batch_exact;
+    std::vector<tensor> batch;
+    std::int64_t filled = 0;
+    auto fresh = [&] {
+      batch.clear();
+      for (const tensor& c : columns_) {
+        auto dims = c.shape().dims();
+        dims[0] = size;
+        batch.emplace_back(c.dtype(), shape(dims));
+      }
+      filled = 0;
+    };
+    auto put = [&](std::vector<tensor> element) {
+      std::promise<std::exception_ptr> done;
+      auto result = done.get_future();
+      source.enqueue({std::move(element)}, &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
+      if (auto e = result.get()) {
+        if (coord_->should_stop()) return false;  // cancelled by the stop
+        std::rethrow_exception(e);
+      }
+      return true;
+    };
+    fresh();
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
+      epoch_order(e, order);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto row = order[static_cast<std::size_t>(i)];
+        for (std::size_t c = 0; c < columns_.size(); ++c) {
+          const tensor& col = columns_[c];
+          const std::size_t width = col.dim(0) ? col.bytes() / static_cast<std::size_t>(col.dim(0)) : 0;  // within: a row of the column
+          copy_element_bytes(static_cast<char*>(batch[c].raw_data()) + static_cast<std::size_t>(filled) * width,
+                             static_cast<const char*>(col.raw_data()) + static_cast<std::size_t>(row) * width, width, col.dtype());
+        }
+        if (++filled == size) {
+          if (!put(std::move(batch))) return;
+          fresh();
+        }
+      }
+    }
+    if (coord_->should_stop()) return;
+    if (filled > 0 && !exact) {
+      std::vector<tensor> rest;
+      for (const tensor& b : batch) rest.push_back(b.slice(0, filled));
+      if (!put(std::move(rest))) return;
+    }
+    source.close();
+  }
 
   std::vector<tensor> columns_;
   std::vector<std::string> files_;
@@ -14808,6 +14876,7 @@ class input_pipeline {
   std::int64_t prefetch_ = 2;
   std::uint64_t seed_ = 0;
   bool shuffle_rows_ = false;
+  bool batched_source_ = false;  // the epoch thread makes the first stage's batches itself
   std::uint64_t row_seed_ = 0;
   std::shared_ptr<resource_manager> resources_;
   int id_ = 0;

@@ -39,6 +39,7 @@
 #include <weft/core/tensor.hpp>
 #include <weft/graph/data_flow.hpp>
 #include <weft/graph/graph.hpp>
+#include <weft/runtime/queue.hpp>
 #include <weft/runtime/queue_runner.hpp>
 #include <weft/runtime/session.hpp>
 
