@@ -2,8 +2,10 @@
 // sequence. The recurrence is a while loop in the graph (weft::while_loop), as long as
 // each batch's longest verse, and its gradient is the backward loop that
 // weft::add_gradients builds (weft::train::minimize calls it). After each epoch it prints
-// the perplexity on held-out verses and a sample of generated text. With --queues the
-// verses are bucketed by length through queues on threads of their own (bucketed_epoch).
+// the perplexity on held-out verses and a sample of generated text. The verses are bucketed
+// by length through queues on threads of their own (bucketed_epoch); --sorted-batches makes
+// the batches on the host instead (verses sorted by length, then cut: the same every run,
+// where the buckets' batches come in the order they fill).
 //
 //   tools/fetch-kjv               # once: the text into ~/.cache/weft/kjv (Debian's bible-kjv)
 //   char_rnn --epochs 2 --seed 1
@@ -23,7 +25,7 @@
 // (0.003), --decay X (0.7: the learning rate's factor after each epoch), --seed N (1),
 // --max-len N (128), --train-verses N (all), --sample N (300 characters), --temperature X
 // (0.7), --data FILE (the data directory's kjv/kjv.txt), --max-perplexity X (exit with
-// status 1 above it, for tests), --checkpoint-dir DIR, --resume, --queues.
+// status 1 above it, for tests), --checkpoint-dir DIR, --resume, --sorted-batches.
 #include <weft/weft.hpp>
 
 #include <algorithm>
@@ -54,7 +56,7 @@ struct options {
   double lr = 0.003, decay = 0.7, temperature = 0.7, max_perplexity = 0;
   std::string data, checkpoint_dir = "char_rnn_checkpoints";
   bool resume = false;
-  bool queues = false;  // bucket verses by length through queues (whitepaper 4.6)
+  bool queues = true;  // bucket verses by length through queues (whitepaper 4.6); else sort them on the host
 };
 
 options parse(int argc, char** argv) {
@@ -63,7 +65,7 @@ options parse(int argc, char** argv) {
     std::fprintf(status ? stderr : stdout,
                  "usage: char_rnn [--epochs N] [--batch N] [--hidden N] [--embed N] [--lr X] [--decay X] [--seed N] "
                  "[--max-len N] [--train-verses N] [--sample N] [--temperature X] [--data FILE] [--max-perplexity X] "
-                 "[--checkpoint-dir DIR] [--resume] [--queues]\n");
+                 "[--checkpoint-dir DIR] [--resume] [--sorted-batches]\n");
     std::exit(status);
   };
   for (int i = 1; i < argc; ++i) {
@@ -92,6 +94,7 @@ options parse(int argc, char** argv) {
       else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
       else if (a == "--resume") o.resume = true;
       else if (a == "--queues") o.queues = true;
+      else if (a == "--sorted-batches") o.queues = false;
       else if (a == "--help") usage(0);
       else usage(2);
     } catch (const std::logic_error&) {  // std::stoi and friends on a non-number

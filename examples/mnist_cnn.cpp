@@ -12,7 +12,8 @@
 // --resume continues from the newest one.
 //
 // Options: those of mnist_mlp (--epochs N (3), --batch N, --lr X, --decay X, --seed N,
-// --train-subset N, --data DIR, --min-accuracy X, --checkpoint-dir DIR, --resume), and
+// --train-subset N, --data DIR, --min-accuracy X, --checkpoint-dir DIR, --resume,
+// --host-batches, --fashion), and
 // --conv1 N (16) and --conv2 N (32) filters, --hidden N (128) units, --dropout X (0.25:
 // the dense layer's dropout rate while training; none when testing).
 #include <cstdio>

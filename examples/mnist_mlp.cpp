@@ -17,8 +17,10 @@
 // precision: the layers compute in bfloat16, the weights and Adam stay float32),
 // --threads N (0: every core; else N threads for kernels, N - 1 beside them for nodes),
 // --train-subset N (all 60000), --data DIR (the data directory's mnist/), --min-accuracy X
-// (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume, --pipeline (the
-// batches from a weft::input_pipeline on threads of its own: the same batches, the same result).
+// (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume, --host-batches
+// (the training loop makes each batch itself, between steps; by default a weft::input_pipeline
+// makes them ahead on threads of its own: the same batches, the same result), --fashion
+// (Fashion-MNIST from Debian's dataset-fashion-mnist).
 #include <cstdio>
 #include <string>
 #include <vector>

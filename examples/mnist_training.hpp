@@ -29,7 +29,7 @@ struct mnist_options {
   long train_subset = 0;
   std::string data, checkpoint_dir;
   bool resume = false;
-  bool pipeline = false;  // batches from a weft::input_pipeline, made ahead on threads of its own
+  bool pipeline = true;  // batches from a weft::input_pipeline, made ahead on threads of its own (else by the loop)
   bool fashion = false;   // Fashion-MNIST from Debian's dataset-fashion-mnist instead of MNIST
 };
 
@@ -47,7 +47,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
   auto usage = [&](int status) {
     std::fprintf(status ? stderr : stdout,
                  "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
-                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--pipeline] [--fashion]",
+                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--host-batches] [--fashion]",
                  program);
     for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
     std::fprintf(status ? stderr : stdout, "\n");
@@ -74,6 +74,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
       else if (a == "--resume") o.resume = true;
       else if (a == "--pipeline") o.pipeline = true;
+      else if (a == "--host-batches") o.pipeline = false;
       else if (a == "--fashion") o.fashion = true;
       else if (a == "--help") usage(0);
       else {
