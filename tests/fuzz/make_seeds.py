@@ -65,3 +65,29 @@ rng = random.Random(23)
 for target, count in (('import', 24), ('kernel', 48)):
     for i in range(count):
         write(target, 'seed_%02d' % i, bytes(rng.randrange(256) for _ in range(rng.choice((8, 24, 64, 160)))))
+
+
+# The records target: a first byte choosing the format and compression (fuzz_records.cpp),
+# then a file's bytes.
+def masked(crc):
+    return (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xFFFFFFFF
+
+
+def tfrecord(*records):
+    out = b''
+    for r in records:
+        length = struct.pack('<Q', len(r))
+        out += length + struct.pack('<I', masked(crc32c(length))) + r + struct.pack('<I', masked(crc32c(r)))
+    return out
+
+
+import gzip
+import zlib
+write('records', 'tfrecord', bytes([0]) + tfrecord(b'hello', b'', b'x' * 40))
+write('records', 'tfrecord_gzip', bytes([0 | 0x10]) + gzip.compress(tfrecord(b'ab', b'cd'), mtime=0))
+write('records', 'tfrecord_zlib', bytes([0 | 0x20]) + zlib.compress(tfrecord(b'z')))
+write('records', 'tfrecord_cut', bytes([0]) + tfrecord(b'hello', b'world')[:-6])
+write('records', 'fixed', bytes([1 | (2 << 2) | 0x40]) + b'HDR' + bytes(range(24)) + b'F')
+write('records', 'lines', bytes([2]) + b'id,name\r\n1,one\n2,"two, too"\n3,')
+write('records', 'lines_gzip', bytes([2 | 0x10]) + gzip.compress(b'a\nb\n\nc', mtime=0))
+write('records', 'whole', bytes([3]) + b'the whole file')
