@@ -198,7 +198,7 @@ batch batch_from_padded(const tensor& padded, const tensor& lengths, std::int64_
   return out;
 }
 
-// --queues: one epoch's batches bucketed by length through queues, TensorFlow's
+// One epoch's batches bucketed by length through queues (the default), TensorFlow's
 // bucket_by_sequence_length. A producer thread puts the epoch's verses, shuffled, each into
 // the PaddingFIFOQueue of its length's bucket (four, split at quarters of --max-len); a
 // queue_runner thread per bucket moves up to --batch verses at a time, padded to the
