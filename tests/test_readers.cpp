@@ -6,7 +6,10 @@
 // the input through a closed file-name queue; DecodeRaw and DecodeCSV against hand values.
 #include "support/helpers.hpp"
 
+#include <chrono>
 #include <fstream>
+#include <future>
+#include <thread>
 
 using namespace weft;
 using namespace weft::test;
@@ -189,6 +192,26 @@ TEST_CASE("readers: a read waits for file names, holding no thread, and a timeou
   require_error([&] { s.run({}, {r.value}, {}, timed); }, {"timed out"});
   r.feed(s, {(d.path / "a").string()}, false);
   CHECK(s.run({}, {r.value}, {}, timed)[0].scalar_value<std::string>() == "x");
+}
+
+TEST_CASE("readers: a read waiting behind another leaves the line when its step times out", "[readers]") {
+  temp_dir d("weft_readers_test");
+  write_tfrecords(d.path / "a", {"first"});
+  read_graph r({});
+  session_options o = one_thread();
+  o.inter_op_threads = 2;
+  session s(r.g, o);
+  // The first read waits for a file name; a second, in line behind it, times out.
+  auto first = std::async(std::launch::async, [&] { return s.run({}, {r.value})[0].scalar_value<std::string>(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  run_options timed;
+  timed.timeout = std::chrono::milliseconds(30);
+  const auto t0 = std::chrono::steady_clock::now();
+  require_error([&] { s.run({}, {r.value}, {}, timed); }, {"timed out"});
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  r.feed(s, {(d.path / "a").string()});
+  CHECK(first.get() == "first");
+  require_error([&] { s.run({}, {r.value}); }, {"no more files"});
 }
 
 TEST_CASE("readers: fixed-length records with a header, a footer and a hop, decoded by DecodeRaw", "[readers]") {
