@@ -13932,7 +13932,17 @@ class record_reader final : public resource_base, public std::enable_shared_from
     std::vector<std::function<void()>> calls;
     {
       std::lock_guard lock(mutex_);
-      requests_.push_back({std::move(files), n, up_to, cancellation, std::move(done), {}});
+      auto& r = requests_.emplace_back(request{std::move(files), n, up_to, cancellation, std::move(done), {}, ++next_id_, 0});
+      // A read waiting in line behind another leaves the line when its step is cancelled
+      // (the first read's fetch of a file name is cancelled through the queue instead).
+      if (cancellation) {
+        r.token = cancellation->register_callback([self = shared_from_this(), id = r.id] { self->cancelled(id); });
+        if (r.token == 0) {
+          auto e = std::make_exception_ptr(error(error_code::cancelled, "reader '" + name_ + "': the step was cancelled"));
+          calls.push_back([d = std::move(r.done), e] { d(e, {}); });
+          requests_.pop_back();
+        }
+      }
       pump(calls);
     }
     for (auto& c : calls) c();
@@ -13962,7 +13972,26 @@ class record_reader final : public resource_base, public std::enable_shared_from
     cancellation_manager* cancellation;
     read_done done;
     records got;
+    std::uint64_t id = 0;
+    cancellation_manager::token token = 0;
   };
+
+  // The step of read `id` was cancelled: unless it is the first read (whose fetch the queue
+  // cancels, or which is being served), it leaves the line with the error.
+  void cancelled(std::uint64_t id) {
+    std::vector<std::function<void()>> calls;
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = 1; i < requests_.size(); ++i)
+        if (requests_[i].id == id) {
+          auto e = std::make_exception_ptr(error(error_code::cancelled, "reader '" + name_ + "': the step was cancelled"));
+          calls.push_back([d = std::move(requests_[i].done), e] { d(e, {}); });
+          requests_.erase(requests_.begin() + static_cast<std::ptrdiff_t>(i));
+          break;
+        }
+    }
+    for (auto& c : calls) c();
+  }
 
   // Serves requests in order from the current file; asks the queue for the next file when
   // it is done (the lock held; `calls` run after it is released).
@@ -14053,6 +14082,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
   void finish(std::exception_ptr e, std::vector<std::function<void()>>& calls) {
     request r = std::move(requests_.front());
     requests_.pop_front();
+    if (r.cancellation && r.token) r.cancellation->deregister(r.token);
     if (e) r.got.clear();
     calls.push_back([done = std::move(r.done), e, got = std::move(r.got)]() mutable { done(e, std::move(got)); });
   }
@@ -14063,6 +14093,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
   std::deque<request> requests_;
   std::optional<record_cursor> current_;
   bool fetching_ = false;
+  std::uint64_t next_id_ = 0;
   std::int64_t produced_ = 0, files_done_ = 0;
 };
 
