@@ -47,10 +47,6 @@ class run_stopper {
     std::lock_guard lock(mutex_);
     target_ = nullptr;
   }
-  bool stopped() const {
-    std::lock_guard lock(mutex_);
-    return stopped_;
-  }
 
  private:
   // A fresh exception for each target: no exception object is shared with the callbacks
@@ -98,10 +94,6 @@ class deadline_timer {
         due_.erase(it);
         return;
       }
-  }
-  std::size_t pending() const {
-    std::lock_guard lock(mutex_);
-    return due_.size();
   }
 
  private:
