@@ -3,6 +3,9 @@
 // session does not have, and kernels run through the device interface alone.
 #include "support/helpers.hpp"
 
+#include <atomic>
+#include <cstring>
+#include <map>
 #include <set>
 
 using namespace weft;
@@ -254,4 +257,138 @@ TEST_CASE("a library kernel runs on a device it knows only through the device in
   in.clear();
   out.clear();
   CHECK(dev.bytes_in_use() == 0);
+}
+
+namespace devices_xpu {
+
+// A device of its own memory, as a GPU is, written outside the library: its buffers come
+// from an allocator that says memory_space::device (host bytes underneath, so that its
+// test kernel can read them), and only its copies move tensors in and out.
+class xpu_memory final : public allocator {
+ public:
+  std::string name() const override { return "xpu"; }
+  void* allocate(std::size_t bytes) override { return cpu_allocator::global().allocate(bytes); }
+  void deallocate(void* p, std::size_t bytes) noexcept override { cpu_allocator::global().deallocate(p, bytes); }
+  weft::memory_space space() const noexcept override { return weft::memory_space::device; }
+};
+
+std::atomic<int> copies_in{0}, copies_out{0};
+
+class xpu_device final : public device {
+ public:
+  xpu_device(int index, int threads) : parsed_(device_name::local("XPU", index)), name_(parsed_.str()), context_(threads) {}
+  const std::string& name() const noexcept override { return name_; }
+  const device_name& parsed_name() const noexcept override { return parsed_; }
+  std::string type() const override { return "XPU"; }
+  allocator& get_allocator() const noexcept override { return memory_; }
+  std::size_t bytes_in_use() const noexcept override { return 0; }
+  std::size_t peak_bytes_in_use() const noexcept override { return 0; }
+  void reset_peak() const noexcept override {}
+  const cpu_context& cpu() const noexcept override { return context_; }
+  tensor copy_from_host(const tensor& host) const override {
+    if (host.memory_space() != memory_space::host) fail(error_code::internal, "copy_from_host of a device tensor");
+    tensor t(host.dtype(), host.shape(), memory_);
+    std::memcpy(t.raw_data(), host.raw_data(), host.bytes());
+    ++copies_in;
+    return t;
+  }
+  tensor copy_to_host(const tensor& t) const override {
+    if (t.memory_space() != memory_space::device) fail(error_code::internal, "copy_to_host of a host tensor");
+    tensor h(t.dtype(), t.shape());
+    std::memcpy(h.raw_data(), t.raw_data(), t.bytes());
+    ++copies_out;
+    return h;
+  }
+  std::optional<speed_figures> speed() const override { return speed_figures{1e12, 1e12, 1e-5}; }
+
+ private:
+  mutable xpu_memory memory_;
+  device_name parsed_;
+  std::string name_;
+  cpu_context context_;
+};
+
+// Neg on the XPU: fails unless its input is in the XPU's memory.
+struct xpu_neg final : op_kernel {
+  explicit xpu_neg(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& in = ctx.input(0);
+    if (in.memory_space() != memory_space::device) fail(error_code::internal, "XPU Neg: its input is in host memory");
+    tensor& out = ctx.allocate_output(0, in.shape());
+    for (std::int64_t i = 0; i < in.num_elements(); ++i) out.data<float>()[i] = -in.data<float>()[i];
+  }
+};
+
+void register_xpu() {
+  static const bool once = [] {
+    kernel_registry::global().add("Neg", "XPU", {"T", dtype::float32}, &make_kernel<xpu_neg>);
+    device_factory f;
+    f.available = [] { return device_factory::availability{1, ""}; };
+    f.create = [](int index, int threads, std::size_t) { return std::make_unique<xpu_device>(index, threads); };
+    return device_factory_registry::global().add("XPU", std::move(f));
+  }();
+  (void)once;
+}
+
+}  // namespace devices_xpu
+
+TEST_CASE("a device of its own memory gets feeds and Recvs copied in, and fetches, Sends and predicates copied out") {
+  using namespace devices_xpu;
+  register_xpu();
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {3}, node_options("x").on("/device:XPU:0"));
+  auto& a = g.op("Neg", {x}, {}, node_options("a").on("/device:XPU:0"));
+  auto& b = g.op("Neg", {a}, {}, node_options("b"));  // CPU:0: a crosses out
+  auto& c = g.op("Neg", {b}, {}, node_options("c").on("/device:XPU:0"));  // b crosses in
+  auto& p = g.placeholder(dtype::boolean, {}, node_options("p").on("/device:XPU:0"));
+  auto& sw = g.op("Switch", {c, p}, {}, node_options("sw").on("/device:XPU:0"));
+  auto& taken = g.op("Neg", {sw.out(1)}, {}, node_options("taken").on("/device:XPU:0"));
+  session_options o;
+  o.device_count = {{"XPU", 1}};
+  o.inter_op_threads = 0;
+  session s(g, o);
+  REQUIRE(s.devices().size() == 2);
+  CHECK(s.devices()[1]->name() == "/job:localhost/replica:0/task:0/device:XPU:0");
+  CHECK(s.devices()[1]->separate_memory());
+  CHECK_FALSE(s.devices()[0]->separate_memory());
+  CHECK(s.cluster().device(1).flops_per_second == 1e12);  // the device's own figures
+  copies_in = 0;
+  copies_out = 0;
+  auto r = s.run({{x, tensor::of<float>({3}, {1, -2, 3})}, {p, tensor::scalar(true)}}, {a, b, c, taken});
+  for (const auto& t : r) CHECK(t.memory_space() == memory_space::host);
+  CHECK(r[0].to_vector<float>() == std::vector<float>{-1, 2, -3});
+  CHECK(r[1].to_vector<float>() == std::vector<float>{1, -2, 3});
+  CHECK(r[2].to_vector<float>() == std::vector<float>{-1, 2, -3});
+  CHECK(r[3].to_vector<float>() == std::vector<float>{1, -2, 3});
+  // In: x, p and b's Recv. Out: a's Send, p for the Switch, and the fetches of a, c, taken.
+  CHECK(copies_in == 3);
+  CHECK(copies_out == 5);
+  // Lossy transfers widen in host memory, then copy in.
+  session_options lossy = o;
+  lossy.lossy_transfers = true;
+  session l(g, lossy);
+  r = l.run({{x, tensor::of<float>({3}, {1.5f, -2, 3})}, {p, tensor::scalar(true)}}, {c});
+  CHECK(r[0].to_vector<float>() == std::vector<float>{-1.5f, 2, -3});
+}
+
+TEST_CASE("session_options::device_count asks for devices by type, with errors that say what is missing") {
+  devices_xpu::register_xpu();
+  graph g;
+  g.placeholder(dtype::float32, {3}, "x");
+  auto with = [&](std::map<std::string, int> count) {
+    session_options o;
+    o.device_count = std::move(count);
+    return std::make_unique<session>(g, o);
+  };
+  CHECK(with({{"XPU", -1}})->devices().size() == 2);
+  CHECK(with({{"XPU", 0}})->devices().size() == 1);
+  test::require_error([&] { with({{"XPU", 2}}); }, {"session_options::device_count asks for 2 XPU devices; this machine has 1"});
+  test::require_error([&] { with({{"GPU", 1}}); },
+                      {"no device factory for device type 'GPU'", "include <weft/cuda/device.hpp>"});
+  test::require_error([&] { with({{"CPU", 2}}); }, {"the CPU devices are set by cpu_devices"});
+  test::require_error([&] { with({{"XPU", -3}}); }, {"-3 XPU devices asked for"});
+  // The host does not copy a device's tensor itself.
+  devices_xpu::xpu_device d(0, 1);
+  const tensor t = d.copy_from_host(tensor::of<float>({2}, {1, 2}));
+  test::require_error([&] { (void)t.copy(); }, {"tensor::copy: a float32[2] tensor in device memory cannot be copied by the host"});
 }

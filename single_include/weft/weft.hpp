@@ -1054,8 +1054,13 @@ class tensor {
     return t;
   }
 
-  // A deep copy with its own buffer.
+  // A deep copy with its own buffer, host memory to host memory (a device of its own memory
+  // copies through device::copy_to_host and copy_from_host).
   tensor copy(allocator& alloc = cpu_allocator::global()) const {
+    if (memory_space() != weft::memory_space::host || alloc.space() != weft::memory_space::host)
+      fail(error_code::invalid_argument, "tensor::copy: a ", dtype_, shape_, " tensor in ", to_string(memory_space()),
+           " memory cannot be copied by the host into ", to_string(alloc.space()), " memory (",
+           alloc.name(), "): its device copies it");
     tensor t(dtype_, shape_, alloc);
     copy_element_bytes(t.data_, data_, bytes(), dtype_);
     return t;
@@ -8990,6 +8995,7 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -9379,6 +9385,16 @@ class device {
   // memory) in host memory.
   virtual tensor copy_from_host(const tensor& host) const = 0;
   virtual tensor copy_to_host(const tensor& t) const = 0;
+  // Whether its tensors live apart from host memory (a GPU's): the executor then copies
+  // feeds in and fetches, Sends and Switch predicates out.
+  bool separate_memory() const noexcept { return get_allocator().space() != memory_space::host; }
+  // The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
+  struct speed_figures {
+    double flops_per_second = 0;
+    double memory_bytes_per_second = 0;
+    double node_overhead_seconds = 0;
+  };
+  virtual std::optional<speed_figures> speed() const { return std::nullopt; }
 };
 
 class cpu_device final : public device {
@@ -9419,6 +9435,50 @@ inline int default_thread_count() {
   unsigned n = std::thread::hardware_concurrency();
   return n ? static_cast<int>(n) : 1;
 }
+
+// What a session needs to make a device of a type other than the CPU: how many the machine
+// has (with the reason when none), and the device with a given index. The GPU's
+// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
+// GPUs through session_options::device_count. Tests register devices of their own.
+struct device_factory {
+  struct availability {
+    int count = 0;
+    std::string why_none;  // when count is 0: why (no driver, no device)
+  };
+  std::function<availability()> available;
+  // The device with index `index` (0 to count - 1), whose host-side work runs on
+  // `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
+  std::function<std::unique_ptr<device>(int index, int host_threads, std::size_t memory_limit)> create;
+};
+
+class device_factory_registry {
+ public:
+  // Registers the factory of device type `type` ("GPU"); the first registration of a type
+  // is kept.
+  bool add(const std::string& type, device_factory f) {
+    std::lock_guard lock(mu_);
+    return factories_.try_emplace(type, std::move(f)).second;
+  }
+  // The factory of `type`, or an error naming the types registered.
+  device_factory find(const std::string& type) const {
+    std::lock_guard lock(mu_);
+    auto it = factories_.find(type);
+    if (it != factories_.end()) return it->second;
+    std::string known;
+    for (const auto& [t, f] : factories_) known += (known.empty() ? "" : ", ") + t;
+    fail(error_code::not_found, "no device factory for device type '", type, "' (registered: ",
+         known.empty() ? std::string("none") : known, ")",
+         type == "GPU" ? "; GPUs come with weft::cuda: include <weft/cuda/device.hpp>" : "");
+  }
+  static device_factory_registry& global() {
+    static auto* instance = new device_factory_registry;  // never destroyed, as the other registries
+    return *instance;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, device_factory> factories_;
+};
 
 }  // namespace weft
 // The single-device executor (whitepaper §3.1, DESIGN.md §1).
@@ -10691,7 +10751,7 @@ class step final : rendezvous::receiver {
       } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
-        outputs[0].value = feeds_[static_cast<std::size_t>(xn.feed)];
+        outputs[0].value = on_device(xn, feeds_[static_cast<std::size_t>(xn.feed)]);
       } else if (xn.kind != flow::plain) {
         try {
           snapshot_refs(xn, inputs);
@@ -10741,7 +10801,7 @@ class step final : rendezvous::receiver {
   void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
     switch (xn.kind) {
       case flow::switch_: {
-        const tensor& pred = inputs[1].value;
+        const tensor pred = on_host(xn, inputs[1].value);
         if (pred.dtype() != dtype::boolean || pred.num_elements() != 1)
           fail(error_code::invalid_argument, "pred must be a bool scalar, got ", pred.dtype(), pred.shape());
         const int taken = pred.data<bool>()[0] ? 1 : 0;
@@ -10857,7 +10917,9 @@ class step final : rendezvous::receiver {
     if (dead) {
       v.dead = true;
     } else if (!t.control) {
-      v.value = inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value;
+      // Values cross in host memory: a device of its own memory copies out here, and the
+      // Recv's device copies in.
+      v.value = on_host(xn, inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value);
       if (t.lossy) v.value = truncate_to_bfloat16(v.value);
     }
     clear(inputs);
@@ -10900,8 +10962,13 @@ class step final : rendezvous::receiver {
     recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
     w.value = entry{};
-    if (t.lossy && !v.dead) v.value = widen_from_bfloat16(v.value, device_of(xn).get_allocator());
-    else if (options_.copy_transfers && !v.dead && v.value.valid()) v.value = device_of(xn).copy_from_host(v.value);
+    const device& d = device_of(xn);
+    if (t.lossy && !v.dead) {
+      v.value = d.separate_memory() ? d.copy_from_host(widen_from_bfloat16(v.value, cpu_allocator::global()))
+                                    : widen_from_bfloat16(v.value, d.get_allocator());
+    } else if ((options_.copy_transfers || d.separate_memory()) && !v.dead && v.value.valid()) {
+      v.value = d.copy_from_host(v.value);
+    }
     if (options_.trace) record(xn, w.t0);
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
@@ -10926,6 +10993,17 @@ class step final : rendezvous::receiver {
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
   // and back, the low 16 bits zero.
+  // t in host memory: as it is, or copied out of the memory of xn's device.
+  tensor on_host(const exec_node& xn, tensor t) const {
+    if (t.memory_space() == memory_space::host) return t;
+    return device_of(xn).copy_to_host(t);
+  }
+  // A host tensor for xn's device: as it is, or copied into the device's own memory.
+  tensor on_device(const exec_node& xn, tensor t) const {
+    const device& d = device_of(xn);
+    if (t.memory_space() != memory_space::host || !d.separate_memory()) return t;
+    return d.copy_from_host(t);
+  }
   static tensor truncate_to_bfloat16(const tensor& f) {
     tensor wire(dtype::bfloat16, f.shape());
     const auto* from = static_cast<const std::uint32_t*>(f.raw_data());
@@ -11023,7 +11101,7 @@ class step final : rendezvous::receiver {
         continue;
       }
       try {
-        results_[static_cast<std::size_t>(index)] = o.ref && !o.value.valid() ? o.ref->value() : o.value;
+        results_[static_cast<std::size_t>(index)] = on_host(xn, o.ref && !o.value.valid() ? o.ref->value() : o.value);
       } catch (...) {
         abort(std::current_exception());
       }
@@ -11831,6 +11909,11 @@ struct session_options {
   // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
   // each with its own intra-op threads and allocator.
   int cpu_devices = 1;
+  // Devices of other types, by type: {"GPU", 1} gives the session GPU:0 (when a program has
+  // the GPU's factory: weft/cuda/device.hpp), -1 every one the machine has. They come after
+  // the CPU devices, in the order of their types' names; asking for more than the machine
+  // has is an error that says why it has fewer.
+  std::map<std::string, int> device_count;
   // Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
   // is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
   // (node_options::on, device_scope), with the nodes colocated with it (a variable with the
@@ -11938,7 +12021,7 @@ class session {
         // kernels' intra-op threads (the calling thread runs most nodes).
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
-        device_threads_(driver_threads(options.cpu_devices)),
+        device_threads_(driver_threads(static_cast<int>(devices_.size()))),
         cluster_(make_cluster(devices_, options)),
         device_names_(short_names(cluster_)),
         lossy_(lossy_rule(options)),
@@ -11964,7 +12047,9 @@ class session {
 
   // The figures the cost model assumes for a CPU device with `threads` intra-op threads:
   // 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
+  // Other devices give their own (device::speed()).
   static passes::device_spec default_device_spec(const weft::device& d) {
+    if (const auto v = d.speed()) return {d.name(), v->flops_per_second, v->memory_bytes_per_second, v->node_overhead_seconds};
     const double threads = d.num_threads();
     return {d.name(), 50e9 * threads, std::min(10e9 * threads, 40e9), 2e-6};
   }
@@ -12319,6 +12404,21 @@ class session {
     std::vector<std::unique_ptr<weft::device>> out;
     for (int i = 0; i < o.cpu_devices; ++i)
       out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
+    for (const auto& [type, wanted] : o.device_count) {
+      if (type == "CPU")
+        fail(error_code::invalid_argument, "session_options::device_count: the CPU devices are set by cpu_devices");
+      if (wanted < -1)
+        fail(error_code::invalid_argument, "session_options::device_count: ", wanted, " ", type, " devices asked for");
+      if (wanted == 0) continue;
+      const device_factory f = device_factory_registry::global().find(type);
+      const device_factory::availability a = f.available();
+      if (wanted > a.count)
+        fail(error_code::not_found, "session_options::device_count asks for ", wanted, " ", type, " device",
+             wanted == 1 ? "" : "s", "; this machine has ", a.count, a.why_none.empty() ? "" : " (", a.why_none,
+             a.why_none.empty() ? "" : ")");
+      for (int i = 0; i < (wanted < 0 ? a.count : wanted); ++i)
+        out.push_back(f.create(i, std::max(1, o.intra_op_threads), o.memory_limit_bytes));
+    }
     return out;
   }
   static passes::cluster make_cluster(const std::vector<std::unique_ptr<weft::device>>& devices,
@@ -12333,7 +12433,7 @@ class session {
     for (std::size_t i = 0; i < devices.size(); ++i) {
       passes::device_spec s;
       if (!o.device_specs.empty()) s = o.device_specs[i];
-      else if (!measure) s = default_device_spec(*devices[i]);
+      else if (!measure || devices[i]->speed()) s = default_device_spec(*devices[i]);
       else {
         auto [it, fresh] = measured.try_emplace(devices[i]->num_threads());
         if (fresh) it->second = measured_device_spec(*devices[i]);
@@ -12345,7 +12445,7 @@ class session {
     passes::link_spec link;
     if (o.link) link = *o.link;
     else if (devices.size() > 1 && (o.placement.algorithm == passes::placer::greedy || o.recv_scheduling == session_options::recv_order::alap))
-      link = measured_link(*devices[1], o.copy_transfers);
+      link = measured_link(*devices[1], o.copy_transfers || devices[1]->separate_memory());
     return passes::cluster(std::move(specs), link);
   }
   // The link between two CPU devices, measured with the registry's Neg kernel (the

@@ -304,8 +304,13 @@ class tensor {
     return t;
   }
 
-  // A deep copy with its own buffer.
+  // A deep copy with its own buffer, host memory to host memory (a device of its own memory
+  // copies through device::copy_to_host and copy_from_host).
   tensor copy(allocator& alloc = cpu_allocator::global()) const {
+    if (memory_space() != weft::memory_space::host || alloc.space() != weft::memory_space::host)
+      fail(error_code::invalid_argument, "tensor::copy: a ", dtype_, shape_, " tensor in ", to_string(memory_space()),
+           " memory cannot be copied by the host into ", to_string(alloc.space()), " memory (",
+           alloc.name(), "): its device copies it");
     tensor t(dtype_, shape_, alloc);
     copy_element_bytes(t.data_, data_, bytes(), dtype_);
     return t;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <thread>
 
 #include <weft/core/allocator.hpp>
+#include <weft/core/error.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/framework/device_name.hpp>
 #include <weft/runtime/intra_op_pool.hpp>
@@ -105,6 +107,16 @@ class device {
   // memory) in host memory.
   virtual tensor copy_from_host(const tensor& host) const = 0;
   virtual tensor copy_to_host(const tensor& t) const = 0;
+  // Whether its tensors live apart from host memory (a GPU's): the executor then copies
+  // feeds in and fetches, Sends and Switch predicates out.
+  bool separate_memory() const noexcept { return get_allocator().space() != memory_space::host; }
+  // The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
+  struct speed_figures {
+    double flops_per_second = 0;
+    double memory_bytes_per_second = 0;
+    double node_overhead_seconds = 0;
+  };
+  virtual std::optional<speed_figures> speed() const { return std::nullopt; }
 };
 
 class cpu_device final : public device {
@@ -145,5 +157,49 @@ inline int default_thread_count() {
   unsigned n = std::thread::hardware_concurrency();
   return n ? static_cast<int>(n) : 1;
 }
+
+// What a session needs to make a device of a type other than the CPU: how many the machine
+// has (with the reason when none), and the device with a given index. The GPU's
+// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
+// GPUs through session_options::device_count. Tests register devices of their own.
+struct device_factory {
+  struct availability {
+    int count = 0;
+    std::string why_none;  // when count is 0: why (no driver, no device)
+  };
+  std::function<availability()> available;
+  // The device with index `index` (0 to count - 1), whose host-side work runs on
+  // `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
+  std::function<std::unique_ptr<device>(int index, int host_threads, std::size_t memory_limit)> create;
+};
+
+class device_factory_registry {
+ public:
+  // Registers the factory of device type `type` ("GPU"); the first registration of a type
+  // is kept.
+  bool add(const std::string& type, device_factory f) {
+    std::lock_guard lock(mu_);
+    return factories_.try_emplace(type, std::move(f)).second;
+  }
+  // The factory of `type`, or an error naming the types registered.
+  device_factory find(const std::string& type) const {
+    std::lock_guard lock(mu_);
+    auto it = factories_.find(type);
+    if (it != factories_.end()) return it->second;
+    std::string known;
+    for (const auto& [t, f] : factories_) known += (known.empty() ? "" : ", ") + t;
+    fail(error_code::not_found, "no device factory for device type '", type, "' (registered: ",
+         known.empty() ? std::string("none") : known, ")",
+         type == "GPU" ? "; GPUs come with weft::cuda: include <weft/cuda/device.hpp>" : "");
+  }
+  static device_factory_registry& global() {
+    static auto* instance = new device_factory_registry;  // never destroyed, as the other registries
+    return *instance;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, device_factory> factories_;
+};
 
 }  // namespace weft

@@ -322,7 +322,7 @@ class step final : rendezvous::receiver {
       } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
-        outputs[0].value = feeds_[static_cast<std::size_t>(xn.feed)];
+        outputs[0].value = on_device(xn, feeds_[static_cast<std::size_t>(xn.feed)]);
       } else if (xn.kind != flow::plain) {
         try {
           snapshot_refs(xn, inputs);
@@ -372,7 +372,7 @@ class step final : rendezvous::receiver {
   void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
     switch (xn.kind) {
       case flow::switch_: {
-        const tensor& pred = inputs[1].value;
+        const tensor pred = on_host(xn, inputs[1].value);
         if (pred.dtype() != dtype::boolean || pred.num_elements() != 1)
           fail(error_code::invalid_argument, "pred must be a bool scalar, got ", pred.dtype(), pred.shape());
         const int taken = pred.data<bool>()[0] ? 1 : 0;
@@ -488,7 +488,9 @@ class step final : rendezvous::receiver {
     if (dead) {
       v.dead = true;
     } else if (!t.control) {
-      v.value = inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value;
+      // Values cross in host memory: a device of its own memory copies out here, and the
+      // Recv's device copies in.
+      v.value = on_host(xn, inputs[0].ref && !inputs[0].value.valid() ? inputs[0].ref->value() : inputs[0].value);
       if (t.lossy) v.value = truncate_to_bfloat16(v.value);
     }
     clear(inputs);
@@ -531,8 +533,13 @@ class step final : rendezvous::receiver {
     recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
     w.value = entry{};
-    if (t.lossy && !v.dead) v.value = widen_from_bfloat16(v.value, device_of(xn).get_allocator());
-    else if (options_.copy_transfers && !v.dead && v.value.valid()) v.value = device_of(xn).copy_from_host(v.value);
+    const device& d = device_of(xn);
+    if (t.lossy && !v.dead) {
+      v.value = d.separate_memory() ? d.copy_from_host(widen_from_bfloat16(v.value, cpu_allocator::global()))
+                                    : widen_from_bfloat16(v.value, d.get_allocator());
+    } else if ((options_.copy_transfers || d.separate_memory()) && !v.dead && v.value.valid()) {
+      v.value = d.copy_from_host(v.value);
+    }
     if (options_.trace) record(xn, w.t0);
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
@@ -557,6 +564,17 @@ class step final : rendezvous::receiver {
 
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
   // and back, the low 16 bits zero.
+  // t in host memory: as it is, or copied out of the memory of xn's device.
+  tensor on_host(const exec_node& xn, tensor t) const {
+    if (t.memory_space() == memory_space::host) return t;
+    return device_of(xn).copy_to_host(t);
+  }
+  // A host tensor for xn's device: as it is, or copied into the device's own memory.
+  tensor on_device(const exec_node& xn, tensor t) const {
+    const device& d = device_of(xn);
+    if (t.memory_space() != memory_space::host || !d.separate_memory()) return t;
+    return d.copy_from_host(t);
+  }
   static tensor truncate_to_bfloat16(const tensor& f) {
     tensor wire(dtype::bfloat16, f.shape());
     const auto* from = static_cast<const std::uint32_t*>(f.raw_data());
@@ -654,7 +672,7 @@ class step final : rendezvous::receiver {
         continue;
       }
       try {
-        results_[static_cast<std::size_t>(index)] = o.ref && !o.value.valid() ? o.ref->value() : o.value;
+        results_[static_cast<std::size_t>(index)] = on_host(xn, o.ref && !o.value.valid() ? o.ref->value() : o.value);
       } catch (...) {
         abort(std::current_exception());
       }

@@ -46,6 +46,11 @@ struct session_options {
   // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
   // each with its own intra-op threads and allocator.
   int cpu_devices = 1;
+  // Devices of other types, by type: {"GPU", 1} gives the session GPU:0 (when a program has
+  // the GPU's factory: weft/cuda/device.hpp), -1 every one the machine has. They come after
+  // the CPU devices, in the order of their types' names; asking for more than the machine
+  // has is an error that says why it has fewer.
+  std::map<std::string, int> device_count;
   // Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
   // is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
   // (node_options::on, device_scope), with the nodes colocated with it (a variable with the
@@ -153,7 +158,7 @@ class session {
         // kernels' intra-op threads (the calling thread runs most nodes).
         inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
                                                : nullptr),
-        device_threads_(driver_threads(options.cpu_devices)),
+        device_threads_(driver_threads(static_cast<int>(devices_.size()))),
         cluster_(make_cluster(devices_, options)),
         device_names_(short_names(cluster_)),
         lossy_(lossy_rule(options)),
@@ -179,7 +184,9 @@ class session {
 
   // The figures the cost model assumes for a CPU device with `threads` intra-op threads:
   // 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
+  // Other devices give their own (device::speed()).
   static passes::device_spec default_device_spec(const weft::device& d) {
+    if (const auto v = d.speed()) return {d.name(), v->flops_per_second, v->memory_bytes_per_second, v->node_overhead_seconds};
     const double threads = d.num_threads();
     return {d.name(), 50e9 * threads, std::min(10e9 * threads, 40e9), 2e-6};
   }
@@ -534,6 +541,21 @@ class session {
     std::vector<std::unique_ptr<weft::device>> out;
     for (int i = 0; i < o.cpu_devices; ++i)
       out.push_back(std::make_unique<cpu_device>(std::max(1, o.intra_op_threads), i, o.memory_limit_bytes));
+    for (const auto& [type, wanted] : o.device_count) {
+      if (type == "CPU")
+        fail(error_code::invalid_argument, "session_options::device_count: the CPU devices are set by cpu_devices");
+      if (wanted < -1)
+        fail(error_code::invalid_argument, "session_options::device_count: ", wanted, " ", type, " devices asked for");
+      if (wanted == 0) continue;
+      const device_factory f = device_factory_registry::global().find(type);
+      const device_factory::availability a = f.available();
+      if (wanted > a.count)
+        fail(error_code::not_found, "session_options::device_count asks for ", wanted, " ", type, " device",
+             wanted == 1 ? "" : "s", "; this machine has ", a.count, a.why_none.empty() ? "" : " (", a.why_none,
+             a.why_none.empty() ? "" : ")");
+      for (int i = 0; i < (wanted < 0 ? a.count : wanted); ++i)
+        out.push_back(f.create(i, std::max(1, o.intra_op_threads), o.memory_limit_bytes));
+    }
     return out;
   }
   static passes::cluster make_cluster(const std::vector<std::unique_ptr<weft::device>>& devices,
@@ -548,7 +570,7 @@ class session {
     for (std::size_t i = 0; i < devices.size(); ++i) {
       passes::device_spec s;
       if (!o.device_specs.empty()) s = o.device_specs[i];
-      else if (!measure) s = default_device_spec(*devices[i]);
+      else if (!measure || devices[i]->speed()) s = default_device_spec(*devices[i]);
       else {
         auto [it, fresh] = measured.try_emplace(devices[i]->num_threads());
         if (fresh) it->second = measured_device_spec(*devices[i]);
@@ -560,7 +582,7 @@ class session {
     passes::link_spec link;
     if (o.link) link = *o.link;
     else if (devices.size() > 1 && (o.placement.algorithm == passes::placer::greedy || o.recv_scheduling == session_options::recv_order::alap))
-      link = measured_link(*devices[1], o.copy_transfers);
+      link = measured_link(*devices[1], o.copy_transfers || devices[1]->separate_memory());
     return passes::cluster(std::move(specs), link);
   }
   // The link between two CPU devices, measured with the registry's Neg kernel (the
