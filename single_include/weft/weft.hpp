@@ -9431,6 +9431,14 @@ class cpu_device final : public device {
   memory_limit_ptr limit_;
 };
 
+// Small integer tensors (int32 or int64 of at most 64 elements: shapes, axes, a few
+// indices) stay in host memory on every device, where the kernels that read their values
+// (Reshape's shape, a reduction's axes) find them without waiting for the device, as
+// TensorFlow's HostMemory arguments do; a device kernel that computes on one copies it in.
+inline bool stays_in_host_memory(const tensor& t) noexcept {
+  return (t.dtype() == dtype::int32 || t.dtype() == dtype::int64) && t.num_elements() <= 64;
+}
+
 inline int default_thread_count() {
   unsigned n = std::thread::hardware_concurrency();
   return n ? static_cast<int>(n) : 1;
@@ -9621,8 +9629,10 @@ class resource_variable final : public resource_base {
   // write), so readers never see a partial update. `vars` are locked in address order, so
   // two updates of overlapping sets cannot deadlock. f should check its inputs before it
   // writes: an exception leaves the values it has written.
-  template <class F>
-  static void update_in_place(const std::vector<resource_variable*>& vars, F&& f) {
+  // copy(t): the copy a value still read elsewhere is replaced by (a device of its own
+  // memory copies there); by default a host copy.
+  template <class F, class Copy = tensor (*)(const tensor&)>
+  static void update_in_place(const std::vector<resource_variable*>& vars, F&& f, Copy copy = &host_copy) {
     std::vector<resource_variable*> order(vars);
     std::sort(order.begin(), order.end());
     if (std::adjacent_find(order.begin(), order.end()) != order.end())
@@ -9635,13 +9645,15 @@ class resource_variable final : public resource_base {
     for (resource_variable* v : vars) {
       if (!v->value_.valid())
         fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
-      if (!v->value_.sole_owner()) v->value_ = v->value_.copy();
+      if (!v->value_.sole_owner()) v->value_ = copy(v->value_);
       values.push_back(&v->value_);
     }
     f(values);
   }
 
  private:
+  static tensor host_copy(const tensor& t) { return t.copy(); }
+
   dtype dtype_;
   partial_shape shape_;
   std::string name_;
@@ -9883,6 +9895,14 @@ class kernel_context {
     if (!store_) fail(error_code::internal, node_.describe(), ": this kernel runs outside a step (no step store)");
     return *store_;
   }
+
+  // A context for running another kernel in this one's place (a wrapper that moves some
+  // inputs to host memory, say): the same node, outputs and step, with `inputs`, on `device`.
+  kernel_context delegate(std::span<entry> inputs, const weft::device& device) const {
+    return kernel_context(node_, inputs, outputs_, device, resources_, cancellation_, step_id_, store_);
+  }
+  // The inputs as the executor gave them.
+  std::span<entry> input_entries() const noexcept { return inputs_; }
 
   // For async kernels: record a failure before calling done.
   void set_error(std::exception_ptr e) { error_ = std::move(e); }
@@ -10966,8 +10986,10 @@ class step final : rendezvous::receiver {
     if (t.lossy && !v.dead) {
       v.value = d.separate_memory() ? d.copy_from_host(widen_from_bfloat16(v.value, cpu_allocator::global()))
                                     : widen_from_bfloat16(v.value, d.get_allocator());
-    } else if ((options_.copy_transfers || d.separate_memory()) && !v.dead && v.value.valid()) {
+    } else if (options_.copy_transfers && !v.dead && v.value.valid() && !d.separate_memory()) {
       v.value = d.copy_from_host(v.value);
+    } else if (!v.dead) {
+      v.value = on_device(xn, std::move(v.value));
     }
     if (options_.trace) record(xn, w.t0);
     if (outputs.empty()) dead_token = v.dead;
@@ -10998,10 +11020,11 @@ class step final : rendezvous::receiver {
     if (t.memory_space() == memory_space::host) return t;
     return device_of(xn).copy_to_host(t);
   }
-  // A host tensor for xn's device: as it is, or copied into the device's own memory.
+  // A host tensor for xn's device: as it is, or copied into the device's own memory (but
+  // small integer tensors, stays_in_host_memory).
   tensor on_device(const exec_node& xn, tensor t) const {
     const device& d = device_of(xn);
-    if (t.memory_space() != memory_space::host || !d.separate_memory()) return t;
+    if (!t.valid() || t.memory_space() != memory_space::host || !d.separate_memory() || stays_in_host_memory(t)) return t;
     return d.copy_from_host(t);
   }
   static tensor truncate_to_bfloat16(const tensor& f) {

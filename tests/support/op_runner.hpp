@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -168,13 +169,21 @@ struct op_result {
   bool ran = false;    // and its step succeeded
   std::string error;   // the weft::error's message, when one was thrown
   std::vector<std::string> changed_inputs;  // inputs whose values differ after the run
+  std::vector<tensor> outputs;              // its outputs, when it ran
+};
+
+// Where the op runs: a device the node asks for ("/device:GPU:0"; empty: the placer's
+// choice, CPU:0) and the session's devices of other types (session_options::device_count).
+struct op_placement {
+  std::string device;
+  std::map<std::string, int> device_count;
 };
 
 // Builds `op` for dtype `t` (its attr T, where it has one) from the choices, runs it on one
 // intra-op thread (or two), and checks that its inputs are unchanged. Inputs come in as
 // Consts (the graph holds their values) or as fed placeholders (the caller holds them).
 // Allocations are limited to 64 MiB per step, so a valid but large request is a clean error.
-inline op_result run_op(std::string_view op, dtype t, choices& c) {
+inline op_result run_op(std::string_view op, dtype t, choices& c, const op_placement& where = {}) {
   op_result result;
   const op_def* def = op_registry::global().find(op);
   if (!def) {
@@ -256,16 +265,17 @@ inline op_result run_op(std::string_view op, dtype t, choices& c) {
     }
   }
   try {
-    const node& n = g.op(op, inputs, attrs, "op");
+    const node& n = g.op(op, inputs, attrs, where.device.empty() ? node_options("op") : node_options("op").on(where.device));
     result.built = true;
     for (int i = 0; i < n.num_outputs(); ++i) fetches.emplace_back(n.out(i));
     session_options o;
     o.inter_op_threads = 0;
     o.intra_op_threads = 1 + static_cast<int>(c.pick(2));
     o.memory_limit_bytes = std::size_t{64} << 20;
+    o.device_count = where.device_count;
     session s(g, o);
     if (!inits.empty()) s.run(inits);
-    s.run(feeds, fetches, fetches.empty() ? std::vector<endpoint>{endpoint(n)} : std::vector<endpoint>{});
+    result.outputs = s.run(feeds, fetches, fetches.empty() ? std::vector<endpoint>{endpoint(n)} : std::vector<endpoint>{});
     result.ran = true;
   } catch (const error& e) {
     result.error = e.what();

@@ -153,6 +153,14 @@ class cpu_device final : public device {
   memory_limit_ptr limit_;
 };
 
+// Small integer tensors (int32 or int64 of at most 64 elements: shapes, axes, a few
+// indices) stay in host memory on every device, where the kernels that read their values
+// (Reshape's shape, a reduction's axes) find them without waiting for the device, as
+// TensorFlow's HostMemory arguments do; a device kernel that computes on one copies it in.
+inline bool stays_in_host_memory(const tensor& t) noexcept {
+  return (t.dtype() == dtype::int32 || t.dtype() == dtype::int64) && t.num_elements() <= 64;
+}
+
 inline int default_thread_count() {
   unsigned n = std::thread::hardware_concurrency();
   return n ? static_cast<int>(n) : 1;

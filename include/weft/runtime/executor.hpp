@@ -537,8 +537,10 @@ class step final : rendezvous::receiver {
     if (t.lossy && !v.dead) {
       v.value = d.separate_memory() ? d.copy_from_host(widen_from_bfloat16(v.value, cpu_allocator::global()))
                                     : widen_from_bfloat16(v.value, d.get_allocator());
-    } else if ((options_.copy_transfers || d.separate_memory()) && !v.dead && v.value.valid()) {
+    } else if (options_.copy_transfers && !v.dead && v.value.valid() && !d.separate_memory()) {
       v.value = d.copy_from_host(v.value);
+    } else if (!v.dead) {
+      v.value = on_device(xn, std::move(v.value));
     }
     if (options_.trace) record(xn, w.t0);
     if (outputs.empty()) dead_token = v.dead;
@@ -569,10 +571,11 @@ class step final : rendezvous::receiver {
     if (t.memory_space() == memory_space::host) return t;
     return device_of(xn).copy_to_host(t);
   }
-  // A host tensor for xn's device: as it is, or copied into the device's own memory.
+  // A host tensor for xn's device: as it is, or copied into the device's own memory (but
+  // small integer tensors, stays_in_host_memory).
   tensor on_device(const exec_node& xn, tensor t) const {
     const device& d = device_of(xn);
-    if (t.memory_space() != memory_space::host || !d.separate_memory()) return t;
+    if (!t.valid() || t.memory_space() != memory_space::host || !d.separate_memory() || stays_in_host_memory(t)) return t;
     return d.copy_from_host(t);
   }
   static tensor truncate_to_bfloat16(const tensor& f) {

@@ -191,6 +191,14 @@ class kernel_context {
     return *store_;
   }
 
+  // A context for running another kernel in this one's place (a wrapper that moves some
+  // inputs to host memory, say): the same node, outputs and step, with `inputs`, on `device`.
+  kernel_context delegate(std::span<entry> inputs, const weft::device& device) const {
+    return kernel_context(node_, inputs, outputs_, device, resources_, cancellation_, step_id_, store_);
+  }
+  // The inputs as the executor gave them.
+  std::span<entry> input_entries() const noexcept { return inputs_; }
+
   // For async kernels: record a failure before calling done.
   void set_error(std::exception_ptr e) { error_ = std::move(e); }
   std::exception_ptr error() const { return error_; }

@@ -68,8 +68,10 @@ class resource_variable final : public resource_base {
   // write), so readers never see a partial update. `vars` are locked in address order, so
   // two updates of overlapping sets cannot deadlock. f should check its inputs before it
   // writes: an exception leaves the values it has written.
-  template <class F>
-  static void update_in_place(const std::vector<resource_variable*>& vars, F&& f) {
+  // copy(t): the copy a value still read elsewhere is replaced by (a device of its own
+  // memory copies there); by default a host copy.
+  template <class F, class Copy = tensor (*)(const tensor&)>
+  static void update_in_place(const std::vector<resource_variable*>& vars, F&& f, Copy copy = &host_copy) {
     std::vector<resource_variable*> order(vars);
     std::sort(order.begin(), order.end());
     if (std::adjacent_find(order.begin(), order.end()) != order.end())
@@ -82,13 +84,15 @@ class resource_variable final : public resource_base {
     for (resource_variable* v : vars) {
       if (!v->value_.valid())
         fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
-      if (!v->value_.sole_owner()) v->value_ = v->value_.copy();
+      if (!v->value_.sole_owner()) v->value_ = copy(v->value_);
       values.push_back(&v->value_);
     }
     f(values);
   }
 
  private:
+  static tensor host_copy(const tensor& t) { return t.copy(); }
+
   dtype dtype_;
   partial_shape shape_;
   std::string name_;

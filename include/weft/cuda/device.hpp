@@ -1,0 +1,378 @@
+// The GPU device (issue 28): an NVIDIA GPU as a weft::device, of type "GPU", named
+// /job:localhost/replica:0/task:0/device:GPU:<ordinal>.
+//
+// - Memory: a bfc_allocator (core/bfc_allocator.hpp) over cudaMalloc'd regions, so that a
+//   step's allocations neither call cudaMalloc nor synchronize the device; a memory limit of
+//   the device's free memory at start (less 5 % for the libraries' own) or the session's
+//   memory_limit_bytes when smaller; counts of bytes in use and their peak.
+// - Streams: kernels are enqueued in one compute stream, in the order the executor runs
+//   them, so a node's inputs are ready when its kernels run and a buffer freed on the host
+//   is reused only by work enqueued after it; copies run on their own host-to-device and
+//   device-to-host streams, ordered against the compute stream by events.
+// - Pinned host memory (cudaHostAlloc'd, through a second bfc_allocator): copies to the host
+//   land in it, and host tensors made from pinned_allocator() copy in without staging.
+// - cuBLAS and cuDNN handles on the compute stream (cuDNN's made on first use: creating it
+//   loads its engines).
+//
+// Host code, compiled by any C++ compiler with the toolkit's headers; including this header
+// registers the GPU's device factory, so that session_options::device_count = {{"GPU", 1}}
+// gives a session a GPU. No CUDA call is made before a session asks for a GPU (test programs
+// list their cases without a driver).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <weft/core/bfc_allocator.hpp>
+#include <weft/core/tensor.hpp>
+#include <weft/cuda/check.hpp>
+#include <weft/framework/device_name.hpp>
+#include <weft/runtime/device.hpp>
+
+namespace weft::cuda {
+
+// How many GPUs the CUDA runtime sees, and why none when it sees none (no driver, no device).
+inline device_factory::availability gpus_available() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {0, std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)};
+  }
+  if (n == 0) return {0, "the CUDA runtime sees no device"};
+  return {n, ""};
+}
+
+// Makes GPU `ordinal` the calling thread's current device while it lives.
+class current_device {
+ public:
+  explicit current_device(int ordinal) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != ordinal) check(cudaSetDevice(ordinal), "cudaSetDevice");
+  }
+  current_device(const current_device&) = delete;
+  current_device& operator=(const current_device&) = delete;
+  ~current_device() { (void)cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+// An event that orders one stream after the work enqueued so far on another.
+inline void order_after(cudaStream_t later, cudaStream_t earlier) {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  const cudaError_t recorded = cudaEventRecord(e, earlier);
+  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(later, e, 0) : recorded;
+  (void)cudaEventDestroy(e);  // released once the wait is done
+  check(waited, "ordering two streams (cudaEventRecord, cudaStreamWaitEvent)");
+}
+
+// Bad input that kernels find on the device (a label or an index out of range), reported
+// when the host next waits for the device: each kind of report (a node and what it checks)
+// has a slot of two int64 in mapped pinned memory that kernels write through
+// (launch.hpp); check() throws the first report found, naming the node, and clears them.
+class error_slots {
+ public:
+  static constexpr int capacity = 1024;
+  error_slots() {
+    check(cudaHostAlloc(reinterpret_cast<void**>(&slots_), sizeof(std::int64_t) * 2 * capacity,
+                        cudaHostAllocMapped | cudaHostAllocPortable),
+          "allocating the error slots (cudaHostAlloc)");
+    std::memset(slots_, 0, sizeof(std::int64_t) * 2 * capacity);
+  }
+  error_slots(const error_slots&) = delete;
+  error_slots& operator=(const error_slots&) = delete;
+  ~error_slots() { (void)cudaFreeHost(slots_); }
+
+  // The slot for reports whose message is `message` followed by the offending value; one
+  // message, one slot (the kernels of one node share it across executables).
+  std::int64_t* claim(const std::string& message) {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < messages_.size(); ++i)
+      if (messages_[i] == message) return slots_ + 2 * i;
+    if (messages_.size() == capacity) return slots_ + 2 * (capacity - 1);  // the last is shared when all are taken
+    messages_.push_back(message);
+    return slots_ + 2 * (messages_.size() - 1);
+  }
+  // Throws invalid_argument for the first slot written since the last check, after clearing
+  // every written slot. Call it only when the device has finished the kernels that write them.
+  void check_reports(const std::string& device) {
+    std::string report;
+    {
+      std::lock_guard lock(mu_);
+      for (std::size_t i = 0; i < messages_.size(); ++i) {
+        volatile std::int64_t* slot = slots_ + 2 * i;
+        if (slot[0] == 0) continue;
+        if (report.empty()) report = messages_[i] + std::to_string(slot[1]);
+        slot[1] = 0;
+        slot[0] = 0;
+      }
+    }
+    if (!report.empty())
+      fail(error_code::invalid_argument, report, " (found on ", device, " by a kernel of this or an earlier step)");
+  }
+
+ private:
+  std::int64_t* slots_ = nullptr;
+  std::mutex mu_;
+  std::vector<std::string> messages_;
+};
+
+namespace detail {
+
+class device_regions final : public region_source {
+ public:
+  explicit device_regions(int ordinal) : ordinal_(ordinal) {}
+  void* allocate_region(std::size_t bytes) noexcept override {
+    if (cudaSetDevice(ordinal_) != cudaSuccess) return (void)cudaGetLastError(), nullptr;
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) return (void)cudaGetLastError(), nullptr;
+    return p;
+  }
+  void free_region(void* p, std::size_t) noexcept override {
+    if (cudaSetDevice(ordinal_) == cudaSuccess) (void)cudaFree(p);
+  }
+  weft::memory_space space() const noexcept override { return weft::memory_space::device; }
+  std::string name() const override { return "GPU:" + std::to_string(ordinal_) + " memory"; }
+
+ private:
+  int ordinal_;
+};
+
+class pinned_regions final : public region_source {
+ public:
+  void* allocate_region(std::size_t bytes) noexcept override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) return (void)cudaGetLastError(), nullptr;
+    return p;
+  }
+  void free_region(void* p, std::size_t) noexcept override { (void)cudaFreeHost(p); }
+  weft::memory_space space() const noexcept override { return weft::memory_space::host; }
+  std::string name() const override { return "pinned host memory"; }
+};
+
+struct stream_deleter {
+  void operator()(CUstream_st* s) const noexcept { (void)cudaStreamDestroy(s); }
+};
+using stream_ptr = std::unique_ptr<CUstream_st, stream_deleter>;
+
+inline stream_ptr make_stream(const char* what) {
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), what);
+  return stream_ptr(s);
+}
+
+}  // namespace detail
+
+// Pinned host memory shared by every GPU device of the process (cudaHostAllocPortable): at
+// most a quarter of the machine's memory. Host tensors made from it copy to and from GPUs
+// without staging.
+inline bfc_allocator& pinned_allocator() {
+  static auto* instance = new bfc_allocator(  // never destroyed: tensors may outlive main's locals
+      std::make_unique<detail::pinned_regions>(),
+      bfc_options{.memory_limit = std::max<std::size_t>(cpu_allocator::physical_memory_bytes() / 4, std::size_t(64) << 20),
+                  .initial_region_bytes = std::size_t(16) << 20});
+  return *instance;
+}
+
+class gpu_device final : public device {
+ public:
+  // GPU `ordinal`, its host-side work on `host_threads` threads, at most `memory_limit`
+  // bytes of its memory (0: its free memory now, less 5 %).
+  gpu_device(int ordinal, int host_threads, std::size_t memory_limit = 0)
+      : ordinal_(ordinal),
+        parsed_(device_name::local("GPU", ordinal)),
+        name_(parsed_.str()),
+        host_device_(host_threads),
+        memory_(std::make_unique<detail::device_regions>(ordinal), bfc_options{.memory_limit = limit_for(ordinal, memory_limit),
+                                                                                .initial_region_bytes = std::size_t(64) << 20}) {
+    const current_device here(ordinal_);
+    check(cudaGetDeviceProperties(&properties_, ordinal_), "cudaGetDeviceProperties");
+    compute_ = detail::make_stream("creating the compute stream");
+    to_device_ = detail::make_stream("creating the host-to-device stream");
+    to_host_ = detail::make_stream("creating the device-to-host stream");
+    check(cublasCreate(&blas_), "cublasCreate");
+    const cublasStatus_t set = cublasSetStream(blas_, compute_.get());
+    if (set != CUBLAS_STATUS_SUCCESS) {
+      (void)cublasDestroy(blas_);
+      check(set, "cublasSetStream");
+    }
+  }
+  gpu_device(const gpu_device&) = delete;
+  gpu_device& operator=(const gpu_device&) = delete;
+  ~gpu_device() override {
+    (void)cudaSetDevice(ordinal_);
+    (void)cudaDeviceSynchronize();
+    if (dnn_) (void)cudnnDestroy(dnn_);
+    (void)cublasDestroy(blas_);
+  }
+
+  const std::string& name() const noexcept override { return name_; }
+  const device_name& parsed_name() const noexcept override { return parsed_; }
+  std::string type() const override { return "GPU"; }
+  allocator& get_allocator() const noexcept override { return memory_; }
+  std::size_t bytes_in_use() const noexcept override { return memory_.get_stats().bytes_in_use; }
+  std::size_t peak_bytes_in_use() const noexcept override { return memory_.get_stats().peak_bytes_in_use; }
+  void reset_peak() const noexcept override { memory_.reset_peak(); }
+  const cpu_context& cpu() const noexcept override { return host_device_.cpu(); }
+
+  // A copy of host tensor `host` in the GPU's memory, ready for work enqueued on the compute
+  // stream after this returns.
+  tensor copy_from_host(const tensor& host) const override {
+    if (host.memory_space() != weft::memory_space::host)
+      fail(error_code::invalid_argument, name_, ": copy_from_host of a tensor in ", to_string(host.memory_space()), " memory");
+    if (host.dtype() == dtype::string)
+      fail(error_code::invalid_argument, name_, ": a string tensor lives in host memory; ", host.shape(),
+           " strings cannot be copied to a GPU");
+    tensor out(host.dtype(), host.shape(), memory_);
+    const std::size_t bytes = host.bytes();
+    if (bytes == 0) return out;
+    // A pageable source goes through a pinned buffer (an asynchronous copy from pageable
+    // memory is staged by the driver anyway); a pinned one is copied directly.
+    tensor staging;
+    const void* from = host.raw_data();
+    if (!is_pinned(host)) {
+      try {
+        staging = tensor(host.dtype(), host.shape(), pinned_allocator());
+        std::memcpy(staging.raw_data(), host.raw_data(), bytes);
+        from = staging.raw_data();
+      } catch (const error&) {
+        // No pinned memory left: the driver stages the pageable copy itself.
+      }
+    }
+    const current_device here(ordinal_);
+    // The destination may be a buffer the compute stream's pending work still reads.
+    order_after(to_device_.get(), compute_.get());
+    check(cudaMemcpyAsync(out.raw_data(), from, bytes, cudaMemcpyHostToDevice, to_device_.get()), "cudaMemcpyAsync (host to device)");
+    order_after(compute_.get(), to_device_.get());
+    check(cudaStreamSynchronize(to_device_.get()), "copying to the GPU (cudaStreamSynchronize)");
+    return out;
+  }
+
+  // A copy of `t` (in this GPU's memory) in pinned host memory, once the work enqueued
+  // before it has written it.
+  tensor copy_to_host(const tensor& t) const override {
+    if (t.memory_space() == weft::memory_space::host) return t.copy();
+    tensor out;
+    try {
+      out = tensor(t.dtype(), t.shape(), pinned_allocator());
+    } catch (const error&) {
+      out = tensor(t.dtype(), t.shape());  // pageable, when no pinned memory is left
+    }
+    const std::size_t bytes = t.bytes();
+    if (bytes == 0) return out;
+    const current_device here(ordinal_);
+    order_after(to_host_.get(), compute_.get());
+    check(cudaMemcpyAsync(out.raw_data(), t.raw_data(), bytes, cudaMemcpyDeviceToHost, to_host_.get()), "cudaMemcpyAsync (device to host)");
+    check(cudaStreamSynchronize(to_host_.get()), "copying from the GPU (cudaStreamSynchronize): an earlier kernel may have failed");
+    errors_.check_reports(name_);
+    return out;
+  }
+
+  std::optional<speed_figures> speed() const override {
+    int clock_khz = 0, memory_khz = 0, bus_bits = 0;
+    (void)cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, ordinal_);
+    (void)cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, ordinal_);
+    (void)cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, ordinal_);
+    (void)cudaGetLastError();
+    // 128 float32 lanes a multiprocessor, two flops a fused multiply-add; double data rate.
+    const double flops = 2.0 * 128 * properties_.multiProcessorCount * (clock_khz > 0 ? clock_khz * 1e3 : 1.5e9);
+    const double bandwidth = memory_khz > 0 && bus_bits > 0 ? 2.0 * memory_khz * 1e3 * bus_bits / 8 : 1e12;
+    return speed_figures{flops, bandwidth, 5e-6};  // about a kernel launch and its bookkeeping
+  }
+
+  int ordinal() const noexcept { return ordinal_; }
+  const cudaDeviceProp& properties() const noexcept { return properties_; }
+  // The stream kernels are enqueued on.
+  cudaStream_t stream() const noexcept { return compute_.get(); }
+  // The cuBLAS and cuDNN handles, on the compute stream; hold library_mutex() while using
+  // them (a handle is not to be used by two threads at once).
+  cublasHandle_t blas() const noexcept { return blas_; }
+  cudnnHandle_t dnn() const {
+    std::call_once(dnn_once_, [this] {
+      const current_device here(ordinal_);
+      check(cudnnCreate(&dnn_), "cudnnCreate");
+      check(cudnnSetStream(dnn_, compute_.get()), "cudnnSetStream");
+    });
+    return dnn_;
+  }
+  std::mutex& library_mutex() const noexcept { return library_mutex_; }
+  // Waits for every kernel and copy enqueued so far; reports a kernel's failure.
+  void synchronize() const {
+    const current_device here(ordinal_);
+    check(cudaStreamSynchronize(compute_.get()), "synchronizing the compute stream");
+    errors_.check_reports(name_);
+  }
+  // Where kernels report bad input (error_slots).
+  error_slots& errors() const noexcept { return errors_; }
+  // A copy of `t` (in this GPU's memory) in it, enqueued on the compute stream.
+  tensor copy_on_device(const tensor& t) const {
+    tensor out(t.dtype(), t.shape(), memory_);
+    if (t.bytes() == 0) return out;
+    const current_device here(ordinal_);
+    check(cudaMemcpyAsync(out.raw_data(), t.raw_data(), t.bytes(), cudaMemcpyDeviceToDevice, compute_.get()),
+          "cudaMemcpyAsync (device to device)");
+    return out;
+  }
+  // A CPU device for the host-side kernels a GPU runs (shape arithmetic, TensorFlow's
+  // HostMemory kernels): its allocator is host memory, its threads the GPU's host threads.
+  const cpu_device& host() const noexcept { return host_device_; }
+  bfc_allocator::stats memory_stats() const { return memory_.get_stats(); }
+
+ private:
+  static std::size_t limit_for(int ordinal, std::size_t asked) {
+    const current_device here(ordinal);
+    std::size_t free_bytes = 0, total = 0;
+    check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+    const std::size_t usable = free_bytes / 20 * 19;
+    return asked ? std::min(asked, usable) : usable;
+  }
+  static bool is_pinned(const tensor& t) noexcept {
+    const allocator* a = t.buffer_allocator();
+    return a && &a->underlying() == &pinned_allocator();
+  }
+
+  int ordinal_;
+  device_name parsed_;
+  std::string name_;
+  cpu_device host_device_;
+  mutable bfc_allocator memory_;
+  mutable error_slots errors_;
+  cudaDeviceProp properties_{};
+  detail::stream_ptr compute_, to_device_, to_host_;
+  cublasHandle_t blas_ = nullptr;
+  mutable cudnnHandle_t dnn_ = nullptr;
+  mutable std::once_flag dnn_once_;
+  mutable std::mutex library_mutex_;
+};
+
+// The GPU of a kernel's context (a GPU kernel runs only on one).
+inline const gpu_device& gpu_of(const device& d) {
+  const auto* g = dynamic_cast<const gpu_device*>(&d);
+  if (!g) fail(error_code::internal, "a GPU kernel runs on ", d.name(), ", which is not a GPU");
+  return *g;
+}
+
+namespace detail {
+inline const bool gpu_factory_registered = [] {
+  device_factory f;
+  f.available = [] { return gpus_available(); };
+  f.create = [](int index, int threads, std::size_t limit) -> std::unique_ptr<device> {
+    return std::make_unique<gpu_device>(index, threads, limit);
+  };
+  return device_factory_registry::global().add("GPU", std::move(f));
+}();
+}  // namespace detail
+
+}  // namespace weft::cuda

@@ -1,0 +1,854 @@
+// GPU kernels (issue 28): the op_kernel classes that run ops on a gpu_device, registered for
+// device type "GPU" by register_gpu_kernels(). Host code: each class checks its inputs on
+// the host, where their shapes are, and enqueues its work on the device's compute stream
+// through the entry points of launch.hpp (CUDA kernels of weft's own, defined in
+// launch.cuh) or cuBLAS; it returns as soon as the work is enqueued, so the host runs ahead
+// of the device until something waits for it (a fetch, a copy to the host).
+//
+// Memory: inputs and outputs live in the GPU's memory, but small integer tensors (shapes,
+// axes: stays_in_host_memory) stay in host memory, where the kernels that read their values
+// find them; a kernel that computes on such a tensor copies it in, and one that needs the
+// values of a tensor in device memory copies them out (a wait). Bad input found on the
+// device (a label out of range) is reported at the next wait (gpu_device::errors()).
+//
+// What runs here and what does not is docs/gpu.md's table; an op without a GPU kernel runs
+// on the CPU with soft placement (placement_options::soft).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <weft/core/broadcast.hpp>
+#include <weft/core/checked.hpp>
+#include <weft/cuda/check.hpp>
+#include <weft/cuda/device.hpp>
+#include <weft/cuda/launch.hpp>
+#include <weft/ops/array_ops.hpp>
+#include <weft/ops/core_ops.hpp>
+#include <weft/ops/math_ops.hpp>
+#include <weft/ops/matrix_ops.hpp>
+#include <weft/ops/nn_ops.hpp>
+#include <weft/ops/reduction_ops.hpp>
+#include <weft/ops/state_ops.hpp>
+#include <weft/ops/training_ops.hpp>
+#include <weft/runtime/kernel.hpp>
+
+namespace weft::cuda {
+
+// ---- helpers ----
+
+// The launch code of dtype t, or an error naming the node.
+inline launch::elem elem_of(dtype t, const node& n) {
+  switch (t) {
+    case dtype::float16: return launch::elem::f16;
+    case dtype::bfloat16: return launch::elem::bf16;
+    case dtype::float32: return launch::elem::f32;
+    case dtype::float64: return launch::elem::f64;
+    case dtype::int32: return launch::elem::i32;
+    case dtype::int64: return launch::elem::i64;
+    case dtype::uint8: return launch::elem::u8;
+    case dtype::boolean: return launch::elem::boolean;
+    default: fail(error_code::unimplemented, n.describe(), ": ", t, " is not supported on the GPU");
+  }
+}
+
+// Input i in the GPU's memory: as it is, or copied in from host memory.
+inline tensor device_input(kernel_context& ctx, int i) {
+  const tensor& t = ctx.input(i);
+  if (t.memory_space() != memory_space::host) return t;
+  return ctx.device().copy_from_host(t);
+}
+
+// The integer values of input i (int32 or int64), read on the host; copied out of the
+// GPU's memory when they are there (a wait for the device).
+inline std::vector<std::int64_t> host_ints(kernel_context& ctx, int i, const char* what) {
+  tensor t = ctx.input(i);
+  if (t.memory_space() != memory_space::host) t = ctx.device().copy_to_host(t);
+  std::vector<std::int64_t> out(static_cast<std::size_t>(t.num_elements()));
+  if (t.dtype() == dtype::int32)
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = t.data<std::int32_t>()[k];
+  else if (t.dtype() == dtype::int64)
+    std::copy_n(t.data<std::int64_t>(), out.size(), out.begin());
+  else
+    fail(error_code::invalid_argument, what, " must be int32 or int64, got ", t.dtype());
+  return out;
+}
+
+// v as an int32 output value, or an error when it does not fit.
+inline std::int32_t to_int32(std::int64_t v, const char* what) {
+  if (v > std::numeric_limits<std::int32_t>::max())
+    fail(error_code::invalid_argument, what, " ", v, " does not fit an int32 output (ask for int64)");
+  return static_cast<std::int32_t>(v);
+}
+
+// Reports a failed launch (bad configuration, no kernel image for this GPU).
+inline void launched(const char* what) { check(cudaGetLastError(), what); }
+
+inline int canonical_gpu_axis(std::int64_t axis, int rank, const char* what) {
+  if (axis < -rank || axis >= std::max(rank, 1))
+    fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// The broadcast plan of operands of shapes `in` to `out` (NumPy's alignment on the last dim).
+inline launch::broadcast_plan plan_for(const std::vector<const shape*>& in, const shape& out) {
+  launch::broadcast_plan p;
+  bool same = true;
+  for (const shape* s : in) same = same && *s == out;
+  p.same_shape = same;
+  if (same) return p;
+  // Dims of size 1 in the output drop out; the rest keep their order.
+  std::vector<int> kept;
+  for (int d = 0; d < out.rank(); ++d)
+    if (out[d] != 1) kept.push_back(d);
+  if (kept.size() > static_cast<std::size_t>(launch::broadcast_plan::max_rank))
+    fail(error_code::unimplemented, "broadcasting over ", kept.size(), " dims of size above 1 on the GPU (at most ",
+         launch::broadcast_plan::max_rank, ")");
+  p.rank = static_cast<int>(kept.size());
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    const shape& s = *in[k];
+    // Element strides of s, aligned on the output's last dim; 0 where s broadcasts.
+    std::vector<std::int64_t> stride(static_cast<std::size_t>(out.rank()), 0);
+    std::int64_t step = 1;
+    for (int d = s.rank() - 1, o = out.rank() - 1; d >= 0; --d, --o) {
+      stride[static_cast<std::size_t>(o)] = s[d] == 1 ? 0 : step;
+      step *= s[d];
+    }
+    for (std::size_t j = 0; j < kept.size(); ++j) p.stride[k][j] = stride[static_cast<std::size_t>(kept[j])];
+  }
+  for (std::size_t j = 0; j < kept.size(); ++j) p.dims[j] = out[kept[j]];
+  return p;
+}
+
+// The broadcast shape of a and b, or an error naming both.
+inline shape broadcast_shape(const node& n, const shape& a, const shape& b) {
+  auto s = broadcast(a, b);
+  if (!s) fail(error_code::invalid_argument, n.describe(), ": shapes ", a, " and ", b, " do not broadcast");
+  return *s;
+}
+
+// Holds the device's library mutex and makes it current while cuBLAS or cuDNN is called.
+class library_call {
+ public:
+  explicit library_call(const gpu_device& g) : lock_(g.library_mutex()), here_(g.ordinal()) {}
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+  current_device here_;
+};
+
+// ---- kernels of no data: the executor's and the host's ----
+
+struct gpu_no_op final : op_kernel {
+  explicit gpu_no_op(const node&) {}
+  void compute(kernel_context&) const override {}
+};
+
+struct gpu_identity final : op_kernel {
+  explicit gpu_identity(const node&) {}
+  void compute(kernel_context& ctx) const override { ctx.set_output(0, ctx.input(0)); }
+};
+
+struct gpu_placeholder final : op_kernel {
+  explicit gpu_placeholder(const node&) {}
+  void compute(kernel_context&) const override { fail(error_code::invalid_argument, "a placeholder must be fed"); }
+};
+
+// Const: small integer values stay in host memory (stays_in_host_memory); others are copied
+// to the GPU once, on the kernel's first run, and shared by every later one.
+struct gpu_const final : op_kernel {
+  explicit gpu_const(const node& n) : value_(n.attr<tensor>("value")) {}
+  void compute(kernel_context& ctx) const override {
+    if (stays_in_host_memory(value_) || value_.dtype() == dtype::string) return ctx.set_output(0, value_);
+    std::call_once(once_, [&] { on_device_ = ctx.device().copy_from_host(value_); });
+    ctx.set_output(0, on_device_);
+  }
+  tensor value_;
+  mutable std::once_flag once_;
+  mutable tensor on_device_;
+};
+
+// Shape, Size and Rank read only shapes; their outputs are small host tensors.
+struct gpu_shape final : op_kernel {
+  explicit gpu_shape(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const auto& dims = ctx.input(0).shape().dims();
+    if (ctx.node().output_dtype(0) == dtype::int64)
+      return ctx.set_output(0, tensor::from_vector(dims));
+    std::vector<std::int32_t> d32(dims.size());
+    for (std::size_t i = 0; i < dims.size(); ++i) d32[i] = to_int32(dims[i], "dim");
+    ctx.set_output(0, tensor::from_vector(d32));
+  }
+};
+struct gpu_size final : op_kernel {
+  explicit gpu_size(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const std::int64_t n = ctx.input(0).num_elements();
+    ctx.set_output(0, ctx.node().output_dtype(0) == dtype::int64
+                          ? tensor::scalar(n)
+                          : tensor::scalar(to_int32(n, "the element count")));
+  }
+};
+struct gpu_rank final : op_kernel {
+  explicit gpu_rank(const node&) {}
+  void compute(kernel_context& ctx) const override { ctx.set_output(0, tensor::scalar<std::int32_t>(ctx.input(0).rank())); }
+};
+
+// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1, on the host.
+struct gpu_reduced_shape final : op_kernel {
+  explicit gpu_reduced_shape(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    auto dims = host_ints(ctx, 0, "shape");
+    const int rank = static_cast<int>(dims.size());
+    for (auto a : host_ints(ctx, 1, "axes")) dims[static_cast<std::size_t>(canonical_gpu_axis(a, rank, "reduction axis"))] = 1;
+    ctx.set_output(0, tensor::from_vector(dims));
+  }
+};
+
+// Reshape: a view of the input's buffer with the new shape (one dim may be -1).
+struct gpu_reshape final : op_kernel {
+  explicit gpu_reshape(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    if (ctx.input(1).rank() > 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(1).shape());
+    auto dims = host_ints(ctx, 1, "shape");
+    int wild = -1;
+    std::int64_t known = 1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] == -1 && wild < 0) wild = static_cast<int>(i);
+      else if (dims[i] < 0) fail(error_code::invalid_argument, "invalid dimension ", dims[i], " in the shape");
+      else known = checked_mul(known, dims[i], "the shape's element count");
+    }
+    if (wild >= 0) {
+      if (known == 0 || x.num_elements() % known != 0)
+        fail(error_code::invalid_argument, "cannot reshape ", x.shape(), " (", x.num_elements(), " elements) to a shape of ",
+             known, " elements times -1");
+      dims[static_cast<std::size_t>(wild)] = x.num_elements() / known;
+    }
+    ctx.set_output(0, x.reshape(shape(dims)));
+  }
+};
+
+// ---- variables ----
+
+struct gpu_variable final : op_kernel {
+  explicit gpu_variable(const node& n)
+      : container_(n.attr<std::string>("container")),
+        name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
+        dtype_(n.attr<dtype>("dtype")),
+        shape_(n.attr<partial_shape>("shape")) {}
+  void compute(kernel_context& ctx) const override {
+    ctx.set_output_ref(0, ctx.resources().lookup_or_create_variable(container_, name_, dtype_, shape_));
+  }
+  std::string container_, name_;
+  dtype dtype_;
+  partial_shape shape_;
+};
+
+// Assign: the variable holds the value's buffer, in the GPU's memory.
+struct gpu_assign final : op_kernel {
+  explicit gpu_assign(const node& n) : validate_(n.attr<bool>("validate_shape")) {}
+  void compute(kernel_context& ctx) const override {
+    auto var = ctx.input_ref_shared(0);
+    const tensor value = device_input(ctx, 1);
+    if (validate_ && !var->declared_shape().accepts(value.shape()))
+      fail(error_code::invalid_argument, "value of shape ", value.shape(), " does not match variable '", var->name(),
+           "' of shape ", var->declared_shape());
+    var->assign(value);
+    ctx.set_output_ref(0, std::move(var));
+  }
+  bool validate_;
+};
+
+// ---- elementwise ----
+
+template <launch::unary Op>
+struct gpu_unary final : op_kernel {
+  explicit gpu_unary(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    tensor& y = ctx.allocate_output(0, x.shape());
+    const auto& g = gpu_of(ctx.device());
+    launch::unary_op(Op, t_, x.raw_data(), y.raw_data(), x.num_elements(), g.stream());
+    launched(ctx.node().op().c_str());
+  }
+  launch::elem t_;
+};
+
+template <launch::binary Op>
+struct gpu_binary final : op_kernel {
+  explicit gpu_binary(const node& n) : t_(elem_of(n.input_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor a = device_input(ctx, 0), b = device_input(ctx, 1);
+    shape out_shape;
+    if constexpr (Op == launch::binary::relu_grad || Op == launch::binary::tanh_grad || Op == launch::binary::sigmoid_grad) {
+      if (a.shape() != b.shape())
+        fail(error_code::invalid_argument, "the inputs must have one shape, got ", a.shape(), " and ", b.shape());
+      out_shape = a.shape();
+    } else {
+      out_shape = broadcast_shape(ctx.node(), a.shape(), b.shape());
+    }
+    tensor& z = ctx.allocate_output(0, out_shape);
+    const auto plan = plan_for({&a.shape(), &b.shape()}, out_shape);
+    launch::binary_op(Op, t_, a.raw_data(), b.raw_data(), z.raw_data(), z.num_elements(), plan, gpu_of(ctx.device()).stream());
+    launched(ctx.node().op().c_str());
+  }
+  launch::elem t_;
+};
+
+struct gpu_select_v2 final : op_kernel {
+  explicit gpu_select_v2(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor c = device_input(ctx, 0), a = device_input(ctx, 1), b = device_input(ctx, 2);
+    const shape out_shape = broadcast_shape(ctx.node(), broadcast_shape(ctx.node(), c.shape(), a.shape()), b.shape());
+    tensor& out = ctx.allocate_output(0, out_shape);
+    const auto plan = plan_for({&c.shape(), &a.shape(), &b.shape()}, out_shape);
+    launch::select_op(t_, static_cast<const bool*>(c.raw_data()), a.raw_data(), b.raw_data(), out.raw_data(),
+                      out.num_elements(), plan, gpu_of(ctx.device()).stream());
+    launched("SelectV2");
+  }
+  launch::elem t_;
+};
+
+struct gpu_cast final : op_kernel {
+  explicit gpu_cast(const node& n)
+      : from_(n.attr<dtype>("SrcT")), to_(n.attr<dtype>("DstT")), from_elem_(elem_of(from_, n)), to_elem_(elem_of(to_, n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    if (from_ == to_) return ctx.set_output(0, x);
+    tensor& y = ctx.allocate_output(0, x.shape());
+    launch::cast_op(from_elem_, to_elem_, x.raw_data(), y.raw_data(), x.num_elements(), gpu_of(ctx.device()).stream());
+    launched("Cast");
+  }
+  dtype from_, to_;
+  launch::elem from_elem_, to_elem_;
+};
+
+// Fill(dims, value): dims on the host, the value a scalar on the GPU.
+struct gpu_fill final : op_kernel {
+  explicit gpu_fill(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "dims must be a vector, got shape ", ctx.input(0).shape());
+    if (ctx.input(1).num_elements() != 1 || ctx.input(1).rank() != 0)
+      fail(error_code::invalid_argument, "value must be a scalar, got shape ", ctx.input(1).shape());
+    const auto dims = host_ints(ctx, 0, "dims");
+    for (auto d : dims)
+      if (d < 0) fail(error_code::invalid_argument, "dims must not be negative, got ", d);
+    const tensor value = device_input(ctx, 1);
+    tensor& y = ctx.allocate_output(0, shape(dims));
+    launch::fill_op(t_, value.raw_data(), y.raw_data(), y.num_elements(), gpu_of(ctx.device()).stream());
+    launched("Fill");
+  }
+  launch::elem t_;
+};
+
+// BroadcastTo(input, shape).
+struct gpu_broadcast_to final : op_kernel {
+  explicit gpu_broadcast_to(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    const shape to(host_ints(ctx, 1, "shape"));
+    const shape both = broadcast_shape(ctx.node(), x.shape(), to);
+    if (both != to) fail(error_code::invalid_argument, "cannot broadcast ", x.shape(), " to ", to);
+    if (x.shape() == to) return ctx.set_output(0, x);
+    tensor& y = ctx.allocate_output(0, to);
+    launch::broadcast_op(t_, x.raw_data(), y.raw_data(), y.num_elements(), plan_for({&x.shape()}, to),
+                         gpu_of(ctx.device()).stream());
+    launched("BroadcastTo");
+  }
+  launch::elem t_;
+};
+
+// ---- reductions ----
+
+// Reduces x over `axes` (sorted, distinct) in passes of [outer, reduce, inner], the last
+// reduced run of dims first; returns a tensor of the kept dims.
+inline tensor reduce_axes(const gpu_device& g, launch::reduction op, launch::elem t, const tensor& x,
+                          const std::vector<bool>& reduced) {
+  // Runs of adjacent dims, each kept or reduced.
+  std::vector<std::pair<std::int64_t, bool>> runs;
+  for (int d = 0; d < x.rank(); ++d) {
+    const bool r = reduced[static_cast<std::size_t>(d)];
+    if (!runs.empty() && runs.back().second == r) runs.back().first *= x.shape()[d];
+    else runs.emplace_back(x.shape()[d], r);
+  }
+  std::vector<std::int64_t> kept_dims;
+  for (int d = 0; d < x.rank(); ++d)
+    if (!reduced[static_cast<std::size_t>(d)]) kept_dims.push_back(x.shape()[d]);
+  tensor current = x;
+  while (true) {
+    int last = -1;
+    for (int i = static_cast<int>(runs.size()) - 1; i >= 0 && last < 0; --i)
+      if (runs[static_cast<std::size_t>(i)].second) last = i;
+    if (last < 0) break;
+    std::int64_t outer = 1, inner = 1;
+    for (int i = 0; i < last; ++i) outer *= runs[static_cast<std::size_t>(i)].first;
+    for (std::size_t i = static_cast<std::size_t>(last) + 1; i < runs.size(); ++i) inner *= runs[i].first;
+    const std::int64_t reduce = runs[static_cast<std::size_t>(last)].first;
+    tensor next(x.dtype(), shape{outer * inner}, g.get_allocator());
+    // Mean in passes: the mean of equal groups' means is the mean.
+    launch::reduce_op(op, t, current.raw_data(), next.raw_data(), outer, reduce, inner, g.stream());
+    launched("a reduction");
+    runs.erase(runs.begin() + last);
+    // Merge the kept runs the removed one separated.
+    if (last > 0 && static_cast<std::size_t>(last) < runs.size() && !runs[static_cast<std::size_t>(last)].second &&
+        !runs[static_cast<std::size_t>(last) - 1].second) {
+      runs[static_cast<std::size_t>(last) - 1].first *= runs[static_cast<std::size_t>(last)].first;
+      runs.erase(runs.begin() + last);
+    }
+    current = std::move(next);
+  }
+  return current.reshape(shape(kept_dims));
+}
+
+template <launch::reduction Op>
+struct gpu_reduce final : op_kernel {
+  explicit gpu_reduce(const node& n) : t_(elem_of(n.output_dtype(0), n)), keep_dims_(n.attr<bool>("keep_dims")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    if (ctx.input(1).rank() > 1)
+      fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
+    std::vector<bool> reduced(static_cast<std::size_t>(x.rank()), false);
+    for (auto a : host_ints(ctx, 1, "reduction_indices")) {
+      const int axis = canonical_gpu_axis(a, x.rank(), "reduction axis");
+      if (reduced[static_cast<std::size_t>(axis)]) fail(error_code::invalid_argument, "axis ", a, " is listed twice");
+      reduced[static_cast<std::size_t>(axis)] = true;
+    }
+    std::vector<std::int64_t> out_dims;
+    for (int d = 0; d < x.rank(); ++d) {
+      if (!reduced[static_cast<std::size_t>(d)]) out_dims.push_back(x.shape()[d]);
+      else if (keep_dims_) out_dims.push_back(1);
+    }
+    const auto& g = gpu_of(ctx.device());
+    const bool none = std::none_of(reduced.begin(), reduced.end(), [](bool r) { return r; });
+    if (none) return ctx.set_output(0, x.reshape(shape(out_dims)));
+    if (x.num_elements() == 0 && shape(out_dims).num_elements() == 0) {
+      ctx.allocate_output(0, shape(out_dims));
+      return;
+    }
+    ctx.set_output(0, reduce_axes(g, Op, t_, x, reduced).reshape(shape(out_dims)));
+  }
+  launch::elem t_;
+  bool keep_dims_;
+};
+
+template <bool Max>
+struct gpu_arg_reduce final : op_kernel {
+  explicit gpu_arg_reduce(const node& n) : t_(elem_of(n.input_dtype(0), n)), int64_(n.output_dtype(0) == dtype::int64) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    if (x.rank() == 0) fail(error_code::invalid_argument, "input must have rank at least 1");
+    const auto axes = host_ints(ctx, 1, "dimension");
+    if (axes.size() != 1) fail(error_code::invalid_argument, "dimension must be a scalar, got ", axes.size(), " values");
+    const int axis = canonical_gpu_axis(axes[0], x.rank(), "dimension");
+    const std::int64_t n = x.shape()[axis];
+    if (n == 0) fail(error_code::invalid_argument, "cannot take the extremum of an empty dimension (input ", x.shape(), ")");
+    std::vector<std::int64_t> out_dims;
+    std::int64_t outer = 1, inner = 1;
+    for (int d = 0; d < x.rank(); ++d) {
+      if (d == axis) continue;
+      out_dims.push_back(x.shape()[d]);
+      (d < axis ? outer : inner) *= x.shape()[d];
+    }
+    tensor& y = ctx.allocate_output(0, shape(out_dims));
+    launch::arg_reduce_op(Max, t_, x.raw_data(), y.raw_data(), int64_, outer, n, inner, gpu_of(ctx.device()).stream());
+    launched(Max ? "ArgMax" : "ArgMin");
+  }
+  launch::elem t_;
+  bool int64_;
+};
+
+// ---- matrix products (cuBLAS) ----
+
+inline cudaDataType_t cuda_type_of(dtype t) {
+  switch (t) {
+    case dtype::float16: return CUDA_R_16F;
+    case dtype::bfloat16: return CUDA_R_16BF;
+    case dtype::float32: return CUDA_R_32F;
+    case dtype::float64: return CUDA_R_64F;
+    default: fail(error_code::unimplemented, t, " matrix products are not supported on the GPU");
+  }
+}
+
+// C [m, n] = op(A) op(B), all row-major, through column-major cuBLAS: C^T = op(B)^T op(A)^T.
+// lda, ldb: the stored rows' lengths. batch > 1: strided batches.
+inline void gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+                 std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, void* c,
+                 std::int64_t batch = 1, std::int64_t stride_a = 0, std::int64_t stride_b = 0, std::int64_t stride_c = 0) {
+  const cudaDataType_t type = cuda_type_of(t);
+  const bool f64 = t == dtype::float64;
+  const float one_f = 1, zero_f = 0;
+  const double one_d = 1, zero_d = 0;
+  const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
+  const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  for (std::int64_t v : {m, n, k, lda, ldb, batch})
+    if (v > std::numeric_limits<int>::max())
+      fail(error_code::unimplemented, "a matrix product with a dim of ", v, " (cuBLAS takes at most 2^31 - 1)");
+  const library_call call(g);
+  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  if (batch == 1) {
+    check(cublasGemmEx(g.blas(), op_b, op_a, N, M, K, alpha, b, type, static_cast<int>(ldb), a, type,
+                       static_cast<int>(lda), beta, c, type, N, compute, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+  } else {
+    check(cublasGemmStridedBatchedEx(g.blas(), op_b, op_a, N, M, K, alpha, b, type, static_cast<int>(ldb), stride_b, a,
+                                     type, static_cast<int>(lda), stride_a, beta, c, type, N, stride_c,
+                                     static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
+  }
+}
+
+struct gpu_matmul final : op_kernel {
+  explicit gpu_matmul(const node& n)
+      : t_(n.output_dtype(0)), transpose_a_(n.attr<bool>("transpose_a")), transpose_b_(n.attr<bool>("transpose_b")) {
+    (void)cuda_type_of(t_);
+  }
+  void compute(kernel_context& ctx) const override {
+    const tensor a = device_input(ctx, 0), b = device_input(ctx, 1);
+    if (a.rank() != 2 || b.rank() != 2)
+      fail(error_code::invalid_argument, "MatMul takes matrices, got shapes ", a.shape(), " and ", b.shape());
+    const std::int64_t m = transpose_a_ ? a.shape()[1] : a.shape()[0], k = transpose_a_ ? a.shape()[0] : a.shape()[1];
+    const std::int64_t k2 = transpose_b_ ? b.shape()[1] : b.shape()[0], n = transpose_b_ ? b.shape()[0] : b.shape()[1];
+    if (k != k2)
+      fail(error_code::invalid_argument, "the inner dims of ", a.shape(), transpose_a_ ? "^T" : "", " and ", b.shape(),
+           transpose_b_ ? "^T" : "", " differ");
+    tensor& c = ctx.allocate_output(0, shape{m, n});
+    if (c.num_elements() == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    if (k == 0) {
+      const current_device here(g.ordinal());
+      check(cudaMemsetAsync(c.raw_data(), 0, c.bytes(), g.stream()), "cudaMemsetAsync");
+      return;
+    }
+    gemm(g, t_, transpose_a_, transpose_b_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(), b.shape()[1], c.raw_data());
+  }
+  dtype t_;
+  bool transpose_a_, transpose_b_;
+};
+
+// BatchMatMulV2: batch dims broadcast only when equal or absent on one side (the common
+// cases); other broadcasts are an unimplemented error on the GPU.
+struct gpu_batch_matmul final : op_kernel {
+  explicit gpu_batch_matmul(const node& n) : t_(n.output_dtype(0)), adj_x_(n.attr<bool>("adj_x")), adj_y_(n.attr<bool>("adj_y")) {
+    (void)cuda_type_of(t_);
+  }
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0), y = device_input(ctx, 1);
+    if (x.rank() < 2 || y.rank() < 2)
+      fail(error_code::invalid_argument, "BatchMatMulV2 takes tensors of rank 2 or more, got ", x.shape(), " and ", y.shape());
+    const auto& xs = x.shape().dims();
+    const auto& ys = y.shape().dims();
+    const std::vector<std::int64_t> xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
+    const std::int64_t xr = xs[xs.size() - 2], xc = xs.back(), yr = ys[ys.size() - 2], yc = ys.back();
+    const std::int64_t m = adj_x_ ? xc : xr, k = adj_x_ ? xr : xc, k2 = adj_y_ ? yc : yr, n = adj_y_ ? yr : yc;
+    if (k != k2) fail(error_code::invalid_argument, "the inner dims of ", x.shape(), " and ", y.shape(), " differ");
+    std::int64_t x_batch = shape(xb).num_elements(), y_batch = shape(yb).num_elements();
+    std::vector<std::int64_t> out = xb.size() >= yb.size() ? xb : yb;
+    if (!(xb == yb || x_batch == 1 || y_batch == 1))
+      fail(error_code::unimplemented, "BatchMatMulV2 on the GPU broadcasts batch dims only from a single matrix; got ",
+           x.shape(), " and ", y.shape());
+    if (x_batch == 1 && y_batch != 1) out = yb;
+    const std::int64_t batch = std::max(x_batch, y_batch);
+    out.push_back(m);
+    out.push_back(n);
+    tensor& c = ctx.allocate_output(0, shape(out));
+    if (c.num_elements() == 0) return;
+    const auto& g = gpu_of(ctx.device());
+    if (k == 0) {
+      const current_device here(g.ordinal());
+      check(cudaMemsetAsync(c.raw_data(), 0, c.bytes(), g.stream()), "cudaMemsetAsync");
+      return;
+    }
+    gemm(g, t_, adj_x_, adj_y_, m, n, k, x.raw_data(), xc, y.raw_data(), yc, c.raw_data(), batch,
+         x_batch == 1 ? 0 : xr * xc, y_batch == 1 ? 0 : yr * yc, m * n);
+  }
+  dtype t_;
+  bool adj_x_, adj_y_;
+};
+
+// ---- nn ----
+
+// The channel dim of a BiasAdd input: the last (NHWC) or the second (NCHW).
+inline int channel_dim(const std::string& format, const tensor& x) {
+  if (format == "NCHW") {
+    if (x.rank() < 2) fail(error_code::invalid_argument, "NCHW input must have rank at least 2, got ", x.shape());
+    return 1;
+  }
+  if (x.rank() < 1) fail(error_code::invalid_argument, "input must have rank at least 1, got a scalar");
+  return x.rank() - 1;
+}
+
+struct gpu_bias_add final : op_kernel {
+  explicit gpu_bias_add(const node& n) : t_(elem_of(n.output_dtype(0), n)), format_(n.attr<std::string>("data_format")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0), bias = device_input(ctx, 1);
+    const int c = channel_dim(format_, x);
+    if (bias.rank() != 1 || bias.shape()[0] != x.shape()[c])
+      fail(error_code::invalid_argument, "bias of shape ", bias.shape(), " does not match the channel dim of ", x.shape());
+    tensor& y = ctx.allocate_output(0, x.shape());
+    const auto& g = gpu_of(ctx.device());
+    if (c == x.rank() - 1) {
+      const std::int64_t channels = x.shape()[c];
+      launch::bias_add_op(t_, x.raw_data(), bias.raw_data(), y.raw_data(), channels ? x.num_elements() / channels : 0,
+                          channels, g.stream());
+    } else {
+      std::vector<std::int64_t> as(static_cast<std::size_t>(x.rank() - c), 1);
+      as[0] = x.shape()[c];
+      const shape bias_shape(as);
+      launch::binary_op(launch::binary::add, t_, x.raw_data(), bias.raw_data(), y.raw_data(), y.num_elements(),
+                        plan_for({&x.shape(), &bias_shape}, x.shape()), g.stream());
+    }
+    launched("BiasAdd");
+  }
+  launch::elem t_;
+  std::string format_;
+};
+
+struct gpu_bias_add_grad final : op_kernel {
+  explicit gpu_bias_add_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), format_(n.attr<std::string>("data_format")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor d = device_input(ctx, 0);
+    const int c = channel_dim(format_, d);
+    std::vector<bool> reduced(static_cast<std::size_t>(d.rank()), true);
+    reduced[static_cast<std::size_t>(c)] = false;
+    const auto& g = gpu_of(ctx.device());
+    if (d.num_elements() == 0) {
+      tensor& out = ctx.allocate_output(0, shape{d.shape()[c]});
+      const current_device here(g.ordinal());
+      check(cudaMemsetAsync(out.raw_data(), 0, out.bytes(), g.stream()), "cudaMemsetAsync");
+      return;
+    }
+    ctx.set_output(0, reduce_axes(g, launch::reduction::sum, t_, d, reduced));
+  }
+  launch::elem t_;
+  std::string format_;
+};
+
+template <bool Log>
+struct gpu_softmax final : op_kernel {
+  explicit gpu_softmax(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    if (x.rank() < 1) fail(error_code::invalid_argument, "logits must have rank at least 1, got a scalar");
+    const std::int64_t classes = x.shape()[x.rank() - 1];
+    tensor& y = ctx.allocate_output(0, x.shape());
+    launch::softmax_op(Log, t_, x.raw_data(), y.raw_data(), classes ? x.num_elements() / classes : 0, classes,
+                       gpu_of(ctx.device()).stream());
+    launched(Log ? "LogSoftmax" : "Softmax");
+  }
+  launch::elem t_;
+};
+
+struct gpu_sparse_xent final : op_kernel {
+  explicit gpu_sparse_xent(const node& n)
+      : t_(elem_of(n.output_dtype(0), n)),
+        labels64_(n.input_dtype(1) == dtype::int64),
+        message_(n.describe() + ": a label is outside the valid range [0, classes): ") {}
+  void compute(kernel_context& ctx) const override {
+    const tensor f = device_input(ctx, 0), l = device_input(ctx, 1);
+    if (f.rank() != 2) fail(error_code::invalid_argument, "features must be a matrix, got shape ", f.shape());
+    if (l.rank() != 1 || l.shape()[0] != f.shape()[0])
+      fail(error_code::invalid_argument, "labels must be a vector of the batch size ", f.shape()[0], ", got shape ", l.shape());
+    const std::int64_t rows = f.shape()[0], classes = f.shape()[1];
+    if (classes == 0 && rows > 0) fail(error_code::invalid_argument, "features have no classes (shape ", f.shape(), ")");
+    tensor& loss = ctx.allocate_output(0, shape{rows});
+    tensor& backprop = ctx.allocate_output(1, f.shape());
+    const auto& g = gpu_of(ctx.device());
+    launch::sparse_xent_op(t_, f.raw_data(), l.raw_data(), labels64_, loss.raw_data(), backprop.raw_data(), rows, classes,
+                           g.errors().claim(message_), g.stream());
+    launched("SparseSoftmaxCrossEntropyWithLogits");
+  }
+  launch::elem t_;
+  bool labels64_;
+  std::string message_;
+};
+
+// GatherV2(params, indices, axis) along axis 0.
+struct gpu_gather final : op_kernel {
+  explicit gpu_gather(const node& n)
+      : indices64_(n.input_dtype(1) == dtype::int64), message_(n.describe() + ": an index is out of range: ") {}
+  void compute(kernel_context& ctx) const override {
+    const tensor params = device_input(ctx, 0), indices = device_input(ctx, 1);
+    const auto axis = host_ints(ctx, 2, "axis");
+    if (axis.size() != 1) fail(error_code::invalid_argument, "axis must be a scalar");
+    if (params.rank() < 1) fail(error_code::invalid_argument, "params must have rank at least 1");
+    if (canonical_gpu_axis(axis[0], params.rank(), "axis") != 0)
+      fail(error_code::unimplemented, "GatherV2 on the GPU gathers along axis 0 only, got axis ", axis[0]);
+    std::vector<std::int64_t> out = indices.shape().dims();
+    out.insert(out.end(), params.shape().dims().begin() + 1, params.shape().dims().end());
+    tensor& y = ctx.allocate_output(0, shape(out));
+    const std::int64_t rows = params.shape()[0];
+    const std::int64_t row_bytes = rows ? static_cast<std::int64_t>(params.bytes()) / rows : 0;
+    if (indices.num_elements() > 0 && rows == 0)
+      fail(error_code::invalid_argument, "gathering from params of shape ", params.shape(), ", which has no rows");
+    const auto& g = gpu_of(ctx.device());
+    launch::gather_rows_op(params.raw_data(), indices.raw_data(), indices64_, y.raw_data(), indices.num_elements(), rows,
+                           row_bytes, g.errors().claim(message_), g.stream());
+    launched("GatherV2");
+  }
+  bool indices64_;
+  std::string message_;
+};
+
+// ---- optimizers: in place, with a device copy of a value still read elsewhere ----
+
+enum class optimizer { gradient_descent, momentum, adam };
+
+template <optimizer O>
+struct gpu_apply final : op_kernel {
+  static constexpr int refs = O == optimizer::gradient_descent ? 1 : O == optimizer::momentum ? 2 : 3;
+  explicit gpu_apply(const node& n)
+      : t_(elem_of(n.output_dtype(0), n)),
+        nesterov_(O != optimizer::gradient_descent && n.attrs().find("use_nesterov") && n.attr<bool>("use_nesterov")) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<std::shared_ptr<resource_variable>> held;
+    std::vector<resource_variable*> vars;
+    for (int i = 0; i < refs; ++i) {
+      held.push_back(ctx.input_ref_shared(i));
+      vars.push_back(held.back().get());
+    }
+    std::vector<tensor> in;  // the other inputs, on the device
+    for (int i = refs; i < ctx.num_inputs(); ++i) in.push_back(device_input(ctx, i));
+    const auto& g = gpu_of(ctx.device());
+    resource_variable::update_in_place(
+        vars,
+        [&](const std::vector<tensor*>& v) {
+          const shape& s = v[0]->shape();
+          for (int i = 1; i < refs; ++i)
+            if (v[static_cast<std::size_t>(i)]->shape() != s)
+              fail(error_code::invalid_argument, "slot ", i, " of shape ", v[static_cast<std::size_t>(i)]->shape(),
+                   " does not match the variable's shape ", s);
+          const tensor& grad = O == optimizer::momentum ? in[1] : in.back();
+          if (grad.shape() != s)
+            fail(error_code::invalid_argument, "the gradient of shape ", grad.shape(), " does not match the variable's shape ", s);
+          for (std::size_t i = 0; i < in.size(); ++i)
+            if (&in[i] != &grad && in[i].num_elements() != 1)
+              fail(error_code::invalid_argument, "hyperparameter input ", refs + static_cast<int>(i), " must be a scalar, got shape ",
+                   in[i].shape());
+          for (tensor* t : v)
+            if (t->memory_space() == memory_space::host) *t = g.copy_from_host(*t);
+          const std::int64_t n = s.num_elements();
+          if constexpr (O == optimizer::gradient_descent)
+            launch::apply_gradient_descent_op(t_, v[0]->raw_data(), in[0].raw_data(), grad.raw_data(), n, g.stream());
+          else if constexpr (O == optimizer::momentum)
+            launch::apply_momentum_op(t_, v[0]->raw_data(), v[1]->raw_data(), in[0].raw_data(), grad.raw_data(),
+                                      in[2].raw_data(), nesterov_, n, g.stream());
+          else
+            launch::apply_adam_op(t_, v[0]->raw_data(), v[1]->raw_data(), v[2]->raw_data(), in[0].raw_data(),
+                                  in[1].raw_data(), in[2].raw_data(), in[3].raw_data(), in[4].raw_data(), in[5].raw_data(),
+                                  grad.raw_data(), nesterov_, n, g.stream());
+          launched(ctx.node().op().c_str());
+        },
+        [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
+    ctx.set_output_ref(0, std::move(held[0]));
+  }
+  launch::elem t_;
+  bool nesterov_;
+};
+
+// ---- registration ----
+
+template <class K>
+bool register_gpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
+  return kernel_registry::global().add(std::move(op), "GPU", std::move(constraint), &make_kernel<K>);
+}
+template <class K>
+void register_gpu_kernel_for(const char* op, const char* attr, const std::vector<dtype>& types) {
+  for (dtype t : types) register_gpu_kernel<K>(op, {attr, t});
+}
+
+// Registers the op families these kernels belong to and every GPU kernel, once.
+inline bool register_gpu_kernels() {
+  static const bool done = [] {
+    ops::register_math_ops();
+    ops::register_array_ops();
+    ops::register_matrix_ops();
+    ops::register_nn_ops();
+    ops::register_reduction_ops();
+    ops::register_state_ops();
+    ops::register_training_ops();
+    const std::vector<dtype> floats = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64};
+    const std::vector<dtype> signed_numbers = {dtype::float16, dtype::bfloat16, dtype::float32,
+                                                             dtype::float64, dtype::int32, dtype::int64};
+    const std::vector<dtype> numbers = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
+                                                      dtype::int32,   dtype::int64,    dtype::uint8};
+    const std::vector<dtype> everything = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
+                                                         dtype::int32,   dtype::int64,    dtype::uint8,   dtype::boolean};
+    using U = launch::unary;
+    using B = launch::binary;
+    register_gpu_kernel<gpu_no_op>("NoOp");
+    register_gpu_kernel<gpu_identity>("Identity");
+    register_gpu_kernel<gpu_placeholder>("Placeholder");
+    register_gpu_kernel<gpu_const>("Const");
+    register_gpu_kernel<gpu_shape>("Shape");
+    register_gpu_kernel<gpu_size>("Size");
+    register_gpu_kernel<gpu_rank>("Rank");
+    register_gpu_kernel<gpu_reduced_shape>("ReducedShape");
+    register_gpu_kernel<gpu_reshape>("Reshape");
+    register_gpu_kernel<gpu_variable>("Variable");
+    register_gpu_kernel<gpu_assign>("Assign");
+    register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", signed_numbers);
+    register_gpu_kernel_for<gpu_unary<U::abs>>("Abs", "T", signed_numbers);
+    register_gpu_kernel_for<gpu_unary<U::square>>("Square", "T", numbers);
+    register_gpu_kernel_for<gpu_unary<U::relu>>("Relu", "T", numbers);
+    register_gpu_kernel_for<gpu_unary<U::sqrt>>("Sqrt", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::rsqrt>>("Rsqrt", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::exp>>("Exp", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::log>>("Log", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::tanh>>("Tanh", "T", floats);
+    register_gpu_kernel_for<gpu_unary<U::sigmoid>>("Sigmoid", "T", floats);
+    register_gpu_kernel<gpu_unary<U::logical_not>>("LogicalNot");
+    register_gpu_kernel_for<gpu_binary<B::add>>("Add", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::sub>>("Sub", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::mul>>("Mul", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::div>>("Div", "T", floats);  // integer division's check by zero is the CPU's
+    register_gpu_kernel_for<gpu_binary<B::pow>>("Pow", "T", floats);
+    register_gpu_kernel_for<gpu_binary<B::maximum>>("Maximum", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::minimum>>("Minimum", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::relu_grad>>("ReluGrad", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::greater>>("Greater", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::greater_equal>>("GreaterEqual", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::less>>("Less", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::less_equal>>("LessEqual", "T", numbers);
+    register_gpu_kernel_for<gpu_binary<B::equal>>("Equal", "T", everything);
+    register_gpu_kernel_for<gpu_binary<B::not_equal>>("NotEqual", "T", everything);
+    register_gpu_kernel<gpu_binary<B::logical_and>>("LogicalAnd");
+    register_gpu_kernel<gpu_binary<B::logical_or>>("LogicalOr");
+    register_gpu_kernel_for<gpu_select_v2>("SelectV2", "T", everything);
+    register_gpu_kernel_for<gpu_cast>("Cast", "SrcT", everything);
+    register_gpu_kernel_for<gpu_fill>("Fill", "T", everything);
+    register_gpu_kernel_for<gpu_broadcast_to>("BroadcastTo", "T", everything);
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::sum>>("Sum", "T", numbers);
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::mean>>("Mean", "T", numbers);
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::prod>>("Prod", "T", numbers);
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::max>>("Max", "T", numbers);
+    register_gpu_kernel_for<gpu_reduce<launch::reduction::min>>("Min", "T", numbers);
+    register_gpu_kernel_for<gpu_arg_reduce<true>>("ArgMax", "T", numbers);
+    register_gpu_kernel_for<gpu_arg_reduce<false>>("ArgMin", "T", numbers);
+    register_gpu_kernel_for<gpu_matmul>("MatMul", "T", floats);
+    register_gpu_kernel_for<gpu_batch_matmul>("BatchMatMulV2", "T", floats);
+    register_gpu_kernel_for<gpu_bias_add>("BiasAdd", "T", floats);
+    register_gpu_kernel_for<gpu_bias_add_grad>("BiasAddGrad", "T", floats);
+    register_gpu_kernel_for<gpu_softmax<false>>("Softmax", "T", floats);
+    register_gpu_kernel_for<gpu_softmax<true>>("LogSoftmax", "T", floats);
+    register_gpu_kernel_for<gpu_sparse_xent>("SparseSoftmaxCrossEntropyWithLogits", "T", floats);
+    register_gpu_kernel<gpu_gather>("GatherV2");
+    register_gpu_kernel_for<gpu_apply<optimizer::gradient_descent>>("ApplyGradientDescent", "T", floats);
+    register_gpu_kernel_for<gpu_apply<optimizer::momentum>>("ApplyMomentum", "T", floats);
+    register_gpu_kernel_for<gpu_apply<optimizer::adam>>("ApplyAdam", "T", floats);
+    return true;
+  }();
+  return done;
+}
+
+}  // namespace weft::cuda

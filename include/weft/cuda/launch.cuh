@@ -1,0 +1,627 @@
+// The definitions of weft/cuda/launch.hpp's entry points: CUDA kernels of weft's own and
+// CUB's reductions. Compile it in ONE .cu file of a program, with nvcc (the CMake target
+// weft_cuda_kernels of the weft::cuda component does; tests/support/cuda_kernels.cu is the
+// build tree's). It includes nothing of weft but launch.hpp (DESIGN.md §2: nvcc does not
+// parse the DSL's headers).
+//
+// Arithmetic on float16 and bfloat16 is done in float32 (loaded, computed, rounded back), as
+// TensorFlow's GPU kernels and Eigen's do; sums of them accumulate in float32, of float32
+// in float32, of float64 in float64.
+#pragma once
+
+#ifndef __CUDACC__
+#error "weft/cuda/launch.cuh is compiled by nvcc: include it from one .cu file (other files include weft/cuda/launch.hpp)"
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/std/limits>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include <weft/cuda/launch.hpp>
+
+namespace weft::cuda::launch {
+namespace kernels {
+
+// ---- element types: what each stores and what it computes in ----
+template <class T> struct compute { using type = T; };
+template <> struct compute<__half> { using type = float; };
+template <> struct compute<__nv_bfloat16> { using type = float; };
+template <class T> using compute_t = typename compute<T>::type;
+
+template <class T> __device__ __forceinline__ compute_t<T> load(T x) { return static_cast<compute_t<T>>(x); }
+template <> __device__ __forceinline__ float load(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ float load(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class T, class C> __device__ __forceinline__ T store(C x) { return static_cast<T>(x); }
+template <> __device__ __forceinline__ __half store<__half, float>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16, float>(float x) { return __float2bfloat16_rn(x); }
+
+// Blocks of 256 threads, at most 4096 blocks: grid-stride loops cover the rest.
+constexpr int threads = 256;
+inline unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : b > 4096 ? 4096 : b);
+}
+#define WEFT_GRID_LOOP(i, n) \
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < (n); i += std::int64_t{blockDim.x} * gridDim.x)
+
+// Calls f with a value of each element type.
+template <class F>
+void dispatch(elem t, F&& f) {
+  switch (t) {
+    case elem::f16: return f(__half{});
+    case elem::bf16: return f(__nv_bfloat16{});
+    case elem::f32: return f(float{});
+    case elem::f64: return f(double{});
+    case elem::i32: return f(std::int32_t{});
+    case elem::i64: return f(std::int64_t{});
+    case elem::u8: return f(std::uint8_t{});
+    case elem::boolean: return f(bool{});
+  }
+}
+template <class T> inline constexpr bool is_float = !std::is_integral_v<T>;
+
+// ---- unary ----
+template <unary Op, class C>
+__device__ __forceinline__ C apply_unary(C x) {
+  if constexpr (Op == unary::neg) return -x;
+  else if constexpr (Op == unary::abs) {
+    if constexpr (std::is_unsigned_v<C>) return x;
+    else return x < C(0) ? -x : x;
+  }
+  else if constexpr (Op == unary::square) return x * x;
+  else if constexpr (Op == unary::sqrt) return sqrt(x);
+  else if constexpr (Op == unary::rsqrt) return C(1) / sqrt(x);
+  else if constexpr (Op == unary::exp) return exp(x);
+  else if constexpr (Op == unary::log) return log(x);
+  else if constexpr (Op == unary::tanh) return tanh(x);
+  else if constexpr (Op == unary::sigmoid) return C(1) / (C(1) + exp(-x));
+  else if constexpr (Op == unary::relu) return x > C(0) ? x : C(0);
+  else if constexpr (Op == unary::logical_not) return !x;
+  else if constexpr (std::is_unsigned_v<C>) return C(x > C(0));  // sign
+  else return C((x > C(0)) - (x < C(0)));
+}
+
+template <unary Op, class T>
+__global__ void unary_kernel(const T* x, T* y, std::int64_t n) {
+  WEFT_GRID_LOOP(i, n) y[i] = store<T>(apply_unary<Op>(load(x[i])));
+}
+
+template <unary Op>
+void unary_typed(elem t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
+  dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    constexpr bool float_only = Op == unary::sqrt || Op == unary::rsqrt || Op == unary::exp || Op == unary::log ||
+                                Op == unary::tanh || Op == unary::sigmoid;
+    if constexpr (std::is_same_v<T, bool> != (Op == unary::logical_not)) return;
+    else if constexpr (float_only && !is_float<T>) return;
+    else unary_kernel<Op, T><<<blocks_for(n), threads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+}
+
+// ---- binary, broadcast ----
+template <binary Op, class C>
+__device__ __forceinline__ auto apply_binary(C a, C b) {
+  if constexpr (Op == binary::add) return a + b;
+  else if constexpr (Op == binary::sub) return a - b;
+  else if constexpr (Op == binary::mul) return a * b;
+  else if constexpr (Op == binary::div) {
+    if constexpr (std::is_integral_v<C>) return b == C(0) ? C(0) : a / b;  // the CPU kernel's check is a host error
+    else return a / b;
+  } else if constexpr (Op == binary::pow) {
+    if constexpr (std::is_integral_v<C>) {
+      C r = 1, base = a;
+      for (C e = b; e > 0; e >>= 1, base *= base)
+        if (e & 1) r *= base;
+      if constexpr (std::is_signed_v<C>) return b < 0 ? C(0) : r;
+      else return r;
+    } else {
+      return C(pow(a, b));
+    }
+  } else if constexpr (Op == binary::maximum) return a > b ? a : b;
+  else if constexpr (Op == binary::minimum) return a < b ? a : b;
+  else if constexpr (Op == binary::squared_difference) return (a - b) * (a - b);
+  else if constexpr (Op == binary::relu_grad) return b > C(0) ? a : C(0);
+  else if constexpr (Op == binary::tanh_grad) return b * (C(1) - a * a);
+  else if constexpr (Op == binary::sigmoid_grad) return b * a * (C(1) - a);
+  else if constexpr (Op == binary::greater) return a > b;
+  else if constexpr (Op == binary::greater_equal) return a >= b;
+  else if constexpr (Op == binary::less) return a < b;
+  else if constexpr (Op == binary::less_equal) return a <= b;
+  else if constexpr (Op == binary::equal) return a == b;
+  else if constexpr (Op == binary::not_equal) return a != b;
+  else if constexpr (Op == binary::logical_and) return a && b;
+  else return a || b;  // logical_or
+}
+
+// The offset of element i of the output in operand k.
+__device__ __forceinline__ std::int64_t offset_of(const broadcast_plan& p, int k, std::int64_t i) {
+  std::int64_t off = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    const std::int64_t q = i / p.dims[d];
+    off += (i - q * p.dims[d]) * p.stride[k][d];
+    i = q;
+  }
+  return off;
+}
+
+template <binary Op, class T, class R>
+__global__ void binary_kernel(const T* a, const T* b, R* z, std::int64_t n, broadcast_plan p) {
+  if (p.same_shape) {
+    WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[i]), load(b[i])));
+  } else {
+    WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[offset_of(p, 0, i)]), load(b[offset_of(p, 1, i)])));
+  }
+}
+
+template <binary Op>
+void binary_typed(elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& p, cudaStream_t s) {
+  dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    constexpr bool logical = Op == binary::logical_and || Op == binary::logical_or;
+    constexpr bool float_only = Op == binary::tanh_grad || Op == binary::sigmoid_grad;
+    constexpr bool any_type = Op == binary::equal || Op == binary::not_equal;
+    if constexpr (!any_type && std::is_same_v<T, bool> != logical) return;
+    else if constexpr (float_only && !is_float<T>) return;
+    else {
+      using R = std::conditional_t<returns_bool(Op), bool, T>;
+      binary_kernel<Op, T, R><<<blocks_for(n), threads, 0, s>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                 static_cast<R*>(z), n, p);
+    }
+  });
+}
+
+template <class T>
+__global__ void select_kernel(const bool* c, const T* a, const T* b, T* out, std::int64_t n, broadcast_plan p) {
+  if (p.same_shape) {
+    WEFT_GRID_LOOP(i, n) out[i] = c[i] ? a[i] : b[i];
+  } else {
+    WEFT_GRID_LOOP(i, n) out[i] = c[offset_of(p, 0, i)] ? a[offset_of(p, 1, i)] : b[offset_of(p, 2, i)];
+  }
+}
+
+template <class From, class To>
+__global__ void cast_kernel(const From* x, To* y, std::int64_t n) {
+  WEFT_GRID_LOOP(i, n) {
+    if constexpr (std::is_same_v<To, bool>) y[i] = load(x[i]) != compute_t<From>(0);
+    else y[i] = store<To>(static_cast<compute_t<To>>(load(x[i])));
+  }
+}
+
+template <class T>
+__global__ void fill_kernel(const T* value, T* y, std::int64_t n) {
+  const T v = *value;
+  WEFT_GRID_LOOP(i, n) y[i] = v;
+}
+
+template <class T>
+__global__ void broadcast_kernel(const T* x, T* y, std::int64_t n, broadcast_plan p) {
+  WEFT_GRID_LOOP(i, n) y[i] = x[offset_of(p, 0, i)];
+}
+
+// Records bad input in an error slot (launch.hpp): the value, then the flag, each visible to
+// the host once the kernel is done.
+__device__ __forceinline__ void report(std::int64_t* slot, std::int64_t value) {
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(slot), 0ull, 2ull) == 0ull) {  // the first report wins
+    slot[1] = value;
+    __threadfence_system();
+    atomicExch(reinterpret_cast<unsigned long long*>(slot), 1ull);
+  }
+}
+
+// ---- reductions over the middle dim of [outer, reduce, inner] ----
+template <reduction Op, class A>
+__device__ __forceinline__ A combine(A a, A b) {
+  if constexpr (Op == reduction::sum || Op == reduction::mean) return a + b;
+  else if constexpr (Op == reduction::prod) return a * b;
+  else if constexpr (Op == reduction::max) return b > a ? b : a;
+  else return b < a ? b : a;
+}
+template <reduction Op, class A>
+__device__ __forceinline__ A identity() {
+  if constexpr (Op == reduction::sum || Op == reduction::mean) return A(0);
+  else if constexpr (Op == reduction::prod) return A(1);
+  else if constexpr (Op == reduction::max) {
+    if constexpr (std::is_integral_v<A>) return ::cuda::std::numeric_limits<A>::lowest();
+    else return -INFINITY;
+  } else {
+    if constexpr (std::is_integral_v<A>) return ::cuda::std::numeric_limits<A>::max();
+    else return INFINITY;
+  }
+}
+// The mean of `count` elements summing to `sum`: NaN of none (0 for integers).
+template <class A>
+__device__ __forceinline__ A mean_of(A sum, std::int64_t count) {
+  if (count == 0) {
+    if constexpr (std::is_integral_v<A>) return A(0);
+    else return A(NAN);
+  }
+  return sum / A(count);
+}
+// float for the 16-bit floats, the type itself otherwise.
+template <class T> using accumulate_t = compute_t<T>;
+
+// One block per output row of the inner == 1 case: its threads stride over the row, then
+// combine in shared memory.
+template <reduction Op, class T>
+__global__ void reduce_rows_kernel(const T* x, T* y, std::int64_t outer, std::int64_t reduce) {
+  using A = accumulate_t<T>;
+  __shared__ A partial[threads];
+  for (std::int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
+    A acc = identity<Op, A>();
+    for (std::int64_t r = threadIdx.x; r < reduce; r += blockDim.x) acc = combine<Op>(acc, A(load(x[row * reduce + r])));
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = threads / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) partial[threadIdx.x] = combine<Op>(partial[threadIdx.x], partial[threadIdx.x + half]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      A r = partial[0];
+      if constexpr (Op == reduction::mean) r = mean_of(r, reduce);
+      y[row] = store<T>(compute_t<T>(r));
+    }
+    __syncthreads();
+  }
+}
+
+// A thread per output element of the inner > 1 case: consecutive threads read consecutive
+// elements of each row.
+template <reduction Op, class T>
+__global__ void reduce_columns_kernel(const T* x, T* y, std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
+  using A = accumulate_t<T>;
+  WEFT_GRID_LOOP(i, outer * inner) {
+    const std::int64_t o = i / inner, c = i - o * inner;
+    const T* p = x + o * reduce * inner + c;
+    A acc = identity<Op, A>();
+    for (std::int64_t r = 0; r < reduce; ++r) acc = combine<Op>(acc, A(load(p[r * inner])));
+    if constexpr (Op == reduction::mean) acc = mean_of(acc, reduce);
+    y[i] = store<T>(compute_t<T>(acc));
+  }
+}
+
+template <class T, class I>
+__global__ void arg_reduce_kernel(bool max, const T* x, I* y, std::int64_t outer, std::int64_t n, std::int64_t inner) {
+  WEFT_GRID_LOOP(i, outer * inner) {
+    const std::int64_t o = i / inner, c = i - o * inner;
+    const T* p = x + o * n * inner + c;
+    std::int64_t best = 0;
+    auto best_value = load(p[0]);
+    for (std::int64_t r = 1; r < n; ++r) {
+      const auto v = load(p[r * inner]);
+      if (max ? v > best_value : v < best_value) best = r, best_value = v;
+    }
+    y[i] = static_cast<I>(best);
+  }
+}
+
+// ---- nn ----
+template <class T>
+__global__ void bias_add_kernel(const T* x, const T* bias, T* y, std::int64_t n, std::int64_t channels) {
+  WEFT_GRID_LOOP(i, n) y[i] = store<T>(load(x[i]) + load(bias[i % channels]));
+}
+
+// One block per row: the row's max, then the sum of exponentials, then the outputs.
+template <class T>
+__device__ void row_max_and_sum(const T* row, std::int64_t classes, float* shared, float& max_out, float& sum_out) {
+  float m = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) m = fmaxf(m, float(load(row[c])));
+  shared[threadIdx.x] = m;
+  __syncthreads();
+  for (int half = threads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + half]);
+    __syncthreads();
+  }
+  m = shared[0];
+  __syncthreads();
+  float s = 0;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) s += expf(float(load(row[c])) - m);
+  shared[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = threads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    __syncthreads();
+  }
+  s = shared[0];
+  __syncthreads();
+  max_out = m;
+  sum_out = s;
+}
+
+template <class T>
+__global__ void softmax_kernel(bool log_softmax, const T* logits, T* y, std::int64_t rows, std::int64_t classes) {
+  __shared__ float shared[threads];
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float m, s;
+    row_max_and_sum(logits + r * classes, classes, shared, m, s);
+    const float log_sum = logf(s);
+    for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      const float shifted = float(load(logits[r * classes + c])) - m;
+      y[r * classes + c] = store<T>(compute_t<T>(log_softmax ? shifted - log_sum : expf(shifted) / s));
+    }
+  }
+}
+
+template <class T, class L>
+__global__ void sparse_xent_kernel(const T* logits, const L* labels, T* loss, T* backprop, std::int64_t rows,
+                                   std::int64_t classes, std::int64_t* error) {
+  __shared__ float shared[threads];
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = logits + r * classes;
+    float m, s;
+    row_max_and_sum(row, classes, shared, m, s);
+    const std::int64_t label = static_cast<std::int64_t>(labels[r]);
+    const bool bad = label < 0 || label >= classes;
+    const float log_sum = logf(s);
+    for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      const float shifted = float(load(row[c])) - m;
+      const float p = expf(shifted) / s;
+      backprop[r * classes + c] = store<T>(compute_t<T>(bad ? NAN : p - (c == label ? 1.0f : 0.0f)));
+    }
+    if (threadIdx.x == 0) {
+      loss[r] = store<T>(compute_t<T>(bad ? NAN : log_sum - (float(load(row[label])) - m)));
+      if (bad) report(error, label);
+    }
+  }
+}
+
+// ---- training ----
+template <class T>
+__global__ void gradient_descent_kernel(T* var, const T* lr, const T* grad, std::int64_t n) {
+  const auto a = load(*lr);
+  WEFT_GRID_LOOP(i, n) var[i] = store<T>(load(var[i]) - a * load(grad[i]));
+}
+
+template <class T>
+__global__ void momentum_kernel(T* var, T* accum, const T* lr, const T* grad, const T* momentum, bool nesterov,
+                                std::int64_t n) {
+  const auto a = load(*lr), mu = load(*momentum);
+  WEFT_GRID_LOOP(i, n) {
+    const auto g = load(grad[i]);
+    const auto acc = mu * load(accum[i]) + g;
+    accum[i] = store<T>(acc);
+    var[i] = store<T>(load(var[i]) - (nesterov ? a * (g + mu * acc) : a * acc));
+  }
+}
+
+template <class T>
+__global__ void adam_kernel(T* var, T* m, T* v, const T* beta1_power, const T* beta2_power, const T* lr, const T* beta1,
+                            const T* beta2, const T* epsilon, const T* grad, bool nesterov, std::int64_t n) {
+  using C = compute_t<T>;
+  const C b1 = load(*beta1), b2 = load(*beta2), eps = load(*epsilon);
+  const C alpha = load(*lr) * C(sqrt(C(1) - load(*beta2_power))) / (C(1) - load(*beta1_power));
+  WEFT_GRID_LOOP(i, n) {
+    const C g = load(grad[i]);
+    const C mi = b1 * load(m[i]) + (C(1) - b1) * g;
+    const C vi = b2 * load(v[i]) + (C(1) - b2) * g * g;
+    m[i] = store<T>(mi);
+    v[i] = store<T>(vi);
+    const C step = nesterov ? b1 * mi + (C(1) - b1) * g : mi;
+    var[i] = store<T>(load(var[i]) - alpha * step / (C(sqrt(vi)) + eps));
+  }
+}
+
+// ---- gather ----
+template <class I>
+__global__ void gather_rows_kernel(const unsigned char* params, const I* indices, unsigned char* out, std::int64_t n,
+                                   std::int64_t rows, std::int64_t row_bytes, std::int64_t* error) {
+  WEFT_GRID_LOOP(i, n * row_bytes) {
+    const std::int64_t k = i / row_bytes, b = i - k * row_bytes;
+    const std::int64_t row = static_cast<std::int64_t>(indices[k]);
+    if (row < 0 || row >= rows) {
+      out[i] = 0;
+      if (b == 0) report(error, row);
+    } else {
+      out[i] = params[row * row_bytes + b];
+    }
+  }
+}
+
+}  // namespace kernels
+
+// ---- the entry points ----
+
+void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  using namespace kernels;
+  switch (op) {
+#define WEFT_UNARY(name) \
+  case unary::name: return unary_typed<unary::name>(t, x, y, n, s);
+    WEFT_UNARY(neg) WEFT_UNARY(abs) WEFT_UNARY(square) WEFT_UNARY(sqrt) WEFT_UNARY(rsqrt) WEFT_UNARY(exp)
+    WEFT_UNARY(log) WEFT_UNARY(tanh) WEFT_UNARY(sigmoid) WEFT_UNARY(relu) WEFT_UNARY(logical_not) WEFT_UNARY(sign)
+#undef WEFT_UNARY
+  }
+}
+
+void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& p,
+               cudaStream_t s) {
+  if (n <= 0) return;
+  using namespace kernels;
+  switch (op) {
+#define WEFT_BINARY(name) \
+  case binary::name: return binary_typed<binary::name>(t, a, b, z, n, p, s);
+    WEFT_BINARY(add) WEFT_BINARY(sub) WEFT_BINARY(mul) WEFT_BINARY(div) WEFT_BINARY(pow) WEFT_BINARY(maximum)
+    WEFT_BINARY(minimum) WEFT_BINARY(squared_difference) WEFT_BINARY(relu_grad) WEFT_BINARY(tanh_grad)
+    WEFT_BINARY(sigmoid_grad) WEFT_BINARY(greater) WEFT_BINARY(greater_equal) WEFT_BINARY(less)
+    WEFT_BINARY(less_equal) WEFT_BINARY(equal) WEFT_BINARY(not_equal) WEFT_BINARY(logical_and) WEFT_BINARY(logical_or)
+#undef WEFT_BINARY
+  }
+}
+
+void select_op(elem t, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
+               const broadcast_plan& p, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    kernels::select_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+        cond, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n, p);
+  });
+}
+
+void cast_op(elem from, elem to, const void* x, void* y, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(from, [&](auto f) {
+    kernels::dispatch(to, [&](auto g) {
+      using From = decltype(f);
+      using To = decltype(g);
+      kernels::cast_kernel<From, To><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const From*>(x),
+                                                                                         static_cast<To*>(y), n);
+    });
+  });
+}
+
+void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    kernels::fill_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const T*>(value), static_cast<T*>(y), n);
+  });
+}
+
+void broadcast_op(elem t, const void* x, void* y, std::int64_t n, const broadcast_plan& p, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    kernels::broadcast_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const T*>(x),
+                                                                                     static_cast<T*>(y), n, p);
+  });
+}
+
+void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce, std::int64_t inner,
+               cudaStream_t s) {
+  if (outer * inner <= 0) return;
+  using namespace kernels;
+  auto run = [&](auto op_tag) {
+    constexpr reduction Op = decltype(op_tag)::value;
+    dispatch(t, [&](auto v) {
+      using T = decltype(v);
+      if constexpr (std::is_same_v<T, bool>) return;
+      else if (inner == 1)
+        reduce_rows_kernel<Op, T><<<blocks_for(outer * threads), threads, 0, s>>>(static_cast<const T*>(x),
+                                                                                  static_cast<T*>(y), outer, reduce);
+      else
+        reduce_columns_kernel<Op, T><<<blocks_for(outer * inner), threads, 0, s>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), outer, reduce, inner);
+    });
+  };
+  switch (op) {
+    case reduction::sum: return run(std::integral_constant<reduction, reduction::sum>{});
+    case reduction::mean: return run(std::integral_constant<reduction, reduction::mean>{});
+    case reduction::max: return run(std::integral_constant<reduction, reduction::max>{});
+    case reduction::min: return run(std::integral_constant<reduction, reduction::min>{});
+    case reduction::prod: return run(std::integral_constant<reduction, reduction::prod>{});
+  }
+}
+
+void arg_reduce_op(bool max, elem t, const void* x, void* y, bool int64_out, std::int64_t outer, std::int64_t n,
+                   std::int64_t inner, cudaStream_t s) {
+  if (outer * inner <= 0 || n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_same_v<T, bool>) return;
+    else if (int64_out)
+      kernels::arg_reduce_kernel<T, std::int64_t><<<kernels::blocks_for(outer * inner), kernels::threads, 0, s>>>(
+          max, static_cast<const T*>(x), static_cast<std::int64_t*>(y), outer, n, inner);
+    else
+      kernels::arg_reduce_kernel<T, std::int32_t><<<kernels::blocks_for(outer * inner), kernels::threads, 0, s>>>(
+          max, static_cast<const T*>(x), static_cast<std::int32_t*>(y), outer, n, inner);
+  });
+}
+
+void bias_add_op(elem t, const void* x, const void* bias, void* y, std::int64_t rows, std::int64_t channels,
+                 cudaStream_t s) {
+  if (rows * channels <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_same_v<T, bool>) return;
+    else
+      kernels::bias_add_kernel<T><<<kernels::blocks_for(rows * channels), kernels::threads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<T*>(y), rows * channels, channels);
+  });
+}
+
+void softmax_op(bool log, elem t, const void* logits, void* y, std::int64_t rows, std::int64_t classes, cudaStream_t s) {
+  if (rows <= 0 || classes <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::softmax_kernel<T><<<kernels::blocks_for(rows * kernels::threads), kernels::threads, 0, s>>>(
+          log, static_cast<const T*>(logits), static_cast<T*>(y), rows, classes);
+  });
+}
+
+void sparse_xent_op(elem t, const void* logits, const void* labels, bool labels_int64, void* loss, void* backprop,
+                    std::int64_t rows, std::int64_t classes, std::int64_t* error, cudaStream_t s) {
+  if (rows <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else if (labels_int64)
+      kernels::sparse_xent_kernel<T, std::int64_t><<<kernels::blocks_for(rows * kernels::threads), kernels::threads, 0, s>>>(
+          static_cast<const T*>(logits), static_cast<const std::int64_t*>(labels), static_cast<T*>(loss),
+          static_cast<T*>(backprop), rows, classes, error);
+    else
+      kernels::sparse_xent_kernel<T, std::int32_t><<<kernels::blocks_for(rows * kernels::threads), kernels::threads, 0, s>>>(
+          static_cast<const T*>(logits), static_cast<const std::int32_t*>(labels), static_cast<T*>(loss),
+          static_cast<T*>(backprop), rows, classes, error);
+  });
+}
+
+void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* grad, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::gradient_descent_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<T*>(var), static_cast<const T*>(lr), static_cast<const T*>(grad), n);
+  });
+}
+
+void apply_momentum_op(elem t, void* var, void* accum, const void* lr, const void* grad, const void* momentum,
+                       bool nesterov, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::momentum_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<T*>(var), static_cast<T*>(accum), static_cast<const T*>(lr), static_cast<const T*>(grad),
+          static_cast<const T*>(momentum), nesterov, n);
+  });
+}
+
+void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power, const void* beta2_power, const void* lr,
+                   const void* beta1, const void* beta2, const void* epsilon, const void* grad, bool nesterov,
+                   std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto x) {
+    using T = decltype(x);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::adam_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<T*>(var), static_cast<T*>(m), static_cast<T*>(v), static_cast<const T*>(beta1_power),
+          static_cast<const T*>(beta2_power), static_cast<const T*>(lr), static_cast<const T*>(beta1),
+          static_cast<const T*>(beta2), static_cast<const T*>(epsilon), static_cast<const T*>(grad), nesterov, n);
+  });
+}
+
+void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t n,
+                    std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t s) {
+  if (n * row_bytes <= 0) return;
+  if (indices_int64)
+    kernels::gather_rows_kernel<std::int64_t><<<kernels::blocks_for(n * row_bytes), kernels::threads, 0, s>>>(
+        static_cast<const unsigned char*>(params), static_cast<const std::int64_t*>(indices),
+        static_cast<unsigned char*>(out), n, rows, row_bytes, error);
+  else
+    kernels::gather_rows_kernel<std::int32_t><<<kernels::blocks_for(n * row_bytes), kernels::threads, 0, s>>>(
+        static_cast<const unsigned char*>(params), static_cast<const std::int32_t*>(indices),
+        static_cast<unsigned char*>(out), n, rows, row_bytes, error);
+}
+
+}  // namespace weft::cuda::launch

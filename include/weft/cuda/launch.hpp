@@ -1,0 +1,98 @@
+// The GPU kernels' plain C++ entry points (DESIGN.md §2): declarations that any C++
+// compiler reads, defined by weft/cuda/launch.cuh, which one .cu file of a program compiles
+// with nvcc (the CMake component weft::cuda does it: weft_cuda_kernels). Each enqueues its
+// work on `stream` and returns; a launch failure is reported by the caller's
+// check(cudaGetLastError()). Element types are passed as elem codes, so this header
+// includes nothing of weft's and nvcc never parses the typed DSL.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace weft::cuda::launch {
+
+// The element types the GPU kernels take.
+enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean };
+
+enum class unary : int { neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign };
+
+enum class binary : int {
+  // z: the operands' type
+  add, sub, mul, div, pow, maximum, minimum, squared_difference,
+  relu_grad,     // a where b > 0, else 0 (ReluGrad(gradients, features))
+  tanh_grad,     // b * (1 - a^2)   (TanhGrad(y, dy))
+  sigmoid_grad,  // b * a * (1 - a) (SigmoidGrad(y, dy))
+  // z: bool
+  greater, greater_equal, less, less_equal, equal, not_equal, logical_and, logical_or,
+};
+inline constexpr bool returns_bool(binary op) noexcept { return op >= binary::greater; }
+
+// An error slot: two int64 in host memory the device writes through (mapped pinned memory,
+// gpu_device::error_slots): a kernel that meets bad input stores the offending value in [1],
+// then 1 in [0]; the host reads them when it next waits for the device.
+
+// Broadcasting, NumPy's: the output's dims, and each operand's element strides (0 along a
+// broadcast dim), at most 8 dims. rank 0 with same_shape: both operands have the output's
+// shape (no index arithmetic).
+struct broadcast_plan {
+  static constexpr int max_rank = 8;
+  int rank = 0;
+  bool same_shape = false;
+  std::int64_t dims[max_rank] = {};
+  std::int64_t stride[3][max_rank] = {};  // per operand (up to three: SelectV2)
+};
+
+// y = x broadcast to y's shape (BroadcastTo); operand 0 of the plan is x.
+void broadcast_op(elem t, const void* x, void* y, std::int64_t n, const broadcast_plan& plan, cudaStream_t stream);
+void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t stream);
+void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& plan,
+               cudaStream_t stream);
+// out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e.
+void select_op(elem t, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
+               const broadcast_plan& plan, cudaStream_t stream);
+// y = static_cast<to>(x).
+void cast_op(elem from, elem to, const void* x, void* y, std::int64_t n, cudaStream_t stream);
+// Every element of y set to *value (one element of type t, in device memory).
+void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t stream);
+
+// Reductions of x, seen as [outer, reduce, inner], to y of [outer, inner], in float for the
+// 16-bit types and double for float64. mean divides by `reduce`.
+enum class reduction : int { sum, mean, max, min, prod };
+void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce,
+               std::int64_t inner, cudaStream_t stream);
+// The index of the largest (or smallest) element along the middle dim of [outer, n, inner],
+// the first of equals, as int64 (or int32).
+void arg_reduce_op(bool max, elem t, const void* x, void* y, bool int64_out, std::int64_t outer, std::int64_t n,
+                   std::int64_t inner, cudaStream_t stream);
+
+// BiasAdd: y[r, c] = x[r, c] + bias[c] for [rows, channels] (NHWC's last dim).
+void bias_add_op(elem t, const void* x, const void* bias, void* y, std::int64_t rows, std::int64_t channels,
+                 cudaStream_t stream);
+
+// Softmax and log-softmax along the last dim of [rows, classes].
+void softmax_op(bool log, elem t, const void* logits, void* y, std::int64_t rows, std::int64_t classes,
+                cudaStream_t stream);
+// SparseSoftmaxCrossEntropyWithLogits: loss[r] = logsumexp(logits[r]) - logits[r, label[r]],
+// backprop[r] = softmax(logits[r]) - onehot(label[r]). A label outside [0, classes) gives NaN
+// for its row's loss and backprop (TensorFlow's GPU kernel does the same) and is reported in
+// `error` (an error slot: see below).
+void sparse_xent_op(elem t, const void* logits, const void* labels, bool labels_int64, void* loss, void* backprop,
+                    std::int64_t rows, std::int64_t classes, std::int64_t* error, cudaStream_t stream);
+
+// Training updates, in place on var (and the slots): see the ops' docs (ops/training_ops.hpp).
+// lr, beta1_power and the like are one element each in device memory.
+void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* grad, std::int64_t n,
+                               cudaStream_t stream);
+void apply_momentum_op(elem t, void* var, void* accum, const void* lr, const void* grad, const void* momentum,
+                       bool nesterov, std::int64_t n, cudaStream_t stream);
+void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power, const void* beta2_power,
+                   const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
+                   bool nesterov, std::int64_t n, cudaStream_t stream);
+
+// A row gather: out[i, :] = params[indices[i], :] for n rows of `row_bytes` bytes; an index
+// outside [0, rows) gives a row of zeros and is reported in `error`.
+void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t n,
+                    std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t stream);
+
+}  // namespace weft::cuda::launch

@@ -1,0 +1,297 @@
+// The CUDA component (issue 28). Cases tagged [host] need no GPU: what the GPU kernels'
+// host code computes (broadcast plans), their registration, and the errors of a machine
+// without a GPU. Cases tagged [gpu] run on a GPU: `weft_cuda_tests "[gpu]"` exits 77, which
+// CTest reports as skipped, where the CUDA runtime sees none (this project's build machines
+// have the toolkit but no driver). Each GPU kernel is checked against the CPU kernel on the
+// same inputs, drawn as the hardening test draws them (every dtype it admits, broadcasting,
+// empty and rank 0).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <weft/cuda/all.hpp>
+#include <weft/weft.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/helpers.hpp"
+#include "support/op_runner.hpp"
+
+using namespace weft;
+
+namespace cuda_test {
+
+bool have_gpu() { return cuda::gpus_available().count > 0; }
+
+// The elements of t as doubles (bool and integers too).
+std::vector<double> as_doubles(const tensor& t) {
+  const tensor d = t.dtype() == dtype::float64 ? t : [&] {
+    graph g;
+    auto& x = g.constant(t);
+    auto& c = g.op("Cast", {x}, {{"DstT", dtype::float64}});
+    session s(g);
+    return s.run({}, {c}).at(0);
+  }();
+  return d.to_vector<double>();
+}
+
+// Whether `got` (from the GPU) matches `want` (from the CPU): the same dtype and shape, and
+// values within the dtype's tolerance (float16 and bfloat16 compute in float32 on the GPU,
+// sums add in another order); NaN where the other has NaN.
+std::string difference(const tensor& got, const tensor& want) {
+  if (got.dtype() != want.dtype()) return "dtype " + std::string(name(got.dtype())) + " against " + std::string(name(want.dtype()));
+  if (got.shape() != want.shape()) {
+    std::ostringstream s;
+    s << "shape " << got.shape() << " against " << want.shape();
+    return s.str();
+  }
+  const double rtol = got.dtype() == dtype::float16 ? 1e-2 : got.dtype() == dtype::bfloat16 ? 2e-2
+                      : got.dtype() == dtype::float32 ? 1e-4 : 1e-9;
+  const auto g = as_doubles(got), w = as_doubles(want);
+  double scale = 1;
+  for (double v : w)
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(w[i]) && std::isnan(g[i])) continue;
+    if (g[i] == w[i]) continue;
+    if (std::abs(g[i] - w[i]) <= rtol * scale) continue;
+    return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " against " + std::to_string(w[i]);
+  }
+  return {};
+}
+
+// The dtypes the GPU kernels of `op` are registered for (none: the op has no GPU kernel).
+std::vector<dtype> gpu_dtypes(const std::string& op) {
+  std::vector<dtype> out;
+  for (dtype t : {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int32, dtype::int64,
+                  dtype::uint8, dtype::boolean}) {
+    const op_def* def = op_registry::global().find(op);
+    if (!def) continue;
+    const attr_def* type_attr = nullptr;
+    for (const auto& a : def->attrs)
+      if (a.kind == attr_kind::type && !type_attr) type_attr = &a;
+    const std::string attr = type_attr ? type_attr->name : "T";
+    if (kernel_registry::global().has(op, "GPU", {attr, t})) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace cuda_test
+
+using namespace cuda_test;
+
+// ---- without a GPU ----
+
+TEST_CASE("a machine without a GPU says why when a session asks for one", "[host]") {
+  if (have_gpu()) return;  // the [gpu] cases run there
+  graph g;
+  g.placeholder(dtype::float32, {3}, "x");
+  session_options o;
+  o.device_count = {{"GPU", 1}};
+  test::require_error([&] { session s(g, o); }, {"session_options::device_count asks for 1 GPU device; this machine has 0",
+                                                 "cudaGetDeviceCount"});
+  // Every GPU then: none, and a session without GPUs is untouched.
+  o.device_count = {{"GPU", -1}};
+  session s(g, o);
+  CHECK(s.devices().size() == 1);
+}
+
+TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host]") {
+  for (const char* op : {"MatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "Add", "Sub", "Mul", "Div", "Cast", "Fill",
+                         "Mean", "Sum", "ArgMax", "Equal", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam",
+                         "ApplyGradientDescent", "ApplyMomentum", "Reshape", "Shape", "Size", "ReducedShape",
+                         "BroadcastTo", "Variable", "Assign", "Identity", "NoOp", "Const", "Softmax", "Tanh", "Sigmoid",
+                         "GatherV2", "BatchMatMulV2"}) {
+    INFO(op);
+    CHECK(kernel_registry::global().has(op, "GPU"));
+  }
+  CHECK(gpu_dtypes("MatMul") == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
+  CHECK(gpu_dtypes("Add").size() == 7);
+  CHECK(gpu_dtypes("Conv2D").empty());  // not yet: soft placement runs it on the CPU
+}
+
+TEST_CASE("broadcast plans give each operand's offset of every output element", "[host]") {
+  // Against a naive index computation: output index -> each operand's index.
+  const std::vector<std::pair<shape, shape>> cases{
+      {shape{2, 3}, shape{3}}, {shape{4, 1, 5}, shape{3, 1}}, {shape{}, shape{2, 2}}, {shape{1}, shape{1, 1, 7}},
+      {shape{2, 1, 3, 1}, shape{1, 4, 1, 5}}, {shape{3, 4}, shape{3, 4}}};
+  for (const auto& [a, b] : cases) {
+    const shape out = *broadcast(a, b);
+    const auto plan = cuda::plan_for({&a, &b}, out);
+    INFO(a << " and " << b);
+    if (a == out && b == out) {
+      CHECK(plan.same_shape);
+      continue;
+    }
+    CHECK_FALSE(plan.same_shape);
+    for (std::int64_t i = 0; i < out.num_elements(); ++i) {
+      // The plan's offsets, as the CUDA kernel computes them.
+      std::int64_t off[2] = {0, 0}, rest = i;
+      for (int d = plan.rank - 1; d >= 0; --d) {
+        const std::int64_t q = rest / plan.dims[d];
+        for (int k = 0; k < 2; ++k) off[k] += (rest - q * plan.dims[d]) * plan.stride[k][d];
+        rest = q;
+      }
+      // The naive ones: the output's multi-index, clamped to each operand's dims.
+      std::vector<std::int64_t> index(static_cast<std::size_t>(out.rank()));
+      rest = i;
+      for (int d = out.rank() - 1; d >= 0; --d) {
+        index[static_cast<std::size_t>(d)] = rest % out[d];
+        rest /= out[d];
+      }
+      for (int k = 0; k < 2; ++k) {
+        const shape& s = k ? b : a;
+        std::int64_t want = 0;
+        for (int d = 0; d < s.rank(); ++d) {
+          const std::int64_t at = s[d] == 1 ? 0 : index[static_cast<std::size_t>(d + out.rank() - s.rank())];
+          want = want * s[d] + at;
+        }
+        CHECK(off[k] == want);
+      }
+    }
+  }
+  // More than eight dims above 1 is refused.
+  const shape many{2, 2, 2, 2, 2, 2, 2, 2, 2}, one{1};
+  test::require_error([&] { cuda::plan_for({&many, &one}, many); }, {"broadcasting over 9 dims", "at most 8"});
+}
+
+// ---- on a GPU ----
+
+TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "[gpu]") {
+  std::set<std::string> checked;
+  int compared = 0;
+  for (const auto& op : test::runnable_ops()) {
+    const auto types = gpu_dtypes(op);
+    if (types.empty()) continue;
+    for (dtype t : types) {
+      for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+        test::seeded_choices on_cpu(seed * 977 + static_cast<std::uint64_t>(t)), on_gpu(seed * 977 + static_cast<std::uint64_t>(t));
+        const auto want = test::run_op(op, t, on_cpu);
+        const auto got = test::run_op(op, t, on_gpu, {"/device:GPU:0", {{"GPU", 1}}});
+        INFO(op << " " << t << " seed " << seed << "\n  CPU: " << (want.ran ? "ran" : want.error) << "\n  GPU: "
+                << (got.ran ? "ran" : got.error));
+        CHECK(got.changed_inputs.empty());
+        if (!want.built) continue;
+        CHECK(got.ran == want.ran);
+        if (!got.ran || !want.ran) continue;
+        REQUIRE(got.outputs.size() == want.outputs.size());
+        for (std::size_t i = 0; i < got.outputs.size(); ++i) {
+          INFO("output " << i);
+          CHECK(difference(got.outputs[i], want.outputs[i]) == "");
+        }
+        ++compared;
+        checked.insert(op);
+      }
+    }
+  }
+  INFO("ops compared: " << checked.size());
+  CHECK(compared > 0);
+  for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam"}) CHECK(checked.count(op));
+}
+
+TEST_CASE("the GPU's caching allocator under many sizes, and its out-of-memory error", "[gpu]") {
+  cuda::gpu_device gpu(0, 1, std::size_t(256) << 20);
+  std::mt19937 rng(3);
+  std::vector<tensor> live;
+  for (int i = 0; i < 3000; ++i) {
+    if (live.size() < 64 && rng() % 3) {
+      const std::int64_t n = std::int64_t(1) << (rng() % 20);
+      live.emplace_back(dtype::float32, shape{n + static_cast<std::int64_t>(rng() % n)}, gpu.get_allocator());
+    } else if (!live.empty()) {
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(rng() % live.size()));
+    }
+  }
+  live.clear();
+  const auto s = gpu.memory_stats();
+  CHECK(s.bytes_in_use == 0);
+  CHECK(s.num_free_chunks == s.num_regions);
+  test::require_error([&] { tensor huge(dtype::float32, shape{std::int64_t(1) << 27}, gpu.get_allocator()); },
+                      {"GPU:0 memory", "out of memory allocating 536870912 bytes"});
+  // Values survive a round trip through the device.
+  const tensor host = tensor::of<float>({2, 3}, {1, -2, 3.5f, 0, 1e-3f, -7});
+  CHECK(gpu.copy_to_host(gpu.copy_from_host(host)).to_vector<float>() == host.to_vector<float>());
+  CHECK(gpu.copy_to_host(gpu.copy_from_host(tensor(dtype::float32, {0, 4}))).shape() == shape{0, 4});
+}
+
+TEST_CASE("a training step split between the CPU and the GPU equals the CPU's", "[gpu]") {
+  auto build = [](graph& g, bool gpu) {
+    auto& x = g.placeholder(dtype::float32, {8, 5}, "x");
+    auto& labels = g.placeholder(dtype::int32, {8}, "labels");
+    auto& w1 = g.variable(dtype::float32, {5, 16}, "w1");
+    auto& w2 = g.variable(dtype::float32, {16, 3}, "w2");
+    std::vector<int> inits;
+    inits.push_back(g.op("Assign", {w1, g.constant(tensor::filled(shape{5, 16}, 0.1f))}).id());
+    inits.push_back(g.op("Assign", {w2, g.constant(tensor::filled(shape{16, 3}, -0.05f))}).id());
+    output h;
+    {
+      auto scope = g.device_scope(gpu ? "/device:GPU:0" : "");
+      h = g.op("Relu", {g.op("MatMul", {x, w1}).out(0)}).out(0);
+    }
+    const output logits = g.op("MatMul", {h, w2}).out(0);  // on the CPU
+    const output loss = g.op("Mean", {g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels}).out(0),
+                                      g.constant(tensor::scalar(0)).out(0)}, {}, "loss").out(0);
+    const auto t = train::minimize(g, loss, {w1.out(0), w2.out(0)}, train::sgd{0.5});
+    return std::tuple(x.out(0), labels.out(0), loss, t.step.id(), inits);
+  };
+  std::vector<float> xs(40);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(static_cast<float>(i));
+  const tensor xv = tensor::from_vector(xs, shape{8, 5});
+  const tensor lv = tensor::of<std::int32_t>({8}, {0, 1, 2, 0, 1, 2, 0, 1});
+  std::vector<float> losses[2];
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    graph g;
+    auto [x, labels, loss, step, inits] = build(g, gpu);
+    session_options o;
+    if (gpu) o.device_count = {{"GPU", 1}};
+    session s(g, o);
+    std::vector<endpoint> init_targets;
+    for (int id : inits) init_targets.emplace_back(g.at(id));
+    s.run(init_targets);
+    for (int i = 0; i < 5; ++i) {
+      s.run({{x, xv}, {labels, lv}}, {}, {g.at(step)});
+      losses[gpu].push_back(s.run({{x, xv}, {labels, lv}}, {loss}).at(0).scalar_value<float>());
+    }
+  }
+  for (int i = 0; i < 5; ++i) CHECK(losses[1][static_cast<std::size_t>(i)] == Approx(losses[0][static_cast<std::size_t>(i)]).epsilon(1e-4));
+}
+
+TEST_CASE("a label out of range on the GPU fails the step that fetches, naming the node", "[gpu]") {
+  graph g;
+  auto& logits = g.placeholder(dtype::float32, {2, 3}, "logits");
+  auto& labels = g.placeholder(dtype::int64, {2}, "labels");
+  output loss;
+  {
+    auto scope = g.device_scope("/device:GPU:0");
+    loss = g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels}, {}, "xent").out(0);
+  }
+  session_options o;
+  o.device_count = {{"GPU", 1}};
+  session s(g, o);
+  const tensor l = tensor::filled(shape{2, 3}, 0.5f);
+  test::require_error([&] { s.run({{logits, l}, {labels, tensor::of<std::int64_t>({2}, {1, 7})}}, {loss}); },
+                      {"xent", "a label is outside the valid range [0, classes): 7"});
+  // The session goes on.
+  const auto r = s.run({{logits, l}, {labels, tensor::of<std::int64_t>({2}, {1, 2})}}, {loss});
+  CHECK(r[0].to_vector<float>()[0] == Approx(std::log(3.0f)));
+}
+
+int main(int argc, char** argv) {
+  Catch::Session session;
+  if (const int rc = session.applyCommandLine(argc, argv)) return rc;
+  const auto& filters = session.configData().testsOrTags;
+  const bool gpu_cases = std::find(filters.begin(), filters.end(), "[gpu]") != filters.end();
+  if (gpu_cases) {
+    const auto a = cuda::gpus_available();
+    if (a.count == 0) {
+      std::printf("weft_cuda_tests: the [gpu] cases are skipped: no GPU (%s)\n", a.why_none.c_str());
+      return 77;  // CTest's SKIP_RETURN_CODE
+    }
+    const cuda::gpu_device probe(0, 1);
+    std::printf("weft_cuda_tests: on %s (%s)\n", probe.name().c_str(), probe.properties().name);
+  }
+  return session.run();
+}
