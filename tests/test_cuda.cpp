@@ -11,7 +11,11 @@
 #include <weft/cuda/all.hpp>
 #include <weft/weft.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -159,6 +163,121 @@ TEST_CASE("broadcast plans give each operand's offset of every output element", 
   test::require_error([&] { cuda::plan_for({&many, &one}, many); }, {"broadcasting over 9 dims", "at most 8"});
 }
 
+TEST_CASE("a Fused node's signature parses into its subtree, leaves numbered left to right", "[host]") {
+  using E = fused::apply<ops::Add, float, fused::apply<ops::Mul, float, fused::leaf<float, false>, fused::leaf<float, true>>,
+                         fused::leaf<float, false>>;
+  const std::string& sig = fused::signature<E>();
+  CHECK(sig == "Add:float32(Mul:float32($float32,$float32s),$float32)");
+  const cuda::fused_expr e = cuda::parse_fused(sig);
+  CHECK(e.op == "Add");
+  CHECK(e.type == dtype::float32);
+  REQUIRE(e.args.size() == 2);
+  CHECK(e.args[0].op == "Mul");
+  CHECK(e.args[0].args[0].leaf == 0);
+  CHECK_FALSE(e.args[0].args[0].scalar);
+  CHECK(e.args[0].args[1].leaf == 1);
+  CHECK(e.args[0].args[1].scalar);
+  CHECK(e.args[1].leaf == 2);
+  const auto c = cuda::parse_fused("Cast:bfloat16(SelectV2:int32(Less:bool($int64,$int64s),$int32,$int32))");
+  CHECK(c.args[0].args[0].type == dtype::boolean);
+  CHECK(c.args[0].args[0].args[1].scalar);
+  for (const char* bad : {"", "Add:float32(", "Add:float32($float32", "Add($float32)", "Add:float32($float32)x", "$nosuchtype"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(cuda::parse_fused(bad), error);
+  }
+}
+
+TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op and dtype the fusion makes", "[host]") {
+  // The source of a small subtree, line by line.
+  const auto e = cuda::parse_fused("Add:float32(Mul:float32($float32,$float32s),$float32)");
+  const std::string src = cuda::fused_source(e, {0, 1, 0}, {dtype::float32, dtype::float32}, dtype::float32, "k");
+  CHECK_THAT(src, Catch::Contains("extern \"C\" __global__ void k(const float* __restrict__ in0, const float* __restrict__ in1, "
+                                  "float* __restrict__ out, long long n, weft_plan p)"));
+  CHECK_THAT(src, Catch::Contains("const float v0 = in0[p.same_shape ? i : weft_offset(p, 0, i)];"));
+  CHECK_THAT(src, Catch::Contains("const float v2 = in0["));  // leaf 2 reads input 0 again (slots)
+  CHECK_THAT(src, Catch::Contains("out[i] = ((float)(((float)(v0 * v1)) + v2));"));
+  // Leaves against the inputs they read.
+  test::require_error([&] { cuda::fused_source(e, {0, 1}, {dtype::float32, dtype::float32}, dtype::float32, "k"); },
+                      {"3 leaves but 2 slots"});
+  test::require_error([&] { cuda::fused_source(e, {0, 1, 2}, {dtype::float32, dtype::float32}, dtype::float32, "k"); },
+                      {"slot 2 of leaf 2 is not an input"});
+  test::require_error([&] { cuda::fused_source(e, {0, 1, 0}, {dtype::float64, dtype::float32}, dtype::float32, "k"); },
+                      {"leaf 0 is float32 but input 0 is float64"});
+  test::require_error([&] { cuda::fused_source(cuda::parse_fused("Select:float32($bool,$float32,$float32)"), {0, 1, 2},
+                                               {dtype::boolean, dtype::float32, dtype::float32}, dtype::float32, "k"); },
+                      {"Select has no GPU code"});
+  // Every op the fusion makes, over each dtype family: the generated source compiles.
+  struct sample {
+    const char* expr;
+    std::vector<dtype> inputs;
+    dtype out;
+  };
+  const std::vector<sample> samples{
+      {"Sigmoid:float32(Tanh:float32(Exp:float32(Log:float32(Sqrt:float32(Rsqrt:float32(Abs:float32(Neg:float32(Square:float32(Relu:float32($float32))))))))))",
+       {dtype::float32}, dtype::float32},
+      {"ReluGrad:float16(Pow:float16(Div:float16(Sub:float16($float16,$float16s),$float16),$float16),Maximum:float16(Minimum:float16($float16,$float16),$float16))",
+       {dtype::float16}, dtype::float16},
+      {"Mul:bfloat16(Add:bfloat16($bfloat16,$bfloat16),Exp:bfloat16($bfloat16))", {dtype::bfloat16}, dtype::bfloat16},
+      {"SelectV2:float64(LogicalOr:bool(LogicalAnd:bool(Greater:bool($float64,$float64),GreaterEqual:bool($float64,$float64)),"
+       "LogicalNot:bool(Equal:bool($float64,$float64))),Add:float64($float64,$float64),Neg:float64($float64))",
+       {dtype::float64}, dtype::float64},
+      {"Cast:float32(Add:int8(Mul:int8($int8,$int8),Abs:int8($int8)))", {dtype::int8}, dtype::float32},
+      {"Cast:bool(Maximum:uint8(Abs:uint8($uint8),Square:uint8($uint8)))", {dtype::uint8}, dtype::boolean},
+      {"Cast:float16(Sub:int64(LessEqual:bool($int64,$int32),$int64))", {dtype::int64, dtype::int32}, dtype::float16},
+      {"NotEqual:bool(Cast:bfloat16($int32),Cast:bfloat16(Less:bool($uint16,$uint16)))", {dtype::int32, dtype::uint16}, dtype::boolean},
+  };
+  int compiled = 0;
+  for (const auto& s : samples) {
+    INFO(s.expr);
+    const auto x = cuda::parse_fused(s.expr);
+    std::vector<const cuda::fused_expr*> leaves;
+    cuda::detail::number_leaves(x, leaves);
+    std::vector<std::int64_t> slots;
+    for (const auto* l : leaves)
+      slots.push_back(std::find(s.inputs.begin(), s.inputs.end(), l->type) - s.inputs.begin());
+    // A second input type in a sample is read by its leaves of that type.
+    const std::string source = cuda::fused_source(x, slots, s.inputs, s.out, "weft_fused");
+    const std::string cubin = cuda::compile_cubin(source, 90, "weft_fused");
+    CHECK(cubin.size() > 1000);
+    CHECK(cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    ++compiled;
+  }
+  CHECK(compiled == static_cast<int>(samples.size()));
+  // A source NVRTC refuses: the error carries its log.
+  test::require_error([] { cuda::compile_cubin("extern \"C\" __global__ void k() { undeclared(); }", 90, "k"); },
+                      {"NVRTC could not compile fused kernel k", "undeclared"});
+}
+
+TEST_CASE("compiled fused kernels are cached in memory and on disk, and a torn file is compiled again", "[host]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("weft_cuda_cache_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  ::setenv("WEFT_CUDA_CACHE", dir.c_str(), 1);
+  cuda::fused_cache cache;
+  const std::string source = cuda::fused_source(cuda::parse_fused("Mul:float32($float32,$float32)"), {0, 0},
+                                                {dtype::float32}, dtype::float32, "weft_fused");
+  const auto first = cache.cubin(source, 90, "weft_fused");
+  CHECK(cache.get_counts().compiled == 1);
+  CHECK(cache.cubin(source, 90, "weft_fused") == first);
+  CHECK(cache.get_counts().from_memory == 1);
+  std::vector<std::filesystem::path> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) files.push_back(f.path());
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].filename().string() == cuda::text_hash(source) + "_sm90.cubin");
+  cache.clear_memory();
+  CHECK(*cache.cubin(source, 90, "weft_fused") == *first);
+  CHECK(cache.get_counts().from_disk == 1);
+  // Another architecture is another entry.
+  (void)cache.cubin(source, 80, "weft_fused");
+  CHECK(cache.get_counts().compiled == 2);
+  // A torn file (its source tail missing) is never loaded: compiled and written again.
+  std::filesystem::resize_file(files[0], std::filesystem::file_size(files[0]) / 2);
+  cache.clear_memory();
+  CHECK(*cache.cubin(source, 90, "weft_fused") == *first);
+  CHECK(cache.get_counts().compiled == 3);
+  ::unsetenv("WEFT_CUDA_CACHE");
+  std::filesystem::remove_all(dir);
+}
+
 // ---- on a GPU ----
 
 TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "[gpu]") {
@@ -277,6 +396,33 @@ TEST_CASE("a label out of range on the GPU fails the step that fetches, naming t
   // The session goes on.
   const auto r = s.run({{logits, l}, {labels, tensor::of<std::int64_t>({2}, {1, 2})}}, {loss});
   CHECK(r[0].to_vector<float>()[0] == Approx(std::log(3.0f)));
+}
+
+TEST_CASE("a Fused node runs on the GPU as the ops it fuses run on the CPU, broadcasting", "[gpu]") {
+  // y = relu(a * b + c) - 0.5 * b, b a row, c a scalar; the CPU computes the unfused ops.
+  const tensor a = tensor::of<float>({2, 3}, {1, -2, 3, -4, 5, -6});
+  const tensor b = tensor::of<float>({3}, {0.5f, 2, -1});
+  const tensor c = tensor::scalar(0.25f);
+  graph g;
+  auto& pa = g.placeholder(dtype::float32, {2, 3}, "a");
+  auto& pb = g.placeholder(dtype::float32, {3}, "b");
+  auto& pc = g.placeholder(dtype::float32, {}, "c");
+  const output half = g.constant(tensor::scalar(0.5f)).out(0);
+  const output want = g.op("Sub", {g.op("Relu", {g.op("Add", {g.op("Mul", {pa, pb}).out(0), pc}).out(0)}).out(0),
+                                   g.op("Mul", {half, pb}).out(0)}).out(0);
+  const node& fused = g.op("Fused", {pa, pb, pc, half},
+                           {{"expr", std::string("Sub:float32(Relu:float32(Add:float32(Mul:float32($float32,$float32),$float32s)),"
+                                                 "Mul:float32($float32s,$float32))")},
+                            {"slots", std::vector<std::int64_t>{0, 1, 2, 3, 1}},
+                            {"T", dtype::float32},
+                            {"Tin", std::vector<dtype>{dtype::float32, dtype::float32, dtype::float32, dtype::float32}}},
+                           node_options("fused").on("/device:GPU:0"));
+  session_options o;
+  o.device_count = {{"GPU", 1}};
+  session s(g, o);
+  const auto r = s.run({{pa, a}, {pb, b}, {pc, c}}, {want, fused});
+  CHECK(difference(r[1], r[0]) == "");
+  CHECK(cuda::fused_cache::global().get_counts().compiled + cuda::fused_cache::global().get_counts().from_disk >= 1);
 }
 
 int main(int argc, char** argv) {

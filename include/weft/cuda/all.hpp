@@ -6,8 +6,9 @@
 #pragma once
 
 #include <weft/cuda/device.hpp>
+#include <weft/cuda/fused.hpp>
 #include <weft/cuda/kernels.hpp>
 
 namespace weft::cuda::detail {
-inline const bool all_gpu_kernels_registered = register_gpu_kernels();
+inline const bool all_gpu_kernels_registered = register_gpu_kernels() && register_gpu_fused_kernel();
 }  // namespace weft::cuda::detail

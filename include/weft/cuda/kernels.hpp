@@ -97,32 +97,42 @@ inline int canonical_gpu_axis(std::int64_t axis, int rank, const char* what) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
-// The broadcast plan of operands of shapes `in` to `out` (NumPy's alignment on the last dim).
-inline launch::broadcast_plan plan_for(const std::vector<const shape*>& in, const shape& out) {
-  launch::broadcast_plan p;
-  bool same = true;
-  for (const shape* s : in) same = same && *s == out;
-  p.same_shape = same;
-  if (same) return p;
-  // Dims of size 1 in the output drop out; the rest keep their order.
+// The dims of `out` above 1, which a broadcast plan indexes (a dim of 1 adds nothing); at
+// most broadcast_plan::max_rank of them.
+inline std::vector<int> planned_dims(const shape& out) {
   std::vector<int> kept;
   for (int d = 0; d < out.rank(); ++d)
     if (out[d] != 1) kept.push_back(d);
   if (kept.size() > static_cast<std::size_t>(launch::broadcast_plan::max_rank))
     fail(error_code::unimplemented, "broadcasting over ", kept.size(), " dims of size above 1 on the GPU (at most ",
          launch::broadcast_plan::max_rank, ")");
-  p.rank = static_cast<int>(kept.size());
-  for (std::size_t k = 0; k < in.size(); ++k) {
-    const shape& s = *in[k];
-    // Element strides of s, aligned on the output's last dim; 0 where s broadcasts.
-    std::vector<std::int64_t> stride(static_cast<std::size_t>(out.rank()), 0);
-    std::int64_t step = 1;
-    for (int d = s.rank() - 1, o = out.rank() - 1; d >= 0; --d, --o) {
-      stride[static_cast<std::size_t>(o)] = s[d] == 1 ? 0 : step;
-      step *= s[d];
-    }
-    for (std::size_t j = 0; j < kept.size(); ++j) p.stride[k][j] = stride[static_cast<std::size_t>(kept[j])];
+  return kept;
+}
+
+// The element strides of an operand of shape s along the planned dims of `out` (aligned on
+// the last dim, NumPy's rule), 0 where s broadcasts: `stride` gets max_rank entries.
+inline void operand_strides(const shape& s, const shape& out, const std::vector<int>& kept, std::int64_t* stride) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(out.rank()), 0);
+  std::int64_t step = 1;
+  for (int d = s.rank() - 1, o = out.rank() - 1; d >= 0 && o >= 0; --d, --o) {
+    all[static_cast<std::size_t>(o)] = s[d] == 1 ? 0 : step;
+    step *= s[d];
   }
+  for (int j = 0; j < launch::broadcast_plan::max_rank; ++j)
+    stride[j] = static_cast<std::size_t>(j) < kept.size() ? all[static_cast<std::size_t>(kept[static_cast<std::size_t>(j)])] : 0;
+}
+
+// The broadcast plan of up to three operands of shapes `in` to `out`.
+inline launch::broadcast_plan plan_for(const std::vector<const shape*>& in, const shape& out) {
+  if (in.size() > 3) fail(error_code::internal, "plan_for: ", in.size(), " operands (at most 3)");
+  launch::broadcast_plan p;
+  bool same = true;
+  for (const shape* s : in) same = same && *s == out;
+  p.same_shape = same;
+  if (same) return p;
+  const std::vector<int> kept = planned_dims(out);
+  p.rank = static_cast<int>(kept.size());
+  for (std::size_t k = 0; k < in.size(); ++k) operand_strides(*in[k], out, kept, p.stride[k]);
   for (std::size_t j = 0; j < kept.size(); ++j) p.dims[j] = out[kept[j]];
   return p;
 }

@@ -122,8 +122,8 @@ __device__ __forceinline__ auto apply_binary(C a, C b) {
     } else {
       return C(pow(a, b));
     }
-  } else if constexpr (Op == binary::maximum) return a > b ? a : b;
-  else if constexpr (Op == binary::minimum) return a < b ? a : b;
+  } else if constexpr (Op == binary::maximum) return a < b ? b : a;  // std::max's, as the CPU's (a NaN first stays)
+  else if constexpr (Op == binary::minimum) return b < a ? b : a;
   else if constexpr (Op == binary::squared_difference) return (a - b) * (a - b);
   else if constexpr (Op == binary::relu_grad) return b > C(0) ? a : C(0);
   else if constexpr (Op == binary::tanh_grad) return b * (C(1) - a * a);

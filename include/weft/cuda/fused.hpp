@@ -1,0 +1,464 @@
+// Fused elementwise kernels generated at run time (issue 28, point 4). A Fused node (the
+// typed DSL's fusion, ops/fused_ops.hpp) names its subtree in its `expr` attr,
+// "Add:float32(Mul:float32($float32,$float32s),$float32)"; on a GPU that string becomes
+// CUDA source (fused_source), compiled by NVRTC for the GPU's architecture when the session
+// builds the node's kernel (the executable), cached by the source's hash in memory and on
+// disk ($XDG_CACHE_HOME/weft/cuda or ~/.cache/weft/cuda, written atomically), loaded with
+// cudaLibraryLoadData and launched on the compute stream: one pass over the inputs, which
+// broadcast as the node's inputs do. Gradients of fused subtrees are Fused nodes too, and
+// take the same path.
+//
+// Arithmetic on float16 and bfloat16 is done in float32, as the other GPU kernels' is; each
+// op's result is converted to its dtype's compute type, so integer ops wrap as the CPU's do.
+#pragma once
+
+#include <nvrtc.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <weft/core/error.hpp>
+#include <weft/cuda/check.hpp>
+#include <weft/cuda/device.hpp>
+#include <weft/cuda/kernels.hpp>
+#include <weft/ops/fused_ops.hpp>
+#include <weft/runtime/checkpoint_file.hpp>
+
+namespace weft::cuda {
+
+inline void check(nvrtcResult r, const char* what) {
+  if (r == NVRTC_SUCCESS) return;
+  fail(error_code::internal, what, ": ", nvrtcGetErrorString(r));
+}
+
+// A Fused node's subtree: an op over operands, or a leaf (an input; `scalar` when it is a
+// static scalar), numbered left to right.
+struct fused_expr {
+  std::string op;  // empty for a leaf
+  dtype type = dtype::invalid;
+  bool scalar = false;
+  int leaf = -1;
+  std::vector<fused_expr> args;
+};
+
+namespace detail {
+
+class expr_parser {
+ public:
+  explicit expr_parser(std::string_view s) : s_(s) {}
+  fused_expr parse() {
+    fused_expr e = node();
+    if (pos_ != s_.size()) error("text after the expression");
+    return e;
+  }
+
+ private:
+  fused_expr node() {
+    fused_expr e;
+    if (take('$')) {
+      e.type = parse_dtype(word());
+      e.scalar = take('s');
+      e.leaf = leaves_++;
+      return e;
+    }
+    e.op = std::string(word());
+    if (e.op.empty()) error("an op name or a leaf");
+    if (!take(':')) error("':' after the op name");
+    e.type = parse_dtype(word());
+    if (!take('(')) error("'(' before the operands");
+    do e.args.push_back(node());
+    while (take(','));
+    if (!take(')')) error("')' after the operands");
+    return e;
+  }
+  std::string_view word() {
+    const std::size_t start = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    // A leaf's dtype ends before its scalar mark: "$float32s".
+    std::string_view w = s_.substr(start, pos_ - start);
+    if (!w.empty() && w.back() == 's' && start > 0 && s_[start - 1] == '$') {
+      --pos_;
+      w.remove_suffix(1);
+    }
+    return w;
+  }
+  bool take(char c) {
+    if (pos_ < s_.size() && s_[pos_] == c) return ++pos_, true;
+    return false;
+  }
+  [[noreturn]] void error(const char* wanted) const {
+    fail(error_code::invalid_argument, "Fused expr '", s_, "': expected ", wanted, " at offset ", pos_);
+  }
+  std::string_view s_;
+  std::size_t pos_ = 0;
+  int leaves_ = 0;
+};
+
+// The C++ type a dtype's elements are stored as in the generated source, and computed in.
+inline const char* storage_type(dtype t) {
+  switch (t) {
+    case dtype::float16: return "__half";
+    case dtype::bfloat16: return "__nv_bfloat16";
+    case dtype::float32: return "float";
+    case dtype::float64: return "double";
+    case dtype::int8: return "signed char";
+    case dtype::int16: return "short";
+    case dtype::int32: return "int";
+    case dtype::int64: return "long long";
+    case dtype::uint8: return "unsigned char";
+    case dtype::uint16: return "unsigned short";
+    case dtype::uint32: return "unsigned int";
+    case dtype::uint64: return "unsigned long long";
+    case dtype::boolean: return "bool";
+    default: fail(error_code::unimplemented, "fused GPU kernels do not take ", t);
+  }
+}
+inline const char* compute_type(dtype t) {
+  return t == dtype::float16 || t == dtype::bfloat16 ? "float" : storage_type(t);
+}
+inline std::string load(dtype t, const std::string& v) {
+  if (t == dtype::float16) return "__half2float(" + v + ")";
+  if (t == dtype::bfloat16) return "__bfloat162float(" + v + ")";
+  return v;
+}
+inline std::string store(dtype t, const std::string& v) {
+  if (t == dtype::float16) return "__float2half_rn(" + v + ")";
+  if (t == dtype::bfloat16) return "__float2bfloat16_rn(" + v + ")";
+  return v;
+}
+inline bool is_unsigned_type(dtype t) {
+  return t == dtype::uint8 || t == dtype::uint16 || t == dtype::uint32 || t == dtype::uint64 || t == dtype::boolean;
+}
+
+// The code of e's value, in its dtype's compute type.
+inline std::string expression(const fused_expr& e) {
+  if (e.op.empty()) return "v" + std::to_string(e.leaf);
+  std::vector<std::string> a;
+  for (const auto& x : e.args) a.push_back(expression(x));
+  const std::string C = compute_type(e.type);
+  const dtype operand = e.args.empty() ? e.type : e.args[0].type;
+  const std::string OC = compute_type(operand);
+  auto arity = [&](std::size_t n) {
+    if (a.size() != n)
+      fail(error_code::invalid_argument, "Fused expr: ", e.op, " takes ", n, " operands, got ", a.size());
+  };
+  auto cast = [&](const std::string& code) { return "((" + C + ")(" + code + "))"; };
+  // Constants of the compute types ("signed char(0)" is not C++: a functional cast takes one word).
+  const std::string zero = "((" + C + ")0)", one = "((" + C + ")1)", operand_zero = "((" + OC + ")0)";
+  const std::string& op = e.op;
+  if (op == "Neg") return arity(1), cast("-" + a[0]);
+  if (op == "Abs") return arity(1), is_unsigned_type(e.type) ? cast(a[0]) : cast("(" + a[0] + " < " + zero + " ? -" + a[0] + " : " + a[0] + ")");
+  if (op == "Square") return arity(1), cast(a[0] + " * " + a[0]);
+  if (op == "Sqrt") return arity(1), cast("sqrt(" + a[0] + ")");
+  if (op == "Rsqrt") return arity(1), cast("rsqrt(" + a[0] + ")");
+  if (op == "Exp") return arity(1), cast("exp(" + a[0] + ")");
+  if (op == "Log") return arity(1), cast("log(" + a[0] + ")");
+  if (op == "Tanh") return arity(1), cast("tanh(" + a[0] + ")");
+  if (op == "Sigmoid") return arity(1), cast(one + " / (" + one + " + exp(-" + a[0] + "))");
+  if (op == "Relu") return arity(1), cast("(" + a[0] + " > " + zero + " ? " + a[0] + " : " + zero + ")");
+  if (op == "LogicalNot") return arity(1), cast("!" + a[0]);
+  if (op == "ReluGrad") return arity(2), cast("(" + a[1] + " > " + operand_zero + " ? " + a[0] + " : " + zero + ")");
+  if (op == "Add") return arity(2), cast(a[0] + " + " + a[1]);
+  if (op == "Sub") return arity(2), cast(a[0] + " - " + a[1]);
+  if (op == "Mul") return arity(2), cast(a[0] + " * " + a[1]);
+  if (op == "Div") return arity(2), cast(a[0] + " / " + a[1]);  // integer Div and Pow are never fused
+  if (op == "Pow") return arity(2), cast("pow(" + a[0] + ", " + a[1] + ")");
+  if (op == "Maximum") return arity(2), cast("(" + a[0] + " < " + a[1] + " ? " + a[1] + " : " + a[0] + ")");
+  if (op == "Minimum") return arity(2), cast("(" + a[1] + " < " + a[0] + " ? " + a[1] + " : " + a[0] + ")");
+  if (op == "Greater") return arity(2), cast(a[0] + " > " + a[1]);
+  if (op == "GreaterEqual") return arity(2), cast(a[0] + " >= " + a[1]);
+  if (op == "Less") return arity(2), cast(a[0] + " < " + a[1]);
+  if (op == "LessEqual") return arity(2), cast(a[0] + " <= " + a[1]);
+  if (op == "Equal") return arity(2), cast(a[0] + " == " + a[1]);
+  if (op == "NotEqual") return arity(2), cast(a[0] + " != " + a[1]);
+  if (op == "LogicalAnd") return arity(2), cast(a[0] + " && " + a[1]);
+  if (op == "LogicalOr") return arity(2), cast(a[0] + " || " + a[1]);
+  if (op == "SelectV2") return arity(3), cast("(" + a[0] + " ? " + a[1] + " : " + a[2] + ")");
+  if (op == "Cast") return arity(1), e.type == dtype::boolean ? cast(a[0] + " != " + operand_zero) : cast(a[0]);
+  fail(error_code::unimplemented, "Fused expr: ", op, " has no GPU code (Select with a row vector, complex types)");
+}
+
+inline void number_leaves(const fused_expr& e, std::vector<const fused_expr*>& out) {
+  if (e.op.empty()) out.push_back(&e);
+  for (const auto& a : e.args) number_leaves(a, out);
+}
+
+}  // namespace detail
+
+inline fused_expr parse_fused(std::string_view expr) { return detail::expr_parser(expr).parse(); }
+
+// The CUDA source of kernel `name` computing `e` for a Fused node whose leaf j reads input
+// slots[j], the inputs of dtypes `inputs`, the output of dtype `out`: extern "C"
+// __global__ void name(const In0*, ..., Out*, long long n, weft_plan plan).
+inline std::string fused_source(const fused_expr& e, const std::vector<std::int64_t>& slots,
+                                const std::vector<dtype>& inputs, dtype out, const std::string& name) {
+  std::vector<const fused_expr*> leaves;
+  detail::number_leaves(e, leaves);
+  if (leaves.size() != slots.size())
+    fail(error_code::invalid_argument, "Fused: ", leaves.size(), " leaves but ", slots.size(), " slots");
+  if (inputs.empty()) fail(error_code::invalid_argument, "Fused: no inputs");
+  if (inputs.size() > 16) fail(error_code::unimplemented, "fused GPU kernels take at most 16 inputs, got ", inputs.size());
+  for (std::size_t j = 0; j < slots.size(); ++j) {
+    if (slots[j] < 0 || slots[j] >= static_cast<std::int64_t>(inputs.size()))
+      fail(error_code::invalid_argument, "Fused: slot ", slots[j], " of leaf ", j, " is not an input");
+    if (inputs[static_cast<std::size_t>(slots[j])] != leaves[j]->type)
+      fail(error_code::invalid_argument, "Fused: leaf ", j, " is ", leaves[j]->type, " but input ", slots[j], " is ",
+           inputs[static_cast<std::size_t>(slots[j])]);
+  }
+  if (e.type != out) fail(error_code::invalid_argument, "Fused: the expression is ", e.type, " but the node's T is ", out);
+  const std::string body = detail::expression(e);
+  std::ostringstream s;
+  s << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+    << "struct weft_plan { int rank; int same_shape; long long dims[8]; long long stride[" << inputs.size() << "][8]; };\n"
+    << "__device__ __forceinline__ long long weft_offset(const weft_plan& p, int k, long long i) {\n"
+    << "  long long off = 0;\n"
+    << "  for (int d = p.rank - 1; d >= 0; --d) { const long long q = i / p.dims[d]; off += (i - q * p.dims[d]) * p.stride[k][d]; i = q; }\n"
+    << "  return off;\n}\n"
+    << "extern \"C\" __global__ void " << name << "(";
+  for (std::size_t k = 0; k < inputs.size(); ++k) s << "const " << detail::storage_type(inputs[k]) << "* __restrict__ in" << k << ", ";
+  s << detail::storage_type(out) << "* __restrict__ out, long long n, weft_plan p) {\n"
+    << "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n";
+  for (std::size_t j = 0; j < leaves.size(); ++j) {
+    const auto k = static_cast<std::size_t>(slots[j]);
+    s << "    const " << detail::compute_type(leaves[j]->type) << " v" << j << " = "
+      << detail::load(leaves[j]->type, "in" + std::to_string(k) + "[p.same_shape ? i : weft_offset(p, " + std::to_string(k) + ", i)]")
+      << ";\n";
+  }
+  s << "    out[i] = " << detail::store(out, body) << ";\n  }\n}\n";
+  return s.str();
+}
+
+// NVRTC's compilation of `source` for sm_<arch> (90 for Hopper): the cubin, or an error with
+// NVRTC's log.
+inline std::string compile_cubin(const std::string& source, int arch, const std::string& name) {
+  nvrtcProgram program = nullptr;
+  check(nvrtcCreateProgram(&program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+  struct destroy {
+    nvrtcProgram& p;
+    ~destroy() { (void)nvrtcDestroyProgram(&p); }
+  } guard{program};
+  const std::string gpu = "--gpu-architecture=sm_" + std::to_string(arch);
+  static const std::string include = [] {
+    const char* root = std::getenv("CUDA_PATH");
+    return std::string("-I") + (root && *root ? root : "/usr/local/cuda") + "/include";
+  }();
+  // Exact math (no --use_fast_math): the same functions as the other GPU kernels.
+  const char* options[] = {gpu.c_str(), include.c_str(), "--std=c++17"};
+  const nvrtcResult compiled = nvrtcCompileProgram(program, 3, options);
+  if (compiled != NVRTC_SUCCESS) {
+    std::size_t size = 0;
+    (void)nvrtcGetProgramLogSize(program, &size);
+    std::string log(size, '\0');
+    (void)nvrtcGetProgramLog(program, log.data());
+    fail(error_code::internal, "NVRTC could not compile fused kernel ", name, ": ", nvrtcGetErrorString(compiled), "\n", log,
+         "\nthe source:\n", source);
+  }
+  std::size_t size = 0;
+  check(nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize");
+  std::string cubin(size, '\0');
+  check(nvrtcGetCUBIN(program, cubin.data()), "nvrtcGetCUBIN");
+  return cubin;
+}
+
+// The directory compiled fused kernels are kept in: $WEFT_CUDA_CACHE, else
+// $XDG_CACHE_HOME/weft/cuda, else ~/.cache/weft/cuda (empty: no disk cache).
+inline std::filesystem::path fused_cache_dir() {
+  if (const char* d = std::getenv("WEFT_CUDA_CACHE")) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "weft" / "cuda";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "weft" / "cuda";
+  return {};
+}
+
+// FNV-1a over the text, as 16 hex digits: the kernel's name and its cache key.
+inline std::string text_hash(std::string_view text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+// Compiled fused kernels by (source hash, architecture): in memory for the process, and on
+// disk across processes. Counts what each lookup found, for tests and benchmarks.
+class fused_cache {
+ public:
+  struct counts {
+    int compiled = 0, from_disk = 0, from_memory = 0;
+  };
+  // The cubin of `source` for sm_<arch>.
+  std::shared_ptr<const std::string> cubin(const std::string& source, int arch, const std::string& name) {
+    const std::string key = text_hash(source) + "_sm" + std::to_string(arch);
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = memory_.find(key); it != memory_.end()) {
+        ++counts_.from_memory;
+        return it->second;
+      }
+    }
+    std::shared_ptr<const std::string> bin;
+    const auto dir = fused_cache_dir();
+    const auto file = dir.empty() ? dir : dir / (key + ".cubin");
+    bool from_disk = false;
+    if (!file.empty()) {
+      std::ifstream in(file, std::ios::binary);
+      if (in) {
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // The source is stored after the cubin's size, so that a hash collision or a torn
+        // file is never loaded.
+        const std::string tail = "\n//" + source;
+        if (bytes.size() > tail.size() && bytes.compare(bytes.size() - tail.size(), tail.size(), tail) == 0) {
+          bytes.resize(bytes.size() - tail.size());
+          bin = std::make_shared<const std::string>(std::move(bytes));
+          from_disk = true;
+        }
+      }
+    }
+    if (!bin) {
+      bin = std::make_shared<const std::string>(compile_cubin(source, arch, name));
+      if (!file.empty()) {
+        try {
+          std::filesystem::create_directories(dir);
+          const std::string tail = "\n//" + source;
+          weft::detail::write_file_atomically(file, "", {std::string_view(*bin), std::string_view(tail)});
+        } catch (const std::exception&) {
+          // A cache that cannot be written is no cache: the kernel is compiled again next time.
+        }
+      }
+    }
+    std::lock_guard lock(mu_);
+    ++(from_disk ? counts_.from_disk : counts_.compiled);
+    return memory_.try_emplace(key, std::move(bin)).first->second;
+  }
+  counts get_counts() const {
+    std::lock_guard lock(mu_);
+    return counts_;
+  }
+  void clear_memory() {
+    std::lock_guard lock(mu_);
+    memory_.clear();
+  }
+  static fused_cache& global() {
+    static auto* instance = new fused_cache;
+    return *instance;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const std::string>> memory_;
+  counts counts_;
+};
+
+// The GPU kernel of a Fused node: compiled (or found in the cache) when the kernel is made,
+// loaded on first use on each GPU.
+struct gpu_fused final : op_kernel {
+  explicit gpu_fused(const node& n)
+      : out_(n.output_dtype(0)), inputs_(n.attr<std::vector<dtype>>("Tin")) {
+    const fused_expr e = parse_fused(n.attr<std::string>("expr"));
+    source_ = fused_source(e, n.attr<std::vector<std::int64_t>>("slots"), inputs_, out_, "weft_fused");
+    name_ = "weft_fused";
+    int device = 0, major = 0, minor = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    arch_ = major * 10 + minor;
+    cubin_ = fused_cache::global().cubin(source_, arch_, name_);
+  }
+  ~gpu_fused() override {
+    for (auto& [ordinal, lib] : libraries_) (void)cudaLibraryUnload(lib);
+  }
+  void compute(kernel_context& ctx) const override {
+    const auto& g = gpu_of(ctx.device());
+    if (ctx.num_inputs() != static_cast<int>(inputs_.size()))
+      fail(error_code::invalid_argument, "Fused: ", ctx.num_inputs(), " inputs for ", inputs_.size(), " dtypes");
+    std::vector<tensor> in;
+    std::vector<const shape*> shapes;
+    in.reserve(inputs_.size());
+    for (int i = 0; i < ctx.num_inputs(); ++i) in.push_back(device_input(ctx, i));
+    shape out_shape = in[0].shape();
+    for (const auto& t : in) {
+      out_shape = broadcast_shape(ctx.node(), out_shape, t.shape());
+      shapes.push_back(&t.shape());
+    }
+    tensor& y = ctx.allocate_output(0, out_shape);
+    const std::int64_t n = y.num_elements();
+    if (n == 0) return;
+    // The generated kernel's weft_plan: rank, same_shape, dims[8], stride[inputs][8].
+    struct header {
+      int rank, same_shape;
+    };
+    std::vector<unsigned char> plan_bytes(sizeof(header) + sizeof(long long) * (8 + 8 * in.size()), 0);
+    header h{0, 1};
+    for (const shape* s : shapes) h.same_shape = h.same_shape && *s == out_shape;
+    if (!h.same_shape) {
+      const std::vector<int> kept = planned_dims(out_shape);
+      h.rank = static_cast<int>(kept.size());
+      std::vector<std::int64_t> dims(8 + 8 * in.size(), 0);
+      for (std::size_t j = 0; j < kept.size(); ++j) dims[j] = out_shape[kept[j]];
+      for (std::size_t k = 0; k < in.size(); ++k) operand_strides(*shapes[k], out_shape, kept, dims.data() + 8 + 8 * k);
+      static_assert(sizeof(long long) == sizeof(std::int64_t));
+      std::memcpy(plan_bytes.data() + sizeof h, dims.data(), sizeof(std::int64_t) * dims.size());
+    }
+    std::memcpy(plan_bytes.data(), &h, sizeof h);
+    std::vector<const void*> pointers;
+    std::vector<void*> args;
+    for (const auto& t : in) pointers.push_back(t.raw_data());
+    void* out = y.raw_data();
+    long long count = n;
+    for (auto& p : pointers) args.push_back(&p);
+    args.push_back(&out);
+    args.push_back(&count);
+    args.push_back(plan_bytes.data());
+    const cudaKernel_t kernel = kernel_on(g);
+    const current_device here(g.ordinal());
+    const long long blocks = std::min<long long>((n + 255) / 256, 4096);
+    check(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)), dim3(256), args.data(), 0,
+                           g.stream()),
+          "launching a fused kernel");
+  }
+
+  const std::string& source() const noexcept { return source_; }
+
+ private:
+  cudaKernel_t kernel_on(const gpu_device& g) const {
+    std::lock_guard lock(mu_);
+    auto it = kernels_.find(g.ordinal());
+    if (it != kernels_.end()) return it->second;
+    const current_device here(g.ordinal());
+    cudaLibrary_t lib = nullptr;
+    check(cudaLibraryLoadData(&lib, cubin_->data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cudaLibraryLoadData (a fused kernel)");
+    libraries_.emplace(g.ordinal(), lib);
+    cudaKernel_t k = nullptr;
+    check(cudaLibraryGetKernel(&k, lib, name_.c_str()), "cudaLibraryGetKernel");
+    kernels_.emplace(g.ordinal(), k);
+    return k;
+  }
+
+  dtype out_;
+  std::vector<dtype> inputs_;
+  std::string source_, name_;
+  int arch_ = 0;
+  std::shared_ptr<const std::string> cubin_;
+  mutable std::mutex mu_;
+  mutable std::map<int, cudaLibrary_t> libraries_;
+  mutable std::map<int, cudaKernel_t> kernels_;
+};
+
+inline bool register_gpu_fused_kernel() {
+  ops::register_fused_ops();
+  return register_gpu_kernel<gpu_fused>("Fused");
+}
+
+}  // namespace weft::cuda
