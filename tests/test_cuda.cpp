@@ -278,6 +278,39 @@ TEST_CASE("compiled fused kernels are cached in memory and on disk, and a torn f
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("small integer and bool elementwise ops of host inputs run on the host, where a loop's predicate is read", "[host]") {
+  // The GPU kernels' host path needs no GPU: run them on a CPU device's context.
+  const cpu_device cpu(1);
+  resource_manager resources;
+  cancellation_manager cancellation;
+  auto run = [&](const node& n, std::vector<tensor> inputs) {
+    const auto k = kernel_registry::global().create(n, "GPU");
+    std::vector<entry> in(inputs.size()), out(static_cast<std::size_t>(n.num_outputs()));
+    for (std::size_t i = 0; i < inputs.size(); ++i) in[i].value = inputs[i];
+    kernel_context ctx(n, in, out, cpu, resources, cancellation, 1);
+    k->compute(ctx);
+    return out[0].value;
+  };
+  graph g;
+  auto& i = g.placeholder(dtype::int32, {}, "i");
+  auto& n = g.placeholder(dtype::int32, {3}, "n");
+  auto& less = g.op("Less", {i, n});
+  auto& add = g.op("Add", {i, n});
+  auto& neg = g.op("Neg", {n});
+  auto& both = g.op("LogicalAnd", {g.placeholder(dtype::boolean, {3}, "p"), g.placeholder(dtype::boolean, {}, "q")});
+  const tensor counter = tensor::scalar<std::int32_t>(4), bounds = tensor::of<std::int32_t>({3}, {3, 4, 9});
+  const tensor lt = run(less, {counter, bounds});
+  CHECK(lt.memory_space() == memory_space::host);
+  CHECK(lt.dtype() == dtype::boolean);
+  CHECK(lt.to_vector<bool>() == std::vector<bool>{false, false, true});
+  CHECK(run(add, {counter, bounds}).to_vector<std::int32_t>() == std::vector<std::int32_t>{7, 8, 13});
+  CHECK(run(neg, {bounds}).to_vector<std::int32_t>() == std::vector<std::int32_t>{-3, -4, -9});
+  CHECK(run(both, {tensor::of<bool>({3}, {true, false, true}), tensor::scalar(true)}).to_vector<bool>() ==
+        std::vector<bool>{true, false, true});
+  // Shapes that do not broadcast are an error naming the node.
+  test::require_error([&] { run(add, {tensor::of<std::int32_t>({2}, {1, 2}), bounds}); }, {"Add", "do not broadcast"});
+}
+
 // ---- on a GPU ----
 
 TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "[gpu]") {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <weft/core/broadcast.hpp>
@@ -279,10 +280,79 @@ struct gpu_assign final : op_kernel {
 
 // ---- elementwise ----
 
+// Small integer and bool elementwise ops whose inputs are all in host memory run on the
+// host, and their results stay there (TensorFlow's HostMemory int32 kernels): a loop's
+// counter, its bound and the predicate between them never wait for the device.
+inline bool on_host_inputs(const kernel_context& ctx, dtype t) {
+  if (t != dtype::int32 && t != dtype::int64 && t != dtype::boolean) return false;
+  for (int i = 0; i < ctx.num_inputs(); ++i)
+    if (ctx.input(i).memory_space() != memory_space::host || ctx.input(i).num_elements() > 64) return false;
+  return true;
+}
+
+template <launch::unary Op, class T>
+T host_unary(T x) {
+  if constexpr (Op == launch::unary::neg) return static_cast<T>(-x);
+  else if constexpr (Op == launch::unary::abs) return x < T(0) ? static_cast<T>(-x) : x;
+  else if constexpr (Op == launch::unary::square) return static_cast<T>(x * x);
+  else if constexpr (Op == launch::unary::relu) return x > T(0) ? x : T(0);
+  else if constexpr (Op == launch::unary::logical_not) return !x;
+  else return x;  // not registered for these types
+}
+
+template <launch::binary Op, class T>
+auto host_binary(T a, T b) {
+  using B = launch::binary;
+  if constexpr (Op == B::add) return static_cast<T>(a + b);
+  else if constexpr (Op == B::sub) return static_cast<T>(a - b);
+  else if constexpr (Op == B::mul) return static_cast<T>(a * b);
+  else if constexpr (Op == B::maximum) return a < b ? b : a;
+  else if constexpr (Op == B::minimum) return b < a ? b : a;
+  else if constexpr (Op == B::relu_grad) return b > T(0) ? a : T(0);
+  else if constexpr (Op == B::greater) return a > b;
+  else if constexpr (Op == B::greater_equal) return a >= b;
+  else if constexpr (Op == B::less) return a < b;
+  else if constexpr (Op == B::less_equal) return a <= b;
+  else if constexpr (Op == B::equal) return a == b;
+  else if constexpr (Op == B::not_equal) return a != b;
+  else if constexpr (Op == B::logical_and) return a && b;
+  else if constexpr (Op == B::logical_or) return a || b;
+  else return a;  // not registered for these types
+}
+
+// Calls f with a value of the host type of int32, int64 or bool.
+template <class F>
+void host_dispatch(dtype t, F&& f) {
+  if (t == dtype::int32) f(std::int32_t{});
+  else if (t == dtype::int64) f(std::int64_t{});
+  else f(bool{});
+}
+
+// The offset in an operand of element i of the output, from its strides (plan_for's).
+inline std::int64_t host_offset(const launch::broadcast_plan& p, int k, std::int64_t i) {
+  if (p.same_shape) return i;
+  std::int64_t off = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    const std::int64_t q = i / p.dims[d];
+    off += (i - q * p.dims[d]) * p.stride[k][d];
+    i = q;
+  }
+  return off;
+}
+
 template <launch::unary Op>
 struct gpu_unary final : op_kernel {
   explicit gpu_unary(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
+    if (on_host_inputs(ctx, ctx.input(0).dtype())) {
+      const tensor& x = ctx.input(0);
+      tensor y(x.dtype(), x.shape());
+      host_dispatch(x.dtype(), [&](auto v) {
+        using T = decltype(v);
+        for (std::int64_t i = 0; i < x.num_elements(); ++i) y.data<T>()[i] = host_unary<Op>(x.data<T>()[i]);
+      });
+      return ctx.set_output(0, std::move(y));
+    }
     const tensor x = device_input(ctx, 0);
     tensor& y = ctx.allocate_output(0, x.shape());
     const auto& g = gpu_of(ctx.device());
@@ -296,7 +366,8 @@ template <launch::binary Op>
 struct gpu_binary final : op_kernel {
   explicit gpu_binary(const node& n) : t_(elem_of(n.input_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
-    const tensor a = device_input(ctx, 0), b = device_input(ctx, 1);
+    const bool host = on_host_inputs(ctx, ctx.input(0).dtype());
+    const tensor a = host ? ctx.input(0) : device_input(ctx, 0), b = host ? ctx.input(1) : device_input(ctx, 1);
     shape out_shape;
     if constexpr (Op == launch::binary::relu_grad || Op == launch::binary::tanh_grad || Op == launch::binary::sigmoid_grad) {
       if (a.shape() != b.shape())
@@ -305,8 +376,18 @@ struct gpu_binary final : op_kernel {
     } else {
       out_shape = broadcast_shape(ctx.node(), a.shape(), b.shape());
     }
-    tensor& z = ctx.allocate_output(0, out_shape);
     const auto plan = plan_for({&a.shape(), &b.shape()}, out_shape);
+    if (host) {
+      tensor z(ctx.node().output_dtype(0), out_shape);
+      host_dispatch(a.dtype(), [&](auto v) {
+        using T = decltype(v);
+        using R = std::conditional_t<launch::returns_bool(Op), bool, T>;
+        for (std::int64_t i = 0; i < z.num_elements(); ++i)
+          z.data<R>()[i] = static_cast<R>(host_binary<Op>(a.data<T>()[host_offset(plan, 0, i)], b.data<T>()[host_offset(plan, 1, i)]));
+      });
+      return ctx.set_output(0, std::move(z));
+    }
+    tensor& z = ctx.allocate_output(0, out_shape);
     launch::binary_op(Op, t_, a.raw_data(), b.raw_data(), z.raw_data(), z.num_elements(), plan, gpu_of(ctx.device()).stream());
     launched(ctx.node().op().c_str());
   }
