@@ -25,7 +25,8 @@
 // (0.003), --decay X (0.7: the learning rate's factor after each epoch), --seed N (1),
 // --max-len N (128), --train-verses N (all), --sample N (300 characters), --temperature X
 // (0.7), --data FILE (the data directory's kjv/kjv.txt), --max-perplexity X (exit with
-// status 1 above it, for tests), --checkpoint-dir DIR, --resume, --sorted-batches.
+// status 1 above it, for tests), --checkpoint-dir DIR, --resume, --sorted-batches, --device
+// cpu|gpu (the model on GPU:0, where there is one: exit 77 otherwise).
 #include <weft/weft.hpp>
 
 #include <algorithm>
@@ -43,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_option.hpp"
 #include "progress.hpp"
 
 namespace {
@@ -57,6 +59,7 @@ struct options {
   std::string data, checkpoint_dir = "char_rnn_checkpoints";
   bool resume = false;
   bool queues = true;  // bucket verses by length through queues (whitepaper 4.6); else sort them on the host
+  std::string device = "cpu";  // cpu or gpu (device_option.hpp)
 };
 
 options parse(int argc, char** argv) {
@@ -65,7 +68,7 @@ options parse(int argc, char** argv) {
     std::fprintf(status ? stderr : stdout,
                  "usage: char_rnn [--epochs N] [--batch N] [--hidden N] [--embed N] [--lr X] [--decay X] [--seed N] "
                  "[--max-len N] [--train-verses N] [--sample N] [--temperature X] [--data FILE] [--max-perplexity X] "
-                 "[--checkpoint-dir DIR] [--resume] [--sorted-batches]\n");
+                 "[--checkpoint-dir DIR] [--resume] [--sorted-batches] [--device cpu|gpu]\n");
     std::exit(status);
   };
   for (int i = 1; i < argc; ++i) {
@@ -95,6 +98,7 @@ options parse(int argc, char** argv) {
       else if (a == "--resume") o.resume = true;
       else if (a == "--queues") o.queues = true;
       else if (a == "--sorted-batches") o.queues = false;
+      else if (a == "--device") o.device = value();
       else if (a == "--help") usage(0);
       else usage(2);
     } catch (const std::logic_error&) {  // std::stoi and friends on a non-number
@@ -332,7 +336,11 @@ int main(int argc, char** argv) try {
   const auto vocab = static_cast<std::int64_t>(text.chars.size());
   const std::int64_t hidden = opt.hidden, embed = opt.embed;
 
+  // The model on the device --device names (the queues and the sampler's host work stay on
+  // the CPU: soft placement).
+  session_options session_opts;
   graph g;
+  const auto on_device = g.device_scope(weft_examples::use_device("char_rnn", opt.device, session_opts));
   std::vector<output> vars;
   std::vector<int> inits;
   std::int64_t stream = 0;
@@ -411,7 +419,7 @@ int main(int argc, char** argv) try {
 
   const saver checkpoints(g, variables_of(g), {.keep = 3});
   const std::filesystem::path prefix = std::filesystem::path(opt.checkpoint_dir) / "char_rnn";
-  session s(g);
+  session s(g, session_opts);
   s.run({init, train.init});
   int first_epoch = 1;
   if (opt.resume) {

@@ -13,7 +13,7 @@
 //
 // Options: those of mnist_mlp (--epochs N (3), --batch N, --lr X, --decay X, --seed N,
 // --train-subset N, --data DIR, --min-accuracy X, --checkpoint-dir DIR, --resume,
-// --host-batches, --fashion), and
+// --host-batches, --fashion, --device cpu|gpu), and
 // --conv1 N (16) and --conv2 N (32) filters, --hidden N (128) units, --dropout X (0.25:
 // the dense layer's dropout rate while training; none when testing).
 #include <cstdio>
@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
   const auto mnist = load_mnist_or_report("mnist_cnn", opt, status);
   if (!mnist) return status;
 
+  session_options options;
   graph g;
+  const auto on_device = g.device_scope(use_device("mnist_cnn", opt.device, options));
   mnist_builder model(g, opt.seed);
   auto shape_of = [&](std::vector<std::int64_t> d) { return g.constant(tensor::from_vector(d)).out(0); };
   const attr_map unit_strides{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
@@ -67,5 +69,5 @@ int main(int argc, char** argv) {
   char description[160];
   std::snprintf(description, sizeof description, "conv5x5x%lld-pool-conv5x5x%lld-pool-%lld-dropout %g-10",
                 static_cast<long long>(c1), static_cast<long long>(c2), static_cast<long long>(units), dropout);
-  return model.train("mnist_cnn", opt, *mnist, model.dense(dropped, units, 10), description);
+  return model.train("mnist_cnn", opt, *mnist, model.dense(dropped, units, 10), description, options);
 }

@@ -20,7 +20,8 @@
 // (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume, --host-batches
 // (the training loop makes each batch itself, between steps; by default a weft::input_pipeline
 // makes them ahead on threads of its own: the same batches, the same result), --fashion
-// (Fashion-MNIST from Debian's dataset-fashion-mnist).
+// (Fashion-MNIST from Debian's dataset-fashion-mnist), --device gpu (the model on GPU:0;
+// exit 77 where there is none).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -45,8 +46,9 @@ int main(int argc, char** argv) {
   const auto mnist = load_mnist_or_report("mnist_mlp", opt, status);
   if (!mnist) return status;
 
-  // The model.
+  // The model, on the device --device names.
   graph g;
+  const auto on_device = g.device_scope(use_device("mnist_mlp", opt.device, options));
   mnist_builder model(g, opt.seed);
   const bool bf16 = bf16_option != 0;
   if (bf16) model.compute_in(dtype::bfloat16);

@@ -6,6 +6,8 @@
 #include <weft/data/idx.hpp>
 #include <weft/weft.hpp>
 
+#include "device_option.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +33,7 @@ struct mnist_options {
   bool resume = false;
   bool pipeline = true;  // batches from a weft::input_pipeline, made ahead on threads of its own (else by the loop)
   bool fashion = false;   // Fashion-MNIST from Debian's dataset-fashion-mnist instead of MNIST
+  std::string device = "cpu";  // cpu or gpu (device_option.hpp)
 };
 
 // An option of one example only: --name N, stored as a number.
@@ -47,7 +50,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
   auto usage = [&](int status) {
     std::fprintf(status ? stderr : stdout,
                  "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
-                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--host-batches] [--fashion]",
+                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--host-batches] [--fashion] [--device cpu|gpu]",
                  program);
     for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
     std::fprintf(status ? stderr : stdout, "\n");
@@ -76,6 +79,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       else if (a == "--pipeline") o.pipeline = true;
       else if (a == "--host-batches") o.pipeline = false;
       else if (a == "--fashion") o.fashion = true;
+      else if (a == "--device") o.device = value();
       else if (a == "--help") usage(0);
       else {
         auto e = std::find_if(extras.begin(), extras.end(), [&](const extra_option& x) { return a == std::string("--") + x.name; });
