@@ -1,0 +1,267 @@
+// GPU benchmarks (issue 28), each against its baseline in the same run, on GPU:0:
+//   BM_matmul_session / BM_matmul_cublas   MatMul through a session against cublasGemmEx called
+//                                          directly, n x n, float32 and bfloat16 (goal >= 0.95)
+//   BM_copy / BM_fused_chain / BM_unfused_chain
+//                                          a plain device-to-device copy of 2^28 floats (the
+//                                          memory bandwidth), an 8-op elementwise chain as one
+//                                          Fused node (NVRTC) and as 8 nodes (goals: >= 80 % of
+//                                          the copy's bandwidth, >= 3x the unfused)
+//   BM_send_recv / BM_memcpy_pinned        64 MiB from the CPU to the GPU through a Send/Recv
+//                                          pair against cudaMemcpy from pinned memory (>= 0.8)
+//   BM_mlp_step                            the 784-512-512-10 MLP's Adam step, batch 128 and
+//                                          1024, on the GPU
+//   BM_executor_overhead                   a chain of 64 scalar GPU Adds: time per node
+// Without a GPU it says so and exits 0. Time is wall time with the device synchronized
+// (UseRealTime): the host runs ahead of the device otherwise.
+//
+//   cmake --preset bench && cmake --build build/bench --target bench_gpu && build/bench/benchmarks/bench_gpu
+#include <benchmark/benchmark.h>
+
+#include <weft/cuda/all.hpp>
+#include <weft/weft.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace weft;
+
+namespace {
+
+bool gpu_present() { return cuda::gpus_available().count > 0; }
+
+const cuda::gpu_device& gpu_of_session(const session& s) { return cuda::gpu_of(*s.devices().back()); }
+
+session_options one_gpu() {
+  session_options o;
+  o.device_count = {{"GPU", 1}};
+  return o;
+}
+
+dtype dtype_arg(std::int64_t code) { return code == 0 ? dtype::float32 : dtype::bfloat16; }
+
+// A variable on the GPU holding n x m values of dtype t (filled with `value`).
+output gpu_variable(graph& g, dtype t, std::vector<std::int64_t> dims, float value, std::vector<endpoint>& inits) {
+  auto scope = g.device_scope("/device:GPU:0");
+  const output v = g.variable(t, shape(dims)).out(0);
+  output fill = g.op("Fill", {g.constant(tensor::from_vector(dims)).out(0), g.constant(tensor::scalar(value)).out(0)}).out(0);
+  if (t != dtype::float32) fill = g.op("Cast", {fill}, {{"DstT", t}}).out(0);
+  inits.emplace_back(g.op("Assign", {v, fill}));
+  return v;
+}
+
+void BM_matmul_session(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const dtype t = dtype_arg(state.range(1));
+  graph g;
+  std::vector<endpoint> inits;
+  const output a = gpu_variable(g, t, {n, n}, 0.5f, inits), b = gpu_variable(g, t, {n, n}, 0.25f, inits);
+  auto scope = g.device_scope("/device:GPU:0");
+  const node& mm = g.op("MatMul", {a, b});
+  session s(g, one_gpu());
+  s.run(inits);
+  const auto& gpu = gpu_of_session(s);
+  s.run({mm});
+  gpu.synchronize();
+  for (auto _ : state) {
+    s.run({mm});
+    gpu.synchronize();
+  }
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * 1e-12,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_matmul_cublas(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const dtype t = dtype_arg(state.range(1));
+  const cuda::gpu_device gpu(0, 1);
+  const tensor a(t, shape{n, n}, gpu.get_allocator()), b(t, shape{n, n}, gpu.get_allocator());
+  tensor c(t, shape{n, n}, gpu.get_allocator());
+  auto once = [&] { cuda::gemm(gpu, t, false, false, n, n, n, a.raw_data(), n, b.raw_data(), n, c.raw_data()); };
+  once();
+  gpu.synchronize();
+  for (auto _ : state) {
+    once();
+    gpu.synchronize();
+  }
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * 1e-12,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+constexpr std::int64_t chain_elements = std::int64_t(1) << 28;
+
+void BM_copy(benchmark::State& state) {
+  const cuda::gpu_device gpu(0, 1);
+  const tensor x(dtype::float32, shape{chain_elements}, gpu.get_allocator());
+  tensor y(dtype::float32, shape{chain_elements}, gpu.get_allocator());
+  for (auto _ : state) {
+    cuda::check(cudaMemcpyAsync(y.raw_data(), x.raw_data(), x.bytes(), cudaMemcpyDeviceToDevice, gpu.stream()), "copy");
+    gpu.synchronize();
+  }
+  state.counters["GB/s"] = benchmark::Counter(2.0 * double(x.bytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// y = relu(((((x * 1.5 + 0.5) - x) * 0.25 + x) * 2) - 1): eight ops on one input and
+// scalars, as one Fused node or as eight nodes.
+const char* const chain_expr =
+    "Relu:float32(Sub:float32(Mul:float32(Add:float32(Mul:float32(Sub:float32(Add:float32(Mul:float32($float32,$float32s),"
+    "$float32s),$float32),$float32s),$float32),$float32s),$float32s))";
+
+void chain(benchmark::State& state, bool fused) {
+  graph g;
+  std::vector<endpoint> inits;
+  const output x = gpu_variable(g, dtype::float32, {chain_elements}, 0.5f, inits);
+  auto scope = g.device_scope("/device:GPU:0");
+  auto c = [&](float v) { return g.constant(tensor::scalar(v)).out(0); };
+  output y;
+  if (fused) {
+    y = g.op("Fused", {x, c(1.5f), c(0.5f), c(0.25f), c(2.0f), c(1.0f)},
+             {{"expr", std::string(chain_expr)},
+              {"slots", std::vector<std::int64_t>{0, 1, 2, 0, 3, 0, 4, 5}},
+              {"T", dtype::float32},
+              {"Tin", std::vector<dtype>(6, dtype::float32)}})
+            .out(0);
+  } else {
+    auto op = [&](const char* name, output a, output b) { return g.op(name, {a, b}).out(0); };
+    y = op("Sub", op("Mul", op("Add", op("Mul", op("Sub", op("Add", op("Mul", x, c(1.5f)), c(0.5f)), x), c(0.25f)), x), c(2.0f)), c(1.0f));
+    y = g.op("Relu", {y}).out(0);
+  }
+  session_options o = one_gpu();
+  o.constant_folding.max_bytes = 0;
+  session s(g, o);
+  s.run(inits);
+  const auto& gpu = gpu_of_session(s);
+  const node& target = g.op("Identity", {y});
+  s.run({target});
+  gpu.synchronize();
+  for (auto _ : state) {
+    s.run({target});
+    gpu.synchronize();
+  }
+  state.counters["GB/s"] = benchmark::Counter(2.0 * 4 * double(chain_elements) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_fused_chain(benchmark::State& state) { chain(state, true); }
+void BM_unfused_chain(benchmark::State& state) { chain(state, false); }
+
+constexpr std::int64_t transfer_floats = std::int64_t(16) << 20;  // 64 MiB
+
+void BM_send_recv(benchmark::State& state) {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {transfer_floats}, "x");  // on the CPU
+  const node* on_gpu = nullptr;
+  {
+    auto scope = g.device_scope("/device:GPU:0");
+    on_gpu = &g.op("Identity", {x});
+  }
+  session s(g, one_gpu());
+  const tensor host = tensor(dtype::float32, shape{transfer_floats}, cuda::pinned_allocator());
+  const auto& gpu = gpu_of_session(s);
+  s.run({{x, host}}, {}, {*on_gpu});
+  for (auto _ : state) {
+    s.run({{x, host}}, {}, {*on_gpu});
+    gpu.synchronize();
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(host.bytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_memcpy_pinned(benchmark::State& state) {
+  const cuda::gpu_device gpu(0, 1);
+  const tensor host(dtype::float32, shape{transfer_floats}, cuda::pinned_allocator());
+  tensor device(dtype::float32, shape{transfer_floats}, gpu.get_allocator());
+  for (auto _ : state)
+    cuda::check(cudaMemcpy(device.raw_data(), host.raw_data(), host.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  state.counters["GB/s"] = benchmark::Counter(double(host.bytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_mlp_step(benchmark::State& state) {
+  const std::int64_t batch = state.range(0);
+  graph g;
+  std::vector<endpoint> inits;
+  auto scope = g.device_scope("/device:GPU:0");
+  auto& images = g.placeholder(dtype::float32, {batch, 784}, "images");
+  auto& labels = g.placeholder(dtype::int32, {batch}, "labels");
+  std::vector<output> vars;
+  output h = images;
+  const std::int64_t sizes[] = {784, 512, 512, 10};
+  for (int l = 0; l < 3; ++l) {
+    const output w = gpu_variable(g, dtype::float32, {sizes[l], sizes[l + 1]}, 0.01f, inits);
+    const output b = gpu_variable(g, dtype::float32, {sizes[l + 1]}, 0.0f, inits);
+    vars.push_back(w);
+    vars.push_back(b);
+    h = g.op("BiasAdd", {g.op("MatMul", {h, w}).out(0), b}).out(0);
+    if (l < 2) h = g.op("Relu", {h}).out(0);
+  }
+  const output loss = g.op("Mean", {g.op("SparseSoftmaxCrossEntropyWithLogits", {h, labels}).out(0),
+                                    g.constant(tensor::scalar(0)).out(0)}).out(0);
+  const auto train = train::minimize(g, loss, vars, train::adam{0.001});
+  session_options o = one_gpu();
+  o.placement.soft = true;
+  session s(g, o);
+  s.run(inits);
+  s.run({train.init});
+  const tensor x = tensor::filled(shape{batch, 784}, 0.5f);
+  std::vector<std::int32_t> l(static_cast<std::size_t>(batch));
+  for (std::size_t i = 0; i < l.size(); ++i) l[i] = static_cast<std::int32_t>(i % 10);
+  const tensor y = tensor::from_vector(l);
+  const auto& gpu = gpu_of_session(s);
+  s.run({{images, x}, {labels, y}}, {}, {train.step});
+  gpu.synchronize();
+  for (auto _ : state) {
+    s.run({{images, x}, {labels, y}}, {}, {train.step});
+    gpu.synchronize();
+  }
+  state.counters["examples/s"] = benchmark::Counter(double(batch), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_executor_overhead(benchmark::State& state) {
+  constexpr int nodes = 64;
+  graph g;
+  std::vector<endpoint> inits;
+  const output x = gpu_variable(g, dtype::float32, {1}, 1.0f, inits);
+  auto scope = g.device_scope("/device:GPU:0");
+  output v = x;
+  for (int i = 0; i < nodes; ++i) v = g.op("Add", {v, x}).out(0);
+  const node& target = g.op("Identity", {v});
+  session_options o = one_gpu();
+  o.inter_op_threads = 0;
+  session s(g, o);
+  s.run(inits);
+  const auto& gpu = gpu_of_session(s);
+  for (auto _ : state) {
+    s.run({target});
+    gpu.synchronize();
+  }
+  state.counters["us/node"] = benchmark::Counter(double(nodes) * 1e6, benchmark::Counter::kIsIterationInvariantRate |
+                                                                           benchmark::Counter::kInvert);
+}
+
+}  // namespace
+
+BENCHMARK(BM_matmul_session)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_matmul_cublas)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_copy)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_fused_chain)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_unfused_chain)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_send_recv)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_memcpy_pinned)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_mlp_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_executor_overhead)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+int main(int argc, char** argv) {
+  const auto a = cuda::gpus_available();
+  if (a.count == 0) {
+    std::printf("bench_gpu: no GPU here (%s); nothing to measure\n", a.why_none.c_str());
+    return 0;
+  }
+  {
+    const cuda::gpu_device probe(0, 1);
+    std::printf("bench_gpu: %s (%s, compute capability %d.%d)\n", probe.name().c_str(), probe.properties().name,
+                probe.properties().major, probe.properties().minor);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
