@@ -109,7 +109,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "Mean", "Sum", "ArgMax", "Equal", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam",
                          "ApplyGradientDescent", "ApplyMomentum", "Reshape", "Shape", "Size", "ReducedShape",
                          "BroadcastTo", "Variable", "Assign", "Identity", "NoOp", "Const", "Softmax", "Tanh", "Sigmoid",
-                         "GatherV2", "BatchMatMulV2"}) {
+                         "GatherV2", "BatchMatMulV2", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
+                         "Dropout", "Fused"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -342,7 +343,10 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   }
   INFO("ops compared: " << checked.size());
   CHECK(compared > 0);
-  for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam"}) CHECK(checked.count(op));
+  // The random ops draw what the CPU's draw: the same stream, on the device.
+  for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
+                         "TruncatedNormal", "Dropout"})
+    CHECK(checked.count(op));
 }
 
 TEST_CASE("the GPU's caching allocator under many sizes, and its out-of-memory error", "[gpu]") {

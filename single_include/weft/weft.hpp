@@ -19439,8 +19439,16 @@ struct conv2d_backprop_filter {
 #include <cmath>
 #include <random>
 
+// The random streams of the seeded random ops (RandomUniform, RandomStandardNormal,
+// TruncatedNormal, Dropout): element i of the r-th value a node draws is a pure function of
+// its key (from seed and seed2) and a counter, so that runs repeat, shards compute apart,
+// and every device draws the same numbers (the GPU's kernels, weft/cuda/launch.cuh, compute
+// the same mix on the device).
 
-namespace weft::cpu {
+#include <cstdint>
+#include <random>
+
+namespace weft {
 
 // SplitMix64: a strong 64-bit mix, enough for simulation-grade uniform bits.
 inline std::uint64_t mix64(std::uint64_t x) {
@@ -19464,6 +19472,13 @@ inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint
   }
   return mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + salt);
 }
+
+// The salt of Dropout's stream.
+inline constexpr std::uint64_t dropout_salt = 0x5bd1e995u;
+
+}  // namespace weft
+
+namespace weft::cpu {
 
 enum class distribution { uniform, normal, truncated_normal };
 
@@ -19556,7 +19571,7 @@ namespace weft::cpu::nn {
 struct dropout {
   static constexpr unsigned value_mask = 0b11;
   explicit dropout(const node& n)
-      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), 0x5bd1e995u)) {}
+      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
     return {ctx.input(0).shape(), ctx.input(0).shape()};

@@ -30,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -95,14 +96,17 @@ class error_slots {
   error_slots& operator=(const error_slots&) = delete;
   ~error_slots() { (void)cudaFreeHost(slots_); }
 
+  // How a slot's value is written: an integer, or the bits of a double.
+  enum class value_kind { integer, float64_bits };
   // The slot for reports whose message is `message` followed by the offending value; one
   // message, one slot (the kernels of one node share it across executables).
-  std::int64_t* claim(const std::string& message) {
+  std::int64_t* claim(const std::string& message, value_kind kind = value_kind::integer) {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < messages_.size(); ++i)
       if (messages_[i] == message) return slots_ + 2 * i;
     if (messages_.size() == capacity) return slots_ + 2 * (capacity - 1);  // the last is shared when all are taken
     messages_.push_back(message);
+    kinds_.push_back(kind);
     return slots_ + 2 * (messages_.size() - 1);
   }
   // Throws invalid_argument for the first slot written since the last check, after clearing
@@ -114,7 +118,18 @@ class error_slots {
       for (std::size_t i = 0; i < messages_.size(); ++i) {
         volatile std::int64_t* slot = slots_ + 2 * i;
         if (slot[0] == 0) continue;
-        if (report.empty()) report = messages_[i] + std::to_string(slot[1]);
+        if (report.empty()) {
+          const std::int64_t v = slot[1];
+          if (kinds_[i] == value_kind::float64_bits) {
+            double d = 0;
+            std::memcpy(&d, &v, sizeof d);
+            std::ostringstream text;
+            text << d;
+            report = messages_[i] + text.str();
+          } else {
+            report = messages_[i] + std::to_string(v);
+          }
+        }
         slot[1] = 0;
         slot[0] = 0;
       }
@@ -127,6 +142,7 @@ class error_slots {
   std::int64_t* slots_ = nullptr;
   std::mutex mu_;
   std::vector<std::string> messages_;
+  std::vector<value_kind> kinds_;
 };
 
 namespace detail {

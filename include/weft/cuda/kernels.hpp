@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -28,6 +29,7 @@
 
 #include <weft/core/broadcast.hpp>
 #include <weft/core/checked.hpp>
+#include <weft/core/random_stream.hpp>
 #include <weft/cuda/check.hpp>
 #include <weft/cuda/device.hpp>
 #include <weft/cuda/launch.hpp>
@@ -36,6 +38,7 @@
 #include <weft/ops/math_ops.hpp>
 #include <weft/ops/matrix_ops.hpp>
 #include <weft/ops/nn_ops.hpp>
+#include <weft/ops/random_ops.hpp>
 #include <weft/ops/reduction_ops.hpp>
 #include <weft/ops/state_ops.hpp>
 #include <weft/ops/training_ops.hpp>
@@ -791,6 +794,52 @@ struct gpu_gather final : op_kernel {
   std::string message_;
 };
 
+// ---- random: the CPU kernels' streams (core/random_stream.hpp), drawn on the device ----
+
+template <launch::distribution D>
+struct gpu_random final : op_kernel {
+  explicit gpu_random(const node& n)
+      : t_(elem_of(n.attr<dtype>("dtype"), n)), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    const auto dims = host_ints(ctx, 0, "shape");
+    for (auto d : dims)
+      if (d < 0) fail(error_code::invalid_argument, "shape must not have negative dims, got ", d);
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    const std::int64_t n = out.num_elements();
+    const std::uint64_t per = D == launch::distribution::truncated_normal ? 64 : 1;
+    const std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n) * per, std::memory_order_relaxed);
+    launch::random_op(D, t_, key_, base, per, out.raw_data(), n, gpu_of(ctx.device()).stream());
+    launched(ctx.node().op().c_str());
+  }
+  launch::elem t_;
+  std::uint64_t key_;
+  mutable std::atomic<std::uint64_t> counter_{0};
+};
+
+struct gpu_dropout final : op_kernel {
+  explicit gpu_dropout(const node& n)
+      : t_(elem_of(n.output_dtype(0), n)),
+        key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)),
+        message_(n.describe() + ": rate must be in [0, 1), got ") {}
+  void compute(kernel_context& ctx) const override {
+    if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
+    const tensor x = device_input(ctx, 0), rate = device_input(ctx, 1);
+    tensor& out = ctx.allocate_output(0, x.shape());
+    tensor& mask = ctx.allocate_output(1, x.shape());
+    const std::int64_t n = x.num_elements();
+    const std::uint64_t base = counter_.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    const auto& g = gpu_of(ctx.device());
+    launch::dropout_op(t_, key_, base, x.raw_data(), rate.raw_data(), out.raw_data(), mask.raw_data(), n,
+                       g.errors().claim(message_, error_slots::value_kind::float64_bits), g.stream());
+    launched("Dropout");
+  }
+  launch::elem t_;
+  std::uint64_t key_;
+  std::string message_;
+  mutable std::atomic<std::uint64_t> counter_{0};
+};
+
 // ---- optimizers: in place, with a device copy of a value still read elsewhere ----
 
 enum class optimizer { gradient_descent, momentum, adam };
@@ -868,6 +917,7 @@ inline bool register_gpu_kernels() {
     ops::register_reduction_ops();
     ops::register_state_ops();
     ops::register_training_ops();
+    ops::register_random_ops();
     const std::vector<dtype> floats = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64};
     const std::vector<dtype> signed_numbers = {dtype::float16, dtype::bfloat16, dtype::float32,
                                                              dtype::float64, dtype::int32, dtype::int64};
@@ -934,6 +984,10 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_softmax<true>>("LogSoftmax", "T", floats);
     register_gpu_kernel_for<gpu_sparse_xent>("SparseSoftmaxCrossEntropyWithLogits", "T", floats);
     register_gpu_kernel<gpu_gather>("GatherV2");
+    register_gpu_kernel<gpu_random<launch::distribution::uniform>>("RandomUniform");
+    register_gpu_kernel<gpu_random<launch::distribution::normal>>("RandomStandardNormal");
+    register_gpu_kernel<gpu_random<launch::distribution::truncated_normal>>("TruncatedNormal");
+    register_gpu_kernel_for<gpu_dropout>("Dropout", "T", floats);
     register_gpu_kernel_for<gpu_apply<optimizer::gradient_descent>>("ApplyGradientDescent", "T", floats);
     register_gpu_kernel_for<gpu_apply<optimizer::momentum>>("ApplyMomentum", "T", floats);
     register_gpu_kernel_for<gpu_apply<optimizer::adam>>("ApplyAdam", "T", floats);

@@ -405,6 +405,67 @@ __global__ void adam_kernel(T* var, T* m, T* v, const T* beta1_power, const T* b
   }
 }
 
+// ---- random: core/random_stream.hpp's stream, on the device ----
+__device__ __forceinline__ std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+__device__ __forceinline__ double uniform01(std::uint64_t key, std::uint64_t counter) {
+  return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
+}
+__device__ __forceinline__ double normal01(std::uint64_t key, std::uint64_t c) {
+  const double u1 = uniform01(key, 2 * c), u2 = uniform01(key, 2 * c + 1);
+  return sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
+}
+
+template <distribution D, class T>
+__global__ void random_kernel(std::uint64_t key, std::uint64_t base, std::uint64_t per, T* out, std::int64_t n) {
+  WEFT_GRID_LOOP(i, n) {
+    const std::uint64_t c = base + static_cast<std::uint64_t>(i) * per;
+    double v;
+    if constexpr (D == distribution::uniform) {
+      v = uniform01(key, c);
+    } else if constexpr (D == distribution::normal) {
+      v = normal01(key, c);
+    } else {
+      v = normal01(key, c);
+      for (std::uint64_t k = 1; fabs(v) >= 2.0 && k < per; ++k) v = normal01(key, c + k);
+      if (fabs(v) >= 2.0) v = 0;
+    }
+    T t = store<T>(static_cast<compute_t<T>>(v));
+    if constexpr (D == distribution::uniform)
+      if (!(static_cast<double>(load(t)) < 1.0)) t = store<T>(compute_t<T>(0));  // rounding to 1 in narrow types
+    out[i] = t;
+  }
+}
+
+template <class T>
+__global__ void dropout_kernel(std::uint64_t key, std::uint64_t base, const T* x, const T* rate_at, T* out, T* mask,
+                               std::int64_t n, std::int64_t* error) {
+  using C = compute_t<T>;
+  const C rate = load(*rate_at);
+  const bool bad = !(rate >= C(0) && rate < C(1));
+  if (bad && blockIdx.x == 0 && threadIdx.x == 0) {
+    const double r = static_cast<double>(rate);
+    long long bits;
+    memcpy(&bits, &r, sizeof bits);
+    report(error, bits);
+  }
+  const C scale = C(1) / (C(1) - rate);
+  WEFT_GRID_LOOP(i, n) {
+    if (bad) {
+      mask[i] = out[i] = store<T>(C(NAN));
+      continue;
+    }
+    const bool keep = uniform01(key, base + static_cast<std::uint64_t>(i)) >= static_cast<double>(rate);
+    const C m = keep ? scale : C(0);
+    mask[i] = store<T>(m);
+    out[i] = store<T>(load(x[i]) * m);
+  }
+}
+
 // ---- gather ----
 template <class I>
 __global__ void gather_rows_kernel(const unsigned char* params, const I* indices, unsigned char* out, std::int64_t n,
@@ -608,6 +669,33 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
           static_cast<T*>(var), static_cast<T*>(m), static_cast<T*>(v), static_cast<const T*>(beta1_power),
           static_cast<const T*>(beta2_power), static_cast<const T*>(lr), static_cast<const T*>(beta1),
           static_cast<const T*>(beta2), static_cast<const T*>(epsilon), static_cast<const T*>(grad), nesterov, n);
+  });
+}
+
+void random_op(distribution d, elem t, std::uint64_t key, std::uint64_t base, std::uint64_t per, void* out, std::int64_t n,
+               cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else if (d == distribution::uniform)
+      kernels::random_kernel<distribution::uniform, T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(key, base, per, static_cast<T*>(out), n);
+    else if (d == distribution::normal)
+      kernels::random_kernel<distribution::normal, T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(key, base, per, static_cast<T*>(out), n);
+    else
+      kernels::random_kernel<distribution::truncated_normal, T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          key, base, per, static_cast<T*>(out), n);
+  });
+}
+
+void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, const void* rate, void* out, void* mask,
+                std::int64_t n, std::int64_t* error, cudaStream_t s) {
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::dropout_kernel<T><<<kernels::blocks_for(n > 0 ? n : 1), kernels::threads, 0, s>>>(
+          key, base, static_cast<const T*>(x), static_cast<const T*>(rate), static_cast<T*>(out), static_cast<T*>(mask), n, error);
   });
 }
 

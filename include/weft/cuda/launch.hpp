@@ -90,6 +90,18 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
                    const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
                    bool nesterov, std::int64_t n, cudaStream_t stream);
 
+// The seeded random ops, drawing what the CPU's kernels draw (core/random_stream.hpp):
+// element i is the draw of counter base + i * per (per: 64 for truncated_normal, whose
+// redraws take the counters after it), from the stream of `key`.
+enum class distribution : int { uniform, normal, truncated_normal };
+void random_op(distribution d, elem t, std::uint64_t key, std::uint64_t base, std::uint64_t per, void* out,
+               std::int64_t n, cudaStream_t stream);
+// Dropout: out[i] = x[i] * mask[i], mask[i] = 1 / (1 - rate) where the uniform draw of counter
+// base + i is at least rate, else 0; rate is one element in device memory. A rate outside
+// [0, 1) makes the outputs NaN and is reported in `error` (as a double's bits).
+void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, const void* rate, void* out, void* mask,
+                std::int64_t n, std::int64_t* error, cudaStream_t stream);
+
 // A row gather: out[i, :] = params[indices[i], :] for n rows of `row_bytes` bytes; an index
 // outside [0, rows) gives a row of zeros and is reported in `error`.
 void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t n,

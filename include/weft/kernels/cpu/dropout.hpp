@@ -15,7 +15,7 @@ namespace weft::cpu::nn {
 struct dropout {
   static constexpr unsigned value_mask = 0b11;
   explicit dropout(const node& n)
-      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), 0x5bd1e995u)) {}
+      : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)) {}
   std::vector<shape> shapes(kernel_context& ctx) const {
     if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
     return {ctx.input(0).shape(), ctx.input(0).shape()};

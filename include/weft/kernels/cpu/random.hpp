@@ -7,33 +7,11 @@
 #include <cmath>
 #include <random>
 
+#include <weft/core/random_stream.hpp>
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/ops/random_ops.hpp>
 
 namespace weft::cpu {
-
-// SplitMix64: a strong 64-bit mix, enough for simulation-grade uniform bits.
-inline std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Uniform in [0, 1) with 53 random bits.
-inline double uniform01(std::uint64_t key, std::uint64_t counter) {
-  return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
-}
-
-// The key of a seeded node's stream: from the system when seed = seed2 = 0, else from
-// both seeds. `salt` separates the streams of different ops given the same seeds.
-inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint64_t salt = 0) {
-  if (seed == 0 && seed2 == 0) {
-    std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  }
-  return mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + salt);
-}
 
 enum class distribution { uniform, normal, truncated_normal };
 
