@@ -110,13 +110,14 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "ApplyGradientDescent", "ApplyMomentum", "Reshape", "Shape", "Size", "ReducedShape",
                          "BroadcastTo", "Variable", "Assign", "Identity", "NoOp", "Const", "Softmax", "Tanh", "Sigmoid",
                          "GatherV2", "BatchMatMulV2", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
-                         "Dropout", "Fused"}) {
+                         "Dropout", "Fused", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool",
+                         "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "Transpose"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
   CHECK(gpu_dtypes("MatMul") == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
   CHECK(gpu_dtypes("Add").size() == 7);
-  CHECK(gpu_dtypes("Conv2D").empty());  // not yet: soft placement runs it on the CPU
+  CHECK(gpu_dtypes("Cumsum").empty());  // not yet: soft placement runs it on the CPU
 }
 
 TEST_CASE("broadcast plans give each operand's offset of every output element", "[host]") {
@@ -345,7 +346,7 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   CHECK(compared > 0);
   // The random ops draw what the CPU's draw: the same stream, on the device.
   for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
-                         "TruncatedNormal", "Dropout"})
+                         "TruncatedNormal", "Dropout", "Conv2D", "Conv2DBackpropFilter", "MaxPoolGrad", "Transpose"})
     CHECK(checked.count(op));
 }
 

@@ -18589,12 +18589,21 @@ void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_
 #include <string>
 #include <vector>
 
+// The geometry of a window sliding over NHWC images (the convolutions and pools of
+// ops/nn_ops.hpp), device-neutral: a node's window attrs, the input, window and output sizes
+// with TensorFlow's padding, and the check that the window fits. The CPU kernels
+// (kernels/cpu/window.hpp) and the GPU's (cuda/kernels.hpp) build theirs here.
 
-namespace weft::cpu::nn {
+#include <cstdint>
+#include <string>
+#include <vector>
+
+
+namespace weft::ops {
 
 // The window attrs of a node (its op's shape function checked them when it was built).
-inline ops::window_attrs window_attrs_of(const node& n) {
-  ops::window_attrs w;
+inline window_attrs window_attrs_of(const node& n) {
+  window_attrs w;
   auto pair = [&](const char* name, std::int64_t& h, std::int64_t& wd) {
     if (const attr_value* v = n.attrs().find(name))
       if (const auto* l = v->get_if<std::vector<std::int64_t>>(); l && l->size() == 4) h = (*l)[1], wd = (*l)[2];
@@ -18622,14 +18631,14 @@ struct geometry {
 };
 
 inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
-                              const ops::window_attrs& a, const char* what = "input") {
+                              const window_attrs& a, const char* what = "input") {
   if (in.rank() != 4) fail(error_code::invalid_argument, what, " must have rank 4 (NHWC), got shape ", in);
   if (kh < 1 || kw < 1)
     fail(error_code::invalid_argument, "the window's height and width must be positive, got ", kh, "x", kw);
   geometry g;
   g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3], g.kh = kh, g.kw = kw, g.k = k;
   g.sh = a.sh, g.sw = a.sw, g.dh = a.dh, g.dw = a.dw;
-  auto y = ops::window_of(g.h, kh, g.sh, g.dh, a.same), x = ops::window_of(g.w, kw, g.sw, g.dw, a.same);
+  auto y = window_of(g.h, kh, g.sh, g.dh, a.same), x = window_of(g.w, kw, g.sw, g.dw, a.same);
   if (!y || !x)
     fail(error_code::invalid_argument, "the ", kh, "x", kw, " window (dilations ", g.dh, ", ", g.dw, ") does not fit in the ",
          what, " ", in, " with VALID padding");
@@ -18637,6 +18646,16 @@ inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw,
   (void)checked_mul(checked_mul(kh, kw, "the window's size"), g.c, "the window's size");  // patch() fits
   return g;
 }
+
+}  // namespace weft::ops
+
+namespace weft::cpu::nn {
+
+// The node's window attrs, the geometry and its checks are the ops layer's
+// (graph/window_geometry.hpp), which the GPU kernels share.
+using ops::geometry;
+using ops::make_geometry;
+using ops::window_attrs_of;
 
 inline shape sizes_shape(const tensor& t, const char* what) {
   if (t.rank() != 1 || t.num_elements() != 4)

@@ -33,6 +33,7 @@
 #include <weft/cuda/check.hpp>
 #include <weft/cuda/device.hpp>
 #include <weft/cuda/launch.hpp>
+#include <weft/graph/window_geometry.hpp>
 #include <weft/ops/array_ops.hpp>
 #include <weft/ops/core_ops.hpp>
 #include <weft/ops/math_ops.hpp>
@@ -48,8 +49,8 @@ namespace weft::cuda {
 
 // ---- helpers ----
 
-// The launch code of dtype t, or an error naming the node.
-inline launch::elem elem_of(dtype t, const node& n) {
+// The launch code of dtype t, or an error naming who asked (a node, a helper).
+inline launch::elem elem_of(dtype t, const std::string& who) {
   switch (t) {
     case dtype::float16: return launch::elem::f16;
     case dtype::bfloat16: return launch::elem::bf16;
@@ -59,9 +60,10 @@ inline launch::elem elem_of(dtype t, const node& n) {
     case dtype::int64: return launch::elem::i64;
     case dtype::uint8: return launch::elem::u8;
     case dtype::boolean: return launch::elem::boolean;
-    default: fail(error_code::unimplemented, n.describe(), ": ", t, " is not supported on the GPU");
+    default: fail(error_code::unimplemented, who, ": ", t, " is not supported on the GPU");
   }
 }
+inline launch::elem elem_of(dtype t, const node& n) { return elem_of(t, n.describe()); }
 
 // Input i in the GPU's memory: as it is, or copied in from host memory.
 inline tensor device_input(kernel_context& ctx, int i) {
@@ -794,6 +796,281 @@ struct gpu_gather final : op_kernel {
   std::string message_;
 };
 
+// ---- transposes ----
+
+// x with its dims permuted (out dim d is x's dim perm[d]), as a broadcast of x whose
+// strides are permuted.
+inline tensor transposed(const gpu_device& g, const tensor& x, const std::vector<int>& perm) {
+  const int rank = x.rank();
+  if (static_cast<int>(perm.size()) != rank)
+    fail(error_code::invalid_argument, "perm has ", perm.size(), " entries for a tensor of rank ", rank);
+  std::vector<std::int64_t> in_stride(static_cast<std::size_t>(rank), 1), out_dims(static_cast<std::size_t>(rank));
+  for (int d = rank - 2; d >= 0; --d) in_stride[static_cast<std::size_t>(d)] = in_stride[static_cast<std::size_t>(d) + 1] * x.shape()[d + 1];
+  std::vector<bool> seen(static_cast<std::size_t>(rank), false);
+  for (int d = 0; d < rank; ++d) {
+    const int p = perm[static_cast<std::size_t>(d)];
+    if (p < 0 || p >= rank || seen[static_cast<std::size_t>(p)])
+      fail(error_code::invalid_argument, "perm is not a permutation of 0..", rank - 1);
+    seen[static_cast<std::size_t>(p)] = true;
+    out_dims[static_cast<std::size_t>(d)] = x.shape()[p];
+  }
+  tensor y(x.dtype(), shape(out_dims), g.get_allocator());
+  if (y.num_elements() == 0) return y;
+  launch::broadcast_plan plan;
+  // Dims of size 1 move nothing: the plan keeps the others.
+  for (int d = 0; d < rank; ++d) {
+    if (out_dims[static_cast<std::size_t>(d)] == 1) continue;
+    if (plan.rank == launch::broadcast_plan::max_rank)
+      fail(error_code::unimplemented, "a transpose over more than ", launch::broadcast_plan::max_rank, " dims above 1 on the GPU");
+    plan.dims[plan.rank] = out_dims[static_cast<std::size_t>(d)];
+    plan.stride[0][plan.rank] = in_stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])];
+    ++plan.rank;
+  }
+  launch::broadcast_op(elem_of(x.dtype(), "a transpose"), x.raw_data(), y.raw_data(), y.num_elements(), plan, g.stream());
+  launched("a transpose");
+  return y;
+}
+
+struct gpu_transpose final : op_kernel {
+  explicit gpu_transpose(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    std::vector<int> perm;
+    for (auto p : host_ints(ctx, 1, "perm")) perm.push_back(static_cast<int>(p < 0 ? p + x.rank() : p));
+    ctx.set_output(0, transposed(gpu_of(ctx.device()), x, perm));
+  }
+};
+
+// ---- pooling (weft's CUDA kernels, the CPU's semantics) and convolutions (cuDNN) ----
+
+inline launch::pool_geometry pool_geometry_of(const ops::geometry& g) {
+  launch::pool_geometry p;
+  p.n = g.n, p.h = g.h, p.w = g.w, p.c = g.c, p.kh = g.kh, p.kw = g.kw, p.sh = g.sh, p.sw = g.sw;
+  p.oh = g.oh, p.ow = g.ow, p.pad_top = g.pad_top, p.pad_left = g.pad_left;
+  return p;
+}
+
+// A 4-vector of sizes (Conv2DBackpropInput's input_sizes, AvgPoolGrad's orig_input_shape), read on the host.
+inline shape four_sizes(kernel_context& ctx, int i, const char* what) {
+  if (ctx.input(i).rank() != 1 || ctx.input(i).num_elements() != 4)
+    fail(error_code::invalid_argument, what, " must be a vector of 4 dims, got shape ", ctx.input(i).shape());
+  const auto dims = host_ints(ctx, i, what);
+  for (auto d : dims)
+    if (d < 0) fail(error_code::invalid_argument, what, " has a negative dimension ", d);
+  return shape(dims);
+}
+
+inline void require_gpu_shape(const tensor& t, const shape& expected, const char* what) {
+  if (t.shape() != expected) fail(error_code::invalid_argument, what, " has shape ", t.shape(), ", expected ", expected);
+}
+
+template <bool Max>
+struct gpu_pool final : op_kernel {
+  explicit gpu_pool(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    const ops::geometry g = ops::make_geometry(x.shape(), w_.kh, w_.kw, x.rank() == 4 ? x.shape()[3] : 0, w_);
+    tensor& y = ctx.allocate_output(0, g.output_shape());
+    launch::pool_op(Max, t_, x.raw_data(), y.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
+    launched(Max ? "MaxPool" : "AvgPool");
+  }
+  launch::elem t_;
+  ops::window_attrs w_;
+};
+
+struct gpu_max_pool_grad final : op_kernel {
+  explicit gpu_max_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0), y = ctx.input(1), grad = device_input(ctx, 2);
+    const ops::geometry g = ops::make_geometry(x.shape(), w_.kh, w_.kw, x.rank() == 4 ? x.shape()[3] : 0, w_, "orig_input");
+    require_gpu_shape(y, g.output_shape(), "orig_output");
+    require_gpu_shape(grad, g.output_shape(), "grad");
+    tensor& dx = ctx.allocate_output(0, x.shape());
+    launch::max_pool_grad_op(t_, x.raw_data(), grad.raw_data(), dx.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
+    launched("MaxPoolGrad");
+  }
+  launch::elem t_;
+  ops::window_attrs w_;
+};
+
+struct gpu_avg_pool_grad final : op_kernel {
+  explicit gpu_avg_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const shape in = four_sizes(ctx, 0, "orig_input_shape");
+    const tensor grad = device_input(ctx, 1);
+    const ops::geometry g = ops::make_geometry(in, w_.kh, w_.kw, in[3], w_, "orig_input_shape");
+    require_gpu_shape(grad, g.output_shape(), "grad");
+    tensor& dx = ctx.allocate_output(0, in);
+    launch::avg_pool_grad_op(t_, grad.raw_data(), dx.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
+    launched("AvgPoolGrad");
+  }
+  launch::elem t_;
+  ops::window_attrs w_;
+};
+
+inline cudnnDataType_t cudnn_type_of(dtype t) {
+  switch (t) {
+    case dtype::float16: return CUDNN_DATA_HALF;
+    case dtype::bfloat16: return CUDNN_DATA_BFLOAT16;
+    case dtype::float32: return CUDNN_DATA_FLOAT;
+    case dtype::float64: return CUDNN_DATA_DOUBLE;
+    default: fail(error_code::unimplemented, t, " convolutions are not supported on the GPU");
+  }
+}
+
+// cuDNN's descriptors of one convolution: x and y NHWC, the filter OHWI (cuDNN's NHWC filter
+// layout; weft's filters are HWIO and are transposed for it), cross-correlation with the
+// geometry's padding (symmetric: TensorFlow pads SAME windows one more at the end when the
+// padding is odd, which cuDNN cannot; such a convolution is an unimplemented error here).
+class conv_descriptors {
+ public:
+  conv_descriptors(dtype t, const ops::geometry& g) {
+    const std::int64_t extent_h = (g.kh - 1) * g.dh + 1, extent_w = (g.kw - 1) * g.dw + 1;
+    const std::int64_t total_h = std::max<std::int64_t>(0, (g.oh - 1) * g.sh + extent_h - g.h);
+    const std::int64_t total_w = std::max<std::int64_t>(0, (g.ow - 1) * g.sw + extent_w - g.w);
+    if (total_h != 2 * g.pad_top || total_w != 2 * g.pad_left)
+      fail(error_code::unimplemented, "a convolution whose SAME padding is uneven (", total_h, " rows, ", total_w,
+           " columns) is not supported on the GPU yet (cuDNN pads both sides alike)");
+    for (std::int64_t v : {g.n, g.h, g.w, g.c, g.k, g.oh, g.ow, g.kh, g.kw})
+      if (v > std::numeric_limits<int>::max()) fail(error_code::unimplemented, "a convolution dim of ", v, " (cuDNN takes int)");
+    const cudnnDataType_t type = cudnn_type_of(t);
+    const cudnnDataType_t compute = t == dtype::float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    auto i = [](std::int64_t v) { return static_cast<int>(v); };
+    check(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
+    check(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
+    check(cudnnCreateFilterDescriptor(&f_), "cudnnCreateFilterDescriptor");
+    check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
+    check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, type, i(g.n), i(g.c), i(g.h), i(g.w)), "cudnnSetTensor4dDescriptor (input)");
+    check(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, type, i(g.n), i(g.k), i(g.oh), i(g.ow)), "cudnnSetTensor4dDescriptor (output)");
+    check(cudnnSetFilter4dDescriptor(f_, type, CUDNN_TENSOR_NHWC, i(g.k), i(g.c), i(g.kh), i(g.kw)), "cudnnSetFilter4dDescriptor");
+    check(cudnnSetConvolution2dDescriptor(conv_, i(g.pad_top), i(g.pad_left), i(g.sh), i(g.sw), i(g.dh), i(g.dw),
+                                          CUDNN_CROSS_CORRELATION, compute),
+          "cudnnSetConvolution2dDescriptor");
+    // float32 and float64 with FMAs only (no TF32 tensor cores: the CPU's precision);
+    // the 16-bit types on tensor cores.
+    check(cudnnSetConvolutionMathType(conv_, t == dtype::float32 || t == dtype::float64 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+          "cudnnSetConvolutionMathType");
+  }
+  conv_descriptors(const conv_descriptors&) = delete;
+  conv_descriptors& operator=(const conv_descriptors&) = delete;
+  ~conv_descriptors() {
+    if (conv_) (void)cudnnDestroyConvolutionDescriptor(conv_);
+    if (f_) (void)cudnnDestroyFilterDescriptor(f_);
+    if (y_) (void)cudnnDestroyTensorDescriptor(y_);
+    if (x_) (void)cudnnDestroyTensorDescriptor(x_);
+  }
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t f_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+};
+
+// The scaling factors cuDNN takes: float, or double for float64 data.
+struct cudnn_scale {
+  explicit cudnn_scale(dtype t) : f64(t == dtype::float64) {}
+  const void* one() const { return f64 ? static_cast<const void*>(&one_d) : &one_f; }
+  const void* zero() const { return f64 ? static_cast<const void*>(&zero_d) : &zero_f; }
+  bool f64;
+  float one_f = 1, zero_f = 0;
+  double one_d = 1, zero_d = 0;
+};
+
+// The most workspace a convolution's algorithm may take.
+inline constexpr std::size_t conv_workspace_limit = std::size_t(512) << 20;
+
+// The first algorithm of cuDNN's heuristics that works within the workspace limit, and its workspace.
+template <class Perf>
+std::pair<decltype(Perf{}.algo), std::size_t> pick_algorithm(const Perf* perf, int count, const char* what) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= conv_workspace_limit) return {perf[i].algo, perf[i].memory};
+  fail(error_code::unimplemented, "cuDNN has no ", what, " algorithm for this convolution within ", conv_workspace_limit,
+       " bytes of workspace");
+}
+
+inline ops::geometry conv_geometry(const shape& input, const shape& filter, const ops::window_attrs& w) {
+  if (filter.rank() != 4) fail(error_code::invalid_argument, "filter must have rank 4 (HWIO), got shape ", filter);
+  ops::geometry g = ops::make_geometry(input, filter[0], filter[1], filter[3], w);
+  if (filter[2] != g.c)
+    fail(error_code::invalid_argument, "the input's channels and the filter's input channels differ (", g.c, " vs ", filter[2], ")");
+  return g;
+}
+
+enum class conv_pass { forward, backprop_input, backprop_filter };
+
+template <conv_pass Pass>
+struct gpu_conv final : op_kernel {
+  explicit gpu_conv(const node& n) : t_(n.output_dtype(0)), w_(ops::window_attrs_of(n)) { (void)cudnn_type_of(t_); }
+  void compute(kernel_context& ctx) const override {
+    const auto& g = gpu_of(ctx.device());
+    tensor x, f, dy;
+    shape x_shape, f_shape;
+    if constexpr (Pass == conv_pass::forward) {
+      x = device_input(ctx, 0), f = device_input(ctx, 1);
+      x_shape = x.shape(), f_shape = f.shape();
+    } else if constexpr (Pass == conv_pass::backprop_input) {
+      x_shape = four_sizes(ctx, 0, "input_sizes"), f = device_input(ctx, 1), dy = device_input(ctx, 2);
+      f_shape = f.shape();
+    } else {
+      x = device_input(ctx, 0), f_shape = four_sizes(ctx, 1, "filter_sizes"), dy = device_input(ctx, 2);
+      x_shape = x.shape();
+    }
+    const ops::geometry geo = conv_geometry(x_shape, f_shape, w_);
+    if constexpr (Pass != conv_pass::forward) require_gpu_shape(dy, geo.output_shape(), "out_backprop");
+    tensor& out = ctx.allocate_output(0, Pass == conv_pass::forward ? geo.output_shape()
+                                         : Pass == conv_pass::backprop_input ? x_shape : f_shape);
+    if (out.num_elements() == 0) return;
+    const current_device here(g.ordinal());
+    if (geo.c == 0 || geo.n == 0 || geo.oh == 0 || geo.ow == 0 || geo.k == 0) {  // nothing to sum: zeros
+      check(cudaMemsetAsync(out.raw_data(), 0, out.bytes(), g.stream()), "cudaMemsetAsync");
+      return;
+    }
+    const conv_descriptors d(t_, geo);
+    const cudnn_scale scale(t_);
+    if constexpr (Pass == conv_pass::backprop_filter) {
+      tensor dw(t_, shape{geo.k, geo.kh, geo.kw, geo.c}, g.get_allocator());  // OHWI
+      {
+        const library_call call(g);
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+        int count = 0;
+        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 8, &count, perf),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+        const auto [algo, bytes] = pick_algorithm(perf, count, "filter gradient");
+        tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(bytes)}, g.get_allocator());
+        check(cudnnConvolutionBackwardFilter(g.dnn(), scale.one(), d.x_, x.raw_data(), d.y_, dy.raw_data(), d.conv_, algo,
+                                             ws.raw_data(), bytes, scale.zero(), d.f_, dw.raw_data()),
+              "cudnnConvolutionBackwardFilter");
+      }
+      const tensor hwio = transposed(g, dw, {1, 2, 3, 0});
+      ctx.set_output(0, hwio);
+    } else {
+      const tensor ohwi = transposed(g, f, {3, 0, 1, 2});
+      const library_call call(g);
+      if constexpr (Pass == conv_pass::forward) {
+        cudnnConvolutionFwdAlgoPerf_t perf[8];
+        int count = 0;
+        check(cudnnGetConvolutionForwardAlgorithm_v7(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 8, &count, perf),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+        const auto [algo, bytes] = pick_algorithm(perf, count, "forward");
+        tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(bytes)}, g.get_allocator());
+        check(cudnnConvolutionForward(g.dnn(), scale.one(), d.x_, x.raw_data(), d.f_, ohwi.raw_data(), d.conv_, algo,
+                                      ws.raw_data(), bytes, scale.zero(), d.y_, out.raw_data()),
+              "cudnnConvolutionForward");
+      } else {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+        int count = 0;
+        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 8, &count, perf),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+        const auto [algo, bytes] = pick_algorithm(perf, count, "input gradient");
+        tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(bytes)}, g.get_allocator());
+        check(cudnnConvolutionBackwardData(g.dnn(), scale.one(), d.f_, ohwi.raw_data(), d.y_, dy.raw_data(), d.conv_, algo,
+                                           ws.raw_data(), bytes, scale.zero(), d.x_, out.raw_data()),
+              "cudnnConvolutionBackwardData");
+      }
+    }
+  }
+  dtype t_;
+  ops::window_attrs w_;
+};
+
 // ---- random: the CPU kernels' streams (core/random_stream.hpp), drawn on the device ----
 
 template <launch::distribution D>
@@ -984,6 +1261,14 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_softmax<true>>("LogSoftmax", "T", floats);
     register_gpu_kernel_for<gpu_sparse_xent>("SparseSoftmaxCrossEntropyWithLogits", "T", floats);
     register_gpu_kernel<gpu_gather>("GatherV2");
+    register_gpu_kernel<gpu_transpose>("Transpose");
+    register_gpu_kernel_for<gpu_pool<true>>("MaxPool", "T", floats);
+    register_gpu_kernel_for<gpu_pool<false>>("AvgPool", "T", floats);
+    register_gpu_kernel_for<gpu_max_pool_grad>("MaxPoolGrad", "T", floats);
+    register_gpu_kernel_for<gpu_avg_pool_grad>("AvgPoolGrad", "T", floats);
+    register_gpu_kernel_for<gpu_conv<conv_pass::forward>>("Conv2D", "T", floats);
+    register_gpu_kernel_for<gpu_conv<conv_pass::backprop_input>>("Conv2DBackpropInput", "T", floats);
+    register_gpu_kernel_for<gpu_conv<conv_pass::backprop_filter>>("Conv2DBackpropFilter", "T", floats);
     register_gpu_kernel<gpu_random<launch::distribution::uniform>>("RandomUniform");
     register_gpu_kernel<gpu_random<launch::distribution::normal>>("RandomStandardNormal");
     register_gpu_kernel<gpu_random<launch::distribution::truncated_normal>>("TruncatedNormal");

@@ -466,6 +466,89 @@ __global__ void dropout_kernel(std::uint64_t key, std::uint64_t base, const T* x
   }
 }
 
+// ---- pooling ----
+// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
+struct span {
+  std::int64_t y0, y1, x0, x1;
+};
+__device__ __forceinline__ span span_of(const pool_geometry& g, std::int64_t y, std::int64_t x) {
+  const std::int64_t t = y * g.sh - g.pad_top, l = x * g.sw - g.pad_left;
+  return {t > 0 ? t : 0, t + g.kh < g.h ? t + g.kh : g.h, l > 0 ? l : 0, l + g.kw < g.w ? l + g.kw : g.w};
+}
+
+template <bool Max, class T>
+__global__ void pool_kernel(const T* x, T* y, pool_geometry g) {
+  using C = compute_t<T>;
+  WEFT_GRID_LOOP(i, g.n * g.oh * g.ow * g.c) {
+    const std::int64_t ch = i % g.c, r = i / g.c, ox = r % g.ow, oy = (r / g.ow) % g.oh, img = r / (g.ow * g.oh);
+    const span s = span_of(g, oy, ox);
+    C acc = Max ? C(-INFINITY) : C(0);
+    for (std::int64_t iy = s.y0; iy < s.y1; ++iy)
+      for (std::int64_t ix = s.x0; ix < s.x1; ++ix) {
+        const C v = load(x[((img * g.h + iy) * g.w + ix) * g.c + ch]);
+        if constexpr (Max) acc = v > acc ? v : acc;
+        else acc += v;
+      }
+    if constexpr (!Max) acc /= C((s.y1 - s.y0) * (s.x1 - s.x0));
+    y[i] = store<T>(acc);
+  }
+}
+
+// The output windows that contain input row iy: [first, last] along one dim.
+__device__ __forceinline__ void windows_of(std::int64_t i, std::int64_t k, std::int64_t stride, std::int64_t pad,
+                                           std::int64_t out, std::int64_t& first, std::int64_t& last) {
+  // Window o covers [o * stride - pad, o * stride - pad + k).
+  const std::int64_t hi = i + pad, lo = hi - k + 1;
+  first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
+  last = hi / stride;
+  if (last > out - 1) last = out - 1;
+}
+
+template <class T>
+__global__ void max_pool_grad_kernel(const T* x, const T* grad, T* dx, pool_geometry g) {
+  using C = compute_t<T>;
+  WEFT_GRID_LOOP(i, g.n * g.h * g.w * g.c) {
+    const std::int64_t ch = i % g.c, r = i / g.c, ix = r % g.w, iy = (r / g.w) % g.h, img = r / (g.w * g.h);
+    std::int64_t y0, y1, x0, x1;
+    windows_of(iy, g.kh, g.sh, g.pad_top, g.oh, y0, y1);
+    windows_of(ix, g.kw, g.sw, g.pad_left, g.ow, x0, x1);
+    C sum = C(0);
+    for (std::int64_t oy = y0; oy <= y1; ++oy)
+      for (std::int64_t ox = x0; ox <= x1; ++ox) {
+        // The window's first maximum (strict >).
+        const span s = span_of(g, oy, ox);
+        std::int64_t best_y = s.y0, best_x = s.x0;
+        C best = load(x[((img * g.h + s.y0) * g.w + s.x0) * g.c + ch]);
+        for (std::int64_t wy = s.y0; wy < s.y1; ++wy)
+          for (std::int64_t wx = s.x0; wx < s.x1; ++wx) {
+            const C v = load(x[((img * g.h + wy) * g.w + wx) * g.c + ch]);
+            if (v > best) best = v, best_y = wy, best_x = wx;
+          }
+        if (best_y == iy && best_x == ix) sum += load(grad[((img * g.oh + oy) * g.ow + ox) * g.c + ch]);
+      }
+    dx[i] = store<T>(sum);
+  }
+}
+
+template <class T>
+__global__ void avg_pool_grad_kernel(const T* grad, T* dx, pool_geometry g) {
+  using C = compute_t<T>;
+  WEFT_GRID_LOOP(i, g.n * g.h * g.w * g.c) {
+    const std::int64_t ch = i % g.c, r = i / g.c, ix = r % g.w, iy = (r / g.w) % g.h, img = r / (g.w * g.h);
+    std::int64_t y0, y1, x0, x1;
+    windows_of(iy, g.kh, g.sh, g.pad_top, g.oh, y0, y1);
+    windows_of(ix, g.kw, g.sw, g.pad_left, g.ow, x0, x1);
+    C sum = C(0);
+    for (std::int64_t oy = y0; oy <= y1; ++oy)
+      for (std::int64_t ox = x0; ox <= x1; ++ox) {
+        const span s = span_of(g, oy, ox);
+        const C scale = C(1) / C((s.y1 - s.y0) * (s.x1 - s.x0));
+        sum += load(grad[((img * g.oh + oy) * g.ow + ox) * g.c + ch]) * scale;
+      }
+    dx[i] = store<T>(sum);
+  }
+}
+
 // ---- gather ----
 template <class I>
 __global__ void gather_rows_kernel(const unsigned char* params, const I* indices, unsigned char* out, std::int64_t n,
@@ -669,6 +752,43 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
           static_cast<T*>(var), static_cast<T*>(m), static_cast<T*>(v), static_cast<const T*>(beta1_power),
           static_cast<const T*>(beta2_power), static_cast<const T*>(lr), static_cast<const T*>(beta1),
           static_cast<const T*>(beta2), static_cast<const T*>(epsilon), static_cast<const T*>(grad), nesterov, n);
+  });
+}
+
+void pool_op(bool max, elem t, const void* x, void* y, const pool_geometry& g, cudaStream_t s) {
+  const std::int64_t n = g.n * g.oh * g.ow * g.c;
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else if (max)
+      kernels::pool_kernel<true, T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), g);
+    else
+      kernels::pool_kernel<false, T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), g);
+  });
+}
+
+void max_pool_grad_op(elem t, const void* x, const void* grad, void* dx, const pool_geometry& g, cudaStream_t s) {
+  const std::int64_t n = g.n * g.h * g.w * g.c;
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::max_pool_grad_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const T*>(grad), static_cast<T*>(dx), g);
+  });
+}
+
+void avg_pool_grad_op(elem t, const void* grad, void* dx, const pool_geometry& g, cudaStream_t s) {
+  const std::int64_t n = g.n * g.h * g.w * g.c;
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::avg_pool_grad_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const T*>(grad),
+                                                                                         static_cast<T*>(dx), g);
   });
 }
 

@@ -90,6 +90,21 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
                    const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
                    bool nesterov, std::int64_t n, cudaStream_t stream);
 
+// A pooling window over NHWC images (graph/window_geometry.hpp's geometry): input
+// [n, h, w, c], a kh x kw window moving by (sh, sw), output [n, oh, ow, c]; output row y's
+// window starts at input row y * sh - pad_top (the same for columns).
+struct pool_geometry {
+  std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, sh = 1, sw = 1, oh = 0, ow = 0, pad_top = 0, pad_left = 0;
+};
+// MaxPool (the largest element of each window's valid part, -inf for none) and AvgPool
+// (their mean), as the CPU's kernels compute them.
+void pool_op(bool max, elem t, const void* x, void* y, const pool_geometry& g, cudaStream_t stream);
+// MaxPoolGrad: each window's gradient to the first of its maxima (a strict > keeps the
+// first, as on the CPU); AvgPoolGrad: each window's gradient shared equally by its valid
+// part. Each input element sums what its windows give it, in window order (deterministic).
+void max_pool_grad_op(elem t, const void* x, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
+void avg_pool_grad_op(elem t, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
+
 // The seeded random ops, drawing what the CPU's kernels draw (core/random_stream.hpp):
 // element i is the draw of counter base + i * per (per: 64 for truncated_normal, whose
 // redraws take the counters after it), from the stream of `key`.

@@ -8,54 +8,15 @@
 #include <vector>
 
 #include <weft/kernels/cpu/nn_kernel.hpp>
+#include <weft/graph/window_geometry.hpp>
 
 namespace weft::cpu::nn {
 
-// The window attrs of a node (its op's shape function checked them when it was built).
-inline ops::window_attrs window_attrs_of(const node& n) {
-  ops::window_attrs w;
-  auto pair = [&](const char* name, std::int64_t& h, std::int64_t& wd) {
-    if (const attr_value* v = n.attrs().find(name))
-      if (const auto* l = v->get_if<std::vector<std::int64_t>>(); l && l->size() == 4) h = (*l)[1], wd = (*l)[2];
-  };
-  pair("ksize", w.kh, w.kw);
-  pair("strides", w.sh, w.sw);
-  pair("dilations", w.dh, w.dw);
-  w.same = n.attr<std::string>("padding") == "SAME";
-  return w;
-}
-
-// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
-// [n, oh, ow, k] (k = c for pooling).
-struct geometry {
-  std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, k = 0;
-  std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
-  std::int64_t oh = 0, ow = 0, pad_top = 0, pad_left = 0;
-  std::int64_t patch() const { return kh * kw * c; }
-  std::int64_t positions() const { return oh * ow; }  // per image
-  std::int64_t rows() const { return n * oh * ow; }
-  shape output_shape() const { return shape{n, oh, ow, k}; }
-  // The first input row (column) of output row y (column x); may be negative (padding).
-  std::int64_t top(std::int64_t y) const { return y * sh - pad_top; }
-  std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
-};
-
-inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
-                              const ops::window_attrs& a, const char* what = "input") {
-  if (in.rank() != 4) fail(error_code::invalid_argument, what, " must have rank 4 (NHWC), got shape ", in);
-  if (kh < 1 || kw < 1)
-    fail(error_code::invalid_argument, "the window's height and width must be positive, got ", kh, "x", kw);
-  geometry g;
-  g.n = in[0], g.h = in[1], g.w = in[2], g.c = in[3], g.kh = kh, g.kw = kw, g.k = k;
-  g.sh = a.sh, g.sw = a.sw, g.dh = a.dh, g.dw = a.dw;
-  auto y = ops::window_of(g.h, kh, g.sh, g.dh, a.same), x = ops::window_of(g.w, kw, g.sw, g.dw, a.same);
-  if (!y || !x)
-    fail(error_code::invalid_argument, "the ", kh, "x", kw, " window (dilations ", g.dh, ", ", g.dw, ") does not fit in the ",
-         what, " ", in, " with VALID padding");
-  g.oh = y->out, g.pad_top = y->pad, g.ow = x->out, g.pad_left = x->pad;
-  (void)checked_mul(checked_mul(kh, kw, "the window's size"), g.c, "the window's size");  // patch() fits
-  return g;
-}
+// The node's window attrs, the geometry and its checks are the ops layer's
+// (graph/window_geometry.hpp), which the GPU kernels share.
+using ops::geometry;
+using ops::make_geometry;
+using ops::window_attrs_of;
 
 inline shape sizes_shape(const tensor& t, const char* what) {
   if (t.rank() != 1 || t.num_elements() != 4)
