@@ -111,7 +111,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "BroadcastTo", "Variable", "Assign", "Identity", "NoOp", "Const", "Softmax", "Tanh", "Sigmoid",
                          "GatherV2", "BatchMatMulV2", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                          "Dropout", "Fused", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool",
-                         "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "Transpose"}) {
+                         "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
+                         "ZerosLike", "OnesLike", "UnsortedSegmentSum", "AccumulatorPush", "AccumulatorPop"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -346,7 +347,8 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   CHECK(compared > 0);
   // The random ops draw what the CPU's draw: the same stream, on the device.
   for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
-                         "TruncatedNormal", "Dropout", "Conv2D", "Conv2DBackpropFilter", "MaxPoolGrad", "Transpose"})
+                         "TruncatedNormal", "Dropout", "Conv2D", "Conv2DBackpropFilter", "MaxPoolGrad", "Transpose", "ConcatV2",
+                         "Split", "Slice", "Pad", "Tile", "UnsortedSegmentSum"})
     CHECK(checked.count(op));
 }
 

@@ -19,7 +19,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <initializer_list>
+#include <span>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -34,6 +36,7 @@
 #include <weft/cuda/device.hpp>
 #include <weft/cuda/launch.hpp>
 #include <weft/graph/window_geometry.hpp>
+#include <weft/kernels/cpu/state.hpp>
 #include <weft/ops/array_ops.hpp>
 #include <weft/ops/core_ops.hpp>
 #include <weft/ops/math_ops.hpp>
@@ -252,20 +255,26 @@ struct gpu_reshape final : op_kernel {
   }
 };
 
-// ---- variables ----
+// ---- variables and loop accumulators ----
 
-struct gpu_variable final : op_kernel {
-  explicit gpu_variable(const node& n)
-      : container_(n.attr<std::string>("container")),
-        name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
-        dtype_(n.attr<dtype>("dtype")),
-        shape_(n.attr<partial_shape>("shape")) {}
+// Runs kernel K (a kernel that touches no device data: a CPU class) with inputs Hosts... in
+// host memory, copied out of the GPU's when they are there.
+template <class K, int... Hosts>
+struct with_host_inputs final : op_kernel {
+  explicit with_host_inputs(const node& n) : k_(n) {}
   void compute(kernel_context& ctx) const override {
-    ctx.set_output_ref(0, ctx.resources().lookup_or_create_variable(container_, name_, dtype_, shape_));
+    const std::span<entry> given = ctx.input_entries();
+    if (((given[static_cast<std::size_t>(Hosts)].value.memory_space() == memory_space::host) && ...)) return k_.compute(ctx);
+    std::vector<entry> inputs(given.begin(), given.end());
+    for (int i : {Hosts...}) {
+      tensor& t = inputs[static_cast<std::size_t>(i)].value;
+      if (t.valid() && t.memory_space() != memory_space::host) t = ctx.device().copy_to_host(t);
+    }
+    kernel_context inner = ctx.delegate(inputs, ctx.device());
+    k_.compute(inner);
+    if (inner.error()) std::rethrow_exception(inner.error());
   }
-  std::string container_, name_;
-  dtype dtype_;
-  partial_shape shape_;
+  K k_;
 };
 
 // Assign: the variable holds the value's buffer, in the GPU's memory.
@@ -841,6 +850,237 @@ struct gpu_transpose final : op_kernel {
   }
 };
 
+// ---- array ops: boxes copied between tensors ----
+
+// Copies the box of `extent` starting at `src_begin` in src to `dst_begin` in dst (same
+// dtype, same rank), on the compute stream.
+inline void copy_region(const gpu_device& g, const tensor& src, const std::vector<std::int64_t>& src_begin, tensor& dst,
+                        const std::vector<std::int64_t>& dst_begin, const std::vector<std::int64_t>& extent) {
+  const int rank = static_cast<int>(extent.size());
+  for (auto e : extent)
+    if (e == 0) return;
+  std::vector<std::int64_t> ss(static_cast<std::size_t>(rank), 1), ds(static_cast<std::size_t>(rank), 1);
+  for (int d = rank - 2; d >= 0; --d) {
+    ss[static_cast<std::size_t>(d)] = ss[static_cast<std::size_t>(d) + 1] * src.shape()[d + 1];
+    ds[static_cast<std::size_t>(d)] = ds[static_cast<std::size_t>(d) + 1] * dst.shape()[d + 1];
+  }
+  launch::box_plan p;
+  for (int d = 0; d < rank; ++d) {
+    const auto k = static_cast<std::size_t>(d);
+    p.src_offset += src_begin[k] * ss[k];
+    p.dst_offset += dst_begin[k] * ds[k];
+    if (extent[k] == 1) continue;  // moves nothing along it
+    if (p.rank == launch::box_plan::max_rank)
+      fail(error_code::unimplemented, "copying a region of more than ", launch::box_plan::max_rank, " dims above 1 on the GPU");
+    p.dims[p.rank] = extent[k], p.src_stride[p.rank] = ss[k], p.dst_stride[p.rank] = ds[k];
+    ++p.rank;
+  }
+  launch::copy_box_op(static_cast<int>(size_of(src.dtype())), src.raw_data(), dst.raw_data(), p, g.stream());
+  launched("a region copy");
+}
+
+// Fails unless t's dtype has elements the GPU copies (no strings).
+inline void require_plain(const tensor& t, const node& n) {
+  if (t.dtype() == dtype::string || t.dtype() == dtype::complex64 || t.dtype() == dtype::complex128)
+    (void)elem_of(t.dtype(), n);
+}
+
+struct gpu_concat final : op_kernel {
+  explicit gpu_concat(const node& n) : count_(static_cast<int>(n.attr<std::int64_t>("N"))) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<tensor> in;
+    for (int i = 0; i < count_; ++i) in.push_back(device_input(ctx, i));
+    const auto axes = host_ints(ctx, count_, "axis");
+    if (axes.size() != 1 || in.empty()) fail(error_code::invalid_argument, "axis must be a scalar");
+    const int rank = in[0].rank();
+    if (rank == 0) fail(error_code::invalid_argument, "cannot concatenate scalars");
+    const int axis = canonical_gpu_axis(axes[0], rank, "axis");
+    std::vector<std::int64_t> dims = in[0].shape().dims();
+    dims[static_cast<std::size_t>(axis)] = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      require_plain(in[i], ctx.node());
+      bool ok = in[i].rank() == rank;
+      for (int d = 0; ok && d < rank; ++d) ok = d == axis || in[i].shape()[d] == in[0].shape()[d];
+      if (!ok)
+        fail(error_code::invalid_argument, "value ", i, " of shape ", in[i].shape(), " does not match value 0's shape ",
+             in[0].shape(), " but along axis ", axis);
+      dims[static_cast<std::size_t>(axis)] = checked_add(dims[static_cast<std::size_t>(axis)], in[i].shape()[axis], "the concatenated dim");
+    }
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    const auto& g = gpu_of(ctx.device());
+    std::vector<std::int64_t> zero(static_cast<std::size_t>(rank), 0), at(static_cast<std::size_t>(rank), 0);
+    for (const auto& t : in) {
+      copy_region(g, t, zero, out, at, t.shape().dims());
+      at[static_cast<std::size_t>(axis)] += t.shape()[axis];
+    }
+  }
+  int count_;
+};
+
+struct gpu_split final : op_kernel {
+  explicit gpu_split(const node& n) : count_(static_cast<int>(n.attr<std::int64_t>("num_split"))) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 1);
+    require_plain(x, ctx.node());
+    const auto axes = host_ints(ctx, 0, "axis");
+    if (axes.size() != 1) fail(error_code::invalid_argument, "axis must be a scalar");
+    const int axis = canonical_gpu_axis(axes[0], x.rank(), "axis");
+    const std::int64_t along = x.shape()[axis];
+    if (count_ <= 0 || along % count_ != 0)
+      fail(error_code::invalid_argument, "dimension ", axis, " of ", x.shape(), " does not split into ", count_, " equal parts");
+    std::vector<std::int64_t> dims = x.shape().dims(), begin(dims.size(), 0), zero(dims.size(), 0);
+    dims[static_cast<std::size_t>(axis)] = along / count_;
+    const auto& g = gpu_of(ctx.device());
+    for (int i = 0; i < count_; ++i) {
+      tensor& out = ctx.allocate_output(i, shape(dims));
+      copy_region(g, x, begin, out, zero, dims);
+      begin[static_cast<std::size_t>(axis)] += dims[static_cast<std::size_t>(axis)];
+    }
+  }
+  int count_;
+};
+
+struct gpu_slice final : op_kernel {
+  explicit gpu_slice(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    const auto begin = host_ints(ctx, 1, "begin");
+    auto size = host_ints(ctx, 2, "size");
+    if (static_cast<int>(begin.size()) != x.rank() || static_cast<int>(size.size()) != x.rank())
+      fail(error_code::invalid_argument, "begin and size must have one entry per dim of ", x.shape(), ", got ", begin.size(),
+           " and ", size.size());
+    for (int d = 0; d < x.rank(); ++d) {
+      const auto k = static_cast<std::size_t>(d);
+      if (size[k] == -1) size[k] = x.shape()[d] - begin[k];
+      if (begin[k] < 0 || size[k] < 0 || begin[k] > x.shape()[d] || size[k] > x.shape()[d] - begin[k])
+        fail(error_code::invalid_argument, "the slice [", begin[k], ", ", begin[k], " + ", size[k], ") of dim ", d,
+             " is outside ", x.shape());
+    }
+    tensor& out = ctx.allocate_output(0, shape(size));
+    copy_region(gpu_of(ctx.device()), x, begin, out, std::vector<std::int64_t>(size.size(), 0), size);
+  }
+};
+
+struct gpu_pad final : op_kernel {
+  explicit gpu_pad(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    const tensor& p = ctx.input(1);
+    if (p.rank() != 2 || p.shape()[0] != x.rank() || p.shape()[1] != 2)
+      fail(error_code::invalid_argument, "paddings must have shape [", x.rank(), ", 2], got ", p.shape());
+    const auto pads = host_ints(ctx, 1, "paddings");
+    std::vector<std::int64_t> dims, before;
+    for (int d = 0; d < x.rank(); ++d) {
+      const std::int64_t b = pads[static_cast<std::size_t>(2 * d)], a = pads[static_cast<std::size_t>(2 * d + 1)];
+      if (b < 0 || a < 0) fail(error_code::invalid_argument, "paddings must not be negative, got ", b, " and ", a, " for dim ", d);
+      dims.push_back(checked_add(checked_add(x.shape()[d], b, "a padded dim"), a, "a padded dim"));
+      before.push_back(b);
+    }
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    const auto& g = gpu_of(ctx.device());
+    if (out.bytes()) {
+      const current_device here(g.ordinal());
+      check(cudaMemsetAsync(out.raw_data(), 0, out.bytes(), g.stream()), "cudaMemsetAsync");
+    }
+    copy_region(g, x, std::vector<std::int64_t>(dims.size(), 0), out, before, x.shape().dims());
+  }
+};
+
+struct gpu_tile final : op_kernel {
+  explicit gpu_tile(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    require_plain(x, ctx.node());
+    const auto m = host_ints(ctx, 1, "multiples");
+    if (static_cast<int>(m.size()) != x.rank())
+      fail(error_code::invalid_argument, "multiples must have one entry per dim of ", x.shape(), ", got ", m.size());
+    std::vector<std::int64_t> dims;
+    launch::tile_plan p;
+    for (int d = 0; d < x.rank(); ++d) {
+      if (m[static_cast<std::size_t>(d)] < 0) fail(error_code::invalid_argument, "multiples must not be negative");
+      dims.push_back(checked_mul(x.shape()[d], m[static_cast<std::size_t>(d)], "a tiled dim"));
+    }
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    if (out.num_elements() == 0) return;
+    // Dims of size 1 in the input repeat one element: merged away, rank at most 8 after.
+    for (int d = 0; d < x.rank(); ++d) {
+      if (x.shape()[d] == 1 && m[static_cast<std::size_t>(d)] == 1) continue;
+      if (p.rank == launch::tile_plan::max_rank) fail(error_code::unimplemented, "tiling more than 8 dims on the GPU");
+      p.out_dims[p.rank] = dims[static_cast<std::size_t>(d)], p.in_dims[p.rank] = x.shape()[d];
+      ++p.rank;
+    }
+    launch::tile_op(static_cast<int>(size_of(x.dtype())), x.raw_data(), out.raw_data(), out.num_elements(), p,
+                    gpu_of(ctx.device()).stream());
+    launched("Tile");
+  }
+};
+
+template <bool Ones>
+struct gpu_fill_like final : op_kernel {
+  explicit gpu_fill_like(const node& n) : t_(n.output_dtype(0)) { (void)elem_of(t_, n); }
+  void compute(kernel_context& ctx) const override {
+    const tensor& x = ctx.input(0);
+    const auto& g = gpu_of(ctx.device());
+    tensor& y = ctx.allocate_output(0, x.shape());
+    if (y.bytes() == 0) return;
+    const current_device here(g.ordinal());
+    if constexpr (!Ones) {
+      check(cudaMemsetAsync(y.raw_data(), 0, y.bytes(), g.stream()), "cudaMemsetAsync");
+    } else {
+      std::call_once(once_, [&] { one_ = g.copy_from_host(one_of(t_)); });  // once per kernel
+      launch::fill_op(elem_of(t_, ctx.node()), one_.raw_data(), y.raw_data(), y.num_elements(), g.stream());
+      launched("OnesLike");
+    }
+  }
+  // A host scalar 1 of dtype t.
+  static tensor one_of(dtype t) {
+    tensor one(t, shape{});
+    switch (t) {
+      case dtype::float16: *one.data<half>() = half(1.0f); break;
+      case dtype::bfloat16: *one.data<bfloat16>() = bfloat16(1.0f); break;
+      case dtype::float32: *one.data<float>() = 1; break;
+      case dtype::int32: *one.data<std::int32_t>() = 1; break;
+      case dtype::int64: *one.data<std::int64_t>() = 1; break;
+      case dtype::uint8: *one.data<std::uint8_t>() = 1; break;
+      case dtype::boolean: *one.data<bool>() = true; break;
+      default: *one.data<double>() = 1; break;
+    }
+    return one;
+  }
+  dtype t_;
+  mutable std::once_flag once_;
+  mutable tensor one_;
+};
+
+struct gpu_unsorted_segment_sum final : op_kernel {
+  explicit gpu_unsorted_segment_sum(const node& n)
+      : t_(elem_of(n.output_dtype(0), n)), message_(n.describe() + ": a segment id is out of range: ") {}
+  void compute(kernel_context& ctx) const override {
+    const tensor data = device_input(ctx, 0), ids = device_input(ctx, 1);
+    const shape& ds = data.shape();
+    bool prefix = ids.rank() <= ds.rank();
+    for (int d = 0; prefix && d < ids.rank(); ++d) prefix = ids.shape()[d] == ds[d];
+    if (!prefix) fail(error_code::invalid_argument, "segment_ids of shape ", ids.shape(), " is not a prefix of data's shape ", ds);
+    if (ctx.input(2).num_elements() != 1 || ctx.input(2).rank() != 0)
+      fail(error_code::invalid_argument, "num_segments must be a scalar, got shape ", ctx.input(2).shape());
+    const std::int64_t segments = host_ints(ctx, 2, "num_segments")[0];
+    if (segments < 0) fail(error_code::invalid_argument, "num_segments must be non-negative, got ", segments);
+    std::vector<std::int64_t> dims{segments};
+    std::int64_t row = 1;
+    for (int d = ids.rank(); d < ds.rank(); ++d) dims.push_back(ds[d]), row *= ds[d];
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    const auto& g = gpu_of(ctx.device());
+    const current_device here(g.ordinal());
+    launch::unsorted_segment_sum_op(t_, data.raw_data(), ids.raw_data(), ids.dtype() == dtype::int64, out.raw_data(),
+                                    ids.num_elements(), row, segments, g.errors().claim(message_), g.stream());
+    launched("UnsortedSegmentSum");
+  }
+  launch::elem t_;
+  std::string message_;
+};
+
 // ---- pooling (weft's CUDA kernels, the CPU's semantics) and convolutions (cuDNN) ----
 
 inline launch::pool_geometry pool_geometry_of(const ops::geometry& g) {
@@ -1213,7 +1453,9 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_rank>("Rank");
     register_gpu_kernel<gpu_reduced_shape>("ReducedShape");
     register_gpu_kernel<gpu_reshape>("Reshape");
-    register_gpu_kernel<gpu_variable>("Variable");
+    register_gpu_kernel<cpu::variable_kernel>("Variable");
+    register_gpu_kernel<with_host_inputs<cpu::accumulator_push_kernel, 0>>("AccumulatorPush");
+    register_gpu_kernel<with_host_inputs<cpu::accumulator_pop_kernel, 0>>("AccumulatorPop");
     register_gpu_kernel<gpu_assign>("Assign");
     register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", signed_numbers);
     register_gpu_kernel_for<gpu_unary<U::abs>>("Abs", "T", signed_numbers);
@@ -1262,6 +1504,16 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_sparse_xent>("SparseSoftmaxCrossEntropyWithLogits", "T", floats);
     register_gpu_kernel<gpu_gather>("GatherV2");
     register_gpu_kernel<gpu_transpose>("Transpose");
+    register_gpu_kernel<gpu_concat>("ConcatV2");
+    register_gpu_kernel<gpu_split>("Split");
+    register_gpu_kernel<gpu_slice>("Slice");
+    register_gpu_kernel<gpu_pad>("Pad");
+    register_gpu_kernel<gpu_tile>("Tile");
+    register_gpu_kernel_for<gpu_fill_like<false>>("ZerosLike", "T", everything);
+    register_gpu_kernel_for<gpu_fill_like<true>>("OnesLike", "T", everything);
+    register_gpu_kernel_for<gpu_unsorted_segment_sum>("UnsortedSegmentSum", "T",
+                                                      {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64,
+                                                       dtype::int32, dtype::int64});
     register_gpu_kernel_for<gpu_pool<true>>("MaxPool", "T", floats);
     register_gpu_kernel_for<gpu_pool<false>>("AvgPool", "T", floats);
     register_gpu_kernel_for<gpu_max_pool_grad>("MaxPoolGrad", "T", floats);

@@ -466,6 +466,67 @@ __global__ void dropout_kernel(std::uint64_t key, std::uint64_t base, const T* x
   }
 }
 
+// ---- boxes, tiles, segment sums ----
+template <class U>
+__global__ void copy_box_kernel(const U* src, U* dst, std::int64_t n, box_plan p) {
+  WEFT_GRID_LOOP(i, n) {
+    std::int64_t rest = i, s = p.src_offset, d = p.dst_offset;
+    for (int k = p.rank - 1; k >= 0; --k) {
+      const std::int64_t q = rest / p.dims[k], at = rest - q * p.dims[k];
+      s += at * p.src_stride[k];
+      d += at * p.dst_stride[k];
+      rest = q;
+    }
+    dst[d] = src[s];
+  }
+}
+
+template <class U>
+__global__ void tile_kernel(const U* x, U* y, std::int64_t n, tile_plan p) {
+  WEFT_GRID_LOOP(i, n) {
+    std::int64_t rest = i, off = 0, stride = 1;
+    for (int k = p.rank - 1; k >= 0; --k) {
+      const std::int64_t q = rest / p.out_dims[k], at = rest - q * p.out_dims[k];
+      off += (at % p.in_dims[k]) * stride;
+      stride *= p.in_dims[k];
+      rest = q;
+    }
+    y[i] = x[off];
+  }
+}
+
+// Calls f with an unsigned type of `bytes` bytes.
+template <class F>
+void by_size(int bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(std::uint8_t{});
+    case 2: return f(std::uint16_t{});
+    case 4: return f(std::uint32_t{});
+    default: return f(std::uint64_t{});
+  }
+}
+
+template <class T> __device__ __forceinline__ void add_at(T* p, T v) { atomicAdd(p, v); }
+template <> __device__ __forceinline__ void add_at(std::int64_t* p, std::int64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));  // two's complement wraps alike
+}
+template <> __device__ __forceinline__ void add_at(std::uint8_t*, std::uint8_t) {}  // not registered
+template <> __device__ __forceinline__ void add_at(bool*, bool) {}                  // not registered
+
+template <class T, class I>
+__global__ void segment_sum_kernel(const T* data, const I* ids, T* out, std::int64_t rows, std::int64_t row,
+                                   std::int64_t segments, std::int64_t* error) {
+  WEFT_GRID_LOOP(i, rows * row) {
+    const std::int64_t j = i / row, c = i - j * row;
+    const std::int64_t id = static_cast<std::int64_t>(ids[j]);
+    if (id < 0 || id >= segments) {
+      if (c == 0) report(error, id);
+      continue;
+    }
+    add_at(out + id * row + c, data[i]);
+  }
+}
+
 // ---- pooling ----
 // The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
 struct span {
@@ -752,6 +813,41 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
           static_cast<T*>(var), static_cast<T*>(m), static_cast<T*>(v), static_cast<const T*>(beta1_power),
           static_cast<const T*>(beta2_power), static_cast<const T*>(lr), static_cast<const T*>(beta1),
           static_cast<const T*>(beta2), static_cast<const T*>(epsilon), static_cast<const T*>(grad), nesterov, n);
+  });
+}
+
+void copy_box_op(int element_bytes, const void* src, void* dst, const box_plan& p, cudaStream_t s) {
+  std::int64_t n = 1;
+  for (int k = 0; k < p.rank; ++k) n *= p.dims[k];
+  if (n <= 0) return;
+  kernels::by_size(element_bytes, [&](auto v) {
+    using U = decltype(v);
+    kernels::copy_box_kernel<U><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const U*>(src), static_cast<U*>(dst), n, p);
+  });
+}
+
+void tile_op(int element_bytes, const void* x, void* y, std::int64_t n, const tile_plan& p, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::by_size(element_bytes, [&](auto v) {
+    using U = decltype(v);
+    kernels::tile_kernel<U><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const U*>(x), static_cast<U*>(y), n, p);
+  });
+}
+
+void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids_int64, void* out, std::int64_t rows,
+                             std::int64_t row, std::int64_t segments, std::int64_t* error, cudaStream_t s) {
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    std::size_t bytes = static_cast<std::size_t>(segments * row) * sizeof(T);
+    if (bytes) cudaMemsetAsync(out, 0, bytes, s);
+    if (rows * row <= 0) return;
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::uint8_t>) return;
+    else if (ids_int64)
+      kernels::segment_sum_kernel<T, std::int64_t><<<kernels::blocks_for(rows * row), kernels::threads, 0, s>>>(
+          static_cast<const T*>(data), static_cast<const std::int64_t*>(ids), static_cast<T*>(out), rows, row, segments, error);
+    else
+      kernels::segment_sum_kernel<T, std::int32_t><<<kernels::blocks_for(rows * row), kernels::threads, 0, s>>>(
+          static_cast<const T*>(data), static_cast<const std::int32_t*>(ids), static_cast<T*>(out), rows, row, segments, error);
   });
 }
 

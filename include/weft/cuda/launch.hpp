@@ -90,6 +90,32 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
                    const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
                    bool nesterov, std::int64_t n, cudaStream_t stream);
 
+// A box of elements copied between two tensors of elements of `element_bytes` bytes (1, 2, 4
+// or 8): dst[dst_offset + sum_d i_d * dst_stride[d]] = src[src_offset + sum_d i_d *
+// src_stride[d]] for every index i in dims (Slice, ConcatV2, Split, Pad's interior).
+struct box_plan {
+  static constexpr int max_rank = 8;
+  int rank = 0;
+  std::int64_t dims[max_rank] = {};
+  std::int64_t src_stride[max_rank] = {};
+  std::int64_t dst_stride[max_rank] = {};
+  std::int64_t src_offset = 0, dst_offset = 0;
+};
+void copy_box_op(int element_bytes, const void* src, void* dst, const box_plan& plan, cudaStream_t stream);
+// Tile: y (dims out_dims) element i is x's element at i's index modulo in_dims.
+struct tile_plan {
+  static constexpr int max_rank = 8;
+  int rank = 0;
+  std::int64_t out_dims[max_rank] = {};
+  std::int64_t in_dims[max_rank] = {};
+};
+void tile_op(int element_bytes, const void* x, void* y, std::int64_t n, const tile_plan& plan, cudaStream_t stream);
+// UnsortedSegmentSum: out[ids[j], :] += data[j, :] for rows of `row` elements, out (of
+// `segments` rows) zeroed first; an id outside [0, segments) adds nothing and is reported
+// in `error`. Adds are atomic, so float sums may round in another order than the CPU's.
+void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids_int64, void* out, std::int64_t rows,
+                             std::int64_t row, std::int64_t segments, std::int64_t* error, cudaStream_t stream);
+
 // A pooling window over NHWC images (graph/window_geometry.hpp's geometry): input
 // [n, h, w, c], a kh x kw window moving by (sh, sw), output [n, oh, ow, c]; output row y's
 // window starts at input row y * sh - pad_top (the same for columns).
