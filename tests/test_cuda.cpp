@@ -112,7 +112,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "GatherV2", "BatchMatMulV2", "RandomUniform", "RandomStandardNormal", "TruncatedNormal",
                          "Dropout", "Fused", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool",
                          "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
-                         "ZerosLike", "OnesLike", "UnsortedSegmentSum", "AccumulatorPush", "AccumulatorPop"}) {
+                         "ZerosLike", "OnesLike", "UnsortedSegmentSum", "AccumulatorPush", "AccumulatorPop", "GatherNd",
+                         "ScatterNd", "TensorScatterAdd", "TensorScatterUpdate", "SumToShape"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -348,7 +349,7 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   // The random ops draw what the CPU's draw: the same stream, on the device.
   for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
                          "TruncatedNormal", "Dropout", "Conv2D", "Conv2DBackpropFilter", "MaxPoolGrad", "Transpose", "ConcatV2",
-                         "Split", "Slice", "Pad", "Tile", "UnsortedSegmentSum"})
+                         "Split", "Slice", "Pad", "Tile", "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape"})
     CHECK(checked.count(op));
 }
 

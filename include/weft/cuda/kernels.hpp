@@ -1081,6 +1081,115 @@ struct gpu_unsorted_segment_sum final : op_kernel {
   std::string message_;
 };
 
+// ---- index tuples: GatherNd, ScatterNd, TensorScatterAdd, TensorScatterUpdate ----
+
+// The plan of tuples of `indices` ([..., k]) into a tensor of shape `into`, and the shape
+// of the slices they name (what an update row holds).
+inline launch::nd_plan nd_plan_of(const tensor& indices, const shape& into, std::vector<std::int64_t>& slice_dims) {
+  if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got a scalar");
+  const std::int64_t k = indices.shape()[indices.rank() - 1];
+  if (k > into.rank() || k > launch::nd_plan::max_k)
+    fail(error_code::invalid_argument, "index tuples of ", k, " entries into a tensor of shape ", into,
+         k > launch::nd_plan::max_k ? " (at most 8 on the GPU)" : "");
+  launch::nd_plan p;
+  p.k = static_cast<int>(k);
+  p.tuples = 1;
+  for (int d = 0; d + 1 < indices.rank(); ++d) p.tuples *= indices.shape()[d];
+  p.slice = 1;
+  for (int d = 0; d < into.rank(); ++d) {
+    if (d < k) p.dims[d] = into[d];
+    else slice_dims.push_back(into[d]), p.slice *= into[d];
+  }
+  return p;
+}
+
+// updates must have shape indices.shape[:-1] + the slices' shape.
+inline void require_updates(const tensor& indices, const tensor& updates, const std::vector<std::int64_t>& slice_dims) {
+  std::vector<std::int64_t> want(indices.shape().dims().begin(), indices.shape().dims().end() - 1);
+  want.insert(want.end(), slice_dims.begin(), slice_dims.end());
+  if (updates.shape() != shape(want))
+    fail(error_code::invalid_argument, "updates of shape ", updates.shape(), " do not match the indices ", indices.shape(),
+         " and the slices they name (", shape(want), " expected)");
+}
+
+struct gpu_gather_nd final : op_kernel {
+  explicit gpu_gather_nd(const node& n) : message_(n.describe() + ": an index is out of range: ") {}
+  void compute(kernel_context& ctx) const override {
+    const tensor params = device_input(ctx, 0), indices = device_input(ctx, 1);
+    std::vector<std::int64_t> slice_dims;
+    const launch::nd_plan p = nd_plan_of(indices, params.shape(), slice_dims);
+    std::vector<std::int64_t> out(indices.shape().dims().begin(), indices.shape().dims().end() - 1);
+    out.insert(out.end(), slice_dims.begin(), slice_dims.end());
+    tensor& y = ctx.allocate_output(0, shape(out));
+    const auto& g = gpu_of(ctx.device());
+    launch::nd_op(launch::nd_mode::gather, elem_of(params.dtype(), ctx.node()), indices.raw_data(),
+                  indices.dtype() == dtype::int64, p, params.raw_data(), y.raw_data(), g.errors().claim(message_), g.stream());
+    launched("GatherNd");
+  }
+  std::string message_;
+};
+
+// ScatterNd (zeros of `shape`, updates added), TensorScatterAdd (tensor, updates added) and
+// TensorScatterUpdate (tensor, slices replaced).
+template <launch::nd_mode Mode, bool FromZeros>
+struct gpu_scatter_nd final : op_kernel {
+  explicit gpu_scatter_nd(const node& n) : message_(n.describe() + ": an index is out of range: ") {}
+  void compute(kernel_context& ctx) const override {
+    const auto& g = gpu_of(ctx.device());
+    const int idx = FromZeros ? 0 : 1, upd = FromZeros ? 1 : 2;
+    const tensor indices = device_input(ctx, idx), updates = device_input(ctx, upd);
+    if constexpr (FromZeros) {
+      const shape to(host_ints(ctx, 2, "shape"));
+      tensor* out = &ctx.allocate_output(0, to);
+      if (out->bytes()) {
+        const current_device here(g.ordinal());
+        check(cudaMemsetAsync(out->raw_data(), 0, out->bytes(), g.stream()), "cudaMemsetAsync");
+      }
+      run(ctx, g, indices, updates, *out);
+    } else {
+      tensor copy = g.copy_on_device(device_input(ctx, 0));
+      run(ctx, g, indices, updates, copy);
+      ctx.set_output(0, std::move(copy));
+    }
+  }
+  void run(kernel_context& ctx, const gpu_device& g, const tensor& indices, const tensor& updates, tensor& out) const {
+    std::vector<std::int64_t> slice_dims;
+    const launch::nd_plan p = nd_plan_of(indices, out.shape(), slice_dims);
+    require_updates(indices, updates, slice_dims);
+    launch::nd_op(Mode, elem_of(out.dtype(), ctx.node()), indices.raw_data(), indices.dtype() == dtype::int64, p,
+                  updates.raw_data(), out.raw_data(), g.errors().claim(message_), g.stream());
+    launched(ctx.node().op().c_str());
+  }
+  std::string message_;
+};
+
+// SumToShape(x, shape): x summed over the dims that broadcasting `shape` to x's shape added
+// or stretched.
+struct gpu_sum_to_shape final : op_kernel {
+  explicit gpu_sum_to_shape(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    const shape to(host_ints(ctx, 1, "shape"));
+    if (to.rank() > x.rank() || broadcast_shape(ctx.node(), x.shape(), to) != x.shape())
+      fail(error_code::invalid_argument, "shape ", to, " does not broadcast to ", x.shape());
+    if (to == x.shape()) return ctx.set_output(0, x);
+    std::vector<bool> reduced(static_cast<std::size_t>(x.rank()), false);
+    const int lead = x.rank() - to.rank();
+    for (int d = 0; d < x.rank(); ++d) reduced[static_cast<std::size_t>(d)] = d < lead || (to[d - lead] == 1 && x.shape()[d] != 1);
+    const auto& g = gpu_of(ctx.device());
+    if (x.num_elements() == 0) {
+      tensor& y = ctx.allocate_output(0, to);
+      if (y.bytes()) {
+        const current_device here(g.ordinal());
+        check(cudaMemsetAsync(y.raw_data(), 0, y.bytes(), g.stream()), "cudaMemsetAsync");
+      }
+      return;
+    }
+    ctx.set_output(0, reduce_axes(g, launch::reduction::sum, t_, x, reduced).reshape(to));
+  }
+  launch::elem t_;
+};
+
 // ---- pooling (weft's CUDA kernels, the CPU's semantics) and convolutions (cuDNN) ----
 
 inline launch::pool_geometry pool_geometry_of(const ops::geometry& g) {
@@ -1505,6 +1614,12 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_gather>("GatherV2");
     register_gpu_kernel<gpu_transpose>("Transpose");
     register_gpu_kernel<gpu_concat>("ConcatV2");
+    register_gpu_kernel<gpu_gather_nd>("GatherNd");
+    const std::vector<dtype> addable = {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int32, dtype::int64};
+    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_add, true>>("ScatterNd", "T", addable);
+    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_add, false>>("TensorScatterAdd", "T", addable);
+    register_gpu_kernel_for<gpu_scatter_nd<launch::nd_mode::scatter_update, false>>("TensorScatterUpdate", "T", everything);
+    register_gpu_kernel_for<gpu_sum_to_shape>("SumToShape", "T", numbers);
     register_gpu_kernel<gpu_split>("Split");
     register_gpu_kernel<gpu_slice>("Slice");
     register_gpu_kernel<gpu_pad>("Pad");

@@ -527,6 +527,28 @@ __global__ void segment_sum_kernel(const T* data, const I* ids, T* out, std::int
   }
 }
 
+template <class T, class I>
+__global__ void nd_kernel(nd_mode mode, const I* indices, nd_plan p, const T* src, T* dst, std::int64_t* error) {
+  WEFT_GRID_LOOP(i, p.tuples * p.slice) {
+    const std::int64_t j = i / p.slice, c = i - j * p.slice;
+    std::int64_t row = 0;
+    bool bad = false;
+    for (int m = 0; m < p.k; ++m) {
+      const std::int64_t v = static_cast<std::int64_t>(indices[j * p.k + m]);
+      if (v < 0 || v >= p.dims[m]) {
+        bad = true;
+        if (c == 0) report(error, v);
+        break;
+      }
+      row = row * p.dims[m] + v;
+    }
+    if (mode == nd_mode::gather) dst[i] = bad ? T(0) : src[row * p.slice + c];
+    else if (bad) continue;
+    else if (mode == nd_mode::scatter_add) add_at(dst + row * p.slice + c, src[i]);
+    else dst[row * p.slice + c] = src[i];
+  }
+}
+
 // ---- pooling ----
 // The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
 struct span {
@@ -848,6 +870,21 @@ void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids
     else
       kernels::segment_sum_kernel<T, std::int32_t><<<kernels::blocks_for(rows * row), kernels::threads, 0, s>>>(
           static_cast<const T*>(data), static_cast<const std::int32_t*>(ids), static_cast<T*>(out), rows, row, segments, error);
+  });
+}
+
+void nd_op(nd_mode mode, elem t, const void* indices, bool indices_int64, const nd_plan& p, const void* src, void* dst,
+           std::int64_t* error, cudaStream_t s) {
+  const std::int64_t n = p.tuples * p.slice;
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if (indices_int64)
+      kernels::nd_kernel<T, std::int64_t><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          mode, static_cast<const std::int64_t*>(indices), p, static_cast<const T*>(src), static_cast<T*>(dst), error);
+    else
+      kernels::nd_kernel<T, std::int32_t><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          mode, static_cast<const std::int32_t*>(indices), p, static_cast<const T*>(src), static_cast<T*>(dst), error);
   });
 }
 

@@ -116,6 +116,22 @@ void tile_op(int element_bytes, const void* x, void* y, std::int64_t n, const ti
 void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids_int64, void* out, std::int64_t rows,
                              std::int64_t row, std::int64_t segments, std::int64_t* error, cudaStream_t stream);
 
+// Index tuples into the first k dims of a tensor (GatherNd, ScatterNd, TensorScatterAdd,
+// TensorScatterUpdate): tuple j (k int32 or int64 indices) names a slice of `slice`
+// elements. gather: dst[j, :] = src[tuple j's slice]; scatter_add / scatter_update:
+// dst[tuple j's slice] += / = src[j, :] (adds atomic; updates of one slice by two tuples
+// land in either order). A tuple out of range is reported in `error` and moves nothing
+// (gather writes zeros).
+enum class nd_mode : int { gather, scatter_add, scatter_update };
+struct nd_plan {
+  static constexpr int max_k = 8;
+  int k = 0;
+  std::int64_t dims[max_k] = {};
+  std::int64_t tuples = 0, slice = 0;
+};
+void nd_op(nd_mode mode, elem t, const void* indices, bool indices_int64, const nd_plan& plan, const void* src, void* dst,
+           std::int64_t* error, cudaStream_t stream);
+
 // A pooling window over NHWC images (graph/window_geometry.hpp's geometry): input
 // [n, h, w, c], a kh x kw window moving by (sh, sw), output [n, oh, ow, c]; output row y's
 // window starts at input row y * sh - pad_top (the same for columns).
