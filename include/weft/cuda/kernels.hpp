@@ -255,20 +255,25 @@ struct gpu_reshape final : op_kernel {
   }
 };
 
-// ---- variables and loop accumulators ----
+// ---- variables, Assign and loop accumulators: the CPU's kernels ----
 
-// Runs kernel K (a kernel that touches no device data: a CPU class) with inputs Hosts... in
-// host memory, copied out of the GPU's when they are there.
-template <class K, int... Hosts>
-struct with_host_inputs final : op_kernel {
-  explicit with_host_inputs(const node& n) : k_(n) {}
+// Runs kernel K (a device-neutral class: the CPU's) with inputs Is... in memory space
+// Where: copied out of the GPU's memory (host: the values are read) or into it (device: the
+// value is kept, as Assign keeps it), when they are elsewhere.
+template <class K, memory_space Where, int... Is>
+struct with_inputs_in final : op_kernel {
+  explicit with_inputs_in(const node& n) : k_(n) {}
   void compute(kernel_context& ctx) const override {
     const std::span<entry> given = ctx.input_entries();
-    if (((given[static_cast<std::size_t>(Hosts)].value.memory_space() == memory_space::host) && ...)) return k_.compute(ctx);
+    auto placed = [&](int i) {
+      const tensor& t = given[static_cast<std::size_t>(i)].value;
+      return !t.valid() || t.memory_space() == Where;
+    };
+    if ((placed(Is) && ...)) return k_.compute(ctx);
     std::vector<entry> inputs(given.begin(), given.end());
-    for (int i : {Hosts...}) {
+    for (int i : {Is...}) {
       tensor& t = inputs[static_cast<std::size_t>(i)].value;
-      if (t.valid() && t.memory_space() != memory_space::host) t = ctx.device().copy_to_host(t);
+      if (!placed(i)) t = Where == memory_space::host ? ctx.device().copy_to_host(t) : ctx.device().copy_from_host(t);
     }
     kernel_context inner = ctx.delegate(inputs, ctx.device());
     k_.compute(inner);
@@ -276,21 +281,8 @@ struct with_host_inputs final : op_kernel {
   }
   K k_;
 };
-
-// Assign: the variable holds the value's buffer, in the GPU's memory.
-struct gpu_assign final : op_kernel {
-  explicit gpu_assign(const node& n) : validate_(n.attr<bool>("validate_shape")) {}
-  void compute(kernel_context& ctx) const override {
-    auto var = ctx.input_ref_shared(0);
-    const tensor value = device_input(ctx, 1);
-    if (validate_ && !var->declared_shape().accepts(value.shape()))
-      fail(error_code::invalid_argument, "value of shape ", value.shape(), " does not match variable '", var->name(),
-           "' of shape ", var->declared_shape());
-    var->assign(value);
-    ctx.set_output_ref(0, std::move(var));
-  }
-  bool validate_;
-};
+template <class K, int... Is>
+using with_host_inputs = with_inputs_in<K, memory_space::host, Is...>;
 
 // ---- elementwise ----
 
@@ -342,18 +334,6 @@ void host_dispatch(dtype t, F&& f) {
   else f(bool{});
 }
 
-// The offset in an operand of element i of the output, from its strides (plan_for's).
-inline std::int64_t host_offset(const launch::broadcast_plan& p, int k, std::int64_t i) {
-  if (p.same_shape) return i;
-  std::int64_t off = 0;
-  for (int d = p.rank - 1; d >= 0; --d) {
-    const std::int64_t q = i / p.dims[d];
-    off += (i - q * p.dims[d]) * p.stride[k][d];
-    i = q;
-  }
-  return off;
-}
-
 template <launch::unary Op>
 struct gpu_unary final : op_kernel {
   explicit gpu_unary(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
@@ -397,7 +377,7 @@ struct gpu_binary final : op_kernel {
         using T = decltype(v);
         using R = std::conditional_t<launch::returns_bool(Op), bool, T>;
         for (std::int64_t i = 0; i < z.num_elements(); ++i)
-          z.data<R>()[i] = static_cast<R>(host_binary<Op>(a.data<T>()[host_offset(plan, 0, i)], b.data<T>()[host_offset(plan, 1, i)]));
+          z.data<R>()[i] = static_cast<R>(host_binary<Op>(a.data<T>()[launch::offset_in(plan, 0, i)], b.data<T>()[launch::offset_in(plan, 1, i)]));
       });
       return ctx.set_output(0, std::move(z));
     }
@@ -1565,7 +1545,7 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<cpu::variable_kernel>("Variable");
     register_gpu_kernel<with_host_inputs<cpu::accumulator_push_kernel, 0>>("AccumulatorPush");
     register_gpu_kernel<with_host_inputs<cpu::accumulator_pop_kernel, 0>>("AccumulatorPop");
-    register_gpu_kernel<gpu_assign>("Assign");
+    register_gpu_kernel<with_inputs_in<cpu::assign_kernel, memory_space::device, 1>>("Assign");
     register_gpu_kernel_for<gpu_unary<U::neg>>("Neg", "T", signed_numbers);
     register_gpu_kernel_for<gpu_unary<U::abs>>("Abs", "T", signed_numbers);
     register_gpu_kernel_for<gpu_unary<U::square>>("Square", "T", numbers);

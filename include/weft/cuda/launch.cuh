@@ -138,23 +138,12 @@ __device__ __forceinline__ auto apply_binary(C a, C b) {
   else return a || b;  // logical_or
 }
 
-// The offset of element i of the output in operand k.
-__device__ __forceinline__ std::int64_t offset_of(const broadcast_plan& p, int k, std::int64_t i) {
-  std::int64_t off = 0;
-  for (int d = p.rank - 1; d >= 0; --d) {
-    const std::int64_t q = i / p.dims[d];
-    off += (i - q * p.dims[d]) * p.stride[k][d];
-    i = q;
-  }
-  return off;
-}
-
 template <binary Op, class T, class R>
 __global__ void binary_kernel(const T* a, const T* b, R* z, std::int64_t n, broadcast_plan p) {
   if (p.same_shape) {
     WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[i]), load(b[i])));
   } else {
-    WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[offset_of(p, 0, i)]), load(b[offset_of(p, 1, i)])));
+    WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[offset_in(p, 0, i)]), load(b[offset_in(p, 1, i)])));
   }
 }
 
@@ -180,7 +169,7 @@ __global__ void select_kernel(const bool* c, const T* a, const T* b, T* out, std
   if (p.same_shape) {
     WEFT_GRID_LOOP(i, n) out[i] = c[i] ? a[i] : b[i];
   } else {
-    WEFT_GRID_LOOP(i, n) out[i] = c[offset_of(p, 0, i)] ? a[offset_of(p, 1, i)] : b[offset_of(p, 2, i)];
+    WEFT_GRID_LOOP(i, n) out[i] = c[offset_in(p, 0, i)] ? a[offset_in(p, 1, i)] : b[offset_in(p, 2, i)];
   }
 }
 
@@ -200,7 +189,7 @@ __global__ void fill_kernel(const T* value, T* y, std::int64_t n) {
 
 template <class T>
 __global__ void broadcast_kernel(const T* x, T* y, std::int64_t n, broadcast_plan p) {
-  WEFT_GRID_LOOP(i, n) y[i] = x[offset_of(p, 0, i)];
+  WEFT_GRID_LOOP(i, n) y[i] = x[offset_in(p, 0, i)];
 }
 
 // Records bad input in an error slot (launch.hpp): the value, then the flag, each visible to

@@ -45,6 +45,25 @@ struct broadcast_plan {
 
 // y = x broadcast to y's shape (BroadcastTo); operand 0 of the plan is x.
 void broadcast_op(elem t, const void* x, void* y, std::int64_t n, const broadcast_plan& plan, cudaStream_t stream);
+// Functions both sides compile: the host's code and the CUDA kernels.
+#if defined(__CUDACC__)
+#define WEFT_HOST_DEVICE __host__ __device__
+#else
+#define WEFT_HOST_DEVICE
+#endif
+
+// The offset in operand k of the plan's output element i.
+inline WEFT_HOST_DEVICE std::int64_t offset_in(const broadcast_plan& p, int k, std::int64_t i) {
+  if (p.same_shape) return i;
+  std::int64_t off = 0;
+  for (int d = p.rank - 1; d >= 0; --d) {
+    const std::int64_t q = i / p.dims[d];
+    off += (i - q * p.dims[d]) * p.stride[k][d];
+    i = q;
+  }
+  return off;
+}
+
 void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t stream);
 void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& plan,
                cudaStream_t stream);
