@@ -373,10 +373,14 @@ class gpu_device final : public device {
   mutable std::mutex library_mutex_;
 };
 
-// The GPU of a kernel's context (a GPU kernel runs only on one).
+// The GPU of a kernel's context (a GPU kernel runs only on one), made the calling thread's
+// current device: the kernels launched next go to its streams (the executor's threads run
+// nodes of every device).
 inline const gpu_device& gpu_of(const device& d) {
   const auto* g = dynamic_cast<const gpu_device*>(&d);
   if (!g) fail(error_code::internal, "a GPU kernel runs on ", d.name(), ", which is not a GPU");
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != g->ordinal()) check(cudaSetDevice(g->ordinal()), "cudaSetDevice");
   return *g;
 }
 

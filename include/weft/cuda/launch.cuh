@@ -193,12 +193,14 @@ __global__ void broadcast_kernel(const T* x, T* y, std::int64_t n, broadcast_pla
 }
 
 // Records bad input in an error slot (launch.hpp): the value, then the flag, each visible to
-// the host once the kernel is done.
+// the host once the kernel is done. Plain stores (atomics on mapped host memory are not
+// portable over PCIe): when threads race, the slot holds one of their values, all bad.
 __device__ __forceinline__ void report(std::int64_t* slot, std::int64_t value) {
-  if (atomicCAS(reinterpret_cast<unsigned long long*>(slot), 0ull, 2ull) == 0ull) {  // the first report wins
-    slot[1] = value;
+  volatile std::int64_t* s = slot;
+  if (s[0] == 0) {
+    s[1] = value;
     __threadfence_system();
-    atomicExch(reinterpret_cast<unsigned long long*>(slot), 1ull);
+    s[0] = 1;
   }
 }
 
