@@ -438,6 +438,19 @@ class session {
     } else {
       x->partitions = partition(*x, device_names_, lossy_);  // none when one device runs every node
     }
+    if (x->partitions.empty()) {
+      // One device runs every node: the feed nodes are its too, so that a device of its own
+      // memory gets its feeds copied in.
+      int only = -1;
+      for (const auto& xn : x->nodes)
+        if (xn.def) {
+          only = xn.device;
+          break;
+        }
+      if (only > 0)
+        for (auto& xn : x->nodes)
+          if (!xn.def) xn.device = only;
+    }
     finish_executable(*x);
     return x;
   }
