@@ -113,7 +113,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
                          "Dropout", "Fused", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool",
                          "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
                          "ZerosLike", "OnesLike", "UnsortedSegmentSum", "AccumulatorPush", "AccumulatorPop", "GatherNd",
-                         "ScatterNd", "TensorScatterAdd", "TensorScatterUpdate", "SumToShape"}) {
+                         "ScatterNd", "TensorScatterAdd", "TensorScatterUpdate", "SumToShape", "OneHot",
+                         "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp"}) {
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
@@ -340,7 +341,8 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   // The random ops draw what the CPU's draw: the same stream, on the device.
   for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
                          "TruncatedNormal", "Dropout", "Conv2D", "Conv2DBackpropFilter", "MaxPoolGrad", "Transpose", "ConcatV2",
-                         "Split", "Slice", "Pad", "Tile", "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape"})
+                         "Split", "Slice", "Pad", "Tile", "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape", "OneHot",
+                         "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp"})
     CHECK(checked.count(op));
 }
 

@@ -68,6 +68,12 @@ inline launch::elem elem_of(dtype t, const std::string& who) {
 }
 inline launch::elem elem_of(dtype t, const node& n) { return elem_of(t, n.describe()); }
 
+// Fails unless t's dtype has elements the GPU copies (no strings).
+inline void require_plain(const tensor& t, const node& n) {
+  if (t.dtype() == dtype::string || t.dtype() == dtype::complex64 || t.dtype() == dtype::complex128)
+    (void)elem_of(t.dtype(), n);
+}
+
 // Input i in the GPU's memory: as it is, or copied in from host memory.
 inline tensor device_input(kernel_context& ctx, int i) {
   const tensor& t = ctx.input(i);
@@ -758,6 +764,65 @@ struct gpu_sparse_xent final : op_kernel {
   std::string message_;
 };
 
+// SoftmaxCrossEntropyWithLogits(features, labels): dense labels of the features' shape.
+struct gpu_softmax_xent final : op_kernel {
+  explicit gpu_softmax_xent(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor f = device_input(ctx, 0), l = device_input(ctx, 1);
+    if (f.rank() != 2 || l.shape() != f.shape())
+      fail(error_code::invalid_argument, "features and labels must be matrices of one shape, got ", f.shape(), " and ", l.shape());
+    const std::int64_t rows = f.shape()[0], classes = f.shape()[1];
+    tensor& loss = ctx.allocate_output(0, shape{rows});
+    tensor& backprop = ctx.allocate_output(1, f.shape());
+    launch::softmax_xent_op(t_, f.raw_data(), l.raw_data(), loss.raw_data(), backprop.raw_data(), rows, classes,
+                            gpu_of(ctx.device()).stream());
+    launched("SoftmaxCrossEntropyWithLogits");
+  }
+  launch::elem t_;
+};
+
+// L2Loss(t): sum(t^2) / 2.
+struct gpu_l2_loss final : op_kernel {
+  explicit gpu_l2_loss(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    tensor& y = ctx.allocate_output(0, shape{});
+    const auto& g = gpu_of(ctx.device());
+    launch::reduce_op(launch::reduction::l2, t_, x.raw_data(), y.raw_data(), 1, x.num_elements(), 1, g.stream());
+    launched("L2Loss");
+  }
+  launch::elem t_;
+};
+
+// OneHot(indices, depth, on_value, off_value; axis).
+struct gpu_one_hot final : op_kernel {
+  explicit gpu_one_hot(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor indices = device_input(ctx, 0), on = device_input(ctx, 2), off = device_input(ctx, 3);
+    require_plain(on, ctx.node());
+    const auto depths = host_ints(ctx, 1, "depth");
+    if (depths.size() != 1) fail(error_code::invalid_argument, "depth must be a scalar");
+    const std::int64_t depth = depths[0];
+    if (depth < 0) fail(error_code::invalid_argument, "depth must be non-negative, got ", depth);
+    if (on.num_elements() != 1 || off.num_elements() != 1)
+      fail(error_code::invalid_argument, "on_value and off_value must be scalars");
+    if (axis_ < -1 || axis_ > indices.rank()) fail(error_code::invalid_argument, "axis ", axis_, " out of range");
+    auto dims = indices.shape().dims();
+    const auto pos = axis_ == -1 ? dims.size() : static_cast<std::size_t>(axis_);
+    dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(pos), depth);
+    tensor& out = ctx.allocate_output(0, shape(dims));
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < pos; ++d) outer *= dims[d];
+    for (std::size_t d = pos + 1; d < dims.size(); ++d) inner *= dims[d];
+    const launch::elem index_type = indices.dtype() == dtype::uint8 ? launch::elem::u8
+                                    : indices.dtype() == dtype::int32 ? launch::elem::i32 : launch::elem::i64;
+    launch::one_hot_op(static_cast<int>(size_of(out.dtype())), index_type, indices.raw_data(), on.raw_data(), off.raw_data(),
+                       out.raw_data(), outer, depth, inner, gpu_of(ctx.device()).stream());
+    launched("OneHot");
+  }
+  std::int64_t axis_;
+};
+
 // GatherV2(params, indices, axis) along axis 0.
 struct gpu_gather final : op_kernel {
   explicit gpu_gather(const node& n)
@@ -857,12 +922,6 @@ inline void copy_region(const gpu_device& g, const tensor& src, const std::vecto
   }
   launch::copy_box_op(static_cast<int>(size_of(src.dtype())), src.raw_data(), dst.raw_data(), p, g.stream());
   launched("a region copy");
-}
-
-// Fails unless t's dtype has elements the GPU copies (no strings).
-inline void require_plain(const tensor& t, const node& n) {
-  if (t.dtype() == dtype::string || t.dtype() == dtype::complex64 || t.dtype() == dtype::complex128)
-    (void)elem_of(t.dtype(), n);
 }
 
 struct gpu_concat final : op_kernel {
@@ -1448,14 +1507,14 @@ struct gpu_dropout final : op_kernel {
 
 // ---- optimizers: in place, with a device copy of a value still read elsewhere ----
 
-enum class optimizer { gradient_descent, momentum, adam };
+enum class optimizer { gradient_descent, momentum, adagrad, rms_prop, adam };
 
 template <optimizer O>
 struct gpu_apply final : op_kernel {
-  static constexpr int refs = O == optimizer::gradient_descent ? 1 : O == optimizer::momentum ? 2 : 3;
+  static constexpr int refs = O == optimizer::gradient_descent ? 1 : O == optimizer::momentum || O == optimizer::adagrad ? 2 : 3;
   explicit gpu_apply(const node& n)
       : t_(elem_of(n.output_dtype(0), n)),
-        nesterov_(O != optimizer::gradient_descent && n.attrs().find("use_nesterov") && n.attr<bool>("use_nesterov")) {}
+        nesterov_(n.attrs().find("use_nesterov") && n.attr<bool>("use_nesterov")) {}
   void compute(kernel_context& ctx) const override {
     std::vector<std::shared_ptr<resource_variable>> held;
     std::vector<resource_variable*> vars;
@@ -1489,6 +1548,11 @@ struct gpu_apply final : op_kernel {
           else if constexpr (O == optimizer::momentum)
             launch::apply_momentum_op(t_, v[0]->raw_data(), v[1]->raw_data(), in[0].raw_data(), grad.raw_data(),
                                       in[2].raw_data(), nesterov_, n, g.stream());
+          else if constexpr (O == optimizer::adagrad)
+            launch::apply_adagrad_op(t_, v[0]->raw_data(), v[1]->raw_data(), in[0].raw_data(), grad.raw_data(), n, g.stream());
+          else if constexpr (O == optimizer::rms_prop)
+            launch::apply_rms_prop_op(t_, v[0]->raw_data(), v[1]->raw_data(), v[2]->raw_data(), in[0].raw_data(),
+                                      in[1].raw_data(), in[2].raw_data(), in[3].raw_data(), grad.raw_data(), n, g.stream());
           else
             launch::apply_adam_op(t_, v[0]->raw_data(), v[1]->raw_data(), v[2]->raw_data(), in[0].raw_data(),
                                   in[1].raw_data(), in[2].raw_data(), in[3].raw_data(), in[4].raw_data(), in[5].raw_data(),
@@ -1623,6 +1687,11 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_apply<optimizer::gradient_descent>>("ApplyGradientDescent", "T", floats);
     register_gpu_kernel_for<gpu_apply<optimizer::momentum>>("ApplyMomentum", "T", floats);
     register_gpu_kernel_for<gpu_apply<optimizer::adam>>("ApplyAdam", "T", floats);
+    register_gpu_kernel_for<gpu_apply<optimizer::adagrad>>("ApplyAdagrad", "T", floats);
+    register_gpu_kernel_for<gpu_apply<optimizer::rms_prop>>("ApplyRMSProp", "T", floats);
+    register_gpu_kernel<gpu_one_hot>("OneHot");
+    register_gpu_kernel_for<gpu_softmax_xent>("SoftmaxCrossEntropyWithLogits", "T", floats);
+    register_gpu_kernel_for<gpu_l2_loss>("L2Loss", "T", floats);
     return true;
   }();
   return done;

@@ -207,14 +207,20 @@ __device__ __forceinline__ void report(std::int64_t* slot, std::int64_t value) {
 // ---- reductions over the middle dim of [outer, reduce, inner] ----
 template <reduction Op, class A>
 __device__ __forceinline__ A combine(A a, A b) {
-  if constexpr (Op == reduction::sum || Op == reduction::mean) return a + b;
+  if constexpr (Op == reduction::sum || Op == reduction::mean || Op == reduction::l2) return a + b;
   else if constexpr (Op == reduction::prod) return a * b;
   else if constexpr (Op == reduction::max) return b > a ? b : a;
   else return b < a ? b : a;
 }
+// What an element adds: itself, or its square (l2).
+template <reduction Op, class A>
+__device__ __forceinline__ A term(A v) {
+  if constexpr (Op == reduction::l2) return v * v;
+  else return v;
+}
 template <reduction Op, class A>
 __device__ __forceinline__ A identity() {
-  if constexpr (Op == reduction::sum || Op == reduction::mean) return A(0);
+  if constexpr (Op == reduction::sum || Op == reduction::mean || Op == reduction::l2) return A(0);
   else if constexpr (Op == reduction::prod) return A(1);
   else if constexpr (Op == reduction::max) {
     if constexpr (std::is_integral_v<A>) return ::cuda::std::numeric_limits<A>::lowest();
@@ -244,7 +250,7 @@ __global__ void reduce_rows_kernel(const T* x, T* y, std::int64_t outer, std::in
   __shared__ A partial[threads];
   for (std::int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
     A acc = identity<Op, A>();
-    for (std::int64_t r = threadIdx.x; r < reduce; r += blockDim.x) acc = combine<Op>(acc, A(load(x[row * reduce + r])));
+    for (std::int64_t r = threadIdx.x; r < reduce; r += blockDim.x) acc = combine<Op>(acc, term<Op>(A(load(x[row * reduce + r]))));
     partial[threadIdx.x] = acc;
     __syncthreads();
     for (int half = threads / 2; half > 0; half /= 2) {
@@ -254,6 +260,7 @@ __global__ void reduce_rows_kernel(const T* x, T* y, std::int64_t outer, std::in
     if (threadIdx.x == 0) {
       A r = partial[0];
       if constexpr (Op == reduction::mean) r = mean_of(r, reduce);
+      if constexpr (Op == reduction::l2) r = r / A(2);
       y[row] = store<T>(compute_t<T>(r));
     }
     __syncthreads();
@@ -269,8 +276,9 @@ __global__ void reduce_columns_kernel(const T* x, T* y, std::int64_t outer, std:
     const std::int64_t o = i / inner, c = i - o * inner;
     const T* p = x + o * reduce * inner + c;
     A acc = identity<Op, A>();
-    for (std::int64_t r = 0; r < reduce; ++r) acc = combine<Op>(acc, A(load(p[r * inner])));
+    for (std::int64_t r = 0; r < reduce; ++r) acc = combine<Op>(acc, term<Op>(A(load(p[r * inner]))));
     if constexpr (Op == reduction::mean) acc = mean_of(acc, reduce);
+    if constexpr (Op == reduction::l2) acc = acc / A(2);
     y[i] = store<T>(compute_t<T>(acc));
   }
 }
@@ -360,6 +368,42 @@ __global__ void sparse_xent_kernel(const T* logits, const L* labels, T* loss, T*
   }
 }
 
+template <class T>
+__global__ void softmax_xent_kernel(const T* logits, const T* labels, T* loss, T* backprop, std::int64_t rows,
+                                    std::int64_t classes) {
+  __shared__ float shared[threads];
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = logits + r * classes;
+    float m, s;
+    row_max_and_sum(row, classes, shared, m, s);
+    const float log_sum = logf(s);
+    float part = 0;
+    for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+      const float shifted = float(load(row[c])) - m, label = float(load(labels[r * classes + c]));
+      part += label * (log_sum - shifted);
+      backprop[r * classes + c] = store<T>(compute_t<T>(expf(shifted) / s - label));
+    }
+    shared[threadIdx.x] = part;
+    __syncthreads();
+    for (int half = threads / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) loss[r] = store<T>(compute_t<T>(shared[0]));
+    __syncthreads();
+  }
+}
+
+template <class U, class I>
+__global__ void one_hot_kernel(const I* indices, const U* on, const U* off, U* out, std::int64_t outer, std::int64_t depth,
+                               std::int64_t inner) {
+  const U yes = *on, no = *off;
+  WEFT_GRID_LOOP(i, outer * depth * inner) {
+    const std::int64_t b = i % inner, k = (i / inner) % depth, a = i / (inner * depth);
+    out[i] = static_cast<std::int64_t>(indices[a * inner + b]) == k ? yes : no;
+  }
+}
+
 // ---- training ----
 template <class T>
 __global__ void gradient_descent_kernel(T* var, const T* lr, const T* grad, std::int64_t n) {
@@ -376,6 +420,33 @@ __global__ void momentum_kernel(T* var, T* accum, const T* lr, const T* grad, co
     const auto acc = mu * load(accum[i]) + g;
     accum[i] = store<T>(acc);
     var[i] = store<T>(load(var[i]) - (nesterov ? a * (g + mu * acc) : a * acc));
+  }
+}
+
+template <class T>
+__global__ void adagrad_kernel(T* var, T* accum, const T* lr, const T* grad, std::int64_t n) {
+  using C = compute_t<T>;
+  const C a = load(*lr);
+  WEFT_GRID_LOOP(i, n) {
+    const C g = load(grad[i]);
+    const C acc = load(accum[i]) + g * g;
+    accum[i] = store<T>(acc);
+    var[i] = store<T>(load(var[i]) - a * g / C(sqrt(acc)));
+  }
+}
+
+template <class T>
+__global__ void rms_prop_kernel(T* var, T* ms, T* mom, const T* lr, const T* rho, const T* momentum, const T* epsilon,
+                                const T* grad, std::int64_t n) {
+  using C = compute_t<T>;
+  const C a = load(*lr), r = load(*rho), mu = load(*momentum), eps = load(*epsilon);
+  WEFT_GRID_LOOP(i, n) {
+    const C g = load(grad[i]);
+    const C m = r * load(ms[i]) + (C(1) - r) * g * g;
+    const C v = mu * load(mom[i]) + a * g / C(sqrt(m + eps));
+    ms[i] = store<T>(m);
+    mom[i] = store<T>(v);
+    var[i] = store<T>(load(var[i]) - v);
   }
 }
 
@@ -732,6 +803,7 @@ void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer,
     case reduction::max: return run(std::integral_constant<reduction, reduction::max>{});
     case reduction::min: return run(std::integral_constant<reduction, reduction::min>{});
     case reduction::prod: return run(std::integral_constant<reduction, reduction::prod>{});
+    case reduction::l2: return run(std::integral_constant<reduction, reduction::l2>{});
   }
 }
 
@@ -790,6 +862,37 @@ void sparse_xent_op(elem t, const void* logits, const void* labels, bool labels_
   });
 }
 
+void softmax_xent_op(elem t, const void* logits, const void* labels, void* loss, void* backprop, std::int64_t rows,
+                     std::int64_t classes, cudaStream_t s) {
+  if (rows <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::softmax_xent_kernel<T><<<kernels::blocks_for(rows * kernels::threads), kernels::threads, 0, s>>>(
+          static_cast<const T*>(logits), static_cast<const T*>(labels), static_cast<T*>(loss), static_cast<T*>(backprop),
+          rows, classes);
+  });
+}
+
+void one_hot_op(int element_bytes, elem index_type, const void* indices, const void* on, const void* off, void* out,
+                std::int64_t outer, std::int64_t depth, std::int64_t inner, cudaStream_t s) {
+  const std::int64_t n = outer * depth * inner;
+  if (n <= 0) return;
+  kernels::by_size(element_bytes, [&](auto u) {
+    using U = decltype(u);
+    auto go = [&](auto i) {
+      using I = decltype(i);
+      kernels::one_hot_kernel<U, I><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<const I*>(indices), static_cast<const U*>(on), static_cast<const U*>(off), static_cast<U*>(out),
+          outer, depth, inner);
+    };
+    if (index_type == elem::u8) go(std::uint8_t{});
+    else if (index_type == elem::i32) go(std::int32_t{});
+    else go(std::int64_t{});
+  });
+}
+
 void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* grad, std::int64_t n, cudaStream_t s) {
   if (n <= 0) return;
   kernels::dispatch(t, [&](auto v) {
@@ -811,6 +914,31 @@ void apply_momentum_op(elem t, void* var, void* accum, const void* lr, const voi
       kernels::momentum_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
           static_cast<T*>(var), static_cast<T*>(accum), static_cast<const T*>(lr), static_cast<const T*>(grad),
           static_cast<const T*>(momentum), nesterov, n);
+  });
+}
+
+void apply_adagrad_op(elem t, void* var, void* accum, const void* lr, const void* grad, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::adagrad_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<T*>(var), static_cast<T*>(accum), static_cast<const T*>(lr), static_cast<const T*>(grad), n);
+  });
+}
+
+void apply_rms_prop_op(elem t, void* var, void* ms, void* mom, const void* lr, const void* rho, const void* momentum,
+                       const void* epsilon, const void* grad, std::int64_t n, cudaStream_t s) {
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::rms_prop_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<T*>(var), static_cast<T*>(ms), static_cast<T*>(mom), static_cast<const T*>(lr),
+          static_cast<const T*>(rho), static_cast<const T*>(momentum), static_cast<const T*>(epsilon),
+          static_cast<const T*>(grad), n);
   });
 }
 

@@ -77,7 +77,8 @@ void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t st
 
 // Reductions of x, seen as [outer, reduce, inner], to y of [outer, inner], in float for the
 // 16-bit types and double for float64. mean divides by `reduce`.
-enum class reduction : int { sum, mean, max, min, prod };
+// l2: the sum of squares halved (L2Loss).
+enum class reduction : int { sum, mean, max, min, prod, l2 };
 void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce,
                std::int64_t inner, cudaStream_t stream);
 // The index of the largest (or smallest) element along the middle dim of [outer, n, inner],
@@ -105,6 +106,9 @@ void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* gr
                                cudaStream_t stream);
 void apply_momentum_op(elem t, void* var, void* accum, const void* lr, const void* grad, const void* momentum,
                        bool nesterov, std::int64_t n, cudaStream_t stream);
+void apply_adagrad_op(elem t, void* var, void* accum, const void* lr, const void* grad, std::int64_t n, cudaStream_t stream);
+void apply_rms_prop_op(elem t, void* var, void* ms, void* mom, const void* lr, const void* rho, const void* momentum,
+                       const void* epsilon, const void* grad, std::int64_t n, cudaStream_t stream);
 void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power, const void* beta2_power,
                    const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
                    bool nesterov, std::int64_t n, cudaStream_t stream);
@@ -165,6 +169,15 @@ void pool_op(bool max, elem t, const void* x, void* y, const pool_geometry& g, c
 // part. Each input element sums what its windows give it, in window order (deterministic).
 void max_pool_grad_op(elem t, const void* x, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
 void avg_pool_grad_op(elem t, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
+
+// OneHot: out[a, k, b] = on if indices[a, b] == k else off, for [outer, depth, inner]; on and
+// off are one element each in device memory; an index out of [0, depth) gives a row of off.
+void one_hot_op(int element_bytes, elem index_type, const void* indices, const void* on, const void* off, void* out,
+                std::int64_t outer, std::int64_t depth, std::int64_t inner, cudaStream_t stream);
+// SoftmaxCrossEntropyWithLogits: loss[r] = -sum_c labels[r, c] * log_softmax(logits[r])[c],
+// backprop[r] = softmax(logits[r]) - labels[r].
+void softmax_xent_op(elem t, const void* logits, const void* labels, void* loss, void* backprop, std::int64_t rows,
+                     std::int64_t classes, cudaStream_t stream);
 
 // The seeded random ops, drawing what the CPU's kernels draw (core/random_stream.hpp):
 // element i is the draw of counter base + i * per (per: 64 for truncated_normal, whose
