@@ -11,6 +11,7 @@
 //   BM_mlp_step                            the 784-512-512-10 MLP's Adam step, batch 128 and
 //                                          1024, on the GPU
 //   BM_executor_overhead                   a chain of 64 scalar GPU Adds: time per node
+//   BM_gpu_loop                            a while loop with its body on the GPU: time per iteration
 // Without a GPU it says so and exits 0. Time is wall time with the device synchronized
 // (UseRealTime): the host runs ahead of the device otherwise.
 //
@@ -18,6 +19,7 @@
 #include <benchmark/benchmark.h>
 
 #include <weft/cuda/all.hpp>
+#include <weft/graph/control_flow.hpp>
 #include <weft/weft.hpp>
 
 #include <cstdio>
@@ -236,6 +238,39 @@ void BM_executor_overhead(benchmark::State& state) {
                                                                            benchmark::Counter::kInvert);
 }
 
+// A while loop whose body scales a 1024-float vector on the GPU, 1000 iterations: its
+// control (the counter, its bound, the predicate: small int and bool tensors in host memory)
+// stays on the host, so an iteration costs its nodes' launches, not a wait for the device.
+void BM_gpu_loop(benchmark::State& state) {
+  constexpr std::int64_t n = 1000;
+  graph g;
+  auto scope = g.device_scope("/device:GPU:0");
+  auto i64 = [&](std::int64_t v) { return g.constant(tensor::scalar(v)).out(0); };
+  const output x0 = g.op("Fill", {g.constant(tensor::from_vector(std::vector<std::int64_t>{1024})).out(0),
+                                  g.constant(tensor::scalar(1.0f)).out(0)}).out(0);
+  auto out = while_loop(
+      g, {i64(0), x0},
+      [&](loop_scope& sc, const std::vector<output>& v) { return g.op("Less", {v[0], sc.invariant(i64(n))}).out(0); },
+      [&](loop_scope& sc, const std::vector<output>& v) {
+        return std::vector<output>{g.op("Add", {v[0], sc.invariant(i64(1))}).out(0),
+                                   g.op("Mul", {v[1], sc.invariant(g.constant(tensor::scalar(1.0001f)).out(0))}).out(0)};
+      });
+  session_options o = one_gpu();
+  o.constant_folding.max_bytes = 0;
+  o.inter_op_threads = 0;
+  session s(g, o);
+  const auto& gpu = gpu_of_session(s);
+  const node& target = g.op("Identity", {out[1]});
+  s.run({target});
+  gpu.synchronize();
+  for (auto _ : state) {
+    s.run({target});
+    gpu.synchronize();
+  }
+  state.counters["per_loop_iteration"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
 BENCHMARK(BM_matmul_session)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -247,6 +282,7 @@ BENCHMARK(BM_send_recv)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_memcpy_pinned)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_mlp_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_executor_overhead)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gpu_loop)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   const auto a = cuda::gpus_available();
