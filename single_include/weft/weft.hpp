@@ -10554,6 +10554,7 @@ class step final : rendezvous::receiver {
     root_frame_.info = &x.frames[0];
     root_ = make_iteration(root_frame_, 0);
     start_ = options.start == std::chrono::steady_clock::time_point{} ? std::chrono::steady_clock::now() : options.start;
+    for (const device* d : devices_) separate_ = separate_ || d->separate_memory();
   }
 
   step(const step&) = delete;
@@ -10771,7 +10772,8 @@ class step final : rendezvous::receiver {
       } else if (dead) {
         for (auto& o : outputs) o.dead = true;
       } else if (xn.feed >= 0) {
-        outputs[0].value = on_device(xn, feeds_[static_cast<std::size_t>(xn.feed)]);
+        outputs[0].value = feeds_[static_cast<std::size_t>(xn.feed)];
+        if (separate_) outputs[0].value = on_device(xn, std::move(outputs[0].value));
       } else if (xn.kind != flow::plain) {
         try {
           snapshot_refs(xn, inputs);
@@ -10821,7 +10823,11 @@ class step final : rendezvous::receiver {
   void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
     switch (xn.kind) {
       case flow::switch_: {
-        const tensor pred = on_host(xn, inputs[1].value);
+        // A predicate in a device's memory is copied out (a wait for that device).
+        tensor copied;
+        const tensor& pred = !separate_ || inputs[1].value.memory_space() == memory_space::host
+                                 ? inputs[1].value
+                                 : (copied = on_host(xn, inputs[1].value));
         if (pred.dtype() != dtype::boolean || pred.num_elements() != 1)
           fail(error_code::invalid_argument, "pred must be a bool scalar, got ", pred.dtype(), pred.shape());
         const int taken = pred.data<bool>()[0] ? 1 : 0;
@@ -11016,13 +11022,15 @@ class step final : rendezvous::receiver {
   // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
   // and back, the low 16 bits zero.
   // t in host memory: as it is, or copied out of the memory of xn's device.
-  tensor on_host(const exec_node& xn, tensor t) const {
-    if (t.memory_space() == memory_space::host) return t;
+  // Out of line: a session of host devices only never calls them (separate_ is false).
+  [[gnu::noinline]] tensor on_host(const exec_node& xn, tensor t) const {
+    if (!separate_ || t.memory_space() == memory_space::host) return t;
     return device_of(xn).copy_to_host(t);
   }
   // A host tensor for xn's device: as it is, or copied into the device's own memory (but
   // small integer tensors, stays_in_host_memory).
-  tensor on_device(const exec_node& xn, tensor t) const {
+  [[gnu::noinline]] tensor on_device(const exec_node& xn, tensor t) const {
+    if (!separate_) return t;
     const device& d = device_of(xn);
     if (!t.valid() || t.memory_space() != memory_space::host || !d.separate_memory() || stays_in_host_memory(t)) return t;
     return d.copy_from_host(t);
@@ -11124,7 +11132,9 @@ class step final : rendezvous::receiver {
         continue;
       }
       try {
-        results_[static_cast<std::size_t>(index)] = on_host(xn, o.ref && !o.value.valid() ? o.ref->value() : o.value);
+        tensor& r = results_[static_cast<std::size_t>(index)];
+        r = o.ref && !o.value.valid() ? o.ref->value() : o.value;
+        if (separate_) r = on_host(xn, std::move(r));
       } catch (...) {
         abort(std::current_exception());
       }
@@ -11463,6 +11473,7 @@ class step final : rendezvous::receiver {
   resource_manager& resources_;
   Eigen::ThreadPoolInterface* inter_op_;
   step_options options_;
+  bool separate_ = false;  // whether any device has memory of its own (only then are values copied)
   std::vector<tensor> results_;
   frame_state root_frame_;
   std::unique_ptr<iteration_state> root_;
