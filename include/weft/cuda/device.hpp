@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -202,17 +203,37 @@ inline bfc_allocator& pinned_allocator() {
   return *instance;
 }
 
+// The caching allocator of GPU `ordinal`'s memory: one per GPU for the process, never
+// destroyed, as the CPU devices' allocators are (tensors, the variables of a shared resource
+// manager and fetched values may outlive the device and the session that made them). Its
+// limit is the GPU's free memory when it is first made, less 5 %; a session's
+// memory_limit_bytes is a limited_allocator over it.
+inline bfc_allocator& gpu_memory(int ordinal) {
+  static std::mutex mu;
+  static auto* table = new std::map<int, bfc_allocator*>;  // never destroyed, like the allocators
+  std::lock_guard lock(mu);
+  bfc_allocator*& a = (*table)[ordinal];
+  if (!a) {
+    const current_device here(ordinal);
+    std::size_t free_bytes = 0, total = 0;
+    check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+    a = new bfc_allocator(std::make_unique<detail::device_regions>(ordinal),
+                          bfc_options{.memory_limit = free_bytes / 20 * 19, .initial_region_bytes = std::size_t(64) << 20});
+  }
+  return *a;
+}
+
 class gpu_device final : public device {
  public:
   // GPU `ordinal`, its host-side work on `host_threads` threads, at most `memory_limit`
-  // bytes of its memory (0: its free memory now, less 5 %).
+  // bytes of its memory for this device's tensors (0: all of gpu_memory(ordinal)'s).
   gpu_device(int ordinal, int host_threads, std::size_t memory_limit = 0)
       : ordinal_(ordinal),
         parsed_(device_name::local("GPU", ordinal)),
         name_(parsed_.str()),
         host_device_(host_threads),
-        memory_(std::make_unique<detail::device_regions>(ordinal), bfc_options{.memory_limit = limit_for(ordinal, memory_limit),
-                                                                                .initial_region_bytes = std::size_t(64) << 20}) {
+        memory_(gpu_memory(ordinal)),
+        limit_(memory_limit ? limited_allocator::create(memory_, memory_limit) : nullptr) {
     const current_device here(ordinal_);
     check(cudaGetDeviceProperties(&properties_, ordinal_), "cudaGetDeviceProperties");
     compute_ = detail::make_stream("creating the compute stream");
@@ -237,7 +258,9 @@ class gpu_device final : public device {
   const std::string& name() const noexcept override { return name_; }
   const device_name& parsed_name() const noexcept override { return parsed_; }
   std::string type() const override { return "GPU"; }
-  allocator& get_allocator() const noexcept override { return memory_; }
+  allocator& get_allocator() const noexcept override {
+    return limit_ ? static_cast<allocator&>(*limit_) : memory_;
+  }
   std::size_t bytes_in_use() const noexcept override { return memory_.get_stats().bytes_in_use; }
   std::size_t peak_bytes_in_use() const noexcept override { return memory_.get_stats().peak_bytes_in_use; }
   void reset_peak() const noexcept override { memory_.reset_peak(); }
@@ -251,7 +274,7 @@ class gpu_device final : public device {
     if (host.dtype() == dtype::string)
       fail(error_code::invalid_argument, name_, ": a string tensor lives in host memory; ", host.shape(),
            " strings cannot be copied to a GPU");
-    tensor out(host.dtype(), host.shape(), memory_);
+    tensor out(host.dtype(), host.shape(), get_allocator());
     const std::size_t bytes = host.bytes();
     if (bytes == 0) return out;
     // A pageable source goes through a pinned buffer (an asynchronous copy from pageable
@@ -334,7 +357,7 @@ class gpu_device final : public device {
   error_slots& errors() const noexcept { return errors_; }
   // A copy of `t` (in this GPU's memory) in it, enqueued on the compute stream.
   tensor copy_on_device(const tensor& t) const {
-    tensor out(t.dtype(), t.shape(), memory_);
+    tensor out(t.dtype(), t.shape(), get_allocator());
     if (t.bytes() == 0) return out;
     const current_device here(ordinal_);
     check(cudaMemcpyAsync(out.raw_data(), t.raw_data(), t.bytes(), cudaMemcpyDeviceToDevice, compute_.get()),
@@ -347,13 +370,6 @@ class gpu_device final : public device {
   bfc_allocator::stats memory_stats() const { return memory_.get_stats(); }
 
  private:
-  static std::size_t limit_for(int ordinal, std::size_t asked) {
-    const current_device here(ordinal);
-    std::size_t free_bytes = 0, total = 0;
-    check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
-    const std::size_t usable = free_bytes / 20 * 19;
-    return asked ? std::min(asked, usable) : usable;
-  }
   static bool is_pinned(const tensor& t) noexcept {
     const allocator* a = t.buffer_allocator();
     return a && &a->underlying() == &pinned_allocator();
@@ -363,7 +379,8 @@ class gpu_device final : public device {
   device_name parsed_;
   std::string name_;
   cpu_device host_device_;
-  mutable bfc_allocator memory_;
+  bfc_allocator& memory_;
+  memory_limit_ptr limit_;
   mutable error_slots errors_;
   cudaDeviceProp properties_{};
   detail::stream_ptr compute_, to_device_, to_host_;

@@ -230,6 +230,9 @@ struct gpu_rank final : op_kernel {
 struct gpu_reduced_shape final : op_kernel {
   explicit gpu_reduced_shape(const node&) {}
   void compute(kernel_context& ctx) const override {
+    if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
+    if (ctx.input(1).rank() > 1)
+      fail(error_code::invalid_argument, "axes must be a scalar or vector, got shape ", ctx.input(1).shape());
     auto dims = host_ints(ctx, 0, "shape");
     const int rank = static_cast<int>(dims.size());
     for (auto a : host_ints(ctx, 1, "axes")) dims[static_cast<std::size_t>(canonical_gpu_axis(a, rank, "reduction axis"))] = 1;
@@ -508,9 +511,8 @@ struct gpu_reduce final : op_kernel {
       fail(error_code::invalid_argument, "reduction_indices must be a scalar or vector, got shape ", ctx.input(1).shape());
     std::vector<bool> reduced(static_cast<std::size_t>(x.rank()), false);
     for (auto a : host_ints(ctx, 1, "reduction_indices")) {
-      const int axis = canonical_gpu_axis(a, x.rank(), "reduction axis");
-      if (reduced[static_cast<std::size_t>(axis)]) fail(error_code::invalid_argument, "axis ", a, " is listed twice");
-      reduced[static_cast<std::size_t>(axis)] = true;
+      // An axis listed twice is reduced once, as on the CPU.
+      reduced[static_cast<std::size_t>(canonical_gpu_axis(a, x.rank(), "reduction axis"))] = true;
     }
     std::vector<std::int64_t> out_dims;
     for (int d = 0; d < x.rank(); ++d) {
