@@ -71,6 +71,31 @@ TEST_CASE("unary math matches the standard library") {
   CHECK(eval(g, g.op("Abs", {m})).to_vector<float>() == std::vector<float>{2, 0.5, 0, 3});
 }
 
+
+// Eigen's fast packet sqrt (x * rsqrt(x)) made sqrt(inf) NaN and flushed subnormals; 16
+// values fill every packet width, the edge values sit among ordinary ones.
+TEST_CASE("Sqrt and Rsqrt give IEEE's answers at infinity, zero and subnormals, in every float dtype") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> x{4, inf, 9, 0, 1e-40, 16, 2, 3, 5, 6, 7, 8, 10, 11, 12, inf};
+  for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16}) {
+    INFO(t);
+    graph g;
+    auto& v = g.op("Cast", {c<double>(g, {16}, x)}, {{"DstT", t}});
+    auto to_double = [&](const node& n) -> const node& { return g.op("Cast", {n}, {{"DstT", dtype::float64}}); };
+    const auto input = eval(g, to_double(v)).to_vector<double>();  // as the dtype holds them (1e-40: 0 in float16)
+    const auto root = eval(g, to_double(g.op("Sqrt", {v}))).to_vector<double>();
+    const auto reciprocal = eval(g, to_double(g.op("Rsqrt", {v}))).to_vector<double>();
+    const double tol = t == dtype::float16 ? 2e-3 : t == dtype::bfloat16 ? 1e-2 : t == dtype::float32 ? 1e-6 : 1e-12;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      INFO(input[i]);
+      const double want = std::sqrt(input[i]), want_r = 1 / want;
+      if (std::isinf(want)) CHECK(root[i] == want);
+      else CHECK(root[i] == Approx(want).epsilon(tol));
+      if (std::isinf(want_r)) CHECK(reciprocal[i] == want_r);
+      else CHECK(reciprocal[i] == Approx(want_r).epsilon(tol));
+    }
+  }
+}
 TEST_CASE("comparisons, logical ops and Select") {
   graph g;
   auto& a = c<int>(g, {3}, {1, 2, 3});

@@ -16219,6 +16219,40 @@ auto wrapping_unary(const A& x) {
   else if constexpr (K == wrap_kind::abs) return x.abs();
   else return x.square();
 }
+// Sqrt and Rsqrt, exact at the edges. Eigen 3.4's fast packets (EIGEN_FAST_MATH: float on
+// SSE/AVX, float and double on AVX-512) compute sqrt(x) as x * rsqrt(x) refined, which
+// makes sqrt(inf) NaN and flushes subnormal inputs (sqrt(1e-40) = 0, rsqrt(1e-40) = inf).
+// A packet holding +inf, a subnormal or zero goes through std::sqrt lane by lane: IEEE's
+// answers, as TensorFlow's and the GPU's; other packets keep Eigen's fast path.
+template <class T, bool Reciprocal>
+struct exact_sqrt_op {
+  T operator()(const T& a) const {
+    using std::sqrt;
+    using Eigen::numext::sqrt;
+    if constexpr (Reciprocal) return T(1) / sqrt(a);
+    else return sqrt(a);
+  }
+  template <class P>
+  P packetOp(const P& a) const {
+    namespace ei = Eigen::internal;
+    const P fast = Reciprocal ? ei::prsqrt(a) : ei::psqrt(a);
+    using S = typename ei::unpacket_traits<P>::type;
+    if constexpr (std::is_floating_point_v<S>) {
+      const P edge = ei::por(ei::pcmp_eq(a, ei::pset1<P>(std::numeric_limits<S>::infinity())),
+                             ei::pand(ei::pcmp_lt(a, ei::pset1<P>(std::numeric_limits<S>::min())),
+                                      ei::pcmp_le(ei::pzero(a), a)));
+      if (!ei::predux_any(edge)) return fast;
+      constexpr int n = ei::unpacket_traits<P>::size;
+      alignas(64) S lanes[n];
+      ei::pstoreu(lanes, a);
+      for (S& v : lanes) v = (*this)(v);
+      return ei::ploadu<P>(lanes);
+    } else {
+      return fast;
+    }
+  }
+};
+
 // ---- unary -------------------------------------------------------------------------
 #define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
   struct NAME {                                          \
@@ -16230,8 +16264,8 @@ auto wrapping_unary(const A& x) {
   }
 WEFT_DETAIL_UNARY(neg_fn, wrapping_unary<wrap_kind::neg>(x), 1);
 WEFT_DETAIL_UNARY(abs_fn, wrapping_unary<wrap_kind::abs>(x), 1);
-WEFT_DETAIL_UNARY(sqrt_fn, x.sqrt(), 8);
-WEFT_DETAIL_UNARY(rsqrt_fn, x.rsqrt(), 8);
+WEFT_DETAIL_UNARY(sqrt_fn, x.unaryExpr(exact_sqrt_op<typename A::Scalar, false>()), 8);
+WEFT_DETAIL_UNARY(rsqrt_fn, x.unaryExpr(exact_sqrt_op<typename A::Scalar, true>()), 8);
 WEFT_DETAIL_UNARY(exp_fn, x.exp(), 20);
 WEFT_DETAIL_UNARY(log_fn, x.log(), 20);
 WEFT_DETAIL_UNARY(tanh_fn, x.tanh(), 30);
@@ -16763,6 +16797,15 @@ struct kernel_for<ops::families::math, T, device_types::cpu> {
 }  // namespace weft
 
 namespace Eigen::internal {
+template <class T, bool Reciprocal>
+struct functor_traits<weft::cpu::exact_sqrt_op<T, Reciprocal>> {
+  // The 16-bit floats' packets compute in float packets this functor cannot reach: scalar.
+  enum {
+    Cost = 8,
+    PacketAccess = !std::is_same_v<T, Eigen::half> && !std::is_same_v<T, Eigen::bfloat16> &&
+                   (Reciprocal ? bool(packet_traits<T>::HasRsqrt) : bool(packet_traits<T>::HasSqrt))
+  };
+};
 template <weft::cpu::wrap_kind K, class T>
 struct functor_traits<weft::cpu::wrapping_op<K, T>> {
   enum {
