@@ -54,8 +54,21 @@ std::string difference(const tensor& got, const tensor& want) {
     return s.str();
   }
   const double rtol = got.dtype() == dtype::float16 ? 1e-2 : got.dtype() == dtype::bfloat16 ? 2e-2
-                      : got.dtype() == dtype::float32 ? 1e-4 : 1e-9;
-  const auto g = as_doubles(got), w = as_doubles(want);
+                      : got.dtype() == dtype::float32 || got.dtype() == dtype::complex64 ? 1e-4 : 1e-9;
+  std::vector<double> g, w;
+  if (is_complex(got.dtype())) {  // real and imaginary parts, side by side
+    const auto parts = [](const tensor& t) {
+      std::vector<double> out;
+      if (t.dtype() == dtype::complex64)
+        for (auto z : t.to_vector<complex64>()) out.insert(out.end(), {z.real(), z.imag()});
+      else
+        for (auto z : t.to_vector<complex128>()) out.insert(out.end(), {z.real(), z.imag()});
+      return out;
+    };
+    g = parts(got), w = parts(want);
+  } else {
+    g = as_doubles(got), w = as_doubles(want);
+  }
   double scale = 1;
   for (double v : w)
     if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
@@ -68,20 +81,35 @@ std::string difference(const tensor& got, const tensor& want) {
   return {};
 }
 
-// The dtypes the GPU kernels of `op` are registered for (none: the op has no GPU kernel).
-std::vector<dtype> gpu_dtypes(const std::string& op) {
-  std::vector<dtype> out;
-  for (dtype t : {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int32, dtype::int64,
-                  dtype::uint8, dtype::boolean}) {
-    const op_def* def = op_registry::global().find(op);
-    if (!def) continue;
-    const attr_def* type_attr = nullptr;
-    for (const auto& a : def->attrs)
-      if (a.kind == attr_kind::type && !type_attr) type_attr = &a;
-    const std::string attr = type_attr ? type_attr->name : "T";
-    if (kernel_registry::global().has(op, "GPU", {attr, t})) out.push_back(t);
+// The type attr that says what `op` computes in (dtype: the random ops' output; else T; else
+// its first type attr) and the dtypes that attr admits and the GPU kernels are registered for
+// (none: the op has no GPU kernel).
+std::pair<std::string, std::vector<dtype>> gpu_dtypes(const std::string& op) {
+  std::pair<std::string, std::vector<dtype>> out{"T", {}};
+  const op_def* def = op_registry::global().find(op);
+  if (!def) return out;
+  const attr_def* type_attr = def->find_attr("dtype");
+  if (!type_attr || type_attr->kind != attr_kind::type) type_attr = def->find_attr("T");
+  for (const auto& a : def->attrs)
+    if (a.kind == attr_kind::type && (!type_attr || type_attr->kind != attr_kind::type)) type_attr = &a;
+  if (type_attr) out.first = type_attr->name;
+  for (dtype t : {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int8, dtype::int16, dtype::int32,
+                  dtype::int64, dtype::uint8, dtype::uint16, dtype::uint32, dtype::uint64, dtype::boolean, dtype::complex64,
+                  dtype::complex128}) {
+    if (type_attr && !type_attr->admits(t)) continue;
+    if (kernel_registry::global().has(op, "GPU", {out.first, t})) out.second.push_back(t);
   }
   return out;
+}
+
+// Whether `attrs` ask for a stream seeded from the system (seed = seed2 = 0): a random op's
+// values then differ from run to run, on any device.
+bool unseeded(const attr_map& attrs) {
+  const attr_value *seed = attrs.find("seed"), *seed2 = attrs.find("seed2");
+  if (!seed || !seed2) return false;
+  const auto* a = seed->get_if<std::int64_t>();
+  const auto* b = seed2->get_if<std::int64_t>();
+  return a && b && *a == 0 && *b == 0;
 }
 
 }  // namespace cuda_test
@@ -118,9 +146,11 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
     INFO(op);
     CHECK(kernel_registry::global().has(op, "GPU"));
   }
-  CHECK(gpu_dtypes("MatMul") == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
-  CHECK(gpu_dtypes("Add").size() == 7);
-  CHECK(gpu_dtypes("Cumsum").empty());  // not yet: soft placement runs it on the CPU
+  CHECK(gpu_dtypes("MatMul").second == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
+  CHECK(gpu_dtypes("Add").second.size() == 7);
+  CHECK(gpu_dtypes("Cumsum").second.empty());  // not yet: soft placement runs it on the CPU
+  CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
+  CHECK(gpu_dtypes("RandomUniform").first == "dtype");
 }
 
 TEST_CASE("broadcast plans give each operand's offset of every output element", "[host]") {
@@ -189,8 +219,12 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
   const std::string src = cuda::fused_source(e, {0, 1, 0}, {dtype::float32, dtype::float32}, dtype::float32, "k");
   CHECK_THAT(src, Catch::Contains("extern \"C\" __global__ void k(const float* __restrict__ in0, const float* __restrict__ in1, "
                                   "float* __restrict__ out, long long n, weft_plan p)"));
-  CHECK_THAT(src, Catch::Contains("const float v0 = in0[p.same_shape ? i : weft_offset(p, 0, i)];"));
-  CHECK_THAT(src, Catch::Contains("const float v2 = in0["));  // leaf 2 reads input 0 again (slots)
+  // Each leaf reads its input directly, once before the loop (a scalar), or by strides; in
+  // 32-bit index arithmetic where every offset fits, 64-bit otherwise.
+  CHECK_THAT(src, Catch::Contains("const float s1 = in1[0];"));
+  CHECK_THAT(src, Catch::Contains("const float v0 = (p.kind[0] == 1 ? in0[i] : p.kind[0] == 2 ? s0 : in0[weft_offset<unsigned>(p, 0, i)]);"));
+  CHECK_THAT(src, Catch::Contains("const float v0 = (p.kind[0] == 1 ? in0[i] : p.kind[0] == 2 ? s0 : in0[weft_offset<long long>(p, 0, i)]);"));
+  CHECK_THAT(src, Catch::Contains("const float v2 = (p.kind[0] == 1 ? in0[i]"));  // leaf 2 reads input 0 again (slots)
   CHECK_THAT(src, Catch::Contains("out[i] = ((float)(((float)(v0 * v1)) + v2));"));
   // Leaves against the inputs they read.
   test::require_error([&] { cuda::fused_source(e, {0, 1}, {dtype::float32, dtype::float32}, dtype::float32, "k"); },
@@ -313,19 +347,19 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   std::set<std::string> checked;
   int compared = 0;
   for (const auto& op : test::runnable_ops()) {
-    const auto types = gpu_dtypes(op);
+    const auto [attr, types] = gpu_dtypes(op);
     if (types.empty()) continue;
     for (dtype t : types) {
       for (std::uint64_t seed = 1; seed <= 12; ++seed) {
         test::seeded_choices on_cpu(seed * 977 + static_cast<std::uint64_t>(t)), on_gpu(seed * 977 + static_cast<std::uint64_t>(t));
-        const auto want = test::run_op(op, t, on_cpu);
-        const auto got = test::run_op(op, t, on_gpu, {"/device:GPU:0", {{"GPU", 1}}});
+        const auto want = test::run_op(op, t, on_cpu, {}, attr);
+        const auto got = test::run_op(op, t, on_gpu, {"/device:GPU:0", {{"GPU", 1}}}, attr);
         INFO(op << " " << t << " seed " << seed << "\n  CPU: " << (want.ran ? "ran" : want.error) << "\n  GPU: "
                 << (got.ran ? "ran" : got.error));
         CHECK(got.changed_inputs.empty());
         if (!want.built) continue;
         CHECK(got.ran == want.ran);
-        if (!got.ran || !want.ran) continue;
+        if (!got.ran || !want.ran || unseeded(want.attrs)) continue;
         REQUIRE(got.outputs.size() == want.outputs.size());
         for (std::size_t i = 0; i < got.outputs.size(); ++i) {
           INFO("output " << i);

@@ -170,6 +170,8 @@ struct op_result {
   std::string error;   // the weft::error's message, when one was thrown
   std::vector<std::string> changed_inputs;  // inputs whose values differ after the run
   std::vector<tensor> outputs;              // its outputs, when it ran
+  std::vector<tensor> inputs;               // the values of its inputs (refs: their initial values)
+  attr_map attrs;                           // the attributes it was built with
 };
 
 // Where the op runs: a device the node asks for ("/device:GPU:0"; empty: the placer's
@@ -179,11 +181,13 @@ struct op_placement {
   std::map<std::string, int> device_count;
 };
 
-// Builds `op` for dtype `t` (its attr T, where it has one) from the choices, runs it on one
+// Builds `op` for dtype `t` (its attr `type_attr`, T by default, where it has one and
+// admits t) from the choices, runs it on one
 // intra-op thread (or two), and checks that its inputs are unchanged. Inputs come in as
 // Consts (the graph holds their values) or as fed placeholders (the caller holds them).
 // Allocations are limited to 64 MiB per step, so a valid but large request is a clean error.
-inline op_result run_op(std::string_view op, dtype t, choices& c, const op_placement& where = {}) {
+inline op_result run_op(std::string_view op, dtype t, choices& c, const op_placement& where = {},
+                        std::string_view type_attr = "T") {
   op_result result;
   const op_def* def = op_registry::global().find(op);
   if (!def) {
@@ -194,7 +198,7 @@ inline op_result run_op(std::string_view op, dtype t, choices& c, const op_place
   attr_map attrs;
   const std::vector<std::int64_t> main_dims = detail::some_dims(c);  // what most data inputs have
   for (const auto& a : def->attrs) {
-    if (a.kind == attr_kind::type && a.name == "T" && (a.allowed.empty() || std::find(a.allowed.begin(), a.allowed.end(), t) != a.allowed.end()))
+    if (a.kind == attr_kind::type && a.name == type_attr && (a.allowed.empty() || std::find(a.allowed.begin(), a.allowed.end(), t) != a.allowed.end()))
       attrs.set(a.name, t);
     else if (!a.default_value || c.pick(4) == 0)
       attrs.set(a.name, detail::some_attr(c, a, t, main_dims));
@@ -247,6 +251,7 @@ inline op_result run_op(std::string_view op, dtype t, choices& c, const op_place
       } else {
         value = detail::some_tensor(c, type, c.pick(4) == 0 ? detail::some_dims(c) : main_dims);
       }
+      result.inputs.push_back(value);
       if (a.is_ref) {
         auto& var = g.variable(type, partial_shape(value.shape()));
         inits.emplace_back(g.op("Assign", {var, g.constant(value)}));
@@ -267,6 +272,7 @@ inline op_result run_op(std::string_view op, dtype t, choices& c, const op_place
   try {
     const node& n = g.op(op, inputs, attrs, where.device.empty() ? node_options("op") : node_options("op").on(where.device));
     result.built = true;
+    result.attrs = n.attrs();
     for (int i = 0; i < n.num_outputs(); ++i) fetches.emplace_back(n.out(i));
     session_options o;
     o.inter_op_threads = 0;

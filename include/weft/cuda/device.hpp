@@ -310,7 +310,10 @@ class gpu_device final : public device {
       out = tensor(t.dtype(), t.shape());  // pageable, when no pinned memory is left
     }
     const std::size_t bytes = t.bytes();
-    if (bytes == 0) return out;
+    if (bytes == 0) {  // nothing to copy, but the kernels that made it may have found bad input
+      synchronize();
+      return out;
+    }
     const current_device here(ordinal_);
     order_after(to_host_.get(), compute_.get());
     check(cudaMemcpyAsync(out.raw_data(), t.raw_data(), bytes, cudaMemcpyDeviceToHost, to_host_.get()), "cudaMemcpyAsync (device to host)");

@@ -14,6 +14,7 @@
 
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -220,24 +222,41 @@ inline std::string fused_source(const fused_expr& e, const std::vector<std::int6
   }
   if (e.type != out) fail(error_code::invalid_argument, "Fused: the expression is ", e.type, " but the node's T is ", out);
   const std::string body = detail::expression(e);
+  const std::size_t n_in = inputs.size();
   std::ostringstream s;
+  // The plan: long longs first, so that the host lays it out without padding between them.
   s << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
-    << "struct weft_plan { int rank; int same_shape; long long dims[8]; long long stride[" << inputs.size() << "][8]; };\n"
-    << "__device__ __forceinline__ long long weft_offset(const weft_plan& p, int k, long long i) {\n"
-    << "  long long off = 0;\n"
-    << "  for (int d = p.rank - 1; d >= 0; --d) { const long long q = i / p.dims[d]; off += (i - q * p.dims[d]) * p.stride[k][d]; i = q; }\n"
+    << "struct weft_plan { long long dims[8]; long long stride[" << n_in << "][8]; int rank; int narrow; int kind[" << n_in
+    << "]; };\n"
+    << "template <class I>\n"
+    << "__device__ __forceinline__ I weft_offset(const weft_plan& p, int k, I i) {\n"
+    << "  I off = 0;\n"
+    << "  for (int d = p.rank - 1; d >= 0; --d) { const I dim = (I)p.dims[d]; const I q = i / dim; off += (i - q * dim) * (I)p.stride[k][d]; i = q; }\n"
     << "  return off;\n}\n"
     << "extern \"C\" __global__ void " << name << "(";
-  for (std::size_t k = 0; k < inputs.size(); ++k) s << "const " << detail::storage_type(inputs[k]) << "* __restrict__ in" << k << ", ";
-  s << detail::storage_type(out) << "* __restrict__ out, long long n, weft_plan p) {\n"
-    << "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {\n";
-  for (std::size_t j = 0; j < leaves.size(); ++j) {
-    const auto k = static_cast<std::size_t>(slots[j]);
-    s << "    const " << detail::compute_type(leaves[j]->type) << " v" << j << " = "
-      << detail::load(leaves[j]->type, "in" + std::to_string(k) + "[p.same_shape ? i : weft_offset(p, " + std::to_string(k) + ", i)]")
-      << ";\n";
-  }
-  s << "    out[i] = " << detail::store(out, body) << ";\n  }\n}\n";
+  for (std::size_t k = 0; k < n_in; ++k) s << "const " << detail::storage_type(inputs[k]) << "* __restrict__ in" << k << ", ";
+  s << detail::storage_type(out) << "* __restrict__ out, long long n, weft_plan p) {\n";
+  // A scalar input (kind 2) is read once, before the loop (n > 0: every input has an element).
+  for (std::size_t k = 0; k < n_in; ++k) s << "  const " << detail::storage_type(inputs[k]) << " s" << k << " = in" << k << "[0];\n";
+  // The loop body, for an index type: 32 bits where every offset fits (no 64-bit division).
+  auto loop = [&](const char* index) {
+    s << "    for (" << index << " i = blockIdx.x * (" << index << ")blockDim.x + threadIdx.x; i < (" << index
+      << ")n; i += (" << index << ")blockDim.x * gridDim.x) {\n";
+    for (std::size_t j = 0; j < leaves.size(); ++j) {
+      const std::string k = std::to_string(slots[j]);
+      // kind 1: the output's shape (direct), 2: a scalar, 0: broadcast by strides.
+      const std::string element = "(p.kind[" + k + "] == 1 ? in" + k + "[i] : p.kind[" + k + "] == 2 ? s" + k + " : in" + k +
+                                  "[weft_offset<" + index + ">(p, " + k + ", i)])";
+      s << "      const " << detail::compute_type(leaves[j]->type) << " v" << j << " = " << detail::load(leaves[j]->type, element)
+        << ";\n";
+    }
+    s << "      out[i] = " << detail::store(out, body) << ";\n    }\n";
+  };
+  s << "  if (p.narrow) {\n";
+  loop("unsigned");
+  s << "  } else {\n";
+  loop("long long");
+  s << "  }\n}\n";
   return s.str();
 }
 
@@ -395,23 +414,25 @@ struct gpu_fused final : op_kernel {
     tensor& y = ctx.allocate_output(0, out_shape);
     const std::int64_t n = y.num_elements();
     if (n == 0) return;
-    // The generated kernel's weft_plan: rank, same_shape, dims[8], stride[inputs][8].
-    struct header {
-      int rank, same_shape;
-    };
-    std::vector<unsigned char> plan_bytes(sizeof(header) + sizeof(long long) * (8 + 8 * in.size()), 0);
-    header h{0, 1};
-    for (const shape* s : shapes) h.same_shape = h.same_shape && *s == out_shape;
-    if (!h.same_shape) {
+    // The generated kernel's weft_plan: dims[8], stride[inputs][8], rank, narrow, kind[inputs].
+    const std::size_t n_in = in.size();
+    std::vector<std::int64_t> dims(8 + 8 * n_in, 0);
+    std::vector<std::int32_t> ints(2 + n_in, 0);
+    const bool same_shape = std::all_of(shapes.begin(), shapes.end(), [&](const shape* s) { return *s == out_shape; });
+    if (!same_shape) {
       const std::vector<int> kept = planned_dims(out_shape);
-      h.rank = static_cast<int>(kept.size());
-      std::vector<std::int64_t> dims(8 + 8 * in.size(), 0);
+      ints[0] = static_cast<std::int32_t>(kept.size());
       for (std::size_t j = 0; j < kept.size(); ++j) dims[j] = out_shape[kept[j]];
-      for (std::size_t k = 0; k < in.size(); ++k) operand_strides(*shapes[k], out_shape, kept, dims.data() + 8 + 8 * k);
-      static_assert(sizeof(long long) == sizeof(std::int64_t));
-      std::memcpy(plan_bytes.data() + sizeof h, dims.data(), sizeof(std::int64_t) * dims.size());
+      for (std::size_t k = 0; k < n_in; ++k) operand_strides(*shapes[k], out_shape, kept, dims.data() + 8 + 8 * k);
     }
-    std::memcpy(plan_bytes.data(), &h, sizeof h);
+    ints[1] = n <= std::numeric_limits<std::int32_t>::max();
+    for (std::size_t k = 0; k < n_in; ++k)
+      ints[2 + k] = *shapes[k] == out_shape ? 1 : shapes[k]->num_elements() == 1 ? 2 : 0;
+    static_assert(sizeof(long long) == sizeof(std::int64_t));
+    const std::size_t int_bytes = sizeof(std::int32_t) * ints.size();
+    std::vector<unsigned char> plan_bytes(sizeof(std::int64_t) * dims.size() + (int_bytes + 7) / 8 * 8, 0);
+    std::memcpy(plan_bytes.data(), dims.data(), sizeof(std::int64_t) * dims.size());
+    std::memcpy(plan_bytes.data() + sizeof(std::int64_t) * dims.size(), ints.data(), int_bytes);
     std::vector<const void*> pointers;
     std::vector<void*> args;
     for (const auto& t : in) pointers.push_back(t.raw_data());

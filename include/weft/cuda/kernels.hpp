@@ -147,8 +147,14 @@ inline launch::broadcast_plan plan_for(const std::vector<const shape*>& in, cons
   if (same) return p;
   const std::vector<int> kept = planned_dims(out);
   p.rank = static_cast<int>(kept.size());
-  for (std::size_t k = 0; k < in.size(); ++k) operand_strides(*in[k], out, kept, p.stride[k]);
+  for (std::size_t k = 0; k < in.size(); ++k) {
+    operand_strides(*in[k], out, kept, p.stride[k]);
+    p.kind[k] = *in[k] == out                   ? launch::operand_kind::direct
+                : in[k]->num_elements() == 1 ? launch::operand_kind::scalar
+                                              : launch::operand_kind::general;
+  }
   for (std::size_t j = 0; j < kept.size(); ++j) p.dims[j] = out[kept[j]];
+  p.narrow = out.num_elements() <= std::numeric_limits<std::int32_t>::max();
   return p;
 }
 
@@ -411,9 +417,32 @@ struct gpu_select_v2 final : op_kernel {
   launch::elem t_;
 };
 
+// The cast_elem of t: every real and complex dtype (no strings).
+inline launch::cast_elem cast_elem_of(dtype t, const node& n) {
+  using E = launch::cast_elem;
+  switch (t) {
+    case dtype::float16: return E::f16;
+    case dtype::bfloat16: return E::bf16;
+    case dtype::float32: return E::f32;
+    case dtype::float64: return E::f64;
+    case dtype::int8: return E::i8;
+    case dtype::int16: return E::i16;
+    case dtype::int32: return E::i32;
+    case dtype::int64: return E::i64;
+    case dtype::uint8: return E::u8;
+    case dtype::uint16: return E::u16;
+    case dtype::uint32: return E::u32;
+    case dtype::uint64: return E::u64;
+    case dtype::boolean: return E::boolean;
+    case dtype::complex64: return E::c64;
+    case dtype::complex128: return E::c128;
+    default: fail(error_code::unimplemented, n.describe(), ": Cast of ", t, " is not supported on the GPU");
+  }
+}
+
 struct gpu_cast final : op_kernel {
   explicit gpu_cast(const node& n)
-      : from_(n.attr<dtype>("SrcT")), to_(n.attr<dtype>("DstT")), from_elem_(elem_of(from_, n)), to_elem_(elem_of(to_, n)) {}
+      : from_(n.attr<dtype>("SrcT")), to_(n.attr<dtype>("DstT")), from_elem_(cast_elem_of(from_, n)), to_elem_(cast_elem_of(to_, n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     if (from_ == to_) return ctx.set_output(0, x);
@@ -422,7 +451,7 @@ struct gpu_cast final : op_kernel {
     launched("Cast");
   }
   dtype from_, to_;
-  launch::elem from_elem_, to_elem_;
+  launch::cast_elem from_elem_, to_elem_;
 };
 
 // Fill(dims, value): dims on the host, the value a scalar on the GPU.
@@ -459,6 +488,42 @@ struct gpu_broadcast_to final : op_kernel {
   }
   launch::elem t_;
 };
+
+// ---- transposes ----
+
+// x with its dims permuted (out dim d is x's dim perm[d]), as a broadcast of x whose
+// strides are permuted.
+inline tensor transposed(const gpu_device& g, const tensor& x, const std::vector<int>& perm) {
+  const int rank = x.rank();
+  auto perm_text = [&] { return attr_value(std::vector<std::int64_t>(perm.begin(), perm.end())); };
+  if (static_cast<int>(perm.size()) != rank)
+    fail(error_code::invalid_argument, "perm ", perm_text(), " has ", perm.size(), " entries for rank ", rank);
+  std::vector<std::int64_t> in_stride(static_cast<std::size_t>(rank), 1), out_dims(static_cast<std::size_t>(rank));
+  for (int d = rank - 2; d >= 0; --d) in_stride[static_cast<std::size_t>(d)] = in_stride[static_cast<std::size_t>(d) + 1] * x.shape()[d + 1];
+  std::vector<bool> seen(static_cast<std::size_t>(rank), false);
+  for (int d = 0; d < rank; ++d) {
+    const int p = perm[static_cast<std::size_t>(d)];
+    if (p < 0 || p >= rank || seen[static_cast<std::size_t>(p)])
+      fail(error_code::invalid_argument, "perm ", perm_text(), " is not a permutation");
+    seen[static_cast<std::size_t>(p)] = true;
+    out_dims[static_cast<std::size_t>(d)] = x.shape()[p];
+  }
+  tensor y(x.dtype(), shape(out_dims), g.get_allocator());
+  if (y.num_elements() == 0) return y;
+  launch::broadcast_plan plan;
+  // Dims of size 1 move nothing: the plan keeps the others.
+  for (int d = 0; d < rank; ++d) {
+    if (out_dims[static_cast<std::size_t>(d)] == 1) continue;
+    if (plan.rank == launch::broadcast_plan::max_rank)
+      fail(error_code::unimplemented, "a transpose over more than ", launch::broadcast_plan::max_rank, " dims above 1 on the GPU");
+    plan.dims[plan.rank] = out_dims[static_cast<std::size_t>(d)];
+    plan.stride[0][plan.rank] = in_stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])];
+    ++plan.rank;
+  }
+  launch::broadcast_op(elem_of(x.dtype(), "a transpose"), x.raw_data(), y.raw_data(), y.num_elements(), plan, g.stream());
+  launched("a transpose");
+  return y;
+}
 
 // ---- reductions ----
 
@@ -525,6 +590,22 @@ struct gpu_reduce final : op_kernel {
     if (x.num_elements() == 0 && shape(out_dims).num_elements() == 0) {
       ctx.allocate_output(0, shape(out_dims));
       return;
+    }
+    if constexpr (Op == launch::reduction::mean) {
+      // An integer mean in passes would round toward zero at each pass: with reduced dims
+      // apart, move them last first, so one pass divides the exact sum once.
+      if (!is_floating(x.dtype())) {
+        std::vector<int> perm;
+        for (int d = 0; d < x.rank(); ++d)
+          if (!reduced[static_cast<std::size_t>(d)]) perm.push_back(d);
+        const std::size_t kept = perm.size();
+        for (int d = 0; d < x.rank(); ++d)
+          if (reduced[static_cast<std::size_t>(d)]) perm.push_back(d);
+        const tensor moved = transposed(g, x, perm);
+        std::vector<bool> last(static_cast<std::size_t>(x.rank()), false);
+        std::fill(last.begin() + static_cast<std::ptrdiff_t>(kept), last.end(), true);
+        return ctx.set_output(0, reduce_axes(g, Op, t_, moved, last).reshape(shape(out_dims)));
+      }
     }
     ctx.set_output(0, reduce_axes(g, Op, t_, x, reduced).reshape(shape(out_dims)));
   }
@@ -825,74 +906,43 @@ struct gpu_one_hot final : op_kernel {
   std::int64_t axis_;
 };
 
-// GatherV2(params, indices, axis) along axis 0.
+// GatherV2(params, indices, axis): params[:axis] + indices + params[axis+1:].
 struct gpu_gather final : op_kernel {
   explicit gpu_gather(const node& n)
       : indices64_(n.input_dtype(1) == dtype::int64), message_(n.describe() + ": an index is out of range: ") {}
   void compute(kernel_context& ctx) const override {
     const tensor params = device_input(ctx, 0), indices = device_input(ctx, 1);
-    const auto axis = host_ints(ctx, 2, "axis");
-    if (axis.size() != 1) fail(error_code::invalid_argument, "axis must be a scalar");
+    const auto axes = host_ints(ctx, 2, "axis");
+    if (axes.size() != 1 || ctx.input(2).rank() != 0) fail(error_code::invalid_argument, "axis must be a scalar, got shape ", ctx.input(2).shape());
     if (params.rank() < 1) fail(error_code::invalid_argument, "params must have rank at least 1");
-    if (canonical_gpu_axis(axis[0], params.rank(), "axis") != 0)
-      fail(error_code::unimplemented, "GatherV2 on the GPU gathers along axis 0 only, got axis ", axis[0]);
-    std::vector<std::int64_t> out = indices.shape().dims();
-    out.insert(out.end(), params.shape().dims().begin() + 1, params.shape().dims().end());
+    const int axis = canonical_gpu_axis(axes[0], params.rank(), "axis");
+    const auto& pd = params.shape().dims();
+    std::vector<std::int64_t> out(pd.begin(), pd.begin() + axis);
+    out.insert(out.end(), indices.shape().dims().begin(), indices.shape().dims().end());
+    out.insert(out.end(), pd.begin() + axis + 1, pd.end());
     tensor& y = ctx.allocate_output(0, shape(out));
-    const std::int64_t rows = params.shape()[0];
-    const std::int64_t row_bytes = rows ? static_cast<std::int64_t>(params.bytes()) / rows : 0;
-    if (indices.num_elements() > 0 && rows == 0)
-      fail(error_code::invalid_argument, "gathering from params of shape ", params.shape(), ", which has no rows");
+    std::int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= pd[static_cast<std::size_t>(d)];
+    for (int d = axis + 1; d < params.rank(); ++d) inner *= pd[static_cast<std::size_t>(d)];
+    const std::int64_t rows = pd[static_cast<std::size_t>(axis)];
     const auto& g = gpu_of(ctx.device());
-    launch::gather_rows_op(params.raw_data(), indices.raw_data(), indices64_, y.raw_data(), indices.num_elements(), rows,
-                           row_bytes, g.errors().claim(message_), g.stream());
+    launch::gather_rows_op(params.raw_data(), indices.raw_data(), indices64_, y.raw_data(), outer, indices.num_elements(),
+                           rows, inner * static_cast<std::int64_t>(size_of(params.dtype())), g.errors().claim(message_),
+                           g.stream());
     launched("GatherV2");
   }
   bool indices64_;
   std::string message_;
 };
 
-// ---- transposes ----
-
-// x with its dims permuted (out dim d is x's dim perm[d]), as a broadcast of x whose
-// strides are permuted.
-inline tensor transposed(const gpu_device& g, const tensor& x, const std::vector<int>& perm) {
-  const int rank = x.rank();
-  if (static_cast<int>(perm.size()) != rank)
-    fail(error_code::invalid_argument, "perm has ", perm.size(), " entries for a tensor of rank ", rank);
-  std::vector<std::int64_t> in_stride(static_cast<std::size_t>(rank), 1), out_dims(static_cast<std::size_t>(rank));
-  for (int d = rank - 2; d >= 0; --d) in_stride[static_cast<std::size_t>(d)] = in_stride[static_cast<std::size_t>(d) + 1] * x.shape()[d + 1];
-  std::vector<bool> seen(static_cast<std::size_t>(rank), false);
-  for (int d = 0; d < rank; ++d) {
-    const int p = perm[static_cast<std::size_t>(d)];
-    if (p < 0 || p >= rank || seen[static_cast<std::size_t>(p)])
-      fail(error_code::invalid_argument, "perm is not a permutation of 0..", rank - 1);
-    seen[static_cast<std::size_t>(p)] = true;
-    out_dims[static_cast<std::size_t>(d)] = x.shape()[p];
-  }
-  tensor y(x.dtype(), shape(out_dims), g.get_allocator());
-  if (y.num_elements() == 0) return y;
-  launch::broadcast_plan plan;
-  // Dims of size 1 move nothing: the plan keeps the others.
-  for (int d = 0; d < rank; ++d) {
-    if (out_dims[static_cast<std::size_t>(d)] == 1) continue;
-    if (plan.rank == launch::broadcast_plan::max_rank)
-      fail(error_code::unimplemented, "a transpose over more than ", launch::broadcast_plan::max_rank, " dims above 1 on the GPU");
-    plan.dims[plan.rank] = out_dims[static_cast<std::size_t>(d)];
-    plan.stride[0][plan.rank] = in_stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])];
-    ++plan.rank;
-  }
-  launch::broadcast_op(elem_of(x.dtype(), "a transpose"), x.raw_data(), y.raw_data(), y.num_elements(), plan, g.stream());
-  launched("a transpose");
-  return y;
-}
-
+// Transpose(x, perm), through transposed() above.
 struct gpu_transpose final : op_kernel {
   explicit gpu_transpose(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     std::vector<int> perm;
-    for (auto p : host_ints(ctx, 1, "perm")) perm.push_back(static_cast<int>(p < 0 ? p + x.rank() : p));
+    // As on the CPU (and in TensorFlow), no negative entries: perm names dims 0..rank-1.
+    for (auto p : host_ints(ctx, 1, "perm")) perm.push_back(p < -1 || p > x.rank() ? -1 : static_cast<int>(p));
     ctx.set_output(0, transposed(gpu_of(ctx.device()), x, perm));
   }
 };
@@ -1640,7 +1690,10 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_binary<B::logical_and>>("LogicalAnd");
     register_gpu_kernel<gpu_binary<B::logical_or>>("LogicalOr");
     register_gpu_kernel_for<gpu_select_v2>("SelectV2", "T", everything);
-    register_gpu_kernel_for<gpu_cast>("Cast", "SrcT", everything);
+    register_gpu_kernel_for<gpu_cast>("Cast", "SrcT",
+                                      {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int8,
+                                       dtype::int16, dtype::int32, dtype::int64, dtype::uint8, dtype::uint16, dtype::uint32,
+                                       dtype::uint64, dtype::boolean, dtype::complex64, dtype::complex128});
     register_gpu_kernel_for<gpu_fill>("Fill", "T", everything);
     register_gpu_kernel_for<gpu_broadcast_to>("BroadcastTo", "T", everything);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::sum>>("Sum", "T", numbers);

@@ -142,6 +142,12 @@ template <binary Op, class T, class R>
 __global__ void binary_kernel(const T* a, const T* b, R* z, std::int64_t n, broadcast_plan p) {
   if (p.same_shape) {
     WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[i]), load(b[i])));
+  } else if (p.kind[0] == operand_kind::direct && p.kind[1] == operand_kind::scalar) {  // x op scalar: read once
+    const auto bv = load(b[0]);
+    WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[i]), bv));
+  } else if (p.kind[0] == operand_kind::scalar && p.kind[1] == operand_kind::direct) {
+    const auto av = load(a[0]);
+    WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(av, load(b[i])));
   } else {
     WEFT_GRID_LOOP(i, n) z[i] = store<R>(apply_binary<Op>(load(a[offset_in(p, 0, i)]), load(b[offset_in(p, 1, i)])));
   }
@@ -173,11 +179,63 @@ __global__ void select_kernel(const bool* c, const T* a, const T* b, T* out, std
   }
 }
 
+// Complex numbers as std::complex lays them out.
+template <class R>
+struct alignas(2 * sizeof(R)) complex_of {
+  R re, im;
+};
+template <class T> inline constexpr bool is_complex = false;
+template <class R> inline constexpr bool is_complex<complex_of<R>> = true;
+
+// One element converted as the CPU's Cast converts it (kernels/cpu/convert.hpp).
+template <class To, class From>
+__device__ __forceinline__ To convert(From v) {
+  if constexpr (is_complex<From>) {
+    if constexpr (std::is_same_v<To, bool>) return v.re != 0 || v.im != 0;
+    else if constexpr (is_complex<To>) return To{static_cast<decltype(To::re)>(v.re), static_cast<decltype(To::re)>(v.im)};
+    else return convert<To>(v.re);  // TensorFlow keeps the real part
+  } else if constexpr (is_complex<To>) {
+    return To{static_cast<decltype(To::re)>(static_cast<double>(load(v))), 0};
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return load(v) != compute_t<From>(0);
+  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    // NaN gives 0, out-of-range values saturate.
+    const double d = static_cast<double>(load(v));
+    if (isnan(d)) return To(0);
+    if (d <= static_cast<double>(::cuda::std::numeric_limits<To>::lowest())) return ::cuda::std::numeric_limits<To>::lowest();
+    if (d >= static_cast<double>(::cuda::std::numeric_limits<To>::max())) return ::cuda::std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else if constexpr (std::is_integral_v<From> && !std::is_same_v<To, compute_t<To>>) {
+    return store<To>(static_cast<float>(v));  // an integer to a 16-bit float: through float
+  } else {
+    return store<To>(static_cast<compute_t<To>>(load(v)));  // integers wrap modulo 2^bits
+  }
+}
+
 template <class From, class To>
 __global__ void cast_kernel(const From* x, To* y, std::int64_t n) {
-  WEFT_GRID_LOOP(i, n) {
-    if constexpr (std::is_same_v<To, bool>) y[i] = load(x[i]) != compute_t<From>(0);
-    else y[i] = store<To>(static_cast<compute_t<To>>(load(x[i])));
+  WEFT_GRID_LOOP(i, n) y[i] = convert<To>(x[i]);
+}
+
+// Calls f with a value of each type Cast converts.
+template <class F>
+void dispatch_cast(cast_elem t, F&& f) {
+  switch (t) {
+    case cast_elem::f16: return f(__half{});
+    case cast_elem::bf16: return f(__nv_bfloat16{});
+    case cast_elem::f32: return f(float{});
+    case cast_elem::f64: return f(double{});
+    case cast_elem::i8: return f(std::int8_t{});
+    case cast_elem::i16: return f(std::int16_t{});
+    case cast_elem::i32: return f(std::int32_t{});
+    case cast_elem::i64: return f(std::int64_t{});
+    case cast_elem::u8: return f(std::uint8_t{});
+    case cast_elem::u16: return f(std::uint16_t{});
+    case cast_elem::u32: return f(std::uint32_t{});
+    case cast_elem::u64: return f(std::uint64_t{});
+    case cast_elem::boolean: return f(bool{});
+    case cast_elem::c64: return f(complex_of<float>{});
+    case cast_elem::c128: return f(complex_of<double>{});
   }
 }
 
@@ -207,7 +265,11 @@ __device__ __forceinline__ void report(std::int64_t* slot, std::int64_t value) {
 // ---- reductions over the middle dim of [outer, reduce, inner] ----
 template <reduction Op, class A>
 __device__ __forceinline__ A combine(A a, A b) {
-  if constexpr (Op == reduction::sum || Op == reduction::mean || Op == reduction::l2) return a + b;
+  if constexpr (std::is_integral_v<A> && Op != reduction::max && Op != reduction::min) {
+    // Integer sums and products wrap modulo 2^64, computed unsigned (no signed overflow).
+    const auto ua = static_cast<std::uint64_t>(a), ub = static_cast<std::uint64_t>(b);
+    return static_cast<A>(Op == reduction::prod ? ua * ub : ua + ub);
+  } else if constexpr (Op == reduction::sum || Op == reduction::mean || Op == reduction::l2) return a + b;
   else if constexpr (Op == reduction::prod) return a * b;
   else if constexpr (Op == reduction::max) return b > a ? b : a;
   else return b < a ? b : a;
@@ -239,14 +301,18 @@ __device__ __forceinline__ A mean_of(A sum, std::int64_t count) {
   }
   return sum / A(count);
 }
-// float for the 16-bit floats, the type itself otherwise.
-template <class T> using accumulate_t = compute_t<T>;
+// What a reduction of T accumulates in, as the CPU kernels: float for the 16-bit floats;
+// 64 bits for integer sums, products and means (a sum comes out as if it wrapped in T, a
+// mean is the exact mean rounded toward zero); T itself otherwise.
+template <reduction Op, class T>
+using accumulate_t = std::conditional_t<std::is_integral_v<T> && Op != reduction::max && Op != reduction::min,
+                                        std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>, compute_t<T>>;
 
 // One block per output row of the inner == 1 case: its threads stride over the row, then
 // combine in shared memory.
 template <reduction Op, class T>
 __global__ void reduce_rows_kernel(const T* x, T* y, std::int64_t outer, std::int64_t reduce) {
-  using A = accumulate_t<T>;
+  using A = accumulate_t<Op, T>;
   __shared__ A partial[threads];
   for (std::int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
     A acc = identity<Op, A>();
@@ -271,7 +337,7 @@ __global__ void reduce_rows_kernel(const T* x, T* y, std::int64_t outer, std::in
 // elements of each row.
 template <reduction Op, class T>
 __global__ void reduce_columns_kernel(const T* x, T* y, std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
-  using A = accumulate_t<T>;
+  using A = accumulate_t<Op, T>;
   WEFT_GRID_LOOP(i, outer * inner) {
     const std::int64_t o = i / inner, c = i - o * inner;
     const T* p = x + o * reduce * inner + c;
@@ -305,20 +371,21 @@ __global__ void bias_add_kernel(const T* x, const T* bias, T* y, std::int64_t n,
 }
 
 // One block per row: the row's max, then the sum of exponentials, then the outputs.
-template <class T>
-__device__ void row_max_and_sum(const T* row, std::int64_t classes, float* shared, float& max_out, float& sum_out) {
-  float m = -INFINITY;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) m = fmaxf(m, float(load(row[c])));
+// They compute in compute_t<T>: float for the 16-bit floats and float32, double for float64.
+template <class T, class C = compute_t<T>>
+__device__ void row_max_and_sum(const T* row, std::int64_t classes, C* shared, C& max_out, C& sum_out) {
+  C m = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) m = fmax(m, load(row[c]));
   shared[threadIdx.x] = m;
   __syncthreads();
   for (int half = threads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + half]);
+    if (threadIdx.x < half) shared[threadIdx.x] = fmax(shared[threadIdx.x], shared[threadIdx.x + half]);
     __syncthreads();
   }
   m = shared[0];
   __syncthreads();
-  float s = 0;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) s += expf(float(load(row[c])) - m);
+  C s = 0;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) s += exp(load(row[c]) - m);
   shared[threadIdx.x] = s;
   __syncthreads();
   for (int half = threads / 2; half > 0; half /= 2) {
@@ -333,14 +400,15 @@ __device__ void row_max_and_sum(const T* row, std::int64_t classes, float* share
 
 template <class T>
 __global__ void softmax_kernel(bool log_softmax, const T* logits, T* y, std::int64_t rows, std::int64_t classes) {
-  __shared__ float shared[threads];
+  using C = compute_t<T>;
+  __shared__ C shared[threads];
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    float m, s;
+    C m, s;
     row_max_and_sum(logits + r * classes, classes, shared, m, s);
-    const float log_sum = logf(s);
+    const C log_sum = log(s);
     for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const float shifted = float(load(logits[r * classes + c])) - m;
-      y[r * classes + c] = store<T>(compute_t<T>(log_softmax ? shifted - log_sum : expf(shifted) / s));
+      const C shifted = load(logits[r * classes + c]) - m;
+      y[r * classes + c] = store<T>(C(log_softmax ? shifted - log_sum : exp(shifted) / s));
     }
   }
 }
@@ -348,21 +416,22 @@ __global__ void softmax_kernel(bool log_softmax, const T* logits, T* y, std::int
 template <class T, class L>
 __global__ void sparse_xent_kernel(const T* logits, const L* labels, T* loss, T* backprop, std::int64_t rows,
                                    std::int64_t classes, std::int64_t* error) {
-  __shared__ float shared[threads];
+  using C = compute_t<T>;
+  __shared__ C shared[threads];
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = logits + r * classes;
-    float m, s;
+    C m, s;
     row_max_and_sum(row, classes, shared, m, s);
     const std::int64_t label = static_cast<std::int64_t>(labels[r]);
     const bool bad = label < 0 || label >= classes;
-    const float log_sum = logf(s);
+    const C log_sum = log(s);
     for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const float shifted = float(load(row[c])) - m;
-      const float p = expf(shifted) / s;
-      backprop[r * classes + c] = store<T>(compute_t<T>(bad ? NAN : p - (c == label ? 1.0f : 0.0f)));
+      const C shifted = load(row[c]) - m;
+      const C p = exp(shifted) / s;
+      backprop[r * classes + c] = store<T>(C(bad ? C(NAN) : p - (c == label ? C(1) : C(0))));
     }
     if (threadIdx.x == 0) {
-      loss[r] = store<T>(compute_t<T>(bad ? NAN : log_sum - (float(load(row[label])) - m)));
+      loss[r] = store<T>(C(bad ? C(NAN) : log_sum - (load(row[label]) - m)));
       if (bad) report(error, label);
     }
   }
@@ -371,17 +440,18 @@ __global__ void sparse_xent_kernel(const T* logits, const L* labels, T* loss, T*
 template <class T>
 __global__ void softmax_xent_kernel(const T* logits, const T* labels, T* loss, T* backprop, std::int64_t rows,
                                     std::int64_t classes) {
-  __shared__ float shared[threads];
+  using C = compute_t<T>;
+  __shared__ C shared[threads];
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = logits + r * classes;
-    float m, s;
+    C m, s;
     row_max_and_sum(row, classes, shared, m, s);
-    const float log_sum = logf(s);
-    float part = 0;
+    const C log_sum = log(s);
+    C part = 0;
     for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-      const float shifted = float(load(row[c])) - m, label = float(load(labels[r * classes + c]));
+      const C shifted = load(row[c]) - m, label = load(labels[r * classes + c]);
       part += label * (log_sum - shifted);
-      backprop[r * classes + c] = store<T>(compute_t<T>(expf(shifted) / s - label));
+      backprop[r * classes + c] = store<T>(C(exp(shifted) / s - label));
     }
     shared[threadIdx.x] = part;
     __syncthreads();
@@ -389,7 +459,7 @@ __global__ void softmax_xent_kernel(const T* logits, const T* labels, T* loss, T
       if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
       __syncthreads();
     }
-    if (threadIdx.x == 0) loss[r] = store<T>(compute_t<T>(shared[0]));
+    if (threadIdx.x == 0) loss[r] = store<T>(C(shared[0]));
     __syncthreads();
   }
 }
@@ -578,21 +648,25 @@ template <> __device__ __forceinline__ void add_at(bool*, bool) {}              
 template <class T, class I>
 __global__ void segment_sum_kernel(const T* data, const I* ids, T* out, std::int64_t rows, std::int64_t row,
                                    std::int64_t segments, std::int64_t* error) {
-  WEFT_GRID_LOOP(i, rows * row) {
-    const std::int64_t j = i / row, c = i - j * row;
+  // Rows of no elements still have their ids checked, as on the CPU.
+  const std::int64_t step = row ? row : 1;
+  WEFT_GRID_LOOP(i, rows * step) {
+    const std::int64_t j = i / step, c = i - j * step;
     const std::int64_t id = static_cast<std::int64_t>(ids[j]);
     if (id < 0 || id >= segments) {
       if (c == 0) report(error, id);
       continue;
     }
-    add_at(out + id * row + c, data[i]);
+    if (row) add_at(out + id * row + c, data[i]);
   }
 }
 
 template <class T, class I>
 __global__ void nd_kernel(nd_mode mode, const I* indices, nd_plan p, const T* src, T* dst, std::int64_t* error) {
-  WEFT_GRID_LOOP(i, p.tuples * p.slice) {
-    const std::int64_t j = i / p.slice, c = i - j * p.slice;
+  // Slices of no elements still have their tuples checked, as on the CPU.
+  const std::int64_t step = p.slice ? p.slice : 1;
+  WEFT_GRID_LOOP(i, p.tuples * step) {
+    const std::int64_t j = i / step, c = i - j * step;
     std::int64_t row = 0;
     bool bad = false;
     for (int m = 0; m < p.k; ++m) {
@@ -604,6 +678,7 @@ __global__ void nd_kernel(nd_mode mode, const I* indices, nd_plan p, const T* sr
       }
       row = row * p.dims[m] + v;
     }
+    if (p.slice == 0) continue;
     if (mode == nd_mode::gather) dst[i] = bad ? T(0) : src[row * p.slice + c];
     else if (bad) continue;
     else if (mode == nd_mode::scatter_add) add_at(dst + row * p.slice + c, src[i]);
@@ -695,18 +770,18 @@ __global__ void avg_pool_grad_kernel(const T* grad, T* dx, pool_geometry g) {
 }
 
 // ---- gather ----
-template <class I>
-__global__ void gather_rows_kernel(const unsigned char* params, const I* indices, unsigned char* out, std::int64_t n,
-                                   std::int64_t rows, std::int64_t row_bytes, std::int64_t* error) {
-  WEFT_GRID_LOOP(i, n * row_bytes) {
-    const std::int64_t k = i / row_bytes, b = i - k * row_bytes;
+template <class U, class I>
+__global__ void gather_rows_kernel(const U* params, const I* indices, U* out, std::int64_t outer, std::int64_t n,
+                                   std::int64_t rows, std::int64_t units, std::int64_t* error) {
+  // Rows of no elements still have their indices checked, as on the CPU.
+  const std::int64_t step = units ? units : 1;
+  WEFT_GRID_LOOP(i, outer * n * step) {
+    const std::int64_t o = i / (n * step), rest = i - o * n * step;
+    const std::int64_t k = rest / step, b = rest - k * step;
     const std::int64_t row = static_cast<std::int64_t>(indices[k]);
-    if (row < 0 || row >= rows) {
-      out[i] = 0;
-      if (b == 0) report(error, row);
-    } else {
-      out[i] = params[row * row_bytes + b];
-    }
+    const bool bad = row < 0 || row >= rows;
+    if (bad && o == 0 && b == 0) report(error, row);
+    if (units) out[i] = bad ? U(0) : params[(o * rows + row) * units + b];
   }
 }
 
@@ -751,10 +826,10 @@ void select_op(elem t, const bool* cond, const void* a, const void* b, void* out
   });
 }
 
-void cast_op(elem from, elem to, const void* x, void* y, std::int64_t n, cudaStream_t s) {
+void cast_op(cast_elem from, cast_elem to, const void* x, void* y, std::int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  kernels::dispatch(from, [&](auto f) {
-    kernels::dispatch(to, [&](auto g) {
+  kernels::dispatch_cast(from, [&](auto f) {
+    kernels::dispatch_cast(to, [&](auto g) {
       using From = decltype(f);
       using To = decltype(g);
       kernels::cast_kernel<From, To><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const From*>(x),
@@ -981,20 +1056,21 @@ void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids
     using T = decltype(v);
     std::size_t bytes = static_cast<std::size_t>(segments * row) * sizeof(T);
     if (bytes) cudaMemsetAsync(out, 0, bytes, s);
-    if (rows * row <= 0) return;
+    const std::int64_t n = rows * (row ? row : 1);
+    if (n <= 0) return;
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::uint8_t>) return;
     else if (ids_int64)
-      kernels::segment_sum_kernel<T, std::int64_t><<<kernels::blocks_for(rows * row), kernels::threads, 0, s>>>(
+      kernels::segment_sum_kernel<T, std::int64_t><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
           static_cast<const T*>(data), static_cast<const std::int64_t*>(ids), static_cast<T*>(out), rows, row, segments, error);
     else
-      kernels::segment_sum_kernel<T, std::int32_t><<<kernels::blocks_for(rows * row), kernels::threads, 0, s>>>(
+      kernels::segment_sum_kernel<T, std::int32_t><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
           static_cast<const T*>(data), static_cast<const std::int32_t*>(ids), static_cast<T*>(out), rows, row, segments, error);
   });
 }
 
 void nd_op(nd_mode mode, elem t, const void* indices, bool indices_int64, const nd_plan& p, const void* src, void* dst,
            std::int64_t* error, cudaStream_t s) {
-  const std::int64_t n = p.tuples * p.slice;
+  const std::int64_t n = p.tuples * (p.slice ? p.slice : 1);
   if (n <= 0) return;
   kernels::dispatch(t, [&](auto v) {
     using T = decltype(v);
@@ -1071,17 +1147,28 @@ void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, co
   });
 }
 
-void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t n,
-                    std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t s) {
-  if (n * row_bytes <= 0) return;
-  if (indices_int64)
-    kernels::gather_rows_kernel<std::int64_t><<<kernels::blocks_for(n * row_bytes), kernels::threads, 0, s>>>(
-        static_cast<const unsigned char*>(params), static_cast<const std::int64_t*>(indices),
-        static_cast<unsigned char*>(out), n, rows, row_bytes, error);
-  else
-    kernels::gather_rows_kernel<std::int32_t><<<kernels::blocks_for(n * row_bytes), kernels::threads, 0, s>>>(
-        static_cast<const unsigned char*>(params), static_cast<const std::int32_t*>(indices),
-        static_cast<unsigned char*>(out), n, rows, row_bytes, error);
+void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t outer,
+                    std::int64_t n, std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t s) {
+  if (outer * n <= 0) return;
+  // Moved in the widest unit that divides a row and both base addresses.
+  const auto aligned = [&](std::int64_t u) {
+    return row_bytes % u == 0 && reinterpret_cast<std::uintptr_t>(params) % u == 0 && reinterpret_cast<std::uintptr_t>(out) % u == 0;
+  };
+  auto go = [&](auto unit) {
+    using U = decltype(unit);
+    const std::int64_t units = row_bytes / static_cast<std::int64_t>(sizeof(U)), count = outer * n * (units ? units : 1);
+    if (indices_int64)
+      kernels::gather_rows_kernel<U, std::int64_t><<<kernels::blocks_for(count), kernels::threads, 0, s>>>(
+          static_cast<const U*>(params), static_cast<const std::int64_t*>(indices), static_cast<U*>(out), outer, n, rows,
+          units, error);
+    else
+      kernels::gather_rows_kernel<U, std::int32_t><<<kernels::blocks_for(count), kernels::threads, 0, s>>>(
+          static_cast<const U*>(params), static_cast<const std::int32_t*>(indices), static_cast<U*>(out), outer, n, rows,
+          units, error);
+  };
+  if (aligned(8)) go(std::uint64_t{});
+  else if (aligned(4)) go(std::uint32_t{});
+  else go(std::uint8_t{});
 }
 
 }  // namespace weft::cuda::launch

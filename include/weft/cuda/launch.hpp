@@ -32,15 +32,22 @@ inline constexpr bool returns_bool(binary op) noexcept { return op >= binary::gr
 // gpu_device::error_slots): a kernel that meets bad input stores the offending value in [1],
 // then 1 in [0]; the host reads them when it next waits for the device.
 
+// How an operand of a broadcast is indexed: by its strides (general), by the output's index
+// (direct: it has the output's shape), or not at all (scalar: one element).
+enum class operand_kind : int { general, direct, scalar };
+
 // Broadcasting, NumPy's: the output's dims, and each operand's element strides (0 along a
 // broadcast dim), at most 8 dims. rank 0 with same_shape: both operands have the output's
-// shape (no index arithmetic).
+// shape (no index arithmetic). `narrow`: every offset fits 32 bits, so index arithmetic is
+// done in 32 bits (a 64-bit division costs a GPU tens of instructions).
 struct broadcast_plan {
   static constexpr int max_rank = 8;
   int rank = 0;
   bool same_shape = false;
+  bool narrow = false;
+  operand_kind kind[3] = {};                  // per operand (up to three: SelectV2)
   std::int64_t dims[max_rank] = {};
-  std::int64_t stride[3][max_rank] = {};  // per operand (up to three: SelectV2)
+  std::int64_t stride[3][max_rank] = {};
 };
 
 // y = x broadcast to y's shape (BroadcastTo); operand 0 of the plan is x.
@@ -54,7 +61,18 @@ void broadcast_op(elem t, const void* x, void* y, std::int64_t n, const broadcas
 
 // The offset in operand k of the plan's output element i.
 inline WEFT_HOST_DEVICE std::int64_t offset_in(const broadcast_plan& p, int k, std::int64_t i) {
-  if (p.same_shape) return i;
+  if (p.same_shape || p.kind[k] == operand_kind::direct) return i;
+  if (p.kind[k] == operand_kind::scalar) return 0;
+  if (p.narrow) {
+    std::uint32_t j = static_cast<std::uint32_t>(i), off = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const auto dim = static_cast<std::uint32_t>(p.dims[d]);
+      const std::uint32_t q = j / dim;
+      off += (j - q * dim) * static_cast<std::uint32_t>(p.stride[k][d]);
+      j = q;
+    }
+    return off;
+  }
   std::int64_t off = 0;
   for (int d = p.rank - 1; d >= 0; --d) {
     const std::int64_t q = i / p.dims[d];
@@ -70,8 +88,12 @@ void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::in
 // out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e.
 void select_op(elem t, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
                const broadcast_plan& plan, cudaStream_t stream);
-// y = static_cast<to>(x).
-void cast_op(elem from, elem to, const void* x, void* y, std::int64_t n, cudaStream_t stream);
+// Every element type Cast converts between on the GPU: elem's and the narrow integers and
+// complex numbers no other GPU kernel computes with.
+enum class cast_elem : int { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean, c64, c128 };
+// y = x converted as the CPU's Cast converts (kernels/cpu/convert.hpp): a float to an integer
+// saturates and NaN gives 0, a complex number to a real keeps its real part, integers wrap.
+void cast_op(cast_elem from, cast_elem to, const void* x, void* y, std::int64_t n, cudaStream_t stream);
 // Every element of y set to *value (one element of type t, in device memory).
 void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t stream);
 
@@ -191,9 +213,10 @@ void random_op(distribution d, elem t, std::uint64_t key, std::uint64_t base, st
 void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, const void* rate, void* out, void* mask,
                 std::int64_t n, std::int64_t* error, cudaStream_t stream);
 
-// A row gather: out[i, :] = params[indices[i], :] for n rows of `row_bytes` bytes; an index
-// outside [0, rows) gives a row of zeros and is reported in `error`.
-void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t n,
-                    std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t stream);
+// A row gather: out[o, i, :] = params[o, indices[i], :] for `outer` blocks of `rows` rows
+// (params) and of n rows (out), rows of `row_bytes` bytes; an index outside [0, rows) gives
+// a row of zeros and is reported in `error` (also where rows hold nothing).
+void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t outer,
+                    std::int64_t n, std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t stream);
 
 }  // namespace weft::cuda::launch
