@@ -10,6 +10,8 @@
 //                                          pair against cudaMemcpy from pinned memory (>= 0.8)
 //   BM_mlp_step                            the 784-512-512-10 MLP's Adam step, batch 128 and
 //                                          1024, on the GPU
+//   BM_lenet_step                          bench_training's LeNet's Adam step, batch 128 and 1024
+// `bench_gpu --node-times` instead prints where the MLP's and LeNet's steps spend their time.
 //   BM_executor_overhead                   a chain of 64 scalar GPU Adds: time per node
 //   BM_gpu_loop                            a while loop with its body on the GPU: time per iteration
 // Without a GPU it says so and exits 0. Time is wall time with the device synchronized
@@ -22,7 +24,10 @@
 #include <weft/graph/control_flow.hpp>
 #include <weft/weft.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -176,44 +181,133 @@ void BM_memcpy_pinned(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(double(host.bytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_mlp_step(benchmark::State& state) {
-  const std::int64_t batch = state.range(0);
+// A model's graph on GPU:0: its loss, variables and their initializers, and the
+// placeholders of a batch (images of `image_dims`, int32 labels).
+struct model_graph {
   graph g;
   std::vector<endpoint> inits;
-  auto scope = g.device_scope("/device:GPU:0");
-  auto& images = g.placeholder(dtype::float32, {batch, 784}, "images");
-  auto& labels = g.placeholder(dtype::int32, {batch}, "labels");
   std::vector<output> vars;
-  output h = images;
-  const std::int64_t sizes[] = {784, 512, 512, 10};
-  for (int l = 0; l < 3; ++l) {
-    const output w = gpu_variable(g, dtype::float32, {sizes[l], sizes[l + 1]}, 0.01f, inits);
-    const output b = gpu_variable(g, dtype::float32, {sizes[l + 1]}, 0.0f, inits);
-    vars.push_back(w);
-    vars.push_back(b);
-    h = g.op("BiasAdd", {g.op("MatMul", {h, w}).out(0), b}).out(0);
-    if (l < 2) h = g.op("Relu", {h}).out(0);
+  output loss;
+  const node* images = nullptr;
+  const node* labels = nullptr;
+  std::vector<std::int64_t> image_dims;
+
+  output param(std::vector<std::int64_t> dims, float value) {
+    vars.push_back(gpu_variable(g, dtype::float32, std::move(dims), value, inits));
+    return vars.back();
   }
-  const output loss = g.op("Mean", {g.op("SparseSoftmaxCrossEntropyWithLogits", {h, labels}).out(0),
-                                    g.constant(tensor::scalar(0)).out(0)}).out(0);
-  const auto train = train::minimize(g, loss, vars, train::adam{0.001});
-  session_options o = one_gpu();
-  o.placement.soft = true;
-  session s(g, o);
-  s.run(inits);
-  s.run({train.init});
-  const tensor x = tensor::filled(shape{batch, 784}, 0.5f);
-  std::vector<std::int32_t> l(static_cast<std::size_t>(batch));
-  for (std::size_t i = 0; i < l.size(); ++i) l[i] = static_cast<std::int32_t>(i % 10);
-  const tensor y = tensor::from_vector(l);
-  const auto& gpu = gpu_of_session(s);
-  s.run({{images, x}, {labels, y}}, {}, {train.step});
-  gpu.synchronize();
-  for (auto _ : state) {
-    s.run({{images, x}, {labels, y}}, {}, {train.step});
-    gpu.synchronize();
+  output dense(output in, std::int64_t n_in, std::int64_t n_out) {
+    const output w = param({n_in, n_out}, 0.01f), b = param({n_out}, 0.0f);
+    return g.op("BiasAdd", {g.op("MatMul", {in, w}).out(0), b}).out(0);
   }
-  state.counters["examples/s"] = benchmark::Counter(double(batch), benchmark::Counter::kIsIterationInvariantRate);
+  // The loss: the mean sparse softmax cross-entropy of `logits` against the labels.
+  void finish(output logits) {
+    loss = g.op("Mean", {g.op("SparseSoftmaxCrossEntropyWithLogits", {logits, *labels}).out(0),
+                         g.constant(tensor::scalar(0)).out(0)})
+               .out(0);
+  }
+};
+
+// The 784-512-512-10 MLP.
+std::unique_ptr<model_graph> mlp_graph(std::int64_t batch) {
+  auto m = std::make_unique<model_graph>();
+  auto scope = m->g.device_scope("/device:GPU:0");
+  m->image_dims = {batch, 784};
+  m->images = &m->g.placeholder(dtype::float32, shape(m->image_dims), "images");
+  m->labels = &m->g.placeholder(dtype::int32, {batch}, "labels");
+  const output h1 = m->g.op("Relu", {m->dense(*m->images, 784, 512)}).out(0);
+  const output h2 = m->g.op("Relu", {m->dense(h1, 512, 512)}).out(0);
+  m->finish(m->dense(h2, 512, 10));
+  return m;
+}
+
+// bench_training's LeNet (examples/mnist_cnn without dropout): two 5x5 SAME convolutions
+// (16 and 32 filters) with bias, ReLU and 2x2 max pooling, dense 1568-128 ReLU, dense 128-10.
+std::unique_ptr<model_graph> lenet_graph(std::int64_t batch) {
+  auto m = std::make_unique<model_graph>();
+  graph& g = m->g;
+  auto scope = g.device_scope("/device:GPU:0");
+  m->image_dims = {batch, 28, 28, 1};
+  m->images = &g.placeholder(dtype::float32, shape(m->image_dims), "images");
+  m->labels = &g.placeholder(dtype::int32, {batch}, "labels");
+  const attr_map same{{"strides", std::vector<std::int64_t>{1, 1, 1, 1}}, {"padding", std::string("SAME")}};
+  const attr_map pool2{{"ksize", std::vector<std::int64_t>{1, 2, 2, 1}},
+                       {"strides", std::vector<std::int64_t>{1, 2, 2, 1}},
+                       {"padding", std::string("VALID")}};
+  auto block = [&](output in, std::int64_t n_in, std::int64_t n_out) {
+    const output f = m->param({5, 5, n_in, n_out}, 0.01f), b = m->param({n_out}, 0.0f);
+    const output z = g.op("BiasAdd", {g.op("Conv2D", {in, f}, same).out(0), b}).out(0);
+    return g.op("MaxPool", {g.op("Relu", {z}).out(0)}, pool2).out(0);
+  };
+  const output p2 = block(block(*m->images, 1, 16), 16, 32);
+  const output flat = g.op("Reshape", {p2, g.constant(tensor::from_vector(std::vector<std::int64_t>{-1, 49 * 32})).out(0)}).out(0);
+  m->finish(m->dense(g.op("Relu", {m->dense(flat, 49 * 32, 128)}).out(0), 128, 10));
+  return m;
+}
+
+// A session running the model's Adam step, initialized, with a batch to feed (images all
+// 0.5, labels i % 10).
+struct training {
+  explicit training(model_graph& m) {
+    auto scope = m.g.device_scope("/device:GPU:0");  // the gradient and Adam's nodes too, as in the examples
+    const auto train = train::minimize(m.g, m.loss, m.vars, train::adam{0.001});
+    targets = {train.step};
+    session_options o = one_gpu();
+    o.placement.soft = true;
+    s = std::make_unique<session>(m.g, o);
+    s->run(m.inits);
+    s->run({train.init});
+    std::vector<std::int32_t> l(static_cast<std::size_t>(m.image_dims[0]));
+    for (std::size_t i = 0; i < l.size(); ++i) l[i] = static_cast<std::int32_t>(i % 10);
+    feeds = {{*m.images, tensor::filled(shape(m.image_dims), 0.5f)}, {*m.labels, tensor::from_vector(l)}};
+  }
+  void run(const run_options& options = {}, run_metadata* meta = nullptr) {
+    s->run(feeds, {}, targets, options, meta);
+    gpu_of_session(*s).synchronize();
+  }
+  std::unique_ptr<session> s;
+  feed_list feeds;
+  std::vector<endpoint> targets;
+};
+
+void time_training_step(benchmark::State& state, model_graph& m) {
+  training t(m);
+  t.run();
+  for (auto _ : state) t.run();
+  state.counters["examples/s"] = benchmark::Counter(double(m.image_dims[0]), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_mlp_step(benchmark::State& state) {
+  const auto m = mlp_graph(state.range(0));
+  time_training_step(state, *m);
+}
+
+void BM_lenet_step(benchmark::State& state) {
+  const auto m = lenet_graph(state.range(0));
+  time_training_step(state, *m);
+}
+
+// `bench_gpu --node-times`: where the MLP's and the LeNet's steps (batch 128) spend their
+// time, node by node: the mean of 20 traced steps, every kernel launch synchronous
+// (CUDA_LAUNCH_BLOCKING=1, set before the CUDA runtime starts), so that a node's time is its
+// kernels' time.
+void print_node_times(const char* name, model_graph& m) {
+  training t(m);
+  for (int i = 0; i < 5; ++i) t.run();
+  constexpr int steps = 20;
+  std::map<std::string, double> mean;
+  for (int i = 0; i < steps; ++i) {
+    run_metadata meta;
+    t.run({.trace = true}, &meta);
+    for (const auto& n : meta.stats.nodes) mean[n.op + " " + n.node] += static_cast<double>(n.end_ns - n.start_ns) / 1e6 / steps;
+  }
+  std::vector<std::pair<double, std::string>> sorted;
+  double total = 0;
+  for (const auto& [node, ms] : mean) sorted.emplace_back(ms, node), total += ms;
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::printf("%s, batch %lld: %.3f ms in %zu nodes; the slowest:\n", name, static_cast<long long>(m.image_dims[0]), total,
+              sorted.size());
+  for (std::size_t i = 0; i < sorted.size() && i < 25; ++i) std::printf("  %8.3f ms  %s\n", sorted[i].first, sorted[i].second.c_str());
 }
 
 void BM_executor_overhead(benchmark::State& state) {
@@ -282,10 +376,13 @@ BENCHMARK(BM_unfused_chain)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_send_recv)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_memcpy_pinned)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_mlp_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lenet_step)->Arg(128)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_executor_overhead)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_gpu_loop)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
+  const bool node_times = argc > 1 && std::string(argv[1]) == "--node-times";
+  if (node_times) setenv("CUDA_LAUNCH_BLOCKING", "1", 1);  // before the CUDA runtime starts
   const auto a = cuda::gpus_available();
   if (a.count == 0) {
     std::printf("bench_gpu: no GPU here (%s); nothing to measure\n", a.why_none.c_str());
@@ -295,6 +392,11 @@ int main(int argc, char** argv) {
     const cuda::gpu_device probe(0, 1);
     std::printf("bench_gpu: %s (%s, compute capability %d.%d)\n", probe.name().c_str(), probe.properties().name,
                 probe.properties().major, probe.properties().minor);
+  }
+  if (node_times) {
+    print_node_times("MLP", *mlp_graph(128));
+    print_node_times("LeNet", *lenet_graph(128));
+    return 0;
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -225,7 +225,12 @@ TEST_CASE("a fused subtree becomes CUDA source that NVRTC compiles, for every op
   CHECK_THAT(src, Catch::Contains("const float v0 = (p.kind[0] == 1 ? in0[i] : p.kind[0] == 2 ? s0 : in0[weft_offset<unsigned>(p, 0, i)]);"));
   CHECK_THAT(src, Catch::Contains("const float v0 = (p.kind[0] == 1 ? in0[i] : p.kind[0] == 2 ? s0 : in0[weft_offset<long long>(p, 0, i)]);"));
   CHECK_THAT(src, Catch::Contains("const float v2 = (p.kind[0] == 1 ? in0[i]"));  // leaf 2 reads input 0 again (slots)
-  CHECK_THAT(src, Catch::Contains("out[i] = ((float)(((float)(v0 * v1)) + v2));"));
+  CHECK_THAT(src, Catch::Contains("float weft_eval(const float v0, const float v1, const float v2) { "
+                                  "return ((float)(((float)(v0 * v1)) + v2)); }"));
+  // Four elements a thread, loaded before they are computed; then the rest one by one.
+  CHECK_THAT(src, Catch::Contains("a1[u] = (p.kind[1] == 1 ? in1[i] : p.kind[1] == 2 ? s1 : in1[weft_offset<unsigned>(p, 1, i)]);"));
+  CHECK_THAT(src, Catch::Contains("for (int u = 0; u < 4; ++u) out[base + u * stride] = weft_eval(a0[u], a1[u], a2[u]);"));
+  CHECK_THAT(src, Catch::Contains("out[i] = weft_eval(v0, v1, v2);"));
   // Leaves against the inputs they read.
   test::require_error([&] { cuda::fused_source(e, {0, 1}, {dtype::float32, dtype::float32}, dtype::float32, "k"); },
                       {"3 leaves but 2 slots"});
@@ -372,12 +377,105 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
   }
   INFO("ops compared: " << checked.size());
   CHECK(compared > 0);
-  // The random ops draw what the CPU's draw: the same stream, on the device.
-  for (const char* op : {"MatMul", "Add", "Mean", "BiasAdd", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
-                         "TruncatedNormal", "Dropout", "Conv2D", "Conv2DBackpropFilter", "MaxPoolGrad", "Transpose", "ConcatV2",
-                         "Split", "Slice", "Pad", "Tile", "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape", "OneHot",
-                         "SoftmaxCrossEntropyWithLogits", "L2Loss", "ApplyAdagrad", "ApplyRMSProp"})
+  // The random ops draw what the CPU's draw: the same stream, on the device. (BiasAdd and
+  // the convolutions rarely get valid random inputs: the next case compares them.)
+  for (const char* op : {"MatMul", "Add", "Mean", "SparseSoftmaxCrossEntropyWithLogits", "ApplyAdam", "RandomUniform",
+                         "TruncatedNormal", "Dropout", "MaxPoolGrad", "Transpose", "ConcatV2", "Split", "Slice", "Pad", "Tile",
+                         "UnsortedSegmentSum", "GatherNd", "ScatterNd", "SumToShape", "OneHot", "SoftmaxCrossEntropyWithLogits",
+                         "L2Loss", "ApplyAdagrad", "ApplyRMSProp"}) {
+    INFO(op);
     CHECK(checked.count(op));
+  }
+}
+
+// The random inputs of the test above rarely make a valid convolution; these do: each op of
+// LeNet's forward and backward passes, on the CPU and on the GPU, for every float dtype.
+TEST_CASE("convolutions, pooling and BiasAdd with their gradients match the CPU on valid shapes", "[gpu]") {
+  struct conv_case {
+    shape x, f;
+    std::vector<std::int64_t> strides;
+    const char* padding;
+  };
+  const std::vector<conv_case> cases{{{2, 7, 6, 3}, {3, 3, 3, 4}, {1, 1, 1, 1}, "SAME"},
+                                     {{2, 7, 6, 3}, {3, 2, 3, 4}, {1, 2, 1, 1}, "VALID"},
+                                     {{3, 28, 28, 1}, {5, 5, 1, 16}, {1, 1, 1, 1}, "SAME"},
+                                     {{1, 9, 9, 16}, {5, 5, 16, 8}, {1, 2, 2, 1}, "VALID"}};
+  std::mt19937 rng(7);
+  auto random = [&](const shape& sh) {
+    std::vector<double> v(static_cast<std::size_t>(sh.num_elements()));
+    for (double& e : v) e = std::uniform_real_distribution<double>(-1, 1)(rng);
+    return tensor::from_vector(v, sh);
+  };
+  for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::bfloat16}) {
+    for (const auto& c : cases) {
+      INFO(t << " x " << c.x << " filter " << c.f << " " << c.padding);
+      const tensor xv = random(c.x), fv = random(c.f), bv = random(shape{c.f[3]});
+      std::vector<tensor> results[2];
+      for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+        graph g;
+        auto scope = g.device_scope(on_gpu ? "/device:GPU:0" : "");
+        auto cast = [&](const tensor& v) { return g.op("Cast", {g.constant(v).out(0)}, {{"DstT", t}}).out(0); };
+        const output x = cast(xv), f = cast(fv), b = cast(bv);
+        const attr_map conv{{"strides", c.strides}, {"padding", std::string(c.padding)}};
+        const output y = g.op("BiasAdd", {g.op("Conv2D", {x, f}, conv).out(0), b}).out(0);
+        const attr_map pool{{"ksize", std::vector<std::int64_t>{1, 2, 2, 1}}, {"strides", std::vector<std::int64_t>{1, 2, 2, 1}},
+                            {"padding", std::string("SAME")}};
+        const output mp = g.op("MaxPool", {y}, pool).out(0), ap = g.op("AvgPool", {y}, pool).out(0);
+        // The gradient of sum(maxpool(y) * 1.5 + avgpool(y)) through every op above.
+        const output loss = g.op("Add", {g.op("Sum", {g.op("Mul", {mp, g.op("Cast", {g.constant(tensor::scalar(1.5)).out(0)}, {{"DstT", t}}).out(0)}).out(0),
+                                                      g.constant(tensor::of<std::int32_t>({4}, {0, 1, 2, 3})).out(0)}).out(0),
+                                         g.op("Sum", {ap, g.constant(tensor::of<std::int32_t>({4}, {0, 1, 2, 3})).out(0)}).out(0)}).out(0);
+        const auto d = add_gradients(g, {loss}, {x, f, b});
+        session_options o;
+        if (on_gpu) o.device_count = {{"GPU", 1}};
+        session s(g, o);
+        results[on_gpu] = s.run({}, {y, mp, ap, d[0], d[1], d[2]});
+      }
+      const char* names[] = {"Conv2D+BiasAdd", "MaxPool", "AvgPool", "Conv2DBackpropInput", "Conv2DBackpropFilter", "BiasAddGrad"};
+      for (std::size_t i = 0; i < results[0].size(); ++i) {
+        INFO(names[i]);
+        CHECK(difference(results[1][i], results[0][i]) == "");
+      }
+    }
+  }
+}
+
+// A long reduced run against few outputs is split across threads and joined by a second
+// kernel (launch::reduce_splits): BiasAddGrad over a LeNet-sized batch, a whole-tensor sum.
+TEST_CASE("long reductions against few outputs, split across threads, match the CPU", "[gpu]") {
+  struct reduction_case {
+    shape x;
+    std::vector<std::int32_t> axes;
+  };
+  const std::vector<reduction_case> cases{{{64, 28, 28, 16}, {0, 1, 2}}, {{1 << 20}, {0}}, {{3, 5000}, {1}},
+                                         {{2, 4099, 3}, {1}}, {{4099, 2}, {0}}};
+  std::mt19937 rng(11);
+  for (dtype t : {dtype::float32, dtype::float64, dtype::float16, dtype::int32, dtype::int64}) {
+    for (const auto& c : cases) {
+      std::vector<double> v(static_cast<std::size_t>(c.x.num_elements()));
+      for (double& e : v) e = is_floating(t) ? std::uniform_real_distribution<double>(-1, 1)(rng) : double(rng() % 7) - 3;
+      const tensor xv = tensor::from_vector(v, c.x);
+      for (const char* op : {"Sum", "Mean", "Max", "Min", "L2Loss", "BiasAddGrad"}) {
+        if ((std::string(op) == "L2Loss" || std::string(op) == "BiasAddGrad") && !is_floating(t)) continue;
+        if (std::string(op) == "BiasAddGrad" && c.x.rank() < 2) continue;
+        INFO(op << " " << t << " of " << c.x);
+        std::vector<tensor> results[2];
+        for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+          graph g;
+          auto scope = g.device_scope(on_gpu ? "/device:GPU:0" : "");
+          const output x = g.op("Cast", {g.constant(xv).out(0)}, {{"DstT", t}}).out(0);
+          const output axes = g.constant(tensor::from_vector(c.axes)).out(0);
+          const output y = std::string(op) == "L2Loss" || std::string(op) == "BiasAddGrad" ? g.op(op, {x}).out(0)
+                                                                                           : g.op(op, {x, axes}).out(0);
+          session_options o;
+          if (on_gpu) o.device_count = {{"GPU", 1}};
+          session s(g, o);
+          results[on_gpu] = s.run({}, {y});
+        }
+        CHECK(difference(results[1][0], results[0][0]) == "");
+      }
+    }
+  }
 }
 
 TEST_CASE("the GPU's caching allocator under many sizes, and its out-of-memory error", "[gpu]") {
@@ -494,6 +592,31 @@ TEST_CASE("a Fused node runs on the GPU as the ops it fuses run on the CPU, broa
   const auto r = s.run({{pa, a}, {pb, b}, {pc, c}}, {want, fused});
   CHECK(difference(r[1], r[0]) == "");
   CHECK(cuda::fused_cache::global().get_counts().compiled + cuda::fused_cache::global().get_counts().from_disk >= 1);
+  // Inputs of the output's shape and scalars: four elements a thread at a time, and the
+  // elements after the last four (1027 = 4 * 256 + 3) one by one; float32 and float16.
+  for (dtype t : {dtype::float32, dtype::float16}) {
+    INFO(t);
+    std::vector<float> xs(1027);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.1f * static_cast<float>(i));
+    graph h;
+    const output x = h.op("Cast", {h.constant(tensor::from_vector(xs)).out(0)}, {{"DstT", t}}).out(0);
+    const output k = h.op("Cast", {h.constant(tensor::scalar(0.75f)).out(0)}, {{"DstT", t}}).out(0);
+    output plain;
+    {
+      auto on_cpu = h.device_scope("/device:CPU:0");
+      plain = h.op("Relu", {h.op("Add", {h.op("Mul", {x, k}).out(0), x}).out(0)}).out(0);
+    }
+    const std::string ty(name(t));
+    const node& f = h.op("Fused", {x, k},
+                         {{"expr", "Relu:" + ty + "(Add:" + ty + "(Mul:" + ty + "($" + ty + ",$" + ty + "s),$" + ty + "))"},
+                          {"slots", std::vector<std::int64_t>{0, 1, 0}},
+                          {"T", t},
+                          {"Tin", std::vector<dtype>{t, t}}},
+                         node_options("fused").on("/device:GPU:0"));
+    session s2(h, o);
+    const auto r2 = s2.run({}, {plain, f});
+    CHECK(difference(r2[1], r2[0]) == "");
+  }
 }
 
 int main(int argc, char** argv) {

@@ -290,6 +290,48 @@ TEST_CASE("gradients: partials are summed, unconnected inputs get zeros, outputs
   CHECK(ones.to_vector<float>() == std::vector<float>{1, 1, 1});
 }
 
+TEST_CASE("gradients: a node's gradient goes to the device the node asked for, unless the caller's scope names one", "[gradients]") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape({3}), node_options("x"));
+  output y;
+  {
+    auto on_cpu1 = g.device_scope("/device:CPU:1");
+    y = op(g, "Tanh", {op(g, "Exp", {op(g, "Mul", {x, x})})});
+  }
+  const output loss = op(g, "Sum", {y, ints(g, {0})});  // asks for no device
+  const int forward = g.size();
+  auto d = add_gradients(g, {loss}, {x});
+  // Every gradient node of Tanh, Exp and Mul asks for CPU:1; the seed and Sum's gradient ask
+  // for nothing, and so does the sum of Mul's two partials at x, which asked for nothing.
+  int on_cpu1 = 0, elsewhere = 0;
+  for (int id = forward; id < g.size(); ++id) {
+    const node& n = g.at(id);
+    INFO(n.describe() << " on '" << n.device() << "'");
+    CHECK((n.device().empty() || n.device() == "/device:CPU:1"));
+    (n.device().empty() ? elsewhere : on_cpu1) += 1;
+  }
+  CHECK(on_cpu1 >= 4);
+  CHECK(g.at(d[0]).device().empty());
+  CHECK(elsewhere >= 1);
+  // The caller's scope wins.
+  const int before = g.size();
+  {
+    auto on_cpu0 = g.device_scope("/device:CPU:0");
+    (void)add_gradients(g, {op(g, "Sum", {y, ints(g, {0})})}, {x});
+  }
+  for (int id = before; id < g.size(); ++id) CHECK(g.at(id).device() == "/device:CPU:0");
+  // The values: d/dx sum(tanh(exp(x^2))) = (1 - tanh^2(e)) e 2x.
+  session_options o = one_thread();
+  o.cpu_devices = 2;
+  session s(g, o);
+  const std::vector<float> xv{0.5f, -0.25f, 0.1f};
+  const auto got = s.run({{x, tensor::from_vector(xv, shape{3})}}, {d[0]}).at(0).to_vector<float>();
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double e = std::exp(double(xv[i]) * xv[i]), t = std::tanh(e);
+    CHECK(got[i] == Approx((1 - t * t) * e * 2 * xv[i]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("gradients: Abs's gradient is d * sign(x), 0 at 0, as TensorFlow's", "[gradients]") {
   graph g;
   auto x = g.placeholder(dtype::float32, partial_shape({4}), node_options("x"));

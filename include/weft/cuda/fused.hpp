@@ -226,33 +226,79 @@ inline std::string fused_source(const fused_expr& e, const std::vector<std::int6
   std::ostringstream s;
   // The plan: long longs first, so that the host lays it out without padding between them.
   s << "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
-    << "struct weft_plan { long long dims[8]; long long stride[" << n_in << "][8]; int rank; int narrow; int kind[" << n_in
-    << "]; };\n"
+    << "struct weft_plan { long long dims[8]; long long stride[" << n_in << "][8]; int rank; int narrow; int vec; int kind["
+    << n_in << "]; };\n"
+    << "template <class T> struct alignas(4 * sizeof(T)) weft_vec { T x[4]; };\n"
     << "template <class I>\n"
     << "__device__ __forceinline__ I weft_offset(const weft_plan& p, int k, I i) {\n"
     << "  I off = 0;\n"
     << "  for (int d = p.rank - 1; d >= 0; --d) { const I dim = (I)p.dims[d]; const I q = i / dim; off += (i - q * dim) * (I)p.stride[k][d]; i = q; }\n"
     << "  return off;\n}\n"
+    // The expression of the leaves' values.
+    << "__device__ __forceinline__ " << detail::storage_type(out) << " weft_eval(";
+  for (std::size_t j = 0; j < leaves.size(); ++j)
+    s << (j ? ", " : "") << "const " << detail::compute_type(leaves[j]->type) << " v" << j;
+  s << ") { return " << detail::store(out, body) << "; }\n"
     << "extern \"C\" __global__ void " << name << "(";
   for (std::size_t k = 0; k < n_in; ++k) s << "const " << detail::storage_type(inputs[k]) << "* __restrict__ in" << k << ", ";
   s << detail::storage_type(out) << "* __restrict__ out, long long n, weft_plan p) {\n";
   // A scalar input (kind 2) is read once, before the loop (n > 0: every input has an element).
   for (std::size_t k = 0; k < n_in; ++k) s << "  const " << detail::storage_type(inputs[k]) << " s" << k << " = in" << k << "[0];\n";
-  // The loop body, for an index type: 32 bits where every offset fits (no 64-bit division).
-  auto loop = [&](const char* index) {
-    s << "    for (" << index << " i = blockIdx.x * (" << index << ")blockDim.x + threadIdx.x; i < (" << index
-      << ")n; i += (" << index << ")blockDim.x * gridDim.x) {\n";
-    for (std::size_t j = 0; j < leaves.size(); ++j) {
-      const std::string k = std::to_string(slots[j]);
-      // kind 1: the output's shape (direct), 2: a scalar, 0: broadcast by strides.
-      const std::string element = "(p.kind[" + k + "] == 1 ? in" + k + "[i] : p.kind[" + k + "] == 2 ? s" + k + " : in" + k +
-                                  "[weft_offset<" + index + ">(p, " + k + ", i)])";
-      s << "      const " << detail::compute_type(leaves[j]->type) << " v" << j << " = " << detail::load(leaves[j]->type, element)
-        << ";\n";
-    }
-    s << "      out[i] = " << detail::store(out, body) << ";\n    }\n";
+  // Leaf j's value at element i: kind 1, the output's shape (direct); 2, a scalar; 0,
+  // broadcast by strides.
+  auto leaf = [&](std::size_t j, const std::string& I, const std::string& i) {
+    const std::string k = std::to_string(slots[j]);
+    return detail::load(leaves[j]->type, "(p.kind[" + k + "] == 1 ? in" + k + "[" + i + "] : p.kind[" + k + "] == 2 ? s" + k +
+                                             " : in" + k + "[weft_offset<" + I + ">(p, " + k + ", " + i + ")])");
   };
-  s << "  if (p.narrow) {\n";
+  auto eval_call = [&](const std::string& arg) {
+    std::string c = "weft_eval(";
+    for (std::size_t j = 0; j < leaves.size(); ++j) c += (j ? ", " : "") + arg + std::to_string(j) + (arg == "a" ? "[u]" : "");
+    return c + ")";
+  };
+  // The loop, for an index type: 32 bits where every offset fits (no 64-bit division). A
+  // thread takes four elements a grid apart per pass and loads all of them before it
+  // computes, so that four loads are in flight at once (one at a time leaves HBM idle:
+  // Little's law); the last pass goes element by element.
+  auto loop = [&](const char* index) {
+    const std::string I = index;
+    s << "    const " << I << " stride = (" << I << ")blockDim.x * gridDim.x, count = (" << I << ")n;\n"
+      << "    " << I << " base = blockIdx.x * (" << I << ")blockDim.x + threadIdx.x;\n"
+      << "    for (; base + 3 * stride < count; base += 4 * stride) {\n";
+    for (std::size_t j = 0; j < leaves.size(); ++j) s << "      " << detail::compute_type(leaves[j]->type) << " a" << j << "[4];\n";
+    s << "      #pragma unroll\n      for (int u = 0; u < 4; ++u) {\n        const " << I << " i = base + u * stride;\n";
+    for (std::size_t j = 0; j < leaves.size(); ++j) s << "        a" << j << "[u] = " << leaf(j, I, "i") << ";\n";
+    s << "      }\n      #pragma unroll\n      for (int u = 0; u < 4; ++u) out[base + u * stride] = " << eval_call("a") << ";\n"
+      << "    }\n"
+      << "    for (" << I << " i = base; i < count; i += stride) {\n";
+    for (std::size_t j = 0; j < leaves.size(); ++j)
+      s << "      const " << detail::compute_type(leaves[j]->type) << " v" << j << " = " << leaf(j, I, "i") << ";\n";
+    s << "      out[i] = " << eval_call("v") << ";\n    }\n";
+  };
+  // Where no input is broadcast by strides and the pointers are aligned (p.vec), each thread
+  // moves four consecutive elements at a time (one 16-byte access for 4-byte types), as a
+  // device copy does; the elements after the last whole four go one by one.
+  s << "  if (p.vec) {\n"
+    << "    const long long stride = (long long)blockDim.x * gridDim.x, quads = n / 4;\n"
+    << "    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < quads; q += stride) {\n";
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const std::string T = detail::storage_type(inputs[k]), K = std::to_string(k);
+    s << "      const weft_vec<" << T << "> q" << K << " = p.kind[" << K << "] == 1 ? reinterpret_cast<const weft_vec<" << T
+      << ">*>(in" << K << ")[q] : weft_vec<" << T << ">{{s" << K << ", s" << K << ", s" << K << ", s" << K << "}};\n";
+  }
+  s << "      weft_vec<" << detail::storage_type(out) << "> r;\n"
+    << "      #pragma unroll\n      for (int u = 0; u < 4; ++u) r.x[u] = weft_eval(";
+  for (std::size_t j = 0; j < leaves.size(); ++j)
+    s << (j ? ", " : "") << detail::load(leaves[j]->type, "q" + std::to_string(slots[j]) + ".x[u]");
+  s << ");\n"
+    << "      reinterpret_cast<weft_vec<" << detail::storage_type(out) << ">*>(out)[q] = r;\n    }\n"
+    << "    for (long long i = quads * 4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)\n"
+    << "      out[i] = weft_eval(";
+  for (std::size_t j = 0; j < leaves.size(); ++j) {
+    const std::string k = std::to_string(slots[j]);
+    s << (j ? ", " : "") << detail::load(leaves[j]->type, "(p.kind[" + k + "] == 1 ? in" + k + "[i] : s" + k + ")");
+  }
+  s << ");\n  } else if (p.narrow) {\n";
   loop("unsigned");
   s << "  } else {\n";
   loop("long long");
@@ -414,10 +460,10 @@ struct gpu_fused final : op_kernel {
     tensor& y = ctx.allocate_output(0, out_shape);
     const std::int64_t n = y.num_elements();
     if (n == 0) return;
-    // The generated kernel's weft_plan: dims[8], stride[inputs][8], rank, narrow, kind[inputs].
+    // The generated kernel's weft_plan: dims[8], stride[inputs][8], rank, narrow, vec, kind[inputs].
     const std::size_t n_in = in.size();
     std::vector<std::int64_t> dims(8 + 8 * n_in, 0);
-    std::vector<std::int32_t> ints(2 + n_in, 0);
+    std::vector<std::int32_t> ints(3 + n_in, 0);
     const bool same_shape = std::all_of(shapes.begin(), shapes.end(), [&](const shape* s) { return *s == out_shape; });
     if (!same_shape) {
       const std::vector<int> kept = planned_dims(out_shape);
@@ -426,8 +472,15 @@ struct gpu_fused final : op_kernel {
       for (std::size_t k = 0; k < n_in; ++k) operand_strides(*shapes[k], out_shape, kept, dims.data() + 8 + 8 * k);
     }
     ints[1] = n <= std::numeric_limits<std::int32_t>::max();
-    for (std::size_t k = 0; k < n_in; ++k)
-      ints[2 + k] = *shapes[k] == out_shape ? 1 : shapes[k]->num_elements() == 1 ? 2 : 0;
+    // Four elements at a time where every input is direct or a scalar and the direct ones and
+    // the output are aligned to four elements.
+    bool vec = true;
+    auto aligned = [](const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % (4 * bytes) == 0; };
+    for (std::size_t k = 0; k < n_in; ++k) {
+      ints[3 + k] = *shapes[k] == out_shape ? 1 : shapes[k]->num_elements() == 1 ? 2 : 0;
+      vec = vec && (ints[3 + k] == 2 || (ints[3 + k] == 1 && aligned(in[k].raw_data(), size_of(in[k].dtype()))));
+    }
+    ints[2] = vec && aligned(y.raw_data(), size_of(y.dtype()));
     static_assert(sizeof(long long) == sizeof(std::int64_t));
     const std::size_t int_bytes = sizeof(std::int32_t) * ints.size();
     std::vector<unsigned char> plan_bytes(sizeof(std::int64_t) * dims.size() + (int_bytes + 7) / 8 * 8, 0);

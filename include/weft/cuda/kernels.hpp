@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -23,8 +24,10 @@
 #include <initializer_list>
 #include <span>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -66,13 +69,16 @@ inline launch::elem elem_of(dtype t, const std::string& who) {
     default: fail(error_code::unimplemented, who, ": ", t, " is not supported on the GPU");
   }
 }
-inline launch::elem elem_of(dtype t, const node& n) { return elem_of(t, n.describe()); }
+// (The executor names the node in the errors of its kernels.)
+inline launch::elem elem_of(dtype t, const node&) { return elem_of(t, "this kernel"); }
 
-// Fails unless t's dtype has elements the GPU copies (no strings).
-inline void require_plain(const tensor& t, const node& n) {
-  if (t.dtype() == dtype::string || t.dtype() == dtype::complex64 || t.dtype() == dtype::complex128)
-    (void)elem_of(t.dtype(), n);
+// The bytes of t's elements, which the GPU copies (1, 2, 4, 8 or 16: no strings).
+inline int element_bytes(dtype t) {
+  if (t == dtype::string) fail(error_code::unimplemented, "strings live in host memory: no GPU kernel moves them");
+  return static_cast<int>(size_of(t));
 }
+// Fails unless t's dtype has elements the GPU copies (no strings).
+inline void require_plain(const tensor& t, const node&) { (void)element_bytes(t.dtype()); }
 
 // Input i in the GPU's memory: as it is, or copied in from host memory.
 inline tensor device_input(kernel_context& ctx, int i) {
@@ -436,7 +442,7 @@ inline launch::cast_elem cast_elem_of(dtype t, const node& n) {
     case dtype::boolean: return E::boolean;
     case dtype::complex64: return E::c64;
     case dtype::complex128: return E::c128;
-    default: fail(error_code::unimplemented, n.describe(), ": Cast of ", t, " is not supported on the GPU");
+    default: fail(error_code::unimplemented, "Cast of ", t, " is not supported on the GPU (", n.op(), ")");
   }
 }
 
@@ -474,7 +480,7 @@ struct gpu_fill final : op_kernel {
 
 // BroadcastTo(input, shape).
 struct gpu_broadcast_to final : op_kernel {
-  explicit gpu_broadcast_to(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  explicit gpu_broadcast_to(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
     const shape to(host_ints(ctx, 1, "shape"));
@@ -482,11 +488,10 @@ struct gpu_broadcast_to final : op_kernel {
     if (both != to) fail(error_code::invalid_argument, "cannot broadcast ", x.shape(), " to ", to);
     if (x.shape() == to) return ctx.set_output(0, x);
     tensor& y = ctx.allocate_output(0, to);
-    launch::broadcast_op(t_, x.raw_data(), y.raw_data(), y.num_elements(), plan_for({&x.shape()}, to),
+    launch::broadcast_op(element_bytes(x.dtype()), x.raw_data(), y.raw_data(), y.num_elements(), plan_for({&x.shape()}, to),
                          gpu_of(ctx.device()).stream());
     launched("BroadcastTo");
   }
-  launch::elem t_;
 };
 
 // ---- transposes ----
@@ -520,7 +525,7 @@ inline tensor transposed(const gpu_device& g, const tensor& x, const std::vector
     plan.stride[0][plan.rank] = in_stride[static_cast<std::size_t>(perm[static_cast<std::size_t>(d)])];
     ++plan.rank;
   }
-  launch::broadcast_op(elem_of(x.dtype(), "a transpose"), x.raw_data(), y.raw_data(), y.num_elements(), plan, g.stream());
+  launch::broadcast_op(element_bytes(x.dtype()), x.raw_data(), y.raw_data(), y.num_elements(), plan, g.stream());
   launched("a transpose");
   return y;
 }
@@ -553,7 +558,9 @@ inline tensor reduce_axes(const gpu_device& g, launch::reduction op, launch::ele
     const std::int64_t reduce = runs[static_cast<std::size_t>(last)].first;
     tensor next(x.dtype(), shape{outer * inner}, g.get_allocator());
     // Mean in passes: the mean of equal groups' means is the mean.
-    launch::reduce_op(op, t, current.raw_data(), next.raw_data(), outer, reduce, inner, g.stream());
+    const tensor scratch(dtype::uint8, shape{static_cast<std::int64_t>(launch::reduce_scratch_bytes(outer, reduce, inner))},
+                         g.get_allocator());
+    launch::reduce_op(op, t, current.raw_data(), next.raw_data(), outer, reduce, inner, scratch.raw_data(), g.stream());
     launched("a reduction");
     runs.erase(runs.begin() + last);
     // Merge the kept runs the removed one separated.
@@ -871,7 +878,9 @@ struct gpu_l2_loss final : op_kernel {
     const tensor x = device_input(ctx, 0);
     tensor& y = ctx.allocate_output(0, shape{});
     const auto& g = gpu_of(ctx.device());
-    launch::reduce_op(launch::reduction::l2, t_, x.raw_data(), y.raw_data(), 1, x.num_elements(), 1, g.stream());
+    const tensor scratch(dtype::uint8, shape{static_cast<std::int64_t>(launch::reduce_scratch_bytes(1, x.num_elements(), 1))},
+                         g.get_allocator());
+    launch::reduce_op(launch::reduction::l2, t_, x.raw_data(), y.raw_data(), 1, x.num_elements(), 1, scratch.raw_data(), g.stream());
     launched("L2Loss");
   }
   launch::elem t_;
@@ -1213,7 +1222,7 @@ struct gpu_gather_nd final : op_kernel {
     out.insert(out.end(), slice_dims.begin(), slice_dims.end());
     tensor& y = ctx.allocate_output(0, shape(out));
     const auto& g = gpu_of(ctx.device());
-    launch::nd_op(launch::nd_mode::gather, elem_of(params.dtype(), ctx.node()), indices.raw_data(),
+    launch::nd_op(launch::nd_mode::gather, launch::elem::u8, element_bytes(params.dtype()), indices.raw_data(),
                   indices.dtype() == dtype::int64, p, params.raw_data(), y.raw_data(), g.errors().claim(message_), g.stream());
     launched("GatherNd");
   }
@@ -1247,7 +1256,8 @@ struct gpu_scatter_nd final : op_kernel {
     std::vector<std::int64_t> slice_dims;
     const launch::nd_plan p = nd_plan_of(indices, out.shape(), slice_dims);
     require_updates(indices, updates, slice_dims);
-    launch::nd_op(Mode, elem_of(out.dtype(), ctx.node()), indices.raw_data(), indices.dtype() == dtype::int64, p,
+    const launch::elem t = Mode == launch::nd_mode::scatter_add ? elem_of(out.dtype(), ctx.node()) : launch::elem::u8;
+    launch::nd_op(Mode, t, element_bytes(out.dtype()), indices.raw_data(), indices.dtype() == dtype::int64, p,
                   updates.raw_data(), out.raw_data(), g.errors().claim(message_), g.stream());
     launched(ctx.node().op().c_str());
   }
@@ -1364,7 +1374,8 @@ inline cudnnDataType_t cudnn_type_of(dtype t) {
 // padding is odd, which cuDNN cannot; such a convolution is an unimplemented error here).
 class conv_descriptors {
  public:
-  conv_descriptors(dtype t, const ops::geometry& g) {
+  // nchw: x and y NCHW, the filter KCRS (where cuDNN has no NHWC algorithm: float64).
+  conv_descriptors(dtype t, const ops::geometry& g, bool nchw = false) {
     const std::int64_t extent_h = (g.kh - 1) * g.dh + 1, extent_w = (g.kw - 1) * g.dw + 1;
     const std::int64_t total_h = std::max<std::int64_t>(0, (g.oh - 1) * g.sh + extent_h - g.h);
     const std::int64_t total_w = std::max<std::int64_t>(0, (g.ow - 1) * g.sw + extent_w - g.w);
@@ -1380,9 +1391,10 @@ class conv_descriptors {
     check(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
     check(cudnnCreateFilterDescriptor(&f_), "cudnnCreateFilterDescriptor");
     check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
-    check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, type, i(g.n), i(g.c), i(g.h), i(g.w)), "cudnnSetTensor4dDescriptor (input)");
-    check(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NHWC, type, i(g.n), i(g.k), i(g.oh), i(g.ow)), "cudnnSetTensor4dDescriptor (output)");
-    check(cudnnSetFilter4dDescriptor(f_, type, CUDNN_TENSOR_NHWC, i(g.k), i(g.c), i(g.kh), i(g.kw)), "cudnnSetFilter4dDescriptor");
+    const cudnnTensorFormat_t format = nchw ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
+    check(cudnnSetTensor4dDescriptor(x_, format, type, i(g.n), i(g.c), i(g.h), i(g.w)), "cudnnSetTensor4dDescriptor (input)");
+    check(cudnnSetTensor4dDescriptor(y_, format, type, i(g.n), i(g.k), i(g.oh), i(g.ow)), "cudnnSetTensor4dDescriptor (output)");
+    check(cudnnSetFilter4dDescriptor(f_, type, format, i(g.k), i(g.c), i(g.kh), i(g.kw)), "cudnnSetFilter4dDescriptor");
     check(cudnnSetConvolution2dDescriptor(conv_, i(g.pad_top), i(g.pad_left), i(g.sh), i(g.sw), i(g.dh), i(g.dw),
                                           CUDNN_CROSS_CORRELATION, compute),
           "cudnnSetConvolution2dDescriptor");
@@ -1417,13 +1429,14 @@ struct cudnn_scale {
 // The most workspace a convolution's algorithm may take.
 inline constexpr std::size_t conv_workspace_limit = std::size_t(512) << 20;
 
-// The first algorithm of cuDNN's heuristics that works within the workspace limit, and its workspace.
+// The first algorithm of cuDNN's heuristics that works within the workspace limit (as an
+// int), and its workspace; none when no algorithm does.
 template <class Perf>
-std::pair<decltype(Perf{}.algo), std::size_t> pick_algorithm(const Perf* perf, int count, const char* what) {
+std::optional<std::pair<int, std::size_t>> pick_algorithm(const Perf* perf, int count) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= conv_workspace_limit) return {perf[i].algo, perf[i].memory};
-  fail(error_code::unimplemented, "cuDNN has no ", what, " algorithm for this convolution within ", conv_workspace_limit,
-       " bytes of workspace");
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= conv_workspace_limit)
+      return std::pair<int, std::size_t>{static_cast<int>(perf[i].algo), perf[i].memory};
+  return std::nullopt;
 }
 
 inline ops::geometry conv_geometry(const shape& input, const shape& filter, const ops::window_attrs& w) {
@@ -1435,6 +1448,52 @@ inline ops::geometry conv_geometry(const shape& input, const shape& filter, cons
 }
 
 enum class conv_pass { forward, backprop_input, backprop_filter };
+
+// How one convolution pass runs on one GPU: cuDNN's descriptors, the layout (NHWC, or NCHW
+// where cuDNN has no NHWC algorithm), the algorithm its heuristics pick and its workspace.
+// Made once per geometry and kept by the kernel: asking cuDNN's heuristics costs about a
+// millisecond of host time, more than LeNet's convolutions on an H200.
+struct conv_plan {
+  conv_plan(dtype t, const ops::geometry& geo, bool nchw) : d(t, geo, nchw), nchw(nchw) {}
+  conv_descriptors d;
+  bool nchw;
+  int algo = 0;
+  std::size_t workspace = 0;
+};
+
+template <conv_pass Pass>
+std::unique_ptr<conv_plan> make_conv_plan(const gpu_device& g, dtype t, const ops::geometry& geo) {
+  for (bool nchw : {false, true}) {
+    auto plan = std::make_unique<conv_plan>(t, geo, nchw);
+    const conv_descriptors& d = plan->d;
+    std::optional<std::pair<int, std::size_t>> picked;
+    int count = 0;
+    if constexpr (Pass == conv_pass::forward) {
+      cudnnConvolutionFwdAlgoPerf_t perf[8];
+      check(cudnnGetConvolutionForwardAlgorithm_v7(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 8, &count, perf),
+            "cudnnGetConvolutionForwardAlgorithm_v7");
+      picked = pick_algorithm(perf, count);
+    } else if constexpr (Pass == conv_pass::backprop_input) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+      check(cudnnGetConvolutionBackwardDataAlgorithm_v7(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 8, &count, perf),
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      picked = pick_algorithm(perf, count);
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+      check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 8, &count, perf),
+            "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      picked = pick_algorithm(perf, count);
+    }
+    if (picked) {
+      plan->algo = picked->first;
+      plan->workspace = picked->second;
+      return plan;
+    }
+  }
+  fail(error_code::unimplemented, "cuDNN has no ",
+       Pass == conv_pass::forward ? "forward" : Pass == conv_pass::backprop_input ? "input gradient" : "filter gradient",
+       " algorithm for this ", t, " convolution within ", conv_workspace_limit, " bytes of workspace, in NHWC or NCHW");
+}
 
 template <conv_pass Pass>
 struct gpu_conv final : op_kernel {
@@ -1463,52 +1522,65 @@ struct gpu_conv final : op_kernel {
       check(cudaMemsetAsync(out.raw_data(), 0, out.bytes(), g.stream()), "cudaMemsetAsync");
       return;
     }
-    const conv_descriptors d(t_, geo);
+    const conv_plan& plan = plan_for(g, geo);
+    const conv_descriptors& d = plan.d;
     const cudnn_scale scale(t_);
+    tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(plan.workspace)}, g.get_allocator());
+    // In NCHW the data is transposed in and the result back; weft's filters are HWIO, cuDNN's
+    // OHWI (NHWC) or KCRS (NCHW).
+    const std::vector<int> to_nchw{0, 3, 1, 2}, from_nchw{0, 2, 3, 1};
     if constexpr (Pass == conv_pass::backprop_filter) {
-      tensor dw(t_, shape{geo.k, geo.kh, geo.kw, geo.c}, g.get_allocator());  // OHWI
+      const tensor xin = plan.nchw ? transposed(g, x, to_nchw) : x, dyin = plan.nchw ? transposed(g, dy, to_nchw) : dy;
+      tensor dw(t_, plan.nchw ? shape{geo.k, geo.c, geo.kh, geo.kw} : shape{geo.k, geo.kh, geo.kw, geo.c}, g.get_allocator());
       {
         const library_call call(g);
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-        int count = 0;
-        check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g.dnn(), d.x_, d.y_, d.conv_, d.f_, 8, &count, perf),
-              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-        const auto [algo, bytes] = pick_algorithm(perf, count, "filter gradient");
-        tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(bytes)}, g.get_allocator());
-        check(cudnnConvolutionBackwardFilter(g.dnn(), scale.one(), d.x_, x.raw_data(), d.y_, dy.raw_data(), d.conv_, algo,
-                                             ws.raw_data(), bytes, scale.zero(), d.f_, dw.raw_data()),
+        check(cudnnConvolutionBackwardFilter(g.dnn(), scale.one(), d.x_, xin.raw_data(), d.y_, dyin.raw_data(), d.conv_,
+                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws.raw_data(),
+                                             plan.workspace, scale.zero(), d.f_, dw.raw_data()),
               "cudnnConvolutionBackwardFilter");
       }
-      const tensor hwio = transposed(g, dw, {1, 2, 3, 0});
-      ctx.set_output(0, hwio);
+      ctx.set_output(0, transposed(g, dw, plan.nchw ? std::vector<int>{2, 3, 1, 0} : std::vector<int>{1, 2, 3, 0}));
     } else {
-      const tensor ohwi = transposed(g, f, {3, 0, 1, 2});
-      const library_call call(g);
-      if constexpr (Pass == conv_pass::forward) {
-        cudnnConvolutionFwdAlgoPerf_t perf[8];
-        int count = 0;
-        check(cudnnGetConvolutionForwardAlgorithm_v7(g.dnn(), d.x_, d.f_, d.conv_, d.y_, 8, &count, perf),
-              "cudnnGetConvolutionForwardAlgorithm_v7");
-        const auto [algo, bytes] = pick_algorithm(perf, count, "forward");
-        tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(bytes)}, g.get_allocator());
-        check(cudnnConvolutionForward(g.dnn(), scale.one(), d.x_, x.raw_data(), d.f_, ohwi.raw_data(), d.conv_, algo,
-                                      ws.raw_data(), bytes, scale.zero(), d.y_, out.raw_data()),
-              "cudnnConvolutionForward");
-      } else {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-        int count = 0;
-        check(cudnnGetConvolutionBackwardDataAlgorithm_v7(g.dnn(), d.f_, d.y_, d.conv_, d.x_, 8, &count, perf),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-        const auto [algo, bytes] = pick_algorithm(perf, count, "input gradient");
-        tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(bytes)}, g.get_allocator());
-        check(cudnnConvolutionBackwardData(g.dnn(), scale.one(), d.f_, ohwi.raw_data(), d.y_, dy.raw_data(), d.conv_, algo,
-                                           ws.raw_data(), bytes, scale.zero(), d.x_, out.raw_data()),
-              "cudnnConvolutionBackwardData");
+      const tensor fin = transposed(g, f, plan.nchw ? std::vector<int>{3, 2, 0, 1} : std::vector<int>{3, 0, 1, 2});
+      tensor result = plan.nchw ? tensor(t_, shape{out.shape()[0], out.shape()[3], out.shape()[1], out.shape()[2]}, g.get_allocator())
+                                : out;
+      {
+        const library_call call(g);
+        if constexpr (Pass == conv_pass::forward) {
+          const tensor xin = plan.nchw ? transposed(g, x, to_nchw) : x;
+          check(cudnnConvolutionForward(g.dnn(), scale.one(), d.x_, xin.raw_data(), d.f_, fin.raw_data(), d.conv_,
+                                        static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws.raw_data(), plan.workspace,
+                                        scale.zero(), d.y_, result.raw_data()),
+                "cudnnConvolutionForward");
+        } else {
+          const tensor dyin = plan.nchw ? transposed(g, dy, to_nchw) : dy;
+          check(cudnnConvolutionBackwardData(g.dnn(), scale.one(), d.f_, fin.raw_data(), d.y_, dyin.raw_data(), d.conv_,
+                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws.raw_data(),
+                                             plan.workspace, scale.zero(), d.x_, result.raw_data()),
+                "cudnnConvolutionBackwardData");
+        }
       }
+      if (plan.nchw) ctx.set_output(0, transposed(g, result, from_nchw));
     }
+  }
+
+ private:
+  // The plan of this geometry on this GPU, made on first use.
+  const conv_plan& plan_for(const gpu_device& g, const ops::geometry& geo) const {
+    const std::array<std::int64_t, 16> key{g.ordinal(), geo.n,  geo.h,  geo.w,  geo.c,  geo.k,       geo.kh,       geo.kw,
+                                           geo.sh,      geo.sw, geo.dh, geo.dw, geo.oh, geo.ow, geo.pad_top, geo.pad_left};
+    std::lock_guard lock(plans_mu_);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      const library_call call(g);
+      it = plans_.emplace(key, make_conv_plan<Pass>(g, t_, geo)).first;
+    }
+    return *it->second;
   }
   dtype t_;
   ops::window_attrs w_;
+  mutable std::mutex plans_mu_;
+  mutable std::map<std::array<std::int64_t, 16>, std::unique_ptr<conv_plan>> plans_;
 };
 
 // ---- random: the CPU kernels' streams (core/random_stream.hpp), drawn on the device ----

@@ -349,6 +349,57 @@ __global__ void reduce_columns_kernel(const T* x, T* y, std::int64_t outer, std:
   }
 }
 
+// A long reduced run against few outputs, in two kernels: the run split into `splits` parts
+// of `chunk` elements, each part's partial result (in the accumulator type) into partial[o,
+// s, i]; then each output joins its parts. Columns (inner > 1): a thread per (o, s, i),
+// consecutive threads on consecutive columns. Rows (inner == 1): a block per (o, s).
+template <reduction Op, class T>
+__global__ void reduce_split_columns_kernel(const T* x, accumulate_t<Op, T>* partial, std::int64_t outer, std::int64_t reduce,
+                                            std::int64_t inner, std::int64_t splits, std::int64_t chunk) {
+  using A = accumulate_t<Op, T>;
+  WEFT_GRID_LOOP(i, outer * splits * inner) {
+    const std::int64_t c = i % inner, s = (i / inner) % splits, o = i / (inner * splits);
+    const std::int64_t r0 = s * chunk, r1 = r0 + chunk < reduce ? r0 + chunk : reduce;
+    const T* p = x + o * reduce * inner + c;
+    A acc = identity<Op, A>();
+    for (std::int64_t r = r0; r < r1; ++r) acc = combine<Op>(acc, term<Op>(A(load(p[r * inner]))));
+    partial[i] = acc;
+  }
+}
+template <reduction Op, class T>
+__global__ void reduce_split_rows_kernel(const T* x, accumulate_t<Op, T>* partial, std::int64_t outer, std::int64_t reduce,
+                                         std::int64_t splits, std::int64_t chunk) {
+  using A = accumulate_t<Op, T>;
+  __shared__ A shared[threads];
+  for (std::int64_t part = blockIdx.x; part < outer * splits; part += gridDim.x) {
+    const std::int64_t o = part / splits, s = part - o * splits;
+    const std::int64_t r0 = s * chunk, r1 = r0 + chunk < reduce ? r0 + chunk : reduce;
+    A acc = identity<Op, A>();
+    for (std::int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) acc = combine<Op>(acc, term<Op>(A(load(x[o * reduce + r]))));
+    shared[threadIdx.x] = acc;
+    __syncthreads();
+    for (int half = threads / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) shared[threadIdx.x] = combine<Op>(shared[threadIdx.x], shared[threadIdx.x + half]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[part] = shared[0];
+    __syncthreads();
+  }
+}
+template <reduction Op, class T>
+__global__ void reduce_join_kernel(const accumulate_t<Op, T>* partial, T* y, std::int64_t outer, std::int64_t splits,
+                                   std::int64_t inner, std::int64_t reduce) {
+  using A = accumulate_t<Op, T>;
+  WEFT_GRID_LOOP(i, outer * inner) {
+    const std::int64_t o = i / inner, c = i - o * inner;
+    A acc = identity<Op, A>();
+    for (std::int64_t s = 0; s < splits; ++s) acc = combine<Op>(acc, partial[(o * splits + s) * inner + c]);
+    if constexpr (Op == reduction::mean) acc = mean_of(acc, reduce);
+    if constexpr (Op == reduction::l2) acc = acc / A(2);
+    y[i] = store<T>(compute_t<T>(acc));
+  }
+}
+
 template <class T, class I>
 __global__ void arg_reduce_kernel(bool max, const T* x, I* y, std::int64_t outer, std::int64_t n, std::int64_t inner) {
   WEFT_GRID_LOOP(i, outer * inner) {
@@ -628,13 +679,19 @@ __global__ void tile_kernel(const U* x, U* y, std::int64_t n, tile_plan p) {
 }
 
 // Calls f with an unsigned type of `bytes` bytes.
+// Sixteen bytes moved as one (complex128's elements).
+struct alignas(16) bytes16 {
+  std::uint64_t lo, hi;
+};
+
 template <class F>
 void by_size(int bytes, F&& f) {
   switch (bytes) {
     case 1: return f(std::uint8_t{});
     case 2: return f(std::uint16_t{});
     case 4: return f(std::uint32_t{});
-    default: return f(std::uint64_t{});
+    case 8: return f(std::uint64_t{});
+    default: return f(bytes16{});  // complex128
   }
 }
 
@@ -644,6 +701,11 @@ template <> __device__ __forceinline__ void add_at(std::int64_t* p, std::int64_t
 }
 template <> __device__ __forceinline__ void add_at(std::uint8_t*, std::uint8_t) {}  // not registered
 template <> __device__ __forceinline__ void add_at(bool*, bool) {}                  // not registered
+// The element types scatter adds compute in (dispatch's); other types only move.
+template <class T>
+inline constexpr bool addable = std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, __half> ||
+                                std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, std::int32_t> ||
+                                std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint8_t> || std::is_same_v<T, bool>;
 
 template <class T, class I>
 __global__ void segment_sum_kernel(const T* data, const I* ids, T* out, std::int64_t rows, std::int64_t row,
@@ -679,9 +741,11 @@ __global__ void nd_kernel(nd_mode mode, const I* indices, nd_plan p, const T* sr
       row = row * p.dims[m] + v;
     }
     if (p.slice == 0) continue;
-    if (mode == nd_mode::gather) dst[i] = bad ? T(0) : src[row * p.slice + c];
+    if (mode == nd_mode::gather) dst[i] = bad ? T{} : src[row * p.slice + c];
     else if (bad) continue;
-    else if (mode == nd_mode::scatter_add) add_at(dst + row * p.slice + c, src[i]);
+    else if (mode == nd_mode::scatter_add) {
+      if constexpr (addable<T>) add_at(dst + row * p.slice + c, src[i]);
+    }
     else dst[row * p.slice + c] = src[i];
   }
 }
@@ -773,15 +837,15 @@ __global__ void avg_pool_grad_kernel(const T* grad, T* dx, pool_geometry g) {
 template <class U, class I>
 __global__ void gather_rows_kernel(const U* params, const I* indices, U* out, std::int64_t outer, std::int64_t n,
                                    std::int64_t rows, std::int64_t units, std::int64_t* error) {
-  // Rows of no elements still have their indices checked, as on the CPU.
-  const std::int64_t step = units ? units : 1;
-  WEFT_GRID_LOOP(i, outer * n * step) {
+  // Where params or out hold nothing the indices are still checked, as on the CPU.
+  const std::int64_t step = units && outer ? units : 1, blocks = outer ? outer : 1;
+  WEFT_GRID_LOOP(i, blocks * n * step) {
     const std::int64_t o = i / (n * step), rest = i - o * n * step;
     const std::int64_t k = rest / step, b = rest - k * step;
     const std::int64_t row = static_cast<std::int64_t>(indices[k]);
     const bool bad = row < 0 || row >= rows;
     if (bad && o == 0 && b == 0) report(error, row);
-    if (units) out[i] = bad ? U(0) : params[(o * rows + row) * units + b];
+    if (units && outer) out[i] = bad ? U(0) : params[(o * rows + row) * units + b];
   }
 }
 
@@ -846,9 +910,9 @@ void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t s)
   });
 }
 
-void broadcast_op(elem t, const void* x, void* y, std::int64_t n, const broadcast_plan& p, cudaStream_t s) {
+void broadcast_op(int element_bytes, const void* x, void* y, std::int64_t n, const broadcast_plan& p, cudaStream_t s) {
   if (n <= 0) return;
-  kernels::dispatch(t, [&](auto v) {
+  kernels::by_size(element_bytes, [&](auto v) {
     using T = decltype(v);
     kernels::broadcast_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(static_cast<const T*>(x),
                                                                                      static_cast<T*>(y), n, p);
@@ -856,15 +920,28 @@ void broadcast_op(elem t, const void* x, void* y, std::int64_t n, const broadcas
 }
 
 void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce, std::int64_t inner,
-               cudaStream_t s) {
+               void* scratch, cudaStream_t s) {
   if (outer * inner <= 0) return;
   using namespace kernels;
+  const std::int64_t splits = reduce_splits(outer, reduce, inner);
   auto run = [&](auto op_tag) {
     constexpr reduction Op = decltype(op_tag)::value;
     dispatch(t, [&](auto v) {
       using T = decltype(v);
+      using A = accumulate_t<Op, T>;
       if constexpr (std::is_same_v<T, bool>) return;
-      else if (inner == 1)
+      else if (splits > 1 && scratch) {
+        A* partial = static_cast<A*>(scratch);
+        const std::int64_t chunk = (reduce + splits - 1) / splits;
+        if (inner == 1)
+          reduce_split_rows_kernel<Op, T><<<blocks_for(outer * splits * threads), threads, 0, s>>>(
+              static_cast<const T*>(x), partial, outer, reduce, splits, chunk);
+        else
+          reduce_split_columns_kernel<Op, T><<<blocks_for(outer * splits * inner), threads, 0, s>>>(
+              static_cast<const T*>(x), partial, outer, reduce, inner, splits, chunk);
+        reduce_join_kernel<Op, T><<<blocks_for(outer * inner), threads, 0, s>>>(partial, static_cast<T*>(y), outer, splits, inner,
+                                                                                 reduce);
+      } else if (inner == 1)
         reduce_rows_kernel<Op, T><<<blocks_for(outer * threads), threads, 0, s>>>(static_cast<const T*>(x),
                                                                                   static_cast<T*>(y), outer, reduce);
       else
@@ -1068,11 +1145,11 @@ void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids
   });
 }
 
-void nd_op(nd_mode mode, elem t, const void* indices, bool indices_int64, const nd_plan& p, const void* src, void* dst,
-           std::int64_t* error, cudaStream_t s) {
+void nd_op(nd_mode mode, elem t, int element_bytes, const void* indices, bool indices_int64, const nd_plan& p, const void* src,
+           void* dst, std::int64_t* error, cudaStream_t s) {
   const std::int64_t n = p.tuples * (p.slice ? p.slice : 1);
   if (n <= 0) return;
-  kernels::dispatch(t, [&](auto v) {
+  auto go = [&](auto v) {
     using T = decltype(v);
     if (indices_int64)
       kernels::nd_kernel<T, std::int64_t><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
@@ -1080,7 +1157,10 @@ void nd_op(nd_mode mode, elem t, const void* indices, bool indices_int64, const 
     else
       kernels::nd_kernel<T, std::int32_t><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
           mode, static_cast<const std::int32_t*>(indices), p, static_cast<const T*>(src), static_cast<T*>(dst), error);
-  });
+  };
+  // Adds compute in the element type; gathers and updates move bytes.
+  if (mode == nd_mode::scatter_add) kernels::dispatch(t, go);
+  else kernels::by_size(element_bytes, go);
 }
 
 void pool_op(bool max, elem t, const void* x, void* y, const pool_geometry& g, cudaStream_t s) {
@@ -1149,14 +1229,15 @@ void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, co
 
 void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t outer,
                     std::int64_t n, std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t s) {
-  if (outer * n <= 0) return;
+  if (n <= 0) return;
   // Moved in the widest unit that divides a row and both base addresses.
   const auto aligned = [&](std::int64_t u) {
     return row_bytes % u == 0 && reinterpret_cast<std::uintptr_t>(params) % u == 0 && reinterpret_cast<std::uintptr_t>(out) % u == 0;
   };
   auto go = [&](auto unit) {
     using U = decltype(unit);
-    const std::int64_t units = row_bytes / static_cast<std::int64_t>(sizeof(U)), count = outer * n * (units ? units : 1);
+    const std::int64_t units = row_bytes / static_cast<std::int64_t>(sizeof(U));
+    const std::int64_t count = (outer ? outer : 1) * n * (units && outer ? units : 1);
     if (indices_int64)
       kernels::gather_rows_kernel<U, std::int64_t><<<kernels::blocks_for(count), kernels::threads, 0, s>>>(
           static_cast<const U*>(params), static_cast<const std::int64_t*>(indices), static_cast<U*>(out), outer, n, rows,

@@ -50,8 +50,9 @@ struct broadcast_plan {
   std::int64_t stride[3][max_rank] = {};
 };
 
-// y = x broadcast to y's shape (BroadcastTo); operand 0 of the plan is x.
-void broadcast_op(elem t, const void* x, void* y, std::int64_t n, const broadcast_plan& plan, cudaStream_t stream);
+// y = x broadcast to y's shape (BroadcastTo, transposes); operand 0 of the plan is x, whose
+// elements have `element_bytes` bytes (1, 2, 4, 8 or 16).
+void broadcast_op(int element_bytes, const void* x, void* y, std::int64_t n, const broadcast_plan& plan, cudaStream_t stream);
 // Functions both sides compile: the host's code and the CUDA kernels.
 #if defined(__CUDACC__)
 #define WEFT_HOST_DEVICE __host__ __device__
@@ -98,11 +99,30 @@ void cast_op(cast_elem from, cast_elem to, const void* x, void* y, std::int64_t 
 void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t stream);
 
 // Reductions of x, seen as [outer, reduce, inner], to y of [outer, inner], in float for the
-// 16-bit types and double for float64. mean divides by `reduce`.
+// 16-bit types, double for float64 and 64 bits for integer sums, products and means. mean
+// divides by `reduce`.
 // l2: the sum of squares halved (L2Loss).
 enum class reduction : int { sum, mean, max, min, prod, l2 };
+// How many parts reduce_op splits each reduced run into: 1 where there are outputs enough to
+// keep the GPU busy (a thread or a block each); otherwise enough parts of at least 256
+// elements for some 64 k threads, at most 1024, whose partial results a second kernel joins.
+inline std::int64_t reduce_splits(std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
+  const std::int64_t outputs = outer * inner;
+  if (outputs <= 0 || outputs >= 16384 || reduce < 1024) return 1;
+  std::int64_t s = (65536 + outputs - 1) / outputs;
+  if (s > reduce / 256) s = reduce / 256;
+  if (s > 1024) s = 1024;
+  return s < 1 ? 1 : s;
+}
+// The scratch bytes reduce_op needs (the split parts' partial results, 8 bytes each).
+inline std::size_t reduce_scratch_bytes(std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
+  const std::int64_t s = reduce_splits(outer, reduce, inner);
+  return s > 1 ? static_cast<std::size_t>(outer * s * inner) * 8 : 0;
+}
+// y[o, i] = the reduction of x[o, :, i] ([outer, reduce, inner]); `scratch` holds
+// reduce_scratch_bytes(outer, reduce, inner) bytes of device memory.
 void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce,
-               std::int64_t inner, cudaStream_t stream);
+               std::int64_t inner, void* scratch, cudaStream_t stream);
 // The index of the largest (or smallest) element along the middle dim of [outer, n, inner],
 // the first of equals, as int64 (or int32).
 void arg_reduce_op(bool max, elem t, const void* x, void* y, bool int64_out, std::int64_t outer, std::int64_t n,
@@ -135,8 +155,8 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
                    const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
                    bool nesterov, std::int64_t n, cudaStream_t stream);
 
-// A box of elements copied between two tensors of elements of `element_bytes` bytes (1, 2, 4
-// or 8): dst[dst_offset + sum_d i_d * dst_stride[d]] = src[src_offset + sum_d i_d *
+// A box of elements copied between two tensors of elements of `element_bytes` bytes (1, 2, 4,
+// 8 or 16): dst[dst_offset + sum_d i_d * dst_stride[d]] = src[src_offset + sum_d i_d *
 // src_stride[d]] for every index i in dims (Slice, ConcatV2, Split, Pad's interior).
 struct box_plan {
   static constexpr int max_rank = 8;
@@ -174,8 +194,10 @@ struct nd_plan {
   std::int64_t dims[max_k] = {};
   std::int64_t tuples = 0, slice = 0;
 };
-void nd_op(nd_mode mode, elem t, const void* indices, bool indices_int64, const nd_plan& plan, const void* src, void* dst,
-           std::int64_t* error, cudaStream_t stream);
+// `t` is the element type of a scatter_add; gather and scatter_update move elements of
+// `element_bytes` bytes (1, 2, 4, 8 or 16).
+void nd_op(nd_mode mode, elem t, int element_bytes, const void* indices, bool indices_int64, const nd_plan& plan, const void* src,
+           void* dst, std::int64_t* error, cudaStream_t stream);
 
 // A pooling window over NHWC images (graph/window_geometry.hpp's geometry): input
 // [n, h, w, c], a kh x kw window moving by (sh, sw), output [n, oh, ow, c]; output row y's

@@ -164,7 +164,10 @@ struct gradient_pass {
   std::vector<std::unique_ptr<frame_context>> contexts;
   std::map<int, int> added_forward;  // nodes the pass added to forward loops that the gradient reads: their frame
 
+  std::string callers_device;  // the device scope add_gradients was called in
+
   explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(passes::find_frames(g, false)) {
+    if (const graph* target = b.mutable_graph()) callers_device = target->current_device_scope();
     consumers.resize(static_cast<std::size_t>(n));
     for (int id = 0; id < n; ++id)
       for (std::size_t i = 0; i < g.at(id).inputs().size(); ++i)
@@ -214,6 +217,11 @@ inline output frame_context::bring(output o) {
   }
   auto [it, fresh] = brought_.try_emplace(o);
   if (!fresh) return it->second;
+  // What brings a forward value into a backward loop (an Enter, an AccumulatorPop, which must
+  // share its accumulator's device with the forward loop's push) goes where the caller asked,
+  // not to the device of the node whose gradient needs it.
+  std::optional<graph::scope_guard> callers;
+  if (graph* mg = base_.mutable_graph()) callers.emplace(mg->device_scope(pass_.callers_device));
   const node& p = target().at(o);
   if (f == frame_ && p.op() == "Enter" && p.attr<bool>("is_constant")) {
     it->second = scope_->invariant(parent_->bring(p.inputs()[0]));
@@ -230,6 +238,12 @@ inline output frame_context::bring(output o) {
 
 inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
   const node& nd = g.at(id);
+  // A node's gradient (and the sum of the partials reaching its outputs) goes to the device
+  // the node was asked to run on, unless the caller's device scope names one: a model put on
+  // a GPU trains there (TensorFlow's colocate_gradients_with_ops, by device).
+  std::optional<graph::scope_guard> on_its_device;
+  if (graph* target = base.mutable_graph(); target && !nd.device().empty() && target->current_device_scope().empty())
+    on_its_device.emplace(target->device_scope(nd.device()));
   gradient_args<symbol> args{nd, {}, {}, {}, {}};
   bool any = false;
   for (int p = 0; p < nd.num_outputs(); ++p) {

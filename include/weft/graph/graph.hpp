@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <weft/core/error.hpp>
@@ -90,9 +91,12 @@ class graph {
   class scope_guard {
    public:
     explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
+    scope_guard(scope_guard&& other) noexcept : pop_(std::exchange(other.pop_, nullptr)) {}
     scope_guard(const scope_guard&) = delete;
     scope_guard& operator=(const scope_guard&) = delete;
-    ~scope_guard() { pop_(); }
+    ~scope_guard() {
+      if (pop_) pop_();
+    }
 
    private:
     std::function<void()> pop_;
@@ -104,6 +108,8 @@ class graph {
     name_scope_ += scope + "/";
     return scope_guard([this, saved] { name_scope_ = saved; });
   }
+  // The device device_scope asks for the nodes added now (empty: none).
+  const std::string& current_device_scope() const noexcept { return device_scope_; }
   [[nodiscard]] scope_guard device_scope(const std::string& device) {
     auto saved = device_scope_;
     device_scope_ = device;
