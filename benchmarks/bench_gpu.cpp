@@ -11,7 +11,8 @@
 //   BM_mlp_step                            the 784-512-512-10 MLP's Adam step, batch 128 and
 //                                          1024, on the GPU
 //   BM_lenet_step                          bench_training's LeNet's Adam step, batch 128 and 1024
-// `bench_gpu --node-times` instead prints where the MLP's and LeNet's steps spend their time.
+// `bench_gpu --node-times` instead prints where the MLP's and LeNet's steps spend their time,
+// `bench_gpu --host-costs` the host's time a call of what a GPU node does.
 //   BM_executor_overhead                   a chain of 64 scalar GPU Adds: time per node
 //   BM_gpu_loop                            a while loop with its body on the GPU: time per iteration
 // Without a GPU it says so and exits 0. Time is wall time with the device synchronized
@@ -25,6 +26,7 @@
 #include <weft/weft.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -366,6 +368,75 @@ void BM_gpu_loop(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+// `bench_gpu --host-costs`: the host's microseconds a call of what a GPU node does, each
+// without waiting for the device (a wait every 64 calls keeps the queue short): where the
+// session's overhead over a direct cuBLAS call goes.
+void print_host_costs() {
+  using clock = std::chrono::steady_clock;
+  auto per_call = [](const char* what, int calls, auto&& f, auto&& wait) {
+    double best = 1e30;
+    for (int round = 0; round < 5; ++round) {
+      const auto t0 = clock::now();
+      for (int i = 0; i < calls; ++i) {
+        f();
+        if (i % 64 == 63) wait();
+      }
+      wait();
+      best = std::min(best, std::chrono::duration<double, std::micro>(clock::now() - t0).count() / calls);
+    }
+    std::printf("  %9.3f us  %s\n", best, what);
+  };
+  const cuda::gpu_device gpu(0, 1);
+  auto none = [] {};
+  auto sync = [&] { gpu.synchronize(); };
+  int current = 0;
+  per_call("cudaGetDevice", 100000, [&] { (void)cudaGetDevice(&current); }, none);
+  per_call("cudaSetDevice (the current one)", 100000, [&] { (void)cudaSetDevice(0); }, none);
+  per_call("current_device guard", 100000, [&] { const cuda::current_device here(0); }, none);
+  per_call("allocate and free 2 MiB (the GPU's caching allocator)", 20000,
+           [&] { const tensor t(dtype::bfloat16, shape{1024, 1024}, gpu.get_allocator()); }, none);
+  const tensor one(dtype::float32, shape{1}, gpu.get_allocator());
+  tensor out(dtype::float32, shape{1}, gpu.get_allocator());
+  cuda::launch::broadcast_plan same;
+  same.same_shape = true;
+  per_call("a kernel launch (a 1-element Add)", 20000,
+           [&] { cuda::launch::binary_op(cuda::launch::binary::add, cuda::launch::elem::f32, one.raw_data(), one.raw_data(), out.raw_data(), 1, same, gpu.stream()); },
+           sync);
+  const tensor a(dtype::bfloat16, shape{1024, 1024}, gpu.get_allocator()), b(dtype::bfloat16, shape{1024, 1024}, gpu.get_allocator());
+  tensor c(dtype::bfloat16, shape{1024, 1024}, gpu.get_allocator());
+  per_call("cuda::gemm, bfloat16 1024 (cublasGemmEx)", 2000,
+           [&] { cuda::gemm(gpu, dtype::bfloat16, false, false, 1024, 1024, 1024, a.raw_data(), 1024, b.raw_data(), 1024, c.raw_data()); },
+           sync);
+  {
+    graph g;
+    std::vector<endpoint> inits;
+    const output x = gpu_variable(g, dtype::bfloat16, {1024, 1024}, 0.5f, inits), y = gpu_variable(g, dtype::bfloat16, {1024, 1024}, 0.25f, inits);
+    auto scope = g.device_scope("/device:GPU:0");
+    const node& mm = g.op("MatMul", {x, y});
+    const node& add = g.op("Add", {x, y});
+    for (int inter : {-1, 0}) {
+      session_options o = one_gpu();
+      if (inter == 0) o.inter_op_threads = 0;
+      session s(g, o);
+      s.run(inits);
+      const auto& sg = gpu_of_session(s);
+      auto wait = [&] { sg.synchronize(); };
+      per_call(inter == 0 ? "session step: one MatMul node, bfloat16 1024, inter_op_threads 0" : "session step: one MatMul node, bfloat16 1024",
+               2000, [&] { s.run({mm}); }, wait);
+      per_call(inter == 0 ? "session step: one Add node, bfloat16 1024^2, inter_op_threads 0" : "session step: one Add node, bfloat16 1024^2",
+               2000, [&] { s.run({add}); }, wait);
+    }
+  }
+  {
+    graph g;
+    const node& y = g.op("Add", {g.constant(tensor::scalar(1.0f)), g.constant(tensor::scalar(2.0f))});
+    session_options o;
+    o.constant_folding.max_bytes = 0;
+    session s(g, o);
+    per_call("session step: one scalar Add on the CPU", 20000, [&] { s.run({y}); }, none);
+  }
+}
+
 }  // namespace
 
 BENCHMARK(BM_matmul_session)->ArgsProduct({{1024, 2048, 4096, 8192}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -392,6 +463,10 @@ int main(int argc, char** argv) {
     const cuda::gpu_device probe(0, 1);
     std::printf("bench_gpu: %s (%s, compute capability %d.%d)\n", probe.name().c_str(), probe.properties().name,
                 probe.properties().major, probe.properties().minor);
+  }
+  if (argc > 1 && std::string(argv[1]) == "--host-costs") {
+    print_host_costs();
+    return 0;
   }
   if (node_times) {
     print_node_times("MLP", *mlp_graph(128));

@@ -60,14 +60,18 @@ class current_device {
  public:
   explicit current_device(int ordinal) {
     check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != ordinal) check(cudaSetDevice(ordinal), "cudaSetDevice");
+    changed_ = previous_ != ordinal;
+    if (changed_) check(cudaSetDevice(ordinal), "cudaSetDevice");
   }
   current_device(const current_device&) = delete;
   current_device& operator=(const current_device&) = delete;
-  ~current_device() { (void)cudaSetDevice(previous_); }
+  ~current_device() {
+    if (changed_) (void)cudaSetDevice(previous_);  // no call a node when nothing changed
+  }
 
  private:
   int previous_ = 0;
+  bool changed_ = false;
 };
 
 // An event that orders one stream after the work enqueued so far on another.

@@ -423,6 +423,32 @@ struct gpu_select_v2 final : op_kernel {
   launch::elem t_;
 };
 
+// Select(condition, t, e), TensorFlow's first form: t and e of one shape; the condition a
+// scalar, of their shape, or a vector of their first dim that picks whole rows (the CPU's
+// checks and messages). Rows are a broadcast of the condition as [n, 1, ..., 1].
+struct gpu_select final : op_kernel {
+  explicit gpu_select(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor c = device_input(ctx, 0), a = device_input(ctx, 1), b = device_input(ctx, 2);
+    if (a.shape() != b.shape())
+      fail(error_code::invalid_argument, "t and e must have the same shape, got ", a.shape(), " and ", b.shape(),
+           " (SelectV2 broadcasts)");
+    const bool rows = c.rank() == 1 && a.rank() > 1;
+    if (c.rank() != 0 && c.shape() != a.shape() && !(rows && c.dim(0) == a.dim(0)))
+      fail(error_code::invalid_argument, "the condition of shape ", c.shape(), " must be a scalar, have the shape of t and e ",
+           a.shape(), ", or be a vector of their first dim (SelectV2 broadcasts)");
+    std::vector<std::int64_t> cond_dims = c.shape().dims();
+    if (rows) cond_dims.resize(static_cast<std::size_t>(a.rank()), 1);
+    const shape cond(cond_dims);
+    tensor& out = ctx.allocate_output(0, a.shape());
+    const auto plan = plan_for({&cond, &a.shape(), &b.shape()}, a.shape());
+    launch::select_op(t_, static_cast<const bool*>(c.raw_data()), a.raw_data(), b.raw_data(), out.raw_data(),
+                      out.num_elements(), plan, gpu_of(ctx.device()).stream());
+    launched("Select");
+  }
+  launch::elem t_;
+};
+
 // The cast_elem of t: every real and complex dtype (no strings).
 inline launch::cast_elem cast_elem_of(dtype t, const node& n) {
   using E = launch::cast_elem;
@@ -1762,6 +1788,7 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel<gpu_binary<B::logical_and>>("LogicalAnd");
     register_gpu_kernel<gpu_binary<B::logical_or>>("LogicalOr");
     register_gpu_kernel_for<gpu_select_v2>("SelectV2", "T", everything);
+    register_gpu_kernel_for<gpu_select>("Select", "T", everything);
     register_gpu_kernel_for<gpu_cast>("Cast", "SrcT",
                                       {dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64, dtype::int8,
                                        dtype::int16, dtype::int32, dtype::int64, dtype::uint8, dtype::uint16, dtype::uint32,
