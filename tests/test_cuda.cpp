@@ -400,7 +400,11 @@ TEST_CASE("convolutions, pooling and BiasAdd with their gradients match the CPU 
   const std::vector<conv_case> cases{{{2, 7, 6, 3}, {3, 3, 3, 4}, {1, 1, 1, 1}, "SAME"},
                                      {{2, 7, 6, 3}, {3, 2, 3, 4}, {1, 2, 1, 1}, "VALID"},
                                      {{3, 28, 28, 1}, {5, 5, 1, 16}, {1, 1, 1, 1}, "SAME"},
-                                     {{1, 9, 9, 16}, {5, 5, 16, 8}, {1, 2, 2, 1}, "VALID"}};
+                                     {{1, 9, 9, 16}, {5, 5, 16, 8}, {1, 2, 2, 1}, "VALID"},
+                                     // Uneven SAME padding (one more row and column at the end),
+                                     // which the GPU makes explicit before cuDNN.
+                                     {{2, 7, 6, 3}, {2, 2, 3, 4}, {1, 1, 1, 1}, "SAME"},
+                                     {{2, 8, 8, 3}, {3, 3, 3, 4}, {1, 2, 2, 1}, "SAME"}};
   std::mt19937 rng(7);
   auto random = [&](const shape& sh) {
     std::vector<double> v(static_cast<std::size_t>(sh.num_elements()));

@@ -1396,8 +1396,8 @@ inline cudnnDataType_t cudnn_type_of(dtype t) {
 
 // cuDNN's descriptors of one convolution: x and y NHWC, the filter OHWI (cuDNN's NHWC filter
 // layout; weft's filters are HWIO and are transposed for it), cross-correlation with the
-// geometry's padding (symmetric: TensorFlow pads SAME windows one more at the end when the
-// padding is odd, which cuDNN cannot; such a convolution is an unimplemented error here).
+// geometry's padding, which must be symmetric (cuDNN pads both sides alike; gpu_conv makes
+// TensorFlow's uneven SAME padding explicit first).
 class conv_descriptors {
  public:
   // nchw: x and y NCHW, the filter KCRS (where cuDNN has no NHWC algorithm: float64).
@@ -1406,8 +1406,8 @@ class conv_descriptors {
     const std::int64_t total_h = std::max<std::int64_t>(0, (g.oh - 1) * g.sh + extent_h - g.h);
     const std::int64_t total_w = std::max<std::int64_t>(0, (g.ow - 1) * g.sw + extent_w - g.w);
     if (total_h != 2 * g.pad_top || total_w != 2 * g.pad_left)
-      fail(error_code::unimplemented, "a convolution whose SAME padding is uneven (", total_h, " rows, ", total_w,
-           " columns) is not supported on the GPU yet (cuDNN pads both sides alike)");
+      fail(error_code::internal, "conv_descriptors: uneven padding (", total_h, " rows, ", total_w,
+           " columns) reached cuDNN, which pads both sides alike");
     for (std::int64_t v : {g.n, g.h, g.w, g.c, g.k, g.oh, g.ow, g.kh, g.kw})
       if (v > std::numeric_limits<int>::max()) fail(error_code::unimplemented, "a convolution dim of ", v, " (cuDNN takes int)");
     const cudnnDataType_t type = cudnn_type_of(t);
@@ -1474,6 +1474,44 @@ inline ops::geometry conv_geometry(const shape& input, const shape& filter, cons
 }
 
 enum class conv_pass { forward, backprop_input, backprop_filter };
+
+// Whether the geometry's padding is uneven (TensorFlow's SAME pads one more row or column at
+// the end when the total is odd), which cuDNN cannot do.
+inline bool uneven_padding(const ops::geometry& g) {
+  const std::int64_t extent_h = (g.kh - 1) * g.dh + 1, extent_w = (g.kw - 1) * g.dw + 1;
+  const std::int64_t total_h = std::max<std::int64_t>(0, (g.oh - 1) * g.sh + extent_h - g.h);
+  const std::int64_t total_w = std::max<std::int64_t>(0, (g.ow - 1) * g.sw + extent_w - g.w);
+  return total_h != 2 * g.pad_top || total_w != 2 * g.pad_left;
+}
+// The same convolution over the window of the input its outputs read, padding made
+// explicit: the window starts pad_top rows and pad_left columns before the image, and cuDNN
+// pads nothing.
+inline ops::geometry explicit_padding(ops::geometry g) {
+  g.h = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  g.w = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  g.pad_top = g.pad_left = 0;
+  return g;
+}
+// The rows (or columns) where an image of `size` and a window starting at -pad of `window`
+// overlap: the first in the image, the first in the window, how many.
+struct overlap {
+  std::int64_t in_image, in_window, count;
+};
+inline overlap overlap_of(std::int64_t size, std::int64_t pad, std::int64_t window) {
+  const std::int64_t first = std::max<std::int64_t>(0, -pad), last = std::min(size, window - pad);
+  return {first, first + pad, std::max<std::int64_t>(0, last - first)};
+}
+// Copies between an NHWC image x and its window (zeros where the window is outside the
+// image): into the window (to_window) or back into a zeroed image.
+inline void copy_window(const gpu_device& g, const tensor& from, tensor& to, const ops::geometry& geo,
+                        const ops::geometry& window, bool to_window) {
+  const current_device here(g.ordinal());
+  if (to.bytes()) check(cudaMemsetAsync(to.raw_data(), 0, to.bytes(), g.stream()), "cudaMemsetAsync");
+  const overlap rows = overlap_of(geo.h, geo.pad_top, window.h), cols = overlap_of(geo.w, geo.pad_left, window.w);
+  const std::vector<std::int64_t> image_begin{0, rows.in_image, cols.in_image, 0}, window_begin{0, rows.in_window, cols.in_window, 0};
+  copy_region(g, from, to_window ? image_begin : window_begin, to, to_window ? window_begin : image_begin,
+              {geo.n, rows.count, cols.count, geo.c});
+}
 
 // How one convolution pass runs on one GPU: cuDNN's descriptors, the layout (NHWC, or NCHW
 // where cuDNN has no NHWC algorithm), the algorithm its heuristics pick and its workspace.
@@ -1548,7 +1586,15 @@ struct gpu_conv final : op_kernel {
       check(cudaMemsetAsync(out.raw_data(), 0, out.bytes(), g.stream()), "cudaMemsetAsync");
       return;
     }
-    const conv_plan& plan = plan_for(g, geo);
+    // Uneven padding: the convolution of the input's window, padding made explicit.
+    const bool uneven = uneven_padding(geo);
+    const ops::geometry run = uneven ? explicit_padding(geo) : geo;
+    if (uneven && Pass != conv_pass::backprop_input) {
+      tensor window(t_, shape{run.n, run.h, run.w, run.c}, g.get_allocator());
+      copy_window(g, x, window, geo, run, true);
+      x = window;
+    }
+    const conv_plan& plan = plan_for(g, run);
     const conv_descriptors& d = plan.d;
     const cudnn_scale scale(t_);
     tensor ws(dtype::uint8, shape{static_cast<std::int64_t>(plan.workspace)}, g.get_allocator());
@@ -1568,8 +1614,12 @@ struct gpu_conv final : op_kernel {
       ctx.set_output(0, transposed(g, dw, plan.nchw ? std::vector<int>{2, 3, 1, 0} : std::vector<int>{1, 2, 3, 0}));
     } else {
       const tensor fin = transposed(g, f, plan.nchw ? std::vector<int>{3, 2, 0, 1} : std::vector<int>{3, 0, 1, 2});
-      tensor result = plan.nchw ? tensor(t_, shape{out.shape()[0], out.shape()[3], out.shape()[1], out.shape()[2]}, g.get_allocator())
-                                : out;
+      // What cuDNN writes: the output, or the input gradient of the window (uneven padding).
+      const bool window_grad = Pass == conv_pass::backprop_input && uneven;
+      const shape direct = window_grad ? shape{run.n, run.h, run.w, run.c} : out.shape();
+      tensor result = plan.nchw ? tensor(t_, shape{direct[0], direct[3], direct[1], direct[2]}, g.get_allocator())
+                      : window_grad ? tensor(t_, direct, g.get_allocator())
+                                    : out;
       {
         const library_call call(g);
         if constexpr (Pass == conv_pass::forward) {
@@ -1586,7 +1636,14 @@ struct gpu_conv final : op_kernel {
                 "cudnnConvolutionBackwardData");
         }
       }
-      if (plan.nchw) ctx.set_output(0, transposed(g, result, from_nchw));
+      if (plan.nchw) result = transposed(g, result, from_nchw);
+      if (window_grad) {
+        tensor dx(t_, x_shape, g.get_allocator());
+        copy_window(g, result, dx, geo, run, false);
+        ctx.set_output(0, dx);
+      } else if (plan.nchw) {
+        ctx.set_output(0, result);
+      }
     }
   }
 
