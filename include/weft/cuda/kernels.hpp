@@ -672,6 +672,28 @@ struct gpu_arg_reduce final : op_kernel {
   bool int64_;
 };
 
+// Cumsum and Cumprod (x, axis; exclusive, reverse), the CPU's checks.
+template <launch::reduction Op>
+struct gpu_scan final : op_kernel {
+  explicit gpu_scan(const node& n)
+      : t_(elem_of(n.output_dtype(0), n)), exclusive_(n.attr<bool>("exclusive")), reverse_(n.attr<bool>("reverse")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0);
+    if (x.rank() == 0) fail(error_code::invalid_argument, "x must have rank at least 1, got a scalar");
+    if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "axis must be a scalar, got shape ", ctx.input(1).shape());
+    const int axis = canonical_gpu_axis(host_ints(ctx, 1, "axis")[0], x.rank(), "axis");
+    std::int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
+    for (int d = axis + 1; d < x.rank(); ++d) inner *= x.shape()[d];
+    tensor& y = ctx.allocate_output(0, x.shape());
+    launch::scan_op(Op, t_, x.raw_data(), y.raw_data(), outer, x.shape()[axis], inner, exclusive_, reverse_,
+                    gpu_of(ctx.device()).stream());
+    launched(Op == launch::reduction::sum ? "Cumsum" : "Cumprod");
+  }
+  launch::elem t_;
+  bool exclusive_, reverse_;
+};
+
 // ---- matrix products (cuBLAS) ----
 
 inline cudaDataType_t cuda_type_of(dtype t) {
@@ -1638,9 +1660,7 @@ struct gpu_conv final : op_kernel {
       }
       if (plan.nchw) result = transposed(g, result, from_nchw);
       if (window_grad) {
-        tensor dx(t_, x_shape, g.get_allocator());
-        copy_window(g, result, dx, geo, run, false);
-        ctx.set_output(0, dx);
+        copy_window(g, result, out, geo, run, false);  // out: the image's gradient, zeros where no window reads
       } else if (plan.nchw) {
         ctx.set_output(0, result);
       }
@@ -1854,6 +1874,8 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_broadcast_to>("BroadcastTo", "T", everything);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::sum>>("Sum", "T", numbers);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::mean>>("Mean", "T", numbers);
+    register_gpu_kernel_for<gpu_scan<launch::reduction::sum>>("Cumsum", "T", numbers);
+    register_gpu_kernel_for<gpu_scan<launch::reduction::prod>>("Cumprod", "T", numbers);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::prod>>("Prod", "T", numbers);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::max>>("Max", "T", numbers);
     register_gpu_kernel_for<gpu_reduce<launch::reduction::min>>("Min", "T", numbers);

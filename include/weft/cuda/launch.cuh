@@ -400,6 +400,21 @@ __global__ void reduce_join_kernel(const accumulate_t<Op, T>* partial, T* y, std
   }
 }
 
+template <reduction Op, class T>
+__global__ void scan_kernel(const T* x, T* y, std::int64_t outer, std::int64_t n, std::int64_t inner, bool exclusive, bool reverse) {
+  using A = accumulate_t<Op, T>;
+  WEFT_GRID_LOOP(line, outer * inner) {
+    const std::int64_t o = line / inner, i = line - o * inner;
+    A acc = identity<Op, A>();
+    for (std::int64_t step = 0; step < n; ++step) {
+      const std::int64_t at = (o * n + (reverse ? n - 1 - step : step)) * inner + i;
+      if (exclusive) y[at] = store<T>(compute_t<T>(acc));
+      acc = combine<Op>(acc, A(load(x[at])));
+      if (!exclusive) y[at] = store<T>(compute_t<T>(acc));
+    }
+  }
+}
+
 template <class T, class I>
 __global__ void arg_reduce_kernel(bool max, const T* x, I* y, std::int64_t outer, std::int64_t n, std::int64_t inner) {
   WEFT_GRID_LOOP(i, outer * inner) {
@@ -957,6 +972,23 @@ void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer,
     case reduction::prod: return run(std::integral_constant<reduction, reduction::prod>{});
     case reduction::l2: return run(std::integral_constant<reduction, reduction::l2>{});
   }
+}
+
+void scan_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t n, std::int64_t inner, bool exclusive,
+             bool reverse, cudaStream_t s) {
+  if (outer * inner <= 0 || n <= 0) return;
+  auto run = [&](auto op_tag) {
+    constexpr reduction Op = decltype(op_tag)::value;
+    kernels::dispatch(t, [&](auto v) {
+      using T = decltype(v);
+      if constexpr (std::is_same_v<T, bool>) return;
+      else
+        kernels::scan_kernel<Op, T><<<kernels::blocks_for(outer * inner), kernels::threads, 0, s>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, exclusive, reverse);
+    });
+  };
+  if (op == reduction::prod) run(std::integral_constant<reduction, reduction::prod>{});
+  else run(std::integral_constant<reduction, reduction::sum>{});
 }
 
 void arg_reduce_op(bool max, elem t, const void* x, void* y, bool int64_out, std::int64_t outer, std::int64_t n,

@@ -123,6 +123,11 @@ inline std::size_t reduce_scratch_bytes(std::int64_t outer, std::int64_t reduce,
 // reduce_scratch_bytes(outer, reduce, inner) bytes of device memory.
 void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce,
                std::int64_t inner, void* scratch, cudaStream_t stream);
+// Cumsum (op sum) and Cumprod (op prod) along the middle dim of [outer, n, inner]: a thread
+// a line, in order or from the end (reverse), each output before (exclusive) or after its
+// element is combined; accumulating as reduce_op does.
+void scan_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t n, std::int64_t inner, bool exclusive,
+             bool reverse, cudaStream_t stream);
 // The index of the largest (or smallest) element along the middle dim of [outer, n, inner],
 // the first of equals, as int64 (or int32).
 void arg_reduce_op(bool max, elem t, const void* x, void* y, bool int64_out, std::int64_t outer, std::int64_t n,
