@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -368,6 +369,9 @@ TEST_CASE("every GPU kernel matches the CPU kernel on the same random inputs", "
         CHECK(got.ran == want.ran);
         if (!got.ran || !want.ran || unseeded(want.attrs)) continue;
         REQUIRE(got.outputs.size() == want.outputs.size());
+        std::ostringstream inputs;
+        for (const tensor& in : want.inputs) inputs << " " << in.dtype() << in.shape();
+        INFO("inputs:" << inputs.str());
         for (std::size_t i = 0; i < got.outputs.size(); ++i) {
           INFO("output " << i);
           CHECK(difference(got.outputs[i], want.outputs[i]) == "");
