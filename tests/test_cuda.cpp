@@ -150,7 +150,8 @@ TEST_CASE("the GPU kernels of the examples' training ops are registered", "[host
   CHECK(gpu_dtypes("MatMul").second == std::vector<dtype>{dtype::float16, dtype::bfloat16, dtype::float32, dtype::float64});
   CHECK(gpu_dtypes("Add").second.size() == 7);
   CHECK(gpu_dtypes("Cumsum").second.size() == 7);
-  CHECK(gpu_dtypes("MaxPoolGradGrad").second.empty());  // not yet: soft placement runs it on the CPU
+  CHECK(gpu_dtypes("MaxPoolGradGrad").second.size() == 4);
+  CHECK(gpu_dtypes("MatrixInverse").second.empty());  // not yet: soft placement runs it on the CPU
   CHECK(gpu_dtypes("Cast").second.size() == 15);  // every dtype but string
   CHECK(gpu_dtypes("Select").second.size() == 8);  // both forms, every arithmetic GPU dtype
   CHECK(gpu_dtypes("RandomUniform").first == "dtype");

@@ -1391,6 +1391,23 @@ struct gpu_max_pool_grad final : op_kernel {
   ops::window_attrs w_;
 };
 
+// MaxPoolGradGrad(orig_input, orig_output, grad): grad of the input's shape, read at each
+// window's first maximum (the CPU's checks).
+struct gpu_max_pool_grad_grad final : op_kernel {
+  explicit gpu_max_pool_grad_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor x = device_input(ctx, 0), y = ctx.input(1), grad = device_input(ctx, 2);
+    const ops::geometry g = ops::make_geometry(x.shape(), w_.kh, w_.kw, x.rank() == 4 ? x.shape()[3] : 0, w_, "orig_input");
+    require_gpu_shape(y, g.output_shape(), "orig_output");
+    require_gpu_shape(grad, x.shape(), "grad");
+    tensor& out = ctx.allocate_output(0, g.output_shape());
+    launch::max_pool_grad_grad_op(t_, x.raw_data(), grad.raw_data(), out.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
+    launched("MaxPoolGradGrad");
+  }
+  launch::elem t_;
+  ops::window_attrs w_;
+};
+
 struct gpu_avg_pool_grad final : op_kernel {
   explicit gpu_avg_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
   void compute(kernel_context& ctx) const override {
@@ -1909,6 +1926,7 @@ inline bool register_gpu_kernels() {
     register_gpu_kernel_for<gpu_pool<true>>("MaxPool", "T", floats);
     register_gpu_kernel_for<gpu_pool<false>>("AvgPool", "T", floats);
     register_gpu_kernel_for<gpu_max_pool_grad>("MaxPoolGrad", "T", floats);
+    register_gpu_kernel_for<gpu_max_pool_grad_grad>("MaxPoolGradGrad", "T", floats);
     register_gpu_kernel_for<gpu_avg_pool_grad>("AvgPoolGrad", "T", floats);
     register_gpu_kernel_for<gpu_conv<conv_pass::forward>>("Conv2D", "T", floats);
     register_gpu_kernel_for<gpu_conv<conv_pass::backprop_input>>("Conv2DBackpropInput", "T", floats);

@@ -830,6 +830,28 @@ __global__ void max_pool_grad_kernel(const T* x, const T* grad, T* dx, pool_geom
 }
 
 template <class T>
+__global__ void max_pool_grad_grad_kernel(const T* x, const T* grad, T* out, pool_geometry g) {
+  using C = compute_t<T>;
+  WEFT_GRID_LOOP(i, g.n * g.oh * g.ow * g.c) {
+    const std::int64_t ch = i % g.c, r = i / g.c, ox = r % g.ow, oy = (r / g.ow) % g.oh, img = r / (g.ow * g.oh);
+    const span s = span_of(g, oy, ox);
+    if (s.y0 >= s.y1 || s.x0 >= s.x1) {  // wholly in the padding: no maximum
+      out[i] = store<T>(C(0));
+      continue;
+    }
+    std::int64_t best_at = ((img * g.h + s.y0) * g.w + s.x0) * g.c + ch;
+    C best = load(x[best_at]);
+    for (std::int64_t wy = s.y0; wy < s.y1; ++wy)
+      for (std::int64_t wx = s.x0; wx < s.x1; ++wx) {
+        const std::int64_t at = ((img * g.h + wy) * g.w + wx) * g.c + ch;
+        const C v = load(x[at]);
+        if (v > best) best = v, best_at = at;  // the first maximum (strict >)
+      }
+    out[i] = grad[best_at];
+  }
+}
+
+template <class T>
 __global__ void avg_pool_grad_kernel(const T* grad, T* dx, pool_geometry g) {
   using C = compute_t<T>;
   WEFT_GRID_LOOP(i, g.n * g.h * g.w * g.c) {
@@ -1217,6 +1239,18 @@ void max_pool_grad_op(elem t, const void* x, const void* grad, void* dx, const p
     else
       kernels::max_pool_grad_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
           static_cast<const T*>(x), static_cast<const T*>(grad), static_cast<T*>(dx), g);
+  });
+}
+
+void max_pool_grad_grad_op(elem t, const void* x, const void* grad, void* out, const pool_geometry& g, cudaStream_t s) {
+  const std::int64_t n = g.n * g.oh * g.ow * g.c;
+  if (n <= 0) return;
+  kernels::dispatch(t, [&](auto v) {
+    using T = decltype(v);
+    if constexpr (!kernels::is_float<T>) return;
+    else
+      kernels::max_pool_grad_grad_kernel<T><<<kernels::blocks_for(n), kernels::threads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<const T*>(grad), static_cast<T*>(out), g);
   });
 }
 

@@ -218,6 +218,9 @@ void pool_op(bool max, elem t, const void* x, void* y, const pool_geometry& g, c
 // part. Each input element sums what its windows give it, in window order (deterministic).
 void max_pool_grad_op(elem t, const void* x, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
 void avg_pool_grad_op(elem t, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
+// MaxPoolGradGrad: each window's output is grad (of the input's shape) at the window's first
+// maximum; 0 for a window wholly in the padding.
+void max_pool_grad_grad_op(elem t, const void* x, const void* grad, void* out, const pool_geometry& g, cudaStream_t stream);
 
 // OneHot: out[a, k, b] = on if indices[a, b] == k else off, for [outer, depth, inner]; on and
 // off are one element each in device memory; an index out of [0, depth) gives a row of off.
