@@ -3680,6 +3680,19 @@ inline constexpr const char* signed_type_attr =
 inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
 inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
 
+// Select's operands at run time, for its kernels on every device: whether the condition
+// picks whole rows (a vector of t's first dim); fails unless t and e have one shape and the
+// condition is a scalar, of their shape, or such a vector.
+inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e) {
+  if (t != e)
+    fail(error_code::invalid_argument, "t and e must have the same shape, got ", t, " and ", e, " (SelectV2 broadcasts)");
+  const bool rows = cond.rank() == 1 && t.rank() > 1;
+  if (cond.rank() != 0 && cond != t && !(rows && cond[0] == t[0]))
+    fail(error_code::invalid_argument, "the condition of shape ", cond, " must be a scalar, have the shape of t and e ", t,
+         ", or be a vector of their first dim (SelectV2 broadcasts)");
+  return rows;
+}
+
 inline std::vector<op_def> math_op_defs() {
   std::vector<op_def> defs;
   auto unary = [&](const char* name, const char* types) {
@@ -16638,13 +16651,7 @@ struct select_rows_kernel final : op_kernel {
     const tensor& c = ctx.input(0);
     const tensor& t = ctx.input(1);
     const tensor& e = ctx.input(2);
-    if (t.shape() != e.shape())
-      fail(error_code::invalid_argument, "t and e must have the same shape, got ", t.shape(), " and ", e.shape(),
-           " (SelectV2 broadcasts)");
-    const bool rows = c.rank() == 1 && t.rank() > 1;
-    if (c.rank() != 0 && c.shape() != t.shape() && !(rows && c.dim(0) == t.dim(0)))
-      fail(error_code::invalid_argument, "the condition of shape ", c.shape(), " must be a scalar, have the shape of t and e ",
-           t.shape(), ", or be a vector of their first dim (SelectV2 broadcasts)");
+    const bool rows = ops::select_picks_rows(c.shape(), t.shape(), e.shape());
     tensor& out = ctx.allocate_output(0, t.shape());
     const bool* pc = c.data<bool>();
     const T *pt = t.data<T>(), *pe = e.data<T>();

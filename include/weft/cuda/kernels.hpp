@@ -424,19 +424,14 @@ struct gpu_select_v2 final : op_kernel {
 };
 
 // Select(condition, t, e), TensorFlow's first form: t and e of one shape; the condition a
-// scalar, of their shape, or a vector of their first dim that picks whole rows (the CPU's
-// checks and messages). Rows are a broadcast of the condition as [n, 1, ..., 1].
+// scalar, of their shape, or a vector of their first dim that picks whole rows
+// (ops::select_picks_rows, the CPU's checks). Rows are a broadcast of the condition as
+// [n, 1, ..., 1].
 struct gpu_select final : op_kernel {
   explicit gpu_select(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor c = device_input(ctx, 0), a = device_input(ctx, 1), b = device_input(ctx, 2);
-    if (a.shape() != b.shape())
-      fail(error_code::invalid_argument, "t and e must have the same shape, got ", a.shape(), " and ", b.shape(),
-           " (SelectV2 broadcasts)");
-    const bool rows = c.rank() == 1 && a.rank() > 1;
-    if (c.rank() != 0 && c.shape() != a.shape() && !(rows && c.dim(0) == a.dim(0)))
-      fail(error_code::invalid_argument, "the condition of shape ", c.shape(), " must be a scalar, have the shape of t and e ",
-           a.shape(), ", or be a vector of their first dim (SelectV2 broadcasts)");
+    const bool rows = ops::select_picks_rows(c.shape(), a.shape(), b.shape());
     std::vector<std::int64_t> cond_dims = c.shape().dims();
     if (rows) cond_dims.resize(static_cast<std::size_t>(a.rank()), 1);
     const shape cond(cond_dims);
@@ -1376,33 +1371,23 @@ struct gpu_pool final : op_kernel {
   ops::window_attrs w_;
 };
 
+// MaxPoolGrad(orig_input, orig_output, grad): each window's gradient to its first maximum;
+// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first
+// maximum. The CPU's checks (kernels/cpu/pooling.hpp's max_pool_grad_op).
+template <bool Second>
 struct gpu_max_pool_grad final : op_kernel {
   explicit gpu_max_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0), y = ctx.input(1), grad = device_input(ctx, 2);
     const ops::geometry g = ops::make_geometry(x.shape(), w_.kh, w_.kw, x.rank() == 4 ? x.shape()[3] : 0, w_, "orig_input");
     require_gpu_shape(y, g.output_shape(), "orig_output");
-    require_gpu_shape(grad, g.output_shape(), "grad");
-    tensor& dx = ctx.allocate_output(0, x.shape());
-    launch::max_pool_grad_op(t_, x.raw_data(), grad.raw_data(), dx.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
-    launched("MaxPoolGrad");
-  }
-  launch::elem t_;
-  ops::window_attrs w_;
-};
-
-// MaxPoolGradGrad(orig_input, orig_output, grad): grad of the input's shape, read at each
-// window's first maximum (the CPU's checks).
-struct gpu_max_pool_grad_grad final : op_kernel {
-  explicit gpu_max_pool_grad_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
-  void compute(kernel_context& ctx) const override {
-    const tensor x = device_input(ctx, 0), y = ctx.input(1), grad = device_input(ctx, 2);
-    const ops::geometry g = ops::make_geometry(x.shape(), w_.kh, w_.kw, x.rank() == 4 ? x.shape()[3] : 0, w_, "orig_input");
-    require_gpu_shape(y, g.output_shape(), "orig_output");
-    require_gpu_shape(grad, x.shape(), "grad");
-    tensor& out = ctx.allocate_output(0, g.output_shape());
-    launch::max_pool_grad_grad_op(t_, x.raw_data(), grad.raw_data(), out.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
-    launched("MaxPoolGradGrad");
+    require_gpu_shape(grad, Second ? x.shape() : g.output_shape(), "grad");
+    tensor& out = ctx.allocate_output(0, Second ? g.output_shape() : x.shape());
+    if constexpr (Second)
+      launch::max_pool_grad_grad_op(t_, x.raw_data(), grad.raw_data(), out.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
+    else
+      launch::max_pool_grad_op(t_, x.raw_data(), grad.raw_data(), out.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
+    launched(Second ? "MaxPoolGradGrad" : "MaxPoolGrad");
   }
   launch::elem t_;
   ops::window_attrs w_;
@@ -1925,8 +1910,8 @@ inline bool register_gpu_kernels() {
                                                        dtype::int32, dtype::int64});
     register_gpu_kernel_for<gpu_pool<true>>("MaxPool", "T", floats);
     register_gpu_kernel_for<gpu_pool<false>>("AvgPool", "T", floats);
-    register_gpu_kernel_for<gpu_max_pool_grad>("MaxPoolGrad", "T", floats);
-    register_gpu_kernel_for<gpu_max_pool_grad_grad>("MaxPoolGradGrad", "T", floats);
+    register_gpu_kernel_for<gpu_max_pool_grad<false>>("MaxPoolGrad", "T", floats);
+    register_gpu_kernel_for<gpu_max_pool_grad<true>>("MaxPoolGradGrad", "T", floats);
     register_gpu_kernel_for<gpu_avg_pool_grad>("AvgPoolGrad", "T", floats);
     register_gpu_kernel_for<gpu_conv<conv_pass::forward>>("Conv2D", "T", floats);
     register_gpu_kernel_for<gpu_conv<conv_pass::backprop_input>>("Conv2DBackpropInput", "T", floats);

@@ -27,6 +27,19 @@ inline constexpr const char* signed_type_attr =
 inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
 inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
 
+// Select's operands at run time, for its kernels on every device: whether the condition
+// picks whole rows (a vector of t's first dim); fails unless t and e have one shape and the
+// condition is a scalar, of their shape, or such a vector.
+inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e) {
+  if (t != e)
+    fail(error_code::invalid_argument, "t and e must have the same shape, got ", t, " and ", e, " (SelectV2 broadcasts)");
+  const bool rows = cond.rank() == 1 && t.rank() > 1;
+  if (cond.rank() != 0 && cond != t && !(rows && cond[0] == t[0]))
+    fail(error_code::invalid_argument, "the condition of shape ", cond, " must be a scalar, have the shape of t and e ", t,
+         ", or be a vector of their first dim (SelectV2 broadcasts)");
+  return rows;
+}
+
 inline std::vector<op_def> math_op_defs() {
   std::vector<op_def> defs;
   auto unary = [&](const char* name, const char* types) {

@@ -496,13 +496,7 @@ struct select_rows_kernel final : op_kernel {
     const tensor& c = ctx.input(0);
     const tensor& t = ctx.input(1);
     const tensor& e = ctx.input(2);
-    if (t.shape() != e.shape())
-      fail(error_code::invalid_argument, "t and e must have the same shape, got ", t.shape(), " and ", e.shape(),
-           " (SelectV2 broadcasts)");
-    const bool rows = c.rank() == 1 && t.rank() > 1;
-    if (c.rank() != 0 && c.shape() != t.shape() && !(rows && c.dim(0) == t.dim(0)))
-      fail(error_code::invalid_argument, "the condition of shape ", c.shape(), " must be a scalar, have the shape of t and e ",
-           t.shape(), ", or be a vector of their first dim (SelectV2 broadcasts)");
+    const bool rows = ops::select_picks_rows(c.shape(), t.shape(), e.shape());
     tensor& out = ctx.allocate_output(0, t.shape());
     const bool* pc = c.data<bool>();
     const T *pt = t.data<T>(), *pe = e.data<T>();
