@@ -14,6 +14,7 @@
 #include <weft/graph/data_flow.hpp>
 #include <weft/graph/gradients.hpp>
 #include <weft/graph/graph.hpp>
+#include <weft/graph/graph_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/graph/optimizers.hpp>
 #include <weft/ops/all.hpp>

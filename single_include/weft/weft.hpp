@@ -7289,6 +7289,1023 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 }
 
 }  // namespace weft
+// TensorFlow's GraphDef, both ways: a weft graph as the bytes of a `tensorflow.GraphDef`
+// message (TensorBoard and Netron open it; TensorFlow reads it where weft's ops are
+// TensorFlow's), and a GraphDef (a frozen TensorFlow model, or one weft wrote) as a weft
+// graph.
+//
+// The messages are written and read with weft's own wire codec (core/wire.hpp), with the
+// field numbers of TensorFlow's published schema (tensorflow/core/framework/graph.proto,
+// node_def.proto, attr_value.proto, tensor.proto, tensor_shape.proto, types.proto): no
+// protobuf library or generated code, so reading a GraphDef costs a program no dependency.
+// tests/data/tensorflow_graph.proto holds that schema, for protoc and the tests.
+//
+// Mapping (docs/models.md):
+//   node        NodeDef name, op, input ("node", "node:1", "^node" for a control input),
+//               device as requested, attr: every attr of the node (type attrs included), plus
+//               "_output_shapes" (each output's static shape, as TensorFlow's exporter writes
+//               for TensorBoard; option) and "_class" = ["loc:@group"] for a colocation.
+//   attr kinds  int i, float f (a float: a weft double attr loses its low bits), bool b,
+//               string s, type type, shape shape, tensor tensor, lists in list.
+//   tensors     dtype, tensor_shape, tensor_content (the elements' bytes, little-endian);
+//               string tensors in string_val. Read: tensor_content or the dtype's *_val
+//               field; fewer values than elements repeat the last one (TensorFlow's rule),
+//               none are zeros.
+// Reading drops attrs whose names start with '_' (TensorFlow's private ones) but "_class",
+// renames VariableV2 to Variable, drops attrs TensorFlow sets that weft's op lacks only where
+// they hold the value weft's op computes with (use_cudnn_on_gpu, explicit_paddings = [],
+// grad_a/grad_b = false, dilations of 1), and fails, naming every node, op and attr, on ops
+// weft does not have and on other attrs it does not know.
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// Reading a whole file for weft's readers (checkpoints, IDX, graphs), and writing one
+// atomically for its writers: POSIX calls, so that no iostream or filesystem exception
+// escapes; every failure is a weft::error naming the file.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+
+namespace weft {
+
+// The bytes of the regular file at `path`. `what` names the file in errors ("the
+// checkpoint"); `hint` ends the message when the file is missing.
+inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    fail(err == ENOENT ? error_code::not_found : error_code::failed_precondition, "cannot open ", what, " ",
+         path.string(), ": ", std::strerror(err), hint.empty() ? "" : "; ", hint);
+  }
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_on_exit{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    fail(error_code::failed_precondition, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(error_code::invalid_argument, what, " ", path.string(), " is not a regular file");
+  std::string bytes;
+  try {
+    bytes.resize(static_cast<std::size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
+  } catch (const std::length_error&) {
+    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
+  }
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(error_code::data_loss, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
+    if (n == 0) break;  // it shrank while read: what is there is checked by the caller
+    got += static_cast<std::size_t>(n);
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+namespace detail {
+
+inline constexpr std::string_view temporary_marker = ".weft-tmp.";
+
+// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
+inline ::pid_t temporary_owner(const std::string& name) {
+  const auto at = name.rfind(temporary_marker);
+  if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
+  const char* p = name.data() + at + temporary_marker.size();
+  const char* end = name.data() + name.size();
+  ::pid_t pid = 0;
+  auto [rest, ec] = std::from_chars(p, end, pid);
+  if (ec != std::errc() || pid <= 0 || rest == end || *rest != '.') return 0;
+  std::uint64_t n = 0;
+  auto [last, ec2] = std::from_chars(rest + 1, end, n);
+  return ec2 == std::errc() && last == end ? pid : 0;
+}
+
+// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
+// a save): those whose process no longer exists. A live writer's, or one whose process id
+// was taken again, stays. Failures are ignored: this only tidies.
+inline void remove_stale_temporaries(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const ::pid_t pid = temporary_owner(it->path().filename().string());
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
+// Writes `head` and then `blobs` to `path` atomically (`what` names the file in errors: "the
+// checkpoint"): a temporary file in the same directory, fsync'd,
+// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
+// were killed are removed first.
+inline void write_file_atomically(const std::filesystem::path& path, std::string_view head,
+                                  const std::vector<std::string_view>& blobs, std::string_view what = "the file") {
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  remove_stale_temporaries(dir);
+  const std::filesystem::path tmp = dir / ("." + path.filename().string() + std::string(temporary_marker) +
+                                           std::to_string(::getpid()) + "." + std::to_string(counter++));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
+  int err = 0;  // the first failure's errno
+  auto write_all = [&](const void* data, std::size_t size) {
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0 && !err) {
+      ssize_t n = ::write(fd, p, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      else p += n, size -= static_cast<std::size_t>(n);
+    }
+  };
+  write_all(head.data(), head.size());
+  for (std::string_view b : blobs) write_all(b.data(), b.size());
+  if (!err && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    fail(error_code::failed_precondition, "cannot write ", what, " ", path.string(), ": ", std::strerror(err),
+         "; the previous file, if any, is unchanged");
+  }
+  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
+    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
+    ::close(d);
+  }
+}
+}  // namespace detail
+
+}  // namespace weft
+// Protocol Buffers' wire format (https://protobuf.dev/programming-guides/encoding/), as
+// much of it as weft's files in TensorFlow's formats need (GraphDef, and the messages of
+// TensorBoard's event files): a writer that appends fields to a string, and a reader that
+// walks the fields of one message. No schema and no generated code: the message layouts are
+// written where they are used (graph/graph_def.hpp), with the field numbers of TensorFlow's
+// published .proto files.
+//
+// The reader trusts nothing: a truncated varint, a varint longer than ten bytes, a length
+// that runs past the message, a field number 0, and the deprecated group wire types are
+// each a weft::error (data_loss) that names the message being read and the byte offset,
+// never a read out of bounds.
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+
+namespace weft::wire {
+
+static_assert(std::endian::native == std::endian::little, "weft's wire codec copies fixed-width fields as they lie in memory");
+
+enum class wire_type : std::uint8_t { varint = 0, fixed64 = 1, bytes = 2, start_group = 3, end_group = 4, fixed32 = 5 };
+
+// Appends fields of one message to a string. A nested message is written into a writer of
+// its own and added with `message()` (its length must be known first).
+class writer {
+ public:
+  void raw_varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(static_cast<char>((v & 0x7F) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(static_cast<char>(v));
+  }
+  void tag(std::uint32_t field, wire_type t) { raw_varint((std::uint64_t{field} << 3) | static_cast<std::uint8_t>(t)); }
+
+  // int32, int64, uint32, uint64, bool and enums: a negative int is written as its 64-bit
+  // two's complement (ten bytes), as protobuf does for int32 and int64.
+  void varint(std::uint32_t field, std::uint64_t v) {
+    tag(field, wire_type::varint);
+    raw_varint(v);
+  }
+  void int64(std::uint32_t field, std::int64_t v) { varint(field, static_cast<std::uint64_t>(v)); }
+  void boolean(std::uint32_t field, bool v) { varint(field, v ? 1 : 0); }
+  void fixed32(std::uint32_t field, std::uint32_t v) {
+    tag(field, wire_type::fixed32);
+    append(&v, 4);
+  }
+  void fixed64(std::uint32_t field, std::uint64_t v) {
+    tag(field, wire_type::fixed64);
+    append(&v, 8);
+  }
+  void float32(std::uint32_t field, float v) { fixed32(field, std::bit_cast<std::uint32_t>(v)); }
+  void float64(std::uint32_t field, double v) { fixed64(field, std::bit_cast<std::uint64_t>(v)); }
+  void bytes(std::uint32_t field, std::string_view v) {
+    tag(field, wire_type::bytes);
+    raw_varint(v.size());
+    out_.append(v);
+  }
+  void message(std::uint32_t field, const writer& m) { bytes(field, m.data()); }
+
+  // A packed repeated field: `n` values, each written by `each(writer&, i)` with the raw_
+  // and append calls (the payload's length is known only after).
+  template <class Each>
+  void packed(std::uint32_t field, std::size_t n, Each each) {
+    if (n == 0) return;
+    writer payload;
+    for (std::size_t i = 0; i < n; ++i) each(payload, i);
+    bytes(field, payload.data());
+  }
+  void append(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
+
+  const std::string& data() const noexcept { return out_; }
+  std::string take() noexcept { return std::move(out_); }
+  std::size_t size() const noexcept { return out_.size(); }
+
+ private:
+  std::string out_;
+};
+
+// One field as read: its number and wire type, and its value (`number` for varint and
+// fixed-width fields, `bytes` for length-delimited ones).
+struct field {
+  std::uint32_t number = 0;
+  wire_type type = wire_type::varint;
+  std::uint64_t number_value = 0;
+  std::string_view bytes;
+
+  std::int64_t as_int64() const noexcept { return static_cast<std::int64_t>(number_value); }
+  // int32 fields hold a value sign-extended to 64 bits; anything else is cut to 32 bits as
+  // protobuf's parsers do.
+  std::int32_t as_int32() const noexcept { return static_cast<std::int32_t>(static_cast<std::uint32_t>(number_value)); }
+  bool as_bool() const noexcept { return number_value != 0; }
+  float as_float() const noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(number_value)); }
+  double as_double() const noexcept { return std::bit_cast<double>(number_value); }
+};
+
+// Walks the fields of one message. `what` names the message in errors ("GraphDef node 3's
+// AttrValue 'value'").
+class reader {
+ public:
+  reader(std::string_view data, std::string what) : data_(data), what_(std::move(what)) {}
+
+  bool done() const noexcept { return pos_ >= data_.size(); }
+  std::size_t offset() const noexcept { return pos_; }
+  const std::string& what() const noexcept { return what_; }
+
+  // The next field, or false at the end of the message.
+  bool next(field& f) {
+    if (done()) return false;
+    const std::size_t at = pos_;
+    const std::uint64_t key = raw_varint();
+    const std::uint64_t number = key >> 3;
+    if (number == 0 || number > 0x1FFFFFFF) bad(at, "a field number of " + std::to_string(number));
+    f.number = static_cast<std::uint32_t>(number);
+    f.type = static_cast<wire_type>(key & 7);
+    f.bytes = {};
+    f.number_value = 0;
+    switch (f.type) {
+      case wire_type::varint: f.number_value = raw_varint(); break;
+      case wire_type::fixed64: f.number_value = fixed<std::uint64_t>(); break;
+      case wire_type::fixed32: f.number_value = fixed<std::uint32_t>(); break;
+      case wire_type::bytes: {
+        const std::uint64_t n = raw_varint();
+        if (n > data_.size() - pos_)
+          bad(at, "field " + std::to_string(f.number) + " claiming " + std::to_string(n) + " bytes where " +
+                      std::to_string(data_.size() - pos_) + " remain");
+        f.bytes = data_.substr(pos_, static_cast<std::size_t>(n));
+        pos_ += static_cast<std::size_t>(n);
+        break;
+      }
+      default:
+        bad(at, "field " + std::to_string(f.number) + " of wire type " + std::to_string(key & 7) +
+                    (f.type == wire_type::start_group || f.type == wire_type::end_group ? " (a group, which weft does not read)"
+                                                                                      : " (no such wire type)"));
+    }
+    return true;
+  }
+
+  // Checks that `f` has the wire type `t` that its field number has in the schema.
+  void expect(const field& f, wire_type t, std::string_view field_name) const {
+    if (f.type != t)
+      fail(error_code::data_loss, what_, ": field ", f.number, " (", field_name, ") has wire type ",
+           static_cast<int>(f.type), ", not ", static_cast<int>(t));
+  }
+
+  // The values of a repeated scalar field, packed (one bytes field) or not (one field per
+  // value): calls `each(std::uint64_t)` with each value's bits. `t` is the field's element
+  // wire type: varint, fixed32 or fixed64.
+  template <class Each>
+  void repeated(const field& f, wire_type t, std::string_view field_name, Each each) const {
+    if (f.type != wire_type::bytes) {
+      expect(f, t, field_name);
+      each(f.number_value);
+      return;
+    }
+    reader packed(f.bytes, what_ + " " + std::string(field_name));
+    while (!packed.done()) {
+      switch (t) {
+        case wire_type::varint: each(packed.raw_varint()); break;
+        case wire_type::fixed32: each(packed.fixed<std::uint32_t>()); break;
+        case wire_type::fixed64: each(packed.fixed<std::uint64_t>()); break;
+        default: fail(error_code::internal, "wire::reader::repeated: element wire type ", static_cast<int>(t));
+      }
+    }
+  }
+
+  std::uint64_t raw_varint() {
+    const std::size_t at = pos_;
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (pos_ >= data_.size()) bad(at, "a varint cut off by the end of the message");
+      const auto b = static_cast<std::uint8_t>(data_[pos_++]);
+      if (shift == 63 && b > 1) bad(at, "a varint beyond 64 bits");
+      v |= std::uint64_t{b & 0x7Fu} << shift;
+      if (!(b & 0x80)) return v;
+    }
+    bad(at, "a varint longer than ten bytes");
+  }
+
+  template <class T>
+  T fixed() {
+    if (data_.size() - pos_ < sizeof(T)) bad(pos_, "a " + std::to_string(8 * sizeof(T)) + "-bit value cut off by the end of the message");
+    T v;
+    std::memcpy(&v, data_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+
+ private:
+  [[noreturn]] void bad(std::size_t at, const std::string& found) const {
+    fail(error_code::data_loss, what_, ": malformed at byte ", at, " of ", data_.size(), ": ", found);
+  }
+
+  std::string_view data_;
+  std::string what_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace weft::wire
+
+namespace weft {
+
+// TensorFlow's DataType enum (types.proto) for a weft dtype.
+inline int tensorflow_dtype(dtype t) {
+  switch (t) {
+    case dtype::float32: return 1;
+    case dtype::float64: return 2;
+    case dtype::int32: return 3;
+    case dtype::uint8: return 4;
+    case dtype::int16: return 5;
+    case dtype::int8: return 6;
+    case dtype::string: return 7;
+    case dtype::complex64: return 8;
+    case dtype::int64: return 9;
+    case dtype::boolean: return 10;
+    case dtype::bfloat16: return 14;
+    case dtype::uint16: return 17;
+    case dtype::complex128: return 18;
+    case dtype::float16: return 19;
+    case dtype::uint32: return 22;
+    case dtype::uint64: return 23;
+    case dtype::invalid: break;
+  }
+  fail(error_code::invalid_argument, "tensorflow_dtype: dtype ", t, " has no TensorFlow DataType");
+}
+
+// The weft dtype of TensorFlow DataType `code` (a reference type, code + 100, is its base
+// type); `where` prefixes the error for a code weft has no dtype for.
+inline dtype from_tensorflow_dtype(std::int64_t code, const std::string& where) {
+  const std::int64_t base = code > 100 && code < 200 ? code - 100 : code;
+  for (int i = 1; i < dtype_count; ++i)
+    if (tensorflow_dtype(static_cast<dtype>(i)) == base) return static_cast<dtype>(i);
+  const char* known = nullptr;
+  switch (base) {
+    case 0: known = "DT_INVALID"; break;
+    case 11: known = "DT_QINT8"; break;
+    case 12: known = "DT_QUINT8"; break;
+    case 13: known = "DT_QINT32"; break;
+    case 15: known = "DT_QINT16"; break;
+    case 16: known = "DT_QUINT16"; break;
+    case 20: known = "DT_RESOURCE"; break;
+    case 21: known = "DT_VARIANT"; break;
+    default: break;
+  }
+  fail(error_code::unimplemented, where, ": TensorFlow DataType ", code, known ? std::string(" (") + known + ")" : std::string(),
+       " has no weft dtype");
+}
+
+struct graph_def_options {
+  // "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
+  // the edges; importing drops them).
+  bool output_shapes = true;
+};
+
+// What reading a GraphDef allocates at most beyond its own bytes: a tensor whose *_val
+// field holds fewer values than elements is filled to its shape, and the bytes of all such
+// tensors together may not pass `max_filled_bytes`.
+struct graph_def_limits {
+  std::uint64_t max_filled_bytes = std::uint64_t{1} << 30;
+};
+
+namespace graph_def_detail {
+
+// Field numbers of TensorFlow's messages.
+namespace graph_f { inline constexpr std::uint32_t node = 1, library = 2, version = 3, versions = 4; }
+namespace node_f { inline constexpr std::uint32_t name = 1, op = 2, input = 3, device = 4, attr = 5; }
+namespace entry_f { inline constexpr std::uint32_t key = 1, value = 2; }
+namespace attr_f {
+inline constexpr std::uint32_t list = 1, s = 2, i = 3, f = 4, b = 5, type = 6, shape = 7, tensor = 8, placeholder = 9,
+                               func = 10;
+}
+namespace list_f { inline constexpr std::uint32_t s = 2, i = 3, f = 4, b = 5, type = 6, shape = 7, tensor = 8, func = 9; }
+namespace shape_f { inline constexpr std::uint32_t dim = 2, unknown_rank = 3; }
+namespace dim_f { inline constexpr std::uint32_t size = 1, name = 2; }
+namespace tensor_f {
+inline constexpr std::uint32_t dtype = 1, shape = 2, version_number = 3, content = 4, float_val = 5, double_val = 6,
+                               int_val = 7, string_val = 8, scomplex_val = 9, int64_val = 10, bool_val = 11,
+                               dcomplex_val = 12, half_val = 13, resource_handle_val = 14, variant_val = 15,
+                               uint32_val = 16, uint64_val = 17;
+}
+
+inline wire::writer shape_message(const partial_shape& s) {
+  wire::writer w;
+  if (!s.rank_known()) {
+    w.boolean(shape_f::unknown_rank, true);
+    return w;
+  }
+  for (std::int64_t d : s.dims()) {
+    wire::writer dim;
+    if (d != 0) dim.int64(dim_f::size, d);
+    w.message(shape_f::dim, dim);
+  }
+  return w;
+}
+
+inline wire::writer tensor_message(const tensor& t) {
+  wire::writer w;
+  w.varint(tensor_f::dtype, static_cast<std::uint64_t>(tensorflow_dtype(t.dtype())));
+  w.message(tensor_f::shape, shape_message(partial_shape(t.shape())));
+  if (t.dtype() == dtype::string) {
+    for (const std::string& e : t.flat<std::string>()) w.bytes(tensor_f::string_val, e);
+  } else if (t.bytes() > 0) {
+    w.bytes(tensor_f::content, std::string_view(static_cast<const char*>(t.raw_data()), t.bytes()));
+  }
+  return w;
+}
+
+inline wire::writer attr_message(const attr_value& a) {
+  wire::writer w;
+  std::visit(
+      [&](const auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        wire::writer list;
+        if constexpr (std::is_same_v<V, std::int64_t>) {
+          w.int64(attr_f::i, v);
+        } else if constexpr (std::is_same_v<V, double>) {
+          w.float32(attr_f::f, static_cast<float>(v));
+        } else if constexpr (std::is_same_v<V, bool>) {
+          w.boolean(attr_f::b, v);
+        } else if constexpr (std::is_same_v<V, std::string>) {
+          w.bytes(attr_f::s, v);
+        } else if constexpr (std::is_same_v<V, dtype>) {
+          w.varint(attr_f::type, static_cast<std::uint64_t>(tensorflow_dtype(v)));
+        } else if constexpr (std::is_same_v<V, partial_shape>) {
+          w.message(attr_f::shape, shape_message(v));
+        } else if constexpr (std::is_same_v<V, tensor>) {
+          w.message(attr_f::tensor, tensor_message(v));
+        } else {
+          if constexpr (std::is_same_v<V, std::vector<std::int64_t>>) {
+            list.packed(list_f::i, v.size(), [&](wire::writer& p, std::size_t k) { p.raw_varint(static_cast<std::uint64_t>(v[k])); });
+          } else if constexpr (std::is_same_v<V, std::vector<double>>) {
+            list.packed(list_f::f, v.size(), [&](wire::writer& p, std::size_t k) {
+              const float f = static_cast<float>(v[k]);
+              p.append(&f, 4);
+            });
+          } else if constexpr (std::is_same_v<V, std::vector<dtype>>) {
+            list.packed(list_f::type, v.size(),
+                        [&](wire::writer& p, std::size_t k) { p.raw_varint(static_cast<std::uint64_t>(tensorflow_dtype(v[k]))); });
+          } else if constexpr (std::is_same_v<V, std::vector<partial_shape>>) {
+            for (const auto& s : v) list.message(list_f::shape, shape_message(s));
+          } else {
+            static_assert(std::is_same_v<V, std::vector<std::string>>);
+            for (const auto& s : v) list.bytes(list_f::s, s);
+          }
+          w.message(attr_f::list, list);  // written even when empty: an empty list is still a list
+        }
+      },
+      a.value());
+  return w;
+}
+
+inline void add_attr(wire::writer& node, std::string_view key, const attr_value& value) {
+  wire::writer entry;
+  entry.bytes(entry_f::key, key);
+  entry.message(entry_f::value, attr_message(value));
+  node.message(node_f::attr, entry);
+}
+
+// ---- reading
+
+// A TensorShapeProto: unknown_rank, or dims whose size -1 is unknown.
+inline partial_shape read_shape(std::string_view bytes, const std::string& what) {
+  wire::reader r(bytes, what);
+  wire::field f;
+  bool unknown_rank = false;
+  std::vector<std::int64_t> dims;
+  while (r.next(f)) {
+    if (f.number == shape_f::unknown_rank) {
+      r.expect(f, wire::wire_type::varint, "unknown_rank");
+      unknown_rank = f.as_bool();
+    } else if (f.number == shape_f::dim) {
+      r.expect(f, wire::wire_type::bytes, "dim");
+      wire::reader d(f.bytes, what + " dim " + std::to_string(dims.size()));
+      wire::field g;
+      std::int64_t size = 0;
+      while (d.next(g))
+        if (g.number == dim_f::size) {
+          d.expect(g, wire::wire_type::varint, "size");
+          size = g.as_int64();
+        }
+      if (size < unknown_dim) fail(error_code::invalid_argument, what, ": dim ", dims.size(), " has size ", size);
+      if (dims.size() >= static_cast<std::size_t>(max_rank))
+        fail(error_code::invalid_argument, what, ": more than ", max_rank, " dims");
+      dims.push_back(size);
+    }
+  }
+  if (unknown_rank) {
+    if (!dims.empty()) fail(error_code::invalid_argument, what, ": unknown_rank with ", dims.size(), " dims");
+    return partial_shape::unknown_rank();
+  }
+  return partial_shape(std::move(dims));
+}
+
+// Reads a TensorProto; `filled` counts the bytes of tensors filled out from fewer values.
+inline tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                          const graph_def_limits& limits) {
+  wire::reader r(bytes, what);
+  wire::field f;
+  dtype type = dtype::invalid;
+  std::optional<partial_shape> dims;
+  std::string_view content;
+  bool has_content = false;
+  // Each value field's values, as 64-bit patterns (strings apart), and which field held them.
+  std::vector<std::uint64_t> values;
+  std::vector<std::string_view> strings;
+  std::uint32_t value_field = 0;
+  auto value_of = [&](std::uint32_t number) -> std::pair<wire::wire_type, const char*> {
+    switch (number) {
+      case tensor_f::float_val: return {wire::wire_type::fixed32, "float_val"};
+      case tensor_f::double_val: return {wire::wire_type::fixed64, "double_val"};
+      case tensor_f::int_val: return {wire::wire_type::varint, "int_val"};
+      case tensor_f::scomplex_val: return {wire::wire_type::fixed32, "scomplex_val"};
+      case tensor_f::int64_val: return {wire::wire_type::varint, "int64_val"};
+      case tensor_f::bool_val: return {wire::wire_type::varint, "bool_val"};
+      case tensor_f::dcomplex_val: return {wire::wire_type::fixed64, "dcomplex_val"};
+      case tensor_f::half_val: return {wire::wire_type::varint, "half_val"};
+      case tensor_f::uint32_val: return {wire::wire_type::varint, "uint32_val"};
+      case tensor_f::uint64_val: return {wire::wire_type::varint, "uint64_val"};
+      default: return {wire::wire_type::varint, nullptr};
+    }
+  };
+  while (r.next(f)) {
+    switch (f.number) {
+      case tensor_f::dtype:
+        r.expect(f, wire::wire_type::varint, "dtype");
+        type = from_tensorflow_dtype(f.as_int64(), what);
+        break;
+      case tensor_f::shape:
+        r.expect(f, wire::wire_type::bytes, "tensor_shape");
+        dims = read_shape(f.bytes, what + " tensor_shape");
+        break;
+      case tensor_f::content:
+        r.expect(f, wire::wire_type::bytes, "tensor_content");
+        content = f.bytes;
+        has_content = true;
+        break;
+      case tensor_f::string_val:
+        r.expect(f, wire::wire_type::bytes, "string_val");
+        if (value_field && value_field != f.number)
+          fail(error_code::invalid_argument, what, ": holds both string_val and another *_val field");
+        value_field = f.number;
+        strings.push_back(f.bytes);
+        break;
+      case tensor_f::resource_handle_val:
+      case tensor_f::variant_val:
+        fail(error_code::unimplemented, what, ": holds ", f.number == tensor_f::variant_val ? "variant" : "resource",
+             " values, which weft does not have");
+      default: {
+        const auto kind = value_of(f.number);
+        const wire::wire_type element = kind.first;
+        const char* name = kind.second;  // not a structured binding: clang 14 cannot capture one
+        if (!name) break;  // a field weft does not know (version_number among them): skipped
+        if (value_field && value_field != f.number)
+          fail(error_code::invalid_argument, what, ": holds values in two *_val fields (", name, " and field ",
+               value_field, ")");
+        value_field = f.number;
+        r.repeated(f, element, name, [&](std::uint64_t v) {
+          if (values.size() >= (std::size_t{1} << 28))
+            fail(error_code::invalid_argument, what, ": more than 2^28 values in ", name);
+          values.push_back(v);
+        });
+      }
+    }
+  }
+  if (type == dtype::invalid) fail(error_code::invalid_argument, what, ": no dtype");
+  const partial_shape ps = dims.value_or(partial_shape(std::vector<std::int64_t>{}));
+  if (!ps.fully_known()) fail(error_code::invalid_argument, what, ": tensor_shape ", ps, " is not fully known");
+  const shape s(ps.dims());
+  const std::int64_t n = s.num_elements();
+  // The value field each dtype reads (TensorFlow's TensorProto), and how many fields make one element.
+  std::uint32_t expected = 0;
+  std::int64_t per_element = 1;
+  switch (type) {
+    case dtype::float32: expected = tensor_f::float_val; break;
+    case dtype::float64: expected = tensor_f::double_val; break;
+    case dtype::int8: case dtype::int16: case dtype::int32: case dtype::uint8: case dtype::uint16:
+      expected = tensor_f::int_val;
+      break;
+    case dtype::int64: expected = tensor_f::int64_val; break;
+    case dtype::uint32: expected = tensor_f::uint32_val; break;
+    case dtype::uint64: expected = tensor_f::uint64_val; break;
+    case dtype::boolean: expected = tensor_f::bool_val; break;
+    case dtype::float16: case dtype::bfloat16: expected = tensor_f::half_val; break;
+    case dtype::complex64: expected = tensor_f::scomplex_val; per_element = 2; break;
+    case dtype::complex128: expected = tensor_f::dcomplex_val; per_element = 2; break;
+    case dtype::string: expected = tensor_f::string_val; break;
+    case dtype::invalid: break;
+  }
+  if (value_field && value_field != expected)
+    fail(error_code::invalid_argument, what, ": a ", type, " tensor with values in field ", value_field, " (",
+         value_field == tensor_f::string_val ? "string_val" : value_of(value_field).second, "), not field ", expected);
+  if (has_content && value_field)
+    fail(error_code::invalid_argument, what, ": holds both tensor_content and *_val values");
+  if (has_content && type == dtype::string)
+    fail(error_code::unimplemented, what, ": a string tensor in tensor_content (weft reads string_val)");
+
+  // The tensor's bytes in memory (a string tensor's strings counted as their objects).
+  const std::uint64_t tensor_bytes =
+      checked_byte_size(n, type == dtype::string ? sizeof(std::string) : size_of(type), what.c_str());
+  if (has_content) {
+    if (content.size() != tensor_bytes)
+      fail(error_code::invalid_argument, what, ": tensor_content has ", content.size(), " bytes; a ", type, s, " tensor has ",
+           tensor_bytes);
+    tensor t(type, s);
+    if (!content.empty()) std::memcpy(t.raw_data(), content.data(), content.size());
+    return t;
+  }
+  const std::int64_t given = type == dtype::string ? static_cast<std::int64_t>(strings.size())
+                                                   : static_cast<std::int64_t>(values.size()) / per_element;
+  if (type != dtype::string && static_cast<std::int64_t>(values.size()) % per_element != 0)
+    fail(error_code::invalid_argument, what, ": ", values.size(), " numbers for a ", type, " tensor (two make an element)");
+  if (given > n) fail(error_code::invalid_argument, what, ": ", given, " values for a ", type, s, " tensor of ", n, " elements");
+  if (given < n) {
+    if (tensor_bytes > limits.max_filled_bytes - std::min(filled, limits.max_filled_bytes))
+      fail(error_code::resource_exhausted, what, ": filling a ", type, s, " tensor from ", given,
+           given == 1 ? " value" : " values", " takes ", tensor_bytes, " bytes, past the reader's limit of ",
+           limits.max_filled_bytes, " for filled tensors (graph_def_limits)");
+    filled += tensor_bytes;
+  }
+  tensor t(type, s);
+  // Element i takes value min(i, given - 1); none given: zeros (empty strings).
+  auto source = [&](std::int64_t i) { return static_cast<std::size_t>(std::min(i, given - 1)); };
+  auto fill = [&]<class T>(auto convert) {
+    T* out = t.data<T>();
+    for (std::int64_t i = 0; i < n; ++i) out[i] = given == 0 ? T{} : convert(source(i));
+  };
+  switch (type) {
+    case dtype::float32: fill.template operator()<float>([&](std::size_t k) { return std::bit_cast<float>(static_cast<std::uint32_t>(values[k])); }); break;
+    case dtype::float64: fill.template operator()<double>([&](std::size_t k) { return std::bit_cast<double>(values[k]); }); break;
+    case dtype::int8: fill.template operator()<std::int8_t>([&](std::size_t k) { return static_cast<std::int8_t>(values[k]); }); break;
+    case dtype::int16: fill.template operator()<std::int16_t>([&](std::size_t k) { return static_cast<std::int16_t>(values[k]); }); break;
+    case dtype::int32: fill.template operator()<std::int32_t>([&](std::size_t k) { return static_cast<std::int32_t>(values[k]); }); break;
+    case dtype::int64: fill.template operator()<std::int64_t>([&](std::size_t k) { return static_cast<std::int64_t>(values[k]); }); break;
+    case dtype::uint8: fill.template operator()<std::uint8_t>([&](std::size_t k) { return static_cast<std::uint8_t>(values[k]); }); break;
+    case dtype::uint16: fill.template operator()<std::uint16_t>([&](std::size_t k) { return static_cast<std::uint16_t>(values[k]); }); break;
+    case dtype::uint32: fill.template operator()<std::uint32_t>([&](std::size_t k) { return static_cast<std::uint32_t>(values[k]); }); break;
+    case dtype::uint64: fill.template operator()<std::uint64_t>([&](std::size_t k) { return values[k]; }); break;
+    case dtype::boolean: fill.template operator()<bool>([&](std::size_t k) { return values[k] != 0; }); break;
+    case dtype::float16:
+      fill.template operator()<half>([&](std::size_t k) { return Eigen::numext::bit_cast<half>(static_cast<std::uint16_t>(values[k])); });
+      break;
+    case dtype::bfloat16:
+      fill.template operator()<bfloat16>(
+          [&](std::size_t k) { return Eigen::numext::bit_cast<bfloat16>(static_cast<std::uint16_t>(values[k])); });
+      break;
+    case dtype::complex64:
+      fill.template operator()<complex64>([&](std::size_t k) {
+        return complex64(std::bit_cast<float>(static_cast<std::uint32_t>(values[2 * k])),
+                         std::bit_cast<float>(static_cast<std::uint32_t>(values[2 * k + 1])));
+      });
+      break;
+    case dtype::complex128:
+      fill.template operator()<complex128>(
+          [&](std::size_t k) { return complex128(std::bit_cast<double>(values[2 * k]), std::bit_cast<double>(values[2 * k + 1])); });
+      break;
+    case dtype::string: fill.template operator()<std::string>([&](std::size_t k) { return std::string(strings[k]); }); break;
+    case dtype::invalid: break;
+  }
+  return t;
+}
+
+// An AttrValue as read, before the op's definition says which kind an empty list is.
+struct read_attr {
+  attr_value value;
+  bool empty_list = false;
+};
+
+inline read_attr read_attr_value(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                                 const graph_def_limits& limits) {
+  wire::reader r(bytes, what);
+  wire::field f;
+  std::optional<read_attr> out;
+  auto set = [&](attr_value v, bool empty_list = false) {
+    if (out) fail(error_code::invalid_argument, what, ": holds two values (an AttrValue is one of them)");
+    out = read_attr{std::move(v), empty_list};
+  };
+  while (r.next(f)) {
+    switch (f.number) {
+      case attr_f::s: r.expect(f, wire::wire_type::bytes, "s"); set(std::string(f.bytes)); break;
+      case attr_f::i: r.expect(f, wire::wire_type::varint, "i"); set(f.as_int64()); break;
+      case attr_f::f: r.expect(f, wire::wire_type::fixed32, "f"); set(static_cast<double>(f.as_float())); break;
+      case attr_f::b: r.expect(f, wire::wire_type::varint, "b"); set(f.as_bool()); break;
+      case attr_f::type: r.expect(f, wire::wire_type::varint, "type"); set(from_tensorflow_dtype(f.as_int64(), what)); break;
+      case attr_f::shape: r.expect(f, wire::wire_type::bytes, "shape"); set(read_shape(f.bytes, what)); break;
+      case attr_f::tensor: r.expect(f, wire::wire_type::bytes, "tensor"); set(read_tensor(f.bytes, what, filled, limits)); break;
+      case attr_f::func: fail(error_code::unimplemented, what, ": a function (func), which weft's attrs do not hold");
+      case attr_f::placeholder: fail(error_code::unimplemented, what, ": a function's placeholder, which weft does not have");
+      case attr_f::list: {
+        r.expect(f, wire::wire_type::bytes, "list");
+        wire::reader l(f.bytes, what + " list");
+        wire::field g;
+        std::vector<std::int64_t> ints;
+        std::vector<double> reals;
+        std::vector<dtype> types;
+        std::vector<partial_shape> shapes;
+        std::vector<std::string> strings;
+        int kinds = 0;
+        std::uint32_t last = 0;
+        auto note = [&](std::uint32_t number) {
+          if (number != last) ++kinds, last = number;
+          if (kinds > 1) fail(error_code::invalid_argument, what, ": a list of two kinds");
+        };
+        auto bound = [&](std::size_t size) {
+          if (size >= static_cast<std::size_t>(graph::max_list_length))
+            fail(error_code::invalid_argument, what, ": a list of more than ", graph::max_list_length, " entries");
+        };
+        while (l.next(g)) {
+          switch (g.number) {
+            case list_f::s: l.expect(g, wire::wire_type::bytes, "list.s"); note(g.number); bound(strings.size()); strings.emplace_back(g.bytes); break;
+            case list_f::i: note(g.number); l.repeated(g, wire::wire_type::varint, "list.i", [&](std::uint64_t v) { bound(ints.size()); ints.push_back(static_cast<std::int64_t>(v)); }); break;
+            case list_f::f: note(g.number); l.repeated(g, wire::wire_type::fixed32, "list.f", [&](std::uint64_t v) { bound(reals.size()); reals.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(v))); }); break;
+            case list_f::type:
+              note(g.number);
+              l.repeated(g, wire::wire_type::varint, "list.type", [&](std::uint64_t v) {
+                bound(types.size());
+                types.push_back(from_tensorflow_dtype(static_cast<std::int64_t>(v), what));
+              });
+              break;
+            case list_f::shape: l.expect(g, wire::wire_type::bytes, "list.shape"); note(g.number); bound(shapes.size()); shapes.push_back(read_shape(g.bytes, what)); break;
+            case list_f::b: {
+              bool any = false;
+              l.repeated(g, wire::wire_type::varint, "list.b", [&](std::uint64_t) { any = true; });
+              if (any) fail(error_code::unimplemented, what, ": a list(bool), which weft's attrs do not hold");
+              break;
+            }
+            case list_f::tensor: fail(error_code::unimplemented, what, ": a list(tensor), which weft's attrs do not hold");
+            case list_f::func: fail(error_code::unimplemented, what, ": a list(func), which weft's attrs do not hold");
+            default: break;
+          }
+        }
+        switch (last) {
+          case list_f::s: set(std::move(strings)); break;
+          case list_f::i: set(std::move(ints)); break;
+          case list_f::f: set(std::move(reals)); break;
+          case list_f::type: set(std::move(types)); break;
+          case list_f::shape: set(std::move(shapes)); break;
+          default: set(std::vector<std::int64_t>{}, true); break;
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+  if (!out) fail(error_code::invalid_argument, what, ": holds no value");
+  return std::move(*out);
+}
+
+// TensorFlow attrs that weft's ops leave out, and the values with which weft's op computes
+// the same thing: such an attr is dropped on import.
+inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) {
+  if (key == "use_cudnn_on_gpu") return v.kind() == attr_kind::boolean;
+  if (key == "grad_a" || key == "grad_b") return v.get_if<bool>() && !*v.get_if<bool>();
+  if (key == "explicit_paddings") {
+    const auto* l = v.get_if<std::vector<std::int64_t>>();
+    return l && l->empty();
+  }
+  if (key == "dilations") {
+    const auto* l = v.get_if<std::vector<std::int64_t>>();
+    return l && std::all_of(l->begin(), l->end(), [](std::int64_t d) { return d == 1; });
+  }
+  return false;
+}
+
+}  // namespace graph_def_detail
+
+// The bytes of a tensorflow.GraphDef holding every node of `g`, in the graph's order.
+inline std::string to_graph_def(const graph& g, const graph_def_options& options = {}) {
+  using namespace graph_def_detail;
+  wire::writer out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& n = g.at(id);
+    wire::writer w;
+    w.bytes(node_f::name, n.name());
+    w.bytes(node_f::op, n.op());
+    for (const output& in : n.inputs()) {
+      const std::string& source = g.at(in).name();
+      w.bytes(node_f::input, in.port == 0 ? source : source + ":" + std::to_string(in.port));
+    }
+    for (int c : n.control_inputs()) w.bytes(node_f::input, "^" + g.at(c).name());
+    if (!n.device().empty()) w.bytes(node_f::device, n.device());
+    for (const auto& [key, value] : n.attrs().entries()) add_attr(w, key, value);
+    if (!n.colocation().empty()) add_attr(w, "_class", std::vector<std::string>{"loc:@" + n.colocation()});
+    if (options.output_shapes && n.num_outputs() > 0) {
+      std::vector<partial_shape> shapes;
+      for (int k = 0; k < n.num_outputs(); ++k) shapes.push_back(n.output_shape(k));
+      add_attr(w, "_output_shapes", std::move(shapes));
+    }
+    out.message(graph_f::node, w);
+  }
+  return out.take();
+}
+
+// The nodes of a GraphDef's bytes as node specs, in the file's order, with TensorFlow's
+// spellings mapped to weft's (above). Throws weft::error naming the node, op and attr; every
+// op weft does not have is named in one error.
+inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits = {}) {
+  using namespace graph_def_detail;
+  std::vector<node_spec> specs;
+  std::uint64_t filled = 0;
+  std::map<std::string, std::vector<std::string>> missing_ops;  // op -> nodes
+  wire::reader r(bytes, "GraphDef");
+  wire::field f;
+  while (r.next(f)) {
+    if (f.number != graph_f::node) continue;  // versions, library: weft reads nodes only
+    r.expect(f, wire::wire_type::bytes, "node");
+    const std::string where = "GraphDef node " + std::to_string(specs.size());
+    wire::reader nr(f.bytes, where);
+    wire::field g;
+    node_spec s;
+    std::vector<std::pair<std::string, read_attr>> attrs;
+    while (nr.next(g)) {
+      switch (g.number) {
+        case node_f::name: nr.expect(g, wire::wire_type::bytes, "name"); s.name = g.bytes; break;
+        case node_f::op: nr.expect(g, wire::wire_type::bytes, "op"); s.op = g.bytes; break;
+        case node_f::input:
+          nr.expect(g, wire::wire_type::bytes, "input");
+          if (s.inputs.size() >= static_cast<std::size_t>(graph::max_list_length))
+            fail(error_code::invalid_argument, where, ": more than ", graph::max_list_length, " inputs");
+          s.inputs.emplace_back(g.bytes);
+          break;
+        case node_f::device: nr.expect(g, wire::wire_type::bytes, "device"); s.device = g.bytes; break;
+        case node_f::attr: {
+          nr.expect(g, wire::wire_type::bytes, "attr");
+          wire::reader er(g.bytes, where + " attr entry");
+          wire::field e;
+          std::string key;
+          std::string_view value;
+          bool has_value = false;
+          while (er.next(e)) {
+            if (e.number == entry_f::key) {
+              er.expect(e, wire::wire_type::bytes, "key");
+              key = e.bytes;
+            } else if (e.number == entry_f::value) {
+              er.expect(e, wire::wire_type::bytes, "value");
+              value = e.bytes;
+              has_value = true;
+            }
+          }
+          const std::string who = where + (s.name.empty() ? std::string() : " '" + s.name + "'") + " attr '" + key + "'";
+          if (!has_value) fail(error_code::invalid_argument, who, ": has no value");
+          if (key.starts_with('_') && key != "_class") break;  // TensorFlow's private attrs
+          attrs.emplace_back(key, read_attr_value(value, who, filled, limits));
+          break;
+        }
+        default: break;
+      }
+    }
+    const std::string who = "node '" + s.name + "' (" + s.op + ")";
+    if (s.name.empty()) fail(error_code::invalid_argument, where, " (", s.op, "): has no name");
+    if (s.op.empty()) fail(error_code::invalid_argument, who, ": has no op");
+    if (s.op == "VariableV2") s.op = "Variable";
+    const op_def* def = op_registry::global().find(s.op);
+    if (!def && ops::standard_op_family(s.op) == "control") {
+      ops::register_control_flow_ops();
+      def = op_registry::global().find(s.op);
+    }
+    if (!def) {
+      missing_ops[s.op].push_back(s.name);
+      specs.push_back(std::move(s));
+      continue;
+    }
+    for (auto& [key, a] : attrs) {
+      if (key == "_class") {
+        const auto* l = a.value.get_if<std::vector<std::string>>();
+        if (!l && !a.empty_list) fail(error_code::invalid_argument, who, ": attr '_class' is not a list of strings");
+        if (l)
+          for (const auto& entry : *l)
+            if (entry.starts_with("loc:@")) {
+              s.colocate_with = entry.substr(5);
+              break;
+            }
+        continue;
+      }
+      const attr_def* ad = def->find_attr(key);
+      if (!ad) {
+        if (harmless_tensorflow_attr(key, a.value)) continue;
+        std::ostringstream shown;
+        shown << a.value;
+        fail(error_code::unimplemented, who, ": attr '", key, "' = ", shown.str(), " is not one weft's ", s.op,
+             " has (it has ", [&] {
+               std::string names;
+               for (const auto& d : def->attrs) names += (names.empty() ? "" : ", ") + d.name;
+               return names.empty() ? std::string("none") : names;
+             }(), ")");
+      }
+      if (a.empty_list) {
+        switch (ad->kind) {
+          case attr_kind::real_list: a.value = std::vector<double>{}; break;
+          case attr_kind::type_list: a.value = std::vector<dtype>{}; break;
+          case attr_kind::shape_list: a.value = std::vector<partial_shape>{}; break;
+          case attr_kind::string_list: a.value = std::vector<std::string>{}; break;
+          default: break;
+        }
+      }
+      s.attrs.set(key, std::move(a.value));
+    }
+    specs.push_back(std::move(s));
+  }
+  if (!missing_ops.empty()) {
+    std::ostringstream msg;
+    std::size_t k = 0;
+    for (const auto& [op, nodes] : missing_ops) {
+      msg << (k++ ? "; " : "") << "'" << op << "' (";
+      const auto family = ops::standard_op_family(op);
+      for (std::size_t i = 0; i < nodes.size() && i < 3; ++i) msg << (i ? ", " : "") << "node '" << nodes[i] << "'";
+      if (nodes.size() > 3) msg << " and " << nodes.size() - 3 << " more";
+      msg << ")";
+      if (!family.empty()) msg << ": one of weft's " << family << " ops, not registered: call " << ops::family_registration_hint(family);
+    }
+    fail(error_code::unimplemented, "GraphDef: ", missing_ops.size(), missing_ops.size() == 1 ? " op" : " ops",
+         " that this program does not have: ", msg.str());
+  }
+  return specs;
+}
+
+// Adds the nodes of a GraphDef's bytes to `g`, all or nothing (graph::import).
+inline void import_graph_def(graph& g, std::string_view bytes, const graph_def_limits& limits = {}) {
+  g.import(parse_graph_def(bytes, limits));
+}
+
+// Writes `g` as a GraphDef file, atomically; reads one into a new graph.
+inline void write_graph_def(const graph& g, const std::filesystem::path& path, const graph_def_options& options = {}) {
+  weft::detail::write_file_atomically(path, to_graph_def(g, options), {}, "the GraphDef");
+}
+inline graph read_graph_def(const std::filesystem::path& path, const graph_def_limits& limits = {}) {
+  graph g;
+  const std::string bytes = read_file(path, "the GraphDef");
+  try {
+    import_graph_def(g, bytes, limits);
+  } catch (const error& e) {
+    fail(e.code(), path.string(), ": ", e.what());
+  }
+  return g;
+}
+
+}  // namespace weft
 // Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
 // loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
 // variables of their own, and returns a target that runs one training step.
@@ -7635,60 +8652,6 @@ inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t cr
 }
 
 }  // namespace weft
-// Reading a whole file for weft's readers (checkpoints, IDX): POSIX calls, so that no
-// iostream or filesystem exception escapes; every failure is a weft::error naming the file.
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <new>
-#include <string>
-
-
-namespace weft {
-
-// The bytes of the regular file at `path`. `what` names the file in errors ("the
-// checkpoint"); `hint` ends the message when the file is missing.
-inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    fail(err == ENOENT ? error_code::not_found : error_code::failed_precondition, "cannot open ", what, " ",
-         path.string(), ": ", std::strerror(err), hint.empty() ? "" : "; ", hint);
-  }
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } close_on_exit{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    fail(error_code::failed_precondition, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(error_code::invalid_argument, what, " ", path.string(), " is not a regular file");
-  std::string bytes;
-  try {
-    bytes.resize(static_cast<std::size_t>(st.st_size));
-  } catch (const std::bad_alloc&) {
-    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
-  } catch (const std::length_error&) {
-    fail(error_code::resource_exhausted, what, " ", path.string(), " has ", st.st_size, " bytes, more than fit in memory");
-  }
-  std::size_t got = 0;
-  while (got < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(error_code::data_loss, "cannot read ", what, " ", path.string(), ": ", std::strerror(errno));
-    if (n == 0) break;  // it shrank while read: what is there is checked by the caller
-    got += static_cast<std::size_t>(n);
-  }
-  bytes.resize(got);
-  return bytes;
-}
-
-}  // namespace weft
 
 namespace weft {
 
@@ -7709,75 +8672,6 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-inline constexpr std::string_view temporary_marker = ".weft-tmp.";
-
-// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
-inline ::pid_t temporary_owner(const std::string& name) {
-  const auto at = name.rfind(temporary_marker);
-  if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
-  const char* p = name.data() + at + temporary_marker.size();
-  const char* end = name.data() + name.size();
-  ::pid_t pid = 0;
-  auto [rest, ec] = std::from_chars(p, end, pid);
-  if (ec != std::errc() || pid <= 0 || rest == end || *rest != '.') return 0;
-  std::uint64_t n = 0;
-  auto [last, ec2] = std::from_chars(rest + 1, end, n);
-  return ec2 == std::errc() && last == end ? pid : 0;
-}
-
-// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
-// a save): those whose process no longer exists. A live writer's, or one whose process id
-// was taken again, stays. Failures are ignored: this only tidies.
-inline void remove_stale_temporaries(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    const ::pid_t pid = temporary_owner(it->path().filename().string());
-    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
-      std::error_code ignored;
-      std::filesystem::remove(it->path(), ignored);
-    }
-  }
-}
-
-// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
-// were killed are removed first.
-inline void write_file_atomically(const std::filesystem::path& path, const std::string& head,
-                                  const std::vector<std::string_view>& blobs) {
-  static std::atomic<unsigned> counter{0};
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  remove_stale_temporaries(dir);
-  const std::filesystem::path tmp = dir / ("." + path.filename().string() + std::string(temporary_marker) +
-                                           std::to_string(::getpid()) + "." + std::to_string(counter++));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(error_code::failed_precondition, "cannot create ", tmp.string(), ": ", std::strerror(errno));
-  int err = 0;  // the first failure's errno
-  auto write_all = [&](const void* data, std::size_t size) {
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0 && !err) {
-      ssize_t n = ::write(fd, p, size);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) err = n < 0 ? errno : EIO;
-      else p += n, size -= static_cast<std::size_t>(n);
-    }
-  };
-  write_all(head.data(), head.size());
-  for (std::string_view b : blobs) write_all(b.data(), b.size());
-  if (!err && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && !err) err = errno;
-  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail(error_code::failed_precondition, "cannot write the checkpoint ", path.string(), ": ", std::strerror(err),
-         "; the previous file, if any, is unchanged");
-  }
-  if (int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); d >= 0) {
-    ::fsync(d);  // makes the rename durable; a failure here leaves a complete file either way
-    ::close(d);
-  }
-}
 // A string tensor's bytes in the file: each element's u64 length and bytes.
 inline std::string string_tensor_bytes(const tensor& t) {
   std::string out;
@@ -7840,7 +8734,7 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
     blobs.push_back(blob);
   }
   detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
-  detail::write_file_atomically(path, index, blobs);
+  detail::write_file_atomically(path, index, blobs, "the checkpoint");
 }
 
 // Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
@@ -13954,7 +14848,7 @@ inline void write_tfrecords(const std::filesystem::path& path, const std::vector
                             compression c = compression::none) {
   std::string bytes;
   for (const auto& r : records) append_tfrecord(bytes, r);
-  detail::write_file_atomically(path, compress(bytes, c), {});
+  detail::write_file_atomically(path, compress(bytes, c), {}, "the records file");
 }
 
 // How a file is cut into records.

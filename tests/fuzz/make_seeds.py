@@ -91,3 +91,44 @@ write('records', 'fixed', bytes([1 | (2 << 2) | 0x40]) + b'HDR' + bytes(range(24
 write('records', 'lines', bytes([2]) + b'id,name\r\n1,one\n2,"two, too"\n3,')
 write('records', 'lines_gzip', bytes([2 | 0x10]) + gzip.compress(b'a\nb\n\nc', mtime=0))
 write('records', 'whole', bytes([3]) + b'the whole file')
+
+
+# The graph_def target: GraphDef bytes (fuzz_graph_def.cpp). The frozen TensorFlow graph
+# protoc encoded (tests/data/frozen_tf.pb), cut, and a small loop-free graph encoded here.
+def varint(v):
+    out = b''
+    v &= (1 << 64) - 1
+    while v >= 0x80:
+        out += bytes([(v & 0x7F) | 0x80])
+        v >>= 7
+    return out + bytes([v])
+
+
+def field(number, payload):
+    """A length-delimited field (wire type 2)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def int_field(number, v):
+    return varint(number << 3) + varint(v)
+
+
+def attr(key, value):
+    return field(5, field(1, key.encode()) + field(2, value))
+
+
+def node(name, op, inputs=(), attrs=b''):
+    return field(1, field(1, name.encode()) + field(2, op.encode()) + b''.join(field(3, i.encode()) for i in inputs) + attrs)
+
+
+with open(os.path.join(os.path.dirname(here), '..', 'data', 'frozen_tf.pb'), 'rb') as f:
+    frozen = f.read()
+write('graph_def', 'frozen_tf', frozen)
+write('graph_def', 'frozen_tf_cut', frozen[:len(frozen) // 2])
+scalar_shape = field(7, b'')  # AttrValue.shape: a rank-0 TensorShapeProto
+small = (node('x', 'Placeholder', attrs=attr('dtype', int_field(6, 1)) + attr('shape', scalar_shape)) +
+         node('two', 'Const', attrs=attr('dtype', int_field(6, 1)) +
+              attr('value', field(8, int_field(1, 1) + field(2, b'') + field(5, struct.pack('<f', 2.0))))) +
+         node('y', 'Mul', ['x', 'two'], attr('T', int_field(6, 1))) +
+         node('z', 'Identity', ['y:0', '^x'], attr('T', int_field(6, 1)) + attr('_class', field(1, field(2, b'loc:@y')))))
+write('graph_def', 'small', small)

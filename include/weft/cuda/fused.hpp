@@ -37,7 +37,7 @@
 #include <weft/cuda/device.hpp>
 #include <weft/cuda/kernels.hpp>
 #include <weft/ops/fused_ops.hpp>
-#include <weft/runtime/checkpoint_file.hpp>
+#include <weft/core/file.hpp>
 
 namespace weft::cuda {
 
@@ -397,7 +397,7 @@ class fused_cache {
         try {
           std::filesystem::create_directories(dir);
           const std::string tail = "\n//" + source;
-          weft::detail::write_file_atomically(file, "", {std::string_view(*bin), std::string_view(tail)});
+          weft::detail::write_file_atomically(file, "", {std::string_view(*bin), std::string_view(tail)}, "the kernel cache file");
         } catch (const std::exception&) {
           // A cache that cannot be written is no cache: the kernel is compiled again next time.
         }

@@ -166,7 +166,7 @@ inline void write_tfrecords(const std::filesystem::path& path, const std::vector
                             compression c = compression::none) {
   std::string bytes;
   for (const auto& r : records) append_tfrecord(bytes, r);
-  detail::write_file_atomically(path, compress(bytes, c), {});
+  detail::write_file_atomically(path, compress(bytes, c), {}, "the records file");
 }
 
 // How a file is cut into records.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <weft/core/file.hpp>
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/kernels/cpu/data_flow.hpp>
 #include <weft/ops/io_ops.hpp>
