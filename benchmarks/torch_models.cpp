@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 namespace torch_bench {
@@ -195,6 +196,26 @@ std::unique_ptr<model> make_mlp(const std::vector<param>& params, const float* x
 std::unique_ptr<model> make_lenet(const std::vector<param>& params, const float* images, const std::int32_t* labels,
                                   std::int64_t batch, float rate) {
   return std::make_unique<lenet>(std::make_shared<lenet_net>(params), images, labels, batch, rate);
+}
+
+namespace {
+class lenet_inference final : public inference {
+ public:
+  explicit lenet_inference(const std::vector<param>& params) : net_(std::make_shared<lenet_net>(params)) { net_->eval(); }
+  void forward(const float* images, std::int64_t batch) override {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = torch::from_blob(const_cast<float*>(images), {batch, 1, 28, 28}, torch::kFloat32);
+    const torch::Tensor logits = net_->forward(x);
+    if (logits.size(0) != batch) throw std::logic_error("lenet_inference: wrong batch");
+  }
+
+ private:
+  std::shared_ptr<lenet_net> net_;
+};
+}  // namespace
+
+std::unique_ptr<inference> make_lenet_inference(const std::vector<param>& params) {
+  return std::make_unique<lenet_inference>(params);
 }
 
 }  // namespace torch_bench

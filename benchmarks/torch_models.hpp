@@ -49,4 +49,14 @@ std::unique_ptr<model> make_mlp(const std::vector<param>& params, const float* x
 std::unique_ptr<model> make_lenet(const std::vector<param>& params, const float* images, const std::int32_t* labels,
                                   std::int64_t batch, float rate);
 
+// A network's forward pass alone (inference): eval mode, no autograd.
+class inference {
+ public:
+  virtual ~inference() = default;
+  // The logits of `batch` images [batch, 28, 28, 1] (one channel: NHWC is NCHW).
+  virtual void forward(const float* images, std::int64_t batch) = 0;
+};
+// make_lenet's network, for inference.
+std::unique_ptr<inference> make_lenet_inference(const std::vector<param>& params);
+
 }  // namespace torch_bench

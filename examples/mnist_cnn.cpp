@@ -12,7 +12,7 @@
 // --resume continues from the newest one.
 //
 // Options: those of mnist_mlp (--epochs N (3), --batch N, --lr X, --decay X, --seed N,
-// --train-subset N, --data DIR, --min-accuracy X, --checkpoint-dir DIR, --resume,
+// --train-subset N, --data DIR, --min-accuracy X, --checkpoint-dir DIR, --resume, --save-model FILE,
 // --host-batches, --fashion, --device cpu|gpu), and
 // --conv1 N (16) and --conv2 N (32) filters, --hidden N (128) units, --dropout X (0.25:
 // the dense layer's dropout rate while training; none when testing).
@@ -61,11 +61,11 @@ int main(int argc, char** argv) {
   const output p2 = conv_block(p1, c1, c2);                   // [n, 7, 7, c2]
   const output flat = g.op("Reshape", {p2, shape_of({-1, 7 * 7 * c2})}).out(0);
   const output h = g.op("Relu", {model.dense(flat, 7 * 7 * c2, units)}).out(0);
-  // Dropout's rate is fed: opt's while training, 0 when testing.
-  const output rate = g.placeholder(dtype::float32, shape{}, "dropout_rate").out(0);
+  // Dropout's rate is fed while training; 0 when it is not fed (testing, the saved model).
+  const output rate = g.op("PlaceholderWithDefault", {g.constant(tensor::scalar(0.0f))}, {{"dtype", dtype::float32}, {"shape", partial_shape(shape{})}},
+                           "dropout_rate").out(0);
   const output dropped = g.op("Dropout", {h, rate}, {{"seed", static_cast<std::int64_t>(opt.seed)}, {"seed2", 100}}).out(0);
   model.model().train_feeds.push_back({rate, tensor::scalar(static_cast<float>(dropout))});
-  model.model().test_feeds.push_back({rate, tensor::scalar(0.0f)});
   char description[160];
   std::snprintf(description, sizeof description, "conv5x5x%lld-pool-conv5x5x%lld-pool-%lld-dropout %g-10",
                 static_cast<long long>(c1), static_cast<long long>(c2), static_cast<long long>(units), dropout);

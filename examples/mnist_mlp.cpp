@@ -17,7 +17,8 @@
 // precision: the layers compute in bfloat16, the weights and Adam stay float32),
 // --threads N (0: every core; else N threads for kernels, N - 1 beside them for nodes),
 // --train-subset N (all 60000), --data DIR (the data directory's mnist/), --min-accuracy X
-// (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume, --host-batches
+// (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume, --save-model FILE
+// (the trained model, frozen, as a bundle examples/classify runs), --host-batches
 // (the training loop makes each batch itself, between steps; by default a weft::input_pipeline
 // makes them ahead on threads of its own: the same batches, the same result), --fashion
 // (Fashion-MNIST from Debian's dataset-fashion-mnist), --device gpu (the model on GPU:0;

@@ -30,6 +30,7 @@ struct mnist_options {
   double lr = 0.001, decay = 0.6, min_accuracy = 0;
   long train_subset = 0;
   std::string data, checkpoint_dir;
+  std::string save_model;  // a model bundle of the trained model, frozen, for examples/classify (docs/models.md)
   bool resume = false;
   bool pipeline = true;  // batches from a weft::input_pipeline, made ahead on threads of its own (else by the loop)
   bool fashion = false;   // Fashion-MNIST from Debian's dataset-fashion-mnist instead of MNIST
@@ -50,7 +51,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
   auto usage = [&](int status) {
     std::fprintf(status ? stderr : stdout,
                  "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
-                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--host-batches] [--fashion] [--device cpu|gpu]",
+                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--save-model FILE] [--host-batches] [--fashion] [--device cpu|gpu]",
                  program);
     for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
     std::fprintf(status ? stderr : stdout, "\n");
@@ -76,6 +77,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       else if (a == "--min-accuracy") o.min_accuracy = std::stod(value());
       else if (a == "--checkpoint-dir") o.checkpoint_dir = value();
       else if (a == "--resume") o.resume = true;
+      else if (a == "--save-model") o.save_model = value();
       else if (a == "--pipeline") o.pipeline = true;
       else if (a == "--host-batches") o.pipeline = false;
       else if (a == "--fashion") o.fashion = true;
@@ -148,6 +150,7 @@ struct mnist_model {
   weft::output images, labels;   // placeholders: [n, 784] float32, [n] int32
   weft::output loss, correct;    // the batch's mean loss and its number of right answers
   weft::output learning_rate;    // a scalar placeholder
+  weft::output probs, classes;   // the model's answer: softmax [n, 10] and the class [n] (int32)
   std::vector<std::pair<weft::output, weft::tensor>> train_feeds, test_feeds;  // more feeds (dropout's rate)
 };
 
@@ -230,6 +233,14 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
     std::printf("epoch %d: test accuracy %.2f%%, saved %s\n", epoch, 100 * test_accuracy, file.c_str());
   }
   if (first_epoch > opt.epochs) test_accuracy = evaluate();  // nothing left to train: the restored model's
+  if (!opt.save_model.empty()) {
+    // Frozen (the variables as constants, training's nodes left out) and with no device
+    // requests, so that examples/classify loads it on any machine.
+    const auto sig = make_signature(g, "classify", {{"images", m.images}}, {{"probs", m.probs}, {"classes", m.classes}});
+    save_model(opt.save_model, s, g, {sig}, {.freeze = true, .clear_devices = true});
+    std::printf("%s: saved the model to %s (%ju bytes; examples/classify runs it)\n", program, opt.save_model.c_str(),
+                static_cast<std::uintmax_t>(std::filesystem::file_size(opt.save_model)));
+  }
   std::printf("test accuracy %.2f%% after %d epoch%s (%.1f s of training in this run)\n", 100 * test_accuracy, opt.epochs, opt.epochs == 1 ? "" : "s",
               seconds);
   if (test_accuracy < opt.min_accuracy) {
@@ -304,7 +315,9 @@ class mnist_builder {
     const output axis0 = g_.constant(tensor::from_vector(std::vector<std::int32_t>{0})).out(0);
     const output xent = g_.op("SparseSoftmaxCrossEntropyWithLogits", {logits, m_.labels}).out(0);
     m_.loss = g_.op("Mean", {xent, axis0}, {}, "loss").out(0);
-    const output predicted = g_.op("ArgMax", {logits, g_.constant(tensor::scalar(1))}, {{"output_type", dtype::int32}}).out(0);
+    const output predicted = g_.op("ArgMax", {logits, g_.constant(tensor::scalar(1))}, {{"output_type", dtype::int32}}, "classes").out(0);
+    m_.classes = predicted;
+    m_.probs = g_.op("Softmax", {logits}, {}, "probs").out(0);  // not run in training: for the saved model
     const output hit = g_.op("Cast", {g_.op("Equal", {predicted, m_.labels}).out(0)}, {{"DstT", dtype::float32}}).out(0);
     m_.correct = g_.op("Sum", {hit, axis0}, {}, "correct").out(0);
     // The learning rate is fed: it decays by opt.decay after each epoch.

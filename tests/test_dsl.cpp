@@ -137,6 +137,18 @@ TEST_CASE("dsl: a fused elementwise chain equals the naive loop and the unfused 
   // Leaves in order: a, x, 0.5, x, 3.0, x, x, bias; inputs: a, x, 0.5, 3.0, bias.
   CHECK(f->num_inputs() == 5);
   CHECK(f->attr<std::vector<std::int64_t>>("slots") == std::vector<std::int64_t>{0, 1, 2, 1, 3, 1, 1, 4});
+  // Written out as its ops (what save_model writes, passes/expand_fused.hpp), the graph
+  // computes the same with the standard kernels.
+  const std::string y_name = fused.current_graph().name_of(fused.lower(y));
+  const graph expanded = passes::expand_fused(fused.current_graph());
+  CHECK(count_op(expanded, "Fused") == 0);
+  CHECK(count_op(expanded, "Tanh") == 1);
+  session se(expanded);
+  const tensor ye = se.run({{"x", tensor::from_vector(xv)}, {"a", tensor::scalar(1.5f)}, {"bias", tensor::from_vector(bv, shape{rows, 1})}},
+                           {y_name})[0];
+  REQUIRE(ye.shape() == shape{rows, len});
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < len; ++i) CHECK(ye.flat<float>()[static_cast<std::size_t>(r * len + i)] == Approx(yp(r, i)).epsilon(1e-6).margin(1e-6));
 }
 
 TEST_CASE("dsl: fused subtrees read broadcast rows, columns and scalars", "[dsl][fusion]") {

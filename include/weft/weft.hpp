@@ -19,6 +19,7 @@
 #include <weft/graph/optimizers.hpp>
 #include <weft/ops/all.hpp>
 #include <weft/runtime/checkpoint.hpp>
+#include <weft/runtime/model.hpp>
 #include <weft/kernels/cpu/io.hpp>  // the saver's Save and Restore kernels (its kernel_for specialization)
 #include <weft/runtime/executor.hpp>
 #include <weft/runtime/kernel.hpp>

@@ -132,3 +132,8 @@ small = (node('x', 'Placeholder', attrs=attr('dtype', int_field(6, 1)) + attr('s
          node('y', 'Mul', ['x', 'two'], attr('T', int_field(6, 1))) +
          node('z', 'Identity', ['y:0', '^x'], attr('T', int_field(6, 1)) + attr('_class', field(1, field(2, b'loc:@y')))))
 write('graph_def', 'small', small)
+
+# The model target's seeds (corpus/model: a bundle with variables, its frozen form, and the
+# first cut 5 bytes short) were written by save_model itself, from a 2x2 MatMul-ReLU graph
+# with one variable and a signature: a bundle's bytes hold a GraphDef and a checkpoint, which
+# this script does not rebuild.

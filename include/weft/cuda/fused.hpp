@@ -46,68 +46,10 @@ inline void check(nvrtcResult r, const char* what) {
   fail(error_code::internal, what, ": ", nvrtcGetErrorString(r));
 }
 
-// A Fused node's subtree: an op over operands, or a leaf (an input; `scalar` when it is a
-// static scalar), numbered left to right.
-struct fused_expr {
-  std::string op;  // empty for a leaf
-  dtype type = dtype::invalid;
-  bool scalar = false;
-  int leaf = -1;
-  std::vector<fused_expr> args;
-};
+// A Fused node's subtree (ops/fused_ops.hpp reads it back from the node's expr).
+using fused_expr = fused::expr_node;
 
 namespace detail {
-
-class expr_parser {
- public:
-  explicit expr_parser(std::string_view s) : s_(s) {}
-  fused_expr parse() {
-    fused_expr e = node();
-    if (pos_ != s_.size()) error("text after the expression");
-    return e;
-  }
-
- private:
-  fused_expr node() {
-    fused_expr e;
-    if (take('$')) {
-      e.type = parse_dtype(word());
-      e.scalar = take('s');
-      e.leaf = leaves_++;
-      return e;
-    }
-    e.op = std::string(word());
-    if (e.op.empty()) error("an op name or a leaf");
-    if (!take(':')) error("':' after the op name");
-    e.type = parse_dtype(word());
-    if (!take('(')) error("'(' before the operands");
-    do e.args.push_back(node());
-    while (take(','));
-    if (!take(')')) error("')' after the operands");
-    return e;
-  }
-  std::string_view word() {
-    const std::size_t start = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
-    // A leaf's dtype ends before its scalar mark: "$float32s".
-    std::string_view w = s_.substr(start, pos_ - start);
-    if (!w.empty() && w.back() == 's' && start > 0 && s_[start - 1] == '$') {
-      --pos_;
-      w.remove_suffix(1);
-    }
-    return w;
-  }
-  bool take(char c) {
-    if (pos_ < s_.size() && s_[pos_] == c) return ++pos_, true;
-    return false;
-  }
-  [[noreturn]] void error(const char* wanted) const {
-    fail(error_code::invalid_argument, "Fused expr '", s_, "': expected ", wanted, " at offset ", pos_);
-  }
-  std::string_view s_;
-  std::size_t pos_ = 0;
-  int leaves_ = 0;
-};
 
 // The C++ type a dtype's elements are stored as in the generated source, and computed in.
 inline const char* storage_type(dtype t) {
@@ -200,7 +142,7 @@ inline void number_leaves(const fused_expr& e, std::vector<const fused_expr*>& o
 
 }  // namespace detail
 
-inline fused_expr parse_fused(std::string_view expr) { return detail::expr_parser(expr).parse(); }
+inline fused_expr parse_fused(std::string_view expr) { return fused::parse(expr); }
 
 // The CUDA source of kernel `name` computing `e` for a Fused node whose leaf j reads input
 // slots[j], the inputs of dtypes `inputs`, the output of dtype `out`: extern "C"

@@ -1828,6 +1828,7 @@ inline bool register_gpu_kernels() {
     using B = launch::binary;
     register_gpu_kernel<gpu_no_op>("NoOp");
     register_gpu_kernel<gpu_identity>("Identity");
+    register_gpu_kernel<gpu_identity>("PlaceholderWithDefault");
     register_gpu_kernel<gpu_placeholder>("Placeholder");
     register_gpu_kernel<gpu_const>("Const");
     register_gpu_kernel<gpu_shape>("Shape");

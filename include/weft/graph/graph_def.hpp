@@ -103,6 +103,9 @@ struct graph_def_options {
   // "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
   // the edges; importing drops them).
   bool output_shapes = true;
+  // Each node's requested device; false leaves them out (a graph made on a machine with a
+  // GPU, for one without).
+  bool devices = true;
 };
 
 // What reading a GraphDef allocates at most beyond its own bytes: a tensor whose *_val
@@ -530,7 +533,7 @@ inline std::string to_graph_def(const graph& g, const graph_def_options& options
       w.bytes(node_f::input, in.port == 0 ? source : source + ":" + std::to_string(in.port));
     }
     for (int c : n.control_inputs()) w.bytes(node_f::input, "^" + g.at(c).name());
-    if (!n.device().empty()) w.bytes(node_f::device, n.device());
+    if (options.devices && !n.device().empty()) w.bytes(node_f::device, n.device());
     for (const auto& [key, value] : n.attrs().entries()) add_attr(w, key, value);
     if (!n.colocation().empty()) add_attr(w, "_class", std::vector<std::string>{"loc:@" + n.colocation()});
     if (options.output_shapes && n.num_outputs() > 0) {

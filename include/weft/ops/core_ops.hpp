@@ -47,6 +47,21 @@ inline std::vector<op_def> core_op_defs() {
                      .cheap()
                      .shape_fn([](shape_context& c) { c.set_output(0, c.attr<partial_shape>("shape")); })
                      .build());
+  // A Placeholder with a value when it is not fed: its input, passed through (TensorFlow's
+  // PlaceholderWithDefault). Not a feed op: the step that does not feed it runs it.
+  defs.push_back(op_def_builder("PlaceholderWithDefault")
+                     .input("input: dtype")
+                     .output("output: dtype")
+                     .attr("dtype: any type")
+                     .attr("shape: shape")
+                     .cheap()
+                     .shape_fn([](shape_context& c) {
+                       const auto& declared = c.attr<partial_shape>("shape");
+                       if (!shapes_compatible(declared, c.input(0)))
+                         c.fail("the default value's shape ", c.input(0), " is not the declared shape ", declared);
+                       c.set_output(0, declared);
+                     })
+                     .build());
   defs.push_back(op_def_builder("Identity").input("input: T").output("output: T").attr("T: any type").cheap()
                      .shape_fn(same_shape).build());
   defs.push_back(op_def_builder("NoOp").cheap().build());
@@ -100,13 +115,15 @@ namespace weft::ops {
 WEFT_DETAIL_OP_TYPE(Const, core)
 WEFT_DETAIL_OP_TYPE(Placeholder, core)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Identity, core, gradients::identity_grad)
+// When not fed, its output is its input: the gradient passes through to the default.
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PlaceholderWithDefault, core, gradients::identity_grad)
 WEFT_DETAIL_OP_TYPE(NoOp, core)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct core {
   static constexpr const char* name = "core";
   static constexpr bool in_cpu_registry = true;
-  using types = type_list<Const, Placeholder, Identity, NoOp>;  // its op types
+  using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  // its op types
   static void define() { register_core_ops(); }
 };
 }  // namespace families

@@ -11,10 +11,15 @@
 // reads; a leaf used twice is one input), `T` (the result dtype) and `Tin` (the inputs').
 #pragma once
 
+#include <cctype>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include <weft/core/dtype.hpp>
+#include <weft/core/error.hpp>
 
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -106,6 +111,79 @@ const std::string& signature() {
   }();
   return s;
 }
+
+
+// ---- a subtree read back from its signature (the GPU's code generator, and
+// passes/expand_fused.hpp, which writes a Fused node out as its ops)
+
+// An op over operands, or a leaf (an input; `scalar` when it is a static scalar), numbered
+// left to right.
+struct expr_node {
+  std::string op;  // empty for a leaf
+  dtype type = dtype::invalid;
+  bool scalar = false;
+  int leaf = -1;
+  std::vector<expr_node> args;
+};
+
+namespace detail {
+
+class expr_parser {
+ public:
+  explicit expr_parser(std::string_view s) : s_(s) {}
+  expr_node parse() {
+    expr_node e = node(0);
+    if (pos_ != s_.size()) error("text after the expression");
+    return e;
+  }
+
+ private:
+  expr_node node(int depth) {
+    if (depth > 1000) error("an expression at most 1000 deep");
+    expr_node e;
+    if (take('$')) {
+      e.type = parse_dtype(word());
+      e.scalar = take('s');
+      e.leaf = leaves_++;
+      return e;
+    }
+    e.op = std::string(word());
+    if (e.op.empty()) error("an op name or a leaf");
+    if (!take(':')) error("':' after the op name");
+    e.type = parse_dtype(word());
+    if (!take('(')) error("'(' before the operands");
+    do e.args.push_back(node(depth + 1));
+    while (take(','));
+    if (!take(')')) error("')' after the operands");
+    return e;
+  }
+  std::string_view word() {
+    const std::size_t start = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    // A leaf's dtype ends before its scalar mark: "$float32s".
+    std::string_view w = s_.substr(start, pos_ - start);
+    if (!w.empty() && w.back() == 's' && start > 0 && s_[start - 1] == '$') {
+      --pos_;
+      w.remove_suffix(1);
+    }
+    return w;
+  }
+  bool take(char c) {
+    if (pos_ < s_.size() && s_[pos_] == c) return ++pos_, true;
+    return false;
+  }
+  [[noreturn]] void error(const char* wanted) const {
+    fail(error_code::invalid_argument, "Fused expr '", s_, "': expected ", wanted, " at offset ", pos_);
+  }
+  std::string_view s_;
+  std::size_t pos_ = 0;
+  int leaves_ = 0;
+};
+
+}  // namespace detail
+
+// The subtree a Fused node's `expr` attr names (signature<E>()'s text, parsed).
+inline expr_node parse(std::string_view expr) { return detail::expr_parser(expr).parse(); }
 
 }  // namespace weft::fused
 

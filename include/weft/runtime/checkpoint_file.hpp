@@ -87,40 +87,52 @@ inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
 }
 }  // namespace detail
 
+// A checkpoint's bytes in parts, as written (the format above): the header and index, then
+// the tensors' bytes, which `blobs` views in place (a string tensor's in `strings`). Offsets
+// count from the start of `index`. Names must be distinct and non-empty.
+struct checkpoint_parts {
+  std::string index;
+  std::vector<std::string_view> blobs;
+  std::vector<std::string> strings;  // the string tensors' bytes, which blobs view
+
+  explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
+    index.append(detail::checkpoint_magic, 8);
+    detail::put<std::uint32_t>(index, 1);
+    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
+    std::size_t index_size = index.size() + 4;
+    for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
+    std::uint64_t offset = index_size;
+    strings.reserve(tensors.size());  // blobs view these: no reallocation
+    std::vector<std::string> names;
+    for (const auto& [name, t] : tensors) {
+      if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
+        fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
+      names.push_back(name);
+      detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
+      index += name;
+      detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
+      detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
+      for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+      const std::string_view blob = t.dtype() == dtype::string
+                                        ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
+                                        : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
+      detail::put<std::uint64_t>(index, offset);
+      detail::put<std::uint64_t>(index, blob.size());
+      detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
+      offset += blob.size();
+      blobs.push_back(blob);
+    }
+    detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
+  }
+  checkpoint_parts(const checkpoint_parts&) = delete;  // blobs view strings' own buffers
+  checkpoint_parts& operator=(const checkpoint_parts&) = delete;
+};
+
 // Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
 // distinct and non-empty.
 inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
-  std::string index;
-  index.append(detail::checkpoint_magic, 8);
-  detail::put<std::uint32_t>(index, 1);
-  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
-  std::size_t index_size = index.size() + 4;
-  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
-  std::uint64_t offset = index_size;
-  std::vector<std::string_view> blobs;
-  std::vector<std::string> strings;  // the string tensors' bytes
-  strings.reserve(tensors.size());
-  std::vector<std::string> names;
-  for (const auto& [name, t] : tensors) {
-    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
-    names.push_back(name);
-    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
-    index += name;
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
-    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
-    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
-    const std::string_view blob = t.dtype() == dtype::string
-                                      ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
-                                      : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
-    detail::put<std::uint64_t>(index, offset);
-    detail::put<std::uint64_t>(index, blob.size());
-    detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
-    offset += blob.size();
-    blobs.push_back(blob);
-  }
-  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
-  detail::write_file_atomically(path, index, blobs, "the checkpoint");
+  const checkpoint_parts parts(tensors);
+  detail::write_file_atomically(path, parts.index, parts.blobs, "the checkpoint");
 }
 
 // Every tensor of the checkpoint file held in `bytes`, in file order, after checking the

@@ -458,6 +458,7 @@ void register_core_kernels() {
   register_cpu_kernel<const_kernel>("Const");
   register_cpu_kernel<placeholder_kernel>("Placeholder");
   register_cpu_kernel<identity_kernel>("Identity");
+  register_cpu_kernel<identity_kernel>("PlaceholderWithDefault");  // when not fed: its default, passed through
   register_cpu_kernel<no_op_kernel>("NoOp");
 }
 
@@ -500,6 +501,10 @@ struct kernel_for<ops::Placeholder, T, device_types::cpu> {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Identity, T, device_types::cpu> {
   static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("Identity"); }
+};
+template <class T>  // one kernel class for every dtype
+struct kernel_for<ops::PlaceholderWithDefault, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("PlaceholderWithDefault"); }
 };
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::NoOp, T, device_types::cpu> {
