@@ -10,6 +10,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <vector>
@@ -108,8 +110,16 @@ void BM_torch_lenet_inference(benchmark::State& state) {
   for (const tensor& t : bundle().params) params.push_back({t.shape().dims(), t.data<float>()});
   auto net = torch_bench::make_lenet_inference(params);
   const tensor x = random_tensor(shape{batch, 28, 28, 1}, 1.0f, 9);
-  net->forward(x.data<float>(), batch);
-  for (auto _ : state) net->forward(x.data<float>(), batch);
+  // The same network: libtorch's logits are weft's (from the bundle) to float rounding.
+  const std::vector<float> theirs = net->forward(x.data<float>(), batch);
+  model_bundle m = load_model(bundle().path, threads_options(1));
+  const std::vector<float> ours = m.run("classify", {{"images", x}})[0].to_vector<float>();
+  for (std::size_t i = 0; i < ours.size(); ++i)
+    if (theirs.size() != ours.size() || std::abs(theirs[i] - ours[i]) > 1e-4f * std::max(1.0f, std::abs(ours[i]))) {
+      state.SkipWithError("libtorch's logits differ from weft's: not the same network");
+      return;
+    }
+  for (auto _ : state) benchmark::DoNotOptimize(net->forward(x.data<float>(), batch));
   state.SetItemsProcessed(state.iterations() * batch);
   torch_bench::set_threads(torch_bench::default_threads());
 }

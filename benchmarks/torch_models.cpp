@@ -202,11 +202,13 @@ namespace {
 class lenet_inference final : public inference {
  public:
   explicit lenet_inference(const std::vector<param>& params) : net_(std::make_shared<lenet_net>(params)) { net_->eval(); }
-  void forward(const float* images, std::int64_t batch) override {
+  std::vector<float> forward(const float* images, std::int64_t batch) override {
     torch::NoGradGuard no_grad;
     const torch::Tensor x = torch::from_blob(const_cast<float*>(images), {batch, 1, 28, 28}, torch::kFloat32);
-    const torch::Tensor logits = net_->forward(x);
+    const torch::Tensor logits = net_->forward(x).contiguous();
     if (logits.size(0) != batch) throw std::logic_error("lenet_inference: wrong batch");
+    const float* p = logits.data_ptr<float>();
+    return std::vector<float>(p, p + logits.numel());
   }
 
  private:

@@ -53,8 +53,8 @@ std::unique_ptr<model> make_lenet(const std::vector<param>& params, const float*
 class inference {
  public:
   virtual ~inference() = default;
-  // The logits of `batch` images [batch, 28, 28, 1] (one channel: NHWC is NCHW).
-  virtual void forward(const float* images, std::int64_t batch) = 0;
+  // The logits [batch, 10] of `batch` images [batch, 28, 28, 1] (one channel: NHWC is NCHW).
+  virtual std::vector<float> forward(const float* images, std::int64_t batch) = 0;
 };
 // make_lenet's network, for inference.
 std::unique_ptr<inference> make_lenet_inference(const std::vector<param>& params);
