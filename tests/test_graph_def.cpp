@@ -466,6 +466,14 @@ TEST_CASE("GraphDef: what weft cannot read is an error naming the node, op and a
                        t.message(2, shape_of({-1}));
                      }));
   }, {"tensor_shape [?] is not fully known"});
+  // A bool tensor's bytes other than 0 and 1 read as true, never as an invalid bool.
+  graph bools;
+  import_graph_def(bools, node_bytes("k", "Const", {}, {{"dtype", type_attr(10)}, {"value", tensor_attr([&](wire::writer& t) {
+                                                                 t.varint(1, 10);
+                                                                 t.message(2, shape_of({3}));
+                                                                 t.bytes(4, std::string("\x00\x02\xff", 3));
+                                                               })}}));
+  CHECK(bools["k"].attr<tensor>("value").to_vector<bool>() == std::vector<bool>{false, true, true});
   // A value of the wrong kind for weft's op is the graph's error.
   test::require_error(
       [&] { import_graph_def(g, node_bytes("x", "Placeholder", {}, {{"dtype", attr([](wire::writer& a) { a.int64(3, 1); })}})); },

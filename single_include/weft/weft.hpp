@@ -7995,6 +7995,8 @@ inline tensor read_tensor(std::string_view bytes, const std::string& what, std::
            tensor_bytes);
     tensor t(type, s);
     if (!content.empty()) std::memcpy(t.raw_data(), content.data(), content.size());
+    if (type == dtype::boolean)  // a byte other than 0 or 1 is no bool: any non-zero byte is true
+      for (auto* b = static_cast<unsigned char*>(t.raw_data()), *end = b + content.size(); b != end; ++b) *b = *b != 0;
     return t;
   }
   const std::int64_t given = type == dtype::string ? static_cast<std::int64_t>(strings.size())
@@ -8847,6 +8849,8 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
         bad("string tensor '", e.name, "' at offset ", e.offset, ": ", why);
     } else if (e.size) {
       std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+      if (e.type == dtype::boolean)  // a byte other than 0 or 1 is no bool: any non-zero byte is true
+        for (auto* b = static_cast<unsigned char*>(t.raw_data()), *end = b + e.size; b != end; ++b) *b = *b != 0;
     }
     result.emplace_back(e.name, std::move(t));
     expected_end = e.offset + e.size;

@@ -359,6 +359,8 @@ inline tensor read_tensor(std::string_view bytes, const std::string& what, std::
            tensor_bytes);
     tensor t(type, s);
     if (!content.empty()) std::memcpy(t.raw_data(), content.data(), content.size());
+    if (type == dtype::boolean)  // a byte other than 0 or 1 is no bool: any non-zero byte is true
+      for (auto* b = static_cast<unsigned char*>(t.raw_data()), *end = b + content.size(); b != end; ++b) *b = *b != 0;
     return t;
   }
   const std::int64_t given = type == dtype::string ? static_cast<std::int64_t>(strings.size())

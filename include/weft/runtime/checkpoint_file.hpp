@@ -213,6 +213,8 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
         bad("string tensor '", e.name, "' at offset ", e.offset, ": ", why);
     } else if (e.size) {
       std::memcpy(t.raw_data(), bytes.data() + e.offset, e.size);
+      if (e.type == dtype::boolean)  // a byte other than 0 or 1 is no bool: any non-zero byte is true
+        for (auto* b = static_cast<unsigned char*>(t.raw_data()), *end = b + e.size; b != end; ++b) *b = *b != 0;
     }
     result.emplace_back(e.name, std::move(t));
     expected_end = e.offset + e.size;
