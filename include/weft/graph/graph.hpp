@@ -435,6 +435,20 @@ inline void graph::add_control_input(int to, int from) {
   if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
 }
 
+// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
+// control inputs as "^node", its device and colocation. With `kept` (by node id), control
+// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
+inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr) {
+  auto is_kept = [&](int id) { return !kept || (*kept)[static_cast<std::size_t>(id)]; };
+  node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
+  for (const output& in : n.inputs()) s.inputs.push_back(g.name_of(in));
+  for (int c : n.control_inputs())
+    if (is_kept(c)) s.inputs.push_back("^" + g.at(c).name());
+  if (const node* with = n.colocation().empty() ? nullptr : g.find(n.colocation()); with && is_kept(with->id()))
+    s.colocate_with = n.colocation();
+  return s;
+}
+
 inline void graph::import(const std::vector<node_spec>& specs) {
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < specs.size(); ++i) {

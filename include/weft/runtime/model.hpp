@@ -118,24 +118,13 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
     }
   }
   std::vector<node_spec> specs;
-  auto spec_of = [&](const node& n) {
-    node_spec sp{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
-    for (const output& in : n.inputs()) sp.inputs.push_back(g.name_of(in));
-    for (int c : n.control_inputs())
-      if (needed[static_cast<std::size_t>(c)]) sp.inputs.push_back("^" + g.at(c).name());
-    if (!n.colocation().empty()) {
-      const node* with = g.find(n.colocation());
-      if (with && needed[static_cast<std::size_t>(with->id())]) sp.colocate_with = n.colocation();
-    }
-    return sp;
-  };
   std::vector<bool> kept(needed);
   for (output o : inputs) {
     const node& n = g.at(o);
     if (kept[static_cast<std::size_t>(o.node)]) continue;
     kept[static_cast<std::size_t>(o.node)] = true;
     if (n.def().feed) {
-      specs.push_back(spec_of(n));
+      specs.push_back(spec_of(g, n, &needed));
       continue;
     }
     if (n.num_outputs() != 1)
@@ -154,7 +143,7 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
         if (needed[static_cast<std::size_t>(ctl)]) c.inputs.push_back("^" + g.at(ctl).name());
       specs.push_back(std::move(c));
     } else {
-      specs.push_back(spec_of(n));
+      specs.push_back(spec_of(g, n, &needed));
     }
   }
   graph f;
@@ -190,14 +179,10 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
   }
   for (int id = 0; id < f.size(); ++id) {
     const node& n = f.at(id);
-    node_spec sp{n.name(), n.op(), {}, n.attrs(), n.device(), n.colocation()};
-    for (const output& in : n.inputs()) {
-      std::string ref = f.name_of(in);
+    node_spec sp = spec_of(f, n);
+    for (std::string& ref : sp.inputs)
       for (const auto& [from, to] : renamed)
         if (from == ref) ref = to;
-      sp.inputs.push_back(std::move(ref));
-    }
-    for (int c : n.control_inputs()) sp.inputs.push_back("^" + f.at(c).name());
     next.push_back(std::move(sp));
   }
   graph unpruned;
@@ -211,17 +196,8 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
   });
   for (output o : fed2) keep[static_cast<std::size_t>(o.node)] = true;
   std::vector<node_spec> last;
-  for (int id = 0; id < unpruned.size(); ++id) {
-    if (!keep[static_cast<std::size_t>(id)]) continue;
-    const node& n = unpruned.at(id);
-    node_spec sp{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
-    for (const output& in : n.inputs()) sp.inputs.push_back(unpruned.name_of(in));
-    for (int c : n.control_inputs())
-      if (keep[static_cast<std::size_t>(c)]) sp.inputs.push_back("^" + unpruned.at(c).name());
-    if (const node* with = unpruned.find(n.colocation()); with && keep[static_cast<std::size_t>(with->id())])
-      sp.colocate_with = n.colocation();
-    last.push_back(std::move(sp));
-  }
+  for (int id = 0; id < unpruned.size(); ++id)
+    if (keep[static_cast<std::size_t>(id)]) last.push_back(spec_of(unpruned, unpruned.at(id), &keep));
   graph out;
   out.import(last);
   return out;

@@ -33,15 +33,12 @@ inline graph expand_fused(const graph& g) {
   std::vector<std::pair<std::string, dtype>> checks;  // (node, the dtype the subtree gives it)
   for (int id = 0; id < g.size(); ++id) {
     const node& n = g.at(id);
-    std::vector<std::string> controls;
-    for (int c : n.control_inputs()) controls.push_back("^" + g.at(c).name());
     if (n.op() != "Fused") {
-      node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), n.colocation()};
-      for (const output& in : n.inputs()) s.inputs.push_back(g.name_of(in));
-      s.inputs.insert(s.inputs.end(), controls.begin(), controls.end());
-      specs.push_back(std::move(s));
+      specs.push_back(spec_of(g, n));
       continue;
     }
+    std::vector<std::string> controls;
+    for (int c : n.control_inputs()) controls.push_back("^" + g.at(c).name());
     const fused::expr_node root = fused::parse(n.attr<std::string>("expr"));
     const auto& slots = n.attr<std::vector<std::int64_t>>("slots");
     int counter = 0;
