@@ -5862,6 +5862,20 @@ inline void graph::add_control_input(int to, int from) {
   if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
 }
 
+// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
+// control inputs as "^node", its device and colocation. With `kept` (by node id), control
+// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
+inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr) {
+  auto is_kept = [&](int id) { return !kept || (*kept)[static_cast<std::size_t>(id)]; };
+  node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
+  for (const output& in : n.inputs()) s.inputs.push_back(g.name_of(in));
+  for (int c : n.control_inputs())
+    if (is_kept(c)) s.inputs.push_back("^" + g.at(c).name());
+  if (const node* with = n.colocation().empty() ? nullptr : g.find(n.colocation()); with && is_kept(with->id()))
+    s.colocate_with = n.colocation();
+  return s;
+}
+
 inline void graph::import(const std::vector<node_spec>& specs) {
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -7307,7 +7321,7 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 
 }  // namespace weft
 // TensorFlow's GraphDef, both ways: a weft graph as the bytes of a `tensorflow.GraphDef`
-// message (TensorBoard and Netron open it; TensorFlow reads it where weft's ops are
+// message (the schema TensorBoard and Netron read; TensorFlow reads it where weft's ops are
 // TensorFlow's), and a GraphDef (a frozen TensorFlow model, or one weft wrote) as a weft
 // graph.
 //
@@ -13984,15 +13998,12 @@ inline graph expand_fused(const graph& g) {
   std::vector<std::pair<std::string, dtype>> checks;  // (node, the dtype the subtree gives it)
   for (int id = 0; id < g.size(); ++id) {
     const node& n = g.at(id);
-    std::vector<std::string> controls;
-    for (int c : n.control_inputs()) controls.push_back("^" + g.at(c).name());
     if (n.op() != "Fused") {
-      node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), n.colocation()};
-      for (const output& in : n.inputs()) s.inputs.push_back(g.name_of(in));
-      s.inputs.insert(s.inputs.end(), controls.begin(), controls.end());
-      specs.push_back(std::move(s));
+      specs.push_back(spec_of(g, n));
       continue;
     }
+    std::vector<std::string> controls;
+    for (int c : n.control_inputs()) controls.push_back("^" + g.at(c).name());
     const fused::expr_node root = fused::parse(n.attr<std::string>("expr"));
     const auto& slots = n.attr<std::vector<std::int64_t>>("slots");
     int counter = 0;
@@ -14107,24 +14118,13 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
     }
   }
   std::vector<node_spec> specs;
-  auto spec_of = [&](const node& n) {
-    node_spec sp{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
-    for (const output& in : n.inputs()) sp.inputs.push_back(g.name_of(in));
-    for (int c : n.control_inputs())
-      if (needed[static_cast<std::size_t>(c)]) sp.inputs.push_back("^" + g.at(c).name());
-    if (!n.colocation().empty()) {
-      const node* with = g.find(n.colocation());
-      if (with && needed[static_cast<std::size_t>(with->id())]) sp.colocate_with = n.colocation();
-    }
-    return sp;
-  };
   std::vector<bool> kept(needed);
   for (output o : inputs) {
     const node& n = g.at(o);
     if (kept[static_cast<std::size_t>(o.node)]) continue;
     kept[static_cast<std::size_t>(o.node)] = true;
     if (n.def().feed) {
-      specs.push_back(spec_of(n));
+      specs.push_back(spec_of(g, n, &needed));
       continue;
     }
     if (n.num_outputs() != 1)
@@ -14143,7 +14143,7 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
         if (needed[static_cast<std::size_t>(ctl)]) c.inputs.push_back("^" + g.at(ctl).name());
       specs.push_back(std::move(c));
     } else {
-      specs.push_back(spec_of(n));
+      specs.push_back(spec_of(g, n, &needed));
     }
   }
   graph f;
@@ -14179,14 +14179,10 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
   }
   for (int id = 0; id < f.size(); ++id) {
     const node& n = f.at(id);
-    node_spec sp{n.name(), n.op(), {}, n.attrs(), n.device(), n.colocation()};
-    for (const output& in : n.inputs()) {
-      std::string ref = f.name_of(in);
+    node_spec sp = spec_of(f, n);
+    for (std::string& ref : sp.inputs)
       for (const auto& [from, to] : renamed)
         if (from == ref) ref = to;
-      sp.inputs.push_back(std::move(ref));
-    }
-    for (int c : n.control_inputs()) sp.inputs.push_back("^" + f.at(c).name());
     next.push_back(std::move(sp));
   }
   graph unpruned;
@@ -14200,17 +14196,8 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
   });
   for (output o : fed2) keep[static_cast<std::size_t>(o.node)] = true;
   std::vector<node_spec> last;
-  for (int id = 0; id < unpruned.size(); ++id) {
-    if (!keep[static_cast<std::size_t>(id)]) continue;
-    const node& n = unpruned.at(id);
-    node_spec sp{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
-    for (const output& in : n.inputs()) sp.inputs.push_back(unpruned.name_of(in));
-    for (int c : n.control_inputs())
-      if (keep[static_cast<std::size_t>(c)]) sp.inputs.push_back("^" + unpruned.at(c).name());
-    if (const node* with = unpruned.find(n.colocation()); with && keep[static_cast<std::size_t>(with->id())])
-      sp.colocate_with = n.colocation();
-    last.push_back(std::move(sp));
-  }
+  for (int id = 0; id < unpruned.size(); ++id)
+    if (keep[static_cast<std::size_t>(id)]) last.push_back(spec_of(unpruned, unpruned.at(id), &keep));
   graph out;
   out.import(last);
   return out;

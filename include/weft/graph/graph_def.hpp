@@ -1,5 +1,5 @@
 // TensorFlow's GraphDef, both ways: a weft graph as the bytes of a `tensorflow.GraphDef`
-// message (TensorBoard and Netron open it; TensorFlow reads it where weft's ops are
+// message (the schema TensorBoard and Netron read; TensorFlow reads it where weft's ops are
 // TensorFlow's), and a GraphDef (a frozen TensorFlow model, or one weft wrote) as a weft
 // graph.
 //
