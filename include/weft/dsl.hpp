@@ -21,6 +21,7 @@
 #include <weft/dsl/random_ops.hpp>
 #include <weft/dsl/state_ops.hpp>
 #include <weft/dsl/nn_ops.hpp>
+#include <weft/dsl/layers.hpp>
 #include <weft/dsl/handle.hpp>
 #include <weft/dsl/fusion.hpp>
 #include <weft/dsl/gradient.hpp>

@@ -34,6 +34,7 @@ struct leaf_data {
   const scope_info* scope = nullptr;
   tensor value;                                  // constants
   lower_fn initializer;  // variables: the initial value
+  shape dims;            // variables whose static shape has dyn dims: the shape at run time
 };
 
 }  // namespace detail
@@ -45,7 +46,7 @@ class placeholder_expr : public expr_base {
   using shape_type = S;
 
   explicit placeholder_expr(std::string name)
-      : d_(std::make_shared<detail::leaf_data>(detail::leaf_data{std::move(name), detail::current_scope(), {}, {}})) {}
+      : d_(std::make_shared<detail::leaf_data>(detail::leaf_data{std::move(name), detail::current_scope(), {}, {}, {}})) {}
 
   const std::string& name() const noexcept { return d_->name; }
 
@@ -76,7 +77,7 @@ class constant_expr : public expr_base {
 
   explicit constant_expr(tensor value)
       : d_(std::make_shared<detail::leaf_data>(
-            detail::leaf_data{{}, detail::current_scope(), std::move(value), {}})) {}
+            detail::leaf_data{{}, detail::current_scope(), std::move(value), {}, {}})) {}
 
   const tensor& value() const noexcept { return d_->value; }
 
@@ -116,9 +117,27 @@ class variable_expr : public expr_base {
 
   variable_expr(std::string name, lower_fn init)
       : d_(std::make_shared<detail::leaf_data>(
-            detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init)})) {}
+            detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), {}})) {
+    static_assert(S::fully_static, "weft::variable: a variable whose static shape has dyn dims is given its shape");
+  }
+  // A variable whose static shape S may have dyn dims (a layer sized at run time): `dims`
+  // is its shape, which must fit S.
+  variable_expr(std::string name, shape dims, lower_fn init) {
+    bool fits = dims.rank() == S::rank;
+    for (int i = 0; fits && i < S::rank; ++i) {
+      const std::int64_t want = S::values[static_cast<std::size_t>(i)];
+      fits = dims[i] >= 0 && (want < 0 || want == dims[i]);
+    }
+    if (!fits)
+      fail(error_code::invalid_argument, "weft::variable '", name, "': the shape ", dims, " does not fit the static shape ",
+           S::partial());
+    d_ = std::make_shared<detail::leaf_data>(
+        detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), std::move(dims)});
+  }
 
   const std::string& name() const noexcept { return d_->name; }
+  // The variable's shape at run time.
+  shape runtime_shape() const { return S::fully_static ? shape(std::vector<std::int64_t>(S::values.begin(), S::values.end())) : d_->dims; }
 
   // The Variable node; its initializer (an Assign) is recorded in the lowering context.
   output lower(lowering& cx) const {
@@ -127,7 +146,8 @@ class variable_expr : public expr_base {
     use_kernels<ops::families::core>();
     use_kernels<ops::Variable>();
     use_kernels<ops::Assign>();
-    output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
+    const partial_shape declared = S::fully_static ? S::partial() : partial_shape(d_->dims);
+    output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", declared}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), v, d_);
     output init = d_->initializer(cx);
     cx.add_initializer(cx.add("Assign", {v, init}, {}, d_->scope, d_->name + "/init", false).node);

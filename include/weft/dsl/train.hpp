@@ -187,5 +187,13 @@ training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... 
   return training_target(std::move(state));
 }
 
+// minimize(loss, optimizer, std::tuple of variables): a layer's or a sequential's
+// variables() (layers::variables(a, b, ...) joins several).
+template <class Optimizer, expression Loss, expression... Vars>
+  requires(sizeof...(Vars) >= 1)
+training_target minimize(const Loss& loss, const Optimizer& opt, const std::tuple<Vars...>& vars) {
+  return std::apply([&](const Vars&... v) { return minimize(loss, opt, v...); }, vars);
+}
+
 }  // namespace train
 }  // namespace weft

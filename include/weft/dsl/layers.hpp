@@ -1,0 +1,472 @@
+// Layers on the typed DSL (Keras layers, torch::nn modules, dlib's typed layers):
+// objects that own their variables, with initializers, under a name scope of their own, and
+// that apply to typed expressions. A layer's sizes are template arguments where they are
+// known when the program is compiled, so a layer that does not fit its input is a compile
+// error naming the layer; weft::dyn sizes are given to the constructor instead (a size
+// chosen by a command-line option) and checked when the layer is applied.
+//
+//   namespace L = weft::layers;
+//   auto net = L::sequential(L::dense<float, 784, 512>("fc1"), L::relu,
+//                            L::dense<float, 512, 10>("fc2"));
+//   auto logits = net(images);                                          // [dyn, 10]
+//   auto step = weft::train::minimize(loss, weft::train::adam{1e-3}, net.variables());
+//
+//   L::conv2d<float, 5, 5, 1, 16>("conv1")      5x5 filter, 1 -> 16 channels, SAME, stride 1
+//   L::conv2d<float, 3, 3, dyn, dyn, valid_padding, 2, 2>("c", 16, n)  sizes at run time
+//   L::max_pool<2, 2>{}, L::avg_pool<3, 3, 2, 2, same_padding>{}, L::flatten{}
+//   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
+//   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
+//                                                 computing in bfloat16 (mixed precision)
+//
+// Variables are named "<layer>/kernel" and "<layer>/bias" (the layer's name in the name
+// scope it was made in), start from the layer's initializers (glorot_uniform and zeros by
+// default: Keras's defaults) and are lowered, with their initializers, the first time the
+// layer is; client_session::initialize runs the initializers, its save and restore cover
+// them, and `variables()` gives them to train::minimize. Copies of a layer share its
+// variables (applying one layer twice shares its weights).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <weft/dsl/array_ops.hpp>
+#include <weft/dsl/leaves.hpp>
+#include <weft/dsl/nn_ops.hpp>
+#include <weft/dsl/ops.hpp>
+#include <weft/ops/random_ops.hpp>
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_SUPPORT_CHECK(layer_dtype, "weft::layers: the input's dtype is neither the layer's nor its compute dtype");
+WEFT_DETAIL_DIM_CHECK(dense_rank, "weft::layers::dense: the input must be a matrix [batch, features]");
+WEFT_DETAIL_DIM_CHECK(dense_inputs, "weft::layers::dense: the input's features differ from the layer's input size");
+WEFT_DETAIL_DIM_CHECK(conv2d_layer_rank, "weft::layers::conv2d: the input must have rank 4 (NHWC)");
+WEFT_DETAIL_DIM_CHECK(conv2d_layer_channels,
+                      "weft::layers::conv2d: the input's channels differ from the layer's input channels");
+WEFT_DETAIL_DIM_CHECK(flatten_rank, "weft::layers::flatten: the input must have rank 2 or more");
+}  // namespace check
+
+namespace layers {
+
+using weft::dyn;
+
+// ---- initializers -----------------------------------------------------------------------
+// How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
+// output sizes; a convolution's window area times its input or output channels).
+//   zeros_initializer(), constant_initializer(v)
+//   glorot_uniform(seed, seed2): U(-r, r), r = sqrt(6 / (fan_in + fan_out))
+//   glorot_normal: a normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out))
+//   he_uniform: r = sqrt(6 / fan_in); he_normal: stddev = sqrt(2 / fan_in) (truncated)
+// The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
+// both 0 draws differently each run of the initializer).
+struct initializer {
+  enum class kind { constant, glorot_uniform, glorot_normal, he_uniform, he_normal };
+  kind how = kind::constant;
+  double value = 0;  // constant
+  std::int64_t seed = 0, seed2 = 0;
+};
+inline initializer zeros_initializer() { return {}; }
+inline initializer constant_initializer(double value) { return {initializer::kind::constant, value}; }
+inline initializer glorot_uniform(std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  return {initializer::kind::glorot_uniform, 0, seed, seed2};
+}
+inline initializer glorot_normal(std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  return {initializer::kind::glorot_normal, 0, seed, seed2};
+}
+inline initializer he_uniform(std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  return {initializer::kind::he_uniform, 0, seed, seed2};
+}
+inline initializer he_normal(std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  return {initializer::kind::he_normal, 0, seed, seed2};
+}
+
+namespace detail {
+
+using weft::detail::int_constant;
+
+template <class T>
+output scalar_constant(lowering& cx, double value, const scope_info* scope) {
+  return cx.add("Const", {}, {{"value", tensor::scalar(static_cast<T>(value))}, {"dtype", dtype_of<T>}}, scope);
+}
+
+// The initial value of a variable of dtype T and shape `dims`.
+template <class T>
+output initial_value(lowering& cx, const initializer& init, const shape& dims, std::int64_t fan_in,
+                     std::int64_t fan_out, const scope_info* scope) {
+  use_kernels<ops::families::core>();
+  const output size = int_constant(cx, dims.dims(), shape{dims.rank()});
+  using kind = initializer::kind;
+  if (init.how == kind::constant) {
+    use_kernels<ops::Fill, T>();
+    return cx.add("Fill", {size, scalar_constant<T>(cx, init.value, scope)}, {}, scope);
+  }
+  const bool glorot = init.how == kind::glorot_uniform || init.how == kind::glorot_normal;
+  const float fans = static_cast<float>(glorot ? fan_in + fan_out : fan_in);
+  if (!(fans > 0))
+    fail(error_code::invalid_argument, "weft::layers: a random initializer of a variable of shape ", dims,
+         " needs positive fans (fan_in ", fan_in, ", fan_out ", fan_out, ")");
+  const attr_map random{{"dtype", dtype_of<T>}, {"seed", init.seed}, {"seed2", init.seed2}};
+  use_kernels<ops::Mul, T>();
+  if (init.how == kind::glorot_uniform || init.how == kind::he_uniform) {
+    use_kernels<ops::RandomUniform, T>();
+    use_kernels<ops::Sub, T>();
+    // (u - 1/2) * 2r, u ~ U[0, 1)
+    const float r = std::sqrt(6.0f / fans);
+    const output u = cx.add("RandomUniform", {size}, random, scope, "", false);
+    const output centred = cx.add("Sub", {u, scalar_constant<T>(cx, 0.5f, scope)}, {}, scope);
+    return cx.add("Mul", {centred, scalar_constant<T>(cx, 2 * r, scope)}, {}, scope);
+  }
+  use_kernels<ops::TruncatedNormal, T>();
+  // Keras's variance scaling: the stddev of a normal truncated at 2 stddev is 0.8796 of
+  // the untruncated one's.
+  const float stddev = std::sqrt(2.0f / fans) / 0.87962566103423978f;
+  const output z = cx.add("TruncatedNormal", {size}, random, scope, "", false);
+  return cx.add("Mul", {z, scalar_constant<T>(cx, stddev, scope)}, {}, scope);
+}
+
+// A variable of a layer: shape `dims` (fitting S), its initial value from `init`.
+template <class T, class S>
+variable_expr<T, S> make_variable(std::string name, shape dims, initializer init, std::int64_t fan_in,
+                                  std::int64_t fan_out) {
+  const scope_info* scope = weft::detail::current_scope();
+  lower_fn start = [init, dims, fan_in, fan_out, scope](lowering& cx) {
+    return initial_value<T>(cx, init, dims, fan_in, fan_out, scope);
+  };
+  return variable_expr<T, S>(std::move(name), std::move(dims), std::move(start));
+}
+
+// make() in the name scope `name` (a layer's variables are made there).
+template <class F>
+auto in_scope(const std::string& name, F make) {
+  name_scope scope(name);
+  return make();
+}
+
+// A size given at run time for a template size N: N where N is static (and the given
+// one, when given, must equal it).
+inline std::int64_t size_of(const char* layer, const std::string& name, const char* what, std::int64_t fixed,
+                            std::int64_t given) {
+  if (given < 0 && fixed < 0)
+    fail(error_code::invalid_argument, "weft::layers::", layer, " '", name, "': the ", what,
+         " is weft::dyn in the layer's type, so the constructor must give it");
+  if (given == 0 || (fixed >= 0 && given >= 0 && given != fixed))
+    fail(error_code::invalid_argument, "weft::layers::", layer, " '", name, "': the ", what, " is ", given,
+         given == 0 ? " (sizes must be positive)" : "", fixed >= 0 && given != fixed ? ", the layer's type says " : "",
+         fixed >= 0 && given != fixed ? std::to_string(fixed) : std::string());
+  return fixed >= 0 ? fixed : given;
+}
+
+// The name scope a layer's nodes are built in: the one its variables were made in, on the
+// device and colocation in force where it is applied.
+class layer_scope : weft::detail::scope_guard_base {
+ public:
+  explicit layer_scope(const std::string& prefix)
+      : scope_guard_base({prefix, weft::detail::current_scope()->device, weft::detail::current_scope()->colocate}) {}
+};
+
+// A layer's name scope "<current prefix><name>/", opened while its variables are made.
+inline std::string layer_prefix(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos)
+    fail(error_code::invalid_argument, "weft::layers: a layer's name must be non-empty and have no '/' (got '", name, "')");
+  return weft::detail::current_scope()->prefix + name + "/";
+}
+
+// Casts to C unless the expression is of dtype C already.
+template <class C, expression X>
+auto as_compute(const X& x) {
+  if constexpr (std::is_same_v<value_type_of<X>, C>) return x;
+  else return cast<C>(x);
+}
+
+constexpr std::int64_t last_dim(auto values) { return values.empty() ? dyn : values[values.size() - 1]; }
+
+// The static dims of x's last dimension and N compared: equal pairs where either is dyn.
+constexpr std::array<std::int64_t, 2> sizes_fit(std::int64_t input, std::int64_t n) {
+  return input >= 0 && n >= 0 && input != n ? std::array<std::int64_t, 2>{input, n} : std::array<std::int64_t, 2>{0, 0};
+}
+
+template <class L>
+auto variables_of(const L& layer) {
+  if constexpr (requires { layer.variables(); }) return layer.variables();
+  else return std::tuple<>{};
+}
+
+}  // namespace detail
+
+// ---- dense --------------------------------------------------------------------------------
+struct dense_options {
+  initializer kernel = glorot_uniform();
+  initializer bias = zeros_initializer();
+};
+
+// dense<T, In, Out, C>: x [batch, In] -> x * kernel + bias, [batch, Out]. Variables of
+// dtype T; the product computes in C (T by default; bfloat16 for mixed precision, the
+// result of dtype C).
+template <element T, std::int64_t In = dyn, std::int64_t Out = dyn, element C = T>
+class dense {
+ public:
+  using kernel_type = variable_expr<T, static_shape<In, Out>>;
+  using bias_type = variable_expr<T, static_shape<Out>>;
+
+  // Static sizes: dense<float, 784, 512>("fc1").
+  explicit dense(std::string name, dense_options options = {})
+    requires(In >= 0 && Out >= 0)
+      : dense(std::move(name), In, Out, options) {}
+  // Sizes at run time (where the type has dyn; a static one must agree).
+  dense(std::string name, std::int64_t in, std::int64_t out, dense_options options = {})
+      : name_(std::move(name)),
+        in_(detail::size_of("dense", name_, "input size", In, in)),
+        out_(detail::size_of("dense", name_, "output size", Out, out)),
+        prefix_(detail::layer_prefix(name_)),
+        kernel_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<In, Out>>("kernel", shape{in_, out_}, options.kernel, in_, out_);
+        })),
+        bias_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<Out>>("bias", shape{out_}, options.bias, in_, out_);
+        })) {
+    static_assert(In == dyn || In > 0, "weft::layers::dense: the input size must be positive or weft::dyn");
+    static_assert(Out == dyn || Out > 0, "weft::layers::dense: the output size must be positive or weft::dyn");
+  }
+
+  template <expression X>
+  auto operator()(const X& x) const {
+    using SX = shape_of<X>;
+    using U = value_type_of<X>;
+    (void)check::layer_dtype<U, std::is_same_v<U, T> || std::is_same_v<U, C>>::value;
+    (void)check::dense_rank<SX::rank, 2>::value;
+    constexpr auto fit = detail::sizes_fit(detail::last_dim(SX::values), In);
+    (void)check::dense_inputs<fit[0], fit[1]>::value;
+    if constexpr (SX::rank == 2 && SX::values[1] >= 0 && In == dyn)
+      if (SX::values[1] != in_)
+        fail(error_code::invalid_argument, "weft::layers::dense '", name_, "': the input has ", SX::values[1],
+             " features, the layer takes ", in_);
+    detail::layer_scope scope(prefix_);
+    return bias_add(matmul(detail::as_compute<C>(x), detail::as_compute<C>(kernel())), detail::as_compute<C>(bias()));
+  }
+
+  const kernel_type& kernel() const { return kernel_; }
+  const bias_type& bias() const { return bias_; }
+  std::tuple<kernel_type, bias_type> variables() const { return {kernel(), bias()}; }
+  const std::string& name() const noexcept { return name_; }
+  std::int64_t input_size() const noexcept { return in_; }
+  std::int64_t output_size() const noexcept { return out_; }
+
+ private:
+  std::string name_;
+  std::int64_t in_, out_;
+  std::string prefix_;
+  kernel_type kernel_;
+  bias_type bias_;
+};
+
+// ---- conv2d -------------------------------------------------------------------------------
+struct conv2d_options {
+  initializer filter = glorot_uniform();
+  initializer bias = zeros_initializer();
+};
+
+using same_padding = padding_t<true>;
+using valid_padding = padding_t<false>;
+
+// conv2d<T, KH, KW, In, Out, Padding, SH, SW>: x [batch, h, w, In] (NHWC) convolved with a
+// [KH, KW, In, Out] filter, plus a bias of Out; [batch, oh, ow, Out].
+template <element T, std::int64_t KH, std::int64_t KW, std::int64_t In = dyn, std::int64_t Out = dyn,
+          class Padding = same_padding, std::int64_t SH = 1, std::int64_t SW = 1>
+class conv2d {
+  static_assert(KH > 0 && KW > 0 && SH > 0 && SW > 0, "weft::layers::conv2d: the window and strides must be positive");
+
+ public:
+  using filter_type = variable_expr<T, static_shape<KH, KW, In, Out>>;
+  using bias_type = variable_expr<T, static_shape<Out>>;
+
+  explicit conv2d(std::string name, conv2d_options options = {})
+    requires(In >= 0 && Out >= 0)
+      : conv2d(std::move(name), In, Out, options) {}
+  conv2d(std::string name, std::int64_t in, std::int64_t out, conv2d_options options = {})
+      : name_(std::move(name)),
+        in_(detail::size_of("conv2d", name_, "input channel count", In, in)),
+        out_(detail::size_of("conv2d", name_, "output channel count", Out, out)),
+        prefix_(detail::layer_prefix(name_)),
+        filter_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<KH, KW, In, Out>>("kernel", shape{KH, KW, in_, out_}, options.filter,
+                                                                          KH * KW * in_, KH * KW * out_);
+        })),
+        bias_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<Out>>("bias", shape{out_}, options.bias, KH * KW * in_,
+                                                             KH * KW * out_);
+        })) {
+    static_assert((In == dyn || In > 0) && (Out == dyn || Out > 0),
+                  "weft::layers::conv2d: channel counts must be positive or weft::dyn");
+  }
+
+  template <expression X>
+  auto operator()(const X& x) const {
+    using SX = shape_of<X>;
+    (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
+    (void)check::conv2d_layer_rank<SX::rank, 4>::value;
+    constexpr auto fit = detail::sizes_fit(detail::last_dim(SX::values), In);
+    (void)check::conv2d_layer_channels<fit[0], fit[1]>::value;
+    if constexpr (SX::rank == 4 && SX::values[3] >= 0 && In == dyn)
+      if (SX::values[3] != in_)
+        fail(error_code::invalid_argument, "weft::layers::conv2d '", name_, "': the input has ", SX::values[3],
+             " channels, the layer takes ", in_);
+    detail::layer_scope scope(prefix_);
+    return bias_add(weft::conv2d(x, filter(), strides<SH, SW>, Padding{}), bias());
+  }
+
+  const filter_type& filter() const { return filter_; }
+  const bias_type& bias() const { return bias_; }
+  std::tuple<filter_type, bias_type> variables() const { return {filter(), bias()}; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  std::string name_;
+  std::int64_t in_, out_;
+  std::string prefix_;
+  filter_type filter_;
+  bias_type bias_;
+};
+
+// ---- layers without variables ----------------------------------------------------------------
+// max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
+// padding to VALID (Keras's MaxPooling2D defaults).
+template <std::int64_t KH, std::int64_t KW, std::int64_t SH = KH, std::int64_t SW = KW, class Padding = valid_padding>
+struct max_pool {
+  template <expression X>
+  auto operator()(const X& x) const {
+    return weft::max_pool(x, window<KH, KW>, strides<SH, SW>, Padding{});
+  }
+};
+template <std::int64_t KH, std::int64_t KW, std::int64_t SH = KH, std::int64_t SW = KW, class Padding = valid_padding>
+struct avg_pool {
+  template <expression X>
+  auto operator()(const X& x) const {
+    return weft::avg_pool(x, window<KH, KW>, strides<SH, SW>, Padding{});
+  }
+};
+
+namespace detail {
+// Reshape to [batch, product of the other dims], the product read from the input's
+// inferred shape when the graph is built (so channel counts chosen at run time work).
+struct flatten_op {
+  static constexpr bool elementwise = false;
+  void prepare() const {
+    use_kernels<ops::families::core>();
+    use_kernels<ops::Reshape>();
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    const node& n = cx.target().at(inputs[0].node);
+    const partial_shape& s = n.output_shape(inputs[0].port);
+    std::int64_t size = 1;
+    for (int i = 1; s.rank_known() && i < s.rank(); ++i) {
+      if (s[i] < 0)
+        fail(error_code::invalid_argument, "weft::layers::flatten: ", n.describe(), " has shape ", s,
+             ": a dim other than the first is unknown when the graph is built");
+      size *= s[i];
+    }
+    if (!s.rank_known())
+      fail(error_code::invalid_argument, "weft::layers::flatten: the rank of ", n.describe(), " is unknown");
+    inputs.push_back(int_constant(cx, {-1, size}, shape{2}));
+    return cx.add("Reshape", std::move(inputs), {}, scope);
+  }
+};
+
+template <std::size_t N>
+constexpr std::int64_t product_after_first(const std::array<std::int64_t, N>& v) {
+  std::int64_t p = 1;
+  for (std::size_t i = 1; i < N; ++i) {
+    if (v[i] < 0) return dyn;
+    p *= v[i];
+  }
+  return p;
+}
+}  // namespace detail
+
+// flatten{}: [batch, d1, d2, ...] -> [batch, d1 * d2 * ...].
+struct flatten {
+  template <expression X>
+  auto operator()(const X& x) const {
+    using SX = shape_of<X>;
+    (void)check::flatten_rank<(SX::rank >= 2 ? 2 : SX::rank), 2>::value;
+    using S = static_shape<SX::values[0], detail::product_after_first(SX::values)>;
+    return op_expr<detail::flatten_op, value_type_of<X>, S, X>(detail::flatten_op{}, x);
+  }
+};
+
+// dropout(rate, seed, seed2): weft::dropout with the layer's rate (a number, or a scalar
+// expression such as a placeholder fed while training) and seeds.
+template <class R>
+class dropout {
+ public:
+  explicit dropout(R rate, std::int64_t seed = 0, std::int64_t seed2 = 0) : rate_(std::move(rate)), seed_(seed), seed2_(seed2) {}
+  template <expression X>
+  auto operator()(const X& x) const {
+    return weft::dropout(x, rate_, seed_, seed2_);
+  }
+
+ private:
+  R rate_;
+  std::int64_t seed_, seed2_;
+};
+
+// Activations as layers: layers::relu, tanh, sigmoid, softmax, log_softmax.
+#define WEFT_DETAIL_ACTIVATION_LAYER(NAME)      \
+  struct NAME##_layer {                         \
+    template <expression X>                     \
+    auto operator()(const X& x) const {         \
+      return weft::NAME(x);                     \
+    }                                           \
+  };                                            \
+  inline constexpr NAME##_layer NAME {}
+WEFT_DETAIL_ACTIVATION_LAYER(relu);
+WEFT_DETAIL_ACTIVATION_LAYER(tanh);
+WEFT_DETAIL_ACTIVATION_LAYER(sigmoid);
+WEFT_DETAIL_ACTIVATION_LAYER(softmax);
+WEFT_DETAIL_ACTIVATION_LAYER(log_softmax);
+#undef WEFT_DETAIL_ACTIVATION_LAYER
+
+// ---- composition -----------------------------------------------------------------------------
+// sequential(l1, l2, ...): applies l1, then l2, ... (each a layer or any callable from an
+// expression to an expression); variables() gathers theirs, in order.
+template <class... Layers>
+class sequential {
+ public:
+  explicit sequential(Layers... layers) : layers_(std::move(layers)...) {}
+
+  template <expression X>
+  auto operator()(const X& x) const {
+    return apply<0>(x);
+  }
+  auto variables() const {
+    return std::apply([](const auto&... l) { return std::tuple_cat(detail::variables_of(l)...); }, layers_);
+  }
+  template <std::size_t I>
+  const auto& layer() const {
+    return std::get<I>(layers_);
+  }
+  static constexpr std::size_t size = sizeof...(Layers);
+
+ private:
+  template <std::size_t I, class X>
+  auto apply(const X& x) const {
+    if constexpr (I == sizeof...(Layers)) return x;
+    else return apply<I + 1>(std::get<I>(layers_)(x));
+  }
+  std::tuple<Layers...> layers_;
+};
+
+// variables(a, b, ...): the variables of several layers (or sequentials), as one tuple for
+// train::minimize.
+template <class... L>
+auto variables(const L&... layers) {
+  return std::tuple_cat(detail::variables_of(layers)...);
+}
+
+}  // namespace layers
+}  // namespace weft

@@ -1,0 +1,289 @@
+// Layers on the typed DSL (<weft/dsl/layers.hpp>): values against naive loops, gradients
+// and an SGD step against the update computed by hand, the layers against the same model
+// written with the DSL's ops, initializers' ranges and statistics, sizes given at run time,
+// names, and the errors of layers that do not fit.
+#include <weft/dsl.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace weft;
+namespace L = weft::layers;
+
+namespace {
+
+std::vector<float> layer_values(std::size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>(static_cast<int>((i * 5) % 11) - 5);
+  return v;
+}
+
+// y[n, o] = x[n, i] * w[i, o] + b[o], by loops.
+std::vector<double> naive_dense(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+                                int n, int in, int out) {
+  std::vector<double> y(static_cast<std::size_t>(n * out));
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      double s = b[static_cast<std::size_t>(o)];
+      for (int k = 0; k < in; ++k)
+        s += static_cast<double>(x[static_cast<std::size_t>(r * in + k)]) * w[static_cast<std::size_t>(k * out + o)];
+      y[static_cast<std::size_t>(r * out + o)] = s;
+    }
+  return y;
+}
+
+void require_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(want[i]).margin(tol));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("layers: dense computes x * kernel + bias with its variables named under the layer", "[dsl][layers]") {
+  auto x = placeholder<float>("x", dims<dyn, 3>);
+  L::dense<float, 3, 4> fc("fc", {.kernel = L::glorot_uniform(7, 1), .bias = L::constant_initializer(0.5)});
+  auto y = fc(x);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(y)>, static_shape<dyn, 4>>);
+  client_session s;
+  s.initialize(y);
+  const auto xv = layer_values(6, 0.25f, 0.1f);
+  auto [w, b, out] = s.run(fetch(fc.kernel(), fc.bias(), y), feed(x, xv, shape{2, 3}));
+  CHECK(w.shape() == shape{3, 4});
+  CHECK(b.to_vector() == std::vector<float>(4, 0.5f));
+  require_close(out.to_vector(), naive_dense(xv, w.to_vector(), b.to_vector(), 2, 3, 4), 1e-5);
+  // Glorot: U(-r, r), r = sqrt(6 / (3 + 4)).
+  const float r = std::sqrt(6.0f / 7.0f);
+  for (float v : w.to_vector()) CHECK(std::abs(v) <= r);
+  CHECK(s.current_graph().find("fc/kernel"));
+  CHECK(s.current_graph().find("fc/bias"));
+  CHECK(s.current_graph().find("fc/MatMul"));
+  CHECK(fc.name() == "fc");
+  CHECK(fc.input_size() == 3);
+  CHECK(fc.output_size() == 4);
+}
+
+TEST_CASE("layers: the glorot_uniform kernel is the seeded RandomUniform formula the graph examples used", "[dsl][layers]") {
+  // (u - 1/2) * 2r with u from RandomUniform(seed, seed2): the same bits as the formula
+  // written with the DSL's ops.
+  L::dense<float, 20, 30> fc("fc", {.kernel = L::glorot_uniform(3, 2)});
+  const float r = std::sqrt(6.0f / 50.0f);
+  auto by_hand = (random_uniform<float>(dims<20, 30>, 3, 2) - 0.5f) * (2 * r);
+  client_session s;
+  s.initialize(fc.kernel());
+  auto [w, want] = s.run(fetch(fc.kernel(), by_hand));
+  CHECK(w.to_vector() == want.to_vector());
+}
+
+TEST_CASE("layers: initializers' ranges and statistics", "[dsl][layers]") {
+  constexpr std::int64_t in = 200, out = 300;
+  L::dense<float, in, out> gu("gu", {.kernel = L::glorot_uniform(1, 1)});
+  L::dense<float, in, out> gn("gn", {.kernel = L::glorot_normal(1, 2)});
+  L::dense<float, in, out> hu("hu", {.kernel = L::he_uniform(1, 3)});
+  L::dense<float, in, out> hn("hn", {.kernel = L::he_normal(1, 4)});
+  L::dense<float, in, out> z("z", {.kernel = L::zeros_initializer()});
+  client_session s;
+  s.initialize(gu.kernel(), gn.kernel(), hu.kernel(), hn.kernel(), z.kernel());
+  auto [a, b, c, d, e] = s.run(fetch(gu.kernel(), gn.kernel(), hu.kernel(), hn.kernel(), z.kernel()));
+  auto stats = [](const std::vector<float>& v) {
+    double m = 0, q = 0, top = 0;
+    for (float x : v) m += x, q += static_cast<double>(x) * x, top = std::max(top, static_cast<double>(std::abs(x)));
+    m /= static_cast<double>(v.size());
+    return std::array<double, 3>{m, std::sqrt(q / static_cast<double>(v.size()) - m * m), top};
+  };
+  // Uniform on (-r, r): stddev r / sqrt(3); Keras's normals: the stated stddev, at most 2
+  // untruncated stddevs from 0.
+  const double r_glorot = std::sqrt(6.0 / (in + out)), r_he = std::sqrt(6.0 / in);
+  const double sd_glorot = std::sqrt(2.0 / (in + out)), sd_he = std::sqrt(2.0 / in);
+  const auto sa = stats(a.to_vector()), sb = stats(b.to_vector()), sc = stats(c.to_vector()), sd = stats(d.to_vector());
+  CHECK(std::abs(sa[0]) < 0.01 * r_glorot * 10);
+  CHECK(sa[1] == Approx(r_glorot / std::sqrt(3.0)).epsilon(0.02));
+  CHECK(sa[2] <= r_glorot);
+  CHECK(sb[1] == Approx(sd_glorot).epsilon(0.03));
+  CHECK(sb[2] <= 2 * sd_glorot / 0.87962566103423978 + 1e-6);
+  CHECK(sc[1] == Approx(r_he / std::sqrt(3.0)).epsilon(0.02));
+  CHECK(sc[2] <= r_he);
+  CHECK(sd[1] == Approx(sd_he).epsilon(0.03));
+  CHECK(sd[2] <= 2 * sd_he / 0.87962566103423978 + 1e-6);
+  CHECK(e.to_vector() == std::vector<float>(in * out, 0.0f));
+}
+
+TEST_CASE("layers: a sequential MLP equals the same model written with ops, values and gradients", "[dsl][layers][grad]") {
+  auto x = placeholder<float>("x", dims<dyn, 5>);
+  auto labels = placeholder<std::int32_t>("labels", dims<dyn>);
+  auto net = L::sequential(L::dense<float, 5, 8>("fc1", {.kernel = L::he_normal(1, 1), .bias = L::constant_initializer(0.1)}),
+                           L::relu, L::dense<float, 8, 3>("fc2", {.kernel = L::glorot_uniform(1, 2)}));
+  const auto& fc1 = net.layer<0>();
+  const auto& fc2 = net.layer<2>();
+  auto logits = net(x);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(logits)>, static_shape<dyn, 3>>);
+  auto by_hand = matmul(relu(matmul(x, fc1.kernel()) + fc1.bias()), fc2.kernel()) + fc2.bias();
+  auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels));
+  auto loss_by_hand = reduce_mean(sparse_softmax_cross_entropy_with_logits(by_hand, labels));
+  auto vars = net.variables();
+  STATIC_REQUIRE(std::tuple_size_v<decltype(vars)> == 4);
+  auto [g1, g2, g3, g4] = grad(loss, fc1.kernel(), fc1.bias(), fc2.kernel(), fc2.bias());
+  auto [h1, h2, h3, h4] = grad(loss_by_hand, fc1.kernel(), fc1.bias(), fc2.kernel(), fc2.bias());
+  client_session s;
+  s.initialize(logits);
+  const auto xv = layer_values(20, 0.3f, -0.05f);
+  const std::vector<std::int32_t> yv{0, 2, 1, 2};
+  auto fx = feed(x, xv, shape{4, 5});
+  auto fy = feed(labels, yv, shape{4});
+  auto [a, b] = s.run(fetch(logits, by_hand), fx, fy);
+  const auto bv = b.to_vector();
+  require_close(a.to_vector(), std::vector<double>(bv.begin(), bv.end()), 1e-6);
+  auto [a1, a2, a3, a4, b1, b2, b3, b4] = s.run(fetch(g1, g2, g3, g4, h1, h2, h3, h4), fx, fy);
+  auto same = [](const auto& p, const auto& q) {
+    const auto pv = p.to_vector(), qv = q.to_vector();
+    require_close(pv, std::vector<double>(qv.begin(), qv.end()), 1e-6);
+  };
+  same(a1, b1), same(a2, b2), same(a3, b3), same(a4, b4);
+}
+
+TEST_CASE("layers: one SGD step of train::minimize over a layer's variables is the update by hand", "[dsl][layers][train]") {
+  // loss = l2_loss(x W + b - t) = sum((x W + b - t)^2) / 2: dW = x^T e, db = column sums of e.
+  auto x = placeholder<float>("x", dims<dyn, 3>);
+  auto t = placeholder<float>("t", dims<dyn, 2>);
+  L::dense<float, 3, 2> fc("fc", {.kernel = L::glorot_uniform(5, 5), .bias = L::constant_initializer(0.25)});
+  auto loss = l2_loss(fc(x) - t);
+  auto step = train::minimize(loss, train::sgd{0.1}, fc.variables());
+  client_session s;
+  s.initialize(step);
+  const auto xv = layer_values(12, 0.2f, 0.05f), tv = layer_values(8, 0.1f, 0.3f);
+  auto [w0, b0] = s.run(fetch(fc.kernel(), fc.bias()));
+  const auto w = w0.to_vector(), b = b0.to_vector();
+  const auto y = naive_dense(xv, w, b, 4, 3, 2);
+  std::vector<double> want_w(w.begin(), w.end()), want_b(b.begin(), b.end());
+  for (int r = 0; r < 4; ++r)
+    for (int o = 0; o < 2; ++o) {
+      const double e = y[static_cast<std::size_t>(r * 2 + o)] - tv[static_cast<std::size_t>(r * 2 + o)];
+      want_b[static_cast<std::size_t>(o)] -= 0.1 * e;
+      for (int k = 0; k < 3; ++k) want_w[static_cast<std::size_t>(k * 2 + o)] -= 0.1 * xv[static_cast<std::size_t>(r * 3 + k)] * e;
+    }
+  s.run(targets(step), feed(x, xv, shape{4, 3}), feed(t, tv, shape{4, 2}));
+  auto [w1, b1] = s.run(fetch(fc.kernel(), fc.bias()));
+  require_close(w1.to_vector(), want_w, 1e-5);
+  require_close(b1.to_vector(), want_b, 1e-5);
+}
+
+TEST_CASE("layers: conv2d, pools and flatten against loops, with channel counts given at run time", "[dsl][layers]") {
+  auto images = placeholder<float>("images", dims<dyn, 6, 5, 2>);
+  L::conv2d<float, 3, 3, 2, 4> c("c", {.filter = L::glorot_uniform(2, 1), .bias = L::constant_initializer(-0.1)});
+  L::conv2d<float, 2, 2, dyn, dyn, L::valid_padding, 1, 1> d("d", 4, 3);
+  auto net = L::sequential(c, L::relu, L::max_pool<2, 2>{}, d, L::flatten{});
+  auto out = net(images);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(c(images))>, static_shape<dyn, 6, 5, 4>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(out)>, static_shape<dyn, dyn>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(L::flatten{}(c(images)))>, static_shape<dyn, 120>>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(L::avg_pool<3, 3, 2, 2, L::same_padding>{}(images))>, static_shape<dyn, 3, 3, 2>>);
+  client_session s;
+  s.initialize(out);
+  const auto iv = layer_values(2 * 6 * 5 * 2, 0.2f, 0.02f);
+  auto [f1, b1, f2, b2, got] = s.run(fetch(c.filter(), c.bias(), d.filter(), d.bias(), out), feed(images, iv, shape{2, 6, 5, 2}));
+  // Conv 3x3 SAME, ReLU, max pool 2x2 VALID ([2, 3, 2, 4]), conv 2x2 VALID ([2, 2, 1, 3]), flattened.
+  const auto fv1 = f1.to_vector(), fv2 = f2.to_vector(), bv1 = b1.to_vector(), bv2 = b2.to_vector();
+  auto conv = [](const std::vector<double>& in, const std::vector<float>& f, const std::vector<float>& b, int h, int w,
+                 int ci, int k, int co, bool same) {
+    const int oh = same ? h : h - k + 1, ow = same ? w : w - k + 1, p = same ? (k - 1) / 2 : 0;
+    std::vector<double> o(static_cast<std::size_t>(2 * oh * ow * co));
+    for (int n = 0; n < 2; ++n)
+      for (int y = 0; y < oh; ++y)
+        for (int x = 0; x < ow; ++x)
+          for (int m = 0; m < co; ++m) {
+            double s = b[static_cast<std::size_t>(m)];
+            for (int dy = 0; dy < k; ++dy)
+              for (int dx = 0; dx < k; ++dx) {
+                const int iy = y + dy - p, ix = x + dx - p;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                for (int q = 0; q < ci; ++q)
+                  s += in[static_cast<std::size_t>(((n * h + iy) * w + ix) * ci + q)] *
+                       f[static_cast<std::size_t>(((dy * k + dx) * ci + q) * co + m)];
+              }
+            o[static_cast<std::size_t>(((n * oh + y) * ow + x) * co + m)] = s;
+          }
+    return o;
+  };
+  auto h1 = conv(std::vector<double>(iv.begin(), iv.end()), fv1, bv1, 6, 5, 2, 3, 4, true);
+  std::vector<double> pooled(2 * 3 * 2 * 4);
+  for (int n = 0; n < 2; ++n)
+    for (int y = 0; y < 3; ++y)
+      for (int x = 0; x < 2; ++x)
+        for (int m = 0; m < 4; ++m) {
+          double best = 0;  // after ReLU
+          for (int dy = 0; dy < 2; ++dy)
+            for (int dx = 0; dx < 2; ++dx)
+              best = std::max(best, h1[static_cast<std::size_t>(((n * 6 + 2 * y + dy) * 5 + 2 * x + dx) * 4 + m)]);
+          pooled[static_cast<std::size_t>(((n * 3 + y) * 2 + x) * 4 + m)] = best;
+        }
+  const auto want = conv(pooled, fv2, bv2, 3, 2, 4, 2, 3, false);
+  CHECK(got.shape() == shape{2, 2 * 1 * 3});
+  require_close(got.to_vector(), want, 1e-5);
+  CHECK(s.current_graph().find("d/kernel"));
+  CHECK(s.current_graph().at(*s.current_graph().find("d/kernel")).attr<partial_shape>("shape") == partial_shape{2, 2, 4, 3});
+}
+
+TEST_CASE("layers: dense sized at run time, mixed precision and dropout", "[dsl][layers]") {
+  auto x = placeholder<float>("x", dims<dyn, 4>);
+  const std::int64_t hidden = 6;
+  L::dense<float, 4, dyn, bfloat16> fc("fc", 4, hidden, {.kernel = L::glorot_uniform(9, 9)});
+  auto rate = placeholder<bfloat16>("rate", dims<>);
+  auto y = L::dropout(rate, 1, 2)(fc(x));
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(y)>, bfloat16>);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(y)>, static_shape<dyn, dyn>>);
+  STATIC_REQUIRE(std::is_same_v<value_type_of<decltype(fc.kernel())>, float>);
+  client_session s;
+  s.initialize(y);
+  const auto xv = layer_values(8, 0.3f, 0.1f);
+  auto [w, b, out] = s.run(fetch(fc.kernel(), fc.bias(), cast<float>(y)), feed(x, xv, shape{2, 4}), feed(rate, tensor_of<bfloat16, 0>(bfloat16(0.0f))));
+  CHECK(out.shape() == shape{2, hidden});
+  require_close(out.to_vector(), naive_dense(xv, w.to_vector(), b.to_vector(), 2, 4, static_cast<int>(hidden)), 0.05);
+}
+
+TEST_CASE("layers: sizes that do not fit are errors naming the layer", "[dsl][layers][errors]") {
+  auto x3 = placeholder<float>("x3", dims<dyn, 3>);
+  L::dense<float, dyn, dyn> wide("wide", 5, 2);
+  CHECK_THROWS_WITH(wide(x3), Catch::Contains("weft::layers::dense 'wide'") && Catch::Contains("3 features") &&
+                                  Catch::Contains("takes 5"));
+  using fixed = L::dense<float, 4, dyn>;
+  CHECK_THROWS_WITH(fixed("f", 5, 2), Catch::Contains("'f'") && Catch::Contains("input size is 5") &&
+                                          Catch::Contains("the layer's type says 4"));
+  CHECK_THROWS_WITH((L::dense<float, dyn, dyn>("g", 0, 2)), Catch::Contains("positive"));
+  CHECK_THROWS_WITH((L::dense<float, 2, 2>("a/b")), Catch::Contains("no '/'"));
+  L::conv2d<float, 3, 3, dyn, 8> c("c", 2, 8);
+  auto rgb = placeholder<float>("rgb", dims<dyn, 8, 8, 3>);
+  CHECK_THROWS_WITH(c(rgb), Catch::Contains("weft::layers::conv2d 'c'") && Catch::Contains("3 channels"));
+  // A flatten of unknown spatial dims is an error when the graph is built.
+  auto any = placeholder<float>("any", dims<dyn, dyn, dyn, 3>);
+  auto flat = L::flatten{}(any);
+  client_session s;
+  CHECK_THROWS_WITH(s.lower(flat), Catch::Contains("weft::layers::flatten") && Catch::Contains("unknown"));
+}
+
+TEST_CASE("layers: applying a layer twice shares its variables, and a layer trains with Adam", "[dsl][layers][train]") {
+  auto a = placeholder<float>("a", dims<dyn, 2>);
+  auto b = placeholder<float>("b", dims<dyn, 2>);
+  L::dense<float, 2, 1> shared("shared", {.kernel = L::glorot_uniform(4, 4)});
+  auto loss = l2_loss(shared(a) - shared(b) - 1.0f);
+  auto step = train::minimize(loss, train::adam{0.05}, L::variables(shared));
+  client_session s;
+  s.initialize(step);
+  // One kernel and one bias (and Adam's slots of those two).
+  CHECK(s.current_graph().find("shared/kernel"));
+  CHECK_FALSE(s.current_graph().find("shared/kernel_1"));
+  CHECK(variables_of(s.current_graph()).size() == 2 + 2 * 2 + 2);
+  const std::vector<float> av{1, 0, 0, 1}, bv{0, 0, 0, 0};  // fits exactly: kernel (1, 1)
+  float first = 0, last = 0;
+  for (int i = 0; i < 200; ++i) {
+    const float l = s.run(loss, feed(a, av, shape{2, 2}), feed(b, bv, shape{2, 2})).scalar();
+    if (i == 0) first = l;
+    last = l;
+    s.run(targets(step), feed(a, av, shape{2, 2}), feed(b, bv, shape{2, 2}));
+  }
+  CHECK(first > 0.01f);
+  CHECK(last < 0.01f * first);
+}
