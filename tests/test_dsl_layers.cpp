@@ -287,3 +287,175 @@ TEST_CASE("layers: applying a layer twice shares its variables, and a layer trai
   CHECK(first > 0.01f);
   CHECK(last < 0.01f * first);
 }
+
+namespace {
+double sigmoid_of(double v) { return 1 / (1 + std::exp(-v)); }
+
+// One LSTM step by loops, as lstm_cell documents it.
+void naive_lstm_step(const std::vector<double>& x, std::vector<double>& h, std::vector<double>& c,
+                     const std::vector<double>& k, const std::vector<double>& b, int batch, int in, int units) {
+  std::vector<double> h2(h.size()), c2(c.size());
+  for (int n = 0; n < batch; ++n)
+    for (int u = 0; u < units; ++u) {
+      double z[4];
+      for (int gate = 0; gate < 4; ++gate) {
+        const int col = gate * units + u;
+        double s = b[static_cast<std::size_t>(col)];
+        for (int j = 0; j < in + units; ++j) {
+          const double v = j < in ? x[static_cast<std::size_t>(n * in + j)] : h[static_cast<std::size_t>(n * units + j - in)];
+          s += v * k[static_cast<std::size_t>(j * 4 * units + col)];
+        }
+        z[gate] = s;
+      }
+      const std::size_t at = static_cast<std::size_t>(n * units + u);
+      c2[at] = sigmoid_of(z[1]) * c[at] + sigmoid_of(z[0]) * std::tanh(z[2]);
+      h2[at] = sigmoid_of(z[3]) * std::tanh(c2[at]);
+    }
+  h = h2, c = c2;
+}
+
+}  // namespace
+
+TEST_CASE("layers: embedding looks up rows of its table", "[dsl][layers]") {
+  auto ids = placeholder<std::int32_t>("ids", dims<dyn, 3>);
+  L::embedding<float, 10, 4> embed("embed");
+  auto rows = embed(ids);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(rows)>, static_shape<dyn, 3, 4>>);
+  client_session s;
+  s.initialize(rows);
+  const std::vector<std::int32_t> iv{0, 9, 3, 3, 1, 0};
+  auto [table, got] = s.run(fetch(embed.table(), rows), feed(ids, iv, shape{2, 3}));
+  const auto t = table.to_vector(), g = got.to_vector();
+  for (float v : t) CHECK(std::abs(v) <= 0.05f);  // U(-0.05, 0.05)
+  REQUIRE(g.size() == 24);
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t d = 0; d < 4; ++d) CHECK(g[i * 4 + d] == t[static_cast<std::size_t>(iv[i]) * 4 + d]);
+  CHECK(s.current_graph().find("embed/embeddings"));
+  const std::vector<std::int32_t> bad{0, 10, 1};
+  CHECK_THROWS_WITH(s.run(rows, feed(ids, bad, shape{1, 3})), Catch::Contains("GatherV2"));
+}
+
+TEST_CASE("layers: lstm_cell and rnn over a sequence against loops, and the forget bias", "[dsl][layers]") {
+  constexpr int T = 3, B = 2, F = 3, U = 4;
+  auto xs = placeholder<double>("xs", dims<dyn, dyn, F>);
+  auto h0 = placeholder<double>("h0", dims<dyn, U>);
+  auto c0 = placeholder<double>("c0", dims<dyn, U>);
+  L::lstm_cell<double, F, U> cell("lstm", {.kernel = L::glorot_uniform(3, 3)});
+  auto states = L::rnn(cell, xs, h0, c0);
+  auto hs = boost::hana::at_c<0>(states);
+  auto cs = boost::hana::at_c<1>(states);
+  STATIC_REQUIRE(shape_of<decltype(hs)>::rank == 3);
+  client_session s;
+  s.initialize(hs);
+  std::vector<double> xv(T * B * F), hv(B * U), cv(B * U);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.3 * std::sin(0.7 * static_cast<double>(i));
+  for (std::size_t i = 0; i < hv.size(); ++i) hv[i] = 0.1 * static_cast<double>(i % 3), cv[i] = -0.2 + 0.05 * static_cast<double>(i);
+  auto [k, b, hs_v, cs_v] = s.run(fetch(cell.kernel(), cell.bias(), hs, cs), feed(xs, xv, shape{T, B, F}),
+                                  feed(h0, hv, shape{B, U}), feed(c0, cv, shape{B, U}));
+  // The forget gate's block of the bias starts at 1.
+  const auto bias = b.to_vector();
+  for (int i = 0; i < 4 * U; ++i) CHECK(bias[static_cast<std::size_t>(i)] == (i >= U && i < 2 * U ? 1.0 : 0.0));
+  std::vector<double> h = hv, c = cv, want_h, want_c;
+  for (int t = 0; t < T; ++t) {
+    const std::vector<double> x(xv.begin() + t * B * F, xv.begin() + (t + 1) * B * F);
+    naive_lstm_step(x, h, c, k.to_vector(), bias, B, F, U);
+    want_h.insert(want_h.end(), h.begin(), h.end());
+    want_c.insert(want_c.end(), c.begin(), c.end());
+  }
+  CHECK(hs_v.shape() == shape{T, B, U});
+  const auto got_h = hs_v.to_vector(), got_c = cs_v.to_vector();
+  for (std::size_t i = 0; i < want_h.size(); ++i) {
+    CHECK(got_h[i] == Approx(want_h[i]).margin(1e-12));
+    CHECK(got_c[i] == Approx(want_c[i]).margin(1e-12));
+  }
+  // One step alone.
+  auto x1 = placeholder<double>("x1", dims<dyn, F>);
+  auto [h1, c1] = cell(x1, h0, c0);
+  auto [one_h, one_c] = s.run(fetch(h1, c1), feed(x1, std::vector<double>(xv.begin(), xv.begin() + B * F), shape{B, F}),
+                              feed(h0, hv, shape{B, U}), feed(c0, cv, shape{B, U}));
+  const auto oh = one_h.to_vector();
+  for (std::size_t i = 0; i < oh.size(); ++i) CHECK(oh[i] == Approx(want_h[i]).margin(1e-12));
+  (void)one_c;
+}
+
+TEST_CASE("layers: the gradient through rnn(lstm_cell) matches central differences", "[dsl][layers][grad]") {
+  constexpr int T = 3, B = 2, F = 2, U = 3;
+  auto xs = placeholder<double>("xs", dims<T, B, F>);
+  auto zero = constant(std::vector<double>(B * U, 0.0), dims<B, U>);
+  L::lstm_cell<double, F, U> cell("lstm", {.kernel = L::glorot_uniform(8, 8)});
+  auto hs = boost::hana::at_c<0>(L::rnn(cell, xs, zero, zero));
+  auto loss = reduce_sum(hs * hs);
+  auto [dk, db] = grad(loss, cell.kernel(), cell.bias());
+  client_session s;
+  s.initialize(loss);
+  std::vector<double> xv(T * B * F);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.5 * std::cos(1.3 * static_cast<double>(i));
+  auto fx = feed(xs, xv, shape{T, B, F});
+  auto [k0, gk, gb] = s.run(fetch(cell.kernel(), dk, db), fx);
+  // Central differences on a few kernel entries and every bias entry, through assignments.
+  auto kernel_value = k0.to_vector();
+  const auto analytic_k = gk.to_vector(), analytic_b = gb.to_vector();
+  auto loss_with_kernel = [&](const std::vector<double>& kv) {
+    s.run(targets(assign(cell.kernel(), constant(tensor_of<double, 2>(kv, shape{F + U, 4 * U})))));
+    return s.run(loss, fx).scalar();
+  };
+  const double eps = 1e-6;
+  for (std::size_t i : {std::size_t{0}, std::size_t{7}, std::size_t{20}, std::size_t{59}}) {
+    auto plus = kernel_value, minus = kernel_value;
+    plus[i] += eps, minus[i] -= eps;
+    const double numeric = (loss_with_kernel(plus) - loss_with_kernel(minus)) / (2 * eps);
+    INFO("kernel entry " << i);
+    CHECK(analytic_k[i] == Approx(numeric).margin(1e-7));
+  }
+  loss_with_kernel(kernel_value);
+  auto bias_value = s.run(cell.bias()).to_vector();
+  for (std::size_t i = 0; i < bias_value.size(); ++i) {
+    auto at = [&](double delta) {
+      auto v = bias_value;
+      v[i] += delta;
+      s.run(targets(assign(cell.bias(), constant(tensor_of<double, 1>(v, shape{4 * U})))));
+      return s.run(loss, fx).scalar();
+    };
+    const double numeric = (at(eps) - at(-eps)) / (2 * eps);
+    INFO("bias entry " << i);
+    CHECK(analytic_b[i] == Approx(numeric).margin(1e-7));
+  }
+}
+
+TEST_CASE("layers: gru_cell against loops", "[dsl][layers]") {
+  constexpr int B = 2, F = 3, U = 2;
+  auto x = placeholder<double>("x", dims<dyn, F>);
+  auto h = placeholder<double>("h", dims<dyn, U>);
+  L::gru_cell<double, F, U> cell("gru", {.gate_kernel = L::glorot_uniform(1, 1), .candidate_kernel = L::glorot_uniform(1, 2)});
+  auto h2 = cell(x, h);
+  client_session s;
+  s.initialize(h2);
+  const std::vector<double> xv{0.1, -0.2, 0.3, 0.5, 0.0, -0.4}, hv{0.2, -0.1, 0.05, 0.3};
+  auto [gk, gb, ck, cb, got] = s.run(fetch(cell.gate_kernel(), cell.gate_bias(), cell.candidate_kernel(), cell.candidate_bias(), h2),
+                                     feed(x, xv, shape{B, F}), feed(h, hv, shape{B, U}));
+  const auto GK = gk.to_vector(), GB = gb.to_vector(), CK = ck.to_vector(), CB = cb.to_vector();
+  CHECK(GB == std::vector<double>(2 * U, 1.0));
+  CHECK(CB == std::vector<double>(U, 0.0));
+  const auto out = got.to_vector();
+  for (int n = 0; n < B; ++n) {
+    auto in = [&](int j, const std::vector<double>& hh) {
+      return j < F ? xv[static_cast<std::size_t>(n * F + j)] : hh[static_cast<std::size_t>(n * U + j - F)];
+    };
+    std::vector<double> r(U), u(U), rh(hv);
+    for (int k = 0; k < 2 * U; ++k) {
+      double z = GB[static_cast<std::size_t>(k)];
+      for (int j = 0; j < F + U; ++j) z += in(j, hv) * GK[static_cast<std::size_t>(j * 2 * U + k)];
+      (k < U ? r[static_cast<std::size_t>(k)] : u[static_cast<std::size_t>(k - U)]) = sigmoid_of(z);
+    }
+    for (int k = 0; k < U; ++k) rh[static_cast<std::size_t>(n * U + k)] = r[static_cast<std::size_t>(k)] * hv[static_cast<std::size_t>(n * U + k)];
+    for (int k = 0; k < U; ++k) {
+      double z = CB[static_cast<std::size_t>(k)];
+      for (int j = 0; j < F + U; ++j) z += in(j, rh) * CK[static_cast<std::size_t>(j * U + k)];
+      const double cand = std::tanh(z), uk = u[static_cast<std::size_t>(k)];
+      const double want = uk * hv[static_cast<std::size_t>(n * U + k)] + (1 - uk) * cand;
+      CHECK(out[static_cast<std::size_t>(n * U + k)] == Approx(want).margin(1e-12));
+    }
+  }
+  CHECK(s.current_graph().find("gru/gates/kernel"));
+  CHECK(s.current_graph().find("gru/candidate/kernel"));
+}

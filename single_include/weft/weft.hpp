@@ -24984,14 +24984,20 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
 //   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
 //   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
 //                                                 computing in bfloat16 (mixed precision)
+//   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
+//   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
+//   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
+//                                                 while loop: the stacked states
 //
-// Variables are named "<layer>/kernel" and "<layer>/bias" (the layer's name in the name
+// Variables are named "<layer>/kernel" and "<layer>/bias" (embeddings: "<layer>/embeddings";
+// a GRU's "<layer>/gates/..." and "<layer>/candidate/...") (the layer's name in the name
 // scope it was made in), start from the layer's initializers (glorot_uniform and zeros by
 // default: Keras's defaults) and are lowered, with their initializers, the first time the
 // layer is; client_session::initialize runs the initializers, its save and restore cover
 // them, and `variables()` gives them to train::minimize. Copies of a layer share its
 // variables (applying one layer twice shares its weights).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -25000,6 +25006,857 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
 #include <utility>
 #include <vector>
 
+#include <boost/hana/tuple.hpp>
+
+// Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
+// TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
+// scan(fn, elems, init) (the accumulator after each element, stacked) and map_fn(fn, elems)
+// (fn of each element, stacked). The stacks are loop variables written a row per
+// iteration, in place (TensorScatterUpdate into a buffer nothing else holds), and their
+// gradients add each row's back the same way (TensorScatterAdd).
+
+#include <boost/hana/at.hpp>
+#include <boost/hana/drop_front.hpp>
+#include <boost/hana/prepend.hpp>
+#include <boost/hana/transform.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/unpack.hpp>
+#include <boost/hana/zip_with.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+// Control flow on typed expressions (the whitepaper's §4.4): data-dependent branches and
+// loops that run inside the graph, checked when they are compiled.
+//
+//   namespace hana = boost::hana;
+//   auto out = weft::while_loop(
+//       [](auto i, auto h) { return i < 10; },
+//       [&](auto i, auto h) { return hana::make_tuple(i + 1, tanh(matmul(h, w))); },
+//       hana::make_tuple(weft::constant(0), h0));
+//   auto h_final = hana::at_c<1>(out);                    // an expression of h0's type
+//   auto y = weft::cond(x > 0.0f, [&] { return x * 2.0f; }, [&] { return -x; });
+//
+// while_loop(cond, body, init[, options]): `init` is a boost::hana::tuple of expressions (or
+// one expression); cond and body are called once, when the loop is built, with one
+// expression per loop variable, and build the condition (a bool scalar) and the next values
+// (a hana::tuple, or one expression for one variable). The loop keeps each variable's dtype
+// and static dims (a weft::dyn dim may change from one iteration to the next); the build
+// fails otherwise, naming the variable's index (weft::check::loop_variable_dtype<1, float,
+// double>). The result has one expression per variable, of its type.
+//
+// cond(pred, then_fn, else_fn): pred a bool scalar; the branches return an expression or a
+// hana::tuple of them, of equal dtypes and compatible static shapes (a dim static in both
+// must agree: the result keeps it, else it is weft::dyn). Only the taken branch runs.
+//
+// Lowering: a loop lowers through graph::while_loop (graph/control_flow.hpp) and a cond
+// through Switch and Merge. Inside them expressions are lowered anew, in a lowering of
+// their own: a value from outside enters a loop once as an invariant (a computation whose
+// inputs all come from outside is hoisted out of the loop) and a branch through its side
+// of a Switch (nothing is hoisted out of a branch, so that it runs only when taken).
+// Placeholders, variables and constants always live outside. Expressions built in a
+// loop's body or a branch can be used outside only through the loop's or cond's results.
+// grad() differentiates through both (graph/gradients.hpp); the paths inside them are
+// checked when the gradient is lowered.
+//
+// On them: switch_case(index, branches...) (a chain of conds), and, in functional_ops.hpp,
+// the loops over elements' first dim (foldl, scan, map_fn).
+
+#include <boost/hana/at.hpp>
+#include <boost/hana/concat.hpp>
+#include <boost/hana/drop_front.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/length.hpp>
+#include <boost/hana/prepend.hpp>
+#include <boost/hana/take_front.hpp>
+#include <boost/hana/transform.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+#include <boost/hana/unpack.hpp>
+#include <boost/hana/zip_with.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// Type erasure and runtime-built models (DESIGN.md §2, layer 1).
+//
+// handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
+// that dtype whose shape fits the dims converts to it, so a model can be built in a runtime
+// loop and its type names stay short:
+//
+//   weft::handle<float, weft::dyn, 256> h = x;
+//   for (int i = 0; i < layers; ++i) h = weft::relu(weft::matmul(h, w[i]) + b[i]);
+//
+// raw_op<T, D...>(name, inputs, attrs): a node built by op name and attrs at run time, with
+// typed or type-erased operands, consumed by typed code as a handle. Its dtype and shape are
+// checked against T and D... when it is lowered, with an error naming the node.
+//
+// wrap<T, D...>(graph, output): a node of a graph built op by op, as a typed handle, for typed
+// expressions lowered into that graph (weft::lowering over it). The reverse direction is
+// weft::lower(cx, expression), which gives the graph node of a typed expression.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace weft {
+
+namespace check {
+WEFT_DETAIL_TYPE_CHECK(handle_dtype, "weft::handle: the expression's dtype differs from the handle's");
+WEFT_DETAIL_DIM_CHECK(handle_rank, "weft::handle: the expression's rank differs from the handle's");
+WEFT_DETAIL_DIM_CHECK(handle_dims,
+                      "weft::handle: a static dim of the handle differs from the expression's (or that dim is dyn)");
+}  // namespace check
+
+namespace detail {
+
+// An expression behind a function: how it lowers, and its memo.
+struct erased_expr {
+  explicit erased_expr(lower_fn f) : lower(std::move(f)) {}
+  lower_fn lower;
+  lowered_memo memo;
+};
+
+// The dims a handle of shape To compares with an expression of shape From: equal pairs
+// where To is dyn or the dims agree, else the offending pair.
+template <class To, class From>
+constexpr std::array<std::int64_t, 2> handle_dim_conflict() {
+  if constexpr (To::rank != From::rank) {
+    return {0, 0};  // reported by the rank check
+  } else {
+    for (std::size_t i = 0; i < To::values.size(); ++i)
+      if (To::values[i] >= 0 && To::values[i] != From::values[i]) return {To::values[i], From::values[i]};
+    return {0, 0};
+  }
+}
+
+// A node's output dtype and shape against T and S: the run-time form of the handle checks.
+template <class T, class S>
+void check_node_output(const graph& g, output o, std::string_view what) {
+  const node& n = g.at(o.node);
+  if (o.port < 0 || o.port >= n.num_outputs())
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " has ", n.num_outputs(), " outputs, asked for output ",
+         o.port);
+  dtype got = n.output_dtype(o.port);
+  const partial_shape& s = n.output_shape(o.port);
+  bool ok = got == dtype_of<T> && (!s.rank_known() || s.rank() == S::rank);
+  for (int i = 0; ok && s.rank_known() && i < S::rank; ++i) {
+    auto want = S::values[static_cast<std::size_t>(i)];
+    ok = want < 0 || s[i] < 0 || s[i] == want;
+  }
+  if (!ok)
+    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " is ", got, s,
+         ", which does not fit the handle's ", dtype_of<T>, S::partial());
+}
+
+}  // namespace detail
+
+template <element T, std::int64_t... D>
+class handle : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = static_shape<D...>;
+
+  // An empty handle: assign an expression before lowering it.
+  handle() = default;
+
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, handle>)
+  handle(const E& e)  // NOLINT: implicit, as an expression converts to a handle that fits it
+      : impl_(std::make_shared<detail::erased_expr>(lowering_of(e))) {
+    using ES = shape_of<E>;
+    (void)check::handle_dtype<T, value_type_of<E>>::value;
+    (void)check::handle_rank<shape_type::rank, ES::rank>::value;
+    constexpr auto conflict = detail::handle_dim_conflict<shape_type, ES>();
+    (void)check::handle_dims<conflict[0], conflict[1]>::value;
+  }
+
+  // From a lowering function whose node is checked against T and D... (raw_op, wrap).
+  explicit handle(lower_fn lower)
+      : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
+
+  bool empty() const noexcept { return impl_ == nullptr; }
+
+  output lower(lowering& cx) const {
+    if (!impl_)
+      fail(error_code::failed_precondition, "weft::handle<", dtype_of<T>, shape_type::partial(),
+           ">: lowering an empty handle (assign an expression to it first)");
+    return impl_->memo.get(cx, [&] { return impl_->lower(cx); });
+  }
+
+ private:
+  std::shared_ptr<detail::erased_expr> impl_;
+};
+
+// An operand of raw_op: any expression, whatever its dtype and shape.
+class operand {
+ public:
+  template <expression E>
+  operand(const E& e)  // NOLINT: implicit, so that raw_op("Add", {x, y}) reads naturally
+      : lower_(lowering_of(e)) {}
+  output lower(lowering& cx) const { return lower_(cx); }
+
+ private:
+  lower_fn lower_;
+};
+
+// raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
+// `name`(inputs, attrs), output `port`, built by name in the current name and device
+// scopes. Its op must be registered (the standard ops are) and, to run, have a kernel for
+// its dtypes (include <weft/kernels/cpu/all.hpp> in one file, or register it). When it is
+// lowered, its output's dtype and inferred shape are checked against T and D...; a mismatch
+// is an error naming the node, its dtype and its shape.
+template <element T, std::int64_t... D>
+handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map attrs = {}, int port = 0) {
+  const scope_info* scope = detail::current_scope();
+  return handle<T, D...>([name = std::move(name), inputs = std::move(inputs), attrs = std::move(attrs), port,
+                          scope](lowering& cx) {
+    WEFT_DETAIL_ONCE(ops::register_standard_ops());
+    std::vector<output> in;
+    in.reserve(inputs.size());
+    for (const auto& i : inputs) in.push_back(i.lower(cx));
+    output o = cx.add(name, std::move(in), attrs, scope);
+    o.port = port;
+    detail::check_node_output<T, static_shape<D...>>(cx.target(), o, "weft::raw_op");
+    return o;
+  });
+}
+
+// wrap<float, dyn, 10>(g, logits): a node of g (built op by op) as a typed handle, checked
+// now against T and D.... It lowers only into g.
+template <element T, std::int64_t... D>
+handle<T, D...> wrap(const graph& g, output o) {
+  detail::check_node_output<T, static_shape<D...>>(g, o, "weft::wrap");
+  return handle<T, D...>([&g, o](lowering& cx) {
+    if (&cx.target() != &g)
+      fail(error_code::invalid_argument, "weft::wrap: node '", g.at(o.node).name(),
+           "' belongs to another graph than the one being lowered into");
+    return o;
+  });
+}
+
+}  // namespace weft
+
+namespace weft {
+
+namespace check {
+// K: the index of the loop variable (or the cond's result) concerned.
+template <std::size_t K, class Before, class After, bool Ok = std::is_same_v<Before, After>>
+struct loop_variable_dtype {
+  static_assert(Ok, "weft::while_loop: the body changes the dtype of a loop variable");
+  static constexpr bool value = Ok;
+};
+template <std::size_t K, int Before, int After>
+struct loop_variable_rank {
+  static_assert(Before == After, "weft::while_loop: the body changes the rank of a loop variable");
+  static constexpr bool value = Before == After;
+};
+template <std::size_t K, std::int64_t Before, std::int64_t After>
+struct loop_variable_dims {
+  static_assert(Before < 0 || Before == After, "weft::while_loop: the body changes a static dim of a loop variable");
+  static constexpr bool value = Before < 0 || Before == After;
+};
+template <std::size_t Variables, std::size_t Values>
+struct loop_body_arity {
+  static_assert(Variables == Values, "weft::while_loop: the body returns another number of values than there are loop variables");
+  static constexpr bool value = Variables == Values;
+};
+template <class T, int Rank>
+struct loop_condition {
+  static_assert(std::is_same_v<T, bool> && Rank == 0, "weft::while_loop: the condition is not a bool scalar");
+  static constexpr bool value = std::is_same_v<T, bool> && Rank == 0;
+};
+template <std::size_t K, class Then, class Else, bool Ok = std::is_same_v<Then, Else>>
+struct cond_branch_dtypes {
+  static_assert(Ok, "weft::cond: a result has different dtypes in the two branches");
+  static constexpr bool value = Ok;
+};
+template <std::size_t K, int Then, int Else>
+struct cond_branch_ranks {
+  static_assert(Then == Else, "weft::cond: a result has different ranks in the two branches");
+  static constexpr bool value = Then == Else;
+};
+template <std::size_t K, std::int64_t Then, std::int64_t Else>
+struct cond_branch_dims {
+  static_assert(Then < 0 || Else < 0 || Then == Else, "weft::cond: a result has static dims that differ between the two branches");
+  static constexpr bool value = Then < 0 || Else < 0 || Then == Else;
+};
+template <std::size_t Then, std::size_t Else>
+struct cond_branch_arity {
+  static_assert(Then == Else, "weft::cond: the branches return different numbers of values");
+  static constexpr bool value = Then == Else;
+};
+template <class T, int Rank>
+struct cond_predicate {
+  static_assert(std::is_same_v<T, bool> && Rank == 0, "weft::cond: the predicate is not a bool scalar");
+  static constexpr bool value = std::is_same_v<T, bool> && Rank == 0;
+};
+}  // namespace check
+
+struct loop_options {
+  std::string name = "while";
+  std::int64_t parallel_iterations = 10;
+  std::int64_t maximum_iterations = -1;  // -1: no bound
+};
+
+namespace detail {
+
+// The kernels of the int64 counters and iteration paths a loop and its gradient add, of
+// the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
+// kernels they use). A template, called where a loop or cond is built, so that this header
+// compiled without any backend's kernels stays valid.
+template <class = void>
+void register_control_flow_kernels() {
+  static const bool once = [] {
+    ops::register_standard_ops();
+    use_kernels<ops::families::array>();
+    use_kernels<ops::Add, std::int64_t>();
+    use_kernels<ops::Sub, std::int64_t>();
+    use_kernels<ops::Less, std::int64_t>();
+    use_kernels<ops::GreaterEqual, std::int64_t>();
+    use_kernels<ops::Equal, std::int32_t>();
+    use_kernels<ops::LogicalAnd, bool>();
+    use_kernels<ops::AccumulatorPush>();
+    use_kernels<ops::AccumulatorPop>();
+    return true;
+  }();
+  (void)once;
+}
+
+template <class X>
+struct is_hana_tuple : std::false_type {};
+template <class... Xs>
+struct is_hana_tuple<boost::hana::tuple<Xs...>> : std::true_type {};
+
+// r as a hana::tuple: itself, or a tuple of the one expression.
+template <class R>
+auto as_tuple(const R& r) {
+  if constexpr (is_hana_tuple<R>::value) return r;
+  else return boost::hana::make_tuple(r);
+}
+
+// A loop variable as the loop's condition and body see it: bound to its Merge (condition)
+// or Switch (body) output by the lowering of the loop.
+template <class T, class S>
+class loop_variable_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  loop_variable_expr() : id_(std::make_shared<const int>(0)) {}
+  const void* identity() const noexcept { return id_.get(); }
+  output lower(lowering& cx) const {
+    if (auto o = cx.find_bound(id_.get())) return *o;
+    fail(error_code::invalid_argument,
+         "weft::while_loop: a loop variable is lowered outside its loop; an expression built in a loop's condition or "
+         "body is used outside it (use the loop's results)");
+  }
+
+ private:
+  std::shared_ptr<const int> id_;
+};
+
+// A loop as lowered: its init values, variables, condition and body results.
+struct loop_state {
+  std::vector<lower_fn> init, next;
+  std::vector<const void*> variables;
+  lower_fn condition;
+  loop_options options;
+  memo_per_lowering<std::vector<output>> memo;
+
+  // Enters outer values as loop invariants, hoisting invariant computations.
+  struct hooks final : frame_hooks {
+    loop_scope& scope;
+    explicit hooks(loop_scope& s) : scope(s) {}
+    output enter(output outer) override { return scope.invariant(outer); }
+    std::vector<int> pivot() override { return scope.pivot() >= 0 ? std::vector<int>{scope.pivot()} : std::vector<int>{}; }
+    bool hoists() const override { return true; }
+  };
+
+  std::vector<output> lower(lowering& cx) {
+    return memo.get(cx, [&] {
+      std::vector<output> in;
+      for (const auto& f : init) in.push_back(f(cx));
+      auto inside = [&](loop_scope& s, const std::vector<output>& v, auto&& what) {
+        hooks h(s);
+        lowering frame(cx, h);
+        for (std::size_t k = 0; k < v.size(); ++k) frame.bind(variables[k], v[k]);
+        return what(frame);
+      };
+      while_options o{options.name, options.parallel_iterations, options.maximum_iterations};
+      auto exits = weft::while_loop(
+          cx.target(), in,
+          [&](loop_scope& s, const std::vector<output>& v) { return inside(s, v, [&](lowering& f) { return condition(f); }); },
+          [&](loop_scope& s, const std::vector<output>& v) {
+            return inside(s, v, [&](lowering& f) {
+              std::vector<output> out;
+              for (const auto& n : next) out.push_back(n(f));
+              return out;
+            });
+          },
+          o);
+      for (const auto& e : exits) cx.adopt(e);
+      return exits;
+    });
+  }
+};
+
+// Result k of a loop or a cond (State: loop_state or cond_state).
+template <class T, class S, class State>
+class result_expr : public expr_base {
+ public:
+  using value_type = T;
+  using shape_type = S;
+  result_expr(std::shared_ptr<State> state, std::size_t k) : state_(std::move(state)), k_(k) {}
+  output lower(lowering& cx) const { return state_->lower(cx)[k_]; }
+
+ private:
+  std::shared_ptr<State> state_;
+  std::size_t k_;
+};
+
+// Checks shapes S1 and S2 of value K with the rank check Rank, then, dim by dim, Dims.
+template <template <std::size_t, int, int> class Rank, template <std::size_t, std::int64_t, std::int64_t> class Dims,
+          std::size_t K, class S1, class S2>
+constexpr bool check_shapes() {
+  if constexpr (S1::rank != S2::rank) {
+    return Rank<K, S1::rank, S2::rank>::value;
+  } else {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (true && ... && Dims<K, S1::values[I], S2::values[I]>::value);
+    }(std::make_index_sequence<static_cast<std::size_t>(S1::rank)>{});
+  }
+}
+
+// The shape a cond's result k has: the dims both branches agree on, weft::dyn elsewhere.
+template <class A, class B>
+struct common_static_shape {
+  static constexpr std::array<std::int64_t, A::values.size()> dims = [] {
+    std::array<std::int64_t, A::values.size()> out{};
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if constexpr (A::values.size() == B::values.size()) out[i] = A::values[i] == B::values[i] ? A::values[i] : dyn;
+      else out[i] = A::values[i];  // ranks differ: reported by check::cond_branch_ranks
+    return out;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+
+// A cond as lowered: its predicate and each branch's results.
+struct cond_state {
+  lower_fn predicate;
+  std::vector<lower_fn> then_values, else_values;
+  const scope_info* scope;
+  memo_per_lowering<std::vector<output>> memo;
+
+  // Takes outer values through the branch's side of a Switch on the predicate.
+  struct hooks final : frame_hooks {
+    graph& g;
+    output pred;
+    int side, pivot_node;
+    hooks(graph& gr, output p, int s, int pv) : g(gr), pred(p), side(s), pivot_node(pv) {}
+    output enter(output outer) override { return output{g.op("Switch", {outer, pred}).id(), side}; }
+    std::vector<int> pivot() override { return {pivot_node}; }
+    bool hoists() const override { return false; }
+  };
+
+  std::vector<output> lower(lowering& cx) {
+    return memo.get(cx, [&] {
+      graph& g = cx.target();
+      const output pred = predicate(cx);
+      auto name = g.name_scope("cond");
+      const node& pivots = g.op("Switch", {pred, pred});
+      const int pivot_true = g.op("Identity", {pivots.out(1)}).id(), pivot_false = g.op("Identity", {pivots.out(0)}).id();
+      auto side = [&](int s, int pv, const std::vector<lower_fn>& values) {
+        hooks h(g, pred, s, pv);
+        lowering branch(cx, h);
+        std::vector<output> out;
+        for (const auto& v : values) out.push_back(branch.bring(v(branch)));  // a value from outside is switched too
+        return out;
+      };
+      const auto t = side(1, pivot_true, then_values);
+      const auto f = side(0, pivot_false, else_values);
+      std::vector<output> merged;
+      for (std::size_t k = 0; k < t.size(); ++k) {
+        merged.push_back(g.op("Merge", {f[k], t[k]}).out(0));
+        cx.adopt(merged.back());
+      }
+      for (int id : {pivots.id(), pivot_true, pivot_false}) cx.adopt(output{id, 0});
+      return merged;
+    });
+  }
+};
+
+template <std::int32_t K, expression I, class First, class... Rest>
+auto switch_from(const I& index, First&& first, Rest&&... rest) {
+  if constexpr (sizeof...(Rest) == 0) {
+    return first();
+  } else {
+    return cond(
+        equal(index, constant(K)), std::forward<First>(first),
+        [&] { return switch_from<K + 1>(index, std::forward<Rest>(rest)...); });
+  }
+}
+
+}  // namespace detail
+
+// while cond(vars...): vars = body(vars...), in the graph. See the top of this file.
+template <class Cond, class Body, expression... Vars>
+  requires(sizeof...(Vars) >= 1)
+auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& init, loop_options options = {}) {
+  namespace hana = boost::hana;
+  detail::register_control_flow_kernels();
+  auto state = std::make_shared<detail::loop_state>();
+  state->options = std::move(options);
+  hana::for_each(init, [&](const auto& e) { state->init.push_back(lowering_of(e)); });
+  auto variables = hana::make_tuple(detail::loop_variable_expr<value_type_of<Vars>, shape_of<Vars>>{}...);
+  hana::for_each(variables, [&](const auto& v) { state->variables.push_back(v.identity()); });
+
+  auto c = hana::unpack(variables, cond);
+  static_assert(expression<decltype(c)>, "weft::while_loop: the condition must return an expression");
+  (void)check::loop_condition<value_type_of<decltype(c)>, shape_of<decltype(c)>::rank>::value;
+  state->condition = lowering_of(c);
+
+  auto next = detail::as_tuple(hana::unpack(variables, body));
+  using next_type = decltype(next);
+  constexpr std::size_t n = sizeof...(Vars);
+  if constexpr (check::loop_body_arity<n, decltype(hana::length(next))::value>::value) {
+    [&]<std::size_t... K>(std::index_sequence<K...>) {
+      using vars_type = hana::tuple<Vars...>;
+      (void)(true && ... &&
+             (check::loop_variable_dtype<K, value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<vars_type>()))>>,
+                                         value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<next_type>()))>>>::value &&
+              detail::check_shapes<check::loop_variable_rank, check::loop_variable_dims, K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<vars_type>()))>>,
+                                       shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<next_type>()))>>>()));
+      (state->next.push_back(lowering_of(hana::at_c<K>(next))), ...);
+    }(std::make_index_sequence<n>{});
+  }
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return hana::make_tuple(detail::result_expr<value_type_of<Vars>, shape_of<Vars>, detail::loop_state>(state, K)...);
+  }(std::index_sequence_for<Vars...>{});
+}
+
+// The same with one loop variable: cond(v) and body(v) -> v's next value; returns one expression.
+template <class Cond, class Body, expression Var>
+auto while_loop(Cond&& cond, Body&& body, const Var& init, loop_options options = {}) {
+  return boost::hana::at_c<0>(while_loop(std::forward<Cond>(cond), std::forward<Body>(body), boost::hana::make_tuple(init), std::move(options)));
+}
+
+// pred ? then_fn() : else_fn(), in the graph. See the top of this file.
+template <expression P, class Then, class Else>
+  requires std::is_invocable_v<Then> && std::is_invocable_v<Else>
+auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
+  namespace hana = boost::hana;
+  (void)check::cond_predicate<value_type_of<P>, shape_of<P>::rank>::value;
+  auto t_raw = then_fn();
+  auto f_raw = else_fn();
+  auto t = detail::as_tuple(t_raw);
+  auto f = detail::as_tuple(f_raw);
+  constexpr std::size_t n = decltype(hana::length(t))::value;
+  detail::register_control_flow_kernels();
+  auto state = std::make_shared<detail::cond_state>();
+  state->predicate = lowering_of(pred);
+  state->scope = detail::current_scope();
+  if constexpr (check::cond_branch_arity<n, decltype(hana::length(f))::value>::value) {
+    auto results = [&]<std::size_t... K>(std::index_sequence<K...>) {
+      using TT = decltype(t);
+      using FT = decltype(f);
+      (void)(true && ... &&
+             (check::cond_branch_dtypes<K, value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
+                                        value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>::value &&
+              detail::check_shapes<check::cond_branch_ranks, check::cond_branch_dims, K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
+                                          shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>()));
+      (state->then_values.push_back(lowering_of(hana::at_c<K>(t))), ...);
+      (state->else_values.push_back(lowering_of(hana::at_c<K>(f))), ...);
+      return hana::make_tuple(detail::result_expr<
+                              value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
+                              typename detail::common_static_shape<
+                                  shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
+                                  shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>::type,
+                              detail::cond_state>(state, K)...);
+    }(std::make_index_sequence<n>{});
+    if constexpr (detail::is_hana_tuple<decltype(t_raw)>::value) return results;
+    else return hana::at_c<0>(results);
+  }
+}
+
+// switch_case(index, branch0, branch1, ...): branch `index`'s results, the last branch
+// for an index out of range (TensorFlow's default branch); index an int32 scalar. The
+// branches' results follow cond's rules (it is a chain of conds: only the taken branch runs).
+template <expression I, class First, class... Rest>
+  requires std::is_invocable_v<First> && (std::is_invocable_v<Rest> && ...)
+auto switch_case(const I& index, First&& first, Rest&&... rest) {
+  static_assert(std::is_same_v<value_type_of<I>, std::int32_t> && shape_of<I>::rank == 0,
+                "weft::switch_case: the index is not an int32 scalar");
+  return detail::switch_from<0>(index, std::forward<First>(first), std::forward<Rest>(rest)...);
+}
+
+}  // namespace weft
+
+namespace weft {
+
+namespace detail {
+
+// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
+template <expression X, expression I>
+auto row_of(const X& x, const I& index) {
+  return gather_nd(x, index);
+}
+// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
+// static first dims equal. `length`: that first dim, dyn when none is static.
+template <class Xs>
+struct elements;
+template <class... X>
+struct elements<boost::hana::tuple<X...>> {
+  static_assert(((shape_of<X>::rank >= 1) && ...), "weft::scan/map_fn/foldl: an element tensor has rank 0 (no first dim to iterate over)");
+  template <class Y>
+  static constexpr std::int64_t first_of = shape_of<Y>::rank >= 1 ? shape_of<Y>::values[0] : dyn;
+  static constexpr std::int64_t length = std::max({first_of<X>...});
+  static_assert(((first_of<X> < 0 || first_of<X> == length) && ...),
+                "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
+};
+// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
+// (Its type is spelled out: deducing it would lower an expression in this header.)
+using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
+template <expression I, expression N>
+position_t position(const I& i, const N& n, bool reverse) {
+  return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
+}
+// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
+template <class Xs>
+struct rows_type;
+template <class... X>
+struct rows_type<boost::hana::tuple<X...>> {
+  using type = boost::hana::tuple<decltype(row_of(std::declval<const X&>(), std::declval<const position_t&>()))...>;
+};
+
+// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
+template <class A, class B>
+struct same_kinds : std::false_type {};
+template <class... A, class... B>
+  requires(sizeof...(A) == sizeof...(B))
+struct same_kinds<boost::hana::tuple<A...>, boost::hana::tuple<B...>>
+    : std::bool_constant<((std::is_same_v<value_type_of<A>, value_type_of<B>> && shape_of<A>::rank == shape_of<B>::rank) && ...)> {};
+
+// The shape [N] + S (a stack of N values of shape S).
+template <std::int64_t N, class S>
+struct stacked {
+  static constexpr std::array<std::int64_t, S::values.size() + 1> dims = [] {
+    std::array<std::int64_t, S::values.size() + 1> r{};
+    r[0] = N;
+    for (std::size_t d = 0; d < S::values.size(); ++d) r[d + 1] = S::values[d];
+    return r;
+  }();
+  using type = shape_from_array_t<dims>;
+};
+template <std::int64_t N, class S>
+using stacked_shape = typename stacked<N, S>::type;
+
+// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
+// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
+template <class T, std::int64_t... D, expression N, expression RowDims>
+handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row_dims) {
+  if constexpr (static_shape<D...>::fully_static) {
+    return zeros<T>(s);
+  } else {
+    return raw_op<T, D...>("Fill", {concat<0>(reshape(n, dims<1>), row_dims), constant(T(0))});
+  }
+}
+
+// The length of e's first dim as an int32 scalar: a constant when it is static.
+template <expression E>
+auto first_dim(const E& e) {
+  constexpr std::int64_t n = shape_of<E>::values[0];
+  if constexpr (n >= 0) {
+    return handle<std::int32_t>(constant(static_cast<std::int32_t>(n)));
+  } else {
+    auto dims = raw_op<std::int32_t, shape_of<E>::rank>("Shape", {e}, {{"out_type", dtype::int32}});
+    return handle<std::int32_t>(raw_op<std::int32_t>("GatherV2", {dims, constant(std::int32_t{0}), constant(std::int32_t{0})}));
+  }
+}
+
+}  // namespace detail
+
+// foldl(fn, elems, init): acc = fn(acc, elems[i]) for i from 0 to elems' first dim, in a
+// while loop; the final acc. `init` (an expression or a hana::tuple: several
+// accumulators, passed to fn one by one) fixes the accumulators' types, as a loop's
+// variables (the checks name the accumulator's index plus 1: variable 0 is the counter).
+// `elems` may be a hana::tuple of expressions with the same first dim: fn then gets a row
+// of each after the accumulators.
+template <class Fn, class Elems, class Init>
+auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options = {}) {
+  namespace hana = boost::hana;
+  if (options.name == "while") options.name = "foldl";
+  auto xs = detail::as_tuple(elems);
+  (void)detail::elements<decltype(xs)>::length;
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  auto state = hana::prepend(detail::as_tuple(init), constant(std::int32_t{0}));
+  auto out = while_loop([length](auto i, auto&&...) { return i < length; },
+                        [&](auto i, auto... acc) {
+                          auto at = detail::position(i, length, false);
+                          auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
+                          return hana::prepend(detail::as_tuple(hana::unpack(rows, [&](const auto&... r) { return fn(acc..., r...); })), i + 1);
+                        },
+                        state, std::move(options));
+  auto result = hana::drop_front(out);
+  if constexpr (detail::is_hana_tuple<Init>::value) return result;
+  else return hana::at_c<0>(result);
+}
+
+// Options of scan and map_fn: the loop's name and parallel_iterations (as loop_options'),
+// and for scan `reverse`: from the last element to the first.
+struct scan_options {
+  std::string name;  // empty: "scan" or "map"
+  std::int64_t parallel_iterations = 10;
+  bool reverse = false;
+};
+
+namespace detail {
+// The loop of scan: from element `start` on (in the order `reverse` gives), with the
+// accumulators acc0 and their stacks stacks0 (rows before `start` already written).
+template <class Fn, class Xs, class Acc0, class Stacks0, class Length>
+auto scan_loop(Fn&& fn, const Xs& xs, const Acc0& acc0, const Stacks0& stacks0, const Length& length, std::int32_t start,
+               const scan_options& options) {
+  namespace hana = boost::hana;
+  constexpr std::size_t K = decltype(hana::length(acc0))::value;
+  const bool reverse = options.reverse;
+  auto out = while_loop(
+      [length](auto i, auto&&...) { return i < length; },
+      [&](auto i, auto... vars) {
+        auto all = hana::make_tuple(vars...);
+        auto at = position(i, length, reverse);
+        auto rows = hana::transform(xs, [&](const auto& x) { return row_of(x, at); });
+        auto accs = hana::take_front_c<K>(all);
+        auto next = as_tuple(hana::unpack(hana::concat(accs, rows), fn));
+        auto stacks = hana::drop_front(all, hana::size_c<K>);
+        // Stacked when the step keeps the accumulators' dtypes and ranks (else the loop's
+        // checks name the accumulator, and nothing else fails).
+        if constexpr (same_kinds<decltype(accs), decltype(next)>::value) {
+          auto written = hana::zip_with([&](const auto& stack, const auto& value) { return tensor_scatter_update(stack, at, value); },
+                                        stacks, next);
+          return hana::prepend(hana::concat(next, written), i + 1);
+        } else {
+          return hana::prepend(hana::concat(next, stacks), i + 1);
+        }
+      },
+      hana::prepend(hana::concat(acc0, stacks0), constant(start)),
+      loop_options{options.name.empty() ? "scan" : options.name, options.parallel_iterations});
+  return hana::drop_front(out, hana::size_c<1 + K>);
+}
+}  // namespace detail
+
+// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
+// last with options.reverse), and the stack of the accumulator after each step: shape
+// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan). init, and fn's
+// result, may be a hana::tuple of accumulators (fn gets them one by one, then the rows):
+// the result is then a tuple of stacks. elems may be a hana::tuple of expressions with
+// the same first dim (fn gets a row of each). The accumulators keep their dtypes and
+// static dims, as a while_loop's variables (the checks name the accumulator's index plus
+// 1). Rows are read with gather_nd and written in place with tensor_scatter_update, so a
+// step costs a row, and so does its gradient.
+template <class Fn, class Elems, class Init>
+  requires(expression<Init> || detail::is_hana_tuple<Init>::value)
+auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = {}) {
+  namespace hana = boost::hana;
+  auto xs = detail::as_tuple(elems);
+  auto acc0 = detail::as_tuple(init);
+  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  auto stacks0 = hana::transform(acc0, [&](const auto& a) {
+    using A = std::remove_cvref_t<decltype(a)>;
+    return detail::stack_zeros<value_type_of<A>>(detail::stacked_shape<N, shape_of<A>>{}, length, shape_tensor(a));
+  });
+  auto result = detail::scan_loop(std::forward<Fn>(fn), xs, acc0, stacks0, length, 0, options);
+  if constexpr (detail::is_hana_tuple<Init>::value) return result;
+  else return hana::at_c<0>(result);
+}
+
+// scan(fn, elems) with no initializer: the first element (the last with reverse) is the
+// initial accumulator and the stack's first row, and fn runs from the next one on
+// (TensorFlow's tf.scan without one). The accumulators are of the elements' row types,
+// one per element tensor. elems must not be empty: reading its first row is then an error
+// naming the GatherNd.
+template <class Fn, class Elems>
+auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
+  namespace hana = boost::hana;
+  auto xs = detail::as_tuple(elems);
+  (void)detail::elements<decltype(xs)>::length;
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  auto first = detail::position(constant(std::int32_t{0}), length, options.reverse);
+  auto acc0 = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, first); });
+  auto stacks0 = hana::zip_with([&](const auto& x, const auto& a) { return tensor_scatter_update(zeros_like(x), first, a); }, xs, acc0);
+  auto result = detail::scan_loop(std::forward<Fn>(fn), xs, acc0, stacks0, length, 1, options);
+  if constexpr (detail::is_hana_tuple<Elems>::value) return result;
+  else return hana::at_c<0>(result);
+}
+
+// map_fn(fn, elems): the stack of fn(elems[i]) over elems' first dim, shape [n] + the
+// result's (TensorFlow's tf.map_fn); fn may return a hana::tuple (a stack each) and elems
+// be a hana::tuple of expressions with the same first dim (fn gets a row of each).
+// Iterations are independent: up to options.parallel_iterations run at once. A result
+// with dyn dims gets its stack in the first iteration, shaped from its first value (an
+// empty elems then gives a stack with those dims 0).
+template <class Fn, class Elems>
+auto map_fn(Fn&& fn, const Elems& elems, scan_options options = {}) {
+  namespace hana = boost::hana;
+  auto xs = detail::as_tuple(elems);
+  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
+  using rows_t = typename detail::rows_type<decltype(xs)>::type;
+  using fn_result_t = decltype(hana::unpack(std::declval<rows_t>(), fn));
+  using results_t = decltype(detail::as_tuple(std::declval<fn_result_t>()));
+  auto length = detail::first_dim(hana::at_c<0>(xs));
+  // A result's stack: its final zeros when the result's shape is static, else zeros [n, 0, ...].
+  auto stacks0 = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    auto zeros_for = [&]<class R>(hana::basic_type<R>) {
+      using S = shape_of<R>;
+      std::vector<std::int32_t> row(static_cast<std::size_t>(S::rank), 0);
+      for (std::size_t d = 0; d < row.size(); ++d) row[d] = static_cast<std::int32_t>(std::max<std::int64_t>(S::values[d], 0));
+      return detail::stack_zeros<value_type_of<R>>(detail::stacked_shape<N, S>{}, length, constant(row, static_shape<S::rank>{}));
+    };
+    return hana::make_tuple(zeros_for(hana::basic_type<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<results_t>()))>>{})...);
+  }(std::make_index_sequence<decltype(hana::length(std::declval<results_t>()))::value>{});
+  const bool reverse = options.reverse;
+  auto out = while_loop(
+      [length](auto i, auto&&...) { return i < length; },
+      [&](auto i, auto... stack) {
+        auto at = detail::position(i, length, reverse);
+        auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
+        auto results = detail::as_tuple(hana::unpack(rows, fn));
+        auto stacks = hana::zip_with(
+            [&](const auto& st, const auto& value) {
+              using V = std::remove_cvref_t<decltype(value)>;
+              if constexpr (shape_of<V>::fully_static) {
+                return tensor_scatter_update(st, at, value);
+              } else {  // the first iteration makes the stack, from the value's shape
+                auto made = cond(
+                    equal(i, constant(std::int32_t{0})),
+                    [&] { return detail::stack_zeros<value_type_of<V>>(detail::stacked_shape<N, shape_of<V>>{}, length, shape_tensor(value)); },
+                    [&] { return st; });
+                return tensor_scatter_update(made, at, value);
+              }
+            },
+            hana::make_tuple(stack...), results);
+        return hana::prepend(stacks, i + 1);
+      },
+      hana::prepend(stacks0, constant(std::int32_t{0})), loop_options{options.name.empty() ? "map" : options.name, options.parallel_iterations});
+  auto result = hana::drop_front(out);
+  if constexpr (detail::is_hana_tuple<std::remove_cvref_t<fn_result_t>>::value) return result;
+  else return hana::at_c<0>(result);
+}
+
+}  // namespace weft
 
 namespace weft {
 
@@ -25010,6 +25867,10 @@ WEFT_DETAIL_DIM_CHECK(dense_inputs, "weft::layers::dense: the input's features d
 WEFT_DETAIL_DIM_CHECK(conv2d_layer_rank, "weft::layers::conv2d: the input must have rank 4 (NHWC)");
 WEFT_DETAIL_DIM_CHECK(conv2d_layer_channels,
                       "weft::layers::conv2d: the input's channels differ from the layer's input channels");
+WEFT_DETAIL_DIM_CHECK(rnn_rank, "weft::layers: a recurrent cell's input and state must be matrices [batch, size]");
+WEFT_DETAIL_DIM_CHECK(rnn_inputs, "weft::layers: the input's features differ from the recurrent cell's input size");
+WEFT_DETAIL_DIM_CHECK(rnn_units, "weft::layers: a state's size differs from the recurrent cell's unit count");
+WEFT_DETAIL_DIM_CHECK(rnn_sequence_rank, "weft::layers::rnn: the inputs must be [time, batch, features]");
 WEFT_DETAIL_DIM_CHECK(flatten_rank, "weft::layers::flatten: the input must have rank 2 or more");
 }  // namespace check
 
@@ -25021,19 +25882,27 @@ using weft::dyn;
 // How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
 // output sizes; a convolution's window area times its input or output channels).
 //   zeros_initializer(), constant_initializer(v)
+//   uniform_initializer(low, high, seed, seed2): U(low, high)
 //   glorot_uniform(seed, seed2): U(-r, r), r = sqrt(6 / (fan_in + fan_out))
 //   glorot_normal: a normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out))
 //   he_uniform: r = sqrt(6 / fan_in); he_normal: stddev = sqrt(2 / fan_in) (truncated)
 // The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
 // both 0 draws differently each run of the initializer).
 struct initializer {
-  enum class kind { constant, glorot_uniform, glorot_normal, he_uniform, he_normal };
+  enum class kind { constant, uniform, glorot_uniform, glorot_normal, he_uniform, he_normal };
   kind how = kind::constant;
-  double value = 0;  // constant
+  double value = 0;  // constant; uniform: the low end
   std::int64_t seed = 0, seed2 = 0;
+  double high = 0;   // uniform: the high end
 };
 inline initializer zeros_initializer() { return {}; }
 inline initializer constant_initializer(double value) { return {initializer::kind::constant, value}; }
+// U(low, high) (Keras's RandomUniform; embeddings start from U(-0.05, 0.05)).
+inline initializer uniform_initializer(double low, double high, std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  if (!(low <= high))
+    fail(error_code::invalid_argument, "weft::layers::uniform_initializer: low ", low, " is above high ", high);
+  return {initializer::kind::uniform, low, seed, seed2, high};
+}
 inline initializer glorot_uniform(std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return {initializer::kind::glorot_uniform, 0, seed, seed2};
 }
@@ -25067,27 +25936,32 @@ output initial_value(lowering& cx, const initializer& init, const shape& dims, s
     use_kernels<ops::Fill, T>();
     return cx.add("Fill", {size, scalar_constant<T>(cx, init.value, scope)}, {}, scope);
   }
+  const attr_map random{{"dtype", dtype_of<T>}, {"seed", init.seed}, {"seed2", init.seed2}};
+  use_kernels<ops::Mul, T>();
+  // (u - 1/2) * width + centre, u ~ U[0, 1) (no Add for a centre of 0).
+  auto uniform = [&](float width, float centre) {
+    use_kernels<ops::RandomUniform, T>();
+    use_kernels<ops::Sub, T>();
+    const output u = cx.add("RandomUniform", {size}, random, scope);
+    const output centred = cx.add("Sub", {u, scalar_constant<T>(cx, 0.5f, scope)}, {}, scope);
+    const output scaled = cx.add("Mul", {centred, scalar_constant<T>(cx, width, scope)}, {}, scope);
+    if (centre == 0) return scaled;
+    use_kernels<ops::Add, T>();
+    return cx.add("Add", {scaled, scalar_constant<T>(cx, centre, scope)}, {}, scope);
+  };
+  if (init.how == kind::uniform)
+    return uniform(static_cast<float>(init.high - init.value), static_cast<float>((init.high + init.value) / 2));
   const bool glorot = init.how == kind::glorot_uniform || init.how == kind::glorot_normal;
   const float fans = static_cast<float>(glorot ? fan_in + fan_out : fan_in);
   if (!(fans > 0))
     fail(error_code::invalid_argument, "weft::layers: a random initializer of a variable of shape ", dims,
          " needs positive fans (fan_in ", fan_in, ", fan_out ", fan_out, ")");
-  const attr_map random{{"dtype", dtype_of<T>}, {"seed", init.seed}, {"seed2", init.seed2}};
-  use_kernels<ops::Mul, T>();
-  if (init.how == kind::glorot_uniform || init.how == kind::he_uniform) {
-    use_kernels<ops::RandomUniform, T>();
-    use_kernels<ops::Sub, T>();
-    // (u - 1/2) * 2r, u ~ U[0, 1)
-    const float r = std::sqrt(6.0f / fans);
-    const output u = cx.add("RandomUniform", {size}, random, scope, "", false);
-    const output centred = cx.add("Sub", {u, scalar_constant<T>(cx, 0.5f, scope)}, {}, scope);
-    return cx.add("Mul", {centred, scalar_constant<T>(cx, 2 * r, scope)}, {}, scope);
-  }
+  if (init.how == kind::glorot_uniform || init.how == kind::he_uniform) return uniform(2 * std::sqrt(6.0f / fans), 0);
   use_kernels<ops::TruncatedNormal, T>();
   // Keras's variance scaling: the stddev of a normal truncated at 2 stddev is 0.8796 of
   // the untruncated one's.
   const float stddev = std::sqrt(2.0f / fans) / 0.87962566103423978f;
-  const output z = cx.add("TruncatedNormal", {size}, random, scope, "", false);
+  const output z = cx.add("TruncatedNormal", {size}, random, scope);
   return cx.add("Mul", {z, scalar_constant<T>(cx, stddev, scope)}, {}, scope);
 }
 
@@ -25294,6 +26168,246 @@ class conv2d {
   bias_type bias_;
 };
 
+// ---- embedding ----------------------------------------------------------------------------
+struct embedding_options {
+  initializer embeddings = uniform_initializer(-0.05, 0.05);  // Keras's default
+};
+
+// embedding<T, Vocab, Dim>: ids (int32 or int64, any shape) -> rows of a [Vocab, Dim]
+// table, shape ids + [Dim] (a GatherV2; its gradient adds into the rows looked up). An id
+// outside [0, Vocab) is a run-time error naming the node.
+template <element T, std::int64_t Vocab = dyn, std::int64_t Dim = dyn>
+class embedding {
+ public:
+  using table_type = variable_expr<T, static_shape<Vocab, Dim>>;
+
+  explicit embedding(std::string name, embedding_options options = {})
+    requires(Vocab >= 0 && Dim >= 0)
+      : embedding(std::move(name), Vocab, Dim, options) {}
+  embedding(std::string name, std::int64_t vocab, std::int64_t dim, embedding_options options = {})
+      : name_(std::move(name)),
+        vocab_(detail::size_of("embedding", name_, "vocabulary size", Vocab, vocab)),
+        dim_(detail::size_of("embedding", name_, "embedding size", Dim, dim)),
+        prefix_(detail::layer_prefix(name_)),
+        table_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<Vocab, Dim>>("embeddings", shape{vocab_, dim_}, options.embeddings,
+                                                                   vocab_, dim_);
+        })) {}
+
+  template <expression I>
+  auto operator()(const I& ids) const {
+    detail::layer_scope scope(prefix_);
+    return gather(table(), ids);
+  }
+  const table_type& table() const { return table_; }
+  std::tuple<table_type> variables() const { return {table_}; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  std::string name_;
+  std::int64_t vocab_, dim_;
+  std::string prefix_;
+  table_type table_;
+};
+
+// ---- recurrent cells --------------------------------------------------------------------------
+namespace detail {
+// A bias of `blocks` blocks of `units`, block `one` (if any) starting at 1, the others at 0.
+template <class T, class S>
+variable_expr<T, S> block_bias(std::int64_t blocks, std::int64_t units, int one) {
+  std::vector<T> b(static_cast<std::size_t>(blocks * units), T(0));
+  if (one >= 0)
+    std::fill(b.begin() + one * units, b.begin() + (one + 1) * units, T(1));
+  tensor value = tensor::from_vector(b, shape{blocks * units});
+  const scope_info* scope = weft::detail::current_scope();
+  lower_fn start = [value, scope](lowering& cx) {
+    use_kernels<ops::families::core>();
+    return cx.add("Const", {}, {{"value", value}, {"dtype", dtype_of<T>}}, scope);
+  };
+  return variable_expr<T, S>("bias", shape{blocks * units}, std::move(start));
+}
+
+constexpr std::int64_t times(std::int64_t n, std::int64_t k) { return n < 0 ? dyn : n * k; }
+constexpr std::int64_t plus(std::int64_t a, std::int64_t b) { return a < 0 || b < 0 ? dyn : a + b; }
+}  // namespace detail
+
+struct lstm_options {
+  initializer kernel = glorot_uniform();  // over the whole [In + Units, 4 Units] kernel
+  bool unit_forget_bias = true;           // the forget gate's bias starts at 1 (Keras's default)
+};
+
+template <class H, class C>
+struct lstm_state {
+  H h;
+  C c;
+};
+
+// lstm_cell<T, In, Units>: one step of an LSTM. z = [x, h] kernel + bias, split into the
+// input, forget, cell and output gates (Keras's order); c' = sigmoid(f) c + sigmoid(i)
+// tanh(g), h' = sigmoid(o) tanh(c'). x [batch, In], h and c [batch, Units]; returns
+// {h', c'}: auto [h2, c2] = cell(x, h, c). Variables: kernel [In + Units, 4 Units], bias
+// [4 Units]. rnn(cell, inputs, h0, c0) runs it over a sequence.
+template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
+class lstm_cell {
+ public:
+  static constexpr std::int64_t rows = detail::plus(In, Units), gates = detail::times(Units, 4);
+  using kernel_type = variable_expr<T, static_shape<rows, gates>>;
+  using bias_type = variable_expr<T, static_shape<gates>>;
+  static constexpr int state_size = 2;
+
+  explicit lstm_cell(std::string name, lstm_options options = {})
+    requires(In >= 0 && Units >= 0)
+      : lstm_cell(std::move(name), In, Units, options) {}
+  lstm_cell(std::string name, std::int64_t in, std::int64_t units, lstm_options options = {})
+      : name_(std::move(name)),
+        in_(detail::size_of("lstm_cell", name_, "input size", In, in)),
+        units_(detail::size_of("lstm_cell", name_, "unit count", Units, units)),
+        prefix_(detail::layer_prefix(name_)),
+        kernel_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<rows, gates>>("kernel", shape{in_ + units_, 4 * units_}, options.kernel,
+                                                                    in_ + units_, 4 * units_);
+        })),
+        bias_(detail::in_scope(name_, [&] {
+          return detail::block_bias<T, static_shape<gates>>(4, units_, options.unit_forget_bias ? 1 : -1);
+        })) {}
+
+  template <expression X, expression H, expression C>
+  auto operator()(const X& x, const H& h, const C& c) const {
+    check_operands<X, H, C>();
+    detail::layer_scope scope(prefix_);
+    auto z = bias_add(matmul(concat<1>(x, h), kernel()), bias());
+    auto g = split<4, 1>(z);
+    auto c2 = sigmoid(g[1]) * c + sigmoid(g[0]) * tanh(g[2]);
+    auto h2 = sigmoid(g[3]) * tanh(c2);
+    return lstm_state<decltype(h2), decltype(c2)>{h2, c2};
+  }
+  // The step as rnn's scan calls it: the state, then the row of the inputs.
+  template <class H, class C, class X>
+  auto step(const H& h, const C& c, const X& x) const {
+    auto [h2, c2] = (*this)(x, h, c);
+    return boost::hana::make_tuple(h2, c2);
+  }
+
+  const kernel_type& kernel() const { return kernel_; }
+  const bias_type& bias() const { return bias_; }
+  std::tuple<kernel_type, bias_type> variables() const { return {kernel_, bias_}; }
+  const std::string& name() const noexcept { return name_; }
+  std::int64_t units() const noexcept { return units_; }
+
+ private:
+  template <class X, class H, class C>
+  void check_operands() const {
+    (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
+    (void)check::rnn_rank<(shape_of<X>::rank == 2 && shape_of<H>::rank == 2 && shape_of<C>::rank == 2) ? 1 : 0, 1>::value;
+    constexpr auto fx = detail::sizes_fit(detail::last_dim(shape_of<X>::values), In);
+    (void)check::rnn_inputs<fx[0], fx[1]>::value;
+    constexpr auto fh = detail::sizes_fit(detail::last_dim(shape_of<H>::values), Units);
+    (void)check::rnn_units<fh[0], fh[1]>::value;
+    constexpr auto fc = detail::sizes_fit(detail::last_dim(shape_of<C>::values), Units);
+    (void)check::rnn_units<fc[0], fc[1]>::value;
+  }
+  std::string name_;
+  std::int64_t in_, units_;
+  std::string prefix_;
+  kernel_type kernel_;
+  bias_type bias_;
+};
+
+struct gru_options {
+  initializer gate_kernel = glorot_uniform();
+  initializer candidate_kernel = glorot_uniform();
+  double gate_bias = 1.0;  // TensorFlow's GRUCell starts the gates' bias at 1
+};
+
+// gru_cell<T, In, Units>: one step of a GRU (TensorFlow's GRUCell): r, u = split(sigmoid(
+// [x, h] gate_kernel + gate_bias)); c = tanh([x, r h] candidate_kernel + candidate_bias);
+// h' = u h + (1 - u) c. x [batch, In], h [batch, Units]; returns h'.
+template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
+class gru_cell {
+ public:
+  static constexpr std::int64_t rows = detail::plus(In, Units);
+  using gate_kernel_type = variable_expr<T, static_shape<rows, detail::times(Units, 2)>>;
+  using gate_bias_type = variable_expr<T, static_shape<detail::times(Units, 2)>>;
+  using candidate_kernel_type = variable_expr<T, static_shape<rows, Units>>;
+  using candidate_bias_type = variable_expr<T, static_shape<Units>>;
+  static constexpr int state_size = 1;
+
+  explicit gru_cell(std::string name, gru_options options = {})
+    requires(In >= 0 && Units >= 0)
+      : gru_cell(std::move(name), In, Units, options) {}
+  gru_cell(std::string name, std::int64_t in, std::int64_t units, gru_options options = {})
+      : name_(std::move(name)),
+        in_(detail::size_of("gru_cell", name_, "input size", In, in)),
+        units_(detail::size_of("gru_cell", name_, "unit count", Units, units)),
+        prefix_(detail::layer_prefix(name_)),
+        gate_kernel_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<rows, detail::times(Units, 2)>>(
+              "gates/kernel", shape{in_ + units_, 2 * units_}, options.gate_kernel, in_ + units_, 2 * units_);
+        })),
+        gate_bias_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<detail::times(Units, 2)>>(
+              "gates/bias", shape{2 * units_}, constant_initializer(options.gate_bias), in_ + units_, 2 * units_);
+        })),
+        candidate_kernel_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<rows, Units>>("candidate/kernel", shape{in_ + units_, units_},
+                                                                    options.candidate_kernel, in_ + units_, units_);
+        })),
+        candidate_bias_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<Units>>("candidate/bias", shape{units_}, zeros_initializer(),
+                                                               in_ + units_, units_);
+        })) {}
+
+  template <expression X, expression H>
+  auto operator()(const X& x, const H& h) const {
+    (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
+    (void)check::rnn_rank<(shape_of<X>::rank == 2 && shape_of<H>::rank == 2) ? 1 : 0, 1>::value;
+    constexpr auto fx = detail::sizes_fit(detail::last_dim(shape_of<X>::values), In);
+    (void)check::rnn_inputs<fx[0], fx[1]>::value;
+    constexpr auto fh = detail::sizes_fit(detail::last_dim(shape_of<H>::values), Units);
+    (void)check::rnn_units<fh[0], fh[1]>::value;
+    detail::layer_scope scope(prefix_);
+    auto ru = split<2, 1>(sigmoid(bias_add(matmul(concat<1>(x, h), gate_kernel_), gate_bias_)));
+    auto candidate = tanh(bias_add(matmul(concat<1>(x, ru[0] * h), candidate_kernel_), candidate_bias_));
+    return ru[1] * h + (T(1) - ru[1]) * candidate;
+  }
+  template <class H, class X>
+  auto step(const H& h, const X& x) const {
+    return boost::hana::make_tuple((*this)(x, h));
+  }
+
+  std::tuple<gate_kernel_type, gate_bias_type, candidate_kernel_type, candidate_bias_type> variables() const {
+    return {gate_kernel_, gate_bias_, candidate_kernel_, candidate_bias_};
+  }
+  const gate_kernel_type& gate_kernel() const { return gate_kernel_; }
+  const gate_bias_type& gate_bias() const { return gate_bias_; }
+  const candidate_kernel_type& candidate_kernel() const { return candidate_kernel_; }
+  const candidate_bias_type& candidate_bias() const { return candidate_bias_; }
+  const std::string& name() const noexcept { return name_; }
+  std::int64_t units() const noexcept { return units_; }
+
+ private:
+  std::string name_;
+  std::int64_t in_, units_;
+  std::string prefix_;
+  gate_kernel_type gate_kernel_;
+  gate_bias_type gate_bias_;
+  candidate_kernel_type candidate_kernel_;
+  candidate_bias_type candidate_bias_;
+};
+
+// rnn(cell, inputs, state...): the cell over inputs [time, batch, features], from the
+// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (weft::scan: its
+// gradient is the backward loop). Returns a hana::tuple of the stacked states, each
+// [time, batch, units]: at_c<0> is the cell's output h at every step.
+template <class Cell, expression X, expression... State>
+auto rnn(const Cell& cell, const X& inputs, const State&... state) {
+  static_assert(sizeof...(State) == Cell::state_size,
+                "weft::layers::rnn: the initial state must have one tensor per state of the cell (h, c for an LSTM; h for a GRU)");
+  (void)check::rnn_sequence_rank<shape_of<X>::rank, 3>::value;
+  return scan([cell](const auto&... args) { return cell.step(args...); }, inputs, boost::hana::make_tuple(state...),
+              {.name = "rnn"});
+}
+
 // ---- layers without variables ----------------------------------------------------------------
 // max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
 // padding to VALID (Keras's MaxPooling2D defaults).
@@ -25430,170 +26544,6 @@ auto variables(const L&... layers) {
 }
 
 }  // namespace layers
-}  // namespace weft
-// Type erasure and runtime-built models (DESIGN.md §2, layer 1).
-//
-// handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
-// that dtype whose shape fits the dims converts to it, so a model can be built in a runtime
-// loop and its type names stay short:
-//
-//   weft::handle<float, weft::dyn, 256> h = x;
-//   for (int i = 0; i < layers; ++i) h = weft::relu(weft::matmul(h, w[i]) + b[i]);
-//
-// raw_op<T, D...>(name, inputs, attrs): a node built by op name and attrs at run time, with
-// typed or type-erased operands, consumed by typed code as a handle. Its dtype and shape are
-// checked against T and D... when it is lowered, with an error naming the node.
-//
-// wrap<T, D...>(graph, output): a node of a graph built op by op, as a typed handle, for typed
-// expressions lowered into that graph (weft::lowering over it). The reverse direction is
-// weft::lower(cx, expression), which gives the graph node of a typed expression.
-
-#include <array>
-#include <cstdint>
-#include <functional>
-#include <memory>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
-
-namespace weft {
-
-namespace check {
-WEFT_DETAIL_TYPE_CHECK(handle_dtype, "weft::handle: the expression's dtype differs from the handle's");
-WEFT_DETAIL_DIM_CHECK(handle_rank, "weft::handle: the expression's rank differs from the handle's");
-WEFT_DETAIL_DIM_CHECK(handle_dims,
-                      "weft::handle: a static dim of the handle differs from the expression's (or that dim is dyn)");
-}  // namespace check
-
-namespace detail {
-
-// An expression behind a function: how it lowers, and its memo.
-struct erased_expr {
-  explicit erased_expr(lower_fn f) : lower(std::move(f)) {}
-  lower_fn lower;
-  lowered_memo memo;
-};
-
-// The dims a handle of shape To compares with an expression of shape From: equal pairs
-// where To is dyn or the dims agree, else the offending pair.
-template <class To, class From>
-constexpr std::array<std::int64_t, 2> handle_dim_conflict() {
-  if constexpr (To::rank != From::rank) {
-    return {0, 0};  // reported by the rank check
-  } else {
-    for (std::size_t i = 0; i < To::values.size(); ++i)
-      if (To::values[i] >= 0 && To::values[i] != From::values[i]) return {To::values[i], From::values[i]};
-    return {0, 0};
-  }
-}
-
-// A node's output dtype and shape against T and S: the run-time form of the handle checks.
-template <class T, class S>
-void check_node_output(const graph& g, output o, std::string_view what) {
-  const node& n = g.at(o.node);
-  if (o.port < 0 || o.port >= n.num_outputs())
-    fail(error_code::invalid_argument, what, ": ", n.describe(), " has ", n.num_outputs(), " outputs, asked for output ",
-         o.port);
-  dtype got = n.output_dtype(o.port);
-  const partial_shape& s = n.output_shape(o.port);
-  bool ok = got == dtype_of<T> && (!s.rank_known() || s.rank() == S::rank);
-  for (int i = 0; ok && s.rank_known() && i < S::rank; ++i) {
-    auto want = S::values[static_cast<std::size_t>(i)];
-    ok = want < 0 || s[i] < 0 || s[i] == want;
-  }
-  if (!ok)
-    fail(error_code::invalid_argument, what, ": ", n.describe(), " output ", o.port, " is ", got, s,
-         ", which does not fit the handle's ", dtype_of<T>, S::partial());
-}
-
-}  // namespace detail
-
-template <element T, std::int64_t... D>
-class handle : public expr_base {
- public:
-  using value_type = T;
-  using shape_type = static_shape<D...>;
-
-  // An empty handle: assign an expression before lowering it.
-  handle() = default;
-
-  template <expression E>
-    requires(!std::is_same_v<std::remove_cvref_t<E>, handle>)
-  handle(const E& e)  // NOLINT: implicit, as an expression converts to a handle that fits it
-      : impl_(std::make_shared<detail::erased_expr>(lowering_of(e))) {
-    using ES = shape_of<E>;
-    (void)check::handle_dtype<T, value_type_of<E>>::value;
-    (void)check::handle_rank<shape_type::rank, ES::rank>::value;
-    constexpr auto conflict = detail::handle_dim_conflict<shape_type, ES>();
-    (void)check::handle_dims<conflict[0], conflict[1]>::value;
-  }
-
-  // From a lowering function whose node is checked against T and D... (raw_op, wrap).
-  explicit handle(lower_fn lower)
-      : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
-
-  bool empty() const noexcept { return impl_ == nullptr; }
-
-  output lower(lowering& cx) const {
-    if (!impl_)
-      fail(error_code::failed_precondition, "weft::handle<", dtype_of<T>, shape_type::partial(),
-           ">: lowering an empty handle (assign an expression to it first)");
-    return impl_->memo.get(cx, [&] { return impl_->lower(cx); });
-  }
-
- private:
-  std::shared_ptr<detail::erased_expr> impl_;
-};
-
-// An operand of raw_op: any expression, whatever its dtype and shape.
-class operand {
- public:
-  template <expression E>
-  operand(const E& e)  // NOLINT: implicit, so that raw_op("Add", {x, y}) reads naturally
-      : lower_(lowering_of(e)) {}
-  output lower(lowering& cx) const { return lower_(cx); }
-
- private:
-  lower_fn lower_;
-};
-
-// raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
-// `name`(inputs, attrs), output `port`, built by name in the current name and device
-// scopes. Its op must be registered (the standard ops are) and, to run, have a kernel for
-// its dtypes (include <weft/kernels/cpu/all.hpp> in one file, or register it). When it is
-// lowered, its output's dtype and inferred shape are checked against T and D...; a mismatch
-// is an error naming the node, its dtype and its shape.
-template <element T, std::int64_t... D>
-handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map attrs = {}, int port = 0) {
-  const scope_info* scope = detail::current_scope();
-  return handle<T, D...>([name = std::move(name), inputs = std::move(inputs), attrs = std::move(attrs), port,
-                          scope](lowering& cx) {
-    WEFT_DETAIL_ONCE(ops::register_standard_ops());
-    std::vector<output> in;
-    in.reserve(inputs.size());
-    for (const auto& i : inputs) in.push_back(i.lower(cx));
-    output o = cx.add(name, std::move(in), attrs, scope);
-    o.port = port;
-    detail::check_node_output<T, static_shape<D...>>(cx.target(), o, "weft::raw_op");
-    return o;
-  });
-}
-
-// wrap<float, dyn, 10>(g, logits): a node of g (built op by op) as a typed handle, checked
-// now against T and D.... It lowers only into g.
-template <element T, std::int64_t... D>
-handle<T, D...> wrap(const graph& g, output o) {
-  detail::check_node_output<T, static_shape<D...>>(g, o, "weft::wrap");
-  return handle<T, D...>([&g, o](lowering& cx) {
-    if (&cx.target() != &g)
-      fail(error_code::invalid_argument, "weft::wrap: node '", g.at(o.node).name(),
-           "' belongs to another graph than the one being lowered into");
-    return o;
-  });
-}
-
 }  // namespace weft
 // Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
 // elementwise ops (casts, comparisons and select included) into one "Fused" node
@@ -26307,691 +27257,6 @@ auto grad(const Y& y, const X&... xs) {
       return std::tuple{gradient_expr<value_type_of<X>, shape_of<X>>(state, I)...};
     }(std::index_sequence_for<X...>{});
   }
-}
-
-}  // namespace weft
-// Control flow on typed expressions (the whitepaper's §4.4): data-dependent branches and
-// loops that run inside the graph, checked when they are compiled.
-//
-//   namespace hana = boost::hana;
-//   auto out = weft::while_loop(
-//       [](auto i, auto h) { return i < 10; },
-//       [&](auto i, auto h) { return hana::make_tuple(i + 1, tanh(matmul(h, w))); },
-//       hana::make_tuple(weft::constant(0), h0));
-//   auto h_final = hana::at_c<1>(out);                    // an expression of h0's type
-//   auto y = weft::cond(x > 0.0f, [&] { return x * 2.0f; }, [&] { return -x; });
-//
-// while_loop(cond, body, init[, options]): `init` is a boost::hana::tuple of expressions (or
-// one expression); cond and body are called once, when the loop is built, with one
-// expression per loop variable, and build the condition (a bool scalar) and the next values
-// (a hana::tuple, or one expression for one variable). The loop keeps each variable's dtype
-// and static dims (a weft::dyn dim may change from one iteration to the next); the build
-// fails otherwise, naming the variable's index (weft::check::loop_variable_dtype<1, float,
-// double>). The result has one expression per variable, of its type.
-//
-// cond(pred, then_fn, else_fn): pred a bool scalar; the branches return an expression or a
-// hana::tuple of them, of equal dtypes and compatible static shapes (a dim static in both
-// must agree: the result keeps it, else it is weft::dyn). Only the taken branch runs.
-//
-// Lowering: a loop lowers through graph::while_loop (graph/control_flow.hpp) and a cond
-// through Switch and Merge. Inside them expressions are lowered anew, in a lowering of
-// their own: a value from outside enters a loop once as an invariant (a computation whose
-// inputs all come from outside is hoisted out of the loop) and a branch through its side
-// of a Switch (nothing is hoisted out of a branch, so that it runs only when taken).
-// Placeholders, variables and constants always live outside. Expressions built in a
-// loop's body or a branch can be used outside only through the loop's or cond's results.
-// grad() differentiates through both (graph/gradients.hpp); the paths inside them are
-// checked when the gradient is lowered.
-//
-// On them: switch_case(index, branches...) (a chain of conds), and, in functional_ops.hpp,
-// the loops over elements' first dim (foldl, scan, map_fn).
-
-#include <boost/hana/at.hpp>
-#include <boost/hana/concat.hpp>
-#include <boost/hana/drop_front.hpp>
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/length.hpp>
-#include <boost/hana/prepend.hpp>
-#include <boost/hana/take_front.hpp>
-#include <boost/hana/transform.hpp>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-#include <boost/hana/unpack.hpp>
-#include <boost/hana/zip_with.hpp>
-
-#include <algorithm>
-#include <array>
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
-
-namespace weft {
-
-namespace check {
-// K: the index of the loop variable (or the cond's result) concerned.
-template <std::size_t K, class Before, class After, bool Ok = std::is_same_v<Before, After>>
-struct loop_variable_dtype {
-  static_assert(Ok, "weft::while_loop: the body changes the dtype of a loop variable");
-  static constexpr bool value = Ok;
-};
-template <std::size_t K, int Before, int After>
-struct loop_variable_rank {
-  static_assert(Before == After, "weft::while_loop: the body changes the rank of a loop variable");
-  static constexpr bool value = Before == After;
-};
-template <std::size_t K, std::int64_t Before, std::int64_t After>
-struct loop_variable_dims {
-  static_assert(Before < 0 || Before == After, "weft::while_loop: the body changes a static dim of a loop variable");
-  static constexpr bool value = Before < 0 || Before == After;
-};
-template <std::size_t Variables, std::size_t Values>
-struct loop_body_arity {
-  static_assert(Variables == Values, "weft::while_loop: the body returns another number of values than there are loop variables");
-  static constexpr bool value = Variables == Values;
-};
-template <class T, int Rank>
-struct loop_condition {
-  static_assert(std::is_same_v<T, bool> && Rank == 0, "weft::while_loop: the condition is not a bool scalar");
-  static constexpr bool value = std::is_same_v<T, bool> && Rank == 0;
-};
-template <std::size_t K, class Then, class Else, bool Ok = std::is_same_v<Then, Else>>
-struct cond_branch_dtypes {
-  static_assert(Ok, "weft::cond: a result has different dtypes in the two branches");
-  static constexpr bool value = Ok;
-};
-template <std::size_t K, int Then, int Else>
-struct cond_branch_ranks {
-  static_assert(Then == Else, "weft::cond: a result has different ranks in the two branches");
-  static constexpr bool value = Then == Else;
-};
-template <std::size_t K, std::int64_t Then, std::int64_t Else>
-struct cond_branch_dims {
-  static_assert(Then < 0 || Else < 0 || Then == Else, "weft::cond: a result has static dims that differ between the two branches");
-  static constexpr bool value = Then < 0 || Else < 0 || Then == Else;
-};
-template <std::size_t Then, std::size_t Else>
-struct cond_branch_arity {
-  static_assert(Then == Else, "weft::cond: the branches return different numbers of values");
-  static constexpr bool value = Then == Else;
-};
-template <class T, int Rank>
-struct cond_predicate {
-  static_assert(std::is_same_v<T, bool> && Rank == 0, "weft::cond: the predicate is not a bool scalar");
-  static constexpr bool value = std::is_same_v<T, bool> && Rank == 0;
-};
-}  // namespace check
-
-struct loop_options {
-  std::string name = "while";
-  std::int64_t parallel_iterations = 10;
-  std::int64_t maximum_iterations = -1;  // -1: no bound
-};
-
-namespace detail {
-
-// The kernels of the int64 counters and iteration paths a loop and its gradient add, of
-// the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
-// kernels they use). A template, called where a loop or cond is built, so that this header
-// compiled without any backend's kernels stays valid.
-template <class = void>
-void register_control_flow_kernels() {
-  static const bool once = [] {
-    ops::register_standard_ops();
-    use_kernels<ops::families::array>();
-    use_kernels<ops::Add, std::int64_t>();
-    use_kernels<ops::Sub, std::int64_t>();
-    use_kernels<ops::Less, std::int64_t>();
-    use_kernels<ops::GreaterEqual, std::int64_t>();
-    use_kernels<ops::Equal, std::int32_t>();
-    use_kernels<ops::LogicalAnd, bool>();
-    use_kernels<ops::AccumulatorPush>();
-    use_kernels<ops::AccumulatorPop>();
-    return true;
-  }();
-  (void)once;
-}
-
-template <class X>
-struct is_hana_tuple : std::false_type {};
-template <class... Xs>
-struct is_hana_tuple<boost::hana::tuple<Xs...>> : std::true_type {};
-
-// r as a hana::tuple: itself, or a tuple of the one expression.
-template <class R>
-auto as_tuple(const R& r) {
-  if constexpr (is_hana_tuple<R>::value) return r;
-  else return boost::hana::make_tuple(r);
-}
-
-// A loop variable as the loop's condition and body see it: bound to its Merge (condition)
-// or Switch (body) output by the lowering of the loop.
-template <class T, class S>
-class loop_variable_expr : public expr_base {
- public:
-  using value_type = T;
-  using shape_type = S;
-  loop_variable_expr() : id_(std::make_shared<const int>(0)) {}
-  const void* identity() const noexcept { return id_.get(); }
-  output lower(lowering& cx) const {
-    if (auto o = cx.find_bound(id_.get())) return *o;
-    fail(error_code::invalid_argument,
-         "weft::while_loop: a loop variable is lowered outside its loop; an expression built in a loop's condition or "
-         "body is used outside it (use the loop's results)");
-  }
-
- private:
-  std::shared_ptr<const int> id_;
-};
-
-// A loop as lowered: its init values, variables, condition and body results.
-struct loop_state {
-  std::vector<lower_fn> init, next;
-  std::vector<const void*> variables;
-  lower_fn condition;
-  loop_options options;
-  memo_per_lowering<std::vector<output>> memo;
-
-  // Enters outer values as loop invariants, hoisting invariant computations.
-  struct hooks final : frame_hooks {
-    loop_scope& scope;
-    explicit hooks(loop_scope& s) : scope(s) {}
-    output enter(output outer) override { return scope.invariant(outer); }
-    std::vector<int> pivot() override { return scope.pivot() >= 0 ? std::vector<int>{scope.pivot()} : std::vector<int>{}; }
-    bool hoists() const override { return true; }
-  };
-
-  std::vector<output> lower(lowering& cx) {
-    return memo.get(cx, [&] {
-      std::vector<output> in;
-      for (const auto& f : init) in.push_back(f(cx));
-      auto inside = [&](loop_scope& s, const std::vector<output>& v, auto&& what) {
-        hooks h(s);
-        lowering frame(cx, h);
-        for (std::size_t k = 0; k < v.size(); ++k) frame.bind(variables[k], v[k]);
-        return what(frame);
-      };
-      while_options o{options.name, options.parallel_iterations, options.maximum_iterations};
-      auto exits = weft::while_loop(
-          cx.target(), in,
-          [&](loop_scope& s, const std::vector<output>& v) { return inside(s, v, [&](lowering& f) { return condition(f); }); },
-          [&](loop_scope& s, const std::vector<output>& v) {
-            return inside(s, v, [&](lowering& f) {
-              std::vector<output> out;
-              for (const auto& n : next) out.push_back(n(f));
-              return out;
-            });
-          },
-          o);
-      for (const auto& e : exits) cx.adopt(e);
-      return exits;
-    });
-  }
-};
-
-// Result k of a loop or a cond (State: loop_state or cond_state).
-template <class T, class S, class State>
-class result_expr : public expr_base {
- public:
-  using value_type = T;
-  using shape_type = S;
-  result_expr(std::shared_ptr<State> state, std::size_t k) : state_(std::move(state)), k_(k) {}
-  output lower(lowering& cx) const { return state_->lower(cx)[k_]; }
-
- private:
-  std::shared_ptr<State> state_;
-  std::size_t k_;
-};
-
-// Checks shapes S1 and S2 of value K with the rank check Rank, then, dim by dim, Dims.
-template <template <std::size_t, int, int> class Rank, template <std::size_t, std::int64_t, std::int64_t> class Dims,
-          std::size_t K, class S1, class S2>
-constexpr bool check_shapes() {
-  if constexpr (S1::rank != S2::rank) {
-    return Rank<K, S1::rank, S2::rank>::value;
-  } else {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return (true && ... && Dims<K, S1::values[I], S2::values[I]>::value);
-    }(std::make_index_sequence<static_cast<std::size_t>(S1::rank)>{});
-  }
-}
-
-// The shape a cond's result k has: the dims both branches agree on, weft::dyn elsewhere.
-template <class A, class B>
-struct common_static_shape {
-  static constexpr std::array<std::int64_t, A::values.size()> dims = [] {
-    std::array<std::int64_t, A::values.size()> out{};
-    for (std::size_t i = 0; i < out.size(); ++i)
-      if constexpr (A::values.size() == B::values.size()) out[i] = A::values[i] == B::values[i] ? A::values[i] : dyn;
-      else out[i] = A::values[i];  // ranks differ: reported by check::cond_branch_ranks
-    return out;
-  }();
-  using type = shape_from_array_t<dims>;
-};
-
-// A cond as lowered: its predicate and each branch's results.
-struct cond_state {
-  lower_fn predicate;
-  std::vector<lower_fn> then_values, else_values;
-  const scope_info* scope;
-  memo_per_lowering<std::vector<output>> memo;
-
-  // Takes outer values through the branch's side of a Switch on the predicate.
-  struct hooks final : frame_hooks {
-    graph& g;
-    output pred;
-    int side, pivot_node;
-    hooks(graph& gr, output p, int s, int pv) : g(gr), pred(p), side(s), pivot_node(pv) {}
-    output enter(output outer) override { return output{g.op("Switch", {outer, pred}).id(), side}; }
-    std::vector<int> pivot() override { return {pivot_node}; }
-    bool hoists() const override { return false; }
-  };
-
-  std::vector<output> lower(lowering& cx) {
-    return memo.get(cx, [&] {
-      graph& g = cx.target();
-      const output pred = predicate(cx);
-      auto name = g.name_scope("cond");
-      const node& pivots = g.op("Switch", {pred, pred});
-      const int pivot_true = g.op("Identity", {pivots.out(1)}).id(), pivot_false = g.op("Identity", {pivots.out(0)}).id();
-      auto side = [&](int s, int pv, const std::vector<lower_fn>& values) {
-        hooks h(g, pred, s, pv);
-        lowering branch(cx, h);
-        std::vector<output> out;
-        for (const auto& v : values) out.push_back(branch.bring(v(branch)));  // a value from outside is switched too
-        return out;
-      };
-      const auto t = side(1, pivot_true, then_values);
-      const auto f = side(0, pivot_false, else_values);
-      std::vector<output> merged;
-      for (std::size_t k = 0; k < t.size(); ++k) {
-        merged.push_back(g.op("Merge", {f[k], t[k]}).out(0));
-        cx.adopt(merged.back());
-      }
-      for (int id : {pivots.id(), pivot_true, pivot_false}) cx.adopt(output{id, 0});
-      return merged;
-    });
-  }
-};
-
-template <std::int32_t K, expression I, class First, class... Rest>
-auto switch_from(const I& index, First&& first, Rest&&... rest) {
-  if constexpr (sizeof...(Rest) == 0) {
-    return first();
-  } else {
-    return cond(
-        equal(index, constant(K)), std::forward<First>(first),
-        [&] { return switch_from<K + 1>(index, std::forward<Rest>(rest)...); });
-  }
-}
-
-}  // namespace detail
-
-// while cond(vars...): vars = body(vars...), in the graph. See the top of this file.
-template <class Cond, class Body, expression... Vars>
-  requires(sizeof...(Vars) >= 1)
-auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& init, loop_options options = {}) {
-  namespace hana = boost::hana;
-  detail::register_control_flow_kernels();
-  auto state = std::make_shared<detail::loop_state>();
-  state->options = std::move(options);
-  hana::for_each(init, [&](const auto& e) { state->init.push_back(lowering_of(e)); });
-  auto variables = hana::make_tuple(detail::loop_variable_expr<value_type_of<Vars>, shape_of<Vars>>{}...);
-  hana::for_each(variables, [&](const auto& v) { state->variables.push_back(v.identity()); });
-
-  auto c = hana::unpack(variables, cond);
-  static_assert(expression<decltype(c)>, "weft::while_loop: the condition must return an expression");
-  (void)check::loop_condition<value_type_of<decltype(c)>, shape_of<decltype(c)>::rank>::value;
-  state->condition = lowering_of(c);
-
-  auto next = detail::as_tuple(hana::unpack(variables, body));
-  using next_type = decltype(next);
-  constexpr std::size_t n = sizeof...(Vars);
-  if constexpr (check::loop_body_arity<n, decltype(hana::length(next))::value>::value) {
-    [&]<std::size_t... K>(std::index_sequence<K...>) {
-      using vars_type = hana::tuple<Vars...>;
-      (void)(true && ... &&
-             (check::loop_variable_dtype<K, value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<vars_type>()))>>,
-                                         value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<next_type>()))>>>::value &&
-              detail::check_shapes<check::loop_variable_rank, check::loop_variable_dims, K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<vars_type>()))>>,
-                                       shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<next_type>()))>>>()));
-      (state->next.push_back(lowering_of(hana::at_c<K>(next))), ...);
-    }(std::make_index_sequence<n>{});
-  }
-  return [&]<std::size_t... K>(std::index_sequence<K...>) {
-    return hana::make_tuple(detail::result_expr<value_type_of<Vars>, shape_of<Vars>, detail::loop_state>(state, K)...);
-  }(std::index_sequence_for<Vars...>{});
-}
-
-// The same with one loop variable: cond(v) and body(v) -> v's next value; returns one expression.
-template <class Cond, class Body, expression Var>
-auto while_loop(Cond&& cond, Body&& body, const Var& init, loop_options options = {}) {
-  return boost::hana::at_c<0>(while_loop(std::forward<Cond>(cond), std::forward<Body>(body), boost::hana::make_tuple(init), std::move(options)));
-}
-
-// pred ? then_fn() : else_fn(), in the graph. See the top of this file.
-template <expression P, class Then, class Else>
-  requires std::is_invocable_v<Then> && std::is_invocable_v<Else>
-auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
-  namespace hana = boost::hana;
-  (void)check::cond_predicate<value_type_of<P>, shape_of<P>::rank>::value;
-  auto t_raw = then_fn();
-  auto f_raw = else_fn();
-  auto t = detail::as_tuple(t_raw);
-  auto f = detail::as_tuple(f_raw);
-  constexpr std::size_t n = decltype(hana::length(t))::value;
-  detail::register_control_flow_kernels();
-  auto state = std::make_shared<detail::cond_state>();
-  state->predicate = lowering_of(pred);
-  state->scope = detail::current_scope();
-  if constexpr (check::cond_branch_arity<n, decltype(hana::length(f))::value>::value) {
-    auto results = [&]<std::size_t... K>(std::index_sequence<K...>) {
-      using TT = decltype(t);
-      using FT = decltype(f);
-      (void)(true && ... &&
-             (check::cond_branch_dtypes<K, value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
-                                        value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>::value &&
-              detail::check_shapes<check::cond_branch_ranks, check::cond_branch_dims, K, shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
-                                          shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>()));
-      (state->then_values.push_back(lowering_of(hana::at_c<K>(t))), ...);
-      (state->else_values.push_back(lowering_of(hana::at_c<K>(f))), ...);
-      return hana::make_tuple(detail::result_expr<
-                              value_type_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
-                              typename detail::common_static_shape<
-                                  shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<TT>()))>>,
-                                  shape_of<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<FT>()))>>>::type,
-                              detail::cond_state>(state, K)...);
-    }(std::make_index_sequence<n>{});
-    if constexpr (detail::is_hana_tuple<decltype(t_raw)>::value) return results;
-    else return hana::at_c<0>(results);
-  }
-}
-
-// switch_case(index, branch0, branch1, ...): branch `index`'s results, the last branch
-// for an index out of range (TensorFlow's default branch); index an int32 scalar. The
-// branches' results follow cond's rules (it is a chain of conds: only the taken branch runs).
-template <expression I, class First, class... Rest>
-  requires std::is_invocable_v<First> && (std::is_invocable_v<Rest> && ...)
-auto switch_case(const I& index, First&& first, Rest&&... rest) {
-  static_assert(std::is_same_v<value_type_of<I>, std::int32_t> && shape_of<I>::rank == 0,
-                "weft::switch_case: the index is not an int32 scalar");
-  return detail::switch_from<0>(index, std::forward<First>(first), std::forward<Rest>(rest)...);
-}
-
-}  // namespace weft
-// Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
-// TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
-// scan(fn, elems, init) (the accumulator after each element, stacked) and map_fn(fn, elems)
-// (fn of each element, stacked). The stacks are loop variables written a row per
-// iteration, in place (TensorScatterUpdate into a buffer nothing else holds), and their
-// gradients add each row's back the same way (TensorScatterAdd).
-
-#include <boost/hana/at.hpp>
-#include <boost/hana/drop_front.hpp>
-#include <boost/hana/prepend.hpp>
-#include <boost/hana/transform.hpp>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/unpack.hpp>
-#include <boost/hana/zip_with.hpp>
-
-#include <cstdint>
-#include <string>
-#include <type_traits>
-#include <utility>
-
-
-namespace weft {
-
-namespace detail {
-
-// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
-template <expression X, expression I>
-auto row_of(const X& x, const I& index) {
-  return gather_nd(x, index);
-}
-// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
-// static first dims equal. `length`: that first dim, dyn when none is static.
-template <class Xs>
-struct elements;
-template <class... X>
-struct elements<boost::hana::tuple<X...>> {
-  static_assert(((shape_of<X>::rank >= 1) && ...), "weft::scan/map_fn/foldl: an element tensor has rank 0 (no first dim to iterate over)");
-  template <class Y>
-  static constexpr std::int64_t first_of = shape_of<Y>::rank >= 1 ? shape_of<Y>::values[0] : dyn;
-  static constexpr std::int64_t length = std::max({first_of<X>...});
-  static_assert(((first_of<X> < 0 || first_of<X> == length) && ...),
-                "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
-};
-// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
-// (Its type is spelled out: deducing it would lower an expression in this header.)
-using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
-template <expression I, expression N>
-position_t position(const I& i, const N& n, bool reverse) {
-  return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
-}
-// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
-template <class Xs>
-struct rows_type;
-template <class... X>
-struct rows_type<boost::hana::tuple<X...>> {
-  using type = boost::hana::tuple<decltype(row_of(std::declval<const X&>(), std::declval<const position_t&>()))...>;
-};
-
-// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
-template <class A, class B>
-struct same_kinds : std::false_type {};
-template <class... A, class... B>
-  requires(sizeof...(A) == sizeof...(B))
-struct same_kinds<boost::hana::tuple<A...>, boost::hana::tuple<B...>>
-    : std::bool_constant<((std::is_same_v<value_type_of<A>, value_type_of<B>> && shape_of<A>::rank == shape_of<B>::rank) && ...)> {};
-
-// The shape [N] + S (a stack of N values of shape S).
-template <std::int64_t N, class S>
-struct stacked {
-  static constexpr std::array<std::int64_t, S::values.size() + 1> dims = [] {
-    std::array<std::int64_t, S::values.size() + 1> r{};
-    r[0] = N;
-    for (std::size_t d = 0; d < S::values.size(); ++d) r[d + 1] = S::values[d];
-    return r;
-  }();
-  using type = shape_from_array_t<dims>;
-};
-template <std::int64_t N, class S>
-using stacked_shape = typename stacked<N, S>::type;
-
-// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
-// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
-template <class T, std::int64_t... D, expression N, expression RowDims>
-handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row_dims) {
-  if constexpr (static_shape<D...>::fully_static) {
-    return zeros<T>(s);
-  } else {
-    return raw_op<T, D...>("Fill", {concat<0>(reshape(n, dims<1>), row_dims), constant(T(0))});
-  }
-}
-
-// The length of e's first dim as an int32 scalar: a constant when it is static.
-template <expression E>
-auto first_dim(const E& e) {
-  constexpr std::int64_t n = shape_of<E>::values[0];
-  if constexpr (n >= 0) {
-    return handle<std::int32_t>(constant(static_cast<std::int32_t>(n)));
-  } else {
-    auto dims = raw_op<std::int32_t, shape_of<E>::rank>("Shape", {e}, {{"out_type", dtype::int32}});
-    return handle<std::int32_t>(raw_op<std::int32_t>("GatherV2", {dims, constant(std::int32_t{0}), constant(std::int32_t{0})}));
-  }
-}
-
-}  // namespace detail
-
-// foldl(fn, elems, init): acc = fn(acc, elems[i]) for i from 0 to elems' first dim, in a
-// while loop; the final acc. `init` (an expression or a hana::tuple: several
-// accumulators, passed to fn one by one) fixes the accumulators' types, as a loop's
-// variables (the checks name the accumulator's index plus 1: variable 0 is the counter).
-// `elems` may be a hana::tuple of expressions with the same first dim: fn then gets a row
-// of each after the accumulators.
-template <class Fn, class Elems, class Init>
-auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options = {}) {
-  namespace hana = boost::hana;
-  if (options.name == "while") options.name = "foldl";
-  auto xs = detail::as_tuple(elems);
-  (void)detail::elements<decltype(xs)>::length;
-  auto length = detail::first_dim(hana::at_c<0>(xs));
-  auto state = hana::prepend(detail::as_tuple(init), constant(std::int32_t{0}));
-  auto out = while_loop([length](auto i, auto&&...) { return i < length; },
-                        [&](auto i, auto... acc) {
-                          auto at = detail::position(i, length, false);
-                          auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
-                          return hana::prepend(detail::as_tuple(hana::unpack(rows, [&](const auto&... r) { return fn(acc..., r...); })), i + 1);
-                        },
-                        state, std::move(options));
-  auto result = hana::drop_front(out);
-  if constexpr (detail::is_hana_tuple<Init>::value) return result;
-  else return hana::at_c<0>(result);
-}
-
-// Options of scan and map_fn: the loop's name and parallel_iterations (as loop_options'),
-// and for scan `reverse`: from the last element to the first.
-struct scan_options {
-  std::string name;  // empty: "scan" or "map"
-  std::int64_t parallel_iterations = 10;
-  bool reverse = false;
-};
-
-namespace detail {
-// The loop of scan: from element `start` on (in the order `reverse` gives), with the
-// accumulators acc0 and their stacks stacks0 (rows before `start` already written).
-template <class Fn, class Xs, class Acc0, class Stacks0, class Length>
-auto scan_loop(Fn&& fn, const Xs& xs, const Acc0& acc0, const Stacks0& stacks0, const Length& length, std::int32_t start,
-               const scan_options& options) {
-  namespace hana = boost::hana;
-  constexpr std::size_t K = decltype(hana::length(acc0))::value;
-  const bool reverse = options.reverse;
-  auto out = while_loop(
-      [length](auto i, auto&&...) { return i < length; },
-      [&](auto i, auto... vars) {
-        auto all = hana::make_tuple(vars...);
-        auto at = position(i, length, reverse);
-        auto rows = hana::transform(xs, [&](const auto& x) { return row_of(x, at); });
-        auto accs = hana::take_front_c<K>(all);
-        auto next = as_tuple(hana::unpack(hana::concat(accs, rows), fn));
-        auto stacks = hana::drop_front(all, hana::size_c<K>);
-        // Stacked when the step keeps the accumulators' dtypes and ranks (else the loop's
-        // checks name the accumulator, and nothing else fails).
-        if constexpr (same_kinds<decltype(accs), decltype(next)>::value) {
-          auto written = hana::zip_with([&](const auto& stack, const auto& value) { return tensor_scatter_update(stack, at, value); },
-                                        stacks, next);
-          return hana::prepend(hana::concat(next, written), i + 1);
-        } else {
-          return hana::prepend(hana::concat(next, stacks), i + 1);
-        }
-      },
-      hana::prepend(hana::concat(acc0, stacks0), constant(start)),
-      loop_options{options.name.empty() ? "scan" : options.name, options.parallel_iterations});
-  return hana::drop_front(out, hana::size_c<1 + K>);
-}
-}  // namespace detail
-
-// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
-// last with options.reverse), and the stack of the accumulator after each step: shape
-// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan). init, and fn's
-// result, may be a hana::tuple of accumulators (fn gets them one by one, then the rows):
-// the result is then a tuple of stacks. elems may be a hana::tuple of expressions with
-// the same first dim (fn gets a row of each). The accumulators keep their dtypes and
-// static dims, as a while_loop's variables (the checks name the accumulator's index plus
-// 1). Rows are read with gather_nd and written in place with tensor_scatter_update, so a
-// step costs a row, and so does its gradient.
-template <class Fn, class Elems, class Init>
-  requires(expression<Init> || detail::is_hana_tuple<Init>::value)
-auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = {}) {
-  namespace hana = boost::hana;
-  auto xs = detail::as_tuple(elems);
-  auto acc0 = detail::as_tuple(init);
-  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
-  auto length = detail::first_dim(hana::at_c<0>(xs));
-  auto stacks0 = hana::transform(acc0, [&](const auto& a) {
-    using A = std::remove_cvref_t<decltype(a)>;
-    return detail::stack_zeros<value_type_of<A>>(detail::stacked_shape<N, shape_of<A>>{}, length, shape_tensor(a));
-  });
-  auto result = detail::scan_loop(std::forward<Fn>(fn), xs, acc0, stacks0, length, 0, options);
-  if constexpr (detail::is_hana_tuple<Init>::value) return result;
-  else return hana::at_c<0>(result);
-}
-
-// scan(fn, elems) with no initializer: the first element (the last with reverse) is the
-// initial accumulator and the stack's first row, and fn runs from the next one on
-// (TensorFlow's tf.scan without one). The accumulators are of the elements' row types,
-// one per element tensor. elems must not be empty: reading its first row is then an error
-// naming the GatherNd.
-template <class Fn, class Elems>
-auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
-  namespace hana = boost::hana;
-  auto xs = detail::as_tuple(elems);
-  (void)detail::elements<decltype(xs)>::length;
-  auto length = detail::first_dim(hana::at_c<0>(xs));
-  auto first = detail::position(constant(std::int32_t{0}), length, options.reverse);
-  auto acc0 = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, first); });
-  auto stacks0 = hana::zip_with([&](const auto& x, const auto& a) { return tensor_scatter_update(zeros_like(x), first, a); }, xs, acc0);
-  auto result = detail::scan_loop(std::forward<Fn>(fn), xs, acc0, stacks0, length, 1, options);
-  if constexpr (detail::is_hana_tuple<Elems>::value) return result;
-  else return hana::at_c<0>(result);
-}
-
-// map_fn(fn, elems): the stack of fn(elems[i]) over elems' first dim, shape [n] + the
-// result's (TensorFlow's tf.map_fn); fn may return a hana::tuple (a stack each) and elems
-// be a hana::tuple of expressions with the same first dim (fn gets a row of each).
-// Iterations are independent: up to options.parallel_iterations run at once. A result
-// with dyn dims gets its stack in the first iteration, shaped from its first value (an
-// empty elems then gives a stack with those dims 0).
-template <class Fn, class Elems>
-auto map_fn(Fn&& fn, const Elems& elems, scan_options options = {}) {
-  namespace hana = boost::hana;
-  auto xs = detail::as_tuple(elems);
-  constexpr std::int64_t N = detail::elements<decltype(xs)>::length;
-  using rows_t = typename detail::rows_type<decltype(xs)>::type;
-  using fn_result_t = decltype(hana::unpack(std::declval<rows_t>(), fn));
-  using results_t = decltype(detail::as_tuple(std::declval<fn_result_t>()));
-  auto length = detail::first_dim(hana::at_c<0>(xs));
-  // A result's stack: its final zeros when the result's shape is static, else zeros [n, 0, ...].
-  auto stacks0 = [&]<std::size_t... K>(std::index_sequence<K...>) {
-    auto zeros_for = [&]<class R>(hana::basic_type<R>) {
-      using S = shape_of<R>;
-      std::vector<std::int32_t> row(static_cast<std::size_t>(S::rank), 0);
-      for (std::size_t d = 0; d < row.size(); ++d) row[d] = static_cast<std::int32_t>(std::max<std::int64_t>(S::values[d], 0));
-      return detail::stack_zeros<value_type_of<R>>(detail::stacked_shape<N, S>{}, length, constant(row, static_shape<S::rank>{}));
-    };
-    return hana::make_tuple(zeros_for(hana::basic_type<std::remove_cvref_t<decltype(hana::at_c<K>(std::declval<results_t>()))>>{})...);
-  }(std::make_index_sequence<decltype(hana::length(std::declval<results_t>()))::value>{});
-  const bool reverse = options.reverse;
-  auto out = while_loop(
-      [length](auto i, auto&&...) { return i < length; },
-      [&](auto i, auto... stack) {
-        auto at = detail::position(i, length, reverse);
-        auto rows = hana::transform(xs, [&](const auto& x) { return detail::row_of(x, at); });
-        auto results = detail::as_tuple(hana::unpack(rows, fn));
-        auto stacks = hana::zip_with(
-            [&](const auto& st, const auto& value) {
-              using V = std::remove_cvref_t<decltype(value)>;
-              if constexpr (shape_of<V>::fully_static) {
-                return tensor_scatter_update(st, at, value);
-              } else {  // the first iteration makes the stack, from the value's shape
-                auto made = cond(
-                    equal(i, constant(std::int32_t{0})),
-                    [&] { return detail::stack_zeros<value_type_of<V>>(detail::stacked_shape<N, shape_of<V>>{}, length, shape_tensor(value)); },
-                    [&] { return st; });
-                return tensor_scatter_update(made, at, value);
-              }
-            },
-            hana::make_tuple(stack...), results);
-        return hana::prepend(stacks, i + 1);
-      },
-      hana::prepend(stacks0, constant(std::int32_t{0})), loop_options{options.name.empty() ? "map" : options.name, options.parallel_iterations});
-  auto result = hana::drop_front(out);
-  if constexpr (detail::is_hana_tuple<std::remove_cvref_t<fn_result_t>>::value) return result;
-  else return hana::at_c<0>(result);
 }
 
 }  // namespace weft

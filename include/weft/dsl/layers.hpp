@@ -17,8 +17,13 @@
 //   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
 //   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
 //                                                 computing in bfloat16 (mixed precision)
+//   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
+//   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
+//   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
+//                                                 while loop: the stacked states
 //
-// Variables are named "<layer>/kernel" and "<layer>/bias" (the layer's name in the name
+// Variables are named "<layer>/kernel" and "<layer>/bias" (embeddings: "<layer>/embeddings";
+// a GRU's "<layer>/gates/..." and "<layer>/candidate/...") (the layer's name in the name
 // scope it was made in), start from the layer's initializers (glorot_uniform and zeros by
 // default: Keras's defaults) and are lowered, with their initializers, the first time the
 // layer is; client_session::initialize runs the initializers, its save and restore cover
@@ -26,6 +31,7 @@
 // variables (applying one layer twice shares its weights).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -34,7 +40,10 @@
 #include <utility>
 #include <vector>
 
+#include <boost/hana/tuple.hpp>
+
 #include <weft/dsl/array_ops.hpp>
+#include <weft/dsl/functional_ops.hpp>
 #include <weft/dsl/leaves.hpp>
 #include <weft/dsl/nn_ops.hpp>
 #include <weft/dsl/ops.hpp>
@@ -49,6 +58,10 @@ WEFT_DETAIL_DIM_CHECK(dense_inputs, "weft::layers::dense: the input's features d
 WEFT_DETAIL_DIM_CHECK(conv2d_layer_rank, "weft::layers::conv2d: the input must have rank 4 (NHWC)");
 WEFT_DETAIL_DIM_CHECK(conv2d_layer_channels,
                       "weft::layers::conv2d: the input's channels differ from the layer's input channels");
+WEFT_DETAIL_DIM_CHECK(rnn_rank, "weft::layers: a recurrent cell's input and state must be matrices [batch, size]");
+WEFT_DETAIL_DIM_CHECK(rnn_inputs, "weft::layers: the input's features differ from the recurrent cell's input size");
+WEFT_DETAIL_DIM_CHECK(rnn_units, "weft::layers: a state's size differs from the recurrent cell's unit count");
+WEFT_DETAIL_DIM_CHECK(rnn_sequence_rank, "weft::layers::rnn: the inputs must be [time, batch, features]");
 WEFT_DETAIL_DIM_CHECK(flatten_rank, "weft::layers::flatten: the input must have rank 2 or more");
 }  // namespace check
 
@@ -60,19 +73,27 @@ using weft::dyn;
 // How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
 // output sizes; a convolution's window area times its input or output channels).
 //   zeros_initializer(), constant_initializer(v)
+//   uniform_initializer(low, high, seed, seed2): U(low, high)
 //   glorot_uniform(seed, seed2): U(-r, r), r = sqrt(6 / (fan_in + fan_out))
 //   glorot_normal: a normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out))
 //   he_uniform: r = sqrt(6 / fan_in); he_normal: stddev = sqrt(2 / fan_in) (truncated)
 // The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
 // both 0 draws differently each run of the initializer).
 struct initializer {
-  enum class kind { constant, glorot_uniform, glorot_normal, he_uniform, he_normal };
+  enum class kind { constant, uniform, glorot_uniform, glorot_normal, he_uniform, he_normal };
   kind how = kind::constant;
-  double value = 0;  // constant
+  double value = 0;  // constant; uniform: the low end
   std::int64_t seed = 0, seed2 = 0;
+  double high = 0;   // uniform: the high end
 };
 inline initializer zeros_initializer() { return {}; }
 inline initializer constant_initializer(double value) { return {initializer::kind::constant, value}; }
+// U(low, high) (Keras's RandomUniform; embeddings start from U(-0.05, 0.05)).
+inline initializer uniform_initializer(double low, double high, std::int64_t seed = 0, std::int64_t seed2 = 0) {
+  if (!(low <= high))
+    fail(error_code::invalid_argument, "weft::layers::uniform_initializer: low ", low, " is above high ", high);
+  return {initializer::kind::uniform, low, seed, seed2, high};
+}
 inline initializer glorot_uniform(std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return {initializer::kind::glorot_uniform, 0, seed, seed2};
 }
@@ -106,27 +127,32 @@ output initial_value(lowering& cx, const initializer& init, const shape& dims, s
     use_kernels<ops::Fill, T>();
     return cx.add("Fill", {size, scalar_constant<T>(cx, init.value, scope)}, {}, scope);
   }
+  const attr_map random{{"dtype", dtype_of<T>}, {"seed", init.seed}, {"seed2", init.seed2}};
+  use_kernels<ops::Mul, T>();
+  // (u - 1/2) * width + centre, u ~ U[0, 1) (no Add for a centre of 0).
+  auto uniform = [&](float width, float centre) {
+    use_kernels<ops::RandomUniform, T>();
+    use_kernels<ops::Sub, T>();
+    const output u = cx.add("RandomUniform", {size}, random, scope);
+    const output centred = cx.add("Sub", {u, scalar_constant<T>(cx, 0.5f, scope)}, {}, scope);
+    const output scaled = cx.add("Mul", {centred, scalar_constant<T>(cx, width, scope)}, {}, scope);
+    if (centre == 0) return scaled;
+    use_kernels<ops::Add, T>();
+    return cx.add("Add", {scaled, scalar_constant<T>(cx, centre, scope)}, {}, scope);
+  };
+  if (init.how == kind::uniform)
+    return uniform(static_cast<float>(init.high - init.value), static_cast<float>((init.high + init.value) / 2));
   const bool glorot = init.how == kind::glorot_uniform || init.how == kind::glorot_normal;
   const float fans = static_cast<float>(glorot ? fan_in + fan_out : fan_in);
   if (!(fans > 0))
     fail(error_code::invalid_argument, "weft::layers: a random initializer of a variable of shape ", dims,
          " needs positive fans (fan_in ", fan_in, ", fan_out ", fan_out, ")");
-  const attr_map random{{"dtype", dtype_of<T>}, {"seed", init.seed}, {"seed2", init.seed2}};
-  use_kernels<ops::Mul, T>();
-  if (init.how == kind::glorot_uniform || init.how == kind::he_uniform) {
-    use_kernels<ops::RandomUniform, T>();
-    use_kernels<ops::Sub, T>();
-    // (u - 1/2) * 2r, u ~ U[0, 1)
-    const float r = std::sqrt(6.0f / fans);
-    const output u = cx.add("RandomUniform", {size}, random, scope, "", false);
-    const output centred = cx.add("Sub", {u, scalar_constant<T>(cx, 0.5f, scope)}, {}, scope);
-    return cx.add("Mul", {centred, scalar_constant<T>(cx, 2 * r, scope)}, {}, scope);
-  }
+  if (init.how == kind::glorot_uniform || init.how == kind::he_uniform) return uniform(2 * std::sqrt(6.0f / fans), 0);
   use_kernels<ops::TruncatedNormal, T>();
   // Keras's variance scaling: the stddev of a normal truncated at 2 stddev is 0.8796 of
   // the untruncated one's.
   const float stddev = std::sqrt(2.0f / fans) / 0.87962566103423978f;
-  const output z = cx.add("TruncatedNormal", {size}, random, scope, "", false);
+  const output z = cx.add("TruncatedNormal", {size}, random, scope);
   return cx.add("Mul", {z, scalar_constant<T>(cx, stddev, scope)}, {}, scope);
 }
 
@@ -332,6 +358,246 @@ class conv2d {
   filter_type filter_;
   bias_type bias_;
 };
+
+// ---- embedding ----------------------------------------------------------------------------
+struct embedding_options {
+  initializer embeddings = uniform_initializer(-0.05, 0.05);  // Keras's default
+};
+
+// embedding<T, Vocab, Dim>: ids (int32 or int64, any shape) -> rows of a [Vocab, Dim]
+// table, shape ids + [Dim] (a GatherV2; its gradient adds into the rows looked up). An id
+// outside [0, Vocab) is a run-time error naming the node.
+template <element T, std::int64_t Vocab = dyn, std::int64_t Dim = dyn>
+class embedding {
+ public:
+  using table_type = variable_expr<T, static_shape<Vocab, Dim>>;
+
+  explicit embedding(std::string name, embedding_options options = {})
+    requires(Vocab >= 0 && Dim >= 0)
+      : embedding(std::move(name), Vocab, Dim, options) {}
+  embedding(std::string name, std::int64_t vocab, std::int64_t dim, embedding_options options = {})
+      : name_(std::move(name)),
+        vocab_(detail::size_of("embedding", name_, "vocabulary size", Vocab, vocab)),
+        dim_(detail::size_of("embedding", name_, "embedding size", Dim, dim)),
+        prefix_(detail::layer_prefix(name_)),
+        table_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<Vocab, Dim>>("embeddings", shape{vocab_, dim_}, options.embeddings,
+                                                                   vocab_, dim_);
+        })) {}
+
+  template <expression I>
+  auto operator()(const I& ids) const {
+    detail::layer_scope scope(prefix_);
+    return gather(table(), ids);
+  }
+  const table_type& table() const { return table_; }
+  std::tuple<table_type> variables() const { return {table_}; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  std::string name_;
+  std::int64_t vocab_, dim_;
+  std::string prefix_;
+  table_type table_;
+};
+
+// ---- recurrent cells --------------------------------------------------------------------------
+namespace detail {
+// A bias of `blocks` blocks of `units`, block `one` (if any) starting at 1, the others at 0.
+template <class T, class S>
+variable_expr<T, S> block_bias(std::int64_t blocks, std::int64_t units, int one) {
+  std::vector<T> b(static_cast<std::size_t>(blocks * units), T(0));
+  if (one >= 0)
+    std::fill(b.begin() + one * units, b.begin() + (one + 1) * units, T(1));
+  tensor value = tensor::from_vector(b, shape{blocks * units});
+  const scope_info* scope = weft::detail::current_scope();
+  lower_fn start = [value, scope](lowering& cx) {
+    use_kernels<ops::families::core>();
+    return cx.add("Const", {}, {{"value", value}, {"dtype", dtype_of<T>}}, scope);
+  };
+  return variable_expr<T, S>("bias", shape{blocks * units}, std::move(start));
+}
+
+constexpr std::int64_t times(std::int64_t n, std::int64_t k) { return n < 0 ? dyn : n * k; }
+constexpr std::int64_t plus(std::int64_t a, std::int64_t b) { return a < 0 || b < 0 ? dyn : a + b; }
+}  // namespace detail
+
+struct lstm_options {
+  initializer kernel = glorot_uniform();  // over the whole [In + Units, 4 Units] kernel
+  bool unit_forget_bias = true;           // the forget gate's bias starts at 1 (Keras's default)
+};
+
+template <class H, class C>
+struct lstm_state {
+  H h;
+  C c;
+};
+
+// lstm_cell<T, In, Units>: one step of an LSTM. z = [x, h] kernel + bias, split into the
+// input, forget, cell and output gates (Keras's order); c' = sigmoid(f) c + sigmoid(i)
+// tanh(g), h' = sigmoid(o) tanh(c'). x [batch, In], h and c [batch, Units]; returns
+// {h', c'}: auto [h2, c2] = cell(x, h, c). Variables: kernel [In + Units, 4 Units], bias
+// [4 Units]. rnn(cell, inputs, h0, c0) runs it over a sequence.
+template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
+class lstm_cell {
+ public:
+  static constexpr std::int64_t rows = detail::plus(In, Units), gates = detail::times(Units, 4);
+  using kernel_type = variable_expr<T, static_shape<rows, gates>>;
+  using bias_type = variable_expr<T, static_shape<gates>>;
+  static constexpr int state_size = 2;
+
+  explicit lstm_cell(std::string name, lstm_options options = {})
+    requires(In >= 0 && Units >= 0)
+      : lstm_cell(std::move(name), In, Units, options) {}
+  lstm_cell(std::string name, std::int64_t in, std::int64_t units, lstm_options options = {})
+      : name_(std::move(name)),
+        in_(detail::size_of("lstm_cell", name_, "input size", In, in)),
+        units_(detail::size_of("lstm_cell", name_, "unit count", Units, units)),
+        prefix_(detail::layer_prefix(name_)),
+        kernel_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<rows, gates>>("kernel", shape{in_ + units_, 4 * units_}, options.kernel,
+                                                                    in_ + units_, 4 * units_);
+        })),
+        bias_(detail::in_scope(name_, [&] {
+          return detail::block_bias<T, static_shape<gates>>(4, units_, options.unit_forget_bias ? 1 : -1);
+        })) {}
+
+  template <expression X, expression H, expression C>
+  auto operator()(const X& x, const H& h, const C& c) const {
+    check_operands<X, H, C>();
+    detail::layer_scope scope(prefix_);
+    auto z = bias_add(matmul(concat<1>(x, h), kernel()), bias());
+    auto g = split<4, 1>(z);
+    auto c2 = sigmoid(g[1]) * c + sigmoid(g[0]) * tanh(g[2]);
+    auto h2 = sigmoid(g[3]) * tanh(c2);
+    return lstm_state<decltype(h2), decltype(c2)>{h2, c2};
+  }
+  // The step as rnn's scan calls it: the state, then the row of the inputs.
+  template <class H, class C, class X>
+  auto step(const H& h, const C& c, const X& x) const {
+    auto [h2, c2] = (*this)(x, h, c);
+    return boost::hana::make_tuple(h2, c2);
+  }
+
+  const kernel_type& kernel() const { return kernel_; }
+  const bias_type& bias() const { return bias_; }
+  std::tuple<kernel_type, bias_type> variables() const { return {kernel_, bias_}; }
+  const std::string& name() const noexcept { return name_; }
+  std::int64_t units() const noexcept { return units_; }
+
+ private:
+  template <class X, class H, class C>
+  void check_operands() const {
+    (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
+    (void)check::rnn_rank<(shape_of<X>::rank == 2 && shape_of<H>::rank == 2 && shape_of<C>::rank == 2) ? 1 : 0, 1>::value;
+    constexpr auto fx = detail::sizes_fit(detail::last_dim(shape_of<X>::values), In);
+    (void)check::rnn_inputs<fx[0], fx[1]>::value;
+    constexpr auto fh = detail::sizes_fit(detail::last_dim(shape_of<H>::values), Units);
+    (void)check::rnn_units<fh[0], fh[1]>::value;
+    constexpr auto fc = detail::sizes_fit(detail::last_dim(shape_of<C>::values), Units);
+    (void)check::rnn_units<fc[0], fc[1]>::value;
+  }
+  std::string name_;
+  std::int64_t in_, units_;
+  std::string prefix_;
+  kernel_type kernel_;
+  bias_type bias_;
+};
+
+struct gru_options {
+  initializer gate_kernel = glorot_uniform();
+  initializer candidate_kernel = glorot_uniform();
+  double gate_bias = 1.0;  // TensorFlow's GRUCell starts the gates' bias at 1
+};
+
+// gru_cell<T, In, Units>: one step of a GRU (TensorFlow's GRUCell): r, u = split(sigmoid(
+// [x, h] gate_kernel + gate_bias)); c = tanh([x, r h] candidate_kernel + candidate_bias);
+// h' = u h + (1 - u) c. x [batch, In], h [batch, Units]; returns h'.
+template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
+class gru_cell {
+ public:
+  static constexpr std::int64_t rows = detail::plus(In, Units);
+  using gate_kernel_type = variable_expr<T, static_shape<rows, detail::times(Units, 2)>>;
+  using gate_bias_type = variable_expr<T, static_shape<detail::times(Units, 2)>>;
+  using candidate_kernel_type = variable_expr<T, static_shape<rows, Units>>;
+  using candidate_bias_type = variable_expr<T, static_shape<Units>>;
+  static constexpr int state_size = 1;
+
+  explicit gru_cell(std::string name, gru_options options = {})
+    requires(In >= 0 && Units >= 0)
+      : gru_cell(std::move(name), In, Units, options) {}
+  gru_cell(std::string name, std::int64_t in, std::int64_t units, gru_options options = {})
+      : name_(std::move(name)),
+        in_(detail::size_of("gru_cell", name_, "input size", In, in)),
+        units_(detail::size_of("gru_cell", name_, "unit count", Units, units)),
+        prefix_(detail::layer_prefix(name_)),
+        gate_kernel_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<rows, detail::times(Units, 2)>>(
+              "gates/kernel", shape{in_ + units_, 2 * units_}, options.gate_kernel, in_ + units_, 2 * units_);
+        })),
+        gate_bias_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<detail::times(Units, 2)>>(
+              "gates/bias", shape{2 * units_}, constant_initializer(options.gate_bias), in_ + units_, 2 * units_);
+        })),
+        candidate_kernel_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<rows, Units>>("candidate/kernel", shape{in_ + units_, units_},
+                                                                    options.candidate_kernel, in_ + units_, units_);
+        })),
+        candidate_bias_(detail::in_scope(name_, [&] {
+          return detail::make_variable<T, static_shape<Units>>("candidate/bias", shape{units_}, zeros_initializer(),
+                                                               in_ + units_, units_);
+        })) {}
+
+  template <expression X, expression H>
+  auto operator()(const X& x, const H& h) const {
+    (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
+    (void)check::rnn_rank<(shape_of<X>::rank == 2 && shape_of<H>::rank == 2) ? 1 : 0, 1>::value;
+    constexpr auto fx = detail::sizes_fit(detail::last_dim(shape_of<X>::values), In);
+    (void)check::rnn_inputs<fx[0], fx[1]>::value;
+    constexpr auto fh = detail::sizes_fit(detail::last_dim(shape_of<H>::values), Units);
+    (void)check::rnn_units<fh[0], fh[1]>::value;
+    detail::layer_scope scope(prefix_);
+    auto ru = split<2, 1>(sigmoid(bias_add(matmul(concat<1>(x, h), gate_kernel_), gate_bias_)));
+    auto candidate = tanh(bias_add(matmul(concat<1>(x, ru[0] * h), candidate_kernel_), candidate_bias_));
+    return ru[1] * h + (T(1) - ru[1]) * candidate;
+  }
+  template <class H, class X>
+  auto step(const H& h, const X& x) const {
+    return boost::hana::make_tuple((*this)(x, h));
+  }
+
+  std::tuple<gate_kernel_type, gate_bias_type, candidate_kernel_type, candidate_bias_type> variables() const {
+    return {gate_kernel_, gate_bias_, candidate_kernel_, candidate_bias_};
+  }
+  const gate_kernel_type& gate_kernel() const { return gate_kernel_; }
+  const gate_bias_type& gate_bias() const { return gate_bias_; }
+  const candidate_kernel_type& candidate_kernel() const { return candidate_kernel_; }
+  const candidate_bias_type& candidate_bias() const { return candidate_bias_; }
+  const std::string& name() const noexcept { return name_; }
+  std::int64_t units() const noexcept { return units_; }
+
+ private:
+  std::string name_;
+  std::int64_t in_, units_;
+  std::string prefix_;
+  gate_kernel_type gate_kernel_;
+  gate_bias_type gate_bias_;
+  candidate_kernel_type candidate_kernel_;
+  candidate_bias_type candidate_bias_;
+};
+
+// rnn(cell, inputs, state...): the cell over inputs [time, batch, features], from the
+// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (weft::scan: its
+// gradient is the backward loop). Returns a hana::tuple of the stacked states, each
+// [time, batch, units]: at_c<0> is the cell's output h at every step.
+template <class Cell, expression X, expression... State>
+auto rnn(const Cell& cell, const X& inputs, const State&... state) {
+  static_assert(sizeof...(State) == Cell::state_size,
+                "weft::layers::rnn: the initial state must have one tensor per state of the cell (h, c for an LSTM; h for a GRU)");
+  (void)check::rnn_sequence_rank<shape_of<X>::rank, 3>::value;
+  return scan([cell](const auto&... args) { return cell.step(args...); }, inputs, boost::hana::make_tuple(state...),
+              {.name = "rnn"});
+}
 
 // ---- layers without variables ----------------------------------------------------------------
 // max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
