@@ -1,7 +1,8 @@
 // Training steps, float32, SGD, sparse softmax cross-entropy averaged over the batch:
 // - the MLP (784-512-512-10, ReLU, batch 128): weft's graph (add_gradients and
 //   train::minimize through a session), the same model as typed expressions (the DSL's
-//   train::minimize through a client_session), against the same step written by hand with Eigen's
+//   train::minimize through a client_session) and as weft::layers (the same, through the
+//   layers), against the same step written by hand with Eigen's
 //   Tensor module on a ThreadPoolDevice (forward, backward and update, buffers allocated
 //   once), against the step as an Eigen expert writes it with dense matrices and OpenMP
 //   (eigen_mlp.cpp), and against libtorch with each way of sharing its threads with its BLAS;
@@ -249,6 +250,41 @@ class dsl_mlp {
   tensor_of<std::int32_t, 1> labels_v_;
 };
 
+// The MLP written with weft::layers (dsl/layers.hpp): the same expressions as dsl_mlp
+// through the layers, their variables then assigned the problem's weights.
+class layers_mlp {
+ public:
+  layers_mlp(const mlp_problem& p, const session_options& options) : s_(client_options{options, true}) {
+    namespace L = weft::layers;
+    L::dense<float, in, hidden> fc1("fc1");
+    L::dense<float, hidden, hidden> fc2("fc2");
+    L::dense<float, hidden, classes> fc3("fc3");
+    auto net = L::sequential(fc1, L::relu, fc2, L::relu, fc3);
+    auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(net(x_), labels_));
+    step_ = std::make_unique<train::training_target>(train::minimize(loss, train::sgd{rate}, net.variables()));
+    w1_ = s_.lower(fc1.kernel());
+    s_.initialize(*step_);
+    auto set = [&](const auto& v, std::size_t i) {
+      using V = std::remove_cvref_t<decltype(v)>;
+      s_.run(targets(assign(v, constant(tensor_of<float, shape_of<V>::rank>::from(p.params[i])))));
+    };
+    set(fc1.kernel(), 0), set(fc1.bias(), 1), set(fc2.kernel(), 2), set(fc2.bias(), 3), set(fc3.kernel(), 4), set(fc3.bias(), 5);
+    xv_ = tensor_of<float, 2>::from(p.x);
+    labels_v_ = tensor_of<std::int32_t, 1>::from(p.labels);
+  }
+  void step_only() { s_.run(targets(*step_), feed(x_, xv_), feed(labels_, labels_v_)); }
+  std::vector<float> first_weights() { return s_.untyped().run({}, {w1_}).at(0).to_vector<float>(); }
+
+ private:
+  placeholder_expr<float, static_shape<dyn, in>> x_ = placeholder<float>("x", dims<dyn, in>);
+  placeholder_expr<std::int32_t, static_shape<dyn>> labels_ = placeholder<std::int32_t>("labels", dims<dyn>);
+  client_session s_;
+  std::unique_ptr<train::training_target> step_;
+  output w1_;
+  tensor_of<float, 2> xv_;
+  tensor_of<std::int32_t, 1> labels_v_;
+};
+
 // examples/mnist_cnn's network without dropout.
 struct weft_lenet final : weft_model {
   weft_lenet(const lenet_problem& p, const session_options& options) : weft_model(p.params, p.x, p.labels) {
@@ -412,6 +448,23 @@ void BM_weft_dsl_mlp_step(benchmark::State& state) {
       state.SkipWithError("the typed step differs from the graph's");
   }
   dsl_mlp m(p, options);
+  time_weft(state, m, count_mlp);
+}
+
+void BM_weft_layers_mlp_step(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const session_options options = threads_options(threads, static_cast<int>(state.range(1)));
+  mlp_problem p;
+  // Check: one step of the layers' model equals one step of the graph built op by op.
+  {
+    weft_mlp reference(p, options);
+    layers_mlp checked(p, options);
+    reference.step();
+    checked.step_only();
+    if (worst_difference(reference.parameter(0), checked.first_weights()) > 1e-5)
+      state.SkipWithError("the layers' step differs from the graph's");
+  }
+  layers_mlp m(p, options);
   time_weft(state, m, count_mlp);
 }
 
@@ -689,6 +742,7 @@ int node_times(std::string name) {
 BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_bf16)->Args({1, 0})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_layers_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_dense_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_lenet_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -1,6 +1,7 @@
 // Trains a 784-512-512-10 ReLU network on MNIST with Adam and prints its test accuracy.
-// The model, its gradients (weft::add_gradients) and the optimizer's updates
-// (weft::train::minimize) are one graph; each step feeds a batch and runs the update.
+// The model is written with the typed DSL's layers (weft::layers) and lowered into a graph
+// with its gradients (weft::add_gradients) and the optimizer's updates
+// (weft::train::minimize); each step feeds a batch and runs the update.
 //
 //   tools/fetch-mnist            # once: MNIST into ~/.cache/weft/mnist
 //   mnist_mlp --epochs 5 --seed 1
@@ -25,6 +26,7 @@
 // exit 77 where there is none).
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mnist_training.hpp"
@@ -47,16 +49,24 @@ int main(int argc, char** argv) {
   const auto mnist = load_mnist_or_report("mnist_mlp", opt, status);
   if (!mnist) return status;
 
-  // The model, on the device --device names.
+  // The model, on the device --device names: three dense layers of weft::layers (Glorot
+  // initial weights seeded by --seed, zero biases). With --bf16 they compute in bfloat16
+  // (their variables and Adam stay float32) and the logits come back to float32 for the loss.
   graph g;
   const auto on_device = g.device_scope(use_device("mnist_mlp", opt.device, options));
   mnist_builder model(g, opt.seed);
   const bool bf16 = bf16_option != 0;
-  if (bf16) model.compute_in(dtype::bfloat16);
-  const output h1 = g.op("Relu", {model.dense(model.model().images, 784, hidden)}).out(0);
-  const output h2 = g.op("Relu", {model.dense(h1, hidden, hidden)}).out(0);
-  output logits = model.dense(h2, hidden, 10);
-  if (bf16) logits = g.op("Cast", {logits}, {{"DstT", dtype::float32}}).out(0);  // the loss in float32
+  auto logits_in = [&]<class C>() {
+    namespace L = weft::layers;
+    auto glorot = [&](std::int64_t layer) { return L::dense_options{.kernel = L::glorot_uniform(opt.seed, layer)}; };
+    auto net = L::sequential(L::dense<float, 784, dyn, C>("dense1", 784, hidden, glorot(1)), L::relu,
+                             L::dense<float, dyn, dyn, C>("dense2", hidden, hidden, glorot(2)), L::relu,
+                             L::dense<float, dyn, 10, C>("dense3", hidden, 10, glorot(3)));
+    const auto logits = net(model.typed_images());
+    if constexpr (std::is_same_v<C, float>) return model.lower(logits);
+    else return model.lower(cast<float>(logits));
+  };
+  const output logits = bf16 ? logits_in.template operator()<bfloat16>() : logits_in.template operator()<float>();
   const std::string h = std::to_string(hidden);
   return model.train("mnist_mlp", opt, *mnist, logits, "784-" + h + "-" + h + "-10" + (bf16 ? " (bfloat16 layers)" : ""), options);
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <weft/data/idx.hpp>
+#include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
 #include "device_option.hpp"
@@ -277,6 +278,22 @@ class mnist_builder {
   }
   weft::graph& graph() { return g_; }
   mnist_model& model() { return m_; }
+  unsigned seed() const noexcept { return seed_; }
+
+  // The images [n, 784] as a typed expression, for models written with weft::layers.
+  weft::handle<float, weft::dyn, 784> typed_images() const { return weft::wrap<float, weft::dyn, 784>(g_, m_.images); }
+  // A typed model lowered into the graph: its node, its variables (with their initializers)
+  // the model's. Without fusion: the training step differentiates the graph
+  // (weft::add_gradients), which has no rule for the DSL's Fused nodes.
+  template <class E>
+  weft::output lower(const E& e) {
+    weft::lowering cx(g_, false);
+    const weft::output o = weft::lower(cx, e);
+    inits_.insert(inits_.end(), cx.initializers().begin(), cx.initializers().end());
+    for (const weft::output& v : weft::variables_of(g_))
+      if (std::find(vars_.begin(), vars_.end(), v) == vars_.end()) vars_.push_back(v);
+    return o;
+  }
 
   // Starts the next layer: its number, and the name scope "<kind><number>" its nodes get.
   [[nodiscard]] auto layer(const std::string& kind) { return g_.name_scope(kind + std::to_string(++layer_)); }
