@@ -1,7 +1,8 @@
 // A character-level LSTM language model over the King James Bible, one verse per
-// sequence. The recurrence is a while loop in the graph (weft::while_loop), as long as
-// each batch's longest verse, and its gradient is the backward loop that
-// weft::add_gradients builds (weft::train::minimize calls it). After each epoch it prints
+// sequence, written with the typed DSL's layers (weft::layers: embedding, lstm_cell run by
+// layers::rnn, dense). The recurrence is a while loop in the graph (rnn runs the cell in
+// weft::scan), as long as each batch's longest verse, and its gradient is the backward
+// loop that weft::add_gradients builds (weft::train::minimize calls it). After each epoch it prints
 // the perplexity on held-out verses and a sample of generated text. The verses are bucketed
 // by length through queues on threads of their own (bucketed_epoch); --sorted-batches makes
 // the batches on the host instead (verses sorted by length, then cut: the same every run,
@@ -26,7 +27,9 @@
 // --max-len N (128), --train-verses N (all), --sample N (300 characters), --temperature X
 // (0.7), --data FILE (the data directory's kjv/kjv.txt), --max-perplexity X (exit with
 // status 1 above it, for tests), --checkpoint-dir DIR, --resume, --sorted-batches, --device
-// cpu|gpu (the model on GPU:0, where there is one: exit 77 otherwise).
+// cpu|gpu (the model on GPU:0, where there is one: exit 77 otherwise), --threads N (0: every
+// core; else N threads for kernels, N - 1 beside them for nodes).
+#include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
 #include <algorithm>
@@ -52,7 +55,7 @@ namespace {
 using namespace weft;
 
 struct options {
-  int epochs = 2, batch = 32, hidden = 256, embed = 32, max_len = 128, sample = 300;
+  int epochs = 2, batch = 32, hidden = 256, embed = 32, max_len = 128, sample = 300, threads = 0;
   long train_verses = 0;
   unsigned seed = 1;
   double lr = 0.003, decay = 0.7, temperature = 0.7, max_perplexity = 0;
@@ -68,7 +71,7 @@ options parse(int argc, char** argv) {
     std::fprintf(status ? stderr : stdout,
                  "usage: char_rnn [--epochs N] [--batch N] [--hidden N] [--embed N] [--lr X] [--decay X] [--seed N] "
                  "[--max-len N] [--train-verses N] [--sample N] [--temperature X] [--data FILE] [--max-perplexity X] "
-                 "[--checkpoint-dir DIR] [--resume] [--sorted-batches] [--device cpu|gpu]\n");
+                 "[--checkpoint-dir DIR] [--resume] [--sorted-batches] [--device cpu|gpu] [--threads N]\n");
     std::exit(status);
   };
   for (int i = 1; i < argc; ++i) {
@@ -99,6 +102,7 @@ options parse(int argc, char** argv) {
       else if (a == "--queues") o.queues = true;
       else if (a == "--sorted-batches") o.queues = false;
       else if (a == "--device") o.device = value();
+      else if (a == "--threads") o.threads = std::stoi(value());
       else if (a == "--help") usage(0);
       else usage(2);
     } catch (const std::logic_error&) {  // std::stoi and friends on a non-number
@@ -106,8 +110,10 @@ options parse(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if (o.epochs < 1 || o.batch < 1 || o.hidden < 1 || o.embed < 1 || o.max_len < 2 || o.sample < 0 || o.temperature <= 0) {
-    std::fprintf(stderr, "char_rnn: --epochs, --batch, --hidden, --embed and --temperature must be positive, --max-len at least 2\n");
+  if (o.epochs < 1 || o.batch < 1 || o.hidden < 1 || o.embed < 1 || o.max_len < 2 || o.sample < 0 || o.temperature <= 0 ||
+      o.threads < 0) {
+    std::fprintf(stderr, "char_rnn: --epochs, --batch, --hidden, --embed and --temperature must be positive, --max-len at least 2, "
+                         "--threads not negative\n");
     std::exit(2);
   }
   return o;
@@ -157,7 +163,7 @@ corpus load(const std::string& file, const options& o) {
 // A batch, time-major: inputs and targets [T, B] (int32), the mask [T, B] (float32: 1 where
 // a verse has a character to predict), T the longest verse's length less one.
 struct batch {
-  tensor inputs, targets, mask, steps, zeros;
+  tensor inputs, targets, mask, zeros;
   double tokens = 0;
 };
 
@@ -197,7 +203,6 @@ batch batch_from_padded(const tensor& padded, const tensor& lengths, std::int64_
       out.mask.data<float>()[i * b + j] = valid ? 1.0f : 0.0f;
       out.tokens += valid;
     }
-  out.steps = tensor::scalar(static_cast<std::int32_t>(t));
   out.zeros = tensor::from_vector(std::vector<float>(static_cast<std::size_t>(b * hidden), 0.0f), shape{b, hidden});
   return out;
 }
@@ -296,32 +301,6 @@ std::vector<std::vector<std::size_t>> batches_of(const std::vector<std::vector<s
   return out;
 }
 
-// The LSTM's parameters, as values read from their variables.
-struct parameters {
-  output embedding, kernel, bias, out_kernel, out_bias;
-};
-
-struct cell_result {
-  output h, c, logits;
-};
-
-// One LSTM step: ids [B] -> embeddings [B, E]; [x, h] W + b split into the input, forget,
-// cell and output gates; c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c');
-// logits = h' W_y + b_y. `axis0` and `axis1` are int32 constants (entered into the loop
-// when the step is in one).
-cell_result lstm_step(graph& g, const parameters& p, output ids, output h, output c, output axis0, output axis1) {
-  auto x = g.op("GatherV2", {p.embedding, ids, axis0}).out(0);
-  auto xh = g.op("ConcatV2", {x, h, axis1}).out(0);
-  auto z = g.op("BiasAdd", {g.op("MatMul", {xh, p.kernel}).out(0), p.bias}).out(0);
-  const node& gates = g.op("Split", {axis1, z}, {{"num_split", std::int64_t{4}}});
-  auto sigmoid = [&](output v) { return g.op("Sigmoid", {v}).out(0); };
-  auto tanh = [&](output v) { return g.op("Tanh", {v}).out(0); };
-  auto c2 = g.op("Add", {g.op("Mul", {sigmoid(gates.out(1)), c}).out(0), g.op("Mul", {sigmoid(gates.out(0)), tanh(gates.out(2))}).out(0)}).out(0);
-  auto h2 = g.op("Mul", {sigmoid(gates.out(3)), tanh(c2)}).out(0);
-  auto logits = g.op("BiasAdd", {g.op("MatMul", {h2, p.out_kernel}).out(0), p.out_bias}).out(0);
-  return {h2, c2, logits};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -339,83 +318,53 @@ int main(int argc, char** argv) try {
   // The model on the device --device names (the queues and the sampler's host work stay on
   // the CPU: soft placement).
   session_options session_opts;
+  if (opt.threads > 0) session_opts.intra_op_threads = opt.threads, session_opts.inter_op_threads = opt.threads - 1;
   graph g;
   const auto on_device = g.device_scope(weft_examples::use_device("char_rnn", opt.device, session_opts));
-  std::vector<output> vars;
-  std::vector<int> inits;
-  std::int64_t stream = 0;
-  // A variable initialized from U(-r, r), seeded; or to `fill` when r is 0.
-  auto variable = [&](const char* name, std::vector<std::int64_t> dims, float r, float fill = 0) {
-    const output v = g.variable(dtype::float32, shape(dims), name).out(0);
-    const output d = g.constant(tensor::from_vector(dims)).out(0);
-    output init;
-    if (r > 0) {
-      auto u = g.op("RandomUniform", {d}, {{"dtype", dtype::float32}, {"seed", static_cast<std::int64_t>(opt.seed)}, {"seed2", ++stream}}).out(0);
-      init = g.op("Mul", {g.op("Sub", {u, g.constant(tensor::scalar(0.5f))}).out(0), g.constant(tensor::scalar(2 * r))}).out(0);
-    } else {
-      init = g.op("Fill", {d, g.constant(tensor::scalar(fill))}).out(0);
-    }
-    inits.push_back(g.op("Assign", {v, init}).id());
-    vars.push_back(v);
-    return v;
-  };
-  const float glorot = std::sqrt(6.0f / static_cast<float>(embed + 5 * hidden));
-  const output embedding = variable("embedding", {vocab, embed}, 0.1f);
-  const output kernel = variable("lstm/kernel", {embed + hidden, 4 * hidden}, glorot);
-  // The forget gate's bias starts at 1 (the second of the four blocks), the others at 0.
-  const output bias = g.variable(dtype::float32, shape{4 * hidden}, "lstm/bias").out(0);
-  {
-    std::vector<float> b(static_cast<std::size_t>(4 * hidden), 0.0f);
-    std::fill(b.begin() + hidden, b.begin() + 2 * hidden, 1.0f);
-    inits.push_back(g.op("Assign", {bias, g.constant(tensor::from_vector(b))}).id());
-    vars.push_back(bias);
-  }
-  const output out_kernel = variable("output/kernel", {hidden, vocab}, std::sqrt(6.0f / static_cast<float>(hidden + vocab)));
-  const output out_bias = variable("output/bias", {vocab}, 0);
-  auto read = [&](output v) { return g.op("Identity", {v}).out(0); };
-  const parameters params{read(embedding), read(kernel), read(bias), read(out_kernel), read(out_bias)};
+  // The model in weft::layers: an embedding, an LSTM cell run over the batch's time steps
+  // by layers::rnn (a while loop as long as the batch's longest verse), and a dense layer
+  // to the logits of every step at once. Initial values: the embedding U(-0.1, 0.1), the
+  // kernels Glorot-uniform, seeded (--seed, 1 to 3); the LSTM's forget bias 1, other biases 0.
+  namespace L = weft::layers;
+  const auto seed = static_cast<std::int64_t>(opt.seed);
+  L::embedding<float> embedding("embedding", vocab, embed, {L::uniform_initializer(-0.1, 0.1, seed, 1)});
+  L::lstm_cell<float> cell("lstm", embed, hidden, {.kernel = L::glorot_uniform(seed, 2)});
+  L::dense<float> output_layer("output", hidden, vocab, {.kernel = L::glorot_uniform(seed, 3)});
 
-  // Training and validation: the loop over a batch's time steps.
+  // Training and validation: a batch, time-major ([T, B]), the padding masked out.
   const output inputs = g.placeholder(dtype::int32, {unknown_dim, unknown_dim}, "inputs").out(0);
   const output targets = g.placeholder(dtype::int32, {unknown_dim, unknown_dim}, "targets").out(0);
   const output mask = g.placeholder(dtype::float32, {unknown_dim, unknown_dim}, "mask").out(0);
-  const output steps = g.placeholder(dtype::int32, shape{}, "steps").out(0);
   const output zeros = g.placeholder(dtype::float32, {unknown_dim, hidden}, "zeros").out(0);
-  auto int32 = [&](std::int32_t v) { return g.constant(tensor::scalar(v)).out(0); };
-  const output axis0 = int32(0), axis1 = int32(1);
-  auto loop = while_loop(
-      g, {int32(0), zeros, zeros, g.constant(tensor::scalar(0.0f)).out(0), g.constant(tensor::scalar(0.0f)).out(0)},
-      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(steps)}).out(0); },
-      [&](loop_scope& s, const std::vector<output>& v) {
-        const parameters p{s.invariant(params.embedding), s.invariant(params.kernel), s.invariant(params.bias),
-                           s.invariant(params.out_kernel), s.invariant(params.out_bias)};
-        const output a0 = s.invariant(axis0), a1 = s.invariant(axis1);
-        auto at = [&](output m) { return g.op("GatherV2", {s.invariant(m), v[0], a0}).out(0); };
-        const cell_result r = lstm_step(g, p, at(inputs), v[1], v[2], a0, a1);
-        const output target = at(targets), weight = at(mask);
-        auto xent = g.op("SparseSoftmaxCrossEntropyWithLogits", {r.logits, target}).out(0);
-        auto loss = g.op("Sum", {g.op("Mul", {xent, weight}).out(0), a0}).out(0);
-        auto predicted = g.op("ArgMax", {r.logits, a1}, {{"output_type", dtype::int32}}).out(0);
-        auto hit = g.op("Cast", {g.op("Equal", {predicted, target}).out(0)}, {{"DstT", dtype::float32}}).out(0);
-        auto correct = g.op("Sum", {g.op("Mul", {hit, weight}).out(0), a0}).out(0);
-        return std::vector<output>{g.op("Add", {v[0], s.invariant(int32(1))}).out(0), r.h, r.c,
-                                   g.op("Add", {v[3], loss}).out(0), g.op("Add", {v[4], correct}).out(0)};
-      },
-      while_options{"time", 10, -1});
-  const output tokens = g.op("Sum", {mask, g.constant(tensor::from_vector(std::vector<std::int32_t>{0, 1})).out(0)}).out(0);
-  const output loss_sum = loop[3], correct = loop[4];
-  const output loss = g.op("Div", {loss_sum, tokens}, {}, "loss").out(0);
-  const output learning_rate = g.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
-  const auto train = train::minimize(g, loss, vars, train::adam{learning_rate});
-  const node& init = g.op("NoOp", {}, {}, node_options("init").after(inits));
+  auto zero_state = wrap<float, dyn, dyn>(g, zeros);
+  auto hs = boost::hana::at_c<0>(L::rnn(cell, embedding(wrap<std::int32_t, dyn, dyn>(g, inputs)), zero_state, zero_state));
+  // Every step's h as rows [T * B, hidden], through the output layer at once.
+  auto rows = raw_op<float, dyn, dyn>("Reshape", {hs, constant(std::vector<std::int64_t>{-1, hidden}, dims<2>)});
+  auto logits = output_layer(rows);
+  auto target = reshape(wrap<std::int32_t, dyn, dyn>(g, targets), dims<dyn>);
+  auto weight = reshape(wrap<float, dyn, dyn>(g, mask), dims<dyn>);
+  auto loss_sum_expr = reduce_sum(sparse_softmax_cross_entropy_with_logits(logits, target) * weight);
+  auto correct_expr = reduce_sum(cast<float>(equal(argmax(logits, axes<1>), cast<std::int64_t>(target))) * weight);
 
   // Sampling: one step at a time, the state fed back by the host.
   const output char_in = g.placeholder(dtype::int32, shape{1}, "char").out(0);
   const output h_in = g.placeholder(dtype::float32, shape{1, hidden}, "h").out(0);
   const output c_in = g.placeholder(dtype::float32, shape{1, hidden}, "c").out(0);
   const output temperature = g.placeholder(dtype::float32, shape{}, "temperature").out(0);
-  const cell_result one = lstm_step(g, params, char_in, h_in, c_in, axis0, axis1);
-  const output probabilities = g.op("Softmax", {g.op("Div", {one.logits, temperature}).out(0)}).out(0);
+  auto [h1, c1] = cell(embedding(wrap<std::int32_t, 1>(g, char_in)), wrap<float, 1, dyn>(g, h_in), wrap<float, 1, dyn>(g, c_in));
+  auto probabilities_expr = softmax(output_layer(h1) / wrap<float>(g, temperature));
+
+  // Lowered into the graph in one lowering (so each variable is one node), without fusion:
+  // the training step differentiates the graph (weft::add_gradients).
+  lowering cx(g, false);
+  const output loss_sum = weft::lower(cx, loss_sum_expr), correct = weft::lower(cx, correct_expr);
+  const output probabilities = weft::lower(cx, probabilities_expr);
+  const output next_h = weft::lower(cx, h1), next_c = weft::lower(cx, c1);
+  const output tokens = g.op("Sum", {mask, g.constant(tensor::from_vector(std::vector<std::int32_t>{0, 1})).out(0)}).out(0);
+  const output loss = g.op("Div", {loss_sum, tokens}, {}, "loss").out(0);
+  const output learning_rate = g.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
+  const auto train = train::minimize(g, loss, variables_of(g), train::adam{learning_rate});
+  const node& init = g.op("NoOp", {}, {}, node_options("init").after(cx.initializers()));
 
   const saver checkpoints(g, variables_of(g), {.keep = 3});
   const std::filesystem::path prefix = std::filesystem::path(opt.checkpoint_dir) / "char_rnn";
@@ -435,7 +384,7 @@ int main(int argc, char** argv) try {
   auto train_batches = batches_of(text.train, opt.batch);
   const auto validation_batches = batches_of(text.validation, opt.batch);
   auto feeds_of = [&](const batch& b) {
-    return feed_list{{inputs, b.inputs}, {targets, b.targets}, {mask, b.mask}, {steps, b.steps}, {zeros, b.zeros}};
+    return feed_list{{inputs, b.inputs}, {targets, b.targets}, {mask, b.mask}, {zeros, b.zeros}};
   };
   auto validation_perplexity = [&] {
     double total = 0, count = 0;
@@ -454,7 +403,7 @@ int main(int argc, char** argv) try {
     for (int k = 0; k < opt.sample; ++k) {
       auto r = s.run({{char_in, tensor::from_vector(std::vector<std::int32_t>{ch})}, {h_in, h}, {c_in, c},
                       {temperature, tensor::scalar(static_cast<float>(opt.temperature))}},
-                     {probabilities, one.h, one.c});
+                     {probabilities, next_h, next_c});
       const auto p = r[0].to_vector<float>();
       ch = static_cast<std::int32_t>(std::discrete_distribution<int>(p.begin(), p.end())(rng));
       h = r[1], c = r[2];

@@ -459,3 +459,123 @@ TEST_CASE("layers: gru_cell against loops", "[dsl][layers]") {
   CHECK(s.current_graph().find("gru/gates/kernel"));
   CHECK(s.current_graph().find("gru/candidate/kernel"));
 }
+
+TEST_CASE("layers: batch_norm in training and inference against loops, with the moving averages", "[dsl][layers]") {
+  constexpr int N = 4, C = 3;
+  auto x = placeholder<double>("x", dims<dyn, 2, C>);  // rank 3: rows are N * 2
+  L::batch_norm<double, C> bn("bn", {.momentum = 0.9, .epsilon = 1e-3});
+  auto trained = bn(x, L::training);
+  auto inferred = bn(x, L::inference);
+  STATIC_REQUIRE(std::is_same_v<shape_of<decltype(trained)>, static_shape<dyn, 2, C>>);
+  client_session s;
+  s.initialize(trained, inferred);
+  std::vector<double> xv(N * 2 * C);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(1.7 * static_cast<double>(i)) * (1 + static_cast<double>(i % C));
+  // gamma 1, beta 0 at first; set them so that they count.
+  s.run(targets(assign(bn.gamma(), constant(std::vector<double>{1.5, 0.5, -1.0}, dims<C>)),
+                assign(bn.beta(), constant(std::vector<double>{0.1, -0.2, 0.3}, dims<C>))));
+  const std::vector<double> gamma{1.5, 0.5, -1.0}, beta{0.1, -0.2, 0.3};
+  const int rows = N * 2;
+  std::vector<double> mean(C, 0), var(C, 0);
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < C; ++k) mean[static_cast<std::size_t>(k)] += xv[static_cast<std::size_t>(r * C + k)] / rows;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < C; ++k) {
+      const double d = xv[static_cast<std::size_t>(r * C + k)] - mean[static_cast<std::size_t>(k)];
+      var[static_cast<std::size_t>(k)] += d * d / rows;
+    }
+  auto fx = feed(x, xv, shape{N, 2, C});
+  const auto y = s.run(trained, fx).to_vector();
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < C; ++k) {
+      const auto i = static_cast<std::size_t>(r * C + k), c = static_cast<std::size_t>(k);
+      CHECK(y[i] == Approx(gamma[c] * (xv[i] - mean[c]) / std::sqrt(var[c] + 1e-3) + beta[c]).margin(1e-12));
+    }
+  // One training run moved the averages from (0, 1): 0.9 old + 0.1 batch (variance unbiased).
+  auto [mm, mv] = s.run(fetch(bn.moving_mean(), bn.moving_variance()));
+  for (int k = 0; k < C; ++k) {
+    const auto c = static_cast<std::size_t>(k);
+    CHECK(mm.to_vector()[c] == Approx(0.1 * mean[c]).margin(1e-12));
+    CHECK(mv.to_vector()[c] == Approx(0.9 + 0.1 * var[c] * rows / (rows - 1)).margin(1e-12));
+  }
+  // Inference normalizes by the moving averages and moves nothing.
+  const auto yi = s.run(inferred, fx).to_vector();
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < C; ++k) {
+      const auto i = static_cast<std::size_t>(r * C + k), c = static_cast<std::size_t>(k);
+      CHECK(yi[i] == Approx(gamma[c] * (xv[i] - mm.to_vector()[c]) / std::sqrt(mv.to_vector()[c] + 1e-3) + beta[c]).margin(1e-12));
+    }
+  CHECK(s.run(bn.moving_mean()).to_vector() == mm.to_vector());
+  CHECK(s.current_graph().find("bn/moving_variance"));
+  STATIC_REQUIRE(std::tuple_size_v<decltype(bn.variables())> == 2);
+}
+
+TEST_CASE("layers: gradients through batch_norm, training and inference, match central differences", "[dsl][layers][grad]") {
+  constexpr int N = 5, C = 2;
+  auto x = placeholder<double>("x", dims<N, C>);
+  auto w = variable<double>("w", dims<N, C>, constant(std::vector<double>{0.3, -1.2, 0.8, 0.1, -0.5, 0.9, 1.1, -0.7, 0.2, 0.4}, dims<N, C>));
+  L::batch_norm<double, C> bn("bn", {.momentum = 0.5, .epsilon = 1e-2});
+  for (const L::mode m : {L::training, L::inference}) {
+    INFO((m == L::training ? "training" : "inference"));
+    auto y = bn(x, m);
+    auto loss = reduce_sum(y * w) + reduce_sum(square(y)) * 0.25;
+    auto [dx, dg, db] = grad(loss, x, bn.gamma(), bn.beta());
+    client_session s;
+    s.initialize(loss);
+    s.run(targets(assign(bn.gamma(), constant(std::vector<double>{1.3, -0.6}, dims<C>)),
+                  assign(bn.moving_mean(), constant(std::vector<double>{0.2, -0.1}, dims<C>)),
+                  assign(bn.moving_variance(), constant(std::vector<double>{0.8, 1.7}, dims<C>))));
+    std::vector<double> xv(N * C);
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::cos(0.9 * static_cast<double>(i)) + 0.1 * static_cast<double>(i);
+    // The loss without the averages' updates (inference mode reads them): a fresh run of y
+    // in training mode changes them but not the loss.
+    auto loss_at = [&](const std::vector<double>& v) { return s.run(loss, feed(x, v, shape{N, C})).scalar(); };
+    auto [gx, gg, gb] = s.run(fetch(dx, dg, db), feed(x, xv, shape{N, C}));
+    const double eps = 1e-6;
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      auto p = xv, q = xv;
+      p[i] += eps, q[i] -= eps;
+      CHECK(gx.to_vector()[i] == Approx((loss_at(p) - loss_at(q)) / (2 * eps)).margin(1e-6));
+    }
+    auto vary = [&](const auto& var, std::size_t i, double delta) {
+      auto v = s.run(var).to_vector();
+      v[i] += delta;
+      s.run(targets(assign(var, constant(tensor_of<double, 1>(v, shape{C})))));
+    };
+    for (std::size_t i = 0; i < C; ++i) {
+      vary(bn.gamma(), i, eps);
+      const double up = loss_at(xv);
+      vary(bn.gamma(), i, -2 * eps);
+      const double down = loss_at(xv);
+      vary(bn.gamma(), i, eps);
+      CHECK(gg.to_vector()[i] == Approx((up - down) / (2 * eps)).margin(1e-6));
+      vary(bn.beta(), i, eps);
+      const double up_b = loss_at(xv);
+      vary(bn.beta(), i, -2 * eps);
+      const double down_b = loss_at(xv);
+      vary(bn.beta(), i, eps);
+      CHECK(gb.to_vector()[i] == Approx((up_b - down_b) / (2 * eps)).margin(1e-6));
+    }
+  }
+}
+
+TEST_CASE("layers: FusedBatchNormV3's errors name the node and the shapes", "[dsl][layers][errors]") {
+  use_kernels<ops::FusedBatchNormV3, float>();
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {unknown_dim, 3}, "x");
+  auto& v2 = g.placeholder(dtype::float32, {2}, "v2");
+  auto& v3 = g.placeholder(dtype::float32, {3}, "v3");
+  CHECK_THROWS_WITH(g.op("FusedBatchNormV3", {x, v2, v3, v3, v3}, {}, "bn"),
+                    Catch::Contains("'bn'") && Catch::Contains("length of scale") && Catch::Contains("3 vs 2"));
+  auto& d = g.placeholder(dtype::float64, {3}, "d");
+  CHECK_THROWS_WITH(g.op("FusedBatchNormV3", {x, d, d, d, d}, {}, "mixed"), Catch::Contains("U (float64) must equal T (float32)"));
+  // An x whose channels are not the vectors' only shows at run time.
+  auto& any = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "any");
+  auto& bn = g.op("FusedBatchNormV3", {any, v3, v3, v3, v3}, {}, "ok");
+  session s(g);
+  const tensor ones = tensor::from_vector(std::vector<float>{1, 1, 1});
+  CHECK_THROWS_WITH(s.run({{any, tensor::from_vector(std::vector<float>{1, 2, 3, 4}, shape{2, 2})}, {v3, ones}}, {bn.out(0)}),
+                    Catch::Contains("'ok'") && Catch::Contains("scale must be a vector of the 2 channels"));
+  CHECK_THROWS_WITH(s.run({{any, tensor::from_vector(std::vector<float>{1, 2, 3}, shape{3})}, {v3, ones}}, {bn.out(0)}),
+                    Catch::Contains("rank"));
+}

@@ -4223,6 +4223,19 @@ struct matrix {
 //                                                           at each window's maximum:
 //                                                           MaxPoolGrad's gradient in grad
 //   AvgPoolGrad(orig_input_shape, grad)
+//
+// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
+//   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
+//                    is_training) -> (y, batch_mean, batch_variance, reserve_space_1..3)
+//     training: y = scale (x - m) / sqrt(v + epsilon) + offset with m, v the mean and
+//     (biased) variance of x over every dim but the last; batch_mean = (1 - f) mean + f m
+//     and batch_variance = (1 - f) variance + f v n / (n - 1) (f the avg factor, n the count
+//     per channel): the moving averages; reserve_space_1, _2 = m, v; _3 empty. mean and
+//     variance may be empty when f is 1. Inference: mean and variance normalize; they are
+//     passed through.
+//   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
+//     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
+//     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
 //   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
 //                                                           probability 1 - rate and scales
 //                                                           it by 1 / (1 - rate); mask holds
@@ -4362,6 +4375,46 @@ inline void sizes_output(shape_context& c, int i, const char* what) {
     c.set_output(0, partial_shape(*dims));
   } else {
     c.set_output(0, partial_shape::unknown_of_rank(4));
+  }
+}
+// FusedBatchNormV3 (forward) or FusedBatchNormGradV3: x channels last, rank 2 to 5;
+// the per-channel vectors of length C (the forward's mean and variance may be empty in
+// training with an avg factor of 1).
+inline void batch_norm_shapes(shape_context& c, bool forward) {
+  detail::require_nhwc(c);
+  if (c.attr<dtype>("U") != c.attr<dtype>("T"))
+    c.fail("U (", c.attr<dtype>("U"), ") must equal T (", c.attr<dtype>("T"), ") in weft");
+  const int xi = forward ? 0 : 1;
+  const partial_shape& x = c.input(xi);
+  if (x.rank_known() && (x.rank() < 2 || x.rank() > 5))
+    c.fail("x must have rank 2 to 5 (channels last), got shape ", x);
+  if (!forward) {
+    const partial_shape& dy = c.input(0);
+    if (dy.rank_known() && x.rank_known() && !shapes_compatible(dy, x))
+      c.fail("y_backprop ", dy, " and x ", x, " differ in shape");
+  }
+  std::int64_t channels = x.rank_known() ? x[x.rank() - 1] : unknown_dim;
+  const bool may_be_empty = forward && c.attr<bool>("is_training") && c.attr<double>("exponential_avg_factor") == 1.0;
+  const char* names_forward[] = {"x", "scale", "offset", "mean", "variance"};
+  const char* names_grad[] = {"y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2"};
+  for (int i = forward ? 1 : 2; i < 5; ++i) {
+    const char* what = forward ? names_forward[i] : names_grad[i];
+    require_rank(c, i, 1, what);
+    const partial_shape& v = c.input(i);
+    if (!v.rank_known() || (may_be_empty && i >= 3 && v[0] == 0)) continue;
+    const std::string pair = std::string("x's channel count and the length of ") + what;
+    channels = merge_dim(c, channels, v[0], pair.c_str());
+  }
+  if (forward) {
+    c.set_output(0, x);
+    for (int o = 1; o < 5; ++o) c.set_output(o, partial_shape{channels});
+    c.set_output(5, partial_shape{0});
+  } else {
+    c.set_output(0, x);
+    c.set_output(1, partial_shape{channels});
+    c.set_output(2, partial_shape{channels});
+    c.set_output(3, partial_shape{0});
+    c.set_output(4, partial_shape{0});
   }
 }
 }  // namespace detail
@@ -4583,6 +4636,47 @@ inline std::vector<op_def> nn_op_defs() {
                        c.set_output(1, c.input(0));
                      })
                      .build());
+  // Batch normalization (the header's comment says what it computes).
+  auto batch_norm_common = [](op_def_builder b) {
+    return b.attr("T: {float32, float64}")
+        .attr("U: {float32, float64}")
+        .attr("epsilon: float = 0.0001")
+        .attr("data_format: string = 'NHWC'")
+        .attr("is_training: bool = true");
+  };
+  defs.push_back(batch_norm_common(op_def_builder("FusedBatchNormV3")
+                                       .input("x: T")
+                                       .input("scale: U")
+                                       .input("offset: U")
+                                       .input("mean: U")
+                                       .input("variance: U")
+                                       .output("y: T")
+                                       .output("batch_mean: U")
+                                       .output("batch_variance: U")
+                                       .output("reserve_space_1: U")
+                                       .output("reserve_space_2: U")
+                                       .output("reserve_space_3: U"))
+                     .attr("exponential_avg_factor: float = 1.0")
+                     .shape_fn([](shape_context& c) {
+                       detail::batch_norm_shapes(c, true);
+                     })
+                     .build());
+  defs.push_back(batch_norm_common(op_def_builder("FusedBatchNormGradV3")
+                                       .input("y_backprop: T")
+                                       .input("x: T")
+                                       .input("scale: U")
+                                       .input("reserve_space_1: U")
+                                       .input("reserve_space_2: U")
+                                       .input("reserve_space_3: U")
+                                       .output("x_backprop: T")
+                                       .output("scale_backprop: U")
+                                       .output("offset_backprop: U")
+                                       .output("reserve_space_4: U")
+                                       .output("reserve_space_5: U"))
+                     .shape_fn([](shape_context& c) {
+                       detail::batch_norm_shapes(c, false);
+                     })
+                     .build());
   return defs;
 }
 
@@ -4709,6 +4803,21 @@ struct dropout_rule {  // output = x * mask; the mask does not depend on x
   }
 };
 
+// FusedBatchNormV3: x, scale and offset get FusedBatchNormGradV3's three results (from the
+// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
+// and variance inputs get none.
+struct fused_batch_norm_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (!a.dy[0]) return {std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    attr_map attrs;
+    for (const char* k : {"epsilon", "data_format", "is_training"})
+      if (const attr_value* v = a.n.attrs().find(k)) attrs.set(k, *v);
+    const auto d = fused_batch_norm_grad(*a.dy[0], a.x[0], a.x[1], a.y[3], a.y[4], a.y[5], attrs);
+    return {d[0], d[1], d[2], std::nullopt, std::nullopt};
+  }
+};
+
 }  // namespace weft::gradients
 
 namespace weft::ops {
@@ -4731,12 +4840,14 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPoolGradGrad, nn, gradients::max_pool_grad_
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPool, nn, gradients::avg_pool_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
+WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct nn {
   static constexpr const char* name = "nn";
   static constexpr bool in_cpu_registry = true;
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout>;  // its op types
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  // its op types
   static void define() { register_nn_ops(); }
 };
 }  // namespace families
@@ -6331,6 +6442,7 @@ class graph_reader {
 // framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
 // (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
 
+#include <array>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -6548,6 +6660,13 @@ inline attr_map window_attr_map(const node& n) {
   for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
     if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
   return m;
+}
+// FusedBatchNormGradV3's x, scale and offset backprops (one node, ports 0 to 2).
+inline std::array<symbol, 3> fused_batch_norm_grad(const symbol& dy, const symbol& x, const symbol& scale, const symbol& r1,
+                                                   const symbol& r2, const symbol& r3, const attr_map& attrs) {
+  const symbol dx = dy.then("FusedBatchNormGradV3", {x, scale, r1, r2, r3}, attrs);
+  const output o = dx.out();
+  return {dx, symbol(dx.builder(), output{o.node, 1}), symbol(dx.builder(), output{o.node, 2})};
 }
 inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
 inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
@@ -21682,6 +21801,174 @@ struct l2_loss {
   }
 };
 
+// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
+// per-channel sums over blocks of rows on the threads, then one pass for the output.
+struct batch_norm_frame {
+  double epsilon;
+  bool training;
+  explicit batch_norm_frame(const node& n) : epsilon(n.attr<double>("epsilon")), training(n.attr<bool>("is_training")) {
+    if (n.attr<std::string>("data_format") != "NHWC")
+      fail(error_code::invalid_argument, n.describe(), ": data_format must be NHWC");
+  }
+  static void check_vector(const tensor& v, std::int64_t c, const char* what, bool may_be_empty = false) {
+    if (v.rank() != 1 || (v.shape()[0] != c && !(may_be_empty && v.shape()[0] == 0)))
+      fail(error_code::invalid_argument, what, " must be a vector of the ", c, " channels", may_be_empty ? " (or empty)" : "",
+           ", got shape ", v.shape());
+  }
+  static std::int64_t channels_of(const tensor& x) {
+    if (x.rank() < 2 || x.rank() > 5)
+      fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
+    return x.shape()[x.rank() - 1];
+  }
+  // Per-channel sums of f(row r, into) over all rows, in `acc` (length c * k), blocks of
+  // rows on the threads, each into a partial of its own.
+  template <class F>
+  static void channel_sums(kernel_context& ctx, std::int64_t rows, std::int64_t width, std::vector<double>& acc, F f) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    if (rows == 0 || width == 0) return;
+    const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 14) / width));
+    std::vector<double> partial(static_cast<std::size_t>(std::max<std::int64_t>(blocks, 1)) * acc.size(), 0.0);
+    ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t blk = b; blk < e; ++blk) {
+        double* into = partial.data() + blk * static_cast<std::int64_t>(acc.size());
+        for (std::int64_t r = blk * rows / blocks; r < (blk + 1) * rows / blocks; ++r) f(r, into);
+      }
+    });
+    for (std::int64_t blk = 0; blk < blocks; ++blk)
+      for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += partial[static_cast<std::size_t>(blk) * acc.size() + i];
+  }
+};
+
+struct fused_batch_norm : batch_norm_frame {
+  static constexpr unsigned value_mask = 0b11111;
+  double factor;
+  explicit fused_batch_norm(const node& n) : batch_norm_frame(n), factor(n.attr<double>("exponential_avg_factor")) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const std::int64_t c = channels_of(ctx.input(0));
+    check_vector(ctx.input(1), c, "scale");
+    check_vector(ctx.input(2), c, "offset");
+    const bool may_be_empty = training && factor == 1.0;
+    check_vector(ctx.input(3), c, "mean", may_be_empty);
+    check_vector(ctx.input(4), c, "variance", may_be_empty);
+    return {ctx.input(0).shape(), shape{c}, shape{c}, shape{c}, shape{c}, shape{0}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const tensor& xt = v.in[0];
+    const std::int64_t c = row_length(xt), rows = row_count(xt);
+    const C* x = xt.data<C>();
+    const C *scale = v.in[1].data<C>(), *offset = v.in[2].data<C>();
+    C *y = v.out[0].data<C>(), *batch_mean = v.out[1].data<C>(), *batch_var = v.out[2].data<C>();
+    C *saved_mean = v.out[3].data<C>(), *saved_var = v.out[4].data<C>();
+    std::vector<double> mean(static_cast<std::size_t>(c)), var(static_cast<std::size_t>(c));
+    if (training) {
+      channel_sums(ctx, rows, c, mean, [&](std::int64_t r, double* into) {
+        for (std::int64_t k = 0; k < c; ++k) into[k] += static_cast<double>(x[r * c + k]);
+      });
+      const double n = static_cast<double>(rows);
+      for (auto& m : mean) m /= n;  // NaN for no rows, as TensorFlow
+      channel_sums(ctx, rows, c, var, [&](std::int64_t r, double* into) {
+        for (std::int64_t k = 0; k < c; ++k) {
+          const double d = static_cast<double>(x[r * c + k]) - mean[static_cast<std::size_t>(k)];
+          into[k] += d * d;
+        }
+      });
+      for (auto& s2 : var) s2 /= n;
+      const double bessel = rows > 1 ? n / (n - 1) : 1.0;
+      const bool have_old = v.in[3].num_elements() == c;
+      for (std::int64_t k = 0; k < c; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        const double old_mean = have_old ? static_cast<double>(v.in[3].data<C>()[k]) : 0.0;
+        const double old_var = have_old ? static_cast<double>(v.in[4].data<C>()[k]) : 0.0;
+        batch_mean[k] = static_cast<C>((1 - factor) * old_mean + factor * mean[i]);
+        batch_var[k] = static_cast<C>((1 - factor) * old_var + factor * var[i] * bessel);
+        saved_mean[k] = static_cast<C>(mean[i]);
+        saved_var[k] = static_cast<C>(var[i]);
+      }
+    } else {
+      for (std::int64_t k = 0; k < c; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        mean[i] = static_cast<double>(v.in[3].data<C>()[k]);
+        var[i] = static_cast<double>(v.in[4].data<C>()[k]);
+        batch_mean[k] = saved_mean[k] = v.in[3].data<C>()[k];
+        batch_var[k] = saved_var[k] = v.in[4].data<C>()[k];
+      }
+    }
+    // y = x * a + b per channel: a = scale / sqrt(var + eps), b = offset - mean a.
+    std::vector<C> a(static_cast<std::size_t>(c)), b(static_cast<std::size_t>(c));
+    for (std::int64_t k = 0; k < c; ++k) {
+      const auto i = static_cast<std::size_t>(k);
+      const double ak = static_cast<double>(scale[k]) / std::sqrt(var[i] + epsilon);
+      a[i] = static_cast<C>(ak);
+      b[i] = static_cast<C>(static_cast<double>(offset[k]) - mean[i] * ak);
+    }
+    if (c == 0) return;
+    const_row_map<C> am(a.data(), c), bm(b.data(), c);
+    ctx.parallel_for(rows, 2.0 * static_cast<double>(c), [&](std::int64_t r0, std::int64_t r1) {
+      rows_map<C>(y + r0 * c, c, r1 - r0) = (const_rows_map<C>(x + r0 * c, c, r1 - r0).colwise() * am).colwise() + bm;
+    });
+  }
+};
+
+struct fused_batch_norm_grad : batch_norm_frame {
+  static constexpr unsigned value_mask = 0b111111;
+  explicit fused_batch_norm_grad(const node& n) : batch_norm_frame(n) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &dy = ctx.input(0), &x = ctx.input(1);
+    const std::int64_t c = channels_of(x);
+    if (dy.shape() != x.shape())
+      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
+    check_vector(ctx.input(2), c, "scale");
+    check_vector(ctx.input(3), c, "reserve_space_1 (the mean)");
+    check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
+    return {x.shape(), shape{c}, shape{c}, shape{0}, shape{0}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const tensor& xt = v.in[1];
+    const std::int64_t c = row_length(xt), rows = row_count(xt);
+    const C *dy = v.in[0].data<C>(), *x = xt.data<C>(), *scale = v.in[2].data<C>();
+    const C *mean = v.in[3].data<C>(), *var = v.in[4].data<C>();
+    C *dx = v.out[0].data<C>(), *dscale = v.out[1].data<C>(), *doffset = v.out[2].data<C>();
+    std::vector<double> rstd(static_cast<std::size_t>(c));
+    for (std::int64_t k = 0; k < c; ++k) rstd[static_cast<std::size_t>(k)] = 1 / std::sqrt(static_cast<double>(var[k]) + epsilon);
+    // sums[k] = sum(dy), sums[c + k] = sum(dy * xhat), xhat = (x - mean) rstd.
+    std::vector<double> sums(static_cast<std::size_t>(2 * c));
+    channel_sums(ctx, rows, c, sums, [&](std::int64_t r, double* into) {
+      for (std::int64_t k = 0; k < c; ++k) {
+        const double d = static_cast<double>(dy[r * c + k]);
+        into[k] += d;
+        into[c + k] += d * (static_cast<double>(x[r * c + k]) - static_cast<double>(mean[k])) * rstd[static_cast<std::size_t>(k)];
+      }
+    });
+    // dx = scale rstd (dy - [training] (sum(dy) + xhat sum(dy xhat)) / n), as a per-channel
+    // affine map of dy and x: dx = dy * p + x * q + s.
+    const double n = static_cast<double>(rows);
+    std::vector<C> p(static_cast<std::size_t>(c)), q(static_cast<std::size_t>(c)), s(static_cast<std::size_t>(c));
+    for (std::int64_t k = 0; k < c; ++k) {
+      const auto i = static_cast<std::size_t>(k);
+      const double g = static_cast<double>(scale[k]) * rstd[i];
+      doffset[k] = static_cast<C>(sums[i]);
+      dscale[k] = static_cast<C>(sums[static_cast<std::size_t>(c) + i]);
+      const double mean_dy = training && rows ? sums[i] / n : 0.0;
+      const double mean_dy_xhat = training && rows ? sums[static_cast<std::size_t>(c) + i] / n : 0.0;
+      // xhat = x rstd - mean rstd
+      const double qk = -g * mean_dy_xhat * rstd[i];
+      p[i] = static_cast<C>(g);
+      q[i] = static_cast<C>(qk);
+      s[i] = static_cast<C>(-g * mean_dy - qk * static_cast<double>(mean[k]));
+    }
+    if (c == 0) return;
+    const_row_map<C> pm(p.data(), c), qm(q.data(), c), sm(s.data(), c);
+    ctx.parallel_for(rows, 4.0 * static_cast<double>(c), [&](std::int64_t r0, std::int64_t r1) {
+      rows_map<C>(dx + r0 * c, c, r1 - r0) = (const_rows_map<C>(dy + r0 * c, c, r1 - r0).colwise() * pm +
+                                              const_rows_map<C>(x + r0 * c, c, r1 - r0).colwise() * qm)
+                                                 .colwise() +
+                                             sm;
+    });
+  }
+};
+
 }  // namespace nn
 
 // A template, so that including this header instantiates nothing until it is called.
@@ -21705,6 +21992,8 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::max_pool_grad_grad>::of>("MaxPoolGradGrad", "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
+  register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", type_list<float, double>{});
+  register_for<nn::kernel<nn::fused_batch_norm_grad>::of>("FusedBatchNormGradV3", "T", type_list<float, double>{});
 }
 
 }  // namespace weft::cpu
@@ -21774,6 +22063,14 @@ struct kernel_for<ops::AvgPoolGrad, T, device_types::cpu> {
 template <class T>
 struct kernel_for<ops::Dropout, T, device_types::cpu> {
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::dropout>::template of<T>>("Dropout", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::FusedBatchNormV3, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm>::template of<T>>("FusedBatchNormV3", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::FusedBatchNormGradV3, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm_grad>::template of<T>>("FusedBatchNormGradV3", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::nn, T, device_types::cpu> {
@@ -24657,7 +24954,7 @@ auto assign_sub(const variable_expr<T, S>& var, const V& value) {
 }  // namespace weft
 // The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
 // log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
-// l2_loss, conv2d, max_pool, avg_pool and dropout. Images are NHWC and filters [height,
+// l2_loss, conv2d, max_pool, avg_pool, dropout and fused_batch_norm. Images are NHWC and filters [height,
 // width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
 // padding are template arguments, so the output's static shape is computed at compile time
 // and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
@@ -24699,6 +24996,9 @@ WEFT_DETAIL_DIM_CHECK(window_count, "weft::conv2d/pool: strides, window and dila
 WEFT_DETAIL_DIM_CHECK(window_too_large, "weft::conv2d/pool: with VALID padding the window is larger than the input");
 WEFT_DETAIL_DIM_CHECK(pool_rank, "weft::max_pool/avg_pool: the input must have rank 4 (NHWC)");
 WEFT_DETAIL_DIM_CHECK(dropout_rate_rank, "weft::dropout: the rate must be a scalar");
+WEFT_DETAIL_SUPPORT_CHECK(batch_norm_dtype, "weft::fused_batch_norm: the dtype must be float or double");
+WEFT_DETAIL_DIM_CHECK(batch_norm_rank, "weft::fused_batch_norm: x must have rank 2 to 5 (channels last), the others rank 1");
+WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channel input's length differs from x's channels");
 }  // namespace check
 
 // Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
@@ -24784,6 +25084,10 @@ void pool_kernels() {
 template <class T>
 void dropout_kernels() {
   use_nn_kernels<T, ops::Dropout>();
+}
+template <class T>
+void batch_norm_kernels() {
+  use_nn_kernels<T, ops::FusedBatchNormV3, ops::FusedBatchNormGradV3>();
 }
 
 // {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
@@ -24964,6 +25268,50 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
   return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
 }
 
+// fused_batch_norm(x, scale, offset, mean, variance, {training, epsilon, factor}):
+// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last. Returns {y, batch_mean,
+// batch_variance} (one node): in training, y normalized by the batch's statistics and the
+// moving averages (1 - factor) mean + factor batch_mean (variance alike, Bessel-corrected);
+// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
+// offset (FusedBatchNormGradV3), not mean or variance.
+struct batch_norm_options {
+  bool training = true;
+  double epsilon = 1e-3;
+  double factor = 1.0;  // exponential_avg_factor: 1 - momentum
+};
+template <class Y, class M>
+struct batch_norm_result {
+  Y y;
+  M batch_mean, batch_variance;
+};
+template <expression X, expression S, expression O, expression M, expression V>
+auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean, const V& variance,
+                      batch_norm_options options = {}) {
+  using T = value_type_of<X>;
+  using SX = shape_of<X>;
+  (void)check::batch_norm_dtype<T, std::is_same_v<T, float> || std::is_same_v<T, double>>::value;
+  (void)check::nn_dtypes<T, value_type_of<S>>::value;
+  (void)check::nn_dtypes<T, value_type_of<O>>::value;
+  (void)check::nn_dtypes<T, value_type_of<M>>::value;
+  (void)check::nn_dtypes<T, value_type_of<V>>::value;
+  constexpr bool ranks = SX::rank >= 2 && SX::rank <= 5 && shape_of<S>::rank == 1 && shape_of<O>::rank == 1 &&
+                         shape_of<M>::rank == 1 && shape_of<V>::rank == 1;
+  (void)check::batch_norm_rank<ranks ? 1 : 0, 1>::value;
+  constexpr std::int64_t c = detail::dim_or(SX::values, SX::rank - 1);
+  constexpr auto cs = detail::static_pair(c, detail::dim_or(shape_of<S>::values, 0));
+  (void)check::batch_norm_channels<cs[0], cs[1]>::value;
+  constexpr auto co = detail::static_pair(c, detail::dim_or(shape_of<O>::values, 0));
+  (void)check::batch_norm_channels<co[0], co[1]>::value;
+  attr_map attrs{{"epsilon", options.epsilon},
+                 {"exponential_avg_factor", options.factor},
+                 {"is_training", options.training}};
+  auto port = [&](int p) { return detail::nn_op{"FusedBatchNormV3", attrs, &detail::batch_norm_kernels<T>, p}; };
+  using Y = op_expr<detail::nn_op, T, SX, X, S, O, M, V>;
+  using Stat = op_expr<detail::nn_op, T, static_shape<c>, X, S, O, M, V>;
+  return batch_norm_result<Y, Stat>{Y(port(0), x, scale, offset, mean, variance), Stat(port(1), x, scale, offset, mean, variance),
+                                    Stat(port(2), x, scale, offset, mean, variance)};
+}
+
 }  // namespace weft
 // Layers on the typed DSL (Keras layers, torch::nn modules, dlib's typed layers):
 // objects that own their variables, with initializers, under a name scope of their own, and
@@ -24984,6 +25332,8 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
 //   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
 //   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
 //                                                 computing in bfloat16 (mixed precision)
+//   L::batch_norm<float, 16>("bn"): bn(x, L::training) (batch statistics; moving averages
+//                                                 updated), bn(x, L::inference) (moving ones)
 //   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
 //   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
 //   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
@@ -25871,6 +26221,7 @@ WEFT_DETAIL_DIM_CHECK(rnn_rank, "weft::layers: a recurrent cell's input and stat
 WEFT_DETAIL_DIM_CHECK(rnn_inputs, "weft::layers: the input's features differ from the recurrent cell's input size");
 WEFT_DETAIL_DIM_CHECK(rnn_units, "weft::layers: a state's size differs from the recurrent cell's unit count");
 WEFT_DETAIL_DIM_CHECK(rnn_sequence_rank, "weft::layers::rnn: the inputs must be [time, batch, features]");
+WEFT_DETAIL_DIM_CHECK(batch_norm_layer_channels, "weft::layers::batch_norm: the input's channels differ from the layer's");
 WEFT_DETAIL_DIM_CHECK(flatten_rank, "weft::layers::flatten: the input must have rank 2 or more");
 }  // namespace check
 
@@ -26168,6 +26519,105 @@ class conv2d {
   bias_type bias_;
 };
 
+// ---- batch normalization ------------------------------------------------------------------
+struct batch_norm_options {
+  double momentum = 0.99;  // moving = momentum moving + (1 - momentum) batch (Keras's default)
+  double epsilon = 1e-3;
+};
+
+// Whether a batch_norm application normalizes by the batch (and updates the moving
+// averages) or by the moving averages.
+enum class mode { training, inference };
+inline constexpr mode training = mode::training;
+inline constexpr mode inference = mode::inference;
+
+namespace detail {
+// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
+// so that running y (a training step) updates them. Its gradient is Identity's.
+struct after_updates_op {
+  static constexpr bool elementwise = false;
+  using op = ops::Identity;
+  std::vector<lower_fn> updates;
+  template <class = void>  // instantiated where the kernels are visible, not in this header
+  void prepare() const {
+    use_kernels<ops::families::core>();
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    std::vector<int> controls;
+    for (const auto& u : updates) controls.push_back(u(cx).node);
+    return cx.add("Identity", std::move(inputs), {}, scope, "", true, std::move(controls));
+  }
+};
+}  // namespace detail
+
+// batch_norm<T, C>: x [..., C] (channels last) normalized per channel, then scaled by gamma
+// and shifted by beta (Keras's BatchNormalization over the last axis, fused:
+// FusedBatchNormV3). bn(x, layers::training) uses the batch's statistics and, each time it
+// runs, moves moving_mean and moving_variance toward them; bn(x, layers::inference) uses
+// the moving ones. variables() are gamma and beta (trained); moving_variables() the two
+// averages (saved, not trained).
+template <element T, std::int64_t C = dyn>
+class batch_norm {
+ public:
+  using vector_type = variable_expr<T, static_shape<C>>;
+
+  explicit batch_norm(std::string name, batch_norm_options options = {})
+    requires(C >= 0)
+      : batch_norm(std::move(name), C, options) {}
+  batch_norm(std::string name, std::int64_t channels, batch_norm_options options = {})
+      : name_(std::move(name)),
+        c_(detail::size_of("batch_norm", name_, "channel count", C, channels)),
+        options_(options),
+        prefix_(detail::layer_prefix(name_)),
+        gamma_(make("gamma", 1.0)),
+        beta_(make("beta", 0.0)),
+        moving_mean_(make("moving_mean", 0.0)),
+        moving_variance_(make("moving_variance", 1.0)) {
+    if (!(options.momentum >= 0 && options.momentum <= 1) || !(options.epsilon > 0))
+      fail(error_code::invalid_argument, "weft::layers::batch_norm '", name_, "': momentum must be in [0, 1] and epsilon positive (got ",
+           options.momentum, ", ", options.epsilon, ")");
+  }
+
+  template <expression X>
+  auto operator()(const X& x, mode m) const {
+    using SX = shape_of<X>;
+    (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
+    constexpr auto fit = detail::sizes_fit(detail::last_dim(SX::values), C);
+    (void)check::batch_norm_layer_channels<fit[0], fit[1]>::value;
+    if constexpr (SX::rank >= 1 && detail::last_dim(SX::values) >= 0 && C == dyn)
+      if (detail::last_dim(SX::values) != c_)
+        fail(error_code::invalid_argument, "weft::layers::batch_norm '", name_, "': the input has ",
+             detail::last_dim(SX::values), " channels, the layer takes ", c_);
+    detail::layer_scope scope(prefix_);
+    const bool train = m == mode::training;
+    auto r = fused_batch_norm(x, gamma_, beta_, moving_mean_, moving_variance_,
+                              {.training = train, .epsilon = options_.epsilon, .factor = train ? 1 - options_.momentum : 1.0});
+    detail::after_updates_op op;
+    if (train) op.updates = {lowering_of(assign(moving_mean_, r.batch_mean)), lowering_of(assign(moving_variance_, r.batch_variance))};
+    return op_expr<detail::after_updates_op, T, SX, decltype(r.y)>(std::move(op), r.y);
+  }
+
+  const vector_type& gamma() const { return gamma_; }
+  const vector_type& beta() const { return beta_; }
+  const vector_type& moving_mean() const { return moving_mean_; }
+  const vector_type& moving_variance() const { return moving_variance_; }
+  std::tuple<vector_type, vector_type> variables() const { return {gamma_, beta_}; }
+  std::tuple<vector_type, vector_type> moving_variables() const { return {moving_mean_, moving_variance_}; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  vector_type make(const char* what, double start) const {
+    return detail::in_scope(name_, [&] {
+      return detail::make_variable<T, static_shape<C>>(what, shape{c_}, constant_initializer(start), c_, c_);
+    });
+  }
+  std::string name_;
+  std::int64_t c_;
+  batch_norm_options options_;
+  std::string prefix_;
+  vector_type gamma_, beta_, moving_mean_, moving_variance_;
+};
+
 // ---- embedding ----------------------------------------------------------------------------
 struct embedding_options {
   initializer embeddings = uniform_initializer(-0.05, 0.05);  // Keras's default
@@ -26431,6 +26881,7 @@ namespace detail {
 // inferred shape when the graph is built (so channel counts chosen at run time work).
 struct flatten_op {
   static constexpr bool elementwise = false;
+  template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
     use_kernels<ops::Reshape>();

@@ -17,6 +17,8 @@
 //   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
 //   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
 //                                                 computing in bfloat16 (mixed precision)
+//   L::batch_norm<float, 16>("bn"): bn(x, L::training) (batch statistics; moving averages
+//                                                 updated), bn(x, L::inference) (moving ones)
 //   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
 //   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
 //   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
@@ -47,6 +49,7 @@
 #include <weft/dsl/leaves.hpp>
 #include <weft/dsl/nn_ops.hpp>
 #include <weft/dsl/ops.hpp>
+#include <weft/dsl/state_ops.hpp>
 #include <weft/ops/random_ops.hpp>
 
 namespace weft {
@@ -62,6 +65,7 @@ WEFT_DETAIL_DIM_CHECK(rnn_rank, "weft::layers: a recurrent cell's input and stat
 WEFT_DETAIL_DIM_CHECK(rnn_inputs, "weft::layers: the input's features differ from the recurrent cell's input size");
 WEFT_DETAIL_DIM_CHECK(rnn_units, "weft::layers: a state's size differs from the recurrent cell's unit count");
 WEFT_DETAIL_DIM_CHECK(rnn_sequence_rank, "weft::layers::rnn: the inputs must be [time, batch, features]");
+WEFT_DETAIL_DIM_CHECK(batch_norm_layer_channels, "weft::layers::batch_norm: the input's channels differ from the layer's");
 WEFT_DETAIL_DIM_CHECK(flatten_rank, "weft::layers::flatten: the input must have rank 2 or more");
 }  // namespace check
 
@@ -359,6 +363,105 @@ class conv2d {
   bias_type bias_;
 };
 
+// ---- batch normalization ------------------------------------------------------------------
+struct batch_norm_options {
+  double momentum = 0.99;  // moving = momentum moving + (1 - momentum) batch (Keras's default)
+  double epsilon = 1e-3;
+};
+
+// Whether a batch_norm application normalizes by the batch (and updates the moving
+// averages) or by the moving averages.
+enum class mode { training, inference };
+inline constexpr mode training = mode::training;
+inline constexpr mode inference = mode::inference;
+
+namespace detail {
+// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
+// so that running y (a training step) updates them. Its gradient is Identity's.
+struct after_updates_op {
+  static constexpr bool elementwise = false;
+  using op = ops::Identity;
+  std::vector<lower_fn> updates;
+  template <class = void>  // instantiated where the kernels are visible, not in this header
+  void prepare() const {
+    use_kernels<ops::families::core>();
+  }
+  output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
+    std::vector<int> controls;
+    for (const auto& u : updates) controls.push_back(u(cx).node);
+    return cx.add("Identity", std::move(inputs), {}, scope, "", true, std::move(controls));
+  }
+};
+}  // namespace detail
+
+// batch_norm<T, C>: x [..., C] (channels last) normalized per channel, then scaled by gamma
+// and shifted by beta (Keras's BatchNormalization over the last axis, fused:
+// FusedBatchNormV3). bn(x, layers::training) uses the batch's statistics and, each time it
+// runs, moves moving_mean and moving_variance toward them; bn(x, layers::inference) uses
+// the moving ones. variables() are gamma and beta (trained); moving_variables() the two
+// averages (saved, not trained).
+template <element T, std::int64_t C = dyn>
+class batch_norm {
+ public:
+  using vector_type = variable_expr<T, static_shape<C>>;
+
+  explicit batch_norm(std::string name, batch_norm_options options = {})
+    requires(C >= 0)
+      : batch_norm(std::move(name), C, options) {}
+  batch_norm(std::string name, std::int64_t channels, batch_norm_options options = {})
+      : name_(std::move(name)),
+        c_(detail::size_of("batch_norm", name_, "channel count", C, channels)),
+        options_(options),
+        prefix_(detail::layer_prefix(name_)),
+        gamma_(make("gamma", 1.0)),
+        beta_(make("beta", 0.0)),
+        moving_mean_(make("moving_mean", 0.0)),
+        moving_variance_(make("moving_variance", 1.0)) {
+    if (!(options.momentum >= 0 && options.momentum <= 1) || !(options.epsilon > 0))
+      fail(error_code::invalid_argument, "weft::layers::batch_norm '", name_, "': momentum must be in [0, 1] and epsilon positive (got ",
+           options.momentum, ", ", options.epsilon, ")");
+  }
+
+  template <expression X>
+  auto operator()(const X& x, mode m) const {
+    using SX = shape_of<X>;
+    (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
+    constexpr auto fit = detail::sizes_fit(detail::last_dim(SX::values), C);
+    (void)check::batch_norm_layer_channels<fit[0], fit[1]>::value;
+    if constexpr (SX::rank >= 1 && detail::last_dim(SX::values) >= 0 && C == dyn)
+      if (detail::last_dim(SX::values) != c_)
+        fail(error_code::invalid_argument, "weft::layers::batch_norm '", name_, "': the input has ",
+             detail::last_dim(SX::values), " channels, the layer takes ", c_);
+    detail::layer_scope scope(prefix_);
+    const bool train = m == mode::training;
+    auto r = fused_batch_norm(x, gamma_, beta_, moving_mean_, moving_variance_,
+                              {.training = train, .epsilon = options_.epsilon, .factor = train ? 1 - options_.momentum : 1.0});
+    detail::after_updates_op op;
+    if (train) op.updates = {lowering_of(assign(moving_mean_, r.batch_mean)), lowering_of(assign(moving_variance_, r.batch_variance))};
+    return op_expr<detail::after_updates_op, T, SX, decltype(r.y)>(std::move(op), r.y);
+  }
+
+  const vector_type& gamma() const { return gamma_; }
+  const vector_type& beta() const { return beta_; }
+  const vector_type& moving_mean() const { return moving_mean_; }
+  const vector_type& moving_variance() const { return moving_variance_; }
+  std::tuple<vector_type, vector_type> variables() const { return {gamma_, beta_}; }
+  std::tuple<vector_type, vector_type> moving_variables() const { return {moving_mean_, moving_variance_}; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  vector_type make(const char* what, double start) const {
+    return detail::in_scope(name_, [&] {
+      return detail::make_variable<T, static_shape<C>>(what, shape{c_}, constant_initializer(start), c_, c_);
+    });
+  }
+  std::string name_;
+  std::int64_t c_;
+  batch_norm_options options_;
+  std::string prefix_;
+  vector_type gamma_, beta_, moving_mean_, moving_variance_;
+};
+
 // ---- embedding ----------------------------------------------------------------------------
 struct embedding_options {
   initializer embeddings = uniform_initializer(-0.05, 0.05);  // Keras's default
@@ -622,6 +725,7 @@ namespace detail {
 // inferred shape when the graph is built (so channel counts chosen at run time work).
 struct flatten_op {
   static constexpr bool elementwise = false;
+  template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
     use_kernels<ops::Reshape>();

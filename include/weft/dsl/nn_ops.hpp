@@ -1,6 +1,6 @@
 // The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
 // log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
-// l2_loss, conv2d, max_pool, avg_pool and dropout. Images are NHWC and filters [height,
+// l2_loss, conv2d, max_pool, avg_pool, dropout and fused_batch_norm. Images are NHWC and filters [height,
 // width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
 // padding are template arguments, so the output's static shape is computed at compile time
 // and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
@@ -46,6 +46,9 @@ WEFT_DETAIL_DIM_CHECK(window_count, "weft::conv2d/pool: strides, window and dila
 WEFT_DETAIL_DIM_CHECK(window_too_large, "weft::conv2d/pool: with VALID padding the window is larger than the input");
 WEFT_DETAIL_DIM_CHECK(pool_rank, "weft::max_pool/avg_pool: the input must have rank 4 (NHWC)");
 WEFT_DETAIL_DIM_CHECK(dropout_rate_rank, "weft::dropout: the rate must be a scalar");
+WEFT_DETAIL_SUPPORT_CHECK(batch_norm_dtype, "weft::fused_batch_norm: the dtype must be float or double");
+WEFT_DETAIL_DIM_CHECK(batch_norm_rank, "weft::fused_batch_norm: x must have rank 2 to 5 (channels last), the others rank 1");
+WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channel input's length differs from x's channels");
 }  // namespace check
 
 // Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
@@ -131,6 +134,10 @@ void pool_kernels() {
 template <class T>
 void dropout_kernels() {
   use_nn_kernels<T, ops::Dropout>();
+}
+template <class T>
+void batch_norm_kernels() {
+  use_nn_kernels<T, ops::FusedBatchNormV3, ops::FusedBatchNormGradV3>();
 }
 
 // {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
@@ -309,6 +316,50 @@ auto dropout(const X& x, const R& rate, std::int64_t seed = 0, std::int64_t seed
 template <expression X, detail::scalar_value U>
 auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
+}
+
+// fused_batch_norm(x, scale, offset, mean, variance, {training, epsilon, factor}):
+// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last. Returns {y, batch_mean,
+// batch_variance} (one node): in training, y normalized by the batch's statistics and the
+// moving averages (1 - factor) mean + factor batch_mean (variance alike, Bessel-corrected);
+// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
+// offset (FusedBatchNormGradV3), not mean or variance.
+struct batch_norm_options {
+  bool training = true;
+  double epsilon = 1e-3;
+  double factor = 1.0;  // exponential_avg_factor: 1 - momentum
+};
+template <class Y, class M>
+struct batch_norm_result {
+  Y y;
+  M batch_mean, batch_variance;
+};
+template <expression X, expression S, expression O, expression M, expression V>
+auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean, const V& variance,
+                      batch_norm_options options = {}) {
+  using T = value_type_of<X>;
+  using SX = shape_of<X>;
+  (void)check::batch_norm_dtype<T, std::is_same_v<T, float> || std::is_same_v<T, double>>::value;
+  (void)check::nn_dtypes<T, value_type_of<S>>::value;
+  (void)check::nn_dtypes<T, value_type_of<O>>::value;
+  (void)check::nn_dtypes<T, value_type_of<M>>::value;
+  (void)check::nn_dtypes<T, value_type_of<V>>::value;
+  constexpr bool ranks = SX::rank >= 2 && SX::rank <= 5 && shape_of<S>::rank == 1 && shape_of<O>::rank == 1 &&
+                         shape_of<M>::rank == 1 && shape_of<V>::rank == 1;
+  (void)check::batch_norm_rank<ranks ? 1 : 0, 1>::value;
+  constexpr std::int64_t c = detail::dim_or(SX::values, SX::rank - 1);
+  constexpr auto cs = detail::static_pair(c, detail::dim_or(shape_of<S>::values, 0));
+  (void)check::batch_norm_channels<cs[0], cs[1]>::value;
+  constexpr auto co = detail::static_pair(c, detail::dim_or(shape_of<O>::values, 0));
+  (void)check::batch_norm_channels<co[0], co[1]>::value;
+  attr_map attrs{{"epsilon", options.epsilon},
+                 {"exponential_avg_factor", options.factor},
+                 {"is_training", options.training}};
+  auto port = [&](int p) { return detail::nn_op{"FusedBatchNormV3", attrs, &detail::batch_norm_kernels<T>, p}; };
+  using Y = op_expr<detail::nn_op, T, SX, X, S, O, M, V>;
+  using Stat = op_expr<detail::nn_op, T, static_shape<c>, X, S, O, M, V>;
+  return batch_norm_result<Y, Stat>{Y(port(0), x, scale, offset, mean, variance), Stat(port(1), x, scale, offset, mean, variance),
+                                    Stat(port(2), x, scale, offset, mean, variance)};
 }
 
 }  // namespace weft

@@ -6,6 +6,7 @@
 // (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -227,6 +228,13 @@ inline attr_map window_attr_map(const node& n) {
   for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
     if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
   return m;
+}
+// FusedBatchNormGradV3's x, scale and offset backprops (one node, ports 0 to 2).
+inline std::array<symbol, 3> fused_batch_norm_grad(const symbol& dy, const symbol& x, const symbol& scale, const symbol& r1,
+                                                   const symbol& r2, const symbol& r3, const attr_map& attrs) {
+  const symbol dx = dy.then("FusedBatchNormGradV3", {x, scale, r1, r2, r3}, attrs);
+  const output o = dx.out();
+  return {dx, symbol(dx.builder(), output{o.node, 1}), symbol(dx.builder(), output{o.node, 2})};
 }
 inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
 inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {

@@ -26,6 +26,19 @@
 //                                                           at each window's maximum:
 //                                                           MaxPoolGrad's gradient in grad
 //   AvgPoolGrad(orig_input_shape, grad)
+//
+// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
+//   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
+//                    is_training) -> (y, batch_mean, batch_variance, reserve_space_1..3)
+//     training: y = scale (x - m) / sqrt(v + epsilon) + offset with m, v the mean and
+//     (biased) variance of x over every dim but the last; batch_mean = (1 - f) mean + f m
+//     and batch_variance = (1 - f) variance + f v n / (n - 1) (f the avg factor, n the count
+//     per channel): the moving averages; reserve_space_1, _2 = m, v; _3 empty. mean and
+//     variance may be empty when f is 1. Inference: mean and variance normalize; they are
+//     passed through.
+//   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
+//     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
+//     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
 //   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
 //                                                           probability 1 - rate and scales
 //                                                           it by 1 / (1 - rate); mask holds
@@ -171,6 +184,46 @@ inline void sizes_output(shape_context& c, int i, const char* what) {
     c.set_output(0, partial_shape(*dims));
   } else {
     c.set_output(0, partial_shape::unknown_of_rank(4));
+  }
+}
+// FusedBatchNormV3 (forward) or FusedBatchNormGradV3: x channels last, rank 2 to 5;
+// the per-channel vectors of length C (the forward's mean and variance may be empty in
+// training with an avg factor of 1).
+inline void batch_norm_shapes(shape_context& c, bool forward) {
+  detail::require_nhwc(c);
+  if (c.attr<dtype>("U") != c.attr<dtype>("T"))
+    c.fail("U (", c.attr<dtype>("U"), ") must equal T (", c.attr<dtype>("T"), ") in weft");
+  const int xi = forward ? 0 : 1;
+  const partial_shape& x = c.input(xi);
+  if (x.rank_known() && (x.rank() < 2 || x.rank() > 5))
+    c.fail("x must have rank 2 to 5 (channels last), got shape ", x);
+  if (!forward) {
+    const partial_shape& dy = c.input(0);
+    if (dy.rank_known() && x.rank_known() && !shapes_compatible(dy, x))
+      c.fail("y_backprop ", dy, " and x ", x, " differ in shape");
+  }
+  std::int64_t channels = x.rank_known() ? x[x.rank() - 1] : unknown_dim;
+  const bool may_be_empty = forward && c.attr<bool>("is_training") && c.attr<double>("exponential_avg_factor") == 1.0;
+  const char* names_forward[] = {"x", "scale", "offset", "mean", "variance"};
+  const char* names_grad[] = {"y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2"};
+  for (int i = forward ? 1 : 2; i < 5; ++i) {
+    const char* what = forward ? names_forward[i] : names_grad[i];
+    require_rank(c, i, 1, what);
+    const partial_shape& v = c.input(i);
+    if (!v.rank_known() || (may_be_empty && i >= 3 && v[0] == 0)) continue;
+    const std::string pair = std::string("x's channel count and the length of ") + what;
+    channels = merge_dim(c, channels, v[0], pair.c_str());
+  }
+  if (forward) {
+    c.set_output(0, x);
+    for (int o = 1; o < 5; ++o) c.set_output(o, partial_shape{channels});
+    c.set_output(5, partial_shape{0});
+  } else {
+    c.set_output(0, x);
+    c.set_output(1, partial_shape{channels});
+    c.set_output(2, partial_shape{channels});
+    c.set_output(3, partial_shape{0});
+    c.set_output(4, partial_shape{0});
   }
 }
 }  // namespace detail
@@ -392,6 +445,47 @@ inline std::vector<op_def> nn_op_defs() {
                        c.set_output(1, c.input(0));
                      })
                      .build());
+  // Batch normalization (the header's comment says what it computes).
+  auto batch_norm_common = [](op_def_builder b) {
+    return b.attr("T: {float32, float64}")
+        .attr("U: {float32, float64}")
+        .attr("epsilon: float = 0.0001")
+        .attr("data_format: string = 'NHWC'")
+        .attr("is_training: bool = true");
+  };
+  defs.push_back(batch_norm_common(op_def_builder("FusedBatchNormV3")
+                                       .input("x: T")
+                                       .input("scale: U")
+                                       .input("offset: U")
+                                       .input("mean: U")
+                                       .input("variance: U")
+                                       .output("y: T")
+                                       .output("batch_mean: U")
+                                       .output("batch_variance: U")
+                                       .output("reserve_space_1: U")
+                                       .output("reserve_space_2: U")
+                                       .output("reserve_space_3: U"))
+                     .attr("exponential_avg_factor: float = 1.0")
+                     .shape_fn([](shape_context& c) {
+                       detail::batch_norm_shapes(c, true);
+                     })
+                     .build());
+  defs.push_back(batch_norm_common(op_def_builder("FusedBatchNormGradV3")
+                                       .input("y_backprop: T")
+                                       .input("x: T")
+                                       .input("scale: U")
+                                       .input("reserve_space_1: U")
+                                       .input("reserve_space_2: U")
+                                       .input("reserve_space_3: U")
+                                       .output("x_backprop: T")
+                                       .output("scale_backprop: U")
+                                       .output("offset_backprop: U")
+                                       .output("reserve_space_4: U")
+                                       .output("reserve_space_5: U"))
+                     .shape_fn([](shape_context& c) {
+                       detail::batch_norm_shapes(c, false);
+                     })
+                     .build());
   return defs;
 }
 
@@ -518,6 +612,21 @@ struct dropout_rule {  // output = x * mask; the mask does not depend on x
   }
 };
 
+// FusedBatchNormV3: x, scale and offset get FusedBatchNormGradV3's three results (from the
+// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
+// and variance inputs get none.
+struct fused_batch_norm_rule {
+  template <class V>
+  static result<V> apply(const args<V>& a) {
+    if (!a.dy[0]) return {std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+    attr_map attrs;
+    for (const char* k : {"epsilon", "data_format", "is_training"})
+      if (const attr_value* v = a.n.attrs().find(k)) attrs.set(k, *v);
+    const auto d = fused_batch_norm_grad(*a.dy[0], a.x[0], a.x[1], a.y[3], a.y[4], a.y[5], attrs);
+    return {d[0], d[1], d[2], std::nullopt, std::nullopt};
+  }
+};
+
 }  // namespace weft::gradients
 
 namespace weft::ops {
@@ -540,12 +649,14 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MaxPoolGradGrad, nn, gradients::max_pool_grad_
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPool, nn, gradients::avg_pool_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
+WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
+WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
 struct nn {
   static constexpr const char* name = "nn";
   static constexpr bool in_cpu_registry = true;
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout>;  // its op types
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  // its op types
   static void define() { register_nn_ops(); }
 };
 }  // namespace families

@@ -196,6 +196,174 @@ struct l2_loss {
   }
 };
 
+// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
+// per-channel sums over blocks of rows on the threads, then one pass for the output.
+struct batch_norm_frame {
+  double epsilon;
+  bool training;
+  explicit batch_norm_frame(const node& n) : epsilon(n.attr<double>("epsilon")), training(n.attr<bool>("is_training")) {
+    if (n.attr<std::string>("data_format") != "NHWC")
+      fail(error_code::invalid_argument, n.describe(), ": data_format must be NHWC");
+  }
+  static void check_vector(const tensor& v, std::int64_t c, const char* what, bool may_be_empty = false) {
+    if (v.rank() != 1 || (v.shape()[0] != c && !(may_be_empty && v.shape()[0] == 0)))
+      fail(error_code::invalid_argument, what, " must be a vector of the ", c, " channels", may_be_empty ? " (or empty)" : "",
+           ", got shape ", v.shape());
+  }
+  static std::int64_t channels_of(const tensor& x) {
+    if (x.rank() < 2 || x.rank() > 5)
+      fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
+    return x.shape()[x.rank() - 1];
+  }
+  // Per-channel sums of f(row r, into) over all rows, in `acc` (length c * k), blocks of
+  // rows on the threads, each into a partial of its own.
+  template <class F>
+  static void channel_sums(kernel_context& ctx, std::int64_t rows, std::int64_t width, std::vector<double>& acc, F f) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    if (rows == 0 || width == 0) return;
+    const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 14) / width));
+    std::vector<double> partial(static_cast<std::size_t>(std::max<std::int64_t>(blocks, 1)) * acc.size(), 0.0);
+    ctx.parallel_for(blocks, 1e9, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t blk = b; blk < e; ++blk) {
+        double* into = partial.data() + blk * static_cast<std::int64_t>(acc.size());
+        for (std::int64_t r = blk * rows / blocks; r < (blk + 1) * rows / blocks; ++r) f(r, into);
+      }
+    });
+    for (std::int64_t blk = 0; blk < blocks; ++blk)
+      for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += partial[static_cast<std::size_t>(blk) * acc.size() + i];
+  }
+};
+
+struct fused_batch_norm : batch_norm_frame {
+  static constexpr unsigned value_mask = 0b11111;
+  double factor;
+  explicit fused_batch_norm(const node& n) : batch_norm_frame(n), factor(n.attr<double>("exponential_avg_factor")) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const std::int64_t c = channels_of(ctx.input(0));
+    check_vector(ctx.input(1), c, "scale");
+    check_vector(ctx.input(2), c, "offset");
+    const bool may_be_empty = training && factor == 1.0;
+    check_vector(ctx.input(3), c, "mean", may_be_empty);
+    check_vector(ctx.input(4), c, "variance", may_be_empty);
+    return {ctx.input(0).shape(), shape{c}, shape{c}, shape{c}, shape{c}, shape{0}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const tensor& xt = v.in[0];
+    const std::int64_t c = row_length(xt), rows = row_count(xt);
+    const C* x = xt.data<C>();
+    const C *scale = v.in[1].data<C>(), *offset = v.in[2].data<C>();
+    C *y = v.out[0].data<C>(), *batch_mean = v.out[1].data<C>(), *batch_var = v.out[2].data<C>();
+    C *saved_mean = v.out[3].data<C>(), *saved_var = v.out[4].data<C>();
+    std::vector<double> mean(static_cast<std::size_t>(c)), var(static_cast<std::size_t>(c));
+    if (training) {
+      channel_sums(ctx, rows, c, mean, [&](std::int64_t r, double* into) {
+        for (std::int64_t k = 0; k < c; ++k) into[k] += static_cast<double>(x[r * c + k]);
+      });
+      const double n = static_cast<double>(rows);
+      for (auto& m : mean) m /= n;  // NaN for no rows, as TensorFlow
+      channel_sums(ctx, rows, c, var, [&](std::int64_t r, double* into) {
+        for (std::int64_t k = 0; k < c; ++k) {
+          const double d = static_cast<double>(x[r * c + k]) - mean[static_cast<std::size_t>(k)];
+          into[k] += d * d;
+        }
+      });
+      for (auto& s2 : var) s2 /= n;
+      const double bessel = rows > 1 ? n / (n - 1) : 1.0;
+      const bool have_old = v.in[3].num_elements() == c;
+      for (std::int64_t k = 0; k < c; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        const double old_mean = have_old ? static_cast<double>(v.in[3].data<C>()[k]) : 0.0;
+        const double old_var = have_old ? static_cast<double>(v.in[4].data<C>()[k]) : 0.0;
+        batch_mean[k] = static_cast<C>((1 - factor) * old_mean + factor * mean[i]);
+        batch_var[k] = static_cast<C>((1 - factor) * old_var + factor * var[i] * bessel);
+        saved_mean[k] = static_cast<C>(mean[i]);
+        saved_var[k] = static_cast<C>(var[i]);
+      }
+    } else {
+      for (std::int64_t k = 0; k < c; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        mean[i] = static_cast<double>(v.in[3].data<C>()[k]);
+        var[i] = static_cast<double>(v.in[4].data<C>()[k]);
+        batch_mean[k] = saved_mean[k] = v.in[3].data<C>()[k];
+        batch_var[k] = saved_var[k] = v.in[4].data<C>()[k];
+      }
+    }
+    // y = x * a + b per channel: a = scale / sqrt(var + eps), b = offset - mean a.
+    std::vector<C> a(static_cast<std::size_t>(c)), b(static_cast<std::size_t>(c));
+    for (std::int64_t k = 0; k < c; ++k) {
+      const auto i = static_cast<std::size_t>(k);
+      const double ak = static_cast<double>(scale[k]) / std::sqrt(var[i] + epsilon);
+      a[i] = static_cast<C>(ak);
+      b[i] = static_cast<C>(static_cast<double>(offset[k]) - mean[i] * ak);
+    }
+    if (c == 0) return;
+    const_row_map<C> am(a.data(), c), bm(b.data(), c);
+    ctx.parallel_for(rows, 2.0 * static_cast<double>(c), [&](std::int64_t r0, std::int64_t r1) {
+      rows_map<C>(y + r0 * c, c, r1 - r0) = (const_rows_map<C>(x + r0 * c, c, r1 - r0).colwise() * am).colwise() + bm;
+    });
+  }
+};
+
+struct fused_batch_norm_grad : batch_norm_frame {
+  static constexpr unsigned value_mask = 0b111111;
+  explicit fused_batch_norm_grad(const node& n) : batch_norm_frame(n) {}
+  std::vector<shape> shapes(kernel_context& ctx) const {
+    const tensor &dy = ctx.input(0), &x = ctx.input(1);
+    const std::int64_t c = channels_of(x);
+    if (dy.shape() != x.shape())
+      fail(error_code::invalid_argument, "y_backprop ", dy.shape(), " and x ", x.shape(), " differ in shape");
+    check_vector(ctx.input(2), c, "scale");
+    check_vector(ctx.input(3), c, "reserve_space_1 (the mean)");
+    check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
+    return {x.shape(), shape{c}, shape{c}, shape{0}, shape{0}};
+  }
+  template <class C>
+  void run(kernel_context& ctx, io& v) const {
+    const tensor& xt = v.in[1];
+    const std::int64_t c = row_length(xt), rows = row_count(xt);
+    const C *dy = v.in[0].data<C>(), *x = xt.data<C>(), *scale = v.in[2].data<C>();
+    const C *mean = v.in[3].data<C>(), *var = v.in[4].data<C>();
+    C *dx = v.out[0].data<C>(), *dscale = v.out[1].data<C>(), *doffset = v.out[2].data<C>();
+    std::vector<double> rstd(static_cast<std::size_t>(c));
+    for (std::int64_t k = 0; k < c; ++k) rstd[static_cast<std::size_t>(k)] = 1 / std::sqrt(static_cast<double>(var[k]) + epsilon);
+    // sums[k] = sum(dy), sums[c + k] = sum(dy * xhat), xhat = (x - mean) rstd.
+    std::vector<double> sums(static_cast<std::size_t>(2 * c));
+    channel_sums(ctx, rows, c, sums, [&](std::int64_t r, double* into) {
+      for (std::int64_t k = 0; k < c; ++k) {
+        const double d = static_cast<double>(dy[r * c + k]);
+        into[k] += d;
+        into[c + k] += d * (static_cast<double>(x[r * c + k]) - static_cast<double>(mean[k])) * rstd[static_cast<std::size_t>(k)];
+      }
+    });
+    // dx = scale rstd (dy - [training] (sum(dy) + xhat sum(dy xhat)) / n), as a per-channel
+    // affine map of dy and x: dx = dy * p + x * q + s.
+    const double n = static_cast<double>(rows);
+    std::vector<C> p(static_cast<std::size_t>(c)), q(static_cast<std::size_t>(c)), s(static_cast<std::size_t>(c));
+    for (std::int64_t k = 0; k < c; ++k) {
+      const auto i = static_cast<std::size_t>(k);
+      const double g = static_cast<double>(scale[k]) * rstd[i];
+      doffset[k] = static_cast<C>(sums[i]);
+      dscale[k] = static_cast<C>(sums[static_cast<std::size_t>(c) + i]);
+      const double mean_dy = training && rows ? sums[i] / n : 0.0;
+      const double mean_dy_xhat = training && rows ? sums[static_cast<std::size_t>(c) + i] / n : 0.0;
+      // xhat = x rstd - mean rstd
+      const double qk = -g * mean_dy_xhat * rstd[i];
+      p[i] = static_cast<C>(g);
+      q[i] = static_cast<C>(qk);
+      s[i] = static_cast<C>(-g * mean_dy - qk * static_cast<double>(mean[k]));
+    }
+    if (c == 0) return;
+    const_row_map<C> pm(p.data(), c), qm(q.data(), c), sm(s.data(), c);
+    ctx.parallel_for(rows, 4.0 * static_cast<double>(c), [&](std::int64_t r0, std::int64_t r1) {
+      rows_map<C>(dx + r0 * c, c, r1 - r0) = (const_rows_map<C>(dy + r0 * c, c, r1 - r0).colwise() * pm +
+                                              const_rows_map<C>(x + r0 * c, c, r1 - r0).colwise() * qm)
+                                                 .colwise() +
+                                             sm;
+    });
+  }
+};
+
 }  // namespace nn
 
 // A template, so that including this header instantiates nothing until it is called.
@@ -219,6 +387,8 @@ void register_nn_kernels() {
   register_for<nn::kernel<nn::max_pool_grad_grad>::of>("MaxPoolGradGrad", "T", types{});
   register_for<nn::kernel<nn::avg_pool_grad>::of>("AvgPoolGrad", "T", types{});
   register_for<nn::kernel<nn::dropout>::of>("Dropout", "T", types{});
+  register_for<nn::kernel<nn::fused_batch_norm>::of>("FusedBatchNormV3", "T", type_list<float, double>{});
+  register_for<nn::kernel<nn::fused_batch_norm_grad>::of>("FusedBatchNormGradV3", "T", type_list<float, double>{});
 }
 
 }  // namespace weft::cpu
@@ -288,6 +458,14 @@ struct kernel_for<ops::AvgPoolGrad, T, device_types::cpu> {
 template <class T>
 struct kernel_for<ops::Dropout, T, device_types::cpu> {
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::dropout>::template of<T>>("Dropout", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::FusedBatchNormV3, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm>::template of<T>>("FusedBatchNormV3", {"T", dtype_of<T>}); }
+};
+template <class T>
+struct kernel_for<ops::FusedBatchNormGradV3, T, device_types::cpu> {
+  static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm_grad>::template of<T>>("FusedBatchNormGradV3", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::nn, T, device_types::cpu> {
