@@ -337,7 +337,7 @@ int main(int argc, char** argv) try {
   const output mask = g.placeholder(dtype::float32, {unknown_dim, unknown_dim}, "mask").out(0);
   const output zeros = g.placeholder(dtype::float32, {unknown_dim, hidden}, "zeros").out(0);
   auto zero_state = wrap<float, dyn, dyn>(g, zeros);
-  auto hs = boost::hana::at_c<0>(L::rnn(cell, embedding(wrap<std::int32_t, dyn, dyn>(g, inputs)), zero_state, zero_state));
+  auto hs = L::rnn(cell, embedding(wrap<std::int32_t, dyn, dyn>(g, inputs)), zero_state, zero_state);
   // Every step's h as rows [T * B, hidden], through the output layer at once.
   auto rows = raw_op<float, dyn, dyn>("Reshape", {hs, constant(std::vector<std::int64_t>{-1, hidden}, dims<2>)});
   auto logits = output_layer(rows);

@@ -25337,7 +25337,7 @@ auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean
 //   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
 //   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
 //   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
-//                                                 while loop: the stacked states
+//                                                 while loop: the outputs h, [time, batch, units]
 //
 // Variables are named "<layer>/kernel" and "<layer>/bias" (embeddings: "<layer>/embeddings";
 // a GRU's "<layer>/gates/..." and "<layer>/candidate/...") (the layer's name in the name
@@ -25356,7 +25356,12 @@ auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean
 #include <utility>
 #include <vector>
 
+#include <boost/hana/append.hpp>
+#include <boost/hana/at.hpp>
+#include <boost/hana/prepend.hpp>
+#include <boost/hana/take_front.hpp>
 #include <boost/hana/tuple.hpp>
+#include <boost/hana/unpack.hpp>
 
 // Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
 // TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
@@ -26846,16 +26851,34 @@ class gru_cell {
 };
 
 // rnn(cell, inputs, state...): the cell over inputs [time, batch, features], from the
-// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (weft::scan: its
-// gradient is the backward loop). Returns a hana::tuple of the stacked states, each
-// [time, batch, units]: at_c<0> is the cell's output h at every step.
+// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (its gradient is the
+// backward loop): the outputs h of every step, [time, batch, units]. Only the outputs are
+// stacked (a row written in place each step); the rest of the state is carried.
 template <class Cell, expression X, expression... State>
 auto rnn(const Cell& cell, const X& inputs, const State&... state) {
+  namespace hana = boost::hana;
   static_assert(sizeof...(State) == Cell::state_size,
                 "weft::layers::rnn: the initial state must have one tensor per state of the cell (h, c for an LSTM; h for a GRU)");
   (void)check::rnn_sequence_rank<shape_of<X>::rank, 3>::value;
-  return scan([cell](const auto&... args) { return cell.step(args...); }, inputs, boost::hana::make_tuple(state...),
-              {.name = "rnn"});
+  constexpr std::size_t K = sizeof...(State);
+  const auto s0 = hana::make_tuple(state...);
+  const auto& h0 = hana::at_c<0>(s0);
+  using H = std::remove_cvref_t<decltype(h0)>;
+  auto length = weft::detail::first_dim(inputs);
+  auto stack0 = weft::detail::stack_zeros<value_type_of<H>>(weft::detail::stacked_shape<shape_of<X>::values[0], shape_of<H>>{},
+                                                              length, shape_tensor(h0));
+  auto out = while_loop(
+      [length](auto i, auto&&...) { return i < length; },
+      [cell, inputs, length](auto i, auto... vars) {
+        const auto all = hana::make_tuple(vars...);
+        auto at = weft::detail::position(i, length, false);
+        auto next = hana::unpack(hana::append(hana::take_front_c<K>(all), weft::detail::row_of(inputs, at)),
+                                 [&](const auto&... a) { return cell.step(a...); });
+        auto written = tensor_scatter_update(hana::at_c<K>(all), at, hana::at_c<0>(next));
+        return hana::prepend(hana::append(next, written), i + 1);
+      },
+      hana::prepend(hana::append(s0, stack0), constant(std::int32_t{0})), loop_options{"rnn", 10});
+  return hana::at_c<1 + K>(out);
 }
 
 // ---- layers without variables ----------------------------------------------------------------
