@@ -6,7 +6,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 using namespace weft;
@@ -581,4 +585,29 @@ TEST_CASE("layers: FusedBatchNormV3's errors name the node and the shapes", "[ds
                     Catch::Contains("'ok'") && Catch::Contains("scale must be a vector of the 2 channels"));
   CHECK_THROWS_WITH(s.run({{any, tensor::from_vector(std::vector<float>{1, 2, 3}, shape{3})}, {v3, ones}}, {bn.out(0)}),
                     Catch::Contains("rank"));
+}
+
+TEST_CASE("layers: a session's checkpoint holds the layers' variables, and another session restores them", "[dsl][layers]") {
+  auto x = placeholder<float>("x", dims<dyn, 4>);
+  L::dense<float, 4, 3> fc("fc", {.kernel = L::glorot_uniform(6, 1)});
+  L::batch_norm<float, 3> bn("bn");
+  auto y = bn(fc(x), L::inference);
+  auto loss = reduce_sum(square(bn(fc(x), L::training)));
+  auto step = train::minimize(loss, train::sgd{0.1}, L::variables(fc, bn));
+  const auto dir = std::filesystem::temp_directory_path() / ("weft_test_layers_checkpoint_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::vector<float> xv{0.5f, -1, 2, 0.25f, 1, 1, -0.5f, 0};
+  client_session a;
+  a.initialize(step, y);
+  for (int i = 0; i < 3; ++i) a.run(targets(step), feed(x, xv, shape{2, 4}));
+  const auto file = a.save(dir / "layers", 3);
+  const auto want = a.run(y, feed(x, xv, shape{2, 4})).to_vector();
+  client_session b;  // fresh variables (the same initial values: seeded), then the trained ones
+  b.initialize(step, y);
+  b.restore(file);
+  CHECK(b.run(y, feed(x, xv, shape{2, 4})).to_vector() == want);
+  // The moving averages moved in training and came back too.
+  CHECK(b.run(bn.moving_mean()).to_vector() == a.run(bn.moving_mean()).to_vector());
+  CHECK(b.run(bn.moving_mean()).to_vector() != std::vector<float>(3, 0.0f));
+  std::filesystem::remove_all(dir);
 }
