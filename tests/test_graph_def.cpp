@@ -143,7 +143,7 @@ TEST_CASE("GraphDef: a frozen TensorFlow graph encoded by protoc imports and run
   ops::register_standard_ops();
   graph g;
   import_graph_def(g, bytes);
-  CHECK(g.size() == 14);
+  CHECK(g.size() == 19);
   // TensorFlow's spellings became weft's: private attrs and attrs at TensorFlow's neutral
   // values are gone, the colocation is kept, the device too.
   const node& conv = g["conv/Conv2D"];
@@ -157,8 +157,12 @@ TEST_CASE("GraphDef: a frozen TensorFlow graph encoded by protoc imports and run
   CHECK(g["conv/bias"].attr<tensor>("value").to_vector<float>() == std::vector<float>{0.5f, 0.5f});  // one value fills
   CHECK(g["probs"].output_shape(0) == partial_shape{-1, 3});
 
+  CHECK(g["bn/FusedBatchNormV3"].attr<bool>("is_training") == false);
+  CHECK(g["bn/FusedBatchNormV3"].attr<double>("epsilon") == Approx(0.001));
   // The same model by a naive loop: conv SAME (TensorFlow pads the end: 0 rows before, 1
-  // after), bias, ReLU, 2x2 max pool, flatten, dense, softmax.
+  // after), bias, batch normalization by the moving statistics, ReLU, 2x2 max pool,
+  // flatten, dense, softmax.
+  const double gamma[2] = {1.5, 0.5}, beta[2] = {0.1, -0.2}, mean[2] = {0.25, -0.5}, var[2] = {2, 0.5};
   std::vector<float> image(16);
   for (int i = 0; i < 16; ++i) image[static_cast<std::size_t>(i)] = 0.25f * static_cast<float>(i - 5);
   const float k[2][2][2] = {{{1, -1}, {0.5f, 2}}, {{-0.25f, 1}, {1, 0}}};  // [kh][kw][out channel]
@@ -170,6 +174,7 @@ TEST_CASE("GraphDef: a frozen TensorFlow graph encoded by protoc imports and run
         for (int i = 0; i < 2; ++i)
           for (int j = 0; j < 2; ++j)
             if (h + i < 4 && w + j < 4) s += image[static_cast<std::size_t>((h + i) * 4 + w + j)] * k[i][j][c];
+        s = gamma[c] * (s - mean[c]) / std::sqrt(var[c] + static_cast<double>(0.001f)) + beta[c];
         act[h][w][c] = static_cast<float>(std::max(0.0, s));
       }
   std::vector<double> flat;
