@@ -212,11 +212,30 @@ struct weft_mlp_bf16 final : weft_mlp {
   weft_mlp_bf16(const mlp_problem& p, const session_options& options) : weft_mlp(p, options, dtype::bfloat16) {}
 };
 
-// The MLP as typed expressions: the DSL's layers and train::minimize, run by a
-// client_session (fused elementwise backwards, typed feeds).
-class dsl_mlp {
+// What the typed MLPs share: the placeholders, a client_session, the step and the data.
+class typed_mlp {
  public:
-  dsl_mlp(const mlp_problem& p, const session_options& options) : s_(client_options{options, true}) {
+  void step_only() { s_.run(targets(*step_), feed(x_, xv_), feed(labels_, labels_v_)); }
+  std::vector<float> first_weights() { return s_.untyped().run({}, {w1_}).at(0).to_vector<float>(); }
+
+ protected:
+  typed_mlp(const mlp_problem& p, const session_options& options)
+      : s_(client_options{options, true}), xv_(tensor_of<float, 2>::from(p.x)), labels_v_(tensor_of<std::int32_t, 1>::from(p.labels)) {}
+
+  placeholder_expr<float, static_shape<dyn, in>> x_ = placeholder<float>("x", dims<dyn, in>);
+  placeholder_expr<std::int32_t, static_shape<dyn>> labels_ = placeholder<std::int32_t>("labels", dims<dyn>);
+  client_session s_;
+  std::unique_ptr<train::training_target> step_;
+  output w1_;
+  tensor_of<float, 2> xv_;
+  tensor_of<std::int32_t, 1> labels_v_;
+};
+
+// The MLP as typed expressions: the DSL's ops and train::minimize, run by a client_session
+// (fused elementwise backwards, typed feeds).
+class dsl_mlp : public typed_mlp {
+ public:
+  dsl_mlp(const mlp_problem& p, const session_options& options) : typed_mlp(p, options) {
     auto param = [&](std::size_t i, auto shape_tag) {
       using S = decltype(shape_tag);
       return variable<float>("param" + std::to_string(i), S{}, tensor_of<float, S::rank>::from(p.params[i]));
@@ -234,27 +253,14 @@ class dsl_mlp {
     step_ = std::make_unique<train::training_target>(train::minimize(loss, train::sgd{rate}, w1, b1, w2, b2, w3, b3));
     w1_ = s_.lower(w1);
     s_.initialize(*step_);
-    xv_ = tensor_of<float, 2>::from(p.x);
-    labels_v_ = tensor_of<std::int32_t, 1>::from(p.labels);
   }
-  void step_only() { s_.run(targets(*step_), feed(x_, xv_), feed(labels_, labels_v_)); }
-  std::vector<float> first_weights() { return s_.untyped().run({}, {w1_}).at(0).to_vector<float>(); }
-
- private:
-  placeholder_expr<float, static_shape<dyn, in>> x_ = placeholder<float>("x", dims<dyn, in>);
-  placeholder_expr<std::int32_t, static_shape<dyn>> labels_ = placeholder<std::int32_t>("labels", dims<dyn>);
-  client_session s_;
-  std::unique_ptr<train::training_target> step_;
-  output w1_;
-  tensor_of<float, 2> xv_;
-  tensor_of<std::int32_t, 1> labels_v_;
 };
 
 // The MLP written with weft::layers (dsl/layers.hpp): the same expressions as dsl_mlp
 // through the layers, their variables then assigned the problem's weights.
-class layers_mlp {
+class layers_mlp : public typed_mlp {
  public:
-  layers_mlp(const mlp_problem& p, const session_options& options) : s_(client_options{options, true}) {
+  layers_mlp(const mlp_problem& p, const session_options& options) : typed_mlp(p, options) {
     namespace L = weft::layers;
     L::dense<float, in, hidden> fc1("fc1");
     L::dense<float, hidden, hidden> fc2("fc2");
@@ -269,20 +275,7 @@ class layers_mlp {
       s_.run(targets(assign(v, constant(tensor_of<float, shape_of<V>::rank>::from(p.params[i])))));
     };
     set(fc1.kernel(), 0), set(fc1.bias(), 1), set(fc2.kernel(), 2), set(fc2.bias(), 3), set(fc3.kernel(), 4), set(fc3.bias(), 5);
-    xv_ = tensor_of<float, 2>::from(p.x);
-    labels_v_ = tensor_of<std::int32_t, 1>::from(p.labels);
   }
-  void step_only() { s_.run(targets(*step_), feed(x_, xv_), feed(labels_, labels_v_)); }
-  std::vector<float> first_weights() { return s_.untyped().run({}, {w1_}).at(0).to_vector<float>(); }
-
- private:
-  placeholder_expr<float, static_shape<dyn, in>> x_ = placeholder<float>("x", dims<dyn, in>);
-  placeholder_expr<std::int32_t, static_shape<dyn>> labels_ = placeholder<std::int32_t>("labels", dims<dyn>);
-  client_session s_;
-  std::unique_ptr<train::training_target> step_;
-  output w1_;
-  tensor_of<float, 2> xv_;
-  tensor_of<std::int32_t, 1> labels_v_;
 };
 
 // examples/mnist_cnn's network without dropout.
@@ -434,38 +427,27 @@ void BM_weft_mlp_step_bf16(benchmark::State& state) {
   time_weft(state, m, count_mlp);
 }
 
-void BM_weft_dsl_mlp_step(benchmark::State& state) {
+// A typed MLP (Model: dsl_mlp or layers_mlp), checked first: one of its steps equals one
+// step of the graph built op by op.
+template <class Model>
+void time_typed_mlp(benchmark::State& state, const char* differs) {
   const int threads = static_cast<int>(state.range(0));
   const session_options options = threads_options(threads, static_cast<int>(state.range(1)));
   mlp_problem p;
-  // Check: one typed step equals one step of the graph built op by op.
   {
     weft_mlp reference(p, options);
-    dsl_mlp checked(p, options);
+    Model checked(p, options);
     reference.step();
     checked.step_only();
-    if (worst_difference(reference.parameter(0), checked.first_weights()) > 1e-5)
-      state.SkipWithError("the typed step differs from the graph's");
+    if (worst_difference(reference.parameter(0), checked.first_weights()) > 1e-5) state.SkipWithError(differs);
   }
-  dsl_mlp m(p, options);
+  Model m(p, options);
   time_weft(state, m, count_mlp);
 }
 
+void BM_weft_dsl_mlp_step(benchmark::State& state) { time_typed_mlp<dsl_mlp>(state, "the typed step differs from the graph's"); }
 void BM_weft_layers_mlp_step(benchmark::State& state) {
-  const int threads = static_cast<int>(state.range(0));
-  const session_options options = threads_options(threads, static_cast<int>(state.range(1)));
-  mlp_problem p;
-  // Check: one step of the layers' model equals one step of the graph built op by op.
-  {
-    weft_mlp reference(p, options);
-    layers_mlp checked(p, options);
-    reference.step();
-    checked.step_only();
-    if (worst_difference(reference.parameter(0), checked.first_weights()) > 1e-5)
-      state.SkipWithError("the layers' step differs from the graph's");
-  }
-  layers_mlp m(p, options);
-  time_weft(state, m, count_mlp);
+  time_typed_mlp<layers_mlp>(state, "the layers' step differs from the graph's");
 }
 
 void BM_eigen_mlp_step(benchmark::State& state) {
