@@ -14,7 +14,7 @@
 //
 // Options: those of mnist_mlp (--epochs N (3), --batch N, --lr X, --decay X, --seed N,
 // --train-subset N, --data DIR, --min-accuracy X, --checkpoint-dir DIR, --resume, --save-model FILE,
-// --host-batches, --fashion, --device cpu|gpu), and
+// --host-batches, --fashion, --device cpu|gpu, --logdir DIR, --log-every N), and
 // --conv1 N (16) and --conv2 N (32) filters, --hidden N (128) units, --dropout X (0.25:
 // the dense layer's dropout rate while training; none when testing), --threads N (0: every
 // core; else N threads for kernels, N - 1 beside them for nodes).

@@ -23,7 +23,9 @@
 // (the training loop makes each batch itself, between steps; by default a weft::input_pipeline
 // makes them ahead on threads of its own: the same batches, the same result), --fashion
 // (Fashion-MNIST from Debian's dataset-fashion-mnist), --device gpu (the model on GPU:0;
-// exit 77 where there is none).
+// exit 77 where there is none), --logdir DIR (TensorBoard event files: the graph, every
+// --log-every N (100) steps the loss, the batch's accuracy and the learning rate, and after
+// each epoch the test accuracy and each weight's histogram).
 #include <cstdio>
 #include <string>
 #include <type_traits>

@@ -36,6 +36,8 @@ struct mnist_options {
   bool pipeline = true;  // batches from a weft::input_pipeline, made ahead on threads of its own (else by the loop)
   bool fashion = false;   // Fashion-MNIST from Debian's dataset-fashion-mnist instead of MNIST
   std::string device = "cpu";  // cpu or gpu (device_option.hpp)
+  std::string logdir;          // TensorBoard event files (weft::summary_writer) under this directory
+  long log_every = 100;        // steps between summaries
 };
 
 // An option of one example only: --name N, stored as a number.
@@ -52,7 +54,8 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
   auto usage = [&](int status) {
     std::fprintf(status ? stderr : stdout,
                  "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
-                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--save-model FILE] [--host-batches] [--fashion] [--device cpu|gpu]",
+                 "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--save-model FILE] [--host-batches] [--fashion] [--device cpu|gpu] "
+                 "[--logdir DIR] [--log-every N]",
                  program);
     for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
     std::fprintf(status ? stderr : stdout, "\n");
@@ -83,6 +86,8 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       else if (a == "--host-batches") o.pipeline = false;
       else if (a == "--fashion") o.fashion = true;
       else if (a == "--device") o.device = value();
+      else if (a == "--logdir") o.logdir = value();
+      else if (a == "--log-every") o.log_every = std::stol(value());
       else if (a == "--help") usage(0);
       else {
         auto e = std::find_if(extras.begin(), extras.end(), [&](const extra_option& x) { return a == std::string("--") + x.name; });
@@ -94,8 +99,8 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       std::exit(2);
     }
   }
-  if (o.epochs < 1 || o.batch < 1) {
-    std::fprintf(stderr, "%s: --epochs and --batch must be positive\n", program);
+  if (o.epochs < 1 || o.batch < 1 || o.log_every < 1) {
+    std::fprintf(stderr, "%s: --epochs, --batch and --log-every must be positive\n", program);
     std::exit(2);
   }
   return o;
@@ -153,6 +158,7 @@ struct mnist_model {
   weft::output learning_rate;    // a scalar placeholder
   weft::output probs, classes;   // the model's answer: softmax [n, 10] and the class [n] (int32)
   std::vector<std::pair<weft::output, weft::tensor>> train_feeds, test_feeds;  // more feeds (dropout's rate)
+  std::vector<weft::output> weights;  // the trained variables (histograms with --logdir)
 };
 
 // Trains `model` with `train` for opt.epochs over MNIST and returns the exit status: 0, 1
@@ -180,6 +186,16 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
       std::printf("%s: no checkpoint under %s; starting afresh\n", program, prefix.c_str());
     }
   }
+  // With --logdir: the graph, then every --log-every steps the loss, the batch's accuracy
+  // and the learning rate, and after each epoch the test accuracy and a histogram of each
+  // weight.
+  std::optional<summary_writer> log;
+  if (!opt.logdir.empty()) {
+    log.emplace(opt.logdir);
+    log->graph(g);
+    std::printf("%s: TensorBoard events in %s\n", program, log->path().c_str());
+  }
+  std::int64_t global_step = 0;
   std::vector<std::int64_t> order(static_cast<std::size_t>(train_size));
   const long steps = static_cast<long>((train_size + opt.batch - 1) / opt.batch);
   progress bar(opt.epochs, steps);
@@ -213,6 +229,11 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
       auto out = s.run(feeds, {m.loss, m.correct}, {train.step});
       if (epoch == first_epoch && first && s.devices().size() > 1) print_placement(s, feeds, {m.loss, m.correct}, train.step);
       bar.step(static_cast<long>(by.num_elements()), out[0].scalar_value<float>(), out[1].scalar_value<float>());
+      if (log && ++global_step % opt.log_every == 0) {
+        log->scalar("loss", out[0].scalar_value<float>(), global_step);
+        log->scalar("accuracy", out[1].scalar_value<float>() / static_cast<double>(by.num_elements()), global_step);
+        log->scalar("learning_rate", rate.scalar_value<float>(), global_step);
+      }
     };
     if (opt.pipeline) {
       // The same batches as below (the same permutation of the rows), made by a pipeline:
@@ -230,6 +251,12 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
     }
     seconds += bar.end_epoch();
     test_accuracy = evaluate();
+    if (log) {  // after each epoch, as Keras's TensorBoard callback: the weights' histograms are 670k values
+      log->scalar("test_accuracy", test_accuracy, global_step);
+      const auto values = s.run({}, std::vector<endpoint>(m.weights.begin(), m.weights.end()));
+      for (std::size_t i = 0; i < values.size(); ++i) log->histogram(g.at(m.weights[i].node).name(), values[i], global_step);
+      log->flush();
+    }
     const auto file = checkpoints.save(s, prefix, epoch);
     std::printf("epoch %d: test accuracy %.2f%%, saved %s\n", epoch, 100 * test_accuracy, file.c_str());
   }
@@ -341,6 +368,7 @@ class mnist_builder {
     m_.learning_rate = g_.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
     const auto step = train::minimize(g_, m_.loss, vars_, train::adam{m_.learning_rate});
     const node& init = g_.op("NoOp", {}, {}, node_options("init").after(inits_));
+    m_.weights = vars_;
     return train_mnist(program, opt, mnist, g_, m_, step, init, description, options);
   }
 

@@ -6,7 +6,9 @@
 #include <weft/tools/summary.hpp>
 
 #include <cstdio>
+#include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 using namespace weft;
@@ -143,4 +145,27 @@ TEST_CASE("summaries: records reach the file at flush, and errors name the tag")
                     Catch::Contains("'names'") && Catch::Contains("uint8"));
   summary_writer other(dir.path, {.flush_seconds = 3600, .filename_suffix = ""});  // the same second: a file of its own
   CHECK(other.path() != log.path());
+}
+
+TEST_CASE("summaries: a histogram bucket found from the exponent is the binary search's, at every edge") {
+  const auto& limits = default_histogram_limits();
+  REQUIRE(limits.size() > 1000);
+  auto naive = [&](double v) {
+    const auto i = static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), v) - limits.begin());
+    return std::min(i, limits.size() - 1);
+  };
+  std::vector<double> values{0.0, -0.0, 1e-12, -1e-12, 5e-13, -5e-13, 1e-300, -1e-300, 4.9e-324, -4.9e-324, 1e20, -1e20, 1e25,
+                             -1e25, std::numeric_limits<double>::max(), -std::numeric_limits<double>::max(),
+                             std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+  for (double l : limits)  // every limit, and its neighbours
+    for (double v : {l, std::nextafter(l, 0.0), std::nextafter(l, l < 0 ? -HUGE_VAL : HUGE_VAL)}) values.push_back(v);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> exponent(-320, 320);
+  for (int i = 0; i < 20000; ++i) values.push_back((i % 2 ? -1 : 1) * std::pow(10.0, exponent(rng)));
+  std::size_t wrong = 0;
+  for (double v : values)
+    if (histogram_builder::bucket_of(v) != naive(v)) {
+      if (++wrong < 5) UNSCOPED_INFO("value " << v << ": " << histogram_builder::bucket_of(v) << " against " << naive(v));
+    }
+  CHECK(wrong == 0);
 }

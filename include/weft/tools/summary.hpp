@@ -66,40 +66,105 @@ inline const std::vector<double>& default_histogram_limits() {
   return limits;
 }
 
-// A serialized HistogramProto of `values` over TensorFlow's buckets (a value v lands in the
-// first bucket whose limit is above it; each run of empty buckets is written as one, with
-// the run's last limit, as TensorFlow's Histogram::EncodeToProto does). NaNs are an error;
-// infinities land in the end buckets.
-inline std::string histogram_proto(const std::vector<double>& values) {
-  const auto& limits = default_histogram_limits();
-  std::vector<double> counts(limits.size(), 0.0);
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0, squares = 0;
-  for (double v : values) {
+// A histogram over TensorFlow's buckets (a value v lands in the first bucket whose limit is
+// above it). `proto()` serializes it as TensorFlow's Histogram::EncodeToProto does: each
+// run of empty buckets written as one, with the run's last limit. NaNs are an error;
+// infinities land in the end buckets. A value's bucket is found from its binary exponent
+// (about 7 limits per octave) and a short scan, not a binary search over all 1,550 limits.
+class histogram_builder {
+ public:
+  histogram_builder() : counts_(default_histogram_limits().size(), 0.0) {}
+
+  void add(double v) {
     if (std::isnan(v)) fail(error_code::invalid_argument, "weft::summary_writer::histogram: a value is NaN");
-    const auto at = std::upper_bound(limits.begin(), limits.end(), v) - limits.begin();
-    counts[static_cast<std::size_t>(std::min<std::ptrdiff_t>(at, static_cast<std::ptrdiff_t>(limits.size()) - 1))] += 1;
-    lo = std::min(lo, v), hi = std::max(hi, v), sum += v, squares += v * v;
+    counts_[bucket_of(v)] += 1;
+    lo_ = std::min(lo_, v), hi_ = std::max(hi_, v), sum_ += v, squares_ += v * v, ++n_;
   }
-  if (values.empty()) lo = hi = 0;
-  wire::writer h;
-  h.float64(summary_proto::min, lo);
-  h.float64(summary_proto::max, hi);
-  h.float64(summary_proto::num, static_cast<double>(values.size()));
-  h.float64(summary_proto::sum, sum);
-  h.float64(summary_proto::sum_squares, squares);
-  std::string kept_limits, kept_counts;
-  for (std::size_t i = 0; i < limits.size();) {
-    double end = limits[i], count = counts[i];
-    ++i;
-    if (count <= 0)
-      while (i < limits.size() && counts[i] <= 0) end = limits[i], count = counts[i], ++i;
-    const auto l = std::bit_cast<std::uint64_t>(end), c = std::bit_cast<std::uint64_t>(count);
-    for (int b = 0; b < 8; ++b) kept_limits.push_back(static_cast<char>((l >> (8 * b)) & 0xff));
-    for (int b = 0; b < 8; ++b) kept_counts.push_back(static_cast<char>((c >> (8 * b)) & 0xff));
+
+  // The bucket of a value that is not NaN: the index of the first limit above v (the last
+  // for v at or above DBL_MAX).
+  static std::size_t bucket_of(double v) {
+    const auto& limits = default_histogram_limits();
+    std::size_t i;
+    const double m = std::abs(v);
+    const int e = m > 0 && std::isfinite(m) ? std::ilogb(m) : 0;
+    if (m < 1e-12) {
+      i = zero_index() + (v >= 0 ? 1 : 0);  // 0's limit for a tiny negative, 1e-12's otherwise
+    } else if (std::isfinite(m) && e >= table().lowest && e < table().lowest + static_cast<int>(table().positive.size())) {
+      const auto k = static_cast<std::size_t>(e - table().lowest);
+      i = v > 0 ? table().positive[k] : table().negative[k];
+      while (i < limits.size() && limits[i] <= v) ++i;
+    } else {
+      i = static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), v) - limits.begin());
+    }
+    return std::min(i, limits.size() - 1);
   }
-  h.bytes(summary_proto::bucket_limit, kept_limits);  // packed repeated doubles
-  h.bytes(summary_proto::bucket, kept_counts);
-  return h.take();
+
+  std::string proto() const {
+    const auto& limits = default_histogram_limits();
+    wire::writer h;
+    h.float64(summary_proto::min, n_ ? lo_ : 0.0);
+    h.float64(summary_proto::max, n_ ? hi_ : 0.0);
+    h.float64(summary_proto::num, static_cast<double>(n_));
+    h.float64(summary_proto::sum, sum_);
+    h.float64(summary_proto::sum_squares, squares_);
+    std::string kept_limits, kept_counts;
+    auto put = [](std::string& out, double d) {
+      const auto u = std::bit_cast<std::uint64_t>(d);
+      for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((u >> (8 * b)) & 0xff));
+    };
+    for (std::size_t i = 0; i < limits.size();) {
+      double end = limits[i], count = counts_[i];
+      ++i;
+      if (count <= 0)
+        while (i < limits.size() && counts_[i] <= 0) end = limits[i], count = counts_[i], ++i;
+      put(kept_limits, end);
+      put(kept_counts, count);
+    }
+    h.bytes(summary_proto::bucket_limit, kept_limits);  // packed repeated doubles
+    h.bytes(summary_proto::bucket, kept_counts);
+    return h.take();
+  }
+
+ private:
+  // For each binary exponent e of the finite limits' range: the first limit above 2^e (a
+  // positive value of that exponent lands there or later) and the first above -2^(e+1) (a
+  // negative one).
+  struct exponent_table {
+    int lowest = 0;
+    std::vector<std::size_t> positive, negative;
+  };
+  static const exponent_table& table() {
+    static const exponent_table t = [] {
+      const auto& limits = default_histogram_limits();
+      exponent_table r;
+      r.lowest = std::ilogb(1e-12);
+      for (int e = r.lowest; e <= std::ilogb(1e20) + 1; ++e) {
+        const double p = std::ldexp(1.0, e), q = -std::ldexp(1.0, e + 1);
+        r.positive.push_back(static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), p) - limits.begin()));
+        r.negative.push_back(static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), q) - limits.begin()));
+      }
+      return r;
+    }();
+    return t;
+  }
+  static std::size_t zero_index() {
+    static const std::size_t z = static_cast<std::size_t>(
+        std::lower_bound(default_histogram_limits().begin(), default_histogram_limits().end(), 0.0) -
+        default_histogram_limits().begin());
+    return z;
+  }
+  std::vector<double> counts_;
+  double lo_ = std::numeric_limits<double>::infinity(), hi_ = -std::numeric_limits<double>::infinity(), sum_ = 0,
+         squares_ = 0;
+  std::size_t n_ = 0;
+};
+
+// A serialized HistogramProto of `values` (histogram_builder's).
+inline std::string histogram_proto(const std::vector<double>& values) {
+  histogram_builder h;
+  for (double v : values) h.add(v);
+  return h.proto();
 }
 
 struct summary_writer_options {
@@ -147,25 +212,25 @@ class summary_writer {
     v.float32(summary_proto::simple_value, static_cast<float>(value));
     add_summary(v.take(), step);
   }
-  // The values of a float tensor (any shape), or of a vector of numbers.
+  // The values of a float or integer tensor (any shape), or of a vector of numbers.
   void histogram(std::string_view tag, const tensor& t, std::int64_t step) {
-    std::vector<double> values;
+    histogram_builder h;
+    auto each = [&](auto span) {
+      for (auto v : span) h.add(static_cast<double>(v));
+    };
     switch (t.dtype()) {
-      case dtype::float32: for (float v : t.flat<float>()) values.push_back(v); break;
-      case dtype::float64: for (double v : t.flat<double>()) values.push_back(v); break;
-      case dtype::int32: for (std::int32_t v : t.flat<std::int32_t>()) values.push_back(v); break;
-      case dtype::int64: for (std::int64_t v : t.flat<std::int64_t>()) values.push_back(static_cast<double>(v)); break;
+      case dtype::float32: each(t.flat<float>()); break;
+      case dtype::float64: each(t.flat<double>()); break;
+      case dtype::int32: each(t.flat<std::int32_t>()); break;
+      case dtype::int64: each(t.flat<std::int64_t>()); break;
       default:
         fail(error_code::invalid_argument, "weft::summary_writer::histogram '", tag, "': a ", t.dtype(),
              " tensor (float32, float64, int32 or int64 only)");
     }
-    histogram(tag, values, step);
+    add_histogram(tag, h.proto(), step);
   }
   void histogram(std::string_view tag, const std::vector<double>& values, std::int64_t step) {
-    wire::writer v;
-    v.bytes(summary_proto::tag, tag);
-    v.bytes(summary_proto::histo, histogram_proto(values));
-    add_summary(v.take(), step);
+    add_histogram(tag, histogram_proto(values), step);
   }
   // A string for TensorBoard's text plugin: a DT_STRING scalar TensorProto whose metadata
   // names the plugin "text".
@@ -203,6 +268,12 @@ class summary_writer {
  private:
   static double wall_seconds() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  void add_histogram(std::string_view tag, const std::string& histo, std::int64_t step) {
+    wire::writer v;
+    v.bytes(summary_proto::tag, tag);
+    v.bytes(summary_proto::histo, histo);
+    add_summary(v.take(), step);
   }
   void add_summary(const std::string& value, std::int64_t step) {
     wire::writer summary, e;
