@@ -27029,7 +27029,7 @@ class lstm_cell {
     auto h2 = sigmoid(g[3]) * tanh(c2);
     return lstm_state<decltype(h2), decltype(c2)>{h2, c2};
   }
-  // The step as rnn's scan calls it: the state, then the row of the inputs.
+  // The step as rnn's loop calls it: the state, then the row of the inputs.
   template <class H, class C, class X>
   auto step(const H& h, const C& c, const X& x) const {
     auto [h2, c2] = (*this)(x, h, c);
