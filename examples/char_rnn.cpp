@@ -28,7 +28,9 @@
 // (0.7), --data FILE (the data directory's kjv/kjv.txt), --max-perplexity X (exit with
 // status 1 above it, for tests), --checkpoint-dir DIR, --resume, --sorted-batches, --device
 // cpu|gpu (the model on GPU:0, where there is one: exit 77 otherwise), --threads N (0: every
-// core; else N threads for kernels, N - 1 beside them for nodes).
+// core; else N threads for kernels, N - 1 beside them for nodes), --logdir DIR (TensorBoard
+// event files: the graph, every --log-every N (100) steps the loss, accuracy and learning
+// rate, after each epoch the validation perplexity and the weights' histograms).
 #include <weft/dsl.hpp>
 #include <weft/weft.hpp>
 
@@ -42,9 +44,11 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "device_option.hpp"
@@ -55,7 +59,8 @@ namespace {
 using namespace weft;
 
 struct options {
-  int epochs = 2, batch = 32, hidden = 256, embed = 32, max_len = 128, sample = 300, threads = 0;
+  int epochs = 2, batch = 32, hidden = 256, embed = 32, max_len = 128, sample = 300, threads = 0, log_every = 100;
+  std::string logdir;  // TensorBoard event files (weft::summary_writer) under this directory
   long train_verses = 0;
   unsigned seed = 1;
   double lr = 0.003, decay = 0.7, temperature = 0.7, max_perplexity = 0;
@@ -71,7 +76,8 @@ options parse(int argc, char** argv) {
     std::fprintf(status ? stderr : stdout,
                  "usage: char_rnn [--epochs N] [--batch N] [--hidden N] [--embed N] [--lr X] [--decay X] [--seed N] "
                  "[--max-len N] [--train-verses N] [--sample N] [--temperature X] [--data FILE] [--max-perplexity X] "
-                 "[--checkpoint-dir DIR] [--resume] [--sorted-batches] [--device cpu|gpu] [--threads N]\n");
+                 "[--checkpoint-dir DIR] [--resume] [--sorted-batches] [--device cpu|gpu] [--threads N] [--logdir DIR] "
+                 "[--log-every N]\n");
     std::exit(status);
   };
   for (int i = 1; i < argc; ++i) {
@@ -103,6 +109,8 @@ options parse(int argc, char** argv) {
       else if (a == "--sorted-batches") o.queues = false;
       else if (a == "--device") o.device = value();
       else if (a == "--threads") o.threads = std::stoi(value());
+      else if (a == "--logdir") o.logdir = value();
+      else if (a == "--log-every") o.log_every = std::stoi(value());
       else if (a == "--help") usage(0);
       else usage(2);
     } catch (const std::logic_error&) {  // std::stoi and friends on a non-number
@@ -111,9 +119,9 @@ options parse(int argc, char** argv) {
     }
   }
   if (o.epochs < 1 || o.batch < 1 || o.hidden < 1 || o.embed < 1 || o.max_len < 2 || o.sample < 0 || o.temperature <= 0 ||
-      o.threads < 0) {
+      o.threads < 0 || o.log_every < 1) {
     std::fprintf(stderr, "char_rnn: --epochs, --batch, --hidden, --embed and --temperature must be positive, --max-len at least 2, "
-                         "--threads not negative\n");
+                         "--threads not negative, --log-every positive\n");
     std::exit(2);
   }
   return o;
@@ -357,6 +365,11 @@ int main(int argc, char** argv) try {
   // Lowered into the graph in one lowering (so each variable is one node), without fusion:
   // the training step differentiates the graph (weft::add_gradients).
   lowering cx(g, false);
+  // The trained variables first, at the top level: lowered first inside rnn's loop, their
+  // nodes would get the loop's name scope ("rnn/lstm/kernel"). Also --logdir's histograms.
+  std::vector<output> weights;
+  std::apply([&](const auto&... v) { (weights.push_back(weft::lower(cx, v)), ...); },
+             std::tuple_cat(embedding.variables(), cell.variables(), output_layer.variables()));
   const output loss_sum = weft::lower(cx, loss_sum_expr), correct = weft::lower(cx, correct_expr);
   const output probabilities = weft::lower(cx, probabilities_expr);
   const output next_h = weft::lower(cx, h1), next_c = weft::lower(cx, c1);
@@ -416,6 +429,14 @@ int main(int argc, char** argv) try {
               "Adam lr %g decaying by %g per epoch, seed %u\n",
               static_cast<long long>(embed), static_cast<long long>(hidden), static_cast<long long>(vocab), text.chars.size(),
               text.train.size(), text.validation.size(), opt.batch, opt.lr, opt.decay, opt.seed);
+  // With --logdir: the graph, the loss, accuracy and learning rate every --log-every steps.
+  std::optional<summary_writer> log;
+  if (!opt.logdir.empty()) {
+    log.emplace(opt.logdir);
+    log->graph(g);
+    std::printf("char_rnn: TensorBoard events in %s\n", log->path().c_str());
+  }
+  std::int64_t global_step = 0;
   weft_examples::progress bar(opt.epochs, static_cast<long>(train_batches.size()), 50);
   double perplexity = 0, seconds = 0;
   for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
@@ -428,6 +449,11 @@ int main(int argc, char** argv) try {
       feeds.push_back({learning_rate, rate});
       auto out = s.run(feeds, {loss, correct}, {train.step});
       bar.step(static_cast<long>(b.tokens), out[0].scalar_value<float>(), out[1].scalar_value<float>());
+      if (log && ++global_step % opt.log_every == 0) {
+        log->scalar("loss", out[0].scalar_value<float>(), global_step);
+        log->scalar("accuracy", out[1].scalar_value<float>() / b.tokens, global_step);
+        log->scalar("learning_rate", rate.scalar_value<float>(), global_step);
+      }
     };
     if (opt.queues) {
       bucketed_epoch input(text.train, opt.batch, opt.max_len, opt.seed * 1000003ull + static_cast<unsigned>(epoch));
@@ -437,6 +463,12 @@ int main(int argc, char** argv) try {
     }
     seconds += bar.end_epoch();
     perplexity = validation_perplexity();
+    if (log) {  // after each epoch: the validation perplexity and the weights' histograms
+      log->scalar("validation_perplexity", perplexity, global_step);
+      const auto values = s.run({}, std::vector<endpoint>(weights.begin(), weights.end()));
+      for (std::size_t i = 0; i < values.size(); ++i) log->histogram(g.at(weights[i].node).name(), values[i], global_step);
+      log->flush();
+    }
     const auto file = checkpoints.save(s, prefix, epoch);
     std::printf("epoch %d: training perplexity %.2f, validation perplexity %.2f, saved %s\n", epoch, std::exp(bar.mean_loss()),
                 perplexity, file.c_str());
