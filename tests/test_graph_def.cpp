@@ -20,27 +20,9 @@ namespace {
 
 const std::filesystem::path gd_data = WEFT_TEST_DATA_DIR;
 
-bool gd_have_protoc() {
-  static const bool have = std::system("protoc --version > /dev/null 2>&1") == 0;
-  return have;
-}
-
 // protoc's run over `bytes` (`--decode=tensorflow.GraphDef` or `--decode_raw`): its stdout.
 std::string gd_protoc(const std::string& bytes, const std::string& mode) {
-  test::temp_dir dir("weft_graph_def_protoc");
-  const auto in = dir.path / "in.pb";
-  std::ofstream(in, std::ios::binary) << bytes;
-  const std::string cmd = "protoc " + mode + " -I " + gd_data.string() + " " + (gd_data / "tensorflow_graph.proto").string() +
-                          " < " + in.string() + " 2>&1";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = ::pclose(p);
-  INFO("protoc printed: " << out);
-  REQUIRE(status == 0);
-  return out;
+  return test::protoc(bytes, mode, gd_data, "tensorflow_graph.proto");
 }
 
 std::string gd_slurp(const std::filesystem::path& p) {
@@ -130,7 +112,7 @@ TEST_CASE("wire: fields are written and read as protobuf's encoding guide spells
 TEST_CASE("GraphDef: a frozen TensorFlow graph encoded by protoc imports and runs") {
   const std::string bytes = gd_slurp(gd_data / "frozen_tf.pb");
   REQUIRE(!bytes.empty());
-  if (gd_have_protoc()) {  // the committed bytes are what protoc makes of the text
+  if (test::have_protoc()) {  // the committed bytes are what protoc makes of the text
     test::temp_dir dir("weft_graph_def_encode");
     const std::string cmd = "protoc --encode=tensorflow.GraphDef -I " + gd_data.string() + " " +
                             (gd_data / "tensorflow_graph.proto").string() + " < " + (gd_data / "frozen_tf.pbtxt").string() +
@@ -241,7 +223,7 @@ TEST_CASE("GraphDef: protoc decodes what weft writes, attrs of every kind") {
   auto& n = g.op("Neg", {c}, {}, node_options("neg").after({a.id()}));
   (void)s, (void)n;
   const std::string bytes = to_graph_def(g);
-  if (!gd_have_protoc()) {
+  if (!test::have_protoc()) {
     WARN("protoc is not installed (tools/install-deps installs it): weft's GraphDef is not decoded independently");
     return;
   }

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +31,33 @@ struct temp_dir {
   temp_dir& operator=(const temp_dir&) = delete;
   ~temp_dir() { std::filesystem::remove_all(path); }
 };
+
+// Whether protoc (Debian's protobuf-compiler, which tools/install-deps installs) runs here.
+inline bool have_protoc() {
+  static const bool have = std::system("protoc --version > /dev/null 2>&1") == 0;
+  return have;
+}
+
+// protoc's run over `bytes` with `mode` (`--decode=tensorflow.Event`, `--decode_raw`, ...)
+// against the schema `proto` in the directory `dir`: its standard output, which the test
+// fails on (printing it) when protoc exits with an error.
+inline std::string protoc(const std::string& bytes, const std::string& mode, const std::filesystem::path& dir,
+                          const std::string& proto) {
+  temp_dir tmp("weft_protoc");
+  const auto in = tmp.path / "in.pb";
+  std::ofstream(in, std::ios::binary) << bytes;
+  const std::string cmd =
+      "protoc " + mode + " -I " + dir.string() + " " + (dir / proto).string() + " < " + in.string() + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = ::pclose(p);
+  INFO("protoc printed: " << out);
+  REQUIRE(status == 0);
+  return out;
+}
 
 // A scalar int64 constant.
 inline output i64(graph& g, std::int64_t v) { return g.constant(tensor::scalar(v)); }
