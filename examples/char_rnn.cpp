@@ -52,7 +52,6 @@
 #include <vector>
 
 #include "device_option.hpp"
-#include "progress.hpp"
 
 namespace {
 
@@ -437,23 +436,27 @@ int main(int argc, char** argv) try {
     std::printf("char_rnn: TensorBoard events in %s\n", log->path().c_str());
   }
   std::int64_t global_step = 0;
-  weft_examples::progress bar(opt.epochs, static_cast<long>(train_batches.size()), 50);
+  // The epoch's progress (a line every 50 steps off a terminal) and the metrics' means (to the
+  // event file every --log-every steps).
+  progress_bar bar(static_cast<std::int64_t>(train_batches.size()), {.line_every = 50});
+  metrics_logger metrics(log ? &*log : nullptr, opt.log_every);
   double perplexity = 0, seconds = 0;
   for (int epoch = first_epoch; epoch <= opt.epochs; ++epoch) {
     std::mt19937_64 shuffle(opt.seed * 1000003ull + static_cast<unsigned>(epoch));
     std::shuffle(train_batches.begin(), train_batches.end(), shuffle);
     const tensor rate = tensor::scalar(static_cast<float>(opt.lr * std::pow(opt.decay, epoch - 1)));
-    bar.start_epoch(epoch);
+    bar.start("epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs));
+    metrics.start_epoch();
     auto step = [&](const batch& b) {
       feed_list feeds = feeds_of(b);
       feeds.push_back({learning_rate, rate});
       auto out = s.run(feeds, {loss, correct}, {train.step});
-      bar.step(static_cast<long>(b.tokens), out[0].scalar_value<float>(), out[1].scalar_value<float>());
-      if (log && ++global_step % opt.log_every == 0) {
-        log->scalar("loss", out[0].scalar_value<float>(), global_step);
-        log->scalar("accuracy", out[1].scalar_value<float>() / b.tokens, global_step);
-        log->scalar("learning_rate", rate.scalar_value<float>(), global_step);
-      }
+      const auto tokens = static_cast<double>(b.tokens);  // the loss is a mean per token
+      metrics.add("loss", out[0].scalar_value<float>(), tokens);
+      metrics.add("accuracy", out[1].scalar_value<float>() / tokens, tokens);
+      metrics.add("learning_rate", rate.scalar_value<float>());
+      metrics.end_step(++global_step);
+      bar.step(static_cast<std::int64_t>(b.tokens), metrics.text());
     };
     if (opt.queues) {
       bucketed_epoch input(text.train, opt.batch, opt.max_len, opt.seed * 1000003ull + static_cast<unsigned>(epoch));
@@ -461,16 +464,17 @@ int main(int argc, char** argv) try {
     } else {
       for (const auto& rows : train_batches) step(make_batch(text.train, rows, hidden));
     }
-    seconds += bar.end_epoch();
+    const double training_loss = metrics.mean("loss");
+    seconds += bar.end(metrics.text());
     perplexity = validation_perplexity();
     if (log) {  // after each epoch: the validation perplexity and the weights' histograms
-      log->scalar("validation_perplexity", perplexity, global_step);
+      metrics.scalar("validation_perplexity", perplexity, global_step);
       const auto values = s.run({}, std::vector<endpoint>(weights.begin(), weights.end()));
       for (std::size_t i = 0; i < values.size(); ++i) log->histogram(g.at(weights[i].node).name(), values[i], global_step);
       log->flush();
     }
     const auto file = checkpoints.save(s, prefix, epoch);
-    std::printf("epoch %d: training perplexity %.2f, validation perplexity %.2f, saved %s\n", epoch, std::exp(bar.mean_loss()),
+    std::printf("epoch %d: training perplexity %.2f, validation perplexity %.2f, saved %s\n", epoch, std::exp(training_loss),
                 perplexity, file.c_str());
     std::printf("sample: %s\n", generate(opt.seed + static_cast<unsigned>(epoch)).c_str());
   }

@@ -21,7 +21,6 @@
 #include <utility>
 #include <vector>
 
-#include "progress.hpp"
 
 namespace weft_examples {
 
@@ -198,7 +197,10 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
   std::int64_t global_step = 0;
   std::vector<std::int64_t> order(static_cast<std::size_t>(train_size));
   const long steps = static_cast<long>((train_size + opt.batch - 1) / opt.batch);
-  progress bar(opt.epochs, steps);
+  // The epoch's progress (redrawn in place on a terminal, a line every 100 steps elsewhere)
+  // with the metrics' means, which go to the event file every --log-every steps too.
+  progress_bar bar(steps);
+  metrics_logger metrics(log ? &*log : nullptr, opt.log_every);
   std::printf("%s: %s, %lld training and %lld test images, batch %d, Adam lr %g decaying by %g per epoch, seed %u\n", program,
               description.c_str(), static_cast<long long>(train_size), static_cast<long long>(mnist.test.size()), opt.batch,
               opt.lr, opt.decay, opt.seed);
@@ -222,18 +224,19 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
     std::mt19937_64 shuffle(opt.seed * 1000003ull + static_cast<unsigned>(epoch));
     std::shuffle(order.begin(), order.end(), shuffle);
     const tensor rate = tensor::scalar(static_cast<float>(opt.lr * std::pow(opt.decay, epoch - 1)));
-    bar.start_epoch(epoch);
+    bar.start("epoch " + std::to_string(epoch) + "/" + std::to_string(opt.epochs));
+    metrics.start_epoch();
     auto step = [&](const tensor& bx, const tensor& by, bool first) {
       feed_list feeds{{m.images, bx}, {m.labels, by}, {m.learning_rate, rate}};
       for (const auto& [o, t] : m.train_feeds) feeds.push_back({o, t});
       auto out = s.run(feeds, {m.loss, m.correct}, {train.step});
       if (epoch == first_epoch && first && s.devices().size() > 1) print_placement(s, feeds, {m.loss, m.correct}, train.step);
-      bar.step(static_cast<long>(by.num_elements()), out[0].scalar_value<float>(), out[1].scalar_value<float>());
-      if (log && ++global_step % opt.log_every == 0) {
-        log->scalar("loss", out[0].scalar_value<float>(), global_step);
-        log->scalar("accuracy", out[1].scalar_value<float>() / static_cast<double>(by.num_elements()), global_step);
-        log->scalar("learning_rate", rate.scalar_value<float>(), global_step);
-      }
+      const auto n = static_cast<double>(by.num_elements());
+      metrics.add("loss", out[0].scalar_value<float>(), n);
+      metrics.add("accuracy", out[1].scalar_value<float>() / n, n);
+      metrics.add("learning_rate", rate.scalar_value<float>());
+      metrics.end_step(++global_step);
+      bar.step(by.num_elements(), metrics.text());
     };
     if (opt.pipeline) {
       // The same batches as below (the same permutation of the rows), made by a pipeline:
@@ -249,10 +252,10 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
         step(bx, by, first == 0);
       }
     }
-    seconds += bar.end_epoch();
+    seconds += bar.end(metrics.text());
     test_accuracy = evaluate();
     if (log) {  // after each epoch, as Keras's TensorBoard callback: the weights' histograms are 670k values
-      log->scalar("test_accuracy", test_accuracy, global_step);
+      metrics.scalar("test_accuracy", test_accuracy, global_step);
       const auto values = s.run({}, std::vector<endpoint>(m.weights.begin(), m.weights.end()));
       for (std::size_t i = 0; i < values.size(); ++i) log->histogram(g.at(m.weights[i].node).name(), values[i], global_step);
       log->flush();

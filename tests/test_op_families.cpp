@@ -53,7 +53,8 @@ TEST_CASE("standard_ops lists exactly the ops of every standard family") {
       {"array", ops::array_op_defs},   {"math", ops::math_op_defs},     {"reduction", ops::reduction_op_defs},
       {"matrix", ops::matrix_op_defs}, {"random", ops::random_op_defs}, {"state", ops::state_op_defs},
       {"nn", ops::nn_op_defs},         {"training", ops::training_op_defs}, {"io", ops::io_op_defs},
-      {"data_flow", ops::data_flow_op_defs}, {"parsing", ops::parsing_op_defs}, {"control", ops::control_flow_op_defs}};
+      {"data_flow", ops::data_flow_op_defs}, {"parsing", ops::parsing_op_defs}, {"summary", ops::summary_op_defs},
+      {"control", ops::control_flow_op_defs}};
   for (auto [family, defs] : families)
     for (const auto& d : defs()) defined.emplace(d.name, family);
   CHECK(listed == defined);
@@ -97,4 +98,5 @@ TEST_CASE("the op types of each family name its ops and their gradient rules") {
   check_op_types<ops::families::io>(ops::families::io::types{}, ops::io_op_defs);
   check_op_types<ops::families::data_flow>(ops::families::data_flow::types{}, ops::data_flow_op_defs);
   check_op_types<ops::families::parsing>(ops::families::parsing::types{}, ops::parsing_op_defs);
+  check_op_types<ops::families::summary>(ops::families::summary::types{}, ops::summary_op_defs);
 }

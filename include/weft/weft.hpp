@@ -29,6 +29,7 @@
 #include <weft/runtime/queue_runner.hpp>
 #include <weft/runtime/session.hpp>
 #include <weft/tools/dot.hpp>
+#include <weft/tools/progress.hpp>
 #include <weft/tools/summary.hpp>
 #include <weft/tools/timeline.hpp>
 

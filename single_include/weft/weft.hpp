@@ -1615,6 +1615,13 @@ class op_def_builder {
     def_.attrs.push_back(detail::parse_attr(def_.name, spec));
     return *this;
   }
+  // An attr with a default the spec cannot spell (a tensor's, say): `spec` has no "= ...".
+  op_def_builder& attr(std::string_view spec, attr_value default_value) {
+    auto a = detail::parse_attr(def_.name, spec);
+    a.default_value = std::move(default_value);
+    def_.attrs.push_back(std::move(a));
+    return *this;
+  }
   op_def_builder& stateful(bool v = true) {
     def_.stateful = v;
     return *this;
@@ -2581,6 +2588,7 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
   if (family == "io") return "weft::ops::register_io_ops() or weft::cpu::register_io_kernels()";
   if (family == "parsing") return "weft::ops::register_parsing_ops() or weft::cpu::register_parsing_kernels()";
+  if (family == "summary") return "weft::ops::register_summary_ops() or weft::cpu::register_summary_kernels()";
   if (family == "data_flow") return "weft::ops::register_data_flow_ops() or weft::cpu::register_data_flow_kernels()";
   if (family == "control") return "weft::ops::register_control_flow_ops() (the executor runs these ops itself)";
   return "weft::ops::register_standard_ops()";
@@ -5439,6 +5447,139 @@ struct state {
 }  // namespace families
 
 }  // namespace weft::ops
+// Summary ops (TensorFlow's, for TensorBoard): each outputs a string scalar, a serialized
+// Summary message (runtime/summary_proto.hpp), which a summary_writer (tools/summary.hpp)
+// writes to an event file with `summary(value, step)`:
+//   ScalarSummary(tags: string, values: T) -> summary     one simple_value per element,
+//       tags and values of the same shape
+//   HistogramSummary(tag: string, values: T) -> summary   values (any shape) in TensorFlow's
+//       default buckets; a NaN or infinite value is an error naming the node
+//   ImageSummary(tag: string, tensor: T; max_images >= 1 = 3, bad_color) -> summary
+//       tensor [batch, height, width, channels], channels 1, 3 or 4: the first max_images
+//       images as PNG; uint8 as they are, float16/32/64 scaled to [0, 255] (by 255 / max
+//       when nothing is negative, else by 127 / max |x| around 128), pixels that are not
+//       finite in bad_color (a uint8 vector, opaque red by default)
+//   TensorSummaryV2(tag: string, tensor: T, serialized_summary_metadata: string) -> summary
+//       the tensor itself (a TensorProto), with the plugin metadata given
+//   MergeSummary(inputs: N * string) -> summary     the values of every input Summary (of
+//       any shape) in one; a tag found twice is an error
+// All are stateless; ScalarSummary, HistogramSummary and TensorSummaryV2 take every real
+// number dtype (TensorSummaryV2 also strings and bool).
+
+#include <string>
+#include <vector>
+
+
+namespace weft::ops {
+
+namespace detail {
+inline constexpr const char* summary_number_types =
+    "T: {float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, uint16, uint32, uint64}";
+
+inline void summary_output(shape_context& c) { c.set_output(0, partial_shape(std::vector<std::int64_t>{})); }
+
+inline tensor default_bad_color() {
+  tensor t(dtype::uint8, shape({4}));
+  const std::uint8_t red[4] = {255, 0, 0, 255};
+  for (int i = 0; i < 4; ++i) t.data<std::uint8_t>()[i] = red[i];
+  return t;
+}
+}  // namespace detail
+
+inline std::vector<op_def> summary_op_defs() {
+  std::vector<op_def> defs;
+  defs.push_back(op_def_builder("ScalarSummary")
+                     .input("tags: string")
+                     .input("values: T")
+                     .output("summary: string")
+                     .attr(detail::summary_number_types)
+                     .shape_fn([](shape_context& c) {
+                       const auto &t = c.input(0), &v = c.input(1);
+                       if (t.rank_known() && v.rank_known()) {
+                         bool same = t.rank() == v.rank();
+                         for (int i = 0; same && i < t.rank(); ++i) same = t[i] < 0 || v[i] < 0 || t[i] == v[i];
+                         if (!same) c.fail("tags and values must have the same shape, got ", t, " and ", v);
+                       }
+                       detail::summary_output(c);
+                     })
+                     .cheap()
+                     .build());
+  defs.push_back(op_def_builder("HistogramSummary")
+                     .input("tag: string")
+                     .input("values: T")
+                     .output("summary: string")
+                     .attr(std::string(detail::summary_number_types) + " = float32")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 0, "tag");
+                       detail::summary_output(c);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("ImageSummary")
+                     .input("tag: string")
+                     .input("tensor: T")
+                     .output("summary: string")
+                     .attr("max_images: int = 3")
+                     .attr("T: {uint8, float32, float16, float64} = float32")
+                     .attr("bad_color: tensor", attr_value(detail::default_bad_color()))
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 0, "tag");
+                       require_rank(c, 1, 4, "tensor (images: [batch, height, width, channels])");
+                       const auto& in = c.input(1);
+                       if (in.rank_known() && in[3] >= 0 && in[3] != 1 && in[3] != 3 && in[3] != 4)
+                         c.fail("images have 1, 3 or 4 channels, got shape ", in);
+                       if (c.attr<std::int64_t>("max_images") < 1)
+                         c.fail("max_images must be at least 1, got ", c.attr<std::int64_t>("max_images"));
+                       const auto& bad = c.attr<tensor>("bad_color");
+                       if (bad.dtype() != dtype::uint8 || bad.shape().rank() != 1)
+                         c.fail("bad_color must be a uint8 vector, got ", bad.dtype(), bad.shape());
+                       detail::summary_output(c);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("TensorSummaryV2")
+                     .input("tag: string")
+                     .input("tensor: T")
+                     .input("serialized_summary_metadata: string")
+                     .output("summary: string")
+                     .attr("T: any type")
+                     .shape_fn([](shape_context& c) {
+                       require_rank(c, 0, 0, "tag");
+                       require_rank(c, 2, 0, "serialized_summary_metadata");
+                       detail::summary_output(c);
+                     })
+                     .build());
+  defs.push_back(op_def_builder("MergeSummary")
+                     .input("inputs: N * string")
+                     .output("summary: string")
+                     .attr("N: int")
+                     .shape_fn([](shape_context& c) {
+                       if (c.num_inputs() < 1) c.fail("needs at least one summary to merge");
+                       detail::summary_output(c);
+                     })
+                     .cheap()
+                     .build());
+  return defs;
+}
+
+// Adds the summary ops to the global registry, once; registering the family's kernels calls it.
+inline void register_summary_ops() { op_registry::global().add_family("summary", summary_op_defs); }
+
+// The ops of this family as C++ types (framework/kernel_for.hpp).
+WEFT_DETAIL_OP_TYPE(ScalarSummary, summary)
+WEFT_DETAIL_OP_TYPE(HistogramSummary, summary)
+WEFT_DETAIL_OP_TYPE(ImageSummary, summary)
+WEFT_DETAIL_OP_TYPE(TensorSummaryV2, summary)
+WEFT_DETAIL_OP_TYPE(MergeSummary, summary)
+// The whole family (its kernels for every dtype, on each device type).
+namespace families {
+struct summary {
+  static constexpr const char* name = "summary";
+  static constexpr bool in_cpu_registry = true;
+  using types = type_list<ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary>;
+  static void define() { register_summary_ops(); }
+};
+}  // namespace families
+
+}  // namespace weft::ops
 // Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
 // variables, in place from a gradient, and outputs the variable's reference. Hyper-
 // parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
@@ -5531,7 +5672,7 @@ namespace weft::ops {
 using standard_families = type_list<families::core, families::array, families::math, families::reduction,
                                     families::matrix, families::random, families::state, families::nn,
                                     families::training, families::io, families::data_flow,
-                                    families::parsing>;
+                                    families::parsing, families::summary>;
 
 inline void register_standard_ops() {
   []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});
@@ -11592,6 +11733,13 @@ class deadline_timer {
 
 namespace weft {
 
+// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
+struct tensor_stats {
+  weft::dtype dtype = weft::dtype::invalid;
+  weft::shape shape{};
+  std::size_t bytes = 0;
+};
+
 // One record of a traced step.
 struct node_stats {
   std::string node;
@@ -11600,6 +11748,9 @@ struct node_stats {
   int thread = 0;
   std::int64_t start_ns = 0;  // since the step started
   std::int64_t end_ns = 0;
+  std::vector<tensor_stats> outputs{};  // the node's outputs (a _Send: the value it sends)
+  std::size_t bytes_in_use = 0;         // the device's memory in use when the node ended
+  int start_thread = -1;                // an async kernel's: the thread that started it
 };
 
 struct step_stats {
@@ -11902,7 +12053,7 @@ class step final : rendezvous::receiver {
           node_done(1);
           continue;
         }
-        if (options_.trace) record(xn, t0);
+        if (options_.trace) record(xn, t0, outputs);
       }
       clear(inputs);
       ready.clear();
@@ -11962,10 +12113,12 @@ class step final : rendezvous::receiver {
       std::unique_ptr<kernel_context> ctx;
       std::int64_t t0;
       std::thread::id caller = std::this_thread::get_id();
+      int caller_index = 0;  // the tracing thread index of the caller
     };
     auto state = std::make_shared<async_state>();
     state->outputs.resize(static_cast<std::size_t>(xn.num_outputs));
     state->t0 = options_.trace ? now_ns() : 0;
+    if (options_.trace) state->caller_index = detail::thread_index();
     try {
       snapshot_refs(xn, inputs);
     } catch (...) {
@@ -11983,7 +12136,7 @@ class step final : rendezvous::receiver {
         node_done(1);
         return;
       }
-      if (options_.trace) record(xn, state->t0);
+      if (options_.trace) record(xn, state->t0, state->outputs, state->caller_index);
       clear(inputs);
       ready_list ready;
       propagate(tn, xn, state->outputs, ready);
@@ -12045,7 +12198,7 @@ class step final : rendezvous::receiver {
       if (t.lossy) v.value = truncate_to_bfloat16(v.value);
     }
     clear(inputs);
-    if (options_.trace) record(xn, t0);
+    if (options_.trace) record(xn, t0, std::span<const entry>(&v, 1));
     try {
       rendezvous_->send(t.edge, std::move(v), t.key, iteration_key(tn));
     } catch (...) {
@@ -12093,7 +12246,7 @@ class step final : rendezvous::receiver {
     } else if (!v.dead) {
       v.value = on_device(xn, std::move(v.value));
     }
-    if (options_.trace) record(xn, w.t0);
+    if (options_.trace) record(xn, w.t0, std::span<const entry>(&v, 1));
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
   }
@@ -12549,14 +12702,25 @@ class step final : rendezvous::receiver {
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
-  void record(const exec_node& xn, std::int64_t t0) {
+  // `outputs`: what the node made (for a Send, the value sent); `start_thread`: the thread
+  // that started an async kernel.
+  void record(const exec_node& xn, std::int64_t t0, std::span<const entry> outputs = {}, int start_thread = -1) {
     node_stats s;
+    const device& d = device_of(xn);
     if (xn.transfer >= 0) {
       const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
-      s = {t.key, t.send ? "_Send" : "_Recv", device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+      s.node = t.key, s.op = t.send ? "_Send" : "_Recv";
     } else {
-      s = {xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+      s.node = xn.def->name(), s.op = xn.def->op();
     }
+    s.device = d.name(), s.thread = detail::thread_index(), s.start_ns = t0, s.end_ns = now_ns();
+    s.outputs.reserve(outputs.size());
+    for (const entry& e : outputs) {
+      if (e.dead || !e.value.valid()) s.outputs.push_back({});
+      else s.outputs.push_back({e.value.dtype(), e.value.shape(), e.value.bytes()});
+    }
+    s.bytes_in_use = d.bytes_in_use();
+    s.start_thread = start_thread;
     std::lock_guard lock(trace_mutex_);
     stats_.nodes.push_back(std::move(s));
   }
@@ -16939,94 +17103,339 @@ class input_pipeline {
 };
 
 }  // namespace weft
-// GraphViz DOT of a graph (`dot -Tsvg`): write_dot(g, out), to_dot(g), either with a placement.
+// GraphViz pictures of a graph: `to_dot(g, options)` / `write_dot(g, out, options)` give DOT
+// text, `render_svg(dot_text)` and `write_svg(g, path, options)` run Graphviz's `dot` (Debian's
+// graphviz package) to make SVG.
+//
+// Name scopes ("layer1/w", "gradients/layer1/MatMul_grad/...") become nested clusters, so
+// a model's layers, its gradient and its optimizer's slots read at a glance; scopes named in
+// `dot_options::collapse`, or nested deeper than `dot_options::depth`, are drawn as one box
+// each (with their node count), with the edges between boxes merged. Nodes are coloured by
+// device: the device each node was placed on when a placement is given (session::placement(),
+// passes::place()), with its simulated start and finish in the label and the nodes the
+// placed run does not need in grey; else the device a node requests, where it names one. A
+// legend lists the colours. Control edges are dotted; control-flow nodes have shapes of their
+// own (Switch and Merge diamonds, Enter and Exit trapezia, LoopCond an octagon, NextIteration
+// a circle), the edges out of a NextIteration are drawn as blue back edges, and nodes inside a
+// loop have a blue border; transfers between devices are red.
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 
 namespace weft {
 
+struct dot_options {
+  const passes::placement* placed = nullptr;  // colour by the devices nodes were placed on
+  bool scopes = true;                         // name scopes as nested clusters
+  int depth = -1;                             // scopes nested deeper than this are one box each (-1: none)
+  std::vector<std::string> collapse{};        // scopes drawn as one box each ("gradients", "Adam")
+};
+
 namespace detail {
-inline std::string dot_escape(const std::string& s) {
+inline std::string dot_escape(std::string_view s) {
   std::string out;
   for (char ch : s) {
     if (ch == '"' || ch == '\\') out += '\\';
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
     out += ch;
   }
   return out;
 }
+
+// The scopes of a node name: "a/b/c" is in "a" and "a/b".
+inline std::vector<std::string> dot_scopes_of(const std::string& name) {
+  std::vector<std::string> out;
+  for (std::size_t p = name.find('/'); p != std::string::npos; p = name.find('/', p + 1))
+    if (p > 0) out.push_back(name.substr(0, p));
+  return out;
+}
+
+inline const char* dot_shape(flow kind) {
+  switch (kind) {
+    case flow::switch_:
+    case flow::merge: return "diamond";
+    case flow::enter: return "invtrapezium";
+    case flow::exit: return "trapezium";
+    case flow::next_iteration: return "circle";
+    case flow::loop_cond: return "octagon";
+    default: return "box";
+  }
+}
 }  // namespace detail
 
-// GraphViz DOT of g: one box per node (name, op, dtype and shape), dotted control edges,
-// and one cluster per requested device. With a placement (session::placement(), or
-// passes::place()), one cluster per device the nodes were placed on instead, each device's
-// boxes filled with its own colour, the simulated start and finish in each label, and the
-// nodes the placed run does not need left grey outside the clusters.
-inline void write_dot(const graph& g, std::ostream& out, const passes::placement* placed = nullptr) {
-  out << "digraph weft {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+inline void write_dot(const graph& g, std::ostream& out, const dot_options& options) {
   static constexpr const char* colours[] = {"#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#8dd3c7", "#bebada"};
-  std::map<std::string, std::vector<int>> by_device;
+  const passes::placement* placed = options.placed;
+  const int n = g.size();
+  // Each node's device (an index into `devices`, -1 for none) and its placement record.
+  std::vector<std::string> devices;
+  std::vector<int> device_of(static_cast<std::size_t>(n), -1);
   std::map<int, const passes::node_placement*> records;
-  if (placed)
+  if (placed) {
+    devices = placed->device_names;
     for (const auto& r : placed->nodes) records[r.node] = &r;
-  auto device_of = [&](int id) -> int {
-    if (!placed || static_cast<std::size_t>(id) >= placed->device_of.size()) return -1;
-    return placed->device_of[static_cast<std::size_t>(id)];
-  };
-  for (int id = 0; id < g.size(); ++id) {
-    const int d = device_of(id);
-    by_device[placed ? (d >= 0 ? placed->device_names[static_cast<std::size_t>(d)] : std::string()) : g.at(id).device()]
-        .push_back(id);
-  }
-  int cluster = 0;
-  for (const auto& [device, ids] : by_device) {
-    std::string indent = "  ";
-    if (!device.empty()) {
-      out << "  subgraph cluster_" << cluster++ << " {\n    label=\"" << detail::dot_escape(device) << "\";\n";
-      indent = "    ";
+    for (int id = 0; id < n && static_cast<std::size_t>(id) < placed->device_of.size(); ++id)
+      device_of[static_cast<std::size_t>(id)] = placed->device_of[static_cast<std::size_t>(id)];
+  } else {
+    std::map<std::string, int> index;
+    for (int id = 0; id < n; ++id) {
+      const std::string& d = g.at(id).device();
+      if (d.empty()) continue;
+      auto [it, fresh] = index.emplace(d, static_cast<int>(devices.size()));
+      if (fresh) devices.push_back(d);
+      device_of[static_cast<std::size_t>(id)] = it->second;
     }
-    for (int id : ids) {
-      const node& n = g.at(id);
-      out << indent << "n" << id << " [label=\"" << detail::dot_escape(n.name()) << "\\n" << n.op();
-      for (int p = 0; p < n.num_outputs(); ++p) out << "\\n" << n.output_dtype(p) << n.output_shape(p);
-      const int d = device_of(id);
-      if (d >= 0 && records.count(id)) {
-        const auto* r = records[id];
-        out << "\\n" << r->start * 1e6 << "-" << r->finish * 1e6 << " us";
+  }
+  auto colour = [&](int d) { return colours[static_cast<std::size_t>(d) % std::size(colours)]; };
+  // Which nodes run inside a loop (frames of an unchecked analysis: a malformed graph is
+  // still drawn, without the marks).
+  std::vector<bool> in_loop(static_cast<std::size_t>(n), false);
+  try {
+    const auto frames = passes::find_frames(g, false);
+    for (int id = 0; id < n; ++id) in_loop[static_cast<std::size_t>(id)] = frames.of(id) != 0;
+  } catch (const error&) {
+  }
+
+  // Where each node is drawn: its own box, or the box of the outermost collapsed scope it is in.
+  const std::set<std::string> collapse(options.collapse.begin(), options.collapse.end());
+  std::vector<std::string> box_scope(static_cast<std::size_t>(n));  // "" for its own box
+  std::vector<std::vector<std::string>> scopes(static_cast<std::size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    auto all = options.scopes || !collapse.empty() || options.depth >= 0 ? detail::dot_scopes_of(g.at(id).name())
+                                                                         : std::vector<std::string>{};
+    for (std::size_t k = 0; k < all.size(); ++k)
+      if (collapse.count(all[k]) || (options.depth >= 0 && static_cast<int>(k) >= options.depth)) {
+        box_scope[static_cast<std::size_t>(id)] = all[k];
+        all.resize(k);  // drawn in the collapsed scope's parents
+        break;
       }
-      out << "\"";
-      if (d >= 0)
-        out << ", style=filled, fillcolor=\"" << colours[static_cast<std::size_t>(d) % std::size(colours)] << "\"";
-      else if (placed)
-        out << ", color=grey, fontcolor=grey";
-      out << "];\n";
-    }
-    if (!device.empty()) out << "  }\n";
+    scopes[static_cast<std::size_t>(id)] = options.scopes ? std::move(all) : std::vector<std::string>{};
   }
-  for (int id = 0; id < g.size(); ++id) {
-    const node& n = g.at(id);
-    for (const auto& in : n.inputs()) {
-      out << "  n" << in.node << " -> n" << n.id() << " [label=\"" << in.port << "\"";
-      const int from = device_of(in.node), to = device_of(id);
-      if (from >= 0 && to >= 0 && from != to) out << ", color=red, penwidth=2";  // a transfer between devices
+  auto vertex = [&](int id) {
+    const auto& s = box_scope[static_cast<std::size_t>(id)];
+    return s.empty() ? "n" + std::to_string(id) : "\"scope:" + detail::dot_escape(s) + "\"";
+  };
+
+  // The cluster tree: each scope's nodes and collapsed boxes, and its child scopes.
+  struct cluster {
+    std::vector<int> nodes;
+    std::map<std::string, std::vector<int>> boxes;  // collapsed scope -> its nodes
+    std::set<std::string> children;
+  };
+  std::map<std::string, cluster> clusters;  // "" is the top level
+  for (int id = 0; id < n; ++id) {
+    const auto& sc = scopes[static_cast<std::size_t>(id)];
+    std::string parent;
+    for (const auto& s : sc) {
+      clusters[parent].children.insert(s);
+      parent = s;
+    }
+    const auto& box = box_scope[static_cast<std::size_t>(id)];
+    if (box.empty()) clusters[parent].nodes.push_back(id);
+    else clusters[parent].boxes[box].push_back(id);
+  }
+
+  out << "digraph weft {\n  rankdir=TB;\n  compound=true;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  int cluster_id = 0;
+  auto draw_node = [&](int id, const std::string& indent) {
+    const node& nd = g.at(id);
+    out << indent << "n" << id << " [label=\"" << detail::dot_escape(nd.name()) << "\\n" << nd.op();
+    for (int p = 0; p < nd.num_outputs(); ++p) out << "\\n" << nd.output_dtype(p) << nd.output_shape(p);
+    const int d = device_of[static_cast<std::size_t>(id)];
+    if (placed && d >= 0 && records.count(id)) {
+      const auto* r = records[id];
+      out << "\\n" << r->start * 1e6 << "-" << r->finish * 1e6 << " us";
+    }
+    out << "\"";
+    if (nd.def().control != flow::plain) out << ", shape=" << detail::dot_shape(nd.def().control);
+    if (d >= 0) out << ", style=filled, fillcolor=\"" << colour(d) << "\"";
+    else if (placed) out << ", color=grey, fontcolor=grey";
+    if (in_loop[static_cast<std::size_t>(id)]) out << ", color=\"#1f78b4\", penwidth=2";
+    out << "];\n";
+  };
+  auto draw_box = [&](const std::string& scope, const std::vector<int>& ids, const std::string& indent) {
+    std::set<int> devs;
+    for (int id : ids) devs.insert(device_of[static_cast<std::size_t>(id)]);
+    out << indent << "\"scope:" << detail::dot_escape(scope) << "\" [label=\"" << detail::dot_escape(scope) << "/\\n"
+        << ids.size() << (ids.size() == 1 ? " node" : " nodes") << "\", shape=box3d";
+    if (devs.size() == 1 && *devs.begin() >= 0) out << ", style=filled, fillcolor=\"" << colour(*devs.begin()) << "\"";
+    out << "];\n";
+  };
+  auto draw = [&](auto& self, const std::string& scope, const std::string& indent) -> void {
+    const cluster& c = clusters[scope];
+    for (const auto& child : c.children) {
+      const auto slash = child.rfind('/');
+      out << indent << "subgraph cluster_" << cluster_id++ << " {\n"
+          << indent << "  label=\"" << detail::dot_escape(slash == std::string::npos ? child : child.substr(slash + 1))
+          << "\";\n"
+          << indent << "  style=rounded;\n";
+      self(self, child, indent + "  ");
+      out << indent << "}\n";
+    }
+    for (const auto& [box, ids] : c.boxes) draw_box(box, ids, indent);
+    for (int id : c.nodes) draw_node(id, indent);
+  };
+  draw(draw, "", "  ");
+
+  // Edges; those into or out of a collapsed box merged, with their count.
+  std::map<std::pair<std::string, std::string>, int> merged;
+  for (int id = 0; id < n; ++id) {
+    const node& nd = g.at(id);
+    const std::string to = vertex(id);
+    for (const auto& in : nd.inputs()) {
+      const std::string from = vertex(in.node);
+      if (from == to && from[0] == '"') continue;  // inside one collapsed box
+      const int a = device_of[static_cast<std::size_t>(in.node)], b = device_of[static_cast<std::size_t>(id)];
+      if (from[0] == '"' || to[0] == '"') {
+        ++merged[{from, to}];
+        continue;
+      }
+      out << "  " << from << " -> " << to << " [label=\"" << in.port << "\"";
+      if (g.at(in.node).def().control == flow::next_iteration) out << ", color=\"#1f78b4\", style=bold, constraint=false";
+      else if (a >= 0 && b >= 0 && a != b) out << ", color=red, penwidth=2";  // a transfer between devices
       out << "];\n";
     }
-    for (int c : n.control_inputs()) out << "  n" << c << " -> n" << n.id() << " [style=dotted];\n";
+    for (int c : nd.control_inputs()) {
+      const std::string from = vertex(c);
+      if (from == to && from[0] == '"') continue;
+      if (from[0] == '"' || to[0] == '"') {
+        ++merged[{from, to}];
+        continue;
+      }
+      out << "  " << from << " -> " << to << " [style=dotted];\n";
+    }
+  }
+  for (const auto& [edge, count] : merged) {
+    out << "  " << edge.first << " -> " << edge.second;
+    if (count > 1) out << " [label=\"" << count << "\"]";
+    out << ";\n";
+  }
+  if (!devices.empty()) {
+    out << "  subgraph cluster_legend {\n    label=\"devices\";\n    style=dashed;\n";
+    for (std::size_t d = 0; d < devices.size(); ++d)
+      out << "    \"legend:" << d << "\" [label=\"" << detail::dot_escape(devices[d]) << "\", style=filled, fillcolor=\""
+          << colour(static_cast<int>(d)) << "\"];\n";
+    out << "  }\n";
   }
   out << "}\n";
 }
 
-inline std::string to_dot(const graph& g, const passes::placement* placed = nullptr) {
+inline void write_dot(const graph& g, std::ostream& out, const passes::placement* placed = nullptr) {
+  write_dot(g, out, dot_options{.placed = placed});
+}
+
+inline std::string to_dot(const graph& g, const dot_options& options) {
   std::ostringstream out;
-  write_dot(g, out, placed);
+  write_dot(g, out, options);
   return out.str();
+}
+inline std::string to_dot(const graph& g, const passes::placement* placed = nullptr) {
+  return to_dot(g, dot_options{.placed = placed});
+}
+
+// Whether Graphviz's `dot` is on the PATH.
+inline bool have_graphviz() {
+  static const bool have = std::system("dot -V > /dev/null 2>&1") == 0;
+  return have;
+}
+
+// SVG of DOT text, by Graphviz's `dot -Tsvg` (Debian's graphviz package); an error when it is
+// not installed or fails, with what it printed.
+inline std::string render_svg(const std::string& dot_text) {
+  if (!have_graphviz())
+    fail(error_code::failed_precondition, "weft::render_svg: Graphviz's dot is not installed (Debian: apt install graphviz)");
+  char dir_template[] = "/tmp/weft_dot_XXXXXX";
+  if (!::mkdtemp(dir_template)) fail(error_code::failed_precondition, "weft::render_svg: cannot make a temporary directory");
+  const std::filesystem::path dir(dir_template), in = dir / "graph.dot", svg = dir / "graph.svg", log = dir / "dot.log";
+  struct cleanup {
+    std::filesystem::path p;
+    ~cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  } remove{dir};
+  {
+    std::ofstream f(in, std::ios::binary);
+    f << dot_text;
+    if (!f.flush()) fail(error_code::failed_precondition, "weft::render_svg: cannot write ", in);
+  }
+  const std::string cmd = "dot -Tsvg -o '" + svg.string() + "' '" + in.string() + "' > '" + log.string() + "' 2>&1";
+  const int status = std::system(cmd.c_str());
+  auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::ostringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+  if (status != 0 || !std::filesystem::exists(svg))
+    fail(error_code::internal, "weft::render_svg: dot failed (status ", status, "): ", slurp(log));
+  return slurp(svg);
+}
+
+// Writes the SVG picture of g to `path`, atomically.
+inline void write_svg(const graph& g, const std::filesystem::path& path, const dot_options& options = {}) {
+  const std::string svg = render_svg(to_dot(g, options));
+  detail::write_file_atomically(path, svg, {}, "the SVG picture");
 }
 
 }  // namespace weft
+// Progress and metrics of a training loop: a metrics_logger keeps running means of named
+// metrics (per epoch, for the display, and since the last summary written, for TensorBoard)
+// and writes them to a summary_writer every `every` steps; a progress_bar draws an epoch's
+// progress with the logger's means, steps and examples per second and the time left:
+//
+//   weft::summary_writer events("runs/mlp");
+//   weft::metrics_logger metrics(&events, 100);      // or nullptr: no summaries
+//   weft::progress_bar bar(steps_per_epoch);
+//   for (int epoch = 1; epoch <= epochs; ++epoch) {
+//     bar.start("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs));
+//     metrics.start_epoch();
+//     for (...) {
+//       ... run a step ...
+//       metrics.add("loss", loss, batch);           // means weighted by the batch's size
+//       metrics.add("accuracy", correct / batch, batch);
+//       metrics.end_step(++global_step);            // every 100 steps: the means as scalars
+//       bar.step(batch, metrics.text());
+//     }
+//     double seconds = bar.end(metrics.text());
+//   }
+//
+// On a terminal the bar is redrawn in place:
+//   epoch 1/5 [#########...............] 180/469  loss 0.3120  accuracy 0.9041  412.5 steps/s  52800 ex/s  ETA 0:01
+// elsewhere (a log file, CTest) it is a plain line every `line_every` steps and at the end.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 // TensorBoard's event files (the whitepaper's summaries): a summary_writer appends
 // TensorFlow `Event` records (tensorflow/core/util/event.proto, its field numbers) in
 // TFRecord framing (runtime/records.hpp: lengths and data under masked CRC-32C) to
@@ -17037,20 +17446,19 @@ inline std::string to_dot(const graph& g, const passes::placement* placed = null
 //   log.scalar("loss", 0.25f, step);            // Summary.Value.simple_value
 //   log.histogram("weights/fc1", w, step);      // HistogramProto with TensorFlow's buckets
 //   log.text("notes", "lr 1e-3", step);         // a string tensor for the text plugin
+//   log.image("inputs", batch, step);           // [n, h, w, c] images as PNG (the first 3)
+//   log.summary(merged, step);                  // what a summary op computed (a serialized
+//                                               // Summary: ops/summary_ops.hpp)
 //   log.flush();                                // also every flush_seconds, and on close
 //
 // Records are written by `flush` (buffered in between), appended, so a reader sees whole
 // records of the flushed prefix; a writer that dies loses what it had not flushed. Errors
 // name the file.
 
-#include <algorithm>
-#include <bit>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -17058,6 +17466,153 @@ inline std::string to_dot(const graph& g, const passes::placement* placed = null
 
 #include <unistd.h>
 
+// TensorFlow's Summary messages (tensorflow/core/framework/summary.proto, its field numbers),
+// written with weft's wire codec: what the summary ops (ops/summary_ops.hpp) output as
+// serialized string scalars and what summary_writer (tools/summary.hpp) puts in event files.
+//
+//   summary_proto::scalar_value(tag, v)            a Summary.Value with simple_value
+//   summary_proto::histogram_value(tag, histo)     with a HistogramProto (histogram_builder)
+//   summary_proto::image_value(tag, h, w, c, png)  with an Image (core/png.hpp's encoding)
+//   summary_proto::tensor_value(tag, t, metadata)  with a TensorProto and SummaryMetadata
+//   summary_proto::text_value(tag, s)              a string tensor for the text plugin
+//   summary_proto::summary_of(values)              the Summary message of those values
+//   summary_proto::merge(summaries, what)          the values of several Summary messages in
+//                                                  one, an error on a repeated tag
+//   summary_proto::image_values(tag, images, ...)  an image batch's values, as ImageSummary
+//   summary_proto::image_pixels(values, ...)       float pixels to uint8 as ImageSummary does
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// PNG encoding of 8-bit images (what TensorBoard's image summaries hold): `encode_png(pixels,
+// height, width, channels)` with 1 (grey), 2 (grey and alpha), 3 (RGB) or 4 (RGBA) channels,
+// rows top to bottom, each pixel's channels together (an [h, w, c] uint8 tensor's layout).
+// The scanlines are deflated by zlib where weft was built with it (WEFT_WITH_ZLIB, as the
+// CMake target weft::weft defines; zlib's default level, as TensorFlow's encoder uses), and
+// otherwise written in stored (uncompressed) deflate blocks, which every PNG reader reads.
+// Chunks carry PNG's CRC-32 and the zlib stream its Adler-32.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+
+#ifdef WEFT_WITH_ZLIB
+#include <zlib.h>
+#endif
+
+namespace weft {
+
+namespace png_detail {
+// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320), as PNG's chunks use.
+inline std::uint32_t crc32(std::uint32_t crc, const void* p, std::size_t n) {
+  static const std::array<std::uint32_t, 256> table = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto* b = static_cast<const unsigned char*>(p);
+  crc = ~crc;
+  for (std::size_t i = 0; i < n; ++i) crc = table[(crc ^ b[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+inline void put_u32(std::string& out, std::uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xff));
+}
+
+inline void chunk(std::string& out, const char type[4], const std::string& data) {
+  put_u32(out, static_cast<std::uint32_t>(data.size()));
+  const std::size_t start = out.size();
+  out.append(type, 4);
+  out.append(data);
+  put_u32(out, crc32(0, out.data() + start, out.size() - start));
+}
+
+// A zlib stream (RFC 1950) of `raw` in stored deflate blocks (RFC 1951 section 3.2.4).
+inline std::string zlib_stored(const std::string& raw) {
+  std::string z;
+  z.push_back(static_cast<char>(0x78));  // deflate, 32 KiB window
+  z.push_back(static_cast<char>(0x01));  // no dictionary, fastest; (0x78 << 8 | 0x01) % 31 == 0
+  std::size_t at = 0;
+  do {
+    const std::size_t n = std::min<std::size_t>(raw.size() - at, 65535);
+    const bool last = at + n == raw.size();
+    z.push_back(static_cast<char>(last ? 1 : 0));  // BFINAL, BTYPE 00
+    z.push_back(static_cast<char>(n & 0xff));
+    z.push_back(static_cast<char>(n >> 8));
+    z.push_back(static_cast<char>(~n & 0xff));
+    z.push_back(static_cast<char>((~n >> 8) & 0xff));
+    z.append(raw, at, n);
+    at += n;
+  } while (at < raw.size());
+  std::uint32_t a = 1, b = 0;  // Adler-32
+  for (unsigned char ch : raw) a = (a + ch) % 65521, b = (b + a) % 65521;
+  put_u32(z, b << 16 | a);
+  return z;
+}
+}  // namespace png_detail
+
+enum class png_compression { zlib, stored };
+
+// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores
+// otherwise; stored always stores.
+inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
+                              png_compression compression = png_compression::zlib) {
+  if (channels < 1 || channels > 4)
+    fail(error_code::invalid_argument, "weft::encode_png: ", channels, " channels (1, 2, 3 or 4)");
+  if (height < 1 || width < 1 || height > 0x7fffffff || width > 0x7fffffff)
+    fail(error_code::invalid_argument, "weft::encode_png: a ", height, " x ", width,
+         " image (each side 1 to 2^31 - 1 pixels)");
+  const auto row = static_cast<std::size_t>(width) * static_cast<std::size_t>(channels);
+  if (row > (std::size_t{1} << 40) / static_cast<std::size_t>(height))
+    fail(error_code::invalid_argument, "weft::encode_png: a ", height, " x ", width, " x ", channels,
+         " image is larger than 1 TiB");
+  std::string raw;  // each scanline after its filter byte (0: none)
+  raw.reserve((row + 1) * static_cast<std::size_t>(height));
+  for (std::int64_t y = 0; y < height; ++y) {
+    raw.push_back('\0');
+    raw.append(reinterpret_cast<const char*>(pixels) + static_cast<std::size_t>(y) * row, row);
+  }
+  std::string z;
+#ifdef WEFT_WITH_ZLIB
+  if (compression == png_compression::zlib) {
+    uLongf n = compressBound(static_cast<uLong>(raw.size()));
+    z.resize(n);
+    if (compress2(reinterpret_cast<Bytef*>(z.data()), &n, reinterpret_cast<const Bytef*>(raw.data()),
+                  static_cast<uLong>(raw.size()), Z_DEFAULT_COMPRESSION) != Z_OK)
+      fail(error_code::internal, "weft::encode_png: zlib's compress2 failed");
+    z.resize(n);
+  }
+#endif
+  if (z.empty()) z = png_detail::zlib_stored(raw);
+  static constexpr std::uint8_t colour_type[] = {0, 0, 4, 2, 6};  // grey, grey+alpha, RGB, RGBA
+  std::string ihdr;
+  png_detail::put_u32(ihdr, static_cast<std::uint32_t>(width));
+  png_detail::put_u32(ihdr, static_cast<std::uint32_t>(height));
+  ihdr += {'\x08', static_cast<char>(colour_type[channels]), '\0', '\0', '\0'};  // depth 8, deflate, filter 0, no interlace
+  std::string out("\x89PNG\r\n\x1a\n", 8);
+  png_detail::chunk(out, "IHDR", ihdr);
+  png_detail::chunk(out, "IDAT", z);
+  png_detail::chunk(out, "IEND", {});
+  return out;
+}
+
+}  // namespace weft
 
 namespace weft {
 
@@ -17067,6 +17622,7 @@ enum event_field : std::uint32_t { wall_time = 1, step = 2, file_version = 3, gr
 enum summary_field : std::uint32_t { value = 1 };
 enum value_field : std::uint32_t { tag = 1, simple_value = 2, image = 4, histo = 5, tensor = 8, metadata = 9 };
 enum histogram_field : std::uint32_t { min = 1, max = 2, num = 3, sum = 4, sum_squares = 5, bucket_limit = 6, bucket = 7 };
+enum image_field : std::uint32_t { height = 1, width = 2, colorspace = 3, encoded_image_string = 4 };
 enum metadata_field : std::uint32_t { plugin_data = 1 };
 enum plugin_data_field : std::uint32_t { plugin_name = 1 };
 }  // namespace summary_proto
@@ -17189,6 +17745,188 @@ inline std::string histogram_proto(const std::vector<double>& values) {
   return h.proto();
 }
 
+
+namespace summary_proto {
+
+// SummaryMetadata naming a TensorBoard plugin (its plugin_data.plugin_name).
+inline std::string plugin_metadata(std::string_view plugin) {
+  wire::writer p, m;
+  p.bytes(plugin_name, plugin);
+  m.bytes(plugin_data, p.data());
+  return m.take();
+}
+
+inline std::string scalar_value(std::string_view tag_, double v) {
+  wire::writer w;
+  w.bytes(tag, tag_);
+  w.float32(simple_value, static_cast<float>(v));
+  return w.take();
+}
+
+inline std::string histogram_value(std::string_view tag_, const std::string& histogram) {
+  wire::writer w;
+  w.bytes(tag, tag_);
+  w.bytes(histo, histogram);
+  return w.take();
+}
+
+// An image value: `png` is the encoded image, of h x w pixels with `channels` channels.
+inline std::string image_value(std::string_view tag_, std::int64_t h, std::int64_t w_, int channels,
+                               const std::string& png) {
+  wire::writer i, w;
+  i.varint(height, static_cast<std::uint64_t>(h));
+  i.varint(width, static_cast<std::uint64_t>(w_));
+  i.varint(colorspace, static_cast<std::uint64_t>(channels));
+  i.bytes(encoded_image_string, png);
+  w.bytes(tag, tag_);
+  w.bytes(image, i.data());
+  return w.take();
+}
+
+// A tensor value (TensorSummaryV2's): the tensor as a TensorProto, with `metadata` (a
+// serialized SummaryMetadata; empty for none).
+inline std::string tensor_value(std::string_view tag_, const weft::tensor& t, std::string_view metadata_) {
+  wire::writer w;
+  w.bytes(tag, tag_);
+  if (!metadata_.empty()) w.bytes(metadata, metadata_);
+  w.message(tensor, graph_def_detail::tensor_message(t));
+  return w.take();
+}
+
+// A string for TensorBoard's text plugin: a string scalar whose metadata names "text".
+inline std::string text_value(std::string_view tag_, std::string_view s) {
+  return tensor_value(tag_, weft::tensor::scalar(std::string(s)), plugin_metadata("text"));
+}
+
+// The Summary message holding `values` (serialized Summary.Value messages).
+inline std::string summary_of(std::span<const std::string> values) {
+  wire::writer w;
+  for (const auto& v : values) w.bytes(value, v);
+  return w.take();
+}
+inline std::string summary_of(std::initializer_list<std::string> values) {
+  return summary_of(std::span<const std::string>(values.begin(), values.size()));
+}
+
+// The tag of a serialized Summary.Value (empty if it has none); `what` names it in errors.
+inline std::string value_tag(std::string_view v, const std::string& what) {
+  wire::reader r(v, what);
+  std::string found;
+  for (wire::field f; r.next(f);)
+    if (f.number == tag) {
+      r.expect(f, wire::wire_type::bytes, "tag");
+      found = std::string(f.bytes);
+    }
+  return found;
+}
+
+// One Summary of the values of every message in `summaries`, in order (MergeSummary). Each
+// message is read (a malformed one is an error naming its index); a tag that occurs twice is
+// an error naming it (empty tags, as TensorSummary's, may repeat).
+inline std::string merge(std::span<const std::string_view> summaries, std::string_view what) {
+  std::set<std::string> tags;
+  wire::writer out;
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    const std::string name = std::string(what) + ": summary " + std::to_string(i);
+    wire::reader r(summaries[i], name);
+    for (wire::field f; r.next(f);) {
+      if (f.number != value) continue;  // Summary has no other field; unknown ones are dropped
+      r.expect(f, wire::wire_type::bytes, "value");
+      const std::string t = value_tag(f.bytes, name + " value");
+      if (!t.empty() && !tags.insert(t).second)
+        fail(error_code::invalid_argument, what, ": duplicate tag '", t, "' in the summaries merged");
+      out.bytes(value, f.bytes);
+    }
+  }
+  return out.take();
+}
+
+// ImageSummary's conversion of one image of float pixels (`hw` pixels of `depth` channels)
+// to uint8: pixels with a channel that is not finite become `bad_color`; the rest are
+// scaled by 255 / max when no finite value is negative, else by 127 / max(|min|, |max|) and
+// offset by 128 (a scale of 0 when that maximum is below 1e-6), then truncated to uint8.
+template <class T>
+void image_pixels(const T* values, std::int64_t hw, std::int64_t depth, const std::uint8_t* bad_color,
+                  std::uint8_t* out) {
+  auto finite_pixel = [&](std::int64_t i) {
+    for (std::int64_t j = 0; j < depth; ++j)
+      if (!std::isfinite(static_cast<float>(values[i * depth + j]))) return false;
+    return true;
+  };
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  for (std::int64_t i = 0; i < hw; ++i)
+    if (finite_pixel(i))
+      for (std::int64_t j = 0; j < depth; ++j) {
+        const auto v = static_cast<float>(values[i * depth + j]);
+        lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+  constexpr float zero_threshold = 1e-6f;
+  float scale, offset;
+  if (lo < 0) {
+    const float m = std::max(std::abs(lo), std::abs(hi));
+    scale = m < zero_threshold ? 0.0f : 127.0f / m, offset = 128.0f;
+  } else {
+    scale = hi < zero_threshold ? 0.0f : 255.0f / hi, offset = 0.0f;
+  }
+  for (std::int64_t i = 0; i < hw; ++i) {
+    const bool finite = finite_pixel(i);
+    for (std::int64_t j = 0; j < depth; ++j) {
+      // In [0, 255] up to rounding: clamped, as a cast of a float above 255 is undefined.
+      const float v = std::clamp(static_cast<float>(values[i * depth + j]) * scale + offset, 0.0f, 255.0f);
+      out[i * depth + j] = finite ? static_cast<std::uint8_t>(v) : bad_color[j];
+    }
+  }
+}
+
+// ImageSummary's values of `images`, a [batch, height, width, channels] tensor (channels 1,
+// 3 or 4) of uint8 (as they are), float16, float32 or float64 (through image_pixels, with
+// `bad_color`, which needs at least `channels` entries): the first min(batch, max_images)
+// images as PNG, tagged "<tag>/image" when max_images is 1 and "<tag>/image/<i>" otherwise.
+// `what` names the caller in errors (the node, or the writer's method).
+inline std::vector<std::string> image_values(std::string_view tag_, const weft::tensor& images, std::int64_t max_images,
+                                             std::span<const std::uint8_t> bad_color, std::string_view what) {
+  const auto& s = images.shape();
+  if (s.rank() != 4 || (s[3] != 1 && s[3] != 3 && s[3] != 4))
+    fail(error_code::invalid_argument, what, ": images must be [batch, height, width, channels] with 1, 3 or 4 channels, got ",
+         images.dtype(), s);
+  if (s[1] == 0 || s[2] == 0)
+    fail(error_code::invalid_argument, what, ": images of ", s[1], " x ", s[2], " pixels (", images.dtype(), s,
+         "): an image needs at least one");
+  if (max_images < 1) fail(error_code::invalid_argument, what, ": max_images is ", max_images, ", at least 1");
+  const std::int64_t hw = s[1] * s[2], depth = s[3], n = std::min(s[0], max_images);
+  const bool is_uint8 = images.dtype() == dtype::uint8;
+  if (!is_uint8 && images.dtype() != dtype::float16 && images.dtype() != dtype::float32 && images.dtype() != dtype::float64)
+    fail(error_code::invalid_argument, what, ": images of ", images.dtype(), s, " (uint8, float16, float32 or float64)");
+  if (!is_uint8 && static_cast<std::int64_t>(bad_color.size()) < depth)
+    fail(error_code::invalid_argument, what, ": bad_color has ", bad_color.size(), " entries for images of ", depth,
+         " channels");
+  std::vector<std::string> out;
+  std::vector<std::uint8_t> pixels(is_uint8 ? 0 : static_cast<std::size_t>(hw * depth));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t at = i * hw * depth;
+    const std::uint8_t* image = nullptr;
+    switch (images.dtype()) {
+      case dtype::uint8: image = images.data<std::uint8_t>() + at; break;
+      case dtype::float16: image_pixels(images.data<half>() + at, hw, depth, bad_color.data(), pixels.data()); break;
+      case dtype::float32: image_pixels(images.data<float>() + at, hw, depth, bad_color.data(), pixels.data()); break;
+      default: image_pixels(images.data<double>() + at, hw, depth, bad_color.data(), pixels.data()); break;
+    }
+    if (!image) image = pixels.data();
+    const std::string name = std::string(tag_) + (max_images > 1 ? "/image/" + std::to_string(i) : "/image");
+    out.push_back(image_value(name, s[1], s[2], static_cast<int>(depth), encode_png(image, s[1], s[2], static_cast<int>(depth))));
+  }
+  return out;
+}
+
+// ImageSummary's default bad_color: opaque red.
+inline constexpr std::uint8_t default_bad_color[4] = {255, 0, 0, 255};
+
+}  // namespace summary_proto
+
+}  // namespace weft
+
+namespace weft {
+
 struct summary_writer_options {
   double flush_seconds = 120;  // flush when a record is added this long after the last flush
   std::string filename_suffix;  // appended to the file's name
@@ -17229,10 +17967,7 @@ class summary_writer {
   const std::filesystem::path& path() const noexcept { return path_; }
 
   void scalar(std::string_view tag, double value, std::int64_t step) {
-    wire::writer v;
-    v.bytes(summary_proto::tag, tag);
-    v.float32(summary_proto::simple_value, static_cast<float>(value));
-    add_summary(v.take(), step);
+    add_value(summary_proto::scalar_value(tag, value), step);
   }
   // The values of a float or integer tensor (any shape), or of a vector of numbers.
   void histogram(std::string_view tag, const tensor& t, std::int64_t step) {
@@ -17249,24 +17984,42 @@ class summary_writer {
         fail(error_code::invalid_argument, "weft::summary_writer::histogram '", tag, "': a ", t.dtype(),
              " tensor (float32, float64, int32 or int64 only)");
     }
-    add_histogram(tag, h.proto(), step);
+    add_value(summary_proto::histogram_value(tag, h.proto()), step);
   }
   void histogram(std::string_view tag, const std::vector<double>& values, std::int64_t step) {
-    add_histogram(tag, histogram_proto(values), step);
+    add_value(summary_proto::histogram_value(tag, histogram_proto(values)), step);
   }
   // A string for TensorBoard's text plugin: a DT_STRING scalar TensorProto whose metadata
   // names the plugin "text".
   void text(std::string_view tag, std::string_view s, std::int64_t step) {
-    wire::writer plugin, metadata, tensor_proto, v;
-    plugin.bytes(summary_proto::plugin_name, "text");
-    metadata.bytes(summary_proto::plugin_data, plugin.data());
-    tensor_proto.varint(1, 7);                 // TensorProto.dtype = DT_STRING
-    tensor_proto.bytes(2, std::string_view());  // tensor_shape: a scalar
-    tensor_proto.bytes(8, s);                  // string_val
-    v.bytes(summary_proto::tag, tag);
-    v.bytes(summary_proto::metadata, metadata.data());
-    v.bytes(summary_proto::tensor, tensor_proto.data());
-    add_summary(v.take(), step);
+    add_value(summary_proto::text_value(tag, s), step);
+  }
+  // Images as ImageSummary writes them (summary_proto::image_values): `images` is
+  // [n, height, width, channels] (or one [height, width, channels] image) of uint8, float16,
+  // float32 or float64; the first max_images become PNG images tagged "<tag>/image/<i>"
+  // ("<tag>/image" when max_images is 1).
+  void image(std::string_view tag, const tensor& images, std::int64_t step, std::int64_t max_images = 3) {
+    tensor batch = images;
+    if (images.shape().rank() == 3) {
+      auto dims = images.shape().dims();
+      dims.insert(dims.begin(), 1);
+      batch = images.reshape(shape(dims));
+    }
+    const std::string what = "weft::summary_writer::image '" + std::string(tag) + "'";
+    const auto values = summary_proto::image_values(tag, batch, max_images, summary_proto::default_bad_color, what);
+    add_summary(summary_proto::summary_of(values), step);
+  }
+  // A serialized Summary (what ScalarSummary, HistogramSummary, ImageSummary,
+  // TensorSummaryV2 and MergeSummary output), as a string or a string scalar tensor.
+  void summary(std::string_view serialized, std::int64_t step) {
+    summary_proto::merge(std::span<const std::string_view>(&serialized, 1), "weft::summary_writer::summary");  // checks it
+    add_summary(std::string(serialized), step);
+  }
+  void summary(const tensor& serialized, std::int64_t step) {
+    if (serialized.dtype() != dtype::string || serialized.num_elements() != 1)
+      fail(error_code::invalid_argument, "weft::summary_writer::summary: a serialized Summary is a string scalar, got ",
+           serialized.dtype(), serialized.shape());
+    summary(std::string_view(serialized.flat<std::string>()[0]), step);
   }
   // The graph, as TensorBoard's graph view reads it (a GraphDef event).
   void graph(const weft::graph& g) {
@@ -17291,18 +18044,12 @@ class summary_writer {
   static double wall_seconds() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
-  void add_histogram(std::string_view tag, const std::string& histo, std::int64_t step) {
-    wire::writer v;
-    v.bytes(summary_proto::tag, tag);
-    v.bytes(summary_proto::histo, histo);
-    add_summary(v.take(), step);
-  }
-  void add_summary(const std::string& value, std::int64_t step) {
-    wire::writer summary, e;
-    summary.bytes(summary_proto::value, value);
+  void add_value(const std::string& value, std::int64_t step) { add_summary(summary_proto::summary_of({value}), step); }
+  void add_summary(const std::string& summary, std::int64_t step) {
+    wire::writer e;
     e.float64(summary_proto::wall_time, wall_seconds());
     e.varint(summary_proto::step, static_cast<std::uint64_t>(step));
-    e.bytes(summary_proto::summary, summary.data());
+    e.bytes(summary_proto::summary, summary);
     add_record(e.take());
   }
   void add_record(const std::string& event) {
@@ -17320,12 +18067,208 @@ class summary_writer {
 };
 
 }  // namespace weft
-// Timeline: a traced step as Chrome Trace Event JSON (one process per device, one thread
-// row per executor thread, one complete "X" event per node, a flow arrow from each Send to
-// its Recv between devices), which Perfetto and chrome://tracing open.
+
+namespace weft {
+
+class metrics_logger {
+ public:
+  // Writes to `writer` (may be null: the means are only kept) every `every` steps.
+  explicit metrics_logger(summary_writer* writer = nullptr, std::int64_t every = 100) : writer_(writer), every_(every) {
+    if (every < 1) fail(error_code::invalid_argument, "weft::metrics_logger: every is ", every, ", at least 1");
+  }
+
+  // A value of metric `name` in this step, weighted (by a batch's size, say) in the means.
+  void add(std::string_view name, double value, double weight = 1) {
+    auto it = index_.find(std::string(name));
+    if (it == index_.end()) {
+      it = index_.emplace(std::string(name), metrics_.size()).first;
+      metrics_.push_back(metric{std::string(name)});
+    }
+    auto& m = metrics_[it->second];
+    m.epoch.add(value, weight);
+    m.window.add(value, weight);
+  }
+  // Ends step `global_step`: when it is a multiple of `every`, each metric's mean since the
+  // last write goes to the writer as a scalar at that step.
+  void end_step(std::int64_t global_step) {
+    if (global_step % every_ != 0) return;
+    for (auto& m : metrics_) {
+      if (m.window.weight > 0 && writer_) writer_->scalar(m.name, m.window.mean(), global_step);
+      m.window = {};
+    }
+  }
+  // A value straight to the writer (an epoch's test accuracy, say), not to the means.
+  void scalar(std::string_view name, double value, std::int64_t global_step) {
+    if (writer_) writer_->scalar(name, value, global_step);
+  }
+  // Starts the epoch's means afresh.
+  void start_epoch() {
+    for (auto& m : metrics_) m.epoch = {};
+  }
+  // A metric's mean over the epoch (NaN for a metric never added this epoch).
+  double mean(std::string_view name) const {
+    auto it = index_.find(std::string(name));
+    if (it == index_.end() || metrics_[it->second].epoch.weight <= 0) return std::nan("");
+    return metrics_[it->second].epoch.mean();
+  }
+  // The epoch's means in the order the metrics were first added: "loss 0.3120  accuracy 0.9041".
+  std::string text() const {
+    std::string out;
+    char buf[64];
+    for (const auto& m : metrics_) {
+      if (m.epoch.weight <= 0) continue;
+      std::snprintf(buf, sizeof buf, "%.4f", m.epoch.mean());
+      out += (out.empty() ? "" : "  ") + m.name + " " + buf;
+    }
+    return out;
+  }
+  summary_writer* writer() const noexcept { return writer_; }
+
+ private:
+  struct running {
+    double sum = 0, weight = 0;
+    void add(double v, double w) { sum += v * w, weight += w; }
+    double mean() const { return sum / weight; }
+  };
+  struct metric {
+    std::string name{};
+    running epoch{}, window{};
+  };
+  summary_writer* writer_;
+  std::int64_t every_;
+  std::vector<metric> metrics_;
+  std::map<std::string, std::size_t> index_;
+};
+
+struct progress_options {
+  std::FILE* out = stdout;
+  int terminal = -1;              // 1: redraw in place; 0: plain lines; -1: whether `out` is a terminal
+  std::int64_t line_every = 100;  // plain lines: one every this many steps, and one at the end
+  int width = 24;                 // the bar's characters
+  double redraw_seconds = 0.1;    // a terminal: redrawn at most this often (and at the end)
+  std::function<double()> clock{};  // seconds, for tests; a steady clock when empty
+};
+
+class progress_bar {
+ public:
+  // An epoch of `steps` steps (0 when unknown: no bar, no time left).
+  explicit progress_bar(std::int64_t steps, progress_options options = {}) : steps_(steps), options_(std::move(options)) {
+    if (steps < 0) fail(error_code::invalid_argument, "weft::progress_bar: ", steps, " steps");
+    if (options_.line_every < 1) fail(error_code::invalid_argument, "weft::progress_bar: line_every is ", options_.line_every);
+    terminal_ = options_.terminal >= 0 ? options_.terminal == 1 : ::isatty(::fileno(options_.out)) != 0;
+    start("");
+  }
+
+  // A new epoch (or run) labelled `label` ("epoch 2/5").
+  void start(std::string label) {
+    label_ = std::move(label), done_ = 0, examples_ = 0, start_ = now(), last_draw_ = -1e300;
+  }
+  // One step of `examples` examples done; `metrics` is shown after the bar.
+  void step(std::int64_t examples = 0, std::string_view metrics = {}) {
+    ++done_, examples_ += examples;
+    if (terminal_) {
+      if (const double t = now(); t - last_draw_ >= options_.redraw_seconds || done_ == steps_) {
+        last_draw_ = t;
+        draw(metrics, false);
+      }
+    } else if (done_ % options_.line_every == 0) {
+      draw(metrics, true);
+    }
+  }
+  // Ends the epoch: its last line (on a terminal, the bar with a newline). Returns its seconds.
+  double end(std::string_view metrics = {}) {
+    if (terminal_) {
+      draw(metrics, false);
+      std::fputc('\n', options_.out);
+      drawn_ = 0;
+    } else if (done_ % options_.line_every != 0 || done_ == 0) {
+      draw(metrics, true);
+    }
+    std::fflush(options_.out);
+    return seconds();
+  }
+
+  double seconds() const { return now() - start_; }
+  std::int64_t steps_done() const noexcept { return done_; }
+  double steps_per_second() const {
+    const double s = seconds();
+    return s > 0 ? static_cast<double>(done_) / s : 0;
+  }
+  // Seconds left at the epoch's rate so far (negative when unknown).
+  double eta_seconds() const {
+    const double r = steps_per_second();
+    if (steps_ == 0 || r <= 0) return -1;
+    return static_cast<double>(std::max<std::int64_t>(steps_ - done_, 0)) / r;
+  }
+  // The text of the bar now.
+  std::string line(std::string_view metrics = {}) const {
+    std::string out = label_;
+    if (steps_ > 0) {
+      const auto filled = static_cast<std::size_t>(std::min<std::int64_t>(options_.width * done_ / steps_, options_.width));
+      std::string bar(filled, '#');
+      bar.resize(static_cast<std::size_t>(options_.width), '.');
+      out += (out.empty() ? "[" : " [") + bar + "] " + std::to_string(done_) + "/" + std::to_string(steps_);
+    } else {
+      out += (out.empty() ? "" : " ") + std::string("step ") + std::to_string(done_);
+    }
+    if (!metrics.empty()) out += "  " + std::string(metrics);
+    char buf[96];
+    const double s = seconds();
+    std::snprintf(buf, sizeof buf, "  %.1f steps/s", steps_per_second());
+    out += buf;
+    if (examples_ > 0 && s > 0) {
+      std::snprintf(buf, sizeof buf, "  %.0f ex/s", static_cast<double>(examples_) / s);
+      out += buf;
+    }
+    if (const double eta = eta_seconds(); eta >= 0) {
+      const auto t = static_cast<long long>(std::llround(eta));
+      if (t >= 3600) std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+      else std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld", t / 60, t % 60);
+      out += buf;
+    }
+    return out;
+  }
+
+ private:
+  double now() const {
+    if (options_.clock) return options_.clock();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void draw(std::string_view metrics, bool newline) {
+    const std::string text = line(metrics);
+    if (newline) {
+      std::fprintf(options_.out, "%s\n", text.c_str());
+    } else {
+      // Over the last line: a shorter line would leave the longer one's tail, so pad.
+      std::fprintf(options_.out, "\r%s%s", text.c_str(),
+                   std::string(text.size() < drawn_ ? drawn_ - text.size() : 0, ' ').c_str());
+      drawn_ = text.size();
+    }
+    std::fflush(options_.out);
+  }
+
+  std::int64_t steps_;
+  progress_options options_;
+  bool terminal_ = false;
+  std::string label_;
+  std::int64_t done_ = 0, examples_ = 0;
+  double start_ = 0, last_draw_ = 0;
+  std::size_t drawn_ = 0;
+};
+
+}  // namespace weft
+// Timeline: a traced step as Chrome Trace Event JSON, which Perfetto and chrome://tracing
+// open: one process per device, one thread row per executor thread, one complete "X" event
+// per node (its args: the node's name, op and each output's dtype, shape and bytes), a
+// counter "memory" per device (its allocator's bytes in use as each node ended), a flow
+// arrow from each Send to its Recv between devices and from the thread that started an
+// async kernel (a queue's dequeue, say) to the one that finished it.
+// `step_stats_summary(stats)`: the step as text, its time by op type and its slowest nodes.
 
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
+#include <iomanip>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -17395,7 +18338,29 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
     detail::json_string(out, n.node);
     out << ",\"op\":";
     detail::json_string(out, n.op);
+    if (!n.outputs.empty()) {
+      out << ",\"outputs\":[";
+      for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+        const auto& o = n.outputs[i];
+        out << (i ? "," : "");
+        if (o.dtype == dtype::invalid) {
+          out << "null";
+          continue;
+        }
+        std::ostringstream shape_text;
+        shape_text << o.shape;
+        out << "{\"dtype\":\"" << name(o.dtype) << "\",\"shape\":";
+        detail::json_string(out, shape_text.str());
+        out << ",\"bytes\":" << o.bytes << "}";
+      }
+      out << "]";
+    }
     out << "}}";
+    // The device's memory when the node ended.
+    sep();
+    out << "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":" << pids[n.device] << ",\"ts\":";
+    detail::json_micros(out, n.end_ns);
+    out << ",\"args\":{\"bytes_in_use\":" << n.bytes_in_use << "}}";
   }
   // A flow arrow from each Send to the Recv of the same edge (its end: when the value came).
   std::map<std::string, const node_stats*> sends;
@@ -17418,6 +18383,21 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
       out << "}}";
     }
   }
+  // A flow arrow from the thread that started each async kernel to the one that ended it.
+  for (const auto& n : stats.nodes) {
+    if (n.start_thread < 0 || n.start_thread == n.thread) continue;
+    ++flow;
+    for (int end = 0; end < 2; ++end) {
+      sep();
+      out << "{\"name\":\"async\",\"cat\":\"async\",\"ph\":\"" << (end == 0 ? "s" : "f\",\"bp\":\"e")
+          << "\",\"id\":" << flow << ",\"pid\":" << pids[n.device] << ",\"tid\":" << (end == 0 ? n.start_thread : n.thread)
+          << ",\"ts\":";
+      detail::json_micros(out, end == 0 ? n.start_ns : n.end_ns);
+      out << ",\"args\":{\"name\":";
+      detail::json_string(out, n.node);
+      out << "}}";
+    }
+  }
   out << "\n]}\n";
 }
 
@@ -17426,6 +18406,79 @@ inline std::string chrome_trace(const step_stats& stats) {
   write_chrome_trace(out, stats);
   return out.str();
 }
+
+// A traced step in figures: its wall time (first start to last end), the time of its nodes by
+// op type (count, total, share, mean; the costliest first), its `top` slowest nodes with their
+// outputs, and each device's peak of memory in use as its nodes ended.
+struct op_type_stats {
+  std::string op;
+  std::size_t count = 0;
+  std::int64_t total_ns = 0;
+};
+struct step_summary {
+  std::int64_t wall_ns = 0, node_ns = 0;
+  std::size_t nodes = 0, threads = 0;
+  std::vector<op_type_stats> by_op;        // the costliest first
+  std::vector<const node_stats*> slowest;  // the slowest first, at most `top`
+  std::map<std::string, std::size_t> peak_bytes;  // device -> bytes
+
+  // As text, for a terminal.
+  std::string to_string() const {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(3);
+    out << "step: " << wall_ns / 1e6 << " ms wall, " << node_ns / 1e6 << " ms in " << nodes << " nodes on " << threads
+        << (threads == 1 ? " thread\n" : " threads\n");
+    for (const auto& [device, bytes] : peak_bytes)
+      out << "  memory in use on " << device << ": at most " << std::setprecision(1) << bytes / 1048576.0 << " MiB\n"
+          << std::setprecision(3);
+    out << "by op type:\n" << std::left << std::setw(24) << "  op" << std::right << std::setw(7) << "count" << std::setw(12)
+        << "total ms" << std::setw(8) << "share" << std::setw(11) << "mean us\n";
+    for (const auto& t : by_op)
+      out << "  " << std::left << std::setw(22) << t.op << std::right << std::setw(7) << t.count << std::setw(12)
+          << t.total_ns / 1e6 << std::setw(7) << std::setprecision(1) << (node_ns ? 100.0 * t.total_ns / node_ns : 0.0)
+          << "%" << std::setw(10) << t.total_ns / 1e3 / static_cast<double>(t.count) << "\n"
+          << std::setprecision(3);
+    out << "slowest nodes:\n";
+    for (const auto* n : slowest) {
+      out << "  " << std::setw(9) << (n->end_ns - n->start_ns) / 1e6 << " ms  " << n->node << " (" << n->op << ", "
+          << n->device << ")";
+      for (const auto& o : n->outputs)
+        if (o.dtype != dtype::invalid) out << " " << name(o.dtype) << o.shape;
+      out << "\n";
+    }
+    return out.str();
+  }
+};
+
+inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
+  step_summary s;
+  s.nodes = stats.nodes.size();
+  if (stats.nodes.empty()) return s;
+  std::int64_t first = stats.nodes.front().start_ns, last = stats.nodes.front().end_ns;
+  std::map<std::string, op_type_stats> ops;
+  std::map<int, bool> threads;
+  for (const auto& n : stats.nodes) {
+    first = std::min(first, n.start_ns), last = std::max(last, n.end_ns);
+    const std::int64_t t = n.end_ns - n.start_ns;
+    s.node_ns += t;
+    auto& o = ops[n.op];
+    o.op = n.op, ++o.count, o.total_ns += t;
+    threads[n.thread] = true;
+    auto& peak = s.peak_bytes[n.device];
+    peak = std::max(peak, n.bytes_in_use);
+    s.slowest.push_back(&n);
+  }
+  s.wall_ns = last - first;
+  s.threads = threads.size();
+  for (auto& [op, o] : ops) s.by_op.push_back(o);
+  std::stable_sort(s.by_op.begin(), s.by_op.end(), [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
+  std::stable_sort(s.slowest.begin(), s.slowest.end(),
+                   [](const auto* a, const auto* b) { return a->end_ns - a->start_ns > b->end_ns - b->start_ns; });
+  if (s.slowest.size() > top) s.slowest.resize(top);
+  return s;
+}
+
+inline std::string step_stats_summary(const step_stats& stats, std::size_t top = 10) { return summarize(stats, top).to_string(); }
 
 }  // namespace weft
 
@@ -23199,6 +24252,135 @@ struct kernel_for<ops::families::state, T, device_types::cpu> {
   static void register_kernels() { cpu::register_state_kernels(); }
 };
 }  // namespace weft
+// CPU kernels for ops/summary_ops.hpp: ScalarSummary, HistogramSummary, ImageSummary,
+// TensorSummaryV2 and MergeSummary, each a string scalar holding a serialized Summary
+// (runtime/summary_proto.hpp writes the messages).
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace weft::cpu {
+
+namespace summary_detail {
+inline void output_summary(kernel_context& ctx, std::string s) {
+  tensor& out = ctx.allocate_output(0, shape({}));
+  out.data<std::string>()[0] = std::move(s);
+}
+
+inline const std::string& scalar_tag(const tensor& t, std::string_view what) {
+  if (t.num_elements() != 1 || t.shape().rank() != 0)
+    fail(error_code::invalid_argument, what, " must be a string scalar, got ", t.dtype(), t.shape());
+  return t.data<std::string>()[0];
+}
+
+// Calls f(values as doubles, one at a time) over a real-number tensor.
+template <class F>
+void each_number(const tensor& t, F f) {
+  dispatcher<real_number_types>::run(
+      t.dtype(),
+      [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* p = t.data<T>();
+        for (std::int64_t i = 0, n = t.num_elements(); i < n; ++i) f(i, static_cast<double>(p[i]));
+      },
+      [&] { fail(error_code::invalid_argument, "values of ", t.dtype(), ": a summary takes real numbers"); });
+}
+}  // namespace summary_detail
+
+struct scalar_summary_kernel final : op_kernel {
+  explicit scalar_summary_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor &tags = ctx.input(0), &values = ctx.input(1);
+    if (tags.shape() != values.shape())
+      fail(error_code::invalid_argument, "tags and values must have the same shape, got ", tags.shape(), " and ",
+           values.shape());
+    const auto* t = tags.data<std::string>();
+    std::vector<std::string> v(static_cast<std::size_t>(values.num_elements()));
+    summary_detail::each_number(values, [&](std::int64_t i, double x) {
+      v[static_cast<std::size_t>(i)] = summary_proto::scalar_value(t[i], x);
+    });
+    summary_detail::output_summary(ctx, summary_proto::summary_of(v));
+  }
+};
+
+struct histogram_summary_kernel final : op_kernel {
+  explicit histogram_summary_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const std::string& tag = summary_detail::scalar_tag(ctx.input(0), "tag");
+    histogram_builder h;
+    summary_detail::each_number(ctx.input(1), [&](std::int64_t i, double x) {
+      if (!std::isfinite(x))
+        fail(error_code::invalid_argument, std::isnan(x) ? "NaN" : "an infinity", " in the values of histogram '", tag,
+             "' (element ", i, ")");
+      h.add(x);
+    });
+    summary_detail::output_summary(ctx, summary_proto::summary_of({summary_proto::histogram_value(tag, h.proto())}));
+  }
+};
+
+struct image_summary_kernel final : op_kernel {
+  explicit image_summary_kernel(const node& n)
+      : max_images_(n.attr<std::int64_t>("max_images")), bad_color_(n.attr<tensor>("bad_color")) {}
+  void compute(kernel_context& ctx) const override {
+    const std::string& tag = summary_detail::scalar_tag(ctx.input(0), "tag");
+    const auto bad = std::span<const std::uint8_t>(bad_color_.data<std::uint8_t>(),
+                                                   static_cast<std::size_t>(bad_color_.num_elements()));
+    summary_detail::output_summary(
+        ctx, summary_proto::summary_of(summary_proto::image_values(tag, ctx.input(1), max_images_, bad, "ImageSummary")));
+  }
+  std::int64_t max_images_;
+  tensor bad_color_;
+};
+
+struct tensor_summary_kernel final : op_kernel {
+  explicit tensor_summary_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    const std::string& tag = summary_detail::scalar_tag(ctx.input(0), "tag");
+    const std::string& metadata = summary_detail::scalar_tag(ctx.input(2), "serialized_summary_metadata");
+    // The metadata must be a message (its fields are the plugin's business).
+    wire::reader r(metadata, "serialized_summary_metadata");
+    for (wire::field f; r.next(f);) {
+    }
+    summary_detail::output_summary(ctx,
+                                   summary_proto::summary_of({summary_proto::tensor_value(tag, ctx.input(1), metadata)}));
+  }
+};
+
+struct merge_summary_kernel final : op_kernel {
+  explicit merge_summary_kernel(const node&) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<std::string_view> all;
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      for (const std::string& s : ctx.input(i).flat<std::string>()) all.push_back(s);
+    summary_detail::output_summary(ctx, summary_proto::merge(all, "MergeSummary"));
+  }
+};
+
+// A template, so that including this header instantiates nothing until it is called.
+template <int = 0>
+void register_summary_kernels() {
+  ops::register_summary_ops();
+  register_cpu_kernel<scalar_summary_kernel>("ScalarSummary");
+  register_cpu_kernel<histogram_summary_kernel>("HistogramSummary");
+  register_cpu_kernel<image_summary_kernel>("ImageSummary");
+  register_cpu_kernel<tensor_summary_kernel>("TensorSummaryV2");
+  register_cpu_kernel<merge_summary_kernel>("MergeSummary");
+}
+
+}  // namespace weft::cpu
+
+// The kernels typed code asks for (framework/kernel_for.hpp).
+namespace weft {
+template <class T>  // a partial specialization, so that including it instantiates nothing
+struct kernel_for<ops::families::summary, T, device_types::cpu> {
+  static void register_kernels() { cpu::register_summary_kernels(); }
+};
+}  // namespace weft
 // CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
 // place under their locks (resource_variable::update_in_place: copied first when a reader still
 // holds a value), after checking every shape, so a bad input changes nothing. float16 and
@@ -28701,6 +29883,7 @@ inline bool register_all_kernels() {
     register_io_kernels();
     register_data_flow_kernels();
     register_parsing_kernels();
+    register_summary_kernels();
     return true;
   }();
   return done;

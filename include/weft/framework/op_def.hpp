@@ -265,6 +265,13 @@ class op_def_builder {
     def_.attrs.push_back(detail::parse_attr(def_.name, spec));
     return *this;
   }
+  // An attr with a default the spec cannot spell (a tensor's, say): `spec` has no "= ...".
+  op_def_builder& attr(std::string_view spec, attr_value default_value) {
+    auto a = detail::parse_attr(def_.name, spec);
+    a.default_value = std::move(default_value);
+    def_.attrs.push_back(std::move(a));
+    return *this;
+  }
   op_def_builder& stateful(bool v = true) {
     def_.stateful = v;
     return *this;

@@ -89,6 +89,7 @@ inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "training") return "weft::ops::register_training_ops() or weft::cpu::register_training_kernels()";
   if (family == "io") return "weft::ops::register_io_ops() or weft::cpu::register_io_kernels()";
   if (family == "parsing") return "weft::ops::register_parsing_ops() or weft::cpu::register_parsing_kernels()";
+  if (family == "summary") return "weft::ops::register_summary_ops() or weft::cpu::register_summary_kernels()";
   if (family == "data_flow") return "weft::ops::register_data_flow_ops() or weft::cpu::register_data_flow_kernels()";
   if (family == "control") return "weft::ops::register_control_flow_ops() (the executor runs these ops itself)";
   return "weft::ops::register_standard_ops()";

@@ -20,6 +20,7 @@
 #include <weft/ops/random_ops.hpp>
 #include <weft/ops/reduction_ops.hpp>
 #include <weft/ops/state_ops.hpp>
+#include <weft/ops/summary_ops.hpp>
 #include <weft/ops/training_ops.hpp>
 
 namespace weft::ops {
@@ -29,7 +30,7 @@ namespace weft::ops {
 using standard_families = type_list<families::core, families::array, families::math, families::reduction,
                                     families::matrix, families::random, families::state, families::nn,
                                     families::training, families::io, families::data_flow,
-                                    families::parsing>;
+                                    families::parsing, families::summary>;
 
 inline void register_standard_ops() {
   []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});

@@ -25,6 +25,7 @@ inline bool register_all_kernels() {
     register_io_kernels();
     register_data_flow_kernels();
     register_parsing_kernels();
+    register_summary_kernels();
     return true;
   }();
   return done;

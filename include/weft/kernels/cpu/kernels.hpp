@@ -17,4 +17,5 @@
 #include <weft/kernels/cpu/random.hpp>
 #include <weft/kernels/cpu/reduction.hpp>
 #include <weft/kernels/cpu/state.hpp>
+#include <weft/kernels/cpu/summary.hpp>
 #include <weft/kernels/cpu/training.hpp>
