@@ -1,5 +1,7 @@
 #include "support/helpers.hpp"
 
+#include <fstream>
+#include <map>
 #include <sstream>
 
 using namespace weft;
@@ -131,5 +133,128 @@ TEST_CASE("graphs dump to GraphViz DOT") {
   CHECK(dot.find("digraph weft") != std::string::npos);
   CHECK(dot.find("label=\"b\\nNeg\\nfloat32[]\"") != std::string::npos);
   CHECK(dot.find("n0 -> n1 [style=dotted]") != std::string::npos);
-  CHECK(dot.find("subgraph cluster_0") != std::string::npos);
+  CHECK(dot.find("\"legend:0\" [label=\"/cpu:0\"") != std::string::npos);  // the requested device's colour
+}
+
+namespace {
+// The clusters around each vertex of a DOT text ("n12" or "\"scope:gradients\""): their
+// labels, outermost first, joined by '/' (read from the text's nesting, not from weft).
+std::map<std::string, std::string> dot_cluster_paths(const std::string& dot) {
+  std::map<std::string, std::string> out;
+  std::vector<std::string> stack;
+  std::istringstream lines(dot);
+  for (std::string line; std::getline(lines, line);) {
+    const auto start = line.find_first_not_of(' ');
+    if (start == std::string::npos) continue;
+    const std::string l = line.substr(start);
+    if (l.rfind("subgraph cluster_", 0) == 0) {
+      stack.emplace_back();
+    } else if (l == "}") {
+      if (!stack.empty()) stack.pop_back();
+    } else if (l.rfind("label=\"", 0) == 0 && !stack.empty()) {
+      stack.back() = l.substr(7, l.size() - 9);  // label="X";
+    } else if (l.find(" [") != std::string::npos && l.find(" -> ") == std::string::npos &&
+               (l[0] == 'n' || l.rfind("\"scope:", 0) == 0)) {
+      std::string path;
+      for (const auto& s : stack) path += (path.empty() ? "" : "/") + s;
+      out[l.substr(0, l.find(" ["))] = path;
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("DOT pictures: name scopes as clusters, collapsed scopes, loops and devices, rendered to SVG") {
+  graph g;
+  output x = g.placeholder(dtype::float32, partial_shape{2, 3}, "x");
+  output w, h;
+  {
+    auto scope = g.name_scope("layer1");
+    w = g.variable(dtype::float32, {3, 4}, "w");
+    auto inner = g.name_scope("act");
+    h = g.op("Relu", {g.op("MatMul", {x, w}).out()}).out();
+  }
+  auto loss = g.op("Sum", {h, g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}, {}, "loss").out();
+  auto dw = add_gradients(g, {loss}, {w});
+  auto counted = while_loop(
+      g, {g.constant(tensor::scalar(std::int64_t{0}))},
+      [&](loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(test::i64(g, 5))}).out(0); },
+      [&](loop_scope& s, const std::vector<output>& v) {
+        return std::vector<output>{g.op("Add", {v[0], s.invariant(test::i64(g, 1))}).out(0)};
+      },
+      while_options{"count", 1, -1});
+  g.constant(tensor::scalar(1.0f), node_options("pinned").on("/cpu:0"));
+  auto vertex = [](int id) { return "n" + std::to_string(id); };
+
+  const std::string dot = to_dot(g);
+  const auto paths = dot_cluster_paths(dot);
+  CHECK(paths.at(vertex(w.node)) == "layer1");
+  CHECK(paths.at(vertex(h.node)) == "layer1/act");
+  CHECK(paths.at(vertex(x.node)).empty());
+  CHECK(paths.at(vertex(dw[0].node)).rfind("gradients", 0) == 0);
+  std::size_t gradient_nodes = 0, loop_nodes = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    const std::string& name = g.at(id).name();
+    gradient_nodes += name.rfind("gradients/", 0) == 0;
+    if (name.rfind("count/", 0) == 0) {
+      ++loop_nodes;
+      CHECK(paths.at(vertex(id)).rfind("count", 0) == 0);
+    }
+    CHECK(paths.count(vertex(id)) == 1);  // every node drawn once
+  }
+  REQUIRE(gradient_nodes > 3);
+  REQUIRE(loop_nodes > 5);
+  // Control flow: shapes, a blue back edge out of the NextIteration, blue borders in the loop.
+  int next = -1, sw = -1, add = -1;
+  for (int id = 0; id < g.size(); ++id) {
+    if (g.at(id).op() == "NextIteration") next = id;
+    if (g.at(id).op() == "Switch") sw = id;
+    if (g.at(id).op() == "Add" && g.at(id).name().rfind("count/", 0) == 0) add = id;
+  }
+  REQUIRE(next >= 0);
+  CHECK_THAT(dot, Catch::Contains(vertex(sw) + " [label=\"" + g.at(sw).name() + "\\nSwitch"));
+  CHECK_THAT(dot, Catch::Matches("(.|\n)*" + vertex(sw) + " \\[[^\n]*shape=diamond(.|\n)*"));
+  CHECK_THAT(dot, Catch::Matches("(.|\n)*" + vertex(next) + " -> n[0-9]+ \\[label=\"0\", color=\"#1f78b4\", style=bold, constraint=false\\](.|\n)*"));
+  CHECK_THAT(dot, Catch::Matches("(.|\n)*" + vertex(add) + " \\[[^\n]*color=\"#1f78b4\", penwidth=2(.|\n)*"));
+  CHECK_THAT(dot, Catch::Matches("(.|\n)*" + vertex(w.node) + " \\[[^\n]*Variable[^\n]*\\];\n(.|\n)*"));
+  CHECK_THAT(dot, !Catch::Matches("(.|\n)*" + vertex(w.node) + " \\[[^\n]*penwidth(.|\n)*"));  // not in a loop
+  // The requested device: a colour and the legend.
+  CHECK_THAT(dot, Catch::Contains("\"legend:0\" [label=\"/cpu:0\", style=filled, fillcolor=\"#a6cee3\"]"));
+
+  // The gradient collapsed: one box of every gradient node, edges into it merged.
+  const std::string folded = to_dot(g, dot_options{.collapse = {"gradients"}});
+  const auto folded_paths = dot_cluster_paths(folded);
+  CHECK(folded_paths.count(vertex(dw[0].node)) == 0);
+  CHECK(folded_paths.at("\"scope:gradients\"").empty());
+  CHECK_THAT(folded, Catch::Contains("\"scope:gradients\" [label=\"gradients/\\n" + std::to_string(gradient_nodes) + " nodes\", shape=box3d"));
+  CHECK_THAT(folded, Catch::Contains(vertex(w.node) + " -> \"scope:gradients\""));
+  CHECK(folded.find(" -> n" + std::to_string(dw[0].node) + " ") == std::string::npos);
+  // depth 0: every top-level scope one box; depth 1: layer1 a cluster, layer1/act a box.
+  const auto top = dot_cluster_paths(to_dot(g, dot_options{.depth = 0}));
+  CHECK(top.at("\"scope:layer1\"").empty());
+  CHECK(top.at("\"scope:count\"").empty());
+  CHECK(top.count(vertex(w.node)) == 0);
+  CHECK(top.at(vertex(x.node)).empty());
+  const auto one = dot_cluster_paths(to_dot(g, dot_options{.depth = 1}));
+  CHECK(one.at(vertex(w.node)) == "layer1");
+  CHECK(one.at("\"scope:layer1/act\"") == "layer1");
+  // Without scopes: no cluster but the legend.
+  const auto flat = dot_cluster_paths(to_dot(g, dot_options{.scopes = false}));
+  CHECK(flat.at(vertex(h.node)).empty());
+
+  if (!have_graphviz()) {
+    WARN("Graphviz's dot is not installed (tools/install-deps installs it): no SVG rendered");
+    CHECK_THROWS_WITH(render_svg(dot), Catch::Contains("not installed"));
+    return;
+  }
+  const std::string svg = render_svg(folded);
+  CHECK_THAT(svg, Catch::Contains("<svg") && Catch::Contains("layer1") && Catch::Contains("gradients/"));
+  CHECK_THAT(svg, Catch::Contains("<title>n" + std::to_string(w.node) + "</title>"));
+  test::temp_dir dir("weft_dot_svg");
+  write_svg(g, dir.path / "g.svg", {.depth = 0});
+  std::ifstream in(dir.path / "g.svg");
+  std::string first;
+  std::getline(in, first);
+  CHECK_THAT(first, Catch::Contains("<?xml"));
+  CHECK_THROWS_WITH(render_svg("digraph { a -> }"), Catch::Contains("dot failed") && Catch::Contains("syntax error"));
 }
