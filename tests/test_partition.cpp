@@ -593,10 +593,12 @@ TEST_CASE("the timeline of a step on two devices: a process per device, a flow a
   std::map<std::string, double> pid_of;  // device -> pid
   std::map<std::string, std::vector<double>> flow;  // phase -> [pid, ts]
   std::map<std::string, double> pid_of_node;
+  std::map<double, int> counters;  // pid -> memory counter events
   for (const auto& ev : doc["traceEvents"].as_array()) {
     const std::string ph = ev["ph"].as_string();
     if (ph == "M") pid_of[ev["args"]["name"].as_string()] = ev["pid"].as_number();
     else if (ph == "X") pid_of_node[ev["args"]["name"].as_string()] = ev["pid"].as_number();
+    else if (ph == "C") ++counters[ev["pid"].as_number()];  // memory in use on each device
     else flow[ph] = {ev["pid"].as_number(), ev["ts"].as_number(), ev["id"].as_number()};
   }
   CHECK(pid_of.size() == 2);
@@ -608,6 +610,15 @@ TEST_CASE("the timeline of a step on two devices: a process per device, a flow a
   CHECK(flow["s"][1] <= flow["f"][1]);
   CHECK(pid_of_node.at("a") == pid_of.at(cpu1));
   CHECK(pid_of_node.at("b") == pid_of.at(cpu0));
+  CHECK(counters[pid_of.at(cpu0)] >= 2);  // b and the Recv
+  CHECK(counters[pid_of.at(cpu1)] >= 2);  // a and the Send
+  // The Send's record carries the value it sent.
+  for (const auto& n : meta.stats.nodes)
+    if (n.op == "_Send") {
+      REQUIRE(n.outputs.size() == 1);
+      CHECK(n.outputs[0].shape == shape({2}));
+      CHECK(n.outputs[0].bytes == 8);
+    }
 }
 
 TEST_CASE("Recv scheduling: as late as possible, a copying Recv waits until just before its value is used") {

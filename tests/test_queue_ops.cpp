@@ -4,6 +4,7 @@
 // cancelled from another thread or timed out, leaving the queue as it was and the session
 // usable, and errors that name the node and the queue.
 #include "support/helpers.hpp"
+#include "support/json.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -163,6 +164,38 @@ TEST_CASE("queue ops: a blocked dequeue holds no thread and resumes when another
   s.run({{f.values, vec({3, 4})}}, {}, {f.enqueue});
   CHECK(waiting.get() == std::vector<float>{1, 2, 3});
   CHECK(s.run({}, {f.one})[0].scalar_value<float>() == 4);
+}
+
+TEST_CASE("queue ops: the trace of a dequeue that waited: an arrow from the thread that started it to the one that ended it", "[queue_ops]") {
+  float_graph f;
+  session s(f.g, test::one_thread());  // each step runs on the thread that calls run()
+  run_metadata meta;
+  auto waiting = std::async(std::launch::async, [&] { return s.run({}, {f.one}, {}, {.trace = true}, &meta)[0]; });
+  std::this_thread::sleep_for(20ms);
+  s.run({{f.values, vec({7})}}, {}, {f.enqueue});  // here: the waiting dequeue ends on this thread
+  CHECK(waiting.get().scalar_value<float>() == 7);
+  const node_stats* dequeue = nullptr;
+  for (const auto& n : meta.stats.nodes)
+    if (n.node == "dequeue") dequeue = &n;
+  REQUIRE(dequeue);
+  CHECK(dequeue->start_thread >= 0);
+  CHECK(dequeue->start_thread != dequeue->thread);
+  CHECK(dequeue->end_ns - dequeue->start_ns >= 15'000'000);  // it waited about 20 ms
+  REQUIRE(dequeue->outputs.size() == 1);
+  CHECK(dequeue->outputs[0].bytes == 4);
+  std::map<std::string, std::vector<double>> arrow;  // phase -> tid, ts, id
+  const auto doc = test::json::parse(chrome_trace(meta.stats));
+  for (const auto& ev : doc["traceEvents"].as_array())
+    if (ev["ph"].as_string() == "s" || ev["ph"].as_string() == "f") {
+      CHECK(ev["cat"].as_string() == "async");
+      CHECK(ev["args"]["name"].as_string() == "dequeue");
+      arrow[ev["ph"].as_string()] = {ev["tid"].as_number(), ev["ts"].as_number(), ev["id"].as_number()};
+    }
+  REQUIRE(arrow.size() == 2);
+  CHECK(arrow["s"][0] == dequeue->start_thread);
+  CHECK(arrow["f"][0] == dequeue->thread);
+  CHECK(arrow["s"][2] == arrow["f"][2]);
+  CHECK(arrow["f"][1] - arrow["s"][1] >= 15'000);  // microseconds
 }
 
 TEST_CASE("queue ops: a step blocked in a dequeue times out and leaves the queue as it was", "[queue_ops]") {

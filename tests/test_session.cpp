@@ -159,7 +159,7 @@ TEST_CASE("a traced run exports a Chrome trace") {
   CHECK(json.find("\"ph\":\"X\"") != std::string::npos);
   // Past one second, timestamps keep their nanoseconds (once printed as 1.23457e+06).
   step_stats late;
-  late.nodes.push_back({"n", "Neg", "/cpu:0", 0, 1'234'567'891, 1'234'569'000});
+  late.nodes.push_back({.node = "n", .op = "Neg", .device = "/cpu:0", .thread = 0, .start_ns = 1'234'567'891, .end_ns = 1'234'569'000});
   auto text = chrome_trace(late);
   CHECK(text.find("\"ts\":1234567.891,\"dur\":1.109,") != std::string::npos);
 }
@@ -183,10 +183,16 @@ TEST_CASE("a Chrome trace parses as JSON, with exact times, producers before con
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> span;  // node -> [start, end) in ns
   std::map<std::pair<double, double>, std::vector<std::pair<std::int64_t, std::int64_t>>> by_thread;
   int processes = 0;
+  std::map<std::string, std::int64_t> counters;  // ts in ns -> bytes in use
   for (const auto& ev : doc["traceEvents"].as_array()) {
     if (ev["ph"].as_string() == "M") {
       CHECK(ev["name"].as_string() == "process_name");
       ++processes;
+      continue;
+    }
+    if (ev["ph"].as_string() == "C") {  // the device's memory as a node ended
+      CHECK(ev["name"].as_string() == "memory");
+      counters[std::to_string(std::llround(ev["ts"].as_number() * 1000))] = std::llround(ev["args"]["bytes_in_use"].as_number());
       continue;
     }
     REQUIRE(ev["ph"].as_string() == "X");
@@ -199,6 +205,23 @@ TEST_CASE("a Chrome trace parses as JSON, with exact times, producers before con
   }
   CHECK(processes == 1);
   REQUIRE(span.size() == meta.stats.nodes.size());
+  // A counter per node, at its end, of its record's bytes; each node's outputs in its args.
+  for (const auto& n : meta.stats.nodes) {
+    REQUIRE(counters.count(std::to_string(n.end_ns)) == 1);
+    CHECK(counters[std::to_string(n.end_ns)] >= 0);
+    REQUIRE(n.outputs.size() == 1);
+    CHECK(n.outputs[0].dtype == dtype::float32);
+    CHECK(n.outputs[0].shape == shape({64, 64}));
+    CHECK(n.outputs[0].bytes == 64 * 64 * 4);
+  }
+  for (const auto& ev : doc["traceEvents"].as_array())
+    if (ev["ph"].as_string() == "X") {
+      const auto& o = ev["args"]["outputs"].as_array();
+      REQUIRE(o.size() == 1);
+      CHECK(o[0]["dtype"].as_string() == "float32");
+      CHECK(o[0]["shape"].as_string() == "[64,64]");
+      CHECK(o[0]["bytes"].as_number() == 64 * 64 * 4);
+    }
   // The microseconds carry the nanoseconds exactly.
   for (const auto& n : meta.stats.nodes) CHECK(span[n.node] == std::make_pair(n.start_ns, n.end_ns));
   // A node starts after its producers end.
@@ -216,6 +239,54 @@ TEST_CASE("a Chrome trace parses as JSON, with exact times, producers before con
       open.push_back(sp);
     }
   }
+}
+
+TEST_CASE("a step's summary: time by op type, the slowest nodes, memory in use, and each node's outputs") {
+  graph g;
+  auto x = g.placeholder(dtype::float32, partial_shape{64, 64}, "x");
+  auto m1 = g.op("MatMul", {x, x}, {}, "m1");
+  auto m2 = g.op("MatMul", {m1, x}, {}, "m2");
+  auto t = g.op("Tanh", {m2}, {}, "t");
+  session s(g, test::one_thread());
+  run_metadata meta;
+  s.run({{x, tensor::filled<float>(shape({64, 64}), 0.01f)}}, {t}, {}, {.trace = true}, &meta);
+  REQUIRE(meta.stats.nodes.size() == 3);  // the placeholder is fed, not run
+  // By hand: the op types' counts and totals, the slowest node, the wall time.
+  std::map<std::string, std::pair<std::size_t, std::int64_t>> want;
+  std::int64_t first = meta.stats.nodes[0].start_ns, last = 0, sum = 0;
+  const node_stats* slowest = &meta.stats.nodes[0];
+  std::size_t peak = 0;
+  for (const auto& n : meta.stats.nodes) {
+    auto& w = want[n.op];
+    ++w.first, w.second += n.end_ns - n.start_ns;
+    first = std::min(first, n.start_ns), last = std::max(last, n.end_ns), sum += n.end_ns - n.start_ns;
+    if (n.end_ns - n.start_ns > slowest->end_ns - slowest->start_ns) slowest = &n;
+    peak = std::max(peak, n.bytes_in_use);
+    REQUIRE(n.outputs.size() == 1);
+    CHECK(n.outputs[0].shape == shape({64, 64}));
+    CHECK(n.outputs[0].bytes == 64 * 64 * 4);
+  }
+  CHECK(peak >= 64 * 64 * 4);  // at least the node's own output was in use as it ended
+  const step_summary sum_of = summarize(meta.stats, 2);
+  CHECK(sum_of.wall_ns == last - first);
+  CHECK(sum_of.node_ns == sum);
+  CHECK(sum_of.nodes == 3);
+  CHECK(sum_of.threads == 1);
+  REQUIRE(sum_of.by_op.size() == 2);
+  for (const auto& o : sum_of.by_op) {
+    CHECK(o.count == want[o.op].first);
+    CHECK(o.total_ns == want[o.op].second);
+  }
+  CHECK(sum_of.by_op[0].total_ns >= sum_of.by_op[1].total_ns);
+  REQUIRE(sum_of.slowest.size() == 2);
+  CHECK(sum_of.slowest[0] == slowest);
+  CHECK(sum_of.peak_bytes.at(meta.stats.nodes[0].device) == peak);
+  const std::string text = step_stats_summary(meta.stats, 2);
+  CHECK_THAT(text, Catch::Contains("in 3 nodes on 1 thread") && Catch::Contains("by op type:") && Catch::Contains("MatMul") &&
+                       Catch::Contains("Tanh") && Catch::Contains("slowest nodes:") &&
+                       Catch::Contains("(" + slowest->op + ", " + slowest->device + ") float32[64,64]") &&
+                       Catch::Contains("memory in use on " + slowest->device));
+  CHECK(summarize(step_stats{}).to_string().find("0 nodes") != std::string::npos);
 }
 
 TEST_CASE("the session reads an op's role from its definition, not from its name") {

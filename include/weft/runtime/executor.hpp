@@ -47,6 +47,13 @@
 
 namespace weft {
 
+// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
+struct tensor_stats {
+  weft::dtype dtype = weft::dtype::invalid;
+  weft::shape shape{};
+  std::size_t bytes = 0;
+};
+
 // One record of a traced step.
 struct node_stats {
   std::string node;
@@ -55,6 +62,9 @@ struct node_stats {
   int thread = 0;
   std::int64_t start_ns = 0;  // since the step started
   std::int64_t end_ns = 0;
+  std::vector<tensor_stats> outputs{};  // the node's outputs (a _Send: the value it sends)
+  std::size_t bytes_in_use = 0;         // the device's memory in use when the node ended
+  int start_thread = -1;                // an async kernel's: the thread that started it
 };
 
 struct step_stats {
@@ -357,7 +367,7 @@ class step final : rendezvous::receiver {
           node_done(1);
           continue;
         }
-        if (options_.trace) record(xn, t0);
+        if (options_.trace) record(xn, t0, outputs);
       }
       clear(inputs);
       ready.clear();
@@ -417,10 +427,12 @@ class step final : rendezvous::receiver {
       std::unique_ptr<kernel_context> ctx;
       std::int64_t t0;
       std::thread::id caller = std::this_thread::get_id();
+      int caller_index = 0;  // the tracing thread index of the caller
     };
     auto state = std::make_shared<async_state>();
     state->outputs.resize(static_cast<std::size_t>(xn.num_outputs));
     state->t0 = options_.trace ? now_ns() : 0;
+    if (options_.trace) state->caller_index = detail::thread_index();
     try {
       snapshot_refs(xn, inputs);
     } catch (...) {
@@ -438,7 +450,7 @@ class step final : rendezvous::receiver {
         node_done(1);
         return;
       }
-      if (options_.trace) record(xn, state->t0);
+      if (options_.trace) record(xn, state->t0, state->outputs, state->caller_index);
       clear(inputs);
       ready_list ready;
       propagate(tn, xn, state->outputs, ready);
@@ -500,7 +512,7 @@ class step final : rendezvous::receiver {
       if (t.lossy) v.value = truncate_to_bfloat16(v.value);
     }
     clear(inputs);
-    if (options_.trace) record(xn, t0);
+    if (options_.trace) record(xn, t0, std::span<const entry>(&v, 1));
     try {
       rendezvous_->send(t.edge, std::move(v), t.key, iteration_key(tn));
     } catch (...) {
@@ -548,7 +560,7 @@ class step final : rendezvous::receiver {
     } else if (!v.dead) {
       v.value = on_device(xn, std::move(v.value));
     }
-    if (options_.trace) record(xn, w.t0);
+    if (options_.trace) record(xn, w.t0, std::span<const entry>(&v, 1));
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
   }
@@ -1004,14 +1016,25 @@ class step final : rendezvous::receiver {
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
-  void record(const exec_node& xn, std::int64_t t0) {
+  // `outputs`: what the node made (for a Send, the value sent); `start_thread`: the thread
+  // that started an async kernel.
+  void record(const exec_node& xn, std::int64_t t0, std::span<const entry> outputs = {}, int start_thread = -1) {
     node_stats s;
+    const device& d = device_of(xn);
     if (xn.transfer >= 0) {
       const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
-      s = {t.key, t.send ? "_Send" : "_Recv", device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+      s.node = t.key, s.op = t.send ? "_Send" : "_Recv";
     } else {
-      s = {xn.def->name(), xn.def->op(), device_of(xn).name(), detail::thread_index(), t0, now_ns()};
+      s.node = xn.def->name(), s.op = xn.def->op();
     }
+    s.device = d.name(), s.thread = detail::thread_index(), s.start_ns = t0, s.end_ns = now_ns();
+    s.outputs.reserve(outputs.size());
+    for (const entry& e : outputs) {
+      if (e.dead || !e.value.valid()) s.outputs.push_back({});
+      else s.outputs.push_back({e.value.dtype(), e.value.shape(), e.value.bytes()});
+    }
+    s.bytes_in_use = d.bytes_in_use();
+    s.start_thread = start_thread;
     std::lock_guard lock(trace_mutex_);
     stats_.nodes.push_back(std::move(s));
   }

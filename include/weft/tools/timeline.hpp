@@ -1,10 +1,16 @@
-// Timeline: a traced step as Chrome Trace Event JSON (one process per device, one thread
-// row per executor thread, one complete "X" event per node, a flow arrow from each Send to
-// its Recv between devices), which Perfetto and chrome://tracing open.
+// Timeline: a traced step as Chrome Trace Event JSON, which Perfetto and chrome://tracing
+// open: one process per device, one thread row per executor thread, one complete "X" event
+// per node (its args: the node's name, op and each output's dtype, shape and bytes), a
+// counter "memory" per device (its allocator's bytes in use as each node ended), a flow
+// arrow from each Send to its Recv between devices and from the thread that started an
+// async kernel (a queue's dequeue, say) to the one that finished it.
+// `step_stats_summary(stats)`: the step as text, its time by op type and its slowest nodes.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
+#include <iomanip>
 #include <map>
 #include <ostream>
 #include <sstream>
@@ -75,7 +81,29 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
     detail::json_string(out, n.node);
     out << ",\"op\":";
     detail::json_string(out, n.op);
+    if (!n.outputs.empty()) {
+      out << ",\"outputs\":[";
+      for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+        const auto& o = n.outputs[i];
+        out << (i ? "," : "");
+        if (o.dtype == dtype::invalid) {
+          out << "null";
+          continue;
+        }
+        std::ostringstream shape_text;
+        shape_text << o.shape;
+        out << "{\"dtype\":\"" << name(o.dtype) << "\",\"shape\":";
+        detail::json_string(out, shape_text.str());
+        out << ",\"bytes\":" << o.bytes << "}";
+      }
+      out << "]";
+    }
     out << "}}";
+    // The device's memory when the node ended.
+    sep();
+    out << "{\"name\":\"memory\",\"ph\":\"C\",\"pid\":" << pids[n.device] << ",\"ts\":";
+    detail::json_micros(out, n.end_ns);
+    out << ",\"args\":{\"bytes_in_use\":" << n.bytes_in_use << "}}";
   }
   // A flow arrow from each Send to the Recv of the same edge (its end: when the value came).
   std::map<std::string, const node_stats*> sends;
@@ -98,6 +126,21 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
       out << "}}";
     }
   }
+  // A flow arrow from the thread that started each async kernel to the one that ended it.
+  for (const auto& n : stats.nodes) {
+    if (n.start_thread < 0 || n.start_thread == n.thread) continue;
+    ++flow;
+    for (int end = 0; end < 2; ++end) {
+      sep();
+      out << "{\"name\":\"async\",\"cat\":\"async\",\"ph\":\"" << (end == 0 ? "s" : "f\",\"bp\":\"e")
+          << "\",\"id\":" << flow << ",\"pid\":" << pids[n.device] << ",\"tid\":" << (end == 0 ? n.start_thread : n.thread)
+          << ",\"ts\":";
+      detail::json_micros(out, end == 0 ? n.start_ns : n.end_ns);
+      out << ",\"args\":{\"name\":";
+      detail::json_string(out, n.node);
+      out << "}}";
+    }
+  }
   out << "\n]}\n";
 }
 
@@ -106,5 +149,78 @@ inline std::string chrome_trace(const step_stats& stats) {
   write_chrome_trace(out, stats);
   return out.str();
 }
+
+// A traced step in figures: its wall time (first start to last end), the time of its nodes by
+// op type (count, total, share, mean; the costliest first), its `top` slowest nodes with their
+// outputs, and each device's peak of memory in use as its nodes ended.
+struct op_type_stats {
+  std::string op;
+  std::size_t count = 0;
+  std::int64_t total_ns = 0;
+};
+struct step_summary {
+  std::int64_t wall_ns = 0, node_ns = 0;
+  std::size_t nodes = 0, threads = 0;
+  std::vector<op_type_stats> by_op;        // the costliest first
+  std::vector<const node_stats*> slowest;  // the slowest first, at most `top`
+  std::map<std::string, std::size_t> peak_bytes;  // device -> bytes
+
+  // As text, for a terminal.
+  std::string to_string() const {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(3);
+    out << "step: " << wall_ns / 1e6 << " ms wall, " << node_ns / 1e6 << " ms in " << nodes << " nodes on " << threads
+        << (threads == 1 ? " thread\n" : " threads\n");
+    for (const auto& [device, bytes] : peak_bytes)
+      out << "  memory in use on " << device << ": at most " << std::setprecision(1) << bytes / 1048576.0 << " MiB\n"
+          << std::setprecision(3);
+    out << "by op type:\n" << std::left << std::setw(24) << "  op" << std::right << std::setw(7) << "count" << std::setw(12)
+        << "total ms" << std::setw(8) << "share" << std::setw(11) << "mean us\n";
+    for (const auto& t : by_op)
+      out << "  " << std::left << std::setw(22) << t.op << std::right << std::setw(7) << t.count << std::setw(12)
+          << t.total_ns / 1e6 << std::setw(7) << std::setprecision(1) << (node_ns ? 100.0 * t.total_ns / node_ns : 0.0)
+          << "%" << std::setw(10) << t.total_ns / 1e3 / static_cast<double>(t.count) << "\n"
+          << std::setprecision(3);
+    out << "slowest nodes:\n";
+    for (const auto* n : slowest) {
+      out << "  " << std::setw(9) << (n->end_ns - n->start_ns) / 1e6 << " ms  " << n->node << " (" << n->op << ", "
+          << n->device << ")";
+      for (const auto& o : n->outputs)
+        if (o.dtype != dtype::invalid) out << " " << name(o.dtype) << o.shape;
+      out << "\n";
+    }
+    return out.str();
+  }
+};
+
+inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
+  step_summary s;
+  s.nodes = stats.nodes.size();
+  if (stats.nodes.empty()) return s;
+  std::int64_t first = stats.nodes.front().start_ns, last = stats.nodes.front().end_ns;
+  std::map<std::string, op_type_stats> ops;
+  std::map<int, bool> threads;
+  for (const auto& n : stats.nodes) {
+    first = std::min(first, n.start_ns), last = std::max(last, n.end_ns);
+    const std::int64_t t = n.end_ns - n.start_ns;
+    s.node_ns += t;
+    auto& o = ops[n.op];
+    o.op = n.op, ++o.count, o.total_ns += t;
+    threads[n.thread] = true;
+    auto& peak = s.peak_bytes[n.device];
+    peak = std::max(peak, n.bytes_in_use);
+    s.slowest.push_back(&n);
+  }
+  s.wall_ns = last - first;
+  s.threads = threads.size();
+  for (auto& [op, o] : ops) s.by_op.push_back(o);
+  std::stable_sort(s.by_op.begin(), s.by_op.end(), [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
+  std::stable_sort(s.slowest.begin(), s.slowest.end(),
+                   [](const auto* a, const auto* b) { return a->end_ns - a->start_ns > b->end_ns - b->start_ns; });
+  if (s.slowest.size() > top) s.slowest.resize(top);
+  return s;
+}
+
+inline std::string step_stats_summary(const step_stats& stats, std::size_t top = 10) { return summarize(stats, top).to_string(); }
 
 }  // namespace weft
