@@ -1,10 +1,11 @@
-// weft's typed front end: models written as C++ expressions whose dtypes and static shapes
-// the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
-// run by a client_session. See docs/tutorial.md.
-//
-// The DSL asks for each op's kernels through weft::kernel_for (framework/kernel_for.hpp);
-// the CPU kernels' headers below specialize it. Including them instantiates nothing: a
-// program compiles the kernels of the ops and dtypes its typed code lowers.
+/// @file
+/// weft's typed front end: models written as C++ expressions whose dtypes and static shapes
+/// the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
+/// run by a client_session. See docs/tutorial.md.
+///
+/// The DSL asks for each op's kernels through weft::kernel_for (framework/kernel_for.hpp);
+/// the CPU kernels' headers below specialize it. Including them instantiates nothing: a
+/// program compiles the kernels of the ops and dtypes its typed code lowers.
 #pragma once
 
 #include <weft/weft.hpp>

@@ -1,7 +1,8 @@
-// weft: the umbrella header. Graphs, sessions, the runtime and the standard op
-// definitions; no kernel bodies (see <weft/kernels/cpu/all.hpp>, included by one
-// translation unit of a program). A program compiles only the op families it registers
-// (<weft/ops/core_ops.hpp>).
+/// @file
+/// weft: the umbrella header. Graphs, sessions, the runtime and the standard op
+/// definitions; no kernel bodies (see <weft/kernels/cpu/all.hpp>, included by one
+/// translation unit of a program). A program compiles only the op families it registers
+/// (<weft/ops/core_ops.hpp>).
 #pragma once
 
 #include <weft/core/checked.hpp>
@@ -33,6 +34,6 @@
 #include <weft/tools/summary.hpp>
 #include <weft/tools/timeline.hpp>
 
-#define WEFT_VERSION_MAJOR 0
-#define WEFT_VERSION_MINOR 1
-#define WEFT_VERSION_PATCH 0
+#define WEFT_VERSION_MAJOR 0  ///< weft's version: major
+#define WEFT_VERSION_MINOR 1  ///< weft's version: minor
+#define WEFT_VERSION_PATCH 0  ///< weft's version: patch

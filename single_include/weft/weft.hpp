@@ -3,28 +3,31 @@
 // compile the full CPU kernel registry there; elsewhere, register only the kernels
 // a program uses (weft::cpu::register_core_kernels(), register_matmul_kernel<float>()).
 #pragma once
-// weft: the umbrella header. Graphs, sessions, the runtime and the standard op
-// definitions; no kernel bodies (see <weft/kernels/cpu/all.hpp>, included by one
-// translation unit of a program). A program compiles only the op families it registers
-// (<weft/ops/core_ops.hpp>).
+/// @file
+/// weft: the umbrella header. Graphs, sessions, the runtime and the standard op
+/// definitions; no kernel bodies (see <weft/kernels/cpu/all.hpp>, included by one
+/// translation unit of a program). A program compiles only the op families it registers
+/// (<weft/ops/core_ops.hpp>).
 
-// Checked size arithmetic. Every element count, byte size, output dimension and index sum
-// that is computed from user data (shapes, attributes, tensor values, file headers) goes
-// through these functions, so a product or sum that does not fit is a weft::error naming
-// what was computed, never a wrapped size that a kernel then writes past.
-//
-// Offsets inside a tensor that already exists need no check: its element count and byte
-// size were checked when it was allocated, so every index below them fits. The rule of
-// the tree (docs/reliability.md; tools/check_size_arithmetic.py greps for it): a new size
-// is computed here, or from dims of a weft::shape, whose constructor checks the product.
+/// @file
+/// Checked size arithmetic. Every element count, byte size, output dimension and index sum
+/// that is computed from user data (shapes, attributes, tensor values, file headers) goes
+/// through these functions, so a product or sum that does not fit is a weft::error naming
+/// what was computed, never a wrapped size that a kernel then writes past.
+///
+/// Offsets inside a tensor that already exists need no check: its element count and byte
+/// size were checked when it was allocated, so every index below them fits. The rule of
+/// the tree (docs/reliability.md; tools/check_size_arithmetic.py greps for it): a new size
+/// is computed here, or from dims of a weft::shape, whose constructor checks the product.
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
 
-// weft::error: the one exception type weft throws. Its message names what went
-// wrong in the user's terms (node, op, dtypes, shapes); `code` lets callers branch.
+/// @file
+/// weft::error: the one exception type weft throws. Its message names what went
+/// wrong in the user's terms (node, op, dtypes, shapes); `code` lets callers branch.
 
 #include <initializer_list>
 #include <ostream>
@@ -36,17 +39,17 @@
 namespace weft {
 
 enum class error_code {
-  invalid_argument,  // bad shapes, dtypes, attributes or indices
-  not_found,         // unknown op, node, kernel or resource
-  already_exists,    // duplicate node name or resource
-  failed_precondition,  // e.g. an uninitialized variable
+  invalid_argument,  ///< bad shapes, dtypes, attributes or indices
+  not_found,         ///< unknown op, node, kernel or resource
+  already_exists,    ///< duplicate node name or resource
+  failed_precondition,  ///< e.g. an uninitialized variable
   out_of_range,
   cancelled,
   internal,
   unimplemented,
   data_loss,
-  resource_exhausted,  // an allocation beyond memory or a session's memory limit
-  deadline_exceeded,   // a run that outlived its run_options::timeout
+  resource_exhausted,  ///< an allocation beyond memory or a session's memory limit
+  deadline_exceeded,   ///< a run that outlived its run_options::timeout
 };
 
 inline const char* to_string(error_code c) noexcept {
@@ -77,10 +80,10 @@ class error : public std::runtime_error {
 };
 
 namespace detail {
-// One part of an error message: a reference to any streamable value and the function that
-// writes it. Messages are built from a list of parts by one non-template function, so a
-// call site compiles one small function per argument type instead of a whole stream
-// expression per combination of argument types.
+/// One part of an error message: a reference to any streamable value and the function that
+/// writes it. Messages are built from a list of parts by one non-template function, so a
+/// call site compiles one small function per argument type instead of a whole stream
+/// expression per combination of argument types.
 class message_part {
  public:
   template <class T>
@@ -111,7 +114,7 @@ std::string concat(const Parts&... parts) {
 }
 }  // namespace detail
 
-// Builds the message from streamable parts: fail(error_code::invalid_argument, "x has ", n, " dims").
+/// Builds the message from streamable parts: fail(error_code::invalid_argument, "x has ", n, " dims").
 template <class... Parts>
 [[noreturn]] void fail(error_code code, const Parts&... parts) {
   throw error(code, detail::concat(parts...));
@@ -121,11 +124,11 @@ template <class... Parts>
 
 namespace weft {
 
-// The largest buffer weft asks any allocator for: a tensor's bytes plus its header must
-// fit in ptrdiff_t, so that pointer differences inside it are defined.
+/// The largest buffer weft asks any allocator for: a tensor's bytes plus its header must
+/// fit in ptrdiff_t, so that pointer differences inside it are defined.
 inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
 
-// a * b for non-negative sizes; `what` names the quantity in the error.
+/// a * b for non-negative sizes; `what` names the quantity in the error.
 [[nodiscard]] inline std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t r;
   if (__builtin_mul_overflow(a, b, &r))
@@ -133,7 +136,7 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
   return r;
 }
 
-// a + b; `what` names the quantity in the error.
+/// a + b; `what` names the quantity in the error.
 [[nodiscard]] inline std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* what) {
   std::int64_t r;
   if (__builtin_add_overflow(a, b, &r))
@@ -141,10 +144,10 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
   return r;
 }
 
-// The number of elements of `dims`. A negative dim is an error, and so is a product of the
-// non-zero dims that does not fit in int64, even where a zero dim makes the count 0
-// ([0, 2^62, 4] as much as [2^62, 4, 0]): then the product of any of a shape's dims (a
-// stride, a row's length, a group of merged dims) fits too, empty shapes included.
+/// The number of elements of `dims`. A negative dim is an error, and so is a product of the
+/// non-zero dims that does not fit in int64, even where a zero dim makes the count 0
+/// ([0, 2^62, 4] as much as [2^62, 4, 0]): then the product of any of a shape's dims (a
+/// stride, a row's length, a group of merged dims) fits too, empty shapes included.
 [[nodiscard]] inline std::int64_t checked_element_count(std::span<const std::int64_t> dims, const char* what) {
   std::int64_t n = 1;
   bool empty = false;
@@ -158,7 +161,7 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
   return empty ? 0 : n;
 }
 
-// The bytes of `elements` elements of `element_size` bytes each, at most max_buffer_bytes.
+/// The bytes of `elements` elements of `element_size` bytes each, at most max_buffer_bytes.
 [[nodiscard]] inline std::size_t checked_byte_size(std::int64_t elements, std::size_t element_size, const char* what) {
   std::size_t r;
   if (elements < 0 || __builtin_mul_overflow(static_cast<std::size_t>(elements), element_size, &r) ||
@@ -169,9 +172,10 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
 }
 
 }  // namespace weft
-// dtype: the element types of the whitepaper (§2) and their C++ counterparts.
-// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex;
-// string (TensorFlow's variable-length byte strings) is std::string, host memory only.
+/// @file
+/// dtype: the element types of the whitepaper (§2) and their C++ counterparts.
+/// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex;
+/// string (TensorFlow's variable-length byte strings) is std::string, host memory only.
 
 #include <Eigen/Core>
 
@@ -206,9 +210,9 @@ enum class dtype : std::uint8_t {
   string,
 };
 
-// Every dtype code is below dtype_count. The fixed-size element types (bool and the numbers)
-// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
-// strings too ("any type"); string is the one code past them.
+/// Every dtype code is below dtype_count. The fixed-size element types (bool and the numbers)
+/// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
+/// strings too ("any type"); string is the one code past them.
 inline constexpr int dtype_count = 17;
 inline constexpr int plain_dtype_count = 16;
 
@@ -242,7 +246,7 @@ inline constexpr std::string_view name(dtype t) noexcept {
 
 inline std::ostream& operator<<(std::ostream& out, dtype t) { return out << name(t); }
 
-// Parses a dtype name as name() prints it; throws on anything else.
+/// Parses a dtype name as name() prints it; throws on anything else.
 inline dtype parse_dtype(std::string_view s) {
   for (int i = 1; i < dtype_count; ++i)
     if (name(static_cast<dtype>(i)) == s) return static_cast<dtype>(i);
@@ -281,12 +285,12 @@ inline constexpr bool is_complex(dtype t) noexcept {
 inline constexpr bool is_integer(dtype t) noexcept {
   return t >= dtype::int8 && t <= dtype::uint64;
 }
-// Bool and the numbers: elements that are plain bytes, copied by memcpy (string's are not).
+/// Bool and the numbers: elements that are plain bytes, copied by memcpy (string's are not).
 inline constexpr bool is_plain(dtype t) noexcept {
   return t != dtype::invalid && static_cast<int>(t) < plain_dtype_count;
 }
 
-template <class T> struct dtype_traits;  // undefined: T is not a weft element type
+template <class T> struct dtype_traits;  ///< undefined: T is not a weft element type
 #define WEFT_DETAIL_DTYPE(T, D)                         \
   template <> struct dtype_traits<T> {                  \
     static constexpr dtype value = dtype::D;            \
@@ -317,8 +321,8 @@ inline constexpr dtype dtype_of = dtype_traits<std::remove_cv_t<T>>::value;
 
 template <class T> struct type_tag { using type = T; };
 
-// Calls f(type_tag<T>{}) for the C++ type T of `t`, restricted to the listed types;
-// any other dtype calls on_other(). Kernels use it to instantiate only what they support.
+/// Calls f(type_tag<T>{}) for the C++ type T of `t`, restricted to the listed types;
+/// any other dtype calls on_other(). Kernels use it to instantiate only what they support.
 template <class... Ts, class F, class G>
 decltype(auto) dispatch(dtype t, F&& f, G&& on_other) {
   using result = decltype(f(type_tag<float>{}));
@@ -347,15 +351,15 @@ using number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int
 using float_types = type_list<half, bfloat16, float, double>;
 using float_complex_types = type_list<half, bfloat16, float, double, complex64, complex128>;
 using index_types = type_list<std::int32_t, std::int64_t>;
-// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
-// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
+/// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
+/// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
 using signed_real_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
 using signed_number_types =
     type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
 using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
 using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
 
-// float16 and bfloat16.
+/// float16 and bfloat16.
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
@@ -368,12 +372,14 @@ template <class... Ts> struct dispatcher<type_list<Ts...>> {
 };
 
 }  // namespace weft
-// Conversions between weft::tensor and Eigen::Tensor (either layout). Maps are views;
-// from_eigen copies into a fresh weft buffer.
+/// @file
+/// Conversions between weft::tensor and Eigen::Tensor (either layout). Maps are views;
+/// from_eigen copies into a fresh weft buffer.
 
-// Eigen's Tensor module, always with its ThreadPoolDevice: weft's kernels run on one.
-// Whichever weft header comes first pulls the module in, so every path defines
-// EIGEN_USE_THREADS before it.
+/// @file
+/// Eigen's Tensor module, always with its ThreadPoolDevice: weft's kernels run on one.
+/// Whichever weft header comes first pulls the module in, so every path defines
+/// EIGEN_USE_THREADS before it.
 
 // The module has no include guard of its own, and its parts are guarded one by one: if it
 // was included before without EIGEN_USE_THREADS, including it again adds the thread pool
@@ -391,15 +397,16 @@ template <class... Ts> struct dispatcher<type_list<Ts...>> {
 
 #include <array>
 
-// tensor: a dtype, a shape and a reference-counted, 64-byte-aligned buffer from a
-// device's allocator. Copies share the buffer; reshape() and slice() are zero-copy views.
-// The buffer's header (count, allocator, size) is apart from its data, which the allocator
-// places in its memory space: host memory for the CPU devices. The element accessors
-// (data, flat, to_vector, copy, debug_string) read host memory.
-// Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
-// which is what makes sharing by reference count safe across concurrent steps.
-// A string tensor's buffer holds std::string objects (host memory only): made empty with the
-// buffer, destroyed with it, copied element by element; its bytes are never memcpy'd.
+/// @file
+/// tensor: a dtype, a shape and a reference-counted, 64-byte-aligned buffer from a
+/// device's allocator. Copies share the buffer; reshape() and slice() are zero-copy views.
+/// The buffer's header (count, allocator, size) is apart from its data, which the allocator
+/// places in its memory space: host memory for the CPU devices. The element accessors
+/// (data, flat, to_vector, copy, debug_string) read host memory.
+/// Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
+/// which is what makes sharing by reference count safe across concurrent steps.
+/// A string tensor's buffer holds std::string objects (host memory only): made empty with the
+/// buffer, destroyed with it, copied element by element; its bytes are never memcpy'd.
 
 #include <atomic>
 #include <cstring>
@@ -412,8 +419,9 @@ template <class... Ts> struct dispatcher<type_list<Ts...>> {
 #include <utility>
 #include <vector>
 
-// allocator: where a device's tensor buffers come from. Buffers are 64-byte aligned
-// (a cache line, and an AVX-512 register) so kernels can use aligned vector loads.
+/// @file
+/// allocator: where a device's tensor buffers come from. Buffers are 64-byte aligned
+/// (a cache line, and an AVX-512 register) so kernels can use aligned vector loads.
 
 #include <unistd.h>
 
@@ -434,8 +442,8 @@ namespace weft {
 
 inline constexpr std::size_t buffer_alignment = 64;
 
-// Where an allocator's memory is: host memory the CPU reads and writes, or the memory of an
-// accelerator that only its device and copies reach.
+/// Where an allocator's memory is: host memory the CPU reads and writes, or the memory of an
+/// accelerator that only its device and copies reach.
 enum class memory_space : std::uint8_t { host, device };
 
 inline const char* to_string(memory_space s) noexcept { return s == memory_space::host ? "host" : "device"; }
@@ -447,21 +455,21 @@ class allocator {
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
   virtual weft::memory_space space() const noexcept { return weft::memory_space::host; }
-  // The allocator whose memory this one hands out: itself, or what a wrapper (a memory
-  // limit) allocates from. Two allocators with one underlying() share their memory.
+  /// The allocator whose memory this one hands out: itself, or what a wrapper (a memory
+  /// limit) allocates from. Two allocators with one underlying() share their memory.
   virtual const allocator& underlying() const noexcept { return *this; }
 };
 
-// Host memory with byte counters (current and peak), usable from many threads.
-//
-// Large buffers (at least `cache_min_bytes`, 64 KiB) are kept when freed, up to `cache_limit`
-// bytes in all, and handed to the next allocation of the same rounded size, as TensorFlow's
-// BFC allocator keeps its regions: a step that allocates the shapes of the step before
-// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
-// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
-// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
-// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
-// use after free is still reported.
+/// Host memory with byte counters (current and peak), usable from many threads.
+///
+/// Large buffers (at least `cache_min_bytes`, 64 KiB) are kept when freed, up to `cache_limit`
+/// bytes in all, and handed to the next allocation of the same rounded size, as TensorFlow's
+/// BFC allocator keeps its regions: a step that allocates the shapes of the step before
+/// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
+/// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
+/// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
+/// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
+/// use after free is still reported.
 class cpu_allocator final : public allocator {
  public:
   static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;
@@ -511,14 +519,14 @@ class cpu_allocator final : public allocator {
 
   std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
   std::size_t peak_bytes_in_use() const noexcept { return peak_.load(std::memory_order_relaxed); }
-  // Starts a new peak from the bytes in use now (to measure one step's peak).
+  /// Starts a new peak from the bytes in use now (to measure one step's peak).
   void reset_peak() noexcept { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
-  // Bytes held for reuse, not in use.
+  /// Bytes held for reuse, not in use.
   std::size_t bytes_cached() const {
     std::lock_guard lock(mu_);
     return cached_bytes_;
   }
-  // Returns every cached buffer to the system.
+  /// Returns every cached buffer to the system.
   void release_cached() noexcept {
     std::vector<std::pair<std::size_t, void*>> blocks;
     {
@@ -529,7 +537,7 @@ class cpu_allocator final : public allocator {
     for (auto& b : blocks) std::free(b.second);
   }
 
-  // The machine's physical memory (no limit when the system does not say).
+  /// The machine's physical memory (no limit when the system does not say).
   static std::size_t physical_memory_bytes() noexcept {
     static const std::size_t bytes = [] {
       const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -543,10 +551,10 @@ class cpu_allocator final : public allocator {
     return instance;
   }
 
-  // The allocator of the local CPU device with index `id` (cpu_device): CPU:0's is global(),
-  // which host tensors made outside any session use too; each other CPU device has its own,
-  // with its own counts and cache, shared by every session that has that device and never
-  // destroyed (buffers may outlive the sessions that made them).
+  /// The allocator of the local CPU device with index `id` (cpu_device): CPU:0's is global(),
+  /// which host tensors made outside any session use too; each other CPU device has its own,
+  /// with its own counts and cache, shared by every session that has that device and never
+  /// destroyed (buffers may outlive the sessions that made them).
   static cpu_allocator& of_device(int id) {
     if (id == 0) return global();
     static std::mutex mu;
@@ -600,15 +608,15 @@ class cpu_allocator final : public allocator {
   std::atomic<std::size_t> peak_{0};
   const std::size_t cache_limit_;
   mutable std::mutex mu_;
-  std::vector<std::pair<std::size_t, void*>> cache_;  // (rounded size, block), oldest first
+  std::vector<std::pair<std::size_t, void*>> cache_;  ///< (rounded size, block), oldest first
   std::size_t cached_bytes_ = 0;
 };
 
-// A byte limit over another allocator: an allocation that would take the bytes in use past
-// `limit` is a resource_exhausted error naming both (a session's memory limit). Buffers may
-// outlive whoever made the limit (fetched tensors, variables of a shared resource manager),
-// so each live buffer holds a reference on it: it is deleted with the last of them, or when
-// its owner lets go of it with none left (memory_limit_ptr does that).
+/// A byte limit over another allocator: an allocation that would take the bytes in use past
+/// `limit` is a resource_exhausted error naming both (a session's memory limit). Buffers may
+/// outlive whoever made the limit (fetched tensors, variables of a shared resource manager),
+/// so each live buffer holds a reference on it: it is deleted with the last of them, or when
+/// its owner lets go of it with none left (memory_limit_ptr does that).
 class limited_allocator final : public allocator {
  public:
   static limited_allocator* create(allocator& base, std::size_t limit) { return new limited_allocator(base, limit); }
@@ -638,7 +646,7 @@ class limited_allocator final : public allocator {
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
     unref();
   }
-  // The owner's reference.
+  /// The owner's reference.
   void release() noexcept { unref(); }
 
   std::size_t limit() const noexcept { return limit_; }
@@ -653,7 +661,7 @@ class limited_allocator final : public allocator {
   allocator& base_;
   const std::size_t limit_;
   std::atomic<std::size_t> in_use_{0};
-  std::atomic<std::size_t> refs_{1};  // the owner's, and one per live buffer
+  std::atomic<std::size_t> refs_{1};  ///< the owner's, and one per live buffer
 };
 
 namespace detail {
@@ -664,9 +672,10 @@ struct release_limit {
 using memory_limit_ptr = std::unique_ptr<limited_allocator, detail::release_limit>;
 
 }  // namespace weft
-// shape: the dims of a tensor (rank = dims.size(); rank 0 is a scalar).
-// partial_shape: what graph construction knows before running: an unknown rank, or
-// dims where -1 (unknown_dim) stands for a size known only at run time.
+/// @file
+/// shape: the dims of a tensor (rank = dims.size(); rank 0 is a scalar).
+/// partial_shape: what graph construction knows before running: an unknown rank, or
+/// dims where -1 (unknown_dim) stands for a size known only at run time.
 
 #include <cstdint>
 #include <initializer_list>
@@ -680,7 +689,7 @@ using memory_limit_ptr = std::unique_ptr<limited_allocator, detail::release_limi
 namespace weft {
 
 inline constexpr std::int64_t unknown_dim = -1;
-// The most dims a shape built from a tensor of dims may have (TensorFlow's limit too).
+/// The most dims a shape built from a tensor of dims may have (TensorFlow's limit too).
 inline constexpr int max_rank = 254;
 
 class shape {
@@ -727,7 +736,7 @@ inline std::string to_string(const shape& s) {
 
 class partial_shape {
  public:
-  partial_shape() = default;  // unknown rank
+  partial_shape() = default;  ///< unknown rank
   partial_shape(std::initializer_list<std::int64_t> dims) : dims_(std::vector<std::int64_t>(dims)) {}
   explicit partial_shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
   partial_shape(const shape& s) : dims_(s.dims()) {}  // NOLINT: a known shape is a partial one
@@ -749,7 +758,7 @@ class partial_shape {
   }
   shape to_shape() const { return shape(dims()); }
 
-  // True when a run-time shape `s` is one this partial shape allows.
+  /// True when a run-time shape `s` is one this partial shape allows.
   bool accepts(const shape& s) const noexcept {
     if (!dims_) return true;
     if (static_cast<int>(dims_->size()) != s.rank()) return false;
@@ -782,11 +791,11 @@ namespace detail {
 
 struct buffer;
 
-// Freed buffer headers kept by each thread for its next tensors: a header is an allocation
-// apart from its data (device memory can back the data, and the data's allocator decides
-// where it lives), and a fresh `new` per tensor would cost the executor a malloc and a free
-// per output. The list is plain data, so it may be used at any time of the thread's life;
-// a guard with a destructor frees it when the thread ends and turns it off.
+/// Freed buffer headers kept by each thread for its next tensors: a header is an allocation
+/// apart from its data (device memory can back the data, and the data's allocator decides
+/// where it lives), and a fresh `new` per tensor would cost the executor a malloc and a free
+/// per output. The list is plain data, so it may be used at any time of the thread's life;
+/// a guard with a destructor frees it when the thread ends and turns it off.
 struct buffer_header_cache {
   static constexpr int keep = 256;
   buffer* head = nullptr;
@@ -795,15 +804,15 @@ struct buffer_header_cache {
 };
 inline thread_local buffer_header_cache header_cache;  // NOLINT: per-thread by design
 
-// A cache line of its own: steps on several threads count references to headers made one
-// after the other, which would share lines if packed.
+/// A cache line of its own: steps on several threads count references to headers made one
+/// after the other, which would share lines if packed.
 struct alignas(buffer_alignment) buffer {
   std::atomic<int> refs{1};
   allocator* alloc = nullptr;
   std::size_t bytes = 0;
   void* data = nullptr;
-  std::size_t strings = 0;      // std::string objects constructed in data (a string tensor's)
-  buffer* next_free = nullptr;  // in a thread's cache of free headers
+  std::size_t strings = 0;      ///< std::string objects constructed in data (a string tensor's)
+  buffer* next_free = nullptr;  ///< in a thread's cache of free headers
 
   static buffer* create(allocator& alloc, std::size_t bytes) {
     buffer* b = take_header();
@@ -819,8 +828,8 @@ struct alignas(buffer_alignment) buffer {
     b->strings = 0;
     return b;
   }
-  // Constructs n empty strings in data (which holds room for them); noexcept: an empty
-  // std::string allocates nothing.
+  /// Constructs n empty strings in data (which holds room for them); noexcept: an empty
+  /// std::string allocates nothing.
   void construct_strings(std::size_t n) noexcept {
     auto* p = static_cast<std::string*>(data);
     for (std::size_t i = 0; i < n; ++i) new (p + i) std::string();
@@ -877,10 +886,10 @@ struct alignas(buffer_alignment) buffer {
 
 }  // namespace detail
 
-// Copies `bytes` bytes of elements of dtype t from src to dst (apart): memcpy for the plain
-// dtypes, element by element for strings (std::string objects are never copied as bytes).
-// The data-movement kernels that admit strings (ConcatV2, Split, Slice, Tile, GatherV2) and
-// the queues' batches copy through it.
+/// Copies `bytes` bytes of elements of dtype t from src to dst (apart): memcpy for the plain
+/// dtypes, element by element for strings (std::string objects are never copied as bytes).
+/// The data-movement kernels that admit strings (ConcatV2, Split, Slice, Tile, GatherV2) and
+/// the queues' batches copy through it.
 inline void copy_element_bytes(void* dst, const void* src, std::size_t bytes, dtype t) {
   if (t == dtype::string) {
     auto* to = static_cast<std::string*>(dst);
@@ -895,9 +904,9 @@ class tensor {
  public:
   tensor() = default;
 
-  // An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
-  // callers fill it before anyone else sees it. A string tensor's elements are empty
-  // strings, and its allocator must be of host memory.
+  /// An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
+  /// callers fill it before anyone else sees it. A string tensor's elements are empty
+  /// strings, and its allocator must be of host memory.
   tensor(weft::dtype type, weft::shape s, allocator& alloc = cpu_allocator::global())
       : dtype_(type), shape_(std::move(s)) {
     if (type == weft::dtype::invalid) fail(error_code::invalid_argument, "tensor: invalid dtype");
@@ -914,8 +923,8 @@ class tensor {
   tensor(tensor&& o) noexcept
       : dtype_(o.dtype_), shape_(std::move(o.shape_)), buf_(std::exchange(o.buf_, nullptr)),
         data_(std::exchange(o.data_, nullptr)) {}
-  // Assigned member by member, not by copy and swap: the shape's vector keeps its storage,
-  // so the executor's assignments of same-rank tensors allocate nothing.
+  /// Assigned member by member, not by copy and swap: the shape's vector keeps its storage,
+  /// so the executor's assignments of same-rank tensors allocate nothing.
   tensor& operator=(const tensor& o) noexcept {
     if (o.buf_) o.buf_->ref();  // first: o may be *this, or held only through it
     detail::buffer* old = std::exchange(buf_, o.buf_);
@@ -944,7 +953,7 @@ class tensor {
     std::swap(data_, o.data_);
   }
 
-  // Factories from host values.
+  /// Factories from host values.
   template <element T>
   static tensor from_vector(const std::vector<T>& values, weft::shape s) {
     if (static_cast<std::int64_t>(values.size()) != s.num_elements())
@@ -969,7 +978,7 @@ class tensor {
     *t.data<T>() = value;
     return t;
   }
-  // A string scalar (tensor::scalar("path") or from a std::string).
+  /// A string scalar (tensor::scalar("path") or from a std::string).
   static tensor scalar(std::string_view value) {
     tensor t(weft::dtype::string, weft::shape{});
     t.data<std::string>()->assign(value);
@@ -982,7 +991,7 @@ class tensor {
     for (std::int64_t i = 0, n = t.num_elements(); i < n; ++i) out[i] = value;
     return t;
   }
-  // Zeros (empty strings for a string tensor).
+  /// Zeros (empty strings for a string tensor).
   static tensor zeros(weft::dtype type, shape s) {
     tensor t(type, std::move(s));
     if (type != weft::dtype::string && t.bytes()) std::memset(t.raw_data(), 0, t.bytes());
@@ -997,13 +1006,13 @@ class tensor {
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
-  // Where the buffer lives (its allocator's memory space); host for an invalid tensor.
+  /// Where the buffer lives (its allocator's memory space); host for an invalid tensor.
   weft::memory_space memory_space() const noexcept { return buf_ ? buf_->alloc->space() : weft::memory_space::host; }
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
-  // Whether this is the only handle on its buffer (no copy or view shares it), so that
-  // writing through it changes no one else's value. Acquire: the reads of handles released
-  // on other threads happen before the caller writes.
+  /// Whether this is the only handle on its buffer (no copy or view shares it), so that
+  /// writing through it changes no one else's value. Acquire: the reads of handles released
+  /// on other threads happen before the caller writes.
   bool sole_owner() const noexcept { return buf_ && buf_->refs.load(std::memory_order_acquire) == 1; }
 
   void* raw_data() const noexcept { return data_; }
@@ -1030,7 +1039,7 @@ class tensor {
     return std::vector<T>(f.begin(), f.end());
   }
 
-  // Zero-copy views.
+  /// Zero-copy views.
   tensor reshape(weft::shape s) const {
     if (s.num_elements() != num_elements())
       fail(error_code::invalid_argument, "tensor::reshape: cannot reshape ", shape_, " (", num_elements(),
@@ -1039,7 +1048,7 @@ class tensor {
     t.shape_ = std::move(s);
     return t;
   }
-  // Rows [begin, end) along the first dim.
+  /// Rows [begin, end) along the first dim.
   tensor slice(std::int64_t begin, std::int64_t end) const {
     if (rank() == 0) fail(error_code::invalid_argument, "tensor::slice: cannot slice a scalar");
     if (begin < 0 || end < begin || end > shape_[0])
@@ -1054,8 +1063,8 @@ class tensor {
     return t;
   }
 
-  // A deep copy with its own buffer, host memory to host memory (a device of its own memory
-  // copies through device::copy_to_host and copy_from_host).
+  /// A deep copy with its own buffer, host memory to host memory (a device of its own memory
+  /// copies through device::copy_to_host and copy_from_host).
   tensor copy(allocator& alloc = cpu_allocator::global()) const {
     if (memory_space() != weft::memory_space::host || alloc.space() != weft::memory_space::host)
       fail(error_code::invalid_argument, "tensor::copy: a ", dtype_, shape_, " tensor in ", to_string(memory_space()),
@@ -1082,8 +1091,8 @@ class tensor {
 };
 
 namespace detail {
-// A string as a C++ literal would write it: quoted, with quotes, backslashes and bytes
-// outside printable ASCII escaped (\n, \t, \xHH), the first 64 bytes of a longer one.
+/// A string as a C++ literal would write it: quoted, with quotes, backslashes and bytes
+/// outside printable ASCII escaped (\n, \t, \xHH), the first 64 bytes of a longer one.
 inline void print_string(std::ostream& out, const std::string& s) {
   static constexpr char hex[] = "0123456789abcdef";
   out << '"';
@@ -1141,7 +1150,7 @@ inline std::ostream& operator<<(std::ostream& out, const tensor& t) { return out
 
 namespace weft {
 
-// A row-major Eigen view of `t`'s buffer; `t` must have rank Rank and element type T.
+/// A row-major Eigen view of `t`'s buffer; `t` must have rank Rank and element type T.
 template <element T, int Rank>
 Eigen::TensorMap<Eigen::Tensor<T, Rank, Eigen::RowMajor, Eigen::Index>> eigen_map(const tensor& t) {
   if (t.rank() != Rank)
@@ -1182,19 +1191,20 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 }
 
 }  // namespace weft
-// Loops and conditionals built op by op into a graph (ops/control_flow_ops.hpp): the
-// lowering that the typed combinators use, and that runtime-built graphs can call.
-//
-//   auto out = weft::while_loop(g, {i0, acc0},
-//       [&](weft::loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(n)}).out(0); },
-//       [&](weft::loop_scope& s, const std::vector<output>& v) { return std::vector<output>{...}; });
-//
-// The loop variables enter through Enter nodes into Merges; cond's value goes through
-// LoopCond to one Switch per variable, whose true side feeds the body and false side an
-// Exit; the body's results come back through NextIteration nodes (graph::close_loop). An
-// outer value the functions use must come in through scope.invariant(v) (an Enter with
-// is_constant, made once per value); a node the functions add with no inputs (a Const)
-// must take a control input from scope.pivot() to run inside the loop.
+/// @file
+/// Loops and conditionals built op by op into a graph (ops/control_flow_ops.hpp): the
+/// lowering that the typed combinators use, and that runtime-built graphs can call.
+///
+///   auto out = weft::while_loop(g, {i0, acc0},
+///       [&](weft::loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(n)}).out(0); },
+///       [&](weft::loop_scope& s, const std::vector<output>& v) { return std::vector<output>{...}; });
+///
+/// The loop variables enter through Enter nodes into Merges; cond's value goes through
+/// LoopCond to one Switch per variable, whose true side feeds the body and false side an
+/// Exit; the body's results come back through NextIteration nodes (graph::close_loop). An
+/// outer value the functions use must come in through scope.invariant(v) (an Enter with
+/// is_constant, made once per value); a node the functions add with no inputs (a Const)
+/// must take a control input from scope.pivot() to run inside the loop.
 
 #include <cstdint>
 #include <functional>
@@ -1203,12 +1213,13 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 #include <utility>
 #include <vector>
 
-// graph: the runtime dataflow graph (whitepaper §2). Nodes have a unique name, an op,
-// typed attributes, data inputs `node:port`, control inputs and a requested device.
-// Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
-// rule), so a graph is always well formed; inputs must already exist, which also means
-// no cycles. graph_def import and add_control_input() check for cycles explicitly. The
-// node and what names one are node.hpp; the graph's GraphViz picture is tools/dot.hpp.
+/// @file
+/// graph: the runtime dataflow graph (whitepaper §2). Nodes have a unique name, an op,
+/// typed attributes, data inputs `node:port`, control inputs and a requested device.
+/// Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
+/// rule), so a graph is always well formed; inputs must already exist, which also means
+/// no cycles. graph_def import and add_control_input() check for cycles explicitly. The
+/// node and what names one are node.hpp; the graph's GraphViz picture is tools/dot.hpp.
 
 #include <algorithm>
 #include <charconv>
@@ -1221,19 +1232,21 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 #include <utility>
 #include <vector>
 
-// A node of the dataflow graph (graph.hpp), and what names one: an output `node:port`, the
-// options a node is added with, and a node by names only (node_spec) as serialized models
-// describe it. Nodes are made and validated by the graph only.
+/// @file
+/// A node of the dataflow graph (graph.hpp), and what names one: an output `node:port`, the
+/// options a node is added with, and a node by names only (node_spec) as serialized models
+/// describe it. Nodes are made and validated by the graph only.
 
 #include <compare>
 #include <string>
 #include <string_view>
 #include <vector>
 
-// op_registry: every op a graph may use, by name. It knows no op itself: the core ops
-// (<weft/ops/core_ops.hpp>) are added by every graph and by the CPU kernels' registration,
-// the standard families as a program registers them, and users add their own with
-// register_op() without touching the library.
+/// @file
+/// op_registry: every op a graph may use, by name. It knows no op itself: the core ops
+/// (<weft/ops/core_ops.hpp>) are added by every graph and by the CPU kernels' registration,
+/// the standard families as a program registers them, and users add their own with
+/// register_op() without touching the library.
 
 #include <map>
 #include <memory>
@@ -1244,17 +1257,18 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 #include <string_view>
 #include <vector>
 
-// op_def: what the registry knows of an op before any kernel exists: its inputs and
-// outputs, its attributes, statefulness, cost class, and its dtype and shape rule.
-//
-// Declared with TensorFlow's REGISTER_OP spelling, parsed once at registration:
-//   op_def_builder("MatMul").input("a: T").input("b: T").output("product: T")
-//       .attr("T: {float32, float64}").attr("transpose_a: bool = false")
-//   input/output:  "name: T" (a type attr), "name: int32" (a fixed dtype),
-//                  "name: N * T" (N tensors), "name: Ref(T)" (a variable reference)
-//   attr:          "name: kind [= default]" with kind one of int, float, bool, string,
-//                  type, shape, tensor, list(int), list(float), list(type), list(shape),
-//                  list(string); or "T: {dtype, ...}" for a type attr limited to those.
+/// @file
+/// op_def: what the registry knows of an op before any kernel exists: its inputs and
+/// outputs, its attributes, statefulness, cost class, and its dtype and shape rule.
+///
+/// Declared with TensorFlow's REGISTER_OP spelling, parsed once at registration:
+///   op_def_builder("MatMul").input("a: T").input("b: T").output("product: T")
+///       .attr("T: {float32, float64}").attr("transpose_a: bool = false")
+///   input/output:  "name: T" (a type attr), "name: int32" (a fixed dtype),
+///                  "name: N * T" (N tensors), "name: Ref(T)" (a variable reference)
+///   attr:          "name: kind [= default]" with kind one of int, float, bool, string,
+///                  type, shape, tensor, list(int), list(float), list(type), list(shape),
+///                  list(string); or "T: {dtype, ...}" for a type attr limited to those.
 
 #include <algorithm>
 #include <charconv>
@@ -1265,8 +1279,9 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 #include <string_view>
 #include <vector>
 
-// attr_value: an op attribute fixed at graph-construction time (whitepaper §2):
-// int, float, bool, string, dtype, shape, tensor, and lists of int, float, dtype, shape, string.
+/// @file
+/// attr_value: an op attribute fixed at graph-construction time (whitepaper §2):
+/// int, float, bool, string, dtype, shape, tensor, and lists of int, float, dtype, shape, string.
 
 #include <algorithm>
 #include <cstdint>
@@ -1379,21 +1394,21 @@ namespace weft {
 
 struct arg_def {
   std::string name;
-  dtype fixed = dtype::invalid;  // set when the dtype is fixed
-  std::string type_attr;         // else the type attr that names it
-  std::string number_attr;       // set for "N * T": the int attr counting the tensors
+  dtype fixed = dtype::invalid;  ///< set when the dtype is fixed
+  std::string type_attr;         ///< else the type attr that names it
+  std::string number_attr;       ///< set for "N * T": the int attr counting the tensors
   bool is_ref = false;
-  bool type_list = false;        // "name: Tin" with Tin a list(type): one tensor per listed dtype
+  bool type_list = false;        ///< "name: Tin" with Tin a list(type): one tensor per listed dtype
 };
 
 struct attr_def {
   std::string name;
   attr_kind kind = attr_kind::integer;
   std::optional<attr_value> default_value;
-  std::vector<dtype> allowed;  // for type attrs: empty means any plain dtype (bool, the numbers)
-  bool admits_string = false;  // "T: any type": string too, besides any plain dtype
+  std::vector<dtype> allowed;  ///< for type attrs: empty means any plain dtype (bool, the numbers)
+  bool admits_string = false;  ///< "T: any type": string too, besides any plain dtype
 
-  // The dtypes this type attr admits.
+  /// The dtypes this type attr admits.
   std::vector<dtype> admitted() const {
     if (!allowed.empty()) return allowed;
     std::vector<dtype> all;
@@ -1410,9 +1425,9 @@ struct attr_def {
 class shape_context;
 class attr_map;
 
-// What an op's cost rule reads (graph/passes/cost_model.hpp): its attributes and the dims of
-// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
-// guess stands in), as doubles so that products of dims cannot overflow.
+/// What an op's cost rule reads (graph/passes/cost_model.hpp): its attributes and the dims of
+/// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
+/// guess stands in), as doubles so that products of dims cannot overflow.
 struct op_cost_args {
   const attr_map& attrs;
   const std::vector<std::vector<double>>& inputs;
@@ -1423,7 +1438,7 @@ struct op_cost_args {
     for (double d : dims) n *= d;
     return n;
   }
-  // Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
+  /// Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
   double input_dim(std::size_t k, int i) const noexcept { return dim(inputs, k, i); }
   double output_dim(std::size_t k, int i) const noexcept { return dim(outputs, k, i); }
 
@@ -1437,7 +1452,7 @@ struct op_cost_args {
   }
 };
 
-// An op's part in control flow: the executor runs these ops itself, with no kernel.
+/// An op's part in control flow: the executor runs these ops itself, with no kernel.
 enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
 
 struct op_def {
@@ -1445,18 +1460,18 @@ struct op_def {
   std::vector<arg_def> inputs;
   std::vector<arg_def> outputs;
   std::vector<attr_def> attrs;
-  bool stateful = false;  // never merged by CSE, never constant-folded
-  bool cheap = false;     // always run inline by the executor, whatever the tensor sizes
-  // What the runtime and the passes do with the op besides running its kernel, so that
-  // they never test op names:
-  flow control = flow::plain;       // a control-flow op (Switch, Merge, Enter, Exit, ...)
-  bool feed = false;                // its value is fed to run(), where no kernel runs (Placeholder)
-  bool constant = false;            // its output is its `value` attr (Const): constant folding starts there
-  bool variable = false;            // a variable (Variable): what checkpoints save and restore
-  bool runs_on_dead_value = false;  // runs when a value it reads is dead, but for its key (AccumulatorPush)
+  bool stateful = false;  ///< never merged by CSE, never constant-folded
+  bool cheap = false;     ///< always run inline by the executor, whatever the tensor sizes
+  /// What the runtime and the passes do with the op besides running its kernel, so that
+  /// they never test op names:
+  flow control = flow::plain;       ///< a control-flow op (Switch, Merge, Enter, Exit, ...)
+  bool feed = false;                ///< its value is fed to run(), where no kernel runs (Placeholder)
+  bool constant = false;            ///< its output is its `value` attr (Const): constant folding starts there
+  bool variable = false;            ///< a variable (Variable): what checkpoints save and restore
+  bool runs_on_dead_value = false;  ///< runs when a value it reads is dead, but for its key (AccumulatorPush)
   std::function<void(shape_context&)> shape_fn;
-  // The arithmetic operations one run does, for the cost model; unset: one per element of
-  // its largest input or output (elementwise ops, reductions, copies).
+  /// The arithmetic operations one run does, for the cost model; unset: one per element of
+  /// its largest input or output (elementwise ops, reductions, copies).
   std::function<double(const op_cost_args&)> flops_fn;
 
   const attr_def* find_attr(std::string_view n) const {
@@ -1502,7 +1517,7 @@ inline arg_def parse_arg(std::string_view op, std::string_view spec) {
   return a;
 }
 
-// The number `text` holds, whole, else nullopt.
+/// The number `text` holds, whole, else nullopt.
 template <class T>
 std::optional<T> parse_number(std::string_view text) {
   T v{};
@@ -1615,7 +1630,7 @@ class op_def_builder {
     def_.attrs.push_back(detail::parse_attr(def_.name, spec));
     return *this;
   }
-  // An attr with a default the spec cannot spell (a tensor's, say): `spec` has no "= ...".
+  /// An attr with a default the spec cannot spell (a tensor's, say): `spec` has no "= ...".
   op_def_builder& attr(std::string_view spec, attr_value default_value) {
     auto a = detail::parse_attr(def_.name, spec);
     a.default_value = std::move(default_value);
@@ -1682,9 +1697,9 @@ class op_registry {
     std::unique_lock lock(mutex_);
     return add_locked(std::move(def));
   }
-  // Adds the definitions `defs()` returns under the name `family`, once: later calls with
-  // the same family do nothing, so every user of a family may call it. When one of its
-  // ops is already registered (by the user, under a standard name), none is added.
+  /// Adds the definitions `defs()` returns under the name `family`, once: later calls with
+  /// the same family do nothing, so every user of a family may call it. When one of its
+  /// ops is already registered (by the user, under a standard name), none is added.
   void add_family(std::string_view family, std::vector<op_def> (*defs)()) {
     {
       std::shared_lock lock(mutex_);
@@ -1700,7 +1715,7 @@ class op_registry {
     for (auto& d : list) add_locked(std::move(d));
     families_.emplace(family);
   }
-  // nullptr when no op of that name is registered. Returned definitions live as long as the registry.
+  /// nullptr when no op of that name is registered. Returned definitions live as long as the registry.
   const op_def* find(std::string_view name) const {
     std::shared_lock lock(mutex_);
     auto it = ops_.find(name);
@@ -1734,9 +1749,10 @@ class op_registry {
 inline const op_def& register_op(const op_def_builder& builder) { return op_registry::global().add(builder.build()); }
 
 }  // namespace weft
-// attr_map: a node's attributes, sorted by name. shape_context: what an op's shape rule
-// sees while its node is added to a graph (input dtypes, partial shapes, values of
-// constant inputs, attributes) and where it writes the output shapes.
+/// @file
+/// attr_map: a node's attributes, sorted by name. shape_context: what an op's shape rule
+/// sees while its node is added to a graph (input dtypes, partial shapes, values of
+/// constant inputs, attributes) and where it writes the output shapes.
 
 #include <algorithm>
 #include <sstream>
@@ -1781,7 +1797,7 @@ class attr_map {
   std::vector<entry> entries_;
 };
 
-// Reads a typed attribute; `who` prefixes the error when it is missing or of another kind.
+/// Reads a typed attribute; `who` prefixes the error when it is missing or of another kind.
 template <class T>
 const T& get_attr(const attr_map& attrs, std::string_view key, const std::string& who) {
   const attr_value* v = attrs.find(key);
@@ -1805,7 +1821,7 @@ class shape_context {
   dtype input_dtype(int i) const { return in_types_.at(static_cast<std::size_t>(i)); }
   const partial_shape& input(int i) const { return in_shapes_.at(static_cast<std::size_t>(i)); }
   dtype output_dtype(int i) const { return out_types_.at(static_cast<std::size_t>(i)); }
-  // The value of input i when its producer is a constant, else nullptr.
+  /// The value of input i when its producer is a constant, else nullptr.
   const tensor* input_value(int i) const { return in_values_.at(static_cast<std::size_t>(i)); }
 
   template <class T>
@@ -1814,9 +1830,9 @@ class shape_context {
   }
   const attr_map& attrs() const noexcept { return attrs_; }
 
-  // The known dims of an output shape obey a shape's rule (core/checked.hpp): their
-  // non-zero product fits in int64, so a rule that multiplied through a zero dim, or never
-  // multiplied, cannot hand on a shape that later products overflow.
+  /// The known dims of an output shape obey a shape's rule (core/checked.hpp): their
+  /// non-zero product fits in int64, so a rule that multiplied through a zero dim, or never
+  /// multiplied, cannot hand on a shape that later products overflow.
   void set_output(int i, partial_shape s) {
     if (s.rank_known()) {
       std::vector<std::int64_t> known;
@@ -1828,21 +1844,21 @@ class shape_context {
   }
   const std::vector<partial_shape>& output_shapes() const noexcept { return out_shapes_; }
 
-  // Throws invalid_argument naming the node, op, and every input's dtype and shape.
+  /// Throws invalid_argument naming the node, op, and every input's dtype and shape.
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
     fail_with(error_code::invalid_argument, detail::concat(parts...));
   }
-  // Rethrows `e`, thrown inside the shape rule by a helper that does not know the node
-  // (checked arithmetic, a shape's constructor), with the node, op and inputs added.
+  /// Rethrows `e`, thrown inside the shape rule by a helper that does not know the node
+  /// (checked arithmetic, a shape's constructor), with the node, op and inputs added.
   [[noreturn]] void rethrow(const error& e) const {
     if (std::string_view(e.what()).starts_with(who_)) throw e;
     fail_with(e.code(), e.what());
   }
 
-  // Helpers for common rules.
+  /// Helpers for common rules.
   void set_output_same_as_input(int out = 0, int in = 0) { set_output(out, input(in)); }
-  // Resolves a possibly negative axis against a known rank, failing when out of range.
+  /// Resolves a possibly negative axis against a known rank, failing when out of range.
   int canonical_axis(std::int64_t axis, int rank) const {
     if (axis < -rank || axis >= std::max(rank, 1))
       fail("axis ", axis, " is out of range for rank ", rank);
@@ -1870,7 +1886,7 @@ class shape_context {
 
 namespace weft {
 
-// One output of a node: `node:port`.
+/// One output of a node: `node:port`.
 struct output {
   int node = -1;
   int port = 0;
@@ -1894,8 +1910,8 @@ class node {
   const std::vector<output>& inputs() const noexcept { return inputs_; }
   const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
   const std::string& device() const noexcept { return device_; }
-  // The colocation group: the name of the node this one must be placed with (empty: none).
-  // Groups are flat: colocating with a colocated node joins that node's group.
+  /// The colocation group: the name of the node this one must be placed with (empty: none).
+  /// Groups are flat: colocating with a colocated node joins that node's group.
   const std::string& colocation() const noexcept { return colocation_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
   int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
@@ -1911,7 +1927,7 @@ class node {
   }
   operator output() const { return out(0); }  // NOLINT: a node stands for its first output
 
-  // "node 'layer1/MatMul' (MatMul)": how every error names a node.
+  /// "node 'layer1/MatMul' (MatMul)": how every error names a node.
   std::string describe() const { return "node '" + name_ + "' (" + def_->name + ")"; }
 
  private:
@@ -1931,14 +1947,14 @@ class node {
   std::vector<bool> output_is_ref_;
 };
 
-// Options of one added node; fields left empty take the graph's current scopes.
-// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
-// also sets its device and control inputs, and .colocate("w") places it with node w.
+/// Options of one added node; fields left empty take the graph's current scopes.
+/// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
+/// also sets its device and control inputs, and .colocate("w") places it with node w.
 struct node_options {
-  std::string name;                 // default: the op name, made unique
-  std::vector<int> control_inputs;  // node ids
+  std::string name;                 ///< default: the op name, made unique
+  std::vector<int> control_inputs;  ///< node ids
   std::string device = {};
-  std::string colocate_with = {};  // a node name
+  std::string colocate_with = {};  ///< a node name
 
   node_options() = default;
   node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
@@ -1957,51 +1973,54 @@ struct node_options {
   }
 };
 
-// A node by names only, as a serialized or runtime-built model describes it.
+/// A node by names only, as a serialized or runtime-built model describes it.
 struct node_spec {
   std::string name;
   std::string op;
-  std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
+  std::vector<std::string> inputs;          ///< "node", "node:port"; "^node" is a control input
   attr_map attrs;
   std::string device = {};
-  std::string colocate_with = {};  // a node name, of this graph or of the specs
+  std::string colocate_with = {};  ///< a node name, of this graph or of the specs
 };
 
 }  // namespace weft
-// Control-flow ops (whitepaper §4.4, TensorFlow's definitions). The executor runs them
-// itself (runtime/executor.hpp); they have no kernels.
-//   Switch(data, pred) -> (output_false, output_true)
-//                           data on the output pred selects; the other output is dead
-//   Merge(inputs...) -> (output, value_index)
-//                           the first live input and its index, once every control input
-//                           arrived; dead when every input is dead
-//   Enter(data; frame_name, is_constant, parallel_iterations)
-//                           data into the loop frame `frame_name`, a child of the node's
-//                           frame: into its first iteration, or into every iteration when
-//                           is_constant (a loop invariant)
-//   Exit(data)              data out of its frame into the parent frame, once: the live
-//                           value of the iteration that ends the loop
-//   NextIteration(data)     data into the next iteration of its frame (into a Merge)
-//   LoopCond(input)         the loop's predicate, a bool scalar, unchanged
-// A loop is Enter -> Merge -> Switch(LoopCond) -> body -> NextIteration -> the same Merge,
-// with Switch's false output into Exit. The Merge is built with its Enter twice and its
-// second input then set to the NextIteration by graph::close_loop, the graph's one back
-// edge. An untaken branch's values are dead: nodes with a dead input do not run and pass
-// deadness on, and a dead NextIteration ends its chain.
+/// @file
+/// Control-flow ops (whitepaper §4.4, TensorFlow's definitions). The executor runs them
+/// itself (runtime/executor.hpp); they have no kernels.
+///   Switch(data, pred) -> (output_false, output_true)
+///                           data on the output pred selects; the other output is dead
+///   Merge(inputs...) -> (output, value_index)
+///                           the first live input and its index, once every control input
+///                           arrived; dead when every input is dead
+///   Enter(data; frame_name, is_constant, parallel_iterations)
+///                           data into the loop frame `frame_name`, a child of the node's
+///                           frame: into its first iteration, or into every iteration when
+///                           is_constant (a loop invariant)
+///   Exit(data)              data out of its frame into the parent frame, once: the live
+///                           value of the iteration that ends the loop
+///   NextIteration(data)     data into the next iteration of its frame (into a Merge)
+///   LoopCond(input)         the loop's predicate, a bool scalar, unchanged
+/// A loop is Enter -> Merge -> Switch(LoopCond) -> body -> NextIteration -> the same Merge,
+/// with Switch's false output into Exit. The Merge is built with its Enter twice and its
+/// second input then set to the NextIteration by graph::close_loop, the graph's one back
+/// edge. An untaken branch's values are dead: nodes with a dead input do not run and pass
+/// deadness on, and a dead NextIteration ends its chain.
 
 #include <string>
 #include <vector>
 
-// Shape-rule helpers shared by the op definition headers.
+/// @file
+/// Shape-rule helpers shared by the op definition headers.
 
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-// NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
-// equal or one of them 1, and the result takes the larger. An unknown dim (-1) against
-// 1 stays unknown; against n > 1 it becomes n.
+/// @file
+/// NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
+/// equal or one of them 1, and the result takes the larger. An unknown dim (-1) against
+/// 1 stays unknown; against n > 1 it becomes n.
 
 #include <algorithm>
 #include <cstdint>
@@ -2011,9 +2030,9 @@ struct node_spec {
 
 namespace weft {
 
-// One broadcast dim: whether dims a and b broadcast, and the result's dim (for a pair that
-// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
-// shapes (dsl/static_shape.hpp) both use these.
+/// One broadcast dim: whether dims a and b broadcast, and the result's dim (for a pair that
+/// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
+/// shapes (dsl/static_shape.hpp) both use these.
 constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
 constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
   if (a == 1) return b;
@@ -2022,7 +2041,7 @@ constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
   return a;
 }
 
-// The broadcast dims of a and b, or nullopt when they do not broadcast.
+/// The broadcast dims of a and b, or nullopt when they do not broadcast.
 inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
                                                                 const std::vector<std::int64_t>& b) {
   std::size_t rank = std::max(a.size(), b.size());
@@ -2050,20 +2069,21 @@ inline std::optional<shape> broadcast(const shape& a, const shape& b) {
 }
 
 }  // namespace weft
-// What a gradient rule sees and returns, for any value type V the rule is written over
-// (the graph's `symbol`, graph/gradient_symbol.hpp, or a typed DSL expression), so that an
-// op's rule can be written beside its definition (ops/*.hpp) below the layers that
-// instantiate it. An op type declares its rule as `using gradient = R;` where R has either
-//   template <class V> static gradient_result<V> apply(const gradient_args<V>&)
-// (any op), or, for an elementwise op,
-//   template <class D, class... X, class Y> static auto partials(const D& d, const X&... x, const Y& y)
-// returning a tuple with, per operand, d times the derivative of y in that operand at the
-// output's (broadcast) shape, or no_partial where there is none. The same partials serve
-// graph symbols (graph/gradient_rules.hpp sums each down to its operand's shape) and typed
-// expressions (dsl/gradient.hpp chains them through a fused subtree).
-//
-// A rule calls the operations of its value type unqualified (sum_to, matmul, select, ...),
-// found by argument-dependent lookup where the rule is instantiated.
+/// @file
+/// What a gradient rule sees and returns, for any value type V the rule is written over
+/// (the graph's `symbol`, graph/gradient_symbol.hpp, or a typed DSL expression), so that an
+/// op's rule can be written beside its definition (ops/*.hpp) below the layers that
+/// instantiate it. An op type declares its rule as `using gradient = R;` where R has either
+///   `template <class V> static gradient_result<V> apply(const gradient_args<V>&)`
+/// (any op), or, for an elementwise op,
+///   `template <class D, class... X, class Y> static auto partials(const D& d, const X&... x, const Y& y)`
+/// returning a tuple with, per operand, d times the derivative of y in that operand at the
+/// output's (broadcast) shape, or no_partial where there is none. The same partials serve
+/// graph symbols (graph/gradient_rules.hpp sums each down to its operand's shape) and typed
+/// expressions (dsl/gradient.hpp chains them through a fused subtree).
+///
+/// A rule calls the operations of its value type unqualified (sum_to, matmul, select, ...),
+/// found by argument-dependent lookup where the rule is instantiated.
 
 #include <algorithm>
 #include <cstddef>
@@ -2074,33 +2094,33 @@ inline std::optional<shape> broadcast(const shape& a, const shape& b) {
 
 namespace weft {
 
-class node;  // graph/graph.hpp: complete where a rule is instantiated
+class node;  ///< graph/graph.hpp: complete where a rule is instantiated
 
-// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
+/// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
 template <class V>
 struct gradient_args {
   const node& n;
-  std::vector<V> x;                // the node's inputs
-  std::vector<V> y;                // its outputs
+  std::vector<V> x;                ///< the node's inputs
+  std::vector<V> y;                ///< its outputs
   std::vector<std::optional<V>> dy;
-  std::vector<char> wanted;  // per input, whether its gradient is asked for (empty: all are)
+  std::vector<char> wanted;  ///< per input, whether its gradient is asked for (empty: all are)
   const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
   bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
 };
 template <class V>
-using gradient_result = std::vector<std::optional<V>>;  // one per input; absent: no gradient
+using gradient_result = std::vector<std::optional<V>>;  ///< one per input; absent: no gradient
 
 namespace gradients {
 template <class V>
 using args = gradient_args<V>;
 template <class V>
 using result = gradient_result<V>;
-// An elementwise rule's partial for an operand that has none (Select's condition).
+/// An elementwise rule's partial for an operand that has none (Select's condition).
 struct no_partial {};
 
-// The axis (or axes) of node `n` given by the int constant `axes`, canonical for the rank of
-// `x`, sorted and without repeats; an error naming the node when it is not a constant, or
-// when x's rank is not known when the graph is built (constant_ints: the value type's).
+/// The axis (or axes) of node `n` given by the int constant `axes`, canonical for the rank of
+/// `x`, sorted and without repeats; an error naming the node when it is not a constant, or
+/// when x's rank is not known when the graph is built (constant_ints: the value type's).
 template <class Node, class V>
 std::vector<std::int64_t> constant_axes(const Node& n, const V& axes, const partial_shape& x) {
   const auto v = constant_ints(axes);
@@ -2118,7 +2138,7 @@ std::vector<std::int64_t> constant_axes(const Node& n, const V& axes, const part
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
-// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
+/// The one axis of `n` given by `axis` (ConcatV2's, GatherV2's), as constant_axes.
 template <class Node, class V>
 std::int64_t one_axis(const Node& n, const V& axis, const partial_shape& x) {
   const std::vector<std::int64_t> axes = constant_axes(n, axis, x);
@@ -2127,9 +2147,9 @@ std::int64_t one_axis(const Node& n, const V& axis, const partial_shape& x) {
 }
 }  // namespace gradients
 
-// Whether op type Op declares a gradient rule: `using gradient = R;` (the library's ops), or
-// `static constexpr bool has_gradient_rule = true;` with the rule registered by name in
-// its define() (a user's op may do either; docs/extending.md).
+/// Whether op type Op declares a gradient rule: `using gradient = R;` (the library's ops), or
+/// `static constexpr bool has_gradient_rule = true;` with the rule registered by name in
+/// its define() (a user's op may do either; docs/extending.md).
 template <class Op>
 inline constexpr bool has_gradient_rule_v = [] {
   if constexpr (requires { typename Op::gradient; })
@@ -2141,24 +2161,25 @@ inline constexpr bool has_gradient_rule_v = [] {
 }();
 
 }  // namespace weft
-// How typed code asks for an op's kernels without naming a device's kernel classes.
-//
-// An op is also a C++ type (ops::Add, ops::MatMul, a user's op): a struct with the op's
-// registered `name`, a static `define()` that adds its definition (usually its whole
-// family) to the op registry, and its gradient rule where it has one
-// (framework/gradient_rule.hpp, docs/extending.md). Each device type's backend says how it registers the op's
-// kernel for dtype T by specializing kernel_for<Op, T, Device> beside that kernel (the
-// CPU kernels' headers specialize it for device_types::cpu). The DSL calls
-// use_kernels<Op, T>(), which defines the op and registers its kernels on every device type
-// of kernel_device_types, once per program: a program compiles the kernels of the ops and
-// dtypes its typed code uses, and nothing else (DESIGN.md §2, compile cost).
-//
-// T is the dtype the kernel is asked for, or void where the op's kernel is one class for
-// every dtype (Reshape, Shape) or the request is for a whole family (ops::families::array).
-//
-// A specialization must be visible in the translation unit that instantiates the request
-// (the DSL instantiates its requests where a model is lowered): <weft/dsl.hpp> includes the
-// CPU kernels' headers; a user op's kernel header is included by the user's code.
+/// @file
+/// How typed code asks for an op's kernels without naming a device's kernel classes.
+///
+/// An op is also a C++ type (ops::Add, ops::MatMul, a user's op): a struct with the op's
+/// registered `name`, a static `define()` that adds its definition (usually its whole
+/// family) to the op registry, and its gradient rule where it has one
+/// (framework/gradient_rule.hpp, docs/extending.md). Each device type's backend says how it registers the op's
+/// kernel for dtype T by specializing kernel_for<Op, T, Device> beside that kernel (the
+/// CPU kernels' headers specialize it for device_types::cpu). The DSL calls
+/// use_kernels<Op, T>(), which defines the op and registers its kernels on every device type
+/// of kernel_device_types, once per program: a program compiles the kernels of the ops and
+/// dtypes its typed code uses, and nothing else (DESIGN.md §2, compile cost).
+///
+/// T is the dtype the kernel is asked for, or void where the op's kernel is one class for
+/// every dtype (Reshape, Shape) or the request is for a whole family (ops::families::array).
+///
+/// A specialization must be visible in the translation unit that instantiates the request
+/// (the DSL instantiates its requests where a model is lowered): <weft/dsl.hpp> includes the
+/// CPU kernels' headers; a user op's kernel header is included by the user's code.
 
 #include <concepts>
 #include <string_view>
@@ -2166,17 +2187,17 @@ inline constexpr bool has_gradient_rule_v = [] {
 
 namespace weft {
 
-// Device types: one tag per backend, named as the kernel registry names its device type.
+/// Device types: one tag per backend, named as the kernel registry names its device type.
 namespace device_types {
 struct cpu {
   static constexpr const char* name = "CPU";
 };
 }  // namespace device_types
 
-// The device types whose kernels typed code registers (the CUDA component will add its own).
+/// The device types whose kernels typed code registers (the CUDA component will add its own).
 using kernel_device_types = type_list<device_types::cpu>;
 
-// An op as a C++ type.
+/// An op as a C++ type.
 template <class Op>
 concept op_type = requires {
   { Op::name } -> std::convertible_to<std::string_view>;
@@ -2188,8 +2209,8 @@ template <class...>
 inline constexpr bool no_kernel_for = false;
 }  // namespace detail
 
-// Specialized by each backend: `static void register_kernels()` registers Op's kernel for
-// dtype T on Device.
+/// Specialized by each backend: `static void register_kernels()` registers Op's kernel for
+/// dtype T on Device.
 template <class Op, class T, class Device>
 struct kernel_for {
   static_assert(detail::no_kernel_for<Op, T, Device>,
@@ -2199,13 +2220,13 @@ struct kernel_for {
   static void register_kernels() {}
 };
 
-// WEFT_PREBUILT_CPU_KERNELS: define it, the same in every file of a program, where the
-// program compiles the full CPU kernel registry once (<weft/kernels/cpu/all.hpp> in one
-// file, or each register_*_kernels() of <weft/kernels/cpu/kernels.hpp>). Typed code then
-// compiles no CPU kernel of the library's ops (each says so with `in_cpu_registry`): the
-// registry has registered them all. It still compiles those of fused subtrees and of users'
-// ops. Without the registry, running a model is an error naming the op with no kernel.
-// (The DSL tests' translation unit under ASan: 240 s against 185 s; docs/reliability.md.)
+/// WEFT_PREBUILT_CPU_KERNELS: define it, the same in every file of a program, where the
+/// program compiles the full CPU kernel registry once (<weft/kernels/cpu/all.hpp> in one
+/// file, or each register_*_kernels() of <weft/kernels/cpu/kernels.hpp>). Typed code then
+/// compiles no CPU kernel of the library's ops (each says so with `in_cpu_registry`): the
+/// registry has registered them all. It still compiles those of fused subtrees and of users'
+/// ops. Without the registry, running a model is an error naming the op with no kernel.
+/// (The DSL tests' translation unit under ASan: 240 s against 185 s; docs/reliability.md.)
 namespace detail {
 template <class Op, class Device>
 consteval bool kernels_prebuilt() {
@@ -2220,7 +2241,7 @@ void register_kernels_on() {
 }
 }  // namespace detail
 
-// Defines Op and registers its kernels for dtype T on every device type, once.
+/// Defines Op and registers its kernels for dtype T on every device type, once.
 template <op_type Op, class T = void>
 void use_kernels() {
   static const bool once = [] {
@@ -2232,14 +2253,15 @@ void use_kernels() {
 }
 
 }  // namespace weft
-// The vocabulary of static shape rules. Beside its definition and shape function (ops/*.hpp),
-// an op states in namespace ops::static_rules the output dims a typed expression of it has
-// at compile time, from its operands' dims (-1 where a dim is known only at run time), so
-// that the DSL's shapes and the graph's come from one place per op. Rules are constexpr
-// functions over std::array dims, taking the dims as template arguments where the output's
-// rank depends on their values; they assume the operands passed the DSL's checks (which
-// name what is wrong) and index safely when they did not. The graph's shape function
-// checks and computes the same at run time from partial shapes.
+/// @file
+/// The vocabulary of static shape rules. Beside its definition and shape function (ops/*.hpp),
+/// an op states in namespace ops::static_rules the output dims a typed expression of it has
+/// at compile time, from its operands' dims (-1 where a dim is known only at run time), so
+/// that the DSL's shapes and the graph's come from one place per op. Rules are constexpr
+/// functions over std::array dims, taking the dims as template arguments where the output's
+/// rank depends on their values; they assume the operands passed the DSL's checks (which
+/// name what is wrong) and index safely when they did not. The graph's shape function
+/// checks and computes the same at run time from partial shapes.
 
 #include <array>
 #include <cstddef>
@@ -2251,24 +2273,24 @@ namespace weft::ops::static_rules {
 template <std::size_t N>
 using dims = std::array<std::int64_t, N>;
 
-// A dim known only at run time.
+/// A dim known only at run time.
 inline constexpr std::int64_t unknown = -1;
 
-// Dim i of `values`, 1 beyond its rank.
+/// Dim i of `values`, 1 beyond its rank.
 constexpr std::int64_t dim_or(const auto& values, std::size_t i) { return i < values.size() ? values[i] : 1; }
 
-// The dim two operands must agree on: a if known, else b.
+/// The dim two operands must agree on: a if known, else b.
 constexpr std::int64_t agreed(std::int64_t a, std::int64_t b) { return a >= 0 ? a : b; }
 
-// An axis counted from the end when negative.
+/// An axis counted from the end when negative.
 constexpr std::int64_t normalized_axis(std::int64_t axis, std::int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
-// Dim i of `values` counted from the right (0 is the last), 1 beyond its rank.
+/// Dim i of `values` counted from the right (0 is the last), 1 beyond its rank.
 constexpr std::int64_t from_right(const auto& values, std::size_t i) {
   return i < values.size() ? values[values.size() - 1 - i] : 1;
 }
 
-// The elementwise ops' rule: A and B broadcast (core/broadcast.hpp), aligned on the right.
+/// The elementwise ops' rule: A and B broadcast (core/broadcast.hpp), aligned on the right.
 template <auto A, auto B>
 constexpr auto broadcast() {
   dims<(A.size() > B.size() ? A.size() : B.size())> out{};
@@ -2277,7 +2299,7 @@ constexpr auto broadcast() {
   return out;
 }
 
-// All dims of X but its last N (none when X has fewer).
+/// All dims of X but its last N (none when X has fewer).
 template <auto X, std::size_t N>
 constexpr auto leading() {
   dims<(X.size() < N ? 0 : X.size() - N)> out{};
@@ -2308,7 +2330,7 @@ namespace weft::ops {
     static void define() { register_##FAMILY##_ops(); }       \
   };
 
-// The values of an int32 or int64 tensor (t may be null), else nullopt.
+/// The values of an int32 or int64 tensor (t may be null), else nullopt.
 inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
   if (!t) return std::nullopt;
   std::vector<std::int64_t> v;
@@ -2320,13 +2342,13 @@ inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
     return std::nullopt;
   return v;
 }
-// The values of an integer input whose producer is a constant, else nullopt.
+/// The values of an integer input whose producer is a constant, else nullopt.
 inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_context& c, int i) {
   return int_values_of(c.input_value(i));
 }
 
-// The value of a single-valued integer input (an axis, a depth, a count) whose producer is
-// a constant, else nullopt; a constant of more or fewer values is an error naming `what`.
+/// The value of a single-valued integer input (an axis, a depth, a count) whose producer is
+/// a constant, else nullopt; a constant of more or fewer values is an error naming `what`.
 inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i, std::string_view what) {
   auto v = constant_ints(c, i);
   if (!v) return std::nullopt;
@@ -2336,7 +2358,7 @@ inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i
 
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
 
-// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
+/// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
 inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
   if (!a.rank_known() || !b.rank_known()) return true;
   if (a.rank() != b.rank()) return false;
@@ -2345,8 +2367,8 @@ inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
   return true;
 }
 
-// Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
-// `what` names the input in the message.
+/// Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
+/// `what` names the input in the message.
 inline void require_rank(shape_context& c, int i, int rank, std::string_view what) {
   if (c.input(i).rank_known() && c.input(i).rank() != rank)
     c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
@@ -2370,7 +2392,7 @@ inline void scalar_shape(shape_context& c) {
   for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape{});
 }
 
-// An output shape given by an integer input holding dims (Fill, RandomUniform, ...).
+/// An output shape given by an integer input holding dims (Fill, RandomUniform, ...).
 inline void shape_from_input(shape_context& c, int i) {
   if (auto dims = constant_ints(c, i)) {
     for (auto d : *dims)
@@ -2382,11 +2404,11 @@ inline void shape_from_input(shape_context& c, int i) {
   }
 }
 
-// The ops that address slices of a tensor of shape `target` by index tuples (GatherNd,
-// ScatterNd, TensorScatterUpdate, TensorScatterAdd): `indices` of shape [..., K], each
-// row of K coordinates naming the slice target[i0, ..., iK-1, :, ...]. Returns the shape of
-// the slices gathered (or of the updates written): indices.shape[:-1] + target.shape[K:],
-// when known. Fails when K exceeds target's rank.
+/// The ops that address slices of a tensor of shape `target` by index tuples (GatherNd,
+/// ScatterNd, TensorScatterUpdate, TensorScatterAdd): `indices` of shape [..., K], each
+/// row of K coordinates naming the slice target[i0, ..., iK-1, :, ...]. Returns the shape of
+/// the slices gathered (or of the updates written): indices.shape[:-1] + target.shape[K:],
+/// when known. Fails when K exceeds target's rank.
 inline std::optional<partial_shape> nd_slices_shape(shape_context& c, const partial_shape& target, int indices) {
   require_rank_at_least(c, indices, 1, "indices");
   const auto& idx = c.input(indices);
@@ -2399,7 +2421,7 @@ inline std::optional<partial_shape> nd_slices_shape(shape_context& c, const part
   dims.insert(dims.end(), target.dims().begin() + depth, target.dims().end());
   return partial_shape(std::move(dims));
 }
-// Checks the updates (input `updates`) of a scatter into `target` against the indices.
+/// Checks the updates (input `updates`) of a scatter into `target` against the indices.
 inline void check_scatter_updates(shape_context& c, const partial_shape& target, int indices, int updates) {
   auto want = nd_slices_shape(c, target, indices);
   const auto& up = c.input(updates);
@@ -2415,7 +2437,7 @@ inline void check_scatter_updates(shape_context& c, const partial_shape& target,
 
 namespace weft::ops {
 
-// The most specific shape that accepts both a and b: their dims where they agree.
+/// The most specific shape that accepts both a and b: their dims where they agree.
 inline partial_shape common_shape(const partial_shape& a, const partial_shape& b) {
   if (!a.rank_known() || !b.rank_known() || a.rank() != b.rank()) return partial_shape::unknown_rank();
   std::vector<std::int64_t> dims(static_cast<std::size_t>(a.rank()));
@@ -2423,7 +2445,7 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
   return partial_shape(std::move(dims));
 }
 
-// The control-flow ops (run by the executor; they have no op types).
+/// The control-flow ops (run by the executor; they have no op types).
 inline constexpr std::string_view control_flow_op_names[] = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"};
 
 inline bool is_control_flow_op(std::string_view op) {
@@ -2498,24 +2520,25 @@ inline std::vector<op_def> control_flow_op_defs() {
   return defs;
 }
 
-// Adds the control-flow ops to the global registry, once.
+/// Adds the control-flow ops to the global registry, once.
 inline void register_control_flow_ops() { op_registry::global().add_family("control", control_flow_op_defs); }
 
 }  // namespace weft::ops
-// Core ops, which every graph registers (register_core_ops()): sources, Identity and NoOp.
-//   Const(; value, dtype)         the tensor `value`
-//   Placeholder(; dtype, shape)   a tensor fed to run()
-//   Identity(input)               its input, unchanged (no copy)
-//   NoOp()                        nothing; a target that gathers control edges
-//
-// The other standard ops come in families (array, math, reduction, matrix, random,
-// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
-// program registers it: by registering the family's CPU kernels, by
-// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
-// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
-// definitions it uses; standard_op_family (<weft/ops/standard.hpp>) finds an op's family
-// among the families' op types, so that graph::op can tell an op that does not exist from
-// one whose family the program has not registered.
+/// @file
+/// Core ops, which every graph registers (register_core_ops()): sources, Identity and NoOp.
+///   Const(; value, dtype)         the tensor `value`
+///   Placeholder(; dtype, shape)   a tensor fed to run()
+///   Identity(input)               its input, unchanged (no copy)
+///   NoOp()                        nothing; a target that gathers control edges
+///
+/// The other standard ops come in families (array, math, reduction, matrix, random,
+/// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
+/// program registers it: by registering the family's CPU kernels, by
+/// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
+/// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
+/// definitions it uses; standard_op_family (<weft/ops/standard.hpp>) finds an op's family
+/// among the families' op types, so that graph::op can tell an op that does not exist from
+/// one whose family the program has not registered.
 
 #include <string_view>
 #include <vector>
@@ -2573,7 +2596,7 @@ struct standard_op {
 };
 
 
-// How a program registers `family`, for error messages.
+/// How a program registers `family`, for error messages.
 inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "array") return "weft::ops::register_array_ops() or weft::cpu::register_array_kernels()";
   if (family == "math") return "weft::ops::register_math_ops() or weft::cpu::register_elementwise_kernels()";
@@ -2594,12 +2617,12 @@ inline std::string_view family_registration_hint(std::string_view family) {
   return "weft::ops::register_standard_ops()";
 }
 
-// Adds the core ops to the registry, once (every graph does, on construction).
+/// Adds the core ops to the registry, once (every graph does, on construction).
 inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct identity_grad {
@@ -2610,8 +2633,8 @@ struct identity_grad {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE(Const, core)
 WEFT_DETAIL_OP_TYPE(Placeholder, core)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Identity, core, gradients::identity_grad)
@@ -2629,42 +2652,44 @@ struct core {
 }  // namespace families
 
 }  // namespace weft::ops
-// Every standard op family, and register_standard_ops() to add them all to the registry,
-// for programs that build graphs by op name without registering kernel families (to dump
-// or validate them, say; <weft/kernels/cpu/all.hpp> calls it); standard_ops() and
-// standard_op_family(), every standard op's family from the families' op types.
+/// @file
+/// Every standard op family, and register_standard_ops() to add them all to the registry,
+/// for programs that build graphs by op name without registering kernel families (to dump
+/// or validate them, say; <weft/kernels/cpu/all.hpp> calls it); standard_ops() and
+/// standard_op_family(), every standard op's family from the families' op types.
 
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
-// Array ops: views and rearrangements, and shape queries. (Const, Placeholder, Identity and
-// NoOp are core ops: <weft/ops/core_ops.hpp>.)
-//   Reshape(x, shape)          one -1 in shape takes the remaining size
-//   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
-//   ConcatV2(values..., axis)  dims equal except along axis, which sums
-//   Split(axis, value)         num_split equal parts along axis
-//   Slice(x, begin, size)      size -1 means "to the end"
-//   Pad(x, paddings)           paddings is (rank, 2): before and after, zero-filled
-//   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
-//   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
-//   OneHot(indices, depth, on, off; axis=-1)
-//   GatherNd(params, indices)  indices [..., K]: the slices params[i0, ..., iK-1], shape
-//                              indices.shape[:-1] + params.shape[K:]
-//   TensorScatterUpdate(tensor, indices, updates)  tensor with those slices replaced by
-//                              updates (of GatherNd's result shape); a slice indexed twice
-//                              gets one of its updates. ScatterNd and TensorScatterAdd,
-//                              which add, are reduction ops.
+/// @file
+/// Array ops: views and rearrangements, and shape queries. (Const, Placeholder, Identity and
+/// NoOp are core ops: <weft/ops/core_ops.hpp>.)
+///   Reshape(x, shape)          one -1 in shape takes the remaining size
+///   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
+///   ConcatV2(values..., axis)  dims equal except along axis, which sums
+///   Split(axis, value)         num_split equal parts along axis
+///   Slice(x, begin, size)      size -1 means "to the end"
+///   Pad(x, paddings)           paddings is (rank, 2): before and after, zero-filled
+///   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
+///   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
+///   OneHot(indices, depth, on, off; axis=-1)
+///   GatherNd(params, indices)  indices [..., K]: the slices params[i0, ..., iK-1], shape
+///                              indices.shape[:-1] + params.shape[K:]
+///   TensorScatterUpdate(tensor, indices, updates)  tensor with those slices replaced by
+///                              updates (of GatherNd's result shape); a slice indexed twice
+///                              gets one of its updates. ScatterNd and TensorScatterAdd,
+///                              which add, are reduction ops.
 
 #include <vector>
 
 
 namespace weft::ops {
 
-// Static shape rules (framework/static_rule.hpp).
+/// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
-// Reshape to `to`: its one unknown dim (if any) takes the remaining size when every dim of
-// `from` is known.
+/// Reshape to `to`: its one unknown dim (if any) takes the remaining size when every dim of
+/// `from` is known.
 template <std::size_t N, std::size_t M>
 constexpr dims<M> reshape(const dims<N>& from, dims<M> to) {
   std::int64_t from_count = 1, known = 1;
@@ -2678,15 +2703,15 @@ constexpr dims<M> reshape(const dims<N>& from, dims<M> to) {
     if (d < 0) d = known ? from_count / known : 0;
   return to;
 }
-// Transpose by `perm`: out[i] = x[perm[i]].
+/// Transpose by `perm`: out[i] = x[perm[i]].
 template <std::size_t N>
 constexpr dims<N> transpose(const auto& x, const dims<N>& perm) {
   dims<N> out{};
   for (std::size_t i = 0; i < N; ++i) out[i] = dim_or(x, static_cast<std::size_t>(perm[i]));
   return out;
 }
-// ConcatV2 along `axis`: that dim sums (unknown if any is), a known dim of any operand
-// fixes the others' unknown ones.
+/// ConcatV2 along `axis`: that dim sums (unknown if any is), a known dim of any operand
+/// fixes the others' unknown ones.
 template <std::size_t N, class... Rest>
 constexpr dims<N> concat(std::int64_t axis, const dims<N>& first, const Rest&... rest) {
   auto out = first;
@@ -2698,33 +2723,33 @@ constexpr dims<N> concat(std::int64_t axis, const dims<N>& first, const Rest&...
     if (d != a) ((out[d] = out[d] < 0 ? dim_or(rest, d) : out[d]), ...);
   return out;
 }
-// Slice from `begin`, `size` dims (an unknown size, TensorFlow's -1, runs to the end).
+/// Slice from `begin`, `size` dims (an unknown size, TensorFlow's -1, runs to the end).
 template <std::size_t N>
 constexpr dims<N> slice(const auto& x, const auto& begin, dims<N> size) {
   for (std::size_t i = 0; i < N; ++i)
     if (size[i] < 0) size[i] = dim_or(x, i) < 0 ? unknown : dim_or(x, i) - dim_or(begin, i);
   return size;
 }
-// Pad by `paddings` (before and after, per dim).
+/// Pad by `paddings` (before and after, per dim).
 template <std::size_t N, std::size_t P>
 constexpr dims<N> pad(dims<N> x, const dims<P>& paddings) {
   for (std::size_t i = 0; i < N && 2 * i + 1 < P; ++i)
     if (x[i] >= 0) x[i] += paddings[2 * i] + paddings[2 * i + 1];
   return x;
 }
-// Tile by `multiples`: a zero multiple gives 0 even where the dim is unknown.
+/// Tile by `multiples`: a zero multiple gives 0 even where the dim is unknown.
 template <std::size_t N, std::size_t M>
 constexpr dims<N> tile(dims<N> x, const dims<M>& multiples) {
   for (std::size_t i = 0; i < N && i < M; ++i) x[i] = multiples[i] == 0 ? 0 : x[i] < 0 ? unknown : x[i] * multiples[i];
   return x;
 }
-// Split into `parts` equal parts along `axis`.
+/// Split into `parts` equal parts along `axis`.
 template <std::size_t N>
 constexpr dims<N> split(dims<N> x, std::size_t axis, std::int64_t parts) {
   if (axis < N && x[axis] >= 0) x[axis] /= parts;
   return x;
 }
-// GatherV2 along `Axis` (>= 0): params[:axis] + indices + params[axis+1:].
+/// GatherV2 along `Axis` (>= 0): params[:axis] + indices + params[axis+1:].
 template <auto Params, auto Indices, std::int64_t Axis>
 constexpr auto gather() {
   dims<Params.size() + Indices.size() - (Params.size() > 0 ? 1 : 0)> out{};
@@ -2737,8 +2762,8 @@ constexpr auto gather() {
   }
   return out;
 }
-// GatherNd (and the slices TensorScatterUpdate and TensorScatterAdd replace or add to):
-// indices [..., K] with K known and at most params' rank -> indices[:-1] + params[K:].
+/// GatherNd (and the slices TensorScatterUpdate and TensorScatterAdd replace or add to):
+/// indices [..., K] with K known and at most params' rank -> indices[:-1] + params[K:].
 template <auto Params, auto Indices>
 constexpr auto gather_nd() {
   constexpr std::int64_t depth = Indices.size() >= 1 ? Indices[Indices.size() - 1] : -1;
@@ -2749,7 +2774,7 @@ constexpr auto gather_nd() {
   for (std::size_t d = k; d < Params.size(); ++d) out[batch + d - k] = Params[d];
   return out;
 }
-// OneHot with axis -1: indices + [depth].
+/// OneHot with axis -1: indices + [depth].
 template <std::size_t N>
 constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
   dims<N + 1> out{};
@@ -3067,13 +3092,13 @@ inline std::vector<op_def> array_op_defs() {
   return defs;
 }
 
-// Adds the array ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the array ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
@@ -3084,7 +3109,7 @@ struct reshape_grad {
   template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
 };
 
-// The permutation that undoes p (p a permutation of 0..n-1).
+/// The permutation that undoes p (p a permutation of 0..n-1).
 inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
   std::vector<std::int64_t> inverse(p.size());
   for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
@@ -3102,8 +3127,8 @@ struct transpose_grad {  // transposed back by the inverse permutation (perm mus
   }
 };
 
-// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
-// constant and the values' dims along it known when the graph is built (their offsets).
+/// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
+/// constant and the values' dims along it known when the graph is built (their offsets).
 struct concat_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -3156,8 +3181,8 @@ struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
   }
 };
 
-// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
-// over the m's. x's rank must be known when the graph is built.
+/// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
+/// over the m's. x's rank must be known when the graph is built.
 struct tile_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -3177,9 +3202,9 @@ struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
 };
 
-// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
-// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
-// front and back). The axis must be a constant and params' rank known.
+/// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
+/// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
+/// front and back). The axis must be a constant and params' rank known.
 struct gather_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -3203,17 +3228,17 @@ struct gather_grad {
   }
 };
 
-// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
-// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
-// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
-// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
-// its sum in place (TensorScatterAdd, gradients.hpp).
+/// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
+/// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
+/// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
+/// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
+/// its sum in place (TensorScatterAdd, gradients.hpp).
 struct gather_nd_grad {
   template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
 };
 
-// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
-// shaped from d's own slices, so that the updates are not kept for the backward pass).
+/// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
+/// shaped from d's own slices, so that the updates are not kept for the backward pass).
 struct tensor_scatter_update_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -3226,8 +3251,8 @@ struct tensor_scatter_update_grad {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reshape, array, gradients::reshape_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Transpose, array, gradients::transpose_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ConcatV2, array, gradients::concat_grad)
@@ -3256,38 +3281,39 @@ struct array {
 }  // namespace families
 
 }  // namespace weft::ops
-// Queue and mutex ops (whitepaper §4.6 and Table 1; runtime/queue.hpp and runtime/mutex.hpp). A queue op makes its queue
-// in the session's resource manager the first time it runs and outputs the queue's handle,
-// a string vector [container, name] (TensorFlow's first queue ops' handle, there a string
-// reference); the other ops take that handle. A queue whose shared_name is empty is named
-// after its node, so every step of a session (and every session sharing its resource
-// manager) finds the same queue.
-//   FIFOQueue(; component_types, shapes, capacity, container, shared_name) -> handle
-//   PaddingFIFOQueue(; the same): DequeueMany pads dims the shapes leave unknown (-1) with
-//       zeros to the longest element of each batch (the other queues batch only elements of
-//       one shape)
-//   RandomShuffleQueue(; the same, min_after_dequeue, seed)
-//   PriorityQueue(; the same): each element is (priority: int64 scalar, components...);
-//       component_types and shapes leave the priority out, as TensorFlow's do
-//   QueueEnqueue(handle, components...)        one element (waits for room)
-//   QueueEnqueueMany(handle, components...)    each row of the components an element
-//   QueueDequeue(handle; component_types) -> components      one element (waits for it)
-//   QueueDequeueMany(handle, n; component_types) -> components  n elements, stacked
-//   QueueDequeueUpTo(handle, n; component_types) -> components  n, or fewer (at least one)
-//                                                                once the queue is closed
-//   QueueClose(handle; cancel_pending_enqueues)
-//   QueueSize(handle) -> int32     QueueIsClosed(handle) -> bool
-// Mutexes (whitepaper Table 1; runtime/mutex.hpp): one holder at a time, granted in order.
-//   Mutex(; container, shared_name) -> handle    the mutex's handle, as a queue's
-//   MutexAcquire(handle) -> grant: int64          waits (holding no thread) for the mutex
-//   MutexRelease(handle, grant)                   gives it back; the same step must
-// The nodes of the critical section take control inputs from MutexAcquire, and
-// MutexRelease takes control inputs from them. A step that fails or is cancelled while it
-// holds the mutex gives it back; one that waits for it leaves the line.
-// The dequeue ops' optional `shapes` attr gives their outputs' static shapes (the queue's,
-// with a batch dim first for DequeueMany and DequeueUpTo); graph/data_flow.hpp sets it.
-// Enqueue and the dequeues are async kernels: one that waits holds no thread, and a step
-// cancelled (or timed out) while it waits leaves the queue as it was.
+/// @file
+/// Queue and mutex ops (whitepaper §4.6 and Table 1; runtime/queue.hpp and runtime/mutex.hpp). A queue op makes its queue
+/// in the session's resource manager the first time it runs and outputs the queue's handle,
+/// a string vector [container, name] (TensorFlow's first queue ops' handle, there a string
+/// reference); the other ops take that handle. A queue whose shared_name is empty is named
+/// after its node, so every step of a session (and every session sharing its resource
+/// manager) finds the same queue.
+///   FIFOQueue(; component_types, shapes, capacity, container, shared_name) -> handle
+///   PaddingFIFOQueue(; the same): DequeueMany pads dims the shapes leave unknown (-1) with
+///       zeros to the longest element of each batch (the other queues batch only elements of
+///       one shape)
+///   RandomShuffleQueue(; the same, min_after_dequeue, seed)
+///   PriorityQueue(; the same): each element is (priority: int64 scalar, components...);
+///       component_types and shapes leave the priority out, as TensorFlow's do
+///   QueueEnqueue(handle, components...)        one element (waits for room)
+///   QueueEnqueueMany(handle, components...)    each row of the components an element
+///   QueueDequeue(handle; component_types) -> components      one element (waits for it)
+///   QueueDequeueMany(handle, n; component_types) -> components  n elements, stacked
+///   QueueDequeueUpTo(handle, n; component_types) -> components  n, or fewer (at least one)
+///                                                                once the queue is closed
+///   QueueClose(handle; cancel_pending_enqueues)
+///   QueueSize(handle) -> int32     QueueIsClosed(handle) -> bool
+/// Mutexes (whitepaper Table 1; runtime/mutex.hpp): one holder at a time, granted in order.
+///   Mutex(; container, shared_name) -> handle    the mutex's handle, as a queue's
+///   MutexAcquire(handle) -> grant: int64          waits (holding no thread) for the mutex
+///   MutexRelease(handle, grant)                   gives it back; the same step must
+/// The nodes of the critical section take control inputs from MutexAcquire, and
+/// MutexRelease takes control inputs from them. A step that fails or is cancelled while it
+/// holds the mutex gives it back; one that waits for it leaves the line.
+/// The dequeue ops' optional `shapes` attr gives their outputs' static shapes (the queue's,
+/// with a batch dim first for DequeueMany and DequeueUpTo); graph/data_flow.hpp sets it.
+/// Enqueue and the dequeues are async kernels: one that waits holds no thread, and a step
+/// cancelled (or timed out) while it waits leaves the queue as it was.
 
 #include <string>
 #include <string_view>
@@ -3297,8 +3323,8 @@ struct array {
 namespace weft::ops {
 
 namespace detail {
-// A queue op's checks. Shapes may leave dims unknown: a padding queue pads them in
-// DequeueMany; the others batch only elements of one shape (DequeueMany's error says so).
+/// A queue op's checks. Shapes may leave dims unknown: a padding queue pads them in
+/// DequeueMany; the others batch only elements of one shape (DequeueMany's error says so).
 inline void check_queue(shape_context& c) {
   const auto& types = c.attr<std::vector<dtype>>("component_types");
   const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
@@ -3321,8 +3347,8 @@ inline op_def_builder queue_op(const char* name) {
   return b;
 }
 inline void require_handle(shape_context& c) { require_rank(c, 0, 1, "handle"); }
-// A dequeue's outputs: the `shapes` attr's, after a batch dim when it has one (n when the
-// count is exact and known, DequeueMany's; else unknown).
+/// A dequeue's outputs: the `shapes` attr's, after a batch dim when it has one (n when the
+/// count is exact and known, DequeueMany's; else unknown).
 inline void dequeue_shapes(shape_context& c, bool batch, bool exact) {
   require_handle(c);
   const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
@@ -3459,10 +3485,10 @@ inline std::vector<op_def> data_flow_op_defs() {
   return defs;
 }
 
-// Adds the queue ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the queue ops to the global registry, once; registering the family's kernels calls it.
 inline void register_data_flow_ops() { op_registry::global().add_family("data_flow", data_flow_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(FIFOQueue, data_flow)
 WEFT_DETAIL_OP_TYPE(PaddingFIFOQueue, data_flow)
 WEFT_DETAIL_OP_TYPE(RandomShuffleQueue, data_flow)
@@ -3491,23 +3517,24 @@ struct data_flow {
 }  // namespace families
 
 }  // namespace weft::ops
-// File ops. Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp),
-// as graph nodes; the file name is a string scalar, as in TensorFlow's SaveV2 and RestoreV2.
-//   Save(filename, tensors...; tensor_names, T)  writes the tensors under their names,
-//                                                  atomically (temporary file, fsync, rename)
-//   Restore(filename; tensor_names, dtypes, shapes) -> tensors...
-//                                                  reads and checks the whole file, then
-//                                                  outputs the named tensors, each checked
-//                                                  against its dtype and shape
-// Readers (runtime/reader.hpp; records cut by runtime/records.hpp), resources made by
-//   TFRecordReader, FixedLengthRecordReader(header_bytes, record_bytes, footer_bytes,
-//   hop_bytes), TextLineReader(skip_header_lines), WholeFileReader (each with container,
-//   shared_name, compression_type "" | "GZIP" | "ZLIB") -> reader_handle
-//   ReaderRead(reader_handle, queue_handle) -> key, value      one record; file names come
-//       from the queue (strings), a waiting read holds no thread; out_of_range at the end
-//   ReaderReadUpTo(reader_handle, queue_handle, num_records) -> keys, values
-//   ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted (files done) -> int64; ReaderReset
-//   ReadFile(filename) -> contents      WriteFile(filename, contents) (atomically)
+/// @file
+/// File ops. Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp),
+/// as graph nodes; the file name is a string scalar, as in TensorFlow's SaveV2 and RestoreV2.
+///   Save(filename, tensors...; tensor_names, T)  writes the tensors under their names,
+///                                                  atomically (temporary file, fsync, rename)
+///   Restore(filename; tensor_names, dtypes, shapes) -> tensors...
+///                                                  reads and checks the whole file, then
+///                                                  outputs the named tensors, each checked
+///                                                  against its dtype and shape
+/// Readers (runtime/reader.hpp; records cut by runtime/records.hpp), resources made by
+///   TFRecordReader, FixedLengthRecordReader(header_bytes, record_bytes, footer_bytes,
+///   hop_bytes), TextLineReader(skip_header_lines), WholeFileReader (each with container,
+///   shared_name, compression_type "" | "GZIP" | "ZLIB") -> reader_handle
+///   ReaderRead(reader_handle, queue_handle) -> key, value      one record; file names come
+///       from the queue (strings), a waiting read holds no thread; out_of_range at the end
+///   ReaderReadUpTo(reader_handle, queue_handle, num_records) -> keys, values
+///   ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted (files done) -> int64; ReaderReset
+///   ReadFile(filename) -> contents      WriteFile(filename, contents) (atomically)
 
 #include <string_view>
 
@@ -3519,8 +3546,8 @@ struct data_flow {
 namespace weft::ops {
 
 namespace detail {
-// The inputs and names of a Save or Restore: the file name a scalar, one name per tensor,
-// distinct and non-empty.
+/// The inputs and names of a Save or Restore: the file name a scalar, one name per tensor,
+/// distinct and non-empty.
 inline void check_file_and_names(shape_context& c, std::size_t tensors) {
   require_rank(c, 0, 0, "filename");
   const auto& names = c.attr<std::vector<std::string>>("tensor_names");
@@ -3650,11 +3677,11 @@ inline std::vector<op_def> io_op_defs() {
   return defs;
 }
 
-// Adds the checkpoint ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the checkpoint ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_io_ops() { op_registry::global().add_family("io", io_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(Save, io)
 WEFT_DETAIL_OP_TYPE(Restore, io)
 WEFT_DETAIL_OP_TYPE(TFRecordReader, io)
@@ -3681,13 +3708,14 @@ struct io {
 }  // namespace families
 
 }  // namespace weft::ops
-// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
-//   unary:   y = f(x), shape(y) = shape(x)
-//   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
-//   SelectV2: out = cond ? t : e, all three broadcast
-//   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
-//            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
-//   Cast:    y = static_cast<DstT>(x)
+/// @file
+/// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
+///   unary:   y = f(x), shape(y) = shape(x)
+///   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
+///   SelectV2: out = cond ? t : e, all three broadcast
+///   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
+///            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
+///   Cast:    y = static_cast<DstT>(x)
 
 #include <vector>
 #include <tuple>
@@ -3705,9 +3733,9 @@ inline constexpr const char* signed_type_attr =
 inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
 inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
 
-// Select's operands at run time, for its kernels on every device: whether the condition
-// picks whole rows (a vector of t's first dim); fails unless t and e have one shape and the
-// condition is a scalar, of their shape, or such a vector.
+/// Select's operands at run time, for its kernels on every device: whether the condition
+/// picks whole rows (a vector of t's first dim); fails unless t and e have one shape and the
+/// condition is a scalar, of their shape, or such a vector.
 inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e) {
   if (t != e)
     fail(error_code::invalid_argument, "t and e must have the same shape, got ", t, " and ", e, " (SelectV2 broadcasts)");
@@ -3821,13 +3849,13 @@ inline std::vector<op_def> math_op_defs() {
   return defs;
 }
 
-// Adds the math ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the math ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct neg_grad {
@@ -3935,13 +3963,13 @@ struct select_rows_grad {  // Select: the gradient goes where the condition pick
   }
 };
 
-// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
-// the same function for the typed DSL, which fuses it with its neighbours).
+/// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+/// the same function for the typed DSL, which fuses it with its neighbours).
 struct relu_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
 };
 
-// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+/// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
 struct relu_grad_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
 };
@@ -3950,8 +3978,8 @@ struct relu_grad_rule {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Neg, math, gradients::neg_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Abs, math, gradients::abs_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Square, math, gradients::square_grad)
@@ -3999,12 +4027,13 @@ struct math {
 }  // namespace families
 
 }  // namespace weft::ops
-// Matrix ops.
-//   MatMul(a, b; transpose_a, transpose_b)  (M,K) x (K,N) -> (M,N) after the transposes
-//   BatchMatMulV2(x, y; adj_x, adj_y)       (...,M,K) x (...,K,N) -> (...,M,N), batch dims broadcast;
-//                                           adj_* is the conjugate transpose
-//   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
-//   MatrixDeterminant(input)                (...,N,N) -> (...)
+/// @file
+/// Matrix ops.
+///   MatMul(a, b; transpose_a, transpose_b)  (M,K) x (K,N) -> (M,N) after the transposes
+///   BatchMatMulV2(x, y; adj_x, adj_y)       (...,M,K) x (...,K,N) -> (...,M,N), batch dims broadcast;
+///                                           adj_* is the conjugate transpose
+///   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
+///   MatrixDeterminant(input)                (...,N,N) -> (...)
 
 #include <string>
 #include <vector>
@@ -4019,13 +4048,13 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
-// Static shape rules (framework/static_rule.hpp).
+/// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
-// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
+/// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
 constexpr dims<2> matmul(const auto& a, const auto& b, bool transpose_a, bool transpose_b) {
   return {dim_or(a, transpose_a ? 1 : 0), dim_or(b, transpose_b ? 0 : 1)};
 }
-// BatchMatMulV2: the broadcast batch dims (all but the last two), then m and n.
+/// BatchMatMulV2: the broadcast batch dims (all but the last two), then m and n.
 template <auto X, auto Y, bool AdjX, bool AdjY>
 constexpr auto batch_matmul() {
   constexpr auto batch = broadcast<leading<X, 2>(), leading<Y, 2>()>();
@@ -4035,7 +4064,7 @@ constexpr auto batch_matmul() {
   out[batch.size() + 1] = from_right(Y, AdjY ? 1 : 0);
   return out;
 }
-// MatrixInverse keeps its input's dims; MatrixDeterminant drops the last two.
+/// MatrixInverse keeps its input's dims; MatrixDeterminant drops the last two.
 template <auto X>
 constexpr auto matrix_determinant() {
   return leading<X, 2>();
@@ -4131,13 +4160,13 @@ inline std::vector<op_def> matrix_op_defs() {
   return defs;
 }
 
-// Adds the matrix ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the matrix ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct matmul_grad {
@@ -4186,8 +4215,8 @@ struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)
@@ -4203,51 +4232,52 @@ struct matrix {
 }  // namespace families
 
 }  // namespace weft::ops
-// Neural-network ops, with TensorFlow's semantics. The class axis is the last one.
-//   BiasAdd(value, bias; data_format = 'NHWC')  value + bias along value's last dim
-//                                            (value of rank >= 2; NHWC only)
-//   BiasAddGrad(out_backprop)                out_backprop summed over all but its last dim
-//   Softmax(logits), LogSoftmax(logits)      along the last dim (rank >= 1)
-//   SoftmaxCrossEntropyWithLogits(features [b, n], labels [b, n])
-//                                            -> loss [b] = -sum(labels * log_softmax(features)),
-//                                               backprop [b, n] = softmax(features) - labels
-//   SparseSoftmaxCrossEntropyWithLogits(features [b, n], labels [b] int32/int64)
-//                                            the same with one-hot labels; a label outside
-//                                            [0, n) is an error
-//   L2Loss(t)                                sum(t^2) / 2, a scalar
-//
-// Convolution and pooling, NHWC, with TensorFlow's windows: `strides` and `ksize` are
-// [1, h, w, 1]; padding 'VALID' keeps the windows inside the input (out = ceil((in - k + 1)
-// / s)), 'SAME' pads with zeros (-infinity for MaxPool) so that out = ceil(in / s), the
-// extra row or column at the bottom or right. Conv2D's `dilations` are [1, h, w, 1] too.
-//   Conv2D(input [n, h, w, c], filter [kh, kw, c, k])      -> [n, oh, ow, k]
-//   Conv2DBackpropInput(input_sizes, filter, out_backprop)  the gradient in the input
-//   Conv2DBackpropFilter(input, filter_sizes, out_backprop) the gradient in the filter
-//   MaxPool(input), AvgPool(value)                          AvgPool averages the window's
-//                                                           elements inside the input only
-//   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
-//                                                           maximum (the first, at a tie)
-//   MaxPoolGradGrad(orig_input, orig_output, grad)          grad (orig_input's shape) read
-//                                                           at each window's maximum:
-//                                                           MaxPoolGrad's gradient in grad
-//   AvgPoolGrad(orig_input_shape, grad)
-//
-// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
-//   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
-//                    is_training) -> (y, batch_mean, batch_variance, reserve_space_1..3)
-//     training: y = scale (x - m) / sqrt(v + epsilon) + offset with m, v the mean and
-//     (biased) variance of x over every dim but the last; batch_mean = (1 - f) mean + f m
-//     and batch_variance = (1 - f) variance + f v n / (n - 1) (f the avg factor, n the count
-//     per channel): the moving averages; reserve_space_1, _2 = m, v; _3 empty. mean and
-//     variance may be empty when f is 1. Inference: mean and variance normalize; they are
-//     passed through.
-//   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
-//     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
-//     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
-//   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
-//                                                           probability 1 - rate and scales
-//                                                           it by 1 / (1 - rate); mask holds
-//                                                           that factor or 0 (rate in [0, 1))
+/// @file
+/// Neural-network ops, with TensorFlow's semantics. The class axis is the last one.
+///   BiasAdd(value, bias; data_format = 'NHWC')  value + bias along value's last dim
+///                                            (value of rank >= 2; NHWC only)
+///   BiasAddGrad(out_backprop)                out_backprop summed over all but its last dim
+///   Softmax(logits), LogSoftmax(logits)      along the last dim (rank >= 1)
+///   SoftmaxCrossEntropyWithLogits(features [b, n], labels [b, n])
+///                                            -> loss [b] = -sum(labels * log_softmax(features)),
+///                                               backprop [b, n] = softmax(features) - labels
+///   SparseSoftmaxCrossEntropyWithLogits(features [b, n], labels [b] int32/int64)
+///                                            the same with one-hot labels; a label outside
+///                                            [0, n) is an error
+///   L2Loss(t)                                sum(t^2) / 2, a scalar
+///
+/// Convolution and pooling, NHWC, with TensorFlow's windows: `strides` and `ksize` are
+/// [1, h, w, 1]; padding 'VALID' keeps the windows inside the input (out = ceil((in - k + 1)
+/// / s)), 'SAME' pads with zeros (-infinity for MaxPool) so that out = ceil(in / s), the
+/// extra row or column at the bottom or right. Conv2D's `dilations` are [1, h, w, 1] too.
+///   Conv2D(input [n, h, w, c], filter [kh, kw, c, k])      -> [n, oh, ow, k]
+///   Conv2DBackpropInput(input_sizes, filter, out_backprop)  the gradient in the input
+///   Conv2DBackpropFilter(input, filter_sizes, out_backprop) the gradient in the filter
+///   MaxPool(input), AvgPool(value)                          AvgPool averages the window's
+///                                                           elements inside the input only
+///   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
+///                                                           maximum (the first, at a tie)
+///   MaxPoolGradGrad(orig_input, orig_output, grad)          grad (orig_input's shape) read
+///                                                           at each window's maximum:
+///                                                           MaxPoolGrad's gradient in grad
+///   AvgPoolGrad(orig_input_shape, grad)
+///
+/// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
+///   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
+///                    is_training) -> (y, batch_mean, batch_variance, reserve_space_1..3)
+///     training: y = scale (x - m) / sqrt(v + epsilon) + offset with m, v the mean and
+///     (biased) variance of x over every dim but the last; batch_mean = (1 - f) mean + f m
+///     and batch_variance = (1 - f) variance + f v n / (n - 1) (f the avg factor, n the count
+///     per channel): the moving averages; reserve_space_1, _2 = m, v; _3 empty. mean and
+///     variance may be empty when f is 1. Inference: mean and variance normalize; they are
+///     passed through.
+///   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
+///     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
+///     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
+///   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
+///                                                           probability 1 - rate and scales
+///                                                           it by 1 / (1 - rate); mask holds
+///                                                           that factor or 0 (rate in [0, 1))
 
 #include <algorithm>
 #include <optional>
@@ -4259,23 +4289,23 @@ struct matrix {
 
 namespace weft::ops {
 
-// The windows of a convolution or pooling op along one spatial dim.
+/// The windows of a convolution or pooling op along one spatial dim.
 struct window_dim {
-  std::int64_t out = -1;  // the output size (-1: unknown, the input's is)
-  std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
+  std::int64_t out = -1;  ///< the output size (-1: unknown, the input's is)
+  std::int64_t pad = 0;   ///< zero rows or columns before the input (SAME)
 };
-// TensorFlow's output size of a window op along one dim of size `in` >= 0, for a window of
-// extent (k - 1) * dilation + 1: ceil(in / stride) with SAME padding, ceil((in - extent + 1)
-// / stride) with VALID, -1 when a VALID window does not fit. The shape function (through
-// window_of) and the static shape rules below both compute it here.
+/// TensorFlow's output size of a window op along one dim of size `in` >= 0, for a window of
+/// extent (k - 1) * dilation + 1: ceil(in / stride) with SAME padding, ceil((in - extent + 1)
+/// / stride) with VALID, -1 when a VALID window does not fit. The shape function (through
+/// window_of) and the static shape rules below both compute it here.
 constexpr std::int64_t window_out(std::int64_t in, std::int64_t extent, std::int64_t stride, bool same) {
   if (same) return in / stride + (in % stride != 0);
   return in < extent ? -1 : (in - extent) / stride + 1;
 }
 
-// The window of one spatial dim, with its padding. Nullopt when a VALID window does not fit
-// in the input. The extent and in + extent must fit in int64 (an error otherwise), so that
-// no window offset a kernel computes overflows.
+/// The window of one spatial dim, with its padding. Nullopt when a VALID window does not fit
+/// in the input. The extent and in + extent must fit in int64 (an error otherwise), so that
+/// no window offset a kernel computes overflows.
 inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                                            bool same) {
   const std::int64_t extent = checked_add(checked_mul(k - 1, dilation, "the window's extent"), 1, "the window's extent");
@@ -4287,40 +4317,40 @@ inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std:
   return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
 }
 
-// Static shape rules (framework/static_rule.hpp) of the convolutions, pools and losses.
+/// Static shape rules (framework/static_rule.hpp) of the convolutions, pools and losses.
 namespace static_rules {
-// One spatial dim of a window op's output: unknown when the input's is, or when a VALID
-// window's size is (SAME padding does not depend on it).
+/// One spatial dim of a window op's output: unknown when the input's is, or when a VALID
+/// window's size is (SAME padding does not depend on it).
 constexpr std::int64_t window(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
   if (in < 0 || (k < 0 && !same)) return unknown;
   return window_out(in, k < 0 ? 1 : (k - 1) * dilation + 1, stride, same);
 }
-// Conv2D: input [n, h, w, c], filter [kh, kw, c, k] -> [n, oh, ow, k].
+/// Conv2D: input [n, h, w, c], filter [kh, kw, c, k] -> [n, oh, ow, k].
 constexpr dims<4> conv2d(const auto& x, const auto& f, const dims<2>& strides, const dims<2>& dilations, bool same) {
   return {dim_or(x, 0), window(dim_or(x, 1), dim_or(f, 0), strides[0], dilations[0], same),
           window(dim_or(x, 2), dim_or(f, 1), strides[1], dilations[1], same), dim_or(f, 3)};
 }
-// MaxPool, AvgPool: input [n, h, w, c] -> [n, oh, ow, c].
+/// MaxPool, AvgPool: input [n, h, w, c] -> [n, oh, ow, c].
 constexpr dims<4> pool(const auto& x, const dims<2>& ksize, const dims<2>& strides, bool same) {
   return {dim_or(x, 0), window(dim_or(x, 1), ksize[0], strides[0], 1, same),
           window(dim_or(x, 2), ksize[1], strides[1], 1, same), dim_or(x, 3)};
 }
-// SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits: logits [b, n] and
-// labels [b, n] or [b] -> loss [b].
+/// SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits: logits [b, n] and
+/// labels [b, n] or [b] -> loss [b].
 constexpr dims<1> cross_entropy(const auto& logits, const auto& labels) {
   return {agreed(dim_or(logits, 0), dim_or(labels, 0))};
 }
 }  // namespace static_rules
 
-// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
-// and dilations (convolution), and whether padding is SAME.
+/// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
+/// and dilations (convolution), and whether padding is SAME.
 struct window_attrs {
   std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   bool same = false;
 };
 
 namespace detail {
-// Fails unless dims a and b (either unknown: -1) agree; returns the known one.
+/// Fails unless dims a and b (either unknown: -1) agree; returns the known one.
 inline std::int64_t merge_dim(shape_context& c, std::int64_t a, std::int64_t b, const char* what) {
   if (a >= 0 && b >= 0 && a != b) c.fail(what, " differ (", a, " vs ", b, ")");
   return a >= 0 ? a : b;
@@ -4329,7 +4359,7 @@ inline void require_nhwc(shape_context& c) {
   if (c.attr<std::string>("data_format") != "NHWC")
     c.fail("data_format '", c.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
 }
-// The [1, h, w, 1] list attr `name`, h and w at least 1.
+/// The [1, h, w, 1] list attr `name`, h and w at least 1.
 inline std::pair<std::int64_t, std::int64_t> spatial_pair(shape_context& c, const char* name) {
   const auto& v = c.attr<std::vector<std::int64_t>>(name);
   if (v.size() != 4 || v[0] != 1 || v[3] != 1 || v[1] < 1 || v[2] < 1)
@@ -4357,7 +4387,7 @@ inline window_attrs pool_window(shape_context& c) {
   w.same = same_padding(c);
   return w;
 }
-// [n, oh, ow, depth] for input `in` (rank 4) and a kh x kw window (-1: unknown).
+/// [n, oh, ow, depth] for input `in` (rank 4) and a kh x kw window (-1: unknown).
 inline partial_shape windowed(shape_context& c, const partial_shape& in, const window_attrs& w, std::int64_t kh,
                               std::int64_t kw, std::int64_t depth) {
   std::int64_t out[2] = {-1, -1};
@@ -4372,7 +4402,7 @@ inline partial_shape windowed(shape_context& c, const partial_shape& in, const w
   }
   return partial_shape{in[0], out[0], out[1], depth};
 }
-// Output shape from the constant 4-vector input i (an input's or filter's shape).
+/// Output shape from the constant 4-vector input i (an input's or filter's shape).
 inline void sizes_output(shape_context& c, int i, const char* what) {
   require_rank(c, i, 1, what);
   if (c.input(i).rank_known() && c.input(i)[0] >= 0 && c.input(i)[0] != 4)
@@ -4385,9 +4415,9 @@ inline void sizes_output(shape_context& c, int i, const char* what) {
     c.set_output(0, partial_shape::unknown_of_rank(4));
   }
 }
-// FusedBatchNormV3 (forward) or FusedBatchNormGradV3: x channels last, rank 2 to 5;
-// the per-channel vectors of length C (the forward's mean and variance may be empty in
-// training with an avg factor of 1).
+/// FusedBatchNormV3 (forward) or FusedBatchNormGradV3: x channels last, rank 2 to 5;
+/// the per-channel vectors of length C (the forward's mean and variance may be empty in
+/// training with an avg factor of 1).
 inline void batch_norm_shapes(shape_context& c, bool forward) {
   detail::require_nhwc(c);
   if (c.attr<dtype>("U") != c.attr<dtype>("T"))
@@ -4688,12 +4718,12 @@ inline std::vector<op_def> nn_op_defs() {
   return defs;
 }
 
-// Adds the NN ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
@@ -4704,7 +4734,7 @@ struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats t
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
 };
 
-// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
+/// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
 template <class V>
 V softmax_backward(const V& d, const V& y) {
   return (d - reduce_sum_keep(d * y, -1)) * y;
@@ -4718,11 +4748,11 @@ struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
   template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
 };
 
-// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
-// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
-// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
-// As in TensorFlow, the features' gradient through the loss assumes that each row of
-// labels sums to 1 (a distribution), which makes it softmax - labels.
+/// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
+/// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
+/// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
+/// As in TensorFlow, the features' gradient through the loss assumes that each row of
+/// labels sums to 1 (a distribution), which makes it softmax - labels.
 template <bool Dense>
 struct softmax_cross_entropy_rule {
   template <class V>
@@ -4748,9 +4778,9 @@ struct l2_loss_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
 };
 
-// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
-// ops are the same product with another operand left out, so each of the three ops'
-// gradients is one of the others.
+/// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
+/// ops are the same product with another operand left out, so each of the three ops'
+/// gradients is one of the others.
 struct conv2d_rule {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -4782,9 +4812,9 @@ struct max_pool_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
 
-// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
-// round); both are piecewise constant in orig_input and orig_output (no gradient there,
-// as in TensorFlow).
+/// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
+/// round); both are piecewise constant in orig_input and orig_output (no gradient there,
+/// as in TensorFlow).
 template <bool Second>
 struct max_pool_grad_rule {
   template <class V>
@@ -4811,9 +4841,9 @@ struct dropout_rule {  // output = x * mask; the mask does not depend on x
   }
 };
 
-// FusedBatchNormV3: x, scale and offset get FusedBatchNormGradV3's three results (from the
-// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
-// and variance inputs get none.
+/// FusedBatchNormV3: x, scale and offset get FusedBatchNormGradV3's three results (from the
+/// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
+/// and variance inputs get none.
 struct fused_batch_norm_rule {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -4830,8 +4860,8 @@ struct fused_batch_norm_rule {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAdd, nn, gradients::bias_add_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAddGrad, nn, gradients::bias_add_grad_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Softmax, nn, gradients::softmax_rule)
@@ -4861,16 +4891,17 @@ struct nn {
 }  // namespace families
 
 }  // namespace weft::ops
-// Decoders of the records readers give (TensorFlow's parsing ops):
-//   DecodeRaw(bytes: string; out_type, little_endian) -> output   each string's bytes as
-//       elements of out_type: output has bytes' dims and one more, the element count, the
-//       same for every string (an MNIST image record: [784] uint8)
-//   DecodeCSV(records: string, record_defaults...; OUT_TYPE, field_delim, use_quote_delim,
-//       na_value) -> output...   each record's fields, one output per column, of records'
-//       shape: int32, int64, float32, float64 or string; a column's default (a tensor of
-//       one value, or of none: the field is required) stands in for an empty field or one
-//       equal to na_value; fields may be quoted ("a,b" and "say ""hi""") unless
-//       use_quote_delim is false
+/// @file
+/// Decoders of the records readers give (TensorFlow's parsing ops):
+///   DecodeRaw(bytes: string; out_type, little_endian) -> output   each string's bytes as
+///       elements of out_type: output has bytes' dims and one more, the element count, the
+///       same for every string (an MNIST image record: [784] uint8)
+///   DecodeCSV(records: string, record_defaults...; OUT_TYPE, field_delim, use_quote_delim,
+///       na_value) -> output...   each record's fields, one output per column, of records'
+///       shape: int32, int64, float32, float64 or string; a column's default (a tensor of
+///       one value, or of none: the field is required) stands in for an empty field or one
+///       equal to na_value; fields may be quoted ("a,b" and "say ""hi""") unless
+///       use_quote_delim is false
 
 #include <string>
 #include <vector>
@@ -4921,10 +4952,10 @@ inline std::vector<op_def> parsing_op_defs() {
   return defs;
 }
 
-// Adds the parsing ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the parsing ops to the global registry, once; registering the family's kernels calls it.
 inline void register_parsing_ops() { op_registry::global().add_family("parsing", parsing_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(DecodeRaw, parsing)
 WEFT_DETAIL_OP_TYPE(DecodeCSV, parsing)
 // The whole family (its kernels for every dtype, on each device type).
@@ -4938,12 +4969,13 @@ struct parsing {
 }  // namespace families
 
 }  // namespace weft::ops
-// Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
-// either set, the sequence of values a node produces over successive runs is
-// reproducible (the node keeps a counter, like TensorFlow's per-kernel generator).
-//   RandomUniform:        [0, 1)
-//   RandomStandardNormal: mean 0, stddev 1
-//   TruncatedNormal:      normal, redrawn until within two standard deviations
+/// @file
+/// Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
+/// either set, the sequence of values a node produces over successive runs is
+/// reproducible (the node keeps a counter, like TensorFlow's per-kernel generator).
+///   RandomUniform:        [0, 1)
+///   RandomStandardNormal: mean 0, stddev 1
+///   TruncatedNormal:      normal, redrawn until within two standard deviations
 
 #include <vector>
 
@@ -4966,11 +4998,11 @@ inline std::vector<op_def> random_op_defs() {
   return defs;
 }
 
-// Adds the random ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the random ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(RandomUniform, random)
 WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random)
 WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
@@ -4985,33 +5017,34 @@ struct random {
 }  // namespace families
 
 }  // namespace weft::ops
-// Reductions over any set of axes (negative axes count from the end; an empty set is the
-// identity). keep_dims keeps each reduced axis with size 1.
-//   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
-//   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
-//   Cumsum, Cumprod(x, axis; exclusive = false, reverse = false): running sums (products)
-//   along `axis`, of x's shape; exclusive leaves out each element itself (the first is the
-//   identity), reverse runs from the end.
-//   UnsortedSegmentSum(data, segment_ids, num_segments): output[i, ...] is the sum of the
-//   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
-//   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
-//   error, where TensorFlow drops negative ids).
-//   ScatterNd(indices, updates, shape): zeros of `shape` plus each update added at its
-//   index tuple (indices [..., K], as GatherNd's: an array op); a slice indexed twice gets
-//   the sum of its updates.
-//   TensorScatterAdd(tensor, indices, updates): the same added into `tensor`.
-//   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
-//   gradients (below).
+/// @file
+/// Reductions over any set of axes (negative axes count from the end; an empty set is the
+/// identity). keep_dims keeps each reduced axis with size 1.
+///   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
+///   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
+///   Cumsum, Cumprod(x, axis; exclusive = false, reverse = false): running sums (products)
+///   along `axis`, of x's shape; exclusive leaves out each element itself (the first is the
+///   identity), reverse runs from the end.
+///   UnsortedSegmentSum(data, segment_ids, num_segments): output[i, ...] is the sum of the
+///   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
+///   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
+///   error, where TensorFlow drops negative ids).
+///   ScatterNd(indices, updates, shape): zeros of `shape` plus each update added at its
+///   index tuple (indices [..., K], as GatherNd's: an array op); a slice indexed twice gets
+///   the sum of its updates.
+///   TensorScatterAdd(tensor, indices, updates): the same added into `tensor`.
+///   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
+///   gradients (below).
 
 #include <vector>
 
 
 namespace weft::ops {
 
-// Static shape rules (framework/static_rule.hpp).
+/// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
-// Whether a reduction over `axes` (every axis when there are none; negative ones count from
-// the end) reduces dim d of a rank `rank` input.
+/// Whether a reduction over `axes` (every axis when there are none; negative ones count from
+/// the end) reduces dim d of a rank `rank` input.
 template <std::size_t N>
 constexpr bool reduces(const dims<N>& axes, std::int64_t rank, std::int64_t d) {
   if (N == 0) return true;
@@ -5019,8 +5052,8 @@ constexpr bool reduces(const dims<N>& axes, std::int64_t rank, std::int64_t d) {
     if (normalized_axis(a, rank) == d) return true;
   return false;
 }
-// Sum, Mean, Prod, Max, Min over Axes: the reduced dims dropped, or kept with size 1; ArgMax
-// and ArgMin over one axis, dropped.
+/// Sum, Mean, Prod, Max, Min over Axes: the reduced dims dropped, or kept with size 1; ArgMax
+/// and ArgMin over one axis, dropped.
 template <auto X, auto Axes, bool KeepDims>
 constexpr auto reduce() {
   constexpr auto rank = static_cast<std::int64_t>(X.size());
@@ -5198,13 +5231,13 @@ inline std::vector<op_def> reduction_op_defs() {
   return defs;
 }
 
-// Adds the reduction ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the reduction ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct sum_grad {  // the gradient, broadcast back over the reduced axes
@@ -5242,11 +5275,11 @@ struct max_min_grad {  // the gradient shared equally by the elements equal to t
   }
 };
 
-// Prod: each element gets d times the product of the others in its reduction group,
-// computed without dividing (so zeros are exact) as exclusive running products from both
-// ends along the first reduced axis, times the same for the rest of the axes applied to
-// the product along the first (TensorFlow's rule flattens the axes with a transpose
-// instead). The axes must be constants.
+/// Prod: each element gets d times the product of the others in its reduction group,
+/// computed without dividing (so zeros are exact) as exclusive running products from both
+/// ends along the first reduced axis, times the same for the rest of the axes applied to
+/// the product along the first (TensorFlow's rule flattens the axes with a transpose
+/// instead). The axes must be constants.
 struct prod_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -5275,8 +5308,8 @@ struct cumsum_grad {  // the running sum the other way
   }
 };
 
-// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
-// it is not defined where x has a zero (Prod's rule above is).
+/// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
+/// it is not defined where x has a zero (Prod's rule above is).
 struct cumprod_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -5304,8 +5337,8 @@ struct tensor_scatter_add_grad {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sum, reduction, gradients::sum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mean, reduction, gradients::mean_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Prod, reduction, gradients::prod_grad)
@@ -5332,16 +5365,17 @@ struct reduction {
 }  // namespace families
 
 }  // namespace weft::ops
-// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
-// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
-// and that other consumers read as the variable's value when they run.
-//   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
-//   Assign(ref, value; validate_shape = true)  ref := value
-//   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
-// Tensors kept for one step, which the gradient of a while loop uses (graph/gradients.hpp):
-//   AccumulatorPush(key, value; accumulator) -> key   stores value under (accumulator, key),
-//                                   key an int64 vector (the iteration path); passes key on
-//   AccumulatorPop(key; accumulator, dtype, shape)  takes the value stored under (accumulator, key)
+/// @file
+/// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
+/// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
+/// and that other consumers read as the variable's value when they run.
+///   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
+///   Assign(ref, value; validate_shape = true)  ref := value
+///   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
+/// Tensors kept for one step, which the gradient of a while loop uses (graph/gradients.hpp):
+///   AccumulatorPush(key, value; accumulator) -> key   stores value under (accumulator, key),
+///                                   key an int64 vector (the iteration path); passes key on
+///   AccumulatorPop(key; accumulator, dtype, shape)  takes the value stored under (accumulator, key)
 
 #include <vector>
 
@@ -5425,11 +5459,11 @@ inline std::vector<op_def> state_op_defs() {
   return defs;
 }
 
-// Adds the state ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the state ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(Variable, state)
 WEFT_DETAIL_OP_TYPE(Assign, state)
 WEFT_DETAIL_OP_TYPE(AssignAdd, state)
@@ -5447,24 +5481,25 @@ struct state {
 }  // namespace families
 
 }  // namespace weft::ops
-// Summary ops (TensorFlow's, for TensorBoard): each outputs a string scalar, a serialized
-// Summary message (runtime/summary_proto.hpp), which a summary_writer (tools/summary.hpp)
-// writes to an event file with `summary(value, step)`:
-//   ScalarSummary(tags: string, values: T) -> summary     one simple_value per element,
-//       tags and values of the same shape
-//   HistogramSummary(tag: string, values: T) -> summary   values (any shape) in TensorFlow's
-//       default buckets; a NaN or infinite value is an error naming the node
-//   ImageSummary(tag: string, tensor: T; max_images >= 1 = 3, bad_color) -> summary
-//       tensor [batch, height, width, channels], channels 1, 3 or 4: the first max_images
-//       images as PNG; uint8 as they are, float16/32/64 scaled to [0, 255] (by 255 / max
-//       when nothing is negative, else by 127 / max |x| around 128), pixels that are not
-//       finite in bad_color (a uint8 vector, opaque red by default)
-//   TensorSummaryV2(tag: string, tensor: T, serialized_summary_metadata: string) -> summary
-//       the tensor itself (a TensorProto), with the plugin metadata given
-//   MergeSummary(inputs: N * string) -> summary     the values of every input Summary (of
-//       any shape) in one; a tag found twice is an error
-// All are stateless; ScalarSummary, HistogramSummary and TensorSummaryV2 take every real
-// number dtype (TensorSummaryV2 also strings and bool).
+/// @file
+/// Summary ops (TensorFlow's, for TensorBoard): each outputs a string scalar, a serialized
+/// Summary message (runtime/summary_proto.hpp), which a summary_writer (tools/summary.hpp)
+/// writes to an event file with `summary(value, step)`:
+///   ScalarSummary(tags: string, values: T) -> summary     one simple_value per element,
+///       tags and values of the same shape
+///   HistogramSummary(tag: string, values: T) -> summary   values (any shape) in TensorFlow's
+///       default buckets; a NaN or infinite value is an error naming the node
+///   ImageSummary(tag: string, tensor: T; max_images >= 1 = 3, bad_color) -> summary
+///       tensor [batch, height, width, channels], channels 1, 3 or 4: the first max_images
+///       images as PNG; uint8 as they are, float16/32/64 scaled to [0, 255] (by 255 / max
+///       when nothing is negative, else by 127 / max |x| around 128), pixels that are not
+///       finite in bad_color (a uint8 vector, opaque red by default)
+///   TensorSummaryV2(tag: string, tensor: T, serialized_summary_metadata: string) -> summary
+///       the tensor itself (a TensorProto), with the plugin metadata given
+///   MergeSummary(inputs: N * string) -> summary     the values of every input Summary (of
+///       any shape) in one; a tag found twice is an error
+/// All are stateless; ScalarSummary, HistogramSummary and TensorSummaryV2 take every real
+/// number dtype (TensorSummaryV2 also strings and bool).
 
 #include <string>
 #include <vector>
@@ -5560,10 +5595,10 @@ inline std::vector<op_def> summary_op_defs() {
   return defs;
 }
 
-// Adds the summary ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the summary ops to the global registry, once; registering the family's kernels calls it.
 inline void register_summary_ops() { op_registry::global().add_family("summary", summary_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(ScalarSummary, summary)
 WEFT_DETAIL_OP_TYPE(HistogramSummary, summary)
 WEFT_DETAIL_OP_TYPE(ImageSummary, summary)
@@ -5580,21 +5615,22 @@ struct summary {
 }  // namespace families
 
 }  // namespace weft::ops
-// Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
-// variables, in place from a gradient, and outputs the variable's reference. Hyper-
-// parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
-//   ApplyGradientDescent(var, alpha, delta)               var -= alpha * delta
-//   ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov = false)
-//       accum = momentum * accum + grad
-//       var  -= lr * accum                     (Nesterov: lr * (grad + momentum * accum))
-//   ApplyAdagrad(var, accum, lr, grad)        accum += grad^2; var -= lr * grad / sqrt(accum)
-//   ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)
-//       ms  = rho * ms + (1 - rho) * grad^2
-//       mom = momentum * mom + lr * grad / sqrt(ms + epsilon);  var -= mom
-//   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad; use_nesterov = false)
-//       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
-//       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
-//                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
+/// @file
+/// Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
+/// variables, in place from a gradient, and outputs the variable's reference. Hyper-
+/// parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
+///   ApplyGradientDescent(var, alpha, delta)               var -= alpha * delta
+///   ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov = false)
+///       accum = momentum * accum + grad
+///       var  -= lr * accum                     (Nesterov: lr * (grad + momentum * accum))
+///   ApplyAdagrad(var, accum, lr, grad)        accum += grad^2; var -= lr * grad / sqrt(accum)
+///   ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)
+///       ms  = rho * ms + (1 - rho) * grad^2
+///       mom = momentum * mom + lr * grad / sqrt(ms + epsilon);  var -= mom
+///   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad; use_nesterov = false)
+///       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
+///       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
+///                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
 
 #include <initializer_list>
 #include <string>
@@ -5643,11 +5679,11 @@ inline std::vector<op_def> training_op_defs() {
   return defs;
 }
 
-// Adds the training ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the training ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training)
 WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
@@ -5667,8 +5703,8 @@ struct training {
 
 namespace weft::ops {
 
-// The standard families that have op types (the control-flow ops are run by the executor
-// and have none).
+/// The standard families that have op types (the control-flow ops are run by the executor
+/// and have none).
 using standard_families = type_list<families::core, families::array, families::math, families::reduction,
                                     families::matrix, families::random, families::state, families::nn,
                                     families::training, families::io, families::data_flow,
@@ -5679,8 +5715,8 @@ inline void register_standard_ops() {
   register_control_flow_ops();
 }
 
-// Every standard op outside the core with its family: the op types of each family (so that
-// an op is named in one place, its family's header) and the control-flow ops.
+/// Every standard op outside the core with its family: the op types of each family (so that
+/// an op is named in one place, its family's header) and the control-flow ops.
 inline const std::vector<standard_op>& standard_ops() {
   static const std::vector<standard_op> all = [] {
     std::vector<standard_op> out;
@@ -5696,7 +5732,7 @@ inline const std::vector<standard_op>& standard_ops() {
   return all;
 }
 
-// The family of the standard op `name`, or an empty view when weft has no such op.
+/// The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {
   for (const auto& op : standard_ops())
     if (op.name == name) return op.family;
@@ -5715,7 +5751,7 @@ class graph {
 
   graph() { ops::register_core_ops(); }
 
-  // Adds a node; throws weft::error naming the node when it is not valid.
+  /// Adds a node; throws weft::error naming the node when it is not valid.
   const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
                  node_options options = {}) {
     std::vector<int> controls = std::move(options.control_inputs);
@@ -5726,8 +5762,8 @@ class graph {
                         std::move(device), std::move(colocate));
   }
 
-  // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
-  // node, duplicate names and cycles. The graph is unchanged when this throws.
+  /// Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
+  /// node, duplicate names and cycles. The graph is unchanged when this throws.
   void import(const std::vector<node_spec>& specs);
 
   int size() const noexcept { return static_cast<int>(nodes_.size()); }
@@ -5744,7 +5780,7 @@ class graph {
     if (auto* n = find(name)) return *n;
     fail(error_code::not_found, "graph: no node named '", name, "'");
   }
-  // Resolves "name" or "name:port".
+  /// Resolves "name" or "name:port".
   output resolve(std::string_view ref) const {
     auto colon = ref.rfind(':');
     int port = 0;
@@ -5763,10 +5799,10 @@ class graph {
   }
   std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
 
-  // Adds a control edge from -> to; throws if it would close a cycle.
+  /// Adds a control edge from -> to; throws if it would close a cycle.
   void add_control_input(int to, int from);
 
-  // RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
+  /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
   class scope_guard {
    public:
     explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
@@ -5780,21 +5816,21 @@ class graph {
    private:
     std::function<void()> pop_;
   };
-  // The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
+  /// The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
   const std::string& current_name_scope() const noexcept { return name_scope_; }
   [[nodiscard]] scope_guard name_scope(const std::string& scope) {
     auto saved = name_scope_;
     name_scope_ += scope + "/";
     return scope_guard([this, saved] { name_scope_ = saved; });
   }
-  // The device device_scope asks for the nodes added now (empty: none).
+  /// The device device_scope asks for the nodes added now (empty: none).
   const std::string& current_device_scope() const noexcept { return device_scope_; }
   [[nodiscard]] scope_guard device_scope(const std::string& device) {
     auto saved = device_scope_;
     device_scope_ = device;
     return scope_guard([this, saved] { device_scope_ = saved; });
   }
-  // Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
+  /// Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
   [[nodiscard]] scope_guard colocate_with(const node& n) {
     auto saved = colocation_scope_;
     colocation_scope_ = n.name();
@@ -5806,7 +5842,7 @@ class graph {
     return scope_guard([this, saved] { control_scope_ = saved; });
   }
 
-  // Common leaves, for brevity.
+  /// Common leaves, for brevity.
   const node& constant(tensor value, node_options options = {}) {
     auto t = value.dtype();
     return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
@@ -5819,11 +5855,11 @@ class graph {
     return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
   }
 
-  // Closes a loop (ops/control_flow_ops.hpp): sets input 1 of `merge`, a Merge built with
-  // its Enter as both inputs, to `next`, the output of a NextIteration of the same dtype and
-  // a compatible shape (the executor checks each value that comes back against the Merge's
-  // shape). This back edge is the one way a graph gets a cycle; every other edge points to
-  // an earlier node.
+  /// Closes a loop (ops/control_flow_ops.hpp): sets input 1 of `merge`, a Merge built with
+  /// its Enter as both inputs, to `next`, the output of a NextIteration of the same dtype and
+  /// a compatible shape (the executor checks each value that comes back against the Merge's
+  /// shape). This back edge is the one way a graph gets a cycle; every other edge points to
+  /// an earlier node.
   void close_loop(int merge, output next) {
     if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
     node& m = nodes_[static_cast<std::size_t>(merge)];
@@ -5857,8 +5893,8 @@ class graph {
       fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
            root.describe(), ", which requests '", root.device(), "'");
   }
-  // Points every colocated node at its group's root (the first node of a chain that is not
-  // colocated with another); a cycle of colocations is an error.
+  /// Points every colocated node at its group's root (the first node of a chain that is not
+  /// colocated with another); a cycle of colocations is an error.
   void flatten_colocation() {
     for (auto& n : nodes_) {
       std::string root = n.colocation_;
@@ -5873,9 +5909,9 @@ class graph {
       n.colocation_ = std::move(root);
     }
   }
-  // `base`, or base_k for the smallest k that the name's counter has not passed and no node
-  // takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
-  // name in O(1) amortised, not in k tries.
+  /// `base`, or base_k for the smallest k that the name's counter has not passed and no node
+  /// takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
+  /// name in O(1) amortised, not in k tries.
   std::string unique_name(std::string_view base) {
     std::string candidate(base);
     std::int64_t& counter = name_counters_[candidate];
@@ -5885,7 +5921,7 @@ class graph {
 
   std::deque<node> nodes_;
   std::unordered_map<std::string, int> by_name_;
-  std::unordered_map<std::string, std::int64_t> name_counters_;  // unique_name's last suffix per base
+  std::unordered_map<std::string, std::int64_t> name_counters_;  ///< unique_name's last suffix per base
   std::string name_scope_;
   std::string device_scope_;
   std::string colocation_scope_;
@@ -6114,9 +6150,9 @@ inline void graph::add_control_input(int to, int from) {
   if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
 }
 
-// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
-// control inputs as "^node", its device and colocation. With `kept` (by node id), control
-// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
+/// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
+/// control inputs as "^node", its device and colocation. With `kept` (by node id), control
+/// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
 inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr) {
   auto is_kept = [&](int id) { return !kept || (*kept)[static_cast<std::size_t>(id)]; };
   node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
@@ -6231,15 +6267,15 @@ namespace weft {
 
 struct while_options {
   std::string name = "while";             // names the nodes' scope and the frame
-  std::int64_t parallel_iterations = 10;  // iterations in flight at most
-  std::int64_t maximum_iterations = -1;   // -1: no bound; else the loop also stops after so many
+  std::int64_t parallel_iterations = 10;  ///< iterations in flight at most
+  std::int64_t maximum_iterations = -1;   ///< -1: no bound; else the loop also stops after so many
 };
 
-// What a loop's functions use to reach outside the loop.
+/// What a loop's functions use to reach outside the loop.
 class loop_scope {
  public:
   loop_scope(graph& g, std::string frame, std::int64_t parallel) : g_(g), frame_(std::move(frame)), parallel_(parallel) {}
-  // `outer` as a loop invariant: entered once into every iteration.
+  /// `outer` as a loop invariant: entered once into every iteration.
   output invariant(output outer) {
     auto [it, fresh] = invariants_.try_emplace(outer);
     if (fresh)
@@ -6247,8 +6283,8 @@ class loop_scope {
                        .out(0);
     return it->second;
   }
-  // A node of the loop that runs once per iteration, before the body: a control input for
-  // body nodes that have no data input.
+  /// A node of the loop that runs once per iteration, before the body: a control input for
+  /// body nodes that have no data input.
   int pivot() const { return pivot_; }
   const std::string& frame() const noexcept { return frame_; }
 
@@ -6264,9 +6300,9 @@ class loop_scope {
   int pivot_ = -1;
 };
 
-// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
-// values (Exit outputs). body returns one value per variable, of its dtype and of a
-// compatible shape.
+/// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
+/// values (Exit outputs). body returns one value per variable, of its dtype and of a
+/// compatible shape.
 inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
                                       const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
                                       const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
@@ -6311,18 +6347,18 @@ inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
   return exits;
 }
 
-// One side of a cond: the outer values as seen from inside it (through its Switch), and a
-// pivot node for control inputs of nodes with no data input (a Const), which would run on
-// both sides otherwise.
+/// One side of a cond: the outer values as seen from inside it (through its Switch), and a
+/// pivot node for control inputs of nodes with no data input (a Const), which would run on
+/// both sides otherwise.
 struct branch {
   std::vector<output> inputs;
   int pivot = -1;
 };
 
-// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
-// are dead. `inputs` are the outer values the sides use; every result of a side must depend
-// on its inputs or its pivot. Both return the same number of results, of the same dtypes
-// and compatible shapes. Returns the Merges' outputs.
+/// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
+/// are dead. `inputs` are the outer values the sides use; every result of a side must depend
+/// on its inputs or its pivot. Both return the same number of results, of the same dtypes
+/// and compatible shapes. Returns the Merges' outputs.
 inline std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
                                 const std::function<std::vector<output>(const branch&)>& then_fn,
                                 const std::function<std::vector<output>(const branch&)>& else_fn,
@@ -6346,14 +6382,15 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
 }
 
 }  // namespace weft
-// Queues, mutexes and readers built into a graph (ops/data_flow_ops.hpp, ops/io_ops.hpp): one object per queue that adds its
-// queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
-// taken from the queue's.
-//
-//   weft::graph_queue q(g, {.kind = weft::queue_kind::fifo, .component_types = {dtype::float32, dtype::int32},
-//                           .shapes = {partial_shape({784}), partial_shape({})}, .capacity = 1000}, "examples");
-//   g.op(...) ... q.enqueue_many({images, labels});            // a producer's step
-//   auto batch = q.dequeue_many(g.constant(tensor::scalar(std::int32_t{128})).out(0));  // the trainer's
+/// @file
+/// Queues, mutexes and readers built into a graph (ops/data_flow_ops.hpp, ops/io_ops.hpp): one object per queue that adds its
+/// queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
+/// taken from the queue's.
+///
+///   weft::graph_queue q(g, {.kind = weft::queue_kind::fifo, .component_types = {dtype::float32, dtype::int32},
+///                           .shapes = {partial_shape({784}), partial_shape({})}, .capacity = 1000}, "examples");
+///   g.op(...) ... q.enqueue_many({images, labels});            // a producer's step
+///   auto batch = q.dequeue_many(g.constant(tensor::scalar(std::int32_t{128})).out(0));  // the trainer's
 
 #include <cstdint>
 #include <string>
@@ -6367,13 +6404,13 @@ enum class queue_kind { fifo, padding_fifo, random_shuffle, priority };
 
 struct queue_spec {
   queue_kind kind = queue_kind::fifo;
-  std::vector<dtype> component_types = {};  // a priority queue's leave out the priority
-  std::vector<partial_shape> shapes = {};   // one per component, or none (any shape)
-  std::int64_t capacity = -1;          // -1: no bound
-  std::int64_t min_after_dequeue = 0;  // random_shuffle
-  std::int64_t seed = 0;               // random_shuffle
+  std::vector<dtype> component_types = {};  ///< a priority queue's leave out the priority
+  std::vector<partial_shape> shapes = {};   ///< one per component, or none (any shape)
+  std::int64_t capacity = -1;          ///< -1: no bound
+  std::int64_t min_after_dequeue = 0;  ///< random_shuffle
+  std::int64_t seed = 0;               ///< random_shuffle
   std::string container = {};
-  std::string shared_name = {};  // empty: the queue node's name
+  std::string shared_name = {};  ///< empty: the queue node's name
 };
 
 class graph_queue {
@@ -6402,24 +6439,24 @@ class graph_queue {
 
   output handle() const noexcept { return handle_; }
   const queue_spec& spec() const noexcept { return spec_; }
-  // The dtypes of what a dequeue gives (a priority queue's priority first).
+  /// The dtypes of what a dequeue gives (a priority queue's priority first).
   const std::vector<dtype>& element_types() const noexcept { return types_; }
 
-  // One element (a priority queue's: the int64 priority, then the components).
+  /// One element (a priority queue's: the int64 priority, then the components).
   const node& enqueue(const std::vector<output>& components, node_options options = {}) {
     return enqueue_op("QueueEnqueue", components, std::move(options));
   }
-  // Each row of the components (along their first dim) an element.
+  /// Each row of the components (along their first dim) an element.
   const node& enqueue_many(const std::vector<output>& components, node_options options = {}) {
     return enqueue_op("QueueEnqueueMany", components, std::move(options));
   }
   std::vector<output> dequeue(node_options options = {}) { return dequeue_op("QueueDequeue", {}, std::move(options)); }
-  // n (an int32 scalar) elements, stacked along a new first dim.
+  /// n (an int32 scalar) elements, stacked along a new first dim.
   std::vector<output> dequeue_many(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueMany", {n}, std::move(options));
   }
   std::vector<output> dequeue_many(std::int32_t n, node_options options = {}) { return dequeue_many(count(n), std::move(options)); }
-  // Up to n elements: fewer once the queue is closed and has fewer left (at least one).
+  /// Up to n elements: fewer once the queue is closed and has fewer left (at least one).
   std::vector<output> dequeue_up_to(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueUpTo", {n}, std::move(options));
   }
@@ -6457,9 +6494,9 @@ class graph_queue {
   std::vector<partial_shape> shapes_;
 };
 
-// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
-// the grant; the critical section's nodes take control inputs from it
-// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
+/// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
+/// the grant; the critical section's nodes take control inputs from it
+/// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
 class graph_mutex {
  public:
   graph_mutex(graph& g, node_options options = {}, std::string container = {}, std::string shared_name = {}) : g_(&g) {
@@ -6483,15 +6520,15 @@ enum class reader_kind { tfrecord, fixed_length, text_line, whole_file };
 
 struct reader_spec {
   reader_kind kind = reader_kind::tfrecord;
-  std::string compression_type = {};  // "", "GZIP" or "ZLIB"
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  // fixed_length
-  std::int64_t skip_header_lines = 0;                                                // text_line
+  std::string compression_type = {};  ///< "", "GZIP" or "ZLIB"
+  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
+  std::int64_t skip_header_lines = 0;                                                ///< text_line
   std::string container = {};
-  std::string shared_name = {};  // empty: the reader node's name
+  std::string shared_name = {};  ///< empty: the reader node's name
 };
 
-// A reader in a graph (ops/io_ops.hpp): read(files) adds a ReaderRead whose file names come
-// from `files`, a graph_queue of one string component.
+/// A reader in a graph (ops/io_ops.hpp): read(files) adds a ReaderRead whose file names come
+/// from `files`, a graph_queue of one string component.
 class graph_reader {
  public:
   graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
@@ -6509,12 +6546,12 @@ class graph_reader {
     handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
   }
   output handle() const noexcept { return handle_; }
-  // One record: (key "<file>:<index>", value), string scalars.
+  /// One record: (key "<file>:<index>", value), string scalars.
   std::pair<output, output> read(const graph_queue& files, node_options options = {}) {
     const node& n = g_->op("ReaderRead", {handle_, files.handle()}, {}, std::move(options));
     return {n.out(0), n.out(1)};
   }
-  // Up to n records (fewer only at the end of the input): string vectors.
+  /// Up to n records (fewer only at the end of the input): string vectors.
   std::pair<output, output> read_up_to(const graph_queue& files, std::int64_t n, node_options options = {}) {
     const node& k = g_->constant(tensor::scalar(n));
     const node& r = g_->op("ReaderReadUpTo", {handle_, files.handle(), k.out(0)}, {}, std::move(options));
@@ -6534,20 +6571,21 @@ class graph_reader {
 };
 
 }  // namespace weft
-// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
-// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
-// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
-//
-// Rules are written once, generically, over a value type V with the arithmetic of
-// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
-// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
-// gradients flowing into its outputs, and returns one gradient per input (none for
-// inputs that are not differentiable, such as a reduction's axes). Forward values are the
-// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
-// so it grows linearly with the forward graph.
-//
-//   graph g; ...
-//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
+/// @file
+/// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
+/// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
+/// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
+///
+/// Rules are written once, generically, over a value type V with the arithmetic of
+/// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
+/// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
+/// gradients flowing into its outputs, and returns one gradient per input (none for
+/// inputs that are not differentiable, such as a reduction's axes). Forward values are the
+/// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
+/// so it grows linearly with the forward graph.
+///
+///   graph g; ...
+///   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
 
 #include <functional>
 #include <map>
@@ -6561,14 +6599,15 @@ class graph_reader {
 #include <utility>
 #include <vector>
 
-// The gradient rules of graphs built at run time: each standard op's rule is declared by its
-// op type, beside its definition (ops/*.hpp, `using gradient = R`, written once over a value
-// type; framework/gradient_rule.hpp); here they are instantiated for `symbol`
-// (gradient_symbol.hpp) and registered by op name, with the rules of the control-flow ops,
-// which only graphs have. Conventions follow TensorFlow's: the gradient of a broadcast
-// operand is summed down to its shape (sum_to); at a tie, Maximum and Minimum send the
-// gradient to their first operand; Relu's gradient at 0 is 0; Pow's gradient in the
-// exponent is 0 where the base is not positive.
+/// @file
+/// The gradient rules of graphs built at run time: each standard op's rule is declared by its
+/// op type, beside its definition (ops/*.hpp, `using gradient = R`, written once over a value
+/// type; framework/gradient_rule.hpp); here they are instantiated for `symbol`
+/// (gradient_symbol.hpp) and registered by op name, with the rules of the control-flow ops,
+/// which only graphs have. Conventions follow TensorFlow's: the gradient of a broadcast
+/// operand is summed down to its shape (sum_to); at a tie, Maximum and Minimum send the
+/// gradient to their first operand; Relu's gradient at 0 is 0; Pow's gradient in the
+/// exponent is 0 where the base is not positive.
 
 #include <cstddef>
 #include <optional>
@@ -6576,12 +6615,13 @@ class graph_reader {
 #include <type_traits>
 #include <utility>
 
-// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
-// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
-// exp, matmul, select, sum_to, ...), each operation adding a node through a
-// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
-// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
-// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
+/// @file
+/// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
+/// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
+/// exp, matmul, select, sum_to, ...), each operation adding a node through a
+/// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
+/// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
+/// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
 
 #include <array>
 #include <functional>
@@ -6598,7 +6638,7 @@ class graph_reader {
 namespace weft {
 
 namespace detail {
-// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
+/// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
 inline tensor floating_scalar(dtype t, double v) {
   switch (t) {
     case dtype::float32: return tensor::scalar(static_cast<float>(v));
@@ -6609,19 +6649,19 @@ inline tensor floating_scalar(dtype t, double v) {
 }
 }  // namespace detail
 
-// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
-// equal nodes; a plain graph names them under "gradients/").
+/// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
+/// equal nodes; a plain graph names them under "gradients/").
 class gradient_builder {
  public:
   virtual ~gradient_builder() = default;
   virtual const graph& target() const = 0;
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
-  // The graph itself, where the builder can add loops (the gradient of a while loop); null
-  // where it cannot.
+  /// The graph itself, where the builder can add loops (the gradient of a while loop); null
+  /// where it cannot.
   virtual graph* mutable_graph() { return nullptr; }
 };
 
-// A tensor of the graph being extended, with the arithmetic gradient rules use.
+/// A tensor of the graph being extended, with the arithmetic gradient rules use.
 class symbol {
  public:
   symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
@@ -6631,7 +6671,7 @@ class symbol {
   dtype type() const { return producer().output_dtype(o_.port); }
   const partial_shape& shape() const { return producer().output_shape(o_.port); }
 
-  // The node op(*this, more..., attrs), port `port`.
+  /// The node op(*this, more..., attrs), port `port`.
   symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
     std::vector<output> in{o_};
     for (const auto& m : more) in.push_back(m.o_);
@@ -6639,7 +6679,7 @@ class symbol {
     r.port = port;
     return symbol(*b_, r);
   }
-  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
+  /// A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
   symbol scalar(double v) const {
     const tensor t = detail::floating_scalar(type(), v);
     symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
@@ -6651,8 +6691,8 @@ class symbol {
   output o_;
 };
 
-// ---- the arithmetic of rules, on symbols ----------------------------------------------
-// Whether a and b are known, at graph-building time, to have one shape.
+/// ---- the arithmetic of rules, on symbols ----------------------------------------------
+/// Whether a and b are known, at graph-building time, to have one shape.
 inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
 
 inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
@@ -6675,19 +6715,19 @@ inline symbol log(const symbol& a) { return a.then("Log"); }
 inline symbol square(const symbol& a) { return a.then("Square"); }
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
-// TensorFlow's Select: a vector condition picks whole rows.
+/// TensorFlow's Select: a vector condition picks whole rows.
 inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
 inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
 inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
-// The constant t in the graph behind `near`.
+/// The constant t in the graph behind `near`.
 inline symbol constant_in(const symbol& near, const tensor& t) {
   return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
 }
-// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
-// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
+/// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
+/// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
 inline symbol shape_tensor(const symbol& a) {
   if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
@@ -6706,52 +6746,52 @@ inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
 inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
   return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
 }
-// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
-// g itself when the two shapes are known equal.
+/// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
+/// g itself when the two shapes are known equal.
 inline symbol sum_to(const symbol& g, const symbol& like) {
   if (same_known_shape(g, like)) return g;
   return g.then("SumToShape", {shape_tensor(like)});
 }
-// g broadcast to the shape of `like`.
+/// g broadcast to the shape of `like`.
 inline symbol broadcast_like(const symbol& g, const symbol& like) {
   if (same_known_shape(g, like)) return g;
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
-// An int32 constant of the graph behind `near` (axes, say).
+/// An int32 constant of the graph behind `near` (axes, say).
 inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
-// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
-// dims as 1 (so that it broadcasts against x).
+/// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
+/// dims as 1 (so that it broadcasts against x).
 inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
   return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
 }
-// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
+/// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
 inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
   return broadcast_like(keep_reduced(g, x, axes), x);
 }
-// The sum of a over `axis`, the dim kept as 1.
+/// The sum of a over `axis`, the dim kept as 1.
 inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
   return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
 }
-// The NN ops the rules of nn_ops.hpp's ops use.
+/// The NN ops the rules of nn_ops.hpp's ops use.
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
 inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
-// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
+/// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
   return constant_in(near, tensor::from_vector(v));
 }
 inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
 inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
 inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
-// The value of a when its producer is a constant (read when the graph is built), else null;
-// a constant that enters a loop as an invariant counts.
+/// The value of a when its producer is a constant (read when the graph is built), else null;
+/// a constant that enters a loop as an invariant counts.
 inline const tensor* constant_value(const symbol& a) {
   const node* n = &a.producer();
   while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
   return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
 }
-// The values of a when its producer is an int32 or int64 constant, else nullopt.
+/// The values of a when its producer is an int32 or int64 constant, else nullopt.
 inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
@@ -6772,7 +6812,7 @@ inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
 inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
 }
-// Cumsum and Cumprod of a along `axis`.
+/// Cumsum and Cumprod of a along `axis`.
 inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
   return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
 }
@@ -6786,7 +6826,7 @@ inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const 
   return data.then("UnsortedSegmentSum", {ids, segments});
 }
 inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
-// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
+/// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
 inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
   const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
   return indices.then("ScatterNd", {updates, dims});
@@ -6795,14 +6835,14 @@ inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, cons
   return t.then("TensorScatterUpdate", {indices, updates});
 }
 
-// Convolution and pooling, with the window attrs `w` of the node differentiated.
+/// Convolution and pooling, with the window attrs `w` of the node differentiated.
 inline attr_map window_attr_map(const node& n) {
   attr_map m;
   for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
     if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
   return m;
 }
-// FusedBatchNormGradV3's x, scale and offset backprops (one node, ports 0 to 2).
+/// FusedBatchNormGradV3's x, scale and offset backprops (one node, ports 0 to 2).
 inline std::array<symbol, 3> fused_batch_norm_grad(const symbol& dy, const symbol& x, const symbol& scale, const symbol& r1,
                                                    const symbol& r2, const symbol& r3, const attr_map& attrs) {
   const symbol dx = dy.then("FusedBatchNormGradV3", {x, scale, r1, r2, r3}, attrs);
@@ -6827,11 +6867,11 @@ inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map
   return sizes.then("AvgPoolGrad", {d}, w);
 }
 
-// ---- rules ----------------------------------------------------------------------------
-// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
+/// ---- rules ----------------------------------------------------------------------------
+/// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
 using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
 
-// Gradient rules by op name, for graphs built at run time.
+/// Gradient rules by op name, for graphs built at run time.
 class gradient_registry {
  public:
   static gradient_registry& global() {
@@ -6857,8 +6897,8 @@ class gradient_registry {
 
 namespace weft::gradients {
 
-// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
-// down to their operands' shapes (unary ops do not broadcast).
+/// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
+/// down to their operands' shapes (unary ops do not broadcast).
 template <class Rule>
 struct elementwise_grad {
   template <class V>
@@ -6886,8 +6926,8 @@ struct elementwise_grad {
   static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
 };
 
-// Op type Op's rule as a rule over graph symbols: its apply, or its elementwise partials
-// summed down to the operands' shapes.
+/// Op type Op's rule as a rule over graph symbols: its apply, or its elementwise partials
+/// summed down to the operands' shapes.
 template <class Op>
 gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
   using R = typename Op::gradient;
@@ -6897,9 +6937,9 @@ gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
     return elementwise_grad<R>::template apply<symbol>(a);
 }
 
-// ---- control flow (graphs only) ----------------------------------------------------------
-// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
-// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
+/// ---- control flow (graphs only) ----------------------------------------------------------
+/// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
+/// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
 struct switch_grad {
   static result<symbol> apply(const args<symbol>& a) {
     if (a.x[1].producer().op() == "LoopCond")
@@ -6909,8 +6949,8 @@ struct switch_grad {
     return {side(0).then("Merge", {side(1)}), std::nullopt};
   }
 };
-// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
-// Switch; the other inputs' gradients are dead, as their branches were.
+/// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
+/// Switch; the other inputs' gradients are dead, as their branches were.
 struct merge_grad {
   static result<symbol> apply(const args<symbol>& a) {
     result<symbol> r;
@@ -6926,8 +6966,8 @@ struct merge_grad {
   }
 };
 
-// Registers, once, the rule of every standard op type that declares one, and the rules of
-// Switch and Merge.
+/// Registers, once, the rule of every standard op type that declares one, and the rules of
+/// Switch and Merge.
 inline void register_standard_gradients() {
   static const bool done = [] {
     auto& r = gradient_registry::global();
@@ -6946,22 +6986,23 @@ inline void register_standard_gradients() {
 }
 
 }  // namespace weft::gradients
-// Loop frames (the whitepaper's §4.4): which frame each node of a graph runs in. The
-// executor (runtime/executor.hpp) and the gradient pass (graph/gradients.hpp) both work
-// on this analysis.
-//
-// A node runs in the frame its inputs come from: an Enter's output is in the child frame
-// its frame_name names (one frame per name per parent frame), an Exit's in its frame's
-// parent, any other node's in the node's own frame; a node with no input runs in the
-// root frame (frame 0). NextIteration's edges into Merges are back edges and do not place
-// their consumers.
-//
-// With `check`, the analysis also verifies the control flow and throws weft::error naming
-// the node: every input of a node from one frame, no Exit or NextIteration outside a loop,
-// a NextIteration in the frame of the Merge it feeds, one parallel_iterations per frame.
-// Without it, a node runs in the frame of its first input that places it (data inputs
-// before control inputs), and nothing is reported: the gradient pass reads graphs that
-// may hold nodes no run will reach.
+/// @file
+/// Loop frames (the whitepaper's §4.4): which frame each node of a graph runs in. The
+/// executor (runtime/executor.hpp) and the gradient pass (graph/gradients.hpp) both work
+/// on this analysis.
+///
+/// A node runs in the frame its inputs come from: an Enter's output is in the child frame
+/// its frame_name names (one frame per name per parent frame), an Exit's in its frame's
+/// parent, any other node's in the node's own frame; a node with no input runs in the
+/// root frame (frame 0). NextIteration's edges into Merges are back edges and do not place
+/// their consumers.
+///
+/// With `check`, the analysis also verifies the control flow and throws weft::error naming
+/// the node: every input of a node from one frame, no Exit or NextIteration outside a loop,
+/// a NextIteration in the frame of the Merge it feeds, one parallel_iterations per frame.
+/// Without it, a node runs in the frame of its first input that places it (data inputs
+/// before control inputs), and nothing is reported: the gradient pass reads graphs that
+/// may hold nodes no run will reach.
 
 #include <algorithm>
 #include <cstddef>
@@ -6974,27 +7015,27 @@ inline void register_standard_gradients() {
 namespace weft::passes {
 
 struct frame {
-  std::string name;  // the Enters' frame_name ("" for the root)
-  int parent = -1;   // -1 for the root
-  int depth = 0;     // loops around it
+  std::string name;  ///< the Enters' frame_name ("" for the root)
+  int parent = -1;   ///< -1 for the root
+  int depth = 0;     ///< loops around it
   std::int64_t parallel_iterations = 1;
 };
 
-// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
-// place, which has no inputs), its part in control flow, and where its inputs come from
-// (the producing node's index, and whether it is a data input), data inputs first.
+/// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
+/// place, which has no inputs), its part in control flow, and where its inputs come from
+/// (the producing node's index, and whether it is a data input), data inputs first.
 struct frame_node {
   const node* def = nullptr;
   flow kind = flow::plain;
   std::vector<std::pair<int, bool>> sources;
-  std::string fed;  // for a fed value: the name of the output it replaces
+  std::string fed;  ///< for a fed value: the name of the output it replaces
 };
 
 class frame_map {
  public:
   int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        // the frame node i runs in
   int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  // an Enter's frame, else -1
-  // The frame node i's outputs are seen in.
+  /// The frame node i's outputs are seen in.
   int out_frame(int i) const {
     const auto k = static_cast<std::size_t>(i);
     if (kind_[k] == flow::enter) return child_[k];
@@ -7012,8 +7053,8 @@ class frame_map {
   std::vector<flow> kind_;
 };
 
-// The frames of `nodes`, given in topological order but for the back edges out of
-// NextIterations.
+/// The frames of `nodes`, given in topological order but for the back edges out of
+/// NextIterations.
 inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
   frame_map m;
   const auto count = nodes.size();
@@ -7068,7 +7109,7 @@ inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
   return m;
 }
 
-// The frames of a whole graph, by node id.
+/// The frames of a whole graph, by node id.
 inline frame_map find_frames(const graph& g, bool check) {
   std::vector<frame_node> nodes(static_cast<std::size_t>(g.size()));
   for (int id = 0; id < g.size(); ++id) {
@@ -7094,23 +7135,23 @@ inline bool differentiable(dtype t) {
 
 namespace detail {
 
-// A while loop of the graph (graph/control_flow.hpp's lowering): per loop variable its
-// Enter, Merge, Switch, Exit and NextIteration, the invariants' Enters, the LoopCond.
+/// A while loop of the graph (graph/control_flow.hpp's lowering): per loop variable its
+/// Enter, Merge, Switch, Exit and NextIteration, the invariants' Enters, the LoopCond.
 struct loop_structure {
   struct variable {
     int enter = -1, merge = -1, sw = -1, exit = -1;
-    output next{};  // what the body gives back (the NextIteration's input)
+    output next{};  ///< what the body gives back (the NextIteration's input)
   };
   std::string frame_name;
   std::int64_t parallel_iterations = 10;
   std::vector<variable> vars;
   std::vector<int> invariants;
   int loop_cond = -1;
-  std::vector<char> structure;  // per node id: one of the nodes above
+  std::vector<char> structure;  ///< per node id: one of the nodes above
 };
 
-// Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
-// Switch(LoopCond) -> NextIteration -> the same Merge.
+/// Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
+/// Switch(LoopCond) -> NextIteration -> the same Merge.
 inline loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
                                 const std::vector<std::vector<std::pair<int, int>>>& consumers) {
   loop_structure L;
@@ -7161,12 +7202,12 @@ inline loop_structure find_loop(const graph& g, const passes::frame_map& frames,
 
 struct gradient_pass;
 
-// Where the gradient nodes of one frame go: the root, or the body of the backward loop of
-// a forward loop. Forward values the rules read are brought in: a value of the forward
-// loop is pushed on an accumulator in each forward iteration and popped in the matching
-// backward iteration (AccumulatorPush/AccumulatorPop, keyed by the iteration path); an
-// outer value enters as a loop invariant; a node with no input (a constant) is made
-// outside and enters as one too.
+/// Where the gradient nodes of one frame go: the root, or the body of the backward loop of
+/// a forward loop. Forward values the rules read are brought in: a value of the forward
+/// loop is pushed on an accumulator in each forward iteration and popped in the matching
+/// backward iteration (AccumulatorPush/AccumulatorPop, keyed by the iteration path); an
+/// outer value enters as a loop invariant; a node with no input (a constant) is made
+/// outside and enters as one too.
 class frame_context final : public gradient_builder {
  public:
   frame_context(gradient_pass& pass, gradient_builder& base) : pass_(pass), base_(base) {}
@@ -7183,8 +7224,8 @@ class frame_context final : public gradient_builder {
     return base_.add(op, std::move(inputs), std::move(attrs));
   }
   inline output bring(output o);
-  // What the symbols of this frame are built with: the base builder itself at the root (a
-  // DSL lowering's rules look for theirs), else this context.
+  /// What the symbols of this frame are built with: the base builder itself at the root (a
+  /// DSL lowering's rules look for theirs), else this context.
   gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
 
   int forward_frame() const noexcept { return frame_; }
@@ -7199,22 +7240,22 @@ class frame_context final : public gradient_builder {
   loop_scope* scope_ = nullptr;
   output key_{}, forward_path_{};
   std::map<output, output> brought_;
-  std::vector<std::pair<output, std::string>> pushes_;  // forward values to push, and their accumulators
+  std::vector<std::pair<output, std::string>> pushes_;  ///< forward values to push, and their accumulators
 };
 
 struct gradient_pass {
   gradient_builder& base;
   const graph& g;
-  int n;  // the forward graph's nodes: ids below n
-  passes::frame_map frames;  // graph/passes/frames.hpp, unchecked
-  std::vector<std::vector<std::pair<int, int>>> consumers;  // per forward node: (consumer, input index)
-  std::map<int, loop_structure> loops;                      // by frame
+  int n;  ///< the forward graph's nodes: ids below n
+  passes::frame_map frames;  ///< graph/passes/frames.hpp, unchecked
+  std::vector<std::vector<std::pair<int, int>>> consumers;  ///< per forward node: (consumer, input index)
+  std::map<int, loop_structure> loops;                      ///< by frame
   std::vector<char> from_x, to_y;
-  std::map<output, std::vector<symbol>> pending;  // partials reaching each forward tensor
+  std::map<output, std::vector<symbol>> pending;  ///< partials reaching each forward tensor
   std::vector<std::unique_ptr<frame_context>> contexts;
-  std::map<int, int> added_forward;  // nodes the pass added to forward loops that the gradient reads: their frame
+  std::map<int, int> added_forward;  ///< nodes the pass added to forward loops that the gradient reads: their frame
 
-  std::string callers_device;  // the device scope add_gradients was called in
+  std::string callers_device;  ///< the device scope add_gradients was called in
 
   explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(passes::find_frames(g, false)) {
     if (const graph* target = b.mutable_graph()) callers_device = target->current_device_scope();
@@ -7238,7 +7279,7 @@ struct gradient_pass {
     it->second.assign(1, s);
     return s;
   }
-  // A constant in forward frame f (entered into each loop around it).
+  /// A constant in forward frame f (entered into each loop around it).
   output forward_constant(int f, const tensor& t) {
     if (f == 0) return base.add("Const", {}, {{"value", t}, {"dtype", t.dtype()}});
     const loop_structure& L = loop(f);
@@ -7320,8 +7361,8 @@ inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
     if (dx[i] && args.wanted[i]) pending[nd.inputs()[i]].push_back(*dx[i]);
 }
 
-// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
-// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
+/// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
+/// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
 inline void gradient_pass::sweep(frame_context& ctx, int f) {
   const std::vector<char>* structure = f == 0 ? nullptr : &loop(f).structure;
   // Units: a node of f as its id, a loop nested in f as -(frame) - 1.
@@ -7380,8 +7421,8 @@ inline void gradient_pass::sweep(frame_context& ctx, int f) {
   }
 }
 
-// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
-// as many iterations, from the last to the first, on the values the forward loop pushed.
+/// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
+/// as many iterations, from the last to the first, on the values the forward loop pushed.
 inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   const loop_structure& L = loop(f);
   bool flows = false;
@@ -7485,13 +7526,13 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
 
 }  // namespace detail
 
-// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
-// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
-// Throws weft::error naming the node and op when a path from an x to a y crosses an op
-// with no gradient rule. Through a while loop (graph/control_flow.hpp), the gradient is a
-// backward loop that runs the same number of iterations in reverse order; the forward loop
-// pushes the values it needs, per iteration, for the step. Through a cond, the gradient
-// flows into the branch that ran.
+/// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
+/// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
+/// Throws weft::error naming the node and op when a path from an x to a y crosses an op
+/// with no gradient rule. Through a while loop (graph/control_flow.hpp), the gradient is a
+/// backward loop that runs the same number of iterations in reverse order; the forward loop
+/// pushes the values it needs, per iteration, for the step. Through a cond, the gradient
+/// flows into the branch that ran.
 inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
                                          const std::vector<std::optional<output>>& dys = {}) {
   ops::register_standard_ops();
@@ -7556,7 +7597,7 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   return result;
 }
 
-// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
+/// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
 inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
                                          const std::vector<std::optional<output>>& dys = {}) {
   struct plain final : gradient_builder {
@@ -7580,33 +7621,34 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 }
 
 }  // namespace weft
-// TensorFlow's GraphDef, both ways: a weft graph as the bytes of a `tensorflow.GraphDef`
-// message (the schema TensorBoard and Netron read; TensorFlow reads it where weft's ops are
-// TensorFlow's), and a GraphDef (a frozen TensorFlow model, or one weft wrote) as a weft
-// graph.
-//
-// The messages are written and read with weft's own wire codec (core/wire.hpp), with the
-// field numbers of TensorFlow's published schema (tensorflow/core/framework/graph.proto,
-// node_def.proto, attr_value.proto, tensor.proto, tensor_shape.proto, types.proto): no
-// protobuf library or generated code, so reading a GraphDef costs a program no dependency.
-// tests/data/tensorflow_graph.proto holds that schema, for protoc and the tests.
-//
-// Mapping (docs/models.md):
-//   node        NodeDef name, op, input ("node", "node:1", "^node" for a control input),
-//               device as requested, attr: every attr of the node (type attrs included), plus
-//               "_output_shapes" (each output's static shape, as TensorFlow's exporter writes
-//               for TensorBoard; option) and "_class" = ["loc:@group"] for a colocation.
-//   attr kinds  int i, float f (a float: a weft double attr loses its low bits), bool b,
-//               string s, type type, shape shape, tensor tensor, lists in list.
-//   tensors     dtype, tensor_shape, tensor_content (the elements' bytes, little-endian);
-//               string tensors in string_val. Read: tensor_content or the dtype's *_val
-//               field; fewer values than elements repeat the last one (TensorFlow's rule),
-//               none are zeros.
-// Reading drops attrs whose names start with '_' (TensorFlow's private ones) but "_class",
-// renames VariableV2 to Variable, drops attrs TensorFlow sets that weft's op lacks only where
-// they hold the value weft's op computes with (use_cudnn_on_gpu, explicit_paddings = [],
-// grad_a/grad_b = false, dilations of 1), and fails, naming every node, op and attr, on ops
-// weft does not have and on other attrs it does not know.
+/// @file
+/// TensorFlow's GraphDef, both ways: a weft graph as the bytes of a `tensorflow.GraphDef`
+/// message (the schema TensorBoard and Netron read; TensorFlow reads it where weft's ops are
+/// TensorFlow's), and a GraphDef (a frozen TensorFlow model, or one weft wrote) as a weft
+/// graph.
+///
+/// The messages are written and read with weft's own wire codec (core/wire.hpp), with the
+/// field numbers of TensorFlow's published schema (tensorflow/core/framework/graph.proto,
+/// node_def.proto, attr_value.proto, tensor.proto, tensor_shape.proto, types.proto): no
+/// protobuf library or generated code, so reading a GraphDef costs a program no dependency.
+/// tests/data/tensorflow_graph.proto holds that schema, for protoc and the tests.
+///
+/// Mapping (docs/models.md):
+///   node        NodeDef name, op, input ("node", "node:1", "^node" for a control input),
+///               device as requested, attr: every attr of the node (type attrs included), plus
+///               "_output_shapes" (each output's static shape, as TensorFlow's exporter writes
+///               for TensorBoard; option) and "_class" = ["loc:@group"] for a colocation.
+///   attr kinds  int i, float f (a float: a weft double attr loses its low bits), bool b,
+///               string s, type type, shape shape, tensor tensor, lists in list.
+///   tensors     dtype, tensor_shape, tensor_content (the elements' bytes, little-endian);
+///               string tensors in string_val. Read: tensor_content or the dtype's *_val
+///               field; fewer values than elements repeat the last one (TensorFlow's rule),
+///               none are zeros.
+/// Reading drops attrs whose names start with '_' (TensorFlow's private ones) but "_class",
+/// renames VariableV2 to Variable, drops attrs TensorFlow sets that weft's op lacks only where
+/// they hold the value weft's op computes with (use_cudnn_on_gpu, explicit_paddings = [],
+/// grad_a/grad_b = false, dilations of 1), and fails, naming every node, op and attr, on ops
+/// weft does not have and on other attrs it does not know.
 
 #include <algorithm>
 #include <bit>
@@ -7621,9 +7663,10 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 #include <utility>
 #include <vector>
 
-// Reading a whole file for weft's readers (checkpoints, IDX, graphs), and writing one
-// atomically for its writers: POSIX calls, so that no iostream or filesystem exception
-// escapes; every failure is a weft::error naming the file.
+/// @file
+/// Reading a whole file for weft's readers (checkpoints, IDX, graphs), and writing one
+/// atomically for its writers: POSIX calls, so that no iostream or filesystem exception
+/// escapes; every failure is a weft::error naming the file.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -7645,8 +7688,8 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
 
 namespace weft {
 
-// The bytes of the regular file at `path`. `what` names the file in errors ("the
-// checkpoint"); `hint` ends the message when the file is missing.
+/// The bytes of the regular file at `path`. `what` names the file in errors ("the
+/// checkpoint"); `hint` ends the message when the file is missing.
 inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -7686,7 +7729,7 @@ namespace detail {
 
 inline constexpr std::string_view temporary_marker = ".weft-tmp.";
 
-// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
+/// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
 inline ::pid_t temporary_owner(const std::string& name) {
   const auto at = name.rfind(temporary_marker);
   if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
@@ -7700,9 +7743,9 @@ inline ::pid_t temporary_owner(const std::string& name) {
   return ec2 == std::errc() && last == end ? pid : 0;
 }
 
-// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
-// a save): those whose process no longer exists. A live writer's, or one whose process id
-// was taken again, stays. Failures are ignored: this only tidies.
+/// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
+/// a save): those whose process no longer exists. A live writer's, or one whose process id
+/// was taken again, stays. Failures are ignored: this only tidies.
 inline void remove_stale_temporaries(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec), end;
@@ -7715,10 +7758,10 @@ inline void remove_stale_temporaries(const std::filesystem::path& dir) {
   }
 }
 
-// Writes `head` and then `blobs` to `path` atomically (`what` names the file in errors: "the
-// checkpoint"): a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
-// were killed are removed first.
+/// Writes `head` and then `blobs` to `path` atomically (`what` names the file in errors: "the
+/// checkpoint"): a temporary file in the same directory, fsync'd,
+/// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
+/// were killed are removed first.
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view head,
                                   const std::vector<std::string_view>& blobs, std::string_view what = "the file") {
   static std::atomic<unsigned> counter{0};
@@ -7757,17 +7800,18 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
 }  // namespace detail
 
 }  // namespace weft
-// Protocol Buffers' wire format (https://protobuf.dev/programming-guides/encoding/), as
-// much of it as weft's files in TensorFlow's formats need (GraphDef, and the messages of
-// TensorBoard's event files): a writer that appends fields to a string, and a reader that
-// walks the fields of one message. No schema and no generated code: the message layouts are
-// written where they are used (graph/graph_def.hpp), with the field numbers of TensorFlow's
-// published .proto files.
-//
-// The reader trusts nothing: a truncated varint, a varint longer than ten bytes, a length
-// that runs past the message, a field number 0, and the deprecated group wire types are
-// each a weft::error (data_loss) that names the message being read and the byte offset,
-// never a read out of bounds.
+/// @file
+/// Protocol Buffers' wire format (https://protobuf.dev/programming-guides/encoding/), as
+/// much of it as weft's files in TensorFlow's formats need (GraphDef, and the messages of
+/// TensorBoard's event files): a writer that appends fields to a string, and a reader that
+/// walks the fields of one message. No schema and no generated code: the message layouts are
+/// written where they are used (graph/graph_def.hpp), with the field numbers of TensorFlow's
+/// published .proto files.
+///
+/// The reader trusts nothing: a truncated varint, a varint longer than ten bytes, a length
+/// that runs past the message, a field number 0, and the deprecated group wire types are
+/// each a weft::error (data_loss) that names the message being read and the byte offset,
+/// never a read out of bounds.
 
 #include <bit>
 #include <cstdint>
@@ -7783,8 +7827,8 @@ static_assert(std::endian::native == std::endian::little, "weft's wire codec cop
 
 enum class wire_type : std::uint8_t { varint = 0, fixed64 = 1, bytes = 2, start_group = 3, end_group = 4, fixed32 = 5 };
 
-// Appends fields of one message to a string. A nested message is written into a writer of
-// its own and added with `message()` (its length must be known first).
+/// Appends fields of one message to a string. A nested message is written into a writer of
+/// its own and added with `message()` (its length must be known first).
 class writer {
  public:
   void raw_varint(std::uint64_t v) {
@@ -7796,8 +7840,8 @@ class writer {
   }
   void tag(std::uint32_t field, wire_type t) { raw_varint((std::uint64_t{field} << 3) | static_cast<std::uint8_t>(t)); }
 
-  // int32, int64, uint32, uint64, bool and enums: a negative int is written as its 64-bit
-  // two's complement (ten bytes), as protobuf does for int32 and int64.
+  /// int32, int64, uint32, uint64, bool and enums: a negative int is written as its 64-bit
+  /// two's complement (ten bytes), as protobuf does for int32 and int64.
   void varint(std::uint32_t field, std::uint64_t v) {
     tag(field, wire_type::varint);
     raw_varint(v);
@@ -7821,8 +7865,8 @@ class writer {
   }
   void message(std::uint32_t field, const writer& m) { bytes(field, m.data()); }
 
-  // A packed repeated field: `n` values, each written by `each(writer&, i)` with the raw_
-  // and append calls (the payload's length is known only after).
+  /// A packed repeated field: `n` values, each written by `each(writer&, i)` with the raw_
+  /// and append calls (the payload's length is known only after).
   template <class Each>
   void packed(std::uint32_t field, std::size_t n, Each each) {
     if (n == 0) return;
@@ -7840,8 +7884,8 @@ class writer {
   std::string out_;
 };
 
-// One field as read: its number and wire type, and its value (`number` for varint and
-// fixed-width fields, `bytes` for length-delimited ones).
+/// One field as read: its number and wire type, and its value (`number` for varint and
+/// fixed-width fields, `bytes` for length-delimited ones).
 struct field {
   std::uint32_t number = 0;
   wire_type type = wire_type::varint;
@@ -7849,16 +7893,16 @@ struct field {
   std::string_view bytes;
 
   std::int64_t as_int64() const noexcept { return static_cast<std::int64_t>(number_value); }
-  // int32 fields hold a value sign-extended to 64 bits; anything else is cut to 32 bits as
-  // protobuf's parsers do.
+  /// int32 fields hold a value sign-extended to 64 bits; anything else is cut to 32 bits as
+  /// protobuf's parsers do.
   std::int32_t as_int32() const noexcept { return static_cast<std::int32_t>(static_cast<std::uint32_t>(number_value)); }
   bool as_bool() const noexcept { return number_value != 0; }
   float as_float() const noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(number_value)); }
   double as_double() const noexcept { return std::bit_cast<double>(number_value); }
 };
 
-// Walks the fields of one message. `what` names the message in errors ("GraphDef node 3's
-// AttrValue 'value'").
+/// Walks the fields of one message. `what` names the message in errors ("GraphDef node 3's
+/// AttrValue 'value'").
 class reader {
  public:
   reader(std::string_view data, std::string what) : data_(data), what_(std::move(what)) {}
@@ -7867,7 +7911,7 @@ class reader {
   std::size_t offset() const noexcept { return pos_; }
   const std::string& what() const noexcept { return what_; }
 
-  // The next field, or false at the end of the message.
+  /// The next field, or false at the end of the message.
   bool next(field& f) {
     if (done()) return false;
     const std::size_t at = pos_;
@@ -7899,16 +7943,16 @@ class reader {
     return true;
   }
 
-  // Checks that `f` has the wire type `t` that its field number has in the schema.
+  /// Checks that `f` has the wire type `t` that its field number has in the schema.
   void expect(const field& f, wire_type t, std::string_view field_name) const {
     if (f.type != t)
       fail(error_code::data_loss, what_, ": field ", f.number, " (", field_name, ") has wire type ",
            static_cast<int>(f.type), ", not ", static_cast<int>(t));
   }
 
-  // The values of a repeated scalar field, packed (one bytes field) or not (one field per
-  // value): calls `each(std::uint64_t)` with each value's bits. `t` is the field's element
-  // wire type: varint, fixed32 or fixed64.
+  /// The values of a repeated scalar field, packed (one bytes field) or not (one field per
+  /// value): calls `each(std::uint64_t)` with each value's bits. `t` is the field's element
+  /// wire type: varint, fixed32 or fixed64.
   template <class Each>
   void repeated(const field& f, wire_type t, std::string_view field_name, Each each) const {
     if (f.type != wire_type::bytes) {
@@ -7963,7 +8007,7 @@ class reader {
 
 namespace weft {
 
-// TensorFlow's DataType enum (types.proto) for a weft dtype.
+/// TensorFlow's DataType enum (types.proto) for a weft dtype.
 inline int tensorflow_dtype(dtype t) {
   switch (t) {
     case dtype::float32: return 1;
@@ -7987,8 +8031,8 @@ inline int tensorflow_dtype(dtype t) {
   fail(error_code::invalid_argument, "tensorflow_dtype: dtype ", t, " has no TensorFlow DataType");
 }
 
-// The weft dtype of TensorFlow DataType `code` (a reference type, code + 100, is its base
-// type); `where` prefixes the error for a code weft has no dtype for.
+/// The weft dtype of TensorFlow DataType `code` (a reference type, code + 100, is its base
+/// type); `where` prefixes the error for a code weft has no dtype for.
 inline dtype from_tensorflow_dtype(std::int64_t code, const std::string& where) {
   const std::int64_t base = code > 100 && code < 200 ? code - 100 : code;
   for (int i = 1; i < dtype_count; ++i)
@@ -8010,24 +8054,24 @@ inline dtype from_tensorflow_dtype(std::int64_t code, const std::string& where) 
 }
 
 struct graph_def_options {
-  // "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
-  // the edges; importing drops them).
+  /// "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
+  /// the edges; importing drops them).
   bool output_shapes = true;
-  // Each node's requested device; false leaves them out (a graph made on a machine with a
-  // GPU, for one without).
+  /// Each node's requested device; false leaves them out (a graph made on a machine with a
+  /// GPU, for one without).
   bool devices = true;
 };
 
-// What reading a GraphDef allocates at most beyond its own bytes: a tensor whose *_val
-// field holds fewer values than elements is filled to its shape, and the bytes of all such
-// tensors together may not pass `max_filled_bytes`.
+/// What reading a GraphDef allocates at most beyond its own bytes: a tensor whose *_val
+/// field holds fewer values than elements is filled to its shape, and the bytes of all such
+/// tensors together may not pass `max_filled_bytes`.
 struct graph_def_limits {
   std::uint64_t max_filled_bytes = std::uint64_t{1} << 30;
 };
 
 namespace graph_def_detail {
 
-// Field numbers of TensorFlow's messages.
+/// Field numbers of TensorFlow's messages.
 namespace graph_f { inline constexpr std::uint32_t node = 1, library = 2, version = 3, versions = 4; }
 namespace node_f { inline constexpr std::uint32_t name = 1, op = 2, input = 3, device = 4, attr = 5; }
 namespace entry_f { inline constexpr std::uint32_t key = 1, value = 2; }
@@ -8124,7 +8168,7 @@ inline void add_attr(wire::writer& node, std::string_view key, const attr_value&
 
 // ---- reading
 
-// A TensorShapeProto: unknown_rank, or dims whose size -1 is unknown.
+/// A TensorShapeProto: unknown_rank, or dims whose size -1 is unknown.
 inline partial_shape read_shape(std::string_view bytes, const std::string& what) {
   wire::reader r(bytes, what);
   wire::field f;
@@ -8157,7 +8201,7 @@ inline partial_shape read_shape(std::string_view bytes, const std::string& what)
   return partial_shape(std::move(dims));
 }
 
-// Reads a TensorProto; `filled` counts the bytes of tensors filled out from fewer values.
+/// Reads a TensorProto; `filled` counts the bytes of tensors filled out from fewer values.
 inline tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
                           const graph_def_limits& limits) {
   wire::reader r(bytes, what);
@@ -8327,7 +8371,7 @@ inline tensor read_tensor(std::string_view bytes, const std::string& what, std::
   return t;
 }
 
-// An AttrValue as read, before the op's definition says which kind an empty list is.
+/// An AttrValue as read, before the op's definition says which kind an empty list is.
 struct read_attr {
   attr_value value;
   bool empty_list = false;
@@ -8413,8 +8457,8 @@ inline read_attr read_attr_value(std::string_view bytes, const std::string& what
   return std::move(*out);
 }
 
-// TensorFlow attrs that weft's ops leave out, and the values with which weft's op computes
-// the same thing: such an attr is dropped on import.
+/// TensorFlow attrs that weft's ops leave out, and the values with which weft's op computes
+/// the same thing: such an attr is dropped on import.
 inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) {
   if (key == "use_cudnn_on_gpu") return v.kind() == attr_kind::boolean;
   if (key == "grad_a" || key == "grad_b") return v.get_if<bool>() && !*v.get_if<bool>();
@@ -8431,7 +8475,7 @@ inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) 
 
 }  // namespace graph_def_detail
 
-// The bytes of a tensorflow.GraphDef holding every node of `g`, in the graph's order.
+/// The bytes of a tensorflow.GraphDef holding every node of `g`, in the graph's order.
 inline std::string to_graph_def(const graph& g, const graph_def_options& options = {}) {
   using namespace graph_def_detail;
   wire::writer out;
@@ -8458,9 +8502,9 @@ inline std::string to_graph_def(const graph& g, const graph_def_options& options
   return out.take();
 }
 
-// The nodes of a GraphDef's bytes as node specs, in the file's order, with TensorFlow's
-// spellings mapped to weft's (above). Throws weft::error naming the node, op and attr; every
-// op weft does not have is named in one error.
+/// The nodes of a GraphDef's bytes as node specs, in the file's order, with TensorFlow's
+/// spellings mapped to weft's (above). Throws weft::error naming the node, op and attr; every
+/// op weft does not have is named in one error.
 inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits = {}) {
   using namespace graph_def_detail;
   std::vector<node_spec> specs;
@@ -8581,12 +8625,12 @@ inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const grap
   return specs;
 }
 
-// Adds the nodes of a GraphDef's bytes to `g`, all or nothing (graph::import).
+/// Adds the nodes of a GraphDef's bytes to `g`, all or nothing (graph::import).
 inline void import_graph_def(graph& g, std::string_view bytes, const graph_def_limits& limits = {}) {
   g.import(parse_graph_def(bytes, limits));
 }
 
-// Writes `g` as a GraphDef file, atomically; reads one into a new graph.
+/// Writes `g` as a GraphDef file, atomically; reads one into a new graph.
 inline void write_graph_def(const graph& g, const std::filesystem::path& path, const graph_def_options& options = {}) {
   weft::detail::write_file_atomically(path, to_graph_def(g, options), {}, "the GraphDef");
 }
@@ -8602,25 +8646,26 @@ inline graph read_graph_def(const std::filesystem::path& path, const graph_def_l
 }
 
 }  // namespace weft
-// Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
-// loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
-// variables of their own, and returns a target that runs one training step.
-//
-//   auto train = weft::train::minimize(g, loss, {w1, b1, w2, b2}, weft::train::adam{0.001});
-//   session s(g);
-//   s.run({init_vars, train.init});        // the model's initializers, then the slots'
-//   for (...) s.run(feeds, {loss}, {train.step});
-//
-// The updates, the slots and the constants they use are colocated with their variable,
-// whatever device scope minimize() is called in (data-parallel replicas update shared
-// variables where these live). Each update runs after every node of the step that reads its variable, so the forward
-// and backward passes see the values from before the step (the update itself writes in
-// place, copying first when a reader still holds the old value).
-//
-// Slots are variables named "<variable>/<optimizer>/<slot>", with the variable's shape and
-// dtype; Adam's beta powers are scalar variables "<name>/beta1_power" and "<name>/beta2_power"
-// of each dtype among the variables. Hyperparameters (train::hyper) are numbers, made
-// constants of the variable's dtype, or scalar tensors of the graph.
+/// @file
+/// Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
+/// loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
+/// variables of their own, and returns a target that runs one training step.
+///
+///   auto train = weft::train::minimize(g, loss, {w1, b1, w2, b2}, weft::train::adam{0.001});
+///   session s(g);
+///   s.run({init_vars, train.init});        // the model's initializers, then the slots'
+///   for (...) s.run(feeds, {loss}, {train.step});
+///
+/// The updates, the slots and the constants they use are colocated with their variable,
+/// whatever device scope minimize() is called in (data-parallel replicas update shared
+/// variables where these live). Each update runs after every node of the step that reads its variable, so the forward
+/// and backward passes see the values from before the step (the update itself writes in
+/// place, copying first when a reader still holds the old value).
+///
+/// Slots are variables named "<variable>/<optimizer>/<slot>", with the variable's shape and
+/// dtype; Adam's beta powers are scalar variables "<name>/beta1_power" and "<name>/beta2_power"
+/// of each dtype among the variables. Hyperparameters (train::hyper) are numbers, made
+/// constants of the variable's dtype, or scalar tensors of the graph.
 
 #include <functional>
 #include <map>
@@ -8631,10 +8676,10 @@ inline graph read_graph_def(const std::filesystem::path& path, const graph_def_l
 
 namespace weft::train {
 
-// A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
-// the graph (fed or computed each step: a decaying learning rate, say), or one made when
-// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
-// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
+/// A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
+/// the graph (fed or computed each step: a decaying learning rate, say), or one made when
+/// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
+/// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
 struct hyper {
   using maker = std::function<output(graph&, dtype)>;
   double value = 0;
@@ -8646,14 +8691,14 @@ struct hyper {
   explicit hyper(maker m) : make(std::move(m)) {}
 };
 
-// What an optimizer's update sees of one variable.
+/// What an optimizer's update sees of one variable.
 struct update_args {
   graph& g;
   output var, grad;
-  std::vector<output> slots;   // in the order of slots()
-  std::vector<output> shared;  // in the order of shared(), for the variable's dtype
-  node_options options;        // the update's name and control inputs
-  // A scalar constant of the variable's dtype.
+  std::vector<output> slots;   ///< in the order of slots()
+  std::vector<output> shared;  ///< in the order of shared(), for the variable's dtype
+  node_options options;        ///< the update's name and control inputs
+  /// A scalar constant of the variable's dtype.
   output scalar(double v) const {
     const dtype t = g.at(var).output_dtype(var.port);
     if (!weft::detail::differentiable(t))
@@ -8661,7 +8706,7 @@ struct update_args {
            "; optimizers update floating-point variables");
     return g.constant(weft::detail::floating_scalar(t, v)).out(0);
   }
-  // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
+  /// h as a scalar of the variable's dtype (a tensor of another dtype is cast).
   output scalar(const hyper& h) const {
     if (!h.tensor && !h.make) return scalar(h.value);
     const dtype t = g.at(var).output_dtype(var.port);
@@ -8678,15 +8723,15 @@ struct update_args {
   }
 };
 
-// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
-// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
+/// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
+/// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
 struct slot_spec {
   std::string name;
   double initial;
   std::optional<double> advance = std::nullopt;
 };
 
-// var -= learning_rate * grad
+/// var -= learning_rate * grad
 struct sgd {
   hyper learning_rate;
   static constexpr const char* name = "GradientDescent";
@@ -8697,7 +8742,7 @@ struct sgd {
   }
 };
 
-// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
+/// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
 struct momentum {
   hyper learning_rate, momentum = 0.9;
   bool nesterov = false;
@@ -8739,7 +8784,7 @@ struct adam {
   bool nesterov = false;
   static constexpr const char* name = "Adam";
   std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
-  // beta1^t and beta2^t for step t (from 1).
+  /// beta1^t and beta2^t for step t (from 1).
   std::vector<slot_spec> shared() const { return {{"beta1_power", beta1, beta1}, {"beta2_power", beta2, beta2}}; }
   output update(const update_args& a) const {
     return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
@@ -8749,9 +8794,9 @@ struct adam {
 };
 
 struct training_op {
-  const node& step;               // a target: one update of every variable
-  const node& init;               // a target: sets the optimizer's slots to their initial values
-  std::vector<output> gradients;  // d loss / d var, one per variable
+  const node& step;               ///< a target: one update of every variable
+  const node& init;               ///< a target: sets the optimizer's slots to their initial values
+  std::vector<output> gradients;  ///< d loss / d var, one per variable
 };
 
 namespace detail {
@@ -8765,7 +8810,7 @@ inline const node& variable_node(const graph& g, output v) {
          n.attr<partial_shape>("shape"), "; the optimizer's slots need a fully known shape");
   return n;
 }
-// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
+/// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
 inline std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
   output v = g.variable(t, partial_shape(s), node_options(name)).out(0);
   output dims = g.constant(tensor::from_vector(s.dims(), shape{s.rank()})).out(0);
@@ -8774,10 +8819,10 @@ inline std::pair<output, output> new_variable(graph& g, const std::string& name,
 }
 }  // namespace detail
 
-// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of
-// the variable's shape and dtype, computed from `loss`), its slots and their initializers;
-// `name` prefixes the nodes it adds ("train/step", "train/init", ...). minimize() below
-// and the DSL's train::minimize compute the gradients and call it.
+/// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of
+/// the variable's shape and dtype, computed from `loss`), its slots and their initializers;
+/// `name` prefixes the nodes it adds ("train/step", "train/init", ...). minimize() below
+/// and the DSL's train::minimize compute the gradients and call it.
 template <class Optimizer>
 training_op apply_gradients(graph& g, output loss, const std::vector<output>& vars, std::vector<output> gradients,
                             const Optimizer& opt, const std::string& name = "train") {
@@ -8848,8 +8893,8 @@ training_op apply_gradients(graph& g, output loss, const std::vector<output>& va
   return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), std::move(gradients)};
 }
 
-// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
-// each (apply_gradients).
+/// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
+/// each (apply_gradients).
 template <class Optimizer>
 training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
                      const std::string& name = "train") {
@@ -8858,21 +8903,23 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 }
 
 }  // namespace weft::train
-// Every standard op family's definitions, and register_standard_ops() (an umbrella header
-// for programs; library headers include <weft/ops/standard.hpp> or the family they need).
+/// @file
+/// Every standard op family's definitions, and register_standard_ops() (an umbrella header
+/// for programs; library headers include <weft/ops/standard.hpp> or the family they need).
 
-// Checkpoints: saver saves a session's variables to "<prefix>-<step>.ckpt" (the format of
-// runtime/checkpoint_file.hpp) with a Save op, keeps the last N, and restores them with a
-// Restore op whose outputs the variables' Assign nodes read, so the file is read and
-// checked against each variable's name, dtype and shape before any variable changes, and
-// a bad file changes none.
-//
-// A saver asks for their kernels through kernel_for (framework/kernel_for.hpp) where it is
-// constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
-// <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
-//
-// The Save and Restore ops (kernels/cpu/io.hpp) take the file name as a string scalar, as
-// TensorFlow's SaveV2 and RestoreV2 do.
+/// @file
+/// Checkpoints: saver saves a session's variables to "<prefix>-<step>.ckpt" (the format of
+/// runtime/checkpoint_file.hpp) with a Save op, keeps the last N, and restores them with a
+/// Restore op whose outputs the variables' Assign nodes read, so the file is read and
+/// checked against each variable's name, dtype and shape before any variable changes, and
+/// a bad file changes none.
+///
+/// A saver asks for their kernels through kernel_for (framework/kernel_for.hpp) where it is
+/// constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
+/// <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
+///
+/// The Save and Restore ops (kernels/cpu/io.hpp) take the file name as a string scalar, as
+/// TensorFlow's SaveV2 and RestoreV2 do.
 
 #include <algorithm>
 #include <charconv>
@@ -8883,22 +8930,23 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 #include <utility>
 #include <vector>
 
-// The checkpoint file: tensors by name in one file, written atomically, read back only
-// when the whole file checks out (runtime/checkpoint.hpp's saver, and the Save and Restore
-// ops of kernels/cpu/io.hpp, write and read it).
-//
-// File format (version 1; integers little-endian):
-//   "WEFTCKPT", u32 version, u32 count
-//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
-//                  u64 bytes, u32 CRC-32C of the tensor's bytes
-//   u32 CRC-32C of everything above
-//   the tensors' bytes, at their offsets, back to back to the end of the file; a string
-//   tensor's bytes are its elements in order, each a u64 length and that many bytes
-//
-// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
-// over the target and fsyncs the directory: a crash at any point leaves either the old file
-// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
-// checksum, that the file ends where the index says, and every tensor's checksum.
+/// @file
+/// The checkpoint file: tensors by name in one file, written atomically, read back only
+/// when the whole file checks out (runtime/checkpoint.hpp's saver, and the Save and Restore
+/// ops of kernels/cpu/io.hpp, write and read it).
+///
+/// File format (version 1; integers little-endian):
+///   "WEFTCKPT", u32 version, u32 count
+///   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
+///                  u64 bytes, u32 CRC-32C of the tensor's bytes
+///   u32 CRC-32C of everything above
+///   the tensors' bytes, at their offsets, back to back to the end of the file; a string
+///   tensor's bytes are its elements in order, each a u64 length and that many bytes
+///
+/// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
+/// over the target and fsyncs the directory: a crash at any point leaves either the old file
+/// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
+/// checksum, that the file ends where the index says, and every tensor's checksum.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -8918,8 +8966,9 @@ training_op minimize(graph& g, output loss, const std::vector<output>& vars, con
 #include <utility>
 #include <vector>
 
-// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
-// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
+/// @file
+/// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
+/// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
 
 #include <array>
 #include <cstddef>
@@ -8939,7 +8988,7 @@ inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
 }();
 }  // namespace detail
 
-// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
+/// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
 inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept {
   const auto* p = static_cast<const unsigned char*>(data);
   crc = ~crc;
@@ -8954,7 +9003,7 @@ namespace weft {
 namespace detail {
 static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
 
-// "[2,3]": dims as read from a file, which may not make a valid shape.
+/// "[2,3]": dims as read from a file, which may not make a valid shape.
 inline std::string dims_text(const std::vector<std::int64_t>& dims) {
   std::string s = "[";
   for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
@@ -8968,7 +9017,7 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-// A string tensor's bytes in the file: each element's u64 length and bytes.
+/// A string tensor's bytes in the file: each element's u64 length and bytes.
 inline std::string string_tensor_bytes(const tensor& t) {
   std::string out;
   for (const std::string& e : t.flat<std::string>()) {
@@ -8978,8 +9027,8 @@ inline std::string string_tensor_bytes(const tensor& t) {
   return out;
 }
 
-// The elements of a string tensor of `n` elements from its bytes in the file, or an error
-// message (which the reader reports with the tensor's name).
+/// The elements of a string tensor of `n` elements from its bytes in the file, or an error
+/// message (which the reader reports with the tensor's name).
 inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
   std::size_t pos = 0;
   for (std::string& e : t.flat<std::string>()) {
@@ -8997,13 +9046,13 @@ inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
 }
 }  // namespace detail
 
-// A checkpoint's bytes in parts, as written (the format above): the header and index, then
-// the tensors' bytes, which `blobs` views in place (a string tensor's in `strings`). Offsets
-// count from the start of `index`. Names must be distinct and non-empty.
+/// A checkpoint's bytes in parts, as written (the format above): the header and index, then
+/// the tensors' bytes, which `blobs` views in place (a string tensor's in `strings`). Offsets
+/// count from the start of `index`. Names must be distinct and non-empty.
 struct checkpoint_parts {
   std::string index;
   std::vector<std::string_view> blobs;
-  std::vector<std::string> strings;  // the string tensors' bytes, which blobs view
+  std::vector<std::string> strings;  ///< the string tensors' bytes, which blobs view
 
   explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
     index.append(detail::checkpoint_magic, 8);
@@ -9034,19 +9083,19 @@ struct checkpoint_parts {
     }
     detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
   }
-  checkpoint_parts(const checkpoint_parts&) = delete;  // blobs view strings' own buffers
+  checkpoint_parts(const checkpoint_parts&) = delete;  ///< blobs view strings' own buffers
   checkpoint_parts& operator=(const checkpoint_parts&) = delete;
 };
 
-// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
-// distinct and non-empty.
+/// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
+/// distinct and non-empty.
 inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
   const checkpoint_parts parts(tensors);
   detail::write_file_atomically(path, parts.index, parts.blobs, "the checkpoint");
 }
 
-// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
-// whole of it; `name` names the file in errors.
+/// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
+/// whole of it; `name` names the file in errors.
 inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
   std::size_t pos = 0;
@@ -9133,12 +9182,12 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
   return result;
 }
 
-// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
+/// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
 inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
   return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
 }
 
-// The path held by a string scalar (a file name input).
+/// The path held by a string scalar (a file name input).
 inline std::filesystem::path path_of(const tensor& name) {
   if (name.dtype() != dtype::string || name.rank() != 0)
     fail(error_code::invalid_argument, "filename must be a string scalar, got ", name.dtype(), name.shape());
@@ -9147,20 +9196,21 @@ inline std::filesystem::path path_of(const tensor& name) {
     fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
   return s;
 }
-// A path as the string scalar Save and Restore take.
+/// A path as the string scalar Save and Restore take.
 inline tensor filename_tensor(const std::filesystem::path& path) { return tensor::scalar(path.string()); }
 
 }  // namespace weft
-// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
-//
-// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
-// nodes the fetches and targets need, with every fed output replaced by the fed value, so
-// both placeholders and intermediate outputs can be fed. The pruned graph, with its
-// kernels, is validated and cached; the nodes that compute the same value at every step
-// (everything they read is constant) are evaluated then, once
-// (graph/passes/constant_folding.hpp), and of nodes equal in op, inputs and attributes only
-// one runs (graph/passes/cse.hpp). Variables live in the session's resource_manager
-// and survive across runs; several threads may call run() at once.
+/// @file
+/// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
+///
+/// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
+/// nodes the fetches and targets need, with every fed output replaced by the fed value, so
+/// both placeholders and intermediate outputs can be fed. The pruned graph, with its
+/// kernels, is validated and cached; the nodes that compute the same value at every step
+/// (everything they read is constant) are evaluated then, once
+/// (graph/passes/constant_folding.hpp), and of nodes equal in op, inputs and attributes only
+/// one runs (graph/passes/cse.hpp). Variables live in the session's resource_manager
+/// and survive across runs; several threads may call run() at once.
 
 #include <algorithm>
 #include <atomic>
@@ -9176,18 +9226,19 @@ inline tensor filename_tensor(const std::filesystem::path& path) { return tensor
 #include <utility>
 #include <vector>
 
-// Constant folding (the whitepaper's §5, "Optimizations"): the nodes of a signature whose
-// value is the same at every step, because everything they read is a Const, are evaluated
-// once, when the executable is built, and their outputs become constants of it. This pass
-// finds them; the runtime evaluates them with its kernels (runtime/session.hpp).
-//
-// A node folds when it is needed by the signature, is not itself a Const, is stateless
-// (the op definition's `stateful`: variables, random numbers, accumulators, file I/O are
-// never folded), is not control flow, has no control inputs, reads only outputs that are
-// not fed and that come from Const nodes or from nodes that fold, and every one of its
-// outputs has a fully known shape of at most `max_bytes`. Only the boundary of the folded
-// region is evaluated and kept: the outputs of folding nodes that a non-folding node reads
-// or a fetch names.
+/// @file
+/// Constant folding (the whitepaper's §5, "Optimizations"): the nodes of a signature whose
+/// value is the same at every step, because everything they read is a Const, are evaluated
+/// once, when the executable is built, and their outputs become constants of it. This pass
+/// finds them; the runtime evaluates them with its kernels (runtime/session.hpp).
+///
+/// A node folds when it is needed by the signature, is not itself a Const, is stateless
+/// (the op definition's `stateful`: variables, random numbers, accumulators, file I/O are
+/// never folded), is not control flow, has no control inputs, reads only outputs that are
+/// not fed and that come from Const nodes or from nodes that fold, and every one of its
+/// outputs has a fully known shape of at most `max_bytes`. Only the boundary of the folded
+/// region is evaluated and kept: the outputs of folding nodes that a non-folding node reads
+/// or a fetch names.
 
 #include <algorithm>
 #include <cstddef>
@@ -9197,17 +9248,17 @@ inline tensor filename_tensor(const std::filesystem::path& path) { return tensor
 namespace weft::passes {
 
 struct constant_folding_options {
-  // The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
-  // TensorFlow's graph optimizer: a folded value stays in memory for as long as the
-  // executable that holds it.
+  /// The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
+  /// TensorFlow's graph optimizer: a folded value stays in memory for as long as the
+  /// executable that holds it.
   std::size_t max_bytes = std::size_t{10} << 20;
 };
 
 struct folding_plan {
-  std::vector<output> outputs;  // what to evaluate and keep: the region's boundary, by node and port
+  std::vector<output> outputs;  ///< what to evaluate and keep: the region's boundary, by node and port
 };
 
-// Whether every output of `n` has a fully known shape of at most max_bytes.
+/// Whether every output of `n` has a fully known shape of at most max_bytes.
 inline bool outputs_fit(const node& n, std::size_t max_bytes) {
   for (int i = 0; i < n.num_outputs(); ++i) {
     const partial_shape& s = n.output_shape(i);
@@ -9219,8 +9270,8 @@ inline bool outputs_fit(const node& n, std::size_t max_bytes) {
   return true;
 }
 
-// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
-// the outputs it is fed, `fetched` those it returns.
+/// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
+/// the outputs it is fed, `fetched` those it returns.
 inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
                                           const std::vector<output>& fed, const std::vector<output>& fetched,
                                           const constant_folding_options& options = {}) {
@@ -9268,15 +9319,16 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
 }
 
 }  // namespace weft::passes
-// Common subexpression elimination (the whitepaper's §5, "Optimizations"). Two nodes are
-// equal when they run the same op on the same inputs with the same attributes, request the
-// same device and colocation, and wait on the same control inputs. Stateful ops (variables,
-// random numbers, queues) never merge: two of them are two states.
-//
-// Two uses: as a graph is built, a builder asks a cse_table whether an equal node is already
-// there before adding one (the typed DSL's lowering, dsl/expr.hpp, adds every node so); and
-// over a finished graph, for one run, common_subexpressions() finds which nodes stand for
-// which (the session runs one node of each class: runtime/session.hpp).
+/// @file
+/// Common subexpression elimination (the whitepaper's §5, "Optimizations"). Two nodes are
+/// equal when they run the same op on the same inputs with the same attributes, request the
+/// same device and colocation, and wait on the same control inputs. Stateful ops (variables,
+/// random numbers, queues) never merge: two of them are two states.
+///
+/// Two uses: as a graph is built, a builder asks a cse_table whether an equal node is already
+/// there before adding one (the typed DSL's lowering, dsl/expr.hpp, adds every node so); and
+/// over a finished graph, for one run, common_subexpressions() finds which nodes stand for
+/// which (the session runs one node of each class: runtime/session.hpp).
 
 #include <algorithm>
 #include <cstddef>
@@ -9291,7 +9343,7 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
 
 namespace weft::passes {
 
-// What makes a node the same as another, besides its op and inputs.
+/// What makes a node the same as another, besides its op and inputs.
 struct cse_signature {
   attr_map attrs;
   std::string device, colocate;
@@ -9309,7 +9361,7 @@ class cse_table {
       if (sig == signature) return id;
     return std::nullopt;
   }
-  // Records node `id` as op(inputs) with `signature`.
+  /// Records node `id` as op(inputs) with `signature`.
   void insert(std::string_view op, std::vector<output> inputs, cse_signature signature, int id) {
     nodes_[key{std::string(op), std::move(inputs)}].emplace_back(std::move(signature), id);
   }
@@ -9319,10 +9371,10 @@ class cse_table {
   std::map<key, std::vector<std::pair<cse_signature, int>>> nodes_;
 };
 
-// Whether CSE may merge node n with an equal node: not a stateful op, a control-flow op (the
-// executor runs each itself; frames keep their own Enters, Merges and Exits), a fed op
-// (Placeholder), or a node reading a variable through a reference (two reads may see two
-// values).
+/// Whether CSE may merge node n with an equal node: not a stateful op, a control-flow op (the
+/// executor runs each itself; frames keep their own Enters, Merges and Exits), a fed op
+/// (Placeholder), or a node reading a variable through a reference (two reads may see two
+/// values).
 inline bool mergeable(const node& n) {
   const op_def& d = n.def();
   if (d.stateful || d.control != flow::plain || d.feed) return false;
@@ -9331,11 +9383,11 @@ inline bool mergeable(const node& n) {
   return true;
 }
 
-// CSE over a finished graph, for one run: for each node of g, the node that stands for it,
-// the first (lowest id) node equal to it among those `needed` (itself when it has none, or
-// is not needed). Inputs and control inputs compare through the mapping, so chains of equal
-// nodes merge whole. A node with an output the run feeds (`is_fed(output)`) keeps itself: its
-// consumers read the fed value, an equal node's consumers the computed one.
+/// CSE over a finished graph, for one run: for each node of g, the node that stands for it,
+/// the first (lowest id) node equal to it among those `needed` (itself when it has none, or
+/// is not needed). Inputs and control inputs compare through the mapping, so chains of equal
+/// nodes merge whole. A node with an output the run feeds (`is_fed(output)`) keeps itself: its
+/// consumers read the fed value, an equal node's consumers the computed one.
 template <class IsFed>
 std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& needed, IsFed&& is_fed) {
   std::vector<int> rep(static_cast<std::size_t>(g.size()));
@@ -9365,38 +9417,39 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 }
 
 }  // namespace weft::passes
-// Placement (whitepaper §3.2.1): which device of a cluster each node of a run runs on.
-//
-// 1. Feasible devices per node: those its requested device (node_options::on, device_scope)
-//    matches that have a kernel for its op and dtypes (the caller's kernel_check; nodes the
-//    executor runs itself, control flow, fit everywhere). With soft placement (TensorFlow's
-//    allow_soft_placement) a node whose request leaves no feasible device falls back to the
-//    feasible devices of the requested type, else to every feasible device; without it,
-//    that is an error naming the node, its request and the devices.
-// 2. Colocation groups, merged with union-find: a node and the node it is colocated with
-//    (node_options::colocate, graph::colocate_with), a node and the producer of every
-//    reference it takes (a variable and the Assign and Apply* ops that update it, as in
-//    TensorFlow), and, until loops cross devices, the nodes of a loop frame with its Enters,
-//    Exits and inner loops. A group's feasible set is the intersection of its members'; an
-//    empty one is an error naming each member's devices.
-// 3. The simulated greedy placer (placer::greedy): walks the nodes in topological order
-//    simulating a step and puts each on the feasible device where it would finish first,
-//    counting the time its inputs take to reach that device (cost_model.hpp: compute time,
-//    and transfers over the cluster's links; a tensor moves to a device once, for all its
-//    users there) and the time the device is busy with earlier nodes. A group goes where its
-//    first simulated member goes. Sources that cost nothing but the node overhead (variables,
-//    constants) are placed with their first consumer rather than on their own, so that
-//    weights start on the device that first reads them. Ties go to the lower device index:
-//    the result is deterministic.
-//    The rule-based placer (placer::rules, TensorFlow's): constraints and colocation, then
-//    the default device when the group may run there, else its first feasible device, but
-//    for free sources, which go with their first consumer as above; it is simulated too, so
-//    the two report predicted times alike.
-//
-// The simulation runs each device one node at a time, runs a loop's body once, and does not
-// model contention on links; its predicted step time is the last finish. A placement's
-// report() prints, per node, the device, its simulated start and finish and the finish it
-// would have had on each feasible device.
+/// @file
+/// Placement (whitepaper §3.2.1): which device of a cluster each node of a run runs on.
+///
+/// 1. Feasible devices per node: those its requested device (node_options::on, device_scope)
+///    matches that have a kernel for its op and dtypes (the caller's kernel_check; nodes the
+///    executor runs itself, control flow, fit everywhere). With soft placement (TensorFlow's
+///    allow_soft_placement) a node whose request leaves no feasible device falls back to the
+///    feasible devices of the requested type, else to every feasible device; without it,
+///    that is an error naming the node, its request and the devices.
+/// 2. Colocation groups, merged with union-find: a node and the node it is colocated with
+///    (node_options::colocate, graph::colocate_with), a node and the producer of every
+///    reference it takes (a variable and the Assign and Apply* ops that update it, as in
+///    TensorFlow), and, until loops cross devices, the nodes of a loop frame with its Enters,
+///    Exits and inner loops. A group's feasible set is the intersection of its members'; an
+///    empty one is an error naming each member's devices.
+/// 3. The simulated greedy placer (placer::greedy): walks the nodes in topological order
+///    simulating a step and puts each on the feasible device where it would finish first,
+///    counting the time its inputs take to reach that device (cost_model.hpp: compute time,
+///    and transfers over the cluster's links; a tensor moves to a device once, for all its
+///    users there) and the time the device is busy with earlier nodes. A group goes where its
+///    first simulated member goes. Sources that cost nothing but the node overhead (variables,
+///    constants) are placed with their first consumer rather than on their own, so that
+///    weights start on the device that first reads them. Ties go to the lower device index:
+///    the result is deterministic.
+///    The rule-based placer (placer::rules, TensorFlow's): constraints and colocation, then
+///    the default device when the group may run there, else its first feasible device, but
+///    for free sources, which go with their first consumer as above; it is simulated too, so
+///    the two report predicted times alike.
+///
+/// The simulation runs each device one node at a time, runs a loop's body once, and does not
+/// model contention on links; its predicted step time is the last finish. A placement's
+/// report() prints, per node, the device, its simulated start and finish and the finish it
+/// would have had on each feasible device.
 
 #include <algorithm>
 #include <cstdio>
@@ -9408,10 +9461,11 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 #include <string>
 #include <vector>
 
-// Device names, TensorFlow's: the full form /job:J/replica:R/task:T/device:TYPE:N names one
-// device; a partial spec ("/device:CPU:1", "CPU:1", "/cpu:*", "/task:1", "") leaves fields
-// open and matches every device whose name agrees on the fields it sets. A node's requested
-// device is a spec; a session's devices have full names.
+/// @file
+/// Device names, TensorFlow's: the full form /job:J/replica:R/task:T/device:TYPE:N names one
+/// device; a partial spec ("/device:CPU:1", "CPU:1", "/cpu:*", "/task:1", "") leaves fields
+/// open and matches every device whose name agrees on the fields it sets. A node's requested
+/// device is a spec; a session's devices have full names.
 
 #include <cctype>
 #include <charconv>
@@ -9425,13 +9479,13 @@ namespace weft {
 struct device_name {
   std::optional<std::string> job;
   std::optional<int> replica, task;
-  std::optional<std::string> type;  // upper case: "CPU", "GPU"
-  std::optional<int> id;            // unset: any (also written "*")
+  std::optional<std::string> type;  ///< upper case: "CPU", "GPU"
+  std::optional<int> id;            ///< unset: any (also written "*")
 
-  // Parses a full name or a partial spec; a malformed one is an invalid_argument error that
-  // quotes it. Accepted pieces, each after a '/': job:NAME, replica:N, task:N, device:TYPE:N
-  // (N or *), device:TYPE, and the short forms TYPE:N and TYPE (cpu:0, CPU, gpu:*); a spec may
-  // also be a bare "TYPE:N" or "TYPE" without a leading '/'.
+  /// Parses a full name or a partial spec; a malformed one is an invalid_argument error that
+  /// quotes it. Accepted pieces, each after a '/': job:NAME, replica:N, task:N, device:TYPE:N
+  /// (N or *), device:TYPE, and the short forms TYPE:N and TYPE (cpu:0, CPU, gpu:*); a spec may
+  /// also be a bare "TYPE:N" or "TYPE" without a leading '/'.
   static device_name parse(std::string_view spec) {
     device_name d;
     std::string_view rest = spec;
@@ -9469,18 +9523,18 @@ struct device_name {
     return d;
   }
 
-  // Whether every field is set (a device's own name).
+  /// Whether every field is set (a device's own name).
   bool full() const noexcept { return job && replica && task && type && id; }
 
-  // Whether the device named `full_name` satisfies this spec: every field this spec sets is
-  // equal there.
+  /// Whether the device named `full_name` satisfies this spec: every field this spec sets is
+  /// equal there.
   bool matches(const device_name& full_name) const {
     return (!job || job == full_name.job) && (!replica || replica == full_name.replica) &&
            (!task || task == full_name.task) && (!type || type == full_name.type) && (!id || id == full_name.id);
   }
 
-  // The canonical form: the fields that are set, in order ("/job:localhost/.../device:CPU:0";
-  // "/device:CPU:*" for a type with any id).
+  /// The canonical form: the fields that are set, in order ("/job:localhost/.../device:CPU:0";
+  /// "/device:CPU:*" for a type with any id).
   std::string str() const {
     std::string out;
     if (job) out += "/job:" + *job;
@@ -9490,7 +9544,7 @@ struct device_name {
     return out;
   }
 
-  // The full name of the local device TYPE:N: /job:localhost/replica:0/task:0/device:TYPE:N.
+  /// The full name of the local device TYPE:N: /job:localhost/replica:0/task:0/device:TYPE:N.
   static device_name local(std::string type, int id) { return {"localhost", 0, 0, std::move(type), id}; }
 
  private:
@@ -9501,7 +9555,7 @@ struct device_name {
     if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || v < 0) bad("'" + std::string(s) + "' is not a number");
     return v;
   }
-  // TYPE, TYPE:N or TYPE:*.
+  /// TYPE, TYPE:N or TYPE:*.
   template <class Bad>
   void set_type_and_id(std::string_view s, Bad& bad) {
     const std::size_t colon = s.find(':');
@@ -9520,23 +9574,24 @@ struct device_name {
 };
 
 }  // namespace weft
-// The cost model the placer simulates with (whitepaper §3.2.1): per node, the sizes of its
-// outputs and its compute time on a device; per pair of devices, the time to move a tensor.
-//
-// A cluster describes devices as the placer sees them: a full name, the arithmetic rate
-// and memory bandwidth the device sustains, and a fixed cost per node; links between two
-// devices have a latency and a bandwidth. The session describes its own devices (and lets
-// a user give other figures); tests describe clusters that do not exist.
-//
-// Compute time of node n on device d: the time measured for n on d's type when there is one
-// (set_measured, or the session's record of traced steps), else
-//   overhead(d) + max(flops(n) / flops_per_second(d), bytes(n) / memory_bytes_per_second(d)),
-// where flops(n) is the op's cost rule (op_def::flops_fn: 2mnk for MatMul, the taps of a
-// convolution) or one per element of its largest tensor, and bytes(n) is what it reads and
-// writes. Nodes the executor runs without a kernel (control flow), constants, variables and
-// the ops marked cheap cost the overhead alone. Output sizes come from the graph's shapes,
-// refined with the shapes of fed values when they are known; a dim still unknown counts as
-// cost_model_options::unknown_dim.
+/// @file
+/// The cost model the placer simulates with (whitepaper §3.2.1): per node, the sizes of its
+/// outputs and its compute time on a device; per pair of devices, the time to move a tensor.
+///
+/// A cluster describes devices as the placer sees them: a full name, the arithmetic rate
+/// and memory bandwidth the device sustains, and a fixed cost per node; links between two
+/// devices have a latency and a bandwidth. The session describes its own devices (and lets
+/// a user give other figures); tests describe clusters that do not exist.
+///
+/// Compute time of node n on device d: the time measured for n on d's type when there is one
+/// (set_measured, or the session's record of traced steps), else
+///   overhead(d) + max(flops(n) / flops_per_second(d), bytes(n) / memory_bytes_per_second(d)),
+/// where flops(n) is the op's cost rule (op_def::flops_fn: 2mnk for MatMul, the taps of a
+/// convolution) or one per element of its largest tensor, and bytes(n) is what it reads and
+/// writes. Nodes the executor runs without a kernel (control flow), constants, variables and
+/// the ops marked cheap cost the overhead alone. Output sizes come from the graph's shapes,
+/// refined with the shapes of fed values when they are known; a dim still unknown counts as
+/// cost_model_options::unknown_dim.
 
 #include <algorithm>
 #include <cmath>
@@ -9549,22 +9604,22 @@ struct device_name {
 
 namespace weft::passes {
 
-// A device as the placer sees it.
+/// A device as the placer sees it.
 struct device_spec {
-  std::string name;  // a full name, /job:J/replica:R/task:T/device:TYPE:N
+  std::string name;  ///< a full name, /job:J/replica:R/task:T/device:TYPE:N
   double flops_per_second = 50e9;
   double memory_bytes_per_second = 20e9;
   double node_overhead_seconds = 1e-6;
 };
 
-// A one-way link between two devices: a transfer of b bytes takes latency + b / bandwidth.
+/// A one-way link between two devices: a transfer of b bytes takes latency + b / bandwidth.
 struct link_spec {
   double latency_seconds = 2e-6;
   double bytes_per_second = 10e9;
 };
 
-// Devices and the links between them. Every pair of distinct devices has a link: the
-// default one unless set_link gave it its own; a device to itself costs nothing.
+/// Devices and the links between them. Every pair of distinct devices has a link: the
+/// default one unless set_link gave it its own; a device to itself costs nothing.
 class cluster {
  public:
   explicit cluster(std::vector<device_spec> devices, link_spec default_link = {})
@@ -9589,14 +9644,14 @@ class cluster {
   const device_spec& device(int i) const { return devices_.at(static_cast<std::size_t>(i)); }
   const device_name& parsed(int i) const { return parsed_.at(static_cast<std::size_t>(i)); }
   const std::string& type(int i) const { return *parsed(i).type; }
-  // The index of the device named `name` (a full name), or -1.
+  /// The index of the device named `name` (a full name), or -1.
   int find(const std::string& name) const {
     const std::string canonical = device_name::parse(name).str();
     for (int i = 0; i < size(); ++i)
       if (parsed_[static_cast<std::size_t>(i)].str() == canonical) return i;
     return -1;
   }
-  // A short name: TYPE:N when every device is in one task, else the full name.
+  /// A short name: TYPE:N when every device is in one task, else the full name.
   std::string short_name(int i) const {
     const device_name& p = parsed(i);
     for (const auto& q : parsed_)
@@ -9630,11 +9685,11 @@ class cluster {
   std::vector<device_spec> devices_;
   std::vector<device_name> parsed_;
   link_spec default_link_;
-  std::vector<link_spec> links_;  // from x devices + to, once set_link was called
+  std::vector<link_spec> links_;  ///< from x devices + to, once set_link was called
 };
 
 struct cost_model_options {
-  // What a dim the shapes leave unknown (a batch size not yet fed) counts as.
+  /// What a dim the shapes leave unknown (a batch size not yet fed) counts as.
   std::int64_t unknown_dim = 32;
 };
 
@@ -9652,8 +9707,8 @@ class cost_model {
 
   const graph& source() const noexcept { return *graph_; }
 
-  // The shape output o has in this model (the graph's, refined), and its dims with unknown
-  // ones replaced by unknown_dim.
+  /// The shape output o has in this model (the graph's, refined), and its dims with unknown
+  /// ones replaced by unknown_dim.
   const partial_shape& output_shape(output o) const { return shapes_.at(index(o.node)).at(static_cast<std::size_t>(o.port)); }
   std::vector<double> output_dims(output o) const { return dims_of(output_shape(o)); }
   double output_bytes(output o) const {
@@ -9663,14 +9718,14 @@ class cost_model {
     return op_cost_args::elements(dims_of(s)) * static_cast<double>(size_of(n.output_dtype(o.port)));
   }
 
-  // Whether the node costs only a device's per-node overhead: the executor runs it without
-  // a kernel (control flow), or it hands on a value it holds (constants, variables), or its
-  // op is marked cheap (shape ops, Identity).
+  /// Whether the node costs only a device's per-node overhead: the executor runs it without
+  /// a kernel (control flow), or it hands on a value it holds (constants, variables), or its
+  /// op is marked cheap (shape ops, Identity).
   bool overhead_only(int id) const {
     const op_def& d = graph_->at(id).def();
     return d.control != flow::plain || d.constant || d.variable || d.feed || d.cheap;
   }
-  // The arithmetic operations and the bytes read and written of one run of node `id`.
+  /// The arithmetic operations and the bytes read and written of one run of node `id`.
   double flops(int id) const {
     const node& n = graph_->at(id);
     if (overhead_only(id)) return 0;
@@ -9695,22 +9750,22 @@ class cost_model {
     return total;
   }
 
-  // The time node `id` takes on device d (a device of c): measured, or estimated.
+  /// The time node `id` takes on device d (a device of c): measured, or estimated.
   double compute_seconds(int id, const cluster& c, int d) const {
     const node& n = graph_->at(id);
     if (auto it = measured_.find(measured_key(n.name(), c.type(d))); it != measured_.end()) return it->second;
     const device_spec& s = c.device(d);
     return s.node_overhead_seconds + std::max(flops(id) / s.flops_per_second, bytes(id) / s.memory_bytes_per_second);
   }
-  // Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
-  // measured time (the session records traced steps' node times here).
+  /// Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
+  /// measured time (the session records traced steps' node times here).
   void set_measured(const std::string& name, const std::string& device_type, double seconds) {
     if (!graph_->find(name)) fail(error_code::not_found, "cost_model::set_measured: no node named '", name, "'");
     if (!(seconds >= 0) || !std::isfinite(seconds))
       fail(error_code::invalid_argument, "cost_model::set_measured: node '", name, "': ", seconds, " s is not a time");
     measured_[measured_key(name, device_type)] = seconds;
   }
-  // Measured times by measured_key(node, device type).
+  /// Measured times by measured_key(node, device type).
   using measured_times = std::map<std::string, double>;
   void set_measured(const measured_times& times) {
     for (const auto& [key, seconds] : times) {
@@ -9734,8 +9789,8 @@ class cost_model {
     return out;
   }
 
-  // The graph's shapes, with the known ones put in and every later node's shape rule run
-  // again on the refined shapes of its inputs (a rule that now fails keeps the graph's).
+  /// The graph's shapes, with the known ones put in and every later node's shape rule run
+  /// again on the refined shapes of its inputs (a rule that now fails keeps the graph's).
   void refine(const std::vector<std::pair<output, shape>>& known) {
     const graph& g = *graph_;
     shapes_.resize(static_cast<std::size_t>(g.size()));
@@ -9804,33 +9859,33 @@ inline const char* name(placer p) noexcept { return p == placer::greedy ? "greed
 
 struct placement_options {
   placer algorithm = placer::greedy;
-  bool soft = false;        // allow_soft_placement
-  int default_device = 0;   // the rule-based placer's device for unconstrained groups
+  bool soft = false;        ///< allow_soft_placement
+  int default_device = 0;   ///< the rule-based placer's device for unconstrained groups
 };
 
-// Whether node n has a kernel on devices of type `device_type`: an empty string when it has,
-// else why not (the kernel registry's message, which names the node and its dtypes).
+/// Whether node n has a kernel on devices of type `device_type`: an empty string when it has,
+/// else why not (the kernel registry's message, which names the node and its dtypes).
 using kernel_check = std::function<std::string(const node& n, const std::string& device_type)>;
 
 struct node_placement {
   int node = -1;
   int device = -1;
-  double start = 0, finish = 0;  // simulated seconds from the start of the step
-  double compute = 0;            // its compute time on the chosen device
-  // When it would have finished on each device of the cluster (infinity where it may not run).
+  double start = 0, finish = 0;  ///< simulated seconds from the start of the step
+  double compute = 0;            ///< its compute time on the chosen device
+  /// When it would have finished on each device of the cluster (infinity where it may not run).
   std::vector<double> finish_on;
 };
 
 struct placement {
   placer algorithm = placer::greedy;
-  std::vector<std::string> device_names;  // the cluster's short names
-  std::vector<int> device_of;             // per graph node id; -1 for a node not placed
-  std::vector<node_placement> nodes;      // in the order the simulation placed them
-  std::vector<double> busy_seconds;       // per device: the compute time placed there
-  double predicted_seconds = 0;           // the simulated step: the last finish
+  std::vector<std::string> device_names;  ///< the cluster's short names
+  std::vector<int> device_of;             ///< per graph node id; -1 for a node not placed
+  std::vector<node_placement> nodes;      ///< in the order the simulation placed them
+  std::vector<double> busy_seconds;       ///< per device: the compute time placed there
+  double predicted_seconds = 0;           ///< the simulated step: the last finish
 
-  // Per node (in graph order): device, simulated start and finish, and the finish on each
-  // device where it could have run.
+  /// Per node (in graph order): device, simulated start and finish, and the finish on each
+  /// device where it could have run.
   std::string report(const graph& g) const {
     std::ostringstream out;
     auto us = [](double s) {
@@ -9894,9 +9949,9 @@ inline std::string device_list(const cluster& c, const std::vector<char>& allowe
 
 }  // namespace detail
 
-// Places the needed nodes of g on the devices of c. is_fed(o): whether output o is fed (a
-// fed value is on every device at the start of the step); rep: CSE's stand-ins (empty: each
-// node stands for itself), so that an input is read from the node that computes it.
+/// Places the needed nodes of g on the devices of c. is_fed(o): whether output o is fed (a
+/// fed value is on every device at the start of the step); rep: CSE's stand-ins (empty: each
+/// node stands for itself), so that an input is read from the node that computes it.
 inline placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
                        const kernel_check& has_kernel, const placement_options& options,
                        const std::function<bool(output)>& is_fed = {}, const std::vector<int>& rep = {}) {
@@ -10179,10 +10234,11 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
 }
 
 }  // namespace weft::passes
-// Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
-// names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
-// it needs every node reached walking back from its fetches and targets through data and
-// control inputs, and stops at fed outputs: what produces a fed value does not run.
+/// @file
+/// Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
+/// names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
+/// it needs every node reached walking back from its fetches and targets through data and
+/// control inputs, and stops at fed outputs: what produces a fed value does not run.
 
 #include <cstddef>
 #include <vector>
@@ -10190,9 +10246,9 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
 
 namespace weft::passes {
 
-// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
-// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
-// it and marks stand-ins only.
+/// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
+/// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
+/// it and marks stand-ins only.
 template <class IsFed>
 std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed,
                         const std::vector<int>& rep = {}) {
@@ -10219,14 +10275,15 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 }
 
 }  // namespace weft::passes
-// Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
-// allocator with counts of the bytes in use and their peak, its own threads, and copies of
-// tensors to and from host memory (framework/device_name.hpp parses and matches names). The runtime
-// knows devices only through this interface; a kernel gets the interface and the context its
-// device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
-// as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
-// device's own intra_op_pool, apart from the inter-op pool the executor schedules nodes on;
-// a kernel's calling thread runs its blocks beside the pool's workers.
+/// @file
+/// Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
+/// allocator with counts of the bytes in use and their peak, its own threads, and copies of
+/// tensors to and from host memory (framework/device_name.hpp parses and matches names). The runtime
+/// knows devices only through this interface; a kernel gets the interface and the context its
+/// device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
+/// as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
+/// device's own intra_op_pool, apart from the inter-op pool the executor schedules nodes on;
+/// a kernel's calling thread runs its blocks beside the pool's workers.
 
 
 #include <algorithm>
@@ -10239,18 +10296,19 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 #include <string>
 #include <thread>
 
-// The intra-op threads of a CPU device: a kernel splits its work into blocks with
-// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
-// claiming the next block from a shared counter, so a kernel never waits for a block that
-// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
-// while (`spin`, 150 us by default; none while every core runs blocks) before it sleeps,
-// since a training step's kernels come a few microseconds apart and waking a sleeping
-// thread costs tens of them (docs/benchmarks.md). Several callers (the executor's inter-op
-// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
-// threads are running blocks and leaves it, after its block, when more are, so two kernels
-// split at once on two cores run one thread each instead of three threads on two cores.
-// Once its blocks are claimed, the caller spins briefly for the workers' last blocks, then
-// sleeps. A parallel_for called from inside a block runs inline.
+/// @file
+/// The intra-op threads of a CPU device: a kernel splits its work into blocks with
+/// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
+/// claiming the next block from a shared counter, so a kernel never waits for a block that
+/// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
+/// while (`spin`, 150 us by default; none while every core runs blocks) before it sleeps,
+/// since a training step's kernels come a few microseconds apart and waking a sleeping
+/// thread costs tens of them (docs/benchmarks.md). Several callers (the executor's inter-op
+/// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
+/// threads are running blocks and leaves it, after its block, when more are, so two kernels
+/// split at once on two cores run one thread each instead of three threads on two cores.
+/// Once its blocks are claimed, the caller spins briefly for the workers' last blocks, then
+/// sleeps. A parallel_for called from inside a block runs inline.
 
 #include <algorithm>
 #include <array>
@@ -10275,13 +10333,13 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// Whether this thread is running a block of some pool's job (a nested split runs inline).
+/// Whether this thread is running a block of some pool's job (a nested split runs inline).
 inline bool& in_block() noexcept {
   thread_local bool inside = false;
   return inside;
 }
 
-// The pool this thread is counted in as running a kernel (intra_op_pool::busy_scope).
+/// The pool this thread is counted in as running a kernel (intra_op_pool::busy_scope).
 inline const void*& counted_in() noexcept {
   thread_local const void* pool = nullptr;
   return pool;
@@ -10311,12 +10369,12 @@ class intra_op_pool {
 
   int num_threads() const noexcept { return threads_; }
 
-  // Counts the calling thread as running a kernel on this pool's device while it lives (the
-  // executor's threads, around a kernel that may run beside others): workers join a split
-  // kernel only while fewer than `threads` threads are counted, and leave it when more are,
-  // so kernels that inter-op threads run at once and the blocks of a split one share the
-  // cores instead of running more threads than there are. Does nothing when the thread is
-  // counted in this pool already.
+  /// Counts the calling thread as running a kernel on this pool's device while it lives (the
+  /// executor's threads, around a kernel that may run beside others): workers join a split
+  /// kernel only while fewer than `threads` threads are counted, and leave it when more are,
+  /// so kernels that inter-op threads run at once and the blocks of a split one share the
+  /// cores instead of running more threads than there are. Does nothing when the thread is
+  /// counted in this pool already.
   class busy_scope {
    public:
     explicit busy_scope(intra_op_pool& pool) noexcept
@@ -10336,12 +10394,12 @@ class intra_op_pool {
 
    private:
     intra_op_pool* pool_;
-    const void* outer_;  // the pool the thread was counted in before
+    const void* outer_;  ///< the pool the thread was counted in before
   };
 
-  // Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
-  // that join; returns when all have run. The first exception a block throws is
-  // rethrown here once every started block has finished; blocks not yet started are skipped.
+  /// Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
+  /// that join; returns when all have run. The first exception a block throws is
+  /// rethrown here once every started block has finished; blocks not yet started are skipped.
   template <class F>
   void run(std::int64_t blocks, F&& body) {
     if (blocks <= 0) return;
@@ -10404,8 +10462,8 @@ class intra_op_pool {
 
   static constexpr std::size_t max_jobs = 16;
 
-  // Makes the job visible to the workers; false when every slot is taken (the caller then
-  // runs it alone).
+  /// Makes the job visible to the workers; false when every slot is taken (the caller then
+  /// runs it alone).
   bool post(job& j) {
     bool wake = false;
     {
@@ -10424,9 +10482,9 @@ class intra_op_pool {
     return true;
   }
 
-  // After the caller has claimed the last block: no worker attaches to the job from now on.
-  // Its thread no longer runs blocks, so a worker kept out of another job may join it now:
-  // a sleeping one is woken for it.
+  /// After the caller has claimed the last block: no worker attaches to the job from now on.
+  /// Its thread no longer runs blocks, so a worker kept out of another job may join it now:
+  /// a sleeping one is woken for it.
   void withdraw(job& j) {
     bool wake = false;
     {
@@ -10440,8 +10498,8 @@ class intra_op_pool {
     if (wake) wake_.notify_one();
   }
 
-  // A counted thread stops running blocks or kernels. When that leaves a core free and a
-  // job is posted, a sleeping worker is woken for it (a spinning one sees joinable()).
+  /// A counted thread stops running blocks or kernels. When that leaves a core free and a
+  /// job is posted, a sleeping worker is woken for it (a spinning one sees joinable()).
   void leave() {
     if (active_.fetch_sub(1, std::memory_order_acq_rel) != threads_ ||
         jobs_posted_.load(std::memory_order_relaxed) == 0)
@@ -10455,14 +10513,14 @@ class intra_op_pool {
     if (wake) wake_.notify_one();
   }
 
-  // Whether a worker might join a job now: one is posted and fewer than `threads` threads
-  // run blocks.
+  /// Whether a worker might join a job now: one is posted and fewer than `threads` threads
+  /// run blocks.
   bool joinable() const noexcept {
     return jobs_posted_.load(std::memory_order_relaxed) > 0 && active_.load(std::memory_order_relaxed) < threads_;
   }
 
-  // A job with blocks left, with this worker attached to it; null when there is none or
-  // enough threads are running blocks already.
+  /// A job with blocks left, with this worker attached to it; null when there is none or
+  /// enough threads are running blocks already.
   job* attach() {
     if (active_.load(std::memory_order_acquire) >= threads_) return nullptr;
     std::lock_guard lock(mutex_);
@@ -10528,14 +10586,14 @@ class intra_op_pool {
   int threads_;
   std::chrono::microseconds spin_;
   std::mutex mutex_;
-  std::condition_variable wake_;      // a job posted, or withdrawn while another is posted
-  std::condition_variable finished_;  // a worker left a job
-  std::array<job*, max_jobs> jobs_{};  // posted jobs, under mutex_
-  int sleepers_ = 0;                   // under mutex_
-  std::atomic<bool> stop_{false};      // set under mutex_
+  std::condition_variable wake_;      ///< a job posted, or withdrawn while another is posted
+  std::condition_variable finished_;  ///< a worker left a job
+  std::array<job*, max_jobs> jobs_{};  ///< posted jobs, under mutex_
+  int sleepers_ = 0;                   ///< under mutex_
+  std::atomic<bool> stop_{false};      ///< set under mutex_
   std::atomic<std::uint64_t> posted_{0};
-  std::atomic<int> active_{0};       // threads running blocks or counted kernels: callers, attached workers, busy_scopes
-  std::atomic<int> jobs_posted_{0};  // jobs in jobs_ (changed under mutex_)
+  std::atomic<int> active_{0};       ///< threads running blocks or counted kernels: callers, attached workers, busy_scopes
+  std::atomic<int> jobs_posted_{0};  ///< jobs in jobs_ (changed under mutex_)
   std::vector<std::thread> workers_;
 };
 
@@ -10543,11 +10601,11 @@ class intra_op_pool {
 
 namespace weft {
 
-// A device's intra-op threads, as CPU kernels use them: parallel_for, on weft's own pool
-// (intra_op_pool.hpp: the calling thread runs blocks beside the workers, which spin between
-// kernels), and an Eigen device for Eigen's tensor expressions in user kernels (its own
-// Eigen pool, made on first use; weft's kernels do not use it). One thread runs work
-// inline, with no pool. Not copyable or movable: the Eigen device points into it.
+/// A device's intra-op threads, as CPU kernels use them: parallel_for, on weft's own pool
+/// (intra_op_pool.hpp: the calling thread runs blocks beside the workers, which spin between
+/// kernels), and an Eigen device for Eigen's tensor expressions in user kernels (its own
+/// Eigen pool, made on first use; weft's kernels do not use it). One thread runs work
+/// inline, with no pool. Not copyable or movable: the Eigen device points into it.
 class cpu_context {
  public:
   explicit cpu_context(int threads) : threads_(std::max(1, threads)), pool_(threads_) {}
@@ -10564,16 +10622,16 @@ class cpu_context {
     return *eigen_;
   }
 
-  // Counts the calling thread as running a kernel on this device while the scope lives
-  // (intra_op_pool::busy_scope): the executor's threads, so that split kernels leave cores
-  // to the kernels running beside them.
+  /// Counts the calling thread as running a kernel on this device while the scope lives
+  /// (intra_op_pool::busy_scope): the executor's threads, so that split kernels leave cores
+  /// to the kernels running beside them.
   [[nodiscard]] intra_op_pool::busy_scope count_busy() const { return intra_op_pool::busy_scope(pool_); }
 
-  // Runs f(begin, end) over [0, n) in blocks; cost_per_unit is roughly the cycles one unit
-  // takes, and work under about 32,000 cycles runs inline, blocks of at least 16,000 cycles
-  // otherwise, up to four a thread. Returns when every block is done. The first exception a
-  // block throws is rethrown here once every started block has finished (blocks not yet
-  // started are skipped).
+  /// Runs f(begin, end) over [0, n) in blocks; cost_per_unit is roughly the cycles one unit
+  /// takes, and work under about 32,000 cycles runs inline, blocks of at least 16,000 cycles
+  /// otherwise, up to four a thread. Returns when every block is done. The first exception a
+  /// block throws is rethrown here once every started block has finished (blocks not yet
+  /// started are skipped).
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
     if (n <= 0) return;
@@ -10603,29 +10661,29 @@ class cpu_context {
 class device {
  public:
   virtual ~device() = default;
-  // The full name, and its parts.
+  /// The full name, and its parts.
   virtual const std::string& name() const noexcept = 0;
   virtual const device_name& parsed_name() const noexcept = 0;
-  virtual std::string type() const = 0;  // "CPU", as the kernel registry names device types
-  // Where the buffers of the tensors its kernels make come from (within its memory limit).
+  virtual std::string type() const = 0;  ///< "CPU", as the kernel registry names device types
+  /// Where the buffers of the tensors its kernels make come from (within its memory limit).
   virtual allocator& get_allocator() const noexcept = 0;
-  // Bytes of its memory in use now, and their peak since the last reset_peak(), by every
-  // session that uses the device.
+  /// Bytes of its memory in use now, and their peak since the last reset_peak(), by every
+  /// session that uses the device.
   virtual std::size_t bytes_in_use() const noexcept = 0;
   virtual std::size_t peak_bytes_in_use() const noexcept = 0;
   virtual void reset_peak() const noexcept = 0;
-  // The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
-  // host-side work of other device types' kernels.
+  /// The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
+  /// host-side work of other device types' kernels.
   virtual const cpu_context& cpu() const noexcept = 0;
   int num_threads() const noexcept { return cpu().num_threads(); }
-  // A copy of host tensor `host` in this device's memory, and of `t` (in this device's
-  // memory) in host memory.
+  /// A copy of host tensor `host` in this device's memory, and of `t` (in this device's
+  /// memory) in host memory.
   virtual tensor copy_from_host(const tensor& host) const = 0;
   virtual tensor copy_to_host(const tensor& t) const = 0;
-  // Whether its tensors live apart from host memory (a GPU's): the executor then copies
-  // feeds in and fetches, Sends and Switch predicates out.
+  /// Whether its tensors live apart from host memory (a GPU's): the executor then copies
+  /// feeds in and fetches, Sends and Switch predicates out.
   bool separate_memory() const noexcept { return get_allocator().space() != memory_space::host; }
-  // The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
+  /// The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
   struct speed_figures {
     double flops_per_second = 0;
     double memory_bytes_per_second = 0;
@@ -10636,7 +10694,7 @@ class device {
 
 class cpu_device final : public device {
  public:
-  // The local CPU device `id` (/job:localhost/replica:0/task:0/device:CPU:<id>) with its own
+  // The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
   // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
   // memory_limit: the most bytes the buffers allocated through this device may hold at once
   // (0: no limit beyond the machine's).
@@ -10668,10 +10726,10 @@ class cpu_device final : public device {
   memory_limit_ptr limit_;
 };
 
-// Small integer tensors (int32 or int64 of at most 64 elements: shapes, axes, a few
-// indices) stay in host memory on every device, where the kernels that read their values
-// (Reshape's shape, a reduction's axes) find them without waiting for the device, as
-// TensorFlow's HostMemory arguments do; a device kernel that computes on one copies it in.
+/// Small integer tensors (int32 or int64 of at most 64 elements: shapes, axes, a few
+/// indices) stay in host memory on every device, where the kernels that read their values
+/// (Reshape's shape, a reduction's axes) find them without waiting for the device, as
+/// TensorFlow's HostMemory arguments do; a device kernel that computes on one copies it in.
 inline bool stays_in_host_memory(const tensor& t) noexcept {
   return (t.dtype() == dtype::int32 || t.dtype() == dtype::int64) && t.num_elements() <= 64;
 }
@@ -10681,18 +10739,18 @@ inline int default_thread_count() {
   return n ? static_cast<int>(n) : 1;
 }
 
-// What a session needs to make a device of a type other than the CPU: how many the machine
-// has (with the reason when none), and the device with a given index. The GPU's
-// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
-// GPUs through session_options::device_count. Tests register devices of their own.
+/// What a session needs to make a device of a type other than the CPU: how many the machine
+/// has (with the reason when none), and the device with a given index. The GPU's
+/// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
+/// GPUs through session_options::device_count. Tests register devices of their own.
 struct device_factory {
   struct availability {
     int count = 0;
-    std::string why_none;  // when count is 0: why (no driver, no device)
+    std::string why_none;  ///< when count is 0: why (no driver, no device)
   };
   std::function<availability()> available;
-  // The device with index `index` (0 to count - 1), whose host-side work runs on
-  // `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
+  /// The device with index `index` (0 to count - 1), whose host-side work runs on
+  /// `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
   std::function<std::unique_ptr<device>(int index, int host_threads, std::size_t memory_limit)> create;
 };
 
@@ -10704,7 +10762,7 @@ class device_factory_registry {
     std::lock_guard lock(mu_);
     return factories_.try_emplace(type, std::move(f)).second;
   }
-  // The factory of `type`, or an error naming the types registered.
+  /// The factory of `type`, or an error naming the types registered.
   device_factory find(const std::string& type) const {
     std::lock_guard lock(mu_);
     auto it = factories_.find(type);
@@ -10726,29 +10784,30 @@ class device_factory_registry {
 };
 
 }  // namespace weft
-// The single-device executor (whitepaper §3.1, DESIGN.md §1).
-//
-// An executable is the pruned graph of one run signature with a kernel per node; it is
-// immutable and shared by every step that runs it. A step holds the mutable state: for
-// each node a count of unfinished inputs, and an input slot per data input that its
-// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
-// on the thread that made them ready. Large ones, whose kernels split across all of a
-// device's intra-op threads, run one at a time (classify()). Others go to the inter-op pool
-// (all but one, which the current thread keeps), where the thread that called run() takes
-// them too while it waits for the step to end. Async kernels get a done callback and hold
-// no thread.
-//
-// Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
-// frame, found when the executable is built (the root frame, or the frame an Enter leads
-// into). A step keeps a frame instance per run of a loop and, in it, an iteration state
-// (slots and counts) per iteration in flight, at most parallel_iterations of them; the
-// root frame has one iteration. Every value carries a dead bit: a node with a dead input
-// does not run and its outputs are dead, a Switch kills its untaken output, a Merge takes
-// its first live input. The executor runs the control-flow ops itself.
-//
-// A kernel error or a cancellation aborts the step: no further node starts, waiting async
-// kernels are cancelled, buffers are released with the step, and run() reports the first
-// error with the node, op, dtypes and shapes.
+/// @file
+/// The single-device executor (whitepaper §3.1, DESIGN.md §1).
+///
+/// An executable is the pruned graph of one run signature with a kernel per node; it is
+/// immutable and shared by every step that runs it. A step holds the mutable state: for
+/// each node a count of unfinished inputs, and an input slot per data input that its
+/// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
+/// on the thread that made them ready. Large ones, whose kernels split across all of a
+/// device's intra-op threads, run one at a time (classify()). Others go to the inter-op pool
+/// (all but one, which the current thread keeps), where the thread that called run() takes
+/// them too while it waits for the step to end. Async kernels get a done callback and hold
+/// no thread.
+///
+/// Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
+/// frame, found when the executable is built (the root frame, or the frame an Enter leads
+/// into). A step keeps a frame instance per run of a loop and, in it, an iteration state
+/// (slots and counts) per iteration in flight, at most parallel_iterations of them; the
+/// root frame has one iteration. Every value carries a dead bit: a node with a dead input
+/// does not run and its outputs are dead, a Switch kills its untaken output, a Merge takes
+/// its first live input. The executor runs the control-flow ops itself.
+///
+/// A kernel error or a cancellation aborts the step: no further node starts, waiting async
+/// kernels are cancelled, buffers are released with the step, and run() reports the first
+/// error with the node, op, dtypes and shapes.
 
 #include <algorithm>
 #include <atomic>
@@ -10766,10 +10825,11 @@ class device_factory_registry {
 #include <thread>
 #include <vector>
 
-// An executable: the pruned graph of one run signature, with a kernel per node and every
-// node's loop frame, input slots and pending counts worked out; immutable and shared by
-// every step that runs it (runtime/executor.hpp). The session builds its nodes and edges;
-// finish_executable completes it.
+/// @file
+/// An executable: the pruned graph of one run signature, with a kernel per node and every
+/// node's loop frame, input slots and pending counts worked out; immutable and shared by
+/// every step that runs it (runtime/executor.hpp). The session builds its nodes and edges;
+/// finish_executable completes it.
 
 #include <cstdint>
 #include <memory>
@@ -10777,12 +10837,13 @@ class device_factory_registry {
 #include <utility>
 #include <vector>
 
-// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
-// is created once per node when a session builds an executable and may then run in
-// many steps at once, so compute() must not mutate the kernel except through atomics.
-//
-// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
-// node, op, dtypes and shapes to the message and aborts the step.
+/// @file
+/// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
+/// is created once per node when a session builds an executable and may then run in
+/// many steps at once, so compute() must not mutate the kernel except through atomics.
+///
+/// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
+/// node, op, dtypes and shapes to the message and aborts the step.
 
 #include <atomic>
 #include <cstdint>
@@ -10798,10 +10859,11 @@ class device_factory_registry {
 #include <utility>
 #include <vector>
 
-// Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
-// A resource_manager holds named containers; a container holds resources by name:
-// variables, queues (runtime/queue.hpp), mutexes. Two sessions given the same
-// resource_manager share them; reset(container) drops a container's state.
+/// @file
+/// Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
+/// A resource_manager holds named containers; a container holds resources by name:
+/// variables, queues (runtime/queue.hpp), mutexes. Two sessions given the same
+/// resource_manager share them; reset(container) drops a container's state.
 
 #include <algorithm>
 #include <map>
@@ -10815,18 +10877,18 @@ class device_factory_registry {
 
 namespace weft {
 
-// What a container holds: a named piece of state of some kind. Each kind R also names
-// itself as R::kind_name, for errors that name the kind a lookup wanted.
+/// What a container holds: a named piece of state of some kind. Each kind R also names
+/// itself as R::kind_name, for errors that name the kind a lookup wanted.
 class resource_base {
  public:
   virtual ~resource_base() = default;
-  // The kind, for errors ("variable", "queue", "mutex").
+  /// The kind, for errors ("variable", "queue", "mutex").
   virtual std::string_view kind() const noexcept = 0;
 };
 
-// A persistent tensor. A value a reader took stays valid and unchanged while other steps
-// assign: assign and update replace the buffer, and update_in_place writes into it only
-// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
+/// A persistent tensor. A value a reader took stays valid and unchanged while other steps
+/// assign: assign and update replace the buffer, and update_in_place writes into it only
+/// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
 class resource_variable final : public resource_base {
  public:
   static constexpr std::string_view kind_name = "variable";
@@ -10841,7 +10903,7 @@ class resource_variable final : public resource_base {
     std::shared_lock lock(mutex_);
     return value_.valid();
   }
-  // The current value; an uninitialized variable is a failed precondition.
+  /// The current value; an uninitialized variable is a failed precondition.
   tensor value() const {
     std::shared_lock lock(mutex_);
     if (!value_.valid())
@@ -10852,7 +10914,7 @@ class resource_variable final : public resource_base {
     std::unique_lock lock(mutex_);
     value_ = std::move(v);
   }
-  // Applies f(old) -> new under the lock: a read-modify-write that concurrent steps cannot tear.
+  /// Applies f(old) -> new under the lock: a read-modify-write that concurrent steps cannot tear.
   template <class F>
   tensor update(F&& f) {
     std::unique_lock lock(mutex_);
@@ -10861,13 +10923,13 @@ class resource_variable final : public resource_base {
     value_ = f(static_cast<const tensor&>(value_));
     return value_;
   }
-  // Applies f(values) to the values of `vars` (distinct, initialized, each locked for the
-  // call) for writing in place: a value that a reader still holds is copied first (copy on
-  // write), so readers never see a partial update. `vars` are locked in address order, so
-  // two updates of overlapping sets cannot deadlock. f should check its inputs before it
-  // writes: an exception leaves the values it has written.
-  // copy(t): the copy a value still read elsewhere is replaced by (a device of its own
-  // memory copies there); by default a host copy.
+  /// Applies f(values) to the values of `vars` (distinct, initialized, each locked for the
+  /// call) for writing in place: a value that a reader still holds is copied first (copy on
+  /// write), so readers never see a partial update. `vars` are locked in address order, so
+  /// two updates of overlapping sets cannot deadlock. f should check its inputs before it
+  /// writes: an exception leaves the values it has written.
+  /// copy(t): the copy a value still read elsewhere is replaced by (a device of its own
+  /// memory copies there); by default a host copy.
   template <class F, class Copy = tensor (*)(const tensor&)>
   static void update_in_place(const std::vector<resource_variable*>& vars, F&& f, Copy copy = &host_copy) {
     std::vector<resource_variable*> order(vars);
@@ -10914,9 +10976,9 @@ class resource_manager {
     return find<resource_variable>(container, name);
   }
 
-  // The resource `name` of type R in `container`, made by make() on first use (under the
-  // manager's lock: make() must not use the manager). A resource of another kind under the
-  // name is an error naming both kinds.
+  /// The resource `name` of type R in `container`, made by make() on first use (under the
+  /// manager's lock: make() must not use the manager). A resource of another kind under the
+  /// name is an error naming both kinds.
   template <class R, class Make>
   std::shared_ptr<R> lookup_or_create(const std::string& container, const std::string& name, Make&& make) {
     std::unique_lock lock(mutex_);
@@ -10930,8 +10992,8 @@ class resource_manager {
     if (!r) mismatch(container, name, *slot, R::kind_name);
     return r;
   }
-  // The resource `name` of type R in `container`, or nullptr when there is none; one of
-  // another kind is an error.
+  /// The resource `name` of type R in `container`, or nullptr when there is none; one of
+  /// another kind is an error.
   template <class R>
   std::shared_ptr<R> find(const std::string& container, const std::string& name) const {
     std::shared_lock lock(mutex_);
@@ -10943,7 +11005,7 @@ class resource_manager {
     if (!r) mismatch(container, name, *v->second, R::kind_name);
     return r;
   }
-  // Drops every resource of `container`; steps still running keep the ones they hold.
+  /// Drops every resource of `container`; steps still running keep the ones they hold.
   void reset(const std::string& container) {
     std::unique_lock lock(mutex_);
     containers_.erase(container);
@@ -10969,19 +11031,19 @@ class resource_manager {
 
 namespace weft {
 
-// A value flowing on an edge: a tensor, or a variable reference, and whether it is dead
-// (an untaken branch's output; control flow makes use of it).
+/// A value flowing on an edge: a tensor, or a variable reference, and whether it is dead
+/// (an untaken branch's output; control flow makes use of it).
 struct entry {
   tensor value;
   std::shared_ptr<resource_variable> ref;
   bool dead = false;
 };
 
-// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
+/// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
 class cancellation_manager {
  public:
   using token = std::uint64_t;
-  // Returns 0 (and does not register) when already cancelled.
+  /// Returns 0 (and does not register) when already cancelled.
   token register_callback(std::function<void()> f) {
     std::lock_guard lock(mutex_);
     if (cancelled_) return 0;
@@ -11014,19 +11076,19 @@ class cancellation_manager {
   std::map<token, std::function<void()>> callbacks_;
 };
 
-// Tensors that live for one step: what a loop's forward pass keeps for its gradient
-// (AccumulatorPush, AccumulatorPop), keyed by an accumulator's name and an iteration path.
+/// Tensors that live for one step: what a loop's forward pass keeps for its gradient
+/// (AccumulatorPush, AccumulatorPop), keyed by an accumulator's name and an iteration path.
 class step_store {
  public:
   using key = std::pair<std::string, std::vector<std::int64_t>>;
-  // Stores t under k (an empty tensor: the value was dead); a second value under one key is
-  // an error (two pushes in one iteration).
+  /// Stores t under k (an empty tensor: the value was dead); a second value under one key is
+  /// an error (two pushes in one iteration).
   void put(key k, tensor t) {
     std::lock_guard lock(mutex_);
     auto [it, fresh] = values_.try_emplace(std::move(k), std::move(t));
     if (!fresh) fail(error_code::internal, "accumulator '", it->first.first, "' already holds a value at iteration ", path(it->first.second));
   }
-  // Removes and returns the value under k; none is an error.
+  /// Removes and returns the value under k; none is an error.
   tensor take(const key& k) {
     std::lock_guard lock(mutex_);
     auto it = values_.find(k);
@@ -11067,9 +11129,9 @@ class kernel_context {
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
   int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
   const tensor& input(int i) const { return inputs_[static_cast<std::size_t>(i)].value; }
-  // Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
+  /// Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
   bool input_dead(int i) const { return inputs_[static_cast<std::size_t>(i)].dead; }
-  // The variable behind a reference input (declared "Ref(T)" in the op).
+  /// The variable behind a reference input (declared "Ref(T)" in the op).
   resource_variable& input_ref(int i) const { return *input_ref_shared(i); }
   std::shared_ptr<resource_variable> input_ref_shared(int i) const {
     const auto& r = inputs_[static_cast<std::size_t>(i)].ref;
@@ -11081,7 +11143,7 @@ class kernel_context {
     return node_.attr<T>(key);
   }
 
-  // A fresh output buffer of the node's declared dtype.
+  /// A fresh output buffer of the node's declared dtype.
   tensor& allocate_output(int i, shape s) {
     auto& e = outputs_[static_cast<std::size_t>(i)];
     e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
@@ -11092,10 +11154,10 @@ class kernel_context {
       fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
     outputs_[static_cast<std::size_t>(i)].value = std::move(t);
   }
-  // Output `out` holding input `in`'s value, for a kernel that then writes into it:
-  // input `in`'s own buffer when no other handle shares it (the input is moved out: do not
-  // read it afterwards), else a copy. A loop that writes one row of a loop variable per
-  // iteration (TensorScatterUpdate in scan and map_fn) so costs a row, not the variable.
+  /// Output `out` holding input `in`'s value, for a kernel that then writes into it:
+  /// input `in`'s own buffer when no other handle shares it (the input is moved out: do not
+  /// read it afterwards), else a copy. A loop that writes one row of a loop variable per
+  /// iteration (TensorScatterUpdate in scan and map_fn) so costs a row, not the variable.
   tensor& forward_input_or_copy(int in, int out) {
     auto& e = inputs_[static_cast<std::size_t>(in)];
     auto& o = outputs_[static_cast<std::size_t>(out)];
@@ -11111,13 +11173,13 @@ class kernel_context {
     else o.value = e.value.copy(mine);
     return o.value;
   }
-  // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
+  /// Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
   void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
-  // The device the node runs on (its name, type, allocator, copies to and from the host).
+  /// The device the node runs on (its name, type, allocator, copies to and from the host).
   const weft::device& device() const noexcept { return device_; }
-  // The device's intra-op threads, and the two ways CPU kernels use them.
+  /// The device's intra-op threads, and the two ways CPU kernels use them.
   const cpu_context& cpu() const noexcept { return device_.cpu(); }
   const Eigen::ThreadPoolDevice& eigen_device() const { return cpu().eigen_device(); }
   void parallel_for(std::int64_t n, double cost_per_unit,
@@ -11127,21 +11189,21 @@ class kernel_context {
   resource_manager& resources() const noexcept { return resources_; }
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
   std::int64_t step_id() const noexcept { return step_id_; }
-  // The step's store of tensors (AccumulatorPush and AccumulatorPop).
+  /// The step's store of tensors (AccumulatorPush and AccumulatorPop).
   step_store& store() const {
     if (!store_) fail(error_code::internal, node_.describe(), ": this kernel runs outside a step (no step store)");
     return *store_;
   }
 
-  // A context for running another kernel in this one's place (a wrapper that moves some
-  // inputs to host memory, say): the same node, outputs and step, with `inputs`, on `device`.
+  /// A context for running another kernel in this one's place (a wrapper that moves some
+  /// inputs to host memory, say): the same node, outputs and step, with `inputs`, on `device`.
   kernel_context delegate(std::span<entry> inputs, const weft::device& device) const {
     return kernel_context(node_, inputs, outputs_, device, resources_, cancellation_, step_id_, store_);
   }
-  // The inputs as the executor gave them.
+  /// The inputs as the executor gave them.
   std::span<entry> input_entries() const noexcept { return inputs_; }
 
-  // For async kernels: record a failure before calling done.
+  /// For async kernels: record a failure before calling done.
   void set_error(std::exception_ptr e) { error_ = std::move(e); }
   std::exception_ptr error() const { return error_; }
 
@@ -11161,8 +11223,8 @@ class op_kernel {
  public:
   virtual ~op_kernel() = default;
   virtual void compute(kernel_context& ctx) const = 0;
-  // Async kernels (Recv, Dequeue) return from compute_async at once and call done later,
-  // from any thread, holding no executor thread while they wait.
+  /// Async kernels (Recv, Dequeue) return from compute_async at once and call done later,
+  /// from any thread, holding no executor thread while they wait.
   virtual bool is_async() const noexcept { return false; }
   virtual void compute_async(kernel_context& ctx, std::function<void()> done) const {
     try {
@@ -11176,9 +11238,9 @@ class op_kernel {
 
 using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
 
-// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
-// kernel for nodes whose attr T is float32. Registering the same key twice keeps the first,
-// so kernel headers included in several translation units do not conflict.
+/// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
+/// kernel for nodes whose attr T is float32. Registering the same key twice keeps the first,
+/// so kernel headers included in several translation units do not conflict.
 class kernel_registry {
  public:
   struct type_constraint {
@@ -11195,7 +11257,7 @@ class kernel_registry {
     return true;
   }
 
-  // Creates the kernel for `n`, or throws not_found naming the node and what was registered.
+  /// Creates the kernel for `n`, or throws not_found naming the node and what was registered.
   std::unique_ptr<op_kernel> create(const node& n, const std::string& device_type) const {
     {
       std::shared_lock lock(mutex_);
@@ -11204,8 +11266,8 @@ class kernel_registry {
     throw error(error_code::not_found, missing(n, device_type));
   }
 
-  // Whether `n` finds a kernel on `device_type`: an empty string when it does, else the
-  // error create() would raise (the node, its type attrs, and what is registered).
+  /// Whether `n` finds a kernel on `device_type`: an empty string when it does, else the
+  /// error create() would raise (the node, its type attrs, and what is registered).
   std::string missing(const node& n, const std::string& device_type) const {
     std::shared_lock lock(mutex_);
     if (find(n, device_type)) return {};
@@ -11229,7 +11291,7 @@ class kernel_registry {
     return kernels_.count({std::string(op), std::string(device_type)}) != 0;
   }
 
-  // Whether a node of `op` whose type attr `c.attr` is `c.type` finds a kernel on `device_type`.
+  /// Whether a node of `op` whose type attr `c.attr` is `c.type` finds a kernel on `device_type`.
   bool has(std::string_view op, std::string_view device_type, const type_constraint& c) const {
     std::shared_lock lock(mutex_);
     auto it = kernels_.find({std::string(op), std::string(device_type)});
@@ -11249,7 +11311,7 @@ class kernel_registry {
     type_constraint constraint;
     kernel_factory factory;
   };
-  // The factory for `n` on `device_type`, or nullptr; the caller holds mutex_.
+  /// The factory for `n` on `device_type`, or nullptr; the caller holds mutex_.
   const kernel_factory* find(const node& n, const std::string& device_type) const {
     auto it = kernels_.find({n.op(), device_type});
     if (it == kernels_.end()) return nullptr;
@@ -11270,8 +11332,8 @@ std::unique_ptr<op_kernel> make_kernel(const node& n) {
   return std::make_unique<K>(n);
 }
 
-// Registers kernel class K (constructible from const node&) for `op` on the CPU. The factory
-// is a function pointer, so that every K shares one std::function instantiation.
+/// Registers kernel class K (constructible from const node&) for `op` on the CPU. The factory
+/// is a function pointer, so that every K shares one std::function instantiation.
 template <class K>
 bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
   return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint), &make_kernel<K>);
@@ -11283,94 +11345,94 @@ namespace weft {
 
 struct exec_edge {
   int src_port;
-  int dst;             // exec node
-  int dst_slot;        // input slot, numbered within dst's frame
-  int dst_local = 0;   // dst's index in its frame (set by finish_executable)
+  int dst;             ///< exec node
+  int dst_slot;        ///< input slot, numbered within dst's frame
+  int dst_local = 0;   ///< dst's index in its frame (set by finish_executable)
   bool to_merge = false;
 };
 
-// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
-// control-flow ops are run by the executor itself, every other node by its kernel.
-// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
-// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
-// other partition takes it from there.
+/// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
+/// control-flow ops are run by the executor itself, every other node by its kernel.
+/// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
+/// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
+/// other partition takes it from there.
 struct transfer_info {
-  std::string key;     // the edge: "name:port" or "^name", from device -> to device
-  int edge = -1;       // its number among the edges between the partitions (both ends share it)
+  std::string key;     ///< the edge: "name:port" or "^name", from device -> to device
+  int edge = -1;       ///< its number among the edges between the partitions (both ends share it)
   bool send = false;
   bool control = false;
-  // A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
-  // value's top 16 bits, the Recv fills the low 16 with zeros.
+  /// A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
+  /// value's top 16 bits, the Recv fills the low 16 with zeros.
   bool lossy = false;
 };
 
 struct exec_node {
-  const node* def = nullptr;  // nullptr for a feed node and for a Send or Recv
-  std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
-  int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
-  int input_start = 0;  // first input slot, numbered within the node's frame
+  const node* def = nullptr;  ///< nullptr for a feed node and for a Send or Recv
+  std::shared_ptr<op_kernel> kernel;  ///< stateful ops share theirs across a session's executables
+  int feed = -1;  ///< for a feed node: the index of its tensor in the run's feeds
+  int input_start = 0;  ///< first input slot, numbered within the node's frame
   int num_inputs = 0;
   int num_outputs = 0;
-  int pending = 0;  // data inputs plus control inputs (a Merge: control inputs only)
+  int pending = 0;  ///< data inputs plus control inputs (a Merge: control inputs only)
   bool cheap = false;
   flow kind = flow::plain;
-  int frame = 0;  // the loop frame the node runs in (0: the root), and
-  int local = 0;  // its index among that frame's nodes
-  int forward_inputs = 0;  // a Merge's data inputs that do not come from a NextIteration
-  int child_frame = -1;    // an Enter's frame
-  bool is_constant = false;  // an Enter's
-  bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
-  int device = 0;          // the index of the session device it runs on
-  int exit_index = -1;     // an Exit's index in its frame's exits
-  int transfer = -1;       // a Send or Recv between partitions: its index in executable::transfers
+  int frame = 0;  ///< the loop frame the node runs in (0: the root), and
+  int local = 0;  ///< its index among that frame's nodes
+  int forward_inputs = 0;  ///< a Merge's data inputs that do not come from a NextIteration
+  int child_frame = -1;    ///< an Enter's frame
+  bool is_constant = false;  ///< an Enter's
+  bool runs_on_dead_value = false;  ///< AccumulatorPush: only its key input's death kills it
+  int device = 0;          ///< the index of the session device it runs on
+  int exit_index = -1;     ///< an Exit's index in its frame's exits
+  int transfer = -1;       ///< a Send or Recv between partitions: its index in executable::transfers
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
   std::vector<int> control_out;
-  std::vector<std::pair<int, int>> fetches;  // (port, fetch index)
+  std::vector<std::pair<int, int>> fetches;  ///< (port, fetch index)
 };
 
-// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
-// root); each run of the loop in a step is one instance of it.
+/// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
+/// root); each run of the loop in a step is one instance of it.
 struct frame_info {
   std::string name;
   int parent = -1;
   std::int64_t parallel_iterations = 1;
   int num_nodes = 0;
   int num_slots = 0;
-  std::vector<int> initial_pending;  // by local index
+  std::vector<int> initial_pending;  ///< by local index
   int num_enters = 0;
-  std::vector<int> exits;  // exec ids
+  std::vector<int> exits;  ///< exec ids
 };
 
 struct executable {
   std::shared_ptr<const graph> source;
-  // Values computed once when the executable was built (constant folding): feed nodes
-  // numbered after the run's own feeds read them.
+  /// Values computed once when the executable was built (constant folding): feed nodes
+  /// numbered after the run's own feeds read them.
   std::vector<tensor> constants;
   std::vector<exec_node> nodes;
-  std::vector<output> feeds;  // the outputs the feed nodes stand for: the run's feeds, then the folded ones
+  std::vector<output> feeds;  ///< the outputs the feed nodes stand for: the run's feeds, then the folded ones
   std::vector<frame_info> frames;
   std::vector<int> roots;
   int num_fetches = 0;
-  // Where each node runs, and the simulation that chose it (exec_node::device follows it).
+  /// Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
   std::vector<transfer_info> transfers;
-  int device = -1;  // a partition's device
-  int num_edges = 0;  // a partition's: how many edges cross between the partitions
-  // A partition's own nodes, not the source graph's: the control loop that runs a loop's
-  // iterations on a device where only part of its body runs (runtime/partition.hpp).
+  int device = -1;  ///< a partition's device
+  int num_edges = 0;  ///< a partition's: how many edges cross between the partitions
+  /// A partition's own nodes, not the source graph's: the control loop that runs a loop's
+  /// iterations on a device where only part of its body runs (runtime/partition.hpp).
   std::shared_ptr<const graph> own_nodes;
-  // When the nodes span several devices: one executable per device, each run by a step of
-  // its own (the nodes above are then the unsplit graph, not run).
+  /// When the nodes span several devices: one executable per device, each run by a step of
+  /// its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;
 };
 
-// Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
-// counted over the whole executable): finds each node's frame (graph/passes/frames.hpp,
-// checked), numbers nodes and slots within their frames, and checks what only an
-// executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
-// fetch from inside a loop). Throws weft::error naming the node.
-// The frame analysis' view of an executable's nodes (graph/passes/frames.hpp).
+/// Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
+/// counted over the whole executable): finds each node's frame (graph/passes/frames.hpp,
+/// checked), numbers nodes and slots within their frames, and checks what only an
+/// executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
+/// fetch from inside a loop). Throws weft::error naming the node.
+/// The frame analysis' view of an executable's nodes (graph/passes/frames.hpp).
 inline std::vector<passes::frame_node> frame_view(const executable& x) {
   const auto& nodes = x.nodes;
   const auto count = nodes.size();
@@ -11456,19 +11518,20 @@ inline void finish_executable(executable& x) {
 }
 
 }  // namespace weft
-// The rendezvous of one step (whitepaper §3.3): where a Send leaves a tensor for the Recv of
-// another device's partition. Partitioning numbers the edges that cross devices (the
-// tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
-// and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
-// its slot: no lock, no lookup, no allocation. An edge inside a loop crosses once per
-// iteration: its slots, one per (edge, iteration), are made on first use, under a lock. The value crosses in process: a CPU device
-// reads another CPU device's memory, so the Recv hands on the same buffer (a device of
-// another memory space copies through copy_from_host / copy_to_host).
-//
-// A Recv holds no thread while it waits: it takes the value when it is already there, and
-// otherwise its receiver is told when the value arrives, on the thread of the Send. A dead value (an
-// untaken branch) crosses as dead. abort() fails every waiting and later Recv with the
-// step's error, so an error on any device ends the partitions on every other.
+/// @file
+/// The rendezvous of one step (whitepaper §3.3): where a Send leaves a tensor for the Recv of
+/// another device's partition. Partitioning numbers the edges that cross devices (the
+/// tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
+/// and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
+/// its slot: no lock, no lookup, no allocation. An edge inside a loop crosses once per
+/// iteration: its slots, one per (edge, iteration), are made on first use, under a lock. The value crosses in process: a CPU device
+/// reads another CPU device's memory, so the Recv hands on the same buffer (a device of
+/// another memory space copies through copy_from_host / copy_to_host).
+///
+/// A Recv holds no thread while it waits: it takes the value when it is already there, and
+/// otherwise its receiver is told when the value arrives, on the thread of the Send. A dead value (an
+/// untaken branch) crosses as dead. abort() fails every waiting and later Recv with the
+/// step's error, so an error on any device ends the partitions on every other.
 
 #include <atomic>
 #include <cstdint>
@@ -11494,12 +11557,12 @@ class rendezvous {
     ~receiver() = default;
   };
 
-  // A rendezvous for the edges 0 .. edges - 1.
+  /// A rendezvous for the edges 0 .. edges - 1.
   explicit rendezvous(int edges) : slots_(std::make_unique<slot[]>(static_cast<std::size_t>(edges))), edges_(edges) {}
 
-  // Leaves `value` on `edge` (in that iteration of its loop, for an edge inside one); the
-  // Recv waiting for it, if any, is told now on this thread. A second Send of one edge in
-  // one step (and iteration) is an internal error (`name` names the edge).
+  /// Leaves `value` on `edge` (in that iteration of its loop, for an edge inside one); the
+  /// Recv waiting for it, if any, is told now on this thread. A second Send of one edge in
+  /// one step (and iteration) is an internal error (`name` names the edge).
   void send(int edge, entry value, std::string_view name, std::int64_t iteration = -1) {
     slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) return;
@@ -11519,9 +11582,9 @@ class rendezvous {
       fail(error_code::internal, "rendezvous: '", name, "' was sent twice in one step");
   }
 
-  // The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
-  // told (with `token`) when it comes, or the abort's error (possibly before this returns).
-  // A second Recv of one edge in one step is an internal error.
+  /// The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
+  /// told (with `token`) when it comes, or the abort's error (possibly before this returns).
+  /// A second Recv of one edge in one step is an internal error.
   bool recv(int edge, entry& out, receiver& r, int token, std::string_view name, std::int64_t iteration = -1) {
     slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) {
@@ -11551,8 +11614,8 @@ class rendezvous {
     fail(error_code::internal, "rendezvous: '", name, "' is received twice in one step");
   }
 
-  // Fails every Recv waiting now or later with `error` (the first abort's error stands);
-  // later Sends are dropped.
+  /// Fails every Recv waiting now or later with `error` (the first abort's error stands);
+  /// later Sends are dropped.
   void abort(std::exception_ptr error) {
     {
       std::lock_guard lock(mutex_);
@@ -11577,8 +11640,8 @@ class rendezvous {
 
  private:
   enum : int { empty, sent, waiting, done };
-  // A slot keeps its state until the step ends, so that an edge used twice is seen. One
-  // per cache line: two transfers at once do not share a line.
+  /// A slot keeps its state until the step ends, so that an edge used twice is seen. One
+  /// per cache line: two transfers at once do not share a line.
   struct alignas(64) slot {
     std::atomic<int> state{empty};
     int token = 0;
@@ -11597,19 +11660,20 @@ class rendezvous {
 
   std::unique_ptr<slot[]> slots_;
   int edges_;
-  std::mutex mutex_;  // guards error_'s first write and loop_slots_
+  std::mutex mutex_;  ///< guards error_'s first write and loop_slots_
   std::map<std::pair<int, std::int64_t>, std::unique_ptr<slot>> loop_slots_;
-  std::exception_ptr error_;  // written once, before aborted_
+  std::exception_ptr error_;  ///< written once, before aborted_
   std::atomic<bool> aborted_{false};
 };
 
 }  // namespace weft
-// Stopping a run from outside: run_options' cancellation (a cancellation_manager the caller
-// cancels from any thread) and timeout (a deadline_timer that fires on its own thread) both
-// stop the run's steps through a run_stopper. Stopped, a step starts no more nodes, its
-// waiting async kernels (a blocked Dequeue, a Recv) are cancelled, and the run throws the
-// stop's error; the queues and variables it touched stay consistent (a cancelled dequeue
-// puts its elements back) and the session stays usable.
+/// @file
+/// Stopping a run from outside: run_options' cancellation (a cancellation_manager the caller
+/// cancels from any thread) and timeout (a deadline_timer that fires on its own thread) both
+/// stop the run's steps through a run_stopper. Stopped, a step starts no more nodes, its
+/// waiting async kernels (a blocked Dequeue, a Recv) are cancelled, and the run throws the
+/// stop's error; the queues and variables it touched stay consistent (a cancelled dequeue
+/// puts its elements back) and the session stays usable.
 
 #include <chrono>
 #include <condition_variable>
@@ -11625,10 +11689,10 @@ class rendezvous {
 
 namespace weft {
 
-// Stops one run: stop(why) calls the attached target (the run's steps' abort) once, under a
-// lock that detach() also takes, so that once detach() returns the target is never called
-// (its steps may go). Held by shared_ptr: the callbacks of a cancellation_manager and of a
-// timer may outlive the run, and then find nothing attached.
+/// Stops one run: stop(why) calls the attached target (the run's steps' abort) once, under a
+/// lock that detach() also takes, so that once detach() returns the target is never called
+/// (its steps may go). Held by shared_ptr: the callbacks of a cancellation_manager and of a
+/// timer may outlive the run, and then find nothing attached.
 class run_stopper {
  public:
   // Stops the run with error(code, message) (the first stop counts).
@@ -11640,13 +11704,13 @@ class run_stopper {
     message_ = std::move(message);
     if (target_) target_(make_error());  // the exception is made, and its handle dropped, under the lock
   }
-  // Attaches `f`, or calls it at once when the run was stopped already.
+  /// Attaches `f`, or calls it at once when the run was stopped already.
   void attach(std::function<void(const std::exception_ptr&)> f) {
     std::lock_guard lock(mutex_);
     if (stopped_) f(make_error());
     else target_ = std::move(f);
   }
-  // After detach() returns, the target is not called, and a call under way has ended.
+  /// After detach() returns, the target is not called, and a call under way has ended.
   void detach() {
     std::lock_guard lock(mutex_);
     target_ = nullptr;
@@ -11664,7 +11728,7 @@ class run_stopper {
   std::function<void(const std::exception_ptr&)> target_;
 };
 
-// Calls functions at deadlines, on a thread of its own (started with the timer).
+/// Calls functions at deadlines, on a thread of its own (started with the timer).
 class deadline_timer {
  public:
   using clock = std::chrono::steady_clock;
@@ -11682,7 +11746,7 @@ class deadline_timer {
     thread_.join();
   }
 
-  // Calls f on the timer's thread at `when` (soon, when it has passed) unless removed first.
+  /// Calls f on the timer's thread at `when` (soon, when it has passed) unless removed first.
   id add(clock::time_point when, std::function<void()> f) {
     std::lock_guard lock(mutex_);
     const id i = ++next_;
@@ -11690,7 +11754,7 @@ class deadline_timer {
     cv_.notify_all();
     return i;
   }
-  // Removes the call `i` if it has not started (a call under way runs to its end).
+  /// Removes the call `i` if it has not started (a call under way runs to its end).
   void remove(id i) {
     std::lock_guard lock(mutex_);
     for (auto it = due_.begin(); it != due_.end(); ++it)
@@ -11726,31 +11790,31 @@ class deadline_timer {
   std::multimap<std::pair<clock::time_point, id>, std::function<void()>> due_;
   id next_ = 0;
   bool done_ = false;
-  std::thread thread_;  // last: it starts once the members above are made
+  std::thread thread_;  ///< last: it starts once the members above are made
 };
 
 }  // namespace weft
 
 namespace weft {
 
-// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
+/// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
 struct tensor_stats {
   weft::dtype dtype = weft::dtype::invalid;
   weft::shape shape{};
   std::size_t bytes = 0;
 };
 
-// One record of a traced step.
+/// One record of a traced step.
 struct node_stats {
   std::string node;
   std::string op;
   std::string device;
   int thread = 0;
-  std::int64_t start_ns = 0;  // since the step started
+  std::int64_t start_ns = 0;  ///< since the step started
   std::int64_t end_ns = 0;
-  std::vector<tensor_stats> outputs{};  // the node's outputs (a _Send: the value it sends)
-  std::size_t bytes_in_use = 0;         // the device's memory in use when the node ended
-  int start_thread = -1;                // an async kernel's: the thread that started it
+  std::vector<tensor_stats> outputs{};  ///< the node's outputs (a _Send: the value it sends)
+  std::size_t bytes_in_use = 0;         ///< the device's memory in use when the node ended
+  int start_thread = -1;                ///< an async kernel's: the thread that started it
 };
 
 struct step_stats {
@@ -11785,9 +11849,9 @@ inline std::string describe_inputs(std::span<const entry> inputs) {
 struct step_options {
   bool trace = false;
   std::int64_t step_id = 0;
-  // What traced times count from (a step's partitions share it); unset: the step's creation.
+  /// What traced times count from (a step's partitions share it); unset: the step's creation.
   std::chrono::steady_clock::time_point start = {};
-  // A Recv copies its value into its device's memory (copy_from_host); else hands it on.
+  /// A Recv copies its value into its device's memory (copy_from_host); else hands it on.
   bool copy_transfers = false;
 };
 
@@ -11807,9 +11871,9 @@ class step final : rendezvous::receiver {
   step(const step&) = delete;
   step& operator=(const step&) = delete;
 
-  // Runs the step to completion on the calling thread plus the inter-op pool. Throws the
-  // first error; returns the fetched values otherwise. A `stopper` stopped from outside
-  // (a cancellation, a timeout) aborts the step with its error.
+  /// Runs the step to completion on the calling thread plus the inter-op pool. Throws the
+  /// first error; returns the fetched values otherwise. A `stopper` stopped from outside
+  /// (a cancellation, a timeout) aborts the step with its error.
   std::vector<tensor> run(run_stopper* stopper = nullptr) {
     if (stopper) stopper->attach([this](const std::exception_ptr& e) { abort(e); });
     start();
@@ -11819,14 +11883,14 @@ class step final : rendezvous::receiver {
     return std::move(results_);
   }
 
-  // Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
-  // as one step. Each partition's step is driven by its device's own thread: the first's by
-  // the calling thread, the others' by drivers[i] (a pool of one thread per device), beside
-  // the inter-op pool the steps were given, if any; so with no inter-op pool each device
-  // runs its nodes one at a time on one thread. Their Sends and Recvs meet in one
-  // rendezvous; a Recv's consumers run on their own device's thread. An error in any step
-  // aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
-  // returns the fetched values otherwise, each from the partition that computes it.
+  /// Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
+  /// as one step. Each partition's step is driven by its device's own thread: the first's by
+  /// the calling thread, the others' by drivers[i] (a pool of one thread per device), beside
+  /// the inter-op pool the steps were given, if any; so with no inter-op pool each device
+  /// runs its nodes one at a time on one thread. Their Sends and Recvs meet in one
+  /// rendezvous; a Recv's consumers run on their own device's thread. An error in any step
+  /// aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
+  /// returns the fetched values otherwise, each from the partition that computes it.
   static std::vector<tensor> run_partitions(std::span<step* const> steps,
                                             std::span<Eigen::ThreadPoolInterface* const> drivers,
                                             run_stopper* stopper = nullptr) {
@@ -11862,8 +11926,8 @@ class step final : rendezvous::receiver {
     return results;
   }
 
-  // Aborts the step from outside (a user cancellation): running kernels finish, no new
-  // node starts, and waiting async kernels are cancelled.
+  /// Aborts the step from outside (a user cancellation): running kernels finish, no new
+  /// node starts, and waiting async kernels are cancelled.
   void cancel() { abort(std::make_exception_ptr(error(error_code::cancelled, "step was cancelled"))); }
 
   step_stats take_stats() {
@@ -11875,7 +11939,7 @@ class step final : rendezvous::receiver {
   // The expensive nodes handed off to other threads, and whether every step of the run has
   // ended (`live`: the steps not ended yet; one, but for run_partitions).
   struct handoff;
-  // The steps of run_partitions: the first error aborts them all and the rendezvous.
+  /// The steps of run_partitions: the first error aborts them all and the rendezvous.
   struct group {
     group(rendezvous* m, std::span<step* const> s) : meeting(m), steps(s) {}
     rendezvous* meeting;
@@ -11893,7 +11957,7 @@ class step final : rendezvous::receiver {
     }
   };
 
-  // Starts the roots on this thread (a step with none has ended).
+  /// Starts the roots on this thread (a step with none has ended).
   void start() {
     if (x_.roots.empty()) return step_ended();
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
@@ -11901,10 +11965,10 @@ class step final : rendezvous::receiver {
     for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
     process(ready);
   }
-  // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
-  // off and not yet taken by a pool thread, until the step has ended. A partition's thread
-  // spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
-  // Recv's value from another device may come microseconds later).
+  /// The calling thread works beside the inter-op pool: it runs the expensive nodes handed
+  /// off and not yet taken by a pool thread, until the step has ended. A partition's thread
+  /// spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
+  /// Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
     std::deque<tagged_node> work;
     for (;;) {
@@ -11928,47 +11992,47 @@ class step final : rendezvous::receiver {
   }
 
   struct frame_state;
-  // One iteration of one frame instance: its nodes' input slots, pending counts and Merge
-  // states, all atomic or written by one producer; the frame's mutex guards the rest.
+  /// One iteration of one frame instance: its nodes' input slots, pending counts and Merge
+  /// states, all atomic or written by one producer; the frame's mutex guards the rest.
   struct iteration_state {
     frame_state* frame = nullptr;
     std::int64_t number = 0;
     std::vector<entry> slots;
     std::unique_ptr<std::atomic<int>[]> pending;
     std::unique_ptr<std::atomic<bool>[]> dead_control;
-    std::unique_ptr<std::atomic<int>[]> merge_live;  // the live input a Merge took (-1: none yet)
-    std::unique_ptr<std::atomic<int>[]> merge_dead;  // dead data inputs a Merge got
+    std::unique_ptr<std::atomic<int>[]> merge_live;  ///< the live input a Merge took (-1: none yet)
+    std::unique_ptr<std::atomic<int>[]> merge_dead;  ///< dead data inputs a Merge got
     std::unique_ptr<std::atomic<bool>[]> merge_fired;
-    std::atomic<int> outstanding{0};  // nodes ready or running (frames other than the root)
-    int child_frames = 0;             // frame instances started here and not yet ended
+    std::atomic<int> outstanding{0};  ///< nodes ready or running (frames other than the root)
+    int child_frames = 0;             ///< frame instances started here and not yet ended
     std::vector<frame_state*> children;
   };
-  // One run of a loop: its iterations in flight, oldest first. Frame instances live until
-  // the step ends (a retired iteration's memory is freed at once).
+  /// One run of a loop: its iterations in flight, oldest first. Frame instances live until
+  /// the step ends (a retired iteration's memory is freed at once).
   struct frame_state {
     const frame_info* info = nullptr;
     int id = 0;
     iteration_state* parent_iteration = nullptr;
     std::mutex mutex;
     std::deque<std::unique_ptr<iteration_state>> iterations;
-    std::int64_t first = 0;   // iterations[0]'s number
-    int pending_enters = 0;   // Enter nodes that have not delivered yet
+    std::int64_t first = 0;   ///< iterations[0]'s number
+    int pending_enters = 0;   ///< Enter nodes that have not delivered yet
     bool ended = false;
-    std::vector<std::pair<int, entry>> invariants;  // (Enter, value) for every iteration
-    std::vector<std::pair<int, entry>> deferred;    // (NextIteration, value) for the next one
+    std::vector<std::pair<int, entry>> invariants;  ///< (Enter, value) for every iteration
+    std::vector<std::pair<int, entry>> deferred;    ///< (NextIteration, value) for the next one
     std::vector<char> exit_delivered;
   };
   struct tagged_node {  // 16 bytes
     int id;
-    bool large = false;    // holds the step's turn for large nodes (schedule())
-    bool arrived = false;  // a Recv whose value has come (received())
+    bool large = false;    ///< holds the step's turn for large nodes (schedule())
+    bool arrived = false;  ///< a Recv whose value has come (received())
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
   struct recv_wait {  // a Recv waiting for its value
-    tagged_node tn;   // marked arrived
+    tagged_node tn;   ///< marked arrived
     std::int64_t t0 = 0;
-    entry value;      // the value, once it came
+    entry value;      ///< the value, once it came
   };
 
   std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
@@ -11996,7 +12060,7 @@ class step final : rendezvous::receiver {
   }
   bool in_root(const iteration_state* it) const { return it->frame == &root_frame_; }
 
-  // Runs the nodes of inline_ready and those they make ready here, until it is empty.
+  /// Runs the nodes of inline_ready and those they make ready here, until it is empty.
   void process(std::deque<tagged_node>& inline_ready) {
     std::vector<entry> outputs;
     ready_list ready;
@@ -12065,8 +12129,8 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // Switch, Merge, Enter, Exit, NextIteration and LoopCond on live inputs (a Merge also on
-  // dead ones).
+  /// Switch, Merge, Enter, Exit, NextIteration and LoopCond on live inputs (a Merge also on
+  /// dead ones).
   void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
     switch (xn.kind) {
       case flow::switch_: {
@@ -12157,9 +12221,9 @@ class step final : rendezvous::receiver {
     });
   }
 
-  // A Send or Recv in process(): true when a Recv has its value in `outputs`, to go on as
-  // any node that ran; false when the node is done with here (a Send, a control edge's
-  // token, or a Recv that waits). Out of line: the path of a node with no transfer stays short.
+  /// A Send or Recv in process(): true when a Recv has its value in `outputs`, to go on as
+  /// any node that ran; false when the node is done with here (a Send, a control edge's
+  /// token, or a Recv that waits). Out of line: the path of a node with no transfer stays short.
   [[gnu::noinline]] bool transfer(tagged_node tn, const exec_node& xn, std::span<entry> inputs, bool dead,
                                   std::vector<entry>& outputs, ready_list& ready, std::deque<tagged_node>& inline_ready) {
     const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
@@ -12183,9 +12247,9 @@ class step final : rendezvous::receiver {
     return done();
   }
 
-  // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
-  // which hands a Recv waiting for it back to its device's thread. Out of line, as
-  // receive(): the path of a node with no transfer stays short.
+  /// A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
+  /// which hands a Recv waiting for it back to its device's thread. Out of line, as
+  /// receive(): the path of a node with no transfer stays short.
   [[gnu::noinline]] void send(tagged_node tn, const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     entry v;
@@ -12206,8 +12270,8 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
-  // (false): received() then hands the Recv back to its device's thread.
+  /// A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
+  /// (false): received() then hands the Recv back to its device's thread.
   [[gnu::noinline]] bool receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
     auto [w, token] = wait_of(tn, xn, true);
     w->tn = tn;
@@ -12215,7 +12279,7 @@ class step final : rendezvous::receiver {
     w->t0 = options_.trace ? now_ns() : 0;
     return rendezvous_->recv(t.edge, w->value, *this, token, t.key, iteration_key(tn));
   }
-  // The value of a waiting Recv has come, on the Send's thread (or the abort's error).
+  /// The value of a waiting Recv has come, on the Send's thread (or the abort's error).
   void received(int token, entry* value, std::exception_ptr e) override {
     if (e) {
       abort(e);
@@ -12232,7 +12296,7 @@ class step final : rendezvous::receiver {
     w->value = std::move(*value);
     hand_off(w->tn);  // to the Recv's device's thread
   }
-  // A Recv's value, taken: its output, or for a control edge whether its token is dead.
+  /// A Recv's value, taken: its output, or for a control edge whether its token is dead.
   void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
     recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
@@ -12250,11 +12314,11 @@ class step final : rendezvous::receiver {
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
   }
-  // A transfer's iteration in the rendezvous: -1 in the root frame, else its loop's iteration
-  // (a loop across devices runs in the root frame's one instance of its frame).
+  /// A transfer's iteration in the rendezvous: -1 in the root frame, else its loop's iteration
+  /// (a loop across devices runs in the root frame's one instance of its frame).
   std::int64_t iteration_key(tagged_node tn) const { return in_root(tn.iter) ? -1 : tn.iter->number; }
-  // Where a Recv waits (by transfer in the root frame, by transfer and iteration in a loop),
-  // and the token that names it to the rendezvous; made on first use when `make`.
+  /// Where a Recv waits (by transfer in the root frame, by transfer and iteration in a loop),
+  /// and the token that names it to the rendezvous; made on first use when `make`.
   std::pair<recv_wait*, int> wait_of(tagged_node tn, const exec_node& xn, bool make) {
     if (in_root(tn.iter)) return {&recv_waits_[static_cast<std::size_t>(xn.transfer)], xn.transfer};
     std::lock_guard lock(loop_waits_mutex_);
@@ -12268,16 +12332,16 @@ class step final : rendezvous::receiver {
     return {loop_waits_[static_cast<std::size_t>(it->second)].get(), static_cast<int>(recv_waits_.size()) + it->second};
   }
 
-  // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
-  // and back, the low 16 bits zero.
-  // t in host memory: as it is, or copied out of the memory of xn's device.
-  // Out of line: a session of host devices only never calls them (separate_ is false).
+  /// A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
+  /// and back, the low 16 bits zero.
+  /// t in host memory: as it is, or copied out of the memory of xn's device.
+  /// Out of line: a session of host devices only never calls them (separate_ is false).
   [[gnu::noinline]] tensor on_host(const exec_node& xn, tensor t) const {
     if (!separate_ || t.memory_space() == memory_space::host) return t;
     return device_of(xn).copy_to_host(t);
   }
-  // A host tensor for xn's device: as it is, or copied into the device's own memory (but
-  // small integer tensors, stays_in_host_memory).
+  /// A host tensor for xn's device: as it is, or copied into the device's own memory (but
+  /// small integer tensors, stays_in_host_memory).
   [[gnu::noinline]] tensor on_device(const exec_node& xn, tensor t) const {
     if (!separate_) return t;
     const device& d = device_of(xn);
@@ -12299,7 +12363,7 @@ class step final : rendezvous::receiver {
     return f;
   }
 
-  // Non-ref inputs that carry a variable reference read the variable's value now.
+  /// Non-ref inputs that carry a variable reference read the variable's value now.
   void snapshot_refs(const exec_node& xn, std::span<entry> inputs) {
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].ref && !xn.input_is_ref[i]) inputs[i].value = inputs[i].ref->value();
@@ -12309,14 +12373,14 @@ class step final : rendezvous::receiver {
     for (auto& in : inputs) in = entry{};
   }
 
-  // A node of `it` becomes ready.
+  /// A node of `it` becomes ready.
   void make_ready(iteration_state* it, int id, ready_list& ready) {
     if (!in_root(it)) it->outstanding.fetch_add(1, std::memory_order_relaxed);
     ready.push_back({.id = id, .iter = it});
   }
 
-  // Delivers v along edge e into iteration it. An iteration cannot retire while a value may
-  // still arrive (see check_frame), so this takes no lock.
+  /// Delivers v along edge e into iteration it. An iteration cannot retire while a value may
+  /// still arrive (see check_frame), so this takes no lock.
   void deliver(iteration_state* it, const exec_edge& e, const entry& v, ready_list& ready) {
     const auto local = static_cast<std::size_t>(e.dst_local);
     if (!e.to_merge) {
@@ -12339,8 +12403,8 @@ class step final : rendezvous::receiver {
     }
     fire_merge_if_ready(it, e.dst, ready);
   }
-  // A Merge runs once every control input arrived and it has a live input or every input
-  // it can get is dead; whichever thread sees that first runs it.
+  /// A Merge runs once every control input arrived and it has a live input or every input
+  /// it can get is dead; whichever thread sees that first runs it.
   void fire_merge_if_ready(iteration_state* it, int id, ready_list& ready) {
     const exec_node& m = x_.nodes[static_cast<std::size_t>(id)];
     const auto local = static_cast<std::size_t>(m.local);
@@ -12352,8 +12416,8 @@ class step final : rendezvous::receiver {
     make_ready(it, id, ready);
   }
 
-  // Outputs of a finished node to their consumers: in the same iteration, or for Enter,
-  // Exit and NextIteration into the child frame, the parent frame or the next iteration.
+  /// Outputs of a finished node to their consumers: in the same iteration, or for Enter,
+  /// Exit and NextIteration into the child frame, the parent frame or the next iteration.
   void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
     if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
@@ -12370,7 +12434,7 @@ class step final : rendezvous::receiver {
     for (const auto& e : xn.out_edges) deliver(it, e, outputs[static_cast<std::size_t>(e.src_port)], ready);
   }
 
-  // Fetches of output `port` of xn (only outputs in the root frame are fetched).
+  /// Fetches of output `port` of xn (only outputs in the root frame are fetched).
   void fetch(const exec_node& xn, int port, const entry& o) {
     for (auto [p, index] : xn.fetches) {
       if (p != port) continue;
@@ -12401,9 +12465,9 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // An Enter's value goes into the instance of its frame started from `it` (created by the
-  // first Enter to arrive): into its first iteration, or into every iteration, present and
-  // future, for a loop invariant.
+  /// An Enter's value goes into the instance of its frame started from `it` (created by the
+  /// first Enter to arrive): into its first iteration, or into every iteration, present and
+  /// future, for a loop invariant.
   void enter_frame(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
     frame_state* child = nullptr;
     {
@@ -12439,8 +12503,8 @@ class step final : rendezvous::receiver {
     check_frame(child, ready);
   }
 
-  // An Exit's live value goes to the parent iteration, once; a dead one waits for the end of
-  // the frame (the loop may still end in a later iteration).
+  /// An Exit's live value goes to the parent iteration, once; a dead one waits for the end of
+  /// the frame (the loop may still end in a later iteration).
   void leave_frame(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
     if (v.dead) return;
     frame_state* f = it->frame;
@@ -12459,9 +12523,9 @@ class step final : rendezvous::receiver {
     for (const auto& e : xn.out_edges) deliver(f->parent_iteration, e, v, ready);
   }
 
-  // A NextIteration's live value goes into the next iteration, started now if fewer than
-  // parallel_iterations are in flight and deferred until the oldest retires otherwise; a
-  // dead one is dropped (the loop ended on this path).
+  /// A NextIteration's live value goes into the next iteration, started now if fewer than
+  /// parallel_iterations are in flight and deferred until the oldest retires otherwise; a
+  /// dead one is dropped (the loop ended on this path).
   void next_iteration(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
     if (v.dead) return;
     frame_state* f = it->frame;
@@ -12477,7 +12541,7 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // A new newest iteration of f, given the loop invariants (f's mutex held).
+  /// A new newest iteration of f, given the loop invariants (f's mutex held).
   iteration_state* start_iteration(frame_state& f, ready_list& ready) {
     f.iterations.push_back(make_iteration(f, f.first + static_cast<std::int64_t>(f.iterations.size())));
     iteration_state* next = f.iterations.back().get();
@@ -12486,18 +12550,18 @@ class step final : rendezvous::receiver {
     return next;
   }
 
-  // After a node of tn's iteration finished outside the root frame.
+  /// After a node of tn's iteration finished outside the root frame.
   void finish(tagged_node tn, ready_list& ready) {
     if (in_root(tn.iter)) return;
     frame_state* f = tn.iter->frame;
     if (tn.iter->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) check_frame(f, ready);
   }
 
-  // Retires f's oldest iterations while they are done (nothing ready or running, no child
-  // frame running, and for the first, every Enter arrived; a later one can only be done once
-  // the one before it retired, since that one feeds it), starts the deferred iteration in
-  // their place, and when nothing is left ends the frame: every Exit that let no live value
-  // out sends a dead one, and the parent iteration is checked in turn.
+  /// Retires f's oldest iterations while they are done (nothing ready or running, no child
+  /// frame running, and for the first, every Enter arrived; a later one can only be done once
+  /// the one before it retired, since that one feeds it), starts the deferred iteration in
+  /// their place, and when nothing is left ends the frame: every Exit that let no live value
+  /// out sends a dead one, and the parent iteration is checked in turn.
   void check_frame(frame_state* f, ready_list& ready) {
     while (f->parent_iteration) {
       std::vector<int> dead_exits;
@@ -12540,13 +12604,13 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // How a ready node runs. Cheap (an op marked cheap, control flow, inputs of at most 4,096
-  // elements): on the thread that made it ready, since a thread hop costs more than it.
-  // Large (at least 32,768 elements, a synchronous kernel, a device with several intra-op
-  // threads): its kernel splits it across all of the device's threads, and two at once
-  // would run more threads than cores, so the step's large nodes run one at a time, each
-  // on the thread that made it ready or, while another runs, after it on that one's thread.
-  // Any other: on this thread or another (schedule()).
+  /// How a ready node runs. Cheap (an op marked cheap, control flow, inputs of at most 4,096
+  /// elements): on the thread that made it ready, since a thread hop costs more than it.
+  /// Large (at least 32,768 elements, a synchronous kernel, a device with several intra-op
+  /// threads): its kernel splits it across all of the device's threads, and two at once
+  /// would run more threads than cores, so the step's large nodes run one at a time, each
+  /// on the thread that made it ready or, while another runs, after it on that one's thread.
+  /// Any other: on this thread or another (schedule()).
   enum class placement { cheap, large, other };
   placement classify(tagged_node tn) const {
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
@@ -12559,15 +12623,15 @@ class step final : rendezvous::receiver {
     return placement::other;
   }
 
-  // A large node takes the step's turn, or waits for it: false when it waits.
+  /// A large node takes the step's turn, or waits for it: false when it waits.
   bool take_large_turn(tagged_node tn) {
     std::lock_guard lock(large_mutex_);
     if (!large_running_) return large_running_ = true;
     large_waiting_.push_back(tn);
     return false;
   }
-  // A large node has finished: the next waiting one runs on this thread, or the turn is free.
-  // Before the node's node_done (the waiting nodes keep the step alive).
+  /// A large node has finished: the next waiting one runs on this thread, or the turn is free.
+  /// Before the node's node_done (the waiting nodes keep the step alive).
   [[gnu::noinline]] void pass_large_turn(std::deque<tagged_node>& inline_ready) {
     std::lock_guard lock(large_mutex_);
     if (large_waiting_.empty()) {
@@ -12583,10 +12647,10 @@ class step final : rendezvous::receiver {
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
     enqueue(ready, inline_ready);
   }
-  // schedule(ready) and node_done(1) for the node that made them ready, in one atomic
-  // operation at most: its count in outstanding_ passes to one of them (none for a node of a
-  // chain). It is added before any of them can run elsewhere, and subtracted only when it
-  // made none ready, so the count cannot reach zero while one of them is to run.
+  /// schedule(ready) and node_done(1) for the node that made them ready, in one atomic
+  /// operation at most: its count in outstanding_ passes to one of them (none for a node of a
+  /// chain). It is added before any of them can run elsewhere, and subtracted only when it
+  /// made none ready, so the count cannot reach zero while one of them is to run.
   void schedule_after(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     if (ready.empty()) return node_done(1);
     if (ready.size() > 1) outstanding_.fetch_add(static_cast<int>(ready.size()) - 1, std::memory_order_relaxed);
@@ -12602,11 +12666,11 @@ class step final : rendezvous::receiver {
     }
     place(ready, inline_ready);
   }
-  // A node for this thread: after those ready before it; in a partition, in the order of the
-  // nodes (the order the placer's simulation ran each device's nodes in), so that a node
-  // whose result another device waits for does not wait behind every node that was ready
-  // before it (breadth first, a device would send its first result after all of them).
-  // A Send goes first (partitioning numbers Sends after every other node).
+  /// A node for this thread: after those ready before it; in a partition, in the order of the
+  /// nodes (the order the placer's simulation ran each device's nodes in), so that a node
+  /// whose result another device waits for does not wait behind every node that was ready
+  /// before it (breadth first, a device would send its first result after all of them).
+  /// A Send goes first (partitioning numbers Sends after every other node).
   void run_here(tagged_node tn, std::deque<tagged_node>& inline_ready) const {
     if (!group_) return inline_ready.push_back(tn);
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
@@ -12616,7 +12680,7 @@ class step final : rendezvous::receiver {
     inline_ready.insert(at, tn);
   }
 
-  // Out of line: the path with no inter-op pool stays short.
+  /// Out of line: the path with no inter-op pool stays short.
   [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     std::optional<tagged_node> keep;  // one other node stays on this thread when it has nothing else
     for (tagged_node tn : ready) {
@@ -12635,11 +12699,11 @@ class step final : rendezvous::receiver {
     if (keep) inline_ready.push_back(*keep);
   }
 
-  // An expensive node for another thread: it waits in the step's handoff queue, and a task
-  // on the inter-op pool takes it, unless the calling thread of run() (waiting for the step
-  // to end) takes it first. The task then finds the queue empty, possibly after the step
-  // has ended: it holds the queue, not the step. A node in the queue keeps the step from
-  // ending (it counts in outstanding_), so a task that takes one may use the step.
+  /// An expensive node for another thread: it waits in the step's handoff queue, and a task
+  /// on the inter-op pool takes it, unless the calling thread of run() (waiting for the step
+  /// to end) takes it first. The task then finds the queue empty, possibly after the step
+  /// has ended: it holds the queue, not the step. A node in the queue keeps the step from
+  /// ending (it counts in outstanding_), so a task that takes one may use the step.
   void hand_off(tagged_node tn) {
     {
       std::lock_guard lock(handoff_->mutex);
@@ -12702,8 +12766,8 @@ class step final : rendezvous::receiver {
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
-  // `outputs`: what the node made (for a Send, the value sent); `start_thread`: the thread
-  // that started an async kernel.
+  /// `outputs`: what the node made (for a Send, the value sent); `start_thread`: the thread
+  /// that started an async kernel.
   void record(const exec_node& xn, std::int64_t t0, std::span<const entry> outputs = {}, int start_thread = -1) {
     node_stats s;
     const device& d = device_of(xn);
@@ -12733,12 +12797,12 @@ class step final : rendezvous::receiver {
   resource_manager& resources_;
   Eigen::ThreadPoolInterface* inter_op_;
   step_options options_;
-  bool separate_ = false;  // whether any device has memory of its own (only then are values copied)
+  bool separate_ = false;  ///< whether any device has memory of its own (only then are values copied)
   std::vector<tensor> results_;
   frame_state root_frame_;
   std::unique_ptr<iteration_state> root_;
   std::mutex frames_mutex_;
-  std::vector<std::unique_ptr<frame_state>> frames_;  // every loop frame instance of the step
+  std::vector<std::unique_ptr<frame_state>> frames_;  ///< every loop frame instance of the step
   cancellation_manager cancellation_;
   step_store store_;
   std::atomic<int> outstanding_{0};
@@ -12747,46 +12811,47 @@ class step final : rendezvous::receiver {
   std::exception_ptr error_;
   struct handoff {
     std::mutex mutex;
-    std::condition_variable cv;  // the calling thread waits for a node or the step's end
+    std::condition_variable cv;  ///< the calling thread waits for a node or the step's end
     std::deque<std::pair<step*, tagged_node>> queue;
     int live = 1;
     bool done = false;
-    bool spin = false;                   // wait() spins a little first (a partition's thread)
-    std::atomic<bool> signalled{false};  // set with every node queued and at the end
+    bool spin = false;                   ///< wait() spins a little first (a partition's thread)
+    std::atomic<bool> signalled{false};  ///< set with every node queued and at the end
   };
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
-  group* group_ = nullptr;             // run_partitions' steps
-  rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
-  std::vector<recv_wait> recv_waits_;   // by transfer, in the root frame
-  std::mutex loop_waits_mutex_;         // guards the two below
-  std::vector<std::unique_ptr<recv_wait>> loop_waits_;  // inside loops (each stays where it is; none made for a step without)
-  std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  // (transfer, iteration) -> its index
+  group* group_ = nullptr;             ///< run_partitions' steps
+  rendezvous* rendezvous_ = nullptr;   ///< where their Sends and Recvs meet
+  std::vector<recv_wait> recv_waits_;   ///< by transfer, in the root frame
+  std::mutex loop_waits_mutex_;         ///< guards the two below
+  std::vector<std::unique_ptr<recv_wait>> loop_waits_;  ///< inside loops (each stays where it is; none made for a step without)
+  std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  ///< (transfer, iteration) -> its index
   std::mutex large_mutex_;
-  bool large_running_ = false;                // a large node holds the turn
-  std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs
+  bool large_running_ = false;                ///< a large node holds the turn
+  std::deque<tagged_node> large_waiting_;     ///< large nodes ready while it runs
   std::chrono::steady_clock::time_point start_;
   std::mutex trace_mutex_;
   step_stats stats_;
 };
 
 }  // namespace weft
-// Partitioning (whitepaper §3.3): an executable whose nodes the placer spread over several
-// devices becomes one executable per device. Every edge between two devices becomes a Send
-// in the producer's partition and a Recv in the consumer's; all the consumers of one tensor
-// on one device share one Recv, and a control edge crosses as a Send and Recv of a token. A
-// fed value goes to each partition that reads it as a feed node of its own. The partitions'
-// steps meet in one rendezvous (runtime/rendezvous.hpp, step::run_partitions); each fetch is
-// served by the partition of the node that computes it.
-//
-// Recv scheduling (whitepaper §5.2): by default a Recv starts with the step and takes its
-// value as soon as it is sent (as soon as possible). Given the placement's simulated times
-// (recv_schedule), each Recv whose value would wait long for its consumers gets a control
-// edge from the node of its own partition that is simulated to finish last before the
-// value must be fetched, so that it is taken as late as possible: a transfer that copies
-// into the receiving device's memory then holds that memory only shortly before it is used.
-//
-// Loops across devices (whitepaper §4.4): see partition(). A loop nested in another goes
-// with the outer loop's control flow (the placer keeps them together).
+/// @file
+/// Partitioning (whitepaper §3.3): an executable whose nodes the placer spread over several
+/// devices becomes one executable per device. Every edge between two devices becomes a Send
+/// in the producer's partition and a Recv in the consumer's; all the consumers of one tensor
+/// on one device share one Recv, and a control edge crosses as a Send and Recv of a token. A
+/// fed value goes to each partition that reads it as a feed node of its own. The partitions'
+/// steps meet in one rendezvous (runtime/rendezvous.hpp, step::run_partitions); each fetch is
+/// served by the partition of the node that computes it.
+///
+/// Recv scheduling (whitepaper §5.2): by default a Recv starts with the step and takes its
+/// value as soon as it is sent (as soon as possible). Given the placement's simulated times
+/// (recv_schedule), each Recv whose value would wait long for its consumers gets a control
+/// edge from the node of its own partition that is simulated to finish last before the
+/// value must be fetched, so that it is taken as late as possible: a transfer that copies
+/// into the receiving device's memory then holds that memory only shortly before it is used.
+///
+/// Loops across devices (whitepaper §4.4): see partition(). A loop nested in another goes
+/// with the outer loop's control flow (the placer keeps them together).
 
 #include <algorithm>
 #include <functional>
@@ -12801,9 +12866,9 @@ class step final : rendezvous::receiver {
 namespace weft {
 
 namespace detail {
-// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
-// lowest index first among those ready, as the frame analysis reads them: a Recv made
-// before the Merge that puts it inside its loop comes after it.
+/// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
+/// lowest index first among those ready, as the frame analysis reads them: a Recv made
+/// before the Merge that puts it inside its loop comes after it.
 inline void sort_nodes(executable& x) {
   auto& nodes = x.nodes;
   const auto n = nodes.size();
@@ -12844,20 +12909,20 @@ inline void sort_nodes(executable& x) {
 }
 }  // namespace detail
 
-// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
-// simulated start and finish (seconds from the step's start), and how long a tensor takes
-// from one device to another.
+/// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
+/// simulated start and finish (seconds from the step's start), and how long a tensor takes
+/// from one device to another.
 struct recv_schedule {
   std::vector<double> start, finish;
   std::function<double(int src, int port, int to_device)> transfer_seconds;
-  double min_gain = 20e-6;  // a Recv is delayed only when it would take its value this much earlier
+  double min_gain = 20e-6;  ///< a Recv is delayed only when it would take its value this much earlier
 };
 
-// The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
-// device its nodes use, each finished; none when they use one device. device_names: the
-// devices' names by index, for the rendezvous keys and the traces.
-// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
-// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
+/// The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
+/// device its nodes use, each finished; none when they use one device. device_names: the
+/// devices' names by index, for the rendezvous keys and the traces.
+/// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
+/// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
 inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
                                                                 const std::vector<std::string>& device_names,
                                                                 const std::function<bool(output)>& lossy = {},
@@ -13195,70 +13260,70 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
 namespace weft {
 
 struct session_options {
-  // The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
-  // pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
-  // run at once: by default one per core. 0: the calling thread runs every node.
+  /// The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
+  /// pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
+  /// run at once: by default one per core. 0: the calling thread runs every node.
   int inter_op_threads = default_thread_count() - 1;
-  int intra_op_threads = default_thread_count();  // per CPU device
-  // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
-  // each with its own intra-op threads and allocator.
+  int intra_op_threads = default_thread_count();  ///< per CPU device
+  /// The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
+  /// each with its own intra-op threads and allocator.
   int cpu_devices = 1;
-  // Devices of other types, by type: {"GPU", 1} gives the session GPU:0 (when a program has
-  // the GPU's factory: weft/cuda/device.hpp), -1 every one the machine has. They come after
-  // the CPU devices, in the order of their types' names; asking for more than the machine
-  // has is an error that says why it has fewer.
+  /// Devices of other types, by type: {"GPU", 1} gives the session GPU:0 (when a program has
+  /// the GPU's factory: weft/cuda/device.hpp), -1 every one the machine has. They come after
+  /// the CPU devices, in the order of their types' names; asking for more than the machine
+  /// has is an error that says why it has fewer.
   std::map<std::string, int> device_count;
-  // Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
-  // is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
-  // (node_options::on, device_scope), with the nodes colocated with it (a variable with the
-  // ops that update it), else on CPU:0; placer::greedy simulates the step with the cost model
-  // and puts each unconstrained node where it would finish first. A request no device
-  // matches, or whose devices have no kernel for the node, is an error naming the node
-  // unless `soft` is set.
+  /// Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
+  /// is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
+  /// (node_options::on, device_scope), with the nodes colocated with it (a variable with the
+  /// ops that update it), else on CPU:0; placer::greedy simulates the step with the cost model
+  /// and puts each unconstrained node where it would finish first. A request no device
+  /// matches, or whose devices have no kernel for the node, is an error naming the node
+  /// unless `soft` is set.
   passes::placement_options placement{.algorithm = passes::placer::rules};
-  // The devices as the cost model sees them, by index (the names are the session's own;
-  // empty: measured when the greedy placer places on several devices (measured_device_spec),
-  // else default_device_spec for each), and the link between any two of them (unset:
-  // measured when the greedy placer or alap Recv scheduling uses several devices
-  // (measured_link), else passes::link_spec's defaults).
+  /// The devices as the cost model sees them, by index (the names are the session's own;
+  /// empty: measured when the greedy placer places on several devices (measured_device_spec),
+  /// else default_device_spec for each), and the link between any two of them (unset:
+  /// measured when the greedy placer or alap Recv scheduling uses several devices
+  /// (measured_link), else passes::link_spec's defaults).
   std::vector<passes::device_spec> device_specs;
   std::optional<passes::link_spec> link;
-  // Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
-  // their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
-  // of the outputs named in lossy_outputs ("node" or "node:port").
+  /// Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
+  /// their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
+  /// of the outputs named in lossy_outputs ("node" or "node:port").
   bool lossy_transfers = false;
   std::vector<std::string> lossy_outputs;
-  // Whether a Recv copies its value into its own device's memory, as between devices of
-  // separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
-  // gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
+  /// Whether a Recv copies its value into its own device's memory, as between devices of
+  /// separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
+  /// gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
   bool copy_transfers = false;
-  // When Recvs take their values (whitepaper §5.2): as soon as they are sent (asap), or as
-  // late as the placement's simulated step allows (alap: a control edge from the node of the
-  // Recv's device simulated to finish last before the value is needed), so that a copying
-  // transfer holds the receiving device's memory only shortly before it is used.
+  /// When Recvs take their values (whitepaper §5.2): as soon as they are sent (asap), or as
+  /// late as the placement's simulated step allows (alap: a control edge from the node of the
+  /// Recv's device simulated to finish last before the value is needed), so that a copying
+  /// transfer holds the receiving device's memory only shortly before it is used.
   enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;
-  std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
-  // The most bytes the tensors this session's kernels allocate on each device may hold at
-  // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
-  // machine's).
+  std::shared_ptr<resource_manager> resources;    ///< null: a fresh one for this session
+  /// The most bytes the tensors this session's kernels allocate on each device may hold at
+  /// once; past it a step fails with resource_exhausted naming the node (0: no limit but the
+  /// machine's).
   std::size_t memory_limit_bytes = 0;
-  // Constant folding when a signature's executable is built (max_bytes 0: off).
+  /// Constant folding when a signature's executable is built (max_bytes 0: off).
   passes::constant_folding_options constant_folding;
-  // Common subexpression elimination when a signature's executable is built: of the nodes
-  // equal in op, inputs, attributes, device, colocation and control inputs, one runs and
-  // the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
+  /// Common subexpression elimination when a signature's executable is built: of the nodes
+  /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
+  /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
 };
 
 struct run_options {
-  bool trace = false;  // fill run_metadata::stats with per-node timings
-  // The run fails with deadline_exceeded once it has run this long (zero: no limit): no
-  // node starts after that, and waiting async kernels (a blocked Dequeue or Enqueue, a
-  // Recv) are cancelled; a kernel already running finishes first.
+  bool trace = false;  ///< fill run_metadata::stats with per-node timings
+  /// The run fails with deadline_exceeded once it has run this long (zero: no limit): no
+  /// node starts after that, and waiting async kernels (a blocked Dequeue or Enqueue, a
+  /// Recv) are cancelled; a kernel already running finishes first.
   std::chrono::milliseconds timeout{0};
-  // Cancelling this from any thread fails the run with cancelled, as a timeout does; one
-  // cancelled before the run starts fails it at once. Either leaves the queues it waited
-  // on as they were and the session usable.
+  /// Cancelling this from any thread fails the run with cancelled, as a timeout does; one
+  /// cancelled before the run starts fails it at once. Either leaves the queues it waited
+  /// on as they were and the session usable.
   cancellation_manager* cancellation = nullptr;
 };
 
@@ -13266,7 +13331,7 @@ struct run_metadata {
   step_stats stats;
 };
 
-// Names an output ("x", "x:1") or a node, by name or by handle.
+/// Names an output ("x", "x:1") or a node, by name or by handle.
 class endpoint {
  public:
   endpoint(const char* name) : name_(name) {}          // NOLINT: names convert
@@ -13274,14 +13339,14 @@ class endpoint {
   endpoint(output o) : output_(o) {}                     // NOLINT
   endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
 
-  // The output this endpoint names, as a fetch or a feed.
+  /// The output this endpoint names, as a fetch or a feed.
   output resolve(const graph& g) const {
     if (output_.node < 0) return g.resolve(name_);
     return node_in(g).out(output_.port);  // checks the port exists
   }
 
-  // The node this endpoint names, as a target: a node with no outputs (NoOp, Assign's
-  // control-only uses) is a valid target, so no port is checked.
+  /// The node this endpoint names, as a target: a node with no outputs (NoOp, Assign's
+  /// control-only uses) is a valid target, so no port is checked.
   int resolve_node(const graph& g) const {
     if (output_.node >= 0) return node_in(g).id();
     if (const node* n = g.find(name_)) return n->id();
@@ -13325,7 +13390,7 @@ class session {
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
 
-  // Replaces the graph with `g`, which must extend the current one (same nodes first).
+  /// Replaces the graph with `g`, which must extend the current one (same nodes first).
   void extend(const graph& g) {
     std::lock_guard lock(mutex_);
     if (g.size() < graph_->size())
@@ -13339,9 +13404,9 @@ class session {
     cache_.clear();
   }
 
-  // The figures the cost model assumes for a CPU device with `threads` intra-op threads:
-  // 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
-  // Other devices give their own (device::speed()).
+  /// The figures the cost model assumes for a CPU device with `threads` intra-op threads:
+  /// 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
+  /// Other devices give their own (device::speed()).
   static passes::device_spec default_device_spec(const weft::device& d) {
     if (const auto v = d.speed()) return {d.name(), v->flops_per_second, v->memory_bytes_per_second, v->node_overhead_seconds};
     const double threads = d.num_threads();
@@ -13359,21 +13424,21 @@ class session {
     return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata, &options);
   }
 
-  // Runs targets only.
+  /// Runs targets only.
   void run(const std::vector<endpoint>& targets) { run({}, {}, targets); }
 
-  // Where the run (feeds, fetches, targets) places each node it runs, with the simulated
-  // times (passes::placement::report() prints them); builds the run's executable when it is
-  // not cached yet. The feeds' shapes refine the cost model's.
+  /// Where the run (feeds, fetches, targets) places each node it runs, with the simulated
+  /// times (passes::placement::report() prints them); builds the run's executable when it is
+  /// not cached yet. The feeds' shapes refine the cost model's.
   std::shared_ptr<const passes::placement> placement(const feed_list& feeds, const std::vector<endpoint>& fetches,
                                                      const std::vector<endpoint>& targets = {}) {
     return prepare(feeds, fetches, targets)->placement;
   }
 
-  // Measured node times for the cost model, from a traced step's stats (run_options::trace):
-  // each node's time on its device's type (the mean of its runs in the step, for a node in a
-  // loop), replacing the estimate and earlier records; the executables built so far are
-  // dropped, so that each signature is placed again with them on its next run.
+  /// Measured node times for the cost model, from a traced step's stats (run_options::trace):
+  /// each node's time on its device's type (the mean of its runs in the step, for a node in a
+  /// loop), replacing the estimate and earlier records; the executables built so far are
+  /// dropped, so that each signature is placed again with them on its next run.
   void record_costs(const step_stats& stats) {
     std::shared_ptr<const graph> g;
     {
@@ -13407,11 +13472,11 @@ class session {
     return *graph_;
   }
   resource_manager& resources() const noexcept { return *resources_; }
-  // The default device (CPU:0), and every device of the session.
+  /// The default device (CPU:0), and every device of the session.
   const weft::device& device() const noexcept { return *devices_.front(); }
   std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }
-  // The session's devices as the cost model sees them (session_options::device_specs, or
-  // measured, or the defaults) and the links between them.
+  /// The session's devices as the cost model sees them (session_options::device_specs, or
+  /// measured, or the defaults) and the links between them.
   const passes::cluster& cluster() const noexcept { return cluster_; }
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
@@ -13612,8 +13677,8 @@ class session {
     return x;
   }
 
-  // The placement's simulated times by exec node (fed values at 0) and the cluster's
-  // transfer times, for as-late-as-possible Recvs.
+  /// The placement's simulated times by exec node (fed values at 0) and the cluster's
+  /// transfer times, for as-late-as-possible Recvs.
   recv_schedule recv_schedule_of(const executable& x, const passes::cost_model& costs, const std::vector<int>& exec_of) const {
     recv_schedule r;
     const auto n = x.nodes.size();
@@ -13628,7 +13693,7 @@ class session {
     return r;
   }
 
-  // One step of x: its partitions' steps together (step::run_partitions), or x's own.
+  /// One step of x: its partitions' steps together (step::run_partitions), or x's own.
   std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
                               bool trace, run_metadata* metadata, const run_options* options = nullptr) {
     stop_hooks hooks;
@@ -13665,9 +13730,9 @@ class session {
     return results;
   }
 
-  // What stops a run from outside: the caller's cancellation and the timeout, wired to one
-  // run_stopper, and unwired when the run ends (the callbacks hold the stopper, so one that
-  // fires late finds nothing attached).
+  /// What stops a run from outside: the caller's cancellation and the timeout, wired to one
+  /// run_stopper, and unwired when the run ends (the callbacks hold the stopper, so one that
+  /// fires late finds nothing attached).
   struct stop_hooks {
     std::shared_ptr<run_stopper> stopper;
     cancellation_manager* cancellation = nullptr;
@@ -13699,7 +13764,7 @@ class session {
       });
     }
   }
-  // The session's timer thread, started by the first run with a timeout.
+  /// The session's timer thread, started by the first run with a timeout.
   deadline_timer& timer() {
     std::call_once(timer_started_, [this] { timer_ = std::make_unique<deadline_timer>(); });
     return *timer_;
@@ -13755,12 +13820,12 @@ class session {
       link = measured_link(*devices[1], o.copy_transfers || devices[1]->separate_memory());
     return passes::cluster(std::move(specs), link);
   }
-  // The link between two CPU devices, measured with the registry's Neg kernel (the
-  // defaults where there is none): the latency, one transfer's share of the time chains of
-  // scalar Negs alternating between two CPU devices take beyond the same chains on one,
-  // the chains of 8 and 72 nodes told apart so that a step's start and end cancel (best of
-  // eleven runs each, about 3 ms in all; at least 0.1 us); the bandwidth unlimited when a Recv hands on the
-  // sender's buffer, else the best of three copies of 4 MiB into the receiving device.
+  /// The link between two CPU devices, measured with the registry's Neg kernel (the
+  /// defaults where there is none): the latency, one transfer's share of the time chains of
+  /// scalar Negs alternating between two CPU devices take beyond the same chains on one,
+  /// the chains of 8 and 72 nodes told apart so that a step's start and end cancel (best of
+  /// eleven runs each, about 3 ms in all; at least 0.1 us); the bandwidth unlimited when a Recv hands on the
+  /// sender's buffer, else the best of three copies of 4 MiB into the receiving device.
   static passes::link_spec measured_link(const weft::device& receiver, bool copying) {
     passes::link_spec link;
     if (copying) {
@@ -13801,7 +13866,7 @@ class session {
     }
     return link;
   }
-  // The shortest of `runs` calls of f, in seconds (the session's probes of its devices).
+  /// The shortest of `runs` calls of f, in seconds (the session's probes of its devices).
   template <class F>
   static double best_seconds(int runs, F&& f) {
     double best = std::numeric_limits<double>::infinity();
@@ -13812,10 +13877,10 @@ class session {
     }
     return best;
   }
-  // A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
-  // (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
-  // the registry's kernels, in a session of one such device; default_device_spec's figures
-  // where the program registered no such kernel. About 2 ms.
+  /// A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
+  /// (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
+  /// the registry's kernels, in a session of one such device; default_device_spec's figures
+  /// where the program registered no such kernel. About 2 ms.
   static passes::device_spec measured_device_spec(const weft::device& d) {
     passes::device_spec spec = default_device_spec(d);
     for (const char* op : {"MatMul", "Neg"})
@@ -13842,8 +13907,8 @@ class session {
     }
     return spec;
   }
-  // session_options' lossy transfers as a test on outputs (checked against the graph as
-  // each executable is built: a name no node has is an error).
+  /// session_options' lossy transfers as a test on outputs (checked against the graph as
+  /// each executable is built: a name no node has is an error).
   std::function<bool(output)> lossy_rule(const session_options& o) const {
     if (o.lossy_transfers) return [](output) { return true; };
     if (o.lossy_outputs.empty()) return {};
@@ -13879,30 +13944,30 @@ class session {
   std::vector<std::unique_ptr<weft::device>> devices_;
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
-  // A thread per device (but the first: the calling thread drives a run's first partition)
-  // that drives the device's partition of each partitioned step.
+  /// A thread per device (but the first: the calling thread drives a run's first partition)
+  /// that drives the device's partition of each partitioned step.
   std::vector<std::unique_ptr<Eigen::ThreadPool>> device_threads_;
   passes::cluster cluster_;
-  std::vector<std::string> device_names_;  // short: CPU:0
-  std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
+  std::vector<std::string> device_names_;  ///< short: CPU:0
+  std::function<bool(output)> lossy_;      ///< which float32 outputs cross devices as bfloat16
   bool copy_transfers_;
   session_options::recv_order recv_scheduling_;
   passes::placement_options placement_;
-  passes::cost_model::measured_times measured_;  // record_costs' node times
+  passes::cost_model::measured_times measured_;  ///< record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
   std::once_flag timer_started_;
-  std::unique_ptr<deadline_timer> timer_;  // runs' timeouts
+  std::unique_ptr<deadline_timer> timer_;  ///< runs' timeouts
 };
 
 }  // namespace weft
 
 namespace weft {
 
-// The outputs of every Variable node of `g`.
+/// The outputs of every Variable node of `g`.
 inline std::vector<output> variables_of(const graph& g) {
   std::vector<output> vars;
   for (int id = 0; id < g.size(); ++id)
@@ -13911,12 +13976,12 @@ inline std::vector<output> variables_of(const graph& g) {
 }
 
 struct saver_options {
-  int keep = 5;  // checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
+  int keep = 5;  ///< checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
 };
 
-// Saves and restores variables of a graph by their node names. Construct it before the
-// session: it adds to the graph a Save node reading the variables, a Restore node, an
-// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
+/// Saves and restores variables of a graph by their node names. Construct it before the
+/// session: it adds to the graph a Save node reading the variables, a Restore node, an
+/// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
   // A template only so that the Save and Restore kernels it asks for (kernel_for, one
@@ -13948,9 +14013,9 @@ class saver {
     restore_ = g.op("NoOp", {}, {}, node_options("save/restore_all").after(assigns)).name();
   }
 
-  // Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
-  // node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
-  // written.
+  /// Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
+  /// node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
+  /// written.
   std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
     const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
     if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
@@ -13967,15 +14032,15 @@ class saver {
     return file;
   }
 
-  // Reads and checks `file`, then assigns every variable, in one step. A file that is
-  // corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
-  // Restore node before any Assign runs: an error that changes no variable. Tensors of the
-  // file that are not among the variables are ignored.
+  /// Reads and checks `file`, then assigns every variable, in one step. A file that is
+  /// corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
+  /// Restore node before any Assign runs: an error that changes no variable. Tensors of the
+  /// file that are not among the variables are ignored.
   void restore(session& s, const std::filesystem::path& file) const {
     s.run({{filename_, filename_tensor(file)}}, {}, {restore_});
   }
 
-  // The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
+  /// The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
   static std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints(const std::filesystem::path& prefix) {
     std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
     const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
@@ -13996,7 +14061,7 @@ class saver {
     std::sort(found.begin(), found.end());
     return found;
   }
-  // The newest checkpoint of `prefix`, if any.
+  /// The newest checkpoint of `prefix`, if any.
   static std::optional<std::pair<std::int64_t, std::filesystem::path>> latest(const std::filesystem::path& prefix) {
     auto all = checkpoints(prefix);
     if (all.empty()) return std::nullopt;
@@ -14006,31 +14071,32 @@ class saver {
  private:
   saver_options options_;
   output filename_;
-  std::string save_, restore_;  // the Save node and the NoOp after the Assigns, by name
+  std::string save_, restore_;  ///< the Save node and the NoOp after the Assigns, by name
 };
 
 }  // namespace weft
-// Model bundles: a graph, its variables and named signatures in one file, written
-// atomically, that another program loads and runs with no model code compiled in
-// (`load_model`), and freezing (`freeze_graph`: variables become constants, what the
-// outputs do not need is left out, constant folding runs).
-//
-//   save_model("mnist.weft", session, g, {make_signature(g, "serving_default", {{"image", x}}, {{"probs", p}})});
-//   model_bundle m = load_model("mnist.weft");            // in another program
-//   tensor probs = m.run("serving_default", {{"image", batch}})[0];
-//
-// File format (version 1; integers little-endian):
-//   "WEFTMODL", u32 version, u64 meta bytes, u32 CRC-32C of meta
-//   meta: a protobuf message (core/wire.hpp):
-//     1 graph_def   bytes     a tensorflow.GraphDef (graph/graph_def.hpp)
-//     2 signature   repeated  { 1 name, 2 input: repeated tensor_info, 3 output: repeated tensor_info }
-//                             tensor_info { 1 key, 2 tensor ("node:port"), 3 dtype (TensorFlow's
-//                             DataType), 4 shape (a TensorShapeProto) }
-//   the variables: a checkpoint file's bytes (runtime/checkpoint_file.hpp) to the end of the
-//   file, one tensor per Variable node, by node name (none for a frozen graph)
-// load_model checks the magic, the version, the meta's checksum and every tensor's (the
-// checkpoint's own checks), that the signatures name outputs of the graph with their
-// dtypes, and that the variables are exactly the graph's; then it restores them in one step.
+/// @file
+/// Model bundles: a graph, its variables and named signatures in one file, written
+/// atomically, that another program loads and runs with no model code compiled in
+/// (`load_model`), and freezing (`freeze_graph`: variables become constants, what the
+/// outputs do not need is left out, constant folding runs).
+///
+///   save_model("mnist.weft", session, g, {make_signature(g, "serving_default", {{"image", x}}, {{"probs", p}})});
+///   model_bundle m = load_model("mnist.weft");            // in another program
+///   tensor probs = m.run("serving_default", {{"image", batch}})[0];
+///
+/// File format (version 1; integers little-endian):
+///   "WEFTMODL", u32 version, u64 meta bytes, u32 CRC-32C of meta
+///   meta: a protobuf message (core/wire.hpp):
+///     1 graph_def   bytes     a tensorflow.GraphDef (graph/graph_def.hpp)
+///     2 signature   repeated  { 1 name, 2 input: repeated tensor_info, 3 output: repeated tensor_info }
+///                             tensor_info { 1 key, 2 tensor ("node:port"), 3 dtype (TensorFlow's
+///                             DataType), 4 shape (a TensorShapeProto) }
+///   the variables: a checkpoint file's bytes (runtime/checkpoint_file.hpp) to the end of the
+///   file, one tensor per Variable node, by node name (none for a frozen graph)
+/// load_model checks the magic, the version, the meta's checksum and every tensor's (the
+/// checkpoint's own checks), that the signatures name outputs of the graph with their
+/// dtypes, and that the variables are exactly the graph's; then it restores them in one step.
 
 #include <algorithm>
 #include <cstdint>
@@ -14042,31 +14108,33 @@ class saver {
 #include <utility>
 #include <vector>
 
-// Fused nodes written out as their ops: each Fused node (the typed DSL's fusion,
-// ops/fused_ops.hpp) becomes the elementwise nodes of its subtree, read back from its
-// `expr` attr. A Fused node's CPU kernel is compiled from the subtree's C++ type, so only the
-// program that built the model has it; the expanded graph runs wherever the standard
-// elementwise kernels are (save_model writes models this way, runtime/model.hpp).
-//
-// The subtree's root keeps the Fused node's name (what reads "name:0" still does); its
-// other ops are named "<name>/<op>_<k>", k counting in the subtree's pre-order. Each keeps
-// the node's device, colocation and control inputs. The ops broadcast as the Fused node
-// did (numpy's rule, both ways), and each op's dtype is checked against the subtree's.
+/// @file
+/// Fused nodes written out as their ops: each Fused node (the typed DSL's fusion,
+/// ops/fused_ops.hpp) becomes the elementwise nodes of its subtree, read back from its
+/// `expr` attr. A Fused node's CPU kernel is compiled from the subtree's C++ type, so only the
+/// program that built the model has it; the expanded graph runs wherever the standard
+/// elementwise kernels are (save_model writes models this way, runtime/model.hpp).
+///
+/// The subtree's root keeps the Fused node's name (what reads "name:0" still does); its
+/// other ops are named "<name>/<op>_<k>", k counting in the subtree's pre-order. Each keeps
+/// the node's device, colocation and control inputs. The ops broadcast as the Fused node
+/// did (numpy's rule, both ways), and each op's dtype is checked against the subtree's.
 
 #include <string>
 #include <vector>
 
-// The Fused op: one node that evaluates a subtree of elementwise ops in one pass (built by
-// the typed front end's fusion, dsl/fusion.hpp), and the device-neutral description of such
-// a subtree, from which each device type's backend compiles the node's kernel
-// (kernels/cpu/fused.hpp on the CPU).
-//
-// A subtree is a type: fused::apply<Op, T, Args...> is elementwise op Op (ops::Add,
-// ops::Cast, ops::SelectV2, ...) with result dtype T applied to subtrees Args;
-// fused::leaf<T, Scalar> is an input of dtype T, Scalar when it is a static scalar (rank 0).
-// Leaves are numbered left to right. The node's attrs: `expr` (the subtree's signature,
-// fused::signature<E>(), which names its compiled kernel), `slots` (which input each leaf
-// reads; a leaf used twice is one input), `T` (the result dtype) and `Tin` (the inputs').
+/// @file
+/// The Fused op: one node that evaluates a subtree of elementwise ops in one pass (built by
+/// the typed front end's fusion, dsl/fusion.hpp), and the device-neutral description of such
+/// a subtree, from which each device type's backend compiles the node's kernel
+/// (kernels/cpu/fused.hpp on the CPU).
+///
+/// A subtree is a type: fused::apply<Op, T, Args...> is elementwise op Op (ops::Add,
+/// ops::Cast, ops::SelectV2, ...) with result dtype T applied to subtrees Args;
+/// fused::leaf<T, Scalar> is an input of dtype T, Scalar when it is a static scalar (rank 0).
+/// Leaves are numbered left to right. The node's attrs: `expr` (the subtree's signature,
+/// fused::signature<E>(), which names its compiled kernel), `slots` (which input each leaf
+/// reads; a leaf used twice is one input), `T` (the result dtype) and `Tin` (the inputs').
 
 #include <cctype>
 #include <cstddef>
@@ -14091,7 +14159,7 @@ struct apply {
   using op = Op;
 };
 
-// Interior nodes and leaves of subtree E.
+/// Interior nodes and leaves of subtree E.
 template <class E>
 struct count {
   static constexpr std::size_t ops = 0, leaves = 1;
@@ -14102,7 +14170,7 @@ struct count<apply<Op, T, Args...>> {
   static constexpr std::size_t leaves = (count<Args>::leaves + ... + 0);
 };
 
-// The offset of operand I's first leaf among its parent's leaves (Args: the operands).
+/// The offset of operand I's first leaf among its parent's leaves (Args: the operands).
 template <std::size_t I, class... Args>
 constexpr std::size_t leaf_offset() {
   constexpr std::size_t sizes[] = {count<Args>::leaves..., 0};
@@ -14111,7 +14179,7 @@ constexpr std::size_t leaf_offset() {
   return off;
 }
 
-// The leaves of E, left to right, as a type_list.
+/// The leaves of E, left to right, as a type_list.
 template <class... Lists>
 struct concat;
 template <>
@@ -14153,8 +14221,8 @@ void append_signature(std::string& out) {
 }
 }  // namespace detail
 
-// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure of
-// subtree E; a leaf is $dtype, with s when it is a static scalar.
+/// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure of
+/// subtree E; a leaf is $dtype, with s when it is a static scalar.
 template <class E>
 const std::string& signature() {
   static const std::string s = [] {
@@ -14169,10 +14237,10 @@ const std::string& signature() {
 // ---- a subtree read back from its signature (the GPU's code generator, and
 // passes/expand_fused.hpp, which writes a Fused node out as its ops)
 
-// An op over operands, or a leaf (an input; `scalar` when it is a static scalar), numbered
-// left to right.
+/// An op over operands, or a leaf (an input; `scalar` when it is a static scalar), numbered
+/// left to right.
 struct expr_node {
-  std::string op;  // empty for a leaf
+  std::string op;  ///< empty for a leaf
   dtype type = dtype::invalid;
   bool scalar = false;
   int leaf = -1;
@@ -14235,7 +14303,7 @@ class expr_parser {
 
 }  // namespace detail
 
-// The subtree a Fused node's `expr` attr names (signature<E>()'s text, parsed).
+/// The subtree a Fused node's `expr` attr names (signature<E>()'s text, parsed).
 inline expr_node parse(std::string_view expr) { return detail::expr_parser(expr).parse(); }
 
 }  // namespace weft::fused
@@ -14255,8 +14323,8 @@ inline std::vector<op_def> fused_op_defs() {
 }
 inline void register_fused_ops() { op_registry::global().add_family("fused", fused_op_defs); }
 
-// The Fused node of subtree E, as an op type: use_kernels<ops::Fused<E>>() registers the
-// kernel compiled for E on every device type.
+/// The Fused node of subtree E, as an op type: use_kernels<ops::Fused<E>>() registers the
+/// kernel compiled for E on every device type.
 template <class E>
 struct Fused {
   static constexpr const char* name = "Fused";
@@ -14267,14 +14335,14 @@ struct Fused {
 
 namespace weft::passes {
 
-// Whether `g` has a Fused node.
+/// Whether `g` has a Fused node.
 inline bool has_fused(const graph& g) {
   for (int id = 0; id < g.size(); ++id)
     if (g.at(id).op() == "Fused") return true;
   return false;
 }
 
-// `g` with every Fused node written out as its ops (`g` itself when it has none).
+/// `g` with every Fused node written out as its ops (`g` itself when it has none).
 inline graph expand_fused(const graph& g) {
   if (!has_fused(g)) return g;
   std::vector<node_spec> specs;
@@ -14329,17 +14397,17 @@ inline graph expand_fused(const graph& g) {
 
 namespace weft {
 
-// One tensor of a signature: the key callers use, and the graph's output it stands for.
+/// One tensor of a signature: the key callers use, and the graph's output it stands for.
 struct signature_tensor {
   std::string key;
-  std::string tensor;  // "node:port"
+  std::string tensor;  ///< "node:port"
   dtype type = dtype::invalid;
   partial_shape shape;
   friend bool operator==(const signature_tensor&, const signature_tensor&) = default;
 };
 
-// A named way to run a model (TensorFlow's SignatureDef): the outputs it feeds and those it
-// fetches, by key.
+/// A named way to run a model (TensorFlow's SignatureDef): the outputs it feeds and those it
+/// fetches, by key.
 struct signature {
   std::string name;
   std::vector<signature_tensor> inputs;
@@ -14347,7 +14415,7 @@ struct signature {
   friend bool operator==(const signature&, const signature&) = default;
 };
 
-// A signature of `g` from outputs by key; dtypes and static shapes come from the graph.
+/// A signature of `g` from outputs by key; dtypes and static shapes come from the graph.
 inline signature make_signature(const graph& g, std::string name, const std::vector<std::pair<std::string, output>>& inputs,
                                 const std::vector<std::pair<std::string, output>>& outputs) {
   if (name.empty()) fail(error_code::invalid_argument, "make_signature: a signature needs a name");
@@ -14366,13 +14434,13 @@ inline signature make_signature(const graph& g, std::string name, const std::vec
   return s;
 }
 
-// A graph that computes `outputs` of `g` from `inputs` alone: every Variable those need
-// becomes a Const holding the value it has in `s`, nodes they do not need are left out
-// (an input that is not a Placeholder becomes one of its dtype and shape), and what
-// constant folding can compute beforehand is computed and kept as Consts (named
-// "<node>/folded"; a fetched output itself is never folded away). Node names, devices and
-// colocations stay. Fails, naming the node, when a needed node writes a variable (Assign,
-// an optimizer's update): a frozen graph has none.
+/// A graph that computes `outputs` of `g` from `inputs` alone: every Variable those need
+/// becomes a Const holding the value it has in `s`, nodes they do not need are left out
+/// (an input that is not a Placeholder becomes one of its dtype and shape), and what
+/// constant folding can compute beforehand is computed and kept as Consts (named
+/// "<node>/folded"; a fetched output itself is never folded away). Node names, devices and
+/// colocations stay. Fails, naming the node, when a needed node writes a variable (Assign,
+/// an optimizer's update): a frozen graph has none.
 inline graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs = {},
                           const passes::constant_folding_options& folding = {}) {
   auto is_input = [&](output o) { return std::find(inputs.begin(), inputs.end(), o) != inputs.end(); };
@@ -14542,8 +14610,8 @@ inline signature read_signature(std::string_view bytes, const std::string& what)
   return s;
 }
 
-// Checks `sigs` against `g`: distinct non-empty names, distinct keys, each tensor an output
-// of `g` with the signature's dtype. `who` prefixes errors.
+/// Checks `sigs` against `g`: distinct non-empty names, distinct keys, each tensor an output
+/// of `g` with the signature's dtype. `who` prefixes errors.
 inline void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who) {
   if (sigs.empty()) fail(error_code::invalid_argument, who, ": no signatures (a model is run through one)");
   for (std::size_t i = 0; i < sigs.size(); ++i) {
@@ -14578,21 +14646,21 @@ inline void check_signatures(const graph& g, const std::vector<signature>& sigs,
 }  // namespace model_detail
 
 struct save_model_options {
-  // Write freeze_graph's graph of the signatures' outputs (variables as constants, folded)
-  // and no variables, in place of the whole graph and its variables.
+  /// Write freeze_graph's graph of the signatures' outputs (variables as constants, folded)
+  /// and no variables, in place of the whole graph and its variables.
   bool freeze = false;
   passes::constant_folding_options folding = {};
-  // Leave the nodes' device requests out (graph_def_options::devices): a model trained on a
-  // GPU then loads where there is none.
+  /// Leave the nodes' device requests out (graph_def_options::devices): a model trained on a
+  /// GPU then loads where there is none.
   bool clear_devices = false;
-  // Write each Fused node (the typed DSL's fusion) as its elementwise ops
-  // (passes/expand_fused.hpp): a Fused node's kernel is compiled from the saving program's
-  // types, so only such a program could run the bundle otherwise.
+  /// Write each Fused node (the typed DSL's fusion) as its elementwise ops
+  /// (passes/expand_fused.hpp): a Fused node's kernel is compiled from the saving program's
+  /// types, so only such a program could run the bundle otherwise.
   bool expand_fused = true;
 };
 
-// Writes a model bundle (the format above) atomically: `g` (or its frozen form), the
-// variables' values in `s`, and `signatures`. Every variable must be initialized.
+/// Writes a model bundle (the format above) atomically: `g` (or its frozen form), the
+/// variables' values in `s`, and `signatures`. Every variable must be initialized.
 inline void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
                        const save_model_options& options = {}) {
   model_detail::check_signatures(g, signatures, "save_model");
@@ -14647,8 +14715,8 @@ class model_bundle;
 inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options = {},
                                      const graph_def_limits& limits = {});
 
-// A model loaded from a bundle: its graph, a session on it with the variables restored,
-// and its signatures.
+/// A model loaded from a bundle: its graph, a session on it with the variables restored,
+/// and its signatures.
 class model_bundle {
  public:
   const weft::graph& graph() const noexcept { return graph_; }
@@ -14663,9 +14731,9 @@ class model_bundle {
     fail(error_code::not_found, "model: no signature named '", name, "' (it has ", names, ")");
   }
 
-  // Runs signature `name`, fed by key (every input of the signature, no other), and
-  // returns its outputs in the signature's order. Dtypes and shapes are checked against
-  // the signature, naming the key.
+  /// Runs signature `name`, fed by key (every input of the signature, no other), and
+  /// returns its outputs in the signature's order. Dtypes and shapes are checked against
+  /// the signature, naming the key.
   std::vector<tensor> run(std::string_view name, const std::vector<std::pair<std::string, tensor>>& inputs,
                           const run_options& options = {}) {
     const weft::signature& s = signature(name);
@@ -14702,8 +14770,8 @@ class model_bundle {
   std::vector<weft::signature> signatures_;
 };
 
-// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
-// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
+/// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
+/// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
 inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options,
                                      const graph_def_limits& limits) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the model ", name, " is corrupt: ", what...); };
@@ -14773,16 +14841,17 @@ inline model_bundle load_model_bytes(std::string_view bytes, const std::string& 
   return m;
 }
 
-// Loads a model bundle written by save_model: the graph (every op it uses must be
-// registered, with its kernels: <weft/kernels/cpu/all.hpp> in one file of the program),
-// a session on it, the variables restored.
+/// Loads a model bundle written by save_model: the graph (every op it uses must be
+/// registered, with its kernels: <weft/kernels/cpu/all.hpp> in one file of the program),
+/// a session on it, the variables restored.
 inline model_bundle load_model(const std::filesystem::path& path, const session_options& options = {}) {
   return load_model_bytes(read_file(path, "the model"), path.string(), options);
 }
 
 }  // namespace weft
-// CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
-// runtime/checkpoint_file.hpp; the readers, over runtime/reader.hpp; ReadFile and WriteFile.
+/// @file
+/// CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
+/// runtime/checkpoint_file.hpp; the readers, over runtime/reader.hpp; ReadFile and WriteFile.
 
 #include <cstring>
 #include <filesystem>
@@ -14791,7 +14860,8 @@ inline model_bundle load_model(const std::filesystem::path& path, const session_
 #include <utility>
 #include <vector>
 
-// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
+/// @file
+/// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
 
 #include <algorithm>
 #include <cstdint>
@@ -14801,17 +14871,17 @@ inline model_bundle load_model(const std::filesystem::path& path, const session_
 
 namespace weft::cpu {
 
-// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
-// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
-// long), at least one and at most four per intra-op thread. Four per thread balance better
-// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
-// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
+/// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
+/// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
+/// long), at least one and at most four per intra-op thread. Four per thread balance better
+/// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
+/// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
 inline std::int64_t blocks_for(const kernel_context& ctx, std::int64_t units, std::int64_t min_units) {
   const std::int64_t most = std::min<std::int64_t>(4 * ctx.device().num_threads(), units);
   return std::clamp<std::int64_t>(units / std::max<std::int64_t>(min_units, 1), std::min<std::int64_t>(1, most), most);
 }
 
-// The values of an int32 or int64 tensor; `what` names the input in errors.
+/// The values of an int32 or int64 tensor; `what` names the input in errors.
 inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
   std::vector<std::int64_t> v;
   if (t.dtype() == dtype::int32)
@@ -14842,13 +14912,13 @@ inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* 
   return shape(dims);
 }
 
-// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
-// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
-// each tuple is checked to lie in s.
+/// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
+/// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
+/// each tuple is checked to lie in s.
 struct nd_rows {
   std::vector<std::int64_t> rows;
-  std::int64_t slice = 1;                 // elements per row: the product of s[K:]
-  std::vector<std::int64_t> slices_dims;  // of the slices together: indices.shape[:-1] + s[K:]
+  std::int64_t slice = 1;                 ///< elements per row: the product of s[K:]
+  std::vector<std::int64_t> slices_dims;  ///< of the slices together: indices.shape[:-1] + s[K:]
 };
 inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
   if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
@@ -14876,14 +14946,14 @@ inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
   }
   return r;
 }
-// Fails unless `updates` has the shape of the slices r addresses.
+/// Fails unless `updates` has the shape of the slices r addresses.
 inline void check_updates(const nd_rows& r, const tensor& updates, const tensor& indices, const shape& s) {
   if (updates.shape() != shape(r.slices_dims))
     fail(error_code::invalid_argument, "updates of shape ", updates.shape(), " do not fit indices of shape ", indices.shape(),
          " into shape ", s, ": they must have shape ", shape(r.slices_dims));
 }
 
-// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
+/// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
 inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape& out) {
   std::vector<std::int64_t> strides(static_cast<std::size_t>(out.rank()), 0);
   std::int64_t stride = 1;
@@ -14894,14 +14964,14 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
   return strides;
 }
 
-// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
-// compile time down, the rarer dtypes compute through a wider one, converting on the way in
-// and out, instead of compiling each op's code again:
-// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
-//   to float anyway);
-// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
-//   so that narrowing the result wraps as TensorFlow's does;
-// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
+/// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
+/// compile time down, the rarer dtypes compute through a wider one, converting on the way in
+/// and out, instead of compiling each op's code again:
+/// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
+///   to float anyway);
+/// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
+///   so that narrowing the result wraps as TensorFlow's does;
+/// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
 using weft::is_half_v;
 template <class T>
 using compute_t = std::conditional_t<
@@ -14913,26 +14983,27 @@ template <class T>
 inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
 template <class T>
 inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
-// The 64-bit integer type of T's signedness.
+/// The 64-bit integer type of T's signedness.
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 
-// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
+/// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
 using kernel_signed_real_types = signed_real_types;
 using kernel_signed_types = signed_number_types;
 using kernel_pow_types = pow_types;
 
-// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
+/// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>
 void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
   (register_cpu_kernel<K<Ts>>(op, {type_attr, dtype_of<Ts>}), ...);
 }
 
 }  // namespace weft::cpu
-// CPU kernels for ops/data_flow_ops.hpp: the queue ops, over runtime/queue.hpp's queue held
-// in the session's resource manager, and the mutex ops, over runtime/mutex.hpp's. Enqueue and the dequeues are async: they hand the
-// queue an attempt and return; the queue calls back (on whichever thread made room or
-// brought the elements) and the step goes on from there.
+/// @file
+/// CPU kernels for ops/data_flow_ops.hpp: the queue ops, over runtime/queue.hpp's queue held
+/// in the session's resource manager, and the mutex ops, over runtime/mutex.hpp's. Enqueue and the dequeues are async: they hand the
+/// queue an attempt and return; the queue calls back (on whichever thread made room or
+/// brought the elements) and the step goes on from there.
 
 #include <cstdint>
 #include <exception>
@@ -14942,14 +15013,15 @@ void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
 #include <utility>
 #include <vector>
 
-// A mutex shared by steps (whitepaper Table 1, MutexAcquire and MutexRelease): a resource
-// that one holder at a time owns, granted in the order the acquisitions came. An
-// acquisition that waits holds no thread: the mutex calls it back when it is granted. Each
-// grant has an id, which the release names; a release of another id is an error.
-// The step that acquired it releases it: an acquisition watches its step's cancellation,
-// so a step that fails or is cancelled while it waits leaves the line, and one that fails
-// while it holds the mutex gives it back (a step that ends without its MutexRelease keeps
-// it: the release belongs in the same step, after the critical section's nodes).
+/// @file
+/// A mutex shared by steps (whitepaper Table 1, MutexAcquire and MutexRelease): a resource
+/// that one holder at a time owns, granted in the order the acquisitions came. An
+/// acquisition that waits holds no thread: the mutex calls it back when it is granted. Each
+/// grant has an id, which the release names; a release of another id is an error.
+/// The step that acquired it releases it: an acquisition watches its step's cancellation,
+/// so a step that fails or is cancelled while it waits leaves the line, and one that fails
+/// while it holds the mutex gives it back (a step that ends without its MutexRelease keeps
+/// it: the release belongs in the same step, after the critical section's nodes).
 
 #include <cstdint>
 #include <deque>
@@ -14974,9 +15046,9 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
   explicit resource_mutex(std::string name) : name_(std::move(name)) {}
   const std::string& name() const noexcept { return name_; }
 
-  // Asks for the mutex for step `step`; `done` runs once, with the grant's id, or with the
-  // error (the step was cancelled while it waited). Once granted, a cancellation of
-  // `cancellation` (the step's: it failed) releases it, until release(id, step).
+  /// Asks for the mutex for step `step`; `done` runs once, with the grant's id, or with the
+  /// error (the step was cancelled while it waited). Once granted, a cancellation of
+  /// `cancellation` (the step's: it failed) releases it, until release(id, step).
   void acquire(cancellation_manager* cancellation, std::int64_t step, granted done) {
     std::vector<std::function<void()>> calls;
     {
@@ -14999,7 +15071,7 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     for (auto& c : calls) c();
   }
 
-  // Gives the mutex back; `id` must be the holder's, granted to the same step.
+  /// Gives the mutex back; `id` must be the holder's, granted to the same step.
   void release(std::uint64_t id, std::int64_t step) {
     std::vector<std::function<void()>> calls;
     std::pair<cancellation_manager*, cancellation_manager::token> watch{};
@@ -15037,8 +15109,8 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     granted done;
   };
 
-  // Grants the mutex to the first waiter when it is free (the lock held). The waiter's
-  // cancellation callback stays registered: now it releases the grant.
+  /// Grants the mutex to the first waiter when it is free (the lock held). The waiter's
+  /// cancellation callback stays registered: now it releases the grant.
   void grant(std::vector<std::function<void()>>& calls) {
     if (held_ || waiting_.empty()) return;
     waiter w = std::move(waiting_.front());
@@ -15051,7 +15123,7 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     calls.push_back([d = std::move(w.done), id = w.id] { d(nullptr, id); });
   }
 
-  // The step of acquisition `id` was cancelled: it leaves the line, or gives the mutex back.
+  /// The step of acquisition `id` was cancelled: it leaves the line, or gives the mutex back.
   void cancelled(std::uint64_t id) {
     std::vector<std::function<void()>> calls;
     {
@@ -15084,24 +15156,25 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
 };
 
 }  // namespace weft
-// Queues (whitepaper §4.6): state that outlives a step, through which steps hand tuples of
-// tensors to each other, so that input preparation runs ahead of computation. A queue holds
-// elements (a tensor per component, of the queue's dtypes and shapes) up to its capacity;
-// an enqueue that finds it full and a dequeue that finds it short wait, holding no thread:
-// each is an attempt the queue serves, in the order they came, as room or elements appear,
-// and then calls its `done` (outside the queue's lock). TensorFlow's semantics:
-// - enqueue on a closed queue fails (cancelled); close(true) also fails the enqueues that
-//   wait; close(false) lets them finish as room appears;
-// - a dequeue that a closed queue cannot satisfy fails with out_of_range, which ends an
-//   epoch: dequeue_many puts back what it had taken, dequeue_up_to returns what is left
-//   when there is any;
-// - a waiting attempt whose step is cancelled fails with cancelled (a dequeue puts back what
-//   it had taken), and the queue stays as it was.
-// Orders: first in first out; random shuffle (a seeded generator picks any element, and
-// while the queue is open only when more than min_after_dequeue remain); priority (the first
-// component an int64 scalar, the smallest first, ties in the order they came).
-// A queue is a resource (runtime/resource.hpp): the queue ops (kernels/cpu/data_flow.hpp)
-// keep it in the session's resource manager under its container and name.
+/// @file
+/// Queues (whitepaper §4.6): state that outlives a step, through which steps hand tuples of
+/// tensors to each other, so that input preparation runs ahead of computation. A queue holds
+/// elements (a tensor per component, of the queue's dtypes and shapes) up to its capacity;
+/// an enqueue that finds it full and a dequeue that finds it short wait, holding no thread:
+/// each is an attempt the queue serves, in the order they came, as room or elements appear,
+/// and then calls its `done` (outside the queue's lock). TensorFlow's semantics:
+/// - enqueue on a closed queue fails (cancelled); close(true) also fails the enqueues that
+///   wait; close(false) lets them finish as room appears;
+/// - a dequeue that a closed queue cannot satisfy fails with out_of_range, which ends an
+///   epoch: dequeue_many puts back what it had taken, dequeue_up_to returns what is left
+///   when there is any;
+/// - a waiting attempt whose step is cancelled fails with cancelled (a dequeue puts back what
+///   it had taken), and the queue stays as it was.
+/// Orders: first in first out; random shuffle (a seeded generator picks any element, and
+/// while the queue is open only when more than min_after_dequeue remain); priority (the first
+/// component an int64 scalar, the smallest first, ties in the order they came).
+/// A queue is a resource (runtime/resource.hpp): the queue ops (kernels/cpu/data_flow.hpp)
+/// keep it in the session's resource manager under its container and name.
 
 #include <algorithm>
 #include <cstddef>
@@ -15125,23 +15198,23 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
 
 namespace weft {
 
-using queue_tuple = std::vector<tensor>;  // one element: a tensor per component
+using queue_tuple = std::vector<tensor>;  ///< one element: a tensor per component
 
 struct queue_options {
   enum class order { fifo, random_shuffle, priority };
   order kind = order::fifo;
-  std::vector<dtype> component_types;      // at least one
-  std::vector<partial_shape> shapes;       // one per component, or none: any shape
-  std::int64_t capacity = -1;              // -1: no bound
-  std::int64_t min_after_dequeue = 0;      // random_shuffle: elements kept while open
-  std::uint64_t seed = 0;                  // random_shuffle's generator
-  bool padded = false;                     // dequeue_many pads unknown dims (PaddingFIFOQueue)
+  std::vector<dtype> component_types;      ///< at least one
+  std::vector<partial_shape> shapes;       ///< one per component, or none: any shape
+  std::int64_t capacity = -1;              ///< -1: no bound
+  std::int64_t min_after_dequeue = 0;      ///< random_shuffle: elements kept while open
+  std::uint64_t seed = 0;                  ///< random_shuffle's generator
+  bool padded = false;                     ///< dequeue_many pads unknown dims (PaddingFIFOQueue)
 
   bool same_as(const queue_options& o) const {
     return kind == o.kind && component_types == o.component_types && shapes == o.shapes && capacity == o.capacity &&
            min_after_dequeue == o.min_after_dequeue && seed == o.seed && padded == o.padded;
   }
-  // "fifo(float32[], int32[?]) capacity 10", for errors.
+  /// "fifo(float32[], int32[?]) capacity 10", for errors.
   std::string describe() const {
     static constexpr const char* kinds[] = {"fifo", "random_shuffle", "priority"};
     std::ostringstream out;
@@ -15184,9 +15257,9 @@ class queue final : public resource_base {
   const std::string& name() const noexcept { return name_; }
   const queue_options& options() const noexcept { return o_; }
 
-  // Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
-  // is in, or with the error (a closed queue, a cancelled step). Elements of the wrong
-  // dtypes or shapes are an invalid_argument error naming the queue, before any goes in.
+  /// Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
+  /// is in, or with the error (a closed queue, a cancelled step). Elements of the wrong
+  /// dtypes or shapes are an invalid_argument error naming the queue, before any goes in.
   void enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done) {
     for (const auto& e : elements) check(e);
     std::vector<std::function<void()>> calls;
@@ -15206,9 +15279,9 @@ class queue final : public resource_base {
     for (auto& c : calls) c();
   }
 
-  // Takes `n` elements, waiting for them; with up_to, fewer once the queue is closed (but at
-  // least one). `done` runs once with the elements, or with the error (out_of_range when a
-  // closed queue cannot give them, cancelled when the step is).
+  /// Takes `n` elements, waiting for them; with up_to, fewer once the queue is closed (but at
+  /// least one). `done` runs once with the elements, or with the error (out_of_range when a
+  /// closed queue cannot give them, cancelled when the step is).
   void dequeue(std::int64_t n, bool up_to, cancellation_manager* cancellation, dequeue_done done) {
     if (n < 0) fail(error_code::invalid_argument, "queue '", name_, "': cannot dequeue ", n, " elements");
     std::vector<std::function<void()>> calls;
@@ -15225,8 +15298,8 @@ class queue final : public resource_base {
     for (auto& c : calls) c();
   }
 
-  // No more enqueues; with cancel_pending_enqueues, those waiting fail too. Dequeues that
-  // the elements left cannot satisfy fail with out_of_range.
+  /// No more enqueues; with cancel_pending_enqueues, those waiting fail too. Dequeues that
+  /// the elements left cannot satisfy fail with out_of_range.
   void close(bool cancel_pending_enqueues = false) {
     std::vector<std::function<void()>> calls;
     {
@@ -15255,7 +15328,7 @@ class queue final : public resource_base {
     cancellation_manager::token token = 0;
   };
   struct enqueue_attempt : attempt {
-    std::deque<queue_tuple> elements;  // still to go in
+    std::deque<queue_tuple> elements;  ///< still to go in
     enqueue_done done;
   };
   struct dequeue_attempt : attempt {
@@ -15282,7 +15355,7 @@ class queue final : public resource_base {
     return std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "' is closed"));
   }
 
-  // Registers a's cancellation (an already cancelled step fails it at once).
+  /// Registers a's cancellation (an already cancelled step fails it at once).
   template <class A>
   void watch(A& a, cancellation_manager* cancellation, std::vector<std::function<void()>>& calls) {
     if (!cancellation) return;
@@ -15320,13 +15393,13 @@ class queue final : public resource_base {
   void release(It it) {
     if (it->cancellation && it->token) it->cancellation->deregister(it->token);
   }
-  // Ends an enqueue attempt (nullptr: all its elements are in).
+  /// Ends an enqueue attempt (nullptr: all its elements are in).
   void finish_enqueue(std::list<enqueue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
     release(it);
     calls.push_back([done = std::move(it->done), e] { done(e); });
     enqueues_.erase(it);
   }
-  // Ends a dequeue attempt: with its elements, or with an error (its elements go back).
+  /// Ends a dequeue attempt: with its elements, or with an error (its elements go back).
   void finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
     release(it);
     std::vector<queue_tuple> taken = std::move(it->taken);
@@ -15341,7 +15414,7 @@ class queue final : public resource_base {
     dequeues_.erase(it);
   }
 
-  // Serves the attempts in order while any makes progress (the queue's lock held).
+  /// Serves the attempts in order while any makes progress (the queue's lock held).
   void serve(std::vector<std::function<void()>>& calls) {
     for (bool progress = true; progress;) {
       progress = false;
@@ -15379,7 +15452,7 @@ class queue final : public resource_base {
     }
   }
 
-  // The order's storage.
+  /// The order's storage.
   std::size_t count() const { return o_.kind == queue_options::order::priority ? by_priority_.size() : elements_.size(); }
   bool available() const {
     if (count() == 0) return false;
@@ -15418,8 +15491,8 @@ class queue final : public resource_base {
     }
     return e;
   }
-  // An element a failed dequeue had taken goes back where it will come out first (for a
-  // priority queue: before the others of its priority, after those put back before it).
+  /// An element a failed dequeue had taken goes back where it will come out first (for a
+  /// priority queue: before the others of its priority, after those put back before it).
   void put_back(queue_tuple e) {
     if (o_.kind == queue_options::order::priority) {
       const std::int64_t p = e[0].data<std::int64_t>()[0];
@@ -15433,8 +15506,8 @@ class queue final : public resource_base {
   queue_options o_;
   mutable std::mutex mutex_;
   bool closed_ = false;
-  std::deque<queue_tuple> elements_;                                             // fifo, random_shuffle
-  std::multimap<std::pair<std::int64_t, std::uint64_t>, queue_tuple> by_priority_;  // priority: (priority, arrival)
+  std::deque<queue_tuple> elements_;                                             ///< fifo, random_shuffle
+  std::multimap<std::pair<std::int64_t, std::uint64_t>, queue_tuple> by_priority_;  ///< priority: (priority, arrival)
   std::uint64_t next_seq_ = 0;
   std::mt19937_64 random_;
   std::uint64_t next_id_ = 0;
@@ -15442,8 +15515,8 @@ class queue final : public resource_base {
   std::list<dequeue_attempt> dequeues_;
 };
 
-// EnqueueMany's split: row i of every component as element i (views of the batch, no copy).
-// Every component needs a first dimension, the same for all.
+/// EnqueueMany's split: row i of every component as element i (views of the batch, no copy).
+/// Every component needs a first dimension, the same for all.
 inline std::vector<queue_tuple> unstack_elements(const std::vector<tensor>& components, const std::string& queue_name) {
   if (components.empty()) fail(error_code::invalid_argument, "queue '", queue_name, "': enqueue_many of no components");
   std::int64_t n = -1;
@@ -15465,10 +15538,10 @@ inline std::vector<queue_tuple> unstack_elements(const std::vector<tensor>& comp
   return out;
 }
 
-// DequeueMany's batch: each component's elements stacked along a new first dimension. With
-// `pad` (PaddingFIFOQueue), elements of one rank and different sizes are padded with zeros
-// to the largest size in each dimension; without it their shapes must be equal. With no
-// elements, `shapes` gives each component's shape (unknown dimensions as 0).
+/// DequeueMany's batch: each component's elements stacked along a new first dimension. With
+/// `pad` (PaddingFIFOQueue), elements of one rank and different sizes are padded with zeros
+/// to the largest size in each dimension; without it their shapes must be equal. With no
+/// elements, `shapes` gives each component's shape (unknown dimensions as 0).
 inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
                                           const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name) {
   std::vector<tensor> out;
@@ -15530,9 +15603,9 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
 
 namespace weft::cpu {
 
-// FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue: makes the queue on first
-// run (a queue already under the name must have been made with the same options) and
-// outputs its handle.
+/// FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue: makes the queue on first
+/// run (a queue already under the name must have been made with the same options) and
+/// outputs its handle.
 struct queue_kernel final : op_kernel {
   explicit queue_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
@@ -15567,7 +15640,7 @@ struct queue_kernel final : op_kernel {
   tensor handle_;
 };
 
-// The resource of kind R the handle of input `i` names.
+/// The resource of kind R the handle of input `i` names.
 template <class R>
 std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
   const tensor& h = ctx.input(i);
@@ -15583,8 +15656,8 @@ std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
 }
 inline std::shared_ptr<queue> queue_of(const kernel_context& ctx, int i = 0) { return resource_of<queue>(ctx, i); }
 
-// Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
-// exception thrown before the queue took the attempt into the node's error.
+/// Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
+/// exception thrown before the queue took the attempt into the node's error.
 template <class Start>
 void start_attempt(kernel_context& ctx, const std::function<void()>& done, Start&& start) {
   try {
@@ -15595,7 +15668,7 @@ void start_attempt(kernel_context& ctx, const std::function<void()>& done, Start
   }
 }
 
-// QueueEnqueue and QueueEnqueueMany.
+/// QueueEnqueue and QueueEnqueueMany.
 struct enqueue_kernel final : op_kernel {
   explicit enqueue_kernel(const node& n) : many_(n.op() == "QueueEnqueueMany") {}
   bool is_async() const noexcept override { return true; }
@@ -15617,7 +15690,7 @@ struct enqueue_kernel final : op_kernel {
   bool many_;
 };
 
-// QueueDequeue, QueueDequeueMany, QueueDequeueUpTo.
+/// QueueDequeue, QueueDequeueMany, QueueDequeueUpTo.
 struct dequeue_kernel final : op_kernel {
   explicit dequeue_kernel(const node& n)
       : batch_(n.op() != "QueueDequeue"), up_to_(n.op() == "QueueDequeueUpTo"),
@@ -15700,7 +15773,7 @@ struct queue_is_closed_kernel final : op_kernel {
   }
 };
 
-// Mutex: makes the mutex on first run and outputs its handle.
+/// Mutex: makes the mutex on first run and outputs its handle.
 struct mutex_kernel final : op_kernel {
   explicit mutex_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
@@ -15714,7 +15787,7 @@ struct mutex_kernel final : op_kernel {
   tensor handle_;
 };
 
-// MutexAcquire: waits for the mutex, then outputs the grant.
+/// MutexAcquire: waits for the mutex, then outputs the grant.
 struct mutex_acquire_kernel final : op_kernel {
   explicit mutex_acquire_kernel(const node&) {}
   bool is_async() const noexcept override { return true; }
@@ -15739,7 +15812,7 @@ struct mutex_release_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_data_flow_kernels() {
   ops::register_data_flow_ops();
@@ -15760,22 +15833,23 @@ void register_data_flow_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp): every queue op's kernel at once.
+/// The kernels typed code asks for (framework/kernel_for.hpp): every queue op's kernel at once.
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
   static void register_kernels() { cpu::register_data_flow_kernels(); }
 };
 }  // namespace weft
-// Readers (TensorFlow's first input API): a reader is a resource that takes file names from
-// a queue of strings, one file at a time, and gives the records of each (runtime/records.hpp
-// cuts them) with keys "<file>:<record index>". A read that finds the current file done
-// dequeues the next name, waiting (holding no thread) while the queue is empty; when the
-// queue is closed and empty the read fails with out_of_range, the end of the epochs, or
-// (read_up_to) gives what it has. Reads of one reader are served in the order they came,
-// one at a time. A file that cannot be read or holds a bad record fails the read that met
-// it, with the file's name and the offset; the reader drops the rest of that file and the
-// next read goes on with the next file.
+/// @file
+/// Readers (TensorFlow's first input API): a reader is a resource that takes file names from
+/// a queue of strings, one file at a time, and gives the records of each (runtime/records.hpp
+/// cuts them) with keys "<file>:<record index>". A read that finds the current file done
+/// dequeues the next name, waiting (holding no thread) while the queue is empty; when the
+/// queue is closed and empty the read fails with out_of_range, the end of the epochs, or
+/// (read_up_to) gives what it has. Reads of one reader are served in the order they came,
+/// one at a time. A file that cannot be read or holds a bad record fails the read that met
+/// it, with the file's name and the offset; the reader drops the rest of that file and the
+/// next read goes on with the next file.
 
 #include <cstdint>
 #include <deque>
@@ -15789,23 +15863,24 @@ struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
 #include <utility>
 #include <vector>
 
-// Record files, as the readers (runtime/reader.hpp) cut them:
-// - TFRecord, TensorFlow's framing, so that files written by TensorFlow are read and files
-//   written here are read by TensorFlow: each record is
-//     u64 length (little-endian), u32 masked CRC-32C of those 8 bytes,
-//     the data, u32 masked CRC-32C of the data,
-//   where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8;
-// - fixed-length records (MNIST's and CIFAR's binaries): header_bytes skipped, then records
-//   of record_bytes, one every hop_bytes (record_bytes when 0), up to footer_bytes from the
-//   end;
-// - text lines: each line without its "\n" (and a "\r" before it), the first
-//   skip_header_lines skipped, a last line without "\n" kept;
-// - whole files: one record, the file.
-// A file may be compressed with gzip or zlib (compression_type "GZIP" or "ZLIB", as
-// TensorFlow names them; several gzip members one after the other are read as one stream),
-// which needs zlib: the CMake target weft::weft links it and defines WEFT_WITH_ZLIB when
-// Debian's zlib1g-dev is installed; without it a compressed file is an unimplemented error.
-// Errors name the file and the byte offset of the bad record; files are read whole.
+/// @file
+/// Record files, as the readers (runtime/reader.hpp) cut them:
+/// - TFRecord, TensorFlow's framing, so that files written by TensorFlow are read and files
+///   written here are read by TensorFlow: each record is
+///     u64 length (little-endian), u32 masked CRC-32C of those 8 bytes,
+///     the data, u32 masked CRC-32C of the data,
+///   where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8;
+/// - fixed-length records (MNIST's and CIFAR's binaries): header_bytes skipped, then records
+///   of record_bytes, one every hop_bytes (record_bytes when 0), up to footer_bytes from the
+///   end;
+/// - text lines: each line without its "\n" (and a "\r" before it), the first
+///   skip_header_lines skipped, a last line without "\n" kept;
+/// - whole files: one record, the file.
+/// A file may be compressed with gzip or zlib (compression_type "GZIP" or "ZLIB", as
+/// TensorFlow names them; several gzip members one after the other are read as one stream),
+/// which needs zlib: the CMake target weft::weft links it and defines WEFT_WITH_ZLIB when
+/// Debian's zlib1g-dev is installed; without it a compressed file is an unimplemented error.
+/// Errors name the file and the byte offset of the bad record; files are read whole.
 
 #include <cstdint>
 #include <cstring>
@@ -15825,7 +15900,7 @@ namespace weft {
 
 enum class compression { none, gzip, zlib };
 
-// "", "GZIP" or "ZLIB", as TensorFlow's compression_type attrs say it.
+/// "", "GZIP" or "ZLIB", as TensorFlow's compression_type attrs say it.
 inline compression parse_compression(std::string_view s) {
   if (s.empty() || s == "NONE") return compression::none;
   if (s == "GZIP") return compression::gzip;
@@ -15848,7 +15923,7 @@ namespace detail {
 }
 }  // namespace detail
 
-// The bytes that `bytes` (the contents of `what`, compressed with `c`) stand for.
+/// The bytes that `bytes` (the contents of `what`, compressed with `c`) stand for.
 inline std::string decompress(std::string_view bytes, compression c, const std::string& what) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
@@ -15894,7 +15969,7 @@ inline std::string decompress(std::string_view bytes, compression c, const std::
 #endif
 }
 
-// `bytes` compressed with `c` (level 6, zlib's default).
+/// `bytes` compressed with `c` (level 6, zlib's default).
 inline std::string compress(std::string_view bytes, compression c) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
@@ -15927,13 +16002,13 @@ inline std::string compress(std::string_view bytes, compression c) {
 #endif
 }
 
-// TFRecord's checksum of `size` bytes at `data`.
+/// TFRecord's checksum of `size` bytes at `data`.
 inline std::uint32_t masked_crc32c(const void* data, std::size_t size) noexcept {
   const std::uint32_t crc = crc32c(data, size);
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
-// Appends `record` to `out` in TFRecord's framing.
+/// Appends `record` to `out` in TFRecord's framing.
 inline void append_tfrecord(std::string& out, std::string_view record) {
   const std::uint64_t length = record.size();
   char head[12];
@@ -15946,8 +16021,8 @@ inline void append_tfrecord(std::string& out, std::string_view record) {
   out.append(reinterpret_cast<const char*>(&data_crc), 4);
 }
 
-// Writes `records` to `path` as a TFRecord file compressed with `c`, atomically (a
-// temporary file, fsync'd, renamed over the target).
+/// Writes `records` to `path` as a TFRecord file compressed with `c`, atomically (a
+/// temporary file, fsync'd, renamed over the target).
 inline void write_tfrecords(const std::filesystem::path& path, const std::vector<std::string>& records,
                             compression c = compression::none) {
   std::string bytes;
@@ -15955,17 +16030,17 @@ inline void write_tfrecords(const std::filesystem::path& path, const std::vector
   detail::write_file_atomically(path, compress(bytes, c), {}, "the records file");
 }
 
-// How a file is cut into records.
+/// How a file is cut into records.
 struct record_format {
   enum class kind { tfrecord, fixed_length, text_line, whole_file };
   kind type = kind::tfrecord;
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  // fixed_length
-  std::int64_t skip_header_lines = 0;                                                // text_line
+  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
+  std::int64_t skip_header_lines = 0;                                                ///< text_line
   compression compressed = compression::none;
 };
 
-// The records of one file's (decompressed) bytes, one at a time. `name` names the file in
-// errors, with the byte offset (in the decompressed bytes) of the bad record.
+/// The records of one file's (decompressed) bytes, one at a time. `name` names the file in
+/// errors, with the byte offset (in the decompressed bytes) of the bad record.
 class record_cursor {
  public:
   record_cursor(std::string name, std::string bytes, record_format f)
@@ -15988,10 +16063,10 @@ class record_cursor {
   }
 
   const std::string& name() const noexcept { return name_; }
-  // Records given so far.
+  /// Records given so far.
   std::int64_t index() const noexcept { return index_; }
 
-  // The next record, or nullopt at the end of the file; a bad record is a data_loss error.
+  /// The next record, or nullopt at the end of the file; a bad record is a data_loss error.
   std::optional<std::string> next() {
     switch (f_.type) {
       case record_format::kind::whole_file:
@@ -16063,13 +16138,13 @@ class record_cursor {
   std::int64_t index_ = 0;
 };
 
-// The records of the file at `path` (read whole, decompressed, cut by `f`).
+/// The records of the file at `path` (read whole, decompressed, cut by `f`).
 inline record_cursor open_records(const std::filesystem::path& path, const record_format& f) {
   std::string bytes = read_file(path, "the input file");
   return record_cursor(path.string(), decompress(bytes, f.compressed, path.string()), f);
 }
 
-// Every record of the file at `path`.
+/// Every record of the file at `path`.
 inline std::vector<std::string> read_records(const std::filesystem::path& path, const record_format& f) {
   record_cursor c = open_records(path, f);
   std::vector<std::string> out;
@@ -16085,15 +16160,15 @@ class record_reader final : public resource_base, public std::enable_shared_from
  public:
   static constexpr std::string_view kind_name = "reader";
   std::string_view kind() const noexcept override { return kind_name; }
-  using records = std::vector<std::pair<std::string, std::string>>;  // (key, value)
+  using records = std::vector<std::pair<std::string, std::string>>;  ///< (key, value)
   using read_done = std::function<void(std::exception_ptr error, records got)>;
 
   record_reader(std::string name, record_format f) : name_(std::move(name)), f_(f) {}
   const std::string& name() const noexcept { return name_; }
   const record_format& format() const noexcept { return f_; }
 
-  // Reads n records (up_to: at most n, at least one, fewer only at the end of the input),
-  // taking file names from `files`; `done` runs once, on whichever thread completes it.
+  /// Reads n records (up_to: at most n, at least one, fewer only at the end of the input),
+  /// taking file names from `files`; `done` runs once, on whichever thread completes it.
   void read(std::shared_ptr<queue> files, std::int64_t n, bool up_to, cancellation_manager* cancellation, read_done done) {
     if (files->options().component_types != std::vector<dtype>{dtype::string})
       fail(error_code::invalid_argument, "reader '", name_, "' reads file names from a queue of one string component; queue '",
@@ -16118,7 +16193,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     for (auto& c : calls) c();
   }
 
-  // Records given and files finished, over the reader's life.
+  /// Records given and files finished, over the reader's life.
   std::int64_t records_produced() const {
     std::lock_guard lock(mutex_);
     return produced_;
@@ -16127,7 +16202,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     std::lock_guard lock(mutex_);
     return files_done_;
   }
-  // Forgets the current file and the counts.
+  /// Forgets the current file and the counts.
   void reset() {
     std::lock_guard lock(mutex_);
     current_.reset();
@@ -16146,8 +16221,8 @@ class record_reader final : public resource_base, public std::enable_shared_from
     cancellation_manager::token token = 0;
   };
 
-  // The step of read `id` was cancelled: unless it is the first read (whose fetch the queue
-  // cancels, or which is being served), it leaves the line with the error.
+  /// The step of read `id` was cancelled: unless it is the first read (whose fetch the queue
+  /// cancels, or which is being served), it leaves the line with the error.
   void cancelled(std::uint64_t id) {
     std::vector<std::function<void()>> calls;
     {
@@ -16163,8 +16238,8 @@ class record_reader final : public resource_base, public std::enable_shared_from
     for (auto& c : calls) c();
   }
 
-  // Serves requests in order from the current file; asks the queue for the next file when
-  // it is done (the lock held; `calls` run after it is released).
+  /// Serves requests in order from the current file; asks the queue for the next file when
+  /// it is done (the lock held; `calls` run after it is released).
   void pump(std::vector<std::function<void()>>& calls) {
     while (!requests_.empty() && !fetching_) {
       request& r = requests_.front();
@@ -16203,7 +16278,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     }
   }
 
-  // The queue's answer to a fetch: a file name, or the end of the input, or a cancellation.
+  /// The queue's answer to a fetch: a file name, or the end of the input, or a cancellation.
   void opened(std::exception_ptr e, std::vector<queue_tuple> names) {
     // Reading the file happens outside the lock; only one fetch is under way at a time.
     std::optional<record_cursor> cursor;
@@ -16248,7 +16323,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     for (auto& c : calls) c();
   }
 
-  // Ends the first request (an error drops the records it had; they are not given twice).
+  /// Ends the first request (an error drops the records it had; they are not given twice).
   void finish(std::exception_ptr e, std::vector<std::function<void()>>& calls) {
     request r = std::move(requests_.front());
     requests_.pop_front();
@@ -16289,7 +16364,7 @@ struct restore_kernel final : op_kernel {
       : names_(n.attr<std::vector<std::string>>("tensor_names")),
         dtypes_(n.attr<std::vector<dtype>>("dtypes")),
         shapes_(n.attr<std::vector<partial_shape>>("shapes")) {}
-  // Every output is checked before any is set: a bad file sets none.
+  /// Every output is checked before any is set: a bad file sets none.
   void compute(kernel_context& ctx) const override {
     const std::filesystem::path file = path_of(ctx.input(0));
     auto stored = read_checkpoint(file);
@@ -16312,8 +16387,8 @@ struct restore_kernel final : op_kernel {
   std::vector<partial_shape> shapes_;
 };
 
-// TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader: make the reader on
-// first run (one already under the name must cut records the same way) and output its handle.
+/// TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader: make the reader on
+/// first run (one already under the name must cut records the same way) and output its handle.
 struct reader_kernel final : op_kernel {
   explicit reader_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
@@ -16348,7 +16423,7 @@ struct reader_kernel final : op_kernel {
   record_format f_;
 };
 
-// ReaderRead and ReaderReadUpTo: async, as a dequeue (the file names come from a queue).
+/// ReaderRead and ReaderReadUpTo: async, as a dequeue (the file names come from a queue).
 struct reader_read_kernel final : op_kernel {
   explicit reader_read_kernel(const node& n) : up_to_(n.op() == "ReaderReadUpTo") {}
   bool is_async() const noexcept override { return true; }
@@ -16382,7 +16457,7 @@ struct reader_read_kernel final : op_kernel {
   bool up_to_;
 };
 
-// ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset.
+/// ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset.
 struct reader_state_kernel final : op_kernel {
   explicit reader_state_kernel(const node& n) : op_(n.op()) {}
   void compute(kernel_context& ctx) const override {
@@ -16401,7 +16476,7 @@ struct read_file_kernel final : op_kernel {
   }
 };
 
-// WriteFile: atomically (a temporary file, fsync'd, renamed over the target).
+/// WriteFile: atomically (a temporary file, fsync'd, renamed over the target).
 struct write_file_kernel final : op_kernel {
   explicit write_file_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -16411,8 +16486,8 @@ struct write_file_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called (a
-// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
+/// A template, so that including this header instantiates nothing until it is called (a
+/// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
 template <int = 0>
 void register_io_kernels() {
   ops::register_io_ops();
@@ -16430,7 +16505,7 @@ void register_io_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Save, T, device_types::cpu> {
@@ -16445,28 +16520,29 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
   static void register_kernels() { cpu::register_io_kernels(); }
 };
 }  // namespace weft
-// Input pipelines built on queues (whitepaper 4.6-4.7; the anchors tf.data and libtorch's
-// DataLoader): a source (rows of in-memory tensors, or the records of files), then stages
-// in the order they are added (map a graph function over each element, shuffle through a
-// buffer, batch, repeat the epochs, prefetch), each stage a queue filled by a queue_runner's
-// threads, all in a graph and a session of the pipeline's own, so that the input runs ahead
-// of training on threads of its own and never holds a training step's thread.
-//
-//   weft::input_pipeline p = weft::input_pipeline::from_tensors({images, labels});
-//   p.shuffle(10000, 42).batch(128).repeat(5).prefetch(4);
-//   p.start();
-//   while (auto batch = p.next()) train_on((*batch)[0], (*batch)[1]);   // nullopt: the end
-//
-// or, in the training graph itself (no copy through the host's feeds):
-//   auto [x, y] = ...p.dequeue_into(g)...   // a QueueDequeue of the last stage's queue; the
-//   session shares p.resources() (session_options::resources)
-//
-// Order is deterministic for a fixed seed when every map stage has one worker: each stage
-// keeps its input's order, and a shuffle draws from a full buffer (capacity `buffer`, and
-// min_after_dequeue buffer - 1) with its seeded generator. An element whose components have
-// dims unknown until run time is padded by batch() to the longest in its batch (the queue
-// before a batch is then a PaddingFIFOQueue). An error in any stage stops the pipeline; the
-// next next() rethrows it.
+/// @file
+/// Input pipelines built on queues (whitepaper 4.6-4.7; the anchors tf.data and libtorch's
+/// DataLoader): a source (rows of in-memory tensors, or the records of files), then stages
+/// in the order they are added (map a graph function over each element, shuffle through a
+/// buffer, batch, repeat the epochs, prefetch), each stage a queue filled by a queue_runner's
+/// threads, all in a graph and a session of the pipeline's own, so that the input runs ahead
+/// of training on threads of its own and never holds a training step's thread.
+///
+///   weft::input_pipeline p = weft::input_pipeline::from_tensors({images, labels});
+///   p.shuffle(10000, 42).batch(128).repeat(5).prefetch(4);
+///   p.start();
+///   while (auto batch = p.next()) train_on((*batch)[0], (*batch)[1]);   // nullopt: the end
+///
+/// or, in the training graph itself (no copy through the host's feeds):
+///   auto [x, y] = ...p.dequeue_into(g)...   // a QueueDequeue of the last stage's queue; the
+///   session shares p.resources() (session_options::resources)
+///
+/// Order is deterministic for a fixed seed when every map stage has one worker: each stage
+/// keeps its input's order, and a shuffle draws from a full buffer (capacity `buffer`, and
+/// min_after_dequeue buffer - 1) with its seeded generator. An element whose components have
+/// dims unknown until run time is padded by batch() to the longest in its batch (the queue
+/// before a batch is then a PaddingFIFOQueue). An error in any stage stops the pipeline; the
+/// next next() rethrows it.
 
 #include <algorithm>
 #include <atomic>
@@ -16481,26 +16557,27 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
 #include <utility>
 #include <vector>
 
-// Threads that fill queues (TensorFlow's QueueRunner and Coordinator, whitepaper 4.6):
-// a queue_runner runs its enqueue targets over and over, a thread each, until told to stop;
-// a coordinator tells every thread to stop at the first error or at a request, cancels the
-// runs they are blocked in, keeps the first error for the training loop, and joins them.
-//
-//   weft::coordinator coord;
-//   weft::queue_runner runner(s, {"enqueue"}, {.close = "close", .cancel = "close_cancel"});
-//   runner.start(coord);                  // one thread per enqueue target
-//   while (!coord.should_stop()) {
-//     try { s.run({}, {}, {"train"}); }
-//     catch (const weft::error& e) { if (e.code() == weft::error_code::out_of_range) break; throw; }
-//   }
-//   coord.request_stop();
-//   coord.join();                         // rethrows a runner thread's error, if any
-//
-// When every thread of a runner has ended because its input ran out (an out_of_range from
-// an upstream queue or reader: the end of the epochs), the runner runs its close target, so
-// that the consumers' dequeues drain the queue and then end the epoch themselves. Any other
-// error stops the coordinator; a stop runs the cancel target (a close that cancels pending
-// enqueues), so that nothing stays blocked on the queue.
+/// @file
+/// Threads that fill queues (TensorFlow's QueueRunner and Coordinator, whitepaper 4.6):
+/// a queue_runner runs its enqueue targets over and over, a thread each, until told to stop;
+/// a coordinator tells every thread to stop at the first error or at a request, cancels the
+/// runs they are blocked in, keeps the first error for the training loop, and joins them.
+///
+///   weft::coordinator coord;
+///   weft::queue_runner runner(s, {"enqueue"}, {.close = "close", .cancel = "close_cancel"});
+///   runner.start(coord);                  // one thread per enqueue target
+///   while (!coord.should_stop()) {
+///     try { s.run({}, {}, {"train"}); }
+///     catch (const weft::error& e) { if (e.code() == weft::error_code::out_of_range) break; throw; }
+///   }
+///   coord.request_stop();
+///   coord.join();                         // rethrows a runner thread's error, if any
+///
+/// When every thread of a runner has ended because its input ran out (an out_of_range from
+/// an upstream queue or reader: the end of the epochs), the runner runs its close target, so
+/// that the consumers' dequeues drain the queue and then end the epoch themselves. Any other
+/// error stops the coordinator; a stop runs the cancel target (a close that cancels pending
+/// enqueues), so that nothing stays blocked on the queue.
 
 #include <atomic>
 #include <chrono>
@@ -16522,14 +16599,14 @@ class coordinator {
   coordinator() = default;
   coordinator(const coordinator&) = delete;
   coordinator& operator=(const coordinator&) = delete;
-  // Stops and joins what is still running; an error not taken by join() is dropped.
+  /// Stops and joins what is still running; an error not taken by join() is dropped.
   ~coordinator() {
     request_stop();
     join_threads();
   }
 
-  // Asks every thread to stop; the first error given is kept for join(). Runs under way in
-  // the threads (with run_options{.cancellation = &cancellation()}) are cancelled.
+  /// Asks every thread to stop; the first error given is kept for join(). Runs under way in
+  /// the threads (with run_options{.cancellation = &cancellation()}) are cancelled.
   void request_stop(std::exception_ptr error = nullptr) {
     std::vector<std::function<void()>> hooks;
     {
@@ -16547,7 +16624,7 @@ class coordinator {
     std::lock_guard lock(mutex_);
     return stopped_;
   }
-  // Waits until a stop is requested, or `timeout` passes; whether it was.
+  /// Waits until a stop is requested, or `timeout` passes; whether it was.
   bool wait_for_stop(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, timeout, [&] { return stopped_; });
@@ -16556,9 +16633,9 @@ class coordinator {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return stopped_; });
   }
-  // What the threads' runs pass as run_options::cancellation.
+  /// What the threads' runs pass as run_options::cancellation.
   cancellation_manager& cancellation() noexcept { return cancellation_; }
-  // Runs f when a stop is requested (at once if it was).
+  /// Runs f when a stop is requested (at once if it was).
   void on_stop(std::function<void()> f) {
     {
       std::lock_guard lock(mutex_);
@@ -16569,19 +16646,19 @@ class coordinator {
     }
     f();
   }
-  // A thread the coordinator joins.
+  /// A thread the coordinator joins.
   void add_thread(std::thread t) {
     std::lock_guard lock(mutex_);
     threads_.push_back(std::move(t));
   }
-  // Joins every thread (they end once a stop is requested or their work is done), then
-  // rethrows the first error reported, if any.
+  /// Joins every thread (they end once a stop is requested or their work is done), then
+  /// rethrows the first error reported, if any.
   void join() {
     join_threads();
     std::lock_guard lock(mutex_);
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
-  // Rethrows the first error reported so far, without waiting.
+  /// Rethrows the first error reported so far, without waiting.
   void raise_if_error() const {
     std::lock_guard lock(mutex_);
     if (error_) std::rethrow_exception(error_);
@@ -16611,13 +16688,13 @@ class coordinator {
 };
 
 struct queue_runner_options {
-  std::optional<endpoint> close = {};   // run when every thread has run out of input
-  std::optional<endpoint> cancel = {};  // run when the coordinator stops (a close that cancels pending enqueues)
+  std::optional<endpoint> close = {};   ///< run when every thread has run out of input
+  std::optional<endpoint> cancel = {};  ///< run when the coordinator stops (a close that cancels pending enqueues)
 };
 
-// Runs each enqueue target in a loop on a thread of its own (several threads may run one
-// target: list it more than once). The runner and its session must outlive the threads:
-// join the coordinator first.
+/// Runs each enqueue target in a loop on a thread of its own (several threads may run one
+/// target: list it more than once). The runner and its session must outlive the threads:
+/// join the coordinator first.
 class queue_runner {
  public:
   queue_runner(session& s, std::vector<endpoint> enqueues, queue_runner_options o = {})
@@ -16627,13 +16704,13 @@ class queue_runner {
   queue_runner(const queue_runner&) = delete;
   queue_runner& operator=(const queue_runner&) = delete;
 
-  // Starts the threads; the coordinator joins them.
+  /// Starts the threads; the coordinator joins them.
   void start(coordinator& c) {
     if (o_.cancel) c.on_stop([this] { quietly(*o_.cancel); });
     live_.store(static_cast<int>(enqueues_.size()));
     for (const endpoint& e : enqueues_) c.add_thread(std::thread([this, &c, e] { loop(c, e); }));
   }
-  // The enqueue runs done so far, over all threads.
+  /// The enqueue runs done so far, over all threads.
   std::int64_t runs() const noexcept { return runs_.load(); }
 
  private:
@@ -16663,7 +16740,7 @@ class queue_runner {
       }
     }
   }
-  // A stop's cancel target: its errors (the session going away) do not matter then.
+  /// A stop's cancel target: its errors (the session going away) do not matter then.
   void quietly(const endpoint& e) {
     try {
       session_.run({}, {}, {e});
@@ -16688,7 +16765,7 @@ class input_pipeline {
   // pipeline's graph) to the new element's.
   using map_fn = std::function<std::vector<output>(graph&, const std::vector<output>&)>;
 
-  // Elements: row i of every column (all of one first dim).
+  /// Elements: row i of every column (all of one first dim).
   static input_pipeline from_tensors(std::vector<tensor> columns) {
     if (columns.empty()) fail(error_code::invalid_argument, "input_pipeline::from_tensors: no columns");
     for (const tensor& c : columns)
@@ -16699,7 +16776,7 @@ class input_pipeline {
     p.columns_ = std::move(columns);
     return p;
   }
-  // Elements: the records of the files (string scalars), in the files' order each epoch.
+  /// Elements: the records of the files (string scalars), in the files' order each epoch.
   static input_pipeline from_files(std::vector<std::string> files, reader_spec reader) {
     if (files.empty()) fail(error_code::invalid_argument, "input_pipeline::from_files: no files");
     input_pipeline p;
@@ -16708,58 +16785,58 @@ class input_pipeline {
     return p;
   }
 
-  // Movable until start(): its threads then hold its address.
+  /// Movable until start(): its threads then hold its address.
   input_pipeline(input_pipeline&&) = default;
   input_pipeline& operator=(input_pipeline&&) = delete;
   ~input_pipeline() { stop(); }
 
-  // Each element through `f`, on `workers` threads (more than one may reorder elements).
+  /// Each element through `f`, on `workers` threads (more than one may reorder elements).
   input_pipeline& map(map_fn f, int workers = 1) {
     if (workers < 1) fail(error_code::invalid_argument, "input_pipeline::map: workers must be at least 1, got ", workers);
     return add({stage::kind::map, 0, workers, std::move(f)});
   }
-  // Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
+  /// Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
   input_pipeline& shuffle(std::int64_t buffer, std::uint64_t seed = 0) {
     if (buffer < 1) fail(error_code::invalid_argument, "input_pipeline::shuffle: buffer must be at least 1, got ", buffer);
     seed_ = seed;
     return add({stage::kind::shuffle, buffer, 1, {}});
   }
-  // n elements stacked (the last batch of the input smaller unless drop_remainder).
+  /// n elements stacked (the last batch of the input smaller unless drop_remainder).
   input_pipeline& batch(std::int64_t n, bool drop_remainder = false) {
     if (n < 1) fail(error_code::invalid_argument, "input_pipeline::batch: n must be at least 1, got ", n);
     return add({drop_remainder ? stage::kind::batch_exact : stage::kind::batch, n, 1, {}});
   }
-  // from_tensors' rows in a fresh random order each epoch: the whole source shuffled, at no
-  // cost per element, as a training loop that shuffles its row indices does (epoch e's
-  // order is std::shuffle of 0..n-1 with std::mt19937_64(seed + e)). A shuffle() stage
-  // mixes only within its buffer.
+  /// from_tensors' rows in a fresh random order each epoch: the whole source shuffled, at no
+  /// cost per element, as a training loop that shuffles its row indices does (epoch e's
+  /// order is std::shuffle of 0..n-1 with std::mt19937_64(seed + e)). A shuffle() stage
+  /// mixes only within its buffer.
   input_pipeline& shuffle_source(std::uint64_t seed) {
     if (columns_.empty()) fail(error_code::invalid_argument, "input_pipeline::shuffle_source: only rows of tensors are shuffled whole");
     shuffle_rows_ = true;
     row_seed_ = seed;
     return *this;
   }
-  // The source's elements `epochs` times (-1: forever). Applies to the whole source,
-  // wherever it is called.
+  /// The source's elements `epochs` times (-1: forever). Applies to the whole source,
+  /// wherever it is called.
   input_pipeline& repeat(std::int64_t epochs = -1) {
     if (epochs == 0 || epochs < -1) fail(error_code::invalid_argument, "input_pipeline::repeat: epochs must be positive or -1, got ", epochs);
     epochs_ = epochs;
     return *this;
   }
-  // The last queue holds up to k elements ready.
+  /// The last queue holds up to k elements ready.
   input_pipeline& prefetch(std::int64_t k) {
     if (k < 1) fail(error_code::invalid_argument, "input_pipeline::prefetch: k must be at least 1, got ", k);
     prefetch_ = k;
     return *this;
   }
-  // The resource manager the pipeline's queues live in; a training session given it
-  // (session_options::resources) can dequeue from the last stage in its own graph.
+  /// The resource manager the pipeline's queues live in; a training session given it
+  /// (session_options::resources) can dequeue from the last stage in its own graph.
   input_pipeline& share(std::shared_ptr<resource_manager> resources) {
     resources_ = std::move(resources);
     return *this;
   }
 
-  // Builds the pipeline's graph and session and starts its threads.
+  /// Builds the pipeline's graph and session and starts its threads.
   void start() {
     if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
     build();
@@ -16776,8 +16853,8 @@ class input_pipeline {
     coord_->add_thread(std::thread([this] { feed_epochs(); }));
   }
 
-  // The next element (a batch after batch()), or nullopt at the end of the input; an
-  // error of any stage is rethrown here.
+  /// The next element (a batch after batch()), or nullopt at the end of the input; an
+  /// error of any stage is rethrown here.
   std::optional<std::vector<tensor>> next() {
     if (!session_) fail(error_code::failed_precondition, "input_pipeline::next: start() it first");
     run_options o;
@@ -16791,7 +16868,7 @@ class input_pipeline {
     }
   }
 
-  // Stops the threads and joins them (an error not yet taken is dropped).
+  /// Stops the threads and joins them (an error not yet taken is dropped).
   void stop() {
     if (!coord_) return;
     coord_->request_stop();
@@ -16802,7 +16879,7 @@ class input_pipeline {
     coord_.reset();
   }
 
-  // The last stage's queue dequeued in another graph (whose session shares resources()).
+  /// The last stage's queue dequeued in another graph (whose session shares resources()).
   std::vector<output> dequeue_into(graph& g, node_options options = {}) const {
     if (!session_) fail(error_code::failed_precondition, "input_pipeline::dequeue_into: start() it first");
     const output h = g.constant(tensor::from_vector(std::vector<std::string>{"", last_queue_})).out(0);
@@ -16813,12 +16890,12 @@ class input_pipeline {
     return out;
   }
   const std::shared_ptr<resource_manager>& resources() const noexcept { return resources_; }
-  // The shared name of the last stage's queue (in resources(), container ""), once started.
+  /// The shared name of the last stage's queue (in resources(), container ""), once started.
   const std::string& last_queue_name() const {
     if (!session_) fail(error_code::failed_precondition, "input_pipeline: start() it first");
     return last_queue_;
   }
-  // The element's dtypes and static shapes after every stage.
+  /// The element's dtypes and static shapes after every stage.
   const std::vector<dtype>& element_types() const noexcept { return types_; }
   const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }
 
@@ -16849,10 +16926,10 @@ class input_pipeline {
 
   std::string queue_name(std::size_t k) const { return "input_pipeline_" + std::to_string(id_) + "/stage_" + std::to_string(k); }
 
-  // The queue that feeds stage `next` (stages_.size(): the last queue, which next() and
-  // dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
-  // only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
-  // batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
+  /// The queue that feeds stage `next` (stages_.size(): the last queue, which next() and
+  /// dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
+  /// only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
+  /// batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
   graph_queue queue_for(std::size_t next, std::int64_t capacity) {
     queue_spec q;
     q.component_types = types_;
@@ -16884,11 +16961,11 @@ class input_pipeline {
     }
   }
 
-  // The graph: queues between fragments, each fragment one step a runner's threads repeat
-  // (a dequeue from the queue before it, the map functions after it, an enqueue into the
-  // queue after it). A map of one worker joins the fragment before it (no queue between:
-  // a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
-  // shuffle is the queue it feeds from.
+  /// The graph: queues between fragments, each fragment one step a runner's threads repeat
+  /// (a dequeue from the queue before it, the map functions after it, an enqueue into the
+  /// queue after it). A map of one worker joins the fragment before it (no queue between:
+  /// a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
+  /// shuffle is the queue it feeds from.
   void build() {
     g_ = std::make_unique<graph>();
     graph& g = *g_;
@@ -16960,7 +17037,7 @@ class input_pipeline {
     for (output o : q->dequeue("next")) last_.push_back(o);
   }
 
-  // The epoch thread: the source's elements once per epoch, then the end of the input.
+  /// The epoch thread: the source's elements once per epoch, then the end of the input.
   void feed_epochs() {
     run_options o;
     o.cancellation = &coord_->cancellation();
@@ -16974,15 +17051,15 @@ class input_pipeline {
       coord_->request_stop(std::current_exception());
     }
   }
-  // Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
+  /// Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
   void epoch_order(std::int64_t e, std::vector<std::int64_t>& order) const {
     std::iota(order.begin(), order.end(), 0);
     if (!shuffle_rows_) return;
     std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
     std::shuffle(order.begin(), order.end(), random);
   }
-  // from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
-  // waiting for room; then the queue is closed.
+  /// from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
+  /// waiting for room; then the queue is closed.
   void feed_rows() {
     auto source = resources_->find<queue>("", source_);
     std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
@@ -17015,9 +17092,9 @@ class input_pipeline {
     }
     source->close();
   }
-  // from_tensors then batch: each epoch's rows (in order, or permuted) copied into batches
-  // of the first stage's size, which run on across epochs as a batch stage's would (the
-  // last, short one at the end of the input unless drop_remainder).
+  /// from_tensors then batch: each epoch's rows (in order, or permuted) copied into batches
+  /// of the first stage's size, which run on across epochs as a batch stage's would (the
+  /// last, short one at the end of the input unless drop_remainder).
   void feed_batches(queue& source) {
     const std::int64_t n = columns_[0].dim(0), size = stages_[0].n;
     const bool exact = stages_[0].type == stage::kind::batch_exact;
@@ -17077,11 +17154,11 @@ class input_pipeline {
   std::int64_t prefetch_ = 2;
   std::uint64_t seed_ = 0;
   bool shuffle_rows_ = false;
-  bool batched_source_ = false;  // the epoch thread makes the first stage's batches itself
+  bool batched_source_ = false;  ///< the epoch thread makes the first stage's batches itself
   std::uint64_t row_seed_ = 0;
   std::shared_ptr<resource_manager> resources_;
   int id_ = 0;
-  // Moving a started pipeline is an error (its threads hold its address).
+  /// Moving a started pipeline is an error (its threads hold its address).
   struct unstarted {
     bool started = false;
     unstarted() = default;
@@ -17094,30 +17171,31 @@ class input_pipeline {
   std::vector<dtype> types_;
   std::vector<partial_shape> shapes_;
   std::string fill_, end_, last_queue_, source_;
-  std::vector<endpoint> handles_;  // every queue op of the graph
+  std::vector<endpoint> handles_;  ///< every queue op of the graph
   int queues_ = 0;
   std::vector<endpoint> last_;
   std::unique_ptr<session> session_;
   std::vector<runner_spec> runners_;
-  std::unique_ptr<coordinator> coord_;  // last: stopped and joined first
+  std::unique_ptr<coordinator> coord_;  ///< last: stopped and joined first
 };
 
 }  // namespace weft
-// GraphViz pictures of a graph: `to_dot(g, options)` / `write_dot(g, out, options)` give DOT
-// text, `render_svg(dot_text)` and `write_svg(g, path, options)` run Graphviz's `dot` (Debian's
-// graphviz package) to make SVG.
-//
-// Name scopes ("layer1/w", "gradients/layer1/MatMul_grad/...") become nested clusters, so
-// a model's layers, its gradient and its optimizer's slots read at a glance; scopes named in
-// `dot_options::collapse`, or nested deeper than `dot_options::depth`, are drawn as one box
-// each (with their node count), with the edges between boxes merged. Nodes are coloured by
-// device: the device each node was placed on when a placement is given (session::placement(),
-// passes::place()), with its simulated start and finish in the label and the nodes the
-// placed run does not need in grey; else the device a node requests, where it names one. A
-// legend lists the colours. Control edges are dotted; control-flow nodes have shapes of their
-// own (Switch and Merge diamonds, Enter and Exit trapezia, LoopCond an octagon, NextIteration
-// a circle), the edges out of a NextIteration are drawn as blue back edges, and nodes inside a
-// loop have a blue border; transfers between devices are red.
+/// @file
+/// GraphViz pictures of a graph: `to_dot(g, options)` / `write_dot(g, out, options)` give DOT
+/// text, `render_svg(dot_text)` and `write_svg(g, path, options)` run Graphviz's `dot` (Debian's
+/// graphviz package) to make SVG.
+///
+/// Name scopes ("layer1/w", "gradients/layer1/MatMul_grad/...") become nested clusters, so
+/// a model's layers, its gradient and its optimizer's slots read at a glance; scopes named in
+/// `dot_options::collapse`, or nested deeper than `dot_options::depth`, are drawn as one box
+/// each (with their node count), with the edges between boxes merged. Nodes are coloured by
+/// device: the device each node was placed on when a placement is given (session::placement(),
+/// passes::place()), with its simulated start and finish in the label and the nodes the
+/// placed run does not need in grey; else the device a node requests, where it names one. A
+/// legend lists the colours. Control edges are dotted; control-flow nodes have shapes of their
+/// own (Switch and Merge diamonds, Enter and Exit trapezia, LoopCond an octagon, NextIteration
+/// a circle), the edges out of a NextIteration are drawn as blue back edges, and nodes inside a
+/// loop have a blue border; transfers between devices are red.
 
 #include <algorithm>
 #include <cstdio>
@@ -17139,11 +17217,12 @@ class input_pipeline {
 
 namespace weft {
 
+/// What a picture of a graph shows (to_dot, write_dot, write_svg).
 struct dot_options {
-  const passes::placement* placed = nullptr;  // colour by the devices nodes were placed on
-  bool scopes = true;                         // name scopes as nested clusters
-  int depth = -1;                             // scopes nested deeper than this are one box each (-1: none)
-  std::vector<std::string> collapse{};        // scopes drawn as one box each ("gradients", "Adam")
+  const passes::placement* placed = nullptr;  ///< colour by the devices nodes were placed on
+  bool scopes = true;                         ///< name scopes as nested clusters
+  int depth = -1;                             ///< scopes nested deeper than this are one box each (-1: none)
+  std::vector<std::string> collapse{};        ///< scopes drawn as one box each ("gradients", "Adam")
 };
 
 namespace detail {
@@ -17160,7 +17239,7 @@ inline std::string dot_escape(std::string_view s) {
   return out;
 }
 
-// The scopes of a node name: "a/b/c" is in "a" and "a/b".
+/// The scopes of a node name: "a/b/c" is in "a" and "a/b".
 inline std::vector<std::string> dot_scopes_of(const std::string& name) {
   std::vector<std::string> out;
   for (std::size_t p = name.find('/'); p != std::string::npos; p = name.find('/', p + 1))
@@ -17181,6 +17260,7 @@ inline const char* dot_shape(flow kind) {
 }
 }  // namespace detail
 
+/// Writes the DOT text of g to `out`, drawn as `options` say.
 inline void write_dot(const graph& g, std::ostream& out, const dot_options& options) {
   static constexpr const char* colours[] = {"#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#8dd3c7", "#bebada"};
   const passes::placement* placed = options.placed;
@@ -17338,27 +17418,30 @@ inline void write_dot(const graph& g, std::ostream& out, const dot_options& opti
   out << "}\n";
 }
 
+/// Writes the DOT text of g to `out`, coloured by `placed` when given.
 inline void write_dot(const graph& g, std::ostream& out, const passes::placement* placed = nullptr) {
   write_dot(g, out, dot_options{.placed = placed});
 }
 
+/// The DOT text of g, drawn as `options` say.
 inline std::string to_dot(const graph& g, const dot_options& options) {
   std::ostringstream out;
   write_dot(g, out, options);
   return out.str();
 }
+/// The DOT text of g, coloured by `placed` when given.
 inline std::string to_dot(const graph& g, const passes::placement* placed = nullptr) {
   return to_dot(g, dot_options{.placed = placed});
 }
 
-// Whether Graphviz's `dot` is on the PATH.
+/// Whether Graphviz's `dot` is on the PATH.
 inline bool have_graphviz() {
   static const bool have = std::system("dot -V > /dev/null 2>&1") == 0;
   return have;
 }
 
-// SVG of DOT text, by Graphviz's `dot -Tsvg` (Debian's graphviz package); an error when it is
-// not installed or fails, with what it printed.
+/// SVG of DOT text, by Graphviz's `dot -Tsvg` (Debian's graphviz package); an error when it is
+/// not installed or fails, with what it printed.
 inline std::string render_svg(const std::string& dot_text) {
   if (!have_graphviz())
     fail(error_code::failed_precondition, "weft::render_svg: Graphviz's dot is not installed (Debian: apt install graphviz)");
@@ -17390,37 +17473,38 @@ inline std::string render_svg(const std::string& dot_text) {
   return slurp(svg);
 }
 
-// Writes the SVG picture of g to `path`, atomically.
+/// Writes the SVG picture of g to `path`, atomically.
 inline void write_svg(const graph& g, const std::filesystem::path& path, const dot_options& options = {}) {
   const std::string svg = render_svg(to_dot(g, options));
   detail::write_file_atomically(path, svg, {}, "the SVG picture");
 }
 
 }  // namespace weft
-// Progress and metrics of a training loop: a metrics_logger keeps running means of named
-// metrics (per epoch, for the display, and since the last summary written, for TensorBoard)
-// and writes them to a summary_writer every `every` steps; a progress_bar draws an epoch's
-// progress with the logger's means, steps and examples per second and the time left:
-//
-//   weft::summary_writer events("runs/mlp");
-//   weft::metrics_logger metrics(&events, 100);      // or nullptr: no summaries
-//   weft::progress_bar bar(steps_per_epoch);
-//   for (int epoch = 1; epoch <= epochs; ++epoch) {
-//     bar.start("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs));
-//     metrics.start_epoch();
-//     for (...) {
-//       ... run a step ...
-//       metrics.add("loss", loss, batch);           // means weighted by the batch's size
-//       metrics.add("accuracy", correct / batch, batch);
-//       metrics.end_step(++global_step);            // every 100 steps: the means as scalars
-//       bar.step(batch, metrics.text());
-//     }
-//     double seconds = bar.end(metrics.text());
-//   }
-//
-// On a terminal the bar is redrawn in place:
-//   epoch 1/5 [#########...............] 180/469  loss 0.3120  accuracy 0.9041  412.5 steps/s  52800 ex/s  ETA 0:01
-// elsewhere (a log file, CTest) it is a plain line every `line_every` steps and at the end.
+/// @file
+/// Progress and metrics of a training loop: a metrics_logger keeps running means of named
+/// metrics (per epoch, for the display, and since the last summary written, for TensorBoard)
+/// and writes them to a summary_writer every `every` steps; a progress_bar draws an epoch's
+/// progress with the logger's means, steps and examples per second and the time left:
+///
+///   weft::summary_writer events("runs/mlp");
+///   weft::metrics_logger metrics(&events, 100);      // or nullptr: no summaries
+///   weft::progress_bar bar(steps_per_epoch);
+///   for (int epoch = 1; epoch <= epochs; ++epoch) {
+///     bar.start("epoch " + std::to_string(epoch) + "/" + std::to_string(epochs));
+///     metrics.start_epoch();
+///     for (...) {
+///       ... run a step ...
+///       metrics.add("loss", loss, batch);           // means weighted by the batch's size
+///       metrics.add("accuracy", correct / batch, batch);
+///       metrics.end_step(++global_step);            // every 100 steps: the means as scalars
+///       bar.step(batch, metrics.text());
+///     }
+///     double seconds = bar.end(metrics.text());
+///   }
+///
+/// On a terminal the bar is redrawn in place:
+///   epoch 1/5 [#########...............] 180/469  loss 0.3120  accuracy 0.9041  412.5 steps/s  52800 ex/s  ETA 0:01
+/// elsewhere (a log file, CTest) it is a plain line every `line_every` steps and at the end.
 
 #include <unistd.h>
 
@@ -17436,24 +17520,25 @@ inline void write_svg(const graph& g, const std::filesystem::path& path, const d
 #include <utility>
 #include <vector>
 
-// TensorBoard's event files (the whitepaper's summaries): a summary_writer appends
-// TensorFlow `Event` records (tensorflow/core/util/event.proto, its field numbers) in
-// TFRecord framing (runtime/records.hpp: lengths and data under masked CRC-32C) to
-// `<logdir>/events.out.tfevents.<seconds>.<host>`, which TensorBoard reads:
-//
-//   weft::summary_writer log("runs/mlp");       // one file per writer, in its run directory
-//   log.graph(g);                               // the graph, as a GraphDef event
-//   log.scalar("loss", 0.25f, step);            // Summary.Value.simple_value
-//   log.histogram("weights/fc1", w, step);      // HistogramProto with TensorFlow's buckets
-//   log.text("notes", "lr 1e-3", step);         // a string tensor for the text plugin
-//   log.image("inputs", batch, step);           // [n, h, w, c] images as PNG (the first 3)
-//   log.summary(merged, step);                  // what a summary op computed (a serialized
-//                                               // Summary: ops/summary_ops.hpp)
-//   log.flush();                                // also every flush_seconds, and on close
-//
-// Records are written by `flush` (buffered in between), appended, so a reader sees whole
-// records of the flushed prefix; a writer that dies loses what it had not flushed. Errors
-// name the file.
+/// @file
+/// TensorBoard's event files (the whitepaper's summaries): a summary_writer appends
+/// TensorFlow `Event` records (tensorflow/core/util/event.proto, its field numbers) in
+/// TFRecord framing (runtime/records.hpp: lengths and data under masked CRC-32C) to
+/// `<logdir>/events.out.tfevents.<seconds>.<host>`, which TensorBoard reads:
+///
+///   weft::summary_writer log("runs/mlp");       // one file per writer, in its run directory
+///   log.graph(g);                               // the graph, as a GraphDef event
+///   log.scalar("loss", 0.25f, step);            // Summary.Value.simple_value
+///   log.histogram("weights/fc1", w, step);      // HistogramProto with TensorFlow's buckets
+///   log.text("notes", "lr 1e-3", step);         // a string tensor for the text plugin
+///   log.image("inputs", batch, step);           // [n, h, w, c] images as PNG (the first 3)
+///   log.summary(merged, step);                  // what a summary op computed (a serialized
+///                                               // Summary: ops/summary_ops.hpp)
+///   log.flush();                                // also every flush_seconds, and on close
+///
+/// Records are written by `flush` (buffered in between), appended, so a reader sees whole
+/// records of the flushed prefix; a writer that dies loses what it had not flushed. Errors
+/// name the file.
 
 #include <chrono>
 #include <cstdint>
@@ -17466,20 +17551,21 @@ inline void write_svg(const graph& g, const std::filesystem::path& path, const d
 
 #include <unistd.h>
 
-// TensorFlow's Summary messages (tensorflow/core/framework/summary.proto, its field numbers),
-// written with weft's wire codec: what the summary ops (ops/summary_ops.hpp) output as
-// serialized string scalars and what summary_writer (tools/summary.hpp) puts in event files.
-//
-//   summary_proto::scalar_value(tag, v)            a Summary.Value with simple_value
-//   summary_proto::histogram_value(tag, histo)     with a HistogramProto (histogram_builder)
-//   summary_proto::image_value(tag, h, w, c, png)  with an Image (core/png.hpp's encoding)
-//   summary_proto::tensor_value(tag, t, metadata)  with a TensorProto and SummaryMetadata
-//   summary_proto::text_value(tag, s)              a string tensor for the text plugin
-//   summary_proto::summary_of(values)              the Summary message of those values
-//   summary_proto::merge(summaries, what)          the values of several Summary messages in
-//                                                  one, an error on a repeated tag
-//   summary_proto::image_values(tag, images, ...)  an image batch's values, as ImageSummary
-//   summary_proto::image_pixels(values, ...)       float pixels to uint8 as ImageSummary does
+/// @file
+/// TensorFlow's Summary messages (tensorflow/core/framework/summary.proto, its field numbers),
+/// written with weft's wire codec: what the summary ops (ops/summary_ops.hpp) output as
+/// serialized string scalars and what summary_writer (tools/summary.hpp) puts in event files.
+///
+///   summary_proto::scalar_value(tag, v)            a Summary.Value with simple_value
+///   summary_proto::histogram_value(tag, histo)     with a HistogramProto (histogram_builder)
+///   summary_proto::image_value(tag, h, w, c, png)  with an Image (core/png.hpp's encoding)
+///   summary_proto::tensor_value(tag, t, metadata)  with a TensorProto and SummaryMetadata
+///   summary_proto::text_value(tag, s)              a string tensor for the text plugin
+///   summary_proto::summary_of(values)              the Summary message of those values
+///   summary_proto::merge(summaries, what)          the values of several Summary messages in
+///                                                  one, an error on a repeated tag
+///   summary_proto::image_values(tag, images, ...)  an image batch's values, as ImageSummary
+///   summary_proto::image_pixels(values, ...)       float pixels to uint8 as ImageSummary does
 
 #include <algorithm>
 #include <bit>
@@ -17492,13 +17578,14 @@ inline void write_svg(const graph& g, const std::filesystem::path& path, const d
 #include <string_view>
 #include <vector>
 
-// PNG encoding of 8-bit images (what TensorBoard's image summaries hold): `encode_png(pixels,
-// height, width, channels)` with 1 (grey), 2 (grey and alpha), 3 (RGB) or 4 (RGBA) channels,
-// rows top to bottom, each pixel's channels together (an [h, w, c] uint8 tensor's layout).
-// The scanlines are deflated by zlib where weft was built with it (WEFT_WITH_ZLIB, as the
-// CMake target weft::weft defines; zlib's default level, as TensorFlow's encoder uses), and
-// otherwise written in stored (uncompressed) deflate blocks, which every PNG reader reads.
-// Chunks carry PNG's CRC-32 and the zlib stream its Adler-32.
+/// @file
+/// PNG encoding of 8-bit images (what TensorBoard's image summaries hold): `encode_png(pixels,
+/// height, width, channels)` with 1 (grey), 2 (grey and alpha), 3 (RGB) or 4 (RGBA) channels,
+/// rows top to bottom, each pixel's channels together (an [h, w, c] uint8 tensor's layout).
+/// The scanlines are deflated by zlib where weft was built with it (WEFT_WITH_ZLIB, as the
+/// CMake target weft::weft defines; zlib's default level, as TensorFlow's encoder uses), and
+/// otherwise written in stored (uncompressed) deflate blocks, which every PNG reader reads.
+/// Chunks carry PNG's CRC-32 and the zlib stream its Adler-32.
 
 #include <algorithm>
 #include <array>
@@ -17514,7 +17601,7 @@ inline void write_svg(const graph& g, const std::filesystem::path& path, const d
 namespace weft {
 
 namespace png_detail {
-// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320), as PNG's chunks use.
+/// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320), as PNG's chunks use.
 inline std::uint32_t crc32(std::uint32_t crc, const void* p, std::size_t n) {
   static const std::array<std::uint32_t, 256> table = [] {
     std::array<std::uint32_t, 256> t{};
@@ -17543,7 +17630,7 @@ inline void chunk(std::string& out, const char type[4], const std::string& data)
   put_u32(out, crc32(0, out.data() + start, out.size() - start));
 }
 
-// A zlib stream (RFC 1950) of `raw` in stored deflate blocks (RFC 1951 section 3.2.4).
+/// A zlib stream (RFC 1950) of `raw` in stored deflate blocks (RFC 1951 section 3.2.4).
 inline std::string zlib_stored(const std::string& raw) {
   std::string z;
   z.push_back(static_cast<char>(0x78));  // deflate, 32 KiB window
@@ -17569,8 +17656,8 @@ inline std::string zlib_stored(const std::string& raw) {
 
 enum class png_compression { zlib, stored };
 
-// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores
-// otherwise; stored always stores.
+/// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores
+/// otherwise; stored always stores.
 inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
                               png_compression compression = png_compression::zlib) {
   if (channels < 1 || channels > 4)
@@ -17617,7 +17704,7 @@ inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, s
 namespace weft {
 
 namespace summary_proto {
-// Field numbers of TensorFlow's event.proto and summary.proto.
+/// Field numbers of TensorFlow's event.proto and summary.proto.
 enum event_field : std::uint32_t { wall_time = 1, step = 2, file_version = 3, graph_def = 4, summary = 5 };
 enum summary_field : std::uint32_t { value = 1 };
 enum value_field : std::uint32_t { tag = 1, simple_value = 2, image = 4, histo = 5, tensor = 8, metadata = 9 };
@@ -17627,8 +17714,8 @@ enum metadata_field : std::uint32_t { plugin_data = 1 };
 enum plugin_data_field : std::uint32_t { plugin_name = 1 };
 }  // namespace summary_proto
 
-// TensorFlow's default histogram bucket limits: -DBL_MAX, then -1e20 ... -1e-12 and
-// 1e-12 ... 1e20 growing by 1.1, then DBL_MAX (tensorflow/core/lib/histogram).
+/// TensorFlow's default histogram bucket limits: -DBL_MAX, then -1e20 ... -1e-12 and
+/// 1e-12 ... 1e20 growing by 1.1, then DBL_MAX (tensorflow/core/lib/histogram).
 inline const std::vector<double>& default_histogram_limits() {
   static const std::vector<double> limits = [] {
     std::vector<double> positive;
@@ -17644,11 +17731,11 @@ inline const std::vector<double>& default_histogram_limits() {
   return limits;
 }
 
-// A histogram over TensorFlow's buckets (a value v lands in the first bucket whose limit is
-// above it). `proto()` serializes it as TensorFlow's Histogram::EncodeToProto does: each
-// run of empty buckets written as one, with the run's last limit. NaNs are an error;
-// infinities land in the end buckets. A value's bucket is found from its binary exponent
-// (about 7 limits per octave) and a short scan, not a binary search over all 1,550 limits.
+/// A histogram over TensorFlow's buckets (a value v lands in the first bucket whose limit is
+/// above it). `proto()` serializes it as TensorFlow's Histogram::EncodeToProto does: each
+/// run of empty buckets written as one, with the run's last limit. NaNs are an error;
+/// infinities land in the end buckets. A value's bucket is found from its binary exponent
+/// (about 7 limits per octave) and a short scan, not a binary search over all 1,550 limits.
 class histogram_builder {
  public:
   histogram_builder() : counts_(default_histogram_limits().size(), 0.0) {}
@@ -17659,8 +17746,8 @@ class histogram_builder {
     lo_ = std::min(lo_, v), hi_ = std::max(hi_, v), sum_ += v, squares_ += v * v, ++n_;
   }
 
-  // The bucket of a value that is not NaN: the index of the first limit above v (the last
-  // for v at or above DBL_MAX).
+  /// The bucket of a value that is not NaN: the index of the first limit above v (the last
+  /// for v at or above DBL_MAX).
   static std::size_t bucket_of(double v) {
     const auto& limits = default_histogram_limits();
     std::size_t i;
@@ -17738,7 +17825,7 @@ class histogram_builder {
   std::size_t n_ = 0;
 };
 
-// A serialized HistogramProto of `values` (histogram_builder's).
+/// A serialized HistogramProto of `values` (histogram_builder's).
 inline std::string histogram_proto(const std::vector<double>& values) {
   histogram_builder h;
   for (double v : values) h.add(v);
@@ -17748,7 +17835,7 @@ inline std::string histogram_proto(const std::vector<double>& values) {
 
 namespace summary_proto {
 
-// SummaryMetadata naming a TensorBoard plugin (its plugin_data.plugin_name).
+/// SummaryMetadata naming a TensorBoard plugin (its plugin_data.plugin_name).
 inline std::string plugin_metadata(std::string_view plugin) {
   wire::writer p, m;
   p.bytes(plugin_name, plugin);
@@ -17770,7 +17857,7 @@ inline std::string histogram_value(std::string_view tag_, const std::string& his
   return w.take();
 }
 
-// An image value: `png` is the encoded image, of h x w pixels with `channels` channels.
+/// An image value: `png` is the encoded image, of h x w pixels with `channels` channels.
 inline std::string image_value(std::string_view tag_, std::int64_t h, std::int64_t w_, int channels,
                                const std::string& png) {
   wire::writer i, w;
@@ -17783,8 +17870,8 @@ inline std::string image_value(std::string_view tag_, std::int64_t h, std::int64
   return w.take();
 }
 
-// A tensor value (TensorSummaryV2's): the tensor as a TensorProto, with `metadata` (a
-// serialized SummaryMetadata; empty for none).
+/// A tensor value (TensorSummaryV2's): the tensor as a TensorProto, with `metadata` (a
+/// serialized SummaryMetadata; empty for none).
 inline std::string tensor_value(std::string_view tag_, const weft::tensor& t, std::string_view metadata_) {
   wire::writer w;
   w.bytes(tag, tag_);
@@ -17793,12 +17880,12 @@ inline std::string tensor_value(std::string_view tag_, const weft::tensor& t, st
   return w.take();
 }
 
-// A string for TensorBoard's text plugin: a string scalar whose metadata names "text".
+/// A string for TensorBoard's text plugin: a string scalar whose metadata names "text".
 inline std::string text_value(std::string_view tag_, std::string_view s) {
   return tensor_value(tag_, weft::tensor::scalar(std::string(s)), plugin_metadata("text"));
 }
 
-// The Summary message holding `values` (serialized Summary.Value messages).
+/// The Summary message holding `values` (serialized Summary.Value messages).
 inline std::string summary_of(std::span<const std::string> values) {
   wire::writer w;
   for (const auto& v : values) w.bytes(value, v);
@@ -17808,7 +17895,7 @@ inline std::string summary_of(std::initializer_list<std::string> values) {
   return summary_of(std::span<const std::string>(values.begin(), values.size()));
 }
 
-// The tag of a serialized Summary.Value (empty if it has none); `what` names it in errors.
+/// The tag of a serialized Summary.Value (empty if it has none); `what` names it in errors.
 inline std::string value_tag(std::string_view v, const std::string& what) {
   wire::reader r(v, what);
   std::string found;
@@ -17820,9 +17907,9 @@ inline std::string value_tag(std::string_view v, const std::string& what) {
   return found;
 }
 
-// One Summary of the values of every message in `summaries`, in order (MergeSummary). Each
-// message is read (a malformed one is an error naming its index); a tag that occurs twice is
-// an error naming it (empty tags, as TensorSummary's, may repeat).
+/// One Summary of the values of every message in `summaries`, in order (MergeSummary). Each
+/// message is read (a malformed one is an error naming its index); a tag that occurs twice is
+/// an error naming it (empty tags, as TensorSummary's, may repeat).
 inline std::string merge(std::span<const std::string_view> summaries, std::string_view what) {
   std::set<std::string> tags;
   wire::writer out;
@@ -17841,10 +17928,10 @@ inline std::string merge(std::span<const std::string_view> summaries, std::strin
   return out.take();
 }
 
-// ImageSummary's conversion of one image of float pixels (`hw` pixels of `depth` channels)
-// to uint8: pixels with a channel that is not finite become `bad_color`; the rest are
-// scaled by 255 / max when no finite value is negative, else by 127 / max(|min|, |max|) and
-// offset by 128 (a scale of 0 when that maximum is below 1e-6), then truncated to uint8.
+/// ImageSummary's conversion of one image of float pixels (`hw` pixels of `depth` channels)
+/// to uint8: pixels with a channel that is not finite become `bad_color`; the rest are
+/// scaled by 255 / max when no finite value is negative, else by 127 / max(|min|, |max|) and
+/// offset by 128 (a scale of 0 when that maximum is below 1e-6), then truncated to uint8.
 template <class T>
 void image_pixels(const T* values, std::int64_t hw, std::int64_t depth, const std::uint8_t* bad_color,
                   std::uint8_t* out) {
@@ -17878,11 +17965,11 @@ void image_pixels(const T* values, std::int64_t hw, std::int64_t depth, const st
   }
 }
 
-// ImageSummary's values of `images`, a [batch, height, width, channels] tensor (channels 1,
-// 3 or 4) of uint8 (as they are), float16, float32 or float64 (through image_pixels, with
-// `bad_color`, which needs at least `channels` entries): the first min(batch, max_images)
-// images as PNG, tagged "<tag>/image" when max_images is 1 and "<tag>/image/<i>" otherwise.
-// `what` names the caller in errors (the node, or the writer's method).
+/// ImageSummary's values of `images`, a [batch, height, width, channels] tensor (channels 1,
+/// 3 or 4) of uint8 (as they are), float16, float32 or float64 (through image_pixels, with
+/// `bad_color`, which needs at least `channels` entries): the first min(batch, max_images)
+/// images as PNG, tagged "<tag>/image" when max_images is 1 and "<tag>/image/<i>" otherwise.
+/// `what` names the caller in errors (the node, or the writer's method).
 inline std::vector<std::string> image_values(std::string_view tag_, const weft::tensor& images, std::int64_t max_images,
                                              std::span<const std::uint8_t> bad_color, std::string_view what) {
   const auto& s = images.shape();
@@ -17918,7 +18005,7 @@ inline std::vector<std::string> image_values(std::string_view tag_, const weft::
   return out;
 }
 
-// ImageSummary's default bad_color: opaque red.
+/// ImageSummary's default bad_color: opaque red.
 inline constexpr std::uint8_t default_bad_color[4] = {255, 0, 0, 255};
 
 }  // namespace summary_proto
@@ -17927,13 +18014,17 @@ inline constexpr std::uint8_t default_bad_color[4] = {255, 0, 0, 255};
 
 namespace weft {
 
+/// How a summary_writer names and flushes its file.
 struct summary_writer_options {
-  double flush_seconds = 120;  // flush when a record is added this long after the last flush
-  std::string filename_suffix;  // appended to the file's name
+  double flush_seconds = 120;   ///< flush when a record is added this long after the last flush
+  std::string filename_suffix;  ///< appended to the file's name
 };
 
+/// Writes TensorBoard event files: one file per writer in its run directory (see the top of
+/// this header).
 class summary_writer {
  public:
+  // Creates `logdir` if needed and a new events file in it, which starts with the file version.
   explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {})
       : options_(std::move(options)) {
     std::error_code ec;
@@ -17964,12 +18055,14 @@ class summary_writer {
     }
   }
 
+  /// The events file.
   const std::filesystem::path& path() const noexcept { return path_; }
 
+  /// A scalar (Summary.Value.simple_value, as float) of `tag` at `step`.
   void scalar(std::string_view tag, double value, std::int64_t step) {
     add_value(summary_proto::scalar_value(tag, value), step);
   }
-  // The values of a float or integer tensor (any shape), or of a vector of numbers.
+  /// The values of a float or integer tensor (any shape), or of a vector of numbers.
   void histogram(std::string_view tag, const tensor& t, std::int64_t step) {
     histogram_builder h;
     auto each = [&](auto span) {
@@ -17986,18 +18079,19 @@ class summary_writer {
     }
     add_value(summary_proto::histogram_value(tag, h.proto()), step);
   }
+  /// A histogram of `values` (TensorFlow's default buckets) of `tag` at `step`.
   void histogram(std::string_view tag, const std::vector<double>& values, std::int64_t step) {
     add_value(summary_proto::histogram_value(tag, histogram_proto(values)), step);
   }
-  // A string for TensorBoard's text plugin: a DT_STRING scalar TensorProto whose metadata
-  // names the plugin "text".
+  /// A string for TensorBoard's text plugin: a DT_STRING scalar TensorProto whose metadata
+  /// names the plugin "text".
   void text(std::string_view tag, std::string_view s, std::int64_t step) {
     add_value(summary_proto::text_value(tag, s), step);
   }
-  // Images as ImageSummary writes them (summary_proto::image_values): `images` is
-  // [n, height, width, channels] (or one [height, width, channels] image) of uint8, float16,
-  // float32 or float64; the first max_images become PNG images tagged "<tag>/image/<i>"
-  // ("<tag>/image" when max_images is 1).
+  /// Images as ImageSummary writes them (summary_proto::image_values): `images` is
+  /// [n, height, width, channels] (or one [height, width, channels] image) of uint8, float16,
+  /// float32 or float64; the first max_images become PNG images tagged "<tag>/image/<i>"
+  /// ("<tag>/image" when max_images is 1).
   void image(std::string_view tag, const tensor& images, std::int64_t step, std::int64_t max_images = 3) {
     tensor batch = images;
     if (images.shape().rank() == 3) {
@@ -18009,19 +18103,20 @@ class summary_writer {
     const auto values = summary_proto::image_values(tag, batch, max_images, summary_proto::default_bad_color, what);
     add_summary(summary_proto::summary_of(values), step);
   }
-  // A serialized Summary (what ScalarSummary, HistogramSummary, ImageSummary,
-  // TensorSummaryV2 and MergeSummary output), as a string or a string scalar tensor.
+  /// A serialized Summary (what ScalarSummary, HistogramSummary, ImageSummary,
+  /// TensorSummaryV2 and MergeSummary output), as a string or a string scalar tensor.
   void summary(std::string_view serialized, std::int64_t step) {
     summary_proto::merge(std::span<const std::string_view>(&serialized, 1), "weft::summary_writer::summary");  // checks it
     add_summary(std::string(serialized), step);
   }
+  /// A summary op's output (a string scalar tensor), at `step`.
   void summary(const tensor& serialized, std::int64_t step) {
     if (serialized.dtype() != dtype::string || serialized.num_elements() != 1)
       fail(error_code::invalid_argument, "weft::summary_writer::summary: a serialized Summary is a string scalar, got ",
            serialized.dtype(), serialized.shape());
     summary(std::string_view(serialized.flat<std::string>()[0]), step);
   }
-  // The graph, as TensorBoard's graph view reads it (a GraphDef event).
+  /// The graph, as TensorBoard's graph view reads it (a GraphDef event).
   void graph(const weft::graph& g) {
     wire::writer e;
     e.float64(summary_proto::wall_time, wall_seconds());
@@ -18029,7 +18124,7 @@ class summary_writer {
     add_record(e.take());
   }
 
-  // Writes the records added since the last flush, and fflush()es the file.
+  /// Writes the records added since the last flush, and fflush()es the file.
   void flush() {
     if (!pending_.empty()) {
       if (std::fwrite(pending_.data(), 1, pending_.size(), file_.get()) != pending_.size())
@@ -18070,6 +18165,8 @@ class summary_writer {
 
 namespace weft {
 
+/// Running means of named metrics, written to a summary_writer every `every` steps (see the
+/// top of this header).
 class metrics_logger {
  public:
   // Writes to `writer` (may be null: the means are only kept) every `every` steps.
@@ -18077,7 +18174,7 @@ class metrics_logger {
     if (every < 1) fail(error_code::invalid_argument, "weft::metrics_logger: every is ", every, ", at least 1");
   }
 
-  // A value of metric `name` in this step, weighted (by a batch's size, say) in the means.
+  /// A value of metric `name` in this step, weighted (by a batch's size, say) in the means.
   void add(std::string_view name, double value, double weight = 1) {
     auto it = index_.find(std::string(name));
     if (it == index_.end()) {
@@ -18088,8 +18185,8 @@ class metrics_logger {
     m.epoch.add(value, weight);
     m.window.add(value, weight);
   }
-  // Ends step `global_step`: when it is a multiple of `every`, each metric's mean since the
-  // last write goes to the writer as a scalar at that step.
+  /// Ends step `global_step`: when it is a multiple of `every`, each metric's mean since the
+  /// last write goes to the writer as a scalar at that step.
   void end_step(std::int64_t global_step) {
     if (global_step % every_ != 0) return;
     for (auto& m : metrics_) {
@@ -18097,21 +18194,21 @@ class metrics_logger {
       m.window = {};
     }
   }
-  // A value straight to the writer (an epoch's test accuracy, say), not to the means.
+  /// A value straight to the writer (an epoch's test accuracy, say), not to the means.
   void scalar(std::string_view name, double value, std::int64_t global_step) {
     if (writer_) writer_->scalar(name, value, global_step);
   }
-  // Starts the epoch's means afresh.
+  /// Starts the epoch's means afresh.
   void start_epoch() {
     for (auto& m : metrics_) m.epoch = {};
   }
-  // A metric's mean over the epoch (NaN for a metric never added this epoch).
+  /// A metric's mean over the epoch (NaN for a metric never added this epoch).
   double mean(std::string_view name) const {
     auto it = index_.find(std::string(name));
     if (it == index_.end() || metrics_[it->second].epoch.weight <= 0) return std::nan("");
     return metrics_[it->second].epoch.mean();
   }
-  // The epoch's means in the order the metrics were first added: "loss 0.3120  accuracy 0.9041".
+  /// The epoch's means in the order the metrics were first added: "loss 0.3120  accuracy 0.9041".
   std::string text() const {
     std::string out;
     char buf[64];
@@ -18122,6 +18219,7 @@ class metrics_logger {
     }
     return out;
   }
+  /// The writer the means go to (null for none).
   summary_writer* writer() const noexcept { return writer_; }
 
  private:
@@ -18140,15 +18238,18 @@ class metrics_logger {
   std::map<std::string, std::size_t> index_;
 };
 
+/// Where and how a progress_bar draws.
 struct progress_options {
-  std::FILE* out = stdout;
-  int terminal = -1;              // 1: redraw in place; 0: plain lines; -1: whether `out` is a terminal
-  std::int64_t line_every = 100;  // plain lines: one every this many steps, and one at the end
-  int width = 24;                 // the bar's characters
-  double redraw_seconds = 0.1;    // a terminal: redrawn at most this often (and at the end)
-  std::function<double()> clock{};  // seconds, for tests; a steady clock when empty
+  std::FILE* out = stdout;        ///< where the bar is drawn
+  int terminal = -1;              ///< 1: redraw in place; 0: plain lines; -1: whether `out` is a terminal
+  std::int64_t line_every = 100;  ///< plain lines: one every this many steps, and one at the end
+  int width = 24;                 ///< the bar's characters
+  double redraw_seconds = 0.1;    ///< a terminal: redrawn at most this often (and at the end)
+  std::function<double()> clock{};  ///< seconds, for tests; a steady clock when empty
 };
 
+/// An epoch's progress, drawn in place on a terminal and as lines elsewhere (see the top of
+/// this header).
 class progress_bar {
  public:
   // An epoch of `steps` steps (0 when unknown: no bar, no time left).
@@ -18159,11 +18260,11 @@ class progress_bar {
     start("");
   }
 
-  // A new epoch (or run) labelled `label` ("epoch 2/5").
+  /// A new epoch (or run) labelled `label` ("epoch 2/5").
   void start(std::string label) {
     label_ = std::move(label), done_ = 0, examples_ = 0, start_ = now(), last_draw_ = -1e300;
   }
-  // One step of `examples` examples done; `metrics` is shown after the bar.
+  /// One step of `examples` examples done; `metrics` is shown after the bar.
   void step(std::int64_t examples = 0, std::string_view metrics = {}) {
     ++done_, examples_ += examples;
     if (terminal_) {
@@ -18175,7 +18276,7 @@ class progress_bar {
       draw(metrics, true);
     }
   }
-  // Ends the epoch: its last line (on a terminal, the bar with a newline). Returns its seconds.
+  /// Ends the epoch: its last line (on a terminal, the bar with a newline). Returns its seconds.
   double end(std::string_view metrics = {}) {
     if (terminal_) {
       draw(metrics, false);
@@ -18188,19 +18289,22 @@ class progress_bar {
     return seconds();
   }
 
+  /// Seconds since start().
   double seconds() const { return now() - start_; }
+  /// Steps done since start().
   std::int64_t steps_done() const noexcept { return done_; }
+  /// Steps per second since start().
   double steps_per_second() const {
     const double s = seconds();
     return s > 0 ? static_cast<double>(done_) / s : 0;
   }
-  // Seconds left at the epoch's rate so far (negative when unknown).
+  /// Seconds left at the epoch's rate so far (negative when unknown).
   double eta_seconds() const {
     const double r = steps_per_second();
     if (steps_ == 0 || r <= 0) return -1;
     return static_cast<double>(std::max<std::int64_t>(steps_ - done_, 0)) / r;
   }
-  // The text of the bar now.
+  /// The text of the bar now.
   std::string line(std::string_view metrics = {}) const {
     std::string out = label_;
     if (steps_ > 0) {
@@ -18257,13 +18361,14 @@ class progress_bar {
 };
 
 }  // namespace weft
-// Timeline: a traced step as Chrome Trace Event JSON, which Perfetto and chrome://tracing
-// open: one process per device, one thread row per executor thread, one complete "X" event
-// per node (its args: the node's name, op and each output's dtype, shape and bytes), a
-// counter "memory" per device (its allocator's bytes in use as each node ended), a flow
-// arrow from each Send to its Recv between devices and from the thread that started an
-// async kernel (a queue's dequeue, say) to the one that finished it.
-// `step_stats_summary(stats)`: the step as text, its time by op type and its slowest nodes.
+/// @file
+/// Timeline: a traced step as Chrome Trace Event JSON, which Perfetto and chrome://tracing
+/// open: one process per device, one thread row per executor thread, one complete "X" event
+/// per node (its args: the node's name, op and each output's dtype, shape and bytes), a
+/// counter "memory" per device (its allocator's bytes in use as each node ended), a flow
+/// arrow from each Send to its Recv between devices and from the thread that started an
+/// async kernel (a queue's dequeue, say) to the one that finished it.
+/// `step_stats_summary(stats)`: the step as text, its time by op type and its slowest nodes.
 
 #include <cstdint>
 #include <cstdio>
@@ -18298,8 +18403,8 @@ inline void json_string(std::ostream& out, const std::string& s) {
   }
   out << '"';
 }
-// Nanoseconds as exact microseconds with three decimals ("1234567.891"): a double through
-// the stream's default six significant digits loses everything below a second.
+/// Nanoseconds as exact microseconds with three decimals ("1234567.891"): a double through
+/// the stream's default six significant digits loses everything below a second.
 inline void json_micros(std::ostream& out, std::int64_t ns) {
   if (ns < 0) out << '-';
   const std::uint64_t v = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
@@ -18309,6 +18414,7 @@ inline void json_micros(std::ostream& out, std::int64_t ns) {
 }
 }  // namespace detail
 
+/// Writes a traced step (run_metadata::stats) to `out` as Chrome Trace Event JSON.
 inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   std::map<std::string, int> pids;
   for (const auto& n : stats.nodes) pids.emplace(n.device, static_cast<int>(pids.size()) + 1);
@@ -18401,36 +18507,44 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   out << "\n]}\n";
 }
 
+/// A traced step (run_metadata::stats) as Chrome Trace Event JSON.
 inline std::string chrome_trace(const step_stats& stats) {
   std::ostringstream out;
   write_chrome_trace(out, stats);
   return out.str();
 }
 
-// A traced step in figures: its wall time (first start to last end), the time of its nodes by
-// op type (count, total, share, mean; the costliest first), its `top` slowest nodes with their
-// outputs, and each device's peak of memory in use as its nodes ended.
+/// The nodes of one op type in a traced step.
 struct op_type_stats {
-  std::string op;
-  std::size_t count = 0;
-  std::int64_t total_ns = 0;
+  std::string op;             ///< the op type
+  std::size_t count = 0;      ///< its nodes that ran
+  std::int64_t total_ns = 0;  ///< their time, summed
 };
+/// A traced step in figures (summarize()): its wall time (first start to last end), the time
+/// of its nodes by op type (count, total, share, mean; the costliest first), its slowest
+/// nodes with their outputs (pointers into the step_stats summarized), and each device's peak
+/// of memory in use as its nodes ended.
 struct step_summary {
-  std::int64_t wall_ns = 0, node_ns = 0;
-  std::size_t nodes = 0, threads = 0;
-  std::vector<op_type_stats> by_op;        // the costliest first
-  std::vector<const node_stats*> slowest;  // the slowest first, at most `top`
-  std::map<std::string, std::size_t> peak_bytes;  // device -> bytes
+  std::int64_t wall_ns = 0;  ///< the first node's start to the last one's end
+  std::int64_t node_ns = 0;  ///< the nodes' times, summed
+  std::size_t nodes = 0;     ///< the nodes that ran
+  std::size_t threads = 0;   ///< the threads they ran on
+  std::vector<op_type_stats> by_op;        ///< the costliest first
+  std::vector<const node_stats*> slowest;  ///< the slowest first, at most `top`
+  std::map<std::string, std::size_t> peak_bytes;  ///< device -> bytes
 
-  // As text, for a terminal.
+  /// As text, for a terminal.
   std::string to_string() const {
     std::ostringstream out;
     out << std::fixed << std::setprecision(3);
     out << "step: " << wall_ns / 1e6 << " ms wall, " << node_ns / 1e6 << " ms in " << nodes << " nodes on " << threads
         << (threads == 1 ? " thread\n" : " threads\n");
-    for (const auto& [device, bytes] : peak_bytes)
-      out << "  memory in use on " << device << ": at most " << std::setprecision(1) << bytes / 1048576.0 << " MiB\n"
-          << std::setprecision(3);
+    for (const auto& [device, bytes] : peak_bytes) {
+      out << "  memory in use on " << device << ": at most " << std::setprecision(1);
+      if (bytes >= 1048576) out << bytes / 1048576.0 << " MiB\n";
+      else out << bytes / 1024.0 << " KiB\n";
+      out << std::setprecision(3);
+    }
     out << "by op type:\n" << std::left << std::setw(24) << "  op" << std::right << std::setw(7) << "count" << std::setw(12)
         << "total ms" << std::setw(8) << "share" << std::setw(11) << "mean us\n";
     for (const auto& t : by_op)
@@ -18450,6 +18564,7 @@ struct step_summary {
   }
 };
 
+/// The figures of a traced step, with its `top` slowest nodes.
 inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
   step_summary s;
   s.nodes = stats.nodes.size();
@@ -18478,30 +18593,34 @@ inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
   return s;
 }
 
+/// summarize(stats, top) as text, for a terminal.
 inline std::string step_stats_summary(const step_stats& stats, std::size_t top = 10) { return summarize(stats, top).to_string(); }
 
 }  // namespace weft
 
-#define WEFT_VERSION_MAJOR 0
-#define WEFT_VERSION_MINOR 1
-#define WEFT_VERSION_PATCH 0
-// Every CPU kernel family: kernel templates, their register_*_kernels() functions and their
-// kernel_for specializations (framework/kernel_for.hpp).
-// Including this instantiates nothing; a program registers what it uses, for example
-// weft::cpu::register_core_kernels() and weft::cpu::register_matmul_kernel<float>(), or
-// includes <weft/kernels/cpu/all.hpp> in one translation unit for the full registry.
+#define WEFT_VERSION_MAJOR 0  ///< weft's version: major
+#define WEFT_VERSION_MINOR 1  ///< weft's version: minor
+#define WEFT_VERSION_PATCH 0  ///< weft's version: patch
+/// @file
+/// Every CPU kernel family: kernel templates, their register_*_kernels() functions and their
+/// kernel_for specializations (framework/kernel_for.hpp).
+/// Including this instantiates nothing; a program registers what it uses, for example
+/// weft::cpu::register_core_kernels() and weft::cpu::register_matmul_kernel<float>(), or
+/// includes <weft/kernels/cpu/all.hpp> in one translation unit for the full registry.
 
-// CPU kernels for ops/array_ops.hpp. Most are data movement and work on bytes, so one
-// instantiation serves every dtype.
+/// @file
+/// CPU kernels for ops/array_ops.hpp. Most are data movement and work on bytes, so one
+/// instantiation serves every dtype.
 
 #include <cstring>
 #include <numeric>
 
-// Element conversion between any two dtypes, with TensorFlow's Cast semantics, through a
-// table of plain loops: one small function per (from, to) pair instead of a kernel each.
-// Cast uses it, and so do the kernels that compute a dtype through a wider one (see
-// compute_t in common.hpp). The functions are templates, so that including this header
-// instantiates nothing until one is called.
+/// @file
+/// Element conversion between any two dtypes, with TensorFlow's Cast semantics, through a
+/// table of plain loops: one small function per (from, to) pair instead of a kernel each.
+/// Cast uses it, and so do the kernels that compute a dtype through a wider one (see
+/// compute_t in common.hpp). The functions are templates, so that including this header
+/// instantiates nothing until one is called.
 
 #include <array>
 #include <bit>
@@ -18544,12 +18663,12 @@ To convert(const From& v) {
 
 using convert_fn = void (*)(const void* in, void* out, std::int64_t begin, std::int64_t end);
 
-// bfloat16 to float and back through their bits (Eigen converts one element at a time and
-// branches on NaN), with Eigen's results: a float rounds to the nearest even bfloat16, and
-// NaN becomes the quiet NaN of its sign (0x7FC0, 0xFFC0). Widening goes sixteen at a time in
-// the compilers' generic vectors (GCC left the loop scalar at -O2); GCC vectorizes the
-// narrowing loop itself where the target allows (-march=native on an AVX-512 CPU: 5 times
-// faster than without -march flags).
+/// bfloat16 to float and back through their bits (Eigen converts one element at a time and
+/// branches on NaN), with Eigen's results: a float rounds to the nearest even bfloat16, and
+/// NaN becomes the quiet NaN of its sign (0x7FC0, 0xFFC0). Widening goes sixteen at a time in
+/// the compilers' generic vectors (GCC left the loop scalar at -O2); GCC vectorizes the
+/// narrowing loop itself where the target allows (-march=native on an AVX-512 CPU: 5 times
+/// faster than without -march flags).
 inline void bfloat16_to_float(const bfloat16* in, float* out, std::int64_t n) {
   typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
   typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));  // at any bfloat16's address
@@ -18612,7 +18731,7 @@ tensor converted(kernel_context& ctx, convert_fn f, const tensor& in, dtype to) 
 }
 }  // namespace detail
 
-// The loop converting elements of `from` to `to`, for dtypes known only at run time (Cast).
+/// The loop converting elements of `from` to `to`, for dtypes known only at run time (Cast).
 template <int = 0>
 detail::convert_fn converter(dtype from, dtype to) {
   static const detail::convert_table table = [] {
@@ -18626,14 +18745,14 @@ detail::convert_fn converter(dtype from, dtype to) {
   return table[f][t];
 }
 
-// Writes the elements of `in`, converted, into `out` (same number of elements).
+/// Writes the elements of `in`, converted, into `out` (same number of elements).
 template <int = 0>
 void convert_into(kernel_context& ctx, const tensor& in, tensor& out) {
   detail::run_convert(ctx, converter(in.dtype(), out.dtype()), in, out);
 }
 
-// For kernels that compute dtype T as compute_t<T>: the conversions there and back, or null
-// when T computes as itself.
+/// For kernels that compute dtype T as compute_t<T>: the conversions there and back, or null
+/// when T computes as itself.
 template <class T>
 inline constexpr detail::convert_fn widen_fn =
     is_converted_v<T> ? &detail::convert_range<compute_t<T>, T> : nullptr;
@@ -18641,7 +18760,7 @@ template <class T>
 inline constexpr detail::convert_fn narrow_fn =
     is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;
 
-// x (of dtype T) as compute_t<T>: converted when T computes wider, x itself otherwise.
+/// x (of dtype T) as compute_t<T>: converted when T computes wider, x itself otherwise.
 template <class T>
 tensor widened(kernel_context& ctx, const tensor& x) {
   if constexpr (is_converted_v<T>) return detail::converted(ctx, widen_fn<T>, x, dtype_of<compute_t<T>>);
@@ -18702,7 +18821,7 @@ struct reshape_kernel final : op_kernel {
   }
 };
 
-// Copies `in` (dims `in_dims`) to a fresh row-major buffer with dims permuted by `perm`.
+/// Copies `in` (dims `in_dims`) to a fresh row-major buffer with dims permuted by `perm`.
 inline void transpose_bytes(const char* in, char* out, const std::vector<std::int64_t>& in_dims,
                             const std::vector<std::int64_t>& perm, std::size_t elem) {
   int rank = static_cast<int>(in_dims.size());
@@ -18811,8 +18930,8 @@ struct split_kernel final : op_kernel {
   }
 };
 
-// Calls f(offset in the whole, offset in the box, elements) for each row of the box
-// [begin, begin + size) of a row-major tensor of dims `whole` (the box dense, dims `size`).
+/// Calls f(offset in the whole, offset in the box, elements) for each row of the box
+/// [begin, begin + size) of a row-major tensor of dims `whole` (the box dense, dims `size`).
 template <class F>
 void for_each_box_row(const shape& whole, const std::vector<std::int64_t>& begin, const shape& size, F&& f) {
   const int rank = whole.rank();
@@ -18833,7 +18952,7 @@ void for_each_box_row(const shape& whole, const std::vector<std::int64_t>& begin
     }
   }
 }
-// Copies the box [begin, begin + box.shape) of `whole` into `box` (Slice).
+/// Copies the box [begin, begin + box.shape) of `whole` into `box` (Slice).
 inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& begin, tensor& box) {
   const std::size_t elem = size_of(whole.dtype());
   const char* in = static_cast<const char*>(whole.raw_data());
@@ -18843,7 +18962,7 @@ inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& 
                        whole.dtype());
   });
 }
-// Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
+/// Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
 inline void copy_into_box(const tensor& box, const std::vector<std::int64_t>& begin, tensor& whole) {
   const std::size_t elem = size_of(whole.dtype());
   const char* in = static_cast<const char*>(box.raw_data());
@@ -18956,7 +19075,7 @@ struct gather_kernel final : op_kernel {
   }
 };
 
-// GatherNd(params, indices): the slices the index tuples address, one after the other.
+/// GatherNd(params, indices): the slices the index tuples address, one after the other.
 struct gather_nd_kernel final : op_kernel {
   explicit gather_nd_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -18971,8 +19090,8 @@ struct gather_nd_kernel final : op_kernel {
   }
 };
 
-// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
-// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
+/// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
+/// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
 struct tensor_scatter_update_kernel final : op_kernel {
   explicit tensor_scatter_update_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -19077,7 +19196,7 @@ struct zeros_like_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header does not instantiate the conversion table.
+/// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct ones_like_kernel final : op_kernel {
   explicit ones_like_kernel(const node&) {}
@@ -19090,8 +19209,8 @@ struct ones_like_kernel final : op_kernel {
   }
 };
 
-// The kernels nearly every graph needs (constants, feeds, Identity, NoOp), for programs
-// that register only the kernels they use. Registering twice is harmless (the first stays).
+/// The kernels nearly every graph needs (constants, feeds, Identity, NoOp), for programs
+/// that register only the kernels they use. Registering twice is harmless (the first stays).
 template <int = 0>
 void register_core_kernels() {
   ops::register_core_ops();
@@ -19102,7 +19221,7 @@ void register_core_kernels() {
   register_cpu_kernel<no_op_kernel>("NoOp");
 }
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_array_kernels() {
   ops::register_array_ops();
@@ -19128,7 +19247,7 @@ void register_array_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Const, T, device_types::cpu> {
@@ -19227,10 +19346,11 @@ struct kernel_for<ops::families::array, T, device_types::cpu> {
   static void register_kernels() { cpu::register_array_kernels(); }
 };
 }  // namespace weft
-// CPU kernels for the elementwise ops of ops/math_ops.hpp. Equal shapes and a scalar
-// operand take vectorized Eigen array expressions over contiguous shards; other
-// broadcasts go row by row (broadcast_rows.hpp), or walk the output with per-input
-// strides (0 along broadcast dims) where rows are short.
+/// @file
+/// CPU kernels for the elementwise ops of ops/math_ops.hpp. Equal shapes and a scalar
+/// operand take vectorized Eigen array expressions over contiguous shards; other
+/// broadcasts go row by row (broadcast_rows.hpp), or walk the output with per-input
+/// strides (0 along broadcast dims) where rows are short.
 
 #include <algorithm>
 #include <bit>
@@ -19239,16 +19359,17 @@ struct kernel_for<ops::families::array, T, device_types::cpu> {
 #include <limits>
 #include <type_traits>
 
-// The output of a broadcasting elementwise op, walked in rows. The output's dims of size 1
-// are dropped and neighbouring dims are merged wherever every input steps through the two
-// as through one; a row is the last merged dim. Along a row each input either steps one
-// element at a time or repeats one value, so a row is one vectorized expression over
-// pointers and constants, and only a row's start needs an index walk. Long rows are cut
-// into pieces of at most `max_piece` elements: the pieces are the units of parallel work.
-//
-// Examples, output [b, m, n]: a bias [n] steps along rows of n and starts every row at 0;
-// a column [b, m, 1] repeats one value per row; [1, m, n] beside [b, 1, n] gives rows of n
-// starting at m * n and at 0; equal shapes merge into one row of b * m * n elements.
+/// @file
+/// The output of a broadcasting elementwise op, walked in rows. The output's dims of size 1
+/// are dropped and neighbouring dims are merged wherever every input steps through the two
+/// as through one; a row is the last merged dim. Along a row each input either steps one
+/// element at a time or repeats one value, so a row is one vectorized expression over
+/// pointers and constants, and only a row's start needs an index walk. Long rows are cut
+/// into pieces of at most `max_piece` elements: the pieces are the units of parallel work.
+///
+/// Examples, output [b, m, n]: a bias [n] steps along rows of n and starts every row at 0;
+/// a column [b, m, 1] repeats one value per row; [1, m, n] beside [b, 1, n] gives rows of n
+/// starting at m * n and at 0; equal shapes merge into one row of b * m * n elements.
 
 #include <algorithm>
 #include <array>
@@ -19259,8 +19380,8 @@ struct kernel_for<ops::families::array, T, device_types::cpu> {
 
 namespace weft::cpu {
 
-// Fills `count` elements of `size` bytes at dst with the element at src (a value repeated
-// along a row).
+/// Fills `count` elements of `size` bytes at dst with the element at src (a value repeated
+/// along a row).
 inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::int64_t count) {
   auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
     std::memcpy(&word, src, sizeof(word));
@@ -19315,7 +19436,7 @@ class broadcast_rows {
   std::int64_t piece() const { return piece_; }            // elements of the longest piece
   bool steps(std::size_t k) const { return step_[k] != 0; }  // else input k repeats one value along a row
 
-  // Calls f(output offset, length, offsets of the inputs) for units [first, last), in order.
+  /// Calls f(output offset, length, offsets of the inputs) for units [first, last), in order.
   template <class F>
   void each(std::int64_t first, std::int64_t last, F&& f) const {
     if (first >= last) return;
@@ -19349,9 +19470,9 @@ class broadcast_rows {
   }
 
  private:
-  std::vector<std::int64_t> dims_;                     // outer merged dims, outermost first
-  std::array<std::vector<std::int64_t>, N> strides_;  // per input, over dims_
-  std::array<std::int64_t, N> step_{};                 // per input, along a row: 1 or 0
+  std::vector<std::int64_t> dims_;                     ///< outer merged dims, outermost first
+  std::array<std::vector<std::int64_t>, N> strides_;  ///< per input, over dims_
+  std::array<std::int64_t, N> step_{};                 ///< per input, along a row: 1 or 0
   std::int64_t length_ = 0, rows_ = 0, pieces_ = 1, piece_ = 0;
 };
 
@@ -19364,15 +19485,15 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Signed integer +, -, *, negation, absolute value and square modulo 2^bits, as TensorFlow
-// computes them, without C++'s undefined signed overflow: Eigen's vector instructions wrap
-// already, and the scalar form computes in the unsigned type, where the wrap is defined.
+/// Signed integer +, -, *, negation, absolute value and square modulo 2^bits, as TensorFlow
+/// computes them, without C++'s undefined signed overflow: Eigen's vector instructions wrap
+/// already, and the scalar form computes in the unsigned type, where the wrap is defined.
 enum class wrap_kind { add, sub, mul, neg, abs, square };
 
 template <class T>
 inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T>;
 
-// One element of the op: modulo 2^bits for signed integers (computed unsigned), plain otherwise.
+/// One element of the op: modulo 2^bits for signed integers (computed unsigned), plain otherwise.
 template <wrap_kind K, class T>
 T arith_scalar(T a, T b = T(0)) {
   if constexpr (wraps_v<T>) {
@@ -19420,7 +19541,7 @@ struct wrapping_op {
   }
 };
 
-// The Eigen expression for a op b (or op a): wrapping for signed integers, plain otherwise.
+/// The Eigen expression for a op b (or op a): wrapping for signed integers, plain otherwise.
 template <wrap_kind K, class A, class B>
 auto wrapping_binary(const A& a, const B& b) {
   using T = typename A::Scalar;
@@ -19437,11 +19558,11 @@ auto wrapping_unary(const A& x) {
   else if constexpr (K == wrap_kind::abs) return x.abs();
   else return x.square();
 }
-// Sqrt and Rsqrt, exact at the edges. Eigen 3.4's fast packets (EIGEN_FAST_MATH: float on
-// SSE/AVX, float and double on AVX-512) compute sqrt(x) as x * rsqrt(x) refined, which
-// makes sqrt(inf) NaN and flushes subnormal inputs (sqrt(1e-40) = 0, rsqrt(1e-40) = inf).
-// A packet holding +inf, a subnormal or zero goes through std::sqrt lane by lane: IEEE's
-// answers, as TensorFlow's and the GPU's; other packets keep Eigen's fast path.
+/// Sqrt and Rsqrt, exact at the edges. Eigen 3.4's fast packets (EIGEN_FAST_MATH: float on
+/// SSE/AVX, float and double on AVX-512) compute sqrt(x) as x * rsqrt(x) refined, which
+/// makes sqrt(inf) NaN and flushes subnormal inputs (sqrt(1e-40) = 0, rsqrt(1e-40) = inf).
+/// A packet holding +inf, a subnormal or zero goes through std::sqrt lane by lane: IEEE's
+/// answers, as TensorFlow's and the GPU's; other packets keep Eigen's fast path.
 template <class T, bool Reciprocal>
 struct exact_sqrt_op {
   T operator()(const T& a) const {
@@ -19491,7 +19612,7 @@ WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
 #undef WEFT_DETAIL_UNARY
 
-// Square and Relu also run on uint64, which has no Eigen kernels: they have a scalar form.
+/// Square and Relu also run on uint64, which has no Eigen kernels: they have a scalar form.
 struct square_fn {
   static constexpr double cost = 1;
   template <class A>
@@ -19527,8 +19648,8 @@ void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
   });
 }
 
-// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
-// back (both null when T is C). One body per (F, C), so each further T costs only its class.
+/// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+/// back (both null when T is C). One body per (F, C), so each further T costs only its class.
 template <class F, class C>
 void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
   tensor x = ctx.input(0);
@@ -19602,7 +19723,7 @@ struct pow_fn {
   }
 };
 
-// Calls f(output index, offsets into each input) for every output element, in order.
+/// Calls f(output index, offsets into each input) for every output element, in order.
 template <std::size_t N, class F>
 void for_each_broadcast(const shape& out, const std::array<std::vector<std::int64_t>, N>& strides,
                         std::int64_t begin, std::int64_t end, F&& f) {
@@ -19674,7 +19795,7 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
   });
 }
 
-// Checks the operands, then writes x op y into z, all of dtype T (z bool for comparisons).
+/// Checks the operands, then writes x op y into z, all of dtype T (z bool for comparisons).
 template <class F, class T, bool Bool>
 void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   using Out = std::conditional_t<Bool, bool, T>;
@@ -19702,7 +19823,7 @@ void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor&
   }
 }
 
-// As unary_run: one body per (F, C, Bool) for every T that computes as C.
+/// As unary_run: one body per (F, C, Bool) for every T that computes as C.
 template <class F, class C, bool Bool>
 void binary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
   const tensor& x = ctx.input(0);
@@ -19729,11 +19850,11 @@ struct binary_kernel {
   };
 };
 
-// ReluGrad(gradients, features): gradients where features > 0, else 0; one shape, no
-// broadcasting. The loop is a function of its own over pointers taken by value, which GCC
-// vectorizes into compares and blends; written in the parallel_for lambda over pointers
-// captured by reference it stayed scalar, and its branch, taken at random, made it ten times
-// slower than SelectV2 (Eigen's select is not vectorized either).
+/// ReluGrad(gradients, features): gradients where features > 0, else 0; one shape, no
+/// broadcasting. The loop is a function of its own over pointers taken by value, which GCC
+/// vectorizes into compares and blends; written in the parallel_for lambda over pointers
+/// captured by reference it stayed scalar, and its branch, taken at random, made it ten times
+/// slower than SelectV2 (Eigen's select is not vectorized either).
 template <class T>
 struct relu_grad_kernel final : op_kernel {
   explicit relu_grad_kernel(const node&) {}
@@ -19773,12 +19894,12 @@ struct relu_grad_kernel final : op_kernel {
   }
 };
 
-// SelectV2(condition, t, e): all three broadcast.
+/// SelectV2(condition, t, e): all three broadcast.
 template <class T>
 struct select_kernel final : op_kernel {
   explicit select_kernel(const node&) {}
-  // n elements, each operand read with step 1 or 0 (a single value). The common cases are
-  // loops over pointers taken by value without strides or branches, which compile to blends.
+  /// n elements, each operand read with step 1 or 0 (a single value). The common cases are
+  /// loops over pointers taken by value without strides or branches, which compile to blends.
   static void select_flat(const bool* cond, std::int64_t sc, const T* t, std::int64_t st, const T* e, std::int64_t se,
                           T* o, std::int64_t n) {
     // Read as bytes (bools are 0 or 1): GCC vectorizes `byte != 0 ? a : b`, not `bool ? a : b`.
@@ -19826,9 +19947,9 @@ struct select_kernel final : op_kernel {
   }
 };
 
-// Select(condition, t, e), TensorFlow's first form: t and e of one shape; a condition of
-// that shape picks elements, a scalar one the whole of t or e, and a vector one whole rows
-// (along dim 0).
+/// Select(condition, t, e), TensorFlow's first form: t and e of one shape; a condition of
+/// that shape picks elements, a scalar one the whole of t or e, and a vector one whole rows
+/// (along dim 0).
 template <class T>
 struct select_rows_kernel final : op_kernel {
   explicit select_rows_kernel(const node&) {}
@@ -19856,7 +19977,7 @@ struct select_rows_kernel final : op_kernel {
   }
 };
 
-// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
+/// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
 template <bool Equal>
 struct string_compare_kernel final : op_kernel {
   explicit string_compare_kernel(const node&) {}
@@ -19875,7 +19996,7 @@ struct string_compare_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header does not instantiate the conversion table.
+/// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
   explicit cast_kernel(const node&) {}
@@ -19887,10 +20008,10 @@ struct cast_kernel final : op_kernel {
   }
 };
 
-// Each elementwise op's CPU kernel, said once: its functor (which the fused kernels of
-// kernels/cpu/fused.hpp evaluate subtrees with), its kernel class and the dtypes it runs
-// on. register_elementwise_kernels() and kernel_for (what typed code asks for) read it.
-// The logical ops run on bool only and have no type attr.
+/// Each elementwise op's CPU kernel, said once: its functor (which the fused kernels of
+/// kernels/cpu/fused.hpp evaluate subtrees with), its kernel class and the dtypes it runs
+/// on. register_elementwise_kernels() and kernel_for (what typed code asks for) read it.
+/// The logical ops run on bool only and have no type attr.
 template <class Op>
 struct elementwise_cpu;
 #define WEFT_DETAIL_ELEMENTWISE(OP, FN, KERNEL, TYPES, TYPED) \
@@ -19903,7 +20024,7 @@ struct elementwise_cpu;
     static constexpr bool typed = TYPED;                       \
   };
 template <class F>
-using bool_binary_kernel = binary_kernel<F, true>;  // comparisons and logical ops: bool output
+using bool_binary_kernel = binary_kernel<F, true>;  ///< comparisons and logical ops: bool output
 #define WEFT_DETAIL_UNARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, unary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_BINARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, binary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, bool_binary_kernel<FN>, TYPES, true)
@@ -19944,7 +20065,7 @@ concept has_elementwise_cpu = requires { typename elementwise_cpu<Op>::functor; 
 template <class Op>
 using functor_of = typename elementwise_cpu<Op>::functor;
 
-// Registers the CPU kernel of the table's op Op for dtype T.
+/// Registers the CPU kernel of the table's op Op for dtype T.
 template <class Op, class T>
 void register_elementwise_kernel() {
   using E = elementwise_cpu<Op>;
@@ -19954,7 +20075,7 @@ void register_elementwise_kernel() {
     register_cpu_kernel<typename E::template kernel<bool>>(Op::name);
 }
 
-// Registers the table's kernels of each op in the list, for each of their dtypes.
+/// Registers the table's kernels of each op in the list, for each of their dtypes.
 template <class Op, class... T>
 void register_elementwise_kernels_for(type_list<T...>) {
   (register_elementwise_kernel<Op, T>(), ...);
@@ -19968,7 +20089,7 @@ void register_table_kernels(type_list<Op...>) {
   (register_table_kernels_of<Op>(), ...);
 }
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_elementwise_kernels() {
   ops::register_math_ops();
@@ -19983,7 +20104,7 @@ void register_elementwise_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
+/// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 namespace weft {
 template <class Op, class T>
   requires cpu::has_elementwise_cpu<Op>
@@ -20011,7 +20132,7 @@ struct kernel_for<ops::families::math, T, device_types::cpu> {
 namespace Eigen::internal {
 template <class T, bool Reciprocal>
 struct functor_traits<weft::cpu::exact_sqrt_op<T, Reciprocal>> {
-  // The 16-bit floats' packets compute in float packets this functor cannot reach: scalar.
+  /// The 16-bit floats' packets compute in float packets this functor cannot reach: scalar.
   enum {
     Cost = 8,
     PacketAccess = !std::is_same_v<T, Eigen::half> && !std::is_same_v<T, Eigen::bfloat16> &&
@@ -20030,26 +20151,27 @@ struct functor_traits<weft::cpu::wrapping_op<K, T>> {
   };
 };
 }  // namespace Eigen::internal
-// The CPU kernels of Fused nodes (ops/fused_ops.hpp): compiled from the subtree's type, a
-// kernel evaluates the whole subtree in one pass over contiguous shards, one Eigen array
-// expression per shard, vectorized, the shards spread over the intra-op threads.
-// Intermediate results never reach memory.
-//
-// float16 and bfloat16 compute in float32, the narrow integers in int64 and uint32 in
-// uint64, as their kernels do (compute_t), and each op's result is rounded (or wrapped) back
-// to its dtype inside the pass, so fused and unfused results are identical. Subtrees with a
-// uint32 or uint64 node run one element at a time (those types have no Eigen kernels), the
-// others as vectorized Eigen expressions.
-//
-// Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
-// place. Otherwise the pass goes in blocks along the rows of broadcast_rows (dims of 1
-// dropped, dims merged where every operand steps through them as one): along a row, each
-// operand steps one element at a time or repeats one value. Operands that step (a bias [n]
-// beside [batch, n], a [1, m, n] beside [b, m, n]) are read in place; a repeated value (a
-// column [batch, 1], a [b, 1, 1], a fed [1, 1]) comes from a buffer of one block filled with
-// it, which stays in the cache. Where rows are short (under 64 elements), a block is several
-// rows and each broadcast operand is copied into a block-long buffer. Every broadcast is one
-// pass over memory.
+/// @file
+/// The CPU kernels of Fused nodes (ops/fused_ops.hpp): compiled from the subtree's type, a
+/// kernel evaluates the whole subtree in one pass over contiguous shards, one Eigen array
+/// expression per shard, vectorized, the shards spread over the intra-op threads.
+/// Intermediate results never reach memory.
+///
+/// float16 and bfloat16 compute in float32, the narrow integers in int64 and uint32 in
+/// uint64, as their kernels do (compute_t), and each op's result is rounded (or wrapped) back
+/// to its dtype inside the pass, so fused and unfused results are identical. Subtrees with a
+/// uint32 or uint64 node run one element at a time (those types have no Eigen kernels), the
+/// others as vectorized Eigen expressions.
+///
+/// Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
+/// place. Otherwise the pass goes in blocks along the rows of broadcast_rows (dims of 1
+/// dropped, dims merged where every operand steps through them as one): along a row, each
+/// operand steps one element at a time or repeats one value. Operands that step (a bias [n]
+/// beside [batch, n], a [1, m, n] beside [b, m, n]) are read in place; a repeated value (a
+/// column [batch, 1], a [b, 1, 1], a fed [1, 1]) comes from a buffer of one block filled with
+/// it, which stays in the cache. Where rows are short (under 64 elements), a block is several
+/// rows and each broadcast operand is copied into a block-long buffer. Every broadcast is one
+/// pass over memory.
 
 #include <algorithm>
 #include <array>
@@ -20060,9 +20182,10 @@ struct functor_traits<weft::cpu::wrapping_op<K, T>> {
 #include <string>
 #include <vector>
 
-// A table of functions by signature string, shared by the threads of a program: how code
-// compiled for a typed subtree (a fused kernel, its gradient) is found again from the
-// signature a node carries in its attrs.
+/// @file
+/// A table of functions by signature string, shared by the threads of a program: how code
+/// compiled for a typed subtree (a fused kernel, its gradient) is found again from the
+/// signature a node carries in its attrs.
 
 #include <functional>
 #include <map>
@@ -20099,8 +20222,8 @@ class signature_table {
 
 namespace weft::cpu {
 
-// How a fused subtree applies op Op with result dtype T: its CPU functor (elementwise.hpp),
-// on Eigen arrays (apply) or one element (scalar).
+/// How a fused subtree applies op Op with result dtype T: its CPU functor (elementwise.hpp),
+/// on Eigen arrays (apply) or one element (scalar).
 template <class Op, class T>
 struct fused_fn {
   template <class... A>
@@ -20137,9 +20260,9 @@ struct fused_fn<ops::Cast, To> {  // from the operand's compute type to To's
 
 namespace fusion {
 
-// The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
-// starting at leaf Off, in E's compute type. A converted dtype's results go through the
-// dtype and back (rounded, or wrapped), as its unfused kernel stores them.
+/// The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
+/// starting at leaf Off, in E's compute type. A converted dtype's results go through the
+/// dtype and back (rounded, or wrapped), as its unfused kernel stores them.
 template <std::size_t Off, class E>
 auto eval(const void* const* in, std::int64_t s, std::int64_t len) {
   using T = typename E::value_type;
@@ -20165,8 +20288,8 @@ auto eval(const void* const* in, std::int64_t s, std::int64_t len) {
   }
 }
 
-// The value of subtree E at element j of its leaves (static scalars at element 0), one
-// element at a time, for subtrees with a type that has no Eigen kernels (uint32, uint64).
+/// The value of subtree E at element j of its leaves (static scalars at element 0), one
+/// element at a time, for subtrees with a type that has no Eigen kernels (uint32, uint64).
 template <std::size_t Off, class E>
 auto scalar(const void* const* in, std::int64_t j) {
   using T = typename E::value_type;
@@ -20183,14 +20306,14 @@ auto scalar(const void* const* in, std::int64_t j) {
   }
 }
 
-// Whether a subtree has a node or leaf computed in plain loops (no Eigen kernels).
+/// Whether a subtree has a node or leaf computed in plain loops (no Eigen kernels).
 template <class E>
 struct has_looped_type : std::bool_constant<is_looped_v<compute_t<typename E::value_type>>> {};
 template <class Op, class T, class... Args>
 struct has_looped_type<fused::apply<Op, T, Args...>>
     : std::bool_constant<is_looped_v<compute_t<T>> || (has_looped_type<Args>::value || ...)> {};
 
-// Stores the subtree's values (compute type) as T.
+/// Stores the subtree's values (compute type) as T.
 template <class T, class X>
 void store(T* out, std::int64_t len, const X& values) {
   if constexpr (is_converted_v<T>)
@@ -20341,7 +20464,7 @@ std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
   return std::make_unique<fused_kernel<E>>(n);
 }
 
-// The CPU's compiled fused kernels, by signature.
+/// The CPU's compiled fused kernels, by signature.
 using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
 using fused_kernel_table = signature_table<fused_kernel_factory>;
 
@@ -20358,8 +20481,8 @@ inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
 }  // namespace weft::cpu
 
 namespace weft {
-// Registers the CPU kernel compiled for subtree E (and, once, the Fused op's CPU kernel,
-// which finds it by the node's signature).
+/// Registers the CPU kernel compiled for subtree E (and, once, the Fused op's CPU kernel,
+/// which finds it by the node's signature).
 template <class E>
 struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
   static void register_kernels() {
@@ -20369,76 +20492,80 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
   }
 };
 }  // namespace weft
-// CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
-// in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
+/// @file
+/// CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
+/// in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
 
 #include <Eigen/LU>
 
-// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
-// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, with its AVX-512 block
-// where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
-// threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
-// contraction and reaches the same speed.)
-// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
-// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
+/// @file
+/// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
+/// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, with its AVX-512 block
+/// where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
+/// threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
+/// contraction and reaches the same speed.)
+/// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
+/// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
 
 #include <Eigen/Core>
 
 #include <optional>
 #include <type_traits>
 
-// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
-// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
-// op(a) * op(b) with a and b in bfloat16. vdpbf16ps multiplies pairs of bfloat16 values
-// exactly and adds both products to a float accumulator, so one instruction does the work of
-// two float FMAs: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to
-// 256 values, taken two at a time.
-//
-// The structure is sgemm's (BLIS's): b's depth panel is packed into slivers of 32 columns,
-// a's rows into slivers of 12 rows per block of 144, each holding the depth in pairs (a pair
-// of bfloat16 values of one row or column, at depths 2q and 2q + 1, is the 32-bit lane that
-// vdpbf16ps reads); an odd depth is padded with a zero. Like every AVX-512 BF16 unit, the
-// instruction treats denormal inputs as zero, rounds each pair's sum to nearest even and
-// flushes a denormal result to zero, whatever MXCSR says (TensorFlow's oneDNN path computes
-// the same way).
-//
-// vdpbf16ps is written as inline assembly: the compilers' builtins for it take vectors of
-// different element types in each GCC and Clang version, and <immintrin.h> is kept out of
-// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
+/// @file
+/// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
+/// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
+/// op(a) * op(b) with a and b in bfloat16. vdpbf16ps multiplies pairs of bfloat16 values
+/// exactly and adds both products to a float accumulator, so one instruction does the work of
+/// two float FMAs: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to
+/// 256 values, taken two at a time.
+///
+/// The structure is sgemm's (BLIS's): b's depth panel is packed into slivers of 32 columns,
+/// a's rows into slivers of 12 rows per block of 144, each holding the depth in pairs (a pair
+/// of bfloat16 values of one row or column, at depths 2q and 2q + 1, is the 32-bit lane that
+/// vdpbf16ps reads); an odd depth is padded with a zero. Like every AVX-512 BF16 unit, the
+/// instruction treats denormal inputs as zero, rounds each pair's sum to nearest even and
+/// flushes a denormal result to zero, whatever MXCSR says (TensorFlow's oneDNN path computes
+/// the same way).
+///
+/// vdpbf16ps is written as inline assembly: the compilers' builtins for it take vectors of
+/// different element types in each GCC and Clang version, and <immintrin.h> is kept out of
+/// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
 
-// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512, chosen at run time:
-// every x86-64 build compiles both register blocks (each function carries its own target
-// attribute, whatever the build's flags), and sgemm() uses the AVX-512 one where the CPU has
-// AVX-512F, the AVX2 one where it has AVX2 and FMA (sgemm_best_isa(), checked once), so a
-// build without -march flags runs AVX-512 code on a CPU that has it.
-// - AVX2 (AMD Zen 1 to 4 as some virtual machines expose them, Intel Haswell to Comet Lake):
-//   a 6 x 16 register block (12 ymm accumulators) over depth panels of up to 256. Eigen 3.4's
-//   GEMM reaches about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512)
-//   where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the products of an MLP.
-// - AVX-512: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to 128.
-//   On one core of an AMD EPYC with AVX-512 (Zen 5) it reaches 165 to 192 GFLOP/s on an MLP's
-//   products where Eigen's AVX-512 GEMM reaches 138 to 146, and the AVX2 block 89 to 96
-//   (docs/benchmarks.md).
-//
-// The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
-// at most `kc` values, op(b)'s panel is packed once into slivers of nr columns, op(a)'s rows
-// into slivers of mr rows per block of `mc` rows, and an mr x nr register block (two loads of
-// b and mr broadcasts of a per step of the depth) computes each piece of the output. Slivers
-// are padded with zeros at the edges, and an edge block goes through a small buffer, so any
-// m, n and k work. The first depth panel stores its block, the later ones add to it: the
-// output needs no zero fill.
-//
-// The registers are GCC's and Clang's vector types (vector_size), not <immintrin.h>'s: that
-// header is about a quarter of the preprocessed lines of a program that runs one MatMul and
-// some 100 MB of the compiler's memory, for the dozen operations used here (each helper
-// below names the instruction it compiles to).
-//
-// Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
+/// @file
+/// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512, chosen at run time:
+/// every x86-64 build compiles both register blocks (each function carries its own target
+/// attribute, whatever the build's flags), and sgemm() uses the AVX-512 one where the CPU has
+/// AVX-512F, the AVX2 one where it has AVX2 and FMA (sgemm_best_isa(), checked once), so a
+/// build without -march flags runs AVX-512 code on a CPU that has it.
+/// - AVX2 (AMD Zen 1 to 4 as some virtual machines expose them, Intel Haswell to Comet Lake):
+///   a 6 x 16 register block (12 ymm accumulators) over depth panels of up to 256. Eigen 3.4's
+///   GEMM reaches about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512)
+///   where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the products of an MLP.
+/// - AVX-512: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to 128.
+///   On one core of an AMD EPYC with AVX-512 (Zen 5) it reaches 165 to 192 GFLOP/s on an MLP's
+///   products where Eigen's AVX-512 GEMM reaches 138 to 146, and the AVX2 block 89 to 96
+///   (docs/benchmarks.md).
+///
+/// The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
+/// at most `kc` values, op(b)'s panel is packed once into slivers of nr columns, op(a)'s rows
+/// into slivers of mr rows per block of `mc` rows, and an mr x nr register block (two loads of
+/// b and mr broadcasts of a per step of the depth) computes each piece of the output. Slivers
+/// are padded with zeros at the edges, and an edge block goes through a small buffer, so any
+/// m, n and k work. The first depth panel stores its block, the later ones add to it: the
+/// output needs no zero fill.
+///
+/// The registers are GCC's and Clang's vector types (vector_size), not <immintrin.h>'s: that
+/// header is about a quarter of the preprocessed lines of a program that runs one MatMul and
+/// some 100 MB of the compiler's memory, for the dozen operations used here (each helper
+/// below names the instruction it compiles to).
+///
+/// Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 
 namespace weft::cpu {
-// An operand packed once for every block of a product split across threads: `a` is
-// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
-// in every build, so that MatMul's generic code can pass one along.)
+/// An operand packed once for every block of a product split across threads: `a` is
+/// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
+/// in every build, so that MatMul's generic code can pass one along.)
 struct sgemm_shared {
   const float* a = nullptr;
   const float* b = nullptr;
@@ -20458,20 +20585,20 @@ struct sgemm_shared {
 
 namespace weft::cpu {
 
-// The register blocks sgemm has: 6 x 16 with AVX2 and FMA, 12 x 32 with AVX-512F.
+/// The register blocks sgemm has: 6 x 16 with AVX2 and FMA, 12 x 32 with AVX-512F.
 enum class sgemm_isa { avx2, avx512 };
 
 namespace sgemm_detail {
 
-// Eight and sixteen floats in a ymm or zmm register; the _u types read and write floats at
-// any alignment (vmovups) and may alias them.
+/// Eight and sixteen floats in a ymm or zmm register; the _u types read and write floats at
+/// any alignment (vmovups) and may alias them.
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
 
-// a * b + c rounded once (vfmadd), through the builtin the compiler's own intrinsics use, so
-// that neither -ffp-contract nor the language mode can turn it into two roundings.
+/// a * b + c rounded once (vfmadd), through the builtin the compiler's own intrinsics use, so
+/// that neither -ffp-contract nor the language mode can turn it into two roundings.
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 fma(f32x16 a, f32x16 b, f32x16 c) {
 #if defined(__clang__) && __has_builtin(__builtin_elementwise_fma)
   return __builtin_elementwise_fma(a, b, c);
@@ -20485,13 +20612,13 @@ __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 load16(
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store16(float* p, f32x16 v) {
   *reinterpret_cast<f32x16_u*>(p) = v;
 }
-// x in every lane (vbroadcastss): x - 0 is x for every float, -0 and NaN included, so the
-// subtraction folds away.
+/// x in every lane (vbroadcastss): x - 0 is x for every float, -0 and NaN included, so the
+/// subtraction folds away.
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 splat16(float x) { return x - f32x16{}; }
 
-// c[rows x cols] (row stride ldc) = or += a block of Mr rows of two zmm accumulators (32
-// columns): the last step of the AVX-512 block and of bgemm.hpp's. A full block is stored
-// directly, an edge block through a buffer.
+/// c[rows x cols] (row stride ldc) = or += a block of Mr rows of two zmm accumulators (32
+/// columns): the last step of the AVX-512 block and of bgemm.hpp's. A full block is stored
+/// directly, an edge block through a buffer.
 template <int Mr>
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store_rows_of_32(const f32x16 (&acc)[Mr][2], float* c,
                                                                                        std::int64_t ldc, bool accumulate,
@@ -20518,15 +20645,15 @@ __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store_row
     for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * 32 + j] : t[i * 32 + j];
 }
 
-// The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
-// AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
+/// The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
+/// AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
 struct avx512 {
-  static constexpr int mr = 12;                 // rows of the register block
-  static constexpr int nr = 32;                 // columns: two zmm registers
-  static constexpr std::int64_t kc_max = 128;   // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
-  static constexpr std::int64_t nc_max = 4096;  // columns of b's panel: at most 2 MiB (L3)
+  static constexpr int mr = 12;                 ///< rows of the register block
+  static constexpr int nr = 32;                 ///< columns: two zmm registers
+  static constexpr std::int64_t kc_max = 128;   ///< depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+  static constexpr std::int64_t nc_max = 4096;  ///< columns of b's panel: at most 2 MiB (L3)
 
-  // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b, float* c, std::int64_t ldc,
                                                                  bool accumulate, int rows, int cols) {
@@ -20563,7 +20690,7 @@ struct avx512 {
 namespace weft::cpu {
 namespace sgemm_detail {
 
-// The AVX2 counterparts of the helpers above (this region's target is AVX2 and FMA).
+/// The AVX2 counterparts of the helpers above (this region's target is AVX2 and FMA).
 __attribute__((always_inline)) inline f32x8 fma(f32x8 a, f32x8 b, f32x8 c) {
 #if defined(__clang__) && __has_builtin(__builtin_elementwise_fma)
   return __builtin_elementwise_fma(a, b, c);
@@ -20576,12 +20703,12 @@ __attribute__((always_inline)) inline void store8(float* p, f32x8 v) { *reinterp
 __attribute__((always_inline)) inline f32x8 splat8(float x) { return x - f32x8{}; }
 
 struct avx2 {
-  static constexpr int mr = 6;                  // rows of the register block
-  static constexpr int nr = 16;                 // columns: two ymm registers
-  static constexpr std::int64_t kc_max = 256;   // depth of a panel: a 16-column sliver of b is 16 KiB (L1)
-  static constexpr std::int64_t nc_max = 4080;  // columns of b's panel: at most 4 MiB (L3)
+  static constexpr int mr = 6;                  ///< rows of the register block
+  static constexpr int nr = 16;                 ///< columns: two ymm registers
+  static constexpr std::int64_t kc_max = 256;   ///< depth of a panel: a 16-column sliver of b is 16 KiB (L1)
+  static constexpr std::int64_t nc_max = 4080;  ///< columns of b's panel: at most 4 MiB (L3)
 
-  // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
   static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
                     bool accumulate, int rows, int cols) {
     f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
@@ -20631,17 +20758,17 @@ struct avx2 {
   }
 };
 
-inline constexpr std::int64_t mc_max = 144;  // rows of a's block (a multiple of mr): at most 144 KiB (L2)
+inline constexpr std::int64_t mc_max = 144;  ///< rows of a's block (a multiple of mr): at most 144 KiB (L2)
 
-// f(avx2{}) or f(avx512{}).
+/// f(avx2{}) or f(avx512{}).
 template <class F>
 decltype(auto) with_isa(sgemm_isa isa, F&& f) {
   if (isa == sgemm_isa::avx512) return f(avx512{});
   return f(avx2{});
 }
 
-// Scratch for the packed operands, one per thread, grown to the largest panel it has held
-// (at most 4.2 MiB), 64-byte aligned.
+/// Scratch for the packed operands, one per thread, grown to the largest panel it has held
+/// (at most 4.2 MiB), 64-byte aligned.
 class scratch {
  public:
   float* get(std::size_t floats) {
@@ -20666,15 +20793,15 @@ inline scratch& thread_scratch() {
   return s;
 }
 
-// A matrix read through strides: element (i, j) at p[i * rs + j * cs].
+/// A matrix read through strides: element (i, j) at p[i * rs + j * cs].
 struct strided {
   const float* p;
   std::int64_t rs, cs;
   const float* at(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
 };
 
-// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
-// [s*mr*kc + p*mr + i], rows past m zero.
+/// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
+/// [s*mr*kc + p*mr + i], rows past m zero.
 template <class Isa>
 void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
   constexpr int mr = Isa::mr;
@@ -20695,22 +20822,22 @@ void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
   }
 }
 
-// Shuffles within and across the two 128-bit halves of a ymm register, for transpose8.
-// vunpcklps and vunpckhps: within each half, the low (high) two floats of x and y interleaved.
+/// Shuffles within and across the two 128-bit halves of a ymm register, for transpose8.
+/// vunpcklps and vunpckhps: within each half, the low (high) two floats of x and y interleaved.
 __attribute__((always_inline)) inline f32x8 unpack_lo(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 0, 8, 1, 9, 4, 12, 5, 13);
 }
 __attribute__((always_inline)) inline f32x8 unpack_hi(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 2, 10, 3, 11, 6, 14, 7, 15);
 }
-// vshufps with 0x44 and 0xEE: within each half, the low (high) two floats of x, then of y.
+/// vshufps with 0x44 and 0xEE: within each half, the low (high) two floats of x, then of y.
 __attribute__((always_inline)) inline f32x8 pairs_lo(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13);
 }
 __attribute__((always_inline)) inline f32x8 pairs_hi(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
 }
-// vperm2f128 with 0x20 and 0x31: the low (high) halves of x and y.
+/// vperm2f128 with 0x20 and 0x31: the low (high) halves of x and y.
 __attribute__((always_inline)) inline f32x8 halves_lo(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11);
 }
@@ -20718,7 +20845,7 @@ __attribute__((always_inline)) inline f32x8 halves_hi(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
-// dst[r * dst_stride + c] = src[c * src_stride + r] for an 8 x 8 block.
+/// dst[r * dst_stride + c] = src[c * src_stride + r] for an 8 x 8 block.
 inline void transpose8(const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
   const f32x8 r0 = load8(src), r1 = load8(src + src_stride), r2 = load8(src + 2 * src_stride);
   const f32x8 r3 = load8(src + 3 * src_stride), r4 = load8(src + 4 * src_stride), r5 = load8(src + 5 * src_stride);
@@ -20737,8 +20864,8 @@ inline void transpose8(const float* src, std::int64_t src_stride, float* dst, st
   store8(dst + 7 * dst_stride, halves_hi(u3, u7));
 }
 
-// Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
-// at [s*nr*kc + p*nr + j], columns past n zero.
+/// Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
+/// at [s*nr*kc + p*nr + j], columns past n zero.
 template <class Isa>
 void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
   constexpr int nr = Isa::nr;
@@ -20770,16 +20897,16 @@ void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
 
 inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
-// Depth panels of a product of depth k: `count` panels of `step` values (the last may be
-// shorter). Equal panels (784 = 4 x 196, not 3 x 256 + 16): a short last panel would load
-// and store its block of c for little work.
+/// Depth panels of a product of depth k: `count` panels of `step` values (the last may be
+/// shorter). Equal panels (784 = 4 x 196, not 3 x 256 + 16): a short last panel would load
+/// and store its block of c for little work.
 struct panels {
   std::int64_t count, step;
   panels(std::int64_t k, std::int64_t kc_max) : count((k + kc_max - 1) / kc_max), step((k + count - 1) / count) {}
 };
 
-// Every depth panel of a (all m rows) or of b (all n columns, n <= nc_max), packed as the
-// loops of `product` read them: panel q at q * round_up(rows or columns, block) * step.
+/// Every depth panel of a (all m rows) or of b (all n columns, n <= nc_max), packed as the
+/// loops of `product` read them: panel q at q * round_up(rows or columns, block) * step.
 template <class Isa>
 std::int64_t packed_size_a(std::int64_t m, std::int64_t k) {
   const panels ps(k, Isa::kc_max);
@@ -20803,10 +20930,10 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
     pack_b<Isa>(std::min(ps.step, k - pc), n, {b.at(pc, 0), b.rs, b.cs}, out + q * round_up(n, Isa::nr) * ps.step);
 }
 
-// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
-// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
-// n <= nc_max): the blocks of a product split across threads share the packed operand that
-// all of them read.
+/// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
+/// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
+/// n <= nc_max): the blocks of a product split across threads share the packed operand that
+/// all of them read.
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
              const float* shared_a = nullptr, const float* shared_b = nullptr) {
@@ -20840,7 +20967,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
   }
 }
 
-// out(m, n) = op(a)(m, k) * op(b)(k, n), as sgemm() below.
+/// out(m, n) = op(a)(m, k) * op(b)(k, n), as sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
            const float* shared_a, const float* shared_b) {
@@ -20874,51 +21001,51 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
 
 namespace weft::cpu {
 
-// Whether this CPU has what an ISA's register block needs: AVX2 and FMA, and AVX-512F for
-// the AVX-512 block (checked once; __builtin_cpu_init first, so that a check from a static
-// initializer that runs before libgcc's own sees the CPU).
+/// Whether this CPU has what an ISA's register block needs: AVX2 and FMA, and AVX-512F for
+/// the AVX-512 block (checked once; __builtin_cpu_init first, so that a check from a static
+/// initializer that runs before libgcc's own sees the CPU).
 inline bool sgemm_supported(sgemm_isa isa) {
   static const bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
   static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   return isa == sgemm_isa::avx512 ? avx512 : avx2;
 }
-// Whether sgemm runs on this CPU (AVX2 and FMA at least).
+/// Whether sgemm runs on this CPU (AVX2 and FMA at least).
 inline bool sgemm_supported() { return sgemm_supported(sgemm_isa::avx2); }
-// The block sgemm() uses: AVX-512 where the CPU has it, else AVX2.
+/// The block sgemm() uses: AVX-512 where the CPU has it, else AVX2.
 inline sgemm_isa sgemm_best_isa() {
   return sgemm_supported(sgemm_isa::avx512) ? sgemm_isa::avx512 : sgemm_isa::avx2;
 }
 
-// Floats that sgemm_pack_a of m x k (or sgemm_pack_b of k x n) writes.
+/// Floats that sgemm_pack_a of m x k (or sgemm_pack_b of k x n) writes.
 inline std::int64_t sgemm_packed_size_a(std::int64_t m, std::int64_t k) {
   return sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { return sgemm_detail::packed_size_a<Isa>(m, k); });
 }
 inline std::int64_t sgemm_packed_size_b(std::int64_t k, std::int64_t n) {
   return sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { return sgemm_detail::packed_size_b<Isa>(k, n); });
 }
-// Packs op(a)(m, k) (a(i, p) at a[i * rs + p * cs]), or op(b)(k, n) with n <=
-// sgemm_max_shared_columns, into `out` (64-byte aligned), k >= 1, for sgemm_shared.
+/// Packs op(a)(m, k) (a(i, p) at a[i * rs + p * cs]), or op(b)(k, n) with n <=
+/// sgemm_max_shared_columns, into `out` (64-byte aligned), k >= 1, for sgemm_shared.
 inline void sgemm_pack_a(std::int64_t m, std::int64_t k, const float* a, std::int64_t rs, std::int64_t cs, float* out) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { sgemm_detail::pack_all_a<Isa>(m, k, {a, rs, cs}, out); });
 }
 inline void sgemm_pack_b(std::int64_t k, std::int64_t n, const float* b, std::int64_t rs, std::int64_t cs, float* out) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { sgemm_detail::pack_all_b<Isa>(k, n, {b, rs, cs}, out); });
 }
-// The widest b that one packed panel holds with either block.
+/// The widest b that one packed panel holds with either block.
 inline constexpr std::int64_t sgemm_max_shared_columns = std::min(sgemm_detail::avx2::nc_max, sgemm_detail::avx512::nc_max);
 
-// Packing one operand of a split product for all of its blocks, by whichever threads run
-// the blocks: each thread that starts a block first calls help(), which packs chunks (a
-// group of slivers of one depth panel) until none is left unclaimed, then waits for the
-// chunks other threads are still packing. A lone thread packs it all; a second one that
-// arrives in time halves the work, with no extra hand-over through the pool. Every claimed
-// chunk is being packed by a running thread, so the wait ends.
+/// Packing one operand of a split product for all of its blocks, by whichever threads run
+/// the blocks: each thread that starts a block first calls help(), which packs chunks (a
+/// group of slivers of one depth panel) until none is left unclaimed, then waits for the
+/// chunks other threads are still packing. A lone thread packs it all; a second one that
+/// arrives in time halves the work, with no extra hand-over through the pool. Every claimed
+/// chunk is being packed by a running thread, so the wait ends.
 class sgemm_shared_packing {
  public:
   enum class operand { a, b };
-  // operand::a: op(a)(m, k) with `extent` = m, element (i, p) at src[i * rs + p * cs], packed
-  // as sgemm_pack_a packs it into `out`; operand::b: op(b)(k, n) with `extent` = n <=
-  // sgemm_max_shared_columns, element (p, j) at src[p * rs + j * cs], as sgemm_pack_b.
+  /// operand::a: op(a)(m, k) with `extent` = m, element (i, p) at src[i * rs + p * cs], packed
+  /// as sgemm_pack_a packs it into `out`; operand::b: op(b)(k, n) with `extent` = n <=
+  /// sgemm_max_shared_columns, element (p, j) at src[p * rs + j * cs], as sgemm_pack_b.
   sgemm_shared_packing(operand which, std::int64_t extent, std::int64_t k, const float* src, std::int64_t rs,
                        std::int64_t cs, float* out)
       : is_a_(which == operand::a), isa_(sgemm_best_isa()), extent_(extent), k_(k),
@@ -20955,34 +21082,34 @@ class sgemm_shared_packing {
 
  private:
   bool is_a_;
-  sgemm_isa isa_;  // the block whose packing this is: sgemm_best_isa(), as sgemm() uses
-  std::int64_t extent_, k_, sliver_;  // rows of a or columns of b; depth; rows or columns a sliver holds
+  sgemm_isa isa_;  ///< the block whose packing this is: sgemm_best_isa(), as sgemm() uses
+  std::int64_t extent_, k_, sliver_;  ///< rows of a or columns of b; depth; rows or columns a sliver holds
   sgemm_detail::panels panels_;
   sgemm_detail::strided src_;
   float* out_;
-  std::int64_t group_ = 1, groups_ = 1, chunks_ = 1;  // slivers a chunk holds, chunks a panel holds, all chunks
+  std::int64_t group_ = 1, groups_ = 1, chunks_ = 1;  ///< slivers a chunk holds, chunks a panel holds, all chunks
   std::atomic<std::int64_t> next_{0}, done_{0};
 };
 
-// A per-thread buffer for the packed operand of sgemm_shared, kept for the next product.
+/// A per-thread buffer for the packed operand of sgemm_shared, kept for the next product.
 inline float* sgemm_shared_buffer(std::int64_t floats) {
   thread_local sgemm_detail::scratch buffer;
   return buffer.get(static_cast<std::size_t>(floats));
 }
 
-// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
-// at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
-// the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
-// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b, which pack
-// for sgemm_best_isa(), the block this overload uses).
+/// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
+/// at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
+/// the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
+/// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b, which pack
+/// for sgemm_best_isa(), the block this overload uses).
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
     sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
   });
 }
-// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
-// operand, as the packed layout depends on the block.
+/// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
+/// operand, as the packed layout depends on the block.
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
                   std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc) {
   sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
@@ -21012,7 +21139,7 @@ typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
 typedef std::uint16_t u16x32_u __attribute__((vector_size(64), aligned(2), may_alias));
 typedef std::uint16_t u16x32 __attribute__((vector_size(64)));
 
-// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
+/// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
 struct strided {
   const std::uint16_t* p;
   std::int64_t rs, cs;
@@ -21020,26 +21147,26 @@ struct strided {
   const std::uint16_t* ptr(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
 };
 
-inline constexpr int mr = 12;                  // rows of the register block
-inline constexpr int nr = 32;                  // columns: two zmm registers of 16 pairs
-inline constexpr std::int64_t kc_max = 256;    // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
-inline constexpr std::int64_t mc_max = 144;    // rows of a's block: 72 KiB packed (L2)
-inline constexpr std::int64_t nc_max = 4096;   // columns of b's panel: at most 2 MiB packed (L3)
+inline constexpr int mr = 12;                  ///< rows of the register block
+inline constexpr int nr = 32;                  ///< columns: two zmm registers of 16 pairs
+inline constexpr std::int64_t kc_max = 256;    ///< depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+inline constexpr std::int64_t mc_max = 144;    ///< rows of a's block: 72 KiB packed (L2)
+inline constexpr std::int64_t nc_max = 4096;   ///< columns of b's panel: at most 2 MiB packed (L3)
 
-// Two bfloat16 values as one 32-bit lane: `lo` at depth 2q, `hi` at 2q + 1.
+/// Two bfloat16 values as one 32-bit lane: `lo` at depth 2q, `hi` at 2q + 1.
 inline std::uint32_t pair(std::uint16_t lo, std::uint16_t hi) {
   return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
 }
 
-// acc plus the pairwise products of a and b, summed per lane (vdpbf16ps). By value: with
-// the accumulator passed by reference, GCC kept the block's accumulators in memory.
+/// acc plus the pairwise products of a and b, summed per lane (vdpbf16ps). By value: with
+/// the accumulator passed by reference, GCC kept the block's accumulators in memory.
 __attribute__((target("avx512f,avx512bf16"), always_inline)) inline f32x16 dot_pairs(f32x16 acc, u32x16 a, u32x16 b) {
   asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
 }
 
-// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
-// `pairs` depth pairs.
+/// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
+/// `pairs` depth pairs.
 __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::int64_t pairs, const std::uint32_t* __restrict a,
                                                                        const std::uint32_t* __restrict b, float* c,
                                                                        std::int64_t ldc, bool accumulate, int rows, int cols) {
@@ -21064,9 +21191,9 @@ __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::in
   sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
 }
 
-// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
-// pair of row s*mr + i at depth pair q at [s*mr*pairs + q*mr + i]; rows past m and the
-// depth past kc zero.
+/// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
+/// pair of row s*mr + i at depth pair q at [s*mr*pairs + q*mr + i]; rows past m and the
+/// depth past kc zero.
 inline void pack_a(std::int64_t m, std::int64_t kc, strided a, std::uint32_t* out) {
   const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
   for (std::int64_t i0 = 0; i0 < m; i0 += mr, out += mr * pairs) {
@@ -21089,9 +21216,9 @@ inline void pack_a(std::int64_t m, std::int64_t kc, strided a, std::uint32_t* ou
   }
 }
 
-// Depth [0, kc) x columns [0, n) of b as slivers of nr columns in depth pairs: sliver s
-// holds the pair of column s*nr + j at depth pair q at [s*nr*pairs + q*nr + j]; columns past
-// n and the depth past kc zero.
+/// Depth [0, kc) x columns [0, n) of b as slivers of nr columns in depth pairs: sliver s
+/// holds the pair of column s*nr + j at depth pair q at [s*nr*pairs + q*nr + j]; columns past
+/// n and the depth past kc zero.
 __attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_b(std::int64_t kc, std::int64_t n, strided b,
                                                                       std::uint32_t* out) {
   const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
@@ -21128,7 +21255,7 @@ __attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_b(std::int
   }
 }
 
-// Depth panels of an even number of values (the last may be shorter, and odd).
+/// Depth panels of an even number of values (the last may be shorter, and odd).
 inline panels even_panels(std::int64_t k) {
   panels ps(k, kc_max);
   ps.step = round_up(ps.step, 2);
@@ -21136,7 +21263,7 @@ inline panels even_panels(std::int64_t k) {
   return ps;
 }
 
-// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
+/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
 inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
   const panels ps = even_panels(k);
   const std::int64_t step_pairs = ps.step / 2;
@@ -21168,16 +21295,16 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
 
 }  // namespace bgemm_detail
 
-// Whether this CPU has AVX-512F, AVX-512BW and AVX-512 BF16 (checked once).
+/// Whether this CPU has AVX-512F, AVX-512BW and AVX-512 BF16 (checked once).
 inline bool bgemm_supported() {
   static const bool ok = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                                      __builtin_cpu_supports("avx512bf16"));
   return ok;
 }
 
-// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
-// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
-// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
+/// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
+/// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
+/// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
 inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
                   std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, float* out,
                   std::int64_t ldc) {
@@ -21195,13 +21322,13 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
 
 namespace weft::cpu {
 
-// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
-// res + i * res_stride); each operand is a plain strided matrix stored in the given order
-// (a transposed operand is the same memory read in the other order) and conjugated where
-// asked. Eigen's general_matrix_matrix_product is called directly rather than through
-// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
-// product and its matrix-vector paths for every case, which doubles the compile cost of a
-// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
+/// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
+/// res + i * res_stride); each operand is a plain strided matrix stored in the given order
+/// (a transposed operand is the same memory read in the other order) and conjugated where
+/// asked. Eigen's general_matrix_matrix_product is called directly rather than through
+/// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
+/// product and its matrix-vector paths for every case, which doubles the compile cost of a
+/// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
                 const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
@@ -21213,9 +21340,9 @@ void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const 
       rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
 }
 
-// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
-// kernel, for products with one output column or row (a GEMM would pack the whole matrix
-// first).
+/// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
+/// kernel, for products with one output column or row (a GEMM would pack the whole matrix
+/// first).
 template <class T, int LhsOrder, bool ConjLhs, bool ConjRhs>
 void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res) {
   namespace ei = Eigen::internal;
@@ -21227,7 +21354,7 @@ void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_
       rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, T(1));
 }
 
-// gemv_block with the conjugations chosen at run time (real types have one instance).
+/// gemv_block with the conjugations chosen at run time (real types have one instance).
 template <class T, int LhsOrder>
 void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res,
                bool conj_lhs, bool conj_x) {
@@ -21239,10 +21366,10 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
   gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res);
 }
 
-// Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
-// conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
-// b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
-// case. `shared` (float only) is an operand that gemm packed for every part.
+/// Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
+/// conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
+/// b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
+/// case. `shared` (float only) is an operand that gemm packed for every part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
@@ -21285,23 +21412,23 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   with_rhs.template operator()<C, false>(a + r0, m);
 }
 
-// Rows [r0, r1) of out(M,N) = op(a) * op(b), every column.
+/// Rows [r0, r1) of out(M,N) = op(a) * op(b), every column.
 template <class T>
 void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1) {
   gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
 }
 
-// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
-// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
-// the whole of the other, so the split is along the larger operand: by rows when op(a) is
-// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
-// weight matrix of 512 columns).
-//
-// Signed integers multiply as the unsigned type of their width: a signed overflow inside
-// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
-// unsigned arithmetic wraps, and its bits are the two's complement result that TensorFlow's
-// integer MatMul gives.
+/// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
+/// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
+/// the whole of the other, so the split is along the larger operand: by rows when op(a) is
+/// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
+/// weight matrix of 512 columns).
+///
+/// Signed integers multiply as the unsigned type of their width: a signed overflow inside
+/// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
+/// unsigned arithmetic wraps, and its bits are the two's complement result that TensorFlow's
+/// integer MatMul gives.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
           bool ta, bool tb, bool adjoint) {
@@ -21354,8 +21481,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 }
 
 #ifdef WEFT_OWN_SGEMM
-// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
-// across the intra-op threads as gemm splits a float product: M, N > 1.
+/// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
+/// across the intra-op threads as gemm splits a float product: M, N > 1.
 inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
                       std::int64_t k, std::int64_t n, bool ta, bool tb) {
   const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
@@ -21475,14 +21602,14 @@ struct batch_matmul_kernel final : op_kernel {
 
 using matmul_types = weft::matmul_types;
 
-// One dtype only, for programs that want MatMul without compiling every dtype.
+/// One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>
 void register_matmul_kernel() {
   ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
 }
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_matmul_kernels() {
   ops::register_matrix_ops();
@@ -21492,7 +21619,7 @@ void register_matmul_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::MatMul, T, device_types::cpu> {
@@ -21547,7 +21674,7 @@ struct matrix_determinant_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_linalg_kernels() {
   ops::register_matrix_ops();
@@ -21558,7 +21685,7 @@ void register_linalg_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::MatrixInverse, T, device_types::cpu> {
@@ -21573,59 +21700,64 @@ struct kernel_for<ops::families::matrix, T, device_types::cpu> {
   static void register_kernels() { cpu::register_matmul_kernels(); cpu::register_linalg_kernels(); }
 };
 }  // namespace weft
-// CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
-// its last dim, rows split between threads, and each row one Eigen array expression
-// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution is
-// conv.hpp, pooling pooling.hpp, dropout dropout.hpp.
+/// @file
+/// CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
+/// its last dim, rows split between threads, and each row one Eigen array expression
+/// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution is
+/// conv.hpp, pooling pooling.hpp, dropout dropout.hpp.
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-// CPU kernels for convolution (ops/nn_ops.hpp), NHWC: Conv2D and its two gradients, and the
-// choice among three strategies, each in its own header (conv_register_blocks.hpp,
-// conv_direct.hpp, conv_gemm.hpp).
-//
-// Conv2D and its two gradients are products with the patch matrix [rows, kh * kw * c] (a
-// row per output position, its window's values), which is never built whole:
-// - Register blocks, where the output channels fill whole packets: a run of output
-//   positions times one or two packets of channels (or, for the filter's gradient, a run
-//   of input channels times one or two packets) summed in registers straight from a
-//   zero-padded copy of each image. The filter's gradient takes them with at least two
-//   images per thread (each thread sums its own images).
-// - Direct loops for a patch of at most 64 values (a first layer over few channels).
-// - Otherwise a GEMM whose patch operand Eigen's packing routines read from the input in
-//   place (patch_mapper), multiplied by Eigen's GEBP kernel.
-// Conv2D takes the first that applies; the filter's gradient prefers the direct loops to
-// register blocks (which for one input channel would load a packet per multiply-add). The
-// input's gradient with stride 1 is the convolution of the output's gradient by the filter
-// turned 180 degrees, done as Conv2D; with larger strides a GEMM by the filter and a
-// scatter of its rows back into the input (col2im), an image per thread. A 1x1 convolution
-// with stride 1 is one GEMM. float16 and bfloat16 compute in float (nn_kernel.hpp). Pooling is
-// pooling.hpp, dropout dropout.hpp.
+/// @file
+/// CPU kernels for convolution (ops/nn_ops.hpp), NHWC: Conv2D and its two gradients, and the
+/// choice among three strategies, each in its own header (conv_register_blocks.hpp,
+/// conv_direct.hpp, conv_gemm.hpp).
+///
+/// Conv2D and its two gradients are products with the patch matrix [rows, kh * kw * c] (a
+/// row per output position, its window's values), which is never built whole:
+/// - Register blocks, where the output channels fill whole packets: a run of output
+///   positions times one or two packets of channels (or, for the filter's gradient, a run
+///   of input channels times one or two packets) summed in registers straight from a
+///   zero-padded copy of each image. The filter's gradient takes them with at least two
+///   images per thread (each thread sums its own images).
+/// - Direct loops for a patch of at most 64 values (a first layer over few channels).
+/// - Otherwise a GEMM whose patch operand Eigen's packing routines read from the input in
+///   place (patch_mapper), multiplied by Eigen's GEBP kernel.
+/// Conv2D takes the first that applies; the filter's gradient prefers the direct loops to
+/// register blocks (which for one input channel would load a packet per multiply-add). The
+/// input's gradient with stride 1 is the convolution of the output's gradient by the filter
+/// turned 180 degrees, done as Conv2D; with larger strides a GEMM by the filter and a
+/// scatter of its rows back into the input (col2im), an image per thread. A 1x1 convolution
+/// with stride 1 is one GEMM. float16 and bfloat16 compute in float (nn_kernel.hpp). Pooling is
+/// pooling.hpp, dropout dropout.hpp.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-// Direct convolution loops, for small patches (conv.hpp chooses them where register blocks
-// do not apply and a patch holds at most direct_patch_limit values).
+/// @file
+/// Direct convolution loops, for small patches (conv.hpp chooses them where register blocks
+/// do not apply and a patch holds at most direct_patch_limit values).
 
 #include <algorithm>
 #include <cstdint>
 #include <utility>
 
-// Work space of the convolution kernels: a thread's kept buffer, and sums over blocks of
-// work computed by several threads into partial buffers.
+/// @file
+/// Work space of the convolution kernels: a thread's kept buffer, and sums over blocks of
+/// work computed by several threads into partial buffers.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-// The frame of the NN kernels (nn.hpp, conv.hpp): Eigen maps over rows, and
-// nn::kernel<Body>, which widens half inputs to float, runs the body and narrows back.
+/// @file
+/// The frame of the NN kernels (nn.hpp, conv.hpp): Eigen maps over rows, and
+/// nn::kernel<Body>, which widens half inputs to float, runs the body and narrows back.
 
 #include <Eigen/Core>
 
@@ -21640,30 +21772,30 @@ template <class C>
 using row_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_row_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
+/// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
 template <class C>
 using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
 template <class C>
 using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
-// A row-major [rows, cols] buffer as a matrix, and a column-major one.
+/// A row-major [rows, cols] buffer as a matrix, and a column-major one.
 template <class C>
 using row_major_map = Eigen::Map<Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 template <class C>
 using const_col_major_map = Eigen::Map<const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic>>;
 
-// The last dim of t (1 for a scalar), and the number of rows of that length.
+/// The last dim of t (1 for a scalar), and the number of rows of that length.
 inline std::int64_t row_length(const tensor& t) { return t.rank() ? t.shape()[t.rank() - 1] : 1; }
 inline std::int64_t row_count(const tensor& t) { return row_length(t) ? t.num_elements() / row_length(t) : 0; }
 
-// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (those in
-// `Body::value_mask`, bit i for input i, widened when T is a half type), `out` its outputs.
+/// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (those in
+/// `Body::value_mask`, bit i for input i, widened when T is a half type), `out` its outputs.
 struct io {
   std::vector<tensor> in, out;
 };
 
-// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
-// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
-// types the value inputs are widened to float first and the outputs narrowed after.
+/// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
+/// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
+/// types the value inputs are widened to float first and the outputs narrowed after.
 template <class Body>
 struct kernel {
   template <class T>
@@ -21698,10 +21830,10 @@ inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
 
 namespace weft::cpu::nn {
 
-// A buffer of at least n values for this thread, aligned for Eigen's packets and kept
-// between calls (slot 0 or 1): a block of packed patches is about half a megabyte, which
-// malloc would map afresh, and the kernel zero, on every call. A body of parallel_for never
-// waits, so a thread uses its buffer for one body at a time.
+/// A buffer of at least n values for this thread, aligned for Eigen's packets and kept
+/// between calls (slot 0 or 1): a block of packed patches is about half a megabyte, which
+/// malloc would map afresh, and the kernel zero, on every call. A body of parallel_for never
+/// waits, so a thread uses its buffer for one body at a time.
 template <class C>
 C* scratch(std::int64_t n, int slot) {
   thread_local std::vector<C, Eigen::aligned_allocator<C>> buffers[2];
@@ -21710,9 +21842,9 @@ C* scratch(std::int64_t n, int slot) {
   return b.data();
 }
 
-// out[0, size) = the sum over blocks of units [0, units) (blocks_for: at least min_units
-// each) of body(sum, u0, u1), which adds the part of units [u0, u1) into a zeroed sum: the
-// first block's sum is out itself, the others partial buffers added at the end.
+/// out[0, size) = the sum over blocks of units [0, units) (blocks_for: at least min_units
+/// each) of body(sum, u0, u1), which adds the part of units [u0, u1) into a zeroed sum: the
+/// first block's sum is out itself, the others partial buffers added at the end.
 template <class C, class Body>
 void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_t min_units, std::int64_t size, C* out,
                       Body&& body) {
@@ -21728,18 +21860,20 @@ void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_
 }
 
 }  // namespace weft::cpu::nn
-// The geometry of a window sliding over NHWC images, shared by the convolution and pooling
-// kernels (ops/nn_ops.hpp): a node's window attrs, the input, window and output sizes with
-// the padding, and the checks of the sizes a kernel is given.
+/// @file
+/// The geometry of a window sliding over NHWC images, shared by the convolution and pooling
+/// kernels (ops/nn_ops.hpp): a node's window attrs, the input, window and output sizes with
+/// the padding, and the checks of the sizes a kernel is given.
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-// The geometry of a window sliding over NHWC images (the convolutions and pools of
-// ops/nn_ops.hpp), device-neutral: a node's window attrs, the input, window and output sizes
-// with TensorFlow's padding, and the check that the window fits. The CPU kernels
-// (kernels/cpu/window.hpp) and the GPU's (cuda/kernels.hpp) build theirs here.
+/// @file
+/// The geometry of a window sliding over NHWC images (the convolutions and pools of
+/// ops/nn_ops.hpp), device-neutral: a node's window attrs, the input, window and output sizes
+/// with TensorFlow's padding, and the check that the window fits. The CPU kernels
+/// (kernels/cpu/window.hpp) and the GPU's (cuda/kernels.hpp) build theirs here.
 
 #include <cstdint>
 #include <string>
@@ -21748,7 +21882,7 @@ void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_
 
 namespace weft::ops {
 
-// The window attrs of a node (its op's shape function checked them when it was built).
+/// The window attrs of a node (its op's shape function checked them when it was built).
 inline window_attrs window_attrs_of(const node& n) {
   window_attrs w;
   auto pair = [&](const char* name, std::int64_t& h, std::int64_t& wd) {
@@ -21762,8 +21896,8 @@ inline window_attrs window_attrs_of(const node& n) {
   return w;
 }
 
-// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
-// [n, oh, ow, k] (k = c for pooling).
+/// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
+/// [n, oh, ow, k] (k = c for pooling).
 struct geometry {
   std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, k = 0;
   std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
@@ -21772,7 +21906,7 @@ struct geometry {
   std::int64_t positions() const { return oh * ow; }  // per image
   std::int64_t rows() const { return n * oh * ow; }
   shape output_shape() const { return shape{n, oh, ow, k}; }
-  // The first input row (column) of output row y (column x); may be negative (padding).
+  /// The first input row (column) of output row y (column x); may be negative (padding).
   std::int64_t top(std::int64_t y) const { return y * sh - pad_top; }
   std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
 };
@@ -21798,8 +21932,8 @@ inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw,
 
 namespace weft::cpu::nn {
 
-// The node's window attrs, the geometry and its checks are the ops layer's
-// (graph/window_geometry.hpp), which the GPU kernels share.
+/// The node's window attrs, the geometry and its checks are the ops layer's
+/// (graph/window_geometry.hpp), which the GPU kernels share.
 using ops::geometry;
 using ops::make_geometry;
 using ops::window_attrs_of;
@@ -21822,17 +21956,17 @@ inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g
 
 namespace weft::cpu::nn {
 
-// When a patch is small (kh * kw * c <= direct_patch_limit, as in a first layer over one
-// to three channels), im2col copies each input value kh * kw times into a GEMM whose depth
-// (forward) or height (filter gradient) is that small patch, where Eigen's GEBP runs at a
-// fraction of its speed. The direct loops below read the input in place instead. Output
-// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
+/// When a patch is small (kh * kw * c <= direct_patch_limit, as in a first layer over one
+/// to three channels), im2col copies each input value kh * kw times into a GEMM whose depth
+/// (forward) or height (filter gradient) is that small patch, where Eigen's GEBP runs at a
+/// fraction of its speed. The direct loops below read the input in place instead. Output
+/// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
 inline constexpr std::int64_t direct_patch_limit = 64;
 inline bool is_direct(const geometry& g) { return g.patch() <= direct_patch_limit && !is_pointwise(g); }
 template <class C>
 inline constexpr std::int64_t lanes = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
 
-// The output columns [x0, x1) whose window's column j lies inside the input.
+/// The output columns [x0, x1) whose window's column j lies inside the input.
 inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, std::int64_t j) {
   auto first_at_least = [&](std::int64_t v) {  // the least x with x * sw >= v, in [0, ow]
     return v <= 0 ? 0 : std::min(g.ow, (v + g.sw - 1) / g.sw);
@@ -21841,8 +21975,8 @@ inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, s
   return {first_at_least(shift), std::max(first_at_least(shift), first_at_least(g.w + shift))};
 }
 
-// A block of output channels [k0, k0 + width): `Fixed` values (a packet or a few, held in
-// registers) or, for the last block, fewer (Fixed = 0, width given).
+/// A block of output channels [k0, k0 + width): `Fixed` values (a packet or a few, held in
+/// registers) or, for the last block, fewer (Fixed = 0, width given).
 template <std::int64_t Fixed, class C>
 using lane_block = Eigen::Array<C, (Fixed > 0 ? Fixed : Eigen::Dynamic), 1, 0, (Fixed > 0 ? Fixed : lanes<C>), 1>;
 template <std::int64_t Fixed, class C>
@@ -21860,9 +21994,9 @@ void store_lanes(C* p, const lane_block<Fixed, C>& v) {
   Eigen::Map<lane_block<Fixed, C>>(p, v.size()) = v;
 }
 
-// Output row (img, y), channels [k0, k0 + width): out[x] = the sum over x's window. Runs of
-// four positions whose windows lie inside the input share each filter block's load (four
-// sums in registers); the others check each tap.
+/// Output row (img, y), channels [k0, k0 + width): out[x] = the sum over x's window. Runs of
+/// four positions whose windows lie inside the input share each filter block's load (four
+/// sums in registers); the others check each tap.
 template <std::int64_t Fixed, class C>
 void direct_forward_row(const geometry& g, const C* in, const C* f, C* out_row, std::int64_t img, std::int64_t y,
                         std::int64_t k0, std::int64_t width, std::int64_t inner0, std::int64_t inner1) {
@@ -21923,9 +22057,9 @@ void direct_forward(const kernel_context& ctx, const geometry& g, const C* in, c
   });
 }
 
-// For filter channels [k0, k0 + width): adds, for every tap of the window, the products of
-// output row (img, y)'s gradients with the input values under that tap, to d_f. Four sums
-// over alternate positions keep four multiply-adds in flight.
+/// For filter channels [k0, k0 + width): adds, for every tap of the window, the products of
+/// output row (img, y)'s gradients with the input values under that tap, to d_f. Four sums
+/// over alternate positions keep four multiply-adds in flight.
 template <std::int64_t Fixed, class C>
 void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, std::int64_t img, std::int64_t y,
                        std::int64_t k0, std::int64_t width) {
@@ -21952,7 +22086,7 @@ void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, s
   }
 }
 
-// d_f is summed over blocks of output rows (summed_in_blocks).
+/// d_f is summed over blocks of output rows (summed_in_blocks).
 template <class C>
 void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   constexpr std::int64_t W = lanes<C>;
@@ -21969,8 +22103,9 @@ void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, co
 }
 
 }  // namespace weft::cpu::nn
-// Convolution as an implicit GEMM (conv.hpp chooses it when neither register blocks nor
-// direct loops apply): the patch matrix read in place.
+/// @file
+/// Convolution as an implicit GEMM (conv.hpp chooses it when neither register blocks nor
+/// direct loops apply): the patch matrix read in place.
 
 #include <algorithm>
 #include <cstddef>
@@ -21980,21 +22115,21 @@ void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, co
 
 namespace weft::cpu::nn {
 
-// Eigen's packing routines (which copy each block of an operand into the order its GEBP
-// kernel reads) read the patches through patch_mapper straight from the input, and the
-// kernel multiplies the packed blocks. im2col wrote each patch value into a buffer that the
-// packing then copied again; here it is copied once (Conv2D of LeNet's second layer: 5.5 ->
-// 4.5 ms on one thread).
+/// Eigen's packing routines (which copy each block of an operand into the order its GEBP
+/// kernel reads) read the patches through patch_mapper straight from the input, and the
+/// kernel multiplies the packed blocks. im2col wrote each patch value into a buffer that the
+/// packing then copied again; here it is copied once (Conv2D of LeNet's second layer: 5.5 ->
+/// 4.5 ms on one thread).
 namespace ei = Eigen::internal;
 
-// Where column kk = (i * kw + j) * c + ci of the patch matrix lies relative to a window's
-// origin: an element offset, input row and column offsets, and how many columns from kk on
-// stay in tap (i, j)'s run of contiguous channels.
+/// Where column kk = (i * kw + j) * c + ci of the patch matrix lies relative to a window's
+/// origin: an element offset, input row and column offsets, and how many columns from kk on
+/// stay in tap (i, j)'s run of contiguous channels.
 struct patch_tap {
   std::int64_t offset, dy, dx, run;
 };
-// A row of the patch matrix (an output position): its window's origin, an element offset
-// and an input row and column (negative or past the input where the window overhangs).
+/// A row of the patch matrix (an output position): its window's origin, an element offset
+/// and an input row and column (negative or past the input where the window overhangs).
 struct patch_row {
   std::int64_t offset, y, x;
 };
@@ -22016,13 +22151,13 @@ inline void patch_rows(const geometry& g, std::int64_t r0, std::int64_t r1, std:
   }
 }
 
-// The patch matrix of `in` under a convolution as an Eigen data mapper: element (r, kk), or
-// (kk, r) when Transposed; packets run along kk. A packet inside one tap's channels is one
-// load (or zeros where the tap lies outside the input); one that crosses taps is gathered.
+/// The patch matrix of `in` under a convolution as an Eigen data mapper: element (r, kk), or
+/// (kk, r) when Transposed; packets run along kk. A packet inside one tap's channels is one
+/// load (or zeros where the tap lies outside the input); one that crosses taps is gathered.
 template <class C, bool Transposed>
 class patch_mapper {
  public:
-  using LinearMapper = void;  // named by Eigen's packing routines, never used by them
+  using LinearMapper = void;  ///< named by Eigen's packing routines, never used by them
   patch_mapper(const geometry& g, const C* in, const patch_row* rows, const patch_tap* taps)
       : in_(in), rows_(rows), taps_(taps), h_(static_cast<std::uint64_t>(g.h)), w_(static_cast<std::uint64_t>(g.w)) {}
   C operator()(Eigen::Index i, Eigen::Index j) const { return Transposed ? at(j, i) : at(i, j); }
@@ -22056,9 +22191,9 @@ class patch_mapper {
   std::uint64_t h_, w_;
 };
 
-// Eigen's GEMM parts for C (as general_matrix_matrix_product instantiates them): packing
-// of either operand from a mapper M stored in Order, and the kernel, into a column-major
-// result.
+/// Eigen's GEMM parts for C (as general_matrix_matrix_product instantiates them): packing
+/// of either operand from a mapper M stored in Order, and the kernel, into a column-major
+/// result.
 template <class C>
 struct gebp_parts {
   using traits = ei::gebp_traits<C, C>;
@@ -22069,18 +22204,18 @@ struct gebp_parts {
                                      typename traits::LhsPacket4Packing, Order>;
   using pack_rhs = ei::gemm_pack_rhs<C, Eigen::Index, matrix_mapper, traits::nr, Eigen::RowMajor>;
   using kernel = ei::gebp_kernel<C, C, Eigen::Index, res_mapper, traits::mr, traits::nr, false, false>;
-  // Packed blocks are read with aligned loads: each starts on a multiple of this many values.
+  /// Packed blocks are read with aligned loads: each starts on a multiple of this many values.
   static constexpr std::int64_t align = std::max<std::int64_t>(1, EIGEN_MAX_ALIGN_BYTES / sizeof(C));
   static std::int64_t aligned(std::int64_t n) { return (n + align - 1) / align * align; }
 };
 
-// The most values a block of packed patches holds (1 MiB of floats): Eigen's blocking
-// would pack a filter gradient's whole [K, kc] patch block however large K.
+/// The most values a block of packed patches holds (1 MiB of floats): Eigen's blocking
+/// would pack a filter gradient's whole [K, kc] patch block however large K.
 inline constexpr std::int64_t packed_patches_limit = std::int64_t{1} << 18;
 
-// Depth blocks of a patch matrix's columns: Eigen's block depth, evened out over the
-// blocks and rounded up to whole taps where a tap has a packet's worth of channels, so
-// that a packet never crosses a tap.
+/// Depth blocks of a patch matrix's columns: Eigen's block depth, evened out over the
+/// blocks and rounded up to whole taps where a tap has a packet's worth of channels, so
+/// that a packet never crosses a tap.
 template <class C>
 std::int64_t patch_depth_block(const geometry& g, std::int64_t kc) {
   const std::int64_t K = g.patch();
@@ -22092,9 +22227,9 @@ std::int64_t patch_depth_block(const geometry& g, std::int64_t kc) {
   return kc;
 }
 
-// out [rows, n] = patches(in) [rows, K] * w [K, n], w row-major: chunks of output rows per
-// thread, each computed into a column-major block (Eigen's kernel works down a column-major
-// result in panels of several packets) and transposed into out.
+/// out [rows, n] = patches(in) [rows, K] * w [K, n], w row-major: chunks of output rows per
+/// thread, each computed into a column-major block (Eigen's kernel works down a column-major
+/// result in panels of several packets) and transposed into out.
 template <class C>
 void patch_gemm_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
   using P = gebp_parts<C>;
@@ -22136,9 +22271,9 @@ void patch_gemm_forward(const kernel_context& ctx, const geometry& g, const C* i
   });
 }
 
-// d_w [K, n] = patches(in)^T [K, rows] * d_out [rows, n]: the output positions cut into
-// blocks, a column-major partial sum per block (the kernel's favoured result order), summed
-// into d_w at the end.
+/// d_w [K, n] = patches(in)^T [K, rows] * d_out [rows, n]: the output positions cut into
+/// blocks, a column-major partial sum per block (the kernel's favoured result order), summed
+/// into d_w at the end.
 template <class C>
 void patch_gemm_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_w) {
   using P = gebp_parts<C>;
@@ -22177,8 +22312,9 @@ void patch_gemm_filter(const kernel_context& ctx, const geometry& g, const C* in
 }
 
 }  // namespace weft::cpu::nn
-// Convolution in register blocks (conv.hpp chooses it first where the output channels fill
-// whole packets).
+/// @file
+/// Convolution in register blocks (conv.hpp chooses it first where the output channels fill
+/// whole packets).
 
 #include <algorithm>
 #include <cstddef>
@@ -22192,21 +22328,21 @@ namespace weft::cpu::nn {
 
 namespace ei = Eigen::internal;
 
-// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
-// matrix altogether: a run of P output positions of one row times NB packets of output
-// channels is summed in P * NB registers, and for every tap and input channel the filter's
-// NB packets are loaded once and each position's input value is broadcast into them. A
-// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
-// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
-// The filter's gradient holds a run of input channels times NB packets instead, over the
-// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
-// is checked.
+/// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
+/// matrix altogether: a run of P output positions of one row times NB packets of output
+/// channels is summed in P * NB registers, and for every tap and input channel the filter's
+/// NB packets are loaded once and each position's input value is broadcast into them. A
+/// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
+/// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
+/// The filter's gradient holds a run of input channels times NB packets instead, over the
+/// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
+/// is checked.
 template <class C>
 using packet_t = typename ei::packet_traits<C>::type;
 template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
-// Positions per block: what the registers hold beside the filter's NB packets and a
-// broadcast value, at most 14.
+/// Positions per block: what the registers hold beside the filter's NB packets and a
+/// broadcast value, at most 14.
 template <int NB>
 inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS) - NB - 2) / NB, 1, 14);
 
@@ -22214,15 +22350,15 @@ inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_D
 // compile-time sizes, so that their sums stay in registers).
 #define WEFT_DETAIL_UNROLL _Pragma("GCC unroll 16")
 
-// The image buffer's geometry: rows of `width` positions of c values, every window inside.
+/// The image buffer's geometry: rows of `width` positions of c values, every window inside.
 struct padded_image {
-  std::int64_t height, width, row;  // row: values per buffer row
+  std::int64_t height, width, row;  ///< row: values per buffer row
   explicit padded_image(const geometry& g)
       : height((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1), width((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1), row(width * g.c) {}
   std::int64_t size() const { return height * row; }
-  // Whether the buffer of an image stays within four times the image plus 64 Ki values (and
-  // so its sizes fit in int64). Padding far wider than the image (a dilation of 2^61 pads a
-  // row by 2^61 on each side) is left to the paths that test each tap, not copied.
+  /// Whether the buffer of an image stays within four times the image plus 64 Ki values (and
+  /// so its sizes fit in int64). Padding far wider than the image (a dilation of 2^61 pads a
+  /// row by 2^61 on each side) is left to the paths that test each tap, not copied.
   static bool fits(const geometry& g) {
     auto extent = [](std::int64_t out, std::int64_t stride, std::int64_t k, std::int64_t dilation, std::int64_t& r) {
       std::int64_t a, b;
@@ -22235,7 +22371,7 @@ struct padded_image {
       return false;
     return (values - (std::int64_t{1} << 16)) / 4 <= g.h * g.w * g.c;  // the image exists: its size fits
   }
-  // Copies image img of `in` into buf: buffer position (yy, xx) is input (yy - pad_top, xx - pad_left).
+  /// Copies image img of `in` into buf: buffer position (yy, xx) is input (yy - pad_top, xx - pad_left).
   template <class C>
   void fill(const geometry& g, const C* in, std::int64_t img, C* buf) const {
     for (std::int64_t yy = 0; yy < height; ++yy) {
@@ -22253,8 +22389,8 @@ struct padded_image {
   }
 };
 
-// out[p * k + q * S + s] for p < P, q < NB: the sums of P positions (their windows start
-// at src, src + sw * c, ...) with filter w's channels from w on (row stride k).
+/// out[p * k + q * S + s] for p < P, q < NB: the sums of P positions (their windows start
+/// at src, src + sw * c, ...) with filter w's channels from w on (row stride k).
 template <class C, int P, int NB>
 void register_block(const geometry& g, const padded_image& pi, const C* src, const C* w, C* out) {
   using Packet = packet_t<C>;
@@ -22287,7 +22423,7 @@ void register_block(const geometry& g, const padded_image& pi, const C* src, con
     for (int q = 0; q < NB; ++q) ei::pstoreu(out + p * N + q * S, acc[p][q]);
 }
 
-// Calls f(std::integral_constant<int, n>{}) for a run-time n in [1, Max].
+/// Calls f(std::integral_constant<int, n>{}) for a run-time n in [1, Max].
 template <int Max, class F>
 void with_count(std::int64_t n, F&& f) {
   [&]<int... I>(std::integer_sequence<int, I...>) {
@@ -22295,14 +22431,14 @@ void with_count(std::int64_t n, F&& f) {
   }(std::make_integer_sequence<int, Max>{});
 }
 
-// The length of runs of at most `most` that cut n as evenly as they can.
+/// The length of runs of at most `most` that cut n as evenly as they can.
 inline std::int64_t even_run(std::int64_t n, std::int64_t most) {
   const std::int64_t runs = (n + most - 1) / most;
   return (n + runs - 1) / runs;
 }
 
-// Calls f(nb, q) for the blocks of packets of k output channels: pairs, and one packet last
-// when their number is odd.
+/// Calls f(nb, q) for the blocks of packets of k output channels: pairs, and one packet last
+/// when their number is odd.
 template <class F>
 void for_each_packet_block(std::int64_t packets, F&& f) {
   for (std::int64_t q = 0; q < packets; q += 2) f(packets - q >= 2 ? 2 : 1, q);
@@ -22312,7 +22448,7 @@ inline bool use_register_blocks(const geometry& g, std::int64_t packet) {
   return g.k % packet == 0 && padded_image::fits(g);
 }
 
-// Output row y of an image from its padded copy: runs of positions times blocks of packets.
+/// Output row y of an image from its padded copy: runs of positions times blocks of packets.
 template <class C>
 void register_blocks_row(const geometry& g, const padded_image& pi, const C* image, const C* w, std::int64_t y, C* out_row) {
   constexpr std::int64_t S = packet_size<C>;
@@ -22329,9 +22465,9 @@ void register_blocks_row(const geometry& g, const padded_image& pi, const C* ima
   });
 }
 
-// out = conv(in, w) (w [K, k] row-major). With at least two images per thread, an image
-// per thread at a time, copied into the thread's buffer (which stays in its cache);
-// otherwise every image copied once and the output rows spread over the threads.
+/// out = conv(in, w) (w [K, k] row-major). With at least two images per thread, an image
+/// per thread at a time, copied into the thread's buffer (which stays in its cache);
+/// otherwise every image copied once and the output rows spread over the threads.
 template <class C>
 void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
   const padded_image pi(g);
@@ -22354,9 +22490,9 @@ void register_blocks_forward(const kernel_context& ctx, const geometry& g, const
   });
 }
 
-// d_w[tap (i, j), channels ci0 .. ci0 + CI, k0 .. k0 + NB * S] += the sum over image img's
-// output positions of the input under that tap times d_out: CI * NB sums in registers, the
-// output gradient's NB packets loaded once per position and each input value broadcast.
+/// d_w[tap (i, j), channels ci0 .. ci0 + CI, k0 .. k0 + NB * S] += the sum over image img's
+/// output positions of the input under that tap times d_out: CI * NB sums in registers, the
+/// output gradient's NB packets loaded once per position and each input value broadcast.
 template <class C, int CI, int NB>
 void register_filter_block(const geometry& g, const padded_image& pi, const C* buf, const C* d_img, std::int64_t i,
                            std::int64_t j, std::int64_t ci0, std::int64_t k0, C* d_w) {
@@ -22393,7 +22529,7 @@ void register_filter_block(const geometry& g, const padded_image& pi, const C* b
 }
 #undef WEFT_DETAIL_UNROLL
 
-// d_w = patches(in)^T * d_out in register blocks, over blocks of images (summed_in_blocks).
+/// d_w = patches(in)^T * d_out in register blocks, over blocks of images (summed_in_blocks).
 template <class C>
 void register_blocks_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_w) {
   constexpr std::int64_t S = packet_size<C>;
@@ -22424,13 +22560,13 @@ void register_blocks_filter(const kernel_context& ctx, const geometry& g, const 
 
 namespace weft::cpu::nn {
 
-// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
+/// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
 inline std::int64_t cache_rows(std::int64_t patch) {
   return std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1));
 }
 
-// The scatter behind a strided convolution's input gradient: adds the value at (r, kk) of a
-// patch matrix with rows [r0, r1) to the input element that patch value was taken from.
+/// The scatter behind a strided convolution's input gradient: adds the value at (r, kk) of a
+/// patch matrix with rows [r0, r1) to the input element that patch value was taken from.
 template <class C>
 void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t r1, C* in) {
   const std::int64_t K = g.patch(), c = g.c;
@@ -22452,8 +22588,8 @@ void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t 
   }
 }
 
-// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
-// they apply, else directly for a small patch, else as an implicit GEMM.
+/// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
+/// they apply, else directly for a small patch, else as an implicit GEMM.
 template <class C>
 void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
   if (use_register_blocks(g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out);
@@ -22461,10 +22597,10 @@ void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, co
   patch_gemm_forward<C>(ctx, g, in, w, out);
 }
 
-// d_in = the convolution, stride 1, of d_out by the filter turned 180 degrees with its
-// channels swapped: d_in[b, iy, ix, ci] sums d_out[b, y, x, k] * f[i, j, ci, k] over the
-// (y, x) = (iy + pad_top - i * dh, ix + pad_left - j * dw) inside d_out, which with
-// i' = kh - 1 - i is a window of d_out at iy - ((kh - 1) * dh - pad_top) + i' * dh.
+/// d_in = the convolution, stride 1, of d_out by the filter turned 180 degrees with its
+/// channels swapped: d_in[b, iy, ix, ci] sums d_out[b, y, x, k] * f[i, j, ci, k] over the
+/// (y, x) = (iy + pad_top - i * dh, ix + pad_left - j * dw) inside d_out, which with
+/// i' = kh - 1 - i is a window of d_out at iy - ((kh - 1) * dh - pad_top) + i' * dh.
 template <class C>
 void backprop_input_as_conv(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
   geometry t = g;
@@ -22480,7 +22616,7 @@ void backprop_input_as_conv(const kernel_context& ctx, const geometry& g, const 
   conv_unpacked<C>(ctx, t, d_out, turned.data(), d_in);
 }
 
-// out [rows, k] = patches(in) [rows, K] * filter [K, k].
+/// out [rows, k] = patches(in) [rows, K] * filter [K, k].
 template <class C>
 void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
   const std::int64_t rows = g.rows(), K = g.patch();
@@ -22489,8 +22625,8 @@ void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, con
   conv_unpacked<C>(ctx, g, in, f, out);
 }
 
-// d_in: with stride 1 a convolution of d_out (backprop_input_as_conv); else
-// col2im(d_out [rows, k] * filter^T), an image per thread.
+/// d_in: with stride 1 a convolution of d_out (backprop_input_as_conv); else
+/// col2im(d_out [rows, k] * filter^T), an image per thread.
 template <class C>
 void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
   const std::int64_t K = g.patch(), per_image = g.positions();
@@ -22513,7 +22649,7 @@ void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* 
   });
 }
 
-// d_filter [K, k] = patches(in)^T * d_out.
+/// d_filter [K, k] = patches(in)^T * d_out.
 template <class C>
 void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   const std::int64_t rows = g.rows(), K = g.patch(), size = K * g.k;
@@ -22528,7 +22664,7 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   patch_gemm_filter<C>(ctx, g, in, d_out, d_f);
 }
 
-// The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
+/// The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
 inline geometry conv_geometry(const shape& in, const shape& f, const ops::window_attrs& w) {
   if (f.rank() != 4)
     fail(error_code::invalid_argument, "filter must have rank 4 [height, width, in_channels, out_channels], got shape ", f);
@@ -22591,32 +22727,35 @@ struct conv2d_backprop_filter {
 };
 
 }  // namespace weft::cpu::nn
-// CPU kernel for the seeded Dropout op (ops/nn_ops.hpp).
+/// @file
+/// CPU kernel for the seeded Dropout op (ops/nn_ops.hpp).
 
 #include <atomic>
 #include <cstdint>
 #include <vector>
 
-// CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
-// pure function of (seed, seed2, counter + i): the stream is reproducible and shards
-// compute independently. A node reserves a counter range per run with one atomic add.
+/// @file
+/// CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
+/// pure function of (seed, seed2, counter + i): the stream is reproducible and shards
+/// compute independently. A node reserves a counter range per run with one atomic add.
 
 #include <atomic>
 #include <cmath>
 #include <random>
 
-// The random streams of the seeded random ops (RandomUniform, RandomStandardNormal,
-// TruncatedNormal, Dropout): element i of the r-th value a node draws is a pure function of
-// its key (from seed and seed2) and a counter, so that runs repeat, shards compute apart,
-// and every device draws the same numbers (the GPU's kernels, weft/cuda/launch.cuh, compute
-// the same mix on the device).
+/// @file
+/// The random streams of the seeded random ops (RandomUniform, RandomStandardNormal,
+/// TruncatedNormal, Dropout): element i of the r-th value a node draws is a pure function of
+/// its key (from seed and seed2) and a counter, so that runs repeat, shards compute apart,
+/// and every device draws the same numbers (the GPU's kernels, weft/cuda/launch.cuh, compute
+/// the same mix on the device).
 
 #include <cstdint>
 #include <random>
 
 namespace weft {
 
-// SplitMix64: a strong 64-bit mix, enough for simulation-grade uniform bits.
+/// SplitMix64: a strong 64-bit mix, enough for simulation-grade uniform bits.
 inline std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -22624,13 +22763,13 @@ inline std::uint64_t mix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Uniform in [0, 1) with 53 random bits.
+/// Uniform in [0, 1) with 53 random bits.
 inline double uniform01(std::uint64_t key, std::uint64_t counter) {
   return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
 }
 
-// The key of a seeded node's stream: from the system when seed = seed2 = 0, else from
-// both seeds. `salt` separates the streams of different ops given the same seeds.
+/// The key of a seeded node's stream: from the system when seed = seed2 = 0, else from
+/// both seeds. `salt` separates the streams of different ops given the same seeds.
 inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint64_t salt = 0) {
   if (seed == 0 && seed2 == 0) {
     std::random_device rd;
@@ -22639,7 +22778,7 @@ inline std::uint64_t random_key(std::int64_t seed, std::int64_t seed2, std::uint
   return mix64(static_cast<std::uint64_t>(seed)) ^ mix64(~static_cast<std::uint64_t>(seed2) + salt);
 }
 
-// The salt of Dropout's stream.
+/// The salt of Dropout's stream.
 inline constexpr std::uint64_t dropout_salt = 0x5bd1e995u;
 
 }  // namespace weft
@@ -22699,7 +22838,7 @@ struct random_kernel final : op_kernel {
   mutable std::atomic<std::uint64_t> counter_{0};
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_random_kernels() {
   ops::register_random_ops();
@@ -22710,7 +22849,7 @@ void register_random_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::RandomUniform, T, device_types::cpu> {
@@ -22732,8 +22871,8 @@ struct kernel_for<ops::families::random, T, device_types::cpu> {
 
 namespace weft::cpu::nn {
 
-// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
-// seed and seed2) is at least `rate`.
+/// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
+/// seed and seed2) is at least `rate`.
 struct dropout {
   static constexpr unsigned value_mask = 0b11;
   explicit dropout(const node& n)
@@ -22765,9 +22904,10 @@ struct dropout {
 };
 
 }  // namespace weft::cpu::nn
-// CPU kernels for pooling (ops/nn_ops.hpp), NHWC: MaxPool, AvgPool and their gradients walk
-// the windows directly, the channels of a position being contiguous. float16 and bfloat16
-// compute in float (nn_kernel.hpp).
+/// @file
+/// CPU kernels for pooling (ops/nn_ops.hpp), NHWC: MaxPool, AvgPool and their gradients walk
+/// the windows directly, the channels of a position being contiguous. float16 and bfloat16
+/// compute in float (nn_kernel.hpp).
 
 #include <algorithm>
 #include <cstddef>
@@ -22778,7 +22918,7 @@ struct dropout {
 
 namespace weft::cpu::nn {
 
-// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
+/// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
 struct window_span {
   std::int64_t y0, y1, x0, x1;
   std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
@@ -22788,7 +22928,7 @@ inline window_span span_of(const geometry& g, std::int64_t y, std::int64_t x) {
   return {std::max<std::int64_t>(t, 0), std::min(t + g.kh, g.h), std::max<std::int64_t>(l, 0), std::min(l + g.kw, g.w)};
 }
 
-// Calls f(image, y, x, output row) for the output positions of images [b, e).
+/// Calls f(image, y, x, output row) for the output positions of images [b, e).
 template <class F>
 void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f) {
   for (std::int64_t img = b; img < e; ++img)
@@ -22830,10 +22970,10 @@ struct pool : pool_base {
   }
 };
 
-// The element offsets of output position (img, y, x)'s window inside the input (its valid
-// part), and for each channel the index among them of the window's first maximum (a strict
-// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
-// so that they compile to vector compares and blends.
+/// The element offsets of output position (img, y, x)'s window inside the input (its valid
+/// part), and for each channel the index among them of the window's first maximum (a strict
+/// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
+/// so that they compile to vector compares and blends.
 struct window_maxima {
   std::vector<std::int64_t> offsets;
   std::vector<std::int32_t> first;
@@ -22847,7 +22987,7 @@ struct window_maxima {
       for (std::int64_t ix = s.x0; ix < s.x1; ++ix) offsets[static_cast<std::size_t>(count++)] = ((img * g.h + iy) * g.w + ix) * g.c;
     if (count > 0) first_of(in, offsets.data(), count, g.c, best, first.data());
   }
-  // The input offset of channel ch's maximum.
+  /// The input offset of channel ch's maximum.
   std::int64_t at(std::int64_t ch) const { return offsets[static_cast<std::size_t>(first[static_cast<std::size_t>(ch)])] + ch; }
 
  private:
@@ -22868,11 +23008,11 @@ struct window_maxima {
   }
 };
 
-// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
-// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
+/// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
+/// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
 template <bool Second>
 struct max_pool_grad_op : pool_base {
-  static constexpr unsigned value_mask = 0b101;  // orig_output is only checked for its shape
+  static constexpr unsigned value_mask = 0b101;  ///< orig_output is only checked for its shape
   using pool_base::pool_base;
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0).shape());
@@ -22935,7 +23075,7 @@ struct max_pool_grad_op : pool_base {
 using max_pool_grad = max_pool_grad_op<false>;
 using max_pool_grad_grad = max_pool_grad_op<true>;
 
-// Each window's gradient shared equally by the input elements it averaged.
+/// Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {
   static constexpr unsigned value_mask = 0b10;
   using pool_base::pool_base;
@@ -23027,8 +23167,8 @@ struct bias_add_grad {
   }
 };
 
-// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
-// large logits do not overflow.
+/// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
+/// large logits do not overflow.
 template <bool Log>
 struct softmax {
   static constexpr unsigned value_mask = 0b1;
@@ -23059,8 +23199,8 @@ struct softmax {
   }
 };
 
-// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
-// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
+/// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
+/// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
 template <class C>
 std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
   const C m = f.maxCoeff();
@@ -23147,8 +23287,8 @@ struct l2_loss {
   }
 };
 
-// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
-// per-channel sums over blocks of rows on the threads, then one pass for the output.
+/// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
+/// per-channel sums over blocks of rows on the threads, then one pass for the output.
 struct batch_norm_frame {
   double epsilon;
   bool training;
@@ -23166,8 +23306,8 @@ struct batch_norm_frame {
       fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
     return x.shape()[x.rank() - 1];
   }
-  // Per-channel sums of f(row r, into) over all rows, in `acc` (length c * k), blocks of
-  // rows on the threads, each into a partial of its own.
+  /// Per-channel sums of f(row r, into) over all rows, in `acc` (length c * k), blocks of
+  /// rows on the threads, each into a partial of its own.
   template <class F>
   static void channel_sums(kernel_context& ctx, std::int64_t rows, std::int64_t width, std::vector<double>& acc, F f) {
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -23317,7 +23457,7 @@ struct fused_batch_norm_grad : batch_norm_frame {
 
 }  // namespace nn
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_nn_kernels() {
   ops::register_nn_ops();
@@ -23344,7 +23484,7 @@ void register_nn_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::BiasAdd, T, device_types::cpu> {
@@ -23423,7 +23563,8 @@ struct kernel_for<ops::families::nn, T, device_types::cpu> {
   static void register_kernels() { cpu::register_nn_kernels(); }
 };
 }  // namespace weft
-// CPU kernels for ops/parsing_ops.hpp: DecodeRaw and DecodeCSV.
+/// @file
+/// CPU kernels for ops/parsing_ops.hpp: DecodeRaw and DecodeCSV.
 
 #include <bit>
 #include <charconv>
@@ -23475,7 +23616,7 @@ struct decode_raw_kernel final : op_kernel {
   bool little_;
 };
 
-// One CSV record's fields (quoted fields unquoted), or an error message.
+/// One CSV record's fields (quoted fields unquoted), or an error message.
 inline std::string split_csv(std::string_view record, char delim, bool quotes, std::vector<std::string>& fields) {
   fields.clear();
   std::size_t i = 0;
@@ -23557,7 +23698,7 @@ struct decode_csv_kernel final : op_kernel {
       }
     }
   }
-  // Element i of column c: the field parsed, or the default.
+  /// Element i of column c: the field parsed, or the default.
   void set(tensor& out, std::int64_t i, std::size_t c, std::int64_t r, const std::string* field, const tensor& d,
            const std::string& record) const {
     const dtype t = types_[c];
@@ -23593,7 +23734,7 @@ struct decode_csv_kernel final : op_kernel {
   std::string na_;
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_parsing_kernels() {
   ops::register_parsing_ops();
@@ -23603,16 +23744,17 @@ void register_parsing_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp).
+/// The kernels typed code asks for (framework/kernel_for.hpp).
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::parsing, T, device_types::cpu> {
   static void register_kernels() { cpu::register_parsing_kernels(); }
 };
 }  // namespace weft
-// CPU kernels for ops/reduction_ops.hpp. The reduced axes are first merged with their
-// neighbours; the common layouts (all, trailing, leading, middle) reduce in place and any
-// other layout is transposed so the reduced axes come last. Half types accumulate in float.
+/// @file
+/// CPU kernels for ops/reduction_ops.hpp. The reduced axes are first merged with their
+/// neighbours; the common layouts (all, trailing, leading, middle) reduce in place and any
+/// other layout is transposed so the reduced axes come last. Half types accumulate in float.
 
 #include <algorithm>
 #include <limits>
@@ -23620,14 +23762,14 @@ struct kernel_for<ops::families::parsing, T, device_types::cpu> {
 
 namespace weft::cpu {
 
-// Half types accumulate in float. Integers accumulate in 64 bits, wrapping: Sum and Prod
-// come out as if computed in the input type with wrap-around, and Mean is the exact mean
-// rounded toward zero (TensorFlow's wraps its sum in the input type first). Integer sums and
-// products wrap modulo 2^64 (computed unsigned), never overflowing a signed type.
+/// Half types accumulate in float. Integers accumulate in 64 bits, wrapping: Sum and Prod
+/// come out as if computed in the input type with wrap-around, and Mean is the exact mean
+/// rounded toward zero (TensorFlow's wraps its sum in the input type first). Integer sums and
+/// products wrap modulo 2^64 (computed unsigned), never overflowing a signed type.
 template <class T>
 using accumulator_t = std::conditional_t<std::is_integral_v<T>, wide_int_t<T>, compute_t<T>>;
 
-// init<A, T>: the identity, as an accumulator A for inputs of type T.
+/// init<A, T>: the identity, as an accumulator A for inputs of type T.
 struct sum_reducer {
   template <class A, class> static A init() { return A(0); }
   template <class A> static A combine(A a, A b) {
@@ -23642,7 +23784,7 @@ struct prod_reducer {
     else return a * b;
   }
 };
-// Max and Min of nothing are -inf and +inf for floats (as in TensorFlow), the extremes for integers.
+/// Max and Min of nothing are -inf and +inf for floats (as in TensorFlow), the extremes for integers.
 struct max_reducer {
   template <class A, class T> static A init() {
     if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
@@ -23659,11 +23801,11 @@ struct min_reducer {
 };
 struct mean_reducer : sum_reducer {};
 
-// Reduced-axis analysis shared by the reductions: output dims and the (outer, reduce, inner)
-// view after moving the reduced axes last when they are not contiguous.
+/// Reduced-axis analysis shared by the reductions: output dims and the (outer, reduce, inner)
+/// view after moving the reduced axes last when they are not contiguous.
 struct reduction_plan {
-  std::vector<std::int64_t> out_dims;   // with keep_dims applied
-  std::vector<std::int64_t> perm;       // non-empty when a transpose is needed
+  std::vector<std::int64_t> out_dims;   ///< with keep_dims applied
+  std::vector<std::int64_t> perm;       ///< non-empty when a transpose is needed
   std::int64_t outer = 1, reduce = 1, inner = 1;
 };
 
@@ -23700,7 +23842,7 @@ inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int
   return p;
 }
 
-// Reduces x (of dtype T) into out as `plan` says, starting each accumulator at `init`.
+/// Reduces x (of dtype T) into out as `plan` says, starting each accumulator at `init`.
 template <class R, class T>
 void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const reduction_plan& plan,
                     accumulator_t<T> init) {
@@ -23729,10 +23871,10 @@ void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const red
   });
 }
 
-// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
-// back (both null when T is C). One body per (R, C), so each further T costs only its class.
-// Allocates output 0 of shape `out_shape` (plan's element count) and reduces x of dtype T
-// into it, computing in C (`widen` and `narrow` convert, both null when T is C).
+/// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+/// back (both null when T is C). One body per (R, C), so each further T costs only its class.
+/// Allocates output 0 of shape `out_shape` (plan's element count) and reduces x of dtype T
+/// into it, computing in C (`widen` and `narrow` convert, both null when T is C).
 template <class R, class C>
 void reduce_into(kernel_context& ctx, const tensor& x, const reduction_plan& plan, const shape& out_shape,
                  accumulator_t<C> init, detail::convert_fn widen, detail::convert_fn narrow) {
@@ -23767,8 +23909,8 @@ struct reduce_kernel {
   };
 };
 
-// The index of the first maximum (Max) or minimum along the middle dim of x viewed as
-// (outer, reduce, inner), written as Index.
+/// The index of the first maximum (Max) or minimum along the middle dim of x viewed as
+/// (outer, reduce, inner), written as Index.
 template <bool Max, class T, class Index>
 void arg_compute(const T* in, Index* o, std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
   for (std::int64_t a = 0; a < outer; ++a)
@@ -23811,9 +23953,9 @@ struct arg_kernel {
   };
 };
 
-// A template, so that including this header instantiates nothing until it is called.
-// SumToShape(x, shape): x summed down to `shape`, which broadcasts to x's shape; x itself
-// when the shapes are equal.
+/// A template, so that including this header instantiates nothing until it is called.
+/// SumToShape(x, shape): x summed down to `shape`, which broadcasts to x's shape; x itself
+/// when the shapes are equal.
 template <class T>
 struct sum_to_shape_kernel final : op_kernel {
   explicit sum_to_shape_kernel(const node&) {}
@@ -23835,8 +23977,8 @@ struct sum_to_shape_kernel final : op_kernel {
   }
 };
 
-// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
-// dtype, copied as bytes.
+/// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
+/// dtype, copied as bytes.
 struct broadcast_to_kernel final : op_kernel {
   explicit broadcast_to_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -23861,9 +24003,9 @@ struct broadcast_to_kernel final : op_kernel {
   }
 };
 
-// Cumsum (R = sum_reducer) and Cumprod (prod_reducer): x seen as (outer, n, inner) around
-// the axis, each line scanned in order or from the end, computing in C (integers wrap as
-// Sum and Prod do). Lines are split between threads by their outer index.
+/// Cumsum (R = sum_reducer) and Cumprod (prod_reducer): x seen as (outer, n, inner) around
+/// the axis, each line scanned in order or from the end, computing in C (integers wrap as
+/// Sum and Prod do). Lines are split between threads by their outer index.
 template <class R, class C>
 void scan_lines(kernel_context& ctx, const C* in, C* out, std::int64_t outer, std::int64_t n, std::int64_t inner,
                 bool exclusive, bool reverse) {
@@ -23911,9 +24053,9 @@ struct scan_kernel {
   };
 };
 
-// UnsortedSegmentSum(data, segment_ids, num_segments): rows of data (after the dims of
-// segment_ids) added into output row segment_ids[j]. Threads split the row's columns in
-// runs of 64 bytes, so no two add into one element or write into one cache line.
+/// UnsortedSegmentSum(data, segment_ids, num_segments): rows of data (after the dims of
+/// segment_ids) added into output row segment_ids[j]. Threads split the row's columns in
+/// runs of 64 bytes, so no two add into one element or write into one cache line.
 template <class C>
 void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std::int64_t>& ids, std::int64_t inner, C* out) {
   using A = accumulator_t<C>;
@@ -23929,8 +24071,8 @@ void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std:
   });
 }
 
-// out (of dtype T) = zeros plus the rows of data (dtype T, rows of `inner` elements) added
-// into rows ids[j], computed as compute_t<T> (UnsortedSegmentSum, ScatterNd).
+/// out (of dtype T) = zeros plus the rows of data (dtype T, rows of `inner` elements) added
+/// into rows ids[j], computed as compute_t<T> (UnsortedSegmentSum, ScatterNd).
 template <class T>
 void sum_rows_into_zeros(kernel_context& ctx, const tensor& data, const std::vector<std::int64_t>& ids, std::int64_t inner,
                          tensor& out) {
@@ -23968,9 +24110,9 @@ struct unsorted_segment_sum_kernel final : op_kernel {
   }
 };
 
-// ScatterNd(indices, updates, shape) and TensorScatterAdd(tensor, indices, updates): the
-// updates added into zeros of `shape` or into `tensor` (written in place when no one else
-// holds it), at the slices the index tuples address (nd_rows_of).
+/// ScatterNd(indices, updates, shape) and TensorScatterAdd(tensor, indices, updates): the
+/// updates added into zeros of `shape` or into `tensor` (written in place when no one else
+/// holds it), at the slices the index tuples address (nd_rows_of).
 template <class T>
 struct scatter_nd_kernel final : op_kernel {
   explicit scatter_nd_kernel(const node&) {}
@@ -24001,7 +24143,7 @@ struct tensor_scatter_add_kernel final : op_kernel {
   }
 };
 
-// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
+/// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
   explicit reduced_shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -24038,7 +24180,7 @@ void register_reduction_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::Sum, T, device_types::cpu> {
@@ -24105,9 +24247,10 @@ struct kernel_for<ops::families::reduction, T, device_types::cpu> {
   static void register_kernels() { cpu::register_reduction_kernels(); }
 };
 }  // namespace weft
-// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and
-// AccumulatorPop. Updates build a new buffer and swap it in under the variable's lock, so
-// readers of the old value are never torn.
+/// @file
+/// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and
+/// AccumulatorPop. Updates build a new buffer and swap it in under the variable's lock, so
+/// readers of the old value are never torn.
 
 #include <cstdint>
 #include <string>
@@ -24176,7 +24319,7 @@ struct assign_update_kernel {
   };
 };
 
-// The iteration path an accumulator key holds (an int64 vector).
+/// The iteration path an accumulator key holds (an int64 vector).
 inline std::vector<std::int64_t> accumulator_path(const tensor& key) {
   const std::int64_t* p = key.data<std::int64_t>();
   return std::vector<std::int64_t>(p, p + key.num_elements());
@@ -24207,7 +24350,7 @@ struct accumulator_pop_kernel final : op_kernel {
   partial_shape shape_;
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_state_kernels() {
   ops::register_state_ops();
@@ -24221,7 +24364,7 @@ void register_state_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Variable, T, device_types::cpu> {
@@ -24252,9 +24395,10 @@ struct kernel_for<ops::families::state, T, device_types::cpu> {
   static void register_kernels() { cpu::register_state_kernels(); }
 };
 }  // namespace weft
-// CPU kernels for ops/summary_ops.hpp: ScalarSummary, HistogramSummary, ImageSummary,
-// TensorSummaryV2 and MergeSummary, each a string scalar holding a serialized Summary
-// (runtime/summary_proto.hpp writes the messages).
+/// @file
+/// CPU kernels for ops/summary_ops.hpp: ScalarSummary, HistogramSummary, ImageSummary,
+/// TensorSummaryV2 and MergeSummary, each a string scalar holding a serialized Summary
+/// (runtime/summary_proto.hpp writes the messages).
 
 #include <cmath>
 #include <cstdint>
@@ -24278,7 +24422,7 @@ inline const std::string& scalar_tag(const tensor& t, std::string_view what) {
   return t.data<std::string>()[0];
 }
 
-// Calls f(values as doubles, one at a time) over a real-number tensor.
+/// Calls f(values as doubles, one at a time) over a real-number tensor.
 template <class F>
 void each_number(const tensor& t, F f) {
   dispatcher<real_number_types>::run(
@@ -24361,7 +24505,7 @@ struct merge_summary_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_summary_kernels() {
   ops::register_summary_ops();
@@ -24374,17 +24518,18 @@ void register_summary_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp).
+/// The kernels typed code asks for (framework/kernel_for.hpp).
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::summary, T, device_types::cpu> {
   static void register_kernels() { cpu::register_summary_kernels(); }
 };
 }  // namespace weft
-// CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
-// place under their locks (resource_variable::update_in_place: copied first when a reader still
-// holds a value), after checking every shape, so a bad input changes nothing. float16 and
-// bfloat16 compute in float.
+/// @file
+/// CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
+/// place under their locks (resource_variable::update_in_place: copied first when a reader still
+/// holds a value), after checking every shape, so a bad input changes nothing. float16 and
+/// bfloat16 compute in float.
 
 #include <Eigen/Core>
 
@@ -24401,12 +24546,12 @@ template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-// The runtime's variable class.
+/// The runtime's variable class.
 using state = resource_variable;
 
-// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
-// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
-// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
+/// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
+/// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
+/// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
 struct gradient_descent {
   static constexpr const char* op = "ApplyGradientDescent";
   static constexpr int refs = 1, grad = 2, scalars = 1;
@@ -24534,7 +24679,7 @@ struct apply_kernel {
 
 }  // namespace training
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_training_kernels() {
   ops::register_training_ops();
@@ -24548,7 +24693,7 @@ void register_training_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
@@ -24575,21 +24720,23 @@ struct kernel_for<ops::families::training, T, device_types::cpu> {
   static void register_kernels() { cpu::register_training_kernels(); }
 };
 }  // namespace weft
-// weft's typed front end: models written as C++ expressions whose dtypes and static shapes
-// the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
-// run by a client_session. See docs/tutorial.md.
-//
-// The DSL asks for each op's kernels through weft::kernel_for (framework/kernel_for.hpp);
-// the CPU kernels' headers below specialize it. Including them instantiates nothing: a
-// program compiles the kernels of the ops and dtypes its typed code lowers.
+/// @file
+/// weft's typed front end: models written as C++ expressions whose dtypes and static shapes
+/// the compiler checks, lowered to the runtime graph (with CSE and elementwise fusion) and
+/// run by a client_session. See docs/tutorial.md.
+///
+/// The DSL asks for each op's kernels through weft::kernel_for (framework/kernel_for.hpp);
+/// the CPU kernels' headers below specialize it. Including them instantiates nothing: a
+/// program compiles the kernels of the ops and dtypes its typed code lowers.
 
 
-// Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
-// (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
-//
-// Broadcasting uses the graph's rule for one dim (core/broadcast.hpp): dyn against n > 1
-// gives n, against 1 or dyn gives dyn. Each op's own static shape rule is beside its
-// definition (ops/*.hpp, namespace ops::static_rules).
+/// @file
+/// Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
+/// (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
+///
+/// Broadcasting uses the graph's rule for one dim (core/broadcast.hpp): dyn against n > 1
+/// gives n, against 1 or dyn gives dyn. Each op's own static shape rule is beside its
+/// definition (ops/*.hpp, namespace ops::static_rules).
 
 #include <array>
 #include <cstdint>
@@ -24607,12 +24754,12 @@ struct static_shape {
   static constexpr int rank = static_cast<int>(sizeof...(D));
   static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};
   static constexpr bool fully_static = ((D >= 0) && ...);
-  // The element count when every dim is static, else -1.
+  /// The element count when every dim is static, else -1.
   static constexpr std::int64_t num_elements = fully_static ? (std::int64_t{1} * ... * D) : -1;
   static partial_shape partial() { return partial_shape(std::vector<std::int64_t>{D...}); }
 };
 
-// The value users write: placeholder<float>("x", dims<dyn, 784>).
+/// The value users write: placeholder<float>("x", dims<dyn, 784>).
 template <std::int64_t... D>
 inline constexpr static_shape<D...> dims{};
 
@@ -24620,7 +24767,7 @@ using scalar_shape = static_shape<>;
 
 namespace detail {
 
-// A static_shape from a constexpr array of dims.
+/// A static_shape from a constexpr array of dims.
 template <auto Array, class Seq = std::make_index_sequence<Array.size()>>
 struct shape_from_array;
 template <auto Array, std::size_t... I>
@@ -24635,7 +24782,7 @@ template <class A, class B>
 struct broadcast_shapes {
   static constexpr std::size_t rank = A::values.size() > B::values.size() ? A::values.size() : B::values.size();
   static constexpr auto dims = ops::static_rules::broadcast<A::values, B::values>();
-  // The first pair of dims (from the right) that do not broadcast, or {1, 1}.
+  /// The first pair of dims (from the right) that do not broadcast, or {1, 1}.
   static constexpr std::array<std::int64_t, 2> conflict = [] {
     for (std::size_t i = 0; i < rank; ++i) {
       auto a = ops::static_rules::from_right(A::values, i), b = ops::static_rules::from_right(B::values, i);
@@ -24652,15 +24799,16 @@ template <class A, class B>
 using broadcast_t = typename detail::broadcast_shapes<A, B>::type;
 
 }  // namespace weft
-// Compile-time checks of the DSL. A failed check is a static_assert whose message is one
-// sentence naming the op and the rule, for example
-//   error: static assertion failed: weft::matmul: inner dimensions differ
-//   note: the comparison reduces to '(784 == 256)'                          (g++)
-//   error: static_assert failed due to requirement '784L == 256L' "weft::matmul: ..."  (clang)
-// C++20 requires the message to be a string literal, so the dims cannot be formatted into
-// it: each check compares the two offending values in its condition, and both compilers
-// print them next to the message. Dtype checks compare the C++ element types, which the
-// instantiation line names (weft::check::add_dtypes<float, double>).
+/// @file
+/// Compile-time checks of the DSL. A failed check is a static_assert whose message is one
+/// sentence naming the op and the rule, for example
+///   error: static assertion failed: weft::matmul: inner dimensions differ
+///   note: the comparison reduces to '(784 == 256)'                          (g++)
+///   error: static_assert failed due to requirement '784L == 256L' "weft::matmul: ..."  (clang)
+/// C++20 requires the message to be a string literal, so the dims cannot be formatted into
+/// it: each check compares the two offending values in its condition, and both compilers
+/// print them next to the message. Dtype checks compare the C++ element types, which the
+/// instantiation line names (weft::check::add_dtypes<float, double>).
 
 #include <cstdint>
 #include <type_traits>
@@ -24726,16 +24874,17 @@ WEFT_DETAIL_TYPE_CHECK(select_condition, "weft::select: the condition is not a b
 WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be broadcast");
 
 }  // namespace weft::check
-// The DSL's core (DESIGN.md §2, layers 1 and 2): expressions that carry their dtype and
-// static shape in their type, and the lowering that turns them into graph nodes.
-//
-// An expression is a small value: an op descriptor, its operand expressions, and the
-// name/device scope it was built in. Leaves (placeholders, variables, constants) hold a
-// shared identity, so copies of one variable stay one variable, while two variables built
-// alike stay two. Lowering walks an expression into a graph once per lowering context:
-// leaves are found by identity, and every other node by value (same op, same attrs, same
-// inputs: common subexpression elimination), so lowering the same expression again adds
-// nothing.
+/// @file
+/// The DSL's core (DESIGN.md §2, layers 1 and 2): expressions that carry their dtype and
+/// static shape in their type, and the lowering that turns them into graph nodes.
+///
+/// An expression is a small value: an op descriptor, its operand expressions, and the
+/// name/device scope it was built in. Leaves (placeholders, variables, constants) hold a
+/// shared identity, so copies of one variable stay one variable, while two variables built
+/// alike stay two. Lowering walks an expression into a graph once per lowering context:
+/// leaves are found by identity, and every other node by value (same op, same attrs, same
+/// inputs: common subexpression elimination), so lowering the same expression again adds
+/// nothing.
 
 #include <atomic>
 #include <concepts>
@@ -24766,15 +24915,15 @@ WEFT_DETAIL_DIM_CHECK(select_broadcast, "weft::select: operand shapes cannot be 
 namespace weft {
 
 class lowering;
-using lower_fn = std::function<output(lowering&)>;  // lowers one expression (lowering_of)
+using lower_fn = std::function<output(lowering&)>;  ///< lowers one expression (lowering_of)
 
-// ---- scopes --------------------------------------------------------------------------
-// The name prefix, device and colocation in force where an expression is built. Interned
-// (for the program's lifetime), so that an expression carries one pointer.
+/// ---- scopes --------------------------------------------------------------------------
+/// The name prefix, device and colocation in force where an expression is built. Interned
+/// (for the program's lifetime), so that an expression carries one pointer.
 struct scope_info {
-  std::string prefix;  // "layer1/" or empty
-  std::string device;  // "/cpu:0" or empty
-  // Lowers the expression whose node the scope's nodes are colocated with; null: none.
+  std::string prefix;  ///< "layer1/" or empty
+  std::string device;  ///< "/cpu:0" or empty
+  /// Lowers the expression whose node the scope's nodes are colocated with; null: none.
   std::shared_ptr<const lower_fn> colocate;
 };
 
@@ -24796,7 +24945,7 @@ inline const scope_info*& current_scope() {
   thread_local const scope_info* current = root_scope();
   return current;
 }
-// Sets the current scope for the guard's lifetime (per thread).
+/// Sets the current scope for the guard's lifetime (per thread).
 class scope_guard_base {
  public:
   scope_guard_base(const scope_guard_base&) = delete;
@@ -24811,8 +24960,8 @@ class scope_guard_base {
 };
 }  // namespace detail
 
-// { weft::name_scope s("layer1"); auto h = relu(matmul(x, w)); }  names h's nodes
-// "layer1/MatMul", "layer1/Relu"; scopes nest.
+/// { weft::name_scope s("layer1"); auto h = relu(matmul(x, w)); }  names h's nodes
+/// "layer1/MatMul", "layer1/Relu"; scopes nest.
 class name_scope : detail::scope_guard_base {
  public:
   explicit name_scope(std::string_view name)
@@ -24820,14 +24969,14 @@ class name_scope : detail::scope_guard_base {
                           detail::current_scope()->colocate}) {}
 };
 
-// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
+/// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
 class device_scope : detail::scope_guard_base {
  public:
   explicit device_scope(std::string_view device)
       : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
 
-// ---- expressions ---------------------------------------------------------------------
+/// ---- expressions ---------------------------------------------------------------------
 struct expr_base {};
 
 template <class E>
@@ -24841,27 +24990,27 @@ using value_type_of = typename std::remove_cvref_t<E>::value_type;
 template <expression E>
 using shape_of = typename std::remove_cvref_t<E>::shape_type;
 
-// ---- lowering ------------------------------------------------------------------------
-// How a lowering inside a loop's frame or a cond's branch (dsl/control_flow.hpp) takes
-// values from outside it.
+/// ---- lowering ------------------------------------------------------------------------
+/// How a lowering inside a loop's frame or a cond's branch (dsl/control_flow.hpp) takes
+/// values from outside it.
 class frame_hooks {
  public:
   virtual ~frame_hooks() = default;
-  // `outer`, a value of the enclosing lowering, as seen here (a loop invariant's Enter, or
-  // the branch's side of a Switch).
+  /// `outer`, a value of the enclosing lowering, as seen here (a loop invariant's Enter, or
+  /// the branch's side of a Switch).
   virtual output enter(output outer) = 0;
-  // Control inputs for a node with no input, so that it runs here (the loop's or the
-  // branch's pivot).
+  /// Control inputs for a node with no input, so that it runs here (the loop's or the
+  /// branch's pivot).
   virtual std::vector<int> pivot() = 0;
-  // Whether a node whose inputs all come from outside is made outside and entered (a
-  // loop hoists its invariant computations; a branch does not, so that they run only
-  // when it is taken).
+  /// Whether a node whose inputs all come from outside is made outside and entered (a
+  /// loop hoists its invariant computations; a branch does not, so that they run only
+  /// when it is taken).
   virtual bool hoists() const = 0;
 };
 
-// Lowers expressions into one graph. Owned by a client_session (one per graph). A
-// lowering inside a loop or a branch has a parent: values from outside come in through
-// its hooks, and expressions are lowered anew there (their memos are per lowering).
+/// Lowers expressions into one graph. Owned by a client_session (one per graph). A
+/// lowering inside a loop or a branch has a parent: values from outside come in through
+/// its hooks, and expressions are lowered anew there (their memos are per lowering).
 class lowering {
  public:
   explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse), serial_(next_serial()) {}
@@ -24870,9 +25019,9 @@ class lowering {
   lowering(const lowering&) = delete;
   lowering& operator=(const lowering&) = delete;
 
-  // The enclosing lowering of a loop's or a branch's; null at the top.
+  /// The enclosing lowering of a loop's or a branch's; null at the top.
   lowering* parent() const noexcept { return parent_; }
-  // o as seen here: itself when made here (or at the top), else entered from outside.
+  /// o as seen here: itself when made here (or at the top), else entered from outside.
   output bring(output o) {
     if (!parent_ || owned_.count(o.node)) return o;
     auto [it, fresh] = brought_.try_emplace(o);
@@ -24884,10 +25033,10 @@ class lowering {
     }
     return it->second;
   }
-  // Marks o as made here (a loop variable, a nested loop's Exit).
+  /// Marks o as made here (a loop variable, a nested loop's Exit).
   void adopt(output o) { owned_.insert(o.node); }
-  // Loop variables: bound to their value in the lowering of the loop's condition or body,
-  // and found from nested lowerings (brought in).
+  /// Loop variables: bound to their value in the lowering of the loop's condition or body,
+  /// and found from nested lowerings (brought in).
   void bind(const void* identity, output o) {
     adopt(o);
     bound_[identity] = o;
@@ -24902,13 +25051,13 @@ class lowering {
   graph& target() noexcept { return graph_; }
   const graph& target() const noexcept { return graph_; }
   bool fusion() const noexcept { return fuse_; }
-  // Unique among the program's lowering contexts, including destroyed ones (memo keys).
+  /// Unique among the program's lowering contexts, including destroyed ones (memo keys).
   std::uint64_t serial() const noexcept { return serial_; }
 
-  // Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
-  // node added before. Stateful ops (variables, random numbers) are never merged.
-  // `merge` false adds a node of its own (leaves: two placeholders alike stay two).
-  // `controls`: node ids that must run first (control inputs).
+  /// Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
+  /// node added before. Stateful ops (variables, random numbers) are never merged.
+  /// `merge` false adds a node of its own (leaves: two placeholders alike stay two).
+  /// `controls`: node ids that must run first (control inputs).
   output add(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
              std::string_view name = {}, bool merge = true, std::vector<int> controls = {}) {
     if (parent_) {
@@ -24969,7 +25118,7 @@ class lowering {
     keep_alive_.push_back(std::move(keep_alive));
   }
 
-  // Variable initializers (Assign nodes), in the order their variables were lowered.
+  /// Variable initializers (Assign nodes), in the order their variables were lowered.
   void add_initializer(int node_id) {
     if (parent_) return parent_->add_initializer(node_id);
     initializers_.push_back(node_id);
@@ -24979,17 +25128,17 @@ class lowering {
  private:
   graph& graph_;
   bool fuse_;
-  passes::cse_table cse_;  // graph/passes/cse.hpp
+  passes::cse_table cse_;  ///< graph/passes/cse.hpp
   std::map<const void*, output> by_identity_;
-  std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
+  std::vector<std::shared_ptr<const void>> keep_alive_;  ///< identities stay unique while remembered
   std::vector<int> initializers_;
   std::uint64_t serial_;
   lowering* parent_ = nullptr;
   frame_hooks* hooks_ = nullptr;
-  std::set<int> owned_;                  // nodes made here (or entered, or bound)
-  std::map<output, output> brought_;     // outer value -> as seen here
-  std::map<output, output> outside_;     // an entered value -> the outer value it came from
-  std::map<const void*, output> bound_;  // loop variables
+  std::set<int> owned_;                  ///< nodes made here (or entered, or bound)
+  std::map<output, output> brought_;     ///< outer value -> as seen here
+  std::map<output, output> outside_;     ///< an entered value -> the outer value it came from
+  std::map<const void*, output> bound_;  ///< loop variables
 
   static std::uint64_t next_serial() {
     static std::atomic<std::uint64_t> counter{0};
@@ -24998,9 +25147,9 @@ class lowering {
 };
 
 namespace detail {
-// What an expression lowered to (V: an output, or several), per lowering context. Shared by
-// the copies of an expression, so a fetch lowered once is found again in O(1) on the next
-// run; it dies with the last copy (nothing accumulates when expressions are rebuilt in a loop).
+/// What an expression lowered to (V: an output, or several), per lowering context. Shared by
+/// the copies of an expression, so a fetch lowered once is found again in O(1) on the next
+/// run; it dies with the last copy (nothing accumulates when expressions are rebuilt in a loop).
 template <class V>
 class memo_per_lowering {
  public:
@@ -25026,22 +25175,22 @@ class memo_per_lowering {
 using lowered_memo = memo_per_lowering<output>;
 }  // namespace detail
 
-// Every expression type E provides `output lower(lowering&) const`.
+/// Every expression type E provides `output lower(lowering&) const`.
 template <expression E>
 output lower(lowering& cx, const E& e) {
   return e.lower(cx);
 }
 
-// A function lowering (a copy of) e: how handles, targets and scopes hold expressions of
-// any type. (Anything with a lower(lowering&) member: expressions and group targets.)
+/// A function lowering (a copy of) e: how handles, targets and scopes hold expressions of
+/// any type. (Anything with a lower(lowering&) member: expressions and group targets.)
 template <class E>
 lower_fn lowering_of(const E& e) {
   return [e](lowering& cx) { return e.lower(cx); };
 }
 
-// { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
-// inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
-// placement issue honours groups; a device requested inside must match the group's.
+/// { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
+/// inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
+/// placement issue honours groups; a device requested inside must match the group's.
 class colocate_with : detail::scope_guard_base {
  public:
   template <expression E>
@@ -25051,9 +25200,10 @@ class colocate_with : detail::scope_guard_base {
 };
 
 }  // namespace weft
-// tensor_of<T, Rank>: a tensor whose dtype (and rank, unless Rank is -1) is part of its
-// type. Fetching a typed expression returns one; feeding a placeholder takes one, so a
-// feed of the wrong dtype does not compile.
+/// @file
+/// tensor_of<T, Rank>: a tensor whose dtype (and rank, unless Rank is -1) is part of its
+/// type. Fetching a typed expression returns one; feeding a placeholder takes one, so a
+/// feed of the wrong dtype does not compile.
 
 #include <array>
 #include <cstdint>
@@ -25070,16 +25220,16 @@ class tensor_of {
   static constexpr int rank = Rank;
 
   tensor_of() = default;
-  // From values in row-major order.
+  /// From values in row-major order.
   tensor_of(const std::vector<T>& values, weft::shape s) : t_(tensor::from_vector(values, std::move(s))) {
     check_rank("tensor_of");
   }
-  // A scalar.
+  /// A scalar.
   explicit tensor_of(T value)
     requires(Rank == 0 || Rank == -1)
       : t_(tensor::scalar(value)) {}
 
-  // Wraps an untyped tensor; throws when its dtype or rank differ.
+  /// Wraps an untyped tensor; throws when its dtype or rank differ.
   static tensor_of from(tensor t) {
     if (t.dtype() != dtype_of<T>)
       fail(error_code::invalid_argument, "tensor_of<", dtype_of<T>, ">: the tensor is ", t.dtype(), t.shape());
@@ -25099,7 +25249,7 @@ class tensor_of {
   std::vector<T> to_vector() const { return t_.to_vector<T>(); }
   T scalar() const { return t_.scalar_value<T>(); }
 
-  // Element at a multi-index, bounds-checked.
+  /// Element at a multi-index, bounds-checked.
   template <std::integral... I>
   T operator()(I... index) const {
     static_assert(Rank < 0 || static_cast<int>(sizeof...(I)) == Rank,
@@ -25126,9 +25276,10 @@ class tensor_of {
 };
 
 }  // namespace weft
-// The DSL's leaves: placeholder<T>(name, dims<...>), variable<T>(name, dims<...>, init)
-// and constant(value). Each leaf has an identity (shared by its copies): lowering one twice
-// gives one node, and two leaves built alike give two.
+/// @file
+/// The DSL's leaves: placeholder<T>(name, dims<...>), variable<T>(name, dims<...>, init)
+/// and constant(value). Each leaf has an identity (shared by its copies): lowering one twice
+/// gives one node, and two leaves built alike give two.
 
 #include <functional>
 #include <memory>
@@ -25145,7 +25296,7 @@ template <std::size_t... I>
 static_shape<(static_cast<void>(I), dyn)...> dyn_shape_of(std::index_sequence<I...>);
 }  // namespace detail
 
-// The static shape of rank R with every dim dyn.
+/// The static shape of rank R with every dim dyn.
 template <int R>
 using dyn_shape = decltype(detail::dyn_shape_of(std::make_index_sequence<static_cast<std::size_t>(R)>{}));
 
@@ -25154,9 +25305,9 @@ namespace detail {
 struct leaf_data {
   std::string name;
   const scope_info* scope = nullptr;
-  tensor value;                                  // constants
-  lower_fn initializer;  // variables: the initial value
-  shape dims;            // variables whose static shape has dyn dims: the shape at run time
+  tensor value;                                  ///< constants
+  lower_fn initializer;  ///< variables: the initial value
+  shape dims;            ///< variables whose static shape has dyn dims: the shape at run time
 };
 
 }  // namespace detail
@@ -25185,7 +25336,7 @@ class placeholder_expr : public expr_base {
   std::shared_ptr<const detail::leaf_data> d_;
 };
 
-// A value fed at run time: placeholder<float>("x", dims<dyn, 784>).
+/// A value fed at run time: placeholder<float>("x", dims<dyn, 784>).
 template <element T, std::int64_t... D>
 placeholder_expr<T, static_shape<D...>> placeholder(std::string name, static_shape<D...> = {}) {
   return placeholder_expr<T, static_shape<D...>>(std::move(name));
@@ -25203,7 +25354,7 @@ class constant_expr : public expr_base {
 
   const tensor& value() const noexcept { return d_->value; }
 
-  // Constants merge by value, like any other node.
+  /// Constants merge by value, like any other node.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     use_kernels<ops::families::core>();
@@ -25214,8 +25365,8 @@ class constant_expr : public expr_base {
   std::shared_ptr<const detail::leaf_data> d_;
 };
 
-// constant(2.0f): a scalar; constant<float>({1, 2, 3, 4}, dims<2, 2>): a static shape;
-// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
+/// constant(2.0f): a scalar; constant<float>({1, 2, 3, 4}, dims<2, 2>): a static shape;
+/// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
 template <element T>
 constant_expr<T, scalar_shape> constant(T value) {
   return constant_expr<T, scalar_shape>(tensor::scalar(value));
@@ -25242,8 +25393,8 @@ class variable_expr : public expr_base {
             detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), {}})) {
     static_assert(S::fully_static, "weft::variable: a variable whose static shape has dyn dims is given its shape");
   }
-  // A variable whose static shape S may have dyn dims (a layer sized at run time): `dims`
-  // is its shape, which must fit S.
+  /// A variable whose static shape S may have dyn dims (a layer sized at run time): `dims`
+  /// is its shape, which must fit S.
   variable_expr(std::string name, shape dims, lower_fn init) {
     bool fits = dims.rank() == S::rank;
     for (int i = 0; fits && i < S::rank; ++i) {
@@ -25258,10 +25409,10 @@ class variable_expr : public expr_base {
   }
 
   const std::string& name() const noexcept { return d_->name; }
-  // The variable's shape at run time.
+  /// The variable's shape at run time.
   shape runtime_shape() const { return S::fully_static ? shape(std::vector<std::int64_t>(S::values.begin(), S::values.end())) : d_->dims; }
 
-  // The Variable node; its initializer (an Assign) is recorded in the lowering context.
+  /// The Variable node; its initializer (an Assign) is recorded in the lowering context.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
@@ -25295,13 +25446,13 @@ void check_initializer() {
 }
 }  // namespace detail
 
-// fill(dims<...>, value), defined with the ops (ops.hpp): a variable's rank-0 initial value
-// fills it.
+/// fill(dims<...>, value), defined with the ops (ops.hpp): a variable's rank-0 initial value
+/// fills it.
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value);
 
-// A trainable variable of a fully static shape, with its initial value: a scalar T (every
-// element), a tensor_of<T>, or an expression of the same dtype and shape.
+/// A trainable variable of a fully static shape, with its initial value: a scalar T (every
+/// element), a tensor_of<T>, or an expression of the same dtype and shape.
 template <element T, std::int64_t... D, class Init>
 auto variable(std::string name, static_shape<D...>, const Init& init) {
   using S = static_shape<D...>;
@@ -25328,17 +25479,18 @@ auto variable(std::string name, static_shape<D...>, const Init& init) {
 }
 
 }  // namespace weft
-// The DSL's ops: typed expressions for the ops of the registry. Each expression type names
-// its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
-// dims at run time by the graph's shape rules and the kernels. This header holds what every
-// op's expression is built from, the elementwise ops, matmul, fill, and apply_op for ops
-// defined outside the library; the other families have a header each, as in ops/:
-// reduction_ops.hpp, array_ops.hpp (shape and array ops), random_ops.hpp, state_ops.hpp,
-// nn_ops.hpp.
-//
-// Lowering an op defines its op family and asks for its kernels for its dtype only
-// (use_kernels, framework/kernel_for.hpp), so a program compiles the kernels its graphs use
-// (DESIGN.md §2, compile cost); the DSL never names a device's kernel classes.
+/// @file
+/// The DSL's ops: typed expressions for the ops of the registry. Each expression type names
+/// its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
+/// dims at run time by the graph's shape rules and the kernels. This header holds what every
+/// op's expression is built from, the elementwise ops, matmul, fill, and apply_op for ops
+/// defined outside the library; the other families have a header each, as in ops/:
+/// reduction_ops.hpp, array_ops.hpp (shape and array ops), random_ops.hpp, state_ops.hpp,
+/// nn_ops.hpp.
+///
+/// Lowering an op defines its op family and asks for its kernels for its dtype only
+/// (use_kernels, framework/kernel_for.hpp), so a program compiles the kernels its graphs use
+/// (DESIGN.md §2, compile cost); the DSL never names a device's kernel classes.
 
 #include <array>
 #include <cstdint>
@@ -25357,14 +25509,14 @@ template <class Op, class T, class S, class... Args>
 class op_expr;
 
 namespace detail {
-// Defined in fusion.hpp: lowers a maximal elementwise subtree as one fused node, or returns
-// nothing when the subtree is a single op or has a dtype fusion does not cover.
+/// Defined in fusion.hpp: lowers a maximal elementwise subtree as one fused node, or returns
+/// nothing when the subtree is a single op or has a dtype fusion does not cover.
 template <class E>
 std::optional<output> try_fuse(lowering& cx, const E& e);
 }  // namespace detail
 
-// An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
-// the kernels it asks for and, for elementwise ops, the op type fusion describes it by.
+/// An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
+/// the kernels it asks for and, for elementwise ops, the op type fusion describes it by.
 template <class Op, class T, class S, class... Args>
 class op_expr : public expr_base {
  public:
@@ -25381,7 +25533,7 @@ class op_expr : public expr_base {
   const args_type& args() const noexcept { return args_; }
   const scope_info* scope() const noexcept { return scope_; }
 
-  // Lowered once per lowering context; later calls return the memoized node.
+  /// Lowered once per lowering context; later calls return the memoized node.
   output lower(lowering& cx) const {
     return memo_->get(cx, [&] {
       if constexpr (Op::elementwise) {
@@ -25392,7 +25544,7 @@ class op_expr : public expr_base {
     });
   }
 
-  // One node for this op, its operands lowered as usual.
+  /// One node for this op, its operands lowered as usual.
   output lower_unfused(lowering& cx) const {
     std::vector<output> inputs = std::apply([&](const auto&... a) { return std::vector<output>{weft::lower(cx, a)...}; },
                                             args_);
@@ -25409,7 +25561,7 @@ class op_expr : public expr_base {
 
 namespace detail {
 
-// Descriptors whose node is the op applied to the operands, with the descriptor's attrs.
+/// Descriptors whose node is the op applied to the operands, with the descriptor's attrs.
 template <class D>
 struct lowers_plainly {
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
@@ -25422,9 +25574,9 @@ struct in_list;
 template <class T, class... Ts>
 struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
 
-// A scalar operand next to an expression of dtype T becomes a constant of dtype T, as
-// TensorFlow converts Python numbers; a floating-point scalar does not convert to an
-// integer or bool expression.
+/// A scalar operand next to an expression of dtype T becomes a constant of dtype T, as
+/// TensorFlow converts Python numbers; a floating-point scalar does not convert to an
+/// integer or bool expression.
 template <class T, class U>
 auto scalar_operand(U value) {
   constexpr bool float_u = std::is_floating_point_v<U> || is_half_v<U>;
@@ -25437,12 +25589,12 @@ auto scalar_operand(U value) {
     return constant(static_cast<T>(value));
 }
 
-// Numbers (and float16 / bfloat16 values) beside an expression.
+/// Numbers (and float16 / bfloat16 values) beside an expression.
 template <class U>
 concept scalar_value = std::is_arithmetic_v<U> || is_half_v<U>;
 
-// Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
-// graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
+/// Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
+/// graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
 inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, shape s, dtype type = dtype::int64) {
   tensor t = type == dtype::int32
                  ? tensor::from_vector(std::vector<std::int32_t>(values.begin(), values.end()), std::move(s))
@@ -25450,8 +25602,8 @@ inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values
   return cx.add("Const", {}, {{"value", t}, {"dtype", type}}, root_scope());
 }
 
-// A constant int input of an op (sizes, paddings, axes), inserted at `position` (`append`:
-// after the operands); of shape `dims` ([n] by default; {} for a scalar).
+/// A constant int input of an op (sizes, paddings, axes), inserted at `position` (`append`:
+/// after the operands); of shape `dims` ([n] by default; {} for a scalar).
 struct int_input {
   static constexpr std::size_t append = static_cast<std::size_t>(-1);
   std::size_t position;
@@ -25460,8 +25612,8 @@ struct int_input {
   dtype type = dtype::int64;
 };
 
-// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
-// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
+/// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
+/// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
 template <class Op, class T = void>
 struct indexed_op {
   static constexpr bool elementwise = false;
@@ -25493,7 +25645,7 @@ using array_op = indexed_op<Op, T>;
 
 // ---- elementwise ---------------------------------------------------------------------
 
-// The unary and binary elementwise ops: Tag names the op's type (ops::Add, ...).
+/// The unary and binary elementwise ops: Tag names the op's type (ops::Add, ...).
 template <class Tag, class T>
 struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   static constexpr bool elementwise = true;
@@ -25538,7 +25690,7 @@ WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
 namespace detail {
-// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
+/// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
 template <class A, class B>
 struct binary_operands;
 template <expression A, expression B>
@@ -25629,8 +25781,8 @@ WEFT_DETAIL_DSL_BINARY(logical_and, LogicalAnd, type_list<bool>, true)
 WEFT_DETAIL_DSL_BINARY(logical_or, LogicalOr, type_list<bool>, true)
 #undef WEFT_DETAIL_DSL_BINARY
 
-// Operators. == and != are not overloaded (an expression's == would not be a bool); use
-// equal() and not_equal().
+/// Operators. == and != are not overloaded (an expression's == would not be a bool); use
+/// equal() and not_equal().
 template <class A, class B> requires binary_operands<A, B>
 auto operator+(const A& a, const B& b) { return add(a, b); }
 template <class A, class B> requires binary_operands<A, B>
@@ -25656,7 +25808,7 @@ auto operator-(const A& a) { return negate(a); }
 template <expression A>
 auto operator!(const A& a) { return logical_not(a); }
 
-// select(condition, t, e): t where condition holds, else e; all three broadcast.
+/// select(condition, t, e): t where condition holds, else e; all three broadcast.
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
   static constexpr bool elementwise = true;
@@ -25676,7 +25828,7 @@ auto select(const C& c, const A& a, const B& b) {
   (void)check::select_broadcast<all::conflict[0], all::conflict[1]>::value;
   return op_expr<select_op<T>, T, typename all::type, C, A, B>({}, c, a, b);
 }
-// select(c, x, 0.0) / select(c, 0.0, x): a number as one branch, of the other's dtype.
+/// select(c, x, 0.0) / select(c, 0.0, x): a number as one branch, of the other's dtype.
 template <expression C, expression A, detail::scalar_value U>
 auto select(const C& c, const A& a, U b) {
   return select(c, a, detail::scalar_operand<value_type_of<A>>(b));
@@ -25686,7 +25838,7 @@ auto select(const C& c, U a, const B& b) {
   return select(c, detail::scalar_operand<value_type_of<B>>(a), b);
 }
 
-// cast<U>(x): x converted to U (TensorFlow's Cast).
+/// cast<U>(x): x converted to U (TensorFlow's Cast).
 template <class To, class From>
 struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
   static constexpr bool elementwise = true;
@@ -25699,7 +25851,7 @@ template <element To, expression A>
 auto cast(const A& a) {
   return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
 }
-// cast_like(x, like): x converted to like's dtype; x itself when it has it.
+/// cast_like(x, like): x converted to like's dtype; x itself when it has it.
 template <expression A, expression Like>
 auto cast_like(const A& a, const Like&) {
   if constexpr (std::is_same_v<value_type_of<A>, value_type_of<Like>>)
@@ -25708,7 +25860,7 @@ auto cast_like(const A& a, const Like&) {
     return cast<value_type_of<Like>>(a);
 }
 
-// ---- matmul ---------------------------------------------------------------------------
+/// ---- matmul ---------------------------------------------------------------------------
 template <class T, bool TA, bool TB>
 struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
   static constexpr bool elementwise = false;
@@ -25720,13 +25872,13 @@ struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
 
 namespace detail {
 using ops::static_rules::dim_or;
-// The pair a check compares: the two dims when both are static, else equal values.
+/// The pair a check compares: the two dims when both are static, else equal values.
 constexpr std::array<std::int64_t, 2> static_pair(std::int64_t a, std::int64_t b) {
   return a < 0 || b < 0 ? std::array<std::int64_t, 2>{0, 0} : std::array<std::int64_t, 2>{a, b};
 }
 }  // namespace detail
 
-// matmul(a, b) = a × b for matrices; matmul<true, false>(a, b) = aᵀ × b.
+/// matmul(a, b) = a × b for matrices; matmul<true, false>(a, b) = aᵀ × b.
 template <bool TransposeA = false, bool TransposeB = false, expression A, expression B>
 auto matmul(const A& a, const B& b) {
   using SA = shape_of<A>;
@@ -25743,7 +25895,7 @@ auto matmul(const A& a, const B& b) {
   return op_expr<matmul_op<T, TransposeA, TransposeB>, T, S, A, B>({}, a, b);
 }
 
-// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
+/// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
@@ -25760,10 +25912,10 @@ auto ones(static_shape<D...> s) {
   return fill(s, constant(T(1)));
 }
 
-// ---- ops defined outside the library (docs/extending.md) ------------------------------
-// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
-// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
-// has_gradient_rule (its rule registered by Op::define()).
+/// ---- ops defined outside the library (docs/extending.md) ------------------------------
+/// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
+/// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
+/// has_gradient_rule (its rule registered by Op::define()).
 template <op_type Op, class T>
 struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
   static constexpr bool elementwise = false;
@@ -25776,17 +25928,18 @@ struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
     use_kernels<Op, T>();
   }
 };
-// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
-// T and static shape S (the calling function's static shape rule computes S).
+/// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
+/// T and static shape S (the calling function's static shape rule computes S).
 template <op_type Op, element T, class S, expression... Args>
 auto apply_op(attr_map attrs, const Args&... args) {
   return op_expr<typed_op<Op, T>, T, S, Args...>(typed_op<Op, T>{{}, std::move(attrs)}, args...);
 }
 
 }  // namespace weft
-// The DSL's reductions: reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod over
-// all axes or axes<...> (keep_dims), and argmax / argmin along one axis. The result's static
-// shape is computed at compile time and the axes are checked there.
+/// @file
+/// The DSL's reductions: reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod over
+/// all axes or axes<...> (keep_dims), and argmax / argmin along one axis. The result's static
+/// shape is computed at compile time and the axes are checked there.
 
 #include <array>
 #include <cstdint>
@@ -25798,7 +25951,7 @@ auto apply_op(attr_map attrs, const Args&... args) {
 
 namespace weft {
 
-// ---- reductions -----------------------------------------------------------------------
+/// ---- reductions -----------------------------------------------------------------------
 template <std::int64_t... Axes>
 struct axis_list {};
 template <std::int64_t... Axes>
@@ -25807,12 +25960,12 @@ struct keep_dims_t {};
 inline constexpr keep_dims_t keep_dims{};
 
 namespace detail {
-// The shape of a reduction of S over Axes (all axes when none are given).
+/// The shape of a reduction of S over Axes (all axes when none are given).
 template <class S, bool Keep, std::int64_t... Axes>
 struct reduced_shape {
   static constexpr int rank = S::rank;
   static constexpr std::array<std::int64_t, sizeof...(Axes)> given{Axes...};
-  // The first axis out of range, or 0 when all are in range (for the check).
+  /// The first axis out of range, or 0 when all are in range (for the check).
   static constexpr std::int64_t bad_axis = [] {
     for (auto a : given)
       if (a < -rank || a >= rank) return a;
@@ -25859,7 +26012,7 @@ WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", Max, real_number_types)
 WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", Min, real_number_types)
 #undef WEFT_DETAIL_DSL_REDUCE
 
-// argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
+/// argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
 namespace detail {
 template <bool Max, expression A, std::int64_t Axis>
 auto make_arg(const A& a) {
@@ -25881,13 +26034,14 @@ auto argmin(const A& a, axis_list<Axis>) {
 }
 
 }  // namespace weft
-// The DSL's shape, array and matrix ops: reshape, transpose, concat, identity, zeros_like,
-// ones_like, slice, pad, tile, gather, gather_nd,
-// tensor_scatter_update, tensor_scatter_add, one_hot, split,
-// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
-// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
-// shape is computed at compile time and static dims are checked there; dyn dims are checked
-// by the graph's shape rules and the kernels at run time.
+/// @file
+/// The DSL's shape, array and matrix ops: reshape, transpose, concat, identity, zeros_like,
+/// ones_like, slice, pad, tile, gather, gather_nd,
+/// tensor_scatter_update, tensor_scatter_add, one_hot, split,
+/// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
+/// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
+/// shape is computed at compile time and static dims are checked there; dyn dims are checked
+/// by the graph's shape rules and the kernels at run time.
 
 #include <array>
 #include <cstdint>
@@ -25898,8 +26052,8 @@ auto argmin(const A& a, axis_list<Axis>) {
 
 namespace weft {
 
-// ---- shape ops ------------------------------------------------------------------------
-// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
+/// ---- shape ops ------------------------------------------------------------------------
+/// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
 template <expression A, std::int64_t... D>
 auto reshape(const A& a, static_shape<D...>) {
   using From = shape_of<A>;
@@ -25919,7 +26073,7 @@ struct permutation {};
 template <std::int64_t... P>
 inline constexpr permutation<P...> perm{};
 
-// transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
+/// transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
 template <expression A, std::int64_t... P>
 auto transpose(const A& a, permutation<P...>) {
   using S = shape_of<A>;
@@ -25942,7 +26096,7 @@ template <std::int64_t Axis, class First, class... Rest>
 struct concat_shape {
   static constexpr int rank = First::rank;
   static constexpr std::int64_t axis = Axis < 0 ? Axis + rank : Axis;
-  // The first (rank, other rank) or (dim, other dim) mismatch, or {0, 0}.
+  /// The first (rank, other rank) or (dim, other dim) mismatch, or {0, 0}.
   static constexpr std::array<std::int64_t, 2> rank_conflict = [] {
     std::array<std::int64_t, 2> out{0, 0};
     ((Rest::rank != rank && out[0] == out[1] ? (out = {rank, Rest::rank}, 0) : 0), ...);
@@ -25965,7 +26119,7 @@ struct concat_shape {
 };
 }  // namespace detail
 
-// concat<axis>(a, b, ...): joined along axis; the other dims must agree.
+/// concat<axis>(a, b, ...): joined along axis; the other dims must agree.
 template <std::int64_t Axis, expression First, expression... Rest>
 auto concat(const First& first, const Rest&... rest) {
   using C = detail::concat_shape<Axis, shape_of<First>, shape_of<Rest>...>;
@@ -25983,7 +26137,7 @@ struct identity_op : detail::lowers_plainly<identity_op> {
   using op = ops::Identity;
   static constexpr const char* name = "Identity";
   attr_map attrs() const { return {}; }
-  // A template, so that a header compiled without any backend's kernels stays valid.
+  /// A template, so that a header compiled without any backend's kernels stays valid.
   template <class = void>
   void prepare() const {
     use_kernels<ops::families::core>();
@@ -26042,8 +26196,8 @@ WEFT_DETAIL_SUPPORT_CHECK(linalg_dtype,
                           "weft::matrix_inverse/matrix_determinant: the dtype must be float, double or complex");
 }  // namespace check
 
-// Static integer lists: slice(x, offsets<1, 0>, dims<2, dyn>), pad(x, paddings<1, 1, 0, 0>),
-// tile(x, multiples<2, 1>).
+/// Static integer lists: slice(x, offsets<1, 0>, dims<2, dyn>), pad(x, paddings<1, 1, 0, 0>),
+/// tile(x, multiples<2, 1>).
 template <std::int64_t... V>
 struct index_list {
   static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};
@@ -26057,7 +26211,7 @@ inline constexpr index_list<V...> multiples{};
 
 namespace detail {
 
-// The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
+/// The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
 template <class S, class B, class Z>
 constexpr std::array<std::int64_t, 2> slice_conflict() {
   if constexpr (B::values.size() == S::values.size() && Z::values.size() == S::values.size()) {
@@ -26073,8 +26227,8 @@ constexpr std::array<std::int64_t, 2> slice_conflict() {
 
 // ---- slice, pad, tile -----------------------------------------------------------------
 
-// slice(x, offsets<1, 0>, dims<2, dyn>): the block starting at the offsets; a dyn size runs
-// to the end of its dimension (TensorFlow's -1).
+/// slice(x, offsets<1, 0>, dims<2, dyn>): the block starting at the offsets; a dyn size runs
+/// to the end of its dimension (TensorFlow's -1).
 template <expression A, std::int64_t... B, std::int64_t... Z>
 auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
   using S = shape_of<A>;
@@ -26090,7 +26244,7 @@ auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
       Op{"Slice", {{1, {B...}}, {2, sizes}}, {}}, a);
 }
 
-// pad(x, paddings<before0, after0, before1, after1, ...>): zeros around x.
+/// pad(x, paddings<before0, after0, before1, after1, ...>): zeros around x.
 template <expression A, std::int64_t... P>
 auto pad(const A& a, index_list<P...>) {
   using S = shape_of<A>;
@@ -26103,7 +26257,7 @@ auto pad(const A& a, index_list<P...>) {
       Op{"Pad", {{1, {P...}, {S::rank, 2}}}, {}}, a);
 }
 
-// tile(x, multiples<2, 1>): x repeated along each dimension.
+/// tile(x, multiples<2, 1>): x repeated along each dimension.
 template <expression A, std::int64_t... M>
 auto tile(const A& a, index_list<M...>) {
   using S = shape_of<A>;
@@ -26116,9 +26270,9 @@ auto tile(const A& a, index_list<M...>) {
 
 // ---- gather, one_hot, split -------------------------------------------------------------
 
-// gather(params, indices[, axes<a>]): slices of params along axis a (default 0) at the
-// indices; the result's shape is params[:a] + indices + params[a+1:] (TensorFlow's GatherV2).
-// An index out of range is a run-time error.
+/// gather(params, indices[, axes<a>]): slices of params along axis a (default 0) at the
+/// indices; the result's shape is params[:a] + indices + params[a+1:] (TensorFlow's GatherV2).
+/// An index out of range is a run-time error.
 template <expression P, expression I, std::int64_t Axis = 0>
 auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
   using SP = shape_of<P>;
@@ -26136,8 +26290,8 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
 // ---- gather_nd, tensor_scatter_update, tensor_scatter_add ---------------------------------
 
 namespace detail {
-// The slices that indices of shape SI ([..., K], K static) address in a tensor of shape SP:
-// SI[:-1] + SP[K:]. Checks the indices' dtype IT and depth.
+/// The slices that indices of shape SI ([..., K], K static) address in a tensor of shape SP:
+/// SI[:-1] + SP[K:]. Checks the indices' dtype IT and depth.
 template <class SP, class SI, class IT>
 constexpr auto nd_slices() {
   (void)check::nd_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
@@ -26146,7 +26300,7 @@ constexpr auto nd_slices() {
   (void)check::nd_index_depth<ok ? 0 : depth, 0>::value;
   return ops::static_rules::gather_nd<SP::values, SI::values>();
 }
-// Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
+/// Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
 template <class T, class U, class Slices, class SU>
 constexpr bool check_scatter() {
   (void)check::scatter_dtypes<T, U>::value;
@@ -26162,10 +26316,10 @@ constexpr bool check_scatter() {
 }
 }  // namespace detail
 
-// gather_nd(params, indices): indices of shape [..., K] (int32 or int64, K static and at
-// most params' rank) name slices params[i0, ..., iK-1]; the result holds them, shape
-// indices[:-1] + params[K:] (TensorFlow's GatherNd). A tuple out of range is a run-time
-// error naming it. gather_nd(x, reshape(i, dims<1>)) is row i of x.
+/// gather_nd(params, indices): indices of shape [..., K] (int32 or int64, K static and at
+/// most params' rank) name slices params[i0, ..., iK-1]; the result holds them, shape
+/// indices[:-1] + params[K:] (TensorFlow's GatherNd). A tuple out of range is a run-time
+/// error naming it. gather_nd(x, reshape(i, dims<1>)) is row i of x.
 template <expression P, expression I>
 auto gather_nd(const P& params, const I& indices) {
   constexpr auto out = detail::nd_slices<shape_of<P>, shape_of<I>, value_type_of<I>>();
@@ -26173,11 +26327,11 @@ auto gather_nd(const P& params, const I& indices) {
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(Op{"GatherNd", {}, {}}, params, indices);
 }
 
-// tensor_scatter_update(t, indices, updates): t with the slices that indices name (as
-// gather_nd's) replaced by updates, of gather_nd(t, indices)'s shape; a slice named twice
-// gets one of its updates. tensor_scatter_add adds the updates instead (a slice named twice
-// gets both). Both write into t's buffer when nothing else holds it, so a loop that
-// updates one row of a loop variable per iteration costs a row per iteration.
+/// tensor_scatter_update(t, indices, updates): t with the slices that indices name (as
+/// gather_nd's) replaced by updates, of gather_nd(t, indices)'s shape; a slice named twice
+/// gets one of its updates. tensor_scatter_add adds the updates instead (a slice named twice
+/// gets both). Both write into t's buffer when nothing else holds it, so a loop that
+/// updates one row of a loop variable per iteration costs a row per iteration.
 template <expression E, expression I, expression U>
 auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
   constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
@@ -26194,9 +26348,9 @@ auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
   return op_expr<Op, T, shape_of<E>, E, I, U>(Op{"TensorScatterAdd", {}, {}}, t, indices, updates);
 }
 
-// one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last
-// dimension of size 10; one_hot<10, double>(labels, on, off) with other values and dtype.
-// An index outside [0, depth) gives a row of `off`.
+/// one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last
+/// dimension of size 10; one_hot<10, double>(labels, on, off) with other values and dtype.
+/// An index outside [0, depth) gives a row of `off`.
 template <std::int64_t Depth, element T = float, expression I>
 auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
   using SI = shape_of<I>;
@@ -26211,8 +26365,8 @@ auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
       Op{"OneHot", {{1, {Depth}, {}, dtype::int32}}, {}}, indices, on_c, off_c);
 }
 
-// split<3, 1>(x): three equal parts of x along axis 1, as a std::array of expressions (one
-// node with three outputs).
+/// split<3, 1>(x): three equal parts of x along axis 1, as a std::array of expressions (one
+/// node with three outputs).
 template <std::int64_t N, std::int64_t Axis, expression A>
 auto split(const A& a) {
   using S = shape_of<A>;
@@ -26230,9 +26384,9 @@ auto split(const A& a) {
   }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
 }
 
-// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
-// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
-// Size; int32 by default, as there).
+/// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+/// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
+/// Size; int32 by default, as there).
 template <element Out = std::int32_t, expression A>
 auto shape_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
@@ -26256,14 +26410,14 @@ auto size_tensor(const A& a) {
 // ---- batch_matmul, matrix_inverse, matrix_determinant ------------------------------------
 
 namespace detail {
-// Whether the batch dims (all but the last two) of SX and SY broadcast, for the check.
+/// Whether the batch dims (all but the last two) of SX and SY broadcast, for the check.
 template <class SX, class SY>
 using batch_dims_broadcast = broadcast_shapes<shape_from_array_t<ops::static_rules::leading<SX::values, 2>()>,
                                               shape_from_array_t<ops::static_rules::leading<SY::values, 2>()>>;
 }  // namespace detail
 
-// batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
-// broadcast; batch_matmul<true, false>(x, y) takes the adjoint of each matrix of x first.
+/// batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
+/// broadcast; batch_matmul<true, false>(x, y) takes the adjoint of each matrix of x first.
 template <bool AdjX = false, bool AdjY = false, expression X, expression Y>
 auto batch_matmul(const X& x, const Y& y) {
   using SX = shape_of<X>;
@@ -26299,8 +26453,8 @@ constexpr void check_square() {
 }
 }  // namespace detail
 
-// matrix_inverse(x): the inverse of each square matrix of x (its last two dims); a singular
-// matrix is a run-time error. matrix_inverse(x, true) inverts the adjoints.
+/// matrix_inverse(x): the inverse of each square matrix of x (its last two dims); a singular
+/// matrix is a run-time error. matrix_inverse(x, true) inverts the adjoints.
 template <expression A>
 auto matrix_inverse(const A& a, bool adjoint = false) {
   detail::check_square<A>();
@@ -26309,8 +26463,8 @@ auto matrix_inverse(const A& a, bool adjoint = false) {
   return op_expr<Op, T, shape_of<A>, A>(Op{"MatrixInverse", {}, {{"adjoint", adjoint}}}, a);
 }
 
-// matrix_determinant(x): the determinant of each square matrix of x; the result drops the
-// last two dims.
+/// matrix_determinant(x): the determinant of each square matrix of x; the result drops the
+/// last two dims.
 template <expression A>
 auto matrix_determinant(const A& a) {
   detail::check_square<A>();
@@ -26322,8 +26476,9 @@ auto matrix_determinant(const A& a) {
 }
 
 }  // namespace weft
-// The DSL's random ops: random_uniform, random_normal, truncated_normal, seeded as
-// TensorFlow's (a graph-level seed and an op seed), stateful: never merged, never folded.
+/// @file
+/// The DSL's random ops: random_uniform, random_normal, truncated_normal, seeded as
+/// TensorFlow's (a graph-level seed and an op seed), stateful: never merged, never folded.
 
 #include <array>
 #include <cstdint>
@@ -26335,8 +26490,8 @@ auto matrix_determinant(const A& a) {
 
 namespace weft {
 
-// ---- random ---------------------------------------------------------------------------
-// An expression with no operands whose value is computed by its op alone (random numbers).
+/// ---- random ---------------------------------------------------------------------------
+/// An expression with no operands whose value is computed by its op alone (random numbers).
 template <class Op, class T, class S>
 class source_expr : public expr_base {
  public:
@@ -26372,8 +26527,9 @@ WEFT_DETAIL_DSL_RANDOM(truncated_normal, TruncatedNormal)
 #undef WEFT_DETAIL_DSL_RANDOM
 
 }  // namespace weft
-// The DSL's state ops: assign, assign_add and assign_sub of a variable, each giving the new
-// value (run it as a target).
+/// @file
+/// The DSL's state ops: assign, assign_add and assign_sub of a variable, each giving the new
+/// value (run it as a target).
 
 #include <array>
 #include <cstdint>
@@ -26385,7 +26541,7 @@ WEFT_DETAIL_DSL_RANDOM(truncated_normal, TruncatedNormal)
 
 namespace weft {
 
-// ---- state ----------------------------------------------------------------------------
+/// ---- state ----------------------------------------------------------------------------
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
 struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
   static constexpr bool elementwise = false;
@@ -26412,7 +26568,7 @@ auto make_assign(const variable_expr<T, S>& var, const V& value) {
 }
 }  // namespace detail
 
-// assign(v, value): stores value in v and gives the new value (run it as a target).
+/// assign(v, value): stores value in v and gives the new value (run it as a target).
 template <class T, class S, expression V>
 auto assign(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<0>(var, value);
@@ -26427,21 +26583,22 @@ auto assign_sub(const variable_expr<T, S>& var, const V& value) {
 }
 
 }  // namespace weft
-// The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
-// log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
-// l2_loss, conv2d, max_pool, avg_pool, dropout and fused_batch_norm. Images are NHWC and filters [height,
-// width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
-// padding are template arguments, so the output's static shape is computed at compile time
-// and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
-// checked at run time by the graph's shape functions and the kernels.
-//
-//   auto h = max_pool(relu(bias_add(conv2d(images, filter, strides<1, 1>, same), b)),
-//                     window<2, 2>, strides<2, 2>, valid);              // [dyn, 14, 14, 16]
-//   auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels));
-//
-// Lowering an op registers its kernel and the kernels of its gradient for its dtype only.
-// Every op here has a gradient rule (graph/gradient_rules.hpp), so grad() and minimize()
-// differentiate through them.
+/// @file
+/// The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
+/// log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
+/// l2_loss, conv2d, max_pool, avg_pool, dropout and fused_batch_norm. Images are NHWC and filters [height,
+/// width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
+/// padding are template arguments, so the output's static shape is computed at compile time
+/// and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
+/// checked at run time by the graph's shape functions and the kernels.
+///
+///   auto h = max_pool(relu(bias_add(conv2d(images, filter, strides<1, 1>, same), b)),
+///                     window<2, 2>, strides<2, 2>, valid);              // [dyn, 14, 14, 16]
+///   auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels));
+///
+/// Lowering an op registers its kernel and the kernels of its gradient for its dtype only.
+/// Every op here has a gradient rule (graph/gradient_rules.hpp), so grad() and minimize()
+/// differentiate through them.
 
 #include <array>
 #include <cstdint>
@@ -26476,8 +26633,8 @@ WEFT_DETAIL_DIM_CHECK(batch_norm_rank, "weft::fused_batch_norm: x must have rank
 WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channel input's length differs from x's channels");
 }  // namespace check
 
-// Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
-// (only windows inside the input).
+/// Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
+/// (only windows inside the input).
 template <bool Same>
 struct padding_t {
   static constexpr bool is_same = Same;
@@ -26485,7 +26642,7 @@ struct padding_t {
 };
 inline constexpr padding_t<true> same{};
 inline constexpr padding_t<false> valid{};
-// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
+/// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> strides{};
 template <std::int64_t... V>
@@ -26498,14 +26655,14 @@ namespace detail {
 template <class T>
 inline constexpr bool nn_float = in_list<T, type_list<half, bfloat16, float, double>>::value;
 
-// Asks for the kernels of Ops for dtype T (an nn op and the ops its gradient rule adds).
+/// Asks for the kernels of Ops for dtype T (an nn op and the ops its gradient rule adds).
 template <class T, class... Ops>
 void use_nn_kernels() {
   (use_kernels<Ops, T>(), ...);
 }
 
-// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
-// `kernels`, which registers the op's kernel and its gradient's for the dtype.
+/// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
+/// `kernels`, which registers the op's kernel and its gradient's for the dtype.
 struct nn_op {
   static constexpr bool elementwise = false;
   const char* name;
@@ -26524,7 +26681,7 @@ struct nn_op {
   }
 };
 
-// Kernel sets: the op and what its gradient rule adds.
+/// Kernel sets: the op and what its gradient rule adds.
 template <class T>
 void bias_add_kernels() {
   use_nn_kernels<T, ops::BiasAdd, ops::BiasAddGrad>();
@@ -26565,7 +26722,7 @@ void batch_norm_kernels() {
   use_nn_kernels<T, ops::FusedBatchNormV3, ops::FusedBatchNormGradV3>();
 }
 
-// {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
+/// {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
 constexpr std::array<std::int64_t, 2> window_fits(std::int64_t in, std::int64_t k, std::int64_t dilation, bool same) {
   const std::int64_t effective = (k - 1) * dilation + 1;
   return !same && in >= 0 && k >= 0 && effective > in ? std::array<std::int64_t, 2>{effective, in}
@@ -26579,7 +26736,7 @@ constexpr bool check_nn_dtype() {
 
 }  // namespace detail
 
-// bias_add(x, b): x + b along x's last dimension (TensorFlow's BiasAdd, NHWC).
+/// bias_add(x, b): x + b along x's last dimension (TensorFlow's BiasAdd, NHWC).
 template <expression X, expression B>
 auto bias_add(const X& x, const B& b) {
   using SX = shape_of<X>;
@@ -26603,7 +26760,7 @@ auto softmax(const X& x) {
 }
 }  // namespace detail
 
-// softmax(x), log_softmax(x): over the last dimension.
+/// softmax(x), log_softmax(x): over the last dimension.
 template <expression X>
 auto softmax(const X& x) {
   return detail::softmax<false>(x);
@@ -26613,8 +26770,8 @@ auto log_softmax(const X& x) {
   return detail::softmax<true>(x);
 }
 
-// softmax_cross_entropy_with_logits(logits, labels): per row of [batch, classes], the
-// cross-entropy between the probability rows `labels` and softmax(logits); [batch].
+/// softmax_cross_entropy_with_logits(logits, labels): per row of [batch, classes], the
+/// cross-entropy between the probability rows `labels` and softmax(logits); [batch].
 template <expression L, expression Y>
 auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
   using SL = shape_of<L>;
@@ -26632,8 +26789,8 @@ auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
       {"SoftmaxCrossEntropyWithLogits", {}, &detail::xent_kernels<T>}, logits, labels);
 }
 
-// sparse_softmax_cross_entropy_with_logits(logits, labels): labels are class indices
-// ([batch], int32 or int64); [batch]. A label outside [0, classes) is a run-time error.
+/// sparse_softmax_cross_entropy_with_logits(logits, labels): labels are class indices
+/// ([batch], int32 or int64); [batch]. A label outside [0, classes) is a run-time error.
 template <expression L, expression Y>
 auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
   using SL = shape_of<L>;
@@ -26650,7 +26807,7 @@ auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) 
       {"SparseSoftmaxCrossEntropyWithLogits", {{"Tlabels", dtype_of<I>}}, &detail::sparse_xent_kernels<T>}, logits, labels);
 }
 
-// l2_loss(x) = sum(x^2) / 2, a scalar.
+/// l2_loss(x) = sum(x^2) / 2, a scalar.
 template <expression X>
 auto l2_loss(const X& x) {
   using T = value_type_of<X>;
@@ -26658,8 +26815,8 @@ auto l2_loss(const X& x) {
   return op_expr<detail::nn_op, T, static_shape<>, X>({"L2Loss", {}, &detail::l2_loss_kernels<T>}, x);
 }
 
-// conv2d(input, filter, strides<sh, sw>, same or valid[, dilations<dh, dw>]): input
-// [batch, height, width, in], filter [fh, fw, in, out]; [batch, oh, ow, out].
+/// conv2d(input, filter, strides<sh, sw>, same or valid[, dilations<dh, dw>]): input
+/// [batch, height, width, in], filter [fh, fw, in, out]; [batch, oh, ow, out].
 template <expression X, expression F, std::int64_t... St, bool Same, std::int64_t... Di>
 auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_list<Di...>) {
   using SX = shape_of<X>;
@@ -26714,7 +26871,7 @@ auto pool(const X& x, index_list<K...>, index_list<St...>, padding_t<Same>) {
 }
 }  // namespace detail
 
-// max_pool(x, window<kh, kw>, strides<sh, sw>, same or valid), avg_pool(...): x NHWC.
+/// max_pool(x, window<kh, kw>, strides<sh, sw>, same or valid), avg_pool(...): x NHWC.
 template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
 auto max_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
   return detail::pool<true>(x, k, s, p);
@@ -26724,11 +26881,11 @@ auto avg_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Sam
   return detail::pool<false>(x, k, s, p);
 }
 
-// dropout(x, rate, seed, seed2): each element zeroed with probability `rate` and the rest
-// scaled by 1 / (1 - rate). rate is a number or a scalar expression of x's dtype (a
-// placeholder, to train with a rate and test with 0); a rate outside [0, 1) is a run-time
-// error. The masks come from a stream keyed by the seeds: the n-th run of a graph draws
-// the same mask for the same seeds.
+/// dropout(x, rate, seed, seed2): each element zeroed with probability `rate` and the rest
+/// scaled by 1 / (1 - rate). rate is a number or a scalar expression of x's dtype (a
+/// placeholder, to train with a rate and test with 0); a rate outside [0, 1) is a run-time
+/// error. The masks come from a stream keyed by the seeds: the n-th run of a graph draws
+/// the same mask for the same seeds.
 template <expression X, expression R>
 auto dropout(const X& x, const R& rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
   using T = value_type_of<X>;
@@ -26743,16 +26900,16 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
   return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
 }
 
-// fused_batch_norm(x, scale, offset, mean, variance, {training, epsilon, factor}):
-// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last. Returns {y, batch_mean,
-// batch_variance} (one node): in training, y normalized by the batch's statistics and the
-// moving averages (1 - factor) mean + factor batch_mean (variance alike, Bessel-corrected);
-// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
-// offset (FusedBatchNormGradV3), not mean or variance.
+/// fused_batch_norm(x, scale, offset, mean, variance, {training, epsilon, factor}):
+/// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last. Returns {y, batch_mean,
+/// batch_variance} (one node): in training, y normalized by the batch's statistics and the
+/// moving averages (1 - factor) mean + factor batch_mean (variance alike, Bessel-corrected);
+/// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
+/// offset (FusedBatchNormGradV3), not mean or variance.
 struct batch_norm_options {
   bool training = true;
   double epsilon = 1e-3;
-  double factor = 1.0;  // exponential_avg_factor: 1 - momentum
+  double factor = 1.0;  ///< exponential_avg_factor: 1 - momentum
 };
 template <class Y, class M>
 struct batch_norm_result {
@@ -26788,39 +26945,40 @@ auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean
 }
 
 }  // namespace weft
-// Layers on the typed DSL (Keras layers, torch::nn modules, dlib's typed layers):
-// objects that own their variables, with initializers, under a name scope of their own, and
-// that apply to typed expressions. A layer's sizes are template arguments where they are
-// known when the program is compiled, so a layer that does not fit its input is a compile
-// error naming the layer; weft::dyn sizes are given to the constructor instead (a size
-// chosen by a command-line option) and checked when the layer is applied.
-//
-//   namespace L = weft::layers;
-//   auto net = L::sequential(L::dense<float, 784, 512>("fc1"), L::relu,
-//                            L::dense<float, 512, 10>("fc2"));
-//   auto logits = net(images);                                          // [dyn, 10]
-//   auto step = weft::train::minimize(loss, weft::train::adam{1e-3}, net.variables());
-//
-//   L::conv2d<float, 5, 5, 1, 16>("conv1")      5x5 filter, 1 -> 16 channels, SAME, stride 1
-//   L::conv2d<float, 3, 3, dyn, dyn, valid_padding, 2, 2>("c", 16, n)  sizes at run time
-//   L::max_pool<2, 2>{}, L::avg_pool<3, 3, 2, 2, same_padding>{}, L::flatten{}
-//   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
-//   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
-//                                                 computing in bfloat16 (mixed precision)
-//   L::batch_norm<float, 16>("bn"): bn(x, L::training) (batch statistics; moving averages
-//                                                 updated), bn(x, L::inference) (moving ones)
-//   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
-//   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
-//   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
-//                                                 while loop: the outputs h, [time, batch, units]
-//
-// Variables are named "<layer>/kernel" and "<layer>/bias" (embeddings: "<layer>/embeddings";
-// a GRU's "<layer>/gates/..." and "<layer>/candidate/...") (the layer's name in the name
-// scope it was made in), start from the layer's initializers (glorot_uniform and zeros by
-// default: Keras's defaults) and are lowered, with their initializers, the first time the
-// layer is; client_session::initialize runs the initializers, its save and restore cover
-// them, and `variables()` gives them to train::minimize. Copies of a layer share its
-// variables (applying one layer twice shares its weights).
+/// @file
+/// Layers on the typed DSL (Keras layers, torch::nn modules, dlib's typed layers):
+/// objects that own their variables, with initializers, under a name scope of their own, and
+/// that apply to typed expressions. A layer's sizes are template arguments where they are
+/// known when the program is compiled, so a layer that does not fit its input is a compile
+/// error naming the layer; weft::dyn sizes are given to the constructor instead (a size
+/// chosen by a command-line option) and checked when the layer is applied.
+///
+///   namespace L = weft::layers;
+///   auto net = L::sequential(L::dense<float, 784, 512>("fc1"), L::relu,
+///                            L::dense<float, 512, 10>("fc2"));
+///   auto logits = net(images);                                          // [dyn, 10]
+///   auto step = weft::train::minimize(loss, weft::train::adam{1e-3}, net.variables());
+///
+///   L::conv2d<float, 5, 5, 1, 16>("conv1")      5x5 filter, 1 -> 16 channels, SAME, stride 1
+///   L::conv2d<float, 3, 3, dyn, dyn, valid_padding, 2, 2>("c", 16, n)  sizes at run time
+///   L::max_pool<2, 2>{}, L::avg_pool<3, 3, 2, 2, same_padding>{}, L::flatten{}
+///   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
+///   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
+///                                                 computing in bfloat16 (mixed precision)
+///   L::batch_norm<float, 16>("bn"): bn(x, L::training) (batch statistics; moving averages
+///                                                 updated), bn(x, L::inference) (moving ones)
+///   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
+///   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
+///   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
+///                                                 while loop: the outputs h, [time, batch, units]
+///
+/// Variables are named "<layer>/kernel" and "<layer>/bias" (embeddings: "<layer>/embeddings";
+/// a GRU's "<layer>/gates/..." and "<layer>/candidate/...") (the layer's name in the name
+/// scope it was made in), start from the layer's initializers (glorot_uniform and zeros by
+/// default: Keras's defaults) and are lowered, with their initializers, the first time the
+/// layer is; client_session::initialize runs the initializers, its save and restore cover
+/// them, and `variables()` gives them to train::minimize. Copies of a layer share its
+/// variables (applying one layer twice shares its weights).
 
 #include <algorithm>
 #include <cmath>
@@ -26838,12 +26996,13 @@ auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/unpack.hpp>
 
-// Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
-// TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
-// scan(fn, elems, init) (the accumulator after each element, stacked) and map_fn(fn, elems)
-// (fn of each element, stacked). The stacks are loop variables written a row per
-// iteration, in place (TensorScatterUpdate into a buffer nothing else holds), and their
-// gradients add each row's back the same way (TensorScatterAdd).
+/// @file
+/// Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
+/// TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
+/// scan(fn, elems, init) (the accumulator after each element, stacked) and map_fn(fn, elems)
+/// (fn of each element, stacked). The stacks are loop variables written a row per
+/// iteration, in place (TensorScatterUpdate into a buffer nothing else holds), and their
+/// gradients add each row's back the same way (TensorScatterAdd).
 
 #include <boost/hana/at.hpp>
 #include <boost/hana/drop_front.hpp>
@@ -26858,41 +27017,42 @@ auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean
 #include <type_traits>
 #include <utility>
 
-// Control flow on typed expressions (the whitepaper's §4.4): data-dependent branches and
-// loops that run inside the graph, checked when they are compiled.
-//
-//   namespace hana = boost::hana;
-//   auto out = weft::while_loop(
-//       [](auto i, auto h) { return i < 10; },
-//       [&](auto i, auto h) { return hana::make_tuple(i + 1, tanh(matmul(h, w))); },
-//       hana::make_tuple(weft::constant(0), h0));
-//   auto h_final = hana::at_c<1>(out);                    // an expression of h0's type
-//   auto y = weft::cond(x > 0.0f, [&] { return x * 2.0f; }, [&] { return -x; });
-//
-// while_loop(cond, body, init[, options]): `init` is a boost::hana::tuple of expressions (or
-// one expression); cond and body are called once, when the loop is built, with one
-// expression per loop variable, and build the condition (a bool scalar) and the next values
-// (a hana::tuple, or one expression for one variable). The loop keeps each variable's dtype
-// and static dims (a weft::dyn dim may change from one iteration to the next); the build
-// fails otherwise, naming the variable's index (weft::check::loop_variable_dtype<1, float,
-// double>). The result has one expression per variable, of its type.
-//
-// cond(pred, then_fn, else_fn): pred a bool scalar; the branches return an expression or a
-// hana::tuple of them, of equal dtypes and compatible static shapes (a dim static in both
-// must agree: the result keeps it, else it is weft::dyn). Only the taken branch runs.
-//
-// Lowering: a loop lowers through graph::while_loop (graph/control_flow.hpp) and a cond
-// through Switch and Merge. Inside them expressions are lowered anew, in a lowering of
-// their own: a value from outside enters a loop once as an invariant (a computation whose
-// inputs all come from outside is hoisted out of the loop) and a branch through its side
-// of a Switch (nothing is hoisted out of a branch, so that it runs only when taken).
-// Placeholders, variables and constants always live outside. Expressions built in a
-// loop's body or a branch can be used outside only through the loop's or cond's results.
-// grad() differentiates through both (graph/gradients.hpp); the paths inside them are
-// checked when the gradient is lowered.
-//
-// On them: switch_case(index, branches...) (a chain of conds), and, in functional_ops.hpp,
-// the loops over elements' first dim (foldl, scan, map_fn).
+/// @file
+/// Control flow on typed expressions (the whitepaper's §4.4): data-dependent branches and
+/// loops that run inside the graph, checked when they are compiled.
+///
+///   namespace hana = boost::hana;
+///   auto out = weft::while_loop(
+///       [](auto i, auto h) { return i < 10; },
+///       [&](auto i, auto h) { return hana::make_tuple(i + 1, tanh(matmul(h, w))); },
+///       hana::make_tuple(weft::constant(0), h0));
+///   auto h_final = hana::at_c<1>(out);                    // an expression of h0's type
+///   auto y = weft::cond(x > 0.0f, [&] { return x * 2.0f; }, [&] { return -x; });
+///
+/// while_loop(cond, body, init[, options]): `init` is a boost::hana::tuple of expressions (or
+/// one expression); cond and body are called once, when the loop is built, with one
+/// expression per loop variable, and build the condition (a bool scalar) and the next values
+/// (a hana::tuple, or one expression for one variable). The loop keeps each variable's dtype
+/// and static dims (a weft::dyn dim may change from one iteration to the next); the build
+/// fails otherwise, naming the variable's index (weft::check::loop_variable_dtype<1, float,
+/// double>). The result has one expression per variable, of its type.
+///
+/// cond(pred, then_fn, else_fn): pred a bool scalar; the branches return an expression or a
+/// hana::tuple of them, of equal dtypes and compatible static shapes (a dim static in both
+/// must agree: the result keeps it, else it is weft::dyn). Only the taken branch runs.
+///
+/// Lowering: a loop lowers through graph::while_loop (graph/control_flow.hpp) and a cond
+/// through Switch and Merge. Inside them expressions are lowered anew, in a lowering of
+/// their own: a value from outside enters a loop once as an invariant (a computation whose
+/// inputs all come from outside is hoisted out of the loop) and a branch through its side
+/// of a Switch (nothing is hoisted out of a branch, so that it runs only when taken).
+/// Placeholders, variables and constants always live outside. Expressions built in a
+/// loop's body or a branch can be used outside only through the loop's or cond's results.
+/// grad() differentiates through both (graph/gradients.hpp); the paths inside them are
+/// checked when the gradient is lowered.
+///
+/// On them: switch_case(index, branches...) (a chain of conds), and, in functional_ops.hpp,
+/// the loops over elements' first dim (foldl, scan, map_fn).
 
 #include <boost/hana/at.hpp>
 #include <boost/hana/concat.hpp>
@@ -26916,22 +27076,23 @@ auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean
 #include <utility>
 #include <vector>
 
-// Type erasure and runtime-built models (DESIGN.md §2, layer 1).
-//
-// handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
-// that dtype whose shape fits the dims converts to it, so a model can be built in a runtime
-// loop and its type names stay short:
-//
-//   weft::handle<float, weft::dyn, 256> h = x;
-//   for (int i = 0; i < layers; ++i) h = weft::relu(weft::matmul(h, w[i]) + b[i]);
-//
-// raw_op<T, D...>(name, inputs, attrs): a node built by op name and attrs at run time, with
-// typed or type-erased operands, consumed by typed code as a handle. Its dtype and shape are
-// checked against T and D... when it is lowered, with an error naming the node.
-//
-// wrap<T, D...>(graph, output): a node of a graph built op by op, as a typed handle, for typed
-// expressions lowered into that graph (weft::lowering over it). The reverse direction is
-// weft::lower(cx, expression), which gives the graph node of a typed expression.
+/// @file
+/// Type erasure and runtime-built models (DESIGN.md §2, layer 1).
+///
+/// handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
+/// that dtype whose shape fits the dims converts to it, so a model can be built in a runtime
+/// loop and its type names stay short:
+///
+///   weft::handle<float, weft::dyn, 256> h = x;
+///   for (int i = 0; i < layers; ++i) h = weft::relu(weft::matmul(h, w[i]) + b[i]);
+///
+/// raw_op<T, D...>(name, inputs, attrs): a node built by op name and attrs at run time, with
+/// typed or type-erased operands, consumed by typed code as a handle. Its dtype and shape are
+/// checked against T and D... when it is lowered, with an error naming the node.
+///
+/// wrap<T, D...>(graph, output): a node of a graph built op by op, as a typed handle, for typed
+/// expressions lowered into that graph (weft::lowering over it). The reverse direction is
+/// weft::lower(cx, expression), which gives the graph node of a typed expression.
 
 #include <array>
 #include <cstdint>
@@ -26954,15 +27115,15 @@ WEFT_DETAIL_DIM_CHECK(handle_dims,
 
 namespace detail {
 
-// An expression behind a function: how it lowers, and its memo.
+/// An expression behind a function: how it lowers, and its memo.
 struct erased_expr {
   explicit erased_expr(lower_fn f) : lower(std::move(f)) {}
   lower_fn lower;
   lowered_memo memo;
 };
 
-// The dims a handle of shape To compares with an expression of shape From: equal pairs
-// where To is dyn or the dims agree, else the offending pair.
+/// The dims a handle of shape To compares with an expression of shape From: equal pairs
+/// where To is dyn or the dims agree, else the offending pair.
 template <class To, class From>
 constexpr std::array<std::int64_t, 2> handle_dim_conflict() {
   if constexpr (To::rank != From::rank) {
@@ -26974,7 +27135,7 @@ constexpr std::array<std::int64_t, 2> handle_dim_conflict() {
   }
 }
 
-// A node's output dtype and shape against T and S: the run-time form of the handle checks.
+/// A node's output dtype and shape against T and S: the run-time form of the handle checks.
 template <class T, class S>
 void check_node_output(const graph& g, output o, std::string_view what) {
   const node& n = g.at(o.node);
@@ -27001,7 +27162,7 @@ class handle : public expr_base {
   using value_type = T;
   using shape_type = static_shape<D...>;
 
-  // An empty handle: assign an expression before lowering it.
+  /// An empty handle: assign an expression before lowering it.
   handle() = default;
 
   template <expression E>
@@ -27015,7 +27176,7 @@ class handle : public expr_base {
     (void)check::handle_dims<conflict[0], conflict[1]>::value;
   }
 
-  // From a lowering function whose node is checked against T and D... (raw_op, wrap).
+  /// From a lowering function whose node is checked against T and D... (raw_op, wrap).
   explicit handle(lower_fn lower)
       : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
 
@@ -27032,7 +27193,7 @@ class handle : public expr_base {
   std::shared_ptr<detail::erased_expr> impl_;
 };
 
-// An operand of raw_op: any expression, whatever its dtype and shape.
+/// An operand of raw_op: any expression, whatever its dtype and shape.
 class operand {
  public:
   template <expression E>
@@ -27044,12 +27205,12 @@ class operand {
   lower_fn lower_;
 };
 
-// raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
-// `name`(inputs, attrs), output `port`, built by name in the current name and device
-// scopes. Its op must be registered (the standard ops are) and, to run, have a kernel for
-// its dtypes (include <weft/kernels/cpu/all.hpp> in one file, or register it). When it is
-// lowered, its output's dtype and inferred shape are checked against T and D...; a mismatch
-// is an error naming the node, its dtype and its shape.
+/// raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
+/// `name`(inputs, attrs), output `port`, built by name in the current name and device
+/// scopes. Its op must be registered (the standard ops are) and, to run, have a kernel for
+/// its dtypes (include <weft/kernels/cpu/all.hpp> in one file, or register it). When it is
+/// lowered, its output's dtype and inferred shape are checked against T and D...; a mismatch
+/// is an error naming the node, its dtype and its shape.
 template <element T, std::int64_t... D>
 handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map attrs = {}, int port = 0) {
   const scope_info* scope = detail::current_scope();
@@ -27066,8 +27227,8 @@ handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map a
   });
 }
 
-// wrap<float, dyn, 10>(g, logits): a node of g (built op by op) as a typed handle, checked
-// now against T and D.... It lowers only into g.
+/// wrap<float, dyn, 10>(g, logits): a node of g (built op by op) as a typed handle, checked
+/// now against T and D.... It lowers only into g.
 template <element T, std::int64_t... D>
 handle<T, D...> wrap(const graph& g, output o) {
   detail::check_node_output<T, static_shape<D...>>(g, o, "weft::wrap");
@@ -27084,7 +27245,7 @@ handle<T, D...> wrap(const graph& g, output o) {
 namespace weft {
 
 namespace check {
-// K: the index of the loop variable (or the cond's result) concerned.
+/// K: the index of the loop variable (or the cond's result) concerned.
 template <std::size_t K, class Before, class After, bool Ok = std::is_same_v<Before, After>>
 struct loop_variable_dtype {
   static_assert(Ok, "weft::while_loop: the body changes the dtype of a loop variable");
@@ -27140,15 +27301,15 @@ struct cond_predicate {
 struct loop_options {
   std::string name = "while";
   std::int64_t parallel_iterations = 10;
-  std::int64_t maximum_iterations = -1;  // -1: no bound
+  std::int64_t maximum_iterations = -1;  ///< -1: no bound
 };
 
 namespace detail {
 
-// The kernels of the int64 counters and iteration paths a loop and its gradient add, of
-// the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
-// kernels they use). A template, called where a loop or cond is built, so that this header
-// compiled without any backend's kernels stays valid.
+/// The kernels of the int64 counters and iteration paths a loop and its gradient add, of
+/// the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
+/// kernels they use). A template, called where a loop or cond is built, so that this header
+/// compiled without any backend's kernels stays valid.
 template <class = void>
 void register_control_flow_kernels() {
   static const bool once = [] {
@@ -27172,15 +27333,15 @@ struct is_hana_tuple : std::false_type {};
 template <class... Xs>
 struct is_hana_tuple<boost::hana::tuple<Xs...>> : std::true_type {};
 
-// r as a hana::tuple: itself, or a tuple of the one expression.
+/// r as a hana::tuple: itself, or a tuple of the one expression.
 template <class R>
 auto as_tuple(const R& r) {
   if constexpr (is_hana_tuple<R>::value) return r;
   else return boost::hana::make_tuple(r);
 }
 
-// A loop variable as the loop's condition and body see it: bound to its Merge (condition)
-// or Switch (body) output by the lowering of the loop.
+/// A loop variable as the loop's condition and body see it: bound to its Merge (condition)
+/// or Switch (body) output by the lowering of the loop.
 template <class T, class S>
 class loop_variable_expr : public expr_base {
  public:
@@ -27199,7 +27360,7 @@ class loop_variable_expr : public expr_base {
   std::shared_ptr<const int> id_;
 };
 
-// A loop as lowered: its init values, variables, condition and body results.
+/// A loop as lowered: its init values, variables, condition and body results.
 struct loop_state {
   std::vector<lower_fn> init, next;
   std::vector<const void*> variables;
@@ -27207,7 +27368,7 @@ struct loop_state {
   loop_options options;
   memo_per_lowering<std::vector<output>> memo;
 
-  // Enters outer values as loop invariants, hoisting invariant computations.
+  /// Enters outer values as loop invariants, hoisting invariant computations.
   struct hooks final : frame_hooks {
     loop_scope& scope;
     explicit hooks(loop_scope& s) : scope(s) {}
@@ -27244,7 +27405,7 @@ struct loop_state {
   }
 };
 
-// Result k of a loop or a cond (State: loop_state or cond_state).
+/// Result k of a loop or a cond (State: loop_state or cond_state).
 template <class T, class S, class State>
 class result_expr : public expr_base {
  public:
@@ -27258,7 +27419,7 @@ class result_expr : public expr_base {
   std::size_t k_;
 };
 
-// Checks shapes S1 and S2 of value K with the rank check Rank, then, dim by dim, Dims.
+/// Checks shapes S1 and S2 of value K with the rank check Rank, then, dim by dim, Dims.
 template <template <std::size_t, int, int> class Rank, template <std::size_t, std::int64_t, std::int64_t> class Dims,
           std::size_t K, class S1, class S2>
 constexpr bool check_shapes() {
@@ -27271,7 +27432,7 @@ constexpr bool check_shapes() {
   }
 }
 
-// The shape a cond's result k has: the dims both branches agree on, weft::dyn elsewhere.
+/// The shape a cond's result k has: the dims both branches agree on, weft::dyn elsewhere.
 template <class A, class B>
 struct common_static_shape {
   static constexpr std::array<std::int64_t, A::values.size()> dims = [] {
@@ -27284,14 +27445,14 @@ struct common_static_shape {
   using type = shape_from_array_t<dims>;
 };
 
-// A cond as lowered: its predicate and each branch's results.
+/// A cond as lowered: its predicate and each branch's results.
 struct cond_state {
   lower_fn predicate;
   std::vector<lower_fn> then_values, else_values;
   const scope_info* scope;
   memo_per_lowering<std::vector<output>> memo;
 
-  // Takes outer values through the branch's side of a Switch on the predicate.
+  /// Takes outer values through the branch's side of a Switch on the predicate.
   struct hooks final : frame_hooks {
     graph& g;
     output pred;
@@ -27342,7 +27503,7 @@ auto switch_from(const I& index, First&& first, Rest&&... rest) {
 
 }  // namespace detail
 
-// while cond(vars...): vars = body(vars...), in the graph. See the top of this file.
+/// while cond(vars...): vars = body(vars...), in the graph. See the top of this file.
 template <class Cond, class Body, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& init, loop_options options = {}) {
@@ -27378,13 +27539,13 @@ auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& ini
   }(std::index_sequence_for<Vars...>{});
 }
 
-// The same with one loop variable: cond(v) and body(v) -> v's next value; returns one expression.
+/// The same with one loop variable: cond(v) and body(v) -> v's next value; returns one expression.
 template <class Cond, class Body, expression Var>
 auto while_loop(Cond&& cond, Body&& body, const Var& init, loop_options options = {}) {
   return boost::hana::at_c<0>(while_loop(std::forward<Cond>(cond), std::forward<Body>(body), boost::hana::make_tuple(init), std::move(options)));
 }
 
-// pred ? then_fn() : else_fn(), in the graph. See the top of this file.
+/// pred ? then_fn() : else_fn(), in the graph. See the top of this file.
 template <expression P, class Then, class Else>
   requires std::is_invocable_v<Then> && std::is_invocable_v<Else>
 auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
@@ -27422,9 +27583,9 @@ auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
   }
 }
 
-// switch_case(index, branch0, branch1, ...): branch `index`'s results, the last branch
-// for an index out of range (TensorFlow's default branch); index an int32 scalar. The
-// branches' results follow cond's rules (it is a chain of conds: only the taken branch runs).
+/// switch_case(index, branch0, branch1, ...): branch `index`'s results, the last branch
+/// for an index out of range (TensorFlow's default branch); index an int32 scalar. The
+/// branches' results follow cond's rules (it is a chain of conds: only the taken branch runs).
 template <expression I, class First, class... Rest>
   requires std::is_invocable_v<First> && (std::is_invocable_v<Rest> && ...)
 auto switch_case(const I& index, First&& first, Rest&&... rest) {
@@ -27439,13 +27600,13 @@ namespace weft {
 
 namespace detail {
 
-// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
+/// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
 template <expression X, expression I>
 auto row_of(const X& x, const I& index) {
   return gather_nd(x, index);
 }
-// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
-// static first dims equal. `length`: that first dim, dyn when none is static.
+/// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
+/// static first dims equal. `length`: that first dim, dyn when none is static.
 template <class Xs>
 struct elements;
 template <class... X>
@@ -27457,14 +27618,14 @@ struct elements<boost::hana::tuple<X...>> {
   static_assert(((first_of<X> < 0 || first_of<X> == length) && ...),
                 "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
 };
-// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
-// (Its type is spelled out: deducing it would lower an expression in this header.)
+/// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
+/// (Its type is spelled out: deducing it would lower an expression in this header.)
 using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
 template <expression I, expression N>
 position_t position(const I& i, const N& n, bool reverse) {
   return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
 }
-// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
+/// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
 template <class Xs>
 struct rows_type;
 template <class... X>
@@ -27472,7 +27633,7 @@ struct rows_type<boost::hana::tuple<X...>> {
   using type = boost::hana::tuple<decltype(row_of(std::declval<const X&>(), std::declval<const position_t&>()))...>;
 };
 
-// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
+/// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
 template <class A, class B>
 struct same_kinds : std::false_type {};
 template <class... A, class... B>
@@ -27480,7 +27641,7 @@ template <class... A, class... B>
 struct same_kinds<boost::hana::tuple<A...>, boost::hana::tuple<B...>>
     : std::bool_constant<((std::is_same_v<value_type_of<A>, value_type_of<B>> && shape_of<A>::rank == shape_of<B>::rank) && ...)> {};
 
-// The shape [N] + S (a stack of N values of shape S).
+/// The shape [N] + S (a stack of N values of shape S).
 template <std::int64_t N, class S>
 struct stacked {
   static constexpr std::array<std::int64_t, S::values.size() + 1> dims = [] {
@@ -27494,8 +27655,8 @@ struct stacked {
 template <std::int64_t N, class S>
 using stacked_shape = typename stacked<N, S>::type;
 
-// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
-// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
+/// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
+/// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
 template <class T, std::int64_t... D, expression N, expression RowDims>
 handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row_dims) {
   if constexpr (static_shape<D...>::fully_static) {
@@ -27505,7 +27666,7 @@ handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row
   }
 }
 
-// The length of e's first dim as an int32 scalar: a constant when it is static.
+/// The length of e's first dim as an int32 scalar: a constant when it is static.
 template <expression E>
 auto first_dim(const E& e) {
   constexpr std::int64_t n = shape_of<E>::values[0];
@@ -27519,12 +27680,12 @@ auto first_dim(const E& e) {
 
 }  // namespace detail
 
-// foldl(fn, elems, init): acc = fn(acc, elems[i]) for i from 0 to elems' first dim, in a
-// while loop; the final acc. `init` (an expression or a hana::tuple: several
-// accumulators, passed to fn one by one) fixes the accumulators' types, as a loop's
-// variables (the checks name the accumulator's index plus 1: variable 0 is the counter).
-// `elems` may be a hana::tuple of expressions with the same first dim: fn then gets a row
-// of each after the accumulators.
+/// foldl(fn, elems, init): acc = fn(acc, elems[i]) for i from 0 to elems' first dim, in a
+/// while loop; the final acc. `init` (an expression or a hana::tuple: several
+/// accumulators, passed to fn one by one) fixes the accumulators' types, as a loop's
+/// variables (the checks name the accumulator's index plus 1: variable 0 is the counter).
+/// `elems` may be a hana::tuple of expressions with the same first dim: fn then gets a row
+/// of each after the accumulators.
 template <class Fn, class Elems, class Init>
 auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options = {}) {
   namespace hana = boost::hana;
@@ -27545,17 +27706,17 @@ auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options =
   else return hana::at_c<0>(result);
 }
 
-// Options of scan and map_fn: the loop's name and parallel_iterations (as loop_options'),
-// and for scan `reverse`: from the last element to the first.
+/// Options of scan and map_fn: the loop's name and parallel_iterations (as loop_options'),
+/// and for scan `reverse`: from the last element to the first.
 struct scan_options {
-  std::string name;  // empty: "scan" or "map"
+  std::string name;  ///< empty: "scan" or "map"
   std::int64_t parallel_iterations = 10;
   bool reverse = false;
 };
 
 namespace detail {
-// The loop of scan: from element `start` on (in the order `reverse` gives), with the
-// accumulators acc0 and their stacks stacks0 (rows before `start` already written).
+/// The loop of scan: from element `start` on (in the order `reverse` gives), with the
+/// accumulators acc0 and their stacks stacks0 (rows before `start` already written).
 template <class Fn, class Xs, class Acc0, class Stacks0, class Length>
 auto scan_loop(Fn&& fn, const Xs& xs, const Acc0& acc0, const Stacks0& stacks0, const Length& length, std::int32_t start,
                const scan_options& options) {
@@ -27587,15 +27748,15 @@ auto scan_loop(Fn&& fn, const Xs& xs, const Acc0& acc0, const Stacks0& stacks0, 
 }
 }  // namespace detail
 
-// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
-// last with options.reverse), and the stack of the accumulator after each step: shape
-// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan). init, and fn's
-// result, may be a hana::tuple of accumulators (fn gets them one by one, then the rows):
-// the result is then a tuple of stacks. elems may be a hana::tuple of expressions with
-// the same first dim (fn gets a row of each). The accumulators keep their dtypes and
-// static dims, as a while_loop's variables (the checks name the accumulator's index plus
-// 1). Rows are read with gather_nd and written in place with tensor_scatter_update, so a
-// step costs a row, and so does its gradient.
+/// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
+/// last with options.reverse), and the stack of the accumulator after each step: shape
+/// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan). init, and fn's
+/// result, may be a hana::tuple of accumulators (fn gets them one by one, then the rows):
+/// the result is then a tuple of stacks. elems may be a hana::tuple of expressions with
+/// the same first dim (fn gets a row of each). The accumulators keep their dtypes and
+/// static dims, as a while_loop's variables (the checks name the accumulator's index plus
+/// 1). Rows are read with gather_nd and written in place with tensor_scatter_update, so a
+/// step costs a row, and so does its gradient.
 template <class Fn, class Elems, class Init>
   requires(expression<Init> || detail::is_hana_tuple<Init>::value)
 auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = {}) {
@@ -27613,11 +27774,11 @@ auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = 
   else return hana::at_c<0>(result);
 }
 
-// scan(fn, elems) with no initializer: the first element (the last with reverse) is the
-// initial accumulator and the stack's first row, and fn runs from the next one on
-// (TensorFlow's tf.scan without one). The accumulators are of the elements' row types,
-// one per element tensor. elems must not be empty: reading its first row is then an error
-// naming the GatherNd.
+/// scan(fn, elems) with no initializer: the first element (the last with reverse) is the
+/// initial accumulator and the stack's first row, and fn runs from the next one on
+/// (TensorFlow's tf.scan without one). The accumulators are of the elements' row types,
+/// one per element tensor. elems must not be empty: reading its first row is then an error
+/// naming the GatherNd.
 template <class Fn, class Elems>
 auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
   namespace hana = boost::hana;
@@ -27632,12 +27793,12 @@ auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
   else return hana::at_c<0>(result);
 }
 
-// map_fn(fn, elems): the stack of fn(elems[i]) over elems' first dim, shape [n] + the
-// result's (TensorFlow's tf.map_fn); fn may return a hana::tuple (a stack each) and elems
-// be a hana::tuple of expressions with the same first dim (fn gets a row of each).
-// Iterations are independent: up to options.parallel_iterations run at once. A result
-// with dyn dims gets its stack in the first iteration, shaped from its first value (an
-// empty elems then gives a stack with those dims 0).
+/// map_fn(fn, elems): the stack of fn(elems[i]) over elems' first dim, shape [n] + the
+/// result's (TensorFlow's tf.map_fn); fn may return a hana::tuple (a stack each) and elems
+/// be a hana::tuple of expressions with the same first dim (fn gets a row of each).
+/// Iterations are independent: up to options.parallel_iterations run at once. A result
+/// with dyn dims gets its stack in the first iteration, shaped from its first value (an
+/// empty elems then gives a stack with those dims 0).
 template <class Fn, class Elems>
 auto map_fn(Fn&& fn, const Elems& elems, scan_options options = {}) {
   namespace hana = boost::hana;
@@ -27709,26 +27870,26 @@ namespace layers {
 
 using weft::dyn;
 
-// ---- initializers -----------------------------------------------------------------------
-// How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
-// output sizes; a convolution's window area times its input or output channels).
-//   zeros_initializer(), constant_initializer(v)
-//   uniform_initializer(low, high, seed, seed2): U(low, high)
-//   glorot_uniform(seed, seed2): U(-r, r), r = sqrt(6 / (fan_in + fan_out))
-//   glorot_normal: a normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out))
-//   he_uniform: r = sqrt(6 / fan_in); he_normal: stddev = sqrt(2 / fan_in) (truncated)
-// The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
-// both 0 draws differently each run of the initializer).
+/// ---- initializers -----------------------------------------------------------------------
+/// How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
+/// output sizes; a convolution's window area times its input or output channels).
+///   zeros_initializer(), constant_initializer(v)
+///   uniform_initializer(low, high, seed, seed2): U(low, high)
+///   glorot_uniform(seed, seed2): U(-r, r), r = sqrt(6 / (fan_in + fan_out))
+///   glorot_normal: a normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out))
+///   he_uniform: r = sqrt(6 / fan_in); he_normal: stddev = sqrt(2 / fan_in) (truncated)
+/// The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
+/// both 0 draws differently each run of the initializer).
 struct initializer {
   enum class kind { constant, uniform, glorot_uniform, glorot_normal, he_uniform, he_normal };
   kind how = kind::constant;
-  double value = 0;  // constant; uniform: the low end
+  double value = 0;  ///< constant; uniform: the low end
   std::int64_t seed = 0, seed2 = 0;
-  double high = 0;   // uniform: the high end
+  double high = 0;   ///< uniform: the high end
 };
 inline initializer zeros_initializer() { return {}; }
 inline initializer constant_initializer(double value) { return {initializer::kind::constant, value}; }
-// U(low, high) (Keras's RandomUniform; embeddings start from U(-0.05, 0.05)).
+/// U(low, high) (Keras's RandomUniform; embeddings start from U(-0.05, 0.05)).
 inline initializer uniform_initializer(double low, double high, std::int64_t seed = 0, std::int64_t seed2 = 0) {
   if (!(low <= high))
     fail(error_code::invalid_argument, "weft::layers::uniform_initializer: low ", low, " is above high ", high);
@@ -27756,7 +27917,7 @@ output scalar_constant(lowering& cx, double value, const scope_info* scope) {
   return cx.add("Const", {}, {{"value", tensor::scalar(static_cast<T>(value))}, {"dtype", dtype_of<T>}}, scope);
 }
 
-// The initial value of a variable of dtype T and shape `dims`.
+/// The initial value of a variable of dtype T and shape `dims`.
 template <class T>
 output initial_value(lowering& cx, const initializer& init, const shape& dims, std::int64_t fan_in,
                      std::int64_t fan_out, const scope_info* scope) {
@@ -27796,7 +27957,7 @@ output initial_value(lowering& cx, const initializer& init, const shape& dims, s
   return cx.add("Mul", {z, scalar_constant<T>(cx, stddev, scope)}, {}, scope);
 }
 
-// A variable of a layer: shape `dims` (fitting S), its initial value from `init`.
+/// A variable of a layer: shape `dims` (fitting S), its initial value from `init`.
 template <class T, class S>
 variable_expr<T, S> make_variable(std::string name, shape dims, initializer init, std::int64_t fan_in,
                                   std::int64_t fan_out) {
@@ -27807,15 +27968,15 @@ variable_expr<T, S> make_variable(std::string name, shape dims, initializer init
   return variable_expr<T, S>(std::move(name), std::move(dims), std::move(start));
 }
 
-// make() in the name scope `name` (a layer's variables are made there).
+/// make() in the name scope `name` (a layer's variables are made there).
 template <class F>
 auto in_scope(const std::string& name, F make) {
   name_scope scope(name);
   return make();
 }
 
-// A size given at run time for a template size N: N where N is static (and the given
-// one, when given, must equal it).
+/// A size given at run time for a template size N: N where N is static (and the given
+/// one, when given, must equal it).
 inline std::int64_t size_of(const char* layer, const std::string& name, const char* what, std::int64_t fixed,
                             std::int64_t given) {
   if (given < 0 && fixed < 0)
@@ -27828,22 +27989,22 @@ inline std::int64_t size_of(const char* layer, const std::string& name, const ch
   return fixed >= 0 ? fixed : given;
 }
 
-// The name scope a layer's nodes are built in: the one its variables were made in, on the
-// device and colocation in force where it is applied.
+/// The name scope a layer's nodes are built in: the one its variables were made in, on the
+/// device and colocation in force where it is applied.
 class layer_scope : weft::detail::scope_guard_base {
  public:
   explicit layer_scope(const std::string& prefix)
       : scope_guard_base({prefix, weft::detail::current_scope()->device, weft::detail::current_scope()->colocate}) {}
 };
 
-// A layer's name scope "<current prefix><name>/", opened while its variables are made.
+/// A layer's name scope "<current prefix><name>/", opened while its variables are made.
 inline std::string layer_prefix(const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos)
     fail(error_code::invalid_argument, "weft::layers: a layer's name must be non-empty and have no '/' (got '", name, "')");
   return weft::detail::current_scope()->prefix + name + "/";
 }
 
-// Casts to C unless the expression is of dtype C already.
+/// Casts to C unless the expression is of dtype C already.
 template <class C, expression X>
 auto as_compute(const X& x) {
   if constexpr (std::is_same_v<value_type_of<X>, C>) return x;
@@ -27852,7 +28013,7 @@ auto as_compute(const X& x) {
 
 constexpr std::int64_t last_dim(auto values) { return values.empty() ? dyn : values[values.size() - 1]; }
 
-// The static dims of x's last dimension and N compared: equal pairs where either is dyn.
+/// The static dims of x's last dimension and N compared: equal pairs where either is dyn.
 constexpr std::array<std::int64_t, 2> sizes_fit(std::int64_t input, std::int64_t n) {
   return input >= 0 && n >= 0 && input != n ? std::array<std::int64_t, 2>{input, n} : std::array<std::int64_t, 2>{0, 0};
 }
@@ -27865,26 +28026,26 @@ auto variables_of(const L& layer) {
 
 }  // namespace detail
 
-// ---- dense --------------------------------------------------------------------------------
+/// ---- dense --------------------------------------------------------------------------------
 struct dense_options {
   initializer kernel = glorot_uniform();
   initializer bias = zeros_initializer();
 };
 
-// dense<T, In, Out, C>: x [batch, In] -> x * kernel + bias, [batch, Out]. Variables of
-// dtype T; the product computes in C (T by default; bfloat16 for mixed precision, the
-// result of dtype C).
+/// dense<T, In, Out, C>: x [batch, In] -> x * kernel + bias, [batch, Out]. Variables of
+/// dtype T; the product computes in C (T by default; bfloat16 for mixed precision, the
+/// result of dtype C).
 template <element T, std::int64_t In = dyn, std::int64_t Out = dyn, element C = T>
 class dense {
  public:
   using kernel_type = variable_expr<T, static_shape<In, Out>>;
   using bias_type = variable_expr<T, static_shape<Out>>;
 
-  // Static sizes: dense<float, 784, 512>("fc1").
+  /// Static sizes: dense<float, 784, 512>("fc1").
   explicit dense(std::string name, dense_options options = {})
     requires(In >= 0 && Out >= 0)
       : dense(std::move(name), In, Out, options) {}
-  // Sizes at run time (where the type has dyn; a static one must agree).
+  /// Sizes at run time (where the type has dyn; a static one must agree).
   dense(std::string name, std::int64_t in, std::int64_t out, dense_options options = {})
       : name_(std::move(name)),
         in_(detail::size_of("dense", name_, "input size", In, in)),
@@ -27931,7 +28092,7 @@ class dense {
   bias_type bias_;
 };
 
-// ---- conv2d -------------------------------------------------------------------------------
+/// ---- conv2d -------------------------------------------------------------------------------
 struct conv2d_options {
   initializer filter = glorot_uniform();
   initializer bias = zeros_initializer();
@@ -27940,8 +28101,8 @@ struct conv2d_options {
 using same_padding = padding_t<true>;
 using valid_padding = padding_t<false>;
 
-// conv2d<T, KH, KW, In, Out, Padding, SH, SW>: x [batch, h, w, In] (NHWC) convolved with a
-// [KH, KW, In, Out] filter, plus a bias of Out; [batch, oh, ow, Out].
+/// conv2d<T, KH, KW, In, Out, Padding, SH, SW>: x [batch, h, w, In] (NHWC) convolved with a
+/// [KH, KW, In, Out] filter, plus a bias of Out; [batch, oh, ow, Out].
 template <element T, std::int64_t KH, std::int64_t KW, std::int64_t In = dyn, std::int64_t Out = dyn,
           class Padding = same_padding, std::int64_t SH = 1, std::int64_t SW = 1>
 class conv2d {
@@ -27999,21 +28160,21 @@ class conv2d {
   bias_type bias_;
 };
 
-// ---- batch normalization ------------------------------------------------------------------
+/// ---- batch normalization ------------------------------------------------------------------
 struct batch_norm_options {
-  double momentum = 0.99;  // moving = momentum moving + (1 - momentum) batch (Keras's default)
+  double momentum = 0.99;  ///< moving = momentum moving + (1 - momentum) batch (Keras's default)
   double epsilon = 1e-3;
 };
 
-// Whether a batch_norm application normalizes by the batch (and updates the moving
-// averages) or by the moving averages.
+/// Whether a batch_norm application normalizes by the batch (and updates the moving
+/// averages) or by the moving averages.
 enum class mode { training, inference };
 inline constexpr mode training = mode::training;
 inline constexpr mode inference = mode::inference;
 
 namespace detail {
-// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
-// so that running y (a training step) updates them. Its gradient is Identity's.
+/// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
+/// so that running y (a training step) updates them. Its gradient is Identity's.
 struct after_updates_op {
   static constexpr bool elementwise = false;
   using op = ops::Identity;
@@ -28030,12 +28191,12 @@ struct after_updates_op {
 };
 }  // namespace detail
 
-// batch_norm<T, C>: x [..., C] (channels last) normalized per channel, then scaled by gamma
-// and shifted by beta (Keras's BatchNormalization over the last axis, fused:
-// FusedBatchNormV3). bn(x, layers::training) uses the batch's statistics and, each time it
-// runs, moves moving_mean and moving_variance toward them; bn(x, layers::inference) uses
-// the moving ones. variables() are gamma and beta (trained); moving_variables() the two
-// averages (saved, not trained).
+/// batch_norm<T, C>: x [..., C] (channels last) normalized per channel, then scaled by gamma
+/// and shifted by beta (Keras's BatchNormalization over the last axis, fused:
+/// FusedBatchNormV3). bn(x, layers::training) uses the batch's statistics and, each time it
+/// runs, moves moving_mean and moving_variance toward them; bn(x, layers::inference) uses
+/// the moving ones. variables() are gamma and beta (trained); moving_variables() the two
+/// averages (saved, not trained).
 template <element T, std::int64_t C = dyn>
 class batch_norm {
  public:
@@ -28098,14 +28259,14 @@ class batch_norm {
   vector_type gamma_, beta_, moving_mean_, moving_variance_;
 };
 
-// ---- embedding ----------------------------------------------------------------------------
+/// ---- embedding ----------------------------------------------------------------------------
 struct embedding_options {
-  initializer embeddings = uniform_initializer(-0.05, 0.05);  // Keras's default
+  initializer embeddings = uniform_initializer(-0.05, 0.05);  ///< Keras's default
 };
 
-// embedding<T, Vocab, Dim>: ids (int32 or int64, any shape) -> rows of a [Vocab, Dim]
-// table, shape ids + [Dim] (a GatherV2; its gradient adds into the rows looked up). An id
-// outside [0, Vocab) is a run-time error naming the node.
+/// embedding<T, Vocab, Dim>: ids (int32 or int64, any shape) -> rows of a [Vocab, Dim]
+/// table, shape ids + [Dim] (a GatherV2; its gradient adds into the rows looked up). An id
+/// outside [0, Vocab) is a run-time error naming the node.
 template <element T, std::int64_t Vocab = dyn, std::int64_t Dim = dyn>
 class embedding {
  public:
@@ -28140,9 +28301,9 @@ class embedding {
   table_type table_;
 };
 
-// ---- recurrent cells --------------------------------------------------------------------------
+/// ---- recurrent cells --------------------------------------------------------------------------
 namespace detail {
-// A bias of `blocks` blocks of `units`, block `one` (if any) starting at 1, the others at 0.
+/// A bias of `blocks` blocks of `units`, block `one` (if any) starting at 1, the others at 0.
 template <class T, class S>
 variable_expr<T, S> block_bias(std::int64_t blocks, std::int64_t units, int one) {
   std::vector<T> b(static_cast<std::size_t>(blocks * units), T(0));
@@ -28162,8 +28323,8 @@ constexpr std::int64_t plus(std::int64_t a, std::int64_t b) { return a < 0 || b 
 }  // namespace detail
 
 struct lstm_options {
-  initializer kernel = glorot_uniform();  // over the whole [In + Units, 4 Units] kernel
-  bool unit_forget_bias = true;           // the forget gate's bias starts at 1 (Keras's default)
+  initializer kernel = glorot_uniform();  ///< over the whole [In + Units, 4 Units] kernel
+  bool unit_forget_bias = true;           ///< the forget gate's bias starts at 1 (Keras's default)
 };
 
 template <class H, class C>
@@ -28172,11 +28333,11 @@ struct lstm_state {
   C c;
 };
 
-// lstm_cell<T, In, Units>: one step of an LSTM. z = [x, h] kernel + bias, split into the
-// input, forget, cell and output gates (Keras's order); c' = sigmoid(f) c + sigmoid(i)
-// tanh(g), h' = sigmoid(o) tanh(c'). x [batch, In], h and c [batch, Units]; returns
-// {h', c'}: auto [h2, c2] = cell(x, h, c). Variables: kernel [In + Units, 4 Units], bias
-// [4 Units]. rnn(cell, inputs, h0, c0) runs it over a sequence.
+/// lstm_cell<T, In, Units>: one step of an LSTM. z = [x, h] kernel + bias, split into the
+/// input, forget, cell and output gates (Keras's order); c' = sigmoid(f) c + sigmoid(i)
+/// tanh(g), h' = sigmoid(o) tanh(c'). x [batch, In], h and c [batch, Units]; returns
+/// {h', c'}: auto [h2, c2] = cell(x, h, c). Variables: kernel [In + Units, 4 Units], bias
+/// [4 Units]. rnn(cell, inputs, h0, c0) runs it over a sequence.
 template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
 class lstm_cell {
  public:
@@ -28211,7 +28372,7 @@ class lstm_cell {
     auto h2 = sigmoid(g[3]) * tanh(c2);
     return lstm_state<decltype(h2), decltype(c2)>{h2, c2};
   }
-  // The step as rnn's loop calls it: the state, then the row of the inputs.
+  /// The step as rnn's loop calls it: the state, then the row of the inputs.
   template <class H, class C, class X>
   auto step(const H& h, const C& c, const X& x) const {
     auto [h2, c2] = (*this)(x, h, c);
@@ -28246,12 +28407,12 @@ class lstm_cell {
 struct gru_options {
   initializer gate_kernel = glorot_uniform();
   initializer candidate_kernel = glorot_uniform();
-  double gate_bias = 1.0;  // TensorFlow's GRUCell starts the gates' bias at 1
+  double gate_bias = 1.0;  ///< TensorFlow's GRUCell starts the gates' bias at 1
 };
 
-// gru_cell<T, In, Units>: one step of a GRU (TensorFlow's GRUCell): r, u = split(sigmoid(
-// [x, h] gate_kernel + gate_bias)); c = tanh([x, r h] candidate_kernel + candidate_bias);
-// h' = u h + (1 - u) c. x [batch, In], h [batch, Units]; returns h'.
+/// gru_cell<T, In, Units>: one step of a GRU (TensorFlow's GRUCell): r, u = split(sigmoid(
+/// [x, h] gate_kernel + gate_bias)); c = tanh([x, r h] candidate_kernel + candidate_bias);
+/// h' = u h + (1 - u) c. x [batch, In], h [batch, Units]; returns h'.
 template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
 class gru_cell {
  public:
@@ -28325,10 +28486,10 @@ class gru_cell {
   candidate_bias_type candidate_bias_;
 };
 
-// rnn(cell, inputs, state...): the cell over inputs [time, batch, features], from the
-// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (its gradient is the
-// backward loop): the outputs h of every step, [time, batch, units]. Only the outputs are
-// stacked (a row written in place each step); the rest of the state is carried.
+/// rnn(cell, inputs, state...): the cell over inputs [time, batch, features], from the
+/// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (its gradient is the
+/// backward loop): the outputs h of every step, [time, batch, units]. Only the outputs are
+/// stacked (a row written in place each step); the rest of the state is carried.
 template <class Cell, expression X, expression... State>
 auto rnn(const Cell& cell, const X& inputs, const State&... state) {
   namespace hana = boost::hana;
@@ -28356,9 +28517,9 @@ auto rnn(const Cell& cell, const X& inputs, const State&... state) {
   return hana::at_c<1 + K>(out);
 }
 
-// ---- layers without variables ----------------------------------------------------------------
-// max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
-// padding to VALID (Keras's MaxPooling2D defaults).
+/// ---- layers without variables ----------------------------------------------------------------
+/// max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
+/// padding to VALID (Keras's MaxPooling2D defaults).
 template <std::int64_t KH, std::int64_t KW, std::int64_t SH = KH, std::int64_t SW = KW, class Padding = valid_padding>
 struct max_pool {
   template <expression X>
@@ -28375,8 +28536,8 @@ struct avg_pool {
 };
 
 namespace detail {
-// Reshape to [batch, product of the other dims], the product read from the input's
-// inferred shape when the graph is built (so channel counts chosen at run time work).
+/// Reshape to [batch, product of the other dims], the product read from the input's
+/// inferred shape when the graph is built (so channel counts chosen at run time work).
 struct flatten_op {
   static constexpr bool elementwise = false;
   template <class = void>  // instantiated where the kernels are visible, not in this header
@@ -28412,7 +28573,7 @@ constexpr std::int64_t product_after_first(const std::array<std::int64_t, N>& v)
 }
 }  // namespace detail
 
-// flatten{}: [batch, d1, d2, ...] -> [batch, d1 * d2 * ...].
+/// flatten{}: [batch, d1, d2, ...] -> [batch, d1 * d2 * ...].
 struct flatten {
   template <expression X>
   auto operator()(const X& x) const {
@@ -28423,8 +28584,8 @@ struct flatten {
   }
 };
 
-// dropout(rate, seed, seed2): weft::dropout with the layer's rate (a number, or a scalar
-// expression such as a placeholder fed while training) and seeds.
+/// dropout(rate, seed, seed2): weft::dropout with the layer's rate (a number, or a scalar
+/// expression such as a placeholder fed while training) and seeds.
 template <class R>
 class dropout {
  public:
@@ -28455,9 +28616,9 @@ WEFT_DETAIL_ACTIVATION_LAYER(softmax);
 WEFT_DETAIL_ACTIVATION_LAYER(log_softmax);
 #undef WEFT_DETAIL_ACTIVATION_LAYER
 
-// ---- composition -----------------------------------------------------------------------------
-// sequential(l1, l2, ...): applies l1, then l2, ... (each a layer or any callable from an
-// expression to an expression); variables() gathers theirs, in order.
+/// ---- composition -----------------------------------------------------------------------------
+/// sequential(l1, l2, ...): applies l1, then l2, ... (each a layer or any callable from an
+/// expression to an expression); variables() gathers theirs, in order.
 template <class... Layers>
 class sequential {
  public:
@@ -28485,8 +28646,8 @@ class sequential {
   std::tuple<Layers...> layers_;
 };
 
-// variables(a, b, ...): the variables of several layers (or sequentials), as one tuple for
-// train::minimize.
+/// variables(a, b, ...): the variables of several layers (or sequentials), as one tuple for
+/// train::minimize.
 template <class... L>
 auto variables(const L&... layers) {
   return std::tuple_cat(detail::variables_of(layers)...);
@@ -28494,15 +28655,16 @@ auto variables(const L&... layers) {
 
 }  // namespace layers
 }  // namespace weft
-// Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
-// elementwise ops (casts, comparisons and select included) into one "Fused" node
-// (ops/fused_ops.hpp) whose kernel each device type's backend compiles from the subtree's
-// type (fused::apply / fused::leaf), and which evaluates the whole subtree in one pass
-// (kernels/cpu/fused.hpp on the CPU). Intermediate results never reach memory.
-//
-// Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
-// check their operands) and casts from complex to real. All ops lower one node each when
-// fusion is off.
+/// @file
+/// Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
+/// elementwise ops (casts, comparisons and select included) into one "Fused" node
+/// (ops/fused_ops.hpp) whose kernel each device type's backend compiles from the subtree's
+/// type (fused::apply / fused::leaf), and which evaluates the whole subtree in one pass
+/// (kernels/cpu/fused.hpp on the CPU). Intermediate results never reach memory.
+///
+/// Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
+/// check their operands) and casts from complex to real. All ops lower one node each when
+/// fusion is off.
 
 #include <algorithm>
 #include <cstdint>
@@ -28518,20 +28680,20 @@ namespace weft {
 
 namespace detail {
 
-// ---- which expressions fuse ----------------------------------------------------------
+/// ---- which expressions fuse ----------------------------------------------------------
 template <class T>
 inline constexpr bool fusable_type_v = std::is_same_v<T, bool> || std::is_arithmetic_v<T> || is_half_v<T> ||
                                        std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
 
-// Casts from a complex type to a real one are not fused (TensorFlow's Cast takes the real
-// part; Eigen's cast does not compile): the Cast is its own node.
+/// Casts from a complex type to a real one are not fused (TensorFlow's Cast takes the real
+/// part; Eigen's cast does not compile): the Cast is its own node.
 template <class Op>
 struct complex_to_real_cast : std::false_type {};
 template <class To, class From>
 struct complex_to_real_cast<cast_op<To, From>>
     : std::bool_constant<Eigen::NumTraits<From>::IsComplex && !Eigen::NumTraits<To>::IsComplex> {};
 
-// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
+/// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
 template <class Op, class T, class... Args>
 constexpr bool fuses() {
   if constexpr (!Op::elementwise) {
@@ -28543,7 +28705,7 @@ constexpr bool fuses() {
   }
 }
 template <class E>
-struct interior : std::false_type {};  // a leaf of the fused subtree
+struct interior : std::false_type {};  ///< a leaf of the fused subtree
 template <class Op, class T, class S, class... Args>
 struct interior<op_expr<Op, T, S, Args...>> : std::bool_constant<fuses<Op, T, Args...>()> {};
 
@@ -28558,7 +28720,7 @@ struct fused_count<op_expr<Op, T, S, Args...>> {
   static constexpr std::size_t leaves = (fused_count<Args>::leaves + ... + 0);
 };
 
-// The offset of operand I's first leaf among its parent's leaves.
+/// The offset of operand I's first leaf among its parent's leaves.
 template <class Tuple, std::size_t I>
 constexpr std::size_t leaf_offset() {
   return [&]<std::size_t... J>(std::index_sequence<J...>) {
@@ -28566,8 +28728,8 @@ constexpr std::size_t leaf_offset() {
   }(std::make_index_sequence<I>{});
 }
 
-// The device-neutral description of subtree E (ops/fused_ops.hpp), from which the backends
-// compile its kernels.
+/// The device-neutral description of subtree E (ops/fused_ops.hpp), from which the backends
+/// compile its kernels.
 template <class E>
 struct fused_tree {
   using type = fused::leaf<value_type_of<E>, shape_of<E>::rank == 0>;
@@ -28580,14 +28742,14 @@ struct fused_tree<op_expr<Op, T, S, Args...>> {
 template <class E>
 using fused_tree_t = typename fused_tree<E>::type;
 
-// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure
-// of subtree E; a leaf is $dtype, with s when it is a static scalar.
+/// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure
+/// of subtree E; a leaf is $dtype, with s when it is a static scalar.
 template <class E>
 void append_signature(std::string& out) {
   out += fused::signature<fused_tree_t<E>>();
 }
 
-// Lowers the leaves of a subtree, in order.
+/// Lowers the leaves of a subtree, in order.
 template <class E>
 void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
   if constexpr (interior<E>::value)
@@ -28621,34 +28783,35 @@ std::optional<output> try_fuse(lowering& cx, const E& e) {
 }  // namespace detail
 
 }  // namespace weft
-// Gradients of typed expressions (the whitepaper's §4.1 on the DSL):
-//
-//   auto loss = reduce_mean(square(matmul(x, w) + b - y));
-//   auto [dw, db] = weft::grad(loss, w, b);      // expressions of w's and b's dtype and shape
-//   auto step = group(assign_sub(w, 0.1f * dw), assign_sub(b, 0.1f * db));
-//
-// grad(y, xs...) is an expression per x: the gradient of the sum of y's elements with
-// respect to x (zeros where y does not depend on x). It is checked when it is compiled:
-// y and the xs must have a floating-point dtype, and every op on a path from an x to y must
-// have a gradient rule, else the build fails naming the op's descriptor type
-// (weft::check::gradient_rule<Op, false>). Paths are found by type: an op counts when one of
-// its operands contains an expression of an x's type (so a second variable of the same type
-// as an x counts too). Expressions behind type-erased handles are checked when the gradient
-// is lowered, with an error naming the node.
-//
-// Lowering a gradient lowers y and the xs, then extends the graph backwards with the same
-// gradient rules as graphs built op by op (graph/gradient_rules.hpp); the gradient nodes go
-// under "gradients/" in the scope where grad was called. Elementwise subtrees that lowering
-// fused into one node get a fused backward too: per input of the fused node, the chain of
-// the elementwise ops' partials (the same rules, written over any value type) is one typed
-// expression at the fused node's output shape, which lowers (and fuses) like any other, and
-// is then summed down to the input's shape. The fused backward recomputes the subtree's
-// intermediate values in registers rather than storing them. A fused node that no typed
-// code registered a backward for (one reached through a handle, or the backward of a
-// backward: second derivatives) is differentiated by expanding it into its ops.
-//
-// Lowering a gradient also registers the kernels its backward ops need, for the dtypes
-// involved, so DSL programs need not link the full kernel registry.
+/// @file
+/// Gradients of typed expressions (the whitepaper's §4.1 on the DSL):
+///
+///   auto loss = reduce_mean(square(matmul(x, w) + b - y));
+///   auto [dw, db] = weft::grad(loss, w, b);      // expressions of w's and b's dtype and shape
+///   auto step = group(assign_sub(w, 0.1f * dw), assign_sub(b, 0.1f * db));
+///
+/// grad(y, xs...) is an expression per x: the gradient of the sum of y's elements with
+/// respect to x (zeros where y does not depend on x). It is checked when it is compiled:
+/// y and the xs must have a floating-point dtype, and every op on a path from an x to y must
+/// have a gradient rule, else the build fails naming the op's descriptor type
+/// (weft::check::gradient_rule<Op, false>). Paths are found by type: an op counts when one of
+/// its operands contains an expression of an x's type (so a second variable of the same type
+/// as an x counts too). Expressions behind type-erased handles are checked when the gradient
+/// is lowered, with an error naming the node.
+///
+/// Lowering a gradient lowers y and the xs, then extends the graph backwards with the same
+/// gradient rules as graphs built op by op (graph/gradient_rules.hpp); the gradient nodes go
+/// under "gradients/" in the scope where grad was called. Elementwise subtrees that lowering
+/// fused into one node get a fused backward too: per input of the fused node, the chain of
+/// the elementwise ops' partials (the same rules, written over any value type) is one typed
+/// expression at the fused node's output shape, which lowers (and fuses) like any other, and
+/// is then summed down to the input's shape. The fused backward recomputes the subtree's
+/// intermediate values in registers rather than storing them. A fused node that no typed
+/// code registered a backward for (one reached through a handle, or the backward of a
+/// backward: second derivatives) is differentiated by expanding it into its ops.
+///
+/// Lowering a gradient also registers the kernels its backward ops need, for the dtypes
+/// involved, so DSL programs need not link the full kernel registry.
 
 #include <array>
 #include <cstdint>
@@ -28666,7 +28829,7 @@ std::optional<output> try_fuse(lowering& cx, const E& e) {
 namespace weft {
 
 namespace check {
-// Op: the descriptor of an op on a path from an x to y that has no gradient rule.
+/// Op: the descriptor of an op on a path from an x to y that has no gradient rule.
 template <class Op, bool Ok>
 struct gradient_rule {
   static_assert(Ok, "weft::grad: an op on the path from an x to y has no gradient (its descriptor is Op)");
@@ -28682,10 +28845,10 @@ template <class T>
 inline constexpr bool differentiable_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
-// ---- which ops have rules ------------------------------------------------------------
-// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
-// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
-// node), else its gradient rule.
+/// ---- which ops have rules ------------------------------------------------------------
+/// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
+/// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
+/// node), else its gradient rule.
 template <class O>
 struct partials_of {
   using type = typename O::gradient;
@@ -28696,9 +28859,9 @@ struct partials_of<O> {
   using type = typename O::partials;
 };
 
-// Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
-// ops:: type or a user's, framework/kernel_for.hpp). The nn descriptor names its op at run
-// time; every op of nn_ops.hpp has a rule.
+/// Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
+/// ops:: type or a user's, framework/kernel_for.hpp). The nn descriptor names its op at run
+/// time; every op of nn_ops.hpp has a rule.
 template <class Op>
 struct has_gradient : std::false_type {};
 template <class Op>
@@ -28707,14 +28870,14 @@ struct has_gradient<Op> : std::bool_constant<has_gradient_rule_v<typename Op::op
 template <>
 struct has_gradient<nn_op> : std::true_type {};
 
-// Whether expression E is, or contains, an expression of one of the types Xs.
+/// Whether expression E is, or contains, an expression of one of the types Xs.
 template <class E, class... Xs>
 struct contains : std::bool_constant<(std::is_same_v<E, Xs> || ...)> {};
 template <class Op, class T, class S, class... Args, class... Xs>
 struct contains<op_expr<Op, T, S, Args...>, Xs...>
     : std::bool_constant<(std::is_same_v<op_expr<Op, T, S, Args...>, Xs> || ...) || (contains<Args, Xs...>::value || ...)> {};
 
-// Checks every op of E on a path from an expression of a type in Xs (compile time).
+/// Checks every op of E on a path from an expression of a type in Xs (compile time).
 template <class E, class... Xs>
 struct check_gradient_path : std::true_type {};
 template <class Op, class T, class S, class... Args, class... Xs>
@@ -28725,13 +28888,13 @@ struct check_gradient_path<op_expr<Op, T, S, Args...>, Xs...> {
                                 (check_gradient_path<Args, Xs...>::value && ...);
 };
 
-// Sets the current scope to a copy of `s` while it lives.
+/// Sets the current scope to a copy of `s` while it lives.
 struct in_scope : scope_guard_base {
   explicit in_scope(const scope_info& s) : scope_guard_base(s) {}
 };
 
-// Gradient nodes added through a DSL lowering (merged with equal nodes, fused subtrees
-// differentiated by their compiled backward).
+/// Gradient nodes added through a DSL lowering (merged with equal nodes, fused subtrees
+/// differentiated by their compiled backward).
 class lowering_gradient_builder final : public gradient_builder {
  public:
   lowering_gradient_builder(lowering& cx, const scope_info* scope) : cx_(cx), scope_(scope) {}
@@ -28748,8 +28911,8 @@ class lowering_gradient_builder final : public gradient_builder {
   const scope_info* scope_;
 };
 
-// ---- fused backward ---------------------------------------------------------------------
-// A leaf of a fused subtree's backward: a tensor already in the graph.
+/// ---- fused backward ---------------------------------------------------------------------
+/// A leaf of a fused subtree's backward: a tensor already in the graph.
 template <class T, class S>
 class bound_expr : public expr_base {
  public:
@@ -28767,7 +28930,7 @@ class bound_expr : public expr_base {
   output out_;
 };
 
-// E with its fused leaves replaced by bound_exprs: the subtree rebuilt over tensors.
+/// E with its fused leaves replaced by bound_exprs: the subtree rebuilt over tensors.
 template <class E>
 struct rebound {
   using type = bound_expr<value_type_of<E>, shape_of<E>>;
@@ -28796,9 +28959,9 @@ struct is_bound : std::false_type {};
 template <class T, class S>
 struct is_bound<bound_expr<T, S>> : std::true_type {};
 
-// The partials of rebound subtree X's leaves (from its root's gradient d): a tuple with one
-// entry per leaf position, the chain of the partials from X down to it at the output's
-// shape, or no_partial where none flows.
+/// The partials of rebound subtree X's leaves (from its root's gradient d): a tuple with one
+/// entry per leaf position, the chain of the partials from X down to it at the output's
+/// shape, or no_partial where none flows.
 template <class X>
 auto no_partials() {
   return []<std::size_t... K>(std::index_sequence<K...>) {
@@ -28808,7 +28971,7 @@ auto no_partials() {
 template <class X, class D>
 auto chain_partials(const X& x, const D& d);
 
-// The partials of operand I of rebound node X, given the node's partials `parts`.
+/// The partials of operand I of rebound node X, given the node's partials `parts`.
 template <std::size_t I, class X, class Parts>
 auto operand_partials(const X& x, const Parts& parts) {
   using P = std::remove_cvref_t<std::tuple_element_t<I, Parts>>;
@@ -28835,7 +28998,7 @@ auto chain_partials(const X& x, const D& d) {
   }
 }
 
-// The leaf types of subtree E, in order.
+/// The leaf types of subtree E, in order.
 template <class E>
 struct leaf_types {
   using type = std::tuple<E>;
@@ -28846,9 +29009,9 @@ struct leaf_types<op_expr<Op, T, S, Args...>> {
   using type = decltype(std::tuple_cat(std::declval<typename leaf_types<Args>::type>()...));
 };
 
-// Per leaf position, the first position whose leaf has the same type: leaves of one type
-// are usually one tensor (x used several times), whose partials are summed in one
-// expression when they are.
+/// Per leaf position, the first position whose leaf has the same type: leaves of one type
+/// are usually one tensor (x used several times), whose partials are summed in one
+/// expression when they are.
 template <class E>
 constexpr auto first_of_type() {
   using L = typename leaf_types<E>::type;
@@ -28867,7 +29030,7 @@ constexpr auto first_of_type() {
   }(std::make_index_sequence<n>{});
 }
 
-// The sum of the partials at the positions from K on whose group is R (no_partial: none).
+/// The sum of the partials at the positions from K on whose group is R (no_partial: none).
 template <auto Group, std::size_t R, std::size_t K, class Parts, class Acc>
 auto group_sum(const Parts& parts, const Acc& acc) {
   if constexpr (K == std::tuple_size_v<Parts>) {
@@ -28883,8 +29046,8 @@ auto group_sum(const Parts& parts, const Acc& acc) {
   }
 }
 
-// Adds, through add(slot, partial), the partials of group R (the positions whose leaves
-// have the type of position R's): as one sum when they all read one input, else one by one.
+/// Adds, through add(slot, partial), the partials of group R (the positions whose leaves
+/// have the type of position R's): as one sum when they all read one input, else one by one.
 template <auto Group, std::size_t R, std::size_t K, class Parts, class Add>
 void add_one(const Parts& parts, const std::vector<std::int64_t>& slots, Add& add) {
   using P = std::remove_cvref_t<std::tuple_element_t<K, Parts>>;
@@ -28913,9 +29076,9 @@ void add_groups(const Parts& parts, const std::vector<std::int64_t>& slots, Add&
   (add_group<Group, R>(parts, slots, add), ...);
 }
 
-// The backward of fused subtree E, for a Fused node of E's signature: per input, the sum of
-// its leaves' partials as one expression, lowered (and fused) in `cx`, then summed down to
-// the input's shape. Inputs no gradient is asked of are skipped.
+/// The backward of fused subtree E, for a Fused node of E's signature: per input, the sum of
+/// its leaves' partials as one expression, lowered (and fused) in `cx`, then summed down to
+/// the input's shape. Inputs no gradient is asked of are skipped.
 template <class E>
 gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering_gradient_builder& b) {
   constexpr std::size_t n = fused_count<E>::leaves;
@@ -28946,11 +29109,11 @@ gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering_
 }
 
 using fused_backward_fn = gradient_result<symbol> (*)(const gradient_args<symbol>&, lowering_gradient_builder&);
-using fused_gradient_registry = signature_table<fused_backward_fn>;  // compiled backwards, registered by grad()
+using fused_gradient_registry = signature_table<fused_backward_fn>;  ///< compiled backwards, registered by grad()
 
-// The backward of a Fused node without a compiled one: its subtree, parsed from the
-// signature, rebuilt as one node per op (recomputing the intermediate values) and
-// differentiated with each op's rule.
+/// The backward of a Fused node without a compiled one: its subtree, parsed from the
+/// signature, rebuilt as one node per op (recomputing the intermediate values) and
+/// differentiated with each op's rule.
 inline gradient_result<symbol> expanded_fused_backward(const gradient_args<symbol>& a) {
   const std::string& sig = a.n.attr<std::string>("expr");
   const auto& slots = a.n.attr<std::vector<std::int64_t>>("slots");
@@ -29031,8 +29194,8 @@ inline gradient_result<symbol> expanded_fused_backward(const gradient_args<symbo
   return out;
 }
 
-// The gradient rule of Fused nodes: the compiled backward when typed code registered one
-// for the signature and the gradient is built by a DSL lowering, else the expansion.
+/// The gradient rule of Fused nodes: the compiled backward when typed code registered one
+/// for the signature and the gradient is built by a DSL lowering, else the expansion.
 inline gradient_result<symbol> fused_gradient(const gradient_args<symbol>& a) {
   if (!a.dy[0] || a.x.empty()) return gradient_result<symbol>(a.x.size());
   if (auto* b = dynamic_cast<lowering_gradient_builder*>(&a.x[0].builder()))
@@ -29040,7 +29203,7 @@ inline gradient_result<symbol> fused_gradient(const gradient_args<symbol>& a) {
   return expanded_fused_backward(a);
 }
 
-// Calls f.template operator()<A>() for each operand type A of expression type E.
+/// Calls f.template operator()<A>() for each operand type A of expression type E.
 template <class E, class F>
 void each_operand_type(F&& f) {
   if constexpr (requires { typename E::args_type; })
@@ -29052,8 +29215,8 @@ void each_operand_type(F&& f) {
 template <class E>
 void each_fused_leaf();
 
-// Registers the compiled backward of every maximal fused subtree of E (those lowering
-// turns into Fused nodes) whose value is differentiable.
+/// Registers the compiled backward of every maximal fused subtree of E (those lowering
+/// turns into Fused nodes) whose value is differentiable.
 template <class E>
 void register_fused_backwards() {
   if constexpr (requires { typename E::op_type; typename E::args_type; }) {
@@ -29079,7 +29242,7 @@ void each_fused_leaf() {
   }
 }
 
-// The kernels of the ops gradient rules add for dtype T (and the array ops they use).
+/// The kernels of the ops gradient rules add for dtype T (and the array ops they use).
 template <class T>
 void register_gradient_kernels() {
   static const bool once = [] {
@@ -29130,17 +29293,17 @@ void register_gradient_kernels() {
   (void)once;
 }
 
-// Registers the kernels for each differentiable dtype in E.
+/// Registers the kernels for each differentiable dtype in E.
 template <class E>
 void register_gradient_kernels_of() {
   if constexpr (differentiable_v<value_type_of<E>>) register_gradient_kernels<value_type_of<E>>();
   each_operand_type<E>([]<class A>() { register_gradient_kernels_of<A>(); });
 }
 
-// Fused nodes are differentiable in every program that includes this header.
+/// Fused nodes are differentiable in every program that includes this header.
 inline const bool fused_gradient_registered = (gradient_registry::global().add("Fused", &fused_gradient), true);
 
-// What grad(y, xs...) lowers: all the xs' gradients, in one backward pass per lowering.
+/// What grad(y, xs...) lowers: all the xs' gradients, in one backward pass per lowering.
 struct gradient_state {
   lower_fn y;
   std::vector<lower_fn> xs;
@@ -29162,7 +29325,7 @@ struct gradient_state {
 
 }  // namespace detail
 
-// The gradient of y with respect to one x: an expression of x's dtype and shape.
+/// The gradient of y with respect to one x: an expression of x's dtype and shape.
 template <class T, class S>
 class gradient_expr : public expr_base {
  public:
@@ -29177,8 +29340,8 @@ class gradient_expr : public expr_base {
   std::size_t index_;
 };
 
-// grad(y, x): the gradient of the sum of y's elements with respect to x; grad(y, x1, x2, ...)
-// a std::tuple of them (for structured bindings). See the top of this file.
+/// grad(y, x): the gradient of the sum of y's elements with respect to x; grad(y, x1, x2, ...)
+/// a std::tuple of them (for structured bindings). See the top of this file.
 template <expression Y, expression... X>
   requires(sizeof...(X) >= 1)
 auto grad(const Y& y, const X&... xs) {
@@ -29209,23 +29372,24 @@ auto grad(const Y& y, const X&... xs) {
 }
 
 }  // namespace weft
-// Training typed models: train::minimize(loss, optimizer, vars...) is a target that runs
-// one step of the optimizer (graph/optimizers.hpp: SGD, Momentum, AdaGrad, RMSProp, Adam)
-// on typed variables. The gradients are grad(loss, vars...) (fused backwards included);
-// the updates, slots and their initializers are the graph optimizers' own.
-//
-//   auto step = weft::train::minimize(loss, weft::train::adam{0.001}, w1, b1, w2, b2);
-//   weft::client_session s;
-//   s.initialize(step);                       // the variables' and the slots' initial values
-//   for (...) s.run(weft::targets(step), weft::feed(x, batch), weft::feed(labels, y));
-//
-// At compile time: the loss is a floating-point scalar, every var is a variable (not a
-// placeholder, a constant or an expression), and every op between them has a gradient
-// (grad's check). Hyperparameters are numbers, or scalar expressions through hyper_of:
-//
-//   auto rate = weft::placeholder<float>("rate", weft::dims<>);
-//   auto step = weft::train::minimize(loss, weft::train::adam{weft::train::hyper_of(rate)}, w, b);
-//   s.run(weft::targets(step), weft::feed(rate, 0.001f * std::pow(0.6f, epoch)), ...);
+/// @file
+/// Training typed models: train::minimize(loss, optimizer, vars...) is a target that runs
+/// one step of the optimizer (graph/optimizers.hpp: SGD, Momentum, AdaGrad, RMSProp, Adam)
+/// on typed variables. The gradients are grad(loss, vars...) (fused backwards included);
+/// the updates, slots and their initializers are the graph optimizers' own.
+///
+///   auto step = weft::train::minimize(loss, weft::train::adam{0.001}, w1, b1, w2, b2);
+///   weft::client_session s;
+///   s.initialize(step);                       // the variables' and the slots' initial values
+///   for (...) s.run(weft::targets(step), weft::feed(x, batch), weft::feed(labels, y));
+///
+/// At compile time: the loss is a floating-point scalar, every var is a variable (not a
+/// placeholder, a constant or an expression), and every op between them has a gradient
+/// (grad's check). Hyperparameters are numbers, or scalar expressions through hyper_of:
+///
+///   auto rate = weft::placeholder<float>("rate", weft::dims<>);
+///   auto step = weft::train::minimize(loss, weft::train::adam{weft::train::hyper_of(rate)}, w, b);
+///   s.run(weft::targets(step), weft::feed(rate, 0.001f * std::pow(0.6f, epoch)), ...);
 
 #include <memory>
 #include <string>
@@ -29257,7 +29421,7 @@ struct is_variable : std::false_type {};
 template <class T, class S>
 struct is_variable<variable_expr<T, S>> : std::true_type {};
 
-// The update op of the optimizers this library defines.
+/// The update op of the optimizers this library defines.
 template <class Optimizer>
 struct update_op;
 template <>
@@ -29281,8 +29445,8 @@ struct update_op<adam> {
   using type = ops::ApplyAdam;
 };
 
-// Asks for the update kernel of Optimizer for dtype T (every optimizer's, for an optimizer
-// defined elsewhere).
+/// Asks for the update kernel of Optimizer for dtype T (every optimizer's, for an optimizer
+/// defined elsewhere).
 template <class Optimizer, class T>
 void register_update_kernel() {
   if constexpr (requires { typename update_op<Optimizer>::type; })
@@ -29291,12 +29455,12 @@ void register_update_kernel() {
     use_kernels<ops::families::training>();
 }
 
-// The lowering a training target is adding its updates to (hyper_of's expressions are
-// lowered there), on this thread.
+/// The lowering a training target is adding its updates to (hyper_of's expressions are
+/// lowered there), on this thread.
 inline thread_local lowering* training_lowering = nullptr;
 
-// What a training target lowers: the loss, the variables and their gradients, then
-// apply_gradients, once per lowering.
+/// What a training target lowers: the loss, the variables and their gradients, then
+/// apply_gradients, once per lowering.
 struct training_state {
   lower_fn loss;
   std::vector<lower_fn> vars, gradients;
@@ -29331,8 +29495,8 @@ struct training_state {
 
 }  // namespace detail
 
-// A target: one step of the optimizer over its variables. Lowering it also records the
-// slots' initializers with the variables' (client_session::initialize runs them).
+/// A target: one step of the optimizer over its variables. Lowering it also records the
+/// slots' initializers with the variables' (client_session::initialize runs them).
 class training_target {
  public:
   explicit training_target(std::shared_ptr<detail::training_state> state) : state_(std::move(state)) {}
@@ -29342,10 +29506,10 @@ class training_target {
   std::shared_ptr<detail::training_state> state_;
 };
 
-// hyper_of(e): a hyperparameter given by a scalar expression (a placeholder fed each step,
-// for a decaying learning rate, or a value computed in the graph), for the optimizers of
-// train::minimize below: train::sgd{train::hyper_of(rate)}. It is lowered with the
-// training step, cast to each variable's dtype where they differ.
+/// hyper_of(e): a hyperparameter given by a scalar expression (a placeholder fed each step,
+/// for a decaying learning rate, or a value computed in the graph), for the optimizers of
+/// train::minimize below: train::sgd{train::hyper_of(rate)}. It is lowered with the
+/// training step, cast to each variable's dtype where they differ.
 template <expression E>
 hyper hyper_of(const E& e) {
   using U = value_type_of<E>;
@@ -29370,7 +29534,7 @@ hyper hyper_of(const E& e) {
   }));
 }
 
-// minimize(loss, optimizer, vars...): see the top of this file.
+/// minimize(loss, optimizer, vars...): see the top of this file.
 template <class Optimizer, expression Loss, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... vars) {
@@ -29394,8 +29558,8 @@ training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... 
   return training_target(std::move(state));
 }
 
-// minimize(loss, optimizer, std::tuple of variables): a layer's or a sequential's
-// variables() (layers::variables(a, b, ...) joins several).
+/// minimize(loss, optimizer, std::tuple of variables): a layer's or a sequential's
+/// variables() (layers::variables(a, b, ...) joins several).
 template <class Optimizer, expression Loss, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 training_target minimize(const Loss& loss, const Optimizer& opt, const std::tuple<Vars...>& vars) {
@@ -29404,16 +29568,17 @@ training_target minimize(const Loss& loss, const Optimizer& opt, const std::tupl
 
 }  // namespace train
 }  // namespace weft
-// client_session: runs typed expressions. It owns a graph; each run lowers its fetches,
-// targets and fed placeholders into that graph (nothing is added when they were lowered
-// before: leaves by identity, other nodes by value) and runs them on a weft::session, which
-// caches one executable per signature.
-//
-//   weft::client_session s;
-//   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
-//   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
-//   s.run(weft::targets(train), weft::feed(x, batch));       // train: an assignment, a group,
-//                                                           // train::minimize(...)
+/// @file
+/// client_session: runs typed expressions. It owns a graph; each run lowers its fetches,
+/// targets and fed placeholders into that graph (nothing is added when they were lowered
+/// before: leaves by identity, other nodes by value) and runs them on a weft::session, which
+/// caches one executable per signature.
+///
+///   weft::client_session s;
+///   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
+///   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
+///   s.run(weft::targets(train), weft::feed(x, batch));       // train: an assignment, a group,
+///                                                           // train::minimize(...)
 
 #include <concepts>
 #include <cstdint>
@@ -29433,14 +29598,14 @@ template <expression... Es>
 struct fetch_list {
   std::tuple<Es...> items;
 };
-// The expressions a run returns, as a tuple of typed tensors.
+/// The expressions a run returns, as a tuple of typed tensors.
 template <expression... Es>
 fetch_list<Es...> fetch(const Es&... es) {
   return {{es...}};
 }
 
-// group(a, b, ...): one NoOp node that runs after a, b, ... (TensorFlow's tf.group): a
-// target standing for all of them. Not an expression (it has no value).
+/// group(a, b, ...): one NoOp node that runs after a, b, ... (TensorFlow's tf.group): a
+/// target standing for all of them. Not an expression (it has no value).
 class group_target {
  public:
   template <expression... Es>
@@ -29462,12 +29627,12 @@ group_target group(const Es&... es) {
   return group_target(es...);
 }
 
-// Expressions a run computes for their effects (assignments), and groups; nothing is
-// returned.
+/// Expressions a run computes for their effects (assignments), and groups; nothing is
+/// returned.
 struct target_list {
   std::vector<lower_fn> items;
 };
-// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
+/// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
 template <class E>
 concept target = requires(const E& e, lowering& cx) {
   { e.lower(cx) } -> std::same_as<output>;
@@ -29483,8 +29648,8 @@ struct feed_item {
   tensor value;
 };
 
-// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
-// (checked at compile time); its shape must fit x's static dims (checked at run time).
+/// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
+/// (checked at compile time); its shape must fit x's static dims (checked at run time).
 template <class T, class S, class U, int R>
 feed_item<T, S> feed(const placeholder_expr<T, S>& p, const tensor_of<U, R>& value) {
   (void)check::feed_dtype<U, T>::value;
@@ -29509,7 +29674,7 @@ using result_of = tensor_of<value_type_of<E>, shape_of<E>::rank>;
 
 struct client_options {
   session_options session;
-  bool fusion = true;  // false: one node per op (for comparison and debugging)
+  bool fusion = true;  ///< false: one node per op (for comparison and debugging)
 };
 
 class client_session {
@@ -29517,13 +29682,13 @@ class client_session {
   explicit client_session(client_options options = {})
       : lowering_(graph_, options.fusion), session_(graph_, std::move(options.session)) {}
 
-  // One fetch: its typed value.
+  /// One fetch: its typed value.
   template <expression E, class... Feeds>
   result_of<E> run(const E& e, const Feeds&... feeds) {
     return std::get<0>(run(fetch(e), feeds...));
   }
 
-  // Several fetches: a tuple of typed values (structured bindings work).
+  /// Several fetches: a tuple of typed values (structured bindings work).
   template <expression... Es, class... Feeds>
   std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const Feeds&... feeds) {
     return run(f, target_list{}, feeds...);
@@ -29551,9 +29716,9 @@ class client_session {
     }(std::index_sequence_for<Es...>{});
   }
 
-  // Lowers `roots` (expressions or targets, and so their variables and an optimizer's
-  // slots), then runs the initializer of every variable lowered so far that has not been
-  // initialized by this call before.
+  /// Lowers `roots` (expressions or targets, and so their variables and an optimizer's
+  /// slots), then runs the initializer of every variable lowered so far that has not been
+  /// initialized by this call before.
   template <target... Es>
   void initialize(const Es&... roots) {
     std::vector<endpoint> inits;
@@ -29568,8 +29733,8 @@ class client_session {
     if (!inits.empty()) session_.run({}, {}, inits);
   }
 
-  // The graph node an expression lowers to (lowering it if needed), for code that mixes
-  // typed expressions with nodes added by op name.
+  /// The graph node an expression lowers to (lowering it if needed), for code that mixes
+  /// typed expressions with nodes added by op name.
   template <expression E>
   output lower(const E& e) {
     std::lock_guard lock(mutex_);
@@ -29581,15 +29746,15 @@ class client_session {
   const graph& current_graph() const noexcept { return graph_; }
   session& untyped() noexcept { return session_; }
 
-  // Checkpoints (weft::saver's files and rules). save writes the value of every variable
-  // lowered so far, read in one step, to "<prefix>-<step>.ckpt", keeps the newest
-  // `options.keep` of the prefix and returns the file. restore assigns every variable
-  // lowered so far from `file`, all or none: a file that is corrupt, lacks one of them or
-  // holds one with another dtype or shape changes none. Variables are matched by name, so
-  // a fresh client_session that has lowered the same model (by initialize or a run)
-  // restores another's checkpoint.
-  // (Templates only so that the Save and Restore kernels, which a program that never saves
-  // does not compile, are looked up where they are called.)
+  /// Checkpoints (weft::saver's files and rules). save writes the value of every variable
+  /// lowered so far, read in one step, to "<prefix>-<step>.ckpt", keeps the newest
+  /// `options.keep` of the prefix and returns the file. restore assigns every variable
+  /// lowered so far from `file`, all or none: a file that is corrupt, lacks one of them or
+  /// holds one with another dtype or shape changes none. Variables are matched by name, so
+  /// a fresh client_session that has lowered the same model (by initialize or a run)
+  /// restores another's checkpoint.
+  /// (Templates only so that the Save and Restore kernels, which a program that never saves
+  /// does not compile, are looked up where they are called.)
   template <class Saver = weft::saver>
   std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
     return saver_for_variables<Saver>(options)->save(session_, prefix, step);
@@ -29616,8 +29781,8 @@ class client_session {
     return saver_;
   }
 
-  // Gives the session the nodes lowered since the last sync, including those a lowering
-  // that failed part way added (they stay, remembered, and later runs may use them).
+  /// Gives the session the nodes lowered since the last sync, including those a lowering
+  /// that failed part way added (they stay, remembered, and later runs may use them).
   void sync() {
     if (graph_.size() != known_) {
       session_.extend(graph_);
@@ -29630,32 +29795,33 @@ class client_session {
   lowering lowering_;
   session session_;
   std::size_t initialized_ = 0;
-  int known_ = 0;  // nodes the session has
+  int known_ = 0;  ///< nodes the session has
   std::shared_ptr<const weft::saver> saver_;
-  std::size_t saved_variables_ = 0;  // how many variables saver_ covers
+  std::size_t saved_variables_ = 0;  ///< how many variables saver_ covers
   int saver_keep_ = 0;
   int savers_made_ = 0;
 };
 
 }  // namespace weft
-// Typed input pipelines: weft::input_pipeline (runtime/pipeline.hpp) with its element's
-// dtypes and static shapes in the type, so that a map function is typed DSL code and a model
-// reads batches whose shapes the compiler checks.
-//
-//   using images = weft::component<std::uint8_t, 784>;
-//   using labels = weft::component<std::uint8_t>;
-//   auto data = weft::dataset<images, labels>::from_tensors(x_u8, y_u8)   // tensor_of<.., 2>, <.., 1>
-//                   .shuffle_source(42)
-//                   .batch(128)                                           // components get a dyn first dim
-//                   .map([](auto x, auto y) {                             // handle<std::uint8_t, dyn, 784>, ...
-//                     return std::tuple{weft::cast<float>(x) * (1.0f / 255), weft::cast<std::int32_t>(y)};
-//                   })
-//                   .prefetch(4);
-//   data.start();
-//   auto [x, y] = data.input();   // handle<float, dyn, 784>, handle<std::int32_t, dyn>: a model's inputs
-//   ...client_session s({.session = {.resources = data.resources()}}); s.run(train_step) per batch
-//
-// or next(): the batch as typed tensors (std::nullopt at the end of the input).
+/// @file
+/// Typed input pipelines: weft::input_pipeline (runtime/pipeline.hpp) with its element's
+/// dtypes and static shapes in the type, so that a map function is typed DSL code and a model
+/// reads batches whose shapes the compiler checks.
+///
+///   using images = weft::component<std::uint8_t, 784>;
+///   using labels = weft::component<std::uint8_t>;
+///   auto data = weft::dataset<images, labels>::from_tensors(x_u8, y_u8)   // tensor_of<.., 2>, <.., 1>
+///                   .shuffle_source(42)
+///                   .batch(128)                                           // components get a dyn first dim
+///                   .map([](auto x, auto y) {                             // handle<std::uint8_t, dyn, 784>, ...
+///                     return std::tuple{weft::cast<float>(x) * (1.0f / 255), weft::cast<std::int32_t>(y)};
+///                   })
+///                   .prefetch(4);
+///   data.start();
+///   auto [x, y] = data.input();   // handle<float, dyn, 784>, handle<std::int32_t, dyn>: a model's inputs
+///   ...client_session s({.session = {.resources = data.resources()}}); s.run(train_step) per batch
+///
+/// or next(): the batch as typed tensors (std::nullopt at the end of the input).
 
 #include <cstdint>
 #include <memory>
@@ -29669,7 +29835,7 @@ class client_session {
 
 namespace weft {
 
-// One component of a dataset's element: its dtype and static dims (dyn: known at run time).
+/// One component of a dataset's element: its dtype and static dims (dyn: known at run time).
 template <element T, std::int64_t... D>
 struct component {
   using value_type = T;
@@ -29697,13 +29863,13 @@ struct handle_for;
 template <class T, std::int64_t... D>
 struct handle_for<component<T, D...>> {
   using type = handle<T, D...>;
-  // A node of the pipeline's graph, as a typed handle into that graph.
+  /// A node of the pipeline's graph, as a typed handle into that graph.
   static type wrap_output(const graph& g, output o) { return wrap<T, D...>(g, o); }
 };
 template <class C>
 using tensor_for = tensor_of<typename C::value_type, C::shape_type::rank>;
 
-// What a map function returns: one expression, or a std::tuple of them.
+/// What a map function returns: one expression, or a std::tuple of them.
 template <class R>
 struct map_result {
   static_assert(expression<R>, "weft::dataset::map: the function must return a typed expression or a std::tuple of them");
@@ -29731,8 +29897,8 @@ class dataset {
  public:
   static constexpr std::size_t size = sizeof...(C);
 
-  // Rows of columns: column i is component i with a first dim more (the rows); its dims
-  // after the first must fit the component's static dims.
+  /// Rows of columns: column i is component i with a first dim more (the rows); its dims
+  /// after the first must fit the component's static dims.
   static dataset from_tensors(const tensor_of<typename C::value_type, C::shape_type::rank + 1>&... columns) {
     std::vector<tensor> cols{columns.untyped()...};
     const std::vector<partial_shape> want{C::shape_type::partial()...};
@@ -29745,7 +29911,7 @@ class dataset {
     }
     return dataset(input_pipeline::from_tensors(std::move(cols)));
   }
-  // The records of files: one string component.
+  /// The records of files: one string component.
   static dataset from_files(std::vector<std::string> files, reader_spec reader)
     requires(std::is_same_v<dataset, dataset<component<std::string>>>)
   {
@@ -29753,10 +29919,10 @@ class dataset {
     return dataset(input_pipeline::from_files(std::move(files), std::move(reader)));
   }
 
-  // Each element through f, which takes a typed handle per component and returns a typed
-  // expression or a std::tuple of them: the new element's components, with the dtypes and
-  // static shapes of those expressions. The expressions are lowered (and fused) into the
-  // pipeline's graph.
+  /// Each element through f, which takes a typed handle per component and returns a typed
+  /// expression or a std::tuple of them: the new element's components, with the dtypes and
+  /// static shapes of those expressions. The expressions are lowered (and fused) into the
+  /// pipeline's graph.
   template <class F>
   auto map(F f, int workers = 1) && {
     using call = decltype(f(std::declval<typename detail::handle_for<C>::type>()...));
@@ -29779,7 +29945,7 @@ class dataset {
     p_.shuffle_source(seed);
     return dataset(std::move(p_));
   }
-  // n elements stacked: each component gets a first dim (dyn: the last batch may be short).
+  /// n elements stacked: each component gets a first dim (dyn: the last batch may be short).
   auto batch(std::int64_t n, bool drop_remainder = false) && {
     p_.batch(n, drop_remainder);
     return dataset<typename detail::batched_component<C>::type...>(std::move(p_));
@@ -29793,7 +29959,7 @@ class dataset {
     return dataset(std::move(p_));
   }
 
-  // Starts the pipeline's threads; its element must be what the type says.
+  /// Starts the pipeline's threads; its element must be what the type says.
   void start() {
     use_kernels<ops::families::data_flow>();
     p_.start();
@@ -29801,14 +29967,14 @@ class dataset {
     if (p_.element_types() != types)
       fail(error_code::internal, "weft::dataset: the pipeline's element has other dtypes than its type says");
   }
-  // The next element as typed tensors, or std::nullopt at the end of the input.
+  /// The next element as typed tensors, or std::nullopt at the end of the input.
   std::optional<std::tuple<detail::tensor_for<C>...>> next() {
     auto e = p_.next();
     if (!e) return std::nullopt;
     return typed(*e, std::index_sequence_for<C...>{});
   }
-  // The next element inside a typed model: one handle per component, all from one dequeue
-  // of the last stage, lowered into the model's graph (its session must share resources()).
+  /// The next element inside a typed model: one handle per component, all from one dequeue
+  /// of the last stage, lowered into the model's graph (its session must share resources()).
   std::tuple<typename detail::handle_for<C>::type...> input() const {
     struct shared {
       detail::lowered_memo memo;
@@ -29859,11 +30025,12 @@ class dataset {
 
 }  // namespace weft
 #ifdef WEFT_IMPLEMENTATION
-// The full CPU kernel registry. Include this in ONE translation unit of a program (it
-// registers every kernel during static initialisation); other files include only
-// <weft/weft.hpp>. Compiling it costs minutes of CPU time, paid once (docs/benchmarks.md);
-// to spread that over several translation units, call each register_*_kernels() of
-// <weft/kernels/cpu/kernels.hpp> in a file of its own instead.
+/// @file
+/// The full CPU kernel registry. Include this in ONE translation unit of a program (it
+/// registers every kernel during static initialisation); other files include only
+/// <weft/weft.hpp>. Compiling it costs minutes of CPU time, paid once (docs/benchmarks.md);
+/// to spread that over several translation units, call each register_*_kernels() of
+/// <weft/kernels/cpu/kernels.hpp> in a file of its own instead.
 
 
 namespace weft::cpu {

@@ -1,5 +1,6 @@
-// allocator: where a device's tensor buffers come from. Buffers are 64-byte aligned
-// (a cache line, and an AVX-512 register) so kernels can use aligned vector loads.
+/// @file
+/// allocator: where a device's tensor buffers come from. Buffers are 64-byte aligned
+/// (a cache line, and an AVX-512 register) so kernels can use aligned vector loads.
 #pragma once
 
 #include <unistd.h>
@@ -22,8 +23,8 @@ namespace weft {
 
 inline constexpr std::size_t buffer_alignment = 64;
 
-// Where an allocator's memory is: host memory the CPU reads and writes, or the memory of an
-// accelerator that only its device and copies reach.
+/// Where an allocator's memory is: host memory the CPU reads and writes, or the memory of an
+/// accelerator that only its device and copies reach.
 enum class memory_space : std::uint8_t { host, device };
 
 inline const char* to_string(memory_space s) noexcept { return s == memory_space::host ? "host" : "device"; }
@@ -35,21 +36,21 @@ class allocator {
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
   virtual weft::memory_space space() const noexcept { return weft::memory_space::host; }
-  // The allocator whose memory this one hands out: itself, or what a wrapper (a memory
-  // limit) allocates from. Two allocators with one underlying() share their memory.
+  /// The allocator whose memory this one hands out: itself, or what a wrapper (a memory
+  /// limit) allocates from. Two allocators with one underlying() share their memory.
   virtual const allocator& underlying() const noexcept { return *this; }
 };
 
-// Host memory with byte counters (current and peak), usable from many threads.
-//
-// Large buffers (at least `cache_min_bytes`, 64 KiB) are kept when freed, up to `cache_limit`
-// bytes in all, and handed to the next allocation of the same rounded size, as TensorFlow's
-// BFC allocator keeps its regions: a step that allocates the shapes of the step before
-// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
-// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
-// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
-// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
-// use after free is still reported.
+/// Host memory with byte counters (current and peak), usable from many threads.
+///
+/// Large buffers (at least `cache_min_bytes`, 64 KiB) are kept when freed, up to `cache_limit`
+/// bytes in all, and handed to the next allocation of the same rounded size, as TensorFlow's
+/// BFC allocator keeps its regions: a step that allocates the shapes of the step before
+/// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
+/// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
+/// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
+/// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
+/// use after free is still reported.
 class cpu_allocator final : public allocator {
  public:
   static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;
@@ -99,14 +100,14 @@ class cpu_allocator final : public allocator {
 
   std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
   std::size_t peak_bytes_in_use() const noexcept { return peak_.load(std::memory_order_relaxed); }
-  // Starts a new peak from the bytes in use now (to measure one step's peak).
+  /// Starts a new peak from the bytes in use now (to measure one step's peak).
   void reset_peak() noexcept { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
-  // Bytes held for reuse, not in use.
+  /// Bytes held for reuse, not in use.
   std::size_t bytes_cached() const {
     std::lock_guard lock(mu_);
     return cached_bytes_;
   }
-  // Returns every cached buffer to the system.
+  /// Returns every cached buffer to the system.
   void release_cached() noexcept {
     std::vector<std::pair<std::size_t, void*>> blocks;
     {
@@ -117,7 +118,7 @@ class cpu_allocator final : public allocator {
     for (auto& b : blocks) std::free(b.second);
   }
 
-  // The machine's physical memory (no limit when the system does not say).
+  /// The machine's physical memory (no limit when the system does not say).
   static std::size_t physical_memory_bytes() noexcept {
     static const std::size_t bytes = [] {
       const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -131,10 +132,10 @@ class cpu_allocator final : public allocator {
     return instance;
   }
 
-  // The allocator of the local CPU device with index `id` (cpu_device): CPU:0's is global(),
-  // which host tensors made outside any session use too; each other CPU device has its own,
-  // with its own counts and cache, shared by every session that has that device and never
-  // destroyed (buffers may outlive the sessions that made them).
+  /// The allocator of the local CPU device with index `id` (cpu_device): CPU:0's is global(),
+  /// which host tensors made outside any session use too; each other CPU device has its own,
+  /// with its own counts and cache, shared by every session that has that device and never
+  /// destroyed (buffers may outlive the sessions that made them).
   static cpu_allocator& of_device(int id) {
     if (id == 0) return global();
     static std::mutex mu;
@@ -188,15 +189,15 @@ class cpu_allocator final : public allocator {
   std::atomic<std::size_t> peak_{0};
   const std::size_t cache_limit_;
   mutable std::mutex mu_;
-  std::vector<std::pair<std::size_t, void*>> cache_;  // (rounded size, block), oldest first
+  std::vector<std::pair<std::size_t, void*>> cache_;  ///< (rounded size, block), oldest first
   std::size_t cached_bytes_ = 0;
 };
 
-// A byte limit over another allocator: an allocation that would take the bytes in use past
-// `limit` is a resource_exhausted error naming both (a session's memory limit). Buffers may
-// outlive whoever made the limit (fetched tensors, variables of a shared resource manager),
-// so each live buffer holds a reference on it: it is deleted with the last of them, or when
-// its owner lets go of it with none left (memory_limit_ptr does that).
+/// A byte limit over another allocator: an allocation that would take the bytes in use past
+/// `limit` is a resource_exhausted error naming both (a session's memory limit). Buffers may
+/// outlive whoever made the limit (fetched tensors, variables of a shared resource manager),
+/// so each live buffer holds a reference on it: it is deleted with the last of them, or when
+/// its owner lets go of it with none left (memory_limit_ptr does that).
 class limited_allocator final : public allocator {
  public:
   static limited_allocator* create(allocator& base, std::size_t limit) { return new limited_allocator(base, limit); }
@@ -226,7 +227,7 @@ class limited_allocator final : public allocator {
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
     unref();
   }
-  // The owner's reference.
+  /// The owner's reference.
   void release() noexcept { unref(); }
 
   std::size_t limit() const noexcept { return limit_; }
@@ -241,7 +242,7 @@ class limited_allocator final : public allocator {
   allocator& base_;
   const std::size_t limit_;
   std::atomic<std::size_t> in_use_{0};
-  std::atomic<std::size_t> refs_{1};  // the owner's, and one per live buffer
+  std::atomic<std::size_t> refs_{1};  ///< the owner's, and one per live buffer
 };
 
 namespace detail {

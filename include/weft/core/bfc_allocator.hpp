@@ -1,17 +1,18 @@
-// bfc_allocator: a caching allocator with best fit and coalescing, in the manner of
-// TensorFlow's BFC allocator, for memory whose raw allocation is slow or synchronizing
-// (cudaMalloc waits for the whole device). It takes large regions from a region_source and
-// carves them into chunks: an allocation takes the smallest free chunk that fits (splitting
-// off the rest when the rest is worth keeping), a freed chunk merges with its free
-// neighbours of the same region, and regions go back to the source only when the allocator
-// is destroyed, when release_free_regions() is called, or when a request fits nowhere else.
-//
-// Device-neutral: the GPU device (weft/cuda/) gives it cudaMalloc'd regions; the tests give
-// it host memory. Chunk sizes are multiples of `chunk_alignment` (256 bytes, cudaMalloc's
-// own alignment) and every chunk starts on one. A memory limit caps the regions' bytes;
-// past it, or when the source fails, an allocation is a resource_exhausted error that says
-// what was asked, what is in use, what is free and the largest free chunk (fragmentation),
-// and the allocator is left as it was.
+/// @file
+/// bfc_allocator: a caching allocator with best fit and coalescing, in the manner of
+/// TensorFlow's BFC allocator, for memory whose raw allocation is slow or synchronizing
+/// (cudaMalloc waits for the whole device). It takes large regions from a region_source and
+/// carves them into chunks: an allocation takes the smallest free chunk that fits (splitting
+/// off the rest when the rest is worth keeping), a freed chunk merges with its free
+/// neighbours of the same region, and regions go back to the source only when the allocator
+/// is destroyed, when release_free_regions() is called, or when a request fits nowhere else.
+///
+/// Device-neutral: the GPU device (weft/cuda/) gives it cudaMalloc'd regions; the tests give
+/// it host memory. Chunk sizes are multiples of `chunk_alignment` (256 bytes, cudaMalloc's
+/// own alignment) and every chunk starts on one. A memory limit caps the regions' bytes;
+/// past it, or when the source fails, an allocation is a resource_exhausted error that says
+/// what was asked, what is in use, what is free and the largest free chunk (fragmentation),
+/// and the allocator is left as it was.
 #pragma once
 
 #include <algorithm>
@@ -30,12 +31,12 @@
 
 namespace weft {
 
-// Where a bfc_allocator's regions come from: large raw allocations in one memory space.
+/// Where a bfc_allocator's regions come from: large raw allocations in one memory space.
 class region_source {
  public:
   virtual ~region_source() = default;
-  // A region of `bytes` bytes, aligned to at least 256 bytes, or nullptr when there is not
-  // the memory for it (never throws).
+  /// A region of `bytes` bytes, aligned to at least 256 bytes, or nullptr when there is not
+  /// the memory for it (never throws).
   virtual void* allocate_region(std::size_t bytes) noexcept = 0;
   virtual void free_region(void* p, std::size_t bytes) noexcept = 0;
   virtual weft::memory_space space() const noexcept = 0;
@@ -43,27 +44,27 @@ class region_source {
 };
 
 struct bfc_options {
-  // The most bytes the regions may hold in all (the device's memory limit).
+  /// The most bytes the regions may hold in all (the device's memory limit).
   std::size_t memory_limit = std::size_t(1) << 30;
-  // The first region's size (at least the first request's); each later region doubles the
-  // last one's, up to what the limit leaves, so that a model's steady state lives in a few
-  // regions.
+  /// The first region's size (at least the first request's); each later region doubles the
+  /// last one's, up to what the limit leaves, so that a model's steady state lives in a few
+  /// regions.
   std::size_t initial_region_bytes = std::size_t(2) << 20;
 };
 
 class bfc_allocator final : public allocator {
  public:
   static constexpr std::size_t chunk_alignment = 256;
-  // A free remainder smaller than this stays part of the chunk it was split from (the
-  // allocation then holds a little more than it asked for).
+  /// A free remainder smaller than this stays part of the chunk it was split from (the
+  /// allocation then holds a little more than it asked for).
   static constexpr std::size_t min_split_bytes = chunk_alignment;
 
   struct stats {
-    std::size_t bytes_in_use = 0;       // in chunks handed out (rounded sizes)
-    std::size_t peak_bytes_in_use = 0;  // since creation or reset_peak()
-    std::size_t bytes_reserved = 0;     // in regions taken from the source
+    std::size_t bytes_in_use = 0;       ///< in chunks handed out (rounded sizes)
+    std::size_t peak_bytes_in_use = 0;  ///< since creation or reset_peak()
+    std::size_t bytes_reserved = 0;     ///< in regions taken from the source
     std::size_t largest_free_chunk = 0;
-    std::size_t num_allocations = 0;    // live chunks
+    std::size_t num_allocations = 0;    ///< live chunks
     std::size_t num_regions = 0;
     std::size_t num_free_chunks = 0;
     std::size_t limit = 0;
@@ -75,8 +76,8 @@ class bfc_allocator final : public allocator {
   }
   bfc_allocator(const bfc_allocator&) = delete;
   bfc_allocator& operator=(const bfc_allocator&) = delete;
-  // Gives every region back. Buffers still allocated then point into freed memory: the
-  // owner (a device) outlives every tensor it made.
+  /// Gives every region back. Buffers still allocated then point into freed memory: the
+  /// owner (a device) outlives every tensor it made.
   ~bfc_allocator() override {
     for (auto& [base, r] : regions_) source_->free_region(reinterpret_cast<void*>(base), r.bytes);
   }
@@ -146,7 +147,7 @@ class bfc_allocator final : public allocator {
     free_.insert({it->second.size, it->first});
   }
 
-  // Gives back to the source each region no chunk of which is in use; returns the bytes.
+  /// Gives back to the source each region no chunk of which is in use; returns the bytes.
   std::size_t release_free_regions() {
     std::lock_guard lock(mu_);
     return release_free_regions_locked();
@@ -177,7 +178,7 @@ class bfc_allocator final : public allocator {
     std::lock_guard lock(mu_);
     peak_ = in_use_;
   }
-  // The bytes a request of `bytes` takes: a whole number of chunk_alignment units, at least one.
+  /// The bytes a request of `bytes` takes: a whole number of chunk_alignment units, at least one.
   static std::size_t rounded(std::size_t bytes) {
     if (bytes > SIZE_MAX - chunk_alignment)
       fail(error_code::resource_exhausted, "bfc allocator: ", bytes, " bytes requested, more than any memory");
@@ -194,8 +195,8 @@ class bfc_allocator final : public allocator {
     std::size_t bytes = 0;
   };
 
-  // Takes a new region that holds at least `size` bytes; false when the limit or the source
-  // says no. The caller holds mu_.
+  /// Takes a new region that holds at least `size` bytes; false when the limit or the source
+  /// says no. The caller holds mu_.
   bool grow(std::size_t size) {
     if (reserved_ > options_.memory_limit || size > options_.memory_limit - reserved_) return false;
     const std::size_t room = options_.memory_limit - reserved_;
@@ -257,8 +258,8 @@ class bfc_allocator final : public allocator {
   std::unique_ptr<region_source> source_;
   const bfc_options options_;
   mutable std::mutex mu_;
-  std::map<std::uintptr_t, chunk> chunks_;                // every chunk, by address
-  std::set<std::pair<std::size_t, std::uintptr_t>> free_;  // free chunks by (size, address): best fit first
+  std::map<std::uintptr_t, chunk> chunks_;                ///< every chunk, by address
+  std::set<std::pair<std::size_t, std::uintptr_t>> free_;  ///< free chunks by (size, address): best fit first
   std::map<std::uintptr_t, region> regions_;
   std::size_t in_use_ = 0, peak_ = 0, reserved_ = 0, live_ = 0, next_region_ = 0;
 };

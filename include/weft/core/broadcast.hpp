@@ -1,6 +1,7 @@
-// NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
-// equal or one of them 1, and the result takes the larger. An unknown dim (-1) against
-// 1 stays unknown; against n > 1 it becomes n.
+/// @file
+/// NumPy broadcasting: shapes are aligned on their last dim; each pair of dims must be
+/// equal or one of them 1, and the result takes the larger. An unknown dim (-1) against
+/// 1 stays unknown; against n > 1 it becomes n.
 #pragma once
 
 #include <algorithm>
@@ -12,9 +13,9 @@
 
 namespace weft {
 
-// One broadcast dim: whether dims a and b broadcast, and the result's dim (for a pair that
-// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
-// shapes (dsl/static_shape.hpp) both use these.
+/// One broadcast dim: whether dims a and b broadcast, and the result's dim (for a pair that
+/// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
+/// shapes (dsl/static_shape.hpp) both use these.
 constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
 constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
   if (a == 1) return b;
@@ -23,7 +24,7 @@ constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
   return a;
 }
 
-// The broadcast dims of a and b, or nullopt when they do not broadcast.
+/// The broadcast dims of a and b, or nullopt when they do not broadcast.
 inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector<std::int64_t>& a,
                                                                 const std::vector<std::int64_t>& b) {
   std::size_t rank = std::max(a.size(), b.size());

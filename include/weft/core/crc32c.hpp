@@ -1,5 +1,6 @@
-// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
-// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
+/// @file
+/// CRC-32C (Castagnoli, the polynomial 0x1EDC6F41 reflected as 0x82F63B78), as in iSCSI,
+/// ext4 and TensorFlow's checkpoints; table-driven. crc32c("123456789") = 0xE3069283.
 #pragma once
 
 #include <array>
@@ -20,7 +21,7 @@ inline constexpr std::array<std::uint32_t, 256> crc32c_table = [] {
 }();
 }  // namespace detail
 
-// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
+/// The CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before).
 inline std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0) noexcept {
   const auto* p = static_cast<const unsigned char*>(data);
   crc = ~crc;

@@ -1,6 +1,7 @@
-// dtype: the element types of the whitepaper (§2) and their C++ counterparts.
-// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex;
-// string (TensorFlow's variable-length byte strings) is std::string, host memory only.
+/// @file
+/// dtype: the element types of the whitepaper (§2) and their C++ counterparts.
+/// float16 and bfloat16 are Eigen::half and Eigen::bfloat16; complex types are std::complex;
+/// string (TensorFlow's variable-length byte strings) is std::string, host memory only.
 #pragma once
 
 #include <Eigen/Core>
@@ -37,9 +38,9 @@ enum class dtype : std::uint8_t {
   string,
 };
 
-// Every dtype code is below dtype_count. The fixed-size element types (bool and the numbers)
-// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
-// strings too ("any type"); string is the one code past them.
+/// Every dtype code is below dtype_count. The fixed-size element types (bool and the numbers)
+/// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
+/// strings too ("any type"); string is the one code past them.
 inline constexpr int dtype_count = 17;
 inline constexpr int plain_dtype_count = 16;
 
@@ -73,7 +74,7 @@ inline constexpr std::string_view name(dtype t) noexcept {
 
 inline std::ostream& operator<<(std::ostream& out, dtype t) { return out << name(t); }
 
-// Parses a dtype name as name() prints it; throws on anything else.
+/// Parses a dtype name as name() prints it; throws on anything else.
 inline dtype parse_dtype(std::string_view s) {
   for (int i = 1; i < dtype_count; ++i)
     if (name(static_cast<dtype>(i)) == s) return static_cast<dtype>(i);
@@ -112,12 +113,12 @@ inline constexpr bool is_complex(dtype t) noexcept {
 inline constexpr bool is_integer(dtype t) noexcept {
   return t >= dtype::int8 && t <= dtype::uint64;
 }
-// Bool and the numbers: elements that are plain bytes, copied by memcpy (string's are not).
+/// Bool and the numbers: elements that are plain bytes, copied by memcpy (string's are not).
 inline constexpr bool is_plain(dtype t) noexcept {
   return t != dtype::invalid && static_cast<int>(t) < plain_dtype_count;
 }
 
-template <class T> struct dtype_traits;  // undefined: T is not a weft element type
+template <class T> struct dtype_traits;  ///< undefined: T is not a weft element type
 #define WEFT_DETAIL_DTYPE(T, D)                         \
   template <> struct dtype_traits<T> {                  \
     static constexpr dtype value = dtype::D;            \
@@ -148,8 +149,8 @@ inline constexpr dtype dtype_of = dtype_traits<std::remove_cv_t<T>>::value;
 
 template <class T> struct type_tag { using type = T; };
 
-// Calls f(type_tag<T>{}) for the C++ type T of `t`, restricted to the listed types;
-// any other dtype calls on_other(). Kernels use it to instantiate only what they support.
+/// Calls f(type_tag<T>{}) for the C++ type T of `t`, restricted to the listed types;
+/// any other dtype calls on_other(). Kernels use it to instantiate only what they support.
 template <class... Ts, class F, class G>
 decltype(auto) dispatch(dtype t, F&& f, G&& on_other) {
   using result = decltype(f(type_tag<float>{}));
@@ -178,15 +179,15 @@ using number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int
 using float_types = type_list<half, bfloat16, float, double>;
 using float_complex_types = type_list<half, bfloat16, float, double, complex64, complex128>;
 using index_types = type_list<std::int32_t, std::int64_t>;
-// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
-// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
+/// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
+/// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
 using signed_real_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
 using signed_number_types =
     type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
 using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
 using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
 
-// float16 and bfloat16.
+/// float16 and bfloat16.
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 

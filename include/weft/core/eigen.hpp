@@ -1,5 +1,6 @@
-// Conversions between weft::tensor and Eigen::Tensor (either layout). Maps are views;
-// from_eigen copies into a fresh weft buffer.
+/// @file
+/// Conversions between weft::tensor and Eigen::Tensor (either layout). Maps are views;
+/// from_eigen copies into a fresh weft buffer.
 #pragma once
 
 #include <weft/core/eigen_tensor.hpp>
@@ -10,7 +11,7 @@
 
 namespace weft {
 
-// A row-major Eigen view of `t`'s buffer; `t` must have rank Rank and element type T.
+/// A row-major Eigen view of `t`'s buffer; `t` must have rank Rank and element type T.
 template <element T, int Rank>
 Eigen::TensorMap<Eigen::Tensor<T, Rank, Eigen::RowMajor, Eigen::Index>> eigen_map(const tensor& t) {
   if (t.rank() != Rank)

@@ -1,6 +1,7 @@
-// Eigen's Tensor module, always with its ThreadPoolDevice: weft's kernels run on one.
-// Whichever weft header comes first pulls the module in, so every path defines
-// EIGEN_USE_THREADS before it.
+/// @file
+/// Eigen's Tensor module, always with its ThreadPoolDevice: weft's kernels run on one.
+/// Whichever weft header comes first pulls the module in, so every path defines
+/// EIGEN_USE_THREADS before it.
 #pragma once
 
 // The module has no include guard of its own, and its parts are guarded one by one: if it

@@ -1,5 +1,6 @@
-// weft::error: the one exception type weft throws. Its message names what went
-// wrong in the user's terms (node, op, dtypes, shapes); `code` lets callers branch.
+/// @file
+/// weft::error: the one exception type weft throws. Its message names what went
+/// wrong in the user's terms (node, op, dtypes, shapes); `code` lets callers branch.
 #pragma once
 
 #include <initializer_list>
@@ -12,17 +13,17 @@
 namespace weft {
 
 enum class error_code {
-  invalid_argument,  // bad shapes, dtypes, attributes or indices
-  not_found,         // unknown op, node, kernel or resource
-  already_exists,    // duplicate node name or resource
-  failed_precondition,  // e.g. an uninitialized variable
+  invalid_argument,  ///< bad shapes, dtypes, attributes or indices
+  not_found,         ///< unknown op, node, kernel or resource
+  already_exists,    ///< duplicate node name or resource
+  failed_precondition,  ///< e.g. an uninitialized variable
   out_of_range,
   cancelled,
   internal,
   unimplemented,
   data_loss,
-  resource_exhausted,  // an allocation beyond memory or a session's memory limit
-  deadline_exceeded,   // a run that outlived its run_options::timeout
+  resource_exhausted,  ///< an allocation beyond memory or a session's memory limit
+  deadline_exceeded,   ///< a run that outlived its run_options::timeout
 };
 
 inline const char* to_string(error_code c) noexcept {
@@ -53,10 +54,10 @@ class error : public std::runtime_error {
 };
 
 namespace detail {
-// One part of an error message: a reference to any streamable value and the function that
-// writes it. Messages are built from a list of parts by one non-template function, so a
-// call site compiles one small function per argument type instead of a whole stream
-// expression per combination of argument types.
+/// One part of an error message: a reference to any streamable value and the function that
+/// writes it. Messages are built from a list of parts by one non-template function, so a
+/// call site compiles one small function per argument type instead of a whole stream
+/// expression per combination of argument types.
 class message_part {
  public:
   template <class T>
@@ -87,7 +88,7 @@ std::string concat(const Parts&... parts) {
 }
 }  // namespace detail
 
-// Builds the message from streamable parts: fail(error_code::invalid_argument, "x has ", n, " dims").
+/// Builds the message from streamable parts: fail(error_code::invalid_argument, "x has ", n, " dims").
 template <class... Parts>
 [[noreturn]] void fail(error_code code, const Parts&... parts) {
   throw error(code, detail::concat(parts...));

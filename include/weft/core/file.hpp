@@ -1,6 +1,7 @@
-// Reading a whole file for weft's readers (checkpoints, IDX, graphs), and writing one
-// atomically for its writers: POSIX calls, so that no iostream or filesystem exception
-// escapes; every failure is a weft::error naming the file.
+/// @file
+/// Reading a whole file for weft's readers (checkpoints, IDX, graphs), and writing one
+/// atomically for its writers: POSIX calls, so that no iostream or filesystem exception
+/// escapes; every failure is a weft::error naming the file.
 #pragma once
 
 #include <fcntl.h>
@@ -24,8 +25,8 @@
 
 namespace weft {
 
-// The bytes of the regular file at `path`. `what` names the file in errors ("the
-// checkpoint"); `hint` ends the message when the file is missing.
+/// The bytes of the regular file at `path`. `what` names the file in errors ("the
+/// checkpoint"); `hint` ends the message when the file is missing.
 inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -65,7 +66,7 @@ namespace detail {
 
 inline constexpr std::string_view temporary_marker = ".weft-tmp.";
 
-// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
+/// The writer's process id in a temporary's name ".<file>.weft-tmp.<pid>.<n>", else 0.
 inline ::pid_t temporary_owner(const std::string& name) {
   const auto at = name.rfind(temporary_marker);
   if (name.empty() || name[0] != '.' || at == std::string::npos) return 0;
@@ -79,9 +80,9 @@ inline ::pid_t temporary_owner(const std::string& name) {
   return ec2 == std::errc() && last == end ? pid : 0;
 }
 
-// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
-// a save): those whose process no longer exists. A live writer's, or one whose process id
-// was taken again, stays. Failures are ignored: this only tidies.
+/// Removes the temporaries in `dir` of writers that died before renaming them (killed inside
+/// a save): those whose process no longer exists. A live writer's, or one whose process id
+/// was taken again, stays. Failures are ignored: this only tidies.
 inline void remove_stale_temporaries(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec), end;
@@ -94,10 +95,10 @@ inline void remove_stale_temporaries(const std::filesystem::path& dir) {
   }
 }
 
-// Writes `head` and then `blobs` to `path` atomically (`what` names the file in errors: "the
-// checkpoint"): a temporary file in the same directory, fsync'd,
-// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
-// were killed are removed first.
+/// Writes `head` and then `blobs` to `path` atomically (`what` names the file in errors: "the
+/// checkpoint"): a temporary file in the same directory, fsync'd,
+/// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
+/// were killed are removed first.
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view head,
                                   const std::vector<std::string_view>& blobs, std::string_view what = "the file") {
   static std::atomic<unsigned> counter{0};

@@ -1,10 +1,11 @@
-// PNG encoding of 8-bit images (what TensorBoard's image summaries hold): `encode_png(pixels,
-// height, width, channels)` with 1 (grey), 2 (grey and alpha), 3 (RGB) or 4 (RGBA) channels,
-// rows top to bottom, each pixel's channels together (an [h, w, c] uint8 tensor's layout).
-// The scanlines are deflated by zlib where weft was built with it (WEFT_WITH_ZLIB, as the
-// CMake target weft::weft defines; zlib's default level, as TensorFlow's encoder uses), and
-// otherwise written in stored (uncompressed) deflate blocks, which every PNG reader reads.
-// Chunks carry PNG's CRC-32 and the zlib stream its Adler-32.
+/// @file
+/// PNG encoding of 8-bit images (what TensorBoard's image summaries hold): `encode_png(pixels,
+/// height, width, channels)` with 1 (grey), 2 (grey and alpha), 3 (RGB) or 4 (RGBA) channels,
+/// rows top to bottom, each pixel's channels together (an [h, w, c] uint8 tensor's layout).
+/// The scanlines are deflated by zlib where weft was built with it (WEFT_WITH_ZLIB, as the
+/// CMake target weft::weft defines; zlib's default level, as TensorFlow's encoder uses), and
+/// otherwise written in stored (uncompressed) deflate blocks, which every PNG reader reads.
+/// Chunks carry PNG's CRC-32 and the zlib stream its Adler-32.
 #pragma once
 
 #include <algorithm>
@@ -22,7 +23,7 @@
 namespace weft {
 
 namespace png_detail {
-// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320), as PNG's chunks use.
+/// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320), as PNG's chunks use.
 inline std::uint32_t crc32(std::uint32_t crc, const void* p, std::size_t n) {
   static const std::array<std::uint32_t, 256> table = [] {
     std::array<std::uint32_t, 256> t{};
@@ -51,7 +52,7 @@ inline void chunk(std::string& out, const char type[4], const std::string& data)
   put_u32(out, crc32(0, out.data() + start, out.size() - start));
 }
 
-// A zlib stream (RFC 1950) of `raw` in stored deflate blocks (RFC 1951 section 3.2.4).
+/// A zlib stream (RFC 1950) of `raw` in stored deflate blocks (RFC 1951 section 3.2.4).
 inline std::string zlib_stored(const std::string& raw) {
   std::string z;
   z.push_back(static_cast<char>(0x78));  // deflate, 32 KiB window
@@ -77,8 +78,8 @@ inline std::string zlib_stored(const std::string& raw) {
 
 enum class png_compression { zlib, stored };
 
-// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores
-// otherwise; stored always stores.
+/// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores
+/// otherwise; stored always stores.
 inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
                               png_compression compression = png_compression::zlib) {
   if (channels < 1 || channels > 4)

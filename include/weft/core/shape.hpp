@@ -1,6 +1,7 @@
-// shape: the dims of a tensor (rank = dims.size(); rank 0 is a scalar).
-// partial_shape: what graph construction knows before running: an unknown rank, or
-// dims where -1 (unknown_dim) stands for a size known only at run time.
+/// @file
+/// shape: the dims of a tensor (rank = dims.size(); rank 0 is a scalar).
+/// partial_shape: what graph construction knows before running: an unknown rank, or
+/// dims where -1 (unknown_dim) stands for a size known only at run time.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@
 namespace weft {
 
 inline constexpr std::int64_t unknown_dim = -1;
-// The most dims a shape built from a tensor of dims may have (TensorFlow's limit too).
+/// The most dims a shape built from a tensor of dims may have (TensorFlow's limit too).
 inline constexpr int max_rank = 254;
 
 class shape {
@@ -64,7 +65,7 @@ inline std::string to_string(const shape& s) {
 
 class partial_shape {
  public:
-  partial_shape() = default;  // unknown rank
+  partial_shape() = default;  ///< unknown rank
   partial_shape(std::initializer_list<std::int64_t> dims) : dims_(std::vector<std::int64_t>(dims)) {}
   explicit partial_shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
   partial_shape(const shape& s) : dims_(s.dims()) {}  // NOLINT: a known shape is a partial one
@@ -86,7 +87,7 @@ class partial_shape {
   }
   shape to_shape() const { return shape(dims()); }
 
-  // True when a run-time shape `s` is one this partial shape allows.
+  /// True when a run-time shape `s` is one this partial shape allows.
   bool accepts(const shape& s) const noexcept {
     if (!dims_) return true;
     if (static_cast<int>(dims_->size()) != s.rank()) return false;

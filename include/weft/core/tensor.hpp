@@ -1,12 +1,13 @@
-// tensor: a dtype, a shape and a reference-counted, 64-byte-aligned buffer from a
-// device's allocator. Copies share the buffer; reshape() and slice() are zero-copy views.
-// The buffer's header (count, allocator, size) is apart from its data, which the allocator
-// places in its memory space: host memory for the CPU devices. The element accessors
-// (data, flat, to_vector, copy, debug_string) read host memory.
-// Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
-// which is what makes sharing by reference count safe across concurrent steps.
-// A string tensor's buffer holds std::string objects (host memory only): made empty with the
-// buffer, destroyed with it, copied element by element; its bytes are never memcpy'd.
+/// @file
+/// tensor: a dtype, a shape and a reference-counted, 64-byte-aligned buffer from a
+/// device's allocator. Copies share the buffer; reshape() and slice() are zero-copy views.
+/// The buffer's header (count, allocator, size) is apart from its data, which the allocator
+/// places in its memory space: host memory for the CPU devices. The element accessors
+/// (data, flat, to_vector, copy, debug_string) read host memory.
+/// Kernels never write into a buffer another tensor can see: outputs are fresh buffers,
+/// which is what makes sharing by reference count safe across concurrent steps.
+/// A string tensor's buffer holds std::string objects (host memory only): made empty with the
+/// buffer, destroyed with it, copied element by element; its bytes are never memcpy'd.
 #pragma once
 
 #include <atomic>
@@ -32,11 +33,11 @@ namespace detail {
 
 struct buffer;
 
-// Freed buffer headers kept by each thread for its next tensors: a header is an allocation
-// apart from its data (device memory can back the data, and the data's allocator decides
-// where it lives), and a fresh `new` per tensor would cost the executor a malloc and a free
-// per output. The list is plain data, so it may be used at any time of the thread's life;
-// a guard with a destructor frees it when the thread ends and turns it off.
+/// Freed buffer headers kept by each thread for its next tensors: a header is an allocation
+/// apart from its data (device memory can back the data, and the data's allocator decides
+/// where it lives), and a fresh `new` per tensor would cost the executor a malloc and a free
+/// per output. The list is plain data, so it may be used at any time of the thread's life;
+/// a guard with a destructor frees it when the thread ends and turns it off.
 struct buffer_header_cache {
   static constexpr int keep = 256;
   buffer* head = nullptr;
@@ -45,15 +46,15 @@ struct buffer_header_cache {
 };
 inline thread_local buffer_header_cache header_cache;  // NOLINT: per-thread by design
 
-// A cache line of its own: steps on several threads count references to headers made one
-// after the other, which would share lines if packed.
+/// A cache line of its own: steps on several threads count references to headers made one
+/// after the other, which would share lines if packed.
 struct alignas(buffer_alignment) buffer {
   std::atomic<int> refs{1};
   allocator* alloc = nullptr;
   std::size_t bytes = 0;
   void* data = nullptr;
-  std::size_t strings = 0;      // std::string objects constructed in data (a string tensor's)
-  buffer* next_free = nullptr;  // in a thread's cache of free headers
+  std::size_t strings = 0;      ///< std::string objects constructed in data (a string tensor's)
+  buffer* next_free = nullptr;  ///< in a thread's cache of free headers
 
   static buffer* create(allocator& alloc, std::size_t bytes) {
     buffer* b = take_header();
@@ -69,8 +70,8 @@ struct alignas(buffer_alignment) buffer {
     b->strings = 0;
     return b;
   }
-  // Constructs n empty strings in data (which holds room for them); noexcept: an empty
-  // std::string allocates nothing.
+  /// Constructs n empty strings in data (which holds room for them); noexcept: an empty
+  /// std::string allocates nothing.
   void construct_strings(std::size_t n) noexcept {
     auto* p = static_cast<std::string*>(data);
     for (std::size_t i = 0; i < n; ++i) new (p + i) std::string();
@@ -127,10 +128,10 @@ struct alignas(buffer_alignment) buffer {
 
 }  // namespace detail
 
-// Copies `bytes` bytes of elements of dtype t from src to dst (apart): memcpy for the plain
-// dtypes, element by element for strings (std::string objects are never copied as bytes).
-// The data-movement kernels that admit strings (ConcatV2, Split, Slice, Tile, GatherV2) and
-// the queues' batches copy through it.
+/// Copies `bytes` bytes of elements of dtype t from src to dst (apart): memcpy for the plain
+/// dtypes, element by element for strings (std::string objects are never copied as bytes).
+/// The data-movement kernels that admit strings (ConcatV2, Split, Slice, Tile, GatherV2) and
+/// the queues' batches copy through it.
 inline void copy_element_bytes(void* dst, const void* src, std::size_t bytes, dtype t) {
   if (t == dtype::string) {
     auto* to = static_cast<std::string*>(dst);
@@ -145,9 +146,9 @@ class tensor {
  public:
   tensor() = default;
 
-  // An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
-  // callers fill it before anyone else sees it. A string tensor's elements are empty
-  // strings, and its allocator must be of host memory.
+  /// An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
+  /// callers fill it before anyone else sees it. A string tensor's elements are empty
+  /// strings, and its allocator must be of host memory.
   tensor(weft::dtype type, weft::shape s, allocator& alloc = cpu_allocator::global())
       : dtype_(type), shape_(std::move(s)) {
     if (type == weft::dtype::invalid) fail(error_code::invalid_argument, "tensor: invalid dtype");
@@ -164,8 +165,8 @@ class tensor {
   tensor(tensor&& o) noexcept
       : dtype_(o.dtype_), shape_(std::move(o.shape_)), buf_(std::exchange(o.buf_, nullptr)),
         data_(std::exchange(o.data_, nullptr)) {}
-  // Assigned member by member, not by copy and swap: the shape's vector keeps its storage,
-  // so the executor's assignments of same-rank tensors allocate nothing.
+  /// Assigned member by member, not by copy and swap: the shape's vector keeps its storage,
+  /// so the executor's assignments of same-rank tensors allocate nothing.
   tensor& operator=(const tensor& o) noexcept {
     if (o.buf_) o.buf_->ref();  // first: o may be *this, or held only through it
     detail::buffer* old = std::exchange(buf_, o.buf_);
@@ -194,7 +195,7 @@ class tensor {
     std::swap(data_, o.data_);
   }
 
-  // Factories from host values.
+  /// Factories from host values.
   template <element T>
   static tensor from_vector(const std::vector<T>& values, weft::shape s) {
     if (static_cast<std::int64_t>(values.size()) != s.num_elements())
@@ -219,7 +220,7 @@ class tensor {
     *t.data<T>() = value;
     return t;
   }
-  // A string scalar (tensor::scalar("path") or from a std::string).
+  /// A string scalar (tensor::scalar("path") or from a std::string).
   static tensor scalar(std::string_view value) {
     tensor t(weft::dtype::string, weft::shape{});
     t.data<std::string>()->assign(value);
@@ -232,7 +233,7 @@ class tensor {
     for (std::int64_t i = 0, n = t.num_elements(); i < n; ++i) out[i] = value;
     return t;
   }
-  // Zeros (empty strings for a string tensor).
+  /// Zeros (empty strings for a string tensor).
   static tensor zeros(weft::dtype type, shape s) {
     tensor t(type, std::move(s));
     if (type != weft::dtype::string && t.bytes()) std::memset(t.raw_data(), 0, t.bytes());
@@ -247,13 +248,13 @@ class tensor {
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
-  // Where the buffer lives (its allocator's memory space); host for an invalid tensor.
+  /// Where the buffer lives (its allocator's memory space); host for an invalid tensor.
   weft::memory_space memory_space() const noexcept { return buf_ ? buf_->alloc->space() : weft::memory_space::host; }
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
-  // Whether this is the only handle on its buffer (no copy or view shares it), so that
-  // writing through it changes no one else's value. Acquire: the reads of handles released
-  // on other threads happen before the caller writes.
+  /// Whether this is the only handle on its buffer (no copy or view shares it), so that
+  /// writing through it changes no one else's value. Acquire: the reads of handles released
+  /// on other threads happen before the caller writes.
   bool sole_owner() const noexcept { return buf_ && buf_->refs.load(std::memory_order_acquire) == 1; }
 
   void* raw_data() const noexcept { return data_; }
@@ -280,7 +281,7 @@ class tensor {
     return std::vector<T>(f.begin(), f.end());
   }
 
-  // Zero-copy views.
+  /// Zero-copy views.
   tensor reshape(weft::shape s) const {
     if (s.num_elements() != num_elements())
       fail(error_code::invalid_argument, "tensor::reshape: cannot reshape ", shape_, " (", num_elements(),
@@ -289,7 +290,7 @@ class tensor {
     t.shape_ = std::move(s);
     return t;
   }
-  // Rows [begin, end) along the first dim.
+  /// Rows [begin, end) along the first dim.
   tensor slice(std::int64_t begin, std::int64_t end) const {
     if (rank() == 0) fail(error_code::invalid_argument, "tensor::slice: cannot slice a scalar");
     if (begin < 0 || end < begin || end > shape_[0])
@@ -304,8 +305,8 @@ class tensor {
     return t;
   }
 
-  // A deep copy with its own buffer, host memory to host memory (a device of its own memory
-  // copies through device::copy_to_host and copy_from_host).
+  /// A deep copy with its own buffer, host memory to host memory (a device of its own memory
+  /// copies through device::copy_to_host and copy_from_host).
   tensor copy(allocator& alloc = cpu_allocator::global()) const {
     if (memory_space() != weft::memory_space::host || alloc.space() != weft::memory_space::host)
       fail(error_code::invalid_argument, "tensor::copy: a ", dtype_, shape_, " tensor in ", to_string(memory_space()),
@@ -332,8 +333,8 @@ class tensor {
 };
 
 namespace detail {
-// A string as a C++ literal would write it: quoted, with quotes, backslashes and bytes
-// outside printable ASCII escaped (\n, \t, \xHH), the first 64 bytes of a longer one.
+/// A string as a C++ literal would write it: quoted, with quotes, backslashes and bytes
+/// outside printable ASCII escaped (\n, \t, \xHH), the first 64 bytes of a longer one.
 inline void print_string(std::ostream& out, const std::string& s) {
   static constexpr char hex[] = "0123456789abcdef";
   out << '"';

@@ -1,14 +1,15 @@
-// Protocol Buffers' wire format (https://protobuf.dev/programming-guides/encoding/), as
-// much of it as weft's files in TensorFlow's formats need (GraphDef, and the messages of
-// TensorBoard's event files): a writer that appends fields to a string, and a reader that
-// walks the fields of one message. No schema and no generated code: the message layouts are
-// written where they are used (graph/graph_def.hpp), with the field numbers of TensorFlow's
-// published .proto files.
-//
-// The reader trusts nothing: a truncated varint, a varint longer than ten bytes, a length
-// that runs past the message, a field number 0, and the deprecated group wire types are
-// each a weft::error (data_loss) that names the message being read and the byte offset,
-// never a read out of bounds.
+/// @file
+/// Protocol Buffers' wire format (https://protobuf.dev/programming-guides/encoding/), as
+/// much of it as weft's files in TensorFlow's formats need (GraphDef, and the messages of
+/// TensorBoard's event files): a writer that appends fields to a string, and a reader that
+/// walks the fields of one message. No schema and no generated code: the message layouts are
+/// written where they are used (graph/graph_def.hpp), with the field numbers of TensorFlow's
+/// published .proto files.
+///
+/// The reader trusts nothing: a truncated varint, a varint longer than ten bytes, a length
+/// that runs past the message, a field number 0, and the deprecated group wire types are
+/// each a weft::error (data_loss) that names the message being read and the byte offset,
+/// never a read out of bounds.
 #pragma once
 
 #include <bit>
@@ -26,8 +27,8 @@ static_assert(std::endian::native == std::endian::little, "weft's wire codec cop
 
 enum class wire_type : std::uint8_t { varint = 0, fixed64 = 1, bytes = 2, start_group = 3, end_group = 4, fixed32 = 5 };
 
-// Appends fields of one message to a string. A nested message is written into a writer of
-// its own and added with `message()` (its length must be known first).
+/// Appends fields of one message to a string. A nested message is written into a writer of
+/// its own and added with `message()` (its length must be known first).
 class writer {
  public:
   void raw_varint(std::uint64_t v) {
@@ -39,8 +40,8 @@ class writer {
   }
   void tag(std::uint32_t field, wire_type t) { raw_varint((std::uint64_t{field} << 3) | static_cast<std::uint8_t>(t)); }
 
-  // int32, int64, uint32, uint64, bool and enums: a negative int is written as its 64-bit
-  // two's complement (ten bytes), as protobuf does for int32 and int64.
+  /// int32, int64, uint32, uint64, bool and enums: a negative int is written as its 64-bit
+  /// two's complement (ten bytes), as protobuf does for int32 and int64.
   void varint(std::uint32_t field, std::uint64_t v) {
     tag(field, wire_type::varint);
     raw_varint(v);
@@ -64,8 +65,8 @@ class writer {
   }
   void message(std::uint32_t field, const writer& m) { bytes(field, m.data()); }
 
-  // A packed repeated field: `n` values, each written by `each(writer&, i)` with the raw_
-  // and append calls (the payload's length is known only after).
+  /// A packed repeated field: `n` values, each written by `each(writer&, i)` with the raw_
+  /// and append calls (the payload's length is known only after).
   template <class Each>
   void packed(std::uint32_t field, std::size_t n, Each each) {
     if (n == 0) return;
@@ -83,8 +84,8 @@ class writer {
   std::string out_;
 };
 
-// One field as read: its number and wire type, and its value (`number` for varint and
-// fixed-width fields, `bytes` for length-delimited ones).
+/// One field as read: its number and wire type, and its value (`number` for varint and
+/// fixed-width fields, `bytes` for length-delimited ones).
 struct field {
   std::uint32_t number = 0;
   wire_type type = wire_type::varint;
@@ -92,16 +93,16 @@ struct field {
   std::string_view bytes;
 
   std::int64_t as_int64() const noexcept { return static_cast<std::int64_t>(number_value); }
-  // int32 fields hold a value sign-extended to 64 bits; anything else is cut to 32 bits as
-  // protobuf's parsers do.
+  /// int32 fields hold a value sign-extended to 64 bits; anything else is cut to 32 bits as
+  /// protobuf's parsers do.
   std::int32_t as_int32() const noexcept { return static_cast<std::int32_t>(static_cast<std::uint32_t>(number_value)); }
   bool as_bool() const noexcept { return number_value != 0; }
   float as_float() const noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(number_value)); }
   double as_double() const noexcept { return std::bit_cast<double>(number_value); }
 };
 
-// Walks the fields of one message. `what` names the message in errors ("GraphDef node 3's
-// AttrValue 'value'").
+/// Walks the fields of one message. `what` names the message in errors ("GraphDef node 3's
+/// AttrValue 'value'").
 class reader {
  public:
   reader(std::string_view data, std::string what) : data_(data), what_(std::move(what)) {}
@@ -110,7 +111,7 @@ class reader {
   std::size_t offset() const noexcept { return pos_; }
   const std::string& what() const noexcept { return what_; }
 
-  // The next field, or false at the end of the message.
+  /// The next field, or false at the end of the message.
   bool next(field& f) {
     if (done()) return false;
     const std::size_t at = pos_;
@@ -142,16 +143,16 @@ class reader {
     return true;
   }
 
-  // Checks that `f` has the wire type `t` that its field number has in the schema.
+  /// Checks that `f` has the wire type `t` that its field number has in the schema.
   void expect(const field& f, wire_type t, std::string_view field_name) const {
     if (f.type != t)
       fail(error_code::data_loss, what_, ": field ", f.number, " (", field_name, ") has wire type ",
            static_cast<int>(f.type), ", not ", static_cast<int>(t));
   }
 
-  // The values of a repeated scalar field, packed (one bytes field) or not (one field per
-  // value): calls `each(std::uint64_t)` with each value's bits. `t` is the field's element
-  // wire type: varint, fixed32 or fixed64.
+  /// The values of a repeated scalar field, packed (one bytes field) or not (one field per
+  /// value): calls `each(std::uint64_t)` with each value's bits. `t` is the field's element
+  /// wire type: varint, fixed32 or fixed64.
   template <class Each>
   void repeated(const field& f, wire_type t, std::string_view field_name, Each each) const {
     if (f.type != wire_type::bytes) {

@@ -1,8 +1,9 @@
-// Every GPU kernel and the GPU device, registered. Include this in ONE .cpp file of a
-// program that runs graphs on GPUs, and compile <weft/cuda/launch.cuh> in one .cu file (the
-// CMake component weft::cuda does both: link weft::cuda and weft::cuda_kernels); other
-// files include <weft/weft.hpp> alone, and ask for GPUs with
-// session_options::device_count = {{"GPU", 1}}.
+/// @file
+/// Every GPU kernel and the GPU device, registered. Include this in ONE .cpp file of a
+/// program that runs graphs on GPUs, and compile <weft/cuda/launch.cuh> in one .cu file (the
+/// CMake component weft::cuda does both: link weft::cuda and weft::cuda_kernels); other
+/// files include <weft/weft.hpp> alone, and ask for GPUs with
+/// session_options::device_count = {{"GPU", 1}}.
 #pragma once
 
 #include <weft/cuda/device.hpp>

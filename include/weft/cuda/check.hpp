@@ -1,9 +1,10 @@
-// Errors of the CUDA runtime, cuBLAS and cuDNN as weft::error: what was being done, the
-// library's name for the error and its sentence. Running out of device memory is
-// resource_exhausted, as the CPU allocator's is; every other failure is internal, or
-// unavailable-as-not_found when there is no driver or device. Host code: compiled by any
-// C++ compiler with the CUDA toolkit's headers on the include path (never the DSL's Hana
-// headers by nvcc: weft/cuda/ is apart, DESIGN.md §2).
+/// @file
+/// Errors of the CUDA runtime, cuBLAS and cuDNN as weft::error: what was being done, the
+/// library's name for the error and its sentence. Running out of device memory is
+/// resource_exhausted, as the CPU allocator's is; every other failure is internal, or
+/// unavailable-as-not_found when there is no driver or device. Host code: compiled by any
+/// C++ compiler with the CUDA toolkit's headers on the include path (never the DSL's Hana
+/// headers by nvcc: weft/cuda/ is apart, DESIGN.md §2).
 #pragma once
 
 #include <cublas_v2.h>

@@ -1,23 +1,24 @@
-// The GPU device (issue 28): an NVIDIA GPU as a weft::device, of type "GPU", named
-// /job:localhost/replica:0/task:0/device:GPU:<ordinal>.
-//
-// - Memory: a bfc_allocator (core/bfc_allocator.hpp) over cudaMalloc'd regions, so that a
-//   step's allocations neither call cudaMalloc nor synchronize the device; a memory limit of
-//   the device's free memory at start (less 5 % for the libraries' own) or the session's
-//   memory_limit_bytes when smaller; counts of bytes in use and their peak.
-// - Streams: kernels are enqueued in one compute stream, in the order the executor runs
-//   them, so a node's inputs are ready when its kernels run and a buffer freed on the host
-//   is reused only by work enqueued after it; copies run on their own host-to-device and
-//   device-to-host streams, ordered against the compute stream by events.
-// - Pinned host memory (cudaHostAlloc'd, through a second bfc_allocator): copies to the host
-//   land in it, and host tensors made from pinned_allocator() copy in without staging.
-// - cuBLAS and cuDNN handles on the compute stream (cuDNN's made on first use: creating it
-//   loads its engines).
-//
-// Host code, compiled by any C++ compiler with the toolkit's headers; including this header
-// registers the GPU's device factory, so that session_options::device_count = {{"GPU", 1}}
-// gives a session a GPU. No CUDA call is made before a session asks for a GPU (test programs
-// list their cases without a driver).
+/// @file
+/// The GPU device (issue 28): an NVIDIA GPU as a weft::device, of type "GPU", named
+/// `/job:localhost/replica:0/task:0/device:GPU:<ordinal>`.
+///
+/// - Memory: a bfc_allocator (core/bfc_allocator.hpp) over cudaMalloc'd regions, so that a
+///   step's allocations neither call cudaMalloc nor synchronize the device; a memory limit of
+///   the device's free memory at start (less 5 % for the libraries' own) or the session's
+///   memory_limit_bytes when smaller; counts of bytes in use and their peak.
+/// - Streams: kernels are enqueued in one compute stream, in the order the executor runs
+///   them, so a node's inputs are ready when its kernels run and a buffer freed on the host
+///   is reused only by work enqueued after it; copies run on their own host-to-device and
+///   device-to-host streams, ordered against the compute stream by events.
+/// - Pinned host memory (cudaHostAlloc'd, through a second bfc_allocator): copies to the host
+///   land in it, and host tensors made from pinned_allocator() copy in without staging.
+/// - cuBLAS and cuDNN handles on the compute stream (cuDNN's made on first use: creating it
+///   loads its engines).
+///
+/// Host code, compiled by any C++ compiler with the toolkit's headers; including this header
+/// registers the GPU's device factory, so that session_options::device_count = {{"GPU", 1}}
+/// gives a session a GPU. No CUDA call is made before a session asks for a GPU (test programs
+/// list their cases without a driver).
 #pragma once
 
 #include <cublas_v2.h>
@@ -43,7 +44,7 @@
 
 namespace weft::cuda {
 
-// How many GPUs the CUDA runtime sees, and why none when it sees none (no driver, no device).
+/// How many GPUs the CUDA runtime sees, and why none when it sees none (no driver, no device).
 inline device_factory::availability gpus_available() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
@@ -55,7 +56,7 @@ inline device_factory::availability gpus_available() {
   return {n, ""};
 }
 
-// Makes GPU `ordinal` the calling thread's current device while it lives.
+/// Makes GPU `ordinal` the calling thread's current device while it lives.
 class current_device {
  public:
   explicit current_device(int ordinal) {
@@ -74,7 +75,7 @@ class current_device {
   bool changed_ = false;
 };
 
-// An event that orders one stream after the work enqueued so far on another.
+/// An event that orders one stream after the work enqueued so far on another.
 inline void order_after(cudaStream_t later, cudaStream_t earlier) {
   cudaEvent_t e = nullptr;
   check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -84,10 +85,10 @@ inline void order_after(cudaStream_t later, cudaStream_t earlier) {
   check(waited, "ordering two streams (cudaEventRecord, cudaStreamWaitEvent)");
 }
 
-// Bad input that kernels find on the device (a label or an index out of range), reported
-// when the host next waits for the device: each kind of report (a node and what it checks)
-// has a slot of two int64 in mapped pinned memory that kernels write through
-// (launch.hpp); check() throws the first report found, naming the node, and clears them.
+/// Bad input that kernels find on the device (a label or an index out of range), reported
+/// when the host next waits for the device: each kind of report (a node and what it checks)
+/// has a slot of two int64 in mapped pinned memory that kernels write through
+/// (launch.hpp); check() throws the first report found, naming the node, and clears them.
 class error_slots {
  public:
   static constexpr int capacity = 1024;
@@ -101,10 +102,10 @@ class error_slots {
   error_slots& operator=(const error_slots&) = delete;
   ~error_slots() { (void)cudaFreeHost(slots_); }
 
-  // How a slot's value is written: an integer, or the bits of a double.
+  /// How a slot's value is written: an integer, or the bits of a double.
   enum class value_kind { integer, float64_bits };
-  // The slot for reports whose message is `message` followed by the offending value; one
-  // message, one slot (the kernels of one node share it across executables).
+  /// The slot for reports whose message is `message` followed by the offending value; one
+  /// message, one slot (the kernels of one node share it across executables).
   std::int64_t* claim(const std::string& message, value_kind kind = value_kind::integer) {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < messages_.size(); ++i)
@@ -114,8 +115,8 @@ class error_slots {
     kinds_.push_back(kind);
     return slots_ + 2 * (messages_.size() - 1);
   }
-  // Throws invalid_argument for the first slot written since the last check, after clearing
-  // every written slot. Call it only when the device has finished the kernels that write them.
+  /// Throws invalid_argument for the first slot written since the last check, after clearing
+  /// every written slot. Call it only when the device has finished the kernels that write them.
   void check_reports(const std::string& device) {
     std::string report;
     {
@@ -196,9 +197,9 @@ inline stream_ptr make_stream(const char* what) {
 
 }  // namespace detail
 
-// Pinned host memory shared by every GPU device of the process (cudaHostAllocPortable): at
-// most a quarter of the machine's memory. Host tensors made from it copy to and from GPUs
-// without staging.
+/// Pinned host memory shared by every GPU device of the process (cudaHostAllocPortable): at
+/// most a quarter of the machine's memory. Host tensors made from it copy to and from GPUs
+/// without staging.
 inline bfc_allocator& pinned_allocator() {
   static auto* instance = new bfc_allocator(  // never destroyed: tensors may outlive main's locals
       std::make_unique<detail::pinned_regions>(),
@@ -207,11 +208,11 @@ inline bfc_allocator& pinned_allocator() {
   return *instance;
 }
 
-// The caching allocator of GPU `ordinal`'s memory: one per GPU for the process, never
-// destroyed, as the CPU devices' allocators are (tensors, the variables of a shared resource
-// manager and fetched values may outlive the device and the session that made them). Its
-// limit is the GPU's free memory when it is first made, less 5 %; a session's
-// memory_limit_bytes is a limited_allocator over it.
+/// The caching allocator of GPU `ordinal`'s memory: one per GPU for the process, never
+/// destroyed, as the CPU devices' allocators are (tensors, the variables of a shared resource
+/// manager and fetched values may outlive the device and the session that made them). Its
+/// limit is the GPU's free memory when it is first made, less 5 %; a session's
+/// memory_limit_bytes is a limited_allocator over it.
 inline bfc_allocator& gpu_memory(int ordinal) {
   static std::mutex mu;
   static auto* table = new std::map<int, bfc_allocator*>;  // never destroyed, like the allocators
@@ -270,8 +271,8 @@ class gpu_device final : public device {
   void reset_peak() const noexcept override { memory_.reset_peak(); }
   const cpu_context& cpu() const noexcept override { return host_device_.cpu(); }
 
-  // A copy of host tensor `host` in the GPU's memory, ready for work enqueued on the compute
-  // stream after this returns.
+  /// A copy of host tensor `host` in the GPU's memory, ready for work enqueued on the compute
+  /// stream after this returns.
   tensor copy_from_host(const tensor& host) const override {
     if (host.memory_space() != weft::memory_space::host)
       fail(error_code::invalid_argument, name_, ": copy_from_host of a tensor in ", to_string(host.memory_space()), " memory");
@@ -303,8 +304,8 @@ class gpu_device final : public device {
     return out;
   }
 
-  // A copy of `t` (in this GPU's memory) in pinned host memory, once the work enqueued
-  // before it has written it.
+  /// A copy of `t` (in this GPU's memory) in pinned host memory, once the work enqueued
+  /// before it has written it.
   tensor copy_to_host(const tensor& t) const override {
     if (t.memory_space() == weft::memory_space::host) return t.copy();
     tensor out;
@@ -340,10 +341,10 @@ class gpu_device final : public device {
 
   int ordinal() const noexcept { return ordinal_; }
   const cudaDeviceProp& properties() const noexcept { return properties_; }
-  // The stream kernels are enqueued on.
+  /// The stream kernels are enqueued on.
   cudaStream_t stream() const noexcept { return compute_.get(); }
-  // The cuBLAS and cuDNN handles, on the compute stream; hold library_mutex() while using
-  // them (a handle is not to be used by two threads at once).
+  /// The cuBLAS and cuDNN handles, on the compute stream; hold library_mutex() while using
+  /// them (a handle is not to be used by two threads at once).
   cublasHandle_t blas() const noexcept { return blas_; }
   cudnnHandle_t dnn() const {
     std::call_once(dnn_once_, [this] {
@@ -354,15 +355,15 @@ class gpu_device final : public device {
     return dnn_;
   }
   std::mutex& library_mutex() const noexcept { return library_mutex_; }
-  // Waits for every kernel and copy enqueued so far; reports a kernel's failure.
+  /// Waits for every kernel and copy enqueued so far; reports a kernel's failure.
   void synchronize() const {
     const current_device here(ordinal_);
     check(cudaStreamSynchronize(compute_.get()), "synchronizing the compute stream");
     errors_.check_reports(name_);
   }
-  // Where kernels report bad input (error_slots).
+  /// Where kernels report bad input (error_slots).
   error_slots& errors() const noexcept { return errors_; }
-  // A copy of `t` (in this GPU's memory) in it, enqueued on the compute stream.
+  /// A copy of `t` (in this GPU's memory) in it, enqueued on the compute stream.
   tensor copy_on_device(const tensor& t) const {
     tensor out(t.dtype(), t.shape(), get_allocator());
     if (t.bytes() == 0) return out;
@@ -371,8 +372,8 @@ class gpu_device final : public device {
           "cudaMemcpyAsync (device to device)");
     return out;
   }
-  // A CPU device for the host-side kernels a GPU runs (shape arithmetic, TensorFlow's
-  // HostMemory kernels): its allocator is host memory, its threads the GPU's host threads.
+  /// A CPU device for the host-side kernels a GPU runs (shape arithmetic, TensorFlow's
+  /// HostMemory kernels): its allocator is host memory, its threads the GPU's host threads.
   const cpu_device& host() const noexcept { return host_device_; }
   bfc_allocator::stats memory_stats() const { return memory_.get_stats(); }
 
@@ -397,9 +398,9 @@ class gpu_device final : public device {
   mutable std::mutex library_mutex_;
 };
 
-// The GPU of a kernel's context (a GPU kernel runs only on one), made the calling thread's
-// current device: the kernels launched next go to its streams (the executor's threads run
-// nodes of every device).
+/// The GPU of a kernel's context (a GPU kernel runs only on one), made the calling thread's
+/// current device: the kernels launched next go to its streams (the executor's threads run
+/// nodes of every device).
 inline const gpu_device& gpu_of(const device& d) {
   const auto* g = dynamic_cast<const gpu_device*>(&d);
   if (!g) fail(error_code::internal, "a GPU kernel runs on ", d.name(), ", which is not a GPU");

@@ -1,15 +1,16 @@
-// Fused elementwise kernels generated at run time (issue 28, point 4). A Fused node (the
-// typed DSL's fusion, ops/fused_ops.hpp) names its subtree in its `expr` attr,
-// "Add:float32(Mul:float32($float32,$float32s),$float32)"; on a GPU that string becomes
-// CUDA source (fused_source), compiled by NVRTC for the GPU's architecture when the session
-// builds the node's kernel (the executable), cached by the source's hash in memory and on
-// disk ($XDG_CACHE_HOME/weft/cuda or ~/.cache/weft/cuda, written atomically), loaded with
-// cudaLibraryLoadData and launched on the compute stream: one pass over the inputs, which
-// broadcast as the node's inputs do. Gradients of fused subtrees are Fused nodes too, and
-// take the same path.
-//
-// Arithmetic on float16 and bfloat16 is done in float32, as the other GPU kernels' is; each
-// op's result is converted to its dtype's compute type, so integer ops wrap as the CPU's do.
+/// @file
+/// Fused elementwise kernels generated at run time (issue 28, point 4). A Fused node (the
+/// typed DSL's fusion, ops/fused_ops.hpp) names its subtree in its `expr` attr,
+/// "Add:float32(Mul:float32($float32,$float32s),$float32)"; on a GPU that string becomes
+/// CUDA source (fused_source), compiled by NVRTC for the GPU's architecture when the session
+/// builds the node's kernel (the executable), cached by the source's hash in memory and on
+/// disk ($XDG_CACHE_HOME/weft/cuda or ~/.cache/weft/cuda, written atomically), loaded with
+/// cudaLibraryLoadData and launched on the compute stream: one pass over the inputs, which
+/// broadcast as the node's inputs do. Gradients of fused subtrees are Fused nodes too, and
+/// take the same path.
+///
+/// Arithmetic on float16 and bfloat16 is done in float32, as the other GPU kernels' is; each
+/// op's result is converted to its dtype's compute type, so integer ops wrap as the CPU's do.
 #pragma once
 
 #include <nvrtc.h>
@@ -46,12 +47,12 @@ inline void check(nvrtcResult r, const char* what) {
   fail(error_code::internal, what, ": ", nvrtcGetErrorString(r));
 }
 
-// A Fused node's subtree (ops/fused_ops.hpp reads it back from the node's expr).
+/// A Fused node's subtree (ops/fused_ops.hpp reads it back from the node's expr).
 using fused_expr = fused::expr_node;
 
 namespace detail {
 
-// The C++ type a dtype's elements are stored as in the generated source, and computed in.
+/// The C++ type a dtype's elements are stored as in the generated source, and computed in.
 inline const char* storage_type(dtype t) {
   switch (t) {
     case dtype::float16: return "__half";
@@ -87,7 +88,7 @@ inline bool is_unsigned_type(dtype t) {
   return t == dtype::uint8 || t == dtype::uint16 || t == dtype::uint32 || t == dtype::uint64 || t == dtype::boolean;
 }
 
-// The code of e's value, in its dtype's compute type.
+/// The code of e's value, in its dtype's compute type.
 inline std::string expression(const fused_expr& e) {
   if (e.op.empty()) return "v" + std::to_string(e.leaf);
   std::vector<std::string> a;
@@ -144,9 +145,9 @@ inline void number_leaves(const fused_expr& e, std::vector<const fused_expr*>& o
 
 inline fused_expr parse_fused(std::string_view expr) { return fused::parse(expr); }
 
-// The CUDA source of kernel `name` computing `e` for a Fused node whose leaf j reads input
-// slots[j], the inputs of dtypes `inputs`, the output of dtype `out`: extern "C"
-// __global__ void name(const In0*, ..., Out*, long long n, weft_plan plan).
+/// The CUDA source of kernel `name` computing `e` for a Fused node whose leaf j reads input
+/// slots[j], the inputs of dtypes `inputs`, the output of dtype `out`: extern "C"
+/// __global__ void name(const In0*, ..., Out*, long long n, weft_plan plan).
 inline std::string fused_source(const fused_expr& e, const std::vector<std::int64_t>& slots,
                                 const std::vector<dtype>& inputs, dtype out, const std::string& name) {
   std::vector<const fused_expr*> leaves;
@@ -248,8 +249,8 @@ inline std::string fused_source(const fused_expr& e, const std::vector<std::int6
   return s.str();
 }
 
-// NVRTC's compilation of `source` for sm_<arch> (90 for Hopper): the cubin, or an error with
-// NVRTC's log.
+/// NVRTC's compilation of `source` for sm_<arch> (90 for Hopper): the cubin, or an error with
+/// NVRTC's log.
 inline std::string compile_cubin(const std::string& source, int arch, const std::string& name) {
   nvrtcProgram program = nullptr;
   check(nvrtcCreateProgram(&program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
@@ -280,8 +281,8 @@ inline std::string compile_cubin(const std::string& source, int arch, const std:
   return cubin;
 }
 
-// The directory compiled fused kernels are kept in: $WEFT_CUDA_CACHE, else
-// $XDG_CACHE_HOME/weft/cuda, else ~/.cache/weft/cuda (empty: no disk cache).
+/// The directory compiled fused kernels are kept in: $WEFT_CUDA_CACHE, else
+/// $XDG_CACHE_HOME/weft/cuda, else ~/.cache/weft/cuda (empty: no disk cache).
 inline std::filesystem::path fused_cache_dir() {
   if (const char* d = std::getenv("WEFT_CUDA_CACHE")) return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "weft" / "cuda";
@@ -289,7 +290,7 @@ inline std::filesystem::path fused_cache_dir() {
   return {};
 }
 
-// FNV-1a over the text, as 16 hex digits: the kernel's name and its cache key.
+/// FNV-1a over the text, as 16 hex digits: the kernel's name and its cache key.
 inline std::string text_hash(std::string_view text) {
   std::uint64_t h = 1469598103934665603ull;
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
@@ -298,14 +299,14 @@ inline std::string text_hash(std::string_view text) {
   return out;
 }
 
-// Compiled fused kernels by (source hash, architecture): in memory for the process, and on
-// disk across processes. Counts what each lookup found, for tests and benchmarks.
+/// Compiled fused kernels by (source hash, architecture): in memory for the process, and on
+/// disk across processes. Counts what each lookup found, for tests and benchmarks.
 class fused_cache {
  public:
   struct counts {
     int compiled = 0, from_disk = 0, from_memory = 0;
   };
-  // The cubin of `source` for sm_<arch>.
+  /// The cubin of `source` for sm_<arch>.
   std::shared_ptr<const std::string> cubin(const std::string& source, int arch, const std::string& name) {
     const std::string key = text_hash(source) + "_sm" + std::to_string(arch);
     {
@@ -368,8 +369,8 @@ class fused_cache {
   counts counts_;
 };
 
-// The GPU kernel of a Fused node: compiled (or found in the cache) when the kernel is made,
-// loaded on first use on each GPU.
+/// The GPU kernel of a Fused node: compiled (or found in the cache) when the kernel is made,
+/// loaded on first use on each GPU.
 struct gpu_fused final : op_kernel {
   explicit gpu_fused(const node& n)
       : out_(n.output_dtype(0)), inputs_(n.attr<std::vector<dtype>>("Tin")) {

@@ -1,18 +1,19 @@
-// GPU kernels (issue 28): the op_kernel classes that run ops on a gpu_device, registered for
-// device type "GPU" by register_gpu_kernels(). Host code: each class checks its inputs on
-// the host, where their shapes are, and enqueues its work on the device's compute stream
-// through the entry points of launch.hpp (CUDA kernels of weft's own, defined in
-// launch.cuh) or cuBLAS; it returns as soon as the work is enqueued, so the host runs ahead
-// of the device until something waits for it (a fetch, a copy to the host).
-//
-// Memory: inputs and outputs live in the GPU's memory, but small integer tensors (shapes,
-// axes: stays_in_host_memory) stay in host memory, where the kernels that read their values
-// find them; a kernel that computes on such a tensor copies it in, and one that needs the
-// values of a tensor in device memory copies them out (a wait). Bad input found on the
-// device (a label out of range) is reported at the next wait (gpu_device::errors()).
-//
-// What runs here and what does not is docs/gpu.md's table; an op without a GPU kernel runs
-// on the CPU with soft placement (placement_options::soft).
+/// @file
+/// GPU kernels (issue 28): the op_kernel classes that run ops on a gpu_device, registered for
+/// device type "GPU" by register_gpu_kernels(). Host code: each class checks its inputs on
+/// the host, where their shapes are, and enqueues its work on the device's compute stream
+/// through the entry points of launch.hpp (CUDA kernels of weft's own, defined in
+/// launch.cuh) or cuBLAS; it returns as soon as the work is enqueued, so the host runs ahead
+/// of the device until something waits for it (a fetch, a copy to the host).
+///
+/// Memory: inputs and outputs live in the GPU's memory, but small integer tensors (shapes,
+/// axes: stays_in_host_memory) stay in host memory, where the kernels that read their values
+/// find them; a kernel that computes on such a tensor copies it in, and one that needs the
+/// values of a tensor in device memory copies them out (a wait). Bad input found on the
+/// device (a label out of range) is reported at the next wait (gpu_device::errors()).
+///
+/// What runs here and what does not is docs/gpu.md's table; an op without a GPU kernel runs
+/// on the CPU with soft placement (placement_options::soft).
 #pragma once
 
 #include <algorithm>
@@ -55,7 +56,7 @@ namespace weft::cuda {
 
 // ---- helpers ----
 
-// The launch code of dtype t, or an error naming who asked (a node, a helper).
+/// The launch code of dtype t, or an error naming who asked (a node, a helper).
 inline launch::elem elem_of(dtype t, const std::string& who) {
   switch (t) {
     case dtype::float16: return launch::elem::f16;
@@ -69,26 +70,26 @@ inline launch::elem elem_of(dtype t, const std::string& who) {
     default: fail(error_code::unimplemented, who, ": ", t, " is not supported on the GPU");
   }
 }
-// (The executor names the node in the errors of its kernels.)
+/// (The executor names the node in the errors of its kernels.)
 inline launch::elem elem_of(dtype t, const node&) { return elem_of(t, "this kernel"); }
 
-// The bytes of t's elements, which the GPU copies (1, 2, 4, 8 or 16: no strings).
+/// The bytes of t's elements, which the GPU copies (1, 2, 4, 8 or 16: no strings).
 inline int element_bytes(dtype t) {
   if (t == dtype::string) fail(error_code::unimplemented, "strings live in host memory: no GPU kernel moves them");
   return static_cast<int>(size_of(t));
 }
-// Fails unless t's dtype has elements the GPU copies (no strings).
+/// Fails unless t's dtype has elements the GPU copies (no strings).
 inline void require_plain(const tensor& t, const node&) { (void)element_bytes(t.dtype()); }
 
-// Input i in the GPU's memory: as it is, or copied in from host memory.
+/// Input i in the GPU's memory: as it is, or copied in from host memory.
 inline tensor device_input(kernel_context& ctx, int i) {
   const tensor& t = ctx.input(i);
   if (t.memory_space() != memory_space::host) return t;
   return ctx.device().copy_from_host(t);
 }
 
-// The integer values of input i (int32 or int64), read on the host; copied out of the
-// GPU's memory when they are there (a wait for the device).
+/// The integer values of input i (int32 or int64), read on the host; copied out of the
+/// GPU's memory when they are there (a wait for the device).
 inline std::vector<std::int64_t> host_ints(kernel_context& ctx, int i, const char* what) {
   tensor t = ctx.input(i);
   if (t.memory_space() != memory_space::host) t = ctx.device().copy_to_host(t);
@@ -102,14 +103,14 @@ inline std::vector<std::int64_t> host_ints(kernel_context& ctx, int i, const cha
   return out;
 }
 
-// v as an int32 output value, or an error when it does not fit.
+/// v as an int32 output value, or an error when it does not fit.
 inline std::int32_t to_int32(std::int64_t v, const char* what) {
   if (v > std::numeric_limits<std::int32_t>::max())
     fail(error_code::invalid_argument, what, " ", v, " does not fit an int32 output (ask for int64)");
   return static_cast<std::int32_t>(v);
 }
 
-// Reports a failed launch (bad configuration, no kernel image for this GPU).
+/// Reports a failed launch (bad configuration, no kernel image for this GPU).
 inline void launched(const char* what) { check(cudaGetLastError(), what); }
 
 inline int canonical_gpu_axis(std::int64_t axis, int rank, const char* what) {
@@ -118,8 +119,8 @@ inline int canonical_gpu_axis(std::int64_t axis, int rank, const char* what) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
-// The dims of `out` above 1, which a broadcast plan indexes (a dim of 1 adds nothing); at
-// most broadcast_plan::max_rank of them.
+/// The dims of `out` above 1, which a broadcast plan indexes (a dim of 1 adds nothing); at
+/// most broadcast_plan::max_rank of them.
 inline std::vector<int> planned_dims(const shape& out) {
   std::vector<int> kept;
   for (int d = 0; d < out.rank(); ++d)
@@ -130,8 +131,8 @@ inline std::vector<int> planned_dims(const shape& out) {
   return kept;
 }
 
-// The element strides of an operand of shape s along the planned dims of `out` (aligned on
-// the last dim, NumPy's rule), 0 where s broadcasts: `stride` gets max_rank entries.
+/// The element strides of an operand of shape s along the planned dims of `out` (aligned on
+/// the last dim, NumPy's rule), 0 where s broadcasts: `stride` gets max_rank entries.
 inline void operand_strides(const shape& s, const shape& out, const std::vector<int>& kept, std::int64_t* stride) {
   std::vector<std::int64_t> all(static_cast<std::size_t>(out.rank()), 0);
   std::int64_t step = 1;
@@ -143,7 +144,7 @@ inline void operand_strides(const shape& s, const shape& out, const std::vector<
     stride[j] = static_cast<std::size_t>(j) < kept.size() ? all[static_cast<std::size_t>(kept[static_cast<std::size_t>(j)])] : 0;
 }
 
-// The broadcast plan of up to three operands of shapes `in` to `out`.
+/// The broadcast plan of up to three operands of shapes `in` to `out`.
 inline launch::broadcast_plan plan_for(const std::vector<const shape*>& in, const shape& out) {
   if (in.size() > 3) fail(error_code::internal, "plan_for: ", in.size(), " operands (at most 3)");
   launch::broadcast_plan p;
@@ -164,14 +165,14 @@ inline launch::broadcast_plan plan_for(const std::vector<const shape*>& in, cons
   return p;
 }
 
-// The broadcast shape of a and b, or an error naming both.
+/// The broadcast shape of a and b, or an error naming both.
 inline shape broadcast_shape(const node& n, const shape& a, const shape& b) {
   auto s = broadcast(a, b);
   if (!s) fail(error_code::invalid_argument, n.describe(), ": shapes ", a, " and ", b, " do not broadcast");
   return *s;
 }
 
-// Holds the device's library mutex and makes it current while cuBLAS or cuDNN is called.
+/// Holds the device's library mutex and makes it current while cuBLAS or cuDNN is called.
 class library_call {
  public:
   explicit library_call(const gpu_device& g) : lock_(g.library_mutex()), here_(g.ordinal()) {}
@@ -198,8 +199,8 @@ struct gpu_placeholder final : op_kernel {
   void compute(kernel_context&) const override { fail(error_code::invalid_argument, "a placeholder must be fed"); }
 };
 
-// Const: small integer values stay in host memory (stays_in_host_memory); others are copied
-// to the GPU once, on the kernel's first run, and shared by every later one.
+/// Const: small integer values stay in host memory (stays_in_host_memory); others are copied
+/// to the GPU once, on the kernel's first run, and shared by every later one.
 struct gpu_const final : op_kernel {
   explicit gpu_const(const node& n) : value_(n.attr<tensor>("value")) {}
   void compute(kernel_context& ctx) const override {
@@ -212,7 +213,7 @@ struct gpu_const final : op_kernel {
   mutable tensor on_device_;
 };
 
-// Shape, Size and Rank read only shapes; their outputs are small host tensors.
+/// Shape, Size and Rank read only shapes; their outputs are small host tensors.
 struct gpu_shape final : op_kernel {
   explicit gpu_shape(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -238,7 +239,7 @@ struct gpu_rank final : op_kernel {
   void compute(kernel_context& ctx) const override { ctx.set_output(0, tensor::scalar<std::int32_t>(ctx.input(0).rank())); }
 };
 
-// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1, on the host.
+/// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1, on the host.
 struct gpu_reduced_shape final : op_kernel {
   explicit gpu_reduced_shape(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -252,7 +253,7 @@ struct gpu_reduced_shape final : op_kernel {
   }
 };
 
-// Reshape: a view of the input's buffer with the new shape (one dim may be -1).
+/// Reshape: a view of the input's buffer with the new shape (one dim may be -1).
 struct gpu_reshape final : op_kernel {
   explicit gpu_reshape(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -278,9 +279,9 @@ struct gpu_reshape final : op_kernel {
 
 // ---- variables, Assign and loop accumulators: the CPU's kernels ----
 
-// Runs kernel K (a device-neutral class: the CPU's) with inputs Is... in memory space
-// Where: copied out of the GPU's memory (host: the values are read) or into it (device: the
-// value is kept, as Assign keeps it), when they are elsewhere.
+/// Runs kernel K (a device-neutral class: the CPU's) with inputs Is... in memory space
+/// Where: copied out of the GPU's memory (host: the values are read) or into it (device: the
+/// value is kept, as Assign keeps it), when they are elsewhere.
 template <class K, memory_space Where, int... Is>
 struct with_inputs_in final : op_kernel {
   explicit with_inputs_in(const node& n) : k_(n) {}
@@ -307,9 +308,9 @@ using with_host_inputs = with_inputs_in<K, memory_space::host, Is...>;
 
 // ---- elementwise ----
 
-// Small integer and bool elementwise ops whose inputs are all in host memory run on the
-// host, and their results stay there (TensorFlow's HostMemory int32 kernels): a loop's
-// counter, its bound and the predicate between them never wait for the device.
+/// Small integer and bool elementwise ops whose inputs are all in host memory run on the
+/// host, and their results stay there (TensorFlow's HostMemory int32 kernels): a loop's
+/// counter, its bound and the predicate between them never wait for the device.
 inline bool on_host_inputs(const kernel_context& ctx, dtype t) {
   if (t != dtype::int32 && t != dtype::int64 && t != dtype::boolean) return false;
   for (int i = 0; i < ctx.num_inputs(); ++i)
@@ -347,7 +348,7 @@ auto host_binary(T a, T b) {
   else return a;  // not registered for these types
 }
 
-// Calls f with a value of the host type of int32, int64 or bool.
+/// Calls f with a value of the host type of int32, int64 or bool.
 template <class F>
 void host_dispatch(dtype t, F&& f) {
   if (t == dtype::int32) f(std::int32_t{});
@@ -423,10 +424,10 @@ struct gpu_select_v2 final : op_kernel {
   launch::elem t_;
 };
 
-// Select(condition, t, e), TensorFlow's first form: t and e of one shape; the condition a
-// scalar, of their shape, or a vector of their first dim that picks whole rows
-// (ops::select_picks_rows, the CPU's checks). Rows are a broadcast of the condition as
-// [n, 1, ..., 1].
+/// Select(condition, t, e), TensorFlow's first form: t and e of one shape; the condition a
+/// scalar, of their shape, or a vector of their first dim that picks whole rows
+/// (ops::select_picks_rows, the CPU's checks). Rows are a broadcast of the condition as
+/// [n, 1, ..., 1].
 struct gpu_select final : op_kernel {
   explicit gpu_select(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
@@ -444,7 +445,7 @@ struct gpu_select final : op_kernel {
   launch::elem t_;
 };
 
-// The cast_elem of t: every real and complex dtype (no strings).
+/// The cast_elem of t: every real and complex dtype (no strings).
 inline launch::cast_elem cast_elem_of(dtype t, const node& n) {
   using E = launch::cast_elem;
   switch (t) {
@@ -481,7 +482,7 @@ struct gpu_cast final : op_kernel {
   launch::cast_elem from_elem_, to_elem_;
 };
 
-// Fill(dims, value): dims on the host, the value a scalar on the GPU.
+/// Fill(dims, value): dims on the host, the value a scalar on the GPU.
 struct gpu_fill final : op_kernel {
   explicit gpu_fill(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
@@ -499,7 +500,7 @@ struct gpu_fill final : op_kernel {
   launch::elem t_;
 };
 
-// BroadcastTo(input, shape).
+/// BroadcastTo(input, shape).
 struct gpu_broadcast_to final : op_kernel {
   explicit gpu_broadcast_to(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -517,8 +518,8 @@ struct gpu_broadcast_to final : op_kernel {
 
 // ---- transposes ----
 
-// x with its dims permuted (out dim d is x's dim perm[d]), as a broadcast of x whose
-// strides are permuted.
+/// x with its dims permuted (out dim d is x's dim perm[d]), as a broadcast of x whose
+/// strides are permuted.
 inline tensor transposed(const gpu_device& g, const tensor& x, const std::vector<int>& perm) {
   const int rank = x.rank();
   auto perm_text = [&] { return attr_value(std::vector<std::int64_t>(perm.begin(), perm.end())); };
@@ -553,8 +554,8 @@ inline tensor transposed(const gpu_device& g, const tensor& x, const std::vector
 
 // ---- reductions ----
 
-// Reduces x over `axes` (sorted, distinct) in passes of [outer, reduce, inner], the last
-// reduced run of dims first; returns a tensor of the kept dims.
+/// Reduces x over `axes` (sorted, distinct) in passes of [outer, reduce, inner], the last
+/// reduced run of dims first; returns a tensor of the kept dims.
 inline tensor reduce_axes(const gpu_device& g, launch::reduction op, launch::elem t, const tensor& x,
                           const std::vector<bool>& reduced) {
   // Runs of adjacent dims, each kept or reduced.
@@ -667,7 +668,7 @@ struct gpu_arg_reduce final : op_kernel {
   bool int64_;
 };
 
-// Cumsum and Cumprod (x, axis; exclusive, reverse), the CPU's checks.
+/// Cumsum and Cumprod (x, axis; exclusive, reverse), the CPU's checks.
 template <launch::reduction Op>
 struct gpu_scan final : op_kernel {
   explicit gpu_scan(const node& n)
@@ -701,8 +702,8 @@ inline cudaDataType_t cuda_type_of(dtype t) {
   }
 }
 
-// C [m, n] = op(A) op(B), all row-major, through column-major cuBLAS: C^T = op(B)^T op(A)^T.
-// lda, ldb: the stored rows' lengths. batch > 1: strided batches.
+/// C [m, n] = op(A) op(B), all row-major, through column-major cuBLAS: C^T = op(B)^T op(A)^T.
+/// lda, ldb: the stored rows' lengths. batch > 1: strided batches.
 inline void gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
                  std::int64_t k, const void* a, std::int64_t lda, const void* b, std::int64_t ldb, void* c,
                  std::int64_t batch = 1, std::int64_t stride_a = 0, std::int64_t stride_b = 0, std::int64_t stride_c = 0) {
@@ -760,8 +761,8 @@ struct gpu_matmul final : op_kernel {
   bool transpose_a_, transpose_b_;
 };
 
-// BatchMatMulV2: batch dims broadcast only when equal or absent on one side (the common
-// cases); other broadcasts are an unimplemented error on the GPU.
+/// BatchMatMulV2: batch dims broadcast only when equal or absent on one side (the common
+/// cases); other broadcasts are an unimplemented error on the GPU.
 struct gpu_batch_matmul final : op_kernel {
   explicit gpu_batch_matmul(const node& n) : t_(n.output_dtype(0)), adj_x_(n.attr<bool>("adj_x")), adj_y_(n.attr<bool>("adj_y")) {
     (void)cuda_type_of(t_);
@@ -802,7 +803,7 @@ struct gpu_batch_matmul final : op_kernel {
 
 // ---- nn ----
 
-// The channel dim of a BiasAdd input: the last (NHWC) or the second (NCHW).
+/// The channel dim of a BiasAdd input: the last (NHWC) or the second (NCHW).
 inline int channel_dim(const std::string& format, const tensor& x) {
   if (format == "NCHW") {
     if (x.rank() < 2) fail(error_code::invalid_argument, "NCHW input must have rank at least 2, got ", x.shape());
@@ -897,7 +898,7 @@ struct gpu_sparse_xent final : op_kernel {
   std::string message_;
 };
 
-// SoftmaxCrossEntropyWithLogits(features, labels): dense labels of the features' shape.
+/// SoftmaxCrossEntropyWithLogits(features, labels): dense labels of the features' shape.
 struct gpu_softmax_xent final : op_kernel {
   explicit gpu_softmax_xent(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
@@ -914,7 +915,7 @@ struct gpu_softmax_xent final : op_kernel {
   launch::elem t_;
 };
 
-// L2Loss(t): sum(t^2) / 2.
+/// L2Loss(t): sum(t^2) / 2.
 struct gpu_l2_loss final : op_kernel {
   explicit gpu_l2_loss(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
@@ -929,7 +930,7 @@ struct gpu_l2_loss final : op_kernel {
   launch::elem t_;
 };
 
-// OneHot(indices, depth, on_value, off_value; axis).
+/// OneHot(indices, depth, on_value, off_value; axis).
 struct gpu_one_hot final : op_kernel {
   explicit gpu_one_hot(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
   void compute(kernel_context& ctx) const override {
@@ -958,7 +959,7 @@ struct gpu_one_hot final : op_kernel {
   std::int64_t axis_;
 };
 
-// GatherV2(params, indices, axis): params[:axis] + indices + params[axis+1:].
+/// GatherV2(params, indices, axis): params[:axis] + indices + params[axis+1:].
 struct gpu_gather final : op_kernel {
   explicit gpu_gather(const node& n)
       : indices64_(n.input_dtype(1) == dtype::int64), message_(n.describe() + ": an index is out of range: ") {}
@@ -987,7 +988,7 @@ struct gpu_gather final : op_kernel {
   std::string message_;
 };
 
-// Transpose(x, perm), through transposed() above.
+/// Transpose(x, perm), through transposed() above.
 struct gpu_transpose final : op_kernel {
   explicit gpu_transpose(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -1001,8 +1002,8 @@ struct gpu_transpose final : op_kernel {
 
 // ---- array ops: boxes copied between tensors ----
 
-// Copies the box of `extent` starting at `src_begin` in src to `dst_begin` in dst (same
-// dtype, same rank), on the compute stream.
+/// Copies the box of `extent` starting at `src_begin` in src to `dst_begin` in dst (same
+/// dtype, same rank), on the compute stream.
 inline void copy_region(const gpu_device& g, const tensor& src, const std::vector<std::int64_t>& src_begin, tensor& dst,
                         const std::vector<std::int64_t>& dst_begin, const std::vector<std::int64_t>& extent) {
   const int rank = static_cast<int>(extent.size());
@@ -1177,7 +1178,7 @@ struct gpu_fill_like final : op_kernel {
       launched("OnesLike");
     }
   }
-  // A host scalar 1 of dtype t.
+  /// A host scalar 1 of dtype t.
   static tensor one_of(dtype t) {
     tensor one(t, shape{});
     switch (t) {
@@ -1226,8 +1227,8 @@ struct gpu_unsorted_segment_sum final : op_kernel {
 
 // ---- index tuples: GatherNd, ScatterNd, TensorScatterAdd, TensorScatterUpdate ----
 
-// The plan of tuples of `indices` ([..., k]) into a tensor of shape `into`, and the shape
-// of the slices they name (what an update row holds).
+/// The plan of tuples of `indices` ([..., k]) into a tensor of shape `into`, and the shape
+/// of the slices they name (what an update row holds).
 inline launch::nd_plan nd_plan_of(const tensor& indices, const shape& into, std::vector<std::int64_t>& slice_dims) {
   if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got a scalar");
   const std::int64_t k = indices.shape()[indices.rank() - 1];
@@ -1246,7 +1247,7 @@ inline launch::nd_plan nd_plan_of(const tensor& indices, const shape& into, std:
   return p;
 }
 
-// updates must have shape indices.shape[:-1] + the slices' shape.
+/// updates must have shape indices.shape[:-1] + the slices' shape.
 inline void require_updates(const tensor& indices, const tensor& updates, const std::vector<std::int64_t>& slice_dims) {
   std::vector<std::int64_t> want(indices.shape().dims().begin(), indices.shape().dims().end() - 1);
   want.insert(want.end(), slice_dims.begin(), slice_dims.end());
@@ -1272,8 +1273,8 @@ struct gpu_gather_nd final : op_kernel {
   std::string message_;
 };
 
-// ScatterNd (zeros of `shape`, updates added), TensorScatterAdd (tensor, updates added) and
-// TensorScatterUpdate (tensor, slices replaced).
+/// ScatterNd (zeros of `shape`, updates added), TensorScatterAdd (tensor, updates added) and
+/// TensorScatterUpdate (tensor, slices replaced).
 template <launch::nd_mode Mode, bool FromZeros>
 struct gpu_scatter_nd final : op_kernel {
   explicit gpu_scatter_nd(const node& n) : message_(n.describe() + ": an index is out of range: ") {}
@@ -1307,8 +1308,8 @@ struct gpu_scatter_nd final : op_kernel {
   std::string message_;
 };
 
-// SumToShape(x, shape): x summed over the dims that broadcasting `shape` to x's shape added
-// or stretched.
+/// SumToShape(x, shape): x summed over the dims that broadcasting `shape` to x's shape added
+/// or stretched.
 struct gpu_sum_to_shape final : op_kernel {
   explicit gpu_sum_to_shape(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
@@ -1343,7 +1344,7 @@ inline launch::pool_geometry pool_geometry_of(const ops::geometry& g) {
   return p;
 }
 
-// A 4-vector of sizes (Conv2DBackpropInput's input_sizes, AvgPoolGrad's orig_input_shape), read on the host.
+/// A 4-vector of sizes (Conv2DBackpropInput's input_sizes, AvgPoolGrad's orig_input_shape), read on the host.
 inline shape four_sizes(kernel_context& ctx, int i, const char* what) {
   if (ctx.input(i).rank() != 1 || ctx.input(i).num_elements() != 4)
     fail(error_code::invalid_argument, what, " must be a vector of 4 dims, got shape ", ctx.input(i).shape());
@@ -1371,9 +1372,9 @@ struct gpu_pool final : op_kernel {
   ops::window_attrs w_;
 };
 
-// MaxPoolGrad(orig_input, orig_output, grad): each window's gradient to its first maximum;
-// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first
-// maximum. The CPU's checks (kernels/cpu/pooling.hpp's max_pool_grad_op).
+/// MaxPoolGrad(orig_input, orig_output, grad): each window's gradient to its first maximum;
+/// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first
+/// maximum. The CPU's checks (kernels/cpu/pooling.hpp's max_pool_grad_op).
 template <bool Second>
 struct gpu_max_pool_grad final : op_kernel {
   explicit gpu_max_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
@@ -1418,10 +1419,10 @@ inline cudnnDataType_t cudnn_type_of(dtype t) {
   }
 }
 
-// cuDNN's descriptors of one convolution: x and y NHWC, the filter OHWI (cuDNN's NHWC filter
-// layout; weft's filters are HWIO and are transposed for it), cross-correlation with the
-// geometry's padding, which must be symmetric (cuDNN pads both sides alike; gpu_conv makes
-// TensorFlow's uneven SAME padding explicit first).
+/// cuDNN's descriptors of one convolution: x and y NHWC, the filter OHWI (cuDNN's NHWC filter
+/// layout; weft's filters are HWIO and are transposed for it), cross-correlation with the
+/// geometry's padding, which must be symmetric (cuDNN pads both sides alike; gpu_conv makes
+/// TensorFlow's uneven SAME padding explicit first).
 class conv_descriptors {
  public:
   // nchw: x and y NCHW, the filter KCRS (where cuDNN has no NHWC algorithm: float64).
@@ -1466,7 +1467,7 @@ class conv_descriptors {
   cudnnConvolutionDescriptor_t conv_ = nullptr;
 };
 
-// The scaling factors cuDNN takes: float, or double for float64 data.
+/// The scaling factors cuDNN takes: float, or double for float64 data.
 struct cudnn_scale {
   explicit cudnn_scale(dtype t) : f64(t == dtype::float64) {}
   const void* one() const { return f64 ? static_cast<const void*>(&one_d) : &one_f; }
@@ -1476,11 +1477,11 @@ struct cudnn_scale {
   double one_d = 1, zero_d = 0;
 };
 
-// The most workspace a convolution's algorithm may take.
+/// The most workspace a convolution's algorithm may take.
 inline constexpr std::size_t conv_workspace_limit = std::size_t(512) << 20;
 
-// The first algorithm of cuDNN's heuristics that works within the workspace limit (as an
-// int), and its workspace; none when no algorithm does.
+/// The first algorithm of cuDNN's heuristics that works within the workspace limit (as an
+/// int), and its workspace; none when no algorithm does.
 template <class Perf>
 std::optional<std::pair<int, std::size_t>> pick_algorithm(const Perf* perf, int count) {
   for (int i = 0; i < count; ++i)
@@ -1499,25 +1500,25 @@ inline ops::geometry conv_geometry(const shape& input, const shape& filter, cons
 
 enum class conv_pass { forward, backprop_input, backprop_filter };
 
-// Whether the geometry's padding is uneven (TensorFlow's SAME pads one more row or column at
-// the end when the total is odd), which cuDNN cannot do.
+/// Whether the geometry's padding is uneven (TensorFlow's SAME pads one more row or column at
+/// the end when the total is odd), which cuDNN cannot do.
 inline bool uneven_padding(const ops::geometry& g) {
   const std::int64_t extent_h = (g.kh - 1) * g.dh + 1, extent_w = (g.kw - 1) * g.dw + 1;
   const std::int64_t total_h = std::max<std::int64_t>(0, (g.oh - 1) * g.sh + extent_h - g.h);
   const std::int64_t total_w = std::max<std::int64_t>(0, (g.ow - 1) * g.sw + extent_w - g.w);
   return total_h != 2 * g.pad_top || total_w != 2 * g.pad_left;
 }
-// The same convolution over the window of the input its outputs read, padding made
-// explicit: the window starts pad_top rows and pad_left columns before the image, and cuDNN
-// pads nothing.
+/// The same convolution over the window of the input its outputs read, padding made
+/// explicit: the window starts pad_top rows and pad_left columns before the image, and cuDNN
+/// pads nothing.
 inline ops::geometry explicit_padding(ops::geometry g) {
   g.h = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
   g.w = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
   g.pad_top = g.pad_left = 0;
   return g;
 }
-// The rows (or columns) where an image of `size` and a window starting at -pad of `window`
-// overlap: the first in the image, the first in the window, how many.
+/// The rows (or columns) where an image of `size` and a window starting at -pad of `window`
+/// overlap: the first in the image, the first in the window, how many.
 struct overlap {
   std::int64_t in_image, in_window, count;
 };
@@ -1525,8 +1526,8 @@ inline overlap overlap_of(std::int64_t size, std::int64_t pad, std::int64_t wind
   const std::int64_t first = std::max<std::int64_t>(0, -pad), last = std::min(size, window - pad);
   return {first, first + pad, std::max<std::int64_t>(0, last - first)};
 }
-// Copies between an NHWC image x and its window (zeros where the window is outside the
-// image): into the window (to_window) or back into a zeroed image.
+/// Copies between an NHWC image x and its window (zeros where the window is outside the
+/// image): into the window (to_window) or back into a zeroed image.
 inline void copy_window(const gpu_device& g, const tensor& from, tensor& to, const ops::geometry& geo,
                         const ops::geometry& window, bool to_window) {
   const current_device here(g.ordinal());
@@ -1537,10 +1538,10 @@ inline void copy_window(const gpu_device& g, const tensor& from, tensor& to, con
               {geo.n, rows.count, cols.count, geo.c});
 }
 
-// How one convolution pass runs on one GPU: cuDNN's descriptors, the layout (NHWC, or NCHW
-// where cuDNN has no NHWC algorithm), the algorithm its heuristics pick and its workspace.
-// Made once per geometry and kept by the kernel: asking cuDNN's heuristics costs about a
-// millisecond of host time, more than LeNet's convolutions on an H200.
+/// How one convolution pass runs on one GPU: cuDNN's descriptors, the layout (NHWC, or NCHW
+/// where cuDNN has no NHWC algorithm), the algorithm its heuristics pick and its workspace.
+/// Made once per geometry and kept by the kernel: asking cuDNN's heuristics costs about a
+/// millisecond of host time, more than LeNet's convolutions on an H200.
 struct conv_plan {
   conv_plan(dtype t, const ops::geometry& geo, bool nchw) : d(t, geo, nchw), nchw(nchw) {}
   conv_descriptors d;
@@ -1806,7 +1807,7 @@ void register_gpu_kernel_for(const char* op, const char* attr, const std::vector
   for (dtype t : types) register_gpu_kernel<K>(op, {attr, t});
 }
 
-// Registers the op families these kernels belong to and every GPU kernel, once.
+/// Registers the op families these kernels belong to and every GPU kernel, once.
 inline bool register_gpu_kernels() {
   static const bool done = [] {
     ops::register_math_ops();

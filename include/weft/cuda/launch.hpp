@@ -1,9 +1,10 @@
-// The GPU kernels' plain C++ entry points (DESIGN.md §2): declarations that any C++
-// compiler reads, defined by weft/cuda/launch.cuh, which one .cu file of a program compiles
-// with nvcc (the CMake component weft::cuda does it: weft_cuda_kernels). Each enqueues its
-// work on `stream` and returns; a launch failure is reported by the caller's
-// check(cudaGetLastError()). Element types are passed as elem codes, so this header
-// includes nothing of weft's and nvcc never parses the typed DSL.
+/// @file
+/// The GPU kernels' plain C++ entry points (DESIGN.md §2): declarations that any C++
+/// compiler reads, defined by weft/cuda/launch.cuh, which one .cu file of a program compiles
+/// with nvcc (the CMake component weft::cuda does it: weft_cuda_kernels). Each enqueues its
+/// work on `stream` and returns; a launch failure is reported by the caller's
+/// check(cudaGetLastError()). Element types are passed as elem codes, so this header
+/// includes nothing of weft's and nvcc never parses the typed DSL.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,17 +13,17 @@
 
 namespace weft::cuda::launch {
 
-// The element types the GPU kernels take.
+/// The element types the GPU kernels take.
 enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean };
 
 enum class unary : int { neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign };
 
 enum class binary : int {
-  // z: the operands' type
+  /// z: the operands' type
   add, sub, mul, div, pow, maximum, minimum, squared_difference,
-  relu_grad,     // a where b > 0, else 0 (ReluGrad(gradients, features))
-  tanh_grad,     // b * (1 - a^2)   (TanhGrad(y, dy))
-  sigmoid_grad,  // b * a * (1 - a) (SigmoidGrad(y, dy))
+  relu_grad,     ///< a where b > 0, else 0 (ReluGrad(gradients, features))
+  tanh_grad,     ///< b * (1 - a^2)   (TanhGrad(y, dy))
+  sigmoid_grad,  ///< b * a * (1 - a) (SigmoidGrad(y, dy))
   // z: bool
   greater, greater_equal, less, less_equal, equal, not_equal, logical_and, logical_or,
 };
@@ -32,26 +33,26 @@ inline constexpr bool returns_bool(binary op) noexcept { return op >= binary::gr
 // gpu_device::error_slots): a kernel that meets bad input stores the offending value in [1],
 // then 1 in [0]; the host reads them when it next waits for the device.
 
-// How an operand of a broadcast is indexed: by its strides (general), by the output's index
-// (direct: it has the output's shape), or not at all (scalar: one element).
+/// How an operand of a broadcast is indexed: by its strides (general), by the output's index
+/// (direct: it has the output's shape), or not at all (scalar: one element).
 enum class operand_kind : int { general, direct, scalar };
 
-// Broadcasting, NumPy's: the output's dims, and each operand's element strides (0 along a
-// broadcast dim), at most 8 dims. rank 0 with same_shape: both operands have the output's
-// shape (no index arithmetic). `narrow`: every offset fits 32 bits, so index arithmetic is
-// done in 32 bits (a 64-bit division costs a GPU tens of instructions).
+/// Broadcasting, NumPy's: the output's dims, and each operand's element strides (0 along a
+/// broadcast dim), at most 8 dims. rank 0 with same_shape: both operands have the output's
+/// shape (no index arithmetic). `narrow`: every offset fits 32 bits, so index arithmetic is
+/// done in 32 bits (a 64-bit division costs a GPU tens of instructions).
 struct broadcast_plan {
   static constexpr int max_rank = 8;
   int rank = 0;
   bool same_shape = false;
   bool narrow = false;
-  operand_kind kind[3] = {};                  // per operand (up to three: SelectV2)
+  operand_kind kind[3] = {};                  ///< per operand (up to three: SelectV2)
   std::int64_t dims[max_rank] = {};
   std::int64_t stride[3][max_rank] = {};
 };
 
-// y = x broadcast to y's shape (BroadcastTo, transposes); operand 0 of the plan is x, whose
-// elements have `element_bytes` bytes (1, 2, 4, 8 or 16).
+/// y = x broadcast to y's shape (BroadcastTo, transposes); operand 0 of the plan is x, whose
+/// elements have `element_bytes` bytes (1, 2, 4, 8 or 16).
 void broadcast_op(int element_bytes, const void* x, void* y, std::int64_t n, const broadcast_plan& plan, cudaStream_t stream);
 // Functions both sides compile: the host's code and the CUDA kernels.
 #if defined(__CUDACC__)
@@ -60,7 +61,7 @@ void broadcast_op(int element_bytes, const void* x, void* y, std::int64_t n, con
 #define WEFT_HOST_DEVICE
 #endif
 
-// The offset in operand k of the plan's output element i.
+/// The offset in operand k of the plan's output element i.
 inline WEFT_HOST_DEVICE std::int64_t offset_in(const broadcast_plan& p, int k, std::int64_t i) {
   if (p.same_shape || p.kind[k] == operand_kind::direct) return i;
   if (p.kind[k] == operand_kind::scalar) return 0;
@@ -86,26 +87,26 @@ inline WEFT_HOST_DEVICE std::int64_t offset_in(const broadcast_plan& p, int k, s
 void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t stream);
 void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& plan,
                cudaStream_t stream);
-// out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e.
+/// out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e.
 void select_op(elem t, const bool* cond, const void* a, const void* b, void* out, std::int64_t n,
                const broadcast_plan& plan, cudaStream_t stream);
-// Every element type Cast converts between on the GPU: elem's and the narrow integers and
-// complex numbers no other GPU kernel computes with.
+/// Every element type Cast converts between on the GPU: elem's and the narrow integers and
+/// complex numbers no other GPU kernel computes with.
 enum class cast_elem : int { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean, c64, c128 };
-// y = x converted as the CPU's Cast converts (kernels/cpu/convert.hpp): a float to an integer
-// saturates and NaN gives 0, a complex number to a real keeps its real part, integers wrap.
+/// y = x converted as the CPU's Cast converts (kernels/cpu/convert.hpp): a float to an integer
+/// saturates and NaN gives 0, a complex number to a real keeps its real part, integers wrap.
 void cast_op(cast_elem from, cast_elem to, const void* x, void* y, std::int64_t n, cudaStream_t stream);
-// Every element of y set to *value (one element of type t, in device memory).
+/// Every element of y set to *value (one element of type t, in device memory).
 void fill_op(elem t, const void* value, void* y, std::int64_t n, cudaStream_t stream);
 
-// Reductions of x, seen as [outer, reduce, inner], to y of [outer, inner], in float for the
-// 16-bit types, double for float64 and 64 bits for integer sums, products and means. mean
-// divides by `reduce`.
-// l2: the sum of squares halved (L2Loss).
+/// Reductions of x, seen as [outer, reduce, inner], to y of [outer, inner], in float for the
+/// 16-bit types, double for float64 and 64 bits for integer sums, products and means. mean
+/// divides by `reduce`.
+/// l2: the sum of squares halved (L2Loss).
 enum class reduction : int { sum, mean, max, min, prod, l2 };
-// How many parts reduce_op splits each reduced run into: 1 where there are outputs enough to
-// keep the GPU busy (a thread or a block each); otherwise enough parts of at least 256
-// elements for some 64 k threads, at most 1024, whose partial results a second kernel joins.
+/// How many parts reduce_op splits each reduced run into: 1 where there are outputs enough to
+/// keep the GPU busy (a thread or a block each); otherwise enough parts of at least 256
+/// elements for some 64 k threads, at most 1024, whose partial results a second kernel joins.
 inline std::int64_t reduce_splits(std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
   const std::int64_t outputs = outer * inner;
   if (outputs <= 0 || outputs >= 16384 || reduce < 1024) return 1;
@@ -114,41 +115,41 @@ inline std::int64_t reduce_splits(std::int64_t outer, std::int64_t reduce, std::
   if (s > 1024) s = 1024;
   return s < 1 ? 1 : s;
 }
-// The scratch bytes reduce_op needs (the split parts' partial results, 8 bytes each).
+/// The scratch bytes reduce_op needs (the split parts' partial results, 8 bytes each).
 inline std::size_t reduce_scratch_bytes(std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
   const std::int64_t s = reduce_splits(outer, reduce, inner);
   return s > 1 ? static_cast<std::size_t>(outer * s * inner) * 8 : 0;
 }
-// y[o, i] = the reduction of x[o, :, i] ([outer, reduce, inner]); `scratch` holds
-// reduce_scratch_bytes(outer, reduce, inner) bytes of device memory.
+/// y[o, i] = the reduction of x[o, :, i] ([outer, reduce, inner]); `scratch` holds
+/// reduce_scratch_bytes(outer, reduce, inner) bytes of device memory.
 void reduce_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t reduce,
                std::int64_t inner, void* scratch, cudaStream_t stream);
-// Cumsum (op sum) and Cumprod (op prod) along the middle dim of [outer, n, inner]: a thread
-// a line, in order or from the end (reverse), each output before (exclusive) or after its
-// element is combined; accumulating as reduce_op does.
+/// Cumsum (op sum) and Cumprod (op prod) along the middle dim of [outer, n, inner]: a thread
+/// a line, in order or from the end (reverse), each output before (exclusive) or after its
+/// element is combined; accumulating as reduce_op does.
 void scan_op(reduction op, elem t, const void* x, void* y, std::int64_t outer, std::int64_t n, std::int64_t inner, bool exclusive,
              bool reverse, cudaStream_t stream);
-// The index of the largest (or smallest) element along the middle dim of [outer, n, inner],
-// the first of equals, as int64 (or int32).
+/// The index of the largest (or smallest) element along the middle dim of [outer, n, inner],
+/// the first of equals, as int64 (or int32).
 void arg_reduce_op(bool max, elem t, const void* x, void* y, bool int64_out, std::int64_t outer, std::int64_t n,
                    std::int64_t inner, cudaStream_t stream);
 
-// BiasAdd: y[r, c] = x[r, c] + bias[c] for [rows, channels] (NHWC's last dim).
+/// BiasAdd: y[r, c] = x[r, c] + bias[c] for [rows, channels] (NHWC's last dim).
 void bias_add_op(elem t, const void* x, const void* bias, void* y, std::int64_t rows, std::int64_t channels,
                  cudaStream_t stream);
 
-// Softmax and log-softmax along the last dim of [rows, classes].
+/// Softmax and log-softmax along the last dim of [rows, classes].
 void softmax_op(bool log, elem t, const void* logits, void* y, std::int64_t rows, std::int64_t classes,
                 cudaStream_t stream);
-// SparseSoftmaxCrossEntropyWithLogits: loss[r] = logsumexp(logits[r]) - logits[r, label[r]],
-// backprop[r] = softmax(logits[r]) - onehot(label[r]). A label outside [0, classes) gives NaN
-// for its row's loss and backprop (TensorFlow's GPU kernel does the same) and is reported in
-// `error` (an error slot: see below).
+/// SparseSoftmaxCrossEntropyWithLogits: loss[r] = logsumexp(logits[r]) - logits[r, label[r]],
+/// backprop[r] = softmax(logits[r]) - onehot(label[r]). A label outside [0, classes) gives NaN
+/// for its row's loss and backprop (TensorFlow's GPU kernel does the same) and is reported in
+/// `error` (an error slot: see below).
 void sparse_xent_op(elem t, const void* logits, const void* labels, bool labels_int64, void* loss, void* backprop,
                     std::int64_t rows, std::int64_t classes, std::int64_t* error, cudaStream_t stream);
 
-// Training updates, in place on var (and the slots): see the ops' docs (ops/training_ops.hpp).
-// lr, beta1_power and the like are one element each in device memory.
+/// Training updates, in place on var (and the slots): see the ops' docs (ops/training_ops.hpp).
+/// lr, beta1_power and the like are one element each in device memory.
 void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* grad, std::int64_t n,
                                cudaStream_t stream);
 void apply_momentum_op(elem t, void* var, void* accum, const void* lr, const void* grad, const void* momentum,
@@ -160,9 +161,9 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
                    const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
                    bool nesterov, std::int64_t n, cudaStream_t stream);
 
-// A box of elements copied between two tensors of elements of `element_bytes` bytes (1, 2, 4,
-// 8 or 16): dst[dst_offset + sum_d i_d * dst_stride[d]] = src[src_offset + sum_d i_d *
-// src_stride[d]] for every index i in dims (Slice, ConcatV2, Split, Pad's interior).
+/// A box of elements copied between two tensors of elements of `element_bytes` bytes (1, 2, 4,
+/// 8 or 16): dst[dst_offset + sum_d i_d * dst_stride[d]] = src[src_offset + sum_d i_d *
+/// src_stride[d]] for every index i in dims (Slice, ConcatV2, Split, Pad's interior).
 struct box_plan {
   static constexpr int max_rank = 8;
   int rank = 0;
@@ -172,7 +173,7 @@ struct box_plan {
   std::int64_t src_offset = 0, dst_offset = 0;
 };
 void copy_box_op(int element_bytes, const void* src, void* dst, const box_plan& plan, cudaStream_t stream);
-// Tile: y (dims out_dims) element i is x's element at i's index modulo in_dims.
+/// Tile: y (dims out_dims) element i is x's element at i's index modulo in_dims.
 struct tile_plan {
   static constexpr int max_rank = 8;
   int rank = 0;
@@ -180,18 +181,18 @@ struct tile_plan {
   std::int64_t in_dims[max_rank] = {};
 };
 void tile_op(int element_bytes, const void* x, void* y, std::int64_t n, const tile_plan& plan, cudaStream_t stream);
-// UnsortedSegmentSum: out[ids[j], :] += data[j, :] for rows of `row` elements, out (of
-// `segments` rows) zeroed first; an id outside [0, segments) adds nothing and is reported
-// in `error`. Adds are atomic, so float sums may round in another order than the CPU's.
+/// UnsortedSegmentSum: out[ids[j], :] += data[j, :] for rows of `row` elements, out (of
+/// `segments` rows) zeroed first; an id outside [0, segments) adds nothing and is reported
+/// in `error`. Adds are atomic, so float sums may round in another order than the CPU's.
 void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids_int64, void* out, std::int64_t rows,
                              std::int64_t row, std::int64_t segments, std::int64_t* error, cudaStream_t stream);
 
-// Index tuples into the first k dims of a tensor (GatherNd, ScatterNd, TensorScatterAdd,
-// TensorScatterUpdate): tuple j (k int32 or int64 indices) names a slice of `slice`
-// elements. gather: dst[j, :] = src[tuple j's slice]; scatter_add / scatter_update:
-// dst[tuple j's slice] += / = src[j, :] (adds atomic; updates of one slice by two tuples
-// land in either order). A tuple out of range is reported in `error` and moves nothing
-// (gather writes zeros).
+/// Index tuples into the first k dims of a tensor (GatherNd, ScatterNd, TensorScatterAdd,
+/// TensorScatterUpdate): tuple j (k int32 or int64 indices) names a slice of `slice`
+/// elements. gather: dst[j, :] = src[tuple j's slice]; scatter_add / scatter_update:
+/// dst[tuple j's slice] += / = src[j, :] (adds atomic; updates of one slice by two tuples
+/// land in either order). A tuple out of range is reported in `error` and moves nothing
+/// (gather writes zeros).
 enum class nd_mode : int { gather, scatter_add, scatter_update };
 struct nd_plan {
   static constexpr int max_k = 8;
@@ -199,53 +200,53 @@ struct nd_plan {
   std::int64_t dims[max_k] = {};
   std::int64_t tuples = 0, slice = 0;
 };
-// `t` is the element type of a scatter_add; gather and scatter_update move elements of
-// `element_bytes` bytes (1, 2, 4, 8 or 16).
+/// `t` is the element type of a scatter_add; gather and scatter_update move elements of
+/// `element_bytes` bytes (1, 2, 4, 8 or 16).
 void nd_op(nd_mode mode, elem t, int element_bytes, const void* indices, bool indices_int64, const nd_plan& plan, const void* src,
            void* dst, std::int64_t* error, cudaStream_t stream);
 
-// A pooling window over NHWC images (graph/window_geometry.hpp's geometry): input
-// [n, h, w, c], a kh x kw window moving by (sh, sw), output [n, oh, ow, c]; output row y's
-// window starts at input row y * sh - pad_top (the same for columns).
+/// A pooling window over NHWC images (graph/window_geometry.hpp's geometry): input
+/// [n, h, w, c], a kh x kw window moving by (sh, sw), output [n, oh, ow, c]; output row y's
+/// window starts at input row y * sh - pad_top (the same for columns).
 struct pool_geometry {
   std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, sh = 1, sw = 1, oh = 0, ow = 0, pad_top = 0, pad_left = 0;
 };
-// MaxPool (the largest element of each window's valid part, -inf for none) and AvgPool
-// (their mean), as the CPU's kernels compute them.
+/// MaxPool (the largest element of each window's valid part, -inf for none) and AvgPool
+/// (their mean), as the CPU's kernels compute them.
 void pool_op(bool max, elem t, const void* x, void* y, const pool_geometry& g, cudaStream_t stream);
-// MaxPoolGrad: each window's gradient to the first of its maxima (a strict > keeps the
-// first, as on the CPU); AvgPoolGrad: each window's gradient shared equally by its valid
-// part. Each input element sums what its windows give it, in window order (deterministic).
+/// MaxPoolGrad: each window's gradient to the first of its maxima (a strict > keeps the
+/// first, as on the CPU); AvgPoolGrad: each window's gradient shared equally by its valid
+/// part. Each input element sums what its windows give it, in window order (deterministic).
 void max_pool_grad_op(elem t, const void* x, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
 void avg_pool_grad_op(elem t, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
-// MaxPoolGradGrad: each window's output is grad (of the input's shape) at the window's first
-// maximum; 0 for a window wholly in the padding.
+/// MaxPoolGradGrad: each window's output is grad (of the input's shape) at the window's first
+/// maximum; 0 for a window wholly in the padding.
 void max_pool_grad_grad_op(elem t, const void* x, const void* grad, void* out, const pool_geometry& g, cudaStream_t stream);
 
-// OneHot: out[a, k, b] = on if indices[a, b] == k else off, for [outer, depth, inner]; on and
-// off are one element each in device memory; an index out of [0, depth) gives a row of off.
+/// OneHot: out[a, k, b] = on if indices[a, b] == k else off, for [outer, depth, inner]; on and
+/// off are one element each in device memory; an index out of [0, depth) gives a row of off.
 void one_hot_op(int element_bytes, elem index_type, const void* indices, const void* on, const void* off, void* out,
                 std::int64_t outer, std::int64_t depth, std::int64_t inner, cudaStream_t stream);
-// SoftmaxCrossEntropyWithLogits: loss[r] = -sum_c labels[r, c] * log_softmax(logits[r])[c],
-// backprop[r] = softmax(logits[r]) - labels[r].
+/// SoftmaxCrossEntropyWithLogits: loss[r] = -sum_c labels[r, c] * log_softmax(logits[r])[c],
+/// backprop[r] = softmax(logits[r]) - labels[r].
 void softmax_xent_op(elem t, const void* logits, const void* labels, void* loss, void* backprop, std::int64_t rows,
                      std::int64_t classes, cudaStream_t stream);
 
-// The seeded random ops, drawing what the CPU's kernels draw (core/random_stream.hpp):
-// element i is the draw of counter base + i * per (per: 64 for truncated_normal, whose
-// redraws take the counters after it), from the stream of `key`.
+/// The seeded random ops, drawing what the CPU's kernels draw (core/random_stream.hpp):
+/// element i is the draw of counter base + i * per (per: 64 for truncated_normal, whose
+/// redraws take the counters after it), from the stream of `key`.
 enum class distribution : int { uniform, normal, truncated_normal };
 void random_op(distribution d, elem t, std::uint64_t key, std::uint64_t base, std::uint64_t per, void* out,
                std::int64_t n, cudaStream_t stream);
-// Dropout: out[i] = x[i] * mask[i], mask[i] = 1 / (1 - rate) where the uniform draw of counter
-// base + i is at least rate, else 0; rate is one element in device memory. A rate outside
-// [0, 1) makes the outputs NaN and is reported in `error` (as a double's bits).
+/// Dropout: out[i] = x[i] * mask[i], mask[i] = 1 / (1 - rate) where the uniform draw of counter
+/// base + i is at least rate, else 0; rate is one element in device memory. A rate outside
+/// [0, 1) makes the outputs NaN and is reported in `error` (as a double's bits).
 void dropout_op(elem t, std::uint64_t key, std::uint64_t base, const void* x, const void* rate, void* out, void* mask,
                 std::int64_t n, std::int64_t* error, cudaStream_t stream);
 
-// A row gather: out[o, i, :] = params[o, indices[i], :] for `outer` blocks of `rows` rows
-// (params) and of n rows (out), rows of `row_bytes` bytes; an index outside [0, rows) gives
-// a row of zeros and is reported in `error` (also where rows hold nothing).
+/// A row gather: out[o, i, :] = params[o, indices[i], :] for `outer` blocks of `rows` rows
+/// (params) and of n rows (out), rows of `row_bytes` bytes; an index outside [0, rows) gives
+/// a row of zeros and is reported in `error` (also where rows hold nothing).
 void gather_rows_op(const void* params, const void* indices, bool indices_int64, void* out, std::int64_t outer,
                     std::int64_t n, std::int64_t rows, std::int64_t row_bytes, std::int64_t* error, cudaStream_t stream);
 

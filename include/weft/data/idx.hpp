@@ -1,10 +1,11 @@
-// The IDX format of MNIST and Fashion-MNIST: a big-endian header (two zero bytes, a type
-// code, the rank), the dims as big-endian uint32, then the values, big-endian.
-//   0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64
-// read_idx checks the magic, the type code, and that the file holds exactly the values its
-// dims promise; any other file is an error naming it and what is wrong. A file whose name
-// ends in ".gz" is gunzipped first (zlib; Debian's Fashion-MNIST and the original MNIST
-// files are gzipped).
+/// @file
+/// The IDX format of MNIST and Fashion-MNIST: a big-endian header (two zero bytes, a type
+/// code, the rank), the dims as big-endian uint32, then the values, big-endian.
+///   0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64
+/// read_idx checks the magic, the type code, and that the file holds exactly the values its
+/// dims promise; any other file is an error naming it and what is wrong. A file whose name
+/// ends in ".gz" is gunzipped first (zlib; Debian's Fashion-MNIST and the original MNIST
+/// files are gzipped).
 #pragma once
 
 #include <algorithm>
@@ -30,8 +31,8 @@ inline std::uint32_t big_endian_u32(const unsigned char* p) {
 }
 }  // namespace detail
 
-// The tensor stored in the IDX file held in `file`; `name` names it in errors, which
-// `hint` (how to get the file) ends.
+/// The tensor stored in the IDX file held in `file`; `name` names it in errors, which
+/// `hint` (how to get the file) ends.
 inline tensor parse_idx(std::string_view file, const std::string& name, const std::string& hint = {}) {
   const std::basic_string_view<unsigned char> bytes(reinterpret_cast<const unsigned char*>(file.data()), file.size());
   auto bad = [&](auto&&... what) {
@@ -75,16 +76,16 @@ inline tensor parse_idx(std::string_view file, const std::string& name, const st
   return t;
 }
 
-// The tensor stored in the IDX file at `path`; `hint` (how to get the file) ends the
-// message of a missing-file error.
+/// The tensor stored in the IDX file at `path`; `hint` (how to get the file) ends the
+/// message of a missing-file error.
 inline tensor read_idx(const std::filesystem::path& path, const std::string& hint = {}) {
   std::string bytes = read_file(path, "the IDX file", hint);
   if (path.extension() == ".gz") bytes = decompress(bytes, compression::gzip, path.string());
   return parse_idx(bytes, path.string(), hint);
 }
 
-// Where weft keeps data sets: $WEFT_DATA_DIR, else $XDG_CACHE_HOME/weft, else ~/.cache/weft
-// (tools/fetch-mnist puts MNIST in <that>/mnist).
+/// Where weft keeps data sets: $WEFT_DATA_DIR, else $XDG_CACHE_HOME/weft, else ~/.cache/weft
+/// (tools/fetch-mnist puts MNIST in `<that>/mnist`).
 inline std::filesystem::path data_dir() {
   if (const char* d = std::getenv("WEFT_DATA_DIR"); d && *d) return d;
   if (const char* c = std::getenv("XDG_CACHE_HOME"); c && *c) return std::filesystem::path(c) / "weft";
@@ -92,18 +93,22 @@ inline std::filesystem::path data_dir() {
   return std::filesystem::path(home && *home ? home : ".") / ".cache" / "weft";
 }
 
-// An image classification set: images [n, rows, cols] uint8 and labels [n] uint8.
+/// An image classification set: images [n, rows, cols] uint8 and labels [n] uint8.
 struct image_set {
-  tensor images, labels;
+  tensor images;  ///< [n, rows, cols] uint8
+  tensor labels;  ///< [n] uint8
+  /// The number of images.
   std::int64_t size() const { return labels.num_elements(); }
 };
+/// A data set's training and test images (load_mnist).
 struct mnist_data {
-  image_set train, test;
+  image_set train;  ///< the training images
+  image_set test;   ///< the test images
 };
 
-// MNIST or Fashion-MNIST from the four IDX files in `dir` (named as MNIST's, each gzipped
-// or not: "<name>.gz" when "<name>" is absent), checked for shapes, matching counts and
-// labels in [0, 10).
+/// MNIST or Fashion-MNIST from the four IDX files in `dir` (named as MNIST's, each gzipped
+/// or not: "<name>.gz" when "<name>" is absent), checked for shapes, matching counts and
+/// labels in [0, 10).
 inline mnist_data load_mnist(const std::filesystem::path& dir = data_dir() / "mnist",
                              const std::string& hint = "run tools/fetch-mnist to fetch MNIST into " +
                                                        (data_dir() / "mnist").string()) {
@@ -126,7 +131,7 @@ inline mnist_data load_mnist(const std::filesystem::path& dir = data_dir() / "mn
   return {load("train-images-idx3-ubyte", "train-labels-idx1-ubyte"), load("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")};
 }
 
-// Where Debian's dataset-fashion-mnist package puts Fashion-MNIST (gzipped IDX files).
+/// Where Debian's dataset-fashion-mnist package puts Fashion-MNIST (gzipped IDX files).
 inline std::filesystem::path fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
 }  // namespace weft::data

@@ -1,10 +1,11 @@
-// The DSL's shape, array and matrix ops: reshape, transpose, concat, identity, zeros_like,
-// ones_like, slice, pad, tile, gather, gather_nd,
-// tensor_scatter_update, tensor_scatter_add, one_hot, split,
-// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
-// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
-// shape is computed at compile time and static dims are checked there; dyn dims are checked
-// by the graph's shape rules and the kernels at run time.
+/// @file
+/// The DSL's shape, array and matrix ops: reshape, transpose, concat, identity, zeros_like,
+/// ones_like, slice, pad, tile, gather, gather_nd,
+/// tensor_scatter_update, tensor_scatter_add, one_hot, split,
+/// shape_tensor / rank_tensor / size_tensor, batch_matmul, matrix_inverse and
+/// matrix_determinant. Sizes, offsets and axes are template arguments, so the result's static
+/// shape is computed at compile time and static dims are checked there; dyn dims are checked
+/// by the graph's shape rules and the kernels at run time.
 #pragma once
 
 #include <array>
@@ -18,8 +19,8 @@
 
 namespace weft {
 
-// ---- shape ops ------------------------------------------------------------------------
-// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
+/// ---- shape ops ------------------------------------------------------------------------
+/// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
 template <expression A, std::int64_t... D>
 auto reshape(const A& a, static_shape<D...>) {
   using From = shape_of<A>;
@@ -39,7 +40,7 @@ struct permutation {};
 template <std::int64_t... P>
 inline constexpr permutation<P...> perm{};
 
-// transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
+/// transpose(x, perm<1, 0>): dims permuted; transpose(x) reverses them.
 template <expression A, std::int64_t... P>
 auto transpose(const A& a, permutation<P...>) {
   using S = shape_of<A>;
@@ -62,7 +63,7 @@ template <std::int64_t Axis, class First, class... Rest>
 struct concat_shape {
   static constexpr int rank = First::rank;
   static constexpr std::int64_t axis = Axis < 0 ? Axis + rank : Axis;
-  // The first (rank, other rank) or (dim, other dim) mismatch, or {0, 0}.
+  /// The first (rank, other rank) or (dim, other dim) mismatch, or {0, 0}.
   static constexpr std::array<std::int64_t, 2> rank_conflict = [] {
     std::array<std::int64_t, 2> out{0, 0};
     ((Rest::rank != rank && out[0] == out[1] ? (out = {rank, Rest::rank}, 0) : 0), ...);
@@ -85,7 +86,7 @@ struct concat_shape {
 };
 }  // namespace detail
 
-// concat<axis>(a, b, ...): joined along axis; the other dims must agree.
+/// concat<axis>(a, b, ...): joined along axis; the other dims must agree.
 template <std::int64_t Axis, expression First, expression... Rest>
 auto concat(const First& first, const Rest&... rest) {
   using C = detail::concat_shape<Axis, shape_of<First>, shape_of<Rest>...>;
@@ -103,7 +104,7 @@ struct identity_op : detail::lowers_plainly<identity_op> {
   using op = ops::Identity;
   static constexpr const char* name = "Identity";
   attr_map attrs() const { return {}; }
-  // A template, so that a header compiled without any backend's kernels stays valid.
+  /// A template, so that a header compiled without any backend's kernels stays valid.
   template <class = void>
   void prepare() const {
     use_kernels<ops::families::core>();
@@ -162,8 +163,8 @@ WEFT_DETAIL_SUPPORT_CHECK(linalg_dtype,
                           "weft::matrix_inverse/matrix_determinant: the dtype must be float, double or complex");
 }  // namespace check
 
-// Static integer lists: slice(x, offsets<1, 0>, dims<2, dyn>), pad(x, paddings<1, 1, 0, 0>),
-// tile(x, multiples<2, 1>).
+/// Static integer lists: slice(x, offsets<1, 0>, dims<2, dyn>), pad(x, paddings<1, 1, 0, 0>),
+/// tile(x, multiples<2, 1>).
 template <std::int64_t... V>
 struct index_list {
   static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};
@@ -177,7 +178,7 @@ inline constexpr index_list<V...> multiples{};
 
 namespace detail {
 
-// The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
+/// The first pair (end, dim) of a slice that ends beyond a static dim, else {0, 0}.
 template <class S, class B, class Z>
 constexpr std::array<std::int64_t, 2> slice_conflict() {
   if constexpr (B::values.size() == S::values.size() && Z::values.size() == S::values.size()) {
@@ -193,8 +194,8 @@ constexpr std::array<std::int64_t, 2> slice_conflict() {
 
 // ---- slice, pad, tile -----------------------------------------------------------------
 
-// slice(x, offsets<1, 0>, dims<2, dyn>): the block starting at the offsets; a dyn size runs
-// to the end of its dimension (TensorFlow's -1).
+/// slice(x, offsets<1, 0>, dims<2, dyn>): the block starting at the offsets; a dyn size runs
+/// to the end of its dimension (TensorFlow's -1).
 template <expression A, std::int64_t... B, std::int64_t... Z>
 auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
   using S = shape_of<A>;
@@ -210,7 +211,7 @@ auto slice(const A& a, index_list<B...>, static_shape<Z...>) {
       Op{"Slice", {{1, {B...}}, {2, sizes}}, {}}, a);
 }
 
-// pad(x, paddings<before0, after0, before1, after1, ...>): zeros around x.
+/// pad(x, paddings<before0, after0, before1, after1, ...>): zeros around x.
 template <expression A, std::int64_t... P>
 auto pad(const A& a, index_list<P...>) {
   using S = shape_of<A>;
@@ -223,7 +224,7 @@ auto pad(const A& a, index_list<P...>) {
       Op{"Pad", {{1, {P...}, {S::rank, 2}}}, {}}, a);
 }
 
-// tile(x, multiples<2, 1>): x repeated along each dimension.
+/// tile(x, multiples<2, 1>): x repeated along each dimension.
 template <expression A, std::int64_t... M>
 auto tile(const A& a, index_list<M...>) {
   using S = shape_of<A>;
@@ -236,9 +237,9 @@ auto tile(const A& a, index_list<M...>) {
 
 // ---- gather, one_hot, split -------------------------------------------------------------
 
-// gather(params, indices[, axes<a>]): slices of params along axis a (default 0) at the
-// indices; the result's shape is params[:a] + indices + params[a+1:] (TensorFlow's GatherV2).
-// An index out of range is a run-time error.
+/// gather(params, indices[, axes<a>]): slices of params along axis a (default 0) at the
+/// indices; the result's shape is params[:a] + indices + params[a+1:] (TensorFlow's GatherV2).
+/// An index out of range is a run-time error.
 template <expression P, expression I, std::int64_t Axis = 0>
 auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
   using SP = shape_of<P>;
@@ -256,8 +257,8 @@ auto gather(const P& params, const I& indices, axis_list<Axis> = {}) {
 // ---- gather_nd, tensor_scatter_update, tensor_scatter_add ---------------------------------
 
 namespace detail {
-// The slices that indices of shape SI ([..., K], K static) address in a tensor of shape SP:
-// SI[:-1] + SP[K:]. Checks the indices' dtype IT and depth.
+/// The slices that indices of shape SI ([..., K], K static) address in a tensor of shape SP:
+/// SI[:-1] + SP[K:]. Checks the indices' dtype IT and depth.
 template <class SP, class SI, class IT>
 constexpr auto nd_slices() {
   (void)check::nd_indices<IT, std::is_same_v<IT, std::int32_t> || std::is_same_v<IT, std::int64_t>>::value;
@@ -266,7 +267,7 @@ constexpr auto nd_slices() {
   (void)check::nd_index_depth<ok ? 0 : depth, 0>::value;
   return ops::static_rules::gather_nd<SP::values, SI::values>();
 }
-// Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
+/// Checks the updates' dtype and shape SU against the tensor's T and the slices' shape.
 template <class T, class U, class Slices, class SU>
 constexpr bool check_scatter() {
   (void)check::scatter_dtypes<T, U>::value;
@@ -282,10 +283,10 @@ constexpr bool check_scatter() {
 }
 }  // namespace detail
 
-// gather_nd(params, indices): indices of shape [..., K] (int32 or int64, K static and at
-// most params' rank) name slices params[i0, ..., iK-1]; the result holds them, shape
-// indices[:-1] + params[K:] (TensorFlow's GatherNd). A tuple out of range is a run-time
-// error naming it. gather_nd(x, reshape(i, dims<1>)) is row i of x.
+/// gather_nd(params, indices): indices of shape [..., K] (int32 or int64, K static and at
+/// most params' rank) name slices params[i0, ..., iK-1]; the result holds them, shape
+/// indices[:-1] + params[K:] (TensorFlow's GatherNd). A tuple out of range is a run-time
+/// error naming it. gather_nd(x, reshape(i, dims<1>)) is row i of x.
 template <expression P, expression I>
 auto gather_nd(const P& params, const I& indices) {
   constexpr auto out = detail::nd_slices<shape_of<P>, shape_of<I>, value_type_of<I>>();
@@ -293,11 +294,11 @@ auto gather_nd(const P& params, const I& indices) {
   return op_expr<Op, value_type_of<P>, detail::shape_from_array_t<out>, P, I>(Op{"GatherNd", {}, {}}, params, indices);
 }
 
-// tensor_scatter_update(t, indices, updates): t with the slices that indices name (as
-// gather_nd's) replaced by updates, of gather_nd(t, indices)'s shape; a slice named twice
-// gets one of its updates. tensor_scatter_add adds the updates instead (a slice named twice
-// gets both). Both write into t's buffer when nothing else holds it, so a loop that
-// updates one row of a loop variable per iteration costs a row per iteration.
+/// tensor_scatter_update(t, indices, updates): t with the slices that indices name (as
+/// gather_nd's) replaced by updates, of gather_nd(t, indices)'s shape; a slice named twice
+/// gets one of its updates. tensor_scatter_add adds the updates instead (a slice named twice
+/// gets both). Both write into t's buffer when nothing else holds it, so a loop that
+/// updates one row of a loop variable per iteration costs a row per iteration.
 template <expression E, expression I, expression U>
 auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
   constexpr auto slices = detail::nd_slices<shape_of<E>, shape_of<I>, value_type_of<I>>();
@@ -314,9 +315,9 @@ auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
   return op_expr<Op, T, shape_of<E>, E, I, U>(Op{"TensorScatterAdd", {}, {}}, t, indices, updates);
 }
 
-// one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last
-// dimension of size 10; one_hot<10, double>(labels, on, off) with other values and dtype.
-// An index outside [0, depth) gives a row of `off`.
+/// one_hot<10>(labels): float32 rows with 1 at each label and 0 elsewhere, a new last
+/// dimension of size 10; one_hot<10, double>(labels, on, off) with other values and dtype.
+/// An index outside [0, depth) gives a row of `off`.
 template <std::int64_t Depth, element T = float, expression I>
 auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
   using SI = shape_of<I>;
@@ -331,8 +332,8 @@ auto one_hot(const I& indices, T on = T(1), T off = T(0)) {
       Op{"OneHot", {{1, {Depth}, {}, dtype::int32}}, {}}, indices, on_c, off_c);
 }
 
-// split<3, 1>(x): three equal parts of x along axis 1, as a std::array of expressions (one
-// node with three outputs).
+/// split<3, 1>(x): three equal parts of x along axis 1, as a std::array of expressions (one
+/// node with three outputs).
 template <std::int64_t N, std::int64_t Axis, expression A>
 auto split(const A& a) {
   using S = shape_of<A>;
@@ -350,9 +351,9 @@ auto split(const A& a) {
   }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
 }
 
-// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
-// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
-// Size; int32 by default, as there).
+/// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+/// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
+/// Size; int32 by default, as there).
 template <element Out = std::int32_t, expression A>
 auto shape_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
@@ -376,14 +377,14 @@ auto size_tensor(const A& a) {
 // ---- batch_matmul, matrix_inverse, matrix_determinant ------------------------------------
 
 namespace detail {
-// Whether the batch dims (all but the last two) of SX and SY broadcast, for the check.
+/// Whether the batch dims (all but the last two) of SX and SY broadcast, for the check.
 template <class SX, class SY>
 using batch_dims_broadcast = broadcast_shapes<shape_from_array_t<ops::static_rules::leading<SX::values, 2>()>,
                                               shape_from_array_t<ops::static_rules::leading<SY::values, 2>()>>;
 }  // namespace detail
 
-// batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
-// broadcast; batch_matmul<true, false>(x, y) takes the adjoint of each matrix of x first.
+/// batch_matmul(x, y): matrix products over the last two dims, the leading (batch) dims
+/// broadcast; batch_matmul<true, false>(x, y) takes the adjoint of each matrix of x first.
 template <bool AdjX = false, bool AdjY = false, expression X, expression Y>
 auto batch_matmul(const X& x, const Y& y) {
   using SX = shape_of<X>;
@@ -419,8 +420,8 @@ constexpr void check_square() {
 }
 }  // namespace detail
 
-// matrix_inverse(x): the inverse of each square matrix of x (its last two dims); a singular
-// matrix is a run-time error. matrix_inverse(x, true) inverts the adjoints.
+/// matrix_inverse(x): the inverse of each square matrix of x (its last two dims); a singular
+/// matrix is a run-time error. matrix_inverse(x, true) inverts the adjoints.
 template <expression A>
 auto matrix_inverse(const A& a, bool adjoint = false) {
   detail::check_square<A>();
@@ -429,8 +430,8 @@ auto matrix_inverse(const A& a, bool adjoint = false) {
   return op_expr<Op, T, shape_of<A>, A>(Op{"MatrixInverse", {}, {{"adjoint", adjoint}}}, a);
 }
 
-// matrix_determinant(x): the determinant of each square matrix of x; the result drops the
-// last two dims.
+/// matrix_determinant(x): the determinant of each square matrix of x; the result drops the
+/// last two dims.
 template <expression A>
 auto matrix_determinant(const A& a) {
   detail::check_square<A>();

@@ -1,12 +1,13 @@
-// Compile-time checks of the DSL. A failed check is a static_assert whose message is one
-// sentence naming the op and the rule, for example
-//   error: static assertion failed: weft::matmul: inner dimensions differ
-//   note: the comparison reduces to '(784 == 256)'                          (g++)
-//   error: static_assert failed due to requirement '784L == 256L' "weft::matmul: ..."  (clang)
-// C++20 requires the message to be a string literal, so the dims cannot be formatted into
-// it: each check compares the two offending values in its condition, and both compilers
-// print them next to the message. Dtype checks compare the C++ element types, which the
-// instantiation line names (weft::check::add_dtypes<float, double>).
+/// @file
+/// Compile-time checks of the DSL. A failed check is a static_assert whose message is one
+/// sentence naming the op and the rule, for example
+///   error: static assertion failed: weft::matmul: inner dimensions differ
+///   note: the comparison reduces to '(784 == 256)'                          (g++)
+///   error: static_assert failed due to requirement '784L == 256L' "weft::matmul: ..."  (clang)
+/// C++20 requires the message to be a string literal, so the dims cannot be formatted into
+/// it: each check compares the two offending values in its condition, and both compilers
+/// print them next to the message. Dtype checks compare the C++ element types, which the
+/// instantiation line names (weft::check::add_dtypes<float, double>).
 #pragma once
 
 #include <cstdint>

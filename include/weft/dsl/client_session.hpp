@@ -1,13 +1,14 @@
-// client_session: runs typed expressions. It owns a graph; each run lowers its fetches,
-// targets and fed placeholders into that graph (nothing is added when they were lowered
-// before: leaves by identity, other nodes by value) and runs them on a weft::session, which
-// caches one executable per signature.
-//
-//   weft::client_session s;
-//   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
-//   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
-//   s.run(weft::targets(train), weft::feed(x, batch));       // train: an assignment, a group,
-//                                                           // train::minimize(...)
+/// @file
+/// client_session: runs typed expressions. It owns a graph; each run lowers its fetches,
+/// targets and fed placeholders into that graph (nothing is added when they were lowered
+/// before: leaves by identity, other nodes by value) and runs them on a weft::session, which
+/// caches one executable per signature.
+///
+///   weft::client_session s;
+///   s.initialize(loss);                                   // lowers loss, runs its variables' initializers
+///   auto [l, y] = s.run(weft::fetch(loss, logits), weft::feed(x, batch));
+///   s.run(weft::targets(train), weft::feed(x, batch));       // train: an assignment, a group,
+///                                                           // train::minimize(...)
 #pragma once
 
 #include <concepts>
@@ -33,14 +34,14 @@ template <expression... Es>
 struct fetch_list {
   std::tuple<Es...> items;
 };
-// The expressions a run returns, as a tuple of typed tensors.
+/// The expressions a run returns, as a tuple of typed tensors.
 template <expression... Es>
 fetch_list<Es...> fetch(const Es&... es) {
   return {{es...}};
 }
 
-// group(a, b, ...): one NoOp node that runs after a, b, ... (TensorFlow's tf.group): a
-// target standing for all of them. Not an expression (it has no value).
+/// group(a, b, ...): one NoOp node that runs after a, b, ... (TensorFlow's tf.group): a
+/// target standing for all of them. Not an expression (it has no value).
 class group_target {
  public:
   template <expression... Es>
@@ -62,12 +63,12 @@ group_target group(const Es&... es) {
   return group_target(es...);
 }
 
-// Expressions a run computes for their effects (assignments), and groups; nothing is
-// returned.
+/// Expressions a run computes for their effects (assignments), and groups; nothing is
+/// returned.
 struct target_list {
   std::vector<lower_fn> items;
 };
-// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
+/// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
 template <class E>
 concept target = requires(const E& e, lowering& cx) {
   { e.lower(cx) } -> std::same_as<output>;
@@ -83,8 +84,8 @@ struct feed_item {
   tensor value;
 };
 
-// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
-// (checked at compile time); its shape must fit x's static dims (checked at run time).
+/// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
+/// (checked at compile time); its shape must fit x's static dims (checked at run time).
 template <class T, class S, class U, int R>
 feed_item<T, S> feed(const placeholder_expr<T, S>& p, const tensor_of<U, R>& value) {
   (void)check::feed_dtype<U, T>::value;
@@ -109,7 +110,7 @@ using result_of = tensor_of<value_type_of<E>, shape_of<E>::rank>;
 
 struct client_options {
   session_options session;
-  bool fusion = true;  // false: one node per op (for comparison and debugging)
+  bool fusion = true;  ///< false: one node per op (for comparison and debugging)
 };
 
 class client_session {
@@ -117,13 +118,13 @@ class client_session {
   explicit client_session(client_options options = {})
       : lowering_(graph_, options.fusion), session_(graph_, std::move(options.session)) {}
 
-  // One fetch: its typed value.
+  /// One fetch: its typed value.
   template <expression E, class... Feeds>
   result_of<E> run(const E& e, const Feeds&... feeds) {
     return std::get<0>(run(fetch(e), feeds...));
   }
 
-  // Several fetches: a tuple of typed values (structured bindings work).
+  /// Several fetches: a tuple of typed values (structured bindings work).
   template <expression... Es, class... Feeds>
   std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const Feeds&... feeds) {
     return run(f, target_list{}, feeds...);
@@ -151,9 +152,9 @@ class client_session {
     }(std::index_sequence_for<Es...>{});
   }
 
-  // Lowers `roots` (expressions or targets, and so their variables and an optimizer's
-  // slots), then runs the initializer of every variable lowered so far that has not been
-  // initialized by this call before.
+  /// Lowers `roots` (expressions or targets, and so their variables and an optimizer's
+  /// slots), then runs the initializer of every variable lowered so far that has not been
+  /// initialized by this call before.
   template <target... Es>
   void initialize(const Es&... roots) {
     std::vector<endpoint> inits;
@@ -168,8 +169,8 @@ class client_session {
     if (!inits.empty()) session_.run({}, {}, inits);
   }
 
-  // The graph node an expression lowers to (lowering it if needed), for code that mixes
-  // typed expressions with nodes added by op name.
+  /// The graph node an expression lowers to (lowering it if needed), for code that mixes
+  /// typed expressions with nodes added by op name.
   template <expression E>
   output lower(const E& e) {
     std::lock_guard lock(mutex_);
@@ -181,15 +182,15 @@ class client_session {
   const graph& current_graph() const noexcept { return graph_; }
   session& untyped() noexcept { return session_; }
 
-  // Checkpoints (weft::saver's files and rules). save writes the value of every variable
-  // lowered so far, read in one step, to "<prefix>-<step>.ckpt", keeps the newest
-  // `options.keep` of the prefix and returns the file. restore assigns every variable
-  // lowered so far from `file`, all or none: a file that is corrupt, lacks one of them or
-  // holds one with another dtype or shape changes none. Variables are matched by name, so
-  // a fresh client_session that has lowered the same model (by initialize or a run)
-  // restores another's checkpoint.
-  // (Templates only so that the Save and Restore kernels, which a program that never saves
-  // does not compile, are looked up where they are called.)
+  /// Checkpoints (weft::saver's files and rules). save writes the value of every variable
+  /// lowered so far, read in one step, to "<prefix>-<step>.ckpt", keeps the newest
+  /// `options.keep` of the prefix and returns the file. restore assigns every variable
+  /// lowered so far from `file`, all or none: a file that is corrupt, lacks one of them or
+  /// holds one with another dtype or shape changes none. Variables are matched by name, so
+  /// a fresh client_session that has lowered the same model (by initialize or a run)
+  /// restores another's checkpoint.
+  /// (Templates only so that the Save and Restore kernels, which a program that never saves
+  /// does not compile, are looked up where they are called.)
   template <class Saver = weft::saver>
   std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
     return saver_for_variables<Saver>(options)->save(session_, prefix, step);
@@ -216,8 +217,8 @@ class client_session {
     return saver_;
   }
 
-  // Gives the session the nodes lowered since the last sync, including those a lowering
-  // that failed part way added (they stay, remembered, and later runs may use them).
+  /// Gives the session the nodes lowered since the last sync, including those a lowering
+  /// that failed part way added (they stay, remembered, and later runs may use them).
   void sync() {
     if (graph_.size() != known_) {
       session_.extend(graph_);
@@ -230,9 +231,9 @@ class client_session {
   lowering lowering_;
   session session_;
   std::size_t initialized_ = 0;
-  int known_ = 0;  // nodes the session has
+  int known_ = 0;  ///< nodes the session has
   std::shared_ptr<const weft::saver> saver_;
-  std::size_t saved_variables_ = 0;  // how many variables saver_ covers
+  std::size_t saved_variables_ = 0;  ///< how many variables saver_ covers
   int saver_keep_ = 0;
   int savers_made_ = 0;
 };

@@ -1,38 +1,39 @@
-// Control flow on typed expressions (the whitepaper's §4.4): data-dependent branches and
-// loops that run inside the graph, checked when they are compiled.
-//
-//   namespace hana = boost::hana;
-//   auto out = weft::while_loop(
-//       [](auto i, auto h) { return i < 10; },
-//       [&](auto i, auto h) { return hana::make_tuple(i + 1, tanh(matmul(h, w))); },
-//       hana::make_tuple(weft::constant(0), h0));
-//   auto h_final = hana::at_c<1>(out);                    // an expression of h0's type
-//   auto y = weft::cond(x > 0.0f, [&] { return x * 2.0f; }, [&] { return -x; });
-//
-// while_loop(cond, body, init[, options]): `init` is a boost::hana::tuple of expressions (or
-// one expression); cond and body are called once, when the loop is built, with one
-// expression per loop variable, and build the condition (a bool scalar) and the next values
-// (a hana::tuple, or one expression for one variable). The loop keeps each variable's dtype
-// and static dims (a weft::dyn dim may change from one iteration to the next); the build
-// fails otherwise, naming the variable's index (weft::check::loop_variable_dtype<1, float,
-// double>). The result has one expression per variable, of its type.
-//
-// cond(pred, then_fn, else_fn): pred a bool scalar; the branches return an expression or a
-// hana::tuple of them, of equal dtypes and compatible static shapes (a dim static in both
-// must agree: the result keeps it, else it is weft::dyn). Only the taken branch runs.
-//
-// Lowering: a loop lowers through graph::while_loop (graph/control_flow.hpp) and a cond
-// through Switch and Merge. Inside them expressions are lowered anew, in a lowering of
-// their own: a value from outside enters a loop once as an invariant (a computation whose
-// inputs all come from outside is hoisted out of the loop) and a branch through its side
-// of a Switch (nothing is hoisted out of a branch, so that it runs only when taken).
-// Placeholders, variables and constants always live outside. Expressions built in a
-// loop's body or a branch can be used outside only through the loop's or cond's results.
-// grad() differentiates through both (graph/gradients.hpp); the paths inside them are
-// checked when the gradient is lowered.
-//
-// On them: switch_case(index, branches...) (a chain of conds), and, in functional_ops.hpp,
-// the loops over elements' first dim (foldl, scan, map_fn).
+/// @file
+/// Control flow on typed expressions (the whitepaper's §4.4): data-dependent branches and
+/// loops that run inside the graph, checked when they are compiled.
+///
+///   namespace hana = boost::hana;
+///   auto out = weft::while_loop(
+///       [](auto i, auto h) { return i < 10; },
+///       [&](auto i, auto h) { return hana::make_tuple(i + 1, tanh(matmul(h, w))); },
+///       hana::make_tuple(weft::constant(0), h0));
+///   auto h_final = hana::at_c<1>(out);                    // an expression of h0's type
+///   auto y = weft::cond(x > 0.0f, [&] { return x * 2.0f; }, [&] { return -x; });
+///
+/// while_loop(cond, body, init[, options]): `init` is a boost::hana::tuple of expressions (or
+/// one expression); cond and body are called once, when the loop is built, with one
+/// expression per loop variable, and build the condition (a bool scalar) and the next values
+/// (a hana::tuple, or one expression for one variable). The loop keeps each variable's dtype
+/// and static dims (a weft::dyn dim may change from one iteration to the next); the build
+/// fails otherwise, naming the variable's index (weft::check::loop_variable_dtype<1, float,
+/// double>). The result has one expression per variable, of its type.
+///
+/// cond(pred, then_fn, else_fn): pred a bool scalar; the branches return an expression or a
+/// hana::tuple of them, of equal dtypes and compatible static shapes (a dim static in both
+/// must agree: the result keeps it, else it is weft::dyn). Only the taken branch runs.
+///
+/// Lowering: a loop lowers through graph::while_loop (graph/control_flow.hpp) and a cond
+/// through Switch and Merge. Inside them expressions are lowered anew, in a lowering of
+/// their own: a value from outside enters a loop once as an invariant (a computation whose
+/// inputs all come from outside is hoisted out of the loop) and a branch through its side
+/// of a Switch (nothing is hoisted out of a branch, so that it runs only when taken).
+/// Placeholders, variables and constants always live outside. Expressions built in a
+/// loop's body or a branch can be used outside only through the loop's or cond's results.
+/// grad() differentiates through both (graph/gradients.hpp); the paths inside them are
+/// checked when the gradient is lowered.
+///
+/// On them: switch_case(index, branches...) (a chain of conds), and, in functional_ops.hpp,
+/// the loops over elements' first dim (foldl, scan, map_fn).
 #pragma once
 
 #include <boost/hana/at.hpp>
@@ -67,7 +68,7 @@
 namespace weft {
 
 namespace check {
-// K: the index of the loop variable (or the cond's result) concerned.
+/// K: the index of the loop variable (or the cond's result) concerned.
 template <std::size_t K, class Before, class After, bool Ok = std::is_same_v<Before, After>>
 struct loop_variable_dtype {
   static_assert(Ok, "weft::while_loop: the body changes the dtype of a loop variable");
@@ -123,15 +124,15 @@ struct cond_predicate {
 struct loop_options {
   std::string name = "while";
   std::int64_t parallel_iterations = 10;
-  std::int64_t maximum_iterations = -1;  // -1: no bound
+  std::int64_t maximum_iterations = -1;  ///< -1: no bound
 };
 
 namespace detail {
 
-// The kernels of the int64 counters and iteration paths a loop and its gradient add, of
-// the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
-// kernels they use). A template, called where a loop or cond is built, so that this header
-// compiled without any backend's kernels stays valid.
+/// The kernels of the int64 counters and iteration paths a loop and its gradient add, of
+/// the accumulators, and of the ops a cond's gradient adds (DSL programs link only the
+/// kernels they use). A template, called where a loop or cond is built, so that this header
+/// compiled without any backend's kernels stays valid.
 template <class = void>
 void register_control_flow_kernels() {
   static const bool once = [] {
@@ -155,15 +156,15 @@ struct is_hana_tuple : std::false_type {};
 template <class... Xs>
 struct is_hana_tuple<boost::hana::tuple<Xs...>> : std::true_type {};
 
-// r as a hana::tuple: itself, or a tuple of the one expression.
+/// r as a hana::tuple: itself, or a tuple of the one expression.
 template <class R>
 auto as_tuple(const R& r) {
   if constexpr (is_hana_tuple<R>::value) return r;
   else return boost::hana::make_tuple(r);
 }
 
-// A loop variable as the loop's condition and body see it: bound to its Merge (condition)
-// or Switch (body) output by the lowering of the loop.
+/// A loop variable as the loop's condition and body see it: bound to its Merge (condition)
+/// or Switch (body) output by the lowering of the loop.
 template <class T, class S>
 class loop_variable_expr : public expr_base {
  public:
@@ -182,7 +183,7 @@ class loop_variable_expr : public expr_base {
   std::shared_ptr<const int> id_;
 };
 
-// A loop as lowered: its init values, variables, condition and body results.
+/// A loop as lowered: its init values, variables, condition and body results.
 struct loop_state {
   std::vector<lower_fn> init, next;
   std::vector<const void*> variables;
@@ -190,7 +191,7 @@ struct loop_state {
   loop_options options;
   memo_per_lowering<std::vector<output>> memo;
 
-  // Enters outer values as loop invariants, hoisting invariant computations.
+  /// Enters outer values as loop invariants, hoisting invariant computations.
   struct hooks final : frame_hooks {
     loop_scope& scope;
     explicit hooks(loop_scope& s) : scope(s) {}
@@ -227,7 +228,7 @@ struct loop_state {
   }
 };
 
-// Result k of a loop or a cond (State: loop_state or cond_state).
+/// Result k of a loop or a cond (State: loop_state or cond_state).
 template <class T, class S, class State>
 class result_expr : public expr_base {
  public:
@@ -241,7 +242,7 @@ class result_expr : public expr_base {
   std::size_t k_;
 };
 
-// Checks shapes S1 and S2 of value K with the rank check Rank, then, dim by dim, Dims.
+/// Checks shapes S1 and S2 of value K with the rank check Rank, then, dim by dim, Dims.
 template <template <std::size_t, int, int> class Rank, template <std::size_t, std::int64_t, std::int64_t> class Dims,
           std::size_t K, class S1, class S2>
 constexpr bool check_shapes() {
@@ -254,7 +255,7 @@ constexpr bool check_shapes() {
   }
 }
 
-// The shape a cond's result k has: the dims both branches agree on, weft::dyn elsewhere.
+/// The shape a cond's result k has: the dims both branches agree on, weft::dyn elsewhere.
 template <class A, class B>
 struct common_static_shape {
   static constexpr std::array<std::int64_t, A::values.size()> dims = [] {
@@ -267,14 +268,14 @@ struct common_static_shape {
   using type = shape_from_array_t<dims>;
 };
 
-// A cond as lowered: its predicate and each branch's results.
+/// A cond as lowered: its predicate and each branch's results.
 struct cond_state {
   lower_fn predicate;
   std::vector<lower_fn> then_values, else_values;
   const scope_info* scope;
   memo_per_lowering<std::vector<output>> memo;
 
-  // Takes outer values through the branch's side of a Switch on the predicate.
+  /// Takes outer values through the branch's side of a Switch on the predicate.
   struct hooks final : frame_hooks {
     graph& g;
     output pred;
@@ -325,7 +326,7 @@ auto switch_from(const I& index, First&& first, Rest&&... rest) {
 
 }  // namespace detail
 
-// while cond(vars...): vars = body(vars...), in the graph. See the top of this file.
+/// while cond(vars...): vars = body(vars...), in the graph. See the top of this file.
 template <class Cond, class Body, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& init, loop_options options = {}) {
@@ -361,13 +362,13 @@ auto while_loop(Cond&& cond, Body&& body, const boost::hana::tuple<Vars...>& ini
   }(std::index_sequence_for<Vars...>{});
 }
 
-// The same with one loop variable: cond(v) and body(v) -> v's next value; returns one expression.
+/// The same with one loop variable: cond(v) and body(v) -> v's next value; returns one expression.
 template <class Cond, class Body, expression Var>
 auto while_loop(Cond&& cond, Body&& body, const Var& init, loop_options options = {}) {
   return boost::hana::at_c<0>(while_loop(std::forward<Cond>(cond), std::forward<Body>(body), boost::hana::make_tuple(init), std::move(options)));
 }
 
-// pred ? then_fn() : else_fn(), in the graph. See the top of this file.
+/// pred ? then_fn() : else_fn(), in the graph. See the top of this file.
 template <expression P, class Then, class Else>
   requires std::is_invocable_v<Then> && std::is_invocable_v<Else>
 auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
@@ -405,9 +406,9 @@ auto cond(const P& pred, Then&& then_fn, Else&& else_fn) {
   }
 }
 
-// switch_case(index, branch0, branch1, ...): branch `index`'s results, the last branch
-// for an index out of range (TensorFlow's default branch); index an int32 scalar. The
-// branches' results follow cond's rules (it is a chain of conds: only the taken branch runs).
+/// switch_case(index, branch0, branch1, ...): branch `index`'s results, the last branch
+/// for an index out of range (TensorFlow's default branch); index an int32 scalar. The
+/// branches' results follow cond's rules (it is a chain of conds: only the taken branch runs).
 template <expression I, class First, class... Rest>
   requires std::is_invocable_v<First> && (std::is_invocable_v<Rest> && ...)
 auto switch_case(const I& index, First&& first, Rest&&... rest) {

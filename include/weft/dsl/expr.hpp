@@ -1,13 +1,14 @@
-// The DSL's core (DESIGN.md §2, layers 1 and 2): expressions that carry their dtype and
-// static shape in their type, and the lowering that turns them into graph nodes.
-//
-// An expression is a small value: an op descriptor, its operand expressions, and the
-// name/device scope it was built in. Leaves (placeholders, variables, constants) hold a
-// shared identity, so copies of one variable stay one variable, while two variables built
-// alike stay two. Lowering walks an expression into a graph once per lowering context:
-// leaves are found by identity, and every other node by value (same op, same attrs, same
-// inputs: common subexpression elimination), so lowering the same expression again adds
-// nothing.
+/// @file
+/// The DSL's core (DESIGN.md §2, layers 1 and 2): expressions that carry their dtype and
+/// static shape in their type, and the lowering that turns them into graph nodes.
+///
+/// An expression is a small value: an op descriptor, its operand expressions, and the
+/// name/device scope it was built in. Leaves (placeholders, variables, constants) hold a
+/// shared identity, so copies of one variable stay one variable, while two variables built
+/// alike stay two. Lowering walks an expression into a graph once per lowering context:
+/// leaves are found by identity, and every other node by value (same op, same attrs, same
+/// inputs: common subexpression elimination), so lowering the same expression again adds
+/// nothing.
 #pragma once
 
 #include <atomic>
@@ -43,15 +44,15 @@
 namespace weft {
 
 class lowering;
-using lower_fn = std::function<output(lowering&)>;  // lowers one expression (lowering_of)
+using lower_fn = std::function<output(lowering&)>;  ///< lowers one expression (lowering_of)
 
-// ---- scopes --------------------------------------------------------------------------
-// The name prefix, device and colocation in force where an expression is built. Interned
-// (for the program's lifetime), so that an expression carries one pointer.
+/// ---- scopes --------------------------------------------------------------------------
+/// The name prefix, device and colocation in force where an expression is built. Interned
+/// (for the program's lifetime), so that an expression carries one pointer.
 struct scope_info {
-  std::string prefix;  // "layer1/" or empty
-  std::string device;  // "/cpu:0" or empty
-  // Lowers the expression whose node the scope's nodes are colocated with; null: none.
+  std::string prefix;  ///< "layer1/" or empty
+  std::string device;  ///< "/cpu:0" or empty
+  /// Lowers the expression whose node the scope's nodes are colocated with; null: none.
   std::shared_ptr<const lower_fn> colocate;
 };
 
@@ -73,7 +74,7 @@ inline const scope_info*& current_scope() {
   thread_local const scope_info* current = root_scope();
   return current;
 }
-// Sets the current scope for the guard's lifetime (per thread).
+/// Sets the current scope for the guard's lifetime (per thread).
 class scope_guard_base {
  public:
   scope_guard_base(const scope_guard_base&) = delete;
@@ -88,8 +89,8 @@ class scope_guard_base {
 };
 }  // namespace detail
 
-// { weft::name_scope s("layer1"); auto h = relu(matmul(x, w)); }  names h's nodes
-// "layer1/MatMul", "layer1/Relu"; scopes nest.
+/// { weft::name_scope s("layer1"); auto h = relu(matmul(x, w)); }  names h's nodes
+/// "layer1/MatMul", "layer1/Relu"; scopes nest.
 class name_scope : detail::scope_guard_base {
  public:
   explicit name_scope(std::string_view name)
@@ -97,14 +98,14 @@ class name_scope : detail::scope_guard_base {
                           detail::current_scope()->colocate}) {}
 };
 
-// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
+/// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
 class device_scope : detail::scope_guard_base {
  public:
   explicit device_scope(std::string_view device)
       : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
 
-// ---- expressions ---------------------------------------------------------------------
+/// ---- expressions ---------------------------------------------------------------------
 struct expr_base {};
 
 template <class E>
@@ -118,27 +119,27 @@ using value_type_of = typename std::remove_cvref_t<E>::value_type;
 template <expression E>
 using shape_of = typename std::remove_cvref_t<E>::shape_type;
 
-// ---- lowering ------------------------------------------------------------------------
-// How a lowering inside a loop's frame or a cond's branch (dsl/control_flow.hpp) takes
-// values from outside it.
+/// ---- lowering ------------------------------------------------------------------------
+/// How a lowering inside a loop's frame or a cond's branch (dsl/control_flow.hpp) takes
+/// values from outside it.
 class frame_hooks {
  public:
   virtual ~frame_hooks() = default;
-  // `outer`, a value of the enclosing lowering, as seen here (a loop invariant's Enter, or
-  // the branch's side of a Switch).
+  /// `outer`, a value of the enclosing lowering, as seen here (a loop invariant's Enter, or
+  /// the branch's side of a Switch).
   virtual output enter(output outer) = 0;
-  // Control inputs for a node with no input, so that it runs here (the loop's or the
-  // branch's pivot).
+  /// Control inputs for a node with no input, so that it runs here (the loop's or the
+  /// branch's pivot).
   virtual std::vector<int> pivot() = 0;
-  // Whether a node whose inputs all come from outside is made outside and entered (a
-  // loop hoists its invariant computations; a branch does not, so that they run only
-  // when it is taken).
+  /// Whether a node whose inputs all come from outside is made outside and entered (a
+  /// loop hoists its invariant computations; a branch does not, so that they run only
+  /// when it is taken).
   virtual bool hoists() const = 0;
 };
 
-// Lowers expressions into one graph. Owned by a client_session (one per graph). A
-// lowering inside a loop or a branch has a parent: values from outside come in through
-// its hooks, and expressions are lowered anew there (their memos are per lowering).
+/// Lowers expressions into one graph. Owned by a client_session (one per graph). A
+/// lowering inside a loop or a branch has a parent: values from outside come in through
+/// its hooks, and expressions are lowered anew there (their memos are per lowering).
 class lowering {
  public:
   explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse), serial_(next_serial()) {}
@@ -147,9 +148,9 @@ class lowering {
   lowering(const lowering&) = delete;
   lowering& operator=(const lowering&) = delete;
 
-  // The enclosing lowering of a loop's or a branch's; null at the top.
+  /// The enclosing lowering of a loop's or a branch's; null at the top.
   lowering* parent() const noexcept { return parent_; }
-  // o as seen here: itself when made here (or at the top), else entered from outside.
+  /// o as seen here: itself when made here (or at the top), else entered from outside.
   output bring(output o) {
     if (!parent_ || owned_.count(o.node)) return o;
     auto [it, fresh] = brought_.try_emplace(o);
@@ -161,10 +162,10 @@ class lowering {
     }
     return it->second;
   }
-  // Marks o as made here (a loop variable, a nested loop's Exit).
+  /// Marks o as made here (a loop variable, a nested loop's Exit).
   void adopt(output o) { owned_.insert(o.node); }
-  // Loop variables: bound to their value in the lowering of the loop's condition or body,
-  // and found from nested lowerings (brought in).
+  /// Loop variables: bound to their value in the lowering of the loop's condition or body,
+  /// and found from nested lowerings (brought in).
   void bind(const void* identity, output o) {
     adopt(o);
     bound_[identity] = o;
@@ -179,13 +180,13 @@ class lowering {
   graph& target() noexcept { return graph_; }
   const graph& target() const noexcept { return graph_; }
   bool fusion() const noexcept { return fuse_; }
-  // Unique among the program's lowering contexts, including destroyed ones (memo keys).
+  /// Unique among the program's lowering contexts, including destroyed ones (memo keys).
   std::uint64_t serial() const noexcept { return serial_; }
 
-  // Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
-  // node added before. Stateful ops (variables, random numbers) are never merged.
-  // `merge` false adds a node of its own (leaves: two placeholders alike stay two).
-  // `controls`: node ids that must run first (control inputs).
+  /// Adds op(inputs, attrs) named `name` (or the op name) in `scope`, or returns the equal
+  /// node added before. Stateful ops (variables, random numbers) are never merged.
+  /// `merge` false adds a node of its own (leaves: two placeholders alike stay two).
+  /// `controls`: node ids that must run first (control inputs).
   output add(std::string_view op, std::vector<output> inputs, attr_map attrs, const scope_info* scope,
              std::string_view name = {}, bool merge = true, std::vector<int> controls = {}) {
     if (parent_) {
@@ -246,7 +247,7 @@ class lowering {
     keep_alive_.push_back(std::move(keep_alive));
   }
 
-  // Variable initializers (Assign nodes), in the order their variables were lowered.
+  /// Variable initializers (Assign nodes), in the order their variables were lowered.
   void add_initializer(int node_id) {
     if (parent_) return parent_->add_initializer(node_id);
     initializers_.push_back(node_id);
@@ -256,17 +257,17 @@ class lowering {
  private:
   graph& graph_;
   bool fuse_;
-  passes::cse_table cse_;  // graph/passes/cse.hpp
+  passes::cse_table cse_;  ///< graph/passes/cse.hpp
   std::map<const void*, output> by_identity_;
-  std::vector<std::shared_ptr<const void>> keep_alive_;  // identities stay unique while remembered
+  std::vector<std::shared_ptr<const void>> keep_alive_;  ///< identities stay unique while remembered
   std::vector<int> initializers_;
   std::uint64_t serial_;
   lowering* parent_ = nullptr;
   frame_hooks* hooks_ = nullptr;
-  std::set<int> owned_;                  // nodes made here (or entered, or bound)
-  std::map<output, output> brought_;     // outer value -> as seen here
-  std::map<output, output> outside_;     // an entered value -> the outer value it came from
-  std::map<const void*, output> bound_;  // loop variables
+  std::set<int> owned_;                  ///< nodes made here (or entered, or bound)
+  std::map<output, output> brought_;     ///< outer value -> as seen here
+  std::map<output, output> outside_;     ///< an entered value -> the outer value it came from
+  std::map<const void*, output> bound_;  ///< loop variables
 
   static std::uint64_t next_serial() {
     static std::atomic<std::uint64_t> counter{0};
@@ -275,9 +276,9 @@ class lowering {
 };
 
 namespace detail {
-// What an expression lowered to (V: an output, or several), per lowering context. Shared by
-// the copies of an expression, so a fetch lowered once is found again in O(1) on the next
-// run; it dies with the last copy (nothing accumulates when expressions are rebuilt in a loop).
+/// What an expression lowered to (V: an output, or several), per lowering context. Shared by
+/// the copies of an expression, so a fetch lowered once is found again in O(1) on the next
+/// run; it dies with the last copy (nothing accumulates when expressions are rebuilt in a loop).
 template <class V>
 class memo_per_lowering {
  public:
@@ -303,22 +304,22 @@ class memo_per_lowering {
 using lowered_memo = memo_per_lowering<output>;
 }  // namespace detail
 
-// Every expression type E provides `output lower(lowering&) const`.
+/// Every expression type E provides `output lower(lowering&) const`.
 template <expression E>
 output lower(lowering& cx, const E& e) {
   return e.lower(cx);
 }
 
-// A function lowering (a copy of) e: how handles, targets and scopes hold expressions of
-// any type. (Anything with a lower(lowering&) member: expressions and group targets.)
+/// A function lowering (a copy of) e: how handles, targets and scopes hold expressions of
+/// any type. (Anything with a lower(lowering&) member: expressions and group targets.)
 template <class E>
 lower_fn lowering_of(const E& e) {
   return [e](lowering& cx) { return e.lower(cx); };
 }
 
-// { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
-// inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
-// placement issue honours groups; a device requested inside must match the group's.
+/// { weft::colocate_with c(w); auto u = assign_sub(w, g); }: the nodes of expressions built
+/// inside are placed with w's node (its colocation group; TensorFlow's colocate_with). The
+/// placement issue honours groups; a device requested inside must match the group's.
 class colocate_with : detail::scope_guard_base {
  public:
   template <expression E>

@@ -1,9 +1,10 @@
-// Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
-// TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
-// scan(fn, elems, init) (the accumulator after each element, stacked) and map_fn(fn, elems)
-// (fn of each element, stacked). The stacks are loop variables written a row per
-// iteration, in place (TensorScatterUpdate into a buffer nothing else holds), and their
-// gradients add each row's back the same way (TensorScatterAdd).
+/// @file
+/// Loops over the first dim of their elements, built on while_loop (control_flow.hpp), as
+/// TensorFlow's functional ops: foldl(fn, elems, init) (the final accumulator),
+/// scan(fn, elems, init) (the accumulator after each element, stacked) and map_fn(fn, elems)
+/// (fn of each element, stacked). The stacks are loop variables written a row per
+/// iteration, in place (TensorScatterUpdate into a buffer nothing else holds), and their
+/// gradients add each row's back the same way (TensorScatterAdd).
 #pragma once
 
 #include <boost/hana/at.hpp>
@@ -27,13 +28,13 @@ namespace weft {
 
 namespace detail {
 
-// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
+/// Row `index` (an int32 [1]) of x: x[i], of x's shape without its first dim.
 template <expression X, expression I>
 auto row_of(const X& x, const I& index) {
   return gather_nd(x, index);
 }
-// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
-// static first dims equal. `length`: that first dim, dyn when none is static.
+/// The element tensors Xs (a hana::tuple type) checked: each of rank 1 at least, their
+/// static first dims equal. `length`: that first dim, dyn when none is static.
 template <class Xs>
 struct elements;
 template <class... X>
@@ -45,14 +46,14 @@ struct elements<boost::hana::tuple<X...>> {
   static_assert(((first_of<X> < 0 || first_of<X> == length) && ...),
                 "weft::scan/map_fn/foldl: the element tensors' static first dims differ");
 };
-// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
-// (Its type is spelled out: deducing it would lower an expression in this header.)
+/// The position an iteration reads and writes, as an int32 [1]: i, or n - 1 - i in reverse.
+/// (Its type is spelled out: deducing it would lower an expression in this header.)
 using position_t = decltype(reshape(std::declval<handle<std::int32_t>>(), dims<1>));
 template <expression I, expression N>
 position_t position(const I& i, const N& n, bool reverse) {
   return reshape(reverse ? handle<std::int32_t>(n - 1 - i) : handle<std::int32_t>(i), dims<1>);
 }
-// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
+/// The rows fn gets from a hana::tuple of element tensors, as a hana::tuple type.
 template <class Xs>
 struct rows_type;
 template <class... X>
@@ -60,7 +61,7 @@ struct rows_type<boost::hana::tuple<X...>> {
   using type = boost::hana::tuple<decltype(row_of(std::declval<const X&>(), std::declval<const position_t&>()))...>;
 };
 
-// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
+/// Whether two hana::tuples of expressions agree in length, dtypes and ranks.
 template <class A, class B>
 struct same_kinds : std::false_type {};
 template <class... A, class... B>
@@ -68,7 +69,7 @@ template <class... A, class... B>
 struct same_kinds<boost::hana::tuple<A...>, boost::hana::tuple<B...>>
     : std::bool_constant<((std::is_same_v<value_type_of<A>, value_type_of<B>> && shape_of<A>::rank == shape_of<B>::rank) && ...)> {};
 
-// The shape [N] + S (a stack of N values of shape S).
+/// The shape [N] + S (a stack of N values of shape S).
 template <std::int64_t N, class S>
 struct stacked {
   static constexpr std::array<std::int64_t, S::values.size() + 1> dims = [] {
@@ -82,8 +83,8 @@ struct stacked {
 template <std::int64_t N, class S>
 using stacked_shape = typename stacked<N, S>::type;
 
-// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
-// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
+/// Zeros of dtype T and shape Stack (= [n] + a row shape) to write rows into: a constant
+/// fill when Stack is static, else filled to [n] + `row_dims` (an int32 vector).
 template <class T, std::int64_t... D, expression N, expression RowDims>
 handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row_dims) {
   if constexpr (static_shape<D...>::fully_static) {
@@ -93,7 +94,7 @@ handle<T, D...> stack_zeros(static_shape<D...> s, const N& n, const RowDims& row
   }
 }
 
-// The length of e's first dim as an int32 scalar: a constant when it is static.
+/// The length of e's first dim as an int32 scalar: a constant when it is static.
 template <expression E>
 auto first_dim(const E& e) {
   constexpr std::int64_t n = shape_of<E>::values[0];
@@ -107,12 +108,12 @@ auto first_dim(const E& e) {
 
 }  // namespace detail
 
-// foldl(fn, elems, init): acc = fn(acc, elems[i]) for i from 0 to elems' first dim, in a
-// while loop; the final acc. `init` (an expression or a hana::tuple: several
-// accumulators, passed to fn one by one) fixes the accumulators' types, as a loop's
-// variables (the checks name the accumulator's index plus 1: variable 0 is the counter).
-// `elems` may be a hana::tuple of expressions with the same first dim: fn then gets a row
-// of each after the accumulators.
+/// foldl(fn, elems, init): acc = fn(acc, elems[i]) for i from 0 to elems' first dim, in a
+/// while loop; the final acc. `init` (an expression or a hana::tuple: several
+/// accumulators, passed to fn one by one) fixes the accumulators' types, as a loop's
+/// variables (the checks name the accumulator's index plus 1: variable 0 is the counter).
+/// `elems` may be a hana::tuple of expressions with the same first dim: fn then gets a row
+/// of each after the accumulators.
 template <class Fn, class Elems, class Init>
 auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options = {}) {
   namespace hana = boost::hana;
@@ -133,17 +134,17 @@ auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options =
   else return hana::at_c<0>(result);
 }
 
-// Options of scan and map_fn: the loop's name and parallel_iterations (as loop_options'),
-// and for scan `reverse`: from the last element to the first.
+/// Options of scan and map_fn: the loop's name and parallel_iterations (as loop_options'),
+/// and for scan `reverse`: from the last element to the first.
 struct scan_options {
-  std::string name;  // empty: "scan" or "map"
+  std::string name;  ///< empty: "scan" or "map"
   std::int64_t parallel_iterations = 10;
   bool reverse = false;
 };
 
 namespace detail {
-// The loop of scan: from element `start` on (in the order `reverse` gives), with the
-// accumulators acc0 and their stacks stacks0 (rows before `start` already written).
+/// The loop of scan: from element `start` on (in the order `reverse` gives), with the
+/// accumulators acc0 and their stacks stacks0 (rows before `start` already written).
 template <class Fn, class Xs, class Acc0, class Stacks0, class Length>
 auto scan_loop(Fn&& fn, const Xs& xs, const Acc0& acc0, const Stacks0& stacks0, const Length& length, std::int32_t start,
                const scan_options& options) {
@@ -175,15 +176,15 @@ auto scan_loop(Fn&& fn, const Xs& xs, const Acc0& acc0, const Stacks0& stacks0, 
 }
 }  // namespace detail
 
-// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
-// last with options.reverse), and the stack of the accumulator after each step: shape
-// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan). init, and fn's
-// result, may be a hana::tuple of accumulators (fn gets them one by one, then the rows):
-// the result is then a tuple of stacks. elems may be a hana::tuple of expressions with
-// the same first dim (fn gets a row of each). The accumulators keep their dtypes and
-// static dims, as a while_loop's variables (the checks name the accumulator's index plus
-// 1). Rows are read with gather_nd and written in place with tensor_scatter_update, so a
-// step costs a row, and so does its gradient.
+/// scan(fn, elems, init): acc = fn(acc, elems[i]) for each i of elems' first dim (from the
+/// last with options.reverse), and the stack of the accumulator after each step: shape
+/// [n] + acc's shape, row i the acc after elems[i] (TensorFlow's tf.scan). init, and fn's
+/// result, may be a hana::tuple of accumulators (fn gets them one by one, then the rows):
+/// the result is then a tuple of stacks. elems may be a hana::tuple of expressions with
+/// the same first dim (fn gets a row of each). The accumulators keep their dtypes and
+/// static dims, as a while_loop's variables (the checks name the accumulator's index plus
+/// 1). Rows are read with gather_nd and written in place with tensor_scatter_update, so a
+/// step costs a row, and so does its gradient.
 template <class Fn, class Elems, class Init>
   requires(expression<Init> || detail::is_hana_tuple<Init>::value)
 auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = {}) {
@@ -201,11 +202,11 @@ auto scan(Fn&& fn, const Elems& elems, const Init& init, scan_options options = 
   else return hana::at_c<0>(result);
 }
 
-// scan(fn, elems) with no initializer: the first element (the last with reverse) is the
-// initial accumulator and the stack's first row, and fn runs from the next one on
-// (TensorFlow's tf.scan without one). The accumulators are of the elements' row types,
-// one per element tensor. elems must not be empty: reading its first row is then an error
-// naming the GatherNd.
+/// scan(fn, elems) with no initializer: the first element (the last with reverse) is the
+/// initial accumulator and the stack's first row, and fn runs from the next one on
+/// (TensorFlow's tf.scan without one). The accumulators are of the elements' row types,
+/// one per element tensor. elems must not be empty: reading its first row is then an error
+/// naming the GatherNd.
 template <class Fn, class Elems>
 auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
   namespace hana = boost::hana;
@@ -220,12 +221,12 @@ auto scan(Fn&& fn, const Elems& elems, scan_options options = {}) {
   else return hana::at_c<0>(result);
 }
 
-// map_fn(fn, elems): the stack of fn(elems[i]) over elems' first dim, shape [n] + the
-// result's (TensorFlow's tf.map_fn); fn may return a hana::tuple (a stack each) and elems
-// be a hana::tuple of expressions with the same first dim (fn gets a row of each).
-// Iterations are independent: up to options.parallel_iterations run at once. A result
-// with dyn dims gets its stack in the first iteration, shaped from its first value (an
-// empty elems then gives a stack with those dims 0).
+/// map_fn(fn, elems): the stack of fn(elems[i]) over elems' first dim, shape [n] + the
+/// result's (TensorFlow's tf.map_fn); fn may return a hana::tuple (a stack each) and elems
+/// be a hana::tuple of expressions with the same first dim (fn gets a row of each).
+/// Iterations are independent: up to options.parallel_iterations run at once. A result
+/// with dyn dims gets its stack in the first iteration, shaped from its first value (an
+/// empty elems then gives a stack with those dims 0).
 template <class Fn, class Elems>
 auto map_fn(Fn&& fn, const Elems& elems, scan_options options = {}) {
   namespace hana = boost::hana;

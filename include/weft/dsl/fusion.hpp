@@ -1,12 +1,13 @@
-// Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
-// elementwise ops (casts, comparisons and select included) into one "Fused" node
-// (ops/fused_ops.hpp) whose kernel each device type's backend compiles from the subtree's
-// type (fused::apply / fused::leaf), and which evaluates the whole subtree in one pass
-// (kernels/cpu/fused.hpp on the CPU). Intermediate results never reach memory.
-//
-// Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
-// check their operands) and casts from complex to real. All ops lower one node each when
-// fusion is off.
+/// @file
+/// Elementwise fusion (DESIGN.md §2, layer 2). Lowering turns every maximal subtree of
+/// elementwise ops (casts, comparisons and select included) into one "Fused" node
+/// (ops/fused_ops.hpp) whose kernel each device type's backend compiles from the subtree's
+/// type (fused::apply / fused::leaf), and which evaluates the whole subtree in one pass
+/// (kernels/cpu/fused.hpp on the CPU). Intermediate results never reach memory.
+///
+/// Covered: subtrees of every dtype but string, without integer Div or Pow (whose kernels
+/// check their operands) and casts from complex to real. All ops lower one node each when
+/// fusion is off.
 #pragma once
 
 #include <algorithm>
@@ -26,20 +27,20 @@ namespace weft {
 
 namespace detail {
 
-// ---- which expressions fuse ----------------------------------------------------------
+/// ---- which expressions fuse ----------------------------------------------------------
 template <class T>
 inline constexpr bool fusable_type_v = std::is_same_v<T, bool> || std::is_arithmetic_v<T> || is_half_v<T> ||
                                        std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
 
-// Casts from a complex type to a real one are not fused (TensorFlow's Cast takes the real
-// part; Eigen's cast does not compile): the Cast is its own node.
+/// Casts from a complex type to a real one are not fused (TensorFlow's Cast takes the real
+/// part; Eigen's cast does not compile): the Cast is its own node.
 template <class Op>
 struct complex_to_real_cast : std::false_type {};
 template <class To, class From>
 struct complex_to_real_cast<cast_op<To, From>>
     : std::bool_constant<Eigen::NumTraits<From>::IsComplex && !Eigen::NumTraits<To>::IsComplex> {};
 
-// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
+/// Whether an op node fuses (an elementwise op of fusable types, not integer Div or Pow).
 template <class Op, class T, class... Args>
 constexpr bool fuses() {
   if constexpr (!Op::elementwise) {
@@ -51,7 +52,7 @@ constexpr bool fuses() {
   }
 }
 template <class E>
-struct interior : std::false_type {};  // a leaf of the fused subtree
+struct interior : std::false_type {};  ///< a leaf of the fused subtree
 template <class Op, class T, class S, class... Args>
 struct interior<op_expr<Op, T, S, Args...>> : std::bool_constant<fuses<Op, T, Args...>()> {};
 
@@ -66,7 +67,7 @@ struct fused_count<op_expr<Op, T, S, Args...>> {
   static constexpr std::size_t leaves = (fused_count<Args>::leaves + ... + 0);
 };
 
-// The offset of operand I's first leaf among its parent's leaves.
+/// The offset of operand I's first leaf among its parent's leaves.
 template <class Tuple, std::size_t I>
 constexpr std::size_t leaf_offset() {
   return [&]<std::size_t... J>(std::index_sequence<J...>) {
@@ -74,8 +75,8 @@ constexpr std::size_t leaf_offset() {
   }(std::make_index_sequence<I>{});
 }
 
-// The device-neutral description of subtree E (ops/fused_ops.hpp), from which the backends
-// compile its kernels.
+/// The device-neutral description of subtree E (ops/fused_ops.hpp), from which the backends
+/// compile its kernels.
 template <class E>
 struct fused_tree {
   using type = fused::leaf<value_type_of<E>, shape_of<E>::rank == 0>;
@@ -88,14 +89,14 @@ struct fused_tree<op_expr<Op, T, S, Args...>> {
 template <class E>
 using fused_tree_t = typename fused_tree<E>::type;
 
-// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure
-// of subtree E; a leaf is $dtype, with s when it is a static scalar.
+/// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure
+/// of subtree E; a leaf is $dtype, with s when it is a static scalar.
 template <class E>
 void append_signature(std::string& out) {
   out += fused::signature<fused_tree_t<E>>();
 }
 
-// Lowers the leaves of a subtree, in order.
+/// Lowers the leaves of a subtree, in order.
 template <class E>
 void lower_leaves(lowering& cx, const E& e, std::vector<output>& out) {
   if constexpr (interior<E>::value)

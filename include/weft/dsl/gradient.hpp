@@ -1,31 +1,32 @@
-// Gradients of typed expressions (the whitepaper's §4.1 on the DSL):
-//
-//   auto loss = reduce_mean(square(matmul(x, w) + b - y));
-//   auto [dw, db] = weft::grad(loss, w, b);      // expressions of w's and b's dtype and shape
-//   auto step = group(assign_sub(w, 0.1f * dw), assign_sub(b, 0.1f * db));
-//
-// grad(y, xs...) is an expression per x: the gradient of the sum of y's elements with
-// respect to x (zeros where y does not depend on x). It is checked when it is compiled:
-// y and the xs must have a floating-point dtype, and every op on a path from an x to y must
-// have a gradient rule, else the build fails naming the op's descriptor type
-// (weft::check::gradient_rule<Op, false>). Paths are found by type: an op counts when one of
-// its operands contains an expression of an x's type (so a second variable of the same type
-// as an x counts too). Expressions behind type-erased handles are checked when the gradient
-// is lowered, with an error naming the node.
-//
-// Lowering a gradient lowers y and the xs, then extends the graph backwards with the same
-// gradient rules as graphs built op by op (graph/gradient_rules.hpp); the gradient nodes go
-// under "gradients/" in the scope where grad was called. Elementwise subtrees that lowering
-// fused into one node get a fused backward too: per input of the fused node, the chain of
-// the elementwise ops' partials (the same rules, written over any value type) is one typed
-// expression at the fused node's output shape, which lowers (and fuses) like any other, and
-// is then summed down to the input's shape. The fused backward recomputes the subtree's
-// intermediate values in registers rather than storing them. A fused node that no typed
-// code registered a backward for (one reached through a handle, or the backward of a
-// backward: second derivatives) is differentiated by expanding it into its ops.
-//
-// Lowering a gradient also registers the kernels its backward ops need, for the dtypes
-// involved, so DSL programs need not link the full kernel registry.
+/// @file
+/// Gradients of typed expressions (the whitepaper's §4.1 on the DSL):
+///
+///   auto loss = reduce_mean(square(matmul(x, w) + b - y));
+///   auto [dw, db] = weft::grad(loss, w, b);      // expressions of w's and b's dtype and shape
+///   auto step = group(assign_sub(w, 0.1f * dw), assign_sub(b, 0.1f * db));
+///
+/// grad(y, xs...) is an expression per x: the gradient of the sum of y's elements with
+/// respect to x (zeros where y does not depend on x). It is checked when it is compiled:
+/// y and the xs must have a floating-point dtype, and every op on a path from an x to y must
+/// have a gradient rule, else the build fails naming the op's descriptor type
+/// (weft::check::gradient_rule<Op, false>). Paths are found by type: an op counts when one of
+/// its operands contains an expression of an x's type (so a second variable of the same type
+/// as an x counts too). Expressions behind type-erased handles are checked when the gradient
+/// is lowered, with an error naming the node.
+///
+/// Lowering a gradient lowers y and the xs, then extends the graph backwards with the same
+/// gradient rules as graphs built op by op (graph/gradient_rules.hpp); the gradient nodes go
+/// under "gradients/" in the scope where grad was called. Elementwise subtrees that lowering
+/// fused into one node get a fused backward too: per input of the fused node, the chain of
+/// the elementwise ops' partials (the same rules, written over any value type) is one typed
+/// expression at the fused node's output shape, which lowers (and fuses) like any other, and
+/// is then summed down to the input's shape. The fused backward recomputes the subtree's
+/// intermediate values in registers rather than storing them. A fused node that no typed
+/// code registered a backward for (one reached through a handle, or the backward of a
+/// backward: second derivatives) is differentiated by expanding it into its ops.
+///
+/// Lowering a gradient also registers the kernels its backward ops need, for the dtypes
+/// involved, so DSL programs need not link the full kernel registry.
 #pragma once
 
 #include <array>
@@ -47,7 +48,7 @@
 namespace weft {
 
 namespace check {
-// Op: the descriptor of an op on a path from an x to y that has no gradient rule.
+/// Op: the descriptor of an op on a path from an x to y that has no gradient rule.
 template <class Op, bool Ok>
 struct gradient_rule {
   static_assert(Ok, "weft::grad: an op on the path from an x to y has no gradient (its descriptor is Op)");
@@ -63,10 +64,10 @@ template <class T>
 inline constexpr bool differentiable_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
-// ---- which ops have rules ------------------------------------------------------------
-// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
-// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
-// node), else its gradient rule.
+/// ---- which ops have rules ------------------------------------------------------------
+/// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
+/// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
+/// node), else its gradient rule.
 template <class O>
 struct partials_of {
   using type = typename O::gradient;
@@ -77,9 +78,9 @@ struct partials_of<O> {
   using type = typename O::partials;
 };
 
-// Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
-// ops:: type or a user's, framework/kernel_for.hpp). The nn descriptor names its op at run
-// time; every op of nn_ops.hpp has a rule.
+/// Whether the op of descriptor Op has a gradient rule: asked of its op type (Op::op, an
+/// ops:: type or a user's, framework/kernel_for.hpp). The nn descriptor names its op at run
+/// time; every op of nn_ops.hpp has a rule.
 template <class Op>
 struct has_gradient : std::false_type {};
 template <class Op>
@@ -88,14 +89,14 @@ struct has_gradient<Op> : std::bool_constant<has_gradient_rule_v<typename Op::op
 template <>
 struct has_gradient<nn_op> : std::true_type {};
 
-// Whether expression E is, or contains, an expression of one of the types Xs.
+/// Whether expression E is, or contains, an expression of one of the types Xs.
 template <class E, class... Xs>
 struct contains : std::bool_constant<(std::is_same_v<E, Xs> || ...)> {};
 template <class Op, class T, class S, class... Args, class... Xs>
 struct contains<op_expr<Op, T, S, Args...>, Xs...>
     : std::bool_constant<(std::is_same_v<op_expr<Op, T, S, Args...>, Xs> || ...) || (contains<Args, Xs...>::value || ...)> {};
 
-// Checks every op of E on a path from an expression of a type in Xs (compile time).
+/// Checks every op of E on a path from an expression of a type in Xs (compile time).
 template <class E, class... Xs>
 struct check_gradient_path : std::true_type {};
 template <class Op, class T, class S, class... Args, class... Xs>
@@ -106,13 +107,13 @@ struct check_gradient_path<op_expr<Op, T, S, Args...>, Xs...> {
                                 (check_gradient_path<Args, Xs...>::value && ...);
 };
 
-// Sets the current scope to a copy of `s` while it lives.
+/// Sets the current scope to a copy of `s` while it lives.
 struct in_scope : scope_guard_base {
   explicit in_scope(const scope_info& s) : scope_guard_base(s) {}
 };
 
-// Gradient nodes added through a DSL lowering (merged with equal nodes, fused subtrees
-// differentiated by their compiled backward).
+/// Gradient nodes added through a DSL lowering (merged with equal nodes, fused subtrees
+/// differentiated by their compiled backward).
 class lowering_gradient_builder final : public gradient_builder {
  public:
   lowering_gradient_builder(lowering& cx, const scope_info* scope) : cx_(cx), scope_(scope) {}
@@ -129,8 +130,8 @@ class lowering_gradient_builder final : public gradient_builder {
   const scope_info* scope_;
 };
 
-// ---- fused backward ---------------------------------------------------------------------
-// A leaf of a fused subtree's backward: a tensor already in the graph.
+/// ---- fused backward ---------------------------------------------------------------------
+/// A leaf of a fused subtree's backward: a tensor already in the graph.
 template <class T, class S>
 class bound_expr : public expr_base {
  public:
@@ -148,7 +149,7 @@ class bound_expr : public expr_base {
   output out_;
 };
 
-// E with its fused leaves replaced by bound_exprs: the subtree rebuilt over tensors.
+/// E with its fused leaves replaced by bound_exprs: the subtree rebuilt over tensors.
 template <class E>
 struct rebound {
   using type = bound_expr<value_type_of<E>, shape_of<E>>;
@@ -177,9 +178,9 @@ struct is_bound : std::false_type {};
 template <class T, class S>
 struct is_bound<bound_expr<T, S>> : std::true_type {};
 
-// The partials of rebound subtree X's leaves (from its root's gradient d): a tuple with one
-// entry per leaf position, the chain of the partials from X down to it at the output's
-// shape, or no_partial where none flows.
+/// The partials of rebound subtree X's leaves (from its root's gradient d): a tuple with one
+/// entry per leaf position, the chain of the partials from X down to it at the output's
+/// shape, or no_partial where none flows.
 template <class X>
 auto no_partials() {
   return []<std::size_t... K>(std::index_sequence<K...>) {
@@ -189,7 +190,7 @@ auto no_partials() {
 template <class X, class D>
 auto chain_partials(const X& x, const D& d);
 
-// The partials of operand I of rebound node X, given the node's partials `parts`.
+/// The partials of operand I of rebound node X, given the node's partials `parts`.
 template <std::size_t I, class X, class Parts>
 auto operand_partials(const X& x, const Parts& parts) {
   using P = std::remove_cvref_t<std::tuple_element_t<I, Parts>>;
@@ -216,7 +217,7 @@ auto chain_partials(const X& x, const D& d) {
   }
 }
 
-// The leaf types of subtree E, in order.
+/// The leaf types of subtree E, in order.
 template <class E>
 struct leaf_types {
   using type = std::tuple<E>;
@@ -227,9 +228,9 @@ struct leaf_types<op_expr<Op, T, S, Args...>> {
   using type = decltype(std::tuple_cat(std::declval<typename leaf_types<Args>::type>()...));
 };
 
-// Per leaf position, the first position whose leaf has the same type: leaves of one type
-// are usually one tensor (x used several times), whose partials are summed in one
-// expression when they are.
+/// Per leaf position, the first position whose leaf has the same type: leaves of one type
+/// are usually one tensor (x used several times), whose partials are summed in one
+/// expression when they are.
 template <class E>
 constexpr auto first_of_type() {
   using L = typename leaf_types<E>::type;
@@ -248,7 +249,7 @@ constexpr auto first_of_type() {
   }(std::make_index_sequence<n>{});
 }
 
-// The sum of the partials at the positions from K on whose group is R (no_partial: none).
+/// The sum of the partials at the positions from K on whose group is R (no_partial: none).
 template <auto Group, std::size_t R, std::size_t K, class Parts, class Acc>
 auto group_sum(const Parts& parts, const Acc& acc) {
   if constexpr (K == std::tuple_size_v<Parts>) {
@@ -264,8 +265,8 @@ auto group_sum(const Parts& parts, const Acc& acc) {
   }
 }
 
-// Adds, through add(slot, partial), the partials of group R (the positions whose leaves
-// have the type of position R's): as one sum when they all read one input, else one by one.
+/// Adds, through add(slot, partial), the partials of group R (the positions whose leaves
+/// have the type of position R's): as one sum when they all read one input, else one by one.
 template <auto Group, std::size_t R, std::size_t K, class Parts, class Add>
 void add_one(const Parts& parts, const std::vector<std::int64_t>& slots, Add& add) {
   using P = std::remove_cvref_t<std::tuple_element_t<K, Parts>>;
@@ -294,9 +295,9 @@ void add_groups(const Parts& parts, const std::vector<std::int64_t>& slots, Add&
   (add_group<Group, R>(parts, slots, add), ...);
 }
 
-// The backward of fused subtree E, for a Fused node of E's signature: per input, the sum of
-// its leaves' partials as one expression, lowered (and fused) in `cx`, then summed down to
-// the input's shape. Inputs no gradient is asked of are skipped.
+/// The backward of fused subtree E, for a Fused node of E's signature: per input, the sum of
+/// its leaves' partials as one expression, lowered (and fused) in `cx`, then summed down to
+/// the input's shape. Inputs no gradient is asked of are skipped.
 template <class E>
 gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering_gradient_builder& b) {
   constexpr std::size_t n = fused_count<E>::leaves;
@@ -327,11 +328,11 @@ gradient_result<symbol> fused_backward(const gradient_args<symbol>& a, lowering_
 }
 
 using fused_backward_fn = gradient_result<symbol> (*)(const gradient_args<symbol>&, lowering_gradient_builder&);
-using fused_gradient_registry = signature_table<fused_backward_fn>;  // compiled backwards, registered by grad()
+using fused_gradient_registry = signature_table<fused_backward_fn>;  ///< compiled backwards, registered by grad()
 
-// The backward of a Fused node without a compiled one: its subtree, parsed from the
-// signature, rebuilt as one node per op (recomputing the intermediate values) and
-// differentiated with each op's rule.
+/// The backward of a Fused node without a compiled one: its subtree, parsed from the
+/// signature, rebuilt as one node per op (recomputing the intermediate values) and
+/// differentiated with each op's rule.
 inline gradient_result<symbol> expanded_fused_backward(const gradient_args<symbol>& a) {
   const std::string& sig = a.n.attr<std::string>("expr");
   const auto& slots = a.n.attr<std::vector<std::int64_t>>("slots");
@@ -412,8 +413,8 @@ inline gradient_result<symbol> expanded_fused_backward(const gradient_args<symbo
   return out;
 }
 
-// The gradient rule of Fused nodes: the compiled backward when typed code registered one
-// for the signature and the gradient is built by a DSL lowering, else the expansion.
+/// The gradient rule of Fused nodes: the compiled backward when typed code registered one
+/// for the signature and the gradient is built by a DSL lowering, else the expansion.
 inline gradient_result<symbol> fused_gradient(const gradient_args<symbol>& a) {
   if (!a.dy[0] || a.x.empty()) return gradient_result<symbol>(a.x.size());
   if (auto* b = dynamic_cast<lowering_gradient_builder*>(&a.x[0].builder()))
@@ -421,7 +422,7 @@ inline gradient_result<symbol> fused_gradient(const gradient_args<symbol>& a) {
   return expanded_fused_backward(a);
 }
 
-// Calls f.template operator()<A>() for each operand type A of expression type E.
+/// Calls f.template operator()<A>() for each operand type A of expression type E.
 template <class E, class F>
 void each_operand_type(F&& f) {
   if constexpr (requires { typename E::args_type; })
@@ -433,8 +434,8 @@ void each_operand_type(F&& f) {
 template <class E>
 void each_fused_leaf();
 
-// Registers the compiled backward of every maximal fused subtree of E (those lowering
-// turns into Fused nodes) whose value is differentiable.
+/// Registers the compiled backward of every maximal fused subtree of E (those lowering
+/// turns into Fused nodes) whose value is differentiable.
 template <class E>
 void register_fused_backwards() {
   if constexpr (requires { typename E::op_type; typename E::args_type; }) {
@@ -460,7 +461,7 @@ void each_fused_leaf() {
   }
 }
 
-// The kernels of the ops gradient rules add for dtype T (and the array ops they use).
+/// The kernels of the ops gradient rules add for dtype T (and the array ops they use).
 template <class T>
 void register_gradient_kernels() {
   static const bool once = [] {
@@ -511,17 +512,17 @@ void register_gradient_kernels() {
   (void)once;
 }
 
-// Registers the kernels for each differentiable dtype in E.
+/// Registers the kernels for each differentiable dtype in E.
 template <class E>
 void register_gradient_kernels_of() {
   if constexpr (differentiable_v<value_type_of<E>>) register_gradient_kernels<value_type_of<E>>();
   each_operand_type<E>([]<class A>() { register_gradient_kernels_of<A>(); });
 }
 
-// Fused nodes are differentiable in every program that includes this header.
+/// Fused nodes are differentiable in every program that includes this header.
 inline const bool fused_gradient_registered = (gradient_registry::global().add("Fused", &fused_gradient), true);
 
-// What grad(y, xs...) lowers: all the xs' gradients, in one backward pass per lowering.
+/// What grad(y, xs...) lowers: all the xs' gradients, in one backward pass per lowering.
 struct gradient_state {
   lower_fn y;
   std::vector<lower_fn> xs;
@@ -543,7 +544,7 @@ struct gradient_state {
 
 }  // namespace detail
 
-// The gradient of y with respect to one x: an expression of x's dtype and shape.
+/// The gradient of y with respect to one x: an expression of x's dtype and shape.
 template <class T, class S>
 class gradient_expr : public expr_base {
  public:
@@ -558,8 +559,8 @@ class gradient_expr : public expr_base {
   std::size_t index_;
 };
 
-// grad(y, x): the gradient of the sum of y's elements with respect to x; grad(y, x1, x2, ...)
-// a std::tuple of them (for structured bindings). See the top of this file.
+/// grad(y, x): the gradient of the sum of y's elements with respect to x; grad(y, x1, x2, ...)
+/// a std::tuple of them (for structured bindings). See the top of this file.
 template <expression Y, expression... X>
   requires(sizeof...(X) >= 1)
 auto grad(const Y& y, const X&... xs) {

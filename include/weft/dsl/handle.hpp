@@ -1,19 +1,20 @@
-// Type erasure and runtime-built models (DESIGN.md §2, layer 1).
-//
-// handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
-// that dtype whose shape fits the dims converts to it, so a model can be built in a runtime
-// loop and its type names stay short:
-//
-//   weft::handle<float, weft::dyn, 256> h = x;
-//   for (int i = 0; i < layers; ++i) h = weft::relu(weft::matmul(h, w[i]) + b[i]);
-//
-// raw_op<T, D...>(name, inputs, attrs): a node built by op name and attrs at run time, with
-// typed or type-erased operands, consumed by typed code as a handle. Its dtype and shape are
-// checked against T and D... when it is lowered, with an error naming the node.
-//
-// wrap<T, D...>(graph, output): a node of a graph built op by op, as a typed handle, for typed
-// expressions lowered into that graph (weft::lowering over it). The reverse direction is
-// weft::lower(cx, expression), which gives the graph node of a typed expression.
+/// @file
+/// Type erasure and runtime-built models (DESIGN.md §2, layer 1).
+///
+/// handle<T, D...>: an expression typed only by its dtype and static dims. Any expression of
+/// that dtype whose shape fits the dims converts to it, so a model can be built in a runtime
+/// loop and its type names stay short:
+///
+///   weft::handle<float, weft::dyn, 256> h = x;
+///   for (int i = 0; i < layers; ++i) h = weft::relu(weft::matmul(h, w[i]) + b[i]);
+///
+/// raw_op<T, D...>(name, inputs, attrs): a node built by op name and attrs at run time, with
+/// typed or type-erased operands, consumed by typed code as a handle. Its dtype and shape are
+/// checked against T and D... when it is lowered, with an error naming the node.
+///
+/// wrap<T, D...>(graph, output): a node of a graph built op by op, as a typed handle, for typed
+/// expressions lowered into that graph (weft::lowering over it). The reverse direction is
+/// weft::lower(cx, expression), which gives the graph node of a typed expression.
 #pragma once
 
 #include <array>
@@ -39,15 +40,15 @@ WEFT_DETAIL_DIM_CHECK(handle_dims,
 
 namespace detail {
 
-// An expression behind a function: how it lowers, and its memo.
+/// An expression behind a function: how it lowers, and its memo.
 struct erased_expr {
   explicit erased_expr(lower_fn f) : lower(std::move(f)) {}
   lower_fn lower;
   lowered_memo memo;
 };
 
-// The dims a handle of shape To compares with an expression of shape From: equal pairs
-// where To is dyn or the dims agree, else the offending pair.
+/// The dims a handle of shape To compares with an expression of shape From: equal pairs
+/// where To is dyn or the dims agree, else the offending pair.
 template <class To, class From>
 constexpr std::array<std::int64_t, 2> handle_dim_conflict() {
   if constexpr (To::rank != From::rank) {
@@ -59,7 +60,7 @@ constexpr std::array<std::int64_t, 2> handle_dim_conflict() {
   }
 }
 
-// A node's output dtype and shape against T and S: the run-time form of the handle checks.
+/// A node's output dtype and shape against T and S: the run-time form of the handle checks.
 template <class T, class S>
 void check_node_output(const graph& g, output o, std::string_view what) {
   const node& n = g.at(o.node);
@@ -86,7 +87,7 @@ class handle : public expr_base {
   using value_type = T;
   using shape_type = static_shape<D...>;
 
-  // An empty handle: assign an expression before lowering it.
+  /// An empty handle: assign an expression before lowering it.
   handle() = default;
 
   template <expression E>
@@ -100,7 +101,7 @@ class handle : public expr_base {
     (void)check::handle_dims<conflict[0], conflict[1]>::value;
   }
 
-  // From a lowering function whose node is checked against T and D... (raw_op, wrap).
+  /// From a lowering function whose node is checked against T and D... (raw_op, wrap).
   explicit handle(lower_fn lower)
       : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
 
@@ -117,7 +118,7 @@ class handle : public expr_base {
   std::shared_ptr<detail::erased_expr> impl_;
 };
 
-// An operand of raw_op: any expression, whatever its dtype and shape.
+/// An operand of raw_op: any expression, whatever its dtype and shape.
 class operand {
  public:
   template <expression E>
@@ -129,12 +130,12 @@ class operand {
   lower_fn lower_;
 };
 
-// raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
-// `name`(inputs, attrs), output `port`, built by name in the current name and device
-// scopes. Its op must be registered (the standard ops are) and, to run, have a kernel for
-// its dtypes (include <weft/kernels/cpu/all.hpp> in one file, or register it). When it is
-// lowered, its output's dtype and inferred shape are checked against T and D...; a mismatch
-// is an error naming the node, its dtype and its shape.
+/// raw_op<float, dyn, 256>("MatMul", {x, w}, {{"transpose_b", true}}): the node
+/// `name`(inputs, attrs), output `port`, built by name in the current name and device
+/// scopes. Its op must be registered (the standard ops are) and, to run, have a kernel for
+/// its dtypes (include <weft/kernels/cpu/all.hpp> in one file, or register it). When it is
+/// lowered, its output's dtype and inferred shape are checked against T and D...; a mismatch
+/// is an error naming the node, its dtype and its shape.
 template <element T, std::int64_t... D>
 handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map attrs = {}, int port = 0) {
   const scope_info* scope = detail::current_scope();
@@ -151,8 +152,8 @@ handle<T, D...> raw_op(std::string name, std::vector<operand> inputs, attr_map a
   });
 }
 
-// wrap<float, dyn, 10>(g, logits): a node of g (built op by op) as a typed handle, checked
-// now against T and D.... It lowers only into g.
+/// wrap<float, dyn, 10>(g, logits): a node of g (built op by op) as a typed handle, checked
+/// now against T and D.... It lowers only into g.
 template <element T, std::int64_t... D>
 handle<T, D...> wrap(const graph& g, output o) {
   detail::check_node_output<T, static_shape<D...>>(g, o, "weft::wrap");

@@ -1,21 +1,22 @@
-// Typed input pipelines: weft::input_pipeline (runtime/pipeline.hpp) with its element's
-// dtypes and static shapes in the type, so that a map function is typed DSL code and a model
-// reads batches whose shapes the compiler checks.
-//
-//   using images = weft::component<std::uint8_t, 784>;
-//   using labels = weft::component<std::uint8_t>;
-//   auto data = weft::dataset<images, labels>::from_tensors(x_u8, y_u8)   // tensor_of<.., 2>, <.., 1>
-//                   .shuffle_source(42)
-//                   .batch(128)                                           // components get a dyn first dim
-//                   .map([](auto x, auto y) {                             // handle<std::uint8_t, dyn, 784>, ...
-//                     return std::tuple{weft::cast<float>(x) * (1.0f / 255), weft::cast<std::int32_t>(y)};
-//                   })
-//                   .prefetch(4);
-//   data.start();
-//   auto [x, y] = data.input();   // handle<float, dyn, 784>, handle<std::int32_t, dyn>: a model's inputs
-//   ...client_session s({.session = {.resources = data.resources()}}); s.run(train_step) per batch
-//
-// or next(): the batch as typed tensors (std::nullopt at the end of the input).
+/// @file
+/// Typed input pipelines: weft::input_pipeline (runtime/pipeline.hpp) with its element's
+/// dtypes and static shapes in the type, so that a map function is typed DSL code and a model
+/// reads batches whose shapes the compiler checks.
+///
+///   using images = weft::component<std::uint8_t, 784>;
+///   using labels = weft::component<std::uint8_t>;
+///   auto data = weft::dataset<images, labels>::from_tensors(x_u8, y_u8)   // tensor_of<.., 2>, <.., 1>
+///                   .shuffle_source(42)
+///                   .batch(128)                                           // components get a dyn first dim
+///                   .map([](auto x, auto y) {                             // handle<std::uint8_t, dyn, 784>, ...
+///                     return std::tuple{weft::cast<float>(x) * (1.0f / 255), weft::cast<std::int32_t>(y)};
+///                   })
+///                   .prefetch(4);
+///   data.start();
+///   auto [x, y] = data.input();   // handle<float, dyn, 784>, handle<std::int32_t, dyn>: a model's inputs
+///   ...client_session s({.session = {.resources = data.resources()}}); s.run(train_step) per batch
+///
+/// or next(): the batch as typed tensors (std::nullopt at the end of the input).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@
 
 namespace weft {
 
-// One component of a dataset's element: its dtype and static dims (dyn: known at run time).
+/// One component of a dataset's element: its dtype and static dims (dyn: known at run time).
 template <element T, std::int64_t... D>
 struct component {
   using value_type = T;
@@ -64,13 +65,13 @@ struct handle_for;
 template <class T, std::int64_t... D>
 struct handle_for<component<T, D...>> {
   using type = handle<T, D...>;
-  // A node of the pipeline's graph, as a typed handle into that graph.
+  /// A node of the pipeline's graph, as a typed handle into that graph.
   static type wrap_output(const graph& g, output o) { return wrap<T, D...>(g, o); }
 };
 template <class C>
 using tensor_for = tensor_of<typename C::value_type, C::shape_type::rank>;
 
-// What a map function returns: one expression, or a std::tuple of them.
+/// What a map function returns: one expression, or a std::tuple of them.
 template <class R>
 struct map_result {
   static_assert(expression<R>, "weft::dataset::map: the function must return a typed expression or a std::tuple of them");
@@ -98,8 +99,8 @@ class dataset {
  public:
   static constexpr std::size_t size = sizeof...(C);
 
-  // Rows of columns: column i is component i with a first dim more (the rows); its dims
-  // after the first must fit the component's static dims.
+  /// Rows of columns: column i is component i with a first dim more (the rows); its dims
+  /// after the first must fit the component's static dims.
   static dataset from_tensors(const tensor_of<typename C::value_type, C::shape_type::rank + 1>&... columns) {
     std::vector<tensor> cols{columns.untyped()...};
     const std::vector<partial_shape> want{C::shape_type::partial()...};
@@ -112,7 +113,7 @@ class dataset {
     }
     return dataset(input_pipeline::from_tensors(std::move(cols)));
   }
-  // The records of files: one string component.
+  /// The records of files: one string component.
   static dataset from_files(std::vector<std::string> files, reader_spec reader)
     requires(std::is_same_v<dataset, dataset<component<std::string>>>)
   {
@@ -120,10 +121,10 @@ class dataset {
     return dataset(input_pipeline::from_files(std::move(files), std::move(reader)));
   }
 
-  // Each element through f, which takes a typed handle per component and returns a typed
-  // expression or a std::tuple of them: the new element's components, with the dtypes and
-  // static shapes of those expressions. The expressions are lowered (and fused) into the
-  // pipeline's graph.
+  /// Each element through f, which takes a typed handle per component and returns a typed
+  /// expression or a std::tuple of them: the new element's components, with the dtypes and
+  /// static shapes of those expressions. The expressions are lowered (and fused) into the
+  /// pipeline's graph.
   template <class F>
   auto map(F f, int workers = 1) && {
     using call = decltype(f(std::declval<typename detail::handle_for<C>::type>()...));
@@ -146,7 +147,7 @@ class dataset {
     p_.shuffle_source(seed);
     return dataset(std::move(p_));
   }
-  // n elements stacked: each component gets a first dim (dyn: the last batch may be short).
+  /// n elements stacked: each component gets a first dim (dyn: the last batch may be short).
   auto batch(std::int64_t n, bool drop_remainder = false) && {
     p_.batch(n, drop_remainder);
     return dataset<typename detail::batched_component<C>::type...>(std::move(p_));
@@ -160,7 +161,7 @@ class dataset {
     return dataset(std::move(p_));
   }
 
-  // Starts the pipeline's threads; its element must be what the type says.
+  /// Starts the pipeline's threads; its element must be what the type says.
   void start() {
     use_kernels<ops::families::data_flow>();
     p_.start();
@@ -168,14 +169,14 @@ class dataset {
     if (p_.element_types() != types)
       fail(error_code::internal, "weft::dataset: the pipeline's element has other dtypes than its type says");
   }
-  // The next element as typed tensors, or std::nullopt at the end of the input.
+  /// The next element as typed tensors, or std::nullopt at the end of the input.
   std::optional<std::tuple<detail::tensor_for<C>...>> next() {
     auto e = p_.next();
     if (!e) return std::nullopt;
     return typed(*e, std::index_sequence_for<C...>{});
   }
-  // The next element inside a typed model: one handle per component, all from one dequeue
-  // of the last stage, lowered into the model's graph (its session must share resources()).
+  /// The next element inside a typed model: one handle per component, all from one dequeue
+  /// of the last stage, lowered into the model's graph (its session must share resources()).
   std::tuple<typename detail::handle_for<C>::type...> input() const {
     struct shared {
       detail::lowered_memo memo;

@@ -1,36 +1,37 @@
-// Layers on the typed DSL (Keras layers, torch::nn modules, dlib's typed layers):
-// objects that own their variables, with initializers, under a name scope of their own, and
-// that apply to typed expressions. A layer's sizes are template arguments where they are
-// known when the program is compiled, so a layer that does not fit its input is a compile
-// error naming the layer; weft::dyn sizes are given to the constructor instead (a size
-// chosen by a command-line option) and checked when the layer is applied.
-//
-//   namespace L = weft::layers;
-//   auto net = L::sequential(L::dense<float, 784, 512>("fc1"), L::relu,
-//                            L::dense<float, 512, 10>("fc2"));
-//   auto logits = net(images);                                          // [dyn, 10]
-//   auto step = weft::train::minimize(loss, weft::train::adam{1e-3}, net.variables());
-//
-//   L::conv2d<float, 5, 5, 1, 16>("conv1")      5x5 filter, 1 -> 16 channels, SAME, stride 1
-//   L::conv2d<float, 3, 3, dyn, dyn, valid_padding, 2, 2>("c", 16, n)  sizes at run time
-//   L::max_pool<2, 2>{}, L::avg_pool<3, 3, 2, 2, same_padding>{}, L::flatten{}
-//   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
-//   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
-//                                                 computing in bfloat16 (mixed precision)
-//   L::batch_norm<float, 16>("bn"): bn(x, L::training) (batch statistics; moving averages
-//                                                 updated), bn(x, L::inference) (moving ones)
-//   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
-//   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
-//   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
-//                                                 while loop: the outputs h, [time, batch, units]
-//
-// Variables are named "<layer>/kernel" and "<layer>/bias" (embeddings: "<layer>/embeddings";
-// a GRU's "<layer>/gates/..." and "<layer>/candidate/...") (the layer's name in the name
-// scope it was made in), start from the layer's initializers (glorot_uniform and zeros by
-// default: Keras's defaults) and are lowered, with their initializers, the first time the
-// layer is; client_session::initialize runs the initializers, its save and restore cover
-// them, and `variables()` gives them to train::minimize. Copies of a layer share its
-// variables (applying one layer twice shares its weights).
+/// @file
+/// Layers on the typed DSL (Keras layers, torch::nn modules, dlib's typed layers):
+/// objects that own their variables, with initializers, under a name scope of their own, and
+/// that apply to typed expressions. A layer's sizes are template arguments where they are
+/// known when the program is compiled, so a layer that does not fit its input is a compile
+/// error naming the layer; weft::dyn sizes are given to the constructor instead (a size
+/// chosen by a command-line option) and checked when the layer is applied.
+///
+///   namespace L = weft::layers;
+///   auto net = L::sequential(L::dense<float, 784, 512>("fc1"), L::relu,
+///                            L::dense<float, 512, 10>("fc2"));
+///   auto logits = net(images);                                          // [dyn, 10]
+///   auto step = weft::train::minimize(loss, weft::train::adam{1e-3}, net.variables());
+///
+///   L::conv2d<float, 5, 5, 1, 16>("conv1")      5x5 filter, 1 -> 16 channels, SAME, stride 1
+///   L::conv2d<float, 3, 3, dyn, dyn, valid_padding, 2, 2>("c", 16, n)  sizes at run time
+///   L::max_pool<2, 2>{}, L::avg_pool<3, 3, 2, 2, same_padding>{}, L::flatten{}
+///   L::dropout(rate, seed, seed2)                rate: a number or a scalar expression
+///   L::dense<float, 784, L::dyn, bfloat16>("fc", 784, hidden)  variables in float,
+///                                                 computing in bfloat16 (mixed precision)
+///   L::batch_norm<float, 16>("bn"): bn(x, L::training) (batch statistics; moving averages
+///                                                 updated), bn(x, L::inference) (moving ones)
+///   L::embedding<float, 65, 32>("embed")         int ids -> rows of a [65, 32] table
+///   L::lstm_cell<float, 32, 256>("lstm"), L::gru_cell<...>: one step, auto [h, c] = cell(x, h, c)
+///   L::rnn(cell, inputs, h0, c0)                 the cell over [time, batch, features] in a
+///                                                 while loop: the outputs h, [time, batch, units]
+///
+/// Variables are named "<layer>/kernel" and "<layer>/bias" (embeddings: "<layer>/embeddings";
+/// a GRU's "<layer>/gates/..." and "<layer>/candidate/...") (the layer's name in the name
+/// scope it was made in), start from the layer's initializers (glorot_uniform and zeros by
+/// default: Keras's defaults) and are lowered, with their initializers, the first time the
+/// layer is; client_session::initialize runs the initializers, its save and restore cover
+/// them, and `variables()` gives them to train::minimize. Copies of a layer share its
+/// variables (applying one layer twice shares its weights).
 #pragma once
 
 #include <algorithm>
@@ -78,26 +79,26 @@ namespace layers {
 
 using weft::dyn;
 
-// ---- initializers -----------------------------------------------------------------------
-// How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
-// output sizes; a convolution's window area times its input or output channels).
-//   zeros_initializer(), constant_initializer(v)
-//   uniform_initializer(low, high, seed, seed2): U(low, high)
-//   glorot_uniform(seed, seed2): U(-r, r), r = sqrt(6 / (fan_in + fan_out))
-//   glorot_normal: a normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out))
-//   he_uniform: r = sqrt(6 / fan_in); he_normal: stddev = sqrt(2 / fan_in) (truncated)
-// The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
-// both 0 draws differently each run of the initializer).
+/// ---- initializers -----------------------------------------------------------------------
+/// How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
+/// output sizes; a convolution's window area times its input or output channels).
+///   zeros_initializer(), constant_initializer(v)
+///   uniform_initializer(low, high, seed, seed2): U(low, high)
+///   glorot_uniform(seed, seed2): U(-r, r), r = sqrt(6 / (fan_in + fan_out))
+///   glorot_normal: a normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out))
+///   he_uniform: r = sqrt(6 / fan_in); he_normal: stddev = sqrt(2 / fan_in) (truncated)
+/// The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
+/// both 0 draws differently each run of the initializer).
 struct initializer {
   enum class kind { constant, uniform, glorot_uniform, glorot_normal, he_uniform, he_normal };
   kind how = kind::constant;
-  double value = 0;  // constant; uniform: the low end
+  double value = 0;  ///< constant; uniform: the low end
   std::int64_t seed = 0, seed2 = 0;
-  double high = 0;   // uniform: the high end
+  double high = 0;   ///< uniform: the high end
 };
 inline initializer zeros_initializer() { return {}; }
 inline initializer constant_initializer(double value) { return {initializer::kind::constant, value}; }
-// U(low, high) (Keras's RandomUniform; embeddings start from U(-0.05, 0.05)).
+/// U(low, high) (Keras's RandomUniform; embeddings start from U(-0.05, 0.05)).
 inline initializer uniform_initializer(double low, double high, std::int64_t seed = 0, std::int64_t seed2 = 0) {
   if (!(low <= high))
     fail(error_code::invalid_argument, "weft::layers::uniform_initializer: low ", low, " is above high ", high);
@@ -125,7 +126,7 @@ output scalar_constant(lowering& cx, double value, const scope_info* scope) {
   return cx.add("Const", {}, {{"value", tensor::scalar(static_cast<T>(value))}, {"dtype", dtype_of<T>}}, scope);
 }
 
-// The initial value of a variable of dtype T and shape `dims`.
+/// The initial value of a variable of dtype T and shape `dims`.
 template <class T>
 output initial_value(lowering& cx, const initializer& init, const shape& dims, std::int64_t fan_in,
                      std::int64_t fan_out, const scope_info* scope) {
@@ -165,7 +166,7 @@ output initial_value(lowering& cx, const initializer& init, const shape& dims, s
   return cx.add("Mul", {z, scalar_constant<T>(cx, stddev, scope)}, {}, scope);
 }
 
-// A variable of a layer: shape `dims` (fitting S), its initial value from `init`.
+/// A variable of a layer: shape `dims` (fitting S), its initial value from `init`.
 template <class T, class S>
 variable_expr<T, S> make_variable(std::string name, shape dims, initializer init, std::int64_t fan_in,
                                   std::int64_t fan_out) {
@@ -176,15 +177,15 @@ variable_expr<T, S> make_variable(std::string name, shape dims, initializer init
   return variable_expr<T, S>(std::move(name), std::move(dims), std::move(start));
 }
 
-// make() in the name scope `name` (a layer's variables are made there).
+/// make() in the name scope `name` (a layer's variables are made there).
 template <class F>
 auto in_scope(const std::string& name, F make) {
   name_scope scope(name);
   return make();
 }
 
-// A size given at run time for a template size N: N where N is static (and the given
-// one, when given, must equal it).
+/// A size given at run time for a template size N: N where N is static (and the given
+/// one, when given, must equal it).
 inline std::int64_t size_of(const char* layer, const std::string& name, const char* what, std::int64_t fixed,
                             std::int64_t given) {
   if (given < 0 && fixed < 0)
@@ -197,22 +198,22 @@ inline std::int64_t size_of(const char* layer, const std::string& name, const ch
   return fixed >= 0 ? fixed : given;
 }
 
-// The name scope a layer's nodes are built in: the one its variables were made in, on the
-// device and colocation in force where it is applied.
+/// The name scope a layer's nodes are built in: the one its variables were made in, on the
+/// device and colocation in force where it is applied.
 class layer_scope : weft::detail::scope_guard_base {
  public:
   explicit layer_scope(const std::string& prefix)
       : scope_guard_base({prefix, weft::detail::current_scope()->device, weft::detail::current_scope()->colocate}) {}
 };
 
-// A layer's name scope "<current prefix><name>/", opened while its variables are made.
+/// A layer's name scope "<current prefix><name>/", opened while its variables are made.
 inline std::string layer_prefix(const std::string& name) {
   if (name.empty() || name.find('/') != std::string::npos)
     fail(error_code::invalid_argument, "weft::layers: a layer's name must be non-empty and have no '/' (got '", name, "')");
   return weft::detail::current_scope()->prefix + name + "/";
 }
 
-// Casts to C unless the expression is of dtype C already.
+/// Casts to C unless the expression is of dtype C already.
 template <class C, expression X>
 auto as_compute(const X& x) {
   if constexpr (std::is_same_v<value_type_of<X>, C>) return x;
@@ -221,7 +222,7 @@ auto as_compute(const X& x) {
 
 constexpr std::int64_t last_dim(auto values) { return values.empty() ? dyn : values[values.size() - 1]; }
 
-// The static dims of x's last dimension and N compared: equal pairs where either is dyn.
+/// The static dims of x's last dimension and N compared: equal pairs where either is dyn.
 constexpr std::array<std::int64_t, 2> sizes_fit(std::int64_t input, std::int64_t n) {
   return input >= 0 && n >= 0 && input != n ? std::array<std::int64_t, 2>{input, n} : std::array<std::int64_t, 2>{0, 0};
 }
@@ -234,26 +235,26 @@ auto variables_of(const L& layer) {
 
 }  // namespace detail
 
-// ---- dense --------------------------------------------------------------------------------
+/// ---- dense --------------------------------------------------------------------------------
 struct dense_options {
   initializer kernel = glorot_uniform();
   initializer bias = zeros_initializer();
 };
 
-// dense<T, In, Out, C>: x [batch, In] -> x * kernel + bias, [batch, Out]. Variables of
-// dtype T; the product computes in C (T by default; bfloat16 for mixed precision, the
-// result of dtype C).
+/// dense<T, In, Out, C>: x [batch, In] -> x * kernel + bias, [batch, Out]. Variables of
+/// dtype T; the product computes in C (T by default; bfloat16 for mixed precision, the
+/// result of dtype C).
 template <element T, std::int64_t In = dyn, std::int64_t Out = dyn, element C = T>
 class dense {
  public:
   using kernel_type = variable_expr<T, static_shape<In, Out>>;
   using bias_type = variable_expr<T, static_shape<Out>>;
 
-  // Static sizes: dense<float, 784, 512>("fc1").
+  /// Static sizes: dense<float, 784, 512>("fc1").
   explicit dense(std::string name, dense_options options = {})
     requires(In >= 0 && Out >= 0)
       : dense(std::move(name), In, Out, options) {}
-  // Sizes at run time (where the type has dyn; a static one must agree).
+  /// Sizes at run time (where the type has dyn; a static one must agree).
   dense(std::string name, std::int64_t in, std::int64_t out, dense_options options = {})
       : name_(std::move(name)),
         in_(detail::size_of("dense", name_, "input size", In, in)),
@@ -300,7 +301,7 @@ class dense {
   bias_type bias_;
 };
 
-// ---- conv2d -------------------------------------------------------------------------------
+/// ---- conv2d -------------------------------------------------------------------------------
 struct conv2d_options {
   initializer filter = glorot_uniform();
   initializer bias = zeros_initializer();
@@ -309,8 +310,8 @@ struct conv2d_options {
 using same_padding = padding_t<true>;
 using valid_padding = padding_t<false>;
 
-// conv2d<T, KH, KW, In, Out, Padding, SH, SW>: x [batch, h, w, In] (NHWC) convolved with a
-// [KH, KW, In, Out] filter, plus a bias of Out; [batch, oh, ow, Out].
+/// conv2d<T, KH, KW, In, Out, Padding, SH, SW>: x [batch, h, w, In] (NHWC) convolved with a
+/// [KH, KW, In, Out] filter, plus a bias of Out; [batch, oh, ow, Out].
 template <element T, std::int64_t KH, std::int64_t KW, std::int64_t In = dyn, std::int64_t Out = dyn,
           class Padding = same_padding, std::int64_t SH = 1, std::int64_t SW = 1>
 class conv2d {
@@ -368,21 +369,21 @@ class conv2d {
   bias_type bias_;
 };
 
-// ---- batch normalization ------------------------------------------------------------------
+/// ---- batch normalization ------------------------------------------------------------------
 struct batch_norm_options {
-  double momentum = 0.99;  // moving = momentum moving + (1 - momentum) batch (Keras's default)
+  double momentum = 0.99;  ///< moving = momentum moving + (1 - momentum) batch (Keras's default)
   double epsilon = 1e-3;
 };
 
-// Whether a batch_norm application normalizes by the batch (and updates the moving
-// averages) or by the moving averages.
+/// Whether a batch_norm application normalizes by the batch (and updates the moving
+/// averages) or by the moving averages.
 enum class mode { training, inference };
 inline constexpr mode training = mode::training;
 inline constexpr mode inference = mode::inference;
 
 namespace detail {
-// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
-// so that running y (a training step) updates them. Its gradient is Identity's.
+/// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
+/// so that running y (a training step) updates them. Its gradient is Identity's.
 struct after_updates_op {
   static constexpr bool elementwise = false;
   using op = ops::Identity;
@@ -399,12 +400,12 @@ struct after_updates_op {
 };
 }  // namespace detail
 
-// batch_norm<T, C>: x [..., C] (channels last) normalized per channel, then scaled by gamma
-// and shifted by beta (Keras's BatchNormalization over the last axis, fused:
-// FusedBatchNormV3). bn(x, layers::training) uses the batch's statistics and, each time it
-// runs, moves moving_mean and moving_variance toward them; bn(x, layers::inference) uses
-// the moving ones. variables() are gamma and beta (trained); moving_variables() the two
-// averages (saved, not trained).
+/// batch_norm<T, C>: x [..., C] (channels last) normalized per channel, then scaled by gamma
+/// and shifted by beta (Keras's BatchNormalization over the last axis, fused:
+/// FusedBatchNormV3). bn(x, layers::training) uses the batch's statistics and, each time it
+/// runs, moves moving_mean and moving_variance toward them; bn(x, layers::inference) uses
+/// the moving ones. variables() are gamma and beta (trained); moving_variables() the two
+/// averages (saved, not trained).
 template <element T, std::int64_t C = dyn>
 class batch_norm {
  public:
@@ -467,14 +468,14 @@ class batch_norm {
   vector_type gamma_, beta_, moving_mean_, moving_variance_;
 };
 
-// ---- embedding ----------------------------------------------------------------------------
+/// ---- embedding ----------------------------------------------------------------------------
 struct embedding_options {
-  initializer embeddings = uniform_initializer(-0.05, 0.05);  // Keras's default
+  initializer embeddings = uniform_initializer(-0.05, 0.05);  ///< Keras's default
 };
 
-// embedding<T, Vocab, Dim>: ids (int32 or int64, any shape) -> rows of a [Vocab, Dim]
-// table, shape ids + [Dim] (a GatherV2; its gradient adds into the rows looked up). An id
-// outside [0, Vocab) is a run-time error naming the node.
+/// embedding<T, Vocab, Dim>: ids (int32 or int64, any shape) -> rows of a [Vocab, Dim]
+/// table, shape ids + [Dim] (a GatherV2; its gradient adds into the rows looked up). An id
+/// outside [0, Vocab) is a run-time error naming the node.
 template <element T, std::int64_t Vocab = dyn, std::int64_t Dim = dyn>
 class embedding {
  public:
@@ -509,9 +510,9 @@ class embedding {
   table_type table_;
 };
 
-// ---- recurrent cells --------------------------------------------------------------------------
+/// ---- recurrent cells --------------------------------------------------------------------------
 namespace detail {
-// A bias of `blocks` blocks of `units`, block `one` (if any) starting at 1, the others at 0.
+/// A bias of `blocks` blocks of `units`, block `one` (if any) starting at 1, the others at 0.
 template <class T, class S>
 variable_expr<T, S> block_bias(std::int64_t blocks, std::int64_t units, int one) {
   std::vector<T> b(static_cast<std::size_t>(blocks * units), T(0));
@@ -531,8 +532,8 @@ constexpr std::int64_t plus(std::int64_t a, std::int64_t b) { return a < 0 || b 
 }  // namespace detail
 
 struct lstm_options {
-  initializer kernel = glorot_uniform();  // over the whole [In + Units, 4 Units] kernel
-  bool unit_forget_bias = true;           // the forget gate's bias starts at 1 (Keras's default)
+  initializer kernel = glorot_uniform();  ///< over the whole [In + Units, 4 Units] kernel
+  bool unit_forget_bias = true;           ///< the forget gate's bias starts at 1 (Keras's default)
 };
 
 template <class H, class C>
@@ -541,11 +542,11 @@ struct lstm_state {
   C c;
 };
 
-// lstm_cell<T, In, Units>: one step of an LSTM. z = [x, h] kernel + bias, split into the
-// input, forget, cell and output gates (Keras's order); c' = sigmoid(f) c + sigmoid(i)
-// tanh(g), h' = sigmoid(o) tanh(c'). x [batch, In], h and c [batch, Units]; returns
-// {h', c'}: auto [h2, c2] = cell(x, h, c). Variables: kernel [In + Units, 4 Units], bias
-// [4 Units]. rnn(cell, inputs, h0, c0) runs it over a sequence.
+/// lstm_cell<T, In, Units>: one step of an LSTM. z = [x, h] kernel + bias, split into the
+/// input, forget, cell and output gates (Keras's order); c' = sigmoid(f) c + sigmoid(i)
+/// tanh(g), h' = sigmoid(o) tanh(c'). x [batch, In], h and c [batch, Units]; returns
+/// {h', c'}: auto [h2, c2] = cell(x, h, c). Variables: kernel [In + Units, 4 Units], bias
+/// [4 Units]. rnn(cell, inputs, h0, c0) runs it over a sequence.
 template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
 class lstm_cell {
  public:
@@ -580,7 +581,7 @@ class lstm_cell {
     auto h2 = sigmoid(g[3]) * tanh(c2);
     return lstm_state<decltype(h2), decltype(c2)>{h2, c2};
   }
-  // The step as rnn's loop calls it: the state, then the row of the inputs.
+  /// The step as rnn's loop calls it: the state, then the row of the inputs.
   template <class H, class C, class X>
   auto step(const H& h, const C& c, const X& x) const {
     auto [h2, c2] = (*this)(x, h, c);
@@ -615,12 +616,12 @@ class lstm_cell {
 struct gru_options {
   initializer gate_kernel = glorot_uniform();
   initializer candidate_kernel = glorot_uniform();
-  double gate_bias = 1.0;  // TensorFlow's GRUCell starts the gates' bias at 1
+  double gate_bias = 1.0;  ///< TensorFlow's GRUCell starts the gates' bias at 1
 };
 
-// gru_cell<T, In, Units>: one step of a GRU (TensorFlow's GRUCell): r, u = split(sigmoid(
-// [x, h] gate_kernel + gate_bias)); c = tanh([x, r h] candidate_kernel + candidate_bias);
-// h' = u h + (1 - u) c. x [batch, In], h [batch, Units]; returns h'.
+/// gru_cell<T, In, Units>: one step of a GRU (TensorFlow's GRUCell): r, u = split(sigmoid(
+/// [x, h] gate_kernel + gate_bias)); c = tanh([x, r h] candidate_kernel + candidate_bias);
+/// h' = u h + (1 - u) c. x [batch, In], h [batch, Units]; returns h'.
 template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
 class gru_cell {
  public:
@@ -694,10 +695,10 @@ class gru_cell {
   candidate_bias_type candidate_bias_;
 };
 
-// rnn(cell, inputs, state...): the cell over inputs [time, batch, features], from the
-// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (its gradient is the
-// backward loop): the outputs h of every step, [time, batch, units]. Only the outputs are
-// stacked (a row written in place each step); the rest of the state is carried.
+/// rnn(cell, inputs, state...): the cell over inputs [time, batch, features], from the
+/// initial state (h0, c0 for an LSTM; h0 for a GRU), in a while loop (its gradient is the
+/// backward loop): the outputs h of every step, [time, batch, units]. Only the outputs are
+/// stacked (a row written in place each step); the rest of the state is carried.
 template <class Cell, expression X, expression... State>
 auto rnn(const Cell& cell, const X& inputs, const State&... state) {
   namespace hana = boost::hana;
@@ -725,9 +726,9 @@ auto rnn(const Cell& cell, const X& inputs, const State&... state) {
   return hana::at_c<1 + K>(out);
 }
 
-// ---- layers without variables ----------------------------------------------------------------
-// max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
-// padding to VALID (Keras's MaxPooling2D defaults).
+/// ---- layers without variables ----------------------------------------------------------------
+/// max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
+/// padding to VALID (Keras's MaxPooling2D defaults).
 template <std::int64_t KH, std::int64_t KW, std::int64_t SH = KH, std::int64_t SW = KW, class Padding = valid_padding>
 struct max_pool {
   template <expression X>
@@ -744,8 +745,8 @@ struct avg_pool {
 };
 
 namespace detail {
-// Reshape to [batch, product of the other dims], the product read from the input's
-// inferred shape when the graph is built (so channel counts chosen at run time work).
+/// Reshape to [batch, product of the other dims], the product read from the input's
+/// inferred shape when the graph is built (so channel counts chosen at run time work).
 struct flatten_op {
   static constexpr bool elementwise = false;
   template <class = void>  // instantiated where the kernels are visible, not in this header
@@ -781,7 +782,7 @@ constexpr std::int64_t product_after_first(const std::array<std::int64_t, N>& v)
 }
 }  // namespace detail
 
-// flatten{}: [batch, d1, d2, ...] -> [batch, d1 * d2 * ...].
+/// flatten{}: [batch, d1, d2, ...] -> [batch, d1 * d2 * ...].
 struct flatten {
   template <expression X>
   auto operator()(const X& x) const {
@@ -792,8 +793,8 @@ struct flatten {
   }
 };
 
-// dropout(rate, seed, seed2): weft::dropout with the layer's rate (a number, or a scalar
-// expression such as a placeholder fed while training) and seeds.
+/// dropout(rate, seed, seed2): weft::dropout with the layer's rate (a number, or a scalar
+/// expression such as a placeholder fed while training) and seeds.
 template <class R>
 class dropout {
  public:
@@ -824,9 +825,9 @@ WEFT_DETAIL_ACTIVATION_LAYER(softmax);
 WEFT_DETAIL_ACTIVATION_LAYER(log_softmax);
 #undef WEFT_DETAIL_ACTIVATION_LAYER
 
-// ---- composition -----------------------------------------------------------------------------
-// sequential(l1, l2, ...): applies l1, then l2, ... (each a layer or any callable from an
-// expression to an expression); variables() gathers theirs, in order.
+/// ---- composition -----------------------------------------------------------------------------
+/// sequential(l1, l2, ...): applies l1, then l2, ... (each a layer or any callable from an
+/// expression to an expression); variables() gathers theirs, in order.
 template <class... Layers>
 class sequential {
  public:
@@ -854,8 +855,8 @@ class sequential {
   std::tuple<Layers...> layers_;
 };
 
-// variables(a, b, ...): the variables of several layers (or sequentials), as one tuple for
-// train::minimize.
+/// variables(a, b, ...): the variables of several layers (or sequentials), as one tuple for
+/// train::minimize.
 template <class... L>
 auto variables(const L&... layers) {
   return std::tuple_cat(detail::variables_of(layers)...);

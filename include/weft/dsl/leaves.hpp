@@ -1,6 +1,7 @@
-// The DSL's leaves: placeholder<T>(name, dims<...>), variable<T>(name, dims<...>, init)
-// and constant(value). Each leaf has an identity (shared by its copies): lowering one twice
-// gives one node, and two leaves built alike give two.
+/// @file
+/// The DSL's leaves: placeholder<T>(name, dims<...>), variable<T>(name, dims<...>, init)
+/// and constant(value). Each leaf has an identity (shared by its copies): lowering one twice
+/// gives one node, and two leaves built alike give two.
 #pragma once
 
 #include <functional>
@@ -23,7 +24,7 @@ template <std::size_t... I>
 static_shape<(static_cast<void>(I), dyn)...> dyn_shape_of(std::index_sequence<I...>);
 }  // namespace detail
 
-// The static shape of rank R with every dim dyn.
+/// The static shape of rank R with every dim dyn.
 template <int R>
 using dyn_shape = decltype(detail::dyn_shape_of(std::make_index_sequence<static_cast<std::size_t>(R)>{}));
 
@@ -32,9 +33,9 @@ namespace detail {
 struct leaf_data {
   std::string name;
   const scope_info* scope = nullptr;
-  tensor value;                                  // constants
-  lower_fn initializer;  // variables: the initial value
-  shape dims;            // variables whose static shape has dyn dims: the shape at run time
+  tensor value;                                  ///< constants
+  lower_fn initializer;  ///< variables: the initial value
+  shape dims;            ///< variables whose static shape has dyn dims: the shape at run time
 };
 
 }  // namespace detail
@@ -63,7 +64,7 @@ class placeholder_expr : public expr_base {
   std::shared_ptr<const detail::leaf_data> d_;
 };
 
-// A value fed at run time: placeholder<float>("x", dims<dyn, 784>).
+/// A value fed at run time: placeholder<float>("x", dims<dyn, 784>).
 template <element T, std::int64_t... D>
 placeholder_expr<T, static_shape<D...>> placeholder(std::string name, static_shape<D...> = {}) {
   return placeholder_expr<T, static_shape<D...>>(std::move(name));
@@ -81,7 +82,7 @@ class constant_expr : public expr_base {
 
   const tensor& value() const noexcept { return d_->value; }
 
-  // Constants merge by value, like any other node.
+  /// Constants merge by value, like any other node.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     use_kernels<ops::families::core>();
@@ -92,8 +93,8 @@ class constant_expr : public expr_base {
   std::shared_ptr<const detail::leaf_data> d_;
 };
 
-// constant(2.0f): a scalar; constant<float>({1, 2, 3, 4}, dims<2, 2>): a static shape;
-// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
+/// constant(2.0f): a scalar; constant<float>({1, 2, 3, 4}, dims<2, 2>): a static shape;
+/// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
 template <element T>
 constant_expr<T, scalar_shape> constant(T value) {
   return constant_expr<T, scalar_shape>(tensor::scalar(value));
@@ -120,8 +121,8 @@ class variable_expr : public expr_base {
             detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), {}})) {
     static_assert(S::fully_static, "weft::variable: a variable whose static shape has dyn dims is given its shape");
   }
-  // A variable whose static shape S may have dyn dims (a layer sized at run time): `dims`
-  // is its shape, which must fit S.
+  /// A variable whose static shape S may have dyn dims (a layer sized at run time): `dims`
+  /// is its shape, which must fit S.
   variable_expr(std::string name, shape dims, lower_fn init) {
     bool fits = dims.rank() == S::rank;
     for (int i = 0; fits && i < S::rank; ++i) {
@@ -136,10 +137,10 @@ class variable_expr : public expr_base {
   }
 
   const std::string& name() const noexcept { return d_->name; }
-  // The variable's shape at run time.
+  /// The variable's shape at run time.
   shape runtime_shape() const { return S::fully_static ? shape(std::vector<std::int64_t>(S::values.begin(), S::values.end())) : d_->dims; }
 
-  // The Variable node; its initializer (an Assign) is recorded in the lowering context.
+  /// The Variable node; its initializer (an Assign) is recorded in the lowering context.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
@@ -173,13 +174,13 @@ void check_initializer() {
 }
 }  // namespace detail
 
-// fill(dims<...>, value), defined with the ops (ops.hpp): a variable's rank-0 initial value
-// fills it.
+/// fill(dims<...>, value), defined with the ops (ops.hpp): a variable's rank-0 initial value
+/// fills it.
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value);
 
-// A trainable variable of a fully static shape, with its initial value: a scalar T (every
-// element), a tensor_of<T>, or an expression of the same dtype and shape.
+/// A trainable variable of a fully static shape, with its initial value: a scalar T (every
+/// element), a tensor_of<T>, or an expression of the same dtype and shape.
 template <element T, std::int64_t... D, class Init>
 auto variable(std::string name, static_shape<D...>, const Init& init) {
   using S = static_shape<D...>;

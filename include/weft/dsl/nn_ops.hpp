@@ -1,18 +1,19 @@
-// The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
-// log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
-// l2_loss, conv2d, max_pool, avg_pool, dropout and fused_batch_norm. Images are NHWC and filters [height,
-// width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
-// padding are template arguments, so the output's static shape is computed at compile time
-// and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
-// checked at run time by the graph's shape functions and the kernels.
-//
-//   auto h = max_pool(relu(bias_add(conv2d(images, filter, strides<1, 1>, same), b)),
-//                     window<2, 2>, strides<2, 2>, valid);              // [dyn, 14, 14, 16]
-//   auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels));
-//
-// Lowering an op registers its kernel and the kernels of its gradient for its dtype only.
-// Every op here has a gradient rule (graph/gradient_rules.hpp), so grad() and minimize()
-// differentiate through them.
+/// @file
+/// The DSL's neural-network ops (ops/nn_ops.hpp as typed expressions): bias_add, softmax,
+/// log_softmax, softmax_cross_entropy_with_logits, sparse_softmax_cross_entropy_with_logits,
+/// l2_loss, conv2d, max_pool, avg_pool, dropout and fused_batch_norm. Images are NHWC and filters [height,
+/// width, in, out], as TensorFlow's defaults. Strides, window sizes, dilations and the
+/// padding are template arguments, so the output's static shape is computed at compile time
+/// and static dims (ranks, channels, batch sizes, classes) are checked there; dyn dims are
+/// checked at run time by the graph's shape functions and the kernels.
+///
+///   auto h = max_pool(relu(bias_add(conv2d(images, filter, strides<1, 1>, same), b)),
+///                     window<2, 2>, strides<2, 2>, valid);              // [dyn, 14, 14, 16]
+///   auto loss = reduce_mean(sparse_softmax_cross_entropy_with_logits(logits, labels));
+///
+/// Lowering an op registers its kernel and the kernels of its gradient for its dtype only.
+/// Every op here has a gradient rule (graph/gradient_rules.hpp), so grad() and minimize()
+/// differentiate through them.
 #pragma once
 
 #include <array>
@@ -51,8 +52,8 @@ WEFT_DETAIL_DIM_CHECK(batch_norm_rank, "weft::fused_batch_norm: x must have rank
 WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channel input's length differs from x's channels");
 }  // namespace check
 
-// Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
-// (only windows inside the input).
+/// Padding of a convolution or a pool: `same` (output size ceil(in / stride)) or `valid`
+/// (only windows inside the input).
 template <bool Same>
 struct padding_t {
   static constexpr bool is_same = Same;
@@ -60,7 +61,7 @@ struct padding_t {
 };
 inline constexpr padding_t<true> same{};
 inline constexpr padding_t<false> valid{};
-// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
+/// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> strides{};
 template <std::int64_t... V>
@@ -73,14 +74,14 @@ namespace detail {
 template <class T>
 inline constexpr bool nn_float = in_list<T, type_list<half, bfloat16, float, double>>::value;
 
-// Asks for the kernels of Ops for dtype T (an nn op and the ops its gradient rule adds).
+/// Asks for the kernels of Ops for dtype T (an nn op and the ops its gradient rule adds).
 template <class T, class... Ops>
 void use_nn_kernels() {
   (use_kernels<Ops, T>(), ...);
 }
 
-// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
-// `kernels`, which registers the op's kernel and its gradient's for the dtype.
+/// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
+/// `kernels`, which registers the op's kernel and its gradient's for the dtype.
 struct nn_op {
   static constexpr bool elementwise = false;
   const char* name;
@@ -99,7 +100,7 @@ struct nn_op {
   }
 };
 
-// Kernel sets: the op and what its gradient rule adds.
+/// Kernel sets: the op and what its gradient rule adds.
 template <class T>
 void bias_add_kernels() {
   use_nn_kernels<T, ops::BiasAdd, ops::BiasAddGrad>();
@@ -140,7 +141,7 @@ void batch_norm_kernels() {
   use_nn_kernels<T, ops::FusedBatchNormV3, ops::FusedBatchNormGradV3>();
 }
 
-// {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
+/// {effective window, input} when a VALID window is larger than a static input dim, else {0, 0}.
 constexpr std::array<std::int64_t, 2> window_fits(std::int64_t in, std::int64_t k, std::int64_t dilation, bool same) {
   const std::int64_t effective = (k - 1) * dilation + 1;
   return !same && in >= 0 && k >= 0 && effective > in ? std::array<std::int64_t, 2>{effective, in}
@@ -154,7 +155,7 @@ constexpr bool check_nn_dtype() {
 
 }  // namespace detail
 
-// bias_add(x, b): x + b along x's last dimension (TensorFlow's BiasAdd, NHWC).
+/// bias_add(x, b): x + b along x's last dimension (TensorFlow's BiasAdd, NHWC).
 template <expression X, expression B>
 auto bias_add(const X& x, const B& b) {
   using SX = shape_of<X>;
@@ -178,7 +179,7 @@ auto softmax(const X& x) {
 }
 }  // namespace detail
 
-// softmax(x), log_softmax(x): over the last dimension.
+/// softmax(x), log_softmax(x): over the last dimension.
 template <expression X>
 auto softmax(const X& x) {
   return detail::softmax<false>(x);
@@ -188,8 +189,8 @@ auto log_softmax(const X& x) {
   return detail::softmax<true>(x);
 }
 
-// softmax_cross_entropy_with_logits(logits, labels): per row of [batch, classes], the
-// cross-entropy between the probability rows `labels` and softmax(logits); [batch].
+/// softmax_cross_entropy_with_logits(logits, labels): per row of [batch, classes], the
+/// cross-entropy between the probability rows `labels` and softmax(logits); [batch].
 template <expression L, expression Y>
 auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
   using SL = shape_of<L>;
@@ -207,8 +208,8 @@ auto softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
       {"SoftmaxCrossEntropyWithLogits", {}, &detail::xent_kernels<T>}, logits, labels);
 }
 
-// sparse_softmax_cross_entropy_with_logits(logits, labels): labels are class indices
-// ([batch], int32 or int64); [batch]. A label outside [0, classes) is a run-time error.
+/// sparse_softmax_cross_entropy_with_logits(logits, labels): labels are class indices
+/// ([batch], int32 or int64); [batch]. A label outside [0, classes) is a run-time error.
 template <expression L, expression Y>
 auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) {
   using SL = shape_of<L>;
@@ -225,7 +226,7 @@ auto sparse_softmax_cross_entropy_with_logits(const L& logits, const Y& labels) 
       {"SparseSoftmaxCrossEntropyWithLogits", {{"Tlabels", dtype_of<I>}}, &detail::sparse_xent_kernels<T>}, logits, labels);
 }
 
-// l2_loss(x) = sum(x^2) / 2, a scalar.
+/// l2_loss(x) = sum(x^2) / 2, a scalar.
 template <expression X>
 auto l2_loss(const X& x) {
   using T = value_type_of<X>;
@@ -233,8 +234,8 @@ auto l2_loss(const X& x) {
   return op_expr<detail::nn_op, T, static_shape<>, X>({"L2Loss", {}, &detail::l2_loss_kernels<T>}, x);
 }
 
-// conv2d(input, filter, strides<sh, sw>, same or valid[, dilations<dh, dw>]): input
-// [batch, height, width, in], filter [fh, fw, in, out]; [batch, oh, ow, out].
+/// conv2d(input, filter, strides<sh, sw>, same or valid[, dilations<dh, dw>]): input
+/// [batch, height, width, in], filter [fh, fw, in, out]; [batch, oh, ow, out].
 template <expression X, expression F, std::int64_t... St, bool Same, std::int64_t... Di>
 auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_list<Di...>) {
   using SX = shape_of<X>;
@@ -289,7 +290,7 @@ auto pool(const X& x, index_list<K...>, index_list<St...>, padding_t<Same>) {
 }
 }  // namespace detail
 
-// max_pool(x, window<kh, kw>, strides<sh, sw>, same or valid), avg_pool(...): x NHWC.
+/// max_pool(x, window<kh, kw>, strides<sh, sw>, same or valid), avg_pool(...): x NHWC.
 template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
 auto max_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
   return detail::pool<true>(x, k, s, p);
@@ -299,11 +300,11 @@ auto avg_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Sam
   return detail::pool<false>(x, k, s, p);
 }
 
-// dropout(x, rate, seed, seed2): each element zeroed with probability `rate` and the rest
-// scaled by 1 / (1 - rate). rate is a number or a scalar expression of x's dtype (a
-// placeholder, to train with a rate and test with 0); a rate outside [0, 1) is a run-time
-// error. The masks come from a stream keyed by the seeds: the n-th run of a graph draws
-// the same mask for the same seeds.
+/// dropout(x, rate, seed, seed2): each element zeroed with probability `rate` and the rest
+/// scaled by 1 / (1 - rate). rate is a number or a scalar expression of x's dtype (a
+/// placeholder, to train with a rate and test with 0); a rate outside [0, 1) is a run-time
+/// error. The masks come from a stream keyed by the seeds: the n-th run of a graph draws
+/// the same mask for the same seeds.
 template <expression X, expression R>
 auto dropout(const X& x, const R& rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
   using T = value_type_of<X>;
@@ -318,16 +319,16 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
   return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
 }
 
-// fused_batch_norm(x, scale, offset, mean, variance, {training, epsilon, factor}):
-// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last. Returns {y, batch_mean,
-// batch_variance} (one node): in training, y normalized by the batch's statistics and the
-// moving averages (1 - factor) mean + factor batch_mean (variance alike, Bessel-corrected);
-// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
-// offset (FusedBatchNormGradV3), not mean or variance.
+/// fused_batch_norm(x, scale, offset, mean, variance, {training, epsilon, factor}):
+/// TensorFlow's FusedBatchNormV3 (ops/nn_ops.hpp), channels last. Returns {y, batch_mean,
+/// batch_variance} (one node): in training, y normalized by the batch's statistics and the
+/// moving averages (1 - factor) mean + factor batch_mean (variance alike, Bessel-corrected);
+/// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
+/// offset (FusedBatchNormGradV3), not mean or variance.
 struct batch_norm_options {
   bool training = true;
   double epsilon = 1e-3;
-  double factor = 1.0;  // exponential_avg_factor: 1 - momentum
+  double factor = 1.0;  ///< exponential_avg_factor: 1 - momentum
 };
 template <class Y, class M>
 struct batch_norm_result {

@@ -1,14 +1,15 @@
-// The DSL's ops: typed expressions for the ops of the registry. Each expression type names
-// its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
-// dims at run time by the graph's shape rules and the kernels. This header holds what every
-// op's expression is built from, the elementwise ops, matmul, fill, and apply_op for ops
-// defined outside the library; the other families have a header each, as in ops/:
-// reduction_ops.hpp, array_ops.hpp (shape and array ops), random_ops.hpp, state_ops.hpp,
-// nn_ops.hpp.
-//
-// Lowering an op defines its op family and asks for its kernels for its dtype only
-// (use_kernels, framework/kernel_for.hpp), so a program compiles the kernels its graphs use
-// (DESIGN.md §2, compile cost); the DSL never names a device's kernel classes.
+/// @file
+/// The DSL's ops: typed expressions for the ops of the registry. Each expression type names
+/// its dtype and static shape; static dims are checked at compile time (checks.hpp), dyn
+/// dims at run time by the graph's shape rules and the kernels. This header holds what every
+/// op's expression is built from, the elementwise ops, matmul, fill, and apply_op for ops
+/// defined outside the library; the other families have a header each, as in ops/:
+/// reduction_ops.hpp, array_ops.hpp (shape and array ops), random_ops.hpp, state_ops.hpp,
+/// nn_ops.hpp.
+///
+/// Lowering an op defines its op family and asks for its kernels for its dtype only
+/// (use_kernels, framework/kernel_for.hpp), so a program compiles the kernels its graphs use
+/// (DESIGN.md §2, compile cost); the DSL never names a device's kernel classes.
 #pragma once
 
 #include <array>
@@ -38,14 +39,14 @@ template <class Op, class T, class S, class... Args>
 class op_expr;
 
 namespace detail {
-// Defined in fusion.hpp: lowers a maximal elementwise subtree as one fused node, or returns
-// nothing when the subtree is a single op or has a dtype fusion does not cover.
+/// Defined in fusion.hpp: lowers a maximal elementwise subtree as one fused node, or returns
+/// nothing when the subtree is a single op or has a dtype fusion does not cover.
 template <class E>
 std::optional<output> try_fuse(lowering& cx, const E& e);
 }  // namespace detail
 
-// An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
-// the kernels it asks for and, for elementwise ops, the op type fusion describes it by.
+/// An op applied to operand expressions. Op is a descriptor: its graph op name, its attrs,
+/// the kernels it asks for and, for elementwise ops, the op type fusion describes it by.
 template <class Op, class T, class S, class... Args>
 class op_expr : public expr_base {
  public:
@@ -62,7 +63,7 @@ class op_expr : public expr_base {
   const args_type& args() const noexcept { return args_; }
   const scope_info* scope() const noexcept { return scope_; }
 
-  // Lowered once per lowering context; later calls return the memoized node.
+  /// Lowered once per lowering context; later calls return the memoized node.
   output lower(lowering& cx) const {
     return memo_->get(cx, [&] {
       if constexpr (Op::elementwise) {
@@ -73,7 +74,7 @@ class op_expr : public expr_base {
     });
   }
 
-  // One node for this op, its operands lowered as usual.
+  /// One node for this op, its operands lowered as usual.
   output lower_unfused(lowering& cx) const {
     std::vector<output> inputs = std::apply([&](const auto&... a) { return std::vector<output>{weft::lower(cx, a)...}; },
                                             args_);
@@ -90,7 +91,7 @@ class op_expr : public expr_base {
 
 namespace detail {
 
-// Descriptors whose node is the op applied to the operands, with the descriptor's attrs.
+/// Descriptors whose node is the op applied to the operands, with the descriptor's attrs.
 template <class D>
 struct lowers_plainly {
   output lower(lowering& cx, std::vector<output> inputs, const scope_info* scope) const {
@@ -103,9 +104,9 @@ struct in_list;
 template <class T, class... Ts>
 struct in_list<T, type_list<Ts...>> : std::bool_constant<(std::is_same_v<T, Ts> || ...)> {};
 
-// A scalar operand next to an expression of dtype T becomes a constant of dtype T, as
-// TensorFlow converts Python numbers; a floating-point scalar does not convert to an
-// integer or bool expression.
+/// A scalar operand next to an expression of dtype T becomes a constant of dtype T, as
+/// TensorFlow converts Python numbers; a floating-point scalar does not convert to an
+/// integer or bool expression.
 template <class T, class U>
 auto scalar_operand(U value) {
   constexpr bool float_u = std::is_floating_point_v<U> || is_half_v<U>;
@@ -118,12 +119,12 @@ auto scalar_operand(U value) {
     return constant(static_cast<T>(value));
 }
 
-// Numbers (and float16 / bfloat16 values) beside an expression.
+/// Numbers (and float16 / bfloat16 values) beside an expression.
 template <class U>
 concept scalar_value = std::is_arithmetic_v<U> || is_half_v<U>;
 
-// Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
-// graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
+/// Lowers a constant int tensor of shape s (axes, shapes, permutations, paddings) into the
+/// graph, as int64 or (for inputs TensorFlow types int32, such as Split's axis) int32.
 inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values, shape s, dtype type = dtype::int64) {
   tensor t = type == dtype::int32
                  ? tensor::from_vector(std::vector<std::int32_t>(values.begin(), values.end()), std::move(s))
@@ -131,8 +132,8 @@ inline output int_constant(lowering& cx, const std::vector<std::int64_t>& values
   return cx.add("Const", {}, {{"value", t}, {"dtype", type}}, root_scope());
 }
 
-// A constant int input of an op (sizes, paddings, axes), inserted at `position` (`append`:
-// after the operands); of shape `dims` ([n] by default; {} for a scalar).
+/// A constant int input of an op (sizes, paddings, axes), inserted at `position` (`append`:
+/// after the operands); of shape `dims` ([n] by default; {} for a scalar).
 struct int_input {
   static constexpr std::size_t append = static_cast<std::size_t>(-1);
   std::size_t position;
@@ -141,8 +142,8 @@ struct int_input {
   dtype type = dtype::int64;
 };
 
-// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
-// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
+/// The node `name`(operands, with constant int inputs inserted; attrs), output `port`.
+/// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
 template <class Op, class T = void>
 struct indexed_op {
   static constexpr bool elementwise = false;
@@ -174,7 +175,7 @@ using array_op = indexed_op<Op, T>;
 
 // ---- elementwise ---------------------------------------------------------------------
 
-// The unary and binary elementwise ops: Tag names the op's type (ops::Add, ...).
+/// The unary and binary elementwise ops: Tag names the op's type (ops::Add, ...).
 template <class Tag, class T>
 struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   static constexpr bool elementwise = true;
@@ -219,7 +220,7 @@ WEFT_DETAIL_DSL_UNARY(logical_not, LogicalNot, type_list<bool>)
 #undef WEFT_DETAIL_DSL_UNARY
 
 namespace detail {
-// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
+/// Lowers the operands of a binary op: a scalar beside an expression takes its dtype.
 template <class A, class B>
 struct binary_operands;
 template <expression A, expression B>
@@ -310,8 +311,8 @@ WEFT_DETAIL_DSL_BINARY(logical_and, LogicalAnd, type_list<bool>, true)
 WEFT_DETAIL_DSL_BINARY(logical_or, LogicalOr, type_list<bool>, true)
 #undef WEFT_DETAIL_DSL_BINARY
 
-// Operators. == and != are not overloaded (an expression's == would not be a bool); use
-// equal() and not_equal().
+/// Operators. == and != are not overloaded (an expression's == would not be a bool); use
+/// equal() and not_equal().
 template <class A, class B> requires binary_operands<A, B>
 auto operator+(const A& a, const B& b) { return add(a, b); }
 template <class A, class B> requires binary_operands<A, B>
@@ -337,7 +338,7 @@ auto operator-(const A& a) { return negate(a); }
 template <expression A>
 auto operator!(const A& a) { return logical_not(a); }
 
-// select(condition, t, e): t where condition holds, else e; all three broadcast.
+/// select(condition, t, e): t where condition holds, else e; all three broadcast.
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
   static constexpr bool elementwise = true;
@@ -357,7 +358,7 @@ auto select(const C& c, const A& a, const B& b) {
   (void)check::select_broadcast<all::conflict[0], all::conflict[1]>::value;
   return op_expr<select_op<T>, T, typename all::type, C, A, B>({}, c, a, b);
 }
-// select(c, x, 0.0) / select(c, 0.0, x): a number as one branch, of the other's dtype.
+/// select(c, x, 0.0) / select(c, 0.0, x): a number as one branch, of the other's dtype.
 template <expression C, expression A, detail::scalar_value U>
 auto select(const C& c, const A& a, U b) {
   return select(c, a, detail::scalar_operand<value_type_of<A>>(b));
@@ -367,7 +368,7 @@ auto select(const C& c, U a, const B& b) {
   return select(c, detail::scalar_operand<value_type_of<B>>(a), b);
 }
 
-// cast<U>(x): x converted to U (TensorFlow's Cast).
+/// cast<U>(x): x converted to U (TensorFlow's Cast).
 template <class To, class From>
 struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
   static constexpr bool elementwise = true;
@@ -380,7 +381,7 @@ template <element To, expression A>
 auto cast(const A& a) {
   return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
 }
-// cast_like(x, like): x converted to like's dtype; x itself when it has it.
+/// cast_like(x, like): x converted to like's dtype; x itself when it has it.
 template <expression A, expression Like>
 auto cast_like(const A& a, const Like&) {
   if constexpr (std::is_same_v<value_type_of<A>, value_type_of<Like>>)
@@ -389,7 +390,7 @@ auto cast_like(const A& a, const Like&) {
     return cast<value_type_of<Like>>(a);
 }
 
-// ---- matmul ---------------------------------------------------------------------------
+/// ---- matmul ---------------------------------------------------------------------------
 template <class T, bool TA, bool TB>
 struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
   static constexpr bool elementwise = false;
@@ -401,13 +402,13 @@ struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
 
 namespace detail {
 using ops::static_rules::dim_or;
-// The pair a check compares: the two dims when both are static, else equal values.
+/// The pair a check compares: the two dims when both are static, else equal values.
 constexpr std::array<std::int64_t, 2> static_pair(std::int64_t a, std::int64_t b) {
   return a < 0 || b < 0 ? std::array<std::int64_t, 2>{0, 0} : std::array<std::int64_t, 2>{a, b};
 }
 }  // namespace detail
 
-// matmul(a, b) = a × b for matrices; matmul<true, false>(a, b) = aᵀ × b.
+/// matmul(a, b) = a × b for matrices; matmul<true, false>(a, b) = aᵀ × b.
 template <bool TransposeA = false, bool TransposeB = false, expression A, expression B>
 auto matmul(const A& a, const B& b) {
   using SA = shape_of<A>;
@@ -424,7 +425,7 @@ auto matmul(const A& a, const B& b) {
   return op_expr<matmul_op<T, TransposeA, TransposeB>, T, S, A, B>({}, a, b);
 }
 
-// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
+/// fill(dims<2, 3>, value): every element `value` (a scalar expression or number).
 template <std::int64_t... D, expression V>
 auto fill(static_shape<D...>, const V& value) {
   static_assert(shape_of<V>::rank == 0, "weft::fill: the value must be a scalar (rank 0)");
@@ -441,10 +442,10 @@ auto ones(static_shape<D...> s) {
   return fill(s, constant(T(1)));
 }
 
-// ---- ops defined outside the library (docs/extending.md) ------------------------------
-// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
-// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
-// has_gradient_rule (its rule registered by Op::define()).
+/// ---- ops defined outside the library (docs/extending.md) ------------------------------
+/// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
+/// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
+/// has_gradient_rule (its rule registered by Op::define()).
 template <op_type Op, class T>
 struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
   static constexpr bool elementwise = false;
@@ -457,8 +458,8 @@ struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
     use_kernels<Op, T>();
   }
 };
-// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
-// T and static shape S (the calling function's static shape rule computes S).
+/// apply_op<Op, T, S>(attrs, operands...): Op's node over the operands, an expression of dtype
+/// T and static shape S (the calling function's static shape rule computes S).
 template <op_type Op, element T, class S, expression... Args>
 auto apply_op(attr_map attrs, const Args&... args) {
   return op_expr<typed_op<Op, T>, T, S, Args...>(typed_op<Op, T>{{}, std::move(attrs)}, args...);

@@ -1,5 +1,6 @@
-// The DSL's random ops: random_uniform, random_normal, truncated_normal, seeded as
-// TensorFlow's (a graph-level seed and an op seed), stateful: never merged, never folded.
+/// @file
+/// The DSL's random ops: random_uniform, random_normal, truncated_normal, seeded as
+/// TensorFlow's (a graph-level seed and an op seed), stateful: never merged, never folded.
 #pragma once
 
 #include <array>
@@ -14,8 +15,8 @@
 
 namespace weft {
 
-// ---- random ---------------------------------------------------------------------------
-// An expression with no operands whose value is computed by its op alone (random numbers).
+/// ---- random ---------------------------------------------------------------------------
+/// An expression with no operands whose value is computed by its op alone (random numbers).
 template <class Op, class T, class S>
 class source_expr : public expr_base {
  public:

@@ -1,6 +1,7 @@
-// The DSL's reductions: reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod over
-// all axes or axes<...> (keep_dims), and argmax / argmin along one axis. The result's static
-// shape is computed at compile time and the axes are checked there.
+/// @file
+/// The DSL's reductions: reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod over
+/// all axes or axes<...> (keep_dims), and argmax / argmin along one axis. The result's static
+/// shape is computed at compile time and the axes are checked there.
 #pragma once
 
 #include <array>
@@ -15,7 +16,7 @@
 
 namespace weft {
 
-// ---- reductions -----------------------------------------------------------------------
+/// ---- reductions -----------------------------------------------------------------------
 template <std::int64_t... Axes>
 struct axis_list {};
 template <std::int64_t... Axes>
@@ -24,12 +25,12 @@ struct keep_dims_t {};
 inline constexpr keep_dims_t keep_dims{};
 
 namespace detail {
-// The shape of a reduction of S over Axes (all axes when none are given).
+/// The shape of a reduction of S over Axes (all axes when none are given).
 template <class S, bool Keep, std::int64_t... Axes>
 struct reduced_shape {
   static constexpr int rank = S::rank;
   static constexpr std::array<std::int64_t, sizeof...(Axes)> given{Axes...};
-  // The first axis out of range, or 0 when all are in range (for the check).
+  /// The first axis out of range, or 0 when all are in range (for the check).
   static constexpr std::int64_t bad_axis = [] {
     for (auto a : given)
       if (a < -rank || a >= rank) return a;
@@ -76,7 +77,7 @@ WEFT_DETAIL_DSL_REDUCE(reduce_max, "Max", Max, real_number_types)
 WEFT_DETAIL_DSL_REDUCE(reduce_min, "Min", Min, real_number_types)
 #undef WEFT_DETAIL_DSL_REDUCE
 
-// argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
+/// argmax(x, axes<1>) / argmin: the int64 index of the first extreme along one axis.
 namespace detail {
 template <bool Max, expression A, std::int64_t Axis>
 auto make_arg(const A& a) {

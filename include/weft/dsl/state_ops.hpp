@@ -1,5 +1,6 @@
-// The DSL's state ops: assign, assign_add and assign_sub of a variable, each giving the new
-// value (run it as a target).
+/// @file
+/// The DSL's state ops: assign, assign_add and assign_sub of a variable, each giving the new
+/// value (run it as a target).
 #pragma once
 
 #include <array>
@@ -14,7 +15,7 @@
 
 namespace weft {
 
-// ---- state ----------------------------------------------------------------------------
+/// ---- state ----------------------------------------------------------------------------
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
 struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
   static constexpr bool elementwise = false;
@@ -41,7 +42,7 @@ auto make_assign(const variable_expr<T, S>& var, const V& value) {
 }
 }  // namespace detail
 
-// assign(v, value): stores value in v and gives the new value (run it as a target).
+/// assign(v, value): stores value in v and gives the new value (run it as a target).
 template <class T, class S, expression V>
 auto assign(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<0>(var, value);

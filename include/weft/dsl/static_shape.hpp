@@ -1,9 +1,10 @@
-// Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
-// (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
-//
-// Broadcasting uses the graph's rule for one dim (core/broadcast.hpp): dyn against n > 1
-// gives n, against 1 or dyn gives dyn. Each op's own static shape rule is beside its
-// definition (ops/*.hpp, namespace ops::static_rules).
+/// @file
+/// Static shapes of the DSL: dims fixed at compile time (784) or known only at run time
+/// (weft::dyn). `weft::dims<weft::dyn, 784>` is the shape of a batch of 784-vectors.
+///
+/// Broadcasting uses the graph's rule for one dim (core/broadcast.hpp): dyn against n > 1
+/// gives n, against 1 or dyn gives dyn. Each op's own static shape rule is beside its
+/// definition (ops/*.hpp, namespace ops::static_rules).
 #pragma once
 
 #include <array>
@@ -25,12 +26,12 @@ struct static_shape {
   static constexpr int rank = static_cast<int>(sizeof...(D));
   static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};
   static constexpr bool fully_static = ((D >= 0) && ...);
-  // The element count when every dim is static, else -1.
+  /// The element count when every dim is static, else -1.
   static constexpr std::int64_t num_elements = fully_static ? (std::int64_t{1} * ... * D) : -1;
   static partial_shape partial() { return partial_shape(std::vector<std::int64_t>{D...}); }
 };
 
-// The value users write: placeholder<float>("x", dims<dyn, 784>).
+/// The value users write: placeholder<float>("x", dims<dyn, 784>).
 template <std::int64_t... D>
 inline constexpr static_shape<D...> dims{};
 
@@ -38,7 +39,7 @@ using scalar_shape = static_shape<>;
 
 namespace detail {
 
-// A static_shape from a constexpr array of dims.
+/// A static_shape from a constexpr array of dims.
 template <auto Array, class Seq = std::make_index_sequence<Array.size()>>
 struct shape_from_array;
 template <auto Array, std::size_t... I>
@@ -53,7 +54,7 @@ template <class A, class B>
 struct broadcast_shapes {
   static constexpr std::size_t rank = A::values.size() > B::values.size() ? A::values.size() : B::values.size();
   static constexpr auto dims = ops::static_rules::broadcast<A::values, B::values>();
-  // The first pair of dims (from the right) that do not broadcast, or {1, 1}.
+  /// The first pair of dims (from the right) that do not broadcast, or {1, 1}.
   static constexpr std::array<std::int64_t, 2> conflict = [] {
     for (std::size_t i = 0; i < rank; ++i) {
       auto a = ops::static_rules::from_right(A::values, i), b = ops::static_rules::from_right(B::values, i);

@@ -1,6 +1,7 @@
-// tensor_of<T, Rank>: a tensor whose dtype (and rank, unless Rank is -1) is part of its
-// type. Fetching a typed expression returns one; feeding a placeholder takes one, so a
-// feed of the wrong dtype does not compile.
+/// @file
+/// tensor_of<T, Rank>: a tensor whose dtype (and rank, unless Rank is -1) is part of its
+/// type. Fetching a typed expression returns one; feeding a placeholder takes one, so a
+/// feed of the wrong dtype does not compile.
 #pragma once
 
 #include <array>
@@ -19,16 +20,16 @@ class tensor_of {
   static constexpr int rank = Rank;
 
   tensor_of() = default;
-  // From values in row-major order.
+  /// From values in row-major order.
   tensor_of(const std::vector<T>& values, weft::shape s) : t_(tensor::from_vector(values, std::move(s))) {
     check_rank("tensor_of");
   }
-  // A scalar.
+  /// A scalar.
   explicit tensor_of(T value)
     requires(Rank == 0 || Rank == -1)
       : t_(tensor::scalar(value)) {}
 
-  // Wraps an untyped tensor; throws when its dtype or rank differ.
+  /// Wraps an untyped tensor; throws when its dtype or rank differ.
   static tensor_of from(tensor t) {
     if (t.dtype() != dtype_of<T>)
       fail(error_code::invalid_argument, "tensor_of<", dtype_of<T>, ">: the tensor is ", t.dtype(), t.shape());
@@ -48,7 +49,7 @@ class tensor_of {
   std::vector<T> to_vector() const { return t_.to_vector<T>(); }
   T scalar() const { return t_.scalar_value<T>(); }
 
-  // Element at a multi-index, bounds-checked.
+  /// Element at a multi-index, bounds-checked.
   template <std::integral... I>
   T operator()(I... index) const {
     static_assert(Rank < 0 || static_cast<int>(sizeof...(I)) == Rank,

@@ -1,20 +1,21 @@
-// Training typed models: train::minimize(loss, optimizer, vars...) is a target that runs
-// one step of the optimizer (graph/optimizers.hpp: SGD, Momentum, AdaGrad, RMSProp, Adam)
-// on typed variables. The gradients are grad(loss, vars...) (fused backwards included);
-// the updates, slots and their initializers are the graph optimizers' own.
-//
-//   auto step = weft::train::minimize(loss, weft::train::adam{0.001}, w1, b1, w2, b2);
-//   weft::client_session s;
-//   s.initialize(step);                       // the variables' and the slots' initial values
-//   for (...) s.run(weft::targets(step), weft::feed(x, batch), weft::feed(labels, y));
-//
-// At compile time: the loss is a floating-point scalar, every var is a variable (not a
-// placeholder, a constant or an expression), and every op between them has a gradient
-// (grad's check). Hyperparameters are numbers, or scalar expressions through hyper_of:
-//
-//   auto rate = weft::placeholder<float>("rate", weft::dims<>);
-//   auto step = weft::train::minimize(loss, weft::train::adam{weft::train::hyper_of(rate)}, w, b);
-//   s.run(weft::targets(step), weft::feed(rate, 0.001f * std::pow(0.6f, epoch)), ...);
+/// @file
+/// Training typed models: train::minimize(loss, optimizer, vars...) is a target that runs
+/// one step of the optimizer (graph/optimizers.hpp: SGD, Momentum, AdaGrad, RMSProp, Adam)
+/// on typed variables. The gradients are grad(loss, vars...) (fused backwards included);
+/// the updates, slots and their initializers are the graph optimizers' own.
+///
+///   auto step = weft::train::minimize(loss, weft::train::adam{0.001}, w1, b1, w2, b2);
+///   weft::client_session s;
+///   s.initialize(step);                       // the variables' and the slots' initial values
+///   for (...) s.run(weft::targets(step), weft::feed(x, batch), weft::feed(labels, y));
+///
+/// At compile time: the loss is a floating-point scalar, every var is a variable (not a
+/// placeholder, a constant or an expression), and every op between them has a gradient
+/// (grad's check). Hyperparameters are numbers, or scalar expressions through hyper_of:
+///
+///   auto rate = weft::placeholder<float>("rate", weft::dims<>);
+///   auto step = weft::train::minimize(loss, weft::train::adam{weft::train::hyper_of(rate)}, w, b);
+///   s.run(weft::targets(step), weft::feed(rate, 0.001f * std::pow(0.6f, epoch)), ...);
 #pragma once
 
 #include <memory>
@@ -50,7 +51,7 @@ struct is_variable : std::false_type {};
 template <class T, class S>
 struct is_variable<variable_expr<T, S>> : std::true_type {};
 
-// The update op of the optimizers this library defines.
+/// The update op of the optimizers this library defines.
 template <class Optimizer>
 struct update_op;
 template <>
@@ -74,8 +75,8 @@ struct update_op<adam> {
   using type = ops::ApplyAdam;
 };
 
-// Asks for the update kernel of Optimizer for dtype T (every optimizer's, for an optimizer
-// defined elsewhere).
+/// Asks for the update kernel of Optimizer for dtype T (every optimizer's, for an optimizer
+/// defined elsewhere).
 template <class Optimizer, class T>
 void register_update_kernel() {
   if constexpr (requires { typename update_op<Optimizer>::type; })
@@ -84,12 +85,12 @@ void register_update_kernel() {
     use_kernels<ops::families::training>();
 }
 
-// The lowering a training target is adding its updates to (hyper_of's expressions are
-// lowered there), on this thread.
+/// The lowering a training target is adding its updates to (hyper_of's expressions are
+/// lowered there), on this thread.
 inline thread_local lowering* training_lowering = nullptr;
 
-// What a training target lowers: the loss, the variables and their gradients, then
-// apply_gradients, once per lowering.
+/// What a training target lowers: the loss, the variables and their gradients, then
+/// apply_gradients, once per lowering.
 struct training_state {
   lower_fn loss;
   std::vector<lower_fn> vars, gradients;
@@ -124,8 +125,8 @@ struct training_state {
 
 }  // namespace detail
 
-// A target: one step of the optimizer over its variables. Lowering it also records the
-// slots' initializers with the variables' (client_session::initialize runs them).
+/// A target: one step of the optimizer over its variables. Lowering it also records the
+/// slots' initializers with the variables' (client_session::initialize runs them).
 class training_target {
  public:
   explicit training_target(std::shared_ptr<detail::training_state> state) : state_(std::move(state)) {}
@@ -135,10 +136,10 @@ class training_target {
   std::shared_ptr<detail::training_state> state_;
 };
 
-// hyper_of(e): a hyperparameter given by a scalar expression (a placeholder fed each step,
-// for a decaying learning rate, or a value computed in the graph), for the optimizers of
-// train::minimize below: train::sgd{train::hyper_of(rate)}. It is lowered with the
-// training step, cast to each variable's dtype where they differ.
+/// hyper_of(e): a hyperparameter given by a scalar expression (a placeholder fed each step,
+/// for a decaying learning rate, or a value computed in the graph), for the optimizers of
+/// train::minimize below: train::sgd{train::hyper_of(rate)}. It is lowered with the
+/// training step, cast to each variable's dtype where they differ.
 template <expression E>
 hyper hyper_of(const E& e) {
   using U = value_type_of<E>;
@@ -163,7 +164,7 @@ hyper hyper_of(const E& e) {
   }));
 }
 
-// minimize(loss, optimizer, vars...): see the top of this file.
+/// minimize(loss, optimizer, vars...): see the top of this file.
 template <class Optimizer, expression Loss, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... vars) {
@@ -187,8 +188,8 @@ training_target minimize(const Loss& loss, const Optimizer& opt, const Vars&... 
   return training_target(std::move(state));
 }
 
-// minimize(loss, optimizer, std::tuple of variables): a layer's or a sequential's
-// variables() (layers::variables(a, b, ...) joins several).
+/// minimize(loss, optimizer, std::tuple of variables): a layer's or a sequential's
+/// variables() (layers::variables(a, b, ...) joins several).
 template <class Optimizer, expression Loss, expression... Vars>
   requires(sizeof...(Vars) >= 1)
 training_target minimize(const Loss& loss, const Optimizer& opt, const std::tuple<Vars...>& vars) {

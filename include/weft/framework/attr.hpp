@@ -1,5 +1,6 @@
-// attr_value: an op attribute fixed at graph-construction time (whitepaper §2):
-// int, float, bool, string, dtype, shape, tensor, and lists of int, float, dtype, shape, string.
+/// @file
+/// attr_value: an op attribute fixed at graph-construction time (whitepaper §2):
+/// int, float, bool, string, dtype, shape, tensor, and lists of int, float, dtype, shape, string.
 #pragma once
 
 #include <algorithm>

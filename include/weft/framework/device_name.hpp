@@ -1,7 +1,8 @@
-// Device names, TensorFlow's: the full form /job:J/replica:R/task:T/device:TYPE:N names one
-// device; a partial spec ("/device:CPU:1", "CPU:1", "/cpu:*", "/task:1", "") leaves fields
-// open and matches every device whose name agrees on the fields it sets. A node's requested
-// device is a spec; a session's devices have full names.
+/// @file
+/// Device names, TensorFlow's: the full form /job:J/replica:R/task:T/device:TYPE:N names one
+/// device; a partial spec ("/device:CPU:1", "CPU:1", "/cpu:*", "/task:1", "") leaves fields
+/// open and matches every device whose name agrees on the fields it sets. A node's requested
+/// device is a spec; a session's devices have full names.
 #pragma once
 
 #include <cctype>
@@ -17,13 +18,13 @@ namespace weft {
 struct device_name {
   std::optional<std::string> job;
   std::optional<int> replica, task;
-  std::optional<std::string> type;  // upper case: "CPU", "GPU"
-  std::optional<int> id;            // unset: any (also written "*")
+  std::optional<std::string> type;  ///< upper case: "CPU", "GPU"
+  std::optional<int> id;            ///< unset: any (also written "*")
 
-  // Parses a full name or a partial spec; a malformed one is an invalid_argument error that
-  // quotes it. Accepted pieces, each after a '/': job:NAME, replica:N, task:N, device:TYPE:N
-  // (N or *), device:TYPE, and the short forms TYPE:N and TYPE (cpu:0, CPU, gpu:*); a spec may
-  // also be a bare "TYPE:N" or "TYPE" without a leading '/'.
+  /// Parses a full name or a partial spec; a malformed one is an invalid_argument error that
+  /// quotes it. Accepted pieces, each after a '/': job:NAME, replica:N, task:N, device:TYPE:N
+  /// (N or *), device:TYPE, and the short forms TYPE:N and TYPE (cpu:0, CPU, gpu:*); a spec may
+  /// also be a bare "TYPE:N" or "TYPE" without a leading '/'.
   static device_name parse(std::string_view spec) {
     device_name d;
     std::string_view rest = spec;
@@ -61,18 +62,18 @@ struct device_name {
     return d;
   }
 
-  // Whether every field is set (a device's own name).
+  /// Whether every field is set (a device's own name).
   bool full() const noexcept { return job && replica && task && type && id; }
 
-  // Whether the device named `full_name` satisfies this spec: every field this spec sets is
-  // equal there.
+  /// Whether the device named `full_name` satisfies this spec: every field this spec sets is
+  /// equal there.
   bool matches(const device_name& full_name) const {
     return (!job || job == full_name.job) && (!replica || replica == full_name.replica) &&
            (!task || task == full_name.task) && (!type || type == full_name.type) && (!id || id == full_name.id);
   }
 
-  // The canonical form: the fields that are set, in order ("/job:localhost/.../device:CPU:0";
-  // "/device:CPU:*" for a type with any id).
+  /// The canonical form: the fields that are set, in order ("/job:localhost/.../device:CPU:0";
+  /// "/device:CPU:*" for a type with any id).
   std::string str() const {
     std::string out;
     if (job) out += "/job:" + *job;
@@ -82,7 +83,7 @@ struct device_name {
     return out;
   }
 
-  // The full name of the local device TYPE:N: /job:localhost/replica:0/task:0/device:TYPE:N.
+  /// The full name of the local device TYPE:N: /job:localhost/replica:0/task:0/device:TYPE:N.
   static device_name local(std::string type, int id) { return {"localhost", 0, 0, std::move(type), id}; }
 
  private:
@@ -93,7 +94,7 @@ struct device_name {
     if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || v < 0) bad("'" + std::string(s) + "' is not a number");
     return v;
   }
-  // TYPE, TYPE:N or TYPE:*.
+  /// TYPE, TYPE:N or TYPE:*.
   template <class Bad>
   void set_type_and_id(std::string_view s, Bad& bad) {
     const std::size_t colon = s.find(':');

@@ -1,14 +1,15 @@
-// op_def: what the registry knows of an op before any kernel exists: its inputs and
-// outputs, its attributes, statefulness, cost class, and its dtype and shape rule.
-//
-// Declared with TensorFlow's REGISTER_OP spelling, parsed once at registration:
-//   op_def_builder("MatMul").input("a: T").input("b: T").output("product: T")
-//       .attr("T: {float32, float64}").attr("transpose_a: bool = false")
-//   input/output:  "name: T" (a type attr), "name: int32" (a fixed dtype),
-//                  "name: N * T" (N tensors), "name: Ref(T)" (a variable reference)
-//   attr:          "name: kind [= default]" with kind one of int, float, bool, string,
-//                  type, shape, tensor, list(int), list(float), list(type), list(shape),
-//                  list(string); or "T: {dtype, ...}" for a type attr limited to those.
+/// @file
+/// op_def: what the registry knows of an op before any kernel exists: its inputs and
+/// outputs, its attributes, statefulness, cost class, and its dtype and shape rule.
+///
+/// Declared with TensorFlow's REGISTER_OP spelling, parsed once at registration:
+///   op_def_builder("MatMul").input("a: T").input("b: T").output("product: T")
+///       .attr("T: {float32, float64}").attr("transpose_a: bool = false")
+///   input/output:  "name: T" (a type attr), "name: int32" (a fixed dtype),
+///                  "name: N * T" (N tensors), "name: Ref(T)" (a variable reference)
+///   attr:          "name: kind [= default]" with kind one of int, float, bool, string,
+///                  type, shape, tensor, list(int), list(float), list(type), list(shape),
+///                  list(string); or "T: {dtype, ...}" for a type attr limited to those.
 #pragma once
 
 #include <algorithm>
@@ -29,21 +30,21 @@ namespace weft {
 
 struct arg_def {
   std::string name;
-  dtype fixed = dtype::invalid;  // set when the dtype is fixed
-  std::string type_attr;         // else the type attr that names it
-  std::string number_attr;       // set for "N * T": the int attr counting the tensors
+  dtype fixed = dtype::invalid;  ///< set when the dtype is fixed
+  std::string type_attr;         ///< else the type attr that names it
+  std::string number_attr;       ///< set for "N * T": the int attr counting the tensors
   bool is_ref = false;
-  bool type_list = false;        // "name: Tin" with Tin a list(type): one tensor per listed dtype
+  bool type_list = false;        ///< "name: Tin" with Tin a list(type): one tensor per listed dtype
 };
 
 struct attr_def {
   std::string name;
   attr_kind kind = attr_kind::integer;
   std::optional<attr_value> default_value;
-  std::vector<dtype> allowed;  // for type attrs: empty means any plain dtype (bool, the numbers)
-  bool admits_string = false;  // "T: any type": string too, besides any plain dtype
+  std::vector<dtype> allowed;  ///< for type attrs: empty means any plain dtype (bool, the numbers)
+  bool admits_string = false;  ///< "T: any type": string too, besides any plain dtype
 
-  // The dtypes this type attr admits.
+  /// The dtypes this type attr admits.
   std::vector<dtype> admitted() const {
     if (!allowed.empty()) return allowed;
     std::vector<dtype> all;
@@ -60,9 +61,9 @@ struct attr_def {
 class shape_context;
 class attr_map;
 
-// What an op's cost rule reads (graph/passes/cost_model.hpp): its attributes and the dims of
-// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
-// guess stands in), as doubles so that products of dims cannot overflow.
+/// What an op's cost rule reads (graph/passes/cost_model.hpp): its attributes and the dims of
+/// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
+/// guess stands in), as doubles so that products of dims cannot overflow.
 struct op_cost_args {
   const attr_map& attrs;
   const std::vector<std::vector<double>>& inputs;
@@ -73,7 +74,7 @@ struct op_cost_args {
     for (double d : dims) n *= d;
     return n;
   }
-  // Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
+  /// Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
   double input_dim(std::size_t k, int i) const noexcept { return dim(inputs, k, i); }
   double output_dim(std::size_t k, int i) const noexcept { return dim(outputs, k, i); }
 
@@ -87,7 +88,7 @@ struct op_cost_args {
   }
 };
 
-// An op's part in control flow: the executor runs these ops itself, with no kernel.
+/// An op's part in control flow: the executor runs these ops itself, with no kernel.
 enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
 
 struct op_def {
@@ -95,18 +96,18 @@ struct op_def {
   std::vector<arg_def> inputs;
   std::vector<arg_def> outputs;
   std::vector<attr_def> attrs;
-  bool stateful = false;  // never merged by CSE, never constant-folded
-  bool cheap = false;     // always run inline by the executor, whatever the tensor sizes
-  // What the runtime and the passes do with the op besides running its kernel, so that
-  // they never test op names:
-  flow control = flow::plain;       // a control-flow op (Switch, Merge, Enter, Exit, ...)
-  bool feed = false;                // its value is fed to run(), where no kernel runs (Placeholder)
-  bool constant = false;            // its output is its `value` attr (Const): constant folding starts there
-  bool variable = false;            // a variable (Variable): what checkpoints save and restore
-  bool runs_on_dead_value = false;  // runs when a value it reads is dead, but for its key (AccumulatorPush)
+  bool stateful = false;  ///< never merged by CSE, never constant-folded
+  bool cheap = false;     ///< always run inline by the executor, whatever the tensor sizes
+  /// What the runtime and the passes do with the op besides running its kernel, so that
+  /// they never test op names:
+  flow control = flow::plain;       ///< a control-flow op (Switch, Merge, Enter, Exit, ...)
+  bool feed = false;                ///< its value is fed to run(), where no kernel runs (Placeholder)
+  bool constant = false;            ///< its output is its `value` attr (Const): constant folding starts there
+  bool variable = false;            ///< a variable (Variable): what checkpoints save and restore
+  bool runs_on_dead_value = false;  ///< runs when a value it reads is dead, but for its key (AccumulatorPush)
   std::function<void(shape_context&)> shape_fn;
-  // The arithmetic operations one run does, for the cost model; unset: one per element of
-  // its largest input or output (elementwise ops, reductions, copies).
+  /// The arithmetic operations one run does, for the cost model; unset: one per element of
+  /// its largest input or output (elementwise ops, reductions, copies).
   std::function<double(const op_cost_args&)> flops_fn;
 
   const attr_def* find_attr(std::string_view n) const {
@@ -152,7 +153,7 @@ inline arg_def parse_arg(std::string_view op, std::string_view spec) {
   return a;
 }
 
-// The number `text` holds, whole, else nullopt.
+/// The number `text` holds, whole, else nullopt.
 template <class T>
 std::optional<T> parse_number(std::string_view text) {
   T v{};
@@ -265,7 +266,7 @@ class op_def_builder {
     def_.attrs.push_back(detail::parse_attr(def_.name, spec));
     return *this;
   }
-  // An attr with a default the spec cannot spell (a tensor's, say): `spec` has no "= ...".
+  /// An attr with a default the spec cannot spell (a tensor's, say): `spec` has no "= ...".
   op_def_builder& attr(std::string_view spec, attr_value default_value) {
     auto a = detail::parse_attr(def_.name, spec);
     a.default_value = std::move(default_value);

@@ -1,7 +1,8 @@
-// op_registry: every op a graph may use, by name. It knows no op itself: the core ops
-// (<weft/ops/core_ops.hpp>) are added by every graph and by the CPU kernels' registration,
-// the standard families as a program registers them, and users add their own with
-// register_op() without touching the library.
+/// @file
+/// op_registry: every op a graph may use, by name. It knows no op itself: the core ops
+/// (<weft/ops/core_ops.hpp>) are added by every graph and by the CPU kernels' registration,
+/// the standard families as a program registers them, and users add their own with
+/// register_op() without touching the library.
 #pragma once
 
 #include <map>
@@ -25,9 +26,9 @@ class op_registry {
     std::unique_lock lock(mutex_);
     return add_locked(std::move(def));
   }
-  // Adds the definitions `defs()` returns under the name `family`, once: later calls with
-  // the same family do nothing, so every user of a family may call it. When one of its
-  // ops is already registered (by the user, under a standard name), none is added.
+  /// Adds the definitions `defs()` returns under the name `family`, once: later calls with
+  /// the same family do nothing, so every user of a family may call it. When one of its
+  /// ops is already registered (by the user, under a standard name), none is added.
   void add_family(std::string_view family, std::vector<op_def> (*defs)()) {
     {
       std::shared_lock lock(mutex_);
@@ -43,7 +44,7 @@ class op_registry {
     for (auto& d : list) add_locked(std::move(d));
     families_.emplace(family);
   }
-  // nullptr when no op of that name is registered. Returned definitions live as long as the registry.
+  /// nullptr when no op of that name is registered. Returned definitions live as long as the registry.
   const op_def* find(std::string_view name) const {
     std::shared_lock lock(mutex_);
     auto it = ops_.find(name);

@@ -1,6 +1,7 @@
-// attr_map: a node's attributes, sorted by name. shape_context: what an op's shape rule
-// sees while its node is added to a graph (input dtypes, partial shapes, values of
-// constant inputs, attributes) and where it writes the output shapes.
+/// @file
+/// attr_map: a node's attributes, sorted by name. shape_context: what an op's shape rule
+/// sees while its node is added to a graph (input dtypes, partial shapes, values of
+/// constant inputs, attributes) and where it writes the output shapes.
 #pragma once
 
 #include <algorithm>
@@ -50,7 +51,7 @@ class attr_map {
   std::vector<entry> entries_;
 };
 
-// Reads a typed attribute; `who` prefixes the error when it is missing or of another kind.
+/// Reads a typed attribute; `who` prefixes the error when it is missing or of another kind.
 template <class T>
 const T& get_attr(const attr_map& attrs, std::string_view key, const std::string& who) {
   const attr_value* v = attrs.find(key);
@@ -74,7 +75,7 @@ class shape_context {
   dtype input_dtype(int i) const { return in_types_.at(static_cast<std::size_t>(i)); }
   const partial_shape& input(int i) const { return in_shapes_.at(static_cast<std::size_t>(i)); }
   dtype output_dtype(int i) const { return out_types_.at(static_cast<std::size_t>(i)); }
-  // The value of input i when its producer is a constant, else nullptr.
+  /// The value of input i when its producer is a constant, else nullptr.
   const tensor* input_value(int i) const { return in_values_.at(static_cast<std::size_t>(i)); }
 
   template <class T>
@@ -83,9 +84,9 @@ class shape_context {
   }
   const attr_map& attrs() const noexcept { return attrs_; }
 
-  // The known dims of an output shape obey a shape's rule (core/checked.hpp): their
-  // non-zero product fits in int64, so a rule that multiplied through a zero dim, or never
-  // multiplied, cannot hand on a shape that later products overflow.
+  /// The known dims of an output shape obey a shape's rule (core/checked.hpp): their
+  /// non-zero product fits in int64, so a rule that multiplied through a zero dim, or never
+  /// multiplied, cannot hand on a shape that later products overflow.
   void set_output(int i, partial_shape s) {
     if (s.rank_known()) {
       std::vector<std::int64_t> known;
@@ -97,21 +98,21 @@ class shape_context {
   }
   const std::vector<partial_shape>& output_shapes() const noexcept { return out_shapes_; }
 
-  // Throws invalid_argument naming the node, op, and every input's dtype and shape.
+  /// Throws invalid_argument naming the node, op, and every input's dtype and shape.
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
     fail_with(error_code::invalid_argument, detail::concat(parts...));
   }
-  // Rethrows `e`, thrown inside the shape rule by a helper that does not know the node
-  // (checked arithmetic, a shape's constructor), with the node, op and inputs added.
+  /// Rethrows `e`, thrown inside the shape rule by a helper that does not know the node
+  /// (checked arithmetic, a shape's constructor), with the node, op and inputs added.
   [[noreturn]] void rethrow(const error& e) const {
     if (std::string_view(e.what()).starts_with(who_)) throw e;
     fail_with(e.code(), e.what());
   }
 
-  // Helpers for common rules.
+  /// Helpers for common rules.
   void set_output_same_as_input(int out = 0, int in = 0) { set_output(out, input(in)); }
-  // Resolves a possibly negative axis against a known rank, failing when out of range.
+  /// Resolves a possibly negative axis against a known rank, failing when out of range.
   int canonical_axis(std::int64_t axis, int rank) const {
     if (axis < -rank || axis >= std::max(rank, 1))
       fail("axis ", axis, " is out of range for rank ", rank);

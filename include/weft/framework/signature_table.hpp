@@ -1,6 +1,7 @@
-// A table of functions by signature string, shared by the threads of a program: how code
-// compiled for a typed subtree (a fused kernel, its gradient) is found again from the
-// signature a node carries in its attrs.
+/// @file
+/// A table of functions by signature string, shared by the threads of a program: how code
+/// compiled for a typed subtree (a fused kernel, its gradient) is found again from the
+/// signature a node carries in its attrs.
 #pragma once
 
 #include <functional>

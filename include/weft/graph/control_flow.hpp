@@ -1,16 +1,17 @@
-// Loops and conditionals built op by op into a graph (ops/control_flow_ops.hpp): the
-// lowering that the typed combinators use, and that runtime-built graphs can call.
-//
-//   auto out = weft::while_loop(g, {i0, acc0},
-//       [&](weft::loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(n)}).out(0); },
-//       [&](weft::loop_scope& s, const std::vector<output>& v) { return std::vector<output>{...}; });
-//
-// The loop variables enter through Enter nodes into Merges; cond's value goes through
-// LoopCond to one Switch per variable, whose true side feeds the body and false side an
-// Exit; the body's results come back through NextIteration nodes (graph::close_loop). An
-// outer value the functions use must come in through scope.invariant(v) (an Enter with
-// is_constant, made once per value); a node the functions add with no inputs (a Const)
-// must take a control input from scope.pivot() to run inside the loop.
+/// @file
+/// Loops and conditionals built op by op into a graph (ops/control_flow_ops.hpp): the
+/// lowering that the typed combinators use, and that runtime-built graphs can call.
+///
+///   auto out = weft::while_loop(g, {i0, acc0},
+///       [&](weft::loop_scope& s, const std::vector<output>& v) { return g.op("Less", {v[0], s.invariant(n)}).out(0); },
+///       [&](weft::loop_scope& s, const std::vector<output>& v) { return std::vector<output>{...}; });
+///
+/// The loop variables enter through Enter nodes into Merges; cond's value goes through
+/// LoopCond to one Switch per variable, whose true side feeds the body and false side an
+/// Exit; the body's results come back through NextIteration nodes (graph::close_loop). An
+/// outer value the functions use must come in through scope.invariant(v) (an Enter with
+/// is_constant, made once per value); a node the functions add with no inputs (a Const)
+/// must take a control input from scope.pivot() to run inside the loop.
 #pragma once
 
 #include <cstdint>
@@ -26,15 +27,15 @@ namespace weft {
 
 struct while_options {
   std::string name = "while";             // names the nodes' scope and the frame
-  std::int64_t parallel_iterations = 10;  // iterations in flight at most
-  std::int64_t maximum_iterations = -1;   // -1: no bound; else the loop also stops after so many
+  std::int64_t parallel_iterations = 10;  ///< iterations in flight at most
+  std::int64_t maximum_iterations = -1;   ///< -1: no bound; else the loop also stops after so many
 };
 
-// What a loop's functions use to reach outside the loop.
+/// What a loop's functions use to reach outside the loop.
 class loop_scope {
  public:
   loop_scope(graph& g, std::string frame, std::int64_t parallel) : g_(g), frame_(std::move(frame)), parallel_(parallel) {}
-  // `outer` as a loop invariant: entered once into every iteration.
+  /// `outer` as a loop invariant: entered once into every iteration.
   output invariant(output outer) {
     auto [it, fresh] = invariants_.try_emplace(outer);
     if (fresh)
@@ -42,8 +43,8 @@ class loop_scope {
                        .out(0);
     return it->second;
   }
-  // A node of the loop that runs once per iteration, before the body: a control input for
-  // body nodes that have no data input.
+  /// A node of the loop that runs once per iteration, before the body: a control input for
+  /// body nodes that have no data input.
   int pivot() const { return pivot_; }
   const std::string& frame() const noexcept { return frame_; }
 
@@ -59,9 +60,9 @@ class loop_scope {
   int pivot_ = -1;
 };
 
-// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
-// values (Exit outputs). body returns one value per variable, of its dtype and of a
-// compatible shape.
+/// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
+/// values (Exit outputs). body returns one value per variable, of its dtype and of a
+/// compatible shape.
 inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
                                       const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
                                       const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
@@ -106,18 +107,18 @@ inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
   return exits;
 }
 
-// One side of a cond: the outer values as seen from inside it (through its Switch), and a
-// pivot node for control inputs of nodes with no data input (a Const), which would run on
-// both sides otherwise.
+/// One side of a cond: the outer values as seen from inside it (through its Switch), and a
+/// pivot node for control inputs of nodes with no data input (a Const), which would run on
+/// both sides otherwise.
 struct branch {
   std::vector<output> inputs;
   int pivot = -1;
 };
 
-// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
-// are dead. `inputs` are the outer values the sides use; every result of a side must depend
-// on its inputs or its pivot. Both return the same number of results, of the same dtypes
-// and compatible shapes. Returns the Merges' outputs.
+/// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
+/// are dead. `inputs` are the outer values the sides use; every result of a side must depend
+/// on its inputs or its pivot. Both return the same number of results, of the same dtypes
+/// and compatible shapes. Returns the Merges' outputs.
 inline std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
                                 const std::function<std::vector<output>(const branch&)>& then_fn,
                                 const std::function<std::vector<output>(const branch&)>& else_fn,

@@ -1,11 +1,12 @@
-// Queues, mutexes and readers built into a graph (ops/data_flow_ops.hpp, ops/io_ops.hpp): one object per queue that adds its
-// queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
-// taken from the queue's.
-//
-//   weft::graph_queue q(g, {.kind = weft::queue_kind::fifo, .component_types = {dtype::float32, dtype::int32},
-//                           .shapes = {partial_shape({784}), partial_shape({})}, .capacity = 1000}, "examples");
-//   g.op(...) ... q.enqueue_many({images, labels});            // a producer's step
-//   auto batch = q.dequeue_many(g.constant(tensor::scalar(std::int32_t{128})).out(0));  // the trainer's
+/// @file
+/// Queues, mutexes and readers built into a graph (ops/data_flow_ops.hpp, ops/io_ops.hpp): one object per queue that adds its
+/// queue op and the enqueue, dequeue, close and size nodes, with the dequeues' static shapes
+/// taken from the queue's.
+///
+///   weft::graph_queue q(g, {.kind = weft::queue_kind::fifo, .component_types = {dtype::float32, dtype::int32},
+///                           .shapes = {partial_shape({784}), partial_shape({})}, .capacity = 1000}, "examples");
+///   g.op(...) ... q.enqueue_many({images, labels});            // a producer's step
+///   auto batch = q.dequeue_many(g.constant(tensor::scalar(std::int32_t{128})).out(0));  // the trainer's
 #pragma once
 
 #include <cstdint>
@@ -23,13 +24,13 @@ enum class queue_kind { fifo, padding_fifo, random_shuffle, priority };
 
 struct queue_spec {
   queue_kind kind = queue_kind::fifo;
-  std::vector<dtype> component_types = {};  // a priority queue's leave out the priority
-  std::vector<partial_shape> shapes = {};   // one per component, or none (any shape)
-  std::int64_t capacity = -1;          // -1: no bound
-  std::int64_t min_after_dequeue = 0;  // random_shuffle
-  std::int64_t seed = 0;               // random_shuffle
+  std::vector<dtype> component_types = {};  ///< a priority queue's leave out the priority
+  std::vector<partial_shape> shapes = {};   ///< one per component, or none (any shape)
+  std::int64_t capacity = -1;          ///< -1: no bound
+  std::int64_t min_after_dequeue = 0;  ///< random_shuffle
+  std::int64_t seed = 0;               ///< random_shuffle
   std::string container = {};
-  std::string shared_name = {};  // empty: the queue node's name
+  std::string shared_name = {};  ///< empty: the queue node's name
 };
 
 class graph_queue {
@@ -58,24 +59,24 @@ class graph_queue {
 
   output handle() const noexcept { return handle_; }
   const queue_spec& spec() const noexcept { return spec_; }
-  // The dtypes of what a dequeue gives (a priority queue's priority first).
+  /// The dtypes of what a dequeue gives (a priority queue's priority first).
   const std::vector<dtype>& element_types() const noexcept { return types_; }
 
-  // One element (a priority queue's: the int64 priority, then the components).
+  /// One element (a priority queue's: the int64 priority, then the components).
   const node& enqueue(const std::vector<output>& components, node_options options = {}) {
     return enqueue_op("QueueEnqueue", components, std::move(options));
   }
-  // Each row of the components (along their first dim) an element.
+  /// Each row of the components (along their first dim) an element.
   const node& enqueue_many(const std::vector<output>& components, node_options options = {}) {
     return enqueue_op("QueueEnqueueMany", components, std::move(options));
   }
   std::vector<output> dequeue(node_options options = {}) { return dequeue_op("QueueDequeue", {}, std::move(options)); }
-  // n (an int32 scalar) elements, stacked along a new first dim.
+  /// n (an int32 scalar) elements, stacked along a new first dim.
   std::vector<output> dequeue_many(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueMany", {n}, std::move(options));
   }
   std::vector<output> dequeue_many(std::int32_t n, node_options options = {}) { return dequeue_many(count(n), std::move(options)); }
-  // Up to n elements: fewer once the queue is closed and has fewer left (at least one).
+  /// Up to n elements: fewer once the queue is closed and has fewer left (at least one).
   std::vector<output> dequeue_up_to(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueUpTo", {n}, std::move(options));
   }
@@ -113,9 +114,9 @@ class graph_queue {
   std::vector<partial_shape> shapes_;
 };
 
-// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
-// the grant; the critical section's nodes take control inputs from it
-// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
+/// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
+/// the grant; the critical section's nodes take control inputs from it
+/// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
 class graph_mutex {
  public:
   graph_mutex(graph& g, node_options options = {}, std::string container = {}, std::string shared_name = {}) : g_(&g) {
@@ -139,15 +140,15 @@ enum class reader_kind { tfrecord, fixed_length, text_line, whole_file };
 
 struct reader_spec {
   reader_kind kind = reader_kind::tfrecord;
-  std::string compression_type = {};  // "", "GZIP" or "ZLIB"
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  // fixed_length
-  std::int64_t skip_header_lines = 0;                                                // text_line
+  std::string compression_type = {};  ///< "", "GZIP" or "ZLIB"
+  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
+  std::int64_t skip_header_lines = 0;                                                ///< text_line
   std::string container = {};
-  std::string shared_name = {};  // empty: the reader node's name
+  std::string shared_name = {};  ///< empty: the reader node's name
 };
 
-// A reader in a graph (ops/io_ops.hpp): read(files) adds a ReaderRead whose file names come
-// from `files`, a graph_queue of one string component.
+/// A reader in a graph (ops/io_ops.hpp): read(files) adds a ReaderRead whose file names come
+/// from `files`, a graph_queue of one string component.
 class graph_reader {
  public:
   graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
@@ -165,12 +166,12 @@ class graph_reader {
     handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
   }
   output handle() const noexcept { return handle_; }
-  // One record: (key "<file>:<index>", value), string scalars.
+  /// One record: (key "<file>:<index>", value), string scalars.
   std::pair<output, output> read(const graph_queue& files, node_options options = {}) {
     const node& n = g_->op("ReaderRead", {handle_, files.handle()}, {}, std::move(options));
     return {n.out(0), n.out(1)};
   }
-  // Up to n records (fewer only at the end of the input): string vectors.
+  /// Up to n records (fewer only at the end of the input): string vectors.
   std::pair<output, output> read_up_to(const graph_queue& files, std::int64_t n, node_options options = {}) {
     const node& k = g_->constant(tensor::scalar(n));
     const node& r = g_->op("ReaderReadUpTo", {handle_, files.handle(), k.out(0)}, {}, std::move(options));

@@ -1,11 +1,12 @@
-// The gradient rules of graphs built at run time: each standard op's rule is declared by its
-// op type, beside its definition (ops/*.hpp, `using gradient = R`, written once over a value
-// type; framework/gradient_rule.hpp); here they are instantiated for `symbol`
-// (gradient_symbol.hpp) and registered by op name, with the rules of the control-flow ops,
-// which only graphs have. Conventions follow TensorFlow's: the gradient of a broadcast
-// operand is summed down to its shape (sum_to); at a tie, Maximum and Minimum send the
-// gradient to their first operand; Relu's gradient at 0 is 0; Pow's gradient in the
-// exponent is 0 where the base is not positive.
+/// @file
+/// The gradient rules of graphs built at run time: each standard op's rule is declared by its
+/// op type, beside its definition (ops/*.hpp, `using gradient = R`, written once over a value
+/// type; framework/gradient_rule.hpp); here they are instantiated for `symbol`
+/// (gradient_symbol.hpp) and registered by op name, with the rules of the control-flow ops,
+/// which only graphs have. Conventions follow TensorFlow's: the gradient of a broadcast
+/// operand is summed down to its shape (sum_to); at a tie, Maximum and Minimum send the
+/// gradient to their first operand; Relu's gradient at 0 is 0; Pow's gradient in the
+/// exponent is 0 where the base is not positive.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +21,8 @@
 
 namespace weft::gradients {
 
-// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
-// down to their operands' shapes (unary ops do not broadcast).
+/// An elementwise rule on graph symbols; the partials of a binary op or Select are summed
+/// down to their operands' shapes (unary ops do not broadcast).
 template <class Rule>
 struct elementwise_grad {
   template <class V>
@@ -49,8 +50,8 @@ struct elementwise_grad {
   static std::optional<V> reduced(no_partial, const V&) { return std::nullopt; }
 };
 
-// Op type Op's rule as a rule over graph symbols: its apply, or its elementwise partials
-// summed down to the operands' shapes.
+/// Op type Op's rule as a rule over graph symbols: its apply, or its elementwise partials
+/// summed down to the operands' shapes.
 template <class Op>
 gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
   using R = typename Op::gradient;
@@ -60,9 +61,9 @@ gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
     return elementwise_grad<R>::template apply<symbol>(a);
 }
 
-// ---- control flow (graphs only) ----------------------------------------------------------
-// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
-// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
+/// ---- control flow (graphs only) ----------------------------------------------------------
+/// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
+/// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
 struct switch_grad {
   static result<symbol> apply(const args<symbol>& a) {
     if (a.x[1].producer().op() == "LoopCond")
@@ -72,8 +73,8 @@ struct switch_grad {
     return {side(0).then("Merge", {side(1)}), std::nullopt};
   }
 };
-// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
-// Switch; the other inputs' gradients are dead, as their branches were.
+/// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
+/// Switch; the other inputs' gradients are dead, as their branches were.
 struct merge_grad {
   static result<symbol> apply(const args<symbol>& a) {
     result<symbol> r;
@@ -89,8 +90,8 @@ struct merge_grad {
   }
 };
 
-// Registers, once, the rule of every standard op type that declares one, and the rules of
-// Switch and Merge.
+/// Registers, once, the rule of every standard op type that declares one, and the rules of
+/// Switch and Merge.
 inline void register_standard_gradients() {
   static const bool done = [] {
     auto& r = gradient_registry::global();

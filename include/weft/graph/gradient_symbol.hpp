@@ -1,9 +1,10 @@
-// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
-// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
-// exp, matmul, select, sum_to, ...), each operation adding a node through a
-// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
-// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
-// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
+/// @file
+/// The values symbolic gradients are written over, for graphs built at run time: `symbol`,
+/// a tensor of the graph being extended with the arithmetic of expressions (+, -, *, /,
+/// exp, matmul, select, sum_to, ...), each operation adding a node through a
+/// gradient_builder; and the registry of rules by op name. What a rule sees and returns is
+/// framework/gradient_rule.hpp's; the rules themselves are beside their ops' definitions
+/// (ops/*.hpp), registered by gradient_rules.hpp; the pass that applies them is gradients.hpp.
 #pragma once
 
 #include <array>
@@ -25,7 +26,7 @@
 namespace weft {
 
 namespace detail {
-// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
+/// v as a scalar of the floating-point dtype t; of float64 when t is another dtype.
 inline tensor floating_scalar(dtype t, double v) {
   switch (t) {
     case dtype::float32: return tensor::scalar(static_cast<float>(v));
@@ -36,19 +37,19 @@ inline tensor floating_scalar(dtype t, double v) {
 }
 }  // namespace detail
 
-// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
-// equal nodes; a plain graph names them under "gradients/").
+/// Where gradient nodes go: a graph and how nodes are added to it (a DSL lowering merges
+/// equal nodes; a plain graph names them under "gradients/").
 class gradient_builder {
  public:
   virtual ~gradient_builder() = default;
   virtual const graph& target() const = 0;
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
-  // The graph itself, where the builder can add loops (the gradient of a while loop); null
-  // where it cannot.
+  /// The graph itself, where the builder can add loops (the gradient of a while loop); null
+  /// where it cannot.
   virtual graph* mutable_graph() { return nullptr; }
 };
 
-// A tensor of the graph being extended, with the arithmetic gradient rules use.
+/// A tensor of the graph being extended, with the arithmetic gradient rules use.
 class symbol {
  public:
   symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
@@ -58,7 +59,7 @@ class symbol {
   dtype type() const { return producer().output_dtype(o_.port); }
   const partial_shape& shape() const { return producer().output_shape(o_.port); }
 
-  // The node op(*this, more..., attrs), port `port`.
+  /// The node op(*this, more..., attrs), port `port`.
   symbol then(std::string_view op, std::vector<symbol> more = {}, attr_map attrs = {}, int port = 0) const {
     std::vector<output> in{o_};
     for (const auto& m : more) in.push_back(m.o_);
@@ -66,7 +67,7 @@ class symbol {
     r.port = port;
     return symbol(*b_, r);
   }
-  // A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
+  /// A scalar constant of this symbol's dtype (floating point: the dtypes with gradients).
   symbol scalar(double v) const {
     const tensor t = detail::floating_scalar(type(), v);
     symbol c(*b_, b_->add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
@@ -78,8 +79,8 @@ class symbol {
   output o_;
 };
 
-// ---- the arithmetic of rules, on symbols ----------------------------------------------
-// Whether a and b are known, at graph-building time, to have one shape.
+/// ---- the arithmetic of rules, on symbols ----------------------------------------------
+/// Whether a and b are known, at graph-building time, to have one shape.
 inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
 
 inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
@@ -102,19 +103,19 @@ inline symbol log(const symbol& a) { return a.then("Log"); }
 inline symbol square(const symbol& a) { return a.then("Square"); }
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
 inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
-// TensorFlow's Select: a vector condition picks whole rows.
+/// TensorFlow's Select: a vector condition picks whole rows.
 inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
 inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
 inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
-// The constant t in the graph behind `near`.
+/// The constant t in the graph behind `near`.
 inline symbol constant_in(const symbol& near, const tensor& t) {
   return symbol(near.builder(), near.builder().add("Const", {}, {{"value", t}, {"dtype", t.dtype()}}));
 }
-// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
-// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
+/// The shape (size) of a as an int64 tensor: a constant when a's shape is known when the
+/// graph is built, so that the ops reading it infer full shapes; else a Shape (Size) node.
 inline symbol shape_tensor(const symbol& a) {
   if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
@@ -133,52 +134,52 @@ inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
 inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
   return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
 }
-// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
-// g itself when the two shapes are known equal.
+/// g summed down to the shape of `like` (the gradient of an operand that was broadcast);
+/// g itself when the two shapes are known equal.
 inline symbol sum_to(const symbol& g, const symbol& like) {
   if (same_known_shape(g, like)) return g;
   return g.then("SumToShape", {shape_tensor(like)});
 }
-// g broadcast to the shape of `like`.
+/// g broadcast to the shape of `like`.
 inline symbol broadcast_like(const symbol& g, const symbol& like) {
   if (same_known_shape(g, like)) return g;
   return g.then("BroadcastTo", {shape_tensor(like)});
 }
-// An int32 constant of the graph behind `near` (axes, say).
+/// An int32 constant of the graph behind `near` (axes, say).
 inline symbol int_constant(const symbol& near, std::int32_t v) { return constant_in(near, tensor::scalar(v)); }
-// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
-// dims as 1 (so that it broadcasts against x).
+/// g, the result of reducing x over `axes` without kept dims, reshaped with the reduced
+/// dims as 1 (so that it broadcasts against x).
 inline symbol keep_reduced(const symbol& g, const symbol& x, const symbol& axes) {
   return g.then("Reshape", {shape_tensor(x).then("ReducedShape", {axes})});
 }
-// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
+/// g, the gradient of a reduction of x over `axes` without kept dims, broadcast back to x's shape.
 inline symbol unreduce(const symbol& g, const symbol& x, const symbol& axes) {
   return broadcast_like(keep_reduced(g, x, axes), x);
 }
-// The sum of a over `axis`, the dim kept as 1.
+/// The sum of a over `axis`, the dim kept as 1.
 inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
   return a.then("Sum", {int_constant(a, axis)}, {{"keep_dims", true}});
 }
-// The NN ops the rules of nn_ops.hpp's ops use.
+/// The NN ops the rules of nn_ops.hpp's ops use.
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
 inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
-// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
+/// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
   return constant_in(near, tensor::from_vector(v));
 }
 inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
 inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
 inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
-// The value of a when its producer is a constant (read when the graph is built), else null;
-// a constant that enters a loop as an invariant counts.
+/// The value of a when its producer is a constant (read when the graph is built), else null;
+/// a constant that enters a loop as an invariant counts.
 inline const tensor* constant_value(const symbol& a) {
   const node* n = &a.producer();
   while (n->op() == "Enter" && n->attr<bool>("is_constant")) n = &a.builder().target().at(n->inputs()[0]);  // a loop invariant
   return n->op() == "Const" ? n->attrs().find("value")->get_if<tensor>() : nullptr;
 }
-// The values of a when its producer is an int32 or int64 constant, else nullopt.
+/// The values of a when its producer is an int32 or int64 constant, else nullopt.
 inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
@@ -199,7 +200,7 @@ inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
 inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
 }
-// Cumsum and Cumprod of a along `axis`.
+/// Cumsum and Cumprod of a along `axis`.
 inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
   return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
 }
@@ -213,7 +214,7 @@ inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const 
   return data.then("UnsortedSegmentSum", {ids, segments});
 }
 inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
-// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
+/// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
 inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
   const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
   return indices.then("ScatterNd", {updates, dims});
@@ -222,14 +223,14 @@ inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, cons
   return t.then("TensorScatterUpdate", {indices, updates});
 }
 
-// Convolution and pooling, with the window attrs `w` of the node differentiated.
+/// Convolution and pooling, with the window attrs `w` of the node differentiated.
 inline attr_map window_attr_map(const node& n) {
   attr_map m;
   for (const char* k : {"strides", "padding", "data_format", "dilations", "ksize"})
     if (const attr_value* v = n.attrs().find(k)) m.set(k, *v);
   return m;
 }
-// FusedBatchNormGradV3's x, scale and offset backprops (one node, ports 0 to 2).
+/// FusedBatchNormGradV3's x, scale and offset backprops (one node, ports 0 to 2).
 inline std::array<symbol, 3> fused_batch_norm_grad(const symbol& dy, const symbol& x, const symbol& scale, const symbol& r1,
                                                    const symbol& r2, const symbol& r3, const attr_map& attrs) {
   const symbol dx = dy.then("FusedBatchNormGradV3", {x, scale, r1, r2, r3}, attrs);
@@ -254,11 +255,11 @@ inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map
   return sizes.then("AvgPoolGrad", {d}, w);
 }
 
-// ---- rules ----------------------------------------------------------------------------
-// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
+/// ---- rules ----------------------------------------------------------------------------
+/// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
 using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
 
-// Gradient rules by op name, for graphs built at run time.
+/// Gradient rules by op name, for graphs built at run time.
 class gradient_registry {
  public:
   static gradient_registry& global() {

@@ -1,17 +1,18 @@
-// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
-// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
-// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
-//
-// Rules are written once, generically, over a value type V with the arithmetic of
-// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
-// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
-// gradients flowing into its outputs, and returns one gradient per input (none for
-// inputs that are not differentiable, such as a reduction's axes). Forward values are the
-// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
-// so it grows linearly with the forward graph.
-//
-//   graph g; ...
-//   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
+/// @file
+/// Symbolic reverse-mode differentiation of a graph (the whitepaper's §4.1): the graph is
+/// extended backwards from the outputs `ys` with each op's gradient rule; partials reaching
+/// one tensor from several consumers are summed, and an x that no y depends on gets zeros.
+///
+/// Rules are written once, generically, over a value type V with the arithmetic of
+/// expressions (+, -, *, /, exp, matmul, select, sum_to, ...): `symbol` below for graphs
+/// built op by op at run time. Each rule gets the node, its inputs and outputs, and the
+/// gradients flowing into its outputs, and returns one gradient per input (none for
+/// inputs that are not differentiable, such as a reduction's axes). Forward values are the
+/// node's own inputs and outputs: the backward graph reads them, it never recomputes them,
+/// so it grows linearly with the forward graph.
+///
+///   graph g; ...
+///   auto dx = weft::add_gradients(g, {loss}, {w1, b1});   // one output per x
 #pragma once
 
 #include <functional>
@@ -44,23 +45,23 @@ inline bool differentiable(dtype t) {
 
 namespace detail {
 
-// A while loop of the graph (graph/control_flow.hpp's lowering): per loop variable its
-// Enter, Merge, Switch, Exit and NextIteration, the invariants' Enters, the LoopCond.
+/// A while loop of the graph (graph/control_flow.hpp's lowering): per loop variable its
+/// Enter, Merge, Switch, Exit and NextIteration, the invariants' Enters, the LoopCond.
 struct loop_structure {
   struct variable {
     int enter = -1, merge = -1, sw = -1, exit = -1;
-    output next{};  // what the body gives back (the NextIteration's input)
+    output next{};  ///< what the body gives back (the NextIteration's input)
   };
   std::string frame_name;
   std::int64_t parallel_iterations = 10;
   std::vector<variable> vars;
   std::vector<int> invariants;
   int loop_cond = -1;
-  std::vector<char> structure;  // per node id: one of the nodes above
+  std::vector<char> structure;  ///< per node id: one of the nodes above
 };
 
-// Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
-// Switch(LoopCond) -> NextIteration -> the same Merge.
+/// Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
+/// Switch(LoopCond) -> NextIteration -> the same Merge.
 inline loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
                                 const std::vector<std::vector<std::pair<int, int>>>& consumers) {
   loop_structure L;
@@ -111,12 +112,12 @@ inline loop_structure find_loop(const graph& g, const passes::frame_map& frames,
 
 struct gradient_pass;
 
-// Where the gradient nodes of one frame go: the root, or the body of the backward loop of
-// a forward loop. Forward values the rules read are brought in: a value of the forward
-// loop is pushed on an accumulator in each forward iteration and popped in the matching
-// backward iteration (AccumulatorPush/AccumulatorPop, keyed by the iteration path); an
-// outer value enters as a loop invariant; a node with no input (a constant) is made
-// outside and enters as one too.
+/// Where the gradient nodes of one frame go: the root, or the body of the backward loop of
+/// a forward loop. Forward values the rules read are brought in: a value of the forward
+/// loop is pushed on an accumulator in each forward iteration and popped in the matching
+/// backward iteration (AccumulatorPush/AccumulatorPop, keyed by the iteration path); an
+/// outer value enters as a loop invariant; a node with no input (a constant) is made
+/// outside and enters as one too.
 class frame_context final : public gradient_builder {
  public:
   frame_context(gradient_pass& pass, gradient_builder& base) : pass_(pass), base_(base) {}
@@ -133,8 +134,8 @@ class frame_context final : public gradient_builder {
     return base_.add(op, std::move(inputs), std::move(attrs));
   }
   inline output bring(output o);
-  // What the symbols of this frame are built with: the base builder itself at the root (a
-  // DSL lowering's rules look for theirs), else this context.
+  /// What the symbols of this frame are built with: the base builder itself at the root (a
+  /// DSL lowering's rules look for theirs), else this context.
   gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
 
   int forward_frame() const noexcept { return frame_; }
@@ -149,22 +150,22 @@ class frame_context final : public gradient_builder {
   loop_scope* scope_ = nullptr;
   output key_{}, forward_path_{};
   std::map<output, output> brought_;
-  std::vector<std::pair<output, std::string>> pushes_;  // forward values to push, and their accumulators
+  std::vector<std::pair<output, std::string>> pushes_;  ///< forward values to push, and their accumulators
 };
 
 struct gradient_pass {
   gradient_builder& base;
   const graph& g;
-  int n;  // the forward graph's nodes: ids below n
-  passes::frame_map frames;  // graph/passes/frames.hpp, unchecked
-  std::vector<std::vector<std::pair<int, int>>> consumers;  // per forward node: (consumer, input index)
-  std::map<int, loop_structure> loops;                      // by frame
+  int n;  ///< the forward graph's nodes: ids below n
+  passes::frame_map frames;  ///< graph/passes/frames.hpp, unchecked
+  std::vector<std::vector<std::pair<int, int>>> consumers;  ///< per forward node: (consumer, input index)
+  std::map<int, loop_structure> loops;                      ///< by frame
   std::vector<char> from_x, to_y;
-  std::map<output, std::vector<symbol>> pending;  // partials reaching each forward tensor
+  std::map<output, std::vector<symbol>> pending;  ///< partials reaching each forward tensor
   std::vector<std::unique_ptr<frame_context>> contexts;
-  std::map<int, int> added_forward;  // nodes the pass added to forward loops that the gradient reads: their frame
+  std::map<int, int> added_forward;  ///< nodes the pass added to forward loops that the gradient reads: their frame
 
-  std::string callers_device;  // the device scope add_gradients was called in
+  std::string callers_device;  ///< the device scope add_gradients was called in
 
   explicit gradient_pass(gradient_builder& b) : base(b), g(b.target()), n(g.size()), frames(passes::find_frames(g, false)) {
     if (const graph* target = b.mutable_graph()) callers_device = target->current_device_scope();
@@ -188,7 +189,7 @@ struct gradient_pass {
     it->second.assign(1, s);
     return s;
   }
-  // A constant in forward frame f (entered into each loop around it).
+  /// A constant in forward frame f (entered into each loop around it).
   output forward_constant(int f, const tensor& t) {
     if (f == 0) return base.add("Const", {}, {{"value", t}, {"dtype", t.dtype()}});
     const loop_structure& L = loop(f);
@@ -270,8 +271,8 @@ inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
     if (dx[i] && args.wanted[i]) pending[nd.inputs()[i]].push_back(*dx[i]);
 }
 
-// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
-// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
+/// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
+/// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
 inline void gradient_pass::sweep(frame_context& ctx, int f) {
   const std::vector<char>* structure = f == 0 ? nullptr : &loop(f).structure;
   // Units: a node of f as its id, a loop nested in f as -(frame) - 1.
@@ -330,8 +331,8 @@ inline void gradient_pass::sweep(frame_context& ctx, int f) {
   }
 }
 
-// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
-// as many iterations, from the last to the first, on the values the forward loop pushed.
+/// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
+/// as many iterations, from the last to the first, on the values the forward loop pushed.
 inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   const loop_structure& L = loop(f);
   bool flows = false;
@@ -435,13 +436,13 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
 
 }  // namespace detail
 
-// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
-// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
-// Throws weft::error naming the node and op when a path from an x to a y crosses an op
-// with no gradient rule. Through a while loop (graph/control_flow.hpp), the gradient is a
-// backward loop that runs the same number of iterations in reverse order; the forward loop
-// pushes the values it needs, per iteration, for the step. Through a cond, the gradient
-// flows into the branch that ran.
+/// Adds the gradients of sum(ys[i] * dys[i]) with respect to each of xs to the graph behind
+/// `b` (dys absent or empty: ones, the gradient of the sum of ys). Returns one output per x.
+/// Throws weft::error naming the node and op when a path from an x to a y crosses an op
+/// with no gradient rule. Through a while loop (graph/control_flow.hpp), the gradient is a
+/// backward loop that runs the same number of iterations in reverse order; the forward loop
+/// pushes the values it needs, per iteration, for the step. Through a cond, the gradient
+/// flows into the branch that ran.
 inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
                                          const std::vector<std::optional<output>>& dys = {}) {
   ops::register_standard_ops();
@@ -506,7 +507,7 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   return result;
 }
 
-// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
+/// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
 inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
                                          const std::vector<std::optional<output>>& dys = {}) {
   struct plain final : gradient_builder {

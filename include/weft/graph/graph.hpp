@@ -1,9 +1,10 @@
-// graph: the runtime dataflow graph (whitepaper §2). Nodes have a unique name, an op,
-// typed attributes, data inputs `node:port`, control inputs and a requested device.
-// Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
-// rule), so a graph is always well formed; inputs must already exist, which also means
-// no cycles. graph_def import and add_control_input() check for cycles explicitly. The
-// node and what names one are node.hpp; the graph's GraphViz picture is tools/dot.hpp.
+/// @file
+/// graph: the runtime dataflow graph (whitepaper §2). Nodes have a unique name, an op,
+/// typed attributes, data inputs `node:port`, control inputs and a requested device.
+/// Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
+/// rule), so a graph is always well formed; inputs must already exist, which also means
+/// no cycles. graph_def import and add_control_input() check for cycles explicitly. The
+/// node and what names one are node.hpp; the graph's GraphViz picture is tools/dot.hpp.
 #pragma once
 
 #include <algorithm>
@@ -36,7 +37,7 @@ class graph {
 
   graph() { ops::register_core_ops(); }
 
-  // Adds a node; throws weft::error naming the node when it is not valid.
+  /// Adds a node; throws weft::error naming the node when it is not valid.
   const node& op(std::string_view op_name, const std::vector<output>& inputs = {}, attr_map attrs = {},
                  node_options options = {}) {
     std::vector<int> controls = std::move(options.control_inputs);
@@ -47,8 +48,8 @@ class graph {
                         std::move(device), std::move(colocate));
   }
 
-  // Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
-  // node, duplicate names and cycles. The graph is unchanged when this throws.
+  /// Adds nodes described by names, in any order. Rejects unknown ops, inputs naming no
+  /// node, duplicate names and cycles. The graph is unchanged when this throws.
   void import(const std::vector<node_spec>& specs);
 
   int size() const noexcept { return static_cast<int>(nodes_.size()); }
@@ -65,7 +66,7 @@ class graph {
     if (auto* n = find(name)) return *n;
     fail(error_code::not_found, "graph: no node named '", name, "'");
   }
-  // Resolves "name" or "name:port".
+  /// Resolves "name" or "name:port".
   output resolve(std::string_view ref) const {
     auto colon = ref.rfind(':');
     int port = 0;
@@ -84,10 +85,10 @@ class graph {
   }
   std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
 
-  // Adds a control edge from -> to; throws if it would close a cycle.
+  /// Adds a control edge from -> to; throws if it would close a cycle.
   void add_control_input(int to, int from);
 
-  // RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
+  /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
   class scope_guard {
    public:
     explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
@@ -101,21 +102,21 @@ class graph {
    private:
     std::function<void()> pop_;
   };
-  // The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
+  /// The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
   const std::string& current_name_scope() const noexcept { return name_scope_; }
   [[nodiscard]] scope_guard name_scope(const std::string& scope) {
     auto saved = name_scope_;
     name_scope_ += scope + "/";
     return scope_guard([this, saved] { name_scope_ = saved; });
   }
-  // The device device_scope asks for the nodes added now (empty: none).
+  /// The device device_scope asks for the nodes added now (empty: none).
   const std::string& current_device_scope() const noexcept { return device_scope_; }
   [[nodiscard]] scope_guard device_scope(const std::string& device) {
     auto saved = device_scope_;
     device_scope_ = device;
     return scope_guard([this, saved] { device_scope_ = saved; });
   }
-  // Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
+  /// Nodes added in the scope join n's colocation group (TensorFlow's colocate_with).
   [[nodiscard]] scope_guard colocate_with(const node& n) {
     auto saved = colocation_scope_;
     colocation_scope_ = n.name();
@@ -127,7 +128,7 @@ class graph {
     return scope_guard([this, saved] { control_scope_ = saved; });
   }
 
-  // Common leaves, for brevity.
+  /// Common leaves, for brevity.
   const node& constant(tensor value, node_options options = {}) {
     auto t = value.dtype();
     return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
@@ -140,11 +141,11 @@ class graph {
     return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
   }
 
-  // Closes a loop (ops/control_flow_ops.hpp): sets input 1 of `merge`, a Merge built with
-  // its Enter as both inputs, to `next`, the output of a NextIteration of the same dtype and
-  // a compatible shape (the executor checks each value that comes back against the Merge's
-  // shape). This back edge is the one way a graph gets a cycle; every other edge points to
-  // an earlier node.
+  /// Closes a loop (ops/control_flow_ops.hpp): sets input 1 of `merge`, a Merge built with
+  /// its Enter as both inputs, to `next`, the output of a NextIteration of the same dtype and
+  /// a compatible shape (the executor checks each value that comes back against the Merge's
+  /// shape). This back edge is the one way a graph gets a cycle; every other edge points to
+  /// an earlier node.
   void close_loop(int merge, output next) {
     if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
     node& m = nodes_[static_cast<std::size_t>(merge)];
@@ -178,8 +179,8 @@ class graph {
       fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
            root.describe(), ", which requests '", root.device(), "'");
   }
-  // Points every colocated node at its group's root (the first node of a chain that is not
-  // colocated with another); a cycle of colocations is an error.
+  /// Points every colocated node at its group's root (the first node of a chain that is not
+  /// colocated with another); a cycle of colocations is an error.
   void flatten_colocation() {
     for (auto& n : nodes_) {
       std::string root = n.colocation_;
@@ -194,9 +195,9 @@ class graph {
       n.colocation_ = std::move(root);
     }
   }
-  // `base`, or base_k for the smallest k that the name's counter has not passed and no node
-  // takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
-  // name in O(1) amortised, not in k tries.
+  /// `base`, or base_k for the smallest k that the name's counter has not passed and no node
+  /// takes: one counter per base name (as TensorFlow's), so the k-th node of one op finds its
+  /// name in O(1) amortised, not in k tries.
   std::string unique_name(std::string_view base) {
     std::string candidate(base);
     std::int64_t& counter = name_counters_[candidate];
@@ -206,7 +207,7 @@ class graph {
 
   std::deque<node> nodes_;
   std::unordered_map<std::string, int> by_name_;
-  std::unordered_map<std::string, std::int64_t> name_counters_;  // unique_name's last suffix per base
+  std::unordered_map<std::string, std::int64_t> name_counters_;  ///< unique_name's last suffix per base
   std::string name_scope_;
   std::string device_scope_;
   std::string colocation_scope_;
@@ -435,9 +436,9 @@ inline void graph::add_control_input(int to, int from) {
   if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
 }
 
-// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
-// control inputs as "^node", its device and colocation. With `kept` (by node id), control
-// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
+/// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
+/// control inputs as "^node", its device and colocation. With `kept` (by node id), control
+/// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
 inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr) {
   auto is_kept = [&](int id) { return !kept || (*kept)[static_cast<std::size_t>(id)]; };
   node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), {}};

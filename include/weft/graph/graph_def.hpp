@@ -1,30 +1,31 @@
-// TensorFlow's GraphDef, both ways: a weft graph as the bytes of a `tensorflow.GraphDef`
-// message (the schema TensorBoard and Netron read; TensorFlow reads it where weft's ops are
-// TensorFlow's), and a GraphDef (a frozen TensorFlow model, or one weft wrote) as a weft
-// graph.
-//
-// The messages are written and read with weft's own wire codec (core/wire.hpp), with the
-// field numbers of TensorFlow's published schema (tensorflow/core/framework/graph.proto,
-// node_def.proto, attr_value.proto, tensor.proto, tensor_shape.proto, types.proto): no
-// protobuf library or generated code, so reading a GraphDef costs a program no dependency.
-// tests/data/tensorflow_graph.proto holds that schema, for protoc and the tests.
-//
-// Mapping (docs/models.md):
-//   node        NodeDef name, op, input ("node", "node:1", "^node" for a control input),
-//               device as requested, attr: every attr of the node (type attrs included), plus
-//               "_output_shapes" (each output's static shape, as TensorFlow's exporter writes
-//               for TensorBoard; option) and "_class" = ["loc:@group"] for a colocation.
-//   attr kinds  int i, float f (a float: a weft double attr loses its low bits), bool b,
-//               string s, type type, shape shape, tensor tensor, lists in list.
-//   tensors     dtype, tensor_shape, tensor_content (the elements' bytes, little-endian);
-//               string tensors in string_val. Read: tensor_content or the dtype's *_val
-//               field; fewer values than elements repeat the last one (TensorFlow's rule),
-//               none are zeros.
-// Reading drops attrs whose names start with '_' (TensorFlow's private ones) but "_class",
-// renames VariableV2 to Variable, drops attrs TensorFlow sets that weft's op lacks only where
-// they hold the value weft's op computes with (use_cudnn_on_gpu, explicit_paddings = [],
-// grad_a/grad_b = false, dilations of 1), and fails, naming every node, op and attr, on ops
-// weft does not have and on other attrs it does not know.
+/// @file
+/// TensorFlow's GraphDef, both ways: a weft graph as the bytes of a `tensorflow.GraphDef`
+/// message (the schema TensorBoard and Netron read; TensorFlow reads it where weft's ops are
+/// TensorFlow's), and a GraphDef (a frozen TensorFlow model, or one weft wrote) as a weft
+/// graph.
+///
+/// The messages are written and read with weft's own wire codec (core/wire.hpp), with the
+/// field numbers of TensorFlow's published schema (tensorflow/core/framework/graph.proto,
+/// node_def.proto, attr_value.proto, tensor.proto, tensor_shape.proto, types.proto): no
+/// protobuf library or generated code, so reading a GraphDef costs a program no dependency.
+/// tests/data/tensorflow_graph.proto holds that schema, for protoc and the tests.
+///
+/// Mapping (docs/models.md):
+///   node        NodeDef name, op, input ("node", "node:1", "^node" for a control input),
+///               device as requested, attr: every attr of the node (type attrs included), plus
+///               "_output_shapes" (each output's static shape, as TensorFlow's exporter writes
+///               for TensorBoard; option) and "_class" = ["loc:@group"] for a colocation.
+///   attr kinds  int i, float f (a float: a weft double attr loses its low bits), bool b,
+///               string s, type type, shape shape, tensor tensor, lists in list.
+///   tensors     dtype, tensor_shape, tensor_content (the elements' bytes, little-endian);
+///               string tensors in string_val. Read: tensor_content or the dtype's *_val
+///               field; fewer values than elements repeat the last one (TensorFlow's rule),
+///               none are zeros.
+/// Reading drops attrs whose names start with '_' (TensorFlow's private ones) but "_class",
+/// renames VariableV2 to Variable, drops attrs TensorFlow sets that weft's op lacks only where
+/// they hold the value weft's op computes with (use_cudnn_on_gpu, explicit_paddings = [],
+/// grad_a/grad_b = false, dilations of 1), and fails, naming every node, op and attr, on ops
+/// weft does not have and on other attrs it does not know.
 #pragma once
 
 #include <algorithm>
@@ -53,7 +54,7 @@
 
 namespace weft {
 
-// TensorFlow's DataType enum (types.proto) for a weft dtype.
+/// TensorFlow's DataType enum (types.proto) for a weft dtype.
 inline int tensorflow_dtype(dtype t) {
   switch (t) {
     case dtype::float32: return 1;
@@ -77,8 +78,8 @@ inline int tensorflow_dtype(dtype t) {
   fail(error_code::invalid_argument, "tensorflow_dtype: dtype ", t, " has no TensorFlow DataType");
 }
 
-// The weft dtype of TensorFlow DataType `code` (a reference type, code + 100, is its base
-// type); `where` prefixes the error for a code weft has no dtype for.
+/// The weft dtype of TensorFlow DataType `code` (a reference type, code + 100, is its base
+/// type); `where` prefixes the error for a code weft has no dtype for.
 inline dtype from_tensorflow_dtype(std::int64_t code, const std::string& where) {
   const std::int64_t base = code > 100 && code < 200 ? code - 100 : code;
   for (int i = 1; i < dtype_count; ++i)
@@ -100,24 +101,24 @@ inline dtype from_tensorflow_dtype(std::int64_t code, const std::string& where) 
 }
 
 struct graph_def_options {
-  // "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
-  // the edges; importing drops them).
+  /// "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
+  /// the edges; importing drops them).
   bool output_shapes = true;
-  // Each node's requested device; false leaves them out (a graph made on a machine with a
-  // GPU, for one without).
+  /// Each node's requested device; false leaves them out (a graph made on a machine with a
+  /// GPU, for one without).
   bool devices = true;
 };
 
-// What reading a GraphDef allocates at most beyond its own bytes: a tensor whose *_val
-// field holds fewer values than elements is filled to its shape, and the bytes of all such
-// tensors together may not pass `max_filled_bytes`.
+/// What reading a GraphDef allocates at most beyond its own bytes: a tensor whose *_val
+/// field holds fewer values than elements is filled to its shape, and the bytes of all such
+/// tensors together may not pass `max_filled_bytes`.
 struct graph_def_limits {
   std::uint64_t max_filled_bytes = std::uint64_t{1} << 30;
 };
 
 namespace graph_def_detail {
 
-// Field numbers of TensorFlow's messages.
+/// Field numbers of TensorFlow's messages.
 namespace graph_f { inline constexpr std::uint32_t node = 1, library = 2, version = 3, versions = 4; }
 namespace node_f { inline constexpr std::uint32_t name = 1, op = 2, input = 3, device = 4, attr = 5; }
 namespace entry_f { inline constexpr std::uint32_t key = 1, value = 2; }
@@ -214,7 +215,7 @@ inline void add_attr(wire::writer& node, std::string_view key, const attr_value&
 
 // ---- reading
 
-// A TensorShapeProto: unknown_rank, or dims whose size -1 is unknown.
+/// A TensorShapeProto: unknown_rank, or dims whose size -1 is unknown.
 inline partial_shape read_shape(std::string_view bytes, const std::string& what) {
   wire::reader r(bytes, what);
   wire::field f;
@@ -247,7 +248,7 @@ inline partial_shape read_shape(std::string_view bytes, const std::string& what)
   return partial_shape(std::move(dims));
 }
 
-// Reads a TensorProto; `filled` counts the bytes of tensors filled out from fewer values.
+/// Reads a TensorProto; `filled` counts the bytes of tensors filled out from fewer values.
 inline tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
                           const graph_def_limits& limits) {
   wire::reader r(bytes, what);
@@ -417,7 +418,7 @@ inline tensor read_tensor(std::string_view bytes, const std::string& what, std::
   return t;
 }
 
-// An AttrValue as read, before the op's definition says which kind an empty list is.
+/// An AttrValue as read, before the op's definition says which kind an empty list is.
 struct read_attr {
   attr_value value;
   bool empty_list = false;
@@ -503,8 +504,8 @@ inline read_attr read_attr_value(std::string_view bytes, const std::string& what
   return std::move(*out);
 }
 
-// TensorFlow attrs that weft's ops leave out, and the values with which weft's op computes
-// the same thing: such an attr is dropped on import.
+/// TensorFlow attrs that weft's ops leave out, and the values with which weft's op computes
+/// the same thing: such an attr is dropped on import.
 inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) {
   if (key == "use_cudnn_on_gpu") return v.kind() == attr_kind::boolean;
   if (key == "grad_a" || key == "grad_b") return v.get_if<bool>() && !*v.get_if<bool>();
@@ -521,7 +522,7 @@ inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) 
 
 }  // namespace graph_def_detail
 
-// The bytes of a tensorflow.GraphDef holding every node of `g`, in the graph's order.
+/// The bytes of a tensorflow.GraphDef holding every node of `g`, in the graph's order.
 inline std::string to_graph_def(const graph& g, const graph_def_options& options = {}) {
   using namespace graph_def_detail;
   wire::writer out;
@@ -548,9 +549,9 @@ inline std::string to_graph_def(const graph& g, const graph_def_options& options
   return out.take();
 }
 
-// The nodes of a GraphDef's bytes as node specs, in the file's order, with TensorFlow's
-// spellings mapped to weft's (above). Throws weft::error naming the node, op and attr; every
-// op weft does not have is named in one error.
+/// The nodes of a GraphDef's bytes as node specs, in the file's order, with TensorFlow's
+/// spellings mapped to weft's (above). Throws weft::error naming the node, op and attr; every
+/// op weft does not have is named in one error.
 inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits = {}) {
   using namespace graph_def_detail;
   std::vector<node_spec> specs;
@@ -671,12 +672,12 @@ inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const grap
   return specs;
 }
 
-// Adds the nodes of a GraphDef's bytes to `g`, all or nothing (graph::import).
+/// Adds the nodes of a GraphDef's bytes to `g`, all or nothing (graph::import).
 inline void import_graph_def(graph& g, std::string_view bytes, const graph_def_limits& limits = {}) {
   g.import(parse_graph_def(bytes, limits));
 }
 
-// Writes `g` as a GraphDef file, atomically; reads one into a new graph.
+/// Writes `g` as a GraphDef file, atomically; reads one into a new graph.
 inline void write_graph_def(const graph& g, const std::filesystem::path& path, const graph_def_options& options = {}) {
   weft::detail::write_file_atomically(path, to_graph_def(g, options), {}, "the GraphDef");
 }

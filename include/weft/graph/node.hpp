@@ -1,6 +1,7 @@
-// A node of the dataflow graph (graph.hpp), and what names one: an output `node:port`, the
-// options a node is added with, and a node by names only (node_spec) as serialized models
-// describe it. Nodes are made and validated by the graph only.
+/// @file
+/// A node of the dataflow graph (graph.hpp), and what names one: an output `node:port`, the
+/// options a node is added with, and a node by names only (node_spec) as serialized models
+/// describe it. Nodes are made and validated by the graph only.
 #pragma once
 
 #include <compare>
@@ -14,7 +15,7 @@
 
 namespace weft {
 
-// One output of a node: `node:port`.
+/// One output of a node: `node:port`.
 struct output {
   int node = -1;
   int port = 0;
@@ -38,8 +39,8 @@ class node {
   const std::vector<output>& inputs() const noexcept { return inputs_; }
   const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
   const std::string& device() const noexcept { return device_; }
-  // The colocation group: the name of the node this one must be placed with (empty: none).
-  // Groups are flat: colocating with a colocated node joins that node's group.
+  /// The colocation group: the name of the node this one must be placed with (empty: none).
+  /// Groups are flat: colocating with a colocated node joins that node's group.
   const std::string& colocation() const noexcept { return colocation_; }
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
   int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
@@ -55,7 +56,7 @@ class node {
   }
   operator output() const { return out(0); }  // NOLINT: a node stands for its first output
 
-  // "node 'layer1/MatMul' (MatMul)": how every error names a node.
+  /// "node 'layer1/MatMul' (MatMul)": how every error names a node.
   std::string describe() const { return "node '" + name_ + "' (" + def_->name + ")"; }
 
  private:
@@ -75,14 +76,14 @@ class node {
   std::vector<bool> output_is_ref_;
 };
 
-// Options of one added node; fields left empty take the graph's current scopes.
-// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
-// also sets its device and control inputs, and .colocate("w") places it with node w.
+/// Options of one added node; fields left empty take the graph's current scopes.
+/// g.op("MatMul", {a, b}, {}, "mm") names the node; node_options("mm").on("/cpu:0").after({init.id()})
+/// also sets its device and control inputs, and .colocate("w") places it with node w.
 struct node_options {
-  std::string name;                 // default: the op name, made unique
-  std::vector<int> control_inputs;  // node ids
+  std::string name;                 ///< default: the op name, made unique
+  std::vector<int> control_inputs;  ///< node ids
   std::string device = {};
-  std::string colocate_with = {};  // a node name
+  std::string colocate_with = {};  ///< a node name
 
   node_options() = default;
   node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
@@ -101,14 +102,14 @@ struct node_options {
   }
 };
 
-// A node by names only, as a serialized or runtime-built model describes it.
+/// A node by names only, as a serialized or runtime-built model describes it.
 struct node_spec {
   std::string name;
   std::string op;
-  std::vector<std::string> inputs;          // "node", "node:port"; "^node" is a control input
+  std::vector<std::string> inputs;          ///< "node", "node:port"; "^node" is a control input
   attr_map attrs;
   std::string device = {};
-  std::string colocate_with = {};  // a node name, of this graph or of the specs
+  std::string colocate_with = {};  ///< a node name, of this graph or of the specs
 };
 
 }  // namespace weft

@@ -1,22 +1,23 @@
-// Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
-// loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
-// variables of their own, and returns a target that runs one training step.
-//
-//   auto train = weft::train::minimize(g, loss, {w1, b1, w2, b2}, weft::train::adam{0.001});
-//   session s(g);
-//   s.run({init_vars, train.init});        // the model's initializers, then the slots'
-//   for (...) s.run(feeds, {loss}, {train.step});
-//
-// The updates, the slots and the constants they use are colocated with their variable,
-// whatever device scope minimize() is called in (data-parallel replicas update shared
-// variables where these live). Each update runs after every node of the step that reads its variable, so the forward
-// and backward passes see the values from before the step (the update itself writes in
-// place, copying first when a reader still holds the old value).
-//
-// Slots are variables named "<variable>/<optimizer>/<slot>", with the variable's shape and
-// dtype; Adam's beta powers are scalar variables "<name>/beta1_power" and "<name>/beta2_power"
-// of each dtype among the variables. Hyperparameters (train::hyper) are numbers, made
-// constants of the variable's dtype, or scalar tensors of the graph.
+/// @file
+/// Optimizers as graph code (whitepaper §4.1 and §5): minimize() adds the gradients of a
+/// loss, one update op per variable (ops/training_ops.hpp) with the optimizer's slots as
+/// variables of their own, and returns a target that runs one training step.
+///
+///   auto train = weft::train::minimize(g, loss, {w1, b1, w2, b2}, weft::train::adam{0.001});
+///   session s(g);
+///   s.run({init_vars, train.init});        // the model's initializers, then the slots'
+///   for (...) s.run(feeds, {loss}, {train.step});
+///
+/// The updates, the slots and the constants they use are colocated with their variable,
+/// whatever device scope minimize() is called in (data-parallel replicas update shared
+/// variables where these live). Each update runs after every node of the step that reads its variable, so the forward
+/// and backward passes see the values from before the step (the update itself writes in
+/// place, copying first when a reader still holds the old value).
+///
+/// Slots are variables named "<variable>/<optimizer>/<slot>", with the variable's shape and
+/// dtype; Adam's beta powers are scalar variables "<name>/beta1_power" and "<name>/beta2_power"
+/// of each dtype among the variables. Hyperparameters (train::hyper) are numbers, made
+/// constants of the variable's dtype, or scalar tensors of the graph.
 #pragma once
 
 #include <functional>
@@ -31,10 +32,10 @@
 
 namespace weft::train {
 
-// A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
-// the graph (fed or computed each step: a decaying learning rate, say), or one made when
-// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
-// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
+/// A hyperparameter: a number (a constant of the variable's dtype) or a scalar tensor of
+/// the graph (fed or computed each step: a decaying learning rate, say), or one made when
+/// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
+/// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
 struct hyper {
   using maker = std::function<output(graph&, dtype)>;
   double value = 0;
@@ -46,14 +47,14 @@ struct hyper {
   explicit hyper(maker m) : make(std::move(m)) {}
 };
 
-// What an optimizer's update sees of one variable.
+/// What an optimizer's update sees of one variable.
 struct update_args {
   graph& g;
   output var, grad;
-  std::vector<output> slots;   // in the order of slots()
-  std::vector<output> shared;  // in the order of shared(), for the variable's dtype
-  node_options options;        // the update's name and control inputs
-  // A scalar constant of the variable's dtype.
+  std::vector<output> slots;   ///< in the order of slots()
+  std::vector<output> shared;  ///< in the order of shared(), for the variable's dtype
+  node_options options;        ///< the update's name and control inputs
+  /// A scalar constant of the variable's dtype.
   output scalar(double v) const {
     const dtype t = g.at(var).output_dtype(var.port);
     if (!weft::detail::differentiable(t))
@@ -61,7 +62,7 @@ struct update_args {
            "; optimizers update floating-point variables");
     return g.constant(weft::detail::floating_scalar(t, v)).out(0);
   }
-  // h as a scalar of the variable's dtype (a tensor of another dtype is cast).
+  /// h as a scalar of the variable's dtype (a tensor of another dtype is cast).
   output scalar(const hyper& h) const {
     if (!h.tensor && !h.make) return scalar(h.value);
     const dtype t = g.at(var).output_dtype(var.port);
@@ -78,15 +79,15 @@ struct update_args {
   }
 };
 
-// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
-// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
+/// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
+/// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
 struct slot_spec {
   std::string name;
   double initial;
   std::optional<double> advance = std::nullopt;
 };
 
-// var -= learning_rate * grad
+/// var -= learning_rate * grad
 struct sgd {
   hyper learning_rate;
   static constexpr const char* name = "GradientDescent";
@@ -97,7 +98,7 @@ struct sgd {
   }
 };
 
-// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
+/// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
 struct momentum {
   hyper learning_rate, momentum = 0.9;
   bool nesterov = false;
@@ -139,7 +140,7 @@ struct adam {
   bool nesterov = false;
   static constexpr const char* name = "Adam";
   std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
-  // beta1^t and beta2^t for step t (from 1).
+  /// beta1^t and beta2^t for step t (from 1).
   std::vector<slot_spec> shared() const { return {{"beta1_power", beta1, beta1}, {"beta2_power", beta2, beta2}}; }
   output update(const update_args& a) const {
     return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
@@ -149,9 +150,9 @@ struct adam {
 };
 
 struct training_op {
-  const node& step;               // a target: one update of every variable
-  const node& init;               // a target: sets the optimizer's slots to their initial values
-  std::vector<output> gradients;  // d loss / d var, one per variable
+  const node& step;               ///< a target: one update of every variable
+  const node& init;               ///< a target: sets the optimizer's slots to their initial values
+  std::vector<output> gradients;  ///< d loss / d var, one per variable
 };
 
 namespace detail {
@@ -165,7 +166,7 @@ inline const node& variable_node(const graph& g, output v) {
          n.attr<partial_shape>("shape"), "; the optimizer's slots need a fully known shape");
   return n;
 }
-// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
+/// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
 inline std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
   output v = g.variable(t, partial_shape(s), node_options(name)).out(0);
   output dims = g.constant(tensor::from_vector(s.dims(), shape{s.rank()})).out(0);
@@ -174,10 +175,10 @@ inline std::pair<output, output> new_variable(graph& g, const std::string& name,
 }
 }  // namespace detail
 
-// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of
-// the variable's shape and dtype, computed from `loss`), its slots and their initializers;
-// `name` prefixes the nodes it adds ("train/step", "train/init", ...). minimize() below
-// and the DSL's train::minimize compute the gradients and call it.
+/// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of
+/// the variable's shape and dtype, computed from `loss`), its slots and their initializers;
+/// `name` prefixes the nodes it adds ("train/step", "train/init", ...). minimize() below
+/// and the DSL's train::minimize compute the gradients and call it.
 template <class Optimizer>
 training_op apply_gradients(graph& g, output loss, const std::vector<output>& vars, std::vector<output> gradients,
                             const Optimizer& opt, const std::string& name = "train") {
@@ -248,8 +249,8 @@ training_op apply_gradients(graph& g, output loss, const std::vector<output>& va
   return {step, g.op("NoOp", {}, {}, node_options(name + "/init").after(inits)), std::move(gradients)};
 }
 
-// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
-// each (apply_gradients).
+/// Adds to `g` the gradients of `loss` with respect to `vars` and the optimizer's update of
+/// each (apply_gradients).
 template <class Optimizer>
 training_op minimize(graph& g, output loss, const std::vector<output>& vars, const Optimizer& opt,
                      const std::string& name = "train") {

@@ -1,7 +1,8 @@
-// The geometry of a window sliding over NHWC images (the convolutions and pools of
-// ops/nn_ops.hpp), device-neutral: a node's window attrs, the input, window and output sizes
-// with TensorFlow's padding, and the check that the window fits. The CPU kernels
-// (kernels/cpu/window.hpp) and the GPU's (cuda/kernels.hpp) build theirs here.
+/// @file
+/// The geometry of a window sliding over NHWC images (the convolutions and pools of
+/// ops/nn_ops.hpp), device-neutral: a node's window attrs, the input, window and output sizes
+/// with TensorFlow's padding, and the check that the window fits. The CPU kernels
+/// (kernels/cpu/window.hpp) and the GPU's (cuda/kernels.hpp) build theirs here.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@
 
 namespace weft::ops {
 
-// The window attrs of a node (its op's shape function checked them when it was built).
+/// The window attrs of a node (its op's shape function checked them when it was built).
 inline window_attrs window_attrs_of(const node& n) {
   window_attrs w;
   auto pair = [&](const char* name, std::int64_t& h, std::int64_t& wd) {
@@ -30,8 +31,8 @@ inline window_attrs window_attrs_of(const node& n) {
   return w;
 }
 
-// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
-// [n, oh, ow, k] (k = c for pooling).
+/// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
+/// [n, oh, ow, k] (k = c for pooling).
 struct geometry {
   std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, k = 0;
   std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
@@ -40,7 +41,7 @@ struct geometry {
   std::int64_t positions() const { return oh * ow; }  // per image
   std::int64_t rows() const { return n * oh * ow; }
   shape output_shape() const { return shape{n, oh, ow, k}; }
-  // The first input row (column) of output row y (column x); may be negative (padding).
+  /// The first input row (column) of output row y (column x); may be negative (padding).
   std::int64_t top(std::int64_t y) const { return y * sh - pad_top; }
   std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
 };

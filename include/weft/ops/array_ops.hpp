@@ -1,20 +1,21 @@
-// Array ops: views and rearrangements, and shape queries. (Const, Placeholder, Identity and
-// NoOp are core ops: <weft/ops/core_ops.hpp>.)
-//   Reshape(x, shape)          one -1 in shape takes the remaining size
-//   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
-//   ConcatV2(values..., axis)  dims equal except along axis, which sums
-//   Split(axis, value)         num_split equal parts along axis
-//   Slice(x, begin, size)      size -1 means "to the end"
-//   Pad(x, paddings)           paddings is (rank, 2): before and after, zero-filled
-//   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
-//   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
-//   OneHot(indices, depth, on, off; axis=-1)
-//   GatherNd(params, indices)  indices [..., K]: the slices params[i0, ..., iK-1], shape
-//                              indices.shape[:-1] + params.shape[K:]
-//   TensorScatterUpdate(tensor, indices, updates)  tensor with those slices replaced by
-//                              updates (of GatherNd's result shape); a slice indexed twice
-//                              gets one of its updates. ScatterNd and TensorScatterAdd,
-//                              which add, are reduction ops.
+/// @file
+/// Array ops: views and rearrangements, and shape queries. (Const, Placeholder, Identity and
+/// NoOp are core ops: <weft/ops/core_ops.hpp>.)
+///   Reshape(x, shape)          one -1 in shape takes the remaining size
+///   Transpose(x, perm)         out.dims[i] = x.dims[perm[i]]
+///   ConcatV2(values..., axis)  dims equal except along axis, which sums
+///   Split(axis, value)         num_split equal parts along axis
+///   Slice(x, begin, size)      size -1 means "to the end"
+///   Pad(x, paddings)           paddings is (rank, 2): before and after, zero-filled
+///   Tile(x, multiples)         out.dims[i] = x.dims[i] * multiples[i]
+///   GatherV2(params, indices, axis)  params[:axis] + indices + params[axis+1:]
+///   OneHot(indices, depth, on, off; axis=-1)
+///   GatherNd(params, indices)  indices [..., K]: the slices params[i0, ..., iK-1], shape
+///                              indices.shape[:-1] + params.shape[K:]
+///   TensorScatterUpdate(tensor, indices, updates)  tensor with those slices replaced by
+///                              updates (of GatherNd's result shape); a slice indexed twice
+///                              gets one of its updates. ScatterNd and TensorScatterAdd,
+///                              which add, are reduction ops.
 #pragma once
 
 #include <vector>
@@ -26,10 +27,10 @@
 
 namespace weft::ops {
 
-// Static shape rules (framework/static_rule.hpp).
+/// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
-// Reshape to `to`: its one unknown dim (if any) takes the remaining size when every dim of
-// `from` is known.
+/// Reshape to `to`: its one unknown dim (if any) takes the remaining size when every dim of
+/// `from` is known.
 template <std::size_t N, std::size_t M>
 constexpr dims<M> reshape(const dims<N>& from, dims<M> to) {
   std::int64_t from_count = 1, known = 1;
@@ -43,15 +44,15 @@ constexpr dims<M> reshape(const dims<N>& from, dims<M> to) {
     if (d < 0) d = known ? from_count / known : 0;
   return to;
 }
-// Transpose by `perm`: out[i] = x[perm[i]].
+/// Transpose by `perm`: out[i] = x[perm[i]].
 template <std::size_t N>
 constexpr dims<N> transpose(const auto& x, const dims<N>& perm) {
   dims<N> out{};
   for (std::size_t i = 0; i < N; ++i) out[i] = dim_or(x, static_cast<std::size_t>(perm[i]));
   return out;
 }
-// ConcatV2 along `axis`: that dim sums (unknown if any is), a known dim of any operand
-// fixes the others' unknown ones.
+/// ConcatV2 along `axis`: that dim sums (unknown if any is), a known dim of any operand
+/// fixes the others' unknown ones.
 template <std::size_t N, class... Rest>
 constexpr dims<N> concat(std::int64_t axis, const dims<N>& first, const Rest&... rest) {
   auto out = first;
@@ -63,33 +64,33 @@ constexpr dims<N> concat(std::int64_t axis, const dims<N>& first, const Rest&...
     if (d != a) ((out[d] = out[d] < 0 ? dim_or(rest, d) : out[d]), ...);
   return out;
 }
-// Slice from `begin`, `size` dims (an unknown size, TensorFlow's -1, runs to the end).
+/// Slice from `begin`, `size` dims (an unknown size, TensorFlow's -1, runs to the end).
 template <std::size_t N>
 constexpr dims<N> slice(const auto& x, const auto& begin, dims<N> size) {
   for (std::size_t i = 0; i < N; ++i)
     if (size[i] < 0) size[i] = dim_or(x, i) < 0 ? unknown : dim_or(x, i) - dim_or(begin, i);
   return size;
 }
-// Pad by `paddings` (before and after, per dim).
+/// Pad by `paddings` (before and after, per dim).
 template <std::size_t N, std::size_t P>
 constexpr dims<N> pad(dims<N> x, const dims<P>& paddings) {
   for (std::size_t i = 0; i < N && 2 * i + 1 < P; ++i)
     if (x[i] >= 0) x[i] += paddings[2 * i] + paddings[2 * i + 1];
   return x;
 }
-// Tile by `multiples`: a zero multiple gives 0 even where the dim is unknown.
+/// Tile by `multiples`: a zero multiple gives 0 even where the dim is unknown.
 template <std::size_t N, std::size_t M>
 constexpr dims<N> tile(dims<N> x, const dims<M>& multiples) {
   for (std::size_t i = 0; i < N && i < M; ++i) x[i] = multiples[i] == 0 ? 0 : x[i] < 0 ? unknown : x[i] * multiples[i];
   return x;
 }
-// Split into `parts` equal parts along `axis`.
+/// Split into `parts` equal parts along `axis`.
 template <std::size_t N>
 constexpr dims<N> split(dims<N> x, std::size_t axis, std::int64_t parts) {
   if (axis < N && x[axis] >= 0) x[axis] /= parts;
   return x;
 }
-// GatherV2 along `Axis` (>= 0): params[:axis] + indices + params[axis+1:].
+/// GatherV2 along `Axis` (>= 0): params[:axis] + indices + params[axis+1:].
 template <auto Params, auto Indices, std::int64_t Axis>
 constexpr auto gather() {
   dims<Params.size() + Indices.size() - (Params.size() > 0 ? 1 : 0)> out{};
@@ -102,8 +103,8 @@ constexpr auto gather() {
   }
   return out;
 }
-// GatherNd (and the slices TensorScatterUpdate and TensorScatterAdd replace or add to):
-// indices [..., K] with K known and at most params' rank -> indices[:-1] + params[K:].
+/// GatherNd (and the slices TensorScatterUpdate and TensorScatterAdd replace or add to):
+/// indices [..., K] with K known and at most params' rank -> indices[:-1] + params[K:].
 template <auto Params, auto Indices>
 constexpr auto gather_nd() {
   constexpr std::int64_t depth = Indices.size() >= 1 ? Indices[Indices.size() - 1] : -1;
@@ -114,7 +115,7 @@ constexpr auto gather_nd() {
   for (std::size_t d = k; d < Params.size(); ++d) out[batch + d - k] = Params[d];
   return out;
 }
-// OneHot with axis -1: indices + [depth].
+/// OneHot with axis -1: indices + [depth].
 template <std::size_t N>
 constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
   dims<N + 1> out{};
@@ -432,13 +433,13 @@ inline std::vector<op_def> array_op_defs() {
   return defs;
 }
 
-// Adds the array ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the array ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_array_ops() { op_registry::global().add_family("array", array_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
@@ -449,7 +450,7 @@ struct reshape_grad {
   template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
 };
 
-// The permutation that undoes p (p a permutation of 0..n-1).
+/// The permutation that undoes p (p a permutation of 0..n-1).
 inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int64_t>& p) {
   std::vector<std::int64_t> inverse(p.size());
   for (std::size_t i = 0; i < p.size(); ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
@@ -467,8 +468,8 @@ struct transpose_grad {  // transposed back by the inverse permutation (perm mus
   }
 };
 
-// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
-// constant and the values' dims along it known when the graph is built (their offsets).
+/// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
+/// constant and the values' dims along it known when the graph is built (their offsets).
 struct concat_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -521,8 +522,8 @@ struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
   }
 };
 
-// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
-// over the m's. x's rank must be known when the graph is built.
+/// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
+/// over the m's. x's rank must be known when the graph is built.
 struct tile_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -542,9 +543,9 @@ struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
 };
 
-// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
-// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
-// front and back). The axis must be a constant and params' rank known.
+/// GatherV2(params, indices, axis): the gradient's slices, one per index, added into the
+/// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
+/// front and back). The axis must be a constant and params' rank known.
 struct gather_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -568,17 +569,17 @@ struct gather_grad {
   }
 };
 
-// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
-// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
-// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
-// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
-// its sum in place (TensorScatterAdd, gradients.hpp).
+/// GatherNd, ScatterNd and the TensorScatter ops read or write the same slices (index
+/// tuples): the gradient of what is written is the gradient's slices (GatherNd), of what is
+/// gathered those slices added into zeros (ScatterNd). A loop that gathers one row per
+/// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
+/// its sum in place (TensorScatterAdd, gradients.hpp).
 struct gather_nd_grad {
   template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
 };
 
-// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
-// shaped from d's own slices, so that the updates are not kept for the backward pass).
+/// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
+/// shaped from d's own slices, so that the updates are not kept for the backward pass).
 struct tensor_scatter_update_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -591,8 +592,8 @@ struct tensor_scatter_update_grad {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Reshape, array, gradients::reshape_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Transpose, array, gradients::transpose_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ConcatV2, array, gradients::concat_grad)

@@ -1,4 +1,5 @@
-// Shape-rule helpers shared by the op definition headers.
+/// @file
+/// Shape-rule helpers shared by the op definition headers.
 #pragma once
 
 #include <optional>
@@ -33,7 +34,7 @@ namespace weft::ops {
     static void define() { register_##FAMILY##_ops(); }       \
   };
 
-// The values of an int32 or int64 tensor (t may be null), else nullopt.
+/// The values of an int32 or int64 tensor (t may be null), else nullopt.
 inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
   if (!t) return std::nullopt;
   std::vector<std::int64_t> v;
@@ -45,13 +46,13 @@ inline std::optional<std::vector<std::int64_t>> int_values_of(const tensor* t) {
     return std::nullopt;
   return v;
 }
-// The values of an integer input whose producer is a constant, else nullopt.
+/// The values of an integer input whose producer is a constant, else nullopt.
 inline std::optional<std::vector<std::int64_t>> constant_ints(const shape_context& c, int i) {
   return int_values_of(c.input_value(i));
 }
 
-// The value of a single-valued integer input (an axis, a depth, a count) whose producer is
-// a constant, else nullopt; a constant of more or fewer values is an error naming `what`.
+/// The value of a single-valued integer input (an axis, a depth, a count) whose producer is
+/// a constant, else nullopt; a constant of more or fewer values is an error naming `what`.
 inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i, std::string_view what) {
   auto v = constant_ints(c, i);
   if (!v) return std::nullopt;
@@ -61,7 +62,7 @@ inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i
 
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
 
-// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
+/// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
 inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
   if (!a.rank_known() || !b.rank_known()) return true;
   if (a.rank() != b.rank()) return false;
@@ -70,8 +71,8 @@ inline bool shapes_compatible(const partial_shape& a, const partial_shape& b) {
   return true;
 }
 
-// Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
-// `what` names the input in the message.
+/// Fails unless input i, when its rank is known, has rank `rank` (or at least `rank`);
+/// `what` names the input in the message.
 inline void require_rank(shape_context& c, int i, int rank, std::string_view what) {
   if (c.input(i).rank_known() && c.input(i).rank() != rank)
     c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
@@ -95,7 +96,7 @@ inline void scalar_shape(shape_context& c) {
   for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape{});
 }
 
-// An output shape given by an integer input holding dims (Fill, RandomUniform, ...).
+/// An output shape given by an integer input holding dims (Fill, RandomUniform, ...).
 inline void shape_from_input(shape_context& c, int i) {
   if (auto dims = constant_ints(c, i)) {
     for (auto d : *dims)
@@ -107,11 +108,11 @@ inline void shape_from_input(shape_context& c, int i) {
   }
 }
 
-// The ops that address slices of a tensor of shape `target` by index tuples (GatherNd,
-// ScatterNd, TensorScatterUpdate, TensorScatterAdd): `indices` of shape [..., K], each
-// row of K coordinates naming the slice target[i0, ..., iK-1, :, ...]. Returns the shape of
-// the slices gathered (or of the updates written): indices.shape[:-1] + target.shape[K:],
-// when known. Fails when K exceeds target's rank.
+/// The ops that address slices of a tensor of shape `target` by index tuples (GatherNd,
+/// ScatterNd, TensorScatterUpdate, TensorScatterAdd): `indices` of shape [..., K], each
+/// row of K coordinates naming the slice target[i0, ..., iK-1, :, ...]. Returns the shape of
+/// the slices gathered (or of the updates written): indices.shape[:-1] + target.shape[K:],
+/// when known. Fails when K exceeds target's rank.
 inline std::optional<partial_shape> nd_slices_shape(shape_context& c, const partial_shape& target, int indices) {
   require_rank_at_least(c, indices, 1, "indices");
   const auto& idx = c.input(indices);
@@ -124,7 +125,7 @@ inline std::optional<partial_shape> nd_slices_shape(shape_context& c, const part
   dims.insert(dims.end(), target.dims().begin() + depth, target.dims().end());
   return partial_shape(std::move(dims));
 }
-// Checks the updates (input `updates`) of a scatter into `target` against the indices.
+/// Checks the updates (input `updates`) of a scatter into `target` against the indices.
 inline void check_scatter_updates(shape_context& c, const partial_shape& target, int indices, int updates) {
   auto want = nd_slices_shape(c, target, indices);
   const auto& up = c.input(updates);

@@ -1,23 +1,24 @@
-// Control-flow ops (whitepaper §4.4, TensorFlow's definitions). The executor runs them
-// itself (runtime/executor.hpp); they have no kernels.
-//   Switch(data, pred) -> (output_false, output_true)
-//                           data on the output pred selects; the other output is dead
-//   Merge(inputs...) -> (output, value_index)
-//                           the first live input and its index, once every control input
-//                           arrived; dead when every input is dead
-//   Enter(data; frame_name, is_constant, parallel_iterations)
-//                           data into the loop frame `frame_name`, a child of the node's
-//                           frame: into its first iteration, or into every iteration when
-//                           is_constant (a loop invariant)
-//   Exit(data)              data out of its frame into the parent frame, once: the live
-//                           value of the iteration that ends the loop
-//   NextIteration(data)     data into the next iteration of its frame (into a Merge)
-//   LoopCond(input)         the loop's predicate, a bool scalar, unchanged
-// A loop is Enter -> Merge -> Switch(LoopCond) -> body -> NextIteration -> the same Merge,
-// with Switch's false output into Exit. The Merge is built with its Enter twice and its
-// second input then set to the NextIteration by graph::close_loop, the graph's one back
-// edge. An untaken branch's values are dead: nodes with a dead input do not run and pass
-// deadness on, and a dead NextIteration ends its chain.
+/// @file
+/// Control-flow ops (whitepaper §4.4, TensorFlow's definitions). The executor runs them
+/// itself (runtime/executor.hpp); they have no kernels.
+///   Switch(data, pred) -> (output_false, output_true)
+///                           data on the output pred selects; the other output is dead
+///   Merge(inputs...) -> (output, value_index)
+///                           the first live input and its index, once every control input
+///                           arrived; dead when every input is dead
+///   Enter(data; frame_name, is_constant, parallel_iterations)
+///                           data into the loop frame `frame_name`, a child of the node's
+///                           frame: into its first iteration, or into every iteration when
+///                           is_constant (a loop invariant)
+///   Exit(data)              data out of its frame into the parent frame, once: the live
+///                           value of the iteration that ends the loop
+///   NextIteration(data)     data into the next iteration of its frame (into a Merge)
+///   LoopCond(input)         the loop's predicate, a bool scalar, unchanged
+/// A loop is Enter -> Merge -> Switch(LoopCond) -> body -> NextIteration -> the same Merge,
+/// with Switch's false output into Exit. The Merge is built with its Enter twice and its
+/// second input then set to the NextIteration by graph::close_loop, the graph's one back
+/// edge. An untaken branch's values are dead: nodes with a dead input do not run and pass
+/// deadness on, and a dead NextIteration ends its chain.
 #pragma once
 
 #include <string>
@@ -29,7 +30,7 @@
 
 namespace weft::ops {
 
-// The most specific shape that accepts both a and b: their dims where they agree.
+/// The most specific shape that accepts both a and b: their dims where they agree.
 inline partial_shape common_shape(const partial_shape& a, const partial_shape& b) {
   if (!a.rank_known() || !b.rank_known() || a.rank() != b.rank()) return partial_shape::unknown_rank();
   std::vector<std::int64_t> dims(static_cast<std::size_t>(a.rank()));
@@ -37,7 +38,7 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
   return partial_shape(std::move(dims));
 }
 
-// The control-flow ops (run by the executor; they have no op types).
+/// The control-flow ops (run by the executor; they have no op types).
 inline constexpr std::string_view control_flow_op_names[] = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"};
 
 inline bool is_control_flow_op(std::string_view op) {
@@ -112,7 +113,7 @@ inline std::vector<op_def> control_flow_op_defs() {
   return defs;
 }
 
-// Adds the control-flow ops to the global registry, once.
+/// Adds the control-flow ops to the global registry, once.
 inline void register_control_flow_ops() { op_registry::global().add_family("control", control_flow_op_defs); }
 
 }  // namespace weft::ops

@@ -1,17 +1,18 @@
-// Core ops, which every graph registers (register_core_ops()): sources, Identity and NoOp.
-//   Const(; value, dtype)         the tensor `value`
-//   Placeholder(; dtype, shape)   a tensor fed to run()
-//   Identity(input)               its input, unchanged (no copy)
-//   NoOp()                        nothing; a target that gathers control edges
-//
-// The other standard ops come in families (array, math, reduction, matrix, random,
-// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
-// program registers it: by registering the family's CPU kernels, by
-// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
-// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
-// definitions it uses; standard_op_family (<weft/ops/standard.hpp>) finds an op's family
-// among the families' op types, so that graph::op can tell an op that does not exist from
-// one whose family the program has not registered.
+/// @file
+/// Core ops, which every graph registers (register_core_ops()): sources, Identity and NoOp.
+///   Const(; value, dtype)         the tensor `value`
+///   Placeholder(; dtype, shape)   a tensor fed to run()
+///   Identity(input)               its input, unchanged (no copy)
+///   NoOp()                        nothing; a target that gathers control edges
+///
+/// The other standard ops come in families (array, math, reduction, matrix, random,
+/// state), each defined in <weft/ops/FAMILY_ops.hpp> and added to the registry when the
+/// program registers it: by registering the family's CPU kernels, by
+/// weft::ops::register_FAMILY_ops(), or with them all by register_standard_ops()
+/// (<weft/ops/all.hpp>) or <weft/kernels/cpu/all.hpp>. A program compiles only the op
+/// definitions it uses; standard_op_family (<weft/ops/standard.hpp>) finds an op's family
+/// among the families' op types, so that graph::op can tell an op that does not exist from
+/// one whose family the program has not registered.
 #pragma once
 
 #include <string_view>
@@ -74,7 +75,7 @@ struct standard_op {
 };
 
 
-// How a program registers `family`, for error messages.
+/// How a program registers `family`, for error messages.
 inline std::string_view family_registration_hint(std::string_view family) {
   if (family == "array") return "weft::ops::register_array_ops() or weft::cpu::register_array_kernels()";
   if (family == "math") return "weft::ops::register_math_ops() or weft::cpu::register_elementwise_kernels()";
@@ -95,12 +96,12 @@ inline std::string_view family_registration_hint(std::string_view family) {
   return "weft::ops::register_standard_ops()";
 }
 
-// Adds the core ops to the registry, once (every graph does, on construction).
+/// Adds the core ops to the registry, once (every graph does, on construction).
 inline void register_core_ops() { op_registry::global().add_family("core", core_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct identity_grad {
@@ -111,8 +112,8 @@ struct identity_grad {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE(Const, core)
 WEFT_DETAIL_OP_TYPE(Placeholder, core)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Identity, core, gradients::identity_grad)

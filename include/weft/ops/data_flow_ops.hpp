@@ -1,35 +1,36 @@
-// Queue and mutex ops (whitepaper §4.6 and Table 1; runtime/queue.hpp and runtime/mutex.hpp). A queue op makes its queue
-// in the session's resource manager the first time it runs and outputs the queue's handle,
-// a string vector [container, name] (TensorFlow's first queue ops' handle, there a string
-// reference); the other ops take that handle. A queue whose shared_name is empty is named
-// after its node, so every step of a session (and every session sharing its resource
-// manager) finds the same queue.
-//   FIFOQueue(; component_types, shapes, capacity, container, shared_name) -> handle
-//   PaddingFIFOQueue(; the same): DequeueMany pads dims the shapes leave unknown (-1) with
-//       zeros to the longest element of each batch (the other queues batch only elements of
-//       one shape)
-//   RandomShuffleQueue(; the same, min_after_dequeue, seed)
-//   PriorityQueue(; the same): each element is (priority: int64 scalar, components...);
-//       component_types and shapes leave the priority out, as TensorFlow's do
-//   QueueEnqueue(handle, components...)        one element (waits for room)
-//   QueueEnqueueMany(handle, components...)    each row of the components an element
-//   QueueDequeue(handle; component_types) -> components      one element (waits for it)
-//   QueueDequeueMany(handle, n; component_types) -> components  n elements, stacked
-//   QueueDequeueUpTo(handle, n; component_types) -> components  n, or fewer (at least one)
-//                                                                once the queue is closed
-//   QueueClose(handle; cancel_pending_enqueues)
-//   QueueSize(handle) -> int32     QueueIsClosed(handle) -> bool
-// Mutexes (whitepaper Table 1; runtime/mutex.hpp): one holder at a time, granted in order.
-//   Mutex(; container, shared_name) -> handle    the mutex's handle, as a queue's
-//   MutexAcquire(handle) -> grant: int64          waits (holding no thread) for the mutex
-//   MutexRelease(handle, grant)                   gives it back; the same step must
-// The nodes of the critical section take control inputs from MutexAcquire, and
-// MutexRelease takes control inputs from them. A step that fails or is cancelled while it
-// holds the mutex gives it back; one that waits for it leaves the line.
-// The dequeue ops' optional `shapes` attr gives their outputs' static shapes (the queue's,
-// with a batch dim first for DequeueMany and DequeueUpTo); graph/data_flow.hpp sets it.
-// Enqueue and the dequeues are async kernels: one that waits holds no thread, and a step
-// cancelled (or timed out) while it waits leaves the queue as it was.
+/// @file
+/// Queue and mutex ops (whitepaper §4.6 and Table 1; runtime/queue.hpp and runtime/mutex.hpp). A queue op makes its queue
+/// in the session's resource manager the first time it runs and outputs the queue's handle,
+/// a string vector [container, name] (TensorFlow's first queue ops' handle, there a string
+/// reference); the other ops take that handle. A queue whose shared_name is empty is named
+/// after its node, so every step of a session (and every session sharing its resource
+/// manager) finds the same queue.
+///   FIFOQueue(; component_types, shapes, capacity, container, shared_name) -> handle
+///   PaddingFIFOQueue(; the same): DequeueMany pads dims the shapes leave unknown (-1) with
+///       zeros to the longest element of each batch (the other queues batch only elements of
+///       one shape)
+///   RandomShuffleQueue(; the same, min_after_dequeue, seed)
+///   PriorityQueue(; the same): each element is (priority: int64 scalar, components...);
+///       component_types and shapes leave the priority out, as TensorFlow's do
+///   QueueEnqueue(handle, components...)        one element (waits for room)
+///   QueueEnqueueMany(handle, components...)    each row of the components an element
+///   QueueDequeue(handle; component_types) -> components      one element (waits for it)
+///   QueueDequeueMany(handle, n; component_types) -> components  n elements, stacked
+///   QueueDequeueUpTo(handle, n; component_types) -> components  n, or fewer (at least one)
+///                                                                once the queue is closed
+///   QueueClose(handle; cancel_pending_enqueues)
+///   QueueSize(handle) -> int32     QueueIsClosed(handle) -> bool
+/// Mutexes (whitepaper Table 1; runtime/mutex.hpp): one holder at a time, granted in order.
+///   Mutex(; container, shared_name) -> handle    the mutex's handle, as a queue's
+///   MutexAcquire(handle) -> grant: int64          waits (holding no thread) for the mutex
+///   MutexRelease(handle, grant)                   gives it back; the same step must
+/// The nodes of the critical section take control inputs from MutexAcquire, and
+/// MutexRelease takes control inputs from them. A step that fails or is cancelled while it
+/// holds the mutex gives it back; one that waits for it leaves the line.
+/// The dequeue ops' optional `shapes` attr gives their outputs' static shapes (the queue's,
+/// with a batch dim first for DequeueMany and DequeueUpTo); graph/data_flow.hpp sets it.
+/// Enqueue and the dequeues are async kernels: one that waits holds no thread, and a step
+/// cancelled (or timed out) while it waits leaves the queue as it was.
 #pragma once
 
 #include <string>
@@ -43,8 +44,8 @@
 namespace weft::ops {
 
 namespace detail {
-// A queue op's checks. Shapes may leave dims unknown: a padding queue pads them in
-// DequeueMany; the others batch only elements of one shape (DequeueMany's error says so).
+/// A queue op's checks. Shapes may leave dims unknown: a padding queue pads them in
+/// DequeueMany; the others batch only elements of one shape (DequeueMany's error says so).
 inline void check_queue(shape_context& c) {
   const auto& types = c.attr<std::vector<dtype>>("component_types");
   const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
@@ -67,8 +68,8 @@ inline op_def_builder queue_op(const char* name) {
   return b;
 }
 inline void require_handle(shape_context& c) { require_rank(c, 0, 1, "handle"); }
-// A dequeue's outputs: the `shapes` attr's, after a batch dim when it has one (n when the
-// count is exact and known, DequeueMany's; else unknown).
+/// A dequeue's outputs: the `shapes` attr's, after a batch dim when it has one (n when the
+/// count is exact and known, DequeueMany's; else unknown).
 inline void dequeue_shapes(shape_context& c, bool batch, bool exact) {
   require_handle(c);
   const auto& shapes = c.attr<std::vector<partial_shape>>("shapes");
@@ -205,10 +206,10 @@ inline std::vector<op_def> data_flow_op_defs() {
   return defs;
 }
 
-// Adds the queue ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the queue ops to the global registry, once; registering the family's kernels calls it.
 inline void register_data_flow_ops() { op_registry::global().add_family("data_flow", data_flow_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(FIFOQueue, data_flow)
 WEFT_DETAIL_OP_TYPE(PaddingFIFOQueue, data_flow)
 WEFT_DETAIL_OP_TYPE(RandomShuffleQueue, data_flow)

@@ -1,14 +1,15 @@
-// The Fused op: one node that evaluates a subtree of elementwise ops in one pass (built by
-// the typed front end's fusion, dsl/fusion.hpp), and the device-neutral description of such
-// a subtree, from which each device type's backend compiles the node's kernel
-// (kernels/cpu/fused.hpp on the CPU).
-//
-// A subtree is a type: fused::apply<Op, T, Args...> is elementwise op Op (ops::Add,
-// ops::Cast, ops::SelectV2, ...) with result dtype T applied to subtrees Args;
-// fused::leaf<T, Scalar> is an input of dtype T, Scalar when it is a static scalar (rank 0).
-// Leaves are numbered left to right. The node's attrs: `expr` (the subtree's signature,
-// fused::signature<E>(), which names its compiled kernel), `slots` (which input each leaf
-// reads; a leaf used twice is one input), `T` (the result dtype) and `Tin` (the inputs').
+/// @file
+/// The Fused op: one node that evaluates a subtree of elementwise ops in one pass (built by
+/// the typed front end's fusion, dsl/fusion.hpp), and the device-neutral description of such
+/// a subtree, from which each device type's backend compiles the node's kernel
+/// (kernels/cpu/fused.hpp on the CPU).
+///
+/// A subtree is a type: fused::apply<Op, T, Args...> is elementwise op Op (ops::Add,
+/// ops::Cast, ops::SelectV2, ...) with result dtype T applied to subtrees Args;
+/// fused::leaf<T, Scalar> is an input of dtype T, Scalar when it is a static scalar (rank 0).
+/// Leaves are numbered left to right. The node's attrs: `expr` (the subtree's signature,
+/// fused::signature<E>(), which names its compiled kernel), `slots` (which input each leaf
+/// reads; a leaf used twice is one input), `T` (the result dtype) and `Tin` (the inputs').
 #pragma once
 
 #include <cctype>
@@ -38,7 +39,7 @@ struct apply {
   using op = Op;
 };
 
-// Interior nodes and leaves of subtree E.
+/// Interior nodes and leaves of subtree E.
 template <class E>
 struct count {
   static constexpr std::size_t ops = 0, leaves = 1;
@@ -49,7 +50,7 @@ struct count<apply<Op, T, Args...>> {
   static constexpr std::size_t leaves = (count<Args>::leaves + ... + 0);
 };
 
-// The offset of operand I's first leaf among its parent's leaves (Args: the operands).
+/// The offset of operand I's first leaf among its parent's leaves (Args: the operands).
 template <std::size_t I, class... Args>
 constexpr std::size_t leaf_offset() {
   constexpr std::size_t sizes[] = {count<Args>::leaves..., 0};
@@ -58,7 +59,7 @@ constexpr std::size_t leaf_offset() {
   return off;
 }
 
-// The leaves of E, left to right, as a type_list.
+/// The leaves of E, left to right, as a type_list.
 template <class... Lists>
 struct concat;
 template <>
@@ -100,8 +101,8 @@ void append_signature(std::string& out) {
 }
 }  // namespace detail
 
-// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure of
-// subtree E; a leaf is $dtype, with s when it is a static scalar.
+/// "Add:float32(Mul:float32($float32,$float32s),$float32)": the ops, dtypes and structure of
+/// subtree E; a leaf is $dtype, with s when it is a static scalar.
 template <class E>
 const std::string& signature() {
   static const std::string s = [] {
@@ -116,10 +117,10 @@ const std::string& signature() {
 // ---- a subtree read back from its signature (the GPU's code generator, and
 // passes/expand_fused.hpp, which writes a Fused node out as its ops)
 
-// An op over operands, or a leaf (an input; `scalar` when it is a static scalar), numbered
-// left to right.
+/// An op over operands, or a leaf (an input; `scalar` when it is a static scalar), numbered
+/// left to right.
 struct expr_node {
-  std::string op;  // empty for a leaf
+  std::string op;  ///< empty for a leaf
   dtype type = dtype::invalid;
   bool scalar = false;
   int leaf = -1;
@@ -182,7 +183,7 @@ class expr_parser {
 
 }  // namespace detail
 
-// The subtree a Fused node's `expr` attr names (signature<E>()'s text, parsed).
+/// The subtree a Fused node's `expr` attr names (signature<E>()'s text, parsed).
 inline expr_node parse(std::string_view expr) { return detail::expr_parser(expr).parse(); }
 
 }  // namespace weft::fused
@@ -202,8 +203,8 @@ inline std::vector<op_def> fused_op_defs() {
 }
 inline void register_fused_ops() { op_registry::global().add_family("fused", fused_op_defs); }
 
-// The Fused node of subtree E, as an op type: use_kernels<ops::Fused<E>>() registers the
-// kernel compiled for E on every device type.
+/// The Fused node of subtree E, as an op type: use_kernels<ops::Fused<E>>() registers the
+/// kernel compiled for E on every device type.
 template <class E>
 struct Fused {
   static constexpr const char* name = "Fused";

@@ -1,20 +1,21 @@
-// File ops. Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp),
-// as graph nodes; the file name is a string scalar, as in TensorFlow's SaveV2 and RestoreV2.
-//   Save(filename, tensors...; tensor_names, T)  writes the tensors under their names,
-//                                                  atomically (temporary file, fsync, rename)
-//   Restore(filename; tensor_names, dtypes, shapes) -> tensors...
-//                                                  reads and checks the whole file, then
-//                                                  outputs the named tensors, each checked
-//                                                  against its dtype and shape
-// Readers (runtime/reader.hpp; records cut by runtime/records.hpp), resources made by
-//   TFRecordReader, FixedLengthRecordReader(header_bytes, record_bytes, footer_bytes,
-//   hop_bytes), TextLineReader(skip_header_lines), WholeFileReader (each with container,
-//   shared_name, compression_type "" | "GZIP" | "ZLIB") -> reader_handle
-//   ReaderRead(reader_handle, queue_handle) -> key, value      one record; file names come
-//       from the queue (strings), a waiting read holds no thread; out_of_range at the end
-//   ReaderReadUpTo(reader_handle, queue_handle, num_records) -> keys, values
-//   ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted (files done) -> int64; ReaderReset
-//   ReadFile(filename) -> contents      WriteFile(filename, contents) (atomically)
+/// @file
+/// File ops. Checkpoint ops: every tensor of a model in one file (runtime/checkpoint_file.hpp),
+/// as graph nodes; the file name is a string scalar, as in TensorFlow's SaveV2 and RestoreV2.
+///   Save(filename, tensors...; tensor_names, T)  writes the tensors under their names,
+///                                                  atomically (temporary file, fsync, rename)
+///   Restore(filename; tensor_names, dtypes, shapes) -> tensors...
+///                                                  reads and checks the whole file, then
+///                                                  outputs the named tensors, each checked
+///                                                  against its dtype and shape
+/// Readers (runtime/reader.hpp; records cut by runtime/records.hpp), resources made by
+///   TFRecordReader, FixedLengthRecordReader(header_bytes, record_bytes, footer_bytes,
+///   hop_bytes), TextLineReader(skip_header_lines), WholeFileReader (each with container,
+///   shared_name, compression_type "" | "GZIP" | "ZLIB") -> reader_handle
+///   ReaderRead(reader_handle, queue_handle) -> key, value      one record; file names come
+///       from the queue (strings), a waiting read holds no thread; out_of_range at the end
+///   ReaderReadUpTo(reader_handle, queue_handle, num_records) -> keys, values
+///   ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted (files done) -> int64; ReaderReset
+///   ReadFile(filename) -> contents      WriteFile(filename, contents) (atomically)
 #pragma once
 
 #include <string_view>
@@ -30,8 +31,8 @@
 namespace weft::ops {
 
 namespace detail {
-// The inputs and names of a Save or Restore: the file name a scalar, one name per tensor,
-// distinct and non-empty.
+/// The inputs and names of a Save or Restore: the file name a scalar, one name per tensor,
+/// distinct and non-empty.
 inline void check_file_and_names(shape_context& c, std::size_t tensors) {
   require_rank(c, 0, 0, "filename");
   const auto& names = c.attr<std::vector<std::string>>("tensor_names");
@@ -161,11 +162,11 @@ inline std::vector<op_def> io_op_defs() {
   return defs;
 }
 
-// Adds the checkpoint ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the checkpoint ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_io_ops() { op_registry::global().add_family("io", io_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(Save, io)
 WEFT_DETAIL_OP_TYPE(Restore, io)
 WEFT_DETAIL_OP_TYPE(TFRecordReader, io)

@@ -1,10 +1,11 @@
-// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
-//   unary:   y = f(x), shape(y) = shape(x)
-//   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
-//   SelectV2: out = cond ? t : e, all three broadcast
-//   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
-//            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
-//   Cast:    y = static_cast<DstT>(x)
+/// @file
+/// Elementwise ops. Binary ops broadcast NumPy-style; comparisons return bool.
+///   unary:   y = f(x), shape(y) = shape(x)
+///   binary:  z = f(x, y), shape(z) = broadcast(shape(x), shape(y))
+///   SelectV2: out = cond ? t : e, all three broadcast
+///   Select:  out = cond ? t : e, TensorFlow's first form: t and e of one shape; cond of
+///            that shape, a scalar, or a vector picking whole rows (along dim 0) of t or e
+///   Cast:    y = static_cast<DstT>(x)
 #pragma once
 
 #include <vector>
@@ -27,9 +28,9 @@ inline constexpr const char* signed_type_attr =
 inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
 inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
 
-// Select's operands at run time, for its kernels on every device: whether the condition
-// picks whole rows (a vector of t's first dim); fails unless t and e have one shape and the
-// condition is a scalar, of their shape, or such a vector.
+/// Select's operands at run time, for its kernels on every device: whether the condition
+/// picks whole rows (a vector of t's first dim); fails unless t and e have one shape and the
+/// condition is a scalar, of their shape, or such a vector.
 inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e) {
   if (t != e)
     fail(error_code::invalid_argument, "t and e must have the same shape, got ", t, " and ", e, " (SelectV2 broadcasts)");
@@ -143,13 +144,13 @@ inline std::vector<op_def> math_op_defs() {
   return defs;
 }
 
-// Adds the math ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the math ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_math_ops() { op_registry::global().add_family("math", math_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct neg_grad {
@@ -257,13 +258,13 @@ struct select_rows_grad {  // Select: the gradient goes where the condition pick
   }
 };
 
-// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
-// the same function for the typed DSL, which fuses it with its neighbours).
+/// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
+/// the same function for the typed DSL, which fuses it with its neighbours).
 struct relu_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
 };
 
-// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
+/// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
 struct relu_grad_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
 };
@@ -272,8 +273,8 @@ struct relu_grad_rule {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Neg, math, gradients::neg_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Abs, math, gradients::abs_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Square, math, gradients::square_grad)

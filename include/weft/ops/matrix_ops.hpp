@@ -1,9 +1,10 @@
-// Matrix ops.
-//   MatMul(a, b; transpose_a, transpose_b)  (M,K) x (K,N) -> (M,N) after the transposes
-//   BatchMatMulV2(x, y; adj_x, adj_y)       (...,M,K) x (...,K,N) -> (...,M,N), batch dims broadcast;
-//                                           adj_* is the conjugate transpose
-//   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
-//   MatrixDeterminant(input)                (...,N,N) -> (...)
+/// @file
+/// Matrix ops.
+///   MatMul(a, b; transpose_a, transpose_b)  (M,K) x (K,N) -> (M,N) after the transposes
+///   BatchMatMulV2(x, y; adj_x, adj_y)       (...,M,K) x (...,K,N) -> (...,M,N), batch dims broadcast;
+///                                           adj_* is the conjugate transpose
+///   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
+///   MatrixDeterminant(input)                (...,N,N) -> (...)
 #pragma once
 
 #include <string>
@@ -23,13 +24,13 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
-// Static shape rules (framework/static_rule.hpp).
+/// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
-// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
+/// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
 constexpr dims<2> matmul(const auto& a, const auto& b, bool transpose_a, bool transpose_b) {
   return {dim_or(a, transpose_a ? 1 : 0), dim_or(b, transpose_b ? 0 : 1)};
 }
-// BatchMatMulV2: the broadcast batch dims (all but the last two), then m and n.
+/// BatchMatMulV2: the broadcast batch dims (all but the last two), then m and n.
 template <auto X, auto Y, bool AdjX, bool AdjY>
 constexpr auto batch_matmul() {
   constexpr auto batch = broadcast<leading<X, 2>(), leading<Y, 2>()>();
@@ -39,7 +40,7 @@ constexpr auto batch_matmul() {
   out[batch.size() + 1] = from_right(Y, AdjY ? 1 : 0);
   return out;
 }
-// MatrixInverse keeps its input's dims; MatrixDeterminant drops the last two.
+/// MatrixInverse keeps its input's dims; MatrixDeterminant drops the last two.
 template <auto X>
 constexpr auto matrix_determinant() {
   return leading<X, 2>();
@@ -135,13 +136,13 @@ inline std::vector<op_def> matrix_op_defs() {
   return defs;
 }
 
-// Adds the matrix ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the matrix ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_matrix_ops() { op_registry::global().add_family("matrix", matrix_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct matmul_grad {
@@ -190,8 +191,8 @@ struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)

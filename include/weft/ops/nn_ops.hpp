@@ -1,48 +1,49 @@
-// Neural-network ops, with TensorFlow's semantics. The class axis is the last one.
-//   BiasAdd(value, bias; data_format = 'NHWC')  value + bias along value's last dim
-//                                            (value of rank >= 2; NHWC only)
-//   BiasAddGrad(out_backprop)                out_backprop summed over all but its last dim
-//   Softmax(logits), LogSoftmax(logits)      along the last dim (rank >= 1)
-//   SoftmaxCrossEntropyWithLogits(features [b, n], labels [b, n])
-//                                            -> loss [b] = -sum(labels * log_softmax(features)),
-//                                               backprop [b, n] = softmax(features) - labels
-//   SparseSoftmaxCrossEntropyWithLogits(features [b, n], labels [b] int32/int64)
-//                                            the same with one-hot labels; a label outside
-//                                            [0, n) is an error
-//   L2Loss(t)                                sum(t^2) / 2, a scalar
-//
-// Convolution and pooling, NHWC, with TensorFlow's windows: `strides` and `ksize` are
-// [1, h, w, 1]; padding 'VALID' keeps the windows inside the input (out = ceil((in - k + 1)
-// / s)), 'SAME' pads with zeros (-infinity for MaxPool) so that out = ceil(in / s), the
-// extra row or column at the bottom or right. Conv2D's `dilations` are [1, h, w, 1] too.
-//   Conv2D(input [n, h, w, c], filter [kh, kw, c, k])      -> [n, oh, ow, k]
-//   Conv2DBackpropInput(input_sizes, filter, out_backprop)  the gradient in the input
-//   Conv2DBackpropFilter(input, filter_sizes, out_backprop) the gradient in the filter
-//   MaxPool(input), AvgPool(value)                          AvgPool averages the window's
-//                                                           elements inside the input only
-//   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
-//                                                           maximum (the first, at a tie)
-//   MaxPoolGradGrad(orig_input, orig_output, grad)          grad (orig_input's shape) read
-//                                                           at each window's maximum:
-//                                                           MaxPoolGrad's gradient in grad
-//   AvgPoolGrad(orig_input_shape, grad)
-//
-// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
-//   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
-//                    is_training) -> (y, batch_mean, batch_variance, reserve_space_1..3)
-//     training: y = scale (x - m) / sqrt(v + epsilon) + offset with m, v the mean and
-//     (biased) variance of x over every dim but the last; batch_mean = (1 - f) mean + f m
-//     and batch_variance = (1 - f) variance + f v n / (n - 1) (f the avg factor, n the count
-//     per channel): the moving averages; reserve_space_1, _2 = m, v; _3 empty. mean and
-//     variance may be empty when f is 1. Inference: mean and variance normalize; they are
-//     passed through.
-//   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
-//     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
-//     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
-//   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
-//                                                           probability 1 - rate and scales
-//                                                           it by 1 / (1 - rate); mask holds
-//                                                           that factor or 0 (rate in [0, 1))
+/// @file
+/// Neural-network ops, with TensorFlow's semantics. The class axis is the last one.
+///   BiasAdd(value, bias; data_format = 'NHWC')  value + bias along value's last dim
+///                                            (value of rank >= 2; NHWC only)
+///   BiasAddGrad(out_backprop)                out_backprop summed over all but its last dim
+///   Softmax(logits), LogSoftmax(logits)      along the last dim (rank >= 1)
+///   SoftmaxCrossEntropyWithLogits(features [b, n], labels [b, n])
+///                                            -> loss [b] = -sum(labels * log_softmax(features)),
+///                                               backprop [b, n] = softmax(features) - labels
+///   SparseSoftmaxCrossEntropyWithLogits(features [b, n], labels [b] int32/int64)
+///                                            the same with one-hot labels; a label outside
+///                                            [0, n) is an error
+///   L2Loss(t)                                sum(t^2) / 2, a scalar
+///
+/// Convolution and pooling, NHWC, with TensorFlow's windows: `strides` and `ksize` are
+/// [1, h, w, 1]; padding 'VALID' keeps the windows inside the input (out = ceil((in - k + 1)
+/// / s)), 'SAME' pads with zeros (-infinity for MaxPool) so that out = ceil(in / s), the
+/// extra row or column at the bottom or right. Conv2D's `dilations` are [1, h, w, 1] too.
+///   Conv2D(input [n, h, w, c], filter [kh, kw, c, k])      -> [n, oh, ow, k]
+///   Conv2DBackpropInput(input_sizes, filter, out_backprop)  the gradient in the input
+///   Conv2DBackpropFilter(input, filter_sizes, out_backprop) the gradient in the filter
+///   MaxPool(input), AvgPool(value)                          AvgPool averages the window's
+///                                                           elements inside the input only
+///   MaxPoolGrad(orig_input, orig_output, grad)              each window's gradient to its
+///                                                           maximum (the first, at a tie)
+///   MaxPoolGradGrad(orig_input, orig_output, grad)          grad (orig_input's shape) read
+///                                                           at each window's maximum:
+///                                                           MaxPoolGrad's gradient in grad
+///   AvgPoolGrad(orig_input_shape, grad)
+///
+/// Batch normalization, TensorFlow's fused ops (channels last; weft also takes ranks 2 to 5):
+///   FusedBatchNormV3(x, scale, offset, mean, variance; epsilon, exponential_avg_factor,
+///                    is_training) -> (y, batch_mean, batch_variance, reserve_space_1..3)
+///     training: y = scale (x - m) / sqrt(v + epsilon) + offset with m, v the mean and
+///     (biased) variance of x over every dim but the last; batch_mean = (1 - f) mean + f m
+///     and batch_variance = (1 - f) variance + f v n / (n - 1) (f the avg factor, n the count
+///     per channel): the moving averages; reserve_space_1, _2 = m, v; _3 empty. mean and
+///     variance may be empty when f is 1. Inference: mean and variance normalize; they are
+///     passed through.
+///   FusedBatchNormGradV3(y_backprop, x, scale, reserve_space_1..3; epsilon, is_training)
+///     -> (x_backprop, scale_backprop, offset_backprop, reserve_space_4, reserve_space_5)
+///     T and U are float32 or float64 (U = T; TensorFlow's half types are not taken yet).
+///   Dropout(x, rate; seed, seed2) -> (output, mask)         keeps each element with
+///                                                           probability 1 - rate and scales
+///                                                           it by 1 / (1 - rate); mask holds
+///                                                           that factor or 0 (rate in [0, 1))
 #pragma once
 
 #include <algorithm>
@@ -60,23 +61,23 @@
 
 namespace weft::ops {
 
-// The windows of a convolution or pooling op along one spatial dim.
+/// The windows of a convolution or pooling op along one spatial dim.
 struct window_dim {
-  std::int64_t out = -1;  // the output size (-1: unknown, the input's is)
-  std::int64_t pad = 0;   // zero rows or columns before the input (SAME)
+  std::int64_t out = -1;  ///< the output size (-1: unknown, the input's is)
+  std::int64_t pad = 0;   ///< zero rows or columns before the input (SAME)
 };
-// TensorFlow's output size of a window op along one dim of size `in` >= 0, for a window of
-// extent (k - 1) * dilation + 1: ceil(in / stride) with SAME padding, ceil((in - extent + 1)
-// / stride) with VALID, -1 when a VALID window does not fit. The shape function (through
-// window_of) and the static shape rules below both compute it here.
+/// TensorFlow's output size of a window op along one dim of size `in` >= 0, for a window of
+/// extent (k - 1) * dilation + 1: ceil(in / stride) with SAME padding, ceil((in - extent + 1)
+/// / stride) with VALID, -1 when a VALID window does not fit. The shape function (through
+/// window_of) and the static shape rules below both compute it here.
 constexpr std::int64_t window_out(std::int64_t in, std::int64_t extent, std::int64_t stride, bool same) {
   if (same) return in / stride + (in % stride != 0);
   return in < extent ? -1 : (in - extent) / stride + 1;
 }
 
-// The window of one spatial dim, with its padding. Nullopt when a VALID window does not fit
-// in the input. The extent and in + extent must fit in int64 (an error otherwise), so that
-// no window offset a kernel computes overflows.
+/// The window of one spatial dim, with its padding. Nullopt when a VALID window does not fit
+/// in the input. The extent and in + extent must fit in int64 (an error otherwise), so that
+/// no window offset a kernel computes overflows.
 inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation,
                                            bool same) {
   const std::int64_t extent = checked_add(checked_mul(k - 1, dilation, "the window's extent"), 1, "the window's extent");
@@ -88,40 +89,40 @@ inline std::optional<window_dim> window_of(std::int64_t in, std::int64_t k, std:
   return window_dim{out, std::max<std::int64_t>(0, (out - 1) * stride + extent - in) / 2};
 }
 
-// Static shape rules (framework/static_rule.hpp) of the convolutions, pools and losses.
+/// Static shape rules (framework/static_rule.hpp) of the convolutions, pools and losses.
 namespace static_rules {
-// One spatial dim of a window op's output: unknown when the input's is, or when a VALID
-// window's size is (SAME padding does not depend on it).
+/// One spatial dim of a window op's output: unknown when the input's is, or when a VALID
+/// window's size is (SAME padding does not depend on it).
 constexpr std::int64_t window(std::int64_t in, std::int64_t k, std::int64_t stride, std::int64_t dilation, bool same) {
   if (in < 0 || (k < 0 && !same)) return unknown;
   return window_out(in, k < 0 ? 1 : (k - 1) * dilation + 1, stride, same);
 }
-// Conv2D: input [n, h, w, c], filter [kh, kw, c, k] -> [n, oh, ow, k].
+/// Conv2D: input [n, h, w, c], filter [kh, kw, c, k] -> [n, oh, ow, k].
 constexpr dims<4> conv2d(const auto& x, const auto& f, const dims<2>& strides, const dims<2>& dilations, bool same) {
   return {dim_or(x, 0), window(dim_or(x, 1), dim_or(f, 0), strides[0], dilations[0], same),
           window(dim_or(x, 2), dim_or(f, 1), strides[1], dilations[1], same), dim_or(f, 3)};
 }
-// MaxPool, AvgPool: input [n, h, w, c] -> [n, oh, ow, c].
+/// MaxPool, AvgPool: input [n, h, w, c] -> [n, oh, ow, c].
 constexpr dims<4> pool(const auto& x, const dims<2>& ksize, const dims<2>& strides, bool same) {
   return {dim_or(x, 0), window(dim_or(x, 1), ksize[0], strides[0], 1, same),
           window(dim_or(x, 2), ksize[1], strides[1], 1, same), dim_or(x, 3)};
 }
-// SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits: logits [b, n] and
-// labels [b, n] or [b] -> loss [b].
+/// SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits: logits [b, n] and
+/// labels [b, n] or [b] -> loss [b].
 constexpr dims<1> cross_entropy(const auto& logits, const auto& labels) {
   return {agreed(dim_or(logits, 0), dim_or(labels, 0))};
 }
 }  // namespace static_rules
 
-// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
-// and dilations (convolution), and whether padding is SAME.
+/// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
+/// and dilations (convolution), and whether padding is SAME.
 struct window_attrs {
   std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   bool same = false;
 };
 
 namespace detail {
-// Fails unless dims a and b (either unknown: -1) agree; returns the known one.
+/// Fails unless dims a and b (either unknown: -1) agree; returns the known one.
 inline std::int64_t merge_dim(shape_context& c, std::int64_t a, std::int64_t b, const char* what) {
   if (a >= 0 && b >= 0 && a != b) c.fail(what, " differ (", a, " vs ", b, ")");
   return a >= 0 ? a : b;
@@ -130,7 +131,7 @@ inline void require_nhwc(shape_context& c) {
   if (c.attr<std::string>("data_format") != "NHWC")
     c.fail("data_format '", c.attr<std::string>("data_format"), "' is not supported; weft's CPU kernels take NHWC");
 }
-// The [1, h, w, 1] list attr `name`, h and w at least 1.
+/// The [1, h, w, 1] list attr `name`, h and w at least 1.
 inline std::pair<std::int64_t, std::int64_t> spatial_pair(shape_context& c, const char* name) {
   const auto& v = c.attr<std::vector<std::int64_t>>(name);
   if (v.size() != 4 || v[0] != 1 || v[3] != 1 || v[1] < 1 || v[2] < 1)
@@ -158,7 +159,7 @@ inline window_attrs pool_window(shape_context& c) {
   w.same = same_padding(c);
   return w;
 }
-// [n, oh, ow, depth] for input `in` (rank 4) and a kh x kw window (-1: unknown).
+/// [n, oh, ow, depth] for input `in` (rank 4) and a kh x kw window (-1: unknown).
 inline partial_shape windowed(shape_context& c, const partial_shape& in, const window_attrs& w, std::int64_t kh,
                               std::int64_t kw, std::int64_t depth) {
   std::int64_t out[2] = {-1, -1};
@@ -173,7 +174,7 @@ inline partial_shape windowed(shape_context& c, const partial_shape& in, const w
   }
   return partial_shape{in[0], out[0], out[1], depth};
 }
-// Output shape from the constant 4-vector input i (an input's or filter's shape).
+/// Output shape from the constant 4-vector input i (an input's or filter's shape).
 inline void sizes_output(shape_context& c, int i, const char* what) {
   require_rank(c, i, 1, what);
   if (c.input(i).rank_known() && c.input(i)[0] >= 0 && c.input(i)[0] != 4)
@@ -186,9 +187,9 @@ inline void sizes_output(shape_context& c, int i, const char* what) {
     c.set_output(0, partial_shape::unknown_of_rank(4));
   }
 }
-// FusedBatchNormV3 (forward) or FusedBatchNormGradV3: x channels last, rank 2 to 5;
-// the per-channel vectors of length C (the forward's mean and variance may be empty in
-// training with an avg factor of 1).
+/// FusedBatchNormV3 (forward) or FusedBatchNormGradV3: x channels last, rank 2 to 5;
+/// the per-channel vectors of length C (the forward's mean and variance may be empty in
+/// training with an avg factor of 1).
 inline void batch_norm_shapes(shape_context& c, bool forward) {
   detail::require_nhwc(c);
   if (c.attr<dtype>("U") != c.attr<dtype>("T"))
@@ -489,12 +490,12 @@ inline std::vector<op_def> nn_op_defs() {
   return defs;
 }
 
-// Adds the NN ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
@@ -505,7 +506,7 @@ struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats t
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
 };
 
-// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
+/// The gradient of softmax at y = softmax(x) for output gradient d: (d - sum(d y)) y.
 template <class V>
 V softmax_backward(const V& d, const V& y) {
   return (d - reduce_sum_keep(d * y, -1)) * y;
@@ -519,11 +520,11 @@ struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
   template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
 };
 
-// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
-// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
-// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
-// As in TensorFlow, the features' gradient through the loss assumes that each row of
-// labels sums to 1 (a distribution), which makes it softmax - labels.
+/// (Sparse)SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop). Through the
+/// loss: the features get dloss * backprop and dense labels dloss * -log_softmax(features);
+/// through backprop = softmax(features) - labels, softmax's gradient and minus the labels'.
+/// As in TensorFlow, the features' gradient through the loss assumes that each row of
+/// labels sums to 1 (a distribution), which makes it softmax - labels.
 template <bool Dense>
 struct softmax_cross_entropy_rule {
   template <class V>
@@ -549,9 +550,9 @@ struct l2_loss_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
 };
 
-// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
-// ops are the same product with another operand left out, so each of the three ops'
-// gradients is one of the others.
+/// Convolution and pooling. Conv2D is bilinear in input and filter, and its two gradient
+/// ops are the same product with another operand left out, so each of the three ops'
+/// gradients is one of the others.
 struct conv2d_rule {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -583,9 +584,9 @@ struct max_pool_rule {
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
 
-// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
-// round); both are piecewise constant in orig_input and orig_output (no gradient there,
-// as in TensorFlow).
+/// MaxPoolGrad is linear in its grad and MaxPoolGradGrad is its adjoint (and the other way
+/// round); both are piecewise constant in orig_input and orig_output (no gradient there,
+/// as in TensorFlow).
 template <bool Second>
 struct max_pool_grad_rule {
   template <class V>
@@ -612,9 +613,9 @@ struct dropout_rule {  // output = x * mask; the mask does not depend on x
   }
 };
 
-// FusedBatchNormV3: x, scale and offset get FusedBatchNormGradV3's three results (from the
-// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
-// and variance inputs get none.
+/// FusedBatchNormV3: x, scale and offset get FusedBatchNormGradV3's three results (from the
+/// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
+/// and variance inputs get none.
 struct fused_batch_norm_rule {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -631,8 +632,8 @@ struct fused_batch_norm_rule {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAdd, nn, gradients::bias_add_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BiasAddGrad, nn, gradients::bias_add_grad_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Softmax, nn, gradients::softmax_rule)

@@ -1,13 +1,14 @@
-// Decoders of the records readers give (TensorFlow's parsing ops):
-//   DecodeRaw(bytes: string; out_type, little_endian) -> output   each string's bytes as
-//       elements of out_type: output has bytes' dims and one more, the element count, the
-//       same for every string (an MNIST image record: [784] uint8)
-//   DecodeCSV(records: string, record_defaults...; OUT_TYPE, field_delim, use_quote_delim,
-//       na_value) -> output...   each record's fields, one output per column, of records'
-//       shape: int32, int64, float32, float64 or string; a column's default (a tensor of
-//       one value, or of none: the field is required) stands in for an empty field or one
-//       equal to na_value; fields may be quoted ("a,b" and "say ""hi""") unless
-//       use_quote_delim is false
+/// @file
+/// Decoders of the records readers give (TensorFlow's parsing ops):
+///   DecodeRaw(bytes: string; out_type, little_endian) -> output   each string's bytes as
+///       elements of out_type: output has bytes' dims and one more, the element count, the
+///       same for every string (an MNIST image record: [784] uint8)
+///   DecodeCSV(records: string, record_defaults...; OUT_TYPE, field_delim, use_quote_delim,
+///       na_value) -> output...   each record's fields, one output per column, of records'
+///       shape: int32, int64, float32, float64 or string; a column's default (a tensor of
+///       one value, or of none: the field is required) stands in for an empty field or one
+///       equal to na_value; fields may be quoted ("a,b" and "say ""hi""") unless
+///       use_quote_delim is false
 #pragma once
 
 #include <string>
@@ -62,10 +63,10 @@ inline std::vector<op_def> parsing_op_defs() {
   return defs;
 }
 
-// Adds the parsing ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the parsing ops to the global registry, once; registering the family's kernels calls it.
 inline void register_parsing_ops() { op_registry::global().add_family("parsing", parsing_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(DecodeRaw, parsing)
 WEFT_DETAIL_OP_TYPE(DecodeCSV, parsing)
 // The whole family (its kernels for every dtype, on each device type).

@@ -1,9 +1,10 @@
-// Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
-// either set, the sequence of values a node produces over successive runs is
-// reproducible (the node keeps a counter, like TensorFlow's per-kernel generator).
-//   RandomUniform:        [0, 1)
-//   RandomStandardNormal: mean 0, stddev 1
-//   TruncatedNormal:      normal, redrawn until within two standard deviations
+/// @file
+/// Seeded random ops. With seed = seed2 = 0 the stream is seeded from the system; with
+/// either set, the sequence of values a node produces over successive runs is
+/// reproducible (the node keeps a counter, like TensorFlow's per-kernel generator).
+///   RandomUniform:        [0, 1)
+///   RandomStandardNormal: mean 0, stddev 1
+///   TruncatedNormal:      normal, redrawn until within two standard deviations
 #pragma once
 
 #include <vector>
@@ -30,11 +31,11 @@ inline std::vector<op_def> random_op_defs() {
   return defs;
 }
 
-// Adds the random ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the random ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_random_ops() { op_registry::global().add_family("random", random_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(RandomUniform, random)
 WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random)
 WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)

@@ -1,20 +1,21 @@
-// Reductions over any set of axes (negative axes count from the end; an empty set is the
-// identity). keep_dims keeps each reduced axis with size 1.
-//   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
-//   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
-//   Cumsum, Cumprod(x, axis; exclusive = false, reverse = false): running sums (products)
-//   along `axis`, of x's shape; exclusive leaves out each element itself (the first is the
-//   identity), reverse runs from the end.
-//   UnsortedSegmentSum(data, segment_ids, num_segments): output[i, ...] is the sum of the
-//   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
-//   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
-//   error, where TensorFlow drops negative ids).
-//   ScatterNd(indices, updates, shape): zeros of `shape` plus each update added at its
-//   index tuple (indices [..., K], as GatherNd's: an array op); a slice indexed twice gets
-//   the sum of its updates.
-//   TensorScatterAdd(tensor, indices, updates): the same added into `tensor`.
-//   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
-//   gradients (below).
+/// @file
+/// Reductions over any set of axes (negative axes count from the end; an empty set is the
+/// identity). keep_dims keeps each reduced axis with size 1.
+///   Sum, Mean, Max, Min, Prod(input, reduction_indices; keep_dims = false)
+///   ArgMax, ArgMin(input, dimension; output_type = int64): index of the first extremum.
+///   Cumsum, Cumprod(x, axis; exclusive = false, reverse = false): running sums (products)
+///   along `axis`, of x's shape; exclusive leaves out each element itself (the first is the
+///   identity), reverse runs from the end.
+///   UnsortedSegmentSum(data, segment_ids, num_segments): output[i, ...] is the sum of the
+///   data[j..., ...] with segment_ids[j...] == i; shape [num_segments] + the dims of data
+///   after those of segment_ids (TensorFlow's op; an id outside [0, num_segments) is an
+///   error, where TensorFlow drops negative ids).
+///   ScatterNd(indices, updates, shape): zeros of `shape` plus each update added at its
+///   index tuple (indices [..., K], as GatherNd's: an array op); a slice indexed twice gets
+///   the sum of its updates.
+///   TensorScatterAdd(tensor, indices, updates): the same added into `tensor`.
+///   SumToShape, BroadcastTo, ReducedShape: the helpers of reductions' and broadcasts'
+///   gradients (below).
 #pragma once
 
 #include <vector>
@@ -27,10 +28,10 @@
 
 namespace weft::ops {
 
-// Static shape rules (framework/static_rule.hpp).
+/// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
-// Whether a reduction over `axes` (every axis when there are none; negative ones count from
-// the end) reduces dim d of a rank `rank` input.
+/// Whether a reduction over `axes` (every axis when there are none; negative ones count from
+/// the end) reduces dim d of a rank `rank` input.
 template <std::size_t N>
 constexpr bool reduces(const dims<N>& axes, std::int64_t rank, std::int64_t d) {
   if (N == 0) return true;
@@ -38,8 +39,8 @@ constexpr bool reduces(const dims<N>& axes, std::int64_t rank, std::int64_t d) {
     if (normalized_axis(a, rank) == d) return true;
   return false;
 }
-// Sum, Mean, Prod, Max, Min over Axes: the reduced dims dropped, or kept with size 1; ArgMax
-// and ArgMin over one axis, dropped.
+/// Sum, Mean, Prod, Max, Min over Axes: the reduced dims dropped, or kept with size 1; ArgMax
+/// and ArgMin over one axis, dropped.
 template <auto X, auto Axes, bool KeepDims>
 constexpr auto reduce() {
   constexpr auto rank = static_cast<std::int64_t>(X.size());
@@ -217,13 +218,13 @@ inline std::vector<op_def> reduction_op_defs() {
   return defs;
 }
 
-// Adds the reduction ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the reduction ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_reduction_ops() { op_registry::global().add_family("reduction", reduction_op_defs); }
 
 }  // namespace weft::ops
 
-// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
 namespace weft::gradients {
 
 struct sum_grad {  // the gradient, broadcast back over the reduced axes
@@ -261,11 +262,11 @@ struct max_min_grad {  // the gradient shared equally by the elements equal to t
   }
 };
 
-// Prod: each element gets d times the product of the others in its reduction group,
-// computed without dividing (so zeros are exact) as exclusive running products from both
-// ends along the first reduced axis, times the same for the rest of the axes applied to
-// the product along the first (TensorFlow's rule flattens the axes with a transpose
-// instead). The axes must be constants.
+/// Prod: each element gets d times the product of the others in its reduction group,
+/// computed without dividing (so zeros are exact) as exclusive running products from both
+/// ends along the first reduced axis, times the same for the rest of the axes applied to
+/// the product along the first (TensorFlow's rule flattens the axes with a transpose
+/// instead). The axes must be constants.
 struct prod_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -294,8 +295,8 @@ struct cumsum_grad {  // the running sum the other way
   }
 };
 
-// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
-// it is not defined where x has a zero (Prod's rule above is).
+/// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
+/// it is not defined where x has a zero (Prod's rule above is).
 struct cumprod_grad {
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -323,8 +324,8 @@ struct tensor_scatter_add_grad {
 
 namespace weft::ops {
 
-// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
-// rule where it has one.
+/// The ops of this family as C++ types (framework/kernel_for.hpp), each with its gradient
+/// rule where it has one.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sum, reduction, gradients::sum_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Mean, reduction, gradients::mean_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Prod, reduction, gradients::prod_grad)

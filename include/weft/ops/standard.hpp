@@ -1,7 +1,8 @@
-// Every standard op family, and register_standard_ops() to add them all to the registry,
-// for programs that build graphs by op name without registering kernel families (to dump
-// or validate them, say; <weft/kernels/cpu/all.hpp> calls it); standard_ops() and
-// standard_op_family(), every standard op's family from the families' op types.
+/// @file
+/// Every standard op family, and register_standard_ops() to add them all to the registry,
+/// for programs that build graphs by op name without registering kernel families (to dump
+/// or validate them, say; <weft/kernels/cpu/all.hpp> calls it); standard_ops() and
+/// standard_op_family(), every standard op's family from the families' op types.
 #pragma once
 
 #include <string_view>
@@ -25,8 +26,8 @@
 
 namespace weft::ops {
 
-// The standard families that have op types (the control-flow ops are run by the executor
-// and have none).
+/// The standard families that have op types (the control-flow ops are run by the executor
+/// and have none).
 using standard_families = type_list<families::core, families::array, families::math, families::reduction,
                                     families::matrix, families::random, families::state, families::nn,
                                     families::training, families::io, families::data_flow,
@@ -37,8 +38,8 @@ inline void register_standard_ops() {
   register_control_flow_ops();
 }
 
-// Every standard op outside the core with its family: the op types of each family (so that
-// an op is named in one place, its family's header) and the control-flow ops.
+/// Every standard op outside the core with its family: the op types of each family (so that
+/// an op is named in one place, its family's header) and the control-flow ops.
 inline const std::vector<standard_op>& standard_ops() {
   static const std::vector<standard_op> all = [] {
     std::vector<standard_op> out;
@@ -54,7 +55,7 @@ inline const std::vector<standard_op>& standard_ops() {
   return all;
 }
 
-// The family of the standard op `name`, or an empty view when weft has no such op.
+/// The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {
   for (const auto& op : standard_ops())
     if (op.name == name) return op.family;

@@ -1,13 +1,14 @@
-// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
-// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
-// and that other consumers read as the variable's value when they run.
-//   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
-//   Assign(ref, value; validate_shape = true)  ref := value
-//   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
-// Tensors kept for one step, which the gradient of a while loop uses (graph/gradients.hpp):
-//   AccumulatorPush(key, value; accumulator) -> key   stores value under (accumulator, key),
-//                                   key an int64 vector (the iteration path); passes key on
-//   AccumulatorPop(key; accumulator, dtype, shape)  takes the value stored under (accumulator, key)
+/// @file
+/// Variables (whitepaper §2): a Variable node names a persistent tensor held in a
+/// resource container; it outputs a reference that Assign, AssignAdd and AssignSub update
+/// and that other consumers read as the variable's value when they run.
+///   Variable(; shape, dtype, container = '', shared_name = '')  shared_name defaults to the node name
+///   Assign(ref, value; validate_shape = true)  ref := value
+///   AssignAdd(ref, value), AssignSub(ref, value)  ref := ref +/- value (same shape)
+/// Tensors kept for one step, which the gradient of a while loop uses (graph/gradients.hpp):
+///   AccumulatorPush(key, value; accumulator) -> key   stores value under (accumulator, key),
+///                                   key an int64 vector (the iteration path); passes key on
+///   AccumulatorPop(key; accumulator, dtype, shape)  takes the value stored under (accumulator, key)
 #pragma once
 
 #include <vector>
@@ -96,11 +97,11 @@ inline std::vector<op_def> state_op_defs() {
   return defs;
 }
 
-// Adds the state ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the state ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_state_ops() { op_registry::global().add_family("state", state_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(Variable, state)
 WEFT_DETAIL_OP_TYPE(Assign, state)
 WEFT_DETAIL_OP_TYPE(AssignAdd, state)

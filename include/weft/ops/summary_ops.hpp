@@ -1,21 +1,22 @@
-// Summary ops (TensorFlow's, for TensorBoard): each outputs a string scalar, a serialized
-// Summary message (runtime/summary_proto.hpp), which a summary_writer (tools/summary.hpp)
-// writes to an event file with `summary(value, step)`:
-//   ScalarSummary(tags: string, values: T) -> summary     one simple_value per element,
-//       tags and values of the same shape
-//   HistogramSummary(tag: string, values: T) -> summary   values (any shape) in TensorFlow's
-//       default buckets; a NaN or infinite value is an error naming the node
-//   ImageSummary(tag: string, tensor: T; max_images >= 1 = 3, bad_color) -> summary
-//       tensor [batch, height, width, channels], channels 1, 3 or 4: the first max_images
-//       images as PNG; uint8 as they are, float16/32/64 scaled to [0, 255] (by 255 / max
-//       when nothing is negative, else by 127 / max |x| around 128), pixels that are not
-//       finite in bad_color (a uint8 vector, opaque red by default)
-//   TensorSummaryV2(tag: string, tensor: T, serialized_summary_metadata: string) -> summary
-//       the tensor itself (a TensorProto), with the plugin metadata given
-//   MergeSummary(inputs: N * string) -> summary     the values of every input Summary (of
-//       any shape) in one; a tag found twice is an error
-// All are stateless; ScalarSummary, HistogramSummary and TensorSummaryV2 take every real
-// number dtype (TensorSummaryV2 also strings and bool).
+/// @file
+/// Summary ops (TensorFlow's, for TensorBoard): each outputs a string scalar, a serialized
+/// Summary message (runtime/summary_proto.hpp), which a summary_writer (tools/summary.hpp)
+/// writes to an event file with `summary(value, step)`:
+///   ScalarSummary(tags: string, values: T) -> summary     one simple_value per element,
+///       tags and values of the same shape
+///   HistogramSummary(tag: string, values: T) -> summary   values (any shape) in TensorFlow's
+///       default buckets; a NaN or infinite value is an error naming the node
+///   ImageSummary(tag: string, tensor: T; max_images >= 1 = 3, bad_color) -> summary
+///       tensor [batch, height, width, channels], channels 1, 3 or 4: the first max_images
+///       images as PNG; uint8 as they are, float16/32/64 scaled to [0, 255] (by 255 / max
+///       when nothing is negative, else by 127 / max |x| around 128), pixels that are not
+///       finite in bad_color (a uint8 vector, opaque red by default)
+///   TensorSummaryV2(tag: string, tensor: T, serialized_summary_metadata: string) -> summary
+///       the tensor itself (a TensorProto), with the plugin metadata given
+///   MergeSummary(inputs: N * string) -> summary     the values of every input Summary (of
+///       any shape) in one; a tag found twice is an error
+/// All are stateless; ScalarSummary, HistogramSummary and TensorSummaryV2 take every real
+/// number dtype (TensorSummaryV2 also strings and bool).
 #pragma once
 
 #include <string>
@@ -116,10 +117,10 @@ inline std::vector<op_def> summary_op_defs() {
   return defs;
 }
 
-// Adds the summary ops to the global registry, once; registering the family's kernels calls it.
+/// Adds the summary ops to the global registry, once; registering the family's kernels calls it.
 inline void register_summary_ops() { op_registry::global().add_family("summary", summary_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(ScalarSummary, summary)
 WEFT_DETAIL_OP_TYPE(HistogramSummary, summary)
 WEFT_DETAIL_OP_TYPE(ImageSummary, summary)

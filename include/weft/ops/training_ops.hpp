@@ -1,18 +1,19 @@
-// Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
-// variables, in place from a gradient, and outputs the variable's reference. Hyper-
-// parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
-//   ApplyGradientDescent(var, alpha, delta)               var -= alpha * delta
-//   ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov = false)
-//       accum = momentum * accum + grad
-//       var  -= lr * accum                     (Nesterov: lr * (grad + momentum * accum))
-//   ApplyAdagrad(var, accum, lr, grad)        accum += grad^2; var -= lr * grad / sqrt(accum)
-//   ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)
-//       ms  = rho * ms + (1 - rho) * grad^2
-//       mom = momentum * mom + lr * grad / sqrt(ms + epsilon);  var -= mom
-//   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad; use_nesterov = false)
-//       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
-//       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
-//                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
+/// @file
+/// Optimizer update ops (TensorFlow's Apply*): each updates a variable, and its slot
+/// variables, in place from a gradient, and outputs the variable's reference. Hyper-
+/// parameters are scalar tensors of the variable's dtype, so they can be fed or decayed.
+///   ApplyGradientDescent(var, alpha, delta)               var -= alpha * delta
+///   ApplyMomentum(var, accum, lr, grad, momentum; use_nesterov = false)
+///       accum = momentum * accum + grad
+///       var  -= lr * accum                     (Nesterov: lr * (grad + momentum * accum))
+///   ApplyAdagrad(var, accum, lr, grad)        accum += grad^2; var -= lr * grad / sqrt(accum)
+///   ApplyRMSProp(var, ms, mom, lr, rho, momentum, epsilon, grad)
+///       ms  = rho * ms + (1 - rho) * grad^2
+///       mom = momentum * mom + lr * grad / sqrt(ms + epsilon);  var -= mom
+///   ApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad; use_nesterov = false)
+///       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
+///       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
+///                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
 #pragma once
 
 #include <initializer_list>
@@ -66,11 +67,11 @@ inline std::vector<op_def> training_op_defs() {
   return defs;
 }
 
-// Adds the training ops to the global registry, once; registering the family's kernels
-// calls it.
+/// Adds the training ops to the global registry, once; registering the family's kernels
+/// calls it.
 inline void register_training_ops() { op_registry::global().add_family("training", training_op_defs); }
 
-// The ops of this family as C++ types (framework/kernel_for.hpp).
+/// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(ApplyGradientDescent, training)
 WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)

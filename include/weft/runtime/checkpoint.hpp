@@ -1,15 +1,16 @@
-// Checkpoints: saver saves a session's variables to "<prefix>-<step>.ckpt" (the format of
-// runtime/checkpoint_file.hpp) with a Save op, keeps the last N, and restores them with a
-// Restore op whose outputs the variables' Assign nodes read, so the file is read and
-// checked against each variable's name, dtype and shape before any variable changes, and
-// a bad file changes none.
-//
-// A saver asks for their kernels through kernel_for (framework/kernel_for.hpp) where it is
-// constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
-// <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
-//
-// The Save and Restore ops (kernels/cpu/io.hpp) take the file name as a string scalar, as
-// TensorFlow's SaveV2 and RestoreV2 do.
+/// @file
+/// Checkpoints: saver saves a session's variables to "<prefix>-<step>.ckpt" (the format of
+/// runtime/checkpoint_file.hpp) with a Save op, keeps the last N, and restores them with a
+/// Restore op whose outputs the variables' Assign nodes read, so the file is read and
+/// checked against each variable's name, dtype and shape before any variable changes, and
+/// a bad file changes none.
+///
+/// A saver asks for their kernels through kernel_for (framework/kernel_for.hpp) where it is
+/// constructed: the CPU kernels' specialization is in kernels/cpu/io.hpp, which
+/// <weft/weft.hpp> includes; a program that constructs no saver compiles no checkpoint code.
+///
+/// The Save and Restore ops (kernels/cpu/io.hpp) take the file name as a string scalar, as
+/// TensorFlow's SaveV2 and RestoreV2 do.
 #pragma once
 
 #include <algorithm>
@@ -31,7 +32,7 @@
 
 namespace weft {
 
-// The outputs of every Variable node of `g`.
+/// The outputs of every Variable node of `g`.
 inline std::vector<output> variables_of(const graph& g) {
   std::vector<output> vars;
   for (int id = 0; id < g.size(); ++id)
@@ -40,12 +41,12 @@ inline std::vector<output> variables_of(const graph& g) {
 }
 
 struct saver_options {
-  int keep = 5;  // checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
+  int keep = 5;  ///< checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
 };
 
-// Saves and restores variables of a graph by their node names. Construct it before the
-// session: it adds to the graph a Save node reading the variables, a Restore node, an
-// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
+/// Saves and restores variables of a graph by their node names. Construct it before the
+/// session: it adds to the graph a Save node reading the variables, a Restore node, an
+/// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
   // A template only so that the Save and Restore kernels it asks for (kernel_for, one
@@ -77,9 +78,9 @@ class saver {
     restore_ = g.op("NoOp", {}, {}, node_options("save/restore_all").after(assigns)).name();
   }
 
-  // Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
-  // node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
-  // written.
+  /// Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
+  /// node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
+  /// written.
   std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
     const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
     if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
@@ -96,15 +97,15 @@ class saver {
     return file;
   }
 
-  // Reads and checks `file`, then assigns every variable, in one step. A file that is
-  // corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
-  // Restore node before any Assign runs: an error that changes no variable. Tensors of the
-  // file that are not among the variables are ignored.
+  /// Reads and checks `file`, then assigns every variable, in one step. A file that is
+  /// corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
+  /// Restore node before any Assign runs: an error that changes no variable. Tensors of the
+  /// file that are not among the variables are ignored.
   void restore(session& s, const std::filesystem::path& file) const {
     s.run({{filename_, filename_tensor(file)}}, {}, {restore_});
   }
 
-  // The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
+  /// The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
   static std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints(const std::filesystem::path& prefix) {
     std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
     const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
@@ -125,7 +126,7 @@ class saver {
     std::sort(found.begin(), found.end());
     return found;
   }
-  // The newest checkpoint of `prefix`, if any.
+  /// The newest checkpoint of `prefix`, if any.
   static std::optional<std::pair<std::int64_t, std::filesystem::path>> latest(const std::filesystem::path& prefix) {
     auto all = checkpoints(prefix);
     if (all.empty()) return std::nullopt;
@@ -135,7 +136,7 @@ class saver {
  private:
   saver_options options_;
   output filename_;
-  std::string save_, restore_;  // the Save node and the NoOp after the Assigns, by name
+  std::string save_, restore_;  ///< the Save node and the NoOp after the Assigns, by name
 };
 
 }  // namespace weft

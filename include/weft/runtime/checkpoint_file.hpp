@@ -1,19 +1,20 @@
-// The checkpoint file: tensors by name in one file, written atomically, read back only
-// when the whole file checks out (runtime/checkpoint.hpp's saver, and the Save and Restore
-// ops of kernels/cpu/io.hpp, write and read it).
-//
-// File format (version 1; integers little-endian):
-//   "WEFTCKPT", u32 version, u32 count
-//   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
-//                  u64 bytes, u32 CRC-32C of the tensor's bytes
-//   u32 CRC-32C of everything above
-//   the tensors' bytes, at their offsets, back to back to the end of the file; a string
-//   tensor's bytes are its elements in order, each a u64 length and that many bytes
-//
-// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
-// over the target and fsyncs the directory: a crash at any point leaves either the old file
-// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
-// checksum, that the file ends where the index says, and every tensor's checksum.
+/// @file
+/// The checkpoint file: tensors by name in one file, written atomically, read back only
+/// when the whole file checks out (runtime/checkpoint.hpp's saver, and the Save and Restore
+/// ops of kernels/cpu/io.hpp, write and read it).
+///
+/// File format (version 1; integers little-endian):
+///   "WEFTCKPT", u32 version, u32 count
+///   count entries: u32 name length, name, u8 dtype, u8 rank, i64 dims[rank], u64 offset,
+///                  u64 bytes, u32 CRC-32C of the tensor's bytes
+///   u32 CRC-32C of everything above
+///   the tensors' bytes, at their offsets, back to back to the end of the file; a string
+///   tensor's bytes are its elements in order, each a u64 length and that many bytes
+///
+/// write_checkpoint writes to a temporary file in the same directory, fsyncs it, renames it
+/// over the target and fsyncs the directory: a crash at any point leaves either the old file
+/// or the new one, never a mix. read_checkpoint checks the magic, the version, the index's
+/// checksum, that the file ends where the index says, and every tensor's checksum.
 #pragma once
 
 #include <fcntl.h>
@@ -44,7 +45,7 @@ namespace weft {
 namespace detail {
 static_assert(std::endian::native == std::endian::little, "weft's checkpoint format is written little-endian");
 
-// "[2,3]": dims as read from a file, which may not make a valid shape.
+/// "[2,3]": dims as read from a file, which may not make a valid shape.
 inline std::string dims_text(const std::vector<std::int64_t>& dims) {
   std::string s = "[";
   for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
@@ -58,7 +59,7 @@ void put(std::string& out, T v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-// A string tensor's bytes in the file: each element's u64 length and bytes.
+/// A string tensor's bytes in the file: each element's u64 length and bytes.
 inline std::string string_tensor_bytes(const tensor& t) {
   std::string out;
   for (const std::string& e : t.flat<std::string>()) {
@@ -68,8 +69,8 @@ inline std::string string_tensor_bytes(const tensor& t) {
   return out;
 }
 
-// The elements of a string tensor of `n` elements from its bytes in the file, or an error
-// message (which the reader reports with the tensor's name).
+/// The elements of a string tensor of `n` elements from its bytes in the file, or an error
+/// message (which the reader reports with the tensor's name).
 inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
   std::size_t pos = 0;
   for (std::string& e : t.flat<std::string>()) {
@@ -87,13 +88,13 @@ inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
 }
 }  // namespace detail
 
-// A checkpoint's bytes in parts, as written (the format above): the header and index, then
-// the tensors' bytes, which `blobs` views in place (a string tensor's in `strings`). Offsets
-// count from the start of `index`. Names must be distinct and non-empty.
+/// A checkpoint's bytes in parts, as written (the format above): the header and index, then
+/// the tensors' bytes, which `blobs` views in place (a string tensor's in `strings`). Offsets
+/// count from the start of `index`. Names must be distinct and non-empty.
 struct checkpoint_parts {
   std::string index;
   std::vector<std::string_view> blobs;
-  std::vector<std::string> strings;  // the string tensors' bytes, which blobs view
+  std::vector<std::string> strings;  ///< the string tensors' bytes, which blobs view
 
   explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
     index.append(detail::checkpoint_magic, 8);
@@ -124,19 +125,19 @@ struct checkpoint_parts {
     }
     detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
   }
-  checkpoint_parts(const checkpoint_parts&) = delete;  // blobs view strings' own buffers
+  checkpoint_parts(const checkpoint_parts&) = delete;  ///< blobs view strings' own buffers
   checkpoint_parts& operator=(const checkpoint_parts&) = delete;
 };
 
-// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
-// distinct and non-empty.
+/// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
+/// distinct and non-empty.
 inline void write_checkpoint(const std::filesystem::path& path, const std::vector<std::pair<std::string, tensor>>& tensors) {
   const checkpoint_parts parts(tensors);
   detail::write_file_atomically(path, parts.index, parts.blobs, "the checkpoint");
 }
 
-// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
-// whole of it; `name` names the file in errors.
+/// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
+/// whole of it; `name` names the file in errors.
 inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
   std::size_t pos = 0;
@@ -223,12 +224,12 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
   return result;
 }
 
-// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
+/// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
 inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
   return parse_checkpoint(read_file(path, "the checkpoint"), path.string());
 }
 
-// The path held by a string scalar (a file name input).
+/// The path held by a string scalar (a file name input).
 inline std::filesystem::path path_of(const tensor& name) {
   if (name.dtype() != dtype::string || name.rank() != 0)
     fail(error_code::invalid_argument, "filename must be a string scalar, got ", name.dtype(), name.shape());
@@ -237,7 +238,7 @@ inline std::filesystem::path path_of(const tensor& name) {
     fail(error_code::invalid_argument, "filename must be a non-empty path without NUL bytes");
   return s;
 }
-// A path as the string scalar Save and Restore take.
+/// A path as the string scalar Save and Restore take.
 inline tensor filename_tensor(const std::filesystem::path& path) { return tensor::scalar(path.string()); }
 
 }  // namespace weft

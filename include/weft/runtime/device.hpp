@@ -1,11 +1,12 @@
-// Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
-// allocator with counts of the bytes in use and their peak, its own threads, and copies of
-// tensors to and from host memory (framework/device_name.hpp parses and matches names). The runtime
-// knows devices only through this interface; a kernel gets the interface and the context its
-// device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
-// as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
-// device's own intra_op_pool, apart from the inter-op pool the executor schedules nodes on;
-// a kernel's calling thread runs its blocks beside the pool's workers.
+/// @file
+/// Devices. A device has a full name (/job:J/replica:R/task:T/device:TYPE:N), a type, its own
+/// allocator with counts of the bytes in use and their peak, its own threads, and copies of
+/// tensors to and from host memory (framework/device_name.hpp parses and matches names). The runtime
+/// knows devices only through this interface; a kernel gets the interface and the context its
+/// device type needs (kernel_context::cpu(): a device's intra-op threads, as parallel_for and
+/// as an Eigen device). cpu_device is the CPU's: intra-op parallelism goes through the
+/// device's own intra_op_pool, apart from the inter-op pool the executor schedules nodes on;
+/// a kernel's calling thread runs its blocks beside the pool's workers.
 #pragma once
 
 #include <weft/core/eigen_tensor.hpp>
@@ -28,11 +29,11 @@
 
 namespace weft {
 
-// A device's intra-op threads, as CPU kernels use them: parallel_for, on weft's own pool
-// (intra_op_pool.hpp: the calling thread runs blocks beside the workers, which spin between
-// kernels), and an Eigen device for Eigen's tensor expressions in user kernels (its own
-// Eigen pool, made on first use; weft's kernels do not use it). One thread runs work
-// inline, with no pool. Not copyable or movable: the Eigen device points into it.
+/// A device's intra-op threads, as CPU kernels use them: parallel_for, on weft's own pool
+/// (intra_op_pool.hpp: the calling thread runs blocks beside the workers, which spin between
+/// kernels), and an Eigen device for Eigen's tensor expressions in user kernels (its own
+/// Eigen pool, made on first use; weft's kernels do not use it). One thread runs work
+/// inline, with no pool. Not copyable or movable: the Eigen device points into it.
 class cpu_context {
  public:
   explicit cpu_context(int threads) : threads_(std::max(1, threads)), pool_(threads_) {}
@@ -49,16 +50,16 @@ class cpu_context {
     return *eigen_;
   }
 
-  // Counts the calling thread as running a kernel on this device while the scope lives
-  // (intra_op_pool::busy_scope): the executor's threads, so that split kernels leave cores
-  // to the kernels running beside them.
+  /// Counts the calling thread as running a kernel on this device while the scope lives
+  /// (intra_op_pool::busy_scope): the executor's threads, so that split kernels leave cores
+  /// to the kernels running beside them.
   [[nodiscard]] intra_op_pool::busy_scope count_busy() const { return intra_op_pool::busy_scope(pool_); }
 
-  // Runs f(begin, end) over [0, n) in blocks; cost_per_unit is roughly the cycles one unit
-  // takes, and work under about 32,000 cycles runs inline, blocks of at least 16,000 cycles
-  // otherwise, up to four a thread. Returns when every block is done. The first exception a
-  // block throws is rethrown here once every started block has finished (blocks not yet
-  // started are skipped).
+  /// Runs f(begin, end) over [0, n) in blocks; cost_per_unit is roughly the cycles one unit
+  /// takes, and work under about 32,000 cycles runs inline, blocks of at least 16,000 cycles
+  /// otherwise, up to four a thread. Returns when every block is done. The first exception a
+  /// block throws is rethrown here once every started block has finished (blocks not yet
+  /// started are skipped).
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
     if (n <= 0) return;
@@ -88,29 +89,29 @@ class cpu_context {
 class device {
  public:
   virtual ~device() = default;
-  // The full name, and its parts.
+  /// The full name, and its parts.
   virtual const std::string& name() const noexcept = 0;
   virtual const device_name& parsed_name() const noexcept = 0;
-  virtual std::string type() const = 0;  // "CPU", as the kernel registry names device types
-  // Where the buffers of the tensors its kernels make come from (within its memory limit).
+  virtual std::string type() const = 0;  ///< "CPU", as the kernel registry names device types
+  /// Where the buffers of the tensors its kernels make come from (within its memory limit).
   virtual allocator& get_allocator() const noexcept = 0;
-  // Bytes of its memory in use now, and their peak since the last reset_peak(), by every
-  // session that uses the device.
+  /// Bytes of its memory in use now, and their peak since the last reset_peak(), by every
+  /// session that uses the device.
   virtual std::size_t bytes_in_use() const noexcept = 0;
   virtual std::size_t peak_bytes_in_use() const noexcept = 0;
   virtual void reset_peak() const noexcept = 0;
-  // The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
-  // host-side work of other device types' kernels.
+  /// The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
+  /// host-side work of other device types' kernels.
   virtual const cpu_context& cpu() const noexcept = 0;
   int num_threads() const noexcept { return cpu().num_threads(); }
-  // A copy of host tensor `host` in this device's memory, and of `t` (in this device's
-  // memory) in host memory.
+  /// A copy of host tensor `host` in this device's memory, and of `t` (in this device's
+  /// memory) in host memory.
   virtual tensor copy_from_host(const tensor& host) const = 0;
   virtual tensor copy_to_host(const tensor& t) const = 0;
-  // Whether its tensors live apart from host memory (a GPU's): the executor then copies
-  // feeds in and fetches, Sends and Switch predicates out.
+  /// Whether its tensors live apart from host memory (a GPU's): the executor then copies
+  /// feeds in and fetches, Sends and Switch predicates out.
   bool separate_memory() const noexcept { return get_allocator().space() != memory_space::host; }
-  // The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
+  /// The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
   struct speed_figures {
     double flops_per_second = 0;
     double memory_bytes_per_second = 0;
@@ -121,7 +122,7 @@ class device {
 
 class cpu_device final : public device {
  public:
-  // The local CPU device `id` (/job:localhost/replica:0/task:0/device:CPU:<id>) with its own
+  // The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
   // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
   // memory_limit: the most bytes the buffers allocated through this device may hold at once
   // (0: no limit beyond the machine's).
@@ -153,10 +154,10 @@ class cpu_device final : public device {
   memory_limit_ptr limit_;
 };
 
-// Small integer tensors (int32 or int64 of at most 64 elements: shapes, axes, a few
-// indices) stay in host memory on every device, where the kernels that read their values
-// (Reshape's shape, a reduction's axes) find them without waiting for the device, as
-// TensorFlow's HostMemory arguments do; a device kernel that computes on one copies it in.
+/// Small integer tensors (int32 or int64 of at most 64 elements: shapes, axes, a few
+/// indices) stay in host memory on every device, where the kernels that read their values
+/// (Reshape's shape, a reduction's axes) find them without waiting for the device, as
+/// TensorFlow's HostMemory arguments do; a device kernel that computes on one copies it in.
 inline bool stays_in_host_memory(const tensor& t) noexcept {
   return (t.dtype() == dtype::int32 || t.dtype() == dtype::int64) && t.num_elements() <= 64;
 }
@@ -166,18 +167,18 @@ inline int default_thread_count() {
   return n ? static_cast<int>(n) : 1;
 }
 
-// What a session needs to make a device of a type other than the CPU: how many the machine
-// has (with the reason when none), and the device with a given index. The GPU's
-// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
-// GPUs through session_options::device_count. Tests register devices of their own.
+/// What a session needs to make a device of a type other than the CPU: how many the machine
+/// has (with the reason when none), and the device with a given index. The GPU's
+/// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
+/// GPUs through session_options::device_count. Tests register devices of their own.
 struct device_factory {
   struct availability {
     int count = 0;
-    std::string why_none;  // when count is 0: why (no driver, no device)
+    std::string why_none;  ///< when count is 0: why (no driver, no device)
   };
   std::function<availability()> available;
-  // The device with index `index` (0 to count - 1), whose host-side work runs on
-  // `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
+  /// The device with index `index` (0 to count - 1), whose host-side work runs on
+  /// `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
   std::function<std::unique_ptr<device>(int index, int host_threads, std::size_t memory_limit)> create;
 };
 
@@ -189,7 +190,7 @@ class device_factory_registry {
     std::lock_guard lock(mu_);
     return factories_.try_emplace(type, std::move(f)).second;
   }
-  // The factory of `type`, or an error naming the types registered.
+  /// The factory of `type`, or an error naming the types registered.
   device_factory find(const std::string& type) const {
     std::lock_guard lock(mu_);
     auto it = factories_.find(type);

@@ -1,7 +1,8 @@
-// An executable: the pruned graph of one run signature, with a kernel per node and every
-// node's loop frame, input slots and pending counts worked out; immutable and shared by
-// every step that runs it (runtime/executor.hpp). The session builds its nodes and edges;
-// finish_executable completes it.
+/// @file
+/// An executable: the pruned graph of one run signature, with a kernel per node and every
+/// node's loop frame, input slots and pending counts worked out; immutable and shared by
+/// every step that runs it (runtime/executor.hpp). The session builds its nodes and edges;
+/// finish_executable completes it.
 #pragma once
 
 #include <cstdint>
@@ -21,94 +22,94 @@ namespace weft {
 
 struct exec_edge {
   int src_port;
-  int dst;             // exec node
-  int dst_slot;        // input slot, numbered within dst's frame
-  int dst_local = 0;   // dst's index in its frame (set by finish_executable)
+  int dst;             ///< exec node
+  int dst_slot;        ///< input slot, numbered within dst's frame
+  int dst_local = 0;   ///< dst's index in its frame (set by finish_executable)
   bool to_merge = false;
 };
 
-// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
-// control-flow ops are run by the executor itself, every other node by its kernel.
-// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
-// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
-// other partition takes it from there.
+/// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
+/// control-flow ops are run by the executor itself, every other node by its kernel.
+/// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
+/// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
+/// other partition takes it from there.
 struct transfer_info {
-  std::string key;     // the edge: "name:port" or "^name", from device -> to device
-  int edge = -1;       // its number among the edges between the partitions (both ends share it)
+  std::string key;     ///< the edge: "name:port" or "^name", from device -> to device
+  int edge = -1;       ///< its number among the edges between the partitions (both ends share it)
   bool send = false;
   bool control = false;
-  // A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
-  // value's top 16 bits, the Recv fills the low 16 with zeros.
+  /// A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
+  /// value's top 16 bits, the Recv fills the low 16 with zeros.
   bool lossy = false;
 };
 
 struct exec_node {
-  const node* def = nullptr;  // nullptr for a feed node and for a Send or Recv
-  std::shared_ptr<op_kernel> kernel;  // stateful ops share theirs across a session's executables
-  int feed = -1;  // for a feed node: the index of its tensor in the run's feeds
-  int input_start = 0;  // first input slot, numbered within the node's frame
+  const node* def = nullptr;  ///< nullptr for a feed node and for a Send or Recv
+  std::shared_ptr<op_kernel> kernel;  ///< stateful ops share theirs across a session's executables
+  int feed = -1;  ///< for a feed node: the index of its tensor in the run's feeds
+  int input_start = 0;  ///< first input slot, numbered within the node's frame
   int num_inputs = 0;
   int num_outputs = 0;
-  int pending = 0;  // data inputs plus control inputs (a Merge: control inputs only)
+  int pending = 0;  ///< data inputs plus control inputs (a Merge: control inputs only)
   bool cheap = false;
   flow kind = flow::plain;
-  int frame = 0;  // the loop frame the node runs in (0: the root), and
-  int local = 0;  // its index among that frame's nodes
-  int forward_inputs = 0;  // a Merge's data inputs that do not come from a NextIteration
-  int child_frame = -1;    // an Enter's frame
-  bool is_constant = false;  // an Enter's
-  bool runs_on_dead_value = false;  // AccumulatorPush: only its key input's death kills it
-  int device = 0;          // the index of the session device it runs on
-  int exit_index = -1;     // an Exit's index in its frame's exits
-  int transfer = -1;       // a Send or Recv between partitions: its index in executable::transfers
+  int frame = 0;  ///< the loop frame the node runs in (0: the root), and
+  int local = 0;  ///< its index among that frame's nodes
+  int forward_inputs = 0;  ///< a Merge's data inputs that do not come from a NextIteration
+  int child_frame = -1;    ///< an Enter's frame
+  bool is_constant = false;  ///< an Enter's
+  bool runs_on_dead_value = false;  ///< AccumulatorPush: only its key input's death kills it
+  int device = 0;          ///< the index of the session device it runs on
+  int exit_index = -1;     ///< an Exit's index in its frame's exits
+  int transfer = -1;       ///< a Send or Recv between partitions: its index in executable::transfers
   std::vector<bool> input_is_ref;
   std::vector<exec_edge> out_edges;
   std::vector<int> control_out;
-  std::vector<std::pair<int, int>> fetches;  // (port, fetch index)
+  std::vector<std::pair<int, int>> fetches;  ///< (port, fetch index)
 };
 
-// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
-// root); each run of the loop in a step is one instance of it.
+/// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
+/// root); each run of the loop in a step is one instance of it.
 struct frame_info {
   std::string name;
   int parent = -1;
   std::int64_t parallel_iterations = 1;
   int num_nodes = 0;
   int num_slots = 0;
-  std::vector<int> initial_pending;  // by local index
+  std::vector<int> initial_pending;  ///< by local index
   int num_enters = 0;
-  std::vector<int> exits;  // exec ids
+  std::vector<int> exits;  ///< exec ids
 };
 
 struct executable {
   std::shared_ptr<const graph> source;
-  // Values computed once when the executable was built (constant folding): feed nodes
-  // numbered after the run's own feeds read them.
+  /// Values computed once when the executable was built (constant folding): feed nodes
+  /// numbered after the run's own feeds read them.
   std::vector<tensor> constants;
   std::vector<exec_node> nodes;
-  std::vector<output> feeds;  // the outputs the feed nodes stand for: the run's feeds, then the folded ones
+  std::vector<output> feeds;  ///< the outputs the feed nodes stand for: the run's feeds, then the folded ones
   std::vector<frame_info> frames;
   std::vector<int> roots;
   int num_fetches = 0;
-  // Where each node runs, and the simulation that chose it (exec_node::device follows it).
+  /// Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
   std::vector<transfer_info> transfers;
-  int device = -1;  // a partition's device
-  int num_edges = 0;  // a partition's: how many edges cross between the partitions
-  // A partition's own nodes, not the source graph's: the control loop that runs a loop's
-  // iterations on a device where only part of its body runs (runtime/partition.hpp).
+  int device = -1;  ///< a partition's device
+  int num_edges = 0;  ///< a partition's: how many edges cross between the partitions
+  /// A partition's own nodes, not the source graph's: the control loop that runs a loop's
+  /// iterations on a device where only part of its body runs (runtime/partition.hpp).
   std::shared_ptr<const graph> own_nodes;
-  // When the nodes span several devices: one executable per device, each run by a step of
-  // its own (the nodes above are then the unsplit graph, not run).
+  /// When the nodes span several devices: one executable per device, each run by a step of
+  /// its own (the nodes above are then the unsplit graph, not run).
   std::vector<std::shared_ptr<const executable>> partitions;
 };
 
-// Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
-// counted over the whole executable): finds each node's frame (graph/passes/frames.hpp,
-// checked), numbers nodes and slots within their frames, and checks what only an
-// executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
-// fetch from inside a loop). Throws weft::error naming the node.
-// The frame analysis' view of an executable's nodes (graph/passes/frames.hpp).
+/// Completes an executable whose nodes, edges and fetches are set (input_start and dst_slot
+/// counted over the whole executable): finds each node's frame (graph/passes/frames.hpp,
+/// checked), numbers nodes and slots within their frames, and checks what only an
+/// executable has to hold (non-constant Enters and NextIterations feeding Merges only, no
+/// fetch from inside a loop). Throws weft::error naming the node.
+/// The frame analysis' view of an executable's nodes (graph/passes/frames.hpp).
 inline std::vector<passes::frame_node> frame_view(const executable& x) {
   const auto& nodes = x.nodes;
   const auto count = nodes.size();

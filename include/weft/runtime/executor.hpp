@@ -1,26 +1,27 @@
-// The single-device executor (whitepaper §3.1, DESIGN.md §1).
-//
-// An executable is the pruned graph of one run signature with a kernel per node; it is
-// immutable and shared by every step that runs it. A step holds the mutable state: for
-// each node a count of unfinished inputs, and an input slot per data input that its
-// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
-// on the thread that made them ready. Large ones, whose kernels split across all of a
-// device's intra-op threads, run one at a time (classify()). Others go to the inter-op pool
-// (all but one, which the current thread keeps), where the thread that called run() takes
-// them too while it waits for the step to end. Async kernels get a done callback and hold
-// no thread.
-//
-// Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
-// frame, found when the executable is built (the root frame, or the frame an Enter leads
-// into). A step keeps a frame instance per run of a loop and, in it, an iteration state
-// (slots and counts) per iteration in flight, at most parallel_iterations of them; the
-// root frame has one iteration. Every value carries a dead bit: a node with a dead input
-// does not run and its outputs are dead, a Switch kills its untaken output, a Merge takes
-// its first live input. The executor runs the control-flow ops itself.
-//
-// A kernel error or a cancellation aborts the step: no further node starts, waiting async
-// kernels are cancelled, buffers are released with the step, and run() reports the first
-// error with the node, op, dtypes and shapes.
+/// @file
+/// The single-device executor (whitepaper §3.1, DESIGN.md §1).
+///
+/// An executable is the pruned graph of one run signature with a kernel per node; it is
+/// immutable and shared by every step that runs it. A step holds the mutable state: for
+/// each node a count of unfinished inputs, and an input slot per data input that its
+/// producer fills. A node whose count reaches zero is ready. Cheap ready nodes run inline
+/// on the thread that made them ready. Large ones, whose kernels split across all of a
+/// device's intra-op threads, run one at a time (classify()). Others go to the inter-op pool
+/// (all but one, which the current thread keeps), where the thread that called run() takes
+/// them too while it waits for the step to end. Async kernels get a done callback and hold
+/// no thread.
+///
+/// Control flow (whitepaper §4.4, ops/control_flow_ops.hpp): every node belongs to a loop
+/// frame, found when the executable is built (the root frame, or the frame an Enter leads
+/// into). A step keeps a frame instance per run of a loop and, in it, an iteration state
+/// (slots and counts) per iteration in flight, at most parallel_iterations of them; the
+/// root frame has one iteration. Every value carries a dead bit: a node with a dead input
+/// does not run and its outputs are dead, a Switch kills its untaken output, a Merge takes
+/// its first live input. The executor runs the control-flow ops itself.
+///
+/// A kernel error or a cancellation aborts the step: no further node starts, waiting async
+/// kernels are cancelled, buffers are released with the step, and run() reports the first
+/// error with the node, op, dtypes and shapes.
 #pragma once
 
 #include <algorithm>
@@ -47,24 +48,24 @@
 
 namespace weft {
 
-// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
+/// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
 struct tensor_stats {
   weft::dtype dtype = weft::dtype::invalid;
   weft::shape shape{};
   std::size_t bytes = 0;
 };
 
-// One record of a traced step.
+/// One record of a traced step.
 struct node_stats {
   std::string node;
   std::string op;
   std::string device;
   int thread = 0;
-  std::int64_t start_ns = 0;  // since the step started
+  std::int64_t start_ns = 0;  ///< since the step started
   std::int64_t end_ns = 0;
-  std::vector<tensor_stats> outputs{};  // the node's outputs (a _Send: the value it sends)
-  std::size_t bytes_in_use = 0;         // the device's memory in use when the node ended
-  int start_thread = -1;                // an async kernel's: the thread that started it
+  std::vector<tensor_stats> outputs{};  ///< the node's outputs (a _Send: the value it sends)
+  std::size_t bytes_in_use = 0;         ///< the device's memory in use when the node ended
+  int start_thread = -1;                ///< an async kernel's: the thread that started it
 };
 
 struct step_stats {
@@ -99,9 +100,9 @@ inline std::string describe_inputs(std::span<const entry> inputs) {
 struct step_options {
   bool trace = false;
   std::int64_t step_id = 0;
-  // What traced times count from (a step's partitions share it); unset: the step's creation.
+  /// What traced times count from (a step's partitions share it); unset: the step's creation.
   std::chrono::steady_clock::time_point start = {};
-  // A Recv copies its value into its device's memory (copy_from_host); else hands it on.
+  /// A Recv copies its value into its device's memory (copy_from_host); else hands it on.
   bool copy_transfers = false;
 };
 
@@ -121,9 +122,9 @@ class step final : rendezvous::receiver {
   step(const step&) = delete;
   step& operator=(const step&) = delete;
 
-  // Runs the step to completion on the calling thread plus the inter-op pool. Throws the
-  // first error; returns the fetched values otherwise. A `stopper` stopped from outside
-  // (a cancellation, a timeout) aborts the step with its error.
+  /// Runs the step to completion on the calling thread plus the inter-op pool. Throws the
+  /// first error; returns the fetched values otherwise. A `stopper` stopped from outside
+  /// (a cancellation, a timeout) aborts the step with its error.
   std::vector<tensor> run(run_stopper* stopper = nullptr) {
     if (stopper) stopper->attach([this](const std::exception_ptr& e) { abort(e); });
     start();
@@ -133,14 +134,14 @@ class step final : rendezvous::receiver {
     return std::move(results_);
   }
 
-  // Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
-  // as one step. Each partition's step is driven by its device's own thread: the first's by
-  // the calling thread, the others' by drivers[i] (a pool of one thread per device), beside
-  // the inter-op pool the steps were given, if any; so with no inter-op pool each device
-  // runs its nodes one at a time on one thread. Their Sends and Recvs meet in one
-  // rendezvous; a Recv's consumers run on their own device's thread. An error in any step
-  // aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
-  // returns the fetched values otherwise, each from the partition that computes it.
+  /// Runs the steps of one executable's partitions (one per device, runtime/partition.hpp)
+  /// as one step. Each partition's step is driven by its device's own thread: the first's by
+  /// the calling thread, the others' by drivers[i] (a pool of one thread per device), beside
+  /// the inter-op pool the steps were given, if any; so with no inter-op pool each device
+  /// runs its nodes one at a time on one thread. Their Sends and Recvs meet in one
+  /// rendezvous; a Recv's consumers run on their own device's thread. An error in any step
+  /// aborts every one (the rendezvous fails the Recvs that wait). Throws the first error;
+  /// returns the fetched values otherwise, each from the partition that computes it.
   static std::vector<tensor> run_partitions(std::span<step* const> steps,
                                             std::span<Eigen::ThreadPoolInterface* const> drivers,
                                             run_stopper* stopper = nullptr) {
@@ -176,8 +177,8 @@ class step final : rendezvous::receiver {
     return results;
   }
 
-  // Aborts the step from outside (a user cancellation): running kernels finish, no new
-  // node starts, and waiting async kernels are cancelled.
+  /// Aborts the step from outside (a user cancellation): running kernels finish, no new
+  /// node starts, and waiting async kernels are cancelled.
   void cancel() { abort(std::make_exception_ptr(error(error_code::cancelled, "step was cancelled"))); }
 
   step_stats take_stats() {
@@ -189,7 +190,7 @@ class step final : rendezvous::receiver {
   // The expensive nodes handed off to other threads, and whether every step of the run has
   // ended (`live`: the steps not ended yet; one, but for run_partitions).
   struct handoff;
-  // The steps of run_partitions: the first error aborts them all and the rendezvous.
+  /// The steps of run_partitions: the first error aborts them all and the rendezvous.
   struct group {
     group(rendezvous* m, std::span<step* const> s) : meeting(m), steps(s) {}
     rendezvous* meeting;
@@ -207,7 +208,7 @@ class step final : rendezvous::receiver {
     }
   };
 
-  // Starts the roots on this thread (a step with none has ended).
+  /// Starts the roots on this thread (a step with none has ended).
   void start() {
     if (x_.roots.empty()) return step_ended();
     outstanding_.store(static_cast<int>(x_.roots.size()), std::memory_order_relaxed);
@@ -215,10 +216,10 @@ class step final : rendezvous::receiver {
     for (int r : x_.roots) ready.push_back({.id = r, .iter = root_.get()});
     process(ready);
   }
-  // The calling thread works beside the inter-op pool: it runs the expensive nodes handed
-  // off and not yet taken by a pool thread, until the step has ended. A partition's thread
-  // spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
-  // Recv's value from another device may come microseconds later).
+  /// The calling thread works beside the inter-op pool: it runs the expensive nodes handed
+  /// off and not yet taken by a pool thread, until the step has ended. A partition's thread
+  /// spins up to 200 us before it sleeps (waking a sleeping thread costs 30 to 90 us, and a
+  /// Recv's value from another device may come microseconds later).
   static void wait(handoff& h) {
     std::deque<tagged_node> work;
     for (;;) {
@@ -242,47 +243,47 @@ class step final : rendezvous::receiver {
   }
 
   struct frame_state;
-  // One iteration of one frame instance: its nodes' input slots, pending counts and Merge
-  // states, all atomic or written by one producer; the frame's mutex guards the rest.
+  /// One iteration of one frame instance: its nodes' input slots, pending counts and Merge
+  /// states, all atomic or written by one producer; the frame's mutex guards the rest.
   struct iteration_state {
     frame_state* frame = nullptr;
     std::int64_t number = 0;
     std::vector<entry> slots;
     std::unique_ptr<std::atomic<int>[]> pending;
     std::unique_ptr<std::atomic<bool>[]> dead_control;
-    std::unique_ptr<std::atomic<int>[]> merge_live;  // the live input a Merge took (-1: none yet)
-    std::unique_ptr<std::atomic<int>[]> merge_dead;  // dead data inputs a Merge got
+    std::unique_ptr<std::atomic<int>[]> merge_live;  ///< the live input a Merge took (-1: none yet)
+    std::unique_ptr<std::atomic<int>[]> merge_dead;  ///< dead data inputs a Merge got
     std::unique_ptr<std::atomic<bool>[]> merge_fired;
-    std::atomic<int> outstanding{0};  // nodes ready or running (frames other than the root)
-    int child_frames = 0;             // frame instances started here and not yet ended
+    std::atomic<int> outstanding{0};  ///< nodes ready or running (frames other than the root)
+    int child_frames = 0;             ///< frame instances started here and not yet ended
     std::vector<frame_state*> children;
   };
-  // One run of a loop: its iterations in flight, oldest first. Frame instances live until
-  // the step ends (a retired iteration's memory is freed at once).
+  /// One run of a loop: its iterations in flight, oldest first. Frame instances live until
+  /// the step ends (a retired iteration's memory is freed at once).
   struct frame_state {
     const frame_info* info = nullptr;
     int id = 0;
     iteration_state* parent_iteration = nullptr;
     std::mutex mutex;
     std::deque<std::unique_ptr<iteration_state>> iterations;
-    std::int64_t first = 0;   // iterations[0]'s number
-    int pending_enters = 0;   // Enter nodes that have not delivered yet
+    std::int64_t first = 0;   ///< iterations[0]'s number
+    int pending_enters = 0;   ///< Enter nodes that have not delivered yet
     bool ended = false;
-    std::vector<std::pair<int, entry>> invariants;  // (Enter, value) for every iteration
-    std::vector<std::pair<int, entry>> deferred;    // (NextIteration, value) for the next one
+    std::vector<std::pair<int, entry>> invariants;  ///< (Enter, value) for every iteration
+    std::vector<std::pair<int, entry>> deferred;    ///< (NextIteration, value) for the next one
     std::vector<char> exit_delivered;
   };
   struct tagged_node {  // 16 bytes
     int id;
-    bool large = false;    // holds the step's turn for large nodes (schedule())
-    bool arrived = false;  // a Recv whose value has come (received())
+    bool large = false;    ///< holds the step's turn for large nodes (schedule())
+    bool arrived = false;  ///< a Recv whose value has come (received())
     iteration_state* iter;
   };
   using ready_list = std::vector<tagged_node>;
   struct recv_wait {  // a Recv waiting for its value
-    tagged_node tn;   // marked arrived
+    tagged_node tn;   ///< marked arrived
     std::int64_t t0 = 0;
-    entry value;      // the value, once it came
+    entry value;      ///< the value, once it came
   };
 
   std::unique_ptr<iteration_state> make_iteration(frame_state& f, std::int64_t number) {
@@ -310,7 +311,7 @@ class step final : rendezvous::receiver {
   }
   bool in_root(const iteration_state* it) const { return it->frame == &root_frame_; }
 
-  // Runs the nodes of inline_ready and those they make ready here, until it is empty.
+  /// Runs the nodes of inline_ready and those they make ready here, until it is empty.
   void process(std::deque<tagged_node>& inline_ready) {
     std::vector<entry> outputs;
     ready_list ready;
@@ -379,8 +380,8 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // Switch, Merge, Enter, Exit, NextIteration and LoopCond on live inputs (a Merge also on
-  // dead ones).
+  /// Switch, Merge, Enter, Exit, NextIteration and LoopCond on live inputs (a Merge also on
+  /// dead ones).
   void run_control_flow(tagged_node tn, const exec_node& xn, std::span<entry> inputs, std::vector<entry>& outputs) {
     switch (xn.kind) {
       case flow::switch_: {
@@ -471,9 +472,9 @@ class step final : rendezvous::receiver {
     });
   }
 
-  // A Send or Recv in process(): true when a Recv has its value in `outputs`, to go on as
-  // any node that ran; false when the node is done with here (a Send, a control edge's
-  // token, or a Recv that waits). Out of line: the path of a node with no transfer stays short.
+  /// A Send or Recv in process(): true when a Recv has its value in `outputs`, to go on as
+  /// any node that ran; false when the node is done with here (a Send, a control edge's
+  /// token, or a Recv that waits). Out of line: the path of a node with no transfer stays short.
   [[gnu::noinline]] bool transfer(tagged_node tn, const exec_node& xn, std::span<entry> inputs, bool dead,
                                   std::vector<entry>& outputs, ready_list& ready, std::deque<tagged_node>& inline_ready) {
     const transfer_info& t = x_.transfers[static_cast<std::size_t>(xn.transfer)];
@@ -497,9 +498,9 @@ class step final : rendezvous::receiver {
     return done();
   }
 
-  // A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
-  // which hands a Recv waiting for it back to its device's thread. Out of line, as
-  // receive(): the path of a node with no transfer stays short.
+  /// A Send: the value (a variable's read now; a dead one as dead) goes to the rendezvous,
+  /// which hands a Recv waiting for it back to its device's thread. Out of line, as
+  /// receive(): the path of a node with no transfer stays short.
   [[gnu::noinline]] void send(tagged_node tn, const exec_node& xn, const transfer_info& t, std::span<entry> inputs, bool dead) {
     const std::int64_t t0 = options_.trace ? now_ns() : 0;
     entry v;
@@ -520,8 +521,8 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
-  // (false): received() then hands the Recv back to its device's thread.
+  /// A Recv: takes its value from the rendezvous (true) or waits for it, holding no thread
+  /// (false): received() then hands the Recv back to its device's thread.
   [[gnu::noinline]] bool receive(tagged_node tn, const exec_node& xn, const transfer_info& t) {
     auto [w, token] = wait_of(tn, xn, true);
     w->tn = tn;
@@ -529,7 +530,7 @@ class step final : rendezvous::receiver {
     w->t0 = options_.trace ? now_ns() : 0;
     return rendezvous_->recv(t.edge, w->value, *this, token, t.key, iteration_key(tn));
   }
-  // The value of a waiting Recv has come, on the Send's thread (or the abort's error).
+  /// The value of a waiting Recv has come, on the Send's thread (or the abort's error).
   void received(int token, entry* value, std::exception_ptr e) override {
     if (e) {
       abort(e);
@@ -546,7 +547,7 @@ class step final : rendezvous::receiver {
     w->value = std::move(*value);
     hand_off(w->tn);  // to the Recv's device's thread
   }
-  // A Recv's value, taken: its output, or for a control edge whether its token is dead.
+  /// A Recv's value, taken: its output, or for a control edge whether its token is dead.
   void arrived(tagged_node tn, const exec_node& xn, const transfer_info& t, std::vector<entry>& outputs, bool& dead_token) {
     recv_wait& w = *wait_of(tn, xn, false).first;
     entry v = std::move(w.value);
@@ -564,11 +565,11 @@ class step final : rendezvous::receiver {
     if (outputs.empty()) dead_token = v.dead;
     else outputs[0] = std::move(v);
   }
-  // A transfer's iteration in the rendezvous: -1 in the root frame, else its loop's iteration
-  // (a loop across devices runs in the root frame's one instance of its frame).
+  /// A transfer's iteration in the rendezvous: -1 in the root frame, else its loop's iteration
+  /// (a loop across devices runs in the root frame's one instance of its frame).
   std::int64_t iteration_key(tagged_node tn) const { return in_root(tn.iter) ? -1 : tn.iter->number; }
-  // Where a Recv waits (by transfer in the root frame, by transfer and iteration in a loop),
-  // and the token that names it to the rendezvous; made on first use when `make`.
+  /// Where a Recv waits (by transfer in the root frame, by transfer and iteration in a loop),
+  /// and the token that names it to the rendezvous; made on first use when `make`.
   std::pair<recv_wait*, int> wait_of(tagged_node tn, const exec_node& xn, bool make) {
     if (in_root(tn.iter)) return {&recv_waits_[static_cast<std::size_t>(xn.transfer)], xn.transfer};
     std::lock_guard lock(loop_waits_mutex_);
@@ -582,16 +583,16 @@ class step final : rendezvous::receiver {
     return {loop_waits_[static_cast<std::size_t>(it->second)].get(), static_cast<int>(recv_waits_.size()) + it->second};
   }
 
-  // A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
-  // and back, the low 16 bits zero.
-  // t in host memory: as it is, or copied out of the memory of xn's device.
-  // Out of line: a session of host devices only never calls them (separate_ is false).
+  /// A lossy transfer's wire format: each float32's top 16 bits (its bfloat16 truncation),
+  /// and back, the low 16 bits zero.
+  /// t in host memory: as it is, or copied out of the memory of xn's device.
+  /// Out of line: a session of host devices only never calls them (separate_ is false).
   [[gnu::noinline]] tensor on_host(const exec_node& xn, tensor t) const {
     if (!separate_ || t.memory_space() == memory_space::host) return t;
     return device_of(xn).copy_to_host(t);
   }
-  // A host tensor for xn's device: as it is, or copied into the device's own memory (but
-  // small integer tensors, stays_in_host_memory).
+  /// A host tensor for xn's device: as it is, or copied into the device's own memory (but
+  /// small integer tensors, stays_in_host_memory).
   [[gnu::noinline]] tensor on_device(const exec_node& xn, tensor t) const {
     if (!separate_) return t;
     const device& d = device_of(xn);
@@ -613,7 +614,7 @@ class step final : rendezvous::receiver {
     return f;
   }
 
-  // Non-ref inputs that carry a variable reference read the variable's value now.
+  /// Non-ref inputs that carry a variable reference read the variable's value now.
   void snapshot_refs(const exec_node& xn, std::span<entry> inputs) {
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].ref && !xn.input_is_ref[i]) inputs[i].value = inputs[i].ref->value();
@@ -623,14 +624,14 @@ class step final : rendezvous::receiver {
     for (auto& in : inputs) in = entry{};
   }
 
-  // A node of `it` becomes ready.
+  /// A node of `it` becomes ready.
   void make_ready(iteration_state* it, int id, ready_list& ready) {
     if (!in_root(it)) it->outstanding.fetch_add(1, std::memory_order_relaxed);
     ready.push_back({.id = id, .iter = it});
   }
 
-  // Delivers v along edge e into iteration it. An iteration cannot retire while a value may
-  // still arrive (see check_frame), so this takes no lock.
+  /// Delivers v along edge e into iteration it. An iteration cannot retire while a value may
+  /// still arrive (see check_frame), so this takes no lock.
   void deliver(iteration_state* it, const exec_edge& e, const entry& v, ready_list& ready) {
     const auto local = static_cast<std::size_t>(e.dst_local);
     if (!e.to_merge) {
@@ -653,8 +654,8 @@ class step final : rendezvous::receiver {
     }
     fire_merge_if_ready(it, e.dst, ready);
   }
-  // A Merge runs once every control input arrived and it has a live input or every input
-  // it can get is dead; whichever thread sees that first runs it.
+  /// A Merge runs once every control input arrived and it has a live input or every input
+  /// it can get is dead; whichever thread sees that first runs it.
   void fire_merge_if_ready(iteration_state* it, int id, ready_list& ready) {
     const exec_node& m = x_.nodes[static_cast<std::size_t>(id)];
     const auto local = static_cast<std::size_t>(m.local);
@@ -666,8 +667,8 @@ class step final : rendezvous::receiver {
     make_ready(it, id, ready);
   }
 
-  // Outputs of a finished node to their consumers: in the same iteration, or for Enter,
-  // Exit and NextIteration into the child frame, the parent frame or the next iteration.
+  /// Outputs of a finished node to their consumers: in the same iteration, or for Enter,
+  /// Exit and NextIteration into the child frame, the parent frame or the next iteration.
   void propagate(tagged_node tn, const exec_node& xn, std::vector<entry>& outputs, ready_list& ready) {
     iteration_state* it = tn.iter;
     if (!xn.fetches.empty() && xn.kind != flow::exit)  // an Exit's value is fetched when it leaves the loop
@@ -684,7 +685,7 @@ class step final : rendezvous::receiver {
     for (const auto& e : xn.out_edges) deliver(it, e, outputs[static_cast<std::size_t>(e.src_port)], ready);
   }
 
-  // Fetches of output `port` of xn (only outputs in the root frame are fetched).
+  /// Fetches of output `port` of xn (only outputs in the root frame are fetched).
   void fetch(const exec_node& xn, int port, const entry& o) {
     for (auto [p, index] : xn.fetches) {
       if (p != port) continue;
@@ -715,9 +716,9 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // An Enter's value goes into the instance of its frame started from `it` (created by the
-  // first Enter to arrive): into its first iteration, or into every iteration, present and
-  // future, for a loop invariant.
+  /// An Enter's value goes into the instance of its frame started from `it` (created by the
+  /// first Enter to arrive): into its first iteration, or into every iteration, present and
+  /// future, for a loop invariant.
   void enter_frame(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
     frame_state* child = nullptr;
     {
@@ -753,8 +754,8 @@ class step final : rendezvous::receiver {
     check_frame(child, ready);
   }
 
-  // An Exit's live value goes to the parent iteration, once; a dead one waits for the end of
-  // the frame (the loop may still end in a later iteration).
+  /// An Exit's live value goes to the parent iteration, once; a dead one waits for the end of
+  /// the frame (the loop may still end in a later iteration).
   void leave_frame(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
     if (v.dead) return;
     frame_state* f = it->frame;
@@ -773,9 +774,9 @@ class step final : rendezvous::receiver {
     for (const auto& e : xn.out_edges) deliver(f->parent_iteration, e, v, ready);
   }
 
-  // A NextIteration's live value goes into the next iteration, started now if fewer than
-  // parallel_iterations are in flight and deferred until the oldest retires otherwise; a
-  // dead one is dropped (the loop ended on this path).
+  /// A NextIteration's live value goes into the next iteration, started now if fewer than
+  /// parallel_iterations are in flight and deferred until the oldest retires otherwise; a
+  /// dead one is dropped (the loop ended on this path).
   void next_iteration(iteration_state* it, const exec_node& xn, const entry& v, ready_list& ready) {
     if (v.dead) return;
     frame_state* f = it->frame;
@@ -791,7 +792,7 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // A new newest iteration of f, given the loop invariants (f's mutex held).
+  /// A new newest iteration of f, given the loop invariants (f's mutex held).
   iteration_state* start_iteration(frame_state& f, ready_list& ready) {
     f.iterations.push_back(make_iteration(f, f.first + static_cast<std::int64_t>(f.iterations.size())));
     iteration_state* next = f.iterations.back().get();
@@ -800,18 +801,18 @@ class step final : rendezvous::receiver {
     return next;
   }
 
-  // After a node of tn's iteration finished outside the root frame.
+  /// After a node of tn's iteration finished outside the root frame.
   void finish(tagged_node tn, ready_list& ready) {
     if (in_root(tn.iter)) return;
     frame_state* f = tn.iter->frame;
     if (tn.iter->outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) check_frame(f, ready);
   }
 
-  // Retires f's oldest iterations while they are done (nothing ready or running, no child
-  // frame running, and for the first, every Enter arrived; a later one can only be done once
-  // the one before it retired, since that one feeds it), starts the deferred iteration in
-  // their place, and when nothing is left ends the frame: every Exit that let no live value
-  // out sends a dead one, and the parent iteration is checked in turn.
+  /// Retires f's oldest iterations while they are done (nothing ready or running, no child
+  /// frame running, and for the first, every Enter arrived; a later one can only be done once
+  /// the one before it retired, since that one feeds it), starts the deferred iteration in
+  /// their place, and when nothing is left ends the frame: every Exit that let no live value
+  /// out sends a dead one, and the parent iteration is checked in turn.
   void check_frame(frame_state* f, ready_list& ready) {
     while (f->parent_iteration) {
       std::vector<int> dead_exits;
@@ -854,13 +855,13 @@ class step final : rendezvous::receiver {
     }
   }
 
-  // How a ready node runs. Cheap (an op marked cheap, control flow, inputs of at most 4,096
-  // elements): on the thread that made it ready, since a thread hop costs more than it.
-  // Large (at least 32,768 elements, a synchronous kernel, a device with several intra-op
-  // threads): its kernel splits it across all of the device's threads, and two at once
-  // would run more threads than cores, so the step's large nodes run one at a time, each
-  // on the thread that made it ready or, while another runs, after it on that one's thread.
-  // Any other: on this thread or another (schedule()).
+  /// How a ready node runs. Cheap (an op marked cheap, control flow, inputs of at most 4,096
+  /// elements): on the thread that made it ready, since a thread hop costs more than it.
+  /// Large (at least 32,768 elements, a synchronous kernel, a device with several intra-op
+  /// threads): its kernel splits it across all of the device's threads, and two at once
+  /// would run more threads than cores, so the step's large nodes run one at a time, each
+  /// on the thread that made it ready or, while another runs, after it on that one's thread.
+  /// Any other: on this thread or another (schedule()).
   enum class placement { cheap, large, other };
   placement classify(tagged_node tn) const {
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
@@ -873,15 +874,15 @@ class step final : rendezvous::receiver {
     return placement::other;
   }
 
-  // A large node takes the step's turn, or waits for it: false when it waits.
+  /// A large node takes the step's turn, or waits for it: false when it waits.
   bool take_large_turn(tagged_node tn) {
     std::lock_guard lock(large_mutex_);
     if (!large_running_) return large_running_ = true;
     large_waiting_.push_back(tn);
     return false;
   }
-  // A large node has finished: the next waiting one runs on this thread, or the turn is free.
-  // Before the node's node_done (the waiting nodes keep the step alive).
+  /// A large node has finished: the next waiting one runs on this thread, or the turn is free.
+  /// Before the node's node_done (the waiting nodes keep the step alive).
   [[gnu::noinline]] void pass_large_turn(std::deque<tagged_node>& inline_ready) {
     std::lock_guard lock(large_mutex_);
     if (large_waiting_.empty()) {
@@ -897,10 +898,10 @@ class step final : rendezvous::receiver {
     outstanding_.fetch_add(static_cast<int>(ready.size()), std::memory_order_relaxed);
     enqueue(ready, inline_ready);
   }
-  // schedule(ready) and node_done(1) for the node that made them ready, in one atomic
-  // operation at most: its count in outstanding_ passes to one of them (none for a node of a
-  // chain). It is added before any of them can run elsewhere, and subtracted only when it
-  // made none ready, so the count cannot reach zero while one of them is to run.
+  /// schedule(ready) and node_done(1) for the node that made them ready, in one atomic
+  /// operation at most: its count in outstanding_ passes to one of them (none for a node of a
+  /// chain). It is added before any of them can run elsewhere, and subtracted only when it
+  /// made none ready, so the count cannot reach zero while one of them is to run.
   void schedule_after(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     if (ready.empty()) return node_done(1);
     if (ready.size() > 1) outstanding_.fetch_add(static_cast<int>(ready.size()) - 1, std::memory_order_relaxed);
@@ -916,11 +917,11 @@ class step final : rendezvous::receiver {
     }
     place(ready, inline_ready);
   }
-  // A node for this thread: after those ready before it; in a partition, in the order of the
-  // nodes (the order the placer's simulation ran each device's nodes in), so that a node
-  // whose result another device waits for does not wait behind every node that was ready
-  // before it (breadth first, a device would send its first result after all of them).
-  // A Send goes first (partitioning numbers Sends after every other node).
+  /// A node for this thread: after those ready before it; in a partition, in the order of the
+  /// nodes (the order the placer's simulation ran each device's nodes in), so that a node
+  /// whose result another device waits for does not wait behind every node that was ready
+  /// before it (breadth first, a device would send its first result after all of them).
+  /// A Send goes first (partitioning numbers Sends after every other node).
   void run_here(tagged_node tn, std::deque<tagged_node>& inline_ready) const {
     if (!group_) return inline_ready.push_back(tn);
     const exec_node& xn = x_.nodes[static_cast<std::size_t>(tn.id)];
@@ -930,7 +931,7 @@ class step final : rendezvous::receiver {
     inline_ready.insert(at, tn);
   }
 
-  // Out of line: the path with no inter-op pool stays short.
+  /// Out of line: the path with no inter-op pool stays short.
   [[gnu::noinline]] void place(const ready_list& ready, std::deque<tagged_node>& inline_ready) {
     std::optional<tagged_node> keep;  // one other node stays on this thread when it has nothing else
     for (tagged_node tn : ready) {
@@ -949,11 +950,11 @@ class step final : rendezvous::receiver {
     if (keep) inline_ready.push_back(*keep);
   }
 
-  // An expensive node for another thread: it waits in the step's handoff queue, and a task
-  // on the inter-op pool takes it, unless the calling thread of run() (waiting for the step
-  // to end) takes it first. The task then finds the queue empty, possibly after the step
-  // has ended: it holds the queue, not the step. A node in the queue keeps the step from
-  // ending (it counts in outstanding_), so a task that takes one may use the step.
+  /// An expensive node for another thread: it waits in the step's handoff queue, and a task
+  /// on the inter-op pool takes it, unless the calling thread of run() (waiting for the step
+  /// to end) takes it first. The task then finds the queue empty, possibly after the step
+  /// has ended: it holds the queue, not the step. A node in the queue keeps the step from
+  /// ending (it counts in outstanding_), so a task that takes one may use the step.
   void hand_off(tagged_node tn) {
     {
       std::lock_guard lock(handoff_->mutex);
@@ -1016,8 +1017,8 @@ class step final : rendezvous::receiver {
   std::int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
   }
-  // `outputs`: what the node made (for a Send, the value sent); `start_thread`: the thread
-  // that started an async kernel.
+  /// `outputs`: what the node made (for a Send, the value sent); `start_thread`: the thread
+  /// that started an async kernel.
   void record(const exec_node& xn, std::int64_t t0, std::span<const entry> outputs = {}, int start_thread = -1) {
     node_stats s;
     const device& d = device_of(xn);
@@ -1047,12 +1048,12 @@ class step final : rendezvous::receiver {
   resource_manager& resources_;
   Eigen::ThreadPoolInterface* inter_op_;
   step_options options_;
-  bool separate_ = false;  // whether any device has memory of its own (only then are values copied)
+  bool separate_ = false;  ///< whether any device has memory of its own (only then are values copied)
   std::vector<tensor> results_;
   frame_state root_frame_;
   std::unique_ptr<iteration_state> root_;
   std::mutex frames_mutex_;
-  std::vector<std::unique_ptr<frame_state>> frames_;  // every loop frame instance of the step
+  std::vector<std::unique_ptr<frame_state>> frames_;  ///< every loop frame instance of the step
   cancellation_manager cancellation_;
   step_store store_;
   std::atomic<int> outstanding_{0};
@@ -1061,23 +1062,23 @@ class step final : rendezvous::receiver {
   std::exception_ptr error_;
   struct handoff {
     std::mutex mutex;
-    std::condition_variable cv;  // the calling thread waits for a node or the step's end
+    std::condition_variable cv;  ///< the calling thread waits for a node or the step's end
     std::deque<std::pair<step*, tagged_node>> queue;
     int live = 1;
     bool done = false;
-    bool spin = false;                   // wait() spins a little first (a partition's thread)
-    std::atomic<bool> signalled{false};  // set with every node queued and at the end
+    bool spin = false;                   ///< wait() spins a little first (a partition's thread)
+    std::atomic<bool> signalled{false};  ///< set with every node queued and at the end
   };
   std::shared_ptr<handoff> handoff_ = std::make_shared<handoff>();
-  group* group_ = nullptr;             // run_partitions' steps
-  rendezvous* rendezvous_ = nullptr;   // where their Sends and Recvs meet
-  std::vector<recv_wait> recv_waits_;   // by transfer, in the root frame
-  std::mutex loop_waits_mutex_;         // guards the two below
-  std::vector<std::unique_ptr<recv_wait>> loop_waits_;  // inside loops (each stays where it is; none made for a step without)
-  std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  // (transfer, iteration) -> its index
+  group* group_ = nullptr;             ///< run_partitions' steps
+  rendezvous* rendezvous_ = nullptr;   ///< where their Sends and Recvs meet
+  std::vector<recv_wait> recv_waits_;   ///< by transfer, in the root frame
+  std::mutex loop_waits_mutex_;         ///< guards the two below
+  std::vector<std::unique_ptr<recv_wait>> loop_waits_;  ///< inside loops (each stays where it is; none made for a step without)
+  std::map<std::pair<int, std::int64_t>, int> loop_wait_index_;  ///< (transfer, iteration) -> its index
   std::mutex large_mutex_;
-  bool large_running_ = false;                // a large node holds the turn
-  std::deque<tagged_node> large_waiting_;     // large nodes ready while it runs
+  bool large_running_ = false;                ///< a large node holds the turn
+  std::deque<tagged_node> large_waiting_;     ///< large nodes ready while it runs
   std::chrono::steady_clock::time_point start_;
   std::mutex trace_mutex_;
   step_stats stats_;

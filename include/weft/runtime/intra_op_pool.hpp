@@ -1,15 +1,16 @@
-// The intra-op threads of a CPU device: a kernel splits its work into blocks with
-// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
-// claiming the next block from a shared counter, so a kernel never waits for a block that
-// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
-// while (`spin`, 150 us by default; none while every core runs blocks) before it sleeps,
-// since a training step's kernels come a few microseconds apart and waking a sleeping
-// thread costs tens of them (docs/benchmarks.md). Several callers (the executor's inter-op
-// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
-// threads are running blocks and leaves it, after its block, when more are, so two kernels
-// split at once on two cores run one thread each instead of three threads on two cores.
-// Once its blocks are claimed, the caller spins briefly for the workers' last blocks, then
-// sleeps. A parallel_for called from inside a block runs inline.
+/// @file
+/// The intra-op threads of a CPU device: a kernel splits its work into blocks with
+/// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
+/// claiming the next block from a shared counter, so a kernel never waits for a block that
+/// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
+/// while (`spin`, 150 us by default; none while every core runs blocks) before it sleeps,
+/// since a training step's kernels come a few microseconds apart and waking a sleeping
+/// thread costs tens of them (docs/benchmarks.md). Several callers (the executor's inter-op
+/// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
+/// threads are running blocks and leaves it, after its block, when more are, so two kernels
+/// split at once on two cores run one thread each instead of three threads on two cores.
+/// Once its blocks are claimed, the caller spins briefly for the workers' last blocks, then
+/// sleeps. A parallel_for called from inside a block runs inline.
 #pragma once
 
 #include <algorithm>
@@ -35,13 +36,13 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-// Whether this thread is running a block of some pool's job (a nested split runs inline).
+/// Whether this thread is running a block of some pool's job (a nested split runs inline).
 inline bool& in_block() noexcept {
   thread_local bool inside = false;
   return inside;
 }
 
-// The pool this thread is counted in as running a kernel (intra_op_pool::busy_scope).
+/// The pool this thread is counted in as running a kernel (intra_op_pool::busy_scope).
 inline const void*& counted_in() noexcept {
   thread_local const void* pool = nullptr;
   return pool;
@@ -71,12 +72,12 @@ class intra_op_pool {
 
   int num_threads() const noexcept { return threads_; }
 
-  // Counts the calling thread as running a kernel on this pool's device while it lives (the
-  // executor's threads, around a kernel that may run beside others): workers join a split
-  // kernel only while fewer than `threads` threads are counted, and leave it when more are,
-  // so kernels that inter-op threads run at once and the blocks of a split one share the
-  // cores instead of running more threads than there are. Does nothing when the thread is
-  // counted in this pool already.
+  /// Counts the calling thread as running a kernel on this pool's device while it lives (the
+  /// executor's threads, around a kernel that may run beside others): workers join a split
+  /// kernel only while fewer than `threads` threads are counted, and leave it when more are,
+  /// so kernels that inter-op threads run at once and the blocks of a split one share the
+  /// cores instead of running more threads than there are. Does nothing when the thread is
+  /// counted in this pool already.
   class busy_scope {
    public:
     explicit busy_scope(intra_op_pool& pool) noexcept
@@ -96,12 +97,12 @@ class intra_op_pool {
 
    private:
     intra_op_pool* pool_;
-    const void* outer_;  // the pool the thread was counted in before
+    const void* outer_;  ///< the pool the thread was counted in before
   };
 
-  // Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
-  // that join; returns when all have run. The first exception a block throws is
-  // rethrown here once every started block has finished; blocks not yet started are skipped.
+  /// Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
+  /// that join; returns when all have run. The first exception a block throws is
+  /// rethrown here once every started block has finished; blocks not yet started are skipped.
   template <class F>
   void run(std::int64_t blocks, F&& body) {
     if (blocks <= 0) return;
@@ -164,8 +165,8 @@ class intra_op_pool {
 
   static constexpr std::size_t max_jobs = 16;
 
-  // Makes the job visible to the workers; false when every slot is taken (the caller then
-  // runs it alone).
+  /// Makes the job visible to the workers; false when every slot is taken (the caller then
+  /// runs it alone).
   bool post(job& j) {
     bool wake = false;
     {
@@ -184,9 +185,9 @@ class intra_op_pool {
     return true;
   }
 
-  // After the caller has claimed the last block: no worker attaches to the job from now on.
-  // Its thread no longer runs blocks, so a worker kept out of another job may join it now:
-  // a sleeping one is woken for it.
+  /// After the caller has claimed the last block: no worker attaches to the job from now on.
+  /// Its thread no longer runs blocks, so a worker kept out of another job may join it now:
+  /// a sleeping one is woken for it.
   void withdraw(job& j) {
     bool wake = false;
     {
@@ -200,8 +201,8 @@ class intra_op_pool {
     if (wake) wake_.notify_one();
   }
 
-  // A counted thread stops running blocks or kernels. When that leaves a core free and a
-  // job is posted, a sleeping worker is woken for it (a spinning one sees joinable()).
+  /// A counted thread stops running blocks or kernels. When that leaves a core free and a
+  /// job is posted, a sleeping worker is woken for it (a spinning one sees joinable()).
   void leave() {
     if (active_.fetch_sub(1, std::memory_order_acq_rel) != threads_ ||
         jobs_posted_.load(std::memory_order_relaxed) == 0)
@@ -215,14 +216,14 @@ class intra_op_pool {
     if (wake) wake_.notify_one();
   }
 
-  // Whether a worker might join a job now: one is posted and fewer than `threads` threads
-  // run blocks.
+  /// Whether a worker might join a job now: one is posted and fewer than `threads` threads
+  /// run blocks.
   bool joinable() const noexcept {
     return jobs_posted_.load(std::memory_order_relaxed) > 0 && active_.load(std::memory_order_relaxed) < threads_;
   }
 
-  // A job with blocks left, with this worker attached to it; null when there is none or
-  // enough threads are running blocks already.
+  /// A job with blocks left, with this worker attached to it; null when there is none or
+  /// enough threads are running blocks already.
   job* attach() {
     if (active_.load(std::memory_order_acquire) >= threads_) return nullptr;
     std::lock_guard lock(mutex_);
@@ -288,14 +289,14 @@ class intra_op_pool {
   int threads_;
   std::chrono::microseconds spin_;
   std::mutex mutex_;
-  std::condition_variable wake_;      // a job posted, or withdrawn while another is posted
-  std::condition_variable finished_;  // a worker left a job
-  std::array<job*, max_jobs> jobs_{};  // posted jobs, under mutex_
-  int sleepers_ = 0;                   // under mutex_
-  std::atomic<bool> stop_{false};      // set under mutex_
+  std::condition_variable wake_;      ///< a job posted, or withdrawn while another is posted
+  std::condition_variable finished_;  ///< a worker left a job
+  std::array<job*, max_jobs> jobs_{};  ///< posted jobs, under mutex_
+  int sleepers_ = 0;                   ///< under mutex_
+  std::atomic<bool> stop_{false};      ///< set under mutex_
   std::atomic<std::uint64_t> posted_{0};
-  std::atomic<int> active_{0};       // threads running blocks or counted kernels: callers, attached workers, busy_scopes
-  std::atomic<int> jobs_posted_{0};  // jobs in jobs_ (changed under mutex_)
+  std::atomic<int> active_{0};       ///< threads running blocks or counted kernels: callers, attached workers, busy_scopes
+  std::atomic<int> jobs_posted_{0};  ///< jobs in jobs_ (changed under mutex_)
   std::vector<std::thread> workers_;
 };
 

@@ -1,9 +1,10 @@
-// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
-// is created once per node when a session builds an executable and may then run in
-// many steps at once, so compute() must not mutate the kernel except through atomics.
-//
-// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
-// node, op, dtypes and shapes to the message and aborts the step.
+/// @file
+/// Kernels: an op's implementation for one device type (whitepaper §2). A kernel object
+/// is created once per node when a session builds an executable and may then run in
+/// many steps at once, so compute() must not mutate the kernel except through atomics.
+///
+/// Kernels report bad input by throwing weft::error (weft::fail); the executor adds the
+/// node, op, dtypes and shapes to the message and aborts the step.
 #pragma once
 
 #include <atomic>
@@ -27,19 +28,19 @@
 
 namespace weft {
 
-// A value flowing on an edge: a tensor, or a variable reference, and whether it is dead
-// (an untaken branch's output; control flow makes use of it).
+/// A value flowing on an edge: a tensor, or a variable reference, and whether it is dead
+/// (an untaken branch's output; control flow makes use of it).
 struct entry {
   tensor value;
   std::shared_ptr<resource_variable> ref;
   bool dead = false;
 };
 
-// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
+/// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
 class cancellation_manager {
  public:
   using token = std::uint64_t;
-  // Returns 0 (and does not register) when already cancelled.
+  /// Returns 0 (and does not register) when already cancelled.
   token register_callback(std::function<void()> f) {
     std::lock_guard lock(mutex_);
     if (cancelled_) return 0;
@@ -72,19 +73,19 @@ class cancellation_manager {
   std::map<token, std::function<void()>> callbacks_;
 };
 
-// Tensors that live for one step: what a loop's forward pass keeps for its gradient
-// (AccumulatorPush, AccumulatorPop), keyed by an accumulator's name and an iteration path.
+/// Tensors that live for one step: what a loop's forward pass keeps for its gradient
+/// (AccumulatorPush, AccumulatorPop), keyed by an accumulator's name and an iteration path.
 class step_store {
  public:
   using key = std::pair<std::string, std::vector<std::int64_t>>;
-  // Stores t under k (an empty tensor: the value was dead); a second value under one key is
-  // an error (two pushes in one iteration).
+  /// Stores t under k (an empty tensor: the value was dead); a second value under one key is
+  /// an error (two pushes in one iteration).
   void put(key k, tensor t) {
     std::lock_guard lock(mutex_);
     auto [it, fresh] = values_.try_emplace(std::move(k), std::move(t));
     if (!fresh) fail(error_code::internal, "accumulator '", it->first.first, "' already holds a value at iteration ", path(it->first.second));
   }
-  // Removes and returns the value under k; none is an error.
+  /// Removes and returns the value under k; none is an error.
   tensor take(const key& k) {
     std::lock_guard lock(mutex_);
     auto it = values_.find(k);
@@ -125,9 +126,9 @@ class kernel_context {
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
   int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
   const tensor& input(int i) const { return inputs_[static_cast<std::size_t>(i)].value; }
-  // Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
+  /// Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
   bool input_dead(int i) const { return inputs_[static_cast<std::size_t>(i)].dead; }
-  // The variable behind a reference input (declared "Ref(T)" in the op).
+  /// The variable behind a reference input (declared "Ref(T)" in the op).
   resource_variable& input_ref(int i) const { return *input_ref_shared(i); }
   std::shared_ptr<resource_variable> input_ref_shared(int i) const {
     const auto& r = inputs_[static_cast<std::size_t>(i)].ref;
@@ -139,7 +140,7 @@ class kernel_context {
     return node_.attr<T>(key);
   }
 
-  // A fresh output buffer of the node's declared dtype.
+  /// A fresh output buffer of the node's declared dtype.
   tensor& allocate_output(int i, shape s) {
     auto& e = outputs_[static_cast<std::size_t>(i)];
     e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
@@ -150,10 +151,10 @@ class kernel_context {
       fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
     outputs_[static_cast<std::size_t>(i)].value = std::move(t);
   }
-  // Output `out` holding input `in`'s value, for a kernel that then writes into it:
-  // input `in`'s own buffer when no other handle shares it (the input is moved out: do not
-  // read it afterwards), else a copy. A loop that writes one row of a loop variable per
-  // iteration (TensorScatterUpdate in scan and map_fn) so costs a row, not the variable.
+  /// Output `out` holding input `in`'s value, for a kernel that then writes into it:
+  /// input `in`'s own buffer when no other handle shares it (the input is moved out: do not
+  /// read it afterwards), else a copy. A loop that writes one row of a loop variable per
+  /// iteration (TensorScatterUpdate in scan and map_fn) so costs a row, not the variable.
   tensor& forward_input_or_copy(int in, int out) {
     auto& e = inputs_[static_cast<std::size_t>(in)];
     auto& o = outputs_[static_cast<std::size_t>(out)];
@@ -169,13 +170,13 @@ class kernel_context {
     else o.value = e.value.copy(mine);
     return o.value;
   }
-  // Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
+  /// Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
   void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
-  // The device the node runs on (its name, type, allocator, copies to and from the host).
+  /// The device the node runs on (its name, type, allocator, copies to and from the host).
   const weft::device& device() const noexcept { return device_; }
-  // The device's intra-op threads, and the two ways CPU kernels use them.
+  /// The device's intra-op threads, and the two ways CPU kernels use them.
   const cpu_context& cpu() const noexcept { return device_.cpu(); }
   const Eigen::ThreadPoolDevice& eigen_device() const { return cpu().eigen_device(); }
   void parallel_for(std::int64_t n, double cost_per_unit,
@@ -185,21 +186,21 @@ class kernel_context {
   resource_manager& resources() const noexcept { return resources_; }
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
   std::int64_t step_id() const noexcept { return step_id_; }
-  // The step's store of tensors (AccumulatorPush and AccumulatorPop).
+  /// The step's store of tensors (AccumulatorPush and AccumulatorPop).
   step_store& store() const {
     if (!store_) fail(error_code::internal, node_.describe(), ": this kernel runs outside a step (no step store)");
     return *store_;
   }
 
-  // A context for running another kernel in this one's place (a wrapper that moves some
-  // inputs to host memory, say): the same node, outputs and step, with `inputs`, on `device`.
+  /// A context for running another kernel in this one's place (a wrapper that moves some
+  /// inputs to host memory, say): the same node, outputs and step, with `inputs`, on `device`.
   kernel_context delegate(std::span<entry> inputs, const weft::device& device) const {
     return kernel_context(node_, inputs, outputs_, device, resources_, cancellation_, step_id_, store_);
   }
-  // The inputs as the executor gave them.
+  /// The inputs as the executor gave them.
   std::span<entry> input_entries() const noexcept { return inputs_; }
 
-  // For async kernels: record a failure before calling done.
+  /// For async kernels: record a failure before calling done.
   void set_error(std::exception_ptr e) { error_ = std::move(e); }
   std::exception_ptr error() const { return error_; }
 
@@ -219,8 +220,8 @@ class op_kernel {
  public:
   virtual ~op_kernel() = default;
   virtual void compute(kernel_context& ctx) const = 0;
-  // Async kernels (Recv, Dequeue) return from compute_async at once and call done later,
-  // from any thread, holding no executor thread while they wait.
+  /// Async kernels (Recv, Dequeue) return from compute_async at once and call done later,
+  /// from any thread, holding no executor thread while they wait.
   virtual bool is_async() const noexcept { return false; }
   virtual void compute_async(kernel_context& ctx, std::function<void()> done) const {
     try {
@@ -234,9 +235,9 @@ class op_kernel {
 
 using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
 
-// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
-// kernel for nodes whose attr T is float32. Registering the same key twice keeps the first,
-// so kernel headers included in several translation units do not conflict.
+/// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
+/// kernel for nodes whose attr T is float32. Registering the same key twice keeps the first,
+/// so kernel headers included in several translation units do not conflict.
 class kernel_registry {
  public:
   struct type_constraint {
@@ -253,7 +254,7 @@ class kernel_registry {
     return true;
   }
 
-  // Creates the kernel for `n`, or throws not_found naming the node and what was registered.
+  /// Creates the kernel for `n`, or throws not_found naming the node and what was registered.
   std::unique_ptr<op_kernel> create(const node& n, const std::string& device_type) const {
     {
       std::shared_lock lock(mutex_);
@@ -262,8 +263,8 @@ class kernel_registry {
     throw error(error_code::not_found, missing(n, device_type));
   }
 
-  // Whether `n` finds a kernel on `device_type`: an empty string when it does, else the
-  // error create() would raise (the node, its type attrs, and what is registered).
+  /// Whether `n` finds a kernel on `device_type`: an empty string when it does, else the
+  /// error create() would raise (the node, its type attrs, and what is registered).
   std::string missing(const node& n, const std::string& device_type) const {
     std::shared_lock lock(mutex_);
     if (find(n, device_type)) return {};
@@ -287,7 +288,7 @@ class kernel_registry {
     return kernels_.count({std::string(op), std::string(device_type)}) != 0;
   }
 
-  // Whether a node of `op` whose type attr `c.attr` is `c.type` finds a kernel on `device_type`.
+  /// Whether a node of `op` whose type attr `c.attr` is `c.type` finds a kernel on `device_type`.
   bool has(std::string_view op, std::string_view device_type, const type_constraint& c) const {
     std::shared_lock lock(mutex_);
     auto it = kernels_.find({std::string(op), std::string(device_type)});
@@ -307,7 +308,7 @@ class kernel_registry {
     type_constraint constraint;
     kernel_factory factory;
   };
-  // The factory for `n` on `device_type`, or nullptr; the caller holds mutex_.
+  /// The factory for `n` on `device_type`, or nullptr; the caller holds mutex_.
   const kernel_factory* find(const node& n, const std::string& device_type) const {
     auto it = kernels_.find({n.op(), device_type});
     if (it == kernels_.end()) return nullptr;
@@ -328,8 +329,8 @@ std::unique_ptr<op_kernel> make_kernel(const node& n) {
   return std::make_unique<K>(n);
 }
 
-// Registers kernel class K (constructible from const node&) for `op` on the CPU. The factory
-// is a function pointer, so that every K shares one std::function instantiation.
+/// Registers kernel class K (constructible from const node&) for `op` on the CPU. The factory
+/// is a function pointer, so that every K shares one std::function instantiation.
 template <class K>
 bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
   return kernel_registry::global().add(std::move(op), "CPU", std::move(constraint), &make_kernel<K>);

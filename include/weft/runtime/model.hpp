@@ -1,24 +1,25 @@
-// Model bundles: a graph, its variables and named signatures in one file, written
-// atomically, that another program loads and runs with no model code compiled in
-// (`load_model`), and freezing (`freeze_graph`: variables become constants, what the
-// outputs do not need is left out, constant folding runs).
-//
-//   save_model("mnist.weft", session, g, {make_signature(g, "serving_default", {{"image", x}}, {{"probs", p}})});
-//   model_bundle m = load_model("mnist.weft");            // in another program
-//   tensor probs = m.run("serving_default", {{"image", batch}})[0];
-//
-// File format (version 1; integers little-endian):
-//   "WEFTMODL", u32 version, u64 meta bytes, u32 CRC-32C of meta
-//   meta: a protobuf message (core/wire.hpp):
-//     1 graph_def   bytes     a tensorflow.GraphDef (graph/graph_def.hpp)
-//     2 signature   repeated  { 1 name, 2 input: repeated tensor_info, 3 output: repeated tensor_info }
-//                             tensor_info { 1 key, 2 tensor ("node:port"), 3 dtype (TensorFlow's
-//                             DataType), 4 shape (a TensorShapeProto) }
-//   the variables: a checkpoint file's bytes (runtime/checkpoint_file.hpp) to the end of the
-//   file, one tensor per Variable node, by node name (none for a frozen graph)
-// load_model checks the magic, the version, the meta's checksum and every tensor's (the
-// checkpoint's own checks), that the signatures name outputs of the graph with their
-// dtypes, and that the variables are exactly the graph's; then it restores them in one step.
+/// @file
+/// Model bundles: a graph, its variables and named signatures in one file, written
+/// atomically, that another program loads and runs with no model code compiled in
+/// (`load_model`), and freezing (`freeze_graph`: variables become constants, what the
+/// outputs do not need is left out, constant folding runs).
+///
+///   save_model("mnist.weft", session, g, {make_signature(g, "serving_default", {{"image", x}}, {{"probs", p}})});
+///   model_bundle m = load_model("mnist.weft");            // in another program
+///   tensor probs = m.run("serving_default", {{"image", batch}})[0];
+///
+/// File format (version 1; integers little-endian):
+///   "WEFTMODL", u32 version, u64 meta bytes, u32 CRC-32C of meta
+///   meta: a protobuf message (core/wire.hpp):
+///     1 graph_def   bytes     a tensorflow.GraphDef (graph/graph_def.hpp)
+///     2 signature   repeated  { 1 name, 2 input: repeated tensor_info, 3 output: repeated tensor_info }
+///                             tensor_info { 1 key, 2 tensor ("node:port"), 3 dtype (TensorFlow's
+///                             DataType), 4 shape (a TensorShapeProto) }
+///   the variables: a checkpoint file's bytes (runtime/checkpoint_file.hpp) to the end of the
+///   file, one tensor per Variable node, by node name (none for a frozen graph)
+/// load_model checks the magic, the version, the meta's checksum and every tensor's (the
+/// checkpoint's own checks), that the signatures name outputs of the graph with their
+/// dtypes, and that the variables are exactly the graph's; then it restores them in one step.
 #pragma once
 
 #include <algorithm>
@@ -46,17 +47,17 @@
 
 namespace weft {
 
-// One tensor of a signature: the key callers use, and the graph's output it stands for.
+/// One tensor of a signature: the key callers use, and the graph's output it stands for.
 struct signature_tensor {
   std::string key;
-  std::string tensor;  // "node:port"
+  std::string tensor;  ///< "node:port"
   dtype type = dtype::invalid;
   partial_shape shape;
   friend bool operator==(const signature_tensor&, const signature_tensor&) = default;
 };
 
-// A named way to run a model (TensorFlow's SignatureDef): the outputs it feeds and those it
-// fetches, by key.
+/// A named way to run a model (TensorFlow's SignatureDef): the outputs it feeds and those it
+/// fetches, by key.
 struct signature {
   std::string name;
   std::vector<signature_tensor> inputs;
@@ -64,7 +65,7 @@ struct signature {
   friend bool operator==(const signature&, const signature&) = default;
 };
 
-// A signature of `g` from outputs by key; dtypes and static shapes come from the graph.
+/// A signature of `g` from outputs by key; dtypes and static shapes come from the graph.
 inline signature make_signature(const graph& g, std::string name, const std::vector<std::pair<std::string, output>>& inputs,
                                 const std::vector<std::pair<std::string, output>>& outputs) {
   if (name.empty()) fail(error_code::invalid_argument, "make_signature: a signature needs a name");
@@ -83,13 +84,13 @@ inline signature make_signature(const graph& g, std::string name, const std::vec
   return s;
 }
 
-// A graph that computes `outputs` of `g` from `inputs` alone: every Variable those need
-// becomes a Const holding the value it has in `s`, nodes they do not need are left out
-// (an input that is not a Placeholder becomes one of its dtype and shape), and what
-// constant folding can compute beforehand is computed and kept as Consts (named
-// "<node>/folded"; a fetched output itself is never folded away). Node names, devices and
-// colocations stay. Fails, naming the node, when a needed node writes a variable (Assign,
-// an optimizer's update): a frozen graph has none.
+/// A graph that computes `outputs` of `g` from `inputs` alone: every Variable those need
+/// becomes a Const holding the value it has in `s`, nodes they do not need are left out
+/// (an input that is not a Placeholder becomes one of its dtype and shape), and what
+/// constant folding can compute beforehand is computed and kept as Consts (named
+/// "<node>/folded"; a fetched output itself is never folded away). Node names, devices and
+/// colocations stay. Fails, naming the node, when a needed node writes a variable (Assign,
+/// an optimizer's update): a frozen graph has none.
 inline graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs = {},
                           const passes::constant_folding_options& folding = {}) {
   auto is_input = [&](output o) { return std::find(inputs.begin(), inputs.end(), o) != inputs.end(); };
@@ -259,8 +260,8 @@ inline signature read_signature(std::string_view bytes, const std::string& what)
   return s;
 }
 
-// Checks `sigs` against `g`: distinct non-empty names, distinct keys, each tensor an output
-// of `g` with the signature's dtype. `who` prefixes errors.
+/// Checks `sigs` against `g`: distinct non-empty names, distinct keys, each tensor an output
+/// of `g` with the signature's dtype. `who` prefixes errors.
 inline void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who) {
   if (sigs.empty()) fail(error_code::invalid_argument, who, ": no signatures (a model is run through one)");
   for (std::size_t i = 0; i < sigs.size(); ++i) {
@@ -295,21 +296,21 @@ inline void check_signatures(const graph& g, const std::vector<signature>& sigs,
 }  // namespace model_detail
 
 struct save_model_options {
-  // Write freeze_graph's graph of the signatures' outputs (variables as constants, folded)
-  // and no variables, in place of the whole graph and its variables.
+  /// Write freeze_graph's graph of the signatures' outputs (variables as constants, folded)
+  /// and no variables, in place of the whole graph and its variables.
   bool freeze = false;
   passes::constant_folding_options folding = {};
-  // Leave the nodes' device requests out (graph_def_options::devices): a model trained on a
-  // GPU then loads where there is none.
+  /// Leave the nodes' device requests out (graph_def_options::devices): a model trained on a
+  /// GPU then loads where there is none.
   bool clear_devices = false;
-  // Write each Fused node (the typed DSL's fusion) as its elementwise ops
-  // (passes/expand_fused.hpp): a Fused node's kernel is compiled from the saving program's
-  // types, so only such a program could run the bundle otherwise.
+  /// Write each Fused node (the typed DSL's fusion) as its elementwise ops
+  /// (passes/expand_fused.hpp): a Fused node's kernel is compiled from the saving program's
+  /// types, so only such a program could run the bundle otherwise.
   bool expand_fused = true;
 };
 
-// Writes a model bundle (the format above) atomically: `g` (or its frozen form), the
-// variables' values in `s`, and `signatures`. Every variable must be initialized.
+/// Writes a model bundle (the format above) atomically: `g` (or its frozen form), the
+/// variables' values in `s`, and `signatures`. Every variable must be initialized.
 inline void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
                        const save_model_options& options = {}) {
   model_detail::check_signatures(g, signatures, "save_model");
@@ -364,8 +365,8 @@ class model_bundle;
 inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options = {},
                                      const graph_def_limits& limits = {});
 
-// A model loaded from a bundle: its graph, a session on it with the variables restored,
-// and its signatures.
+/// A model loaded from a bundle: its graph, a session on it with the variables restored,
+/// and its signatures.
 class model_bundle {
  public:
   const weft::graph& graph() const noexcept { return graph_; }
@@ -380,9 +381,9 @@ class model_bundle {
     fail(error_code::not_found, "model: no signature named '", name, "' (it has ", names, ")");
   }
 
-  // Runs signature `name`, fed by key (every input of the signature, no other), and
-  // returns its outputs in the signature's order. Dtypes and shapes are checked against
-  // the signature, naming the key.
+  /// Runs signature `name`, fed by key (every input of the signature, no other), and
+  /// returns its outputs in the signature's order. Dtypes and shapes are checked against
+  /// the signature, naming the key.
   std::vector<tensor> run(std::string_view name, const std::vector<std::pair<std::string, tensor>>& inputs,
                           const run_options& options = {}) {
     const weft::signature& s = signature(name);
@@ -419,8 +420,8 @@ class model_bundle {
   std::vector<weft::signature> signatures_;
 };
 
-// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
-// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
+/// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
+/// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
 inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options,
                                      const graph_def_limits& limits) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the model ", name, " is corrupt: ", what...); };
@@ -490,9 +491,9 @@ inline model_bundle load_model_bytes(std::string_view bytes, const std::string& 
   return m;
 }
 
-// Loads a model bundle written by save_model: the graph (every op it uses must be
-// registered, with its kernels: <weft/kernels/cpu/all.hpp> in one file of the program),
-// a session on it, the variables restored.
+/// Loads a model bundle written by save_model: the graph (every op it uses must be
+/// registered, with its kernels: <weft/kernels/cpu/all.hpp> in one file of the program),
+/// a session on it, the variables restored.
 inline model_bundle load_model(const std::filesystem::path& path, const session_options& options = {}) {
   return load_model_bytes(read_file(path, "the model"), path.string(), options);
 }

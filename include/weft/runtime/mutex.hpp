@@ -1,11 +1,12 @@
-// A mutex shared by steps (whitepaper Table 1, MutexAcquire and MutexRelease): a resource
-// that one holder at a time owns, granted in the order the acquisitions came. An
-// acquisition that waits holds no thread: the mutex calls it back when it is granted. Each
-// grant has an id, which the release names; a release of another id is an error.
-// The step that acquired it releases it: an acquisition watches its step's cancellation,
-// so a step that fails or is cancelled while it waits leaves the line, and one that fails
-// while it holds the mutex gives it back (a step that ends without its MutexRelease keeps
-// it: the release belongs in the same step, after the critical section's nodes).
+/// @file
+/// A mutex shared by steps (whitepaper Table 1, MutexAcquire and MutexRelease): a resource
+/// that one holder at a time owns, granted in the order the acquisitions came. An
+/// acquisition that waits holds no thread: the mutex calls it back when it is granted. Each
+/// grant has an id, which the release names; a release of another id is an error.
+/// The step that acquired it releases it: an acquisition watches its step's cancellation,
+/// so a step that fails or is cancelled while it waits leaves the line, and one that fails
+/// while it holds the mutex gives it back (a step that ends without its MutexRelease keeps
+/// it: the release belongs in the same step, after the critical section's nodes).
 #pragma once
 
 #include <cstdint>
@@ -34,9 +35,9 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
   explicit resource_mutex(std::string name) : name_(std::move(name)) {}
   const std::string& name() const noexcept { return name_; }
 
-  // Asks for the mutex for step `step`; `done` runs once, with the grant's id, or with the
-  // error (the step was cancelled while it waited). Once granted, a cancellation of
-  // `cancellation` (the step's: it failed) releases it, until release(id, step).
+  /// Asks for the mutex for step `step`; `done` runs once, with the grant's id, or with the
+  /// error (the step was cancelled while it waited). Once granted, a cancellation of
+  /// `cancellation` (the step's: it failed) releases it, until release(id, step).
   void acquire(cancellation_manager* cancellation, std::int64_t step, granted done) {
     std::vector<std::function<void()>> calls;
     {
@@ -59,7 +60,7 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     for (auto& c : calls) c();
   }
 
-  // Gives the mutex back; `id` must be the holder's, granted to the same step.
+  /// Gives the mutex back; `id` must be the holder's, granted to the same step.
   void release(std::uint64_t id, std::int64_t step) {
     std::vector<std::function<void()>> calls;
     std::pair<cancellation_manager*, cancellation_manager::token> watch{};
@@ -97,8 +98,8 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     granted done;
   };
 
-  // Grants the mutex to the first waiter when it is free (the lock held). The waiter's
-  // cancellation callback stays registered: now it releases the grant.
+  /// Grants the mutex to the first waiter when it is free (the lock held). The waiter's
+  /// cancellation callback stays registered: now it releases the grant.
   void grant(std::vector<std::function<void()>>& calls) {
     if (held_ || waiting_.empty()) return;
     waiter w = std::move(waiting_.front());
@@ -111,7 +112,7 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     calls.push_back([d = std::move(w.done), id = w.id] { d(nullptr, id); });
   }
 
-  // The step of acquisition `id` was cancelled: it leaves the line, or gives the mutex back.
+  /// The step of acquisition `id` was cancelled: it leaves the line, or gives the mutex back.
   void cancelled(std::uint64_t id) {
     std::vector<std::function<void()>> calls;
     {

@@ -1,20 +1,21 @@
-// Partitioning (whitepaper §3.3): an executable whose nodes the placer spread over several
-// devices becomes one executable per device. Every edge between two devices becomes a Send
-// in the producer's partition and a Recv in the consumer's; all the consumers of one tensor
-// on one device share one Recv, and a control edge crosses as a Send and Recv of a token. A
-// fed value goes to each partition that reads it as a feed node of its own. The partitions'
-// steps meet in one rendezvous (runtime/rendezvous.hpp, step::run_partitions); each fetch is
-// served by the partition of the node that computes it.
-//
-// Recv scheduling (whitepaper §5.2): by default a Recv starts with the step and takes its
-// value as soon as it is sent (as soon as possible). Given the placement's simulated times
-// (recv_schedule), each Recv whose value would wait long for its consumers gets a control
-// edge from the node of its own partition that is simulated to finish last before the
-// value must be fetched, so that it is taken as late as possible: a transfer that copies
-// into the receiving device's memory then holds that memory only shortly before it is used.
-//
-// Loops across devices (whitepaper §4.4): see partition(). A loop nested in another goes
-// with the outer loop's control flow (the placer keeps them together).
+/// @file
+/// Partitioning (whitepaper §3.3): an executable whose nodes the placer spread over several
+/// devices becomes one executable per device. Every edge between two devices becomes a Send
+/// in the producer's partition and a Recv in the consumer's; all the consumers of one tensor
+/// on one device share one Recv, and a control edge crosses as a Send and Recv of a token. A
+/// fed value goes to each partition that reads it as a feed node of its own. The partitions'
+/// steps meet in one rendezvous (runtime/rendezvous.hpp, step::run_partitions); each fetch is
+/// served by the partition of the node that computes it.
+///
+/// Recv scheduling (whitepaper §5.2): by default a Recv starts with the step and takes its
+/// value as soon as it is sent (as soon as possible). Given the placement's simulated times
+/// (recv_schedule), each Recv whose value would wait long for its consumers gets a control
+/// edge from the node of its own partition that is simulated to finish last before the
+/// value must be fetched, so that it is taken as late as possible: a transfer that copies
+/// into the receiving device's memory then holds that memory only shortly before it is used.
+///
+/// Loops across devices (whitepaper §4.4): see partition(). A loop nested in another goes
+/// with the outer loop's control flow (the placer keeps them together).
 #pragma once
 
 #include <algorithm>
@@ -33,9 +34,9 @@
 namespace weft {
 
 namespace detail {
-// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
-// lowest index first among those ready, as the frame analysis reads them: a Recv made
-// before the Merge that puts it inside its loop comes after it.
+/// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
+/// lowest index first among those ready, as the frame analysis reads them: a Recv made
+/// before the Merge that puts it inside its loop comes after it.
 inline void sort_nodes(executable& x) {
   auto& nodes = x.nodes;
   const auto n = nodes.size();
@@ -76,20 +77,20 @@ inline void sort_nodes(executable& x) {
 }
 }  // namespace detail
 
-// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
-// simulated start and finish (seconds from the step's start), and how long a tensor takes
-// from one device to another.
+/// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
+/// simulated start and finish (seconds from the step's start), and how long a tensor takes
+/// from one device to another.
 struct recv_schedule {
   std::vector<double> start, finish;
   std::function<double(int src, int port, int to_device)> transfer_seconds;
-  double min_gain = 20e-6;  // a Recv is delayed only when it would take its value this much earlier
+  double min_gain = 20e-6;  ///< a Recv is delayed only when it would take its value this much earlier
 };
 
-// The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
-// device its nodes use, each finished; none when they use one device. device_names: the
-// devices' names by index, for the rendezvous keys and the traces.
-// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
-// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
+/// The partitions of `whole` (its nodes, edges and fetches set, not finished yet), one per
+/// device its nodes use, each finished; none when they use one device. device_names: the
+/// devices' names by index, for the rendezvous keys and the traces.
+/// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
+/// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
 inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
                                                                 const std::vector<std::string>& device_names,
                                                                 const std::function<bool(output)>& lossy = {},

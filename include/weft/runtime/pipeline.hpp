@@ -1,25 +1,26 @@
-// Input pipelines built on queues (whitepaper 4.6-4.7; the anchors tf.data and libtorch's
-// DataLoader): a source (rows of in-memory tensors, or the records of files), then stages
-// in the order they are added (map a graph function over each element, shuffle through a
-// buffer, batch, repeat the epochs, prefetch), each stage a queue filled by a queue_runner's
-// threads, all in a graph and a session of the pipeline's own, so that the input runs ahead
-// of training on threads of its own and never holds a training step's thread.
-//
-//   weft::input_pipeline p = weft::input_pipeline::from_tensors({images, labels});
-//   p.shuffle(10000, 42).batch(128).repeat(5).prefetch(4);
-//   p.start();
-//   while (auto batch = p.next()) train_on((*batch)[0], (*batch)[1]);   // nullopt: the end
-//
-// or, in the training graph itself (no copy through the host's feeds):
-//   auto [x, y] = ...p.dequeue_into(g)...   // a QueueDequeue of the last stage's queue; the
-//   session shares p.resources() (session_options::resources)
-//
-// Order is deterministic for a fixed seed when every map stage has one worker: each stage
-// keeps its input's order, and a shuffle draws from a full buffer (capacity `buffer`, and
-// min_after_dequeue buffer - 1) with its seeded generator. An element whose components have
-// dims unknown until run time is padded by batch() to the longest in its batch (the queue
-// before a batch is then a PaddingFIFOQueue). An error in any stage stops the pipeline; the
-// next next() rethrows it.
+/// @file
+/// Input pipelines built on queues (whitepaper 4.6-4.7; the anchors tf.data and libtorch's
+/// DataLoader): a source (rows of in-memory tensors, or the records of files), then stages
+/// in the order they are added (map a graph function over each element, shuffle through a
+/// buffer, batch, repeat the epochs, prefetch), each stage a queue filled by a queue_runner's
+/// threads, all in a graph and a session of the pipeline's own, so that the input runs ahead
+/// of training on threads of its own and never holds a training step's thread.
+///
+///   weft::input_pipeline p = weft::input_pipeline::from_tensors({images, labels});
+///   p.shuffle(10000, 42).batch(128).repeat(5).prefetch(4);
+///   p.start();
+///   while (auto batch = p.next()) train_on((*batch)[0], (*batch)[1]);   // nullopt: the end
+///
+/// or, in the training graph itself (no copy through the host's feeds):
+///   auto [x, y] = ...p.dequeue_into(g)...   // a QueueDequeue of the last stage's queue; the
+///   session shares p.resources() (session_options::resources)
+///
+/// Order is deterministic for a fixed seed when every map stage has one worker: each stage
+/// keeps its input's order, and a shuffle draws from a full buffer (capacity `buffer`, and
+/// min_after_dequeue buffer - 1) with its seeded generator. An element whose components have
+/// dims unknown until run time is padded by batch() to the longest in its batch (the queue
+/// before a batch is then a PaddingFIFOQueue). An error in any stage stops the pipeline; the
+/// next next() rethrows it.
 #pragma once
 
 #include <algorithm>
@@ -51,7 +52,7 @@ class input_pipeline {
   // pipeline's graph) to the new element's.
   using map_fn = std::function<std::vector<output>(graph&, const std::vector<output>&)>;
 
-  // Elements: row i of every column (all of one first dim).
+  /// Elements: row i of every column (all of one first dim).
   static input_pipeline from_tensors(std::vector<tensor> columns) {
     if (columns.empty()) fail(error_code::invalid_argument, "input_pipeline::from_tensors: no columns");
     for (const tensor& c : columns)
@@ -62,7 +63,7 @@ class input_pipeline {
     p.columns_ = std::move(columns);
     return p;
   }
-  // Elements: the records of the files (string scalars), in the files' order each epoch.
+  /// Elements: the records of the files (string scalars), in the files' order each epoch.
   static input_pipeline from_files(std::vector<std::string> files, reader_spec reader) {
     if (files.empty()) fail(error_code::invalid_argument, "input_pipeline::from_files: no files");
     input_pipeline p;
@@ -71,58 +72,58 @@ class input_pipeline {
     return p;
   }
 
-  // Movable until start(): its threads then hold its address.
+  /// Movable until start(): its threads then hold its address.
   input_pipeline(input_pipeline&&) = default;
   input_pipeline& operator=(input_pipeline&&) = delete;
   ~input_pipeline() { stop(); }
 
-  // Each element through `f`, on `workers` threads (more than one may reorder elements).
+  /// Each element through `f`, on `workers` threads (more than one may reorder elements).
   input_pipeline& map(map_fn f, int workers = 1) {
     if (workers < 1) fail(error_code::invalid_argument, "input_pipeline::map: workers must be at least 1, got ", workers);
     return add({stage::kind::map, 0, workers, std::move(f)});
   }
-  // Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
+  /// Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
   input_pipeline& shuffle(std::int64_t buffer, std::uint64_t seed = 0) {
     if (buffer < 1) fail(error_code::invalid_argument, "input_pipeline::shuffle: buffer must be at least 1, got ", buffer);
     seed_ = seed;
     return add({stage::kind::shuffle, buffer, 1, {}});
   }
-  // n elements stacked (the last batch of the input smaller unless drop_remainder).
+  /// n elements stacked (the last batch of the input smaller unless drop_remainder).
   input_pipeline& batch(std::int64_t n, bool drop_remainder = false) {
     if (n < 1) fail(error_code::invalid_argument, "input_pipeline::batch: n must be at least 1, got ", n);
     return add({drop_remainder ? stage::kind::batch_exact : stage::kind::batch, n, 1, {}});
   }
-  // from_tensors' rows in a fresh random order each epoch: the whole source shuffled, at no
-  // cost per element, as a training loop that shuffles its row indices does (epoch e's
-  // order is std::shuffle of 0..n-1 with std::mt19937_64(seed + e)). A shuffle() stage
-  // mixes only within its buffer.
+  /// from_tensors' rows in a fresh random order each epoch: the whole source shuffled, at no
+  /// cost per element, as a training loop that shuffles its row indices does (epoch e's
+  /// order is std::shuffle of 0..n-1 with std::mt19937_64(seed + e)). A shuffle() stage
+  /// mixes only within its buffer.
   input_pipeline& shuffle_source(std::uint64_t seed) {
     if (columns_.empty()) fail(error_code::invalid_argument, "input_pipeline::shuffle_source: only rows of tensors are shuffled whole");
     shuffle_rows_ = true;
     row_seed_ = seed;
     return *this;
   }
-  // The source's elements `epochs` times (-1: forever). Applies to the whole source,
-  // wherever it is called.
+  /// The source's elements `epochs` times (-1: forever). Applies to the whole source,
+  /// wherever it is called.
   input_pipeline& repeat(std::int64_t epochs = -1) {
     if (epochs == 0 || epochs < -1) fail(error_code::invalid_argument, "input_pipeline::repeat: epochs must be positive or -1, got ", epochs);
     epochs_ = epochs;
     return *this;
   }
-  // The last queue holds up to k elements ready.
+  /// The last queue holds up to k elements ready.
   input_pipeline& prefetch(std::int64_t k) {
     if (k < 1) fail(error_code::invalid_argument, "input_pipeline::prefetch: k must be at least 1, got ", k);
     prefetch_ = k;
     return *this;
   }
-  // The resource manager the pipeline's queues live in; a training session given it
-  // (session_options::resources) can dequeue from the last stage in its own graph.
+  /// The resource manager the pipeline's queues live in; a training session given it
+  /// (session_options::resources) can dequeue from the last stage in its own graph.
   input_pipeline& share(std::shared_ptr<resource_manager> resources) {
     resources_ = std::move(resources);
     return *this;
   }
 
-  // Builds the pipeline's graph and session and starts its threads.
+  /// Builds the pipeline's graph and session and starts its threads.
   void start() {
     if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
     build();
@@ -139,8 +140,8 @@ class input_pipeline {
     coord_->add_thread(std::thread([this] { feed_epochs(); }));
   }
 
-  // The next element (a batch after batch()), or nullopt at the end of the input; an
-  // error of any stage is rethrown here.
+  /// The next element (a batch after batch()), or nullopt at the end of the input; an
+  /// error of any stage is rethrown here.
   std::optional<std::vector<tensor>> next() {
     if (!session_) fail(error_code::failed_precondition, "input_pipeline::next: start() it first");
     run_options o;
@@ -154,7 +155,7 @@ class input_pipeline {
     }
   }
 
-  // Stops the threads and joins them (an error not yet taken is dropped).
+  /// Stops the threads and joins them (an error not yet taken is dropped).
   void stop() {
     if (!coord_) return;
     coord_->request_stop();
@@ -165,7 +166,7 @@ class input_pipeline {
     coord_.reset();
   }
 
-  // The last stage's queue dequeued in another graph (whose session shares resources()).
+  /// The last stage's queue dequeued in another graph (whose session shares resources()).
   std::vector<output> dequeue_into(graph& g, node_options options = {}) const {
     if (!session_) fail(error_code::failed_precondition, "input_pipeline::dequeue_into: start() it first");
     const output h = g.constant(tensor::from_vector(std::vector<std::string>{"", last_queue_})).out(0);
@@ -176,12 +177,12 @@ class input_pipeline {
     return out;
   }
   const std::shared_ptr<resource_manager>& resources() const noexcept { return resources_; }
-  // The shared name of the last stage's queue (in resources(), container ""), once started.
+  /// The shared name of the last stage's queue (in resources(), container ""), once started.
   const std::string& last_queue_name() const {
     if (!session_) fail(error_code::failed_precondition, "input_pipeline: start() it first");
     return last_queue_;
   }
-  // The element's dtypes and static shapes after every stage.
+  /// The element's dtypes and static shapes after every stage.
   const std::vector<dtype>& element_types() const noexcept { return types_; }
   const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }
 
@@ -212,10 +213,10 @@ class input_pipeline {
 
   std::string queue_name(std::size_t k) const { return "input_pipeline_" + std::to_string(id_) + "/stage_" + std::to_string(k); }
 
-  // The queue that feeds stage `next` (stages_.size(): the last queue, which next() and
-  // dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
-  // only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
-  // batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
+  /// The queue that feeds stage `next` (stages_.size(): the last queue, which next() and
+  /// dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
+  /// only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
+  /// batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
   graph_queue queue_for(std::size_t next, std::int64_t capacity) {
     queue_spec q;
     q.component_types = types_;
@@ -247,11 +248,11 @@ class input_pipeline {
     }
   }
 
-  // The graph: queues between fragments, each fragment one step a runner's threads repeat
-  // (a dequeue from the queue before it, the map functions after it, an enqueue into the
-  // queue after it). A map of one worker joins the fragment before it (no queue between:
-  // a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
-  // shuffle is the queue it feeds from.
+  /// The graph: queues between fragments, each fragment one step a runner's threads repeat
+  /// (a dequeue from the queue before it, the map functions after it, an enqueue into the
+  /// queue after it). A map of one worker joins the fragment before it (no queue between:
+  /// a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
+  /// shuffle is the queue it feeds from.
   void build() {
     g_ = std::make_unique<graph>();
     graph& g = *g_;
@@ -323,7 +324,7 @@ class input_pipeline {
     for (output o : q->dequeue("next")) last_.push_back(o);
   }
 
-  // The epoch thread: the source's elements once per epoch, then the end of the input.
+  /// The epoch thread: the source's elements once per epoch, then the end of the input.
   void feed_epochs() {
     run_options o;
     o.cancellation = &coord_->cancellation();
@@ -337,15 +338,15 @@ class input_pipeline {
       coord_->request_stop(std::current_exception());
     }
   }
-  // Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
+  /// Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
   void epoch_order(std::int64_t e, std::vector<std::int64_t>& order) const {
     std::iota(order.begin(), order.end(), 0);
     if (!shuffle_rows_) return;
     std::mt19937_64 random(row_seed_ + static_cast<std::uint64_t>(e));
     std::shuffle(order.begin(), order.end(), random);
   }
-  // from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
-  // waiting for room; then the queue is closed.
+  /// from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
+  /// waiting for room; then the queue is closed.
   void feed_rows() {
     auto source = resources_->find<queue>("", source_);
     std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
@@ -378,9 +379,9 @@ class input_pipeline {
     }
     source->close();
   }
-  // from_tensors then batch: each epoch's rows (in order, or permuted) copied into batches
-  // of the first stage's size, which run on across epochs as a batch stage's would (the
-  // last, short one at the end of the input unless drop_remainder).
+  /// from_tensors then batch: each epoch's rows (in order, or permuted) copied into batches
+  /// of the first stage's size, which run on across epochs as a batch stage's would (the
+  /// last, short one at the end of the input unless drop_remainder).
   void feed_batches(queue& source) {
     const std::int64_t n = columns_[0].dim(0), size = stages_[0].n;
     const bool exact = stages_[0].type == stage::kind::batch_exact;
@@ -440,11 +441,11 @@ class input_pipeline {
   std::int64_t prefetch_ = 2;
   std::uint64_t seed_ = 0;
   bool shuffle_rows_ = false;
-  bool batched_source_ = false;  // the epoch thread makes the first stage's batches itself
+  bool batched_source_ = false;  ///< the epoch thread makes the first stage's batches itself
   std::uint64_t row_seed_ = 0;
   std::shared_ptr<resource_manager> resources_;
   int id_ = 0;
-  // Moving a started pipeline is an error (its threads hold its address).
+  /// Moving a started pipeline is an error (its threads hold its address).
   struct unstarted {
     bool started = false;
     unstarted() = default;
@@ -457,12 +458,12 @@ class input_pipeline {
   std::vector<dtype> types_;
   std::vector<partial_shape> shapes_;
   std::string fill_, end_, last_queue_, source_;
-  std::vector<endpoint> handles_;  // every queue op of the graph
+  std::vector<endpoint> handles_;  ///< every queue op of the graph
   int queues_ = 0;
   std::vector<endpoint> last_;
   std::unique_ptr<session> session_;
   std::vector<runner_spec> runners_;
-  std::unique_ptr<coordinator> coord_;  // last: stopped and joined first
+  std::unique_ptr<coordinator> coord_;  ///< last: stopped and joined first
 };
 
 }  // namespace weft

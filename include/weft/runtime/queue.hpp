@@ -1,21 +1,22 @@
-// Queues (whitepaper §4.6): state that outlives a step, through which steps hand tuples of
-// tensors to each other, so that input preparation runs ahead of computation. A queue holds
-// elements (a tensor per component, of the queue's dtypes and shapes) up to its capacity;
-// an enqueue that finds it full and a dequeue that finds it short wait, holding no thread:
-// each is an attempt the queue serves, in the order they came, as room or elements appear,
-// and then calls its `done` (outside the queue's lock). TensorFlow's semantics:
-// - enqueue on a closed queue fails (cancelled); close(true) also fails the enqueues that
-//   wait; close(false) lets them finish as room appears;
-// - a dequeue that a closed queue cannot satisfy fails with out_of_range, which ends an
-//   epoch: dequeue_many puts back what it had taken, dequeue_up_to returns what is left
-//   when there is any;
-// - a waiting attempt whose step is cancelled fails with cancelled (a dequeue puts back what
-//   it had taken), and the queue stays as it was.
-// Orders: first in first out; random shuffle (a seeded generator picks any element, and
-// while the queue is open only when more than min_after_dequeue remain); priority (the first
-// component an int64 scalar, the smallest first, ties in the order they came).
-// A queue is a resource (runtime/resource.hpp): the queue ops (kernels/cpu/data_flow.hpp)
-// keep it in the session's resource manager under its container and name.
+/// @file
+/// Queues (whitepaper §4.6): state that outlives a step, through which steps hand tuples of
+/// tensors to each other, so that input preparation runs ahead of computation. A queue holds
+/// elements (a tensor per component, of the queue's dtypes and shapes) up to its capacity;
+/// an enqueue that finds it full and a dequeue that finds it short wait, holding no thread:
+/// each is an attempt the queue serves, in the order they came, as room or elements appear,
+/// and then calls its `done` (outside the queue's lock). TensorFlow's semantics:
+/// - enqueue on a closed queue fails (cancelled); close(true) also fails the enqueues that
+///   wait; close(false) lets them finish as room appears;
+/// - a dequeue that a closed queue cannot satisfy fails with out_of_range, which ends an
+///   epoch: dequeue_many puts back what it had taken, dequeue_up_to returns what is left
+///   when there is any;
+/// - a waiting attempt whose step is cancelled fails with cancelled (a dequeue puts back what
+///   it had taken), and the queue stays as it was.
+/// Orders: first in first out; random shuffle (a seeded generator picks any element, and
+/// while the queue is open only when more than min_after_dequeue remain); priority (the first
+/// component an int64 scalar, the smallest first, ties in the order they came).
+/// A queue is a resource (runtime/resource.hpp): the queue ops (kernels/cpu/data_flow.hpp)
+/// keep it in the session's resource manager under its container and name.
 #pragma once
 
 #include <algorithm>
@@ -44,23 +45,23 @@
 
 namespace weft {
 
-using queue_tuple = std::vector<tensor>;  // one element: a tensor per component
+using queue_tuple = std::vector<tensor>;  ///< one element: a tensor per component
 
 struct queue_options {
   enum class order { fifo, random_shuffle, priority };
   order kind = order::fifo;
-  std::vector<dtype> component_types;      // at least one
-  std::vector<partial_shape> shapes;       // one per component, or none: any shape
-  std::int64_t capacity = -1;              // -1: no bound
-  std::int64_t min_after_dequeue = 0;      // random_shuffle: elements kept while open
-  std::uint64_t seed = 0;                  // random_shuffle's generator
-  bool padded = false;                     // dequeue_many pads unknown dims (PaddingFIFOQueue)
+  std::vector<dtype> component_types;      ///< at least one
+  std::vector<partial_shape> shapes;       ///< one per component, or none: any shape
+  std::int64_t capacity = -1;              ///< -1: no bound
+  std::int64_t min_after_dequeue = 0;      ///< random_shuffle: elements kept while open
+  std::uint64_t seed = 0;                  ///< random_shuffle's generator
+  bool padded = false;                     ///< dequeue_many pads unknown dims (PaddingFIFOQueue)
 
   bool same_as(const queue_options& o) const {
     return kind == o.kind && component_types == o.component_types && shapes == o.shapes && capacity == o.capacity &&
            min_after_dequeue == o.min_after_dequeue && seed == o.seed && padded == o.padded;
   }
-  // "fifo(float32[], int32[?]) capacity 10", for errors.
+  /// "fifo(float32[], int32[?]) capacity 10", for errors.
   std::string describe() const {
     static constexpr const char* kinds[] = {"fifo", "random_shuffle", "priority"};
     std::ostringstream out;
@@ -103,9 +104,9 @@ class queue final : public resource_base {
   const std::string& name() const noexcept { return name_; }
   const queue_options& options() const noexcept { return o_; }
 
-  // Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
-  // is in, or with the error (a closed queue, a cancelled step). Elements of the wrong
-  // dtypes or shapes are an invalid_argument error naming the queue, before any goes in.
+  /// Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
+  /// is in, or with the error (a closed queue, a cancelled step). Elements of the wrong
+  /// dtypes or shapes are an invalid_argument error naming the queue, before any goes in.
   void enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done) {
     for (const auto& e : elements) check(e);
     std::vector<std::function<void()>> calls;
@@ -125,9 +126,9 @@ class queue final : public resource_base {
     for (auto& c : calls) c();
   }
 
-  // Takes `n` elements, waiting for them; with up_to, fewer once the queue is closed (but at
-  // least one). `done` runs once with the elements, or with the error (out_of_range when a
-  // closed queue cannot give them, cancelled when the step is).
+  /// Takes `n` elements, waiting for them; with up_to, fewer once the queue is closed (but at
+  /// least one). `done` runs once with the elements, or with the error (out_of_range when a
+  /// closed queue cannot give them, cancelled when the step is).
   void dequeue(std::int64_t n, bool up_to, cancellation_manager* cancellation, dequeue_done done) {
     if (n < 0) fail(error_code::invalid_argument, "queue '", name_, "': cannot dequeue ", n, " elements");
     std::vector<std::function<void()>> calls;
@@ -144,8 +145,8 @@ class queue final : public resource_base {
     for (auto& c : calls) c();
   }
 
-  // No more enqueues; with cancel_pending_enqueues, those waiting fail too. Dequeues that
-  // the elements left cannot satisfy fail with out_of_range.
+  /// No more enqueues; with cancel_pending_enqueues, those waiting fail too. Dequeues that
+  /// the elements left cannot satisfy fail with out_of_range.
   void close(bool cancel_pending_enqueues = false) {
     std::vector<std::function<void()>> calls;
     {
@@ -174,7 +175,7 @@ class queue final : public resource_base {
     cancellation_manager::token token = 0;
   };
   struct enqueue_attempt : attempt {
-    std::deque<queue_tuple> elements;  // still to go in
+    std::deque<queue_tuple> elements;  ///< still to go in
     enqueue_done done;
   };
   struct dequeue_attempt : attempt {
@@ -201,7 +202,7 @@ class queue final : public resource_base {
     return std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "' is closed"));
   }
 
-  // Registers a's cancellation (an already cancelled step fails it at once).
+  /// Registers a's cancellation (an already cancelled step fails it at once).
   template <class A>
   void watch(A& a, cancellation_manager* cancellation, std::vector<std::function<void()>>& calls) {
     if (!cancellation) return;
@@ -239,13 +240,13 @@ class queue final : public resource_base {
   void release(It it) {
     if (it->cancellation && it->token) it->cancellation->deregister(it->token);
   }
-  // Ends an enqueue attempt (nullptr: all its elements are in).
+  /// Ends an enqueue attempt (nullptr: all its elements are in).
   void finish_enqueue(std::list<enqueue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
     release(it);
     calls.push_back([done = std::move(it->done), e] { done(e); });
     enqueues_.erase(it);
   }
-  // Ends a dequeue attempt: with its elements, or with an error (its elements go back).
+  /// Ends a dequeue attempt: with its elements, or with an error (its elements go back).
   void finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
     release(it);
     std::vector<queue_tuple> taken = std::move(it->taken);
@@ -260,7 +261,7 @@ class queue final : public resource_base {
     dequeues_.erase(it);
   }
 
-  // Serves the attempts in order while any makes progress (the queue's lock held).
+  /// Serves the attempts in order while any makes progress (the queue's lock held).
   void serve(std::vector<std::function<void()>>& calls) {
     for (bool progress = true; progress;) {
       progress = false;
@@ -298,7 +299,7 @@ class queue final : public resource_base {
     }
   }
 
-  // The order's storage.
+  /// The order's storage.
   std::size_t count() const { return o_.kind == queue_options::order::priority ? by_priority_.size() : elements_.size(); }
   bool available() const {
     if (count() == 0) return false;
@@ -337,8 +338,8 @@ class queue final : public resource_base {
     }
     return e;
   }
-  // An element a failed dequeue had taken goes back where it will come out first (for a
-  // priority queue: before the others of its priority, after those put back before it).
+  /// An element a failed dequeue had taken goes back where it will come out first (for a
+  /// priority queue: before the others of its priority, after those put back before it).
   void put_back(queue_tuple e) {
     if (o_.kind == queue_options::order::priority) {
       const std::int64_t p = e[0].data<std::int64_t>()[0];
@@ -352,8 +353,8 @@ class queue final : public resource_base {
   queue_options o_;
   mutable std::mutex mutex_;
   bool closed_ = false;
-  std::deque<queue_tuple> elements_;                                             // fifo, random_shuffle
-  std::multimap<std::pair<std::int64_t, std::uint64_t>, queue_tuple> by_priority_;  // priority: (priority, arrival)
+  std::deque<queue_tuple> elements_;                                             ///< fifo, random_shuffle
+  std::multimap<std::pair<std::int64_t, std::uint64_t>, queue_tuple> by_priority_;  ///< priority: (priority, arrival)
   std::uint64_t next_seq_ = 0;
   std::mt19937_64 random_;
   std::uint64_t next_id_ = 0;
@@ -361,8 +362,8 @@ class queue final : public resource_base {
   std::list<dequeue_attempt> dequeues_;
 };
 
-// EnqueueMany's split: row i of every component as element i (views of the batch, no copy).
-// Every component needs a first dimension, the same for all.
+/// EnqueueMany's split: row i of every component as element i (views of the batch, no copy).
+/// Every component needs a first dimension, the same for all.
 inline std::vector<queue_tuple> unstack_elements(const std::vector<tensor>& components, const std::string& queue_name) {
   if (components.empty()) fail(error_code::invalid_argument, "queue '", queue_name, "': enqueue_many of no components");
   std::int64_t n = -1;
@@ -384,10 +385,10 @@ inline std::vector<queue_tuple> unstack_elements(const std::vector<tensor>& comp
   return out;
 }
 
-// DequeueMany's batch: each component's elements stacked along a new first dimension. With
-// `pad` (PaddingFIFOQueue), elements of one rank and different sizes are padded with zeros
-// to the largest size in each dimension; without it their shapes must be equal. With no
-// elements, `shapes` gives each component's shape (unknown dimensions as 0).
+/// DequeueMany's batch: each component's elements stacked along a new first dimension. With
+/// `pad` (PaddingFIFOQueue), elements of one rank and different sizes are padded with zeros
+/// to the largest size in each dimension; without it their shapes must be equal. With no
+/// elements, `shapes` gives each component's shape (unknown dimensions as 0).
 inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
                                           const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name) {
   std::vector<tensor> out;

@@ -1,23 +1,24 @@
-// Threads that fill queues (TensorFlow's QueueRunner and Coordinator, whitepaper 4.6):
-// a queue_runner runs its enqueue targets over and over, a thread each, until told to stop;
-// a coordinator tells every thread to stop at the first error or at a request, cancels the
-// runs they are blocked in, keeps the first error for the training loop, and joins them.
-//
-//   weft::coordinator coord;
-//   weft::queue_runner runner(s, {"enqueue"}, {.close = "close", .cancel = "close_cancel"});
-//   runner.start(coord);                  // one thread per enqueue target
-//   while (!coord.should_stop()) {
-//     try { s.run({}, {}, {"train"}); }
-//     catch (const weft::error& e) { if (e.code() == weft::error_code::out_of_range) break; throw; }
-//   }
-//   coord.request_stop();
-//   coord.join();                         // rethrows a runner thread's error, if any
-//
-// When every thread of a runner has ended because its input ran out (an out_of_range from
-// an upstream queue or reader: the end of the epochs), the runner runs its close target, so
-// that the consumers' dequeues drain the queue and then end the epoch themselves. Any other
-// error stops the coordinator; a stop runs the cancel target (a close that cancels pending
-// enqueues), so that nothing stays blocked on the queue.
+/// @file
+/// Threads that fill queues (TensorFlow's QueueRunner and Coordinator, whitepaper 4.6):
+/// a queue_runner runs its enqueue targets over and over, a thread each, until told to stop;
+/// a coordinator tells every thread to stop at the first error or at a request, cancels the
+/// runs they are blocked in, keeps the first error for the training loop, and joins them.
+///
+///   weft::coordinator coord;
+///   weft::queue_runner runner(s, {"enqueue"}, {.close = "close", .cancel = "close_cancel"});
+///   runner.start(coord);                  // one thread per enqueue target
+///   while (!coord.should_stop()) {
+///     try { s.run({}, {}, {"train"}); }
+///     catch (const weft::error& e) { if (e.code() == weft::error_code::out_of_range) break; throw; }
+///   }
+///   coord.request_stop();
+///   coord.join();                         // rethrows a runner thread's error, if any
+///
+/// When every thread of a runner has ended because its input ran out (an out_of_range from
+/// an upstream queue or reader: the end of the epochs), the runner runs its close target, so
+/// that the consumers' dequeues drain the queue and then end the epoch themselves. Any other
+/// error stops the coordinator; a stop runs the cancel target (a close that cancels pending
+/// enqueues), so that nothing stays blocked on the queue.
 #pragma once
 
 #include <atomic>
@@ -43,14 +44,14 @@ class coordinator {
   coordinator() = default;
   coordinator(const coordinator&) = delete;
   coordinator& operator=(const coordinator&) = delete;
-  // Stops and joins what is still running; an error not taken by join() is dropped.
+  /// Stops and joins what is still running; an error not taken by join() is dropped.
   ~coordinator() {
     request_stop();
     join_threads();
   }
 
-  // Asks every thread to stop; the first error given is kept for join(). Runs under way in
-  // the threads (with run_options{.cancellation = &cancellation()}) are cancelled.
+  /// Asks every thread to stop; the first error given is kept for join(). Runs under way in
+  /// the threads (with run_options{.cancellation = &cancellation()}) are cancelled.
   void request_stop(std::exception_ptr error = nullptr) {
     std::vector<std::function<void()>> hooks;
     {
@@ -68,7 +69,7 @@ class coordinator {
     std::lock_guard lock(mutex_);
     return stopped_;
   }
-  // Waits until a stop is requested, or `timeout` passes; whether it was.
+  /// Waits until a stop is requested, or `timeout` passes; whether it was.
   bool wait_for_stop(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, timeout, [&] { return stopped_; });
@@ -77,9 +78,9 @@ class coordinator {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return stopped_; });
   }
-  // What the threads' runs pass as run_options::cancellation.
+  /// What the threads' runs pass as run_options::cancellation.
   cancellation_manager& cancellation() noexcept { return cancellation_; }
-  // Runs f when a stop is requested (at once if it was).
+  /// Runs f when a stop is requested (at once if it was).
   void on_stop(std::function<void()> f) {
     {
       std::lock_guard lock(mutex_);
@@ -90,19 +91,19 @@ class coordinator {
     }
     f();
   }
-  // A thread the coordinator joins.
+  /// A thread the coordinator joins.
   void add_thread(std::thread t) {
     std::lock_guard lock(mutex_);
     threads_.push_back(std::move(t));
   }
-  // Joins every thread (they end once a stop is requested or their work is done), then
-  // rethrows the first error reported, if any.
+  /// Joins every thread (they end once a stop is requested or their work is done), then
+  /// rethrows the first error reported, if any.
   void join() {
     join_threads();
     std::lock_guard lock(mutex_);
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
-  // Rethrows the first error reported so far, without waiting.
+  /// Rethrows the first error reported so far, without waiting.
   void raise_if_error() const {
     std::lock_guard lock(mutex_);
     if (error_) std::rethrow_exception(error_);
@@ -132,13 +133,13 @@ class coordinator {
 };
 
 struct queue_runner_options {
-  std::optional<endpoint> close = {};   // run when every thread has run out of input
-  std::optional<endpoint> cancel = {};  // run when the coordinator stops (a close that cancels pending enqueues)
+  std::optional<endpoint> close = {};   ///< run when every thread has run out of input
+  std::optional<endpoint> cancel = {};  ///< run when the coordinator stops (a close that cancels pending enqueues)
 };
 
-// Runs each enqueue target in a loop on a thread of its own (several threads may run one
-// target: list it more than once). The runner and its session must outlive the threads:
-// join the coordinator first.
+/// Runs each enqueue target in a loop on a thread of its own (several threads may run one
+/// target: list it more than once). The runner and its session must outlive the threads:
+/// join the coordinator first.
 class queue_runner {
  public:
   queue_runner(session& s, std::vector<endpoint> enqueues, queue_runner_options o = {})
@@ -148,13 +149,13 @@ class queue_runner {
   queue_runner(const queue_runner&) = delete;
   queue_runner& operator=(const queue_runner&) = delete;
 
-  // Starts the threads; the coordinator joins them.
+  /// Starts the threads; the coordinator joins them.
   void start(coordinator& c) {
     if (o_.cancel) c.on_stop([this] { quietly(*o_.cancel); });
     live_.store(static_cast<int>(enqueues_.size()));
     for (const endpoint& e : enqueues_) c.add_thread(std::thread([this, &c, e] { loop(c, e); }));
   }
-  // The enqueue runs done so far, over all threads.
+  /// The enqueue runs done so far, over all threads.
   std::int64_t runs() const noexcept { return runs_.load(); }
 
  private:
@@ -184,7 +185,7 @@ class queue_runner {
       }
     }
   }
-  // A stop's cancel target: its errors (the session going away) do not matter then.
+  /// A stop's cancel target: its errors (the session going away) do not matter then.
   void quietly(const endpoint& e) {
     try {
       session_.run({}, {}, {e});

@@ -1,12 +1,13 @@
-// Readers (TensorFlow's first input API): a reader is a resource that takes file names from
-// a queue of strings, one file at a time, and gives the records of each (runtime/records.hpp
-// cuts them) with keys "<file>:<record index>". A read that finds the current file done
-// dequeues the next name, waiting (holding no thread) while the queue is empty; when the
-// queue is closed and empty the read fails with out_of_range, the end of the epochs, or
-// (read_up_to) gives what it has. Reads of one reader are served in the order they came,
-// one at a time. A file that cannot be read or holds a bad record fails the read that met
-// it, with the file's name and the offset; the reader drops the rest of that file and the
-// next read goes on with the next file.
+/// @file
+/// Readers (TensorFlow's first input API): a reader is a resource that takes file names from
+/// a queue of strings, one file at a time, and gives the records of each (runtime/records.hpp
+/// cuts them) with keys "<file>:<record index>". A read that finds the current file done
+/// dequeues the next name, waiting (holding no thread) while the queue is empty; when the
+/// queue is closed and empty the read fails with out_of_range, the end of the epochs, or
+/// (read_up_to) gives what it has. Reads of one reader are served in the order they came,
+/// one at a time. A file that cannot be read or holds a bad record fails the read that met
+/// it, with the file's name and the offset; the reader drops the rest of that file and the
+/// next read goes on with the next file.
 #pragma once
 
 #include <cstdint>
@@ -33,15 +34,15 @@ class record_reader final : public resource_base, public std::enable_shared_from
  public:
   static constexpr std::string_view kind_name = "reader";
   std::string_view kind() const noexcept override { return kind_name; }
-  using records = std::vector<std::pair<std::string, std::string>>;  // (key, value)
+  using records = std::vector<std::pair<std::string, std::string>>;  ///< (key, value)
   using read_done = std::function<void(std::exception_ptr error, records got)>;
 
   record_reader(std::string name, record_format f) : name_(std::move(name)), f_(f) {}
   const std::string& name() const noexcept { return name_; }
   const record_format& format() const noexcept { return f_; }
 
-  // Reads n records (up_to: at most n, at least one, fewer only at the end of the input),
-  // taking file names from `files`; `done` runs once, on whichever thread completes it.
+  /// Reads n records (up_to: at most n, at least one, fewer only at the end of the input),
+  /// taking file names from `files`; `done` runs once, on whichever thread completes it.
   void read(std::shared_ptr<queue> files, std::int64_t n, bool up_to, cancellation_manager* cancellation, read_done done) {
     if (files->options().component_types != std::vector<dtype>{dtype::string})
       fail(error_code::invalid_argument, "reader '", name_, "' reads file names from a queue of one string component; queue '",
@@ -66,7 +67,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     for (auto& c : calls) c();
   }
 
-  // Records given and files finished, over the reader's life.
+  /// Records given and files finished, over the reader's life.
   std::int64_t records_produced() const {
     std::lock_guard lock(mutex_);
     return produced_;
@@ -75,7 +76,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     std::lock_guard lock(mutex_);
     return files_done_;
   }
-  // Forgets the current file and the counts.
+  /// Forgets the current file and the counts.
   void reset() {
     std::lock_guard lock(mutex_);
     current_.reset();
@@ -94,8 +95,8 @@ class record_reader final : public resource_base, public std::enable_shared_from
     cancellation_manager::token token = 0;
   };
 
-  // The step of read `id` was cancelled: unless it is the first read (whose fetch the queue
-  // cancels, or which is being served), it leaves the line with the error.
+  /// The step of read `id` was cancelled: unless it is the first read (whose fetch the queue
+  /// cancels, or which is being served), it leaves the line with the error.
   void cancelled(std::uint64_t id) {
     std::vector<std::function<void()>> calls;
     {
@@ -111,8 +112,8 @@ class record_reader final : public resource_base, public std::enable_shared_from
     for (auto& c : calls) c();
   }
 
-  // Serves requests in order from the current file; asks the queue for the next file when
-  // it is done (the lock held; `calls` run after it is released).
+  /// Serves requests in order from the current file; asks the queue for the next file when
+  /// it is done (the lock held; `calls` run after it is released).
   void pump(std::vector<std::function<void()>>& calls) {
     while (!requests_.empty() && !fetching_) {
       request& r = requests_.front();
@@ -151,7 +152,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     }
   }
 
-  // The queue's answer to a fetch: a file name, or the end of the input, or a cancellation.
+  /// The queue's answer to a fetch: a file name, or the end of the input, or a cancellation.
   void opened(std::exception_ptr e, std::vector<queue_tuple> names) {
     // Reading the file happens outside the lock; only one fetch is under way at a time.
     std::optional<record_cursor> cursor;
@@ -196,7 +197,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     for (auto& c : calls) c();
   }
 
-  // Ends the first request (an error drops the records it had; they are not given twice).
+  /// Ends the first request (an error drops the records it had; they are not given twice).
   void finish(std::exception_ptr e, std::vector<std::function<void()>>& calls) {
     request r = std::move(requests_.front());
     requests_.pop_front();

@@ -1,20 +1,21 @@
-// Record files, as the readers (runtime/reader.hpp) cut them:
-// - TFRecord, TensorFlow's framing, so that files written by TensorFlow are read and files
-//   written here are read by TensorFlow: each record is
-//     u64 length (little-endian), u32 masked CRC-32C of those 8 bytes,
-//     the data, u32 masked CRC-32C of the data,
-//   where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8;
-// - fixed-length records (MNIST's and CIFAR's binaries): header_bytes skipped, then records
-//   of record_bytes, one every hop_bytes (record_bytes when 0), up to footer_bytes from the
-//   end;
-// - text lines: each line without its "\n" (and a "\r" before it), the first
-//   skip_header_lines skipped, a last line without "\n" kept;
-// - whole files: one record, the file.
-// A file may be compressed with gzip or zlib (compression_type "GZIP" or "ZLIB", as
-// TensorFlow names them; several gzip members one after the other are read as one stream),
-// which needs zlib: the CMake target weft::weft links it and defines WEFT_WITH_ZLIB when
-// Debian's zlib1g-dev is installed; without it a compressed file is an unimplemented error.
-// Errors name the file and the byte offset of the bad record; files are read whole.
+/// @file
+/// Record files, as the readers (runtime/reader.hpp) cut them:
+/// - TFRecord, TensorFlow's framing, so that files written by TensorFlow are read and files
+///   written here are read by TensorFlow: each record is
+///     u64 length (little-endian), u32 masked CRC-32C of those 8 bytes,
+///     the data, u32 masked CRC-32C of the data,
+///   where masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8;
+/// - fixed-length records (MNIST's and CIFAR's binaries): header_bytes skipped, then records
+///   of record_bytes, one every hop_bytes (record_bytes when 0), up to footer_bytes from the
+///   end;
+/// - text lines: each line without its "\n" (and a "\r" before it), the first
+///   skip_header_lines skipped, a last line without "\n" kept;
+/// - whole files: one record, the file.
+/// A file may be compressed with gzip or zlib (compression_type "GZIP" or "ZLIB", as
+/// TensorFlow names them; several gzip members one after the other are read as one stream),
+/// which needs zlib: the CMake target weft::weft links it and defines WEFT_WITH_ZLIB when
+/// Debian's zlib1g-dev is installed; without it a compressed file is an unimplemented error.
+/// Errors name the file and the byte offset of the bad record; files are read whole.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,7 @@ namespace weft {
 
 enum class compression { none, gzip, zlib };
 
-// "", "GZIP" or "ZLIB", as TensorFlow's compression_type attrs say it.
+/// "", "GZIP" or "ZLIB", as TensorFlow's compression_type attrs say it.
 inline compression parse_compression(std::string_view s) {
   if (s.empty() || s == "NONE") return compression::none;
   if (s == "GZIP") return compression::gzip;
@@ -62,7 +63,7 @@ namespace detail {
 }
 }  // namespace detail
 
-// The bytes that `bytes` (the contents of `what`, compressed with `c`) stand for.
+/// The bytes that `bytes` (the contents of `what`, compressed with `c`) stand for.
 inline std::string decompress(std::string_view bytes, compression c, const std::string& what) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
@@ -108,7 +109,7 @@ inline std::string decompress(std::string_view bytes, compression c, const std::
 #endif
 }
 
-// `bytes` compressed with `c` (level 6, zlib's default).
+/// `bytes` compressed with `c` (level 6, zlib's default).
 inline std::string compress(std::string_view bytes, compression c) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
@@ -141,13 +142,13 @@ inline std::string compress(std::string_view bytes, compression c) {
 #endif
 }
 
-// TFRecord's checksum of `size` bytes at `data`.
+/// TFRecord's checksum of `size` bytes at `data`.
 inline std::uint32_t masked_crc32c(const void* data, std::size_t size) noexcept {
   const std::uint32_t crc = crc32c(data, size);
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
-// Appends `record` to `out` in TFRecord's framing.
+/// Appends `record` to `out` in TFRecord's framing.
 inline void append_tfrecord(std::string& out, std::string_view record) {
   const std::uint64_t length = record.size();
   char head[12];
@@ -160,8 +161,8 @@ inline void append_tfrecord(std::string& out, std::string_view record) {
   out.append(reinterpret_cast<const char*>(&data_crc), 4);
 }
 
-// Writes `records` to `path` as a TFRecord file compressed with `c`, atomically (a
-// temporary file, fsync'd, renamed over the target).
+/// Writes `records` to `path` as a TFRecord file compressed with `c`, atomically (a
+/// temporary file, fsync'd, renamed over the target).
 inline void write_tfrecords(const std::filesystem::path& path, const std::vector<std::string>& records,
                             compression c = compression::none) {
   std::string bytes;
@@ -169,17 +170,17 @@ inline void write_tfrecords(const std::filesystem::path& path, const std::vector
   detail::write_file_atomically(path, compress(bytes, c), {}, "the records file");
 }
 
-// How a file is cut into records.
+/// How a file is cut into records.
 struct record_format {
   enum class kind { tfrecord, fixed_length, text_line, whole_file };
   kind type = kind::tfrecord;
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  // fixed_length
-  std::int64_t skip_header_lines = 0;                                                // text_line
+  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
+  std::int64_t skip_header_lines = 0;                                                ///< text_line
   compression compressed = compression::none;
 };
 
-// The records of one file's (decompressed) bytes, one at a time. `name` names the file in
-// errors, with the byte offset (in the decompressed bytes) of the bad record.
+/// The records of one file's (decompressed) bytes, one at a time. `name` names the file in
+/// errors, with the byte offset (in the decompressed bytes) of the bad record.
 class record_cursor {
  public:
   record_cursor(std::string name, std::string bytes, record_format f)
@@ -202,10 +203,10 @@ class record_cursor {
   }
 
   const std::string& name() const noexcept { return name_; }
-  // Records given so far.
+  /// Records given so far.
   std::int64_t index() const noexcept { return index_; }
 
-  // The next record, or nullopt at the end of the file; a bad record is a data_loss error.
+  /// The next record, or nullopt at the end of the file; a bad record is a data_loss error.
   std::optional<std::string> next() {
     switch (f_.type) {
       case record_format::kind::whole_file:
@@ -277,13 +278,13 @@ class record_cursor {
   std::int64_t index_ = 0;
 };
 
-// The records of the file at `path` (read whole, decompressed, cut by `f`).
+/// The records of the file at `path` (read whole, decompressed, cut by `f`).
 inline record_cursor open_records(const std::filesystem::path& path, const record_format& f) {
   std::string bytes = read_file(path, "the input file");
   return record_cursor(path.string(), decompress(bytes, f.compressed, path.string()), f);
 }
 
-// Every record of the file at `path`.
+/// Every record of the file at `path`.
 inline std::vector<std::string> read_records(const std::filesystem::path& path, const record_format& f) {
   record_cursor c = open_records(path, f);
   std::vector<std::string> out;

@@ -1,16 +1,17 @@
-// The rendezvous of one step (whitepaper §3.3): where a Send leaves a tensor for the Recv of
-// another device's partition. Partitioning numbers the edges that cross devices (the
-// tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
-// and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
-// its slot: no lock, no lookup, no allocation. An edge inside a loop crosses once per
-// iteration: its slots, one per (edge, iteration), are made on first use, under a lock. The value crosses in process: a CPU device
-// reads another CPU device's memory, so the Recv hands on the same buffer (a device of
-// another memory space copies through copy_from_host / copy_to_host).
-//
-// A Recv holds no thread while it waits: it takes the value when it is already there, and
-// otherwise its receiver is told when the value arrives, on the thread of the Send. A dead value (an
-// untaken branch) crosses as dead. abort() fails every waiting and later Recv with the
-// step's error, so an error on any device ends the partitions on every other.
+/// @file
+/// The rendezvous of one step (whitepaper §3.3): where a Send leaves a tensor for the Recv of
+/// another device's partition. Partitioning numbers the edges that cross devices (the
+/// tensor, or a control edge's token, and its destination device; runtime/partition.hpp),
+/// and the rendezvous holds a slot per edge, so a transfer costs two atomic operations on
+/// its slot: no lock, no lookup, no allocation. An edge inside a loop crosses once per
+/// iteration: its slots, one per (edge, iteration), are made on first use, under a lock. The value crosses in process: a CPU device
+/// reads another CPU device's memory, so the Recv hands on the same buffer (a device of
+/// another memory space copies through copy_from_host / copy_to_host).
+///
+/// A Recv holds no thread while it waits: it takes the value when it is already there, and
+/// otherwise its receiver is told when the value arrives, on the thread of the Send. A dead value (an
+/// untaken branch) crosses as dead. abort() fails every waiting and later Recv with the
+/// step's error, so an error on any device ends the partitions on every other.
 #pragma once
 
 #include <atomic>
@@ -39,12 +40,12 @@ class rendezvous {
     ~receiver() = default;
   };
 
-  // A rendezvous for the edges 0 .. edges - 1.
+  /// A rendezvous for the edges 0 .. edges - 1.
   explicit rendezvous(int edges) : slots_(std::make_unique<slot[]>(static_cast<std::size_t>(edges))), edges_(edges) {}
 
-  // Leaves `value` on `edge` (in that iteration of its loop, for an edge inside one); the
-  // Recv waiting for it, if any, is told now on this thread. A second Send of one edge in
-  // one step (and iteration) is an internal error (`name` names the edge).
+  /// Leaves `value` on `edge` (in that iteration of its loop, for an edge inside one); the
+  /// Recv waiting for it, if any, is told now on this thread. A second Send of one edge in
+  /// one step (and iteration) is an internal error (`name` names the edge).
   void send(int edge, entry value, std::string_view name, std::int64_t iteration = -1) {
     slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) return;
@@ -64,9 +65,9 @@ class rendezvous {
       fail(error_code::internal, "rendezvous: '", name, "' was sent twice in one step");
   }
 
-  // The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
-  // told (with `token`) when it comes, or the abort's error (possibly before this returns).
-  // A second Recv of one edge in one step is an internal error.
+  /// The value left on `edge`: true with it in `out` when it is there; else false, and `r` is
+  /// told (with `token`) when it comes, or the abort's error (possibly before this returns).
+  /// A second Recv of one edge in one step is an internal error.
   bool recv(int edge, entry& out, receiver& r, int token, std::string_view name, std::int64_t iteration = -1) {
     slot& s = at(edge, iteration, name);
     if (aborted_.load(std::memory_order_acquire)) {
@@ -96,8 +97,8 @@ class rendezvous {
     fail(error_code::internal, "rendezvous: '", name, "' is received twice in one step");
   }
 
-  // Fails every Recv waiting now or later with `error` (the first abort's error stands);
-  // later Sends are dropped.
+  /// Fails every Recv waiting now or later with `error` (the first abort's error stands);
+  /// later Sends are dropped.
   void abort(std::exception_ptr error) {
     {
       std::lock_guard lock(mutex_);
@@ -122,8 +123,8 @@ class rendezvous {
 
  private:
   enum : int { empty, sent, waiting, done };
-  // A slot keeps its state until the step ends, so that an edge used twice is seen. One
-  // per cache line: two transfers at once do not share a line.
+  /// A slot keeps its state until the step ends, so that an edge used twice is seen. One
+  /// per cache line: two transfers at once do not share a line.
   struct alignas(64) slot {
     std::atomic<int> state{empty};
     int token = 0;
@@ -142,9 +143,9 @@ class rendezvous {
 
   std::unique_ptr<slot[]> slots_;
   int edges_;
-  std::mutex mutex_;  // guards error_'s first write and loop_slots_
+  std::mutex mutex_;  ///< guards error_'s first write and loop_slots_
   std::map<std::pair<int, std::int64_t>, std::unique_ptr<slot>> loop_slots_;
-  std::exception_ptr error_;  // written once, before aborted_
+  std::exception_ptr error_;  ///< written once, before aborted_
   std::atomic<bool> aborted_{false};
 };
 

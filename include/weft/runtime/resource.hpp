@@ -1,7 +1,8 @@
-// Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
-// A resource_manager holds named containers; a container holds resources by name:
-// variables, queues (runtime/queue.hpp), mutexes. Two sessions given the same
-// resource_manager share them; reset(container) drops a container's state.
+/// @file
+/// Resources: state that outlives a step (whitepaper §2, "Variables" and "containers").
+/// A resource_manager holds named containers; a container holds resources by name:
+/// variables, queues (runtime/queue.hpp), mutexes. Two sessions given the same
+/// resource_manager share them; reset(container) drops a container's state.
 #pragma once
 
 #include <algorithm>
@@ -17,18 +18,18 @@
 
 namespace weft {
 
-// What a container holds: a named piece of state of some kind. Each kind R also names
-// itself as R::kind_name, for errors that name the kind a lookup wanted.
+/// What a container holds: a named piece of state of some kind. Each kind R also names
+/// itself as R::kind_name, for errors that name the kind a lookup wanted.
 class resource_base {
  public:
   virtual ~resource_base() = default;
-  // The kind, for errors ("variable", "queue", "mutex").
+  /// The kind, for errors ("variable", "queue", "mutex").
   virtual std::string_view kind() const noexcept = 0;
 };
 
-// A persistent tensor. A value a reader took stays valid and unchanged while other steps
-// assign: assign and update replace the buffer, and update_in_place writes into it only
-// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
+/// A persistent tensor. A value a reader took stays valid and unchanged while other steps
+/// assign: assign and update replace the buffer, and update_in_place writes into it only
+/// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
 class resource_variable final : public resource_base {
  public:
   static constexpr std::string_view kind_name = "variable";
@@ -43,7 +44,7 @@ class resource_variable final : public resource_base {
     std::shared_lock lock(mutex_);
     return value_.valid();
   }
-  // The current value; an uninitialized variable is a failed precondition.
+  /// The current value; an uninitialized variable is a failed precondition.
   tensor value() const {
     std::shared_lock lock(mutex_);
     if (!value_.valid())
@@ -54,7 +55,7 @@ class resource_variable final : public resource_base {
     std::unique_lock lock(mutex_);
     value_ = std::move(v);
   }
-  // Applies f(old) -> new under the lock: a read-modify-write that concurrent steps cannot tear.
+  /// Applies f(old) -> new under the lock: a read-modify-write that concurrent steps cannot tear.
   template <class F>
   tensor update(F&& f) {
     std::unique_lock lock(mutex_);
@@ -63,13 +64,13 @@ class resource_variable final : public resource_base {
     value_ = f(static_cast<const tensor&>(value_));
     return value_;
   }
-  // Applies f(values) to the values of `vars` (distinct, initialized, each locked for the
-  // call) for writing in place: a value that a reader still holds is copied first (copy on
-  // write), so readers never see a partial update. `vars` are locked in address order, so
-  // two updates of overlapping sets cannot deadlock. f should check its inputs before it
-  // writes: an exception leaves the values it has written.
-  // copy(t): the copy a value still read elsewhere is replaced by (a device of its own
-  // memory copies there); by default a host copy.
+  /// Applies f(values) to the values of `vars` (distinct, initialized, each locked for the
+  /// call) for writing in place: a value that a reader still holds is copied first (copy on
+  /// write), so readers never see a partial update. `vars` are locked in address order, so
+  /// two updates of overlapping sets cannot deadlock. f should check its inputs before it
+  /// writes: an exception leaves the values it has written.
+  /// copy(t): the copy a value still read elsewhere is replaced by (a device of its own
+  /// memory copies there); by default a host copy.
   template <class F, class Copy = tensor (*)(const tensor&)>
   static void update_in_place(const std::vector<resource_variable*>& vars, F&& f, Copy copy = &host_copy) {
     std::vector<resource_variable*> order(vars);
@@ -116,9 +117,9 @@ class resource_manager {
     return find<resource_variable>(container, name);
   }
 
-  // The resource `name` of type R in `container`, made by make() on first use (under the
-  // manager's lock: make() must not use the manager). A resource of another kind under the
-  // name is an error naming both kinds.
+  /// The resource `name` of type R in `container`, made by make() on first use (under the
+  /// manager's lock: make() must not use the manager). A resource of another kind under the
+  /// name is an error naming both kinds.
   template <class R, class Make>
   std::shared_ptr<R> lookup_or_create(const std::string& container, const std::string& name, Make&& make) {
     std::unique_lock lock(mutex_);
@@ -132,8 +133,8 @@ class resource_manager {
     if (!r) mismatch(container, name, *slot, R::kind_name);
     return r;
   }
-  // The resource `name` of type R in `container`, or nullptr when there is none; one of
-  // another kind is an error.
+  /// The resource `name` of type R in `container`, or nullptr when there is none; one of
+  /// another kind is an error.
   template <class R>
   std::shared_ptr<R> find(const std::string& container, const std::string& name) const {
     std::shared_lock lock(mutex_);
@@ -145,7 +146,7 @@ class resource_manager {
     if (!r) mismatch(container, name, *v->second, R::kind_name);
     return r;
   }
-  // Drops every resource of `container`; steps still running keep the ones they hold.
+  /// Drops every resource of `container`; steps still running keep the ones they hold.
   void reset(const std::string& container) {
     std::unique_lock lock(mutex_);
     containers_.erase(container);

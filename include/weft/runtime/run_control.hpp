@@ -1,9 +1,10 @@
-// Stopping a run from outside: run_options' cancellation (a cancellation_manager the caller
-// cancels from any thread) and timeout (a deadline_timer that fires on its own thread) both
-// stop the run's steps through a run_stopper. Stopped, a step starts no more nodes, its
-// waiting async kernels (a blocked Dequeue, a Recv) are cancelled, and the run throws the
-// stop's error; the queues and variables it touched stay consistent (a cancelled dequeue
-// puts its elements back) and the session stays usable.
+/// @file
+/// Stopping a run from outside: run_options' cancellation (a cancellation_manager the caller
+/// cancels from any thread) and timeout (a deadline_timer that fires on its own thread) both
+/// stop the run's steps through a run_stopper. Stopped, a step starts no more nodes, its
+/// waiting async kernels (a blocked Dequeue, a Recv) are cancelled, and the run throws the
+/// stop's error; the queues and variables it touched stay consistent (a cancelled dequeue
+/// puts its elements back) and the session stays usable.
 #pragma once
 
 #include <chrono>
@@ -21,10 +22,10 @@
 
 namespace weft {
 
-// Stops one run: stop(why) calls the attached target (the run's steps' abort) once, under a
-// lock that detach() also takes, so that once detach() returns the target is never called
-// (its steps may go). Held by shared_ptr: the callbacks of a cancellation_manager and of a
-// timer may outlive the run, and then find nothing attached.
+/// Stops one run: stop(why) calls the attached target (the run's steps' abort) once, under a
+/// lock that detach() also takes, so that once detach() returns the target is never called
+/// (its steps may go). Held by shared_ptr: the callbacks of a cancellation_manager and of a
+/// timer may outlive the run, and then find nothing attached.
 class run_stopper {
  public:
   // Stops the run with error(code, message) (the first stop counts).
@@ -36,13 +37,13 @@ class run_stopper {
     message_ = std::move(message);
     if (target_) target_(make_error());  // the exception is made, and its handle dropped, under the lock
   }
-  // Attaches `f`, or calls it at once when the run was stopped already.
+  /// Attaches `f`, or calls it at once when the run was stopped already.
   void attach(std::function<void(const std::exception_ptr&)> f) {
     std::lock_guard lock(mutex_);
     if (stopped_) f(make_error());
     else target_ = std::move(f);
   }
-  // After detach() returns, the target is not called, and a call under way has ended.
+  /// After detach() returns, the target is not called, and a call under way has ended.
   void detach() {
     std::lock_guard lock(mutex_);
     target_ = nullptr;
@@ -60,7 +61,7 @@ class run_stopper {
   std::function<void(const std::exception_ptr&)> target_;
 };
 
-// Calls functions at deadlines, on a thread of its own (started with the timer).
+/// Calls functions at deadlines, on a thread of its own (started with the timer).
 class deadline_timer {
  public:
   using clock = std::chrono::steady_clock;
@@ -78,7 +79,7 @@ class deadline_timer {
     thread_.join();
   }
 
-  // Calls f on the timer's thread at `when` (soon, when it has passed) unless removed first.
+  /// Calls f on the timer's thread at `when` (soon, when it has passed) unless removed first.
   id add(clock::time_point when, std::function<void()> f) {
     std::lock_guard lock(mutex_);
     const id i = ++next_;
@@ -86,7 +87,7 @@ class deadline_timer {
     cv_.notify_all();
     return i;
   }
-  // Removes the call `i` if it has not started (a call under way runs to its end).
+  /// Removes the call `i` if it has not started (a call under way runs to its end).
   void remove(id i) {
     std::lock_guard lock(mutex_);
     for (auto it = due_.begin(); it != due_.end(); ++it)
@@ -122,7 +123,7 @@ class deadline_timer {
   std::multimap<std::pair<clock::time_point, id>, std::function<void()>> due_;
   id next_ = 0;
   bool done_ = false;
-  std::thread thread_;  // last: it starts once the members above are made
+  std::thread thread_;  ///< last: it starts once the members above are made
 };
 
 }  // namespace weft

@@ -1,13 +1,14 @@
-// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
-//
-// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
-// nodes the fetches and targets need, with every fed output replaced by the fed value, so
-// both placeholders and intermediate outputs can be fed. The pruned graph, with its
-// kernels, is validated and cached; the nodes that compute the same value at every step
-// (everything they read is constant) are evaluated then, once
-// (graph/passes/constant_folding.hpp), and of nodes equal in op, inputs and attributes only
-// one runs (graph/passes/cse.hpp). Variables live in the session's resource_manager
-// and survive across runs; several threads may call run() at once.
+/// @file
+/// session: run(feeds, fetches, targets) on a graph (whitepaper §2, OSDI §3.3).
+///
+/// Each distinct signature (fed outputs, fetched outputs, target nodes) is pruned to the
+/// nodes the fetches and targets need, with every fed output replaced by the fed value, so
+/// both placeholders and intermediate outputs can be fed. The pruned graph, with its
+/// kernels, is validated and cached; the nodes that compute the same value at every step
+/// (everything they read is constant) are evaluated then, once
+/// (graph/passes/constant_folding.hpp), and of nodes equal in op, inputs and attributes only
+/// one runs (graph/passes/cse.hpp). Variables live in the session's resource_manager
+/// and survive across runs; several threads may call run() at once.
 #pragma once
 
 #include <algorithm>
@@ -38,70 +39,70 @@
 namespace weft {
 
 struct session_options {
-  // The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
-  // pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
-  // run at once: by default one per core. 0: the calling thread runs every node.
+  /// The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
+  /// pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
+  /// run at once: by default one per core. 0: the calling thread runs every node.
   int inter_op_threads = default_thread_count() - 1;
-  int intra_op_threads = default_thread_count();  // per CPU device
-  // The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
-  // each with its own intra-op threads and allocator.
+  int intra_op_threads = default_thread_count();  ///< per CPU device
+  /// The session's CPU devices, /job:localhost/replica:0/task:0/device:CPU:0 to CPU:<n-1>,
+  /// each with its own intra-op threads and allocator.
   int cpu_devices = 1;
-  // Devices of other types, by type: {"GPU", 1} gives the session GPU:0 (when a program has
-  // the GPU's factory: weft/cuda/device.hpp), -1 every one the machine has. They come after
-  // the CPU devices, in the order of their types' names; asking for more than the machine
-  // has is an error that says why it has fewer.
+  /// Devices of other types, by type: {"GPU", 1} gives the session GPU:0 (when a program has
+  /// the GPU's factory: weft/cuda/device.hpp), -1 every one the machine has. They come after
+  /// the CPU devices, in the order of their types' names; asking for more than the machine
+  /// has is an error that says why it has fewer.
   std::map<std::string, int> device_count;
-  // Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
-  // is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
-  // (node_options::on, device_scope), with the nodes colocated with it (a variable with the
-  // ops that update it), else on CPU:0; placer::greedy simulates the step with the cost model
-  // and puts each unconstrained node where it would finish first. A request no device
-  // matches, or whose devices have no kernel for the node, is an error naming the node
-  // unless `soft` is set.
+  /// Where each node runs (graph/passes/placement.hpp), decided when a signature's executable
+  /// is built: placer::rules (the default, TensorFlow's) puts a node on the device it requests
+  /// (node_options::on, device_scope), with the nodes colocated with it (a variable with the
+  /// ops that update it), else on CPU:0; placer::greedy simulates the step with the cost model
+  /// and puts each unconstrained node where it would finish first. A request no device
+  /// matches, or whose devices have no kernel for the node, is an error naming the node
+  /// unless `soft` is set.
   passes::placement_options placement{.algorithm = passes::placer::rules};
-  // The devices as the cost model sees them, by index (the names are the session's own;
-  // empty: measured when the greedy placer places on several devices (measured_device_spec),
-  // else default_device_spec for each), and the link between any two of them (unset:
-  // measured when the greedy placer or alap Recv scheduling uses several devices
-  // (measured_link), else passes::link_spec's defaults).
+  /// The devices as the cost model sees them, by index (the names are the session's own;
+  /// empty: measured when the greedy placer places on several devices (measured_device_spec),
+  /// else default_device_spec for each), and the link between any two of them (unset:
+  /// measured when the greedy placer or alap Recv scheduling uses several devices
+  /// (measured_link), else passes::link_spec's defaults).
   std::vector<passes::device_spec> device_specs;
   std::optional<passes::link_spec> link;
-  // Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
-  // their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
-  // of the outputs named in lossy_outputs ("node" or "node:port").
+  /// Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
+  /// their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
+  /// of the outputs named in lossy_outputs ("node" or "node:port").
   bool lossy_transfers = false;
   std::vector<std::string> lossy_outputs;
-  // Whether a Recv copies its value into its own device's memory, as between devices of
-  // separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
-  // gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
+  /// Whether a Recv copies its value into its own device's memory, as between devices of
+  /// separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
+  /// gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
   bool copy_transfers = false;
-  // When Recvs take their values (whitepaper §5.2): as soon as they are sent (asap), or as
-  // late as the placement's simulated step allows (alap: a control edge from the node of the
-  // Recv's device simulated to finish last before the value is needed), so that a copying
-  // transfer holds the receiving device's memory only shortly before it is used.
+  /// When Recvs take their values (whitepaper §5.2): as soon as they are sent (asap), or as
+  /// late as the placement's simulated step allows (alap: a control edge from the node of the
+  /// Recv's device simulated to finish last before the value is needed), so that a copying
+  /// transfer holds the receiving device's memory only shortly before it is used.
   enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;
-  std::shared_ptr<resource_manager> resources;    // null: a fresh one for this session
-  // The most bytes the tensors this session's kernels allocate on each device may hold at
-  // once; past it a step fails with resource_exhausted naming the node (0: no limit but the
-  // machine's).
+  std::shared_ptr<resource_manager> resources;    ///< null: a fresh one for this session
+  /// The most bytes the tensors this session's kernels allocate on each device may hold at
+  /// once; past it a step fails with resource_exhausted naming the node (0: no limit but the
+  /// machine's).
   std::size_t memory_limit_bytes = 0;
-  // Constant folding when a signature's executable is built (max_bytes 0: off).
+  /// Constant folding when a signature's executable is built (max_bytes 0: off).
   passes::constant_folding_options constant_folding;
-  // Common subexpression elimination when a signature's executable is built: of the nodes
-  // equal in op, inputs, attributes, device, colocation and control inputs, one runs and
-  // the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
+  /// Common subexpression elimination when a signature's executable is built: of the nodes
+  /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
+  /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
 };
 
 struct run_options {
-  bool trace = false;  // fill run_metadata::stats with per-node timings
-  // The run fails with deadline_exceeded once it has run this long (zero: no limit): no
-  // node starts after that, and waiting async kernels (a blocked Dequeue or Enqueue, a
-  // Recv) are cancelled; a kernel already running finishes first.
+  bool trace = false;  ///< fill run_metadata::stats with per-node timings
+  /// The run fails with deadline_exceeded once it has run this long (zero: no limit): no
+  /// node starts after that, and waiting async kernels (a blocked Dequeue or Enqueue, a
+  /// Recv) are cancelled; a kernel already running finishes first.
   std::chrono::milliseconds timeout{0};
-  // Cancelling this from any thread fails the run with cancelled, as a timeout does; one
-  // cancelled before the run starts fails it at once. Either leaves the queues it waited
-  // on as they were and the session usable.
+  /// Cancelling this from any thread fails the run with cancelled, as a timeout does; one
+  /// cancelled before the run starts fails it at once. Either leaves the queues it waited
+  /// on as they were and the session usable.
   cancellation_manager* cancellation = nullptr;
 };
 
@@ -109,7 +110,7 @@ struct run_metadata {
   step_stats stats;
 };
 
-// Names an output ("x", "x:1") or a node, by name or by handle.
+/// Names an output ("x", "x:1") or a node, by name or by handle.
 class endpoint {
  public:
   endpoint(const char* name) : name_(name) {}          // NOLINT: names convert
@@ -117,14 +118,14 @@ class endpoint {
   endpoint(output o) : output_(o) {}                     // NOLINT
   endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
 
-  // The output this endpoint names, as a fetch or a feed.
+  /// The output this endpoint names, as a fetch or a feed.
   output resolve(const graph& g) const {
     if (output_.node < 0) return g.resolve(name_);
     return node_in(g).out(output_.port);  // checks the port exists
   }
 
-  // The node this endpoint names, as a target: a node with no outputs (NoOp, Assign's
-  // control-only uses) is a valid target, so no port is checked.
+  /// The node this endpoint names, as a target: a node with no outputs (NoOp, Assign's
+  /// control-only uses) is a valid target, so no port is checked.
   int resolve_node(const graph& g) const {
     if (output_.node >= 0) return node_in(g).id();
     if (const node* n = g.find(name_)) return n->id();
@@ -168,7 +169,7 @@ class session {
         folding_(options.constant_folding),
         cse_(options.eliminate_common_subexpressions) {}
 
-  // Replaces the graph with `g`, which must extend the current one (same nodes first).
+  /// Replaces the graph with `g`, which must extend the current one (same nodes first).
   void extend(const graph& g) {
     std::lock_guard lock(mutex_);
     if (g.size() < graph_->size())
@@ -182,9 +183,9 @@ class session {
     cache_.clear();
   }
 
-  // The figures the cost model assumes for a CPU device with `threads` intra-op threads:
-  // 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
-  // Other devices give their own (device::speed()).
+  /// The figures the cost model assumes for a CPU device with `threads` intra-op threads:
+  /// 50 GFLOP/s and 10 GB/s a thread (memory up to 40 GB/s), 2 us a node.
+  /// Other devices give their own (device::speed()).
   static passes::device_spec default_device_spec(const weft::device& d) {
     if (const auto v = d.speed()) return {d.name(), v->flops_per_second, v->memory_bytes_per_second, v->node_overhead_seconds};
     const double threads = d.num_threads();
@@ -202,21 +203,21 @@ class session {
     return execute(*x, std::move(feed_values), inter_op_.get(), options.trace || metadata, metadata, &options);
   }
 
-  // Runs targets only.
+  /// Runs targets only.
   void run(const std::vector<endpoint>& targets) { run({}, {}, targets); }
 
-  // Where the run (feeds, fetches, targets) places each node it runs, with the simulated
-  // times (passes::placement::report() prints them); builds the run's executable when it is
-  // not cached yet. The feeds' shapes refine the cost model's.
+  /// Where the run (feeds, fetches, targets) places each node it runs, with the simulated
+  /// times (passes::placement::report() prints them); builds the run's executable when it is
+  /// not cached yet. The feeds' shapes refine the cost model's.
   std::shared_ptr<const passes::placement> placement(const feed_list& feeds, const std::vector<endpoint>& fetches,
                                                      const std::vector<endpoint>& targets = {}) {
     return prepare(feeds, fetches, targets)->placement;
   }
 
-  // Measured node times for the cost model, from a traced step's stats (run_options::trace):
-  // each node's time on its device's type (the mean of its runs in the step, for a node in a
-  // loop), replacing the estimate and earlier records; the executables built so far are
-  // dropped, so that each signature is placed again with them on its next run.
+  /// Measured node times for the cost model, from a traced step's stats (run_options::trace):
+  /// each node's time on its device's type (the mean of its runs in the step, for a node in a
+  /// loop), replacing the estimate and earlier records; the executables built so far are
+  /// dropped, so that each signature is placed again with them on its next run.
   void record_costs(const step_stats& stats) {
     std::shared_ptr<const graph> g;
     {
@@ -250,11 +251,11 @@ class session {
     return *graph_;
   }
   resource_manager& resources() const noexcept { return *resources_; }
-  // The default device (CPU:0), and every device of the session.
+  /// The default device (CPU:0), and every device of the session.
   const weft::device& device() const noexcept { return *devices_.front(); }
   std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }
-  // The session's devices as the cost model sees them (session_options::device_specs, or
-  // measured, or the defaults) and the links between them.
+  /// The session's devices as the cost model sees them (session_options::device_specs, or
+  /// measured, or the defaults) and the links between them.
   const passes::cluster& cluster() const noexcept { return cluster_; }
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
@@ -455,8 +456,8 @@ class session {
     return x;
   }
 
-  // The placement's simulated times by exec node (fed values at 0) and the cluster's
-  // transfer times, for as-late-as-possible Recvs.
+  /// The placement's simulated times by exec node (fed values at 0) and the cluster's
+  /// transfer times, for as-late-as-possible Recvs.
   recv_schedule recv_schedule_of(const executable& x, const passes::cost_model& costs, const std::vector<int>& exec_of) const {
     recv_schedule r;
     const auto n = x.nodes.size();
@@ -471,7 +472,7 @@ class session {
     return r;
   }
 
-  // One step of x: its partitions' steps together (step::run_partitions), or x's own.
+  /// One step of x: its partitions' steps together (step::run_partitions), or x's own.
   std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
                               bool trace, run_metadata* metadata, const run_options* options = nullptr) {
     stop_hooks hooks;
@@ -508,9 +509,9 @@ class session {
     return results;
   }
 
-  // What stops a run from outside: the caller's cancellation and the timeout, wired to one
-  // run_stopper, and unwired when the run ends (the callbacks hold the stopper, so one that
-  // fires late finds nothing attached).
+  /// What stops a run from outside: the caller's cancellation and the timeout, wired to one
+  /// run_stopper, and unwired when the run ends (the callbacks hold the stopper, so one that
+  /// fires late finds nothing attached).
   struct stop_hooks {
     std::shared_ptr<run_stopper> stopper;
     cancellation_manager* cancellation = nullptr;
@@ -542,7 +543,7 @@ class session {
       });
     }
   }
-  // The session's timer thread, started by the first run with a timeout.
+  /// The session's timer thread, started by the first run with a timeout.
   deadline_timer& timer() {
     std::call_once(timer_started_, [this] { timer_ = std::make_unique<deadline_timer>(); });
     return *timer_;
@@ -598,12 +599,12 @@ class session {
       link = measured_link(*devices[1], o.copy_transfers || devices[1]->separate_memory());
     return passes::cluster(std::move(specs), link);
   }
-  // The link between two CPU devices, measured with the registry's Neg kernel (the
-  // defaults where there is none): the latency, one transfer's share of the time chains of
-  // scalar Negs alternating between two CPU devices take beyond the same chains on one,
-  // the chains of 8 and 72 nodes told apart so that a step's start and end cancel (best of
-  // eleven runs each, about 3 ms in all; at least 0.1 us); the bandwidth unlimited when a Recv hands on the
-  // sender's buffer, else the best of three copies of 4 MiB into the receiving device.
+  /// The link between two CPU devices, measured with the registry's Neg kernel (the
+  /// defaults where there is none): the latency, one transfer's share of the time chains of
+  /// scalar Negs alternating between two CPU devices take beyond the same chains on one,
+  /// the chains of 8 and 72 nodes told apart so that a step's start and end cancel (best of
+  /// eleven runs each, about 3 ms in all; at least 0.1 us); the bandwidth unlimited when a Recv hands on the
+  /// sender's buffer, else the best of three copies of 4 MiB into the receiving device.
   static passes::link_spec measured_link(const weft::device& receiver, bool copying) {
     passes::link_spec link;
     if (copying) {
@@ -644,7 +645,7 @@ class session {
     }
     return link;
   }
-  // The shortest of `runs` calls of f, in seconds (the session's probes of its devices).
+  /// The shortest of `runs` calls of f, in seconds (the session's probes of its devices).
   template <class F>
   static double best_seconds(int runs, F&& f) {
     double best = std::numeric_limits<double>::infinity();
@@ -655,10 +656,10 @@ class session {
     }
     return best;
   }
-  // A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
-  // (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
-  // the registry's kernels, in a session of one such device; default_device_spec's figures
-  // where the program registered no such kernel. About 2 ms.
+  /// A CPU device's figures measured: the best of three runs of a 256x256x256 float MatMul
+  /// (its arithmetic rate) and of a Neg of 4 MiB (its memory bandwidth: 8 MiB moved), with
+  /// the registry's kernels, in a session of one such device; default_device_spec's figures
+  /// where the program registered no such kernel. About 2 ms.
   static passes::device_spec measured_device_spec(const weft::device& d) {
     passes::device_spec spec = default_device_spec(d);
     for (const char* op : {"MatMul", "Neg"})
@@ -685,8 +686,8 @@ class session {
     }
     return spec;
   }
-  // session_options' lossy transfers as a test on outputs (checked against the graph as
-  // each executable is built: a name no node has is an error).
+  /// session_options' lossy transfers as a test on outputs (checked against the graph as
+  /// each executable is built: a name no node has is an error).
   std::function<bool(output)> lossy_rule(const session_options& o) const {
     if (o.lossy_transfers) return [](output) { return true; };
     if (o.lossy_outputs.empty()) return {};
@@ -722,23 +723,23 @@ class session {
   std::vector<std::unique_ptr<weft::device>> devices_;
   std::vector<const weft::device*> device_ptrs_;
   std::unique_ptr<Eigen::ThreadPool> inter_op_;
-  // A thread per device (but the first: the calling thread drives a run's first partition)
-  // that drives the device's partition of each partitioned step.
+  /// A thread per device (but the first: the calling thread drives a run's first partition)
+  /// that drives the device's partition of each partitioned step.
   std::vector<std::unique_ptr<Eigen::ThreadPool>> device_threads_;
   passes::cluster cluster_;
-  std::vector<std::string> device_names_;  // short: CPU:0
-  std::function<bool(output)> lossy_;      // which float32 outputs cross devices as bfloat16
+  std::vector<std::string> device_names_;  ///< short: CPU:0
+  std::function<bool(output)> lossy_;      ///< which float32 outputs cross devices as bfloat16
   bool copy_transfers_;
   session_options::recv_order recv_scheduling_;
   passes::placement_options placement_;
-  passes::cost_model::measured_times measured_;  // record_costs' node times
+  passes::cost_model::measured_times measured_;  ///< record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
   std::once_flag timer_started_;
-  std::unique_ptr<deadline_timer> timer_;  // runs' timeouts
+  std::unique_ptr<deadline_timer> timer_;  ///< runs' timeouts
 };
 
 }  // namespace weft

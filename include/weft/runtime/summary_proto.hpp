@@ -1,17 +1,18 @@
-// TensorFlow's Summary messages (tensorflow/core/framework/summary.proto, its field numbers),
-// written with weft's wire codec: what the summary ops (ops/summary_ops.hpp) output as
-// serialized string scalars and what summary_writer (tools/summary.hpp) puts in event files.
-//
-//   summary_proto::scalar_value(tag, v)            a Summary.Value with simple_value
-//   summary_proto::histogram_value(tag, histo)     with a HistogramProto (histogram_builder)
-//   summary_proto::image_value(tag, h, w, c, png)  with an Image (core/png.hpp's encoding)
-//   summary_proto::tensor_value(tag, t, metadata)  with a TensorProto and SummaryMetadata
-//   summary_proto::text_value(tag, s)              a string tensor for the text plugin
-//   summary_proto::summary_of(values)              the Summary message of those values
-//   summary_proto::merge(summaries, what)          the values of several Summary messages in
-//                                                  one, an error on a repeated tag
-//   summary_proto::image_values(tag, images, ...)  an image batch's values, as ImageSummary
-//   summary_proto::image_pixels(values, ...)       float pixels to uint8 as ImageSummary does
+/// @file
+/// TensorFlow's Summary messages (tensorflow/core/framework/summary.proto, its field numbers),
+/// written with weft's wire codec: what the summary ops (ops/summary_ops.hpp) output as
+/// serialized string scalars and what summary_writer (tools/summary.hpp) puts in event files.
+///
+///   summary_proto::scalar_value(tag, v)            a Summary.Value with simple_value
+///   summary_proto::histogram_value(tag, histo)     with a HistogramProto (histogram_builder)
+///   summary_proto::image_value(tag, h, w, c, png)  with an Image (core/png.hpp's encoding)
+///   summary_proto::tensor_value(tag, t, metadata)  with a TensorProto and SummaryMetadata
+///   summary_proto::text_value(tag, s)              a string tensor for the text plugin
+///   summary_proto::summary_of(values)              the Summary message of those values
+///   summary_proto::merge(summaries, what)          the values of several Summary messages in
+///                                                  one, an error on a repeated tag
+///   summary_proto::image_values(tag, images, ...)  an image batch's values, as ImageSummary
+///   summary_proto::image_pixels(values, ...)       float pixels to uint8 as ImageSummary does
 #pragma once
 
 #include <algorithm>
@@ -34,7 +35,7 @@
 namespace weft {
 
 namespace summary_proto {
-// Field numbers of TensorFlow's event.proto and summary.proto.
+/// Field numbers of TensorFlow's event.proto and summary.proto.
 enum event_field : std::uint32_t { wall_time = 1, step = 2, file_version = 3, graph_def = 4, summary = 5 };
 enum summary_field : std::uint32_t { value = 1 };
 enum value_field : std::uint32_t { tag = 1, simple_value = 2, image = 4, histo = 5, tensor = 8, metadata = 9 };
@@ -44,8 +45,8 @@ enum metadata_field : std::uint32_t { plugin_data = 1 };
 enum plugin_data_field : std::uint32_t { plugin_name = 1 };
 }  // namespace summary_proto
 
-// TensorFlow's default histogram bucket limits: -DBL_MAX, then -1e20 ... -1e-12 and
-// 1e-12 ... 1e20 growing by 1.1, then DBL_MAX (tensorflow/core/lib/histogram).
+/// TensorFlow's default histogram bucket limits: -DBL_MAX, then -1e20 ... -1e-12 and
+/// 1e-12 ... 1e20 growing by 1.1, then DBL_MAX (tensorflow/core/lib/histogram).
 inline const std::vector<double>& default_histogram_limits() {
   static const std::vector<double> limits = [] {
     std::vector<double> positive;
@@ -61,11 +62,11 @@ inline const std::vector<double>& default_histogram_limits() {
   return limits;
 }
 
-// A histogram over TensorFlow's buckets (a value v lands in the first bucket whose limit is
-// above it). `proto()` serializes it as TensorFlow's Histogram::EncodeToProto does: each
-// run of empty buckets written as one, with the run's last limit. NaNs are an error;
-// infinities land in the end buckets. A value's bucket is found from its binary exponent
-// (about 7 limits per octave) and a short scan, not a binary search over all 1,550 limits.
+/// A histogram over TensorFlow's buckets (a value v lands in the first bucket whose limit is
+/// above it). `proto()` serializes it as TensorFlow's Histogram::EncodeToProto does: each
+/// run of empty buckets written as one, with the run's last limit. NaNs are an error;
+/// infinities land in the end buckets. A value's bucket is found from its binary exponent
+/// (about 7 limits per octave) and a short scan, not a binary search over all 1,550 limits.
 class histogram_builder {
  public:
   histogram_builder() : counts_(default_histogram_limits().size(), 0.0) {}
@@ -76,8 +77,8 @@ class histogram_builder {
     lo_ = std::min(lo_, v), hi_ = std::max(hi_, v), sum_ += v, squares_ += v * v, ++n_;
   }
 
-  // The bucket of a value that is not NaN: the index of the first limit above v (the last
-  // for v at or above DBL_MAX).
+  /// The bucket of a value that is not NaN: the index of the first limit above v (the last
+  /// for v at or above DBL_MAX).
   static std::size_t bucket_of(double v) {
     const auto& limits = default_histogram_limits();
     std::size_t i;
@@ -155,7 +156,7 @@ class histogram_builder {
   std::size_t n_ = 0;
 };
 
-// A serialized HistogramProto of `values` (histogram_builder's).
+/// A serialized HistogramProto of `values` (histogram_builder's).
 inline std::string histogram_proto(const std::vector<double>& values) {
   histogram_builder h;
   for (double v : values) h.add(v);
@@ -165,7 +166,7 @@ inline std::string histogram_proto(const std::vector<double>& values) {
 
 namespace summary_proto {
 
-// SummaryMetadata naming a TensorBoard plugin (its plugin_data.plugin_name).
+/// SummaryMetadata naming a TensorBoard plugin (its plugin_data.plugin_name).
 inline std::string plugin_metadata(std::string_view plugin) {
   wire::writer p, m;
   p.bytes(plugin_name, plugin);
@@ -187,7 +188,7 @@ inline std::string histogram_value(std::string_view tag_, const std::string& his
   return w.take();
 }
 
-// An image value: `png` is the encoded image, of h x w pixels with `channels` channels.
+/// An image value: `png` is the encoded image, of h x w pixels with `channels` channels.
 inline std::string image_value(std::string_view tag_, std::int64_t h, std::int64_t w_, int channels,
                                const std::string& png) {
   wire::writer i, w;
@@ -200,8 +201,8 @@ inline std::string image_value(std::string_view tag_, std::int64_t h, std::int64
   return w.take();
 }
 
-// A tensor value (TensorSummaryV2's): the tensor as a TensorProto, with `metadata` (a
-// serialized SummaryMetadata; empty for none).
+/// A tensor value (TensorSummaryV2's): the tensor as a TensorProto, with `metadata` (a
+/// serialized SummaryMetadata; empty for none).
 inline std::string tensor_value(std::string_view tag_, const weft::tensor& t, std::string_view metadata_) {
   wire::writer w;
   w.bytes(tag, tag_);
@@ -210,12 +211,12 @@ inline std::string tensor_value(std::string_view tag_, const weft::tensor& t, st
   return w.take();
 }
 
-// A string for TensorBoard's text plugin: a string scalar whose metadata names "text".
+/// A string for TensorBoard's text plugin: a string scalar whose metadata names "text".
 inline std::string text_value(std::string_view tag_, std::string_view s) {
   return tensor_value(tag_, weft::tensor::scalar(std::string(s)), plugin_metadata("text"));
 }
 
-// The Summary message holding `values` (serialized Summary.Value messages).
+/// The Summary message holding `values` (serialized Summary.Value messages).
 inline std::string summary_of(std::span<const std::string> values) {
   wire::writer w;
   for (const auto& v : values) w.bytes(value, v);
@@ -225,7 +226,7 @@ inline std::string summary_of(std::initializer_list<std::string> values) {
   return summary_of(std::span<const std::string>(values.begin(), values.size()));
 }
 
-// The tag of a serialized Summary.Value (empty if it has none); `what` names it in errors.
+/// The tag of a serialized Summary.Value (empty if it has none); `what` names it in errors.
 inline std::string value_tag(std::string_view v, const std::string& what) {
   wire::reader r(v, what);
   std::string found;
@@ -237,9 +238,9 @@ inline std::string value_tag(std::string_view v, const std::string& what) {
   return found;
 }
 
-// One Summary of the values of every message in `summaries`, in order (MergeSummary). Each
-// message is read (a malformed one is an error naming its index); a tag that occurs twice is
-// an error naming it (empty tags, as TensorSummary's, may repeat).
+/// One Summary of the values of every message in `summaries`, in order (MergeSummary). Each
+/// message is read (a malformed one is an error naming its index); a tag that occurs twice is
+/// an error naming it (empty tags, as TensorSummary's, may repeat).
 inline std::string merge(std::span<const std::string_view> summaries, std::string_view what) {
   std::set<std::string> tags;
   wire::writer out;
@@ -258,10 +259,10 @@ inline std::string merge(std::span<const std::string_view> summaries, std::strin
   return out.take();
 }
 
-// ImageSummary's conversion of one image of float pixels (`hw` pixels of `depth` channels)
-// to uint8: pixels with a channel that is not finite become `bad_color`; the rest are
-// scaled by 255 / max when no finite value is negative, else by 127 / max(|min|, |max|) and
-// offset by 128 (a scale of 0 when that maximum is below 1e-6), then truncated to uint8.
+/// ImageSummary's conversion of one image of float pixels (`hw` pixels of `depth` channels)
+/// to uint8: pixels with a channel that is not finite become `bad_color`; the rest are
+/// scaled by 255 / max when no finite value is negative, else by 127 / max(|min|, |max|) and
+/// offset by 128 (a scale of 0 when that maximum is below 1e-6), then truncated to uint8.
 template <class T>
 void image_pixels(const T* values, std::int64_t hw, std::int64_t depth, const std::uint8_t* bad_color,
                   std::uint8_t* out) {
@@ -295,11 +296,11 @@ void image_pixels(const T* values, std::int64_t hw, std::int64_t depth, const st
   }
 }
 
-// ImageSummary's values of `images`, a [batch, height, width, channels] tensor (channels 1,
-// 3 or 4) of uint8 (as they are), float16, float32 or float64 (through image_pixels, with
-// `bad_color`, which needs at least `channels` entries): the first min(batch, max_images)
-// images as PNG, tagged "<tag>/image" when max_images is 1 and "<tag>/image/<i>" otherwise.
-// `what` names the caller in errors (the node, or the writer's method).
+/// ImageSummary's values of `images`, a [batch, height, width, channels] tensor (channels 1,
+/// 3 or 4) of uint8 (as they are), float16, float32 or float64 (through image_pixels, with
+/// `bad_color`, which needs at least `channels` entries): the first min(batch, max_images)
+/// images as PNG, tagged "<tag>/image" when max_images is 1 and "<tag>/image/<i>" otherwise.
+/// `what` names the caller in errors (the node, or the writer's method).
 inline std::vector<std::string> image_values(std::string_view tag_, const weft::tensor& images, std::int64_t max_images,
                                              std::span<const std::uint8_t> bad_color, std::string_view what) {
   const auto& s = images.shape();
@@ -335,7 +336,7 @@ inline std::vector<std::string> image_values(std::string_view tag_, const weft::
   return out;
 }
 
-// ImageSummary's default bad_color: opaque red.
+/// ImageSummary's default bad_color: opaque red.
 inline constexpr std::uint8_t default_bad_color[4] = {255, 0, 0, 255};
 
 }  // namespace summary_proto

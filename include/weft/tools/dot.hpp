@@ -1,18 +1,19 @@
-// GraphViz pictures of a graph: `to_dot(g, options)` / `write_dot(g, out, options)` give DOT
-// text, `render_svg(dot_text)` and `write_svg(g, path, options)` run Graphviz's `dot` (Debian's
-// graphviz package) to make SVG.
-//
-// Name scopes ("layer1/w", "gradients/layer1/MatMul_grad/...") become nested clusters, so
-// a model's layers, its gradient and its optimizer's slots read at a glance; scopes named in
-// `dot_options::collapse`, or nested deeper than `dot_options::depth`, are drawn as one box
-// each (with their node count), with the edges between boxes merged. Nodes are coloured by
-// device: the device each node was placed on when a placement is given (session::placement(),
-// passes::place()), with its simulated start and finish in the label and the nodes the
-// placed run does not need in grey; else the device a node requests, where it names one. A
-// legend lists the colours. Control edges are dotted; control-flow nodes have shapes of their
-// own (Switch and Merge diamonds, Enter and Exit trapezia, LoopCond an octagon, NextIteration
-// a circle), the edges out of a NextIteration are drawn as blue back edges, and nodes inside a
-// loop have a blue border; transfers between devices are red.
+/// @file
+/// GraphViz pictures of a graph: `to_dot(g, options)` / `write_dot(g, out, options)` give DOT
+/// text, `render_svg(dot_text)` and `write_svg(g, path, options)` run Graphviz's `dot` (Debian's
+/// graphviz package) to make SVG.
+///
+/// Name scopes ("layer1/w", "gradients/layer1/MatMul_grad/...") become nested clusters, so
+/// a model's layers, its gradient and its optimizer's slots read at a glance; scopes named in
+/// `dot_options::collapse`, or nested deeper than `dot_options::depth`, are drawn as one box
+/// each (with their node count), with the edges between boxes merged. Nodes are coloured by
+/// device: the device each node was placed on when a placement is given (session::placement(),
+/// passes::place()), with its simulated start and finish in the label and the nodes the
+/// placed run does not need in grey; else the device a node requests, where it names one. A
+/// legend lists the colours. Control edges are dotted; control-flow nodes have shapes of their
+/// own (Switch and Merge diamonds, Enter and Exit trapezia, LoopCond an octagon, NextIteration
+/// a circle), the edges out of a NextIteration are drawn as blue back edges, and nodes inside a
+/// loop have a blue border; transfers between devices are red.
 #pragma once
 
 #include <algorithm>
@@ -40,11 +41,12 @@
 
 namespace weft {
 
+/// What a picture of a graph shows (to_dot, write_dot, write_svg).
 struct dot_options {
-  const passes::placement* placed = nullptr;  // colour by the devices nodes were placed on
-  bool scopes = true;                         // name scopes as nested clusters
-  int depth = -1;                             // scopes nested deeper than this are one box each (-1: none)
-  std::vector<std::string> collapse{};        // scopes drawn as one box each ("gradients", "Adam")
+  const passes::placement* placed = nullptr;  ///< colour by the devices nodes were placed on
+  bool scopes = true;                         ///< name scopes as nested clusters
+  int depth = -1;                             ///< scopes nested deeper than this are one box each (-1: none)
+  std::vector<std::string> collapse{};        ///< scopes drawn as one box each ("gradients", "Adam")
 };
 
 namespace detail {
@@ -61,7 +63,7 @@ inline std::string dot_escape(std::string_view s) {
   return out;
 }
 
-// The scopes of a node name: "a/b/c" is in "a" and "a/b".
+/// The scopes of a node name: "a/b/c" is in "a" and "a/b".
 inline std::vector<std::string> dot_scopes_of(const std::string& name) {
   std::vector<std::string> out;
   for (std::size_t p = name.find('/'); p != std::string::npos; p = name.find('/', p + 1))
@@ -82,6 +84,7 @@ inline const char* dot_shape(flow kind) {
 }
 }  // namespace detail
 
+/// Writes the DOT text of g to `out`, drawn as `options` say.
 inline void write_dot(const graph& g, std::ostream& out, const dot_options& options) {
   static constexpr const char* colours[] = {"#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#8dd3c7", "#bebada"};
   const passes::placement* placed = options.placed;
@@ -239,27 +242,30 @@ inline void write_dot(const graph& g, std::ostream& out, const dot_options& opti
   out << "}\n";
 }
 
+/// Writes the DOT text of g to `out`, coloured by `placed` when given.
 inline void write_dot(const graph& g, std::ostream& out, const passes::placement* placed = nullptr) {
   write_dot(g, out, dot_options{.placed = placed});
 }
 
+/// The DOT text of g, drawn as `options` say.
 inline std::string to_dot(const graph& g, const dot_options& options) {
   std::ostringstream out;
   write_dot(g, out, options);
   return out.str();
 }
+/// The DOT text of g, coloured by `placed` when given.
 inline std::string to_dot(const graph& g, const passes::placement* placed = nullptr) {
   return to_dot(g, dot_options{.placed = placed});
 }
 
-// Whether Graphviz's `dot` is on the PATH.
+/// Whether Graphviz's `dot` is on the PATH.
 inline bool have_graphviz() {
   static const bool have = std::system("dot -V > /dev/null 2>&1") == 0;
   return have;
 }
 
-// SVG of DOT text, by Graphviz's `dot -Tsvg` (Debian's graphviz package); an error when it is
-// not installed or fails, with what it printed.
+/// SVG of DOT text, by Graphviz's `dot -Tsvg` (Debian's graphviz package); an error when it is
+/// not installed or fails, with what it printed.
 inline std::string render_svg(const std::string& dot_text) {
   if (!have_graphviz())
     fail(error_code::failed_precondition, "weft::render_svg: Graphviz's dot is not installed (Debian: apt install graphviz)");
@@ -291,7 +297,7 @@ inline std::string render_svg(const std::string& dot_text) {
   return slurp(svg);
 }
 
-// Writes the SVG picture of g to `path`, atomically.
+/// Writes the SVG picture of g to `path`, atomically.
 inline void write_svg(const graph& g, const std::filesystem::path& path, const dot_options& options = {}) {
   const std::string svg = render_svg(to_dot(g, options));
   detail::write_file_atomically(path, svg, {}, "the SVG picture");

@@ -1,21 +1,22 @@
-// TensorBoard's event files (the whitepaper's summaries): a summary_writer appends
-// TensorFlow `Event` records (tensorflow/core/util/event.proto, its field numbers) in
-// TFRecord framing (runtime/records.hpp: lengths and data under masked CRC-32C) to
-// `<logdir>/events.out.tfevents.<seconds>.<host>`, which TensorBoard reads:
-//
-//   weft::summary_writer log("runs/mlp");       // one file per writer, in its run directory
-//   log.graph(g);                               // the graph, as a GraphDef event
-//   log.scalar("loss", 0.25f, step);            // Summary.Value.simple_value
-//   log.histogram("weights/fc1", w, step);      // HistogramProto with TensorFlow's buckets
-//   log.text("notes", "lr 1e-3", step);         // a string tensor for the text plugin
-//   log.image("inputs", batch, step);           // [n, h, w, c] images as PNG (the first 3)
-//   log.summary(merged, step);                  // what a summary op computed (a serialized
-//                                               // Summary: ops/summary_ops.hpp)
-//   log.flush();                                // also every flush_seconds, and on close
-//
-// Records are written by `flush` (buffered in between), appended, so a reader sees whole
-// records of the flushed prefix; a writer that dies loses what it had not flushed. Errors
-// name the file.
+/// @file
+/// TensorBoard's event files (the whitepaper's summaries): a summary_writer appends
+/// TensorFlow `Event` records (tensorflow/core/util/event.proto, its field numbers) in
+/// TFRecord framing (runtime/records.hpp: lengths and data under masked CRC-32C) to
+/// `<logdir>/events.out.tfevents.<seconds>.<host>`, which TensorBoard reads:
+///
+///   weft::summary_writer log("runs/mlp");       // one file per writer, in its run directory
+///   log.graph(g);                               // the graph, as a GraphDef event
+///   log.scalar("loss", 0.25f, step);            // Summary.Value.simple_value
+///   log.histogram("weights/fc1", w, step);      // HistogramProto with TensorFlow's buckets
+///   log.text("notes", "lr 1e-3", step);         // a string tensor for the text plugin
+///   log.image("inputs", batch, step);           // [n, h, w, c] images as PNG (the first 3)
+///   log.summary(merged, step);                  // what a summary op computed (a serialized
+///                                               // Summary: ops/summary_ops.hpp)
+///   log.flush();                                // also every flush_seconds, and on close
+///
+/// Records are written by `flush` (buffered in between), appended, so a reader sees whole
+/// records of the flushed prefix; a writer that dies loses what it had not flushed. Errors
+/// name the file.
 #pragma once
 
 #include <chrono>
@@ -39,13 +40,17 @@
 
 namespace weft {
 
+/// How a summary_writer names and flushes its file.
 struct summary_writer_options {
-  double flush_seconds = 120;  // flush when a record is added this long after the last flush
-  std::string filename_suffix;  // appended to the file's name
+  double flush_seconds = 120;   ///< flush when a record is added this long after the last flush
+  std::string filename_suffix;  ///< appended to the file's name
 };
 
+/// Writes TensorBoard event files: one file per writer in its run directory (see the top of
+/// this header).
 class summary_writer {
  public:
+  // Creates `logdir` if needed and a new events file in it, which starts with the file version.
   explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {})
       : options_(std::move(options)) {
     std::error_code ec;
@@ -76,12 +81,14 @@ class summary_writer {
     }
   }
 
+  /// The events file.
   const std::filesystem::path& path() const noexcept { return path_; }
 
+  /// A scalar (Summary.Value.simple_value, as float) of `tag` at `step`.
   void scalar(std::string_view tag, double value, std::int64_t step) {
     add_value(summary_proto::scalar_value(tag, value), step);
   }
-  // The values of a float or integer tensor (any shape), or of a vector of numbers.
+  /// The values of a float or integer tensor (any shape), or of a vector of numbers.
   void histogram(std::string_view tag, const tensor& t, std::int64_t step) {
     histogram_builder h;
     auto each = [&](auto span) {
@@ -98,18 +105,19 @@ class summary_writer {
     }
     add_value(summary_proto::histogram_value(tag, h.proto()), step);
   }
+  /// A histogram of `values` (TensorFlow's default buckets) of `tag` at `step`.
   void histogram(std::string_view tag, const std::vector<double>& values, std::int64_t step) {
     add_value(summary_proto::histogram_value(tag, histogram_proto(values)), step);
   }
-  // A string for TensorBoard's text plugin: a DT_STRING scalar TensorProto whose metadata
-  // names the plugin "text".
+  /// A string for TensorBoard's text plugin: a DT_STRING scalar TensorProto whose metadata
+  /// names the plugin "text".
   void text(std::string_view tag, std::string_view s, std::int64_t step) {
     add_value(summary_proto::text_value(tag, s), step);
   }
-  // Images as ImageSummary writes them (summary_proto::image_values): `images` is
-  // [n, height, width, channels] (or one [height, width, channels] image) of uint8, float16,
-  // float32 or float64; the first max_images become PNG images tagged "<tag>/image/<i>"
-  // ("<tag>/image" when max_images is 1).
+  /// Images as ImageSummary writes them (summary_proto::image_values): `images` is
+  /// [n, height, width, channels] (or one [height, width, channels] image) of uint8, float16,
+  /// float32 or float64; the first max_images become PNG images tagged "<tag>/image/<i>"
+  /// ("<tag>/image" when max_images is 1).
   void image(std::string_view tag, const tensor& images, std::int64_t step, std::int64_t max_images = 3) {
     tensor batch = images;
     if (images.shape().rank() == 3) {
@@ -121,19 +129,20 @@ class summary_writer {
     const auto values = summary_proto::image_values(tag, batch, max_images, summary_proto::default_bad_color, what);
     add_summary(summary_proto::summary_of(values), step);
   }
-  // A serialized Summary (what ScalarSummary, HistogramSummary, ImageSummary,
-  // TensorSummaryV2 and MergeSummary output), as a string or a string scalar tensor.
+  /// A serialized Summary (what ScalarSummary, HistogramSummary, ImageSummary,
+  /// TensorSummaryV2 and MergeSummary output), as a string or a string scalar tensor.
   void summary(std::string_view serialized, std::int64_t step) {
     summary_proto::merge(std::span<const std::string_view>(&serialized, 1), "weft::summary_writer::summary");  // checks it
     add_summary(std::string(serialized), step);
   }
+  /// A summary op's output (a string scalar tensor), at `step`.
   void summary(const tensor& serialized, std::int64_t step) {
     if (serialized.dtype() != dtype::string || serialized.num_elements() != 1)
       fail(error_code::invalid_argument, "weft::summary_writer::summary: a serialized Summary is a string scalar, got ",
            serialized.dtype(), serialized.shape());
     summary(std::string_view(serialized.flat<std::string>()[0]), step);
   }
-  // The graph, as TensorBoard's graph view reads it (a GraphDef event).
+  /// The graph, as TensorBoard's graph view reads it (a GraphDef event).
   void graph(const weft::graph& g) {
     wire::writer e;
     e.float64(summary_proto::wall_time, wall_seconds());
@@ -141,7 +150,7 @@ class summary_writer {
     add_record(e.take());
   }
 
-  // Writes the records added since the last flush, and fflush()es the file.
+  /// Writes the records added since the last flush, and fflush()es the file.
   void flush() {
     if (!pending_.empty()) {
       if (std::fwrite(pending_.data(), 1, pending_.size(), file_.get()) != pending_.size())

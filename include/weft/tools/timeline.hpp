@@ -1,10 +1,11 @@
-// Timeline: a traced step as Chrome Trace Event JSON, which Perfetto and chrome://tracing
-// open: one process per device, one thread row per executor thread, one complete "X" event
-// per node (its args: the node's name, op and each output's dtype, shape and bytes), a
-// counter "memory" per device (its allocator's bytes in use as each node ended), a flow
-// arrow from each Send to its Recv between devices and from the thread that started an
-// async kernel (a queue's dequeue, say) to the one that finished it.
-// `step_stats_summary(stats)`: the step as text, its time by op type and its slowest nodes.
+/// @file
+/// Timeline: a traced step as Chrome Trace Event JSON, which Perfetto and chrome://tracing
+/// open: one process per device, one thread row per executor thread, one complete "X" event
+/// per node (its args: the node's name, op and each output's dtype, shape and bytes), a
+/// counter "memory" per device (its allocator's bytes in use as each node ended), a flow
+/// arrow from each Send to its Recv between devices and from the thread that started an
+/// async kernel (a queue's dequeue, say) to the one that finished it.
+/// `step_stats_summary(stats)`: the step as text, its time by op type and its slowest nodes.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,8 @@ inline void json_string(std::ostream& out, const std::string& s) {
   }
   out << '"';
 }
-// Nanoseconds as exact microseconds with three decimals ("1234567.891"): a double through
-// the stream's default six significant digits loses everything below a second.
+/// Nanoseconds as exact microseconds with three decimals ("1234567.891"): a double through
+/// the stream's default six significant digits loses everything below a second.
 inline void json_micros(std::ostream& out, std::int64_t ns) {
   if (ns < 0) out << '-';
   const std::uint64_t v = ns < 0 ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
@@ -52,6 +53,7 @@ inline void json_micros(std::ostream& out, std::int64_t ns) {
 }
 }  // namespace detail
 
+/// Writes a traced step (run_metadata::stats) to `out` as Chrome Trace Event JSON.
 inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   std::map<std::string, int> pids;
   for (const auto& n : stats.nodes) pids.emplace(n.device, static_cast<int>(pids.size()) + 1);
@@ -144,36 +146,44 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   out << "\n]}\n";
 }
 
+/// A traced step (run_metadata::stats) as Chrome Trace Event JSON.
 inline std::string chrome_trace(const step_stats& stats) {
   std::ostringstream out;
   write_chrome_trace(out, stats);
   return out.str();
 }
 
-// A traced step in figures: its wall time (first start to last end), the time of its nodes by
-// op type (count, total, share, mean; the costliest first), its `top` slowest nodes with their
-// outputs, and each device's peak of memory in use as its nodes ended.
+/// The nodes of one op type in a traced step.
 struct op_type_stats {
-  std::string op;
-  std::size_t count = 0;
-  std::int64_t total_ns = 0;
+  std::string op;             ///< the op type
+  std::size_t count = 0;      ///< its nodes that ran
+  std::int64_t total_ns = 0;  ///< their time, summed
 };
+/// A traced step in figures (summarize()): its wall time (first start to last end), the time
+/// of its nodes by op type (count, total, share, mean; the costliest first), its slowest
+/// nodes with their outputs (pointers into the step_stats summarized), and each device's peak
+/// of memory in use as its nodes ended.
 struct step_summary {
-  std::int64_t wall_ns = 0, node_ns = 0;
-  std::size_t nodes = 0, threads = 0;
-  std::vector<op_type_stats> by_op;        // the costliest first
-  std::vector<const node_stats*> slowest;  // the slowest first, at most `top`
-  std::map<std::string, std::size_t> peak_bytes;  // device -> bytes
+  std::int64_t wall_ns = 0;  ///< the first node's start to the last one's end
+  std::int64_t node_ns = 0;  ///< the nodes' times, summed
+  std::size_t nodes = 0;     ///< the nodes that ran
+  std::size_t threads = 0;   ///< the threads they ran on
+  std::vector<op_type_stats> by_op;        ///< the costliest first
+  std::vector<const node_stats*> slowest;  ///< the slowest first, at most `top`
+  std::map<std::string, std::size_t> peak_bytes;  ///< device -> bytes
 
-  // As text, for a terminal.
+  /// As text, for a terminal.
   std::string to_string() const {
     std::ostringstream out;
     out << std::fixed << std::setprecision(3);
     out << "step: " << wall_ns / 1e6 << " ms wall, " << node_ns / 1e6 << " ms in " << nodes << " nodes on " << threads
         << (threads == 1 ? " thread\n" : " threads\n");
-    for (const auto& [device, bytes] : peak_bytes)
-      out << "  memory in use on " << device << ": at most " << std::setprecision(1) << bytes / 1048576.0 << " MiB\n"
-          << std::setprecision(3);
+    for (const auto& [device, bytes] : peak_bytes) {
+      out << "  memory in use on " << device << ": at most " << std::setprecision(1);
+      if (bytes >= 1048576) out << bytes / 1048576.0 << " MiB\n";
+      else out << bytes / 1024.0 << " KiB\n";
+      out << std::setprecision(3);
+    }
     out << "by op type:\n" << std::left << std::setw(24) << "  op" << std::right << std::setw(7) << "count" << std::setw(12)
         << "total ms" << std::setw(8) << "share" << std::setw(11) << "mean us\n";
     for (const auto& t : by_op)
@@ -193,6 +203,7 @@ struct step_summary {
   }
 };
 
+/// The figures of a traced step, with its `top` slowest nodes.
 inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
   step_summary s;
   s.nodes = stats.nodes.size();
@@ -221,6 +232,7 @@ inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
   return s;
 }
 
+/// summarize(stats, top) as text, for a terminal.
 inline std::string step_stats_summary(const step_stats& stats, std::size_t top = 10) { return summarize(stats, top).to_string(); }
 
 }  // namespace weft

@@ -1,15 +1,16 @@
-// Constant folding (the whitepaper's §5, "Optimizations"): the nodes of a signature whose
-// value is the same at every step, because everything they read is a Const, are evaluated
-// once, when the executable is built, and their outputs become constants of it. This pass
-// finds them; the runtime evaluates them with its kernels (runtime/session.hpp).
-//
-// A node folds when it is needed by the signature, is not itself a Const, is stateless
-// (the op definition's `stateful`: variables, random numbers, accumulators, file I/O are
-// never folded), is not control flow, has no control inputs, reads only outputs that are
-// not fed and that come from Const nodes or from nodes that fold, and every one of its
-// outputs has a fully known shape of at most `max_bytes`. Only the boundary of the folded
-// region is evaluated and kept: the outputs of folding nodes that a non-folding node reads
-// or a fetch names.
+/// @file
+/// Constant folding (the whitepaper's §5, "Optimizations"): the nodes of a signature whose
+/// value is the same at every step, because everything they read is a Const, are evaluated
+/// once, when the executable is built, and their outputs become constants of it. This pass
+/// finds them; the runtime evaluates them with its kernels (runtime/session.hpp).
+///
+/// A node folds when it is needed by the signature, is not itself a Const, is stateless
+/// (the op definition's `stateful`: variables, random numbers, accumulators, file I/O are
+/// never folded), is not control flow, has no control inputs, reads only outputs that are
+/// not fed and that come from Const nodes or from nodes that fold, and every one of its
+/// outputs has a fully known shape of at most `max_bytes`. Only the boundary of the folded
+/// region is evaluated and kept: the outputs of folding nodes that a non-folding node reads
+/// or a fetch names.
 #pragma once
 
 #include <algorithm>
@@ -22,17 +23,17 @@
 namespace weft::passes {
 
 struct constant_folding_options {
-  // The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
-  // TensorFlow's graph optimizer: a folded value stays in memory for as long as the
-  // executable that holds it.
+  /// The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
+  /// TensorFlow's graph optimizer: a folded value stays in memory for as long as the
+  /// executable that holds it.
   std::size_t max_bytes = std::size_t{10} << 20;
 };
 
 struct folding_plan {
-  std::vector<output> outputs;  // what to evaluate and keep: the region's boundary, by node and port
+  std::vector<output> outputs;  ///< what to evaluate and keep: the region's boundary, by node and port
 };
 
-// Whether every output of `n` has a fully known shape of at most max_bytes.
+/// Whether every output of `n` has a fully known shape of at most max_bytes.
 inline bool outputs_fit(const node& n, std::size_t max_bytes) {
   for (int i = 0; i < n.num_outputs(); ++i) {
     const partial_shape& s = n.output_shape(i);
@@ -44,8 +45,8 @@ inline bool outputs_fit(const node& n, std::size_t max_bytes) {
   return true;
 }
 
-// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
-// the outputs it is fed, `fetched` those it returns.
+/// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
+/// the outputs it is fed, `fetched` those it returns.
 inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
                                           const std::vector<output>& fed, const std::vector<output>& fetched,
                                           const constant_folding_options& options = {}) {

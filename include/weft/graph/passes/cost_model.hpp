@@ -1,20 +1,21 @@
-// The cost model the placer simulates with (whitepaper §3.2.1): per node, the sizes of its
-// outputs and its compute time on a device; per pair of devices, the time to move a tensor.
-//
-// A cluster describes devices as the placer sees them: a full name, the arithmetic rate
-// and memory bandwidth the device sustains, and a fixed cost per node; links between two
-// devices have a latency and a bandwidth. The session describes its own devices (and lets
-// a user give other figures); tests describe clusters that do not exist.
-//
-// Compute time of node n on device d: the time measured for n on d's type when there is one
-// (set_measured, or the session's record of traced steps), else
-//   overhead(d) + max(flops(n) / flops_per_second(d), bytes(n) / memory_bytes_per_second(d)),
-// where flops(n) is the op's cost rule (op_def::flops_fn: 2mnk for MatMul, the taps of a
-// convolution) or one per element of its largest tensor, and bytes(n) is what it reads and
-// writes. Nodes the executor runs without a kernel (control flow), constants, variables and
-// the ops marked cheap cost the overhead alone. Output sizes come from the graph's shapes,
-// refined with the shapes of fed values when they are known; a dim still unknown counts as
-// cost_model_options::unknown_dim.
+/// @file
+/// The cost model the placer simulates with (whitepaper §3.2.1): per node, the sizes of its
+/// outputs and its compute time on a device; per pair of devices, the time to move a tensor.
+///
+/// A cluster describes devices as the placer sees them: a full name, the arithmetic rate
+/// and memory bandwidth the device sustains, and a fixed cost per node; links between two
+/// devices have a latency and a bandwidth. The session describes its own devices (and lets
+/// a user give other figures); tests describe clusters that do not exist.
+///
+/// Compute time of node n on device d: the time measured for n on d's type when there is one
+/// (set_measured, or the session's record of traced steps), else
+///   overhead(d) + max(flops(n) / flops_per_second(d), bytes(n) / memory_bytes_per_second(d)),
+/// where flops(n) is the op's cost rule (op_def::flops_fn: 2mnk for MatMul, the taps of a
+/// convolution) or one per element of its largest tensor, and bytes(n) is what it reads and
+/// writes. Nodes the executor runs without a kernel (control flow), constants, variables and
+/// the ops marked cheap cost the overhead alone. Output sizes come from the graph's shapes,
+/// refined with the shapes of fed values when they are known; a dim still unknown counts as
+/// cost_model_options::unknown_dim.
 #pragma once
 
 #include <algorithm>
@@ -33,22 +34,22 @@
 
 namespace weft::passes {
 
-// A device as the placer sees it.
+/// A device as the placer sees it.
 struct device_spec {
-  std::string name;  // a full name, /job:J/replica:R/task:T/device:TYPE:N
+  std::string name;  ///< a full name, /job:J/replica:R/task:T/device:TYPE:N
   double flops_per_second = 50e9;
   double memory_bytes_per_second = 20e9;
   double node_overhead_seconds = 1e-6;
 };
 
-// A one-way link between two devices: a transfer of b bytes takes latency + b / bandwidth.
+/// A one-way link between two devices: a transfer of b bytes takes latency + b / bandwidth.
 struct link_spec {
   double latency_seconds = 2e-6;
   double bytes_per_second = 10e9;
 };
 
-// Devices and the links between them. Every pair of distinct devices has a link: the
-// default one unless set_link gave it its own; a device to itself costs nothing.
+/// Devices and the links between them. Every pair of distinct devices has a link: the
+/// default one unless set_link gave it its own; a device to itself costs nothing.
 class cluster {
  public:
   explicit cluster(std::vector<device_spec> devices, link_spec default_link = {})
@@ -73,14 +74,14 @@ class cluster {
   const device_spec& device(int i) const { return devices_.at(static_cast<std::size_t>(i)); }
   const device_name& parsed(int i) const { return parsed_.at(static_cast<std::size_t>(i)); }
   const std::string& type(int i) const { return *parsed(i).type; }
-  // The index of the device named `name` (a full name), or -1.
+  /// The index of the device named `name` (a full name), or -1.
   int find(const std::string& name) const {
     const std::string canonical = device_name::parse(name).str();
     for (int i = 0; i < size(); ++i)
       if (parsed_[static_cast<std::size_t>(i)].str() == canonical) return i;
     return -1;
   }
-  // A short name: TYPE:N when every device is in one task, else the full name.
+  /// A short name: TYPE:N when every device is in one task, else the full name.
   std::string short_name(int i) const {
     const device_name& p = parsed(i);
     for (const auto& q : parsed_)
@@ -114,11 +115,11 @@ class cluster {
   std::vector<device_spec> devices_;
   std::vector<device_name> parsed_;
   link_spec default_link_;
-  std::vector<link_spec> links_;  // from x devices + to, once set_link was called
+  std::vector<link_spec> links_;  ///< from x devices + to, once set_link was called
 };
 
 struct cost_model_options {
-  // What a dim the shapes leave unknown (a batch size not yet fed) counts as.
+  /// What a dim the shapes leave unknown (a batch size not yet fed) counts as.
   std::int64_t unknown_dim = 32;
 };
 
@@ -136,8 +137,8 @@ class cost_model {
 
   const graph& source() const noexcept { return *graph_; }
 
-  // The shape output o has in this model (the graph's, refined), and its dims with unknown
-  // ones replaced by unknown_dim.
+  /// The shape output o has in this model (the graph's, refined), and its dims with unknown
+  /// ones replaced by unknown_dim.
   const partial_shape& output_shape(output o) const { return shapes_.at(index(o.node)).at(static_cast<std::size_t>(o.port)); }
   std::vector<double> output_dims(output o) const { return dims_of(output_shape(o)); }
   double output_bytes(output o) const {
@@ -147,14 +148,14 @@ class cost_model {
     return op_cost_args::elements(dims_of(s)) * static_cast<double>(size_of(n.output_dtype(o.port)));
   }
 
-  // Whether the node costs only a device's per-node overhead: the executor runs it without
-  // a kernel (control flow), or it hands on a value it holds (constants, variables), or its
-  // op is marked cheap (shape ops, Identity).
+  /// Whether the node costs only a device's per-node overhead: the executor runs it without
+  /// a kernel (control flow), or it hands on a value it holds (constants, variables), or its
+  /// op is marked cheap (shape ops, Identity).
   bool overhead_only(int id) const {
     const op_def& d = graph_->at(id).def();
     return d.control != flow::plain || d.constant || d.variable || d.feed || d.cheap;
   }
-  // The arithmetic operations and the bytes read and written of one run of node `id`.
+  /// The arithmetic operations and the bytes read and written of one run of node `id`.
   double flops(int id) const {
     const node& n = graph_->at(id);
     if (overhead_only(id)) return 0;
@@ -179,22 +180,22 @@ class cost_model {
     return total;
   }
 
-  // The time node `id` takes on device d (a device of c): measured, or estimated.
+  /// The time node `id` takes on device d (a device of c): measured, or estimated.
   double compute_seconds(int id, const cluster& c, int d) const {
     const node& n = graph_->at(id);
     if (auto it = measured_.find(measured_key(n.name(), c.type(d))); it != measured_.end()) return it->second;
     const device_spec& s = c.device(d);
     return s.node_overhead_seconds + std::max(flops(id) / s.flops_per_second, bytes(id) / s.memory_bytes_per_second);
   }
-  // Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
-  // measured time (the session records traced steps' node times here).
+  /// Overrides the estimate of node `name` on every device of `device_type` ("CPU") with a
+  /// measured time (the session records traced steps' node times here).
   void set_measured(const std::string& name, const std::string& device_type, double seconds) {
     if (!graph_->find(name)) fail(error_code::not_found, "cost_model::set_measured: no node named '", name, "'");
     if (!(seconds >= 0) || !std::isfinite(seconds))
       fail(error_code::invalid_argument, "cost_model::set_measured: node '", name, "': ", seconds, " s is not a time");
     measured_[measured_key(name, device_type)] = seconds;
   }
-  // Measured times by measured_key(node, device type).
+  /// Measured times by measured_key(node, device type).
   using measured_times = std::map<std::string, double>;
   void set_measured(const measured_times& times) {
     for (const auto& [key, seconds] : times) {
@@ -218,8 +219,8 @@ class cost_model {
     return out;
   }
 
-  // The graph's shapes, with the known ones put in and every later node's shape rule run
-  // again on the refined shapes of its inputs (a rule that now fails keeps the graph's).
+  /// The graph's shapes, with the known ones put in and every later node's shape rule run
+  /// again on the refined shapes of its inputs (a rule that now fails keeps the graph's).
   void refine(const std::vector<std::pair<output, shape>>& known) {
     const graph& g = *graph_;
     shapes_.resize(static_cast<std::size_t>(g.size()));

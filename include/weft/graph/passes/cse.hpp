@@ -1,12 +1,13 @@
-// Common subexpression elimination (the whitepaper's §5, "Optimizations"). Two nodes are
-// equal when they run the same op on the same inputs with the same attributes, request the
-// same device and colocation, and wait on the same control inputs. Stateful ops (variables,
-// random numbers, queues) never merge: two of them are two states.
-//
-// Two uses: as a graph is built, a builder asks a cse_table whether an equal node is already
-// there before adding one (the typed DSL's lowering, dsl/expr.hpp, adds every node so); and
-// over a finished graph, for one run, common_subexpressions() finds which nodes stand for
-// which (the session runs one node of each class: runtime/session.hpp).
+/// @file
+/// Common subexpression elimination (the whitepaper's §5, "Optimizations"). Two nodes are
+/// equal when they run the same op on the same inputs with the same attributes, request the
+/// same device and colocation, and wait on the same control inputs. Stateful ops (variables,
+/// random numbers, queues) never merge: two of them are two states.
+///
+/// Two uses: as a graph is built, a builder asks a cse_table whether an equal node is already
+/// there before adding one (the typed DSL's lowering, dsl/expr.hpp, adds every node so); and
+/// over a finished graph, for one run, common_subexpressions() finds which nodes stand for
+/// which (the session runs one node of each class: runtime/session.hpp).
 #pragma once
 
 #include <algorithm>
@@ -23,7 +24,7 @@
 
 namespace weft::passes {
 
-// What makes a node the same as another, besides its op and inputs.
+/// What makes a node the same as another, besides its op and inputs.
 struct cse_signature {
   attr_map attrs;
   std::string device, colocate;
@@ -41,7 +42,7 @@ class cse_table {
       if (sig == signature) return id;
     return std::nullopt;
   }
-  // Records node `id` as op(inputs) with `signature`.
+  /// Records node `id` as op(inputs) with `signature`.
   void insert(std::string_view op, std::vector<output> inputs, cse_signature signature, int id) {
     nodes_[key{std::string(op), std::move(inputs)}].emplace_back(std::move(signature), id);
   }
@@ -51,10 +52,10 @@ class cse_table {
   std::map<key, std::vector<std::pair<cse_signature, int>>> nodes_;
 };
 
-// Whether CSE may merge node n with an equal node: not a stateful op, a control-flow op (the
-// executor runs each itself; frames keep their own Enters, Merges and Exits), a fed op
-// (Placeholder), or a node reading a variable through a reference (two reads may see two
-// values).
+/// Whether CSE may merge node n with an equal node: not a stateful op, a control-flow op (the
+/// executor runs each itself; frames keep their own Enters, Merges and Exits), a fed op
+/// (Placeholder), or a node reading a variable through a reference (two reads may see two
+/// values).
 inline bool mergeable(const node& n) {
   const op_def& d = n.def();
   if (d.stateful || d.control != flow::plain || d.feed) return false;
@@ -63,11 +64,11 @@ inline bool mergeable(const node& n) {
   return true;
 }
 
-// CSE over a finished graph, for one run: for each node of g, the node that stands for it,
-// the first (lowest id) node equal to it among those `needed` (itself when it has none, or
-// is not needed). Inputs and control inputs compare through the mapping, so chains of equal
-// nodes merge whole. A node with an output the run feeds (`is_fed(output)`) keeps itself: its
-// consumers read the fed value, an equal node's consumers the computed one.
+/// CSE over a finished graph, for one run: for each node of g, the node that stands for it,
+/// the first (lowest id) node equal to it among those `needed` (itself when it has none, or
+/// is not needed). Inputs and control inputs compare through the mapping, so chains of equal
+/// nodes merge whole. A node with an output the run feeds (`is_fed(output)`) keeps itself: its
+/// consumers read the fed value, an equal node's consumers the computed one.
 template <class IsFed>
 std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& needed, IsFed&& is_fed) {
   std::vector<int> rep(static_cast<std::size_t>(g.size()));

@@ -1,13 +1,14 @@
-// Fused nodes written out as their ops: each Fused node (the typed DSL's fusion,
-// ops/fused_ops.hpp) becomes the elementwise nodes of its subtree, read back from its
-// `expr` attr. A Fused node's CPU kernel is compiled from the subtree's C++ type, so only the
-// program that built the model has it; the expanded graph runs wherever the standard
-// elementwise kernels are (save_model writes models this way, runtime/model.hpp).
-//
-// The subtree's root keeps the Fused node's name (what reads "name:0" still does); its
-// other ops are named "<name>/<op>_<k>", k counting in the subtree's pre-order. Each keeps
-// the node's device, colocation and control inputs. The ops broadcast as the Fused node
-// did (numpy's rule, both ways), and each op's dtype is checked against the subtree's.
+/// @file
+/// Fused nodes written out as their ops: each Fused node (the typed DSL's fusion,
+/// ops/fused_ops.hpp) becomes the elementwise nodes of its subtree, read back from its
+/// `expr` attr. A Fused node's CPU kernel is compiled from the subtree's C++ type, so only the
+/// program that built the model has it; the expanded graph runs wherever the standard
+/// elementwise kernels are (save_model writes models this way, runtime/model.hpp).
+///
+/// The subtree's root keeps the Fused node's name (what reads "name:0" still does); its
+/// other ops are named "<name>/<op>_<k>", k counting in the subtree's pre-order. Each keeps
+/// the node's device, colocation and control inputs. The ops broadcast as the Fused node
+/// did (numpy's rule, both ways), and each op's dtype is checked against the subtree's.
 #pragma once
 
 #include <string>
@@ -19,14 +20,14 @@
 
 namespace weft::passes {
 
-// Whether `g` has a Fused node.
+/// Whether `g` has a Fused node.
 inline bool has_fused(const graph& g) {
   for (int id = 0; id < g.size(); ++id)
     if (g.at(id).op() == "Fused") return true;
   return false;
 }
 
-// `g` with every Fused node written out as its ops (`g` itself when it has none).
+/// `g` with every Fused node written out as its ops (`g` itself when it has none).
 inline graph expand_fused(const graph& g) {
   if (!has_fused(g)) return g;
   std::vector<node_spec> specs;

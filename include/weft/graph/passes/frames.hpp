@@ -1,19 +1,20 @@
-// Loop frames (the whitepaper's §4.4): which frame each node of a graph runs in. The
-// executor (runtime/executor.hpp) and the gradient pass (graph/gradients.hpp) both work
-// on this analysis.
-//
-// A node runs in the frame its inputs come from: an Enter's output is in the child frame
-// its frame_name names (one frame per name per parent frame), an Exit's in its frame's
-// parent, any other node's in the node's own frame; a node with no input runs in the
-// root frame (frame 0). NextIteration's edges into Merges are back edges and do not place
-// their consumers.
-//
-// With `check`, the analysis also verifies the control flow and throws weft::error naming
-// the node: every input of a node from one frame, no Exit or NextIteration outside a loop,
-// a NextIteration in the frame of the Merge it feeds, one parallel_iterations per frame.
-// Without it, a node runs in the frame of its first input that places it (data inputs
-// before control inputs), and nothing is reported: the gradient pass reads graphs that
-// may hold nodes no run will reach.
+/// @file
+/// Loop frames (the whitepaper's §4.4): which frame each node of a graph runs in. The
+/// executor (runtime/executor.hpp) and the gradient pass (graph/gradients.hpp) both work
+/// on this analysis.
+///
+/// A node runs in the frame its inputs come from: an Enter's output is in the child frame
+/// its frame_name names (one frame per name per parent frame), an Exit's in its frame's
+/// parent, any other node's in the node's own frame; a node with no input runs in the
+/// root frame (frame 0). NextIteration's edges into Merges are back edges and do not place
+/// their consumers.
+///
+/// With `check`, the analysis also verifies the control flow and throws weft::error naming
+/// the node: every input of a node from one frame, no Exit or NextIteration outside a loop,
+/// a NextIteration in the frame of the Merge it feeds, one parallel_iterations per frame.
+/// Without it, a node runs in the frame of its first input that places it (data inputs
+/// before control inputs), and nothing is reported: the gradient pass reads graphs that
+/// may hold nodes no run will reach.
 #pragma once
 
 #include <algorithm>
@@ -29,27 +30,27 @@
 namespace weft::passes {
 
 struct frame {
-  std::string name;  // the Enters' frame_name ("" for the root)
-  int parent = -1;   // -1 for the root
-  int depth = 0;     // loops around it
+  std::string name;  ///< the Enters' frame_name ("" for the root)
+  int parent = -1;   ///< -1 for the root
+  int depth = 0;     ///< loops around it
   std::int64_t parallel_iterations = 1;
 };
 
-// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
-// place, which has no inputs), its part in control flow, and where its inputs come from
-// (the producing node's index, and whether it is a data input), data inputs first.
+/// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
+/// place, which has no inputs), its part in control flow, and where its inputs come from
+/// (the producing node's index, and whether it is a data input), data inputs first.
 struct frame_node {
   const node* def = nullptr;
   flow kind = flow::plain;
   std::vector<std::pair<int, bool>> sources;
-  std::string fed;  // for a fed value: the name of the output it replaces
+  std::string fed;  ///< for a fed value: the name of the output it replaces
 };
 
 class frame_map {
  public:
   int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        // the frame node i runs in
   int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  // an Enter's frame, else -1
-  // The frame node i's outputs are seen in.
+  /// The frame node i's outputs are seen in.
   int out_frame(int i) const {
     const auto k = static_cast<std::size_t>(i);
     if (kind_[k] == flow::enter) return child_[k];
@@ -67,8 +68,8 @@ class frame_map {
   std::vector<flow> kind_;
 };
 
-// The frames of `nodes`, given in topological order but for the back edges out of
-// NextIterations.
+/// The frames of `nodes`, given in topological order but for the back edges out of
+/// NextIterations.
 inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
   frame_map m;
   const auto count = nodes.size();
@@ -123,7 +124,7 @@ inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
   return m;
 }
 
-// The frames of a whole graph, by node id.
+/// The frames of a whole graph, by node id.
 inline frame_map find_frames(const graph& g, bool check) {
   std::vector<frame_node> nodes(static_cast<std::size_t>(g.size()));
   for (int id = 0; id < g.size(); ++id) {

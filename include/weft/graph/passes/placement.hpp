@@ -1,35 +1,36 @@
-// Placement (whitepaper §3.2.1): which device of a cluster each node of a run runs on.
-//
-// 1. Feasible devices per node: those its requested device (node_options::on, device_scope)
-//    matches that have a kernel for its op and dtypes (the caller's kernel_check; nodes the
-//    executor runs itself, control flow, fit everywhere). With soft placement (TensorFlow's
-//    allow_soft_placement) a node whose request leaves no feasible device falls back to the
-//    feasible devices of the requested type, else to every feasible device; without it,
-//    that is an error naming the node, its request and the devices.
-// 2. Colocation groups, merged with union-find: a node and the node it is colocated with
-//    (node_options::colocate, graph::colocate_with), a node and the producer of every
-//    reference it takes (a variable and the Assign and Apply* ops that update it, as in
-//    TensorFlow), and, until loops cross devices, the nodes of a loop frame with its Enters,
-//    Exits and inner loops. A group's feasible set is the intersection of its members'; an
-//    empty one is an error naming each member's devices.
-// 3. The simulated greedy placer (placer::greedy): walks the nodes in topological order
-//    simulating a step and puts each on the feasible device where it would finish first,
-//    counting the time its inputs take to reach that device (cost_model.hpp: compute time,
-//    and transfers over the cluster's links; a tensor moves to a device once, for all its
-//    users there) and the time the device is busy with earlier nodes. A group goes where its
-//    first simulated member goes. Sources that cost nothing but the node overhead (variables,
-//    constants) are placed with their first consumer rather than on their own, so that
-//    weights start on the device that first reads them. Ties go to the lower device index:
-//    the result is deterministic.
-//    The rule-based placer (placer::rules, TensorFlow's): constraints and colocation, then
-//    the default device when the group may run there, else its first feasible device, but
-//    for free sources, which go with their first consumer as above; it is simulated too, so
-//    the two report predicted times alike.
-//
-// The simulation runs each device one node at a time, runs a loop's body once, and does not
-// model contention on links; its predicted step time is the last finish. A placement's
-// report() prints, per node, the device, its simulated start and finish and the finish it
-// would have had on each feasible device.
+/// @file
+/// Placement (whitepaper §3.2.1): which device of a cluster each node of a run runs on.
+///
+/// 1. Feasible devices per node: those its requested device (node_options::on, device_scope)
+///    matches that have a kernel for its op and dtypes (the caller's kernel_check; nodes the
+///    executor runs itself, control flow, fit everywhere). With soft placement (TensorFlow's
+///    allow_soft_placement) a node whose request leaves no feasible device falls back to the
+///    feasible devices of the requested type, else to every feasible device; without it,
+///    that is an error naming the node, its request and the devices.
+/// 2. Colocation groups, merged with union-find: a node and the node it is colocated with
+///    (node_options::colocate, graph::colocate_with), a node and the producer of every
+///    reference it takes (a variable and the Assign and Apply* ops that update it, as in
+///    TensorFlow), and, until loops cross devices, the nodes of a loop frame with its Enters,
+///    Exits and inner loops. A group's feasible set is the intersection of its members'; an
+///    empty one is an error naming each member's devices.
+/// 3. The simulated greedy placer (placer::greedy): walks the nodes in topological order
+///    simulating a step and puts each on the feasible device where it would finish first,
+///    counting the time its inputs take to reach that device (cost_model.hpp: compute time,
+///    and transfers over the cluster's links; a tensor moves to a device once, for all its
+///    users there) and the time the device is busy with earlier nodes. A group goes where its
+///    first simulated member goes. Sources that cost nothing but the node overhead (variables,
+///    constants) are placed with their first consumer rather than on their own, so that
+///    weights start on the device that first reads them. Ties go to the lower device index:
+///    the result is deterministic.
+///    The rule-based placer (placer::rules, TensorFlow's): constraints and colocation, then
+///    the default device when the group may run there, else its first feasible device, but
+///    for free sources, which go with their first consumer as above; it is simulated too, so
+///    the two report predicted times alike.
+///
+/// The simulation runs each device one node at a time, runs a loop's body once, and does not
+/// model contention on links; its predicted step time is the last finish. A placement's
+/// report() prints, per node, the device, its simulated start and finish and the finish it
+/// would have had on each feasible device.
 #pragma once
 
 #include <algorithm>
@@ -56,33 +57,33 @@ inline const char* name(placer p) noexcept { return p == placer::greedy ? "greed
 
 struct placement_options {
   placer algorithm = placer::greedy;
-  bool soft = false;        // allow_soft_placement
-  int default_device = 0;   // the rule-based placer's device for unconstrained groups
+  bool soft = false;        ///< allow_soft_placement
+  int default_device = 0;   ///< the rule-based placer's device for unconstrained groups
 };
 
-// Whether node n has a kernel on devices of type `device_type`: an empty string when it has,
-// else why not (the kernel registry's message, which names the node and its dtypes).
+/// Whether node n has a kernel on devices of type `device_type`: an empty string when it has,
+/// else why not (the kernel registry's message, which names the node and its dtypes).
 using kernel_check = std::function<std::string(const node& n, const std::string& device_type)>;
 
 struct node_placement {
   int node = -1;
   int device = -1;
-  double start = 0, finish = 0;  // simulated seconds from the start of the step
-  double compute = 0;            // its compute time on the chosen device
-  // When it would have finished on each device of the cluster (infinity where it may not run).
+  double start = 0, finish = 0;  ///< simulated seconds from the start of the step
+  double compute = 0;            ///< its compute time on the chosen device
+  /// When it would have finished on each device of the cluster (infinity where it may not run).
   std::vector<double> finish_on;
 };
 
 struct placement {
   placer algorithm = placer::greedy;
-  std::vector<std::string> device_names;  // the cluster's short names
-  std::vector<int> device_of;             // per graph node id; -1 for a node not placed
-  std::vector<node_placement> nodes;      // in the order the simulation placed them
-  std::vector<double> busy_seconds;       // per device: the compute time placed there
-  double predicted_seconds = 0;           // the simulated step: the last finish
+  std::vector<std::string> device_names;  ///< the cluster's short names
+  std::vector<int> device_of;             ///< per graph node id; -1 for a node not placed
+  std::vector<node_placement> nodes;      ///< in the order the simulation placed them
+  std::vector<double> busy_seconds;       ///< per device: the compute time placed there
+  double predicted_seconds = 0;           ///< the simulated step: the last finish
 
-  // Per node (in graph order): device, simulated start and finish, and the finish on each
-  // device where it could have run.
+  /// Per node (in graph order): device, simulated start and finish, and the finish on each
+  /// device where it could have run.
   std::string report(const graph& g) const {
     std::ostringstream out;
     auto us = [](double s) {
@@ -146,9 +147,9 @@ inline std::string device_list(const cluster& c, const std::vector<char>& allowe
 
 }  // namespace detail
 
-// Places the needed nodes of g on the devices of c. is_fed(o): whether output o is fed (a
-// fed value is on every device at the start of the step); rep: CSE's stand-ins (empty: each
-// node stands for itself), so that an input is read from the node that computes it.
+/// Places the needed nodes of g on the devices of c. is_fed(o): whether output o is fed (a
+/// fed value is on every device at the start of the step); rep: CSE's stand-ins (empty: each
+/// node stands for itself), so that an input is read from the node that computes it.
 inline placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
                        const kernel_check& has_kernel, const placement_options& options,
                        const std::function<bool(output)>& is_fed = {}, const std::vector<int>& rep = {}) {

@@ -1,7 +1,8 @@
-// Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
-// names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
-// it needs every node reached walking back from its fetches and targets through data and
-// control inputs, and stops at fed outputs: what produces a fed value does not run.
+/// @file
+/// Pruning (the whitepaper's §3.2 and §4.2): the nodes one run of a graph needs. A run
+/// names the outputs it fetches, the nodes it only runs (targets) and the outputs it is fed;
+/// it needs every node reached walking back from its fetches and targets through data and
+/// control inputs, and stops at fed outputs: what produces a fed value does not run.
 #pragma once
 
 #include <cstddef>
@@ -11,9 +12,9 @@
 
 namespace weft::passes {
 
-// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
-// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
-// it and marks stand-ins only.
+/// needed[id] for each node of g. `is_fed(output)` tells whether an output is fed. With `rep`
+/// (CSE's common_subexpressions: the node that stands for each node), the walk goes through
+/// it and marks stand-ins only.
 template <class IsFed>
 std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, const std::vector<int>& targets, IsFed&& is_fed,
                         const std::vector<int>& rep = {}) {

@@ -1,8 +1,9 @@
-// The full CPU kernel registry. Include this in ONE translation unit of a program (it
-// registers every kernel during static initialisation); other files include only
-// <weft/weft.hpp>. Compiling it costs minutes of CPU time, paid once (docs/benchmarks.md);
-// to spread that over several translation units, call each register_*_kernels() of
-// <weft/kernels/cpu/kernels.hpp> in a file of its own instead.
+/// @file
+/// The full CPU kernel registry. Include this in ONE translation unit of a program (it
+/// registers every kernel during static initialisation); other files include only
+/// <weft/weft.hpp>. Compiling it costs minutes of CPU time, paid once (docs/benchmarks.md);
+/// to spread that over several translation units, call each register_*_kernels() of
+/// <weft/kernels/cpu/kernels.hpp> in a file of its own instead.
 #pragma once
 
 #include <weft/kernels/cpu/kernels.hpp>

@@ -1,5 +1,6 @@
-// CPU kernels for ops/array_ops.hpp. Most are data movement and work on bytes, so one
-// instantiation serves every dtype.
+/// @file
+/// CPU kernels for ops/array_ops.hpp. Most are data movement and work on bytes, so one
+/// instantiation serves every dtype.
 #pragma once
 
 #include <cstring>
@@ -62,7 +63,7 @@ struct reshape_kernel final : op_kernel {
   }
 };
 
-// Copies `in` (dims `in_dims`) to a fresh row-major buffer with dims permuted by `perm`.
+/// Copies `in` (dims `in_dims`) to a fresh row-major buffer with dims permuted by `perm`.
 inline void transpose_bytes(const char* in, char* out, const std::vector<std::int64_t>& in_dims,
                             const std::vector<std::int64_t>& perm, std::size_t elem) {
   int rank = static_cast<int>(in_dims.size());
@@ -171,8 +172,8 @@ struct split_kernel final : op_kernel {
   }
 };
 
-// Calls f(offset in the whole, offset in the box, elements) for each row of the box
-// [begin, begin + size) of a row-major tensor of dims `whole` (the box dense, dims `size`).
+/// Calls f(offset in the whole, offset in the box, elements) for each row of the box
+/// [begin, begin + size) of a row-major tensor of dims `whole` (the box dense, dims `size`).
 template <class F>
 void for_each_box_row(const shape& whole, const std::vector<std::int64_t>& begin, const shape& size, F&& f) {
   const int rank = whole.rank();
@@ -193,7 +194,7 @@ void for_each_box_row(const shape& whole, const std::vector<std::int64_t>& begin
     }
   }
 }
-// Copies the box [begin, begin + box.shape) of `whole` into `box` (Slice).
+/// Copies the box [begin, begin + box.shape) of `whole` into `box` (Slice).
 inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& begin, tensor& box) {
   const std::size_t elem = size_of(whole.dtype());
   const char* in = static_cast<const char*>(whole.raw_data());
@@ -203,7 +204,7 @@ inline void copy_from_box(const tensor& whole, const std::vector<std::int64_t>& 
                        whole.dtype());
   });
 }
-// Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
+/// Copies `box` into the box [begin, begin + box.shape) of `whole` (Pad).
 inline void copy_into_box(const tensor& box, const std::vector<std::int64_t>& begin, tensor& whole) {
   const std::size_t elem = size_of(whole.dtype());
   const char* in = static_cast<const char*>(box.raw_data());
@@ -316,7 +317,7 @@ struct gather_kernel final : op_kernel {
   }
 };
 
-// GatherNd(params, indices): the slices the index tuples address, one after the other.
+/// GatherNd(params, indices): the slices the index tuples address, one after the other.
 struct gather_nd_kernel final : op_kernel {
   explicit gather_nd_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -331,8 +332,8 @@ struct gather_nd_kernel final : op_kernel {
   }
 };
 
-// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
-// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
+/// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
+/// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
 struct tensor_scatter_update_kernel final : op_kernel {
   explicit tensor_scatter_update_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -437,7 +438,7 @@ struct zeros_like_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header does not instantiate the conversion table.
+/// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct ones_like_kernel final : op_kernel {
   explicit ones_like_kernel(const node&) {}
@@ -450,8 +451,8 @@ struct ones_like_kernel final : op_kernel {
   }
 };
 
-// The kernels nearly every graph needs (constants, feeds, Identity, NoOp), for programs
-// that register only the kernels they use. Registering twice is harmless (the first stays).
+/// The kernels nearly every graph needs (constants, feeds, Identity, NoOp), for programs
+/// that register only the kernels they use. Registering twice is harmless (the first stays).
 template <int = 0>
 void register_core_kernels() {
   ops::register_core_ops();
@@ -462,7 +463,7 @@ void register_core_kernels() {
   register_cpu_kernel<no_op_kernel>("NoOp");
 }
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_array_kernels() {
   ops::register_array_ops();
@@ -488,7 +489,7 @@ void register_array_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Const, T, device_types::cpu> {

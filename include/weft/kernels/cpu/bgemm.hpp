@@ -1,21 +1,22 @@
-// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
-// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
-// op(a) * op(b) with a and b in bfloat16. vdpbf16ps multiplies pairs of bfloat16 values
-// exactly and adds both products to a float accumulator, so one instruction does the work of
-// two float FMAs: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to
-// 256 values, taken two at a time.
-//
-// The structure is sgemm's (BLIS's): b's depth panel is packed into slivers of 32 columns,
-// a's rows into slivers of 12 rows per block of 144, each holding the depth in pairs (a pair
-// of bfloat16 values of one row or column, at depths 2q and 2q + 1, is the 32-bit lane that
-// vdpbf16ps reads); an odd depth is padded with a zero. Like every AVX-512 BF16 unit, the
-// instruction treats denormal inputs as zero, rounds each pair's sum to nearest even and
-// flushes a denormal result to zero, whatever MXCSR says (TensorFlow's oneDNN path computes
-// the same way).
-//
-// vdpbf16ps is written as inline assembly: the compilers' builtins for it take vectors of
-// different element types in each GCC and Clang version, and <immintrin.h> is kept out of
-// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
+/// @file
+/// weft's bfloat16 GEMM for x86-64 CPUs with AVX-512 BF16 (AMD Zen 4 and later, Intel Cooper
+/// Lake and Sapphire Rapids), chosen at run time like sgemm.hpp's blocks: out (float) =
+/// op(a) * op(b) with a and b in bfloat16. vdpbf16ps multiplies pairs of bfloat16 values
+/// exactly and adds both products to a float accumulator, so one instruction does the work of
+/// two float FMAs: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to
+/// 256 values, taken two at a time.
+///
+/// The structure is sgemm's (BLIS's): b's depth panel is packed into slivers of 32 columns,
+/// a's rows into slivers of 12 rows per block of 144, each holding the depth in pairs (a pair
+/// of bfloat16 values of one row or column, at depths 2q and 2q + 1, is the 32-bit lane that
+/// vdpbf16ps reads); an odd depth is padded with a zero. Like every AVX-512 BF16 unit, the
+/// instruction treats denormal inputs as zero, rounds each pair's sum to nearest even and
+/// flushes a denormal result to zero, whatever MXCSR says (TensorFlow's oneDNN path computes
+/// the same way).
+///
+/// vdpbf16ps is written as inline assembly: the compilers' builtins for it take vectors of
+/// different element types in each GCC and Clang version, and <immintrin.h> is kept out of
+/// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
 #pragma once
 
 #include <weft/kernels/cpu/sgemm.hpp>
@@ -38,7 +39,7 @@ typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
 typedef std::uint16_t u16x32_u __attribute__((vector_size(64), aligned(2), may_alias));
 typedef std::uint16_t u16x32 __attribute__((vector_size(64)));
 
-// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
+/// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
 struct strided {
   const std::uint16_t* p;
   std::int64_t rs, cs;
@@ -46,26 +47,26 @@ struct strided {
   const std::uint16_t* ptr(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
 };
 
-inline constexpr int mr = 12;                  // rows of the register block
-inline constexpr int nr = 32;                  // columns: two zmm registers of 16 pairs
-inline constexpr std::int64_t kc_max = 256;    // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
-inline constexpr std::int64_t mc_max = 144;    // rows of a's block: 72 KiB packed (L2)
-inline constexpr std::int64_t nc_max = 4096;   // columns of b's panel: at most 2 MiB packed (L3)
+inline constexpr int mr = 12;                  ///< rows of the register block
+inline constexpr int nr = 32;                  ///< columns: two zmm registers of 16 pairs
+inline constexpr std::int64_t kc_max = 256;    ///< depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+inline constexpr std::int64_t mc_max = 144;    ///< rows of a's block: 72 KiB packed (L2)
+inline constexpr std::int64_t nc_max = 4096;   ///< columns of b's panel: at most 2 MiB packed (L3)
 
-// Two bfloat16 values as one 32-bit lane: `lo` at depth 2q, `hi` at 2q + 1.
+/// Two bfloat16 values as one 32-bit lane: `lo` at depth 2q, `hi` at 2q + 1.
 inline std::uint32_t pair(std::uint16_t lo, std::uint16_t hi) {
   return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
 }
 
-// acc plus the pairwise products of a and b, summed per lane (vdpbf16ps). By value: with
-// the accumulator passed by reference, GCC kept the block's accumulators in memory.
+/// acc plus the pairwise products of a and b, summed per lane (vdpbf16ps). By value: with
+/// the accumulator passed by reference, GCC kept the block's accumulators in memory.
 __attribute__((target("avx512f,avx512bf16"), always_inline)) inline f32x16 dot_pairs(f32x16 acc, u32x16 a, u32x16 b) {
   asm("vdpbf16ps %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
 }
 
-// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
-// `pairs` depth pairs.
+/// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
+/// `pairs` depth pairs.
 __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::int64_t pairs, const std::uint32_t* __restrict a,
                                                                        const std::uint32_t* __restrict b, float* c,
                                                                        std::int64_t ldc, bool accumulate, int rows, int cols) {
@@ -90,9 +91,9 @@ __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::in
   sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
 }
 
-// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
-// pair of row s*mr + i at depth pair q at [s*mr*pairs + q*mr + i]; rows past m and the
-// depth past kc zero.
+/// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
+/// pair of row s*mr + i at depth pair q at [s*mr*pairs + q*mr + i]; rows past m and the
+/// depth past kc zero.
 inline void pack_a(std::int64_t m, std::int64_t kc, strided a, std::uint32_t* out) {
   const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
   for (std::int64_t i0 = 0; i0 < m; i0 += mr, out += mr * pairs) {
@@ -115,9 +116,9 @@ inline void pack_a(std::int64_t m, std::int64_t kc, strided a, std::uint32_t* ou
   }
 }
 
-// Depth [0, kc) x columns [0, n) of b as slivers of nr columns in depth pairs: sliver s
-// holds the pair of column s*nr + j at depth pair q at [s*nr*pairs + q*nr + j]; columns past
-// n and the depth past kc zero.
+/// Depth [0, kc) x columns [0, n) of b as slivers of nr columns in depth pairs: sliver s
+/// holds the pair of column s*nr + j at depth pair q at [s*nr*pairs + q*nr + j]; columns past
+/// n and the depth past kc zero.
 __attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_b(std::int64_t kc, std::int64_t n, strided b,
                                                                       std::uint32_t* out) {
   const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
@@ -154,7 +155,7 @@ __attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_b(std::int
   }
 }
 
-// Depth panels of an even number of values (the last may be shorter, and odd).
+/// Depth panels of an even number of values (the last may be shorter, and odd).
 inline panels even_panels(std::int64_t k) {
   panels ps(k, kc_max);
   ps.step = round_up(ps.step, 2);
@@ -162,7 +163,7 @@ inline panels even_panels(std::int64_t k) {
   return ps;
 }
 
-// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
+/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
 inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
   const panels ps = even_panels(k);
   const std::int64_t step_pairs = ps.step / 2;
@@ -194,16 +195,16 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
 
 }  // namespace bgemm_detail
 
-// Whether this CPU has AVX-512F, AVX-512BW and AVX-512 BF16 (checked once).
+/// Whether this CPU has AVX-512F, AVX-512BW and AVX-512 BF16 (checked once).
 inline bool bgemm_supported() {
   static const bool ok = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                                      __builtin_cpu_supports("avx512bf16"));
   return ok;
 }
 
-// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
-// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
-// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
+/// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
+/// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
+/// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
 inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
                   std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, float* out,
                   std::int64_t ldc) {

@@ -1,13 +1,14 @@
-// The output of a broadcasting elementwise op, walked in rows. The output's dims of size 1
-// are dropped and neighbouring dims are merged wherever every input steps through the two
-// as through one; a row is the last merged dim. Along a row each input either steps one
-// element at a time or repeats one value, so a row is one vectorized expression over
-// pointers and constants, and only a row's start needs an index walk. Long rows are cut
-// into pieces of at most `max_piece` elements: the pieces are the units of parallel work.
-//
-// Examples, output [b, m, n]: a bias [n] steps along rows of n and starts every row at 0;
-// a column [b, m, 1] repeats one value per row; [1, m, n] beside [b, 1, n] gives rows of n
-// starting at m * n and at 0; equal shapes merge into one row of b * m * n elements.
+/// @file
+/// The output of a broadcasting elementwise op, walked in rows. The output's dims of size 1
+/// are dropped and neighbouring dims are merged wherever every input steps through the two
+/// as through one; a row is the last merged dim. Along a row each input either steps one
+/// element at a time or repeats one value, so a row is one vectorized expression over
+/// pointers and constants, and only a row's start needs an index walk. Long rows are cut
+/// into pieces of at most `max_piece` elements: the pieces are the units of parallel work.
+///
+/// Examples, output [b, m, n]: a bias [n] steps along rows of n and starts every row at 0;
+/// a column [b, m, 1] repeats one value per row; [1, m, n] beside [b, 1, n] gives rows of n
+/// starting at m * n and at 0; equal shapes merge into one row of b * m * n elements.
 #pragma once
 
 #include <algorithm>
@@ -21,8 +22,8 @@
 
 namespace weft::cpu {
 
-// Fills `count` elements of `size` bytes at dst with the element at src (a value repeated
-// along a row).
+/// Fills `count` elements of `size` bytes at dst with the element at src (a value repeated
+/// along a row).
 inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::int64_t count) {
   auto fill = [&](auto word) {  // fixed-size copies, which compile to (vector) stores
     std::memcpy(&word, src, sizeof(word));
@@ -77,7 +78,7 @@ class broadcast_rows {
   std::int64_t piece() const { return piece_; }            // elements of the longest piece
   bool steps(std::size_t k) const { return step_[k] != 0; }  // else input k repeats one value along a row
 
-  // Calls f(output offset, length, offsets of the inputs) for units [first, last), in order.
+  /// Calls f(output offset, length, offsets of the inputs) for units [first, last), in order.
   template <class F>
   void each(std::int64_t first, std::int64_t last, F&& f) const {
     if (first >= last) return;
@@ -111,9 +112,9 @@ class broadcast_rows {
   }
 
  private:
-  std::vector<std::int64_t> dims_;                     // outer merged dims, outermost first
-  std::array<std::vector<std::int64_t>, N> strides_;  // per input, over dims_
-  std::array<std::int64_t, N> step_{};                 // per input, along a row: 1 or 0
+  std::vector<std::int64_t> dims_;                     ///< outer merged dims, outermost first
+  std::array<std::vector<std::int64_t>, N> strides_;  ///< per input, over dims_
+  std::array<std::int64_t, N> step_{};                 ///< per input, along a row: 1 or 0
   std::int64_t length_ = 0, rows_ = 0, pieces_ = 1, piece_ = 0;
 };
 

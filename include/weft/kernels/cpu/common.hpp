@@ -1,4 +1,5 @@
-// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
+/// @file
+/// Helpers shared by the CPU kernels: reading integer tensors, axes, and registration.
 #pragma once
 
 #include <algorithm>
@@ -10,17 +11,17 @@
 
 namespace weft::cpu {
 
-// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
-// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
-// long), at least one and at most four per intra-op thread. Four per thread balance better
-// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
-// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
+/// How many blocks a kernel that gives each block a buffer of its own (a partial sum, a
+/// packed operand) cuts `units` into: `units / min_units` (each block at least min_units
+/// long), at least one and at most four per intra-op thread. Four per thread balance better
+/// than one: with a block per thread LeNet's filter gradient ran 1.27 times faster on two
+/// threads than on one, with four 1.9 times, and the MLP's GEMMs 1.07 and 1.4 times.
 inline std::int64_t blocks_for(const kernel_context& ctx, std::int64_t units, std::int64_t min_units) {
   const std::int64_t most = std::min<std::int64_t>(4 * ctx.device().num_threads(), units);
   return std::clamp<std::int64_t>(units / std::max<std::int64_t>(min_units, 1), std::min<std::int64_t>(1, most), most);
 }
 
-// The values of an int32 or int64 tensor; `what` names the input in errors.
+/// The values of an int32 or int64 tensor; `what` names the input in errors.
 inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
   std::vector<std::int64_t> v;
   if (t.dtype() == dtype::int32)
@@ -51,13 +52,13 @@ inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* 
   return shape(dims);
 }
 
-// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
-// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
-// each tuple is checked to lie in s.
+/// The index tuples of `indices` (shape [..., K]) into a tensor of shape `s`, as rows of s
+/// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
+/// each tuple is checked to lie in s.
 struct nd_rows {
   std::vector<std::int64_t> rows;
-  std::int64_t slice = 1;                 // elements per row: the product of s[K:]
-  std::vector<std::int64_t> slices_dims;  // of the slices together: indices.shape[:-1] + s[K:]
+  std::int64_t slice = 1;                 ///< elements per row: the product of s[K:]
+  std::vector<std::int64_t> slices_dims;  ///< of the slices together: indices.shape[:-1] + s[K:]
 };
 inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
   if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
@@ -85,14 +86,14 @@ inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
   }
   return r;
 }
-// Fails unless `updates` has the shape of the slices r addresses.
+/// Fails unless `updates` has the shape of the slices r addresses.
 inline void check_updates(const nd_rows& r, const tensor& updates, const tensor& indices, const shape& s) {
   if (updates.shape() != shape(r.slices_dims))
     fail(error_code::invalid_argument, "updates of shape ", updates.shape(), " do not fit indices of shape ", indices.shape(),
          " into shape ", s, ": they must have shape ", shape(r.slices_dims));
 }
 
-// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
+/// Strides of `in` (right-aligned to rank) as seen from an output of dims `out`: 0 where broadcast.
 inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape& out) {
   std::vector<std::int64_t> strides(static_cast<std::size_t>(out.rank()), 0);
   std::int64_t stride = 1;
@@ -103,14 +104,14 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
   return strides;
 }
 
-// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
-// compile time down, the rarer dtypes compute through a wider one, converting on the way in
-// and out, instead of compiling each op's code again:
-// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
-//   to float anyway);
-// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
-//   so that narrowing the result wraps as TensorFlow's does;
-// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
+/// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
+/// compile time down, the rarer dtypes compute through a wider one, converting on the way in
+/// and out, instead of compiling each op's code again:
+/// - float16 and bfloat16 through float32 (Eigen's half arithmetic converts every element
+///   to float anyway);
+/// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
+///   so that narrowing the result wraps as TensorFlow's does;
+/// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
 using weft::is_half_v;
 template <class T>
 using compute_t = std::conditional_t<
@@ -122,16 +123,16 @@ template <class T>
 inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
 template <class T>
 inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
-// The 64-bit integer type of T's signedness.
+/// The 64-bit integer type of T's signedness.
 template <class T>
 using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>;
 
-// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
+/// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
 using kernel_signed_real_types = signed_real_types;
 using kernel_signed_types = signed_number_types;
 using kernel_pow_types = pow_types;
 
-// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
+/// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>
 void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
   (register_cpu_kernel<K<Ts>>(op, {type_attr, dtype_of<Ts>}), ...);

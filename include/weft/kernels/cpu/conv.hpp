@@ -1,24 +1,25 @@
-// CPU kernels for convolution (ops/nn_ops.hpp), NHWC: Conv2D and its two gradients, and the
-// choice among three strategies, each in its own header (conv_register_blocks.hpp,
-// conv_direct.hpp, conv_gemm.hpp).
-//
-// Conv2D and its two gradients are products with the patch matrix [rows, kh * kw * c] (a
-// row per output position, its window's values), which is never built whole:
-// - Register blocks, where the output channels fill whole packets: a run of output
-//   positions times one or two packets of channels (or, for the filter's gradient, a run
-//   of input channels times one or two packets) summed in registers straight from a
-//   zero-padded copy of each image. The filter's gradient takes them with at least two
-//   images per thread (each thread sums its own images).
-// - Direct loops for a patch of at most 64 values (a first layer over few channels).
-// - Otherwise a GEMM whose patch operand Eigen's packing routines read from the input in
-//   place (patch_mapper), multiplied by Eigen's GEBP kernel.
-// Conv2D takes the first that applies; the filter's gradient prefers the direct loops to
-// register blocks (which for one input channel would load a packet per multiply-add). The
-// input's gradient with stride 1 is the convolution of the output's gradient by the filter
-// turned 180 degrees, done as Conv2D; with larger strides a GEMM by the filter and a
-// scatter of its rows back into the input (col2im), an image per thread. A 1x1 convolution
-// with stride 1 is one GEMM. float16 and bfloat16 compute in float (nn_kernel.hpp). Pooling is
-// pooling.hpp, dropout dropout.hpp.
+/// @file
+/// CPU kernels for convolution (ops/nn_ops.hpp), NHWC: Conv2D and its two gradients, and the
+/// choice among three strategies, each in its own header (conv_register_blocks.hpp,
+/// conv_direct.hpp, conv_gemm.hpp).
+///
+/// Conv2D and its two gradients are products with the patch matrix [rows, kh * kw * c] (a
+/// row per output position, its window's values), which is never built whole:
+/// - Register blocks, where the output channels fill whole packets: a run of output
+///   positions times one or two packets of channels (or, for the filter's gradient, a run
+///   of input channels times one or two packets) summed in registers straight from a
+///   zero-padded copy of each image. The filter's gradient takes them with at least two
+///   images per thread (each thread sums its own images).
+/// - Direct loops for a patch of at most 64 values (a first layer over few channels).
+/// - Otherwise a GEMM whose patch operand Eigen's packing routines read from the input in
+///   place (patch_mapper), multiplied by Eigen's GEBP kernel.
+/// Conv2D takes the first that applies; the filter's gradient prefers the direct loops to
+/// register blocks (which for one input channel would load a packet per multiply-add). The
+/// input's gradient with stride 1 is the convolution of the output's gradient by the filter
+/// turned 180 degrees, done as Conv2D; with larger strides a GEMM by the filter and a
+/// scatter of its rows back into the input (col2im), an image per thread. A 1x1 convolution
+/// with stride 1 is one GEMM. float16 and bfloat16 compute in float (nn_kernel.hpp). Pooling is
+/// pooling.hpp, dropout dropout.hpp.
 #pragma once
 
 #include <algorithm>
@@ -33,13 +34,13 @@
 
 namespace weft::cpu::nn {
 
-// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
+/// Rows of patches (of `patch` values each) that fill about 128K elements, at least 16.
 inline std::int64_t cache_rows(std::int64_t patch) {
   return std::max<std::int64_t>(16, (std::int64_t{1} << 17) / std::max<std::int64_t>(patch, 1));
 }
 
-// The scatter behind a strided convolution's input gradient: adds the value at (r, kk) of a
-// patch matrix with rows [r0, r1) to the input element that patch value was taken from.
+/// The scatter behind a strided convolution's input gradient: adds the value at (r, kk) of a
+/// patch matrix with rows [r0, r1) to the input element that patch value was taken from.
 template <class C>
 void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t r1, C* in) {
   const std::int64_t K = g.patch(), c = g.c;
@@ -61,8 +62,8 @@ void col2im_add(const geometry& g, const C* cols, std::int64_t r0, std::int64_t 
   }
 }
 
-// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
-// they apply, else directly for a small patch, else as an implicit GEMM.
+/// out = conv(in, w), w [K, k] row-major, without a patch matrix: in register blocks where
+/// they apply, else directly for a small patch, else as an implicit GEMM.
 template <class C>
 void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
   if (use_register_blocks(g, packet_size<C>)) return register_blocks_forward<C>(ctx, g, in, w, out);
@@ -70,10 +71,10 @@ void conv_unpacked(const kernel_context& ctx, const geometry& g, const C* in, co
   patch_gemm_forward<C>(ctx, g, in, w, out);
 }
 
-// d_in = the convolution, stride 1, of d_out by the filter turned 180 degrees with its
-// channels swapped: d_in[b, iy, ix, ci] sums d_out[b, y, x, k] * f[i, j, ci, k] over the
-// (y, x) = (iy + pad_top - i * dh, ix + pad_left - j * dw) inside d_out, which with
-// i' = kh - 1 - i is a window of d_out at iy - ((kh - 1) * dh - pad_top) + i' * dh.
+/// d_in = the convolution, stride 1, of d_out by the filter turned 180 degrees with its
+/// channels swapped: d_in[b, iy, ix, ci] sums d_out[b, y, x, k] * f[i, j, ci, k] over the
+/// (y, x) = (iy + pad_top - i * dh, ix + pad_left - j * dw) inside d_out, which with
+/// i' = kh - 1 - i is a window of d_out at iy - ((kh - 1) * dh - pad_top) + i' * dh.
 template <class C>
 void backprop_input_as_conv(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
   geometry t = g;
@@ -89,7 +90,7 @@ void backprop_input_as_conv(const kernel_context& ctx, const geometry& g, const 
   conv_unpacked<C>(ctx, t, d_out, turned.data(), d_in);
 }
 
-// out [rows, k] = patches(in) [rows, K] * filter [K, k].
+/// out [rows, k] = patches(in) [rows, K] * filter [K, k].
 template <class C>
 void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
   const std::int64_t rows = g.rows(), K = g.patch();
@@ -98,8 +99,8 @@ void conv_forward(const kernel_context& ctx, const geometry& g, const C* in, con
   conv_unpacked<C>(ctx, g, in, f, out);
 }
 
-// d_in: with stride 1 a convolution of d_out (backprop_input_as_conv); else
-// col2im(d_out [rows, k] * filter^T), an image per thread.
+/// d_in: with stride 1 a convolution of d_out (backprop_input_as_conv); else
+/// col2im(d_out [rows, k] * filter^T), an image per thread.
 template <class C>
 void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* f, const C* d_out, C* d_in) {
   const std::int64_t K = g.patch(), per_image = g.positions();
@@ -122,7 +123,7 @@ void conv_backprop_input(const kernel_context& ctx, const geometry& g, const C* 
   });
 }
 
-// d_filter [K, k] = patches(in)^T * d_out.
+/// d_filter [K, k] = patches(in)^T * d_out.
 template <class C>
 void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   const std::int64_t rows = g.rows(), K = g.patch(), size = K * g.k;
@@ -137,7 +138,7 @@ void conv_backprop_filter(const kernel_context& ctx, const geometry& g, const C*
   patch_gemm_filter<C>(ctx, g, in, d_out, d_f);
 }
 
-// The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
+/// The geometry of a Conv2D of an input of shape `in` by a filter of shape `f`.
 inline geometry conv_geometry(const shape& in, const shape& f, const ops::window_attrs& w) {
   if (f.rank() != 4)
     fail(error_code::invalid_argument, "filter must have rank 4 [height, width, in_channels, out_channels], got shape ", f);

@@ -1,5 +1,6 @@
-// Direct convolution loops, for small patches (conv.hpp chooses them where register blocks
-// do not apply and a patch holds at most direct_patch_limit values).
+/// @file
+/// Direct convolution loops, for small patches (conv.hpp chooses them where register blocks
+/// do not apply and a patch holds at most direct_patch_limit values).
 #pragma once
 
 #include <algorithm>
@@ -11,17 +12,17 @@
 
 namespace weft::cpu::nn {
 
-// When a patch is small (kh * kw * c <= direct_patch_limit, as in a first layer over one
-// to three channels), im2col copies each input value kh * kw times into a GEMM whose depth
-// (forward) or height (filter gradient) is that small patch, where Eigen's GEBP runs at a
-// fraction of its speed. The direct loops below read the input in place instead. Output
-// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
+/// When a patch is small (kh * kw * c <= direct_patch_limit, as in a first layer over one
+/// to three channels), im2col copies each input value kh * kw times into a GEMM whose depth
+/// (forward) or height (filter gradient) is that small patch, where Eigen's GEBP runs at a
+/// fraction of its speed. The direct loops below read the input in place instead. Output
+/// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
 inline constexpr std::int64_t direct_patch_limit = 64;
 inline bool is_direct(const geometry& g) { return g.patch() <= direct_patch_limit && !is_pointwise(g); }
 template <class C>
 inline constexpr std::int64_t lanes = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
 
-// The output columns [x0, x1) whose window's column j lies inside the input.
+/// The output columns [x0, x1) whose window's column j lies inside the input.
 inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, std::int64_t j) {
   auto first_at_least = [&](std::int64_t v) {  // the least x with x * sw >= v, in [0, ow]
     return v <= 0 ? 0 : std::min(g.ow, (v + g.sw - 1) / g.sw);
@@ -30,8 +31,8 @@ inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, s
   return {first_at_least(shift), std::max(first_at_least(shift), first_at_least(g.w + shift))};
 }
 
-// A block of output channels [k0, k0 + width): `Fixed` values (a packet or a few, held in
-// registers) or, for the last block, fewer (Fixed = 0, width given).
+/// A block of output channels [k0, k0 + width): `Fixed` values (a packet or a few, held in
+/// registers) or, for the last block, fewer (Fixed = 0, width given).
 template <std::int64_t Fixed, class C>
 using lane_block = Eigen::Array<C, (Fixed > 0 ? Fixed : Eigen::Dynamic), 1, 0, (Fixed > 0 ? Fixed : lanes<C>), 1>;
 template <std::int64_t Fixed, class C>
@@ -49,9 +50,9 @@ void store_lanes(C* p, const lane_block<Fixed, C>& v) {
   Eigen::Map<lane_block<Fixed, C>>(p, v.size()) = v;
 }
 
-// Output row (img, y), channels [k0, k0 + width): out[x] = the sum over x's window. Runs of
-// four positions whose windows lie inside the input share each filter block's load (four
-// sums in registers); the others check each tap.
+/// Output row (img, y), channels [k0, k0 + width): out[x] = the sum over x's window. Runs of
+/// four positions whose windows lie inside the input share each filter block's load (four
+/// sums in registers); the others check each tap.
 template <std::int64_t Fixed, class C>
 void direct_forward_row(const geometry& g, const C* in, const C* f, C* out_row, std::int64_t img, std::int64_t y,
                         std::int64_t k0, std::int64_t width, std::int64_t inner0, std::int64_t inner1) {
@@ -112,9 +113,9 @@ void direct_forward(const kernel_context& ctx, const geometry& g, const C* in, c
   });
 }
 
-// For filter channels [k0, k0 + width): adds, for every tap of the window, the products of
-// output row (img, y)'s gradients with the input values under that tap, to d_f. Four sums
-// over alternate positions keep four multiply-adds in flight.
+/// For filter channels [k0, k0 + width): adds, for every tap of the window, the products of
+/// output row (img, y)'s gradients with the input values under that tap, to d_f. Four sums
+/// over alternate positions keep four multiply-adds in flight.
 template <std::int64_t Fixed, class C>
 void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, std::int64_t img, std::int64_t y,
                        std::int64_t k0, std::int64_t width) {
@@ -141,7 +142,7 @@ void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, s
   }
 }
 
-// d_f is summed over blocks of output rows (summed_in_blocks).
+/// d_f is summed over blocks of output rows (summed_in_blocks).
 template <class C>
 void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_f) {
   constexpr std::int64_t W = lanes<C>;

@@ -1,5 +1,6 @@
-// Convolution as an implicit GEMM (conv.hpp chooses it when neither register blocks nor
-// direct loops apply): the patch matrix read in place.
+/// @file
+/// Convolution as an implicit GEMM (conv.hpp chooses it when neither register blocks nor
+/// direct loops apply): the patch matrix read in place.
 #pragma once
 
 #include <algorithm>
@@ -13,21 +14,21 @@
 
 namespace weft::cpu::nn {
 
-// Eigen's packing routines (which copy each block of an operand into the order its GEBP
-// kernel reads) read the patches through patch_mapper straight from the input, and the
-// kernel multiplies the packed blocks. im2col wrote each patch value into a buffer that the
-// packing then copied again; here it is copied once (Conv2D of LeNet's second layer: 5.5 ->
-// 4.5 ms on one thread).
+/// Eigen's packing routines (which copy each block of an operand into the order its GEBP
+/// kernel reads) read the patches through patch_mapper straight from the input, and the
+/// kernel multiplies the packed blocks. im2col wrote each patch value into a buffer that the
+/// packing then copied again; here it is copied once (Conv2D of LeNet's second layer: 5.5 ->
+/// 4.5 ms on one thread).
 namespace ei = Eigen::internal;
 
-// Where column kk = (i * kw + j) * c + ci of the patch matrix lies relative to a window's
-// origin: an element offset, input row and column offsets, and how many columns from kk on
-// stay in tap (i, j)'s run of contiguous channels.
+/// Where column kk = (i * kw + j) * c + ci of the patch matrix lies relative to a window's
+/// origin: an element offset, input row and column offsets, and how many columns from kk on
+/// stay in tap (i, j)'s run of contiguous channels.
 struct patch_tap {
   std::int64_t offset, dy, dx, run;
 };
-// A row of the patch matrix (an output position): its window's origin, an element offset
-// and an input row and column (negative or past the input where the window overhangs).
+/// A row of the patch matrix (an output position): its window's origin, an element offset
+/// and an input row and column (negative or past the input where the window overhangs).
 struct patch_row {
   std::int64_t offset, y, x;
 };
@@ -49,13 +50,13 @@ inline void patch_rows(const geometry& g, std::int64_t r0, std::int64_t r1, std:
   }
 }
 
-// The patch matrix of `in` under a convolution as an Eigen data mapper: element (r, kk), or
-// (kk, r) when Transposed; packets run along kk. A packet inside one tap's channels is one
-// load (or zeros where the tap lies outside the input); one that crosses taps is gathered.
+/// The patch matrix of `in` under a convolution as an Eigen data mapper: element (r, kk), or
+/// (kk, r) when Transposed; packets run along kk. A packet inside one tap's channels is one
+/// load (or zeros where the tap lies outside the input); one that crosses taps is gathered.
 template <class C, bool Transposed>
 class patch_mapper {
  public:
-  using LinearMapper = void;  // named by Eigen's packing routines, never used by them
+  using LinearMapper = void;  ///< named by Eigen's packing routines, never used by them
   patch_mapper(const geometry& g, const C* in, const patch_row* rows, const patch_tap* taps)
       : in_(in), rows_(rows), taps_(taps), h_(static_cast<std::uint64_t>(g.h)), w_(static_cast<std::uint64_t>(g.w)) {}
   C operator()(Eigen::Index i, Eigen::Index j) const { return Transposed ? at(j, i) : at(i, j); }
@@ -89,9 +90,9 @@ class patch_mapper {
   std::uint64_t h_, w_;
 };
 
-// Eigen's GEMM parts for C (as general_matrix_matrix_product instantiates them): packing
-// of either operand from a mapper M stored in Order, and the kernel, into a column-major
-// result.
+/// Eigen's GEMM parts for C (as general_matrix_matrix_product instantiates them): packing
+/// of either operand from a mapper M stored in Order, and the kernel, into a column-major
+/// result.
 template <class C>
 struct gebp_parts {
   using traits = ei::gebp_traits<C, C>;
@@ -102,18 +103,18 @@ struct gebp_parts {
                                      typename traits::LhsPacket4Packing, Order>;
   using pack_rhs = ei::gemm_pack_rhs<C, Eigen::Index, matrix_mapper, traits::nr, Eigen::RowMajor>;
   using kernel = ei::gebp_kernel<C, C, Eigen::Index, res_mapper, traits::mr, traits::nr, false, false>;
-  // Packed blocks are read with aligned loads: each starts on a multiple of this many values.
+  /// Packed blocks are read with aligned loads: each starts on a multiple of this many values.
   static constexpr std::int64_t align = std::max<std::int64_t>(1, EIGEN_MAX_ALIGN_BYTES / sizeof(C));
   static std::int64_t aligned(std::int64_t n) { return (n + align - 1) / align * align; }
 };
 
-// The most values a block of packed patches holds (1 MiB of floats): Eigen's blocking
-// would pack a filter gradient's whole [K, kc] patch block however large K.
+/// The most values a block of packed patches holds (1 MiB of floats): Eigen's blocking
+/// would pack a filter gradient's whole [K, kc] patch block however large K.
 inline constexpr std::int64_t packed_patches_limit = std::int64_t{1} << 18;
 
-// Depth blocks of a patch matrix's columns: Eigen's block depth, evened out over the
-// blocks and rounded up to whole taps where a tap has a packet's worth of channels, so
-// that a packet never crosses a tap.
+/// Depth blocks of a patch matrix's columns: Eigen's block depth, evened out over the
+/// blocks and rounded up to whole taps where a tap has a packet's worth of channels, so
+/// that a packet never crosses a tap.
 template <class C>
 std::int64_t patch_depth_block(const geometry& g, std::int64_t kc) {
   const std::int64_t K = g.patch();
@@ -125,9 +126,9 @@ std::int64_t patch_depth_block(const geometry& g, std::int64_t kc) {
   return kc;
 }
 
-// out [rows, n] = patches(in) [rows, K] * w [K, n], w row-major: chunks of output rows per
-// thread, each computed into a column-major block (Eigen's kernel works down a column-major
-// result in panels of several packets) and transposed into out.
+/// out [rows, n] = patches(in) [rows, K] * w [K, n], w row-major: chunks of output rows per
+/// thread, each computed into a column-major block (Eigen's kernel works down a column-major
+/// result in panels of several packets) and transposed into out.
 template <class C>
 void patch_gemm_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
   using P = gebp_parts<C>;
@@ -169,9 +170,9 @@ void patch_gemm_forward(const kernel_context& ctx, const geometry& g, const C* i
   });
 }
 
-// d_w [K, n] = patches(in)^T [K, rows] * d_out [rows, n]: the output positions cut into
-// blocks, a column-major partial sum per block (the kernel's favoured result order), summed
-// into d_w at the end.
+/// d_w [K, n] = patches(in)^T [K, rows] * d_out [rows, n]: the output positions cut into
+/// blocks, a column-major partial sum per block (the kernel's favoured result order), summed
+/// into d_w at the end.
 template <class C>
 void patch_gemm_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_w) {
   using P = gebp_parts<C>;

@@ -1,5 +1,6 @@
-// Convolution in register blocks (conv.hpp chooses it first where the output channels fill
-// whole packets).
+/// @file
+/// Convolution in register blocks (conv.hpp chooses it first where the output channels fill
+/// whole packets).
 #pragma once
 
 #include <algorithm>
@@ -16,21 +17,21 @@ namespace weft::cpu::nn {
 
 namespace ei = Eigen::internal;
 
-// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
-// matrix altogether: a run of P output positions of one row times NB packets of output
-// channels is summed in P * NB registers, and for every tap and input channel the filter's
-// NB packets are loaded once and each position's input value is broadcast into them. A
-// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
-// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
-// The filter's gradient holds a run of input channels times NB packets instead, over the
-// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
-// is checked.
+/// For a batch of images whose output channels fill whole packets, Conv2D skips the patch
+/// matrix altogether: a run of P output positions of one row times NB packets of output
+/// channels is summed in P * NB registers, and for every tap and input channel the filter's
+/// NB packets are loaded once and each position's input value is broadcast into them. A
+/// packed patch matrix costs a copy of every patch value (25 per input value for a 5x5
+/// window) and the loads of the packed blocks; here every multiply-add takes one broadcast.
+/// The filter's gradient holds a run of input channels times NB packets instead, over the
+/// positions. Each image is first copied into a buffer with its padding as zeros, so no tap
+/// is checked.
 template <class C>
 using packet_t = typename ei::packet_traits<C>::type;
 template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
-// Positions per block: what the registers hold beside the filter's NB packets and a
-// broadcast value, at most 14.
+/// Positions per block: what the registers hold beside the filter's NB packets and a
+/// broadcast value, at most 14.
 template <int NB>
 inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_DEFAULT_NUMBER_OF_REGISTERS) - NB - 2) / NB, 1, 14);
 
@@ -38,15 +39,15 @@ inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_D
 // compile-time sizes, so that their sums stay in registers).
 #define WEFT_DETAIL_UNROLL _Pragma("GCC unroll 16")
 
-// The image buffer's geometry: rows of `width` positions of c values, every window inside.
+/// The image buffer's geometry: rows of `width` positions of c values, every window inside.
 struct padded_image {
-  std::int64_t height, width, row;  // row: values per buffer row
+  std::int64_t height, width, row;  ///< row: values per buffer row
   explicit padded_image(const geometry& g)
       : height((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1), width((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1), row(width * g.c) {}
   std::int64_t size() const { return height * row; }
-  // Whether the buffer of an image stays within four times the image plus 64 Ki values (and
-  // so its sizes fit in int64). Padding far wider than the image (a dilation of 2^61 pads a
-  // row by 2^61 on each side) is left to the paths that test each tap, not copied.
+  /// Whether the buffer of an image stays within four times the image plus 64 Ki values (and
+  /// so its sizes fit in int64). Padding far wider than the image (a dilation of 2^61 pads a
+  /// row by 2^61 on each side) is left to the paths that test each tap, not copied.
   static bool fits(const geometry& g) {
     auto extent = [](std::int64_t out, std::int64_t stride, std::int64_t k, std::int64_t dilation, std::int64_t& r) {
       std::int64_t a, b;
@@ -59,7 +60,7 @@ struct padded_image {
       return false;
     return (values - (std::int64_t{1} << 16)) / 4 <= g.h * g.w * g.c;  // the image exists: its size fits
   }
-  // Copies image img of `in` into buf: buffer position (yy, xx) is input (yy - pad_top, xx - pad_left).
+  /// Copies image img of `in` into buf: buffer position (yy, xx) is input (yy - pad_top, xx - pad_left).
   template <class C>
   void fill(const geometry& g, const C* in, std::int64_t img, C* buf) const {
     for (std::int64_t yy = 0; yy < height; ++yy) {
@@ -77,8 +78,8 @@ struct padded_image {
   }
 };
 
-// out[p * k + q * S + s] for p < P, q < NB: the sums of P positions (their windows start
-// at src, src + sw * c, ...) with filter w's channels from w on (row stride k).
+/// out[p * k + q * S + s] for p < P, q < NB: the sums of P positions (their windows start
+/// at src, src + sw * c, ...) with filter w's channels from w on (row stride k).
 template <class C, int P, int NB>
 void register_block(const geometry& g, const padded_image& pi, const C* src, const C* w, C* out) {
   using Packet = packet_t<C>;
@@ -111,7 +112,7 @@ void register_block(const geometry& g, const padded_image& pi, const C* src, con
     for (int q = 0; q < NB; ++q) ei::pstoreu(out + p * N + q * S, acc[p][q]);
 }
 
-// Calls f(std::integral_constant<int, n>{}) for a run-time n in [1, Max].
+/// Calls f(std::integral_constant<int, n>{}) for a run-time n in [1, Max].
 template <int Max, class F>
 void with_count(std::int64_t n, F&& f) {
   [&]<int... I>(std::integer_sequence<int, I...>) {
@@ -119,14 +120,14 @@ void with_count(std::int64_t n, F&& f) {
   }(std::make_integer_sequence<int, Max>{});
 }
 
-// The length of runs of at most `most` that cut n as evenly as they can.
+/// The length of runs of at most `most` that cut n as evenly as they can.
 inline std::int64_t even_run(std::int64_t n, std::int64_t most) {
   const std::int64_t runs = (n + most - 1) / most;
   return (n + runs - 1) / runs;
 }
 
-// Calls f(nb, q) for the blocks of packets of k output channels: pairs, and one packet last
-// when their number is odd.
+/// Calls f(nb, q) for the blocks of packets of k output channels: pairs, and one packet last
+/// when their number is odd.
 template <class F>
 void for_each_packet_block(std::int64_t packets, F&& f) {
   for (std::int64_t q = 0; q < packets; q += 2) f(packets - q >= 2 ? 2 : 1, q);
@@ -136,7 +137,7 @@ inline bool use_register_blocks(const geometry& g, std::int64_t packet) {
   return g.k % packet == 0 && padded_image::fits(g);
 }
 
-// Output row y of an image from its padded copy: runs of positions times blocks of packets.
+/// Output row y of an image from its padded copy: runs of positions times blocks of packets.
 template <class C>
 void register_blocks_row(const geometry& g, const padded_image& pi, const C* image, const C* w, std::int64_t y, C* out_row) {
   constexpr std::int64_t S = packet_size<C>;
@@ -153,9 +154,9 @@ void register_blocks_row(const geometry& g, const padded_image& pi, const C* ima
   });
 }
 
-// out = conv(in, w) (w [K, k] row-major). With at least two images per thread, an image
-// per thread at a time, copied into the thread's buffer (which stays in its cache);
-// otherwise every image copied once and the output rows spread over the threads.
+/// out = conv(in, w) (w [K, k] row-major). With at least two images per thread, an image
+/// per thread at a time, copied into the thread's buffer (which stays in its cache);
+/// otherwise every image copied once and the output rows spread over the threads.
 template <class C>
 void register_blocks_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* w, C* out) {
   const padded_image pi(g);
@@ -178,9 +179,9 @@ void register_blocks_forward(const kernel_context& ctx, const geometry& g, const
   });
 }
 
-// d_w[tap (i, j), channels ci0 .. ci0 + CI, k0 .. k0 + NB * S] += the sum over image img's
-// output positions of the input under that tap times d_out: CI * NB sums in registers, the
-// output gradient's NB packets loaded once per position and each input value broadcast.
+/// d_w[tap (i, j), channels ci0 .. ci0 + CI, k0 .. k0 + NB * S] += the sum over image img's
+/// output positions of the input under that tap times d_out: CI * NB sums in registers, the
+/// output gradient's NB packets loaded once per position and each input value broadcast.
 template <class C, int CI, int NB>
 void register_filter_block(const geometry& g, const padded_image& pi, const C* buf, const C* d_img, std::int64_t i,
                            std::int64_t j, std::int64_t ci0, std::int64_t k0, C* d_w) {
@@ -217,7 +218,7 @@ void register_filter_block(const geometry& g, const padded_image& pi, const C* b
 }
 #undef WEFT_DETAIL_UNROLL
 
-// d_w = patches(in)^T * d_out in register blocks, over blocks of images (summed_in_blocks).
+/// d_w = patches(in)^T * d_out in register blocks, over blocks of images (summed_in_blocks).
 template <class C>
 void register_blocks_filter(const kernel_context& ctx, const geometry& g, const C* in, const C* d_out, C* d_w) {
   constexpr std::int64_t S = packet_size<C>;

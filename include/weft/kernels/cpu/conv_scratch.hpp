@@ -1,5 +1,6 @@
-// Work space of the convolution kernels: a thread's kept buffer, and sums over blocks of
-// work computed by several threads into partial buffers.
+/// @file
+/// Work space of the convolution kernels: a thread's kept buffer, and sums over blocks of
+/// work computed by several threads into partial buffers.
 #pragma once
 
 #include <algorithm>
@@ -11,10 +12,10 @@
 
 namespace weft::cpu::nn {
 
-// A buffer of at least n values for this thread, aligned for Eigen's packets and kept
-// between calls (slot 0 or 1): a block of packed patches is about half a megabyte, which
-// malloc would map afresh, and the kernel zero, on every call. A body of parallel_for never
-// waits, so a thread uses its buffer for one body at a time.
+/// A buffer of at least n values for this thread, aligned for Eigen's packets and kept
+/// between calls (slot 0 or 1): a block of packed patches is about half a megabyte, which
+/// malloc would map afresh, and the kernel zero, on every call. A body of parallel_for never
+/// waits, so a thread uses its buffer for one body at a time.
 template <class C>
 C* scratch(std::int64_t n, int slot) {
   thread_local std::vector<C, Eigen::aligned_allocator<C>> buffers[2];
@@ -23,9 +24,9 @@ C* scratch(std::int64_t n, int slot) {
   return b.data();
 }
 
-// out[0, size) = the sum over blocks of units [0, units) (blocks_for: at least min_units
-// each) of body(sum, u0, u1), which adds the part of units [u0, u1) into a zeroed sum: the
-// first block's sum is out itself, the others partial buffers added at the end.
+/// out[0, size) = the sum over blocks of units [0, units) (blocks_for: at least min_units
+/// each) of body(sum, u0, u1), which adds the part of units [u0, u1) into a zeroed sum: the
+/// first block's sum is out itself, the others partial buffers added at the end.
 template <class C, class Body>
 void summed_in_blocks(const kernel_context& ctx, std::int64_t units, std::int64_t min_units, std::int64_t size, C* out,
                       Body&& body) {

@@ -1,8 +1,9 @@
-// Element conversion between any two dtypes, with TensorFlow's Cast semantics, through a
-// table of plain loops: one small function per (from, to) pair instead of a kernel each.
-// Cast uses it, and so do the kernels that compute a dtype through a wider one (see
-// compute_t in common.hpp). The functions are templates, so that including this header
-// instantiates nothing until one is called.
+/// @file
+/// Element conversion between any two dtypes, with TensorFlow's Cast semantics, through a
+/// table of plain loops: one small function per (from, to) pair instead of a kernel each.
+/// Cast uses it, and so do the kernels that compute a dtype through a wider one (see
+/// compute_t in common.hpp). The functions are templates, so that including this header
+/// instantiates nothing until one is called.
 #pragma once
 
 #include <array>
@@ -47,12 +48,12 @@ To convert(const From& v) {
 
 using convert_fn = void (*)(const void* in, void* out, std::int64_t begin, std::int64_t end);
 
-// bfloat16 to float and back through their bits (Eigen converts one element at a time and
-// branches on NaN), with Eigen's results: a float rounds to the nearest even bfloat16, and
-// NaN becomes the quiet NaN of its sign (0x7FC0, 0xFFC0). Widening goes sixteen at a time in
-// the compilers' generic vectors (GCC left the loop scalar at -O2); GCC vectorizes the
-// narrowing loop itself where the target allows (-march=native on an AVX-512 CPU: 5 times
-// faster than without -march flags).
+/// bfloat16 to float and back through their bits (Eigen converts one element at a time and
+/// branches on NaN), with Eigen's results: a float rounds to the nearest even bfloat16, and
+/// NaN becomes the quiet NaN of its sign (0x7FC0, 0xFFC0). Widening goes sixteen at a time in
+/// the compilers' generic vectors (GCC left the loop scalar at -O2); GCC vectorizes the
+/// narrowing loop itself where the target allows (-march=native on an AVX-512 CPU: 5 times
+/// faster than without -march flags).
 inline void bfloat16_to_float(const bfloat16* in, float* out, std::int64_t n) {
   typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
   typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));  // at any bfloat16's address
@@ -115,7 +116,7 @@ tensor converted(kernel_context& ctx, convert_fn f, const tensor& in, dtype to) 
 }
 }  // namespace detail
 
-// The loop converting elements of `from` to `to`, for dtypes known only at run time (Cast).
+/// The loop converting elements of `from` to `to`, for dtypes known only at run time (Cast).
 template <int = 0>
 detail::convert_fn converter(dtype from, dtype to) {
   static const detail::convert_table table = [] {
@@ -129,14 +130,14 @@ detail::convert_fn converter(dtype from, dtype to) {
   return table[f][t];
 }
 
-// Writes the elements of `in`, converted, into `out` (same number of elements).
+/// Writes the elements of `in`, converted, into `out` (same number of elements).
 template <int = 0>
 void convert_into(kernel_context& ctx, const tensor& in, tensor& out) {
   detail::run_convert(ctx, converter(in.dtype(), out.dtype()), in, out);
 }
 
-// For kernels that compute dtype T as compute_t<T>: the conversions there and back, or null
-// when T computes as itself.
+/// For kernels that compute dtype T as compute_t<T>: the conversions there and back, or null
+/// when T computes as itself.
 template <class T>
 inline constexpr detail::convert_fn widen_fn =
     is_converted_v<T> ? &detail::convert_range<compute_t<T>, T> : nullptr;
@@ -144,7 +145,7 @@ template <class T>
 inline constexpr detail::convert_fn narrow_fn =
     is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;
 
-// x (of dtype T) as compute_t<T>: converted when T computes wider, x itself otherwise.
+/// x (of dtype T) as compute_t<T>: converted when T computes wider, x itself otherwise.
 template <class T>
 tensor widened(kernel_context& ctx, const tensor& x) {
   if constexpr (is_converted_v<T>) return detail::converted(ctx, widen_fn<T>, x, dtype_of<compute_t<T>>);

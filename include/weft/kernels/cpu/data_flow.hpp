@@ -1,7 +1,8 @@
-// CPU kernels for ops/data_flow_ops.hpp: the queue ops, over runtime/queue.hpp's queue held
-// in the session's resource manager, and the mutex ops, over runtime/mutex.hpp's. Enqueue and the dequeues are async: they hand the
-// queue an attempt and return; the queue calls back (on whichever thread made room or
-// brought the elements) and the step goes on from there.
+/// @file
+/// CPU kernels for ops/data_flow_ops.hpp: the queue ops, over runtime/queue.hpp's queue held
+/// in the session's resource manager, and the mutex ops, over runtime/mutex.hpp's. Enqueue and the dequeues are async: they hand the
+/// queue an attempt and return; the queue calls back (on whichever thread made room or
+/// brought the elements) and the step goes on from there.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,9 @@
 
 namespace weft::cpu {
 
-// FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue: makes the queue on first
-// run (a queue already under the name must have been made with the same options) and
-// outputs its handle.
+/// FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue: makes the queue on first
+/// run (a queue already under the name must have been made with the same options) and
+/// outputs its handle.
 struct queue_kernel final : op_kernel {
   explicit queue_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
@@ -56,7 +57,7 @@ struct queue_kernel final : op_kernel {
   tensor handle_;
 };
 
-// The resource of kind R the handle of input `i` names.
+/// The resource of kind R the handle of input `i` names.
 template <class R>
 std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
   const tensor& h = ctx.input(i);
@@ -72,8 +73,8 @@ std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
 }
 inline std::shared_ptr<queue> queue_of(const kernel_context& ctx, int i = 0) { return resource_of<queue>(ctx, i); }
 
-// Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
-// exception thrown before the queue took the attempt into the node's error.
+/// Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
+/// exception thrown before the queue took the attempt into the node's error.
 template <class Start>
 void start_attempt(kernel_context& ctx, const std::function<void()>& done, Start&& start) {
   try {
@@ -84,7 +85,7 @@ void start_attempt(kernel_context& ctx, const std::function<void()>& done, Start
   }
 }
 
-// QueueEnqueue and QueueEnqueueMany.
+/// QueueEnqueue and QueueEnqueueMany.
 struct enqueue_kernel final : op_kernel {
   explicit enqueue_kernel(const node& n) : many_(n.op() == "QueueEnqueueMany") {}
   bool is_async() const noexcept override { return true; }
@@ -106,7 +107,7 @@ struct enqueue_kernel final : op_kernel {
   bool many_;
 };
 
-// QueueDequeue, QueueDequeueMany, QueueDequeueUpTo.
+/// QueueDequeue, QueueDequeueMany, QueueDequeueUpTo.
 struct dequeue_kernel final : op_kernel {
   explicit dequeue_kernel(const node& n)
       : batch_(n.op() != "QueueDequeue"), up_to_(n.op() == "QueueDequeueUpTo"),
@@ -189,7 +190,7 @@ struct queue_is_closed_kernel final : op_kernel {
   }
 };
 
-// Mutex: makes the mutex on first run and outputs its handle.
+/// Mutex: makes the mutex on first run and outputs its handle.
 struct mutex_kernel final : op_kernel {
   explicit mutex_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
@@ -203,7 +204,7 @@ struct mutex_kernel final : op_kernel {
   tensor handle_;
 };
 
-// MutexAcquire: waits for the mutex, then outputs the grant.
+/// MutexAcquire: waits for the mutex, then outputs the grant.
 struct mutex_acquire_kernel final : op_kernel {
   explicit mutex_acquire_kernel(const node&) {}
   bool is_async() const noexcept override { return true; }
@@ -228,7 +229,7 @@ struct mutex_release_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_data_flow_kernels() {
   ops::register_data_flow_ops();
@@ -249,7 +250,7 @@ void register_data_flow_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp): every queue op's kernel at once.
+/// The kernels typed code asks for (framework/kernel_for.hpp): every queue op's kernel at once.
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::data_flow, T, device_types::cpu> {

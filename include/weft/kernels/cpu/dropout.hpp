@@ -1,4 +1,5 @@
-// CPU kernel for the seeded Dropout op (ops/nn_ops.hpp).
+/// @file
+/// CPU kernel for the seeded Dropout op (ops/nn_ops.hpp).
 #pragma once
 
 #include <atomic>
@@ -10,8 +11,8 @@
 
 namespace weft::cpu::nn {
 
-// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
-// seed and seed2) is at least `rate`.
+/// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
+/// seed and seed2) is at least `rate`.
 struct dropout {
   static constexpr unsigned value_mask = 0b11;
   explicit dropout(const node& n)

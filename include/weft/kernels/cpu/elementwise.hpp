@@ -1,7 +1,8 @@
-// CPU kernels for the elementwise ops of ops/math_ops.hpp. Equal shapes and a scalar
-// operand take vectorized Eigen array expressions over contiguous shards; other
-// broadcasts go row by row (broadcast_rows.hpp), or walk the output with per-input
-// strides (0 along broadcast dims) where rows are short.
+/// @file
+/// CPU kernels for the elementwise ops of ops/math_ops.hpp. Equal shapes and a scalar
+/// operand take vectorized Eigen array expressions over contiguous shards; other
+/// broadcasts go row by row (broadcast_rows.hpp), or walk the output with per-input
+/// strides (0 along broadcast dims) where rows are short.
 #pragma once
 
 #include <algorithm>
@@ -24,15 +25,15 @@ using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Signed integer +, -, *, negation, absolute value and square modulo 2^bits, as TensorFlow
-// computes them, without C++'s undefined signed overflow: Eigen's vector instructions wrap
-// already, and the scalar form computes in the unsigned type, where the wrap is defined.
+/// Signed integer +, -, *, negation, absolute value and square modulo 2^bits, as TensorFlow
+/// computes them, without C++'s undefined signed overflow: Eigen's vector instructions wrap
+/// already, and the scalar form computes in the unsigned type, where the wrap is defined.
 enum class wrap_kind { add, sub, mul, neg, abs, square };
 
 template <class T>
 inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T>;
 
-// One element of the op: modulo 2^bits for signed integers (computed unsigned), plain otherwise.
+/// One element of the op: modulo 2^bits for signed integers (computed unsigned), plain otherwise.
 template <wrap_kind K, class T>
 T arith_scalar(T a, T b = T(0)) {
   if constexpr (wraps_v<T>) {
@@ -80,7 +81,7 @@ struct wrapping_op {
   }
 };
 
-// The Eigen expression for a op b (or op a): wrapping for signed integers, plain otherwise.
+/// The Eigen expression for a op b (or op a): wrapping for signed integers, plain otherwise.
 template <wrap_kind K, class A, class B>
 auto wrapping_binary(const A& a, const B& b) {
   using T = typename A::Scalar;
@@ -97,11 +98,11 @@ auto wrapping_unary(const A& x) {
   else if constexpr (K == wrap_kind::abs) return x.abs();
   else return x.square();
 }
-// Sqrt and Rsqrt, exact at the edges. Eigen 3.4's fast packets (EIGEN_FAST_MATH: float on
-// SSE/AVX, float and double on AVX-512) compute sqrt(x) as x * rsqrt(x) refined, which
-// makes sqrt(inf) NaN and flushes subnormal inputs (sqrt(1e-40) = 0, rsqrt(1e-40) = inf).
-// A packet holding +inf, a subnormal or zero goes through std::sqrt lane by lane: IEEE's
-// answers, as TensorFlow's and the GPU's; other packets keep Eigen's fast path.
+/// Sqrt and Rsqrt, exact at the edges. Eigen 3.4's fast packets (EIGEN_FAST_MATH: float on
+/// SSE/AVX, float and double on AVX-512) compute sqrt(x) as x * rsqrt(x) refined, which
+/// makes sqrt(inf) NaN and flushes subnormal inputs (sqrt(1e-40) = 0, rsqrt(1e-40) = inf).
+/// A packet holding +inf, a subnormal or zero goes through std::sqrt lane by lane: IEEE's
+/// answers, as TensorFlow's and the GPU's; other packets keep Eigen's fast path.
 template <class T, bool Reciprocal>
 struct exact_sqrt_op {
   T operator()(const T& a) const {
@@ -151,7 +152,7 @@ WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
 #undef WEFT_DETAIL_UNARY
 
-// Square and Relu also run on uint64, which has no Eigen kernels: they have a scalar form.
+/// Square and Relu also run on uint64, which has no Eigen kernels: they have a scalar form.
 struct square_fn {
   static constexpr double cost = 1;
   template <class A>
@@ -187,8 +188,8 @@ void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
   });
 }
 
-// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
-// back (both null when T is C). One body per (F, C), so each further T costs only its class.
+/// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+/// back (both null when T is C). One body per (F, C), so each further T costs only its class.
 template <class F, class C>
 void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
   tensor x = ctx.input(0);
@@ -262,7 +263,7 @@ struct pow_fn {
   }
 };
 
-// Calls f(output index, offsets into each input) for every output element, in order.
+/// Calls f(output index, offsets into each input) for every output element, in order.
 template <std::size_t N, class F>
 void for_each_broadcast(const shape& out, const std::array<std::vector<std::int64_t>, N>& strides,
                         std::int64_t begin, std::int64_t end, F&& f) {
@@ -334,7 +335,7 @@ void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tenso
   });
 }
 
-// Checks the operands, then writes x op y into z, all of dtype T (z bool for comparisons).
+/// Checks the operands, then writes x op y into z, all of dtype T (z bool for comparisons).
 template <class F, class T, bool Bool>
 void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   using Out = std::conditional_t<Bool, bool, T>;
@@ -362,7 +363,7 @@ void binary_apply(kernel_context& ctx, const tensor& x, const tensor& y, tensor&
   }
 }
 
-// As unary_run: one body per (F, C, Bool) for every T that computes as C.
+/// As unary_run: one body per (F, C, Bool) for every T that computes as C.
 template <class F, class C, bool Bool>
 void binary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn narrow) {
   const tensor& x = ctx.input(0);
@@ -389,11 +390,11 @@ struct binary_kernel {
   };
 };
 
-// ReluGrad(gradients, features): gradients where features > 0, else 0; one shape, no
-// broadcasting. The loop is a function of its own over pointers taken by value, which GCC
-// vectorizes into compares and blends; written in the parallel_for lambda over pointers
-// captured by reference it stayed scalar, and its branch, taken at random, made it ten times
-// slower than SelectV2 (Eigen's select is not vectorized either).
+/// ReluGrad(gradients, features): gradients where features > 0, else 0; one shape, no
+/// broadcasting. The loop is a function of its own over pointers taken by value, which GCC
+/// vectorizes into compares and blends; written in the parallel_for lambda over pointers
+/// captured by reference it stayed scalar, and its branch, taken at random, made it ten times
+/// slower than SelectV2 (Eigen's select is not vectorized either).
 template <class T>
 struct relu_grad_kernel final : op_kernel {
   explicit relu_grad_kernel(const node&) {}
@@ -433,12 +434,12 @@ struct relu_grad_kernel final : op_kernel {
   }
 };
 
-// SelectV2(condition, t, e): all three broadcast.
+/// SelectV2(condition, t, e): all three broadcast.
 template <class T>
 struct select_kernel final : op_kernel {
   explicit select_kernel(const node&) {}
-  // n elements, each operand read with step 1 or 0 (a single value). The common cases are
-  // loops over pointers taken by value without strides or branches, which compile to blends.
+  /// n elements, each operand read with step 1 or 0 (a single value). The common cases are
+  /// loops over pointers taken by value without strides or branches, which compile to blends.
   static void select_flat(const bool* cond, std::int64_t sc, const T* t, std::int64_t st, const T* e, std::int64_t se,
                           T* o, std::int64_t n) {
     // Read as bytes (bools are 0 or 1): GCC vectorizes `byte != 0 ? a : b`, not `bool ? a : b`.
@@ -486,9 +487,9 @@ struct select_kernel final : op_kernel {
   }
 };
 
-// Select(condition, t, e), TensorFlow's first form: t and e of one shape; a condition of
-// that shape picks elements, a scalar one the whole of t or e, and a vector one whole rows
-// (along dim 0).
+/// Select(condition, t, e), TensorFlow's first form: t and e of one shape; a condition of
+/// that shape picks elements, a scalar one the whole of t or e, and a vector one whole rows
+/// (along dim 0).
 template <class T>
 struct select_rows_kernel final : op_kernel {
   explicit select_rows_kernel(const node&) {}
@@ -516,7 +517,7 @@ struct select_rows_kernel final : op_kernel {
   }
 };
 
-// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
+/// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
 template <bool Equal>
 struct string_compare_kernel final : op_kernel {
   explicit string_compare_kernel(const node&) {}
@@ -535,7 +536,7 @@ struct string_compare_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header does not instantiate the conversion table.
+/// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
   explicit cast_kernel(const node&) {}
@@ -547,10 +548,10 @@ struct cast_kernel final : op_kernel {
   }
 };
 
-// Each elementwise op's CPU kernel, said once: its functor (which the fused kernels of
-// kernels/cpu/fused.hpp evaluate subtrees with), its kernel class and the dtypes it runs
-// on. register_elementwise_kernels() and kernel_for (what typed code asks for) read it.
-// The logical ops run on bool only and have no type attr.
+/// Each elementwise op's CPU kernel, said once: its functor (which the fused kernels of
+/// kernels/cpu/fused.hpp evaluate subtrees with), its kernel class and the dtypes it runs
+/// on. register_elementwise_kernels() and kernel_for (what typed code asks for) read it.
+/// The logical ops run on bool only and have no type attr.
 template <class Op>
 struct elementwise_cpu;
 #define WEFT_DETAIL_ELEMENTWISE(OP, FN, KERNEL, TYPES, TYPED) \
@@ -563,7 +564,7 @@ struct elementwise_cpu;
     static constexpr bool typed = TYPED;                       \
   };
 template <class F>
-using bool_binary_kernel = binary_kernel<F, true>;  // comparisons and logical ops: bool output
+using bool_binary_kernel = binary_kernel<F, true>;  ///< comparisons and logical ops: bool output
 #define WEFT_DETAIL_UNARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, unary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_BINARY_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, binary_kernel<FN>, TYPES, true)
 #define WEFT_DETAIL_COMPARISON_OP(OP, FN, TYPES) WEFT_DETAIL_ELEMENTWISE(OP, FN, bool_binary_kernel<FN>, TYPES, true)
@@ -604,7 +605,7 @@ concept has_elementwise_cpu = requires { typename elementwise_cpu<Op>::functor; 
 template <class Op>
 using functor_of = typename elementwise_cpu<Op>::functor;
 
-// Registers the CPU kernel of the table's op Op for dtype T.
+/// Registers the CPU kernel of the table's op Op for dtype T.
 template <class Op, class T>
 void register_elementwise_kernel() {
   using E = elementwise_cpu<Op>;
@@ -614,7 +615,7 @@ void register_elementwise_kernel() {
     register_cpu_kernel<typename E::template kernel<bool>>(Op::name);
 }
 
-// Registers the table's kernels of each op in the list, for each of their dtypes.
+/// Registers the table's kernels of each op in the list, for each of their dtypes.
 template <class Op, class... T>
 void register_elementwise_kernels_for(type_list<T...>) {
   (register_elementwise_kernel<Op, T>(), ...);
@@ -628,7 +629,7 @@ void register_table_kernels(type_list<Op...>) {
   (register_table_kernels_of<Op>(), ...);
 }
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_elementwise_kernels() {
   ops::register_math_ops();
@@ -643,7 +644,7 @@ void register_elementwise_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
+/// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 namespace weft {
 template <class Op, class T>
   requires cpu::has_elementwise_cpu<Op>
@@ -671,7 +672,7 @@ struct kernel_for<ops::families::math, T, device_types::cpu> {
 namespace Eigen::internal {
 template <class T, bool Reciprocal>
 struct functor_traits<weft::cpu::exact_sqrt_op<T, Reciprocal>> {
-  // The 16-bit floats' packets compute in float packets this functor cannot reach: scalar.
+  /// The 16-bit floats' packets compute in float packets this functor cannot reach: scalar.
   enum {
     Cost = 8,
     PacketAccess = !std::is_same_v<T, Eigen::half> && !std::is_same_v<T, Eigen::bfloat16> &&

@@ -1,23 +1,24 @@
-// The CPU kernels of Fused nodes (ops/fused_ops.hpp): compiled from the subtree's type, a
-// kernel evaluates the whole subtree in one pass over contiguous shards, one Eigen array
-// expression per shard, vectorized, the shards spread over the intra-op threads.
-// Intermediate results never reach memory.
-//
-// float16 and bfloat16 compute in float32, the narrow integers in int64 and uint32 in
-// uint64, as their kernels do (compute_t), and each op's result is rounded (or wrapped) back
-// to its dtype inside the pass, so fused and unfused results are identical. Subtrees with a
-// uint32 or uint64 node run one element at a time (those types have no Eigen kernels), the
-// others as vectorized Eigen expressions.
-//
-// Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
-// place. Otherwise the pass goes in blocks along the rows of broadcast_rows (dims of 1
-// dropped, dims merged where every operand steps through them as one): along a row, each
-// operand steps one element at a time or repeats one value. Operands that step (a bias [n]
-// beside [batch, n], a [1, m, n] beside [b, m, n]) are read in place; a repeated value (a
-// column [batch, 1], a [b, 1, 1], a fed [1, 1]) comes from a buffer of one block filled with
-// it, which stays in the cache. Where rows are short (under 64 elements), a block is several
-// rows and each broadcast operand is copied into a block-long buffer. Every broadcast is one
-// pass over memory.
+/// @file
+/// The CPU kernels of Fused nodes (ops/fused_ops.hpp): compiled from the subtree's type, a
+/// kernel evaluates the whole subtree in one pass over contiguous shards, one Eigen array
+/// expression per shard, vectorized, the shards spread over the intra-op threads.
+/// Intermediate results never reach memory.
+///
+/// float16 and bfloat16 compute in float32, the narrow integers in int64 and uint32 in
+/// uint64, as their kernels do (compute_t), and each op's result is rounded (or wrapped) back
+/// to its dtype inside the pass, so fused and unfused results are identical. Subtrees with a
+/// uint32 or uint64 node run one element at a time (those types have no Eigen kernels), the
+/// others as vectorized Eigen expressions.
+///
+/// Broadcasting: operands of the output's shape and static scalars (rank 0) are read in
+/// place. Otherwise the pass goes in blocks along the rows of broadcast_rows (dims of 1
+/// dropped, dims merged where every operand steps through them as one): along a row, each
+/// operand steps one element at a time or repeats one value. Operands that step (a bias [n]
+/// beside [batch, n], a [1, m, n] beside [b, m, n]) are read in place; a repeated value (a
+/// column [batch, 1], a [b, 1, 1], a fed [1, 1]) comes from a buffer of one block filled with
+/// it, which stays in the cache. Where rows are short (under 64 elements), a block is several
+/// rows and each broadcast operand is copied into a block-long buffer. Every broadcast is one
+/// pass over memory.
 #pragma once
 
 #include <algorithm>
@@ -38,8 +39,8 @@
 
 namespace weft::cpu {
 
-// How a fused subtree applies op Op with result dtype T: its CPU functor (elementwise.hpp),
-// on Eigen arrays (apply) or one element (scalar).
+/// How a fused subtree applies op Op with result dtype T: its CPU functor (elementwise.hpp),
+/// on Eigen arrays (apply) or one element (scalar).
 template <class Op, class T>
 struct fused_fn {
   template <class... A>
@@ -76,9 +77,9 @@ struct fused_fn<ops::Cast, To> {  // from the operand's compute type to To's
 
 namespace fusion {
 
-// The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
-// starting at leaf Off, in E's compute type. A converted dtype's results go through the
-// dtype and back (rounded, or wrapped), as its unfused kernel stores them.
+/// The Eigen expression of subtree E over elements [s, s + len), its leaves read from `in`
+/// starting at leaf Off, in E's compute type. A converted dtype's results go through the
+/// dtype and back (rounded, or wrapped), as its unfused kernel stores them.
 template <std::size_t Off, class E>
 auto eval(const void* const* in, std::int64_t s, std::int64_t len) {
   using T = typename E::value_type;
@@ -104,8 +105,8 @@ auto eval(const void* const* in, std::int64_t s, std::int64_t len) {
   }
 }
 
-// The value of subtree E at element j of its leaves (static scalars at element 0), one
-// element at a time, for subtrees with a type that has no Eigen kernels (uint32, uint64).
+/// The value of subtree E at element j of its leaves (static scalars at element 0), one
+/// element at a time, for subtrees with a type that has no Eigen kernels (uint32, uint64).
 template <std::size_t Off, class E>
 auto scalar(const void* const* in, std::int64_t j) {
   using T = typename E::value_type;
@@ -122,14 +123,14 @@ auto scalar(const void* const* in, std::int64_t j) {
   }
 }
 
-// Whether a subtree has a node or leaf computed in plain loops (no Eigen kernels).
+/// Whether a subtree has a node or leaf computed in plain loops (no Eigen kernels).
 template <class E>
 struct has_looped_type : std::bool_constant<is_looped_v<compute_t<typename E::value_type>>> {};
 template <class Op, class T, class... Args>
 struct has_looped_type<fused::apply<Op, T, Args...>>
     : std::bool_constant<is_looped_v<compute_t<T>> || (has_looped_type<Args>::value || ...)> {};
 
-// Stores the subtree's values (compute type) as T.
+/// Stores the subtree's values (compute type) as T.
 template <class T, class X>
 void store(T* out, std::int64_t len, const X& values) {
   if constexpr (is_converted_v<T>)
@@ -280,7 +281,7 @@ std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
   return std::make_unique<fused_kernel<E>>(n);
 }
 
-// The CPU's compiled fused kernels, by signature.
+/// The CPU's compiled fused kernels, by signature.
 using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
 using fused_kernel_table = signature_table<fused_kernel_factory>;
 
@@ -297,8 +298,8 @@ inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
 }  // namespace weft::cpu
 
 namespace weft {
-// Registers the CPU kernel compiled for subtree E (and, once, the Fused op's CPU kernel,
-// which finds it by the node's signature).
+/// Registers the CPU kernel compiled for subtree E (and, once, the Fused op's CPU kernel,
+/// which finds it by the node's signature).
 template <class E>
 struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
   static void register_kernels() {

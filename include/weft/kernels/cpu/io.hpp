@@ -1,5 +1,6 @@
-// CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
-// runtime/checkpoint_file.hpp; the readers, over runtime/reader.hpp; ReadFile and WriteFile.
+/// @file
+/// CPU kernels for ops/io_ops.hpp: Save and Restore, over the checkpoint file of
+/// runtime/checkpoint_file.hpp; the readers, over runtime/reader.hpp; ReadFile and WriteFile.
 #pragma once
 
 #include <cstring>
@@ -37,7 +38,7 @@ struct restore_kernel final : op_kernel {
       : names_(n.attr<std::vector<std::string>>("tensor_names")),
         dtypes_(n.attr<std::vector<dtype>>("dtypes")),
         shapes_(n.attr<std::vector<partial_shape>>("shapes")) {}
-  // Every output is checked before any is set: a bad file sets none.
+  /// Every output is checked before any is set: a bad file sets none.
   void compute(kernel_context& ctx) const override {
     const std::filesystem::path file = path_of(ctx.input(0));
     auto stored = read_checkpoint(file);
@@ -60,8 +61,8 @@ struct restore_kernel final : op_kernel {
   std::vector<partial_shape> shapes_;
 };
 
-// TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader: make the reader on
-// first run (one already under the name must cut records the same way) and output its handle.
+/// TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader: make the reader on
+/// first run (one already under the name must cut records the same way) and output its handle.
 struct reader_kernel final : op_kernel {
   explicit reader_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
@@ -96,7 +97,7 @@ struct reader_kernel final : op_kernel {
   record_format f_;
 };
 
-// ReaderRead and ReaderReadUpTo: async, as a dequeue (the file names come from a queue).
+/// ReaderRead and ReaderReadUpTo: async, as a dequeue (the file names come from a queue).
 struct reader_read_kernel final : op_kernel {
   explicit reader_read_kernel(const node& n) : up_to_(n.op() == "ReaderReadUpTo") {}
   bool is_async() const noexcept override { return true; }
@@ -130,7 +131,7 @@ struct reader_read_kernel final : op_kernel {
   bool up_to_;
 };
 
-// ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset.
+/// ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset.
 struct reader_state_kernel final : op_kernel {
   explicit reader_state_kernel(const node& n) : op_(n.op()) {}
   void compute(kernel_context& ctx) const override {
@@ -149,7 +150,7 @@ struct read_file_kernel final : op_kernel {
   }
 };
 
-// WriteFile: atomically (a temporary file, fsync'd, renamed over the target).
+/// WriteFile: atomically (a temporary file, fsync'd, renamed over the target).
 struct write_file_kernel final : op_kernel {
   explicit write_file_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -159,8 +160,8 @@ struct write_file_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called (a
-// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
+/// A template, so that including this header instantiates nothing until it is called (a
+/// saver asks for it through kernel_for<ops::families::io, void, device_types::cpu>).
 template <int = 0>
 void register_io_kernels() {
   ops::register_io_ops();
@@ -178,7 +179,7 @@ void register_io_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Save, T, device_types::cpu> {

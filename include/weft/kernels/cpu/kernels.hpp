@@ -1,8 +1,9 @@
-// Every CPU kernel family: kernel templates, their register_*_kernels() functions and their
-// kernel_for specializations (framework/kernel_for.hpp).
-// Including this instantiates nothing; a program registers what it uses, for example
-// weft::cpu::register_core_kernels() and weft::cpu::register_matmul_kernel<float>(), or
-// includes <weft/kernels/cpu/all.hpp> in one translation unit for the full registry.
+/// @file
+/// Every CPU kernel family: kernel templates, their register_*_kernels() functions and their
+/// kernel_for specializations (framework/kernel_for.hpp).
+/// Including this instantiates nothing; a program registers what it uses, for example
+/// weft::cpu::register_core_kernels() and weft::cpu::register_matmul_kernel<float>(), or
+/// includes <weft/kernels/cpu/all.hpp> in one translation unit for the full registry.
 #pragma once
 
 #include <weft/kernels/cpu/array.hpp>

@@ -1,5 +1,6 @@
-// CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
-// in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
+/// @file
+/// CPU kernels for MatrixInverse (LU with full pivoting; a singular matrix is an error, as
+/// in TensorFlow) and MatrixDeterminant (LU with partial pivoting), batched over leading dims.
 #pragma once
 
 #include <Eigen/LU>
@@ -51,7 +52,7 @@ struct matrix_determinant_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_linalg_kernels() {
   ops::register_matrix_ops();
@@ -62,7 +63,7 @@ void register_linalg_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::MatrixInverse, T, device_types::cpu> {

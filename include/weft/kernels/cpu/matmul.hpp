@@ -1,10 +1,11 @@
-// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
-// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, with its AVX-512 block
-// where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
-// threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
-// contraction and reaches the same speed.)
-// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
-// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
+/// @file
+/// CPU kernels for MatMul and BatchMatMulV2: Eigen's GEMM and matrix-vector kernels (float
+/// products through weft's own GEMM on x86-64 CPUs with AVX2 and FMA, with its AVX-512 block
+/// where the CPU has AVX-512F: sgemm.hpp), with the output rows or columns split across the intra-op
+/// threads. (Eigen's dense product compiles in a fraction of the time of its Tensor
+/// contraction and reaches the same speed.)
+/// float16 and bfloat16 multiply in float32 (bfloat16 products through bgemm.hpp's GEMM where
+/// the CPU has AVX-512 BF16); int32 and int64 in uint32 and uint64, which wrap.
 #pragma once
 
 #include <Eigen/Core>
@@ -21,13 +22,13 @@
 
 namespace weft::cpu {
 
-// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
-// res + i * res_stride); each operand is a plain strided matrix stored in the given order
-// (a transposed operand is the same memory read in the other order) and conjugated where
-// asked. Eigen's general_matrix_matrix_product is called directly rather than through
-// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
-// product and its matrix-vector paths for every case, which doubles the compile cost of a
-// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
+/// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
+/// res + i * res_stride); each operand is a plain strided matrix stored in the given order
+/// (a transposed operand is the same memory read in the other order) and conjugated where
+/// asked. Eigen's general_matrix_matrix_product is called directly rather than through
+/// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
+/// product and its matrix-vector paths for every case, which doubles the compile cost of a
+/// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
                 const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
@@ -39,9 +40,9 @@ void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const 
       rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
 }
 
-// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
-// kernel, for products with one output column or row (a GEMM would pack the whole matrix
-// first).
+/// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
+/// kernel, for products with one output column or row (a GEMM would pack the whole matrix
+/// first).
 template <class T, int LhsOrder, bool ConjLhs, bool ConjRhs>
 void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res) {
   namespace ei = Eigen::internal;
@@ -53,7 +54,7 @@ void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_
       rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, T(1));
 }
 
-// gemv_block with the conjugations chosen at run time (real types have one instance).
+/// gemv_block with the conjugations chosen at run time (real types have one instance).
 template <class T, int LhsOrder>
 void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res,
                bool conj_lhs, bool conj_x) {
@@ -65,10 +66,10 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
   gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res);
 }
 
-// Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
-// conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
-// b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
-// case. `shared` (float only) is an operand that gemm packed for every part.
+/// Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
+/// conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
+/// b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
+/// case. `shared` (float only) is an operand that gemm packed for every part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
@@ -111,23 +112,23 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   with_rhs.template operator()<C, false>(a + r0, m);
 }
 
-// Rows [r0, r1) of out(M,N) = op(a) * op(b), every column.
+/// Rows [r0, r1) of out(M,N) = op(a) * op(b), every column.
 template <class T>
 void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1) {
   gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
 }
 
-// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
-// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
-// the whole of the other, so the split is along the larger operand: by rows when op(a) is
-// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
-// weight matrix of 512 columns).
-//
-// Signed integers multiply as the unsigned type of their width: a signed overflow inside
-// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
-// unsigned arithmetic wraps, and its bits are the two's complement result that TensorFlow's
-// integer MatMul gives.
+/// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
+/// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
+/// the whole of the other, so the split is along the larger operand: by rows when op(a) is
+/// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
+/// weight matrix of 512 columns).
+///
+/// Signed integers multiply as the unsigned type of their width: a signed overflow inside
+/// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
+/// unsigned arithmetic wraps, and its bits are the two's complement result that TensorFlow's
+/// integer MatMul gives.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
           bool ta, bool tb, bool adjoint) {
@@ -180,8 +181,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 }
 
 #ifdef WEFT_OWN_SGEMM
-// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
-// across the intra-op threads as gemm splits a float product: M, N > 1.
+/// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
+/// across the intra-op threads as gemm splits a float product: M, N > 1.
 inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
                       std::int64_t k, std::int64_t n, bool ta, bool tb) {
   const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
@@ -301,14 +302,14 @@ struct batch_matmul_kernel final : op_kernel {
 
 using matmul_types = weft::matmul_types;
 
-// One dtype only, for programs that want MatMul without compiling every dtype.
+/// One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>
 void register_matmul_kernel() {
   ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
 }
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_matmul_kernels() {
   ops::register_matrix_ops();
@@ -318,7 +319,7 @@ void register_matmul_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::MatMul, T, device_types::cpu> {

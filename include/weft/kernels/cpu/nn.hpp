@@ -1,7 +1,8 @@
-// CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
-// its last dim, rows split between threads, and each row one Eigen array expression
-// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution is
-// conv.hpp, pooling pooling.hpp, dropout dropout.hpp.
+/// @file
+/// CPU kernels for ops/nn_ops.hpp. Each works on rows: the input viewed as [rows, n] with n
+/// its last dim, rows split between threads, and each row one Eigen array expression
+/// (vectorized exp, max and sums). float16 and bfloat16 compute in float. Convolution is
+/// conv.hpp, pooling pooling.hpp, dropout dropout.hpp.
 #pragma once
 
 #include <algorithm>
@@ -76,8 +77,8 @@ struct bias_add_grad {
   }
 };
 
-// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
-// large logits do not overflow.
+/// Softmax (Log = false) or LogSoftmax along the last dim: x - max is exponentiated, so
+/// large logits do not overflow.
 template <bool Log>
 struct softmax {
   static constexpr unsigned value_mask = 0b1;
@@ -108,8 +109,8 @@ struct softmax {
   }
 };
 
-// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
-// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
+/// One row of the cross-entropy ops: given the logits f, writes softmax(f) into `back` and
+/// returns log(sum(exp(f - max))) and max, from which log_softmax(f) = f - max - lse.
 template <class C>
 std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
   const C m = f.maxCoeff();
@@ -196,8 +197,8 @@ struct l2_loss {
   }
 };
 
-// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
-// per-channel sums over blocks of rows on the threads, then one pass for the output.
+/// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
+/// per-channel sums over blocks of rows on the threads, then one pass for the output.
 struct batch_norm_frame {
   double epsilon;
   bool training;
@@ -215,8 +216,8 @@ struct batch_norm_frame {
       fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
     return x.shape()[x.rank() - 1];
   }
-  // Per-channel sums of f(row r, into) over all rows, in `acc` (length c * k), blocks of
-  // rows on the threads, each into a partial of its own.
+  /// Per-channel sums of f(row r, into) over all rows, in `acc` (length c * k), blocks of
+  /// rows on the threads, each into a partial of its own.
   template <class F>
   static void channel_sums(kernel_context& ctx, std::int64_t rows, std::int64_t width, std::vector<double>& acc, F f) {
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -366,7 +367,7 @@ struct fused_batch_norm_grad : batch_norm_frame {
 
 }  // namespace nn
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_nn_kernels() {
   ops::register_nn_ops();
@@ -393,7 +394,7 @@ void register_nn_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::BiasAdd, T, device_types::cpu> {

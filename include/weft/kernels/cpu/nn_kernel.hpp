@@ -1,5 +1,6 @@
-// The frame of the NN kernels (nn.hpp, conv.hpp): Eigen maps over rows, and
-// nn::kernel<Body>, which widens half inputs to float, runs the body and narrows back.
+/// @file
+/// The frame of the NN kernels (nn.hpp, conv.hpp): Eigen maps over rows, and
+/// nn::kernel<Body>, which widens half inputs to float, runs the body and narrows back.
 #pragma once
 
 #include <Eigen/Core>
@@ -18,30 +19,30 @@ template <class C>
 using row_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_row_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
+/// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
 template <class C>
 using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
 template <class C>
 using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
-// A row-major [rows, cols] buffer as a matrix, and a column-major one.
+/// A row-major [rows, cols] buffer as a matrix, and a column-major one.
 template <class C>
 using row_major_map = Eigen::Map<Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 template <class C>
 using const_col_major_map = Eigen::Map<const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic>>;
 
-// The last dim of t (1 for a scalar), and the number of rows of that length.
+/// The last dim of t (1 for a scalar), and the number of rows of that length.
 inline std::int64_t row_length(const tensor& t) { return t.rank() ? t.shape()[t.rank() - 1] : 1; }
 inline std::int64_t row_count(const tensor& t) { return row_length(t) ? t.num_elements() / row_length(t) : 0; }
 
-// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (those in
-// `Body::value_mask`, bit i for input i, widened when T is a half type), `out` its outputs.
+/// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (those in
+/// `Body::value_mask`, bit i for input i, widened when T is a half type), `out` its outputs.
 struct io {
   std::vector<tensor> in, out;
 };
 
-// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
-// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
-// types the value inputs are widened to float first and the outputs narrowed after.
+/// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
+/// shapes, Body::run<C>(ctx, io) computes into outputs of dtype C = compute_t<T>. For half
+/// types the value inputs are widened to float first and the outputs narrowed after.
 template <class Body>
 struct kernel {
   template <class T>

@@ -1,4 +1,5 @@
-// CPU kernels for ops/parsing_ops.hpp: DecodeRaw and DecodeCSV.
+/// @file
+/// CPU kernels for ops/parsing_ops.hpp: DecodeRaw and DecodeCSV.
 #pragma once
 
 #include <bit>
@@ -53,7 +54,7 @@ struct decode_raw_kernel final : op_kernel {
   bool little_;
 };
 
-// One CSV record's fields (quoted fields unquoted), or an error message.
+/// One CSV record's fields (quoted fields unquoted), or an error message.
 inline std::string split_csv(std::string_view record, char delim, bool quotes, std::vector<std::string>& fields) {
   fields.clear();
   std::size_t i = 0;
@@ -135,7 +136,7 @@ struct decode_csv_kernel final : op_kernel {
       }
     }
   }
-  // Element i of column c: the field parsed, or the default.
+  /// Element i of column c: the field parsed, or the default.
   void set(tensor& out, std::int64_t i, std::size_t c, std::int64_t r, const std::string* field, const tensor& d,
            const std::string& record) const {
     const dtype t = types_[c];
@@ -171,7 +172,7 @@ struct decode_csv_kernel final : op_kernel {
   std::string na_;
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_parsing_kernels() {
   ops::register_parsing_ops();
@@ -181,7 +182,7 @@ void register_parsing_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp).
+/// The kernels typed code asks for (framework/kernel_for.hpp).
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::parsing, T, device_types::cpu> {

@@ -1,6 +1,7 @@
-// CPU kernels for pooling (ops/nn_ops.hpp), NHWC: MaxPool, AvgPool and their gradients walk
-// the windows directly, the channels of a position being contiguous. float16 and bfloat16
-// compute in float (nn_kernel.hpp).
+/// @file
+/// CPU kernels for pooling (ops/nn_ops.hpp), NHWC: MaxPool, AvgPool and their gradients walk
+/// the windows directly, the channels of a position being contiguous. float16 and bfloat16
+/// compute in float (nn_kernel.hpp).
 #pragma once
 
 #include <algorithm>
@@ -13,7 +14,7 @@
 
 namespace weft::cpu::nn {
 
-// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
+/// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
 struct window_span {
   std::int64_t y0, y1, x0, x1;
   std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
@@ -23,7 +24,7 @@ inline window_span span_of(const geometry& g, std::int64_t y, std::int64_t x) {
   return {std::max<std::int64_t>(t, 0), std::min(t + g.kh, g.h), std::max<std::int64_t>(l, 0), std::min(l + g.kw, g.w)};
 }
 
-// Calls f(image, y, x, output row) for the output positions of images [b, e).
+/// Calls f(image, y, x, output row) for the output positions of images [b, e).
 template <class F>
 void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f) {
   for (std::int64_t img = b; img < e; ++img)
@@ -65,10 +66,10 @@ struct pool : pool_base {
   }
 };
 
-// The element offsets of output position (img, y, x)'s window inside the input (its valid
-// part), and for each channel the index among them of the window's first maximum (a strict
-// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
-// so that they compile to vector compares and blends.
+/// The element offsets of output position (img, y, x)'s window inside the input (its valid
+/// part), and for each channel the index among them of the window's first maximum (a strict
+/// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
+/// so that they compile to vector compares and blends.
 struct window_maxima {
   std::vector<std::int64_t> offsets;
   std::vector<std::int32_t> first;
@@ -82,7 +83,7 @@ struct window_maxima {
       for (std::int64_t ix = s.x0; ix < s.x1; ++ix) offsets[static_cast<std::size_t>(count++)] = ((img * g.h + iy) * g.w + ix) * g.c;
     if (count > 0) first_of(in, offsets.data(), count, g.c, best, first.data());
   }
-  // The input offset of channel ch's maximum.
+  /// The input offset of channel ch's maximum.
   std::int64_t at(std::int64_t ch) const { return offsets[static_cast<std::size_t>(first[static_cast<std::size_t>(ch)])] + ch; }
 
  private:
@@ -103,11 +104,11 @@ struct window_maxima {
   }
 };
 
-// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
-// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
+/// MaxPoolGrad: each window's gradient to the first of its maxima (TensorFlow's CPU choice);
+/// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
 template <bool Second>
 struct max_pool_grad_op : pool_base {
-  static constexpr unsigned value_mask = 0b101;  // orig_output is only checked for its shape
+  static constexpr unsigned value_mask = 0b101;  ///< orig_output is only checked for its shape
   using pool_base::pool_base;
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0).shape());
@@ -170,7 +171,7 @@ struct max_pool_grad_op : pool_base {
 using max_pool_grad = max_pool_grad_op<false>;
 using max_pool_grad_grad = max_pool_grad_op<true>;
 
-// Each window's gradient shared equally by the input elements it averaged.
+/// Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {
   static constexpr unsigned value_mask = 0b10;
   using pool_base::pool_base;

@@ -1,6 +1,7 @@
-// CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
-// pure function of (seed, seed2, counter + i): the stream is reproducible and shards
-// compute independently. A node reserves a counter range per run with one atomic add.
+/// @file
+/// CPU kernels for the seeded random ops. Element i of the r-th value a node draws is a
+/// pure function of (seed, seed2, counter + i): the stream is reproducible and shards
+/// compute independently. A node reserves a counter range per run with one atomic add.
 #pragma once
 
 #include <atomic>
@@ -66,7 +67,7 @@ struct random_kernel final : op_kernel {
   mutable std::atomic<std::uint64_t> counter_{0};
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_random_kernels() {
   ops::register_random_ops();
@@ -77,7 +78,7 @@ void register_random_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::RandomUniform, T, device_types::cpu> {

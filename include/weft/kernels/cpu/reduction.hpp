@@ -1,6 +1,7 @@
-// CPU kernels for ops/reduction_ops.hpp. The reduced axes are first merged with their
-// neighbours; the common layouts (all, trailing, leading, middle) reduce in place and any
-// other layout is transposed so the reduced axes come last. Half types accumulate in float.
+/// @file
+/// CPU kernels for ops/reduction_ops.hpp. The reduced axes are first merged with their
+/// neighbours; the common layouts (all, trailing, leading, middle) reduce in place and any
+/// other layout is transposed so the reduced axes come last. Half types accumulate in float.
 #pragma once
 
 #include <algorithm>
@@ -14,14 +15,14 @@
 
 namespace weft::cpu {
 
-// Half types accumulate in float. Integers accumulate in 64 bits, wrapping: Sum and Prod
-// come out as if computed in the input type with wrap-around, and Mean is the exact mean
-// rounded toward zero (TensorFlow's wraps its sum in the input type first). Integer sums and
-// products wrap modulo 2^64 (computed unsigned), never overflowing a signed type.
+/// Half types accumulate in float. Integers accumulate in 64 bits, wrapping: Sum and Prod
+/// come out as if computed in the input type with wrap-around, and Mean is the exact mean
+/// rounded toward zero (TensorFlow's wraps its sum in the input type first). Integer sums and
+/// products wrap modulo 2^64 (computed unsigned), never overflowing a signed type.
 template <class T>
 using accumulator_t = std::conditional_t<std::is_integral_v<T>, wide_int_t<T>, compute_t<T>>;
 
-// init<A, T>: the identity, as an accumulator A for inputs of type T.
+/// init<A, T>: the identity, as an accumulator A for inputs of type T.
 struct sum_reducer {
   template <class A, class> static A init() { return A(0); }
   template <class A> static A combine(A a, A b) {
@@ -36,7 +37,7 @@ struct prod_reducer {
     else return a * b;
   }
 };
-// Max and Min of nothing are -inf and +inf for floats (as in TensorFlow), the extremes for integers.
+/// Max and Min of nothing are -inf and +inf for floats (as in TensorFlow), the extremes for integers.
 struct max_reducer {
   template <class A, class T> static A init() {
     if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
@@ -53,11 +54,11 @@ struct min_reducer {
 };
 struct mean_reducer : sum_reducer {};
 
-// Reduced-axis analysis shared by the reductions: output dims and the (outer, reduce, inner)
-// view after moving the reduced axes last when they are not contiguous.
+/// Reduced-axis analysis shared by the reductions: output dims and the (outer, reduce, inner)
+/// view after moving the reduced axes last when they are not contiguous.
 struct reduction_plan {
-  std::vector<std::int64_t> out_dims;   // with keep_dims applied
-  std::vector<std::int64_t> perm;       // non-empty when a transpose is needed
+  std::vector<std::int64_t> out_dims;   ///< with keep_dims applied
+  std::vector<std::int64_t> perm;       ///< non-empty when a transpose is needed
   std::int64_t outer = 1, reduce = 1, inner = 1;
 };
 
@@ -94,7 +95,7 @@ inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int
   return p;
 }
 
-// Reduces x (of dtype T) into out as `plan` says, starting each accumulator at `init`.
+/// Reduces x (of dtype T) into out as `plan` says, starting each accumulator at `init`.
 template <class R, class T>
 void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const reduction_plan& plan,
                     accumulator_t<T> init) {
@@ -123,10 +124,10 @@ void reduce_compute(kernel_context& ctx, const tensor& x, tensor& out, const red
   });
 }
 
-// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
-// back (both null when T is C). One body per (R, C), so each further T costs only its class.
-// Allocates output 0 of shape `out_shape` (plan's element count) and reduces x of dtype T
-// into it, computing in C (`widen` and `narrow` convert, both null when T is C).
+/// The kernel body for inputs of dtype T computed as C: `widen` converts T to C and `narrow`
+/// back (both null when T is C). One body per (R, C), so each further T costs only its class.
+/// Allocates output 0 of shape `out_shape` (plan's element count) and reduces x of dtype T
+/// into it, computing in C (`widen` and `narrow` convert, both null when T is C).
 template <class R, class C>
 void reduce_into(kernel_context& ctx, const tensor& x, const reduction_plan& plan, const shape& out_shape,
                  accumulator_t<C> init, detail::convert_fn widen, detail::convert_fn narrow) {
@@ -161,8 +162,8 @@ struct reduce_kernel {
   };
 };
 
-// The index of the first maximum (Max) or minimum along the middle dim of x viewed as
-// (outer, reduce, inner), written as Index.
+/// The index of the first maximum (Max) or minimum along the middle dim of x viewed as
+/// (outer, reduce, inner), written as Index.
 template <bool Max, class T, class Index>
 void arg_compute(const T* in, Index* o, std::int64_t outer, std::int64_t reduce, std::int64_t inner) {
   for (std::int64_t a = 0; a < outer; ++a)
@@ -205,9 +206,9 @@ struct arg_kernel {
   };
 };
 
-// A template, so that including this header instantiates nothing until it is called.
-// SumToShape(x, shape): x summed down to `shape`, which broadcasts to x's shape; x itself
-// when the shapes are equal.
+/// A template, so that including this header instantiates nothing until it is called.
+/// SumToShape(x, shape): x summed down to `shape`, which broadcasts to x's shape; x itself
+/// when the shapes are equal.
 template <class T>
 struct sum_to_shape_kernel final : op_kernel {
   explicit sum_to_shape_kernel(const node&) {}
@@ -229,8 +230,8 @@ struct sum_to_shape_kernel final : op_kernel {
   }
 };
 
-// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
-// dtype, copied as bytes.
+/// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
+/// dtype, copied as bytes.
 struct broadcast_to_kernel final : op_kernel {
   explicit broadcast_to_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -255,9 +256,9 @@ struct broadcast_to_kernel final : op_kernel {
   }
 };
 
-// Cumsum (R = sum_reducer) and Cumprod (prod_reducer): x seen as (outer, n, inner) around
-// the axis, each line scanned in order or from the end, computing in C (integers wrap as
-// Sum and Prod do). Lines are split between threads by their outer index.
+/// Cumsum (R = sum_reducer) and Cumprod (prod_reducer): x seen as (outer, n, inner) around
+/// the axis, each line scanned in order or from the end, computing in C (integers wrap as
+/// Sum and Prod do). Lines are split between threads by their outer index.
 template <class R, class C>
 void scan_lines(kernel_context& ctx, const C* in, C* out, std::int64_t outer, std::int64_t n, std::int64_t inner,
                 bool exclusive, bool reverse) {
@@ -305,9 +306,9 @@ struct scan_kernel {
   };
 };
 
-// UnsortedSegmentSum(data, segment_ids, num_segments): rows of data (after the dims of
-// segment_ids) added into output row segment_ids[j]. Threads split the row's columns in
-// runs of 64 bytes, so no two add into one element or write into one cache line.
+/// UnsortedSegmentSum(data, segment_ids, num_segments): rows of data (after the dims of
+/// segment_ids) added into output row segment_ids[j]. Threads split the row's columns in
+/// runs of 64 bytes, so no two add into one element or write into one cache line.
 template <class C>
 void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std::int64_t>& ids, std::int64_t inner, C* out) {
   using A = accumulator_t<C>;
@@ -323,8 +324,8 @@ void segment_sum_rows(kernel_context& ctx, const C* data, const std::vector<std:
   });
 }
 
-// out (of dtype T) = zeros plus the rows of data (dtype T, rows of `inner` elements) added
-// into rows ids[j], computed as compute_t<T> (UnsortedSegmentSum, ScatterNd).
+/// out (of dtype T) = zeros plus the rows of data (dtype T, rows of `inner` elements) added
+/// into rows ids[j], computed as compute_t<T> (UnsortedSegmentSum, ScatterNd).
 template <class T>
 void sum_rows_into_zeros(kernel_context& ctx, const tensor& data, const std::vector<std::int64_t>& ids, std::int64_t inner,
                          tensor& out) {
@@ -362,9 +363,9 @@ struct unsorted_segment_sum_kernel final : op_kernel {
   }
 };
 
-// ScatterNd(indices, updates, shape) and TensorScatterAdd(tensor, indices, updates): the
-// updates added into zeros of `shape` or into `tensor` (written in place when no one else
-// holds it), at the slices the index tuples address (nd_rows_of).
+/// ScatterNd(indices, updates, shape) and TensorScatterAdd(tensor, indices, updates): the
+/// updates added into zeros of `shape` or into `tensor` (written in place when no one else
+/// holds it), at the slices the index tuples address (nd_rows_of).
 template <class T>
 struct scatter_nd_kernel final : op_kernel {
   explicit scatter_nd_kernel(const node&) {}
@@ -395,7 +396,7 @@ struct tensor_scatter_add_kernel final : op_kernel {
   }
 };
 
-// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
+/// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
   explicit reduced_shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
@@ -432,7 +433,7 @@ void register_reduction_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::Sum, T, device_types::cpu> {

@@ -1,37 +1,38 @@
-// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512, chosen at run time:
-// every x86-64 build compiles both register blocks (each function carries its own target
-// attribute, whatever the build's flags), and sgemm() uses the AVX-512 one where the CPU has
-// AVX-512F, the AVX2 one where it has AVX2 and FMA (sgemm_best_isa(), checked once), so a
-// build without -march flags runs AVX-512 code on a CPU that has it.
-// - AVX2 (AMD Zen 1 to 4 as some virtual machines expose them, Intel Haswell to Comet Lake):
-//   a 6 x 16 register block (12 ymm accumulators) over depth panels of up to 256. Eigen 3.4's
-//   GEMM reaches about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512)
-//   where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the products of an MLP.
-// - AVX-512: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to 128.
-//   On one core of an AMD EPYC with AVX-512 (Zen 5) it reaches 165 to 192 GFLOP/s on an MLP's
-//   products where Eigen's AVX-512 GEMM reaches 138 to 146, and the AVX2 block 89 to 96
-//   (docs/benchmarks.md).
-//
-// The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
-// at most `kc` values, op(b)'s panel is packed once into slivers of nr columns, op(a)'s rows
-// into slivers of mr rows per block of `mc` rows, and an mr x nr register block (two loads of
-// b and mr broadcasts of a per step of the depth) computes each piece of the output. Slivers
-// are padded with zeros at the edges, and an edge block goes through a small buffer, so any
-// m, n and k work. The first depth panel stores its block, the later ones add to it: the
-// output needs no zero fill.
-//
-// The registers are GCC's and Clang's vector types (vector_size), not <immintrin.h>'s: that
-// header is about a quarter of the preprocessed lines of a program that runs one MatMul and
-// some 100 MB of the compiler's memory, for the dozen operations used here (each helper
-// below names the instruction it compiles to).
-//
-// Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
+/// @file
+/// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512, chosen at run time:
+/// every x86-64 build compiles both register blocks (each function carries its own target
+/// attribute, whatever the build's flags), and sgemm() uses the AVX-512 one where the CPU has
+/// AVX-512F, the AVX2 one where it has AVX2 and FMA (sgemm_best_isa(), checked once), so a
+/// build without -march flags runs AVX-512 code on a CPU that has it.
+/// - AVX2 (AMD Zen 1 to 4 as some virtual machines expose them, Intel Haswell to Comet Lake):
+///   a 6 x 16 register block (12 ymm accumulators) over depth panels of up to 256. Eigen 3.4's
+///   GEMM reaches about 40 to 48 GFLOP/s on one core of an AMD EPYC (Zen 4 without AVX-512)
+///   where OpenBLAS reaches 60 to 70, and this one 60 to 80 on the products of an MLP.
+/// - AVX-512: a 12 x 32 register block (24 zmm accumulators) over depth panels of up to 128.
+///   On one core of an AMD EPYC with AVX-512 (Zen 5) it reaches 165 to 192 GFLOP/s on an MLP's
+///   products where Eigen's AVX-512 GEMM reaches 138 to 146, and the AVX2 block 89 to 96
+///   (docs/benchmarks.md).
+///
+/// The structure is BLIS's (Van Zee and van de Geijn, 2015): the depth is cut into panels of
+/// at most `kc` values, op(b)'s panel is packed once into slivers of nr columns, op(a)'s rows
+/// into slivers of mr rows per block of `mc` rows, and an mr x nr register block (two loads of
+/// b and mr broadcasts of a per step of the depth) computes each piece of the output. Slivers
+/// are padded with zeros at the edges, and an edge block goes through a small buffer, so any
+/// m, n and k work. The first depth panel stores its block, the later ones add to it: the
+/// output needs no zero fill.
+///
+/// The registers are GCC's and Clang's vector types (vector_size), not <immintrin.h>'s: that
+/// header is about a quarter of the preprocessed lines of a program that runs one MatMul and
+/// some 100 MB of the compiler's memory, for the dozen operations used here (each helper
+/// below names the instruction it compiles to).
+///
+/// Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 #pragma once
 
 namespace weft::cpu {
-// An operand packed once for every block of a product split across threads: `a` is
-// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
-// in every build, so that MatMul's generic code can pass one along.)
+/// An operand packed once for every block of a product split across threads: `a` is
+/// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
+/// in every build, so that MatMul's generic code can pass one along.)
 struct sgemm_shared {
   const float* a = nullptr;
   const float* b = nullptr;
@@ -51,20 +52,20 @@ struct sgemm_shared {
 
 namespace weft::cpu {
 
-// The register blocks sgemm has: 6 x 16 with AVX2 and FMA, 12 x 32 with AVX-512F.
+/// The register blocks sgemm has: 6 x 16 with AVX2 and FMA, 12 x 32 with AVX-512F.
 enum class sgemm_isa { avx2, avx512 };
 
 namespace sgemm_detail {
 
-// Eight and sixteen floats in a ymm or zmm register; the _u types read and write floats at
-// any alignment (vmovups) and may alias them.
+/// Eight and sixteen floats in a ymm or zmm register; the _u types read and write floats at
+/// any alignment (vmovups) and may alias them.
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
 
-// a * b + c rounded once (vfmadd), through the builtin the compiler's own intrinsics use, so
-// that neither -ffp-contract nor the language mode can turn it into two roundings.
+/// a * b + c rounded once (vfmadd), through the builtin the compiler's own intrinsics use, so
+/// that neither -ffp-contract nor the language mode can turn it into two roundings.
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 fma(f32x16 a, f32x16 b, f32x16 c) {
 #if defined(__clang__) && __has_builtin(__builtin_elementwise_fma)
   return __builtin_elementwise_fma(a, b, c);
@@ -78,13 +79,13 @@ __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 load16(
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store16(float* p, f32x16 v) {
   *reinterpret_cast<f32x16_u*>(p) = v;
 }
-// x in every lane (vbroadcastss): x - 0 is x for every float, -0 and NaN included, so the
-// subtraction folds away.
+/// x in every lane (vbroadcastss): x - 0 is x for every float, -0 and NaN included, so the
+/// subtraction folds away.
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 splat16(float x) { return x - f32x16{}; }
 
-// c[rows x cols] (row stride ldc) = or += a block of Mr rows of two zmm accumulators (32
-// columns): the last step of the AVX-512 block and of bgemm.hpp's. A full block is stored
-// directly, an edge block through a buffer.
+/// c[rows x cols] (row stride ldc) = or += a block of Mr rows of two zmm accumulators (32
+/// columns): the last step of the AVX-512 block and of bgemm.hpp's. A full block is stored
+/// directly, an edge block through a buffer.
 template <int Mr>
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store_rows_of_32(const f32x16 (&acc)[Mr][2], float* c,
                                                                                        std::int64_t ldc, bool accumulate,
@@ -111,15 +112,15 @@ __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store_row
     for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * 32 + j] : t[i * 32 + j];
 }
 
-// The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
-// AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
+/// The AVX-512 block, with its own target (the code below has AVX2's, as every CPU with
+/// AVX-512F has AVX2 and FMA): packing is the same code for both blocks.
 struct avx512 {
-  static constexpr int mr = 12;                 // rows of the register block
-  static constexpr int nr = 32;                 // columns: two zmm registers
-  static constexpr std::int64_t kc_max = 128;   // depth of a panel: a 32-column sliver of b is 16 KiB (L1)
-  static constexpr std::int64_t nc_max = 4096;  // columns of b's panel: at most 2 MiB (L3)
+  static constexpr int mr = 12;                 ///< rows of the register block
+  static constexpr int nr = 32;                 ///< columns: two zmm registers
+  static constexpr std::int64_t kc_max = 128;   ///< depth of a panel: a 32-column sliver of b is 16 KiB (L1)
+  static constexpr std::int64_t nc_max = 4096;  ///< columns of b's panel: at most 2 MiB (L3)
 
-  // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b, float* c, std::int64_t ldc,
                                                                  bool accumulate, int rows, int cols) {
@@ -156,7 +157,7 @@ struct avx512 {
 namespace weft::cpu {
 namespace sgemm_detail {
 
-// The AVX2 counterparts of the helpers above (this region's target is AVX2 and FMA).
+/// The AVX2 counterparts of the helpers above (this region's target is AVX2 and FMA).
 __attribute__((always_inline)) inline f32x8 fma(f32x8 a, f32x8 b, f32x8 c) {
 #if defined(__clang__) && __has_builtin(__builtin_elementwise_fma)
   return __builtin_elementwise_fma(a, b, c);
@@ -169,12 +170,12 @@ __attribute__((always_inline)) inline void store8(float* p, f32x8 v) { *reinterp
 __attribute__((always_inline)) inline f32x8 splat8(float x) { return x - f32x8{}; }
 
 struct avx2 {
-  static constexpr int mr = 6;                  // rows of the register block
-  static constexpr int nr = 16;                 // columns: two ymm registers
-  static constexpr std::int64_t kc_max = 256;   // depth of a panel: a 16-column sliver of b is 16 KiB (L1)
-  static constexpr std::int64_t nc_max = 4080;  // columns of b's panel: at most 4 MiB (L3)
+  static constexpr int mr = 6;                  ///< rows of the register block
+  static constexpr int nr = 16;                 ///< columns: two ymm registers
+  static constexpr std::int64_t kc_max = 256;   ///< depth of a panel: a 16-column sliver of b is 16 KiB (L1)
+  static constexpr std::int64_t nc_max = 4080;  ///< columns of b's panel: at most 4 MiB (L3)
 
-  // c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
   static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
                     bool accumulate, int rows, int cols) {
     f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
@@ -224,17 +225,17 @@ struct avx2 {
   }
 };
 
-inline constexpr std::int64_t mc_max = 144;  // rows of a's block (a multiple of mr): at most 144 KiB (L2)
+inline constexpr std::int64_t mc_max = 144;  ///< rows of a's block (a multiple of mr): at most 144 KiB (L2)
 
-// f(avx2{}) or f(avx512{}).
+/// f(avx2{}) or f(avx512{}).
 template <class F>
 decltype(auto) with_isa(sgemm_isa isa, F&& f) {
   if (isa == sgemm_isa::avx512) return f(avx512{});
   return f(avx2{});
 }
 
-// Scratch for the packed operands, one per thread, grown to the largest panel it has held
-// (at most 4.2 MiB), 64-byte aligned.
+/// Scratch for the packed operands, one per thread, grown to the largest panel it has held
+/// (at most 4.2 MiB), 64-byte aligned.
 class scratch {
  public:
   float* get(std::size_t floats) {
@@ -259,15 +260,15 @@ inline scratch& thread_scratch() {
   return s;
 }
 
-// A matrix read through strides: element (i, j) at p[i * rs + j * cs].
+/// A matrix read through strides: element (i, j) at p[i * rs + j * cs].
 struct strided {
   const float* p;
   std::int64_t rs, cs;
   const float* at(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
 };
 
-// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
-// [s*mr*kc + p*mr + i], rows past m zero.
+/// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
+/// [s*mr*kc + p*mr + i], rows past m zero.
 template <class Isa>
 void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
   constexpr int mr = Isa::mr;
@@ -288,22 +289,22 @@ void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
   }
 }
 
-// Shuffles within and across the two 128-bit halves of a ymm register, for transpose8.
-// vunpcklps and vunpckhps: within each half, the low (high) two floats of x and y interleaved.
+/// Shuffles within and across the two 128-bit halves of a ymm register, for transpose8.
+/// vunpcklps and vunpckhps: within each half, the low (high) two floats of x and y interleaved.
 __attribute__((always_inline)) inline f32x8 unpack_lo(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 0, 8, 1, 9, 4, 12, 5, 13);
 }
 __attribute__((always_inline)) inline f32x8 unpack_hi(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 2, 10, 3, 11, 6, 14, 7, 15);
 }
-// vshufps with 0x44 and 0xEE: within each half, the low (high) two floats of x, then of y.
+/// vshufps with 0x44 and 0xEE: within each half, the low (high) two floats of x, then of y.
 __attribute__((always_inline)) inline f32x8 pairs_lo(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 0, 1, 8, 9, 4, 5, 12, 13);
 }
 __attribute__((always_inline)) inline f32x8 pairs_hi(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 2, 3, 10, 11, 6, 7, 14, 15);
 }
-// vperm2f128 with 0x20 and 0x31: the low (high) halves of x and y.
+/// vperm2f128 with 0x20 and 0x31: the low (high) halves of x and y.
 __attribute__((always_inline)) inline f32x8 halves_lo(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11);
 }
@@ -311,7 +312,7 @@ __attribute__((always_inline)) inline f32x8 halves_hi(f32x8 x, f32x8 y) {
   return __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
-// dst[r * dst_stride + c] = src[c * src_stride + r] for an 8 x 8 block.
+/// dst[r * dst_stride + c] = src[c * src_stride + r] for an 8 x 8 block.
 inline void transpose8(const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
   const f32x8 r0 = load8(src), r1 = load8(src + src_stride), r2 = load8(src + 2 * src_stride);
   const f32x8 r3 = load8(src + 3 * src_stride), r4 = load8(src + 4 * src_stride), r5 = load8(src + 5 * src_stride);
@@ -330,8 +331,8 @@ inline void transpose8(const float* src, std::int64_t src_stride, float* dst, st
   store8(dst + 7 * dst_stride, halves_hi(u3, u7));
 }
 
-// Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
-// at [s*nr*kc + p*nr + j], columns past n zero.
+/// Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
+/// at [s*nr*kc + p*nr + j], columns past n zero.
 template <class Isa>
 void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
   constexpr int nr = Isa::nr;
@@ -363,16 +364,16 @@ void pack_b(std::int64_t kc, std::int64_t n, strided b, float* out) {
 
 inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
-// Depth panels of a product of depth k: `count` panels of `step` values (the last may be
-// shorter). Equal panels (784 = 4 x 196, not 3 x 256 + 16): a short last panel would load
-// and store its block of c for little work.
+/// Depth panels of a product of depth k: `count` panels of `step` values (the last may be
+/// shorter). Equal panels (784 = 4 x 196, not 3 x 256 + 16): a short last panel would load
+/// and store its block of c for little work.
 struct panels {
   std::int64_t count, step;
   panels(std::int64_t k, std::int64_t kc_max) : count((k + kc_max - 1) / kc_max), step((k + count - 1) / count) {}
 };
 
-// Every depth panel of a (all m rows) or of b (all n columns, n <= nc_max), packed as the
-// loops of `product` read them: panel q at q * round_up(rows or columns, block) * step.
+/// Every depth panel of a (all m rows) or of b (all n columns, n <= nc_max), packed as the
+/// loops of `product` read them: panel q at q * round_up(rows or columns, block) * step.
 template <class Isa>
 std::int64_t packed_size_a(std::int64_t m, std::int64_t k) {
   const panels ps(k, Isa::kc_max);
@@ -396,10 +397,10 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
     pack_b<Isa>(std::min(ps.step, k - pc), n, {b.at(pc, 0), b.rs, b.cs}, out + q * round_up(n, Isa::nr) * ps.step);
 }
 
-// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
-// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
-// n <= nc_max): the blocks of a product split across threads share the packed operand that
-// all of them read.
+/// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
+/// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
+/// n <= nc_max): the blocks of a product split across threads share the packed operand that
+/// all of them read.
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
              const float* shared_a = nullptr, const float* shared_b = nullptr) {
@@ -433,7 +434,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
   }
 }
 
-// out(m, n) = op(a)(m, k) * op(b)(k, n), as sgemm() below.
+/// out(m, n) = op(a)(m, k) * op(b)(k, n), as sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
            const float* shared_a, const float* shared_b) {
@@ -467,51 +468,51 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
 
 namespace weft::cpu {
 
-// Whether this CPU has what an ISA's register block needs: AVX2 and FMA, and AVX-512F for
-// the AVX-512 block (checked once; __builtin_cpu_init first, so that a check from a static
-// initializer that runs before libgcc's own sees the CPU).
+/// Whether this CPU has what an ISA's register block needs: AVX2 and FMA, and AVX-512F for
+/// the AVX-512 block (checked once; __builtin_cpu_init first, so that a check from a static
+/// initializer that runs before libgcc's own sees the CPU).
 inline bool sgemm_supported(sgemm_isa isa) {
   static const bool avx2 = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
   static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   return isa == sgemm_isa::avx512 ? avx512 : avx2;
 }
-// Whether sgemm runs on this CPU (AVX2 and FMA at least).
+/// Whether sgemm runs on this CPU (AVX2 and FMA at least).
 inline bool sgemm_supported() { return sgemm_supported(sgemm_isa::avx2); }
-// The block sgemm() uses: AVX-512 where the CPU has it, else AVX2.
+/// The block sgemm() uses: AVX-512 where the CPU has it, else AVX2.
 inline sgemm_isa sgemm_best_isa() {
   return sgemm_supported(sgemm_isa::avx512) ? sgemm_isa::avx512 : sgemm_isa::avx2;
 }
 
-// Floats that sgemm_pack_a of m x k (or sgemm_pack_b of k x n) writes.
+/// Floats that sgemm_pack_a of m x k (or sgemm_pack_b of k x n) writes.
 inline std::int64_t sgemm_packed_size_a(std::int64_t m, std::int64_t k) {
   return sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { return sgemm_detail::packed_size_a<Isa>(m, k); });
 }
 inline std::int64_t sgemm_packed_size_b(std::int64_t k, std::int64_t n) {
   return sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { return sgemm_detail::packed_size_b<Isa>(k, n); });
 }
-// Packs op(a)(m, k) (a(i, p) at a[i * rs + p * cs]), or op(b)(k, n) with n <=
-// sgemm_max_shared_columns, into `out` (64-byte aligned), k >= 1, for sgemm_shared.
+/// Packs op(a)(m, k) (a(i, p) at a[i * rs + p * cs]), or op(b)(k, n) with n <=
+/// sgemm_max_shared_columns, into `out` (64-byte aligned), k >= 1, for sgemm_shared.
 inline void sgemm_pack_a(std::int64_t m, std::int64_t k, const float* a, std::int64_t rs, std::int64_t cs, float* out) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { sgemm_detail::pack_all_a<Isa>(m, k, {a, rs, cs}, out); });
 }
 inline void sgemm_pack_b(std::int64_t k, std::int64_t n, const float* b, std::int64_t rs, std::int64_t cs, float* out) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) { sgemm_detail::pack_all_b<Isa>(k, n, {b, rs, cs}, out); });
 }
-// The widest b that one packed panel holds with either block.
+/// The widest b that one packed panel holds with either block.
 inline constexpr std::int64_t sgemm_max_shared_columns = std::min(sgemm_detail::avx2::nc_max, sgemm_detail::avx512::nc_max);
 
-// Packing one operand of a split product for all of its blocks, by whichever threads run
-// the blocks: each thread that starts a block first calls help(), which packs chunks (a
-// group of slivers of one depth panel) until none is left unclaimed, then waits for the
-// chunks other threads are still packing. A lone thread packs it all; a second one that
-// arrives in time halves the work, with no extra hand-over through the pool. Every claimed
-// chunk is being packed by a running thread, so the wait ends.
+/// Packing one operand of a split product for all of its blocks, by whichever threads run
+/// the blocks: each thread that starts a block first calls help(), which packs chunks (a
+/// group of slivers of one depth panel) until none is left unclaimed, then waits for the
+/// chunks other threads are still packing. A lone thread packs it all; a second one that
+/// arrives in time halves the work, with no extra hand-over through the pool. Every claimed
+/// chunk is being packed by a running thread, so the wait ends.
 class sgemm_shared_packing {
  public:
   enum class operand { a, b };
-  // operand::a: op(a)(m, k) with `extent` = m, element (i, p) at src[i * rs + p * cs], packed
-  // as sgemm_pack_a packs it into `out`; operand::b: op(b)(k, n) with `extent` = n <=
-  // sgemm_max_shared_columns, element (p, j) at src[p * rs + j * cs], as sgemm_pack_b.
+  /// operand::a: op(a)(m, k) with `extent` = m, element (i, p) at src[i * rs + p * cs], packed
+  /// as sgemm_pack_a packs it into `out`; operand::b: op(b)(k, n) with `extent` = n <=
+  /// sgemm_max_shared_columns, element (p, j) at src[p * rs + j * cs], as sgemm_pack_b.
   sgemm_shared_packing(operand which, std::int64_t extent, std::int64_t k, const float* src, std::int64_t rs,
                        std::int64_t cs, float* out)
       : is_a_(which == operand::a), isa_(sgemm_best_isa()), extent_(extent), k_(k),
@@ -548,34 +549,34 @@ class sgemm_shared_packing {
 
  private:
   bool is_a_;
-  sgemm_isa isa_;  // the block whose packing this is: sgemm_best_isa(), as sgemm() uses
-  std::int64_t extent_, k_, sliver_;  // rows of a or columns of b; depth; rows or columns a sliver holds
+  sgemm_isa isa_;  ///< the block whose packing this is: sgemm_best_isa(), as sgemm() uses
+  std::int64_t extent_, k_, sliver_;  ///< rows of a or columns of b; depth; rows or columns a sliver holds
   sgemm_detail::panels panels_;
   sgemm_detail::strided src_;
   float* out_;
-  std::int64_t group_ = 1, groups_ = 1, chunks_ = 1;  // slivers a chunk holds, chunks a panel holds, all chunks
+  std::int64_t group_ = 1, groups_ = 1, chunks_ = 1;  ///< slivers a chunk holds, chunks a panel holds, all chunks
   std::atomic<std::int64_t> next_{0}, done_{0};
 };
 
-// A per-thread buffer for the packed operand of sgemm_shared, kept for the next product.
+/// A per-thread buffer for the packed operand of sgemm_shared, kept for the next product.
 inline float* sgemm_shared_buffer(std::int64_t floats) {
   thread_local sgemm_detail::scratch buffer;
   return buffer.get(static_cast<std::size_t>(floats));
 }
 
-// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
-// at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
-// the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
-// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b, which pack
-// for sgemm_best_isa(), the block this overload uses).
+/// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
+/// at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
+/// the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
+/// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b, which pack
+/// for sgemm_best_isa(), the block this overload uses).
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
     sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
   });
 }
-// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
-// operand, as the packed layout depends on the block.
+/// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
+/// operand, as the packed layout depends on the block.
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
                   std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc) {
   sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {

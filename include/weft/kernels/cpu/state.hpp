@@ -1,6 +1,7 @@
-// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and
-// AccumulatorPop. Updates build a new buffer and swap it in under the variable's lock, so
-// readers of the old value are never torn.
+/// @file
+/// CPU kernels for Variable, Assign, AssignAdd, AssignSub, AccumulatorPush and
+/// AccumulatorPop. Updates build a new buffer and swap it in under the variable's lock, so
+/// readers of the old value are never torn.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +73,7 @@ struct assign_update_kernel {
   };
 };
 
-// The iteration path an accumulator key holds (an int64 vector).
+/// The iteration path an accumulator key holds (an int64 vector).
 inline std::vector<std::int64_t> accumulator_path(const tensor& key) {
   const std::int64_t* p = key.data<std::int64_t>();
   return std::vector<std::int64_t>(p, p + key.num_elements());
@@ -103,7 +104,7 @@ struct accumulator_pop_kernel final : op_kernel {
   partial_shape shape_;
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_state_kernels() {
   ops::register_state_ops();
@@ -117,7 +118,7 @@ void register_state_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Variable, T, device_types::cpu> {

@@ -1,6 +1,7 @@
-// CPU kernels for ops/summary_ops.hpp: ScalarSummary, HistogramSummary, ImageSummary,
-// TensorSummaryV2 and MergeSummary, each a string scalar holding a serialized Summary
-// (runtime/summary_proto.hpp writes the messages).
+/// @file
+/// CPU kernels for ops/summary_ops.hpp: ScalarSummary, HistogramSummary, ImageSummary,
+/// TensorSummaryV2 and MergeSummary, each a string scalar holding a serialized Summary
+/// (runtime/summary_proto.hpp writes the messages).
 #pragma once
 
 #include <cmath>
@@ -28,7 +29,7 @@ inline const std::string& scalar_tag(const tensor& t, std::string_view what) {
   return t.data<std::string>()[0];
 }
 
-// Calls f(values as doubles, one at a time) over a real-number tensor.
+/// Calls f(values as doubles, one at a time) over a real-number tensor.
 template <class F>
 void each_number(const tensor& t, F f) {
   dispatcher<real_number_types>::run(
@@ -111,7 +112,7 @@ struct merge_summary_kernel final : op_kernel {
   }
 };
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_summary_kernels() {
   ops::register_summary_ops();
@@ -124,7 +125,7 @@ void register_summary_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp).
+/// The kernels typed code asks for (framework/kernel_for.hpp).
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::summary, T, device_types::cpu> {

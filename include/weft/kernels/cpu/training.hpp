@@ -1,7 +1,8 @@
-// CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
-// place under their locks (resource_variable::update_in_place: copied first when a reader still
-// holds a value), after checking every shape, so a bad input changes nothing. float16 and
-// bfloat16 compute in float.
+/// @file
+/// CPU kernels for ops/training_ops.hpp. An update writes the variable and its slots in
+/// place under their locks (resource_variable::update_in_place: copied first when a reader still
+/// holds a value), after checking every shape, so a bad input changes nothing. float16 and
+/// bfloat16 compute in float.
 #pragma once
 
 #include <Eigen/Core>
@@ -22,12 +23,12 @@ template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
-// The runtime's variable class.
+/// The runtime's variable class.
 using state = resource_variable;
 
-// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
-// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
-// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
+/// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
+/// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
+/// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
 struct gradient_descent {
   static constexpr const char* op = "ApplyGradientDescent";
   static constexpr int refs = 1, grad = 2, scalars = 1;
@@ -155,7 +156,7 @@ struct apply_kernel {
 
 }  // namespace training
 
-// A template, so that including this header instantiates nothing until it is called.
+/// A template, so that including this header instantiates nothing until it is called.
 template <int = 0>
 void register_training_kernels() {
   ops::register_training_ops();
@@ -169,7 +170,7 @@ void register_training_kernels() {
 
 }  // namespace weft::cpu
 
-// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
+/// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
 template <class T>
 struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {

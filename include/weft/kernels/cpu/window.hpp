@@ -1,6 +1,7 @@
-// The geometry of a window sliding over NHWC images, shared by the convolution and pooling
-// kernels (ops/nn_ops.hpp): a node's window attrs, the input, window and output sizes with
-// the padding, and the checks of the sizes a kernel is given.
+/// @file
+/// The geometry of a window sliding over NHWC images, shared by the convolution and pooling
+/// kernels (ops/nn_ops.hpp): a node's window attrs, the input, window and output sizes with
+/// the padding, and the checks of the sizes a kernel is given.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +13,8 @@
 
 namespace weft::cpu::nn {
 
-// The node's window attrs, the geometry and its checks are the ops layer's
-// (graph/window_geometry.hpp), which the GPU kernels share.
+/// The node's window attrs, the geometry and its checks are the ops layer's
+/// (graph/window_geometry.hpp), which the GPU kernels share.
 using ops::geometry;
 using ops::make_geometry;
 using ops::window_attrs_of;
