@@ -256,7 +256,7 @@ TEST_CASE("summary ops: ImageSummary scales float pixels as TensorFlow does, and
   std::vector<std::uint8_t> want;
   for (std::size_t i = 0; i < 12; ++i) want.push_back(static_cast<std::uint8_t>(v[i] * (255.0f / 2)));
   for (std::size_t i = 12; i < 24; ++i)
-    want.push_back(i >= 18 && i < 21 ? std::uint8_t{i == 18 ? 255 : 0} : static_cast<std::uint8_t>(v[i] * (127.0f / 4) + 128));
+    want.push_back(i >= 18 && i < 21 ? static_cast<std::uint8_t>(i == 18 ? 255 : 0) : static_cast<std::uint8_t>(v[i] * (127.0f / 4) + 128));
   CHECK(want[12] == 1);    // -4 -> 128 - 127
   CHECK(want[14] == 255);  // 4 -> 128 + 127
   const auto pngs = sm_pngs(summary);
@@ -308,7 +308,7 @@ TEST_CASE("summary ops: bad input is an error naming the node") {
   output a = g.op("ScalarSummary", {sm_string(g, "a"), f({1}, {})});
   output twice = g.op("MergeSummary", {a, a}, {{"N", std::int64_t{2}}}, "merge");
   CHECK_THROWS_WITH(test::eval(g, twice), Catch::Contains("merge") && Catch::Contains("duplicate tag 'a'"));
-  output junk = g.op("MergeSummary", {sm_string(g, std::string("\x0a\x05ab", 4))}, {{"N", std::int64_t{1}}}, "junk");
+  output junk = g.op("MergeSummary", {sm_string(g, std::string("\x0a\x05" "ab", 4))}, {{"N", std::int64_t{1}}}, "junk");
   CHECK_THROWS_WITH(test::eval(g, junk), Catch::Contains("junk") && Catch::Contains("summary 0"));
   output empty = g.op("ImageSummary", {sm_string(g, "e"), f({}, {1, 0, 2, 1})}, {}, "empty_image");
   CHECK_THROWS_WITH(test::eval(g, empty), Catch::Contains("empty_image") && Catch::Contains("0 x 2 pixels"));
