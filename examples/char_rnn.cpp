@@ -364,8 +364,8 @@ int main(int argc, char** argv) try {
   // Lowered into the graph in one lowering (so each variable is one node), without fusion:
   // the training step differentiates the graph (weft::add_gradients).
   lowering cx(g, false);
-  // The trained variables first, at the top level: lowered first inside rnn's loop, their
-  // nodes would get the loop's name scope ("rnn/lstm/kernel"). Also --logdir's histograms.
+  // The trained variables (--logdir's histograms read them); wherever a variable is first
+  // lowered, its node has its own name ("lstm/kernel", not the loop's "rnn/lstm/kernel").
   std::vector<output> weights;
   std::apply([&](const auto&... v) { (weights.push_back(weft::lower(cx, v)), ...); },
              std::tuple_cat(embedding.variables(), cell.variables(), output_layer.variables()));

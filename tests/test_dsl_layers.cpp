@@ -355,6 +355,11 @@ TEST_CASE("layers: lstm_cell and rnn over a sequence against loops, and the forg
   STATIC_REQUIRE(std::is_same_v<shape_of<decltype(hs)>, static_shape<dyn, dyn, U>>);
   client_session s;
   s.initialize(hs);
+  // Lowered first inside rnn's loop, the cell's variables and the placeholders keep their
+  // own names, outside the loop's name scope.
+  CHECK(s.current_graph().at(s.lower(cell.kernel()).node).name() == "lstm/kernel");
+  CHECK(s.current_graph().at(s.lower(cell.bias()).node).name() == "lstm/bias");
+  CHECK(s.current_graph().at(s.lower(h0).node).name() == "h0");
   std::vector<double> xv(T * B * F), hv(B * U), cv(B * U);
   for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = 0.3 * std::sin(0.7 * static_cast<double>(i));
   for (std::size_t i = 0; i < hv.size(); ++i) hv[i] = 0.1 * static_cast<double>(i % 3), cv[i] = -0.2 + 0.05 * static_cast<double>(i);

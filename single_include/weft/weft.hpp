@@ -5818,6 +5818,15 @@ class graph {
   };
   /// The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
   const std::string& current_name_scope() const noexcept { return name_scope_; }
+  /// Sets the prefix to `prefix` ("" or a scope with its '/', as current_name_scope()
+  /// returned) until the guard goes: for nodes that belong to an outer scope, added while an
+  /// inner one is current (the DSL's variables, first lowered inside a loop's body).
+  [[nodiscard]] scope_guard absolute_name_scope(std::string prefix) {
+    if (!prefix.empty() && prefix.back() != '/')
+      fail(error_code::invalid_argument, "graph::absolute_name_scope: '", prefix, "' does not end in '/'");
+    auto saved = std::exchange(name_scope_, std::move(prefix));
+    return scope_guard([this, saved] { name_scope_ = saved; });
+  }
   [[nodiscard]] scope_guard name_scope(const std::string& scope) {
     auto saved = name_scope_;
     name_scope_ += scope + "/";
@@ -25013,14 +25022,21 @@ class frame_hooks {
 /// its hooks, and expressions are lowered anew there (their memos are per lowering).
 class lowering {
  public:
-  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse), serial_(next_serial()) {}
+  explicit lowering(graph& g, bool fuse = true)
+      : graph_(g), fuse_(fuse), serial_(next_serial()), base_scope_(g.current_name_scope()) {}
   lowering(lowering& parent, frame_hooks& hooks)
-      : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent), hooks_(&hooks) {}
+      : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent), hooks_(&hooks),
+        base_scope_(parent.base_scope_) {}
   lowering(const lowering&) = delete;
   lowering& operator=(const lowering&) = delete;
 
   /// The enclosing lowering of a loop's or a branch's; null at the top.
   lowering* parent() const noexcept { return parent_; }
+
+  /// While the guard lives, nodes get the graph's name scope of when the top lowering was
+  /// made, not a loop's that is being lowered: a leaf (a variable, a placeholder) is named
+  /// the same wherever it is first lowered.
+  [[nodiscard]] auto leaf_scope() { return graph_.absolute_name_scope(base_scope_); }
   /// o as seen here: itself when made here (or at the top), else entered from outside.
   output bring(output o) {
     if (!parent_ || owned_.count(o.node)) return o;
@@ -25134,6 +25150,7 @@ class lowering {
   std::vector<int> initializers_;
   std::uint64_t serial_;
   lowering* parent_ = nullptr;
+  std::string base_scope_;  ///< the graph's name scope when the top lowering was made
   frame_hooks* hooks_ = nullptr;
   std::set<int> owned_;                  ///< nodes made here (or entered, or bound)
   std::map<output, output> brought_;     ///< outer value -> as seen here
@@ -25327,6 +25344,7 @@ class placeholder_expr : public expr_base {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
     use_kernels<ops::families::core>();
+    auto scope = cx.leaf_scope();
     output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), o, d_);
     return o;
@@ -25420,6 +25438,7 @@ class variable_expr : public expr_base {
     use_kernels<ops::Variable>();
     use_kernels<ops::Assign>();
     const partial_shape declared = S::fully_static ? S::partial() : partial_shape(d_->dims);
+    auto scope = cx.leaf_scope();  // its initializer too
     output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", declared}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), v, d_);
     output init = d_->initializer(cx);

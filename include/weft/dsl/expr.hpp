@@ -142,14 +142,21 @@ class frame_hooks {
 /// its hooks, and expressions are lowered anew there (their memos are per lowering).
 class lowering {
  public:
-  explicit lowering(graph& g, bool fuse = true) : graph_(g), fuse_(fuse), serial_(next_serial()) {}
+  explicit lowering(graph& g, bool fuse = true)
+      : graph_(g), fuse_(fuse), serial_(next_serial()), base_scope_(g.current_name_scope()) {}
   lowering(lowering& parent, frame_hooks& hooks)
-      : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent), hooks_(&hooks) {}
+      : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent), hooks_(&hooks),
+        base_scope_(parent.base_scope_) {}
   lowering(const lowering&) = delete;
   lowering& operator=(const lowering&) = delete;
 
   /// The enclosing lowering of a loop's or a branch's; null at the top.
   lowering* parent() const noexcept { return parent_; }
+
+  /// While the guard lives, nodes get the graph's name scope of when the top lowering was
+  /// made, not a loop's that is being lowered: a leaf (a variable, a placeholder) is named
+  /// the same wherever it is first lowered.
+  [[nodiscard]] auto leaf_scope() { return graph_.absolute_name_scope(base_scope_); }
   /// o as seen here: itself when made here (or at the top), else entered from outside.
   output bring(output o) {
     if (!parent_ || owned_.count(o.node)) return o;
@@ -263,6 +270,7 @@ class lowering {
   std::vector<int> initializers_;
   std::uint64_t serial_;
   lowering* parent_ = nullptr;
+  std::string base_scope_;  ///< the graph's name scope when the top lowering was made
   frame_hooks* hooks_ = nullptr;
   std::set<int> owned_;                  ///< nodes made here (or entered, or bound)
   std::map<output, output> brought_;     ///< outer value -> as seen here

@@ -55,6 +55,7 @@ class placeholder_expr : public expr_base {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
     use_kernels<ops::families::core>();
+    auto scope = cx.leaf_scope();
     output o = cx.add("Placeholder", {}, {{"dtype", dtype_of<T>}, {"shape", S::partial()}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), o, d_);
     return o;
@@ -148,6 +149,7 @@ class variable_expr : public expr_base {
     use_kernels<ops::Variable>();
     use_kernels<ops::Assign>();
     const partial_shape declared = S::fully_static ? S::partial() : partial_shape(d_->dims);
+    auto scope = cx.leaf_scope();  // its initializer too
     output v = cx.add("Variable", {}, {{"dtype", dtype_of<T>}, {"shape", declared}}, d_->scope, d_->name, false);
     cx.remember(d_.get(), v, d_);
     output init = d_->initializer(cx);

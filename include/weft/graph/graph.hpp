@@ -104,6 +104,15 @@ class graph {
   };
   /// The prefix name_scope puts before the names of nodes added now ("layer1/" or empty).
   const std::string& current_name_scope() const noexcept { return name_scope_; }
+  /// Sets the prefix to `prefix` ("" or a scope with its '/', as current_name_scope()
+  /// returned) until the guard goes: for nodes that belong to an outer scope, added while an
+  /// inner one is current (the DSL's variables, first lowered inside a loop's body).
+  [[nodiscard]] scope_guard absolute_name_scope(std::string prefix) {
+    if (!prefix.empty() && prefix.back() != '/')
+      fail(error_code::invalid_argument, "graph::absolute_name_scope: '", prefix, "' does not end in '/'");
+    auto saved = std::exchange(name_scope_, std::move(prefix));
+    return scope_guard([this, saved] { name_scope_ = saved; });
+  }
   [[nodiscard]] scope_guard name_scope(const std::string& scope) {
     auto saved = name_scope_;
     name_scope_ += scope + "/";
