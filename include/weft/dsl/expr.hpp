@@ -145,8 +145,8 @@ class lowering {
   explicit lowering(graph& g, bool fuse = true)
       : graph_(g), fuse_(fuse), serial_(next_serial()), base_scope_(g.current_name_scope()) {}
   lowering(lowering& parent, frame_hooks& hooks)
-      : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent), hooks_(&hooks),
-        base_scope_(parent.base_scope_) {}
+      : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent),
+        base_scope_(parent.base_scope_), hooks_(&hooks) {}
   lowering(const lowering&) = delete;
   lowering& operator=(const lowering&) = delete;
 
