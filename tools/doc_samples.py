@@ -6,11 +6,13 @@ fenced with ```cpp compile-error MESSAGE must fail to compile with MESSAGE in th
 Writes OUT/<doc>_<n>.cpp and OUT/samples.cmake and leaves unchanged files untouched, so
 that rebuilding is incremental.
 
-The programs of one page are built as one (OUT/doc_<doc>.cpp): each sample in a namespace
-of its own, its includes hoisted to the top, its main() renamed, and the program runs the
-sample its argument names. Each alone paid about 10 s of CPU for <weft/dsl.hpp> and
-compiled again the kernels the others use. Samples that link the test suite's kernel
-registry are a program of their own per page (doc_<doc>_linked), and a sample that
+The samples of every page are built as two programs: OUT/doc_samples.cpp, and
+OUT/doc_samples_linked.cpp for those that link the test suite's kernel registry. Each
+sample sits in a namespace of its own, its includes hoisted to the top, its main()
+renamed, and the program runs the sample its argument names. Each program paid about 25 s
+of CPU (g++ -O0) for weft's headers before its own code, and compiled again the kernels
+the others use: one program per page, 7 of them, took 366 s of user time, the two 173 s
+(g++ 12 -O0 beside another build, 2026-11-28). A sample that
 cannot sit in a namespace (it opens namespace weft to specialize a template, or has
 preprocessor lines other than #include) is built alone from its own file.
 
@@ -57,7 +59,7 @@ def separable(code):
     return re.search(r'^int main\(\) \{$', code, re.M) is not None
 
 
-def merged(doc, names, codes):
+def merged(names, codes):
     includes, bodies = [], []
     for name, code in zip(names, codes):
         body = []
@@ -71,8 +73,8 @@ def merged(doc, names, codes):
     if '#include <cstring>' not in includes:
         includes.append('#include <cstring>')
     dispatch = ''.join(f'    if (std::strcmp(argv[1], "{n}") == 0) return doc_{n}::sample_main();\n' for n in names)
-    return (f'// Extracted from docs/{doc}.md: samples {", ".join(n.rsplit("_", 1)[1] for n in names)}, each in a namespace of its\n'
-            f'// own, run by name (tools/doc_samples.py).\n' + '\n'.join(includes) + '\n\n' + '\n'.join(bodies) +
+    return (f'// Extracted from docs/*.md: samples {", ".join(names)},\n'
+            f'// each in a namespace of its own, run by name (tools/doc_samples.py).\n' + '\n'.join(includes) + '\n\n' + '\n'.join(bodies) +
             '\nint main(int argc, char** argv) {\n  if (argc == 2) {\n' + dispatch + '  }\n  return 2;\n}\n')
 
 
@@ -80,8 +82,8 @@ def main(docs, out):
     docs, out = pathlib.Path(docs), pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     programs, fails = [], []
+    groups = {}  # links the registry -> [(name, code)], over every page
     for doc in sorted(docs.glob('*.md')):
-        groups = {}  # links the registry -> [(name, code)]
         for n, (code, error) in enumerate(samples(doc.read_text()), 1):
             name = f'{doc.stem}_{n}'
             write_if_changed(out / f'{name}.cpp', f'// Extracted from docs/{doc.name}, sample {n}.\n' + code)
@@ -92,11 +94,11 @@ def main(docs, out):
                 groups.setdefault(links, []).append((name, code))
             else:
                 programs.append(f'  "doc_{name}" "{name}.cpp" "{name}" "{int(links)}"')
-        for links, members in sorted(groups.items()):
-            program = f'doc_{doc.stem}' + ('_linked' if links else '')
-            names = [m[0] for m in members]
-            write_if_changed(out / f'{program}.cpp', merged(doc.stem, names, [m[1] for m in members]))
-            programs.append(f'  "{program}" "{program}.cpp" "{",".join(names)}" "{int(links)}"')
+    for links, members in sorted(groups.items()):
+        program = 'doc_samples' + ('_linked' if links else '')
+        names = [m[0] for m in members]
+        write_if_changed(out / f'{program}.cpp', merged(names, [m[1] for m in members]))
+        programs.append(f'  "{program}" "{program}.cpp" "{",".join(names)}" "{int(links)}"')
     write_if_changed(out / 'samples.cmake', 'set(WEFT_DOC_PROGRAMS\n' + '\n'.join(programs) + ')\n'
                      'set(WEFT_DOC_FAILS\n' + '\n'.join(fails) + ')\n')
     return 0
