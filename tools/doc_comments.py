@@ -117,6 +117,8 @@ def rewrite(text):
             else:
                 statement += ch
         statement += ' '
+        if ACCESS.match(code) and all(s == 'type' for s in stack):
+            statement = ''  # `public:` ends nothing but itself: the member after it is a declaration
     return '\n'.join(out)
 
 
@@ -139,6 +141,10 @@ struct point {
     // inside a body: left alone
     return 0;
   }
+
+ private:
+  // Right after an access specifier.
+  int y_ = 0;
 };
 
 // Twice.
@@ -164,6 +170,10 @@ struct point {
     // inside a body: left alone
     return 0;
   }
+
+ private:
+  /// Right after an access specifier.
+  int y_ = 0;
 };
 
 /// Twice.

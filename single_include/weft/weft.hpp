@@ -567,8 +567,8 @@ class cpu_allocator final : public allocator {
   }
 
  private:
-  // Small buffers round to the alignment, large ones to whole pages so that sizes that
-  // differ by a few bytes share cached blocks.
+  /// Small buffers round to the alignment, large ones to whole pages so that sizes that
+  /// differ by a few bytes share cached blocks.
   static std::size_t round_up(std::size_t bytes) noexcept {
     std::size_t unit = bytes >= cache_min_bytes ? page_bytes : buffer_alignment;
     std::size_t r = (bytes + unit - 1) / unit * unit;
@@ -716,8 +716,8 @@ class shape {
   friend bool operator==(const shape&, const shape&) = default;
 
  private:
-  // The product of a shape's non-zero dims fits in int64, so products of any of its dims
-  // (element counts, strides) need no check.
+  /// The product of a shape's non-zero dims fits in int64, so products of any of its dims
+  /// (element counts, strides) need no check.
   void check() const { (void)checked_element_count(dims_, "shape"); }
   std::vector<std::int64_t> dims_;
 };
@@ -900,8 +900,14 @@ inline void copy_element_bytes(void* dst, const void* src, std::size_t bytes, dt
   }
 }
 
+/// An n-dimensional array of one dtype (whitepaper §2): a dtype, a shape and a reference-
+/// counted buffer from an allocator. Copies and views (reshape, slice) share the buffer;
+/// copy() makes a buffer of its own. Element access is checked against the dtype
+/// (`data<float>()` of an int32 tensor is an error). The default tensor is invalid (no
+/// buffer).
 class tensor {
  public:
+  /// An invalid tensor: no dtype, shape or buffer (valid() is false).
   tensor() = default;
 
   /// An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
@@ -917,9 +923,11 @@ class tensor {
     if (type == weft::dtype::string) buf_->construct_strings(static_cast<std::size_t>(shape_.num_elements()));
   }
 
+  /// Shares o's buffer (no element is copied).
   tensor(const tensor& o) noexcept : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), data_(o.data_) {
     if (buf_) buf_->ref();
   }
+  /// Takes o's buffer; o becomes invalid.
   tensor(tensor&& o) noexcept
       : dtype_(o.dtype_), shape_(std::move(o.shape_)), buf_(std::exchange(o.buf_, nullptr)),
         data_(std::exchange(o.data_, nullptr)) {}
@@ -934,6 +942,7 @@ class tensor {
     if (old) old->unref();
     return *this;
   }
+  /// Takes o's buffer, releasing this one's; o becomes invalid.
   tensor& operator=(tensor&& o) noexcept {
     if (&o == this) return *this;
     detail::buffer* old = std::exchange(buf_, std::exchange(o.buf_, nullptr));
@@ -946,6 +955,7 @@ class tensor {
   ~tensor() {
     if (buf_) buf_->unref();
   }
+  /// Exchanges dtype, shape and buffer with o.
   void swap(tensor& o) noexcept {
     std::swap(dtype_, o.dtype_);
     std::swap(shape_, o.shape_);
@@ -953,7 +963,7 @@ class tensor {
     std::swap(data_, o.data_);
   }
 
-  /// Factories from host values.
+  /// A tensor of shape s holding `values` (row-major); their count must be s's element count.
   template <element T>
   static tensor from_vector(const std::vector<T>& values, weft::shape s) {
     if (static_cast<std::int64_t>(values.size()) != s.num_elements())
@@ -964,14 +974,17 @@ class tensor {
     for (std::size_t i = 0; i < values.size(); ++i) out[i] = values[i];
     return t;
   }
+  /// A vector (rank 1) holding `values`.
   template <element T>
   static tensor from_vector(const std::vector<T>& values) {
     return from_vector(values, weft::shape{static_cast<std::int64_t>(values.size())});
   }
+  /// A tensor of shape s from a braced list: `tensor::of<float>({2, 2}, {1, 2, 3, 4})`.
   template <element T>
   static tensor of(weft::shape s, std::initializer_list<T> values) {
     return from_vector(std::vector<T>(values), std::move(s));
   }
+  /// A scalar (rank 0) holding value, of T's dtype.
   template <element T>
   static tensor scalar(T value) {
     tensor t(dtype_of<T>, weft::shape{});
@@ -984,6 +997,7 @@ class tensor {
     t.data<std::string>()->assign(value);
     return t;
   }
+  /// A tensor of shape s with every element `value`.
   template <element T>
   static tensor filled(weft::shape s, T value) {
     tensor t(dtype_of<T>, std::move(s));
@@ -998,34 +1012,48 @@ class tensor {
     return t;
   }
 
+  /// Whether the tensor has a buffer (a default-constructed or moved-from one has none).
   bool valid() const noexcept { return buf_ != nullptr; }
+  /// The element type.
   weft::dtype dtype() const noexcept { return dtype_; }
+  /// The dimensions.
   const weft::shape& shape() const noexcept { return shape_; }
+  /// How many dimensions (0 for a scalar).
   int rank() const noexcept { return shape_.rank(); }
+  /// Dimension i's size (0 <= i < rank(); another i is an out_of_range error).
   std::int64_t dim(int i) const { return shape_.dim(i); }
+  /// The product of the dimensions (1 for a scalar, 0 when a dimension is 0).
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
+  /// The elements' size in bytes (a string tensor: its std::string objects).
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
+  /// The allocator the buffer came from, or null for an invalid tensor.
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   /// Where the buffer lives (its allocator's memory space); host for an invalid tensor.
   weft::memory_space memory_space() const noexcept { return buf_ ? buf_->alloc->space() : weft::memory_space::host; }
+  /// Whether this and o are handles on one buffer (a copy or a view of the other).
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
+  /// How many handles share the buffer (0 for an invalid tensor).
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
   /// Whether this is the only handle on its buffer (no copy or view shares it), so that
   /// writing through it changes no one else's value. Acquire: the reads of handles released
   /// on other threads happen before the caller writes.
   bool sole_owner() const noexcept { return buf_ && buf_->refs.load(std::memory_order_acquire) == 1; }
 
+  /// The first element's address, untyped (device memory for a device's tensor).
   void* raw_data() const noexcept { return data_; }
 
+  /// The elements as T*; T must be the tensor's dtype (checked).
   template <element T>
   T* data() const {
     check_type<T>();
     return static_cast<T*>(data_);
   }
+  /// The elements as a span of T, in row-major order; T must be the dtype.
   template <element T>
   std::span<T> flat() const {
     return {data<T>(), static_cast<std::size_t>(num_elements())};
   }
+  /// The one element of a one-element tensor (any rank); more or fewer is an error.
   template <element T>
   T scalar_value() const {
     if (num_elements() != 1)
@@ -1033,13 +1061,14 @@ class tensor {
            " has ", num_elements(), " elements, not 1");
     return *data<T>();
   }
+  /// The elements copied into a vector, in row-major order.
   template <element T>
   std::vector<T> to_vector() const {
     auto f = flat<T>();
     return std::vector<T>(f.begin(), f.end());
   }
 
-  /// Zero-copy views.
+  /// A view with shape s over the same buffer (no copy); the element counts must agree.
   tensor reshape(weft::shape s) const {
     if (s.num_elements() != num_elements())
       fail(error_code::invalid_argument, "tensor::reshape: cannot reshape ", shape_, " (", num_elements(),
@@ -1048,7 +1077,7 @@ class tensor {
     t.shape_ = std::move(s);
     return t;
   }
-  /// Rows [begin, end) along the first dim.
+  /// A view of rows [begin, end) along the first dim, over the same buffer (no copy).
   tensor slice(std::int64_t begin, std::int64_t end) const {
     if (rank() == 0) fail(error_code::invalid_argument, "tensor::slice: cannot slice a scalar");
     if (begin < 0 || end < begin || end > shape_[0])
@@ -1075,6 +1104,8 @@ class tensor {
     return t;
   }
 
+  /// The dtype, the shape and the first max_values elements, as `tensor<float32[2,2]>{1, 2, 3, ...}`;
+  /// `tensor<invalid>` for an invalid tensor.
   std::string debug_string(std::int64_t max_values = 8) const;
 
  private:
@@ -1144,6 +1175,7 @@ inline std::string tensor::debug_string(std::int64_t max_values) const {
   return out.str();
 }
 
+/// Writes t.debug_string().
 inline std::ostream& operator<<(std::ostream& out, const tensor& t) { return out << t.debug_string(); }
 
 }  // namespace weft
@@ -1691,8 +1723,8 @@ namespace weft {
 
 class op_registry {
  public:
-  // Registers `def`; an op of the same name is an error (ops are never replaced, so a
-  // graph's meaning cannot change under it).
+  /// Registers `def`; an op of the same name is an error (ops are never replaced, so a
+  /// graph's meaning cannot change under it).
   const op_def& add(op_def def) {
     std::unique_lock lock(mutex_);
     return add_locked(std::move(def));
@@ -5743,10 +5775,15 @@ inline std::string_view standard_op_family(std::string_view name) {
 
 namespace weft {
 
+/// A dataflow graph (whitepaper §2): nodes, each an op with attrs, inputs (other nodes'
+/// outputs) and control inputs, with ids in the order they were added. Each node is checked when added: its op, input count and dtypes, attrs,
+/// and the output shapes its op's shape function infers; a bad node is an error naming it,
+/// and the graph is unchanged. Scopes (name, device, colocation, control dependencies)
+/// apply to the nodes added while their guards live.
 class graph {
  public:
-  // The most entries a list argument sized by an attr may have (Split's num_split outputs,
-  // say): larger counts are an error before any list is built.
+  /// The most entries a list argument sized by an attr may have (Split's num_split outputs,
+  /// say): larger counts are an error before any list is built.
   static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
 
   graph() { ops::register_core_ops(); }
@@ -5766,16 +5803,21 @@ class graph {
   /// node, duplicate names and cycles. The graph is unchanged when this throws.
   void import(const std::vector<node_spec>& specs);
 
+  /// How many nodes the graph has (ids are 0 to size() - 1, in the order they were added).
   int size() const noexcept { return static_cast<int>(nodes_.size()); }
+  /// The node of id `id`; another id is a not_found error.
   const node& at(int id) const {
     if (id < 0 || id >= size()) fail(error_code::not_found, "graph: no node with id ", id);
     return nodes_[static_cast<std::size_t>(id)];
   }
+  /// The node whose output o is.
   const node& at(output o) const { return at(o.node); }
+  /// The node named `name`, or null.
   const node* find(std::string_view name) const {
     auto it = by_name_.find(std::string(name));
     return it == by_name_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
   }
+  /// The node named `name`; none is a not_found error.
   const node& operator[](std::string_view name) const {
     if (auto* n = find(name)) return *n;
     fail(error_code::not_found, "graph: no node named '", name, "'");
@@ -5797,15 +5839,19 @@ class graph {
     if (!n) fail(error_code::not_found, "graph: no node named '", node_name, "' (in '", ref, "')");
     return n->out(port);
   }
+  /// "name:port" of output o.
   std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
 
   /// Adds a control edge from -> to; throws if it would close a cycle.
   void add_control_input(int to, int from);
 
-  /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
+  /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul". The
+  /// guard restores the scope it replaced when it goes.
   class scope_guard {
    public:
+    /// A guard that calls pop when it goes.
     explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
+    /// Takes other's pop; other then does nothing.
     scope_guard(scope_guard&& other) noexcept : pop_(std::exchange(other.pop_, nullptr)) {}
     scope_guard(const scope_guard&) = delete;
     scope_guard& operator=(const scope_guard&) = delete;
@@ -5827,6 +5873,8 @@ class graph {
     auto saved = std::exchange(name_scope_, std::move(prefix));
     return scope_guard([this, saved] { name_scope_ = saved; });
   }
+  /// Appends "scope/" to the name prefix of the nodes added while the guard lives (nested
+  /// scopes: "outer/inner/MatMul").
   [[nodiscard]] scope_guard name_scope(const std::string& scope) {
     auto saved = name_scope_;
     name_scope_ += scope + "/";
@@ -5834,6 +5882,8 @@ class graph {
   }
   /// The device device_scope asks for the nodes added now (empty: none).
   const std::string& current_device_scope() const noexcept { return device_scope_; }
+  /// Nodes added while the guard lives ask for `device` ("/device:GPU:0", "/job:w/task:1"),
+  /// unless their node_options name one.
   [[nodiscard]] scope_guard device_scope(const std::string& device) {
     auto saved = device_scope_;
     device_scope_ = device;
@@ -5845,20 +5895,26 @@ class graph {
     colocation_scope_ = n.name();
     return scope_guard([this, saved] { colocation_scope_ = saved; });
   }
+  /// Nodes added while the guard lives get control inputs from the nodes of `ids` (they run
+  /// after them).
   [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
     auto saved = control_scope_;
     control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
     return scope_guard([this, saved] { control_scope_ = saved; });
   }
 
-  /// Common leaves, for brevity.
+  /// A Const node holding `value`.
   const node& constant(tensor value, node_options options = {}) {
     auto t = value.dtype();
     return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
   }
+  /// A Placeholder of dtype t and shape s (unknown_dim for a dimension fed at run time): a
+  /// value each run must feed.
   const node& placeholder(dtype t, partial_shape s, node_options options = {}) {
     return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
   }
+  /// A Variable of dtype t and shape s: state that lives across runs in the session's
+  /// resources, set by Assign (an initializer) or restored from a checkpoint.
   const node& variable(dtype t, partial_shape s, node_options options = {}) {
     ops::register_state_ops();
     return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
@@ -9362,7 +9418,7 @@ struct cse_signature {
 
 class cse_table {
  public:
-  // The node equal to op(inputs) with `signature` added before, if any.
+  /// The node equal to op(inputs) with `signature` added before, if any.
   std::optional<int> find(std::string_view op, const std::vector<output>& inputs, const cse_signature& signature) const {
     auto it = nodes_.find(key{std::string(op), inputs});
     if (it == nodes_.end()) return std::nullopt;
@@ -9704,8 +9760,8 @@ struct cost_model_options {
 
 class cost_model {
  public:
-  // The costs of g's nodes. known: shapes of outputs known beyond the graph's (the values a
-  // run feeds); the shapes of the nodes after them are inferred again from these.
+  /// The costs of g's nodes. known: shapes of outputs known beyond the graph's (the values a
+  /// run feeds); the shapes of the nodes after them are inferred again from these.
   explicit cost_model(const graph& g, const std::vector<std::pair<output, shape>>& known = {},
                       cost_model_options options = {})
       : graph_(&g), options_(options) {
@@ -10358,7 +10414,7 @@ inline const void*& counted_in() noexcept {
 
 class intra_op_pool {
  public:
-  // `threads` threads in all (the callers included): threads - 1 workers.
+  /// `threads` threads in all (the callers included): threads - 1 workers.
   explicit intra_op_pool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(150))
       : threads_(std::max(1, threads)), spin_(spin) {
     workers_.reserve(static_cast<std::size_t>(threads_ - 1));
@@ -10447,13 +10503,13 @@ class intra_op_pool {
     void (*call)(void*, std::int64_t);
     void* fn;
     std::atomic<std::int64_t> next{0};
-    std::atomic<int> helpers{0};  // workers attached (changed under the pool's mutex; the caller spins on it)
+    std::atomic<int> helpers{0};  ///< workers attached (changed under the pool's mutex; the caller spins on it)
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::exception_ptr error;
 
     bool exhausted() const noexcept { return next.load(std::memory_order_relaxed) >= blocks; }
-    // Claims and runs blocks until none is left, or until stay() is false before a claim.
+    /// Claims and runs blocks until none is left, or until stay() is false before a claim.
     template <class Stay = bool (*)()>
     void run_blocks(Stay stay = [] { return true; }) {
       for (std::int64_t b; stay() && (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
@@ -10652,7 +10708,7 @@ class cpu_context {
   }
 
  private:
-  // Runs scheduled work at once; stands in for a pool when there is one thread.
+  /// Runs scheduled work at once; stands in for a pool when there is one thread.
   struct inline_pool final : Eigen::ThreadPoolInterface {
     void Schedule(std::function<void()> fn) override { fn(); }
     int NumThreads() const override { return 1; }
@@ -10703,10 +10759,10 @@ class device {
 
 class cpu_device final : public device {
  public:
-  // The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
-  // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
-  // memory_limit: the most bytes the buffers allocated through this device may hold at once
-  // (0: no limit beyond the machine's).
+  /// The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
+  /// pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
+  /// memory_limit: the most bytes the buffers allocated through this device may hold at once
+  /// (0: no limit beyond the machine's).
   explicit cpu_device(int intra_op_threads, int id = 0, std::size_t memory_limit = 0)
       : parsed_(device_name::local("CPU", id)),
         name_(parsed_.str()),
@@ -10765,8 +10821,8 @@ struct device_factory {
 
 class device_factory_registry {
  public:
-  // Registers the factory of device type `type` ("GPU"); the first registration of a type
-  // is kept.
+  /// Registers the factory of device type `type` ("GPU"); the first registration of a type
+  /// is kept.
   bool add(const std::string& type, device_factory f) {
     std::lock_guard lock(mu_);
     return factories_.try_emplace(type, std::move(f)).second;
@@ -10971,8 +11027,8 @@ class resource_variable final : public resource_base {
 
 class resource_manager {
  public:
-  // The variable `name` in `container`, created on first use. A second lookup with another
-  // dtype or shape is an error: two graphs disagree about what the variable is.
+  /// The variable `name` in `container`, created on first use. A second lookup with another
+  /// dtype or shape is an error: two graphs disagree about what the variable is.
   std::shared_ptr<resource_variable> lookup_or_create_variable(const std::string& container, const std::string& name,
                                                       dtype t, const partial_shape& s) {
     auto v = lookup_or_create<resource_variable>(container, name, [&] { return std::make_shared<resource_variable>(t, s, name); });
@@ -11043,26 +11099,29 @@ namespace weft {
 /// A value flowing on an edge: a tensor, or a variable reference, and whether it is dead
 /// (an untaken branch's output; control flow makes use of it).
 struct entry {
-  tensor value;
-  std::shared_ptr<resource_variable> ref;
-  bool dead = false;
+  tensor value;                             ///< the tensor (empty for a reference)
+  std::shared_ptr<resource_variable> ref;  ///< the variable, for a reference edge ("Ref(T)")
+  bool dead = false;                        ///< whether the value is dead (an untaken branch's)
 };
 
 /// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
 class cancellation_manager {
  public:
+  /// Identifies a registered callback (0: none was registered).
   using token = std::uint64_t;
-  /// Returns 0 (and does not register) when already cancelled.
+  /// Registers f to run on cancel(); returns its token. Returns 0 (and does not register) when already cancelled.
   token register_callback(std::function<void()> f) {
     std::lock_guard lock(mutex_);
     if (cancelled_) return 0;
     callbacks_.emplace(++next_, std::move(f));
     return next_;
   }
+  /// Removes the callback of token t (a waiter that finished first); 0 or an unknown token is a no-op.
   void deregister(token t) {
     std::lock_guard lock(mutex_);
     callbacks_.erase(t);
   }
+  /// Cancels the step: runs each registered callback once, outside the lock; later calls do nothing.
   void cancel() {
     std::map<token, std::function<void()>> run;
     {
@@ -11073,6 +11132,7 @@ class cancellation_manager {
     }
     for (auto& [t, f] : run) f();
   }
+  /// Whether cancel() has been called.
   bool cancelled() const {
     std::lock_guard lock(mutex_);
     return cancelled_;
@@ -11089,6 +11149,7 @@ class cancellation_manager {
 /// (AccumulatorPush, AccumulatorPop), keyed by an accumulator's name and an iteration path.
 class step_store {
  public:
+  /// An accumulator's name and the iteration path (one index per enclosing loop).
   using key = std::pair<std::string, std::vector<std::int64_t>>;
   /// Stores t under k (an empty tensor: the value was dead); a second value under one key is
   /// an error (two pushes in one iteration).
@@ -11108,10 +11169,12 @@ class step_store {
     values_.erase(it);
     return t;
   }
+  /// How many values are held.
   std::size_t size() const {
     std::lock_guard lock(mutex_);
     return values_.size();
   }
+  /// An iteration path as text for messages: "[0, 3]".
   static std::string path(const std::vector<std::int64_t>& p) {
     std::string s = "[";
     for (std::size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + std::to_string(p[i]);
@@ -11123,30 +11186,43 @@ class step_store {
   std::map<key, tensor> values_;
 };
 
+/// What a kernel's compute() sees of one run of its node: the inputs, the outputs to set,
+/// the node's attrs, the device with its allocator and intra-op threads, the step's
+/// resources, cancellation and store. Made by the executor for each run; a kernel written
+/// by a user reads inputs with input(i), makes outputs with allocate_output(i, shape) or
+/// set_output(i, t), and reports bad input with weft::fail (docs/extending.md).
 class kernel_context {
  public:
-  // A context for node n running on `device`, whose intra-op threads (device.cpu()) its
-  // kernel uses and whose allocator its outputs come from (both asked of the device when
-  // used, so that a kernel that needs neither costs no call).
+  /// A context for node n running on `device`, whose intra-op threads (device.cpu()) its
+  /// kernel uses and whose allocator its outputs come from (both asked of the device when
+  /// used, so that a kernel that needs neither costs no call).
   kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const weft::device& device,
                  resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id,
                  step_store* store = nullptr)
       : node_(n), inputs_(inputs), outputs_(outputs), device_(device), resources_(resources),
         cancellation_(cancellation), step_id_(step_id), store_(store) {}
 
+  /// The node being run (its name, op, attrs and declared output dtypes).
   const weft::node& node() const noexcept { return node_; }
+  /// How many inputs the node has (control inputs not counted).
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+  /// How many outputs the node declares.
   int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
+  /// Input i's tensor (0-based; i < num_inputs()).
   const tensor& input(int i) const { return inputs_[static_cast<std::size_t>(i)].value; }
   /// Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
   bool input_dead(int i) const { return inputs_[static_cast<std::size_t>(i)].dead; }
   /// The variable behind a reference input (declared "Ref(T)" in the op).
   resource_variable& input_ref(int i) const { return *input_ref_shared(i); }
+  /// The variable behind reference input i, shared (a kernel that keeps or forwards it);
+  /// an internal error when input i is not a reference.
   std::shared_ptr<resource_variable> input_ref_shared(int i) const {
     const auto& r = inputs_[static_cast<std::size_t>(i)].ref;
     if (!r) fail(error_code::internal, "input ", i, " is not a variable reference");
     return r;
   }
+  /// The node's attr `key` as T (dtype, std::int64_t, float, bool, std::string, shape,
+  /// tensor, or a list of them); a missing attr or another kind is an error naming the node.
   template <class T>
   const T& attr(std::string_view key) const {
     return node_.attr<T>(key);
@@ -11158,6 +11234,7 @@ class kernel_context {
     e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
     return e.value;
   }
+  /// Sets output i to t (shared, not copied); t's dtype must be the node's declared one.
   void set_output(int i, tensor t) {
     if (t.dtype() != node_.output_dtype(i))
       fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
@@ -11184,19 +11261,27 @@ class kernel_context {
   }
   /// Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
+  /// Sets reference output i to variable v (Variable, and ops that forward a reference).
   void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
   /// The device the node runs on (its name, type, allocator, copies to and from the host).
   const weft::device& device() const noexcept { return device_; }
   /// The device's intra-op threads, and the two ways CPU kernels use them.
   const cpu_context& cpu() const noexcept { return device_.cpu(); }
+  /// Eigen's device over the intra-op threads, for Eigen Tensor expressions (`.device(...)`).
   const Eigen::ThreadPoolDevice& eigen_device() const { return cpu().eigen_device(); }
+  /// Splits [0, n) into blocks over the intra-op threads and calls f(begin, end) for each;
+  /// `cost_per_unit` (about the cycles one unit takes) decides how finely, so that a small
+  /// n runs inline on the calling thread.
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
     cpu().parallel_for(n, cost_per_unit, f);
   }
+  /// The session's resources (variables, queues, readers) by container and name.
   resource_manager& resources() const noexcept { return resources_; }
+  /// The step's cancellation, for kernels that wait (register a callback that wakes them).
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
+  /// The step's id, unique within the session.
   std::int64_t step_id() const noexcept { return step_id_; }
   /// The step's store of tensors (AccumulatorPush and AccumulatorPop).
   step_store& store() const {
@@ -11214,6 +11299,7 @@ class kernel_context {
 
   /// For async kernels: record a failure before calling done.
   void set_error(std::exception_ptr e) { error_ = std::move(e); }
+  /// The failure set_error recorded, or null.
   std::exception_ptr error() const { return error_; }
 
  private:
@@ -11228,13 +11314,20 @@ class kernel_context {
   std::exception_ptr error_;
 };
 
+/// An op's implementation for one device type. A kernel is made once per node (its
+/// constructor reads and checks the node's attrs) and compute() may then run in several
+/// steps at once: it must not change the kernel but through atomics.
 class op_kernel {
  public:
   virtual ~op_kernel() = default;
+  /// Runs the node once: reads ctx's inputs and sets every output, or throws weft::error
+  /// (weft::fail), which fails the step with the node, op, dtypes and shapes added.
   virtual void compute(kernel_context& ctx) const = 0;
   /// Async kernels (Recv, Dequeue) return from compute_async at once and call done later,
   /// from any thread, holding no executor thread while they wait.
   virtual bool is_async() const noexcept { return false; }
+  /// Runs the node and calls done exactly once, when the outputs are set or after
+  /// ctx.set_error; the default runs compute() at once.
   virtual void compute_async(kernel_context& ctx, std::function<void()> done) const {
     try {
       compute(ctx);
@@ -11245,6 +11338,7 @@ class op_kernel {
   }
 };
 
+/// Makes the kernel for a node (its constructor may reject the node's attrs by throwing).
 using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
 
 /// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
@@ -11252,11 +11346,15 @@ using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
 /// so kernel headers included in several translation units do not conflict.
 class kernel_registry {
  public:
+  /// A kernel that serves only nodes whose type attr `attr` is `type`; an empty attr
+  /// serves every node of the op.
   struct type_constraint {
-    std::string attr;
-    dtype type = dtype::invalid;
+    std::string attr;              ///< the type attr's name ("T"), or empty
+    dtype type = dtype::invalid;  ///< the dtype that attr must have
   };
 
+  /// Registers `factory` for `op` on `device_type` ("CPU", "GPU") under `constraint`;
+  /// returns false (and keeps the first) when that key is already registered.
   bool add(std::string op, std::string device_type, type_constraint constraint, kernel_factory factory) {
     std::unique_lock lock(mutex_);
     auto& list = kernels_[{std::move(op), std::move(device_type)}];
@@ -11295,6 +11393,7 @@ class kernel_registry {
     return msg.str();
   }
 
+  /// Whether any kernel of `op` is registered on `device_type`.
   bool has(std::string_view op, std::string_view device_type) const {
     std::shared_lock lock(mutex_);
     return kernels_.count({std::string(op), std::string(device_type)}) != 0;
@@ -11310,6 +11409,7 @@ class kernel_registry {
     return false;
   }
 
+  /// The process's registry, which the kernel headers' registrations fill and sessions read.
   static kernel_registry& global() {
     static kernel_registry* instance = new kernel_registry;  // never destroyed (see op_registry)
     return *instance;
@@ -11336,6 +11436,7 @@ class kernel_registry {
   std::map<std::pair<std::string, std::string>, std::vector<registration>> kernels_;
 };
 
+/// The kernel_factory of kernel class K: `std::make_unique<K>(n)`.
 template <class K>
 std::unique_ptr<op_kernel> make_kernel(const node& n) {
   return std::make_unique<K>(n);
@@ -11557,7 +11658,7 @@ namespace weft {
 
 class rendezvous {
  public:
-  // Who waits for a value: told once, with the token it gave, the value or the abort's error.
+  /// Who waits for a value: told once, with the token it gave, the value or the abort's error.
   class receiver {
    public:
     virtual void received(int token, entry* value, std::exception_ptr error) = 0;
@@ -11704,7 +11805,7 @@ namespace weft {
 /// timer may outlive the run, and then find nothing attached.
 class run_stopper {
  public:
-  // Stops the run with error(code, message) (the first stop counts).
+  /// Stops the run with error(code, message) (the first stop counts).
   void stop(error_code code, std::string message) {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
@@ -11726,8 +11827,8 @@ class run_stopper {
   }
 
  private:
-  // A fresh exception for each target: no exception object is shared with the callbacks
-  // that hold this stopper, which may be destroyed on another thread after the run ends.
+  /// A fresh exception for each target: no exception object is shared with the callbacks
+  /// that hold this stopper, which may be destroyed on another thread after the run ends.
   std::exception_ptr make_error() const { return std::make_exception_ptr(error(code_, message_)); }
 
   mutable std::mutex mutex_;
@@ -11866,7 +11967,7 @@ struct step_options {
 
 class step final : rendezvous::receiver {
  public:
-  // devices: the session's devices, indexed by exec_node::device.
+  /// devices: the session's devices, indexed by exec_node::device.
   step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
        resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
       : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
@@ -11945,8 +12046,8 @@ class step final : rendezvous::receiver {
   }
 
  private:
-  // The expensive nodes handed off to other threads, and whether every step of the run has
-  // ended (`live`: the steps not ended yet; one, but for run_partitions).
+  /// The expensive nodes handed off to other threads, and whether every step of the run has
+  /// ended (`live`: the steps not ended yet; one, but for run_partitions).
   struct handoff;
   /// The steps of run_partitions: the first error aborts them all and the rendezvous.
   struct group {
@@ -13268,6 +13369,8 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
 
 namespace weft {
 
+/// How a session runs its graph: threads, devices, placement, transfers, memory and the
+/// graph passes applied when a signature's executable is built (docs/runtime.md).
 struct session_options {
   /// The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
   /// pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
@@ -13296,12 +13399,12 @@ struct session_options {
   /// measured when the greedy placer or alap Recv scheduling uses several devices
   /// (measured_link), else passes::link_spec's defaults).
   std::vector<passes::device_spec> device_specs;
-  std::optional<passes::link_spec> link;
+  std::optional<passes::link_spec> link;  ///< see device_specs
   /// Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
   /// their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
   /// of the outputs named in lossy_outputs ("node" or "node:port").
   bool lossy_transfers = false;
-  std::vector<std::string> lossy_outputs;
+  std::vector<std::string> lossy_outputs;  ///< see lossy_transfers
   /// Whether a Recv copies its value into its own device's memory, as between devices of
   /// separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
   /// gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
@@ -13310,7 +13413,7 @@ struct session_options {
   /// late as the placement's simulated step allows (alap: a control edge from the node of the
   /// Recv's device simulated to finish last before the value is needed), so that a copying
   /// transfer holds the receiving device's memory only shortly before it is used.
-  enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;
+  enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;  ///< see recv_order
   std::shared_ptr<resource_manager> resources;    ///< null: a fresh one for this session
   /// The most bytes the tensors this session's kernels allocate on each device may hold at
   /// once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -13324,6 +13427,7 @@ struct session_options {
   bool eliminate_common_subexpressions = true;
 };
 
+/// Options of one run: tracing, a deadline, cancellation.
 struct run_options {
   bool trace = false;  ///< fill run_metadata::stats with per-node timings
   /// The run fails with deadline_exceeded once it has run this long (zero: no limit): no
@@ -13336,17 +13440,18 @@ struct run_options {
   cancellation_manager* cancellation = nullptr;
 };
 
+/// What a run reports besides its fetches (session::run's last argument).
 struct run_metadata {
-  step_stats stats;
+  step_stats stats;  ///< each node's device, thread, times and outputs (tools/timeline.hpp writes them)
 };
 
 /// Names an output ("x", "x:1") or a node, by name or by handle.
 class endpoint {
  public:
-  endpoint(const char* name) : name_(name) {}          // NOLINT: names convert
-  endpoint(std::string name) : name_(std::move(name)) {}  // NOLINT
-  endpoint(output o) : output_(o) {}                     // NOLINT
-  endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
+  endpoint(const char* name) : name_(name) {}          ///< "node" (its output 0, or the node as a target) or "node:port"
+  endpoint(std::string name) : name_(std::move(name)) {}  ///< as the const char* form
+  endpoint(output o) : output_(o) {}                     ///< an output by handle
+  endpoint(const node& n) : output_(output{n.id(), 0}) {}  ///< a node: its output 0, or the node as a target
 
   /// The output this endpoint names, as a fetch or a feed.
   output resolve(const graph& g) const {
@@ -13363,8 +13468,8 @@ class endpoint {
   }
 
  private:
-  // The node a handle names; a handle past the end of `g` comes from a node added to the
-  // graph after the session copied it.
+  /// The node a handle names; a handle past the end of `g` comes from a node added to the
+  /// graph after the session copied it.
   const node& node_in(const graph& g) const {
     if (output_.node >= g.size())
       fail(error_code::not_found, "node handle ", output_.node, " is not in the session's graph of ", g.size(),
@@ -13376,10 +13481,16 @@ class endpoint {
   output output_{};
 };
 
+/// Values fed to a run in place of outputs: (output, tensor) pairs.
 using feed_list = std::vector<std::pair<endpoint, tensor>>;
 
+/// Runs a graph (whitepaper §3): each distinct (feeds, fetches, targets) signature is pruned,
+/// placed, partitioned by device and optimized once into a cached executable; run() then
+/// executes it. Variables and queues live in the session's resources across runs. run() may
+/// be called from several threads at once.
 class session {
  public:
+  /// A session over a copy of g, with `options`' threads and devices.
   explicit session(const graph& g, session_options options = {})
       : graph_(std::make_shared<const graph>(g)),
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
@@ -13422,6 +13533,10 @@ class session {
     return {d.name(), 50e9 * threads, std::min(10e9 * threads, 40e9), 2e-6};
   }
 
+  /// Runs one step: feeds replace their outputs' values, the fetched outputs' values are
+  /// returned in order, and targets (and the fetches) run with everything they depend on.
+  /// A failing node fails the step with a weft::error naming it, and the session stays
+  /// usable. `metadata` (or options.trace) records per-node stats.
   std::vector<tensor> run(const feed_list& feeds, const std::vector<endpoint>& fetches,
                           const std::vector<endpoint>& targets = {}, const run_options& options = {},
                           run_metadata* metadata = nullptr) {
@@ -13474,12 +13589,15 @@ class session {
     cache_.clear();
   }
 
+  /// Runs a step that fetches one output and returns its value.
   tensor run_one(const feed_list& feeds, const endpoint& fetch) { return run(feeds, {fetch}).at(0); }
 
+  /// The session's graph (its copy of the one it was made with).
   const graph& current_graph() const {
     std::lock_guard lock(mutex_);
     return *graph_;
   }
+  /// The session's variables, queues and readers (session_options::resources, or its own).
   resource_manager& resources() const noexcept { return *resources_; }
   /// The default device (CPU:0), and every device of the session.
   const weft::device& device() const noexcept { return *devices_.front(); }
@@ -13487,6 +13605,7 @@ class session {
   /// The session's devices as the cost model sees them (session_options::device_specs, or
   /// measured, or the defaults) and the links between them.
   const passes::cluster& cluster() const noexcept { return cluster_; }
+  /// How many signatures have a cached executable (each new one is built on its first run).
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
     return cache_.size();
@@ -13993,8 +14112,8 @@ struct saver_options {
 /// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
-  // A template only so that the Save and Restore kernels it asks for (kernel_for, one
-  // specialization per device type) are looked up where a saver is constructed.
+  /// A template only so that the Save and Restore kernels it asks for (kernel_for, one
+  /// specialization per device type) are looked up where a saver is constructed.
   template <class Family = ops::families::io>
   saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
     std::vector<std::string> names;
@@ -16770,8 +16889,8 @@ namespace weft {
 
 class input_pipeline {
  public:
-  // A graph function of a map stage: from an element's components (outputs of the
-  // pipeline's graph) to the new element's.
+  /// A graph function of a map stage: from an element's components (outputs of the
+  /// pipeline's graph) to the new element's.
   using map_fn = std::function<std::vector<output>(graph&, const std::vector<output>&)>;
 
   /// Elements: row i of every column (all of one first dim).
@@ -16912,7 +17031,7 @@ class input_pipeline {
   struct stage {
     enum class kind { map, shuffle, batch, batch_exact };
     kind type;
-    std::int64_t n;  // shuffle's buffer, batch's size
+    std::int64_t n;  ///< shuffle's buffer, batch's size
     int workers;
     map_fn f;
   };
@@ -17801,9 +17920,9 @@ class histogram_builder {
   }
 
  private:
-  // For each binary exponent e of the finite limits' range: the first limit above 2^e (a
-  // positive value of that exponent lands there or later) and the first above -2^(e+1) (a
-  // negative one).
+  /// For each binary exponent e of the finite limits' range: the first limit above 2^e (a
+  /// positive value of that exponent lands there or later) and the first above -2^(e+1) (a
+  /// negative one).
   struct exponent_table {
     int lowest = 0;
     std::vector<std::size_t> positive, negative;
@@ -18033,7 +18152,7 @@ struct summary_writer_options {
 /// this header).
 class summary_writer {
  public:
-  // Creates `logdir` if needed and a new events file in it, which starts with the file version.
+  /// Creates `logdir` if needed and a new events file in it, which starts with the file version.
   explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {})
       : options_(std::move(options)) {
     std::error_code ec;
@@ -18178,7 +18297,7 @@ namespace weft {
 /// top of this header).
 class metrics_logger {
  public:
-  // Writes to `writer` (may be null: the means are only kept) every `every` steps.
+  /// Writes to `writer` (may be null: the means are only kept) every `every` steps.
   explicit metrics_logger(summary_writer* writer = nullptr, std::int64_t every = 100) : writer_(writer), every_(every) {
     if (every < 1) fail(error_code::invalid_argument, "weft::metrics_logger: every is ", every, ", at least 1");
   }
@@ -18261,7 +18380,7 @@ struct progress_options {
 /// this header).
 class progress_bar {
  public:
-  // An epoch of `steps` steps (0 when unknown: no bar, no time left).
+  /// An epoch of `steps` steps (0 when unknown: no bar, no time left).
   explicit progress_bar(std::int64_t steps, progress_options options = {}) : steps_(steps), options_(std::move(options)) {
     if (steps < 0) fail(error_code::invalid_argument, "weft::progress_bar: ", steps, " steps");
     if (options_.line_every < 1) fail(error_code::invalid_argument, "weft::progress_bar: line_every is ", options_.line_every);
@@ -19409,7 +19528,7 @@ inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::
 template <std::size_t N>
 class broadcast_rows {
  public:
-  // `in` are the inputs' shapes, each broadcastable to `out` (checked by the caller).
+  /// `in` are the inputs' shapes, each broadcastable to `out` (checked by the caller).
   broadcast_rows(const shape& out, const std::array<const shape*, N>& in, std::int64_t max_piece = 4096) {
     std::array<std::vector<std::int64_t>, N> full;
     for (std::size_t k = 0; k < N; ++k) full[k] = broadcast_strides(*in[k], out);
@@ -20456,7 +20575,7 @@ class fused_kernel final : public op_kernel {
   }
 
  private:
-  // out[0, len) = the subtree at elements [s, s + len) of the leaves.
+  /// out[0, len) = the subtree at elements [s, s + len) of the leaves.
   static void eval_chunk(T* out, const void* const* in, std::int64_t s, std::int64_t len) {
     if constexpr (fusion::has_looped_type<E>::value) {
       for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fusion::scalar<0, E>(in, s + i));
@@ -23067,8 +23186,8 @@ struct max_pool_grad_op : pool_base {
   }
 
  private:
-  // Calls f(output row, its window's maxima) for every output position, images split
-  // between the threads.
+  /// Calls f(output row, its window's maxima) for every output position, images split
+  /// between the threads.
   template <class C, class F>
   void each_window(kernel_context& ctx, const geometry& g, const C* in, F&& f) const {
     ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
@@ -25124,7 +25243,7 @@ class lowering {
 
  public:
 
-  // Leaves and type-erased handles are lowered once per identity.
+  /// Leaves and type-erased handles are lowered once per identity.
   const output* find(const void* identity) const {
     auto it = by_identity_.find(identity);
     return it == by_identity_.end() ? nullptr : &it->second;
@@ -29782,9 +29901,9 @@ class client_session {
   void restore(const std::filesystem::path& file) { saver_for_variables<Saver>(std::nullopt)->restore(session_, file); }
 
  private:
-  // A saver over the variables lowered so far: the last one made while no variable was
-  // lowered since (and, for a save, with the same options; a restore takes any), else a new
-  // one in a name scope of its own.
+  /// A saver over the variables lowered so far: the last one made while no variable was
+  /// lowered since (and, for a save, with the same options; a restore takes any), else a new
+  /// one in a name scope of its own.
   template <class Saver = weft::saver>
   std::shared_ptr<const weft::saver> saver_for_variables(std::optional<saver_options> options) {
     std::lock_guard lock(mutex_);

@@ -148,8 +148,8 @@ class cpu_allocator final : public allocator {
   }
 
  private:
-  // Small buffers round to the alignment, large ones to whole pages so that sizes that
-  // differ by a few bytes share cached blocks.
+  /// Small buffers round to the alignment, large ones to whole pages so that sizes that
+  /// differ by a few bytes share cached blocks.
   static std::size_t round_up(std::size_t bytes) noexcept {
     std::size_t unit = bytes >= cache_min_bytes ? page_bytes : buffer_alignment;
     std::size_t r = (bytes + unit - 1) / unit * unit;

@@ -188,7 +188,7 @@ class bfc_allocator final : public allocator {
  private:
   struct chunk {
     std::size_t size = 0;
-    std::uintptr_t region = 0;  // the base of the region it lies in
+    std::uintptr_t region = 0;  ///< the base of the region it lies in
     bool in_use = false;
   };
   struct region {

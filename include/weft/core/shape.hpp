@@ -45,8 +45,8 @@ class shape {
   friend bool operator==(const shape&, const shape&) = default;
 
  private:
-  // The product of a shape's non-zero dims fits in int64, so products of any of its dims
-  // (element counts, strides) need no check.
+  /// The product of a shape's non-zero dims fits in int64, so products of any of its dims
+  /// (element counts, strides) need no check.
   void check() const { (void)checked_element_count(dims_, "shape"); }
   std::vector<std::int64_t> dims_;
 };

@@ -142,8 +142,14 @@ inline void copy_element_bytes(void* dst, const void* src, std::size_t bytes, dt
   }
 }
 
+/// An n-dimensional array of one dtype (whitepaper §2): a dtype, a shape and a reference-
+/// counted buffer from an allocator. Copies and views (reshape, slice) share the buffer;
+/// copy() makes a buffer of its own. Element access is checked against the dtype
+/// (`data<float>()` of an int32 tensor is an error). The default tensor is invalid (no
+/// buffer).
 class tensor {
  public:
+  /// An invalid tensor: no dtype, shape or buffer (valid() is false).
   tensor() = default;
 
   /// An uninitialized tensor of `type` and `s` from `alloc`; for bool and numbers,
@@ -159,9 +165,11 @@ class tensor {
     if (type == weft::dtype::string) buf_->construct_strings(static_cast<std::size_t>(shape_.num_elements()));
   }
 
+  /// Shares o's buffer (no element is copied).
   tensor(const tensor& o) noexcept : dtype_(o.dtype_), shape_(o.shape_), buf_(o.buf_), data_(o.data_) {
     if (buf_) buf_->ref();
   }
+  /// Takes o's buffer; o becomes invalid.
   tensor(tensor&& o) noexcept
       : dtype_(o.dtype_), shape_(std::move(o.shape_)), buf_(std::exchange(o.buf_, nullptr)),
         data_(std::exchange(o.data_, nullptr)) {}
@@ -176,6 +184,7 @@ class tensor {
     if (old) old->unref();
     return *this;
   }
+  /// Takes o's buffer, releasing this one's; o becomes invalid.
   tensor& operator=(tensor&& o) noexcept {
     if (&o == this) return *this;
     detail::buffer* old = std::exchange(buf_, std::exchange(o.buf_, nullptr));
@@ -188,6 +197,7 @@ class tensor {
   ~tensor() {
     if (buf_) buf_->unref();
   }
+  /// Exchanges dtype, shape and buffer with o.
   void swap(tensor& o) noexcept {
     std::swap(dtype_, o.dtype_);
     std::swap(shape_, o.shape_);
@@ -195,7 +205,7 @@ class tensor {
     std::swap(data_, o.data_);
   }
 
-  /// Factories from host values.
+  /// A tensor of shape s holding `values` (row-major); their count must be s's element count.
   template <element T>
   static tensor from_vector(const std::vector<T>& values, weft::shape s) {
     if (static_cast<std::int64_t>(values.size()) != s.num_elements())
@@ -206,14 +216,17 @@ class tensor {
     for (std::size_t i = 0; i < values.size(); ++i) out[i] = values[i];
     return t;
   }
+  /// A vector (rank 1) holding `values`.
   template <element T>
   static tensor from_vector(const std::vector<T>& values) {
     return from_vector(values, weft::shape{static_cast<std::int64_t>(values.size())});
   }
+  /// A tensor of shape s from a braced list: `tensor::of<float>({2, 2}, {1, 2, 3, 4})`.
   template <element T>
   static tensor of(weft::shape s, std::initializer_list<T> values) {
     return from_vector(std::vector<T>(values), std::move(s));
   }
+  /// A scalar (rank 0) holding value, of T's dtype.
   template <element T>
   static tensor scalar(T value) {
     tensor t(dtype_of<T>, weft::shape{});
@@ -226,6 +239,7 @@ class tensor {
     t.data<std::string>()->assign(value);
     return t;
   }
+  /// A tensor of shape s with every element `value`.
   template <element T>
   static tensor filled(weft::shape s, T value) {
     tensor t(dtype_of<T>, std::move(s));
@@ -240,34 +254,48 @@ class tensor {
     return t;
   }
 
+  /// Whether the tensor has a buffer (a default-constructed or moved-from one has none).
   bool valid() const noexcept { return buf_ != nullptr; }
+  /// The element type.
   weft::dtype dtype() const noexcept { return dtype_; }
+  /// The dimensions.
   const weft::shape& shape() const noexcept { return shape_; }
+  /// How many dimensions (0 for a scalar).
   int rank() const noexcept { return shape_.rank(); }
+  /// Dimension i's size (0 <= i < rank(); another i is an out_of_range error).
   std::int64_t dim(int i) const { return shape_.dim(i); }
+  /// The product of the dimensions (1 for a scalar, 0 when a dimension is 0).
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
+  /// The elements' size in bytes (a string tensor: its std::string objects).
   std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
+  /// The allocator the buffer came from, or null for an invalid tensor.
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   /// Where the buffer lives (its allocator's memory space); host for an invalid tensor.
   weft::memory_space memory_space() const noexcept { return buf_ ? buf_->alloc->space() : weft::memory_space::host; }
+  /// Whether this and o are handles on one buffer (a copy or a view of the other).
   bool shares_buffer_with(const tensor& o) const noexcept { return buf_ && buf_ == o.buf_; }
+  /// How many handles share the buffer (0 for an invalid tensor).
   int use_count() const noexcept { return buf_ ? buf_->refs.load(std::memory_order_relaxed) : 0; }
   /// Whether this is the only handle on its buffer (no copy or view shares it), so that
   /// writing through it changes no one else's value. Acquire: the reads of handles released
   /// on other threads happen before the caller writes.
   bool sole_owner() const noexcept { return buf_ && buf_->refs.load(std::memory_order_acquire) == 1; }
 
+  /// The first element's address, untyped (device memory for a device's tensor).
   void* raw_data() const noexcept { return data_; }
 
+  /// The elements as T*; T must be the tensor's dtype (checked).
   template <element T>
   T* data() const {
     check_type<T>();
     return static_cast<T*>(data_);
   }
+  /// The elements as a span of T, in row-major order; T must be the dtype.
   template <element T>
   std::span<T> flat() const {
     return {data<T>(), static_cast<std::size_t>(num_elements())};
   }
+  /// The one element of a one-element tensor (any rank); more or fewer is an error.
   template <element T>
   T scalar_value() const {
     if (num_elements() != 1)
@@ -275,13 +303,14 @@ class tensor {
            " has ", num_elements(), " elements, not 1");
     return *data<T>();
   }
+  /// The elements copied into a vector, in row-major order.
   template <element T>
   std::vector<T> to_vector() const {
     auto f = flat<T>();
     return std::vector<T>(f.begin(), f.end());
   }
 
-  /// Zero-copy views.
+  /// A view with shape s over the same buffer (no copy); the element counts must agree.
   tensor reshape(weft::shape s) const {
     if (s.num_elements() != num_elements())
       fail(error_code::invalid_argument, "tensor::reshape: cannot reshape ", shape_, " (", num_elements(),
@@ -290,7 +319,7 @@ class tensor {
     t.shape_ = std::move(s);
     return t;
   }
-  /// Rows [begin, end) along the first dim.
+  /// A view of rows [begin, end) along the first dim, over the same buffer (no copy).
   tensor slice(std::int64_t begin, std::int64_t end) const {
     if (rank() == 0) fail(error_code::invalid_argument, "tensor::slice: cannot slice a scalar");
     if (begin < 0 || end < begin || end > shape_[0])
@@ -317,6 +346,8 @@ class tensor {
     return t;
   }
 
+  /// The dtype, the shape and the first max_values elements, as `tensor<float32[2,2]>{1, 2, 3, ...}`;
+  /// `tensor<invalid>` for an invalid tensor.
   std::string debug_string(std::int64_t max_values = 8) const;
 
  private:
@@ -386,6 +417,7 @@ inline std::string tensor::debug_string(std::int64_t max_values) const {
   return out.str();
 }
 
+/// Writes t.debug_string().
 inline std::ostream& operator<<(std::ostream& out, const tensor& t) { return out << t.debug_string(); }
 
 }  // namespace weft

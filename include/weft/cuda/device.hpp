@@ -230,8 +230,8 @@ inline bfc_allocator& gpu_memory(int ordinal) {
 
 class gpu_device final : public device {
  public:
-  // GPU `ordinal`, its host-side work on `host_threads` threads, at most `memory_limit`
-  // bytes of its memory for this device's tensors (0: all of gpu_memory(ordinal)'s).
+  /// GPU `ordinal`, its host-side work on `host_threads` threads, at most `memory_limit`
+  /// bytes of its memory for this device's tensors (0: all of gpu_memory(ordinal)'s).
   gpu_device(int ordinal, int host_threads, std::size_t memory_limit = 0)
       : ordinal_(ordinal),
         parsed_(device_name::local("GPU", ordinal)),

@@ -1425,7 +1425,7 @@ inline cudnnDataType_t cudnn_type_of(dtype t) {
 /// TensorFlow's uneven SAME padding explicit first).
 class conv_descriptors {
  public:
-  // nchw: x and y NCHW, the filter KCRS (where cuDNN has no NHWC algorithm: float64).
+  /// nchw: x and y NCHW, the filter KCRS (where cuDNN has no NHWC algorithm: float64).
   conv_descriptors(dtype t, const ops::geometry& g, bool nchw = false) {
     const std::int64_t extent_h = (g.kh - 1) * g.dh + 1, extent_w = (g.kw - 1) * g.dw + 1;
     const std::int64_t total_h = std::max<std::int64_t>(0, (g.oh - 1) * g.sh + extent_h - g.h);
@@ -1671,7 +1671,7 @@ struct gpu_conv final : op_kernel {
   }
 
  private:
-  // The plan of this geometry on this GPU, made on first use.
+  /// The plan of this geometry on this GPU, made on first use.
   const conv_plan& plan_for(const gpu_device& g, const ops::geometry& geo) const {
     const std::array<std::int64_t, 16> key{g.ordinal(), geo.n,  geo.h,  geo.w,  geo.c,  geo.k,       geo.kh,       geo.kw,
                                            geo.sh,      geo.sw, geo.dh, geo.dw, geo.oh, geo.ow, geo.pad_top, geo.pad_left};

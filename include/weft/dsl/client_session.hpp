@@ -199,9 +199,9 @@ class client_session {
   void restore(const std::filesystem::path& file) { saver_for_variables<Saver>(std::nullopt)->restore(session_, file); }
 
  private:
-  // A saver over the variables lowered so far: the last one made while no variable was
-  // lowered since (and, for a save, with the same options; a restore takes any), else a new
-  // one in a name scope of its own.
+  /// A saver over the variables lowered so far: the last one made while no variable was
+  /// lowered since (and, for a save, with the same options; a restore takes any), else a new
+  /// one in a name scope of its own.
   template <class Saver = weft::saver>
   std::shared_ptr<const weft::saver> saver_for_variables(std::optional<saver_options> options) {
     std::lock_guard lock(mutex_);

@@ -244,7 +244,7 @@ class lowering {
 
  public:
 
-  // Leaves and type-erased handles are lowered once per identity.
+  /// Leaves and type-erased handles are lowered once per identity.
   const output* find(const void* identity) const {
     auto it = by_identity_.find(identity);
     return it == by_identity_.end() ? nullptr : &it->second;

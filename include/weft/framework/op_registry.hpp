@@ -20,8 +20,8 @@ namespace weft {
 
 class op_registry {
  public:
-  // Registers `def`; an op of the same name is an error (ops are never replaced, so a
-  // graph's meaning cannot change under it).
+  /// Registers `def`; an op of the same name is an error (ops are never replaced, so a
+  /// graph's meaning cannot change under it).
   const op_def& add(op_def def) {
     std::unique_lock lock(mutex_);
     return add_locked(std::move(def));

@@ -29,10 +29,15 @@
 
 namespace weft {
 
+/// A dataflow graph (whitepaper §2): nodes, each an op with attrs, inputs (other nodes'
+/// outputs) and control inputs, with ids in the order they were added. Each node is checked when added: its op, input count and dtypes, attrs,
+/// and the output shapes its op's shape function infers; a bad node is an error naming it,
+/// and the graph is unchanged. Scopes (name, device, colocation, control dependencies)
+/// apply to the nodes added while their guards live.
 class graph {
  public:
-  // The most entries a list argument sized by an attr may have (Split's num_split outputs,
-  // say): larger counts are an error before any list is built.
+  /// The most entries a list argument sized by an attr may have (Split's num_split outputs,
+  /// say): larger counts are an error before any list is built.
   static constexpr std::int64_t max_list_length = std::int64_t{1} << 20;
 
   graph() { ops::register_core_ops(); }
@@ -52,16 +57,21 @@ class graph {
   /// node, duplicate names and cycles. The graph is unchanged when this throws.
   void import(const std::vector<node_spec>& specs);
 
+  /// How many nodes the graph has (ids are 0 to size() - 1, in the order they were added).
   int size() const noexcept { return static_cast<int>(nodes_.size()); }
+  /// The node of id `id`; another id is a not_found error.
   const node& at(int id) const {
     if (id < 0 || id >= size()) fail(error_code::not_found, "graph: no node with id ", id);
     return nodes_[static_cast<std::size_t>(id)];
   }
+  /// The node whose output o is.
   const node& at(output o) const { return at(o.node); }
+  /// The node named `name`, or null.
   const node* find(std::string_view name) const {
     auto it = by_name_.find(std::string(name));
     return it == by_name_.end() ? nullptr : &nodes_[static_cast<std::size_t>(it->second)];
   }
+  /// The node named `name`; none is a not_found error.
   const node& operator[](std::string_view name) const {
     if (auto* n = find(name)) return *n;
     fail(error_code::not_found, "graph: no node named '", name, "'");
@@ -83,15 +93,19 @@ class graph {
     if (!n) fail(error_code::not_found, "graph: no node named '", node_name, "' (in '", ref, "')");
     return n->out(port);
   }
+  /// "name:port" of output o.
   std::string name_of(output o) const { return at(o).name() + ":" + std::to_string(o.port); }
 
   /// Adds a control edge from -> to; throws if it would close a cycle.
   void add_control_input(int to, int from);
 
-  /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul".
+  /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul". The
+  /// guard restores the scope it replaced when it goes.
   class scope_guard {
    public:
+    /// A guard that calls pop when it goes.
     explicit scope_guard(std::function<void()> pop) : pop_(std::move(pop)) {}
+    /// Takes other's pop; other then does nothing.
     scope_guard(scope_guard&& other) noexcept : pop_(std::exchange(other.pop_, nullptr)) {}
     scope_guard(const scope_guard&) = delete;
     scope_guard& operator=(const scope_guard&) = delete;
@@ -113,6 +127,8 @@ class graph {
     auto saved = std::exchange(name_scope_, std::move(prefix));
     return scope_guard([this, saved] { name_scope_ = saved; });
   }
+  /// Appends "scope/" to the name prefix of the nodes added while the guard lives (nested
+  /// scopes: "outer/inner/MatMul").
   [[nodiscard]] scope_guard name_scope(const std::string& scope) {
     auto saved = name_scope_;
     name_scope_ += scope + "/";
@@ -120,6 +136,8 @@ class graph {
   }
   /// The device device_scope asks for the nodes added now (empty: none).
   const std::string& current_device_scope() const noexcept { return device_scope_; }
+  /// Nodes added while the guard lives ask for `device` ("/device:GPU:0", "/job:w/task:1"),
+  /// unless their node_options name one.
   [[nodiscard]] scope_guard device_scope(const std::string& device) {
     auto saved = device_scope_;
     device_scope_ = device;
@@ -131,20 +149,26 @@ class graph {
     colocation_scope_ = n.name();
     return scope_guard([this, saved] { colocation_scope_ = saved; });
   }
+  /// Nodes added while the guard lives get control inputs from the nodes of `ids` (they run
+  /// after them).
   [[nodiscard]] scope_guard control_dependencies(const std::vector<int>& ids) {
     auto saved = control_scope_;
     control_scope_.insert(control_scope_.end(), ids.begin(), ids.end());
     return scope_guard([this, saved] { control_scope_ = saved; });
   }
 
-  /// Common leaves, for brevity.
+  /// A Const node holding `value`.
   const node& constant(tensor value, node_options options = {}) {
     auto t = value.dtype();
     return op("Const", {}, {{"value", std::move(value)}, {"dtype", t}}, std::move(options));
   }
+  /// A Placeholder of dtype t and shape s (unknown_dim for a dimension fed at run time): a
+  /// value each run must feed.
   const node& placeholder(dtype t, partial_shape s, node_options options = {}) {
     return op("Placeholder", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));
   }
+  /// A Variable of dtype t and shape s: state that lives across runs in the session's
+  /// resources, set by Assign (an initializer) or restored from a checkpoint.
   const node& variable(dtype t, partial_shape s, node_options options = {}) {
     ops::register_state_ops();
     return op("Variable", {}, {{"dtype", t}, {"shape", std::move(s)}}, std::move(options));

@@ -49,8 +49,8 @@ struct saver_options {
 /// Assign per variable reading the Restore node's outputs, and a NoOp after them all.
 class saver {
  public:
-  // A template only so that the Save and Restore kernels it asks for (kernel_for, one
-  // specialization per device type) are looked up where a saver is constructed.
+  /// A template only so that the Save and Restore kernels it asks for (kernel_for, one
+  /// specialization per device type) are looked up where a saver is constructed.
   template <class Family = ops::families::io>
   saver(graph& g, const std::vector<output>& vars, saver_options o = {}) : options_(o) {
     std::vector<std::string> names;

@@ -71,7 +71,7 @@ class cpu_context {
   }
 
  private:
-  // Runs scheduled work at once; stands in for a pool when there is one thread.
+  /// Runs scheduled work at once; stands in for a pool when there is one thread.
   struct inline_pool final : Eigen::ThreadPoolInterface {
     void Schedule(std::function<void()> fn) override { fn(); }
     int NumThreads() const override { return 1; }
@@ -122,10 +122,10 @@ class device {
 
 class cpu_device final : public device {
  public:
-  // The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
-  // pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
-  // memory_limit: the most bytes the buffers allocated through this device may hold at once
-  // (0: no limit beyond the machine's).
+  /// The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
+  /// pool of intra_op_threads threads and the allocator cpu_allocator::of_device(id).
+  /// memory_limit: the most bytes the buffers allocated through this device may hold at once
+  /// (0: no limit beyond the machine's).
   explicit cpu_device(int intra_op_threads, int id = 0, std::size_t memory_limit = 0)
       : parsed_(device_name::local("CPU", id)),
         name_(parsed_.str()),
@@ -184,8 +184,8 @@ struct device_factory {
 
 class device_factory_registry {
  public:
-  // Registers the factory of device type `type` ("GPU"); the first registration of a type
-  // is kept.
+  /// Registers the factory of device type `type` ("GPU"); the first registration of a type
+  /// is kept.
   bool add(const std::string& type, device_factory f) {
     std::lock_guard lock(mu_);
     return factories_.try_emplace(type, std::move(f)).second;

@@ -108,7 +108,7 @@ struct step_options {
 
 class step final : rendezvous::receiver {
  public:
-  // devices: the session's devices, indexed by exec_node::device.
+  /// devices: the session's devices, indexed by exec_node::device.
   step(const executable& x, std::vector<tensor> feeds, std::span<const device* const> devices,
        resource_manager& resources, Eigen::ThreadPoolInterface* inter_op, step_options options)
       : x_(x), feeds_(std::move(feeds)), devices_(devices), resources_(resources), inter_op_(inter_op),
@@ -187,8 +187,8 @@ class step final : rendezvous::receiver {
   }
 
  private:
-  // The expensive nodes handed off to other threads, and whether every step of the run has
-  // ended (`live`: the steps not ended yet; one, but for run_partitions).
+  /// The expensive nodes handed off to other threads, and whether every step of the run has
+  /// ended (`live`: the steps not ended yet; one, but for run_partitions).
   struct handoff;
   /// The steps of run_partitions: the first error aborts them all and the rendezvous.
   struct group {

@@ -52,7 +52,7 @@ inline const void*& counted_in() noexcept {
 
 class intra_op_pool {
  public:
-  // `threads` threads in all (the callers included): threads - 1 workers.
+  /// `threads` threads in all (the callers included): threads - 1 workers.
   explicit intra_op_pool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(150))
       : threads_(std::max(1, threads)), spin_(spin) {
     workers_.reserve(static_cast<std::size_t>(threads_ - 1));
@@ -141,13 +141,13 @@ class intra_op_pool {
     void (*call)(void*, std::int64_t);
     void* fn;
     std::atomic<std::int64_t> next{0};
-    std::atomic<int> helpers{0};  // workers attached (changed under the pool's mutex; the caller spins on it)
+    std::atomic<int> helpers{0};  ///< workers attached (changed under the pool's mutex; the caller spins on it)
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::exception_ptr error;
 
     bool exhausted() const noexcept { return next.load(std::memory_order_relaxed) >= blocks; }
-    // Claims and runs blocks until none is left, or until stay() is false before a claim.
+    /// Claims and runs blocks until none is left, or until stay() is false before a claim.
     template <class Stay = bool (*)()>
     void run_blocks(Stay stay = [] { return true; }) {
       for (std::int64_t b; stay() && (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {

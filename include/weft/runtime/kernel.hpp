@@ -31,26 +31,29 @@ namespace weft {
 /// A value flowing on an edge: a tensor, or a variable reference, and whether it is dead
 /// (an untaken branch's output; control flow makes use of it).
 struct entry {
-  tensor value;
-  std::shared_ptr<resource_variable> ref;
-  bool dead = false;
+  tensor value;                             ///< the tensor (empty for a reference)
+  std::shared_ptr<resource_variable> ref;  ///< the variable, for a reference edge ("Ref(T)")
+  bool dead = false;                        ///< whether the value is dead (an untaken branch's)
 };
 
 /// Step cancellation. Async kernels that wait register a callback; cancel() runs each once.
 class cancellation_manager {
  public:
+  /// Identifies a registered callback (0: none was registered).
   using token = std::uint64_t;
-  /// Returns 0 (and does not register) when already cancelled.
+  /// Registers f to run on cancel(); returns its token. Returns 0 (and does not register) when already cancelled.
   token register_callback(std::function<void()> f) {
     std::lock_guard lock(mutex_);
     if (cancelled_) return 0;
     callbacks_.emplace(++next_, std::move(f));
     return next_;
   }
+  /// Removes the callback of token t (a waiter that finished first); 0 or an unknown token is a no-op.
   void deregister(token t) {
     std::lock_guard lock(mutex_);
     callbacks_.erase(t);
   }
+  /// Cancels the step: runs each registered callback once, outside the lock; later calls do nothing.
   void cancel() {
     std::map<token, std::function<void()>> run;
     {
@@ -61,6 +64,7 @@ class cancellation_manager {
     }
     for (auto& [t, f] : run) f();
   }
+  /// Whether cancel() has been called.
   bool cancelled() const {
     std::lock_guard lock(mutex_);
     return cancelled_;
@@ -77,6 +81,7 @@ class cancellation_manager {
 /// (AccumulatorPush, AccumulatorPop), keyed by an accumulator's name and an iteration path.
 class step_store {
  public:
+  /// An accumulator's name and the iteration path (one index per enclosing loop).
   using key = std::pair<std::string, std::vector<std::int64_t>>;
   /// Stores t under k (an empty tensor: the value was dead); a second value under one key is
   /// an error (two pushes in one iteration).
@@ -96,10 +101,12 @@ class step_store {
     values_.erase(it);
     return t;
   }
+  /// How many values are held.
   std::size_t size() const {
     std::lock_guard lock(mutex_);
     return values_.size();
   }
+  /// An iteration path as text for messages: "[0, 3]".
   static std::string path(const std::vector<std::int64_t>& p) {
     std::string s = "[";
     for (std::size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + std::to_string(p[i]);
@@ -111,30 +118,43 @@ class step_store {
   std::map<key, tensor> values_;
 };
 
+/// What a kernel's compute() sees of one run of its node: the inputs, the outputs to set,
+/// the node's attrs, the device with its allocator and intra-op threads, the step's
+/// resources, cancellation and store. Made by the executor for each run; a kernel written
+/// by a user reads inputs with input(i), makes outputs with allocate_output(i, shape) or
+/// set_output(i, t), and reports bad input with weft::fail (docs/extending.md).
 class kernel_context {
  public:
-  // A context for node n running on `device`, whose intra-op threads (device.cpu()) its
-  // kernel uses and whose allocator its outputs come from (both asked of the device when
-  // used, so that a kernel that needs neither costs no call).
+  /// A context for node n running on `device`, whose intra-op threads (device.cpu()) its
+  /// kernel uses and whose allocator its outputs come from (both asked of the device when
+  /// used, so that a kernel that needs neither costs no call).
   kernel_context(const node& n, std::span<entry> inputs, std::span<entry> outputs, const weft::device& device,
                  resource_manager& resources, cancellation_manager& cancellation, std::int64_t step_id,
                  step_store* store = nullptr)
       : node_(n), inputs_(inputs), outputs_(outputs), device_(device), resources_(resources),
         cancellation_(cancellation), step_id_(step_id), store_(store) {}
 
+  /// The node being run (its name, op, attrs and declared output dtypes).
   const weft::node& node() const noexcept { return node_; }
+  /// How many inputs the node has (control inputs not counted).
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+  /// How many outputs the node declares.
   int num_outputs() const noexcept { return static_cast<int>(outputs_.size()); }
+  /// Input i's tensor (0-based; i < num_inputs()).
   const tensor& input(int i) const { return inputs_[static_cast<std::size_t>(i)].value; }
   /// Whether input i is dead: only a kernel that runs on dead values sees one (AccumulatorPush).
   bool input_dead(int i) const { return inputs_[static_cast<std::size_t>(i)].dead; }
   /// The variable behind a reference input (declared "Ref(T)" in the op).
   resource_variable& input_ref(int i) const { return *input_ref_shared(i); }
+  /// The variable behind reference input i, shared (a kernel that keeps or forwards it);
+  /// an internal error when input i is not a reference.
   std::shared_ptr<resource_variable> input_ref_shared(int i) const {
     const auto& r = inputs_[static_cast<std::size_t>(i)].ref;
     if (!r) fail(error_code::internal, "input ", i, " is not a variable reference");
     return r;
   }
+  /// The node's attr `key` as T (dtype, std::int64_t, float, bool, std::string, shape,
+  /// tensor, or a list of them); a missing attr or another kind is an error naming the node.
   template <class T>
   const T& attr(std::string_view key) const {
     return node_.attr<T>(key);
@@ -146,6 +166,7 @@ class kernel_context {
     e.value = tensor(node_.output_dtype(i), std::move(s), device_.get_allocator());
     return e.value;
   }
+  /// Sets output i to t (shared, not copied); t's dtype must be the node's declared one.
   void set_output(int i, tensor t) {
     if (t.dtype() != node_.output_dtype(i))
       fail(error_code::internal, "kernel produced ", t.dtype(), " for output ", i, " declared ", node_.output_dtype(i));
@@ -172,19 +193,27 @@ class kernel_context {
   }
   /// Marks output i dead, as an untaken branch's (AccumulatorPop of a value that was dead).
   void set_output_dead(int i) { outputs_[static_cast<std::size_t>(i)].dead = true; }
+  /// Sets reference output i to variable v (Variable, and ops that forward a reference).
   void set_output_ref(int i, std::shared_ptr<resource_variable> v) { outputs_[static_cast<std::size_t>(i)].ref = std::move(v); }
 
   /// The device the node runs on (its name, type, allocator, copies to and from the host).
   const weft::device& device() const noexcept { return device_; }
   /// The device's intra-op threads, and the two ways CPU kernels use them.
   const cpu_context& cpu() const noexcept { return device_.cpu(); }
+  /// Eigen's device over the intra-op threads, for Eigen Tensor expressions (`.device(...)`).
   const Eigen::ThreadPoolDevice& eigen_device() const { return cpu().eigen_device(); }
+  /// Splits [0, n) into blocks over the intra-op threads and calls f(begin, end) for each;
+  /// `cost_per_unit` (about the cycles one unit takes) decides how finely, so that a small
+  /// n runs inline on the calling thread.
   void parallel_for(std::int64_t n, double cost_per_unit,
                     const std::function<void(std::int64_t, std::int64_t)>& f) const {
     cpu().parallel_for(n, cost_per_unit, f);
   }
+  /// The session's resources (variables, queues, readers) by container and name.
   resource_manager& resources() const noexcept { return resources_; }
+  /// The step's cancellation, for kernels that wait (register a callback that wakes them).
   cancellation_manager& cancellation() const noexcept { return cancellation_; }
+  /// The step's id, unique within the session.
   std::int64_t step_id() const noexcept { return step_id_; }
   /// The step's store of tensors (AccumulatorPush and AccumulatorPop).
   step_store& store() const {
@@ -202,6 +231,7 @@ class kernel_context {
 
   /// For async kernels: record a failure before calling done.
   void set_error(std::exception_ptr e) { error_ = std::move(e); }
+  /// The failure set_error recorded, or null.
   std::exception_ptr error() const { return error_; }
 
  private:
@@ -216,13 +246,20 @@ class kernel_context {
   std::exception_ptr error_;
 };
 
+/// An op's implementation for one device type. A kernel is made once per node (its
+/// constructor reads and checks the node's attrs) and compute() may then run in several
+/// steps at once: it must not change the kernel but through atomics.
 class op_kernel {
  public:
   virtual ~op_kernel() = default;
+  /// Runs the node once: reads ctx's inputs and sets every output, or throws weft::error
+  /// (weft::fail), which fails the step with the node, op, dtypes and shapes added.
   virtual void compute(kernel_context& ctx) const = 0;
   /// Async kernels (Recv, Dequeue) return from compute_async at once and call done later,
   /// from any thread, holding no executor thread while they wait.
   virtual bool is_async() const noexcept { return false; }
+  /// Runs the node and calls done exactly once, when the outputs are set or after
+  /// ctx.set_error; the default runs compute() at once.
   virtual void compute_async(kernel_context& ctx, std::function<void()> done) const {
     try {
       compute(ctx);
@@ -233,6 +270,7 @@ class op_kernel {
   }
 };
 
+/// Makes the kernel for a node (its constructor may reject the node's attrs by throwing).
 using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
 
 /// Kernels by (op, device type) and an optional type constraint: ("T", float32) picks the
@@ -240,11 +278,15 @@ using kernel_factory = std::function<std::unique_ptr<op_kernel>(const node&)>;
 /// so kernel headers included in several translation units do not conflict.
 class kernel_registry {
  public:
+  /// A kernel that serves only nodes whose type attr `attr` is `type`; an empty attr
+  /// serves every node of the op.
   struct type_constraint {
-    std::string attr;
-    dtype type = dtype::invalid;
+    std::string attr;              ///< the type attr's name ("T"), or empty
+    dtype type = dtype::invalid;  ///< the dtype that attr must have
   };
 
+  /// Registers `factory` for `op` on `device_type` ("CPU", "GPU") under `constraint`;
+  /// returns false (and keeps the first) when that key is already registered.
   bool add(std::string op, std::string device_type, type_constraint constraint, kernel_factory factory) {
     std::unique_lock lock(mutex_);
     auto& list = kernels_[{std::move(op), std::move(device_type)}];
@@ -283,6 +325,7 @@ class kernel_registry {
     return msg.str();
   }
 
+  /// Whether any kernel of `op` is registered on `device_type`.
   bool has(std::string_view op, std::string_view device_type) const {
     std::shared_lock lock(mutex_);
     return kernels_.count({std::string(op), std::string(device_type)}) != 0;
@@ -298,6 +341,7 @@ class kernel_registry {
     return false;
   }
 
+  /// The process's registry, which the kernel headers' registrations fill and sessions read.
   static kernel_registry& global() {
     static kernel_registry* instance = new kernel_registry;  // never destroyed (see op_registry)
     return *instance;
@@ -324,6 +368,7 @@ class kernel_registry {
   std::map<std::pair<std::string, std::string>, std::vector<registration>> kernels_;
 };
 
+/// The kernel_factory of kernel class K: `std::make_unique<K>(n)`.
 template <class K>
 std::unique_ptr<op_kernel> make_kernel(const node& n) {
   return std::make_unique<K>(n);

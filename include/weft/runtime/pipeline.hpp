@@ -48,8 +48,8 @@ namespace weft {
 
 class input_pipeline {
  public:
-  // A graph function of a map stage: from an element's components (outputs of the
-  // pipeline's graph) to the new element's.
+  /// A graph function of a map stage: from an element's components (outputs of the
+  /// pipeline's graph) to the new element's.
   using map_fn = std::function<std::vector<output>(graph&, const std::vector<output>&)>;
 
   /// Elements: row i of every column (all of one first dim).
@@ -190,7 +190,7 @@ class input_pipeline {
   struct stage {
     enum class kind { map, shuffle, batch, batch_exact };
     kind type;
-    std::int64_t n;  // shuffle's buffer, batch's size
+    std::int64_t n;  ///< shuffle's buffer, batch's size
     int workers;
     map_fn f;
   };

@@ -31,7 +31,7 @@ namespace weft {
 
 class rendezvous {
  public:
-  // Who waits for a value: told once, with the token it gave, the value or the abort's error.
+  /// Who waits for a value: told once, with the token it gave, the value or the abort's error.
   class receiver {
    public:
     virtual void received(int token, entry* value, std::exception_ptr error) = 0;

@@ -103,8 +103,8 @@ class resource_variable final : public resource_base {
 
 class resource_manager {
  public:
-  // The variable `name` in `container`, created on first use. A second lookup with another
-  // dtype or shape is an error: two graphs disagree about what the variable is.
+  /// The variable `name` in `container`, created on first use. A second lookup with another
+  /// dtype or shape is an error: two graphs disagree about what the variable is.
   std::shared_ptr<resource_variable> lookup_or_create_variable(const std::string& container, const std::string& name,
                                                       dtype t, const partial_shape& s) {
     auto v = lookup_or_create<resource_variable>(container, name, [&] { return std::make_shared<resource_variable>(t, s, name); });

@@ -28,7 +28,7 @@ namespace weft {
 /// timer may outlive the run, and then find nothing attached.
 class run_stopper {
  public:
-  // Stops the run with error(code, message) (the first stop counts).
+  /// Stops the run with error(code, message) (the first stop counts).
   void stop(error_code code, std::string message) {
     std::lock_guard lock(mutex_);
     if (stopped_) return;
@@ -50,8 +50,8 @@ class run_stopper {
   }
 
  private:
-  // A fresh exception for each target: no exception object is shared with the callbacks
-  // that hold this stopper, which may be destroyed on another thread after the run ends.
+  /// A fresh exception for each target: no exception object is shared with the callbacks
+  /// that hold this stopper, which may be destroyed on another thread after the run ends.
   std::exception_ptr make_error() const { return std::make_exception_ptr(error(code_, message_)); }
 
   mutable std::mutex mutex_;

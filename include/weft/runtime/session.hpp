@@ -38,6 +38,8 @@
 
 namespace weft {
 
+/// How a session runs its graph: threads, devices, placement, transfers, memory and the
+/// graph passes applied when a signature's executable is built (docs/runtime.md).
 struct session_options {
   /// The thread that calls run() works beside the inter-op pool's threads (it runs nodes the
   /// pool has not taken yet), so a step has inter_op_threads + 1 threads for nodes that can
@@ -66,12 +68,12 @@ struct session_options {
   /// measured when the greedy placer or alap Recv scheduling uses several devices
   /// (measured_link), else passes::link_spec's defaults).
   std::vector<passes::device_spec> device_specs;
-  std::optional<passes::link_spec> link;
+  std::optional<passes::link_spec> link;  ///< see device_specs
   /// Lossy transfers (whitepaper §5.5): float32 tensors cross between devices as bfloat16,
   /// their top 16 bits, and are zero-filled back: every float32 transfer when set, else those
   /// of the outputs named in lossy_outputs ("node" or "node:port").
   bool lossy_transfers = false;
-  std::vector<std::string> lossy_outputs;
+  std::vector<std::string> lossy_outputs;  ///< see lossy_transfers
   /// Whether a Recv copies its value into its own device's memory, as between devices of
   /// separate memory spaces (a GPU's Recv always does; CPU devices of separate NUMA nodes
   /// gain from it). Off: a CPU device's Recv hands on the sending device's buffer.
@@ -80,7 +82,7 @@ struct session_options {
   /// late as the placement's simulated step allows (alap: a control edge from the node of the
   /// Recv's device simulated to finish last before the value is needed), so that a copying
   /// transfer holds the receiving device's memory only shortly before it is used.
-  enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;
+  enum class recv_order { asap, alap } recv_scheduling = recv_order::asap;  ///< see recv_order
   std::shared_ptr<resource_manager> resources;    ///< null: a fresh one for this session
   /// The most bytes the tensors this session's kernels allocate on each device may hold at
   /// once; past it a step fails with resource_exhausted naming the node (0: no limit but the
@@ -94,6 +96,7 @@ struct session_options {
   bool eliminate_common_subexpressions = true;
 };
 
+/// Options of one run: tracing, a deadline, cancellation.
 struct run_options {
   bool trace = false;  ///< fill run_metadata::stats with per-node timings
   /// The run fails with deadline_exceeded once it has run this long (zero: no limit): no
@@ -106,17 +109,18 @@ struct run_options {
   cancellation_manager* cancellation = nullptr;
 };
 
+/// What a run reports besides its fetches (session::run's last argument).
 struct run_metadata {
-  step_stats stats;
+  step_stats stats;  ///< each node's device, thread, times and outputs (tools/timeline.hpp writes them)
 };
 
 /// Names an output ("x", "x:1") or a node, by name or by handle.
 class endpoint {
  public:
-  endpoint(const char* name) : name_(name) {}          // NOLINT: names convert
-  endpoint(std::string name) : name_(std::move(name)) {}  // NOLINT
-  endpoint(output o) : output_(o) {}                     // NOLINT
-  endpoint(const node& n) : output_(output{n.id(), 0}) {}  // NOLINT
+  endpoint(const char* name) : name_(name) {}          ///< "node" (its output 0, or the node as a target) or "node:port"
+  endpoint(std::string name) : name_(std::move(name)) {}  ///< as the const char* form
+  endpoint(output o) : output_(o) {}                     ///< an output by handle
+  endpoint(const node& n) : output_(output{n.id(), 0}) {}  ///< a node: its output 0, or the node as a target
 
   /// The output this endpoint names, as a fetch or a feed.
   output resolve(const graph& g) const {
@@ -133,8 +137,8 @@ class endpoint {
   }
 
  private:
-  // The node a handle names; a handle past the end of `g` comes from a node added to the
-  // graph after the session copied it.
+  /// The node a handle names; a handle past the end of `g` comes from a node added to the
+  /// graph after the session copied it.
   const node& node_in(const graph& g) const {
     if (output_.node >= g.size())
       fail(error_code::not_found, "node handle ", output_.node, " is not in the session's graph of ", g.size(),
@@ -146,10 +150,16 @@ class endpoint {
   output output_{};
 };
 
+/// Values fed to a run in place of outputs: (output, tensor) pairs.
 using feed_list = std::vector<std::pair<endpoint, tensor>>;
 
+/// Runs a graph (whitepaper §3): each distinct (feeds, fetches, targets) signature is pruned,
+/// placed, partitioned by device and optimized once into a cached executable; run() then
+/// executes it. Variables and queues live in the session's resources across runs. run() may
+/// be called from several threads at once.
 class session {
  public:
+  /// A session over a copy of g, with `options`' threads and devices.
   explicit session(const graph& g, session_options options = {})
       : graph_(std::make_shared<const graph>(g)),
         resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
@@ -192,6 +202,10 @@ class session {
     return {d.name(), 50e9 * threads, std::min(10e9 * threads, 40e9), 2e-6};
   }
 
+  /// Runs one step: feeds replace their outputs' values, the fetched outputs' values are
+  /// returned in order, and targets (and the fetches) run with everything they depend on.
+  /// A failing node fails the step with a weft::error naming it, and the session stays
+  /// usable. `metadata` (or options.trace) records per-node stats.
   std::vector<tensor> run(const feed_list& feeds, const std::vector<endpoint>& fetches,
                           const std::vector<endpoint>& targets = {}, const run_options& options = {},
                           run_metadata* metadata = nullptr) {
@@ -244,12 +258,15 @@ class session {
     cache_.clear();
   }
 
+  /// Runs a step that fetches one output and returns its value.
   tensor run_one(const feed_list& feeds, const endpoint& fetch) { return run(feeds, {fetch}).at(0); }
 
+  /// The session's graph (its copy of the one it was made with).
   const graph& current_graph() const {
     std::lock_guard lock(mutex_);
     return *graph_;
   }
+  /// The session's variables, queues and readers (session_options::resources, or its own).
   resource_manager& resources() const noexcept { return *resources_; }
   /// The default device (CPU:0), and every device of the session.
   const weft::device& device() const noexcept { return *devices_.front(); }
@@ -257,6 +274,7 @@ class session {
   /// The session's devices as the cost model sees them (session_options::device_specs, or
   /// measured, or the defaults) and the links between them.
   const passes::cluster& cluster() const noexcept { return cluster_; }
+  /// How many signatures have a cached executable (each new one is built on its first run).
   std::size_t cached_executables() const {
     std::lock_guard lock(mutex_);
     return cache_.size();

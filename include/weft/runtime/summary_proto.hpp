@@ -123,9 +123,9 @@ class histogram_builder {
   }
 
  private:
-  // For each binary exponent e of the finite limits' range: the first limit above 2^e (a
-  // positive value of that exponent lands there or later) and the first above -2^(e+1) (a
-  // negative one).
+  /// For each binary exponent e of the finite limits' range: the first limit above 2^e (a
+  /// positive value of that exponent lands there or later) and the first above -2^(e+1) (a
+  /// negative one).
   struct exponent_table {
     int lowest = 0;
     std::vector<std::size_t> positive, negative;

@@ -48,7 +48,7 @@ namespace weft {
 /// top of this header).
 class metrics_logger {
  public:
-  // Writes to `writer` (may be null: the means are only kept) every `every` steps.
+  /// Writes to `writer` (may be null: the means are only kept) every `every` steps.
   explicit metrics_logger(summary_writer* writer = nullptr, std::int64_t every = 100) : writer_(writer), every_(every) {
     if (every < 1) fail(error_code::invalid_argument, "weft::metrics_logger: every is ", every, ", at least 1");
   }
@@ -131,7 +131,7 @@ struct progress_options {
 /// this header).
 class progress_bar {
  public:
-  // An epoch of `steps` steps (0 when unknown: no bar, no time left).
+  /// An epoch of `steps` steps (0 when unknown: no bar, no time left).
   explicit progress_bar(std::int64_t steps, progress_options options = {}) : steps_(steps), options_(std::move(options)) {
     if (steps < 0) fail(error_code::invalid_argument, "weft::progress_bar: ", steps, " steps");
     if (options_.line_every < 1) fail(error_code::invalid_argument, "weft::progress_bar: line_every is ", options_.line_every);

@@ -50,7 +50,7 @@ struct summary_writer_options {
 /// this header).
 class summary_writer {
  public:
-  // Creates `logdir` if needed and a new events file in it, which starts with the file version.
+  /// Creates `logdir` if needed and a new events file in it, which starts with the file version.
   explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {})
       : options_(std::move(options)) {
     std::error_code ec;

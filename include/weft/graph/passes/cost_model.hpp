@@ -125,8 +125,8 @@ struct cost_model_options {
 
 class cost_model {
  public:
-  // The costs of g's nodes. known: shapes of outputs known beyond the graph's (the values a
-  // run feeds); the shapes of the nodes after them are inferred again from these.
+  /// The costs of g's nodes. known: shapes of outputs known beyond the graph's (the values a
+  /// run feeds); the shapes of the nodes after them are inferred again from these.
   explicit cost_model(const graph& g, const std::vector<std::pair<output, shape>>& known = {},
                       cost_model_options options = {})
       : graph_(&g), options_(options) {

@@ -34,7 +34,7 @@ struct cse_signature {
 
 class cse_table {
  public:
-  // The node equal to op(inputs) with `signature` added before, if any.
+  /// The node equal to op(inputs) with `signature` added before, if any.
   std::optional<int> find(std::string_view op, const std::vector<output>& inputs, const cse_signature& signature) const {
     auto it = nodes_.find(key{std::string(op), inputs});
     if (it == nodes_.end()) return std::nullopt;

@@ -42,7 +42,7 @@ inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::
 template <std::size_t N>
 class broadcast_rows {
  public:
-  // `in` are the inputs' shapes, each broadcastable to `out` (checked by the caller).
+  /// `in` are the inputs' shapes, each broadcastable to `out` (checked by the caller).
   broadcast_rows(const shape& out, const std::array<const shape*, N>& in, std::int64_t max_piece = 4096) {
     std::array<std::vector<std::int64_t>, N> full;
     for (std::size_t k = 0; k < N; ++k) full[k] = broadcast_strides(*in[k], out);

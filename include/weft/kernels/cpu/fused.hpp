@@ -264,7 +264,7 @@ class fused_kernel final : public op_kernel {
   }
 
  private:
-  // out[0, len) = the subtree at elements [s, s + len) of the leaves.
+  /// out[0, len) = the subtree at elements [s, s + len) of the leaves.
   static void eval_chunk(T* out, const void* const* in, std::int64_t s, std::int64_t len) {
     if constexpr (fusion::has_looped_type<E>::value) {
       for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fusion::scalar<0, E>(in, s + i));

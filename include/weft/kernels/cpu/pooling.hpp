@@ -154,8 +154,8 @@ struct max_pool_grad_op : pool_base {
   }
 
  private:
-  // Calls f(output row, its window's maxima) for every output position, images split
-  // between the threads.
+  /// Calls f(output row, its window's maxima) for every output position, images split
+  /// between the threads.
   template <class C, class F>
   void each_window(kernel_context& ctx, const geometry& g, const C* in, F&& f) const {
     ctx.parallel_for(g.n, 2 * cost(g), [&](std::int64_t b, std::int64_t e) {
