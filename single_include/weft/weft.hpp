@@ -688,31 +688,44 @@ using memory_limit_ptr = std::unique_ptr<limited_allocator, detail::release_limi
 
 namespace weft {
 
+/// A dimension not known until run time, in a partial_shape (a Placeholder's batch dim).
 inline constexpr std::int64_t unknown_dim = -1;
 /// The most dims a shape built from a tensor of dims may have (TensorFlow's limit too).
 inline constexpr int max_rank = 254;
 
+/// A tensor's dimensions, all known: rank 0 is a scalar. A negative dim, or dims whose
+/// product overflows int64, is an error when the shape is made.
 class shape {
  public:
+  /// A scalar's shape (rank 0).
   shape() = default;
+  /// `shape{2, 3}`.
   shape(std::initializer_list<std::int64_t> dims) : dims_(dims) { check(); }
+  /// A shape of `dims`.
   explicit shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) { check(); }
 
+  /// How many dims.
   int rank() const noexcept { return static_cast<int>(dims_.size()); }
+  /// Dim i (0 <= i < rank(); another i is an out_of_range error).
   std::int64_t dim(int i) const {
     if (i < 0 || i >= rank()) fail(error_code::out_of_range, "shape ", *this, " has no dimension ", i);
     return dims_[static_cast<std::size_t>(i)];
   }
+  /// Dim i, unchecked.
   std::int64_t operator[](int i) const noexcept { return dims_[static_cast<std::size_t>(i)]; }
+  /// The dims.
   const std::vector<std::int64_t>& dims() const noexcept { return dims_; }
 
+  /// The product of the dims: 1 for a scalar, 0 when a dim is 0.
   std::int64_t num_elements() const noexcept {
     std::int64_t n = 1;
     for (auto d : dims_) n *= d;
     return n;
   }
+  /// Whether the rank is 0.
   bool is_scalar() const noexcept { return dims_.empty(); }
 
+  /// Equal when the dims are.
   friend bool operator==(const shape&, const shape&) = default;
 
  private:
@@ -722,40 +735,56 @@ class shape {
   std::vector<std::int64_t> dims_;
 };
 
+/// Writes "[2,3]" ("[]" for a scalar).
 inline std::ostream& operator<<(std::ostream& out, const shape& s) {
   out << '[';
   for (int i = 0; i < s.rank(); ++i) out << (i ? "," : "") << s[i];
   return out << ']';
 }
 
+/// The shape as operator<< writes it.
 inline std::string to_string(const shape& s) {
   std::ostringstream out;
   out << s;
   return out.str();
 }
 
+/// A shape known in part, as graphs infer them before run time: the rank may be unknown,
+/// and any dim may be unknown_dim (printed '?').
 class partial_shape {
  public:
   partial_shape() = default;  ///< unknown rank
+  /// `partial_shape{unknown_dim, 784}`.
   partial_shape(std::initializer_list<std::int64_t> dims) : dims_(std::vector<std::int64_t>(dims)) {}
+  /// A partial shape of `dims` (unknown_dim where unknown).
   explicit partial_shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
+  /// A known shape is a partial one.
   partial_shape(const shape& s) : dims_(s.dims()) {}  // NOLINT: a known shape is a partial one
 
+  /// Nothing known, not even the rank.
   static partial_shape unknown_rank() { return {}; }
+  /// A known rank, every dim unknown.
   static partial_shape unknown_of_rank(int rank) {
     return partial_shape(std::vector<std::int64_t>(static_cast<std::size_t>(rank), unknown_dim));
   }
 
+  /// Whether the rank is known.
   bool rank_known() const noexcept { return dims_.has_value(); }
+  /// The rank, or -1 when unknown.
   int rank() const noexcept { return dims_ ? static_cast<int>(dims_->size()) : -1; }
+  /// Dim i (unknown_dim when unknown), unchecked; the rank must be known.
   std::int64_t operator[](int i) const noexcept { return (*dims_)[static_cast<std::size_t>(i)]; }
+  /// The dims; std::bad_optional_access when the rank is unknown.
   const std::vector<std::int64_t>& dims() const { return dims_.value(); }
+  /// Whether the rank and every dim are known.
   bool fully_known() const noexcept {
     if (!dims_) return false;
     for (auto d : *dims_)
       if (d < 0) return false;
     return true;
   }
+  /// The shape, when fully known; an unknown dim is an invalid_argument error (an unknown
+  /// rank, std::bad_optional_access).
   shape to_shape() const { return shape(dims()); }
 
   /// True when a run-time shape `s` is one this partial shape allows.
@@ -767,12 +796,14 @@ class partial_shape {
     return true;
   }
 
+  /// Equal when both ranks are unknown, or the dims are equal (unknown_dim equals itself).
   friend bool operator==(const partial_shape&, const partial_shape&) = default;
 
  private:
   std::optional<std::vector<std::int64_t>> dims_;
 };
 
+/// Writes "[?,784]", or "<unknown>" for an unknown rank.
 inline std::ostream& operator<<(std::ostream& out, const partial_shape& s) {
   if (!s.rank_known()) return out << "<unknown>";
   out << '[';
@@ -1328,49 +1359,77 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 
 namespace weft {
 
+/// What an attr holds (the alternatives of attr_value::storage, in order).
 enum class attr_kind { integer, real, boolean, string, type, shape, tensor, int_list, real_list, type_list, shape_list, string_list };
 
+/// The kind's name as op specs spell it: "int", "float", "list(type)", ...
 inline const char* name(attr_kind k) noexcept {
   constexpr const char* names[] = {"int",       "float",      "bool",       "string",     "type",      "shape",
                                    "tensor",    "list(int)",  "list(float)", "list(type)", "list(shape)", "list(string)"};
   return names[static_cast<int>(k)];
 }
 
+/// A node attribute's value: a number, bool, string, dtype, shape, tensor or a list. Built
+/// implicitly from the C++ value (`{"T", dtype::float32}`, `{"axis", 1}`, `{"strides",
+/// {1, 2, 2, 1}}`); ints are held as int64 and floats as double.
 class attr_value {
  public:
+  /// The held value, one alternative per attr_kind.
   using storage = std::variant<std::int64_t, double, bool, std::string, dtype, partial_shape, tensor,
                                std::vector<std::int64_t>, std::vector<double>, std::vector<dtype>,
                                std::vector<partial_shape>, std::vector<std::string>>;
 
+  /// The int 0.
   attr_value() = default;
+  /// An int (any integral type but bool), held as int64.
   template <class T>
     requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)
   attr_value(T v) : v_(static_cast<std::int64_t>(v)) {}  // NOLINT
+  /// A float, held as double.
   attr_value(double v) : v_(v) {}                           // NOLINT
+  /// A float, held as double.
   attr_value(float v) : v_(static_cast<double>(v)) {}       // NOLINT
+  /// A bool.
   attr_value(bool v) : v_(v) {}                             // NOLINT
+  /// A string.
   attr_value(std::string v) : v_(std::move(v)) {}           // NOLINT
+  /// A string.
   attr_value(const char* v) : v_(std::string(v)) {}         // NOLINT
+  /// A type.
   attr_value(dtype v) : v_(v) {}                            // NOLINT
+  /// A shape, possibly partly known.
   attr_value(partial_shape v) : v_(std::move(v)) {}         // NOLINT
+  /// A shape, held as a partial_shape.
   attr_value(const shape& v) : v_(partial_shape(v)) {}      // NOLINT
+  /// A tensor (Const's value), shared, not copied.
   attr_value(tensor v) : v_(std::move(v)) {}                // NOLINT
+  /// A list(int).
   attr_value(std::vector<std::int64_t> v) : v_(std::move(v)) {}  // NOLINT
+  /// A list(int): `{1, 2, 2, 1}`.
   attr_value(std::initializer_list<std::int64_t> v) : v_(std::vector<std::int64_t>(v)) {}  // NOLINT
+  /// A list(int), held as int64.
   attr_value(std::vector<int> v) : v_(std::vector<std::int64_t>(v.begin(), v.end())) {}    // NOLINT
+  /// A list(float).
   attr_value(std::vector<double> v) : v_(std::move(v)) {}           // NOLINT
+  /// A list(type).
   attr_value(std::vector<dtype> v) : v_(std::move(v)) {}            // NOLINT
+  /// A list(shape).
   attr_value(std::vector<partial_shape> v) : v_(std::move(v)) {}    // NOLINT
+  /// A list(string).
   attr_value(std::vector<std::string> v) : v_(std::move(v)) {}      // NOLINT
 
+  /// What the value holds.
   attr_kind kind() const noexcept { return static_cast<attr_kind>(v_.index()); }
+  /// The held value (std::visit it).
   const storage& value() const noexcept { return v_; }
 
+  /// The value as T (one of storage's alternatives), or null when it holds another.
   template <class T>
   const T* get_if() const noexcept {
     return std::get_if<T>(&v_);
   }
 
+  /// Equal when of one kind and equal values; tensors compare by dtype, shape and bytes.
   friend bool operator==(const attr_value& a, const attr_value& b) {
     if (a.v_.index() != b.v_.index()) return false;
     if (auto* ta = std::get_if<tensor>(&a.v_)) {
@@ -1395,6 +1454,7 @@ class attr_value {
   storage v_{std::int64_t{0}};
 };
 
+/// Writes the value for messages: `true`, `"same"`, `float32`, `[1,2]`, a tensor as `float32[2,2]`.
 inline std::ostream& operator<<(std::ostream& out, const attr_value& a) {
   std::visit(
       [&](const auto& v) {
@@ -1424,19 +1484,23 @@ inline std::ostream& operator<<(std::ostream& out, const attr_value& a) {
 
 namespace weft {
 
+/// One input or output of an op, as its spec declares it ("x: T", "y: float32",
+/// "values: N * T", "ref: Ref(T)", "args: Tin").
 struct arg_def {
-  std::string name;
+  std::string name;  ///< the argument's name
   dtype fixed = dtype::invalid;  ///< set when the dtype is fixed
   std::string type_attr;         ///< else the type attr that names it
   std::string number_attr;       ///< set for "N * T": the int attr counting the tensors
-  bool is_ref = false;
+  bool is_ref = false;           ///< "Ref(T)": a variable reference, not a value
   bool type_list = false;        ///< "name: Tin" with Tin a list(type): one tensor per listed dtype
 };
 
+/// One attr of an op, as its spec declares it ("T: {float32, float64} = float32",
+/// "N: int", "transpose_a: bool = false", "T: any type").
 struct attr_def {
-  std::string name;
-  attr_kind kind = attr_kind::integer;
-  std::optional<attr_value> default_value;
+  std::string name;                          ///< the attr's name
+  attr_kind kind = attr_kind::integer;       ///< what it holds
+  std::optional<attr_value> default_value;  ///< the value when a node gives none (none: required)
   std::vector<dtype> allowed;  ///< for type attrs: empty means any plain dtype (bool, the numbers)
   bool admits_string = false;  ///< "T: any type": string too, besides any plain dtype
 
@@ -1448,6 +1512,7 @@ struct attr_def {
     if (admits_string) all.push_back(dtype::string);
     return all;
   }
+  /// Whether this type attr admits t.
   bool admits(dtype t) const {
     if (!allowed.empty()) return std::find(allowed.begin(), allowed.end(), t) != allowed.end();
     return is_plain(t) || (admits_string && t == dtype::string);
@@ -1461,10 +1526,11 @@ class attr_map;
 /// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
 /// guess stands in), as doubles so that products of dims cannot overflow.
 struct op_cost_args {
-  const attr_map& attrs;
-  const std::vector<std::vector<double>>& inputs;
-  const std::vector<std::vector<double>>& outputs;
+  const attr_map& attrs;                             ///< the node's attrs
+  const std::vector<std::vector<double>>& inputs;   ///< each input's dims
+  const std::vector<std::vector<double>>& outputs;  ///< each output's dims
 
+  /// The product of `dims` (1 for a scalar).
   static double elements(const std::vector<double>& dims) noexcept {
     double n = 1;
     for (double d : dims) n *= d;
@@ -1472,6 +1538,7 @@ struct op_cost_args {
   }
   /// Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
   double input_dim(std::size_t k, int i) const noexcept { return dim(inputs, k, i); }
+  /// Dim i of output k, as input_dim.
   double output_dim(std::size_t k, int i) const noexcept { return dim(outputs, k, i); }
 
  private:
@@ -1487,11 +1554,13 @@ struct op_cost_args {
 /// An op's part in control flow: the executor runs these ops itself, with no kernel.
 enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
 
+/// An op (whitepaper §2): its name, inputs, outputs, attrs, properties and shape function.
+/// Made with op_def_builder and registered once in op_registry; nodes refer to it.
 struct op_def {
-  std::string name;
-  std::vector<arg_def> inputs;
-  std::vector<arg_def> outputs;
-  std::vector<attr_def> attrs;
+  std::string name;              ///< the op's name ("MatMul")
+  std::vector<arg_def> inputs;   ///< the inputs, in order
+  std::vector<arg_def> outputs;  ///< the outputs, in order
+  std::vector<attr_def> attrs;   ///< the attrs
   bool stateful = false;  ///< never merged by CSE, never constant-folded
   bool cheap = false;     ///< always run inline by the executor, whatever the tensor sizes
   /// What the runtime and the passes do with the op besides running its kernel, so that
@@ -1501,11 +1570,14 @@ struct op_def {
   bool constant = false;            ///< its output is its `value` attr (Const): constant folding starts there
   bool variable = false;            ///< a variable (Variable): what checkpoints save and restore
   bool runs_on_dead_value = false;  ///< runs when a value it reads is dead, but for its key (AccumulatorPush)
+  /// Infers the outputs' shapes from the inputs' and the attrs, and checks them (a wrong
+  /// shape is an error naming the node); unset: every output's shape is unknown.
   std::function<void(shape_context&)> shape_fn;
   /// The arithmetic operations one run does, for the cost model; unset: one per element of
   /// its largest input or output (elementwise ops, reductions, copies).
   std::function<double(const op_cost_args&)> flops_fn;
 
+  /// The attr named n, or null.
   const attr_def* find_attr(std::string_view n) const {
     for (const auto& a : attrs)
       if (a.name == n) return &a;
@@ -1647,17 +1719,28 @@ inline attr_def parse_attr(std::string_view op, std::string_view spec) {
 
 }  // namespace detail
 
+/// Builds an op_def from TensorFlow-style specs (docs/extending.md):
+/// `op_def_builder("Scale").input("x: T").output("y: T").attr("T: {float32, float64}")
+/// .attr("factor: float = 1").shape_fn(...).build()`. A spec that does not parse is an
+/// invalid_argument error naming the op.
 class op_def_builder {
  public:
+  /// An op named `name`, with no arguments or attrs yet.
   explicit op_def_builder(std::string name) { def_.name = std::move(name); }
+  /// Adds an input: "name: T" (a type attr), "name: float32" (a fixed dtype), "name: N * T"
+  /// (N tensors), "name: Ref(T)" (a variable reference), "name: Tin" (a list(type) attr).
   op_def_builder& input(std::string_view spec) {
     def_.inputs.push_back(detail::parse_arg(def_.name, spec));
     return *this;
   }
+  /// Adds an output, spelled as an input is.
   op_def_builder& output(std::string_view spec) {
     def_.outputs.push_back(detail::parse_arg(def_.name, spec));
     return *this;
   }
+  /// Adds an attr: "name: KIND [= default]" with KIND int, float, bool, string, type, shape,
+  /// tensor, list(int), list(float), list(type), list(shape) or list(string); "name:
+  /// {float32, int32}" (a type attr of those dtypes), "name: any type" (string too).
   op_def_builder& attr(std::string_view spec) {
     def_.attrs.push_back(detail::parse_attr(def_.name, spec));
     return *this;
@@ -1669,42 +1752,52 @@ class op_def_builder {
     def_.attrs.push_back(std::move(a));
     return *this;
   }
+  /// The op has state or effects (never merged by CSE, never constant-folded).
   op_def_builder& stateful(bool v = true) {
     def_.stateful = v;
     return *this;
   }
+  /// The executor always runs the op inline (it is cheap whatever the sizes).
   op_def_builder& cheap(bool v = true) {
     def_.cheap = v;
     return *this;
   }
+  /// The op's part in control flow (the executor runs it; no kernel).
   op_def_builder& control_flow(flow role) {
     def_.control = role;
     return *this;
   }
+  /// The op's value is fed to run() (Placeholder).
   op_def_builder& feed() {
     def_.feed = true;
     return *this;
   }
+  /// The op's output is its `value` attr (Const).
   op_def_builder& constant() {
     def_.constant = true;
     return *this;
   }
+  /// The op is a variable (checkpoints save and restore it).
   op_def_builder& variable() {
     def_.variable = true;
     return *this;
   }
+  /// The op runs when a value it reads is dead (AccumulatorPush).
   op_def_builder& runs_on_dead_value() {
     def_.runs_on_dead_value = true;
     return *this;
   }
+  /// The shape function (op_def::shape_fn).
   op_def_builder& shape_fn(std::function<void(shape_context&)> f) {
     def_.shape_fn = std::move(f);
     return *this;
   }
+  /// The cost rule (op_def::flops_fn).
   op_def_builder& flops(std::function<double(const op_cost_args&)> f) {
     def_.flops_fn = std::move(f);
     return *this;
   }
+  /// The op_def (register_op(builder) builds and registers it).
   op_def build() const {
     op_def d = def_;
     for (auto* args : {&d.inputs, &d.outputs})
@@ -1796,15 +1889,19 @@ inline const op_def& register_op(const op_def_builder& builder) { return op_regi
 
 namespace weft {
 
+/// A node's attrs by name, kept sorted by name: `{{"T", dtype::float32}, {"axis", 1}}`.
 class attr_map {
  public:
+  /// A name and its value.
   using entry = std::pair<std::string, attr_value>;
 
   attr_map() = default;
+  /// The given entries; a later one replaces an earlier one of the same name.
   attr_map(std::initializer_list<entry> entries) {
     for (const auto& e : entries) set(e.first, e.second);
   }
 
+  /// Sets attr `key` to v, replacing any value it had.
   void set(std::string_view key, attr_value v) {
     auto it = lower(key);
     if (it != entries_.end() && it->first == key)
@@ -1812,13 +1909,17 @@ class attr_map {
     else
       entries_.insert(it, entry(std::string(key), std::move(v)));
   }
+  /// The value of attr `key`, or null.
   const attr_value* find(std::string_view key) const {
     auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
                                [](const entry& e, std::string_view k) { return e.first < k; });
     return it != entries_.end() && it->first == key ? &it->second : nullptr;
   }
+  /// Whether attr `key` is set.
   bool contains(std::string_view key) const { return find(key) != nullptr; }
+  /// Every entry, sorted by name.
   const std::vector<entry>& entries() const noexcept { return entries_; }
+  /// Equal when the same names have equal values.
   friend bool operator==(const attr_map&, const attr_map&) = default;
 
  private:
@@ -1839,8 +1940,13 @@ const T& get_attr(const attr_map& attrs, std::string_view key, const std::string
   return *p;
 }
 
+/// What an op's shape function sees of a node being added: the inputs' dtypes, inferred
+/// shapes and (for constant inputs) values, the attrs; it sets each output's shape with
+/// set_output and rejects the node with fail(), whose error names the node, op, and every
+/// input's dtype and shape.
 class shape_context {
  public:
+  /// A context for the node `who` describes (node::describe()), made by the graph.
   shape_context(const std::string& who, const attr_map& attrs, std::vector<dtype> in_types,
                 std::vector<partial_shape> in_shapes, std::vector<const tensor*> in_values,
                 std::vector<dtype> out_types)
@@ -1848,18 +1954,25 @@ class shape_context {
         in_values_(std::move(in_values)), out_types_(std::move(out_types)),
         out_shapes_(out_types_.size()) {}
 
+  /// How many data inputs the node has.
   int num_inputs() const noexcept { return static_cast<int>(in_shapes_.size()); }
+  /// How many outputs it has.
   int num_outputs() const noexcept { return static_cast<int>(out_types_.size()); }
+  /// Input i's dtype.
   dtype input_dtype(int i) const { return in_types_.at(static_cast<std::size_t>(i)); }
+  /// Input i's shape as inferred (dims or the rank may be unknown).
   const partial_shape& input(int i) const { return in_shapes_.at(static_cast<std::size_t>(i)); }
+  /// Output i's dtype.
   dtype output_dtype(int i) const { return out_types_.at(static_cast<std::size_t>(i)); }
   /// The value of input i when its producer is a constant, else nullptr.
   const tensor* input_value(int i) const { return in_values_.at(static_cast<std::size_t>(i)); }
 
+  /// Attr `key` as T; missing or of another kind is an error naming the node.
   template <class T>
   const T& attr(std::string_view key) const {
     return get_attr<T>(attrs_, key, who_);
   }
+  /// Every attr of the node.
   const attr_map& attrs() const noexcept { return attrs_; }
 
   /// The known dims of an output shape obey a shape's rule (core/checked.hpp): their
@@ -1874,6 +1987,7 @@ class shape_context {
     }
     out_shapes_.at(static_cast<std::size_t>(i)) = std::move(s);
   }
+  /// The outputs' shapes as set so far (unknown rank where unset).
   const std::vector<partial_shape>& output_shapes() const noexcept { return out_shapes_; }
 
   /// Throws invalid_argument naming the node, op, and every input's dtype and shape.
@@ -1920,43 +2034,66 @@ namespace weft {
 
 /// One output of a node: `node:port`.
 struct output {
-  int node = -1;
-  int port = 0;
+  int node = -1;  ///< the node's id in its graph (-1: none)
+  int port = 0;   ///< which of its outputs, from 0
+  /// Equal when both the node and the port are.
   friend bool operator==(const output&, const output&) = default;
+  /// Ordered by node, then port (outputs as map keys).
   friend auto operator<=>(const output&, const output&) = default;
 };
 
 class graph;
 
+/// A node of a graph: an op with attrs, data inputs and control inputs, the device it asks
+/// for, and the dtypes and inferred shapes of its outputs. Made by graph::op (checked there)
+/// and immutable once added.
 class node {
  public:
+  /// The node's id: its index in its graph, in the order nodes were added.
   int id() const noexcept { return id_; }
+  /// The node's name, unique in its graph ("layer1/MatMul").
   const std::string& name() const noexcept { return name_; }
+  /// The op's name ("MatMul").
   const std::string& op() const noexcept { return def_->name; }
+  /// The op's definition: inputs, outputs, attrs and shape function.
   const op_def& def() const noexcept { return *def_; }
+  /// Every attr, the op's defaults filled in.
   const attr_map& attrs() const noexcept { return attrs_; }
+  /// Attr `key` as T; a missing attr or another kind is an error naming the node.
   template <class T>
   const T& attr(std::string_view key) const {
     return get_attr<T>(attrs_, key, describe());
   }
+  /// The data inputs: other nodes' outputs, in the op's order.
   const std::vector<output>& inputs() const noexcept { return inputs_; }
+  /// The ids of the nodes that must finish before this one starts.
   const std::vector<int>& control_inputs() const noexcept { return control_inputs_; }
+  /// The device the node asks for ("/device:GPU:0"; empty: any), which placement honours.
   const std::string& device() const noexcept { return device_; }
   /// The colocation group: the name of the node this one must be placed with (empty: none).
   /// Groups are flat: colocating with a colocated node joins that node's group.
   const std::string& colocation() const noexcept { return colocation_; }
+  /// How many data inputs.
   int num_inputs() const noexcept { return static_cast<int>(inputs_.size()); }
+  /// How many outputs.
   int num_outputs() const noexcept { return static_cast<int>(output_dtypes_.size()); }
+  /// Input i's dtype.
   dtype input_dtype(int i) const { return input_dtypes_.at(static_cast<std::size_t>(i)); }
+  /// Whether input i is a variable reference ("Ref(T)" in the op).
   bool input_is_ref(int i) const { return input_is_ref_.at(static_cast<std::size_t>(i)); }
+  /// Output i's dtype.
   dtype output_dtype(int i) const { return output_dtypes_.at(static_cast<std::size_t>(i)); }
+  /// Output i's shape as the op's shape function inferred it (dims or the rank may be unknown).
   const partial_shape& output_shape(int i) const { return output_shapes_.at(static_cast<std::size_t>(i)); }
+  /// Whether output i is a variable reference.
   bool output_is_ref(int i) const { return output_is_ref_.at(static_cast<std::size_t>(i)); }
+  /// Output `port`; a port the node does not have is an error naming it.
   output out(int port = 0) const {
     if (port < 0 || port >= num_outputs())
       fail(error_code::out_of_range, describe(), ": has no output ", port, " (it has ", num_outputs(), ")");
     return {id_, port};
   }
+  /// A node stands for its first output.
   operator output() const { return out(0); }  // NOLINT: a node stands for its first output
 
   /// "node 'layer1/MatMul' (MatMul)": how every error names a node.
@@ -1985,20 +2122,23 @@ class node {
 struct node_options {
   std::string name;                 ///< default: the op name, made unique
   std::vector<int> control_inputs;  ///< node ids
-  std::string device = {};
+  std::string device = {};         ///< the device asked for ("/device:GPU:0")
   std::string colocate_with = {};  ///< a node name
 
   node_options() = default;
-  node_options(const char* n) : name(n) {}          // NOLINT: a bare string is a name
-  node_options(std::string n) : name(std::move(n)) {}  // NOLINT
+  node_options(const char* n) : name(n) {}          ///< a bare string is a name
+  node_options(std::string n) : name(std::move(n)) {}  ///< a bare string is a name
+  /// Asks for device d.
   node_options& on(std::string d) {
     device = std::move(d);
     return *this;
   }
+  /// Adds control inputs: the node runs after the nodes of `ids`.
   node_options& after(std::vector<int> ids) {
     control_inputs.insert(control_inputs.end(), ids.begin(), ids.end());
     return *this;
   }
+  /// Places the node with node `node_name` (its colocation group).
   node_options& colocate(std::string node_name) {
     colocate_with = std::move(node_name);
     return *this;
@@ -2007,11 +2147,11 @@ struct node_options {
 
 /// A node by names only, as a serialized or runtime-built model describes it.
 struct node_spec {
-  std::string name;
-  std::string op;
+  std::string name;                         ///< the node's name
+  std::string op;                           ///< the op's name
   std::vector<std::string> inputs;          ///< "node", "node:port"; "^node" is a control input
-  attr_map attrs;
-  std::string device = {};
+  attr_map attrs;                           ///< the attrs given (the op's defaults fill the rest)
+  std::string device = {};                  ///< the device asked for (empty: any)
   std::string colocate_with = {};  ///< a node name, of this graph or of the specs
 };
 

@@ -28,19 +28,23 @@
 
 namespace weft {
 
+/// One input or output of an op, as its spec declares it ("x: T", "y: float32",
+/// "values: N * T", "ref: Ref(T)", "args: Tin").
 struct arg_def {
-  std::string name;
+  std::string name;  ///< the argument's name
   dtype fixed = dtype::invalid;  ///< set when the dtype is fixed
   std::string type_attr;         ///< else the type attr that names it
   std::string number_attr;       ///< set for "N * T": the int attr counting the tensors
-  bool is_ref = false;
+  bool is_ref = false;           ///< "Ref(T)": a variable reference, not a value
   bool type_list = false;        ///< "name: Tin" with Tin a list(type): one tensor per listed dtype
 };
 
+/// One attr of an op, as its spec declares it ("T: {float32, float64} = float32",
+/// "N: int", "transpose_a: bool = false", "T: any type").
 struct attr_def {
-  std::string name;
-  attr_kind kind = attr_kind::integer;
-  std::optional<attr_value> default_value;
+  std::string name;                          ///< the attr's name
+  attr_kind kind = attr_kind::integer;       ///< what it holds
+  std::optional<attr_value> default_value;  ///< the value when a node gives none (none: required)
   std::vector<dtype> allowed;  ///< for type attrs: empty means any plain dtype (bool, the numbers)
   bool admits_string = false;  ///< "T: any type": string too, besides any plain dtype
 
@@ -52,6 +56,7 @@ struct attr_def {
     if (admits_string) all.push_back(dtype::string);
     return all;
   }
+  /// Whether this type attr admits t.
   bool admits(dtype t) const {
     if (!allowed.empty()) return std::find(allowed.begin(), allowed.end(), t) != allowed.end();
     return is_plain(t) || (admits_string && t == dtype::string);
@@ -65,10 +70,11 @@ class attr_map;
 /// its inputs and outputs, every dim known (where the graph leaves one open, the cost model's
 /// guess stands in), as doubles so that products of dims cannot overflow.
 struct op_cost_args {
-  const attr_map& attrs;
-  const std::vector<std::vector<double>>& inputs;
-  const std::vector<std::vector<double>>& outputs;
+  const attr_map& attrs;                             ///< the node's attrs
+  const std::vector<std::vector<double>>& inputs;   ///< each input's dims
+  const std::vector<std::vector<double>>& outputs;  ///< each output's dims
 
+  /// The product of `dims` (1 for a scalar).
   static double elements(const std::vector<double>& dims) noexcept {
     double n = 1;
     for (double d : dims) n *= d;
@@ -76,6 +82,7 @@ struct op_cost_args {
   }
   /// Dim i of input k, counted from the end when i is negative; 0 when there is no such dim.
   double input_dim(std::size_t k, int i) const noexcept { return dim(inputs, k, i); }
+  /// Dim i of output k, as input_dim.
   double output_dim(std::size_t k, int i) const noexcept { return dim(outputs, k, i); }
 
  private:
@@ -91,11 +98,13 @@ struct op_cost_args {
 /// An op's part in control flow: the executor runs these ops itself, with no kernel.
 enum class flow : std::uint8_t { plain, switch_, merge, enter, exit, next_iteration, loop_cond };
 
+/// An op (whitepaper §2): its name, inputs, outputs, attrs, properties and shape function.
+/// Made with op_def_builder and registered once in op_registry; nodes refer to it.
 struct op_def {
-  std::string name;
-  std::vector<arg_def> inputs;
-  std::vector<arg_def> outputs;
-  std::vector<attr_def> attrs;
+  std::string name;              ///< the op's name ("MatMul")
+  std::vector<arg_def> inputs;   ///< the inputs, in order
+  std::vector<arg_def> outputs;  ///< the outputs, in order
+  std::vector<attr_def> attrs;   ///< the attrs
   bool stateful = false;  ///< never merged by CSE, never constant-folded
   bool cheap = false;     ///< always run inline by the executor, whatever the tensor sizes
   /// What the runtime and the passes do with the op besides running its kernel, so that
@@ -105,11 +114,14 @@ struct op_def {
   bool constant = false;            ///< its output is its `value` attr (Const): constant folding starts there
   bool variable = false;            ///< a variable (Variable): what checkpoints save and restore
   bool runs_on_dead_value = false;  ///< runs when a value it reads is dead, but for its key (AccumulatorPush)
+  /// Infers the outputs' shapes from the inputs' and the attrs, and checks them (a wrong
+  /// shape is an error naming the node); unset: every output's shape is unknown.
   std::function<void(shape_context&)> shape_fn;
   /// The arithmetic operations one run does, for the cost model; unset: one per element of
   /// its largest input or output (elementwise ops, reductions, copies).
   std::function<double(const op_cost_args&)> flops_fn;
 
+  /// The attr named n, or null.
   const attr_def* find_attr(std::string_view n) const {
     for (const auto& a : attrs)
       if (a.name == n) return &a;
@@ -251,17 +263,28 @@ inline attr_def parse_attr(std::string_view op, std::string_view spec) {
 
 }  // namespace detail
 
+/// Builds an op_def from TensorFlow-style specs (docs/extending.md):
+/// `op_def_builder("Scale").input("x: T").output("y: T").attr("T: {float32, float64}")
+/// .attr("factor: float = 1").shape_fn(...).build()`. A spec that does not parse is an
+/// invalid_argument error naming the op.
 class op_def_builder {
  public:
+  /// An op named `name`, with no arguments or attrs yet.
   explicit op_def_builder(std::string name) { def_.name = std::move(name); }
+  /// Adds an input: "name: T" (a type attr), "name: float32" (a fixed dtype), "name: N * T"
+  /// (N tensors), "name: Ref(T)" (a variable reference), "name: Tin" (a list(type) attr).
   op_def_builder& input(std::string_view spec) {
     def_.inputs.push_back(detail::parse_arg(def_.name, spec));
     return *this;
   }
+  /// Adds an output, spelled as an input is.
   op_def_builder& output(std::string_view spec) {
     def_.outputs.push_back(detail::parse_arg(def_.name, spec));
     return *this;
   }
+  /// Adds an attr: "name: KIND [= default]" with KIND int, float, bool, string, type, shape,
+  /// tensor, list(int), list(float), list(type), list(shape) or list(string); "name:
+  /// {float32, int32}" (a type attr of those dtypes), "name: any type" (string too).
   op_def_builder& attr(std::string_view spec) {
     def_.attrs.push_back(detail::parse_attr(def_.name, spec));
     return *this;
@@ -273,42 +296,52 @@ class op_def_builder {
     def_.attrs.push_back(std::move(a));
     return *this;
   }
+  /// The op has state or effects (never merged by CSE, never constant-folded).
   op_def_builder& stateful(bool v = true) {
     def_.stateful = v;
     return *this;
   }
+  /// The executor always runs the op inline (it is cheap whatever the sizes).
   op_def_builder& cheap(bool v = true) {
     def_.cheap = v;
     return *this;
   }
+  /// The op's part in control flow (the executor runs it; no kernel).
   op_def_builder& control_flow(flow role) {
     def_.control = role;
     return *this;
   }
+  /// The op's value is fed to run() (Placeholder).
   op_def_builder& feed() {
     def_.feed = true;
     return *this;
   }
+  /// The op's output is its `value` attr (Const).
   op_def_builder& constant() {
     def_.constant = true;
     return *this;
   }
+  /// The op is a variable (checkpoints save and restore it).
   op_def_builder& variable() {
     def_.variable = true;
     return *this;
   }
+  /// The op runs when a value it reads is dead (AccumulatorPush).
   op_def_builder& runs_on_dead_value() {
     def_.runs_on_dead_value = true;
     return *this;
   }
+  /// The shape function (op_def::shape_fn).
   op_def_builder& shape_fn(std::function<void(shape_context&)> f) {
     def_.shape_fn = std::move(f);
     return *this;
   }
+  /// The cost rule (op_def::flops_fn).
   op_def_builder& flops(std::function<double(const op_cost_args&)> f) {
     def_.flops_fn = std::move(f);
     return *this;
   }
+  /// The op_def (register_op(builder) builds and registers it).
   op_def build() const {
     op_def d = def_;
     for (auto* args : {&d.inputs, &d.outputs})

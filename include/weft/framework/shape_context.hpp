@@ -18,15 +18,19 @@
 
 namespace weft {
 
+/// A node's attrs by name, kept sorted by name: `{{"T", dtype::float32}, {"axis", 1}}`.
 class attr_map {
  public:
+  /// A name and its value.
   using entry = std::pair<std::string, attr_value>;
 
   attr_map() = default;
+  /// The given entries; a later one replaces an earlier one of the same name.
   attr_map(std::initializer_list<entry> entries) {
     for (const auto& e : entries) set(e.first, e.second);
   }
 
+  /// Sets attr `key` to v, replacing any value it had.
   void set(std::string_view key, attr_value v) {
     auto it = lower(key);
     if (it != entries_.end() && it->first == key)
@@ -34,13 +38,17 @@ class attr_map {
     else
       entries_.insert(it, entry(std::string(key), std::move(v)));
   }
+  /// The value of attr `key`, or null.
   const attr_value* find(std::string_view key) const {
     auto it = std::lower_bound(entries_.begin(), entries_.end(), key,
                                [](const entry& e, std::string_view k) { return e.first < k; });
     return it != entries_.end() && it->first == key ? &it->second : nullptr;
   }
+  /// Whether attr `key` is set.
   bool contains(std::string_view key) const { return find(key) != nullptr; }
+  /// Every entry, sorted by name.
   const std::vector<entry>& entries() const noexcept { return entries_; }
+  /// Equal when the same names have equal values.
   friend bool operator==(const attr_map&, const attr_map&) = default;
 
  private:
@@ -61,8 +69,13 @@ const T& get_attr(const attr_map& attrs, std::string_view key, const std::string
   return *p;
 }
 
+/// What an op's shape function sees of a node being added: the inputs' dtypes, inferred
+/// shapes and (for constant inputs) values, the attrs; it sets each output's shape with
+/// set_output and rejects the node with fail(), whose error names the node, op, and every
+/// input's dtype and shape.
 class shape_context {
  public:
+  /// A context for the node `who` describes (node::describe()), made by the graph.
   shape_context(const std::string& who, const attr_map& attrs, std::vector<dtype> in_types,
                 std::vector<partial_shape> in_shapes, std::vector<const tensor*> in_values,
                 std::vector<dtype> out_types)
@@ -70,18 +83,25 @@ class shape_context {
         in_values_(std::move(in_values)), out_types_(std::move(out_types)),
         out_shapes_(out_types_.size()) {}
 
+  /// How many data inputs the node has.
   int num_inputs() const noexcept { return static_cast<int>(in_shapes_.size()); }
+  /// How many outputs it has.
   int num_outputs() const noexcept { return static_cast<int>(out_types_.size()); }
+  /// Input i's dtype.
   dtype input_dtype(int i) const { return in_types_.at(static_cast<std::size_t>(i)); }
+  /// Input i's shape as inferred (dims or the rank may be unknown).
   const partial_shape& input(int i) const { return in_shapes_.at(static_cast<std::size_t>(i)); }
+  /// Output i's dtype.
   dtype output_dtype(int i) const { return out_types_.at(static_cast<std::size_t>(i)); }
   /// The value of input i when its producer is a constant, else nullptr.
   const tensor* input_value(int i) const { return in_values_.at(static_cast<std::size_t>(i)); }
 
+  /// Attr `key` as T; missing or of another kind is an error naming the node.
   template <class T>
   const T& attr(std::string_view key) const {
     return get_attr<T>(attrs_, key, who_);
   }
+  /// Every attr of the node.
   const attr_map& attrs() const noexcept { return attrs_; }
 
   /// The known dims of an output shape obey a shape's rule (core/checked.hpp): their
@@ -96,6 +116,7 @@ class shape_context {
     }
     out_shapes_.at(static_cast<std::size_t>(i)) = std::move(s);
   }
+  /// The outputs' shapes as set so far (unknown rank where unset).
   const std::vector<partial_shape>& output_shapes() const noexcept { return out_shapes_; }
 
   /// Throws invalid_argument naming the node, op, and every input's dtype and shape.
