@@ -8886,20 +8886,25 @@ namespace weft::train {
 /// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
 /// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
 struct hyper {
+  /// Makes the hyperparameter's scalar in a graph, of a variable's dtype.
   using maker = std::function<output(graph&, dtype)>;
-  double value = 0;
-  std::optional<output> tensor = std::nullopt;
-  maker make;
+  double value = 0;                              ///< the number, when neither tensor nor make is set
+  std::optional<output> tensor = std::nullopt;  ///< a scalar output of the graph
+  maker make;                                    ///< made when the update is added
+  /// A number.
   hyper(double v) : value(v) {}            // NOLINT: numbers convert
+  /// A scalar output of the graph.
   hyper(output t) : tensor(t) {}           // NOLINT: so do tensors
+  /// A node's output 0, a scalar.
   hyper(const node& n) : tensor(n.out(0)) {}  // NOLINT
+  /// One made when the update is added.
   explicit hyper(maker m) : make(std::move(m)) {}
 };
 
 /// What an optimizer's update sees of one variable.
 struct update_args {
-  graph& g;
-  output var, grad;
+  graph& g;          ///< the graph the update is added to
+  output var, grad;  ///< the variable (a reference) and its gradient
   std::vector<output> slots;   ///< in the order of slots()
   std::vector<output> shared;  ///< in the order of shared(), for the variable's dtype
   node_options options;        ///< the update's name and control inputs
@@ -8923,6 +8928,7 @@ struct update_args {
            " of shape ", s);
     return ht == t ? value : g.op("Cast", {value}, {{"DstT", t}}).out(0);
   }
+  /// Adds the update node: `op` on `inputs` with `attrs`, named and ordered by `options`.
   output apply(std::string_view op, std::vector<output> inputs, attr_map attrs = {}) const {
     return g.op(op, inputs, std::move(attrs), options).out(0);
   }
@@ -8931,17 +8937,23 @@ struct update_args {
 /// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
 /// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
 struct slot_spec {
-  std::string name;
-  double initial;
-  std::optional<double> advance = std::nullopt;
+  std::string name;                              ///< "m", "accumulator": the slot's variable is "<var>/<Optimizer>/<name>"
+  double initial;                                ///< its initial value
+  std::optional<double> advance = std::nullopt;  ///< a shared scalar's factor per step
 };
 
-/// var -= learning_rate * grad
+/// Gradient descent: var -= learning_rate * grad. An optimizer is a struct with its
+/// hyperparameters, a `name`, the `slots()` it keeps per variable, the scalars it `shared()`
+/// per dtype and the `update()` node it adds per variable (minimize() calls them); sgd,
+/// momentum, adagrad, rms_prop and adam are TensorFlow's, with its Apply* ops.
 struct sgd {
-  hyper learning_rate;
-  static constexpr const char* name = "GradientDescent";
+  hyper learning_rate;  ///< the step size
+  static constexpr const char* name = "GradientDescent";  ///< the optimizer's name scope
+  /// No slots.
   std::vector<slot_spec> slots() const { return {}; }
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyGradientDescent on the variable.
   output update(const update_args& a) const {
     return a.apply("ApplyGradientDescent", {a.var, a.scalar(learning_rate), a.grad});
   }
@@ -8949,48 +8961,64 @@ struct sgd {
 
 /// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
 struct momentum {
-  hyper learning_rate, momentum = 0.9;
-  bool nesterov = false;
-  static constexpr const char* name = "Momentum";
+  hyper learning_rate, momentum = 0.9;  ///< the step size and the accumulator's decay
+  bool nesterov = false;                ///< Nesterov's momentum
+  static constexpr const char* name = "Momentum";  ///< the optimizer's name scope
+  /// The accumulator, from 0.
   std::vector<slot_spec> slots() const { return {{"accumulator", 0.0}}; }
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyMomentum on the variable and its accumulator.
   output update(const update_args& a) const {
     return a.apply("ApplyMomentum", {a.var, a.slots[0], a.scalar(learning_rate), a.grad, a.scalar(momentum)},
                    {{"use_nesterov", nesterov}});
   }
 };
 
+/// Adagrad: accum += grad²; var -= learning_rate * grad / sqrt(accum).
 struct adagrad {
-  hyper learning_rate;
-  double initial_accumulator = 0.1;
-  static constexpr const char* name = "Adagrad";
+  hyper learning_rate;               ///< the step size
+  double initial_accumulator = 0.1;  ///< the accumulator's initial value (TensorFlow's)
+  static constexpr const char* name = "Adagrad";  ///< the optimizer's name scope
+  /// The accumulator, from initial_accumulator.
   std::vector<slot_spec> slots() const { return {{"accumulator", initial_accumulator}}; }
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyAdagrad on the variable and its accumulator.
   output update(const update_args& a) const {
     return a.apply("ApplyAdagrad", {a.var, a.slots[0], a.scalar(learning_rate), a.grad});
   }
 };
 
+/// RMSProp: ms = decay * ms + (1 - decay) * grad²; mom = momentum * mom + learning_rate *
+/// grad / sqrt(ms + epsilon); var -= mom.
 struct rms_prop {
-  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;
-  static constexpr const char* name = "RMSProp";
+  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;  ///< TensorFlow's defaults
+  static constexpr const char* name = "RMSProp";  ///< the optimizer's name scope
+  /// The mean square (from 1, TensorFlow's) and the momentum (from 0).
   std::vector<slot_spec> slots() const { return {{"ms", 1.0}, {"mom", 0.0}}; }  // TensorFlow's initial values
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyRMSProp on the variable and its slots.
   output update(const update_args& a) const {
     return a.apply("ApplyRMSProp", {a.var, a.slots[0], a.slots[1], a.scalar(learning_rate), a.scalar(decay),
                                     a.scalar(momentum), a.scalar(epsilon), a.grad});
   }
 };
 
+/// Adam (Kingma and Ba), as TensorFlow's ApplyAdam: the moments m and v per variable, the
+/// bias corrections through beta1^t and beta2^t shared per dtype.
 struct adam {
-  hyper learning_rate = 0.001;
-  double beta1 = 0.9, beta2 = 0.999;
-  hyper epsilon = 1e-8;
-  bool nesterov = false;
-  static constexpr const char* name = "Adam";
+  hyper learning_rate = 0.001;        ///< the step size
+  double beta1 = 0.9, beta2 = 0.999;  ///< the moments' decays
+  hyper epsilon = 1e-8;               ///< added to sqrt(v)
+  bool nesterov = false;              ///< ApplyAdam's use_nesterov
+  static constexpr const char* name = "Adam";  ///< the optimizer's name scope
+  /// The first and second moments, from 0.
   std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
   /// beta1^t and beta2^t for step t (from 1).
   std::vector<slot_spec> shared() const { return {{"beta1_power", beta1, beta1}, {"beta2_power", beta2, beta2}}; }
+  /// ApplyAdam on the variable, its moments and the beta powers.
   output update(const update_args& a) const {
     return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
                                  a.scalar(beta1), a.scalar(beta2), a.scalar(epsilon), a.grad},
@@ -8998,6 +9026,8 @@ struct adam {
   }
 };
 
+/// What minimize() adds: the step to run each iteration, the initializer of the slots, and
+/// the gradients.
 struct training_op {
   const node& step;               ///< a target: one update of every variable
   const node& init;               ///< a target: sets the optimizer's slots to their initial values
@@ -29872,9 +29902,10 @@ training_target minimize(const Loss& loss, const Optimizer& opt, const std::tupl
 
 namespace weft {
 
+/// Expressions to fetch in one run (made by fetch()).
 template <expression... Es>
 struct fetch_list {
-  std::tuple<Es...> items;
+  std::tuple<Es...> items;  ///< the expressions, in the order their values are returned
 };
 /// The expressions a run returns, as a tuple of typed tensors.
 template <expression... Es>
@@ -29886,10 +29917,12 @@ fetch_list<Es...> fetch(const Es&... es) {
 /// target standing for all of them. Not an expression (it has no value).
 class group_target {
  public:
+  /// A target for es.
   template <expression... Es>
   explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {
     use_kernels<ops::families::core>();  // NoOp's; here, where the kernels are visible, not in lower()
   }
+  /// Adds the NoOp (and what it runs after) to cx's graph.
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
@@ -29900,6 +29933,7 @@ class group_target {
   std::vector<lower_fn> items_;
   const scope_info* scope_;
 };
+/// group(a, b, ...): see group_target.
 template <expression... Es>
 group_target group(const Es&... es) {
   return group_target(es...);
@@ -29908,22 +29942,24 @@ group_target group(const Es&... es) {
 /// Expressions a run computes for their effects (assignments), and groups; nothing is
 /// returned.
 struct target_list {
-  std::vector<lower_fn> items;
+  std::vector<lower_fn> items;  ///< each target's lowering
 };
 /// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
 template <class E>
 concept target = requires(const E& e, lowering& cx) {
   { e.lower(cx) } -> std::same_as<output>;
 };
+/// targets(a, b, ...): what a run computes for its effects only.
 template <target... Es>
 target_list targets(const Es&... es) {
   return {{lowering_of(es)...}};
 }
 
+/// A placeholder's value for one run (made by feed()).
 template <class T, class S>
 struct feed_item {
-  placeholder_expr<T, S> placeholder;
-  tensor value;
+  placeholder_expr<T, S> placeholder;  ///< the placeholder fed
+  tensor value;                        ///< its value
 };
 
 /// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
@@ -29934,11 +29970,13 @@ feed_item<T, S> feed(const placeholder_expr<T, S>& p, const tensor_of<U, R>& val
   if constexpr (R >= 0) (void)check::feed_rank<R, S::rank>::value;
   return {p, value.untyped()};
 }
+/// feed(x, values, shape): x's value from host values, row-major (U must be x's element type).
 template <class T, class S, class U>
 feed_item<T, S> feed(const placeholder_expr<T, S>& p, const std::vector<U>& values, shape s) {
   (void)check::feed_dtype<U, T>::value;
   return {p, tensor::from_vector(values, std::move(s))};
 }
+/// feed(x, 0.5f): a scalar placeholder's value (x must be of rank 0).
 template <class T, class S, class U>
   requires std::is_arithmetic_v<U>
 feed_item<T, S> feed(const placeholder_expr<T, S>& p, U value) {
@@ -29947,16 +29985,23 @@ feed_item<T, S> feed(const placeholder_expr<T, S>& p, U value) {
   return {p, tensor::scalar(value)};
 }
 
+/// The typed tensor a run returns for expression E: its element type and static rank.
 template <expression E>
 using result_of = tensor_of<value_type_of<E>, shape_of<E>::rank>;
 
+/// How a client_session runs: its session's options, and whether it fuses elementwise ops.
 struct client_options {
-  session_options session;
+  session_options session;  ///< the session's threads, devices and passes
   bool fusion = true;  ///< false: one node per op (for comparison and debugging)
 };
 
+/// Runs typed expressions (the DSL's session, like TensorFlow's ClientSession): each run
+/// lowers what it has not seen into the session's one graph, then runs it; values come
+/// back as typed tensors. Variables are initialized by initialize(); save and restore
+/// checkpoint them. run() may be called from several threads at once.
 class client_session {
  public:
+  /// An empty graph and a session over it.
   explicit client_session(client_options options = {})
       : lowering_(graph_, options.fusion), session_(graph_, std::move(options.session)) {}
 
@@ -29972,11 +30017,13 @@ class client_session {
     return run(f, target_list{}, feeds...);
   }
 
+  /// Runs targets only (a training step, assignments).
   template <class... Feeds>
   void run(const target_list& t, const Feeds&... feeds) {
     run(fetch_list<>{}, t, feeds...);
   }
 
+  /// Fetches and targets in one step: the fetches' values as a tuple.
   template <expression... Es, class... Feeds>
   std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const target_list& t, const Feeds&... feeds) {
     std::vector<endpoint> fetches, target_nodes;
@@ -30021,7 +30068,9 @@ class client_session {
     return o;
   }
 
+  /// The graph lowered so far.
   const graph& current_graph() const noexcept { return graph_; }
+  /// The untyped session underneath (run by node names, traces, record_costs).
   session& untyped() noexcept { return session_; }
 
   /// Checkpoints (weft::saver's files and rules). save writes the value of every variable
@@ -30037,6 +30086,7 @@ class client_session {
   std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
     return saver_for_variables<Saver>(options)->save(session_, prefix, step);
   }
+  /// See save.
   template <class Saver = weft::saver>
   void restore(const std::filesystem::path& file) { saver_for_variables<Saver>(std::nullopt)->restore(session_, file); }
 

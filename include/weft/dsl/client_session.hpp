@@ -30,9 +30,10 @@
 
 namespace weft {
 
+/// Expressions to fetch in one run (made by fetch()).
 template <expression... Es>
 struct fetch_list {
-  std::tuple<Es...> items;
+  std::tuple<Es...> items;  ///< the expressions, in the order their values are returned
 };
 /// The expressions a run returns, as a tuple of typed tensors.
 template <expression... Es>
@@ -44,10 +45,12 @@ fetch_list<Es...> fetch(const Es&... es) {
 /// target standing for all of them. Not an expression (it has no value).
 class group_target {
  public:
+  /// A target for es.
   template <expression... Es>
   explicit group_target(const Es&... es) : items_{lowering_of(es)...}, scope_(detail::current_scope()) {
     use_kernels<ops::families::core>();  // NoOp's; here, where the kernels are visible, not in lower()
   }
+  /// Adds the NoOp (and what it runs after) to cx's graph.
   output lower(lowering& cx) const {
     std::vector<int> controls;
     for (const auto& item : items_) controls.push_back(item(cx).node);
@@ -58,6 +61,7 @@ class group_target {
   std::vector<lower_fn> items_;
   const scope_info* scope_;
 };
+/// group(a, b, ...): see group_target.
 template <expression... Es>
 group_target group(const Es&... es) {
   return group_target(es...);
@@ -66,22 +70,24 @@ group_target group(const Es&... es) {
 /// Expressions a run computes for their effects (assignments), and groups; nothing is
 /// returned.
 struct target_list {
-  std::vector<lower_fn> items;
+  std::vector<lower_fn> items;  ///< each target's lowering
 };
 /// Anything that lowers to a node: expressions, groups, training steps (train::minimize).
 template <class E>
 concept target = requires(const E& e, lowering& cx) {
   { e.lower(cx) } -> std::same_as<output>;
 };
+/// targets(a, b, ...): what a run computes for its effects only.
 template <target... Es>
 target_list targets(const Es&... es) {
   return {{lowering_of(es)...}};
 }
 
+/// A placeholder's value for one run (made by feed()).
 template <class T, class S>
 struct feed_item {
-  placeholder_expr<T, S> placeholder;
-  tensor value;
+  placeholder_expr<T, S> placeholder;  ///< the placeholder fed
+  tensor value;                        ///< its value
 };
 
 /// feed(x, value): the value of placeholder x for one run. The value's dtype must be x's
@@ -92,11 +98,13 @@ feed_item<T, S> feed(const placeholder_expr<T, S>& p, const tensor_of<U, R>& val
   if constexpr (R >= 0) (void)check::feed_rank<R, S::rank>::value;
   return {p, value.untyped()};
 }
+/// feed(x, values, shape): x's value from host values, row-major (U must be x's element type).
 template <class T, class S, class U>
 feed_item<T, S> feed(const placeholder_expr<T, S>& p, const std::vector<U>& values, shape s) {
   (void)check::feed_dtype<U, T>::value;
   return {p, tensor::from_vector(values, std::move(s))};
 }
+/// feed(x, 0.5f): a scalar placeholder's value (x must be of rank 0).
 template <class T, class S, class U>
   requires std::is_arithmetic_v<U>
 feed_item<T, S> feed(const placeholder_expr<T, S>& p, U value) {
@@ -105,16 +113,23 @@ feed_item<T, S> feed(const placeholder_expr<T, S>& p, U value) {
   return {p, tensor::scalar(value)};
 }
 
+/// The typed tensor a run returns for expression E: its element type and static rank.
 template <expression E>
 using result_of = tensor_of<value_type_of<E>, shape_of<E>::rank>;
 
+/// How a client_session runs: its session's options, and whether it fuses elementwise ops.
 struct client_options {
-  session_options session;
+  session_options session;  ///< the session's threads, devices and passes
   bool fusion = true;  ///< false: one node per op (for comparison and debugging)
 };
 
+/// Runs typed expressions (the DSL's session, like TensorFlow's ClientSession): each run
+/// lowers what it has not seen into the session's one graph, then runs it; values come
+/// back as typed tensors. Variables are initialized by initialize(); save and restore
+/// checkpoint them. run() may be called from several threads at once.
 class client_session {
  public:
+  /// An empty graph and a session over it.
   explicit client_session(client_options options = {})
       : lowering_(graph_, options.fusion), session_(graph_, std::move(options.session)) {}
 
@@ -130,11 +145,13 @@ class client_session {
     return run(f, target_list{}, feeds...);
   }
 
+  /// Runs targets only (a training step, assignments).
   template <class... Feeds>
   void run(const target_list& t, const Feeds&... feeds) {
     run(fetch_list<>{}, t, feeds...);
   }
 
+  /// Fetches and targets in one step: the fetches' values as a tuple.
   template <expression... Es, class... Feeds>
   std::tuple<result_of<Es>...> run(const fetch_list<Es...>& f, const target_list& t, const Feeds&... feeds) {
     std::vector<endpoint> fetches, target_nodes;
@@ -179,7 +196,9 @@ class client_session {
     return o;
   }
 
+  /// The graph lowered so far.
   const graph& current_graph() const noexcept { return graph_; }
+  /// The untyped session underneath (run by node names, traces, record_costs).
   session& untyped() noexcept { return session_; }
 
   /// Checkpoints (weft::saver's files and rules). save writes the value of every variable
@@ -195,6 +214,7 @@ class client_session {
   std::filesystem::path save(const std::filesystem::path& prefix, std::int64_t step, saver_options options = {}) {
     return saver_for_variables<Saver>(options)->save(session_, prefix, step);
   }
+  /// See save.
   template <class Saver = weft::saver>
   void restore(const std::filesystem::path& file) { saver_for_variables<Saver>(std::nullopt)->restore(session_, file); }
 

@@ -37,20 +37,25 @@ namespace weft::train {
 /// the update is added, of the variable's dtype (the DSL's train::hyper_of(expression)).
 /// Adam's beta1 and beta2 are numbers: its beta powers advance by them.
 struct hyper {
+  /// Makes the hyperparameter's scalar in a graph, of a variable's dtype.
   using maker = std::function<output(graph&, dtype)>;
-  double value = 0;
-  std::optional<output> tensor = std::nullopt;
-  maker make;
+  double value = 0;                              ///< the number, when neither tensor nor make is set
+  std::optional<output> tensor = std::nullopt;  ///< a scalar output of the graph
+  maker make;                                    ///< made when the update is added
+  /// A number.
   hyper(double v) : value(v) {}            // NOLINT: numbers convert
+  /// A scalar output of the graph.
   hyper(output t) : tensor(t) {}           // NOLINT: so do tensors
+  /// A node's output 0, a scalar.
   hyper(const node& n) : tensor(n.out(0)) {}  // NOLINT
+  /// One made when the update is added.
   explicit hyper(maker m) : make(std::move(m)) {}
 };
 
 /// What an optimizer's update sees of one variable.
 struct update_args {
-  graph& g;
-  output var, grad;
+  graph& g;          ///< the graph the update is added to
+  output var, grad;  ///< the variable (a reference) and its gradient
   std::vector<output> slots;   ///< in the order of slots()
   std::vector<output> shared;  ///< in the order of shared(), for the variable's dtype
   node_options options;        ///< the update's name and control inputs
@@ -74,6 +79,7 @@ struct update_args {
            " of shape ", s);
     return ht == t ? value : g.op("Cast", {value}, {{"DstT", t}}).out(0);
   }
+  /// Adds the update node: `op` on `inputs` with `attrs`, named and ordered by `options`.
   output apply(std::string_view op, std::vector<output> inputs, attr_map attrs = {}) const {
     return g.op(op, inputs, std::move(attrs), options).out(0);
   }
@@ -82,17 +88,23 @@ struct update_args {
 /// A slot (one per variable) or a shared scalar (one per dtype): its name and initial
 /// value; a shared scalar with `advance` is multiplied by it once per step, after every update.
 struct slot_spec {
-  std::string name;
-  double initial;
-  std::optional<double> advance = std::nullopt;
+  std::string name;                              ///< "m", "accumulator": the slot's variable is "<var>/<Optimizer>/<name>"
+  double initial;                                ///< its initial value
+  std::optional<double> advance = std::nullopt;  ///< a shared scalar's factor per step
 };
 
-/// var -= learning_rate * grad
+/// Gradient descent: var -= learning_rate * grad. An optimizer is a struct with its
+/// hyperparameters, a `name`, the `slots()` it keeps per variable, the scalars it `shared()`
+/// per dtype and the `update()` node it adds per variable (minimize() calls them); sgd,
+/// momentum, adagrad, rms_prop and adam are TensorFlow's, with its Apply* ops.
 struct sgd {
-  hyper learning_rate;
-  static constexpr const char* name = "GradientDescent";
+  hyper learning_rate;  ///< the step size
+  static constexpr const char* name = "GradientDescent";  ///< the optimizer's name scope
+  /// No slots.
   std::vector<slot_spec> slots() const { return {}; }
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyGradientDescent on the variable.
   output update(const update_args& a) const {
     return a.apply("ApplyGradientDescent", {a.var, a.scalar(learning_rate), a.grad});
   }
@@ -100,48 +112,64 @@ struct sgd {
 
 /// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
 struct momentum {
-  hyper learning_rate, momentum = 0.9;
-  bool nesterov = false;
-  static constexpr const char* name = "Momentum";
+  hyper learning_rate, momentum = 0.9;  ///< the step size and the accumulator's decay
+  bool nesterov = false;                ///< Nesterov's momentum
+  static constexpr const char* name = "Momentum";  ///< the optimizer's name scope
+  /// The accumulator, from 0.
   std::vector<slot_spec> slots() const { return {{"accumulator", 0.0}}; }
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyMomentum on the variable and its accumulator.
   output update(const update_args& a) const {
     return a.apply("ApplyMomentum", {a.var, a.slots[0], a.scalar(learning_rate), a.grad, a.scalar(momentum)},
                    {{"use_nesterov", nesterov}});
   }
 };
 
+/// Adagrad: accum += grad²; var -= learning_rate * grad / sqrt(accum).
 struct adagrad {
-  hyper learning_rate;
-  double initial_accumulator = 0.1;
-  static constexpr const char* name = "Adagrad";
+  hyper learning_rate;               ///< the step size
+  double initial_accumulator = 0.1;  ///< the accumulator's initial value (TensorFlow's)
+  static constexpr const char* name = "Adagrad";  ///< the optimizer's name scope
+  /// The accumulator, from initial_accumulator.
   std::vector<slot_spec> slots() const { return {{"accumulator", initial_accumulator}}; }
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyAdagrad on the variable and its accumulator.
   output update(const update_args& a) const {
     return a.apply("ApplyAdagrad", {a.var, a.slots[0], a.scalar(learning_rate), a.grad});
   }
 };
 
+/// RMSProp: ms = decay * ms + (1 - decay) * grad²; mom = momentum * mom + learning_rate *
+/// grad / sqrt(ms + epsilon); var -= mom.
 struct rms_prop {
-  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;
-  static constexpr const char* name = "RMSProp";
+  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;  ///< TensorFlow's defaults
+  static constexpr const char* name = "RMSProp";  ///< the optimizer's name scope
+  /// The mean square (from 1, TensorFlow's) and the momentum (from 0).
   std::vector<slot_spec> slots() const { return {{"ms", 1.0}, {"mom", 0.0}}; }  // TensorFlow's initial values
+  /// No shared scalars.
   std::vector<slot_spec> shared() const { return {}; }
+  /// ApplyRMSProp on the variable and its slots.
   output update(const update_args& a) const {
     return a.apply("ApplyRMSProp", {a.var, a.slots[0], a.slots[1], a.scalar(learning_rate), a.scalar(decay),
                                     a.scalar(momentum), a.scalar(epsilon), a.grad});
   }
 };
 
+/// Adam (Kingma and Ba), as TensorFlow's ApplyAdam: the moments m and v per variable, the
+/// bias corrections through beta1^t and beta2^t shared per dtype.
 struct adam {
-  hyper learning_rate = 0.001;
-  double beta1 = 0.9, beta2 = 0.999;
-  hyper epsilon = 1e-8;
-  bool nesterov = false;
-  static constexpr const char* name = "Adam";
+  hyper learning_rate = 0.001;        ///< the step size
+  double beta1 = 0.9, beta2 = 0.999;  ///< the moments' decays
+  hyper epsilon = 1e-8;               ///< added to sqrt(v)
+  bool nesterov = false;              ///< ApplyAdam's use_nesterov
+  static constexpr const char* name = "Adam";  ///< the optimizer's name scope
+  /// The first and second moments, from 0.
   std::vector<slot_spec> slots() const { return {{"m", 0.0}, {"v", 0.0}}; }
   /// beta1^t and beta2^t for step t (from 1).
   std::vector<slot_spec> shared() const { return {{"beta1_power", beta1, beta1}, {"beta2_power", beta2, beta2}}; }
+  /// ApplyAdam on the variable, its moments and the beta powers.
   output update(const update_args& a) const {
     return a.apply("ApplyAdam", {a.var, a.slots[0], a.slots[1], a.shared[0], a.shared[1], a.scalar(learning_rate),
                                  a.scalar(beta1), a.scalar(beta2), a.scalar(epsilon), a.grad},
@@ -149,6 +177,8 @@ struct adam {
   }
 };
 
+/// What minimize() adds: the step to run each iteration, the initializer of the slots, and
+/// the gradients.
 struct training_op {
   const node& step;               ///< a target: one update of every variable
   const node& init;               ///< a target: sets the optimizer's slots to their initial values
