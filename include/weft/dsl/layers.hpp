@@ -79,7 +79,6 @@ namespace layers {
 
 using weft::dyn;
 
-/// ---- initializers -----------------------------------------------------------------------
 /// How a variable starts. fan_in and fan_out are the layer's (a dense layer's input and
 /// output sizes; a convolution's window area times its input or output channels).
 ///   zeros_initializer(), constant_initializer(v)
@@ -90,13 +89,17 @@ using weft::dyn;
 /// The random ones draw from RandomUniform or TruncatedNormal with the given seeds (TF's:
 /// both 0 draws differently each run of the initializer).
 struct initializer {
+  /// The rule (see above).
   enum class kind { constant, uniform, glorot_uniform, glorot_normal, he_uniform, he_normal };
-  kind how = kind::constant;
-  double value = 0;  ///< constant; uniform: the low end
-  std::int64_t seed = 0, seed2 = 0;
-  double high = 0;   ///< uniform: the high end
+  kind how = kind::constant;         ///< the rule
+  double value = 0;                  ///< constant; uniform: the low end
+  std::int64_t seed = 0;             ///< the random ones' seed (with seed2 0: different each run)
+  std::int64_t seed2 = 0;            ///< the random ones' second seed
+  double high = 0;                   ///< uniform: the high end
 };
+/// Zeros.
 inline initializer zeros_initializer() { return {}; }
+/// Every element `value`.
 inline initializer constant_initializer(double value) { return {initializer::kind::constant, value}; }
 /// U(low, high) (Keras's RandomUniform; embeddings start from U(-0.05, 0.05)).
 inline initializer uniform_initializer(double low, double high, std::int64_t seed = 0, std::int64_t seed2 = 0) {
@@ -104,15 +107,19 @@ inline initializer uniform_initializer(double low, double high, std::int64_t see
     fail(error_code::invalid_argument, "weft::layers::uniform_initializer: low ", low, " is above high ", high);
   return {initializer::kind::uniform, low, seed, seed2, high};
 }
+/// U(-r, r), r = sqrt(6 / (fan_in + fan_out)) (Keras's default for kernels).
 inline initializer glorot_uniform(std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return {initializer::kind::glorot_uniform, 0, seed, seed2};
 }
+/// A normal truncated at 2 stddev, stddev = sqrt(2 / (fan_in + fan_out)).
 inline initializer glorot_normal(std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return {initializer::kind::glorot_normal, 0, seed, seed2};
 }
+/// U(-r, r), r = sqrt(6 / fan_in) (for ReLU layers).
 inline initializer he_uniform(std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return {initializer::kind::he_uniform, 0, seed, seed2};
 }
+/// A normal truncated at 2 stddev, stddev = sqrt(2 / fan_in).
 inline initializer he_normal(std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return {initializer::kind::he_normal, 0, seed, seed2};
 }
@@ -235,10 +242,12 @@ auto variables_of(const L& layer) {
 
 }  // namespace detail
 
-/// ---- dense --------------------------------------------------------------------------------
+// ---- dense --------------------------------------------------------------------------------
+
+/// How a dense layer's variables start.
 struct dense_options {
-  initializer kernel = glorot_uniform();
-  initializer bias = zeros_initializer();
+  initializer kernel = glorot_uniform();   ///< the [In, Out] kernel's
+  initializer bias = zeros_initializer();  ///< the bias's
 };
 
 /// dense<T, In, Out, C>: x [batch, In] -> x * kernel + bias, [batch, Out]. Variables of
@@ -247,8 +256,8 @@ struct dense_options {
 template <element T, std::int64_t In = dyn, std::int64_t Out = dyn, element C = T>
 class dense {
  public:
-  using kernel_type = variable_expr<T, static_shape<In, Out>>;
-  using bias_type = variable_expr<T, static_shape<Out>>;
+  using kernel_type = variable_expr<T, static_shape<In, Out>>;  ///< the kernel, [In, Out]
+  using bias_type = variable_expr<T, static_shape<Out>>;         ///< the bias, [Out]
 
   /// Static sizes: dense<float, 784, 512>("fc1").
   explicit dense(std::string name, dense_options options = {})
@@ -270,6 +279,8 @@ class dense {
     static_assert(Out == dyn || Out > 0, "weft::layers::dense: the output size must be positive or weft::dyn");
   }
 
+  /// x [batch, In] -> x * kernel + bias; a wrong rank, input size or dtype is a compile
+  /// error naming the layer's rule (a size known only at run time: an error then).
   template <expression X>
   auto operator()(const X& x) const {
     using SX = shape_of<X>;
@@ -286,11 +297,17 @@ class dense {
     return bias_add(matmul(detail::as_compute<C>(x), detail::as_compute<C>(kernel())), detail::as_compute<C>(bias()));
   }
 
+  /// The kernel variable ("<name>/kernel").
   const kernel_type& kernel() const { return kernel_; }
+  /// The bias variable ("<name>/bias").
   const bias_type& bias() const { return bias_; }
+  /// The trained variables, for train::minimize and savers.
   std::tuple<kernel_type, bias_type> variables() const { return {kernel(), bias()}; }
+  /// The layer's name (its variables' name scope).
   const std::string& name() const noexcept { return name_; }
+  /// In, as given or static.
   std::int64_t input_size() const noexcept { return in_; }
+  /// Out, as given or static.
   std::int64_t output_size() const noexcept { return out_; }
 
  private:
@@ -301,13 +318,17 @@ class dense {
   bias_type bias_;
 };
 
-/// ---- conv2d -------------------------------------------------------------------------------
+// ---- conv2d -------------------------------------------------------------------------------
+
+/// How a conv2d layer's variables start.
 struct conv2d_options {
-  initializer filter = glorot_uniform();
-  initializer bias = zeros_initializer();
+  initializer filter = glorot_uniform();   ///< the [KH, KW, In, Out] filter's
+  initializer bias = zeros_initializer();  ///< the bias's
 };
 
+/// SAME padding, as a layer's template argument.
 using same_padding = padding_t<true>;
+/// VALID padding, as a layer's template argument.
 using valid_padding = padding_t<false>;
 
 /// conv2d<T, KH, KW, In, Out, Padding, SH, SW>: x [batch, h, w, In] (NHWC) convolved with a
@@ -318,12 +339,14 @@ class conv2d {
   static_assert(KH > 0 && KW > 0 && SH > 0 && SW > 0, "weft::layers::conv2d: the window and strides must be positive");
 
  public:
-  using filter_type = variable_expr<T, static_shape<KH, KW, In, Out>>;
-  using bias_type = variable_expr<T, static_shape<Out>>;
+  using filter_type = variable_expr<T, static_shape<KH, KW, In, Out>>;  ///< the filter
+  using bias_type = variable_expr<T, static_shape<Out>>;                 ///< the bias, [Out]
 
+  /// Static channel counts: conv2d<float, 5, 5, 1, 32>("conv1").
   explicit conv2d(std::string name, conv2d_options options = {})
     requires(In >= 0 && Out >= 0)
       : conv2d(std::move(name), In, Out, options) {}
+  /// Channel counts at run time (where the type has dyn; a static one must agree).
   conv2d(std::string name, std::int64_t in, std::int64_t out, conv2d_options options = {})
       : name_(std::move(name)),
         in_(detail::size_of("conv2d", name_, "input channel count", In, in)),
@@ -341,6 +364,8 @@ class conv2d {
                   "weft::layers::conv2d: channel counts must be positive or weft::dyn");
   }
 
+  /// x [batch, h, w, In] -> conv2d(x, filter) + bias; a wrong rank, channel count or dtype
+  /// is a compile error.
   template <expression X>
   auto operator()(const X& x) const {
     using SX = shape_of<X>;
@@ -356,9 +381,13 @@ class conv2d {
     return bias_add(weft::conv2d(x, filter(), strides<SH, SW>, Padding{}), bias());
   }
 
+  /// The filter variable ("<name>/kernel").
   const filter_type& filter() const { return filter_; }
+  /// The bias variable ("<name>/bias").
   const bias_type& bias() const { return bias_; }
+  /// The trained variables.
   std::tuple<filter_type, bias_type> variables() const { return {filter(), bias()}; }
+  /// The layer's name.
   const std::string& name() const noexcept { return name_; }
 
  private:
@@ -369,17 +398,19 @@ class conv2d {
   bias_type bias_;
 };
 
-/// ---- batch normalization ------------------------------------------------------------------
+// ---- batch normalization ------------------------------------------------------------------
+
+/// A batch_norm layer's constants.
 struct batch_norm_options {
   double momentum = 0.99;  ///< moving = momentum moving + (1 - momentum) batch (Keras's default)
-  double epsilon = 1e-3;
+  double epsilon = 1e-3;   ///< added to the variance (Keras's default)
 };
 
 /// Whether a batch_norm application normalizes by the batch (and updates the moving
 /// averages) or by the moving averages.
 enum class mode { training, inference };
-inline constexpr mode training = mode::training;
-inline constexpr mode inference = mode::inference;
+inline constexpr mode training = mode::training;    ///< `bn(x, layers::training)`
+inline constexpr mode inference = mode::inference;  ///< `bn(x, layers::inference)`
 
 namespace detail {
 /// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
@@ -409,11 +440,13 @@ struct after_updates_op {
 template <element T, std::int64_t C = dyn>
 class batch_norm {
  public:
-  using vector_type = variable_expr<T, static_shape<C>>;
+  using vector_type = variable_expr<T, static_shape<C>>;  ///< a per-channel variable, [C]
 
+  /// A static channel count: batch_norm<float, 32>("bn1").
   explicit batch_norm(std::string name, batch_norm_options options = {})
     requires(C >= 0)
       : batch_norm(std::move(name), C, options) {}
+  /// The channel count at run time; momentum outside [0, 1] or epsilon <= 0 is an error.
   batch_norm(std::string name, std::int64_t channels, batch_norm_options options = {})
       : name_(std::move(name)),
         c_(detail::size_of("batch_norm", name_, "channel count", C, channels)),
@@ -428,6 +461,7 @@ class batch_norm {
            options.momentum, ", ", options.epsilon, ")");
   }
 
+  /// x normalized in mode m (see the class); the result has x's shape.
   template <expression X>
   auto operator()(const X& x, mode m) const {
     using SX = shape_of<X>;
@@ -447,12 +481,19 @@ class batch_norm {
     return op_expr<detail::after_updates_op, T, SX, decltype(r.y)>(std::move(op), r.y);
   }
 
+  /// The scale, from 1.
   const vector_type& gamma() const { return gamma_; }
+  /// The shift, from 0.
   const vector_type& beta() const { return beta_; }
+  /// The moving mean, from 0.
   const vector_type& moving_mean() const { return moving_mean_; }
+  /// The moving variance, from 1.
   const vector_type& moving_variance() const { return moving_variance_; }
+  /// The trained variables: gamma and beta.
   std::tuple<vector_type, vector_type> variables() const { return {gamma_, beta_}; }
+  /// The averages, saved but not trained.
   std::tuple<vector_type, vector_type> moving_variables() const { return {moving_mean_, moving_variance_}; }
+  /// The layer's name.
   const std::string& name() const noexcept { return name_; }
 
  private:
@@ -468,7 +509,9 @@ class batch_norm {
   vector_type gamma_, beta_, moving_mean_, moving_variance_;
 };
 
-/// ---- embedding ----------------------------------------------------------------------------
+// ---- embedding ----------------------------------------------------------------------------
+
+/// How an embedding's table starts.
 struct embedding_options {
   initializer embeddings = uniform_initializer(-0.05, 0.05);  ///< Keras's default
 };
@@ -479,11 +522,13 @@ struct embedding_options {
 template <element T, std::int64_t Vocab = dyn, std::int64_t Dim = dyn>
 class embedding {
  public:
-  using table_type = variable_expr<T, static_shape<Vocab, Dim>>;
+  using table_type = variable_expr<T, static_shape<Vocab, Dim>>;  ///< the table, [Vocab, Dim]
 
+  /// Static sizes: embedding<float, 10000, 64>("embed").
   explicit embedding(std::string name, embedding_options options = {})
     requires(Vocab >= 0 && Dim >= 0)
       : embedding(std::move(name), Vocab, Dim, options) {}
+  /// Sizes at run time.
   embedding(std::string name, std::int64_t vocab, std::int64_t dim, embedding_options options = {})
       : name_(std::move(name)),
         vocab_(detail::size_of("embedding", name_, "vocabulary size", Vocab, vocab)),
@@ -494,13 +539,17 @@ class embedding {
                                                                    vocab_, dim_);
         })) {}
 
+  /// The rows of `ids`: shape ids + [Dim].
   template <expression I>
   auto operator()(const I& ids) const {
     detail::layer_scope scope(prefix_);
     return gather(table(), ids);
   }
+  /// The table variable ("<name>/embeddings").
   const table_type& table() const { return table_; }
+  /// The trained variables: the table.
   std::tuple<table_type> variables() const { return {table_}; }
+  /// The layer's name.
   const std::string& name() const noexcept { return name_; }
 
  private:
@@ -510,7 +559,8 @@ class embedding {
   table_type table_;
 };
 
-/// ---- recurrent cells --------------------------------------------------------------------------
+// ---- recurrent cells --------------------------------------------------------------------------
+
 namespace detail {
 /// A bias of `blocks` blocks of `units`, block `one` (if any) starting at 1, the others at 0.
 template <class T, class S>
@@ -531,15 +581,17 @@ constexpr std::int64_t times(std::int64_t n, std::int64_t k) { return n < 0 ? dy
 constexpr std::int64_t plus(std::int64_t a, std::int64_t b) { return a < 0 || b < 0 ? dyn : a + b; }
 }  // namespace detail
 
+/// How an LSTM cell's variables start.
 struct lstm_options {
   initializer kernel = glorot_uniform();  ///< over the whole [In + Units, 4 Units] kernel
   bool unit_forget_bias = true;           ///< the forget gate's bias starts at 1 (Keras's default)
 };
 
+/// What an LSTM step returns: the new output h and cell state c.
 template <class H, class C>
 struct lstm_state {
-  H h;
-  C c;
+  H h;  ///< h', [batch, Units]
+  C c;  ///< c', [batch, Units]
 };
 
 /// lstm_cell<T, In, Units>: one step of an LSTM. z = [x, h] kernel + bias, split into the
@@ -550,14 +602,17 @@ struct lstm_state {
 template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
 class lstm_cell {
  public:
-  static constexpr std::int64_t rows = detail::plus(In, Units), gates = detail::times(Units, 4);
-  using kernel_type = variable_expr<T, static_shape<rows, gates>>;
-  using bias_type = variable_expr<T, static_shape<gates>>;
-  static constexpr int state_size = 2;
+  static constexpr std::int64_t rows = detail::plus(In, Units);    ///< the kernel's rows, In + Units (dyn where a size is)
+  static constexpr std::int64_t gates = detail::times(Units, 4);  ///< the kernel's columns, 4 Units (dyn where Units is)
+  using kernel_type = variable_expr<T, static_shape<rows, gates>>;  ///< the kernel
+  using bias_type = variable_expr<T, static_shape<gates>>;          ///< the bias, [4 Units]
+  static constexpr int state_size = 2;  ///< h and c
 
+  /// Static sizes: lstm_cell<float, 64, 128>("lstm").
   explicit lstm_cell(std::string name, lstm_options options = {})
     requires(In >= 0 && Units >= 0)
       : lstm_cell(std::move(name), In, Units, options) {}
+  /// Sizes at run time.
   lstm_cell(std::string name, std::int64_t in, std::int64_t units, lstm_options options = {})
       : name_(std::move(name)),
         in_(detail::size_of("lstm_cell", name_, "input size", In, in)),
@@ -571,6 +626,7 @@ class lstm_cell {
           return detail::block_bias<T, static_shape<gates>>(4, units_, options.unit_forget_bias ? 1 : -1);
         })) {}
 
+  /// One step from state (h, c) on input x: {h', c'}.
   template <expression X, expression H, expression C>
   auto operator()(const X& x, const H& h, const C& c) const {
     check_operands<X, H, C>();
@@ -588,10 +644,15 @@ class lstm_cell {
     return boost::hana::make_tuple(h2, c2);
   }
 
+  /// The kernel variable ("<name>/kernel").
   const kernel_type& kernel() const { return kernel_; }
+  /// The bias variable ("<name>/bias").
   const bias_type& bias() const { return bias_; }
+  /// The trained variables.
   std::tuple<kernel_type, bias_type> variables() const { return {kernel_, bias_}; }
+  /// The cell's name.
   const std::string& name() const noexcept { return name_; }
+  /// Units, as given or static.
   std::int64_t units() const noexcept { return units_; }
 
  private:
@@ -613,9 +674,10 @@ class lstm_cell {
   bias_type bias_;
 };
 
+/// How a GRU cell's variables start.
 struct gru_options {
-  initializer gate_kernel = glorot_uniform();
-  initializer candidate_kernel = glorot_uniform();
+  initializer gate_kernel = glorot_uniform();       ///< the [In + Units, 2 Units] gates' kernel
+  initializer candidate_kernel = glorot_uniform();  ///< the [In + Units, Units] candidate's kernel
   double gate_bias = 1.0;  ///< TensorFlow's GRUCell starts the gates' bias at 1
 };
 
@@ -625,16 +687,18 @@ struct gru_options {
 template <element T, std::int64_t In = dyn, std::int64_t Units = dyn>
 class gru_cell {
  public:
-  static constexpr std::int64_t rows = detail::plus(In, Units);
-  using gate_kernel_type = variable_expr<T, static_shape<rows, detail::times(Units, 2)>>;
-  using gate_bias_type = variable_expr<T, static_shape<detail::times(Units, 2)>>;
-  using candidate_kernel_type = variable_expr<T, static_shape<rows, Units>>;
-  using candidate_bias_type = variable_expr<T, static_shape<Units>>;
-  static constexpr int state_size = 1;
+  static constexpr std::int64_t rows = detail::plus(In, Units);  ///< the kernels' rows (dyn where a size is)
+  using gate_kernel_type = variable_expr<T, static_shape<rows, detail::times(Units, 2)>>;  ///< the gates' kernel
+  using gate_bias_type = variable_expr<T, static_shape<detail::times(Units, 2)>>;         ///< the gates' bias
+  using candidate_kernel_type = variable_expr<T, static_shape<rows, Units>>;              ///< the candidate's kernel
+  using candidate_bias_type = variable_expr<T, static_shape<Units>>;                      ///< the candidate's bias
+  static constexpr int state_size = 1;  ///< h
 
+  /// Static sizes: gru_cell<float, 64, 128>("gru").
   explicit gru_cell(std::string name, gru_options options = {})
     requires(In >= 0 && Units >= 0)
       : gru_cell(std::move(name), In, Units, options) {}
+  /// Sizes at run time.
   gru_cell(std::string name, std::int64_t in, std::int64_t units, gru_options options = {})
       : name_(std::move(name)),
         in_(detail::size_of("gru_cell", name_, "input size", In, in)),
@@ -657,6 +721,7 @@ class gru_cell {
                                                                in_ + units_, units_);
         })) {}
 
+  /// One step from state h on input x: h'.
   template <expression X, expression H>
   auto operator()(const X& x, const H& h) const {
     (void)check::layer_dtype<value_type_of<X>, std::is_same_v<value_type_of<X>, T>>::value;
@@ -670,19 +735,27 @@ class gru_cell {
     auto candidate = tanh(bias_add(matmul(concat<1>(x, ru[0] * h), candidate_kernel_), candidate_bias_));
     return ru[1] * h + (T(1) - ru[1]) * candidate;
   }
+  /// The step as rnn's loop calls it: the state, then the row of the inputs.
   template <class H, class X>
   auto step(const H& h, const X& x) const {
     return boost::hana::make_tuple((*this)(x, h));
   }
 
+  /// The trained variables.
   std::tuple<gate_kernel_type, gate_bias_type, candidate_kernel_type, candidate_bias_type> variables() const {
     return {gate_kernel_, gate_bias_, candidate_kernel_, candidate_bias_};
   }
+  /// "<name>/gates/kernel".
   const gate_kernel_type& gate_kernel() const { return gate_kernel_; }
+  /// "<name>/gates/bias".
   const gate_bias_type& gate_bias() const { return gate_bias_; }
+  /// "<name>/candidate/kernel".
   const candidate_kernel_type& candidate_kernel() const { return candidate_kernel_; }
+  /// "<name>/candidate/bias".
   const candidate_bias_type& candidate_bias() const { return candidate_bias_; }
+  /// The cell's name.
   const std::string& name() const noexcept { return name_; }
+  /// Units, as given or static.
   std::int64_t units() const noexcept { return units_; }
 
  private:
@@ -726,18 +799,22 @@ auto rnn(const Cell& cell, const X& inputs, const State&... state) {
   return hana::at_c<1 + K>(out);
 }
 
-/// ---- layers without variables ----------------------------------------------------------------
+// ---- layers without variables ----------------------------------------------------------------
+
 /// max_pool<KH, KW, SH, SW, Padding>{}, avg_pool<...>{}: strides default to the window,
 /// padding to VALID (Keras's MaxPooling2D defaults).
 template <std::int64_t KH, std::int64_t KW, std::int64_t SH = KH, std::int64_t SW = KW, class Padding = valid_padding>
 struct max_pool {
+  /// weft::max_pool with the layer's window, strides and padding.
   template <expression X>
   auto operator()(const X& x) const {
     return weft::max_pool(x, window<KH, KW>, strides<SH, SW>, Padding{});
   }
 };
+/// See max_pool: the window's mean instead of its max.
 template <std::int64_t KH, std::int64_t KW, std::int64_t SH = KH, std::int64_t SW = KW, class Padding = valid_padding>
 struct avg_pool {
+  /// weft::avg_pool with the layer's window, strides and padding.
   template <expression X>
   auto operator()(const X& x) const {
     return weft::avg_pool(x, window<KH, KW>, strides<SH, SW>, Padding{});
@@ -784,6 +861,7 @@ constexpr std::int64_t product_after_first(const std::array<std::int64_t, N>& v)
 
 /// flatten{}: [batch, d1, d2, ...] -> [batch, d1 * d2 * ...].
 struct flatten {
+  /// x reshaped to [batch, the product of the other dims].
   template <expression X>
   auto operator()(const X& x) const {
     using SX = shape_of<X>;
@@ -798,7 +876,9 @@ struct flatten {
 template <class R>
 class dropout {
  public:
+  /// Drops elements with probability `rate` (a number or a scalar expression).
   explicit dropout(R rate, std::int64_t seed = 0, std::int64_t seed2 = 0) : rate_(std::move(rate)), seed_(seed), seed2_(seed2) {}
+  /// weft::dropout(x, rate, seed, seed2).
   template <expression X>
   auto operator()(const X& x) const {
     return weft::dropout(x, rate_, seed_, seed2_);
@@ -810,13 +890,16 @@ class dropout {
 };
 
 // Activations as layers: layers::relu, tanh, sigmoid, softmax, log_softmax.
-#define WEFT_DETAIL_ACTIVATION_LAYER(NAME)      \
-  struct NAME##_layer {                         \
-    template <expression X>                     \
-    auto operator()(const X& x) const {         \
-      return weft::NAME(x);                     \
-    }                                           \
-  };                                            \
+#define WEFT_DETAIL_ACTIVATION_LAYER(NAME)                                   \
+  /** The activation weft::NAME as a layer (a sequential's element). */      \
+  struct NAME##_layer {                                                      \
+    /** weft::NAME(x). */                                                     \
+    template <expression X>                                                  \
+    auto operator()(const X& x) const {                                      \
+      return weft::NAME(x);                                                  \
+    }                                                                        \
+  };                                                                         \
+  /** The activation weft::NAME as a layer: `layers::sequential(fc, layers::NAME)`. */ \
   inline constexpr NAME##_layer NAME {}
 WEFT_DETAIL_ACTIVATION_LAYER(relu);
 WEFT_DETAIL_ACTIVATION_LAYER(tanh);
@@ -825,26 +908,31 @@ WEFT_DETAIL_ACTIVATION_LAYER(softmax);
 WEFT_DETAIL_ACTIVATION_LAYER(log_softmax);
 #undef WEFT_DETAIL_ACTIVATION_LAYER
 
-/// ---- composition -----------------------------------------------------------------------------
+// ---- composition -----------------------------------------------------------------------------
+
 /// sequential(l1, l2, ...): applies l1, then l2, ... (each a layer or any callable from an
 /// expression to an expression); variables() gathers theirs, in order.
 template <class... Layers>
 class sequential {
  public:
+  /// The layers, applied in this order.
   explicit sequential(Layers... layers) : layers_(std::move(layers)...) {}
 
+  /// The last layer's output on the first's input x.
   template <expression X>
   auto operator()(const X& x) const {
     return apply<0>(x);
   }
+  /// Every layer's trained variables, in order, as one tuple.
   auto variables() const {
     return std::apply([](const auto&... l) { return std::tuple_cat(detail::variables_of(l)...); }, layers_);
   }
+  /// Layer I.
   template <std::size_t I>
   const auto& layer() const {
     return std::get<I>(layers_);
   }
-  static constexpr std::size_t size = sizeof...(Layers);
+  static constexpr std::size_t size = sizeof...(Layers);  ///< how many layers
 
  private:
   template <std::size_t I, class X>
