@@ -25956,18 +25956,22 @@ using array_op = indexed_op<Op, T>;
 /// The unary and binary elementwise ops: Tag names the op's type (ops::Add, ...).
 template <class Tag, class T>
 struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
-  static constexpr bool elementwise = true;
-  using op = typename Tag::op;
-  static constexpr const char* name = Tag::name;
+  static constexpr bool elementwise = true;        ///< fusion may merge it with its neighbours
+  using op = typename Tag::op;                     ///< the op's type
+  static constexpr const char* name = Tag::name;  ///< the op's name
+  /// No attrs.
   attr_map attrs() const { return {}; }
+  /// Registers the kernel for T (where a program compiles its own).
   void prepare() const { use_kernels<op, T>(); }
 };
 
 #define WEFT_DETAIL_DSL_UNARY(FN, OP, TYPES)                                                            \
   namespace tags {                                                                                      \
+  /** The DSL's tag of op OP, as fusion and the gradient rules read it. */                              \
   struct FN {                                                                                           \
-    using op = ops::OP;                                                                                 \
-    static constexpr const char* name = op::name;                                                       \
+    using op = ops::OP;                           /**< the op's type */                                 \
+    static constexpr const char* name = op::name; /**< the op's name */                                 \
+    /** Registers the op's kernel for element type T where a program compiles its own. */               \
     template <class T>                                                                                  \
     static void register_kernel() {                                                                     \
       use_kernels<op, T>();                                                                             \
@@ -25977,6 +25981,7 @@ struct elementwise_op : detail::lowers_plainly<elementwise_op<Tag, T>> {
   namespace check {                                                                                     \
   WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operand's dtype is not supported");        \
   }                                                                                                     \
+  /** Op OP elementwise (TYPES; another dtype is a compile error): same shape and dtype. */             \
   template <expression A>                                                                               \
   auto FN(const A& a) {                                                                                 \
     using T = value_type_of<A>;                                                                         \
@@ -26048,27 +26053,34 @@ concept binary_operands = (expression<A> && expression<B>) || (expression<A> && 
   WEFT_DETAIL_SUPPORT_CHECK(FN##_dtype, "weft::" #FN ": the operands' dtype is not supported");             \
   WEFT_DETAIL_DIM_CHECK(FN##_broadcast, "weft::" #FN ": operand shapes cannot be broadcast");               \
   }                                                                                                          \
-  namespace tags {                                                                                           \
-  struct FN {                                                                                                \
-    using op = ops::OP;                                                                                      \
-    static constexpr const char* name = op::name;                                                            \
-    static constexpr bool bool_result = BOOL;                                                                \
-    using types = TYPES;                                                                                     \
-    template <class X, class Y>                                                                              \
-    using dtypes = check::FN##_dtypes<X, Y>;                                                                 \
-    template <class X, bool Ok>                                                                              \
-    using supported = check::FN##_dtype<X, Ok>;                                                              \
-    template <std::int64_t X, std::int64_t Y>                                                                \
-    using broadcast = check::FN##_broadcast<X, Y>;                                                           \
-    template <class T>                                                                                       \
-    static void register_kernel() {                                                                          \
+  namespace tags {                                                                                            \
+  /** The DSL's tag of op OP, as fusion and the gradient rules read it. */                                    \
+  struct FN {                                                                                                 \
+    using op = ops::OP;                           /**< the op's type */                                       \
+    static constexpr const char* name = op::name; /**< the op's name */                                       \
+    static constexpr bool bool_result = BOOL;     /**< whether the result is bool (comparisons) */            \
+    using types = TYPES;                          /**< the element types it admits */                         \
+    /** The compile-time check that both operands' dtypes agree. */                                           \
+    template <class X, class Y>                                                                               \
+    using dtypes = check::FN##_dtypes<X, Y>;                                                                  \
+    /** The compile-time check that the dtype is admitted. */                                                 \
+    template <class X, bool Ok>                                                                               \
+    using supported = check::FN##_dtype<X, Ok>;                                                               \
+    /** The compile-time check that a pair of static dims broadcasts. */                                      \
+    template <std::int64_t X, std::int64_t Y>                                                                 \
+    using broadcast = check::FN##_broadcast<X, Y>;                                                            \
+    /** Registers the op's kernel for element type T where a program compiles its own. */                     \
+    template <class T>                                                                                        \
+    static void register_kernel() {                                                                           \
       use_kernels<op, T>();                                                                                  \
     }                                                                                                        \
   };                                                                                                         \
   }                                                                                                          \
-  template <class A, class B>                                                                                \
-    requires binary_operands<A, B>                                                                           \
-  auto FN(const A& a, const B& b) {                                                                          \
+  /** Op OP with broadcasting (TensorFlow's rules; static dims that cannot broadcast, or two */               \
+  /** dtypes, are a compile error); a number beside an expression takes its dtype. */                         \
+  template <class A, class B>                                                                                 \
+    requires binary_operands<A, B>                                                                            \
+  auto FN(const A& a, const B& b) {                                                                           \
     return detail::make_binary<tags::FN>(a, b);                                                              \
   }
 
