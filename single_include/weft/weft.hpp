@@ -2794,7 +2794,8 @@ inline void register_core_ops() { op_registry::global().add_family("core", core_
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct identity_grad {
@@ -3270,7 +3271,8 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
@@ -4027,7 +4029,8 @@ inline void register_math_ops() { op_registry::global().add_family("math", math_
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct neg_grad {
@@ -4338,7 +4341,8 @@ inline void register_matrix_ops() { op_registry::global().add_family("matrix", m
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct matmul_grad {
@@ -4895,7 +4899,8 @@ inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_def
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
@@ -5409,7 +5414,8 @@ inline void register_reduction_ops() { op_registry::global().add_family("reducti
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct sum_grad {  // the gradient, broadcast back over the reduced axes
@@ -6896,7 +6902,8 @@ class symbol {
   output o_;
 };
 
-/// ---- the arithmetic of rules, on symbols ----------------------------------------------
+// ---- the arithmetic of rules, on symbols ----------------------------------------------
+
 /// Whether a and b are known, at graph-building time, to have one shape.
 inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
 
@@ -7072,7 +7079,8 @@ inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map
   return sizes.then("AvgPoolGrad", {d}, w);
 }
 
-/// ---- rules ----------------------------------------------------------------------------
+// ---- rules ----------------------------------------------------------------------------
+
 /// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
 using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
 
@@ -7142,7 +7150,8 @@ gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
     return elementwise_grad<R>::template apply<symbol>(a);
 }
 
-/// ---- control flow (graphs only) ----------------------------------------------------------
+// ---- control flow (graphs only) ----------------------------------------------------------
+
 /// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
 /// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
 struct switch_grad {
@@ -25215,7 +25224,8 @@ namespace weft {
 class lowering;
 using lower_fn = std::function<output(lowering&)>;  ///< lowers one expression (lowering_of)
 
-/// ---- scopes --------------------------------------------------------------------------
+// ---- scopes --------------------------------------------------------------------------
+
 /// The name prefix, device and colocation in force where an expression is built. Interned
 /// (for the program's lifetime), so that an expression carries one pointer.
 struct scope_info {
@@ -25274,7 +25284,8 @@ class device_scope : detail::scope_guard_base {
       : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
 
-/// ---- expressions ---------------------------------------------------------------------
+// ---- expressions ---------------------------------------------------------------------
+
 struct expr_base {};
 
 template <class E>
@@ -25288,7 +25299,8 @@ using value_type_of = typename std::remove_cvref_t<E>::value_type;
 template <expression E>
 using shape_of = typename std::remove_cvref_t<E>::shape_type;
 
-/// ---- lowering ------------------------------------------------------------------------
+// ---- lowering ------------------------------------------------------------------------
+
 /// How a lowering inside a loop's frame or a cond's branch (dsl/control_flow.hpp) takes
 /// values from outside it.
 class frame_hooks {
@@ -25828,17 +25840,21 @@ std::optional<output> try_fuse(lowering& cx, const E& e);
 template <class Op, class T, class S, class... Args>
 class op_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
-  using op_type = Op;
-  using args_type = std::tuple<Args...>;
+  using value_type = T;                   ///< the element type
+  using shape_type = S;                   ///< the static shape
+  using op_type = Op;                     ///< the descriptor's type
+  using args_type = std::tuple<Args...>;  ///< the operands' types
 
+  /// The op over the operands, in the name scope current now (layers' scopes).
   explicit op_expr(Op op, const Args&... args)
       : op_(std::move(op)), args_(args...), scope_(detail::current_scope()),
         memo_(std::make_shared<detail::lowered_memo>()) {}
 
+  /// The descriptor.
   const Op& op() const noexcept { return op_; }
+  /// The operands.
   const args_type& args() const noexcept { return args_; }
+  /// The name scope the expression was made in.
   const scope_info* scope() const noexcept { return scope_; }
 
   /// Lowered once per lowering context; later calls return the memoized node.
@@ -25924,12 +25940,13 @@ struct int_input {
 /// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
 template <class Op, class T = void>
 struct indexed_op {
-  static constexpr bool elementwise = false;
-  using op = Op;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = Op;  ///< the op's type
   const char* name;
   std::vector<int_input> ints;
   attr_map attrs;
   int port = 0;
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<ops::families::core>();  // the Consts of the int inputs
     use_kernels<Op, T>();
@@ -26102,41 +26119,56 @@ WEFT_DETAIL_DSL_BINARY(logical_or, LogicalOr, type_list<bool>, true)
 #undef WEFT_DETAIL_DSL_BINARY
 
 /// Operators. == and != are not overloaded (an expression's == would not be a bool); use
-/// equal() and not_equal().
+/// equal() and not_equal(). a + b is add(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator+(const A& a, const B& b) { return add(a, b); }
+/// subtract(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator-(const A& a, const B& b) { return subtract(a, b); }
+/// multiply(a, b), elementwise (matmul is the matrix product).
 template <class A, class B> requires binary_operands<A, B>
 auto operator*(const A& a, const B& b) { return multiply(a, b); }
+/// divide(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator/(const A& a, const B& b) { return divide(a, b); }
+/// less(a, b), a bool expression.
 template <class A, class B> requires binary_operands<A, B>
 auto operator<(const A& a, const B& b) { return less(a, b); }
+/// less_equal(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator<=(const A& a, const B& b) { return less_equal(a, b); }
+/// greater(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator>(const A& a, const B& b) { return greater(a, b); }
+/// greater_equal(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator>=(const A& a, const B& b) { return greater_equal(a, b); }
+/// logical_and(a, b) of bool expressions (both are computed).
 template <class A, class B> requires binary_operands<A, B>
 auto operator&&(const A& a, const B& b) { return logical_and(a, b); }
+/// logical_or(a, b) of bool expressions (both are computed).
 template <class A, class B> requires binary_operands<A, B>
 auto operator||(const A& a, const B& b) { return logical_or(a, b); }
+/// negate(a).
 template <expression A>
 auto operator-(const A& a) { return negate(a); }
+/// logical_not(a).
 template <expression A>
 auto operator!(const A& a) { return logical_not(a); }
 
-/// select(condition, t, e): t where condition holds, else e; all three broadcast.
+/// SelectV2's descriptor.
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
-  static constexpr bool elementwise = true;
-  using op = ops::SelectV2;
-  static constexpr const char* name = "SelectV2";
+  static constexpr bool elementwise = true;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::SelectV2;  ///< the op's type
+  static constexpr const char* name = "SelectV2";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const { use_kernels<op, T>(); }
 };
+/// select(condition, t, e): t where condition holds, else e; all three broadcast. The
+/// condition must be bool and t and e of one dtype (compile errors otherwise).
 template <expression C, expression A, expression B>
 auto select(const C& c, const A& a, const B& b) {
   using T = value_type_of<A>;
@@ -26153,20 +26185,24 @@ template <expression C, expression A, detail::scalar_value U>
 auto select(const C& c, const A& a, U b) {
   return select(c, a, detail::scalar_operand<value_type_of<A>>(b));
 }
+/// See the overload above.
 template <expression C, detail::scalar_value U, expression B>
 auto select(const C& c, U a, const B& b) {
   return select(c, detail::scalar_operand<value_type_of<B>>(a), b);
 }
 
-/// cast<U>(x): x converted to U (TensorFlow's Cast).
+/// Cast's descriptor.
 template <class To, class From>
 struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
-  static constexpr bool elementwise = true;
-  using op = ops::Cast;
-  static constexpr const char* name = "Cast";
+  static constexpr bool elementwise = true;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::Cast;  ///< the op's type
+  static constexpr const char* name = "Cast";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const { use_kernels<op, To>(); }
 };
+/// cast<U>(x): x converted to U (TensorFlow's Cast).
 template <element To, expression A>
 auto cast(const A& a) {
   return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
@@ -26180,13 +26216,17 @@ auto cast_like(const A& a, const Like&) {
     return cast<value_type_of<Like>>(a);
 }
 
-/// ---- matmul ---------------------------------------------------------------------------
+// ---- matmul ---------------------------------------------------------------------------
+
+/// MatMul's descriptor.
 template <class T, bool TA, bool TB>
 struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
-  static constexpr bool elementwise = false;
-  using op = ops::MatMul;
-  static constexpr const char* name = "MatMul";
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::MatMul;  ///< the op's type
+  static constexpr const char* name = "MatMul";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {{"transpose_a", TA}, {"transpose_b", TB}}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const { use_kernels<ops::MatMul, T>(); }
 };
 
@@ -26223,26 +26263,31 @@ auto fill(static_shape<D...>, const V& value) {
   using Op = detail::array_op<ops::Fill>;
   return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
 }
+/// zeros<float>(dims<2, 3>): a tensor of zeros.
 template <element T, std::int64_t... D>
 auto zeros(static_shape<D...> s) {
   return fill(s, constant(T(0)));
 }
+/// ones<float>(dims<2, 3>): a tensor of ones.
 template <element T, std::int64_t... D>
 auto ones(static_shape<D...> s) {
   return fill(s, constant(T(1)));
 }
 
-/// ---- ops defined outside the library (docs/extending.md) ------------------------------
+// ---- ops defined outside the library (docs/extending.md) ------------------------------
+
 /// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
 /// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
 /// has_gradient_rule (its rule registered by Op::define()).
 template <op_type Op, class T>
 struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
-  static constexpr bool elementwise = false;
-  using op = Op;
-  static constexpr const char* name = Op::name;
-  attr_map node_attrs;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = Op;  ///< the op's type
+  static constexpr const char* name = Op::name;  ///< the graph op's name
+  attr_map node_attrs;  ///< the node's attrs
+  /// The node's attrs.
   attr_map attrs() const { return node_attrs; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<ops::families::core>();
     use_kernels<Op, T>();
@@ -26271,7 +26316,8 @@ auto apply_op(attr_map attrs, const Args&... args) {
 
 namespace weft {
 
-/// ---- reductions -----------------------------------------------------------------------
+// ---- reductions -----------------------------------------------------------------------
+
 template <std::int64_t... Axes>
 struct axis_list {};
 template <std::int64_t... Axes>
@@ -26372,7 +26418,8 @@ auto argmin(const A& a, axis_list<Axis>) {
 
 namespace weft {
 
-/// ---- shape ops ------------------------------------------------------------------------
+// ---- shape ops ------------------------------------------------------------------------
+
 /// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
 template <expression A, std::int64_t... D>
 auto reshape(const A& a, static_shape<D...>) {
@@ -26453,9 +26500,10 @@ auto concat(const First& first, const Rest&... rest) {
 }
 
 struct identity_op : detail::lowers_plainly<identity_op> {
-  static constexpr bool elementwise = false;
-  using op = ops::Identity;
-  static constexpr const char* name = "Identity";
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::Identity;  ///< the op's type
+  static constexpr const char* name = "Identity";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
   /// A template, so that a header compiled without any backend's kernels stays valid.
   template <class = void>
@@ -26470,10 +26518,12 @@ auto identity(const A& a) {
 
 template <bool Ones>
 struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
-  static constexpr bool elementwise = false;
-  using op = std::conditional_t<Ones, ops::OnesLike, ops::ZerosLike>;
-  static constexpr const char* name = op::name;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = std::conditional_t<Ones, ops::OnesLike, ops::ZerosLike>;  ///< the op's type
+  static constexpr const char* name = op::name;  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<op>();
   }
@@ -26704,7 +26754,8 @@ auto split(const A& a) {
   }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
 }
 
-/// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+
 /// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
 /// Size; int32 by default, as there).
 template <element Out = std::int32_t, expression A>
@@ -26810,7 +26861,8 @@ auto matrix_determinant(const A& a) {
 
 namespace weft {
 
-/// ---- random ---------------------------------------------------------------------------
+// ---- random ---------------------------------------------------------------------------
+
 /// An expression with no operands whose value is computed by its op alone (random numbers).
 template <class Op, class T, class S>
 class source_expr : public expr_base {
@@ -26861,12 +26913,15 @@ WEFT_DETAIL_DSL_RANDOM(truncated_normal, TruncatedNormal)
 
 namespace weft {
 
-/// ---- state ----------------------------------------------------------------------------
+// ---- state ----------------------------------------------------------------------------
+
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
 struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
-  static constexpr bool elementwise = false;
-  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<std::conditional_t<Kind == 0, ops::Assign, std::conditional_t<Kind == 1, ops::AssignAdd, ops::AssignSub>>,
                 T>();
@@ -26958,7 +27013,7 @@ WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channe
 template <bool Same>
 struct padding_t {
   static constexpr bool is_same = Same;
-  static constexpr const char* name = Same ? "SAME" : "VALID";
+  static constexpr const char* name = Same ? "SAME" : "VALID";  ///< the graph op's name
 };
 inline constexpr padding_t<true> same{};
 inline constexpr padding_t<false> valid{};
@@ -26984,11 +27039,12 @@ void use_nn_kernels() {
 /// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
 /// `kernels`, which registers the op's kernel and its gradient's for the dtype.
 struct nn_op {
-  static constexpr bool elementwise = false;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
   const char* name;
   attr_map attrs;
   void (*kernels)();
   int port = 0;
+  /// Asks for the kernels the node needs (where a program compiles its own).
   template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
@@ -28527,9 +28583,10 @@ namespace detail {
 /// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
 /// so that running y (a training step) updates them. Its gradient is Identity's.
 struct after_updates_op {
-  static constexpr bool elementwise = false;
-  using op = ops::Identity;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::Identity;  ///< the op's type
   std::vector<lower_fn> updates;
+  /// Asks for the kernels the node needs (where a program compiles its own).
   template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
@@ -28936,7 +28993,8 @@ namespace detail {
 /// Reshape to [batch, product of the other dims], the product read from the input's
 /// inferred shape when the graph is built (so channel counts chosen at run time work).
 struct flatten_op {
-  static constexpr bool elementwise = false;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  /// Asks for the kernels the node needs (where a program compiles its own).
   template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
@@ -29088,7 +29146,8 @@ namespace weft {
 
 namespace detail {
 
-/// ---- which expressions fuse ----------------------------------------------------------
+// ---- which expressions fuse ----------------------------------------------------------
+
 template <class T>
 inline constexpr bool fusable_type_v = std::is_same_v<T, bool> || std::is_arithmetic_v<T> || is_half_v<T> ||
                                        std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;
@@ -29253,7 +29312,8 @@ template <class T>
 inline constexpr bool differentiable_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
-/// ---- which ops have rules ------------------------------------------------------------
+// ---- which ops have rules ------------------------------------------------------------
+
 /// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
 /// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
 /// node), else its gradient rule.
@@ -29319,7 +29379,8 @@ class lowering_gradient_builder final : public gradient_builder {
   const scope_info* scope_;
 };
 
-/// ---- fused backward ---------------------------------------------------------------------
+// ---- fused backward ---------------------------------------------------------------------
+
 /// A leaf of a fused subtree's backward: a tensor already in the graph.
 template <class T, class S>
 class bound_expr : public expr_base {

@@ -19,7 +19,8 @@
 
 namespace weft {
 
-/// ---- shape ops ------------------------------------------------------------------------
+// ---- shape ops ------------------------------------------------------------------------
+
 /// reshape(x, dims<dyn, 784>): one dim may be dyn, inferred from the element count.
 template <expression A, std::int64_t... D>
 auto reshape(const A& a, static_shape<D...>) {
@@ -100,9 +101,10 @@ auto concat(const First& first, const Rest&... rest) {
 }
 
 struct identity_op : detail::lowers_plainly<identity_op> {
-  static constexpr bool elementwise = false;
-  using op = ops::Identity;
-  static constexpr const char* name = "Identity";
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::Identity;  ///< the op's type
+  static constexpr const char* name = "Identity";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
   /// A template, so that a header compiled without any backend's kernels stays valid.
   template <class = void>
@@ -117,10 +119,12 @@ auto identity(const A& a) {
 
 template <bool Ones>
 struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
-  static constexpr bool elementwise = false;
-  using op = std::conditional_t<Ones, ops::OnesLike, ops::ZerosLike>;
-  static constexpr const char* name = op::name;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = std::conditional_t<Ones, ops::OnesLike, ops::ZerosLike>;  ///< the op's type
+  static constexpr const char* name = op::name;  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<op>();
   }
@@ -351,7 +355,8 @@ auto split(const A& a) {
   }(std::make_index_sequence<static_cast<std::size_t>(N)>{});
 }
 
-/// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+// ---- shape_tensor, rank_tensor, size_tensor -----------------------------------------------
+
 /// The run-time shape, rank and element count of x as tensors (TensorFlow's Shape, Rank and
 /// Size; int32 by default, as there).
 template <element Out = std::int32_t, expression A>

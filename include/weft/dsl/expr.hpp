@@ -46,7 +46,8 @@ namespace weft {
 class lowering;
 using lower_fn = std::function<output(lowering&)>;  ///< lowers one expression (lowering_of)
 
-/// ---- scopes --------------------------------------------------------------------------
+// ---- scopes --------------------------------------------------------------------------
+
 /// The name prefix, device and colocation in force where an expression is built. Interned
 /// (for the program's lifetime), so that an expression carries one pointer.
 struct scope_info {
@@ -105,7 +106,8 @@ class device_scope : detail::scope_guard_base {
       : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
 
-/// ---- expressions ---------------------------------------------------------------------
+// ---- expressions ---------------------------------------------------------------------
+
 struct expr_base {};
 
 template <class E>
@@ -119,7 +121,8 @@ using value_type_of = typename std::remove_cvref_t<E>::value_type;
 template <expression E>
 using shape_of = typename std::remove_cvref_t<E>::shape_type;
 
-/// ---- lowering ------------------------------------------------------------------------
+// ---- lowering ------------------------------------------------------------------------
+
 /// How a lowering inside a loop's frame or a cond's branch (dsl/control_flow.hpp) takes
 /// values from outside it.
 class frame_hooks {

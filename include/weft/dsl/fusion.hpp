@@ -27,7 +27,8 @@ namespace weft {
 
 namespace detail {
 
-/// ---- which expressions fuse ----------------------------------------------------------
+// ---- which expressions fuse ----------------------------------------------------------
+
 template <class T>
 inline constexpr bool fusable_type_v = std::is_same_v<T, bool> || std::is_arithmetic_v<T> || is_half_v<T> ||
                                        std::is_same_v<T, complex64> || std::is_same_v<T, complex128>;

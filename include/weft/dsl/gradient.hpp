@@ -64,7 +64,8 @@ template <class T>
 inline constexpr bool differentiable_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
-/// ---- which ops have rules ------------------------------------------------------------
+// ---- which ops have rules ------------------------------------------------------------
+
 /// The elementwise partials of op type O, asked of the op (framework/gradient_rule.hpp): its
 /// `partials` where its graph rule is not written as partials (Relu's emits one ReluGrad
 /// node), else its gradient rule.
@@ -130,7 +131,8 @@ class lowering_gradient_builder final : public gradient_builder {
   const scope_info* scope_;
 };
 
-/// ---- fused backward ---------------------------------------------------------------------
+// ---- fused backward ---------------------------------------------------------------------
+
 /// A leaf of a fused subtree's backward: a tensor already in the graph.
 template <class T, class S>
 class bound_expr : public expr_base {

@@ -416,9 +416,10 @@ namespace detail {
 /// y after the moving averages' updates: an Identity of y with the Assigns as control inputs,
 /// so that running y (a training step) updates them. Its gradient is Identity's.
 struct after_updates_op {
-  static constexpr bool elementwise = false;
-  using op = ops::Identity;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::Identity;  ///< the op's type
   std::vector<lower_fn> updates;
+  /// Asks for the kernels the node needs (where a program compiles its own).
   template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();
@@ -825,7 +826,8 @@ namespace detail {
 /// Reshape to [batch, product of the other dims], the product read from the input's
 /// inferred shape when the graph is built (so channel counts chosen at run time work).
 struct flatten_op {
-  static constexpr bool elementwise = false;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  /// Asks for the kernels the node needs (where a program compiles its own).
   template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();

@@ -57,7 +57,7 @@ WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channe
 template <bool Same>
 struct padding_t {
   static constexpr bool is_same = Same;
-  static constexpr const char* name = Same ? "SAME" : "VALID";
+  static constexpr const char* name = Same ? "SAME" : "VALID";  ///< the graph op's name
 };
 inline constexpr padding_t<true> same{};
 inline constexpr padding_t<false> valid{};
@@ -83,11 +83,12 @@ void use_nn_kernels() {
 /// An op of ops/nn_ops.hpp: node `name`(operands; attrs), output `port`. prepare() runs
 /// `kernels`, which registers the op's kernel and its gradient's for the dtype.
 struct nn_op {
-  static constexpr bool elementwise = false;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
   const char* name;
   attr_map attrs;
   void (*kernels)();
   int port = 0;
+  /// Asks for the kernels the node needs (where a program compiles its own).
   template <class = void>  // instantiated where the kernels are visible, not in this header
   void prepare() const {
     use_kernels<ops::families::core>();

@@ -50,17 +50,21 @@ std::optional<output> try_fuse(lowering& cx, const E& e);
 template <class Op, class T, class S, class... Args>
 class op_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
-  using op_type = Op;
-  using args_type = std::tuple<Args...>;
+  using value_type = T;                   ///< the element type
+  using shape_type = S;                   ///< the static shape
+  using op_type = Op;                     ///< the descriptor's type
+  using args_type = std::tuple<Args...>;  ///< the operands' types
 
+  /// The op over the operands, in the name scope current now (layers' scopes).
   explicit op_expr(Op op, const Args&... args)
       : op_(std::move(op)), args_(args...), scope_(detail::current_scope()),
         memo_(std::make_shared<detail::lowered_memo>()) {}
 
+  /// The descriptor.
   const Op& op() const noexcept { return op_; }
+  /// The operands.
   const args_type& args() const noexcept { return args_; }
+  /// The name scope the expression was made in.
   const scope_info* scope() const noexcept { return scope_; }
 
   /// Lowered once per lowering context; later calls return the memoized node.
@@ -146,12 +150,13 @@ struct int_input {
 /// prepare() asks for Op's kernels for dtype T (void: the one kernel of every dtype).
 template <class Op, class T = void>
 struct indexed_op {
-  static constexpr bool elementwise = false;
-  using op = Op;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = Op;  ///< the op's type
   const char* name;
   std::vector<int_input> ints;
   attr_map attrs;
   int port = 0;
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<ops::families::core>();  // the Consts of the int inputs
     use_kernels<Op, T>();
@@ -324,41 +329,56 @@ WEFT_DETAIL_DSL_BINARY(logical_or, LogicalOr, type_list<bool>, true)
 #undef WEFT_DETAIL_DSL_BINARY
 
 /// Operators. == and != are not overloaded (an expression's == would not be a bool); use
-/// equal() and not_equal().
+/// equal() and not_equal(). a + b is add(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator+(const A& a, const B& b) { return add(a, b); }
+/// subtract(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator-(const A& a, const B& b) { return subtract(a, b); }
+/// multiply(a, b), elementwise (matmul is the matrix product).
 template <class A, class B> requires binary_operands<A, B>
 auto operator*(const A& a, const B& b) { return multiply(a, b); }
+/// divide(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator/(const A& a, const B& b) { return divide(a, b); }
+/// less(a, b), a bool expression.
 template <class A, class B> requires binary_operands<A, B>
 auto operator<(const A& a, const B& b) { return less(a, b); }
+/// less_equal(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator<=(const A& a, const B& b) { return less_equal(a, b); }
+/// greater(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator>(const A& a, const B& b) { return greater(a, b); }
+/// greater_equal(a, b).
 template <class A, class B> requires binary_operands<A, B>
 auto operator>=(const A& a, const B& b) { return greater_equal(a, b); }
+/// logical_and(a, b) of bool expressions (both are computed).
 template <class A, class B> requires binary_operands<A, B>
 auto operator&&(const A& a, const B& b) { return logical_and(a, b); }
+/// logical_or(a, b) of bool expressions (both are computed).
 template <class A, class B> requires binary_operands<A, B>
 auto operator||(const A& a, const B& b) { return logical_or(a, b); }
+/// negate(a).
 template <expression A>
 auto operator-(const A& a) { return negate(a); }
+/// logical_not(a).
 template <expression A>
 auto operator!(const A& a) { return logical_not(a); }
 
-/// select(condition, t, e): t where condition holds, else e; all three broadcast.
+/// SelectV2's descriptor.
 template <class T>
 struct select_op : detail::lowers_plainly<select_op<T>> {
-  static constexpr bool elementwise = true;
-  using op = ops::SelectV2;
-  static constexpr const char* name = "SelectV2";
+  static constexpr bool elementwise = true;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::SelectV2;  ///< the op's type
+  static constexpr const char* name = "SelectV2";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const { use_kernels<op, T>(); }
 };
+/// select(condition, t, e): t where condition holds, else e; all three broadcast. The
+/// condition must be bool and t and e of one dtype (compile errors otherwise).
 template <expression C, expression A, expression B>
 auto select(const C& c, const A& a, const B& b) {
   using T = value_type_of<A>;
@@ -375,20 +395,24 @@ template <expression C, expression A, detail::scalar_value U>
 auto select(const C& c, const A& a, U b) {
   return select(c, a, detail::scalar_operand<value_type_of<A>>(b));
 }
+/// See the overload above.
 template <expression C, detail::scalar_value U, expression B>
 auto select(const C& c, U a, const B& b) {
   return select(c, detail::scalar_operand<value_type_of<B>>(a), b);
 }
 
-/// cast<U>(x): x converted to U (TensorFlow's Cast).
+/// Cast's descriptor.
 template <class To, class From>
 struct cast_op : detail::lowers_plainly<cast_op<To, From>> {
-  static constexpr bool elementwise = true;
-  using op = ops::Cast;
-  static constexpr const char* name = "Cast";
+  static constexpr bool elementwise = true;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::Cast;  ///< the op's type
+  static constexpr const char* name = "Cast";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {{"DstT", dtype_of<To>}}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const { use_kernels<op, To>(); }
 };
+/// cast<U>(x): x converted to U (TensorFlow's Cast).
 template <element To, expression A>
 auto cast(const A& a) {
   return op_expr<cast_op<To, value_type_of<A>>, To, shape_of<A>, A>({}, a);
@@ -402,13 +426,17 @@ auto cast_like(const A& a, const Like&) {
     return cast<value_type_of<Like>>(a);
 }
 
-/// ---- matmul ---------------------------------------------------------------------------
+// ---- matmul ---------------------------------------------------------------------------
+
+/// MatMul's descriptor.
 template <class T, bool TA, bool TB>
 struct matmul_op : detail::lowers_plainly<matmul_op<T, TA, TB>> {
-  static constexpr bool elementwise = false;
-  using op = ops::MatMul;
-  static constexpr const char* name = "MatMul";
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = ops::MatMul;  ///< the op's type
+  static constexpr const char* name = "MatMul";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {{"transpose_a", TA}, {"transpose_b", TB}}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const { use_kernels<ops::MatMul, T>(); }
 };
 
@@ -445,26 +473,31 @@ auto fill(static_shape<D...>, const V& value) {
   using Op = detail::array_op<ops::Fill>;
   return op_expr<Op, value_type_of<V>, static_shape<D...>, V>(Op{"Fill", {{0, {D...}}}, {}}, value);
 }
+/// zeros<float>(dims<2, 3>): a tensor of zeros.
 template <element T, std::int64_t... D>
 auto zeros(static_shape<D...> s) {
   return fill(s, constant(T(0)));
 }
+/// ones<float>(dims<2, 3>): a tensor of ones.
 template <element T, std::int64_t... D>
 auto ones(static_shape<D...> s) {
   return fill(s, constant(T(1)));
 }
 
-/// ---- ops defined outside the library (docs/extending.md) ------------------------------
+// ---- ops defined outside the library (docs/extending.md) ------------------------------
+
 /// The node of op type Op (framework/kernel_for.hpp) over the operands, with `attrs`; it asks
 /// for Op's kernels for dtype T. weft::grad differentiates through it when Op declares
 /// has_gradient_rule (its rule registered by Op::define()).
 template <op_type Op, class T>
 struct typed_op : detail::lowers_plainly<typed_op<Op, T>> {
-  static constexpr bool elementwise = false;
-  using op = Op;
-  static constexpr const char* name = Op::name;
-  attr_map node_attrs;
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  using op = Op;  ///< the op's type
+  static constexpr const char* name = Op::name;  ///< the graph op's name
+  attr_map node_attrs;  ///< the node's attrs
+  /// The node's attrs.
   attr_map attrs() const { return node_attrs; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<ops::families::core>();
     use_kernels<Op, T>();

@@ -15,7 +15,8 @@
 
 namespace weft {
 
-/// ---- random ---------------------------------------------------------------------------
+// ---- random ---------------------------------------------------------------------------
+
 /// An expression with no operands whose value is computed by its op alone (random numbers).
 template <class Op, class T, class S>
 class source_expr : public expr_base {

@@ -16,7 +16,8 @@
 
 namespace weft {
 
-/// ---- reductions -----------------------------------------------------------------------
+// ---- reductions -----------------------------------------------------------------------
+
 template <std::int64_t... Axes>
 struct axis_list {};
 template <std::int64_t... Axes>

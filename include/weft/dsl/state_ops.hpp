@@ -15,12 +15,15 @@
 
 namespace weft {
 
-/// ---- state ----------------------------------------------------------------------------
+// ---- state ----------------------------------------------------------------------------
+
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
 struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
-  static constexpr bool elementwise = false;
-  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";
+  static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
+  static constexpr const char* name = Kind == 0 ? "Assign" : Kind == 1 ? "AssignAdd" : "AssignSub";  ///< the graph op's name
+  /// The node's attrs.
   attr_map attrs() const { return {}; }
+  /// Asks for the kernels the node needs (where a program compiles its own).
   void prepare() const {
     use_kernels<std::conditional_t<Kind == 0, ops::Assign, std::conditional_t<Kind == 1, ops::AssignAdd, ops::AssignSub>>,
                 T>();

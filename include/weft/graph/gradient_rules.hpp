@@ -61,7 +61,8 @@ gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
     return elementwise_grad<R>::template apply<symbol>(a);
 }
 
-/// ---- control flow (graphs only) ----------------------------------------------------------
+// ---- control flow (graphs only) ----------------------------------------------------------
+
 /// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
 /// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
 struct switch_grad {

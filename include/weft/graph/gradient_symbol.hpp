@@ -79,7 +79,8 @@ class symbol {
   output o_;
 };
 
-/// ---- the arithmetic of rules, on symbols ----------------------------------------------
+// ---- the arithmetic of rules, on symbols ----------------------------------------------
+
 /// Whether a and b are known, at graph-building time, to have one shape.
 inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
 
@@ -255,7 +256,8 @@ inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map
   return sizes.then("AvgPoolGrad", {d}, w);
 }
 
-/// ---- rules ----------------------------------------------------------------------------
+// ---- rules ----------------------------------------------------------------------------
+
 /// What a rule sees and returns: gradient_args, gradient_result (framework/gradient_rule.hpp).
 using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<symbol>&)>;
 

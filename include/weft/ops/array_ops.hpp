@@ -439,7 +439,8 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values

@@ -101,7 +101,8 @@ inline void register_core_ops() { op_registry::global().add_family("core", core_
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct identity_grad {

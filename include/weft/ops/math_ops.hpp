@@ -150,7 +150,8 @@ inline void register_math_ops() { op_registry::global().add_family("math", math_
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct neg_grad {

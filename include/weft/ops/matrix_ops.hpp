@@ -142,7 +142,8 @@ inline void register_matrix_ops() { op_registry::global().add_family("matrix", m
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct matmul_grad {

@@ -495,7 +495,8 @@ inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_def
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim

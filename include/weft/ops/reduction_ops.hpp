@@ -224,7 +224,8 @@ inline void register_reduction_ops() { op_registry::global().add_family("reducti
 
 }  // namespace weft::ops
 
-/// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+// ---- gradient rules (framework/gradient_rule.hpp), each written once over a value type ----
+
 namespace weft::gradients {
 
 struct sum_grad {  // the gradient, broadcast back over the reduced axes
