@@ -190,6 +190,8 @@ inline constexpr std::size_t max_buffer_bytes = std::size_t{1} << 62;
 
 namespace weft {
 
+/// An element type (TensorFlow's DataType, its names): bool, signed and unsigned integers,
+/// float16, bfloat16, float32, float64, complex64, complex128 and string.
 enum class dtype : std::uint8_t {
   invalid = 0,
   boolean,
@@ -214,13 +216,14 @@ enum class dtype : std::uint8_t {
 /// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
 /// strings too ("any type"); string is the one code past them.
 inline constexpr int dtype_count = 17;
-inline constexpr int plain_dtype_count = 16;
+inline constexpr int plain_dtype_count = 16;  ///< see dtype_count
 
-using half = Eigen::half;
-using bfloat16 = Eigen::bfloat16;
-using complex64 = std::complex<float>;
-using complex128 = std::complex<double>;
+using half = Eigen::half;                  ///< float16's C++ type
+using bfloat16 = Eigen::bfloat16;          ///< bfloat16's C++ type
+using complex64 = std::complex<float>;     ///< complex64's C++ type
+using complex128 = std::complex<double>;  ///< complex128's C++ type
 
+/// The dtype's name: "float32", "bool", "string" ("invalid" for dtype::invalid).
 inline constexpr std::string_view name(dtype t) noexcept {
   switch (t) {
     case dtype::invalid: return "invalid";
@@ -244,6 +247,7 @@ inline constexpr std::string_view name(dtype t) noexcept {
   return "invalid";
 }
 
+/// Writes name(t).
 inline std::ostream& operator<<(std::ostream& out, dtype t) { return out << name(t); }
 
 /// Parses a dtype name as name() prints it; throws on anything else.
@@ -253,6 +257,7 @@ inline dtype parse_dtype(std::string_view s) {
   fail(error_code::invalid_argument, "unknown dtype '", s, "'");
 }
 
+/// An element's size in bytes (a string element: sizeof(std::string); invalid: 0).
 inline constexpr std::size_t size_of(dtype t) noexcept {
   switch (t) {
     case dtype::boolean:
@@ -276,12 +281,15 @@ inline constexpr std::size_t size_of(dtype t) noexcept {
   return 0;
 }
 
+/// float16, bfloat16, float32 or float64.
 inline constexpr bool is_floating(dtype t) noexcept {
   return t == dtype::float16 || t == dtype::bfloat16 || t == dtype::float32 || t == dtype::float64;
 }
+/// complex64 or complex128.
 inline constexpr bool is_complex(dtype t) noexcept {
   return t == dtype::complex64 || t == dtype::complex128;
 }
+/// A signed or unsigned integer (not bool).
 inline constexpr bool is_integer(dtype t) noexcept {
   return t >= dtype::int8 && t <= dtype::uint64;
 }
@@ -291,9 +299,10 @@ inline constexpr bool is_plain(dtype t) noexcept {
 }
 
 template <class T> struct dtype_traits;  ///< undefined: T is not a weft element type
-#define WEFT_DETAIL_DTYPE(T, D)                         \
-  template <> struct dtype_traits<T> {                  \
-    static constexpr dtype value = dtype::D;            \
+#define WEFT_DETAIL_DTYPE(T, D)                                  \
+  /** T is the element type of dtype::D. */                      \
+  template <> struct dtype_traits<T> {                           \
+    static constexpr dtype value = dtype::D; /**< dtype::D */    \
   }
 WEFT_DETAIL_DTYPE(bool, boolean);
 WEFT_DETAIL_DTYPE(std::int8_t, int8);
@@ -316,10 +325,13 @@ WEFT_DETAIL_DTYPE(std::string, string);
 template <class T>
 concept element = requires { dtype_traits<std::remove_cv_t<T>>::value; };
 
+/// The dtype of element type T: dtype_of<float> is dtype::float32.
 template <element T>
 inline constexpr dtype dtype_of = dtype_traits<std::remove_cv_t<T>>::value;
 
-template <class T> struct type_tag { using type = T; };
+/// A type as a value, for generic lambdas (dispatch() passes one; the lambda reads its
+/// member `type`).
+template <class T> struct type_tag { using type = T; /**< the type */ };
 
 /// Calls f(type_tag<T>{}) for the C++ type T of `t`, restricted to the listed types;
 /// any other dtype calls on_other(). Kernels use it to instantiate only what they support.
@@ -337,34 +349,43 @@ decltype(auto) dispatch(dtype t, F&& f, G&& on_other) {
   }
 }
 
+/// A list of element types (dispatcher's, the DSL's checks).
 template <class... Ts> struct type_list {};
 
+/// Every element type but string.
 using all_types = type_list<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
                             std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
                             complex64, complex128>;
+/// The integers and floating types (not bool, not complex).
 using real_number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
                                     std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float,
                                     double>;
+/// real_number_types and the complex types.
 using number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
                                std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
                                complex64, complex128>;
-using float_types = type_list<half, bfloat16, float, double>;
+using float_types = type_list<half, bfloat16, float, double>;  ///< the floating types
+/// The floating and complex types.
 using float_complex_types = type_list<half, bfloat16, float, double, complex64, complex128>;
-using index_types = type_list<std::int32_t, std::int64_t>;
+using index_types = type_list<std::int32_t, std::int64_t>;  ///< int32 and int64 (indices, shapes)
 /// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
 /// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
 using signed_real_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
+/// The signed integers, the floating and the complex types (Neg's).
 using signed_number_types =
     type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;  ///< Pow's
+using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;  ///< MatMul's
 
 /// float16 and bfloat16.
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
+/// dispatch() over a type_list: dispatcher<float_types>::run(t, f, on_other).
 template <class List> struct dispatcher;
+/// See the primary template.
 template <class... Ts> struct dispatcher<type_list<Ts...>> {
+  /// dispatch<Ts...>(t, f, on_other).
   template <class F, class G>
   static decltype(auto) run(dtype t, F&& f, G&& on_other) {
     return dispatch<Ts...>(t, static_cast<F&&>(f), static_cast<G&&>(on_other));
@@ -10852,11 +10873,14 @@ namespace weft {
 /// inline, with no pool. Not copyable or movable: the Eigen device points into it.
 class cpu_context {
  public:
+  /// A context of `threads` threads (at least 1; the caller is one of them).
   explicit cpu_context(int threads) : threads_(std::max(1, threads)), pool_(threads_) {}
   cpu_context(const cpu_context&) = delete;
   cpu_context& operator=(const cpu_context&) = delete;
 
+  /// How many threads run a kernel's work, the caller's included.
   int num_threads() const noexcept { return threads_; }
+  /// Eigen's device for tensor expressions (`.device(ctx.eigen_device())`), made on first use.
   const Eigen::ThreadPoolDevice& eigen_device() const {
     std::call_once(eigen_once_, [this] {
       if (threads_ > 1) eigen_pool_ = std::make_unique<Eigen::ThreadPool>(threads_);
@@ -10902,40 +10926,45 @@ class cpu_context {
   mutable std::optional<Eigen::ThreadPoolDevice> eigen_;
 };
 
+/// Where nodes run (whitepaper §3): a name, a type the kernel registry knows ("CPU",
+/// "GPU"), an allocator and its memory counters, intra-op threads, and copies to and from
+/// host memory.
 class device {
  public:
   virtual ~device() = default;
   /// The full name, and its parts.
   virtual const std::string& name() const noexcept = 0;
-  virtual const device_name& parsed_name() const noexcept = 0;
+  virtual const device_name& parsed_name() const noexcept = 0;  ///< see name()
   virtual std::string type() const = 0;  ///< "CPU", as the kernel registry names device types
   /// Where the buffers of the tensors its kernels make come from (within its memory limit).
   virtual allocator& get_allocator() const noexcept = 0;
   /// Bytes of its memory in use now, and their peak since the last reset_peak(), by every
   /// session that uses the device.
   virtual std::size_t bytes_in_use() const noexcept = 0;
-  virtual std::size_t peak_bytes_in_use() const noexcept = 0;
-  virtual void reset_peak() const noexcept = 0;
+  virtual std::size_t peak_bytes_in_use() const noexcept = 0;  ///< see bytes_in_use()
+  virtual void reset_peak() const noexcept = 0;                 ///< see bytes_in_use()
   /// The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
   /// host-side work of other device types' kernels.
   virtual const cpu_context& cpu() const noexcept = 0;
-  int num_threads() const noexcept { return cpu().num_threads(); }
+  int num_threads() const noexcept { return cpu().num_threads(); }  ///< cpu().num_threads()
   /// A copy of host tensor `host` in this device's memory, and of `t` (in this device's
   /// memory) in host memory.
   virtual tensor copy_from_host(const tensor& host) const = 0;
-  virtual tensor copy_to_host(const tensor& t) const = 0;
+  virtual tensor copy_to_host(const tensor& t) const = 0;  ///< see copy_from_host()
   /// Whether its tensors live apart from host memory (a GPU's): the executor then copies
   /// feeds in and fetches, Sends and Switch predicates out.
   bool separate_memory() const noexcept { return get_allocator().space() != memory_space::host; }
   /// The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
   struct speed_figures {
-    double flops_per_second = 0;
-    double memory_bytes_per_second = 0;
-    double node_overhead_seconds = 0;
+    double flops_per_second = 0;         ///< arithmetic throughput
+    double memory_bytes_per_second = 0;  ///< memory bandwidth
+    double node_overhead_seconds = 0;    ///< the fixed cost of running one node
   };
+  /// The device's figures for the cost model, or none for the CPU's default.
   virtual std::optional<speed_figures> speed() const { return std::nullopt; }
 };
 
+/// A CPU device of this process: its own intra-op threads and allocator.
 class cpu_device final : public device {
  public:
   /// The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
@@ -10949,17 +10978,20 @@ class cpu_device final : public device {
         context_(intra_op_threads),
         limit_(memory_limit ? limited_allocator::create(base_, memory_limit) : nullptr) {}
 
-  const std::string& name() const noexcept override { return name_; }
-  const device_name& parsed_name() const noexcept override { return parsed_; }
-  std::string type() const override { return "CPU"; }
+  const std::string& name() const noexcept override { return name_; }  ///< its full name
+  const device_name& parsed_name() const noexcept override { return parsed_; }  ///< see name()
+  std::string type() const override { return "CPU"; }  ///< "CPU"
+  /// The device's allocator, within its memory limit.
   allocator& get_allocator() const noexcept override {
     return limit_ ? static_cast<allocator&>(*limit_) : base_;
   }
-  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }
-  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }
-  void reset_peak() const noexcept override { base_.reset_peak(); }
-  const cpu_context& cpu() const noexcept override { return context_; }
+  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }  ///< see device
+  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }  ///< see device
+  void reset_peak() const noexcept override { base_.reset_peak(); }  ///< see device
+  const cpu_context& cpu() const noexcept override { return context_; }  ///< its intra-op threads
+  /// A copy into the device's allocator.
   tensor copy_from_host(const tensor& host) const override { return host.copy(get_allocator()); }
+  /// A copy into the host's allocator.
   tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
 
  private:
@@ -10978,6 +11010,7 @@ inline bool stays_in_host_memory(const tensor& t) noexcept {
   return (t.dtype() == dtype::int32 || t.dtype() == dtype::int64) && t.num_elements() <= 64;
 }
 
+/// The machine's hardware threads (1 when unknown): the default thread counts.
 inline int default_thread_count() {
   unsigned n = std::thread::hardware_concurrency();
   return n ? static_cast<int>(n) : 1;
@@ -10988,16 +11021,18 @@ inline int default_thread_count() {
 /// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
 /// GPUs through session_options::device_count. Tests register devices of their own.
 struct device_factory {
+  /// How many devices of the type the machine has, and why none.
   struct availability {
-    int count = 0;
+    int count = 0;         ///< how many
     std::string why_none;  ///< when count is 0: why (no driver, no device)
   };
-  std::function<availability()> available;
+  std::function<availability()> available;  ///< asks the machine
   /// The device with index `index` (0 to count - 1), whose host-side work runs on
   /// `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
   std::function<std::unique_ptr<device>(int index, int host_threads, std::size_t memory_limit)> create;
 };
 
+/// The device factories by type (the process's: global()).
 class device_factory_registry {
  public:
   /// Registers the factory of device type `type` ("GPU"); the first registration of a type
@@ -11017,6 +11052,7 @@ class device_factory_registry {
          known.empty() ? std::string("none") : known, ")",
          type == "GPU" ? "; GPUs come with weft::cuda: include <weft/cuda/device.hpp>" : "");
   }
+  /// The process's registry.
   static device_factory_registry& global() {
     static auto* instance = new device_factory_registry;  // never destroyed, as the other registries
     return *instance;
@@ -14706,19 +14742,21 @@ namespace weft {
 
 /// One tensor of a signature: the key callers use, and the graph's output it stands for.
 struct signature_tensor {
-  std::string key;
-  std::string tensor;  ///< "node:port"
-  dtype type = dtype::invalid;
-  partial_shape shape;
+  std::string key;              ///< the name callers feed or fetch it by ("images")
+  std::string tensor;           ///< "node:port"
+  dtype type = dtype::invalid;  ///< its dtype
+  partial_shape shape;          ///< its static shape (dims may be unknown)
+  /// Equal when every field is.
   friend bool operator==(const signature_tensor&, const signature_tensor&) = default;
 };
 
 /// A named way to run a model (TensorFlow's SignatureDef): the outputs it feeds and those it
 /// fetches, by key.
 struct signature {
-  std::string name;
-  std::vector<signature_tensor> inputs;
-  std::vector<signature_tensor> outputs;
+  std::string name;                       ///< "serving_default", say
+  std::vector<signature_tensor> inputs;   ///< what a run feeds
+  std::vector<signature_tensor> outputs;  ///< what it fetches
+  /// Equal when every field is.
   friend bool operator==(const signature&, const signature&) = default;
 };
 
@@ -14952,11 +14990,12 @@ inline void check_signatures(const graph& g, const std::vector<signature>& sigs,
 
 }  // namespace model_detail
 
+/// How save_model writes a bundle.
 struct save_model_options {
   /// Write freeze_graph's graph of the signatures' outputs (variables as constants, folded)
   /// and no variables, in place of the whole graph and its variables.
   bool freeze = false;
-  passes::constant_folding_options folding = {};
+  passes::constant_folding_options folding = {};  ///< the frozen graph's constant folding
   /// Leave the nodes' device requests out (graph_def_options::devices): a model trained on a
   /// GPU then loads where there is none.
   bool clear_devices = false;
@@ -15026,10 +15065,14 @@ inline model_bundle load_model_bytes(std::string_view bytes, const std::string& 
 /// and its signatures.
 class model_bundle {
  public:
+  /// The bundle's graph.
   const weft::graph& graph() const noexcept { return graph_; }
+  /// A session over it, the variables restored.
   weft::session& session() noexcept { return *session_; }
+  /// Every signature, in the bundle's order.
   const std::vector<weft::signature>& signatures() const noexcept { return signatures_; }
 
+  /// The signature named `name`; none is a not_found error listing those there are.
   const weft::signature& signature(std::string_view name) const {
     for (const auto& s : signatures_)
       if (s.name == name) return s;

@@ -18,6 +18,8 @@
 
 namespace weft {
 
+/// An element type (TensorFlow's DataType, its names): bool, signed and unsigned integers,
+/// float16, bfloat16, float32, float64, complex64, complex128 and string.
 enum class dtype : std::uint8_t {
   invalid = 0,
   boolean,
@@ -42,13 +44,14 @@ enum class dtype : std::uint8_t {
 /// are the codes 1 to plain_dtype_count - 1: what a "type" attr admits unless the op takes
 /// strings too ("any type"); string is the one code past them.
 inline constexpr int dtype_count = 17;
-inline constexpr int plain_dtype_count = 16;
+inline constexpr int plain_dtype_count = 16;  ///< see dtype_count
 
-using half = Eigen::half;
-using bfloat16 = Eigen::bfloat16;
-using complex64 = std::complex<float>;
-using complex128 = std::complex<double>;
+using half = Eigen::half;                  ///< float16's C++ type
+using bfloat16 = Eigen::bfloat16;          ///< bfloat16's C++ type
+using complex64 = std::complex<float>;     ///< complex64's C++ type
+using complex128 = std::complex<double>;  ///< complex128's C++ type
 
+/// The dtype's name: "float32", "bool", "string" ("invalid" for dtype::invalid).
 inline constexpr std::string_view name(dtype t) noexcept {
   switch (t) {
     case dtype::invalid: return "invalid";
@@ -72,6 +75,7 @@ inline constexpr std::string_view name(dtype t) noexcept {
   return "invalid";
 }
 
+/// Writes name(t).
 inline std::ostream& operator<<(std::ostream& out, dtype t) { return out << name(t); }
 
 /// Parses a dtype name as name() prints it; throws on anything else.
@@ -81,6 +85,7 @@ inline dtype parse_dtype(std::string_view s) {
   fail(error_code::invalid_argument, "unknown dtype '", s, "'");
 }
 
+/// An element's size in bytes (a string element: sizeof(std::string); invalid: 0).
 inline constexpr std::size_t size_of(dtype t) noexcept {
   switch (t) {
     case dtype::boolean:
@@ -104,12 +109,15 @@ inline constexpr std::size_t size_of(dtype t) noexcept {
   return 0;
 }
 
+/// float16, bfloat16, float32 or float64.
 inline constexpr bool is_floating(dtype t) noexcept {
   return t == dtype::float16 || t == dtype::bfloat16 || t == dtype::float32 || t == dtype::float64;
 }
+/// complex64 or complex128.
 inline constexpr bool is_complex(dtype t) noexcept {
   return t == dtype::complex64 || t == dtype::complex128;
 }
+/// A signed or unsigned integer (not bool).
 inline constexpr bool is_integer(dtype t) noexcept {
   return t >= dtype::int8 && t <= dtype::uint64;
 }
@@ -119,9 +127,10 @@ inline constexpr bool is_plain(dtype t) noexcept {
 }
 
 template <class T> struct dtype_traits;  ///< undefined: T is not a weft element type
-#define WEFT_DETAIL_DTYPE(T, D)                         \
-  template <> struct dtype_traits<T> {                  \
-    static constexpr dtype value = dtype::D;            \
+#define WEFT_DETAIL_DTYPE(T, D)                                  \
+  /** T is the element type of dtype::D. */                      \
+  template <> struct dtype_traits<T> {                           \
+    static constexpr dtype value = dtype::D; /**< dtype::D */    \
   }
 WEFT_DETAIL_DTYPE(bool, boolean);
 WEFT_DETAIL_DTYPE(std::int8_t, int8);
@@ -144,10 +153,13 @@ WEFT_DETAIL_DTYPE(std::string, string);
 template <class T>
 concept element = requires { dtype_traits<std::remove_cv_t<T>>::value; };
 
+/// The dtype of element type T: dtype_of<float> is dtype::float32.
 template <element T>
 inline constexpr dtype dtype_of = dtype_traits<std::remove_cv_t<T>>::value;
 
-template <class T> struct type_tag { using type = T; };
+/// A type as a value, for generic lambdas (dispatch() passes one; the lambda reads its
+/// member `type`).
+template <class T> struct type_tag { using type = T; /**< the type */ };
 
 /// Calls f(type_tag<T>{}) for the C++ type T of `t`, restricted to the listed types;
 /// any other dtype calls on_other(). Kernels use it to instantiate only what they support.
@@ -165,34 +177,43 @@ decltype(auto) dispatch(dtype t, F&& f, G&& on_other) {
   }
 }
 
+/// A list of element types (dispatcher's, the DSL's checks).
 template <class... Ts> struct type_list {};
 
+/// Every element type but string.
 using all_types = type_list<bool, std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
                             std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
                             complex64, complex128>;
+/// The integers and floating types (not bool, not complex).
 using real_number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
                                     std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float,
                                     double>;
+/// real_number_types and the complex types.
 using number_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
                                std::uint16_t, std::uint32_t, std::uint64_t, half, bfloat16, float, double,
                                complex64, complex128>;
-using float_types = type_list<half, bfloat16, float, double>;
+using float_types = type_list<half, bfloat16, float, double>;  ///< the floating types
+/// The floating and complex types.
 using float_complex_types = type_list<half, bfloat16, float, double, complex64, complex128>;
-using index_types = type_list<std::int32_t, std::int64_t>;
+using index_types = type_list<std::int32_t, std::int64_t>;  ///< int32 and int64 (indices, shapes)
 /// The dtype sets of ops whose definitions name a set of their own (ops/math_ops.hpp,
 /// ops/matrix_ops.hpp), for typed code's checks and the kernels' instantiations.
 using signed_real_types = type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double>;
+/// The signed integers, the floating and the complex types (Neg's).
 using signed_number_types =
     type_list<std::int8_t, std::int16_t, std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
-using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;
+using pow_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;  ///< Pow's
+using matmul_types = type_list<std::int32_t, std::int64_t, half, bfloat16, float, double, complex64, complex128>;  ///< MatMul's
 
 /// float16 and bfloat16.
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
 
+/// dispatch() over a type_list: dispatcher<float_types>::run(t, f, on_other).
 template <class List> struct dispatcher;
+/// See the primary template.
 template <class... Ts> struct dispatcher<type_list<Ts...>> {
+  /// dispatch<Ts...>(t, f, on_other).
   template <class F, class G>
   static decltype(auto) run(dtype t, F&& f, G&& on_other) {
     return dispatch<Ts...>(t, static_cast<F&&>(f), static_cast<G&&>(on_other));

@@ -36,11 +36,14 @@ namespace weft {
 /// inline, with no pool. Not copyable or movable: the Eigen device points into it.
 class cpu_context {
  public:
+  /// A context of `threads` threads (at least 1; the caller is one of them).
   explicit cpu_context(int threads) : threads_(std::max(1, threads)), pool_(threads_) {}
   cpu_context(const cpu_context&) = delete;
   cpu_context& operator=(const cpu_context&) = delete;
 
+  /// How many threads run a kernel's work, the caller's included.
   int num_threads() const noexcept { return threads_; }
+  /// Eigen's device for tensor expressions (`.device(ctx.eigen_device())`), made on first use.
   const Eigen::ThreadPoolDevice& eigen_device() const {
     std::call_once(eigen_once_, [this] {
       if (threads_ > 1) eigen_pool_ = std::make_unique<Eigen::ThreadPool>(threads_);
@@ -86,40 +89,45 @@ class cpu_context {
   mutable std::optional<Eigen::ThreadPoolDevice> eigen_;
 };
 
+/// Where nodes run (whitepaper §3): a name, a type the kernel registry knows ("CPU",
+/// "GPU"), an allocator and its memory counters, intra-op threads, and copies to and from
+/// host memory.
 class device {
  public:
   virtual ~device() = default;
   /// The full name, and its parts.
   virtual const std::string& name() const noexcept = 0;
-  virtual const device_name& parsed_name() const noexcept = 0;
+  virtual const device_name& parsed_name() const noexcept = 0;  ///< see name()
   virtual std::string type() const = 0;  ///< "CPU", as the kernel registry names device types
   /// Where the buffers of the tensors its kernels make come from (within its memory limit).
   virtual allocator& get_allocator() const noexcept = 0;
   /// Bytes of its memory in use now, and their peak since the last reset_peak(), by every
   /// session that uses the device.
   virtual std::size_t bytes_in_use() const noexcept = 0;
-  virtual std::size_t peak_bytes_in_use() const noexcept = 0;
-  virtual void reset_peak() const noexcept = 0;
+  virtual std::size_t peak_bytes_in_use() const noexcept = 0;  ///< see bytes_in_use()
+  virtual void reset_peak() const noexcept = 0;                 ///< see bytes_in_use()
   /// The device's own intra-op threads: all of a CPU kernel's work runs on them, and the
   /// host-side work of other device types' kernels.
   virtual const cpu_context& cpu() const noexcept = 0;
-  int num_threads() const noexcept { return cpu().num_threads(); }
+  int num_threads() const noexcept { return cpu().num_threads(); }  ///< cpu().num_threads()
   /// A copy of host tensor `host` in this device's memory, and of `t` (in this device's
   /// memory) in host memory.
   virtual tensor copy_from_host(const tensor& host) const = 0;
-  virtual tensor copy_to_host(const tensor& t) const = 0;
+  virtual tensor copy_to_host(const tensor& t) const = 0;  ///< see copy_from_host()
   /// Whether its tensors live apart from host memory (a GPU's): the executor then copies
   /// feeds in and fetches, Sends and Switch predicates out.
   bool separate_memory() const noexcept { return get_allocator().space() != memory_space::host; }
   /// The figures the placer's cost model assumes for it; none: a CPU's, from its threads.
   struct speed_figures {
-    double flops_per_second = 0;
-    double memory_bytes_per_second = 0;
-    double node_overhead_seconds = 0;
+    double flops_per_second = 0;         ///< arithmetic throughput
+    double memory_bytes_per_second = 0;  ///< memory bandwidth
+    double node_overhead_seconds = 0;    ///< the fixed cost of running one node
   };
+  /// The device's figures for the cost model, or none for the CPU's default.
   virtual std::optional<speed_figures> speed() const { return std::nullopt; }
 };
 
+/// A CPU device of this process: its own intra-op threads and allocator.
 class cpu_device final : public device {
  public:
   /// The local CPU device `id` (`/job:localhost/replica:0/task:0/device:CPU:<id>`) with its own
@@ -133,17 +141,20 @@ class cpu_device final : public device {
         context_(intra_op_threads),
         limit_(memory_limit ? limited_allocator::create(base_, memory_limit) : nullptr) {}
 
-  const std::string& name() const noexcept override { return name_; }
-  const device_name& parsed_name() const noexcept override { return parsed_; }
-  std::string type() const override { return "CPU"; }
+  const std::string& name() const noexcept override { return name_; }  ///< its full name
+  const device_name& parsed_name() const noexcept override { return parsed_; }  ///< see name()
+  std::string type() const override { return "CPU"; }  ///< "CPU"
+  /// The device's allocator, within its memory limit.
   allocator& get_allocator() const noexcept override {
     return limit_ ? static_cast<allocator&>(*limit_) : base_;
   }
-  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }
-  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }
-  void reset_peak() const noexcept override { base_.reset_peak(); }
-  const cpu_context& cpu() const noexcept override { return context_; }
+  std::size_t bytes_in_use() const noexcept override { return base_.bytes_in_use(); }  ///< see device
+  std::size_t peak_bytes_in_use() const noexcept override { return base_.peak_bytes_in_use(); }  ///< see device
+  void reset_peak() const noexcept override { base_.reset_peak(); }  ///< see device
+  const cpu_context& cpu() const noexcept override { return context_; }  ///< its intra-op threads
+  /// A copy into the device's allocator.
   tensor copy_from_host(const tensor& host) const override { return host.copy(get_allocator()); }
+  /// A copy into the host's allocator.
   tensor copy_to_host(const tensor& t) const override { return t.copy(cpu_allocator::global()); }
 
  private:
@@ -162,6 +173,7 @@ inline bool stays_in_host_memory(const tensor& t) noexcept {
   return (t.dtype() == dtype::int32 || t.dtype() == dtype::int64) && t.num_elements() <= 64;
 }
 
+/// The machine's hardware threads (1 when unknown): the default thread counts.
 inline int default_thread_count() {
   unsigned n = std::thread::hardware_concurrency();
   return n ? static_cast<int>(n) : 1;
@@ -172,16 +184,18 @@ inline int default_thread_count() {
 /// (weft/cuda/device.hpp) registers itself when a program includes it; sessions then ask for
 /// GPUs through session_options::device_count. Tests register devices of their own.
 struct device_factory {
+  /// How many devices of the type the machine has, and why none.
   struct availability {
-    int count = 0;
+    int count = 0;         ///< how many
     std::string why_none;  ///< when count is 0: why (no driver, no device)
   };
-  std::function<availability()> available;
+  std::function<availability()> available;  ///< asks the machine
   /// The device with index `index` (0 to count - 1), whose host-side work runs on
   /// `host_threads` threads, with at most `memory_limit` bytes of its memory (0: its own).
   std::function<std::unique_ptr<device>(int index, int host_threads, std::size_t memory_limit)> create;
 };
 
+/// The device factories by type (the process's: global()).
 class device_factory_registry {
  public:
   /// Registers the factory of device type `type` ("GPU"); the first registration of a type
@@ -201,6 +215,7 @@ class device_factory_registry {
          known.empty() ? std::string("none") : known, ")",
          type == "GPU" ? "; GPUs come with weft::cuda: include <weft/cuda/device.hpp>" : "");
   }
+  /// The process's registry.
   static device_factory_registry& global() {
     static auto* instance = new device_factory_registry;  // never destroyed, as the other registries
     return *instance;

@@ -49,19 +49,21 @@ namespace weft {
 
 /// One tensor of a signature: the key callers use, and the graph's output it stands for.
 struct signature_tensor {
-  std::string key;
-  std::string tensor;  ///< "node:port"
-  dtype type = dtype::invalid;
-  partial_shape shape;
+  std::string key;              ///< the name callers feed or fetch it by ("images")
+  std::string tensor;           ///< "node:port"
+  dtype type = dtype::invalid;  ///< its dtype
+  partial_shape shape;          ///< its static shape (dims may be unknown)
+  /// Equal when every field is.
   friend bool operator==(const signature_tensor&, const signature_tensor&) = default;
 };
 
 /// A named way to run a model (TensorFlow's SignatureDef): the outputs it feeds and those it
 /// fetches, by key.
 struct signature {
-  std::string name;
-  std::vector<signature_tensor> inputs;
-  std::vector<signature_tensor> outputs;
+  std::string name;                       ///< "serving_default", say
+  std::vector<signature_tensor> inputs;   ///< what a run feeds
+  std::vector<signature_tensor> outputs;  ///< what it fetches
+  /// Equal when every field is.
   friend bool operator==(const signature&, const signature&) = default;
 };
 
@@ -295,11 +297,12 @@ inline void check_signatures(const graph& g, const std::vector<signature>& sigs,
 
 }  // namespace model_detail
 
+/// How save_model writes a bundle.
 struct save_model_options {
   /// Write freeze_graph's graph of the signatures' outputs (variables as constants, folded)
   /// and no variables, in place of the whole graph and its variables.
   bool freeze = false;
-  passes::constant_folding_options folding = {};
+  passes::constant_folding_options folding = {};  ///< the frozen graph's constant folding
   /// Leave the nodes' device requests out (graph_def_options::devices): a model trained on a
   /// GPU then loads where there is none.
   bool clear_devices = false;
@@ -369,10 +372,14 @@ inline model_bundle load_model_bytes(std::string_view bytes, const std::string& 
 /// and its signatures.
 class model_bundle {
  public:
+  /// The bundle's graph.
   const weft::graph& graph() const noexcept { return graph_; }
+  /// A session over it, the variables restored.
   weft::session& session() noexcept { return *session_; }
+  /// Every signature, in the bundle's order.
   const std::vector<weft::signature>& signatures() const noexcept { return signatures_; }
 
+  /// The signature named `name`; none is a not_found error listing those there are.
   const weft::signature& signature(std::string_view name) const {
     for (const auto& s : signatures_)
       if (s.name == name) return s;
