@@ -461,20 +461,27 @@ template <class... Ts> struct dispatcher<type_list<Ts...>> {
 
 namespace weft {
 
+/// Every buffer's alignment in bytes (a cache line; AVX-512 loads).
 inline constexpr std::size_t buffer_alignment = 64;
 
 /// Where an allocator's memory is: host memory the CPU reads and writes, or the memory of an
 /// accelerator that only its device and copies reach.
 enum class memory_space : std::uint8_t { host, device };
 
+/// "host" or "device".
 inline const char* to_string(memory_space s) noexcept { return s == memory_space::host ? "host" : "device"; }
 
+/// Where tensors' buffers come from (whitepaper §3: each device has its own). Thread-safe.
 class allocator {
  public:
   virtual ~allocator() = default;
+  /// A name for messages ("cpu").
   virtual std::string name() const = 0;
+  /// A buffer of `bytes` aligned to buffer_alignment; failure is a resource_exhausted error.
   virtual void* allocate(std::size_t bytes) = 0;
+  /// Frees p, which allocate(bytes) returned.
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
+  /// Where its memory is.
   virtual weft::memory_space space() const noexcept { return weft::memory_space::host; }
   /// The allocator whose memory this one hands out: itself, or what a wrapper (a memory
   /// limit) allocates from. Two allocators with one underlying() share their memory.
@@ -493,28 +500,31 @@ class allocator {
 /// use after free is still reported.
 class cpu_allocator final : public allocator {
  public:
-  static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;
-  static constexpr std::size_t page_bytes = 4096;
+  static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;  ///< the smallest buffer kept when freed
+  static constexpr std::size_t page_bytes = 4096;  ///< cached sizes round up to whole pages
   // Whether freed large buffers are kept: not under ASan.
 #if defined(__SANITIZE_ADDRESS__)
-  static constexpr bool caches_buffers = false;
+  static constexpr bool caches_buffers = false;  ///< whether freed large buffers are kept (not under ASan)
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-  static constexpr bool caches_buffers = false;
+  static constexpr bool caches_buffers = false;  ///< whether freed large buffers are kept (not under ASan)
 #else
-  static constexpr bool caches_buffers = true;
+  static constexpr bool caches_buffers = true;  ///< whether freed large buffers are kept (not under ASan)
 #endif
 #else
-  static constexpr bool caches_buffers = true;
+  static constexpr bool caches_buffers = true;  ///< whether freed large buffers are kept (not under ASan)
 #endif
 
+  /// An allocator that keeps at most cache_limit bytes of freed buffers for reuse.
   explicit cpu_allocator(std::size_t cache_limit = std::size_t(1) << 30) : cache_limit_(cache_limit) {}
   cpu_allocator(const cpu_allocator&) = delete;
   cpu_allocator& operator=(const cpu_allocator&) = delete;
   ~cpu_allocator() override { release_cached(); }
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return "cpu"; }  ///< "cpu"
 
+  /// A buffer from the cache when one of the rounded size is there, else from the system;
+  /// more than the machine's memory, or none left, is a resource_exhausted error.
   void* allocate(std::size_t bytes) override {
     // More than the machine has can never be used: an error, not an overcommitted mapping
     // that the kernel's OOM killer ends when it is touched.
@@ -533,12 +543,15 @@ class cpu_allocator final : public allocator {
     }
     return p;
   }
+  /// Frees p, keeping it in the cache when it is large and the cache has room.
   void deallocate(void* p, std::size_t bytes) noexcept override {
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
     if (!keep_cached(p, round_up(bytes))) std::free(p);
   }
 
+  /// Bytes allocated and not yet freed.
   std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
+  /// The most bytes in use at once since construction or reset_peak().
   std::size_t peak_bytes_in_use() const noexcept { return peak_.load(std::memory_order_relaxed); }
   /// Starts a new peak from the bytes in use now (to measure one step's peak).
   void reset_peak() noexcept { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
@@ -567,6 +580,7 @@ class cpu_allocator final : public allocator {
     return bytes;
   }
 
+  /// The process's host allocator (CPU:0's, and host copies').
   static cpu_allocator& global() {
     static cpu_allocator instance;
     return instance;
@@ -640,11 +654,13 @@ class cpu_allocator final : public allocator {
 /// its owner lets go of it with none left (memory_limit_ptr does that).
 class limited_allocator final : public allocator {
  public:
+  /// A limit of `limit` bytes over base (hold it in a memory_limit_ptr).
   static limited_allocator* create(allocator& base, std::size_t limit) { return new limited_allocator(base, limit); }
 
-  std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }
-  weft::memory_space space() const noexcept override { return base_.space(); }
+  std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }  ///< base's, with the limit
+  weft::memory_space space() const noexcept override { return base_.space(); }  ///< base's
   const allocator& underlying() const noexcept override { return base_.underlying(); }
+  /// From base, unless the bytes in use would pass the limit (a resource_exhausted error).
   void* allocate(std::size_t bytes) override {
     std::size_t used = in_use_.load(std::memory_order_relaxed);
     do {
@@ -662,6 +678,7 @@ class limited_allocator final : public allocator {
     refs_.fetch_add(1, std::memory_order_relaxed);
     return p;
   }
+  /// Returns p to base.
   void deallocate(void* p, std::size_t bytes) noexcept override {
     base_.deallocate(p, bytes);
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
@@ -670,8 +687,8 @@ class limited_allocator final : public allocator {
   /// The owner's reference.
   void release() noexcept { unref(); }
 
-  std::size_t limit() const noexcept { return limit_; }
-  std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
+  std::size_t limit() const noexcept { return limit_; }  ///< the limit in bytes
+  std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }  ///< bytes allocated through it
 
  private:
   limited_allocator(allocator& base, std::size_t limit) : base_(base), limit_(limit) {}
@@ -690,6 +707,7 @@ struct release_limit {
   void operator()(limited_allocator* a) const noexcept { a->release(); }
 };
 }  // namespace detail
+/// Owns a limited_allocator: releases the owner's reference when it goes.
 using memory_limit_ptr = std::unique_ptr<limited_allocator, detail::release_limit>;
 
 }  // namespace weft
@@ -6632,21 +6650,27 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
 
 namespace weft {
 
+/// TensorFlow's queue ops: FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue.
 enum class queue_kind { fifo, padding_fifo, random_shuffle, priority };
 
+/// A queue's type, components and bounds (TensorFlow's attrs).
 struct queue_spec {
-  queue_kind kind = queue_kind::fifo;
+  queue_kind kind = queue_kind::fifo;  ///< which queue
   std::vector<dtype> component_types = {};  ///< a priority queue's leave out the priority
   std::vector<partial_shape> shapes = {};   ///< one per component, or none (any shape)
   std::int64_t capacity = -1;          ///< -1: no bound
   std::int64_t min_after_dequeue = 0;  ///< random_shuffle
   std::int64_t seed = 0;               ///< random_shuffle
-  std::string container = {};
+  std::string container = {};          ///< the resource container (empty: the session's default)
   std::string shared_name = {};  ///< empty: the queue node's name
 };
 
+/// A queue in a graph (whitepaper §4.6): the queue node and helpers that add its enqueue,
+/// dequeue, close and size nodes. The queue itself lives in the session's resources, so
+/// separate steps (and threads: queue_runner) share it.
 class graph_queue {
  public:
+  /// Adds the queue node to g (named "queue" unless `options` names it).
   graph_queue(graph& g, queue_spec spec, node_options options = {}) : g_(&g), spec_(std::move(spec)) {
     ops::register_data_flow_ops();
     static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
@@ -6669,7 +6693,9 @@ class graph_queue {
     }
   }
 
+  /// The queue node's output (its resource handle), which the queue ops take first.
   output handle() const noexcept { return handle_; }
+  /// The spec it was made with.
   const queue_spec& spec() const noexcept { return spec_; }
   /// The dtypes of what a dequeue gives (a priority queue's priority first).
   const std::vector<dtype>& element_types() const noexcept { return types_; }
@@ -6682,23 +6708,31 @@ class graph_queue {
   const node& enqueue_many(const std::vector<output>& components, node_options options = {}) {
     return enqueue_op("QueueEnqueueMany", components, std::move(options));
   }
+  /// One element's components; blocks while the queue is empty and open (a closed, empty
+  /// queue fails the step with out_of_range).
   std::vector<output> dequeue(node_options options = {}) { return dequeue_op("QueueDequeue", {}, std::move(options)); }
   /// n (an int32 scalar) elements, stacked along a new first dim.
   std::vector<output> dequeue_many(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueMany", {n}, std::move(options));
   }
+  /// dequeue_many with n as a constant.
   std::vector<output> dequeue_many(std::int32_t n, node_options options = {}) { return dequeue_many(count(n), std::move(options)); }
   /// Up to n elements: fewer once the queue is closed and has fewer left (at least one).
   std::vector<output> dequeue_up_to(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueUpTo", {n}, std::move(options));
   }
+  /// dequeue_up_to with n as a constant.
   std::vector<output> dequeue_up_to(std::int32_t n, node_options options = {}) {
     return dequeue_up_to(count(n), std::move(options));
   }
+  /// Closes the queue: no more enqueues; dequeues take what is left. With
+  /// cancel_pending_enqueues, blocked enqueues fail instead of waiting.
   const node& close(bool cancel_pending_enqueues = false, node_options options = {}) {
     return g_->op("QueueClose", {handle_}, {{"cancel_pending_enqueues", cancel_pending_enqueues}}, std::move(options));
   }
+  /// How many elements the queue holds (int32).
   output size(node_options options = {}) { return g_->op("QueueSize", {handle_}, {}, std::move(options)).out(0); }
+  /// Whether it is closed (bool).
   output is_closed(node_options options = {}) { return g_->op("QueueIsClosed", {handle_}, {}, std::move(options)).out(0); }
 
  private:
@@ -6731,14 +6765,18 @@ class graph_queue {
 /// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
 class graph_mutex {
  public:
+  /// Adds the Mutex node to g (named "mutex" unless `options` names it).
   graph_mutex(graph& g, node_options options = {}, std::string container = {}, std::string shared_name = {}) : g_(&g) {
     ops::register_data_flow_ops();
     if (options.name.empty()) options.name = "mutex";
     handle_ = g.op("Mutex", {}, {{"container", std::move(container)}, {"shared_name", std::move(shared_name)}}, std::move(options))
                   .out(0);
   }
+  /// The Mutex node's output (its resource handle).
   output handle() const noexcept { return handle_; }
+  /// Adds a MutexAcquire: its output, the grant, is ready once the step holds the mutex.
   output acquire(node_options options = {}) { return g_->op("MutexAcquire", {handle_}, {}, std::move(options)).out(0); }
+  /// Adds a MutexRelease of `grant`.
   const node& release(output grant, node_options options = {}) {
     return g_->op("MutexRelease", {handle_, grant}, {}, std::move(options));
   }
@@ -6748,14 +6786,19 @@ class graph_mutex {
   output handle_;
 };
 
+/// TensorFlow's readers: TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader.
 enum class reader_kind { tfrecord, fixed_length, text_line, whole_file };
 
+/// A reader's kind and attrs (TensorFlow's).
 struct reader_spec {
-  reader_kind kind = reader_kind::tfrecord;
+  reader_kind kind = reader_kind::tfrecord;  ///< which reader
   std::string compression_type = {};  ///< "", "GZIP" or "ZLIB"
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
+  std::int64_t header_bytes = 0;  ///< fixed_length: bytes skipped at each file's start
+  std::int64_t record_bytes = 0;  ///< fixed_length: each record's bytes
+  std::int64_t footer_bytes = 0;  ///< fixed_length: bytes ignored at each file's end
+  std::int64_t hop_bytes = 0;     ///< fixed_length: bytes between records' starts (0: record_bytes)
   std::int64_t skip_header_lines = 0;                                                ///< text_line
-  std::string container = {};
+  std::string container = {};  ///< the resource container (empty: the session's default)
   std::string shared_name = {};  ///< empty: the reader node's name
 };
 
@@ -6763,6 +6806,7 @@ struct reader_spec {
 /// from `files`, a graph_queue of one string component.
 class graph_reader {
  public:
+  /// Adds the reader node to g (named "reader" unless `options` names it).
   graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
     ops::register_io_ops();
     static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
@@ -6777,6 +6821,7 @@ class graph_reader {
     if (options.name.empty()) options.name = "reader";
     handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
   }
+  /// The reader node's output (its resource handle).
   output handle() const noexcept { return handle_; }
   /// One record: (key "<file>:<index>", value), string scalars.
   std::pair<output, output> read(const graph_queue& files, node_options options = {}) {
@@ -6789,12 +6834,15 @@ class graph_reader {
     const node& r = g_->op("ReaderReadUpTo", {handle_, files.handle(), k.out(0)}, {}, std::move(options));
     return {r.out(0), r.out(1)};
   }
+  /// How many records the reader has produced (int64).
   output records_produced(node_options options = {}) {
     return g_->op("ReaderNumRecordsProduced", {handle_}, {}, std::move(options)).out(0);
   }
+  /// How many files it has finished (int64).
   output files_done(node_options options = {}) {
     return g_->op("ReaderNumWorkUnitsCompleted", {handle_}, {}, std::move(options)).out(0);
   }
+  /// Resets the reader to its start (no file, no records).
   const node& reset(node_options options = {}) { return g_->op("ReaderReset", {handle_}, {}, std::move(options)); }
 
  private:
@@ -11668,39 +11716,40 @@ bool register_cpu_kernel(std::string op, kernel_registry::type_constraint constr
 
 namespace weft {
 
+/// A data edge of an executable: from an output of its node to an input slot of `dst`.
 struct exec_edge {
-  int src_port;
+  int src_port;        ///< the output it leaves
   int dst;             ///< exec node
   int dst_slot;        ///< input slot, numbered within dst's frame
   int dst_local = 0;   ///< dst's index in its frame (set by finish_executable)
-  bool to_merge = false;
+  bool to_merge = false;  ///< whether dst is a Merge (which runs on its first live input)
 };
 
-/// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
-/// control-flow ops are run by the executor itself, every other node by its kernel.
 /// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
 /// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
 /// other partition takes it from there.
 struct transfer_info {
   std::string key;     ///< the edge: "name:port" or "^name", from device -> to device
   int edge = -1;       ///< its number among the edges between the partitions (both ends share it)
-  bool send = false;
-  bool control = false;
+  bool send = false;     ///< the Send's end (else the Recv's)
+  bool control = false;  ///< a control edge (a token crosses, no value)
   /// A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
   /// value's top 16 bits, the Recv fills the low 16 with zeros.
   bool lossy = false;
 };
 
+/// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
+/// control-flow ops are run by the executor itself, every other node by its kernel.
 struct exec_node {
   const node* def = nullptr;  ///< nullptr for a feed node and for a Send or Recv
   std::shared_ptr<op_kernel> kernel;  ///< stateful ops share theirs across a session's executables
   int feed = -1;  ///< for a feed node: the index of its tensor in the run's feeds
   int input_start = 0;  ///< first input slot, numbered within the node's frame
-  int num_inputs = 0;
-  int num_outputs = 0;
+  int num_inputs = 0;   ///< its data inputs
+  int num_outputs = 0;  ///< its outputs
   int pending = 0;  ///< data inputs plus control inputs (a Merge: control inputs only)
-  bool cheap = false;
-  flow kind = flow::plain;
+  bool cheap = false;       ///< run inline by the thread that made it ready (op_def::cheap)
+  flow kind = flow::plain;  ///< its part in control flow
   int frame = 0;  ///< the loop frame the node runs in (0: the root), and
   int local = 0;  ///< its index among that frame's nodes
   int forward_inputs = 0;  ///< a Merge's data inputs that do not come from a NextIteration
@@ -11710,38 +11759,41 @@ struct exec_node {
   int device = 0;          ///< the index of the session device it runs on
   int exit_index = -1;     ///< an Exit's index in its frame's exits
   int transfer = -1;       ///< a Send or Recv between partitions: its index in executable::transfers
-  std::vector<bool> input_is_ref;
-  std::vector<exec_edge> out_edges;
-  std::vector<int> control_out;
+  std::vector<bool> input_is_ref;    ///< per input: a variable reference
+  std::vector<exec_edge> out_edges;  ///< the data edges it feeds
+  std::vector<int> control_out;      ///< the nodes that wait for it (exec ids)
   std::vector<std::pair<int, int>> fetches;  ///< (port, fetch index)
 };
 
 /// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
 /// root); each run of the loop in a step is one instance of it.
 struct frame_info {
-  std::string name;
-  int parent = -1;
-  std::int64_t parallel_iterations = 1;
-  int num_nodes = 0;
-  int num_slots = 0;
+  std::string name;                      ///< the loop's frame name (its Enters' frame_name)
+  int parent = -1;                       ///< the enclosing frame's index (-1: the root's)
+  std::int64_t parallel_iterations = 1;  ///< iterations that may run at once
+  int num_nodes = 0;                     ///< nodes in the frame
+  int num_slots = 0;                     ///< input slots of those nodes
   std::vector<int> initial_pending;  ///< by local index
-  int num_enters = 0;
+  int num_enters = 0;                    ///< Enters into the frame
   std::vector<int> exits;  ///< exec ids
 };
 
+/// A signature's graph compiled for the executor (session::run builds one per distinct
+/// feeds, fetches and targets): the pruned, placed and optimized nodes with their kernels,
+/// edges, loop frames and transfers.
 struct executable {
-  std::shared_ptr<const graph> source;
+  std::shared_ptr<const graph> source;  ///< the graph it was built from
   /// Values computed once when the executable was built (constant folding): feed nodes
   /// numbered after the run's own feeds read them.
   std::vector<tensor> constants;
-  std::vector<exec_node> nodes;
+  std::vector<exec_node> nodes;  ///< by exec id
   std::vector<output> feeds;  ///< the outputs the feed nodes stand for: the run's feeds, then the folded ones
-  std::vector<frame_info> frames;
-  std::vector<int> roots;
-  int num_fetches = 0;
+  std::vector<frame_info> frames;  ///< frames[0]: the root
+  std::vector<int> roots;          ///< the nodes ready when a step starts (no pending inputs)
+  int num_fetches = 0;             ///< how many values a run returns
   /// Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
-  std::vector<transfer_info> transfers;
+  std::vector<transfer_info> transfers;  ///< the Sends and Recvs between partitions
   int device = -1;  ///< a partition's device
   int num_edges = 0;  ///< a partition's: how many edges cross between the partitions
   /// A partition's own nodes, not the source graph's: the control loop that runs a loop's
@@ -11777,6 +11829,10 @@ inline std::vector<passes::frame_node> frame_view(const executable& x) {
   return view;
 }
 
+/// Completes x after its nodes and edges are set: each node's control-flow kind and frame,
+/// the frames' local numbering, slots and initial pending counts. A NextIteration or a
+/// non-constant Enter that feeds something other than a Merge, or a fetch from inside a
+/// loop, is an invalid_argument error naming the node.
 inline void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();

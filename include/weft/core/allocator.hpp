@@ -21,20 +21,27 @@
 
 namespace weft {
 
+/// Every buffer's alignment in bytes (a cache line; AVX-512 loads).
 inline constexpr std::size_t buffer_alignment = 64;
 
 /// Where an allocator's memory is: host memory the CPU reads and writes, or the memory of an
 /// accelerator that only its device and copies reach.
 enum class memory_space : std::uint8_t { host, device };
 
+/// "host" or "device".
 inline const char* to_string(memory_space s) noexcept { return s == memory_space::host ? "host" : "device"; }
 
+/// Where tensors' buffers come from (whitepaper §3: each device has its own). Thread-safe.
 class allocator {
  public:
   virtual ~allocator() = default;
+  /// A name for messages ("cpu").
   virtual std::string name() const = 0;
+  /// A buffer of `bytes` aligned to buffer_alignment; failure is a resource_exhausted error.
   virtual void* allocate(std::size_t bytes) = 0;
+  /// Frees p, which allocate(bytes) returned.
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
+  /// Where its memory is.
   virtual weft::memory_space space() const noexcept { return weft::memory_space::host; }
   /// The allocator whose memory this one hands out: itself, or what a wrapper (a memory
   /// limit) allocates from. Two allocators with one underlying() share their memory.
@@ -53,28 +60,31 @@ class allocator {
 /// use after free is still reported.
 class cpu_allocator final : public allocator {
  public:
-  static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;
-  static constexpr std::size_t page_bytes = 4096;
+  static constexpr std::size_t cache_min_bytes = std::size_t(64) << 10;  ///< the smallest buffer kept when freed
+  static constexpr std::size_t page_bytes = 4096;  ///< cached sizes round up to whole pages
   // Whether freed large buffers are kept: not under ASan.
 #if defined(__SANITIZE_ADDRESS__)
-  static constexpr bool caches_buffers = false;
+  static constexpr bool caches_buffers = false;  ///< whether freed large buffers are kept (not under ASan)
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-  static constexpr bool caches_buffers = false;
+  static constexpr bool caches_buffers = false;  ///< whether freed large buffers are kept (not under ASan)
 #else
-  static constexpr bool caches_buffers = true;
+  static constexpr bool caches_buffers = true;  ///< whether freed large buffers are kept (not under ASan)
 #endif
 #else
-  static constexpr bool caches_buffers = true;
+  static constexpr bool caches_buffers = true;  ///< whether freed large buffers are kept (not under ASan)
 #endif
 
+  /// An allocator that keeps at most cache_limit bytes of freed buffers for reuse.
   explicit cpu_allocator(std::size_t cache_limit = std::size_t(1) << 30) : cache_limit_(cache_limit) {}
   cpu_allocator(const cpu_allocator&) = delete;
   cpu_allocator& operator=(const cpu_allocator&) = delete;
   ~cpu_allocator() override { release_cached(); }
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return "cpu"; }  ///< "cpu"
 
+  /// A buffer from the cache when one of the rounded size is there, else from the system;
+  /// more than the machine's memory, or none left, is a resource_exhausted error.
   void* allocate(std::size_t bytes) override {
     // More than the machine has can never be used: an error, not an overcommitted mapping
     // that the kernel's OOM killer ends when it is touched.
@@ -93,12 +103,15 @@ class cpu_allocator final : public allocator {
     }
     return p;
   }
+  /// Frees p, keeping it in the cache when it is large and the cache has room.
   void deallocate(void* p, std::size_t bytes) noexcept override {
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
     if (!keep_cached(p, round_up(bytes))) std::free(p);
   }
 
+  /// Bytes allocated and not yet freed.
   std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
+  /// The most bytes in use at once since construction or reset_peak().
   std::size_t peak_bytes_in_use() const noexcept { return peak_.load(std::memory_order_relaxed); }
   /// Starts a new peak from the bytes in use now (to measure one step's peak).
   void reset_peak() noexcept { peak_.store(in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed); }
@@ -127,6 +140,7 @@ class cpu_allocator final : public allocator {
     return bytes;
   }
 
+  /// The process's host allocator (CPU:0's, and host copies').
   static cpu_allocator& global() {
     static cpu_allocator instance;
     return instance;
@@ -200,11 +214,13 @@ class cpu_allocator final : public allocator {
 /// its owner lets go of it with none left (memory_limit_ptr does that).
 class limited_allocator final : public allocator {
  public:
+  /// A limit of `limit` bytes over base (hold it in a memory_limit_ptr).
   static limited_allocator* create(allocator& base, std::size_t limit) { return new limited_allocator(base, limit); }
 
-  std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }
-  weft::memory_space space() const noexcept override { return base_.space(); }
+  std::string name() const override { return base_.name() + " (limit " + std::to_string(limit_) + " bytes)"; }  ///< base's, with the limit
+  weft::memory_space space() const noexcept override { return base_.space(); }  ///< base's
   const allocator& underlying() const noexcept override { return base_.underlying(); }
+  /// From base, unless the bytes in use would pass the limit (a resource_exhausted error).
   void* allocate(std::size_t bytes) override {
     std::size_t used = in_use_.load(std::memory_order_relaxed);
     do {
@@ -222,6 +238,7 @@ class limited_allocator final : public allocator {
     refs_.fetch_add(1, std::memory_order_relaxed);
     return p;
   }
+  /// Returns p to base.
   void deallocate(void* p, std::size_t bytes) noexcept override {
     base_.deallocate(p, bytes);
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
@@ -230,8 +247,8 @@ class limited_allocator final : public allocator {
   /// The owner's reference.
   void release() noexcept { unref(); }
 
-  std::size_t limit() const noexcept { return limit_; }
-  std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
+  std::size_t limit() const noexcept { return limit_; }  ///< the limit in bytes
+  std::size_t bytes_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }  ///< bytes allocated through it
 
  private:
   limited_allocator(allocator& base, std::size_t limit) : base_(base), limit_(limit) {}
@@ -250,6 +267,7 @@ struct release_limit {
   void operator()(limited_allocator* a) const noexcept { a->release(); }
 };
 }  // namespace detail
+/// Owns a limited_allocator: releases the owner's reference when it goes.
 using memory_limit_ptr = std::unique_ptr<limited_allocator, detail::release_limit>;
 
 }  // namespace weft

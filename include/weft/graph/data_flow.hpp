@@ -20,21 +20,27 @@
 
 namespace weft {
 
+/// TensorFlow's queue ops: FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue.
 enum class queue_kind { fifo, padding_fifo, random_shuffle, priority };
 
+/// A queue's type, components and bounds (TensorFlow's attrs).
 struct queue_spec {
-  queue_kind kind = queue_kind::fifo;
+  queue_kind kind = queue_kind::fifo;  ///< which queue
   std::vector<dtype> component_types = {};  ///< a priority queue's leave out the priority
   std::vector<partial_shape> shapes = {};   ///< one per component, or none (any shape)
   std::int64_t capacity = -1;          ///< -1: no bound
   std::int64_t min_after_dequeue = 0;  ///< random_shuffle
   std::int64_t seed = 0;               ///< random_shuffle
-  std::string container = {};
+  std::string container = {};          ///< the resource container (empty: the session's default)
   std::string shared_name = {};  ///< empty: the queue node's name
 };
 
+/// A queue in a graph (whitepaper §4.6): the queue node and helpers that add its enqueue,
+/// dequeue, close and size nodes. The queue itself lives in the session's resources, so
+/// separate steps (and threads: queue_runner) share it.
 class graph_queue {
  public:
+  /// Adds the queue node to g (named "queue" unless `options` names it).
   graph_queue(graph& g, queue_spec spec, node_options options = {}) : g_(&g), spec_(std::move(spec)) {
     ops::register_data_flow_ops();
     static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
@@ -57,7 +63,9 @@ class graph_queue {
     }
   }
 
+  /// The queue node's output (its resource handle), which the queue ops take first.
   output handle() const noexcept { return handle_; }
+  /// The spec it was made with.
   const queue_spec& spec() const noexcept { return spec_; }
   /// The dtypes of what a dequeue gives (a priority queue's priority first).
   const std::vector<dtype>& element_types() const noexcept { return types_; }
@@ -70,23 +78,31 @@ class graph_queue {
   const node& enqueue_many(const std::vector<output>& components, node_options options = {}) {
     return enqueue_op("QueueEnqueueMany", components, std::move(options));
   }
+  /// One element's components; blocks while the queue is empty and open (a closed, empty
+  /// queue fails the step with out_of_range).
   std::vector<output> dequeue(node_options options = {}) { return dequeue_op("QueueDequeue", {}, std::move(options)); }
   /// n (an int32 scalar) elements, stacked along a new first dim.
   std::vector<output> dequeue_many(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueMany", {n}, std::move(options));
   }
+  /// dequeue_many with n as a constant.
   std::vector<output> dequeue_many(std::int32_t n, node_options options = {}) { return dequeue_many(count(n), std::move(options)); }
   /// Up to n elements: fewer once the queue is closed and has fewer left (at least one).
   std::vector<output> dequeue_up_to(output n, node_options options = {}) {
     return dequeue_op("QueueDequeueUpTo", {n}, std::move(options));
   }
+  /// dequeue_up_to with n as a constant.
   std::vector<output> dequeue_up_to(std::int32_t n, node_options options = {}) {
     return dequeue_up_to(count(n), std::move(options));
   }
+  /// Closes the queue: no more enqueues; dequeues take what is left. With
+  /// cancel_pending_enqueues, blocked enqueues fail instead of waiting.
   const node& close(bool cancel_pending_enqueues = false, node_options options = {}) {
     return g_->op("QueueClose", {handle_}, {{"cancel_pending_enqueues", cancel_pending_enqueues}}, std::move(options));
   }
+  /// How many elements the queue holds (int32).
   output size(node_options options = {}) { return g_->op("QueueSize", {handle_}, {}, std::move(options)).out(0); }
+  /// Whether it is closed (bool).
   output is_closed(node_options options = {}) { return g_->op("QueueIsClosed", {handle_}, {}, std::move(options)).out(0); }
 
  private:
@@ -119,14 +135,18 @@ class graph_queue {
 /// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
 class graph_mutex {
  public:
+  /// Adds the Mutex node to g (named "mutex" unless `options` names it).
   graph_mutex(graph& g, node_options options = {}, std::string container = {}, std::string shared_name = {}) : g_(&g) {
     ops::register_data_flow_ops();
     if (options.name.empty()) options.name = "mutex";
     handle_ = g.op("Mutex", {}, {{"container", std::move(container)}, {"shared_name", std::move(shared_name)}}, std::move(options))
                   .out(0);
   }
+  /// The Mutex node's output (its resource handle).
   output handle() const noexcept { return handle_; }
+  /// Adds a MutexAcquire: its output, the grant, is ready once the step holds the mutex.
   output acquire(node_options options = {}) { return g_->op("MutexAcquire", {handle_}, {}, std::move(options)).out(0); }
+  /// Adds a MutexRelease of `grant`.
   const node& release(output grant, node_options options = {}) {
     return g_->op("MutexRelease", {handle_, grant}, {}, std::move(options));
   }
@@ -136,14 +156,19 @@ class graph_mutex {
   output handle_;
 };
 
+/// TensorFlow's readers: TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader.
 enum class reader_kind { tfrecord, fixed_length, text_line, whole_file };
 
+/// A reader's kind and attrs (TensorFlow's).
 struct reader_spec {
-  reader_kind kind = reader_kind::tfrecord;
+  reader_kind kind = reader_kind::tfrecord;  ///< which reader
   std::string compression_type = {};  ///< "", "GZIP" or "ZLIB"
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
+  std::int64_t header_bytes = 0;  ///< fixed_length: bytes skipped at each file's start
+  std::int64_t record_bytes = 0;  ///< fixed_length: each record's bytes
+  std::int64_t footer_bytes = 0;  ///< fixed_length: bytes ignored at each file's end
+  std::int64_t hop_bytes = 0;     ///< fixed_length: bytes between records' starts (0: record_bytes)
   std::int64_t skip_header_lines = 0;                                                ///< text_line
-  std::string container = {};
+  std::string container = {};  ///< the resource container (empty: the session's default)
   std::string shared_name = {};  ///< empty: the reader node's name
 };
 
@@ -151,6 +176,7 @@ struct reader_spec {
 /// from `files`, a graph_queue of one string component.
 class graph_reader {
  public:
+  /// Adds the reader node to g (named "reader" unless `options` names it).
   graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
     ops::register_io_ops();
     static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
@@ -165,6 +191,7 @@ class graph_reader {
     if (options.name.empty()) options.name = "reader";
     handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
   }
+  /// The reader node's output (its resource handle).
   output handle() const noexcept { return handle_; }
   /// One record: (key "<file>:<index>", value), string scalars.
   std::pair<output, output> read(const graph_queue& files, node_options options = {}) {
@@ -177,12 +204,15 @@ class graph_reader {
     const node& r = g_->op("ReaderReadUpTo", {handle_, files.handle(), k.out(0)}, {}, std::move(options));
     return {r.out(0), r.out(1)};
   }
+  /// How many records the reader has produced (int64).
   output records_produced(node_options options = {}) {
     return g_->op("ReaderNumRecordsProduced", {handle_}, {}, std::move(options)).out(0);
   }
+  /// How many files it has finished (int64).
   output files_done(node_options options = {}) {
     return g_->op("ReaderNumWorkUnitsCompleted", {handle_}, {}, std::move(options)).out(0);
   }
+  /// Resets the reader to its start (no file, no records).
   const node& reset(node_options options = {}) { return g_->op("ReaderReset", {handle_}, {}, std::move(options)); }
 
  private:

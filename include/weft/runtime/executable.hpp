@@ -20,39 +20,40 @@
 
 namespace weft {
 
+/// A data edge of an executable: from an output of its node to an input slot of `dst`.
 struct exec_edge {
-  int src_port;
+  int src_port;        ///< the output it leaves
   int dst;             ///< exec node
   int dst_slot;        ///< input slot, numbered within dst's frame
   int dst_local = 0;   ///< dst's index in its frame (set by finish_executable)
-  bool to_merge = false;
+  bool to_merge = false;  ///< whether dst is a Merge (which runs on its first live input)
 };
 
-/// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
-/// control-flow ops are run by the executor itself, every other node by its kernel.
 /// One end of an edge between two devices' partitions (runtime/partition.hpp): a Send puts
 /// the value (or a control edge's token) in the step's rendezvous on `edge`, the Recv of the
 /// other partition takes it from there.
 struct transfer_info {
   std::string key;     ///< the edge: "name:port" or "^name", from device -> to device
   int edge = -1;       ///< its number among the edges between the partitions (both ends share it)
-  bool send = false;
-  bool control = false;
+  bool send = false;     ///< the Send's end (else the Recv's)
+  bool control = false;  ///< a control edge (a token crosses, no value)
   /// A float32 tensor that crosses as bfloat16 (whitepaper §5.5): the Send keeps each
   /// value's top 16 bits, the Recv fills the low 16 with zeros.
   bool lossy = false;
 };
 
+/// A node of an executable. `kind` is its op's part in control flow (op_def::control): the
+/// control-flow ops are run by the executor itself, every other node by its kernel.
 struct exec_node {
   const node* def = nullptr;  ///< nullptr for a feed node and for a Send or Recv
   std::shared_ptr<op_kernel> kernel;  ///< stateful ops share theirs across a session's executables
   int feed = -1;  ///< for a feed node: the index of its tensor in the run's feeds
   int input_start = 0;  ///< first input slot, numbered within the node's frame
-  int num_inputs = 0;
-  int num_outputs = 0;
+  int num_inputs = 0;   ///< its data inputs
+  int num_outputs = 0;  ///< its outputs
   int pending = 0;  ///< data inputs plus control inputs (a Merge: control inputs only)
-  bool cheap = false;
-  flow kind = flow::plain;
+  bool cheap = false;       ///< run inline by the thread that made it ready (op_def::cheap)
+  flow kind = flow::plain;  ///< its part in control flow
   int frame = 0;  ///< the loop frame the node runs in (0: the root), and
   int local = 0;  ///< its index among that frame's nodes
   int forward_inputs = 0;  ///< a Merge's data inputs that do not come from a NextIteration
@@ -62,38 +63,41 @@ struct exec_node {
   int device = 0;          ///< the index of the session device it runs on
   int exit_index = -1;     ///< an Exit's index in its frame's exits
   int transfer = -1;       ///< a Send or Recv between partitions: its index in executable::transfers
-  std::vector<bool> input_is_ref;
-  std::vector<exec_edge> out_edges;
-  std::vector<int> control_out;
+  std::vector<bool> input_is_ref;    ///< per input: a variable reference
+  std::vector<exec_edge> out_edges;  ///< the data edges it feeds
+  std::vector<int> control_out;      ///< the nodes that wait for it (exec ids)
   std::vector<std::pair<int, int>> fetches;  ///< (port, fetch index)
 };
 
 /// A loop frame of an executable, one per frame name per parent frame (frames[0] is the
 /// root); each run of the loop in a step is one instance of it.
 struct frame_info {
-  std::string name;
-  int parent = -1;
-  std::int64_t parallel_iterations = 1;
-  int num_nodes = 0;
-  int num_slots = 0;
+  std::string name;                      ///< the loop's frame name (its Enters' frame_name)
+  int parent = -1;                       ///< the enclosing frame's index (-1: the root's)
+  std::int64_t parallel_iterations = 1;  ///< iterations that may run at once
+  int num_nodes = 0;                     ///< nodes in the frame
+  int num_slots = 0;                     ///< input slots of those nodes
   std::vector<int> initial_pending;  ///< by local index
-  int num_enters = 0;
+  int num_enters = 0;                    ///< Enters into the frame
   std::vector<int> exits;  ///< exec ids
 };
 
+/// A signature's graph compiled for the executor (session::run builds one per distinct
+/// feeds, fetches and targets): the pruned, placed and optimized nodes with their kernels,
+/// edges, loop frames and transfers.
 struct executable {
-  std::shared_ptr<const graph> source;
+  std::shared_ptr<const graph> source;  ///< the graph it was built from
   /// Values computed once when the executable was built (constant folding): feed nodes
   /// numbered after the run's own feeds read them.
   std::vector<tensor> constants;
-  std::vector<exec_node> nodes;
+  std::vector<exec_node> nodes;  ///< by exec id
   std::vector<output> feeds;  ///< the outputs the feed nodes stand for: the run's feeds, then the folded ones
-  std::vector<frame_info> frames;
-  std::vector<int> roots;
-  int num_fetches = 0;
+  std::vector<frame_info> frames;  ///< frames[0]: the root
+  std::vector<int> roots;          ///< the nodes ready when a step starts (no pending inputs)
+  int num_fetches = 0;             ///< how many values a run returns
   /// Where each node runs, and the simulation that chose it (exec_node::device follows it).
   std::shared_ptr<const passes::placement> placement;
-  std::vector<transfer_info> transfers;
+  std::vector<transfer_info> transfers;  ///< the Sends and Recvs between partitions
   int device = -1;  ///< a partition's device
   int num_edges = 0;  ///< a partition's: how many edges cross between the partitions
   /// A partition's own nodes, not the source graph's: the control loop that runs a loop's
@@ -129,6 +133,10 @@ inline std::vector<passes::frame_node> frame_view(const executable& x) {
   return view;
 }
 
+/// Completes x after its nodes and edges are set: each node's control-flow kind and frame,
+/// the frames' local numbering, slots and initial pending counts. A NextIteration or a
+/// non-constant Enter that feeds something other than a Merge, or a fetch from inside a
+/// loop, is an invalid_argument error naming the node.
 inline void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();
