@@ -25152,16 +25152,20 @@ struct kernel_for<ops::families::training, T, device_types::cpu> {
 
 namespace weft {
 
+/// A dim known only at run time, in a static shape: dims<dyn, 784>.
 inline constexpr std::int64_t dyn = unknown_dim;
 
+/// A shape in the type: the DSL's expressions carry one, so that shape errors are compile
+/// errors where the dims are static (dyn where they are not).
 template <std::int64_t... D>
 struct static_shape {
   static_assert(((D >= 0 || D == dyn) && ...), "weft::dims: every dimension must be non-negative or weft::dyn");
-  static constexpr int rank = static_cast<int>(sizeof...(D));
-  static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};
-  static constexpr bool fully_static = ((D >= 0) && ...);
+  static constexpr int rank = static_cast<int>(sizeof...(D));  ///< how many dims
+  static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};  ///< the dims (dyn where unknown)
+  static constexpr bool fully_static = ((D >= 0) && ...);  ///< whether no dim is dyn
   /// The element count when every dim is static, else -1.
   static constexpr std::int64_t num_elements = fully_static ? (std::int64_t{1} * ... * D) : -1;
+  /// The graph's form of the shape (dyn dims unknown).
   static partial_shape partial() { return partial_shape(std::vector<std::int64_t>{D...}); }
 };
 
@@ -25169,7 +25173,7 @@ struct static_shape {
 template <std::int64_t... D>
 inline constexpr static_shape<D...> dims{};
 
-using scalar_shape = static_shape<>;
+using scalar_shape = static_shape<>;  ///< rank 0
 
 namespace detail {
 
@@ -25201,6 +25205,7 @@ struct broadcast_shapes {
 
 }  // namespace detail
 
+/// The static shape of A and B broadcast (TensorFlow's rules; dyn where unknown).
 template <class A, class B>
 using broadcast_t = typename detail::broadcast_shapes<A, B>::type;
 
@@ -25371,6 +25376,7 @@ class scope_guard_base {
 /// "layer1/MatMul", "layer1/Relu"; scopes nest.
 class name_scope : detail::scope_guard_base {
  public:
+  /// Appends "name/" to the current prefix until the scope ends.
   explicit name_scope(std::string_view name)
       : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device,
                           detail::current_scope()->colocate}) {}
@@ -25379,6 +25385,7 @@ class name_scope : detail::scope_guard_base {
 /// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
 class device_scope : detail::scope_guard_base {
  public:
+  /// Requests `device` for expressions built until the scope ends.
   explicit device_scope(std::string_view device)
       : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
@@ -25393,8 +25400,10 @@ concept expression = std::derived_from<std::remove_cvref_t<E>, expr_base> && req
   typename std::remove_cvref_t<E>::shape_type;
 };
 
+/// An expression's element type.
 template <expression E>
 using value_type_of = typename std::remove_cvref_t<E>::value_type;
+/// An expression's static shape (a static_shape).
 template <expression E>
 using shape_of = typename std::remove_cvref_t<E>::shape_type;
 
@@ -25422,8 +25431,10 @@ class frame_hooks {
 /// its hooks, and expressions are lowered anew there (their memos are per lowering).
 class lowering {
  public:
+  /// The top lowering into g; `fuse`: elementwise subtrees become Fused nodes.
   explicit lowering(graph& g, bool fuse = true)
       : graph_(g), fuse_(fuse), serial_(next_serial()), base_scope_(g.current_name_scope()) {}
+  /// A lowering inside a loop's frame or a branch of parent's, values from outside brought in by hooks.
   lowering(lowering& parent, frame_hooks& hooks)
       : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent),
         base_scope_(parent.base_scope_), hooks_(&hooks) {}
@@ -25457,6 +25468,7 @@ class lowering {
     adopt(o);
     bound_[identity] = o;
   }
+  /// The output bound to `identity` here or in an enclosing lowering (brought in), or none.
   std::optional<output> find_bound(const void* identity) {
     if (auto it = bound_.find(identity); it != bound_.end()) return it->second;
     if (!parent_) return std::nullopt;
@@ -25464,8 +25476,11 @@ class lowering {
     return o ? std::optional<output>(bring(*o)) : std::nullopt;
   }
 
+  /// The graph lowered into.
   graph& target() noexcept { return graph_; }
+  /// The graph lowered into.
   const graph& target() const noexcept { return graph_; }
+  /// Whether elementwise subtrees are fused.
   bool fusion() const noexcept { return fuse_; }
   /// Unique among the program's lowering contexts, including destroyed ones (memo keys).
   std::uint64_t serial() const noexcept { return serial_; }
@@ -25529,6 +25544,8 @@ class lowering {
     auto it = by_identity_.find(identity);
     return it == by_identity_.end() ? nullptr : &it->second;
   }
+  /// Records o as the output of the expression `identity` (find returns it), keeping
+  /// `keep_alive` so that the address stays unique.
   void remember(const void* identity, output o, std::shared_ptr<const void> keep_alive) {
     by_identity_.emplace(identity, o);
     keep_alive_.push_back(std::move(keep_alive));
@@ -25539,6 +25556,7 @@ class lowering {
     if (parent_) return parent_->add_initializer(node_id);
     initializers_.push_back(node_id);
   }
+  /// The initializers recorded (the top lowering's).
   const std::vector<int>& initializers() const noexcept { return initializers_; }
 
  private:
@@ -25610,6 +25628,7 @@ lower_fn lowering_of(const E& e) {
 /// placement issue honours groups; a device requested inside must match the group's.
 class colocate_with : detail::scope_guard_base {
  public:
+  /// Places what is built until the scope ends with e's node.
   template <expression E>
   explicit colocate_with(const E& e)
       : scope_guard_base({detail::current_scope()->prefix, detail::current_scope()->device,
@@ -25630,11 +25649,13 @@ class colocate_with : detail::scope_guard_base {
 
 namespace weft {
 
+/// A tensor whose element type (and rank, unless -1) the C++ type states: what a typed run
+/// returns (client_session::run) and feeds take. Shares the untyped tensor's buffer.
 template <element T, int Rank = -1>
 class tensor_of {
  public:
-  using value_type = T;
-  static constexpr int rank = Rank;
+  using value_type = T;  ///< the element type
+  static constexpr int rank = Rank;  ///< the static rank (-1: any)
 
   tensor_of() = default;
   /// From values in row-major order.
@@ -25656,14 +25677,22 @@ class tensor_of {
     return r;
   }
 
+  /// The untyped tensor.
   const tensor& untyped() const noexcept { return t_; }
+  /// A typed tensor converts to its untyped one.
   operator const tensor&() const noexcept { return t_; }  // NOLINT: typed converts to untyped
 
+  /// The dims.
   const weft::shape& shape() const noexcept { return t_.shape(); }
+  /// Dim i (checked).
   std::int64_t dim(int i) const { return t_.dim(i); }
+  /// The element count.
   std::int64_t num_elements() const noexcept { return t_.num_elements(); }
+  /// The elements, row-major.
   std::span<const T> flat() const { return t_.flat<T>(); }
+  /// The elements copied into a vector.
   std::vector<T> to_vector() const { return t_.to_vector<T>(); }
+  /// The one element of a one-element tensor (checked).
   T scalar() const { return t_.scalar_value<T>(); }
 
   /// Element at a multi-index, bounds-checked.
@@ -25729,17 +25758,21 @@ struct leaf_data {
 
 }  // namespace detail
 
+/// A placeholder of element type T and static shape S (made by placeholder()).
 template <element T, class S>
 class placeholder_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
 
+  /// A placeholder named `name` (its node's name, in the name scope current now).
   explicit placeholder_expr(std::string name)
       : d_(std::make_shared<detail::leaf_data>(detail::leaf_data{std::move(name), detail::current_scope(), {}, {}, {}})) {}
 
+  /// The name given.
   const std::string& name() const noexcept { return d_->name; }
 
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
@@ -25760,16 +25793,19 @@ placeholder_expr<T, static_shape<D...>> placeholder(std::string name, static_sha
   return placeholder_expr<T, static_shape<D...>>(std::move(name));
 }
 
+/// A constant of element type T and static shape S (made by constant()).
 template <element T, class S>
 class constant_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
 
+  /// A constant holding `value` (whose dtype must be T's).
   explicit constant_expr(tensor value)
       : d_(std::make_shared<detail::leaf_data>(
             detail::leaf_data{{}, detail::current_scope(), std::move(value), {}, {}})) {}
 
+  /// The value.
   const tensor& value() const noexcept { return d_->value; }
 
   /// Constants merge by value, like any other node.
@@ -25789,23 +25825,28 @@ template <element T>
 constant_expr<T, scalar_shape> constant(T value) {
   return constant_expr<T, scalar_shape>(tensor::scalar(value));
 }
+/// constant<float>({1, 2, 3, 4}, dims<2, 2>): values in row-major order, a static shape.
 template <element T, std::int64_t... D>
 constant_expr<T, static_shape<D...>> constant(const std::vector<T>& values, static_shape<D...>) {
   static_assert(static_shape<D...>::fully_static, "weft::constant: the shape of a constant must be fully static");
   return constant_expr<T, static_shape<D...>>(tensor::from_vector(values, shape{D...}));
 }
+/// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
 template <element T, int R>
   requires(R >= 0)
 constant_expr<T, dyn_shape<R>> constant(const tensor_of<T, R>& value) {
   return constant_expr<T, dyn_shape<R>>(value.untyped());
 }
 
+/// A variable of element type T and static shape S (made by variable() and the layers): state
+/// kept across runs, with an initializer that initialize() runs.
 template <element T, class S>
 class variable_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
 
+  /// A variable named `name` of S's shape (fully static), initialized by the value `init` lowers.
   variable_expr(std::string name, lower_fn init)
       : d_(std::make_shared<detail::leaf_data>(
             detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), {}})) {
@@ -25826,6 +25867,7 @@ class variable_expr : public expr_base {
         detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), std::move(dims)});
   }
 
+  /// The name given.
   const std::string& name() const noexcept { return d_->name; }
   /// The variable's shape at run time.
   shape runtime_shape() const { return S::fully_static ? shape(std::vector<std::int64_t>(S::values.begin(), S::values.end())) : d_->dims; }
@@ -26417,11 +26459,15 @@ namespace weft {
 
 // ---- reductions -----------------------------------------------------------------------
 
+/// Axes in the type (negative ones count from the end), as axes<...> spells them.
 template <std::int64_t... Axes>
 struct axis_list {};
+/// The axes a reduction runs over: reduce_sum(x, axes<1>).
 template <std::int64_t... Axes>
 inline constexpr axis_list<Axes...> axes{};
+/// keep_dims's type.
 struct keep_dims_t {};
+/// Keeps the reduced axes as dims of 1: reduce_sum(x, axes<1>, keep_dims).
 inline constexpr keep_dims_t keep_dims{};
 
 namespace detail {
@@ -26462,12 +26508,15 @@ auto make_reduce(const char* name, const A& a) {
 
 // reduce_sum(x): every element; reduce_sum(x, axes<1>): over axis 1; reduce_sum(x, axes<1>, keep_dims).
 #define WEFT_DETAIL_DSL_REDUCE(FN, NAME, OP, TYPES)                                         \
-  template <expression A, std::int64_t... Axes>                                               \
-  auto FN(const A& a, axis_list<Axes...> = {}) {                                              \
+  /** TensorFlow's OP over the axes given (every axis when none), the axes dropped; an */   \
+  /** axis out of range, or a dtype outside TYPES, is a compile error. */                   \
+  template <expression A, std::int64_t... Axes>                                             \
+  auto FN(const A& a, axis_list<Axes...> = {}) {                                            \
     return detail::make_reduce<ops::OP, TYPES, A, false, Axes...>(NAME, a);              \
   }                                                                                           \
-  template <expression A, std::int64_t... Axes>                                               \
-  auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                      \
+  /** TensorFlow's OP over the axes given, each kept as a dim of 1. */                      \
+  template <expression A, std::int64_t... Axes>                                             \
+  auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                    \
     return detail::make_reduce<ops::OP, TYPES, A, true, Axes...>(NAME, a);               \
   }
 WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", Sum, number_types)
@@ -26489,10 +26538,12 @@ auto make_arg(const A& a) {
       Op{Max ? "ArgMax" : "ArgMin", {{int_input::append, R::axes_vector(), {}}}, {}}, a);
 }
 }  // namespace detail
+/// The int64 index of the first maximum along Axis (TensorFlow's ArgMax); the axis is dropped.
 template <expression A, std::int64_t Axis>
 auto argmax(const A& a, axis_list<Axis>) {
   return detail::make_arg<true, A, Axis>(a);
 }
+/// The int64 index of the first minimum along Axis (TensorFlow's ArgMin); the axis is dropped.
 template <expression A, std::int64_t Axis>
 auto argmin(const A& a, axis_list<Axis>) {
   return detail::make_arg<false, A, Axis>(a);
@@ -26534,8 +26585,10 @@ auto reshape(const A& a, static_shape<D...>) {
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
 
+/// A permutation of dims in the type (perm<...> spells it).
 template <std::int64_t... P>
 struct permutation {};
+/// transpose's permutation: output dim i is input dim P[i].
 template <std::int64_t... P>
 inline constexpr permutation<P...> perm{};
 
@@ -26549,6 +26602,7 @@ auto transpose(const A& a, permutation<P...>) {
   using Op = detail::array_op<ops::Transpose>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
+/// transpose(x): the dims reversed.
 template <expression A>
 auto transpose(const A& a) {
   using S = shape_of<A>;
@@ -26598,6 +26652,7 @@ auto concat(const First& first, const Rest&... rest) {
       Op{"ConcatV2", {{detail::int_input::append, {Axis}, {}}}, {}}, first, rest...);
 }
 
+/// Identity's descriptor.
 struct identity_op : detail::lowers_plainly<identity_op> {
   static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
   using op = ops::Identity;  ///< the op's type
@@ -26610,11 +26665,13 @@ struct identity_op : detail::lowers_plainly<identity_op> {
     use_kernels<ops::families::core>();
   }
 };
+/// identity(x): x's value through an Identity node (a name, a device, a control point).
 template <expression A>
 auto identity(const A& a) {
   return op_expr<identity_op, value_type_of<A>, shape_of<A>, A>({}, a);
 }
 
+/// ZerosLike's and OnesLike's descriptor.
 template <bool Ones>
 struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
   static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
@@ -26627,10 +26684,12 @@ struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
     use_kernels<op>();
   }
 };
+/// Zeros of x's dtype and shape.
 template <expression A>
 auto zeros_like(const A& a) {
   return op_expr<fill_like_op<false>, value_type_of<A>, shape_of<A>, A>({}, a);
 }
+/// Ones of x's dtype and shape.
 template <expression A>
 auto ones_like(const A& a) {
   return op_expr<fill_like_op<true>, value_type_of<A>, shape_of<A>, A>({}, a);
@@ -26669,12 +26728,15 @@ WEFT_DETAIL_SUPPORT_CHECK(linalg_dtype,
 /// tile(x, multiples<2, 1>).
 template <std::int64_t... V>
 struct index_list {
-  static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};
+  static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};  ///< the list
 };
+/// A slice's start per dim: offsets<1, 0>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> offsets{};
+/// pad's (before, after) pairs, dim by dim: paddings<1, 1, 0, 0>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> paddings{};
+/// tile's repeat count per dim: multiples<2, 1>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> multiples{};
 
@@ -26808,6 +26870,8 @@ auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
   using Op = detail::array_op<ops::TensorScatterUpdate>;
   return op_expr<Op, value_type_of<E>, shape_of<E>, E, I, U>(Op{"TensorScatterUpdate", {}, {}}, t, indices, updates);
 }
+/// tensor_scatter_add(t, indices, updates): t with the updates added at the indices
+/// (TensorFlow's TensorScatterAdd; repeated indices add up).
 template <expression E, expression I, expression U>
 auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
   using T = value_type_of<E>;
@@ -26864,11 +26928,13 @@ auto shape_tensor(const A& a) {
   using Op = detail::array_op<ops::Shape>;
   return op_expr<Op, Out, static_shape<shape_of<A>::rank>, A>(Op{"Shape", {}, {{"out_type", dtype_of<Out>}}}, a);
 }
+/// x's rank as an int32 scalar (TensorFlow's Rank).
 template <expression A>
 auto rank_tensor(const A& a) {
   using Op = detail::array_op<ops::Rank>;
   return op_expr<Op, std::int32_t, scalar_shape, A>(Op{"Rank", {}, {}}, a);
 }
+/// x's element count as a scalar of Out (TensorFlow's Size).
 template <element Out = std::int32_t, expression A>
 auto size_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,
@@ -26966,10 +27032,12 @@ namespace weft {
 template <class Op, class T, class S>
 class source_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
+  /// The expression of descriptor op, in the name scope current now.
   explicit source_expr(Op op)
       : op_(std::move(op)), scope_(detail::current_scope()), memo_(std::make_shared<detail::lowered_memo>()) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     return memo_->get(cx, [&] {
       op_.prepare();
@@ -26984,6 +27052,8 @@ class source_expr : public expr_base {
 };
 
 #define WEFT_DETAIL_DSL_RANDOM(FN, OP)                                                                    \
+  /** `FN<float>(dims<2, 3>, seed, seed2)`: TensorFlow's OP of a static shape, a float type; */           \
+  /** seeds 0 and 0 seed the stream from std::random_device, others make it reproducible. */              \
   template <element T, std::int64_t... D>                                                                 \
   auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
     (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \
@@ -27014,6 +27084,7 @@ namespace weft {
 
 // ---- state ----------------------------------------------------------------------------
 
+/// Assign's, AssignAdd's and AssignSub's descriptor.
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
 struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
   static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
@@ -27047,10 +27118,12 @@ template <class T, class S, expression V>
 auto assign(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<0>(var, value);
 }
+/// assign_add(v, value): adds value to v and gives the new value.
 template <class T, class S, expression V>
 auto assign_add(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<1>(var, value);
 }
+/// assign_sub(v, value): subtracts value from v and gives the new value.
 template <class T, class S, expression V>
 auto assign_sub(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<2>(var, value);
@@ -27111,16 +27184,18 @@ WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channe
 /// (only windows inside the input).
 template <bool Same>
 struct padding_t {
-  static constexpr bool is_same = Same;
-  static constexpr const char* name = Same ? "SAME" : "VALID";  ///< the graph op's name
+  static constexpr bool is_same = Same;  ///< SAME (else VALID)
+  static constexpr const char* name = Same ? "SAME" : "VALID";  ///< the padding attr's value
 };
-inline constexpr padding_t<true> same{};
-inline constexpr padding_t<false> valid{};
+inline constexpr padding_t<true> same{};    ///< SAME padding
+inline constexpr padding_t<false> valid{};  ///< VALID padding
 /// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> strides{};
+/// A pool's window (height, width): window<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> window{};
+/// A convolution's dilations (height, width): dilations<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> dilations{};
 
@@ -27240,6 +27315,7 @@ template <expression X>
 auto softmax(const X& x) {
   return detail::softmax<false>(x);
 }
+/// log(softmax(x)) over the last dimension, computed stably.
 template <expression X>
 auto log_softmax(const X& x) {
   return detail::softmax<true>(x);
@@ -27318,6 +27394,7 @@ auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_li
   return op_expr<detail::nn_op, T, S, X, F>({"Conv2D", std::move(attrs), &detail::conv2d_kernels<T>}, x, f);
 }
 
+/// conv2d with dilations<1, 1>.
 template <expression X, expression F, std::int64_t... St, bool Same>
 auto conv2d(const X& x, const F& f, index_list<St...> s, padding_t<Same> p) {
   return conv2d(x, f, s, p, dilations<1, 1>);
@@ -27351,6 +27428,7 @@ template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
 auto max_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
   return detail::pool<true>(x, k, s, p);
 }
+/// See max_pool: each window's mean (over its valid part, with SAME padding).
 template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
 auto avg_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
   return detail::pool<false>(x, k, s, p);
@@ -27370,6 +27448,7 @@ auto dropout(const X& x, const R& rate, std::int64_t seed = 0, std::int64_t seed
   return op_expr<detail::nn_op, T, shape_of<X>, X, R>(
       {"Dropout", {{"seed", seed}, {"seed2", seed2}}, &detail::dropout_kernels<T>}, x, rate);
 }
+/// dropout with a number as the rate.
 template <expression X, detail::scalar_value U>
 auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
@@ -27382,15 +27461,18 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
 /// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
 /// offset (FusedBatchNormGradV3), not mean or variance.
 struct batch_norm_options {
-  bool training = true;
-  double epsilon = 1e-3;
+  bool training = true;   ///< normalize by the batch's statistics (else by mean and variance)
+  double epsilon = 1e-3;  ///< added to the variance
   double factor = 1.0;  ///< exponential_avg_factor: 1 - momentum
 };
+/// What fused_batch_norm returns.
 template <class Y, class M>
 struct batch_norm_result {
-  Y y;
-  M batch_mean, batch_variance;
+  Y y;               ///< the normalized x
+  M batch_mean;      ///< in training, the moving mean's update (else the mean given)
+  M batch_variance;  ///< in training, the moving variance's update (else the variance given)
 };
+/// See batch_norm_options.
 template <expression X, expression S, expression O, expression M, expression V>
 auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean, const V& variance,
                       batch_norm_options options = {}) {
@@ -27631,15 +27713,20 @@ void check_node_output(const graph& g, output o, std::string_view what) {
 
 }  // namespace detail
 
+/// An expression of element type T and static shape D... whose expression type is erased (a
+/// model built in a runtime loop; see the file's comment). Any expression that fits (same
+/// dtype and rank, static dims that agree) converts to it; lowering it lowers the
+/// expression once per lowering.
 template <element T, std::int64_t... D>
 class handle : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = static_shape<D...>;
+  using value_type = T;  ///< the element type
+  using shape_type = static_shape<D...>;  ///< the static shape (static_shape)
 
   /// An empty handle: assign an expression before lowering it.
   handle() = default;
 
+  /// Holds e; a dtype, rank or static dim that does not fit is a compile error.
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, handle>)
   handle(const E& e)  // NOLINT: implicit, as an expression converts to a handle that fits it
@@ -27655,8 +27742,10 @@ class handle : public expr_base {
   explicit handle(lower_fn lower)
       : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
 
+  /// Whether no expression is held.
   bool empty() const noexcept { return impl_ == nullptr; }
 
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (!impl_)
       fail(error_code::failed_precondition, "weft::handle<", dtype_of<T>, shape_type::partial(),
@@ -27671,9 +27760,11 @@ class handle : public expr_base {
 /// An operand of raw_op: any expression, whatever its dtype and shape.
 class operand {
  public:
+  /// Any expression.
   template <expression E>
   operand(const E& e)  // NOLINT: implicit, so that raw_op("Add", {x, y}) reads naturally
       : lower_(lowering_of(e)) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const { return lower_(cx); }
 
  private:
@@ -27773,9 +27864,11 @@ struct cond_predicate {
 };
 }  // namespace check
 
+/// A while_loop's frame name, how many iterations may run at once (TensorFlow's default
+/// 10) and an optional bound on the iterations.
 struct loop_options {
-  std::string name = "while";
-  std::int64_t parallel_iterations = 10;
+  std::string name = "while";             ///< the loop's name (its frame's)
+  std::int64_t parallel_iterations = 10;  ///< iterations that may run at once
   std::int64_t maximum_iterations = -1;  ///< -1: no bound
 };
 
@@ -27820,10 +27913,11 @@ auto as_tuple(const R& r) {
 template <class T, class S>
 class loop_variable_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
   loop_variable_expr() : id_(std::make_shared<const int>(0)) {}
   const void* identity() const noexcept { return id_.get(); }
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (auto o = cx.find_bound(id_.get())) return *o;
     fail(error_code::invalid_argument,
@@ -27884,9 +27978,10 @@ struct loop_state {
 template <class T, class S, class State>
 class result_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
   result_expr(std::shared_ptr<State> state, std::size_t k) : state_(std::move(state)), k_(k) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const { return state_->lower(cx)[k_]; }
 
  private:
@@ -28185,8 +28280,8 @@ auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options =
 /// and for scan `reverse`: from the last element to the first.
 struct scan_options {
   std::string name;  ///< empty: "scan" or "map"
-  std::int64_t parallel_iterations = 10;
-  bool reverse = false;
+  std::int64_t parallel_iterations = 10;  ///< iterations that may run at once
+  bool reverse = false;                   ///< scan: from the last element to the first
 };
 
 namespace detail {
@@ -29484,9 +29579,10 @@ class lowering_gradient_builder final : public gradient_builder {
 template <class T, class S>
 class bound_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
   bound_expr(const graph& g, output o) : graph_(&g), out_(o) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (&cx.target() != graph_)
       fail(error_code::internal, "weft::grad: a fused backward was lowered into another graph than its forward's");
@@ -29897,10 +29993,12 @@ struct gradient_state {
 template <class T, class S>
 class gradient_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
+  /// Gradient `index` of the computation `state` holds (made by weft::grad).
   gradient_expr(std::shared_ptr<detail::gradient_state> state, std::size_t index)
       : state_(std::move(state)), index_(index) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const { return state_->get(cx, index_); }
 
  private:
@@ -30067,7 +30165,9 @@ struct training_state {
 /// slots' initializers with the variables' (client_session::initialize runs them).
 class training_target {
  public:
+  /// The step of the optimizer `state` holds (made by train::minimize).
   explicit training_target(std::shared_ptr<detail::training_state> state) : state_(std::move(state)) {}
+  /// The step's node in cx's graph (the gradients and updates added when not yet).
   output lower(lowering& cx) const { return state_->get(cx); }
 
  private:
@@ -30426,8 +30526,8 @@ namespace weft {
 /// One component of a dataset's element: its dtype and static dims (dyn: known at run time).
 template <element T, std::int64_t... D>
 struct component {
-  using value_type = T;
-  using shape_type = static_shape<D...>;
+  using value_type = T;  ///< the element type
+  using shape_type = static_shape<D...>;  ///< the static shape (static_shape)
 };
 
 template <class... C>
@@ -30478,12 +30578,16 @@ struct dataset_of_tuple<std::tuple<R...>> {
 };
 }  // namespace detail
 
+/// A typed input pipeline (tf.data's shape over runtime/pipeline.hpp's queues): an element
+/// of components C..., each a component<T, D...>. Built by chaining (each stage consumes
+/// the dataset: `dataset<...>::from_tensors(x, y).shuffle_source(1).batch(128).prefetch(2)`),
+/// then start(), and next() or input() inside a model.
 template <class... C>
 class dataset {
   static_assert(sizeof...(C) > 0, "weft::dataset: an element has at least one component");
 
  public:
-  static constexpr std::size_t size = sizeof...(C);
+  static constexpr std::size_t size = sizeof...(C);  ///< how many components an element has
 
   /// Rows of columns: column i is component i with a first dim more (the rows); its dims
   /// after the first must fit the component's static dims.
@@ -30525,10 +30629,12 @@ class dataset {
         workers);
     return next(std::move(p_));
   }
+  /// Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
   dataset shuffle(std::int64_t buffer, std::uint64_t seed = 0) && {
     p_.shuffle(buffer, seed);
     return dataset(std::move(p_));
   }
+  /// from_tensors' rows in a fresh random order each epoch (input_pipeline::shuffle_source).
   dataset shuffle_source(std::uint64_t seed) && {
     p_.shuffle_source(seed);
     return dataset(std::move(p_));
@@ -30538,10 +30644,12 @@ class dataset {
     p_.batch(n, drop_remainder);
     return dataset<typename detail::batched_component<C>::type...>(std::move(p_));
   }
+  /// The source's elements `epochs` times (-1: forever).
   dataset repeat(std::int64_t epochs = -1) && {
     p_.repeat(epochs);
     return dataset(std::move(p_));
   }
+  /// The last queue holds up to k elements ready.
   dataset prefetch(std::int64_t k) && {
     p_.prefetch(k);
     return dataset(std::move(p_));
@@ -30586,8 +30694,11 @@ class dataset {
     return make_handles(port, std::index_sequence_for<C...>{});
   }
 
+  /// The resource manager of the pipeline's queues (give it to the training session).
   const std::shared_ptr<resource_manager>& resources() const noexcept { return p_.resources(); }
+  /// Stops the pipeline's threads and joins them (input_pipeline::stop).
   void stop() { p_.stop(); }
+  /// The untyped pipeline underneath.
   input_pipeline& untyped() noexcept { return p_; }
 
  private:

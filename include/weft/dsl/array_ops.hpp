@@ -36,8 +36,10 @@ auto reshape(const A& a, static_shape<D...>) {
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Reshape", {{detail::int_input::append, {D...}}}, {}}, a);
 }
 
+/// A permutation of dims in the type (perm<...> spells it).
 template <std::int64_t... P>
 struct permutation {};
+/// transpose's permutation: output dim i is input dim P[i].
 template <std::int64_t... P>
 inline constexpr permutation<P...> perm{};
 
@@ -51,6 +53,7 @@ auto transpose(const A& a, permutation<P...>) {
   using Op = detail::array_op<ops::Transpose>;
   return op_expr<Op, value_type_of<A>, R, A>(Op{"Transpose", {{detail::int_input::append, {P...}}}, {}}, a);
 }
+/// transpose(x): the dims reversed.
 template <expression A>
 auto transpose(const A& a) {
   using S = shape_of<A>;
@@ -100,6 +103,7 @@ auto concat(const First& first, const Rest&... rest) {
       Op{"ConcatV2", {{detail::int_input::append, {Axis}, {}}}, {}}, first, rest...);
 }
 
+/// Identity's descriptor.
 struct identity_op : detail::lowers_plainly<identity_op> {
   static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
   using op = ops::Identity;  ///< the op's type
@@ -112,11 +116,13 @@ struct identity_op : detail::lowers_plainly<identity_op> {
     use_kernels<ops::families::core>();
   }
 };
+/// identity(x): x's value through an Identity node (a name, a device, a control point).
 template <expression A>
 auto identity(const A& a) {
   return op_expr<identity_op, value_type_of<A>, shape_of<A>, A>({}, a);
 }
 
+/// ZerosLike's and OnesLike's descriptor.
 template <bool Ones>
 struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
   static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
@@ -129,10 +135,12 @@ struct fill_like_op : detail::lowers_plainly<fill_like_op<Ones>> {
     use_kernels<op>();
   }
 };
+/// Zeros of x's dtype and shape.
 template <expression A>
 auto zeros_like(const A& a) {
   return op_expr<fill_like_op<false>, value_type_of<A>, shape_of<A>, A>({}, a);
 }
+/// Ones of x's dtype and shape.
 template <expression A>
 auto ones_like(const A& a) {
   return op_expr<fill_like_op<true>, value_type_of<A>, shape_of<A>, A>({}, a);
@@ -171,12 +179,15 @@ WEFT_DETAIL_SUPPORT_CHECK(linalg_dtype,
 /// tile(x, multiples<2, 1>).
 template <std::int64_t... V>
 struct index_list {
-  static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};
+  static constexpr std::array<std::int64_t, sizeof...(V)> values{V...};  ///< the list
 };
+/// A slice's start per dim: offsets<1, 0>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> offsets{};
+/// pad's (before, after) pairs, dim by dim: paddings<1, 1, 0, 0>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> paddings{};
+/// tile's repeat count per dim: multiples<2, 1>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> multiples{};
 
@@ -310,6 +321,8 @@ auto tensor_scatter_update(const E& t, const I& indices, const U& updates) {
   using Op = detail::array_op<ops::TensorScatterUpdate>;
   return op_expr<Op, value_type_of<E>, shape_of<E>, E, I, U>(Op{"TensorScatterUpdate", {}, {}}, t, indices, updates);
 }
+/// tensor_scatter_add(t, indices, updates): t with the updates added at the indices
+/// (TensorFlow's TensorScatterAdd; repeated indices add up).
 template <expression E, expression I, expression U>
 auto tensor_scatter_add(const E& t, const I& indices, const U& updates) {
   using T = value_type_of<E>;
@@ -366,11 +379,13 @@ auto shape_tensor(const A& a) {
   using Op = detail::array_op<ops::Shape>;
   return op_expr<Op, Out, static_shape<shape_of<A>::rank>, A>(Op{"Shape", {}, {{"out_type", dtype_of<Out>}}}, a);
 }
+/// x's rank as an int32 scalar (TensorFlow's Rank).
 template <expression A>
 auto rank_tensor(const A& a) {
   using Op = detail::array_op<ops::Rank>;
   return op_expr<Op, std::int32_t, scalar_shape, A>(Op{"Rank", {}, {}}, a);
 }
+/// x's element count as a scalar of Out (TensorFlow's Size).
 template <element Out = std::int32_t, expression A>
 auto size_tensor(const A& a) {
   static_assert(std::is_same_v<Out, std::int32_t> || std::is_same_v<Out, std::int64_t>,

@@ -121,9 +121,11 @@ struct cond_predicate {
 };
 }  // namespace check
 
+/// A while_loop's frame name, how many iterations may run at once (TensorFlow's default
+/// 10) and an optional bound on the iterations.
 struct loop_options {
-  std::string name = "while";
-  std::int64_t parallel_iterations = 10;
+  std::string name = "while";             ///< the loop's name (its frame's)
+  std::int64_t parallel_iterations = 10;  ///< iterations that may run at once
   std::int64_t maximum_iterations = -1;  ///< -1: no bound
 };
 
@@ -168,10 +170,11 @@ auto as_tuple(const R& r) {
 template <class T, class S>
 class loop_variable_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
   loop_variable_expr() : id_(std::make_shared<const int>(0)) {}
   const void* identity() const noexcept { return id_.get(); }
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (auto o = cx.find_bound(id_.get())) return *o;
     fail(error_code::invalid_argument,
@@ -232,9 +235,10 @@ struct loop_state {
 template <class T, class S, class State>
 class result_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
   result_expr(std::shared_ptr<State> state, std::size_t k) : state_(std::move(state)), k_(k) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const { return state_->lower(cx)[k_]; }
 
  private:

@@ -94,6 +94,7 @@ class scope_guard_base {
 /// "layer1/MatMul", "layer1/Relu"; scopes nest.
 class name_scope : detail::scope_guard_base {
  public:
+  /// Appends "name/" to the current prefix until the scope ends.
   explicit name_scope(std::string_view name)
       : scope_guard_base({detail::current_scope()->prefix + std::string(name) + "/", detail::current_scope()->device,
                           detail::current_scope()->colocate}) {}
@@ -102,6 +103,7 @@ class name_scope : detail::scope_guard_base {
 /// { weft::device_scope d("/cpu:1"); ... }: expressions built inside request that device.
 class device_scope : detail::scope_guard_base {
  public:
+  /// Requests `device` for expressions built until the scope ends.
   explicit device_scope(std::string_view device)
       : scope_guard_base({detail::current_scope()->prefix, std::string(device), detail::current_scope()->colocate}) {}
 };
@@ -116,8 +118,10 @@ concept expression = std::derived_from<std::remove_cvref_t<E>, expr_base> && req
   typename std::remove_cvref_t<E>::shape_type;
 };
 
+/// An expression's element type.
 template <expression E>
 using value_type_of = typename std::remove_cvref_t<E>::value_type;
+/// An expression's static shape (a static_shape).
 template <expression E>
 using shape_of = typename std::remove_cvref_t<E>::shape_type;
 
@@ -145,8 +149,10 @@ class frame_hooks {
 /// its hooks, and expressions are lowered anew there (their memos are per lowering).
 class lowering {
  public:
+  /// The top lowering into g; `fuse`: elementwise subtrees become Fused nodes.
   explicit lowering(graph& g, bool fuse = true)
       : graph_(g), fuse_(fuse), serial_(next_serial()), base_scope_(g.current_name_scope()) {}
+  /// A lowering inside a loop's frame or a branch of parent's, values from outside brought in by hooks.
   lowering(lowering& parent, frame_hooks& hooks)
       : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent),
         base_scope_(parent.base_scope_), hooks_(&hooks) {}
@@ -180,6 +186,7 @@ class lowering {
     adopt(o);
     bound_[identity] = o;
   }
+  /// The output bound to `identity` here or in an enclosing lowering (brought in), or none.
   std::optional<output> find_bound(const void* identity) {
     if (auto it = bound_.find(identity); it != bound_.end()) return it->second;
     if (!parent_) return std::nullopt;
@@ -187,8 +194,11 @@ class lowering {
     return o ? std::optional<output>(bring(*o)) : std::nullopt;
   }
 
+  /// The graph lowered into.
   graph& target() noexcept { return graph_; }
+  /// The graph lowered into.
   const graph& target() const noexcept { return graph_; }
+  /// Whether elementwise subtrees are fused.
   bool fusion() const noexcept { return fuse_; }
   /// Unique among the program's lowering contexts, including destroyed ones (memo keys).
   std::uint64_t serial() const noexcept { return serial_; }
@@ -252,6 +262,8 @@ class lowering {
     auto it = by_identity_.find(identity);
     return it == by_identity_.end() ? nullptr : &it->second;
   }
+  /// Records o as the output of the expression `identity` (find returns it), keeping
+  /// `keep_alive` so that the address stays unique.
   void remember(const void* identity, output o, std::shared_ptr<const void> keep_alive) {
     by_identity_.emplace(identity, o);
     keep_alive_.push_back(std::move(keep_alive));
@@ -262,6 +274,7 @@ class lowering {
     if (parent_) return parent_->add_initializer(node_id);
     initializers_.push_back(node_id);
   }
+  /// The initializers recorded (the top lowering's).
   const std::vector<int>& initializers() const noexcept { return initializers_; }
 
  private:
@@ -333,6 +346,7 @@ lower_fn lowering_of(const E& e) {
 /// placement issue honours groups; a device requested inside must match the group's.
 class colocate_with : detail::scope_guard_base {
  public:
+  /// Places what is built until the scope ends with e's node.
   template <expression E>
   explicit colocate_with(const E& e)
       : scope_guard_base({detail::current_scope()->prefix, detail::current_scope()->device,

@@ -138,8 +138,8 @@ auto foldl(Fn&& fn, const Elems& elems, const Init& init, loop_options options =
 /// and for scan `reverse`: from the last element to the first.
 struct scan_options {
   std::string name;  ///< empty: "scan" or "map"
-  std::int64_t parallel_iterations = 10;
-  bool reverse = false;
+  std::int64_t parallel_iterations = 10;  ///< iterations that may run at once
+  bool reverse = false;                   ///< scan: from the last element to the first
 };
 
 namespace detail {

@@ -137,9 +137,10 @@ class lowering_gradient_builder final : public gradient_builder {
 template <class T, class S>
 class bound_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
   bound_expr(const graph& g, output o) : graph_(&g), out_(o) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (&cx.target() != graph_)
       fail(error_code::internal, "weft::grad: a fused backward was lowered into another graph than its forward's");
@@ -550,10 +551,12 @@ struct gradient_state {
 template <class T, class S>
 class gradient_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
+  /// Gradient `index` of the computation `state` holds (made by weft::grad).
   gradient_expr(std::shared_ptr<detail::gradient_state> state, std::size_t index)
       : state_(std::move(state)), index_(index) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const { return state_->get(cx, index_); }
 
  private:

@@ -81,15 +81,20 @@ void check_node_output(const graph& g, output o, std::string_view what) {
 
 }  // namespace detail
 
+/// An expression of element type T and static shape D... whose expression type is erased (a
+/// model built in a runtime loop; see the file's comment). Any expression that fits (same
+/// dtype and rank, static dims that agree) converts to it; lowering it lowers the
+/// expression once per lowering.
 template <element T, std::int64_t... D>
 class handle : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = static_shape<D...>;
+  using value_type = T;  ///< the element type
+  using shape_type = static_shape<D...>;  ///< the static shape (static_shape)
 
   /// An empty handle: assign an expression before lowering it.
   handle() = default;
 
+  /// Holds e; a dtype, rank or static dim that does not fit is a compile error.
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, handle>)
   handle(const E& e)  // NOLINT: implicit, as an expression converts to a handle that fits it
@@ -105,8 +110,10 @@ class handle : public expr_base {
   explicit handle(lower_fn lower)
       : impl_(std::make_shared<detail::erased_expr>(std::move(lower))) {}
 
+  /// Whether no expression is held.
   bool empty() const noexcept { return impl_ == nullptr; }
 
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (!impl_)
       fail(error_code::failed_precondition, "weft::handle<", dtype_of<T>, shape_type::partial(),
@@ -121,9 +128,11 @@ class handle : public expr_base {
 /// An operand of raw_op: any expression, whatever its dtype and shape.
 class operand {
  public:
+  /// Any expression.
   template <expression E>
   operand(const E& e)  // NOLINT: implicit, so that raw_op("Add", {x, y}) reads naturally
       : lower_(lowering_of(e)) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const { return lower_(cx); }
 
  private:

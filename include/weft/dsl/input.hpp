@@ -40,8 +40,8 @@ namespace weft {
 /// One component of a dataset's element: its dtype and static dims (dyn: known at run time).
 template <element T, std::int64_t... D>
 struct component {
-  using value_type = T;
-  using shape_type = static_shape<D...>;
+  using value_type = T;  ///< the element type
+  using shape_type = static_shape<D...>;  ///< the static shape (static_shape)
 };
 
 template <class... C>
@@ -92,12 +92,16 @@ struct dataset_of_tuple<std::tuple<R...>> {
 };
 }  // namespace detail
 
+/// A typed input pipeline (tf.data's shape over runtime/pipeline.hpp's queues): an element
+/// of components C..., each a component<T, D...>. Built by chaining (each stage consumes
+/// the dataset: `dataset<...>::from_tensors(x, y).shuffle_source(1).batch(128).prefetch(2)`),
+/// then start(), and next() or input() inside a model.
 template <class... C>
 class dataset {
   static_assert(sizeof...(C) > 0, "weft::dataset: an element has at least one component");
 
  public:
-  static constexpr std::size_t size = sizeof...(C);
+  static constexpr std::size_t size = sizeof...(C);  ///< how many components an element has
 
   /// Rows of columns: column i is component i with a first dim more (the rows); its dims
   /// after the first must fit the component's static dims.
@@ -139,10 +143,12 @@ class dataset {
         workers);
     return next(std::move(p_));
   }
+  /// Elements drawn at random from a buffer of `buffer` (a RandomShuffleQueue, seeded).
   dataset shuffle(std::int64_t buffer, std::uint64_t seed = 0) && {
     p_.shuffle(buffer, seed);
     return dataset(std::move(p_));
   }
+  /// from_tensors' rows in a fresh random order each epoch (input_pipeline::shuffle_source).
   dataset shuffle_source(std::uint64_t seed) && {
     p_.shuffle_source(seed);
     return dataset(std::move(p_));
@@ -152,10 +158,12 @@ class dataset {
     p_.batch(n, drop_remainder);
     return dataset<typename detail::batched_component<C>::type...>(std::move(p_));
   }
+  /// The source's elements `epochs` times (-1: forever).
   dataset repeat(std::int64_t epochs = -1) && {
     p_.repeat(epochs);
     return dataset(std::move(p_));
   }
+  /// The last queue holds up to k elements ready.
   dataset prefetch(std::int64_t k) && {
     p_.prefetch(k);
     return dataset(std::move(p_));
@@ -200,8 +208,11 @@ class dataset {
     return make_handles(port, std::index_sequence_for<C...>{});
   }
 
+  /// The resource manager of the pipeline's queues (give it to the training session).
   const std::shared_ptr<resource_manager>& resources() const noexcept { return p_.resources(); }
+  /// Stops the pipeline's threads and joins them (input_pipeline::stop).
   void stop() { p_.stop(); }
+  /// The untyped pipeline underneath.
   input_pipeline& untyped() noexcept { return p_; }
 
  private:

@@ -40,17 +40,21 @@ struct leaf_data {
 
 }  // namespace detail
 
+/// A placeholder of element type T and static shape S (made by placeholder()).
 template <element T, class S>
 class placeholder_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
 
+  /// A placeholder named `name` (its node's name, in the name scope current now).
   explicit placeholder_expr(std::string name)
       : d_(std::make_shared<detail::leaf_data>(detail::leaf_data{std::move(name), detail::current_scope(), {}, {}, {}})) {}
 
+  /// The name given.
   const std::string& name() const noexcept { return d_->name; }
 
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     if (lowering* outer = cx.parent()) return cx.bring(lower(*outer));  // leaves live outside loops and branches
     if (const output* o = cx.find(d_.get())) return *o;
@@ -71,16 +75,19 @@ placeholder_expr<T, static_shape<D...>> placeholder(std::string name, static_sha
   return placeholder_expr<T, static_shape<D...>>(std::move(name));
 }
 
+/// A constant of element type T and static shape S (made by constant()).
 template <element T, class S>
 class constant_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
 
+  /// A constant holding `value` (whose dtype must be T's).
   explicit constant_expr(tensor value)
       : d_(std::make_shared<detail::leaf_data>(
             detail::leaf_data{{}, detail::current_scope(), std::move(value), {}, {}})) {}
 
+  /// The value.
   const tensor& value() const noexcept { return d_->value; }
 
   /// Constants merge by value, like any other node.
@@ -100,23 +107,28 @@ template <element T>
 constant_expr<T, scalar_shape> constant(T value) {
   return constant_expr<T, scalar_shape>(tensor::scalar(value));
 }
+/// constant<float>({1, 2, 3, 4}, dims<2, 2>): values in row-major order, a static shape.
 template <element T, std::int64_t... D>
 constant_expr<T, static_shape<D...>> constant(const std::vector<T>& values, static_shape<D...>) {
   static_assert(static_shape<D...>::fully_static, "weft::constant: the shape of a constant must be fully static");
   return constant_expr<T, static_shape<D...>>(tensor::from_vector(values, shape{D...}));
 }
+/// constant(tensor_of<float, 2>): the tensor's rank, its dims dyn.
 template <element T, int R>
   requires(R >= 0)
 constant_expr<T, dyn_shape<R>> constant(const tensor_of<T, R>& value) {
   return constant_expr<T, dyn_shape<R>>(value.untyped());
 }
 
+/// A variable of element type T and static shape S (made by variable() and the layers): state
+/// kept across runs, with an initializer that initialize() runs.
 template <element T, class S>
 class variable_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
 
+  /// A variable named `name` of S's shape (fully static), initialized by the value `init` lowers.
   variable_expr(std::string name, lower_fn init)
       : d_(std::make_shared<detail::leaf_data>(
             detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), {}})) {
@@ -137,6 +149,7 @@ class variable_expr : public expr_base {
         detail::leaf_data{std::move(name), detail::current_scope(), {}, std::move(init), std::move(dims)});
   }
 
+  /// The name given.
   const std::string& name() const noexcept { return d_->name; }
   /// The variable's shape at run time.
   shape runtime_shape() const { return S::fully_static ? shape(std::vector<std::int64_t>(S::values.begin(), S::values.end())) : d_->dims; }

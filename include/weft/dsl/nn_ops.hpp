@@ -56,16 +56,18 @@ WEFT_DETAIL_DIM_CHECK(batch_norm_channels, "weft::fused_batch_norm: a per-channe
 /// (only windows inside the input).
 template <bool Same>
 struct padding_t {
-  static constexpr bool is_same = Same;
-  static constexpr const char* name = Same ? "SAME" : "VALID";  ///< the graph op's name
+  static constexpr bool is_same = Same;  ///< SAME (else VALID)
+  static constexpr const char* name = Same ? "SAME" : "VALID";  ///< the padding attr's value
 };
-inline constexpr padding_t<true> same{};
-inline constexpr padding_t<false> valid{};
+inline constexpr padding_t<true> same{};    ///< SAME padding
+inline constexpr padding_t<false> valid{};  ///< VALID padding
 /// Two values (height, width): strides<1, 1>, window<2, 2>, dilations<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> strides{};
+/// A pool's window (height, width): window<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> window{};
+/// A convolution's dilations (height, width): dilations<2, 2>.
 template <std::int64_t... V>
 inline constexpr index_list<V...> dilations{};
 
@@ -185,6 +187,7 @@ template <expression X>
 auto softmax(const X& x) {
   return detail::softmax<false>(x);
 }
+/// log(softmax(x)) over the last dimension, computed stably.
 template <expression X>
 auto log_softmax(const X& x) {
   return detail::softmax<true>(x);
@@ -263,6 +266,7 @@ auto conv2d(const X& x, const F& f, index_list<St...>, padding_t<Same>, index_li
   return op_expr<detail::nn_op, T, S, X, F>({"Conv2D", std::move(attrs), &detail::conv2d_kernels<T>}, x, f);
 }
 
+/// conv2d with dilations<1, 1>.
 template <expression X, expression F, std::int64_t... St, bool Same>
 auto conv2d(const X& x, const F& f, index_list<St...> s, padding_t<Same> p) {
   return conv2d(x, f, s, p, dilations<1, 1>);
@@ -296,6 +300,7 @@ template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
 auto max_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
   return detail::pool<true>(x, k, s, p);
 }
+/// See max_pool: each window's mean (over its valid part, with SAME padding).
 template <expression X, std::int64_t... K, std::int64_t... St, bool Same>
 auto avg_pool(const X& x, index_list<K...> k, index_list<St...> s, padding_t<Same> p) {
   return detail::pool<false>(x, k, s, p);
@@ -315,6 +320,7 @@ auto dropout(const X& x, const R& rate, std::int64_t seed = 0, std::int64_t seed
   return op_expr<detail::nn_op, T, shape_of<X>, X, R>(
       {"Dropout", {{"seed", seed}, {"seed2", seed2}}, &detail::dropout_kernels<T>}, x, rate);
 }
+/// dropout with a number as the rate.
 template <expression X, detail::scalar_value U>
 auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) {
   return dropout(x, detail::scalar_operand<value_type_of<X>>(rate), seed, seed2);
@@ -327,15 +333,18 @@ auto dropout(const X& x, U rate, std::int64_t seed = 0, std::int64_t seed2 = 0) 
 /// in inference, y normalized by mean and variance. Its gradient reaches x, scale and
 /// offset (FusedBatchNormGradV3), not mean or variance.
 struct batch_norm_options {
-  bool training = true;
-  double epsilon = 1e-3;
+  bool training = true;   ///< normalize by the batch's statistics (else by mean and variance)
+  double epsilon = 1e-3;  ///< added to the variance
   double factor = 1.0;  ///< exponential_avg_factor: 1 - momentum
 };
+/// What fused_batch_norm returns.
 template <class Y, class M>
 struct batch_norm_result {
-  Y y;
-  M batch_mean, batch_variance;
+  Y y;               ///< the normalized x
+  M batch_mean;      ///< in training, the moving mean's update (else the mean given)
+  M batch_variance;  ///< in training, the moving variance's update (else the variance given)
 };
+/// See batch_norm_options.
 template <expression X, expression S, expression O, expression M, expression V>
 auto fused_batch_norm(const X& x, const S& scale, const O& offset, const M& mean, const V& variance,
                       batch_norm_options options = {}) {

@@ -21,10 +21,12 @@ namespace weft {
 template <class Op, class T, class S>
 class source_expr : public expr_base {
  public:
-  using value_type = T;
-  using shape_type = S;
+  using value_type = T;  ///< the element type
+  using shape_type = S;  ///< the static shape (static_shape)
+  /// The expression of descriptor op, in the name scope current now.
   explicit source_expr(Op op)
       : op_(std::move(op)), scope_(detail::current_scope()), memo_(std::make_shared<detail::lowered_memo>()) {}
+  /// The expression's output in cx's graph, its nodes added there when not yet.
   output lower(lowering& cx) const {
     return memo_->get(cx, [&] {
       op_.prepare();
@@ -39,6 +41,8 @@ class source_expr : public expr_base {
 };
 
 #define WEFT_DETAIL_DSL_RANDOM(FN, OP)                                                                    \
+  /** `FN<float>(dims<2, 3>, seed, seed2)`: TensorFlow's OP of a static shape, a float type; */           \
+  /** seeds 0 and 0 seed the stream from std::random_device, others make it reproducible. */              \
   template <element T, std::int64_t... D>                                                                 \
   auto FN(static_shape<D...>, std::int64_t seed = 0, std::int64_t seed2 = 0) {                            \
     (void)check::random_static<static_shape<D...>::fully_static ? 1 : 0, 1>::value;                       \

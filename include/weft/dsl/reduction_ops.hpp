@@ -18,11 +18,15 @@ namespace weft {
 
 // ---- reductions -----------------------------------------------------------------------
 
+/// Axes in the type (negative ones count from the end), as axes<...> spells them.
 template <std::int64_t... Axes>
 struct axis_list {};
+/// The axes a reduction runs over: reduce_sum(x, axes<1>).
 template <std::int64_t... Axes>
 inline constexpr axis_list<Axes...> axes{};
+/// keep_dims's type.
 struct keep_dims_t {};
+/// Keeps the reduced axes as dims of 1: reduce_sum(x, axes<1>, keep_dims).
 inline constexpr keep_dims_t keep_dims{};
 
 namespace detail {
@@ -63,12 +67,15 @@ auto make_reduce(const char* name, const A& a) {
 
 // reduce_sum(x): every element; reduce_sum(x, axes<1>): over axis 1; reduce_sum(x, axes<1>, keep_dims).
 #define WEFT_DETAIL_DSL_REDUCE(FN, NAME, OP, TYPES)                                         \
-  template <expression A, std::int64_t... Axes>                                               \
-  auto FN(const A& a, axis_list<Axes...> = {}) {                                              \
+  /** TensorFlow's OP over the axes given (every axis when none), the axes dropped; an */   \
+  /** axis out of range, or a dtype outside TYPES, is a compile error. */                   \
+  template <expression A, std::int64_t... Axes>                                             \
+  auto FN(const A& a, axis_list<Axes...> = {}) {                                            \
     return detail::make_reduce<ops::OP, TYPES, A, false, Axes...>(NAME, a);              \
   }                                                                                           \
-  template <expression A, std::int64_t... Axes>                                               \
-  auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                      \
+  /** TensorFlow's OP over the axes given, each kept as a dim of 1. */                      \
+  template <expression A, std::int64_t... Axes>                                             \
+  auto FN(const A& a, axis_list<Axes...>, keep_dims_t) {                                    \
     return detail::make_reduce<ops::OP, TYPES, A, true, Axes...>(NAME, a);               \
   }
 WEFT_DETAIL_DSL_REDUCE(reduce_sum, "Sum", Sum, number_types)
@@ -90,10 +97,12 @@ auto make_arg(const A& a) {
       Op{Max ? "ArgMax" : "ArgMin", {{int_input::append, R::axes_vector(), {}}}, {}}, a);
 }
 }  // namespace detail
+/// The int64 index of the first maximum along Axis (TensorFlow's ArgMax); the axis is dropped.
 template <expression A, std::int64_t Axis>
 auto argmax(const A& a, axis_list<Axis>) {
   return detail::make_arg<true, A, Axis>(a);
 }
+/// The int64 index of the first minimum along Axis (TensorFlow's ArgMin); the axis is dropped.
 template <expression A, std::int64_t Axis>
 auto argmin(const A& a, axis_list<Axis>) {
   return detail::make_arg<false, A, Axis>(a);

@@ -17,6 +17,7 @@ namespace weft {
 
 // ---- state ----------------------------------------------------------------------------
 
+/// Assign's, AssignAdd's and AssignSub's descriptor.
 template <class T, int Kind>  // 0 Assign, 1 AssignAdd, 2 AssignSub
 struct assign_op : detail::lowers_plainly<assign_op<T, Kind>> {
   static constexpr bool elementwise = false;  ///< whether fusion may merge it with its elementwise neighbours
@@ -50,10 +51,12 @@ template <class T, class S, expression V>
 auto assign(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<0>(var, value);
 }
+/// assign_add(v, value): adds value to v and gives the new value.
 template <class T, class S, expression V>
 auto assign_add(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<1>(var, value);
 }
+/// assign_sub(v, value): subtracts value from v and gives the new value.
 template <class T, class S, expression V>
 auto assign_sub(const variable_expr<T, S>& var, const V& value) {
   return detail::make_assign<2>(var, value);

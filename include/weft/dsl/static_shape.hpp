@@ -18,16 +18,20 @@
 
 namespace weft {
 
+/// A dim known only at run time, in a static shape: dims<dyn, 784>.
 inline constexpr std::int64_t dyn = unknown_dim;
 
+/// A shape in the type: the DSL's expressions carry one, so that shape errors are compile
+/// errors where the dims are static (dyn where they are not).
 template <std::int64_t... D>
 struct static_shape {
   static_assert(((D >= 0 || D == dyn) && ...), "weft::dims: every dimension must be non-negative or weft::dyn");
-  static constexpr int rank = static_cast<int>(sizeof...(D));
-  static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};
-  static constexpr bool fully_static = ((D >= 0) && ...);
+  static constexpr int rank = static_cast<int>(sizeof...(D));  ///< how many dims
+  static constexpr std::array<std::int64_t, sizeof...(D)> values{D...};  ///< the dims (dyn where unknown)
+  static constexpr bool fully_static = ((D >= 0) && ...);  ///< whether no dim is dyn
   /// The element count when every dim is static, else -1.
   static constexpr std::int64_t num_elements = fully_static ? (std::int64_t{1} * ... * D) : -1;
+  /// The graph's form of the shape (dyn dims unknown).
   static partial_shape partial() { return partial_shape(std::vector<std::int64_t>{D...}); }
 };
 
@@ -35,7 +39,7 @@ struct static_shape {
 template <std::int64_t... D>
 inline constexpr static_shape<D...> dims{};
 
-using scalar_shape = static_shape<>;
+using scalar_shape = static_shape<>;  ///< rank 0
 
 namespace detail {
 
@@ -67,6 +71,7 @@ struct broadcast_shapes {
 
 }  // namespace detail
 
+/// The static shape of A and B broadcast (TensorFlow's rules; dyn where unknown).
 template <class A, class B>
 using broadcast_t = typename detail::broadcast_shapes<A, B>::type;
 

@@ -13,11 +13,13 @@
 
 namespace weft {
 
+/// A tensor whose element type (and rank, unless -1) the C++ type states: what a typed run
+/// returns (client_session::run) and feeds take. Shares the untyped tensor's buffer.
 template <element T, int Rank = -1>
 class tensor_of {
  public:
-  using value_type = T;
-  static constexpr int rank = Rank;
+  using value_type = T;  ///< the element type
+  static constexpr int rank = Rank;  ///< the static rank (-1: any)
 
   tensor_of() = default;
   /// From values in row-major order.
@@ -39,14 +41,22 @@ class tensor_of {
     return r;
   }
 
+  /// The untyped tensor.
   const tensor& untyped() const noexcept { return t_; }
+  /// A typed tensor converts to its untyped one.
   operator const tensor&() const noexcept { return t_; }  // NOLINT: typed converts to untyped
 
+  /// The dims.
   const weft::shape& shape() const noexcept { return t_.shape(); }
+  /// Dim i (checked).
   std::int64_t dim(int i) const { return t_.dim(i); }
+  /// The element count.
   std::int64_t num_elements() const noexcept { return t_.num_elements(); }
+  /// The elements, row-major.
   std::span<const T> flat() const { return t_.flat<T>(); }
+  /// The elements copied into a vector.
   std::vector<T> to_vector() const { return t_.to_vector<T>(); }
+  /// The one element of a one-element tensor (checked).
   T scalar() const { return t_.scalar_value<T>(); }
 
   /// Element at a multi-index, bounds-checked.

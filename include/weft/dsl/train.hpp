@@ -129,7 +129,9 @@ struct training_state {
 /// slots' initializers with the variables' (client_session::initialize runs them).
 class training_target {
  public:
+  /// The step of the optimizer `state` holds (made by train::minimize).
   explicit training_target(std::shared_ptr<detail::training_state> state) : state_(std::move(state)) {}
+  /// The step's node in cx's graph (the gradients and updates added when not yet).
   output lower(lowering& cx) const { return state_->get(cx); }
 
  private:
