@@ -16013,6 +16013,7 @@ namespace weft::cpu {
 /// run (a queue already under the name must have been made with the same options) and
 /// outputs its handle.
 struct queue_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit queue_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")) {
@@ -16076,6 +16077,7 @@ void start_attempt(kernel_context& ctx, const std::function<void()>& done, Start
 
 /// QueueEnqueue and QueueEnqueueMany.
 struct enqueue_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit enqueue_kernel(const node& n) : many_(n.op() == "QueueEnqueueMany") {}
   bool is_async() const noexcept override { return true; }
   void compute(kernel_context&) const override {}  // async only
@@ -16098,6 +16100,7 @@ struct enqueue_kernel final : op_kernel {
 
 /// QueueDequeue, QueueDequeueMany, QueueDequeueUpTo.
 struct dequeue_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit dequeue_kernel(const node& n)
       : batch_(n.op() != "QueueDequeue"), up_to_(n.op() == "QueueDequeueUpTo"),
         types_(n.attr<std::vector<dtype>>("component_types")) {}
@@ -16158,13 +16161,17 @@ struct dequeue_kernel final : op_kernel {
   std::vector<dtype> types_;
 };
 
+/// The CPU kernel of QueueClose.
 struct queue_close_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit queue_close_kernel(const node& n) : cancel_(n.attr<bool>("cancel_pending_enqueues")) {}
   void compute(kernel_context& ctx) const override { queue_of(ctx)->close(cancel_); }
   bool cancel_;
 };
 
+/// The CPU kernel of QueueSize.
 struct queue_size_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit queue_size_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const std::int64_t n = queue_of(ctx)->size();
@@ -16172,7 +16179,9 @@ struct queue_size_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of QueueIsClosed.
 struct queue_is_closed_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit queue_is_closed_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     ctx.allocate_output(0, shape{}).data<bool>()[0] = queue_of(ctx)->is_closed();
@@ -16181,6 +16190,7 @@ struct queue_is_closed_kernel final : op_kernel {
 
 /// Mutex: makes the mutex on first run and outputs its handle.
 struct mutex_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit mutex_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
@@ -16195,6 +16205,7 @@ struct mutex_kernel final : op_kernel {
 
 /// MutexAcquire: waits for the mutex, then outputs the grant.
 struct mutex_acquire_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit mutex_acquire_kernel(const node&) {}
   bool is_async() const noexcept override { return true; }
   void compute(kernel_context&) const override {}  // async only
@@ -16210,7 +16221,9 @@ struct mutex_acquire_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of MutexRelease.
 struct mutex_release_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit mutex_release_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& grant = ctx.input(1);
@@ -16243,6 +16256,7 @@ void register_data_flow_kernels() {
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_data_flow_kernels(); }
 };
 }  // namespace weft
@@ -16755,7 +16769,9 @@ namespace weft::cpu {
 using weft::filename_tensor;
 using weft::path_of;
 
+/// The CPU kernel of Save.
 struct save_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
   void compute(kernel_context& ctx) const override {
     std::vector<std::pair<std::string, tensor>> named;
@@ -16765,7 +16781,9 @@ struct save_kernel final : op_kernel {
   std::vector<std::string> names_;
 };
 
+/// The CPU kernel of Restore.
 struct restore_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit restore_kernel(const node& n)
       : names_(n.attr<std::vector<std::string>>("tensor_names")),
         dtypes_(n.attr<std::vector<dtype>>("dtypes")),
@@ -16796,6 +16814,7 @@ struct restore_kernel final : op_kernel {
 /// TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader: make the reader on
 /// first run (one already under the name must cut records the same way) and output its handle.
 struct reader_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
@@ -16831,6 +16850,7 @@ struct reader_kernel final : op_kernel {
 
 /// ReaderRead and ReaderReadUpTo: async, as a dequeue (the file names come from a queue).
 struct reader_read_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_read_kernel(const node& n) : up_to_(n.op() == "ReaderReadUpTo") {}
   bool is_async() const noexcept override { return true; }
   void compute(kernel_context&) const override {}  // async only
@@ -16865,6 +16885,7 @@ struct reader_read_kernel final : op_kernel {
 
 /// ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset.
 struct reader_state_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_state_kernel(const node& n) : op_(n.op()) {}
   void compute(kernel_context& ctx) const override {
     auto r = resource_of<record_reader>(ctx, 0);
@@ -16875,7 +16896,9 @@ struct reader_state_kernel final : op_kernel {
   std::string op_;
 };
 
+/// The CPU kernel of ReadFile.
 struct read_file_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit read_file_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     ctx.set_output(0, tensor::scalar(read_file(path_of(ctx.input(0)), "the file")));
@@ -16884,6 +16907,7 @@ struct read_file_kernel final : op_kernel {
 
 /// WriteFile: atomically (a temporary file, fsync'd, renamed over the target).
 struct write_file_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit write_file_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& contents = ctx.input(1);
@@ -16913,16 +16937,21 @@ void register_io_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Save's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Save, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::save_kernel>("Save"); }
 };
+/// Typed code's registration of Restore's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Restore, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::restore_kernel>("Restore"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::io, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_io_kernels(); }
 };
 }  // namespace weft
@@ -19177,30 +19206,40 @@ tensor widened(kernel_context& ctx, const tensor& x) {
 
 namespace weft::cpu {
 
+/// The CPU kernel of Const.
 struct const_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit const_kernel(const node& n) : value_(n.attr<tensor>("value")) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, value_); }
   tensor value_;
 };
 
+/// The CPU kernel of Placeholder.
 struct placeholder_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit placeholder_kernel(const node&) {}
   void compute(kernel_context&) const override {
     fail(error_code::invalid_argument, "a placeholder must be fed");
   }
 };
 
+/// The CPU kernel of Identity, PlaceholderWithDefault.
 struct identity_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit identity_kernel(const node&) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, ctx.input(0)); }
 };
 
+/// The CPU kernel of NoOp.
 struct no_op_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit no_op_kernel(const node&) {}
   void compute(kernel_context&) const override {}
 };
 
+/// The CPU kernel of Reshape.
 struct reshape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit reshape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -19255,7 +19294,9 @@ inline void transpose_bytes(const char* in, char* out, const std::vector<std::in
   }
 }
 
+/// The CPU kernel of Transpose.
 struct transpose_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit transpose_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -19276,7 +19317,9 @@ struct transpose_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of ConcatV2.
 struct concat_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit concat_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     int n = ctx.num_inputs() - 1;
@@ -19309,7 +19352,9 @@ struct concat_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Split.
 struct split_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit split_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(1);
@@ -19378,7 +19423,9 @@ inline void copy_into_box(const tensor& box, const std::vector<std::int64_t>& be
   });
 }
 
+/// The CPU kernel of Slice.
 struct slice_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit slice_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -19401,7 +19448,9 @@ struct slice_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Pad.
 struct pad_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit pad_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -19421,7 +19470,9 @@ struct pad_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Tile.
 struct tile_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tile_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -19452,7 +19503,9 @@ struct tile_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of GatherV2.
 struct gather_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gather_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& p = ctx.input(0);
@@ -19483,6 +19536,7 @@ struct gather_kernel final : op_kernel {
 
 /// GatherNd(params, indices): the slices the index tuples address, one after the other.
 struct gather_nd_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gather_nd_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& p = ctx.input(0);
@@ -19499,6 +19553,7 @@ struct gather_nd_kernel final : op_kernel {
 /// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
 /// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
 struct tensor_scatter_update_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tensor_scatter_update_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const shape s = ctx.input(0).shape();
@@ -19512,7 +19567,9 @@ struct tensor_scatter_update_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of OneHot.
 struct one_hot_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit one_hot_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& indices = ctx.input(0);
@@ -19553,7 +19610,9 @@ tensor int_tensor(const std::vector<std::int64_t>& v, shape s) {
   return tensor::from_vector(out, std::move(s));
 }
 
+/// The CPU kernel of Shape.
 struct shape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const auto& dims = ctx.input(0).shape().dims();
@@ -19563,12 +19622,16 @@ struct shape_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Rank.
 struct rank_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit rank_kernel(const node&) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, tensor::scalar<std::int32_t>(ctx.input(0).rank())); }
 };
 
+/// The CPU kernel of Size.
 struct size_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit size_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     auto n = ctx.input(0).num_elements();
@@ -19583,7 +19646,9 @@ inline void fill_bytes(tensor& out, const void* value) {
   for (std::int64_t i = 0, n = out.num_elements(); i < n; ++i) std::memcpy(o + static_cast<std::size_t>(i) * elem, value, elem);
 }
 
+/// The CPU kernel of Fill.
 struct fill_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit fill_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "dims must be a vector, got shape ", ctx.input(0).shape());
@@ -19594,7 +19659,9 @@ struct fill_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of ZerosLike.
 struct zeros_like_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit zeros_like_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
@@ -19605,6 +19672,7 @@ struct zeros_like_kernel final : op_kernel {
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct ones_like_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit ones_like_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
@@ -19655,100 +19723,146 @@ void register_array_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Const's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Const, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::const_kernel>("Const"); }
 };
+/// Typed code's registration of Placeholder's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Placeholder, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::placeholder_kernel>("Placeholder"); }
 };
+/// Typed code's registration of Identity's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Identity, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("Identity"); }
 };
+/// Typed code's registration of PlaceholderWithDefault's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::PlaceholderWithDefault, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("PlaceholderWithDefault"); }
 };
+/// Typed code's registration of NoOp's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::NoOp, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::no_op_kernel>("NoOp"); }
 };
+/// Typed code's registration of Reshape's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Reshape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reshape_kernel>("Reshape"); }
 };
+/// Typed code's registration of Transpose's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Transpose, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::transpose_kernel>("Transpose"); }
 };
+/// Typed code's registration of ConcatV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ConcatV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::concat_kernel>("ConcatV2"); }
 };
+/// Typed code's registration of Split's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Split, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::split_kernel>("Split"); }
 };
+/// Typed code's registration of Slice's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Slice, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::slice_kernel>("Slice"); }
 };
+/// Typed code's registration of Pad's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Pad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::pad_kernel>("Pad"); }
 };
+/// Typed code's registration of Tile's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Tile, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::tile_kernel>("Tile"); }
 };
+/// Typed code's registration of GatherV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::GatherV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::gather_kernel>("GatherV2"); }
 };
+/// Typed code's registration of OneHot's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::OneHot, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::one_hot_kernel>("OneHot"); }
 };
+/// Typed code's registration of GatherNd's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::GatherNd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::gather_nd_kernel>("GatherNd"); }
 };
+/// Typed code's registration of TensorScatterUpdate's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::TensorScatterUpdate, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_update_kernel>("TensorScatterUpdate"); }
 };
+/// Typed code's registration of Shape's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Shape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::shape_kernel>("Shape"); }
 };
+/// Typed code's registration of Rank's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Rank, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::rank_kernel>("Rank"); }
 };
+/// Typed code's registration of Size's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Size, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::size_kernel>("Size"); }
 };
+/// Typed code's registration of Fill's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Fill, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::fill_kernel>("Fill"); }
 };
+/// Typed code's registration of ZerosLike's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ZerosLike, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"); }
 };
+/// Typed code's registration of OnesLike's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::OnesLike, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::core, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_core_kernels(); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::array, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_array_kernels(); }
 };
 }  // namespace weft
@@ -20263,6 +20377,7 @@ struct binary_kernel {
 /// slower than SelectV2 (Eigen's select is not vectorized either).
 template <class T>
 struct relu_grad_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit relu_grad_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor &g = ctx.input(0), &f = ctx.input(1);
@@ -20303,6 +20418,7 @@ struct relu_grad_kernel final : op_kernel {
 /// SelectV2(condition, t, e): all three broadcast.
 template <class T>
 struct select_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit select_kernel(const node&) {}
   /// n elements, each operand read with step 1 or 0 (a single value). The common cases are
   /// loops over pointers taken by value without strides or branches, which compile to blends.
@@ -20358,6 +20474,7 @@ struct select_kernel final : op_kernel {
 /// (along dim 0).
 template <class T>
 struct select_rows_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit select_rows_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& c = ctx.input(0);
@@ -20386,6 +20503,7 @@ struct select_rows_kernel final : op_kernel {
 /// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
 template <bool Equal>
 struct string_compare_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit string_compare_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -20405,6 +20523,7 @@ struct string_compare_kernel final : op_kernel {
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit cast_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -20515,22 +20634,30 @@ namespace weft {
 template <class Op, class T>
   requires cpu::has_elementwise_cpu<Op>
 struct kernel_for<Op, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_elementwise_kernel<Op, T>(); }
 };
+/// Typed code's registration of ReluGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ReluGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SelectV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Cast's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel for every pair of dtypes
 struct kernel_for<ops::Cast, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::cast_kernel<>>("Cast"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::math, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_elementwise_kernels(); }
 };
 }  // namespace weft
@@ -20736,6 +20863,7 @@ class fused_kernel final : public op_kernel {
   static constexpr std::size_t leaves = fused::count<E>::leaves;
   using T = typename E::value_type;
 
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit fused_kernel(const node& n) {
     const auto& slots = n.attr<std::vector<std::int64_t>>("slots");
     if (slots.size() != leaves)
@@ -20891,6 +21019,7 @@ namespace weft {
 /// which finds it by the node's signature).
 template <class E>
 struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() {
     static const bool once = (kernel_registry::global().add("Fused", "CPU", {}, &cpu::create_fused_kernel), true);
     (void)once;
@@ -21988,8 +22117,10 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
   }
 }
 
+/// The CPU kernel of MatMul.
 template <class T>
 struct matmul_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit matmul_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ta_, tb_, false, true);
@@ -21997,8 +22128,10 @@ struct matmul_kernel final : op_kernel {
   bool ta_, tb_;
 };
 
+/// The CPU kernel of BatchMatMulV2.
 template <class T>
 struct batch_matmul_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit batch_matmul_kernel(const node& n) : ax_(n.attr<bool>("adj_x")), ay_(n.attr<bool>("adj_y")) {}
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ax_, ay_, true, false);
@@ -22027,12 +22160,16 @@ void register_matmul_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of MatMul's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MatMul, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernel<T>(); }
 };
+/// Typed code's registration of BatchMatMulV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::BatchMatMulV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", {"T", dtype_of<T>}); }
 };
 }  // namespace weft
@@ -22045,8 +22182,10 @@ inline std::int64_t square_size(const tensor& x) {
   return x.shape()[x.rank() - 1];
 }
 
+/// The CPU kernel of MatrixInverse.
 template <class T>
 struct matrix_inverse_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit matrix_inverse_kernel(const node& n) : adjoint_(n.attr<bool>("adjoint")) {}
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -22065,8 +22204,10 @@ struct matrix_inverse_kernel final : op_kernel {
   bool adjoint_;
 };
 
+/// The CPU kernel of MatrixDeterminant.
 template <class T>
 struct matrix_determinant_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit matrix_determinant_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -22093,16 +22234,21 @@ void register_linalg_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of MatrixInverse's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MatrixInverse, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MatrixDeterminant's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MatrixDeterminant, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::matrix_determinant_kernel<T>>("MatrixDeterminant", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::matrix, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernels(); cpu::register_linalg_kernels(); }
 };
 }  // namespace weft
@@ -23193,8 +23339,10 @@ namespace weft::cpu {
 
 enum class distribution { uniform, normal, truncated_normal };
 
+/// The CPU kernel of RandomUniform, RandomStandardNormal, TruncatedNormal.
 template <distribution D>
 struct random_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit random_kernel(const node& n)
       : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
 
@@ -23257,20 +23405,27 @@ void register_random_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of RandomUniform's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::RandomUniform, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::uniform>>("RandomUniform"); }
 };
+/// Typed code's registration of RandomStandardNormal's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::RandomStandardNormal, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::normal>>("RandomStandardNormal"); }
 };
+/// Typed code's registration of TruncatedNormal's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::TruncatedNormal, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::truncated_normal>>("TruncatedNormal"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::random, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_random_kernels(); }
 };
 }  // namespace weft
@@ -23892,80 +24047,117 @@ void register_nn_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of BiasAdd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::BiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::bias_add>::template of<T>>("BiasAdd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of BiasAddGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::BiasAddGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::bias_add_grad>::template of<T>>("BiasAddGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Softmax's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Softmax, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax<false>>::template of<T>>("Softmax", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of LogSoftmax's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::LogSoftmax, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax<true>>::template of<T>>("LogSoftmax", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SoftmaxCrossEntropyWithLogits's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SoftmaxCrossEntropyWithLogits, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax_cross_entropy>::template of<T>>("SoftmaxCrossEntropyWithLogits", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SparseSoftmaxCrossEntropyWithLogits's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SparseSoftmaxCrossEntropyWithLogits, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::sparse_softmax_cross_entropy>::template of<T>>("SparseSoftmaxCrossEntropyWithLogits", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of L2Loss's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::L2Loss, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::l2_loss>::template of<T>>("L2Loss", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Conv2D's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Conv2D, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d>::template of<T>>("Conv2D", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Conv2DBackpropInput's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Conv2DBackpropInput, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d_backprop_input>::template of<T>>("Conv2DBackpropInput", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Conv2DBackpropFilter's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Conv2DBackpropFilter, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d_backprop_filter>::template of<T>>("Conv2DBackpropFilter", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MaxPool's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MaxPool, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::pool<true>>::template of<T>>("MaxPool", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of AvgPool's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AvgPool, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::pool<false>>::template of<T>>("AvgPool", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MaxPoolGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MaxPoolGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad>::template of<T>>("MaxPoolGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MaxPoolGradGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MaxPoolGradGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_grad>::template of<T>>("MaxPoolGradGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of AvgPoolGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AvgPoolGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::avg_pool_grad>::template of<T>>("AvgPoolGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Dropout's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Dropout, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::dropout>::template of<T>>("Dropout", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of FusedBatchNormV3's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::FusedBatchNormV3, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm>::template of<T>>("FusedBatchNormV3", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of FusedBatchNormGradV3's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::FusedBatchNormGradV3, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm_grad>::template of<T>>("FusedBatchNormGradV3", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::nn, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_nn_kernels(); }
 };
 }  // namespace weft
@@ -23985,7 +24177,9 @@ struct kernel_for<ops::families::nn, T, device_types::cpu> {
 
 namespace weft::cpu {
 
+/// The CPU kernel of DecodeRaw.
 struct decode_raw_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit decode_raw_kernel(const node& n) : type_(n.attr<dtype>("out_type")), little_(n.attr<bool>("little_endian")) {}
   void compute(kernel_context& ctx) const override {
     const tensor& in = ctx.input(0);
@@ -24074,7 +24268,9 @@ bool parse_number(const std::string& s, T& out) {
   }
 }
 
+/// The CPU kernel of DecodeCSV.
 struct decode_csv_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit decode_csv_kernel(const node& n)
       : types_(n.attr<std::vector<dtype>>("OUT_TYPE")), delim_(n.attr<std::string>("field_delim").at(0)),
         quotes_(n.attr<bool>("use_quote_delim")), na_(n.attr<std::string>("na_value")) {}
@@ -24154,6 +24350,7 @@ void register_parsing_kernels() {
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::parsing, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_parsing_kernels(); }
 };
 }  // namespace weft
@@ -24364,6 +24561,7 @@ struct arg_kernel {
 /// when the shapes are equal.
 template <class T>
 struct sum_to_shape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit sum_to_shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -24386,6 +24584,7 @@ struct sum_to_shape_kernel final : op_kernel {
 /// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
 /// dtype, copied as bytes.
 struct broadcast_to_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit broadcast_to_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -24490,8 +24689,10 @@ void sum_rows_into_zeros(kernel_context& ctx, const tensor& data, const std::vec
   if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
 }
 
+/// The CPU kernel of UnsortedSegmentSum.
 template <class T>
 struct unsorted_segment_sum_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit unsorted_segment_sum_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& data = ctx.input(0);
@@ -24521,6 +24722,7 @@ struct unsorted_segment_sum_kernel final : op_kernel {
 /// holds it), at the slices the index tuples address (nd_rows_of).
 template <class T>
 struct scatter_nd_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit scatter_nd_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(2).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(2).shape());
@@ -24530,8 +24732,10 @@ struct scatter_nd_kernel final : op_kernel {
     sum_rows_into_zeros<T>(ctx, ctx.input(1), r.rows, r.slice, ctx.allocate_output(0, s));
   }
 };
+/// The CPU kernel of TensorScatterAdd.
 template <class T>
 struct tensor_scatter_add_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tensor_scatter_add_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     using C = compute_t<T>;
@@ -24551,6 +24755,7 @@ struct tensor_scatter_add_kernel final : op_kernel {
 
 /// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit reduced_shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
@@ -24588,68 +24793,99 @@ void register_reduction_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Sum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Sum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Mean's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Mean, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::mean_reducer>::template of<T>>("Mean", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Prod's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Prod, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Max's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Max, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::max_reducer>::template of<T>>("Max", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Min's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Min, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::min_reducer>::template of<T>>("Min", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ArgMax's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ArgMax, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<true>::template of<T>>("ArgMax", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ArgMin's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ArgMin, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<false>::template of<T>>("ArgMin", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Cumsum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Cumsum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Cumprod's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Cumprod, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of UnsortedSegmentSum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::UnsortedSegmentSum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ScatterNd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ScatterNd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of TensorScatterAdd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::TensorScatterAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SumToShape's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SumToShape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of BroadcastTo's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::BroadcastTo, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo"); }
 };
+/// Typed code's registration of ReducedShape's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ReducedShape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::reduction, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_reduction_kernels(); }
 };
 }  // namespace weft
@@ -24666,7 +24902,9 @@ struct kernel_for<ops::families::reduction, T, device_types::cpu> {
 
 namespace weft::cpu {
 
+/// The CPU kernel of Variable.
 struct variable_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit variable_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
@@ -24680,7 +24918,9 @@ struct variable_kernel final : op_kernel {
   partial_shape shape_;
 };
 
+/// The CPU kernel of Assign.
 struct assign_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit assign_kernel(const node& n) : validate_(n.attr<bool>("validate_shape")) {}
   void compute(kernel_context& ctx) const override {
     auto var = ctx.input_ref_shared(0);
@@ -24731,7 +24971,9 @@ inline std::vector<std::int64_t> accumulator_path(const tensor& key) {
   return std::vector<std::int64_t>(p, p + key.num_elements());
 }
 
+/// The CPU kernel of AccumulatorPush.
 struct accumulator_push_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit accumulator_push_kernel(const node& n) : name_(n.attr<std::string>("accumulator")) {}
   void compute(kernel_context& ctx) const override {
     // A dead value (from a branch the iteration did not take) is kept as dead.
@@ -24741,7 +24983,9 @@ struct accumulator_push_kernel final : op_kernel {
   std::string name_;
 };
 
+/// The CPU kernel of AccumulatorPop.
 struct accumulator_pop_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit accumulator_pop_kernel(const node& n)
       : name_(n.attr<std::string>("accumulator")), dtype_(n.attr<dtype>("dtype")), shape_(n.attr<partial_shape>("shape")) {}
   void compute(kernel_context& ctx) const override {
@@ -24772,32 +25016,45 @@ void register_state_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Variable's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Variable, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::variable_kernel>("Variable"); }
 };
+/// Typed code's registration of Assign's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Assign, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::assign_kernel>("Assign"); }
 };
+/// Typed code's registration of AccumulatorPush's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::AccumulatorPush, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::accumulator_push_kernel>("AccumulatorPush"); }
 };
+/// Typed code's registration of AccumulatorPop's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::AccumulatorPop, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::accumulator_pop_kernel>("AccumulatorPop"); }
 };
+/// Typed code's registration of AssignAdd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AssignAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<true>::template of<T>>("AssignAdd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of AssignSub's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AssignSub, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<false>::template of<T>>("AssignSub", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::state, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_state_kernels(); }
 };
 }  // namespace weft
@@ -24842,7 +25099,9 @@ void each_number(const tensor& t, F f) {
 }
 }  // namespace summary_detail
 
+/// The CPU kernel of ScalarSummary.
 struct scalar_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit scalar_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor &tags = ctx.input(0), &values = ctx.input(1);
@@ -24858,7 +25117,9 @@ struct scalar_summary_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of HistogramSummary.
 struct histogram_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit histogram_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const std::string& tag = summary_detail::scalar_tag(ctx.input(0), "tag");
@@ -24873,7 +25134,9 @@ struct histogram_summary_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of ImageSummary.
 struct image_summary_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit image_summary_kernel(const node& n)
       : max_images_(n.attr<std::int64_t>("max_images")), bad_color_(n.attr<tensor>("bad_color")) {}
   void compute(kernel_context& ctx) const override {
@@ -24887,7 +25150,9 @@ struct image_summary_kernel final : op_kernel {
   tensor bad_color_;
 };
 
+/// The CPU kernel of TensorSummaryV2.
 struct tensor_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tensor_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const std::string& tag = summary_detail::scalar_tag(ctx.input(0), "tag");
@@ -24901,7 +25166,9 @@ struct tensor_summary_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of MergeSummary.
 struct merge_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit merge_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     std::vector<std::string_view> all;
@@ -24928,6 +25195,7 @@ void register_summary_kernels() {
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::summary, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_summary_kernels(); }
 };
 }  // namespace weft
@@ -25101,28 +25369,39 @@ void register_training_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of ApplyGradientDescent's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyMomentum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyMomentum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::momentum>::template of<T>>("ApplyMomentum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyAdagrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyAdagrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adagrad>::template of<T>>("ApplyAdagrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyRMSProp's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyRMSProp, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::rms_prop>::template of<T>>("ApplyRMSProp", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyAdam's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::training, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_training_kernels(); }
 };
 }  // namespace weft

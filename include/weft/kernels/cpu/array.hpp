@@ -13,30 +13,40 @@
 
 namespace weft::cpu {
 
+/// The CPU kernel of Const.
 struct const_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit const_kernel(const node& n) : value_(n.attr<tensor>("value")) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, value_); }
   tensor value_;
 };
 
+/// The CPU kernel of Placeholder.
 struct placeholder_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit placeholder_kernel(const node&) {}
   void compute(kernel_context&) const override {
     fail(error_code::invalid_argument, "a placeholder must be fed");
   }
 };
 
+/// The CPU kernel of Identity, PlaceholderWithDefault.
 struct identity_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit identity_kernel(const node&) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, ctx.input(0)); }
 };
 
+/// The CPU kernel of NoOp.
 struct no_op_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit no_op_kernel(const node&) {}
   void compute(kernel_context&) const override {}
 };
 
+/// The CPU kernel of Reshape.
 struct reshape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit reshape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -91,7 +101,9 @@ inline void transpose_bytes(const char* in, char* out, const std::vector<std::in
   }
 }
 
+/// The CPU kernel of Transpose.
 struct transpose_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit transpose_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -112,7 +124,9 @@ struct transpose_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of ConcatV2.
 struct concat_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit concat_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     int n = ctx.num_inputs() - 1;
@@ -145,7 +159,9 @@ struct concat_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Split.
 struct split_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit split_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(1);
@@ -214,7 +230,9 @@ inline void copy_into_box(const tensor& box, const std::vector<std::int64_t>& be
   });
 }
 
+/// The CPU kernel of Slice.
 struct slice_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit slice_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -237,7 +255,9 @@ struct slice_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Pad.
 struct pad_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit pad_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -257,7 +277,9 @@ struct pad_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Tile.
 struct tile_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tile_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -288,7 +310,9 @@ struct tile_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of GatherV2.
 struct gather_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gather_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& p = ctx.input(0);
@@ -319,6 +343,7 @@ struct gather_kernel final : op_kernel {
 
 /// GatherNd(params, indices): the slices the index tuples address, one after the other.
 struct gather_nd_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gather_nd_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& p = ctx.input(0);
@@ -335,6 +360,7 @@ struct gather_nd_kernel final : op_kernel {
 /// TensorScatterUpdate(tensor, indices, updates): tensor, written in place when no one
 /// else holds it (kernel_context::forward_input_or_copy), with the slices replaced.
 struct tensor_scatter_update_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tensor_scatter_update_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const shape s = ctx.input(0).shape();
@@ -348,7 +374,9 @@ struct tensor_scatter_update_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of OneHot.
 struct one_hot_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit one_hot_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& indices = ctx.input(0);
@@ -389,7 +417,9 @@ tensor int_tensor(const std::vector<std::int64_t>& v, shape s) {
   return tensor::from_vector(out, std::move(s));
 }
 
+/// The CPU kernel of Shape.
 struct shape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const auto& dims = ctx.input(0).shape().dims();
@@ -399,12 +429,16 @@ struct shape_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of Rank.
 struct rank_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit rank_kernel(const node&) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, tensor::scalar<std::int32_t>(ctx.input(0).rank())); }
 };
 
+/// The CPU kernel of Size.
 struct size_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit size_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     auto n = ctx.input(0).num_elements();
@@ -419,7 +453,9 @@ inline void fill_bytes(tensor& out, const void* value) {
   for (std::int64_t i = 0, n = out.num_elements(); i < n; ++i) std::memcpy(o + static_cast<std::size_t>(i) * elem, value, elem);
 }
 
+/// The CPU kernel of Fill.
 struct fill_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit fill_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "dims must be a vector, got shape ", ctx.input(0).shape());
@@ -430,7 +466,9 @@ struct fill_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of ZerosLike.
 struct zeros_like_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit zeros_like_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
@@ -441,6 +479,7 @@ struct zeros_like_kernel final : op_kernel {
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct ones_like_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit ones_like_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     tensor& out = ctx.allocate_output(0, ctx.input(0).shape());
@@ -491,100 +530,146 @@ void register_array_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Const's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Const, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::const_kernel>("Const"); }
 };
+/// Typed code's registration of Placeholder's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Placeholder, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::placeholder_kernel>("Placeholder"); }
 };
+/// Typed code's registration of Identity's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Identity, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("Identity"); }
 };
+/// Typed code's registration of PlaceholderWithDefault's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::PlaceholderWithDefault, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::identity_kernel>("PlaceholderWithDefault"); }
 };
+/// Typed code's registration of NoOp's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::NoOp, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::no_op_kernel>("NoOp"); }
 };
+/// Typed code's registration of Reshape's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Reshape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reshape_kernel>("Reshape"); }
 };
+/// Typed code's registration of Transpose's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Transpose, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::transpose_kernel>("Transpose"); }
 };
+/// Typed code's registration of ConcatV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ConcatV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::concat_kernel>("ConcatV2"); }
 };
+/// Typed code's registration of Split's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Split, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::split_kernel>("Split"); }
 };
+/// Typed code's registration of Slice's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Slice, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::slice_kernel>("Slice"); }
 };
+/// Typed code's registration of Pad's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Pad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::pad_kernel>("Pad"); }
 };
+/// Typed code's registration of Tile's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Tile, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::tile_kernel>("Tile"); }
 };
+/// Typed code's registration of GatherV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::GatherV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::gather_kernel>("GatherV2"); }
 };
+/// Typed code's registration of OneHot's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::OneHot, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::one_hot_kernel>("OneHot"); }
 };
+/// Typed code's registration of GatherNd's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::GatherNd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::gather_nd_kernel>("GatherNd"); }
 };
+/// Typed code's registration of TensorScatterUpdate's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::TensorScatterUpdate, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_update_kernel>("TensorScatterUpdate"); }
 };
+/// Typed code's registration of Shape's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Shape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::shape_kernel>("Shape"); }
 };
+/// Typed code's registration of Rank's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Rank, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::rank_kernel>("Rank"); }
 };
+/// Typed code's registration of Size's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Size, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::size_kernel>("Size"); }
 };
+/// Typed code's registration of Fill's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Fill, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::fill_kernel>("Fill"); }
 };
+/// Typed code's registration of ZerosLike's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ZerosLike, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::zeros_like_kernel>("ZerosLike"); }
 };
+/// Typed code's registration of OnesLike's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::OnesLike, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::core, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_core_kernels(); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::array, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_array_kernels(); }
 };
 }  // namespace weft

@@ -24,6 +24,7 @@ namespace weft::cpu {
 /// run (a queue already under the name must have been made with the same options) and
 /// outputs its handle.
 struct queue_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit queue_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")) {
@@ -87,6 +88,7 @@ void start_attempt(kernel_context& ctx, const std::function<void()>& done, Start
 
 /// QueueEnqueue and QueueEnqueueMany.
 struct enqueue_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit enqueue_kernel(const node& n) : many_(n.op() == "QueueEnqueueMany") {}
   bool is_async() const noexcept override { return true; }
   void compute(kernel_context&) const override {}  // async only
@@ -109,6 +111,7 @@ struct enqueue_kernel final : op_kernel {
 
 /// QueueDequeue, QueueDequeueMany, QueueDequeueUpTo.
 struct dequeue_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit dequeue_kernel(const node& n)
       : batch_(n.op() != "QueueDequeue"), up_to_(n.op() == "QueueDequeueUpTo"),
         types_(n.attr<std::vector<dtype>>("component_types")) {}
@@ -169,13 +172,17 @@ struct dequeue_kernel final : op_kernel {
   std::vector<dtype> types_;
 };
 
+/// The CPU kernel of QueueClose.
 struct queue_close_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit queue_close_kernel(const node& n) : cancel_(n.attr<bool>("cancel_pending_enqueues")) {}
   void compute(kernel_context& ctx) const override { queue_of(ctx)->close(cancel_); }
   bool cancel_;
 };
 
+/// The CPU kernel of QueueSize.
 struct queue_size_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit queue_size_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const std::int64_t n = queue_of(ctx)->size();
@@ -183,7 +190,9 @@ struct queue_size_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of QueueIsClosed.
 struct queue_is_closed_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit queue_is_closed_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     ctx.allocate_output(0, shape{}).data<bool>()[0] = queue_of(ctx)->is_closed();
@@ -192,6 +201,7 @@ struct queue_is_closed_kernel final : op_kernel {
 
 /// Mutex: makes the mutex on first run and outputs its handle.
 struct mutex_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit mutex_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
@@ -206,6 +216,7 @@ struct mutex_kernel final : op_kernel {
 
 /// MutexAcquire: waits for the mutex, then outputs the grant.
 struct mutex_acquire_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit mutex_acquire_kernel(const node&) {}
   bool is_async() const noexcept override { return true; }
   void compute(kernel_context&) const override {}  // async only
@@ -221,7 +232,9 @@ struct mutex_acquire_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of MutexRelease.
 struct mutex_release_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit mutex_release_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& grant = ctx.input(1);
@@ -254,6 +267,7 @@ void register_data_flow_kernels() {
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_data_flow_kernels(); }
 };
 }  // namespace weft

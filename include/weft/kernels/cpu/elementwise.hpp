@@ -397,6 +397,7 @@ struct binary_kernel {
 /// slower than SelectV2 (Eigen's select is not vectorized either).
 template <class T>
 struct relu_grad_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit relu_grad_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor &g = ctx.input(0), &f = ctx.input(1);
@@ -437,6 +438,7 @@ struct relu_grad_kernel final : op_kernel {
 /// SelectV2(condition, t, e): all three broadcast.
 template <class T>
 struct select_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit select_kernel(const node&) {}
   /// n elements, each operand read with step 1 or 0 (a single value). The common cases are
   /// loops over pointers taken by value without strides or branches, which compile to blends.
@@ -492,6 +494,7 @@ struct select_kernel final : op_kernel {
 /// (along dim 0).
 template <class T>
 struct select_rows_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit select_rows_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& c = ctx.input(0);
@@ -520,6 +523,7 @@ struct select_rows_kernel final : op_kernel {
 /// Equal and NotEqual of string tensors (byte by byte), broadcasting as the numbers' do.
 template <bool Equal>
 struct string_compare_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit string_compare_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -539,6 +543,7 @@ struct string_compare_kernel final : op_kernel {
 /// A template, so that including this header does not instantiate the conversion table.
 template <int = 0>
 struct cast_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit cast_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -649,22 +654,30 @@ namespace weft {
 template <class Op, class T>
   requires cpu::has_elementwise_cpu<Op>
 struct kernel_for<Op, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_elementwise_kernel<Op, T>(); }
 };
+/// Typed code's registration of ReluGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ReluGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::relu_grad_kernel<T>>("ReluGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SelectV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SelectV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::select_kernel<T>>("SelectV2", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Cast's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel for every pair of dtypes
 struct kernel_for<ops::Cast, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::cast_kernel<>>("Cast"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::math, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_elementwise_kernels(); }
 };
 }  // namespace weft

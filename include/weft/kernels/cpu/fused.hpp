@@ -147,6 +147,7 @@ class fused_kernel final : public op_kernel {
   static constexpr std::size_t leaves = fused::count<E>::leaves;
   using T = typename E::value_type;
 
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit fused_kernel(const node& n) {
     const auto& slots = n.attr<std::vector<std::int64_t>>("slots");
     if (slots.size() != leaves)
@@ -302,6 +303,7 @@ namespace weft {
 /// which finds it by the node's signature).
 template <class E>
 struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() {
     static const bool once = (kernel_registry::global().add("Fused", "CPU", {}, &cpu::create_fused_kernel), true);
     (void)once;

@@ -23,7 +23,9 @@ namespace weft::cpu {
 using weft::filename_tensor;
 using weft::path_of;
 
+/// The CPU kernel of Save.
 struct save_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit save_kernel(const node& n) : names_(n.attr<std::vector<std::string>>("tensor_names")) {}
   void compute(kernel_context& ctx) const override {
     std::vector<std::pair<std::string, tensor>> named;
@@ -33,7 +35,9 @@ struct save_kernel final : op_kernel {
   std::vector<std::string> names_;
 };
 
+/// The CPU kernel of Restore.
 struct restore_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit restore_kernel(const node& n)
       : names_(n.attr<std::vector<std::string>>("tensor_names")),
         dtypes_(n.attr<std::vector<dtype>>("dtypes")),
@@ -64,6 +68,7 @@ struct restore_kernel final : op_kernel {
 /// TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader: make the reader on
 /// first run (one already under the name must cut records the same way) and output its handle.
 struct reader_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
@@ -99,6 +104,7 @@ struct reader_kernel final : op_kernel {
 
 /// ReaderRead and ReaderReadUpTo: async, as a dequeue (the file names come from a queue).
 struct reader_read_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_read_kernel(const node& n) : up_to_(n.op() == "ReaderReadUpTo") {}
   bool is_async() const noexcept override { return true; }
   void compute(kernel_context&) const override {}  // async only
@@ -133,6 +139,7 @@ struct reader_read_kernel final : op_kernel {
 
 /// ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset.
 struct reader_state_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_state_kernel(const node& n) : op_(n.op()) {}
   void compute(kernel_context& ctx) const override {
     auto r = resource_of<record_reader>(ctx, 0);
@@ -143,7 +150,9 @@ struct reader_state_kernel final : op_kernel {
   std::string op_;
 };
 
+/// The CPU kernel of ReadFile.
 struct read_file_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit read_file_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     ctx.set_output(0, tensor::scalar(read_file(path_of(ctx.input(0)), "the file")));
@@ -152,6 +161,7 @@ struct read_file_kernel final : op_kernel {
 
 /// WriteFile: atomically (a temporary file, fsync'd, renamed over the target).
 struct write_file_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit write_file_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& contents = ctx.input(1);
@@ -181,16 +191,21 @@ void register_io_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Save's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Save, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::save_kernel>("Save"); }
 };
+/// Typed code's registration of Restore's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Restore, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::restore_kernel>("Restore"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::io, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_io_kernels(); }
 };
 }  // namespace weft

@@ -17,8 +17,10 @@ inline std::int64_t square_size(const tensor& x) {
   return x.shape()[x.rank() - 1];
 }
 
+/// The CPU kernel of MatrixInverse.
 template <class T>
 struct matrix_inverse_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit matrix_inverse_kernel(const node& n) : adjoint_(n.attr<bool>("adjoint")) {}
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -37,8 +39,10 @@ struct matrix_inverse_kernel final : op_kernel {
   bool adjoint_;
 };
 
+/// The CPU kernel of MatrixDeterminant.
 template <class T>
 struct matrix_determinant_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit matrix_determinant_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -65,16 +69,21 @@ void register_linalg_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of MatrixInverse's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MatrixInverse, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::matrix_inverse_kernel<T>>("MatrixInverse", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MatrixDeterminant's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MatrixDeterminant, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::matrix_determinant_kernel<T>>("MatrixDeterminant", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::matrix, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernels(); cpu::register_linalg_kernels(); }
 };
 }  // namespace weft

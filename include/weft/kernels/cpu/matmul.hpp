@@ -282,8 +282,10 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
   }
 }
 
+/// The CPU kernel of MatMul.
 template <class T>
 struct matmul_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit matmul_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ta_, tb_, false, true);
@@ -291,8 +293,10 @@ struct matmul_kernel final : op_kernel {
   bool ta_, tb_;
 };
 
+/// The CPU kernel of BatchMatMulV2.
 template <class T>
 struct batch_matmul_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit batch_matmul_kernel(const node& n) : ax_(n.attr<bool>("adj_x")), ay_(n.attr<bool>("adj_y")) {}
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ax_, ay_, true, false);
@@ -321,12 +325,16 @@ void register_matmul_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of MatMul's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MatMul, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernel<T>(); }
 };
+/// Typed code's registration of BatchMatMulV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::BatchMatMulV2, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::batch_matmul_kernel<T>>("BatchMatMulV2", {"T", dtype_of<T>}); }
 };
 }  // namespace weft

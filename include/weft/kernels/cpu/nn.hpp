@@ -396,80 +396,117 @@ void register_nn_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of BiasAdd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::BiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::bias_add>::template of<T>>("BiasAdd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of BiasAddGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::BiasAddGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::bias_add_grad>::template of<T>>("BiasAddGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Softmax's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Softmax, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax<false>>::template of<T>>("Softmax", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of LogSoftmax's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::LogSoftmax, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax<true>>::template of<T>>("LogSoftmax", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SoftmaxCrossEntropyWithLogits's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SoftmaxCrossEntropyWithLogits, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::softmax_cross_entropy>::template of<T>>("SoftmaxCrossEntropyWithLogits", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SparseSoftmaxCrossEntropyWithLogits's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SparseSoftmaxCrossEntropyWithLogits, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::sparse_softmax_cross_entropy>::template of<T>>("SparseSoftmaxCrossEntropyWithLogits", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of L2Loss's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::L2Loss, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::l2_loss>::template of<T>>("L2Loss", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Conv2D's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Conv2D, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d>::template of<T>>("Conv2D", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Conv2DBackpropInput's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Conv2DBackpropInput, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d_backprop_input>::template of<T>>("Conv2DBackpropInput", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Conv2DBackpropFilter's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Conv2DBackpropFilter, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::conv2d_backprop_filter>::template of<T>>("Conv2DBackpropFilter", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MaxPool's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MaxPool, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::pool<true>>::template of<T>>("MaxPool", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of AvgPool's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AvgPool, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::pool<false>>::template of<T>>("AvgPool", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MaxPoolGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MaxPoolGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad>::template of<T>>("MaxPoolGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of MaxPoolGradGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::MaxPoolGradGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::max_pool_grad_grad>::template of<T>>("MaxPoolGradGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of AvgPoolGrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AvgPoolGrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::avg_pool_grad>::template of<T>>("AvgPoolGrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Dropout's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Dropout, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::dropout>::template of<T>>("Dropout", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of FusedBatchNormV3's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::FusedBatchNormV3, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm>::template of<T>>("FusedBatchNormV3", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of FusedBatchNormGradV3's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::FusedBatchNormGradV3, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm_grad>::template of<T>>("FusedBatchNormGradV3", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::nn, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_nn_kernels(); }
 };
 }  // namespace weft

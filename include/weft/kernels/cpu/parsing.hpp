@@ -17,7 +17,9 @@
 
 namespace weft::cpu {
 
+/// The CPU kernel of DecodeRaw.
 struct decode_raw_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit decode_raw_kernel(const node& n) : type_(n.attr<dtype>("out_type")), little_(n.attr<bool>("little_endian")) {}
   void compute(kernel_context& ctx) const override {
     const tensor& in = ctx.input(0);
@@ -106,7 +108,9 @@ bool parse_number(const std::string& s, T& out) {
   }
 }
 
+/// The CPU kernel of DecodeCSV.
 struct decode_csv_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit decode_csv_kernel(const node& n)
       : types_(n.attr<std::vector<dtype>>("OUT_TYPE")), delim_(n.attr<std::string>("field_delim").at(0)),
         quotes_(n.attr<bool>("use_quote_delim")), na_(n.attr<std::string>("na_value")) {}
@@ -186,6 +190,7 @@ void register_parsing_kernels() {
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::parsing, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_parsing_kernels(); }
 };
 }  // namespace weft

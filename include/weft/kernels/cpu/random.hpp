@@ -16,8 +16,10 @@ namespace weft::cpu {
 
 enum class distribution { uniform, normal, truncated_normal };
 
+/// The CPU kernel of RandomUniform, RandomStandardNormal, TruncatedNormal.
 template <distribution D>
 struct random_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit random_kernel(const node& n)
       : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
 
@@ -80,20 +82,27 @@ void register_random_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of RandomUniform's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::RandomUniform, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::uniform>>("RandomUniform"); }
 };
+/// Typed code's registration of RandomStandardNormal's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::RandomStandardNormal, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::normal>>("RandomStandardNormal"); }
 };
+/// Typed code's registration of TruncatedNormal's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::TruncatedNormal, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::truncated_normal>>("TruncatedNormal"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::random, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_random_kernels(); }
 };
 }  // namespace weft

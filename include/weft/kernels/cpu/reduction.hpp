@@ -211,6 +211,7 @@ struct arg_kernel {
 /// when the shapes are equal.
 template <class T>
 struct sum_to_shape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit sum_to_shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -233,6 +234,7 @@ struct sum_to_shape_kernel final : op_kernel {
 /// BroadcastTo(x, shape): x broadcast to `shape`, row by row (broadcast_rows.hpp); any
 /// dtype, copied as bytes.
 struct broadcast_to_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit broadcast_to_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -337,8 +339,10 @@ void sum_rows_into_zeros(kernel_context& ctx, const tensor& data, const std::vec
   if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
 }
 
+/// The CPU kernel of UnsortedSegmentSum.
 template <class T>
 struct unsorted_segment_sum_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit unsorted_segment_sum_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& data = ctx.input(0);
@@ -368,6 +372,7 @@ struct unsorted_segment_sum_kernel final : op_kernel {
 /// holds it), at the slices the index tuples address (nd_rows_of).
 template <class T>
 struct scatter_nd_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit scatter_nd_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(2).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(2).shape());
@@ -377,8 +382,10 @@ struct scatter_nd_kernel final : op_kernel {
     sum_rows_into_zeros<T>(ctx, ctx.input(1), r.rows, r.slice, ctx.allocate_output(0, s));
   }
 };
+/// The CPU kernel of TensorScatterAdd.
 template <class T>
 struct tensor_scatter_add_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tensor_scatter_add_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     using C = compute_t<T>;
@@ -398,6 +405,7 @@ struct tensor_scatter_add_kernel final : op_kernel {
 
 /// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1 (int64).
 struct reduced_shape_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit reduced_shape_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
@@ -435,68 +443,99 @@ void register_reduction_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Sum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Sum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::sum_reducer>::template of<T>>("Sum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Mean's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Mean, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::mean_reducer>::template of<T>>("Mean", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Prod's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Prod, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::prod_reducer>::template of<T>>("Prod", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Max's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Max, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::max_reducer>::template of<T>>("Max", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Min's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Min, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::reduce_kernel<cpu::min_reducer>::template of<T>>("Min", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ArgMax's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ArgMax, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<true>::template of<T>>("ArgMax", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ArgMin's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ArgMin, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::arg_kernel<false>::template of<T>>("ArgMin", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Cumsum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Cumsum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::sum_reducer>::template of<T>>("Cumsum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of Cumprod's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::Cumprod, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::scan_kernel<cpu::prod_reducer>::template of<T>>("Cumprod", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of UnsortedSegmentSum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::UnsortedSegmentSum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::unsorted_segment_sum_kernel<T>>("UnsortedSegmentSum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ScatterNd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ScatterNd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::scatter_nd_kernel<T>>("ScatterNd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of TensorScatterAdd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::TensorScatterAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::tensor_scatter_add_kernel<T>>("TensorScatterAdd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of SumToShape's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::SumToShape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::sum_to_shape_kernel<T>>("SumToShape", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of BroadcastTo's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::BroadcastTo, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::broadcast_to_kernel>("BroadcastTo"); }
 };
+/// Typed code's registration of ReducedShape's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::ReducedShape, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape"); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::reduction, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_reduction_kernels(); }
 };
 }  // namespace weft

@@ -14,7 +14,9 @@
 
 namespace weft::cpu {
 
+/// The CPU kernel of Variable.
 struct variable_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit variable_kernel(const node& n)
       : container_(n.attr<std::string>("container")),
         name_(n.attr<std::string>("shared_name").empty() ? n.name() : n.attr<std::string>("shared_name")),
@@ -28,7 +30,9 @@ struct variable_kernel final : op_kernel {
   partial_shape shape_;
 };
 
+/// The CPU kernel of Assign.
 struct assign_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit assign_kernel(const node& n) : validate_(n.attr<bool>("validate_shape")) {}
   void compute(kernel_context& ctx) const override {
     auto var = ctx.input_ref_shared(0);
@@ -79,7 +83,9 @@ inline std::vector<std::int64_t> accumulator_path(const tensor& key) {
   return std::vector<std::int64_t>(p, p + key.num_elements());
 }
 
+/// The CPU kernel of AccumulatorPush.
 struct accumulator_push_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit accumulator_push_kernel(const node& n) : name_(n.attr<std::string>("accumulator")) {}
   void compute(kernel_context& ctx) const override {
     // A dead value (from a branch the iteration did not take) is kept as dead.
@@ -89,7 +95,9 @@ struct accumulator_push_kernel final : op_kernel {
   std::string name_;
 };
 
+/// The CPU kernel of AccumulatorPop.
 struct accumulator_pop_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit accumulator_pop_kernel(const node& n)
       : name_(n.attr<std::string>("accumulator")), dtype_(n.attr<dtype>("dtype")), shape_(n.attr<partial_shape>("shape")) {}
   void compute(kernel_context& ctx) const override {
@@ -120,32 +128,45 @@ void register_state_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of Variable's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Variable, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::variable_kernel>("Variable"); }
 };
+/// Typed code's registration of Assign's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::Assign, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::assign_kernel>("Assign"); }
 };
+/// Typed code's registration of AccumulatorPush's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::AccumulatorPush, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::accumulator_push_kernel>("AccumulatorPush"); }
 };
+/// Typed code's registration of AccumulatorPop's CPU kernel (framework/kernel_for.hpp).
 template <class T>  // one kernel class for every dtype
 struct kernel_for<ops::AccumulatorPop, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::accumulator_pop_kernel>("AccumulatorPop"); }
 };
+/// Typed code's registration of AssignAdd's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AssignAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<true>::template of<T>>("AssignAdd", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of AssignSub's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::AssignSub, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<false>::template of<T>>("AssignSub", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::state, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_state_kernels(); }
 };
 }  // namespace weft

@@ -43,7 +43,9 @@ void each_number(const tensor& t, F f) {
 }
 }  // namespace summary_detail
 
+/// The CPU kernel of ScalarSummary.
 struct scalar_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit scalar_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor &tags = ctx.input(0), &values = ctx.input(1);
@@ -59,7 +61,9 @@ struct scalar_summary_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of HistogramSummary.
 struct histogram_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit histogram_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const std::string& tag = summary_detail::scalar_tag(ctx.input(0), "tag");
@@ -74,7 +78,9 @@ struct histogram_summary_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of ImageSummary.
 struct image_summary_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit image_summary_kernel(const node& n)
       : max_images_(n.attr<std::int64_t>("max_images")), bad_color_(n.attr<tensor>("bad_color")) {}
   void compute(kernel_context& ctx) const override {
@@ -88,7 +94,9 @@ struct image_summary_kernel final : op_kernel {
   tensor bad_color_;
 };
 
+/// The CPU kernel of TensorSummaryV2.
 struct tensor_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit tensor_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     const std::string& tag = summary_detail::scalar_tag(ctx.input(0), "tag");
@@ -102,7 +110,9 @@ struct tensor_summary_kernel final : op_kernel {
   }
 };
 
+/// The CPU kernel of MergeSummary.
 struct merge_summary_kernel final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit merge_summary_kernel(const node&) {}
   void compute(kernel_context& ctx) const override {
     std::vector<std::string_view> all;
@@ -129,6 +139,7 @@ void register_summary_kernels() {
 namespace weft {
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::summary, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_summary_kernels(); }
 };
 }  // namespace weft

@@ -172,28 +172,39 @@ void register_training_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp), by op type.
 namespace weft {
+/// Typed code's registration of ApplyGradientDescent's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyMomentum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyMomentum, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::momentum>::template of<T>>("ApplyMomentum", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyAdagrad's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyAdagrad, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adagrad>::template of<T>>("ApplyAdagrad", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyRMSProp's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyRMSProp, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::rms_prop>::template of<T>>("ApplyRMSProp", {"T", dtype_of<T>}); }
 };
+/// Typed code's registration of ApplyAdam's CPU kernel (framework/kernel_for.hpp).
 template <class T>
 struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
 };
 template <class T>  // a partial specialization, so that including it instantiates nothing
 struct kernel_for<ops::families::training, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_training_kernels(); }
 };
 }  // namespace weft
