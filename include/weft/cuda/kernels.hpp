@@ -184,17 +184,23 @@ class library_call {
 
 // ---- kernels of no data: the executor's and the host's ----
 
+/// The GPU kernel of NoOp.
 struct gpu_no_op final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_no_op(const node&) {}
   void compute(kernel_context&) const override {}
 };
 
+/// The GPU kernel of Identity, PlaceholderWithDefault.
 struct gpu_identity final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_identity(const node&) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, ctx.input(0)); }
 };
 
+/// The GPU kernel of Placeholder.
 struct gpu_placeholder final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_placeholder(const node&) {}
   void compute(kernel_context&) const override { fail(error_code::invalid_argument, "a placeholder must be fed"); }
 };
@@ -202,6 +208,7 @@ struct gpu_placeholder final : op_kernel {
 /// Const: small integer values stay in host memory (stays_in_host_memory); others are copied
 /// to the GPU once, on the kernel's first run, and shared by every later one.
 struct gpu_const final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_const(const node& n) : value_(n.attr<tensor>("value")) {}
   void compute(kernel_context& ctx) const override {
     if (stays_in_host_memory(value_) || value_.dtype() == dtype::string) return ctx.set_output(0, value_);
@@ -215,6 +222,7 @@ struct gpu_const final : op_kernel {
 
 /// Shape, Size and Rank read only shapes; their outputs are small host tensors.
 struct gpu_shape final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_shape(const node&) {}
   void compute(kernel_context& ctx) const override {
     const auto& dims = ctx.input(0).shape().dims();
@@ -225,7 +233,9 @@ struct gpu_shape final : op_kernel {
     ctx.set_output(0, tensor::from_vector(d32));
   }
 };
+/// The GPU kernel of Size.
 struct gpu_size final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_size(const node&) {}
   void compute(kernel_context& ctx) const override {
     const std::int64_t n = ctx.input(0).num_elements();
@@ -234,13 +244,16 @@ struct gpu_size final : op_kernel {
                           : tensor::scalar(to_int32(n, "the element count")));
   }
 };
+/// The GPU kernel of Rank.
 struct gpu_rank final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_rank(const node&) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, tensor::scalar<std::int32_t>(ctx.input(0).rank())); }
 };
 
 /// ReducedShape(shape, axes): `shape` with the dims at `axes` set to 1, on the host.
 struct gpu_reduced_shape final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_reduced_shape(const node&) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "shape must be a vector, got shape ", ctx.input(0).shape());
@@ -255,6 +268,7 @@ struct gpu_reduced_shape final : op_kernel {
 
 /// Reshape: a view of the input's buffer with the new shape (one dim may be -1).
 struct gpu_reshape final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_reshape(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -356,8 +370,10 @@ void host_dispatch(dtype t, F&& f) {
   else f(bool{});
 }
 
+/// The GPU kernel of Neg, Abs, Square, Relu, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, LogicalNot.
 template <launch::unary Op>
 struct gpu_unary final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_unary(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     if (on_host_inputs(ctx, ctx.input(0).dtype())) {
@@ -378,8 +394,10 @@ struct gpu_unary final : op_kernel {
   launch::elem t_;
 };
 
+/// The GPU kernel of Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluGrad, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr.
 template <launch::binary Op>
 struct gpu_binary final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_binary(const node& n) : t_(elem_of(n.input_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const bool host = on_host_inputs(ctx, ctx.input(0).dtype());
@@ -410,7 +428,9 @@ struct gpu_binary final : op_kernel {
   launch::elem t_;
 };
 
+/// The GPU kernel of SelectV2.
 struct gpu_select_v2 final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_select_v2(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor c = device_input(ctx, 0), a = device_input(ctx, 1), b = device_input(ctx, 2);
@@ -429,6 +449,7 @@ struct gpu_select_v2 final : op_kernel {
 /// (ops::select_picks_rows, the CPU's checks). Rows are a broadcast of the condition as
 /// [n, 1, ..., 1].
 struct gpu_select final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_select(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor c = device_input(ctx, 0), a = device_input(ctx, 1), b = device_input(ctx, 2);
@@ -468,7 +489,9 @@ inline launch::cast_elem cast_elem_of(dtype t, const node& n) {
   }
 }
 
+/// The GPU kernel of Cast.
 struct gpu_cast final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_cast(const node& n)
       : from_(n.attr<dtype>("SrcT")), to_(n.attr<dtype>("DstT")), from_elem_(cast_elem_of(from_, n)), to_elem_(cast_elem_of(to_, n)) {}
   void compute(kernel_context& ctx) const override {
@@ -484,6 +507,7 @@ struct gpu_cast final : op_kernel {
 
 /// Fill(dims, value): dims on the host, the value a scalar on the GPU.
 struct gpu_fill final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_fill(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     if (ctx.input(0).rank() != 1) fail(error_code::invalid_argument, "dims must be a vector, got shape ", ctx.input(0).shape());
@@ -502,6 +526,7 @@ struct gpu_fill final : op_kernel {
 
 /// BroadcastTo(input, shape).
 struct gpu_broadcast_to final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_broadcast_to(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -596,8 +621,10 @@ inline tensor reduce_axes(const gpu_device& g, launch::reduction op, launch::ele
   return current.reshape(shape(kept_dims));
 }
 
+/// The GPU kernel of Sum, Mean, Prod, Max, Min.
 template <launch::reduction Op>
 struct gpu_reduce final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_reduce(const node& n) : t_(elem_of(n.output_dtype(0), n)), keep_dims_(n.attr<bool>("keep_dims")) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -642,8 +669,10 @@ struct gpu_reduce final : op_kernel {
   bool keep_dims_;
 };
 
+/// The GPU kernel of ArgMax, ArgMin.
 template <bool Max>
 struct gpu_arg_reduce final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_arg_reduce(const node& n) : t_(elem_of(n.input_dtype(0), n)), int64_(n.output_dtype(0) == dtype::int64) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -671,6 +700,7 @@ struct gpu_arg_reduce final : op_kernel {
 /// Cumsum and Cumprod (x, axis; exclusive, reverse), the CPU's checks.
 template <launch::reduction Op>
 struct gpu_scan final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_scan(const node& n)
       : t_(elem_of(n.output_dtype(0), n)), exclusive_(n.attr<bool>("exclusive")), reverse_(n.attr<bool>("reverse")) {}
   void compute(kernel_context& ctx) const override {
@@ -733,7 +763,9 @@ inline void gemm(const gpu_device& g, dtype t, bool transpose_a, bool transpose_
   }
 }
 
+/// The GPU kernel of MatMul.
 struct gpu_matmul final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_matmul(const node& n)
       : t_(n.output_dtype(0)), transpose_a_(n.attr<bool>("transpose_a")), transpose_b_(n.attr<bool>("transpose_b")) {
     (void)cuda_type_of(t_);
@@ -764,6 +796,7 @@ struct gpu_matmul final : op_kernel {
 /// BatchMatMulV2: batch dims broadcast only when equal or absent on one side (the common
 /// cases); other broadcasts are an unimplemented error on the GPU.
 struct gpu_batch_matmul final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_batch_matmul(const node& n) : t_(n.output_dtype(0)), adj_x_(n.attr<bool>("adj_x")), adj_y_(n.attr<bool>("adj_y")) {
     (void)cuda_type_of(t_);
   }
@@ -813,7 +846,9 @@ inline int channel_dim(const std::string& format, const tensor& x) {
   return x.rank() - 1;
 }
 
+/// The GPU kernel of BiasAdd.
 struct gpu_bias_add final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_bias_add(const node& n) : t_(elem_of(n.output_dtype(0), n)), format_(n.attr<std::string>("data_format")) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0), bias = device_input(ctx, 1);
@@ -839,7 +874,9 @@ struct gpu_bias_add final : op_kernel {
   std::string format_;
 };
 
+/// The GPU kernel of BiasAddGrad.
 struct gpu_bias_add_grad final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_bias_add_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), format_(n.attr<std::string>("data_format")) {}
   void compute(kernel_context& ctx) const override {
     const tensor d = device_input(ctx, 0);
@@ -859,8 +896,10 @@ struct gpu_bias_add_grad final : op_kernel {
   std::string format_;
 };
 
+/// The GPU kernel of Softmax, LogSoftmax.
 template <bool Log>
 struct gpu_softmax final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_softmax(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -874,7 +913,9 @@ struct gpu_softmax final : op_kernel {
   launch::elem t_;
 };
 
+/// The GPU kernel of SparseSoftmaxCrossEntropyWithLogits.
 struct gpu_sparse_xent final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_sparse_xent(const node& n)
       : t_(elem_of(n.output_dtype(0), n)),
         labels64_(n.input_dtype(1) == dtype::int64),
@@ -900,6 +941,7 @@ struct gpu_sparse_xent final : op_kernel {
 
 /// SoftmaxCrossEntropyWithLogits(features, labels): dense labels of the features' shape.
 struct gpu_softmax_xent final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_softmax_xent(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor f = device_input(ctx, 0), l = device_input(ctx, 1);
@@ -917,6 +959,7 @@ struct gpu_softmax_xent final : op_kernel {
 
 /// L2Loss(t): sum(t^2) / 2.
 struct gpu_l2_loss final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_l2_loss(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -932,6 +975,7 @@ struct gpu_l2_loss final : op_kernel {
 
 /// OneHot(indices, depth, on_value, off_value; axis).
 struct gpu_one_hot final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_one_hot(const node& n) : axis_(n.attr<std::int64_t>("axis")) {}
   void compute(kernel_context& ctx) const override {
     const tensor indices = device_input(ctx, 0), on = device_input(ctx, 2), off = device_input(ctx, 3);
@@ -961,6 +1005,7 @@ struct gpu_one_hot final : op_kernel {
 
 /// GatherV2(params, indices, axis): params[:axis] + indices + params[axis+1:].
 struct gpu_gather final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_gather(const node& n)
       : indices64_(n.input_dtype(1) == dtype::int64), message_(n.describe() + ": an index is out of range: ") {}
   void compute(kernel_context& ctx) const override {
@@ -990,6 +1035,7 @@ struct gpu_gather final : op_kernel {
 
 /// Transpose(x, perm), through transposed() above.
 struct gpu_transpose final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_transpose(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -1029,7 +1075,9 @@ inline void copy_region(const gpu_device& g, const tensor& src, const std::vecto
   launched("a region copy");
 }
 
+/// The GPU kernel of ConcatV2.
 struct gpu_concat final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_concat(const node& n) : count_(static_cast<int>(n.attr<std::int64_t>("N"))) {}
   void compute(kernel_context& ctx) const override {
     std::vector<tensor> in;
@@ -1061,7 +1109,9 @@ struct gpu_concat final : op_kernel {
   int count_;
 };
 
+/// The GPU kernel of Split.
 struct gpu_split final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_split(const node& n) : count_(static_cast<int>(n.attr<std::int64_t>("num_split"))) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 1);
@@ -1084,7 +1134,9 @@ struct gpu_split final : op_kernel {
   int count_;
 };
 
+/// The GPU kernel of Slice.
 struct gpu_slice final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_slice(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -1106,7 +1158,9 @@ struct gpu_slice final : op_kernel {
   }
 };
 
+/// The GPU kernel of Pad.
 struct gpu_pad final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_pad(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -1132,7 +1186,9 @@ struct gpu_pad final : op_kernel {
   }
 };
 
+/// The GPU kernel of Tile.
 struct gpu_tile final : op_kernel {
+  /// The kernel of a node (it reads no attrs).
   explicit gpu_tile(const node&) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -1161,8 +1217,10 @@ struct gpu_tile final : op_kernel {
   }
 };
 
+/// The GPU kernel of ZerosLike, OnesLike.
 template <bool Ones>
 struct gpu_fill_like final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_fill_like(const node& n) : t_(n.output_dtype(0)) { (void)elem_of(t_, n); }
   void compute(kernel_context& ctx) const override {
     const tensor& x = ctx.input(0);
@@ -1198,7 +1256,9 @@ struct gpu_fill_like final : op_kernel {
   mutable tensor one_;
 };
 
+/// The GPU kernel of UnsortedSegmentSum.
 struct gpu_unsorted_segment_sum final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_unsorted_segment_sum(const node& n)
       : t_(elem_of(n.output_dtype(0), n)), message_(n.describe() + ": a segment id is out of range: ") {}
   void compute(kernel_context& ctx) const override {
@@ -1256,7 +1316,9 @@ inline void require_updates(const tensor& indices, const tensor& updates, const 
          " and the slices they name (", shape(want), " expected)");
 }
 
+/// The GPU kernel of GatherNd.
 struct gpu_gather_nd final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_gather_nd(const node& n) : message_(n.describe() + ": an index is out of range: ") {}
   void compute(kernel_context& ctx) const override {
     const tensor params = device_input(ctx, 0), indices = device_input(ctx, 1);
@@ -1277,6 +1339,7 @@ struct gpu_gather_nd final : op_kernel {
 /// TensorScatterUpdate (tensor, slices replaced).
 template <launch::nd_mode Mode, bool FromZeros>
 struct gpu_scatter_nd final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_scatter_nd(const node& n) : message_(n.describe() + ": an index is out of range: ") {}
   void compute(kernel_context& ctx) const override {
     const auto& g = gpu_of(ctx.device());
@@ -1311,6 +1374,7 @@ struct gpu_scatter_nd final : op_kernel {
 /// SumToShape(x, shape): x summed over the dims that broadcasting `shape` to x's shape added
 /// or stretched.
 struct gpu_sum_to_shape final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_sum_to_shape(const node& n) : t_(elem_of(n.output_dtype(0), n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -1358,8 +1422,10 @@ inline void require_gpu_shape(const tensor& t, const shape& expected, const char
   if (t.shape() != expected) fail(error_code::invalid_argument, what, " has shape ", t.shape(), ", expected ", expected);
 }
 
+/// The GPU kernel of MaxPool, AvgPool.
 template <bool Max>
 struct gpu_pool final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_pool(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0);
@@ -1377,6 +1443,7 @@ struct gpu_pool final : op_kernel {
 /// maximum. The CPU's checks (kernels/cpu/pooling.hpp's max_pool_grad_op).
 template <bool Second>
 struct gpu_max_pool_grad final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_max_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
   void compute(kernel_context& ctx) const override {
     const tensor x = device_input(ctx, 0), y = ctx.input(1), grad = device_input(ctx, 2);
@@ -1394,7 +1461,9 @@ struct gpu_max_pool_grad final : op_kernel {
   ops::window_attrs w_;
 };
 
+/// The GPU kernel of AvgPoolGrad.
 struct gpu_avg_pool_grad final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_avg_pool_grad(const node& n) : t_(elem_of(n.output_dtype(0), n)), w_(ops::window_attrs_of(n)) {}
   void compute(kernel_context& ctx) const override {
     const shape in = four_sizes(ctx, 0, "orig_input_shape");
@@ -1584,8 +1653,10 @@ std::unique_ptr<conv_plan> make_conv_plan(const gpu_device& g, dtype t, const op
        " algorithm for this ", t, " convolution within ", conv_workspace_limit, " bytes of workspace, in NHWC or NCHW");
 }
 
+/// The GPU kernel of Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter.
 template <conv_pass Pass>
 struct gpu_conv final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_conv(const node& n) : t_(n.output_dtype(0)), w_(ops::window_attrs_of(n)) { (void)cudnn_type_of(t_); }
   void compute(kernel_context& ctx) const override {
     const auto& g = gpu_of(ctx.device());
@@ -1691,8 +1762,10 @@ struct gpu_conv final : op_kernel {
 
 // ---- random: the CPU kernels' streams (core/random_stream.hpp), drawn on the device ----
 
+/// The GPU kernel of RandomUniform, RandomStandardNormal, TruncatedNormal.
 template <launch::distribution D>
 struct gpu_random final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_random(const node& n)
       : t_(elem_of(n.attr<dtype>("dtype"), n)), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
   void compute(kernel_context& ctx) const override {
@@ -1712,7 +1785,9 @@ struct gpu_random final : op_kernel {
   mutable std::atomic<std::uint64_t> counter_{0};
 };
 
+/// The GPU kernel of Dropout.
 struct gpu_dropout final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_dropout(const node& n)
       : t_(elem_of(n.output_dtype(0), n)),
         key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)),
@@ -1739,9 +1814,11 @@ struct gpu_dropout final : op_kernel {
 
 enum class optimizer { gradient_descent, momentum, adagrad, rms_prop, adam };
 
+/// The GPU kernel of ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad, ApplyRMSProp.
 template <optimizer O>
 struct gpu_apply final : op_kernel {
   static constexpr int refs = O == optimizer::gradient_descent ? 1 : O == optimizer::momentum || O == optimizer::adagrad ? 2 : 3;
+  /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_apply(const node& n)
       : t_(elem_of(n.output_dtype(0), n)),
         nesterov_(n.attrs().find("use_nesterov") && n.attr<bool>("use_nesterov")) {}
