@@ -2527,18 +2527,24 @@ namespace weft::ops {
 // the family's header (tests/test_op_families.cpp checks each against the registry). Typed
 // code asks for its kernels with use_kernels<ops::NAME, T>().
 // in_cpu_registry: the full CPU kernel registry has its kernels (WEFT_PREBUILT_CPU_KERNELS).
-#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)               \
-  struct NAME {                                         \
-    static constexpr const char* name = #NAME;          \
-    static constexpr bool in_cpu_registry = true;       \
-    static void define() { register_##FAMILY##_ops(); } \
+#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)                       \
+  /** Op NAME as a C++ type (of the FAMILY family). */          \
+  struct NAME {                                                 \
+    static constexpr const char* name = #NAME; /**< "NAME" */   \
+    /** The full CPU kernel registry has its kernels. */        \
+    static constexpr bool in_cpu_registry = true;               \
+    /** Registers its family's op definitions. */               \
+    static void define() { register_##FAMILY##_ops(); }         \
   };
-#define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE) \
-  struct NAME {                                               \
-    static constexpr const char* name = #NAME;                \
-    static constexpr bool in_cpu_registry = true;             \
-    using gradient = RULE;                                    \
-    static void define() { register_##FAMILY##_ops(); }       \
+#define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE)   \
+  /** Op NAME as a C++ type (of the FAMILY family), with its gradient rule. */\
+  struct NAME {                                                 \
+    static constexpr const char* name = #NAME; /**< "NAME" */   \
+    /** The full CPU kernel registry has its kernels. */        \
+    static constexpr bool in_cpu_registry = true;               \
+    using gradient = RULE; /**< its gradient rule */            \
+    /** Registers its family's op definitions. */               \
+    static void define() { register_##FAMILY##_ops(); }         \
   };
 
 /// The values of an int32 or int64 tensor (t may be null), else nullopt.
@@ -2837,7 +2843,9 @@ inline void register_core_ops() { op_registry::global().add_family("core", core_
 
 namespace weft::gradients {
 
+/// The gradient rule of Identity, PlaceholderWithDefault (framework/gradient_rule.hpp).
 struct identity_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
 };
 
@@ -2855,10 +2863,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PlaceholderWithDefault, core, gradients::ident
 WEFT_DETAIL_OP_TYPE(NoOp, core)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The core family as a C++ type: use_kernels<ops::families::core>() registers its ops and kernels.
 struct core {
-  static constexpr const char* name = "core";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  // its op types
+  static constexpr const char* name = "core";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_core_ops(); }
 };
 }  // namespace families
@@ -3314,11 +3324,15 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 
 namespace weft::gradients {
 
-struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
+/// The gradient rule of ZerosLike and OnesLike (framework/gradient_rule.hpp): the result does not depend on the input's values.
+struct values_unused_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
 };
 
+/// The gradient rule of Reshape (framework/gradient_rule.hpp).
 struct reshape_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
 };
 
@@ -3329,7 +3343,9 @@ inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int6
   return inverse;
 }
 
-struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
+/// The gradient rule of Transpose (framework/gradient_rule.hpp): transposed back by the inverse permutation (perm must be a constant).
+struct transpose_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const auto p = constant_ints(a.x[1]);
@@ -3343,6 +3359,7 @@ struct transpose_grad {  // transposed back by the inverse permutation (perm mus
 /// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
 /// constant and the values' dims along it known when the graph is built (their offsets).
 struct concat_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const std::size_t n = a.x.size() - 1;
@@ -3367,7 +3384,9 @@ struct concat_grad {
   }
 };
 
-struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
+/// The gradient rule of Split (framework/gradient_rule.hpp): Split(axis, value): the outputs' gradients concatenated, zeros for the missing.
+struct split_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     std::vector<V> parts;
@@ -3376,7 +3395,9 @@ struct split_grad {  // Split(axis, value): the outputs' gradients concatenated,
   }
 };
 
-struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
+/// The gradient rule of Slice (framework/gradient_rule.hpp): padded back with zeros: begin before, shape(x) - begin - shape(y) after.
+struct slice_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &x = a.x[0], begin = as_int64(a.x[1]);
@@ -3385,7 +3406,9 @@ struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin -
   }
 };
 
-struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
+/// The gradient rule of Pad (framework/gradient_rule.hpp): the unpadded part: from paddings[:, 0], of x's shape.
+struct pad_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &x = a.x[0], p = as_int64(a.x[1]);
@@ -3397,6 +3420,7 @@ struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
 /// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
 /// over the m's. x's rank must be known when the graph is built.
 struct tile_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& x = a.x[0];
@@ -3411,7 +3435,9 @@ struct tile_grad {
   }
 };
 
-struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
+/// The gradient rule of Fill (framework/gradient_rule.hpp): Fill(dims, value): the value gets the sum of the gradient.
+struct fill_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
 };
 
@@ -3419,6 +3445,7 @@ struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
 /// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
 /// front and back). The axis must be a constant and params' rank known.
 struct gather_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &params = a.x[0], &indices = a.x[1];
@@ -3447,12 +3474,14 @@ struct gather_grad {
 /// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
 /// its sum in place (TensorScatterAdd, gradients.hpp).
 struct gather_nd_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
 };
 
 /// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
 /// shaped from d's own slices, so that the updates are not kept for the backward pass).
 struct tensor_scatter_update_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     V du = gather_nd(a.d(), a.x[1]);
@@ -3485,10 +3514,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_gra
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
-  static constexpr const char* name = "array";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  // its op types
+  static constexpr const char* name = "array";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_array_ops(); }
 };
 }  // namespace families
@@ -3719,12 +3750,14 @@ WEFT_DETAIL_OP_TYPE(MutexAcquire, data_flow)
 WEFT_DETAIL_OP_TYPE(MutexRelease, data_flow)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The data_flow family as a C++ type: use_kernels<ops::families::data_flow>() registers its ops and kernels.
 struct data_flow {
-  static constexpr const char* name = "data_flow";
-  static constexpr bool in_cpu_registry = true;
+  static constexpr const char* name = "data_flow";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue, QueueEnqueue, QueueEnqueueMany,
                           QueueDequeue, QueueDequeueMany, QueueDequeueUpTo, QueueClose, QueueSize, QueueIsClosed, Mutex,
                           MutexAcquire, MutexRelease>;
+  // Registers the family\'s op definitions.
   static void define() { register_data_flow_ops(); }
 };
 }  // namespace families
@@ -3910,12 +3943,14 @@ WEFT_DETAIL_OP_TYPE(ReadFile, io)
 WEFT_DETAIL_OP_TYPE(WriteFile, io)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The io family as a C++ type: use_kernels<ops::families::io>() registers its ops and kernels.
 struct io {
-  static constexpr const char* name = "io";
-  static constexpr bool in_cpu_registry = true;
+  static constexpr const char* name = "io";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Save, Restore, TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader, ReaderRead,
                           ReaderReadUpTo, ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset, ReadFile,
-                          WriteFile>;  // its op types
+                          WriteFile>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_io_ops(); }
 };
 }  // namespace families
@@ -4072,104 +4107,143 @@ inline void register_math_ops() { op_registry::global().add_family("math", math_
 
 namespace weft::gradients {
 
+/// The gradient rule of Neg (framework/gradient_rule.hpp).
 struct neg_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
 };
 
+/// The gradient rule of Add (framework/gradient_rule.hpp).
 struct add_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
 };
 
+/// The gradient rule of Sub (framework/gradient_rule.hpp).
 struct sub_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
 };
 
+/// The gradient rule of Mul (framework/gradient_rule.hpp).
 struct mul_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
 };
 
-struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+/// The gradient rule of Div (framework/gradient_rule.hpp): z = x / y: dx = d / y, dy = -d * z / y.
+struct div_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
 };
 
-struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+/// The gradient rule of Pow (framework/gradient_rule.hpp): z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0.
+struct pow_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
     return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
   }
 };
 
-struct maximum_grad {  // ties go to the first operand
+/// The gradient rule of Maximum (framework/gradient_rule.hpp): ties go to the first operand.
+struct maximum_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
     return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
   }
 };
 
+/// The gradient rule of Minimum (framework/gradient_rule.hpp).
 struct minimum_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
     return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
   }
 };
 
+/// The gradient rule of Square (framework/gradient_rule.hpp).
 struct square_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
 };
 
-struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+/// The gradient rule of Sqrt (framework/gradient_rule.hpp): z = sqrt(x): d / (2 z).
+struct sqrt_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
 };
 
-struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+/// The gradient rule of Rsqrt (framework/gradient_rule.hpp): z = x^-1/2: -d z^3 / 2.
+struct rsqrt_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
 };
 
+/// The gradient rule of Exp (framework/gradient_rule.hpp).
 struct exp_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
 };
 
+/// The gradient rule of Log (framework/gradient_rule.hpp).
 struct log_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
 };
 
-struct tanh_grad {  // d (1 - z^2)
+/// The gradient rule of Tanh (framework/gradient_rule.hpp): d (1 - z^2).
+struct tanh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
 };
 
-struct sigmoid_grad {  // d z (1 - z)
+/// The gradient rule of Sigmoid (framework/gradient_rule.hpp): d z (1 - z).
+struct sigmoid_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 
 struct relu_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
 };
 
-struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
+/// The gradient rule of Abs (framework/gradient_rule.hpp): TensorFlow's d * sign(x): 0 at 0.
+struct abs_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
 };
 
-struct select_grad {  // SelectV2; no gradient for the condition
+/// The gradient rule of SelectV2 (framework/gradient_rule.hpp): SelectV2; no gradient for the condition.
+struct select_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class C, class T, class E, class Y>
   static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
     return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
   }
 };
 
+/// The gradient rule of Cast (framework/gradient_rule.hpp).
 struct cast_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
 };
 
-struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+/// The gradient rule of Select (framework/gradient_rule.hpp): Select: the gradient goes where the condition picked, row or element.
+struct select_rows_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V zeros = zeros_like(a.d());
@@ -4180,11 +4254,13 @@ struct select_rows_grad {  // Select: the gradient goes where the condition pick
 /// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
 /// the same function for the typed DSL, which fuses it with its neighbours).
 struct relu_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
 };
 
 /// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
 struct relu_grad_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
 };
 
@@ -4232,10 +4308,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The math family as a C++ type: use_kernels<ops::families::math>() registers its ops and kernels.
 struct math {
-  static constexpr const char* name = "math";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
+  static constexpr const char* name = "math";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_math_ops(); }
 };
 }  // namespace families
@@ -4384,7 +4462,9 @@ inline void register_matrix_ops() { op_registry::global().add_family("matrix", m
 
 namespace weft::gradients {
 
+/// The gradient rule of MatMul (framework/gradient_rule.hpp).
 struct matmul_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
@@ -4396,7 +4476,9 @@ struct matmul_grad {
   }
 };
 
-struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
+/// The gradient rule of BatchMatMulV2 (framework/gradient_rule.hpp): MatMul's, with batch dims summed back where they were broadcast.
+struct batch_matmul_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
@@ -4408,7 +4490,9 @@ struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they 
   }
 };
 
-struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
+/// The gradient rule of MatrixInverse (framework/gradient_rule.hpp): Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y.
+struct matrix_inverse_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& y = a.y[0];
@@ -4417,7 +4501,9 @@ struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^
   }
 };
 
-struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
+/// The gradient rule of MatrixDeterminant (framework/gradient_rule.hpp): d det(A) / dA = det(A) A^-T.
+struct matrix_determinant_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& x = a.x[0];
@@ -4438,10 +4524,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inver
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
-  static constexpr const char* name = "matrix";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  // its op types
+  static constexpr const char* name = "matrix";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_matrix_ops(); }
 };
 }  // namespace families
@@ -4943,10 +5031,12 @@ inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_def
 namespace weft::gradients {
 
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
 };
 
 struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
 };
 
@@ -4957,10 +5047,12 @@ V softmax_backward(const V& d, const V& y) {
 }
 
 struct softmax_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
 };
 
 struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
 };
 
@@ -4971,6 +5063,7 @@ struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
 /// labels sums to 1 (a distribution), which makes it softmax - labels.
 template <bool Dense>
 struct softmax_cross_entropy_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& f = a.x[0];
@@ -4991,6 +5084,7 @@ struct softmax_cross_entropy_rule {
 };
 
 struct l2_loss_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
 };
 
@@ -4998,6 +5092,7 @@ struct l2_loss_rule {
 /// ops are the same product with another operand left out, so each of the three ops'
 /// gradients is one of the others.
 struct conv2d_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -5007,6 +5102,7 @@ struct conv2d_rule {
 };
 
 struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -5016,6 +5112,7 @@ struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d
 };
 
 struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -5025,6 +5122,7 @@ struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> 
 };
 
 struct max_pool_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
 
@@ -5033,6 +5131,7 @@ struct max_pool_rule {
 /// as in TensorFlow).
 template <bool Second>
 struct max_pool_grad_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -5042,14 +5141,17 @@ struct max_pool_grad_rule {
 };
 
 struct avg_pool_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
 
 struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
 };
 
 struct dropout_rule {  // output = x * mask; the mask does not depend on x
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (!a.dy[0]) return {std::nullopt, std::nullopt};
@@ -5061,6 +5163,7 @@ struct dropout_rule {  // output = x * mask; the mask does not depend on x
 /// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
 /// and variance inputs get none.
 struct fused_batch_norm_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (!a.dy[0]) return {std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
@@ -5098,10 +5201,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_n
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
 struct nn {
-  static constexpr const char* name = "nn";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  // its op types
+  static constexpr const char* name = "nn";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_nn_ops(); }
 };
 }  // namespace families
@@ -5176,10 +5281,12 @@ WEFT_DETAIL_OP_TYPE(DecodeRaw, parsing)
 WEFT_DETAIL_OP_TYPE(DecodeCSV, parsing)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The parsing family as a C++ type: use_kernels<ops::families::parsing>() registers its ops and kernels.
 struct parsing {
-  static constexpr const char* name = "parsing";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<DecodeRaw, DecodeCSV>;  // its op types
+  static constexpr const char* name = "parsing";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<DecodeRaw, DecodeCSV>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_parsing_ops(); }
 };
 }  // namespace families
@@ -5224,10 +5331,12 @@ WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random)
 WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The random family as a C++ type: use_kernels<ops::families::random>() registers its ops and kernels.
 struct random {
-  static constexpr const char* name = "random";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  // its op types
+  static constexpr const char* name = "random";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_random_ops(); }
 };
 }  // namespace families
@@ -5457,7 +5566,9 @@ inline void register_reduction_ops() { op_registry::global().add_family("reducti
 
 namespace weft::gradients {
 
-struct sum_grad {  // the gradient, broadcast back over the reduced axes
+/// The gradient rule of Sum (framework/gradient_rule.hpp): the gradient, broadcast back over the reduced axes.
+struct sum_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
@@ -5465,7 +5576,9 @@ struct sum_grad {  // the gradient, broadcast back over the reduced axes
   }
 };
 
-struct mean_grad {  // sum's, divided by the number of elements averaged
+/// The gradient rule of Mean (framework/gradient_rule.hpp): sum's, divided by the number of elements averaged.
+struct mean_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     V g = *sum_grad::apply(a)[0];
@@ -5473,15 +5586,21 @@ struct mean_grad {  // sum's, divided by the number of elements averaged
   }
 };
 
-struct sum_to_shape_grad {  // broadcast back
+/// The gradient rule of SumToShape (framework/gradient_rule.hpp): broadcast back.
+struct sum_to_shape_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
 };
 
-struct broadcast_to_grad {  // summed back
+/// The gradient rule of BroadcastTo (framework/gradient_rule.hpp): summed back.
+struct broadcast_to_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
 };
 
-struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
+/// The gradient rule of Max, Min (framework/gradient_rule.hpp): the gradient shared equally by the elements equal to the extreme.
+struct max_min_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &x = a.x[0], &axes = a.x[1];
@@ -5498,6 +5617,7 @@ struct max_min_grad {  // the gradient shared equally by the elements equal to t
 /// the product along the first (TensorFlow's rule flattens the axes with a transpose
 /// instead). The axes must be constants.
 struct prod_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& x = a.x[0];
@@ -5517,7 +5637,9 @@ struct prod_grad {
   }
 };
 
-struct cumsum_grad {  // the running sum the other way
+/// The gradient rule of Cumsum (framework/gradient_rule.hpp): the running sum the other way.
+struct cumsum_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
@@ -5528,6 +5650,7 @@ struct cumsum_grad {  // the running sum the other way
 /// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
 /// it is not defined where x has a zero (Prod's rule above is).
 struct cumprod_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
@@ -5535,18 +5658,24 @@ struct cumprod_grad {
   }
 };
 
-struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
+/// The gradient rule of UnsortedSegmentSum (framework/gradient_rule.hpp): each row of data gets its segment's gradient row.
+struct unsorted_segment_sum_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
   }
 };
 
+/// The gradient rule of ScatterNd (framework/gradient_rule.hpp).
 struct scatter_nd_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
 };
 
+/// The gradient rule of TensorScatterAdd (framework/gradient_rule.hpp).
 struct tensor_scatter_add_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
 };
 
@@ -5573,10 +5702,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BroadcastTo, reduction, gradients::broadcast_t
 WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The reduction family as a C++ type: use_kernels<ops::families::reduction>() registers its ops and kernels.
 struct reduction {
-  static constexpr const char* name = "reduction";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  // its op types
+  static constexpr const char* name = "reduction";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_reduction_ops(); }
 };
 }  // namespace families
@@ -5689,10 +5820,12 @@ WEFT_DETAIL_OP_TYPE(AccumulatorPush, state)
 WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The state family as a C++ type: use_kernels<ops::families::state>() registers its ops and kernels.
 struct state {
-  static constexpr const char* name = "state";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  // its op types
+  static constexpr const char* name = "state";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_state_ops(); }
 };
 }  // namespace families
@@ -5823,10 +5956,12 @@ WEFT_DETAIL_OP_TYPE(TensorSummaryV2, summary)
 WEFT_DETAIL_OP_TYPE(MergeSummary, summary)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The summary family as a C++ type: use_kernels<ops::families::summary>() registers its ops and kernels.
 struct summary {
-  static constexpr const char* name = "summary";
-  static constexpr bool in_cpu_registry = true;
+  static constexpr const char* name = "summary";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary>;
+  // Registers the family\'s op definitions.
   static void define() { register_summary_ops(); }
 };
 }  // namespace families
@@ -5908,10 +6043,12 @@ WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
 struct training {
-  static constexpr const char* name = "training";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  // its op types
+  static constexpr const char* name = "training";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_training_ops(); }
 };
 }  // namespace families

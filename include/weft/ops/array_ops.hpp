@@ -443,11 +443,15 @@ inline void register_array_ops() { op_registry::global().add_family("array", arr
 
 namespace weft::gradients {
 
-struct values_unused_grad {  // ZerosLike, OnesLike: the result does not depend on the input's values
+/// The gradient rule of ZerosLike and OnesLike (framework/gradient_rule.hpp): the result does not depend on the input's values.
+struct values_unused_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>&) { return {std::nullopt}; }
 };
 
+/// The gradient rule of Reshape (framework/gradient_rule.hpp).
 struct reshape_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {reshape_like(a.d(), a.x[0]), std::nullopt}; }
 };
 
@@ -458,7 +462,9 @@ inline std::vector<std::int64_t> inverse_permutation(const std::vector<std::int6
   return inverse;
 }
 
-struct transpose_grad {  // transposed back by the inverse permutation (perm must be a constant)
+/// The gradient rule of Transpose (framework/gradient_rule.hpp): transposed back by the inverse permutation (perm must be a constant).
+struct transpose_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const auto p = constant_ints(a.x[1]);
@@ -472,6 +478,7 @@ struct transpose_grad {  // transposed back by the inverse permutation (perm mus
 /// ConcatV2(values..., axis): each value gets its slice of the gradient. The axis must be a
 /// constant and the values' dims along it known when the graph is built (their offsets).
 struct concat_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const std::size_t n = a.x.size() - 1;
@@ -496,7 +503,9 @@ struct concat_grad {
   }
 };
 
-struct split_grad {  // Split(axis, value): the outputs' gradients concatenated, zeros for the missing
+/// The gradient rule of Split (framework/gradient_rule.hpp): Split(axis, value): the outputs' gradients concatenated, zeros for the missing.
+struct split_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     std::vector<V> parts;
@@ -505,7 +514,9 @@ struct split_grad {  // Split(axis, value): the outputs' gradients concatenated,
   }
 };
 
-struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin - shape(y) after
+/// The gradient rule of Slice (framework/gradient_rule.hpp): padded back with zeros: begin before, shape(x) - begin - shape(y) after.
+struct slice_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &x = a.x[0], begin = as_int64(a.x[1]);
@@ -514,7 +525,9 @@ struct slice_grad {  // padded back with zeros: begin before, shape(x) - begin -
   }
 };
 
-struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
+/// The gradient rule of Pad (framework/gradient_rule.hpp): the unpadded part: from paddings[:, 0], of x's shape.
+struct pad_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &x = a.x[0], p = as_int64(a.x[1]);
@@ -526,6 +539,7 @@ struct pad_grad {  // the unpadded part: from paddings[:, 0], of x's shape
 /// Tile(x, multiples): the gradient seen as [m0, s0, m1, s1, ...] (s the dims of x), summed
 /// over the m's. x's rank must be known when the graph is built.
 struct tile_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& x = a.x[0];
@@ -540,7 +554,9 @@ struct tile_grad {
   }
 };
 
-struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
+/// The gradient rule of Fill (framework/gradient_rule.hpp): Fill(dims, value): the value gets the sum of the gradient.
+struct fill_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, sum_to(a.d(), a.x[1])}; }
 };
 
@@ -548,6 +564,7 @@ struct fill_grad {  // Fill(dims, value): the value gets the sum of the gradient
 /// rows of params they were gathered from (UnsortedSegmentSum, with the axis moved to the
 /// front and back). The axis must be a constant and params' rank known.
 struct gather_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &params = a.x[0], &indices = a.x[1];
@@ -576,12 +593,14 @@ struct gather_grad {
 /// iteration so gets a ScatterNd per backward iteration, which the backward loop adds into
 /// its sum in place (TensorScatterAdd, gradients.hpp).
 struct gather_nd_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {scatter_nd_like(a.x[1], a.d(), a.x[0]), std::nullopt}; }
 };
 
 /// The slices written are overwritten: the tensor's gradient is d with them zeroed (zeros
 /// shaped from d's own slices, so that the updates are not kept for the backward pass).
 struct tensor_scatter_update_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     V du = gather_nd(a.d(), a.x[1]);
@@ -614,10 +633,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_gra
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
-  static constexpr const char* name = "array";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  // its op types
+  static constexpr const char* name = "array";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_array_ops(); }
 };
 }  // namespace families

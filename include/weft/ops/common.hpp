@@ -20,18 +20,24 @@ namespace weft::ops {
 // the family's header (tests/test_op_families.cpp checks each against the registry). Typed
 // code asks for its kernels with use_kernels<ops::NAME, T>().
 // in_cpu_registry: the full CPU kernel registry has its kernels (WEFT_PREBUILT_CPU_KERNELS).
-#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)               \
-  struct NAME {                                         \
-    static constexpr const char* name = #NAME;          \
-    static constexpr bool in_cpu_registry = true;       \
-    static void define() { register_##FAMILY##_ops(); } \
+#define WEFT_DETAIL_OP_TYPE(NAME, FAMILY)                       \
+  /** Op NAME as a C++ type (of the FAMILY family). */          \
+  struct NAME {                                                 \
+    static constexpr const char* name = #NAME; /**< "NAME" */   \
+    /** The full CPU kernel registry has its kernels. */        \
+    static constexpr bool in_cpu_registry = true;               \
+    /** Registers its family's op definitions. */               \
+    static void define() { register_##FAMILY##_ops(); }         \
   };
-#define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE) \
-  struct NAME {                                               \
-    static constexpr const char* name = #NAME;                \
-    static constexpr bool in_cpu_registry = true;             \
-    using gradient = RULE;                                    \
-    static void define() { register_##FAMILY##_ops(); }       \
+#define WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(NAME, FAMILY, RULE)   \
+  /** Op NAME as a C++ type (of the FAMILY family), with its gradient rule. */\
+  struct NAME {                                                 \
+    static constexpr const char* name = #NAME; /**< "NAME" */   \
+    /** The full CPU kernel registry has its kernels. */        \
+    static constexpr bool in_cpu_registry = true;               \
+    using gradient = RULE; /**< its gradient rule */            \
+    /** Registers its family's op definitions. */               \
+    static void define() { register_##FAMILY##_ops(); }         \
   };
 
 /// The values of an int32 or int64 tensor (t may be null), else nullopt.

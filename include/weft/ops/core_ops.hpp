@@ -105,7 +105,9 @@ inline void register_core_ops() { op_registry::global().add_family("core", core_
 
 namespace weft::gradients {
 
+/// The gradient rule of Identity, PlaceholderWithDefault (framework/gradient_rule.hpp).
 struct identity_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d()}; }
 };
 
@@ -123,10 +125,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PlaceholderWithDefault, core, gradients::ident
 WEFT_DETAIL_OP_TYPE(NoOp, core)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The core family as a C++ type: use_kernels<ops::families::core>() registers its ops and kernels.
 struct core {
-  static constexpr const char* name = "core";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  // its op types
+  static constexpr const char* name = "core";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_core_ops(); }
 };
 }  // namespace families

@@ -154,104 +154,143 @@ inline void register_math_ops() { op_registry::global().add_family("math", math_
 
 namespace weft::gradients {
 
+/// The gradient rule of Neg (framework/gradient_rule.hpp).
 struct neg_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y&) { return std::tuple{-d}; }
 };
 
+/// The gradient rule of Add (framework/gradient_rule.hpp).
 struct add_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, d}; }
 };
 
+/// The gradient rule of Sub (framework/gradient_rule.hpp).
 struct sub_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0&, const X1&, const Y&) { return std::tuple{d, -d}; }
 };
 
+/// The gradient rule of Mul (framework/gradient_rule.hpp).
 struct mul_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) { return std::tuple{d * x1, x0 * d}; }
 };
 
-struct div_grad {  // z = x / y: dx = d / y, dy = -d * z / y
+/// The gradient rule of Div (framework/gradient_rule.hpp): z = x / y: dx = d / y, dy = -d * z / y.
+struct div_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0&, const X1& x1, const Y& y) { return std::tuple{d / x1, -(d * y) / x1}; }
 };
 
-struct pow_grad {  // z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0
+/// The gradient rule of Pow (framework/gradient_rule.hpp): z = x^y: dx = d * y * x^(y - 1), dy = d * z * log(x) where x > 0, else 0.
+struct pow_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x, const X1& e, const Y& y) {
     return std::tuple{d * e * pow(x, e - 1.0), select(x > 0.0, d * y * log(x), 0.0)};
   }
 };
 
-struct maximum_grad {  // ties go to the first operand
+/// The gradient rule of Maximum (framework/gradient_rule.hpp): ties go to the first operand.
+struct maximum_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
     return std::tuple{select(x0 >= x1, d, 0.0), select(x0 >= x1, 0.0, d)};
   }
 };
 
+/// The gradient rule of Minimum (framework/gradient_rule.hpp).
 struct minimum_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X0, class X1, class Y>
   static auto partials(const D& d, const X0& x0, const X1& x1, const Y&) {
     return std::tuple{select(x0 <= x1, d, 0.0), select(x0 <= x1, 0.0, d)};
   }
 };
 
+/// The gradient rule of Square (framework/gradient_rule.hpp).
 struct square_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d * x * 2.0}; }
 };
 
-struct sqrt_grad {  // z = sqrt(x): d / (2 z)
+/// The gradient rule of Sqrt (framework/gradient_rule.hpp): z = sqrt(x): d / (2 z).
+struct sqrt_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d / (y * 2.0)}; }
 };
 
-struct rsqrt_grad {  // z = x^-1/2: -d z^3 / 2
+/// The gradient rule of Rsqrt (framework/gradient_rule.hpp): z = x^-1/2: -d z^3 / 2.
+struct rsqrt_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * y * y * -0.5}; }
 };
 
+/// The gradient rule of Exp (framework/gradient_rule.hpp).
 struct exp_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y}; }
 };
 
+/// The gradient rule of Log (framework/gradient_rule.hpp).
 struct log_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{d / x}; }
 };
 
-struct tanh_grad {  // d (1 - z^2)
+/// The gradient rule of Tanh (framework/gradient_rule.hpp): d (1 - z^2).
+struct tanh_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * (1.0 - y * y)}; }
 };
 
-struct sigmoid_grad {  // d z (1 - z)
+/// The gradient rule of Sigmoid (framework/gradient_rule.hpp): d z (1 - z).
+struct sigmoid_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 
 struct relu_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{select(y > 0.0, d, 0.0)}; }
 };
 
-struct abs_grad {  // TensorFlow's d * sign(x): 0 at 0
+/// The gradient rule of Abs (framework/gradient_rule.hpp): TensorFlow's d * sign(x): 0 at 0.
+struct abs_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
   static auto partials(const D& d, const X& x, const Y&) { return std::tuple{select(x < 0.0, -d, select(x > 0.0, d, 0.0))}; }
 };
 
-struct select_grad {  // SelectV2; no gradient for the condition
+/// The gradient rule of SelectV2 (framework/gradient_rule.hpp): SelectV2; no gradient for the condition.
+struct select_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class C, class T, class E, class Y>
   static auto partials(const D& d, const C& c, const T&, const E&, const Y&) {
     return std::tuple{no_partial{}, select(c, d, 0.0), select(c, 0.0, d)};
   }
 };
 
+/// The gradient rule of Cast (framework/gradient_rule.hpp).
 struct cast_grad {
+  /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y> static auto partials(const D& d, const X& x, const Y&) { return std::tuple{cast_like(d, x)}; }
 };
 
-struct select_rows_grad {  // Select: the gradient goes where the condition picked, row or element
+/// The gradient rule of Select (framework/gradient_rule.hpp): Select: the gradient goes where the condition picked, row or element.
+struct select_rows_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V zeros = zeros_like(a.d());
@@ -262,11 +301,13 @@ struct select_rows_grad {  // Select: the gradient goes where the condition pick
 /// Relu's gradient is one ReluGrad node at its output, as TensorFlow's (relu_grad above is
 /// the same function for the typed DSL, which fuses it with its neighbours).
 struct relu_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.y[0])}; }
 };
 
 /// ReluGrad is linear in its gradients and flat in its features (TensorFlow's ReluGradGrad).
 struct relu_grad_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {relu_backprop(a.d(), a.x[1]), std::nullopt}; }
 };
 
@@ -314,10 +355,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The math family as a C++ type: use_kernels<ops::families::math>() registers its ops and kernels.
 struct math {
-  static constexpr const char* name = "math";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  // its op types
+  static constexpr const char* name = "math";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_math_ops(); }
 };
 }  // namespace families

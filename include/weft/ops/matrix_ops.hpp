@@ -146,7 +146,9 @@ inline void register_matrix_ops() { op_registry::global().add_family("matrix", m
 
 namespace weft::gradients {
 
+/// The gradient rule of MatMul (framework/gradient_rule.hpp).
 struct matmul_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool ta = a.n.template attr<bool>("transpose_a"), tb = a.n.template attr<bool>("transpose_b");
@@ -158,7 +160,9 @@ struct matmul_grad {
   }
 };
 
-struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they were broadcast
+/// The gradient rule of BatchMatMulV2 (framework/gradient_rule.hpp): MatMul's, with batch dims summed back where they were broadcast.
+struct batch_matmul_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool ax = a.n.template attr<bool>("adj_x"), ay = a.n.template attr<bool>("adj_y");
@@ -170,7 +174,9 @@ struct batch_matmul_grad {  // MatMul's, with batch dims summed back where they 
   }
 };
 
-struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y
+/// The gradient rule of MatrixInverse (framework/gradient_rule.hpp): Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^-T), -Y d^T Y.
+struct matrix_inverse_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& y = a.y[0];
@@ -179,7 +185,9 @@ struct matrix_inverse_grad {  // Y = A^-1: dA = -Y^T d Y^T; with adjoint (Y = A^
   }
 };
 
-struct matrix_determinant_grad {  // d det(A) / dA = det(A) A^-T
+/// The gradient rule of MatrixDeterminant (framework/gradient_rule.hpp): d det(A) / dA = det(A) A^-T.
+struct matrix_determinant_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& x = a.x[0];
@@ -200,10 +208,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inver
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
-  static constexpr const char* name = "matrix";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  // its op types
+  static constexpr const char* name = "matrix";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_matrix_ops(); }
 };
 }  // namespace families

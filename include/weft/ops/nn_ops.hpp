@@ -500,10 +500,12 @@ inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_def
 namespace weft::gradients {
 
 struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
 };
 
 struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
 };
 
@@ -514,10 +516,12 @@ V softmax_backward(const V& d, const V& y) {
 }
 
 struct softmax_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
 };
 
 struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
 };
 
@@ -528,6 +532,7 @@ struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
 /// labels sums to 1 (a distribution), which makes it softmax - labels.
 template <bool Dense>
 struct softmax_cross_entropy_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& f = a.x[0];
@@ -548,6 +553,7 @@ struct softmax_cross_entropy_rule {
 };
 
 struct l2_loss_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
 };
 
@@ -555,6 +561,7 @@ struct l2_loss_rule {
 /// ops are the same product with another operand left out, so each of the three ops'
 /// gradients is one of the others.
 struct conv2d_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -564,6 +571,7 @@ struct conv2d_rule {
 };
 
 struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -573,6 +581,7 @@ struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d
 };
 
 struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -582,6 +591,7 @@ struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> 
 };
 
 struct max_pool_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
 };
 
@@ -590,6 +600,7 @@ struct max_pool_rule {
 /// as in TensorFlow).
 template <bool Second>
 struct max_pool_grad_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const attr_map w = window_attr_map(a.n);
@@ -599,14 +610,17 @@ struct max_pool_grad_rule {
 };
 
 struct avg_pool_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
 
 struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
 };
 
 struct dropout_rule {  // output = x * mask; the mask does not depend on x
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (!a.dy[0]) return {std::nullopt, std::nullopt};
@@ -618,6 +632,7 @@ struct dropout_rule {  // output = x * mask; the mask does not depend on x
 /// gradient of y; none flows back through the batch statistics, as in TensorFlow); the mean
 /// and variance inputs get none.
 struct fused_batch_norm_rule {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (!a.dy[0]) return {std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt};
@@ -655,10 +670,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_n
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
 struct nn {
-  static constexpr const char* name = "nn";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  // its op types
+  static constexpr const char* name = "nn";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_nn_ops(); }
 };
 }  // namespace families

@@ -228,7 +228,9 @@ inline void register_reduction_ops() { op_registry::global().add_family("reducti
 
 namespace weft::gradients {
 
-struct sum_grad {  // the gradient, broadcast back over the reduced axes
+/// The gradient rule of Sum (framework/gradient_rule.hpp): the gradient, broadcast back over the reduced axes.
+struct sum_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     if (a.n.template attr<bool>("keep_dims")) return {broadcast_like(a.d(), a.x[0]), std::nullopt};
@@ -236,7 +238,9 @@ struct sum_grad {  // the gradient, broadcast back over the reduced axes
   }
 };
 
-struct mean_grad {  // sum's, divided by the number of elements averaged
+/// The gradient rule of Mean (framework/gradient_rule.hpp): sum's, divided by the number of elements averaged.
+struct mean_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     V g = *sum_grad::apply(a)[0];
@@ -244,15 +248,21 @@ struct mean_grad {  // sum's, divided by the number of elements averaged
   }
 };
 
-struct sum_to_shape_grad {  // broadcast back
+/// The gradient rule of SumToShape (framework/gradient_rule.hpp): broadcast back.
+struct sum_to_shape_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0]), std::nullopt}; }
 };
 
-struct broadcast_to_grad {  // summed back
+/// The gradient rule of BroadcastTo (framework/gradient_rule.hpp): summed back.
+struct broadcast_to_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {sum_to(a.d(), a.x[0]), std::nullopt}; }
 };
 
-struct max_min_grad {  // the gradient shared equally by the elements equal to the extreme
+/// The gradient rule of Max, Min (framework/gradient_rule.hpp): the gradient shared equally by the elements equal to the extreme.
+struct max_min_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V &x = a.x[0], &axes = a.x[1];
@@ -269,6 +279,7 @@ struct max_min_grad {  // the gradient shared equally by the elements equal to t
 /// the product along the first (TensorFlow's rule flattens the axes with a transpose
 /// instead). The axes must be constants.
 struct prod_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const V& x = a.x[0];
@@ -288,7 +299,9 @@ struct prod_grad {
   }
 };
 
-struct cumsum_grad {  // the running sum the other way
+/// The gradient rule of Cumsum (framework/gradient_rule.hpp): the running sum the other way.
+struct cumsum_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
@@ -299,6 +312,7 @@ struct cumsum_grad {  // the running sum the other way
 /// Cumprod, TensorFlow's rule: the running sum the other way of y * d, divided by x, so
 /// it is not defined where x has a zero (Prod's rule above is).
 struct cumprod_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     const bool exclusive = a.n.template attr<bool>("exclusive"), reverse = a.n.template attr<bool>("reverse");
@@ -306,18 +320,24 @@ struct cumprod_grad {
   }
 };
 
-struct unsorted_segment_sum_grad {  // each row of data gets its segment's gradient row
+/// The gradient rule of UnsortedSegmentSum (framework/gradient_rule.hpp): each row of data gets its segment's gradient row.
+struct unsorted_segment_sum_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     return {gather(a.d(), a.x[1], int_constant(a.x[0], 0)), std::nullopt, std::nullopt};
   }
 };
 
+/// The gradient rule of ScatterNd (framework/gradient_rule.hpp).
 struct scatter_nd_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, gather_nd(a.d(), a.x[0]), std::nullopt}; }
 };
 
+/// The gradient rule of TensorScatterAdd (framework/gradient_rule.hpp).
 struct tensor_scatter_add_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), std::nullopt, gather_nd(a.d(), a.x[1])}; }
 };
 
@@ -344,10 +364,12 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BroadcastTo, reduction, gradients::broadcast_t
 WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
 // The whole family (its kernels for every dtype, on each device type).
 namespace families {
+// The reduction family as a C++ type: use_kernels<ops::families::reduction>() registers its ops and kernels.
 struct reduction {
-  static constexpr const char* name = "reduction";
-  static constexpr bool in_cpu_registry = true;
-  using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  // its op types
+  static constexpr const char* name = "reduction";  ///< the family's name
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  ///< its op types
+  // Registers the family\'s op definitions.
   static void define() { register_reduction_ops(); }
 };
 }  // namespace families
