@@ -38,20 +38,22 @@
 
 namespace weft {
 
+/// What kind of failure a weft::error is (TensorFlow's status codes, the ones weft raises).
 enum class error_code {
   invalid_argument,  ///< bad shapes, dtypes, attributes or indices
   not_found,         ///< unknown op, node, kernel or resource
   already_exists,    ///< duplicate node name or resource
   failed_precondition,  ///< e.g. an uninitialized variable
-  out_of_range,
-  cancelled,
-  internal,
-  unimplemented,
-  data_loss,
+  out_of_range,         ///< past an end: a closed queue's dequeue, an index out of bounds
+  cancelled,            ///< a run cancelled through run_options::cancellation
+  internal,             ///< a broken invariant of weft's own (a bug: please report it)
+  unimplemented,        ///< a case weft does not cover (a gradient that needs a constant, say)
+  data_loss,            ///< a corrupt or truncated file (checkpoint, record, model)
   resource_exhausted,  ///< an allocation beyond memory or a session's memory limit
   deadline_exceeded,   ///< a run that outlived its run_options::timeout
 };
 
+/// The code as words: "invalid argument", "not found", ...
 inline const char* to_string(error_code c) noexcept {
   switch (c) {
     case error_code::invalid_argument: return "invalid argument";
@@ -69,10 +71,14 @@ inline const char* to_string(error_code c) noexcept {
   return "unknown";
 }
 
+/// What weft throws on bad input or a failed step: a code and a message that names the
+/// node, op, dtypes and shapes involved (weft::fail builds it).
 class error : public std::runtime_error {
  public:
+  /// An error of `code` with `message` (what() returns it).
   error(error_code code, const std::string& message)
       : std::runtime_error(message), code_(code) {}
+  /// The kind of failure.
   error_code code() const noexcept { return code_; }
 
  private:
@@ -1853,6 +1859,8 @@ class op_def_builder {
 
 namespace weft {
 
+/// Op definitions by name (whitepaper §2): what graph::op checks a node against. The
+/// process's (global()) starts with the core ops; families add theirs when registered.
 class op_registry {
  public:
   /// Registers `def`; an op of the same name is an error (ops are never replaced, so a
@@ -1885,6 +1893,7 @@ class op_registry {
     auto it = ops_.find(name);
     return it == ops_.end() ? nullptr : it->second.get();
   }
+  /// Every registered op's name, sorted.
   std::vector<std::string> names() const {
     std::shared_lock lock(mutex_);
     std::vector<std::string> out;
@@ -1892,6 +1901,7 @@ class op_registry {
     return out;
   }
 
+  /// The process's registry.
   static op_registry& global() {
     static op_registry* instance = new op_registry;  // never destroyed: kernels may look ops up during static destruction
     return *instance;
@@ -1910,6 +1920,7 @@ class op_registry {
   std::map<std::string, std::unique_ptr<op_def>, std::less<>> ops_;
 };
 
+/// Builds and registers an op (docs/extending.md); a second op of the same name is an error.
 inline const op_def& register_op(const op_def_builder& builder) { return op_registry::global().add(builder.build()); }
 
 }  // namespace weft
@@ -2310,12 +2321,13 @@ class node;  ///< graph/graph.hpp: complete where a rule is instantiated
 /// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
 template <class V>
 struct gradient_args {
-  const node& n;
+  const node& n;                   ///< the node (its attrs; errors name it)
   std::vector<V> x;                ///< the node's inputs
   std::vector<V> y;                ///< its outputs
-  std::vector<std::optional<V>> dy;
+  std::vector<std::optional<V>> dy;  ///< per output, the gradient flowing in (absent: none)
   std::vector<char> wanted;  ///< per input, whether its gradient is asked for (empty: all are)
-  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+  const V& d() const { return *dy.at(0); }  ///< the gradient of a single-output op
+  /// Whether input `input`'s gradient is asked for (a rule may skip the others).
   bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
 };
 template <class V>
@@ -2323,9 +2335,9 @@ using gradient_result = std::vector<std::optional<V>>;  ///< one per input; abse
 
 namespace gradients {
 template <class V>
-using args = gradient_args<V>;
+using args = gradient_args<V>;  ///< short for rules
 template <class V>
-using result = gradient_result<V>;
+using result = gradient_result<V>;  ///< short for rules
 /// An elementwise rule's partial for an operand that has none (Select's condition).
 struct no_partial {};
 
@@ -2400,8 +2412,9 @@ namespace weft {
 
 /// Device types: one tag per backend, named as the kernel registry names its device type.
 namespace device_types {
+/// The CPU backend.
 struct cpu {
-  static constexpr const char* name = "CPU";
+  static constexpr const char* name = "CPU";  ///< the kernel registry's device type
 };
 }  // namespace device_types
 
@@ -2428,6 +2441,7 @@ struct kernel_for {
                 "weft: no kernel for this op on this device type is visible here; include the header that "
                 "specializes weft::kernel_for for it (for the library's ops: <weft/dsl.hpp>, or the op family's "
                 "header under <weft/kernels/cpu/>)");
+  /// Registers the kernel (never reached: the static_assert fails first).
   static void register_kernels() {}
 };
 
@@ -9926,9 +9940,12 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 
 namespace weft {
 
+/// A device's name (whitepaper §3: /job:localhost/replica:0/task:0/device:CPU:0) or a
+/// partial spec of one ("/device:GPU:1", "/job:worker"); unset pieces match anything.
 struct device_name {
-  std::optional<std::string> job;
-  std::optional<int> replica, task;
+  std::optional<std::string> job;  ///< the job's name
+  std::optional<int> replica;      ///< the replica's index
+  std::optional<int> task;         ///< the task's index
   std::optional<std::string> type;  ///< upper case: "CPU", "GPU"
   std::optional<int> id;            ///< unset: any (also written "*")
 
@@ -11356,14 +11373,19 @@ class resource_base {
 /// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
 class resource_variable final : public resource_base {
  public:
-  static constexpr std::string_view kind_name = "variable";
+  static constexpr std::string_view kind_name = "variable";  ///< its kind, in messages
   std::string_view kind() const noexcept override { return kind_name; }
+  /// An uninitialized variable of dtype t and shape s.
   resource_variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
 
+  /// Its dtype.
   dtype element_type() const noexcept { return dtype_; }
+  /// The shape it was declared with (an assigned value must fit it).
   const partial_shape& declared_shape() const noexcept { return shape_; }
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
 
+  /// Whether a value was assigned.
   bool initialized() const {
     std::shared_lock lock(mutex_);
     return value_.valid();
@@ -11375,6 +11397,7 @@ class resource_variable final : public resource_base {
       fail(error_code::failed_precondition, "variable '", name_, "' is read before it was initialized");
     return value_;
   }
+  /// Replaces the value (readers keep the one they took).
   void assign(tensor v) {
     std::unique_lock lock(mutex_);
     value_ = std::move(v);
@@ -11425,6 +11448,9 @@ class resource_variable final : public resource_base {
   tensor value_;
 };
 
+/// The state a session keeps across steps (whitepaper §4.6): variables, queues, readers,
+/// mutexes, by container and name. Sessions may share one (session_options::resources);
+/// thread-safe.
 class resource_manager {
  public:
   /// The variable `name` in `container`, created on first use. A second lookup with another
@@ -11437,6 +11463,7 @@ class resource_manager {
            v->element_type(), v->declared_shape(), ", not ", t, s);
     return v;
   }
+  /// The variable `name` in `container`, or null.
   std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
     return find<resource_variable>(container, name);
   }
@@ -11475,6 +11502,7 @@ class resource_manager {
     std::unique_lock lock(mutex_);
     containers_.erase(container);
   }
+  /// How many resources `container` holds.
   std::size_t size(const std::string& container) const {
     std::shared_lock lock(mutex_);
     auto c = containers_.find(container);
@@ -12317,26 +12345,28 @@ namespace weft {
 
 /// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
 struct tensor_stats {
-  weft::dtype dtype = weft::dtype::invalid;
-  weft::shape shape{};
-  std::size_t bytes = 0;
+  weft::dtype dtype = weft::dtype::invalid;  ///< its dtype
+  weft::shape shape{};                       ///< its shape
+  std::size_t bytes = 0;                     ///< its size in bytes
 };
 
 /// One record of a traced step.
 struct node_stats {
-  std::string node;
-  std::string op;
-  std::string device;
-  int thread = 0;
+  std::string node;           ///< the node's name
+  std::string op;             ///< its op
+  std::string device;         ///< the device it ran on
+  int thread = 0;             ///< the thread that ran it (numbered in the process)
   std::int64_t start_ns = 0;  ///< since the step started
-  std::int64_t end_ns = 0;
+  std::int64_t end_ns = 0;    ///< since the step started
   std::vector<tensor_stats> outputs{};  ///< the node's outputs (a _Send: the value it sends)
   std::size_t bytes_in_use = 0;         ///< the device's memory in use when the node ended
   int start_thread = -1;                ///< an async kernel's: the thread that started it
 };
 
+/// A traced step's records (run_options::trace, run_metadata::stats): tools/timeline.hpp
+/// writes them as a Chrome trace, summarize() as a table.
 struct step_stats {
-  std::vector<node_stats> nodes;
+  std::vector<node_stats> nodes;  ///< one per node run, in the order they ended
 };
 
 namespace detail {
@@ -12364,15 +12394,19 @@ inline std::string describe_inputs(std::span<const entry> inputs) {
 }
 }  // namespace detail
 
+/// How the executor runs one step of an executable.
 struct step_options {
-  bool trace = false;
-  std::int64_t step_id = 0;
+  bool trace = false;        ///< record node_stats
+  std::int64_t step_id = 0;  ///< the step's id (kernel_context::step_id)
   /// What traced times count from (a step's partitions share it); unset: the step's creation.
   std::chrono::steady_clock::time_point start = {};
   /// A Recv copies its value into its device's memory (copy_from_host); else hands it on.
   bool copy_transfers = false;
 };
 
+/// One step of an executable (whitepaper §3.1's executor): nodes run as their inputs become
+/// ready, on the devices' threads, control flow by the frames' rules; session::run makes one
+/// per run (one per partition when the graph spans devices).
 class step final : rendezvous::receiver {
  public:
   /// devices: the session's devices, indexed by exec_node::device.
@@ -12448,6 +12482,7 @@ class step final : rendezvous::receiver {
   /// node starts, and waiting async kernels are cancelled.
   void cancel() { abort(std::make_exception_ptr(error(error_code::cancelled, "step was cancelled"))); }
 
+  /// The records of a traced step (moved out).
   step_stats take_stats() {
     std::lock_guard lock(trace_mutex_);
     return std::move(stats_);
@@ -14009,7 +14044,7 @@ class session {
   resource_manager& resources() const noexcept { return *resources_; }
   /// The default device (CPU:0), and every device of the session.
   const weft::device& device() const noexcept { return *devices_.front(); }
-  std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }
+  std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }  ///< see device()
   /// The session's devices as the cost model sees them (session_options::device_specs, or
   /// measured, or the defaults) and the links between them.
   const passes::cluster& cluster() const noexcept { return cluster_; }
@@ -14511,6 +14546,7 @@ inline std::vector<output> variables_of(const graph& g) {
   return vars;
 }
 
+/// How a saver keeps its files.
 struct saver_options {
   int keep = 5;  ///< checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
 };
@@ -15743,9 +15779,11 @@ namespace weft {
 
 using queue_tuple = std::vector<tensor>;  ///< one element: a tensor per component
 
+/// A queue's order, components and bounds.
 struct queue_options {
+  /// In which order elements come out.
   enum class order { fifo, random_shuffle, priority };
-  order kind = order::fifo;
+  order kind = order::fifo;                ///< the order
   std::vector<dtype> component_types;      ///< at least one
   std::vector<partial_shape> shapes;       ///< one per component, or none: any shape
   std::int64_t capacity = -1;              ///< -1: no bound
@@ -15753,6 +15791,7 @@ struct queue_options {
   std::uint64_t seed = 0;                  ///< random_shuffle's generator
   bool padded = false;                     ///< dequeue_many pads unknown dims (PaddingFIFOQueue)
 
+  /// Whether every option equals o's (two graphs that name one shared queue must agree).
   bool same_as(const queue_options& o) const {
     return kind == o.kind && component_types == o.component_types && shapes == o.shapes && capacity == o.capacity &&
            min_after_dequeue == o.min_after_dequeue && seed == o.seed && padded == o.padded;
@@ -15772,14 +15811,20 @@ struct queue_options {
   }
 };
 
+/// A queue of tensor tuples (whitepaper §4.6), a session resource that the queue ops'
+/// kernels use: enqueues wait for room and dequeues for elements without holding a
+/// thread (callbacks), and both are cancelled with their step.
 class queue final : public resource_base {
  public:
-  static constexpr std::string_view kind_name = "queue";
+  static constexpr std::string_view kind_name = "queue";  ///< its kind, in messages
   std::string_view kind() const noexcept override { return kind_name; }
 
+  /// Called once when an enqueue is done, with its error or null.
   using enqueue_done = std::function<void(std::exception_ptr error)>;
+  /// Called once when a dequeue is done, with its error or null and the elements.
   using dequeue_done = std::function<void(std::exception_ptr error, std::vector<queue_tuple> elements)>;
 
+  /// A queue named `name`; options that are not coherent are an invalid_argument error.
   queue(std::string name, queue_options o) : name_(std::move(name)), o_(std::move(o)), random_(o_.seed) {
     if (o_.component_types.empty()) fail(error_code::invalid_argument, "queue '", name_, "': needs at least one component");
     if (!o_.shapes.empty() && o_.shapes.size() != o_.component_types.size())
@@ -15797,7 +15842,9 @@ class queue final : public resource_base {
   queue(const queue&) = delete;
   queue& operator=(const queue&) = delete;
 
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
+  /// Its options.
   const queue_options& options() const noexcept { return o_; }
 
   /// Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
@@ -15855,10 +15902,12 @@ class queue final : public resource_base {
     for (auto& c : calls) c();
   }
 
+  /// How many elements it holds.
   std::int64_t size() const {
     std::lock_guard lock(mutex_);
     return static_cast<std::int64_t>(count());
   }
+  /// Whether it was closed.
   bool is_closed() const {
     std::lock_guard lock(mutex_);
     return closed_;
@@ -17166,6 +17215,9 @@ struct kernel_for<ops::families::io, T, device_types::cpu> {
 
 namespace weft {
 
+/// Stops a set of threads together (TensorFlow's tf.train.Coordinator): threads started
+/// through it check should_stop(), report errors with request_stop(error), and join()
+/// waits for them and rethrows the first error.
 class coordinator {
  public:
   coordinator() = default;
@@ -17192,6 +17244,7 @@ class coordinator {
     cancellation_.cancel();
     for (auto& h : hooks) h();
   }
+  /// Whether a stop was requested.
   bool should_stop() const {
     std::lock_guard lock(mutex_);
     return stopped_;
@@ -17201,6 +17254,7 @@ class coordinator {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, timeout, [&] { return stopped_; });
   }
+  /// Waits until a stop is requested.
   void wait_for_stop() {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return stopped_; });
@@ -17259,6 +17313,7 @@ class coordinator {
   cancellation_manager cancellation_;
 };
 
+/// What a queue_runner runs besides its enqueues.
 struct queue_runner_options {
   std::optional<endpoint> close = {};   ///< run when every thread has run out of input
   std::optional<endpoint> cancel = {};  ///< run when the coordinator stops (a close that cancels pending enqueues)
@@ -17269,6 +17324,7 @@ struct queue_runner_options {
 /// join the coordinator first.
 class queue_runner {
  public:
+  /// A runner of `enqueues` (targets) in session s; none is an invalid_argument error.
   queue_runner(session& s, std::vector<endpoint> enqueues, queue_runner_options o = {})
       : session_(s), enqueues_(std::move(enqueues)), o_(std::move(o)) {
     if (enqueues_.empty()) fail(error_code::invalid_argument, "queue_runner: no enqueue targets");
@@ -17331,6 +17387,10 @@ class queue_runner {
 
 namespace weft {
 
+/// An input pipeline of queues (whitepaper §4.6; tf.data's stages): a source (rows of
+/// tensors, or the records of files), then map, shuffle and batch stages, each a queue
+/// filled by queue_runner threads in a graph and session of the pipeline's own; a training
+/// graph dequeues from the last stage (dsl/input.hpp types it).
 class input_pipeline {
  public:
   /// A graph function of a map stage: from an element's components (outputs of the
@@ -17461,6 +17521,7 @@ class input_pipeline {
     for (int i = 0; i < n.num_outputs(); ++i) out.push_back(n.out(i));
     return out;
   }
+  /// The resource manager of the pipeline's queues (give it to the training session).
   const std::shared_ptr<resource_manager>& resources() const noexcept { return resources_; }
   /// The shared name of the last stage's queue (in resources(), container ""), once started.
   const std::string& last_queue_name() const {
@@ -17469,7 +17530,7 @@ class input_pipeline {
   }
   /// The element's dtypes and static shapes after every stage.
   const std::vector<dtype>& element_types() const noexcept { return types_; }
-  const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }
+  const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }  ///< see element_types()
 
  private:
   struct stage {
@@ -20866,17 +20927,21 @@ struct functor_traits<weft::cpu::wrapping_op<K, T>> {
 
 namespace weft {
 
+/// Functions of type Fn by signature (see the file's comment); thread-safe.
 template <class Fn>
 class signature_table {
  public:
+  /// The process's table.
   static signature_table& global() {
     static auto* instance = new signature_table;  // never destroyed (see op_registry)
     return *instance;
   }
+  /// Registers fn for `signature` (the first registration is kept).
   void add(const std::string& signature, Fn fn) {
     std::unique_lock lock(mutex_);
     fns_.emplace(signature, fn);
   }
+  /// The function registered for `signature`, or null.
   Fn find(std::string_view signature) const {
     std::shared_lock lock(mutex_);
     auto it = fns_.find(signature);

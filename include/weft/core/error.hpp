@@ -12,20 +12,22 @@
 
 namespace weft {
 
+/// What kind of failure a weft::error is (TensorFlow's status codes, the ones weft raises).
 enum class error_code {
   invalid_argument,  ///< bad shapes, dtypes, attributes or indices
   not_found,         ///< unknown op, node, kernel or resource
   already_exists,    ///< duplicate node name or resource
   failed_precondition,  ///< e.g. an uninitialized variable
-  out_of_range,
-  cancelled,
-  internal,
-  unimplemented,
-  data_loss,
+  out_of_range,         ///< past an end: a closed queue's dequeue, an index out of bounds
+  cancelled,            ///< a run cancelled through run_options::cancellation
+  internal,             ///< a broken invariant of weft's own (a bug: please report it)
+  unimplemented,        ///< a case weft does not cover (a gradient that needs a constant, say)
+  data_loss,            ///< a corrupt or truncated file (checkpoint, record, model)
   resource_exhausted,  ///< an allocation beyond memory or a session's memory limit
   deadline_exceeded,   ///< a run that outlived its run_options::timeout
 };
 
+/// The code as words: "invalid argument", "not found", ...
 inline const char* to_string(error_code c) noexcept {
   switch (c) {
     case error_code::invalid_argument: return "invalid argument";
@@ -43,10 +45,14 @@ inline const char* to_string(error_code c) noexcept {
   return "unknown";
 }
 
+/// What weft throws on bad input or a failed step: a code and a message that names the
+/// node, op, dtypes and shapes involved (weft::fail builds it).
 class error : public std::runtime_error {
  public:
+  /// An error of `code` with `message` (what() returns it).
   error(error_code code, const std::string& message)
       : std::runtime_error(message), code_(code) {}
+  /// The kind of failure.
   error_code code() const noexcept { return code_; }
 
  private:

@@ -15,9 +15,12 @@
 
 namespace weft {
 
+/// A device's name (whitepaper §3: /job:localhost/replica:0/task:0/device:CPU:0) or a
+/// partial spec of one ("/device:GPU:1", "/job:worker"); unset pieces match anything.
 struct device_name {
-  std::optional<std::string> job;
-  std::optional<int> replica, task;
+  std::optional<std::string> job;  ///< the job's name
+  std::optional<int> replica;      ///< the replica's index
+  std::optional<int> task;         ///< the task's index
   std::optional<std::string> type;  ///< upper case: "CPU", "GPU"
   std::optional<int> id;            ///< unset: any (also written "*")
 

@@ -31,12 +31,13 @@ class node;  ///< graph/graph.hpp: complete where a rule is instantiated
 /// What a rule sees. `dy[i]` is the gradient flowing into output i (absent: none flows).
 template <class V>
 struct gradient_args {
-  const node& n;
+  const node& n;                   ///< the node (its attrs; errors name it)
   std::vector<V> x;                ///< the node's inputs
   std::vector<V> y;                ///< its outputs
-  std::vector<std::optional<V>> dy;
+  std::vector<std::optional<V>> dy;  ///< per output, the gradient flowing in (absent: none)
   std::vector<char> wanted;  ///< per input, whether its gradient is asked for (empty: all are)
-  const V& d() const { return *dy.at(0); }  // the gradient of a single-output op
+  const V& d() const { return *dy.at(0); }  ///< the gradient of a single-output op
+  /// Whether input `input`'s gradient is asked for (a rule may skip the others).
   bool needs(std::size_t input) const { return wanted.empty() || wanted.at(input); }
 };
 template <class V>
@@ -44,9 +45,9 @@ using gradient_result = std::vector<std::optional<V>>;  ///< one per input; abse
 
 namespace gradients {
 template <class V>
-using args = gradient_args<V>;
+using args = gradient_args<V>;  ///< short for rules
 template <class V>
-using result = gradient_result<V>;
+using result = gradient_result<V>;  ///< short for rules
 /// An elementwise rule's partial for an operand that has none (Select's condition).
 struct no_partial {};
 

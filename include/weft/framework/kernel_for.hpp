@@ -28,8 +28,9 @@ namespace weft {
 
 /// Device types: one tag per backend, named as the kernel registry names its device type.
 namespace device_types {
+/// The CPU backend.
 struct cpu {
-  static constexpr const char* name = "CPU";
+  static constexpr const char* name = "CPU";  ///< the kernel registry's device type
 };
 }  // namespace device_types
 
@@ -56,6 +57,7 @@ struct kernel_for {
                 "weft: no kernel for this op on this device type is visible here; include the header that "
                 "specializes weft::kernel_for for it (for the library's ops: <weft/dsl.hpp>, or the op family's "
                 "header under <weft/kernels/cpu/>)");
+  /// Registers the kernel (never reached: the static_assert fails first).
   static void register_kernels() {}
 };
 

@@ -18,6 +18,8 @@
 
 namespace weft {
 
+/// Op definitions by name (whitepaper §2): what graph::op checks a node against. The
+/// process's (global()) starts with the core ops; families add theirs when registered.
 class op_registry {
  public:
   /// Registers `def`; an op of the same name is an error (ops are never replaced, so a
@@ -50,6 +52,7 @@ class op_registry {
     auto it = ops_.find(name);
     return it == ops_.end() ? nullptr : it->second.get();
   }
+  /// Every registered op's name, sorted.
   std::vector<std::string> names() const {
     std::shared_lock lock(mutex_);
     std::vector<std::string> out;
@@ -57,6 +60,7 @@ class op_registry {
     return out;
   }
 
+  /// The process's registry.
   static op_registry& global() {
     static op_registry* instance = new op_registry;  // never destroyed: kernels may look ops up during static destruction
     return *instance;
@@ -75,6 +79,7 @@ class op_registry {
   std::map<std::string, std::unique_ptr<op_def>, std::less<>> ops_;
 };
 
+/// Builds and registers an op (docs/extending.md); a second op of the same name is an error.
 inline const op_def& register_op(const op_def_builder& builder) { return op_registry::global().add(builder.build()); }
 
 }  // namespace weft

@@ -40,6 +40,7 @@ inline std::vector<output> variables_of(const graph& g) {
   return vars;
 }
 
+/// How a saver keeps its files.
 struct saver_options {
   int keep = 5;  ///< checkpoints kept per prefix; older ones are deleted after a save (0: keep all)
 };

@@ -50,26 +50,28 @@ namespace weft {
 
 /// An output of a traced node: its dtype, shape and bytes (a dead or reference output: none).
 struct tensor_stats {
-  weft::dtype dtype = weft::dtype::invalid;
-  weft::shape shape{};
-  std::size_t bytes = 0;
+  weft::dtype dtype = weft::dtype::invalid;  ///< its dtype
+  weft::shape shape{};                       ///< its shape
+  std::size_t bytes = 0;                     ///< its size in bytes
 };
 
 /// One record of a traced step.
 struct node_stats {
-  std::string node;
-  std::string op;
-  std::string device;
-  int thread = 0;
+  std::string node;           ///< the node's name
+  std::string op;             ///< its op
+  std::string device;         ///< the device it ran on
+  int thread = 0;             ///< the thread that ran it (numbered in the process)
   std::int64_t start_ns = 0;  ///< since the step started
-  std::int64_t end_ns = 0;
+  std::int64_t end_ns = 0;    ///< since the step started
   std::vector<tensor_stats> outputs{};  ///< the node's outputs (a _Send: the value it sends)
   std::size_t bytes_in_use = 0;         ///< the device's memory in use when the node ended
   int start_thread = -1;                ///< an async kernel's: the thread that started it
 };
 
+/// A traced step's records (run_options::trace, run_metadata::stats): tools/timeline.hpp
+/// writes them as a Chrome trace, summarize() as a table.
 struct step_stats {
-  std::vector<node_stats> nodes;
+  std::vector<node_stats> nodes;  ///< one per node run, in the order they ended
 };
 
 namespace detail {
@@ -97,15 +99,19 @@ inline std::string describe_inputs(std::span<const entry> inputs) {
 }
 }  // namespace detail
 
+/// How the executor runs one step of an executable.
 struct step_options {
-  bool trace = false;
-  std::int64_t step_id = 0;
+  bool trace = false;        ///< record node_stats
+  std::int64_t step_id = 0;  ///< the step's id (kernel_context::step_id)
   /// What traced times count from (a step's partitions share it); unset: the step's creation.
   std::chrono::steady_clock::time_point start = {};
   /// A Recv copies its value into its device's memory (copy_from_host); else hands it on.
   bool copy_transfers = false;
 };
 
+/// One step of an executable (whitepaper §3.1's executor): nodes run as their inputs become
+/// ready, on the devices' threads, control flow by the frames' rules; session::run makes one
+/// per run (one per partition when the graph spans devices).
 class step final : rendezvous::receiver {
  public:
   /// devices: the session's devices, indexed by exec_node::device.
@@ -181,6 +187,7 @@ class step final : rendezvous::receiver {
   /// node starts, and waiting async kernels are cancelled.
   void cancel() { abort(std::make_exception_ptr(error(error_code::cancelled, "step was cancelled"))); }
 
+  /// The records of a traced step (moved out).
   step_stats take_stats() {
     std::lock_guard lock(trace_mutex_);
     return std::move(stats_);

@@ -46,6 +46,10 @@
 
 namespace weft {
 
+/// An input pipeline of queues (whitepaper §4.6; tf.data's stages): a source (rows of
+/// tensors, or the records of files), then map, shuffle and batch stages, each a queue
+/// filled by queue_runner threads in a graph and session of the pipeline's own; a training
+/// graph dequeues from the last stage (dsl/input.hpp types it).
 class input_pipeline {
  public:
   /// A graph function of a map stage: from an element's components (outputs of the
@@ -176,6 +180,7 @@ class input_pipeline {
     for (int i = 0; i < n.num_outputs(); ++i) out.push_back(n.out(i));
     return out;
   }
+  /// The resource manager of the pipeline's queues (give it to the training session).
   const std::shared_ptr<resource_manager>& resources() const noexcept { return resources_; }
   /// The shared name of the last stage's queue (in resources(), container ""), once started.
   const std::string& last_queue_name() const {
@@ -184,7 +189,7 @@ class input_pipeline {
   }
   /// The element's dtypes and static shapes after every stage.
   const std::vector<dtype>& element_types() const noexcept { return types_; }
-  const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }
+  const std::vector<partial_shape>& element_shapes() const noexcept { return shapes_; }  ///< see element_types()
 
  private:
   struct stage {

@@ -47,9 +47,11 @@ namespace weft {
 
 using queue_tuple = std::vector<tensor>;  ///< one element: a tensor per component
 
+/// A queue's order, components and bounds.
 struct queue_options {
+  /// In which order elements come out.
   enum class order { fifo, random_shuffle, priority };
-  order kind = order::fifo;
+  order kind = order::fifo;                ///< the order
   std::vector<dtype> component_types;      ///< at least one
   std::vector<partial_shape> shapes;       ///< one per component, or none: any shape
   std::int64_t capacity = -1;              ///< -1: no bound
@@ -57,6 +59,7 @@ struct queue_options {
   std::uint64_t seed = 0;                  ///< random_shuffle's generator
   bool padded = false;                     ///< dequeue_many pads unknown dims (PaddingFIFOQueue)
 
+  /// Whether every option equals o's (two graphs that name one shared queue must agree).
   bool same_as(const queue_options& o) const {
     return kind == o.kind && component_types == o.component_types && shapes == o.shapes && capacity == o.capacity &&
            min_after_dequeue == o.min_after_dequeue && seed == o.seed && padded == o.padded;
@@ -76,14 +79,20 @@ struct queue_options {
   }
 };
 
+/// A queue of tensor tuples (whitepaper §4.6), a session resource that the queue ops'
+/// kernels use: enqueues wait for room and dequeues for elements without holding a
+/// thread (callbacks), and both are cancelled with their step.
 class queue final : public resource_base {
  public:
-  static constexpr std::string_view kind_name = "queue";
+  static constexpr std::string_view kind_name = "queue";  ///< its kind, in messages
   std::string_view kind() const noexcept override { return kind_name; }
 
+  /// Called once when an enqueue is done, with its error or null.
   using enqueue_done = std::function<void(std::exception_ptr error)>;
+  /// Called once when a dequeue is done, with its error or null and the elements.
   using dequeue_done = std::function<void(std::exception_ptr error, std::vector<queue_tuple> elements)>;
 
+  /// A queue named `name`; options that are not coherent are an invalid_argument error.
   queue(std::string name, queue_options o) : name_(std::move(name)), o_(std::move(o)), random_(o_.seed) {
     if (o_.component_types.empty()) fail(error_code::invalid_argument, "queue '", name_, "': needs at least one component");
     if (!o_.shapes.empty() && o_.shapes.size() != o_.component_types.size())
@@ -101,7 +110,9 @@ class queue final : public resource_base {
   queue(const queue&) = delete;
   queue& operator=(const queue&) = delete;
 
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
+  /// Its options.
   const queue_options& options() const noexcept { return o_; }
 
   /// Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
@@ -159,10 +170,12 @@ class queue final : public resource_base {
     for (auto& c : calls) c();
   }
 
+  /// How many elements it holds.
   std::int64_t size() const {
     std::lock_guard lock(mutex_);
     return static_cast<std::int64_t>(count());
   }
+  /// Whether it was closed.
   bool is_closed() const {
     std::lock_guard lock(mutex_);
     return closed_;

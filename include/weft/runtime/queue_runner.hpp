@@ -39,6 +39,9 @@
 
 namespace weft {
 
+/// Stops a set of threads together (TensorFlow's tf.train.Coordinator): threads started
+/// through it check should_stop(), report errors with request_stop(error), and join()
+/// waits for them and rethrows the first error.
 class coordinator {
  public:
   coordinator() = default;
@@ -65,6 +68,7 @@ class coordinator {
     cancellation_.cancel();
     for (auto& h : hooks) h();
   }
+  /// Whether a stop was requested.
   bool should_stop() const {
     std::lock_guard lock(mutex_);
     return stopped_;
@@ -74,6 +78,7 @@ class coordinator {
     std::unique_lock lock(mutex_);
     return cv_.wait_for(lock, timeout, [&] { return stopped_; });
   }
+  /// Waits until a stop is requested.
   void wait_for_stop() {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return stopped_; });
@@ -132,6 +137,7 @@ class coordinator {
   cancellation_manager cancellation_;
 };
 
+/// What a queue_runner runs besides its enqueues.
 struct queue_runner_options {
   std::optional<endpoint> close = {};   ///< run when every thread has run out of input
   std::optional<endpoint> cancel = {};  ///< run when the coordinator stops (a close that cancels pending enqueues)
@@ -142,6 +148,7 @@ struct queue_runner_options {
 /// join the coordinator first.
 class queue_runner {
  public:
+  /// A runner of `enqueues` (targets) in session s; none is an invalid_argument error.
   queue_runner(session& s, std::vector<endpoint> enqueues, queue_runner_options o = {})
       : session_(s), enqueues_(std::move(enqueues)), o_(std::move(o)) {
     if (enqueues_.empty()) fail(error_code::invalid_argument, "queue_runner: no enqueue targets");

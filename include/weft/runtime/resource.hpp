@@ -32,14 +32,19 @@ class resource_base {
 /// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
 class resource_variable final : public resource_base {
  public:
-  static constexpr std::string_view kind_name = "variable";
+  static constexpr std::string_view kind_name = "variable";  ///< its kind, in messages
   std::string_view kind() const noexcept override { return kind_name; }
+  /// An uninitialized variable of dtype t and shape s.
   resource_variable(dtype t, partial_shape s, std::string name) : dtype_(t), shape_(std::move(s)), name_(std::move(name)) {}
 
+  /// Its dtype.
   dtype element_type() const noexcept { return dtype_; }
+  /// The shape it was declared with (an assigned value must fit it).
   const partial_shape& declared_shape() const noexcept { return shape_; }
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
 
+  /// Whether a value was assigned.
   bool initialized() const {
     std::shared_lock lock(mutex_);
     return value_.valid();
@@ -51,6 +56,7 @@ class resource_variable final : public resource_base {
       fail(error_code::failed_precondition, "variable '", name_, "' is read before it was initialized");
     return value_;
   }
+  /// Replaces the value (readers keep the one they took).
   void assign(tensor v) {
     std::unique_lock lock(mutex_);
     value_ = std::move(v);
@@ -101,6 +107,9 @@ class resource_variable final : public resource_base {
   tensor value_;
 };
 
+/// The state a session keeps across steps (whitepaper §4.6): variables, queues, readers,
+/// mutexes, by container and name. Sessions may share one (session_options::resources);
+/// thread-safe.
 class resource_manager {
  public:
   /// The variable `name` in `container`, created on first use. A second lookup with another
@@ -113,6 +122,7 @@ class resource_manager {
            v->element_type(), v->declared_shape(), ", not ", t, s);
     return v;
   }
+  /// The variable `name` in `container`, or null.
   std::shared_ptr<resource_variable> find_variable(const std::string& container, const std::string& name) const {
     return find<resource_variable>(container, name);
   }
@@ -151,6 +161,7 @@ class resource_manager {
     std::unique_lock lock(mutex_);
     containers_.erase(container);
   }
+  /// How many resources `container` holds.
   std::size_t size(const std::string& container) const {
     std::shared_lock lock(mutex_);
     auto c = containers_.find(container);

@@ -270,7 +270,7 @@ class session {
   resource_manager& resources() const noexcept { return *resources_; }
   /// The default device (CPU:0), and every device of the session.
   const weft::device& device() const noexcept { return *devices_.front(); }
-  std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }
+  std::span<const weft::device* const> devices() const noexcept { return device_ptrs_; }  ///< see device()
   /// The session's devices as the cost model sees them (session_options::device_specs, or
   /// measured, or the defaults) and the links between them.
   const passes::cluster& cluster() const noexcept { return cluster_; }
