@@ -6,8 +6,8 @@ fenced with ```cpp compile-error MESSAGE must fail to compile with MESSAGE in th
 Writes OUT/<doc>_<n>.cpp and OUT/samples.cmake and leaves unchanged files untouched, so
 that rebuilding is incremental.
 
-The samples of every page are built as two programs: OUT/doc_samples.cpp, and
-OUT/doc_samples_linked.cpp for those that link the test suite's kernel registry. Each
+The samples of every page are built as two programs: OUT/doc_pages.cpp, and
+OUT/doc_pages_linked.cpp for those that link the test suite's kernel registry. Each
 sample sits in a namespace of its own, its includes hoisted to the top, its main()
 renamed, and the program runs the sample its argument names. Each program paid about 25 s
 of CPU (g++ -O0) for weft's headers before its own code, and compiled again the kernels
@@ -95,7 +95,7 @@ def main(docs, out):
             else:
                 programs.append(f'  "doc_{name}" "{name}.cpp" "{name}" "{int(links)}"')
     for links, members in sorted(groups.items()):
-        program = 'doc_samples' + ('_linked' if links else '')
+        program = 'doc_pages' + ('_linked' if links else '')
         names = [m[0] for m in members]
         write_if_changed(out / f'{program}.cpp', merged(names, [m[1] for m in members]))
         programs.append(f'  "{program}" "{program}.cpp" "{",".join(names)}" "{int(links)}"')
