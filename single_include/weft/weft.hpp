@@ -9470,7 +9470,10 @@ static_assert(std::endian::native == std::endian::little, "weft's checkpoint for
 /// "[2,3]": dims as read from a file, which may not make a valid shape.
 inline std::string dims_text(const std::vector<std::int64_t>& dims) {
   std::string s = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ',';  // appended apart: g++ 12 -O3 warned (-Wrestrict) on "," + std::to_string(...)
+    s += std::to_string(dims[i]);
+  }
   return s + "]";
 }
 
@@ -11605,7 +11608,10 @@ class step_store {
   /// An iteration path as text for messages: "[0, 3]".
   static std::string path(const std::vector<std::int64_t>& p) {
     std::string s = "[";
-    for (std::size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + std::to_string(p[i]);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (i) s += ", ";
+      s += std::to_string(p[i]);
+    }
     return s + "]";
   }
 

@@ -109,7 +109,10 @@ class step_store {
   /// An iteration path as text for messages: "[0, 3]".
   static std::string path(const std::vector<std::int64_t>& p) {
     std::string s = "[";
-    for (std::size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + std::to_string(p[i]);
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (i) s += ", ";
+      s += std::to_string(p[i]);
+    }
     return s + "]";
   }
 
