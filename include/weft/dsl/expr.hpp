@@ -155,7 +155,7 @@ class lowering {
   /// A lowering inside a loop's frame or a branch of parent's, values from outside brought in by hooks.
   lowering(lowering& parent, frame_hooks& hooks)
       : graph_(parent.graph_), fuse_(parent.fuse_), serial_(next_serial()), parent_(&parent),
-        base_scope_(parent.base_scope_), hooks_(&hooks) {}
+        hooks_(&hooks) {}
   lowering(const lowering&) = delete;
   lowering& operator=(const lowering&) = delete;
 
@@ -165,7 +165,11 @@ class lowering {
   /// While the guard lives, nodes get the graph's name scope of when the top lowering was
   /// made, not a loop's that is being lowered: a leaf (a variable, a placeholder) is named
   /// the same wherever it is first lowered.
-  [[nodiscard]] auto leaf_scope() { return graph_.absolute_name_scope(base_scope_); }
+  [[nodiscard]] auto leaf_scope() {
+    const lowering* top = this;
+    while (top->parent_) top = top->parent_;
+    return graph_.absolute_name_scope(top->base_scope_);
+  }
   /// o as seen here: itself when made here (or at the top), else entered from outside.
   output bring(output o) {
     if (!parent_ || owned_.count(o.node)) return o;
@@ -286,7 +290,7 @@ class lowering {
   std::vector<int> initializers_;
   std::uint64_t serial_;
   lowering* parent_ = nullptr;
-  std::string base_scope_;  ///< the graph's name scope when the top lowering was made
+  std::string base_scope_;  ///< a top lowering's: the graph's name scope when it was made
   frame_hooks* hooks_ = nullptr;
   std::set<int> owned_;                  ///< nodes made here (or entered, or bound)
   std::map<output, output> brought_;     ///< outer value -> as seen here
