@@ -7085,7 +7085,9 @@ inline tensor floating_scalar(dtype t, double v) {
 class gradient_builder {
  public:
   virtual ~gradient_builder() = default;
+  /// The graph being extended (the rules read producers' dtypes and shapes in it).
   virtual const graph& target() const = 0;
+  /// Adds (or finds an equal) node op(inputs) with attrs; its output 0.
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
   /// The graph itself, where the builder can add loops (the gradient of a while loop); null
   /// where it cannot.
@@ -7095,11 +7097,17 @@ class gradient_builder {
 /// A tensor of the graph being extended, with the arithmetic gradient rules use.
 class symbol {
  public:
+  /// Output o of b's graph.
   symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
+  /// Where the symbol's nodes go.
   gradient_builder& builder() const noexcept { return *b_; }
+  /// The graph output it names.
   output out() const noexcept { return o_; }
+  /// The node that produces it.
   const node& producer() const { return b_->target().at(o_); }
+  /// Its dtype.
   dtype type() const { return producer().output_dtype(o_.port); }
+  /// Its shape as far as the graph knows it.
   const partial_shape& shape() const { return producer().output_shape(o_.port); }
 
   /// The node op(*this, more..., attrs), port `port`.
@@ -7127,30 +7135,53 @@ class symbol {
 /// Whether a and b are known, at graph-building time, to have one shape.
 inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
 
+/// Add(a, b).
 inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
+/// Sub(a, b).
 inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
+/// Mul(a, b).
 inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
+/// Div(a, b).
 inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
+/// Neg(a).
 inline symbol operator-(const symbol& a) { return a.then("Neg"); }
+/// a plus a scalar constant of a's dtype.
 inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
+/// A scalar constant of b's dtype minus b.
 inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
+/// a times a scalar constant of a's dtype.
 inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
+/// A scalar constant of b's dtype times b.
 inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
+/// A scalar constant of b's dtype divided by b.
 inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
+/// a minus a scalar constant of a's dtype.
 inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
+/// Greater(a, b): a bool tensor.
 inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
+/// Less(a, b): a bool tensor.
 inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
+/// GreaterEqual(a, b): a bool tensor.
 inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
+/// LessEqual(a, b): a bool tensor.
 inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
+/// Exp(a).
 inline symbol exp(const symbol& a) { return a.then("Exp"); }
+/// Log(a).
 inline symbol log(const symbol& a) { return a.then("Log"); }
+/// Square(a).
 inline symbol square(const symbol& a) { return a.then("Square"); }
+/// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
+/// SelectV2(c, t, e): t where c, else e, broadcasting.
 inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
 /// TensorFlow's Select: a vector condition picks whole rows.
 inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+/// t where c, else the scalar e (of t's dtype).
 inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
+/// The scalar t (of e's dtype) where c, else e.
 inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
+/// a cast to like's dtype (a itself when they agree).
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
@@ -7164,17 +7195,22 @@ inline symbol shape_tensor(const symbol& a) {
   if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
 }
+/// The element count of a as an int64 scalar (a constant when a's shape is known).
 inline symbol size_tensor(const symbol& a) {
   if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
     return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
   return a.then("Size", {}, {{"out_type", dtype::int64}});
 }
+/// a reshaped to like's shape (a itself when both are known equal).
 inline symbol reshape_like(const symbol& a, const symbol& like) {
   if (same_known_shape(a, like)) return a;
   return a.then("Reshape", {shape_tensor(like)});
 }
+/// ZerosLike(a).
 inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
+/// OnesLike(a).
 inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
+/// MatMul(a, b), a transposed when ta, b when tb.
 inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
   return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
 }
@@ -7206,15 +7242,21 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 }
 /// The NN ops the rules of nn_ops.hpp's ops use.
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
+/// LogSoftmax(a) over the last dim.
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
+/// BiasAddGrad(a): a summed over every dim but the channel dim.
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+/// ReluGrad(d, features): d where features > 0, else 0.
 inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
 /// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
   return constant_in(near, tensor::from_vector(v));
 }
+/// a cast to int64 (a itself when it is int64).
 inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
+/// Reshape(a, dims).
 inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
+/// a reshaped to a column [n, 1].
 inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
 /// The value of a when its producer is a constant (read when the graph is built), else null;
 /// a constant that enters a loop as an invariant counts.
@@ -7225,22 +7267,31 @@ inline const tensor* constant_value(const symbol& a) {
 }
 /// The values of a when its producer is an int32 or int64 constant, else nullopt.
 inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
+/// ConcatV2 of the parts (at least one) along axis.
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
   rest.push_back(axis);
   return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
 }
+/// Slice(a, begin, size).
 inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
+/// Pad(a, paddings) with zeros.
 inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
+/// Transpose(a, perm).
 inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
+/// BatchMatMulV2(a, b), a adjointed when adj_a, b when adj_b.
 inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
   return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
 }
+/// MatrixInverse(a) (of a's adjoint when `adjoint`).
 inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
+/// Equal(a, b): a bool tensor.
 inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
+/// Sum(a, axes), reduced dims kept as 1 when keep_dims.
 inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
 }
+/// Prod(a, axes), reduced dims kept as 1 when keep_dims.
 inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
 }
@@ -7248,21 +7299,26 @@ inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
 inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
   return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
 }
+/// Cumprod of a along `axis`.
 inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
   return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
 }
+/// GatherV2(params, indices, axis).
 inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
   return params.then("GatherV2", {indices, axis});
 }
+/// UnsortedSegmentSum(data, ids, segments): the rows of data summed by segment id.
 inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
   return data.then("UnsortedSegmentSum", {ids, segments});
 }
+/// GatherNd(params, indices).
 inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
 /// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
 inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
   const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
   return indices.then("ScatterNd", {updates, dims});
 }
+/// TensorScatterUpdate(t, indices, updates): t with the indexed slices replaced.
 inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
   return t.then("TensorScatterUpdate", {indices, updates});
 }
@@ -7281,20 +7337,27 @@ inline std::array<symbol, 3> fused_batch_norm_grad(const symbol& dy, const symbo
   const output o = dx.out();
   return {dx, symbol(dx.builder(), output{o.node, 1}), symbol(dx.builder(), output{o.node, 2})};
 }
+/// Conv2D(x, f) with window attrs w.
 inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
+/// Conv2DBackpropInput: the gradient of a Conv2D's input of shape `sizes`, from filter f and output gradient d.
 inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
   return sizes.then("Conv2DBackpropInput", {f, d}, w);
 }
+/// Conv2DBackpropFilter: the gradient of a Conv2D's filter of shape `sizes`, from input x and output gradient d.
 inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
   return x.then("Conv2DBackpropFilter", {sizes, d}, w);
 }
+/// MaxPoolGrad: d routed to the maxima of MaxPool's input x (output y).
 inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
   return x.then("MaxPoolGrad", {y, d}, w);
 }
+/// MaxPoolGradGrad: the gradient of MaxPoolGrad, d (shaped as x) read at each window's maximum.
 inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
   return x.then("MaxPoolGradGrad", {y, d}, w);
 }
+/// AvgPool(x) with window attrs w.
 inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
+/// AvgPoolGrad: d spread evenly over the windows of an input of shape `sizes`.
 inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
   return sizes.then("AvgPoolGrad", {d}, w);
 }
@@ -7307,14 +7370,17 @@ using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<sy
 /// Gradient rules by op name, for graphs built at run time.
 class gradient_registry {
  public:
+  /// The process-wide registry (never destroyed).
   static gradient_registry& global() {
     static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
     return *r;
   }
+  /// Registers op's rule (a second rule for the same op is ignored).
   void add(const std::string& op, gradient_fn fn) {
     std::unique_lock lock(mutex_);
     rules_.emplace(op, std::move(fn));
   }
+  /// op's rule, or null when it has none.
   const gradient_fn* find(const std::string& op) const {
     std::shared_lock lock(mutex_);
     auto it = rules_.find(op);
@@ -16234,6 +16300,7 @@ struct queue_kernel final : op_kernel {
            q->options().describe(), ", not ", o_.describe());
     ctx.set_output(0, handle_);
   }
+ private:
   std::string container_, name_;
   queue_options o_;
   tensor handle_;
@@ -16287,6 +16354,7 @@ struct enqueue_kernel final : op_kernel {
       });
     });
   }
+ private:
   bool many_;
 };
 
@@ -16349,6 +16417,7 @@ struct dequeue_kernel final : op_kernel {
     for (std::size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + std::string(name(types[i]));
     return s + ")";
   }
+ private:
   bool batch_, up_to_;
   std::vector<dtype> types_;
 };
@@ -16358,6 +16427,7 @@ struct queue_close_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit queue_close_kernel(const node& n) : cancel_(n.attr<bool>("cancel_pending_enqueues")) {}
   void compute(kernel_context& ctx) const override { queue_of(ctx)->close(cancel_); }
+ private:
   bool cancel_;
 };
 
@@ -16391,6 +16461,7 @@ struct mutex_kernel final : op_kernel {
     ctx.resources().lookup_or_create<resource_mutex>(container_, name_, [&] { return std::make_shared<resource_mutex>(name_); });
     ctx.set_output(0, handle_);
   }
+ private:
   std::string container_, name_;
   tensor handle_;
 };
@@ -16970,6 +17041,7 @@ struct save_kernel final : op_kernel {
     for (int i = 1; i < ctx.num_inputs(); ++i) named.emplace_back(names_[static_cast<std::size_t>(i - 1)], ctx.input(i));
     write_checkpoint(path_of(ctx.input(0)), named);
   }
+ private:
   std::vector<std::string> names_;
 };
 
@@ -16998,6 +17070,7 @@ struct restore_kernel final : op_kernel {
     }
     for (std::size_t i = 0; i < out.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(out[i]));
   }
+ private:
   std::vector<std::string> names_;
   std::vector<dtype> dtypes_;
   std::vector<partial_shape> shapes_;
@@ -17035,6 +17108,7 @@ struct reader_kernel final : op_kernel {
            "' exists and cuts records another way (another reader op or other attrs under one shared_name)");
     ctx.set_output(0, handle_);
   }
+ private:
   std::string container_, name_;
   tensor handle_;
   record_format f_;
@@ -17072,6 +17146,7 @@ struct reader_read_kernel final : op_kernel {
       });
     });
   }
+ private:
   bool up_to_;
 };
 
@@ -17085,6 +17160,7 @@ struct reader_state_kernel final : op_kernel {
     const std::int64_t v = op_ == "ReaderNumRecordsProduced" ? r->records_produced() : r->work_units_completed();
     ctx.allocate_output(0, shape{}).data<std::int64_t>()[0] = v;
   }
+ private:
   std::string op_;
 };
 
@@ -19415,6 +19491,7 @@ struct const_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit const_kernel(const node& n) : value_(n.attr<tensor>("value")) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, value_); }
+ private:
   tensor value_;
 };
 
@@ -20204,8 +20281,10 @@ class broadcast_rows {
 
 namespace weft::cpu {
 
+/// A read-only Eigen array view of contiguous elements of type T (vectorized expressions).
 template <class T>
 using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+/// A writable Eigen array view of contiguous elements of type T.
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
@@ -20214,6 +20293,7 @@ using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 /// already, and the scalar form computes in the unsigned type, where the wrap is defined.
 enum class wrap_kind { add, sub, mul, neg, abs, square };
 
+/// T's +, -, * and negation wrap modulo 2^bits (signed integers; unsigned ones wrap in C++ already).
 template <class T>
 inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T>;
 
@@ -20247,16 +20327,21 @@ T arith_scalar(T a, T b = T(0)) {
   }
 }
 
+/// The Eigen functor of a wrapping op K on T (unaryExpr or binaryExpr): scalar and packet forms.
 template <wrap_kind K, class T>
 struct wrapping_op {
+  /// K of one element (neg, abs, square), wrapping.
   T operator()(const T& a) const { return arith_scalar<K>(a); }
+  /// a K b for one pair of elements (add, sub, mul), wrapping.
   T operator()(const T& a, const T& b) const { return arith_scalar<K>(a, b); }
+  /// K of a packet of elements (SIMD integer instructions wrap).
   template <class P>
   P packetOp(const P& a) const {
     if constexpr (K == wrap_kind::neg) return Eigen::internal::pnegate(a);
     else if constexpr (K == wrap_kind::abs) return Eigen::internal::pabs(a);
     else return Eigen::internal::pmul(a, a);
   }
+  /// a K b for packets of elements.
   template <class P>
   P packetOp(const P& a, const P& b) const {
     if constexpr (K == wrap_kind::add) return Eigen::internal::padd(a, b);
@@ -20274,6 +20359,7 @@ auto wrapping_binary(const A& a, const B& b) {
   else if constexpr (K == wrap_kind::sub) return a - b;
   else return a * b;
 }
+/// The Eigen expression for op x (neg, abs, square): wrapping for signed integers, plain otherwise.
 template <wrap_kind K, class A>
 auto wrapping_unary(const A& x) {
   using T = typename A::Scalar;
@@ -20289,12 +20375,14 @@ auto wrapping_unary(const A& x) {
 /// answers, as TensorFlow's and the GPU's; other packets keep Eigen's fast path.
 template <class T, bool Reciprocal>
 struct exact_sqrt_op {
+  /// sqrt(a) (or 1 / sqrt(a)) of one element.
   T operator()(const T& a) const {
     using std::sqrt;
     using Eigen::numext::sqrt;
     if constexpr (Reciprocal) return T(1) / sqrt(a);
     else return sqrt(a);
   }
+  /// Of a packet: Eigen's fast form, or lane by lane where a lane is +inf, subnormal or zero.
   template <class P>
   P packetOp(const P& a) const {
     namespace ei = Eigen::internal;
@@ -20317,9 +20405,12 @@ struct exact_sqrt_op {
 };
 
 // ---- unary -------------------------------------------------------------------------
+// Each functor: an Eigen array expression (apply) and its cost per element (parallel_for).
 #define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
+  /** Elementwise functor NAME: `EXPR` of an Eigen array x. */ \
   struct NAME {                                          \
-    static constexpr double cost = COST;                 \
+    static constexpr double cost = COST; /**< cycles per element, for splitting work */ \
+    /** The Eigen expression of the op over the array x. */ \
     template <class A>                                   \
     static auto apply(const A& x) {                      \
       return EXPR;                                       \
@@ -20336,30 +20427,37 @@ WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
 #undef WEFT_DETAIL_UNARY
 
-/// Square and Relu also run on uint64, which has no Eigen kernels: they have a scalar form.
+/// Elementwise functor of Square, x * x (wrapping for signed integers). Square and Relu also
+/// run on uint64, which has no Eigen kernels: they have a scalar form.
 struct square_fn {
-  static constexpr double cost = 1;
+  static constexpr double cost = 1;  ///< cycles per element, for splitting work
+  /// The Eigen expression over the array x.
   template <class A>
   static auto apply(const A& x) {
     return wrapping_unary<wrap_kind::square>(x);
   }
+  /// Of one element (the dtypes that loop one element at a time).
   template <class T>
   static T scalar(const T& x) {
     return arith_scalar<wrap_kind::square>(x);
   }
 };
+/// Elementwise functor of Relu, max(x, 0).
 struct relu_fn {
-  static constexpr double cost = 1;
+  static constexpr double cost = 1;  ///< cycles per element, for splitting work
+  /// The Eigen expression over the array x.
   template <class A>
   static auto apply(const A& x) {
     return x.cwiseMax(typename A::Scalar(0));
   }
+  /// Of one element.
   template <class T>
   static T scalar(const T& x) {
     return std::max(x, T(0));
   }
 };
 
+/// y = F(x), elements of type T, split across the intra-op threads.
 template <class F, class T>
 void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
   const T* in = x.data<T>();
@@ -20384,10 +20482,13 @@ void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn
   detail::run_convert(ctx, narrow, yc, y);
 }
 
+/// The CPU kernels of the unary op whose functor is F: `unary_kernel<F>::of<T>` for dtype T.
 template <class F>
 struct unary_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>>(ctx, widen_fn<T>, narrow_fn<T>); }
   };
@@ -20396,12 +20497,15 @@ struct unary_kernel {
 // ---- binary ------------------------------------------------------------------------
 // Each functor has an Eigen form (arrays or array and constant) and a scalar form.
 #define WEFT_DETAIL_BINARY(NAME, EXPR, SCALAR, COST)                   \
+  /** Elementwise functor NAME: `EXPR` of Eigen arrays (or an array and a constant) a and b. */ \
   struct NAME {                                                        \
-    static constexpr double cost = COST;                               \
+    static constexpr double cost = COST; /**< cycles per element, for splitting work */ \
+    /** The Eigen expression over a and b. */                          \
     template <class A, class B>                                        \
     static auto apply(const A& a, const B& b) {                        \
       return EXPR;                                                     \
     }                                                                  \
+    /** Of one pair of elements: `SCALAR`. */                          \
     template <class T>                                                 \
     static auto scalar(const T& a, const T& b) {                       \
       return SCALAR;                                                   \
@@ -20423,12 +20527,16 @@ WEFT_DETAIL_BINARY(logical_and_fn, a && b, a && b, 1);
 WEFT_DETAIL_BINARY(logical_or_fn, a || b, a || b, 1);
 #undef WEFT_DETAIL_BINARY
 
+/// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
+/// kernel rejects negative exponents first), floats and complex numbers by pow.
 struct pow_fn {
-  static constexpr double cost = 40;
+  static constexpr double cost = 40;  ///< cycles per element, for splitting work
+  /// The Eigen expression over a and b (scalar() per element).
   template <class A, class B>
   static auto apply(const A& a, const B& b) {
     return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
   }
+  /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
     if constexpr (std::is_integral_v<T>) {
@@ -20473,12 +20581,15 @@ void for_each_broadcast(const shape& out, const std::array<std::vector<std::int6
   }
 }
 
+/// The broadcast shape of a and b, or an invalid_argument error naming both.
 inline shape broadcast_or_fail(const shape& a, const shape& b) {
   auto s = broadcast(a, b);
   if (!s) fail(error_code::invalid_argument, "shapes ", a, " and ", b, " are not broadcastable");
   return *s;
 }
 
+/// z = F(x, y) with broadcasting (elements of type T in, Out out), split across the intra-op
+/// threads: one vectorized expression over equal shapes, rows of broadcasts, or strides.
 template <class F, class T, class Out>
 void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   const T* a = x.data<T>();
@@ -20563,10 +20674,14 @@ void binary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_f
   if (narrowed) detail::run_convert(ctx, narrow, zc, z);
 }
 
+/// The CPU kernels of the binary op whose functor is F (a bool output when Bool):
+/// `binary_kernel<F>::of<T>` for dtype T.
 template <class F, bool Bool = false>
 struct binary_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override {
       binary_run<F, compute_t<T>, Bool>(ctx, widen_fn<T>, narrow_fn<T>);
@@ -20593,6 +20708,7 @@ struct relu_grad_kernel final : op_kernel {
     T* po = out.data<T>();
     ctx.parallel_for(g.num_elements(), 1, [&](std::int64_t b, std::int64_t e) { flat(pg + b, pf + b, po + b, e - b); });
   }
+  /// o[i] = f[i] > 0 ? g[i] : 0 for n elements.
   static void flat(const T* g, const T* f, T* o, std::int64_t n) {
     if constexpr (is_half_v<T>) {
       // On the bits, eight at a time in the compilers' generic vectors (Eigen's half types
@@ -20744,13 +20860,15 @@ struct cast_kernel final : op_kernel {
 template <class Op>
 struct elementwise_cpu;
 #define WEFT_DETAIL_ELEMENTWISE(OP, FN, KERNEL, TYPES, TYPED) \
+  /** The CPU kernel of OP: functor FN, the kernels of KERNEL, dtypes TYPES. */ \
   template <>                                                  \
   struct elementwise_cpu<ops::OP> {                            \
-    using functor = FN;                                        \
+    using functor = FN; /**< the elementwise functor */        \
+    /** The kernel class for dtype T. */                       \
     template <class T>                                         \
     using kernel = typename KERNEL::template of<T>;            \
-    using types = TYPES;                                       \
-    static constexpr bool typed = TYPED;                       \
+    using types = TYPES; /**< the dtypes it runs on */         \
+    static constexpr bool typed = TYPED; /**< false: bool only, no type attr */ \
   };
 template <class F>
 using bool_binary_kernel = binary_kernel<F, true>;  ///< comparisons and logical ops: bool output
@@ -20788,9 +20906,11 @@ WEFT_DETAIL_ELEMENTWISE(LogicalOr, logical_or_fn, bool_binary_kernel<logical_or_
 #undef WEFT_DETAIL_UNARY_OP
 #undef WEFT_DETAIL_ELEMENTWISE
 
+/// Op has an entry in the elementwise table.
 template <class Op>
 concept has_elementwise_cpu = requires { typename elementwise_cpu<Op>::functor; };
 
+/// The elementwise functor of Op.
 template <class Op>
 using functor_of = typename elementwise_cpu<Op>::functor;
 
@@ -20809,10 +20929,12 @@ template <class Op, class... T>
 void register_elementwise_kernels_for(type_list<T...>) {
   (register_elementwise_kernel<Op, T>(), ...);
 }
+/// Registers Op's table kernels for each of its dtypes (none when Op is not in the table).
 template <class Op>
 void register_table_kernels_of() {
   if constexpr (has_elementwise_cpu<Op>) register_elementwise_kernels_for<Op>(typename elementwise_cpu<Op>::types{});
 }
+/// register_table_kernels_of for each op in the list.
 template <class... Op>
 void register_table_kernels(type_list<Op...>) {
   (register_table_kernels_of<Op>(), ...);
@@ -20833,8 +20955,8 @@ void register_elementwise_kernels() {
 
 }  // namespace weft::cpu
 
-/// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 namespace weft {
+/// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 template <class Op, class T>
   requires cpu::has_elementwise_cpu<Op>
 struct kernel_for<Op, T, device_types::cpu> {
@@ -20859,7 +20981,9 @@ struct kernel_for<ops::Cast, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::cast_kernel<>>("Cast"); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every math op's CPU kernels (the family at once). A partial
+/// specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::math, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_elementwise_kernels(); }
@@ -22333,6 +22457,7 @@ struct matmul_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ta_, tb_, false, true);
   }
+ private:
   bool ta_, tb_;
 };
 
@@ -22344,6 +22469,7 @@ struct batch_matmul_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ax_, ay_, true, false);
   }
+ private:
   bool ax_, ay_;
 };
 
@@ -22409,6 +22535,7 @@ struct matrix_inverse_kernel final : op_kernel {
       o = lu.inverse();
     }
   }
+ private:
   bool adjoint_;
 };
 
@@ -22576,6 +22703,7 @@ struct kernel {
         for (std::size_t o = 0; o < shapes.size(); ++o)
           detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
     }
+   private:
     Body body_;
   };
 };
@@ -23445,6 +23573,7 @@ struct conv2d {
     conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
                     v.out[0].data<C>());
   }
+ private:
   ops::window_attrs w_;
 };
 
@@ -23464,6 +23593,7 @@ struct conv2d_backprop_input {
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_input<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[1].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
   }
+ private:
   ops::window_attrs w_;
 };
 
@@ -23483,6 +23613,7 @@ struct conv2d_backprop_filter {
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_filter<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[0].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
   }
+ private:
   ops::window_attrs w_;
 };
 
@@ -23595,6 +23726,7 @@ struct random_kernel final : op_kernel {
         [] {});
   }
 
+ private:
   dtype dtype_;
   std::uint64_t key_;
   mutable std::atomic<std::uint64_t> counter_{0};
@@ -23668,6 +23800,7 @@ struct dropout {
       }
     });
   }
+ private:
   std::uint64_t key_;
   mutable std::atomic<std::uint64_t> counter_{0};
 };
@@ -23709,6 +23842,7 @@ struct pool_base {
   explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
   double cost(const geometry& g) const { return static_cast<double>(g.positions()) * static_cast<double>(g.patch()); }
+ private:
   ops::window_attrs w_;
 };
 
@@ -24420,6 +24554,7 @@ struct decode_raw_kernel final : op_kernel {
     if (type_ == dtype::boolean)  // any nonzero byte is true, as a bool must be 0 or 1
       for (auto& b : out.flat<bool>()) b = reinterpret_cast<const unsigned char&>(b) != 0;
   }
+ private:
   dtype type_;
   bool little_;
 };
@@ -24538,6 +24673,7 @@ struct decode_csv_kernel final : op_kernel {
       default: fail(error_code::invalid_argument, "column ", c, " is ", t, ", which DecodeCSV does not parse");
     }
   }
+ private:
   std::vector<dtype> types_;
   char delim_;
   bool quotes_;
@@ -24716,6 +24852,7 @@ struct reduce_kernel {
       // The identity is T's (the int8 maximum of nothing is -128), even when computing in C.
       reduce_run<R, C>(ctx, keep_, R::template init<accumulator_t<C>, T>(), widen_fn<T>, narrow_fn<T>);
     }
+   private:
     bool keep_;
   };
 };
@@ -24862,6 +24999,7 @@ struct scan_kernel {
       scan_lines<R, C>(ctx, xc.data<C>(), result.data<C>(), outer, x.shape()[axis], inner, exclusive_, reverse_);
       if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
     }
+   private:
     bool exclusive_, reverse_;
   };
 };
@@ -25121,6 +25259,7 @@ struct variable_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     ctx.set_output_ref(0, ctx.resources().lookup_or_create_variable(container_, name_, dtype_, shape_));
   }
+ private:
   std::string container_, name_;
   dtype dtype_;
   partial_shape shape_;
@@ -25139,6 +25278,7 @@ struct assign_kernel final : op_kernel {
     var->assign(value);
     ctx.set_output_ref(0, std::move(var));
   }
+ private:
   bool validate_;
 };
 
@@ -25188,6 +25328,7 @@ struct accumulator_push_kernel final : op_kernel {
     ctx.store().put({name_, accumulator_path(ctx.input(0))}, ctx.input_dead(1) ? tensor() : ctx.input(1));
     ctx.set_output(0, ctx.input(0));
   }
+ private:
   std::string name_;
 };
 
@@ -25203,6 +25344,7 @@ struct accumulator_pop_kernel final : op_kernel {
       fail(error_code::internal, "accumulator '", name_, "' holds ", t.dtype(), t.shape(), ", not ", dtype_, shape_);
     ctx.set_output(0, std::move(t));
   }
+ private:
   std::string name_;
   dtype dtype_;
   partial_shape shape_;
@@ -25354,6 +25496,7 @@ struct image_summary_kernel final : op_kernel {
     summary_detail::output_summary(
         ctx, summary_proto::summary_of(summary_proto::image_values(tag, ctx.input(1), max_images_, bad, "ImageSummary")));
   }
+ private:
   std::int64_t max_images_;
   tensor bad_color_;
 };
@@ -25555,6 +25698,7 @@ struct apply_kernel {
       });
       ctx.set_output_ref(0, std::move(held[0]));
     }
+   private:
     bool nesterov_;
   };
 };

@@ -215,6 +215,7 @@ struct gpu_const final : op_kernel {
     std::call_once(once_, [&] { on_device_ = ctx.device().copy_from_host(value_); });
     ctx.set_output(0, on_device_);
   }
+ private:
   tensor value_;
   mutable std::once_flag once_;
   mutable tensor on_device_;
@@ -315,6 +316,7 @@ struct with_inputs_in final : op_kernel {
     k_.compute(inner);
     if (inner.error()) std::rethrow_exception(inner.error());
   }
+ private:
   K k_;
 };
 template <class K, int... Is>
@@ -391,6 +393,7 @@ struct gpu_unary final : op_kernel {
     launch::unary_op(Op, t_, x.raw_data(), y.raw_data(), x.num_elements(), g.stream());
     launched(ctx.node().op().c_str());
   }
+ private:
   launch::elem t_;
 };
 
@@ -425,6 +428,7 @@ struct gpu_binary final : op_kernel {
     launch::binary_op(Op, t_, a.raw_data(), b.raw_data(), z.raw_data(), z.num_elements(), plan, gpu_of(ctx.device()).stream());
     launched(ctx.node().op().c_str());
   }
+ private:
   launch::elem t_;
 };
 
@@ -441,6 +445,7 @@ struct gpu_select_v2 final : op_kernel {
                       out.num_elements(), plan, gpu_of(ctx.device()).stream());
     launched("SelectV2");
   }
+ private:
   launch::elem t_;
 };
 
@@ -463,6 +468,7 @@ struct gpu_select final : op_kernel {
                       out.num_elements(), plan, gpu_of(ctx.device()).stream());
     launched("Select");
   }
+ private:
   launch::elem t_;
 };
 
@@ -501,6 +507,7 @@ struct gpu_cast final : op_kernel {
     launch::cast_op(from_elem_, to_elem_, x.raw_data(), y.raw_data(), x.num_elements(), gpu_of(ctx.device()).stream());
     launched("Cast");
   }
+ private:
   dtype from_, to_;
   launch::cast_elem from_elem_, to_elem_;
 };
@@ -521,6 +528,7 @@ struct gpu_fill final : op_kernel {
     launch::fill_op(t_, value.raw_data(), y.raw_data(), y.num_elements(), gpu_of(ctx.device()).stream());
     launched("Fill");
   }
+ private:
   launch::elem t_;
 };
 
@@ -665,6 +673,7 @@ struct gpu_reduce final : op_kernel {
     }
     ctx.set_output(0, reduce_axes(g, Op, t_, x, reduced).reshape(shape(out_dims)));
   }
+ private:
   launch::elem t_;
   bool keep_dims_;
 };
@@ -693,6 +702,7 @@ struct gpu_arg_reduce final : op_kernel {
     launch::arg_reduce_op(Max, t_, x.raw_data(), y.raw_data(), int64_, outer, n, inner, gpu_of(ctx.device()).stream());
     launched(Max ? "ArgMax" : "ArgMin");
   }
+ private:
   launch::elem t_;
   bool int64_;
 };
@@ -716,6 +726,7 @@ struct gpu_scan final : op_kernel {
                     gpu_of(ctx.device()).stream());
     launched(Op == launch::reduction::sum ? "Cumsum" : "Cumprod");
   }
+ private:
   launch::elem t_;
   bool exclusive_, reverse_;
 };
@@ -789,6 +800,7 @@ struct gpu_matmul final : op_kernel {
     }
     gemm(g, t_, transpose_a_, transpose_b_, m, n, k, a.raw_data(), a.shape()[1], b.raw_data(), b.shape()[1], c.raw_data());
   }
+ private:
   dtype t_;
   bool transpose_a_, transpose_b_;
 };
@@ -830,6 +842,7 @@ struct gpu_batch_matmul final : op_kernel {
     gemm(g, t_, adj_x_, adj_y_, m, n, k, x.raw_data(), xc, y.raw_data(), yc, c.raw_data(), batch,
          x_batch == 1 ? 0 : xr * xc, y_batch == 1 ? 0 : yr * yc, m * n);
   }
+ private:
   dtype t_;
   bool adj_x_, adj_y_;
 };
@@ -870,6 +883,7 @@ struct gpu_bias_add final : op_kernel {
     }
     launched("BiasAdd");
   }
+ private:
   launch::elem t_;
   std::string format_;
 };
@@ -892,6 +906,7 @@ struct gpu_bias_add_grad final : op_kernel {
     }
     ctx.set_output(0, reduce_axes(g, launch::reduction::sum, t_, d, reduced));
   }
+ private:
   launch::elem t_;
   std::string format_;
 };
@@ -910,6 +925,7 @@ struct gpu_softmax final : op_kernel {
                        gpu_of(ctx.device()).stream());
     launched(Log ? "LogSoftmax" : "Softmax");
   }
+ private:
   launch::elem t_;
 };
 
@@ -934,6 +950,7 @@ struct gpu_sparse_xent final : op_kernel {
                            g.errors().claim(message_), g.stream());
     launched("SparseSoftmaxCrossEntropyWithLogits");
   }
+ private:
   launch::elem t_;
   bool labels64_;
   std::string message_;
@@ -954,6 +971,7 @@ struct gpu_softmax_xent final : op_kernel {
                             gpu_of(ctx.device()).stream());
     launched("SoftmaxCrossEntropyWithLogits");
   }
+ private:
   launch::elem t_;
 };
 
@@ -970,6 +988,7 @@ struct gpu_l2_loss final : op_kernel {
     launch::reduce_op(launch::reduction::l2, t_, x.raw_data(), y.raw_data(), 1, x.num_elements(), 1, scratch.raw_data(), g.stream());
     launched("L2Loss");
   }
+ private:
   launch::elem t_;
 };
 
@@ -1000,6 +1019,7 @@ struct gpu_one_hot final : op_kernel {
                        out.raw_data(), outer, depth, inner, gpu_of(ctx.device()).stream());
     launched("OneHot");
   }
+ private:
   std::int64_t axis_;
 };
 
@@ -1029,6 +1049,7 @@ struct gpu_gather final : op_kernel {
                            g.stream());
     launched("GatherV2");
   }
+ private:
   bool indices64_;
   std::string message_;
 };
@@ -1106,6 +1127,7 @@ struct gpu_concat final : op_kernel {
       at[static_cast<std::size_t>(axis)] += t.shape()[axis];
     }
   }
+ private:
   int count_;
 };
 
@@ -1131,6 +1153,7 @@ struct gpu_split final : op_kernel {
       begin[static_cast<std::size_t>(axis)] += dims[static_cast<std::size_t>(axis)];
     }
   }
+ private:
   int count_;
 };
 
@@ -1251,6 +1274,7 @@ struct gpu_fill_like final : op_kernel {
     }
     return one;
   }
+ private:
   dtype t_;
   mutable std::once_flag once_;
   mutable tensor one_;
@@ -1281,6 +1305,7 @@ struct gpu_unsorted_segment_sum final : op_kernel {
                                     ids.num_elements(), row, segments, g.errors().claim(message_), g.stream());
     launched("UnsortedSegmentSum");
   }
+ private:
   launch::elem t_;
   std::string message_;
 };
@@ -1332,6 +1357,7 @@ struct gpu_gather_nd final : op_kernel {
                   indices.dtype() == dtype::int64, p, params.raw_data(), y.raw_data(), g.errors().claim(message_), g.stream());
     launched("GatherNd");
   }
+ private:
   std::string message_;
 };
 
@@ -1368,6 +1394,7 @@ struct gpu_scatter_nd final : op_kernel {
                   updates.raw_data(), out.raw_data(), g.errors().claim(message_), g.stream());
     launched(ctx.node().op().c_str());
   }
+ private:
   std::string message_;
 };
 
@@ -1396,6 +1423,7 @@ struct gpu_sum_to_shape final : op_kernel {
     }
     ctx.set_output(0, reduce_axes(g, launch::reduction::sum, t_, x, reduced).reshape(to));
   }
+ private:
   launch::elem t_;
 };
 
@@ -1434,6 +1462,7 @@ struct gpu_pool final : op_kernel {
     launch::pool_op(Max, t_, x.raw_data(), y.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
     launched(Max ? "MaxPool" : "AvgPool");
   }
+ private:
   launch::elem t_;
   ops::window_attrs w_;
 };
@@ -1457,6 +1486,7 @@ struct gpu_max_pool_grad final : op_kernel {
       launch::max_pool_grad_op(t_, x.raw_data(), grad.raw_data(), out.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
     launched(Second ? "MaxPoolGradGrad" : "MaxPoolGrad");
   }
+ private:
   launch::elem t_;
   ops::window_attrs w_;
 };
@@ -1474,6 +1504,7 @@ struct gpu_avg_pool_grad final : op_kernel {
     launch::avg_pool_grad_op(t_, grad.raw_data(), dx.raw_data(), pool_geometry_of(g), gpu_of(ctx.device()).stream());
     launched("AvgPoolGrad");
   }
+ private:
   launch::elem t_;
   ops::window_attrs w_;
 };
@@ -1531,9 +1562,10 @@ class conv_descriptors {
     if (y_) (void)cudnnDestroyTensorDescriptor(y_);
     if (x_) (void)cudnnDestroyTensorDescriptor(x_);
   }
-  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
-  cudnnFilterDescriptor_t f_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnTensorDescriptor_t x_ = nullptr;  ///< the input's descriptor
+  cudnnTensorDescriptor_t y_ = nullptr;  ///< the output's descriptor
+  cudnnFilterDescriptor_t f_ = nullptr;  ///< the filter's descriptor
+  cudnnConvolutionDescriptor_t conv_ = nullptr;  ///< the convolution's (padding, strides, dilations)
 };
 
 /// The scaling factors cuDNN takes: float, or double for float64 data.
@@ -1780,6 +1812,7 @@ struct gpu_random final : op_kernel {
     launch::random_op(D, t_, key_, base, per, out.raw_data(), n, gpu_of(ctx.device()).stream());
     launched(ctx.node().op().c_str());
   }
+ private:
   launch::elem t_;
   std::uint64_t key_;
   mutable std::atomic<std::uint64_t> counter_{0};
@@ -1804,6 +1837,7 @@ struct gpu_dropout final : op_kernel {
                        g.errors().claim(message_, error_slots::value_kind::float64_bits), g.stream());
     launched("Dropout");
   }
+ private:
   launch::elem t_;
   std::uint64_t key_;
   std::string message_;
@@ -1869,6 +1903,7 @@ struct gpu_apply final : op_kernel {
         [&g](const tensor& t) { return t.memory_space() == memory_space::host ? g.copy_from_host(t) : g.copy_on_device(t); });
     ctx.set_output_ref(0, std::move(held[0]));
   }
+ private:
   launch::elem t_;
   bool nesterov_;
 };

@@ -42,7 +42,9 @@ inline tensor floating_scalar(dtype t, double v) {
 class gradient_builder {
  public:
   virtual ~gradient_builder() = default;
+  /// The graph being extended (the rules read producers' dtypes and shapes in it).
   virtual const graph& target() const = 0;
+  /// Adds (or finds an equal) node op(inputs) with attrs; its output 0.
   virtual output add(std::string_view op, std::vector<output> inputs, attr_map attrs) = 0;
   /// The graph itself, where the builder can add loops (the gradient of a while loop); null
   /// where it cannot.
@@ -52,11 +54,17 @@ class gradient_builder {
 /// A tensor of the graph being extended, with the arithmetic gradient rules use.
 class symbol {
  public:
+  /// Output o of b's graph.
   symbol(gradient_builder& b, output o) : b_(&b), o_(o) {}
+  /// Where the symbol's nodes go.
   gradient_builder& builder() const noexcept { return *b_; }
+  /// The graph output it names.
   output out() const noexcept { return o_; }
+  /// The node that produces it.
   const node& producer() const { return b_->target().at(o_); }
+  /// Its dtype.
   dtype type() const { return producer().output_dtype(o_.port); }
+  /// Its shape as far as the graph knows it.
   const partial_shape& shape() const { return producer().output_shape(o_.port); }
 
   /// The node op(*this, more..., attrs), port `port`.
@@ -84,30 +92,53 @@ class symbol {
 /// Whether a and b are known, at graph-building time, to have one shape.
 inline bool same_known_shape(const symbol& a, const symbol& b) { return a.shape().fully_known() && a.shape() == b.shape(); }
 
+/// Add(a, b).
 inline symbol operator+(const symbol& a, const symbol& b) { return a.then("Add", {b}); }
+/// Sub(a, b).
 inline symbol operator-(const symbol& a, const symbol& b) { return a.then("Sub", {b}); }
+/// Mul(a, b).
 inline symbol operator*(const symbol& a, const symbol& b) { return a.then("Mul", {b}); }
+/// Div(a, b).
 inline symbol operator/(const symbol& a, const symbol& b) { return a.then("Div", {b}); }
+/// Neg(a).
 inline symbol operator-(const symbol& a) { return a.then("Neg"); }
+/// a plus a scalar constant of a's dtype.
 inline symbol operator+(const symbol& a, double b) { return a + a.scalar(b); }
+/// A scalar constant of b's dtype minus b.
 inline symbol operator-(double a, const symbol& b) { return b.scalar(a) - b; }
+/// a times a scalar constant of a's dtype.
 inline symbol operator*(const symbol& a, double b) { return a * a.scalar(b); }
+/// A scalar constant of b's dtype times b.
 inline symbol operator*(double a, const symbol& b) { return b.scalar(a) * b; }
+/// A scalar constant of b's dtype divided by b.
 inline symbol operator/(double a, const symbol& b) { return b.scalar(a) / b; }
+/// a minus a scalar constant of a's dtype.
 inline symbol operator-(const symbol& a, double b) { return a - a.scalar(b); }
+/// Greater(a, b): a bool tensor.
 inline symbol operator>(const symbol& a, double b) { return a.then("Greater", {a.scalar(b)}); }
+/// Less(a, b): a bool tensor.
 inline symbol operator<(const symbol& a, double b) { return a.then("Less", {a.scalar(b)}); }
+/// GreaterEqual(a, b): a bool tensor.
 inline symbol operator>=(const symbol& a, const symbol& b) { return a.then("GreaterEqual", {b}); }
+/// LessEqual(a, b): a bool tensor.
 inline symbol operator<=(const symbol& a, const symbol& b) { return a.then("LessEqual", {b}); }
+/// Exp(a).
 inline symbol exp(const symbol& a) { return a.then("Exp"); }
+/// Log(a).
 inline symbol log(const symbol& a) { return a.then("Log"); }
+/// Square(a).
 inline symbol square(const symbol& a) { return a.then("Square"); }
+/// Pow(a, b).
 inline symbol pow(const symbol& a, const symbol& b) { return a.then("Pow", {b}); }
+/// SelectV2(c, t, e): t where c, else e, broadcasting.
 inline symbol select(const symbol& c, const symbol& t, const symbol& e) { return c.then("SelectV2", {t, e}); }
 /// TensorFlow's Select: a vector condition picks whole rows.
 inline symbol select_rows(const symbol& c, const symbol& t, const symbol& e) { return c.then("Select", {t, e}); }
+/// t where c, else the scalar e (of t's dtype).
 inline symbol select(const symbol& c, const symbol& t, double e) { return select(c, t, t.scalar(e)); }
+/// The scalar t (of e's dtype) where c, else e.
 inline symbol select(const symbol& c, double t, const symbol& e) { return select(c, e.scalar(t), e); }
+/// a cast to like's dtype (a itself when they agree).
 inline symbol cast_like(const symbol& a, const symbol& like) {
   return a.type() == like.type() ? a : a.then("Cast", {}, {{"DstT", like.type()}});
 }
@@ -121,17 +152,22 @@ inline symbol shape_tensor(const symbol& a) {
   if (a.shape().fully_known()) return constant_in(a, tensor::from_vector(a.shape().dims()));
   return a.then("Shape", {}, {{"out_type", dtype::int64}});
 }
+/// The element count of a as an int64 scalar (a constant when a's shape is known).
 inline symbol size_tensor(const symbol& a) {
   if (a.shape().fully_known())  // a partial shape's dims are not checked as a shape's are
     return constant_in(a, tensor::scalar(checked_element_count(a.shape().dims(), "the element count")));
   return a.then("Size", {}, {{"out_type", dtype::int64}});
 }
+/// a reshaped to like's shape (a itself when both are known equal).
 inline symbol reshape_like(const symbol& a, const symbol& like) {
   if (same_known_shape(a, like)) return a;
   return a.then("Reshape", {shape_tensor(like)});
 }
+/// ZerosLike(a).
 inline symbol zeros_like(const symbol& a) { return a.then("ZerosLike"); }
+/// OnesLike(a).
 inline symbol ones_like(const symbol& a) { return a.then("OnesLike"); }
+/// MatMul(a, b), a transposed when ta, b when tb.
 inline symbol matmul(const symbol& a, const symbol& b, bool ta, bool tb) {
   return a.then("MatMul", {b}, {{"transpose_a", ta}, {"transpose_b", tb}});
 }
@@ -163,15 +199,21 @@ inline symbol reduce_sum_keep(const symbol& a, std::int32_t axis) {
 }
 /// The NN ops the rules of nn_ops.hpp's ops use.
 inline symbol softmax(const symbol& a) { return a.then("Softmax"); }
+/// LogSoftmax(a) over the last dim.
 inline symbol log_softmax(const symbol& a) { return a.then("LogSoftmax"); }
+/// BiasAddGrad(a): a summed over every dim but the channel dim.
 inline symbol bias_add_grad(const symbol& a) { return a.then("BiasAddGrad"); }
+/// ReluGrad(d, features): d where features > 0, else 0.
 inline symbol relu_backprop(const symbol& d, const symbol& features) { return d.then("ReluGrad", {features}); }
 /// Integer helpers: an int64 vector constant, a value cast to int64, a column [n, 1].
 inline symbol int64_vector(const symbol& near, std::vector<std::int64_t> v) {
   return constant_in(near, tensor::from_vector(v));
 }
+/// a cast to int64 (a itself when it is int64).
 inline symbol as_int64(const symbol& a) { return a.type() == dtype::int64 ? a : a.then("Cast", {}, {{"DstT", dtype::int64}}); }
+/// Reshape(a, dims).
 inline symbol reshape(const symbol& a, const symbol& dims) { return a.then("Reshape", {dims}); }
+/// a reshaped to a column [n, 1].
 inline symbol as_column(const symbol& a) { return reshape(a, int64_vector(a, {-1, 1})); }
 /// The value of a when its producer is a constant (read when the graph is built), else null;
 /// a constant that enters a loop as an invariant counts.
@@ -182,22 +224,31 @@ inline const tensor* constant_value(const symbol& a) {
 }
 /// The values of a when its producer is an int32 or int64 constant, else nullopt.
 inline std::optional<std::vector<std::int64_t>> constant_ints(const symbol& a) { return ops::int_values_of(constant_value(a)); }
+/// ConcatV2 of the parts (at least one) along axis.
 inline symbol concat(const std::vector<symbol>& parts, const symbol& axis) {
   std::vector<symbol> rest(parts.begin() + 1, parts.end());
   rest.push_back(axis);
   return parts.front().then("ConcatV2", rest, {{"N", static_cast<std::int64_t>(parts.size())}});
 }
+/// Slice(a, begin, size).
 inline symbol slice(const symbol& a, const symbol& begin, const symbol& size) { return a.then("Slice", {begin, size}); }
+/// Pad(a, paddings) with zeros.
 inline symbol pad(const symbol& a, const symbol& paddings) { return a.then("Pad", {paddings}); }
+/// Transpose(a, perm).
 inline symbol transpose(const symbol& a, const symbol& perm) { return a.then("Transpose", {perm}); }
+/// BatchMatMulV2(a, b), a adjointed when adj_a, b when adj_b.
 inline symbol batch_matmul(const symbol& a, const symbol& b, bool adj_a, bool adj_b) {
   return a.then("BatchMatMulV2", {b}, {{"adj_x", adj_a}, {"adj_y", adj_b}});
 }
+/// MatrixInverse(a) (of a's adjoint when `adjoint`).
 inline symbol matrix_inverse(const symbol& a, bool adjoint) { return a.then("MatrixInverse", {}, {{"adjoint", adjoint}}); }
+/// Equal(a, b): a bool tensor.
 inline symbol equal(const symbol& a, const symbol& b) { return a.then("Equal", {b}); }
+/// Sum(a, axes), reduced dims kept as 1 when keep_dims.
 inline symbol reduce_sum(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Sum", {axes}, {{"keep_dims", keep_dims}});
 }
+/// Prod(a, axes), reduced dims kept as 1 when keep_dims.
 inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
   return a.then("Prod", {axes}, {{"keep_dims", keep_dims}});
 }
@@ -205,21 +256,26 @@ inline symbol reduce_prod(const symbol& a, const symbol& axes, bool keep_dims) {
 inline symbol cumsum(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
   return a.then("Cumsum", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
 }
+/// Cumprod of a along `axis`.
 inline symbol cumprod(const symbol& a, const symbol& axis, bool exclusive, bool reverse) {
   return a.then("Cumprod", {axis}, {{"exclusive", exclusive}, {"reverse", reverse}});
 }
+/// GatherV2(params, indices, axis).
 inline symbol gather(const symbol& params, const symbol& indices, const symbol& axis) {
   return params.then("GatherV2", {indices, axis});
 }
+/// UnsortedSegmentSum(data, ids, segments): the rows of data summed by segment id.
 inline symbol unsorted_segment_sum(const symbol& data, const symbol& ids, const symbol& segments) {
   return data.then("UnsortedSegmentSum", {ids, segments});
 }
+/// GatherNd(params, indices).
 inline symbol gather_nd(const symbol& params, const symbol& indices) { return params.then("GatherNd", {indices}); }
 /// ScatterNd into zeros shaped as `like` (its shape given in the indices' dtype, as the op wants).
 inline symbol scatter_nd_like(const symbol& indices, const symbol& updates, const symbol& like) {
   const symbol dims = indices.type() == dtype::int64 ? shape_tensor(like) : like.then("Shape", {}, {{"out_type", indices.type()}});
   return indices.then("ScatterNd", {updates, dims});
 }
+/// TensorScatterUpdate(t, indices, updates): t with the indexed slices replaced.
 inline symbol tensor_scatter_update(const symbol& t, const symbol& indices, const symbol& updates) {
   return t.then("TensorScatterUpdate", {indices, updates});
 }
@@ -238,20 +294,27 @@ inline std::array<symbol, 3> fused_batch_norm_grad(const symbol& dy, const symbo
   const output o = dx.out();
   return {dx, symbol(dx.builder(), output{o.node, 1}), symbol(dx.builder(), output{o.node, 2})};
 }
+/// Conv2D(x, f) with window attrs w.
 inline symbol conv2d(const symbol& x, const symbol& f, const attr_map& w) { return x.then("Conv2D", {f}, w); }
+/// Conv2DBackpropInput: the gradient of a Conv2D's input of shape `sizes`, from filter f and output gradient d.
 inline symbol conv2d_backprop_input(const symbol& sizes, const symbol& f, const symbol& d, const attr_map& w) {
   return sizes.then("Conv2DBackpropInput", {f, d}, w);
 }
+/// Conv2DBackpropFilter: the gradient of a Conv2D's filter of shape `sizes`, from input x and output gradient d.
 inline symbol conv2d_backprop_filter(const symbol& x, const symbol& sizes, const symbol& d, const attr_map& w) {
   return x.then("Conv2DBackpropFilter", {sizes, d}, w);
 }
+/// MaxPoolGrad: d routed to the maxima of MaxPool's input x (output y).
 inline symbol max_pool_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
   return x.then("MaxPoolGrad", {y, d}, w);
 }
+/// MaxPoolGradGrad: the gradient of MaxPoolGrad, d (shaped as x) read at each window's maximum.
 inline symbol max_pool_grad_grad(const symbol& x, const symbol& y, const symbol& d, const attr_map& w) {
   return x.then("MaxPoolGradGrad", {y, d}, w);
 }
+/// AvgPool(x) with window attrs w.
 inline symbol avg_pool(const symbol& x, const attr_map& w) { return x.then("AvgPool", {}, w); }
+/// AvgPoolGrad: d spread evenly over the windows of an input of shape `sizes`.
 inline symbol avg_pool_grad(const symbol& sizes, const symbol& d, const attr_map& w) {
   return sizes.then("AvgPoolGrad", {d}, w);
 }
@@ -264,14 +327,17 @@ using gradient_fn = std::function<gradient_result<symbol>(const gradient_args<sy
 /// Gradient rules by op name, for graphs built at run time.
 class gradient_registry {
  public:
+  /// The process-wide registry (never destroyed).
   static gradient_registry& global() {
     static gradient_registry* r = new gradient_registry;  // never destroyed: used during static teardown
     return *r;
   }
+  /// Registers op's rule (a second rule for the same op is ignored).
   void add(const std::string& op, gradient_fn fn) {
     std::unique_lock lock(mutex_);
     rules_.emplace(op, std::move(fn));
   }
+  /// op's rule, or null when it has none.
   const gradient_fn* find(const std::string& op) const {
     std::shared_lock lock(mutex_);
     auto it = rules_.find(op);

@@ -18,6 +18,7 @@ struct const_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit const_kernel(const node& n) : value_(n.attr<tensor>("value")) {}
   void compute(kernel_context& ctx) const override { ctx.set_output(0, value_); }
+ private:
   tensor value_;
 };
 

@@ -159,6 +159,7 @@ struct conv2d {
     conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
                     v.out[0].data<C>());
   }
+ private:
   ops::window_attrs w_;
 };
 
@@ -178,6 +179,7 @@ struct conv2d_backprop_input {
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_input<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[1].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
   }
+ private:
   ops::window_attrs w_;
 };
 
@@ -197,6 +199,7 @@ struct conv2d_backprop_filter {
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_filter<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[0].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
   }
+ private:
   ops::window_attrs w_;
 };
 

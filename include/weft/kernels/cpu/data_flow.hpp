@@ -53,6 +53,7 @@ struct queue_kernel final : op_kernel {
            q->options().describe(), ", not ", o_.describe());
     ctx.set_output(0, handle_);
   }
+ private:
   std::string container_, name_;
   queue_options o_;
   tensor handle_;
@@ -106,6 +107,7 @@ struct enqueue_kernel final : op_kernel {
       });
     });
   }
+ private:
   bool many_;
 };
 
@@ -168,6 +170,7 @@ struct dequeue_kernel final : op_kernel {
     for (std::size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + std::string(name(types[i]));
     return s + ")";
   }
+ private:
   bool batch_, up_to_;
   std::vector<dtype> types_;
 };
@@ -177,6 +180,7 @@ struct queue_close_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit queue_close_kernel(const node& n) : cancel_(n.attr<bool>("cancel_pending_enqueues")) {}
   void compute(kernel_context& ctx) const override { queue_of(ctx)->close(cancel_); }
+ private:
   bool cancel_;
 };
 
@@ -210,6 +214,7 @@ struct mutex_kernel final : op_kernel {
     ctx.resources().lookup_or_create<resource_mutex>(container_, name_, [&] { return std::make_shared<resource_mutex>(name_); });
     ctx.set_output(0, handle_);
   }
+ private:
   std::string container_, name_;
   tensor handle_;
 };

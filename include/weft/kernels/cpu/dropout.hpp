@@ -39,6 +39,7 @@ struct dropout {
       }
     });
   }
+ private:
   std::uint64_t key_;
   mutable std::atomic<std::uint64_t> counter_{0};
 };

@@ -20,8 +20,10 @@
 
 namespace weft::cpu {
 
+/// A read-only Eigen array view of contiguous elements of type T (vectorized expressions).
 template <class T>
 using array_map = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+/// A writable Eigen array view of contiguous elements of type T.
 template <class T>
 using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
@@ -30,6 +32,7 @@ using array_out = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 /// already, and the scalar form computes in the unsigned type, where the wrap is defined.
 enum class wrap_kind { add, sub, mul, neg, abs, square };
 
+/// T's +, -, * and negation wrap modulo 2^bits (signed integers; unsigned ones wrap in C++ already).
 template <class T>
 inline constexpr bool wraps_v = std::is_integral_v<T> && std::is_signed_v<T>;
 
@@ -63,16 +66,21 @@ T arith_scalar(T a, T b = T(0)) {
   }
 }
 
+/// The Eigen functor of a wrapping op K on T (unaryExpr or binaryExpr): scalar and packet forms.
 template <wrap_kind K, class T>
 struct wrapping_op {
+  /// K of one element (neg, abs, square), wrapping.
   T operator()(const T& a) const { return arith_scalar<K>(a); }
+  /// a K b for one pair of elements (add, sub, mul), wrapping.
   T operator()(const T& a, const T& b) const { return arith_scalar<K>(a, b); }
+  /// K of a packet of elements (SIMD integer instructions wrap).
   template <class P>
   P packetOp(const P& a) const {
     if constexpr (K == wrap_kind::neg) return Eigen::internal::pnegate(a);
     else if constexpr (K == wrap_kind::abs) return Eigen::internal::pabs(a);
     else return Eigen::internal::pmul(a, a);
   }
+  /// a K b for packets of elements.
   template <class P>
   P packetOp(const P& a, const P& b) const {
     if constexpr (K == wrap_kind::add) return Eigen::internal::padd(a, b);
@@ -90,6 +98,7 @@ auto wrapping_binary(const A& a, const B& b) {
   else if constexpr (K == wrap_kind::sub) return a - b;
   else return a * b;
 }
+/// The Eigen expression for op x (neg, abs, square): wrapping for signed integers, plain otherwise.
 template <wrap_kind K, class A>
 auto wrapping_unary(const A& x) {
   using T = typename A::Scalar;
@@ -105,12 +114,14 @@ auto wrapping_unary(const A& x) {
 /// answers, as TensorFlow's and the GPU's; other packets keep Eigen's fast path.
 template <class T, bool Reciprocal>
 struct exact_sqrt_op {
+  /// sqrt(a) (or 1 / sqrt(a)) of one element.
   T operator()(const T& a) const {
     using std::sqrt;
     using Eigen::numext::sqrt;
     if constexpr (Reciprocal) return T(1) / sqrt(a);
     else return sqrt(a);
   }
+  /// Of a packet: Eigen's fast form, or lane by lane where a lane is +inf, subnormal or zero.
   template <class P>
   P packetOp(const P& a) const {
     namespace ei = Eigen::internal;
@@ -133,9 +144,12 @@ struct exact_sqrt_op {
 };
 
 // ---- unary -------------------------------------------------------------------------
+// Each functor: an Eigen array expression (apply) and its cost per element (parallel_for).
 #define WEFT_DETAIL_UNARY(NAME, EXPR, COST)              \
+  /** Elementwise functor NAME: `EXPR` of an Eigen array x. */ \
   struct NAME {                                          \
-    static constexpr double cost = COST;                 \
+    static constexpr double cost = COST; /**< cycles per element, for splitting work */ \
+    /** The Eigen expression of the op over the array x. */ \
     template <class A>                                   \
     static auto apply(const A& x) {                      \
       return EXPR;                                       \
@@ -152,30 +166,37 @@ WEFT_DETAIL_UNARY(sigmoid_fn, x.logistic(), 30);
 WEFT_DETAIL_UNARY(logical_not_fn, !x, 1);
 #undef WEFT_DETAIL_UNARY
 
-/// Square and Relu also run on uint64, which has no Eigen kernels: they have a scalar form.
+/// Elementwise functor of Square, x * x (wrapping for signed integers). Square and Relu also
+/// run on uint64, which has no Eigen kernels: they have a scalar form.
 struct square_fn {
-  static constexpr double cost = 1;
+  static constexpr double cost = 1;  ///< cycles per element, for splitting work
+  /// The Eigen expression over the array x.
   template <class A>
   static auto apply(const A& x) {
     return wrapping_unary<wrap_kind::square>(x);
   }
+  /// Of one element (the dtypes that loop one element at a time).
   template <class T>
   static T scalar(const T& x) {
     return arith_scalar<wrap_kind::square>(x);
   }
 };
+/// Elementwise functor of Relu, max(x, 0).
 struct relu_fn {
-  static constexpr double cost = 1;
+  static constexpr double cost = 1;  ///< cycles per element, for splitting work
+  /// The Eigen expression over the array x.
   template <class A>
   static auto apply(const A& x) {
     return x.cwiseMax(typename A::Scalar(0));
   }
+  /// Of one element.
   template <class T>
   static T scalar(const T& x) {
     return std::max(x, T(0));
   }
 };
 
+/// y = F(x), elements of type T, split across the intra-op threads.
 template <class F, class T>
 void unary_compute(kernel_context& ctx, const tensor& x, tensor& y) {
   const T* in = x.data<T>();
@@ -200,10 +221,13 @@ void unary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_fn
   detail::run_convert(ctx, narrow, yc, y);
 }
 
+/// The CPU kernels of the unary op whose functor is F: `unary_kernel<F>::of<T>` for dtype T.
 template <class F>
 struct unary_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override { unary_run<F, compute_t<T>>(ctx, widen_fn<T>, narrow_fn<T>); }
   };
@@ -212,12 +236,15 @@ struct unary_kernel {
 // ---- binary ------------------------------------------------------------------------
 // Each functor has an Eigen form (arrays or array and constant) and a scalar form.
 #define WEFT_DETAIL_BINARY(NAME, EXPR, SCALAR, COST)                   \
+  /** Elementwise functor NAME: `EXPR` of Eigen arrays (or an array and a constant) a and b. */ \
   struct NAME {                                                        \
-    static constexpr double cost = COST;                               \
+    static constexpr double cost = COST; /**< cycles per element, for splitting work */ \
+    /** The Eigen expression over a and b. */                          \
     template <class A, class B>                                        \
     static auto apply(const A& a, const B& b) {                        \
       return EXPR;                                                     \
     }                                                                  \
+    /** Of one pair of elements: `SCALAR`. */                          \
     template <class T>                                                 \
     static auto scalar(const T& a, const T& b) {                       \
       return SCALAR;                                                   \
@@ -239,12 +266,16 @@ WEFT_DETAIL_BINARY(logical_and_fn, a && b, a && b, 1);
 WEFT_DETAIL_BINARY(logical_or_fn, a || b, a || b, 1);
 #undef WEFT_DETAIL_BINARY
 
+/// Elementwise functor of Pow, a^b: integers by squaring and multiplying modulo 2^64 (the
+/// kernel rejects negative exponents first), floats and complex numbers by pow.
 struct pow_fn {
-  static constexpr double cost = 40;
+  static constexpr double cost = 40;  ///< cycles per element, for splitting work
+  /// The Eigen expression over a and b (scalar() per element).
   template <class A, class B>
   static auto apply(const A& a, const B& b) {
     return a.binaryExpr(b, [](auto x, auto y) { return scalar(x, y); });
   }
+  /// Of one pair of elements.
   template <class T>
   static T scalar(const T& a, const T& b) {
     if constexpr (std::is_integral_v<T>) {
@@ -289,12 +320,15 @@ void for_each_broadcast(const shape& out, const std::array<std::vector<std::int6
   }
 }
 
+/// The broadcast shape of a and b, or an invalid_argument error naming both.
 inline shape broadcast_or_fail(const shape& a, const shape& b) {
   auto s = broadcast(a, b);
   if (!s) fail(error_code::invalid_argument, "shapes ", a, " and ", b, " are not broadcastable");
   return *s;
 }
 
+/// z = F(x, y) with broadcasting (elements of type T in, Out out), split across the intra-op
+/// threads: one vectorized expression over equal shapes, rows of broadcasts, or strides.
 template <class F, class T, class Out>
 void binary_compute(kernel_context& ctx, const tensor& x, const tensor& y, tensor& z) {
   const T* a = x.data<T>();
@@ -379,10 +413,14 @@ void binary_run(kernel_context& ctx, detail::convert_fn widen, detail::convert_f
   if (narrowed) detail::run_convert(ctx, narrow, zc, z);
 }
 
+/// The CPU kernels of the binary op whose functor is F (a bool output when Bool):
+/// `binary_kernel<F>::of<T>` for dtype T.
 template <class F, bool Bool = false>
 struct binary_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override {
       binary_run<F, compute_t<T>, Bool>(ctx, widen_fn<T>, narrow_fn<T>);
@@ -409,6 +447,7 @@ struct relu_grad_kernel final : op_kernel {
     T* po = out.data<T>();
     ctx.parallel_for(g.num_elements(), 1, [&](std::int64_t b, std::int64_t e) { flat(pg + b, pf + b, po + b, e - b); });
   }
+  /// o[i] = f[i] > 0 ? g[i] : 0 for n elements.
   static void flat(const T* g, const T* f, T* o, std::int64_t n) {
     if constexpr (is_half_v<T>) {
       // On the bits, eight at a time in the compilers' generic vectors (Eigen's half types
@@ -560,13 +599,15 @@ struct cast_kernel final : op_kernel {
 template <class Op>
 struct elementwise_cpu;
 #define WEFT_DETAIL_ELEMENTWISE(OP, FN, KERNEL, TYPES, TYPED) \
+  /** The CPU kernel of OP: functor FN, the kernels of KERNEL, dtypes TYPES. */ \
   template <>                                                  \
   struct elementwise_cpu<ops::OP> {                            \
-    using functor = FN;                                        \
+    using functor = FN; /**< the elementwise functor */        \
+    /** The kernel class for dtype T. */                       \
     template <class T>                                         \
     using kernel = typename KERNEL::template of<T>;            \
-    using types = TYPES;                                       \
-    static constexpr bool typed = TYPED;                       \
+    using types = TYPES; /**< the dtypes it runs on */         \
+    static constexpr bool typed = TYPED; /**< false: bool only, no type attr */ \
   };
 template <class F>
 using bool_binary_kernel = binary_kernel<F, true>;  ///< comparisons and logical ops: bool output
@@ -604,9 +645,11 @@ WEFT_DETAIL_ELEMENTWISE(LogicalOr, logical_or_fn, bool_binary_kernel<logical_or_
 #undef WEFT_DETAIL_UNARY_OP
 #undef WEFT_DETAIL_ELEMENTWISE
 
+/// Op has an entry in the elementwise table.
 template <class Op>
 concept has_elementwise_cpu = requires { typename elementwise_cpu<Op>::functor; };
 
+/// The elementwise functor of Op.
 template <class Op>
 using functor_of = typename elementwise_cpu<Op>::functor;
 
@@ -625,10 +668,12 @@ template <class Op, class... T>
 void register_elementwise_kernels_for(type_list<T...>) {
   (register_elementwise_kernel<Op, T>(), ...);
 }
+/// Registers Op's table kernels for each of its dtypes (none when Op is not in the table).
 template <class Op>
 void register_table_kernels_of() {
   if constexpr (has_elementwise_cpu<Op>) register_elementwise_kernels_for<Op>(typename elementwise_cpu<Op>::types{});
 }
+/// register_table_kernels_of for each op in the list.
 template <class... Op>
 void register_table_kernels(type_list<Op...>) {
   (register_table_kernels_of<Op>(), ...);
@@ -649,8 +694,8 @@ void register_elementwise_kernels() {
 
 }  // namespace weft::cpu
 
-/// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 namespace weft {
+/// The kernels typed code asks for (framework/kernel_for.hpp): op Op's CPU kernel for dtype T.
 template <class Op, class T>
   requires cpu::has_elementwise_cpu<Op>
 struct kernel_for<Op, T, device_types::cpu> {
@@ -675,7 +720,9 @@ struct kernel_for<ops::Cast, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::cast_kernel<>>("Cast"); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every math op's CPU kernels (the family at once). A partial
+/// specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::math, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_elementwise_kernels(); }

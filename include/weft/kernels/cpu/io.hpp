@@ -32,6 +32,7 @@ struct save_kernel final : op_kernel {
     for (int i = 1; i < ctx.num_inputs(); ++i) named.emplace_back(names_[static_cast<std::size_t>(i - 1)], ctx.input(i));
     write_checkpoint(path_of(ctx.input(0)), named);
   }
+ private:
   std::vector<std::string> names_;
 };
 
@@ -60,6 +61,7 @@ struct restore_kernel final : op_kernel {
     }
     for (std::size_t i = 0; i < out.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(out[i]));
   }
+ private:
   std::vector<std::string> names_;
   std::vector<dtype> dtypes_;
   std::vector<partial_shape> shapes_;
@@ -97,6 +99,7 @@ struct reader_kernel final : op_kernel {
            "' exists and cuts records another way (another reader op or other attrs under one shared_name)");
     ctx.set_output(0, handle_);
   }
+ private:
   std::string container_, name_;
   tensor handle_;
   record_format f_;
@@ -134,6 +137,7 @@ struct reader_read_kernel final : op_kernel {
       });
     });
   }
+ private:
   bool up_to_;
 };
 
@@ -147,6 +151,7 @@ struct reader_state_kernel final : op_kernel {
     const std::int64_t v = op_ == "ReaderNumRecordsProduced" ? r->records_produced() : r->work_units_completed();
     ctx.allocate_output(0, shape{}).data<std::int64_t>()[0] = v;
   }
+ private:
   std::string op_;
 };
 

@@ -36,6 +36,7 @@ struct matrix_inverse_kernel final : op_kernel {
       o = lu.inverse();
     }
   }
+ private:
   bool adjoint_;
 };
 

@@ -290,6 +290,7 @@ struct matmul_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ta_, tb_, false, true);
   }
+ private:
   bool ta_, tb_;
 };
 
@@ -301,6 +302,7 @@ struct batch_matmul_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ax_, ay_, true, false);
   }
+ private:
   bool ax_, ay_;
 };
 

@@ -63,6 +63,7 @@ struct kernel {
         for (std::size_t o = 0; o < shapes.size(); ++o)
           detail::run_convert(ctx, narrow_fn<T>, v.out[o], ctx.allocate_output(static_cast<int>(o), shapes[o]));
     }
+   private:
     Body body_;
   };
 };

@@ -52,6 +52,7 @@ struct decode_raw_kernel final : op_kernel {
     if (type_ == dtype::boolean)  // any nonzero byte is true, as a bool must be 0 or 1
       for (auto& b : out.flat<bool>()) b = reinterpret_cast<const unsigned char&>(b) != 0;
   }
+ private:
   dtype type_;
   bool little_;
 };
@@ -170,6 +171,7 @@ struct decode_csv_kernel final : op_kernel {
       default: fail(error_code::invalid_argument, "column ", c, " is ", t, ", which DecodeCSV does not parse");
     }
   }
+ private:
   std::vector<dtype> types_;
   char delim_;
   bool quotes_;

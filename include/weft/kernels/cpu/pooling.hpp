@@ -36,6 +36,7 @@ struct pool_base {
   explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
   double cost(const geometry& g) const { return static_cast<double>(g.positions()) * static_cast<double>(g.patch()); }
+ private:
   ops::window_attrs w_;
 };
 

@@ -64,6 +64,7 @@ struct random_kernel final : op_kernel {
         [] {});
   }
 
+ private:
   dtype dtype_;
   std::uint64_t key_;
   mutable std::atomic<std::uint64_t> counter_{0};

@@ -158,6 +158,7 @@ struct reduce_kernel {
       // The identity is T's (the int8 maximum of nothing is -128), even when computing in C.
       reduce_run<R, C>(ctx, keep_, R::template init<accumulator_t<C>, T>(), widen_fn<T>, narrow_fn<T>);
     }
+   private:
     bool keep_;
   };
 };
@@ -304,6 +305,7 @@ struct scan_kernel {
       scan_lines<R, C>(ctx, xc.data<C>(), result.data<C>(), outer, x.shape()[axis], inner, exclusive_, reverse_);
       if constexpr (is_converted_v<T>) detail::run_convert(ctx, narrow_fn<T>, result, out);
     }
+   private:
     bool exclusive_, reverse_;
   };
 };

@@ -25,6 +25,7 @@ struct variable_kernel final : op_kernel {
   void compute(kernel_context& ctx) const override {
     ctx.set_output_ref(0, ctx.resources().lookup_or_create_variable(container_, name_, dtype_, shape_));
   }
+ private:
   std::string container_, name_;
   dtype dtype_;
   partial_shape shape_;
@@ -43,6 +44,7 @@ struct assign_kernel final : op_kernel {
     var->assign(value);
     ctx.set_output_ref(0, std::move(var));
   }
+ private:
   bool validate_;
 };
 
@@ -92,6 +94,7 @@ struct accumulator_push_kernel final : op_kernel {
     ctx.store().put({name_, accumulator_path(ctx.input(0))}, ctx.input_dead(1) ? tensor() : ctx.input(1));
     ctx.set_output(0, ctx.input(0));
   }
+ private:
   std::string name_;
 };
 
@@ -107,6 +110,7 @@ struct accumulator_pop_kernel final : op_kernel {
       fail(error_code::internal, "accumulator '", name_, "' holds ", t.dtype(), t.shape(), ", not ", dtype_, shape_);
     ctx.set_output(0, std::move(t));
   }
+ private:
   std::string name_;
   dtype dtype_;
   partial_shape shape_;

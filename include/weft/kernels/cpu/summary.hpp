@@ -90,6 +90,7 @@ struct image_summary_kernel final : op_kernel {
     summary_detail::output_summary(
         ctx, summary_proto::summary_of(summary_proto::image_values(tag, ctx.input(1), max_images_, bad, "ImageSummary")));
   }
+ private:
   std::int64_t max_images_;
   tensor bad_color_;
 };

@@ -150,6 +150,7 @@ struct apply_kernel {
       });
       ctx.set_output_ref(0, std::move(held[0]));
     }
+   private:
     bool nesterov_;
   };
 };
