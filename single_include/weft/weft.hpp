@@ -16517,7 +16517,9 @@ void register_data_flow_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp): every queue op's kernel at once.
 namespace weft {
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every data_flow op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_data_flow_kernels(); }
@@ -17217,7 +17219,9 @@ struct kernel_for<ops::Restore, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::restore_kernel>("Restore"); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every io op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::io, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_io_kernels(); }
@@ -20136,12 +20140,16 @@ struct kernel_for<ops::OnesLike, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::ones_like_kernel<>>("OnesLike"); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every core op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::core, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_core_kernels(); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every array op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::array, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_array_kernels(); }
@@ -22581,7 +22589,9 @@ struct kernel_for<ops::MatrixDeterminant, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::matrix_determinant_kernel<T>>("MatrixDeterminant", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every matrix op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::matrix, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernels(); cpu::register_linalg_kernels(); }
@@ -23563,11 +23573,14 @@ inline geometry conv_geometry(const shape& in, const shape& f, const ops::window
 }
 
 struct conv2d {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
   explicit conv2d(const node& n) : w_(window_attrs_of(n)) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     return {conv_geometry(ctx.input(0).shape(), ctx.input(1).shape(), w_).output_shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
@@ -23578,6 +23591,7 @@ struct conv2d {
 };
 
 struct conv2d_backprop_input {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b110;
   explicit conv2d_backprop_input(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const tensor& sizes, const tensor& f, const tensor& d) const {
@@ -23585,10 +23599,12 @@ struct conv2d_backprop_input {
     require_shape(d, g.output_shape(), "out_backprop", g);
     return g;
   }
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
     return {shape{g.n, g.h, g.w, g.c}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_input<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[1].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
@@ -23598,6 +23614,7 @@ struct conv2d_backprop_input {
 };
 
 struct conv2d_backprop_filter {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;
   explicit conv2d_backprop_filter(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const tensor& in, const tensor& sizes, const tensor& d) const {
@@ -23605,10 +23622,12 @@ struct conv2d_backprop_filter {
     require_shape(d, g.output_shape(), "out_backprop", g);
     return g;
   }
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
     return {shape{g.kh, g.kw, g.c, g.k}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_filter<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[0].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
@@ -23763,7 +23782,9 @@ struct kernel_for<ops::TruncatedNormal, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::random_kernel<cpu::distribution::truncated_normal>>("TruncatedNormal"); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every random op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::random, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_random_kernels(); }
@@ -23775,13 +23796,16 @@ namespace weft::cpu::nn {
 /// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
 /// seed and seed2) is at least `rate`.
 struct dropout {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
   explicit dropout(const node& n)
       : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
     return {ctx.input(0).shape(), ctx.input(0).shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const C rate = *v.in[1].data<C>();
@@ -23822,9 +23846,14 @@ namespace weft::cpu::nn {
 
 /// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
 struct window_span {
-  std::int64_t y0, y1, x0, x1;
+  std::int64_t y0;  ///< the first valid input row
+  std::int64_t y1;  ///< one past the last
+  std::int64_t x0;  ///< the first valid input column
+  std::int64_t x1;  ///< one past the last
+  /// Elements in the valid part.
   std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
 };
+/// The valid part of output position (y, x)'s window in geometry g.
 inline window_span span_of(const geometry& g, std::int64_t y, std::int64_t x) {
   const std::int64_t t = g.top(y), l = g.left(x);
   return {std::max<std::int64_t>(t, 0), std::min(t + g.kh, g.h), std::max<std::int64_t>(l, 0), std::min(l + g.kw, g.w)};
@@ -23838,19 +23867,28 @@ void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f)
       for (std::int64_t x = 0; x < g.ow; ++x) f(img, y, x, (img * g.oh + y) * g.ow + x);
 }
 
+/// What the pooling kernels share: the node's window attrs.
 struct pool_base {
+  /// Reads the node's window attrs (ksize, strides, padding).
   explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
+  /// The window geometry over an NHWC input of shape `in` (errors for a wrong rank or window).
   geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
+  /// The work of a pooling pass: positions times window size.
   double cost(const geometry& g) const { return static_cast<double>(g.positions()) * static_cast<double>(g.patch()); }
  private:
   ops::window_attrs w_;
 };
 
+/// MaxPool (Max) and AvgPool over NHWC images: each window's largest element, or the mean of its valid part.
 template <bool Max>
 struct pool : pool_base {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (reads its window attrs).
   using pool_base::pool_base;
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const { return {geo(ctx.input(0).shape()).output_shape()}; }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.in[0].shape());
@@ -23878,10 +23916,15 @@ struct pool : pool_base {
 /// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
 /// so that they compile to vector compares and blends.
 struct window_maxima {
+  /// The window's valid elements' offsets in the input (the first `count`).
   std::vector<std::int64_t> offsets;
+  /// Per channel, the index in `offsets` of the window's first maximum.
   std::vector<std::int32_t> first;
+  /// How many of `offsets` are in use.
   std::int64_t count = 0;
+  /// Buffers for g's window and channels.
   explicit window_maxima(const geometry& g) : offsets(static_cast<std::size_t>(g.kh * g.kw)), first(static_cast<std::size_t>(g.c)) {}
+  /// Fills offsets and first for output position (img, y, x) of input `in`; best gets each channel's maximum.
   template <class C>
   void find(const geometry& g, const C* in, C* best, std::int64_t img, std::int64_t y, std::int64_t x) {
     const window_span s = span_of(g, y, x);
@@ -23915,14 +23958,18 @@ struct window_maxima {
 /// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
 template <bool Second>
 struct max_pool_grad_op : pool_base {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;  ///< orig_output is only checked for its shape
+  /// The kernel of a node (reads its window attrs).
   using pool_base::pool_base;
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0).shape());
     require_shape(ctx.input(1), g.output_shape(), "orig_output", g);
     require_shape(ctx.input(2), Second ? ctx.input(0).shape() : g.output_shape(), "grad", g);
     return {Second ? g.output_shape() : ctx.input(0).shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.in[0].shape());
@@ -23975,18 +24022,24 @@ struct max_pool_grad_op : pool_base {
     });
   }
 };
+/// MaxPoolGrad's kernel body.
 using max_pool_grad = max_pool_grad_op<false>;
+/// MaxPoolGradGrad's kernel body.
 using max_pool_grad_grad = max_pool_grad_op<true>;
 
 /// Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b10;
+  /// The kernel of a node (reads its window attrs).
   using pool_base::pool_base;
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const shape in = sizes_shape(ctx.input(0), "orig_input_shape");
     require_shape(ctx.input(1), geo(in).output_shape(), "grad", geo(in));
     return {in};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.out[0].shape());
@@ -24011,9 +24064,13 @@ namespace weft::cpu {
 
 namespace nn {
 
+/// BiasAdd: value plus a bias along its last dim (NHWC).
 struct bias_add {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// The kernel of a node (it reads no attrs).
   explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &x = ctx.input(0), &b = ctx.input(1);
     require_rank_at_least(x, 2, "value");
@@ -24023,6 +24080,7 @@ struct bias_add {
            x.shape(), ")");
     return {x.shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -24035,14 +24093,19 @@ struct bias_add {
   }
 };
 
+/// BiasAddGrad: the output gradient summed over every dim but the last.
 struct bias_add_grad {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit bias_add_grad(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor& d = ctx.input(0);
     require_rank_at_least(d, 2, "out_backprop");
     return {shape{d.shape()[d.rank() - 1]}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -24074,12 +24137,16 @@ struct bias_add_grad {
 /// large logits do not overflow.
 template <bool Log>
 struct softmax {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit softmax(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     require_rank_at_least(ctx.input(0), 1, "logits");
     return {ctx.input(0).shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -24113,9 +24180,13 @@ std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
   return {std::log(s), m};
 }
 
+/// SoftmaxCrossEntropyWithLogits: per row, the loss and its gradient softmax(logits) - labels.
 struct softmax_cross_entropy {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// The kernel of a node (it reads no attrs).
   explicit softmax_cross_entropy(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &f = ctx.input(0), &l = ctx.input(1);
     if (f.rank() != 2 || f.shape() != l.shape())
@@ -24123,6 +24194,7 @@ struct softmax_cross_entropy {
            l.shape());
     return {shape{f.shape()[0]}, f.shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -24142,9 +24214,13 @@ struct softmax_cross_entropy {
   }
 };
 
+/// SparseSoftmaxCrossEntropyWithLogits: as softmax_cross_entropy with integer class labels (checked in range).
 struct sparse_softmax_cross_entropy {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit sparse_softmax_cross_entropy(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &f = ctx.input(0), &l = ctx.input(1);
     if (f.rank() != 2) fail(error_code::invalid_argument, "features must be a matrix, got shape ", f.shape());
@@ -24159,6 +24235,7 @@ struct sparse_softmax_cross_entropy {
              ")");
     return {shape{f.shape()[0]}, f.shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -24179,10 +24256,15 @@ struct sparse_softmax_cross_entropy {
   }
 };
 
+/// L2Loss: sum(t^2) / 2 over every element.
 struct l2_loss {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit l2_loss(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context&) const { return {shape{}}; }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context&, io& v) const {
     const tensor& t = v.in[0];
@@ -24193,17 +24275,22 @@ struct l2_loss {
 /// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
 /// per-channel sums over blocks of rows on the threads, then one pass for the output.
 struct batch_norm_frame {
+  /// Added to the variance before its square root.
   double epsilon;
+  /// Training mode (batch statistics) rather than inference (the given mean and variance).
   bool training;
+  /// Reads epsilon and is_training; data_format must be NHWC.
   explicit batch_norm_frame(const node& n) : epsilon(n.attr<double>("epsilon")), training(n.attr<bool>("is_training")) {
     if (n.attr<std::string>("data_format") != "NHWC")
       fail(error_code::invalid_argument, n.describe(), ": data_format must be NHWC");
   }
+  /// Fails unless v is a vector of c channels (or empty, where allowed); `what` names it.
   static void check_vector(const tensor& v, std::int64_t c, const char* what, bool may_be_empty = false) {
     if (v.rank() != 1 || (v.shape()[0] != c && !(may_be_empty && v.shape()[0] == 0)))
       fail(error_code::invalid_argument, what, " must be a vector of the ", c, " channels", may_be_empty ? " (or empty)" : "",
            ", got shape ", v.shape());
   }
+  /// The channels of x (its last dim, rank 2 to 5), or an error.
   static std::int64_t channels_of(const tensor& x) {
     if (x.rank() < 2 || x.rank() > 5)
       fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
@@ -24228,10 +24315,15 @@ struct batch_norm_frame {
   }
 };
 
+/// FusedBatchNormV3: normalized x, the batch mean and variance, and the moving averages updated by exponential_avg_factor.
 struct fused_batch_norm : batch_norm_frame {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11111;
+  /// exponential_avg_factor: the weight of the batch's statistics in the moving averages.
   double factor;
+  /// Reads the node's attrs.
   explicit fused_batch_norm(const node& n) : batch_norm_frame(n), factor(n.attr<double>("exponential_avg_factor")) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const std::int64_t c = channels_of(ctx.input(0));
     check_vector(ctx.input(1), c, "scale");
@@ -24241,6 +24333,7 @@ struct fused_batch_norm : batch_norm_frame {
     check_vector(ctx.input(4), c, "variance", may_be_empty);
     return {ctx.input(0).shape(), shape{c}, shape{c}, shape{c}, shape{c}, shape{0}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const tensor& xt = v.in[0];
@@ -24299,9 +24392,13 @@ struct fused_batch_norm : batch_norm_frame {
   }
 };
 
+/// FusedBatchNormGradV3: the gradients of x, scale and offset.
 struct fused_batch_norm_grad : batch_norm_frame {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b111111;
+  /// Reads the node's attrs.
   explicit fused_batch_norm_grad(const node& n) : batch_norm_frame(n) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &dy = ctx.input(0), &x = ctx.input(1);
     const std::int64_t c = channels_of(x);
@@ -24312,6 +24409,7 @@ struct fused_batch_norm_grad : batch_norm_frame {
     check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
     return {x.shape(), shape{c}, shape{c}, shape{0}, shape{0}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const tensor& xt = v.in[1];
@@ -24497,7 +24595,9 @@ struct kernel_for<ops::FusedBatchNormGradV3, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm_grad>::template of<T>>("FusedBatchNormGradV3", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every nn op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::nn, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_nn_kernels(); }
@@ -24692,7 +24792,9 @@ void register_parsing_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp).
 namespace weft {
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every parsing op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::parsing, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_parsing_kernels(); }
@@ -25229,7 +25331,9 @@ struct kernel_for<ops::ReducedShape, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape"); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every reduction op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::reduction, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_reduction_kernels(); }
@@ -25402,7 +25506,9 @@ struct kernel_for<ops::AssignSub, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<false>::template of<T>>("AssignSub", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every state op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::state, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_state_kernels(); }
@@ -25544,7 +25650,9 @@ void register_summary_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp).
 namespace weft {
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every summary op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::summary, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_summary_kernels(); }
@@ -25567,27 +25675,38 @@ namespace weft::cpu {
 
 namespace training {
 
+/// A writable Eigen array view of n elements of type C.
 template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+/// A read-only Eigen array view of n elements of type C.
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 /// The runtime's variable class.
 using state = resource_variable;
 
-/// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
-/// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
-/// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
+// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its
+// slots), the gradient at input `grad`, the other inputs scalar hyperparameters h in order;
+// update() applies the rule to n elements of the flat values s (s[0] the variable).
+
+/// ApplyGradientDescent; h: lr.
 struct gradient_descent {
-  static constexpr const char* op = "ApplyGradientDescent";
-  static constexpr int refs = 1, grad = 2, scalars = 1;
+  static constexpr const char* op = "ApplyGradientDescent";  ///< the op it runs
+  static constexpr int refs = 1;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 2;  ///< the gradient's input index
+  static constexpr int scalars = 1;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* g, std::int64_t n, const std::array<C, scalars>& h, bool) {
     vec<C>(s[0], n) -= h[0] * const_vec<C>(g, n);
   }
 };
-struct momentum {  // lr, momentum
-  static constexpr const char* op = "ApplyMomentum";
-  static constexpr int refs = 2, grad = 3, scalars = 2;
+/// ApplyMomentum; h: lr, momentum.
+struct momentum {
+  static constexpr const char* op = "ApplyMomentum";  ///< the op it runs
+  static constexpr int refs = 2;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 3;  ///< the gradient's input index
+  static constexpr int scalars = 2;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
                      bool nesterov) {
@@ -25598,9 +25717,13 @@ struct momentum {  // lr, momentum
     else var -= h[0] * accum;
   }
 };
-struct adagrad {  // lr
-  static constexpr const char* op = "ApplyAdagrad";
-  static constexpr int refs = 2, grad = 3, scalars = 1;
+/// ApplyAdagrad; h: lr.
+struct adagrad {
+  static constexpr const char* op = "ApplyAdagrad";  ///< the op it runs
+  static constexpr int refs = 2;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 3;  ///< the gradient's input index
+  static constexpr int scalars = 1;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
     vec<C> var(s[0], n), accum(s[1], n);
@@ -25609,9 +25732,13 @@ struct adagrad {  // lr
     var -= h[0] * g * accum.rsqrt();
   }
 };
-struct rms_prop {  // lr, rho, momentum, epsilon
-  static constexpr const char* op = "ApplyRMSProp";
-  static constexpr int refs = 3, grad = 7, scalars = 4;
+/// ApplyRMSProp; h: lr, rho, momentum, epsilon.
+struct rms_prop {
+  static constexpr const char* op = "ApplyRMSProp";  ///< the op it runs
+  static constexpr int refs = 3;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 7;  ///< the gradient's input index
+  static constexpr int scalars = 4;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
     vec<C> var(s[0], n), ms(s[1], n), mom(s[2], n);
@@ -25621,9 +25748,13 @@ struct rms_prop {  // lr, rho, momentum, epsilon
     var -= mom;
   }
 };
-struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
-  static constexpr const char* op = "ApplyAdam";
-  static constexpr int refs = 3, grad = 9, scalars = 6;
+/// ApplyAdam; h: beta1_power, beta2_power, lr, beta1, beta2, epsilon.
+struct adam {
+  static constexpr const char* op = "ApplyAdam";  ///< the op it runs
+  static constexpr int refs = 3;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 9;  ///< the gradient's input index
+  static constexpr int scalars = 6;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
                      bool nesterov) {
@@ -25637,10 +25768,13 @@ struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
   }
 };
 
+/// The CPU kernels of Rule's op: `apply_kernel<Rule>::of<T>` for dtype T.
 template <class Rule>
 struct apply_kernel {
+  /// The kernel for variables of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Reads use_nesterov where the op has it.
     explicit of(const node& n) : nesterov_(n.attrs().contains("use_nesterov") && n.attr<bool>("use_nesterov")) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -25751,7 +25885,9 @@ struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every training op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::training, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_training_kernels(); }

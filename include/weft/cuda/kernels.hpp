@@ -113,6 +113,7 @@ inline std::int32_t to_int32(std::int64_t v, const char* what) {
 /// Reports a failed launch (bad configuration, no kernel image for this GPU).
 inline void launched(const char* what) { check(cudaGetLastError(), what); }
 
+/// axis in [-rank, rank) made non-negative, or an invalid_argument error naming `what`.
 inline int canonical_gpu_axis(std::int64_t axis, int rank, const char* what) {
   if (axis < -rank || axis >= std::max(rank, 1))
     fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
@@ -175,6 +176,7 @@ inline shape broadcast_shape(const node& n, const shape& a, const shape& b) {
 /// Holds the device's library mutex and makes it current while cuBLAS or cuDNN is called.
 class library_call {
  public:
+  /// Locks g's library mutex and makes g the current device.
   explicit library_call(const gpu_device& g) : lock_(g.library_mutex()), here_(g.ordinal()) {}
 
  private:
@@ -299,6 +301,7 @@ struct gpu_reshape final : op_kernel {
 /// value is kept, as Assign keeps it), when they are elsewhere.
 template <class K, memory_space Where, int... Is>
 struct with_inputs_in final : op_kernel {
+  /// Builds K's kernel for node n.
   explicit with_inputs_in(const node& n) : k_(n) {}
   void compute(kernel_context& ctx) const override {
     const std::span<entry> given = ctx.input_entries();
@@ -319,6 +322,7 @@ struct with_inputs_in final : op_kernel {
  private:
   K k_;
 };
+/// K run with inputs Is... copied to host memory first.
 template <class K, int... Is>
 using with_host_inputs = with_inputs_in<K, memory_space::host, Is...>;
 
@@ -334,6 +338,7 @@ inline bool on_host_inputs(const kernel_context& ctx, dtype t) {
   return true;
 }
 
+/// One element of unary op Op, on the host (small inputs: no launch).
 template <launch::unary Op, class T>
 T host_unary(T x) {
   if constexpr (Op == launch::unary::neg) return static_cast<T>(-x);
@@ -344,6 +349,7 @@ T host_unary(T x) {
   else return x;  // not registered for these types
 }
 
+/// One pair of elements of binary op Op, on the host (small inputs: no launch).
 template <launch::binary Op, class T>
 auto host_binary(T a, T b) {
   using B = launch::binary;
@@ -733,6 +739,7 @@ struct gpu_scan final : op_kernel {
 
 // ---- matrix products (cuBLAS) ----
 
+/// The cuBLAS data type of dtype t, or an unimplemented error.
 inline cudaDataType_t cuda_type_of(dtype t) {
   switch (t) {
     case dtype::float16: return CUDA_R_16F;
@@ -1385,6 +1392,7 @@ struct gpu_scatter_nd final : op_kernel {
       ctx.set_output(0, std::move(copy));
     }
   }
+  /// Scatters updates into out (on g) at indices.
   void run(kernel_context& ctx, const gpu_device& g, const tensor& indices, const tensor& updates, tensor& out) const {
     std::vector<std::int64_t> slice_dims;
     const launch::nd_plan p = nd_plan_of(indices, out.shape(), slice_dims);
@@ -1429,6 +1437,7 @@ struct gpu_sum_to_shape final : op_kernel {
 
 // ---- pooling (weft's CUDA kernels, the CPU's semantics) and convolutions (cuDNN) ----
 
+/// The launch-side copy of a window geometry.
 inline launch::pool_geometry pool_geometry_of(const ops::geometry& g) {
   launch::pool_geometry p;
   p.n = g.n, p.h = g.h, p.w = g.w, p.c = g.c, p.kh = g.kh, p.kw = g.kw, p.sh = g.sh, p.sw = g.sw;
@@ -1446,6 +1455,7 @@ inline shape four_sizes(kernel_context& ctx, int i, const char* what) {
   return shape(dims);
 }
 
+/// Fails with invalid_argument unless t has shape `expected` (`what` names t).
 inline void require_gpu_shape(const tensor& t, const shape& expected, const char* what) {
   if (t.shape() != expected) fail(error_code::invalid_argument, what, " has shape ", t.shape(), ", expected ", expected);
 }
@@ -1509,6 +1519,7 @@ struct gpu_avg_pool_grad final : op_kernel {
   ops::window_attrs w_;
 };
 
+/// The cuDNN data type of dtype t, or an unimplemented error.
 inline cudnnDataType_t cudnn_type_of(dtype t) {
   switch (t) {
     case dtype::float16: return CUDNN_DATA_HALF;
@@ -1570,12 +1581,17 @@ class conv_descriptors {
 
 /// The scaling factors cuDNN takes: float, or double for float64 data.
 struct cudnn_scale {
+  /// The factors for data of dtype t.
   explicit cudnn_scale(dtype t) : f64(t == dtype::float64) {}
+  /// A pointer to 1 in the type cuDNN wants.
   const void* one() const { return f64 ? static_cast<const void*>(&one_d) : &one_f; }
+  /// A pointer to 0 in the type cuDNN wants.
   const void* zero() const { return f64 ? static_cast<const void*>(&zero_d) : &zero_f; }
-  bool f64;
-  float one_f = 1, zero_f = 0;
-  double one_d = 1, zero_d = 0;
+  bool f64;          ///< the data is float64 (the factors are double)
+  float one_f = 1;   ///< 1 as a float
+  float zero_f = 0;  ///< 0 as a float
+  double one_d = 1;  ///< 1 as a double
+  double zero_d = 0; ///< 0 as a double
 };
 
 /// The most workspace a convolution's algorithm may take.
@@ -1591,6 +1607,7 @@ std::optional<std::pair<int, std::size_t>> pick_algorithm(const Perf* perf, int 
   return std::nullopt;
 }
 
+/// The geometry of a Conv2D of an NHWC input and an HWIO filter, or an error naming the mismatch.
 inline ops::geometry conv_geometry(const shape& input, const shape& filter, const ops::window_attrs& w) {
   if (filter.rank() != 4) fail(error_code::invalid_argument, "filter must have rank 4 (HWIO), got shape ", filter);
   ops::geometry g = ops::make_geometry(input, filter[0], filter[1], filter[3], w);
@@ -1599,6 +1616,7 @@ inline ops::geometry conv_geometry(const shape& input, const shape& filter, cons
   return g;
 }
 
+/// Which of a convolution's three computations a plan is for.
 enum class conv_pass { forward, backprop_input, backprop_filter };
 
 /// Whether the geometry's padding is uneven (TensorFlow's SAME pads one more row or column at
@@ -1621,8 +1639,11 @@ inline ops::geometry explicit_padding(ops::geometry g) {
 /// The rows (or columns) where an image of `size` and a window starting at -pad of `window`
 /// overlap: the first in the image, the first in the window, how many.
 struct overlap {
-  std::int64_t in_image, in_window, count;
+  std::int64_t in_image;   ///< the first row in the image
+  std::int64_t in_window;  ///< the first row in the window
+  std::int64_t count;      ///< how many rows
 };
+/// Where an image of `size` and a window of `window` starting at -pad overlap.
 inline overlap overlap_of(std::int64_t size, std::int64_t pad, std::int64_t window) {
   const std::int64_t first = std::max<std::int64_t>(0, -pad), last = std::min(size, window - pad);
   return {first, first + pad, std::max<std::int64_t>(0, last - first)};
@@ -1644,13 +1665,16 @@ inline void copy_window(const gpu_device& g, const tensor& from, tensor& to, con
 /// Made once per geometry and kept by the kernel: asking cuDNN's heuristics costs about a
 /// millisecond of host time, more than LeNet's convolutions on an H200.
 struct conv_plan {
+  /// Descriptors for a convolution of dtype t over geo (NCHW when nchw); no algorithm yet.
   conv_plan(dtype t, const ops::geometry& geo, bool nchw) : d(t, geo, nchw), nchw(nchw) {}
-  conv_descriptors d;
-  bool nchw;
-  int algo = 0;
-  std::size_t workspace = 0;
+  conv_descriptors d;         ///< cuDNN's descriptors
+  bool nchw;                  ///< the tensors are NCHW (else NHWC)
+  int algo = 0;               ///< the chosen algorithm (the pass's cuDNN enum, as int)
+  std::size_t workspace = 0;  ///< the workspace bytes it needs
 };
 
+/// A plan for pass Pass: the first algorithm in the order of cuDNN's heuristics (cudnnGet*_v7) that
+/// fits the workspace limit, NHWC tried first, then NCHW; null when none.
 template <conv_pass Pass>
 std::unique_ptr<conv_plan> make_conv_plan(const gpu_device& g, dtype t, const ops::geometry& geo) {
   for (bool nchw : {false, true}) {
@@ -1846,11 +1870,13 @@ struct gpu_dropout final : op_kernel {
 
 // ---- optimizers: in place, with a device copy of a value still read elsewhere ----
 
+/// The update rules the GPU applies in place (gpu_apply).
 enum class optimizer { gradient_descent, momentum, adagrad, rms_prop, adam };
 
 /// The GPU kernel of ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyAdagrad, ApplyRMSProp.
 template <optimizer O>
 struct gpu_apply final : op_kernel {
+  /// Variables the rule updates: the variable, then its slots.
   static constexpr int refs = O == optimizer::gradient_descent ? 1 : O == optimizer::momentum || O == optimizer::adagrad ? 2 : 3;
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit gpu_apply(const node& n)
@@ -1910,10 +1936,12 @@ struct gpu_apply final : op_kernel {
 
 // ---- registration ----
 
+/// Registers kernel class K for op on "GPU" devices with a type constraint; false when one was registered already.
 template <class K>
 bool register_gpu_kernel(std::string op, kernel_registry::type_constraint constraint = {}) {
   return kernel_registry::global().add(std::move(op), "GPU", std::move(constraint), &make_kernel<K>);
 }
+/// register_gpu_kernel for op with attr `attr` set to each of the dtypes.
 template <class K>
 void register_gpu_kernel_for(const char* op, const char* attr, const std::vector<dtype>& types) {
   for (dtype t : types) register_gpu_kernel<K>(op, {attr, t});

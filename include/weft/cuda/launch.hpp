@@ -16,8 +16,10 @@ namespace weft::cuda::launch {
 /// The element types the GPU kernels take.
 enum class elem : int { f16, bf16, f32, f64, i32, i64, u8, boolean };
 
+/// The elementwise unary ops the GPU computes (unary_op), as the CPU's kernels of the same names.
 enum class unary : int { neg, abs, square, sqrt, rsqrt, exp, log, tanh, sigmoid, relu, logical_not, sign };
 
+/// The elementwise binary ops the GPU computes (binary_op), broadcasting.
 enum class binary : int {
   /// z: the operands' type
   add, sub, mul, div, pow, maximum, minimum, squared_difference,
@@ -27,6 +29,7 @@ enum class binary : int {
   // z: bool
   greater, greater_equal, less, less_equal, equal, not_equal, logical_and, logical_or,
 };
+/// Whether op's output is bool (the comparisons and logical ops).
 inline constexpr bool returns_bool(binary op) noexcept { return op >= binary::greater; }
 
 // An error slot: two int64 in host memory the device writes through (mapped pinned memory,
@@ -42,12 +45,18 @@ enum class operand_kind : int { general, direct, scalar };
 /// shape (no index arithmetic). `narrow`: every offset fits 32 bits, so index arithmetic is
 /// done in 32 bits (a 64-bit division costs a GPU tens of instructions).
 struct broadcast_plan {
+  /// The most dims a plan holds.
   static constexpr int max_rank = 8;
+  /// The output's rank (0 with same_shape: no index arithmetic).
   int rank = 0;
+  /// Every operand has the output's shape.
   bool same_shape = false;
+  /// Every offset fits 32 bits.
   bool narrow = false;
   operand_kind kind[3] = {};                  ///< per operand (up to three: SelectV2)
+  /// The output's dims.
   std::int64_t dims[max_rank] = {};
+  /// Each operand's element strides along the output's dims (0 where broadcast).
   std::int64_t stride[3][max_rank] = {};
 };
 
@@ -84,7 +93,9 @@ inline WEFT_HOST_DEVICE std::int64_t offset_in(const broadcast_plan& p, int k, s
   return off;
 }
 
+/// y = op(x) for n elements of type t.
 void unary_op(unary op, elem t, const void* x, void* y, std::int64_t n, cudaStream_t stream);
+/// z = a op b for the n elements of z, operands indexed by `plan` (0: a, 1: b).
 void binary_op(binary op, elem t, const void* a, const void* b, void* z, std::int64_t n, const broadcast_plan& plan,
                cudaStream_t stream);
 /// out = cond ? t : e, broadcast (SelectV2); operand 0 of the plan is cond, 1 is t, 2 is e.
@@ -152,11 +163,15 @@ void sparse_xent_op(elem t, const void* logits, const void* labels, bool labels_
 /// lr, beta1_power and the like are one element each in device memory.
 void apply_gradient_descent_op(elem t, void* var, const void* lr, const void* grad, std::int64_t n,
                                cudaStream_t stream);
+/// ApplyMomentum: accum = accum * momentum + grad; var -= lr * accum (or Nesterov's form).
 void apply_momentum_op(elem t, void* var, void* accum, const void* lr, const void* grad, const void* momentum,
                        bool nesterov, std::int64_t n, cudaStream_t stream);
+/// ApplyAdagrad: accum += grad^2; var -= lr * grad / sqrt(accum).
 void apply_adagrad_op(elem t, void* var, void* accum, const void* lr, const void* grad, std::int64_t n, cudaStream_t stream);
+/// ApplyRMSProp: ms = rho * ms + (1 - rho) * grad^2; mom = momentum * mom + lr * grad / sqrt(ms + epsilon); var -= mom.
 void apply_rms_prop_op(elem t, void* var, void* ms, void* mom, const void* lr, const void* rho, const void* momentum,
                        const void* epsilon, const void* grad, std::int64_t n, cudaStream_t stream);
+/// ApplyAdam: the moments m and v updated by beta1 and beta2, var moved by the bias-corrected step (or Nesterov's form).
 void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power, const void* beta2_power,
                    const void* lr, const void* beta1, const void* beta2, const void* epsilon, const void* grad,
                    bool nesterov, std::int64_t n, cudaStream_t stream);
@@ -165,21 +180,31 @@ void apply_adam_op(elem t, void* var, void* m, void* v, const void* beta1_power,
 /// 8 or 16): dst[dst_offset + sum_d i_d * dst_stride[d]] = src[src_offset + sum_d i_d *
 /// src_stride[d]] for every index i in dims (Slice, ConcatV2, Split, Pad's interior).
 struct box_plan {
+  /// The most dims a plan holds.
   static constexpr int max_rank = 8;
+  /// The number of dims in use.
   int rank = 0;
-  std::int64_t dims[max_rank] = {};
+  std::int64_t dims[max_rank] = {};  ///< the box's dims
+  /// The source's element strides.
   std::int64_t src_stride[max_rank] = {};
+  /// The destination's element strides.
   std::int64_t dst_stride[max_rank] = {};
-  std::int64_t src_offset = 0, dst_offset = 0;
+  std::int64_t src_offset = 0;  ///< where the box starts in the source (elements)
+  std::int64_t dst_offset = 0;  ///< where it starts in the destination
 };
+/// Copies the box `plan` describes from src to dst.
 void copy_box_op(int element_bytes, const void* src, void* dst, const box_plan& plan, cudaStream_t stream);
 /// Tile: y (dims out_dims) element i is x's element at i's index modulo in_dims.
 struct tile_plan {
+  /// The most dims a plan holds.
   static constexpr int max_rank = 8;
-  int rank = 0;
+  int rank = 0;  ///< the number of dims in use
+  /// y's dims.
   std::int64_t out_dims[max_rank] = {};
+  /// x's dims (same rank).
   std::int64_t in_dims[max_rank] = {};
 };
+/// y = Tile(x) for the n elements of y.
 void tile_op(int element_bytes, const void* x, void* y, std::int64_t n, const tile_plan& plan, cudaStream_t stream);
 /// UnsortedSegmentSum: out[ids[j], :] += data[j, :] for rows of `row` elements, out (of
 /// `segments` rows) zeroed first; an id outside [0, segments) adds nothing and is reported
@@ -194,11 +219,16 @@ void unsorted_segment_sum_op(elem t, const void* data, const void* ids, bool ids
 /// land in either order). A tuple out of range is reported in `error` and moves nothing
 /// (gather writes zeros).
 enum class nd_mode : int { gather, scatter_add, scatter_update };
+/// Where tuples of indices point (nd_op): the indexed tensor's first k dims, the tuples, each slice's size.
 struct nd_plan {
+  /// The most dims a tuple indexes.
   static constexpr int max_k = 8;
+  /// Indices per tuple.
   int k = 0;
+  /// The indexed tensor's first k dims (a tuple is in range when each index is within its dim).
   std::int64_t dims[max_k] = {};
-  std::int64_t tuples = 0, slice = 0;
+  std::int64_t tuples = 0;  ///< how many tuples
+  std::int64_t slice = 0;   ///< elements per slice
 };
 /// `t` is the element type of a scatter_add; gather and scatter_update move elements of
 /// `element_bytes` bytes (1, 2, 4, 8 or 16).
@@ -209,7 +239,18 @@ void nd_op(nd_mode mode, elem t, int element_bytes, const void* indices, bool in
 /// [n, h, w, c], a kh x kw window moving by (sh, sw), output [n, oh, ow, c]; output row y's
 /// window starts at input row y * sh - pad_top (the same for columns).
 struct pool_geometry {
-  std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, sh = 1, sw = 1, oh = 0, ow = 0, pad_top = 0, pad_left = 0;
+  std::int64_t n = 0;         ///< images
+  std::int64_t h = 0;         ///< input rows
+  std::int64_t w = 0;         ///< input columns
+  std::int64_t c = 0;         ///< channels
+  std::int64_t kh = 1;        ///< window rows
+  std::int64_t kw = 1;        ///< window columns
+  std::int64_t sh = 1;        ///< row stride
+  std::int64_t sw = 1;        ///< column stride
+  std::int64_t oh = 0;        ///< output rows
+  std::int64_t ow = 0;        ///< output columns
+  std::int64_t pad_top = 0;   ///< rows of padding before the image
+  std::int64_t pad_left = 0;  ///< columns of padding before the image
 };
 /// MaxPool (the largest element of each window's valid part, -inf for none) and AvgPool
 /// (their mean), as the CPU's kernels compute them.
@@ -218,6 +259,7 @@ void pool_op(bool max, elem t, const void* x, void* y, const pool_geometry& g, c
 /// first, as on the CPU); AvgPoolGrad: each window's gradient shared equally by its valid
 /// part. Each input element sums what its windows give it, in window order (deterministic).
 void max_pool_grad_op(elem t, const void* x, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
+/// AvgPoolGrad (see max_pool_grad_op).
 void avg_pool_grad_op(elem t, const void* grad, void* dx, const pool_geometry& g, cudaStream_t stream);
 /// MaxPoolGradGrad: each window's output is grad (of the input's shape) at the window's first
 /// maximum; 0 for a window wholly in the padding.
@@ -236,6 +278,7 @@ void softmax_xent_op(elem t, const void* logits, const void* labels, void* loss,
 /// element i is the draw of counter base + i * per (per: 64 for truncated_normal, whose
 /// redraws take the counters after it), from the stream of `key`.
 enum class distribution : int { uniform, normal, truncated_normal };
+/// Fills out (n elements of type t) with draws of distribution d.
 void random_op(distribution d, elem t, std::uint64_t key, std::uint64_t base, std::uint64_t per, void* out,
                std::int64_t n, cudaStream_t stream);
 /// Dropout: out[i] = x[i] * mask[i], mask[i] = 1 / (1 - rate) where the uniform draw of counter

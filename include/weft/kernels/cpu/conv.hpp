@@ -149,11 +149,14 @@ inline geometry conv_geometry(const shape& in, const shape& f, const ops::window
 }
 
 struct conv2d {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
   explicit conv2d(const node& n) : w_(window_attrs_of(n)) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     return {conv_geometry(ctx.input(0).shape(), ctx.input(1).shape(), w_).output_shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     conv_forward<C>(ctx, conv_geometry(v.in[0].shape(), v.in[1].shape(), w_), v.in[0].data<C>(), v.in[1].data<C>(),
@@ -164,6 +167,7 @@ struct conv2d {
 };
 
 struct conv2d_backprop_input {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b110;
   explicit conv2d_backprop_input(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const tensor& sizes, const tensor& f, const tensor& d) const {
@@ -171,10 +175,12 @@ struct conv2d_backprop_input {
     require_shape(d, g.output_shape(), "out_backprop", g);
     return g;
   }
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
     return {shape{g.n, g.h, g.w, g.c}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_input<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[1].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());
@@ -184,6 +190,7 @@ struct conv2d_backprop_input {
 };
 
 struct conv2d_backprop_filter {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;
   explicit conv2d_backprop_filter(const node& n) : w_(window_attrs_of(n)) {}
   geometry geo(const tensor& in, const tensor& sizes, const tensor& d) const {
@@ -191,10 +198,12 @@ struct conv2d_backprop_filter {
     require_shape(d, g.output_shape(), "out_backprop", g);
     return g;
   }
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0), ctx.input(1), ctx.input(2));
     return {shape{g.kh, g.kw, g.c, g.k}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     conv_backprop_filter<C>(ctx, geo(v.in[0], v.in[1], v.in[2]), v.in[0].data<C>(), v.in[2].data<C>(), v.out[0].data<C>());

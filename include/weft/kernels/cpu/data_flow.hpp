@@ -270,7 +270,9 @@ void register_data_flow_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp): every queue op's kernel at once.
 namespace weft {
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every data_flow op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_data_flow_kernels(); }

@@ -14,13 +14,16 @@ namespace weft::cpu::nn {
 /// Element i of the r-th run keeps x when its uniform draw (random.hpp's stream, keyed by
 /// seed and seed2) is at least `rate`.
 struct dropout {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
   explicit dropout(const node& n)
       : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     if (ctx.input(1).rank() != 0) fail(error_code::invalid_argument, "rate must be a scalar, got shape ", ctx.input(1).shape());
     return {ctx.input(0).shape(), ctx.input(0).shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const C rate = *v.in[1].data<C>();

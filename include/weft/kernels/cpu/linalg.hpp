@@ -82,7 +82,9 @@ struct kernel_for<ops::MatrixDeterminant, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::matrix_determinant_kernel<T>>("MatrixDeterminant", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every matrix op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::matrix, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernels(); cpu::register_linalg_kernels(); }

@@ -18,9 +18,13 @@ namespace weft::cpu {
 
 namespace nn {
 
+/// BiasAdd: value plus a bias along its last dim (NHWC).
 struct bias_add {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// The kernel of a node (it reads no attrs).
   explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &x = ctx.input(0), &b = ctx.input(1);
     require_rank_at_least(x, 2, "value");
@@ -30,6 +34,7 @@ struct bias_add {
            x.shape(), ")");
     return {x.shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -42,14 +47,19 @@ struct bias_add {
   }
 };
 
+/// BiasAddGrad: the output gradient summed over every dim but the last.
 struct bias_add_grad {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit bias_add_grad(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor& d = ctx.input(0);
     require_rank_at_least(d, 2, "out_backprop");
     return {shape{d.shape()[d.rank() - 1]}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -81,12 +91,16 @@ struct bias_add_grad {
 /// large logits do not overflow.
 template <bool Log>
 struct softmax {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit softmax(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     require_rank_at_least(ctx.input(0), 1, "logits");
     return {ctx.input(0).shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -120,9 +134,13 @@ std::pair<C, C> softmax_row(const_row_map<C> f, row_map<C> back) {
   return {std::log(s), m};
 }
 
+/// SoftmaxCrossEntropyWithLogits: per row, the loss and its gradient softmax(logits) - labels.
 struct softmax_cross_entropy {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// The kernel of a node (it reads no attrs).
   explicit softmax_cross_entropy(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &f = ctx.input(0), &l = ctx.input(1);
     if (f.rank() != 2 || f.shape() != l.shape())
@@ -130,6 +148,7 @@ struct softmax_cross_entropy {
            l.shape());
     return {shape{f.shape()[0]}, f.shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -149,9 +168,13 @@ struct softmax_cross_entropy {
   }
 };
 
+/// SparseSoftmaxCrossEntropyWithLogits: as softmax_cross_entropy with integer class labels (checked in range).
 struct sparse_softmax_cross_entropy {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit sparse_softmax_cross_entropy(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &f = ctx.input(0), &l = ctx.input(1);
     if (f.rank() != 2) fail(error_code::invalid_argument, "features must be a matrix, got shape ", f.shape());
@@ -166,6 +189,7 @@ struct sparse_softmax_cross_entropy {
              ")");
     return {shape{f.shape()[0]}, f.shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const std::int64_t n = row_length(v.in[0]), rows = row_count(v.in[0]);
@@ -186,10 +210,15 @@ struct sparse_softmax_cross_entropy {
   }
 };
 
+/// L2Loss: sum(t^2) / 2 over every element.
 struct l2_loss {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (it reads no attrs).
   explicit l2_loss(const node&) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context&) const { return {shape{}}; }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context&, io& v) const {
     const tensor& t = v.in[0];
@@ -200,17 +229,22 @@ struct l2_loss {
 /// FusedBatchNormV3 and FusedBatchNormGradV3 (ops/nn_ops.hpp): x viewed as [rows, C];
 /// per-channel sums over blocks of rows on the threads, then one pass for the output.
 struct batch_norm_frame {
+  /// Added to the variance before its square root.
   double epsilon;
+  /// Training mode (batch statistics) rather than inference (the given mean and variance).
   bool training;
+  /// Reads epsilon and is_training; data_format must be NHWC.
   explicit batch_norm_frame(const node& n) : epsilon(n.attr<double>("epsilon")), training(n.attr<bool>("is_training")) {
     if (n.attr<std::string>("data_format") != "NHWC")
       fail(error_code::invalid_argument, n.describe(), ": data_format must be NHWC");
   }
+  /// Fails unless v is a vector of c channels (or empty, where allowed); `what` names it.
   static void check_vector(const tensor& v, std::int64_t c, const char* what, bool may_be_empty = false) {
     if (v.rank() != 1 || (v.shape()[0] != c && !(may_be_empty && v.shape()[0] == 0)))
       fail(error_code::invalid_argument, what, " must be a vector of the ", c, " channels", may_be_empty ? " (or empty)" : "",
            ", got shape ", v.shape());
   }
+  /// The channels of x (its last dim, rank 2 to 5), or an error.
   static std::int64_t channels_of(const tensor& x) {
     if (x.rank() < 2 || x.rank() > 5)
       fail(error_code::invalid_argument, "x must have rank 2 to 5 (channels last), got shape ", x.shape());
@@ -235,10 +269,15 @@ struct batch_norm_frame {
   }
 };
 
+/// FusedBatchNormV3: normalized x, the batch mean and variance, and the moving averages updated by exponential_avg_factor.
 struct fused_batch_norm : batch_norm_frame {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11111;
+  /// exponential_avg_factor: the weight of the batch's statistics in the moving averages.
   double factor;
+  /// Reads the node's attrs.
   explicit fused_batch_norm(const node& n) : batch_norm_frame(n), factor(n.attr<double>("exponential_avg_factor")) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const std::int64_t c = channels_of(ctx.input(0));
     check_vector(ctx.input(1), c, "scale");
@@ -248,6 +287,7 @@ struct fused_batch_norm : batch_norm_frame {
     check_vector(ctx.input(4), c, "variance", may_be_empty);
     return {ctx.input(0).shape(), shape{c}, shape{c}, shape{c}, shape{c}, shape{0}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const tensor& xt = v.in[0];
@@ -306,9 +346,13 @@ struct fused_batch_norm : batch_norm_frame {
   }
 };
 
+/// FusedBatchNormGradV3: the gradients of x, scale and offset.
 struct fused_batch_norm_grad : batch_norm_frame {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b111111;
+  /// Reads the node's attrs.
   explicit fused_batch_norm_grad(const node& n) : batch_norm_frame(n) {}
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &dy = ctx.input(0), &x = ctx.input(1);
     const std::int64_t c = channels_of(x);
@@ -319,6 +363,7 @@ struct fused_batch_norm_grad : batch_norm_frame {
     check_vector(ctx.input(4), c, "reserve_space_2 (the variance)");
     return {x.shape(), shape{c}, shape{c}, shape{0}, shape{0}};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const tensor& xt = v.in[1];
@@ -504,7 +549,9 @@ struct kernel_for<ops::FusedBatchNormGradV3, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::nn::kernel<cpu::nn::fused_batch_norm_grad>::template of<T>>("FusedBatchNormGradV3", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every nn op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::nn, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_nn_kernels(); }

@@ -16,9 +16,14 @@ namespace weft::cpu::nn {
 
 /// The valid part [y0, y1) x [x0, x1) of output position (y, x)'s window.
 struct window_span {
-  std::int64_t y0, y1, x0, x1;
+  std::int64_t y0;  ///< the first valid input row
+  std::int64_t y1;  ///< one past the last
+  std::int64_t x0;  ///< the first valid input column
+  std::int64_t x1;  ///< one past the last
+  /// Elements in the valid part.
   std::int64_t count() const { return (y1 - y0) * (x1 - x0); }
 };
+/// The valid part of output position (y, x)'s window in geometry g.
 inline window_span span_of(const geometry& g, std::int64_t y, std::int64_t x) {
   const std::int64_t t = g.top(y), l = g.left(x);
   return {std::max<std::int64_t>(t, 0), std::min(t + g.kh, g.h), std::max<std::int64_t>(l, 0), std::min(l + g.kw, g.w)};
@@ -32,19 +37,28 @@ void for_each_position(const geometry& g, std::int64_t b, std::int64_t e, F&& f)
       for (std::int64_t x = 0; x < g.ow; ++x) f(img, y, x, (img * g.oh + y) * g.ow + x);
 }
 
+/// What the pooling kernels share: the node's window attrs.
 struct pool_base {
+  /// Reads the node's window attrs (ksize, strides, padding).
   explicit pool_base(const node& n) : w_(window_attrs_of(n)) {}
+  /// The window geometry over an NHWC input of shape `in` (errors for a wrong rank or window).
   geometry geo(const shape& in) const { return make_geometry(in, w_.kh, w_.kw, in.rank() == 4 ? in[3] : 0, w_); }
+  /// The work of a pooling pass: positions times window size.
   double cost(const geometry& g) const { return static_cast<double>(g.positions()) * static_cast<double>(g.patch()); }
  private:
   ops::window_attrs w_;
 };
 
+/// MaxPool (Max) and AvgPool over NHWC images: each window's largest element, or the mean of its valid part.
 template <bool Max>
 struct pool : pool_base {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b1;
+  /// The kernel of a node (reads its window attrs).
   using pool_base::pool_base;
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const { return {geo(ctx.input(0).shape()).output_shape()}; }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.in[0].shape());
@@ -72,10 +86,15 @@ struct pool : pool_base {
 /// > keeps the first; a NaN first element stays). Plain loops over pointers taken by value,
 /// so that they compile to vector compares and blends.
 struct window_maxima {
+  /// The window's valid elements' offsets in the input (the first `count`).
   std::vector<std::int64_t> offsets;
+  /// Per channel, the index in `offsets` of the window's first maximum.
   std::vector<std::int32_t> first;
+  /// How many of `offsets` are in use.
   std::int64_t count = 0;
+  /// Buffers for g's window and channels.
   explicit window_maxima(const geometry& g) : offsets(static_cast<std::size_t>(g.kh * g.kw)), first(static_cast<std::size_t>(g.c)) {}
+  /// Fills offsets and first for output position (img, y, x) of input `in`; best gets each channel's maximum.
   template <class C>
   void find(const geometry& g, const C* in, C* best, std::int64_t img, std::int64_t y, std::int64_t x) {
     const window_span s = span_of(g, y, x);
@@ -109,14 +128,18 @@ struct window_maxima {
 /// MaxPoolGradGrad (Second): grad, of the input's shape, read at each window's first maximum.
 template <bool Second>
 struct max_pool_grad_op : pool_base {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;  ///< orig_output is only checked for its shape
+  /// The kernel of a node (reads its window attrs).
   using pool_base::pool_base;
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const geometry g = geo(ctx.input(0).shape());
     require_shape(ctx.input(1), g.output_shape(), "orig_output", g);
     require_shape(ctx.input(2), Second ? ctx.input(0).shape() : g.output_shape(), "grad", g);
     return {Second ? g.output_shape() : ctx.input(0).shape()};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.in[0].shape());
@@ -169,18 +192,24 @@ struct max_pool_grad_op : pool_base {
     });
   }
 };
+/// MaxPoolGrad's kernel body.
 using max_pool_grad = max_pool_grad_op<false>;
+/// MaxPoolGradGrad's kernel body.
 using max_pool_grad_grad = max_pool_grad_op<true>;
 
 /// Each window's gradient shared equally by the input elements it averaged.
 struct avg_pool_grad : pool_base {
+  /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b10;
+  /// The kernel of a node (reads its window attrs).
   using pool_base::pool_base;
+  /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const shape in = sizes_shape(ctx.input(0), "orig_input_shape");
     require_shape(ctx.input(1), geo(in).output_shape(), "grad", geo(in));
     return {in};
   }
+  /// Computes the outputs, in C (the compute type), from the widened inputs.
   template <class C>
   void run(kernel_context& ctx, io& v) const {
     const geometry g = geo(v.out[0].shape());

@@ -535,7 +535,9 @@ struct kernel_for<ops::ReducedShape, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<cpu::reduced_shape_kernel>("ReducedShape"); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every reduction op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::reduction, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_reduction_kernels(); }

@@ -168,7 +168,9 @@ struct kernel_for<ops::AssignSub, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::assign_update_kernel<false>::template of<T>>("AssignSub", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every state op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::state, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_state_kernels(); }

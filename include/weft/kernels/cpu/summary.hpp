@@ -138,7 +138,9 @@ void register_summary_kernels() {
 
 /// The kernels typed code asks for (framework/kernel_for.hpp).
 namespace weft {
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every summary op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::summary, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_summary_kernels(); }

@@ -19,27 +19,38 @@ namespace weft::cpu {
 
 namespace training {
 
+/// A writable Eigen array view of n elements of type C.
 template <class C>
 using vec = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+/// A read-only Eigen array view of n elements of type C.
 template <class C>
 using const_vec = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 /// The runtime's variable class.
 using state = resource_variable;
 
-/// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its slots), the
-/// gradient at input `grad`, the other inputs scalar hyperparameters h in order; update()
-/// applies the rule to elements [b, e) of the flat values s (s[0] the variable).
+// Each rule: its op's name, `refs` variables (the first is the one updated, the rest its
+// slots), the gradient at input `grad`, the other inputs scalar hyperparameters h in order;
+// update() applies the rule to n elements of the flat values s (s[0] the variable).
+
+/// ApplyGradientDescent; h: lr.
 struct gradient_descent {
-  static constexpr const char* op = "ApplyGradientDescent";
-  static constexpr int refs = 1, grad = 2, scalars = 1;
+  static constexpr const char* op = "ApplyGradientDescent";  ///< the op it runs
+  static constexpr int refs = 1;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 2;  ///< the gradient's input index
+  static constexpr int scalars = 1;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* g, std::int64_t n, const std::array<C, scalars>& h, bool) {
     vec<C>(s[0], n) -= h[0] * const_vec<C>(g, n);
   }
 };
-struct momentum {  // lr, momentum
-  static constexpr const char* op = "ApplyMomentum";
-  static constexpr int refs = 2, grad = 3, scalars = 2;
+/// ApplyMomentum; h: lr, momentum.
+struct momentum {
+  static constexpr const char* op = "ApplyMomentum";  ///< the op it runs
+  static constexpr int refs = 2;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 3;  ///< the gradient's input index
+  static constexpr int scalars = 2;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
                      bool nesterov) {
@@ -50,9 +61,13 @@ struct momentum {  // lr, momentum
     else var -= h[0] * accum;
   }
 };
-struct adagrad {  // lr
-  static constexpr const char* op = "ApplyAdagrad";
-  static constexpr int refs = 2, grad = 3, scalars = 1;
+/// ApplyAdagrad; h: lr.
+struct adagrad {
+  static constexpr const char* op = "ApplyAdagrad";  ///< the op it runs
+  static constexpr int refs = 2;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 3;  ///< the gradient's input index
+  static constexpr int scalars = 1;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
     vec<C> var(s[0], n), accum(s[1], n);
@@ -61,9 +76,13 @@ struct adagrad {  // lr
     var -= h[0] * g * accum.rsqrt();
   }
 };
-struct rms_prop {  // lr, rho, momentum, epsilon
-  static constexpr const char* op = "ApplyRMSProp";
-  static constexpr int refs = 3, grad = 7, scalars = 4;
+/// ApplyRMSProp; h: lr, rho, momentum, epsilon.
+struct rms_prop {
+  static constexpr const char* op = "ApplyRMSProp";  ///< the op it runs
+  static constexpr int refs = 3;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 7;  ///< the gradient's input index
+  static constexpr int scalars = 4;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h, bool) {
     vec<C> var(s[0], n), ms(s[1], n), mom(s[2], n);
@@ -73,9 +92,13 @@ struct rms_prop {  // lr, rho, momentum, epsilon
     var -= mom;
   }
 };
-struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
-  static constexpr const char* op = "ApplyAdam";
-  static constexpr int refs = 3, grad = 9, scalars = 6;
+/// ApplyAdam; h: beta1_power, beta2_power, lr, beta1, beta2, epsilon.
+struct adam {
+  static constexpr const char* op = "ApplyAdam";  ///< the op it runs
+  static constexpr int refs = 3;  ///< variables: the one updated, then its slots
+  static constexpr int grad = 9;  ///< the gradient's input index
+  static constexpr int scalars = 6;  ///< scalar hyperparameters h
+  /// Applies the rule to the n elements of s (s[0] the variable, then its slots), g the gradient (the last flag: use_nesterov).
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
                      bool nesterov) {
@@ -89,10 +112,13 @@ struct adam {  // beta1_power, beta2_power, lr, beta1, beta2, epsilon
   }
 };
 
+/// The CPU kernels of Rule's op: `apply_kernel<Rule>::of<T>` for dtype T.
 template <class Rule>
 struct apply_kernel {
+  /// The kernel for variables of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Reads use_nesterov where the op has it.
     explicit of(const node& n) : nesterov_(n.attrs().contains("use_nesterov") && n.attr<bool>("use_nesterov")) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -203,7 +229,9 @@ struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
 };
-template <class T>  // a partial specialization, so that including it instantiates nothing
+/// Typed code's registration of every training op's CPU kernels (the family at once). A
+/// partial specialization, so that including it instantiates nothing.
+template <class T>
 struct kernel_for<ops::families::training, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_training_kernels(); }
