@@ -25,12 +25,14 @@ namespace weft::wire {
 
 static_assert(std::endian::native == std::endian::little, "weft's wire codec copies fixed-width fields as they lie in memory");
 
+/// Protobuf's wire types (the low three bits of a field's key).
 enum class wire_type : std::uint8_t { varint = 0, fixed64 = 1, bytes = 2, start_group = 3, end_group = 4, fixed32 = 5 };
 
 /// Appends fields of one message to a string. A nested message is written into a writer of
 /// its own and added with `message()` (its length must be known first).
 class writer {
  public:
+  /// Appends v as a base-128 varint, with no tag.
   void raw_varint(std::uint64_t v) {
     while (v >= 0x80) {
       out_.push_back(static_cast<char>((v & 0x7F) | 0x80));
@@ -38,6 +40,7 @@ class writer {
     }
     out_.push_back(static_cast<char>(v));
   }
+  /// Appends a field's key: its number and wire type.
   void tag(std::uint32_t field, wire_type t) { raw_varint((std::uint64_t{field} << 3) | static_cast<std::uint8_t>(t)); }
 
   /// int32, int64, uint32, uint64, bool and enums: a negative int is written as its 64-bit
@@ -46,23 +49,31 @@ class writer {
     tag(field, wire_type::varint);
     raw_varint(v);
   }
+  /// An int64 (or int32) field: negative values take ten bytes.
   void int64(std::uint32_t field, std::int64_t v) { varint(field, static_cast<std::uint64_t>(v)); }
+  /// A bool field (varint 0 or 1).
   void boolean(std::uint32_t field, bool v) { varint(field, v ? 1 : 0); }
+  /// A fixed32 field: four little-endian bytes.
   void fixed32(std::uint32_t field, std::uint32_t v) {
     tag(field, wire_type::fixed32);
     append(&v, 4);
   }
+  /// A fixed64 field: eight little-endian bytes.
   void fixed64(std::uint32_t field, std::uint64_t v) {
     tag(field, wire_type::fixed64);
     append(&v, 8);
   }
+  /// A float field (fixed32 bits).
   void float32(std::uint32_t field, float v) { fixed32(field, std::bit_cast<std::uint32_t>(v)); }
+  /// A double field (fixed64 bits).
   void float64(std::uint32_t field, double v) { fixed64(field, std::bit_cast<std::uint64_t>(v)); }
+  /// A length-delimited field: string, bytes, or an encoded message.
   void bytes(std::uint32_t field, std::string_view v) {
     tag(field, wire_type::bytes);
     raw_varint(v.size());
     out_.append(v);
   }
+  /// A nested message field: m's bytes, length-delimited.
   void message(std::uint32_t field, const writer& m) { bytes(field, m.data()); }
 
   /// A packed repeated field: `n` values, each written by `each(writer&, i)` with the raw_
@@ -74,10 +85,14 @@ class writer {
     for (std::size_t i = 0; i < n; ++i) each(payload, i);
     bytes(field, payload.data());
   }
+  /// Appends n raw bytes (packed payloads).
   void append(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
 
+  /// The bytes written so far.
   const std::string& data() const noexcept { return out_; }
+  /// Moves the bytes out (the writer is left empty).
   std::string take() noexcept { return std::move(out_); }
+  /// How many bytes were written.
   std::size_t size() const noexcept { return out_.size(); }
 
  private:
@@ -87,17 +102,25 @@ class writer {
 /// One field as read: its number and wire type, and its value (`number` for varint and
 /// fixed-width fields, `bytes` for length-delimited ones).
 struct field {
+  /// The field number.
   std::uint32_t number = 0;
+  /// The wire type.
   wire_type type = wire_type::varint;
+  /// A varint's or fixed-width field's bits.
   std::uint64_t number_value = 0;
+  /// A length-delimited field's payload (a view of the reader's data).
   std::string_view bytes;
 
+  /// The value as an int64 (two's complement).
   std::int64_t as_int64() const noexcept { return static_cast<std::int64_t>(number_value); }
   /// int32 fields hold a value sign-extended to 64 bits; anything else is cut to 32 bits as
   /// protobuf's parsers do.
   std::int32_t as_int32() const noexcept { return static_cast<std::int32_t>(static_cast<std::uint32_t>(number_value)); }
+  /// The value as a bool (nonzero is true).
   bool as_bool() const noexcept { return number_value != 0; }
+  /// A fixed32 field's bits as a float.
   float as_float() const noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(number_value)); }
+  /// A fixed64 field's bits as a double.
   double as_double() const noexcept { return std::bit_cast<double>(number_value); }
 };
 
@@ -105,10 +128,14 @@ struct field {
 /// AttrValue 'value'").
 class reader {
  public:
+  /// A reader over data (which must outlive it); `what` names the message in errors.
   reader(std::string_view data, std::string what) : data_(data), what_(std::move(what)) {}
 
+  /// Every byte was read.
   bool done() const noexcept { return pos_ >= data_.size(); }
+  /// The next byte's offset.
   std::size_t offset() const noexcept { return pos_; }
+  /// The message's name in errors.
   const std::string& what() const noexcept { return what_; }
 
   /// The next field, or false at the end of the message.
@@ -171,6 +198,7 @@ class reader {
     }
   }
 
+  /// Reads a base-128 varint, or a data_loss error for one cut off or beyond 64 bits.
   std::uint64_t raw_varint() {
     const std::size_t at = pos_;
     std::uint64_t v = 0;
@@ -184,6 +212,7 @@ class reader {
     bad(at, "a varint longer than ten bytes");
   }
 
+  /// Reads a little-endian fixed-width T, or a data_loss error when cut off.
   template <class T>
   T fixed() {
     if (data_.size() - pos_ < sizeof(T)) bad(pos_, "a " + std::to_string(8 * sizeof(T)) + "-bit value cut off by the end of the message");

@@ -125,6 +125,7 @@ constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
 }
 }  // namespace static_rules
 
+/// The array family's op definitions (registered by register_array_ops()).
 inline std::vector<op_def> array_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Reshape")
@@ -638,7 +639,7 @@ struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };
 }  // namespace families

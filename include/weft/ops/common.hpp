@@ -66,6 +66,7 @@ inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i
   return (*v)[0];
 }
 
+/// Shape function: output 0 has input 0's shape.
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
 
 /// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
@@ -83,11 +84,13 @@ inline void require_rank(shape_context& c, int i, int rank, std::string_view wha
   if (c.input(i).rank_known() && c.input(i).rank() != rank)
     c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
 }
+/// Fails unless input i, when its rank is known, has rank at least `rank`.
 inline void require_rank_at_least(shape_context& c, int i, int rank, std::string_view what) {
   if (c.input(i).rank_known() && c.input(i).rank() < rank)
     c.fail(what, " must have rank at least ", rank, ", got shape ", c.input(i));
 }
 
+/// Shape function: output 0 has the broadcast shape of every input, or an error naming two that do not broadcast.
 inline void broadcast_inputs(shape_context& c) {
   partial_shape out = c.input(0);
   for (int i = 1; i < c.num_inputs(); ++i) {
@@ -98,6 +101,7 @@ inline void broadcast_inputs(shape_context& c) {
   c.set_output(0, out);
 }
 
+/// Shape function: every output is a scalar.
 inline void scalar_shape(shape_context& c) {
   for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape{});
 }

@@ -41,12 +41,14 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
 /// The control-flow ops (run by the executor; they have no op types).
 inline constexpr std::string_view control_flow_op_names[] = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"};
 
+/// Whether op is one of control_flow_op_names.
 inline bool is_control_flow_op(std::string_view op) {
   for (std::string_view name : control_flow_op_names)
     if (op == name) return true;
   return false;
 }
 
+/// The control_flow family's op definitions (registered by register_control_flow_ops()).
 inline std::vector<op_def> control_flow_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Switch")

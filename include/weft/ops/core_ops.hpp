@@ -25,6 +25,7 @@
 
 namespace weft::ops {
 
+/// The core family's op definitions (registered by register_core_ops()).
 inline std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
@@ -69,9 +70,10 @@ inline std::vector<op_def> core_op_defs() {
   return defs;
 }
 
+/// An op of the standard library and the family that defines it.
 struct standard_op {
-  std::string_view name;
-  std::string_view family;
+  std::string_view name;    ///< the op's name
+  std::string_view family;  ///< its family's name
 };
 
 
@@ -130,7 +132,7 @@ struct core {
   static constexpr const char* name = "core";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_core_ops(); }
 };
 }  // namespace families

@@ -97,6 +97,7 @@ inline void dequeue_shapes(shape_context& c, bool batch, bool exact) {
 }
 }  // namespace detail
 
+/// The data_flow family's op definitions (registered by register_data_flow_ops()).
 inline std::vector<op_def> data_flow_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"FIFOQueue", "PaddingFIFOQueue", "PriorityQueue"})
@@ -233,8 +234,8 @@ struct data_flow {
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue, QueueEnqueue, QueueEnqueueMany,
                           QueueDequeue, QueueDequeueMany, QueueDequeueUpTo, QueueClose, QueueSize, QueueIsClosed, Mutex,
-                          MutexAcquire, MutexRelease>;
-  // Registers the family\'s op definitions.
+                          MutexAcquire, MutexRelease>;  ///< its op types
+  // Registers the family's op definitions.
   static void define() { register_data_flow_ops(); }
 };
 }  // namespace families

@@ -27,27 +27,31 @@
 
 namespace weft::fused {
 
+/// A leaf of a fused subtree's type: an input of dtype T (a static scalar when Scalar).
 template <class T, bool Scalar>
 struct leaf {
-  using value_type = T;
-  static constexpr bool scalar = Scalar;
+  using value_type = T;                  ///< the input's element type
+  static constexpr bool scalar = Scalar;  ///< a static scalar (broadcast from one value)
 };
 
+/// An interior node of a fused subtree's type: op Op over the subtrees Args, giving T.
 template <class Op, class T, class... Args>
 struct apply {
-  using value_type = T;
-  using op = Op;
+  using value_type = T;  ///< the result's element type
+  using op = Op;         ///< the op type (ops::Add, ...)
 };
 
 /// Interior nodes and leaves of subtree E.
 template <class E>
 struct count {
-  static constexpr std::size_t ops = 0, leaves = 1;
+  static constexpr std::size_t ops = 0;     ///< a leaf has no interior nodes
+  static constexpr std::size_t leaves = 1;  ///< it is one leaf
 };
+/// Interior nodes and leaves of an interior node's subtree.
 template <class Op, class T, class... Args>
 struct count<apply<Op, T, Args...>> {
-  static constexpr std::size_t ops = 1 + (count<Args>::ops + ... + 0);
-  static constexpr std::size_t leaves = (count<Args>::leaves + ... + 0);
+  static constexpr std::size_t ops = 1 + (count<Args>::ops + ... + 0);    ///< interior nodes
+  static constexpr std::size_t leaves = (count<Args>::leaves + ... + 0);  ///< leaves
 };
 
 /// The offset of operand I's first leaf among its parent's leaves (Args: the operands).
@@ -59,23 +63,28 @@ constexpr std::size_t leaf_offset() {
   return off;
 }
 
-/// The leaves of E, left to right, as a type_list.
+/// The type_lists joined into one (`type`).
 template <class... Lists>
 struct concat;
+/// No lists: the empty list.
 template <>
 struct concat<> {
-  using type = type_list<>;
+  using type = type_list<>;  ///< the joined list
 };
+/// One list: itself.
 template <class... A>
 struct concat<type_list<A...>> {
-  using type = type_list<A...>;
+  using type = type_list<A...>;  ///< the joined list
 };
+/// Two lists or more: the first two joined, then the rest.
 template <class... A, class... B, class... Rest>
 struct concat<type_list<A...>, type_list<B...>, Rest...> : concat<type_list<A..., B...>, Rest...> {};
+/// The leaves of E, left to right, as a type_list (`type`).
 template <class E>
 struct leaves_of {
-  using type = type_list<E>;
+  using type = type_list<E>;  ///< a leaf: itself
 };
+/// The leaves of an interior node: its operands' leaves, in order.
 template <class Op, class T, class... Args>
 struct leaves_of<apply<Op, T, Args...>> : concat<typename leaves_of<Args>::type...> {};
 
@@ -121,10 +130,10 @@ const std::string& signature() {
 /// left to right.
 struct expr_node {
   std::string op;  ///< empty for a leaf
-  dtype type = dtype::invalid;
-  bool scalar = false;
-  int leaf = -1;
-  std::vector<expr_node> args;
+  dtype type = dtype::invalid;  ///< the result's (or the input's) dtype
+  bool scalar = false;          ///< a leaf that is a static scalar
+  int leaf = -1;                ///< a leaf's input index (-1 for an op)
+  std::vector<expr_node> args;  ///< an op's operands
 };
 
 namespace detail {
@@ -190,6 +199,8 @@ inline expr_node parse(std::string_view expr) { return detail::expr_parser(expr)
 
 namespace weft::ops {
 
+/// The Fused op's definition: a subtree of elementwise ops (attr `expr`, signature<E>()'s
+/// text) over inputs x, one kernel for the whole subtree.
 inline std::vector<op_def> fused_op_defs() {
   return {op_def_builder("Fused")
               .input("x: Tin")
@@ -201,13 +212,15 @@ inline std::vector<op_def> fused_op_defs() {
               .shape_fn(broadcast_inputs)
               .build()};
 }
+/// Registers the "fused" family (Fused) with the global op registry.
 inline void register_fused_ops() { op_registry::global().add_family("fused", fused_op_defs); }
 
 /// The Fused node of subtree E, as an op type: use_kernels<ops::Fused<E>>() registers the
 /// kernel compiled for E on every device type.
 template <class E>
 struct Fused {
-  static constexpr const char* name = "Fused";
+  static constexpr const char* name = "Fused";  ///< the op's name
+  /// Registers the op's definition.
   static void define() { register_fused_ops(); }
 };
 

@@ -43,6 +43,7 @@ inline void check_file_and_names(shape_context& c, std::size_t tensors) {
 }
 }  // namespace detail
 
+/// The io family's op definitions (registered by register_io_ops()).
 inline std::vector<op_def> io_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Save")
@@ -189,7 +190,7 @@ struct io {
   using types = type_list<Save, Restore, TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader, ReaderRead,
                           ReaderReadUpTo, ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset, ReadFile,
                           WriteFile>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_io_ops(); }
 };
 }  // namespace families

@@ -18,14 +18,19 @@
 
 namespace weft::ops {
 
+/// The number types: a type attr's allowed values for arithmetic.
 inline constexpr const char* number_type_attr =
     "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
     "complex64, complex128}";
+/// The real (not complex) number types: comparisons, Maximum/Minimum, Relu.
 inline constexpr const char* real_type_attr =
     "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64}";
+/// The signed number types: Neg, Abs.
 inline constexpr const char* signed_type_attr =
     "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+/// The floating point and complex types: Exp, Log, Sqrt and the like.
 inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
+/// The real floating point types.
 inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
 
 /// Select's operands at run time, for its kernels on every device: whether the condition
@@ -41,6 +46,7 @@ inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e)
   return rows;
 }
 
+/// The math family's op definitions (registered by register_math_ops()).
 inline std::vector<op_def> math_op_defs() {
   std::vector<op_def> defs;
   auto unary = [&](const char* name, const char* types) {
@@ -260,6 +266,7 @@ struct sigmoid_grad {
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 
+/// Relu's partial derivative for the DSL's fused subtrees: d where y > 0, else 0.
 struct relu_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
@@ -326,11 +333,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
+// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
-  static constexpr const char* name = "Relu";
-  static constexpr bool in_cpu_registry = true;
-  using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
-  using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
+  static constexpr const char* name = "Relu";  ///< "Relu"
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using gradient = gradients::relu_rule;  ///< one ReluGrad node, as TensorFlow's
+  using partials = gradients::relu_grad;  ///< the same function, for the DSL's fused subtrees
+  // Registers its family's op definitions.
   static void define() { register_math_ops(); }
 };
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
@@ -360,7 +369,7 @@ struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
 }  // namespace families

@@ -17,9 +17,12 @@
 
 namespace weft::ops {
 
+/// MatMul's and BatchMatMul's allowed T.
 inline constexpr const char* matmul_type_attr = "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+/// The linear algebra ops' allowed T (MatrixInverse, ...).
 inline constexpr const char* linalg_type_attr = "T: {float32, float64, complex64, complex128}";
 
+/// Fails unless input i, when its rank is known, has rank at least `rank`.
 inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
@@ -47,6 +50,7 @@ constexpr auto matrix_determinant() {
 }
 }  // namespace static_rules
 
+/// The matrix family's op definitions (registered by register_matrix_ops()).
 inline std::vector<op_def> matrix_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("MatMul")
@@ -213,7 +217,7 @@ struct matrix {
   static constexpr const char* name = "matrix";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_matrix_ops(); }
 };
 }  // namespace families

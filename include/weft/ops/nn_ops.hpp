@@ -117,8 +117,13 @@ constexpr dims<1> cross_entropy(const auto& logits, const auto& labels) {
 /// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
 /// and dilations (convolution), and whether padding is SAME.
 struct window_attrs {
-  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
-  bool same = false;
+  std::int64_t kh = 1;  ///< window rows (pooling's ksize; 1 for a convolution)
+  std::int64_t kw = 1;  ///< window columns
+  std::int64_t sh = 1;  ///< row stride
+  std::int64_t sw = 1;  ///< column stride
+  std::int64_t dh = 1;  ///< row dilation
+  std::int64_t dw = 1;  ///< column dilation
+  bool same = false;    ///< SAME padding (else VALID)
 };
 
 namespace detail {
@@ -229,6 +234,7 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 }
 }  // namespace detail
 
+/// The nn family's op definitions (registered by register_nn_ops()).
 inline std::vector<op_def> nn_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("BiasAdd")
@@ -499,12 +505,14 @@ inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_def
 
 namespace weft::gradients {
 
-struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+/// BiasAdd's gradient: the value gets d, the bias d summed over every other dim.
+struct bias_add_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
 };
 
-struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+/// BiasAddGrad's gradient: BiasAddGrad sums rows, so its gradient repeats them.
+struct bias_add_grad_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
 };
@@ -515,12 +523,14 @@ V softmax_backward(const V& d, const V& y) {
   return (d - reduce_sum_keep(d * y, -1)) * y;
 }
 
+/// Softmax's gradient (softmax_backward).
 struct softmax_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
 };
 
-struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+/// LogSoftmax's gradient: d - sum(d) softmax(x), with softmax(x) = exp(y).
+struct log_softmax_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
 };
@@ -552,6 +562,7 @@ struct softmax_cross_entropy_rule {
   }
 };
 
+/// L2Loss's gradient: x times d.
 struct l2_loss_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
@@ -570,7 +581,9 @@ struct conv2d_rule {
   }
 };
 
-struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+/// Conv2DBackpropInput's gradient ((input_sizes, filter, out_backprop) -> d input): the filter
+/// gets Conv2DBackpropFilter, out_backprop a Conv2D.
+struct conv2d_backprop_input_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -580,7 +593,9 @@ struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d
   }
 };
 
-struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+/// Conv2DBackpropFilter's gradient ((input, filter_sizes, out_backprop) -> d filter): the input
+/// gets Conv2DBackpropInput, out_backprop a Conv2D.
+struct conv2d_backprop_filter_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -590,6 +605,7 @@ struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> 
   }
 };
 
+/// MaxPool's gradient: MaxPoolGrad.
 struct max_pool_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
@@ -609,17 +625,20 @@ struct max_pool_grad_rule {
   }
 };
 
+/// AvgPool's gradient: AvgPoolGrad.
 struct avg_pool_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
 
-struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+/// AvgPoolGrad's gradient: AvgPoolGrad is AvgPool's adjoint, so AvgPool is its gradient.
+struct avg_pool_grad_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
 };
 
-struct dropout_rule {  // output = x * mask; the mask does not depend on x
+/// Dropout's gradient: output = x * mask, so x gets d * mask; the mask does not depend on x.
+struct dropout_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -675,7 +694,7 @@ struct nn {
   static constexpr const char* name = "nn";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_nn_ops(); }
 };
 }  // namespace families

@@ -20,6 +20,7 @@
 
 namespace weft::ops {
 
+/// The parsing family's op definitions (registered by register_parsing_ops()).
 inline std::vector<op_def> parsing_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("DecodeRaw")
@@ -76,7 +77,7 @@ struct parsing {
   static constexpr const char* name = "parsing";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<DecodeRaw, DecodeCSV>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_parsing_ops(); }
 };
 }  // namespace families

@@ -15,6 +15,7 @@
 
 namespace weft::ops {
 
+/// The random family's op definitions (registered by register_random_ops()).
 inline std::vector<op_def> random_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
@@ -46,7 +47,7 @@ struct random {
   static constexpr const char* name = "random";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_random_ops(); }
 };
 }  // namespace families

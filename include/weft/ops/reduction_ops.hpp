@@ -61,6 +61,8 @@ constexpr auto reduce() {
 }
 }  // namespace static_rules
 
+/// Shape function of the reductions: the input with the axes (input 1, when constant)
+/// removed, or kept as 1 with keep_dims; axes not constant: the rank with keep_dims, else unknown.
 inline void reduce_shape(shape_context& c) {
   const auto& in = c.input(0);
   auto axes = constant_ints(c, 1);
@@ -85,6 +87,7 @@ inline void reduce_shape(shape_context& c) {
   c.set_output(0, partial_shape(out));
 }
 
+/// The reduction family's op definitions (registered by register_reduction_ops()).
 inline std::vector<op_def> reduction_op_defs() {
   std::vector<op_def> defs;
   auto reduction = [&](const char* name, const char* types) {
@@ -369,7 +372,7 @@ struct reduction {
   static constexpr const char* name = "reduction";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_reduction_ops(); }
 };
 }  // namespace families

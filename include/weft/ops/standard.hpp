@@ -33,6 +33,7 @@ using standard_families = type_list<families::core, families::array, families::m
                                     families::training, families::io, families::data_flow,
                                     families::parsing, families::summary>;
 
+/// Registers every standard family's op definitions.
 inline void register_standard_ops() {
   []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});
   register_control_flow_ops();

@@ -20,6 +20,7 @@
 
 namespace weft::ops {
 
+/// The state family's op definitions (registered by register_state_ops()).
 inline std::vector<op_def> state_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Variable")
@@ -115,7 +116,7 @@ struct state {
   static constexpr const char* name = "state";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_state_ops(); }
 };
 }  // namespace families

@@ -43,6 +43,7 @@ inline tensor default_bad_color() {
 }
 }  // namespace detail
 
+/// The summary family's op definitions (registered by register_summary_ops()).
 inline std::vector<op_def> summary_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("ScalarSummary")
@@ -132,8 +133,8 @@ namespace families {
 struct summary {
   static constexpr const char* name = "summary";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary>;
-  // Registers the family\'s op definitions.
+  using types = type_list<ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary>;  ///< its op types
+  // Registers the family's op definitions.
   static void define() { register_summary_ops(); }
 };
 }  // namespace families

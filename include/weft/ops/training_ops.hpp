@@ -27,6 +27,7 @@
 
 namespace weft::ops {
 
+/// The training family's op definitions (registered by register_training_ops()).
 inline std::vector<op_def> training_op_defs() {
   std::vector<op_def> defs;
   // refs: the variable and its slots; scalars: the hyperparameters; the gradient goes at
@@ -84,7 +85,7 @@ struct training {
   static constexpr const char* name = "training";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  ///< its op types
-  // Registers the family\'s op definitions.
+  // Registers the family's op definitions.
   static void define() { register_training_ops(); }
 };
 }  // namespace families
