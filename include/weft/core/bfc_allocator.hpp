@@ -38,11 +38,15 @@ class region_source {
   /// A region of `bytes` bytes, aligned to at least 256 bytes, or nullptr when there is not
   /// the memory for it (never throws).
   virtual void* allocate_region(std::size_t bytes) noexcept = 0;
+  /// Gives back a region allocate_region returned (`bytes`: its size).
   virtual void free_region(void* p, std::size_t bytes) noexcept = 0;
+  /// The memory space its regions are in.
   virtual weft::memory_space space() const noexcept = 0;
+  /// A name for errors ("GPU:0 memory", "pinned host memory").
   virtual std::string name() const = 0;
 };
 
+/// How a bfc_allocator grows.
 struct bfc_options {
   /// The most bytes the regions may hold in all (the device's memory limit).
   std::size_t memory_limit = std::size_t(1) << 30;
@@ -52,24 +56,29 @@ struct bfc_options {
   std::size_t initial_region_bytes = std::size_t(2) << 20;
 };
 
+/// Best-fit with coalescing, as TensorFlow's BFC allocator: chunks carved from a few large
+/// regions of a region_source, freed chunks merged with free neighbours, a request served by
+/// the smallest free chunk that fits; in-use and peak counts; thread-safe.
 class bfc_allocator final : public allocator {
  public:
-  static constexpr std::size_t chunk_alignment = 256;
+  static constexpr std::size_t chunk_alignment = 256;  ///< every chunk's size and address are multiples of it
   /// A free remainder smaller than this stays part of the chunk it was split from (the
   /// allocation then holds a little more than it asked for).
   static constexpr std::size_t min_split_bytes = chunk_alignment;
 
+  /// What the allocator holds, at one moment.
   struct stats {
     std::size_t bytes_in_use = 0;       ///< in chunks handed out (rounded sizes)
     std::size_t peak_bytes_in_use = 0;  ///< since creation or reset_peak()
     std::size_t bytes_reserved = 0;     ///< in regions taken from the source
-    std::size_t largest_free_chunk = 0;
+    std::size_t largest_free_chunk = 0;  ///< bytes of the largest free chunk
     std::size_t num_allocations = 0;    ///< live chunks
-    std::size_t num_regions = 0;
-    std::size_t num_free_chunks = 0;
-    std::size_t limit = 0;
+    std::size_t num_regions = 0;        ///< regions taken from the source
+    std::size_t num_free_chunks = 0;    ///< free chunks (fragmentation)
+    std::size_t limit = 0;              ///< bfc_options::memory_limit
   };
 
+  /// An allocator of source's memory, with no region yet.
   bfc_allocator(std::unique_ptr<region_source> source, bfc_options options)
       : source_(std::move(source)), options_(options) {
     if (!source_) fail(error_code::invalid_argument, "bfc_allocator: no region source");
@@ -153,6 +162,7 @@ class bfc_allocator final : public allocator {
     return release_free_regions_locked();
   }
 
+  /// The counts now.
   stats get_stats() const {
     std::lock_guard lock(mu_);
     stats s;
@@ -166,14 +176,17 @@ class bfc_allocator final : public allocator {
     s.limit = options_.memory_limit;
     return s;
   }
+  /// Bytes in chunks handed out.
   std::size_t bytes_in_use() const {
     std::lock_guard lock(mu_);
     return in_use_;
   }
+  /// The most bytes in use since creation or reset_peak().
   std::size_t peak_bytes_in_use() const {
     std::lock_guard lock(mu_);
     return peak_;
   }
+  /// Starts the peak again from the bytes in use now.
   void reset_peak() {
     std::lock_guard lock(mu_);
     peak_ = in_use_;

@@ -34,17 +34,38 @@ inline window_attrs window_attrs_of(const node& n) {
 /// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
 /// [n, oh, ow, k] (k = c for pooling).
 struct geometry {
-  std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, k = 0;
-  std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
-  std::int64_t oh = 0, ow = 0, pad_top = 0, pad_left = 0;
+  std::int64_t n = 0;         ///< images
+  std::int64_t h = 0;         ///< input rows
+  std::int64_t w = 0;         ///< input columns
+  std::int64_t c = 0;         ///< input channels
+  std::int64_t kh = 1;        ///< window rows
+  std::int64_t kw = 1;        ///< window columns
+  std::int64_t k = 0;         ///< output channels
+  std::int64_t sh = 1;        ///< row stride
+  std::int64_t sw = 1;        ///< column stride
+  std::int64_t dh = 1;        ///< row dilation
+  std::int64_t dw = 1;        ///< column dilation
+  std::int64_t oh = 0;        ///< output rows
+  std::int64_t ow = 0;        ///< output columns
+  std::int64_t pad_top = 0;   ///< rows of padding before the input
+  std::int64_t pad_left = 0;  ///< columns of padding before the input
+  /// Elements in one window over every input channel (a patch row of the im2col view).
   std::int64_t patch() const { return kh * kw * c; }
-  std::int64_t positions() const { return oh * ow; }  // per image
+  /// Output positions per image.
+  std::int64_t positions() const { return oh * ow; }
+  /// Output positions over all images.
   std::int64_t rows() const { return n * oh * ow; }
+  /// [n, oh, ow, k].
   shape output_shape() const { return shape{n, oh, ow, k}; }
-  /// The first input row (column) of output row y (column x); may be negative (padding).
+  /// The first input row of output row y; may be negative (padding).
   std::int64_t top(std::int64_t y) const { return y * sh - pad_top; }
+  /// The first input column of output column x; may be negative (padding).
   std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
 };
+
+// The geometry of a kh x kw window with `k` output channels over the NHWC input `in`, with
+// a's strides, dilations and padding; an invalid_argument error (naming `what`) for a wrong
+// rank, an empty window or one that does not fit with VALID padding.
 
 inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
                               const window_attrs& a, const char* what = "input") {

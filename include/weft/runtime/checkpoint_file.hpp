@@ -95,10 +95,11 @@ inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
 /// the tensors' bytes, which `blobs` views in place (a string tensor's in `strings`). Offsets
 /// count from the start of `index`. Names must be distinct and non-empty.
 struct checkpoint_parts {
-  std::string index;
-  std::vector<std::string_view> blobs;
+  std::string index;                    ///< the header and index
+  std::vector<std::string_view> blobs;  ///< each tensor's bytes, in the index's order
   std::vector<std::string> strings;  ///< the string tensors' bytes, which blobs view
 
+  /// The parts of a checkpoint of `tensors` (name, value), which must outlive it.
   explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
     index.append(detail::checkpoint_magic, 8);
     detail::put<std::uint32_t>(index, 1);

@@ -50,6 +50,9 @@ inline const void*& counted_in() noexcept {
 
 }  // namespace intra_op_detail
 
+/// A device's threads for splitting one kernel's work (kernel_context::parallel_for): the
+/// calling thread runs blocks beside `threads - 1` workers, which spin a while between
+/// kernels before they sleep.
 class intra_op_pool {
  public:
   /// `threads` threads in all (the callers included): threads - 1 workers.
@@ -70,6 +73,7 @@ class intra_op_pool {
     for (auto& w : workers_) w.join();
   }
 
+  /// Threads in all, the caller's included.
   int num_threads() const noexcept { return threads_; }
 
   /// Counts the calling thread as running a kernel on this pool's device while it lives (the
@@ -80,6 +84,7 @@ class intra_op_pool {
   /// counted in this pool already.
   class busy_scope {
    public:
+    /// Counts the calling thread in `pool` (unless it is counted there already).
     explicit busy_scope(intra_op_pool& pool) noexcept
         : pool_(intra_op_detail::counted_in() == &pool || pool.workers_.empty() ? nullptr : &pool),
           outer_(intra_op_detail::counted_in()) {

@@ -26,13 +26,17 @@
 
 namespace weft {
 
+/// The mutex resource MutexAcquire and MutexRelease use (see the file's comment).
 class resource_mutex final : public resource_base, public std::enable_shared_from_this<resource_mutex> {
  public:
-  static constexpr std::string_view kind_name = "mutex";
+  static constexpr std::string_view kind_name = "mutex";  ///< its resource kind
   std::string_view kind() const noexcept override { return kind_name; }
+  /// Called once per acquisition: with the grant's id, or with the error that ended the wait.
   using granted = std::function<void(std::exception_ptr error, std::uint64_t id)>;
 
+  /// A mutex named `name` (in errors), not held.
   explicit resource_mutex(std::string name) : name_(std::move(name)) {}
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
 
   /// Asks for the mutex for step `step`; `done` runs once, with the grant's id, or with the
@@ -80,10 +84,12 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     for (auto& c : calls) c();
   }
 
+  /// Whether some step holds it now.
   bool held() const {
     std::lock_guard lock(mutex_);
     return held_;
   }
+  /// Acquisitions waiting in line.
   std::size_t waiting() const {
     std::lock_guard lock(mutex_);
     return waiting_.size();

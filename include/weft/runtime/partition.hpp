@@ -81,7 +81,9 @@ inline void sort_nodes(executable& x) {
 /// simulated start and finish (seconds from the step's start), and how long a tensor takes
 /// from one device to another.
 struct recv_schedule {
-  std::vector<double> start, finish;
+  std::vector<double> start;   ///< each node's simulated start
+  std::vector<double> finish;  ///< each node's simulated finish
+  /// The time output (src, port) takes to reach device to_device.
   std::function<double(int src, int port, int to_device)> transfer_seconds;
   double min_gain = 20e-6;  ///< a Recv is delayed only when it would take its value this much earlier
 };

@@ -30,15 +30,20 @@
 
 namespace weft {
 
+/// A reader resource (see the file's comment): the ReaderRead and ReaderReadUpTo kernels' state.
 class record_reader final : public resource_base, public std::enable_shared_from_this<record_reader> {
  public:
-  static constexpr std::string_view kind_name = "reader";
+  static constexpr std::string_view kind_name = "reader";  ///< its resource kind
   std::string_view kind() const noexcept override { return kind_name; }
   using records = std::vector<std::pair<std::string, std::string>>;  ///< (key, value)
+  /// Called once per read: with the records, or with the error that ended it.
   using read_done = std::function<void(std::exception_ptr error, records got)>;
 
+  /// A reader named `name` (in errors) cutting files as `f` says.
   record_reader(std::string name, record_format f) : name_(std::move(name)), f_(f) {}
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
+  /// How it cuts files into records.
   const record_format& format() const noexcept { return f_; }
 
   /// Reads n records (up_to: at most n, at least one, fewer only at the end of the input),
@@ -72,6 +77,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     std::lock_guard lock(mutex_);
     return produced_;
   }
+  /// Files read to their end.
   std::int64_t work_units_completed() const {
     std::lock_guard lock(mutex_);
     return files_done_;

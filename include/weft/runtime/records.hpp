@@ -38,6 +38,7 @@
 
 namespace weft {
 
+/// How a records file is compressed.
 enum class compression { none, gzip, zlib };
 
 /// "", "GZIP" or "ZLIB", as TensorFlow's compression_type attrs say it.
@@ -48,6 +49,7 @@ inline compression parse_compression(std::string_view s) {
   fail(error_code::invalid_argument, "unknown compression_type '", s, "' (\"\", \"GZIP\" or \"ZLIB\")");
 }
 
+/// Whether this build reads and writes compressed files (WEFT_WITH_ZLIB).
 inline constexpr bool zlib_available() noexcept {
 #ifdef WEFT_WITH_ZLIB
   return true;
@@ -172,17 +174,22 @@ inline void write_tfrecords(const std::filesystem::path& path, const std::vector
 
 /// How a file is cut into records.
 struct record_format {
+  /// TFRecord framing, records of a fixed length, lines of text, or each file one record.
   enum class kind { tfrecord, fixed_length, text_line, whole_file };
-  kind type = kind::tfrecord;
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
-  std::int64_t skip_header_lines = 0;                                                ///< text_line
-  compression compressed = compression::none;
+  kind type = kind::tfrecord;  ///< the framing
+  std::int64_t header_bytes = 0;       ///< fixed_length: bytes skipped at the start
+  std::int64_t record_bytes = 0;       ///< fixed_length: each record's bytes
+  std::int64_t footer_bytes = 0;       ///< fixed_length: bytes ignored at the end
+  std::int64_t hop_bytes = 0;          ///< fixed_length: the step between records (0: record_bytes)
+  std::int64_t skip_header_lines = 0;  ///< text_line: lines skipped at the start
+  compression compressed = compression::none;  ///< how each file is compressed
 };
 
 /// The records of one file's (decompressed) bytes, one at a time. `name` names the file in
 /// errors, with the byte offset (in the decompressed bytes) of the bad record.
 class record_cursor {
  public:
+  /// The records of `bytes` (decompressed) cut as f says; `name` names the file in errors.
   record_cursor(std::string name, std::string bytes, record_format f)
       : name_(std::move(name)), bytes_(std::move(bytes)), f_(f) {
     if (f_.type == record_format::kind::fixed_length) {
@@ -202,6 +209,7 @@ class record_cursor {
       for (std::int64_t i = 0; i < f_.skip_header_lines && pos_ < end_; ++i) (void)line();
   }
 
+  /// The file's name.
   const std::string& name() const noexcept { return name_; }
   /// Records given so far.
   std::int64_t index() const noexcept { return index_; }

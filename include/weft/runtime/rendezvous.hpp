@@ -29,11 +29,13 @@
 
 namespace weft {
 
+/// One step's rendezvous (see the file's comment): a slot per cross-device edge.
 class rendezvous {
  public:
   /// Who waits for a value: told once, with the token it gave, the value or the abort's error.
   class receiver {
    public:
+    /// The value (null with an error) arrived for the wait that gave `token`.
     virtual void received(int token, entry* value, std::exception_ptr error) = 0;
 
    protected:

@@ -64,8 +64,8 @@ class run_stopper {
 /// Calls functions at deadlines, on a thread of its own (started with the timer).
 class deadline_timer {
  public:
-  using clock = std::chrono::steady_clock;
-  using id = std::uint64_t;
+  using clock = std::chrono::steady_clock;  ///< deadlines are on this clock
+  using id = std::uint64_t;  ///< names a scheduled call (to cancel it)
 
   deadline_timer() : thread_([this] { loop(); }) {}
   deadline_timer(const deadline_timer&) = delete;

@@ -37,11 +37,17 @@ namespace weft {
 namespace summary_proto {
 /// Field numbers of TensorFlow's event.proto and summary.proto.
 enum event_field : std::uint32_t { wall_time = 1, step = 2, file_version = 3, graph_def = 4, summary = 5 };
+/// Summary's fields.
 enum summary_field : std::uint32_t { value = 1 };
+/// Summary.Value's fields.
 enum value_field : std::uint32_t { tag = 1, simple_value = 2, image = 4, histo = 5, tensor = 8, metadata = 9 };
+/// HistogramProto's fields.
 enum histogram_field : std::uint32_t { min = 1, max = 2, num = 3, sum = 4, sum_squares = 5, bucket_limit = 6, bucket = 7 };
+/// Summary.Image's fields.
 enum image_field : std::uint32_t { height = 1, width = 2, colorspace = 3, encoded_image_string = 4 };
+/// SummaryMetadata's fields.
 enum metadata_field : std::uint32_t { plugin_data = 1 };
+/// SummaryMetadata.PluginData's fields.
 enum plugin_data_field : std::uint32_t { plugin_name = 1 };
 }  // namespace summary_proto
 
@@ -71,6 +77,7 @@ class histogram_builder {
  public:
   histogram_builder() : counts_(default_histogram_limits().size(), 0.0) {}
 
+  /// Counts v (NaN is an invalid_argument error).
   void add(double v) {
     if (std::isnan(v)) fail(error_code::invalid_argument, "weft::summary_writer::histogram: a value is NaN");
     counts_[bucket_of(v)] += 1;
@@ -96,6 +103,7 @@ class histogram_builder {
     return std::min(i, limits.size() - 1);
   }
 
+  /// The HistogramProto message's bytes.
   std::string proto() const {
     const auto& limits = default_histogram_limits();
     wire::writer h;
@@ -174,6 +182,7 @@ inline std::string plugin_metadata(std::string_view plugin) {
   return m.take();
 }
 
+/// A scalar value (simple_value, a float).
 inline std::string scalar_value(std::string_view tag_, double v) {
   wire::writer w;
   w.bytes(tag, tag_);
@@ -181,6 +190,7 @@ inline std::string scalar_value(std::string_view tag_, double v) {
   return w.take();
 }
 
+/// A histogram value: `histogram` is a serialized HistogramProto (histogram_builder::proto).
 inline std::string histogram_value(std::string_view tag_, const std::string& histogram) {
   wire::writer w;
   w.bytes(tag, tag_);
@@ -222,6 +232,7 @@ inline std::string summary_of(std::span<const std::string> values) {
   for (const auto& v : values) w.bytes(value, v);
   return w.take();
 }
+/// The Summary message holding `values`.
 inline std::string summary_of(std::initializer_list<std::string> values) {
   return summary_of(std::span<const std::string>(values.begin(), values.size()));
 }

@@ -37,21 +37,22 @@ namespace weft::passes {
 /// A device as the placer sees it.
 struct device_spec {
   std::string name;  ///< a full name, /job:J/replica:R/task:T/device:TYPE:N
-  double flops_per_second = 50e9;
-  double memory_bytes_per_second = 20e9;
-  double node_overhead_seconds = 1e-6;
+  double flops_per_second = 50e9;         ///< arithmetic throughput
+  double memory_bytes_per_second = 20e9;  ///< memory bandwidth
+  double node_overhead_seconds = 1e-6;    ///< what running any node costs
 };
 
 /// A one-way link between two devices: a transfer of b bytes takes latency + b / bandwidth.
 struct link_spec {
-  double latency_seconds = 2e-6;
-  double bytes_per_second = 10e9;
+  double latency_seconds = 2e-6;   ///< the cost of any transfer
+  double bytes_per_second = 10e9;  ///< bandwidth
 };
 
 /// Devices and the links between them. Every pair of distinct devices has a link: the
 /// default one unless set_link gave it its own; a device to itself costs nothing.
 class cluster {
  public:
+  /// The devices (full names, each once, positive speeds) with default_link between every pair.
   explicit cluster(std::vector<device_spec> devices, link_spec default_link = {})
       : devices_(std::move(devices)), default_link_(default_link) {
     if (devices_.empty()) fail(error_code::invalid_argument, "cluster: no devices");
@@ -70,9 +71,13 @@ class cluster {
     check(default_link_, "the default link");
   }
 
+  /// How many devices.
   int size() const noexcept { return static_cast<int>(devices_.size()); }
+  /// Device i.
   const device_spec& device(int i) const { return devices_.at(static_cast<std::size_t>(i)); }
+  /// Device i's name, parsed.
   const device_name& parsed(int i) const { return parsed_.at(static_cast<std::size_t>(i)); }
+  /// Device i's type ("CPU", "GPU").
   const std::string& type(int i) const { return *parsed(i).type; }
   /// The index of the device named `name` (a full name), or -1.
   int find(const std::string& name) const {
@@ -89,6 +94,7 @@ class cluster {
     return *p.type + ":" + std::to_string(*p.id);
   }
 
+  /// Gives the link from device `from` to device `to` (distinct) its own latency and bandwidth.
   void set_link(int from, int to, link_spec link) {
     if (from < 0 || from >= size() || to < 0 || to >= size() || from == to)
       fail(error_code::invalid_argument, "cluster::set_link: no link from device ", from, " to ", to, " among ", size());
@@ -96,10 +102,12 @@ class cluster {
     if (links_.empty()) links_.assign(devices_.size() * devices_.size(), default_link_);
     links_[static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to)] = link;
   }
+  /// The link from device `from` to device `to`.
   const link_spec& link(int from, int to) const {
     if (links_.empty()) return default_link_;
     return links_.at(static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to));
   }
+  /// The time `bytes` bytes take from device `from` to device `to` (0 to itself).
   double transfer_seconds(double bytes, int from, int to) const {
     if (from == to) return 0;
     const link_spec& l = link(from, to);
@@ -118,11 +126,15 @@ class cluster {
   std::vector<link_spec> links_;  ///< from x devices + to, once set_link was called
 };
 
+/// How a cost_model fills in what the graph does not say.
 struct cost_model_options {
   /// What a dim the shapes leave unknown (a batch size not yet fed) counts as.
   std::int64_t unknown_dim = 32;
 };
 
+/// The estimated cost of each node of a graph (arithmetic, bytes moved, overhead) on each
+/// device of a cluster, from the nodes' shapes and the ops' cost functions, or measured
+/// times where a traced run gave them: what the placer minimizes.
 class cost_model {
  public:
   /// The costs of g's nodes. known: shapes of outputs known beyond the graph's (the values a
@@ -135,12 +147,15 @@ class cost_model {
     refine(known);
   }
 
+  /// The graph it models.
   const graph& source() const noexcept { return *graph_; }
 
   /// The shape output o has in this model (the graph's, refined), and its dims with unknown
   /// ones replaced by unknown_dim.
   const partial_shape& output_shape(output o) const { return shapes_.at(index(o.node)).at(static_cast<std::size_t>(o.port)); }
+  /// Output o's dims, unknown ones counted as cost_model_options::unknown_dim.
   std::vector<double> output_dims(output o) const { return dims_of(output_shape(o)); }
+  /// Output o's bytes, from output_dims and its dtype.
   double output_bytes(output o) const {
     const node& n = graph_->at(o.node);
     const partial_shape& s = output_shape(o);
@@ -155,7 +170,8 @@ class cost_model {
     const op_def& d = graph_->at(id).def();
     return d.control != flow::plain || d.constant || d.variable || d.feed || d.cheap;
   }
-  /// The arithmetic operations and the bytes read and written of one run of node `id`.
+  /// The arithmetic operations of one run of node `id` (its op's flops function, else the
+  /// largest input's or output's element count; 0 for overhead-only nodes).
   double flops(int id) const {
     const node& n = graph_->at(id);
     if (overhead_only(id)) return 0;
@@ -171,6 +187,7 @@ class cost_model {
       for (const auto& dims : *side) most = std::max(most, op_cost_args::elements(dims));
     return most;
   }
+  /// The bytes node `id` reads and writes in one run (0 for overhead-only nodes).
   double bytes(int id) const {
     const node& n = graph_->at(id);
     if (overhead_only(id)) return 0;
@@ -197,12 +214,14 @@ class cost_model {
   }
   /// Measured times by measured_key(node, device type).
   using measured_times = std::map<std::string, double>;
+  /// Sets every measured time of `times`.
   void set_measured(const measured_times& times) {
     for (const auto& [key, seconds] : times) {
       const auto cut = key.find('\n');
       set_measured(key.substr(cut + 1), key.substr(0, cut), seconds);
     }
   }
+  /// The key of node `name`'s time on devices of `device_type` in measured_times.
   static std::string measured_key(const std::string& name, const std::string& device_type) {
     return device_type + '\n' + name;
   }

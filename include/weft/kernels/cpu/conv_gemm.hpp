@@ -25,14 +25,20 @@ namespace ei = Eigen::internal;
 /// origin: an element offset, input row and column offsets, and how many columns from kk on
 /// stay in tap (i, j)'s run of contiguous channels.
 struct patch_tap {
-  std::int64_t offset, dy, dx, run;
+  std::int64_t offset;  ///< the element's offset from the window origin's
+  std::int64_t dy;      ///< its input row relative to the origin
+  std::int64_t dx;      ///< its input column relative to the origin
+  std::int64_t run;     ///< columns from here on that stay in this tap's channels
 };
 /// A row of the patch matrix (an output position): its window's origin, an element offset
 /// and an input row and column (negative or past the input where the window overhangs).
 struct patch_row {
-  std::int64_t offset, y, x;
+  std::int64_t offset;  ///< the window origin's element offset in the input
+  std::int64_t y;       ///< its input row
+  std::int64_t x;       ///< its input column
 };
 
+/// The taps of every column of g's patch matrix.
 inline std::vector<patch_tap> patch_taps(const geometry& g) {
   std::vector<patch_tap> taps(static_cast<std::size_t>(g.patch()));
   for (std::int64_t kk = 0; kk < g.patch(); ++kk) {
@@ -42,6 +48,7 @@ inline std::vector<patch_tap> patch_taps(const geometry& g) {
   return taps;
 }
 
+/// The patch matrix's rows [r0, r1) (output positions over all images) into `rows`.
 inline void patch_rows(const geometry& g, std::int64_t r0, std::int64_t r1, std::vector<patch_row>& rows) {
   rows.resize(static_cast<std::size_t>(r1 - r0));
   for (std::int64_t r = r0; r < r1; ++r) {
@@ -57,9 +64,12 @@ template <class C, bool Transposed>
 class patch_mapper {
  public:
   using LinearMapper = void;  ///< named by Eigen's packing routines, never used by them
+  /// The patches of input `in` under g, rows and taps from patch_rows and patch_taps.
   patch_mapper(const geometry& g, const C* in, const patch_row* rows, const patch_tap* taps)
       : in_(in), rows_(rows), taps_(taps), h_(static_cast<std::uint64_t>(g.h)), w_(static_cast<std::uint64_t>(g.w)) {}
+  /// Element (i, j) (zero where the window overhangs the input).
   C operator()(Eigen::Index i, Eigen::Index j) const { return Transposed ? at(j, i) : at(i, j); }
+  /// The packet of elements from (i, j) on along kk.
   template <class Packet>
   Packet loadPacket(Eigen::Index i, Eigen::Index j) const {
     return Transposed ? packet<Packet>(j, i) : packet<Packet>(i, j);
@@ -95,16 +105,18 @@ class patch_mapper {
 /// result.
 template <class C>
 struct gebp_parts {
-  using traits = ei::gebp_traits<C, C>;
-  using res_mapper = ei::blas_data_mapper<C, Eigen::Index, Eigen::ColMajor>;
-  using matrix_mapper = ei::const_blas_data_mapper<C, Eigen::Index, Eigen::RowMajor>;
+  using traits = ei::gebp_traits<C, C>;  ///< register block sizes (mr, nr) and packet types
+  using res_mapper = ei::blas_data_mapper<C, Eigen::Index, Eigen::ColMajor>;  ///< the result
+  using matrix_mapper = ei::const_blas_data_mapper<C, Eigen::Index, Eigen::RowMajor>;  ///< a dense row-major operand
+  /// Packs the left operand from mapper M (stored in Order).
   template <class M, int Order>
   using pack_lhs = ei::gemm_pack_lhs<C, Eigen::Index, M, traits::mr, traits::LhsProgress,
                                      typename traits::LhsPacket4Packing, Order>;
-  using pack_rhs = ei::gemm_pack_rhs<C, Eigen::Index, matrix_mapper, traits::nr, Eigen::RowMajor>;
-  using kernel = ei::gebp_kernel<C, C, Eigen::Index, res_mapper, traits::mr, traits::nr, false, false>;
+  using pack_rhs = ei::gemm_pack_rhs<C, Eigen::Index, matrix_mapper, traits::nr, Eigen::RowMajor>;  ///< packs a dense right operand
+  using kernel = ei::gebp_kernel<C, C, Eigen::Index, res_mapper, traits::mr, traits::nr, false, false>;  ///< the GEMM kernel
   /// Packed blocks are read with aligned loads: each starts on a multiple of this many values.
   static constexpr std::int64_t align = std::max<std::int64_t>(1, EIGEN_MAX_ALIGN_BYTES / sizeof(C));
+  /// n rounded up to a multiple of align.
   static std::int64_t aligned(std::int64_t n) { return (n + align - 1) / align * align; }
 };
 

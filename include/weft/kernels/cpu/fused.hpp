@@ -43,32 +43,40 @@ namespace weft::cpu {
 /// on Eigen arrays (apply) or one element (scalar).
 template <class Op, class T>
 struct fused_fn {
+  /// Op over Eigen arrays.
   template <class... A>
   static auto apply(const A&... a) {
     return functor_of<Op>::apply(a...);
   }
+  /// Op over one element of each operand.
   template <class... A>
   static auto scalar(const A&... a) {
     return functor_of<Op>::scalar(a...);
   }
 };
+/// SelectV2 in a fused subtree: a where c, else b.
 template <class T>
 struct fused_fn<ops::SelectV2, T> {
+  /// Over Eigen arrays.
   template <class C, class A, class B>
   static auto apply(const C& c, const A& a, const B& b) {
     return c.select(a, b);
   }
+  /// Over one element of each operand.
   template <class A>
   static A scalar(bool c, const A& a, const A& b) {
     return c ? a : b;
   }
 };
+/// Cast in a fused subtree: from the operand's compute type to To's.
 template <class To>
-struct fused_fn<ops::Cast, To> {  // from the operand's compute type to To's
+struct fused_fn<ops::Cast, To> {
+  /// Over an Eigen array.
   template <class A>
   static auto apply(const A& a) {
     return a.template cast<compute_t<To>>();
   }
+  /// Over one element.
   template <class A>
   static auto scalar(const A& a) {
     return static_cast<compute_t<To>>(a);
@@ -141,11 +149,13 @@ void store(T* out, std::int64_t len, const X& values) {
 
 }  // namespace fusion
 
+/// The CPU kernel of a Fused node whose subtree is E: one pass over the output, each block
+/// of elements one Eigen expression of the whole subtree.
 template <class E>
 class fused_kernel final : public op_kernel {
  public:
-  static constexpr std::size_t leaves = fused::count<E>::leaves;
-  using T = typename E::value_type;
+  static constexpr std::size_t leaves = fused::count<E>::leaves;  ///< the subtree's leaves
+  using T = typename E::value_type;  ///< the output's element type
 
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit fused_kernel(const node& n) {
@@ -277,6 +287,7 @@ class fused_kernel final : public op_kernel {
   std::array<int, leaves> slots_{};
 };
 
+/// A fused_kernel of E for node n (fused_kernel_table's factories).
 template <class E>
 std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
   return std::make_unique<fused_kernel<E>>(n);
@@ -284,8 +295,10 @@ std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
 
 /// The CPU's compiled fused kernels, by signature.
 using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
-using fused_kernel_table = signature_table<fused_kernel_factory>;
+using fused_kernel_table = signature_table<fused_kernel_factory>;  ///< factories by fused::signature
 
+/// The kernel of Fused node n from the table (its `expr` attr), or a not_found error saying
+/// that this program did not compile that expression.
 inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
   const auto& sig = n.attr<std::string>("expr");
   auto factory = fused_kernel_table::global().find(sig);

@@ -22,16 +22,24 @@ namespace weft::cpu {
 template <class T>
 using accumulator_t = std::conditional_t<std::is_integral_v<T>, wide_int_t<T>, compute_t<T>>;
 
-/// init<A, T>: the identity, as an accumulator A for inputs of type T.
+// Each reducer: init<A, T>(), the identity as an accumulator A for inputs of type T, and
+// combine(a, b).
+
+/// Sum: 0, +, integers wrapping modulo 2^64.
 struct sum_reducer {
+  /// The identity, 0.
   template <class A, class> static A init() { return A(0); }
+  /// a + b.
   template <class A> static A combine(A a, A b) {
     if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
     else return a + b;
   }
 };
+/// Prod: 1, *, integers wrapping modulo 2^64.
 struct prod_reducer {
+  /// The identity, 1.
   template <class A, class> static A init() { return A(1); }
+  /// a * b.
   template <class A> static A combine(A a, A b) {
     if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
     else return a * b;
@@ -39,17 +47,22 @@ struct prod_reducer {
 };
 /// Max and Min of nothing are -inf and +inf for floats (as in TensorFlow), the extremes for integers.
 struct max_reducer {
+  /// The identity: -inf, or T's lowest value.
   template <class A, class T> static A init() {
     if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
     else return static_cast<A>(std::numeric_limits<T>::lowest());
   }
+  /// The larger of a and b (a when they compare equal or unordered).
   template <class A> static A combine(A a, A b) { return a < b ? b : a; }
 };
+/// Min: +inf, or T's largest value.
 struct min_reducer {
+  /// The identity: +inf, or T's largest value.
   template <class A, class T> static A init() {
     if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
     else return static_cast<A>(std::numeric_limits<T>::max());
   }
+  /// The smaller of a and b (a when they compare equal or unordered).
   template <class A> static A combine(A a, A b) { return b < a ? b : a; }
 };
 struct mean_reducer : sum_reducer {};
@@ -59,8 +72,12 @@ struct mean_reducer : sum_reducer {};
 struct reduction_plan {
   std::vector<std::int64_t> out_dims;   ///< with keep_dims applied
   std::vector<std::int64_t> perm;       ///< non-empty when a transpose is needed
-  std::int64_t outer = 1, reduce = 1, inner = 1;
+  std::int64_t outer = 1;   ///< the product of the dims before the reduced ones
+  std::int64_t reduce = 1;  ///< the product of the reduced dims
+  std::int64_t inner = 1;   ///< the product of the dims after them
 };
+
+// The plan of reducing `in` over `axes` (each in [-rank, rank), or an error).
 
 inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int64_t>& axes, bool keep) {
   int rank = in.rank();
@@ -138,6 +155,7 @@ void reduce_into(kernel_context& ctx, const tensor& x, const reduction_plan& pla
   if (widen) detail::run_convert(ctx, narrow, result, out);
 }
 
+/// A reduction kernel's body: input 0 over the axes of input 1, computed in C.
 template <class R, class C>
 void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::convert_fn widen,
                 detail::convert_fn narrow) {
@@ -148,10 +166,13 @@ void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::c
   reduce_into<R, C>(ctx, x, plan, shape(plan.out_dims), init, widen, narrow);
 }
 
+/// The CPU kernels of the reduction by R: `reduce_kernel<R>::of<T>` for dtype T.
 template <class R>
 struct reduce_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Reads keep_dims.
     explicit of(const node& n) : keep_(n.attr<bool>("keep_dims")) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -177,6 +198,7 @@ void arg_compute(const T* in, Index* o, std::int64_t outer, std::int64_t reduce,
     }
 }
 
+/// ArgMax's (Max) or ArgMin's kernel body: the index of the first extreme along input 1's axis.
 template <bool Max, class C>
 void arg_run(kernel_context& ctx, detail::convert_fn widen) {
   const tensor& x = ctx.input(0);
@@ -198,10 +220,13 @@ void arg_run(kernel_context& ctx, detail::convert_fn widen) {
     arg_compute<Max>(source.data<C>(), out.data<std::int64_t>(), outer, reduce, inner);
 }
 
+/// The CPU kernels of ArgMax (Max) and ArgMin: `arg_kernel<Max>::of<T>` for dtype T.
 template <bool Max>
 struct arg_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override { arg_run<Max, compute_t<T>>(ctx, widen_fn<T>); }
   };
@@ -285,10 +310,13 @@ void scan_lines(kernel_context& ctx, const C* in, C* out, std::int64_t outer, st
   });
 }
 
+/// The CPU kernels of Cumsum (sum_reducer) and Cumprod (prod_reducer): `scan_kernel<R>::of<T>`.
 template <class R>
 struct scan_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Reads exclusive and reverse.
     explicit of(const node& n) : exclusive_(n.attr<bool>("exclusive")), reverse_(n.attr<bool>("reverse")) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -421,6 +449,8 @@ struct reduced_shape_kernel final : op_kernel {
   }
 };
 
+/// Registers the reduction family's ops and CPU kernels. A template, so that including this
+/// header instantiates nothing until it is called.
 template <int = 0>
 void register_reduction_kernels() {
   ops::register_reduction_ops();
