@@ -23,6 +23,9 @@ TRAILING = re.compile(r'^(.*?[;,])(\s+)//(?![/!<])(?!\s*NOLINT)\s?(.*)$')
 ACCESS = re.compile(r'^\s*(public|private|protected)\s*:')
 # A raw string literal's start: R"delim( not preceded by an identifier character (DIR" is not one).
 RAW = re.compile(r'(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"[^()\\\s"]{0,16}\(')
+# A whole line that invokes a macro with no `;` after it (WEFT_DETAIL_OP_TYPE(Add, math)):
+# at namespace or class scope it is a complete declaration, so the statement ends with it.
+MACRO_CALL = re.compile(r'^[A-Z][A-Z0-9_]*\(.*\)$')
 
 
 def code_of(line):
@@ -117,6 +120,8 @@ def rewrite(text):
             else:
                 statement += ch
         statement += ' '
+        if MACRO_CALL.match(code.strip()) and code.count('(') == code.count(')') and all(s == 'type' for s in stack):
+            statement = ''
         if ACCESS.match(code) and all(s == 'type' for s in stack):
             statement = ''  # `public:` ends nothing but itself: the member after it is a declaration
     return '\n'.join(out)
@@ -153,6 +158,13 @@ inline int twice(int v) {
   return 2 * v;
 }
 
+WEFT_DETAIL_OP_TYPE(Add, math)
+// After a macro invocation with no semicolon.
+struct after_macro {
+  // Its member.
+  static void define() {}
+};
+
 }  // namespace weft
 '''
     got = rewrite(src)
@@ -181,6 +193,13 @@ inline int twice(int v) {
   // left alone
   return 2 * v;
 }
+
+WEFT_DETAIL_OP_TYPE(Add, math)
+/// After a macro invocation with no semicolon.
+struct after_macro {
+  /// Its member.
+  static void define() {}
+};
 
 }  // namespace weft
 '''

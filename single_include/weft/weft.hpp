@@ -2587,6 +2587,7 @@ inline std::optional<std::int64_t> constant_scalar(const shape_context& c, int i
   return (*v)[0];
 }
 
+/// Shape function: output 0 has input 0's shape.
 inline void same_shape(shape_context& c) { c.set_output(0, c.input(0)); }
 
 /// Whether some shape is accepted by both a and b: no two known ranks or dims differ.
@@ -2604,11 +2605,13 @@ inline void require_rank(shape_context& c, int i, int rank, std::string_view wha
   if (c.input(i).rank_known() && c.input(i).rank() != rank)
     c.fail(what, " must have rank ", rank, ", got shape ", c.input(i));
 }
+/// Fails unless input i, when its rank is known, has rank at least `rank`.
 inline void require_rank_at_least(shape_context& c, int i, int rank, std::string_view what) {
   if (c.input(i).rank_known() && c.input(i).rank() < rank)
     c.fail(what, " must have rank at least ", rank, ", got shape ", c.input(i));
 }
 
+/// Shape function: output 0 has the broadcast shape of every input, or an error naming two that do not broadcast.
 inline void broadcast_inputs(shape_context& c) {
   partial_shape out = c.input(0);
   for (int i = 1; i < c.num_inputs(); ++i) {
@@ -2619,6 +2622,7 @@ inline void broadcast_inputs(shape_context& c) {
   c.set_output(0, out);
 }
 
+/// Shape function: every output is a scalar.
 inline void scalar_shape(shape_context& c) {
   for (int i = 0; i < c.num_outputs(); ++i) c.set_output(i, partial_shape{});
 }
@@ -2679,12 +2683,14 @@ inline partial_shape common_shape(const partial_shape& a, const partial_shape& b
 /// The control-flow ops (run by the executor; they have no op types).
 inline constexpr std::string_view control_flow_op_names[] = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"};
 
+/// Whether op is one of control_flow_op_names.
 inline bool is_control_flow_op(std::string_view op) {
   for (std::string_view name : control_flow_op_names)
     if (op == name) return true;
   return false;
 }
 
+/// The control_flow family's op definitions (registered by register_control_flow_ops()).
 inline std::vector<op_def> control_flow_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Switch")
@@ -2777,6 +2783,7 @@ inline void register_control_flow_ops() { op_registry::global().add_family("cont
 
 namespace weft::ops {
 
+/// The core family's op definitions (registered by register_core_ops()).
 inline std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
@@ -2821,9 +2828,10 @@ inline std::vector<op_def> core_op_defs() {
   return defs;
 }
 
+/// An op of the standard library and the family that defines it.
 struct standard_op {
-  std::string_view name;
-  std::string_view family;
+  std::string_view name;    ///< the op's name
+  std::string_view family;  ///< its family's name
 };
 
 
@@ -2872,17 +2880,16 @@ namespace weft::ops {
 WEFT_DETAIL_OP_TYPE(Const, core)
 WEFT_DETAIL_OP_TYPE(Placeholder, core)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Identity, core, gradients::identity_grad)
-// When not fed, its output is its input: the gradient passes through to the default.
+/// When not fed, its output is its input: the gradient passes through to the default.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PlaceholderWithDefault, core, gradients::identity_grad)
 WEFT_DETAIL_OP_TYPE(NoOp, core)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The core family as a C++ type: use_kernels<ops::families::core>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The core family as a C++ type: use_kernels<ops::families::core>() registers its ops and kernels.
 struct core {
   static constexpr const char* name = "core";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_core_ops(); }
 };
 }  // namespace families
@@ -3020,6 +3027,7 @@ constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
 }
 }  // namespace static_rules
 
+/// The array family's op definitions (registered by register_array_ops()).
 inline std::vector<op_def> array_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Reshape")
@@ -3526,14 +3534,13 @@ WEFT_DETAIL_OP_TYPE(Size, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Fill, array, gradients::fill_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };
 }  // namespace families
@@ -3634,6 +3641,7 @@ inline void dequeue_shapes(shape_context& c, bool batch, bool exact) {
 }
 }  // namespace detail
 
+/// The data_flow family's op definitions (registered by register_data_flow_ops()).
 inline std::vector<op_def> data_flow_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"FIFOQueue", "PaddingFIFOQueue", "PriorityQueue"})
@@ -3762,16 +3770,15 @@ WEFT_DETAIL_OP_TYPE(QueueIsClosed, data_flow)
 WEFT_DETAIL_OP_TYPE(Mutex, data_flow)
 WEFT_DETAIL_OP_TYPE(MutexAcquire, data_flow)
 WEFT_DETAIL_OP_TYPE(MutexRelease, data_flow)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The data_flow family as a C++ type: use_kernels<ops::families::data_flow>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The data_flow family as a C++ type: use_kernels<ops::families::data_flow>() registers its ops and kernels.
 struct data_flow {
   static constexpr const char* name = "data_flow";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue, QueueEnqueue, QueueEnqueueMany,
                           QueueDequeue, QueueDequeueMany, QueueDequeueUpTo, QueueClose, QueueSize, QueueIsClosed, Mutex,
-                          MutexAcquire, MutexRelease>;
-  // Registers the family\'s op definitions.
+                          MutexAcquire, MutexRelease>;  ///< its op types
+  /// Registers the family's op definitions.
   static void define() { register_data_flow_ops(); }
 };
 }  // namespace families
@@ -3818,6 +3825,7 @@ inline void check_file_and_names(shape_context& c, std::size_t tensors) {
 }
 }  // namespace detail
 
+/// The io family's op definitions (registered by register_io_ops()).
 inline std::vector<op_def> io_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Save")
@@ -3955,16 +3963,15 @@ WEFT_DETAIL_OP_TYPE(ReaderNumWorkUnitsCompleted, io)
 WEFT_DETAIL_OP_TYPE(ReaderReset, io)
 WEFT_DETAIL_OP_TYPE(ReadFile, io)
 WEFT_DETAIL_OP_TYPE(WriteFile, io)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The io family as a C++ type: use_kernels<ops::families::io>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The io family as a C++ type: use_kernels<ops::families::io>() registers its ops and kernels.
 struct io {
   static constexpr const char* name = "io";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Save, Restore, TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader, ReaderRead,
                           ReaderReadUpTo, ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset, ReadFile,
                           WriteFile>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_io_ops(); }
 };
 }  // namespace families
@@ -3985,14 +3992,19 @@ struct io {
 
 namespace weft::ops {
 
+/// The number types: a type attr's allowed values for arithmetic.
 inline constexpr const char* number_type_attr =
     "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64, "
     "complex64, complex128}";
+/// The real (not complex) number types: comparisons, Maximum/Minimum, Relu.
 inline constexpr const char* real_type_attr =
     "T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, bfloat16, float32, float64}";
+/// The signed number types: Neg, Abs.
 inline constexpr const char* signed_type_attr =
     "T: {int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+/// The floating point and complex types: Exp, Log, Sqrt and the like.
 inline constexpr const char* float_type_attr = "T: {float16, bfloat16, float32, float64, complex64, complex128}";
+/// The real floating point types.
 inline constexpr const char* real_float_type_attr = "T: {float16, bfloat16, float32, float64}";
 
 /// Select's operands at run time, for its kernels on every device: whether the condition
@@ -4008,6 +4020,7 @@ inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e)
   return rows;
 }
 
+/// The math family's op definitions (registered by register_math_ops()).
 inline std::vector<op_def> math_op_defs() {
   std::vector<op_def> defs;
   auto unary = [&](const char* name, const char* types) {
@@ -4227,6 +4240,7 @@ struct sigmoid_grad {
   static auto partials(const D& d, const X&, const Y& y) { return std::tuple{d * y * (1.0 - y)}; }
 };
 
+/// Relu's partial derivative for the DSL's fused subtrees: d where y > 0, else 0.
 struct relu_grad {
   /// d times the derivative of the output in each operand (no_partial where none).
   template <class D, class X, class Y>
@@ -4293,11 +4307,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
+/// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
-  static constexpr const char* name = "Relu";
-  static constexpr bool in_cpu_registry = true;
-  using gradient = gradients::relu_rule;  // one ReluGrad node, as TensorFlow's
-  using partials = gradients::relu_grad;  // the same function, for the DSL's fused subtrees
+  static constexpr const char* name = "Relu";  ///< "Relu"
+  static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
+  using gradient = gradients::relu_rule;  ///< one ReluGrad node, as TensorFlow's
+  using partials = gradients::relu_grad;  ///< the same function, for the DSL's fused subtrees
+  /// Registers its family's op definitions.
   static void define() { register_math_ops(); }
 };
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
@@ -4320,14 +4336,13 @@ WEFT_DETAIL_OP_TYPE(LogicalOr, math)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Select, math, gradients::select_rows_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The math family as a C++ type: use_kernels<ops::families::math>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The math family as a C++ type: use_kernels<ops::families::math>() registers its ops and kernels.
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
 }  // namespace families
@@ -4347,9 +4362,12 @@ struct math {
 
 namespace weft::ops {
 
+/// MatMul's and BatchMatMul's allowed T.
 inline constexpr const char* matmul_type_attr = "T: {int32, int64, float16, bfloat16, float32, float64, complex64, complex128}";
+/// The linear algebra ops' allowed T (MatrixInverse, ...).
 inline constexpr const char* linalg_type_attr = "T: {float32, float64, complex64, complex128}";
 
+/// Fails unless input i, when its rank is known, has rank at least `rank`.
 inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
@@ -4377,6 +4395,7 @@ constexpr auto matrix_determinant() {
 }
 }  // namespace static_rules
 
+/// The matrix family's op definitions (registered by register_matrix_ops()).
 inline std::vector<op_def> matrix_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("MatMul")
@@ -4536,14 +4555,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
   static constexpr const char* name = "matrix";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_matrix_ops(); }
 };
 }  // namespace families
@@ -4662,8 +4680,13 @@ constexpr dims<1> cross_entropy(const auto& logits, const auto& labels) {
 /// The window attrs of a Conv2D or pooling node, checked: h and w of strides, ksize (pooling)
 /// and dilations (convolution), and whether padding is SAME.
 struct window_attrs {
-  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
-  bool same = false;
+  std::int64_t kh = 1;  ///< window rows (pooling's ksize; 1 for a convolution)
+  std::int64_t kw = 1;  ///< window columns
+  std::int64_t sh = 1;  ///< row stride
+  std::int64_t sw = 1;  ///< column stride
+  std::int64_t dh = 1;  ///< row dilation
+  std::int64_t dw = 1;  ///< column dilation
+  bool same = false;    ///< SAME padding (else VALID)
 };
 
 namespace detail {
@@ -4774,6 +4797,7 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 }
 }  // namespace detail
 
+/// The nn family's op definitions (registered by register_nn_ops()).
 inline std::vector<op_def> nn_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("BiasAdd")
@@ -5044,12 +5068,14 @@ inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_def
 
 namespace weft::gradients {
 
-struct bias_add_rule {  // the bias gets the gradient summed over every other dim
+/// BiasAdd's gradient: the value gets d, the bias d summed over every other dim.
+struct bias_add_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d(), bias_add_grad(a.d())}; }
 };
 
-struct bias_add_grad_rule {  // BiasAddGrad sums rows, so its gradient repeats them
+/// BiasAddGrad's gradient: BiasAddGrad sums rows, so its gradient repeats them.
+struct bias_add_grad_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {broadcast_like(a.d(), a.x[0])}; }
 };
@@ -5060,12 +5086,14 @@ V softmax_backward(const V& d, const V& y) {
   return (d - reduce_sum_keep(d * y, -1)) * y;
 }
 
+/// Softmax's gradient (softmax_backward).
 struct softmax_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {softmax_backward(a.d(), a.y[0])}; }
 };
 
-struct log_softmax_rule {  // d - sum(d) softmax(x), with softmax(x) = exp(y)
+/// LogSoftmax's gradient: d - sum(d) softmax(x), with softmax(x) = exp(y).
+struct log_softmax_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.d() - reduce_sum_keep(a.d(), -1) * exp(a.y[0])}; }
 };
@@ -5097,6 +5125,7 @@ struct softmax_cross_entropy_rule {
   }
 };
 
+/// L2Loss's gradient: x times d.
 struct l2_loss_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {a.x[0] * a.d()}; }
@@ -5115,7 +5144,9 @@ struct conv2d_rule {
   }
 };
 
-struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d input
+/// Conv2DBackpropInput's gradient ((input_sizes, filter, out_backprop) -> d input): the filter
+/// gets Conv2DBackpropFilter, out_backprop a Conv2D.
+struct conv2d_backprop_input_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -5125,7 +5156,9 @@ struct conv2d_backprop_input_rule {  // (input_sizes, filter, out_backprop) -> d
   }
 };
 
-struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> d filter
+/// Conv2DBackpropFilter's gradient ((input, filter_sizes, out_backprop) -> d filter): the input
+/// gets Conv2DBackpropInput, out_backprop a Conv2D.
+struct conv2d_backprop_filter_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -5135,6 +5168,7 @@ struct conv2d_backprop_filter_rule {  // (input, filter_sizes, out_backprop) -> 
   }
 };
 
+/// MaxPool's gradient: MaxPoolGrad.
 struct max_pool_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {max_pool_grad(a.x[0], a.y[0], a.d(), window_attr_map(a.n))}; }
@@ -5154,17 +5188,20 @@ struct max_pool_grad_rule {
   }
 };
 
+/// AvgPool's gradient: AvgPoolGrad.
 struct avg_pool_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {avg_pool_grad(shape_tensor(a.x[0]), a.d(), window_attr_map(a.n))}; }
 };
 
-struct avg_pool_grad_rule {  // AvgPoolGrad is AvgPool's adjoint, so AvgPool is its
+/// AvgPoolGrad's gradient: AvgPoolGrad is AvgPool's adjoint, so AvgPool is its gradient.
+struct avg_pool_grad_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V> static result<V> apply(const args<V>& a) { return {std::nullopt, avg_pool(a.d(), window_attr_map(a.n))}; }
 };
 
-struct dropout_rule {  // output = x * mask; the mask does not depend on x
+/// Dropout's gradient: output = x * mask, so x gets d * mask; the mask does not depend on x.
+struct dropout_rule {
   /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
@@ -5213,14 +5250,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
 struct nn {
   static constexpr const char* name = "nn";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_nn_ops(); }
 };
 }  // namespace families
@@ -5244,6 +5280,7 @@ struct nn {
 
 namespace weft::ops {
 
+/// The parsing family's op definitions (registered by register_parsing_ops()).
 inline std::vector<op_def> parsing_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("DecodeRaw")
@@ -5293,14 +5330,13 @@ inline void register_parsing_ops() { op_registry::global().add_family("parsing",
 /// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(DecodeRaw, parsing)
 WEFT_DETAIL_OP_TYPE(DecodeCSV, parsing)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The parsing family as a C++ type: use_kernels<ops::families::parsing>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The parsing family as a C++ type: use_kernels<ops::families::parsing>() registers its ops and kernels.
 struct parsing {
   static constexpr const char* name = "parsing";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<DecodeRaw, DecodeCSV>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_parsing_ops(); }
 };
 }  // namespace families
@@ -5319,6 +5355,7 @@ struct parsing {
 
 namespace weft::ops {
 
+/// The random family's op definitions (registered by register_random_ops()).
 inline std::vector<op_def> random_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
@@ -5343,14 +5380,13 @@ inline void register_random_ops() { op_registry::global().add_family("random", r
 WEFT_DETAIL_OP_TYPE(RandomUniform, random)
 WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random)
 WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The random family as a C++ type: use_kernels<ops::families::random>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The random family as a C++ type: use_kernels<ops::families::random>() registers its ops and kernels.
 struct random {
   static constexpr const char* name = "random";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_random_ops(); }
 };
 }  // namespace families
@@ -5413,6 +5449,8 @@ constexpr auto reduce() {
 }
 }  // namespace static_rules
 
+/// Shape function of the reductions: the input with the axes (input 1, when constant)
+/// removed, or kept as 1 with keep_dims; axes not constant: the rank with keep_dims, else unknown.
 inline void reduce_shape(shape_context& c) {
   const auto& in = c.input(0);
   auto axes = constant_ints(c, 1);
@@ -5437,6 +5475,7 @@ inline void reduce_shape(shape_context& c) {
   c.set_output(0, partial_shape(out));
 }
 
+/// The reduction family's op definitions (registered by register_reduction_ops()).
 inline std::vector<op_def> reduction_op_defs() {
   std::vector<op_def> defs;
   auto reduction = [&](const char* name, const char* types) {
@@ -5714,14 +5753,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(TensorScatterAdd, reduction, gradients::tensor
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SumToShape, reduction, gradients::sum_to_shape_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BroadcastTo, reduction, gradients::broadcast_to_grad)
 WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The reduction family as a C++ type: use_kernels<ops::families::reduction>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The reduction family as a C++ type: use_kernels<ops::families::reduction>() registers its ops and kernels.
 struct reduction {
   static constexpr const char* name = "reduction";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_reduction_ops(); }
 };
 }  // namespace families
@@ -5744,6 +5782,7 @@ struct reduction {
 
 namespace weft::ops {
 
+/// The state family's op definitions (registered by register_state_ops()).
 inline std::vector<op_def> state_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Variable")
@@ -5832,14 +5871,13 @@ WEFT_DETAIL_OP_TYPE(AssignAdd, state)
 WEFT_DETAIL_OP_TYPE(AssignSub, state)
 WEFT_DETAIL_OP_TYPE(AccumulatorPush, state)
 WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The state family as a C++ type: use_kernels<ops::families::state>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The state family as a C++ type: use_kernels<ops::families::state>() registers its ops and kernels.
 struct state {
   static constexpr const char* name = "state";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_state_ops(); }
 };
 }  // namespace families
@@ -5885,6 +5923,7 @@ inline tensor default_bad_color() {
 }
 }  // namespace detail
 
+/// The summary family's op definitions (registered by register_summary_ops()).
 inline std::vector<op_def> summary_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("ScalarSummary")
@@ -5968,14 +6007,13 @@ WEFT_DETAIL_OP_TYPE(HistogramSummary, summary)
 WEFT_DETAIL_OP_TYPE(ImageSummary, summary)
 WEFT_DETAIL_OP_TYPE(TensorSummaryV2, summary)
 WEFT_DETAIL_OP_TYPE(MergeSummary, summary)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The summary family as a C++ type: use_kernels<ops::families::summary>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The summary family as a C++ type: use_kernels<ops::families::summary>() registers its ops and kernels.
 struct summary {
   static constexpr const char* name = "summary";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary>;
-  // Registers the family\'s op definitions.
+  using types = type_list<ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary>;  ///< its op types
+  /// Registers the family's op definitions.
   static void define() { register_summary_ops(); }
 };
 }  // namespace families
@@ -6005,6 +6043,7 @@ struct summary {
 
 namespace weft::ops {
 
+/// The training family's op definitions (registered by register_training_ops()).
 inline std::vector<op_def> training_op_defs() {
   std::vector<op_def> defs;
   // refs: the variable and its slots; scalars: the hyperparameters; the gradient goes at
@@ -6055,14 +6094,13 @@ WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
 WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
 struct training {
   static constexpr const char* name = "training";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  ///< its op types
-  // Registers the family\'s op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_training_ops(); }
 };
 }  // namespace families
@@ -6078,6 +6116,7 @@ using standard_families = type_list<families::core, families::array, families::m
                                     families::training, families::io, families::data_flow,
                                     families::parsing, families::summary>;
 
+/// Registers every standard family's op definitions.
 inline void register_standard_ops() {
   []<class... F>(type_list<F...>) { (F::define(), ...); }(standard_families{});
   register_control_flow_ops();
@@ -8325,12 +8364,14 @@ namespace weft::wire {
 
 static_assert(std::endian::native == std::endian::little, "weft's wire codec copies fixed-width fields as they lie in memory");
 
+/// Protobuf's wire types (the low three bits of a field's key).
 enum class wire_type : std::uint8_t { varint = 0, fixed64 = 1, bytes = 2, start_group = 3, end_group = 4, fixed32 = 5 };
 
 /// Appends fields of one message to a string. A nested message is written into a writer of
 /// its own and added with `message()` (its length must be known first).
 class writer {
  public:
+  /// Appends v as a base-128 varint, with no tag.
   void raw_varint(std::uint64_t v) {
     while (v >= 0x80) {
       out_.push_back(static_cast<char>((v & 0x7F) | 0x80));
@@ -8338,6 +8379,7 @@ class writer {
     }
     out_.push_back(static_cast<char>(v));
   }
+  /// Appends a field's key: its number and wire type.
   void tag(std::uint32_t field, wire_type t) { raw_varint((std::uint64_t{field} << 3) | static_cast<std::uint8_t>(t)); }
 
   /// int32, int64, uint32, uint64, bool and enums: a negative int is written as its 64-bit
@@ -8346,23 +8388,31 @@ class writer {
     tag(field, wire_type::varint);
     raw_varint(v);
   }
+  /// An int64 (or int32) field: negative values take ten bytes.
   void int64(std::uint32_t field, std::int64_t v) { varint(field, static_cast<std::uint64_t>(v)); }
+  /// A bool field (varint 0 or 1).
   void boolean(std::uint32_t field, bool v) { varint(field, v ? 1 : 0); }
+  /// A fixed32 field: four little-endian bytes.
   void fixed32(std::uint32_t field, std::uint32_t v) {
     tag(field, wire_type::fixed32);
     append(&v, 4);
   }
+  /// A fixed64 field: eight little-endian bytes.
   void fixed64(std::uint32_t field, std::uint64_t v) {
     tag(field, wire_type::fixed64);
     append(&v, 8);
   }
+  /// A float field (fixed32 bits).
   void float32(std::uint32_t field, float v) { fixed32(field, std::bit_cast<std::uint32_t>(v)); }
+  /// A double field (fixed64 bits).
   void float64(std::uint32_t field, double v) { fixed64(field, std::bit_cast<std::uint64_t>(v)); }
+  /// A length-delimited field: string, bytes, or an encoded message.
   void bytes(std::uint32_t field, std::string_view v) {
     tag(field, wire_type::bytes);
     raw_varint(v.size());
     out_.append(v);
   }
+  /// A nested message field: m's bytes, length-delimited.
   void message(std::uint32_t field, const writer& m) { bytes(field, m.data()); }
 
   /// A packed repeated field: `n` values, each written by `each(writer&, i)` with the raw_
@@ -8374,10 +8424,14 @@ class writer {
     for (std::size_t i = 0; i < n; ++i) each(payload, i);
     bytes(field, payload.data());
   }
+  /// Appends n raw bytes (packed payloads).
   void append(const void* p, std::size_t n) { out_.append(static_cast<const char*>(p), n); }
 
+  /// The bytes written so far.
   const std::string& data() const noexcept { return out_; }
+  /// Moves the bytes out (the writer is left empty).
   std::string take() noexcept { return std::move(out_); }
+  /// How many bytes were written.
   std::size_t size() const noexcept { return out_.size(); }
 
  private:
@@ -8387,17 +8441,25 @@ class writer {
 /// One field as read: its number and wire type, and its value (`number` for varint and
 /// fixed-width fields, `bytes` for length-delimited ones).
 struct field {
+  /// The field number.
   std::uint32_t number = 0;
+  /// The wire type.
   wire_type type = wire_type::varint;
+  /// A varint's or fixed-width field's bits.
   std::uint64_t number_value = 0;
+  /// A length-delimited field's payload (a view of the reader's data).
   std::string_view bytes;
 
+  /// The value as an int64 (two's complement).
   std::int64_t as_int64() const noexcept { return static_cast<std::int64_t>(number_value); }
   /// int32 fields hold a value sign-extended to 64 bits; anything else is cut to 32 bits as
   /// protobuf's parsers do.
   std::int32_t as_int32() const noexcept { return static_cast<std::int32_t>(static_cast<std::uint32_t>(number_value)); }
+  /// The value as a bool (nonzero is true).
   bool as_bool() const noexcept { return number_value != 0; }
+  /// A fixed32 field's bits as a float.
   float as_float() const noexcept { return std::bit_cast<float>(static_cast<std::uint32_t>(number_value)); }
+  /// A fixed64 field's bits as a double.
   double as_double() const noexcept { return std::bit_cast<double>(number_value); }
 };
 
@@ -8405,10 +8467,14 @@ struct field {
 /// AttrValue 'value'").
 class reader {
  public:
+  /// A reader over data (which must outlive it); `what` names the message in errors.
   reader(std::string_view data, std::string what) : data_(data), what_(std::move(what)) {}
 
+  /// Every byte was read.
   bool done() const noexcept { return pos_ >= data_.size(); }
+  /// The next byte's offset.
   std::size_t offset() const noexcept { return pos_; }
+  /// The message's name in errors.
   const std::string& what() const noexcept { return what_; }
 
   /// The next field, or false at the end of the message.
@@ -8471,6 +8537,7 @@ class reader {
     }
   }
 
+  /// Reads a base-128 varint, or a data_loss error for one cut off or beyond 64 bits.
   std::uint64_t raw_varint() {
     const std::size_t at = pos_;
     std::uint64_t v = 0;
@@ -8484,6 +8551,7 @@ class reader {
     bad(at, "a varint longer than ten bytes");
   }
 
+  /// Reads a little-endian fixed-width T, or a data_loss error when cut off.
   template <class T>
   T fixed() {
     if (data_.size() - pos_ < sizeof(T)) bad(pos_, "a " + std::to_string(8 * sizeof(T)) + "-bit value cut off by the end of the message");
@@ -9583,10 +9651,11 @@ inline std::string parse_string_elements(std::string_view bytes, tensor& t) {
 /// the tensors' bytes, which `blobs` views in place (a string tensor's in `strings`). Offsets
 /// count from the start of `index`. Names must be distinct and non-empty.
 struct checkpoint_parts {
-  std::string index;
-  std::vector<std::string_view> blobs;
+  std::string index;                    ///< the header and index
+  std::vector<std::string_view> blobs;  ///< each tensor's bytes, in the index's order
   std::vector<std::string> strings;  ///< the string tensors' bytes, which blobs view
 
+  /// The parts of a checkpoint of `tensors` (name, value), which must outlive it.
   explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
     index.append(detail::checkpoint_magic, 8);
     detail::put<std::uint32_t>(index, 1);
@@ -10143,21 +10212,22 @@ namespace weft::passes {
 /// A device as the placer sees it.
 struct device_spec {
   std::string name;  ///< a full name, /job:J/replica:R/task:T/device:TYPE:N
-  double flops_per_second = 50e9;
-  double memory_bytes_per_second = 20e9;
-  double node_overhead_seconds = 1e-6;
+  double flops_per_second = 50e9;         ///< arithmetic throughput
+  double memory_bytes_per_second = 20e9;  ///< memory bandwidth
+  double node_overhead_seconds = 1e-6;    ///< what running any node costs
 };
 
 /// A one-way link between two devices: a transfer of b bytes takes latency + b / bandwidth.
 struct link_spec {
-  double latency_seconds = 2e-6;
-  double bytes_per_second = 10e9;
+  double latency_seconds = 2e-6;   ///< the cost of any transfer
+  double bytes_per_second = 10e9;  ///< bandwidth
 };
 
 /// Devices and the links between them. Every pair of distinct devices has a link: the
 /// default one unless set_link gave it its own; a device to itself costs nothing.
 class cluster {
  public:
+  /// The devices (full names, each once, positive speeds) with default_link between every pair.
   explicit cluster(std::vector<device_spec> devices, link_spec default_link = {})
       : devices_(std::move(devices)), default_link_(default_link) {
     if (devices_.empty()) fail(error_code::invalid_argument, "cluster: no devices");
@@ -10176,9 +10246,13 @@ class cluster {
     check(default_link_, "the default link");
   }
 
+  /// How many devices.
   int size() const noexcept { return static_cast<int>(devices_.size()); }
+  /// Device i.
   const device_spec& device(int i) const { return devices_.at(static_cast<std::size_t>(i)); }
+  /// Device i's name, parsed.
   const device_name& parsed(int i) const { return parsed_.at(static_cast<std::size_t>(i)); }
+  /// Device i's type ("CPU", "GPU").
   const std::string& type(int i) const { return *parsed(i).type; }
   /// The index of the device named `name` (a full name), or -1.
   int find(const std::string& name) const {
@@ -10195,6 +10269,7 @@ class cluster {
     return *p.type + ":" + std::to_string(*p.id);
   }
 
+  /// Gives the link from device `from` to device `to` (distinct) its own latency and bandwidth.
   void set_link(int from, int to, link_spec link) {
     if (from < 0 || from >= size() || to < 0 || to >= size() || from == to)
       fail(error_code::invalid_argument, "cluster::set_link: no link from device ", from, " to ", to, " among ", size());
@@ -10202,10 +10277,12 @@ class cluster {
     if (links_.empty()) links_.assign(devices_.size() * devices_.size(), default_link_);
     links_[static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to)] = link;
   }
+  /// The link from device `from` to device `to`.
   const link_spec& link(int from, int to) const {
     if (links_.empty()) return default_link_;
     return links_.at(static_cast<std::size_t>(from) * devices_.size() + static_cast<std::size_t>(to));
   }
+  /// The time `bytes` bytes take from device `from` to device `to` (0 to itself).
   double transfer_seconds(double bytes, int from, int to) const {
     if (from == to) return 0;
     const link_spec& l = link(from, to);
@@ -10224,11 +10301,15 @@ class cluster {
   std::vector<link_spec> links_;  ///< from x devices + to, once set_link was called
 };
 
+/// How a cost_model fills in what the graph does not say.
 struct cost_model_options {
   /// What a dim the shapes leave unknown (a batch size not yet fed) counts as.
   std::int64_t unknown_dim = 32;
 };
 
+/// The estimated cost of each node of a graph (arithmetic, bytes moved, overhead) on each
+/// device of a cluster, from the nodes' shapes and the ops' cost functions, or measured
+/// times where a traced run gave them: what the placer minimizes.
 class cost_model {
  public:
   /// The costs of g's nodes. known: shapes of outputs known beyond the graph's (the values a
@@ -10241,12 +10322,15 @@ class cost_model {
     refine(known);
   }
 
+  /// The graph it models.
   const graph& source() const noexcept { return *graph_; }
 
   /// The shape output o has in this model (the graph's, refined), and its dims with unknown
   /// ones replaced by unknown_dim.
   const partial_shape& output_shape(output o) const { return shapes_.at(index(o.node)).at(static_cast<std::size_t>(o.port)); }
+  /// Output o's dims, unknown ones counted as cost_model_options::unknown_dim.
   std::vector<double> output_dims(output o) const { return dims_of(output_shape(o)); }
+  /// Output o's bytes, from output_dims and its dtype.
   double output_bytes(output o) const {
     const node& n = graph_->at(o.node);
     const partial_shape& s = output_shape(o);
@@ -10261,7 +10345,8 @@ class cost_model {
     const op_def& d = graph_->at(id).def();
     return d.control != flow::plain || d.constant || d.variable || d.feed || d.cheap;
   }
-  /// The arithmetic operations and the bytes read and written of one run of node `id`.
+  /// The arithmetic operations of one run of node `id` (its op's flops function, else the
+  /// largest input's or output's element count; 0 for overhead-only nodes).
   double flops(int id) const {
     const node& n = graph_->at(id);
     if (overhead_only(id)) return 0;
@@ -10277,6 +10362,7 @@ class cost_model {
       for (const auto& dims : *side) most = std::max(most, op_cost_args::elements(dims));
     return most;
   }
+  /// The bytes node `id` reads and writes in one run (0 for overhead-only nodes).
   double bytes(int id) const {
     const node& n = graph_->at(id);
     if (overhead_only(id)) return 0;
@@ -10303,12 +10389,14 @@ class cost_model {
   }
   /// Measured times by measured_key(node, device type).
   using measured_times = std::map<std::string, double>;
+  /// Sets every measured time of `times`.
   void set_measured(const measured_times& times) {
     for (const auto& [key, seconds] : times) {
       const auto cut = key.find('\n');
       set_measured(key.substr(cut + 1), key.substr(0, cut), seconds);
     }
   }
+  /// The key of node `name`'s time on devices of `device_type` in measured_times.
   static std::string measured_key(const std::string& name, const std::string& device_type) {
     return device_type + '\n' + name;
   }
@@ -10883,6 +10971,9 @@ inline const void*& counted_in() noexcept {
 
 }  // namespace intra_op_detail
 
+/// A device's threads for splitting one kernel's work (kernel_context::parallel_for): the
+/// calling thread runs blocks beside `threads - 1` workers, which spin a while between
+/// kernels before they sleep.
 class intra_op_pool {
  public:
   /// `threads` threads in all (the callers included): threads - 1 workers.
@@ -10903,6 +10994,7 @@ class intra_op_pool {
     for (auto& w : workers_) w.join();
   }
 
+  /// Threads in all, the caller's included.
   int num_threads() const noexcept { return threads_; }
 
   /// Counts the calling thread as running a kernel on this pool's device while it lives (the
@@ -10913,6 +11005,7 @@ class intra_op_pool {
   /// counted in this pool already.
   class busy_scope {
    public:
+    /// Counts the calling thread in `pool` (unless it is counted there already).
     explicit busy_scope(intra_op_pool& pool) noexcept
         : pool_(intra_op_detail::counted_in() == &pool || pool.workers_.empty() ? nullptr : &pool),
           outer_(intra_op_detail::counted_in()) {
@@ -12164,11 +12257,13 @@ inline void finish_executable(executable& x) {
 
 namespace weft {
 
+/// One step's rendezvous (see the file's comment): a slot per cross-device edge.
 class rendezvous {
  public:
   /// Who waits for a value: told once, with the token it gave, the value or the abort's error.
   class receiver {
    public:
+    /// The value (null with an error) arrived for the wait that gave `token`.
     virtual void received(int token, entry* value, std::exception_ptr error) = 0;
 
    protected:
@@ -12349,8 +12444,8 @@ class run_stopper {
 /// Calls functions at deadlines, on a thread of its own (started with the timer).
 class deadline_timer {
  public:
-  using clock = std::chrono::steady_clock;
-  using id = std::uint64_t;
+  using clock = std::chrono::steady_clock;  ///< deadlines are on this clock
+  using id = std::uint64_t;  ///< names a scheduled call (to cancel it)
 
   deadline_timer() : thread_([this] { loop(); }) {}
   deadline_timer(const deadline_timer&) = delete;
@@ -13538,7 +13633,9 @@ inline void sort_nodes(executable& x) {
 /// simulated start and finish (seconds from the step's start), and how long a tensor takes
 /// from one device to another.
 struct recv_schedule {
-  std::vector<double> start, finish;
+  std::vector<double> start;   ///< each node's simulated start
+  std::vector<double> finish;  ///< each node's simulated finish
+  /// The time output (src, port) takes to reach device to_device.
   std::function<double(int src, int port, int to_device)> transfer_seconds;
   double min_gain = 20e-6;  ///< a Recv is delayed only when it would take its value this much earlier
 };
@@ -14791,27 +14888,31 @@ class saver {
 
 namespace weft::fused {
 
+/// A leaf of a fused subtree's type: an input of dtype T (a static scalar when Scalar).
 template <class T, bool Scalar>
 struct leaf {
-  using value_type = T;
-  static constexpr bool scalar = Scalar;
+  using value_type = T;                  ///< the input's element type
+  static constexpr bool scalar = Scalar;  ///< a static scalar (broadcast from one value)
 };
 
+/// An interior node of a fused subtree's type: op Op over the subtrees Args, giving T.
 template <class Op, class T, class... Args>
 struct apply {
-  using value_type = T;
-  using op = Op;
+  using value_type = T;  ///< the result's element type
+  using op = Op;         ///< the op type (ops::Add, ...)
 };
 
 /// Interior nodes and leaves of subtree E.
 template <class E>
 struct count {
-  static constexpr std::size_t ops = 0, leaves = 1;
+  static constexpr std::size_t ops = 0;     ///< a leaf has no interior nodes
+  static constexpr std::size_t leaves = 1;  ///< it is one leaf
 };
+/// Interior nodes and leaves of an interior node's subtree.
 template <class Op, class T, class... Args>
 struct count<apply<Op, T, Args...>> {
-  static constexpr std::size_t ops = 1 + (count<Args>::ops + ... + 0);
-  static constexpr std::size_t leaves = (count<Args>::leaves + ... + 0);
+  static constexpr std::size_t ops = 1 + (count<Args>::ops + ... + 0);    ///< interior nodes
+  static constexpr std::size_t leaves = (count<Args>::leaves + ... + 0);  ///< leaves
 };
 
 /// The offset of operand I's first leaf among its parent's leaves (Args: the operands).
@@ -14823,23 +14924,28 @@ constexpr std::size_t leaf_offset() {
   return off;
 }
 
-/// The leaves of E, left to right, as a type_list.
+/// The type_lists joined into one (`type`).
 template <class... Lists>
 struct concat;
+/// No lists: the empty list.
 template <>
 struct concat<> {
-  using type = type_list<>;
+  using type = type_list<>;  ///< the joined list
 };
+/// One list: itself.
 template <class... A>
 struct concat<type_list<A...>> {
-  using type = type_list<A...>;
+  using type = type_list<A...>;  ///< the joined list
 };
+/// Two lists or more: the first two joined, then the rest.
 template <class... A, class... B, class... Rest>
 struct concat<type_list<A...>, type_list<B...>, Rest...> : concat<type_list<A..., B...>, Rest...> {};
+/// The leaves of E, left to right, as a type_list (`type`).
 template <class E>
 struct leaves_of {
-  using type = type_list<E>;
+  using type = type_list<E>;  ///< a leaf: itself
 };
+/// The leaves of an interior node: its operands' leaves, in order.
 template <class Op, class T, class... Args>
 struct leaves_of<apply<Op, T, Args...>> : concat<typename leaves_of<Args>::type...> {};
 
@@ -14885,10 +14991,10 @@ const std::string& signature() {
 /// left to right.
 struct expr_node {
   std::string op;  ///< empty for a leaf
-  dtype type = dtype::invalid;
-  bool scalar = false;
-  int leaf = -1;
-  std::vector<expr_node> args;
+  dtype type = dtype::invalid;  ///< the result's (or the input's) dtype
+  bool scalar = false;          ///< a leaf that is a static scalar
+  int leaf = -1;                ///< a leaf's input index (-1 for an op)
+  std::vector<expr_node> args;  ///< an op's operands
 };
 
 namespace detail {
@@ -14954,6 +15060,8 @@ inline expr_node parse(std::string_view expr) { return detail::expr_parser(expr)
 
 namespace weft::ops {
 
+/// The Fused op's definition: a subtree of elementwise ops (attr `expr`, signature<E>()'s
+/// text) over inputs x, one kernel for the whole subtree.
 inline std::vector<op_def> fused_op_defs() {
   return {op_def_builder("Fused")
               .input("x: Tin")
@@ -14965,13 +15073,15 @@ inline std::vector<op_def> fused_op_defs() {
               .shape_fn(broadcast_inputs)
               .build()};
 }
+/// Registers the "fused" family (Fused) with the global op registry.
 inline void register_fused_ops() { op_registry::global().add_family("fused", fused_op_defs); }
 
 /// The Fused node of subtree E, as an op type: use_kernels<ops::Fused<E>>() registers the
 /// kernel compiled for E on every device type.
 template <class E>
 struct Fused {
-  static constexpr const char* name = "Fused";
+  static constexpr const char* name = "Fused";  ///< the op's name
+  /// Registers the op's definition.
   static void define() { register_fused_ops(); }
 };
 
@@ -15688,13 +15798,17 @@ void register_for(const char* op, const char* type_attr, type_list<Ts...>) {
 
 namespace weft {
 
+/// The mutex resource MutexAcquire and MutexRelease use (see the file's comment).
 class resource_mutex final : public resource_base, public std::enable_shared_from_this<resource_mutex> {
  public:
-  static constexpr std::string_view kind_name = "mutex";
+  static constexpr std::string_view kind_name = "mutex";  ///< its resource kind
   std::string_view kind() const noexcept override { return kind_name; }
+  /// Called once per acquisition: with the grant's id, or with the error that ended the wait.
   using granted = std::function<void(std::exception_ptr error, std::uint64_t id)>;
 
+  /// A mutex named `name` (in errors), not held.
   explicit resource_mutex(std::string name) : name_(std::move(name)) {}
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
 
   /// Asks for the mutex for step `step`; `done` runs once, with the grant's id, or with the
@@ -15742,10 +15856,12 @@ class resource_mutex final : public resource_base, public std::enable_shared_fro
     for (auto& c : calls) c();
   }
 
+  /// Whether some step holds it now.
   bool held() const {
     std::lock_guard lock(mutex_);
     return held_;
   }
+  /// Acquisitions waiting in line.
   std::size_t waiting() const {
     std::lock_guard lock(mutex_);
     return waiting_.size();
@@ -16583,6 +16699,7 @@ struct kernel_for<ops::families::data_flow, T, device_types::cpu> {
 
 namespace weft {
 
+/// How a records file is compressed.
 enum class compression { none, gzip, zlib };
 
 /// "", "GZIP" or "ZLIB", as TensorFlow's compression_type attrs say it.
@@ -16593,6 +16710,7 @@ inline compression parse_compression(std::string_view s) {
   fail(error_code::invalid_argument, "unknown compression_type '", s, "' (\"\", \"GZIP\" or \"ZLIB\")");
 }
 
+/// Whether this build reads and writes compressed files (WEFT_WITH_ZLIB).
 inline constexpr bool zlib_available() noexcept {
 #ifdef WEFT_WITH_ZLIB
   return true;
@@ -16717,17 +16835,22 @@ inline void write_tfrecords(const std::filesystem::path& path, const std::vector
 
 /// How a file is cut into records.
 struct record_format {
+  /// TFRecord framing, records of a fixed length, lines of text, or each file one record.
   enum class kind { tfrecord, fixed_length, text_line, whole_file };
-  kind type = kind::tfrecord;
-  std::int64_t header_bytes = 0, record_bytes = 0, footer_bytes = 0, hop_bytes = 0;  ///< fixed_length
-  std::int64_t skip_header_lines = 0;                                                ///< text_line
-  compression compressed = compression::none;
+  kind type = kind::tfrecord;  ///< the framing
+  std::int64_t header_bytes = 0;       ///< fixed_length: bytes skipped at the start
+  std::int64_t record_bytes = 0;       ///< fixed_length: each record's bytes
+  std::int64_t footer_bytes = 0;       ///< fixed_length: bytes ignored at the end
+  std::int64_t hop_bytes = 0;          ///< fixed_length: the step between records (0: record_bytes)
+  std::int64_t skip_header_lines = 0;  ///< text_line: lines skipped at the start
+  compression compressed = compression::none;  ///< how each file is compressed
 };
 
 /// The records of one file's (decompressed) bytes, one at a time. `name` names the file in
 /// errors, with the byte offset (in the decompressed bytes) of the bad record.
 class record_cursor {
  public:
+  /// The records of `bytes` (decompressed) cut as f says; `name` names the file in errors.
   record_cursor(std::string name, std::string bytes, record_format f)
       : name_(std::move(name)), bytes_(std::move(bytes)), f_(f) {
     if (f_.type == record_format::kind::fixed_length) {
@@ -16747,6 +16870,7 @@ class record_cursor {
       for (std::int64_t i = 0; i < f_.skip_header_lines && pos_ < end_; ++i) (void)line();
   }
 
+  /// The file's name.
   const std::string& name() const noexcept { return name_; }
   /// Records given so far.
   std::int64_t index() const noexcept { return index_; }
@@ -16841,15 +16965,20 @@ inline std::vector<std::string> read_records(const std::filesystem::path& path, 
 
 namespace weft {
 
+/// A reader resource (see the file's comment): the ReaderRead and ReaderReadUpTo kernels' state.
 class record_reader final : public resource_base, public std::enable_shared_from_this<record_reader> {
  public:
-  static constexpr std::string_view kind_name = "reader";
+  static constexpr std::string_view kind_name = "reader";  ///< its resource kind
   std::string_view kind() const noexcept override { return kind_name; }
   using records = std::vector<std::pair<std::string, std::string>>;  ///< (key, value)
+  /// Called once per read: with the records, or with the error that ended it.
   using read_done = std::function<void(std::exception_ptr error, records got)>;
 
+  /// A reader named `name` (in errors) cutting files as `f` says.
   record_reader(std::string name, record_format f) : name_(std::move(name)), f_(f) {}
+  /// Its name.
   const std::string& name() const noexcept { return name_; }
+  /// How it cuts files into records.
   const record_format& format() const noexcept { return f_; }
 
   /// Reads n records (up_to: at most n, at least one, fewer only at the end of the input),
@@ -16883,6 +17012,7 @@ class record_reader final : public resource_base, public std::enable_shared_from
     std::lock_guard lock(mutex_);
     return produced_;
   }
+  /// Files read to their end.
   std::int64_t work_units_completed() const {
     std::lock_guard lock(mutex_);
     return files_done_;
@@ -18425,11 +18555,17 @@ namespace weft {
 namespace summary_proto {
 /// Field numbers of TensorFlow's event.proto and summary.proto.
 enum event_field : std::uint32_t { wall_time = 1, step = 2, file_version = 3, graph_def = 4, summary = 5 };
+/// Summary's fields.
 enum summary_field : std::uint32_t { value = 1 };
+/// Summary.Value's fields.
 enum value_field : std::uint32_t { tag = 1, simple_value = 2, image = 4, histo = 5, tensor = 8, metadata = 9 };
+/// HistogramProto's fields.
 enum histogram_field : std::uint32_t { min = 1, max = 2, num = 3, sum = 4, sum_squares = 5, bucket_limit = 6, bucket = 7 };
+/// Summary.Image's fields.
 enum image_field : std::uint32_t { height = 1, width = 2, colorspace = 3, encoded_image_string = 4 };
+/// SummaryMetadata's fields.
 enum metadata_field : std::uint32_t { plugin_data = 1 };
+/// SummaryMetadata.PluginData's fields.
 enum plugin_data_field : std::uint32_t { plugin_name = 1 };
 }  // namespace summary_proto
 
@@ -18459,6 +18595,7 @@ class histogram_builder {
  public:
   histogram_builder() : counts_(default_histogram_limits().size(), 0.0) {}
 
+  /// Counts v (NaN is an invalid_argument error).
   void add(double v) {
     if (std::isnan(v)) fail(error_code::invalid_argument, "weft::summary_writer::histogram: a value is NaN");
     counts_[bucket_of(v)] += 1;
@@ -18484,6 +18621,7 @@ class histogram_builder {
     return std::min(i, limits.size() - 1);
   }
 
+  /// The HistogramProto message's bytes.
   std::string proto() const {
     const auto& limits = default_histogram_limits();
     wire::writer h;
@@ -18562,6 +18700,7 @@ inline std::string plugin_metadata(std::string_view plugin) {
   return m.take();
 }
 
+/// A scalar value (simple_value, a float).
 inline std::string scalar_value(std::string_view tag_, double v) {
   wire::writer w;
   w.bytes(tag, tag_);
@@ -18569,6 +18708,7 @@ inline std::string scalar_value(std::string_view tag_, double v) {
   return w.take();
 }
 
+/// A histogram value: `histogram` is a serialized HistogramProto (histogram_builder::proto).
 inline std::string histogram_value(std::string_view tag_, const std::string& histogram) {
   wire::writer w;
   w.bytes(tag, tag_);
@@ -18610,6 +18750,7 @@ inline std::string summary_of(std::span<const std::string> values) {
   for (const auto& v : values) w.bytes(value, v);
   return w.take();
 }
+/// The Summary message holding `values`.
 inline std::string summary_of(std::initializer_list<std::string> values) {
   return summary_of(std::span<const std::string>(values.begin(), values.size()));
 }
@@ -21099,32 +21240,40 @@ namespace weft::cpu {
 /// on Eigen arrays (apply) or one element (scalar).
 template <class Op, class T>
 struct fused_fn {
+  /// Op over Eigen arrays.
   template <class... A>
   static auto apply(const A&... a) {
     return functor_of<Op>::apply(a...);
   }
+  /// Op over one element of each operand.
   template <class... A>
   static auto scalar(const A&... a) {
     return functor_of<Op>::scalar(a...);
   }
 };
+/// SelectV2 in a fused subtree: a where c, else b.
 template <class T>
 struct fused_fn<ops::SelectV2, T> {
+  /// Over Eigen arrays.
   template <class C, class A, class B>
   static auto apply(const C& c, const A& a, const B& b) {
     return c.select(a, b);
   }
+  /// Over one element of each operand.
   template <class A>
   static A scalar(bool c, const A& a, const A& b) {
     return c ? a : b;
   }
 };
+/// Cast in a fused subtree: from the operand's compute type to To's.
 template <class To>
-struct fused_fn<ops::Cast, To> {  // from the operand's compute type to To's
+struct fused_fn<ops::Cast, To> {
+  /// Over an Eigen array.
   template <class A>
   static auto apply(const A& a) {
     return a.template cast<compute_t<To>>();
   }
+  /// Over one element.
   template <class A>
   static auto scalar(const A& a) {
     return static_cast<compute_t<To>>(a);
@@ -21197,11 +21346,13 @@ void store(T* out, std::int64_t len, const X& values) {
 
 }  // namespace fusion
 
+/// The CPU kernel of a Fused node whose subtree is E: one pass over the output, each block
+/// of elements one Eigen expression of the whole subtree.
 template <class E>
 class fused_kernel final : public op_kernel {
  public:
-  static constexpr std::size_t leaves = fused::count<E>::leaves;
-  using T = typename E::value_type;
+  static constexpr std::size_t leaves = fused::count<E>::leaves;  ///< the subtree's leaves
+  using T = typename E::value_type;  ///< the output's element type
 
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit fused_kernel(const node& n) {
@@ -21333,6 +21484,7 @@ class fused_kernel final : public op_kernel {
   std::array<int, leaves> slots_{};
 };
 
+/// A fused_kernel of E for node n (fused_kernel_table's factories).
 template <class E>
 std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
   return std::make_unique<fused_kernel<E>>(n);
@@ -21340,8 +21492,10 @@ std::unique_ptr<op_kernel> make_fused_kernel(const node& n) {
 
 /// The CPU's compiled fused kernels, by signature.
 using fused_kernel_factory = std::unique_ptr<op_kernel> (*)(const node&);
-using fused_kernel_table = signature_table<fused_kernel_factory>;
+using fused_kernel_table = signature_table<fused_kernel_factory>;  ///< factories by fused::signature
 
+/// The kernel of Fused node n from the table (its `expr` attr), or a not_found error saying
+/// that this program did not compile that expression.
 inline std::unique_ptr<op_kernel> create_fused_kernel(const node& n) {
   const auto& sig = n.attr<std::string>("expr");
   auto factory = fused_kernel_table::global().find(sig);
@@ -22797,17 +22951,38 @@ inline window_attrs window_attrs_of(const node& n) {
 /// The geometry of one convolution or pooling: input [n, h, w, c], a kh x kw window, output
 /// [n, oh, ow, k] (k = c for pooling).
 struct geometry {
-  std::int64_t n = 0, h = 0, w = 0, c = 0, kh = 1, kw = 1, k = 0;
-  std::int64_t sh = 1, sw = 1, dh = 1, dw = 1;
-  std::int64_t oh = 0, ow = 0, pad_top = 0, pad_left = 0;
+  std::int64_t n = 0;         ///< images
+  std::int64_t h = 0;         ///< input rows
+  std::int64_t w = 0;         ///< input columns
+  std::int64_t c = 0;         ///< input channels
+  std::int64_t kh = 1;        ///< window rows
+  std::int64_t kw = 1;        ///< window columns
+  std::int64_t k = 0;         ///< output channels
+  std::int64_t sh = 1;        ///< row stride
+  std::int64_t sw = 1;        ///< column stride
+  std::int64_t dh = 1;        ///< row dilation
+  std::int64_t dw = 1;        ///< column dilation
+  std::int64_t oh = 0;        ///< output rows
+  std::int64_t ow = 0;        ///< output columns
+  std::int64_t pad_top = 0;   ///< rows of padding before the input
+  std::int64_t pad_left = 0;  ///< columns of padding before the input
+  /// Elements in one window over every input channel (a patch row of the im2col view).
   std::int64_t patch() const { return kh * kw * c; }
-  std::int64_t positions() const { return oh * ow; }  // per image
+  /// Output positions per image.
+  std::int64_t positions() const { return oh * ow; }
+  /// Output positions over all images.
   std::int64_t rows() const { return n * oh * ow; }
+  /// [n, oh, ow, k].
   shape output_shape() const { return shape{n, oh, ow, k}; }
-  /// The first input row (column) of output row y (column x); may be negative (padding).
+  /// The first input row of output row y; may be negative (padding).
   std::int64_t top(std::int64_t y) const { return y * sh - pad_top; }
+  /// The first input column of output column x; may be negative (padding).
   std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
 };
+
+// The geometry of a kh x kw window with `k` output channels over the NHWC input `in`, with
+// a's strides, dilations and padding; an invalid_argument error (naming `what`) for a wrong
+// rank, an empty window or one that does not fit with VALID padding.
 
 inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
                               const window_attrs& a, const char* what = "input") {
@@ -23024,14 +23199,20 @@ namespace ei = Eigen::internal;
 /// origin: an element offset, input row and column offsets, and how many columns from kk on
 /// stay in tap (i, j)'s run of contiguous channels.
 struct patch_tap {
-  std::int64_t offset, dy, dx, run;
+  std::int64_t offset;  ///< the element's offset from the window origin's
+  std::int64_t dy;      ///< its input row relative to the origin
+  std::int64_t dx;      ///< its input column relative to the origin
+  std::int64_t run;     ///< columns from here on that stay in this tap's channels
 };
 /// A row of the patch matrix (an output position): its window's origin, an element offset
 /// and an input row and column (negative or past the input where the window overhangs).
 struct patch_row {
-  std::int64_t offset, y, x;
+  std::int64_t offset;  ///< the window origin's element offset in the input
+  std::int64_t y;       ///< its input row
+  std::int64_t x;       ///< its input column
 };
 
+/// The taps of every column of g's patch matrix.
 inline std::vector<patch_tap> patch_taps(const geometry& g) {
   std::vector<patch_tap> taps(static_cast<std::size_t>(g.patch()));
   for (std::int64_t kk = 0; kk < g.patch(); ++kk) {
@@ -23041,6 +23222,7 @@ inline std::vector<patch_tap> patch_taps(const geometry& g) {
   return taps;
 }
 
+/// The patch matrix's rows [r0, r1) (output positions over all images) into `rows`.
 inline void patch_rows(const geometry& g, std::int64_t r0, std::int64_t r1, std::vector<patch_row>& rows) {
   rows.resize(static_cast<std::size_t>(r1 - r0));
   for (std::int64_t r = r0; r < r1; ++r) {
@@ -23056,9 +23238,12 @@ template <class C, bool Transposed>
 class patch_mapper {
  public:
   using LinearMapper = void;  ///< named by Eigen's packing routines, never used by them
+  /// The patches of input `in` under g, rows and taps from patch_rows and patch_taps.
   patch_mapper(const geometry& g, const C* in, const patch_row* rows, const patch_tap* taps)
       : in_(in), rows_(rows), taps_(taps), h_(static_cast<std::uint64_t>(g.h)), w_(static_cast<std::uint64_t>(g.w)) {}
+  /// Element (i, j) (zero where the window overhangs the input).
   C operator()(Eigen::Index i, Eigen::Index j) const { return Transposed ? at(j, i) : at(i, j); }
+  /// The packet of elements from (i, j) on along kk.
   template <class Packet>
   Packet loadPacket(Eigen::Index i, Eigen::Index j) const {
     return Transposed ? packet<Packet>(j, i) : packet<Packet>(i, j);
@@ -23094,16 +23279,18 @@ class patch_mapper {
 /// result.
 template <class C>
 struct gebp_parts {
-  using traits = ei::gebp_traits<C, C>;
-  using res_mapper = ei::blas_data_mapper<C, Eigen::Index, Eigen::ColMajor>;
-  using matrix_mapper = ei::const_blas_data_mapper<C, Eigen::Index, Eigen::RowMajor>;
+  using traits = ei::gebp_traits<C, C>;  ///< register block sizes (mr, nr) and packet types
+  using res_mapper = ei::blas_data_mapper<C, Eigen::Index, Eigen::ColMajor>;  ///< the result
+  using matrix_mapper = ei::const_blas_data_mapper<C, Eigen::Index, Eigen::RowMajor>;  ///< a dense row-major operand
+  /// Packs the left operand from mapper M (stored in Order).
   template <class M, int Order>
   using pack_lhs = ei::gemm_pack_lhs<C, Eigen::Index, M, traits::mr, traits::LhsProgress,
                                      typename traits::LhsPacket4Packing, Order>;
-  using pack_rhs = ei::gemm_pack_rhs<C, Eigen::Index, matrix_mapper, traits::nr, Eigen::RowMajor>;
-  using kernel = ei::gebp_kernel<C, C, Eigen::Index, res_mapper, traits::mr, traits::nr, false, false>;
+  using pack_rhs = ei::gemm_pack_rhs<C, Eigen::Index, matrix_mapper, traits::nr, Eigen::RowMajor>;  ///< packs a dense right operand
+  using kernel = ei::gebp_kernel<C, C, Eigen::Index, res_mapper, traits::mr, traits::nr, false, false>;  ///< the GEMM kernel
   /// Packed blocks are read with aligned loads: each starts on a multiple of this many values.
   static constexpr std::int64_t align = std::max<std::int64_t>(1, EIGEN_MAX_ALIGN_BYTES / sizeof(C));
+  /// n rounded up to a multiple of align.
   static std::int64_t aligned(std::int64_t n) { return (n + align - 1) / align * align; }
 };
 
@@ -24818,16 +25005,24 @@ namespace weft::cpu {
 template <class T>
 using accumulator_t = std::conditional_t<std::is_integral_v<T>, wide_int_t<T>, compute_t<T>>;
 
-/// init<A, T>: the identity, as an accumulator A for inputs of type T.
+// Each reducer: init<A, T>(), the identity as an accumulator A for inputs of type T, and
+// combine(a, b).
+
+/// Sum: 0, +, integers wrapping modulo 2^64.
 struct sum_reducer {
+  /// The identity, 0.
   template <class A, class> static A init() { return A(0); }
+  /// a + b.
   template <class A> static A combine(A a, A b) {
     if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
     else return a + b;
   }
 };
+/// Prod: 1, *, integers wrapping modulo 2^64.
 struct prod_reducer {
+  /// The identity, 1.
   template <class A, class> static A init() { return A(1); }
+  /// a * b.
   template <class A> static A combine(A a, A b) {
     if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
     else return a * b;
@@ -24835,17 +25030,22 @@ struct prod_reducer {
 };
 /// Max and Min of nothing are -inf and +inf for floats (as in TensorFlow), the extremes for integers.
 struct max_reducer {
+  /// The identity: -inf, or T's lowest value.
   template <class A, class T> static A init() {
     if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
     else return static_cast<A>(std::numeric_limits<T>::lowest());
   }
+  /// The larger of a and b (a when they compare equal or unordered).
   template <class A> static A combine(A a, A b) { return a < b ? b : a; }
 };
+/// Min: +inf, or T's largest value.
 struct min_reducer {
+  /// The identity: +inf, or T's largest value.
   template <class A, class T> static A init() {
     if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
     else return static_cast<A>(std::numeric_limits<T>::max());
   }
+  /// The smaller of a and b (a when they compare equal or unordered).
   template <class A> static A combine(A a, A b) { return b < a ? b : a; }
 };
 struct mean_reducer : sum_reducer {};
@@ -24855,8 +25055,12 @@ struct mean_reducer : sum_reducer {};
 struct reduction_plan {
   std::vector<std::int64_t> out_dims;   ///< with keep_dims applied
   std::vector<std::int64_t> perm;       ///< non-empty when a transpose is needed
-  std::int64_t outer = 1, reduce = 1, inner = 1;
+  std::int64_t outer = 1;   ///< the product of the dims before the reduced ones
+  std::int64_t reduce = 1;  ///< the product of the reduced dims
+  std::int64_t inner = 1;   ///< the product of the dims after them
 };
+
+// The plan of reducing `in` over `axes` (each in [-rank, rank), or an error).
 
 inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int64_t>& axes, bool keep) {
   int rank = in.rank();
@@ -24934,6 +25138,7 @@ void reduce_into(kernel_context& ctx, const tensor& x, const reduction_plan& pla
   if (widen) detail::run_convert(ctx, narrow, result, out);
 }
 
+/// A reduction kernel's body: input 0 over the axes of input 1, computed in C.
 template <class R, class C>
 void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::convert_fn widen,
                 detail::convert_fn narrow) {
@@ -24944,10 +25149,13 @@ void reduce_run(kernel_context& ctx, bool keep, accumulator_t<C> init, detail::c
   reduce_into<R, C>(ctx, x, plan, shape(plan.out_dims), init, widen, narrow);
 }
 
+/// The CPU kernels of the reduction by R: `reduce_kernel<R>::of<T>` for dtype T.
 template <class R>
 struct reduce_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Reads keep_dims.
     explicit of(const node& n) : keep_(n.attr<bool>("keep_dims")) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -24973,6 +25181,7 @@ void arg_compute(const T* in, Index* o, std::int64_t outer, std::int64_t reduce,
     }
 }
 
+/// ArgMax's (Max) or ArgMin's kernel body: the index of the first extreme along input 1's axis.
 template <bool Max, class C>
 void arg_run(kernel_context& ctx, detail::convert_fn widen) {
   const tensor& x = ctx.input(0);
@@ -24994,10 +25203,13 @@ void arg_run(kernel_context& ctx, detail::convert_fn widen) {
     arg_compute<Max>(source.data<C>(), out.data<std::int64_t>(), outer, reduce, inner);
 }
 
+/// The CPU kernels of ArgMax (Max) and ArgMin: `arg_kernel<Max>::of<T>` for dtype T.
 template <bool Max>
 struct arg_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override { arg_run<Max, compute_t<T>>(ctx, widen_fn<T>); }
   };
@@ -25081,10 +25293,13 @@ void scan_lines(kernel_context& ctx, const C* in, C* out, std::int64_t outer, st
   });
 }
 
+/// The CPU kernels of Cumsum (sum_reducer) and Cumprod (prod_reducer): `scan_kernel<R>::of<T>`.
 template <class R>
 struct scan_kernel {
+  /// The kernel for inputs of dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Reads exclusive and reverse.
     explicit of(const node& n) : exclusive_(n.attr<bool>("exclusive")), reverse_(n.attr<bool>("reverse")) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -25217,6 +25432,8 @@ struct reduced_shape_kernel final : op_kernel {
   }
 };
 
+/// Registers the reduction family's ops and CPU kernels. A template, so that including this
+/// header instantiates nothing until it is called.
 template <int = 0>
 void register_reduction_kernels() {
   ops::register_reduction_ops();

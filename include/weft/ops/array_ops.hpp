@@ -632,14 +632,13 @@ WEFT_DETAIL_OP_TYPE(Size, array)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Fill, array, gradients::fill_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ZerosLike, array, gradients::values_unused_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(OnesLike, array, gradients::values_unused_grad)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The array family as a C++ type: use_kernels<ops::families::array>() registers its ops and kernels.
 struct array {
   static constexpr const char* name = "array";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Reshape, Transpose, ConcatV2, Split, Slice, Pad, Tile, GatherV2, GatherNd, TensorScatterUpdate, OneHot, Shape, Rank, Size, Fill, ZerosLike, OnesLike>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_array_ops(); }
 };
 }  // namespace families

@@ -122,17 +122,16 @@ namespace weft::ops {
 WEFT_DETAIL_OP_TYPE(Const, core)
 WEFT_DETAIL_OP_TYPE(Placeholder, core)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Identity, core, gradients::identity_grad)
-// When not fed, its output is its input: the gradient passes through to the default.
+/// When not fed, its output is its input: the gradient passes through to the default.
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(PlaceholderWithDefault, core, gradients::identity_grad)
 WEFT_DETAIL_OP_TYPE(NoOp, core)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The core family as a C++ type: use_kernels<ops::families::core>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The core family as a C++ type: use_kernels<ops::families::core>() registers its ops and kernels.
 struct core {
   static constexpr const char* name = "core";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Const, Placeholder, PlaceholderWithDefault, Identity, NoOp>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_core_ops(); }
 };
 }  // namespace families

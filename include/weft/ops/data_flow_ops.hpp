@@ -226,16 +226,15 @@ WEFT_DETAIL_OP_TYPE(QueueIsClosed, data_flow)
 WEFT_DETAIL_OP_TYPE(Mutex, data_flow)
 WEFT_DETAIL_OP_TYPE(MutexAcquire, data_flow)
 WEFT_DETAIL_OP_TYPE(MutexRelease, data_flow)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The data_flow family as a C++ type: use_kernels<ops::families::data_flow>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The data_flow family as a C++ type: use_kernels<ops::families::data_flow>() registers its ops and kernels.
 struct data_flow {
   static constexpr const char* name = "data_flow";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, PriorityQueue, QueueEnqueue, QueueEnqueueMany,
                           QueueDequeue, QueueDequeueMany, QueueDequeueUpTo, QueueClose, QueueSize, QueueIsClosed, Mutex,
                           MutexAcquire, MutexRelease>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_data_flow_ops(); }
 };
 }  // namespace families

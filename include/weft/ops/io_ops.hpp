@@ -181,16 +181,15 @@ WEFT_DETAIL_OP_TYPE(ReaderNumWorkUnitsCompleted, io)
 WEFT_DETAIL_OP_TYPE(ReaderReset, io)
 WEFT_DETAIL_OP_TYPE(ReadFile, io)
 WEFT_DETAIL_OP_TYPE(WriteFile, io)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The io family as a C++ type: use_kernels<ops::families::io>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The io family as a C++ type: use_kernels<ops::families::io>() registers its ops and kernels.
 struct io {
   static constexpr const char* name = "io";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Save, Restore, TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader, ReaderRead,
                           ReaderReadUpTo, ReaderNumRecordsProduced, ReaderNumWorkUnitsCompleted, ReaderReset, ReadFile,
                           WriteFile>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_io_ops(); }
 };
 }  // namespace families

@@ -333,13 +333,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Exp, math, gradients::exp_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Log, math, gradients::log_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Tanh, math, gradients::tanh_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Sigmoid, math, gradients::sigmoid_grad)
-// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
+/// Op Relu as a C++ type (of the math family), with its gradient rule and its partials.
 struct Relu {
   static constexpr const char* name = "Relu";  ///< "Relu"
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using gradient = gradients::relu_rule;  ///< one ReluGrad node, as TensorFlow's
   using partials = gradients::relu_grad;  ///< the same function, for the DSL's fused subtrees
-  // Registers its family's op definitions.
+  /// Registers its family's op definitions.
   static void define() { register_math_ops(); }
 };
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(ReluGrad, math, gradients::relu_grad_rule)
@@ -362,14 +362,13 @@ WEFT_DETAIL_OP_TYPE(LogicalOr, math)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Select, math, gradients::select_rows_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SelectV2, math, gradients::select_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Cast, math, gradients::cast_grad)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The math family as a C++ type: use_kernels<ops::families::math>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The math family as a C++ type: use_kernels<ops::families::math>() registers its ops and kernels.
 struct math {
   static constexpr const char* name = "math";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Neg, Abs, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, ReluGrad, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Greater, GreaterEqual, Less, LessEqual, Equal, NotEqual, LogicalAnd, LogicalOr, Select, SelectV2, Cast>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_math_ops(); }
 };
 }  // namespace families

@@ -210,14 +210,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
   static constexpr const char* name = "matrix";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_matrix_ops(); }
 };
 }  // namespace families

@@ -687,14 +687,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(AvgPoolGrad, nn, gradients::avg_pool_grad_rule
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(Dropout, nn, gradients::dropout_rule)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(FusedBatchNormV3, nn, gradients::fused_batch_norm_rule)
 WEFT_DETAIL_OP_TYPE(FusedBatchNormGradV3, nn)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The nn family as a C++ type: use_kernels<ops::families::nn>() registers its ops and kernels.
 struct nn {
   static constexpr const char* name = "nn";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<BiasAdd, BiasAddGrad, Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits, L2Loss, Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPool, MaxPoolGrad, MaxPoolGradGrad, AvgPool, AvgPoolGrad, Dropout, FusedBatchNormV3, FusedBatchNormGradV3>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_nn_ops(); }
 };
 }  // namespace families

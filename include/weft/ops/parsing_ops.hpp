@@ -70,14 +70,13 @@ inline void register_parsing_ops() { op_registry::global().add_family("parsing",
 /// The ops of this family as C++ types (framework/kernel_for.hpp).
 WEFT_DETAIL_OP_TYPE(DecodeRaw, parsing)
 WEFT_DETAIL_OP_TYPE(DecodeCSV, parsing)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The parsing family as a C++ type: use_kernels<ops::families::parsing>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The parsing family as a C++ type: use_kernels<ops::families::parsing>() registers its ops and kernels.
 struct parsing {
   static constexpr const char* name = "parsing";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<DecodeRaw, DecodeCSV>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_parsing_ops(); }
 };
 }  // namespace families

@@ -40,14 +40,13 @@ inline void register_random_ops() { op_registry::global().add_family("random", r
 WEFT_DETAIL_OP_TYPE(RandomUniform, random)
 WEFT_DETAIL_OP_TYPE(RandomStandardNormal, random)
 WEFT_DETAIL_OP_TYPE(TruncatedNormal, random)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The random family as a C++ type: use_kernels<ops::families::random>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The random family as a C++ type: use_kernels<ops::families::random>() registers its ops and kernels.
 struct random {
   static constexpr const char* name = "random";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<RandomUniform, RandomStandardNormal, TruncatedNormal>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_random_ops(); }
 };
 }  // namespace families

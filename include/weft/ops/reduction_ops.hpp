@@ -365,14 +365,13 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(TensorScatterAdd, reduction, gradients::tensor
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(SumToShape, reduction, gradients::sum_to_shape_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BroadcastTo, reduction, gradients::broadcast_to_grad)
 WEFT_DETAIL_OP_TYPE(ReducedShape, reduction)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The reduction family as a C++ type: use_kernels<ops::families::reduction>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The reduction family as a C++ type: use_kernels<ops::families::reduction>() registers its ops and kernels.
 struct reduction {
   static constexpr const char* name = "reduction";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Sum, Mean, Prod, Max, Min, ArgMax, ArgMin, Cumsum, Cumprod, UnsortedSegmentSum, ScatterNd, TensorScatterAdd, SumToShape, BroadcastTo, ReducedShape>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_reduction_ops(); }
 };
 }  // namespace families

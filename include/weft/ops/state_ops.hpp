@@ -109,14 +109,13 @@ WEFT_DETAIL_OP_TYPE(AssignAdd, state)
 WEFT_DETAIL_OP_TYPE(AssignSub, state)
 WEFT_DETAIL_OP_TYPE(AccumulatorPush, state)
 WEFT_DETAIL_OP_TYPE(AccumulatorPop, state)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The state family as a C++ type: use_kernels<ops::families::state>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The state family as a C++ type: use_kernels<ops::families::state>() registers its ops and kernels.
 struct state {
   static constexpr const char* name = "state";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<Variable, Assign, AssignAdd, AssignSub, AccumulatorPush, AccumulatorPop>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_state_ops(); }
 };
 }  // namespace families

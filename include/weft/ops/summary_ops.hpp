@@ -127,14 +127,13 @@ WEFT_DETAIL_OP_TYPE(HistogramSummary, summary)
 WEFT_DETAIL_OP_TYPE(ImageSummary, summary)
 WEFT_DETAIL_OP_TYPE(TensorSummaryV2, summary)
 WEFT_DETAIL_OP_TYPE(MergeSummary, summary)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The summary family as a C++ type: use_kernels<ops::families::summary>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The summary family as a C++ type: use_kernels<ops::families::summary>() registers its ops and kernels.
 struct summary {
   static constexpr const char* name = "summary";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<ScalarSummary, HistogramSummary, ImageSummary, TensorSummaryV2, MergeSummary>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_summary_ops(); }
 };
 }  // namespace families

@@ -78,14 +78,13 @@ WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
 WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
-// The whole family (its kernels for every dtype, on each device type).
-namespace families {
-// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
+namespace families {  // the whole family (its kernels for every dtype, on each device type)
+/// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
 struct training {
   static constexpr const char* name = "training";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  ///< its op types
-  // Registers the family's op definitions.
+  /// Registers the family's op definitions.
   static void define() { register_training_ops(); }
 };
 }  // namespace families
