@@ -20,6 +20,8 @@ TYPE_SCOPE = re.compile(r'^\s*(template\s*<.*>\s*)?(namespace|class|struct|union
 COMMENT = re.compile(r'^(\s*)//(?![/!])\s?(.*)$')
 DOC = re.compile(r'^(\s*)///(?![/<])\s?(.*)$')  # a line of a Doxygen comment
 TRAILING = re.compile(r'^(.*?[;,])(\s+)//(?![/!<])(?!\s*NOLINT)\s?(.*)$')
+# A member function defined on one line, then a comment: `int size() const { return n_; }  // ...`.
+TRAILING_BODY = re.compile(r'^(\s*[^}\s/#].*\{.*\})(\s+)//(?![/!<])(?!\s*NOLINT)\s?(.*)$')
 ACCESS = re.compile(r'^\s*(public|private|protected)\s*:')
 # A raw string literal's start: R"delim( not preceded by an identifier character (DIR" is not one).
 RAW = re.compile(r'(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"[^()\\\s"]{0,16}\(')
@@ -88,7 +90,7 @@ def rewrite(text):
             block = []
         first_block = False
         if at_type_scope and not in_raw:
-            t = TRAILING.match(line)
+            t = TRAILING.match(line) or TRAILING_BODY.match(line)
             if t and not line.lstrip().startswith('//') and '"' not in t.group(1):
                 line = f'{t.group(1)}{t.group(2)}///< {t.group(3)}'.rstrip()
         out.append(line)
@@ -141,6 +143,7 @@ namespace weft {
 // A point.
 struct point {
   int x = 0;  // across
+  int size() const { return x; }  // on its line
   // The length.
   double length() const {
     // inside a body: left alone
@@ -177,6 +180,7 @@ namespace weft {
 /// A point.
 struct point {
   int x = 0;  ///< across
+  int size() const { return x; }  ///< on its line
   /// The length.
   double length() const {
     // inside a body: left alone

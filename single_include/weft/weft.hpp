@@ -1101,7 +1101,9 @@ class tensor {
   /// The product of the dimensions (1 for a scalar, 0 when a dimension is 0).
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
   /// The elements' size in bytes (a string tensor: its std::string objects).
-  std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
+  std::size_t bytes() const noexcept {
+    return static_cast<std::size_t>(num_elements()) * size_of(dtype_);  // in range: checked when the buffer was made
+  }
   /// The allocator the buffer came from, or null for an invalid tensor.
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   /// Where the buffer lives (its allocator's memory space); host for an invalid tensor.
@@ -7572,8 +7574,8 @@ struct frame_node {
 
 class frame_map {
  public:
-  int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        // the frame node i runs in
-  int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  // an Enter's frame, else -1
+  int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        ///< the frame node i runs in
+  int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  ///< an Enter's frame, else -1
   /// The frame node i's outputs are seen in.
   int out_frame(int i) const {
     const auto k = static_cast<std::size_t>(i);
@@ -7768,7 +7770,7 @@ class frame_context final : public gradient_builder {
   gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
 
   int forward_frame() const noexcept { return frame_; }
-  output forward_path() const noexcept { return forward_path_; }  // the forward loop's iteration path, in its frame
+  output forward_path() const noexcept { return forward_path_; }  ///< the forward loop's iteration path, in its frame
   const std::vector<std::pair<output, std::string>>& pushes() const noexcept { return pushes_; }
 
  private:
@@ -16455,7 +16457,7 @@ struct enqueue_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit enqueue_kernel(const node& n) : many_(n.op() == "QueueEnqueueMany") {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto q = queue_of(ctx);
@@ -16481,7 +16483,7 @@ struct dequeue_kernel final : op_kernel {
       : batch_(n.op() != "QueueDequeue"), up_to_(n.op() == "QueueDequeueUpTo"),
         types_(n.attr<std::vector<dtype>>("component_types")) {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto q = queue_of(ctx);
@@ -16587,7 +16589,7 @@ struct mutex_acquire_kernel final : op_kernel {
   /// The kernel of a node (it reads no attrs).
   explicit mutex_acquire_kernel(const node&) {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto m = resource_of<resource_mutex>(ctx);
@@ -17251,7 +17253,7 @@ struct reader_read_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_read_kernel(const node& n) : up_to_(n.op() == "ReaderReadUpTo") {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto reader = resource_of<record_reader>(ctx, 0);
@@ -20380,11 +20382,11 @@ class broadcast_rows {
     piece_ = length_ == 0 ? 0 : (length_ + pieces_ - 1) / pieces_;
   }
 
-  std::int64_t length() const { return length_; }         // elements in a row
+  std::int64_t length() const { return length_; }         ///< elements in a row
   std::int64_t rows() const { return rows_; }
-  std::int64_t units() const { return rows_ * pieces_; }   // pieces, all rows
-  std::int64_t piece() const { return piece_; }            // elements of the longest piece
-  bool steps(std::size_t k) const { return step_[k] != 0; }  // else input k repeats one value along a row
+  std::int64_t units() const { return rows_ * pieces_; }   ///< pieces, all rows
+  std::int64_t piece() const { return piece_; }            ///< elements of the longest piece
+  bool steps(std::size_t k) const { return step_[k] != 0; }  ///< else input k repeats one value along a row
 
   /// Calls f(output offset, length, offsets of the inputs) for units [first, last), in order.
   template <class F>
@@ -22980,10 +22982,9 @@ struct geometry {
   std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
 };
 
-// The geometry of a kh x kw window with `k` output channels over the NHWC input `in`, with
-// a's strides, dilations and padding; an invalid_argument error (naming `what`) for a wrong
-// rank, an empty window or one that does not fit with VALID padding.
-
+/// The geometry of a kh x kw window with `k` output channels over the NHWC input `in`, with
+/// a's strides, dilations and padding; an invalid_argument error (naming `what`) for a wrong
+/// rank, an empty window or one that does not fit with VALID padding.
 inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
                               const window_attrs& a, const char* what = "input") {
   if (in.rank() != 4) fail(error_code::invalid_argument, what, " must have rank 4 (NHWC), got shape ", in);
@@ -24255,8 +24256,8 @@ namespace nn {
 struct bias_add {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
-  /// The kernel of a node (it reads no attrs).
-  explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
+  /// The kernel of a node (it reads no attrs: data_format is NHWC, which the op's shape function checks).
+  explicit bias_add(const node&) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &x = ctx.input(0), &b = ctx.input(1);
@@ -25060,8 +25061,7 @@ struct reduction_plan {
   std::int64_t inner = 1;   ///< the product of the dims after them
 };
 
-// The plan of reducing `in` over `axes` (each in [-rank, rank), or an error).
-
+/// The plan of reducing `in` over `axes` (each in [-rank, rank), or an error).
 inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int64_t>& axes, bool keep) {
   int rank = in.rank();
   std::vector<bool> reduced(static_cast<std::size_t>(rank));
@@ -30552,7 +30552,7 @@ class lowering_gradient_builder final : public gradient_builder {
   output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
     return cx_.add(op, std::move(inputs), std::move(attrs), scope_);
   }
-  graph* mutable_graph() override { return &cx_.target(); }  // the backward loop of a while loop
+  graph* mutable_graph() override { return &cx_.target(); }  ///< the backward loop of a while loop
   lowering& target_lowering() const noexcept { return cx_; }
   const scope_info* scope() const noexcept { return scope_; }
 

@@ -267,7 +267,9 @@ class tensor {
   /// The product of the dimensions (1 for a scalar, 0 when a dimension is 0).
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
   /// The elements' size in bytes (a string tensor: its std::string objects).
-  std::size_t bytes() const noexcept { return static_cast<std::size_t>(num_elements()) * size_of(dtype_); }  // within: checked when the buffer was made
+  std::size_t bytes() const noexcept {
+    return static_cast<std::size_t>(num_elements()) * size_of(dtype_);  // in range: checked when the buffer was made
+  }
   /// The allocator the buffer came from, or null for an invalid tensor.
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
   /// Where the buffer lives (its allocator's memory space); host for an invalid tensor.

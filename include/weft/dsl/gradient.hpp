@@ -122,7 +122,7 @@ class lowering_gradient_builder final : public gradient_builder {
   output add(std::string_view op, std::vector<output> inputs, attr_map attrs) override {
     return cx_.add(op, std::move(inputs), std::move(attrs), scope_);
   }
-  graph* mutable_graph() override { return &cx_.target(); }  // the backward loop of a while loop
+  graph* mutable_graph() override { return &cx_.target(); }  ///< the backward loop of a while loop
   lowering& target_lowering() const noexcept { return cx_; }
   const scope_info* scope() const noexcept { return scope_; }
 

@@ -139,7 +139,7 @@ class frame_context final : public gradient_builder {
   gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
 
   int forward_frame() const noexcept { return frame_; }
-  output forward_path() const noexcept { return forward_path_; }  // the forward loop's iteration path, in its frame
+  output forward_path() const noexcept { return forward_path_; }  ///< the forward loop's iteration path, in its frame
   const std::vector<std::pair<output, std::string>>& pushes() const noexcept { return pushes_; }
 
  private:

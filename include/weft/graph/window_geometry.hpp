@@ -63,10 +63,9 @@ struct geometry {
   std::int64_t left(std::int64_t x) const { return x * sw - pad_left; }
 };
 
-// The geometry of a kh x kw window with `k` output channels over the NHWC input `in`, with
-// a's strides, dilations and padding; an invalid_argument error (naming `what`) for a wrong
-// rank, an empty window or one that does not fit with VALID padding.
-
+/// The geometry of a kh x kw window with `k` output channels over the NHWC input `in`, with
+/// a's strides, dilations and padding; an invalid_argument error (naming `what`) for a wrong
+/// rank, an empty window or one that does not fit with VALID padding.
 inline geometry make_geometry(const shape& in, std::int64_t kh, std::int64_t kw, std::int64_t k,
                               const window_attrs& a, const char* what = "input") {
   if (in.rank() != 4) fail(error_code::invalid_argument, what, " must have rank 4 (NHWC), got shape ", in);

@@ -48,8 +48,8 @@ struct frame_node {
 
 class frame_map {
  public:
-  int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        // the frame node i runs in
-  int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  // an Enter's frame, else -1
+  int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        ///< the frame node i runs in
+  int child(int i) const { return child_[static_cast<std::size_t>(i)]; }  ///< an Enter's frame, else -1
   /// The frame node i's outputs are seen in.
   int out_frame(int i) const {
     const auto k = static_cast<std::size_t>(i);

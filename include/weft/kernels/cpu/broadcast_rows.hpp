@@ -72,11 +72,11 @@ class broadcast_rows {
     piece_ = length_ == 0 ? 0 : (length_ + pieces_ - 1) / pieces_;
   }
 
-  std::int64_t length() const { return length_; }         // elements in a row
+  std::int64_t length() const { return length_; }         ///< elements in a row
   std::int64_t rows() const { return rows_; }
-  std::int64_t units() const { return rows_ * pieces_; }   // pieces, all rows
-  std::int64_t piece() const { return piece_; }            // elements of the longest piece
-  bool steps(std::size_t k) const { return step_[k] != 0; }  // else input k repeats one value along a row
+  std::int64_t units() const { return rows_ * pieces_; }   ///< pieces, all rows
+  std::int64_t piece() const { return piece_; }            ///< elements of the longest piece
+  bool steps(std::size_t k) const { return step_[k] != 0; }  ///< else input k repeats one value along a row
 
   /// Calls f(output offset, length, offsets of the inputs) for units [first, last), in order.
   template <class F>

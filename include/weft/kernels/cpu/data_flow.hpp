@@ -92,7 +92,7 @@ struct enqueue_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit enqueue_kernel(const node& n) : many_(n.op() == "QueueEnqueueMany") {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto q = queue_of(ctx);
@@ -118,7 +118,7 @@ struct dequeue_kernel final : op_kernel {
       : batch_(n.op() != "QueueDequeue"), up_to_(n.op() == "QueueDequeueUpTo"),
         types_(n.attr<std::vector<dtype>>("component_types")) {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto q = queue_of(ctx);
@@ -224,7 +224,7 @@ struct mutex_acquire_kernel final : op_kernel {
   /// The kernel of a node (it reads no attrs).
   explicit mutex_acquire_kernel(const node&) {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto m = resource_of<resource_mutex>(ctx);

@@ -110,7 +110,7 @@ struct reader_read_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read and checked here, once.
   explicit reader_read_kernel(const node& n) : up_to_(n.op() == "ReaderReadUpTo") {}
   bool is_async() const noexcept override { return true; }
-  void compute(kernel_context&) const override {}  // async only
+  void compute(kernel_context&) const override {}  ///< async only
   void compute_async(kernel_context& ctx, std::function<void()> done) const override {
     start_attempt(ctx, done, [&] {
       auto reader = resource_of<record_reader>(ctx, 0);

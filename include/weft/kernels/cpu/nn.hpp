@@ -22,8 +22,8 @@ namespace nn {
 struct bias_add {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
-  /// The kernel of a node (it reads no attrs).
-  explicit bias_add(const node&) {}  // data_format is NHWC: the op's shape function checks it
+  /// The kernel of a node (it reads no attrs: data_format is NHWC, which the op's shape function checks).
+  explicit bias_add(const node&) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
     const tensor &x = ctx.input(0), &b = ctx.input(1);

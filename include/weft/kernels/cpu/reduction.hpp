@@ -77,8 +77,7 @@ struct reduction_plan {
   std::int64_t inner = 1;   ///< the product of the dims after them
 };
 
-// The plan of reducing `in` over `axes` (each in [-rank, rank), or an error).
-
+/// The plan of reducing `in` over `axes` (each in [-rank, rank), or an error).
 inline reduction_plan plan_reduction(const shape& in, const std::vector<std::int64_t>& axes, bool keep) {
   int rank = in.rank();
   std::vector<bool> reduced(static_cast<std::size_t>(rank));
