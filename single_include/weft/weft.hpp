@@ -1271,6 +1271,7 @@ Eigen::TensorMap<Eigen::Tensor<T, Rank, Eigen::RowMajor, Eigen::Index>> eigen_ma
   return Eigen::TensorMap<Eigen::Tensor<T, Rank, Eigen::RowMajor, Eigen::Index>>(t.data<T>(), dims);
 }
 
+/// A tensor holding a copy of Eigen tensor e (row-major whatever e's layout).
 template <class Scalar, int Rank, int Options, class Index>
 tensor from_eigen(const Eigen::Tensor<Scalar, Rank, Options, Index>& e) {
   std::vector<std::int64_t> dims(static_cast<std::size_t>(Rank));
@@ -1288,6 +1289,7 @@ tensor from_eigen(const Eigen::Tensor<Scalar, Rank, Options, Index>& e) {
   return t;
 }
 
+/// A copy of t (dtype T, rank Rank) as an Eigen tensor of layout Options.
 template <element T, int Rank, int Options = Eigen::RowMajor>
 Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
   auto map = eigen_map<T, Rank>(t);
@@ -2258,6 +2260,7 @@ namespace weft {
 /// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
 /// shapes (dsl/static_shape.hpp) both use these.
 constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
+/// The result's dim of a broadcast pair (a for a pair that does not broadcast).
 constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
   if (a == 1) return b;
   if (b == 1) return a;
@@ -2279,6 +2282,7 @@ inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector
   return out;
 }
 
+/// NumPy's broadcast of a and b: unknown rank when either's is; nullopt when they do not broadcast.
 inline std::optional<partial_shape> broadcast(const partial_shape& a, const partial_shape& b) {
   if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_rank();
   auto dims = broadcast_dims(a.dims(), b.dims());
@@ -2286,6 +2290,7 @@ inline std::optional<partial_shape> broadcast(const partial_shape& a, const part
   return partial_shape(std::move(*dims));
 }
 
+/// NumPy's broadcast of a and b, or nullopt when they do not broadcast.
 inline std::optional<shape> broadcast(const shape& a, const shape& b) {
   auto dims = broadcast_dims(a.dims(), b.dims());
   if (!dims) return std::nullopt;
@@ -2497,6 +2502,7 @@ void use_kernels() {
 
 namespace weft::ops::static_rules {
 
+/// N static dims (unknown where known only at run time).
 template <std::size_t N>
 using dims = std::array<std::int64_t, N>;
 
@@ -6707,8 +6713,9 @@ inline void graph::import(const std::vector<node_spec>& specs) {
 
 namespace weft {
 
+/// How while_loop builds a loop.
 struct while_options {
-  std::string name = "while";             // names the nodes' scope and the frame
+  std::string name = "while";             ///< names the nodes' scope and the frame
   std::int64_t parallel_iterations = 10;  ///< iterations in flight at most
   std::int64_t maximum_iterations = -1;   ///< -1: no bound; else the loop also stops after so many
 };
@@ -6716,6 +6723,7 @@ struct while_options {
 /// What a loop's functions use to reach outside the loop.
 class loop_scope {
  public:
+  /// The scope of the loop whose frame is `frame` in g, `parallel` iterations in flight at most.
   loop_scope(graph& g, std::string frame, std::int64_t parallel) : g_(g), frame_(std::move(frame)), parallel_(parallel) {}
   /// `outer` as a loop invariant: entered once into every iteration.
   output invariant(output outer) {
@@ -6728,6 +6736,7 @@ class loop_scope {
   /// A node of the loop that runs once per iteration, before the body: a control input for
   /// body nodes that have no data input.
   int pivot() const { return pivot_; }
+  /// The loop's frame name.
   const std::string& frame() const noexcept { return frame_; }
 
  private:
@@ -6793,8 +6802,8 @@ inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
 /// pivot node for control inputs of nodes with no data input (a Const), which would run on
 /// both sides otherwise.
 struct branch {
-  std::vector<output> inputs;
-  int pivot = -1;
+  std::vector<output> inputs;  ///< the outer values, through this side's Switch outputs
+  int pivot = -1;              ///< the pivot node's id
 };
 
 /// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values
@@ -7441,6 +7450,7 @@ namespace weft::gradients {
 /// down to their operands' shapes (unary ops do not broadcast).
 template <class Rule>
 struct elementwise_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
@@ -7482,6 +7492,7 @@ gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
 /// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
 /// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
 struct switch_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   static result<symbol> apply(const args<symbol>& a) {
     if (a.x[1].producer().op() == "LoopCond")
       fail(error_code::internal, "weft::add_gradients: ", a.n.describe(), " is a loop's Switch, differentiated as a cond's");
@@ -7493,6 +7504,7 @@ struct switch_grad {
 /// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
 /// Switch; the other inputs' gradients are dead, as their branches were.
 struct merge_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   static result<symbol> apply(const args<symbol>& a) {
     result<symbol> r;
     for (std::size_t i = 0; i < a.x.size(); ++i) {
@@ -7555,23 +7567,25 @@ inline void register_standard_gradients() {
 
 namespace weft::passes {
 
+/// One loop frame: its name, its parent frame and depth.
 struct frame {
   std::string name;  ///< the Enters' frame_name ("" for the root)
   int parent = -1;   ///< -1 for the root
   int depth = 0;     ///< loops around it
-  std::int64_t parallel_iterations = 1;
+  std::int64_t parallel_iterations = 1;  ///< iterations in flight at most (the Enters' attr)
 };
 
 /// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
 /// place, which has no inputs), its part in control flow, and where its inputs come from
 /// (the producing node's index, and whether it is a data input), data inputs first.
 struct frame_node {
-  const node* def = nullptr;
-  flow kind = flow::plain;
-  std::vector<std::pair<int, bool>> sources;
+  const node* def = nullptr;                  ///< the node (null for a fed value)
+  flow kind = flow::plain;                    ///< its part in control flow
+  std::vector<std::pair<int, bool>> sources;  ///< (producer index, is a data input), data inputs first
   std::string fed;  ///< for a fed value: the name of the output it replaces
 };
 
+/// The frames of a graph's nodes (find_frames).
 class frame_map {
  public:
   int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        ///< the frame node i runs in
@@ -7583,8 +7597,11 @@ class frame_map {
     if (kind_[k] == flow::exit) return std::max(frames_[static_cast<std::size_t>(of_[k])].parent, 0);
     return of_[k];
   }
+  /// Frame f.
   const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
+  /// Every frame; frame 0 is the root.
   const std::vector<frame>& frames() const noexcept { return frames_; }
+  /// Frame f in an error message: "the root frame" or "frame 'name'".
   std::string frame_name(int f) const { return f == 0 ? std::string("the root frame") : "frame '" + info(f).name + "'"; }
 
  private:
@@ -8623,6 +8640,7 @@ inline dtype from_tensorflow_dtype(std::int64_t code, const std::string& where) 
        " has no weft dtype");
 }
 
+/// What writing a GraphDef includes beyond the nodes.
 struct graph_def_options {
   /// "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
   /// the edges; importing drops them).
@@ -8636,7 +8654,7 @@ struct graph_def_options {
 /// field holds fewer values than elements is filled to its shape, and the bytes of all such
 /// tensors together may not pass `max_filled_bytes`.
 struct graph_def_limits {
-  std::uint64_t max_filled_bytes = std::uint64_t{1} << 30;
+  std::uint64_t max_filled_bytes = std::uint64_t{1} << 30;  ///< 1 GiB by default
 };
 
 namespace graph_def_detail {
@@ -9204,6 +9222,7 @@ inline void import_graph_def(graph& g, std::string_view bytes, const graph_def_l
 inline void write_graph_def(const graph& g, const std::filesystem::path& path, const graph_def_options& options = {}) {
   weft::detail::write_file_atomically(path, to_graph_def(g, options), {}, "the GraphDef");
 }
+/// Reads the GraphDef file at `path` into a new graph (errors name the file and the node).
 inline graph read_graph_def(const std::filesystem::path& path, const graph_def_limits& limits = {}) {
   graph g;
   const std::string bytes = read_file(path, "the GraphDef");
@@ -9269,7 +9288,8 @@ struct hyper {
 /// What an optimizer's update sees of one variable.
 struct update_args {
   graph& g;          ///< the graph the update is added to
-  output var, grad;  ///< the variable (a reference) and its gradient
+  output var;        ///< the variable (a reference)
+  output grad;       ///< its gradient
   std::vector<output> slots;   ///< in the order of slots()
   std::vector<output> shared;  ///< in the order of shared(), for the variable's dtype
   node_options options;        ///< the update's name and control inputs
@@ -9326,7 +9346,8 @@ struct sgd {
 
 /// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
 struct momentum {
-  hyper learning_rate, momentum = 0.9;  ///< the step size and the accumulator's decay
+  hyper learning_rate;                  ///< the step size
+  hyper momentum = 0.9;                 ///< the accumulator's decay
   bool nesterov = false;                ///< Nesterov's momentum
   static constexpr const char* name = "Momentum";  ///< the optimizer's name scope
   /// The accumulator, from 0.
@@ -9358,7 +9379,10 @@ struct adagrad {
 /// RMSProp: ms = decay * ms + (1 - decay) * grad²; mom = momentum * mom + learning_rate *
 /// grad / sqrt(ms + epsilon); var -= mom.
 struct rms_prop {
-  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;  ///< TensorFlow's defaults
+  hyper learning_rate;     ///< the step size
+  hyper decay = 0.9;       ///< the mean square's decay (TensorFlow's default)
+  hyper momentum = 0.0;    ///< the momentum's decay (TensorFlow's default)
+  hyper epsilon = 1e-10;   ///< added to the mean square (TensorFlow's default)
   static constexpr const char* name = "RMSProp";  ///< the optimizer's name scope
   /// The mean square (from 1, TensorFlow's) and the momentum (from 0).
   std::vector<slot_spec> slots() const { return {{"ms", 1.0}, {"mom", 0.0}}; }  // TensorFlow's initial values
@@ -9375,7 +9399,8 @@ struct rms_prop {
 /// bias corrections through beta1^t and beta2^t shared per dtype.
 struct adam {
   hyper learning_rate = 0.001;        ///< the step size
-  double beta1 = 0.9, beta2 = 0.999;  ///< the moments' decays
+  double beta1 = 0.9;                 ///< the first moment's decay
+  double beta2 = 0.999;               ///< the second moment's decay
   hyper epsilon = 1e-8;               ///< added to sqrt(v)
   bool nesterov = false;              ///< ApplyAdam's use_nesterov
   static constexpr const char* name = "Adam";  ///< the optimizer's name scope
@@ -9851,6 +9876,7 @@ inline tensor filename_tensor(const std::filesystem::path& path) { return tensor
 
 namespace weft::passes {
 
+/// How far constant folding goes.
 struct constant_folding_options {
   /// The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
   /// TensorFlow's graph optimizer: a folded value stays in memory for as long as the
@@ -9858,6 +9884,7 @@ struct constant_folding_options {
   std::size_t max_bytes = std::size_t{10} << 20;
 };
 
+/// What constant folding evaluates: the outputs at the boundary of the foldable region.
 struct folding_plan {
   std::vector<output> outputs;  ///< what to evaluate and keep: the region's boundary, by node and port
 };
@@ -9949,12 +9976,16 @@ namespace weft::passes {
 
 /// What makes a node the same as another, besides its op and inputs.
 struct cse_signature {
-  attr_map attrs;
-  std::string device, colocate;
-  std::vector<int> controls;
+  attr_map attrs;            ///< the node's attrs
+  std::string device;        ///< its requested device
+  std::string colocate;      ///< the node it is colocated with
+  std::vector<int> controls; ///< its control inputs
+  /// Equal in every part.
   bool operator==(const cse_signature&) const = default;
 };
 
+/// The nodes a common-subexpression pass has seen, by op, inputs and signature, to find a
+/// node equal to one about to be added.
 class cse_table {
  public:
   /// The node equal to op(inputs) with `signature` added before, if any.
@@ -10479,12 +10510,17 @@ class cost_model {
 
 namespace weft::passes {
 
+/// Which placer: TensorFlow's rules (constraints and colocation, then the default device when
+/// a group may run there, else its first feasible one), or the greedy simulation over the
+/// cost model (whitepaper §3.2.1).
 enum class placer { rules, greedy };
 
+/// "greedy" or "rules".
 inline const char* name(placer p) noexcept { return p == placer::greedy ? "greedy" : "rules"; }
 
+/// How to place a graph.
 struct placement_options {
-  placer algorithm = placer::greedy;
+  placer algorithm = placer::greedy;  ///< which placer
   bool soft = false;        ///< allow_soft_placement
   int default_device = 0;   ///< the rule-based placer's device for unconstrained groups
 };
@@ -10493,17 +10529,20 @@ struct placement_options {
 /// else why not (the kernel registry's message, which names the node and its dtypes).
 using kernel_check = std::function<std::string(const node& n, const std::string& device_type)>;
 
+/// One node's place in the simulated step.
 struct node_placement {
-  int node = -1;
-  int device = -1;
-  double start = 0, finish = 0;  ///< simulated seconds from the start of the step
+  int node = -1;                 ///< the node's id
+  int device = -1;               ///< the cluster device it is placed on
+  double start = 0;              ///< when it starts: simulated seconds from the start of the step
+  double finish = 0;             ///< when it finishes
   double compute = 0;            ///< its compute time on the chosen device
   /// When it would have finished on each device of the cluster (infinity where it may not run).
   std::vector<double> finish_on;
 };
 
+/// A placement of a graph's nodes on a cluster's devices, with the simulated step it predicts.
 struct placement {
-  placer algorithm = placer::greedy;
+  placer algorithm = placer::greedy;  ///< the placer that made it
   std::vector<std::string> device_names;  ///< the cluster's short names
   std::vector<int> device_of;             ///< per graph node id; -1 for a node not placed
   std::vector<node_placement> nodes;      ///< in the order the simulation placed them
@@ -18505,6 +18544,7 @@ inline std::string zlib_stored(const std::string& raw) {
 }
 }  // namespace png_detail
 
+/// How a PNG's image data is compressed: deflated (where weft has zlib), or stored.
 enum class png_compression { zlib, stored };
 
 /// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores

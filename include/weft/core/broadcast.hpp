@@ -17,6 +17,7 @@ namespace weft {
 /// does not broadcast, a's: the caller reports it). The graph's shapes and the DSL's static
 /// shapes (dsl/static_shape.hpp) both use these.
 constexpr bool broadcastable(std::int64_t a, std::int64_t b) { return a == b || a == 1 || b == 1 || a < 0 || b < 0; }
+/// The result's dim of a broadcast pair (a for a pair that does not broadcast).
 constexpr std::int64_t broadcast_dim(std::int64_t a, std::int64_t b) {
   if (a == 1) return b;
   if (b == 1) return a;
@@ -38,6 +39,7 @@ inline std::optional<std::vector<std::int64_t>> broadcast_dims(const std::vector
   return out;
 }
 
+/// NumPy's broadcast of a and b: unknown rank when either's is; nullopt when they do not broadcast.
 inline std::optional<partial_shape> broadcast(const partial_shape& a, const partial_shape& b) {
   if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_rank();
   auto dims = broadcast_dims(a.dims(), b.dims());
@@ -45,6 +47,7 @@ inline std::optional<partial_shape> broadcast(const partial_shape& a, const part
   return partial_shape(std::move(*dims));
 }
 
+/// NumPy's broadcast of a and b, or nullopt when they do not broadcast.
 inline std::optional<shape> broadcast(const shape& a, const shape& b) {
   auto dims = broadcast_dims(a.dims(), b.dims());
   if (!dims) return std::nullopt;

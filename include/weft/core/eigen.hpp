@@ -22,6 +22,7 @@ Eigen::TensorMap<Eigen::Tensor<T, Rank, Eigen::RowMajor, Eigen::Index>> eigen_ma
   return Eigen::TensorMap<Eigen::Tensor<T, Rank, Eigen::RowMajor, Eigen::Index>>(t.data<T>(), dims);
 }
 
+/// A tensor holding a copy of Eigen tensor e (row-major whatever e's layout).
 template <class Scalar, int Rank, int Options, class Index>
 tensor from_eigen(const Eigen::Tensor<Scalar, Rank, Options, Index>& e) {
   std::vector<std::int64_t> dims(static_cast<std::size_t>(Rank));
@@ -39,6 +40,7 @@ tensor from_eigen(const Eigen::Tensor<Scalar, Rank, Options, Index>& e) {
   return t;
 }
 
+/// A copy of t (dtype T, rank Rank) as an Eigen tensor of layout Options.
 template <element T, int Rank, int Options = Eigen::RowMajor>
 Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
   auto map = eigen_map<T, Rank>(t);

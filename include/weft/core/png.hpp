@@ -76,6 +76,7 @@ inline std::string zlib_stored(const std::string& raw) {
 }
 }  // namespace png_detail
 
+/// How a PNG's image data is compressed: deflated (where weft has zlib), or stored.
 enum class png_compression { zlib, stored };
 
 /// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores

@@ -15,6 +15,8 @@
 
 namespace weft::cuda {
 
+/// Nothing for cudaSuccess, else an error naming `what` and CUDA's error (resource_exhausted
+/// for out of memory, not_found for no device or driver, internal otherwise).
 inline void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();  // clears a sticky-less error so the next call does not see it
@@ -24,12 +26,14 @@ inline void check(cudaError_t e, const char* what) {
   fail(code, what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
 }
 
+/// Nothing for success, else an error naming `what` and cuBLAS's status.
 inline void check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   fail(s == CUBLAS_STATUS_ALLOC_FAILED ? error_code::resource_exhausted : error_code::internal, what, ": ",
        cublasGetStatusName(s), " (", cublasGetStatusString(s), ")");
 }
 
+/// Nothing for success, else an error naming `what` and cuDNN's status.
 inline void check(cudnnStatus_t s, const char* what) {
   if (s == CUDNN_STATUS_SUCCESS) return;
   fail(s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED || s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ? error_code::resource_exhausted : error_code::internal, what, ": ",

@@ -59,6 +59,7 @@ inline device_factory::availability gpus_available() {
 /// Makes GPU `ordinal` the calling thread's current device while it lives.
 class current_device {
  public:
+  /// Makes GPU `ordinal` current (cudaSetDevice) when it is not already.
   explicit current_device(int ordinal) {
     check(cudaGetDevice(&previous_), "cudaGetDevice");
     changed_ = previous_ != ordinal;
@@ -91,7 +92,7 @@ inline void order_after(cudaStream_t later, cudaStream_t earlier) {
 /// (launch.hpp); check() throws the first report found, naming the node, and clears them.
 class error_slots {
  public:
-  static constexpr int capacity = 1024;
+  static constexpr int capacity = 1024;  ///< report kinds the slots hold
   error_slots() {
     check(cudaHostAlloc(reinterpret_cast<void**>(&slots_), sizeof(std::int64_t) * 2 * capacity,
                         cudaHostAllocMapped | cudaHostAllocPortable),
@@ -228,6 +229,9 @@ inline bfc_allocator& gpu_memory(int ordinal) {
   return *a;
 }
 
+/// A GPU as a weft device: its memory through a BFC allocator, a compute stream and streams
+/// for transfers, cuBLAS and cuDNN handles, a host device for host-side kernels, and the
+/// slots kernels report bad input in.
 class gpu_device final : public device {
  public:
   /// GPU `ordinal`, its host-side work on `host_threads` threads, at most `memory_limit`
@@ -339,13 +343,16 @@ class gpu_device final : public device {
     return speed_figures{flops, bandwidth, 5e-6};  // about a kernel launch and its bookkeeping
   }
 
+  /// The CUDA device ordinal.
   int ordinal() const noexcept { return ordinal_; }
+  /// The GPU's properties (cudaGetDeviceProperties).
   const cudaDeviceProp& properties() const noexcept { return properties_; }
   /// The stream kernels are enqueued on.
   cudaStream_t stream() const noexcept { return compute_.get(); }
   /// The cuBLAS and cuDNN handles, on the compute stream; hold library_mutex() while using
   /// them (a handle is not to be used by two threads at once).
   cublasHandle_t blas() const noexcept { return blas_; }
+  /// The cuDNN handle, made on first use (see blas()).
   cudnnHandle_t dnn() const {
     std::call_once(dnn_once_, [this] {
       const current_device here(ordinal_);
@@ -354,6 +361,7 @@ class gpu_device final : public device {
     });
     return dnn_;
   }
+  /// Held while the cuBLAS or cuDNN handle is used (library_call).
   std::mutex& library_mutex() const noexcept { return library_mutex_; }
   /// Waits for every kernel and copy enqueued so far; reports a kernel's failure.
   void synchronize() const {
@@ -375,6 +383,7 @@ class gpu_device final : public device {
   /// A CPU device for the host-side kernels a GPU runs (shape arithmetic, TensorFlow's
   /// HostMemory kernels): its allocator is host memory, its threads the GPU's host threads.
   const cpu_device& host() const noexcept { return host_device_; }
+  /// The GPU memory allocator's counts (in use, peak, reserved).
   bfc_allocator::stats memory_stats() const { return memory_.get_stats(); }
 
  private:

@@ -42,6 +42,7 @@
 
 namespace weft::cuda {
 
+/// Nothing for success, else an internal error naming `what` and NVRTC's message.
 inline void check(nvrtcResult r, const char* what) {
   if (r == NVRTC_SUCCESS) return;
   fail(error_code::internal, what, ": ", nvrtcGetErrorString(r));
@@ -143,6 +144,7 @@ inline void number_leaves(const fused_expr& e, std::vector<const fused_expr*>& o
 
 }  // namespace detail
 
+/// The subtree a Fused node's expr attr names.
 inline fused_expr parse_fused(std::string_view expr) { return fused::parse(expr); }
 
 /// The CUDA source of kernel `name` computing `e` for a Fused node whose leaf j reads input
@@ -303,8 +305,11 @@ inline std::string text_hash(std::string_view text) {
 /// disk across processes. Counts what each lookup found, for tests and benchmarks.
 class fused_cache {
  public:
+  /// What the lookups found, since the process started.
   struct counts {
-    int compiled = 0, from_disk = 0, from_memory = 0;
+    int compiled = 0;     ///< compiled with NVRTC
+    int from_disk = 0;    ///< read from the disk cache
+    int from_memory = 0;  ///< found in memory
   };
   /// The cubin of `source` for sm_<arch>.
   std::shared_ptr<const std::string> cubin(const std::string& source, int arch, const std::string& name) {
@@ -350,14 +355,17 @@ class fused_cache {
     ++(from_disk ? counts_.from_disk : counts_.compiled);
     return memory_.try_emplace(key, std::move(bin)).first->second;
   }
+  /// The counts so far.
   counts get_counts() const {
     std::lock_guard lock(mu_);
     return counts_;
   }
+  /// Forgets the in-memory cache (the disk cache stays; tests use it to reach the disk).
   void clear_memory() {
     std::lock_guard lock(mu_);
     memory_.clear();
   }
+  /// The process's cache (never destroyed).
   static fused_cache& global() {
     static auto* instance = new fused_cache;
     return *instance;
@@ -372,6 +380,7 @@ class fused_cache {
 /// The GPU kernel of a Fused node: compiled (or found in the cache) when the kernel is made,
 /// loaded on first use on each GPU.
 struct gpu_fused final : op_kernel {
+  /// Generates and compiles (or finds) the kernel of node n's subtree for the current GPU's architecture.
   explicit gpu_fused(const node& n)
       : out_(n.output_dtype(0)), inputs_(n.attr<std::vector<dtype>>("Tin")) {
     const fused_expr e = parse_fused(n.attr<std::string>("expr"));
@@ -446,6 +455,7 @@ struct gpu_fused final : op_kernel {
           "launching a fused kernel");
   }
 
+  /// The generated CUDA source.
   const std::string& source() const noexcept { return source_; }
 
  private:
@@ -473,6 +483,7 @@ struct gpu_fused final : op_kernel {
   mutable std::map<int, cudaKernel_t> kernels_;
 };
 
+/// Registers the Fused op and its GPU kernel; false when it was registered already.
 inline bool register_gpu_fused_kernel() {
   ops::register_fused_ops();
   return register_gpu_kernel<gpu_fused>("Fused");

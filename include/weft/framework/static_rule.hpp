@@ -17,6 +17,7 @@
 
 namespace weft::ops::static_rules {
 
+/// N static dims (unknown where known only at run time).
 template <std::size_t N>
 using dims = std::array<std::int64_t, N>;
 

@@ -25,8 +25,9 @@
 
 namespace weft {
 
+/// How while_loop builds a loop.
 struct while_options {
-  std::string name = "while";             // names the nodes' scope and the frame
+  std::string name = "while";             ///< names the nodes' scope and the frame
   std::int64_t parallel_iterations = 10;  ///< iterations in flight at most
   std::int64_t maximum_iterations = -1;   ///< -1: no bound; else the loop also stops after so many
 };
@@ -34,6 +35,7 @@ struct while_options {
 /// What a loop's functions use to reach outside the loop.
 class loop_scope {
  public:
+  /// The scope of the loop whose frame is `frame` in g, `parallel` iterations in flight at most.
   loop_scope(graph& g, std::string frame, std::int64_t parallel) : g_(g), frame_(std::move(frame)), parallel_(parallel) {}
   /// `outer` as a loop invariant: entered once into every iteration.
   output invariant(output outer) {
@@ -46,6 +48,7 @@ class loop_scope {
   /// A node of the loop that runs once per iteration, before the body: a control input for
   /// body nodes that have no data input.
   int pivot() const { return pivot_; }
+  /// The loop's frame name.
   const std::string& frame() const noexcept { return frame_; }
 
  private:
@@ -111,8 +114,8 @@ inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
 /// pivot node for control inputs of nodes with no data input (a Const), which would run on
 /// both sides otherwise.
 struct branch {
-  std::vector<output> inputs;
-  int pivot = -1;
+  std::vector<output> inputs;  ///< the outer values, through this side's Switch outputs
+  int pivot = -1;              ///< the pivot node's id
 };
 
 /// pred ? then_fn() : else_fn(), in the graph: only the taken side runs, the other's values

@@ -25,6 +25,7 @@ namespace weft::gradients {
 /// down to their operands' shapes (unary ops do not broadcast).
 template <class Rule>
 struct elementwise_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   template <class V>
   static result<V> apply(const args<V>& a) {
     constexpr std::size_t n = requires(const V& v) { Rule::partials(v, v, v); }      ? 1
@@ -66,6 +67,7 @@ gradient_result<symbol> apply_rule(const gradient_args<symbol>& a) {
 /// A cond's Switch: the gradients of its two outputs meet in a Merge, the side that did not
 /// run given zeros on that side only (a Switch of zeros), so that the Merge gets one live value.
 struct switch_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   static result<symbol> apply(const args<symbol>& a) {
     if (a.x[1].producer().op() == "LoopCond")
       fail(error_code::internal, "weft::add_gradients: ", a.n.describe(), " is a loop's Switch, differentiated as a cond's");
@@ -77,6 +79,7 @@ struct switch_grad {
 /// A cond's Merge: the gradient goes to the input that was taken (value_index), through a
 /// Switch; the other inputs' gradients are dead, as their branches were.
 struct merge_grad {
+  /// The gradients of the node's inputs, from the gradients of its outputs.
   static result<symbol> apply(const args<symbol>& a) {
     result<symbol> r;
     for (std::size_t i = 0; i < a.x.size(); ++i) {

@@ -100,6 +100,7 @@ inline dtype from_tensorflow_dtype(std::int64_t code, const std::string& where) 
        " has no weft dtype");
 }
 
+/// What writing a GraphDef includes beyond the nodes.
 struct graph_def_options {
   /// "_output_shapes" on every node: each output's static shape (TensorBoard shows them on
   /// the edges; importing drops them).
@@ -113,7 +114,7 @@ struct graph_def_options {
 /// field holds fewer values than elements is filled to its shape, and the bytes of all such
 /// tensors together may not pass `max_filled_bytes`.
 struct graph_def_limits {
-  std::uint64_t max_filled_bytes = std::uint64_t{1} << 30;
+  std::uint64_t max_filled_bytes = std::uint64_t{1} << 30;  ///< 1 GiB by default
 };
 
 namespace graph_def_detail {
@@ -681,6 +682,7 @@ inline void import_graph_def(graph& g, std::string_view bytes, const graph_def_l
 inline void write_graph_def(const graph& g, const std::filesystem::path& path, const graph_def_options& options = {}) {
   weft::detail::write_file_atomically(path, to_graph_def(g, options), {}, "the GraphDef");
 }
+/// Reads the GraphDef file at `path` into a new graph (errors name the file and the node).
 inline graph read_graph_def(const std::filesystem::path& path, const graph_def_limits& limits = {}) {
   graph g;
   const std::string bytes = read_file(path, "the GraphDef");

@@ -55,7 +55,8 @@ struct hyper {
 /// What an optimizer's update sees of one variable.
 struct update_args {
   graph& g;          ///< the graph the update is added to
-  output var, grad;  ///< the variable (a reference) and its gradient
+  output var;        ///< the variable (a reference)
+  output grad;       ///< its gradient
   std::vector<output> slots;   ///< in the order of slots()
   std::vector<output> shared;  ///< in the order of shared(), for the variable's dtype
   node_options options;        ///< the update's name and control inputs
@@ -112,7 +113,8 @@ struct sgd {
 
 /// accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: see ApplyMomentum)
 struct momentum {
-  hyper learning_rate, momentum = 0.9;  ///< the step size and the accumulator's decay
+  hyper learning_rate;                  ///< the step size
+  hyper momentum = 0.9;                 ///< the accumulator's decay
   bool nesterov = false;                ///< Nesterov's momentum
   static constexpr const char* name = "Momentum";  ///< the optimizer's name scope
   /// The accumulator, from 0.
@@ -144,7 +146,10 @@ struct adagrad {
 /// RMSProp: ms = decay * ms + (1 - decay) * grad²; mom = momentum * mom + learning_rate *
 /// grad / sqrt(ms + epsilon); var -= mom.
 struct rms_prop {
-  hyper learning_rate, decay = 0.9, momentum = 0.0, epsilon = 1e-10;  ///< TensorFlow's defaults
+  hyper learning_rate;     ///< the step size
+  hyper decay = 0.9;       ///< the mean square's decay (TensorFlow's default)
+  hyper momentum = 0.0;    ///< the momentum's decay (TensorFlow's default)
+  hyper epsilon = 1e-10;   ///< added to the mean square (TensorFlow's default)
   static constexpr const char* name = "RMSProp";  ///< the optimizer's name scope
   /// The mean square (from 1, TensorFlow's) and the momentum (from 0).
   std::vector<slot_spec> slots() const { return {{"ms", 1.0}, {"mom", 0.0}}; }  // TensorFlow's initial values
@@ -161,7 +166,8 @@ struct rms_prop {
 /// bias corrections through beta1^t and beta2^t shared per dtype.
 struct adam {
   hyper learning_rate = 0.001;        ///< the step size
-  double beta1 = 0.9, beta2 = 0.999;  ///< the moments' decays
+  double beta1 = 0.9;                 ///< the first moment's decay
+  double beta2 = 0.999;               ///< the second moment's decay
   hyper epsilon = 1e-8;               ///< added to sqrt(v)
   bool nesterov = false;              ///< ApplyAdam's use_nesterov
   static constexpr const char* name = "Adam";  ///< the optimizer's name scope

@@ -22,6 +22,7 @@
 
 namespace weft::passes {
 
+/// How far constant folding goes.
 struct constant_folding_options {
   /// The most bytes one output of a folded node may hold; 0 turns folding off. 10 MiB, as
   /// TensorFlow's graph optimizer: a folded value stays in memory for as long as the
@@ -29,6 +30,7 @@ struct constant_folding_options {
   std::size_t max_bytes = std::size_t{10} << 20;
 };
 
+/// What constant folding evaluates: the outputs at the boundary of the foldable region.
 struct folding_plan {
   std::vector<output> outputs;  ///< what to evaluate and keep: the region's boundary, by node and port
 };

@@ -26,12 +26,16 @@ namespace weft::passes {
 
 /// What makes a node the same as another, besides its op and inputs.
 struct cse_signature {
-  attr_map attrs;
-  std::string device, colocate;
-  std::vector<int> controls;
+  attr_map attrs;            ///< the node's attrs
+  std::string device;        ///< its requested device
+  std::string colocate;      ///< the node it is colocated with
+  std::vector<int> controls; ///< its control inputs
+  /// Equal in every part.
   bool operator==(const cse_signature&) const = default;
 };
 
+/// The nodes a common-subexpression pass has seen, by op, inputs and signature, to find a
+/// node equal to one about to be added.
 class cse_table {
  public:
   /// The node equal to op(inputs) with `signature` added before, if any.

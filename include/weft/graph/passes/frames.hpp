@@ -29,23 +29,25 @@
 
 namespace weft::passes {
 
+/// One loop frame: its name, its parent frame and depth.
 struct frame {
   std::string name;  ///< the Enters' frame_name ("" for the root)
   int parent = -1;   ///< -1 for the root
   int depth = 0;     ///< loops around it
-  std::int64_t parallel_iterations = 1;
+  std::int64_t parallel_iterations = 1;  ///< iterations in flight at most (the Enters' attr)
 };
 
 /// What the analysis needs of one node: its definition (nullptr for a value fed in a node's
 /// place, which has no inputs), its part in control flow, and where its inputs come from
 /// (the producing node's index, and whether it is a data input), data inputs first.
 struct frame_node {
-  const node* def = nullptr;
-  flow kind = flow::plain;
-  std::vector<std::pair<int, bool>> sources;
+  const node* def = nullptr;                  ///< the node (null for a fed value)
+  flow kind = flow::plain;                    ///< its part in control flow
+  std::vector<std::pair<int, bool>> sources;  ///< (producer index, is a data input), data inputs first
   std::string fed;  ///< for a fed value: the name of the output it replaces
 };
 
+/// The frames of a graph's nodes (find_frames).
 class frame_map {
  public:
   int of(int i) const { return of_[static_cast<std::size_t>(i)]; }        ///< the frame node i runs in
@@ -57,8 +59,11 @@ class frame_map {
     if (kind_[k] == flow::exit) return std::max(frames_[static_cast<std::size_t>(of_[k])].parent, 0);
     return of_[k];
   }
+  /// Frame f.
   const frame& info(int f) const { return frames_[static_cast<std::size_t>(f)]; }
+  /// Every frame; frame 0 is the root.
   const std::vector<frame>& frames() const noexcept { return frames_; }
+  /// Frame f in an error message: "the root frame" or "frame 'name'".
   std::string frame_name(int f) const { return f == 0 ? std::string("the root frame") : "frame '" + info(f).name + "'"; }
 
  private:

@@ -51,12 +51,17 @@
 
 namespace weft::passes {
 
+/// Which placer: TensorFlow's rules (constraints and colocation, then the default device when
+/// a group may run there, else its first feasible one), or the greedy simulation over the
+/// cost model (whitepaper §3.2.1).
 enum class placer { rules, greedy };
 
+/// "greedy" or "rules".
 inline const char* name(placer p) noexcept { return p == placer::greedy ? "greedy" : "rules"; }
 
+/// How to place a graph.
 struct placement_options {
-  placer algorithm = placer::greedy;
+  placer algorithm = placer::greedy;  ///< which placer
   bool soft = false;        ///< allow_soft_placement
   int default_device = 0;   ///< the rule-based placer's device for unconstrained groups
 };
@@ -65,17 +70,20 @@ struct placement_options {
 /// else why not (the kernel registry's message, which names the node and its dtypes).
 using kernel_check = std::function<std::string(const node& n, const std::string& device_type)>;
 
+/// One node's place in the simulated step.
 struct node_placement {
-  int node = -1;
-  int device = -1;
-  double start = 0, finish = 0;  ///< simulated seconds from the start of the step
+  int node = -1;                 ///< the node's id
+  int device = -1;               ///< the cluster device it is placed on
+  double start = 0;              ///< when it starts: simulated seconds from the start of the step
+  double finish = 0;             ///< when it finishes
   double compute = 0;            ///< its compute time on the chosen device
   /// When it would have finished on each device of the cluster (infinity where it may not run).
   std::vector<double> finish_on;
 };
 
+/// A placement of a graph's nodes on a cluster's devices, with the simulated step it predicts.
 struct placement {
-  placer algorithm = placer::greedy;
+  placer algorithm = placer::greedy;  ///< the placer that made it
   std::vector<std::string> device_names;  ///< the cluster's short names
   std::vector<int> device_of;             ///< per graph node id; -1 for a node not placed
   std::vector<node_placement> nodes;      ///< in the order the simulation placed them
