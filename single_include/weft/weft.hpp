@@ -15695,17 +15695,20 @@ inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
   return v;
 }
 
+/// The value of a one-element int32 or int64 tensor, or an error naming `what`.
 inline std::int64_t scalar_int(const tensor& t, const char* what) {
   if (t.num_elements() != 1) fail(error_code::invalid_argument, what, " must be a scalar, got shape ", t.shape());
   return int_values(t, what)[0];
 }
 
+/// axis in [-rank, rank) made non-negative, or an invalid_argument error naming `what`.
 inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis") {
   if (axis < -rank || axis >= rank)
     fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+/// dims as a shape, or an error naming `what` for a negative dim or too many dims.
 inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
   if (dims.size() > static_cast<std::size_t>(max_rank))
     fail(error_code::invalid_argument, what, " has ", dims.size(), " dims, more than ", max_rank);
@@ -15718,10 +15721,11 @@ inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* 
 /// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
 /// each tuple is checked to lie in s.
 struct nd_rows {
-  std::vector<std::int64_t> rows;
+  std::vector<std::int64_t> rows;         ///< each tuple's row
   std::int64_t slice = 1;                 ///< elements per row: the product of s[K:]
   std::vector<std::int64_t> slices_dims;  ///< of the slices together: indices.shape[:-1] + s[K:]
 };
+/// The rows of `indices`' tuples into a tensor of shape s, or an error naming a tuple out of range.
 inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
   if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
   const std::int64_t depth = indices.dim(indices.rank() - 1);
@@ -15766,6 +15770,8 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
   return strides;
 }
 
+using weft::is_half_v;
+
 /// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
 /// compile time down, the rarer dtypes compute through a wider one, converting on the way in
 /// and out, instead of compiling each op's code again:
@@ -15774,15 +15780,16 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
 /// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
 ///   so that narrowing the result wraps as TensorFlow's does;
 /// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
-using weft::is_half_v;
 template <class T>
 using compute_t = std::conditional_t<
     is_half_v<T>, float,
     std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
                            std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
                        std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
+/// T computes through another type (compute_t).
 template <class T>
 inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
+/// T has no vectorized kernels: elementwise kernels loop one element at a time (uint64).
 template <class T>
 inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
 /// The 64-bit integer type of T's signedness.
@@ -15791,8 +15798,8 @@ using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::ui
 
 /// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
 using kernel_signed_real_types = signed_real_types;
-using kernel_signed_types = signed_number_types;
-using kernel_pow_types = pow_types;
+using kernel_signed_types = signed_number_types;  ///< Neg's dtypes
+using kernel_pow_types = pow_types;  ///< Pow's dtypes
 
 /// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>
@@ -16477,6 +16484,7 @@ std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
          "' does not exist (its container was reset after its op ran?)");
   return r;
 }
+/// The queue resource input i's handle names.
 inline std::shared_ptr<queue> queue_of(const kernel_context& ctx, int i = 0) { return resource_of<queue>(ctx, i); }
 
 /// Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
@@ -16560,6 +16568,7 @@ struct dequeue_kernel final : op_kernel {
       });
     });
   }
+  /// Sets the outputs from the dequeued elements (stacked into batches for DequeueMany/UpTo).
   void deliver(kernel_context& ctx, const queue& q, std::vector<queue_tuple> elements) const {
     if (!batch_) {
       for (std::size_t i = 0; i < types_.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(elements[0][i]));
@@ -16569,6 +16578,7 @@ struct dequeue_kernel final : op_kernel {
     auto stacked = stack_elements(elements, o.component_types, o.shapes, o.padded, q.name());
     for (std::size_t i = 0; i < stacked.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(stacked[i]));
   }
+  /// "(float32, int64)": the component types in messages.
   static std::string describe(const std::vector<dtype>& types) {
     std::string s = "(";
     for (std::size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + std::string(name(types[i]));
@@ -19658,6 +19668,7 @@ void convert_into(kernel_context& ctx, const tensor& in, tensor& out) {
 template <class T>
 inline constexpr detail::convert_fn widen_fn =
     is_converted_v<T> ? &detail::convert_range<compute_t<T>, T> : nullptr;
+/// Converts compute_t<T> back to T; null when T computes as itself.
 template <class T>
 inline constexpr detail::convert_fn narrow_fn =
     is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;
@@ -20072,6 +20083,7 @@ struct one_hot_kernel final : op_kernel {
   }
 };
 
+/// v as a tensor of Int (int32 or int64) of shape s.
 template <class Int>
 tensor int_tensor(const std::vector<std::int64_t>& v, shape s) {
   std::vector<Int> out(v.begin(), v.end());
@@ -20108,6 +20120,7 @@ struct size_kernel final : op_kernel {
   }
 };
 
+/// Every element of out set to the element at `value` (out's dtype, copied bytewise).
 inline void fill_bytes(tensor& out, const void* value) {
   std::size_t elem = size_of(out.dtype());
   char* o = static_cast<char*>(out.raw_data());
@@ -20389,6 +20402,9 @@ inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::
   }
 }
 
+/// An output and N inputs broadcast to it, cut into rows along which each input either steps
+/// one element at a time or repeats one value, so that each row piece is one vectorized
+/// expression (see the file's comment).
 template <std::size_t N>
 class broadcast_rows {
  public:
@@ -20423,7 +20439,7 @@ class broadcast_rows {
   }
 
   std::int64_t length() const { return length_; }         ///< elements in a row
-  std::int64_t rows() const { return rows_; }
+  std::int64_t rows() const { return rows_; }  ///< rows in the output
   std::int64_t units() const { return rows_ * pieces_; }   ///< pieces, all rows
   std::int64_t piece() const { return piece_; }            ///< elements of the longest piece
   bool steps(std::size_t k) const { return step_[k] != 0; }  ///< else input k repeats one value along a row
@@ -21638,8 +21654,8 @@ namespace weft::cpu {
 /// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
 /// in every build, so that MatMul's generic code can pass one along.)
 struct sgemm_shared {
-  const float* a = nullptr;
-  const float* b = nullptr;
+  const float* a = nullptr;  ///< packed rows, or null
+  const float* b = nullptr;  ///< packed columns, or null
 };
 }  // namespace weft::cpu
 
@@ -22578,6 +22594,7 @@ inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const s
 }
 #endif
 
+/// t's elements in compute_t<T>: t's own, or converted into `storage`.
 template <class T>
 const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& storage) {
   if constexpr (std::is_same_v<compute_t<T>, T>) {
@@ -22589,6 +22606,8 @@ const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& stora
   }
 }
 
+/// BatchMatMulV2 (and MatMul where require_matrices): x times y over broadcast batch dims, x
+/// (y) transposed or adjointed when ax (ay).
 template <class T>
 void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax, bool ay, bool adjoint,
                   bool require_matrices) {
@@ -22677,7 +22696,7 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
-using matmul_types = weft::matmul_types;
+using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
 
 /// One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>
@@ -22714,6 +22733,7 @@ struct kernel_for<ops::BatchMatMulV2, T, device_types::cpu> {
 
 namespace weft::cpu {
 
+/// The size n of x's [..., n, n] matrices, or an error when they are not square.
 inline std::int64_t square_size(const tensor& x) {
   if (x.rank() < 2 || x.shape()[x.rank() - 1] != x.shape()[x.rank() - 2])
     fail(error_code::invalid_argument, "input must hold square matrices, got shape ", x.shape());
@@ -22861,29 +22881,35 @@ namespace weft::cpu {
 
 namespace nn {
 
+/// A writable Eigen array view of n elements (a row).
 template <class C>
 using row_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+/// A read-only Eigen array view of n elements.
 template <class C>
 using const_row_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 /// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
 template <class C>
 using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
+/// A read-only [rows, cols] column-major array view.
 template <class C>
 using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
 /// A row-major [rows, cols] buffer as a matrix, and a column-major one.
 template <class C>
 using row_major_map = Eigen::Map<Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+/// A read-only column-major matrix view.
 template <class C>
 using const_col_major_map = Eigen::Map<const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic>>;
 
 /// The last dim of t (1 for a scalar), and the number of rows of that length.
 inline std::int64_t row_length(const tensor& t) { return t.rank() ? t.shape()[t.rank() - 1] : 1; }
+/// The number of rows of row_length(t) elements.
 inline std::int64_t row_count(const tensor& t) { return row_length(t) ? t.num_elements() / row_length(t) : 0; }
 
 /// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (those in
 /// `Body::value_mask`, bit i for input i, widened when T is a half type), `out` its outputs.
 struct io {
-  std::vector<tensor> in, out;
+  std::vector<tensor> in;   ///< the inputs (values widened)
+  std::vector<tensor> out;  ///< the outputs, in the compute type
 };
 
 /// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
@@ -22891,8 +22917,10 @@ struct io {
 /// types the value inputs are widened to float first and the outputs narrowed after.
 template <class Body>
 struct kernel {
+  /// The kernel for dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Builds Body from the node (it reads the attrs).
     explicit of(const node& n) : body_(n) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -22914,6 +22942,7 @@ struct kernel {
   };
 };
 
+/// Fails unless t has rank `rank` or more (`what` names it).
 inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
   if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
 }
@@ -23052,18 +23081,21 @@ using ops::geometry;
 using ops::make_geometry;
 using ops::window_attrs_of;
 
+/// The shape a 4-element sizes input gives (input_sizes, filter_sizes), or an error naming `what`.
 inline shape sizes_shape(const tensor& t, const char* what) {
   if (t.rank() != 1 || t.num_elements() != 4)
     fail(error_code::invalid_argument, what, " must be a vector of 4 dims, got shape ", t.shape());
   return shape_from_dims(int_values(t, what), what);
 }
 
+/// Fails unless t has shape `expected`, naming `what` and g's input and window.
 inline void require_shape(const tensor& t, const shape& expected, const char* what, const geometry& g) {
   if (t.shape() != expected)
     fail(error_code::invalid_argument, what, " has shape ", t.shape(), "; the input [", g.n, ", ", g.h, ", ", g.w, ", ", g.c,
          "] and a ", g.kh, "x", g.kw, " window give ", expected);
 }
 
+/// A 1x1 window with stride 1: the convolution is a plain matrix product.
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
 }  // namespace weft::cpu::nn
@@ -23076,7 +23108,9 @@ namespace weft::cpu::nn {
 /// fraction of its speed. The direct loops below read the input in place instead. Output
 /// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
 inline constexpr std::int64_t direct_patch_limit = 64;
+/// Whether g's convolution takes the direct loops (a small patch, not pointwise).
 inline bool is_direct(const geometry& g) { return g.patch() <= direct_patch_limit && !is_pointwise(g); }
+/// Output channels per block: 64 bytes of C.
 template <class C>
 inline constexpr std::int64_t lanes = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
 
@@ -23093,16 +23127,19 @@ inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, s
 /// registers) or, for the last block, fewer (Fixed = 0, width given).
 template <std::int64_t Fixed, class C>
 using lane_block = Eigen::Array<C, (Fixed > 0 ? Fixed : Eigen::Dynamic), 1, 0, (Fixed > 0 ? Fixed : lanes<C>), 1>;
+/// The block of width values at p, as an Eigen map.
 template <std::int64_t Fixed, class C>
 auto lanes_at(const C* p, std::int64_t width) {
   if constexpr (Fixed > 0) return Eigen::Map<const lane_block<Fixed, C>>(p);
   else return Eigen::Map<const lane_block<Fixed, C>>(p, width);
 }
+/// A block of width zeros.
 template <std::int64_t Fixed, class C>
 lane_block<Fixed, C> zero_lanes(std::int64_t width) {
   if constexpr (Fixed > 0) return lane_block<Fixed, C>::Zero();
   else return lane_block<Fixed, C>::Zero(width);
 }
+/// Stores block v at p.
 template <std::int64_t Fixed, class C>
 void store_lanes(C* p, const lane_block<Fixed, C>& v) {
   Eigen::Map<lane_block<Fixed, C>>(p, v.size()) = v;
@@ -23152,6 +23189,7 @@ void direct_forward_row(const geometry& g, const C* in, const C* f, C* out_row, 
   for (; x < g.ow; ++x) one(x);
 }
 
+/// Conv2D by the direct loops: out [n, oh, ow, k] from in [n, h, w, c] and filter f [kh, kw, c, k].
 template <class C>
 void direct_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
   constexpr std::int64_t W = lanes<C>;
@@ -23465,6 +23503,7 @@ namespace ei = Eigen::internal;
 /// is checked.
 template <class C>
 using packet_t = typename ei::packet_traits<C>::type;
+/// Values of C per SIMD packet.
 template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 /// Positions per block: what the registers hold beside the filter's NB packets and a
@@ -23478,10 +23517,13 @@ inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_D
 
 /// The image buffer's geometry: rows of `width` positions of c values, every window inside.
 struct padded_image {
-  std::int64_t height, width, row;  ///< row: values per buffer row
+  std::int64_t height;  ///< rows of positions
+  std::int64_t width;   ///< positions per row
+  std::int64_t row;     ///< values per buffer row
+  /// The buffer g's windows read: the input rows and columns they span.
   explicit padded_image(const geometry& g)
       : height((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1), width((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1), row(width * g.c) {}
-  std::int64_t size() const { return height * row; }
+  std::int64_t size() const { return height * row; }  ///< values in the buffer
   /// Whether the buffer of an image stays within four times the image plus 64 Ki values (and
   /// so its sizes fit in int64). Padding far wider than the image (a dilation of 2^61 pads a
   /// row by 2^61 on each side) is left to the paths that test each tap, not copied.
@@ -23570,6 +23612,7 @@ void for_each_packet_block(std::int64_t packets, F&& f) {
   for (std::int64_t q = 0; q < packets; q += 2) f(packets - q >= 2 ? 2 : 1, q);
 }
 
+/// Whether g's convolution takes the register blocks (output channels a multiple of the packet, the buffer within bounds).
 inline bool use_register_blocks(const geometry& g, std::int64_t packet) {
   return g.k % packet == 0 && padded_image::fits(g);
 }
@@ -23800,9 +23843,12 @@ inline geometry conv_geometry(const shape& in, const shape& f, const ops::window
   return make_geometry(in, f[0], f[1], f[3], w);
 }
 
+/// Conv2D over NHWC input and HWIO filter: direct loops, register blocks or a GEMM over the
+/// patches, by shape.
 struct conv2d {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// Reads the node's window attrs.
   explicit conv2d(const node& n) : w_(window_attrs_of(n)) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
@@ -23818,10 +23864,13 @@ struct conv2d {
   ops::window_attrs w_;
 };
 
+/// Conv2DBackpropInput: the gradient of a Conv2D's input (of shape input_sizes).
 struct conv2d_backprop_input {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b110;
+  /// Reads the node's window attrs.
   explicit conv2d_backprop_input(const node& n) : w_(window_attrs_of(n)) {}
+  /// The forward convolution's geometry, checked against the filter and output gradient.
   geometry geo(const tensor& sizes, const tensor& f, const tensor& d) const {
     const geometry g = conv_geometry(sizes_shape(sizes, "input_sizes"), f.shape(), w_);
     require_shape(d, g.output_shape(), "out_backprop", g);
@@ -23841,10 +23890,13 @@ struct conv2d_backprop_input {
   ops::window_attrs w_;
 };
 
+/// Conv2DBackpropFilter: the gradient of a Conv2D's filter (of shape filter_sizes).
 struct conv2d_backprop_filter {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;
+  /// Reads the node's window attrs.
   explicit conv2d_backprop_filter(const node& n) : w_(window_attrs_of(n)) {}
+  /// The forward convolution's geometry, checked against the input and output gradient.
   geometry geo(const tensor& in, const tensor& sizes, const tensor& d) const {
     const geometry g = conv_geometry(in.shape(), sizes_shape(sizes, "filter_sizes"), w_);
     require_shape(d, g.output_shape(), "out_backprop", g);
@@ -23923,6 +23975,7 @@ inline constexpr std::uint64_t dropout_salt = 0x5bd1e995u;
 
 namespace weft::cpu {
 
+/// The distribution a random op draws from.
 enum class distribution { uniform, normal, truncated_normal };
 
 /// The CPU kernel of RandomUniform, RandomStandardNormal, TruncatedNormal.
@@ -23932,6 +23985,7 @@ struct random_kernel final : op_kernel {
   explicit random_kernel(const node& n)
       : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
 
+  /// A standard normal draw for counter c of stream `key` (Box-Muller on two uniforms).
   static double normal(std::uint64_t key, std::uint64_t c) {
     // Box-Muller on two uniforms drawn from distinct counters of the same element.
     double u1 = uniform01(key, 2 * c), u2 = uniform01(key, 2 * c + 1);
@@ -24026,6 +24080,7 @@ namespace weft::cpu::nn {
 struct dropout {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// Reads seed and seed2 (the key of its random stream).
   explicit dropout(const node& n)
       : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)) {}
   /// Checks the inputs; the outputs' shapes.
@@ -24922,6 +24977,8 @@ inline std::string split_csv(std::string_view record, char delim, bool quotes, s
   }
 }
 
+/// Parses all of s (an optional leading +) as a T with std::from_chars; false when it is not
+/// a number of T or out of its range.
 template <class T>
 bool parse_number(const std::string& s, T& out) {
   if (s.empty()) return false;
@@ -25643,10 +25700,13 @@ struct assign_kernel final : op_kernel {
   bool validate_;
 };
 
+/// AssignAdd (Add) and AssignSub: the variable updated in place by the delta.
 template <bool Add>
 struct assign_update_kernel {
+  /// The kernel for dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override {
       auto var = ctx.input_ref_shared(0);
@@ -31762,6 +31822,7 @@ class dataset {
 
 namespace weft::cpu {
 
+/// Registers every standard op and every CPU kernel, once (the kernel registry's full set).
 inline bool register_all_kernels() {
   static const bool done = [] {
     ops::register_standard_ops();

@@ -11,6 +11,7 @@
 
 namespace weft::cpu {
 
+/// Registers every standard op and every CPU kernel, once (the kernel registry's full set).
 inline bool register_all_kernels() {
   static const bool done = [] {
     ops::register_standard_ops();

@@ -412,6 +412,7 @@ struct one_hot_kernel final : op_kernel {
   }
 };
 
+/// v as a tensor of Int (int32 or int64) of shape s.
 template <class Int>
 tensor int_tensor(const std::vector<std::int64_t>& v, shape s) {
   std::vector<Int> out(v.begin(), v.end());
@@ -448,6 +449,7 @@ struct size_kernel final : op_kernel {
   }
 };
 
+/// Every element of out set to the element at `value` (out's dtype, copied bytewise).
 inline void fill_bytes(tensor& out, const void* value) {
   std::size_t elem = size_of(out.dtype());
   char* o = static_cast<char*>(out.raw_data());

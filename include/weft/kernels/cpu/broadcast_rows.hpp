@@ -39,6 +39,9 @@ inline void replicate_bytes(char* dst, const void* src, std::int64_t size, std::
   }
 }
 
+/// An output and N inputs broadcast to it, cut into rows along which each input either steps
+/// one element at a time or repeats one value, so that each row piece is one vectorized
+/// expression (see the file's comment).
 template <std::size_t N>
 class broadcast_rows {
  public:
@@ -73,7 +76,7 @@ class broadcast_rows {
   }
 
   std::int64_t length() const { return length_; }         ///< elements in a row
-  std::int64_t rows() const { return rows_; }
+  std::int64_t rows() const { return rows_; }  ///< rows in the output
   std::int64_t units() const { return rows_ * pieces_; }   ///< pieces, all rows
   std::int64_t piece() const { return piece_; }            ///< elements of the longest piece
   bool steps(std::size_t k) const { return step_[k] != 0; }  ///< else input k repeats one value along a row

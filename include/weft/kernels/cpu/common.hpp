@@ -33,17 +33,20 @@ inline std::vector<std::int64_t> int_values(const tensor& t, const char* what) {
   return v;
 }
 
+/// The value of a one-element int32 or int64 tensor, or an error naming `what`.
 inline std::int64_t scalar_int(const tensor& t, const char* what) {
   if (t.num_elements() != 1) fail(error_code::invalid_argument, what, " must be a scalar, got shape ", t.shape());
   return int_values(t, what)[0];
 }
 
+/// axis in [-rank, rank) made non-negative, or an invalid_argument error naming `what`.
 inline int canonical_axis(std::int64_t axis, int rank, const char* what = "axis") {
   if (axis < -rank || axis >= rank)
     fail(error_code::invalid_argument, what, " ", axis, " is out of range for rank ", rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+/// dims as a shape, or an error naming `what` for a negative dim or too many dims.
 inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* what) {
   if (dims.size() > static_cast<std::size_t>(max_rank))
     fail(error_code::invalid_argument, what, " has ", dims.size(), " dims, more than ", max_rank);
@@ -56,10 +59,11 @@ inline shape shape_from_dims(const std::vector<std::int64_t>& dims, const char* 
 /// seen as a matrix [s[0] * ... * s[K-1], slice] (GatherNd, ScatterNd, TensorScatter*);
 /// each tuple is checked to lie in s.
 struct nd_rows {
-  std::vector<std::int64_t> rows;
+  std::vector<std::int64_t> rows;         ///< each tuple's row
   std::int64_t slice = 1;                 ///< elements per row: the product of s[K:]
   std::vector<std::int64_t> slices_dims;  ///< of the slices together: indices.shape[:-1] + s[K:]
 };
+/// The rows of `indices`' tuples into a tensor of shape s, or an error naming a tuple out of range.
 inline nd_rows nd_rows_of(const tensor& indices, const shape& s) {
   if (indices.rank() < 1) fail(error_code::invalid_argument, "indices must have rank at least 1, got shape ", indices.shape());
   const std::int64_t depth = indices.dim(indices.rank() - 1);
@@ -104,6 +108,8 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
   return strides;
 }
 
+using weft::is_half_v;
+
 /// Every CPU kernel covers every dtype its op definition admits (a test checks this). To keep
 /// compile time down, the rarer dtypes compute through a wider one, converting on the way in
 /// and out, instead of compiling each op's code again:
@@ -112,15 +118,16 @@ inline std::vector<std::int64_t> broadcast_strides(const shape& in, const shape&
 /// - int8, int16, uint8 and uint16 through int64, where their sums and products are exact,
 ///   so that narrowing the result wraps as TensorFlow's does;
 /// - uint32 through uint64, which computes in plain loops (it has no vectorized kernels).
-using weft::is_half_v;
 template <class T>
 using compute_t = std::conditional_t<
     is_half_v<T>, float,
     std::conditional_t<std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::int16_t> ||
                            std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::uint16_t>,
                        std::int64_t, std::conditional_t<std::is_same_v<T, std::uint32_t>, std::uint64_t, T>>>;
+/// T computes through another type (compute_t).
 template <class T>
 inline constexpr bool is_converted_v = !std::is_same_v<compute_t<T>, T>;
+/// T has no vectorized kernels: elementwise kernels loop one element at a time (uint64).
 template <class T>
 inline constexpr bool is_looped_v = std::is_same_v<T, std::uint64_t>;
 /// The 64-bit integer type of T's signedness.
@@ -129,8 +136,8 @@ using wide_int_t = std::conditional_t<std::is_signed_v<T>, std::int64_t, std::ui
 
 /// The dtype sets of ops/math_ops.hpp that core/dtype.hpp names.
 using kernel_signed_real_types = signed_real_types;
-using kernel_signed_types = signed_number_types;
-using kernel_pow_types = pow_types;
+using kernel_signed_types = signed_number_types;  ///< Neg's dtypes
+using kernel_pow_types = pow_types;  ///< Pow's dtypes
 
 /// The kernel for one dtype T of a typed kernel template, for every T in a type_list.
 template <template <class> class K, class... Ts>

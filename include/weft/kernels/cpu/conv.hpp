@@ -148,9 +148,12 @@ inline geometry conv_geometry(const shape& in, const shape& f, const ops::window
   return make_geometry(in, f[0], f[1], f[3], w);
 }
 
+/// Conv2D over NHWC input and HWIO filter: direct loops, register blocks or a GEMM over the
+/// patches, by shape.
 struct conv2d {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// Reads the node's window attrs.
   explicit conv2d(const node& n) : w_(window_attrs_of(n)) {}
   /// Checks the inputs; the outputs' shapes.
   std::vector<shape> shapes(kernel_context& ctx) const {
@@ -166,10 +169,13 @@ struct conv2d {
   ops::window_attrs w_;
 };
 
+/// Conv2DBackpropInput: the gradient of a Conv2D's input (of shape input_sizes).
 struct conv2d_backprop_input {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b110;
+  /// Reads the node's window attrs.
   explicit conv2d_backprop_input(const node& n) : w_(window_attrs_of(n)) {}
+  /// The forward convolution's geometry, checked against the filter and output gradient.
   geometry geo(const tensor& sizes, const tensor& f, const tensor& d) const {
     const geometry g = conv_geometry(sizes_shape(sizes, "input_sizes"), f.shape(), w_);
     require_shape(d, g.output_shape(), "out_backprop", g);
@@ -189,10 +195,13 @@ struct conv2d_backprop_input {
   ops::window_attrs w_;
 };
 
+/// Conv2DBackpropFilter: the gradient of a Conv2D's filter (of shape filter_sizes).
 struct conv2d_backprop_filter {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b101;
+  /// Reads the node's window attrs.
   explicit conv2d_backprop_filter(const node& n) : w_(window_attrs_of(n)) {}
+  /// The forward convolution's geometry, checked against the input and output gradient.
   geometry geo(const tensor& in, const tensor& sizes, const tensor& d) const {
     const geometry g = conv_geometry(in.shape(), sizes_shape(sizes, "filter_sizes"), w_);
     require_shape(d, g.output_shape(), "out_backprop", g);

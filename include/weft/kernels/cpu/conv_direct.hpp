@@ -18,7 +18,9 @@ namespace weft::cpu::nn {
 /// fraction of its speed. The direct loops below read the input in place instead. Output
 /// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
 inline constexpr std::int64_t direct_patch_limit = 64;
+/// Whether g's convolution takes the direct loops (a small patch, not pointwise).
 inline bool is_direct(const geometry& g) { return g.patch() <= direct_patch_limit && !is_pointwise(g); }
+/// Output channels per block: 64 bytes of C.
 template <class C>
 inline constexpr std::int64_t lanes = std::max<std::int64_t>(1, 64 / static_cast<std::int64_t>(sizeof(C)));
 
@@ -35,16 +37,19 @@ inline std::pair<std::int64_t, std::int64_t> columns_inside(const geometry& g, s
 /// registers) or, for the last block, fewer (Fixed = 0, width given).
 template <std::int64_t Fixed, class C>
 using lane_block = Eigen::Array<C, (Fixed > 0 ? Fixed : Eigen::Dynamic), 1, 0, (Fixed > 0 ? Fixed : lanes<C>), 1>;
+/// The block of width values at p, as an Eigen map.
 template <std::int64_t Fixed, class C>
 auto lanes_at(const C* p, std::int64_t width) {
   if constexpr (Fixed > 0) return Eigen::Map<const lane_block<Fixed, C>>(p);
   else return Eigen::Map<const lane_block<Fixed, C>>(p, width);
 }
+/// A block of width zeros.
 template <std::int64_t Fixed, class C>
 lane_block<Fixed, C> zero_lanes(std::int64_t width) {
   if constexpr (Fixed > 0) return lane_block<Fixed, C>::Zero();
   else return lane_block<Fixed, C>::Zero(width);
 }
+/// Stores block v at p.
 template <std::int64_t Fixed, class C>
 void store_lanes(C* p, const lane_block<Fixed, C>& v) {
   Eigen::Map<lane_block<Fixed, C>>(p, v.size()) = v;
@@ -94,6 +99,7 @@ void direct_forward_row(const geometry& g, const C* in, const C* f, C* out_row, 
   for (; x < g.ow; ++x) one(x);
 }
 
+/// Conv2D by the direct loops: out [n, oh, ow, k] from in [n, h, w, c] and filter f [kh, kw, c, k].
 template <class C>
 void direct_forward(const kernel_context& ctx, const geometry& g, const C* in, const C* f, C* out) {
   constexpr std::int64_t W = lanes<C>;

@@ -28,6 +28,7 @@ namespace ei = Eigen::internal;
 /// is checked.
 template <class C>
 using packet_t = typename ei::packet_traits<C>::type;
+/// Values of C per SIMD packet.
 template <class C>
 inline constexpr std::int64_t packet_size = ei::packet_traits<C>::size;
 /// Positions per block: what the registers hold beside the filter's NB packets and a
@@ -41,10 +42,13 @@ inline constexpr int block_positions = std::clamp((static_cast<int>(EIGEN_ARCH_D
 
 /// The image buffer's geometry: rows of `width` positions of c values, every window inside.
 struct padded_image {
-  std::int64_t height, width, row;  ///< row: values per buffer row
+  std::int64_t height;  ///< rows of positions
+  std::int64_t width;   ///< positions per row
+  std::int64_t row;     ///< values per buffer row
+  /// The buffer g's windows read: the input rows and columns they span.
   explicit padded_image(const geometry& g)
       : height((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1), width((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1), row(width * g.c) {}
-  std::int64_t size() const { return height * row; }
+  std::int64_t size() const { return height * row; }  ///< values in the buffer
   /// Whether the buffer of an image stays within four times the image plus 64 Ki values (and
   /// so its sizes fit in int64). Padding far wider than the image (a dilation of 2^61 pads a
   /// row by 2^61 on each side) is left to the paths that test each tap, not copied.
@@ -133,6 +137,7 @@ void for_each_packet_block(std::int64_t packets, F&& f) {
   for (std::int64_t q = 0; q < packets; q += 2) f(packets - q >= 2 ? 2 : 1, q);
 }
 
+/// Whether g's convolution takes the register blocks (output channels a multiple of the packet, the buffer within bounds).
 inline bool use_register_blocks(const geometry& g, std::int64_t packet) {
   return g.k % packet == 0 && padded_image::fits(g);
 }

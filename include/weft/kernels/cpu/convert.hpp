@@ -141,6 +141,7 @@ void convert_into(kernel_context& ctx, const tensor& in, tensor& out) {
 template <class T>
 inline constexpr detail::convert_fn widen_fn =
     is_converted_v<T> ? &detail::convert_range<compute_t<T>, T> : nullptr;
+/// Converts compute_t<T> back to T; null when T computes as itself.
 template <class T>
 inline constexpr detail::convert_fn narrow_fn =
     is_converted_v<T> ? &detail::convert_range<T, compute_t<T>> : nullptr;

@@ -73,6 +73,7 @@ std::shared_ptr<R> resource_of(const kernel_context& ctx, int i = 0) {
          "' does not exist (its container was reset after its op ran?)");
   return r;
 }
+/// The queue resource input i's handle names.
 inline std::shared_ptr<queue> queue_of(const kernel_context& ctx, int i = 0) { return resource_of<queue>(ctx, i); }
 
 /// Runs `start` (which hands the queue an attempt whose callback calls finish), turning an
@@ -156,6 +157,7 @@ struct dequeue_kernel final : op_kernel {
       });
     });
   }
+  /// Sets the outputs from the dequeued elements (stacked into batches for DequeueMany/UpTo).
   void deliver(kernel_context& ctx, const queue& q, std::vector<queue_tuple> elements) const {
     if (!batch_) {
       for (std::size_t i = 0; i < types_.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(elements[0][i]));
@@ -165,6 +167,7 @@ struct dequeue_kernel final : op_kernel {
     auto stacked = stack_elements(elements, o.component_types, o.shapes, o.padded, q.name());
     for (std::size_t i = 0; i < stacked.size(); ++i) ctx.set_output(static_cast<int>(i), std::move(stacked[i]));
   }
+  /// "(float32, int64)": the component types in messages.
   static std::string describe(const std::vector<dtype>& types) {
     std::string s = "(";
     for (std::size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + std::string(name(types[i]));

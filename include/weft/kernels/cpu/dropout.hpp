@@ -16,6 +16,7 @@ namespace weft::cpu::nn {
 struct dropout {
   /// Which inputs are values (bit i for input i): widened to float when T is a half type.
   static constexpr unsigned value_mask = 0b11;
+  /// Reads seed and seed2 (the key of its random stream).
   explicit dropout(const node& n)
       : key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"), dropout_salt)) {}
   /// Checks the inputs; the outputs' shapes.

@@ -11,6 +11,7 @@
 
 namespace weft::cpu {
 
+/// The size n of x's [..., n, n] matrices, or an error when they are not square.
 inline std::int64_t square_size(const tensor& x) {
   if (x.rank() < 2 || x.shape()[x.rank() - 1] != x.shape()[x.rank() - 2])
     fail(error_code::invalid_argument, "input must hold square matrices, got shape ", x.shape());

@@ -207,6 +207,7 @@ inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const s
 }
 #endif
 
+/// t's elements in compute_t<T>: t's own, or converted into `storage`.
 template <class T>
 const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& storage) {
   if constexpr (std::is_same_v<compute_t<T>, T>) {
@@ -218,6 +219,8 @@ const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& stora
   }
 }
 
+/// BatchMatMulV2 (and MatMul where require_matrices): x times y over broadcast batch dims, x
+/// (y) transposed or adjointed when ax (ay).
 template <class T>
 void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax, bool ay, bool adjoint,
                   bool require_matrices) {
@@ -306,7 +309,7 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
-using matmul_types = weft::matmul_types;
+using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
 
 /// One dtype only, for programs that want MatMul without compiling every dtype.
 template <class T>

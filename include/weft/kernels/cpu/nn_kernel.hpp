@@ -15,29 +15,35 @@ namespace weft::cpu {
 
 namespace nn {
 
+/// A writable Eigen array view of n elements (a row).
 template <class C>
 using row_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, 1>>;
+/// A read-only Eigen array view of n elements.
 template <class C>
 using const_row_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, 1>>;
 /// A [rows, n] row-major buffer as a column-major n x rows array: column r is row r.
 template <class C>
 using rows_map = Eigen::Map<Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
+/// A read-only [rows, cols] column-major array view.
 template <class C>
 using const_rows_map = Eigen::Map<const Eigen::Array<C, Eigen::Dynamic, Eigen::Dynamic>>;
 /// A row-major [rows, cols] buffer as a matrix, and a column-major one.
 template <class C>
 using row_major_map = Eigen::Map<Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+/// A read-only column-major matrix view.
 template <class C>
 using const_col_major_map = Eigen::Map<const Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic>>;
 
 /// The last dim of t (1 for a scalar), and the number of rows of that length.
 inline std::int64_t row_length(const tensor& t) { return t.rank() ? t.shape()[t.rank() - 1] : 1; }
+/// The number of rows of row_length(t) elements.
 inline std::int64_t row_count(const tensor& t) { return row_length(t) ? t.num_elements() / row_length(t) : 0; }
 
 /// Inputs and outputs of one run, in the compute type: `in` are the op's inputs (those in
 /// `Body::value_mask`, bit i for input i, widened when T is a half type), `out` its outputs.
 struct io {
-  std::vector<tensor> in, out;
+  std::vector<tensor> in;   ///< the inputs (values widened)
+  std::vector<tensor> out;  ///< the outputs, in the compute type
 };
 
 /// The kernel of Body for dtype T: Body::shapes(ctx) checks the inputs and gives the output
@@ -45,8 +51,10 @@ struct io {
 /// types the value inputs are widened to float first and the outputs narrowed after.
 template <class Body>
 struct kernel {
+  /// The kernel for dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// Builds Body from the node (it reads the attrs).
     explicit of(const node& n) : body_(n) {}
     void compute(kernel_context& ctx) const override {
       using C = compute_t<T>;
@@ -68,6 +76,7 @@ struct kernel {
   };
 };
 
+/// Fails unless t has rank `rank` or more (`what` names it).
 inline void require_rank_at_least(const tensor& t, int rank, const char* what) {
   if (t.rank() < rank) fail(error_code::invalid_argument, what, " must have rank at least ", rank, ", got shape ", t.shape());
 }

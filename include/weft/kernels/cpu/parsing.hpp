@@ -92,6 +92,8 @@ inline std::string split_csv(std::string_view record, char delim, bool quotes, s
   }
 }
 
+/// Parses all of s (an optional leading +) as a T with std::from_chars; false when it is not
+/// a number of T or out of its range.
 template <class T>
 bool parse_number(const std::string& s, T& out) {
   if (s.empty()) return false;

@@ -14,6 +14,7 @@
 
 namespace weft::cpu {
 
+/// The distribution a random op draws from.
 enum class distribution { uniform, normal, truncated_normal };
 
 /// The CPU kernel of RandomUniform, RandomStandardNormal, TruncatedNormal.
@@ -23,6 +24,7 @@ struct random_kernel final : op_kernel {
   explicit random_kernel(const node& n)
       : dtype_(n.attr<dtype>("dtype")), key_(random_key(n.attr<std::int64_t>("seed"), n.attr<std::int64_t>("seed2"))) {}
 
+  /// A standard normal draw for counter c of stream `key` (Box-Muller on two uniforms).
   static double normal(std::uint64_t key, std::uint64_t c) {
     // Box-Muller on two uniforms drawn from distinct counters of the same element.
     double u1 = uniform01(key, 2 * c), u2 = uniform01(key, 2 * c + 1);

@@ -34,8 +34,8 @@ namespace weft::cpu {
 /// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
 /// in every build, so that MatMul's generic code can pass one along.)
 struct sgemm_shared {
-  const float* a = nullptr;
-  const float* b = nullptr;
+  const float* a = nullptr;  ///< packed rows, or null
+  const float* b = nullptr;  ///< packed columns, or null
 };
 }  // namespace weft::cpu
 

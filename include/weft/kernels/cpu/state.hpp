@@ -48,10 +48,13 @@ struct assign_kernel final : op_kernel {
   bool validate_;
 };
 
+/// AssignAdd (Add) and AssignSub: the variable updated in place by the delta.
 template <bool Add>
 struct assign_update_kernel {
+  /// The kernel for dtype T.
   template <class T>
   struct of final : op_kernel {
+    /// The kernel of a node (it reads no attrs).
     explicit of(const node&) {}
     void compute(kernel_context& ctx) const override {
       auto var = ctx.input_ref_shared(0);

@@ -19,18 +19,21 @@ using ops::geometry;
 using ops::make_geometry;
 using ops::window_attrs_of;
 
+/// The shape a 4-element sizes input gives (input_sizes, filter_sizes), or an error naming `what`.
 inline shape sizes_shape(const tensor& t, const char* what) {
   if (t.rank() != 1 || t.num_elements() != 4)
     fail(error_code::invalid_argument, what, " must be a vector of 4 dims, got shape ", t.shape());
   return shape_from_dims(int_values(t, what), what);
 }
 
+/// Fails unless t has shape `expected`, naming `what` and g's input and window.
 inline void require_shape(const tensor& t, const shape& expected, const char* what, const geometry& g) {
   if (t.shape() != expected)
     fail(error_code::invalid_argument, what, " has shape ", t.shape(), "; the input [", g.n, ", ", g.h, ", ", g.w, ", ", g.c,
          "] and a ", g.kh, "x", g.kw, " window give ", expected);
 }
 
+/// A 1x1 window with stride 1: the convolution is a plain matrix product.
 inline bool is_pointwise(const geometry& g) { return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1; }
 
 }  // namespace weft::cpu::nn
