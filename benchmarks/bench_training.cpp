@@ -24,6 +24,7 @@
 
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include "eigen_mlp.hpp"
 
@@ -32,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -155,6 +157,10 @@ class weft_model {
   }
   void reset() { session_->run({*init_}); }
   std::vector<float> parameter(std::size_t i) { return as_floats(session_->run({}, {vars_.at(i)}).at(0)); }
+  // A step that also fetches the loss, as the training examples' steps do.
+  float step_with_loss() { return session_->run(feeds_, {loss_}, {train_->step}).at(0).scalar_value<float>(); }
+  // Every variable's value (the examples' weight histograms read them so).
+  std::vector<tensor> parameters() { return session_->run({}, std::vector<endpoint>(vars_.begin(), vars_.end())); }
 
  protected:
   graph g_;
@@ -403,6 +409,72 @@ void BM_weft_mlp_step(benchmark::State& state) {
     state.SkipWithError("weft's step differs from the hand-written one");
   m.reset();
   time_weft(state, m, count_mlp);
+}
+
+// Summaries as examples/mnist_mlp writes them with --logdir (issue 30's overhead figure):
+// every step adds the loss and the learning rate to a metrics_logger, which writes their
+// means to the event file every 100 steps; after each epoch (469 steps of batch 128 over
+// MNIST's 60,000 images) the weights' histograms (669,706 values) and a flush. Argument 2
+// is 1 to write the event file, 0 for a metrics_logger with no writer (the examples without
+// --logdir, whose progress bar reads the same means). Both fetch the loss every step, as the
+// examples do. 938 iterations: two epochs' histograms in each measurement.
+constexpr std::int64_t mnist_steps_per_epoch = (60000 + batch - 1) / batch;
+
+std::filesystem::path bench_logdir() {
+  return std::filesystem::temp_directory_path() / ("weft_bench_summaries_" + std::to_string(::getpid()));
+}
+
+void BM_weft_mlp_step_logged(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const bool write = state.range(2) != 0;
+  mlp_problem p;
+  weft_mlp m(p, threads_options(threads, static_cast<int>(state.range(1))));
+  const auto dir = bench_logdir();
+  std::optional<summary_writer> writer;
+  if (write) writer.emplace(dir);
+  metrics_logger metrics(writer ? &*writer : nullptr, 100);
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    const float loss = m.step_with_loss();
+    metrics.add("loss", loss, static_cast<double>(batch));
+    metrics.add("learning_rate", rate);
+    metrics.end_step(++step);
+    if (writer && step % mnist_steps_per_epoch == 0) {
+      const auto values = m.parameters();
+      for (std::size_t i = 0; i < values.size(); ++i) writer->histogram("param" + std::to_string(i), values[i], step);
+      writer->flush();
+    }
+  }
+  count_mlp(state);
+  writer.reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The two parts alone: one step's metrics (arg 0; the scalars written every 100th call) and
+// one epoch's histograms of the MLP's weights and the flush (arg 1).
+void BM_mlp_summaries(benchmark::State& state) {
+  mlp_problem p;
+  const auto dir = bench_logdir();
+  {
+    summary_writer writer(dir);
+    if (state.range(0) == 0) {
+      metrics_logger metrics(&writer, 100);
+      std::int64_t step = 0;
+      for (auto _ : state) {
+        metrics.add("loss", 2.3, static_cast<double>(batch));
+        metrics.add("learning_rate", rate);
+        metrics.end_step(++step);
+      }
+    } else {
+      std::int64_t step = 0;
+      for (auto _ : state) {
+        ++step;
+        for (std::size_t i = 0; i < p.params.size(); ++i) writer.histogram("param" + std::to_string(i), p.params[i], step);
+        writer.flush();
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // The MLP in bfloat16 (the batch, weights, activations and gradients; products and most
@@ -722,6 +794,9 @@ int node_times(std::string name) {
 
 // Arguments: intra-op threads, inter-op threads.
 BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_mlp_step_logged)->Args({1, 0, 0})->Args({1, 0, 1})->Args({2, 1, 0})->Args({2, 1, 1})
+    ->Iterations(2 * mnist_steps_per_epoch)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_mlp_summaries)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_bf16)->Args({1, 0})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_layers_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -184,7 +184,7 @@ TEST_CASE("summaries: records reach the file at flush, and errors name the tag")
   CHECK(other.path() != log.path());
 }
 
-TEST_CASE("summaries: a histogram bucket found from the exponent is the binary search's, at every edge") {
+TEST_CASE("summaries: a histogram bucket found from the value's bits is the binary search's, at every edge") {
   const auto& limits = default_histogram_limits();
   REQUIRE(limits.size() > 1000);
   auto naive = [&](double v) {
@@ -196,6 +196,16 @@ TEST_CASE("summaries: a histogram bucket found from the exponent is the binary s
                              std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
   for (double l : limits)  // every limit, and its neighbours
     for (double v : {l, std::nextafter(l, 0.0), std::nextafter(l, l < 0 ? -HUGE_VAL : HUGE_VAL)}) values.push_back(v);
+  // The lookup's own edges: each 64th of an octave (2^e (1 + s / 64)) over the limits' range
+  // and beyond, its neighbours, both signs.
+  for (int e = -45; e <= 70; ++e)
+    for (int s = 0; s < 64; ++s) {
+      const double edge = std::ldexp(1.0 + s / 64.0, e);
+      for (double v : {edge, std::nextafter(edge, 0.0), std::nextafter(edge, HUGE_VAL)}) {
+        values.push_back(v);
+        values.push_back(-v);
+      }
+    }
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> exponent(-320, 320);
   for (int i = 0; i < 20000; ++i) values.push_back((i % 2 ? -1 : 1) * std::pow(10.0, exponent(rng)));

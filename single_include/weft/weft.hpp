@@ -18641,8 +18641,9 @@ inline const std::vector<double>& default_histogram_limits() {
 /// A histogram over TensorFlow's buckets (a value v lands in the first bucket whose limit is
 /// above it). `proto()` serializes it as TensorFlow's Histogram::EncodeToProto does: each
 /// run of empty buckets written as one, with the run's last limit. NaNs are an error;
-/// infinities land in the end buckets. A value's bucket is found from its binary exponent
-/// (about 7 limits per octave) and a short scan, not a binary search over all 1,550 limits.
+/// infinities land in the end buckets. A value's bucket is found from its binary exponent and
+/// the top 6 bits of its mantissa (a 64th of an octave, so at most one limit, 1.1 apart, lies
+/// in it) and one comparison, not a binary search over all 1,550 limits.
 class histogram_builder {
  public:
   histogram_builder() : counts_(default_histogram_limits().size(), 0.0) {}
@@ -18650,28 +18651,13 @@ class histogram_builder {
   /// Counts v (NaN is an invalid_argument error).
   void add(double v) {
     if (std::isnan(v)) fail(error_code::invalid_argument, "weft::summary_writer::histogram: a value is NaN");
-    counts_[bucket_of(v)] += 1;
+    counts_[bucket_in(*table_, v)] += 1;
     lo_ = std::min(lo_, v), hi_ = std::max(hi_, v), sum_ += v, squares_ += v * v, ++n_;
   }
 
   /// The bucket of a value that is not NaN: the index of the first limit above v (the last
   /// for v at or above DBL_MAX).
-  static std::size_t bucket_of(double v) {
-    const auto& limits = default_histogram_limits();
-    std::size_t i;
-    const double m = std::abs(v);
-    const int e = m > 0 && std::isfinite(m) ? std::ilogb(m) : 0;
-    if (m < 1e-12) {
-      i = zero_index() + (v >= 0 ? 1 : 0);  // 0's limit for a tiny negative, 1e-12's otherwise
-    } else if (std::isfinite(m) && e >= table().lowest && e < table().lowest + static_cast<int>(table().positive.size())) {
-      const auto k = static_cast<std::size_t>(e - table().lowest);
-      i = v > 0 ? table().positive[k] : table().negative[k];
-      while (i < limits.size() && limits[i] <= v) ++i;
-    } else {
-      i = static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), v) - limits.begin());
-    }
-    return std::min(i, limits.size() - 1);
-  }
+  static std::size_t bucket_of(double v) { return bucket_in(table(), v); }
 
   /// The HistogramProto message's bytes.
   std::string proto() const {
@@ -18701,33 +18687,63 @@ class histogram_builder {
   }
 
  private:
-  /// For each binary exponent e of the finite limits' range: the first limit above 2^e (a
-  /// positive value of that exponent lands there or later) and the first above -2^(e+1) (a
-  /// negative one).
-  struct exponent_table {
-    int lowest = 0;
-    std::vector<std::size_t> positive, negative;
+  /// For each slot (a binary exponent e and the top sub_bits of the mantissa: the values
+  /// [lo, hi) = 2^e [1 + s / 64, 1 + (s + 1) / 64)) over the finite limits' range, 1e-12 to
+  /// past 1e20: the index of the first limit above lo (a positive value of the slot lands there
+  /// or one later) and of the first limit above -hi (a negative one), side by side. A slot
+  /// spans a factor of at most 1 + 1/64, less than the limits' 1.1, so at most one limit lies
+  /// inside it.
+  struct fine_table {
+    static constexpr int sub_bits = 6;
+    const std::vector<double>* limits = nullptr;  ///< default_histogram_limits()
+    std::size_t zero = 0;                          ///< the index of the limit 0
+    std::int64_t first_slot = 0;  ///< the slot number (the double's bits >> (52 - sub_bits)) of index 0
+    std::int64_t slots = 0;       ///< how many slots
+    std::vector<std::uint16_t> first_limit;  ///< [2 * slot]: positive values; [2 * slot + 1]: negative ones
   };
-  static const exponent_table& table() {
-    static const exponent_table t = [] {
+  static const fine_table& table() {
+    static const fine_table t = [] {
       const auto& limits = default_histogram_limits();
-      exponent_table r;
-      r.lowest = std::ilogb(1e-12);
-      for (int e = r.lowest; e <= std::ilogb(1e20) + 1; ++e) {
-        const double p = std::ldexp(1.0, e), q = -std::ldexp(1.0, e + 1);
-        r.positive.push_back(static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), p) - limits.begin()));
-        r.negative.push_back(static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), q) - limits.begin()));
+      auto upper = [&](double x) {
+        return static_cast<std::uint16_t>(std::upper_bound(limits.begin(), limits.end(), x) - limits.begin());
+      };
+      fine_table r;
+      const auto slot_of = [](double x) {
+        return static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(x) >> (52 - fine_table::sub_bits));
+      };
+      r.first_slot = slot_of(std::ldexp(1.0, std::ilogb(1e-12)));
+      const std::int64_t end = slot_of(std::ldexp(1.0, std::ilogb(1e20) + 2));
+      for (std::int64_t s = r.first_slot; s < end; ++s) {
+        const double lo = std::bit_cast<double>(static_cast<std::uint64_t>(s) << (52 - fine_table::sub_bits));
+        const double hi = std::bit_cast<double>(static_cast<std::uint64_t>(s + 1) << (52 - fine_table::sub_bits));
+        r.first_limit.push_back(upper(lo));
+        r.first_limit.push_back(upper(-hi));
       }
+      r.slots = end - r.first_slot;
+      r.limits = &limits;
+      r.zero = static_cast<std::size_t>(std::lower_bound(limits.begin(), limits.end(), 0.0) - limits.begin());
       return r;
     }();
     return t;
   }
-  static std::size_t zero_index() {
-    static const std::size_t z = static_cast<std::size_t>(
-        std::lower_bound(default_histogram_limits().begin(), default_histogram_limits().end(), 0.0) -
-        default_histogram_limits().begin());
-    return z;
+  static std::size_t bucket_in(const fine_table& t, double v) {
+    const std::vector<double>& limits = *t.limits;
+    const double m = std::abs(v);
+    if (m < 1e-12) return t.zero + (v >= 0 ? 1 : 0);  // 0's limit for a tiny negative, 1e-12's otherwise
+    // m is normal here (at least 1e-12): its slot is its exponent and the mantissa's top bits.
+    const auto slot = static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(m) >> (52 - fine_table::sub_bits)) - t.first_slot;
+    std::size_t i;
+    if (slot >= 0 && slot < t.slots) {
+      // The first limit after the slot's start (positive) or after -(its end) (negative); at
+      // most one more limit lies before v. No branch on the sign: weights' signs are random.
+      i = t.first_limit[2 * static_cast<std::size_t>(slot) + (v < 0)];
+      i += limits[i] <= v;  // i < limits.size(): the last limit, DBL_MAX, is above every slot
+    } else {
+      i = static_cast<std::size_t>(std::upper_bound(limits.begin(), limits.end(), v) - limits.begin());
+    }
+    return std::min(i, limits.size() - 1);
   }
+  const fine_table* table_ = &table();
   std::vector<double> counts_;
   double lo_ = std::numeric_limits<double>::infinity(), hi_ = -std::numeric_limits<double>::infinity(), sum_ = 0,
          squares_ = 0;
