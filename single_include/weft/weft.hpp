@@ -14020,6 +14020,20 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
 
 }  // namespace weft
 
+// WEFT_PREBUILT_RUNTIME: define it, the same in every file of a program, where one file of
+// the program defines WEFT_RUNTIME_IMPLEMENTATION before including <weft/weft.hpp>. The
+// session's constructor, destructor and the functions that build and run executables (and
+// with them the executor, placement, partitioning and the graph passes) are then compiled in
+// that file only; the others declare them.
+#if defined(WEFT_PREBUILT_RUNTIME) && !defined(WEFT_RUNTIME_IMPLEMENTATION)
+#define WEFT_DETAIL_RUNTIME_DECLARED_ONLY 1
+#endif
+#ifdef WEFT_RUNTIME_IMPLEMENTATION
+#define WEFT_DETAIL_RUNTIME_INLINE
+#else
+#define WEFT_DETAIL_RUNTIME_INLINE inline
+#endif
+
 namespace weft {
 
 /// How a session runs its graph: threads, devices, placement, transfers, memory and the
@@ -14144,24 +14158,9 @@ using feed_list = std::vector<std::pair<endpoint, tensor>>;
 class session {
  public:
   /// A session over a copy of g, with `options`' threads and devices.
-  explicit session(const graph& g, session_options options = {})
-      : graph_(std::make_shared<const graph>(g)),
-        resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
-        devices_(make_devices(options)),
-        device_ptrs_(pointers(devices_)),
-        // Without spinning: an idle inter-op thread that spins takes a core from the
-        // kernels' intra-op threads (the calling thread runs most nodes).
-        inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
-                                               : nullptr),
-        device_threads_(driver_threads(static_cast<int>(devices_.size()))),
-        cluster_(make_cluster(devices_, options)),
-        device_names_(short_names(cluster_)),
-        lossy_(lossy_rule(options)),
-        copy_transfers_(options.copy_transfers),
-        recv_scheduling_(options.recv_scheduling),
-        placement_(options.placement),
-        folding_(options.constant_folding),
-        cse_(options.eliminate_common_subexpressions) {}
+  explicit session(const graph& g, session_options options = {});
+  /// Releases the devices, threads and cached executables (no run may be in progress).
+  ~session();
 
   /// Replaces the graph with `g`, which must extend the current one (same nodes first).
   void extend(const graph& g) {
@@ -14268,44 +14267,7 @@ class session {
   using signature = std::tuple<std::vector<output>, std::vector<output>, std::vector<int>>;
 
   std::shared_ptr<const executable> prepare(const feed_list& feeds, const std::vector<endpoint>& fetches,
-                                            const std::vector<endpoint>& targets) {
-    std::shared_ptr<const graph> g;
-    {
-      std::lock_guard lock(mutex_);
-      g = graph_;
-    }
-    std::vector<output> fed, fetched;
-    std::vector<std::pair<output, shape>> fed_shapes;
-    std::vector<int> target_ids;
-    for (const auto& [e, value] : feeds) {
-      output o = e.resolve(*g);
-      const node& n = g->at(o);
-      if (!value.valid())
-        fail(error_code::invalid_argument, "feed '", g->name_of(o), "': the fed tensor is empty (default-constructed)");
-      if (value.dtype() != n.output_dtype(o.port))
-        fail(error_code::invalid_argument, "feed '", g->name_of(o), "' (", n.op(), "): expected ",
-             n.output_dtype(o.port), n.output_shape(o.port), ", got ", value.dtype(), value.shape());
-      if (!n.output_shape(o.port).accepts(value.shape()))
-        fail(error_code::invalid_argument, "feed '", g->name_of(o), "' (", n.op(), "): expected shape ",
-             n.output_shape(o.port), ", got ", value.dtype(), value.shape());
-      if (std::find(fed.begin(), fed.end(), o) != fed.end())
-        fail(error_code::invalid_argument, "feed '", g->name_of(o), "' is fed twice");
-      fed.push_back(o);
-      fed_shapes.emplace_back(o, value.shape());
-    }
-    for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
-    for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
-
-    signature key{fed, fetched, target_ids};
-    {
-      std::lock_guard lock(mutex_);
-      if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
-    }
-    auto x = build(g, fed, fetched, target_ids, fed_shapes);
-    std::lock_guard lock(mutex_);
-    if (graph_ == g) cache_[key] = x;
-    return x;
-  }
+                                            const std::vector<endpoint>& targets);
 
   std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& user_fed,
                                           const std::vector<output>& fetched, const std::vector<int>& targets,
@@ -14476,40 +14438,7 @@ class session {
 
   /// One step of x: its partitions' steps together (step::run_partitions), or x's own.
   std::vector<tensor> execute(const executable& x, std::vector<tensor> feed_values, Eigen::ThreadPoolInterface* inter_op,
-                              bool trace, run_metadata* metadata, const run_options* options = nullptr) {
-    stop_hooks hooks;
-    arm(hooks, options);
-    const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
-    std::vector<std::unique_ptr<step>> steps;
-    if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
-    for (const auto& part : x.partitions)
-      steps.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
-    auto stats = [&] {
-      if (!metadata) return;
-      metadata->stats = steps.front()->take_stats();
-      for (std::size_t i = 1; i < steps.size(); ++i)
-        for (auto& n : steps[i]->take_stats().nodes) metadata->stats.nodes.push_back(std::move(n));
-    };
-    std::vector<tensor> results;
-    try {
-      if (steps.size() == 1) {
-        results = steps.front()->run(hooks.stopper.get());
-      } else {
-        std::vector<step*> all;
-        std::vector<Eigen::ThreadPoolInterface*> drivers;
-        for (std::size_t i = 0; i < steps.size(); ++i) {
-          all.push_back(steps[i].get());
-          drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
-        }
-        results = step::run_partitions(all, drivers, hooks.stopper.get());
-      }
-    } catch (...) {
-      stats();
-      throw;
-    }
-    stats();
-    return results;
-  }
+                              bool trace, run_metadata* metadata, const run_options* options = nullptr);
 
   /// What stops a run from outside: the caller's cancellation and the timeout, wired to one
   /// run_stopper, and unwired when the run ends (the callbacks hold the stopper, so one that
@@ -14743,6 +14672,112 @@ class session {
   std::once_flag timer_started_;
   std::unique_ptr<deadline_timer> timer_;  ///< runs' timeouts
 };
+
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+// The session's constructor and destructor and the two functions that build and run a
+// signature's executable, which reach the executor, placement, partitioning and the graph
+// passes: declared only where WEFT_PREBUILT_RUNTIME is defined (see the top of this file).
+
+WEFT_DETAIL_RUNTIME_INLINE session::session(const graph& g, session_options options)
+    : graph_(std::make_shared<const graph>(g)),
+      resources_(options.resources ? options.resources : std::make_shared<resource_manager>()),
+      devices_(make_devices(options)),
+      device_ptrs_(pointers(devices_)),
+      // Without spinning: an idle inter-op thread that spins takes a core from the
+      // kernels' intra-op threads (the calling thread runs most nodes).
+      inter_op_(options.inter_op_threads > 0 ? std::make_unique<Eigen::ThreadPool>(options.inter_op_threads, false)
+                                             : nullptr),
+      device_threads_(driver_threads(static_cast<int>(devices_.size()))),
+      cluster_(make_cluster(devices_, options)),
+      device_names_(short_names(cluster_)),
+      lossy_(lossy_rule(options)),
+      copy_transfers_(options.copy_transfers),
+      recv_scheduling_(options.recv_scheduling),
+      placement_(options.placement),
+      folding_(options.constant_folding),
+      cse_(options.eliminate_common_subexpressions) {}
+
+WEFT_DETAIL_RUNTIME_INLINE session::~session() = default;
+
+WEFT_DETAIL_RUNTIME_INLINE std::shared_ptr<const executable> session::prepare(const feed_list& feeds,
+                                                                           const std::vector<endpoint>& fetches,
+                                                                           const std::vector<endpoint>& targets) {
+  std::shared_ptr<const graph> g;
+  {
+    std::lock_guard lock(mutex_);
+    g = graph_;
+  }
+  std::vector<output> fed, fetched;
+  std::vector<std::pair<output, shape>> fed_shapes;
+  std::vector<int> target_ids;
+  for (const auto& [e, value] : feeds) {
+    output o = e.resolve(*g);
+    const node& n = g->at(o);
+    if (!value.valid())
+      fail(error_code::invalid_argument, "feed '", g->name_of(o), "': the fed tensor is empty (default-constructed)");
+    if (value.dtype() != n.output_dtype(o.port))
+      fail(error_code::invalid_argument, "feed '", g->name_of(o), "' (", n.op(), "): expected ",
+           n.output_dtype(o.port), n.output_shape(o.port), ", got ", value.dtype(), value.shape());
+    if (!n.output_shape(o.port).accepts(value.shape()))
+      fail(error_code::invalid_argument, "feed '", g->name_of(o), "' (", n.op(), "): expected shape ",
+           n.output_shape(o.port), ", got ", value.dtype(), value.shape());
+    if (std::find(fed.begin(), fed.end(), o) != fed.end())
+      fail(error_code::invalid_argument, "feed '", g->name_of(o), "' is fed twice");
+    fed.push_back(o);
+    fed_shapes.emplace_back(o, value.shape());
+  }
+  for (const auto& e : fetches) fetched.push_back(e.resolve(*g));
+  for (const auto& e : targets) target_ids.push_back(e.resolve_node(*g));
+
+  signature key{fed, fetched, target_ids};
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = cache_.find(key); it != cache_.end() && it->second->source == g) return it->second;
+  }
+  auto x = build(g, fed, fetched, target_ids, fed_shapes);
+  std::lock_guard lock(mutex_);
+  if (graph_ == g) cache_[key] = x;
+  return x;
+}
+
+WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> session::execute(const executable& x, std::vector<tensor> feed_values,
+                                                               Eigen::ThreadPoolInterface* inter_op, bool trace,
+                                                               run_metadata* metadata, const run_options* options) {
+  stop_hooks hooks;
+  arm(hooks, options);
+  const step_options o{trace, next_step_id_.fetch_add(1), std::chrono::steady_clock::now(), copy_transfers_};
+  std::vector<std::unique_ptr<step>> steps;
+  if (x.partitions.empty()) steps.push_back(std::make_unique<step>(x, std::move(feed_values), device_ptrs_, *resources_, inter_op, o));
+  for (const auto& part : x.partitions)
+    steps.push_back(std::make_unique<step>(*part, feed_values, device_ptrs_, *resources_, inter_op, o));
+  auto stats = [&] {
+    if (!metadata) return;
+    metadata->stats = steps.front()->take_stats();
+    for (std::size_t i = 1; i < steps.size(); ++i)
+      for (auto& n : steps[i]->take_stats().nodes) metadata->stats.nodes.push_back(std::move(n));
+  };
+  std::vector<tensor> results;
+  try {
+    if (steps.size() == 1) {
+      results = steps.front()->run(hooks.stopper.get());
+    } else {
+      std::vector<step*> all;
+      std::vector<Eigen::ThreadPoolInterface*> drivers;
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        all.push_back(steps[i].get());
+        drivers.push_back(i ? device_threads_[static_cast<std::size_t>(x.partitions[i]->device)].get() : nullptr);
+      }
+      results = step::run_partitions(all, drivers, hooks.stopper.get());
+    }
+  } catch (...) {
+    stats();
+    throw;
+  }
+  stats();
+  return results;
+}
+#endif
 
 }  // namespace weft
 
