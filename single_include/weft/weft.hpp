@@ -1102,7 +1102,7 @@ class tensor {
   std::int64_t num_elements() const noexcept { return shape_.num_elements(); }
   /// The elements' size in bytes (a string tensor: its std::string objects).
   std::size_t bytes() const noexcept {
-    return static_cast<std::size_t>(num_elements()) * size_of(dtype_);  // in range: checked when the buffer was made
+    return static_cast<std::size_t>(num_elements()) * size_of(dtype_);  // within: checked when the buffer was made
   }
   /// The allocator the buffer came from, or null for an invalid tensor.
   allocator* buffer_allocator() const noexcept { return buf_ ? buf_->alloc : nullptr; }
