@@ -30,6 +30,12 @@ TEST_CASE("shape rank, elements and validation") {
   CHECK_FALSE(p.accepts(shape{32, 783}));
   CHECK_FALSE(p.accepts(shape{784}));
   CHECK(partial_shape::unknown_rank().accepts(shape{1, 2, 3}));
+  // An unknown rank has no dims: weft's errors, not std::bad_optional_access.
+  test::require_error([] { (void)partial_shape::unknown_rank().dims(); }, {"partial_shape::dims", "rank is unknown"});
+  test::require_error([] { (void)partial_shape::unknown_rank().to_shape(); }, {"partial_shape::to_shape", "rank is unknown"});
+  test::require_error([&] { (void)p.to_shape(); }, {"negative dimension"});
+  CHECK(partial_shape{2, 3}.to_shape() == shape{2, 3});
+  CHECK(partial_shape(std::vector<std::int64_t>{}).dims().empty());  // rank 0
 }
 
 TEST_CASE("tensors are 64-byte aligned and reference counted") {

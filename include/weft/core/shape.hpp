@@ -103,8 +103,11 @@ class partial_shape {
   int rank() const noexcept { return dims_ ? static_cast<int>(dims_->size()) : -1; }
   /// Dim i (unknown_dim when unknown), unchecked; the rank must be known.
   std::int64_t operator[](int i) const noexcept { return (*dims_)[static_cast<std::size_t>(i)]; }
-  /// The dims; std::bad_optional_access when the rank is unknown.
-  const std::vector<std::int64_t>& dims() const { return dims_.value(); }
+  /// The dims; a failed_precondition error when the rank is unknown (check rank_known()).
+  const std::vector<std::int64_t>& dims() const {
+    if (!dims_) fail(error_code::failed_precondition, "partial_shape::dims: the rank is unknown");
+    return *dims_;
+  }
   /// Whether the rank and every dim are known.
   bool fully_known() const noexcept {
     if (!dims_) return false;
@@ -112,9 +115,11 @@ class partial_shape {
       if (d < 0) return false;
     return true;
   }
-  /// The shape, when fully known; an unknown dim is an invalid_argument error (an unknown
-  /// rank, std::bad_optional_access).
-  shape to_shape() const { return shape(dims()); }
+  /// The shape, when fully known; an unknown dim or rank is an invalid_argument error.
+  shape to_shape() const {
+    if (!dims_) fail(error_code::invalid_argument, "partial_shape::to_shape: the rank is unknown");
+    return shape(*dims_);
+  }
 
   /// True when a run-time shape `s` is one this partial shape allows.
   bool accepts(const shape& s) const noexcept {
