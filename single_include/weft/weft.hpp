@@ -1331,6 +1331,33 @@ Eigen::Tensor<T, Rank, Options, Eigen::Index> to_eigen(const tensor& t) {
 #include <vector>
 
 /// @file
+/// The switch that compiles weft's non-template library code once per program instead of
+/// in every file (docs/installing.md, "Compiling the library code once").
+///
+/// WEFT_PREBUILT_RUNTIME: define it, the same in every file of a program, where one file of
+/// the program defines WEFT_RUNTIME_IMPLEMENTATION before including <weft/weft.hpp> (and
+/// <weft/dsl.hpp> where the program uses the DSL). The functions that headers define
+/// between `#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY` and its `#endif` (the session's
+/// runtime: executor, placement, partitioning, graph passes; the op families' definitions
+/// and the standard gradient rules; the gradient pass, `while_loop` and the graph's
+/// builders) are then compiled in that file only; the others declare them and skip their
+/// bodies, which they neither parse nor compile.
+
+#if defined(WEFT_PREBUILT_RUNTIME) && !defined(WEFT_RUNTIME_IMPLEMENTATION)
+/** Defined in the files that only declare the prebuilt functions. */
+#define WEFT_DETAIL_RUNTIME_DECLARED_ONLY 1
+#endif
+
+#ifdef WEFT_RUNTIME_IMPLEMENTATION
+/** What a prebuilt function's definition starts with: nothing in the one file that compiles
+    it, `inline` where the library is header-only. */
+#define WEFT_DETAIL_RUNTIME_INLINE
+#else
+/** What a prebuilt function's definition starts with: nothing in the one file that compiles
+    it, `inline` where the library is header-only. */
+#define WEFT_DETAIL_RUNTIME_INLINE inline
+#endif
+/// @file
 /// graph: the runtime dataflow graph (whitepaper §2). Nodes have a unique name, an op,
 /// typed attributes, data inputs `node:port`, control inputs and a requested device.
 /// Every node is validated as it is added (known op, inputs, dtypes, attributes, shape
@@ -1653,7 +1680,9 @@ inline bool is_dtype_name(std::string_view s) {
   return false;
 }
 
-inline arg_def parse_arg(std::string_view op, std::string_view spec) {
+arg_def parse_arg(std::string_view op, std::string_view spec);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE arg_def parse_arg(std::string_view op, std::string_view spec) {
   auto colon = spec.find(':');
   if (colon == std::string_view::npos)
     fail(error_code::invalid_argument, "op_def ", op, ": argument spec '", spec, "' has no ':'");
@@ -1674,6 +1703,7 @@ inline arg_def parse_arg(std::string_view op, std::string_view spec) {
     a.type_attr = std::string(type);
   return a;
 }
+#endif
 
 /// The number `text` holds, whole, else nullopt.
 template <class T>
@@ -1684,7 +1714,9 @@ std::optional<T> parse_number(std::string_view text) {
   return v;
 }
 
-inline attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text) {
+attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text) {
   std::string s(text);
   switch (kind) {
     case attr_kind::integer:
@@ -1733,8 +1765,11 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
   fail(error_code::invalid_argument, "op_def ", op, ": cannot parse default '", text, "' for a ", name(kind),
        " attr");
 }
+#endif
 
-inline attr_def parse_attr(std::string_view op, std::string_view spec) {
+attr_def parse_attr(std::string_view op, std::string_view spec);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE attr_def parse_attr(std::string_view op, std::string_view spec) {
   auto colon = spec.find(':');
   if (colon == std::string_view::npos)
     fail(error_code::invalid_argument, "op_def ", op, ": attr spec '", spec, "' has no ':'");
@@ -1770,6 +1805,7 @@ inline attr_def parse_attr(std::string_view op, std::string_view spec) {
   if (!deflt.empty()) a.default_value = parse_default(op, a.kind, deflt);
   return a;
 }
+#endif
 
 }  // namespace detail
 
@@ -2704,7 +2740,9 @@ inline bool is_control_flow_op(std::string_view op) {
 }
 
 /// The control_flow family's op definitions (registered by register_control_flow_ops()).
-inline std::vector<op_def> control_flow_op_defs() {
+std::vector<op_def> control_flow_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> control_flow_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Switch")
                      .control_flow(flow::switch_)
@@ -2769,6 +2807,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the control-flow ops to the global registry, once.
 inline void register_control_flow_ops() { op_registry::global().add_family("control", control_flow_op_defs); }
@@ -2797,7 +2836,9 @@ inline void register_control_flow_ops() { op_registry::global().add_family("cont
 namespace weft::ops {
 
 /// The core family's op definitions (registered by register_core_ops()).
-inline std::vector<op_def> core_op_defs() {
+std::vector<op_def> core_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
                      .constant()
@@ -2840,6 +2881,7 @@ inline std::vector<op_def> core_op_defs() {
   defs.push_back(op_def_builder("NoOp").cheap().build());
   return defs;
 }
+#endif
 
 /// An op of the standard library and the family that defines it.
 struct standard_op {
@@ -3041,7 +3083,9 @@ constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
 }  // namespace static_rules
 
 /// The array family's op definitions (registered by register_array_ops()).
-inline std::vector<op_def> array_op_defs() {
+std::vector<op_def> array_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Reshape")
                      .input("tensor: T")
@@ -3348,6 +3392,7 @@ inline std::vector<op_def> array_op_defs() {
     defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr("T: type").shape_fn(same_shape).build());
   return defs;
 }
+#endif
 
 /// Adds the array ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -3655,7 +3700,9 @@ inline void dequeue_shapes(shape_context& c, bool batch, bool exact) {
 }  // namespace detail
 
 /// The data_flow family's op definitions (registered by register_data_flow_ops()).
-inline std::vector<op_def> data_flow_op_defs() {
+std::vector<op_def> data_flow_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> data_flow_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"FIFOQueue", "PaddingFIFOQueue", "PriorityQueue"})
     defs.push_back(detail::queue_op(name)
@@ -3763,6 +3810,7 @@ inline std::vector<op_def> data_flow_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the queue ops to the global registry, once; registering the family's kernels calls it.
 inline void register_data_flow_ops() { op_registry::global().add_family("data_flow", data_flow_op_defs); }
@@ -3839,7 +3887,9 @@ inline void check_file_and_names(shape_context& c, std::size_t tensors) {
 }  // namespace detail
 
 /// The io family's op definitions (registered by register_io_ops()).
-inline std::vector<op_def> io_op_defs() {
+std::vector<op_def> io_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> io_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Save")
                      .input("filename: string")
@@ -3957,6 +4007,7 @@ inline std::vector<op_def> io_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the checkpoint ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -4034,7 +4085,9 @@ inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e)
 }
 
 /// The math family's op definitions (registered by register_math_ops()).
-inline std::vector<op_def> math_op_defs() {
+std::vector<op_def> math_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   std::vector<op_def> defs;
   auto unary = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr(types).shape_fn(same_shape).build());
@@ -4136,6 +4189,7 @@ inline std::vector<op_def> math_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the math ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -4409,7 +4463,9 @@ constexpr auto matrix_determinant() {
 }  // namespace static_rules
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
-inline std::vector<op_def> matrix_op_defs() {
+std::vector<op_def> matrix_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("MatMul")
                      .input("a: T")
@@ -4497,6 +4553,7 @@ inline std::vector<op_def> matrix_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the matrix ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -4811,7 +4868,9 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 }  // namespace detail
 
 /// The nn family's op definitions (registered by register_nn_ops()).
-inline std::vector<op_def> nn_op_defs() {
+std::vector<op_def> nn_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("BiasAdd")
                      .input("value: T")
@@ -5071,6 +5130,7 @@ inline std::vector<op_def> nn_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }
@@ -5294,7 +5354,9 @@ struct nn {
 namespace weft::ops {
 
 /// The parsing family's op definitions (registered by register_parsing_ops()).
-inline std::vector<op_def> parsing_op_defs() {
+std::vector<op_def> parsing_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> parsing_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("DecodeRaw")
                      .input("bytes: string")
@@ -5336,6 +5398,7 @@ inline std::vector<op_def> parsing_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the parsing ops to the global registry, once; registering the family's kernels calls it.
 inline void register_parsing_ops() { op_registry::global().add_family("parsing", parsing_op_defs); }
@@ -5369,7 +5432,9 @@ struct parsing {
 namespace weft::ops {
 
 /// The random family's op definitions (registered by register_random_ops()).
-inline std::vector<op_def> random_op_defs() {
+std::vector<op_def> random_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> random_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
     defs.push_back(op_def_builder(name)
@@ -5384,6 +5449,7 @@ inline std::vector<op_def> random_op_defs() {
                        .build());
   return defs;
 }
+#endif
 
 /// Adds the random ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -5489,7 +5555,9 @@ inline void reduce_shape(shape_context& c) {
 }
 
 /// The reduction family's op definitions (registered by register_reduction_ops()).
-inline std::vector<op_def> reduction_op_defs() {
+std::vector<op_def> reduction_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> reduction_op_defs() {
   std::vector<op_def> defs;
   auto reduction = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -5621,6 +5689,7 @@ inline std::vector<op_def> reduction_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the reduction ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -5796,7 +5865,9 @@ struct reduction {
 namespace weft::ops {
 
 /// The state family's op definitions (registered by register_state_ops()).
-inline std::vector<op_def> state_op_defs() {
+std::vector<op_def> state_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> state_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Variable")
                      .variable()
@@ -5872,6 +5943,7 @@ inline std::vector<op_def> state_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the state ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -5937,7 +6009,9 @@ inline tensor default_bad_color() {
 }  // namespace detail
 
 /// The summary family's op definitions (registered by register_summary_ops()).
-inline std::vector<op_def> summary_op_defs() {
+std::vector<op_def> summary_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> summary_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("ScalarSummary")
                      .input("tags: string")
@@ -6010,6 +6084,7 @@ inline std::vector<op_def> summary_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the summary ops to the global registry, once; registering the family's kernels calls it.
 inline void register_summary_ops() { op_registry::global().add_family("summary", summary_op_defs); }
@@ -6057,7 +6132,9 @@ struct summary {
 namespace weft::ops {
 
 /// The training family's op definitions (registered by register_training_ops()).
-inline std::vector<op_def> training_op_defs() {
+std::vector<op_def> training_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
   std::vector<op_def> defs;
   // refs: the variable and its slots; scalars: the hyperparameters; the gradient goes at
   // input `grad_position` (TensorFlow's orders differ: ApplyMomentum's comes before momentum).
@@ -6096,6 +6173,7 @@ inline std::vector<op_def> training_op_defs() {
         true);
   return defs;
 }
+#endif
 
 /// Adds the training ops to the global registry, once; registering the family's kernels
 /// calls it.
@@ -6137,7 +6215,9 @@ inline void register_standard_ops() {
 
 /// Every standard op outside the core with its family: the op types of each family (so that
 /// an op is named in one place, its family's header) and the control-flow ops.
-inline const std::vector<standard_op>& standard_ops() {
+const std::vector<standard_op>& standard_ops();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE const std::vector<standard_op>& standard_ops() {
   static const std::vector<standard_op> all = [] {
     std::vector<standard_op> out;
     [&]<class... F>(type_list<F...>) {
@@ -6151,6 +6231,7 @@ inline const std::vector<standard_op>& standard_ops() {
   }();
   return all;
 }
+#endif
 
 /// The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {
@@ -6313,29 +6394,7 @@ class graph {
   /// a compatible shape (the executor checks each value that comes back against the Merge's
   /// shape). This back edge is the one way a graph gets a cycle; every other edge points to
   /// an earlier node.
-  void close_loop(int merge, output next) {
-    if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
-    node& m = nodes_[static_cast<std::size_t>(merge)];
-    if (m.op() != "Merge") fail(error_code::invalid_argument, "close_loop: ", m.describe(), " is not a Merge");
-    if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
-      fail(error_code::invalid_argument, "close_loop: ", m.describe(),
-           " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
-    if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
-      fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
-           e.describe(), ", not from an Enter");
-    const node& n = at(next.node);
-    if (n.op() != "NextIteration")
-      fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
-    if (n.output_dtype(next.port) != m.input_dtype(0))
-      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters as ", m.input_dtype(0),
-           " and comes back from ", n.describe(), " as ", n.output_dtype(next.port));
-    const partial_shape& in = m.output_shape(0);
-    if (!ops::shapes_compatible(in, n.output_shape(next.port)))
-      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters with shape ", in,
-           " and comes back from ", n.describe(), " with shape ", n.output_shape(next.port),
-           "; a loop variable keeps its shape but for the dims its Enter leaves unknown");
-    m.inputs_[1] = next;
-  }
+  void close_loop(int merge, output next);
 
  private:
   const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
@@ -6381,9 +6440,36 @@ class graph {
   std::vector<int> control_scope_;
 };
 
-inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                                       std::string name, std::vector<int> controls, std::string device,
-                                       std::string colocate) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::close_loop(int merge, output next) {
+  if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
+  node& m = nodes_[static_cast<std::size_t>(merge)];
+  if (m.op() != "Merge") fail(error_code::invalid_argument, "close_loop: ", m.describe(), " is not a Merge");
+  if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
+    fail(error_code::invalid_argument, "close_loop: ", m.describe(),
+         " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
+  if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
+    fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
+         e.describe(), ", not from an Enter");
+  const node& n = at(next.node);
+  if (n.op() != "NextIteration")
+    fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
+  if (n.output_dtype(next.port) != m.input_dtype(0))
+    fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters as ", m.input_dtype(0),
+         " and comes back from ", n.describe(), " as ", n.output_dtype(next.port));
+  const partial_shape& in = m.output_shape(0);
+  if (!ops::shapes_compatible(in, n.output_shape(next.port)))
+    fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters with shape ", in,
+         " and comes back from ", n.describe(), " with shape ", n.output_shape(next.port),
+         "; a loop variable keeps its shape but for the dims its Enter leaves unknown");
+  m.inputs_[1] = next;
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                                                           std::string name, std::vector<int> controls, std::string device,
+                                                           std::string colocate) {
   const op_def* def = op_registry::global().find(op_name);
   if (!def && ops::standard_op_family(op_name) == "control") {  // no kernels to register: always there
     ops::register_control_flow_ops();
@@ -6581,8 +6667,10 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   nodes_.push_back(std::move(n));
   return nodes_.back();
 }
+#endif
 
-inline void graph::add_control_input(int to, int from) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::add_control_input(int to, int from) {
   const node& dst = at(to);
   at(from);
   // from -> to closes a cycle when `to` is already an ancestor of `from`.
@@ -6602,11 +6690,14 @@ inline void graph::add_control_input(int to, int from) {
   auto& controls = nodes_[static_cast<std::size_t>(to)].control_inputs_;
   if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
 }
+#endif
 
 /// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
 /// control inputs as "^node", its device and colocation. With `kept` (by node id), control
 /// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
-inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr) {
+node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept) {
   auto is_kept = [&](int id) { return !kept || (*kept)[static_cast<std::size_t>(id)]; };
   node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
   for (const output& in : n.inputs()) s.inputs.push_back(g.name_of(in));
@@ -6616,8 +6707,10 @@ inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>*
     s.colocate_with = n.colocation();
   return s;
 }
+#endif
 
-inline void graph::import(const std::vector<node_spec>& specs) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::import(const std::vector<node_spec>& specs) {
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const auto& s = specs[i];
@@ -6713,6 +6806,7 @@ inline void graph::import(const std::vector<node_spec>& specs) {
   staged.flatten_colocation();
   *this = std::move(staged);
 }
+#endif
 
 }  // namespace weft
 
@@ -6759,10 +6853,15 @@ class loop_scope {
 /// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
 /// values (Exit outputs). body returns one value per variable, of its dtype and of a
 /// compatible shape.
-inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
-                                      const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
-                                      const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
-                                      const while_options& options = {}) {
+std::vector<output> while_loop(graph& g, const std::vector<output>& init,
+                               const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
+                               const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
+                               const while_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> while_loop(graph& g, const std::vector<output>& init,
+                                                          const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
+                                                          const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
+                                                          const while_options& options) {
   if (init.empty()) fail(error_code::invalid_argument, "while_loop '", options.name, "': needs at least one loop variable");
   auto scope = g.name_scope(options.name);
   loop_scope s(g, options.name + "_" + std::to_string(g.size()), options.parallel_iterations);
@@ -6802,6 +6901,7 @@ inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
   exits.resize(init.size());
   return exits;
 }
+#endif
 
 /// One side of a cond: the outer values as seen from inside it (through its Switch), and a
 /// pivot node for control inputs of nodes with no data input (a Const), which would run on
@@ -6815,10 +6915,15 @@ struct branch {
 /// are dead. `inputs` are the outer values the sides use; every result of a side must depend
 /// on its inputs or its pivot. Both return the same number of results, of the same dtypes
 /// and compatible shapes. Returns the Merges' outputs.
-inline std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
-                                const std::function<std::vector<output>(const branch&)>& then_fn,
-                                const std::function<std::vector<output>(const branch&)>& else_fn,
-                                const std::string& name = "cond") {
+std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
+                         const std::function<std::vector<output>(const branch&)>& then_fn,
+                         const std::function<std::vector<output>(const branch&)>& else_fn,
+                         const std::string& name = "cond");
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
+                                                    const std::function<std::vector<output>(const branch&)>& then_fn,
+                                                    const std::function<std::vector<output>(const branch&)>& else_fn,
+                                                    const std::string& name) {
   auto scope = g.name_scope(name);
   const node& pivots = g.op("Switch", {pred, pred});
   branch on_true{{}, g.op("Identity", {pivots.out(1)}, {}, node_options("pivot_t")).id()};
@@ -6836,6 +6941,7 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
   for (std::size_t k = 0; k < t.size(); ++k) out.push_back(g.op("Merge", {f[k], t[k]}).out(0));
   return out;
 }
+#endif
 
 }  // namespace weft
 /// @file
@@ -6877,27 +6983,7 @@ struct queue_spec {
 class graph_queue {
  public:
   /// Adds the queue node to g (named "queue" unless `options` names it).
-  graph_queue(graph& g, queue_spec spec, node_options options = {}) : g_(&g), spec_(std::move(spec)) {
-    ops::register_data_flow_ops();
-    static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
-    attr_map attrs{{"component_types", spec_.component_types},
-                   {"shapes", spec_.shapes},
-                   {"capacity", spec_.capacity},
-                   {"container", spec_.container},
-                   {"shared_name", spec_.shared_name}};
-    if (spec_.kind == queue_kind::random_shuffle) {
-      attrs.set("min_after_dequeue", spec_.min_after_dequeue);
-      attrs.set("seed", spec_.seed);
-    }
-    if (options.name.empty()) options.name = "queue";
-    handle_ = g.op(ops[static_cast<int>(spec_.kind)], {}, std::move(attrs), std::move(options)).out(0);
-    types_ = spec_.component_types;
-    shapes_ = spec_.shapes;
-    if (spec_.kind == queue_kind::priority) {  // elements come out with their priority first
-      types_.insert(types_.begin(), dtype::int64);
-      if (!shapes_.empty()) shapes_.insert(shapes_.begin(), partial_shape({}));
-    }
-  }
+  graph_queue(graph& g, queue_spec spec, node_options options = {});
 
   /// The queue node's output (its resource handle), which the queue ops take first.
   output handle() const noexcept { return handle_; }
@@ -6966,6 +7052,30 @@ class graph_queue {
   std::vector<partial_shape> shapes_;
 };
 
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph_queue::graph_queue(graph& g, queue_spec spec, node_options options) : g_(&g), spec_(std::move(spec)) {
+  ops::register_data_flow_ops();
+  static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
+  attr_map attrs{{"component_types", spec_.component_types},
+                 {"shapes", spec_.shapes},
+                 {"capacity", spec_.capacity},
+                 {"container", spec_.container},
+                 {"shared_name", spec_.shared_name}};
+  if (spec_.kind == queue_kind::random_shuffle) {
+    attrs.set("min_after_dequeue", spec_.min_after_dequeue);
+    attrs.set("seed", spec_.seed);
+  }
+  if (options.name.empty()) options.name = "queue";
+  handle_ = g.op(ops[static_cast<int>(spec_.kind)], {}, std::move(attrs), std::move(options)).out(0);
+  types_ = spec_.component_types;
+  shapes_ = spec_.shapes;
+  if (spec_.kind == queue_kind::priority) {  // elements come out with their priority first
+    types_.insert(types_.begin(), dtype::int64);
+    if (!shapes_.empty()) shapes_.insert(shapes_.begin(), partial_shape({}));
+  }
+}
+#endif
+
 /// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
 /// the grant; the critical section's nodes take control inputs from it
 /// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
@@ -7013,20 +7123,7 @@ struct reader_spec {
 class graph_reader {
  public:
   /// Adds the reader node to g (named "reader" unless `options` names it).
-  graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
-    ops::register_io_ops();
-    static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
-    attr_map attrs{{"container", spec.container}, {"shared_name", spec.shared_name}, {"compression_type", spec.compression_type}};
-    if (spec.kind == reader_kind::fixed_length) {
-      attrs.set("header_bytes", spec.header_bytes);
-      attrs.set("record_bytes", spec.record_bytes);
-      attrs.set("footer_bytes", spec.footer_bytes);
-      attrs.set("hop_bytes", spec.hop_bytes);
-    }
-    if (spec.kind == reader_kind::text_line) attrs.set("skip_header_lines", spec.skip_header_lines);
-    if (options.name.empty()) options.name = "reader";
-    handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
-  }
+  graph_reader(graph& g, reader_spec spec, node_options options = {});
   /// The reader node's output (its resource handle).
   output handle() const noexcept { return handle_; }
   /// One record: (key "<file>:<index>", value), string scalars.
@@ -7055,6 +7152,23 @@ class graph_reader {
   graph* g_;
   output handle_;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph_reader::graph_reader(graph& g, reader_spec spec, node_options options) : g_(&g) {
+  ops::register_io_ops();
+  static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
+  attr_map attrs{{"container", spec.container}, {"shared_name", spec.shared_name}, {"compression_type", spec.compression_type}};
+  if (spec.kind == reader_kind::fixed_length) {
+    attrs.set("header_bytes", spec.header_bytes);
+    attrs.set("record_bytes", spec.record_bytes);
+    attrs.set("footer_bytes", spec.footer_bytes);
+    attrs.set("hop_bytes", spec.hop_bytes);
+  }
+  if (spec.kind == reader_kind::text_line) attrs.set("skip_header_lines", spec.skip_header_lines);
+  if (options.name.empty()) options.name = "reader";
+  handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
+}
+#endif
 
 }  // namespace weft
 /// @file
@@ -7526,7 +7640,9 @@ struct merge_grad {
 
 /// Registers, once, the rule of every standard op type that declares one, and the rules of
 /// Switch and Merge.
-inline void register_standard_gradients() {
+void register_standard_gradients();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void register_standard_gradients() {
   static const bool done = [] {
     auto& r = gradient_registry::global();
     auto family = [&]<class... Op>(type_list<Op...>) {
@@ -7542,6 +7658,7 @@ inline void register_standard_gradients() {
   }();
   (void)done;
 }
+#endif
 
 }  // namespace weft::gradients
 /// @file
@@ -7618,7 +7735,9 @@ class frame_map {
 
 /// The frames of `nodes`, given in topological order but for the back edges out of
 /// NextIterations.
-inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
+frame_map find_frames(const std::vector<frame_node>& nodes, bool check);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
   frame_map m;
   const auto count = nodes.size();
   m.frames_.assign(1, frame{});
@@ -7671,9 +7790,12 @@ inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
                describe(static_cast<int>(i)), " in ", m.frame_name(m.of_[i]));
   return m;
 }
+#endif
 
 /// The frames of a whole graph, by node id.
-inline frame_map find_frames(const graph& g, bool check) {
+frame_map find_frames(const graph& g, bool check);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE frame_map find_frames(const graph& g, bool check) {
   std::vector<frame_node> nodes(static_cast<std::size_t>(g.size()));
   for (int id = 0; id < g.size(); ++id) {
     frame_node& fn = nodes[static_cast<std::size_t>(id)];
@@ -7685,6 +7807,7 @@ inline frame_map find_frames(const graph& g, bool check) {
   }
   return find_frames(nodes, check);
 }
+#endif
 
 }  // namespace weft::passes
 
@@ -7715,8 +7838,11 @@ struct loop_structure {
 
 /// Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
 /// Switch(LoopCond) -> NextIteration -> the same Merge.
-inline loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
-                                const std::vector<std::vector<std::pair<int, int>>>& consumers) {
+loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
+                         const std::vector<std::vector<std::pair<int, int>>>& consumers);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
+                                                    const std::vector<std::vector<std::pair<int, int>>>& consumers) {
   loop_structure L;
   L.frame_name = frames.info(f).name;
   L.structure.assign(static_cast<std::size_t>(g.size()), 0);
@@ -7762,6 +7888,7 @@ inline loop_structure find_loop(const graph& g, const passes::frame_map& frames,
   if (L.vars.empty() || L.loop_cond < 0) fail(error_code::unimplemented, "weft::add_gradients: the loop '", L.frame_name, "' has no loop variable");
   return L;
 }
+#endif
 
 struct gradient_pass;
 
@@ -7786,7 +7913,7 @@ class frame_context final : public gradient_builder {
     for (auto& in : inputs) in = bring(in);
     return base_.add(op, std::move(inputs), std::move(attrs));
   }
-  inline output bring(output o);
+  output bring(output o);
   /// What the symbols of this frame are built with: the base builder itself at the root (a
   /// DSL lowering's rules look for theirs), else this context.
   gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
@@ -7850,12 +7977,17 @@ struct gradient_pass {
                     {{"frame_name", L.frame_name}, {"is_constant", true}, {"parallel_iterations", L.parallel_iterations}});
   }
 
-  inline void sweep(frame_context& ctx, int f);
-  inline void differentiate_node(frame_context& ctx, int id);
-  inline void differentiate_loop(frame_context& ctx, int f);
+  /// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
+  /// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
+  void sweep(frame_context& ctx, int f);
+  void differentiate_node(frame_context& ctx, int id);
+  /// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
+  /// as many iterations, from the last to the first, on the values the forward loop pushed.
+  void differentiate_loop(frame_context& ctx, int f);
 };
 
-inline output frame_context::bring(output o) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE output frame_context::bring(output o) {
   int f = 0;
   if (o.node < pass_.n) {
     f = pass_.frames.out_frame(o.node);
@@ -7889,8 +8021,10 @@ inline output frame_context::bring(output o) {
   }
   return it->second;
 }
+#endif
 
-inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_node(frame_context& ctx, int id) {
   const node& nd = g.at(id);
   // A node's gradient (and the sum of the partials reaching its outputs) goes to the device
   // the node was asked to run on, unless the caller's device scope names one: a model put on
@@ -7923,10 +8057,10 @@ inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
   for (std::size_t i = 0; i < dx.size(); ++i)
     if (dx[i] && args.wanted[i]) pending[nd.inputs()[i]].push_back(*dx[i]);
 }
+#endif
 
-/// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
-/// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
-inline void gradient_pass::sweep(frame_context& ctx, int f) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::sweep(frame_context& ctx, int f) {
   const std::vector<char>* structure = f == 0 ? nullptr : &loop(f).structure;
   // Units: a node of f as its id, a loop nested in f as -(frame) - 1.
   auto unit_of = [&](int id) -> std::optional<int> {
@@ -7983,10 +8117,10 @@ inline void gradient_pass::sweep(frame_context& ctx, int f) {
     }
   }
 }
+#endif
 
-/// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
-/// as many iterations, from the last to the first, on the values the forward loop pushed.
-inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   const loop_structure& L = loop(f);
   bool flows = false;
   for (const auto& v : L.vars)
@@ -8086,6 +8220,7 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   const output next = base.add("Add", {key, forward_constant(f, step_back)}, {});
   mg->close_loop(path_merge.node, base.add("NextIteration", {next}, {}));
 }
+#endif
 
 }  // namespace detail
 
@@ -8096,8 +8231,11 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
 /// backward loop that runs the same number of iterations in reverse order; the forward loop
 /// pushes the values it needs, per iteration, for the step. Through a cond, the gradient
 /// flows into the branch that ran.
-inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
-                                         const std::vector<std::optional<output>>& dys = {}) {
+std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
+                                  const std::vector<std::optional<output>>& dys = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
+                                                             const std::vector<std::optional<output>>& dys) {
   ops::register_standard_ops();
   gradients::register_standard_gradients();
   const graph& g = b.target();
@@ -8159,10 +8297,14 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   }
   return result;
 }
+#endif
 
 /// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
-inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
-                                         const std::vector<std::optional<output>>& dys = {}) {
+std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
+                                  const std::vector<std::optional<output>>& dys = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
+                                                             const std::vector<std::optional<output>>& dys) {
   struct plain final : gradient_builder {
     graph& g;
     // Equal stateless nodes are added once (a rule's constants, the Shape of one tensor).
@@ -8182,6 +8324,7 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
   } b(g);
   return add_gradients(b, ys, xs, dys);
 }
+#endif
 
 }  // namespace weft
 /// @file
@@ -8253,7 +8396,9 @@ namespace weft {
 
 /// The bytes of the regular file at `path`. `what` names the file in errors ("the
 /// checkpoint"); `hint` ends the message when the file is missing.
-inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
+std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -8287,6 +8432,7 @@ inline std::string read_file(const std::filesystem::path& path, const std::strin
   bytes.resize(got);
   return bytes;
 }
+#endif
 
 namespace detail {
 
@@ -8325,8 +8471,11 @@ inline void remove_stale_temporaries(const std::filesystem::path& dir) {
 /// checkpoint"): a temporary file in the same directory, fsync'd,
 /// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
 /// were killed are removed first.
-inline void write_file_atomically(const std::filesystem::path& path, std::string_view head,
-                                  const std::vector<std::string_view>& blobs, std::string_view what = "the file") {
+void write_file_atomically(const std::filesystem::path& path, std::string_view head,
+                           const std::vector<std::string_view>& blobs, std::string_view what = "the file");
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void write_file_atomically(const std::filesystem::path& path, std::string_view head,
+                                                      const std::vector<std::string_view>& blobs, std::string_view what) {
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   remove_stale_temporaries(dir);
@@ -8360,6 +8509,7 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
     ::close(d);
   }
 }
+#endif
 }  // namespace detail
 
 }  // namespace weft
@@ -8708,7 +8858,9 @@ inline wire::writer tensor_message(const tensor& t) {
   return w;
 }
 
-inline wire::writer attr_message(const attr_value& a) {
+wire::writer attr_message(const attr_value& a);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE wire::writer attr_message(const attr_value& a) {
   wire::writer w;
   std::visit(
       [&](const auto& v) {
@@ -8751,6 +8903,7 @@ inline wire::writer attr_message(const attr_value& a) {
       a.value());
   return w;
 }
+#endif
 
 inline void add_attr(wire::writer& node, std::string_view key, const attr_value& value) {
   wire::writer entry;
@@ -8762,7 +8915,9 @@ inline void add_attr(wire::writer& node, std::string_view key, const attr_value&
 // ---- reading
 
 /// A TensorShapeProto: unknown_rank, or dims whose size -1 is unknown.
-inline partial_shape read_shape(std::string_view bytes, const std::string& what) {
+partial_shape read_shape(std::string_view bytes, const std::string& what);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE partial_shape read_shape(std::string_view bytes, const std::string& what) {
   wire::reader r(bytes, what);
   wire::field f;
   bool unknown_rank = false;
@@ -8793,10 +8948,14 @@ inline partial_shape read_shape(std::string_view bytes, const std::string& what)
   }
   return partial_shape(std::move(dims));
 }
+#endif
 
 /// Reads a TensorProto; `filled` counts the bytes of tensors filled out from fewer values.
-inline tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
-                          const graph_def_limits& limits) {
+tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                   const graph_def_limits& limits);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                                              const graph_def_limits& limits) {
   wire::reader r(bytes, what);
   wire::field f;
   dtype type = dtype::invalid;
@@ -8963,6 +9122,7 @@ inline tensor read_tensor(std::string_view bytes, const std::string& what, std::
   }
   return t;
 }
+#endif
 
 /// An AttrValue as read, before the op's definition says which kind an empty list is.
 struct read_attr {
@@ -8970,8 +9130,11 @@ struct read_attr {
   bool empty_list = false;
 };
 
-inline read_attr read_attr_value(std::string_view bytes, const std::string& what, std::uint64_t& filled,
-                                 const graph_def_limits& limits) {
+read_attr read_attr_value(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                          const graph_def_limits& limits);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE read_attr read_attr_value(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                                                     const graph_def_limits& limits) {
   wire::reader r(bytes, what);
   wire::field f;
   std::optional<read_attr> out;
@@ -9049,6 +9212,7 @@ inline read_attr read_attr_value(std::string_view bytes, const std::string& what
   if (!out) fail(error_code::invalid_argument, what, ": holds no value");
   return std::move(*out);
 }
+#endif
 
 /// TensorFlow attrs that weft's ops leave out, and the values with which weft's op computes
 /// the same thing: such an attr is dropped on import.
@@ -9069,7 +9233,9 @@ inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) 
 }  // namespace graph_def_detail
 
 /// The bytes of a tensorflow.GraphDef holding every node of `g`, in the graph's order.
-inline std::string to_graph_def(const graph& g, const graph_def_options& options = {}) {
+std::string to_graph_def(const graph& g, const graph_def_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string to_graph_def(const graph& g, const graph_def_options& options) {
   using namespace graph_def_detail;
   wire::writer out;
   for (int id = 0; id < g.size(); ++id) {
@@ -9094,11 +9260,14 @@ inline std::string to_graph_def(const graph& g, const graph_def_options& options
   }
   return out.take();
 }
+#endif
 
 /// The nodes of a GraphDef's bytes as node specs, in the file's order, with TensorFlow's
 /// spellings mapped to weft's (above). Throws weft::error naming the node, op and attr; every
 /// op weft does not have is named in one error.
-inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits = {}) {
+std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits) {
   using namespace graph_def_detail;
   std::vector<node_spec> specs;
   std::uint64_t filled = 0;
@@ -9217,6 +9386,7 @@ inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const grap
   }
   return specs;
 }
+#endif
 
 /// Adds the nodes of a GraphDef's bytes to `g`, all or nothing (graph::import).
 inline void import_graph_def(graph& g, std::string_view bytes, const graph_def_limits& limits = {}) {
@@ -9441,12 +9611,15 @@ inline const node& variable_node(const graph& g, output v) {
   return n;
 }
 /// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
-inline std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
+std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
   output v = g.variable(t, partial_shape(s), node_options(name)).out(0);
   output dims = g.constant(tensor::from_vector(s.dims(), shape{s.rank()})).out(0);
   output init = g.op("Assign", {v, g.op("Fill", {dims, value}).out(0)}, {}, node_options(name + "/init")).out(0);
   return {v, init};
 }
+#endif
 }  // namespace detail
 
 /// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of
@@ -9688,38 +9861,42 @@ struct checkpoint_parts {
   std::vector<std::string> strings;  ///< the string tensors' bytes, which blobs view
 
   /// The parts of a checkpoint of `tensors` (name, value), which must outlive it.
-  explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
-    index.append(detail::checkpoint_magic, 8);
-    detail::put<std::uint32_t>(index, 1);
-    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
-    std::size_t index_size = index.size() + 4;
-    for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
-    std::uint64_t offset = index_size;
-    strings.reserve(tensors.size());  // blobs view these: no reallocation
-    std::vector<std::string> names;
-    for (const auto& [name, t] : tensors) {
-      if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-        fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
-      names.push_back(name);
-      detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
-      index += name;
-      detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
-      detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
-      for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
-      const std::string_view blob = t.dtype() == dtype::string
-                                        ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
-                                        : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
-      detail::put<std::uint64_t>(index, offset);
-      detail::put<std::uint64_t>(index, blob.size());
-      detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
-      offset += blob.size();
-      blobs.push_back(blob);
-    }
-    detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
-  }
+  explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors);
   checkpoint_parts(const checkpoint_parts&) = delete;  ///< blobs view strings' own buffers
   checkpoint_parts& operator=(const checkpoint_parts&) = delete;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE checkpoint_parts::checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
+  index.append(detail::checkpoint_magic, 8);
+  detail::put<std::uint32_t>(index, 1);
+  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
+  std::size_t index_size = index.size() + 4;
+  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
+  std::uint64_t offset = index_size;
+  strings.reserve(tensors.size());  // blobs view these: no reallocation
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
+      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
+    names.push_back(name);
+    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
+    index += name;
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
+    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+    const std::string_view blob = t.dtype() == dtype::string
+                                      ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
+                                      : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
+    detail::put<std::uint64_t>(index, offset);
+    detail::put<std::uint64_t>(index, blob.size());
+    detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
+    offset += blob.size();
+    blobs.push_back(blob);
+  }
+  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
+}
+#endif
 
 /// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
 /// distinct and non-empty.
@@ -9730,7 +9907,9 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
 
 /// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
 /// whole of it; `name` names the file in errors.
-inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
+std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
   std::size_t pos = 0;
   auto take = [&](std::size_t n, const char* what) {
@@ -9815,6 +9994,7 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
   if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
   return result;
 }
+#endif
 
 /// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
 inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {
@@ -9908,9 +10088,13 @@ inline bool outputs_fit(const node& n, std::size_t max_bytes) {
 
 /// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
 /// the outputs it is fed, `fetched` those it returns.
-inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
-                                          const std::vector<output>& fed, const std::vector<output>& fetched,
-                                          const constant_folding_options& options = {}) {
+folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
+                                   const std::vector<output>& fed, const std::vector<output>& fetched,
+                                   const constant_folding_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
+                                                              const std::vector<output>& fed, const std::vector<output>& fetched,
+                                                              const constant_folding_options& options) {
   folding_plan plan;
   if (options.max_bytes == 0) return plan;
   const auto count = static_cast<std::size_t>(g.size());
@@ -9953,6 +10137,7 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
   plan.outputs.erase(std::unique(plan.outputs.begin(), plan.outputs.end()), plan.outputs.end());
   return plan;
 }
+#endif
 
 }  // namespace weft::passes
 /// @file
@@ -10622,9 +10807,13 @@ inline std::string device_list(const cluster& c, const std::vector<char>& allowe
 /// Places the needed nodes of g on the devices of c. is_fed(o): whether output o is fed (a
 /// fed value is on every device at the start of the step); rep: CSE's stand-ins (empty: each
 /// node stands for itself), so that an input is read from the node that computes it.
-inline placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
-                       const kernel_check& has_kernel, const placement_options& options,
-                       const std::function<bool(output)>& is_fed = {}, const std::vector<int>& rep = {}) {
+placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
+                const kernel_check& has_kernel, const placement_options& options,
+                const std::function<bool(output)>& is_fed = {}, const std::vector<int>& rep = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
+                                           const kernel_check& has_kernel, const placement_options& options,
+                                           const std::function<bool(output)>& is_fed, const std::vector<int>& rep) {
   const int count = g.size();
   const int num_devices = c.size();
   if (static_cast<int>(needed.size()) != count)
@@ -10902,6 +11091,7 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
   for (const auto& p : result.nodes) result.predicted_seconds = std::max(result.predicted_seconds, p.finish);
   return result;
 }
+#endif
 
 }  // namespace weft::passes
 /// @file
@@ -12209,7 +12399,9 @@ inline std::vector<passes::frame_node> frame_view(const executable& x) {
 /// the frames' local numbering, slots and initial pending counts. A NextIteration or a
 /// non-constant Enter that feeds something other than a Merge, or a fetch from inside a
 /// loop, is an invalid_argument error naming the node.
-inline void finish_executable(executable& x) {
+void finish_executable(executable& x);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();
   for (auto& xn : nodes)
@@ -12273,6 +12465,7 @@ inline void finish_executable(executable& x) {
   for (std::size_t i = 0; i < count; ++i)
     if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
 }
+#endif
 
 }  // namespace weft
 /// @file
@@ -13635,7 +13828,9 @@ namespace detail {
 /// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
 /// lowest index first among those ready, as the frame analysis reads them: a Recv made
 /// before the Merge that puts it inside its loop comes after it.
-inline void sort_nodes(executable& x) {
+void sort_nodes(executable& x);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void sort_nodes(executable& x) {
   auto& nodes = x.nodes;
   const auto n = nodes.size();
   auto is = [&](std::size_t i, flow kind) { return nodes[i].def && nodes[i].def->def().control == kind; };
@@ -13673,6 +13868,7 @@ inline void sort_nodes(executable& x) {
   }
   nodes = std::move(sorted);
 }
+#endif
 }  // namespace detail
 
 /// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
@@ -13691,10 +13887,15 @@ struct recv_schedule {
 /// devices' names by index, for the rendezvous keys and the traces.
 /// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
 /// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
-inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
-                                                                const std::vector<std::string>& device_names,
-                                                                const std::function<bool(output)>& lossy = {},
-                                                                const recv_schedule* alap = nullptr) {
+std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
+                                                         const std::vector<std::string>& device_names,
+                                                         const std::function<bool(output)>& lossy = {},
+                                                         const recv_schedule* alap = nullptr);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
+                                                                                    const std::vector<std::string>& device_names,
+                                                                                    const std::function<bool(output)>& lossy,
+                                                                                    const recv_schedule* alap) {
   const auto& old = whole.nodes;
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
@@ -14022,22 +14223,9 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   }
   return finished;
 }
+#endif
 
 }  // namespace weft
-
-// WEFT_PREBUILT_RUNTIME: define it, the same in every file of a program, where one file of
-// the program defines WEFT_RUNTIME_IMPLEMENTATION before including <weft/weft.hpp>. The
-// session's constructor, destructor and the functions that build and run executables (and
-// with them the executor, placement, partitioning and the graph passes) are then compiled in
-// that file only; the others declare them.
-#if defined(WEFT_PREBUILT_RUNTIME) && !defined(WEFT_RUNTIME_IMPLEMENTATION)
-#define WEFT_DETAIL_RUNTIME_DECLARED_ONLY 1
-#endif
-#ifdef WEFT_RUNTIME_IMPLEMENTATION
-#define WEFT_DETAIL_RUNTIME_INLINE
-#else
-#define WEFT_DETAIL_RUNTIME_INLINE inline
-#endif
 
 namespace weft {
 
@@ -14682,7 +14870,7 @@ class session {
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
 // The session's constructor and destructor and the two functions that build and run a
 // signature's executable, which reach the executor, placement, partitioning and the graph
-// passes: declared only where WEFT_PREBUILT_RUNTIME is defined (see the top of this file).
+// passes: declared only where WEFT_PREBUILT_RUNTIME is defined (core/prebuilt.hpp).
 
 WEFT_DETAIL_RUNTIME_INLINE session::session(const graph& g, session_options options)
     : graph_(std::make_shared<const graph>(g)),
@@ -14838,21 +15026,7 @@ class saver {
   /// Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
   /// node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
   /// written.
-  std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
-    const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
-    if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
-      fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
-           " for the checkpoint ", file.string(), ": ", ec.message());
-    s.run({{filename_, filename_tensor(file)}}, {}, {save_});
-    if (options_.keep > 0) {
-      auto all = checkpoints(prefix);
-      for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
-        std::error_code ignored;
-        std::filesystem::remove(all[i].second, ignored);
-      }
-    }
-    return file;
-  }
+  std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const;
 
   /// Reads and checks `file`, then assigns every variable, in one step. A file that is
   /// corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
@@ -14863,26 +15037,7 @@ class saver {
   }
 
   /// The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
-  static std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints(const std::filesystem::path& prefix) {
-    std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
-    const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
-    const std::string stem = prefix.filename().string() + "-";
-    std::error_code ec;
-    std::filesystem::directory_iterator it(dir, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-      const std::filesystem::path& path = it->path();
-      const std::string name = path.filename().string();
-      if (name.size() <= stem.size() + 5 || name.compare(0, stem.size(), stem) != 0 || !name.ends_with(".ckpt")) continue;
-      const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 5);
-      if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        continue;
-      std::int64_t step = 0;
-      std::from_chars(digits.data(), digits.data() + digits.size(), step);  // at most 18 digits: it fits
-      found.emplace_back(step, path);
-    }
-    std::sort(found.begin(), found.end());
-    return found;
-  }
+  static std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints(const std::filesystem::path& prefix);
   /// The newest checkpoint of `prefix`, if any.
   static std::optional<std::pair<std::int64_t, std::filesystem::path>> latest(const std::filesystem::path& prefix) {
     auto all = checkpoints(prefix);
@@ -14895,6 +15050,45 @@ class saver {
   output filename_;
   std::string save_, restore_;  ///< the Save node and the NoOp after the Assigns, by name
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::filesystem::path saver::save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
+  const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
+  if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
+    fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
+         " for the checkpoint ", file.string(), ": ", ec.message());
+  s.run({{filename_, filename_tensor(file)}}, {}, {save_});
+  if (options_.keep > 0) {
+    auto all = checkpoints(prefix);
+    for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
+      std::error_code ignored;
+      std::filesystem::remove(all[i].second, ignored);
+    }
+  }
+  return file;
+}
+
+WEFT_DETAIL_RUNTIME_INLINE std::vector<std::pair<std::int64_t, std::filesystem::path>> saver::checkpoints(const std::filesystem::path& prefix) {
+  std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
+  const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
+  const std::string stem = prefix.filename().string() + "-";
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::path& path = it->path();
+    const std::string name = path.filename().string();
+    if (name.size() <= stem.size() + 5 || name.compare(0, stem.size(), stem) != 0 || !name.ends_with(".ckpt")) continue;
+    const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 5);
+    if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    std::int64_t step = 0;
+    std::from_chars(digits.data(), digits.data() + digits.size(), step);  // at most 18 digits: it fits
+    found.emplace_back(step, path);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+#endif
 
 }  // namespace weft
 /// @file
@@ -15143,7 +15337,9 @@ namespace weft::ops {
 
 /// The Fused op's definition: a subtree of elementwise ops (attr `expr`, signature<E>()'s
 /// text) over inputs x, one kernel for the whole subtree.
-inline std::vector<op_def> fused_op_defs() {
+std::vector<op_def> fused_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> fused_op_defs() {
   return {op_def_builder("Fused")
               .input("x: Tin")
               .output("y: T")
@@ -15154,6 +15350,7 @@ inline std::vector<op_def> fused_op_defs() {
               .shape_fn(broadcast_inputs)
               .build()};
 }
+#endif
 /// Registers the "fused" family (Fused) with the global op registry.
 inline void register_fused_ops() { op_registry::global().add_family("fused", fused_op_defs); }
 
@@ -15178,7 +15375,9 @@ inline bool has_fused(const graph& g) {
 }
 
 /// `g` with every Fused node written out as its ops (`g` itself when it has none).
-inline graph expand_fused(const graph& g) {
+graph expand_fused(const graph& g);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph expand_fused(const graph& g) {
   if (!has_fused(g)) return g;
   std::vector<node_spec> specs;
   std::vector<std::pair<std::string, dtype>> checks;  // (node, the dtype the subtree gives it)
@@ -15227,6 +15426,7 @@ inline graph expand_fused(const graph& g) {
            " where its Fused subtree says ", type);
   return out;
 }
+#endif
 
 }  // namespace weft::passes
 
@@ -15278,8 +15478,11 @@ inline signature make_signature(const graph& g, std::string name, const std::vec
 /// "<node>/folded"; a fetched output itself is never folded away). Node names, devices and
 /// colocations stay. Fails, naming the node, when a needed node writes a variable (Assign,
 /// an optimizer's update): a frozen graph has none.
-inline graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs = {},
-                          const passes::constant_folding_options& folding = {}) {
+graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs = {},
+                   const passes::constant_folding_options& folding = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs,
+                                              const passes::constant_folding_options& folding) {
   auto is_input = [&](output o) { return std::find(inputs.begin(), inputs.end(), o) != inputs.end(); };
   const std::vector<bool> needed = passes::prune(g, outputs, {}, is_input);
   // The variables' values, read in one step.
@@ -15390,6 +15593,7 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
   out.import(last);
   return out;
 }
+#endif
 
 namespace model_detail {
 
@@ -15415,7 +15619,9 @@ inline wire::writer signature_message(const signature& s) {
   return w;
 }
 
-inline signature read_signature(std::string_view bytes, const std::string& what) {
+signature read_signature(std::string_view bytes, const std::string& what);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE signature read_signature(std::string_view bytes, const std::string& what) {
   signature s;
   wire::reader r(bytes, what);
   wire::field f;
@@ -15446,10 +15652,13 @@ inline signature read_signature(std::string_view bytes, const std::string& what)
   }
   return s;
 }
+#endif
 
 /// Checks `sigs` against `g`: distinct non-empty names, distinct keys, each tensor an output
 /// of `g` with the signature's dtype. `who` prefixes errors.
-inline void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who) {
+void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who) {
   if (sigs.empty()) fail(error_code::invalid_argument, who, ": no signatures (a model is run through one)");
   for (std::size_t i = 0; i < sigs.size(); ++i) {
     const signature& s = sigs[i];
@@ -15479,6 +15688,7 @@ inline void check_signatures(const graph& g, const std::vector<signature>& sigs,
       }
   }
 }
+#endif
 
 }  // namespace model_detail
 
@@ -15499,8 +15709,11 @@ struct save_model_options {
 
 /// Writes a model bundle (the format above) atomically: `g` (or its frozen form), the
 /// variables' values in `s`, and `signatures`. Every variable must be initialized.
-inline void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
-                       const save_model_options& options = {}) {
+void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
+                const save_model_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
+                                           const save_model_options& options) {
   model_detail::check_signatures(g, signatures, "save_model");
   std::vector<std::pair<std::string, tensor>> variables;
   std::string graph_bytes;
@@ -15548,10 +15761,13 @@ inline void save_model(const std::filesystem::path& path, session& s, const grap
   blobs.insert(blobs.end(), parts.blobs.begin(), parts.blobs.end());
   detail::write_file_atomically(path, head, blobs, "the model");
 }
+#endif
 
 class model_bundle;
-inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options = {},
-                                     const graph_def_limits& limits = {});
+/// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
+/// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
+model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options = {},
+                              const graph_def_limits& limits = {});
 
 /// A model loaded from a bundle: its graph, a session on it with the variables restored,
 /// and its signatures.
@@ -15577,33 +15793,7 @@ class model_bundle {
   /// returns its outputs in the signature's order. Dtypes and shapes are checked against
   /// the signature, naming the key.
   std::vector<tensor> run(std::string_view name, const std::vector<std::pair<std::string, tensor>>& inputs,
-                          const run_options& options = {}) {
-    const weft::signature& s = signature(name);
-    feed_list feeds;
-    for (const auto& given : inputs) {
-      const std::string& key = given.first;  // not a structured binding: clang 14 cannot capture one
-      const tensor& value = given.second;
-      auto it = std::find_if(s.inputs.begin(), s.inputs.end(), [&](const signature_tensor& t) { return t.key == key; });
-      if (it == s.inputs.end()) {
-        std::string keys;
-        for (const auto& t : s.inputs) keys += (keys.empty() ? "'" : ", '") + t.key + "'";
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' has no input '", key, "' (its inputs: ",
-             keys.empty() ? std::string("none") : keys, ")");
-      }
-      if (std::count_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == key; }) > 1)
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' is given twice");
-      if (value.dtype() != it->type || !it->shape.accepts(value.shape()))
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' takes ", it->type, it->shape,
-             ", got ", value.dtype(), value.shape());
-      feeds.emplace_back(it->tensor, value);
-    }
-    for (const auto& t : s.inputs)
-      if (std::none_of(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == t.key; }))
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' needs input '", t.key, "' (", t.type, t.shape, ")");
-    std::vector<endpoint> fetches;
-    for (const auto& t : s.outputs) fetches.emplace_back(t.tensor);
-    return session_->run(feeds, fetches, {}, options);
-  }
+                          const run_options& options = {});
 
  private:
   friend model_bundle load_model_bytes(std::string_view, const std::string&, const session_options&, const graph_def_limits&);
@@ -15612,10 +15802,40 @@ class model_bundle {
   std::vector<weft::signature> signatures_;
 };
 
-/// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
-/// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
-inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options,
-                                     const graph_def_limits& limits) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> model_bundle::run(std::string_view name, const std::vector<std::pair<std::string, tensor>>& inputs,
+                                                 const run_options& options) {
+  const weft::signature& s = signature(name);
+  feed_list feeds;
+  for (const auto& given : inputs) {
+    const std::string& key = given.first;  // not a structured binding: clang 14 cannot capture one
+    const tensor& value = given.second;
+    auto it = std::find_if(s.inputs.begin(), s.inputs.end(), [&](const signature_tensor& t) { return t.key == key; });
+    if (it == s.inputs.end()) {
+      std::string keys;
+      for (const auto& t : s.inputs) keys += (keys.empty() ? "'" : ", '") + t.key + "'";
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' has no input '", key, "' (its inputs: ",
+           keys.empty() ? std::string("none") : keys, ")");
+    }
+    if (std::count_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == key; }) > 1)
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' is given twice");
+    if (value.dtype() != it->type || !it->shape.accepts(value.shape()))
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' takes ", it->type, it->shape,
+           ", got ", value.dtype(), value.shape());
+    feeds.emplace_back(it->tensor, value);
+  }
+  for (const auto& t : s.inputs)
+    if (std::none_of(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == t.key; }))
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' needs input '", t.key, "' (", t.type, t.shape, ")");
+  std::vector<endpoint> fetches;
+  for (const auto& t : s.outputs) fetches.emplace_back(t.tensor);
+  return session_->run(feeds, fetches, {}, options);
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE model_bundle load_model_bytes(std::string_view bytes, const std::string& name,
+                                                         const session_options& options, const graph_def_limits& limits) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the model ", name, " is corrupt: ", what...); };
   constexpr std::size_t head = 8 + 4 + 8 + 4;
   if (bytes.size() < head) bad("it has ", bytes.size(), " bytes, fewer than the header's ", head);
@@ -15682,6 +15902,7 @@ inline model_bundle load_model_bytes(std::string_view bytes, const std::string& 
   }
   return m;
 }
+#endif
 
 /// Loads a model bundle written by save_model: the graph (every op it uses must be
 /// registered, with its kernels: <weft/kernels/cpu/all.hpp> in one file of the program),
@@ -16126,24 +16347,7 @@ class queue final : public resource_base {
   /// Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
   /// is in, or with the error (a closed queue, a cancelled step). Elements of the wrong
   /// dtypes or shapes are an invalid_argument error naming the queue, before any goes in.
-  void enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done) {
-    for (const auto& e : elements) check(e);
-    std::vector<std::function<void()>> calls;
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) {
-        calls.push_back([done, e = closed_error()] { done(e); });
-      } else {
-        auto& a = enqueues_.emplace_back();
-        a.id = ++next_id_;
-        a.elements.assign(std::make_move_iterator(elements.begin()), std::make_move_iterator(elements.end()));
-        a.done = std::move(done);
-        watch(a, cancellation, calls);
-        serve(calls);
-      }
-    }
-    for (auto& c : calls) c();
-  }
+  void enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done);
 
   /// Takes `n` elements, waiting for them; with up_to, fewer once the queue is closed (but at
   /// least one). `done` runs once with the elements, or with the error (out_of_range when a
@@ -16235,27 +16439,7 @@ class queue final : public resource_base {
       else finish_dequeue(std::prev(dequeues_.end()), e, calls);
     }
   }
-  void cancel(std::uint64_t id) {
-    std::vector<std::function<void()>> calls;
-    {
-      std::lock_guard lock(mutex_);
-      auto e = std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "': the step was cancelled"));
-      for (auto it = enqueues_.begin(); it != enqueues_.end(); ++it)
-        if (it->id == id) {
-          it->token = 0;  // its callback is running: nothing to deregister
-          finish_enqueue(it, e, calls);
-          break;
-        }
-      for (auto it = dequeues_.begin(); it != dequeues_.end(); ++it)
-        if (it->id == id) {
-          it->token = 0;
-          finish_dequeue(it, e, calls);
-          break;
-        }
-      serve(calls);  // a dequeue's elements went back; an enqueue's place freed the line
-    }
-    for (auto& c : calls) c();
-  }
+  void cancel(std::uint64_t id);
 
   template <class It>
   void release(It it) {
@@ -16268,57 +16452,10 @@ class queue final : public resource_base {
     enqueues_.erase(it);
   }
   /// Ends a dequeue attempt: with its elements, or with an error (its elements go back).
-  void finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
-    release(it);
-    std::vector<queue_tuple> taken = std::move(it->taken);
-    if (e) {  // back in the order they came out (a priority queue orders them itself)
-      if (o_.kind == queue_options::order::priority)
-        for (auto& t : taken) put_back(std::move(t));
-      else
-        for (auto t = taken.rbegin(); t != taken.rend(); ++t) put_back(std::move(*t));
-      taken.clear();
-    }
-    calls.push_back([done = std::move(it->done), e, taken = std::move(taken)]() mutable { done(e, std::move(taken)); });
-    dequeues_.erase(it);
-  }
+  void finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls);
 
   /// Serves the attempts in order while any makes progress (the queue's lock held).
-  void serve(std::vector<std::function<void()>>& calls) {
-    for (bool progress = true; progress;) {
-      progress = false;
-      while (!enqueues_.empty()) {
-        auto it = enqueues_.begin();
-        while (!it->elements.empty() && (o_.capacity < 0 || count() < static_cast<std::size_t>(o_.capacity))) {
-          push(std::move(it->elements.front()));
-          it->elements.pop_front();
-          progress = true;
-        }
-        if (!it->elements.empty()) break;
-        finish_enqueue(it, nullptr, calls);
-      }
-      while (!dequeues_.empty()) {
-        auto it = dequeues_.begin();
-        while (static_cast<std::int64_t>(it->taken.size()) < it->wanted && available()) {
-          it->taken.push_back(pop());
-          progress = true;
-        }
-        if (static_cast<std::int64_t>(it->taken.size()) == it->wanted) {
-          finish_dequeue(it, nullptr, calls);
-          continue;
-        }
-        // Short. A closed queue gets no more: what is left (up_to), or the end of the input.
-        if (!closed_ || !enqueues_.empty()) break;
-        if (it->up_to && !it->taken.empty()) {
-          finish_dequeue(it, nullptr, calls);
-        } else {
-          const std::string why = "queue '" + name_ + "' is closed and has " + std::to_string(count() + it->taken.size()) +
-                                  " elements, fewer than the " + std::to_string(it->wanted) + " asked for";
-          finish_dequeue(it, std::make_exception_ptr(error(error_code::out_of_range, why)), calls);
-        }
-        progress = true;
-      }
-    }
-  }
+  void serve(std::vector<std::function<void()>>& calls);
 
   /// The order's storage.
   std::size_t count() const { return o_.kind == queue_options::order::priority ? by_priority_.size() : elements_.size(); }
@@ -16336,29 +16473,7 @@ class queue final : public resource_base {
       elements_.push_back(std::move(e));
     }
   }
-  queue_tuple pop() {
-    queue_tuple e;
-    switch (o_.kind) {
-      case queue_options::order::fifo:
-        e = std::move(elements_.front());
-        elements_.pop_front();
-        break;
-      case queue_options::order::random_shuffle: {
-        const auto i = static_cast<std::size_t>(random_() % elements_.size());
-        std::swap(elements_[i], elements_.back());
-        e = std::move(elements_.back());
-        elements_.pop_back();
-        break;
-      }
-      case queue_options::order::priority: {
-        auto first = by_priority_.begin();
-        e = std::move(first->second);
-        by_priority_.erase(first);
-        break;
-      }
-    }
-    return e;
-  }
+  queue_tuple pop();
   /// An element a failed dequeue had taken goes back where it will come out first (for a
   /// priority queue: before the others of its priority, after those put back before it).
   void put_back(queue_tuple e) {
@@ -16382,6 +16497,124 @@ class queue final : public resource_base {
   std::list<enqueue_attempt> enqueues_;
   std::list<dequeue_attempt> dequeues_;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void queue::serve(std::vector<std::function<void()>>& calls) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    while (!enqueues_.empty()) {
+      auto it = enqueues_.begin();
+      while (!it->elements.empty() && (o_.capacity < 0 || count() < static_cast<std::size_t>(o_.capacity))) {
+        push(std::move(it->elements.front()));
+        it->elements.pop_front();
+        progress = true;
+      }
+      if (!it->elements.empty()) break;
+      finish_enqueue(it, nullptr, calls);
+    }
+    while (!dequeues_.empty()) {
+      auto it = dequeues_.begin();
+      while (static_cast<std::int64_t>(it->taken.size()) < it->wanted && available()) {
+        it->taken.push_back(pop());
+        progress = true;
+      }
+      if (static_cast<std::int64_t>(it->taken.size()) == it->wanted) {
+        finish_dequeue(it, nullptr, calls);
+        continue;
+      }
+      // Short. A closed queue gets no more: what is left (up_to), or the end of the input.
+      if (!closed_ || !enqueues_.empty()) break;
+      if (it->up_to && !it->taken.empty()) {
+        finish_dequeue(it, nullptr, calls);
+      } else {
+        const std::string why = "queue '" + name_ + "' is closed and has " + std::to_string(count() + it->taken.size()) +
+                                " elements, fewer than the " + std::to_string(it->wanted) + " asked for";
+        finish_dequeue(it, std::make_exception_ptr(error(error_code::out_of_range, why)), calls);
+      }
+      progress = true;
+    }
+  }
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void queue::finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
+  release(it);
+  std::vector<queue_tuple> taken = std::move(it->taken);
+  if (e) {  // back in the order they came out (a priority queue orders them itself)
+    if (o_.kind == queue_options::order::priority)
+      for (auto& t : taken) put_back(std::move(t));
+    else
+      for (auto t = taken.rbegin(); t != taken.rend(); ++t) put_back(std::move(*t));
+    taken.clear();
+  }
+  calls.push_back([done = std::move(it->done), e, taken = std::move(taken)]() mutable { done(e, std::move(taken)); });
+  dequeues_.erase(it);
+}
+
+WEFT_DETAIL_RUNTIME_INLINE queue_tuple queue::pop() {
+  queue_tuple e;
+  switch (o_.kind) {
+    case queue_options::order::fifo:
+      e = std::move(elements_.front());
+      elements_.pop_front();
+      break;
+    case queue_options::order::random_shuffle: {
+      const auto i = static_cast<std::size_t>(random_() % elements_.size());
+      std::swap(elements_[i], elements_.back());
+      e = std::move(elements_.back());
+      elements_.pop_back();
+      break;
+    }
+    case queue_options::order::priority: {
+      auto first = by_priority_.begin();
+      e = std::move(first->second);
+      by_priority_.erase(first);
+      break;
+    }
+  }
+  return e;
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void queue::cancel(std::uint64_t id) {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mutex_);
+    auto e = std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "': the step was cancelled"));
+    for (auto it = enqueues_.begin(); it != enqueues_.end(); ++it)
+      if (it->id == id) {
+        it->token = 0;  // its callback is running: nothing to deregister
+        finish_enqueue(it, e, calls);
+        break;
+      }
+    for (auto it = dequeues_.begin(); it != dequeues_.end(); ++it)
+      if (it->id == id) {
+        it->token = 0;
+        finish_dequeue(it, e, calls);
+        break;
+      }
+    serve(calls);  // a dequeue's elements went back; an enqueue's place freed the line
+  }
+  for (auto& c : calls) c();
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void queue::enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done) {
+  for (const auto& e : elements) check(e);
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) {
+      calls.push_back([done, e = closed_error()] { done(e); });
+    } else {
+      auto& a = enqueues_.emplace_back();
+      a.id = ++next_id_;
+      a.elements.assign(std::make_move_iterator(elements.begin()), std::make_move_iterator(elements.end()));
+      a.done = std::move(done);
+      watch(a, cancellation, calls);
+      serve(calls);
+    }
+  }
+  for (auto& c : calls) c();
+}
+#endif
 
 /// EnqueueMany's split: row i of every component as element i (views of the batch, no copy).
 /// Every component needs a first dimension, the same for all.
@@ -16410,8 +16643,11 @@ inline std::vector<queue_tuple> unstack_elements(const std::vector<tensor>& comp
 /// `pad` (PaddingFIFOQueue), elements of one rank and different sizes are padded with zeros
 /// to the largest size in each dimension; without it their shapes must be equal. With no
 /// elements, `shapes` gives each component's shape (unknown dimensions as 0).
-inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
-                                          const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name) {
+std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
+                                   const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
+                                                              const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name) {
   std::vector<tensor> out;
   const auto n = static_cast<std::int64_t>(elements.size());
   for (std::size_t c = 0; c < types.size(); ++c) {
@@ -16466,6 +16702,7 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
   }
   return out;
 }
+#endif
 
 }  // namespace weft
 
@@ -16818,7 +17055,9 @@ namespace detail {
 }  // namespace detail
 
 /// The bytes that `bytes` (the contents of `what`, compressed with `c`) stand for.
-inline std::string decompress(std::string_view bytes, compression c, const std::string& what) {
+std::string decompress(std::string_view bytes, compression c, const std::string& what);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string decompress(std::string_view bytes, compression c, const std::string& what) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
   std::string out;
@@ -16862,9 +17101,12 @@ inline std::string decompress(std::string_view bytes, compression c, const std::
   detail::no_zlib(what);
 #endif
 }
+#endif
 
 /// `bytes` compressed with `c` (level 6, zlib's default).
-inline std::string compress(std::string_view bytes, compression c) {
+std::string compress(std::string_view bytes, compression c);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string compress(std::string_view bytes, compression c) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
   z_stream z{};
@@ -16895,6 +17137,7 @@ inline std::string compress(std::string_view bytes, compression c) {
   detail::no_zlib("the output");
 #endif
 }
+#endif
 
 /// TFRecord's checksum of `size` bytes at `data`.
 inline std::uint32_t masked_crc32c(const void* data, std::size_t size) noexcept {
@@ -17649,32 +17892,7 @@ class queue_runner {
   std::int64_t runs() const noexcept { return runs_.load(); }
 
  private:
-  void loop(coordinator& c, const endpoint& target) {
-    run_options o;
-    o.cancellation = &c.cancellation();
-    bool exhausted = false;
-    try {
-      while (!c.should_stop()) {
-        session_.run({}, {}, {target}, o);
-        runs_.fetch_add(1, std::memory_order_relaxed);
-      }
-    } catch (const error& e) {
-      if (e.code() == error_code::out_of_range) exhausted = true;          // the input ran out: a clean end
-      else if (!(e.code() == error_code::cancelled && c.should_stop())) c.request_stop(std::current_exception());
-    } catch (...) {
-      c.request_stop(std::current_exception());
-    }
-    // The last loop to end closes the queue when all ran out, so that the consumers drain it.
-    if (exhausted) exhausted_.fetch_add(1);
-    if (live_.fetch_sub(1) == 1 && exhausted_.load() == static_cast<int>(enqueues_.size()) && !c.should_stop() &&
-        o_.close) {
-      try {
-        session_.run({}, {}, {*o_.close});
-      } catch (...) {
-        c.request_stop(std::current_exception());
-      }
-    }
-  }
+  void loop(coordinator& c, const endpoint& target);
   /// A stop's cancel target: its errors (the session going away) do not matter then.
   void quietly(const endpoint& e) {
     try {
@@ -17689,6 +17907,35 @@ class queue_runner {
   std::atomic<int> exhausted_{0};
   std::atomic<std::int64_t> runs_{0};
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void queue_runner::loop(coordinator& c, const endpoint& target) {
+  run_options o;
+  o.cancellation = &c.cancellation();
+  bool exhausted = false;
+  try {
+    while (!c.should_stop()) {
+      session_.run({}, {}, {target}, o);
+      runs_.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (const error& e) {
+    if (e.code() == error_code::out_of_range) exhausted = true;          // the input ran out: a clean end
+    else if (!(e.code() == error_code::cancelled && c.should_stop())) c.request_stop(std::current_exception());
+  } catch (...) {
+    c.request_stop(std::current_exception());
+  }
+  // The last loop to end closes the queue when all ran out, so that the consumers drain it.
+  if (exhausted) exhausted_.fetch_add(1);
+  if (live_.fetch_sub(1) == 1 && exhausted_.load() == static_cast<int>(enqueues_.size()) && !c.should_stop() &&
+      o_.close) {
+    try {
+      session_.run({}, {}, {*o_.close});
+    } catch (...) {
+      c.request_stop(std::current_exception());
+    }
+  }
+}
+#endif
 
 }  // namespace weft
 
@@ -17776,21 +18023,7 @@ class input_pipeline {
   }
 
   /// Builds the pipeline's graph and session and starts its threads.
-  void start() {
-    if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
-    build();
-    unstarted_.started = true;
-    session_options o;
-    o.intra_op_threads = 1;
-    o.inter_op_threads = 0;
-    o.resources = resources_;
-    session_ = std::make_unique<session>(*g_, o);
-    session_->run({}, handles_);  // makes every queue, before any thread or other graph uses one
-    coord_ = std::make_unique<coordinator>();
-    for (auto& r : runners_) r.runner = std::make_unique<queue_runner>(*session_, r.targets, queue_runner_options{r.close, r.cancel});
-    for (auto& r : runners_) r.runner->start(*coord_);
-    coord_->add_thread(std::thread([this] { feed_epochs(); }));
-  }
+  void start();
 
   /// The next element (a batch after batch()), or nullopt at the end of the input; an
   /// error of any stage is rethrown here.
@@ -17870,28 +18103,7 @@ class input_pipeline {
   /// dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
   /// only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
   /// batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
-  graph_queue queue_for(std::size_t next, std::int64_t capacity) {
-    queue_spec q;
-    q.component_types = types_;
-    q.shapes = shapes_;
-    q.capacity = capacity;
-    q.seed = static_cast<std::int64_t>(seed_);
-    if (next < stages_.size()) {
-      const stage& s = stages_[next];
-      if (s.type == stage::kind::shuffle) {
-        q.kind = queue_kind::random_shuffle;
-        q.capacity = s.n;
-        q.min_after_dequeue = s.n - 1;
-      } else if (s.type == stage::kind::batch || s.type == stage::kind::batch_exact) {
-        for (const auto& sh : shapes_)
-          if (!sh.fully_known()) q.kind = queue_kind::padding_fifo;
-      }
-    }
-    q.shared_name = queue_name(queues_++);
-    graph_queue made(*g_, q, node_options(q.shared_name));
-    handles_.push_back(made.handle());
-    return made;
-  }
+  graph_queue queue_for(std::size_t next, std::int64_t capacity);
   void shapes_of(const std::vector<output>& outs) {
     types_.clear();
     shapes_.clear();
@@ -17906,91 +18118,10 @@ class input_pipeline {
   /// queue after it). A map of one worker joins the fragment before it (no queue between:
   /// a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
   /// shuffle is the queue it feeds from.
-  void build() {
-    g_ = std::make_unique<graph>();
-    graph& g = *g_;
-    constexpr std::int64_t source_capacity = 4096;  // rows waiting in the source queue at most
-    std::optional<graph_queue> q;
-    std::vector<output> open;  // the open fragment's outputs (none: no fragment open)
-    int workers = 1;
-    auto close = [&](std::size_t next) {
-      shapes_of(open);
-      graph_queue after = queue_for(next, next == stages_.size() ? prefetch_ : 64);
-      const std::string put = after.enqueue(open).name();
-      runners_.push_back({std::vector<endpoint>(static_cast<std::size_t>(workers), endpoint(put)),
-                          endpoint(after.close(false).name()), endpoint(after.close(true).name()), nullptr});
-      q.emplace(std::move(after));
-      open.clear();
-    };
-    std::size_t first_stage = 0;
-    if (!columns_.empty()) {
-      // Rows of the columns, enqueued as views by the epoch thread (no step, no copy); or,
-      // when the first stage batches them, whole batches the epoch thread copies the rows
-      // into (as a host loop would: no element goes through a queue alone).
-      types_.clear();
-      shapes_.clear();
-      batched_source_ = !stages_.empty() && (stages_[0].type == stage::kind::batch || stages_[0].type == stage::kind::batch_exact);
-      for (const tensor& c : columns_) {
-        types_.push_back(c.dtype());
-        std::vector<std::int64_t> dims(c.shape().dims().begin() + 1, c.shape().dims().end());
-        if (batched_source_) dims.insert(dims.begin(), unknown_dim);
-        shapes_.push_back(partial_shape(dims));
-      }
-      if (batched_source_) {
-        first_stage = 1;
-        q.emplace(queue_for(1, stages_.size() == 1 ? prefetch_ : 64));
-      } else {
-        q.emplace(queue_for(0, source_capacity));
-      }
-      source_ = q->spec().shared_name;
-    } else {
-      graph_queue names(g, {.component_types = {dtype::string}, .shapes = {partial_shape({})}, .shared_name = queue_name(queues_++)},
-                        "files");
-      fill_ = names.enqueue_many({g.constant(tensor::from_vector(files_)).out(0)}, "fill").name();
-      end_ = names.close(false, "end_of_input").name();
-      graph_reader reader(g, reader_, "reader");
-      open = {reader.read(names, "read").second};  // the first fragment reads the records
-    }
-    for (std::size_t k = first_stage; k < stages_.size(); ++k) {
-      const stage& s = stages_[k];
-      switch (s.type) {
-        case stage::kind::map:
-          if (!open.empty() && s.workers > 1 && s.workers != workers) close(k);
-          if (open.empty()) open = q->dequeue(), workers = s.workers;
-          open = s.f(g, open);
-          if (open.empty()) fail(error_code::invalid_argument, "input_pipeline::map: the function returned no components");
-          break;
-        case stage::kind::shuffle:
-          if (!open.empty()) close(k);  // else the queue before it was made for it
-          break;
-        case stage::kind::batch:
-        case stage::kind::batch_exact:
-          if (!open.empty()) close(k);
-          open = s.type == stage::kind::batch ? q->dequeue_up_to(static_cast<std::int32_t>(s.n))
-                                              : q->dequeue_many(static_cast<std::int32_t>(s.n));
-          workers = 1;
-          break;
-      }
-    }
-    if (!open.empty()) close(stages_.size());  // types_ and shapes_ are now the last queue's
-    last_queue_ = q->spec().shared_name;
-    for (output o : q->dequeue("next")) last_.push_back(o);
-  }
+  void build();
 
   /// The epoch thread: the source's elements once per epoch, then the end of the input.
-  void feed_epochs() {
-    run_options o;
-    o.cancellation = &coord_->cancellation();
-    try {
-      if (!columns_.empty()) return feed_rows();
-      for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) session_->run({}, {}, {fill_}, o);
-      if (!coord_->should_stop()) session_->run({}, {}, {end_}, o);
-    } catch (const error& e) {
-      if (!(e.code() == error_code::cancelled && coord_->should_stop())) coord_->request_stop(std::current_exception());
-    } catch (...) {
-      coord_->request_stop(std::current_exception());
-    }
-  }
+  void feed_epochs();
   /// Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
   void epoch_order(std::int64_t e, std::vector<std::int64_t>& order) const {
     std::iota(order.begin(), order.end(), 0);
@@ -18000,91 +18131,11 @@ class input_pipeline {
   }
   /// from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
   /// waiting for room; then the queue is closed.
-  void feed_rows() {
-    auto source = resources_->find<queue>("", source_);
-    std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
-    for (const tensor& c : columns_) {
-      const std::vector<std::int64_t> rest(c.shape().dims().begin() + 1, c.shape().dims().end());
-      auto& r = rows.emplace_back();
-      for (std::int64_t i = 0; i < c.dim(0); ++i) r.push_back(c.slice(i, i + 1).reshape(shape(rest)));
-    }
-    const std::int64_t n = columns_[0].dim(0);
-    if (batched_source_) return feed_batches(*source);
-    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
-      epoch_order(e, order);
-      // In pieces, so that a stop is seen between them.
-      for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
-        std::vector<queue_tuple> elements;
-        for (std::int64_t i = first; i < std::min(n, first + 256); ++i) {
-          queue_tuple t;
-          for (auto& r : rows) t.push_back(r[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])]);
-          elements.push_back(std::move(t));
-        }
-        std::promise<std::exception_ptr> done;
-        auto result = done.get_future();
-        source->enqueue(std::move(elements), &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
-        if (auto e = result.get()) {
-          if (coord_->should_stop()) return;  // cancelled by the stop
-          std::rethrow_exception(e);
-        }
-      }
-    }
-    source->close();
-  }
+  void feed_rows();
   /// from_tensors then batch: each epoch's rows (in order, or permuted) copied into batches
   /// of the first stage's size, which run on across epochs as a batch stage's would (the
   /// last, short one at the end of the input unless drop_remainder).
-  void feed_batches(queue& source) {
-    const std::int64_t n = columns_[0].dim(0), size = stages_[0].n;
-    const bool exact = stages_[0].type == stage::kind::batch_exact;
-    std::vector<tensor> batch;
-    std::int64_t filled = 0;
-    auto fresh = [&] {
-      batch.clear();
-      for (const tensor& c : columns_) {
-        auto dims = c.shape().dims();
-        dims[0] = size;
-        batch.emplace_back(c.dtype(), shape(dims));
-      }
-      filled = 0;
-    };
-    auto put = [&](std::vector<tensor> element) {
-      std::promise<std::exception_ptr> done;
-      auto result = done.get_future();
-      source.enqueue({std::move(element)}, &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
-      if (auto e = result.get()) {
-        if (coord_->should_stop()) return false;  // cancelled by the stop
-        std::rethrow_exception(e);
-      }
-      return true;
-    };
-    fresh();
-    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
-      epoch_order(e, order);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto row = order[static_cast<std::size_t>(i)];
-        for (std::size_t c = 0; c < columns_.size(); ++c) {
-          const tensor& col = columns_[c];
-          const std::size_t width = col.dim(0) ? col.bytes() / static_cast<std::size_t>(col.dim(0)) : 0;  // within: a row of the column
-          copy_element_bytes(static_cast<char*>(batch[c].raw_data()) + static_cast<std::size_t>(filled) * width,
-                             static_cast<const char*>(col.raw_data()) + static_cast<std::size_t>(row) * width, width, col.dtype());
-        }
-        if (++filled == size) {
-          if (!put(std::move(batch))) return;
-          fresh();
-        }
-      }
-    }
-    if (coord_->should_stop()) return;
-    if (filled > 0 && !exact) {
-      std::vector<tensor> rest;
-      for (const tensor& b : batch) rest.push_back(b.slice(0, filled));
-      if (!put(std::move(rest))) return;
-    }
-    source.close();
-  }
+  void feed_batches(queue& source);
 
   std::vector<tensor> columns_;
   std::vector<std::string> files_;
@@ -18118,6 +18169,216 @@ class input_pipeline {
   std::vector<runner_spec> runners_;
   std::unique_ptr<coordinator> coord_;  ///< last: stopped and joined first
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::start() {
+  if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
+  build();
+  unstarted_.started = true;
+  session_options o;
+  o.intra_op_threads = 1;
+  o.inter_op_threads = 0;
+  o.resources = resources_;
+  session_ = std::make_unique<session>(*g_, o);
+  session_->run({}, handles_);  // makes every queue, before any thread or other graph uses one
+  coord_ = std::make_unique<coordinator>();
+  for (auto& r : runners_) r.runner = std::make_unique<queue_runner>(*session_, r.targets, queue_runner_options{r.close, r.cancel});
+  for (auto& r : runners_) r.runner->start(*coord_);
+  coord_->add_thread(std::thread([this] { feed_epochs(); }));
+}
+
+WEFT_DETAIL_RUNTIME_INLINE graph_queue input_pipeline::queue_for(std::size_t next, std::int64_t capacity) {
+  queue_spec q;
+  q.component_types = types_;
+  q.shapes = shapes_;
+  q.capacity = capacity;
+  q.seed = static_cast<std::int64_t>(seed_);
+  if (next < stages_.size()) {
+    const stage& s = stages_[next];
+    if (s.type == stage::kind::shuffle) {
+      q.kind = queue_kind::random_shuffle;
+      q.capacity = s.n;
+      q.min_after_dequeue = s.n - 1;
+    } else if (s.type == stage::kind::batch || s.type == stage::kind::batch_exact) {
+      for (const auto& sh : shapes_)
+        if (!sh.fully_known()) q.kind = queue_kind::padding_fifo;
+    }
+  }
+  q.shared_name = queue_name(queues_++);
+  graph_queue made(*g_, q, node_options(q.shared_name));
+  handles_.push_back(made.handle());
+  return made;
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::build() {
+  g_ = std::make_unique<graph>();
+  graph& g = *g_;
+  constexpr std::int64_t source_capacity = 4096;  // rows waiting in the source queue at most
+  std::optional<graph_queue> q;
+  std::vector<output> open;  // the open fragment's outputs (none: no fragment open)
+  int workers = 1;
+  auto close = [&](std::size_t next) {
+    shapes_of(open);
+    graph_queue after = queue_for(next, next == stages_.size() ? prefetch_ : 64);
+    const std::string put = after.enqueue(open).name();
+    runners_.push_back({std::vector<endpoint>(static_cast<std::size_t>(workers), endpoint(put)),
+                        endpoint(after.close(false).name()), endpoint(after.close(true).name()), nullptr});
+    q.emplace(std::move(after));
+    open.clear();
+  };
+  std::size_t first_stage = 0;
+  if (!columns_.empty()) {
+    // Rows of the columns, enqueued as views by the epoch thread (no step, no copy); or,
+    // when the first stage batches them, whole batches the epoch thread copies the rows
+    // into (as a host loop would: no element goes through a queue alone).
+    types_.clear();
+    shapes_.clear();
+    batched_source_ = !stages_.empty() && (stages_[0].type == stage::kind::batch || stages_[0].type == stage::kind::batch_exact);
+    for (const tensor& c : columns_) {
+      types_.push_back(c.dtype());
+      std::vector<std::int64_t> dims(c.shape().dims().begin() + 1, c.shape().dims().end());
+      if (batched_source_) dims.insert(dims.begin(), unknown_dim);
+      shapes_.push_back(partial_shape(dims));
+    }
+    if (batched_source_) {
+      first_stage = 1;
+      q.emplace(queue_for(1, stages_.size() == 1 ? prefetch_ : 64));
+    } else {
+      q.emplace(queue_for(0, source_capacity));
+    }
+    source_ = q->spec().shared_name;
+  } else {
+    graph_queue names(g, {.component_types = {dtype::string}, .shapes = {partial_shape({})}, .shared_name = queue_name(queues_++)},
+                      "files");
+    fill_ = names.enqueue_many({g.constant(tensor::from_vector(files_)).out(0)}, "fill").name();
+    end_ = names.close(false, "end_of_input").name();
+    graph_reader reader(g, reader_, "reader");
+    open = {reader.read(names, "read").second};  // the first fragment reads the records
+  }
+  for (std::size_t k = first_stage; k < stages_.size(); ++k) {
+    const stage& s = stages_[k];
+    switch (s.type) {
+      case stage::kind::map:
+        if (!open.empty() && s.workers > 1 && s.workers != workers) close(k);
+        if (open.empty()) open = q->dequeue(), workers = s.workers;
+        open = s.f(g, open);
+        if (open.empty()) fail(error_code::invalid_argument, "input_pipeline::map: the function returned no components");
+        break;
+      case stage::kind::shuffle:
+        if (!open.empty()) close(k);  // else the queue before it was made for it
+        break;
+      case stage::kind::batch:
+      case stage::kind::batch_exact:
+        if (!open.empty()) close(k);
+        open = s.type == stage::kind::batch ? q->dequeue_up_to(static_cast<std::int32_t>(s.n))
+                                            : q->dequeue_many(static_cast<std::int32_t>(s.n));
+        workers = 1;
+        break;
+    }
+  }
+  if (!open.empty()) close(stages_.size());  // types_ and shapes_ are now the last queue's
+  last_queue_ = q->spec().shared_name;
+  for (output o : q->dequeue("next")) last_.push_back(o);
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::feed_epochs() {
+  run_options o;
+  o.cancellation = &coord_->cancellation();
+  try {
+    if (!columns_.empty()) return feed_rows();
+    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) session_->run({}, {}, {fill_}, o);
+    if (!coord_->should_stop()) session_->run({}, {}, {end_}, o);
+  } catch (const error& e) {
+    if (!(e.code() == error_code::cancelled && coord_->should_stop())) coord_->request_stop(std::current_exception());
+  } catch (...) {
+    coord_->request_stop(std::current_exception());
+  }
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::feed_rows() {
+  auto source = resources_->find<queue>("", source_);
+  std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
+  for (const tensor& c : columns_) {
+    const std::vector<std::int64_t> rest(c.shape().dims().begin() + 1, c.shape().dims().end());
+    auto& r = rows.emplace_back();
+    for (std::int64_t i = 0; i < c.dim(0); ++i) r.push_back(c.slice(i, i + 1).reshape(shape(rest)));
+  }
+  const std::int64_t n = columns_[0].dim(0);
+  if (batched_source_) return feed_batches(*source);
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
+    epoch_order(e, order);
+    // In pieces, so that a stop is seen between them.
+    for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
+      std::vector<queue_tuple> elements;
+      for (std::int64_t i = first; i < std::min(n, first + 256); ++i) {
+        queue_tuple t;
+        for (auto& r : rows) t.push_back(r[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])]);
+        elements.push_back(std::move(t));
+      }
+      std::promise<std::exception_ptr> done;
+      auto result = done.get_future();
+      source->enqueue(std::move(elements), &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
+      if (auto e = result.get()) {
+        if (coord_->should_stop()) return;  // cancelled by the stop
+        std::rethrow_exception(e);
+      }
+    }
+  }
+  source->close();
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::feed_batches(queue& source) {
+  const std::int64_t n = columns_[0].dim(0), size = stages_[0].n;
+  const bool exact = stages_[0].type == stage::kind::batch_exact;
+  std::vector<tensor> batch;
+  std::int64_t filled = 0;
+  auto fresh = [&] {
+    batch.clear();
+    for (const tensor& c : columns_) {
+      auto dims = c.shape().dims();
+      dims[0] = size;
+      batch.emplace_back(c.dtype(), shape(dims));
+    }
+    filled = 0;
+  };
+  auto put = [&](std::vector<tensor> element) {
+    std::promise<std::exception_ptr> done;
+    auto result = done.get_future();
+    source.enqueue({std::move(element)}, &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
+    if (auto e = result.get()) {
+      if (coord_->should_stop()) return false;  // cancelled by the stop
+      std::rethrow_exception(e);
+    }
+    return true;
+  };
+  fresh();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
+    epoch_order(e, order);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto row = order[static_cast<std::size_t>(i)];
+      for (std::size_t c = 0; c < columns_.size(); ++c) {
+        const tensor& col = columns_[c];
+        const std::size_t width = col.dim(0) ? col.bytes() / static_cast<std::size_t>(col.dim(0)) : 0;  // within: a row of the column
+        copy_element_bytes(static_cast<char*>(batch[c].raw_data()) + static_cast<std::size_t>(filled) * width,
+                           static_cast<const char*>(col.raw_data()) + static_cast<std::size_t>(row) * width, width, col.dtype());
+      }
+      if (++filled == size) {
+        if (!put(std::move(batch))) return;
+        fresh();
+      }
+    }
+  }
+  if (coord_->should_stop()) return;
+  if (filled > 0 && !exact) {
+    std::vector<tensor> rest;
+    for (const tensor& b : batch) rest.push_back(b.slice(0, filled));
+    if (!put(std::move(rest))) return;
+  }
+  source.close();
+}
+#endif
 
 }  // namespace weft
 /// @file
@@ -18201,7 +18462,9 @@ inline const char* dot_shape(flow kind) {
 }  // namespace detail
 
 /// Writes the DOT text of g to `out`, drawn as `options` say.
-inline void write_dot(const graph& g, std::ostream& out, const dot_options& options) {
+void write_dot(const graph& g, std::ostream& out, const dot_options& options);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void write_dot(const graph& g, std::ostream& out, const dot_options& options) {
   static constexpr const char* colours[] = {"#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#8dd3c7", "#bebada"};
   const passes::placement* placed = options.placed;
   const int n = g.size();
@@ -18357,6 +18620,7 @@ inline void write_dot(const graph& g, std::ostream& out, const dot_options& opti
   }
   out << "}\n";
 }
+#endif
 
 /// Writes the DOT text of g to `out`, coloured by `placed` when given.
 inline void write_dot(const graph& g, std::ostream& out, const passes::placement* placed = nullptr) {
@@ -18382,7 +18646,9 @@ inline bool have_graphviz() {
 
 /// SVG of DOT text, by Graphviz's `dot -Tsvg` (Debian's graphviz package); an error when it is
 /// not installed or fails, with what it printed.
-inline std::string render_svg(const std::string& dot_text) {
+std::string render_svg(const std::string& dot_text);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string render_svg(const std::string& dot_text) {
   if (!have_graphviz())
     fail(error_code::failed_precondition, "weft::render_svg: Graphviz's dot is not installed (Debian: apt install graphviz)");
   char dir_template[] = "/tmp/weft_dot_XXXXXX";
@@ -18412,6 +18678,7 @@ inline std::string render_svg(const std::string& dot_text) {
     fail(error_code::internal, "weft::render_svg: dot failed (status ", status, "): ", slurp(log));
   return slurp(svg);
 }
+#endif
 
 /// Writes the SVG picture of g to `path`, atomically.
 inline void write_svg(const graph& g, const std::filesystem::path& path, const dot_options& options = {}) {
@@ -18599,8 +18866,11 @@ enum class png_compression { zlib, stored };
 
 /// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores
 /// otherwise; stored always stores.
-inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
-                              png_compression compression = png_compression::zlib) {
+std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
+                       png_compression compression = png_compression::zlib);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
+                                                  png_compression compression) {
   if (channels < 1 || channels > 4)
     fail(error_code::invalid_argument, "weft::encode_png: ", channels, " channels (1, 2, 3 or 4)");
   if (height < 1 || width < 1 || height > 0x7fffffff || width > 0x7fffffff)
@@ -18639,6 +18909,7 @@ inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, s
   png_detail::chunk(out, "IEND", {});
   return out;
 }
+#endif
 
 }  // namespace weft
 
@@ -18700,31 +18971,7 @@ class histogram_builder {
   static std::size_t bucket_of(double v) { return bucket_in(table(), v); }
 
   /// The HistogramProto message's bytes.
-  std::string proto() const {
-    const auto& limits = default_histogram_limits();
-    wire::writer h;
-    h.float64(summary_proto::min, n_ ? lo_ : 0.0);
-    h.float64(summary_proto::max, n_ ? hi_ : 0.0);
-    h.float64(summary_proto::num, static_cast<double>(n_));
-    h.float64(summary_proto::sum, sum_);
-    h.float64(summary_proto::sum_squares, squares_);
-    std::string kept_limits, kept_counts;
-    auto put = [](std::string& out, double d) {
-      const auto u = std::bit_cast<std::uint64_t>(d);
-      for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((u >> (8 * b)) & 0xff));
-    };
-    for (std::size_t i = 0; i < limits.size();) {
-      double end = limits[i], count = counts_[i];
-      ++i;
-      if (count <= 0)
-        while (i < limits.size() && counts_[i] <= 0) end = limits[i], count = counts_[i], ++i;
-      put(kept_limits, end);
-      put(kept_counts, count);
-    }
-    h.bytes(summary_proto::bucket_limit, kept_limits);  // packed repeated doubles
-    h.bytes(summary_proto::bucket, kept_counts);
-    return h.take();
-  }
+  std::string proto() const;
 
  private:
   /// For each slot (a binary exponent e and the top sub_bits of the mantissa: the values
@@ -18789,6 +19036,34 @@ class histogram_builder {
          squares_ = 0;
   std::size_t n_ = 0;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string histogram_builder::proto() const {
+  const auto& limits = default_histogram_limits();
+  wire::writer h;
+  h.float64(summary_proto::min, n_ ? lo_ : 0.0);
+  h.float64(summary_proto::max, n_ ? hi_ : 0.0);
+  h.float64(summary_proto::num, static_cast<double>(n_));
+  h.float64(summary_proto::sum, sum_);
+  h.float64(summary_proto::sum_squares, squares_);
+  std::string kept_limits, kept_counts;
+  auto put = [](std::string& out, double d) {
+    const auto u = std::bit_cast<std::uint64_t>(d);
+    for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((u >> (8 * b)) & 0xff));
+  };
+  for (std::size_t i = 0; i < limits.size();) {
+    double end = limits[i], count = counts_[i];
+    ++i;
+    if (count <= 0)
+      while (i < limits.size() && counts_[i] <= 0) end = limits[i], count = counts_[i], ++i;
+    put(kept_limits, end);
+    put(kept_counts, count);
+  }
+  h.bytes(summary_proto::bucket_limit, kept_limits);  // packed repeated doubles
+  h.bytes(summary_proto::bucket, kept_counts);
+  return h.take();
+}
+#endif
 
 /// A serialized HistogramProto of `values` (histogram_builder's).
 inline std::string histogram_proto(const std::vector<double>& values) {
@@ -18993,27 +19268,7 @@ struct summary_writer_options {
 class summary_writer {
  public:
   /// Creates `logdir` if needed and a new events file in it, which starts with the file version.
-  explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {})
-      : options_(std::move(options)) {
-    std::error_code ec;
-    std::filesystem::create_directories(logdir, ec);
-    if (ec) fail(error_code::failed_precondition, "weft::summary_writer: cannot create the directory ", logdir, ": ", ec.message());
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "localhost");
-    const auto seconds = static_cast<long long>(wall_seconds());
-    path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix);
-    // A second writer in the same second gets a file of its own.
-    for (int k = 1; std::filesystem::exists(path_); ++k)
-      path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix + "." +
-                        std::to_string(k));
-    file_.reset(std::fopen(path_.c_str(), "wb"));
-    if (!file_) fail(error_code::failed_precondition, "weft::summary_writer: cannot create ", path_);
-    wire::writer e;
-    e.float64(summary_proto::wall_time, wall_seconds());
-    e.bytes(summary_proto::file_version, "brain.Event:2");
-    add_record(e.take());
-    flush();
-  }
+  explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {});
   summary_writer(const summary_writer&) = delete;
   summary_writer& operator=(const summary_writer&) = delete;
   ~summary_writer() {
@@ -19128,6 +19383,30 @@ class summary_writer {
   std::string pending_;
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE summary_writer::summary_writer(const std::filesystem::path& logdir, summary_writer_options options)
+    : options_(std::move(options)) {
+  std::error_code ec;
+  std::filesystem::create_directories(logdir, ec);
+  if (ec) fail(error_code::failed_precondition, "weft::summary_writer: cannot create the directory ", logdir, ": ", ec.message());
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "localhost");
+  const auto seconds = static_cast<long long>(wall_seconds());
+  path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix);
+  // A second writer in the same second gets a file of its own.
+  for (int k = 1; std::filesystem::exists(path_); ++k)
+    path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix + "." +
+                      std::to_string(k));
+  file_.reset(std::fopen(path_.c_str(), "wb"));
+  if (!file_) fail(error_code::failed_precondition, "weft::summary_writer: cannot create ", path_);
+  wire::writer e;
+  e.float64(summary_proto::wall_time, wall_seconds());
+  e.bytes(summary_proto::file_version, "brain.Event:2");
+  add_record(e.take());
+  flush();
+}
+#endif
 
 }  // namespace weft
 
@@ -19273,33 +19552,7 @@ class progress_bar {
     return static_cast<double>(std::max<std::int64_t>(steps_ - done_, 0)) / r;
   }
   /// The text of the bar now.
-  std::string line(std::string_view metrics = {}) const {
-    std::string out = label_;
-    if (steps_ > 0) {
-      const auto filled = static_cast<std::size_t>(std::min<std::int64_t>(options_.width * done_ / steps_, options_.width));
-      std::string bar(filled, '#');
-      bar.resize(static_cast<std::size_t>(options_.width), '.');
-      out += (out.empty() ? "[" : " [") + bar + "] " + std::to_string(done_) + "/" + std::to_string(steps_);
-    } else {
-      out += (out.empty() ? "" : " ") + std::string("step ") + std::to_string(done_);
-    }
-    if (!metrics.empty()) out += "  " + std::string(metrics);
-    char buf[96];
-    const double s = seconds();
-    std::snprintf(buf, sizeof buf, "  %.1f steps/s", steps_per_second());
-    out += buf;
-    if (examples_ > 0 && s > 0) {
-      std::snprintf(buf, sizeof buf, "  %.0f ex/s", static_cast<double>(examples_) / s);
-      out += buf;
-    }
-    if (const double eta = eta_seconds(); eta >= 0) {
-      const auto t = static_cast<long long>(std::llround(eta));
-      if (t >= 3600) std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
-      else std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld", t / 60, t % 60);
-      out += buf;
-    }
-    return out;
-  }
+  std::string line(std::string_view metrics = {}) const;
 
  private:
   double now() const {
@@ -19327,6 +19580,36 @@ class progress_bar {
   double start_ = 0, last_draw_ = 0;
   std::size_t drawn_ = 0;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string progress_bar::line(std::string_view metrics) const {
+  std::string out = label_;
+  if (steps_ > 0) {
+    const auto filled = static_cast<std::size_t>(std::min<std::int64_t>(options_.width * done_ / steps_, options_.width));
+    std::string bar(filled, '#');
+    bar.resize(static_cast<std::size_t>(options_.width), '.');
+    out += (out.empty() ? "[" : " [") + bar + "] " + std::to_string(done_) + "/" + std::to_string(steps_);
+  } else {
+    out += (out.empty() ? "" : " ") + std::string("step ") + std::to_string(done_);
+  }
+  if (!metrics.empty()) out += "  " + std::string(metrics);
+  char buf[96];
+  const double s = seconds();
+  std::snprintf(buf, sizeof buf, "  %.1f steps/s", steps_per_second());
+  out += buf;
+  if (examples_ > 0 && s > 0) {
+    std::snprintf(buf, sizeof buf, "  %.0f ex/s", static_cast<double>(examples_) / s);
+    out += buf;
+  }
+  if (const double eta = eta_seconds(); eta >= 0) {
+    const auto t = static_cast<long long>(std::llround(eta));
+    if (t >= 3600) std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+    else std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld", t / 60, t % 60);
+    out += buf;
+  }
+  return out;
+}
+#endif
 
 }  // namespace weft
 /// @file
@@ -19383,7 +19666,9 @@ inline void json_micros(std::ostream& out, std::int64_t ns) {
 }  // namespace detail
 
 /// Writes a traced step (run_metadata::stats) to `out` as Chrome Trace Event JSON.
-inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
+void write_chrome_trace(std::ostream& out, const step_stats& stats);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   std::map<std::string, int> pids;
   for (const auto& n : stats.nodes) pids.emplace(n.device, static_cast<int>(pids.size()) + 1);
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
@@ -19474,6 +19759,7 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   }
   out << "\n]}\n";
 }
+#endif
 
 /// A traced step (run_metadata::stats) as Chrome Trace Event JSON.
 inline std::string chrome_trace(const step_stats& stats) {
@@ -19533,7 +19819,9 @@ struct step_summary {
 };
 
 /// The figures of a traced step, with its `top` slowest nodes.
-inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
+step_summary summarize(const step_stats& stats, std::size_t top = 10);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE step_summary summarize(const step_stats& stats, std::size_t top) {
   step_summary s;
   s.nodes = stats.nodes.size();
   if (stats.nodes.empty()) return s;
@@ -19560,6 +19848,7 @@ inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
   if (s.slowest.size() > top) s.slowest.resize(top);
   return s;
 }
+#endif
 
 /// summarize(stats, top) as text, for a terminal.
 inline std::string step_stats_summary(const step_stats& stats, std::size_t top = 10) { return summarize(stats, top).to_string(); }

@@ -22,12 +22,15 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 
 namespace weft {
 
 /// The bytes of the regular file at `path`. `what` names the file in errors ("the
 /// checkpoint"); `hint` ends the message when the file is missing.
-inline std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {}) {
+std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string read_file(const std::filesystem::path& path, const std::string& what, const std::string& hint) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -61,6 +64,7 @@ inline std::string read_file(const std::filesystem::path& path, const std::strin
   bytes.resize(got);
   return bytes;
 }
+#endif
 
 namespace detail {
 
@@ -99,8 +103,11 @@ inline void remove_stale_temporaries(const std::filesystem::path& dir) {
 /// checkpoint"): a temporary file in the same directory, fsync'd,
 /// then renamed over `path`, then the directory fsync'd. Stale temporaries of writers that
 /// were killed are removed first.
-inline void write_file_atomically(const std::filesystem::path& path, std::string_view head,
-                                  const std::vector<std::string_view>& blobs, std::string_view what = "the file") {
+void write_file_atomically(const std::filesystem::path& path, std::string_view head,
+                           const std::vector<std::string_view>& blobs, std::string_view what = "the file");
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void write_file_atomically(const std::filesystem::path& path, std::string_view head,
+                                                      const std::vector<std::string_view>& blobs, std::string_view what) {
   static std::atomic<unsigned> counter{0};
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   remove_stale_temporaries(dir);
@@ -134,6 +141,7 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
     ::close(d);
   }
 }
+#endif
 }  // namespace detail
 
 }  // namespace weft

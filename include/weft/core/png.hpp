@@ -15,6 +15,7 @@
 #include <string>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 
 #ifdef WEFT_WITH_ZLIB
 #include <zlib.h>
@@ -81,8 +82,11 @@ enum class png_compression { zlib, stored };
 
 /// The PNG file of an 8-bit image. `compression` zlib deflates where weft has zlib and stores
 /// otherwise; stored always stores.
-inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
-                              png_compression compression = png_compression::zlib) {
+std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
+                       png_compression compression = png_compression::zlib);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string encode_png(const std::uint8_t* pixels, std::int64_t height, std::int64_t width, int channels,
+                                                  png_compression compression) {
   if (channels < 1 || channels > 4)
     fail(error_code::invalid_argument, "weft::encode_png: ", channels, " channels (1, 2, 3 or 4)");
   if (height < 1 || width < 1 || height > 0x7fffffff || width > 0x7fffffff)
@@ -121,5 +125,6 @@ inline std::string encode_png(const std::uint8_t* pixels, std::int64_t height, s
   png_detail::chunk(out, "IEND", {});
   return out;
 }
+#endif
 
 }  // namespace weft

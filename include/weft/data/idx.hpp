@@ -20,6 +20,7 @@
 
 #include <weft/core/error.hpp>
 #include <weft/core/file.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/runtime/records.hpp>
 
@@ -33,7 +34,9 @@ inline std::uint32_t big_endian_u32(const unsigned char* p) {
 
 /// The tensor stored in the IDX file held in `file`; `name` names it in errors, which
 /// `hint` (how to get the file) ends.
-inline tensor parse_idx(std::string_view file, const std::string& name, const std::string& hint = {}) {
+tensor parse_idx(std::string_view file, const std::string& name, const std::string& hint = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE tensor parse_idx(std::string_view file, const std::string& name, const std::string& hint) {
   const std::basic_string_view<unsigned char> bytes(reinterpret_cast<const unsigned char*>(file.data()), file.size());
   auto bad = [&](auto&&... what) {
     fail(error_code::data_loss, "the IDX file ", name, " is not valid: ", what..., hint.empty() ? "" : "; ", hint);
@@ -75,6 +78,7 @@ inline tensor parse_idx(std::string_view file, const std::string& name, const st
   }
   return t;
 }
+#endif
 
 /// The tensor stored in the IDX file at `path`; `hint` (how to get the file) ends the
 /// message of a missing-file error.
@@ -109,9 +113,11 @@ struct mnist_data {
 /// MNIST or Fashion-MNIST from the four IDX files in `dir` (named as MNIST's, each gzipped
 /// or not: "<name>.gz" when "<name>" is absent), checked for shapes, matching counts and
 /// labels in [0, 10).
-inline mnist_data load_mnist(const std::filesystem::path& dir = data_dir() / "mnist",
-                             const std::string& hint = "run tools/fetch-mnist to fetch MNIST into " +
-                                                       (data_dir() / "mnist").string()) {
+mnist_data load_mnist(const std::filesystem::path& dir = data_dir() / "mnist",
+                      const std::string& hint = "run tools/fetch-mnist to fetch MNIST into " +
+                                                (data_dir() / "mnist").string());
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE mnist_data load_mnist(const std::filesystem::path& dir, const std::string& hint) {
   auto file = [&](const char* name) {
     const std::filesystem::path plain = dir / name, gz = dir / (std::string(name) + ".gz");
     return !std::filesystem::exists(plain) && std::filesystem::exists(gz) ? gz : plain;
@@ -130,6 +136,7 @@ inline mnist_data load_mnist(const std::filesystem::path& dir = data_dir() / "mn
   };
   return {load("train-images-idx3-ubyte", "train-labels-idx1-ubyte"), load("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")};
 }
+#endif
 
 /// Where Debian's dataset-fashion-mnist package puts Fashion-MNIST (gzipped IDX files).
 inline std::filesystem::path fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }

@@ -23,6 +23,7 @@
 
 #include <weft/core/dtype.hpp>
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/shape.hpp>
 #include <weft/framework/attr.hpp>
 
@@ -143,7 +144,9 @@ inline bool is_dtype_name(std::string_view s) {
   return false;
 }
 
-inline arg_def parse_arg(std::string_view op, std::string_view spec) {
+arg_def parse_arg(std::string_view op, std::string_view spec);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE arg_def parse_arg(std::string_view op, std::string_view spec) {
   auto colon = spec.find(':');
   if (colon == std::string_view::npos)
     fail(error_code::invalid_argument, "op_def ", op, ": argument spec '", spec, "' has no ':'");
@@ -164,6 +167,7 @@ inline arg_def parse_arg(std::string_view op, std::string_view spec) {
     a.type_attr = std::string(type);
   return a;
 }
+#endif
 
 /// The number `text` holds, whole, else nullopt.
 template <class T>
@@ -174,7 +178,9 @@ std::optional<T> parse_number(std::string_view text) {
   return v;
 }
 
-inline attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text) {
+attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE attr_value parse_default(std::string_view op, attr_kind kind, std::string_view text) {
   std::string s(text);
   switch (kind) {
     case attr_kind::integer:
@@ -223,8 +229,11 @@ inline attr_value parse_default(std::string_view op, attr_kind kind, std::string
   fail(error_code::invalid_argument, "op_def ", op, ": cannot parse default '", text, "' for a ", name(kind),
        " attr");
 }
+#endif
 
-inline attr_def parse_attr(std::string_view op, std::string_view spec) {
+attr_def parse_attr(std::string_view op, std::string_view spec);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE attr_def parse_attr(std::string_view op, std::string_view spec) {
   auto colon = spec.find(':');
   if (colon == std::string_view::npos)
     fail(error_code::invalid_argument, "op_def ", op, ": attr spec '", spec, "' has no ':'");
@@ -260,6 +269,7 @@ inline attr_def parse_attr(std::string_view op, std::string_view spec) {
   if (!deflt.empty()) a.default_value = parse_default(op, a.kind, deflt);
   return a;
 }
+#endif
 
 }  // namespace detail
 

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/graph.hpp>
 
 namespace weft {
@@ -66,10 +67,15 @@ class loop_scope {
 /// while cond(vars): vars = body(vars), in the graph; returns the loop variables' final
 /// values (Exit outputs). body returns one value per variable, of its dtype and of a
 /// compatible shape.
-inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
-                                      const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
-                                      const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
-                                      const while_options& options = {}) {
+std::vector<output> while_loop(graph& g, const std::vector<output>& init,
+                               const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
+                               const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
+                               const while_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> while_loop(graph& g, const std::vector<output>& init,
+                                                          const std::function<output(loop_scope&, const std::vector<output>&)>& cond,
+                                                          const std::function<std::vector<output>(loop_scope&, const std::vector<output>&)>& body,
+                                                          const while_options& options) {
   if (init.empty()) fail(error_code::invalid_argument, "while_loop '", options.name, "': needs at least one loop variable");
   auto scope = g.name_scope(options.name);
   loop_scope s(g, options.name + "_" + std::to_string(g.size()), options.parallel_iterations);
@@ -109,6 +115,7 @@ inline std::vector<output> while_loop(graph& g, const std::vector<output>& init,
   exits.resize(init.size());
   return exits;
 }
+#endif
 
 /// One side of a cond: the outer values as seen from inside it (through its Switch), and a
 /// pivot node for control inputs of nodes with no data input (a Const), which would run on
@@ -122,10 +129,15 @@ struct branch {
 /// are dead. `inputs` are the outer values the sides use; every result of a side must depend
 /// on its inputs or its pivot. Both return the same number of results, of the same dtypes
 /// and compatible shapes. Returns the Merges' outputs.
-inline std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
-                                const std::function<std::vector<output>(const branch&)>& then_fn,
-                                const std::function<std::vector<output>(const branch&)>& else_fn,
-                                const std::string& name = "cond") {
+std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
+                         const std::function<std::vector<output>(const branch&)>& then_fn,
+                         const std::function<std::vector<output>(const branch&)>& else_fn,
+                         const std::string& name = "cond");
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> cond(graph& g, output pred, const std::vector<output>& inputs,
+                                                    const std::function<std::vector<output>(const branch&)>& then_fn,
+                                                    const std::function<std::vector<output>(const branch&)>& else_fn,
+                                                    const std::string& name) {
   auto scope = g.name_scope(name);
   const node& pivots = g.op("Switch", {pred, pred});
   branch on_true{{}, g.op("Identity", {pivots.out(1)}, {}, node_options("pivot_t")).id()};
@@ -143,5 +155,6 @@ inline std::vector<output> cond(graph& g, output pred, const std::vector<output>
   for (std::size_t k = 0; k < t.size(); ++k) out.push_back(g.op("Merge", {f[k], t[k]}).out(0));
   return out;
 }
+#endif
 
 }  // namespace weft

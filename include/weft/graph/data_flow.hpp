@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/ops/data_flow_ops.hpp>
 #include <weft/ops/io_ops.hpp>
@@ -41,27 +42,7 @@ struct queue_spec {
 class graph_queue {
  public:
   /// Adds the queue node to g (named "queue" unless `options` names it).
-  graph_queue(graph& g, queue_spec spec, node_options options = {}) : g_(&g), spec_(std::move(spec)) {
-    ops::register_data_flow_ops();
-    static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
-    attr_map attrs{{"component_types", spec_.component_types},
-                   {"shapes", spec_.shapes},
-                   {"capacity", spec_.capacity},
-                   {"container", spec_.container},
-                   {"shared_name", spec_.shared_name}};
-    if (spec_.kind == queue_kind::random_shuffle) {
-      attrs.set("min_after_dequeue", spec_.min_after_dequeue);
-      attrs.set("seed", spec_.seed);
-    }
-    if (options.name.empty()) options.name = "queue";
-    handle_ = g.op(ops[static_cast<int>(spec_.kind)], {}, std::move(attrs), std::move(options)).out(0);
-    types_ = spec_.component_types;
-    shapes_ = spec_.shapes;
-    if (spec_.kind == queue_kind::priority) {  // elements come out with their priority first
-      types_.insert(types_.begin(), dtype::int64);
-      if (!shapes_.empty()) shapes_.insert(shapes_.begin(), partial_shape({}));
-    }
-  }
+  graph_queue(graph& g, queue_spec spec, node_options options = {});
 
   /// The queue node's output (its resource handle), which the queue ops take first.
   output handle() const noexcept { return handle_; }
@@ -130,6 +111,30 @@ class graph_queue {
   std::vector<partial_shape> shapes_;
 };
 
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph_queue::graph_queue(graph& g, queue_spec spec, node_options options) : g_(&g), spec_(std::move(spec)) {
+  ops::register_data_flow_ops();
+  static constexpr const char* ops[] = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue"};
+  attr_map attrs{{"component_types", spec_.component_types},
+                 {"shapes", spec_.shapes},
+                 {"capacity", spec_.capacity},
+                 {"container", spec_.container},
+                 {"shared_name", spec_.shared_name}};
+  if (spec_.kind == queue_kind::random_shuffle) {
+    attrs.set("min_after_dequeue", spec_.min_after_dequeue);
+    attrs.set("seed", spec_.seed);
+  }
+  if (options.name.empty()) options.name = "queue";
+  handle_ = g.op(ops[static_cast<int>(spec_.kind)], {}, std::move(attrs), std::move(options)).out(0);
+  types_ = spec_.component_types;
+  shapes_ = spec_.shapes;
+  if (spec_.kind == queue_kind::priority) {  // elements come out with their priority first
+    types_.insert(types_.begin(), dtype::int64);
+    if (!shapes_.empty()) shapes_.insert(shapes_.begin(), partial_shape({}));
+  }
+}
+#endif
+
 /// A mutex in a graph (MutexAcquire and MutexRelease): acquire() adds a node whose output is
 /// the grant; the critical section's nodes take control inputs from it
 /// (node_options().after({grant.node})), and release(grant) takes control inputs from them.
@@ -177,20 +182,7 @@ struct reader_spec {
 class graph_reader {
  public:
   /// Adds the reader node to g (named "reader" unless `options` names it).
-  graph_reader(graph& g, reader_spec spec, node_options options = {}) : g_(&g) {
-    ops::register_io_ops();
-    static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
-    attr_map attrs{{"container", spec.container}, {"shared_name", spec.shared_name}, {"compression_type", spec.compression_type}};
-    if (spec.kind == reader_kind::fixed_length) {
-      attrs.set("header_bytes", spec.header_bytes);
-      attrs.set("record_bytes", spec.record_bytes);
-      attrs.set("footer_bytes", spec.footer_bytes);
-      attrs.set("hop_bytes", spec.hop_bytes);
-    }
-    if (spec.kind == reader_kind::text_line) attrs.set("skip_header_lines", spec.skip_header_lines);
-    if (options.name.empty()) options.name = "reader";
-    handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
-  }
+  graph_reader(graph& g, reader_spec spec, node_options options = {});
   /// The reader node's output (its resource handle).
   output handle() const noexcept { return handle_; }
   /// One record: (key "<file>:<index>", value), string scalars.
@@ -219,5 +211,22 @@ class graph_reader {
   graph* g_;
   output handle_;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph_reader::graph_reader(graph& g, reader_spec spec, node_options options) : g_(&g) {
+  ops::register_io_ops();
+  static constexpr const char* ops[] = {"TFRecordReader", "FixedLengthRecordReader", "TextLineReader", "WholeFileReader"};
+  attr_map attrs{{"container", spec.container}, {"shared_name", spec.shared_name}, {"compression_type", spec.compression_type}};
+  if (spec.kind == reader_kind::fixed_length) {
+    attrs.set("header_bytes", spec.header_bytes);
+    attrs.set("record_bytes", spec.record_bytes);
+    attrs.set("footer_bytes", spec.footer_bytes);
+    attrs.set("hop_bytes", spec.hop_bytes);
+  }
+  if (spec.kind == reader_kind::text_line) attrs.set("skip_header_lines", spec.skip_header_lines);
+  if (options.name.empty()) options.name = "reader";
+  handle_ = g.op(ops[static_cast<int>(spec.kind)], {}, std::move(attrs), std::move(options)).out(0);
+}
+#endif
 
 }  // namespace weft

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/graph/gradient_symbol.hpp>
 #include <weft/ops/standard.hpp>
@@ -96,7 +97,9 @@ struct merge_grad {
 
 /// Registers, once, the rule of every standard op type that declares one, and the rules of
 /// Switch and Merge.
-inline void register_standard_gradients() {
+void register_standard_gradients();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void register_standard_gradients() {
   static const bool done = [] {
     auto& r = gradient_registry::global();
     auto family = [&]<class... Op>(type_list<Op...>) {
@@ -112,5 +115,6 @@ inline void register_standard_gradients() {
   }();
   (void)done;
 }
+#endif
 
 }  // namespace weft::gradients

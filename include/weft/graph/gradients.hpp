@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/control_flow.hpp>
 #include <weft/graph/gradient_rules.hpp>
 #include <weft/graph/gradient_symbol.hpp>
@@ -62,8 +63,11 @@ struct loop_structure {
 
 /// Finds the loop of frame f; throws when its structure is not Enter -> Merge ->
 /// Switch(LoopCond) -> NextIteration -> the same Merge.
-inline loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
-                                const std::vector<std::vector<std::pair<int, int>>>& consumers) {
+loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
+                         const std::vector<std::vector<std::pair<int, int>>>& consumers);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE loop_structure find_loop(const graph& g, const passes::frame_map& frames, int f,
+                                                    const std::vector<std::vector<std::pair<int, int>>>& consumers) {
   loop_structure L;
   L.frame_name = frames.info(f).name;
   L.structure.assign(static_cast<std::size_t>(g.size()), 0);
@@ -109,6 +113,7 @@ inline loop_structure find_loop(const graph& g, const passes::frame_map& frames,
   if (L.vars.empty() || L.loop_cond < 0) fail(error_code::unimplemented, "weft::add_gradients: the loop '", L.frame_name, "' has no loop variable");
   return L;
 }
+#endif
 
 struct gradient_pass;
 
@@ -133,7 +138,7 @@ class frame_context final : public gradient_builder {
     for (auto& in : inputs) in = bring(in);
     return base_.add(op, std::move(inputs), std::move(attrs));
   }
-  inline output bring(output o);
+  output bring(output o);
   /// What the symbols of this frame are built with: the base builder itself at the root (a
   /// DSL lowering's rules look for theirs), else this context.
   gradient_builder& symbols() noexcept { return parent_ ? static_cast<gradient_builder&>(*this) : base_; }
@@ -197,12 +202,17 @@ struct gradient_pass {
                     {{"frame_name", L.frame_name}, {"is_constant", true}, {"parallel_iterations", L.parallel_iterations}});
   }
 
-  inline void sweep(frame_context& ctx, int f);
-  inline void differentiate_node(frame_context& ctx, int id);
-  inline void differentiate_loop(frame_context& ctx, int f);
+  /// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
+  /// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
+  void sweep(frame_context& ctx, int f);
+  void differentiate_node(frame_context& ctx, int id);
+  /// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
+  /// as many iterations, from the last to the first, on the values the forward loop pushed.
+  void differentiate_loop(frame_context& ctx, int f);
 };
 
-inline output frame_context::bring(output o) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE output frame_context::bring(output o) {
   int f = 0;
   if (o.node < pass_.n) {
     f = pass_.frames.out_frame(o.node);
@@ -236,8 +246,10 @@ inline output frame_context::bring(output o) {
   }
   return it->second;
 }
+#endif
 
-inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_node(frame_context& ctx, int id) {
   const node& nd = g.at(id);
   // A node's gradient (and the sum of the partials reaching its outputs) goes to the device
   // the node was asked to run on, unless the caller's device scope names one: a model put on
@@ -270,10 +282,10 @@ inline void gradient_pass::differentiate_node(frame_context& ctx, int id) {
   for (std::size_t i = 0; i < dx.size(); ++i)
     if (dx[i] && args.wanted[i]) pending[nd.inputs()[i]].push_back(*dx[i]);
 }
+#endif
 
-/// The nodes of forward frame f, in reverse topological order, a loop nested in f counting
-/// as one unit (its Enters and Exits with it); the structure of f's own loop is left out.
-inline void gradient_pass::sweep(frame_context& ctx, int f) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::sweep(frame_context& ctx, int f) {
   const std::vector<char>* structure = f == 0 ? nullptr : &loop(f).structure;
   // Units: a node of f as its id, a loop nested in f as -(frame) - 1.
   auto unit_of = [&](int id) -> std::optional<int> {
@@ -330,10 +342,10 @@ inline void gradient_pass::sweep(frame_context& ctx, int f) {
     }
   }
 }
+#endif
 
-/// The gradient of the loop of frame f, a unit of ctx's frame: a backward loop that runs
-/// as many iterations, from the last to the first, on the values the forward loop pushed.
-inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   const loop_structure& L = loop(f);
   bool flows = false;
   for (const auto& v : L.vars)
@@ -433,6 +445,7 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
   const output next = base.add("Add", {key, forward_constant(f, step_back)}, {});
   mg->close_loop(path_merge.node, base.add("NextIteration", {next}, {}));
 }
+#endif
 
 }  // namespace detail
 
@@ -443,8 +456,11 @@ inline void gradient_pass::differentiate_loop(frame_context& ctx, int f) {
 /// backward loop that runs the same number of iterations in reverse order; the forward loop
 /// pushes the values it needs, per iteration, for the step. Through a cond, the gradient
 /// flows into the branch that ran.
-inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
-                                         const std::vector<std::optional<output>>& dys = {}) {
+std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
+                                  const std::vector<std::optional<output>>& dys = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(gradient_builder& b, const std::vector<output>& ys, const std::vector<output>& xs,
+                                                             const std::vector<std::optional<output>>& dys) {
   ops::register_standard_ops();
   gradients::register_standard_gradients();
   const graph& g = b.target();
@@ -506,10 +522,14 @@ inline std::vector<output> add_gradients(gradient_builder& b, const std::vector<
   }
   return result;
 }
+#endif
 
 /// The same on a graph built op by op: gradient nodes are named "gradients/<op>", made unique.
-inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
-                                         const std::vector<std::optional<output>>& dys = {}) {
+std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
+                                  const std::vector<std::optional<output>>& dys = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<output> add_gradients(graph& g, const std::vector<output>& ys, const std::vector<output>& xs,
+                                                             const std::vector<std::optional<output>>& dys) {
   struct plain final : gradient_builder {
     graph& g;
     // Equal stateless nodes are added once (a rule's constants, the Shape of one tensor).
@@ -529,5 +549,6 @@ inline std::vector<output> add_gradients(graph& g, const std::vector<output>& ys
   } b(g);
   return add_gradients(b, ys, xs, dys);
 }
+#endif
 
 }  // namespace weft

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/node.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/framework/shape_context.hpp>
@@ -179,29 +180,7 @@ class graph {
   /// a compatible shape (the executor checks each value that comes back against the Merge's
   /// shape). This back edge is the one way a graph gets a cycle; every other edge points to
   /// an earlier node.
-  void close_loop(int merge, output next) {
-    if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
-    node& m = nodes_[static_cast<std::size_t>(merge)];
-    if (m.op() != "Merge") fail(error_code::invalid_argument, "close_loop: ", m.describe(), " is not a Merge");
-    if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
-      fail(error_code::invalid_argument, "close_loop: ", m.describe(),
-           " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
-    if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
-      fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
-           e.describe(), ", not from an Enter");
-    const node& n = at(next.node);
-    if (n.op() != "NextIteration")
-      fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
-    if (n.output_dtype(next.port) != m.input_dtype(0))
-      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters as ", m.input_dtype(0),
-           " and comes back from ", n.describe(), " as ", n.output_dtype(next.port));
-    const partial_shape& in = m.output_shape(0);
-    if (!ops::shapes_compatible(in, n.output_shape(next.port)))
-      fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters with shape ", in,
-           " and comes back from ", n.describe(), " with shape ", n.output_shape(next.port),
-           "; a loop variable keeps its shape but for the dims its Enter leaves unknown");
-    m.inputs_[1] = next;
-  }
+  void close_loop(int merge, output next);
 
  private:
   const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
@@ -247,9 +226,36 @@ class graph {
   std::vector<int> control_scope_;
 };
 
-inline const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
-                                       std::string name, std::vector<int> controls, std::string device,
-                                       std::string colocate) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::close_loop(int merge, output next) {
+  if (merge < 0 || merge >= size()) fail(error_code::out_of_range, "close_loop: no node ", merge);
+  node& m = nodes_[static_cast<std::size_t>(merge)];
+  if (m.op() != "Merge") fail(error_code::invalid_argument, "close_loop: ", m.describe(), " is not a Merge");
+  if (m.num_inputs() != 2 || m.inputs_[0] != m.inputs_[1])
+    fail(error_code::invalid_argument, "close_loop: ", m.describe(),
+         " must have two inputs, both its Enter (the second is the one set), and not be closed yet");
+  if (const node& e = at(m.inputs_[0]); e.op() != "Enter")
+    fail(error_code::invalid_argument, "close_loop: ", m.describe(), " closes no loop: its first input comes from ",
+         e.describe(), ", not from an Enter");
+  const node& n = at(next.node);
+  if (n.op() != "NextIteration")
+    fail(error_code::invalid_argument, "close_loop: ", n.describe(), " is not a NextIteration (closing ", m.describe(), ")");
+  if (n.output_dtype(next.port) != m.input_dtype(0))
+    fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters as ", m.input_dtype(0),
+         " and comes back from ", n.describe(), " as ", n.output_dtype(next.port));
+  const partial_shape& in = m.output_shape(0);
+  if (!ops::shapes_compatible(in, n.output_shape(next.port)))
+    fail(error_code::invalid_argument, "close_loop: the loop variable of ", m.describe(), " enters with shape ", in,
+         " and comes back from ", n.describe(), " with shape ", n.output_shape(next.port),
+         "; a loop variable keeps its shape but for the dims its Enter leaves unknown");
+  m.inputs_[1] = next;
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                                                           std::string name, std::vector<int> controls, std::string device,
+                                                           std::string colocate) {
   const op_def* def = op_registry::global().find(op_name);
   if (!def && ops::standard_op_family(op_name) == "control") {  // no kernels to register: always there
     ops::register_control_flow_ops();
@@ -447,8 +453,10 @@ inline const node& graph::add_resolved(std::string_view op_name, const std::vect
   nodes_.push_back(std::move(n));
   return nodes_.back();
 }
+#endif
 
-inline void graph::add_control_input(int to, int from) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::add_control_input(int to, int from) {
   const node& dst = at(to);
   at(from);
   // from -> to closes a cycle when `to` is already an ancestor of `from`.
@@ -468,11 +476,14 @@ inline void graph::add_control_input(int to, int from) {
   auto& controls = nodes_[static_cast<std::size_t>(to)].control_inputs_;
   if (std::find(controls.begin(), controls.end(), from) == controls.end()) controls.push_back(from);
 }
+#endif
 
 /// Node `n` of `g` by names (what graph::import takes back): its inputs as "node:port", its
 /// control inputs as "^node", its device and colocation. With `kept` (by node id), control
 /// inputs from nodes not kept, and a colocation with one, are left out: a spec for a subgraph.
-inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr) {
+node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept = nullptr);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE node_spec spec_of(const graph& g, const node& n, const std::vector<bool>* kept) {
   auto is_kept = [&](int id) { return !kept || (*kept)[static_cast<std::size_t>(id)]; };
   node_spec s{n.name(), n.op(), {}, n.attrs(), n.device(), {}};
   for (const output& in : n.inputs()) s.inputs.push_back(g.name_of(in));
@@ -482,8 +493,10 @@ inline node_spec spec_of(const graph& g, const node& n, const std::vector<bool>*
     s.colocate_with = n.colocation();
   return s;
 }
+#endif
 
-inline void graph::import(const std::vector<node_spec>& specs) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::import(const std::vector<node_spec>& specs) {
   std::unordered_map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const auto& s = specs[i];
@@ -579,5 +592,6 @@ inline void graph::import(const std::vector<node_spec>& specs) {
   staged.flatten_colocation();
   *this = std::move(staged);
 }
+#endif
 
 }  // namespace weft

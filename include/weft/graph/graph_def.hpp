@@ -44,6 +44,7 @@
 #include <weft/core/checked.hpp>
 #include <weft/core/error.hpp>
 #include <weft/core/file.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/core/wire.hpp>
 #include <weft/framework/attr.hpp>
@@ -163,7 +164,9 @@ inline wire::writer tensor_message(const tensor& t) {
   return w;
 }
 
-inline wire::writer attr_message(const attr_value& a) {
+wire::writer attr_message(const attr_value& a);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE wire::writer attr_message(const attr_value& a) {
   wire::writer w;
   std::visit(
       [&](const auto& v) {
@@ -206,6 +209,7 @@ inline wire::writer attr_message(const attr_value& a) {
       a.value());
   return w;
 }
+#endif
 
 inline void add_attr(wire::writer& node, std::string_view key, const attr_value& value) {
   wire::writer entry;
@@ -217,7 +221,9 @@ inline void add_attr(wire::writer& node, std::string_view key, const attr_value&
 // ---- reading
 
 /// A TensorShapeProto: unknown_rank, or dims whose size -1 is unknown.
-inline partial_shape read_shape(std::string_view bytes, const std::string& what) {
+partial_shape read_shape(std::string_view bytes, const std::string& what);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE partial_shape read_shape(std::string_view bytes, const std::string& what) {
   wire::reader r(bytes, what);
   wire::field f;
   bool unknown_rank = false;
@@ -248,10 +254,14 @@ inline partial_shape read_shape(std::string_view bytes, const std::string& what)
   }
   return partial_shape(std::move(dims));
 }
+#endif
 
 /// Reads a TensorProto; `filled` counts the bytes of tensors filled out from fewer values.
-inline tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
-                          const graph_def_limits& limits) {
+tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                   const graph_def_limits& limits);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE tensor read_tensor(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                                              const graph_def_limits& limits) {
   wire::reader r(bytes, what);
   wire::field f;
   dtype type = dtype::invalid;
@@ -418,6 +428,7 @@ inline tensor read_tensor(std::string_view bytes, const std::string& what, std::
   }
   return t;
 }
+#endif
 
 /// An AttrValue as read, before the op's definition says which kind an empty list is.
 struct read_attr {
@@ -425,8 +436,11 @@ struct read_attr {
   bool empty_list = false;
 };
 
-inline read_attr read_attr_value(std::string_view bytes, const std::string& what, std::uint64_t& filled,
-                                 const graph_def_limits& limits) {
+read_attr read_attr_value(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                          const graph_def_limits& limits);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE read_attr read_attr_value(std::string_view bytes, const std::string& what, std::uint64_t& filled,
+                                                     const graph_def_limits& limits) {
   wire::reader r(bytes, what);
   wire::field f;
   std::optional<read_attr> out;
@@ -504,6 +518,7 @@ inline read_attr read_attr_value(std::string_view bytes, const std::string& what
   if (!out) fail(error_code::invalid_argument, what, ": holds no value");
   return std::move(*out);
 }
+#endif
 
 /// TensorFlow attrs that weft's ops leave out, and the values with which weft's op computes
 /// the same thing: such an attr is dropped on import.
@@ -524,7 +539,9 @@ inline bool harmless_tensorflow_attr(std::string_view key, const attr_value& v) 
 }  // namespace graph_def_detail
 
 /// The bytes of a tensorflow.GraphDef holding every node of `g`, in the graph's order.
-inline std::string to_graph_def(const graph& g, const graph_def_options& options = {}) {
+std::string to_graph_def(const graph& g, const graph_def_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string to_graph_def(const graph& g, const graph_def_options& options) {
   using namespace graph_def_detail;
   wire::writer out;
   for (int id = 0; id < g.size(); ++id) {
@@ -549,11 +566,14 @@ inline std::string to_graph_def(const graph& g, const graph_def_options& options
   }
   return out.take();
 }
+#endif
 
 /// The nodes of a GraphDef's bytes as node specs, in the file's order, with TensorFlow's
 /// spellings mapped to weft's (above). Throws weft::error naming the node, op and attr; every
 /// op weft does not have is named in one error.
-inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits = {}) {
+std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<node_spec> parse_graph_def(std::string_view bytes, const graph_def_limits& limits) {
   using namespace graph_def_detail;
   std::vector<node_spec> specs;
   std::uint64_t filled = 0;
@@ -672,6 +692,7 @@ inline std::vector<node_spec> parse_graph_def(std::string_view bytes, const grap
   }
   return specs;
 }
+#endif
 
 /// Adds the nodes of a GraphDef's bytes to `g`, all or nothing (graph::import).
 inline void import_graph_def(graph& g, std::string_view bytes, const graph_def_limits& limits = {}) {

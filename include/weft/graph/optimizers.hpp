@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/gradients.hpp>
 #include <weft/graph/graph.hpp>
 
@@ -203,12 +204,15 @@ inline const node& variable_node(const graph& g, output v) {
   return n;
 }
 /// A variable of `t` and `s` named `name`, and its initializer (Fill with `value`).
-inline std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
+std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::pair<output, output> new_variable(graph& g, const std::string& name, dtype t, const shape& s, output value) {
   output v = g.variable(t, partial_shape(s), node_options(name)).out(0);
   output dims = g.constant(tensor::from_vector(s.dims(), shape{s.rank()})).out(0);
   output init = g.op("Assign", {v, g.op("Fill", {dims, value}).out(0)}, {}, node_options(name + "/init")).out(0);
   return {v, init};
 }
+#endif
 }  // namespace detail
 
 /// Adds to `g` the optimizer's update of each of `vars` by its gradient (gradients[i], of

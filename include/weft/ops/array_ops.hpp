@@ -20,6 +20,7 @@
 
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
@@ -126,7 +127,9 @@ constexpr dims<N + 1> one_hot(const dims<N>& indices, std::int64_t depth) {
 }  // namespace static_rules
 
 /// The array family's op definitions (registered by register_array_ops()).
-inline std::vector<op_def> array_op_defs() {
+std::vector<op_def> array_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> array_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Reshape")
                      .input("tensor: T")
@@ -433,6 +436,7 @@ inline std::vector<op_def> array_op_defs() {
     defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr("T: type").shape_fn(same_shape).build());
   return defs;
 }
+#endif
 
 /// Adds the array ops to the global registry, once; registering the family's kernels
 /// calls it.

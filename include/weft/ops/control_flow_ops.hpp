@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -49,7 +50,9 @@ inline bool is_control_flow_op(std::string_view op) {
 }
 
 /// The control_flow family's op definitions (registered by register_control_flow_ops()).
-inline std::vector<op_def> control_flow_op_defs() {
+std::vector<op_def> control_flow_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> control_flow_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Switch")
                      .control_flow(flow::switch_)
@@ -114,6 +117,7 @@ inline std::vector<op_def> control_flow_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the control-flow ops to the global registry, once.
 inline void register_control_flow_ops() { op_registry::global().add_family("control", control_flow_op_defs); }

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
@@ -26,7 +27,9 @@
 namespace weft::ops {
 
 /// The core family's op definitions (registered by register_core_ops()).
-inline std::vector<op_def> core_op_defs() {
+std::vector<op_def> core_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> core_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Const")
                      .constant()
@@ -69,6 +72,7 @@ inline std::vector<op_def> core_op_defs() {
   defs.push_back(op_def_builder("NoOp").cheap().build());
   return defs;
 }
+#endif
 
 /// An op of the standard library and the family that defines it.
 struct standard_op {

@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -98,7 +99,9 @@ inline void dequeue_shapes(shape_context& c, bool batch, bool exact) {
 }  // namespace detail
 
 /// The data_flow family's op definitions (registered by register_data_flow_ops()).
-inline std::vector<op_def> data_flow_op_defs() {
+std::vector<op_def> data_flow_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> data_flow_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"FIFOQueue", "PaddingFIFOQueue", "PriorityQueue"})
     defs.push_back(detail::queue_op(name)
@@ -206,6 +209,7 @@ inline std::vector<op_def> data_flow_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the queue ops to the global registry, once; registering the family's kernels calls it.
 inline void register_data_flow_ops() { op_registry::global().add_family("data_flow", data_flow_op_defs); }

@@ -22,6 +22,7 @@
 #include <weft/core/dtype.hpp>
 #include <weft/core/error.hpp>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
 
@@ -201,7 +202,9 @@ namespace weft::ops {
 
 /// The Fused op's definition: a subtree of elementwise ops (attr `expr`, signature<E>()'s
 /// text) over inputs x, one kernel for the whole subtree.
-inline std::vector<op_def> fused_op_defs() {
+std::vector<op_def> fused_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> fused_op_defs() {
   return {op_def_builder("Fused")
               .input("x: Tin")
               .output("y: T")
@@ -212,6 +215,7 @@ inline std::vector<op_def> fused_op_defs() {
               .shape_fn(broadcast_inputs)
               .build()};
 }
+#endif
 /// Registers the "fused" family (Fused) with the global op registry.
 inline void register_fused_ops() { op_registry::global().add_family("fused", fused_op_defs); }
 

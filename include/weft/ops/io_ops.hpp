@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -44,7 +45,9 @@ inline void check_file_and_names(shape_context& c, std::size_t tensors) {
 }  // namespace detail
 
 /// The io family's op definitions (registered by register_io_ops()).
-inline std::vector<op_def> io_op_defs() {
+std::vector<op_def> io_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> io_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Save")
                      .input("filename: string")
@@ -162,6 +165,7 @@ inline std::vector<op_def> io_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the checkpoint ops to the global registry, once; registering the family's kernels
 /// calls it.

@@ -11,6 +11,7 @@
 #include <vector>
 #include <tuple>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
@@ -47,7 +48,9 @@ inline bool select_picks_rows(const shape& cond, const shape& t, const shape& e)
 }
 
 /// The math family's op definitions (registered by register_math_ops()).
-inline std::vector<op_def> math_op_defs() {
+std::vector<op_def> math_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> math_op_defs() {
   std::vector<op_def> defs;
   auto unary = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name).input("x: T").output("y: T").attr(types).shape_fn(same_shape).build());
@@ -149,6 +152,7 @@ inline std::vector<op_def> math_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the math ops to the global registry, once; registering the family's kernels
 /// calls it.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
@@ -51,7 +52,9 @@ constexpr auto matrix_determinant() {
 }  // namespace static_rules
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
-inline std::vector<op_def> matrix_op_defs() {
+std::vector<op_def> matrix_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("MatMul")
                      .input("a: T")
@@ -139,6 +142,7 @@ inline std::vector<op_def> matrix_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the matrix ops to the global registry, once; registering the family's kernels
 /// calls it.

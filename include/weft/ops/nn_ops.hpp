@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
@@ -235,7 +236,9 @@ inline void batch_norm_shapes(shape_context& c, bool forward) {
 }  // namespace detail
 
 /// The nn family's op definitions (registered by register_nn_ops()).
-inline std::vector<op_def> nn_op_defs() {
+std::vector<op_def> nn_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> nn_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("BiasAdd")
                      .input("value: T")
@@ -495,6 +498,7 @@ inline std::vector<op_def> nn_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the NN ops to the global registry, once; registering the family's kernels calls it.
 inline void register_nn_ops() { op_registry::global().add_family("nn", nn_op_defs); }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -21,7 +22,9 @@
 namespace weft::ops {
 
 /// The parsing family's op definitions (registered by register_parsing_ops()).
-inline std::vector<op_def> parsing_op_defs() {
+std::vector<op_def> parsing_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> parsing_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("DecodeRaw")
                      .input("bytes: string")
@@ -63,6 +66,7 @@ inline std::vector<op_def> parsing_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the parsing ops to the global registry, once; registering the family's kernels calls it.
 inline void register_parsing_ops() { op_registry::global().add_family("parsing", parsing_op_defs); }

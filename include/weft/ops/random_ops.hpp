@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -16,7 +17,9 @@
 namespace weft::ops {
 
 /// The random family's op definitions (registered by register_random_ops()).
-inline std::vector<op_def> random_op_defs() {
+std::vector<op_def> random_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> random_op_defs() {
   std::vector<op_def> defs;
   for (const char* name : {"RandomUniform", "RandomStandardNormal", "TruncatedNormal"})
     defs.push_back(op_def_builder(name)
@@ -31,6 +34,7 @@ inline std::vector<op_def> random_op_defs() {
                        .build());
   return defs;
 }
+#endif
 
 /// Adds the random ops to the global registry, once; registering the family's kernels
 /// calls it.

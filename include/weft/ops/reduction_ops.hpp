@@ -20,6 +20,7 @@
 
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/gradient_rule.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
@@ -88,7 +89,9 @@ inline void reduce_shape(shape_context& c) {
 }
 
 /// The reduction family's op definitions (registered by register_reduction_ops()).
-inline std::vector<op_def> reduction_op_defs() {
+std::vector<op_def> reduction_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> reduction_op_defs() {
   std::vector<op_def> defs;
   auto reduction = [&](const char* name, const char* types) {
     defs.push_back(op_def_builder(name)
@@ -220,6 +223,7 @@ inline std::vector<op_def> reduction_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the reduction ops to the global registry, once; registering the family's kernels
 /// calls it.

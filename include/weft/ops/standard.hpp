@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/ops/array_ops.hpp>
 #include <weft/ops/control_flow_ops.hpp>
 #include <weft/ops/core_ops.hpp>
@@ -41,7 +42,9 @@ inline void register_standard_ops() {
 
 /// Every standard op outside the core with its family: the op types of each family (so that
 /// an op is named in one place, its family's header) and the control-flow ops.
-inline const std::vector<standard_op>& standard_ops() {
+const std::vector<standard_op>& standard_ops();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE const std::vector<standard_op>& standard_ops() {
   static const std::vector<standard_op> all = [] {
     std::vector<standard_op> out;
     [&]<class... F>(type_list<F...>) {
@@ -55,6 +58,7 @@ inline const std::vector<standard_op>& standard_ops() {
   }();
   return all;
 }
+#endif
 
 /// The family of the standard op `name`, or an empty view when weft has no such op.
 inline std::string_view standard_op_family(std::string_view name) {

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -21,7 +22,9 @@
 namespace weft::ops {
 
 /// The state family's op definitions (registered by register_state_ops()).
-inline std::vector<op_def> state_op_defs() {
+std::vector<op_def> state_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> state_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("Variable")
                      .variable()
@@ -97,6 +100,7 @@ inline std::vector<op_def> state_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the state ops to the global registry, once; registering the family's kernels
 /// calls it.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
@@ -44,7 +45,9 @@ inline tensor default_bad_color() {
 }  // namespace detail
 
 /// The summary family's op definitions (registered by register_summary_ops()).
-inline std::vector<op_def> summary_op_defs() {
+std::vector<op_def> summary_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> summary_op_defs() {
   std::vector<op_def> defs;
   defs.push_back(op_def_builder("ScalarSummary")
                      .input("tags: string")
@@ -117,6 +120,7 @@ inline std::vector<op_def> summary_op_defs() {
                      .build());
   return defs;
 }
+#endif
 
 /// Adds the summary ops to the global registry, once; registering the family's kernels calls it.
 inline void register_summary_ops() { op_registry::global().add_family("summary", summary_op_defs); }

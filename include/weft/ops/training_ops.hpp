@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/op_def.hpp>
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
@@ -28,7 +29,9 @@
 namespace weft::ops {
 
 /// The training family's op definitions (registered by register_training_ops()).
-inline std::vector<op_def> training_op_defs() {
+std::vector<op_def> training_op_defs();
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
   std::vector<op_def> defs;
   // refs: the variable and its slots; scalars: the hyperparameters; the gradient goes at
   // input `grad_position` (TensorFlow's orders differ: ApplyMomentum's comes before momentum).
@@ -67,6 +70,7 @@ inline std::vector<op_def> training_op_defs() {
         true);
   return defs;
 }
+#endif
 
 /// Adds the training ops to the global registry, once; registering the family's kernels
 /// calls it.

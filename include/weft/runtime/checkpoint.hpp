@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/framework/kernel_for.hpp>
 #include <weft/graph/graph.hpp>
@@ -82,21 +83,7 @@ class saver {
   /// Writes every variable's value, read in one step, to "<prefix>-<step>.ckpt" (the Save
   /// node), then deletes all but the newest `keep` checkpoints of `prefix`. Returns the file
   /// written.
-  std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
-    const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
-    if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
-      fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
-           " for the checkpoint ", file.string(), ": ", ec.message());
-    s.run({{filename_, filename_tensor(file)}}, {}, {save_});
-    if (options_.keep > 0) {
-      auto all = checkpoints(prefix);
-      for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
-        std::error_code ignored;
-        std::filesystem::remove(all[i].second, ignored);
-      }
-    }
-    return file;
-  }
+  std::filesystem::path save(session& s, const std::filesystem::path& prefix, std::int64_t step) const;
 
   /// Reads and checks `file`, then assigns every variable, in one step. A file that is
   /// corrupt, or lacks a variable, or holds one with another dtype or shape, fails the
@@ -107,26 +94,7 @@ class saver {
   }
 
   /// The checkpoints of `prefix` ("<prefix>-<step>.ckpt"), oldest step first.
-  static std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints(const std::filesystem::path& prefix) {
-    std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
-    const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
-    const std::string stem = prefix.filename().string() + "-";
-    std::error_code ec;
-    std::filesystem::directory_iterator it(dir, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-      const std::filesystem::path& path = it->path();
-      const std::string name = path.filename().string();
-      if (name.size() <= stem.size() + 5 || name.compare(0, stem.size(), stem) != 0 || !name.ends_with(".ckpt")) continue;
-      const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 5);
-      if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        continue;
-      std::int64_t step = 0;
-      std::from_chars(digits.data(), digits.data() + digits.size(), step);  // at most 18 digits: it fits
-      found.emplace_back(step, path);
-    }
-    std::sort(found.begin(), found.end());
-    return found;
-  }
+  static std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints(const std::filesystem::path& prefix);
   /// The newest checkpoint of `prefix`, if any.
   static std::optional<std::pair<std::int64_t, std::filesystem::path>> latest(const std::filesystem::path& prefix) {
     auto all = checkpoints(prefix);
@@ -139,5 +107,44 @@ class saver {
   output filename_;
   std::string save_, restore_;  ///< the Save node and the NoOp after the Assigns, by name
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::filesystem::path saver::save(session& s, const std::filesystem::path& prefix, std::int64_t step) const {
+  const std::filesystem::path file = prefix.string() + "-" + std::to_string(step) + ".ckpt";
+  if (std::error_code ec; prefix.has_parent_path() && (std::filesystem::create_directories(prefix.parent_path(), ec), ec))
+    fail(error_code::failed_precondition, "weft::saver: cannot create the directory ", prefix.parent_path().string(),
+         " for the checkpoint ", file.string(), ": ", ec.message());
+  s.run({{filename_, filename_tensor(file)}}, {}, {save_});
+  if (options_.keep > 0) {
+    auto all = checkpoints(prefix);
+    for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep) < all.size(); ++i) {
+      std::error_code ignored;
+      std::filesystem::remove(all[i].second, ignored);
+    }
+  }
+  return file;
+}
+
+WEFT_DETAIL_RUNTIME_INLINE std::vector<std::pair<std::int64_t, std::filesystem::path>> saver::checkpoints(const std::filesystem::path& prefix) {
+  std::vector<std::pair<std::int64_t, std::filesystem::path>> found;
+  const std::filesystem::path dir = prefix.has_parent_path() ? prefix.parent_path() : std::filesystem::path(".");
+  const std::string stem = prefix.filename().string() + "-";
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::filesystem::path& path = it->path();
+    const std::string name = path.filename().string();
+    if (name.size() <= stem.size() + 5 || name.compare(0, stem.size(), stem) != 0 || !name.ends_with(".ckpt")) continue;
+    const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 5);
+    if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    std::int64_t step = 0;
+    std::from_chars(digits.data(), digits.data() + digits.size(), step);  // at most 18 digits: it fits
+    found.emplace_back(step, path);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+#endif
 
 }  // namespace weft

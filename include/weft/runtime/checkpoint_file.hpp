@@ -38,6 +38,7 @@
 #include <weft/core/crc32c.hpp>
 #include <weft/core/error.hpp>
 #include <weft/core/file.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 
 namespace weft {
@@ -100,38 +101,42 @@ struct checkpoint_parts {
   std::vector<std::string> strings;  ///< the string tensors' bytes, which blobs view
 
   /// The parts of a checkpoint of `tensors` (name, value), which must outlive it.
-  explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
-    index.append(detail::checkpoint_magic, 8);
-    detail::put<std::uint32_t>(index, 1);
-    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
-    std::size_t index_size = index.size() + 4;
-    for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
-    std::uint64_t offset = index_size;
-    strings.reserve(tensors.size());  // blobs view these: no reallocation
-    std::vector<std::string> names;
-    for (const auto& [name, t] : tensors) {
-      if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
-        fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
-      names.push_back(name);
-      detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
-      index += name;
-      detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
-      detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
-      for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
-      const std::string_view blob = t.dtype() == dtype::string
-                                        ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
-                                        : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
-      detail::put<std::uint64_t>(index, offset);
-      detail::put<std::uint64_t>(index, blob.size());
-      detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
-      offset += blob.size();
-      blobs.push_back(blob);
-    }
-    detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
-  }
+  explicit checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors);
   checkpoint_parts(const checkpoint_parts&) = delete;  ///< blobs view strings' own buffers
   checkpoint_parts& operator=(const checkpoint_parts&) = delete;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE checkpoint_parts::checkpoint_parts(const std::vector<std::pair<std::string, tensor>>& tensors) {
+  index.append(detail::checkpoint_magic, 8);
+  detail::put<std::uint32_t>(index, 1);
+  detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(tensors.size()));
+  std::size_t index_size = index.size() + 4;
+  for (const auto& [name, t] : tensors) index_size += 4 + name.size() + 2 + 8 * static_cast<std::size_t>(t.rank()) + 8 + 8 + 4;
+  std::uint64_t offset = index_size;
+  strings.reserve(tensors.size());  // blobs view these: no reallocation
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty() || std::find(names.begin(), names.end(), name) != names.end())
+      fail(error_code::invalid_argument, "write_checkpoint: tensor names must be distinct and non-empty, got '", name, "' twice or empty");
+    names.push_back(name);
+    detail::put<std::uint32_t>(index, static_cast<std::uint32_t>(name.size()));
+    index += name;
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.dtype()));
+    detail::put<std::uint8_t>(index, static_cast<std::uint8_t>(t.rank()));
+    for (int d = 0; d < t.rank(); ++d) detail::put<std::int64_t>(index, t.shape()[d]);
+    const std::string_view blob = t.dtype() == dtype::string
+                                      ? std::string_view(strings.emplace_back(detail::string_tensor_bytes(t)))
+                                      : std::string_view(static_cast<const char*>(t.raw_data()), t.bytes());
+    detail::put<std::uint64_t>(index, offset);
+    detail::put<std::uint64_t>(index, blob.size());
+    detail::put<std::uint32_t>(index, crc32c(blob.data(), blob.size()));
+    offset += blob.size();
+    blobs.push_back(blob);
+  }
+  detail::put<std::uint32_t>(index, crc32c(index.data(), index.size()));
+}
+#endif
 
 /// Writes `tensors` (name, value) to `path` atomically (see the format above). Names must be
 /// distinct and non-empty.
@@ -142,7 +147,9 @@ inline void write_checkpoint(const std::filesystem::path& path, const std::vecto
 
 /// Every tensor of the checkpoint file held in `bytes`, in file order, after checking the
 /// whole of it; `name` names the file in errors.
-inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
+std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_view bytes, const std::string& name) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the checkpoint ", name, " is corrupt: ", what...); };
   std::size_t pos = 0;
   auto take = [&](std::size_t n, const char* what) {
@@ -227,6 +234,7 @@ inline std::vector<std::pair<std::string, tensor>> parse_checkpoint(std::string_
   if (bytes.size() != expected_end) bad("it has ", bytes.size() - expected_end, " bytes after the last tensor");
   return result;
 }
+#endif
 
 /// Every tensor of the checkpoint at `path`, in file order, after checking the whole file.
 inline std::vector<std::pair<std::string, tensor>> read_checkpoint(const std::filesystem::path& path) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/frames.hpp>
@@ -137,7 +138,9 @@ inline std::vector<passes::frame_node> frame_view(const executable& x) {
 /// the frames' local numbering, slots and initial pending counts. A NextIteration or a
 /// non-constant Enter that feeds something other than a Merge, or a fetch from inside a
 /// loop, is an invalid_argument error naming the node.
-inline void finish_executable(executable& x) {
+void finish_executable(executable& x);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void finish_executable(executable& x) {
   auto& nodes = x.nodes;
   const auto count = nodes.size();
   for (auto& xn : nodes)
@@ -201,5 +204,6 @@ inline void finish_executable(executable& x) {
   for (std::size_t i = 0; i < count; ++i)
     if (nodes[i].frame == 0 && nodes[i].pending == 0 && nodes[i].kind != flow::merge) x.roots.push_back(static_cast<int>(i));
 }
+#endif
 
 }  // namespace weft

@@ -35,6 +35,7 @@
 #include <weft/core/crc32c.hpp>
 #include <weft/core/error.hpp>
 #include <weft/core/file.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/core/wire.hpp>
 #include <weft/graph/graph.hpp>
@@ -93,8 +94,11 @@ inline signature make_signature(const graph& g, std::string name, const std::vec
 /// "<node>/folded"; a fetched output itself is never folded away). Node names, devices and
 /// colocations stay. Fails, naming the node, when a needed node writes a variable (Assign,
 /// an optimizer's update): a frozen graph has none.
-inline graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs = {},
-                          const passes::constant_folding_options& folding = {}) {
+graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs = {},
+                   const passes::constant_folding_options& folding = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph freeze_graph(const graph& g, session& s, const std::vector<output>& outputs, const std::vector<output>& inputs,
+                                              const passes::constant_folding_options& folding) {
   auto is_input = [&](output o) { return std::find(inputs.begin(), inputs.end(), o) != inputs.end(); };
   const std::vector<bool> needed = passes::prune(g, outputs, {}, is_input);
   // The variables' values, read in one step.
@@ -205,6 +209,7 @@ inline graph freeze_graph(const graph& g, session& s, const std::vector<output>&
   out.import(last);
   return out;
 }
+#endif
 
 namespace model_detail {
 
@@ -230,7 +235,9 @@ inline wire::writer signature_message(const signature& s) {
   return w;
 }
 
-inline signature read_signature(std::string_view bytes, const std::string& what) {
+signature read_signature(std::string_view bytes, const std::string& what);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE signature read_signature(std::string_view bytes, const std::string& what) {
   signature s;
   wire::reader r(bytes, what);
   wire::field f;
@@ -261,10 +268,13 @@ inline signature read_signature(std::string_view bytes, const std::string& what)
   }
   return s;
 }
+#endif
 
 /// Checks `sigs` against `g`: distinct non-empty names, distinct keys, each tensor an output
 /// of `g` with the signature's dtype. `who` prefixes errors.
-inline void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who) {
+void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void check_signatures(const graph& g, const std::vector<signature>& sigs, const std::string& who) {
   if (sigs.empty()) fail(error_code::invalid_argument, who, ": no signatures (a model is run through one)");
   for (std::size_t i = 0; i < sigs.size(); ++i) {
     const signature& s = sigs[i];
@@ -294,6 +304,7 @@ inline void check_signatures(const graph& g, const std::vector<signature>& sigs,
       }
   }
 }
+#endif
 
 }  // namespace model_detail
 
@@ -314,8 +325,11 @@ struct save_model_options {
 
 /// Writes a model bundle (the format above) atomically: `g` (or its frozen form), the
 /// variables' values in `s`, and `signatures`. Every variable must be initialized.
-inline void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
-                       const save_model_options& options = {}) {
+void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
+                const save_model_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void save_model(const std::filesystem::path& path, session& s, const graph& g, const std::vector<signature>& signatures,
+                                           const save_model_options& options) {
   model_detail::check_signatures(g, signatures, "save_model");
   std::vector<std::pair<std::string, tensor>> variables;
   std::string graph_bytes;
@@ -363,10 +377,13 @@ inline void save_model(const std::filesystem::path& path, session& s, const grap
   blobs.insert(blobs.end(), parts.blobs.begin(), parts.blobs.end());
   detail::write_file_atomically(path, head, blobs, "the model");
 }
+#endif
 
 class model_bundle;
-inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options = {},
-                                     const graph_def_limits& limits = {});
+/// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
+/// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
+model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options = {},
+                              const graph_def_limits& limits = {});
 
 /// A model loaded from a bundle: its graph, a session on it with the variables restored,
 /// and its signatures.
@@ -392,33 +409,7 @@ class model_bundle {
   /// returns its outputs in the signature's order. Dtypes and shapes are checked against
   /// the signature, naming the key.
   std::vector<tensor> run(std::string_view name, const std::vector<std::pair<std::string, tensor>>& inputs,
-                          const run_options& options = {}) {
-    const weft::signature& s = signature(name);
-    feed_list feeds;
-    for (const auto& given : inputs) {
-      const std::string& key = given.first;  // not a structured binding: clang 14 cannot capture one
-      const tensor& value = given.second;
-      auto it = std::find_if(s.inputs.begin(), s.inputs.end(), [&](const signature_tensor& t) { return t.key == key; });
-      if (it == s.inputs.end()) {
-        std::string keys;
-        for (const auto& t : s.inputs) keys += (keys.empty() ? "'" : ", '") + t.key + "'";
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' has no input '", key, "' (its inputs: ",
-             keys.empty() ? std::string("none") : keys, ")");
-      }
-      if (std::count_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == key; }) > 1)
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' is given twice");
-      if (value.dtype() != it->type || !it->shape.accepts(value.shape()))
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' takes ", it->type, it->shape,
-             ", got ", value.dtype(), value.shape());
-      feeds.emplace_back(it->tensor, value);
-    }
-    for (const auto& t : s.inputs)
-      if (std::none_of(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == t.key; }))
-        fail(error_code::invalid_argument, "model: signature '", s.name, "' needs input '", t.key, "' (", t.type, t.shape, ")");
-    std::vector<endpoint> fetches;
-    for (const auto& t : s.outputs) fetches.emplace_back(t.tensor);
-    return session_->run(feeds, fetches, {}, options);
-  }
+                          const run_options& options = {});
 
  private:
   friend model_bundle load_model_bytes(std::string_view, const std::string&, const session_options&, const graph_def_limits&);
@@ -427,10 +418,40 @@ class model_bundle {
   std::vector<weft::signature> signatures_;
 };
 
-/// Loads a model bundle from its bytes (`name` names it in errors): load_model's work once
-/// the file is read. `limits` bound what the graph's tensors may allocate (graph_def_limits).
-inline model_bundle load_model_bytes(std::string_view bytes, const std::string& name, const session_options& options,
-                                     const graph_def_limits& limits) {
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> model_bundle::run(std::string_view name, const std::vector<std::pair<std::string, tensor>>& inputs,
+                                                 const run_options& options) {
+  const weft::signature& s = signature(name);
+  feed_list feeds;
+  for (const auto& given : inputs) {
+    const std::string& key = given.first;  // not a structured binding: clang 14 cannot capture one
+    const tensor& value = given.second;
+    auto it = std::find_if(s.inputs.begin(), s.inputs.end(), [&](const signature_tensor& t) { return t.key == key; });
+    if (it == s.inputs.end()) {
+      std::string keys;
+      for (const auto& t : s.inputs) keys += (keys.empty() ? "'" : ", '") + t.key + "'";
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' has no input '", key, "' (its inputs: ",
+           keys.empty() ? std::string("none") : keys, ")");
+    }
+    if (std::count_if(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == key; }) > 1)
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' is given twice");
+    if (value.dtype() != it->type || !it->shape.accepts(value.shape()))
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' input '", key, "' takes ", it->type, it->shape,
+           ", got ", value.dtype(), value.shape());
+    feeds.emplace_back(it->tensor, value);
+  }
+  for (const auto& t : s.inputs)
+    if (std::none_of(inputs.begin(), inputs.end(), [&](const auto& in) { return in.first == t.key; }))
+      fail(error_code::invalid_argument, "model: signature '", s.name, "' needs input '", t.key, "' (", t.type, t.shape, ")");
+  std::vector<endpoint> fetches;
+  for (const auto& t : s.outputs) fetches.emplace_back(t.tensor);
+  return session_->run(feeds, fetches, {}, options);
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE model_bundle load_model_bytes(std::string_view bytes, const std::string& name,
+                                                         const session_options& options, const graph_def_limits& limits) {
   auto bad = [&](auto&&... what) { fail(error_code::data_loss, "the model ", name, " is corrupt: ", what...); };
   constexpr std::size_t head = 8 + 4 + 8 + 4;
   if (bytes.size() < head) bad("it has ", bytes.size(), " bytes, fewer than the header's ", head);
@@ -497,6 +518,7 @@ inline model_bundle load_model_bytes(std::string_view bytes, const std::string& 
   }
   return m;
 }
+#endif
 
 /// Loads a model bundle written by save_model: the graph (every op it uses must be
 /// registered, with its kernels: <weft/kernels/cpu/all.hpp> in one file of the program),

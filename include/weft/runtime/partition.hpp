@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/runtime/executable.hpp>
 #include <weft/runtime/kernel.hpp>
 
@@ -37,7 +38,9 @@ namespace detail {
 /// Puts x's nodes in a topological order (a NextIteration's edges into Merges left out), the
 /// lowest index first among those ready, as the frame analysis reads them: a Recv made
 /// before the Merge that puts it inside its loop comes after it.
-inline void sort_nodes(executable& x) {
+void sort_nodes(executable& x);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void sort_nodes(executable& x) {
   auto& nodes = x.nodes;
   const auto n = nodes.size();
   auto is = [&](std::size_t i, flow kind) { return nodes[i].def && nodes[i].def->def().control == kind; };
@@ -75,6 +78,7 @@ inline void sort_nodes(executable& x) {
   }
   nodes = std::move(sorted);
 }
+#endif
 }  // namespace detail
 
 /// What as-late-as-possible Recv scheduling needs, by node of the whole executable: its
@@ -93,10 +97,15 @@ struct recv_schedule {
 /// devices' names by index, for the rendezvous keys and the traces.
 /// lossy(o): whether graph output o, when it is float32, crosses devices as bfloat16.
 /// alap: the simulated times for as-late-as-possible Recvs; none: as soon as possible.
-inline std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
-                                                                const std::vector<std::string>& device_names,
-                                                                const std::function<bool(output)>& lossy = {},
-                                                                const recv_schedule* alap = nullptr) {
+std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
+                                                         const std::vector<std::string>& device_names,
+                                                         const std::function<bool(output)>& lossy = {},
+                                                         const recv_schedule* alap = nullptr);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<std::shared_ptr<const executable>> partition(const executable& whole,
+                                                                                    const std::vector<std::string>& device_names,
+                                                                                    const std::function<bool(output)>& lossy,
+                                                                                    const recv_schedule* alap) {
   const auto& old = whole.nodes;
   const auto count = static_cast<int>(old.size());
   auto is_feed = [&](int i) { return !old[static_cast<std::size_t>(i)].def; };
@@ -424,5 +433,6 @@ inline std::vector<std::shared_ptr<const executable>> partition(const executable
   }
   return finished;
 }
+#endif
 
 }  // namespace weft

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/graph/data_flow.hpp>
 #include <weft/graph/graph.hpp>
@@ -128,21 +129,7 @@ class input_pipeline {
   }
 
   /// Builds the pipeline's graph and session and starts its threads.
-  void start() {
-    if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
-    build();
-    unstarted_.started = true;
-    session_options o;
-    o.intra_op_threads = 1;
-    o.inter_op_threads = 0;
-    o.resources = resources_;
-    session_ = std::make_unique<session>(*g_, o);
-    session_->run({}, handles_);  // makes every queue, before any thread or other graph uses one
-    coord_ = std::make_unique<coordinator>();
-    for (auto& r : runners_) r.runner = std::make_unique<queue_runner>(*session_, r.targets, queue_runner_options{r.close, r.cancel});
-    for (auto& r : runners_) r.runner->start(*coord_);
-    coord_->add_thread(std::thread([this] { feed_epochs(); }));
-  }
+  void start();
 
   /// The next element (a batch after batch()), or nullopt at the end of the input; an
   /// error of any stage is rethrown here.
@@ -222,28 +209,7 @@ class input_pipeline {
   /// dequeue_into() read): a RandomShuffleQueue for a shuffle (capacity its buffer, drawn from
   /// only when full while open, so that the order is the seed's); a PaddingFIFOQueue for a
   /// batch of elements whose shapes leave dims open; else a FIFOQueue of `capacity`.
-  graph_queue queue_for(std::size_t next, std::int64_t capacity) {
-    queue_spec q;
-    q.component_types = types_;
-    q.shapes = shapes_;
-    q.capacity = capacity;
-    q.seed = static_cast<std::int64_t>(seed_);
-    if (next < stages_.size()) {
-      const stage& s = stages_[next];
-      if (s.type == stage::kind::shuffle) {
-        q.kind = queue_kind::random_shuffle;
-        q.capacity = s.n;
-        q.min_after_dequeue = s.n - 1;
-      } else if (s.type == stage::kind::batch || s.type == stage::kind::batch_exact) {
-        for (const auto& sh : shapes_)
-          if (!sh.fully_known()) q.kind = queue_kind::padding_fifo;
-      }
-    }
-    q.shared_name = queue_name(queues_++);
-    graph_queue made(*g_, q, node_options(q.shared_name));
-    handles_.push_back(made.handle());
-    return made;
-  }
+  graph_queue queue_for(std::size_t next, std::int64_t capacity);
   void shapes_of(const std::vector<output>& outs) {
     types_.clear();
     shapes_.clear();
@@ -258,91 +224,10 @@ class input_pipeline {
   /// queue after it). A map of one worker joins the fragment before it (no queue between:
   /// a step and a hand-over between threads fewer a batch); a batch starts a fragment; a
   /// shuffle is the queue it feeds from.
-  void build() {
-    g_ = std::make_unique<graph>();
-    graph& g = *g_;
-    constexpr std::int64_t source_capacity = 4096;  // rows waiting in the source queue at most
-    std::optional<graph_queue> q;
-    std::vector<output> open;  // the open fragment's outputs (none: no fragment open)
-    int workers = 1;
-    auto close = [&](std::size_t next) {
-      shapes_of(open);
-      graph_queue after = queue_for(next, next == stages_.size() ? prefetch_ : 64);
-      const std::string put = after.enqueue(open).name();
-      runners_.push_back({std::vector<endpoint>(static_cast<std::size_t>(workers), endpoint(put)),
-                          endpoint(after.close(false).name()), endpoint(after.close(true).name()), nullptr});
-      q.emplace(std::move(after));
-      open.clear();
-    };
-    std::size_t first_stage = 0;
-    if (!columns_.empty()) {
-      // Rows of the columns, enqueued as views by the epoch thread (no step, no copy); or,
-      // when the first stage batches them, whole batches the epoch thread copies the rows
-      // into (as a host loop would: no element goes through a queue alone).
-      types_.clear();
-      shapes_.clear();
-      batched_source_ = !stages_.empty() && (stages_[0].type == stage::kind::batch || stages_[0].type == stage::kind::batch_exact);
-      for (const tensor& c : columns_) {
-        types_.push_back(c.dtype());
-        std::vector<std::int64_t> dims(c.shape().dims().begin() + 1, c.shape().dims().end());
-        if (batched_source_) dims.insert(dims.begin(), unknown_dim);
-        shapes_.push_back(partial_shape(dims));
-      }
-      if (batched_source_) {
-        first_stage = 1;
-        q.emplace(queue_for(1, stages_.size() == 1 ? prefetch_ : 64));
-      } else {
-        q.emplace(queue_for(0, source_capacity));
-      }
-      source_ = q->spec().shared_name;
-    } else {
-      graph_queue names(g, {.component_types = {dtype::string}, .shapes = {partial_shape({})}, .shared_name = queue_name(queues_++)},
-                        "files");
-      fill_ = names.enqueue_many({g.constant(tensor::from_vector(files_)).out(0)}, "fill").name();
-      end_ = names.close(false, "end_of_input").name();
-      graph_reader reader(g, reader_, "reader");
-      open = {reader.read(names, "read").second};  // the first fragment reads the records
-    }
-    for (std::size_t k = first_stage; k < stages_.size(); ++k) {
-      const stage& s = stages_[k];
-      switch (s.type) {
-        case stage::kind::map:
-          if (!open.empty() && s.workers > 1 && s.workers != workers) close(k);
-          if (open.empty()) open = q->dequeue(), workers = s.workers;
-          open = s.f(g, open);
-          if (open.empty()) fail(error_code::invalid_argument, "input_pipeline::map: the function returned no components");
-          break;
-        case stage::kind::shuffle:
-          if (!open.empty()) close(k);  // else the queue before it was made for it
-          break;
-        case stage::kind::batch:
-        case stage::kind::batch_exact:
-          if (!open.empty()) close(k);
-          open = s.type == stage::kind::batch ? q->dequeue_up_to(static_cast<std::int32_t>(s.n))
-                                              : q->dequeue_many(static_cast<std::int32_t>(s.n));
-          workers = 1;
-          break;
-      }
-    }
-    if (!open.empty()) close(stages_.size());  // types_ and shapes_ are now the last queue's
-    last_queue_ = q->spec().shared_name;
-    for (output o : q->dequeue("next")) last_.push_back(o);
-  }
+  void build();
 
   /// The epoch thread: the source's elements once per epoch, then the end of the input.
-  void feed_epochs() {
-    run_options o;
-    o.cancellation = &coord_->cancellation();
-    try {
-      if (!columns_.empty()) return feed_rows();
-      for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) session_->run({}, {}, {fill_}, o);
-      if (!coord_->should_stop()) session_->run({}, {}, {end_}, o);
-    } catch (const error& e) {
-      if (!(e.code() == error_code::cancelled && coord_->should_stop())) coord_->request_stop(std::current_exception());
-    } catch (...) {
-      coord_->request_stop(std::current_exception());
-    }
-  }
+  void feed_epochs();
   /// Epoch e's order of the rows: 0..n-1, or its permutation by std::mt19937_64(seed + e).
   void epoch_order(std::int64_t e, std::vector<std::int64_t>& order) const {
     std::iota(order.begin(), order.end(), 0);
@@ -352,91 +237,11 @@ class input_pipeline {
   }
   /// from_tensors: each epoch's rows (in order, or permuted) as views into the source queue,
   /// waiting for room; then the queue is closed.
-  void feed_rows() {
-    auto source = resources_->find<queue>("", source_);
-    std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
-    for (const tensor& c : columns_) {
-      const std::vector<std::int64_t> rest(c.shape().dims().begin() + 1, c.shape().dims().end());
-      auto& r = rows.emplace_back();
-      for (std::int64_t i = 0; i < c.dim(0); ++i) r.push_back(c.slice(i, i + 1).reshape(shape(rest)));
-    }
-    const std::int64_t n = columns_[0].dim(0);
-    if (batched_source_) return feed_batches(*source);
-    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
-      epoch_order(e, order);
-      // In pieces, so that a stop is seen between them.
-      for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
-        std::vector<queue_tuple> elements;
-        for (std::int64_t i = first; i < std::min(n, first + 256); ++i) {
-          queue_tuple t;
-          for (auto& r : rows) t.push_back(r[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])]);
-          elements.push_back(std::move(t));
-        }
-        std::promise<std::exception_ptr> done;
-        auto result = done.get_future();
-        source->enqueue(std::move(elements), &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
-        if (auto e = result.get()) {
-          if (coord_->should_stop()) return;  // cancelled by the stop
-          std::rethrow_exception(e);
-        }
-      }
-    }
-    source->close();
-  }
+  void feed_rows();
   /// from_tensors then batch: each epoch's rows (in order, or permuted) copied into batches
   /// of the first stage's size, which run on across epochs as a batch stage's would (the
   /// last, short one at the end of the input unless drop_remainder).
-  void feed_batches(queue& source) {
-    const std::int64_t n = columns_[0].dim(0), size = stages_[0].n;
-    const bool exact = stages_[0].type == stage::kind::batch_exact;
-    std::vector<tensor> batch;
-    std::int64_t filled = 0;
-    auto fresh = [&] {
-      batch.clear();
-      for (const tensor& c : columns_) {
-        auto dims = c.shape().dims();
-        dims[0] = size;
-        batch.emplace_back(c.dtype(), shape(dims));
-      }
-      filled = 0;
-    };
-    auto put = [&](std::vector<tensor> element) {
-      std::promise<std::exception_ptr> done;
-      auto result = done.get_future();
-      source.enqueue({std::move(element)}, &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
-      if (auto e = result.get()) {
-        if (coord_->should_stop()) return false;  // cancelled by the stop
-        std::rethrow_exception(e);
-      }
-      return true;
-    };
-    fresh();
-    std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
-      epoch_order(e, order);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto row = order[static_cast<std::size_t>(i)];
-        for (std::size_t c = 0; c < columns_.size(); ++c) {
-          const tensor& col = columns_[c];
-          const std::size_t width = col.dim(0) ? col.bytes() / static_cast<std::size_t>(col.dim(0)) : 0;  // within: a row of the column
-          copy_element_bytes(static_cast<char*>(batch[c].raw_data()) + static_cast<std::size_t>(filled) * width,
-                             static_cast<const char*>(col.raw_data()) + static_cast<std::size_t>(row) * width, width, col.dtype());
-        }
-        if (++filled == size) {
-          if (!put(std::move(batch))) return;
-          fresh();
-        }
-      }
-    }
-    if (coord_->should_stop()) return;
-    if (filled > 0 && !exact) {
-      std::vector<tensor> rest;
-      for (const tensor& b : batch) rest.push_back(b.slice(0, filled));
-      if (!put(std::move(rest))) return;
-    }
-    source.close();
-  }
+  void feed_batches(queue& source);
 
   std::vector<tensor> columns_;
   std::vector<std::string> files_;
@@ -470,5 +275,215 @@ class input_pipeline {
   std::vector<runner_spec> runners_;
   std::unique_ptr<coordinator> coord_;  ///< last: stopped and joined first
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::start() {
+  if (session_) fail(error_code::failed_precondition, "input_pipeline::start: already started");
+  build();
+  unstarted_.started = true;
+  session_options o;
+  o.intra_op_threads = 1;
+  o.inter_op_threads = 0;
+  o.resources = resources_;
+  session_ = std::make_unique<session>(*g_, o);
+  session_->run({}, handles_);  // makes every queue, before any thread or other graph uses one
+  coord_ = std::make_unique<coordinator>();
+  for (auto& r : runners_) r.runner = std::make_unique<queue_runner>(*session_, r.targets, queue_runner_options{r.close, r.cancel});
+  for (auto& r : runners_) r.runner->start(*coord_);
+  coord_->add_thread(std::thread([this] { feed_epochs(); }));
+}
+
+WEFT_DETAIL_RUNTIME_INLINE graph_queue input_pipeline::queue_for(std::size_t next, std::int64_t capacity) {
+  queue_spec q;
+  q.component_types = types_;
+  q.shapes = shapes_;
+  q.capacity = capacity;
+  q.seed = static_cast<std::int64_t>(seed_);
+  if (next < stages_.size()) {
+    const stage& s = stages_[next];
+    if (s.type == stage::kind::shuffle) {
+      q.kind = queue_kind::random_shuffle;
+      q.capacity = s.n;
+      q.min_after_dequeue = s.n - 1;
+    } else if (s.type == stage::kind::batch || s.type == stage::kind::batch_exact) {
+      for (const auto& sh : shapes_)
+        if (!sh.fully_known()) q.kind = queue_kind::padding_fifo;
+    }
+  }
+  q.shared_name = queue_name(queues_++);
+  graph_queue made(*g_, q, node_options(q.shared_name));
+  handles_.push_back(made.handle());
+  return made;
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::build() {
+  g_ = std::make_unique<graph>();
+  graph& g = *g_;
+  constexpr std::int64_t source_capacity = 4096;  // rows waiting in the source queue at most
+  std::optional<graph_queue> q;
+  std::vector<output> open;  // the open fragment's outputs (none: no fragment open)
+  int workers = 1;
+  auto close = [&](std::size_t next) {
+    shapes_of(open);
+    graph_queue after = queue_for(next, next == stages_.size() ? prefetch_ : 64);
+    const std::string put = after.enqueue(open).name();
+    runners_.push_back({std::vector<endpoint>(static_cast<std::size_t>(workers), endpoint(put)),
+                        endpoint(after.close(false).name()), endpoint(after.close(true).name()), nullptr});
+    q.emplace(std::move(after));
+    open.clear();
+  };
+  std::size_t first_stage = 0;
+  if (!columns_.empty()) {
+    // Rows of the columns, enqueued as views by the epoch thread (no step, no copy); or,
+    // when the first stage batches them, whole batches the epoch thread copies the rows
+    // into (as a host loop would: no element goes through a queue alone).
+    types_.clear();
+    shapes_.clear();
+    batched_source_ = !stages_.empty() && (stages_[0].type == stage::kind::batch || stages_[0].type == stage::kind::batch_exact);
+    for (const tensor& c : columns_) {
+      types_.push_back(c.dtype());
+      std::vector<std::int64_t> dims(c.shape().dims().begin() + 1, c.shape().dims().end());
+      if (batched_source_) dims.insert(dims.begin(), unknown_dim);
+      shapes_.push_back(partial_shape(dims));
+    }
+    if (batched_source_) {
+      first_stage = 1;
+      q.emplace(queue_for(1, stages_.size() == 1 ? prefetch_ : 64));
+    } else {
+      q.emplace(queue_for(0, source_capacity));
+    }
+    source_ = q->spec().shared_name;
+  } else {
+    graph_queue names(g, {.component_types = {dtype::string}, .shapes = {partial_shape({})}, .shared_name = queue_name(queues_++)},
+                      "files");
+    fill_ = names.enqueue_many({g.constant(tensor::from_vector(files_)).out(0)}, "fill").name();
+    end_ = names.close(false, "end_of_input").name();
+    graph_reader reader(g, reader_, "reader");
+    open = {reader.read(names, "read").second};  // the first fragment reads the records
+  }
+  for (std::size_t k = first_stage; k < stages_.size(); ++k) {
+    const stage& s = stages_[k];
+    switch (s.type) {
+      case stage::kind::map:
+        if (!open.empty() && s.workers > 1 && s.workers != workers) close(k);
+        if (open.empty()) open = q->dequeue(), workers = s.workers;
+        open = s.f(g, open);
+        if (open.empty()) fail(error_code::invalid_argument, "input_pipeline::map: the function returned no components");
+        break;
+      case stage::kind::shuffle:
+        if (!open.empty()) close(k);  // else the queue before it was made for it
+        break;
+      case stage::kind::batch:
+      case stage::kind::batch_exact:
+        if (!open.empty()) close(k);
+        open = s.type == stage::kind::batch ? q->dequeue_up_to(static_cast<std::int32_t>(s.n))
+                                            : q->dequeue_many(static_cast<std::int32_t>(s.n));
+        workers = 1;
+        break;
+    }
+  }
+  if (!open.empty()) close(stages_.size());  // types_ and shapes_ are now the last queue's
+  last_queue_ = q->spec().shared_name;
+  for (output o : q->dequeue("next")) last_.push_back(o);
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::feed_epochs() {
+  run_options o;
+  o.cancellation = &coord_->cancellation();
+  try {
+    if (!columns_.empty()) return feed_rows();
+    for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) session_->run({}, {}, {fill_}, o);
+    if (!coord_->should_stop()) session_->run({}, {}, {end_}, o);
+  } catch (const error& e) {
+    if (!(e.code() == error_code::cancelled && coord_->should_stop())) coord_->request_stop(std::current_exception());
+  } catch (...) {
+    coord_->request_stop(std::current_exception());
+  }
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::feed_rows() {
+  auto source = resources_->find<queue>("", source_);
+  std::vector<std::vector<tensor>> rows;  // rows[c][i]: row i of column c, a view
+  for (const tensor& c : columns_) {
+    const std::vector<std::int64_t> rest(c.shape().dims().begin() + 1, c.shape().dims().end());
+    auto& r = rows.emplace_back();
+    for (std::int64_t i = 0; i < c.dim(0); ++i) r.push_back(c.slice(i, i + 1).reshape(shape(rest)));
+  }
+  const std::int64_t n = columns_[0].dim(0);
+  if (batched_source_) return feed_batches(*source);
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
+    epoch_order(e, order);
+    // In pieces, so that a stop is seen between them.
+    for (std::int64_t first = 0; first < n && !coord_->should_stop(); first += 256) {
+      std::vector<queue_tuple> elements;
+      for (std::int64_t i = first; i < std::min(n, first + 256); ++i) {
+        queue_tuple t;
+        for (auto& r : rows) t.push_back(r[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])]);
+        elements.push_back(std::move(t));
+      }
+      std::promise<std::exception_ptr> done;
+      auto result = done.get_future();
+      source->enqueue(std::move(elements), &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
+      if (auto e = result.get()) {
+        if (coord_->should_stop()) return;  // cancelled by the stop
+        std::rethrow_exception(e);
+      }
+    }
+  }
+  source->close();
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void input_pipeline::feed_batches(queue& source) {
+  const std::int64_t n = columns_[0].dim(0), size = stages_[0].n;
+  const bool exact = stages_[0].type == stage::kind::batch_exact;
+  std::vector<tensor> batch;
+  std::int64_t filled = 0;
+  auto fresh = [&] {
+    batch.clear();
+    for (const tensor& c : columns_) {
+      auto dims = c.shape().dims();
+      dims[0] = size;
+      batch.emplace_back(c.dtype(), shape(dims));
+    }
+    filled = 0;
+  };
+  auto put = [&](std::vector<tensor> element) {
+    std::promise<std::exception_ptr> done;
+    auto result = done.get_future();
+    source.enqueue({std::move(element)}, &coord_->cancellation(), [&done](std::exception_ptr e) { done.set_value(e); });
+    if (auto e = result.get()) {
+      if (coord_->should_stop()) return false;  // cancelled by the stop
+      std::rethrow_exception(e);
+    }
+    return true;
+  };
+  fresh();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t e = 0; (epochs_ < 0 || e < epochs_) && !coord_->should_stop(); ++e) {
+    epoch_order(e, order);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto row = order[static_cast<std::size_t>(i)];
+      for (std::size_t c = 0; c < columns_.size(); ++c) {
+        const tensor& col = columns_[c];
+        const std::size_t width = col.dim(0) ? col.bytes() / static_cast<std::size_t>(col.dim(0)) : 0;  // within: a row of the column
+        copy_element_bytes(static_cast<char*>(batch[c].raw_data()) + static_cast<std::size_t>(filled) * width,
+                           static_cast<const char*>(col.raw_data()) + static_cast<std::size_t>(row) * width, width, col.dtype());
+      }
+      if (++filled == size) {
+        if (!put(std::move(batch))) return;
+        fresh();
+      }
+    }
+  }
+  if (coord_->should_stop()) return;
+  if (filled > 0 && !exact) {
+    std::vector<tensor> rest;
+    for (const tensor& b : batch) rest.push_back(b.slice(0, filled));
+    if (!put(std::move(rest))) return;
+  }
+  source.close();
+}
+#endif
 
 }  // namespace weft

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/resource.hpp>
@@ -118,24 +119,7 @@ class queue final : public resource_base {
   /// Adds `elements` in order, waiting for room; `done` runs once with nullptr when the last
   /// is in, or with the error (a closed queue, a cancelled step). Elements of the wrong
   /// dtypes or shapes are an invalid_argument error naming the queue, before any goes in.
-  void enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done) {
-    for (const auto& e : elements) check(e);
-    std::vector<std::function<void()>> calls;
-    {
-      std::lock_guard lock(mutex_);
-      if (closed_) {
-        calls.push_back([done, e = closed_error()] { done(e); });
-      } else {
-        auto& a = enqueues_.emplace_back();
-        a.id = ++next_id_;
-        a.elements.assign(std::make_move_iterator(elements.begin()), std::make_move_iterator(elements.end()));
-        a.done = std::move(done);
-        watch(a, cancellation, calls);
-        serve(calls);
-      }
-    }
-    for (auto& c : calls) c();
-  }
+  void enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done);
 
   /// Takes `n` elements, waiting for them; with up_to, fewer once the queue is closed (but at
   /// least one). `done` runs once with the elements, or with the error (out_of_range when a
@@ -227,27 +211,7 @@ class queue final : public resource_base {
       else finish_dequeue(std::prev(dequeues_.end()), e, calls);
     }
   }
-  void cancel(std::uint64_t id) {
-    std::vector<std::function<void()>> calls;
-    {
-      std::lock_guard lock(mutex_);
-      auto e = std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "': the step was cancelled"));
-      for (auto it = enqueues_.begin(); it != enqueues_.end(); ++it)
-        if (it->id == id) {
-          it->token = 0;  // its callback is running: nothing to deregister
-          finish_enqueue(it, e, calls);
-          break;
-        }
-      for (auto it = dequeues_.begin(); it != dequeues_.end(); ++it)
-        if (it->id == id) {
-          it->token = 0;
-          finish_dequeue(it, e, calls);
-          break;
-        }
-      serve(calls);  // a dequeue's elements went back; an enqueue's place freed the line
-    }
-    for (auto& c : calls) c();
-  }
+  void cancel(std::uint64_t id);
 
   template <class It>
   void release(It it) {
@@ -260,57 +224,10 @@ class queue final : public resource_base {
     enqueues_.erase(it);
   }
   /// Ends a dequeue attempt: with its elements, or with an error (its elements go back).
-  void finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
-    release(it);
-    std::vector<queue_tuple> taken = std::move(it->taken);
-    if (e) {  // back in the order they came out (a priority queue orders them itself)
-      if (o_.kind == queue_options::order::priority)
-        for (auto& t : taken) put_back(std::move(t));
-      else
-        for (auto t = taken.rbegin(); t != taken.rend(); ++t) put_back(std::move(*t));
-      taken.clear();
-    }
-    calls.push_back([done = std::move(it->done), e, taken = std::move(taken)]() mutable { done(e, std::move(taken)); });
-    dequeues_.erase(it);
-  }
+  void finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls);
 
   /// Serves the attempts in order while any makes progress (the queue's lock held).
-  void serve(std::vector<std::function<void()>>& calls) {
-    for (bool progress = true; progress;) {
-      progress = false;
-      while (!enqueues_.empty()) {
-        auto it = enqueues_.begin();
-        while (!it->elements.empty() && (o_.capacity < 0 || count() < static_cast<std::size_t>(o_.capacity))) {
-          push(std::move(it->elements.front()));
-          it->elements.pop_front();
-          progress = true;
-        }
-        if (!it->elements.empty()) break;
-        finish_enqueue(it, nullptr, calls);
-      }
-      while (!dequeues_.empty()) {
-        auto it = dequeues_.begin();
-        while (static_cast<std::int64_t>(it->taken.size()) < it->wanted && available()) {
-          it->taken.push_back(pop());
-          progress = true;
-        }
-        if (static_cast<std::int64_t>(it->taken.size()) == it->wanted) {
-          finish_dequeue(it, nullptr, calls);
-          continue;
-        }
-        // Short. A closed queue gets no more: what is left (up_to), or the end of the input.
-        if (!closed_ || !enqueues_.empty()) break;
-        if (it->up_to && !it->taken.empty()) {
-          finish_dequeue(it, nullptr, calls);
-        } else {
-          const std::string why = "queue '" + name_ + "' is closed and has " + std::to_string(count() + it->taken.size()) +
-                                  " elements, fewer than the " + std::to_string(it->wanted) + " asked for";
-          finish_dequeue(it, std::make_exception_ptr(error(error_code::out_of_range, why)), calls);
-        }
-        progress = true;
-      }
-    }
-  }
+  void serve(std::vector<std::function<void()>>& calls);
 
   /// The order's storage.
   std::size_t count() const { return o_.kind == queue_options::order::priority ? by_priority_.size() : elements_.size(); }
@@ -328,29 +245,7 @@ class queue final : public resource_base {
       elements_.push_back(std::move(e));
     }
   }
-  queue_tuple pop() {
-    queue_tuple e;
-    switch (o_.kind) {
-      case queue_options::order::fifo:
-        e = std::move(elements_.front());
-        elements_.pop_front();
-        break;
-      case queue_options::order::random_shuffle: {
-        const auto i = static_cast<std::size_t>(random_() % elements_.size());
-        std::swap(elements_[i], elements_.back());
-        e = std::move(elements_.back());
-        elements_.pop_back();
-        break;
-      }
-      case queue_options::order::priority: {
-        auto first = by_priority_.begin();
-        e = std::move(first->second);
-        by_priority_.erase(first);
-        break;
-      }
-    }
-    return e;
-  }
+  queue_tuple pop();
   /// An element a failed dequeue had taken goes back where it will come out first (for a
   /// priority queue: before the others of its priority, after those put back before it).
   void put_back(queue_tuple e) {
@@ -374,6 +269,124 @@ class queue final : public resource_base {
   std::list<enqueue_attempt> enqueues_;
   std::list<dequeue_attempt> dequeues_;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void queue::serve(std::vector<std::function<void()>>& calls) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    while (!enqueues_.empty()) {
+      auto it = enqueues_.begin();
+      while (!it->elements.empty() && (o_.capacity < 0 || count() < static_cast<std::size_t>(o_.capacity))) {
+        push(std::move(it->elements.front()));
+        it->elements.pop_front();
+        progress = true;
+      }
+      if (!it->elements.empty()) break;
+      finish_enqueue(it, nullptr, calls);
+    }
+    while (!dequeues_.empty()) {
+      auto it = dequeues_.begin();
+      while (static_cast<std::int64_t>(it->taken.size()) < it->wanted && available()) {
+        it->taken.push_back(pop());
+        progress = true;
+      }
+      if (static_cast<std::int64_t>(it->taken.size()) == it->wanted) {
+        finish_dequeue(it, nullptr, calls);
+        continue;
+      }
+      // Short. A closed queue gets no more: what is left (up_to), or the end of the input.
+      if (!closed_ || !enqueues_.empty()) break;
+      if (it->up_to && !it->taken.empty()) {
+        finish_dequeue(it, nullptr, calls);
+      } else {
+        const std::string why = "queue '" + name_ + "' is closed and has " + std::to_string(count() + it->taken.size()) +
+                                " elements, fewer than the " + std::to_string(it->wanted) + " asked for";
+        finish_dequeue(it, std::make_exception_ptr(error(error_code::out_of_range, why)), calls);
+      }
+      progress = true;
+    }
+  }
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void queue::finish_dequeue(std::list<dequeue_attempt>::iterator it, std::exception_ptr e, std::vector<std::function<void()>>& calls) {
+  release(it);
+  std::vector<queue_tuple> taken = std::move(it->taken);
+  if (e) {  // back in the order they came out (a priority queue orders them itself)
+    if (o_.kind == queue_options::order::priority)
+      for (auto& t : taken) put_back(std::move(t));
+    else
+      for (auto t = taken.rbegin(); t != taken.rend(); ++t) put_back(std::move(*t));
+    taken.clear();
+  }
+  calls.push_back([done = std::move(it->done), e, taken = std::move(taken)]() mutable { done(e, std::move(taken)); });
+  dequeues_.erase(it);
+}
+
+WEFT_DETAIL_RUNTIME_INLINE queue_tuple queue::pop() {
+  queue_tuple e;
+  switch (o_.kind) {
+    case queue_options::order::fifo:
+      e = std::move(elements_.front());
+      elements_.pop_front();
+      break;
+    case queue_options::order::random_shuffle: {
+      const auto i = static_cast<std::size_t>(random_() % elements_.size());
+      std::swap(elements_[i], elements_.back());
+      e = std::move(elements_.back());
+      elements_.pop_back();
+      break;
+    }
+    case queue_options::order::priority: {
+      auto first = by_priority_.begin();
+      e = std::move(first->second);
+      by_priority_.erase(first);
+      break;
+    }
+  }
+  return e;
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void queue::cancel(std::uint64_t id) {
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mutex_);
+    auto e = std::make_exception_ptr(error(error_code::cancelled, "queue '" + name_ + "': the step was cancelled"));
+    for (auto it = enqueues_.begin(); it != enqueues_.end(); ++it)
+      if (it->id == id) {
+        it->token = 0;  // its callback is running: nothing to deregister
+        finish_enqueue(it, e, calls);
+        break;
+      }
+    for (auto it = dequeues_.begin(); it != dequeues_.end(); ++it)
+      if (it->id == id) {
+        it->token = 0;
+        finish_dequeue(it, e, calls);
+        break;
+      }
+    serve(calls);  // a dequeue's elements went back; an enqueue's place freed the line
+  }
+  for (auto& c : calls) c();
+}
+
+WEFT_DETAIL_RUNTIME_INLINE void queue::enqueue(std::vector<queue_tuple> elements, cancellation_manager* cancellation, enqueue_done done) {
+  for (const auto& e : elements) check(e);
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) {
+      calls.push_back([done, e = closed_error()] { done(e); });
+    } else {
+      auto& a = enqueues_.emplace_back();
+      a.id = ++next_id_;
+      a.elements.assign(std::make_move_iterator(elements.begin()), std::make_move_iterator(elements.end()));
+      a.done = std::move(done);
+      watch(a, cancellation, calls);
+      serve(calls);
+    }
+  }
+  for (auto& c : calls) c();
+}
+#endif
 
 /// EnqueueMany's split: row i of every component as element i (views of the batch, no copy).
 /// Every component needs a first dimension, the same for all.
@@ -402,8 +415,11 @@ inline std::vector<queue_tuple> unstack_elements(const std::vector<tensor>& comp
 /// `pad` (PaddingFIFOQueue), elements of one rank and different sizes are padded with zeros
 /// to the largest size in each dimension; without it their shapes must be equal. With no
 /// elements, `shapes` gives each component's shape (unknown dimensions as 0).
-inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
-                                          const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name) {
+std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
+                                   const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elements, const std::vector<dtype>& types,
+                                                              const std::vector<partial_shape>& shapes, bool pad, const std::string& queue_name) {
   std::vector<tensor> out;
   const auto n = static_cast<std::int64_t>(elements.size());
   for (std::size_t c = 0; c < types.size(); ++c) {
@@ -458,5 +474,6 @@ inline std::vector<tensor> stack_elements(const std::vector<queue_tuple>& elemen
   }
   return out;
 }
+#endif
 
 }  // namespace weft

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/session.hpp>
 
@@ -166,32 +167,7 @@ class queue_runner {
   std::int64_t runs() const noexcept { return runs_.load(); }
 
  private:
-  void loop(coordinator& c, const endpoint& target) {
-    run_options o;
-    o.cancellation = &c.cancellation();
-    bool exhausted = false;
-    try {
-      while (!c.should_stop()) {
-        session_.run({}, {}, {target}, o);
-        runs_.fetch_add(1, std::memory_order_relaxed);
-      }
-    } catch (const error& e) {
-      if (e.code() == error_code::out_of_range) exhausted = true;          // the input ran out: a clean end
-      else if (!(e.code() == error_code::cancelled && c.should_stop())) c.request_stop(std::current_exception());
-    } catch (...) {
-      c.request_stop(std::current_exception());
-    }
-    // The last loop to end closes the queue when all ran out, so that the consumers drain it.
-    if (exhausted) exhausted_.fetch_add(1);
-    if (live_.fetch_sub(1) == 1 && exhausted_.load() == static_cast<int>(enqueues_.size()) && !c.should_stop() &&
-        o_.close) {
-      try {
-        session_.run({}, {}, {*o_.close});
-      } catch (...) {
-        c.request_stop(std::current_exception());
-      }
-    }
-  }
+  void loop(coordinator& c, const endpoint& target);
   /// A stop's cancel target: its errors (the session going away) do not matter then.
   void quietly(const endpoint& e) {
     try {
@@ -206,5 +182,34 @@ class queue_runner {
   std::atomic<int> exhausted_{0};
   std::atomic<std::int64_t> runs_{0};
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void queue_runner::loop(coordinator& c, const endpoint& target) {
+  run_options o;
+  o.cancellation = &c.cancellation();
+  bool exhausted = false;
+  try {
+    while (!c.should_stop()) {
+      session_.run({}, {}, {target}, o);
+      runs_.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (const error& e) {
+    if (e.code() == error_code::out_of_range) exhausted = true;          // the input ran out: a clean end
+    else if (!(e.code() == error_code::cancelled && c.should_stop())) c.request_stop(std::current_exception());
+  } catch (...) {
+    c.request_stop(std::current_exception());
+  }
+  // The last loop to end closes the queue when all ran out, so that the consumers drain it.
+  if (exhausted) exhausted_.fetch_add(1);
+  if (live_.fetch_sub(1) == 1 && exhausted_.load() == static_cast<int>(enqueues_.size()) && !c.should_stop() &&
+      o_.close) {
+    try {
+      session_.run({}, {}, {*o_.close});
+    } catch (...) {
+      c.request_stop(std::current_exception());
+    }
+  }
+}
+#endif
 
 }  // namespace weft

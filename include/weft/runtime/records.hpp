@@ -34,6 +34,7 @@
 #include <weft/core/crc32c.hpp>
 #include <weft/core/error.hpp>
 #include <weft/core/file.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/runtime/checkpoint_file.hpp>
 
 namespace weft {
@@ -66,7 +67,9 @@ namespace detail {
 }  // namespace detail
 
 /// The bytes that `bytes` (the contents of `what`, compressed with `c`) stand for.
-inline std::string decompress(std::string_view bytes, compression c, const std::string& what) {
+std::string decompress(std::string_view bytes, compression c, const std::string& what);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string decompress(std::string_view bytes, compression c, const std::string& what) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
   std::string out;
@@ -110,9 +113,12 @@ inline std::string decompress(std::string_view bytes, compression c, const std::
   detail::no_zlib(what);
 #endif
 }
+#endif
 
 /// `bytes` compressed with `c` (level 6, zlib's default).
-inline std::string compress(std::string_view bytes, compression c) {
+std::string compress(std::string_view bytes, compression c);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string compress(std::string_view bytes, compression c) {
   if (c == compression::none) return std::string(bytes);
 #ifdef WEFT_WITH_ZLIB
   z_stream z{};
@@ -143,6 +149,7 @@ inline std::string compress(std::string_view bytes, compression c) {
   detail::no_zlib("the output");
 #endif
 }
+#endif
 
 /// TFRecord's checksum of `size` bytes at `data`.
 inline std::uint32_t masked_crc32c(const void* data, std::size_t size) noexcept {

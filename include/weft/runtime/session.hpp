@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/constant_folding.hpp>
 #include <weft/graph/passes/cse.hpp>
@@ -35,20 +36,6 @@
 #include <weft/runtime/kernel.hpp>
 #include <weft/runtime/partition.hpp>
 #include <weft/runtime/resource.hpp>
-
-// WEFT_PREBUILT_RUNTIME: define it, the same in every file of a program, where one file of
-// the program defines WEFT_RUNTIME_IMPLEMENTATION before including <weft/weft.hpp>. The
-// session's constructor, destructor and the functions that build and run executables (and
-// with them the executor, placement, partitioning and the graph passes) are then compiled in
-// that file only; the others declare them.
-#if defined(WEFT_PREBUILT_RUNTIME) && !defined(WEFT_RUNTIME_IMPLEMENTATION)
-#define WEFT_DETAIL_RUNTIME_DECLARED_ONLY 1
-#endif
-#ifdef WEFT_RUNTIME_IMPLEMENTATION
-#define WEFT_DETAIL_RUNTIME_INLINE
-#else
-#define WEFT_DETAIL_RUNTIME_INLINE inline
-#endif
 
 namespace weft {
 
@@ -693,7 +680,7 @@ class session {
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
 // The session's constructor and destructor and the two functions that build and run a
 // signature's executable, which reach the executor, placement, partitioning and the graph
-// passes: declared only where WEFT_PREBUILT_RUNTIME is defined (see the top of this file).
+// passes: declared only where WEFT_PREBUILT_RUNTIME is defined (core/prebuilt.hpp).
 
 WEFT_DETAIL_RUNTIME_INLINE session::session(const graph& g, session_options options)
     : graph_(std::make_shared<const graph>(g)),

@@ -28,6 +28,7 @@
 
 #include <weft/core/error.hpp>
 #include <weft/core/png.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/core/wire.hpp>
 #include <weft/graph/graph_def.hpp>
@@ -90,31 +91,7 @@ class histogram_builder {
   static std::size_t bucket_of(double v) { return bucket_in(table(), v); }
 
   /// The HistogramProto message's bytes.
-  std::string proto() const {
-    const auto& limits = default_histogram_limits();
-    wire::writer h;
-    h.float64(summary_proto::min, n_ ? lo_ : 0.0);
-    h.float64(summary_proto::max, n_ ? hi_ : 0.0);
-    h.float64(summary_proto::num, static_cast<double>(n_));
-    h.float64(summary_proto::sum, sum_);
-    h.float64(summary_proto::sum_squares, squares_);
-    std::string kept_limits, kept_counts;
-    auto put = [](std::string& out, double d) {
-      const auto u = std::bit_cast<std::uint64_t>(d);
-      for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((u >> (8 * b)) & 0xff));
-    };
-    for (std::size_t i = 0; i < limits.size();) {
-      double end = limits[i], count = counts_[i];
-      ++i;
-      if (count <= 0)
-        while (i < limits.size() && counts_[i] <= 0) end = limits[i], count = counts_[i], ++i;
-      put(kept_limits, end);
-      put(kept_counts, count);
-    }
-    h.bytes(summary_proto::bucket_limit, kept_limits);  // packed repeated doubles
-    h.bytes(summary_proto::bucket, kept_counts);
-    return h.take();
-  }
+  std::string proto() const;
 
  private:
   /// For each slot (a binary exponent e and the top sub_bits of the mantissa: the values
@@ -179,6 +156,34 @@ class histogram_builder {
          squares_ = 0;
   std::size_t n_ = 0;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string histogram_builder::proto() const {
+  const auto& limits = default_histogram_limits();
+  wire::writer h;
+  h.float64(summary_proto::min, n_ ? lo_ : 0.0);
+  h.float64(summary_proto::max, n_ ? hi_ : 0.0);
+  h.float64(summary_proto::num, static_cast<double>(n_));
+  h.float64(summary_proto::sum, sum_);
+  h.float64(summary_proto::sum_squares, squares_);
+  std::string kept_limits, kept_counts;
+  auto put = [](std::string& out, double d) {
+    const auto u = std::bit_cast<std::uint64_t>(d);
+    for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((u >> (8 * b)) & 0xff));
+  };
+  for (std::size_t i = 0; i < limits.size();) {
+    double end = limits[i], count = counts_[i];
+    ++i;
+    if (count <= 0)
+      while (i < limits.size() && counts_[i] <= 0) end = limits[i], count = counts_[i], ++i;
+    put(kept_limits, end);
+    put(kept_counts, count);
+  }
+  h.bytes(summary_proto::bucket_limit, kept_limits);  // packed repeated doubles
+  h.bytes(summary_proto::bucket, kept_counts);
+  return h.take();
+}
+#endif
 
 /// A serialized HistogramProto of `values` (histogram_builder's).
 inline std::string histogram_proto(const std::vector<double>& values) {

@@ -35,6 +35,7 @@
 
 #include <weft/core/error.hpp>
 #include <weft/core/file.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/frames.hpp>
 #include <weft/graph/passes/placement.hpp>
@@ -85,7 +86,9 @@ inline const char* dot_shape(flow kind) {
 }  // namespace detail
 
 /// Writes the DOT text of g to `out`, drawn as `options` say.
-inline void write_dot(const graph& g, std::ostream& out, const dot_options& options) {
+void write_dot(const graph& g, std::ostream& out, const dot_options& options);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void write_dot(const graph& g, std::ostream& out, const dot_options& options) {
   static constexpr const char* colours[] = {"#a6cee3", "#fdbf6f", "#b2df8a", "#fb9a99", "#cab2d6", "#ffff99", "#8dd3c7", "#bebada"};
   const passes::placement* placed = options.placed;
   const int n = g.size();
@@ -241,6 +244,7 @@ inline void write_dot(const graph& g, std::ostream& out, const dot_options& opti
   }
   out << "}\n";
 }
+#endif
 
 /// Writes the DOT text of g to `out`, coloured by `placed` when given.
 inline void write_dot(const graph& g, std::ostream& out, const passes::placement* placed = nullptr) {
@@ -266,7 +270,9 @@ inline bool have_graphviz() {
 
 /// SVG of DOT text, by Graphviz's `dot -Tsvg` (Debian's graphviz package); an error when it is
 /// not installed or fails, with what it printed.
-inline std::string render_svg(const std::string& dot_text) {
+std::string render_svg(const std::string& dot_text);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string render_svg(const std::string& dot_text) {
   if (!have_graphviz())
     fail(error_code::failed_precondition, "weft::render_svg: Graphviz's dot is not installed (Debian: apt install graphviz)");
   char dir_template[] = "/tmp/weft_dot_XXXXXX";
@@ -296,6 +302,7 @@ inline std::string render_svg(const std::string& dot_text) {
     fail(error_code::internal, "weft::render_svg: dot failed (status ", status, "): ", slurp(log));
   return slurp(svg);
 }
+#endif
 
 /// Writes the SVG picture of g to `path`, atomically.
 inline void write_svg(const graph& g, const std::filesystem::path& path, const dot_options& options = {}) {

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/tools/summary.hpp>
 
 namespace weft {
@@ -184,33 +185,7 @@ class progress_bar {
     return static_cast<double>(std::max<std::int64_t>(steps_ - done_, 0)) / r;
   }
   /// The text of the bar now.
-  std::string line(std::string_view metrics = {}) const {
-    std::string out = label_;
-    if (steps_ > 0) {
-      const auto filled = static_cast<std::size_t>(std::min<std::int64_t>(options_.width * done_ / steps_, options_.width));
-      std::string bar(filled, '#');
-      bar.resize(static_cast<std::size_t>(options_.width), '.');
-      out += (out.empty() ? "[" : " [") + bar + "] " + std::to_string(done_) + "/" + std::to_string(steps_);
-    } else {
-      out += (out.empty() ? "" : " ") + std::string("step ") + std::to_string(done_);
-    }
-    if (!metrics.empty()) out += "  " + std::string(metrics);
-    char buf[96];
-    const double s = seconds();
-    std::snprintf(buf, sizeof buf, "  %.1f steps/s", steps_per_second());
-    out += buf;
-    if (examples_ > 0 && s > 0) {
-      std::snprintf(buf, sizeof buf, "  %.0f ex/s", static_cast<double>(examples_) / s);
-      out += buf;
-    }
-    if (const double eta = eta_seconds(); eta >= 0) {
-      const auto t = static_cast<long long>(std::llround(eta));
-      if (t >= 3600) std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
-      else std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld", t / 60, t % 60);
-      out += buf;
-    }
-    return out;
-  }
+  std::string line(std::string_view metrics = {}) const;
 
  private:
   double now() const {
@@ -238,5 +213,35 @@ class progress_bar {
   double start_ = 0, last_draw_ = 0;
   std::size_t drawn_ = 0;
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE std::string progress_bar::line(std::string_view metrics) const {
+  std::string out = label_;
+  if (steps_ > 0) {
+    const auto filled = static_cast<std::size_t>(std::min<std::int64_t>(options_.width * done_ / steps_, options_.width));
+    std::string bar(filled, '#');
+    bar.resize(static_cast<std::size_t>(options_.width), '.');
+    out += (out.empty() ? "[" : " [") + bar + "] " + std::to_string(done_) + "/" + std::to_string(steps_);
+  } else {
+    out += (out.empty() ? "" : " ") + std::string("step ") + std::to_string(done_);
+  }
+  if (!metrics.empty()) out += "  " + std::string(metrics);
+  char buf[96];
+  const double s = seconds();
+  std::snprintf(buf, sizeof buf, "  %.1f steps/s", steps_per_second());
+  out += buf;
+  if (examples_ > 0 && s > 0) {
+    std::snprintf(buf, sizeof buf, "  %.0f ex/s", static_cast<double>(examples_) / s);
+    out += buf;
+  }
+  if (const double eta = eta_seconds(); eta >= 0) {
+    const auto t = static_cast<long long>(std::llround(eta));
+    if (t >= 3600) std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60);
+    else std::snprintf(buf, sizeof buf, "  ETA %lld:%02lld", t / 60, t % 60);
+    out += buf;
+  }
+  return out;
+}
+#endif
 
 }  // namespace weft

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/core/tensor.hpp>
 #include <weft/core/wire.hpp>
 #include <weft/graph/graph.hpp>
@@ -51,27 +52,7 @@ struct summary_writer_options {
 class summary_writer {
  public:
   /// Creates `logdir` if needed and a new events file in it, which starts with the file version.
-  explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {})
-      : options_(std::move(options)) {
-    std::error_code ec;
-    std::filesystem::create_directories(logdir, ec);
-    if (ec) fail(error_code::failed_precondition, "weft::summary_writer: cannot create the directory ", logdir, ": ", ec.message());
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "localhost");
-    const auto seconds = static_cast<long long>(wall_seconds());
-    path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix);
-    // A second writer in the same second gets a file of its own.
-    for (int k = 1; std::filesystem::exists(path_); ++k)
-      path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix + "." +
-                        std::to_string(k));
-    file_.reset(std::fopen(path_.c_str(), "wb"));
-    if (!file_) fail(error_code::failed_precondition, "weft::summary_writer: cannot create ", path_);
-    wire::writer e;
-    e.float64(summary_proto::wall_time, wall_seconds());
-    e.bytes(summary_proto::file_version, "brain.Event:2");
-    add_record(e.take());
-    flush();
-  }
+  explicit summary_writer(const std::filesystem::path& logdir, summary_writer_options options = {});
   summary_writer(const summary_writer&) = delete;
   summary_writer& operator=(const summary_writer&) = delete;
   ~summary_writer() {
@@ -186,5 +167,29 @@ class summary_writer {
   std::string pending_;
   std::chrono::steady_clock::time_point last_flush_ = std::chrono::steady_clock::now();
 };
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE summary_writer::summary_writer(const std::filesystem::path& logdir, summary_writer_options options)
+    : options_(std::move(options)) {
+  std::error_code ec;
+  std::filesystem::create_directories(logdir, ec);
+  if (ec) fail(error_code::failed_precondition, "weft::summary_writer: cannot create the directory ", logdir, ": ", ec.message());
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "localhost");
+  const auto seconds = static_cast<long long>(wall_seconds());
+  path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix);
+  // A second writer in the same second gets a file of its own.
+  for (int k = 1; std::filesystem::exists(path_); ++k)
+    path_ = logdir / ("events.out.tfevents." + std::to_string(seconds) + "." + host + options_.filename_suffix + "." +
+                      std::to_string(k));
+  file_.reset(std::fopen(path_.c_str(), "wb"));
+  if (!file_) fail(error_code::failed_precondition, "weft::summary_writer: cannot create ", path_);
+  wire::writer e;
+  e.float64(summary_proto::wall_time, wall_seconds());
+  e.bytes(summary_proto::file_version, "brain.Event:2");
+  add_record(e.take());
+  flush();
+}
+#endif
 
 }  // namespace weft

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include <weft/core/prebuilt.hpp>
 #include <weft/runtime/executor.hpp>
 
 namespace weft {
@@ -54,7 +55,9 @@ inline void json_micros(std::ostream& out, std::int64_t ns) {
 }  // namespace detail
 
 /// Writes a traced step (run_metadata::stats) to `out` as Chrome Trace Event JSON.
-inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
+void write_chrome_trace(std::ostream& out, const step_stats& stats);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   std::map<std::string, int> pids;
   for (const auto& n : stats.nodes) pids.emplace(n.device, static_cast<int>(pids.size()) + 1);
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
@@ -145,6 +148,7 @@ inline void write_chrome_trace(std::ostream& out, const step_stats& stats) {
   }
   out << "\n]}\n";
 }
+#endif
 
 /// A traced step (run_metadata::stats) as Chrome Trace Event JSON.
 inline std::string chrome_trace(const step_stats& stats) {
@@ -204,7 +208,9 @@ struct step_summary {
 };
 
 /// The figures of a traced step, with its `top` slowest nodes.
-inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
+step_summary summarize(const step_stats& stats, std::size_t top = 10);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE step_summary summarize(const step_stats& stats, std::size_t top) {
   step_summary s;
   s.nodes = stats.nodes.size();
   if (stats.nodes.empty()) return s;
@@ -231,6 +237,7 @@ inline step_summary summarize(const step_stats& stats, std::size_t top = 10) {
   if (s.slowest.size() > top) s.slowest.resize(top);
   return s;
 }
+#endif
 
 /// summarize(stats, top) as text, for a terminal.
 inline std::string step_stats_summary(const step_stats& stats, std::size_t top = 10) { return summarize(stats, top).to_string(); }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <weft/core/dtype.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/graph.hpp>
 
 namespace weft::passes {
@@ -49,9 +50,13 @@ inline bool outputs_fit(const node& n, std::size_t max_bytes) {
 
 /// The folding plan of a signature of `g`: `needed` marks the nodes it runs (by id), `fed`
 /// the outputs it is fed, `fetched` those it returns.
-inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
-                                          const std::vector<output>& fed, const std::vector<output>& fetched,
-                                          const constant_folding_options& options = {}) {
+folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
+                                   const std::vector<output>& fed, const std::vector<output>& fetched,
+                                   const constant_folding_options& options = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE folding_plan plan_constant_folding(const graph& g, const std::vector<bool>& needed,
+                                                              const std::vector<output>& fed, const std::vector<output>& fetched,
+                                                              const constant_folding_options& options) {
   folding_plan plan;
   if (options.max_bytes == 0) return plan;
   const auto count = static_cast<std::size_t>(g.size());
@@ -94,5 +99,6 @@ inline folding_plan plan_constant_folding(const graph& g, const std::vector<bool
   plan.outputs.erase(std::unique(plan.outputs.begin(), plan.outputs.end()), plan.outputs.end());
   return plan;
 }
+#endif
 
 }  // namespace weft::passes

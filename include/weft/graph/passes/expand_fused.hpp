@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/ops/fused_ops.hpp>
 
@@ -28,7 +29,9 @@ inline bool has_fused(const graph& g) {
 }
 
 /// `g` with every Fused node written out as its ops (`g` itself when it has none).
-inline graph expand_fused(const graph& g) {
+graph expand_fused(const graph& g);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE graph expand_fused(const graph& g) {
   if (!has_fused(g)) return g;
   std::vector<node_spec> specs;
   std::vector<std::pair<std::string, dtype>> checks;  // (node, the dtype the subtree gives it)
@@ -77,5 +80,6 @@ inline graph expand_fused(const graph& g) {
            " where its Fused subtree says ", type);
   return out;
 }
+#endif
 
 }  // namespace weft::passes

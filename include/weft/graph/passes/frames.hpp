@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/graph/graph.hpp>
 
 namespace weft::passes {
@@ -75,7 +76,9 @@ class frame_map {
 
 /// The frames of `nodes`, given in topological order but for the back edges out of
 /// NextIterations.
-inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
+frame_map find_frames(const std::vector<frame_node>& nodes, bool check);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
   frame_map m;
   const auto count = nodes.size();
   m.frames_.assign(1, frame{});
@@ -128,9 +131,12 @@ inline frame_map find_frames(const std::vector<frame_node>& nodes, bool check) {
                describe(static_cast<int>(i)), " in ", m.frame_name(m.of_[i]));
   return m;
 }
+#endif
 
 /// The frames of a whole graph, by node id.
-inline frame_map find_frames(const graph& g, bool check) {
+frame_map find_frames(const graph& g, bool check);
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE frame_map find_frames(const graph& g, bool check) {
   std::vector<frame_node> nodes(static_cast<std::size_t>(g.size()));
   for (int id = 0; id < g.size(); ++id) {
     frame_node& fn = nodes[static_cast<std::size_t>(id)];
@@ -142,5 +148,6 @@ inline frame_map find_frames(const graph& g, bool check) {
   }
   return find_frames(nodes, check);
 }
+#endif
 
 }  // namespace weft::passes

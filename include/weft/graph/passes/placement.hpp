@@ -44,6 +44,7 @@
 #include <vector>
 
 #include <weft/core/error.hpp>
+#include <weft/core/prebuilt.hpp>
 #include <weft/framework/device_name.hpp>
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/cost_model.hpp>
@@ -158,9 +159,13 @@ inline std::string device_list(const cluster& c, const std::vector<char>& allowe
 /// Places the needed nodes of g on the devices of c. is_fed(o): whether output o is fed (a
 /// fed value is on every device at the start of the step); rep: CSE's stand-ins (empty: each
 /// node stands for itself), so that an input is read from the node that computes it.
-inline placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
-                       const kernel_check& has_kernel, const placement_options& options,
-                       const std::function<bool(output)>& is_fed = {}, const std::vector<int>& rep = {}) {
+placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
+                const kernel_check& has_kernel, const placement_options& options,
+                const std::function<bool(output)>& is_fed = {}, const std::vector<int>& rep = {});
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE placement place(const graph& g, const std::vector<bool>& needed, const cluster& c, const cost_model& costs,
+                                           const kernel_check& has_kernel, const placement_options& options,
+                                           const std::function<bool(output)>& is_fed, const std::vector<int>& rep) {
   const int count = g.size();
   const int num_devices = c.size();
   if (static_cast<int>(needed.size()) != count)
@@ -438,5 +443,6 @@ inline placement place(const graph& g, const std::vector<bool>& needed, const cl
   for (const auto& p : result.nodes) result.predicted_seconds = std::max(result.predicted_seconds, p.finish);
   return result;
 }
+#endif
 
 }  // namespace weft::passes
