@@ -86,7 +86,54 @@ void run_sgemm(const operands& o, std::int64_t ldc, float fill) {
   }
 }
 
+// out = initial + alpha * op(a) op(b), from sgemm with `accumulate` (a gradient-descent
+// update folded into its product), against the naive sum in double: alpha scales each
+// panel's block once, and the sum is rounded once more per panel.
+void run_update(const operands& o, float alpha) {
+  const std::vector<float> initial = pattern(o.m * o.n, 2.9);
+  for (auto isa : isas()) {
+    INFO(name(isa) << " block, m=" << o.m << " n=" << o.n << " k=" << o.k << " ta=" << o.ta << " tb=" << o.tb
+                   << " alpha=" << alpha);
+    std::vector<float> out = initial;
+    cpu::sgemm(isa, o.m, o.n, o.k, o.a.data(), o.ta ? 1 : o.k, o.ta ? o.m : 1, o.b.data(), o.tb ? 1 : o.n,
+               o.tb ? o.k : 1, out.data(), o.n, alpha, true);
+    for (std::int64_t i = 0; i < o.m; ++i)
+      for (std::int64_t j = 0; j < o.n; ++j) {
+        double exact = 0, magnitude = 0;
+        for (std::int64_t p = 0; p < o.k; ++p) {
+          const double term = static_cast<double>(o.a_at(i, p)) * static_cast<double>(o.b_at(p, j));
+          exact += term;
+          magnitude += std::abs(term);
+        }
+        const auto at = static_cast<std::size_t>(i * o.n + j);
+        const double want = static_cast<double>(initial[at]) + static_cast<double>(alpha) * exact;
+        const double panels = static_cast<double>(o.k / 97 + 2);  // roundings of the running sum
+        const double bound = std::ldexp(1.0, -24) * (static_cast<double>(o.k + 4) * std::abs(alpha) * magnitude +
+                                                     panels * (std::abs(static_cast<double>(initial[at])) + std::abs(alpha) * magnitude));
+        if (!(std::abs(static_cast<double>(out[at]) - want) <= bound))
+          FAIL("out(" << i << ", " << j << ") = " << out[at] << ", want " << want << ", bound " << bound);
+      }
+    SUCCEED("every element within the bound");
+  }
+}
+
 }  // namespace
+
+TEST_CASE("sgemm with alpha and accumulate: out += alpha * op(a) op(b), at the edges of its blocks") {
+  // The register blocks' edges, several depth panels, the transposed path of products with
+  // fewer columns than a block (n = 10), and alpha = 1 and -0.05 (a learning rate).
+  for (float alpha : {1.0f, -0.05f})
+    for (auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 17, 5}, {13, 33, 257}, {25, 65, 385},
+                           {150, 10, 129}, {12, 32, 128}, {1, 40, 3}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) run_update(make(m, n, k, ta, tb), alpha);
+  // k = 0 adds nothing.
+  for (auto isa : isas()) {
+    std::vector<float> out(12, 3.0f);
+    cpu::sgemm(isa, 3, 4, 0, nullptr, 0, 1, nullptr, 4, 1, out.data(), 4, -0.5f, true);
+    CHECK(out == std::vector<float>(12, 3.0f));
+  }
+}
 
 TEST_CASE("sgemm matches a naive loop at every edge of its blocks, every transpose") {
   // Edges of the AVX2 6 x 16 register block, of the 144-row block of a, of the 256-deep panels

@@ -22,8 +22,8 @@
 
 namespace weft::cpu {
 
-/// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
-/// res + i * res_stride); each operand is a plain strided matrix stored in the given order
+/// One Eigen GEMM: res(rows, cols) = alpha * op(lhs) * op(rhs), or res += that when
+/// `accumulate`, res dense and row-major (row i at res + i * res_stride); each operand is a plain strided matrix stored in the given order
 /// (a transposed operand is the same memory read in the other order) and conjugated where
 /// asked. Eigen's general_matrix_matrix_product is called directly rather than through
 /// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
@@ -31,61 +31,64 @@ namespace weft::cpu {
 /// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
-                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
+                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride, T alpha, bool accumulate) {
   namespace ei = Eigen::internal;
-  for (std::int64_t i = 0; i < rows; ++i) std::fill_n(res + i * res_stride, cols, T(0));
+  if (!accumulate)
+    for (std::int64_t i = 0; i < rows; ++i) std::fill_n(res + i * res_stride, cols, T(0));
   ei::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(rows, cols, depth,
                                                                                                          1, true);
   ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, Eigen::RowMajor, 1>::run(
-      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
+      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, alpha, blocking, nullptr);
 }
 
-/// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
-/// kernel, for products with one output column or row (a GEMM would pack the whole matrix
-/// first).
+/// res(rows) = alpha * op(lhs)(rows, depth) * x, or res += that when `accumulate`, with x a
+/// contiguous vector: Eigen's matrix-vector kernel, for products with one output column or
+/// row (a GEMM would pack the whole matrix first).
 template <class T, int LhsOrder, bool ConjLhs, bool ConjRhs>
-void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res) {
+void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res, T alpha,
+                bool accumulate) {
   namespace ei = Eigen::internal;
   constexpr int VecOrder = LhsOrder == Eigen::RowMajor ? Eigen::ColMajor : Eigen::RowMajor;
   using lhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, LhsOrder>;
   using rhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, VecOrder>;
-  std::fill(res, res + rows, T(0));
+  if (!accumulate) std::fill(res, res + rows, T(0));
   ei::general_matrix_vector_product<Eigen::Index, T, lhs_mapper, LhsOrder, ConjLhs, T, rhs_mapper, ConjRhs>::run(
-      rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, T(1));
+      rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, alpha);
 }
 
 /// gemv_block with the conjugations chosen at run time (real types have one instance).
 template <class T, int LhsOrder>
 void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res,
-               bool conj_lhs, bool conj_x) {
+               bool conj_lhs, bool conj_x, T alpha, bool accumulate) {
   if constexpr (Eigen::NumTraits<T>::IsComplex) {
-    if (conj_lhs && conj_x) return gemv_block<T, LhsOrder, true, true>(rows, depth, lhs, lhs_stride, x, res);
-    if (conj_lhs) return gemv_block<T, LhsOrder, true, false>(rows, depth, lhs, lhs_stride, x, res);
-    if (conj_x) return gemv_block<T, LhsOrder, false, true>(rows, depth, lhs, lhs_stride, x, res);
+    if (conj_lhs && conj_x) return gemv_block<T, LhsOrder, true, true>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
+    if (conj_lhs) return gemv_block<T, LhsOrder, true, false>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
+    if (conj_x) return gemv_block<T, LhsOrder, false, true>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
   }
-  gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res);
+  gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
 }
 
-/// Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
-/// conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
-/// b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
-/// case. `shared` (float only) is an operand that gemm packed for every part.
+/// Rows [r0, r1) and columns [c0, c1) of out(M,N) = alpha * op(a) * op(b), or of out += that
+/// when `accumulate`; op transposes (and conjugates when `adjoint`) where asked. a is stored
+/// row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb. Four GEMM and two
+/// matrix-vector instances cover every real case. `shared` (float only) is an operand that
+/// gemm packed for every part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
-               [[maybe_unused]] sgemm_shared shared = {}) {
+               [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false) {
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
   const std::int64_t rows = r1 - r0, cols = c1 - c0;
   T* res = out + r0 * n + c0;
   const bool conj_a = complex && adjoint && ta, conj_b = complex && adjoint && tb;
   if (n == 1) {  // op(a) times the vector op(b)
-    if (ta) return gemv_conj<T, C>(rows, k, a + r0, m, b, res, conj_a, conj_b);
-    return gemv_conj<T, R>(rows, k, a + r0 * k, k, b, res, conj_a, conj_b);
+    if (ta) return gemv_conj<T, C>(rows, k, a + r0, m, b, res, conj_a, conj_b, alpha, accumulate);
+    return gemv_conj<T, R>(rows, k, a + r0 * k, k, b, res, conj_a, conj_b, alpha, accumulate);
   }
   if (m == 1) {  // the vector op(a) times op(b): out^T = op(b)^T op(a)^T
-    if (tb) return gemv_conj<T, R>(cols, k, b + c0 * k, k, a, res, conj_b, conj_a);
-    return gemv_conj<T, C>(cols, k, b + c0, n, a, res, conj_b, conj_a);
+    if (tb) return gemv_conj<T, R>(cols, k, b + c0 * k, k, a, res, conj_b, conj_a, alpha, accumulate);
+    return gemv_conj<T, C>(cols, k, b + c0, n, a, res, conj_b, conj_a, alpha, accumulate);
   }
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, float>) {
@@ -93,17 +96,17 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
       // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
       const T* lhs = ta ? a + r0 : a + r0 * k;
       const T* rhs = tb ? b + c0 * k : b + c0;
-      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared);
+      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared, alpha, accumulate);
     }
   }
 #endif
   // lhs: rows [r0, r1) of op(a); rhs: columns [c0, c1) of op(b).
   auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
-    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, cols, k, lhs, ls, b + c0, n, res, n);
+    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, cols, k, lhs, ls, b + c0, n, res, n, alpha, accumulate);
     if constexpr (complex) {
-      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n);
+      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n, alpha, accumulate);
     }
-    gemm_block<T, LO, C, LC, false>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n);
+    gemm_block<T, LO, C, LC, false>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n, alpha, accumulate);
   };
   if (!ta) return with_rhs.template operator()<R, false>(a + r0 * k, k);
   if constexpr (complex) {
@@ -119,8 +122,9 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
 }
 
-/// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
-/// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
+/// out(M,N) = alpha * op(a) * op(b), or out += that when `accumulate` (a weight's gradient
+/// descent update folded into its gradient's product), split across the intra-op threads in
+/// blocks of rows or of columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
 /// the whole of the other, so the split is along the larger operand: by rows when op(a) is
 /// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
 /// weight matrix of 512 columns).
@@ -131,19 +135,23 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 /// integer MatMul gives.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
-          bool ta, bool tb, bool adjoint) {
+          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return gemm<U>(ctx, reinterpret_cast<const U*>(a), reinterpret_cast<const U*>(b), reinterpret_cast<U*>(out), m, k, n,
-                   ta, tb, adjoint);
+                   ta, tb, adjoint, static_cast<U>(alpha), accumulate);
   }
   if (m == 0 || n == 0) return;
-  if (k == 0) return std::fill(out, out + m * n, T(0));
+  if (k == 0) {
+    if (!accumulate) std::fill(out, out + m * n, T(0));
+    return;
+  }
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
-  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
+  if (threads == 1 || flops < 2e6 || extent < 2 * threads)
+    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared;
 #ifdef WEFT_OWN_SGEMM
@@ -174,8 +182,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 #endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared);
-      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared);
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate);
     }
   });
 }

@@ -120,10 +120,11 @@ struct avx512 {
   static constexpr std::int64_t kc_max = 128;   ///< depth of a panel: a 32-column sliver of b is 16 KiB (L1)
   static constexpr std::int64_t nc_max = 4096;  ///< columns of b's panel: at most 2 MiB (L3)
 
-  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
+  /// sliver over kc.
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b, float* c, std::int64_t ldc,
-                                                                 bool accumulate, int rows, int cols) {
+                                                                 bool accumulate, int rows, int cols, float alpha) {
     f32x16 acc[mr][2];  // zeroed by a loop: `= {}` left GCC a dead memset of the array
     for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -140,6 +141,10 @@ struct avx512 {
       }
     }
     static_assert(nr == 32);
+    if (alpha != 1.0f) {  // once per panel of up to kc_max steps: a fused update's -learning_rate
+      const f32x16 s = splat16(alpha);
+      for (int i = 0; i < mr; ++i) acc[i][0] *= s, acc[i][1] *= s;
+    }
     store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
   }
 };
@@ -175,9 +180,10 @@ struct avx2 {
   static constexpr std::int64_t kc_max = 256;   ///< depth of a panel: a 16-column sliver of b is 16 KiB (L1)
   static constexpr std::int64_t nc_max = 4080;  ///< columns of b's panel: at most 4 MiB (L3)
 
-  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
+  /// sliver over kc.
   static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                    bool accumulate, int rows, int cols) {
+                    bool accumulate, int rows, int cols, float alpha) {
     f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     f32x8 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -201,7 +207,11 @@ struct avx2 {
       c50 = fma(t, b0, c50);
       c51 = fma(t, b1, c51);
     }
-    const f32x8 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    f32x8 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    if (alpha != 1.0f) {
+      const f32x8 s = splat8(alpha);
+      for (auto& v : r) v *= s;
+    }
     if (rows == mr && cols == nr) {
       for (int i = 0; i < mr; ++i) {
         float* ci = c + i * ldc;
@@ -397,13 +407,15 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
     pack_b<Isa>(std::min(ps.step, k - pc), n, {b.at(pc, 0), b.rs, b.cs}, out + q * round_up(n, Isa::nr) * ps.step);
 }
 
-/// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
+/// c(m, n) = alpha * a(m, k) * b(k, n), or c += that when `accumulate`, k >= 1, c row-major
+/// with row stride ldc. shared_a, when
 /// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
 /// n <= nc_max): the blocks of a product split across threads share the packed operand that
 /// all of them read.
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
-             const float* shared_a = nullptr, const float* shared_b = nullptr) {
+             const float* shared_a = nullptr, const float* shared_b = nullptr, float alpha = 1.0f,
+             bool accumulate = false) {
   constexpr int mr = Isa::mr, nr = Isa::nr;
   constexpr std::int64_t nc_max = Isa::nc_max;
   const panels ps(k, Isa::kc_max);
@@ -426,7 +438,8 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows, cols);
+            Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
+                       rows, cols, alpha);
           }
         }
       }
@@ -434,13 +447,15 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
   }
 }
 
-/// out(m, n) = op(a)(m, k) * op(b)(k, n), as sgemm() below.
+/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n), or out += that when `accumulate`, as
+/// sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
-           const float* shared_a, const float* shared_b) {
+           const float* shared_a, const float* shared_b, float alpha, bool accumulate) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
+    if (!accumulate)
+      for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
     return;
   }
   // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
@@ -448,13 +463,13 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
   if (n < Isa::nr && m > n && !shared_a && !shared_b) {
     thread_local scratch transposed;
     float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
-    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m);
+    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, nullptr, nullptr, alpha);
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = t[j * m + i];
+      for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = accumulate ? out[i * ldc + j] + t[j * m + i] : t[j * m + i];
     return;
   }
   // A shared b holds one panel of columns: wider products pack b themselves.
-  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr);
+  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate);
 }
 
 }  // namespace sgemm_detail
@@ -564,23 +579,29 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
   return buffer.get(static_cast<std::size_t>(floats));
 }
 
-/// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
-/// at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
-/// the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
-/// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b, which pack
-/// for sgemm_best_isa(), the block this overload uses).
+/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc, or
+/// out += that when `accumulate` (then out is read, not overwritten: a weight's update
+/// w -= rate * x^T dz is one product, with alpha = -rate); a(i, p) is at a[i * a_rs + p * a_cs]
+/// and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is the same memory with its
+/// strides swapped). k == 0 writes zeros, or leaves out as it is when accumulating. `shared`
+/// replaces the packing of a or b by an operand packed before (by sgemm_pack_a or
+/// sgemm_pack_b, which pack for sgemm_best_isa(), the block this overload uses). alpha scales
+/// each depth panel's block once, before it is stored: alpha = 1 gives the plain product,
+/// bit for bit.
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
-                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
+                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {},
+                  float alpha = 1.0f, bool accumulate = false) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha, accumulate);
   });
 }
 /// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
 /// operand, as the packed layout depends on the block.
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
-                  std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc) {
+                  std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
+                  float alpha = 1.0f, bool accumulate = false) {
   sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate);
   });
 }
 
