@@ -412,3 +412,197 @@ TEST_CASE("CSE in the session: one of each class of equal nodes runs, and feeds 
   CHECK(names.count("b2") == 1);
   CHECK(out[0].to_vector<float>() == std::vector<float>{2, 8, 18});
 }
+
+namespace {
+// "name (op)" of each node a traced run ran.
+std::multiset<std::string> ran_ops(session& s, const feed_list& feeds, const std::vector<endpoint>& targets) {
+  run_metadata meta;
+  s.run(feeds, {}, targets, {.trace = true}, &meta);
+  std::multiset<std::string> out;
+  for (const auto& n : meta.stats.nodes) out.insert(n.node + " (" + n.op + ")");
+  return out;
+}
+
+std::vector<float> wave(std::int64_t count, double phase) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(std::sin(phase + 0.41 * static_cast<double>(i)));
+  return v;
+}
+
+session_options fusing(int threads, bool fuse) {
+  session_options o = test::one_thread();
+  o.intra_op_threads = threads;
+  o.fuse_gradient_updates = fuse;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("folding gradient updates: a weight's step runs as one GEMM into the variable, as the unfused step") {
+  // w (in x out) -= 0.05 * x^T dz for two batches, checked against the sum in double. The
+  // larger shape splits the product across two threads; out = 10 takes sgemm's transposed
+  // path (fewer columns than a register block).
+  for (auto [in, out, threads] : {std::tuple<std::int64_t, std::int64_t, int>{70, 50, 1}, {200, 300, 2}, {300, 10, 2}}) {
+    const std::int64_t batch = 64;
+    INFO("w: " << in << " x " << out << ", " << threads << " threads");
+    graph g;
+    auto w = g.variable(dtype::float32, {in, out}, node_options("w")).out(0);
+    const auto w0 = wave(in * out, 0.3);
+    auto& init = g.op("Assign", {w, g.constant(tensor::from_vector(w0, shape{in, out}))}, {}, "init");
+    auto& x = g.placeholder(dtype::float32, {batch, in}, "x");
+    auto& dz = g.placeholder(dtype::float32, {batch, out}, "dz");
+    auto& grad = g.op("MatMul", {x, dz}, {{"transpose_a", true}}, "grad");
+    auto& step = g.op("ApplyGradientDescent", {w, g.constant(tensor::scalar(0.05f), "rate"), grad}, {}, "step");
+    std::vector<double> want(w0.begin(), w0.end()), magnitude(w0.size(), 0.0);
+    std::vector<feed_list> batches;
+    for (int b = 0; b < 2; ++b) {
+      const auto xs = wave(batch * in, 1.0 + b), dzs = wave(batch * out, 2.0 + b);
+      batches.push_back({{"x", tensor::from_vector(xs, shape{batch, in})}, {"dz", tensor::from_vector(dzs, shape{batch, out})}});
+      for (std::int64_t i = 0; i < in; ++i)
+        for (std::int64_t j = 0; j < out; ++j)
+          for (std::int64_t p = 0; p < batch; ++p) {
+            const double term = 0.05 * static_cast<double>(xs[static_cast<std::size_t>(p * in + i)]) *
+                                static_cast<double>(dzs[static_cast<std::size_t>(p * out + j)]);
+            want[static_cast<std::size_t>(i * out + j)] -= term;
+            magnitude[static_cast<std::size_t>(i * out + j)] += std::abs(term);
+          }
+    }
+    for (bool fuse : {true, false}) {
+      INFO((fuse ? "fused" : "unfused"));
+      session s(g, fusing(threads, fuse));
+      s.run({}, {}, {init});
+      const auto names = ran_ops(s, batches[0], {step});
+      if (fuse) CHECK(names == std::multiset<std::string>{"rate (Const)", "step (_FusedMatMulApplyGradientDescent)", "w (Variable)"});
+      else CHECK(names.count("grad (MatMul)") == 1);
+      CHECK(names.count(fuse ? "step (_FusedMatMulApplyGradientDescent)" : "step (ApplyGradientDescent)") == 1);
+      s.run(batches[1], {}, {step});
+      const auto got = s.run({}, {w}).at(0).to_vector<float>();
+      int bad = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        // Two steps of (batch + 4) roundings of each sum, plus the update's own.
+        const double bound = std::ldexp(1.0, -23) * static_cast<double>(batch + 8) * (magnitude[i] + std::abs(want[i]));
+        if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= bound)) ++bad;
+      }
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("folding gradient updates: not where the gradient is read, fetched or fed, nor for float64") {
+  graph g;
+  auto w = g.variable(dtype::float32, {3, 2}, node_options("w")).out(0);
+  auto& init = g.op("Assign", {w, g.constant(tensor::of<float>({3, 2}, {1, 2, 3, 4, 5, 6}))}, {}, "init");
+  auto& x = g.placeholder(dtype::float32, {4, 3}, "x");
+  auto& dz = g.placeholder(dtype::float32, {4, 2}, "dz");
+  auto& grad = g.op("MatMul", {x, dz}, {{"transpose_a", true}}, "grad");
+  auto rate = g.constant(tensor::scalar(0.5f), "rate").out(0);
+  auto& step = g.op("ApplyGradientDescent", {w, rate, grad}, {}, "step");
+  // A second graph where the gradient also feeds a summary-like reduction.
+  graph h;
+  auto hw = h.variable(dtype::float32, {3, 2}, node_options("w")).out(0);
+  auto& hinit = h.op("Assign", {hw, h.constant(tensor::of<float>({3, 2}, {1, 2, 3, 4, 5, 6}))}, {}, "init");
+  auto& hgrad = h.op("MatMul", {h.placeholder(dtype::float32, {4, 3}, "x"), h.placeholder(dtype::float32, {4, 2}, "dz")},
+                     {{"transpose_a", true}}, "grad");
+  auto& hstep = h.op("ApplyGradientDescent", {hw, h.constant(tensor::scalar(0.5f), "rate"), hgrad}, {}, "step");
+  auto& norm = h.op("Sum", {h.op("Square", {hgrad}, {}, "square"), h.constant(tensor::of<std::int32_t>({2}, {0, 1}))}, {}, "norm");
+  // And one in float64.
+  graph d;
+  auto dw = d.variable(dtype::float64, {3, 2}, node_options("w")).out(0);
+  auto& dinit = d.op("Assign", {dw, d.constant(tensor::of<double>({3, 2}, {1, 2, 3, 4, 5, 6}))}, {}, "init");
+  auto& dgrad = d.op("MatMul", {d.placeholder(dtype::float64, {4, 3}, "x"), d.placeholder(dtype::float64, {4, 2}, "dz")},
+                     {{"transpose_a", true}}, "grad");
+  auto& dstep = d.op("ApplyGradientDescent", {dw, d.constant(tensor::scalar(0.5), "rate"), dgrad}, {}, "step");
+
+  const std::vector<float> xs{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, dzs{1, 0, 0, 1, 1, 1, 2, 2};
+  // x^T dz = [[1+2, 0+2], [0+2, 1+2], [1+2, 1+2]] = [[3, 2], [2, 3], [3, 3]]; w - 0.5 of it:
+  const std::vector<float> after{-0.5f, 1, 2, 2.5f, 3.5f, 4.5f};
+  const feed_list feeds{{"x", tensor::from_vector(xs, shape{4, 3})}, {"dz", tensor::from_vector(dzs, shape{4, 2})}};
+  const std::string fused = "step (_FusedMatMulApplyGradientDescent)";
+  {
+    session s(g, test::one_thread());
+    s.run({}, {}, {init});
+    CHECK(ran_ops(s, feeds, {step}).count(fused) == 1);  // this signature folds
+    run_metadata meta;
+    const auto out = s.run(feeds, {grad}, {step}, {.trace = true}, &meta);  // the gradient fetched too: not folded
+    CHECK(out.at(0).to_vector<float>() == std::vector<float>{3, 2, 2, 3, 3, 3});
+    for (const auto& n : meta.stats.nodes) CHECK(n.op != "_FusedMatMulApplyGradientDescent");
+    // The gradient fed: the update reads the fed value, and no product runs.
+    feed_list fed = feeds;
+    fed.push_back({"grad", tensor::of<float>({3, 2}, {2, 2, 2, 2, 2, 2})});
+    CHECK(ran_ops(s, fed, {step}).count("step (ApplyGradientDescent)") == 1);
+    // Three updates of the same w: 1 - 0.5 * 3 - 0.5 * 3 - 0.5 * 2 = -3, and so on.
+    CHECK(s.run({}, {w}).at(0).to_vector<float>() == std::vector<float>{-3, -1, 0, 0, 1, 2});
+    s.run({}, {}, {init});
+    s.run(feeds, {}, {step});
+    CHECK(s.run({}, {w}).at(0).to_vector<float>() == after);
+  }
+  {
+    session s(h, test::one_thread());
+    s.run({}, {}, {hinit});
+    CHECK(ran_ops(s, feeds, {hstep}).count("step (ApplyGradientDescent)") == 1);  // norm reads the gradient too
+    CHECK(s.run({}, {hw}).at(0).to_vector<float>() == after);
+    (void)norm;
+  }
+  {
+    session s(d, test::one_thread());
+    s.run({}, {}, {dinit});
+    feed_list dfeeds{{"x", tensor::from_vector(std::vector<double>(xs.begin(), xs.end()), shape{4, 3})},
+                     {"dz", tensor::from_vector(std::vector<double>(dzs.begin(), dzs.end()), shape{4, 2})}};
+    CHECK(ran_ops(s, dfeeds, {dstep}).count("step (ApplyGradientDescent)") == 1);
+    CHECK(s.run({}, {dw}).at(0).to_vector<double>() == std::vector<double>{-0.5, 1, 2, 2.5, 3.5, 4.5});
+  }
+}
+
+TEST_CASE("folding gradient updates: a product of the variable itself reads its value before the step") {
+  // w -= 0.25 * w^T w: the product reads w while the fused kernel writes it, so the variable is
+  // copied first (its reader holds the value); w = [[1, 2], [3, 4]]: w^T w = [[10, 14], [14, 20]].
+  graph g;
+  auto w = g.variable(dtype::float32, {2, 2}, node_options("w")).out(0);
+  auto& init = g.op("Assign", {w, g.constant(tensor::of<float>({2, 2}, {1, 2, 3, 4}))}, {}, "init");
+  auto& grad = g.op("MatMul", {w, w}, {{"transpose_a", true}}, "grad");
+  auto& step = g.op("ApplyGradientDescent", {w, g.constant(tensor::scalar(0.25f)), grad}, {}, "step");
+  session s(g, test::one_thread());
+  s.run({}, {}, {init});
+  CHECK(ran_ops(s, {}, {step}).count("step (_FusedMatMulApplyGradientDescent)") == 1);
+  CHECK(s.run({}, {w}).at(0).to_vector<float>() == std::vector<float>{1 - 2.5f, 2 - 3.5f, 3 - 3.5f, 4 - 5.0f});
+}
+
+TEST_CASE("folding gradient updates: a bad shape is an error naming the node, and the variable keeps its value") {
+  // Shapes unknown until run time: the fused kernel checks them before writing anything.
+  graph g;
+  auto w = g.variable(dtype::float32, {2, 2}, node_options("w")).out(0);
+  auto& init = g.op("Assign", {w, g.constant(tensor::of<float>({2, 2}, {1, 2, 3, 4}))}, {}, "init");
+  auto& x = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "x");
+  auto& dz = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "dz");
+  auto& step = g.op("ApplyGradientDescent", {w, g.constant(tensor::scalar(1.0f)), g.op("MatMul", {x, dz}, {}, "grad")}, {},
+                    "step");
+  session s(g, test::one_thread());
+  s.run({}, {}, {init});
+  test::require_error([&] { s.run({{"x", tensor::of<float>({3, 1}, {1, 1, 1})}, {"dz", tensor::of<float>({1, 2}, {1, 1})}}, {}, {step}); },
+                      {"node 'step' (_FusedMatMulApplyGradientDescent)", "product of shape [3,2]", "variable 'w' of shape [2,2]"});
+  test::require_error([&] { s.run({{"x", tensor::of<float>({2, 3}, {1, 1, 1, 1, 1, 1})}, {"dz", tensor::of<float>({2, 2}, {1, 1, 1, 1})}}, {}, {step}); },
+                      {"node 'step'", "inner dimensions differ (3 vs 2"});
+  test::require_error([&] { s.run({{"x", tensor::of<float>({4}, {1, 1, 1, 1})}, {"dz", tensor::of<float>({2, 2}, {1, 1, 1, 1})}}, {}, {step}); },
+                      {"node 'step'", "must be matrices", "[4]"});
+  CHECK(s.run({}, {w}).at(0).to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  // The same op added by name is checked when it is added.
+  test::require_error([&] { g.op("_FusedMatMulApplyGradientDescent", {w, g.constant(tensor::scalar(1.0f)), g.constant(tensor::of<float>({3, 1}, {1, 1, 1})), g.constant(tensor::of<float>({1, 2}, {1, 1}))}); },
+                      {"_FusedMatMulApplyGradientDescent", "product of shape [3,2] does not match the variable's shape [2,2]"});
+}
+
+TEST_CASE("graph::replace keeps ids in topological order and the outputs consumers were checked against") {
+  graph g;
+  auto& a = g.constant(tensor::scalar(1.0f), "a");
+  auto& i = g.constant(tensor::scalar(std::int32_t{1}), "i");
+  auto& b = g.op("Neg", {a}, {}, "b");
+  auto& c = g.op("Abs", {b}, {}, "c");
+  auto& late = g.constant(tensor::scalar(2.0f), "late");
+  const node& replaced = g.replace(b.id(), "Square", {a}, {}, {});
+  CHECK(replaced.id() == b.id());
+  CHECK(g.at(b.id()).op() == "Square");
+  CHECK(g["b"].op() == "Square");
+  CHECK(test::eval(g, c).scalar_value<float>() == 1.0f);
+  test::require_error([&] { g.replace(b.id(), "Neg", {late}, {}, {}); }, {"node 'b' (Neg)", "input 0 is not an output of this graph"});
+  test::require_error([&] { g.replace(b.id(), "Neg", {a}, {}, {late.id()}); }, {"control input", "does not come before"});
+  test::require_error([&] { g.replace(b.id(), "Identity", {i}, {}, {}); }, {"cannot replace node 'b' (Square)", "outputs differ"});
+  CHECK(g.at(b.id()).op() == "Square");  // unchanged by the failures
+}

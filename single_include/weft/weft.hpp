@@ -6123,6 +6123,8 @@ struct summary {
 ///       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
 ///       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
 ///                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
+///   _FusedMatMulApplyGradientDescent(var, alpha, a, b; transpose_a, transpose_b)
+///       var -= alpha * op(a) op(b)             (a session's rewrite of ApplyGradientDescent on a MatMul)
 
 #include <initializer_list>
 #include <string>
@@ -6130,6 +6132,10 @@ struct summary {
 
 
 namespace weft::ops {
+
+/// The op a session puts in place of an ApplyGradientDescent whose delta is a MatMul that
+/// nothing else reads (graph/passes/fuse_updates.hpp): var -= alpha * op(a) op(b) as one GEMM.
+inline constexpr const char* fused_matmul_gradient_descent_op = "_FusedMatMulApplyGradientDescent";
 
 /// The training family's op definitions (registered by register_training_ops()).
 std::vector<op_def> training_op_defs();
@@ -6171,6 +6177,45 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
   apply("ApplyRMSProp", {"var", "ms", "mom"}, {"lr", "rho", "momentum", "epsilon"}, "grad", 7, false);
   apply("ApplyAdam", {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, "grad", 9,
         true);
+  // ApplyGradientDescent whose delta is a MatMul's product, as one GEMM that adds
+  // -alpha * op(a) op(b) to the variable where it is: no gradient is written and read back.
+  // Only a session's own copy of a graph holds it (graph/passes/fuse_updates.hpp), in place
+  // of an ApplyGradientDescent whose MatMul nothing else reads; no program adds it.
+  defs.push_back(op_def_builder(fused_matmul_gradient_descent_op)
+                     .input("var: Ref(T)")
+                     .input("alpha: T")
+                     .input("a: T")
+                     .input("b: T")
+                     .output("out: Ref(T)")
+                     .attr("T: {float32}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .attr("use_locking: bool = false")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       const partial_shape& v = c.input(0);
+                       if (c.input(1).rank_known() && c.input(1).rank() != 0)
+                         c.fail("input 1 (alpha) must be a scalar, got shape ", c.input(1));
+                       for (int i = 2; i < 4; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& a = c.input(2);
+                       const auto& b = c.input(3);
+                       if (a.rank_known() && b.rank_known()) {
+                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                         const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                         const partial_shape product{m, n};
+                         if (v.fully_known() && product.fully_known() && !(v == product))
+                           c.fail("the product of shape ", product, " does not match the variable's shape ", v);
+                       }
+                       c.set_output(0, v);
+                     })
+                     .flops([](const op_cost_args& c) {  // the product's 2mnk, and 2mn for the update
+                       const double k = c.input_dim(2, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_gradient_descent_op) ? 0 : 1);
+                       return 2 * op_cost_args::elements(c.outputs[0]) * (k + 1);
+                     })
+                     .build());
   return defs;
 }
 #endif
@@ -6185,12 +6230,22 @@ WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
 WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
+/// _FusedMatMulApplyGradientDescent as a C++ type (of the training family): a session's
+/// rewrite adds it (graph/passes/fuse_updates.hpp), no program does.
+struct FusedMatMulApplyGradientDescent {
+  static constexpr const char* name = fused_matmul_gradient_descent_op;  ///< "_FusedMatMulApplyGradientDescent"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_training_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
 struct training {
   static constexpr const char* name = "training";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  ///< its op types
+  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
+                          FusedMatMulApplyGradientDescent>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_training_ops(); }
 };
@@ -6314,6 +6369,15 @@ class graph {
   /// Adds a control edge from -> to; throws if it would close a cycle.
   void add_control_input(int to, int from);
 
+  /// Replaces node `id` by a node of op `op_name` with the same name, device and colocation:
+  /// a graph pass's rewrite, on its own copy of a graph (passes/fuse_updates.hpp). Its inputs
+  /// and control inputs must be outputs and nodes of smaller ids, so that ids stay in
+  /// topological order, and its outputs must have the old node's dtypes, reference kinds and
+  /// inferred shapes, which its consumers were checked against. The graph is unchanged when
+  /// this throws.
+  const node& replace(int id, std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                      std::vector<int> controls);
+
   /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul". The
   /// guard restores the scope it replaced when it goes.
   class scope_guard {
@@ -6397,9 +6461,11 @@ class graph {
   void close_loop(int merge, output next);
 
  private:
+  /// replacing >= 0: the node takes the place of node `replacing` (replace()), `name` is its
+  /// full name, and its inputs must come before it.
   const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
                            std::string name, std::vector<int> controls, std::string device,
-                           std::string colocate);
+                           std::string colocate, int replacing = -1);
   void check_colocated_devices(const std::string& who, const std::string& device, const node& root) const {
     if (!device.empty() && !root.device().empty() && device != root.device())
       fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
@@ -6469,13 +6535,16 @@ WEFT_DETAIL_RUNTIME_INLINE void graph::close_loop(int merge, output next) {
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
 WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
                                                            std::string name, std::vector<int> controls, std::string device,
-                                                           std::string colocate) {
+                                                           std::string colocate, int replacing) {
   const op_def* def = op_registry::global().find(op_name);
   if (!def && ops::standard_op_family(op_name) == "control") {  // no kernels to register: always there
     ops::register_control_flow_ops();
     def = op_registry::global().find(op_name);
   }
-  std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
+  std::string full_name = replacing >= 0 ? name
+                          : name.empty()   ? unique_name(name_scope_ + std::string(op_name))
+                                           : name_scope_ + name;
+  const int visible = replacing >= 0 ? replacing : size();  // the nodes an input may come from
   std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
   if (!def) {
     auto family = ops::standard_op_family(op_name);
@@ -6484,7 +6553,8 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
          " ops, which this program has not registered; call ", ops::family_registration_hint(family),
          ", or include <weft/kernels/cpu/all.hpp> in one translation unit for every op and kernel");
   }
-  if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
+  if (replacing < 0 && by_name_.count(full_name))
+    fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
   if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
     fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
   if (!colocate.empty()) {
@@ -6507,7 +6577,7 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
     }
   }
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].node < 0 || inputs[i].node >= size() || inputs[i].port < 0 ||
+    if (inputs[i].node < 0 || inputs[i].node >= visible || inputs[i].port < 0 ||
         inputs[i].port >= at(inputs[i].node).num_outputs())
       fail(error_code::invalid_argument, who, ": input ", i, " is not an output of this graph");
 
@@ -6636,7 +6706,9 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
     }
   }
   for (int c : controls)
-    if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
+    if (c < 0 || c >= visible)
+      fail(error_code::invalid_argument, who, ": control input ", c,
+           replacing >= 0 ? " does not come before the node it replaces" : " is not a node of this graph");
 
   shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
   if (def->shape_fn) {
@@ -6648,7 +6720,7 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
   }
 
   node n;
-  n.id_ = size();
+  n.id_ = visible;
   n.name_ = std::move(full_name);
   n.def_ = def;
   n.attrs_ = std::move(attrs);
@@ -6663,9 +6735,25 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
   n.output_dtypes_ = std::move(out_types);
   n.output_shapes_ = ctx.output_shapes();
   n.output_is_ref_ = std::move(out_refs);
+  if (replacing >= 0) {
+    node& old = nodes_[static_cast<std::size_t>(replacing)];
+    if (n.output_dtypes_ != old.output_dtypes_ || n.output_is_ref_ != old.output_is_ref_ ||
+        n.output_shapes_ != old.output_shapes_)
+      fail(error_code::invalid_argument, who, ": cannot replace ", old.describe(), ": its outputs differ");
+    old = std::move(n);
+    return old;
+  }
   by_name_.emplace(n.name_, n.id_);
   nodes_.push_back(std::move(n));
   return nodes_.back();
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE const node& graph::replace(int id, std::string_view op_name, const std::vector<output>& inputs,
+                                                      attr_map attrs, std::vector<int> controls) {
+  const node& old = at(id);
+  return add_resolved(op_name, inputs, std::move(attrs), old.name(), std::move(controls), old.device(), old.colocation(), id);
 }
 #endif
 
@@ -10243,6 +10331,95 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 
 }  // namespace weft::passes
 /// @file
+/// Folding a weight's gradient-descent step into the product that computes its gradient: an
+/// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose float MatMul nothing else reads
+/// becomes one _FusedMatMulApplyGradientDescent(var, alpha, a, b), a GEMM that adds
+/// -alpha * op(a) op(b) into the variable where it is (ops/training_ops.hpp). The gradient
+/// (784 x 512 floats, 1.6 MB, for an MLP's first layer) is then neither written nor read
+/// back: the expert's hand-written step, `w.noalias() -= rate * x.transpose() * dz`, as a
+/// rewrite of the graph (the kind TensorFlow's grappler "remapper" does for MatMul + BiasAdd).
+///
+/// A session does it for each signature it builds, on its own copy of the graph, where every
+/// device is a CPU and the fused kernel is registered (runtime/session.hpp,
+/// session_options::fuse_gradient_updates). The fused node takes the ApplyGradientDescent's
+/// id, name, device and colocation, with the control inputs of both nodes: fetches, targets
+/// and control edges that named the update still do, and the MatMul, left without a
+/// consumer, is pruned. Results differ from the unfused step by rounding only: each term is
+/// scaled by -alpha inside the product and added to the variable once, where the unfused
+/// step rounds the gradient, then alpha times it.
+
+#include <memory>
+#include <vector>
+
+
+namespace weft::passes {
+
+/// An ApplyGradientDescent and the MatMul whose product is its delta, by node id.
+struct fusable_update {
+  int matmul = -1;  ///< the MatMul node
+  int apply = -1;   ///< the ApplyGradientDescent node
+  /// Equal when both ids are.
+  friend bool operator==(const fusable_update&, const fusable_update&) = default;
+};
+
+/// The updates of g that fold into their MatMul: ApplyGradientDescent of float whose delta is
+/// output 0 of a float MatMul that no other input, control edge, fetch or target names, with
+/// no output of either node fed, and that asks for no other device or colocation than the
+/// update (the fused node runs where the update runs).
+inline std::vector<fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
+                                                   const std::vector<output>& fetched, const std::vector<int>& targets) {
+  const auto n = static_cast<std::size_t>(g.size());
+  std::vector<int> readers(n, 0);  // inputs, control edges, fetches and targets that name the node
+  std::vector<char> has_fed(n, 0);
+  for (int id = 0; id < g.size(); ++id) {
+    const node& x = g.at(id);
+    for (output in : x.inputs()) ++readers[static_cast<std::size_t>(in.node)];
+    for (int c : x.control_inputs()) ++readers[static_cast<std::size_t>(c)];
+  }
+  for (output o : fetched) ++readers[static_cast<std::size_t>(o.node)];
+  for (int t : targets) ++readers[static_cast<std::size_t>(t)];
+  for (output o : fed) has_fed[static_cast<std::size_t>(o.node)] = 1;
+  const auto is_float = [](const node& x) { return x.attr<dtype>("T") == dtype::float32; };
+
+  std::vector<fusable_update> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& apply = g.at(id);
+    if (apply.op() != "ApplyGradientDescent" || !is_float(apply) || has_fed[static_cast<std::size_t>(id)]) continue;
+    const output delta = apply.inputs()[2];
+    const node& product = g.at(delta.node);
+    if (product.op() != "MatMul" || delta.port != 0 || !is_float(product)) continue;
+    if (readers[static_cast<std::size_t>(product.id())] != 1 || has_fed[static_cast<std::size_t>(product.id())]) continue;
+    if (!product.device().empty() && product.device() != apply.device()) continue;
+    if (!product.colocation().empty() && product.colocation() != apply.colocation()) continue;
+    out.push_back({product.id(), id});
+  }
+  return out;
+}
+
+/// A copy of g with each update of `updates` (from fusable_updates(g, ...)) folded into its
+/// MatMul: the update's node replaced in place by _FusedMatMulApplyGradientDescent(var,
+/// alpha, a, b) with the MatMul's transposes and the control inputs of both nodes.
+inline std::shared_ptr<const graph> fuse_updates(const graph& g, const std::vector<fusable_update>& updates) {
+  auto copy = std::make_shared<graph>(g);
+  for (const auto& u : updates) {
+    const node& apply = g.at(u.apply);
+    const node& product = g.at(u.matmul);
+    std::vector<int> controls = apply.control_inputs();
+    controls.insert(controls.end(), product.control_inputs().begin(), product.control_inputs().end());
+    attr_map attrs;
+    attrs.set("T", dtype::float32);
+    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attrs.set("use_locking", apply.attr<bool>("use_locking"));
+    copy->replace(u.apply, ops::fused_matmul_gradient_descent_op,
+                  {apply.inputs()[0], apply.inputs()[1], product.inputs()[0], product.inputs()[1]}, std::move(attrs),
+                  std::move(controls));
+  }
+  return copy;
+}
+
+}  // namespace weft::passes
+/// @file
 /// Placement (whitepaper §3.2.1): which device of a cluster each node of a run runs on.
 ///
 /// 1. Feasible devices per node: those its requested device (node_options::on, device_scope)
@@ -12349,6 +12526,10 @@ struct frame_info {
 /// edges, loop frames and transfers.
 struct executable {
   std::shared_ptr<const graph> source;  ///< the graph it was built from
+  /// The signature's own copy of source with gradient updates folded into their products
+  /// (graph/passes/fuse_updates.hpp; same ids and names), which the nodes point into; null
+  /// when the nodes are source's.
+  std::shared_ptr<const graph> rewritten;
   /// Values computed once when the executable was built (constant folding): feed nodes
   /// numbered after the run's own feeds read them.
   std::vector<tensor> constants;
@@ -13970,6 +14151,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<std::shared_ptr<const executable>> partit
   for (std::size_t p = 0; p < parts; ++p) {
     auto x = std::make_shared<executable>();
     x->source = whole.source;
+    x->rewritten = whole.rewritten;
     x->feeds = whole.feeds;
     x->placement = whole.placement;
     x->num_fetches = whole.num_fetches;
@@ -14285,6 +14467,12 @@ struct session_options {
   /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
+  /// Folding a weight's gradient-descent step into the MatMul that computes its gradient when
+  /// a signature's executable is built, on the session's own copy of the graph, where every
+  /// device is a CPU: one GEMM adds -rate * x^T dz into the variable, and the gradient is
+  /// neither written nor read back (graph/passes/fuse_updates.hpp). Results differ from the
+  /// unfused step by rounding only.
+  bool fuse_gradient_updates = true;
 };
 
 /// Options of one run: tracing, a deadline, cancellation.
@@ -14462,11 +14650,15 @@ class session {
   std::shared_ptr<const executable> prepare(const feed_list& feeds, const std::vector<endpoint>& fetches,
                                             const std::vector<endpoint>& targets);
 
-  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& user_fed,
+  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& source, const std::vector<output>& user_fed,
                                           const std::vector<output>& fetched, const std::vector<int>& targets,
                                           const std::vector<std::pair<output, shape>>& fed_shapes, bool fold = true) {
     auto x = std::make_shared<executable>();
-    x->source = g;
+    x->source = source;
+    // Updates folded into their products run on a copy of the graph with the same ids.
+    std::shared_ptr<const graph> g = source;
+    if (auto updates = fusable_updates(*g, user_fed, fetched, targets); !updates.empty())
+      x->rewritten = g = passes::fuse_updates(*g, updates);
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
     // Nodes with a fed output, so that most inputs are told apart without searching `fed`.
     std::vector<char> has_fed(static_cast<std::size_t>(g->size()), 0);
@@ -14547,9 +14739,10 @@ class session {
       if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
       } else if (n.def().stateful) {
-        // One kernel per stateful node per session (a random op's stream continues across signatures).
+        // One kernel per stateful node per session (a random op's stream continues across
+        // signatures); by op too, as a fused update has the name of the update it replaces.
         std::lock_guard lock(mutex_);
-        auto& k = stateful_kernels_[n.name()];
+        auto& k = stateful_kernels_[n.name() + ':' + n.op()];
         if (!k) k = kernel_registry::global().create(n, device_type);
         xn.kernel = k;
       } else {
@@ -14611,6 +14804,21 @@ class session {
     }
     finish_executable(*x);
     return x;
+  }
+
+  /// The updates of g this session folds into their products (graph/passes/fuse_updates.hpp):
+  /// none unless session_options::fuse_gradient_updates, every device is a CPU and the fused
+  /// kernel is registered (with ApplyGradientDescent's float kernel).
+  std::vector<passes::fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
+                                                      const std::vector<output>& fetched,
+                                                      const std::vector<int>& targets) const {
+    if (!fuse_updates_) return {};
+    for (const auto& d : devices_)
+      if (d->type() != "CPU") return {};
+    if (!op_registry::global().find(ops::fused_matmul_gradient_descent_op) ||
+        !kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32}))
+      return {};
+    return passes::fusable_updates(g, fed, fetched, targets);
   }
 
   /// The placement's simulated times by exec node (fed values at 0) and the cluster's
@@ -14859,6 +15067,7 @@ class session {
   passes::cost_model::measured_times measured_;  ///< record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
+  bool fuse_updates_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
@@ -14889,7 +15098,8 @@ WEFT_DETAIL_RUNTIME_INLINE session::session(const graph& g, session_options opti
       recv_scheduling_(options.recv_scheduling),
       placement_(options.placement),
       folding_(options.constant_folding),
-      cse_(options.eliminate_common_subexpressions) {}
+      cse_(options.eliminate_common_subexpressions),
+      fuse_updates_(options.fuse_gradient_updates) {}
 
 WEFT_DETAIL_RUNTIME_INLINE session::~session() = default;
 
@@ -22085,10 +22295,11 @@ struct avx512 {
   static constexpr std::int64_t kc_max = 128;   ///< depth of a panel: a 32-column sliver of b is 16 KiB (L1)
   static constexpr std::int64_t nc_max = 4096;  ///< columns of b's panel: at most 2 MiB (L3)
 
-  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
+  /// sliver over kc.
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b, float* c, std::int64_t ldc,
-                                                                 bool accumulate, int rows, int cols) {
+                                                                 bool accumulate, int rows, int cols, float alpha) {
     f32x16 acc[mr][2];  // zeroed by a loop: `= {}` left GCC a dead memset of the array
     for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -22105,6 +22316,10 @@ struct avx512 {
       }
     }
     static_assert(nr == 32);
+    if (alpha != 1.0f) {  // once per panel of up to kc_max steps: a fused update's -learning_rate
+      const f32x16 s = splat16(alpha);
+      for (int i = 0; i < mr; ++i) acc[i][0] *= s, acc[i][1] *= s;
+    }
     store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
   }
 };
@@ -22140,9 +22355,10 @@ struct avx2 {
   static constexpr std::int64_t kc_max = 256;   ///< depth of a panel: a 16-column sliver of b is 16 KiB (L1)
   static constexpr std::int64_t nc_max = 4080;  ///< columns of b's panel: at most 4 MiB (L3)
 
-  /// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over kc.
+  /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
+  /// sliver over kc.
   static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                    bool accumulate, int rows, int cols) {
+                    bool accumulate, int rows, int cols, float alpha) {
     f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     f32x8 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -22166,7 +22382,11 @@ struct avx2 {
       c50 = fma(t, b0, c50);
       c51 = fma(t, b1, c51);
     }
-    const f32x8 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    f32x8 r[2 * mr] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+    if (alpha != 1.0f) {
+      const f32x8 s = splat8(alpha);
+      for (auto& v : r) v *= s;
+    }
     if (rows == mr && cols == nr) {
       for (int i = 0; i < mr; ++i) {
         float* ci = c + i * ldc;
@@ -22362,13 +22582,15 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
     pack_b<Isa>(std::min(ps.step, k - pc), n, {b.at(pc, 0), b.rs, b.cs}, out + q * round_up(n, Isa::nr) * ps.step);
 }
 
-/// c(m, n) = a(m, k) * b(k, n), k >= 1, c row-major with row stride ldc. shared_a, when
+/// c(m, n) = alpha * a(m, k) * b(k, n), or c += that when `accumulate`, k >= 1, c row-major
+/// with row stride ldc. shared_a, when
 /// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
 /// n <= nc_max): the blocks of a product split across threads share the packed operand that
 /// all of them read.
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
-             const float* shared_a = nullptr, const float* shared_b = nullptr) {
+             const float* shared_a = nullptr, const float* shared_b = nullptr, float alpha = 1.0f,
+             bool accumulate = false) {
   constexpr int mr = Isa::mr, nr = Isa::nr;
   constexpr std::int64_t nc_max = Isa::nc_max;
   const panels ps(k, Isa::kc_max);
@@ -22391,7 +22613,8 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows, cols);
+            Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
+                       rows, cols, alpha);
           }
         }
       }
@@ -22399,13 +22622,15 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
   }
 }
 
-/// out(m, n) = op(a)(m, k) * op(b)(k, n), as sgemm() below.
+/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n), or out += that when `accumulate`, as
+/// sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
-           const float* shared_a, const float* shared_b) {
+           const float* shared_a, const float* shared_b, float alpha, bool accumulate) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
+    if (!accumulate)
+      for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
     return;
   }
   // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
@@ -22413,13 +22638,13 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
   if (n < Isa::nr && m > n && !shared_a && !shared_b) {
     thread_local scratch transposed;
     float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
-    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m);
+    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, nullptr, nullptr, alpha);
     for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = t[j * m + i];
+      for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = accumulate ? out[i * ldc + j] + t[j * m + i] : t[j * m + i];
     return;
   }
   // A shared b holds one panel of columns: wider products pack b themselves.
-  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr);
+  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate);
 }
 
 }  // namespace sgemm_detail
@@ -22529,23 +22754,29 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
   return buffer.get(static_cast<std::size_t>(floats));
 }
 
-/// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc; a(i, p) is
-/// at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is
-/// the same memory with its strides swapped). k == 0 writes zeros. `shared` replaces the
-/// packing of a or b by an operand packed before (by sgemm_pack_a or sgemm_pack_b, which pack
-/// for sgemm_best_isa(), the block this overload uses).
+/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc, or
+/// out += that when `accumulate` (then out is read, not overwritten: a weight's update
+/// w -= rate * x^T dz is one product, with alpha = -rate); a(i, p) is at a[i * a_rs + p * a_cs]
+/// and b(p, j) at b[p * b_rs + j * b_cs] (a transposed operand is the same memory with its
+/// strides swapped). k == 0 writes zeros, or leaves out as it is when accumulating. `shared`
+/// replaces the packing of a or b by an operand packed before (by sgemm_pack_a or
+/// sgemm_pack_b, which pack for sgemm_best_isa(), the block this overload uses). alpha scales
+/// each depth panel's block once, before it is stored: alpha = 1 gives the plain product,
+/// bit for bit.
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
-                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {}) {
+                  const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {},
+                  float alpha = 1.0f, bool accumulate = false) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha, accumulate);
   });
 }
 /// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
 /// operand, as the packed layout depends on the block.
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
-                  std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc) {
+                  std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
+                  float alpha = 1.0f, bool accumulate = false) {
   sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate);
   });
 }
 
@@ -22754,8 +22985,8 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
 
 namespace weft::cpu {
 
-/// One Eigen GEMM: res(rows, cols) = op(lhs) * op(rhs), res dense and row-major (row i at
-/// res + i * res_stride); each operand is a plain strided matrix stored in the given order
+/// One Eigen GEMM: res(rows, cols) = alpha * op(lhs) * op(rhs), or res += that when
+/// `accumulate`, res dense and row-major (row i at res + i * res_stride); each operand is a plain strided matrix stored in the given order
 /// (a transposed operand is the same memory read in the other order) and conjugated where
 /// asked. Eigen's general_matrix_matrix_product is called directly rather than through
 /// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
@@ -22763,61 +22994,64 @@ namespace weft::cpu {
 /// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
-                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride) {
+                const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride, T alpha, bool accumulate) {
   namespace ei = Eigen::internal;
-  for (std::int64_t i = 0; i < rows; ++i) std::fill_n(res + i * res_stride, cols, T(0));
+  if (!accumulate)
+    for (std::int64_t i = 0; i < rows; ++i) std::fill_n(res + i * res_stride, cols, T(0));
   ei::gemm_blocking_space<Eigen::RowMajor, T, T, Eigen::Dynamic, Eigen::Dynamic, Eigen::Dynamic> blocking(rows, cols, depth,
                                                                                                          1, true);
   ei::general_matrix_matrix_product<Eigen::Index, T, LhsOrder, ConjLhs, T, RhsOrder, ConjRhs, Eigen::RowMajor, 1>::run(
-      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, T(1), blocking, nullptr);
+      rows, cols, depth, lhs, lhs_stride, rhs, rhs_stride, res, 1, res_stride, alpha, blocking, nullptr);
 }
 
-/// res(rows) = op(lhs)(rows, depth) * x, with x a contiguous vector: Eigen's matrix-vector
-/// kernel, for products with one output column or row (a GEMM would pack the whole matrix
-/// first).
+/// res(rows) = alpha * op(lhs)(rows, depth) * x, or res += that when `accumulate`, with x a
+/// contiguous vector: Eigen's matrix-vector kernel, for products with one output column or
+/// row (a GEMM would pack the whole matrix first).
 template <class T, int LhsOrder, bool ConjLhs, bool ConjRhs>
-void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res) {
+void gemv_block(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res, T alpha,
+                bool accumulate) {
   namespace ei = Eigen::internal;
   constexpr int VecOrder = LhsOrder == Eigen::RowMajor ? Eigen::ColMajor : Eigen::RowMajor;
   using lhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, LhsOrder>;
   using rhs_mapper = ei::const_blas_data_mapper<T, Eigen::Index, VecOrder>;
-  std::fill(res, res + rows, T(0));
+  if (!accumulate) std::fill(res, res + rows, T(0));
   ei::general_matrix_vector_product<Eigen::Index, T, lhs_mapper, LhsOrder, ConjLhs, T, rhs_mapper, ConjRhs>::run(
-      rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, T(1));
+      rows, depth, lhs_mapper(lhs, lhs_stride), rhs_mapper(x, 1), res, 1, alpha);
 }
 
 /// gemv_block with the conjugations chosen at run time (real types have one instance).
 template <class T, int LhsOrder>
 void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t lhs_stride, const T* x, T* res,
-               bool conj_lhs, bool conj_x) {
+               bool conj_lhs, bool conj_x, T alpha, bool accumulate) {
   if constexpr (Eigen::NumTraits<T>::IsComplex) {
-    if (conj_lhs && conj_x) return gemv_block<T, LhsOrder, true, true>(rows, depth, lhs, lhs_stride, x, res);
-    if (conj_lhs) return gemv_block<T, LhsOrder, true, false>(rows, depth, lhs, lhs_stride, x, res);
-    if (conj_x) return gemv_block<T, LhsOrder, false, true>(rows, depth, lhs, lhs_stride, x, res);
+    if (conj_lhs && conj_x) return gemv_block<T, LhsOrder, true, true>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
+    if (conj_lhs) return gemv_block<T, LhsOrder, true, false>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
+    if (conj_x) return gemv_block<T, LhsOrder, false, true>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
   }
-  gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res);
+  gemv_block<T, LhsOrder, false, false>(rows, depth, lhs, lhs_stride, x, res, alpha, accumulate);
 }
 
-/// Rows [r0, r1) and columns [c0, c1) of out(M,N) = op(a) * op(b); op transposes (and
-/// conjugates when `adjoint`) where asked. a is stored row-major as (M,K), or (K,M) when ta;
-/// b as (K,N), or (N,K) when tb. Four GEMM and two matrix-vector instances cover every real
-/// case. `shared` (float only) is an operand that gemm packed for every part.
+/// Rows [r0, r1) and columns [c0, c1) of out(M,N) = alpha * op(a) * op(b), or of out += that
+/// when `accumulate`; op transposes (and conjugates when `adjoint`) where asked. a is stored
+/// row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb. Four GEMM and two
+/// matrix-vector instances cover every real case. `shared` (float only) is an operand that
+/// gemm packed for every part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
-               [[maybe_unused]] sgemm_shared shared = {}) {
+               [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false) {
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
   const std::int64_t rows = r1 - r0, cols = c1 - c0;
   T* res = out + r0 * n + c0;
   const bool conj_a = complex && adjoint && ta, conj_b = complex && adjoint && tb;
   if (n == 1) {  // op(a) times the vector op(b)
-    if (ta) return gemv_conj<T, C>(rows, k, a + r0, m, b, res, conj_a, conj_b);
-    return gemv_conj<T, R>(rows, k, a + r0 * k, k, b, res, conj_a, conj_b);
+    if (ta) return gemv_conj<T, C>(rows, k, a + r0, m, b, res, conj_a, conj_b, alpha, accumulate);
+    return gemv_conj<T, R>(rows, k, a + r0 * k, k, b, res, conj_a, conj_b, alpha, accumulate);
   }
   if (m == 1) {  // the vector op(a) times op(b): out^T = op(b)^T op(a)^T
-    if (tb) return gemv_conj<T, R>(cols, k, b + c0 * k, k, a, res, conj_b, conj_a);
-    return gemv_conj<T, C>(cols, k, b + c0, n, a, res, conj_b, conj_a);
+    if (tb) return gemv_conj<T, R>(cols, k, b + c0 * k, k, a, res, conj_b, conj_a, alpha, accumulate);
+    return gemv_conj<T, C>(cols, k, b + c0, n, a, res, conj_b, conj_a, alpha, accumulate);
   }
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, float>) {
@@ -22825,17 +23059,17 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
       // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
       const T* lhs = ta ? a + r0 : a + r0 * k;
       const T* rhs = tb ? b + c0 * k : b + c0;
-      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared);
+      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared, alpha, accumulate);
     }
   }
 #endif
   // lhs: rows [r0, r1) of op(a); rhs: columns [c0, c1) of op(b).
   auto with_rhs = [&]<int LO, bool LC>(const T* lhs, std::int64_t ls) {
-    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, cols, k, lhs, ls, b + c0, n, res, n);
+    if (!tb) return gemm_block<T, LO, R, LC, false>(rows, cols, k, lhs, ls, b + c0, n, res, n, alpha, accumulate);
     if constexpr (complex) {
-      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n);
+      if (adjoint) return gemm_block<T, LO, C, LC, true>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n, alpha, accumulate);
     }
-    gemm_block<T, LO, C, LC, false>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n);
+    gemm_block<T, LO, C, LC, false>(rows, cols, k, lhs, ls, b + c0 * k, k, res, n, alpha, accumulate);
   };
   if (!ta) return with_rhs.template operator()<R, false>(a + r0 * k, k);
   if constexpr (complex) {
@@ -22851,8 +23085,9 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
 }
 
-/// out(M,N) = op(a) * op(b), split across the intra-op threads in blocks of rows or of
-/// columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
+/// out(M,N) = alpha * op(a) * op(b), or out += that when `accumulate` (a weight's gradient
+/// descent update folded into its gradient's product), split across the intra-op threads in
+/// blocks of rows or of columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
 /// the whole of the other, so the split is along the larger operand: by rows when op(a) is
 /// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
 /// weight matrix of 512 columns).
@@ -22863,19 +23098,23 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 /// integer MatMul gives.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
-          bool ta, bool tb, bool adjoint) {
+          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return gemm<U>(ctx, reinterpret_cast<const U*>(a), reinterpret_cast<const U*>(b), reinterpret_cast<U*>(out), m, k, n,
-                   ta, tb, adjoint);
+                   ta, tb, adjoint, static_cast<U>(alpha), accumulate);
   }
   if (m == 0 || n == 0) return;
-  if (k == 0) return std::fill(out, out + m * n, T(0));
+  if (k == 0) {
+    if (!accumulate) std::fill(out, out + m * n, T(0));
+    return;
+  }
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
-  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n);
+  if (threads == 1 || flops < 2e6 || extent < 2 * threads)
+    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared;
 #ifdef WEFT_OWN_SGEMM
@@ -22906,8 +23145,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 #endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared);
-      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared);
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate);
     }
   });
 }
@@ -26499,6 +26738,49 @@ struct apply_kernel {
   };
 };
 
+/// _FusedMatMulApplyGradientDescent (float): var -= alpha * op(a) op(b) as one GEMM that adds
+/// into the variable where it is (alpha = -learning rate, accumulating), under the variable's
+/// lock as every update; copied first when a reader still holds its value (so a or b may be
+/// the variable itself). Shapes are checked before anything is written.
+struct fused_matmul_gradient_descent_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_gradient_descent_kernel(const node& n)
+      : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
+  void compute(kernel_context& ctx) const override {
+    std::shared_ptr<state> var = ctx.input_ref_shared(0);
+    const tensor& alpha = ctx.input(1);
+    const tensor& a = ctx.input(2);
+    const tensor& b = ctx.input(3);
+    if (alpha.num_elements() != 1)
+      fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
+    if (a.rank() != 2 || b.rank() != 2)
+      fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
+    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    if (k != kb)
+      fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, "; shapes ", a.shape(), " and ",
+           b.shape(), ")");
+    const float rate = alpha.data<float>()[0];
+    state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
+      tensor& v = *values.front();
+      if (v.shape() != shape{m, n})
+        fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '", var->name(),
+             "' of shape ", v.shape());
+      gemm<float>(ctx, a.data<float>(), b.data<float>(), v.data<float>(), m, k, n, ta_, tb_, false, -rate, true);
+    });
+    ctx.set_output_ref(0, std::move(var));
+  }
+
+ private:
+  bool ta_, tb_;
+};
+
+/// Registers the fused update's kernel (with ApplyGradientDescent's float kernel: a session
+/// uses the op only where its kernel is registered).
+inline void register_fused_update_kernel() {
+  register_cpu_kernel<fused_matmul_gradient_descent_kernel>(ops::fused_matmul_gradient_descent_op, {"T", dtype::float32});
+}
+
 }  // namespace training
 
 /// A template, so that including this header instantiates nothing until it is called.
@@ -26511,6 +26793,7 @@ void register_training_kernels() {
   register_for<training::apply_kernel<training::adagrad>::of>(training::adagrad::op, "T", types{});
   register_for<training::apply_kernel<training::rms_prop>::of>(training::rms_prop::op, "T", types{});
   register_for<training::apply_kernel<training::adam>::of>(training::adam::op, "T", types{});
+  training::register_fused_update_kernel();
 }
 
 }  // namespace weft::cpu
@@ -26521,7 +26804,10 @@ namespace weft {
 template <class T>
 struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
-  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>}); }
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>});
+    if constexpr (std::is_same_v<T, float>) cpu::training::register_fused_update_kernel();
+  }
 };
 /// Typed code's registration of ApplyMomentum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
@@ -26546,6 +26832,12 @@ template <class T>
 struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of the fused update's CPU kernel (float, its one dtype).
+template <class T>
+struct kernel_for<ops::FusedMatMulApplyGradientDescent, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { cpu::training::register_fused_update_kernel(); }
 };
 /// Typed code's registration of every training op's CPU kernels (the family at once). A
 /// partial specialization, so that including it instantiates nothing.

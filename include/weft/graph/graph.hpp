@@ -100,6 +100,15 @@ class graph {
   /// Adds a control edge from -> to; throws if it would close a cycle.
   void add_control_input(int to, int from);
 
+  /// Replaces node `id` by a node of op `op_name` with the same name, device and colocation:
+  /// a graph pass's rewrite, on its own copy of a graph (passes/fuse_updates.hpp). Its inputs
+  /// and control inputs must be outputs and nodes of smaller ids, so that ids stay in
+  /// topological order, and its outputs must have the old node's dtypes, reference kinds and
+  /// inferred shapes, which its consumers were checked against. The graph is unchanged when
+  /// this throws.
+  const node& replace(int id, std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
+                      std::vector<int> controls);
+
   /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul". The
   /// guard restores the scope it replaced when it goes.
   class scope_guard {
@@ -183,9 +192,11 @@ class graph {
   void close_loop(int merge, output next);
 
  private:
+  /// replacing >= 0: the node takes the place of node `replacing` (replace()), `name` is its
+  /// full name, and its inputs must come before it.
   const node& add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
                            std::string name, std::vector<int> controls, std::string device,
-                           std::string colocate);
+                           std::string colocate, int replacing = -1);
   void check_colocated_devices(const std::string& who, const std::string& device, const node& root) const {
     if (!device.empty() && !root.device().empty() && device != root.device())
       fail(error_code::invalid_argument, who, ": requests device '", device, "' but is colocated with ",
@@ -255,13 +266,16 @@ WEFT_DETAIL_RUNTIME_INLINE void graph::close_loop(int merge, output next) {
 #ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
 WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
                                                            std::string name, std::vector<int> controls, std::string device,
-                                                           std::string colocate) {
+                                                           std::string colocate, int replacing) {
   const op_def* def = op_registry::global().find(op_name);
   if (!def && ops::standard_op_family(op_name) == "control") {  // no kernels to register: always there
     ops::register_control_flow_ops();
     def = op_registry::global().find(op_name);
   }
-  std::string full_name = name.empty() ? unique_name(name_scope_ + std::string(op_name)) : name_scope_ + name;
+  std::string full_name = replacing >= 0 ? name
+                          : name.empty()   ? unique_name(name_scope_ + std::string(op_name))
+                                           : name_scope_ + name;
+  const int visible = replacing >= 0 ? replacing : size();  // the nodes an input may come from
   std::string who = "node '" + full_name + "' (" + std::string(op_name) + ")";
   if (!def) {
     auto family = ops::standard_op_family(op_name);
@@ -270,7 +284,8 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
          " ops, which this program has not registered; call ", ops::family_registration_hint(family),
          ", or include <weft/kernels/cpu/all.hpp> in one translation unit for every op and kernel");
   }
-  if (by_name_.count(full_name)) fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
+  if (replacing < 0 && by_name_.count(full_name))
+    fail(error_code::already_exists, who, ": a node named '", full_name, "' already exists");
   if (full_name.find(':') != std::string::npos || full_name.starts_with('^'))
     fail(error_code::invalid_argument, who, ": node names may not contain ':' or start with '^'");
   if (!colocate.empty()) {
@@ -293,7 +308,7 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
     }
   }
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].node < 0 || inputs[i].node >= size() || inputs[i].port < 0 ||
+    if (inputs[i].node < 0 || inputs[i].node >= visible || inputs[i].port < 0 ||
         inputs[i].port >= at(inputs[i].node).num_outputs())
       fail(error_code::invalid_argument, who, ": input ", i, " is not an output of this graph");
 
@@ -422,7 +437,9 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
     }
   }
   for (int c : controls)
-    if (c < 0 || c >= size()) fail(error_code::invalid_argument, who, ": control input ", c, " is not a node of this graph");
+    if (c < 0 || c >= visible)
+      fail(error_code::invalid_argument, who, ": control input ", c,
+           replacing >= 0 ? " does not come before the node it replaces" : " is not a node of this graph");
 
   shape_context ctx(who, attrs, in_types, in_shapes, in_values, out_types);
   if (def->shape_fn) {
@@ -434,7 +451,7 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
   }
 
   node n;
-  n.id_ = size();
+  n.id_ = visible;
   n.name_ = std::move(full_name);
   n.def_ = def;
   n.attrs_ = std::move(attrs);
@@ -449,9 +466,25 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
   n.output_dtypes_ = std::move(out_types);
   n.output_shapes_ = ctx.output_shapes();
   n.output_is_ref_ = std::move(out_refs);
+  if (replacing >= 0) {
+    node& old = nodes_[static_cast<std::size_t>(replacing)];
+    if (n.output_dtypes_ != old.output_dtypes_ || n.output_is_ref_ != old.output_is_ref_ ||
+        n.output_shapes_ != old.output_shapes_)
+      fail(error_code::invalid_argument, who, ": cannot replace ", old.describe(), ": its outputs differ");
+    old = std::move(n);
+    return old;
+  }
   by_name_.emplace(n.name_, n.id_);
   nodes_.push_back(std::move(n));
   return nodes_.back();
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE const node& graph::replace(int id, std::string_view op_name, const std::vector<output>& inputs,
+                                                      attr_map attrs, std::vector<int> controls) {
+  const node& old = at(id);
+  return add_resolved(op_name, inputs, std::move(attrs), old.name(), std::move(controls), old.device(), old.colocation(), id);
 }
 #endif
 

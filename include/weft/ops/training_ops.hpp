@@ -14,6 +14,8 @@
 ///       m = beta1 * m + (1 - beta1) * grad;  v = beta2 * v + (1 - beta2) * grad^2
 ///       var -= lr * sqrt(1 - beta2_power) / (1 - beta1_power) * m / (sqrt(v) + epsilon)
 ///                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
+///   _FusedMatMulApplyGradientDescent(var, alpha, a, b; transpose_a, transpose_b)
+///       var -= alpha * op(a) op(b)             (a session's rewrite of ApplyGradientDescent on a MatMul)
 #pragma once
 
 #include <initializer_list>
@@ -27,6 +29,10 @@
 #include <weft/ops/math_ops.hpp>
 
 namespace weft::ops {
+
+/// The op a session puts in place of an ApplyGradientDescent whose delta is a MatMul that
+/// nothing else reads (graph/passes/fuse_updates.hpp): var -= alpha * op(a) op(b) as one GEMM.
+inline constexpr const char* fused_matmul_gradient_descent_op = "_FusedMatMulApplyGradientDescent";
 
 /// The training family's op definitions (registered by register_training_ops()).
 std::vector<op_def> training_op_defs();
@@ -68,6 +74,45 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
   apply("ApplyRMSProp", {"var", "ms", "mom"}, {"lr", "rho", "momentum", "epsilon"}, "grad", 7, false);
   apply("ApplyAdam", {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, "grad", 9,
         true);
+  // ApplyGradientDescent whose delta is a MatMul's product, as one GEMM that adds
+  // -alpha * op(a) op(b) to the variable where it is: no gradient is written and read back.
+  // Only a session's own copy of a graph holds it (graph/passes/fuse_updates.hpp), in place
+  // of an ApplyGradientDescent whose MatMul nothing else reads; no program adds it.
+  defs.push_back(op_def_builder(fused_matmul_gradient_descent_op)
+                     .input("var: Ref(T)")
+                     .input("alpha: T")
+                     .input("a: T")
+                     .input("b: T")
+                     .output("out: Ref(T)")
+                     .attr("T: {float32}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .attr("use_locking: bool = false")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       const partial_shape& v = c.input(0);
+                       if (c.input(1).rank_known() && c.input(1).rank() != 0)
+                         c.fail("input 1 (alpha) must be a scalar, got shape ", c.input(1));
+                       for (int i = 2; i < 4; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& a = c.input(2);
+                       const auto& b = c.input(3);
+                       if (a.rank_known() && b.rank_known()) {
+                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                         const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                         const partial_shape product{m, n};
+                         if (v.fully_known() && product.fully_known() && !(v == product))
+                           c.fail("the product of shape ", product, " does not match the variable's shape ", v);
+                       }
+                       c.set_output(0, v);
+                     })
+                     .flops([](const op_cost_args& c) {  // the product's 2mnk, and 2mn for the update
+                       const double k = c.input_dim(2, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_gradient_descent_op) ? 0 : 1);
+                       return 2 * op_cost_args::elements(c.outputs[0]) * (k + 1);
+                     })
+                     .build());
   return defs;
 }
 #endif
@@ -82,12 +127,22 @@ WEFT_DETAIL_OP_TYPE(ApplyMomentum, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
 WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
+/// _FusedMatMulApplyGradientDescent as a C++ type (of the training family): a session's
+/// rewrite adds it (graph/passes/fuse_updates.hpp), no program does.
+struct FusedMatMulApplyGradientDescent {
+  static constexpr const char* name = fused_matmul_gradient_descent_op;  ///< "_FusedMatMulApplyGradientDescent"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_training_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
 struct training {
   static constexpr const char* name = "training";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam>;  ///< its op types
+  using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
+                          FusedMatMulApplyGradientDescent>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_training_ops(); }
 };

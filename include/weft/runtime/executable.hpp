@@ -88,6 +88,10 @@ struct frame_info {
 /// edges, loop frames and transfers.
 struct executable {
   std::shared_ptr<const graph> source;  ///< the graph it was built from
+  /// The signature's own copy of source with gradient updates folded into their products
+  /// (graph/passes/fuse_updates.hpp; same ids and names), which the nodes point into; null
+  /// when the nodes are source's.
+  std::shared_ptr<const graph> rewritten;
   /// Values computed once when the executable was built (constant folding): feed nodes
   /// numbered after the run's own feeds read them.
   std::vector<tensor> constants;

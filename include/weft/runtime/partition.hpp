@@ -180,6 +180,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<std::shared_ptr<const executable>> partit
   for (std::size_t p = 0; p < parts; ++p) {
     auto x = std::make_shared<executable>();
     x->source = whole.source;
+    x->rewritten = whole.rewritten;
     x->feeds = whole.feeds;
     x->placement = whole.placement;
     x->num_fetches = whole.num_fetches;

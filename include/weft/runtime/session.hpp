@@ -29,6 +29,7 @@
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/constant_folding.hpp>
 #include <weft/graph/passes/cse.hpp>
+#include <weft/graph/passes/fuse_updates.hpp>
 #include <weft/graph/passes/placement.hpp>
 #include <weft/graph/passes/prune.hpp>
 #include <weft/runtime/device.hpp>
@@ -95,6 +96,12 @@ struct session_options {
   /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
+  /// Folding a weight's gradient-descent step into the MatMul that computes its gradient when
+  /// a signature's executable is built, on the session's own copy of the graph, where every
+  /// device is a CPU: one GEMM adds -rate * x^T dz into the variable, and the gradient is
+  /// neither written nor read back (graph/passes/fuse_updates.hpp). Results differ from the
+  /// unfused step by rounding only.
+  bool fuse_gradient_updates = true;
 };
 
 /// Options of one run: tracing, a deadline, cancellation.
@@ -272,11 +279,15 @@ class session {
   std::shared_ptr<const executable> prepare(const feed_list& feeds, const std::vector<endpoint>& fetches,
                                             const std::vector<endpoint>& targets);
 
-  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& g, const std::vector<output>& user_fed,
+  std::shared_ptr<const executable> build(const std::shared_ptr<const graph>& source, const std::vector<output>& user_fed,
                                           const std::vector<output>& fetched, const std::vector<int>& targets,
                                           const std::vector<std::pair<output, shape>>& fed_shapes, bool fold = true) {
     auto x = std::make_shared<executable>();
-    x->source = g;
+    x->source = source;
+    // Updates folded into their products run on a copy of the graph with the same ids.
+    std::shared_ptr<const graph> g = source;
+    if (auto updates = fusable_updates(*g, user_fed, fetched, targets); !updates.empty())
+      x->rewritten = g = passes::fuse_updates(*g, updates);
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
     // Nodes with a fed output, so that most inputs are told apart without searching `fed`.
     std::vector<char> has_fed(static_cast<std::size_t>(g->size()), 0);
@@ -357,9 +368,10 @@ class session {
       if (n.def().control != flow::plain) {
         // The executor runs the control-flow ops itself.
       } else if (n.def().stateful) {
-        // One kernel per stateful node per session (a random op's stream continues across signatures).
+        // One kernel per stateful node per session (a random op's stream continues across
+        // signatures); by op too, as a fused update has the name of the update it replaces.
         std::lock_guard lock(mutex_);
-        auto& k = stateful_kernels_[n.name()];
+        auto& k = stateful_kernels_[n.name() + ':' + n.op()];
         if (!k) k = kernel_registry::global().create(n, device_type);
         xn.kernel = k;
       } else {
@@ -421,6 +433,21 @@ class session {
     }
     finish_executable(*x);
     return x;
+  }
+
+  /// The updates of g this session folds into their products (graph/passes/fuse_updates.hpp):
+  /// none unless session_options::fuse_gradient_updates, every device is a CPU and the fused
+  /// kernel is registered (with ApplyGradientDescent's float kernel).
+  std::vector<passes::fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
+                                                      const std::vector<output>& fetched,
+                                                      const std::vector<int>& targets) const {
+    if (!fuse_updates_) return {};
+    for (const auto& d : devices_)
+      if (d->type() != "CPU") return {};
+    if (!op_registry::global().find(ops::fused_matmul_gradient_descent_op) ||
+        !kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32}))
+      return {};
+    return passes::fusable_updates(g, fed, fetched, targets);
   }
 
   /// The placement's simulated times by exec node (fed values at 0) and the cluster's
@@ -669,6 +696,7 @@ class session {
   passes::cost_model::measured_times measured_;  ///< record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
+  bool fuse_updates_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
@@ -699,7 +727,8 @@ WEFT_DETAIL_RUNTIME_INLINE session::session(const graph& g, session_options opti
       recv_scheduling_(options.recv_scheduling),
       placement_(options.placement),
       folding_(options.constant_folding),
-      cse_(options.eliminate_common_subexpressions) {}
+      cse_(options.eliminate_common_subexpressions),
+      fuse_updates_(options.fuse_gradient_updates) {}
 
 WEFT_DETAIL_RUNTIME_INLINE session::~session() = default;
 

@@ -13,6 +13,7 @@
 
 #include <weft/kernels/cpu/common.hpp>
 #include <weft/kernels/cpu/convert.hpp>
+#include <weft/kernels/cpu/matmul.hpp>
 #include <weft/ops/training_ops.hpp>
 
 namespace weft::cpu {
@@ -181,6 +182,49 @@ struct apply_kernel {
   };
 };
 
+/// _FusedMatMulApplyGradientDescent (float): var -= alpha * op(a) op(b) as one GEMM that adds
+/// into the variable where it is (alpha = -learning rate, accumulating), under the variable's
+/// lock as every update; copied first when a reader still holds its value (so a or b may be
+/// the variable itself). Shapes are checked before anything is written.
+struct fused_matmul_gradient_descent_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_gradient_descent_kernel(const node& n)
+      : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
+  void compute(kernel_context& ctx) const override {
+    std::shared_ptr<state> var = ctx.input_ref_shared(0);
+    const tensor& alpha = ctx.input(1);
+    const tensor& a = ctx.input(2);
+    const tensor& b = ctx.input(3);
+    if (alpha.num_elements() != 1)
+      fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
+    if (a.rank() != 2 || b.rank() != 2)
+      fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
+    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    if (k != kb)
+      fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, "; shapes ", a.shape(), " and ",
+           b.shape(), ")");
+    const float rate = alpha.data<float>()[0];
+    state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
+      tensor& v = *values.front();
+      if (v.shape() != shape{m, n})
+        fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '", var->name(),
+             "' of shape ", v.shape());
+      gemm<float>(ctx, a.data<float>(), b.data<float>(), v.data<float>(), m, k, n, ta_, tb_, false, -rate, true);
+    });
+    ctx.set_output_ref(0, std::move(var));
+  }
+
+ private:
+  bool ta_, tb_;
+};
+
+/// Registers the fused update's kernel (with ApplyGradientDescent's float kernel: a session
+/// uses the op only where its kernel is registered).
+inline void register_fused_update_kernel() {
+  register_cpu_kernel<fused_matmul_gradient_descent_kernel>(ops::fused_matmul_gradient_descent_op, {"T", dtype::float32});
+}
+
 }  // namespace training
 
 /// A template, so that including this header instantiates nothing until it is called.
@@ -193,6 +237,7 @@ void register_training_kernels() {
   register_for<training::apply_kernel<training::adagrad>::of>(training::adagrad::op, "T", types{});
   register_for<training::apply_kernel<training::rms_prop>::of>(training::rms_prop::op, "T", types{});
   register_for<training::apply_kernel<training::adam>::of>(training::adam::op, "T", types{});
+  training::register_fused_update_kernel();
 }
 
 }  // namespace weft::cpu
@@ -203,7 +248,10 @@ namespace weft {
 template <class T>
 struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
-  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>}); }
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>});
+    if constexpr (std::is_same_v<T, float>) cpu::training::register_fused_update_kernel();
+  }
 };
 /// Typed code's registration of ApplyMomentum's CPU kernel (framework/kernel_for.hpp).
 template <class T>
@@ -228,6 +276,12 @@ template <class T>
 struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
+};
+/// Typed code's registration of the fused update's CPU kernel (float, its one dtype).
+template <class T>
+struct kernel_for<ops::FusedMatMulApplyGradientDescent, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { cpu::training::register_fused_update_kernel(); }
 };
 /// Typed code's registration of every training op's CPU kernels (the family at once). A
 /// partial specialization, so that including it instantiates nothing.
