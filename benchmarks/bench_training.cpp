@@ -411,6 +411,17 @@ void BM_weft_mlp_step(benchmark::State& state) {
   time_weft(state, m, count_mlp);
 }
 
+// The same step with session_options::fuse_gradient_updates off: each weight's gradient
+// written by its MatMul and read back by ApplyGradientDescent, as before the rewrite
+// (graph/passes/fuse_updates.hpp), for the ratio in one run.
+void BM_weft_mlp_step_unfused(benchmark::State& state) {
+  session_options options = threads_options(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
+  options.fuse_gradient_updates = false;
+  mlp_problem p;
+  weft_mlp m(p, options);
+  time_weft(state, m, count_mlp);
+}
+
 // Summaries as examples/mnist_mlp writes them with --logdir (issue 30's overhead figure):
 // every step adds the loss and the learning rate to a metrics_logger, which writes their
 // means to the event file every 100 steps; after each epoch (469 steps of batch 128 over
@@ -723,9 +734,10 @@ void print_node_times(int threads, double gemm_flops = 0) {
   double matmul = 0;
   for (const auto& [ms, node] : sorted) {
     std::printf("%8.3f ms  %s\n", ms, node.c_str());
-    if (node.rfind("MatMul ", 0) == 0) matmul += ms;
+    // Products: MatMul, and a weight's update folded into its gradient's product (2mn more flops, not counted).
+    if (node.rfind("MatMul ", 0) == 0 || node.rfind("_FusedMatMul", 0) == 0) matmul += ms;
   }
-  std::printf("%8.3f ms  in all\n%8.3f ms  in MatMul nodes", total, matmul);
+  std::printf("%8.3f ms  in all\n%8.3f ms  in MatMul nodes (and updates folded into them)", total, matmul);
   if (gemm_flops > 0) std::printf(", %.1f GFLOP/s", gemm_flops / (matmul * 1e6));
   std::printf("\n");
 }
@@ -794,6 +806,7 @@ int node_times(std::string name) {
 
 // Arguments: intra-op threads, inter-op threads.
 BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_mlp_step_unfused)->Args({1, 0})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_logged)->Args({1, 0, 0})->Args({1, 0, 1})->Args({2, 1, 0})->Args({2, 1, 1})
     ->Iterations(2 * mnist_steps_per_epoch)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_mlp_summaries)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
