@@ -117,7 +117,54 @@ void run_update(const operands& o, float alpha) {
   }
 }
 
+// out = relu(op(a) op(b) + bias) (or without relu) from sgemm's output pass, against the sum
+// in double: the pass runs on each block after its last depth panel, full blocks in vector
+// registers, edge blocks element by element.
+void run_output_pass(const operands& o, bool relu) {
+  const std::vector<float> bias = pattern(o.n, 4.1);
+  for (auto isa : isas()) {
+    INFO(name(isa) << " block, m=" << o.m << " n=" << o.n << " k=" << o.k << " ta=" << o.ta << " tb=" << o.tb
+                   << " relu=" << relu);
+    std::vector<float> out(static_cast<std::size_t>(o.m * o.n), 99.0f);
+    cpu::sgemm(isa, o.m, o.n, o.k, o.a.data(), o.ta ? 1 : o.k, o.ta ? o.m : 1, o.b.data(), o.tb ? 1 : o.n,
+               o.tb ? o.k : 1, out.data(), o.n, 1.0f, false, {bias.data(), relu});
+    int bad = 0, negative = 0;
+    for (std::int64_t i = 0; i < o.m; ++i)
+      for (std::int64_t j = 0; j < o.n; ++j) {
+        double sum = bias[static_cast<std::size_t>(j)], magnitude = std::abs(sum);
+        for (std::int64_t p = 0; p < o.k; ++p) {
+          const double term = static_cast<double>(o.a_at(i, p)) * static_cast<double>(o.b_at(p, j));
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        if (sum < 0) ++negative;
+        const double want = relu ? std::max(sum, 0.0) : sum;
+        const float got = out[static_cast<std::size_t>(i * o.n + j)];
+        if (!(std::abs(static_cast<double>(got) - want) <= static_cast<double>(o.k + 6) * std::ldexp(1.0, -24) * magnitude) ||
+            (relu && got < 0))
+          ++bad;
+      }
+    CHECK(bad == 0);
+    CHECK(negative > 0);  // the ReLU had something to clear
+  }
+}
+
 }  // namespace
+
+TEST_CASE("sgemm's output pass: a bias per column, then ReLU, at the edges of its blocks") {
+  for (bool relu : {true, false})
+    for (auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 17, 5}, {12, 32, 128}, {25, 65, 385},
+                           {13, 33, 257}, {150, 10, 129}, {24, 64, 1}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) run_output_pass(make(m, n, k, ta, tb), relu);
+  // k = 0: the product is zeros, then the pass: relu(bias).
+  for (auto isa : isas()) {
+    const std::vector<float> bias{-1.0f, 2.0f};
+    std::vector<float> out(4, 7.0f);
+    cpu::sgemm(isa, 2, 2, 0, nullptr, 0, 1, nullptr, 2, 1, out.data(), 2, 1.0f, false, {bias.data(), true});
+    CHECK(out == std::vector<float>{0.0f, 2.0f, 0.0f, 2.0f});
+  }
+}
 
 TEST_CASE("sgemm with alpha and accumulate: out += alpha * op(a) op(b), at the edges of its blocks") {
   // The register blocks' edges, several depth panels, the transposed path of products with

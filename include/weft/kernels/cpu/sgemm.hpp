@@ -29,6 +29,8 @@
 /// Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 #pragma once
 
+#include <cstdint>
+
 namespace weft::cpu {
 /// An operand packed once for every block of a product split across threads: `a` is
 /// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
@@ -36,6 +38,28 @@ namespace weft::cpu {
 struct sgemm_shared {
   const float* a = nullptr;  ///< packed rows, or null
   const float* b = nullptr;  ///< packed columns, or null
+};
+
+/// What a product's output pass applies once the sum is complete: bias[j] added to column j
+/// (null: none), then max(x, 0) where `relu` (a NaN stays NaN): a MatMul with the BiasAdd and
+/// Relu after it folded in, computed while each block of the output is in registers or L1.
+struct sgemm_output_pass {
+  const float* bias = nullptr;  ///< one value per output column, or null
+  bool relu = false;            ///< max(x, 0) after the bias
+  /// Whether the pass changes anything.
+  explicit operator bool() const noexcept { return bias || relu; }
+  /// The same pass for the columns from `column` on (a block of a split product).
+  sgemm_output_pass from(std::int64_t column) const noexcept { return {bias ? bias + column : nullptr, relu}; }
+  /// Applies the pass to rows x cols of c (row stride ldc), one element at a time.
+  void apply(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols) const noexcept {
+    if (!*this) return;
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        float& x = c[i * ldc + j];
+        if (bias) x += bias[j];
+        if (relu && x < 0.0f) x = 0.0f;
+      }
+  }
 };
 }  // namespace weft::cpu
 
@@ -63,6 +87,8 @@ typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+typedef std::int32_t i32x16 __attribute__((vector_size(64)));
 
 /// a * b + c rounded once (vfmadd), through the builtin the compiler's own intrinsics use, so
 /// that neither -ffp-contract nor the language mode can turn it into two roundings.
@@ -124,7 +150,8 @@ struct avx512 {
   /// sliver over kc.
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b, float* c, std::int64_t ldc,
-                                                                 bool accumulate, int rows, int cols, float alpha) {
+                                                                 bool accumulate, int rows, int cols, float alpha,
+                                                                 sgemm_output_pass pass) {
     f32x16 acc[mr][2];  // zeroed by a loop: `= {}` left GCC a dead memset of the array
     for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -146,6 +173,20 @@ struct avx512 {
       for (int i = 0; i < mr; ++i) acc[i][0] *= s, acc[i][1] *= s;
     }
     store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+    if (!pass) return;
+    if (rows < mr || cols < nr) return pass.apply(c, ldc, rows, cols);
+    // The last panel's block, still in L1: bias, then ReLU as a mask of the negative lanes.
+    const f32x16 b0 = pass.bias ? load16(pass.bias) : f32x16{}, b1 = pass.bias ? load16(pass.bias + 16) : f32x16{};
+    for (int i = 0; i < mr; ++i) {
+      float* ci = c + i * ldc;
+      f32x16 v0 = load16(ci) + b0, v1 = load16(ci + 16) + b1;
+      if (pass.relu) {
+        v0 = (f32x16)((i32x16)v0 & ~(v0 < f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & ~(v1 < f32x16{}));
+      }
+      store16(ci, v0);
+      store16(ci + 16, v1);
+    }
   }
 };
 
@@ -183,7 +224,7 @@ struct avx2 {
   /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
   /// sliver over kc.
   static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                    bool accumulate, int rows, int cols, float alpha) {
+                    bool accumulate, int rows, int cols, float alpha, sgemm_output_pass pass) {
     f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     f32x8 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -223,6 +264,18 @@ struct avx2 {
           store8(ci + 8, r[2 * i + 1]);
         }
       }
+      if (!pass) return;
+      const f32x8 b0 = pass.bias ? load8(pass.bias) : f32x8{}, b1 = pass.bias ? load8(pass.bias + 8) : f32x8{};
+      for (int i = 0; i < mr; ++i) {
+        float* ci = c + i * ldc;
+        f32x8 v0 = load8(ci) + b0, v1 = load8(ci + 8) + b1;
+        if (pass.relu) {
+          v0 = (f32x8)((i32x8)v0 & ~(v0 < f32x8{}));
+          v1 = (f32x8)((i32x8)v1 & ~(v1 < f32x8{}));
+        }
+        store8(ci, v0);
+        store8(ci + 8, v1);
+      }
       return;
     }
     alignas(32) float t[mr * nr];
@@ -232,6 +285,7 @@ struct avx2 {
     }
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+    pass.apply(c, ldc, rows, cols);
   }
 };
 
@@ -415,7 +469,7 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
              const float* shared_a = nullptr, const float* shared_b = nullptr, float alpha = 1.0f,
-             bool accumulate = false) {
+             bool accumulate = false, sgemm_output_pass pass = {}) {
   constexpr int mr = Isa::mr, nr = Isa::nr;
   constexpr std::int64_t nc_max = Isa::nc_max;
   const panels ps(k, Isa::kc_max);
@@ -426,6 +480,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
     const std::int64_t nc = std::min(nc_max, n - jc);
     for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step) {
       const std::int64_t kc = std::min(ps.step, k - pc);
+      const bool last = pc + kc >= k;  // the output pass goes with the last panel's blocks
       const float* panel_b = packed_b;
       if (shared_b) panel_b = shared_b + q * round_up(n, nr) * ps.step;
       else pack_b<Isa>(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
@@ -439,7 +494,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
             Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
-                       rows, cols, alpha);
+                       rows, cols, alpha, last ? pass.from(jc + jr) : sgemm_output_pass{});
           }
         }
       }
@@ -447,16 +502,16 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
   }
 }
 
-/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n), or out += that when `accumulate`, as
-/// sgemm() below.
+/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n), or out += that when `accumulate`, then
+/// the output pass, as sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
-           const float* shared_a, const float* shared_b, float alpha, bool accumulate) {
+           const float* shared_a, const float* shared_b, float alpha, bool accumulate, sgemm_output_pass pass) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate)
       for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
-    return;
+    return pass.apply(out, ldc, m, n);
   }
   // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
   // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of mr.
@@ -466,10 +521,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
     product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, nullptr, nullptr, alpha);
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = accumulate ? out[i * ldc + j] + t[j * m + i] : t[j * m + i];
-    return;
+    return pass.apply(out, ldc, m, n);
   }
   // A shared b holds one panel of columns: wider products pack b themselves.
-  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate);
+  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate, pass);
 }
 
 }  // namespace sgemm_detail
@@ -587,21 +642,22 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 /// replaces the packing of a or b by an operand packed before (by sgemm_pack_a or
 /// sgemm_pack_b, which pack for sgemm_best_isa(), the block this overload uses). alpha scales
 /// each depth panel's block once, before it is stored: alpha = 1 gives the plain product,
-/// bit for bit.
+/// bit for bit. `pass` (a bias, ReLU) is applied to each block of the output after its last
+/// depth panel (sgemm_output_pass).
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {},
-                  float alpha = 1.0f, bool accumulate = false) {
+                  float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha, accumulate);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha, accumulate, pass);
   });
 }
 /// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
 /// operand, as the packed layout depends on the block.
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
                   std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
-                  float alpha = 1.0f, bool accumulate = false) {
+                  float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
   sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate, pass);
   });
 }
 
