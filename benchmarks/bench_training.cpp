@@ -411,12 +411,12 @@ void BM_weft_mlp_step(benchmark::State& state) {
   time_weft(state, m, count_mlp);
 }
 
-// The same step with session_options::fuse_gradient_updates off: each weight's gradient
+// The same step with session_options::fuse_matmul off: the bias and ReLU as nodes of their own, each weight's gradient
 // written by its MatMul and read back by ApplyGradientDescent, as before the rewrite
-// (graph/passes/fuse_updates.hpp), for the ratio in one run.
+// (graph/passes/fuse_matmul.hpp), for the ratio in one run.
 void BM_weft_mlp_step_unfused(benchmark::State& state) {
   session_options options = threads_options(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)));
-  options.fuse_gradient_updates = false;
+  options.fuse_matmul = false;
   mlp_problem p;
   weft_mlp m(p, options);
   time_weft(state, m, count_mlp);

@@ -432,7 +432,7 @@ std::vector<float> wave(std::int64_t count, double phase) {
 session_options fusing(int threads, bool fuse) {
   session_options o = test::one_thread();
   o.intra_op_threads = threads;
-  o.fuse_gradient_updates = fuse;
+  o.fuse_matmul = fuse;
   return o;
 }
 }  // namespace
@@ -605,4 +605,176 @@ TEST_CASE("graph::replace keeps ids in topological order and the outputs consume
   test::require_error([&] { g.replace(b.id(), "Neg", {a}, {}, {late.id()}); }, {"control input", "does not come before"});
   test::require_error([&] { g.replace(b.id(), "Identity", {i}, {}, {}); }, {"cannot replace node 'b' (Square)", "outputs differ"});
   CHECK(g.at(b.id()).op() == "Square");  // unchanged by the failures
+  // Control edges move from a folded node to the node it folds into, which must come before
+  // every node that waits.
+  auto& waits = g.op("NoOp", {}, {}, node_options("waits").after({b.id()}));
+  auto& early = g.op("NoOp", {}, {}, node_options("early"));
+  test::require_error([&] { g.redirect_control_inputs(b.id(), early.id() + 1); }, {"no node with id"});
+  test::require_error([&] { g.redirect_control_inputs(b.id(), waits.id()); }, {"node 'waits' (NoOp)", "does not come before it"});
+  CHECK(g.at(waits.id()).control_inputs() == std::vector<int>{b.id()});
+  g.redirect_control_inputs(b.id(), c.id());
+  CHECK(g.at(waits.id()).control_inputs() == std::vector<int>{c.id()});
+}
+
+TEST_CASE("folding a bias and ReLU into a MatMul's output pass: the same values as the three nodes") {
+  // y = relu(x w + b), z = y v + c, against sums in double: products split across two threads,
+  // sgemm's transposed path (10 columns), a matrix-vector product (one column, Eigen's path
+  // and the pass after it), and a transposed operand.
+  struct layer_shape {
+    std::int64_t batch, in, out;
+    bool tb;
+    int threads;
+  };
+  for (auto [batch, in, out, tb, threads] : {layer_shape{64, 200, 300, false, 2}, layer_shape{64, 70, 50, true, 1},
+                                             layer_shape{150, 40, 10, false, 2}, layer_shape{33, 20, 1, false, 1}}) {
+    INFO("x: " << batch << " x " << in << ", w: " << in << " x " << out << (tb ? " (stored transposed)" : "") << ", "
+               << threads << " threads");
+    graph g;
+    const auto xs = wave(batch * in, 0.5), ws = wave(in * out, 1.5), bs = wave(out, 2.5), vs = wave(out * 3, 3.5);
+    auto& x = g.placeholder(dtype::float32, {batch, in}, "x");
+    auto& w = g.constant(tensor::from_vector(ws, tb ? shape{out, in} : shape{in, out}), "w");
+    auto& b = g.constant(tensor::from_vector(bs, shape{out}), "b");
+    auto& y = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, w}, {{"transpose_b", tb}}, "xw"), b}, {}, "xw_b")}, {}, "y");
+    auto& z = g.op("BiasAdd", {g.op("MatMul", {y, g.constant(tensor::from_vector(vs, shape{out, 3}), "v")}, {}, "yv"),
+                               g.constant(tensor::of<float>({3}, {0.25f, -0.5f, 1.0f}), "c")},
+                   {}, "z");
+    std::vector<double> want_y(static_cast<std::size_t>(batch * out)), bound_y(want_y.size());
+    for (std::int64_t i = 0; i < batch; ++i)
+      for (std::int64_t j = 0; j < out; ++j) {
+        double sum = bs[static_cast<std::size_t>(j)], magnitude = std::abs(sum);
+        for (std::int64_t p = 0; p < in; ++p) {
+          const double term = static_cast<double>(xs[static_cast<std::size_t>(i * in + p)]) *
+                              static_cast<double>(ws[static_cast<std::size_t>(tb ? j * in + p : p * out + j)]);
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        want_y[static_cast<std::size_t>(i * out + j)] = std::max(sum, 0.0);
+        bound_y[static_cast<std::size_t>(i * out + j)] = std::ldexp(1.0, -24) * static_cast<double>(in + 6) * magnitude;
+      }
+    const feed_list feeds{{"x", tensor::from_vector(xs, shape{batch, in})}};
+    std::vector<std::vector<float>> results;
+    for (bool fuse : {true, false}) {
+      INFO((fuse ? "fused" : "unfused"));
+      session s(g, fusing(threads, fuse));
+      run_metadata meta;
+      auto got = s.run(feeds, {y, z}, {}, {.trace = true}, &meta);
+      std::multiset<std::string> names;
+      for (const auto& n : meta.stats.nodes) names.insert(n.node + " (" + n.op + ")");
+      if (fuse) {
+        CHECK(names.count("y (_FusedMatMulBiasAdd)") == 1);
+        CHECK(names.count("z (_FusedMatMulBiasAdd)") == 1);
+        CHECK(names.count("xw (MatMul)") + names.count("xw_b (BiasAdd)") + names.count("yv (MatMul)") == 0);
+      } else {
+        CHECK(names.count("y (Relu)") == 1);
+      }
+      const auto ys = got.at(0).to_vector<float>();
+      int bad = 0;
+      for (std::size_t i = 0; i < ys.size(); ++i)
+        if (!(std::abs(static_cast<double>(ys[i]) - want_y[i]) <= bound_y[i])) ++bad;
+      CHECK(bad == 0);
+      results.push_back(got.at(1).to_vector<float>());
+    }
+    // z from the fused and the unfused y: the same sums, within float rounding of each other.
+    REQUIRE(results[0].size() == results[1].size());
+    int far = 0;
+    for (std::size_t i = 0; i < results[0].size(); ++i)
+      if (!(std::abs(results[0][i] - results[1][i]) <= 1e-4f * (1 + std::abs(results[1][i])))) ++far;
+    CHECK(far == 0);
+  }
+}
+
+TEST_CASE("folding a bias and ReLU: a BiasAdd read elsewhere keeps its Relu; gradients read the fused output") {
+  // One dense ReLU layer and SGD, folded and not: the fused forward node feeds ReluGrad,
+  // and the weight's update is folded too. The BiasAdd fetched as well stops the Relu's fold.
+  graph g;
+  auto& x = g.placeholder(dtype::float32, {8, 5}, "x");
+  auto w = g.variable(dtype::float32, {5, 4}, node_options("w")).out(0);
+  auto b = g.variable(dtype::float32, {4}, node_options("b")).out(0);
+  auto& init_w = g.op("Assign", {w, g.constant(tensor::from_vector(wave(20, 0.7), shape{5, 4}))}, {}, "init_w");
+  auto& init_b = g.op("Assign", {b, g.constant(tensor::of<float>({4}, {0.1f, -0.2f, 0.3f, 0.0f}))}, {}, "init_b");
+  auto& pre = g.op("BiasAdd", {g.op("MatMul", {x, g.op("Identity", {w}, {}, "w/read")}, {}, "xw"), g.op("Identity", {b}, {}, "b/read")}, {}, "pre");
+  auto& y = g.op("Relu", {pre}, {}, "y");
+  auto& loss = g.op("Sum", {g.op("Square", {y}), g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}, {}, "loss");
+  auto grads = add_gradients(g, {loss.out(0)}, {w, b});
+  auto rate = g.constant(tensor::scalar(0.01f), "rate").out(0);
+  auto& step_w = g.op("ApplyGradientDescent", {w, rate, grads[0]}, {}, "step_w");
+  auto& step_b = g.op("ApplyGradientDescent", {b, rate, grads[1]}, {}, "step_b");
+  auto& train = g.op("NoOp", {}, {}, node_options("train").after({step_w.id(), step_b.id()}));
+  const feed_list feeds{{"x", tensor::from_vector(wave(40, 1.9), shape{8, 5})}};
+  std::vector<std::vector<float>> after;
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused" : "unfused"));
+    session s(g, fusing(1, fuse));
+    s.run({}, {}, {init_w, init_b});
+    run_metadata meta;
+    s.run(feeds, {}, {train}, {.trace = true}, &meta);
+    std::multiset<std::string> ops;
+    for (const auto& n : meta.stats.nodes) ops.insert(n.op);
+    CHECK(ops.count("_FusedMatMulBiasAdd") == (fuse ? 1 : 0));
+    CHECK(ops.count("ReluGrad") == 1);
+    s.run(feeds, {}, {train});
+    auto wb = s.run({}, {w, b});
+    after.push_back(wb[0].to_vector<float>());
+    const auto bv = wb[1].to_vector<float>();
+    after.back().insert(after.back().end(), bv.begin(), bv.end());
+    // The BiasAdd fetched beside the loss: MatMul and BiasAdd fold, the Relu runs alone.
+    run_metadata fetched;
+    const auto out = s.run(feeds, {pre, y}, {}, {.trace = true}, &fetched);
+    std::multiset<std::string> names;
+    for (const auto& n : fetched.stats.nodes) names.insert(n.node + " (" + n.op + ")");
+    CHECK(names.count(fuse ? "pre (_FusedMatMulBiasAdd)" : "pre (BiasAdd)") == 1);
+    CHECK(names.count("y (Relu)") == 1);
+    const auto p = out[0].to_vector<float>(), r = out[1].to_vector<float>();
+    for (std::size_t i = 0; i < p.size(); ++i) CHECK(r[i] == std::max(p[i], 0.0f));
+  }
+  REQUIRE(after[0].size() == after[1].size());
+  for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-5f * (1 + std::abs(after[1][i])));
+}
+
+TEST_CASE("folding a bias: bad shapes at run time are errors naming the node") {
+  graph g;
+  auto& x = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "x");
+  auto& bias = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "bias");
+  auto& y = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, g.constant(tensor::of<float>({2, 2}, {1, 2, 3, 4}))}), bias})}, {}, "y");
+  session s(g, test::one_thread());
+  const tensor two = tensor::of<float>({1, 2}, {1, 1});
+  CHECK(s.run({{"x", two}, {"bias", tensor::of<float>({2}, {-10, 0})}}, {y}).at(0).to_vector<float>() == std::vector<float>{0, 6});
+  test::require_error([&] { s.run({{"x", two}, {"bias", tensor::of<float>({3}, {1, 1, 1})}}, {y}); },
+                      {"node 'y' (_FusedMatMulBiasAdd)", "bias of shape [3]", "2 columns"});
+  test::require_error([&] { s.run({{"x", tensor::of<float>({3}, {1, 1, 1})}, {"bias", tensor::of<float>({2}, {1, 1})}}, {y}); },
+                      {"node 'y'", "must be matrices", "[3]"});
+}
+
+TEST_CASE("folding under train::minimize: control edges on the folded nodes move to the fused node") {
+  // minimize makes each update wait on the variable's readers (the forward MatMul and BiasAdd);
+  // those edges now name the fused node, and both folds happen.
+  graph g;
+  auto x = g.placeholder(dtype::float32, {4, 3}, "x").out(0);
+  auto w = g.variable(dtype::float32, {3, 2}, node_options("w")).out(0);
+  auto b = g.variable(dtype::float32, {2}, node_options("b")).out(0);
+  auto& init_w = g.op("Assign", {w, g.constant(tensor::of<float>({3, 2}, {0.5f, -1, 1, 0.25f, -0.5f, 2}))});
+  auto& init_b = g.op("Assign", {b, g.constant(tensor::of<float>({2}, {0.1f, -0.1f}))});
+  auto y = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, w}).out(0), b}).out(0)}, {}, "y").out(0);
+  auto loss = g.op("Sum", {y, g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
+  auto t = train::minimize(g, loss, {w, b}, train::sgd{0.1f});
+  const feed_list feeds{{"x", tensor::of<float>({4, 3}, {1, 2, 3, -1, 0, 1, 2, -2, 0.5f, 0, 1, -1})}};
+  std::vector<std::vector<float>> after;
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused" : "unfused"));
+    session s(g, fusing(1, fuse));
+    s.run({}, {}, {init_w, init_b});
+    run_metadata meta;
+    s.run(feeds, {}, {t.step}, {.trace = true}, &meta);
+    std::multiset<std::string> ops;
+    for (const auto& n : meta.stats.nodes) ops.insert(n.op);
+    CHECK(ops.count("_FusedMatMulBiasAdd") == (fuse ? 1 : 0));
+    CHECK(ops.count("_FusedMatMulApplyGradientDescent") == (fuse ? 1 : 0));
+    CHECK(ops.count("MatMul") == (fuse ? 0 : 2));
+    s.run(feeds, {}, {t.step});
+    auto wb = s.run({}, {w, b});
+    after.push_back(wb[0].to_vector<float>());
+    const auto bv = wb[1].to_vector<float>();
+    after.back().insert(after.back().end(), bv.begin(), bv.end());
+  }
+  for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-6f);
 }

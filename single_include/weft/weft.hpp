@@ -4422,6 +4422,9 @@ struct math {
 ///                                           adj_* is the conjugate transpose
 ///   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
 ///   MatrixDeterminant(input)                (...,N,N) -> (...)
+///   _FusedMatMulBiasAdd(a, b, bias; transpose_a, transpose_b, relu)
+///                                           MatMul then BiasAdd (then Relu), in the product's
+///                                           output pass (a session's rewrite: graph/passes/fuse_matmul.hpp)
 
 #include <string>
 #include <vector>
@@ -4461,6 +4464,11 @@ constexpr auto matrix_determinant() {
   return leading<X, 2>();
 }
 }  // namespace static_rules
+
+/// The op a session puts in place of a BiasAdd (or the Relu after it) whose value is a float
+/// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the bias, and
+/// max(x, 0) when `relu`, added in the product's output pass.
+inline constexpr const char* fused_matmul_bias_add_op = "_FusedMatMulBiasAdd";
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
 std::vector<op_def> matrix_op_defs();
@@ -4539,6 +4547,37 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr("adjoint: bool = false")
                      .shape_fn([square](shape_context& c) {
                        if (square(c)) c.set_output(0, c.input(0));
+                     })
+                     .build());
+  // MatMul, BiasAdd and (relu) Relu as one node; only a session's own copy of a graph holds it.
+  defs.push_back(op_def_builder(fused_matmul_bias_add_op)
+                     .input("a: T")
+                     .input("b: T")
+                     .input("bias: T")
+                     .output("output: T")
+                     .attr("T: {float32}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .attr("relu: bool = false")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 2; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& bias = c.input(2);
+                       if (bias.rank_known() && bias.rank() != 1) c.fail("the bias must be a vector, got shape ", bias);
+                       const auto& a = c.input(0);
+                       const auto& b = c.input(1);
+                       if (!a.rank_known() || !b.rank_known()) return c.set_output(0, partial_shape::unknown_of_rank(2));
+                       const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                       const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                       if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                       if (n >= 0 && bias.rank_known() && bias[0] >= 0 && bias[0] != n)
+                         c.fail("the bias has ", bias[0], " values for ", n, " columns");
+                       c.set_output(0, partial_shape{m, n});
+                     })
+                     .flops([](const op_cost_args& c) {  // 2mnk, and the bias and ReLU per element
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_bias_add_op) ? 0 : 1);
+                       return op_cost_args::elements(c.outputs[0]) * (2 * k + 2);
                      })
                      .build());
   defs.push_back(op_def_builder("MatrixDeterminant")
@@ -4625,12 +4664,21 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
+/// _FusedMatMulBiasAdd as a C++ type (of the matrix family): a session's rewrite adds it
+/// (graph/passes/fuse_matmul.hpp), no program does.
+struct FusedMatMulBiasAdd {
+  static constexpr const char* name = fused_matmul_bias_add_op;  ///< "_FusedMatMulBiasAdd"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_matrix_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
   static constexpr const char* name = "matrix";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  ///< its op types
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant, FusedMatMulBiasAdd>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_matrix_ops(); }
 };
@@ -6134,7 +6182,7 @@ struct summary {
 namespace weft::ops {
 
 /// The op a session puts in place of an ApplyGradientDescent whose delta is a MatMul that
-/// nothing else reads (graph/passes/fuse_updates.hpp): var -= alpha * op(a) op(b) as one GEMM.
+/// nothing else reads (graph/passes/fuse_matmul.hpp): var -= alpha * op(a) op(b) as one GEMM.
 inline constexpr const char* fused_matmul_gradient_descent_op = "_FusedMatMulApplyGradientDescent";
 
 /// The training family's op definitions (registered by register_training_ops()).
@@ -6179,7 +6227,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
         true);
   // ApplyGradientDescent whose delta is a MatMul's product, as one GEMM that adds
   // -alpha * op(a) op(b) to the variable where it is: no gradient is written and read back.
-  // Only a session's own copy of a graph holds it (graph/passes/fuse_updates.hpp), in place
+  // Only a session's own copy of a graph holds it (graph/passes/fuse_matmul.hpp), in place
   // of an ApplyGradientDescent whose MatMul nothing else reads; no program adds it.
   defs.push_back(op_def_builder(fused_matmul_gradient_descent_op)
                      .input("var: Ref(T)")
@@ -6231,7 +6279,7 @@ WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
 WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
 /// _FusedMatMulApplyGradientDescent as a C++ type (of the training family): a session's
-/// rewrite adds it (graph/passes/fuse_updates.hpp), no program does.
+/// rewrite adds it (graph/passes/fuse_matmul.hpp), no program does.
 struct FusedMatMulApplyGradientDescent {
   static constexpr const char* name = fused_matmul_gradient_descent_op;  ///< "_FusedMatMulApplyGradientDescent"
   /// The full CPU kernel registry has its kernel.
@@ -6370,13 +6418,17 @@ class graph {
   void add_control_input(int to, int from);
 
   /// Replaces node `id` by a node of op `op_name` with the same name, device and colocation:
-  /// a graph pass's rewrite, on its own copy of a graph (passes/fuse_updates.hpp). Its inputs
+  /// a graph pass's rewrite, on its own copy of a graph (passes/fuse_matmul.hpp). Its inputs
   /// and control inputs must be outputs and nodes of smaller ids, so that ids stay in
   /// topological order, and its outputs must have the old node's dtypes, reference kinds and
   /// inferred shapes, which its consumers were checked against. The graph is unchanged when
   /// this throws.
   const node& replace(int id, std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
                       std::vector<int> controls);
+  /// Makes every control input on node `from` one on node `to` (a graph pass that folds
+  /// `from` into `to`, which finishes later): each node that waits on `from` must come after
+  /// `to`, so that ids stay in topological order. The graph is unchanged when this throws.
+  void redirect_control_inputs(int from, int to);
 
   /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul". The
   /// guard restores the scope it replaced when it goes.
@@ -6746,6 +6798,27 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
   by_name_.emplace(n.name_, n.id_);
   nodes_.push_back(std::move(n));
   return nodes_.back();
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::redirect_control_inputs(int from, int to) {
+  at(from);
+  const node& target = at(to);
+  const auto waits = [from](const node& n) {
+    return std::find(n.control_inputs_.begin(), n.control_inputs_.end(), from) != n.control_inputs_.end();
+  };
+  for (const node& n : nodes_)
+    if (waits(n) && n.id_ <= to)
+      fail(error_code::invalid_argument, n.describe(), ": waits on node ", from, ", which cannot become ", target.describe(),
+           ": it does not come before it");
+  for (node& n : nodes_) {
+    if (!waits(n)) continue;
+    for (int& c : n.control_inputs_)
+      if (c == from) c = to;
+    std::sort(n.control_inputs_.begin(), n.control_inputs_.end());
+    n.control_inputs_.erase(std::unique(n.control_inputs_.begin(), n.control_inputs_.end()), n.control_inputs_.end());
+  }
 }
 #endif
 
@@ -10331,6 +10404,23 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 
 }  // namespace weft::passes
 /// @file
+/// What a float MatMul's product absorbs when nothing else reads it, as TensorFlow's grappler
+/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it, applied in the
+/// product's output pass, and the gradient-descent step that consumes it.
+///
+/// A session does both for each signature it builds, on its own copy of the graph, where
+/// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
+/// session_options::fuse_matmul). A fused node takes the id, name, device and colocation of
+/// the last node it replaces (graph::replace), with the control inputs of all of them:
+/// fetches, targets and control edges that named it still do, and the nodes before it, left
+/// without a consumer, are pruned.
+///
+/// Relu(BiasAdd(MatMul(a, b), bias)) becomes _FusedMatMulBiasAdd(a, b, bias; relu) (and
+/// BiasAdd(MatMul(a, b), bias) the same without relu): each block of the output gets its
+/// bias and ReLU while it is in registers or L1, instead of two more passes over the output.
+/// Relu's gradient reads the Relu's output, which the fused node gives; BiasAdd's and
+/// MatMul's read only the incoming gradient and the MatMul's operands.
+///
 /// Folding a weight's gradient-descent step into the product that computes its gradient: an
 /// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose float MatMul nothing else reads
 /// becomes one _FusedMatMulApplyGradientDescent(var, alpha, a, b), a GEMM that adds
@@ -10339,20 +10429,119 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 /// back: the expert's hand-written step, `w.noalias() -= rate * x.transpose() * dz`, as a
 /// rewrite of the graph (the kind TensorFlow's grappler "remapper" does for MatMul + BiasAdd).
 ///
-/// A session does it for each signature it builds, on its own copy of the graph, where every
-/// device is a CPU and the fused kernel is registered (runtime/session.hpp,
-/// session_options::fuse_gradient_updates). The fused node takes the ApplyGradientDescent's
-/// id, name, device and colocation, with the control inputs of both nodes: fetches, targets
-/// and control edges that named the update still do, and the MatMul, left without a
-/// consumer, is pruned. Results differ from the unfused step by rounding only: each term is
-/// scaled by -alpha inside the product and added to the variable once, where the unfused
-/// step rounds the gradient, then alpha times it.
+/// Results differ from the unfused step by rounding only: each term is scaled by -alpha
+/// inside the product and added to the variable once, where the unfused step rounds the
+/// gradient, then alpha times it.
 
 #include <memory>
 #include <vector>
 
 
 namespace weft::passes {
+
+namespace detail {
+/// How many inputs, fetches and targets name each node of g, the first node that waits on it
+/// (a control input), and which nodes have a fed output.
+struct readers_of {
+  std::vector<int> count;
+  std::vector<int> first_waiter;  ///< the smallest id with a control input on the node (g.size(): none)
+  std::vector<char> fed;
+  readers_of(const graph& g, const std::vector<output>& fed_outputs, const std::vector<output>& fetched,
+             const std::vector<int>& targets)
+      : count(static_cast<std::size_t>(g.size()), 0), first_waiter(static_cast<std::size_t>(g.size()), g.size()),
+        fed(static_cast<std::size_t>(g.size()), 0) {
+    for (int id = 0; id < g.size(); ++id) {
+      const node& x = g.at(id);
+      for (output in : x.inputs()) ++count[static_cast<std::size_t>(in.node)];
+      for (int c : x.control_inputs()) first_waiter[static_cast<std::size_t>(c)] = std::min(first_waiter[static_cast<std::size_t>(c)], id);
+    }
+    for (output o : fetched) ++count[static_cast<std::size_t>(o.node)];
+    for (int t : targets) ++count[static_cast<std::size_t>(t)];
+    for (output o : fed_outputs) fed[static_cast<std::size_t>(o.node)] = 1;
+  }
+  /// Whether node `id` can fold into the node `into`: its value read by exactly one input (no
+  /// fetch, target or fed output), and every node that waits on it after `into` (its control
+  /// edges move there: graph::redirect_control_inputs).
+  bool folds(int id, int into) const {
+    const auto i = static_cast<std::size_t>(id);
+    return count[i] == 1 && !fed[i] && first_waiter[i] > into;
+  }
+};
+/// Whether x's T attr is float32.
+inline bool is_float(const node& x) { return x.attr<dtype>("T") == dtype::float32; }
+/// Whether `inner` asks for no other device or colocation than `outer`, into which it folds.
+inline bool folds_into(const node& inner, const node& outer) {
+  return (inner.device().empty() || inner.device() == outer.device()) &&
+         (inner.colocation().empty() || inner.colocation() == outer.colocation());
+}
+/// The control inputs of all of `nodes`.
+inline std::vector<int> controls_of(std::initializer_list<const node*> nodes) {
+  std::vector<int> out;
+  for (const node* n : nodes)
+    if (n) out.insert(out.end(), n->control_inputs().begin(), n->control_inputs().end());
+  return out;
+}
+}  // namespace detail
+
+/// A BiasAdd (and the Relu after it) and the MatMul whose product is its value, by node id.
+struct fusable_bias {
+  int matmul = -1;    ///< the MatMul node
+  int bias_add = -1;  ///< the BiasAdd node
+  int relu = -1;      ///< the Relu that alone reads the BiasAdd, or -1
+  /// Equal when every id is.
+  friend bool operator==(const fusable_bias&, const fusable_bias&) = default;
+};
+
+/// The BiasAdds of g (NHWC, float) whose value is output 0 of a float MatMul that nothing
+/// else reads (no other input, control edge, fetch or target, no output fed), with the Relu
+/// that alone reads each, where there is one; every node folded asks for no other device or
+/// colocation than the node that stays.
+inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vector<output>& fed,
+                                                const std::vector<output>& fetched, const std::vector<int>& targets) {
+  const detail::readers_of readers(g, fed, fetched, targets);
+  std::vector<int> relu_of(static_cast<std::size_t>(g.size()), -1);  // the Relu reading a node's output 0
+  for (int id = 0; id < g.size(); ++id)
+    if (const node& r = g.at(id); r.op() == "Relu" && r.inputs()[0].port == 0) relu_of[static_cast<std::size_t>(r.inputs()[0].node)] = id;
+  std::vector<fusable_bias> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& add = g.at(id);
+    if (add.op() != "BiasAdd" || !detail::is_float(add) || add.attr<std::string>("data_format") != "NHWC") continue;
+    const output value = add.inputs()[0];
+    const node& product = g.at(value.node);
+    if (product.op() != "MatMul" || value.port != 0 || !detail::is_float(product) || !detail::folds_into(product, add))
+      continue;
+    fusable_bias f{product.id(), id, -1};
+    if (const int r = relu_of[static_cast<std::size_t>(id)];
+        r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
+        detail::folds_into(add, g.at(r)) && detail::folds_into(product, g.at(r)))
+      f.relu = r;
+    else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
+      continue;
+    out.push_back(f);
+  }
+  return out;
+}
+
+/// Folds each of `biases` (from fusable_biases(g, ...)) into its MatMul in g: the Relu's node,
+/// or the BiasAdd's where there is no Relu, replaced in place by _FusedMatMulBiasAdd(a, b,
+/// bias) with the MatMul's transposes and the control inputs of every node folded.
+inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
+  for (const auto& f : biases) {
+    const node& product = g.at(f.matmul);
+    const node& add = g.at(f.bias_add);
+    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
+    attr_map attrs;
+    attrs.set("T", dtype::float32);
+    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attrs.set("relu", relu != nullptr);
+    std::vector<output> inputs{product.inputs()[0], product.inputs()[1], add.inputs()[1]};
+    const int into = relu ? f.relu : f.bias_add;
+    g.replace(into, ops::fused_matmul_bias_add_op, inputs, std::move(attrs), detail::controls_of({&product, &add, relu}));
+    g.redirect_control_inputs(f.matmul, into);
+    if (relu) g.redirect_control_inputs(f.bias_add, into);
+  }
+}
 
 /// An ApplyGradientDescent and the MatMul whose product is its delta, by node id.
 struct fusable_update {
@@ -10368,54 +10557,37 @@ struct fusable_update {
 /// update (the fused node runs where the update runs).
 inline std::vector<fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
                                                    const std::vector<output>& fetched, const std::vector<int>& targets) {
-  const auto n = static_cast<std::size_t>(g.size());
-  std::vector<int> readers(n, 0);  // inputs, control edges, fetches and targets that name the node
-  std::vector<char> has_fed(n, 0);
-  for (int id = 0; id < g.size(); ++id) {
-    const node& x = g.at(id);
-    for (output in : x.inputs()) ++readers[static_cast<std::size_t>(in.node)];
-    for (int c : x.control_inputs()) ++readers[static_cast<std::size_t>(c)];
-  }
-  for (output o : fetched) ++readers[static_cast<std::size_t>(o.node)];
-  for (int t : targets) ++readers[static_cast<std::size_t>(t)];
-  for (output o : fed) has_fed[static_cast<std::size_t>(o.node)] = 1;
-  const auto is_float = [](const node& x) { return x.attr<dtype>("T") == dtype::float32; };
-
+  const detail::readers_of readers(g, fed, fetched, targets);
   std::vector<fusable_update> out;
   for (int id = 0; id < g.size(); ++id) {
     const node& apply = g.at(id);
-    if (apply.op() != "ApplyGradientDescent" || !is_float(apply) || has_fed[static_cast<std::size_t>(id)]) continue;
+    if (apply.op() != "ApplyGradientDescent" || !detail::is_float(apply) || readers.fed[static_cast<std::size_t>(id)]) continue;
     const output delta = apply.inputs()[2];
     const node& product = g.at(delta.node);
-    if (product.op() != "MatMul" || delta.port != 0 || !is_float(product)) continue;
-    if (readers[static_cast<std::size_t>(product.id())] != 1 || has_fed[static_cast<std::size_t>(product.id())]) continue;
-    if (!product.device().empty() && product.device() != apply.device()) continue;
-    if (!product.colocation().empty() && product.colocation() != apply.colocation()) continue;
+    if (product.op() != "MatMul" || delta.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
+        !detail::folds_into(product, apply))
+      continue;
     out.push_back({product.id(), id});
   }
   return out;
 }
 
-/// A copy of g with each update of `updates` (from fusable_updates(g, ...)) folded into its
-/// MatMul: the update's node replaced in place by _FusedMatMulApplyGradientDescent(var,
-/// alpha, a, b) with the MatMul's transposes and the control inputs of both nodes.
-inline std::shared_ptr<const graph> fuse_updates(const graph& g, const std::vector<fusable_update>& updates) {
-  auto copy = std::make_shared<graph>(g);
+/// Folds each of `updates` (from fusable_updates(g, ...)) into its MatMul in g: the update's
+/// node replaced in place by _FusedMatMulApplyGradientDescent(var, alpha, a, b) with the
+/// MatMul's transposes and the control inputs of both nodes.
+inline void fuse_updates(graph& g, const std::vector<fusable_update>& updates) {
   for (const auto& u : updates) {
     const node& apply = g.at(u.apply);
     const node& product = g.at(u.matmul);
-    std::vector<int> controls = apply.control_inputs();
-    controls.insert(controls.end(), product.control_inputs().begin(), product.control_inputs().end());
     attr_map attrs;
     attrs.set("T", dtype::float32);
     attrs.set("transpose_a", product.attr<bool>("transpose_a"));
     attrs.set("transpose_b", product.attr<bool>("transpose_b"));
     attrs.set("use_locking", apply.attr<bool>("use_locking"));
-    copy->replace(u.apply, ops::fused_matmul_gradient_descent_op,
-                  {apply.inputs()[0], apply.inputs()[1], product.inputs()[0], product.inputs()[1]}, std::move(attrs),
-                  std::move(controls));
+    std::vector<output> inputs{apply.inputs()[0], apply.inputs()[1], product.inputs()[0], product.inputs()[1]};
+    g.replace(u.apply, ops::fused_matmul_gradient_descent_op, inputs, std::move(attrs), detail::controls_of({&apply, &product}));
+    g.redirect_control_inputs(u.matmul, u.apply);
   }
-  return copy;
 }
 
 }  // namespace weft::passes
@@ -12527,7 +12699,7 @@ struct frame_info {
 struct executable {
   std::shared_ptr<const graph> source;  ///< the graph it was built from
   /// The signature's own copy of source with gradient updates folded into their products
-  /// (graph/passes/fuse_updates.hpp; same ids and names), which the nodes point into; null
+  /// (graph/passes/fuse_matmul.hpp; same ids and names), which the nodes point into; null
   /// when the nodes are source's.
   std::shared_ptr<const graph> rewritten;
   /// Values computed once when the executable was built (constant folding): feed nodes
@@ -14467,12 +14639,13 @@ struct session_options {
   /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
-  /// Folding a weight's gradient-descent step into the MatMul that computes its gradient when
-  /// a signature's executable is built, on the session's own copy of the graph, where every
-  /// device is a CPU: one GEMM adds -rate * x^T dz into the variable, and the gradient is
-  /// neither written nor read back (graph/passes/fuse_updates.hpp). Results differ from the
-  /// unfused step by rounding only.
-  bool fuse_gradient_updates = true;
+  /// Folding into a float MatMul what alone reads its product, when a signature's executable
+  /// is built, on the session's own copy of the graph, where every device is a CPU
+  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, applied in the product's
+  /// output pass, and a weight's gradient-descent step, one GEMM that adds -rate * x^T dz into
+  /// the variable (the gradient is neither written nor read back). Results differ from the
+  /// unfused graph by rounding only.
+  bool fuse_matmul = true;
 };
 
 /// Options of one run: tracing, a deadline, cancellation.
@@ -14657,8 +14830,18 @@ class session {
     x->source = source;
     // Updates folded into their products run on a copy of the graph with the same ids.
     std::shared_ptr<const graph> g = source;
-    if (auto updates = fusable_updates(*g, user_fed, fetched, targets); !updates.empty())
-      x->rewritten = g = passes::fuse_updates(*g, updates);
+    if (fuse_matmul_ && all_cpu()) {
+      const bool updates = kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32});
+      const bool biases = kernel_registry::global().has(ops::fused_matmul_bias_add_op, "CPU", {"T", dtype::float32});
+      auto u = updates ? passes::fusable_updates(*g, user_fed, fetched, targets) : std::vector<passes::fusable_update>{};
+      auto b = biases ? passes::fusable_biases(*g, user_fed, fetched, targets) : std::vector<passes::fusable_bias>{};
+      if (!u.empty() || !b.empty()) {
+        auto copy = std::make_shared<graph>(*g);
+        passes::fuse_updates(*copy, u);
+        passes::fuse_biases(*copy, b);
+        x->rewritten = g = std::move(copy);
+      }
+    }
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
     // Nodes with a fed output, so that most inputs are told apart without searching `fed`.
     std::vector<char> has_fed(static_cast<std::size_t>(g->size()), 0);
@@ -14806,19 +14989,11 @@ class session {
     return x;
   }
 
-  /// The updates of g this session folds into their products (graph/passes/fuse_updates.hpp):
-  /// none unless session_options::fuse_gradient_updates, every device is a CPU and the fused
-  /// kernel is registered (with ApplyGradientDescent's float kernel).
-  std::vector<passes::fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
-                                                      const std::vector<output>& fetched,
-                                                      const std::vector<int>& targets) const {
-    if (!fuse_updates_) return {};
-    for (const auto& d : devices_)
-      if (d->type() != "CPU") return {};
-    if (!op_registry::global().find(ops::fused_matmul_gradient_descent_op) ||
-        !kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32}))
-      return {};
-    return passes::fusable_updates(g, fed, fetched, targets);
+  /// Whether every device of the session is a CPU: the fused MatMul kernels are the CPU's
+  /// (graph/passes/fuse_matmul.hpp; each is registered with MatMul's or ApplyGradientDescent's
+  /// float kernel, and a session folds only into those registered).
+  bool all_cpu() const {
+    return std::all_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->type() == "CPU"; });
   }
 
   /// The placement's simulated times by exec node (fed values at 0) and the cluster's
@@ -15067,7 +15242,7 @@ class session {
   passes::cost_model::measured_times measured_;  ///< record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
-  bool fuse_updates_;
+  bool fuse_matmul_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
@@ -15099,7 +15274,7 @@ WEFT_DETAIL_RUNTIME_INLINE session::session(const graph& g, session_options opti
       placement_(options.placement),
       folding_(options.constant_folding),
       cse_(options.eliminate_common_subexpressions),
-      fuse_updates_(options.fuse_gradient_updates) {}
+      fuse_matmul_(options.fuse_matmul) {}
 
 WEFT_DETAIL_RUNTIME_INLINE session::~session() = default;
 
@@ -22204,6 +22379,8 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 ///
 /// Define WEFT_NO_OWN_SGEMM to use Eigen's GEMM for float everywhere.
 
+#include <cstdint>
+
 namespace weft::cpu {
 /// An operand packed once for every block of a product split across threads: `a` is
 /// sgemm_pack_a of all the rows the blocks pass, `b` sgemm_pack_b of all the columns. (Defined
@@ -22211,6 +22388,28 @@ namespace weft::cpu {
 struct sgemm_shared {
   const float* a = nullptr;  ///< packed rows, or null
   const float* b = nullptr;  ///< packed columns, or null
+};
+
+/// What a product's output pass applies once the sum is complete: bias[j] added to column j
+/// (null: none), then max(x, 0) where `relu` (a NaN stays NaN): a MatMul with the BiasAdd and
+/// Relu after it folded in, computed while each block of the output is in registers or L1.
+struct sgemm_output_pass {
+  const float* bias = nullptr;  ///< one value per output column, or null
+  bool relu = false;            ///< max(x, 0) after the bias
+  /// Whether the pass changes anything.
+  explicit operator bool() const noexcept { return bias || relu; }
+  /// The same pass for the columns from `column` on (a block of a split product).
+  sgemm_output_pass from(std::int64_t column) const noexcept { return {bias ? bias + column : nullptr, relu}; }
+  /// Applies the pass to rows x cols of c (row stride ldc), one element at a time.
+  void apply(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols) const noexcept {
+    if (!*this) return;
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        float& x = c[i * ldc + j];
+        if (bias) x += bias[j];
+        if (relu && x < 0.0f) x = 0.0f;
+      }
+  }
 };
 }  // namespace weft::cpu
 
@@ -22238,6 +22437,8 @@ typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+typedef std::int32_t i32x16 __attribute__((vector_size(64)));
 
 /// a * b + c rounded once (vfmadd), through the builtin the compiler's own intrinsics use, so
 /// that neither -ffp-contract nor the language mode can turn it into two roundings.
@@ -22299,7 +22500,8 @@ struct avx512 {
   /// sliver over kc.
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
                                                                  const float* __restrict b, float* c, std::int64_t ldc,
-                                                                 bool accumulate, int rows, int cols, float alpha) {
+                                                                 bool accumulate, int rows, int cols, float alpha,
+                                                                 sgemm_output_pass pass) {
     f32x16 acc[mr][2];  // zeroed by a loop: `= {}` left GCC a dead memset of the array
     for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -22321,6 +22523,20 @@ struct avx512 {
       for (int i = 0; i < mr; ++i) acc[i][0] *= s, acc[i][1] *= s;
     }
     store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+    if (!pass) return;
+    if (rows < mr || cols < nr) return pass.apply(c, ldc, rows, cols);
+    // The last panel's block, still in L1: bias, then ReLU as a mask of the negative lanes.
+    const f32x16 b0 = pass.bias ? load16(pass.bias) : f32x16{}, b1 = pass.bias ? load16(pass.bias + 16) : f32x16{};
+    for (int i = 0; i < mr; ++i) {
+      float* ci = c + i * ldc;
+      f32x16 v0 = load16(ci) + b0, v1 = load16(ci + 16) + b1;
+      if (pass.relu) {
+        v0 = (f32x16)((i32x16)v0 & ~(v0 < f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & ~(v1 < f32x16{}));
+      }
+      store16(ci, v0);
+      store16(ci + 16, v1);
+    }
   }
 };
 
@@ -22358,7 +22574,7 @@ struct avx2 {
   /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
   /// sliver over kc.
   static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                    bool accumulate, int rows, int cols, float alpha) {
+                    bool accumulate, int rows, int cols, float alpha, sgemm_output_pass pass) {
     f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     f32x8 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
@@ -22398,6 +22614,18 @@ struct avx2 {
           store8(ci + 8, r[2 * i + 1]);
         }
       }
+      if (!pass) return;
+      const f32x8 b0 = pass.bias ? load8(pass.bias) : f32x8{}, b1 = pass.bias ? load8(pass.bias + 8) : f32x8{};
+      for (int i = 0; i < mr; ++i) {
+        float* ci = c + i * ldc;
+        f32x8 v0 = load8(ci) + b0, v1 = load8(ci + 8) + b1;
+        if (pass.relu) {
+          v0 = (f32x8)((i32x8)v0 & ~(v0 < f32x8{}));
+          v1 = (f32x8)((i32x8)v1 & ~(v1 < f32x8{}));
+        }
+        store8(ci, v0);
+        store8(ci + 8, v1);
+      }
       return;
     }
     alignas(32) float t[mr * nr];
@@ -22407,6 +22635,7 @@ struct avx2 {
     }
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i * nr + j] : t[i * nr + j];
+    pass.apply(c, ldc, rows, cols);
   }
 };
 
@@ -22590,7 +22819,7 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
              const float* shared_a = nullptr, const float* shared_b = nullptr, float alpha = 1.0f,
-             bool accumulate = false) {
+             bool accumulate = false, sgemm_output_pass pass = {}) {
   constexpr int mr = Isa::mr, nr = Isa::nr;
   constexpr std::int64_t nc_max = Isa::nc_max;
   const panels ps(k, Isa::kc_max);
@@ -22601,6 +22830,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
     const std::int64_t nc = std::min(nc_max, n - jc);
     for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step) {
       const std::int64_t kc = std::min(ps.step, k - pc);
+      const bool last = pc + kc >= k;  // the output pass goes with the last panel's blocks
       const float* panel_b = packed_b;
       if (shared_b) panel_b = shared_b + q * round_up(n, nr) * ps.step;
       else pack_b<Isa>(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
@@ -22614,7 +22844,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
             Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
-                       rows, cols, alpha);
+                       rows, cols, alpha, last ? pass.from(jc + jr) : sgemm_output_pass{});
           }
         }
       }
@@ -22622,16 +22852,16 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
   }
 }
 
-/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n), or out += that when `accumulate`, as
-/// sgemm() below.
+/// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n), or out += that when `accumulate`, then
+/// the output pass, as sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
-           const float* shared_a, const float* shared_b, float alpha, bool accumulate) {
+           const float* shared_a, const float* shared_b, float alpha, bool accumulate, sgemm_output_pass pass) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate)
       for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
-    return;
+    return pass.apply(out, ldc, m, n);
   }
   // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
   // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of mr.
@@ -22641,10 +22871,10 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
     product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, nullptr, nullptr, alpha);
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = accumulate ? out[i * ldc + j] + t[j * m + i] : t[j * m + i];
-    return;
+    return pass.apply(out, ldc, m, n);
   }
   // A shared b holds one panel of columns: wider products pack b themselves.
-  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate);
+  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate, pass);
 }
 
 }  // namespace sgemm_detail
@@ -22762,21 +22992,22 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 /// replaces the packing of a or b by an operand packed before (by sgemm_pack_a or
 /// sgemm_pack_b, which pack for sgemm_best_isa(), the block this overload uses). alpha scales
 /// each depth panel's block once, before it is stored: alpha = 1 gives the plain product,
-/// bit for bit.
+/// bit for bit. `pass` (a bias, ReLU) is applied to each block of the output after its last
+/// depth panel (sgemm_output_pass).
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {},
-                  float alpha = 1.0f, bool accumulate = false) {
+                  float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
   sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha, accumulate);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha, accumulate, pass);
   });
 }
 /// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
 /// operand, as the packed layout depends on the block.
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
                   std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
-                  float alpha = 1.0f, bool accumulate = false) {
+                  float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
   sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate);
+    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate, pass);
   });
 }
 
@@ -23035,11 +23266,27 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
 /// when `accumulate`; op transposes (and conjugates when `adjoint`) where asked. a is stored
 /// row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb. Four GEMM and two
 /// matrix-vector instances cover every real case. `shared` (float only) is an operand that
-/// gemm packed for every part.
+/// gemm packed for every part; `pass` (float only: a bias and ReLU) is applied to the part
+/// once its sum is complete, by sgemm's blocks or after the part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
-               [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false) {
+               [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false,
+               [[maybe_unused]] sgemm_output_pass pass = {}) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (pass) {
+#ifdef WEFT_OWN_SGEMM
+      if (n > 1 && m > 1 && sgemm_supported()) {
+        const T* lhs = ta ? a + r0 : a + r0 * k;
+        const T* rhs = tb ? b + c0 * k : b + c0;
+        return sgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n,
+                     shared, alpha, accumulate, pass.from(c0));
+      }
+#endif
+      gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, c0, c1, shared, alpha, accumulate);
+      return pass.from(c0).apply(out + r0 * n + c0, n, r1 - r0, c1 - c0);
+    }
+  }
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
   const std::int64_t rows = r1 - r0, cols = c1 - c0;
@@ -23086,8 +23333,9 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 }
 
 /// out(M,N) = alpha * op(a) * op(b), or out += that when `accumulate` (a weight's gradient
-/// descent update folded into its gradient's product), split across the intra-op threads in
-/// blocks of rows or of columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
+/// descent update folded into its gradient's product), then `pass` (float: a bias and ReLU
+/// folded in), split across the intra-op threads in blocks of rows or of columns
+/// (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
 /// the whole of the other, so the split is along the larger operand: by rows when op(a) is
 /// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
 /// weight matrix of 512 columns).
@@ -23098,7 +23346,7 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 /// integer MatMul gives.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
-          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false) {
+          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false, sgemm_output_pass pass = {}) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return gemm<U>(ctx, reinterpret_cast<const U*>(a), reinterpret_cast<const U*>(b), reinterpret_cast<U*>(out), m, k, n,
@@ -23107,6 +23355,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!accumulate) std::fill(out, out + m * n, T(0));
+    if constexpr (std::is_same_v<T, float>) pass.apply(out, n, m, n);
     return;
   }
   const int threads = ctx.device().num_threads();
@@ -23114,7 +23363,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads)
-    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate);
+    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate, pass);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared;
 #ifdef WEFT_OWN_SGEMM
@@ -23145,8 +23394,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 #endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate);
-      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate);
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate, pass);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate, pass);
     }
   });
 }
@@ -23280,6 +23529,38 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
+/// The CPU kernel of _FusedMatMulBiasAdd (float): the product, then the bias and, when
+/// `relu`, max(x, 0), applied to each block of the output as its sum completes.
+struct fused_matmul_bias_add_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_bias_add_kernel(const node& n)
+      : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")), relu_(n.attr<bool>("relu")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    const tensor& bias = ctx.input(2);
+    if (a.rank() != 2 || b.rank() != 2)
+      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
+    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    if (bias.rank() != 1 || bias.shape()[0] != n)
+      fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
+    tensor& out = ctx.allocate_output(0, shape{m, n});
+    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                {bias.data<float>(), relu_});
+  }
+
+ private:
+  bool ta_, tb_, relu_;
+};
+
+/// Registers the fused product's kernel (with MatMul's float kernel: a session uses the op
+/// only where its kernel is registered).
+inline void register_fused_matmul_kernel() {
+  register_cpu_kernel<fused_matmul_bias_add_kernel>(ops::fused_matmul_bias_add_op, {"T", dtype::float32});
+}
+
 using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
 
 /// One dtype only, for programs that want MatMul without compiling every dtype.
@@ -23287,6 +23568,7 @@ template <class T>
 void register_matmul_kernel() {
   ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
+  if constexpr (std::is_same_v<T, float>) register_fused_matmul_kernel();
 }
 
 /// A template, so that including this header instantiates nothing until it is called.
@@ -23294,6 +23576,7 @@ template <int = 0>
 void register_matmul_kernels() {
   ops::register_matrix_ops();
   register_for<matmul_kernel>("MatMul", "T", matmul_types{});
+  register_fused_matmul_kernel();
   register_for<batch_matmul_kernel>("BatchMatMulV2", "T", matmul_types{});
 }
 
@@ -23306,6 +23589,15 @@ template <class T>
 struct kernel_for<ops::MatMul, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernel<T>(); }
+};
+/// Typed code's registration of the fused product's CPU kernel (float, its one dtype).
+template <class T>
+struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    ops::register_matrix_ops();
+    cpu::register_fused_matmul_kernel();
+  }
 };
 /// Typed code's registration of BatchMatMulV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>

@@ -101,13 +101,17 @@ class graph {
   void add_control_input(int to, int from);
 
   /// Replaces node `id` by a node of op `op_name` with the same name, device and colocation:
-  /// a graph pass's rewrite, on its own copy of a graph (passes/fuse_updates.hpp). Its inputs
+  /// a graph pass's rewrite, on its own copy of a graph (passes/fuse_matmul.hpp). Its inputs
   /// and control inputs must be outputs and nodes of smaller ids, so that ids stay in
   /// topological order, and its outputs must have the old node's dtypes, reference kinds and
   /// inferred shapes, which its consumers were checked against. The graph is unchanged when
   /// this throws.
   const node& replace(int id, std::string_view op_name, const std::vector<output>& inputs, attr_map attrs,
                       std::vector<int> controls);
+  /// Makes every control input on node `from` one on node `to` (a graph pass that folds
+  /// `from` into `to`, which finishes later): each node that waits on `from` must come after
+  /// `to`, so that ids stay in topological order. The graph is unchanged when this throws.
+  void redirect_control_inputs(int from, int to);
 
   /// RAII scopes. name_scope("layer1") makes an auto-named MatMul "layer1/MatMul". The
   /// guard restores the scope it replaced when it goes.
@@ -477,6 +481,27 @@ WEFT_DETAIL_RUNTIME_INLINE const node& graph::add_resolved(std::string_view op_n
   by_name_.emplace(n.name_, n.id_);
   nodes_.push_back(std::move(n));
   return nodes_.back();
+}
+#endif
+
+#ifndef WEFT_DETAIL_RUNTIME_DECLARED_ONLY
+WEFT_DETAIL_RUNTIME_INLINE void graph::redirect_control_inputs(int from, int to) {
+  at(from);
+  const node& target = at(to);
+  const auto waits = [from](const node& n) {
+    return std::find(n.control_inputs_.begin(), n.control_inputs_.end(), from) != n.control_inputs_.end();
+  };
+  for (const node& n : nodes_)
+    if (waits(n) && n.id_ <= to)
+      fail(error_code::invalid_argument, n.describe(), ": waits on node ", from, ", which cannot become ", target.describe(),
+           ": it does not come before it");
+  for (node& n : nodes_) {
+    if (!waits(n)) continue;
+    for (int& c : n.control_inputs_)
+      if (c == from) c = to;
+    std::sort(n.control_inputs_.begin(), n.control_inputs_.end());
+    n.control_inputs_.erase(std::unique(n.control_inputs_.begin(), n.control_inputs_.end()), n.control_inputs_.end());
+  }
 }
 #endif
 

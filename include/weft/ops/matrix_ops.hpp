@@ -5,6 +5,9 @@
 ///                                           adj_* is the conjugate transpose
 ///   MatrixInverse(input; adjoint)           (...,N,N) -> (...,N,N); a singular matrix is an error
 ///   MatrixDeterminant(input)                (...,N,N) -> (...)
+///   _FusedMatMulBiasAdd(a, b, bias; transpose_a, transpose_b, relu)
+///                                           MatMul then BiasAdd (then Relu), in the product's
+///                                           output pass (a session's rewrite: graph/passes/fuse_matmul.hpp)
 #pragma once
 
 #include <string>
@@ -50,6 +53,11 @@ constexpr auto matrix_determinant() {
   return leading<X, 2>();
 }
 }  // namespace static_rules
+
+/// The op a session puts in place of a BiasAdd (or the Relu after it) whose value is a float
+/// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the bias, and
+/// max(x, 0) when `relu`, added in the product's output pass.
+inline constexpr const char* fused_matmul_bias_add_op = "_FusedMatMulBiasAdd";
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
 std::vector<op_def> matrix_op_defs();
@@ -128,6 +136,37 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr("adjoint: bool = false")
                      .shape_fn([square](shape_context& c) {
                        if (square(c)) c.set_output(0, c.input(0));
+                     })
+                     .build());
+  // MatMul, BiasAdd and (relu) Relu as one node; only a session's own copy of a graph holds it.
+  defs.push_back(op_def_builder(fused_matmul_bias_add_op)
+                     .input("a: T")
+                     .input("b: T")
+                     .input("bias: T")
+                     .output("output: T")
+                     .attr("T: {float32}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .attr("relu: bool = false")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 2; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& bias = c.input(2);
+                       if (bias.rank_known() && bias.rank() != 1) c.fail("the bias must be a vector, got shape ", bias);
+                       const auto& a = c.input(0);
+                       const auto& b = c.input(1);
+                       if (!a.rank_known() || !b.rank_known()) return c.set_output(0, partial_shape::unknown_of_rank(2));
+                       const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                       const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                       if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                       if (n >= 0 && bias.rank_known() && bias[0] >= 0 && bias[0] != n)
+                         c.fail("the bias has ", bias[0], " values for ", n, " columns");
+                       c.set_output(0, partial_shape{m, n});
+                     })
+                     .flops([](const op_cost_args& c) {  // 2mnk, and the bias and ReLU per element
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_bias_add_op) ? 0 : 1);
+                       return op_cost_args::elements(c.outputs[0]) * (2 * k + 2);
                      })
                      .build());
   defs.push_back(op_def_builder("MatrixDeterminant")
@@ -214,12 +253,21 @@ WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatMul, matrix, gradients::matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(BatchMatMulV2, matrix, gradients::batch_matmul_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixInverse, matrix, gradients::matrix_inverse_grad)
 WEFT_DETAIL_OP_TYPE_WITH_GRADIENT(MatrixDeterminant, matrix, gradients::matrix_determinant_grad)
+/// _FusedMatMulBiasAdd as a C++ type (of the matrix family): a session's rewrite adds it
+/// (graph/passes/fuse_matmul.hpp), no program does.
+struct FusedMatMulBiasAdd {
+  static constexpr const char* name = fused_matmul_bias_add_op;  ///< "_FusedMatMulBiasAdd"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_matrix_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
   static constexpr const char* name = "matrix";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant>;  ///< its op types
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant, FusedMatMulBiasAdd>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_matrix_ops(); }
 };

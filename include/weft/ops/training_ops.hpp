@@ -31,7 +31,7 @@
 namespace weft::ops {
 
 /// The op a session puts in place of an ApplyGradientDescent whose delta is a MatMul that
-/// nothing else reads (graph/passes/fuse_updates.hpp): var -= alpha * op(a) op(b) as one GEMM.
+/// nothing else reads (graph/passes/fuse_matmul.hpp): var -= alpha * op(a) op(b) as one GEMM.
 inline constexpr const char* fused_matmul_gradient_descent_op = "_FusedMatMulApplyGradientDescent";
 
 /// The training family's op definitions (registered by register_training_ops()).
@@ -76,7 +76,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
         true);
   // ApplyGradientDescent whose delta is a MatMul's product, as one GEMM that adds
   // -alpha * op(a) op(b) to the variable where it is: no gradient is written and read back.
-  // Only a session's own copy of a graph holds it (graph/passes/fuse_updates.hpp), in place
+  // Only a session's own copy of a graph holds it (graph/passes/fuse_matmul.hpp), in place
   // of an ApplyGradientDescent whose MatMul nothing else reads; no program adds it.
   defs.push_back(op_def_builder(fused_matmul_gradient_descent_op)
                      .input("var: Ref(T)")
@@ -128,7 +128,7 @@ WEFT_DETAIL_OP_TYPE(ApplyAdagrad, training)
 WEFT_DETAIL_OP_TYPE(ApplyRMSProp, training)
 WEFT_DETAIL_OP_TYPE(ApplyAdam, training)
 /// _FusedMatMulApplyGradientDescent as a C++ type (of the training family): a session's
-/// rewrite adds it (graph/passes/fuse_updates.hpp), no program does.
+/// rewrite adds it (graph/passes/fuse_matmul.hpp), no program does.
 struct FusedMatMulApplyGradientDescent {
   static constexpr const char* name = fused_matmul_gradient_descent_op;  ///< "_FusedMatMulApplyGradientDescent"
   /// The full CPU kernel registry has its kernel.

@@ -89,7 +89,7 @@ struct frame_info {
 struct executable {
   std::shared_ptr<const graph> source;  ///< the graph it was built from
   /// The signature's own copy of source with gradient updates folded into their products
-  /// (graph/passes/fuse_updates.hpp; same ids and names), which the nodes point into; null
+  /// (graph/passes/fuse_matmul.hpp; same ids and names), which the nodes point into; null
   /// when the nodes are source's.
   std::shared_ptr<const graph> rewritten;
   /// Values computed once when the executable was built (constant folding): feed nodes

@@ -29,7 +29,7 @@
 #include <weft/graph/graph.hpp>
 #include <weft/graph/passes/constant_folding.hpp>
 #include <weft/graph/passes/cse.hpp>
-#include <weft/graph/passes/fuse_updates.hpp>
+#include <weft/graph/passes/fuse_matmul.hpp>
 #include <weft/graph/passes/placement.hpp>
 #include <weft/graph/passes/prune.hpp>
 #include <weft/runtime/device.hpp>
@@ -96,12 +96,13 @@ struct session_options {
   /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
-  /// Folding a weight's gradient-descent step into the MatMul that computes its gradient when
-  /// a signature's executable is built, on the session's own copy of the graph, where every
-  /// device is a CPU: one GEMM adds -rate * x^T dz into the variable, and the gradient is
-  /// neither written nor read back (graph/passes/fuse_updates.hpp). Results differ from the
-  /// unfused step by rounding only.
-  bool fuse_gradient_updates = true;
+  /// Folding into a float MatMul what alone reads its product, when a signature's executable
+  /// is built, on the session's own copy of the graph, where every device is a CPU
+  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, applied in the product's
+  /// output pass, and a weight's gradient-descent step, one GEMM that adds -rate * x^T dz into
+  /// the variable (the gradient is neither written nor read back). Results differ from the
+  /// unfused graph by rounding only.
+  bool fuse_matmul = true;
 };
 
 /// Options of one run: tracing, a deadline, cancellation.
@@ -286,8 +287,18 @@ class session {
     x->source = source;
     // Updates folded into their products run on a copy of the graph with the same ids.
     std::shared_ptr<const graph> g = source;
-    if (auto updates = fusable_updates(*g, user_fed, fetched, targets); !updates.empty())
-      x->rewritten = g = passes::fuse_updates(*g, updates);
+    if (fuse_matmul_ && all_cpu()) {
+      const bool updates = kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32});
+      const bool biases = kernel_registry::global().has(ops::fused_matmul_bias_add_op, "CPU", {"T", dtype::float32});
+      auto u = updates ? passes::fusable_updates(*g, user_fed, fetched, targets) : std::vector<passes::fusable_update>{};
+      auto b = biases ? passes::fusable_biases(*g, user_fed, fetched, targets) : std::vector<passes::fusable_bias>{};
+      if (!u.empty() || !b.empty()) {
+        auto copy = std::make_shared<graph>(*g);
+        passes::fuse_updates(*copy, u);
+        passes::fuse_biases(*copy, b);
+        x->rewritten = g = std::move(copy);
+      }
+    }
     std::vector<output> fed = user_fed;  // the run's feeds, then the folded outputs
     // Nodes with a fed output, so that most inputs are told apart without searching `fed`.
     std::vector<char> has_fed(static_cast<std::size_t>(g->size()), 0);
@@ -435,19 +446,11 @@ class session {
     return x;
   }
 
-  /// The updates of g this session folds into their products (graph/passes/fuse_updates.hpp):
-  /// none unless session_options::fuse_gradient_updates, every device is a CPU and the fused
-  /// kernel is registered (with ApplyGradientDescent's float kernel).
-  std::vector<passes::fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
-                                                      const std::vector<output>& fetched,
-                                                      const std::vector<int>& targets) const {
-    if (!fuse_updates_) return {};
-    for (const auto& d : devices_)
-      if (d->type() != "CPU") return {};
-    if (!op_registry::global().find(ops::fused_matmul_gradient_descent_op) ||
-        !kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32}))
-      return {};
-    return passes::fusable_updates(g, fed, fetched, targets);
+  /// Whether every device of the session is a CPU: the fused MatMul kernels are the CPU's
+  /// (graph/passes/fuse_matmul.hpp; each is registered with MatMul's or ApplyGradientDescent's
+  /// float kernel, and a session folds only into those registered).
+  bool all_cpu() const {
+    return std::all_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->type() == "CPU"; });
   }
 
   /// The placement's simulated times by exec node (fed values at 0) and the cluster's
@@ -696,7 +699,7 @@ class session {
   passes::cost_model::measured_times measured_;  ///< record_costs' node times
   passes::constant_folding_options folding_;
   bool cse_;
-  bool fuse_updates_;
+  bool fuse_matmul_;
   std::map<signature, std::shared_ptr<const executable>> cache_;
   std::map<std::string, std::shared_ptr<op_kernel>> stateful_kernels_;
   std::atomic<std::int64_t> next_step_id_{1};
@@ -728,7 +731,7 @@ WEFT_DETAIL_RUNTIME_INLINE session::session(const graph& g, session_options opti
       placement_(options.placement),
       folding_(options.constant_folding),
       cse_(options.eliminate_common_subexpressions),
-      fuse_updates_(options.fuse_gradient_updates) {}
+      fuse_matmul_(options.fuse_matmul) {}
 
 WEFT_DETAIL_RUNTIME_INLINE session::~session() = default;
 

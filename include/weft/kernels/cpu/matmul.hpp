@@ -72,11 +72,27 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
 /// when `accumulate`; op transposes (and conjugates when `adjoint`) where asked. a is stored
 /// row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb. Four GEMM and two
 /// matrix-vector instances cover every real case. `shared` (float only) is an operand that
-/// gemm packed for every part.
+/// gemm packed for every part; `pass` (float only: a bias and ReLU) is applied to the part
+/// once its sum is complete, by sgemm's blocks or after the part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
-               [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false) {
+               [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false,
+               [[maybe_unused]] sgemm_output_pass pass = {}) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (pass) {
+#ifdef WEFT_OWN_SGEMM
+      if (n > 1 && m > 1 && sgemm_supported()) {
+        const T* lhs = ta ? a + r0 : a + r0 * k;
+        const T* rhs = tb ? b + c0 * k : b + c0;
+        return sgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n,
+                     shared, alpha, accumulate, pass.from(c0));
+      }
+#endif
+      gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, c0, c1, shared, alpha, accumulate);
+      return pass.from(c0).apply(out + r0 * n + c0, n, r1 - r0, c1 - c0);
+    }
+  }
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   constexpr bool complex = Eigen::NumTraits<T>::IsComplex;
   const std::int64_t rows = r1 - r0, cols = c1 - c0;
@@ -123,8 +139,9 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 }
 
 /// out(M,N) = alpha * op(a) * op(b), or out += that when `accumulate` (a weight's gradient
-/// descent update folded into its gradient's product), split across the intra-op threads in
-/// blocks of rows or of columns (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
+/// descent update folded into its gradient's product), then `pass` (float: a bias and ReLU
+/// folded in), split across the intra-op threads in blocks of rows or of columns
+/// (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
 /// the whole of the other, so the split is along the larger operand: by rows when op(a) is
 /// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
 /// weight matrix of 512 columns).
@@ -135,7 +152,7 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 /// integer MatMul gives.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
-          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false) {
+          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false, sgemm_output_pass pass = {}) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return gemm<U>(ctx, reinterpret_cast<const U*>(a), reinterpret_cast<const U*>(b), reinterpret_cast<U*>(out), m, k, n,
@@ -144,6 +161,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!accumulate) std::fill(out, out + m * n, T(0));
+    if constexpr (std::is_same_v<T, float>) pass.apply(out, n, m, n);
     return;
   }
   const int threads = ctx.device().num_threads();
@@ -151,7 +169,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads)
-    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate);
+    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate, pass);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared;
 #ifdef WEFT_OWN_SGEMM
@@ -182,8 +200,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 #endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate);
-      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate);
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate, pass);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate, pass);
     }
   });
 }
@@ -317,6 +335,38 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
+/// The CPU kernel of _FusedMatMulBiasAdd (float): the product, then the bias and, when
+/// `relu`, max(x, 0), applied to each block of the output as its sum completes.
+struct fused_matmul_bias_add_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_bias_add_kernel(const node& n)
+      : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")), relu_(n.attr<bool>("relu")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    const tensor& bias = ctx.input(2);
+    if (a.rank() != 2 || b.rank() != 2)
+      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
+    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    if (bias.rank() != 1 || bias.shape()[0] != n)
+      fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
+    tensor& out = ctx.allocate_output(0, shape{m, n});
+    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                {bias.data<float>(), relu_});
+  }
+
+ private:
+  bool ta_, tb_, relu_;
+};
+
+/// Registers the fused product's kernel (with MatMul's float kernel: a session uses the op
+/// only where its kernel is registered).
+inline void register_fused_matmul_kernel() {
+  register_cpu_kernel<fused_matmul_bias_add_kernel>(ops::fused_matmul_bias_add_op, {"T", dtype::float32});
+}
+
 using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
 
 /// One dtype only, for programs that want MatMul without compiling every dtype.
@@ -324,6 +374,7 @@ template <class T>
 void register_matmul_kernel() {
   ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
+  if constexpr (std::is_same_v<T, float>) register_fused_matmul_kernel();
 }
 
 /// A template, so that including this header instantiates nothing until it is called.
@@ -331,6 +382,7 @@ template <int = 0>
 void register_matmul_kernels() {
   ops::register_matrix_ops();
   register_for<matmul_kernel>("MatMul", "T", matmul_types{});
+  register_fused_matmul_kernel();
   register_for<batch_matmul_kernel>("BatchMatMulV2", "T", matmul_types{});
 }
 
@@ -343,6 +395,15 @@ template <class T>
 struct kernel_for<ops::MatMul, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernel<T>(); }
+};
+/// Typed code's registration of the fused product's CPU kernel (float, its one dtype).
+template <class T>
+struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    ops::register_matrix_ops();
+    cpu::register_fused_matmul_kernel();
+  }
 };
 /// Typed code's registration of BatchMatMulV2's CPU kernel (framework/kernel_for.hpp).
 template <class T>

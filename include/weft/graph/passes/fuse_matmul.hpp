@@ -1,0 +1,192 @@
+/// @file
+/// What a float MatMul's product absorbs when nothing else reads it, as TensorFlow's grappler
+/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it, applied in the
+/// product's output pass, and the gradient-descent step that consumes it.
+///
+/// A session does both for each signature it builds, on its own copy of the graph, where
+/// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
+/// session_options::fuse_matmul). A fused node takes the id, name, device and colocation of
+/// the last node it replaces (graph::replace), with the control inputs of all of them:
+/// fetches, targets and control edges that named it still do, and the nodes before it, left
+/// without a consumer, are pruned.
+///
+/// Relu(BiasAdd(MatMul(a, b), bias)) becomes _FusedMatMulBiasAdd(a, b, bias; relu) (and
+/// BiasAdd(MatMul(a, b), bias) the same without relu): each block of the output gets its
+/// bias and ReLU while it is in registers or L1, instead of two more passes over the output.
+/// Relu's gradient reads the Relu's output, which the fused node gives; BiasAdd's and
+/// MatMul's read only the incoming gradient and the MatMul's operands.
+///
+/// Folding a weight's gradient-descent step into the product that computes its gradient: an
+/// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose float MatMul nothing else reads
+/// becomes one _FusedMatMulApplyGradientDescent(var, alpha, a, b), a GEMM that adds
+/// -alpha * op(a) op(b) into the variable where it is (ops/training_ops.hpp). The gradient
+/// (784 x 512 floats, 1.6 MB, for an MLP's first layer) is then neither written nor read
+/// back: the expert's hand-written step, `w.noalias() -= rate * x.transpose() * dz`, as a
+/// rewrite of the graph (the kind TensorFlow's grappler "remapper" does for MatMul + BiasAdd).
+///
+/// Results differ from the unfused step by rounding only: each term is scaled by -alpha
+/// inside the product and added to the variable once, where the unfused step rounds the
+/// gradient, then alpha times it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <weft/graph/graph.hpp>
+#include <weft/ops/matrix_ops.hpp>
+#include <weft/ops/training_ops.hpp>
+
+namespace weft::passes {
+
+namespace detail {
+/// How many inputs, fetches and targets name each node of g, the first node that waits on it
+/// (a control input), and which nodes have a fed output.
+struct readers_of {
+  std::vector<int> count;
+  std::vector<int> first_waiter;  ///< the smallest id with a control input on the node (g.size(): none)
+  std::vector<char> fed;
+  readers_of(const graph& g, const std::vector<output>& fed_outputs, const std::vector<output>& fetched,
+             const std::vector<int>& targets)
+      : count(static_cast<std::size_t>(g.size()), 0), first_waiter(static_cast<std::size_t>(g.size()), g.size()),
+        fed(static_cast<std::size_t>(g.size()), 0) {
+    for (int id = 0; id < g.size(); ++id) {
+      const node& x = g.at(id);
+      for (output in : x.inputs()) ++count[static_cast<std::size_t>(in.node)];
+      for (int c : x.control_inputs()) first_waiter[static_cast<std::size_t>(c)] = std::min(first_waiter[static_cast<std::size_t>(c)], id);
+    }
+    for (output o : fetched) ++count[static_cast<std::size_t>(o.node)];
+    for (int t : targets) ++count[static_cast<std::size_t>(t)];
+    for (output o : fed_outputs) fed[static_cast<std::size_t>(o.node)] = 1;
+  }
+  /// Whether node `id` can fold into the node `into`: its value read by exactly one input (no
+  /// fetch, target or fed output), and every node that waits on it after `into` (its control
+  /// edges move there: graph::redirect_control_inputs).
+  bool folds(int id, int into) const {
+    const auto i = static_cast<std::size_t>(id);
+    return count[i] == 1 && !fed[i] && first_waiter[i] > into;
+  }
+};
+/// Whether x's T attr is float32.
+inline bool is_float(const node& x) { return x.attr<dtype>("T") == dtype::float32; }
+/// Whether `inner` asks for no other device or colocation than `outer`, into which it folds.
+inline bool folds_into(const node& inner, const node& outer) {
+  return (inner.device().empty() || inner.device() == outer.device()) &&
+         (inner.colocation().empty() || inner.colocation() == outer.colocation());
+}
+/// The control inputs of all of `nodes`.
+inline std::vector<int> controls_of(std::initializer_list<const node*> nodes) {
+  std::vector<int> out;
+  for (const node* n : nodes)
+    if (n) out.insert(out.end(), n->control_inputs().begin(), n->control_inputs().end());
+  return out;
+}
+}  // namespace detail
+
+/// A BiasAdd (and the Relu after it) and the MatMul whose product is its value, by node id.
+struct fusable_bias {
+  int matmul = -1;    ///< the MatMul node
+  int bias_add = -1;  ///< the BiasAdd node
+  int relu = -1;      ///< the Relu that alone reads the BiasAdd, or -1
+  /// Equal when every id is.
+  friend bool operator==(const fusable_bias&, const fusable_bias&) = default;
+};
+
+/// The BiasAdds of g (NHWC, float) whose value is output 0 of a float MatMul that nothing
+/// else reads (no other input, control edge, fetch or target, no output fed), with the Relu
+/// that alone reads each, where there is one; every node folded asks for no other device or
+/// colocation than the node that stays.
+inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vector<output>& fed,
+                                                const std::vector<output>& fetched, const std::vector<int>& targets) {
+  const detail::readers_of readers(g, fed, fetched, targets);
+  std::vector<int> relu_of(static_cast<std::size_t>(g.size()), -1);  // the Relu reading a node's output 0
+  for (int id = 0; id < g.size(); ++id)
+    if (const node& r = g.at(id); r.op() == "Relu" && r.inputs()[0].port == 0) relu_of[static_cast<std::size_t>(r.inputs()[0].node)] = id;
+  std::vector<fusable_bias> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& add = g.at(id);
+    if (add.op() != "BiasAdd" || !detail::is_float(add) || add.attr<std::string>("data_format") != "NHWC") continue;
+    const output value = add.inputs()[0];
+    const node& product = g.at(value.node);
+    if (product.op() != "MatMul" || value.port != 0 || !detail::is_float(product) || !detail::folds_into(product, add))
+      continue;
+    fusable_bias f{product.id(), id, -1};
+    if (const int r = relu_of[static_cast<std::size_t>(id)];
+        r >= 0 && readers.folds(product.id(), r) && readers.folds(id, r) && !readers.fed[static_cast<std::size_t>(r)] &&
+        detail::folds_into(add, g.at(r)) && detail::folds_into(product, g.at(r)))
+      f.relu = r;
+    else if (!readers.folds(product.id(), id) || readers.fed[static_cast<std::size_t>(id)])
+      continue;
+    out.push_back(f);
+  }
+  return out;
+}
+
+/// Folds each of `biases` (from fusable_biases(g, ...)) into its MatMul in g: the Relu's node,
+/// or the BiasAdd's where there is no Relu, replaced in place by _FusedMatMulBiasAdd(a, b,
+/// bias) with the MatMul's transposes and the control inputs of every node folded.
+inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
+  for (const auto& f : biases) {
+    const node& product = g.at(f.matmul);
+    const node& add = g.at(f.bias_add);
+    const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
+    attr_map attrs;
+    attrs.set("T", dtype::float32);
+    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attrs.set("relu", relu != nullptr);
+    std::vector<output> inputs{product.inputs()[0], product.inputs()[1], add.inputs()[1]};
+    const int into = relu ? f.relu : f.bias_add;
+    g.replace(into, ops::fused_matmul_bias_add_op, inputs, std::move(attrs), detail::controls_of({&product, &add, relu}));
+    g.redirect_control_inputs(f.matmul, into);
+    if (relu) g.redirect_control_inputs(f.bias_add, into);
+  }
+}
+
+/// An ApplyGradientDescent and the MatMul whose product is its delta, by node id.
+struct fusable_update {
+  int matmul = -1;  ///< the MatMul node
+  int apply = -1;   ///< the ApplyGradientDescent node
+  /// Equal when both ids are.
+  friend bool operator==(const fusable_update&, const fusable_update&) = default;
+};
+
+/// The updates of g that fold into their MatMul: ApplyGradientDescent of float whose delta is
+/// output 0 of a float MatMul that no other input, control edge, fetch or target names, with
+/// no output of either node fed, and that asks for no other device or colocation than the
+/// update (the fused node runs where the update runs).
+inline std::vector<fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
+                                                   const std::vector<output>& fetched, const std::vector<int>& targets) {
+  const detail::readers_of readers(g, fed, fetched, targets);
+  std::vector<fusable_update> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& apply = g.at(id);
+    if (apply.op() != "ApplyGradientDescent" || !detail::is_float(apply) || readers.fed[static_cast<std::size_t>(id)]) continue;
+    const output delta = apply.inputs()[2];
+    const node& product = g.at(delta.node);
+    if (product.op() != "MatMul" || delta.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
+        !detail::folds_into(product, apply))
+      continue;
+    out.push_back({product.id(), id});
+  }
+  return out;
+}
+
+/// Folds each of `updates` (from fusable_updates(g, ...)) into its MatMul in g: the update's
+/// node replaced in place by _FusedMatMulApplyGradientDescent(var, alpha, a, b) with the
+/// MatMul's transposes and the control inputs of both nodes.
+inline void fuse_updates(graph& g, const std::vector<fusable_update>& updates) {
+  for (const auto& u : updates) {
+    const node& apply = g.at(u.apply);
+    const node& product = g.at(u.matmul);
+    attr_map attrs;
+    attrs.set("T", dtype::float32);
+    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attrs.set("use_locking", apply.attr<bool>("use_locking"));
+    std::vector<output> inputs{apply.inputs()[0], apply.inputs()[1], product.inputs()[0], product.inputs()[1]};
+    g.replace(u.apply, ops::fused_matmul_gradient_descent_op, inputs, std::move(attrs), detail::controls_of({&apply, &product}));
+    g.redirect_control_inputs(u.matmul, u.apply);
+  }
+}
+
+}  // namespace weft::passes
