@@ -683,7 +683,7 @@ TEST_CASE("folding a bias and ReLU into a MatMul's output pass: the same values 
   }
 }
 
-TEST_CASE("folding a bias and ReLU: a BiasAdd read elsewhere keeps its Relu; gradients read the fused output") {
+TEST_CASE("folding a bias and ReLU: a BiasAdd read elsewhere keeps its Relu, and gradients read the fused output") {
   // One dense ReLU layer and SGD, folded and not: the fused forward node feeds ReluGrad,
   // and the weight's update is folded too. The BiasAdd fetched as well stops the Relu's fold.
   graph g;
