@@ -10493,7 +10493,8 @@ struct fusable_bias {
 };
 
 /// The BiasAdds of g (NHWC, float) whose value is output 0 of a float MatMul that nothing
-/// else reads (no other input, control edge, fetch or target, no output fed), with the Relu
+/// else reads (no other input, fetch or target, no output fed; nodes that wait on it come
+/// after the fused node, where their control edges move), with the Relu
 /// that alone reads each, where there is one; every node folded asks for no other device or
 /// colocation than the node that stays.
 inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vector<output>& fed,
@@ -10552,8 +10553,9 @@ struct fusable_update {
 };
 
 /// The updates of g that fold into their MatMul: ApplyGradientDescent of float whose delta is
-/// output 0 of a float MatMul that no other input, control edge, fetch or target names, with
-/// no output of either node fed, and that asks for no other device or colocation than the
+/// output 0 of a float MatMul that no other input, fetch or target names (nodes that wait on
+/// it come after the update, where their control edges move), with no output of either node
+/// fed, and that asks for no other device or colocation than the
 /// update (the fused node runs where the update runs).
 inline std::vector<fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
                                                    const std::vector<output>& fetched, const std::vector<int>& targets) {
