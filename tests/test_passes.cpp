@@ -4,6 +4,7 @@
 #include "support/helpers.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -12,15 +13,30 @@
 using namespace weft;
 
 namespace {
+// A traced run's fetched values, with the name, "name (op)" and op of each node it ran.
+struct ran_nodes {
+  std::vector<tensor> out;
+  std::multiset<std::string> nodes, names, ops;
+};
+
+ran_nodes trace(session& s, const feed_list& feeds, const std::vector<endpoint>& fetches,
+                      const std::vector<endpoint>& targets = {}) {
+  run_metadata meta;
+  ran_nodes r{s.run(feeds, fetches, targets, {.trace = true}, &meta), {}, {}, {}};
+  for (const auto& n : meta.stats.nodes) {
+    r.nodes.insert(n.node);
+    r.names.insert(n.node + " (" + n.op + ")");
+    r.ops.insert(n.op);
+  }
+  return r;
+}
+
 // The names of the nodes a traced run of `fetches` ran.
 std::multiset<std::string> ran(session& s, const feed_list& feeds, const std::vector<endpoint>& fetches,
                                std::vector<tensor>* results = nullptr) {
-  run_metadata meta;
-  auto out = s.run(feeds, fetches, {}, {.trace = true}, &meta);
-  if (results) *results = std::move(out);
-  std::multiset<std::string> names;
-  for (const auto& n : meta.stats.nodes) names.insert(n.node);
-  return names;
+  auto r = trace(s, feeds, fetches);
+  if (results) *results = std::move(r.out);
+  return std::move(r.nodes);
 }
 
 session_options folding(std::size_t max_bytes) {
@@ -380,18 +396,12 @@ TEST_CASE("CSE in the session: one of each class of equal nodes runs, and feeds 
   CHECK(out[1].to_vector<float>() == std::vector<float>{-1, 2, -3});  // a2's value, computed by a1
   CHECK(out[2].to_vector<float>() == std::vector<float>{1, 4, 9});
   // A control input on a merged-away node waits for its stand-in.
-  run_metadata meta;
-  s.run(feed, {c}, {done}, {.trace = true}, &meta);
-  std::multiset<std::string> target_names;
-  for (const auto& n : meta.stats.nodes) target_names.insert(n.node);
+  auto target_names = trace(s, feed, {c}, {done}).nodes;
   CHECK(target_names.count("b1") == 1);
   CHECK(target_names.count("b2") == 0);
   CHECK(target_names.count("done") == 1);
   // Only needed nodes stand for others: with b1 not needed, b2 runs itself.
-  meta = {};
-  s.run(feed, {}, {done}, {.trace = true}, &meta);
-  target_names.clear();
-  for (const auto& n : meta.stats.nodes) target_names.insert(n.node);
+  target_names = trace(s, feed, {}, {done}).nodes;
   CHECK(target_names.count("b1") == 0);
   CHECK(target_names.count("b2") == 1);
   CHECK(target_names.count("done") == 1);
@@ -414,13 +424,8 @@ TEST_CASE("CSE in the session: one of each class of equal nodes runs, and feeds 
 }
 
 namespace {
-// "name (op)" of each node a traced run ran.
 std::multiset<std::string> ran_ops(session& s, const feed_list& feeds, const std::vector<endpoint>& targets) {
-  run_metadata meta;
-  s.run(feeds, {}, targets, {.trace = true}, &meta);
-  std::multiset<std::string> out;
-  for (const auto& n : meta.stats.nodes) out.insert(n.node + " (" + n.op + ")");
-  return out;
+  return trace(s, feeds, {}, targets).names;
 }
 
 std::vector<float> wave(std::int64_t count, double phase) {
@@ -487,68 +492,72 @@ TEST_CASE("folding gradient updates: a weight's step runs as one GEMM into the v
   }
 }
 
-TEST_CASE("folding gradient updates: not where the gradient is read, fetched or fed, nor for float64") {
+namespace {
+// w (3 x 2) -= rate * x^T dz in the given dtype, with the gradient named "grad" and the
+// update "step"; `norm` adds a reduction that reads the gradient too.
+struct update_graph {
   graph g;
-  auto w = g.variable(dtype::float32, {3, 2}, node_options("w")).out(0);
-  auto& init = g.op("Assign", {w, g.constant(tensor::of<float>({3, 2}, {1, 2, 3, 4, 5, 6}))}, {}, "init");
-  auto& x = g.placeholder(dtype::float32, {4, 3}, "x");
-  auto& dz = g.placeholder(dtype::float32, {4, 2}, "dz");
-  auto& grad = g.op("MatMul", {x, dz}, {{"transpose_a", true}}, "grad");
-  auto rate = g.constant(tensor::scalar(0.5f), "rate").out(0);
-  auto& step = g.op("ApplyGradientDescent", {w, rate, grad}, {}, "step");
-  // A second graph where the gradient also feeds a summary-like reduction.
-  graph h;
-  auto hw = h.variable(dtype::float32, {3, 2}, node_options("w")).out(0);
-  auto& hinit = h.op("Assign", {hw, h.constant(tensor::of<float>({3, 2}, {1, 2, 3, 4, 5, 6}))}, {}, "init");
-  auto& hgrad = h.op("MatMul", {h.placeholder(dtype::float32, {4, 3}, "x"), h.placeholder(dtype::float32, {4, 2}, "dz")},
-                     {{"transpose_a", true}}, "grad");
-  auto& hstep = h.op("ApplyGradientDescent", {hw, h.constant(tensor::scalar(0.5f), "rate"), hgrad}, {}, "step");
-  auto& norm = h.op("Sum", {h.op("Square", {hgrad}, {}, "square"), h.constant(tensor::of<std::int32_t>({2}, {0, 1}))}, {}, "norm");
-  // And one in float64.
-  graph d;
-  auto dw = d.variable(dtype::float64, {3, 2}, node_options("w")).out(0);
-  auto& dinit = d.op("Assign", {dw, d.constant(tensor::of<double>({3, 2}, {1, 2, 3, 4, 5, 6}))}, {}, "init");
-  auto& dgrad = d.op("MatMul", {d.placeholder(dtype::float64, {4, 3}, "x"), d.placeholder(dtype::float64, {4, 2}, "dz")},
-                     {{"transpose_a", true}}, "grad");
-  auto& dstep = d.op("ApplyGradientDescent", {dw, d.constant(tensor::scalar(0.5), "rate"), dgrad}, {}, "step");
+  output w, grad, init, step;
+};
 
+std::unique_ptr<update_graph> make_update_graph(dtype t, bool norm) {
+  auto u = std::make_unique<update_graph>();
+  graph& g = u->g;
+  const bool f64 = t == dtype::float64;
+  const std::vector<double> w0{1, 2, 3, 4, 5, 6};
+  const tensor w0t = f64 ? tensor::from_vector(w0, shape{3, 2}) : tensor::from_vector(std::vector<float>(w0.begin(), w0.end()), shape{3, 2});
+  u->w = g.variable(t, {3, 2}, node_options("w")).out(0);
+  u->init = g.op("Assign", {u->w, g.constant(w0t)}, {}, "init").out(0);
+  u->grad = g.op("MatMul", {g.placeholder(t, {4, 3}, "x"), g.placeholder(t, {4, 2}, "dz")}, {{"transpose_a", true}}, "grad").out(0);
+  const output rate = g.constant(f64 ? tensor::scalar(0.5) : tensor::scalar(0.5f), "rate").out(0);
+  u->step = g.op("ApplyGradientDescent", {u->w, rate, u->grad}, {}, "step").out(0);
+  if (norm) g.op("Sum", {g.op("Square", {u->grad}, {}, "square"), g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}, {}, "norm");
+  return u;
+}
+}  // namespace
+
+TEST_CASE("folding gradient updates: not where the gradient is read, fetched or fed, nor for float64") {
   const std::vector<float> xs{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, dzs{1, 0, 0, 1, 1, 1, 2, 2};
   // x^T dz = [[1+2, 0+2], [0+2, 1+2], [1+2, 1+2]] = [[3, 2], [2, 3], [3, 3]]; w - 0.5 of it:
   const std::vector<float> after{-0.5f, 1, 2, 2.5f, 3.5f, 4.5f};
   const feed_list feeds{{"x", tensor::from_vector(xs, shape{4, 3})}, {"dz", tensor::from_vector(dzs, shape{4, 2})}};
-  const std::string fused = "step (_FusedMatMulApplyGradientDescent)";
+  const std::string fused = "step (_FusedMatMulApplyGradientDescent)", unfused = "step (ApplyGradientDescent)";
   {
-    session s(g, test::one_thread());
-    s.run({}, {}, {init});
-    CHECK(ran_ops(s, feeds, {step}).count(fused) == 1);  // this signature folds
-    run_metadata meta;
-    const auto out = s.run(feeds, {grad}, {step}, {.trace = true}, &meta);  // the gradient fetched too: not folded
-    CHECK(out.at(0).to_vector<float>() == std::vector<float>{3, 2, 2, 3, 3, 3});
-    for (const auto& n : meta.stats.nodes) CHECK(n.op != "_FusedMatMulApplyGradientDescent");
+    auto u = make_update_graph(dtype::float32, false);
+    session s(u->g, test::one_thread());
+    s.run({}, {}, {u->init});
+    CHECK(ran_ops(s, feeds, {u->step}).count(fused) == 1);  // this signature folds
+    const auto fetched = trace(s, feeds, {u->grad}, {u->step});  // the gradient fetched too: not folded
+    CHECK(fetched.out.at(0).to_vector<float>() == std::vector<float>{3, 2, 2, 3, 3, 3});
+    CHECK(fetched.names.count(unfused) == 1);
+    CHECK(fetched.ops.count("_FusedMatMulApplyGradientDescent") == 0);
     // The gradient fed: the update reads the fed value, and no product runs.
     feed_list fed = feeds;
     fed.push_back({"grad", tensor::of<float>({3, 2}, {2, 2, 2, 2, 2, 2})});
-    CHECK(ran_ops(s, fed, {step}).count("step (ApplyGradientDescent)") == 1);
+    const auto with_fed = ran_ops(s, fed, {u->step});
+    CHECK(with_fed.count(unfused) == 1);
+    CHECK(with_fed.count("grad (MatMul)") == 0);
     // Three updates of the same w: 1 - 0.5 * 3 - 0.5 * 3 - 0.5 * 2 = -3, and so on.
-    CHECK(s.run({}, {w}).at(0).to_vector<float>() == std::vector<float>{-3, -1, 0, 0, 1, 2});
-    s.run({}, {}, {init});
-    s.run(feeds, {}, {step});
-    CHECK(s.run({}, {w}).at(0).to_vector<float>() == after);
+    CHECK(s.run({}, {u->w}).at(0).to_vector<float>() == std::vector<float>{-3, -1, 0, 0, 1, 2});
+    s.run({}, {}, {u->init});
+    s.run(feeds, {}, {u->step});
+    CHECK(s.run({}, {u->w}).at(0).to_vector<float>() == after);
   }
   {
-    session s(h, test::one_thread());
-    s.run({}, {}, {hinit});
-    CHECK(ran_ops(s, feeds, {hstep}).count("step (ApplyGradientDescent)") == 1);  // norm reads the gradient too
-    CHECK(s.run({}, {hw}).at(0).to_vector<float>() == after);
-    (void)norm;
+    auto u = make_update_graph(dtype::float32, true);
+    session s(u->g, test::one_thread());
+    s.run({}, {}, {u->init});
+    CHECK(ran_ops(s, feeds, {u->step}).count(unfused) == 1);  // norm reads the gradient too
+    CHECK(s.run({}, {u->w}).at(0).to_vector<float>() == after);
   }
   {
-    session s(d, test::one_thread());
-    s.run({}, {}, {dinit});
+    auto u = make_update_graph(dtype::float64, false);
+    session s(u->g, test::one_thread());
+    s.run({}, {}, {u->init});
     feed_list dfeeds{{"x", tensor::from_vector(std::vector<double>(xs.begin(), xs.end()), shape{4, 3})},
                      {"dz", tensor::from_vector(std::vector<double>(dzs.begin(), dzs.end()), shape{4, 2})}};
-    CHECK(ran_ops(s, dfeeds, {dstep}).count("step (ApplyGradientDescent)") == 1);
-    CHECK(s.run({}, {dw}).at(0).to_vector<double>() == std::vector<double>{-0.5, 1, 2, 2.5, 3.5, 4.5});
+    CHECK(ran_ops(s, dfeeds, {u->step}).count(unfused) == 1);
+    CHECK(s.run({}, {u->w}).at(0).to_vector<double>() == std::vector<double>{-0.5, 1, 2, 2.5, 3.5, 4.5});
   }
 }
 
@@ -656,10 +665,9 @@ TEST_CASE("folding a bias and ReLU into a MatMul's output pass: the same values 
     for (bool fuse : {true, false}) {
       INFO((fuse ? "fused" : "unfused"));
       session s(g, fusing(threads, fuse));
-      run_metadata meta;
-      auto got = s.run(feeds, {y, z}, {}, {.trace = true}, &meta);
-      std::multiset<std::string> names;
-      for (const auto& n : meta.stats.nodes) names.insert(n.node + " (" + n.op + ")");
+      const auto traced = trace(s, feeds, {y, z});
+      const auto& got = traced.out;
+      const auto& names = traced.names;
       if (fuse) {
         CHECK(names.count("y (_FusedMatMulBiasAdd)") == 1);
         CHECK(names.count("z (_FusedMatMulBiasAdd)") == 1);
@@ -706,10 +714,7 @@ TEST_CASE("folding a bias and ReLU: a BiasAdd read elsewhere keeps its Relu, and
     INFO((fuse ? "fused" : "unfused"));
     session s(g, fusing(1, fuse));
     s.run({}, {}, {init_w, init_b});
-    run_metadata meta;
-    s.run(feeds, {}, {train}, {.trace = true}, &meta);
-    std::multiset<std::string> ops;
-    for (const auto& n : meta.stats.nodes) ops.insert(n.op);
+    const auto ops = trace(s, feeds, {}, {train}).ops;
     CHECK(ops.count("_FusedMatMulBiasAdd") == (fuse ? 1 : 0));
     CHECK(ops.count("ReluGrad") == 1);
     s.run(feeds, {}, {train});
@@ -718,10 +723,9 @@ TEST_CASE("folding a bias and ReLU: a BiasAdd read elsewhere keeps its Relu, and
     const auto bv = wb[1].to_vector<float>();
     after.back().insert(after.back().end(), bv.begin(), bv.end());
     // The BiasAdd fetched beside the loss: MatMul and BiasAdd fold, the Relu runs alone.
-    run_metadata fetched;
-    const auto out = s.run(feeds, {pre, y}, {}, {.trace = true}, &fetched);
-    std::multiset<std::string> names;
-    for (const auto& n : fetched.stats.nodes) names.insert(n.node + " (" + n.op + ")");
+    const auto fetched = trace(s, feeds, {pre, y});
+    const auto& out = fetched.out;
+    const auto& names = fetched.names;
     CHECK(names.count(fuse ? "pre (_FusedMatMulBiasAdd)" : "pre (BiasAdd)") == 1);
     CHECK(names.count("y (Relu)") == 1);
     const auto p = out[0].to_vector<float>(), r = out[1].to_vector<float>();
@@ -763,10 +767,7 @@ TEST_CASE("folding under train::minimize: control edges on the folded nodes move
     INFO((fuse ? "fused" : "unfused"));
     session s(g, fusing(1, fuse));
     s.run({}, {}, {init_w, init_b});
-    run_metadata meta;
-    s.run(feeds, {}, {t.step}, {.trace = true}, &meta);
-    std::multiset<std::string> ops;
-    for (const auto& n : meta.stats.nodes) ops.insert(n.op);
+    const auto ops = trace(s, feeds, {}, {t.step}).ops;
     CHECK(ops.count("_FusedMatMulBiasAdd") == (fuse ? 1 : 0));
     CHECK(ops.count("_FusedMatMulApplyGradientDescent") == (fuse ? 1 : 0));
     CHECK(ops.count("MatMul") == (fuse ? 0 : 2));

@@ -10433,7 +10433,6 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 /// inside the product and added to the variable once, where the unfused step rounds the
 /// gradient, then alpha times it.
 
-#include <memory>
 #include <vector>
 
 
@@ -23219,9 +23218,9 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
 namespace weft::cpu {
 
 /// One Eigen GEMM: res(rows, cols) = alpha * op(lhs) * op(rhs), or res += that when
-/// `accumulate`, res dense and row-major (row i at res + i * res_stride); each operand is a plain strided matrix stored in the given order
-/// (a transposed operand is the same memory read in the other order) and conjugated where
-/// asked. Eigen's general_matrix_matrix_product is called directly rather than through
+/// `accumulate`, res dense and row-major (row i at res + i * res_stride); each operand is a
+/// plain strided matrix stored in the given order (a transposed operand is the same memory
+/// read in the other order) and conjugated where asked. Eigen's general_matrix_matrix_product is called directly rather than through
 /// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
 /// product and its matrix-vector paths for every case, which doubles the compile cost of a
 /// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
@@ -23276,15 +23275,12 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
                [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false,
                [[maybe_unused]] sgemm_output_pass pass = {}) {
   if constexpr (std::is_same_v<T, float>) {
-    if (pass) {
+    // sgemm's blocks apply the pass (below); after Eigen's GEMM or GEMV it runs over the part.
+    bool in_blocks = false;
 #ifdef WEFT_OWN_SGEMM
-      if (n > 1 && m > 1 && sgemm_supported()) {
-        const T* lhs = ta ? a + r0 : a + r0 * k;
-        const T* rhs = tb ? b + c0 * k : b + c0;
-        return sgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n,
-                     shared, alpha, accumulate, pass.from(c0));
-      }
+    in_blocks = n > 1 && m > 1 && sgemm_supported();
 #endif
+    if (pass && !in_blocks) {
       gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, c0, c1, shared, alpha, accumulate);
       return pass.from(c0).apply(out + r0 * n + c0, n, r1 - r0, c1 - c0);
     }
@@ -23308,7 +23304,8 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
       // op(a)(i, p) and op(b)(p, j) through strides: a transposed operand swaps them.
       const T* lhs = ta ? a + r0 : a + r0 * k;
       const T* rhs = tb ? b + c0 * k : b + c0;
-      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared, alpha, accumulate);
+      return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared, alpha, accumulate,
+                   pass.from(c0));
     }
   }
 #endif

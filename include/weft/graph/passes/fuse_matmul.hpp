@@ -29,7 +29,6 @@
 /// gradient, then alpha times it.
 #pragma once
 
-#include <memory>
 #include <vector>
 
 #include <weft/graph/graph.hpp>
