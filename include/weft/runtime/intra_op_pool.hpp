@@ -3,9 +3,10 @@
 /// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
 /// claiming the next block from a shared counter, so a kernel never waits for a block that
 /// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
-/// while (`spin`, 150 us by default; none while every core runs blocks) before it sleeps,
+/// while (`spin`, 500 us by default; none while every core runs blocks) before it sleeps,
 /// since a training step's kernels come a few microseconds apart and waking a sleeping
-/// thread costs tens of them (docs/benchmarks.md). Several callers (the executor's inter-op
+/// thread costs tens of them (docs/benchmarks.md): an MLP step's small nodes between its
+/// forward products and its first split gradient kernel take about 200 us. Several callers (the executor's inter-op
 /// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
 /// threads are running blocks and leaves it, after its block, when more are, so two kernels
 /// split at once on two cores run one thread each instead of three threads on two cores.
@@ -56,7 +57,7 @@ inline const void*& counted_in() noexcept {
 class intra_op_pool {
  public:
   /// `threads` threads in all (the callers included): threads - 1 workers.
-  explicit intra_op_pool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(150))
+  explicit intra_op_pool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(500))
       : threads_(std::max(1, threads)), spin_(spin) {
     workers_.reserve(static_cast<std::size_t>(threads_ - 1));
     for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { work(); });
