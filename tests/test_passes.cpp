@@ -779,3 +779,145 @@ TEST_CASE("folding under train::minimize: control edges on the folded nodes move
   }
   for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-6f);
 }
+
+TEST_CASE("folding a ReluGrad into its gradients' product: the same values as the two nodes") {
+  // backprops = ReluGrad(dz w^T, features) against sums in double: a split product on two
+  // threads, sgemm's transposed path (10 columns), a matrix-vector product (one column: the
+  // pass after Eigen's GEMV), a transposed operand stored as is. The features hold zeros,
+  // negatives and NaNs, the incoming gradient a NaN and an infinity where the features clear
+  // them: the select gives 0 there, folded or not.
+  struct layer_shape {
+    std::int64_t batch, out, in;
+    bool tb;
+    int threads;
+  };
+  for (auto [batch, out, in, tb, threads] : {layer_shape{64, 200, 300, true, 2}, layer_shape{64, 70, 50, false, 1},
+                                             layer_shape{150, 40, 10, true, 2}, layer_shape{33, 20, 1, true, 1}}) {
+    INFO("dz: " << batch << " x " << out << ", w: " << in << " x " << out << (tb ? "" : " (stored transposed)") << ", "
+                << threads << " threads");
+    auto dzs = wave(batch * out, 0.2), ws = wave(in * out, 1.1), fs = wave(batch * in, 2.3);
+    for (std::size_t i = 0; i < fs.size(); i += 7) fs[i] = 0.0f;
+    for (std::size_t i = 3; i < fs.size(); i += 13) fs[i] = std::numeric_limits<float>::quiet_NaN();
+    // Row 0 of the product becomes NaN (and row 1 infinite) where dz's first row is: cleared
+    // wherever the features are not above 0 in those rows.
+    dzs[0] = std::numeric_limits<float>::quiet_NaN();
+    dzs[static_cast<std::size_t>(out)] = std::numeric_limits<float>::infinity();
+    fs[0] = -1.0f;
+    fs[static_cast<std::size_t>(in)] = -1.0f;
+    graph g;
+    auto& dz = g.placeholder(dtype::float32, {batch, out}, "dz");
+    auto& features = g.placeholder(dtype::float32, {batch, in}, "features");
+    // w is (in, out), the product dz w^T; stored as (out, in) when not tb (then no transpose).
+    auto& w = g.constant(tensor::from_vector(ws, tb ? shape{in, out} : shape{out, in}), "w");
+    auto& dx = g.op("ReluGrad", {g.op("MatMul", {dz, w}, {{"transpose_b", tb}}, "dz_w"), features}, {}, "dx");
+    std::vector<double> want(static_cast<std::size_t>(batch * in)), bound(want.size());
+    std::vector<char> cleared(want.size());
+    for (std::int64_t i = 0; i < batch; ++i)
+      for (std::int64_t j = 0; j < in; ++j) {
+        double sum = 0, magnitude = 0;
+        for (std::int64_t p = 0; p < out; ++p) {
+          const double term = static_cast<double>(dzs[static_cast<std::size_t>(i * out + p)]) *
+                              static_cast<double>(ws[static_cast<std::size_t>(tb ? j * out + p : p * in + j)]);
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        const auto at = static_cast<std::size_t>(i * in + j);
+        cleared[at] = !(fs[at] > 0.0f);
+        want[at] = cleared[at] ? 0.0 : sum;
+        bound[at] = std::ldexp(1.0, -24) * static_cast<double>(out + 4) * magnitude;
+      }
+    const feed_list feeds{{"dz", tensor::from_vector(dzs, shape{batch, out})}, {"features", tensor::from_vector(fs, shape{batch, in})}};
+    std::vector<std::vector<float>> results;
+    for (bool fuse : {true, false}) {
+      INFO((fuse ? "fused" : "unfused"));
+      session s(g, fusing(threads, fuse));
+      const auto traced = trace(s, feeds, {dx});
+      CHECK(traced.names.count(fuse ? "dx (_FusedMatMulReluGrad)" : "dx (ReluGrad)") == 1);
+      CHECK(traced.names.count("dz_w (MatMul)") == (fuse ? 0 : 1));
+      const auto got = traced.out.at(0).to_vector<float>();
+      int bad = 0, kept = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (cleared[i]) {
+          if (got[i] != 0.0f) ++bad;
+        } else if (std::isfinite(want[i])) {
+          ++kept;
+          if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= bound[i])) ++bad;
+        } else if (!std::isnan(got[i]) && !std::isinf(got[i])) {
+          ++bad;  // rows 0 and 1 where the features keep them: NaN or infinite, as the product
+        }
+      }
+      CHECK(bad == 0);
+      CHECK(kept > 0);
+      results.push_back(got);
+    }
+    // Folded or not, the same floats: the product is the same GEMM, the select the same.
+    REQUIRE(results[0].size() == results[1].size());
+    int differ = 0;
+    for (std::size_t i = 0; i < results[0].size(); ++i)
+      if (std::memcmp(&results[0][i], &results[1][i], sizeof(float)) != 0 && !(std::isnan(results[0][i]) && std::isnan(results[1][i])))
+        ++differ;
+    CHECK(differ == 0);
+  }
+}
+
+TEST_CASE("folding a ReluGrad: not where the product is read, fetched or fed; bad features are errors naming the node") {
+  graph g;
+  auto& dz = g.placeholder(dtype::float32, {2, 2}, "dz");
+  auto& features = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "features");
+  auto& product = g.op("MatMul", {dz, g.constant(tensor::of<float>({2, 2}, {1, 2, 3, 4}), "w")}, {}, "product");
+  auto& dx = g.op("ReluGrad", {product, features}, {}, "dx");
+  // dz w = [[1, 1], [0, 1]] [[1, 2], [3, 4]] = [[4, 6], [3, 4]]; features [[1, -1], [0, 2]].
+  const feed_list feeds{{"dz", tensor::of<float>({2, 2}, {1, 1, 0, 1})}, {"features", tensor::of<float>({2, 2}, {1, -1, 0, 2})}};
+  const std::vector<float> want{4, 0, 0, 4};
+  session s(g, test::one_thread());
+  const auto folded = trace(s, feeds, {dx});
+  CHECK(folded.names.count("dx (_FusedMatMulReluGrad)") == 1);
+  CHECK(folded.out.at(0).to_vector<float>() == want);
+  const auto fetched = trace(s, feeds, {dx, product});  // the product fetched too: not folded
+  CHECK(fetched.names.count("dx (ReluGrad)") == 1);
+  CHECK(fetched.out.at(0).to_vector<float>() == want);
+  CHECK(fetched.out.at(1).to_vector<float>() == std::vector<float>{4, 6, 3, 4});
+  feed_list fed = feeds;  // the product fed: the ReluGrad reads the fed value
+  fed.push_back({"product", tensor::of<float>({2, 2}, {-5, 5, 5, 5})});
+  const auto with_fed = trace(s, fed, {dx});
+  CHECK(with_fed.names.count("dx (ReluGrad)") == 1);
+  CHECK(with_fed.out.at(0).to_vector<float>() == std::vector<float>{-5, 0, 0, 5});
+  test::require_error([&] { s.run({feeds[0], {"features", tensor::of<float>({2, 3}, {1, 1, 1, 1, 1, 1})}}, {dx}); },
+                      {"node 'dx' (_FusedMatMulReluGrad)", "features of shape [2,3]", "[2,2]"});
+}
+
+TEST_CASE("folding under train::minimize: a two-layer ReLU network's input gradient folds its ReluGrad") {
+  // x -> relu(x w1 + b1) -> (. w2 + b2) -> loss: the hidden layer's ReluGrad reads the product
+  // d w2^T; folded with everything else, the weights after two steps equal the unfused ones.
+  graph g;
+  auto x = g.placeholder(dtype::float32, {6, 4}, "x").out(0);
+  auto w1 = g.variable(dtype::float32, {4, 5}, node_options("w1")).out(0);
+  auto w2 = g.variable(dtype::float32, {5, 3}, node_options("w2")).out(0);
+  auto b1 = g.variable(dtype::float32, {5}, node_options("b1")).out(0);
+  auto& init = g.op("NoOp", {}, {},
+                    node_options("init").after({g.op("Assign", {w1, g.constant(tensor::from_vector(wave(20, 0.4), shape{4, 5}))}).id(),
+                                                g.op("Assign", {w2, g.constant(tensor::from_vector(wave(15, 1.7), shape{5, 3}))}).id(),
+                                                g.op("Assign", {b1, g.constant(tensor::from_vector(wave(5, 2.9), shape{5}))}).id()}));
+  auto h = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, w1}).out(0), b1}).out(0)}, {}, "h").out(0);
+  auto y = g.op("MatMul", {h, w2}).out(0);
+  auto loss = g.op("Sum", {g.op("Square", {y}), g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
+  auto t = train::minimize(g, loss, {w1, w2, b1}, train::sgd{0.01f});
+  const feed_list feeds{{"x", tensor::from_vector(wave(24, 3.3), shape{6, 4})}};
+  std::vector<std::vector<float>> after;
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused" : "unfused"));
+    session s(g, fusing(1, fuse));
+    s.run({}, {}, {init});
+    const auto ops = trace(s, feeds, {}, {t.step}).ops;
+    CHECK(ops.count("_FusedMatMulReluGrad") == (fuse ? 1 : 0));
+    CHECK(ops.count("ReluGrad") == (fuse ? 0 : 1));
+    s.run(feeds, {}, {t.step});
+    after.push_back({});
+    for (const auto& v : s.run({}, {w1, w2, b1})) {
+      const auto f = v.to_vector<float>();
+      after.back().insert(after.back().end(), f.begin(), f.end());
+    }
+  }
+  REQUIRE(after[0].size() == after[1].size());
+  for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-5f * (1 + std::abs(after[1][i])));
+}

@@ -149,7 +149,52 @@ void run_output_pass(const operands& o, bool relu) {
   }
 }
 
+// out = op(a) op(b) where mask > 0, else 0 (a ReluGrad folded into its gradients' product),
+// the mask in a wider matrix (row stride n + 3) with positives, zeros, negatives and NaNs;
+// the product is NaN-free, so kept values are checked against the sum in double and cleared
+// ones are +0 exactly.
+void run_mask_pass(const operands& o) {
+  const std::int64_t ld = o.n + 3;
+  std::vector<float> mask = pattern(o.m * ld, 0.7);
+  for (std::size_t i = 0; i < mask.size(); i += 5) mask[i] = 0.0f;
+  for (std::size_t i = 2; i < mask.size(); i += 11) mask[i] = std::numeric_limits<float>::quiet_NaN();
+  for (auto isa : isas()) {
+    INFO(name(isa) << " block, m=" << o.m << " n=" << o.n << " k=" << o.k << " ta=" << o.ta << " tb=" << o.tb);
+    std::vector<float> out(static_cast<std::size_t>(o.m * o.n), 99.0f);
+    cpu::sgemm(isa, o.m, o.n, o.k, o.a.data(), o.ta ? 1 : o.k, o.ta ? o.m : 1, o.b.data(), o.tb ? 1 : o.n, o.tb ? o.k : 1,
+               out.data(), o.n, 1.0f, false, {nullptr, false, mask.data(), ld});
+    int bad = 0, kept = 0, cleared = 0;
+    for (std::int64_t i = 0; i < o.m; ++i)
+      for (std::int64_t j = 0; j < o.n; ++j) {
+        const float got = out[static_cast<std::size_t>(i * o.n + j)];
+        if (!(mask[static_cast<std::size_t>(i * ld + j)] > 0.0f)) {
+          ++cleared;
+          if (got != 0.0f || std::signbit(got)) ++bad;
+          continue;
+        }
+        ++kept;
+        double sum = 0, magnitude = 0;
+        for (std::int64_t p = 0; p < o.k; ++p) {
+          const double term = static_cast<double>(o.a_at(i, p)) * static_cast<double>(o.b_at(p, j));
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        if (!(std::abs(static_cast<double>(got) - sum) <= static_cast<double>(o.k + 4) * std::ldexp(1.0, -24) * magnitude)) ++bad;
+      }
+    CHECK(bad == 0);
+    CHECK(kept > 0);
+    CHECK(cleared > 0);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("sgemm's output pass: a mask (ReluGrad's features), at the edges of its blocks") {
+  for (auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 17, 5}, {12, 32, 128}, {25, 65, 385},
+                         {13, 33, 257}, {150, 10, 129}, {24, 64, 1}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) run_mask_pass(make(m, n, k, ta, tb));
+}
 
 TEST_CASE("sgemm's output pass: a bias per column, then ReLU, at the edges of its blocks") {
   for (bool relu : {true, false})

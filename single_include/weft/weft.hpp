@@ -4425,6 +4425,8 @@ struct math {
 ///   _FusedMatMulBiasAdd(a, b, bias; transpose_a, transpose_b, relu)
 ///                                           MatMul then BiasAdd (then Relu), in the product's
 ///                                           output pass (a session's rewrite: graph/passes/fuse_matmul.hpp)
+///   _FusedMatMulReluGrad(a, b, features; transpose_a, transpose_b)
+///                                           ReluGrad(MatMul(a, b), features), the same way
 
 #include <string>
 #include <vector>
@@ -4469,6 +4471,10 @@ constexpr auto matrix_determinant() {
 /// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the bias, and
 /// max(x, 0) when `relu`, added in the product's output pass.
 inline constexpr const char* fused_matmul_bias_add_op = "_FusedMatMulBiasAdd";
+/// The op a session puts in place of a ReluGrad whose gradients are a float MatMul's product
+/// that nothing else reads (graph/passes/fuse_matmul.hpp): the product where the features are
+/// above 0, else 0, in the product's output pass.
+inline constexpr const char* fused_matmul_relu_grad_op = "_FusedMatMulReluGrad";
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
 std::vector<op_def> matrix_op_defs();
@@ -4580,6 +4586,38 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                        return op_cost_args::elements(c.outputs[0]) * (2 * k + 2);
                      })
                      .build());
+  // MatMul and the ReluGrad that reads it as one node; only a session's own copy of a graph holds it.
+  defs.push_back(op_def_builder(fused_matmul_relu_grad_op)
+                     .input("a: T")
+                     .input("b: T")
+                     .input("features: T")
+                     .output("backprops: T")
+                     .attr("T: {float32}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 3; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& a = c.input(0);
+                       const auto& b = c.input(1);
+                       const auto& f = c.input(2);
+                       partial_shape out = partial_shape::unknown_of_rank(2);
+                       if (a.rank_known() && b.rank_known()) {
+                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                         const auto ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0];
+                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                         out = partial_shape{a[ta ? 1 : 0], b[tb ? 0 : 1]};
+                       }
+                       if (!shapes_compatible(out, f))
+                         c.fail("the features of shape ", f, " do not match the product's shape ", out);
+                       c.set_output(0, out);
+                     })
+                     .flops([](const op_cost_args& c) {  // 2mnk, and the mask per element
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_relu_grad_op) ? 0 : 1);
+                       return op_cost_args::elements(c.outputs[0]) * (2 * k + 1);
+                     })
+                     .build());
   defs.push_back(op_def_builder("MatrixDeterminant")
                      .input("input: T")
                      .output("output: T")
@@ -4673,12 +4711,21 @@ struct FusedMatMulBiasAdd {
   /// Registers its family's op definitions.
   static void define() { register_matrix_ops(); }
 };
+/// _FusedMatMulReluGrad as a C++ type (of the matrix family): a session's rewrite adds it
+/// (graph/passes/fuse_matmul.hpp), no program does.
+struct FusedMatMulReluGrad {
+  static constexpr const char* name = fused_matmul_relu_grad_op;  ///< "_FusedMatMulReluGrad"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_matrix_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
   static constexpr const char* name = "matrix";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant, FusedMatMulBiasAdd>;  ///< its op types
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant, FusedMatMulBiasAdd, FusedMatMulReluGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_matrix_ops(); }
 };
@@ -10405,10 +10452,11 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 }  // namespace weft::passes
 /// @file
 /// What a float MatMul's product absorbs when nothing else reads it, as TensorFlow's grappler
-/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it, applied in the
-/// product's output pass, and the gradient-descent step that consumes it.
+/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it or the ReluGrad that
+/// reads it, applied in the product's output pass, and the gradient-descent step that
+/// consumes it.
 ///
-/// A session does both for each signature it builds, on its own copy of the graph, where
+/// A session does all three for each signature it builds, on its own copy of the graph, where
 /// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
 /// session_options::fuse_matmul). A fused node takes the id, name, device and colocation of
 /// the last node it replaces (graph::replace), with the control inputs of all of them:
@@ -10420,6 +10468,10 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 /// bias and ReLU while it is in registers or L1, instead of two more passes over the output.
 /// Relu's gradient reads the Relu's output, which the fused node gives; BiasAdd's and
 /// MatMul's read only the incoming gradient and the MatMul's operands.
+///
+/// ReluGrad(MatMul(a, b), features) becomes _FusedMatMulReluGrad(a, b, features): the
+/// backward pass's input gradient of a dense layer, masked where the layer below it was
+/// positive, in the product's output pass instead of a pass of its own over both matrices.
 ///
 /// Folding a weight's gradient-descent step into the product that computes its gradient: an
 /// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose float MatMul nothing else reads
@@ -10540,6 +10592,52 @@ inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
     g.replace(into, ops::fused_matmul_bias_add_op, inputs, std::move(attrs), detail::controls_of({&product, &add, relu}));
     g.redirect_control_inputs(f.matmul, into);
     if (relu) g.redirect_control_inputs(f.bias_add, into);
+  }
+}
+
+/// A ReluGrad and the MatMul whose product is its gradients, by node id.
+struct fusable_relu_grad {
+  int matmul = -1;     ///< the MatMul node
+  int relu_grad = -1;  ///< the ReluGrad node
+  /// Equal when both ids are.
+  friend bool operator==(const fusable_relu_grad&, const fusable_relu_grad&) = default;
+};
+
+/// The ReluGrads of g (float) whose gradients are output 0 of a float MatMul that nothing else
+/// reads (no other input, fetch or target, no output fed; nodes that wait on it come after the
+/// ReluGrad, where their control edges move), with the ReluGrad's own output not fed, and the
+/// MatMul asking for no other device or colocation than the ReluGrad.
+inline std::vector<fusable_relu_grad> fusable_relu_grads(const graph& g, const std::vector<output>& fed,
+                                                         const std::vector<output>& fetched, const std::vector<int>& targets) {
+  const detail::readers_of readers(g, fed, fetched, targets);
+  std::vector<fusable_relu_grad> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& rg = g.at(id);
+    if (rg.op() != "ReluGrad" || !detail::is_float(rg) || readers.fed[static_cast<std::size_t>(id)]) continue;
+    const output gradients = rg.inputs()[0];
+    const node& product = g.at(gradients.node);
+    if (product.op() != "MatMul" || gradients.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
+        !detail::folds_into(product, rg))
+      continue;
+    out.push_back({product.id(), id});
+  }
+  return out;
+}
+
+/// Folds each of `relu_grads` (from fusable_relu_grads(g, ...)) into its MatMul in g: the
+/// ReluGrad's node replaced in place by _FusedMatMulReluGrad(a, b, features) with the
+/// MatMul's transposes and the control inputs of both nodes.
+inline void fuse_relu_grads(graph& g, const std::vector<fusable_relu_grad>& relu_grads) {
+  for (const auto& f : relu_grads) {
+    const node& rg = g.at(f.relu_grad);
+    const node& product = g.at(f.matmul);
+    attr_map attrs;
+    attrs.set("T", dtype::float32);
+    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    std::vector<output> inputs{product.inputs()[0], product.inputs()[1], rg.inputs()[1]};
+    g.replace(f.relu_grad, ops::fused_matmul_relu_grad_op, inputs, std::move(attrs), detail::controls_of({&product, &rg}));
+    g.redirect_control_inputs(f.matmul, f.relu_grad);
   }
 }
 
@@ -11511,9 +11609,10 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 /// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
 /// claiming the next block from a shared counter, so a kernel never waits for a block that
 /// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
-/// while (`spin`, 150 us by default; none while every core runs blocks) before it sleeps,
+/// while (`spin`, 500 us by default; none while every core runs blocks) before it sleeps,
 /// since a training step's kernels come a few microseconds apart and waking a sleeping
-/// thread costs tens of them (docs/benchmarks.md). Several callers (the executor's inter-op
+/// thread costs tens of them (docs/benchmarks.md): an MLP step's small nodes between its
+/// forward products and its first split gradient kernel take about 200 us. Several callers (the executor's inter-op
 /// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
 /// threads are running blocks and leaves it, after its block, when more are, so two kernels
 /// split at once on two cores run one thread each instead of three threads on two cores.
@@ -11563,7 +11662,7 @@ inline const void*& counted_in() noexcept {
 class intra_op_pool {
  public:
   /// `threads` threads in all (the callers included): threads - 1 workers.
-  explicit intra_op_pool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(150))
+  explicit intra_op_pool(int threads, std::chrono::microseconds spin = std::chrono::microseconds(500))
       : threads_(std::max(1, threads)), spin_(spin) {
     workers_.reserve(static_cast<std::size_t>(threads_ - 1));
     for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { work(); });
@@ -14642,10 +14741,10 @@ struct session_options {
   bool eliminate_common_subexpressions = true;
   /// Folding into a float MatMul what alone reads its product, when a signature's executable
   /// is built, on the session's own copy of the graph, where every device is a CPU
-  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, applied in the product's
-  /// output pass, and a weight's gradient-descent step, one GEMM that adds -rate * x^T dz into
-  /// the variable (the gradient is neither written nor read back). Results differ from the
-  /// unfused graph by rounding only.
+  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
+  /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
+  /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
+  /// back). Results differ from the unfused graph by rounding only (the ReluGrad's, not at all).
   bool fuse_matmul = true;
 };
 
@@ -14834,12 +14933,15 @@ class session {
     if (fuse_matmul_ && all_cpu()) {
       const bool updates = kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32});
       const bool biases = kernel_registry::global().has(ops::fused_matmul_bias_add_op, "CPU", {"T", dtype::float32});
+      const bool relu_grads = kernel_registry::global().has(ops::fused_matmul_relu_grad_op, "CPU", {"T", dtype::float32});
       auto u = updates ? passes::fusable_updates(*g, user_fed, fetched, targets) : std::vector<passes::fusable_update>{};
       auto b = biases ? passes::fusable_biases(*g, user_fed, fetched, targets) : std::vector<passes::fusable_bias>{};
-      if (!u.empty() || !b.empty()) {
+      auto r = relu_grads ? passes::fusable_relu_grads(*g, user_fed, fetched, targets) : std::vector<passes::fusable_relu_grad>{};
+      if (!u.empty() || !b.empty() || !r.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
         passes::fuse_biases(*copy, b);
+        passes::fuse_relu_grads(*copy, r);
         x->rewritten = g = std::move(copy);
       }
     }
@@ -22392,15 +22494,22 @@ struct sgemm_shared {
 };
 
 /// What a product's output pass applies once the sum is complete: bias[j] added to column j
-/// (null: none), then max(x, 0) where `relu` (a NaN stays NaN): a MatMul with the BiasAdd and
-/// Relu after it folded in, computed while each block of the output is in registers or L1.
+/// (null: none), then max(x, 0) where `relu` (a NaN stays NaN), then 0 wherever the matrix
+/// `mask` (the output's shape, row stride mask_ld) is not above 0 (NaN included): a MatMul
+/// with the BiasAdd and Relu after it folded in, or with the ReluGrad that reads it (the mask
+/// is the ReLU's features), computed while each block of the output is in registers or L1.
 struct sgemm_output_pass {
   const float* bias = nullptr;  ///< one value per output column, or null
   bool relu = false;            ///< max(x, 0) after the bias
+  const float* mask = nullptr;  ///< keeps out(i, j) where mask[i * mask_ld + j] > 0, or null
+  std::int64_t mask_ld = 0;     ///< the mask's row stride
   /// Whether the pass changes anything.
-  explicit operator bool() const noexcept { return bias || relu; }
-  /// The same pass for the columns from `column` on (a block of a split product).
-  sgemm_output_pass from(std::int64_t column) const noexcept { return {bias ? bias + column : nullptr, relu}; }
+  explicit operator bool() const noexcept { return bias || relu || mask; }
+  /// The same pass for the block of the output from (row, column) on (a part of a split
+  /// product, a register block).
+  sgemm_output_pass at(std::int64_t row, std::int64_t column) const noexcept {
+    return {bias ? bias + column : nullptr, relu, mask ? mask + row * mask_ld + column : nullptr, mask_ld};
+  }
   /// Applies the pass to rows x cols of c (row stride ldc), one element at a time.
   void apply(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols) const noexcept {
     if (!*this) return;
@@ -22409,6 +22518,7 @@ struct sgemm_output_pass {
         float& x = c[i * ldc + j];
         if (bias) x += bias[j];
         if (relu && x < 0.0f) x = 0.0f;
+        if (mask && !(mask[i * mask_ld + j] > 0.0f)) x = 0.0f;
       }
   }
 };
@@ -22526,14 +22636,21 @@ struct avx512 {
     store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
     if (!pass) return;
     if (rows < mr || cols < nr) return pass.apply(c, ldc, rows, cols);
-    // The last panel's block, still in L1: bias, then ReLU as a mask of the negative lanes.
+    // The last panel's block, still in L1: bias, then ReLU as a mask of the negative lanes,
+    // then the mask's lanes above 0.
     const f32x16 b0 = pass.bias ? load16(pass.bias) : f32x16{}, b1 = pass.bias ? load16(pass.bias + 16) : f32x16{};
     for (int i = 0; i < mr; ++i) {
       float* ci = c + i * ldc;
-      f32x16 v0 = load16(ci) + b0, v1 = load16(ci + 16) + b1;
+      f32x16 v0 = load16(ci), v1 = load16(ci + 16);
+      if (pass.bias) v0 += b0, v1 += b1;  // not x + 0 when there is none: -0 stays -0
       if (pass.relu) {
         v0 = (f32x16)((i32x16)v0 & ~(v0 < f32x16{}));
         v1 = (f32x16)((i32x16)v1 & ~(v1 < f32x16{}));
+      }
+      if (pass.mask) {
+        const float* mi = pass.mask + i * pass.mask_ld;
+        v0 = (f32x16)((i32x16)v0 & (load16(mi) > f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & (load16(mi + 16) > f32x16{}));
       }
       store16(ci, v0);
       store16(ci + 16, v1);
@@ -22619,10 +22736,16 @@ struct avx2 {
       const f32x8 b0 = pass.bias ? load8(pass.bias) : f32x8{}, b1 = pass.bias ? load8(pass.bias + 8) : f32x8{};
       for (int i = 0; i < mr; ++i) {
         float* ci = c + i * ldc;
-        f32x8 v0 = load8(ci) + b0, v1 = load8(ci + 8) + b1;
+        f32x8 v0 = load8(ci), v1 = load8(ci + 8);
+        if (pass.bias) v0 += b0, v1 += b1;  // not x + 0 when there is none: -0 stays -0
         if (pass.relu) {
           v0 = (f32x8)((i32x8)v0 & ~(v0 < f32x8{}));
           v1 = (f32x8)((i32x8)v1 & ~(v1 < f32x8{}));
+        }
+        if (pass.mask) {
+          const float* mi = pass.mask + i * pass.mask_ld;
+          v0 = (f32x8)((i32x8)v0 & (load8(mi) > f32x8{}));
+          v1 = (f32x8)((i32x8)v1 & (load8(mi + 8) > f32x8{}));
         }
         store8(ci, v0);
         store8(ci + 8, v1);
@@ -22845,7 +22968,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
             Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
-                       rows, cols, alpha, last ? pass.from(jc + jr) : sgemm_output_pass{});
+                       rows, cols, alpha, last ? pass.at(ic + ir, jc + jr) : sgemm_output_pass{});
           }
         }
       }
@@ -23267,7 +23390,7 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
 /// when `accumulate`; op transposes (and conjugates when `adjoint`) where asked. a is stored
 /// row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb. Four GEMM and two
 /// matrix-vector instances cover every real case. `shared` (float only) is an operand that
-/// gemm packed for every part; `pass` (float only: a bias and ReLU) is applied to the part
+/// gemm packed for every part; `pass` (float only: a bias and ReLU, a mask) is applied to the part
 /// once its sum is complete, by sgemm's blocks or after the part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
@@ -23282,7 +23405,7 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 #endif
     if (pass && !in_blocks) {
       gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, c0, c1, shared, alpha, accumulate);
-      return pass.from(c0).apply(out + r0 * n + c0, n, r1 - r0, c1 - c0);
+      return pass.at(r0, c0).apply(out + r0 * n + c0, n, r1 - r0, c1 - c0);
     }
   }
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
@@ -23305,7 +23428,7 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
       const T* lhs = ta ? a + r0 : a + r0 * k;
       const T* rhs = tb ? b + c0 * k : b + c0;
       return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared, alpha, accumulate,
-                   pass.from(c0));
+                   pass.at(r0, c0));
     }
   }
 #endif
@@ -23387,12 +23510,21 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
     }
   }
 #endif
+  // Blocks start at whole register blocks of sgemm (12 rows, 32 columns, multiples of both
+  // ISAs' blocks): a part of 98 rows computes 9 blocks of 12, and 8 such parts of a 784-row
+  // weight gradient ran 9 % longer than the whole product on one thread. (An extent of
+  // fewer register blocks than parts is cut anywhere.)
+  std::int64_t align = by_columns ? 32 : 12;
+  if ((extent + align - 1) / align < blocks) align = 1;
+  const std::int64_t units = (extent + align - 1) / align;
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
 #ifdef WEFT_OWN_SGEMM
     if (packing) packing->help();
 #endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
-      const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
+      const std::int64_t lo = std::min(extent, blk * units / blocks * align);
+      const std::int64_t hi = std::min(extent, (blk + 1) * units / blocks * align);
+      if (lo == hi) continue;
       if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate, pass);
       else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate, pass);
     }
@@ -23554,10 +23686,38 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
   bool ta_, tb_, relu_;
 };
 
-/// Registers the fused product's kernel (with MatMul's float kernel: a session uses the op
+/// The CPU kernel of _FusedMatMulReluGrad (float): the product where the features are above
+/// 0, else 0 (ReluGrad's select: a NaN in the product where the features are not above 0
+/// gives 0), applied to each block of the output as its sum completes.
+struct fused_matmul_relu_grad_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_relu_grad_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    const tensor& features = ctx.input(2);
+    if (a.rank() != 2 || b.rank() != 2)
+      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
+    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    if (features.shape() != shape{m, n})
+      fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
+           shape{m, n});
+    tensor& out = ctx.allocate_output(0, shape{m, n});
+    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                {nullptr, false, features.data<float>(), n});
+  }
+
+ private:
+  bool ta_, tb_;
+};
+
+/// Registers the fused products' kernels (with MatMul's float kernel: a session uses an op
 /// only where its kernel is registered).
 inline void register_fused_matmul_kernel() {
   register_cpu_kernel<fused_matmul_bias_add_kernel>(ops::fused_matmul_bias_add_op, {"T", dtype::float32});
+  register_cpu_kernel<fused_matmul_relu_grad_kernel>(ops::fused_matmul_relu_grad_op, {"T", dtype::float32});
 }
 
 using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
@@ -23592,6 +23752,15 @@ struct kernel_for<ops::MatMul, T, device_types::cpu> {
 /// Typed code's registration of the fused product's CPU kernel (float, its one dtype).
 template <class T>
 struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    ops::register_matrix_ops();
+    cpu::register_fused_matmul_kernel();
+  }
+};
+/// Typed code's registration of the fused product and ReluGrad's CPU kernel (float).
+template <class T>
+struct kernel_for<ops::FusedMatMulReluGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() {
     ops::register_matrix_ops();

@@ -8,6 +8,8 @@
 ///   _FusedMatMulBiasAdd(a, b, bias; transpose_a, transpose_b, relu)
 ///                                           MatMul then BiasAdd (then Relu), in the product's
 ///                                           output pass (a session's rewrite: graph/passes/fuse_matmul.hpp)
+///   _FusedMatMulReluGrad(a, b, features; transpose_a, transpose_b)
+///                                           ReluGrad(MatMul(a, b), features), the same way
 #pragma once
 
 #include <string>
@@ -58,6 +60,10 @@ constexpr auto matrix_determinant() {
 /// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the bias, and
 /// max(x, 0) when `relu`, added in the product's output pass.
 inline constexpr const char* fused_matmul_bias_add_op = "_FusedMatMulBiasAdd";
+/// The op a session puts in place of a ReluGrad whose gradients are a float MatMul's product
+/// that nothing else reads (graph/passes/fuse_matmul.hpp): the product where the features are
+/// above 0, else 0, in the product's output pass.
+inline constexpr const char* fused_matmul_relu_grad_op = "_FusedMatMulReluGrad";
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
 std::vector<op_def> matrix_op_defs();
@@ -169,6 +175,38 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                        return op_cost_args::elements(c.outputs[0]) * (2 * k + 2);
                      })
                      .build());
+  // MatMul and the ReluGrad that reads it as one node; only a session's own copy of a graph holds it.
+  defs.push_back(op_def_builder(fused_matmul_relu_grad_op)
+                     .input("a: T")
+                     .input("b: T")
+                     .input("features: T")
+                     .output("backprops: T")
+                     .attr("T: {float32}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .shape_fn([](shape_context& c) {
+                       for (int i = 0; i < 3; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& a = c.input(0);
+                       const auto& b = c.input(1);
+                       const auto& f = c.input(2);
+                       partial_shape out = partial_shape::unknown_of_rank(2);
+                       if (a.rank_known() && b.rank_known()) {
+                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                         const auto ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0];
+                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                         out = partial_shape{a[ta ? 1 : 0], b[tb ? 0 : 1]};
+                       }
+                       if (!shapes_compatible(out, f))
+                         c.fail("the features of shape ", f, " do not match the product's shape ", out);
+                       c.set_output(0, out);
+                     })
+                     .flops([](const op_cost_args& c) {  // 2mnk, and the mask per element
+                       const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_relu_grad_op) ? 0 : 1);
+                       return op_cost_args::elements(c.outputs[0]) * (2 * k + 1);
+                     })
+                     .build());
   defs.push_back(op_def_builder("MatrixDeterminant")
                      .input("input: T")
                      .output("output: T")
@@ -262,12 +300,21 @@ struct FusedMatMulBiasAdd {
   /// Registers its family's op definitions.
   static void define() { register_matrix_ops(); }
 };
+/// _FusedMatMulReluGrad as a C++ type (of the matrix family): a session's rewrite adds it
+/// (graph/passes/fuse_matmul.hpp), no program does.
+struct FusedMatMulReluGrad {
+  static constexpr const char* name = fused_matmul_relu_grad_op;  ///< "_FusedMatMulReluGrad"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_matrix_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The matrix family as a C++ type: use_kernels<ops::families::matrix>() registers its ops and kernels.
 struct matrix {
   static constexpr const char* name = "matrix";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
-  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant, FusedMatMulBiasAdd>;  ///< its op types
+  using types = type_list<MatMul, BatchMatMulV2, MatrixInverse, MatrixDeterminant, FusedMatMulBiasAdd, FusedMatMulReluGrad>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_matrix_ops(); }
 };

@@ -98,10 +98,10 @@ struct session_options {
   bool eliminate_common_subexpressions = true;
   /// Folding into a float MatMul what alone reads its product, when a signature's executable
   /// is built, on the session's own copy of the graph, where every device is a CPU
-  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, applied in the product's
-  /// output pass, and a weight's gradient-descent step, one GEMM that adds -rate * x^T dz into
-  /// the variable (the gradient is neither written nor read back). Results differ from the
-  /// unfused graph by rounding only.
+  /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
+  /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
+  /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
+  /// back). Results differ from the unfused graph by rounding only (the ReluGrad's, not at all).
   bool fuse_matmul = true;
 };
 
@@ -290,12 +290,15 @@ class session {
     if (fuse_matmul_ && all_cpu()) {
       const bool updates = kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32});
       const bool biases = kernel_registry::global().has(ops::fused_matmul_bias_add_op, "CPU", {"T", dtype::float32});
+      const bool relu_grads = kernel_registry::global().has(ops::fused_matmul_relu_grad_op, "CPU", {"T", dtype::float32});
       auto u = updates ? passes::fusable_updates(*g, user_fed, fetched, targets) : std::vector<passes::fusable_update>{};
       auto b = biases ? passes::fusable_biases(*g, user_fed, fetched, targets) : std::vector<passes::fusable_bias>{};
-      if (!u.empty() || !b.empty()) {
+      auto r = relu_grads ? passes::fusable_relu_grads(*g, user_fed, fetched, targets) : std::vector<passes::fusable_relu_grad>{};
+      if (!u.empty() || !b.empty() || !r.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
         passes::fuse_biases(*copy, b);
+        passes::fuse_relu_grads(*copy, r);
         x->rewritten = g = std::move(copy);
       }
     }

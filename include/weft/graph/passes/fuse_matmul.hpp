@@ -1,9 +1,10 @@
 /// @file
 /// What a float MatMul's product absorbs when nothing else reads it, as TensorFlow's grappler
-/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it, applied in the
-/// product's output pass, and the gradient-descent step that consumes it.
+/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it or the ReluGrad that
+/// reads it, applied in the product's output pass, and the gradient-descent step that
+/// consumes it.
 ///
-/// A session does both for each signature it builds, on its own copy of the graph, where
+/// A session does all three for each signature it builds, on its own copy of the graph, where
 /// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
 /// session_options::fuse_matmul). A fused node takes the id, name, device and colocation of
 /// the last node it replaces (graph::replace), with the control inputs of all of them:
@@ -15,6 +16,10 @@
 /// bias and ReLU while it is in registers or L1, instead of two more passes over the output.
 /// Relu's gradient reads the Relu's output, which the fused node gives; BiasAdd's and
 /// MatMul's read only the incoming gradient and the MatMul's operands.
+///
+/// ReluGrad(MatMul(a, b), features) becomes _FusedMatMulReluGrad(a, b, features): the
+/// backward pass's input gradient of a dense layer, masked where the layer below it was
+/// positive, in the product's output pass instead of a pass of its own over both matrices.
 ///
 /// Folding a weight's gradient-descent step into the product that computes its gradient: an
 /// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose float MatMul nothing else reads
@@ -139,6 +144,52 @@ inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
     g.replace(into, ops::fused_matmul_bias_add_op, inputs, std::move(attrs), detail::controls_of({&product, &add, relu}));
     g.redirect_control_inputs(f.matmul, into);
     if (relu) g.redirect_control_inputs(f.bias_add, into);
+  }
+}
+
+/// A ReluGrad and the MatMul whose product is its gradients, by node id.
+struct fusable_relu_grad {
+  int matmul = -1;     ///< the MatMul node
+  int relu_grad = -1;  ///< the ReluGrad node
+  /// Equal when both ids are.
+  friend bool operator==(const fusable_relu_grad&, const fusable_relu_grad&) = default;
+};
+
+/// The ReluGrads of g (float) whose gradients are output 0 of a float MatMul that nothing else
+/// reads (no other input, fetch or target, no output fed; nodes that wait on it come after the
+/// ReluGrad, where their control edges move), with the ReluGrad's own output not fed, and the
+/// MatMul asking for no other device or colocation than the ReluGrad.
+inline std::vector<fusable_relu_grad> fusable_relu_grads(const graph& g, const std::vector<output>& fed,
+                                                         const std::vector<output>& fetched, const std::vector<int>& targets) {
+  const detail::readers_of readers(g, fed, fetched, targets);
+  std::vector<fusable_relu_grad> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& rg = g.at(id);
+    if (rg.op() != "ReluGrad" || !detail::is_float(rg) || readers.fed[static_cast<std::size_t>(id)]) continue;
+    const output gradients = rg.inputs()[0];
+    const node& product = g.at(gradients.node);
+    if (product.op() != "MatMul" || gradients.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
+        !detail::folds_into(product, rg))
+      continue;
+    out.push_back({product.id(), id});
+  }
+  return out;
+}
+
+/// Folds each of `relu_grads` (from fusable_relu_grads(g, ...)) into its MatMul in g: the
+/// ReluGrad's node replaced in place by _FusedMatMulReluGrad(a, b, features) with the
+/// MatMul's transposes and the control inputs of both nodes.
+inline void fuse_relu_grads(graph& g, const std::vector<fusable_relu_grad>& relu_grads) {
+  for (const auto& f : relu_grads) {
+    const node& rg = g.at(f.relu_grad);
+    const node& product = g.at(f.matmul);
+    attr_map attrs;
+    attrs.set("T", dtype::float32);
+    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    std::vector<output> inputs{product.inputs()[0], product.inputs()[1], rg.inputs()[1]};
+    g.replace(f.relu_grad, ops::fused_matmul_relu_grad_op, inputs, std::move(attrs), detail::controls_of({&product, &rg}));
+    g.redirect_control_inputs(f.matmul, f.relu_grad);
   }
 }
 

@@ -72,7 +72,7 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
 /// when `accumulate`; op transposes (and conjugates when `adjoint`) where asked. a is stored
 /// row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb. Four GEMM and two
 /// matrix-vector instances cover every real case. `shared` (float only) is an operand that
-/// gemm packed for every part; `pass` (float only: a bias and ReLU) is applied to the part
+/// gemm packed for every part; `pass` (float only: a bias and ReLU, a mask) is applied to the part
 /// once its sum is complete, by sgemm's blocks or after the part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
@@ -87,7 +87,7 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 #endif
     if (pass && !in_blocks) {
       gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, c0, c1, shared, alpha, accumulate);
-      return pass.from(c0).apply(out + r0 * n + c0, n, r1 - r0, c1 - c0);
+      return pass.at(r0, c0).apply(out + r0 * n + c0, n, r1 - r0, c1 - c0);
     }
   }
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
@@ -110,7 +110,7 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
       const T* lhs = ta ? a + r0 : a + r0 * k;
       const T* rhs = tb ? b + c0 * k : b + c0;
       return sgemm(rows, cols, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, res, n, shared, alpha, accumulate,
-                   pass.from(c0));
+                   pass.at(r0, c0));
     }
   }
 #endif
@@ -368,10 +368,38 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
   bool ta_, tb_, relu_;
 };
 
-/// Registers the fused product's kernel (with MatMul's float kernel: a session uses the op
+/// The CPU kernel of _FusedMatMulReluGrad (float): the product where the features are above
+/// 0, else 0 (ReluGrad's select: a NaN in the product where the features are not above 0
+/// gives 0), applied to each block of the output as its sum completes.
+struct fused_matmul_relu_grad_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_relu_grad_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
+  void compute(kernel_context& ctx) const override {
+    const tensor& a = ctx.input(0);
+    const tensor& b = ctx.input(1);
+    const tensor& features = ctx.input(2);
+    if (a.rank() != 2 || b.rank() != 2)
+      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
+    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    if (features.shape() != shape{m, n})
+      fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
+           shape{m, n});
+    tensor& out = ctx.allocate_output(0, shape{m, n});
+    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                {nullptr, false, features.data<float>(), n});
+  }
+
+ private:
+  bool ta_, tb_;
+};
+
+/// Registers the fused products' kernels (with MatMul's float kernel: a session uses an op
 /// only where its kernel is registered).
 inline void register_fused_matmul_kernel() {
   register_cpu_kernel<fused_matmul_bias_add_kernel>(ops::fused_matmul_bias_add_op, {"T", dtype::float32});
+  register_cpu_kernel<fused_matmul_relu_grad_kernel>(ops::fused_matmul_relu_grad_op, {"T", dtype::float32});
 }
 
 using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
@@ -406,6 +434,15 @@ struct kernel_for<ops::MatMul, T, device_types::cpu> {
 /// Typed code's registration of the fused product's CPU kernel (float, its one dtype).
 template <class T>
 struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() {
+    ops::register_matrix_ops();
+    cpu::register_fused_matmul_kernel();
+  }
+};
+/// Typed code's registration of the fused product and ReluGrad's CPU kernel (float).
+template <class T>
+struct kernel_for<ops::FusedMatMulReluGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() {
     ops::register_matrix_ops();

@@ -41,15 +41,22 @@ struct sgemm_shared {
 };
 
 /// What a product's output pass applies once the sum is complete: bias[j] added to column j
-/// (null: none), then max(x, 0) where `relu` (a NaN stays NaN): a MatMul with the BiasAdd and
-/// Relu after it folded in, computed while each block of the output is in registers or L1.
+/// (null: none), then max(x, 0) where `relu` (a NaN stays NaN), then 0 wherever the matrix
+/// `mask` (the output's shape, row stride mask_ld) is not above 0 (NaN included): a MatMul
+/// with the BiasAdd and Relu after it folded in, or with the ReluGrad that reads it (the mask
+/// is the ReLU's features), computed while each block of the output is in registers or L1.
 struct sgemm_output_pass {
   const float* bias = nullptr;  ///< one value per output column, or null
   bool relu = false;            ///< max(x, 0) after the bias
+  const float* mask = nullptr;  ///< keeps out(i, j) where mask[i * mask_ld + j] > 0, or null
+  std::int64_t mask_ld = 0;     ///< the mask's row stride
   /// Whether the pass changes anything.
-  explicit operator bool() const noexcept { return bias || relu; }
-  /// The same pass for the columns from `column` on (a block of a split product).
-  sgemm_output_pass from(std::int64_t column) const noexcept { return {bias ? bias + column : nullptr, relu}; }
+  explicit operator bool() const noexcept { return bias || relu || mask; }
+  /// The same pass for the block of the output from (row, column) on (a part of a split
+  /// product, a register block).
+  sgemm_output_pass at(std::int64_t row, std::int64_t column) const noexcept {
+    return {bias ? bias + column : nullptr, relu, mask ? mask + row * mask_ld + column : nullptr, mask_ld};
+  }
   /// Applies the pass to rows x cols of c (row stride ldc), one element at a time.
   void apply(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols) const noexcept {
     if (!*this) return;
@@ -58,6 +65,7 @@ struct sgemm_output_pass {
         float& x = c[i * ldc + j];
         if (bias) x += bias[j];
         if (relu && x < 0.0f) x = 0.0f;
+        if (mask && !(mask[i * mask_ld + j] > 0.0f)) x = 0.0f;
       }
   }
 };
@@ -175,14 +183,21 @@ struct avx512 {
     store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
     if (!pass) return;
     if (rows < mr || cols < nr) return pass.apply(c, ldc, rows, cols);
-    // The last panel's block, still in L1: bias, then ReLU as a mask of the negative lanes.
+    // The last panel's block, still in L1: bias, then ReLU as a mask of the negative lanes,
+    // then the mask's lanes above 0.
     const f32x16 b0 = pass.bias ? load16(pass.bias) : f32x16{}, b1 = pass.bias ? load16(pass.bias + 16) : f32x16{};
     for (int i = 0; i < mr; ++i) {
       float* ci = c + i * ldc;
-      f32x16 v0 = load16(ci) + b0, v1 = load16(ci + 16) + b1;
+      f32x16 v0 = load16(ci), v1 = load16(ci + 16);
+      if (pass.bias) v0 += b0, v1 += b1;  // not x + 0 when there is none: -0 stays -0
       if (pass.relu) {
         v0 = (f32x16)((i32x16)v0 & ~(v0 < f32x16{}));
         v1 = (f32x16)((i32x16)v1 & ~(v1 < f32x16{}));
+      }
+      if (pass.mask) {
+        const float* mi = pass.mask + i * pass.mask_ld;
+        v0 = (f32x16)((i32x16)v0 & (load16(mi) > f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & (load16(mi + 16) > f32x16{}));
       }
       store16(ci, v0);
       store16(ci + 16, v1);
@@ -268,10 +283,16 @@ struct avx2 {
       const f32x8 b0 = pass.bias ? load8(pass.bias) : f32x8{}, b1 = pass.bias ? load8(pass.bias + 8) : f32x8{};
       for (int i = 0; i < mr; ++i) {
         float* ci = c + i * ldc;
-        f32x8 v0 = load8(ci) + b0, v1 = load8(ci + 8) + b1;
+        f32x8 v0 = load8(ci), v1 = load8(ci + 8);
+        if (pass.bias) v0 += b0, v1 += b1;  // not x + 0 when there is none: -0 stays -0
         if (pass.relu) {
           v0 = (f32x8)((i32x8)v0 & ~(v0 < f32x8{}));
           v1 = (f32x8)((i32x8)v1 & ~(v1 < f32x8{}));
+        }
+        if (pass.mask) {
+          const float* mi = pass.mask + i * pass.mask_ld;
+          v0 = (f32x8)((i32x8)v0 & (load8(mi) > f32x8{}));
+          v1 = (f32x8)((i32x8)v1 & (load8(mi + 8) > f32x8{}));
         }
         store8(ci, v0);
         store8(ci + 8, v1);
@@ -494,7 +515,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
             Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
-                       rows, cols, alpha, last ? pass.from(jc + jr) : sgemm_output_pass{});
+                       rows, cols, alpha, last ? pass.at(ic + ir, jc + jr) : sgemm_output_pass{});
           }
         }
       }
