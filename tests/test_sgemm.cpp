@@ -191,7 +191,7 @@ void run_mask_pass(const operands& o) {
 
 TEST_CASE("sgemm's output pass: a mask (ReluGrad's features), at the edges of its blocks") {
   for (auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 17, 5}, {12, 32, 128}, {25, 65, 385},
-                         {13, 33, 257}, {150, 10, 129}, {24, 64, 1}})
+                         {13, 33, 257}, {150, 10, 129}, {24, 64, 1}, {20, 64, 130}, {16, 32, 7}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) run_mask_pass(make(m, n, k, ta, tb));
 }
@@ -199,7 +199,7 @@ TEST_CASE("sgemm's output pass: a mask (ReluGrad's features), at the edges of it
 TEST_CASE("sgemm's output pass: a bias per column, then ReLU, at the edges of its blocks") {
   for (bool relu : {true, false})
     for (auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 17, 5}, {12, 32, 128}, {25, 65, 385},
-                           {13, 33, 257}, {150, 10, 129}, {24, 64, 1}})
+                           {13, 33, 257}, {150, 10, 129}, {24, 64, 1}, {20, 64, 130}, {16, 32, 7}})
       for (bool ta : {false, true})
         for (bool tb : {false, true}) run_output_pass(make(m, n, k, ta, tb), relu);
   // k = 0: the product is zeros, then the pass: relu(bias).
@@ -216,7 +216,7 @@ TEST_CASE("sgemm with alpha and accumulate: out += alpha * op(a) op(b), at the e
   // fewer columns than a block (n = 10), and alpha = 1 and -0.05 (a learning rate).
   for (float alpha : {1.0f, -0.05f})
     for (auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{7, 17, 5}, {13, 33, 257}, {25, 65, 385},
-                           {150, 10, 129}, {12, 32, 128}, {1, 40, 3}})
+                           {150, 10, 129}, {12, 32, 128}, {1, 40, 3}, {20, 64, 130}, {16, 32, 7}})
       for (bool ta : {false, true})
         for (bool tb : {false, true}) run_update(make(m, n, k, ta, tb), alpha);
   // k = 0 adds nothing.
@@ -244,8 +244,9 @@ TEST_CASE("sgemm matches a naive loop at every edge of its blocks, every transpo
       for (std::int64_t k : {7, 257})
         for (bool ta : {false, true})
           for (bool tb : {false, true}) run_sgemm(make(m, n, k, ta, tb), n, 0.0f);
-  // Edges of the AVX-512 12 x 32 register block and 128-deep panels (385: four of 97).
-  for (std::int64_t m : {11, 12, 25})
+  // Edges of the AVX-512 12 x 32 register block and 128-deep panels (385: four of 97); a
+  // last block of 4 or 8 rows computes only those (16 = 12 + 4, 20 = 12 + 8).
+  for (std::int64_t m : {4, 8, 11, 12, 16, 20, 25})
     for (std::int64_t n : {31, 32, 65})
       for (std::int64_t k : {128, 129, 385})
         for (bool ta : {false, true})
