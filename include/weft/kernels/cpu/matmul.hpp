@@ -25,10 +25,11 @@ namespace weft::cpu {
 /// One Eigen GEMM: res(rows, cols) = alpha * op(lhs) * op(rhs), or res += that when
 /// `accumulate`, res dense and row-major (row i at res + i * res_stride); each operand is a
 /// plain strided matrix stored in the given order (a transposed operand is the same memory
-/// read in the other order) and conjugated where asked. Eigen's general_matrix_matrix_product is called directly rather than through
-/// `noalias() = A * B`: the expression path also compiles Eigen's coefficient-wise small
-/// product and its matrix-vector paths for every case, which doubles the compile cost of a
-/// MatMul kernel, while tiny products are dominated by the step's overhead anyway.
+/// read in the other order) and conjugated where asked. Eigen's general_matrix_matrix_product
+/// is called directly rather than through `noalias() = A * B`: the expression path also
+/// compiles Eigen's coefficient-wise small product and its matrix-vector paths for every
+/// case, which doubles the compile cost of a MatMul kernel, while tiny products are dominated
+/// by the step's overhead anyway.
 template <class T, int LhsOrder, int RhsOrder, bool ConjLhs, bool ConjRhs>
 void gemm_block(std::int64_t rows, std::int64_t cols, std::int64_t depth, const T* lhs, std::int64_t lhs_stride,
                 const T* rhs, std::int64_t rhs_stride, T* res, std::int64_t res_stride, T alpha, bool accumulate) {
@@ -72,8 +73,8 @@ void gemv_conj(std::int64_t rows, std::int64_t depth, const T* lhs, std::int64_t
 /// when `accumulate`; op transposes (and conjugates when `adjoint`) where asked. a is stored
 /// row-major as (M,K), or (K,M) when ta; b as (K,N), or (N,K) when tb. Four GEMM and two
 /// matrix-vector instances cover every real case. `shared` (float only) is an operand that
-/// gemm packed for every part; `pass` (float only: a bias and ReLU, a mask) is applied to the part
-/// once its sum is complete, by sgemm's blocks or after the part.
+/// gemm packed for every part; `pass` (float only: a bias and ReLU, a mask) is applied to
+/// the part once its sum is complete, by sgemm's blocks or after the part.
 template <class T>
 void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
