@@ -860,7 +860,7 @@ TEST_CASE("folding a ReluGrad into its gradients' product: the same values as th
   }
 }
 
-TEST_CASE("folding a ReluGrad: not where the product is read, fetched or fed; bad features are errors naming the node") {
+TEST_CASE("folding a ReluGrad: not where the product is read, fetched or fed, and bad features are errors naming the node") {
   graph g;
   auto& dz = g.placeholder(dtype::float32, {2, 2}, "dz");
   auto& features = g.placeholder(dtype::float32, partial_shape::unknown_rank(), "features");
