@@ -4444,6 +4444,22 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
+/// The shape [m, n] of MatMul's product of inputs 0 and 1, each transposed where its
+/// transpose_a / transpose_b attr asks: fails unless each is a matrix where its rank is known,
+/// and where the inner dimensions are known and differ; [?, ?] when a rank is unknown. (MatMul
+/// and the fused products share it.)
+inline partial_shape matmul_shape(shape_context& c) {
+  const auto& a = c.input(0);
+  const auto& b = c.input(1);
+  for (int i = 0; i < 2; ++i)
+    if (c.input(i).rank_known() && c.input(i).rank() != 2) c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+  if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_of_rank(2);
+  const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+  const auto ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0];
+  if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+  return partial_shape{a[ta ? 1 : 0], b[tb ? 0 : 1]};
+}
+
 /// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
 /// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
@@ -4488,18 +4504,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr(matmul_type_attr)
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
-                     .shape_fn([](shape_context& c) {
-                       const auto& a = c.input(0);
-                       const auto& b = c.input(1);
-                       for (int i = 0; i < 2; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-                       if (!a.rank_known() || !b.rank_known()) return c.set_output(0, partial_shape::unknown_of_rank(2));
-                       bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                       auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-                       if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                       c.set_output(0, partial_shape{m, n});
-                     })
+                     .shape_fn([](shape_context& c) { c.set_output(0, matmul_shape(c)); })
                      .flops([](const op_cost_args& c) {  // 2mnk: a multiply and an add per term
                        const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", "MatMul") ? 0 : 1);
                        return 2 * op_cost_args::elements(c.outputs[0]) * k;
@@ -4566,20 +4571,12 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr("transpose_b: bool = false")
                      .attr("relu: bool = false")
                      .shape_fn([](shape_context& c) {
-                       for (int i = 0; i < 2; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
                        const auto& bias = c.input(2);
                        if (bias.rank_known() && bias.rank() != 1) c.fail("the bias must be a vector, got shape ", bias);
-                       const auto& a = c.input(0);
-                       const auto& b = c.input(1);
-                       if (!a.rank_known() || !b.rank_known()) return c.set_output(0, partial_shape::unknown_of_rank(2));
-                       const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                       const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-                       if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                       if (n >= 0 && bias.rank_known() && bias[0] >= 0 && bias[0] != n)
-                         c.fail("the bias has ", bias[0], " values for ", n, " columns");
-                       c.set_output(0, partial_shape{m, n});
+                       const partial_shape out = matmul_shape(c);
+                       if (out[1] >= 0 && bias.rank_known() && bias[0] >= 0 && bias[0] != out[1])
+                         c.fail("the bias has ", bias[0], " values for ", out[1], " columns");
+                       c.set_output(0, out);
                      })
                      .flops([](const op_cost_args& c) {  // 2mnk, and the bias and ReLU per element
                        const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_bias_add_op) ? 0 : 1);
@@ -4596,19 +4593,9 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .shape_fn([](shape_context& c) {
-                       for (int i = 0; i < 3; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-                       const auto& a = c.input(0);
-                       const auto& b = c.input(1);
                        const auto& f = c.input(2);
-                       partial_shape out = partial_shape::unknown_of_rank(2);
-                       if (a.rank_known() && b.rank_known()) {
-                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                         const auto ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0];
-                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                         out = partial_shape{a[ta ? 1 : 0], b[tb ? 0 : 1]};
-                       }
+                       if (f.rank_known() && f.rank() != 2) c.fail("input 2 must be a matrix, got shape ", f);
+                       const partial_shape out = matmul_shape(c);
                        if (!shapes_compatible(out, f))
                          c.fail("the features of shape ", f, " do not match the product's shape ", out);
                        c.set_output(0, out);
@@ -10485,6 +10472,8 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 /// inside the product and added to the variable once, where the unfused step rounds the
 /// gradient, then alpha times it.
 
+#include <string_view>
+#include <utility>
 #include <vector>
 
 
@@ -10524,6 +10513,31 @@ inline bool is_float(const node& x) { return x.attr<dtype>("T") == dtype::float3
 inline bool folds_into(const node& inner, const node& outer) {
   return (inner.device().empty() || inner.device() == outer.device()) &&
          (inner.colocation().empty() || inner.colocation() == outer.colocation());
+}
+/// (MatMul, reader) ids for each float node of op `op`, its outputs not fed, whose input
+/// `input` is output 0 of a float MatMul that folds into it (readers_of::folds) and asks for
+/// no other device or colocation.
+inline std::vector<std::pair<int, int>> products_read_by(const graph& g, const readers_of& readers, std::string_view op,
+                                                         int input) {
+  std::vector<std::pair<int, int>> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& x = g.at(id);
+    if (x.op() != op || !is_float(x) || readers.fed[static_cast<std::size_t>(id)]) continue;
+    const output value = x.inputs()[static_cast<std::size_t>(input)];
+    const node& product = g.at(value.node);
+    if (product.op() == "MatMul" && value.port == 0 && is_float(product) && readers.folds(product.id(), id) &&
+        folds_into(product, x))
+      out.emplace_back(product.id(), id);
+  }
+  return out;
+}
+/// A fused product's attrs: T = float32 and the MatMul's transposes.
+inline attr_map product_attrs(const node& product) {
+  attr_map attrs;
+  attrs.set("T", dtype::float32);
+  attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+  attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+  return attrs;
 }
 /// The control inputs of all of `nodes`.
 inline std::vector<int> controls_of(std::initializer_list<const node*> nodes) {
@@ -10582,10 +10596,7 @@ inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
     const node& product = g.at(f.matmul);
     const node& add = g.at(f.bias_add);
     const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
-    attr_map attrs;
-    attrs.set("T", dtype::float32);
-    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
-    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attr_map attrs = detail::product_attrs(product);
     attrs.set("relu", relu != nullptr);
     std::vector<output> inputs{product.inputs()[0], product.inputs()[1], add.inputs()[1]};
     const int into = relu ? f.relu : f.bias_add;
@@ -10609,18 +10620,9 @@ struct fusable_relu_grad {
 /// MatMul asking for no other device or colocation than the ReluGrad.
 inline std::vector<fusable_relu_grad> fusable_relu_grads(const graph& g, const std::vector<output>& fed,
                                                          const std::vector<output>& fetched, const std::vector<int>& targets) {
-  const detail::readers_of readers(g, fed, fetched, targets);
   std::vector<fusable_relu_grad> out;
-  for (int id = 0; id < g.size(); ++id) {
-    const node& rg = g.at(id);
-    if (rg.op() != "ReluGrad" || !detail::is_float(rg) || readers.fed[static_cast<std::size_t>(id)]) continue;
-    const output gradients = rg.inputs()[0];
-    const node& product = g.at(gradients.node);
-    if (product.op() != "MatMul" || gradients.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
-        !detail::folds_into(product, rg))
-      continue;
-    out.push_back({product.id(), id});
-  }
+  for (auto [product, rg] : detail::products_read_by(g, detail::readers_of(g, fed, fetched, targets), "ReluGrad", 0))
+    out.push_back({product, rg});
   return out;
 }
 
@@ -10631,12 +10633,9 @@ inline void fuse_relu_grads(graph& g, const std::vector<fusable_relu_grad>& relu
   for (const auto& f : relu_grads) {
     const node& rg = g.at(f.relu_grad);
     const node& product = g.at(f.matmul);
-    attr_map attrs;
-    attrs.set("T", dtype::float32);
-    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
-    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
     std::vector<output> inputs{product.inputs()[0], product.inputs()[1], rg.inputs()[1]};
-    g.replace(f.relu_grad, ops::fused_matmul_relu_grad_op, inputs, std::move(attrs), detail::controls_of({&product, &rg}));
+    g.replace(f.relu_grad, ops::fused_matmul_relu_grad_op, inputs, detail::product_attrs(product),
+              detail::controls_of({&product, &rg}));
     g.redirect_control_inputs(f.matmul, f.relu_grad);
   }
 }
@@ -10656,18 +10655,9 @@ struct fusable_update {
 /// update (the fused node runs where the update runs).
 inline std::vector<fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
                                                    const std::vector<output>& fetched, const std::vector<int>& targets) {
-  const detail::readers_of readers(g, fed, fetched, targets);
   std::vector<fusable_update> out;
-  for (int id = 0; id < g.size(); ++id) {
-    const node& apply = g.at(id);
-    if (apply.op() != "ApplyGradientDescent" || !detail::is_float(apply) || readers.fed[static_cast<std::size_t>(id)]) continue;
-    const output delta = apply.inputs()[2];
-    const node& product = g.at(delta.node);
-    if (product.op() != "MatMul" || delta.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
-        !detail::folds_into(product, apply))
-      continue;
-    out.push_back({product.id(), id});
-  }
+  for (auto [product, apply] : detail::products_read_by(g, detail::readers_of(g, fed, fetched, targets), "ApplyGradientDescent", 2))
+    out.push_back({product, apply});
   return out;
 }
 
@@ -10678,10 +10668,7 @@ inline void fuse_updates(graph& g, const std::vector<fusable_update>& updates) {
   for (const auto& u : updates) {
     const node& apply = g.at(u.apply);
     const node& product = g.at(u.matmul);
-    attr_map attrs;
-    attrs.set("T", dtype::float32);
-    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
-    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attr_map attrs = detail::product_attrs(product);
     attrs.set("use_locking", apply.attr<bool>("use_locking"));
     std::vector<output> inputs{apply.inputs()[0], apply.inputs()[1], product.inputs()[0], product.inputs()[1]};
     g.replace(u.apply, ops::fused_matmul_gradient_descent_op, inputs, std::move(attrs), detail::controls_of({&apply, &product}));
@@ -23674,6 +23661,21 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
+/// m, k and n of op(a)(m, k) op(b)(k, n), a and b transposed where asked: the fused products'
+/// check, which fails naming both shapes unless both are matrices with equal inner dimensions.
+struct product_dims {
+  std::int64_t m, k, n;  ///< rows and depth of op(a), columns of op(b)
+};
+inline product_dims matrix_product_dims(const tensor& a, const tensor& b, bool ta, bool tb) {
+  if (a.rank() != 2 || b.rank() != 2)
+    fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
+  const product_dims d{a.shape()[ta ? 1 : 0], a.shape()[ta ? 0 : 1], b.shape()[tb ? 0 : 1]};
+  if (const std::int64_t kb = b.shape()[tb ? 1 : 0]; d.k != kb)
+    fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a.shape(), " and ",
+         b.shape(), ")");
+  return d;
+}
+
 /// The CPU kernel of _FusedMatMulBiasAdd (float): the product, then the bias and, when
 /// `relu`, max(x, 0), applied to each block of the output as its sum completes.
 struct fused_matmul_bias_add_kernel final : op_kernel {
@@ -23684,11 +23686,7 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& bias = ctx.input(2);
-    if (a.rank() != 2 || b.rank() != 2)
-      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
-    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
-    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
-    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
@@ -23710,11 +23708,7 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& features = ctx.input(2);
-    if (a.rank() != 2 || b.rank() != 2)
-      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
-    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
-    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
-    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
     if (features.shape() != shape{m, n})
       fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
            shape{m, n});
@@ -27227,13 +27221,8 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
     const tensor& b = ctx.input(3);
     if (alpha.num_elements() != 1)
       fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
-    if (a.rank() != 2 || b.rank() != 2)
-      fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
-    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
-    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
-    if (k != kb)
-      fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, "; shapes ", a.shape(), " and ",
-           b.shape(), ")");
+    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     const float rate = alpha.data<float>()[0];
     state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
       tensor& v = *values.front();

@@ -33,6 +33,22 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
+/// The shape [m, n] of MatMul's product of inputs 0 and 1, each transposed where its
+/// transpose_a / transpose_b attr asks: fails unless each is a matrix where its rank is known,
+/// and where the inner dimensions are known and differ; [?, ?] when a rank is unknown. (MatMul
+/// and the fused products share it.)
+inline partial_shape matmul_shape(shape_context& c) {
+  const auto& a = c.input(0);
+  const auto& b = c.input(1);
+  for (int i = 0; i < 2; ++i)
+    if (c.input(i).rank_known() && c.input(i).rank() != 2) c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+  if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_of_rank(2);
+  const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+  const auto ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0];
+  if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+  return partial_shape{a[ta ? 1 : 0], b[tb ? 0 : 1]};
+}
+
 /// Static shape rules (framework/static_rule.hpp).
 namespace static_rules {
 /// MatMul: [m, k] x [k, n] -> [m, n], each operand transposed first when asked.
@@ -77,18 +93,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr(matmul_type_attr)
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
-                     .shape_fn([](shape_context& c) {
-                       const auto& a = c.input(0);
-                       const auto& b = c.input(1);
-                       for (int i = 0; i < 2; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-                       if (!a.rank_known() || !b.rank_known()) return c.set_output(0, partial_shape::unknown_of_rank(2));
-                       bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                       auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-                       if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                       c.set_output(0, partial_shape{m, n});
-                     })
+                     .shape_fn([](shape_context& c) { c.set_output(0, matmul_shape(c)); })
                      .flops([](const op_cost_args& c) {  // 2mnk: a multiply and an add per term
                        const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", "MatMul") ? 0 : 1);
                        return 2 * op_cost_args::elements(c.outputs[0]) * k;
@@ -155,20 +160,12 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr("transpose_b: bool = false")
                      .attr("relu: bool = false")
                      .shape_fn([](shape_context& c) {
-                       for (int i = 0; i < 2; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
                        const auto& bias = c.input(2);
                        if (bias.rank_known() && bias.rank() != 1) c.fail("the bias must be a vector, got shape ", bias);
-                       const auto& a = c.input(0);
-                       const auto& b = c.input(1);
-                       if (!a.rank_known() || !b.rank_known()) return c.set_output(0, partial_shape::unknown_of_rank(2));
-                       const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                       const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-                       if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                       if (n >= 0 && bias.rank_known() && bias[0] >= 0 && bias[0] != n)
-                         c.fail("the bias has ", bias[0], " values for ", n, " columns");
-                       c.set_output(0, partial_shape{m, n});
+                       const partial_shape out = matmul_shape(c);
+                       if (out[1] >= 0 && bias.rank_known() && bias[0] >= 0 && bias[0] != out[1])
+                         c.fail("the bias has ", bias[0], " values for ", out[1], " columns");
+                       c.set_output(0, out);
                      })
                      .flops([](const op_cost_args& c) {  // 2mnk, and the bias and ReLU per element
                        const double k = c.input_dim(0, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_bias_add_op) ? 0 : 1);
@@ -185,19 +182,9 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .shape_fn([](shape_context& c) {
-                       for (int i = 0; i < 3; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-                       const auto& a = c.input(0);
-                       const auto& b = c.input(1);
                        const auto& f = c.input(2);
-                       partial_shape out = partial_shape::unknown_of_rank(2);
-                       if (a.rank_known() && b.rank_known()) {
-                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                         const auto ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0];
-                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                         out = partial_shape{a[ta ? 1 : 0], b[tb ? 0 : 1]};
-                       }
+                       if (f.rank_known() && f.rank() != 2) c.fail("input 2 must be a matrix, got shape ", f);
+                       const partial_shape out = matmul_shape(c);
                        if (!shapes_compatible(out, f))
                          c.fail("the features of shape ", f, " do not match the product's shape ", out);
                        c.set_output(0, out);

@@ -34,6 +34,8 @@
 /// gradient, then alpha times it.
 #pragma once
 
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <weft/graph/graph.hpp>
@@ -76,6 +78,31 @@ inline bool is_float(const node& x) { return x.attr<dtype>("T") == dtype::float3
 inline bool folds_into(const node& inner, const node& outer) {
   return (inner.device().empty() || inner.device() == outer.device()) &&
          (inner.colocation().empty() || inner.colocation() == outer.colocation());
+}
+/// (MatMul, reader) ids for each float node of op `op`, its outputs not fed, whose input
+/// `input` is output 0 of a float MatMul that folds into it (readers_of::folds) and asks for
+/// no other device or colocation.
+inline std::vector<std::pair<int, int>> products_read_by(const graph& g, const readers_of& readers, std::string_view op,
+                                                         int input) {
+  std::vector<std::pair<int, int>> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& x = g.at(id);
+    if (x.op() != op || !is_float(x) || readers.fed[static_cast<std::size_t>(id)]) continue;
+    const output value = x.inputs()[static_cast<std::size_t>(input)];
+    const node& product = g.at(value.node);
+    if (product.op() == "MatMul" && value.port == 0 && is_float(product) && readers.folds(product.id(), id) &&
+        folds_into(product, x))
+      out.emplace_back(product.id(), id);
+  }
+  return out;
+}
+/// A fused product's attrs: T = float32 and the MatMul's transposes.
+inline attr_map product_attrs(const node& product) {
+  attr_map attrs;
+  attrs.set("T", dtype::float32);
+  attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+  attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+  return attrs;
 }
 /// The control inputs of all of `nodes`.
 inline std::vector<int> controls_of(std::initializer_list<const node*> nodes) {
@@ -134,10 +161,7 @@ inline void fuse_biases(graph& g, const std::vector<fusable_bias>& biases) {
     const node& product = g.at(f.matmul);
     const node& add = g.at(f.bias_add);
     const node* relu = f.relu >= 0 ? &g.at(f.relu) : nullptr;
-    attr_map attrs;
-    attrs.set("T", dtype::float32);
-    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
-    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attr_map attrs = detail::product_attrs(product);
     attrs.set("relu", relu != nullptr);
     std::vector<output> inputs{product.inputs()[0], product.inputs()[1], add.inputs()[1]};
     const int into = relu ? f.relu : f.bias_add;
@@ -161,18 +185,9 @@ struct fusable_relu_grad {
 /// MatMul asking for no other device or colocation than the ReluGrad.
 inline std::vector<fusable_relu_grad> fusable_relu_grads(const graph& g, const std::vector<output>& fed,
                                                          const std::vector<output>& fetched, const std::vector<int>& targets) {
-  const detail::readers_of readers(g, fed, fetched, targets);
   std::vector<fusable_relu_grad> out;
-  for (int id = 0; id < g.size(); ++id) {
-    const node& rg = g.at(id);
-    if (rg.op() != "ReluGrad" || !detail::is_float(rg) || readers.fed[static_cast<std::size_t>(id)]) continue;
-    const output gradients = rg.inputs()[0];
-    const node& product = g.at(gradients.node);
-    if (product.op() != "MatMul" || gradients.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
-        !detail::folds_into(product, rg))
-      continue;
-    out.push_back({product.id(), id});
-  }
+  for (auto [product, rg] : detail::products_read_by(g, detail::readers_of(g, fed, fetched, targets), "ReluGrad", 0))
+    out.push_back({product, rg});
   return out;
 }
 
@@ -183,12 +198,9 @@ inline void fuse_relu_grads(graph& g, const std::vector<fusable_relu_grad>& relu
   for (const auto& f : relu_grads) {
     const node& rg = g.at(f.relu_grad);
     const node& product = g.at(f.matmul);
-    attr_map attrs;
-    attrs.set("T", dtype::float32);
-    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
-    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
     std::vector<output> inputs{product.inputs()[0], product.inputs()[1], rg.inputs()[1]};
-    g.replace(f.relu_grad, ops::fused_matmul_relu_grad_op, inputs, std::move(attrs), detail::controls_of({&product, &rg}));
+    g.replace(f.relu_grad, ops::fused_matmul_relu_grad_op, inputs, detail::product_attrs(product),
+              detail::controls_of({&product, &rg}));
     g.redirect_control_inputs(f.matmul, f.relu_grad);
   }
 }
@@ -208,18 +220,9 @@ struct fusable_update {
 /// update (the fused node runs where the update runs).
 inline std::vector<fusable_update> fusable_updates(const graph& g, const std::vector<output>& fed,
                                                    const std::vector<output>& fetched, const std::vector<int>& targets) {
-  const detail::readers_of readers(g, fed, fetched, targets);
   std::vector<fusable_update> out;
-  for (int id = 0; id < g.size(); ++id) {
-    const node& apply = g.at(id);
-    if (apply.op() != "ApplyGradientDescent" || !detail::is_float(apply) || readers.fed[static_cast<std::size_t>(id)]) continue;
-    const output delta = apply.inputs()[2];
-    const node& product = g.at(delta.node);
-    if (product.op() != "MatMul" || delta.port != 0 || !detail::is_float(product) || !readers.folds(product.id(), id) ||
-        !detail::folds_into(product, apply))
-      continue;
-    out.push_back({product.id(), id});
-  }
+  for (auto [product, apply] : detail::products_read_by(g, detail::readers_of(g, fed, fetched, targets), "ApplyGradientDescent", 2))
+    out.push_back({product, apply});
   return out;
 }
 
@@ -230,10 +233,7 @@ inline void fuse_updates(graph& g, const std::vector<fusable_update>& updates) {
   for (const auto& u : updates) {
     const node& apply = g.at(u.apply);
     const node& product = g.at(u.matmul);
-    attr_map attrs;
-    attrs.set("T", dtype::float32);
-    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
-    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attr_map attrs = detail::product_attrs(product);
     attrs.set("use_locking", apply.attr<bool>("use_locking"));
     std::vector<output> inputs{apply.inputs()[0], apply.inputs()[1], product.inputs()[0], product.inputs()[1]};
     g.replace(u.apply, ops::fused_matmul_gradient_descent_op, inputs, std::move(attrs), detail::controls_of({&apply, &product}));

@@ -343,6 +343,21 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
+/// m, k and n of op(a)(m, k) op(b)(k, n), a and b transposed where asked: the fused products'
+/// check, which fails naming both shapes unless both are matrices with equal inner dimensions.
+struct product_dims {
+  std::int64_t m, k, n;  ///< rows and depth of op(a), columns of op(b)
+};
+inline product_dims matrix_product_dims(const tensor& a, const tensor& b, bool ta, bool tb) {
+  if (a.rank() != 2 || b.rank() != 2)
+    fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
+  const product_dims d{a.shape()[ta ? 1 : 0], a.shape()[ta ? 0 : 1], b.shape()[tb ? 0 : 1]};
+  if (const std::int64_t kb = b.shape()[tb ? 1 : 0]; d.k != kb)
+    fail(error_code::invalid_argument, "inner dimensions differ (", d.k, " vs ", kb, "; shapes ", a.shape(), " and ",
+         b.shape(), ")");
+  return d;
+}
+
 /// The CPU kernel of _FusedMatMulBiasAdd (float): the product, then the bias and, when
 /// `relu`, max(x, 0), applied to each block of the output as its sum completes.
 struct fused_matmul_bias_add_kernel final : op_kernel {
@@ -353,11 +368,7 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& bias = ctx.input(2);
-    if (a.rank() != 2 || b.rank() != 2)
-      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
-    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
-    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
-    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
@@ -379,11 +390,7 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
     const tensor& a = ctx.input(0);
     const tensor& b = ctx.input(1);
     const tensor& features = ctx.input(2);
-    if (a.rank() != 2 || b.rank() != 2)
-      fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", a.shape(), " and ", b.shape());
-    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
-    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
-    if (k != kb) fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, ")");
+    const auto [m, k, n] = matrix_product_dims(a, b, ta_, tb_);
     if (features.shape() != shape{m, n})
       fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
            shape{m, n});

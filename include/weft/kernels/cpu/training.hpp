@@ -197,13 +197,8 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
     const tensor& b = ctx.input(3);
     if (alpha.num_elements() != 1)
       fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
-    if (a.rank() != 2 || b.rank() != 2)
-      fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
-    const std::int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
-    const std::int64_t kb = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
-    if (k != kb)
-      fail(error_code::invalid_argument, "inner dimensions differ (", k, " vs ", kb, "; shapes ", a.shape(), " and ",
-           b.shape(), ")");
+    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
     const float rate = alpha.data<float>()[0];
     state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
       tensor& v = *values.front();
