@@ -343,11 +343,14 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
-/// m, k and n of op(a)(m, k) op(b)(k, n), a and b transposed where asked: the fused products'
-/// check, which fails naming both shapes unless both are matrices with equal inner dimensions.
+/// m, k and n of a product op(a)(m, k) op(b)(k, n).
 struct product_dims {
-  std::int64_t m, k, n;  ///< rows and depth of op(a), columns of op(b)
+  std::int64_t m;  ///< rows of op(a)
+  std::int64_t k;  ///< columns of op(a), rows of op(b)
+  std::int64_t n;  ///< columns of op(b)
 };
+/// The dims of op(a) op(b), a and b transposed where asked: the fused products' check, which
+/// fails naming both shapes unless both are matrices with equal inner dimensions.
 inline product_dims matrix_product_dims(const tensor& a, const tensor& b, bool ta, bool tb) {
   if (a.rank() != 2 || b.rank() != 2)
     fail(error_code::invalid_argument, "inputs a and b must be matrices, got shapes ", a.shape(), " and ", b.shape());
