@@ -93,6 +93,8 @@ namespace sgemm_detail {
 /// any alignment (vmovups) and may alias them.
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef float f32x4_u __attribute__((vector_size(16), aligned(4), may_alias));
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
 typedef std::int32_t i32x8 __attribute__((vector_size(32)));
@@ -256,6 +258,7 @@ __attribute__((always_inline)) inline f32x8 fma(f32x8 a, f32x8 b, f32x8 c) {
 }
 __attribute__((always_inline)) inline f32x8 load8(const float* p) { return *reinterpret_cast<const f32x8_u*>(p); }
 __attribute__((always_inline)) inline void store8(float* p, f32x8 v) { *reinterpret_cast<f32x8_u*>(p) = v; }
+__attribute__((always_inline)) inline void store4(float* p, f32x4 v) { *reinterpret_cast<f32x4_u*>(p) = v; }
 __attribute__((always_inline)) inline f32x8 splat8(float x) { return x - f32x8{}; }
 
 struct avx2 {
@@ -380,28 +383,6 @@ struct strided {
   const float* at(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
 };
 
-/// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
-/// [s*mr*kc + p*mr + i], rows past m zero.
-template <class Isa>
-void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
-  constexpr int mr = Isa::mr;
-  for (std::int64_t i0 = 0; i0 < m; i0 += mr) {
-    const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
-    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: read mr streams
-      const float* r[mr];
-      for (int i = 0; i < mr; ++i) r[i] = a.at(i0 + i, 0);
-      for (std::int64_t p = 0; p < kc; ++p, out += mr)
-        for (int i = 0; i < mr; ++i) out[i] = r[i][p];
-      continue;
-    }
-    for (std::int64_t p = 0; p < kc; ++p, out += mr) {
-      const float* col = a.at(i0, p);
-      for (int i = 0; i < rows; ++i) out[i] = col[i * a.rs];
-      for (int i = rows; i < mr; ++i) out[i] = 0.0f;
-    }
-  }
-}
-
 /// Shuffles within and across the two 128-bit halves of a ymm register, for transpose8.
 /// vunpcklps and vunpckhps: within each half, the low (high) two floats of x and y interleaved.
 __attribute__((always_inline)) inline f32x8 unpack_lo(f32x8 x, f32x8 y) {
@@ -442,6 +423,51 @@ inline void transpose8(const float* src, std::int64_t src_stride, float* dst, st
   store8(dst + 5 * dst_stride, halves_hi(u1, u5));
   store8(dst + 6 * dst_stride, halves_hi(u2, u6));
   store8(dst + 7 * dst_stride, halves_hi(u3, u7));
+}
+
+/// dst[r * dst_stride + c] = src[c * src_stride + r] for 4 rows of src by 8 columns.
+inline void transpose4x8(const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
+  const f32x8 r0 = load8(src), r1 = load8(src + src_stride), r2 = load8(src + 2 * src_stride);
+  const f32x8 r3 = load8(src + 3 * src_stride);
+  const f32x8 t0 = unpack_lo(r0, r1), t1 = unpack_hi(r0, r1), t2 = unpack_lo(r2, r3), t3 = unpack_hi(r2, r3);
+  // u0 holds column 0 of src in its low half and column 4 in its high half, u1 columns 1 and 5...
+  const f32x8 u[4] = {pairs_lo(t0, t2), pairs_hi(t0, t2), pairs_lo(t1, t3), pairs_hi(t1, t3)};
+  for (int j = 0; j < 4; ++j) {
+    store4(dst + j * dst_stride, __builtin_shufflevector(u[j], u[j], 0, 1, 2, 3));
+    store4(dst + (j + 4) * dst_stride, __builtin_shufflevector(u[j], u[j], 4, 5, 6, 7));
+  }
+}
+
+/// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
+/// [s*mr*kc + p*mr + i], rows past m zero.
+template <class Isa>
+void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
+  constexpr int mr = Isa::mr;
+  for (std::int64_t i0 = 0; i0 < m; i0 += mr) {
+    const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
+    if (a.rs == 1 && rows == mr) {  // a transposed operand: a step's mr rows are contiguous
+      for (std::int64_t p = 0; p < kc; ++p, out += mr) std::memcpy(out, a.at(i0, p), mr * sizeof(float));
+      continue;
+    }
+    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: 8 steps at a time through transposes
+      std::int64_t p = 0;
+      if constexpr (mr == 12)
+        for (; p + 8 <= kc; p += 8, out += 8 * mr) {
+          transpose8(a.at(i0, p), a.rs, out, mr);
+          transpose4x8(a.at(i0 + 8, p), a.rs, out + 8, mr);
+        }
+      const float* r[mr];
+      for (int i = 0; i < mr; ++i) r[i] = a.at(i0 + i, 0);
+      for (; p < kc; ++p, out += mr)
+        for (int i = 0; i < mr; ++i) out[i] = r[i][p];
+      continue;
+    }
+    for (std::int64_t p = 0; p < kc; ++p, out += mr) {
+      const float* col = a.at(i0, p);
+      for (int i = 0; i < rows; ++i) out[i] = col[i * a.rs];
+      for (int i = rows; i < mr; ++i) out[i] = 0.0f;
+    }
+  }
 }
 
 /// Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
