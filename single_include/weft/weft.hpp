@@ -22533,6 +22533,8 @@ namespace sgemm_detail {
 /// any alignment (vmovups) and may alias them.
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef float f32x4_u __attribute__((vector_size(16), aligned(4), may_alias));
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef float f32x16_u __attribute__((vector_size(64), aligned(4), may_alias));
 typedef std::int32_t i32x8 __attribute__((vector_size(32)));
@@ -22633,15 +22635,20 @@ struct avx512 {
       const f32x16 s = splat16(alpha);
       for (int i = 0; i < M; ++i) acc[i][0] *= s, acc[i][1] *= s;
     }
-    store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
-    if (!pass) return;
-    if (rows < M || cols < nr) return pass.apply(c, ldc, rows, cols);
-    // The last panel's block, still in L1: bias, then ReLU as a mask of the negative lanes,
-    // then the mask's lanes above 0.
+    if (rows < M || cols < nr) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
+    // A full block goes from the registers to c: the sum with c's block when accumulating,
+    // then the output pass (the last panel's: bias, ReLU as a mask of the negative lanes, the
+    // mask's lanes above 0), with no copy of the accumulators in memory.
     const f32x16 b0 = pass.bias ? load16(pass.bias) : f32x16{}, b1 = pass.bias ? load16(pass.bias + 16) : f32x16{};
+#if defined(__clang__)
+#pragma unroll
+#else
+#pragma GCC unroll 12
+#endif
     for (int i = 0; i < M; ++i) {
       float* ci = c + i * ldc;
-      f32x16 v0 = load16(ci), v1 = load16(ci + 16);
+      f32x16 v0 = acc[i][0], v1 = acc[i][1];
+      if (accumulate) v0 = load16(ci) + v0, v1 = load16(ci + 16) + v1;
       if (pass.bias) v0 += b0, v1 += b1;  // not x + 0 when there is none: -0 stays -0
       if (pass.relu) {
         v0 = (f32x16)((i32x16)v0 & ~(v0 < f32x16{}));
@@ -22655,6 +22662,16 @@ struct avx512 {
       store16(ci, v0);
       store16(ci + 16, v1);
     }
+  }
+
+  /// An edge block (fewer than M rows or 32 columns): through a buffer, then the pass one
+  /// element at a time. Out of line, so that the full block's accumulators stay in registers.
+  template <int M>
+  __attribute__((target("avx2,fma,avx512f"), noinline)) static void store_edge(const f32x16 (&acc)[M][2], float* c,
+                                                                             std::int64_t ldc, bool accumulate, int rows,
+                                                                             int cols, sgemm_output_pass pass) {
+    store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+    pass.apply(c, ldc, rows, cols);
   }
 };
 
@@ -22681,6 +22698,7 @@ __attribute__((always_inline)) inline f32x8 fma(f32x8 a, f32x8 b, f32x8 c) {
 }
 __attribute__((always_inline)) inline f32x8 load8(const float* p) { return *reinterpret_cast<const f32x8_u*>(p); }
 __attribute__((always_inline)) inline void store8(float* p, f32x8 v) { *reinterpret_cast<f32x8_u*>(p) = v; }
+__attribute__((always_inline)) inline void store4(float* p, f32x4 v) { *reinterpret_cast<f32x4_u*>(p) = v; }
 __attribute__((always_inline)) inline f32x8 splat8(float x) { return x - f32x8{}; }
 
 struct avx2 {
@@ -22805,28 +22823,6 @@ struct strided {
   const float* at(std::int64_t i, std::int64_t j) const { return p + i * rs + j * cs; }
 };
 
-/// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
-/// [s*mr*kc + p*mr + i], rows past m zero.
-template <class Isa>
-void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
-  constexpr int mr = Isa::mr;
-  for (std::int64_t i0 = 0; i0 < m; i0 += mr) {
-    const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
-    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: read mr streams
-      const float* r[mr];
-      for (int i = 0; i < mr; ++i) r[i] = a.at(i0 + i, 0);
-      for (std::int64_t p = 0; p < kc; ++p, out += mr)
-        for (int i = 0; i < mr; ++i) out[i] = r[i][p];
-      continue;
-    }
-    for (std::int64_t p = 0; p < kc; ++p, out += mr) {
-      const float* col = a.at(i0, p);
-      for (int i = 0; i < rows; ++i) out[i] = col[i * a.rs];
-      for (int i = rows; i < mr; ++i) out[i] = 0.0f;
-    }
-  }
-}
-
 /// Shuffles within and across the two 128-bit halves of a ymm register, for transpose8.
 /// vunpcklps and vunpckhps: within each half, the low (high) two floats of x and y interleaved.
 __attribute__((always_inline)) inline f32x8 unpack_lo(f32x8 x, f32x8 y) {
@@ -22867,6 +22863,51 @@ inline void transpose8(const float* src, std::int64_t src_stride, float* dst, st
   store8(dst + 5 * dst_stride, halves_hi(u1, u5));
   store8(dst + 6 * dst_stride, halves_hi(u2, u6));
   store8(dst + 7 * dst_stride, halves_hi(u3, u7));
+}
+
+/// dst[r * dst_stride + c] = src[c * src_stride + r] for 4 rows of src by 8 columns.
+inline void transpose4x8(const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
+  const f32x8 r0 = load8(src), r1 = load8(src + src_stride), r2 = load8(src + 2 * src_stride);
+  const f32x8 r3 = load8(src + 3 * src_stride);
+  const f32x8 t0 = unpack_lo(r0, r1), t1 = unpack_hi(r0, r1), t2 = unpack_lo(r2, r3), t3 = unpack_hi(r2, r3);
+  // u0 holds column 0 of src in its low half and column 4 in its high half, u1 columns 1 and 5...
+  const f32x8 u[4] = {pairs_lo(t0, t2), pairs_hi(t0, t2), pairs_lo(t1, t3), pairs_hi(t1, t3)};
+  for (int j = 0; j < 4; ++j) {
+    store4(dst + j * dst_stride, __builtin_shufflevector(u[j], u[j], 0, 1, 2, 3));
+    store4(dst + (j + 4) * dst_stride, __builtin_shufflevector(u[j], u[j], 4, 5, 6, 7));
+  }
+}
+
+/// Rows [0, m) x depth [0, kc) of a, as slivers of mr rows: sliver s holds a(s*mr + i, p) at
+/// [s*mr*kc + p*mr + i], rows past m zero.
+template <class Isa>
+void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
+  constexpr int mr = Isa::mr;
+  for (std::int64_t i0 = 0; i0 < m; i0 += mr) {
+    const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
+    if (a.rs == 1 && rows == mr) {  // a transposed operand: a step's mr rows are contiguous
+      for (std::int64_t p = 0; p < kc; ++p, out += mr) std::memcpy(out, a.at(i0, p), mr * sizeof(float));
+      continue;
+    }
+    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: 8 steps at a time through transposes
+      std::int64_t p = 0;
+      if constexpr (mr == 12)
+        for (; p + 8 <= kc; p += 8, out += 8 * mr) {
+          transpose8(a.at(i0, p), a.rs, out, mr);
+          transpose4x8(a.at(i0 + 8, p), a.rs, out + 8, mr);
+        }
+      const float* r[mr];
+      for (int i = 0; i < mr; ++i) r[i] = a.at(i0 + i, 0);
+      for (; p < kc; ++p, out += mr)
+        for (int i = 0; i < mr; ++i) out[i] = r[i][p];
+      continue;
+    }
+    for (std::int64_t p = 0; p < kc; ++p, out += mr) {
+      const float* col = a.at(i0, p);
+      for (int i = 0; i < rows; ++i) out[i] = col[i * a.rs];
+      for (int i = rows; i < mr; ++i) out[i] = 0.0f;
+    }
+  }
 }
 
 /// Depth [0, kc) x columns [0, n) of b, as slivers of nr columns: sliver s holds b(p, s*nr + j)
@@ -23012,6 +23053,25 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
 
 namespace weft::cpu {
 
+namespace sgemm_detail {
+/// sgemm<avx512> compiled whole with AVX-512's target, so that the register block is inlined
+/// into the product's loops whatever the build's flags: called out of line from the AVX2
+/// region (a build without -march flags), an MLP's 784 x 128 x 512 weight gradient took 771
+/// us on an Emerald Rapids core where it takes 659 inlined.
+__attribute__((target("avx2,fma,avx512f"), flatten)) inline void sgemm_avx512(
+    std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc, const float* shared_a,
+    const float* shared_b, float alpha, bool accumulate, sgemm_output_pass pass) {
+  sgemm<avx512>(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
+}
+/// sgemm() with a given block.
+inline void sgemm_with(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out,
+                       std::int64_t ldc, const float* shared_a, const float* shared_b, float alpha, bool accumulate,
+                       sgemm_output_pass pass) {
+  if (isa == sgemm_isa::avx512) return sgemm_avx512(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
+  sgemm<avx2>(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
+}
+}  // namespace sgemm_detail
+
 /// Whether this CPU has what an ISA's register block needs: AVX2 and FMA, and AVX-512F for
 /// the AVX-512 block (checked once; __builtin_cpu_init first, so that a check from a static
 /// initializer that runs before libgcc's own sees the CPU).
@@ -23121,18 +23181,15 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {},
                   float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
-  sgemm_detail::with_isa(sgemm_best_isa(), [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha, accumulate, pass);
-  });
+  sgemm_detail::sgemm_with(sgemm_best_isa(), m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha,
+                           accumulate, pass);
 }
 /// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
 /// operand, as the packed layout depends on the block.
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
                   std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
                   float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
-  sgemm_detail::with_isa(isa, [&]<class Isa>(Isa) {
-    sgemm_detail::sgemm<Isa>(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate, pass);
-  });
+  sgemm_detail::sgemm_with(isa, m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate, pass);
 }
 
 }  // namespace weft::cpu
