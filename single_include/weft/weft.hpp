@@ -22529,8 +22529,8 @@ enum class sgemm_isa { avx2, avx512 };
 
 namespace sgemm_detail {
 
-/// Eight and sixteen floats in a ymm or zmm register; the _u types read and write floats at
-/// any alignment (vmovups) and may alias them.
+/// Four, eight and sixteen floats in an xmm, ymm or zmm register; the _u types read and
+/// write floats at any alignment (vmovups) and may alias them.
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef float f32x8_u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef float f32x4 __attribute__((vector_size(16)));
