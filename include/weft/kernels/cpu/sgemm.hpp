@@ -449,7 +449,9 @@ void pack_a(std::int64_t m, std::int64_t kc, strided a, float* out) {
       for (std::int64_t p = 0; p < kc; ++p, out += mr) std::memcpy(out, a.at(i0, p), mr * sizeof(float));
       continue;
     }
-    if (a.cs == 1 && rows == mr) {  // rows contiguous in depth: 8 steps at a time through transposes
+    // Rows contiguous in depth: the AVX-512 block's 12 rows 8 steps at a time through
+    // transposes, the rest of the depth (and the AVX2 block's 6 rows) a float at a time.
+    if (a.cs == 1 && rows == mr) {
       std::int64_t p = 0;
       if constexpr (mr == 12)
         for (; p + 8 <= kc; p += 8, out += 8 * mr) {
