@@ -141,6 +141,28 @@ static void BM_weft_mlp_product(benchmark::State& state, mlp_product p, int thre
   set_product_flops(state, p);
 }
 
+// A layer's forward product with its bias (one _FusedMatMulBiasAdd), the weight fed with
+// each run (packed by each product) or held by a variable that no step writes (packed once,
+// from the second product on: inference), in one run.
+static void BM_weft_dense_forward(benchmark::State& state, mlp_product p, int threads, bool variable) {
+  graph g;
+  auto& a = g.placeholder(dtype::float32, shape{p.m, p.k}, "a");
+  const tensor weight = ramp(p.k, p.n);
+  output b = variable ? g.variable(dtype::float32, shape{p.k, p.n}, "w").out(0) : g.placeholder(dtype::float32, shape{p.k, p.n}, "b").out(0);
+  auto& bias = g.constant(tensor::from_vector(std::vector<float>(static_cast<std::size_t>(p.n), 0.25f), shape{p.n}));
+  auto& y = g.op("BiasAdd", {g.op("MatMul", {a, b}), bias});
+  const node* init = variable ? &g.op("Assign", {b, g.constant(weight)}) : nullptr;
+  session_options o;
+  o.inter_op_threads = 0;
+  o.intra_op_threads = threads;
+  session s(g, o);
+  feed_list feeds{{a, ramp(p.m, p.k)}};
+  if (init) s.run({}, {}, {*init});
+  else feeds.push_back({b, weight});
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(feeds, {y}));
+  set_product_flops(state, p);
+}
+
 static void BM_eigen_mlp_product(benchmark::State& state, mlp_product p) {
   using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   auto ta = p.ta ? ramp(p.k, p.m) : ramp(p.m, p.k), tb = p.tb ? ramp(p.n, p.k) : ramp(p.k, p.n);
@@ -199,6 +221,14 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark((std::string("eigen_mlp_product/") + p.name + "/threads:1").c_str(), BM_eigen_mlp_product, p)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
+    if (!p.ta && !p.tb)
+      for (int t : {1, 2})
+        for (bool variable : {false, true})
+          benchmark::RegisterBenchmark((std::string("weft_dense_forward/") + p.name + (variable ? "/weight_held" : "/weight_fed") +
+                                        "/threads:" + std::to_string(t)).c_str(),
+                                       BM_weft_dense_forward, p, t, variable)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
 #ifdef WEFT_OWN_SGEMM
     for (auto isa : {cpu::sgemm_isa::avx2, cpu::sgemm_isa::avx512})
       if (cpu::sgemm_supported(isa))

@@ -492,6 +492,77 @@ TEST_CASE("folding gradient updates: a weight's step runs as one GEMM into the v
   }
 }
 
+TEST_CASE("a weight read again unchanged is packed once for the products that read it, until a write") {
+  // h = relu(x w + bias) (one _FusedMatMulBiasAdd), the fused update w -= 0.05 x^T dz, and an
+  // Assign of w. Forward runs without a write between them: the second packs a copy of w
+  // that the variable keeps, the later ones read it; an update or an Assign drops it. Each
+  // product is checked against the sum in double of the weight as the steps left it.
+  const std::int64_t batch = 24, in = 150, out = 70;
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    graph g;
+    auto w = g.variable(dtype::float32, {in, out}, node_options("w")).out(0);
+    const auto w0 = wave(in * out, 0.3), w1 = wave(in * out, 0.9), bias = wave(out, 0.2);
+    std::vector<double> want(w0.begin(), w0.end());
+    auto& init = g.op("Assign", {w, g.constant(tensor::from_vector(w0, shape{in, out}))}, {}, "init");
+    auto& set = g.op("Assign", {w, g.constant(tensor::from_vector(w1, shape{in, out}))}, {}, "set");
+    auto& x = g.placeholder(dtype::float32, {batch, in}, "x");
+    auto& dz = g.placeholder(dtype::float32, {batch, out}, "dz");
+    auto& h = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, w}, {}, "mm"), g.constant(tensor::from_vector(bias, shape{out}))})}, {}, "h");
+    auto& grad = g.op("MatMul", {x, dz}, {{"transpose_a", true}}, "grad");
+    auto& step = g.op("ApplyGradientDescent", {w, g.constant(tensor::scalar(0.05f), "rate"), grad}, {}, "step");
+    session s(g, fusing(threads, true));
+    s.run({}, {}, {init});
+    auto var = s.resources().find_variable("", "w");
+    REQUIRE(var);
+    int kept = 0;
+    // Per round: `forwards` products, then a write (0: an update, 1: an Assign).
+    for (auto [forwards, write] : {std::pair<int, int>{3, 0}, {1, 0}, {4, 1}, {2, 0}, {3, 0}}) {
+      const auto dzs = wave(batch * out, 2.0 + forwards);
+      std::vector<float> xs;
+      for (int f = 0; f < forwards; ++f) {
+        INFO("forward " << f << " of " << forwards);
+        xs = wave(batch * in, 1.0 + f + 3 * forwards);
+        const auto got = s.run({{"x", tensor::from_vector(xs, shape{batch, in})}}, {h}).at(0).to_vector<float>();
+        int bad = 0;
+        for (std::int64_t i = 0; i < batch; ++i)
+          for (std::int64_t j = 0; j < out; ++j) {
+            double sum = bias[static_cast<std::size_t>(j)], magnitude = std::abs(sum);
+            for (std::int64_t p = 0; p < in; ++p) {
+              const double term = static_cast<double>(xs[static_cast<std::size_t>(i * in + p)]) * want[static_cast<std::size_t>(p * out + j)];
+              sum += term;
+              magnitude += std::abs(term);
+            }
+            // The weight's own error (from the updates so far) and the sum's roundings.
+            const double bound = std::ldexp(1.0, -22) * static_cast<double>(in + 6 * batch) * (magnitude + 1.0);
+            if (!(std::abs(static_cast<double>(got[static_cast<std::size_t>(i * out + j)]) - std::max(sum, 0.0)) <= bound)) ++bad;
+          }
+        CHECK(bad == 0);
+#ifdef WEFT_OWN_SGEMM
+        // Kept from the second product of an unchanged weight on.
+        if (cpu::sgemm_supported()) CHECK(static_cast<bool>(var->derived(var->value())) == (f >= 1));
+#endif
+        kept += var->derived(var->value()) ? 1 : 0;
+      }
+      if (write == 1) {
+        s.run({}, {}, {set});
+        want.assign(w1.begin(), w1.end());
+      } else {
+        s.run({{"x", tensor::from_vector(xs, shape{batch, in})}, {"dz", tensor::from_vector(dzs, shape{batch, out})}}, {}, {step});
+        for (std::int64_t i = 0; i < in; ++i)
+          for (std::int64_t j = 0; j < out; ++j)
+            for (std::int64_t p = 0; p < batch; ++p)
+              want[static_cast<std::size_t>(i * out + j)] -= 0.05 * static_cast<double>(xs[static_cast<std::size_t>(p * in + i)]) *
+                                                            static_cast<double>(dzs[static_cast<std::size_t>(p * out + j)]);
+      }
+      CHECK(!var->derived(var->value()));  // a write drops it
+    }
+#ifdef WEFT_OWN_SGEMM
+    if (cpu::sgemm_supported()) CHECK(kept == 8);
+#endif
+  }
+}
+
 namespace {
 // w (3 x 2) -= rate * x^T dz in the given dtype, with the gradient named "grad" and the
 // update "step"; `norm` adds a reduction that reads the gradient too.

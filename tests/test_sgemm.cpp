@@ -321,6 +321,44 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool 
 }
 }  // namespace
 
+TEST_CASE("a product reads a weight packed before as b, whole or from a sliver on, as if it packed the weight itself") {
+  // A weight (m x n) packed once (packed_weight: sgemm_pack_b's layout for this CPU's block;
+  // edges of its slivers and of its depth panels); a product that reads the copy equals, bit
+  // for bit, one that packs the weight itself: all columns, and columns [32, n) from the
+  // copy's second sliver of 32 (a part of a product split by columns).
+  for (auto [m, n] : {std::pair<std::int64_t, std::int64_t>{7, 40}, {13, 33}, {25, 65}, {150, 64}, {128, 32}, {300, 70}, {784, 96}}) {
+    INFO("weight " << m << " x " << n);
+    const std::vector<float> w = pattern(m * n, 0.7), x = pattern(20 * m, 2.1);
+    const cpu::packed_weight packed(m, n, w.data());
+    REQUIRE(packed.fits(m, n));
+    std::vector<float> direct(static_cast<std::size_t>(20 * n)), from_copy(direct.size(), 9.0f);
+    cpu::sgemm(20, n, m, x.data(), m, 1, w.data(), n, 1, direct.data(), n);
+    check({20, n, m, false, false, x, w}, direct, n, 0.0f);
+    cpu::sgemm(20, n, m, x.data(), m, 1, w.data(), n, 1, from_copy.data(), n, {nullptr, packed.data, n, 0});
+    CHECK(std::memcmp(direct.data(), from_copy.data(), direct.size() * sizeof(float)) == 0);
+    std::fill(from_copy.begin(), from_copy.end(), 9.0f);
+    cpu::sgemm(20, n - 32, m, x.data(), m, 1, w.data() + 32, n, 1, from_copy.data() + 32, n, {nullptr, packed.data, n, 32});
+    int differ = 0;
+    for (std::int64_t i = 0; i < 20; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const float got = from_copy[static_cast<std::size_t>(i * n + j)];
+        if (j < 32 ? got != 9.0f : std::memcmp(&got, &direct[static_cast<std::size_t>(i * n + j)], sizeof got) != 0) ++differ;
+      }
+    CHECK(differ == 0);
+    // Columns [16, n): not the start of a sliver of the copy, which the product then ignores.
+    if (n > 40) {
+      std::fill(from_copy.begin(), from_copy.end(), 9.0f);
+      cpu::sgemm(20, n - 16, m, x.data(), m, 1, w.data() + 16, n, 1, from_copy.data() + 16, n, {nullptr, packed.data, n, 16});
+      int wrong = 0;
+      for (std::int64_t i = 0; i < 20; ++i)
+        for (std::int64_t j = 16; j < n; ++j)
+          if (std::memcmp(&from_copy[static_cast<std::size_t>(i * n + j)], &direct[static_cast<std::size_t>(i * n + j)], sizeof(float)) != 0)
+            ++wrong;
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads") {
   cpu::register_core_kernels();
   cpu::register_matmul_kernel<float>();

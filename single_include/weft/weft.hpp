@@ -12182,6 +12182,7 @@ class device_factory_registry {
 /// resource_manager share them; reset(container) drops a container's state.
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12207,6 +12208,11 @@ class resource_base {
 /// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
 class resource_variable final : public resource_base {
  public:
+  /// A form of the value that a kernel makes from it and keeps with the variable (derived()).
+  struct derived_form {
+    virtual ~derived_form() = default;
+  };
+
   static constexpr std::string_view kind_name = "variable";  ///< its kind, in messages
   std::string_view kind() const noexcept override { return kind_name; }
   /// An uninitialized variable of dtype t and shape s.
@@ -12234,6 +12240,7 @@ class resource_variable final : public resource_base {
   /// Replaces the value (readers keep the one they took).
   void assign(tensor v) {
     std::unique_lock lock(mutex_);
+    wrote();
     value_ = std::move(v);
   }
   /// Applies f(old) -> new under the lock: a read-modify-write that concurrent steps cannot tear.
@@ -12242,6 +12249,7 @@ class resource_variable final : public resource_base {
     std::unique_lock lock(mutex_);
     if (!value_.valid())
       fail(error_code::failed_precondition, "variable '", name_, "' is updated before it was initialized");
+    wrote();
     value_ = f(static_cast<const tensor&>(value_));
     return value_;
   }
@@ -12267,19 +12275,62 @@ class resource_variable final : public resource_base {
       if (!v->value_.valid())
         fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
       if (!v->value_.sole_owner()) v->value_ = copy(v->value_);
+      v->wrote();
       values.push_back(&v->value_);
     }
     f(values);
   }
 
+  /// A form of the value made from it by a kernel (MatMul's packed copy of a weight,
+  /// cpu/matmul.hpp's packed_weight) while it is the form of `read`: a value taken from this
+  /// variable that is still its value, unwritten since the form was kept (every assign,
+  /// update and update_in_place is a write, and drops the form); else null.
+  std::shared_ptr<const derived_form> derived(const tensor& read) const {
+    std::shared_lock lock(mutex_);
+    if (!derived_ || derived_at_ != writes_ || !is_value(read)) return nullptr;
+    return derived_;
+  }
+  /// Whether `read` is the value and was the value at the last call too (no write between):
+  /// a value read a second time is worth a derived form (a weight read by inference's steps),
+  /// one read once per write is not (a weight that each training step updates). `at` is
+  /// then the value's write count, for keep_derived.
+  bool read_again(const tensor& read, std::uint64_t& at) {
+    std::unique_lock lock(mutex_);
+    const bool again = last_read_ == writes_ && is_value(read);
+    last_read_ = at = writes_;
+    return again;
+  }
+  /// Keeps d as the form of `read` (derived()) if read is still the value, unwritten since
+  /// read_again gave `at`.
+  void keep_derived(const tensor& read, std::uint64_t at, std::shared_ptr<derived_form> d) {
+    std::unique_lock lock(mutex_);
+    if (writes_ != at || !is_value(read)) return;
+    derived_ = std::move(d);
+    derived_at_ = at;
+  }
+
  private:
   static tensor host_copy(const tensor& t) { return t.copy(); }
+  /// Whether `read` is value_ itself (the buffer, the first element and the shape; the
+  /// caller holds the lock).
+  bool is_value(const tensor& read) const noexcept {
+    return value_.shares_buffer_with(read) && value_.raw_data() == read.raw_data() && value_.shape() == read.shape();
+  }
+  /// A write: counted, and the derived form dropped.
+  void wrote() noexcept {
+    ++writes_;
+    derived_.reset();
+  }
 
   dtype dtype_;
   partial_shape shape_;
   std::string name_;
   mutable std::shared_mutex mutex_;
   tensor value_;
+  std::uint64_t writes_ = 0;               ///< assigns and updates so far
+  std::uint64_t last_read_ = ~std::uint64_t{0};  ///< writes_ at the last read_again
+  std::shared_ptr<derived_form> derived_;  ///< a kernel's form of the value (derived())
+  std::uint64_t derived_at_ = 0;           ///< writes_ when derived_ was kept
 };
 
 /// The state a session keeps across steps (whitepaper §4.6): variables, queues, readers,
@@ -12486,6 +12537,9 @@ class kernel_context {
     if (!r) fail(error_code::internal, "input ", i, " is not a variable reference");
     return r;
   }
+  /// The variable that input i's value was read from this step (a weight read by MatMul), or
+  /// null: a kernel may keep a form of the value with it (resource_variable::derived).
+  resource_variable* input_variable(int i) const { return inputs_[static_cast<std::size_t>(i)].ref.get(); }
   /// The node's attr `key` as T (dtype, std::int64_t, float, bool, std::string, shape,
   /// tensor, or a list of them); a missing attr or another kind is an error naming the node.
   template <class T>
@@ -22478,6 +22532,10 @@ namespace weft::cpu {
 struct sgemm_shared {
   const float* a = nullptr;  ///< packed rows, or null
   const float* b = nullptr;  ///< packed columns, or null
+  /// The columns b holds when it is a whole matrix packed before (a weight's packed copy)
+  /// and the product reads columns [b_column0, b_column0 + n) of it (b_column0 a multiple of
+  /// 32); 0: b holds the product's n columns.
+  std::int64_t b_columns = 0, b_column0 = 0;
 };
 
 /// What a product's output pass applies once the sum is complete: bias[j] added to column j
@@ -22979,14 +23037,14 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
 }
 
 /// c(m, n) = alpha * a(m, k) * b(k, n), or c += that when `accumulate`, k >= 1, c row-major
-/// with row stride ldc. shared_a, when
-/// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
-/// n <= nc_max): the blocks of a product split across threads share the packed operand that
-/// all of them read.
+/// with row stride ldc. shared.a, when
+/// given, is pack_all_a of these m rows; shared.b is pack_all_b of these n columns, or of
+/// shared.b_columns from which these are the ones from shared.b_column0 on (then n <=
+/// nc_max): the blocks of a product split across threads share the packed operand that all
+/// of them read, and a weight's packed copy is read as it is.
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
-             const float* shared_a = nullptr, const float* shared_b = nullptr, float alpha = 1.0f,
-             bool accumulate = false, sgemm_output_pass pass = {}) {
+             sgemm_shared shared = {}, float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
   constexpr int mr = Isa::mr, nr = Isa::nr;
   constexpr std::int64_t nc_max = Isa::nc_max;
   const panels ps(k, Isa::kc_max);
@@ -22999,12 +23057,13 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
       const std::int64_t kc = std::min(ps.step, k - pc);
       const bool last = pc + kc >= k;  // the output pass goes with the last panel's blocks
       const float* panel_b = packed_b;
-      if (shared_b) panel_b = shared_b + q * round_up(n, nr) * ps.step;
+      if (shared.b)
+        panel_b = shared.b + q * round_up(shared.b_columns ? shared.b_columns : n, nr) * ps.step + shared.b_column0 * kc;
       else pack_b<Isa>(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
         const float* block_a = packed_a;
-        if (shared_a) block_a = shared_a + q * round_up(m, mr) * ps.step + ic * kc;
+        if (shared.a) block_a = shared.a + q * round_up(m, mr) * ps.step + ic * kc;
         else pack_a<Isa>(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
         for (std::int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
@@ -23023,7 +23082,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
 /// the output pass, as sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
-           const float* shared_a, const float* shared_b, float alpha, bool accumulate, sgemm_output_pass pass) {
+           sgemm_shared shared, float alpha, bool accumulate, sgemm_output_pass pass) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate)
@@ -23032,16 +23091,17 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
   }
   // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
   // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of mr.
-  if (n < Isa::nr && m > n && !shared_a && !shared_b) {
+  if (n < Isa::nr && m > n && !shared.a && !shared.b) {
     thread_local scratch transposed;
     float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
-    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, nullptr, nullptr, alpha);
+    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, {}, alpha);
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = accumulate ? out[i * ldc + j] + t[j * m + i] : t[j * m + i];
     return pass.apply(out, ldc, m, n);
   }
   // A shared b holds one panel of columns: wider products pack b themselves.
-  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate, pass);
+  if (n > Isa::nc_max || (shared.b_columns && (shared.b_columns > Isa::nc_max || shared.b_column0 % Isa::nr))) shared.b = nullptr;
+  product<Isa>(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
 }
 
 }  // namespace sgemm_detail
@@ -23061,16 +23121,16 @@ namespace sgemm_detail {
 /// region (a build without -march flags), an MLP's 784 x 128 x 512 weight gradient took 771
 /// us on an Emerald Rapids core where it takes 659 inlined.
 __attribute__((target("avx2,fma,avx512f"), flatten)) inline void sgemm_avx512(
-    std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc, const float* shared_a,
-    const float* shared_b, float alpha, bool accumulate, sgemm_output_pass pass) {
-  sgemm<avx512>(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
+    std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc, sgemm_shared shared,
+    float alpha, bool accumulate, sgemm_output_pass pass) {
+  sgemm<avx512>(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
 }
 /// sgemm() with a given block.
 inline void sgemm_with(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out,
-                       std::int64_t ldc, const float* shared_a, const float* shared_b, float alpha, bool accumulate,
+                       std::int64_t ldc, sgemm_shared shared, float alpha, bool accumulate,
                        sgemm_output_pass pass) {
-  if (isa == sgemm_isa::avx512) return sgemm_avx512(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
-  sgemm<avx2>(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
+  if (isa == sgemm_isa::avx512) return sgemm_avx512(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
+  sgemm<avx2>(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
 }
 }  // namespace sgemm_detail
 
@@ -23183,7 +23243,7 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {},
                   float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
-  sgemm_detail::sgemm_with(sgemm_best_isa(), m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha,
+  sgemm_detail::sgemm_with(sgemm_best_isa(), m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared, alpha,
                            accumulate, pass);
 }
 /// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
@@ -23191,7 +23251,7 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
                   std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
                   float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
-  sgemm_detail::sgemm_with(isa, m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate, pass);
+  sgemm_detail::sgemm_with(isa, m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, {}, alpha, accumulate, pass);
 }
 
 }  // namespace weft::cpu
@@ -23457,6 +23517,7 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
                [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false,
                [[maybe_unused]] sgemm_output_pass pass = {}) {
+  if (shared.b_columns) shared.b_column0 = c0;  // a whole packed b: this part's columns of it
   if constexpr (std::is_same_v<T, float>) {
     // sgemm's blocks apply the pass (below); after Eigen's GEMM or GEMV it runs over the part.
     bool in_blocks = false;
@@ -23526,9 +23587,13 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 /// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
 /// unsigned arithmetic wraps, and its bits are the two's complement result that TensorFlow's
 /// integer MatMul gives.
+///
+/// `packed_b` (float, null by default) is op(b) packed whole for sgemm_best_isa() (a
+/// weight's packed_weight): no part packs b.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
-          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false, sgemm_output_pass pass = {}) {
+          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false, sgemm_output_pass pass = {},
+          const float* packed_b = nullptr) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return gemm<U>(ctx, reinterpret_cast<const U*>(a), reinterpret_cast<const U*>(b), reinterpret_cast<U*>(out), m, k, n,
@@ -23544,10 +23609,11 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
+  const sgemm_shared prepacked{nullptr, packed_b, packed_b ? n : 0, 0};
   if (threads == 1 || flops < 2e6 || extent < 2 * threads)
-    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate, pass);
+    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, prepacked, alpha, accumulate, pass);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
-  sgemm_shared shared;
+  sgemm_shared shared = prepacked;
 #ifdef WEFT_OWN_SGEMM
   // The operand every block reads whole is packed once for all of them (packing it per
   // block cost a quarter of a split product's time), by the threads that run the blocks,
@@ -23562,7 +23628,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
         float* buffer = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
         packing.emplace(sgemm_shared_packing::operand::a, m, k, a, ta ? 1 : k, ta ? m : 1, buffer);
         shared.a = buffer;
-      } else if (!by_columns && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
+      } else if (!by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
         float* buffer = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
         packing.emplace(sgemm_shared_packing::operand::b, n, k, b, tb ? 1 : n, tb ? k : 1, buffer);
         shared.b = buffer;
@@ -23720,6 +23786,46 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
+#ifdef WEFT_OWN_SGEMM
+/// A float weight (k x n) packed as sgemm_pack_b packs it for sgemm_best_isa(), kept with its
+/// variable (resource_variable::derived) while the weight does not change: MatMuls that read
+/// the weight as b, untransposed, use it instead of packing b each time (inference, or the
+/// steps of a loop that reads a weight each iteration).
+struct packed_weight final : resource_variable::derived_form {
+  sgemm_isa isa;        ///< the block whose layout it has
+  std::int64_t k, n;    ///< the weight's shape
+  std::unique_ptr<float[]> storage;
+  float* data;          ///< 64-byte aligned within storage
+  /// w (k x n, row-major) packed.
+  packed_weight(std::int64_t rows, std::int64_t cols, const float* w)
+      : isa(sgemm_best_isa()), k(rows), n(cols), storage(new float[static_cast<std::size_t>(sgemm_packed_size_b(rows, cols)) + 16]),
+        data(storage.get() + (16 - reinterpret_cast<std::uintptr_t>(storage.get()) / sizeof(float) % 16) % 16) {
+    sgemm_pack_b(rows, cols, w, cols, 1, data);
+  }
+  /// Whether it is the layout a k x n weight has for this CPU's block.
+  bool fits(std::int64_t rows, std::int64_t cols) const noexcept { return rows == k && cols == n && isa == sgemm_best_isa(); }
+};
+
+/// The packed copy of the weight that input i holds (op(b) of a float product, k x n, not
+/// transposed), or null. A variable keeps one from the second read of an unchanged value on
+/// (a training step, which reads each weight once before it updates it, never packs a
+/// copy); a product of fewer than 32 columns takes sgemm's transposed path and never reads
+/// one.
+inline std::shared_ptr<const packed_weight> weight_packed_as_b(const kernel_context& ctx, int i, std::int64_t k,
+                                                               std::int64_t n, bool tb) {
+  resource_variable* v = ctx.input_variable(i);
+  const tensor& w = ctx.input(i);
+  if (!v || tb || k < 1 || n < 32 || !sgemm_supported() || w.dtype() != dtype::float32 || w.rank() != 2) return nullptr;
+  auto kept = std::dynamic_pointer_cast<const packed_weight>(v->derived(w));
+  if (kept && kept->fits(k, n)) return kept;
+  std::uint64_t at = 0;
+  if (!v->read_again(w, at)) return nullptr;
+  auto made = std::make_shared<packed_weight>(k, n, w.data<float>());
+  v->keep_derived(w, at, made);
+  return made;
+}
+#endif
+
 /// m, k and n of a product op(a)(m, k) op(b)(k, n).
 struct product_dims {
   std::int64_t m;  ///< rows of op(a)
@@ -23752,8 +23858,13 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
+    const float* packed_b = nullptr;
+#ifdef WEFT_OWN_SGEMM
+    const auto packed = weight_packed_as_b(ctx, 1, k, n, tb_);
+    if (packed) packed_b = packed->data;
+#endif
     gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
-                {bias.data<float>(), relu_});
+                {bias.data<float>(), relu_}, packed_b);
   }
 
  private:

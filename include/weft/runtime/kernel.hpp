@@ -156,6 +156,9 @@ class kernel_context {
     if (!r) fail(error_code::internal, "input ", i, " is not a variable reference");
     return r;
   }
+  /// The variable that input i's value was read from this step (a weight read by MatMul), or
+  /// null: a kernel may keep a form of the value with it (resource_variable::derived).
+  resource_variable* input_variable(int i) const { return inputs_[static_cast<std::size_t>(i)].ref.get(); }
   /// The node's attr `key` as T (dtype, std::int64_t, float, bool, std::string, shape,
   /// tensor, or a list of them); a missing attr or another kind is an error naming the node.
   template <class T>

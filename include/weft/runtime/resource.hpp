@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,11 @@ class resource_base {
 /// when no reader holds it (copy on write). (Not `variable`: that is the DSL's function.)
 class resource_variable final : public resource_base {
  public:
+  /// A form of the value that a kernel makes from it and keeps with the variable (derived()).
+  struct derived_form {
+    virtual ~derived_form() = default;
+  };
+
   static constexpr std::string_view kind_name = "variable";  ///< its kind, in messages
   std::string_view kind() const noexcept override { return kind_name; }
   /// An uninitialized variable of dtype t and shape s.
@@ -59,6 +65,7 @@ class resource_variable final : public resource_base {
   /// Replaces the value (readers keep the one they took).
   void assign(tensor v) {
     std::unique_lock lock(mutex_);
+    wrote();
     value_ = std::move(v);
   }
   /// Applies f(old) -> new under the lock: a read-modify-write that concurrent steps cannot tear.
@@ -67,6 +74,7 @@ class resource_variable final : public resource_base {
     std::unique_lock lock(mutex_);
     if (!value_.valid())
       fail(error_code::failed_precondition, "variable '", name_, "' is updated before it was initialized");
+    wrote();
     value_ = f(static_cast<const tensor&>(value_));
     return value_;
   }
@@ -92,19 +100,62 @@ class resource_variable final : public resource_base {
       if (!v->value_.valid())
         fail(error_code::failed_precondition, "variable '", v->name_, "' is updated before it was initialized");
       if (!v->value_.sole_owner()) v->value_ = copy(v->value_);
+      v->wrote();
       values.push_back(&v->value_);
     }
     f(values);
   }
 
+  /// A form of the value made from it by a kernel (MatMul's packed copy of a weight,
+  /// cpu/matmul.hpp's packed_weight) while it is the form of `read`: a value taken from this
+  /// variable that is still its value, unwritten since the form was kept (every assign,
+  /// update and update_in_place is a write, and drops the form); else null.
+  std::shared_ptr<const derived_form> derived(const tensor& read) const {
+    std::shared_lock lock(mutex_);
+    if (!derived_ || derived_at_ != writes_ || !is_value(read)) return nullptr;
+    return derived_;
+  }
+  /// Whether `read` is the value and was the value at the last call too (no write between):
+  /// a value read a second time is worth a derived form (a weight read by inference's steps),
+  /// one read once per write is not (a weight that each training step updates). `at` is
+  /// then the value's write count, for keep_derived.
+  bool read_again(const tensor& read, std::uint64_t& at) {
+    std::unique_lock lock(mutex_);
+    const bool again = last_read_ == writes_ && is_value(read);
+    last_read_ = at = writes_;
+    return again;
+  }
+  /// Keeps d as the form of `read` (derived()) if read is still the value, unwritten since
+  /// read_again gave `at`.
+  void keep_derived(const tensor& read, std::uint64_t at, std::shared_ptr<derived_form> d) {
+    std::unique_lock lock(mutex_);
+    if (writes_ != at || !is_value(read)) return;
+    derived_ = std::move(d);
+    derived_at_ = at;
+  }
+
  private:
   static tensor host_copy(const tensor& t) { return t.copy(); }
+  /// Whether `read` is value_ itself (the buffer, the first element and the shape; the
+  /// caller holds the lock).
+  bool is_value(const tensor& read) const noexcept {
+    return value_.shares_buffer_with(read) && value_.raw_data() == read.raw_data() && value_.shape() == read.shape();
+  }
+  /// A write: counted, and the derived form dropped.
+  void wrote() noexcept {
+    ++writes_;
+    derived_.reset();
+  }
 
   dtype dtype_;
   partial_shape shape_;
   std::string name_;
   mutable std::shared_mutex mutex_;
   tensor value_;
+  std::uint64_t writes_ = 0;               ///< assigns and updates so far
+  std::uint64_t last_read_ = ~std::uint64_t{0};  ///< writes_ at the last read_again
+  std::shared_ptr<derived_form> derived_;  ///< a kernel's form of the value (derived())
+  std::uint64_t derived_at_ = 0;           ///< writes_ when derived_ was kept
 };
 
 /// The state a session keeps across steps (whitepaper §4.6): variables, queues, readers,

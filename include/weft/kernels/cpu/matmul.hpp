@@ -80,6 +80,7 @@ void gemm_part(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
                bool adjoint, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
                [[maybe_unused]] sgemm_shared shared = {}, T alpha = T(1), bool accumulate = false,
                [[maybe_unused]] sgemm_output_pass pass = {}) {
+  if (shared.b_columns) shared.b_column0 = c0;  // a whole packed b: this part's columns of it
   if constexpr (std::is_same_v<T, float>) {
     // sgemm's blocks apply the pass (below); after Eigen's GEMM or GEMV it runs over the part.
     bool in_blocks = false;
@@ -149,9 +150,13 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 /// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
 /// unsigned arithmetic wraps, and its bits are the two's complement result that TensorFlow's
 /// integer MatMul gives.
+///
+/// `packed_b` (float, null by default) is op(b) packed whole for sgemm_best_isa() (a
+/// weight's packed_weight): no part packs b.
 template <class T>
 void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, std::int64_t n,
-          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false, sgemm_output_pass pass = {}) {
+          bool ta, bool tb, bool adjoint, T alpha = T(1), bool accumulate = false, sgemm_output_pass pass = {},
+          const float* packed_b = nullptr) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return gemm<U>(ctx, reinterpret_cast<const U*>(a), reinterpret_cast<const U*>(b), reinterpret_cast<U*>(out), m, k, n,
@@ -167,10 +172,11 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool by_columns = m > 1 && n > m;
   const std::int64_t extent = by_columns ? n : m;
+  const sgemm_shared prepacked{nullptr, packed_b, packed_b ? n : 0, 0};
   if (threads == 1 || flops < 2e6 || extent < 2 * threads)
-    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, {}, alpha, accumulate, pass);
+    return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, prepacked, alpha, accumulate, pass);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
-  sgemm_shared shared;
+  sgemm_shared shared = prepacked;
 #ifdef WEFT_OWN_SGEMM
   // The operand every block reads whole is packed once for all of them (packing it per
   // block cost a quarter of a split product's time), by the threads that run the blocks,
@@ -185,7 +191,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
         float* buffer = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
         packing.emplace(sgemm_shared_packing::operand::a, m, k, a, ta ? 1 : k, ta ? m : 1, buffer);
         shared.a = buffer;
-      } else if (!by_columns && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
+      } else if (!by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
         float* buffer = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
         packing.emplace(sgemm_shared_packing::operand::b, n, k, b, tb ? 1 : n, tb ? k : 1, buffer);
         shared.b = buffer;
@@ -343,6 +349,46 @@ struct batch_matmul_kernel final : op_kernel {
   bool ax_, ay_;
 };
 
+#ifdef WEFT_OWN_SGEMM
+/// A float weight (k x n) packed as sgemm_pack_b packs it for sgemm_best_isa(), kept with its
+/// variable (resource_variable::derived) while the weight does not change: MatMuls that read
+/// the weight as b, untransposed, use it instead of packing b each time (inference, or the
+/// steps of a loop that reads a weight each iteration).
+struct packed_weight final : resource_variable::derived_form {
+  sgemm_isa isa;        ///< the block whose layout it has
+  std::int64_t k, n;    ///< the weight's shape
+  std::unique_ptr<float[]> storage;
+  float* data;          ///< 64-byte aligned within storage
+  /// w (k x n, row-major) packed.
+  packed_weight(std::int64_t rows, std::int64_t cols, const float* w)
+      : isa(sgemm_best_isa()), k(rows), n(cols), storage(new float[static_cast<std::size_t>(sgemm_packed_size_b(rows, cols)) + 16]),
+        data(storage.get() + (16 - reinterpret_cast<std::uintptr_t>(storage.get()) / sizeof(float) % 16) % 16) {
+    sgemm_pack_b(rows, cols, w, cols, 1, data);
+  }
+  /// Whether it is the layout a k x n weight has for this CPU's block.
+  bool fits(std::int64_t rows, std::int64_t cols) const noexcept { return rows == k && cols == n && isa == sgemm_best_isa(); }
+};
+
+/// The packed copy of the weight that input i holds (op(b) of a float product, k x n, not
+/// transposed), or null. A variable keeps one from the second read of an unchanged value on
+/// (a training step, which reads each weight once before it updates it, never packs a
+/// copy); a product of fewer than 32 columns takes sgemm's transposed path and never reads
+/// one.
+inline std::shared_ptr<const packed_weight> weight_packed_as_b(const kernel_context& ctx, int i, std::int64_t k,
+                                                               std::int64_t n, bool tb) {
+  resource_variable* v = ctx.input_variable(i);
+  const tensor& w = ctx.input(i);
+  if (!v || tb || k < 1 || n < 32 || !sgemm_supported() || w.dtype() != dtype::float32 || w.rank() != 2) return nullptr;
+  auto kept = std::dynamic_pointer_cast<const packed_weight>(v->derived(w));
+  if (kept && kept->fits(k, n)) return kept;
+  std::uint64_t at = 0;
+  if (!v->read_again(w, at)) return nullptr;
+  auto made = std::make_shared<packed_weight>(k, n, w.data<float>());
+  v->keep_derived(w, at, made);
+  return made;
+}
+#endif
+
 /// m, k and n of a product op(a)(m, k) op(b)(k, n).
 struct product_dims {
   std::int64_t m;  ///< rows of op(a)
@@ -375,8 +421,13 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
+    const float* packed_b = nullptr;
+#ifdef WEFT_OWN_SGEMM
+    const auto packed = weight_packed_as_b(ctx, 1, k, n, tb_);
+    if (packed) packed_b = packed->data;
+#endif
     gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
-                {bias.data<float>(), relu_});
+                {bias.data<float>(), relu_}, packed_b);
   }
 
  private:

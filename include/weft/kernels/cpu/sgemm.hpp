@@ -38,6 +38,10 @@ namespace weft::cpu {
 struct sgemm_shared {
   const float* a = nullptr;  ///< packed rows, or null
   const float* b = nullptr;  ///< packed columns, or null
+  /// The columns b holds when it is a whole matrix packed before (a weight's packed copy)
+  /// and the product reads columns [b_column0, b_column0 + n) of it (b_column0 a multiple of
+  /// 32); 0: b holds the product's n columns.
+  std::int64_t b_columns = 0, b_column0 = 0;
 };
 
 /// What a product's output pass applies once the sum is complete: bias[j] added to column j
@@ -539,14 +543,14 @@ void pack_all_b(std::int64_t k, std::int64_t n, strided b, float* out) {
 }
 
 /// c(m, n) = alpha * a(m, k) * b(k, n), or c += that when `accumulate`, k >= 1, c row-major
-/// with row stride ldc. shared_a, when
-/// given, is pack_all_a of these m rows; shared_b is pack_all_b of these n columns (then
-/// n <= nc_max): the blocks of a product split across threads share the packed operand that
-/// all of them read.
+/// with row stride ldc. shared.a, when
+/// given, is pack_all_a of these m rows; shared.b is pack_all_b of these n columns, or of
+/// shared.b_columns from which these are the ones from shared.b_column0 on (then n <=
+/// nc_max): the blocks of a product split across threads share the packed operand that all
+/// of them read, and a weight's packed copy is read as it is.
 template <class Isa>
 void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
-             const float* shared_a = nullptr, const float* shared_b = nullptr, float alpha = 1.0f,
-             bool accumulate = false, sgemm_output_pass pass = {}) {
+             sgemm_shared shared = {}, float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
   constexpr int mr = Isa::mr, nr = Isa::nr;
   constexpr std::int64_t nc_max = Isa::nc_max;
   const panels ps(k, Isa::kc_max);
@@ -559,12 +563,13 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
       const std::int64_t kc = std::min(ps.step, k - pc);
       const bool last = pc + kc >= k;  // the output pass goes with the last panel's blocks
       const float* panel_b = packed_b;
-      if (shared_b) panel_b = shared_b + q * round_up(n, nr) * ps.step;
+      if (shared.b)
+        panel_b = shared.b + q * round_up(shared.b_columns ? shared.b_columns : n, nr) * ps.step + shared.b_column0 * kc;
       else pack_b<Isa>(kc, nc, {b.at(pc, jc), b.rs, b.cs}, packed_b);
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
         const float* block_a = packed_a;
-        if (shared_a) block_a = shared_a + q * round_up(m, mr) * ps.step + ic * kc;
+        if (shared.a) block_a = shared.a + q * round_up(m, mr) * ps.step + ic * kc;
         else pack_a<Isa>(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
         for (std::int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
@@ -583,7 +588,7 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
 /// the output pass, as sgemm() below.
 template <class Isa>
 void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc,
-           const float* shared_a, const float* shared_b, float alpha, bool accumulate, sgemm_output_pass pass) {
+           sgemm_shared shared, float alpha, bool accumulate, sgemm_output_pass pass) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate)
@@ -592,16 +597,17 @@ void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b,
   }
   // A product with few columns (a layer of 10 outputs) wastes most of an nr-column block;
   // its transpose out^T = op(b)^T op(a)^T has them as rows, in blocks of mr.
-  if (n < Isa::nr && m > n && !shared_a && !shared_b) {
+  if (n < Isa::nr && m > n && !shared.a && !shared.b) {
     thread_local scratch transposed;
     float* t = transposed.get(static_cast<std::size_t>(m * n));  // within: out has m * n elements
-    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, nullptr, nullptr, alpha);
+    product<Isa>(n, m, k, {b.p, b.cs, b.rs}, {a.p, a.cs, a.rs}, t, m, {}, alpha);
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) out[i * ldc + j] = accumulate ? out[i * ldc + j] + t[j * m + i] : t[j * m + i];
     return pass.apply(out, ldc, m, n);
   }
   // A shared b holds one panel of columns: wider products pack b themselves.
-  product<Isa>(m, n, k, a, b, out, ldc, shared_a, n <= Isa::nc_max ? shared_b : nullptr, alpha, accumulate, pass);
+  if (n > Isa::nc_max || (shared.b_columns && (shared.b_columns > Isa::nc_max || shared.b_column0 % Isa::nr))) shared.b = nullptr;
+  product<Isa>(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
 }
 
 }  // namespace sgemm_detail
@@ -621,16 +627,16 @@ namespace sgemm_detail {
 /// region (a build without -march flags), an MLP's 784 x 128 x 512 weight gradient took 771
 /// us on an Emerald Rapids core where it takes 659 inlined.
 __attribute__((target("avx2,fma,avx512f"), flatten)) inline void sgemm_avx512(
-    std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc, const float* shared_a,
-    const float* shared_b, float alpha, bool accumulate, sgemm_output_pass pass) {
-  sgemm<avx512>(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
+    std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out, std::int64_t ldc, sgemm_shared shared,
+    float alpha, bool accumulate, sgemm_output_pass pass) {
+  sgemm<avx512>(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
 }
 /// sgemm() with a given block.
 inline void sgemm_with(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* out,
-                       std::int64_t ldc, const float* shared_a, const float* shared_b, float alpha, bool accumulate,
+                       std::int64_t ldc, sgemm_shared shared, float alpha, bool accumulate,
                        sgemm_output_pass pass) {
-  if (isa == sgemm_isa::avx512) return sgemm_avx512(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
-  sgemm<avx2>(m, n, k, a, b, out, ldc, shared_a, shared_b, alpha, accumulate, pass);
+  if (isa == sgemm_isa::avx512) return sgemm_avx512(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
+  sgemm<avx2>(m, n, k, a, b, out, ldc, shared, alpha, accumulate, pass);
 }
 }  // namespace sgemm_detail
 
@@ -743,7 +749,7 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs, std::int64_t a_cs,
                   const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc, sgemm_shared shared = {},
                   float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
-  sgemm_detail::sgemm_with(sgemm_best_isa(), m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared.a, shared.b, alpha,
+  sgemm_detail::sgemm_with(sgemm_best_isa(), m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, shared, alpha,
                            accumulate, pass);
 }
 /// The same with a given block, which the CPU must have (sgemm_supported(isa)); no shared
@@ -751,7 +757,7 @@ inline void sgemm(std::int64_t m, std::int64_t n, std::int64_t k, const float* a
 inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t a_rs,
                   std::int64_t a_cs, const float* b, std::int64_t b_rs, std::int64_t b_cs, float* out, std::int64_t ldc,
                   float alpha = 1.0f, bool accumulate = false, sgemm_output_pass pass = {}) {
-  sgemm_detail::sgemm_with(isa, m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, nullptr, nullptr, alpha, accumulate, pass);
+  sgemm_detail::sgemm_with(isa, m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, {}, alpha, accumulate, pass);
 }
 
 }  // namespace weft::cpu
