@@ -38,10 +38,12 @@ namespace weft::cpu {
 struct sgemm_shared {
   const float* a = nullptr;  ///< packed rows, or null
   const float* b = nullptr;  ///< packed columns, or null
-  /// The columns b holds when it is a whole matrix packed before (a weight's packed copy)
-  /// and the product reads columns [b_column0, b_column0 + n) of it (b_column0 a multiple of
-  /// 32); 0: b holds the product's n columns.
-  std::int64_t b_columns = 0, b_column0 = 0;
+  /// The columns b holds when it is a whole matrix packed before (a weight's packed copy),
+  /// of which the product reads n from b_column0 on; 0: b holds the product's n columns.
+  std::int64_t b_columns = 0;
+  /// The first column of b_columns that the product reads: the start of a sliver (a
+  /// multiple of the block's columns), else the product packs its b itself.
+  std::int64_t b_column0 = 0;
 };
 
 /// What a product's output pass applies once the sum is complete: bias[j] added to column j
