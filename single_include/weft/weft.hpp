@@ -22470,6 +22470,9 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 
 #include <Eigen/Core>
 
+#include <cstdint>
+#include <memory>
+#include <new>
 #include <optional>
 #include <type_traits>
 
@@ -23792,7 +23795,8 @@ struct batch_matmul_kernel final : op_kernel {
 /// A float weight (k x n) packed as sgemm_pack_b packs it for sgemm_best_isa(), kept with its
 /// variable (resource_variable::derived) while the weight does not change: MatMuls that read
 /// the weight as b, untransposed, use it instead of packing b each time (inference, or the
-/// steps of a loop that reads a weight each iteration).
+/// steps of a loop that reads a weight each iteration). It takes about as much memory as the
+/// weight (columns rounded up to the block's).
 struct packed_weight final : resource_variable::derived_form {
   sgemm_isa isa;        ///< the block whose layout it has
   std::int64_t k, n;    ///< the weight's shape
@@ -23822,7 +23826,12 @@ inline std::shared_ptr<const packed_weight> weight_packed_as_b(const kernel_cont
   if (kept && kept->fits(k, n)) return kept;
   std::uint64_t at = 0;
   if (!v->read_again(w, at)) return nullptr;
-  auto made = std::make_shared<packed_weight>(k, n, w.data<float>());
+  std::shared_ptr<packed_weight> made;
+  try {
+    made = std::make_shared<packed_weight>(k, n, w.data<float>());
+  } catch (const std::bad_alloc&) {
+    return nullptr;  // no room for a second copy of the weight: the product packs b as before
+  }
   v->keep_derived(w, at, made);
   return made;
 }
