@@ -563,6 +563,51 @@ TEST_CASE("a weight read again unchanged is packed once for the products that re
   }
 }
 
+TEST_CASE("a MatMul of a weight read again unchanged reads its packed copy too, until an Assign") {
+  // y = x w, a plain MatMul (no bias to fold): three products, an Assign, two more, each
+  // against the sum in double; the variable keeps the copy from the second product on.
+  const std::int64_t batch = 9, in = 40, out = 33;
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    graph g;
+    auto w = g.variable(dtype::float32, {in, out}, node_options("w")).out(0);
+    const auto w0 = wave(in * out, 0.3), w1 = wave(in * out, 1.7);
+    auto& init = g.op("Assign", {w, g.constant(tensor::from_vector(w0, shape{in, out}))}, {}, "init");
+    auto& set = g.op("Assign", {w, g.constant(tensor::from_vector(w1, shape{in, out}))}, {}, "set");
+    auto& x = g.placeholder(dtype::float32, {batch, in}, "x");
+    auto& y = g.op("MatMul", {x, w}, {}, "y");
+    session s(g, fusing(threads, true));
+    s.run({}, {}, {init});
+    auto var = s.resources().find_variable("", "w");
+    REQUIRE(var);
+    for (int run = 0; run < 5; ++run) {
+      INFO("product " << run);
+      if (run == 3) s.run({}, {}, {set});
+      const auto& weight = run < 3 ? w0 : w1;
+      const auto xs = wave(batch * in, 0.5 + run);
+      const auto got = s.run({{"x", tensor::from_vector(xs, shape{batch, in})}}, {y}).at(0).to_vector<float>();
+      int bad = 0;
+      for (std::int64_t i = 0; i < batch; ++i)
+        for (std::int64_t j = 0; j < out; ++j) {
+          double sum = 0, magnitude = 0;
+          for (std::int64_t p = 0; p < in; ++p) {
+            const double term = static_cast<double>(xs[static_cast<std::size_t>(i * in + p)]) *
+                                static_cast<double>(weight[static_cast<std::size_t>(p * out + j)]);
+            sum += term;
+            magnitude += std::abs(term);
+          }
+          if (!(std::abs(static_cast<double>(got[static_cast<std::size_t>(i * out + j)]) - sum) <=
+                std::ldexp(1.0, -24) * static_cast<double>(in + 4) * magnitude))
+            ++bad;
+        }
+      CHECK(bad == 0);
+#ifdef WEFT_OWN_SGEMM
+      if (cpu::sgemm_supported()) CHECK(static_cast<bool>(var->derived(var->value())) == (run == 1 || run == 2 || run == 4));
+#endif
+    }
+  }
+}
+
 namespace {
 // w (3 x 2) -= rate * x^T dz in the given dtype, with the gradient named "grad" and the
 // update "step"; `norm` adds a reduction that reads the gradient too.

@@ -263,10 +263,11 @@ const compute_t<T>* as_compute(const tensor& t, std::vector<compute_t<T>>& stora
 }
 
 /// BatchMatMulV2 (and MatMul where require_matrices): x times y over broadcast batch dims, x
-/// (y) transposed or adjointed when ax (ay).
+/// (y) transposed or adjointed when ax (ay). `packed_b`: y packed whole (a float MatMul's
+/// weight, packed_weight), read instead of y by a product of one matrix.
 template <class T>
 void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax, bool ay, bool adjoint,
-                  bool require_matrices) {
+                  bool require_matrices, const float* packed_b = nullptr) {
   using C = compute_t<T>;
   if (require_matrices && (x.rank() != 2 || y.rank() != 2))
     fail(error_code::invalid_argument, "inputs must be matrices, got shapes ", x.shape(), " and ", y.shape());
@@ -320,37 +321,14 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
       }
     }
 #endif
-    gemm<C>(ctx, px + ox * mat_x, py + oy * mat_y, po + i * m * n, m, kx, n, ax, ay, adjoint);
+    gemm<C>(ctx, px + ox * mat_x, py + oy * mat_y, po + i * m * n, m, kx, n, ax, ay, adjoint, C(1), false, {},
+            std::is_same_v<C, float> && nb == 1 ? packed_b : nullptr);
   }
   if constexpr (!std::is_same_v<C, T>) {
     T* o = out.data<T>();
     ctx.parallel_for(out.num_elements(), 2, [&](std::int64_t b, std::int64_t e) { detail::convert_range<T, C>(os.data(), o, b, e); });
   }
 }
-
-/// The CPU kernel of MatMul.
-template <class T>
-struct matmul_kernel final : op_kernel {
-  /// The kernel of node n: its attrs are read and checked here, once.
-  explicit matmul_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
-  void compute(kernel_context& ctx) const override {
-    batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ta_, tb_, false, true);
-  }
- private:
-  bool ta_, tb_;
-};
-
-/// The CPU kernel of BatchMatMulV2.
-template <class T>
-struct batch_matmul_kernel final : op_kernel {
-  /// The kernel of node n: its attrs are read and checked here, once.
-  explicit batch_matmul_kernel(const node& n) : ax_(n.attr<bool>("adj_x")), ay_(n.attr<bool>("adj_y")) {}
-  void compute(kernel_context& ctx) const override {
-    batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ax_, ay_, true, false);
-  }
- private:
-  bool ax_, ay_;
-};
 
 #ifdef WEFT_OWN_SGEMM
 /// A float weight (k x n) packed as sgemm_pack_b packs it for sgemm_best_isa(), kept with its
@@ -397,6 +375,43 @@ inline std::shared_ptr<const packed_weight> weight_packed_as_b(const kernel_cont
   return made;
 }
 #endif
+
+/// The CPU kernel of MatMul.
+template <class T>
+struct matmul_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit matmul_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
+  void compute(kernel_context& ctx) const override {
+    [[maybe_unused]] std::shared_ptr<const void> held;  // the weight's packed copy, while the product reads it
+    const float* packed_b = nullptr;
+#ifdef WEFT_OWN_SGEMM
+    if constexpr (std::is_same_v<T, float>) {
+      const tensor& x = ctx.input(0);
+      const tensor& y = ctx.input(1);
+      if (x.rank() == 2 && y.rank() == 2 && x.shape()[ta_ ? 0 : 1] == y.shape()[0]) {
+        auto packed = weight_packed_as_b(ctx, 1, y.shape()[0], y.shape()[1], tb_);
+        if (packed) packed_b = packed->data;
+        held = std::move(packed);
+      }
+    }
+#endif
+    batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ta_, tb_, false, true, packed_b);
+  }
+ private:
+  bool ta_, tb_;
+};
+
+/// The CPU kernel of BatchMatMulV2.
+template <class T>
+struct batch_matmul_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read and checked here, once.
+  explicit batch_matmul_kernel(const node& n) : ax_(n.attr<bool>("adj_x")), ay_(n.attr<bool>("adj_y")) {}
+  void compute(kernel_context& ctx) const override {
+    batch_matmul<T>(ctx, ctx.input(0), ctx.input(1), ax_, ay_, true, false);
+  }
+ private:
+  bool ax_, ay_;
+};
 
 /// m, k and n of a product op(a)(m, k) op(b)(k, n).
 struct product_dims {
