@@ -9,6 +9,7 @@
 #include <set>
 
 #include <weft/graph/passes/cse.hpp>
+#include <weft/kernels/cpu/sgemm.hpp>  // WEFT_OWN_SGEMM and sgemm_supported(), for the packed-weight cases
 
 using namespace weft;
 
@@ -515,7 +516,7 @@ TEST_CASE("a weight read again unchanged is packed once for the products that re
     s.run({}, {}, {init});
     auto var = s.resources().find_variable("", "w");
     REQUIRE(var);
-    int kept = 0;
+    [[maybe_unused]] int kept = 0;  // forward runs after which the variable held a copy
     // Per round: `forwards` products, then a write (0: an update, 1: an Assign).
     for (auto [forwards, write] : {std::pair<int, int>{3, 0}, {1, 0}, {4, 1}, {2, 0}, {3, 0}}) {
       const auto dzs = wave(batch * out, 2.0 + forwards);
