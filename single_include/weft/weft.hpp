@@ -12186,6 +12186,7 @@ class device_factory_registry {
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -12287,26 +12288,26 @@ class resource_variable final : public resource_base {
   /// update and update_in_place is a write, and drops the form); else null.
   std::shared_ptr<const derived_form> derived(const tensor& read) const {
     std::shared_lock lock(mutex_);
-    if (!derived_ || derived_at_ != writes_ || !is_value(read)) return nullptr;
-    return derived_;
+    return is_value(read) ? derived_ : nullptr;
   }
-  /// Whether `read` is the value and was the value at the last call too (no write between):
-  /// a value read a second time is worth a derived form (a weight read by inference's steps),
-  /// one read once per write is not (a weight that each training step updates). `at` is
-  /// then the value's write count, for keep_derived.
-  bool read_again(const tensor& read, std::uint64_t& at) {
+  /// derived(read) for a kernel that reads `read` now, under one lock. When there is none,
+  /// `keep_at` is set if `read` was the value at the previous call too, no write between: a
+  /// value read a second time is worth a derived form (a weight read by inference's steps),
+  /// one read once per write is not (a weight that each training step updates); it is then
+  /// the write count that keep_derived expects.
+  std::shared_ptr<const derived_form> read_derived(const tensor& read, std::optional<std::uint64_t>& keep_at) {
     std::unique_lock lock(mutex_);
-    const bool again = last_read_ == writes_ && is_value(read);
-    last_read_ = at = writes_;
-    return again;
+    if (!is_value(read)) return nullptr;
+    if (derived_) return derived_;
+    if (last_read_ == writes_) keep_at = writes_;
+    last_read_ = writes_;
+    return nullptr;
   }
   /// Keeps d as the form of `read` (derived()) if read is still the value, unwritten since
-  /// read_again gave `at`.
+  /// read_derived gave `at`.
   void keep_derived(const tensor& read, std::uint64_t at, std::shared_ptr<derived_form> d) {
     std::unique_lock lock(mutex_);
-    if (writes_ != at || !is_value(read)) return;
-    derived_ = std::move(d);
-    derived_at_ = at;
+    if (writes_ == at && is_value(read)) derived_ = std::move(d);
   }
 
  private:
@@ -12327,10 +12328,9 @@ class resource_variable final : public resource_base {
   std::string name_;
   mutable std::shared_mutex mutex_;
   tensor value_;
-  std::uint64_t writes_ = 0;               ///< assigns and updates so far
-  std::uint64_t last_read_ = ~std::uint64_t{0};  ///< writes_ at the last read_again
-  std::shared_ptr<derived_form> derived_;  ///< a kernel's form of the value (derived())
-  std::uint64_t derived_at_ = 0;           ///< writes_ when derived_ was kept
+  std::uint64_t writes_ = 0;                      ///< assigns and updates so far
+  std::uint64_t last_read_ = ~std::uint64_t{0};  ///< writes_ at the last read_derived
+  std::shared_ptr<derived_form> derived_;        ///< a kernel's form of the value (derived()); dropped by every write
 };
 
 /// The state a session keeps across steps (whitepaper §4.6): variables, queues, readers,
@@ -23800,17 +23800,17 @@ inline std::shared_ptr<const packed_weight> weight_packed_as_b(const kernel_cont
   resource_variable* v = ctx.input_variable(i);
   const tensor& w = ctx.input(i);
   if (!v || tb || k < 1 || n < 32 || !sgemm_supported() || w.dtype() != dtype::float32 || w.rank() != 2) return nullptr;
-  auto kept = std::dynamic_pointer_cast<const packed_weight>(v->derived(w));
+  std::optional<std::uint64_t> keep_at;
+  auto kept = std::dynamic_pointer_cast<const packed_weight>(v->read_derived(w, keep_at));
   if (kept && kept->fits(k, n)) return kept;
-  std::uint64_t at = 0;
-  if (!v->read_again(w, at)) return nullptr;
+  if (!keep_at) return nullptr;
   std::shared_ptr<packed_weight> made;
   try {
     made = std::make_shared<packed_weight>(k, n, w.data<float>());
   } catch (const std::bad_alloc&) {
     return nullptr;  // no room for a second copy of the weight: the product packs b as before
   }
-  v->keep_derived(w, at, made);
+  v->keep_derived(w, *keep_at, made);
   return made;
 }
 #endif

@@ -361,17 +361,17 @@ inline std::shared_ptr<const packed_weight> weight_packed_as_b(const kernel_cont
   resource_variable* v = ctx.input_variable(i);
   const tensor& w = ctx.input(i);
   if (!v || tb || k < 1 || n < 32 || !sgemm_supported() || w.dtype() != dtype::float32 || w.rank() != 2) return nullptr;
-  auto kept = std::dynamic_pointer_cast<const packed_weight>(v->derived(w));
+  std::optional<std::uint64_t> keep_at;
+  auto kept = std::dynamic_pointer_cast<const packed_weight>(v->read_derived(w, keep_at));
   if (kept && kept->fits(k, n)) return kept;
-  std::uint64_t at = 0;
-  if (!v->read_again(w, at)) return nullptr;
+  if (!keep_at) return nullptr;
   std::shared_ptr<packed_weight> made;
   try {
     made = std::make_shared<packed_weight>(k, n, w.data<float>());
   } catch (const std::bad_alloc&) {
     return nullptr;  // no room for a second copy of the weight: the product packs b as before
   }
-  v->keep_derived(w, at, made);
+  v->keep_derived(w, *keep_at, made);
   return made;
 }
 #endif
