@@ -254,7 +254,10 @@ training_op apply_gradients(graph& g, output loss, const std::vector<output>& va
     if (!shared.count(t)) {
       auto& sh = shared[t];
       for (const auto& spec : opt.shared()) {
-        std::string vname = name + "/" + spec.name + (shared.size() > 1 ? "_" + std::string(weft::name(t)) : "");
+        // Appended, not "_" + std::string(...): g++ 12 warned of an overlapping memcpy (-Wrestrict)
+        // in that operator+ at -O2 (a false positive of libstdc++'s inlined insert).
+        std::string vname = name + "/" + spec.name;
+        if (shared.size() > 1) vname.append("_").append(weft::name(t));
         auto [v, init] = detail::new_variable(g, vname, t, shape{}, a.scalar(spec.initial));
         sh.push_back(v), inits.push_back(init.node);
       }
