@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plans and runs the per-header checks (tests/CMakeLists.txt): each public header compiles
+"""Plans the per-header checks (tests/CMakeLists.txt): each public header compiles
 alone, and with clang a check may start from a hub's precompiled header.
 
 Parsed from scratch, a check pays for the header's whole include closure (weft's own
