@@ -123,13 +123,13 @@ def plan(include_dir, names, hubs):
     is the largest of hubs that it includes without condition and that is safe (a hub's
     own check builds its PCH from scratch: clang 14 crashed reading chained PCHs)."""
     headers = load(include_dir, names + list(hubs))
-    hubs = [h for h in hubs if h in names]
-    size = {name: len(closure(headers, name, False)) for name in headers}
+    hubs = {h for h in hubs if h in names}
+    size = {hub: len(closure(headers, hub, False)) for hub in hubs}
     parents = {}
     for name in names:
         if name in hubs:
             continue
-        candidates = sorted(closure(headers, name, True) & set(hubs) - {name}, key=lambda p: (-size[p], p))
+        candidates = sorted(closure(headers, name, True) & hubs, key=lambda p: (-size[p], p))
         parents[name] = next((p for p in candidates if parent_is_safe(headers, name, p)), None)
     used = {p for p in parents.values() if p}
     return [(name, parents.get(name), name in used) for name in names]
