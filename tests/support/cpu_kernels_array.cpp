@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/array.hpp>
 
-static const bool registered = (weft::cpu::register_array_kernels(), true);
+static const bool registered_array = (weft::cpu::register_array_kernels(), true);

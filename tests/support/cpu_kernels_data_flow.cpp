@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/data_flow.hpp>
 
-static const bool registered = (weft::cpu::register_data_flow_kernels(), true);
+static const bool registered_data_flow = (weft::cpu::register_data_flow_kernels(), true);

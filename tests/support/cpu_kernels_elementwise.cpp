@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/elementwise.hpp>
 
-static const bool registered = (weft::cpu::register_elementwise_kernels(), true);
+static const bool registered_elementwise = (weft::cpu::register_elementwise_kernels(), true);

@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/io.hpp>
 
-static const bool registered = (weft::cpu::register_io_kernels(), true);
+static const bool registered_io = (weft::cpu::register_io_kernels(), true);

@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/linalg.hpp>
 
-static const bool registered = (weft::cpu::register_linalg_kernels(), true);
+static const bool registered_linalg = (weft::cpu::register_linalg_kernels(), true);

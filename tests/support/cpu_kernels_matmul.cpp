@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/matmul.hpp>
 
-static const bool registered = (weft::cpu::register_matmul_kernels(), true);
+static const bool registered_matmul = (weft::cpu::register_matmul_kernels(), true);

@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/nn.hpp>
 
-static const bool registered = (weft::cpu::register_nn_kernels(), true);
+static const bool registered_nn = (weft::cpu::register_nn_kernels(), true);

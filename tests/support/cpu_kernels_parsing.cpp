@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/parsing.hpp>
 
-static const bool registered = (weft::cpu::register_parsing_kernels(), true);
+static const bool registered_parsing = (weft::cpu::register_parsing_kernels(), true);

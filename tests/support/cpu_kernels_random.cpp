@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/random.hpp>
 
-static const bool registered = (weft::cpu::register_random_kernels(), true);
+static const bool registered_random = (weft::cpu::register_random_kernels(), true);

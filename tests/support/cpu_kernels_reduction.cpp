@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/reduction.hpp>
 
-static const bool registered = (weft::cpu::register_reduction_kernels(), true);
+static const bool registered_reduction = (weft::cpu::register_reduction_kernels(), true);

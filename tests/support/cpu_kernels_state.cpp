@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/state.hpp>
 
-static const bool registered = (weft::cpu::register_state_kernels(), true);
+static const bool registered_state = (weft::cpu::register_state_kernels(), true);

@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/summary.hpp>
 
-static const bool registered = (weft::cpu::register_summary_kernels(), true);
+static const bool registered_summary = (weft::cpu::register_summary_kernels(), true);

@@ -2,4 +2,4 @@
 // families compile in parallel; it registers during static initialisation.
 #include <weft/kernels/cpu/training.hpp>
 
-static const bool registered = (weft::cpu::register_training_kernels(), true);
+static const bool registered_training = (weft::cpu::register_training_kernels(), true);
