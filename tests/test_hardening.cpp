@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -31,13 +32,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs f on a thread whose stack is `bytes` long (POSIX threads); false when it threw or the
-// thread could not start.
+// Runs f on a thread whose stack is `bytes` long (POSIX threads) and rethrows what f threw,
+// so that a failure keeps its message; false when the thread could not start.
 bool on_small_stack(std::size_t bytes, const std::function<void()>& f) {
   struct call {
     const std::function<void()>* f;
-    bool ok;
-  } c{&f, false};
+    std::exception_ptr thrown;
+  } c{&f, nullptr};
   pthread_attr_t attr;
   if (pthread_attr_init(&attr) != 0) return false;
   pthread_t t;
@@ -46,14 +47,16 @@ bool on_small_stack(std::size_t bytes, const std::function<void()>& f) {
                          auto* c = static_cast<call*>(p);
                          try {
                            (*c->f)();
-                           c->ok = true;
                          } catch (...) {
+                           c->thrown = std::current_exception();
                          }
                          return nullptr;
                        }, &c) == 0;
   pthread_attr_destroy(&attr);
-  if (started) pthread_join(t, nullptr);
-  return started && c.ok;
+  if (!started) return false;
+  pthread_join(t, nullptr);
+  if (c.thrown) std::rethrow_exception(c.thrown);
+  return true;
 }
 
 constexpr std::int64_t p2(int k) { return std::int64_t{1} << k; }
