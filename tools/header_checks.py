@@ -10,6 +10,10 @@ from scratch instead of only parsing; a header Y that includes a hub P without c
 (directly or through others) is checked with P's PCH loaded first (clang's -include-pch),
 so P's closure is read instead of parsed, and the rest of Y's closure and Y are parsed as
 before. (Hubs' PCHs are not chained on one another: clang 14 crashed reading chained PCHs.)
+The hubs' PCHs are built with -fpch-instantiate-templates (tests/CMakeLists.txt): P's
+pending template instantiations are done once, where P ends, instead of again at the end of
+every check that loads it (loading runtime/kernel.hpp's PCH: 1.38 s of CPU without, 0.12 s
+with).
 
 That check is as strong as compiling Y alone: the headers seen by the end of Y are the same
 set (P's closure is part of Y's, and P was shown to compile alone), only their order differs
