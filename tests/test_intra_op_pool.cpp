@@ -1,7 +1,8 @@
 // The intra-op pool (runtime/intra_op_pool.hpp) and cpu_context::parallel_for over it:
 // every unit runs exactly once, in blocks that tile [0, n), with one caller or several at
 // once, nested, and with more callers than the pool has job slots; the work is spread over
-// more than one thread; pools are made and destroyed without hanging.
+// more than one thread, the caller's blocks before the workers'; too many blocks is an error;
+// pools are made and destroyed without hanging.
 #include <catch2/catch.hpp>
 
 #include <weft/runtime/device.hpp>
@@ -76,6 +77,46 @@ std::set<std::thread::id> threads_of_splits(const cpu_context& c) {
 TEST_CASE("intra-op pool: blocks run on more than one thread", "[intra_op]") {
   const cpu_context c(2);
   CHECK(threads_of_splits(c).size() == 2);
+}
+
+TEST_CASE("intra-op pool: the caller runs the first blocks and the workers the last", "[intra_op]") {
+  // Whoever joins, the blocks the calling thread ran are a prefix of [0, blocks) and the
+  // workers' the rest: the caller claims from the front, the workers from the back.
+  for (int threads : {2, 3}) {
+    intra_op_pool pool(threads);
+    const auto caller = std::this_thread::get_id();
+    int joined = 0;
+    for (int attempt = 0; attempt < 60; ++attempt) {
+      const std::int64_t blocks = 2 + attempt % 11;
+      std::vector<std::atomic<int>> by_caller(static_cast<std::size_t>(blocks)), runs(static_cast<std::size_t>(blocks));
+      pool.run(blocks, [&](std::int64_t b) {
+        if (attempt % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        runs[static_cast<std::size_t>(b)].fetch_add(1);
+        if (std::this_thread::get_id() == caller) by_caller[static_cast<std::size_t>(b)] = 1;
+      });
+      std::int64_t prefix = 0;
+      while (prefix < blocks && by_caller[static_cast<std::size_t>(prefix)] == 1) ++prefix;
+      int after = 0, wrong_runs = 0;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        after += b >= prefix && by_caller[static_cast<std::size_t>(b)] == 1;
+        wrong_runs += runs[static_cast<std::size_t>(b)] != 1;
+      }
+      CHECK(after == 0);
+      CHECK(wrong_runs == 0);
+      joined += prefix < blocks;
+    }
+    CHECK(joined > 0);  // the workers ran some of the blocks (the sleeping attempts)
+  }
+}
+
+TEST_CASE("intra-op pool: more blocks than a job counts is an error, before any runs", "[intra_op]") {
+  intra_op_pool pool(2);
+  std::atomic<int> ran{0};
+  CHECK_THROWS_WITH(pool.run(intra_op_pool::max_blocks + 1, [&](std::int64_t) { ran.fetch_add(1); }),
+                    Catch::Contains("intra_op_pool::run: 2147483648 blocks, more than the 2147483647"));
+  CHECK(ran.load() == 0);
+  pool.run(3, [&](std::int64_t) { ran.fetch_add(1); });
+  CHECK(ran.load() == 3);
 }
 
 TEST_CASE("intra-op pool: a thread counted busy keeps the workers out of a split until it ends", "[intra_op]") {

@@ -1,8 +1,10 @@
 /// @file
 /// The intra-op threads of a CPU device: a kernel splits its work into blocks with
 /// parallel_for, and the calling thread runs blocks beside the pool's workers, each thread
-/// claiming the next block from a shared counter, so a kernel never waits for a block that
-/// no thread has started. The pool has threads - 1 workers; after a job a worker spins for a
+/// claiming its next block as it finishes one, so a kernel never waits for a block that no
+/// thread has started: the caller claims from the front and the workers from the back, so
+/// that with two threads the same part of a kernel's output runs on the same core step after
+/// step instead of moving between the cores' caches at random (docs/benchmarks.md, issue 24). The pool has threads - 1 workers; after a job a worker spins for a
 /// while (`spin`, 500 us by default; none while every core runs blocks) before it sleeps,
 /// since a training step's kernels come a few microseconds apart and waking a sleeping
 /// thread costs tens of them (docs/benchmarks.md): an MLP step's small nodes between its
@@ -10,8 +12,10 @@
 /// threads) may split kernels at once; a worker joins a job only while fewer than `threads`
 /// threads are running blocks and leaves it, after its block, when more are, so two kernels
 /// split at once on two cores run one thread each instead of three threads on two cores.
-/// Once its blocks are claimed, the caller spins briefly for the workers' last blocks, then
-/// sleeps. A parallel_for called from inside a block runs inline.
+/// Once its blocks are claimed, the caller spins for the workers' last blocks as a worker
+/// spins between jobs (up to `spin`, yielding the core every 64 spins to any thread that
+/// wants it), then sleeps: a block of a split product takes tens of microseconds, about what
+/// waking a sleeping caller costs. A parallel_for called from inside a block runs inline.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +30,8 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include <weft/core/error.hpp>
 
 namespace weft {
 
@@ -109,9 +115,14 @@ class intra_op_pool {
   /// Runs body(b) for every block b of [0, blocks), on the calling thread and the workers
   /// that join; returns when all have run. The first exception a block throws is
   /// rethrown here once every started block has finished; blocks not yet started are skipped.
+  /// At most max_blocks blocks (a kernel's parallel_for makes at most 4 a thread); more are
+  /// an invalid_argument error.
   template <class F>
   void run(std::int64_t blocks, F&& body) {
     if (blocks <= 0) return;
+    if (blocks > max_blocks)
+      fail(error_code::invalid_argument, "intra_op_pool::run: ", blocks, " blocks, more than the ", max_blocks,
+           " a job can count");
     auto& inside = intra_op_detail::in_block();
     if (blocks == 1 || workers_.empty() || inside) {
       for (std::int64_t b = 0; b < blocks; ++b) body(b);
@@ -123,15 +134,23 @@ class intra_op_pool {
     if (!counted) active_.fetch_add(1, std::memory_order_acq_rel);
     const bool posted = post(j);
     inside = true;
-    j.run_blocks();
+    j.run_blocks(false);
     inside = false;
     if (!counted) active_.fetch_sub(1, std::memory_order_acq_rel);  // withdraw() wakes for other jobs
     if (posted) {
       withdraw(j);
-      // Only blocks that workers have claimed are left, at most one each: spin a little,
-      // then sleep (a block may be long, and a spinning caller takes a core from it).
-      for (int spins = 0; spins < 1024 && j.helpers.load(std::memory_order_acquire) > 0; ++spins)
-        intra_op_detail::cpu_relax();
+      // Only blocks that workers have claimed are left, at most one each: spin for them as
+      // long as a worker spins between jobs, yielding the core to any thread that wants it,
+      // then sleep (a block may be long).
+      const auto until = std::chrono::steady_clock::now() + spin_;
+      for (int spins = 1; j.helpers.load(std::memory_order_acquire) > 0; ++spins) {
+        if (spins % 64 == 0) {
+          if (std::chrono::steady_clock::now() >= until) break;
+          std::this_thread::yield();
+        } else {
+          intra_op_detail::cpu_relax();
+        }
+      }
       if (j.helpers.load(std::memory_order_acquire) > 0) {
         std::unique_lock lock(mutex_);
         finished_.wait(lock, [&] { return j.helpers.load(std::memory_order_relaxed) == 0; });
@@ -140,23 +159,47 @@ class intra_op_pool {
     if (j.error) std::rethrow_exception(j.error);
   }
 
+  /// The most blocks one run() takes: its claims count them in 32 bits (job::unclaimed).
+  static constexpr std::int64_t max_blocks = 0x7fffffff;
+
  private:
   struct job {
     job(std::int64_t n, void (*c)(void*, std::int64_t), void* f) : blocks(n), call(c), fn(f) {}
     std::int64_t blocks;
     void (*call)(void*, std::int64_t);
     void* fn;
-    std::atomic<std::int64_t> next{0};
+    /// The blocks not yet claimed, [front, back): the front's index in the low 32 bits, the
+    /// back's in the high 32 bits.
+    std::atomic<std::uint64_t> unclaimed{static_cast<std::uint64_t>(blocks) << 32};
     std::atomic<int> helpers{0};  ///< workers attached (changed under the pool's mutex; the caller spins on it)
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::exception_ptr error;
 
-    bool exhausted() const noexcept { return next.load(std::memory_order_relaxed) >= blocks; }
-    /// Claims and runs blocks until none is left, or until stay() is false before a claim.
+    bool exhausted() const noexcept {
+      const std::uint64_t u = unclaimed.load(std::memory_order_relaxed);
+      return (u & 0xffffffffu) >= (u >> 32);
+    }
+    /// The next block from the front (the caller's end) or the back (the workers'), or -1
+    /// when none is left.
+    std::int64_t claim(bool from_back) noexcept {
+      std::uint64_t u = unclaimed.load(std::memory_order_relaxed);
+      for (;;) {
+        const std::uint64_t front = u & 0xffffffffu, back = u >> 32;
+        if (front >= back) return -1;
+        const std::uint64_t next = from_back ? ((back - 1) << 32) | front : (back << 32) | (front + 1);
+        if (unclaimed.compare_exchange_weak(u, next, std::memory_order_relaxed))
+          return static_cast<std::int64_t>(from_back ? back - 1 : front);
+      }
+    }
+    /// Claims and runs blocks until none is left, or until stay() is false before a claim:
+    /// the caller from the front, workers from the back, so that each thread runs a run of
+    /// neighbouring blocks (with two threads, the caller the first blocks and the worker the
+    /// last, step after step: a split kernel's part of its output, or of a weight it updates,
+    /// stays with the same core's caches rather than moving between cores at random).
     template <class Stay = bool (*)()>
-    void run_blocks(Stay stay = [] { return true; }) {
-      for (std::int64_t b; stay() && (b = next.fetch_add(1, std::memory_order_relaxed)) < blocks;) {
+    void run_blocks(bool from_back, Stay stay = [] { return true; }) {
+      for (std::int64_t b; stay() && (b = claim(from_back)) >= 0;) {
         if (failed.load(std::memory_order_relaxed)) continue;
         try {
           call(fn, b);
@@ -251,7 +294,7 @@ class intra_op_pool {
         intra_op_detail::in_block() = true;
         // A worker leaves the job (to its caller) when more threads run blocks than the pool
         // has: another kernel's caller started meanwhile.
-        j->run_blocks([this] { return active_.load(std::memory_order_relaxed) <= threads_; });
+        j->run_blocks(true, [this] { return active_.load(std::memory_order_relaxed) <= threads_; });
         intra_op_detail::in_block() = false;
         active_.fetch_sub(1, std::memory_order_acq_rel);
         {
