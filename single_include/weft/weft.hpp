@@ -11600,7 +11600,8 @@ std::vector<bool> prune(const graph& g, const std::vector<output>& fetched, cons
 /// claiming its next block as it finishes one, so a kernel never waits for a block that no
 /// thread has started: the caller claims from the front and the workers from the back, so
 /// that with two threads the same part of a kernel's output runs on the same core step after
-/// step instead of moving between the cores' caches at random (docs/benchmarks.md, issue 24). The pool has threads - 1 workers; after a job a worker spins for a
+/// step instead of moving between the cores' caches at random (docs/benchmarks.md, issue
+/// 24). The pool has threads - 1 workers; after a job a worker spins for a
 /// while (`spin`, 500 us by default; none while every core runs blocks) before it sleeps,
 /// since a training step's kernels come a few microseconds apart and waking a sleeping
 /// thread costs tens of them (docs/benchmarks.md): an MLP step's small nodes between its
