@@ -143,16 +143,7 @@ class intra_op_pool {
       // Only blocks that workers have claimed are left, at most one each: spin for them as
       // long as a worker spins between jobs, yielding the core to any thread that wants it,
       // then sleep (a block may be long).
-      const auto until = std::chrono::steady_clock::now() + spin_;
-      for (int spins = 1; j.helpers.load(std::memory_order_acquire) > 0; ++spins) {
-        if (spins % 64 == 0) {
-          if (std::chrono::steady_clock::now() >= until) break;
-          std::this_thread::yield();
-        } else {
-          intra_op_detail::cpu_relax();
-        }
-      }
-      if (j.helpers.load(std::memory_order_acquire) > 0) {
+      if (!spin_until(spin_, [&] { return j.helpers.load(std::memory_order_acquire) == 0; })) {
         std::unique_lock lock(mutex_);
         finished_.wait(lock, [&] { return j.helpers.load(std::memory_order_relaxed) == 0; });
       }
@@ -286,6 +277,23 @@ class intra_op_pool {
     return nullptr;
   }
 
+  /// Spins until done() holds or `time` has passed, yielding the core every 64 spins to any
+  /// thread that wants it (the caller waiting for workers, a worker waiting for a job);
+  /// whether done() held.
+  template <class Done>
+  static bool spin_until(std::chrono::steady_clock::duration time, Done done) {
+    const auto until = std::chrono::steady_clock::now() + time;
+    for (int spins = 1;; ++spins) {
+      if (done()) return true;
+      if (spins % 64 == 0) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::yield();
+      } else {
+        intra_op_detail::cpu_relax();
+      }
+    }
+  }
+
   void work() {
     using clock = std::chrono::steady_clock;
     for (;;) {
@@ -311,21 +319,11 @@ class intra_op_pool {
       // blocks of a job it was kept out of, yielding the core to any other thread that
       // wants it; then sleep.
       // While every core runs blocks, sleep at once: spinning would take a core from them.
-      const auto until = clock::now() + (active_.load(std::memory_order_relaxed) >= threads_ ? clock::duration(0) : spin_);
+      const auto spin = active_.load(std::memory_order_relaxed) >= threads_ ? clock::duration(0) : clock::duration(spin_);
       const bool could = joinable();
-      bool changed = false;
-      for (int spins = 1;; ++spins) {
-        if (posted_.load(std::memory_order_acquire) != seen || (!could && joinable())) {
-          changed = true;
-          break;
-        }
-        if (spins % 64 == 0) {
-          if (clock::now() >= until) break;
-          std::this_thread::yield();
-        } else {
-          intra_op_detail::cpu_relax();
-        }
-      }
+      const bool changed = spin_until(spin, [&] {
+        return posted_.load(std::memory_order_acquire) != seen || (!could && joinable());
+      });
       if (!changed) {
         std::unique_lock lock(mutex_);
         ++sleepers_;
