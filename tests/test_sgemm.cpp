@@ -373,15 +373,45 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
     check_matmul(24, 512, 10, false, true, threads);
     check_matmul(37, 23, 19, true, true, threads);
   }
-  // The shared operand is packed in chunks by the threads that run the blocks: rows and
-  // columns that end inside a chunk and inside a sliver, a transposed b, three threads.
+  // Parts at least 64 wide: each thread packs the operand it reads whole for itself (rows
+  // and columns that end inside a sliver, a transposed b, three threads).
   for (int threads : {2, 3}) {
-    check_matmul(130, 520, 784, false, false, threads);  // a: 22 slivers of 6 rows, in chunks of 6
-    check_matmul(600, 250, 300, false, true, threads);   // b^T: 16 slivers of 16 columns, in chunks of 3
+    check_matmul(130, 520, 784, false, false, threads);  // a: 22 slivers of 6 rows (AVX2), 11 of 12
+    check_matmul(600, 250, 300, false, true, threads);   // b^T: 16 slivers of 16 columns, 8 of 32
     check_matmul(601, 90, 37, true, false, threads);
+  }
+  // Narrower parts: the threads pack that operand together, in chunks, into one copy
+  // (chunks and slivers that end inside the operand).
+  for (int threads : {2, 3}) {
+    check_matmul(40, 100, 784, false, false, threads);  // split by columns: a shared, 4 or 7 slivers of rows
+    check_matmul(120, 60, 400, true, true, threads);    // split by rows: b^T shared, 4 or 2 slivers of columns
   }
   // An operand too large to share packed (over 2^22 floats): each block packs its own part.
   check_matmul(8, 16, 600000, false, false, 2);
+}
+
+TEST_CASE("each thread packs a split product's operand again for the next product, of the same shape") {
+  cpu::register_core_kernels();
+  cpu::register_matmul_kernel<float>();
+  // Two threads, a product split by columns (each thread packs a whole) and one split by rows
+  // (b whole), run with two sets of values in turn: a thread that kept its copy of the
+  // first run's operand would give the first run's product again.
+  for (auto [m, n, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{128, 512, 200}, {512, 200, 64}}) {
+    graph g;
+    auto& x = g.placeholder(dtype::float32, shape{m, k}, "x");
+    auto& y = g.placeholder(dtype::float32, shape{k, n}, "y");
+    auto& product = g.op("MatMul", {x, y});
+    session_options options;
+    options.inter_op_threads = 0;
+    options.intra_op_threads = 2;
+    session s(g, options);
+    for (double phase : {0.1, 2.6, 0.1}) {
+      const operands o{m, n, k, false, false, pattern(m * k, phase), pattern(k * n, phase + 1.2)};
+      const auto out = s.run({{x, tensor::from_vector(o.a, shape{m, k})}, {y, tensor::from_vector(o.b, shape{k, n})}}, {product})[0];
+      INFO("phase " << phase);
+      check(o, out.to_vector<float>(), n, 0.0f);
+    }
+  }
 }
 
 // The bfloat16 GEMM (<weft/kernels/cpu/bgemm.hpp>), where the CPU has AVX-512 BF16: the

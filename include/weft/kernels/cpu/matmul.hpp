@@ -181,23 +181,34 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared = prepacked;
 #ifdef WEFT_OWN_SGEMM
-  // The operand every block reads whole is packed once for all of them (packing it per
-  // block cost a quarter of a split product's time), by the threads that run the blocks,
-  // each taking chunks before its first block; each block packs its own part of the other.
-  // Up to 16 MiB packed (the buffer stays with the thread for its next product); a larger
-  // operand is packed a block at a time by each block, as on one thread.
+  // The operand every block reads whole is packed once for all of the blocks a thread runs
+  // (packing it per block cost a quarter of a split product's time); each block packs its
+  // own part of the other. Where each thread's part is at least 64 rows or columns wide,
+  // each thread packs it whole for itself before its first block (sgemm_private_packing:
+  // the packing then costs at most about a fifth of the thread's part, less than reading a
+  // copy that another core wrote); narrower, the threads pack it together, in chunks, into
+  // one copy that all of them read (sgemm_shared_packing). Up to 16 MiB packed (the buffers
+  // stay with the threads for their next products); a larger operand is packed a block at
+  // a time by each block, as on one thread.
   std::optional<sgemm_shared_packing> packing;
+  std::optional<sgemm_private_packing> own;
   if constexpr (std::is_same_v<T, float>) {
     constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
     if (m > 1 && n > 1 && sgemm_supported()) {
-      if (by_columns && sgemm_packed_size_a(m, k) <= shared_cap) {
-        float* buffer = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
-        packing.emplace(sgemm_shared_packing::operand::a, m, k, a, ta ? 1 : k, ta ? m : 1, buffer);
-        shared.a = buffer;
-      } else if (!by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
-        float* buffer = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
-        packing.emplace(sgemm_shared_packing::operand::b, n, k, b, tb ? 1 : n, tb ? k : 1, buffer);
-        shared.b = buffer;
+      const bool pack_a = by_columns && sgemm_packed_size_a(m, k) <= shared_cap;
+      const bool pack_b = !by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap;
+      if (pack_a || pack_b) {
+        const auto which = pack_a ? sgemm_shared_packing::operand::a : sgemm_shared_packing::operand::b;
+        const float* src = pack_a ? a : b;
+        const std::int64_t whole = pack_a ? m : n;
+        const std::int64_t rs = pack_a ? (ta ? 1 : k) : (tb ? 1 : n), cs = pack_a ? (ta ? m : 1) : (tb ? k : 1);
+        if (extent >= 64 * threads) {
+          own.emplace(which, whole, k, src, rs, cs);
+        } else {
+          float* buffer = sgemm_shared_buffer(pack_a ? sgemm_packed_size_a(m, k) : sgemm_packed_size_b(k, n));
+          packing.emplace(which, whole, k, src, rs, cs, buffer);
+          (pack_a ? shared.a : shared.b) = buffer;
+        }
       }
     }
   }
@@ -210,15 +221,17 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   if ((extent + align - 1) / align < blocks) align = 1;
   const std::int64_t units = (extent + align - 1) / align;
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+    sgemm_shared part = shared;
 #ifdef WEFT_OWN_SGEMM
     if (packing) packing->help();
+    if (own) (by_columns ? part.a : part.b) = own->get();
 #endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = std::min(extent, blk * units / blocks * align);
       const std::int64_t hi = std::min(extent, (blk + 1) * units / blocks * align);
       if (lo == hi) continue;
-      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate, pass);
-      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate, pass);
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, part, alpha, accumulate, pass);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, part, alpha, accumulate, pass);
     }
   });
 }

@@ -738,6 +738,53 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
   return buffer.get(static_cast<std::size_t>(floats));
 }
 
+/// Packing one operand of a split product whole by each thread that runs its blocks, into
+/// a buffer of that thread's own, before the thread's first block (get()): every thread
+/// repeats the packing, but reads only what its own core wrote. Where the parts are wide,
+/// that beats sharing one packed copy: on a 2-core AMD EPYC (Zen 5), whose two cores pass a
+/// cache line back and forth in about 0.5 us, a 128 x 784 x 128 product split in two took
+/// 86 us with a copy per thread and 122 with a shared one, a 128 x 784 x 512 one 345 and 388
+/// (docs/benchmarks.md, session 58), and packing the 128 x 784 operand takes 15 us alone.
+/// The buffer is the thread's own (not sgemm_shared_buffer's) and kept for its next product.
+class sgemm_private_packing {
+ public:
+  using operand = sgemm_shared_packing::operand;
+  /// The operand as sgemm_shared_packing takes it.
+  sgemm_private_packing(operand which, std::int64_t extent, std::int64_t k, const float* src, std::int64_t rs,
+                        std::int64_t cs)
+      : is_a_(which == operand::a), extent_(extent), k_(k), src_(src), rs_(rs), cs_(cs),
+        id_(next_id().fetch_add(1, std::memory_order_relaxed) + 1) {}
+  sgemm_private_packing(const sgemm_private_packing&) = delete;
+  sgemm_private_packing& operator=(const sgemm_private_packing&) = delete;
+
+  /// The calling thread's packed copy, packed on its first call for this product.
+  const float* get() const {
+    thread_local sgemm_detail::scratch buffer;
+    thread_local std::uint64_t packed = 0;  ///< the id of the product whose operand it holds
+    const std::int64_t floats = is_a_ ? sgemm_packed_size_a(extent_, k_) : sgemm_packed_size_b(k_, extent_);
+    float* data = buffer.get(static_cast<std::size_t>(floats));
+    if (packed != id_) {
+      packed = 0;  // while it is packed (a throw leaves it marked as holding nothing)
+      if (is_a_) sgemm_pack_a(extent_, k_, src_, rs_, cs_, data);
+      else sgemm_pack_b(k_, extent_, src_, rs_, cs_, data);
+      packed = id_;
+    }
+    return data;
+  }
+
+ private:
+  /// Ids of products: unique within the process (64 bits do not wrap).
+  static std::atomic<std::uint64_t>& next_id() {
+    static std::atomic<std::uint64_t> id{0};
+    return id;
+  }
+  bool is_a_;
+  std::int64_t extent_, k_;
+  const float* src_;
+  std::int64_t rs_, cs_;
+  std::uint64_t id_;
+};
+
 /// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc, or
 /// out += that when `accumulate` (then out is read, not overwritten: a weight's update
 /// w -= rate * x^T dz is one product, with alpha = -rate); a(i, p) is at a[i * a_rs + p * a_cs]
