@@ -372,6 +372,10 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
     check_matmul(24, 512, 512, false, true, threads);
     check_matmul(24, 512, 10, false, true, threads);
     check_matmul(37, 23, 19, true, true, threads);
+    // The 10-wide layer at a batch of 128: 1.3 MFLOP each, split on two threads.
+    check_matmul(128, 10, 512, false, false, threads);
+    check_matmul(128, 512, 10, false, true, threads);
+    check_matmul(512, 10, 128, true, false, threads);
   }
   // Parts at least 64 wide: each thread packs the operand it reads whole for itself (rows
   // and columns that end inside a sliver, a transposed b, three threads).
