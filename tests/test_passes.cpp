@@ -446,10 +446,11 @@ session_options fusing(int threads, bool fuse) {
 TEST_CASE("folding gradient updates: a weight's step runs as one GEMM into the variable, as the unfused step") {
   // w (in x out) -= 0.05 * x^T dz for two batches, checked against the sum in double. The
   // larger shapes split the product across two threads: by the weight's columns (200 x 300,
-  // and 400 x 160: an update splits by columns at least 64 a thread), by its rows (300 x
-  // 100); out = 10 takes sgemm's transposed path (fewer columns than a register block).
-  for (auto [in, out, threads] :
-       {std::tuple<std::int64_t, std::int64_t, int>{70, 50, 1}, {200, 300, 2}, {400, 160, 2}, {300, 100, 2}, {300, 10, 2}}) {
+  // and 400 x 160: an update of more columns than the batch splits by columns at least 64 a
+  // thread), by its rows (300 x 100 and 400 x 64, narrower); out = 10 takes sgemm's
+  // transposed path (fewer columns than a register block).
+  for (auto [in, out, threads] : {std::tuple<std::int64_t, std::int64_t, int>{70, 50, 1}, {200, 300, 2}, {400, 160, 2},
+                                  {300, 100, 2}, {400, 64, 2}, {300, 10, 2}}) {
     const std::int64_t batch = 64;
     INFO("w: " << in << " x " << out << ", " << threads << " threads");
     graph g;

@@ -173,12 +173,13 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   }
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  // A weight's update (`accumulate`: w += alpha x^T dz) splits by the weight's columns too
-  // when they are wide, as the forward product x w of a batch smaller than them does, so
-  // that each core updates the part of the weight it reads in the next forward product
-  // rather than the other core's (docs/benchmarks.md, session 58: the MLP step 4 % faster
-  // on two threads).
-  const bool by_columns = m > 1 && (n > m || (accumulate && n >= 64 * threads));
+  // A weight's update (`accumulate`: w += alpha x^T dz, k the batch) splits by the weight's
+  // columns too where the forward product x w splits by them (more columns than the batch)
+  // and they are wide, so that each core updates the part of the weight it reads in the next
+  // forward product rather than the other core's (docs/benchmarks.md, session 58: the MLP
+  // step 4 % faster on two threads; LeNet's 1568 x 128 weight, whose forward product splits
+  // by rows, keeps its row split: by columns, its step ran 1.6 % slower).
+  const bool by_columns = m > 1 && (n > m || (accumulate && n > k && n >= 64 * threads));
   const std::int64_t extent = by_columns ? n : m;
   const sgemm_shared prepacked{nullptr, packed_b, packed_b ? n : 0, 0};
   // Products from 0.5 MFLOP (about 3 us on one core) split: the 1.3 MFLOP ones of an MLP's
