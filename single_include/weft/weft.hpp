@@ -23279,6 +23279,53 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
   return buffer.get(static_cast<std::size_t>(floats));
 }
 
+/// Packing one operand of a split product whole by each thread that runs its blocks, into
+/// a buffer of that thread's own, before the thread's first block (get()): every thread
+/// repeats the packing, but reads only what its own core wrote. Where the parts are wide,
+/// that beats sharing one packed copy: on a 2-core AMD EPYC (Zen 5), whose two cores pass a
+/// cache line back and forth in about 0.5 us, a 128 x 784 x 128 product split in two took
+/// 86 us with a copy per thread and 122 with a shared one, a 128 x 784 x 512 one 381 and 414
+/// (docs/benchmarks.md, session 58), and packing the 128 x 784 operand takes 15 us alone.
+/// The buffer is the thread's own (not sgemm_shared_buffer's) and kept for its next product.
+class sgemm_private_packing {
+ public:
+  using operand = sgemm_shared_packing::operand;
+  /// The operand as sgemm_shared_packing takes it.
+  sgemm_private_packing(operand which, std::int64_t extent, std::int64_t k, const float* src, std::int64_t rs,
+                        std::int64_t cs)
+      : is_a_(which == operand::a), extent_(extent), k_(k), src_(src), rs_(rs), cs_(cs),
+        id_(next_id().fetch_add(1, std::memory_order_relaxed) + 1) {}
+  sgemm_private_packing(const sgemm_private_packing&) = delete;
+  sgemm_private_packing& operator=(const sgemm_private_packing&) = delete;
+
+  /// The calling thread's packed copy, packed on its first call for this product.
+  const float* get() const {
+    thread_local sgemm_detail::scratch buffer;
+    thread_local std::uint64_t packed = 0;  ///< the id of the product whose operand it holds
+    const std::int64_t floats = is_a_ ? sgemm_packed_size_a(extent_, k_) : sgemm_packed_size_b(k_, extent_);
+    float* data = buffer.get(static_cast<std::size_t>(floats));
+    if (packed != id_) {
+      packed = 0;  // while it is packed (a throw leaves it marked as holding nothing)
+      if (is_a_) sgemm_pack_a(extent_, k_, src_, rs_, cs_, data);
+      else sgemm_pack_b(k_, extent_, src_, rs_, cs_, data);
+      packed = id_;
+    }
+    return data;
+  }
+
+ private:
+  /// Ids of products: unique within the process (64 bits do not wrap).
+  static std::atomic<std::uint64_t>& next_id() {
+    static std::atomic<std::uint64_t> id{0};
+    return id;
+  }
+  bool is_a_;
+  std::int64_t extent_, k_;
+  const float* src_;
+  std::int64_t rs_, cs_;
+  std::uint64_t id_;
+};
+
 /// out(m, n) = alpha * op(a)(m, k) * op(b)(k, n) into a row-major out with row stride ldc, or
 /// out += that when `accumulate` (then out is read, not overwritten: a weight's update
 /// w -= rate * x^T dz is one product, with alpha = -rate); a(i, p) is at a[i * a_rs + p * a_cs]
@@ -23656,31 +23703,50 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   }
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool by_columns = m > 1 && n > m;
+  // A weight's update (`accumulate`: w += alpha x^T dz, k the batch) splits by the weight's
+  // columns too where the forward product x w splits by them (more columns than the batch)
+  // and they are wide, so that each core updates the part of the weight it reads in the next
+  // forward product rather than the other core's (docs/benchmarks.md, session 58: the MLP
+  // step 4 % faster on two threads; LeNet's 1568 x 128 weight, whose forward product splits
+  // by rows, keeps its row split: by columns, its step ran 1.6 % slower).
+  const bool by_columns = m > 1 && (n > m || (accumulate && n > k && n >= 64 * threads));
   const std::int64_t extent = by_columns ? n : m;
   const sgemm_shared prepacked{nullptr, packed_b, packed_b ? n : 0, 0};
-  if (threads == 1 || flops < 2e6 || extent < 2 * threads)
+  // Products from 0.5 MFLOP (about 3 us on one core) split: the 1.3 MFLOP ones of an MLP's
+  // 10-wide last layer split made its step on two threads 1.5 % faster than from 2 MFLOP.
+  if (threads == 1 || flops < 5e5 || extent < 2 * threads)
     return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, prepacked, alpha, accumulate, pass);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared = prepacked;
 #ifdef WEFT_OWN_SGEMM
-  // The operand every block reads whole is packed once for all of them (packing it per
-  // block cost a quarter of a split product's time), by the threads that run the blocks,
-  // each taking chunks before its first block; each block packs its own part of the other.
-  // Up to 16 MiB packed (the buffer stays with the thread for its next product); a larger
-  // operand is packed a block at a time by each block, as on one thread.
+  // The operand every block reads whole is packed once for all of the blocks a thread runs
+  // (packing it per block cost a quarter of a split product's time); each block packs its
+  // own part of the other. Where each thread's part is at least 64 rows or columns wide,
+  // each thread packs it whole for itself before its first block (sgemm_private_packing:
+  // the packing then costs at most about a fifth of the thread's part, less than reading a
+  // copy that another core wrote); narrower, the threads pack it together, in chunks, into
+  // one copy that all of them read (sgemm_shared_packing). Up to 16 MiB packed (the buffers
+  // stay with the threads for their next products); a larger operand is packed a block at
+  // a time by each block, as on one thread.
   std::optional<sgemm_shared_packing> packing;
+  std::optional<sgemm_private_packing> own;
   if constexpr (std::is_same_v<T, float>) {
     constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
     if (m > 1 && n > 1 && sgemm_supported()) {
-      if (by_columns && sgemm_packed_size_a(m, k) <= shared_cap) {
-        float* buffer = sgemm_shared_buffer(sgemm_packed_size_a(m, k));
-        packing.emplace(sgemm_shared_packing::operand::a, m, k, a, ta ? 1 : k, ta ? m : 1, buffer);
-        shared.a = buffer;
-      } else if (!by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap) {
-        float* buffer = sgemm_shared_buffer(sgemm_packed_size_b(k, n));
-        packing.emplace(sgemm_shared_packing::operand::b, n, k, b, tb ? 1 : n, tb ? k : 1, buffer);
-        shared.b = buffer;
+      const bool pack_a = by_columns && sgemm_packed_size_a(m, k) <= shared_cap;
+      const bool pack_b = !by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap;
+      if (pack_a || pack_b) {
+        const auto which = pack_a ? sgemm_shared_packing::operand::a : sgemm_shared_packing::operand::b;
+        const float* src = pack_a ? a : b;
+        const std::int64_t whole = pack_a ? m : n;
+        const std::int64_t rs = pack_a ? (ta ? 1 : k) : (tb ? 1 : n), cs = pack_a ? (ta ? m : 1) : (tb ? k : 1);
+        if (extent >= 64 * threads) {
+          own.emplace(which, whole, k, src, rs, cs);
+        } else {
+          float* buffer = sgemm_shared_buffer(pack_a ? sgemm_packed_size_a(m, k) : sgemm_packed_size_b(k, n));
+          packing.emplace(which, whole, k, src, rs, cs, buffer);
+          (pack_a ? shared.a : shared.b) = buffer;
+        }
       }
     }
   }
@@ -23693,15 +23759,17 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   if ((extent + align - 1) / align < blocks) align = 1;
   const std::int64_t units = (extent + align - 1) / align;
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+    sgemm_shared part = shared;
 #ifdef WEFT_OWN_SGEMM
     if (packing) packing->help();
+    if (own) (by_columns ? part.a : part.b) = own->get();
 #endif
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = std::min(extent, blk * units / blocks * align);
       const std::int64_t hi = std::min(extent, (blk + 1) * units / blocks * align);
       if (lo == hi) continue;
-      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, shared, alpha, accumulate, pass);
-      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, shared, alpha, accumulate, pass);
+      if (by_columns) gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, lo, hi, part, alpha, accumulate, pass);
+      else gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, lo, hi, 0, n, part, alpha, accumulate, pass);
     }
   });
 }

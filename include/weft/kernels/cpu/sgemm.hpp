@@ -743,7 +743,7 @@ inline float* sgemm_shared_buffer(std::int64_t floats) {
 /// repeats the packing, but reads only what its own core wrote. Where the parts are wide,
 /// that beats sharing one packed copy: on a 2-core AMD EPYC (Zen 5), whose two cores pass a
 /// cache line back and forth in about 0.5 us, a 128 x 784 x 128 product split in two took
-/// 86 us with a copy per thread and 122 with a shared one, a 128 x 784 x 512 one 345 and 388
+/// 86 us with a copy per thread and 122 with a shared one, a 128 x 784 x 512 one 381 and 414
 /// (docs/benchmarks.md, session 58), and packing the 128 x 784 operand takes 15 us alone.
 /// The buffer is the thread's own (not sgemm_shared_buffer's) and kept for its next product.
 class sgemm_private_packing {
