@@ -357,12 +357,14 @@ decltype(auto) with_isa(sgemm_isa isa, F&& f) {
 }
 
 /// Scratch for the packed operands, one per thread, grown to the largest panel it has held
-/// (at most 4.2 MiB), 64-byte aligned.
+/// (at most 4.2 MiB; 16 MiB for an operand packed whole for a split product), 64-byte
+/// aligned.
 class scratch {
  public:
   float* get(std::size_t floats) {
     if (floats > size_) {
       data_.reset();
+      size_ = 0;  // a failed allocation (std::bad_alloc) leaves it empty, not claiming the old size
       data_.reset(static_cast<float*>(::operator new(floats * sizeof(float), std::align_val_t{64})));
       size_ = floats;
     }
