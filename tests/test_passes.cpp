@@ -496,6 +496,38 @@ TEST_CASE("folding gradient updates: a weight's step runs as one GEMM into the v
   }
 }
 
+TEST_CASE("a narrow layer deeper than its batch, split along its depth, adds its bias and ReLU once to the sum") {
+  // relu(x w + bias) with w 640 x 10 at a batch of 96 (one _FusedMatMulBiasAdd): on two and
+  // three threads the product splits along its depth (kernels/cpu/matmul.hpp,
+  // splits_by_depth), the threads' partial sums added before the bias and ReLU.
+  const std::int64_t batch = 96, in = 640, out = 10;
+  const auto xs = wave(batch * in, 0.4), ws = wave(in * out, 1.1), bias = wave(out, 2.7);
+  for (int threads : {1, 2, 3}) {
+    INFO(threads << " threads");
+    graph g;
+    auto& x = g.placeholder(dtype::float32, {batch, in}, "x");
+    auto& w = g.placeholder(dtype::float32, {in, out}, "w");
+    auto& h = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, w}), g.constant(tensor::from_vector(bias, shape{out}))})});
+    session s(g, fusing(threads, true));
+    const auto got = s.run({{"x", tensor::from_vector(xs, shape{batch, in})}, {"w", tensor::from_vector(ws, shape{in, out})}}, {h})
+                         .at(0)
+                         .to_vector<float>();
+    int bad = 0;
+    for (std::int64_t i = 0; i < batch; ++i)
+      for (std::int64_t j = 0; j < out; ++j) {
+        double sum = bias[static_cast<std::size_t>(j)], magnitude = std::abs(sum);
+        for (std::int64_t p = 0; p < in; ++p) {
+          const double term = static_cast<double>(xs[static_cast<std::size_t>(i * in + p)]) * static_cast<double>(ws[static_cast<std::size_t>(p * out + j)]);
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        const double bound = std::ldexp(1.0, -22) * static_cast<double>(in + 4) * (magnitude + 1.0);
+        if (!(std::abs(static_cast<double>(got[static_cast<std::size_t>(i * out + j)]) - std::max(sum, 0.0)) <= bound)) ++bad;
+      }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("a weight read again unchanged is packed once for the products that read it, until a write") {
   // h = relu(x w + bias) (one _FusedMatMulBiasAdd), the fused update w -= 0.05 x^T dz, and an
   // Assign of w. Forward runs without a write between them: the second packs a copy of w

@@ -394,6 +394,29 @@ TEST_CASE("MatMul in float uses sgemm: an MLP's products on one and two threads"
   check_matmul(8, 16, 600000, false, false, 2);
 }
 
+TEST_CASE("a narrow product deeper than its rows splits along its depth, on two and three threads") {
+  cpu::register_core_kernels();
+  cpu::register_matmul_kernel<float>();
+  if (!cpu::sgemm_supported()) return;
+  // Which products take the depth split (gemm_by_depth): fewer than 32 columns, deeper than
+  // their rows, at least 64 deep a thread; not a weight's update.
+  CHECK(cpu::splits_by_depth(128, 512, 10, false, 2));
+  CHECK(cpu::splits_by_depth(100, 401, 7, false, 3));
+  CHECK_FALSE(cpu::splits_by_depth(128, 512, 10, true, 2));  // accumulating
+  CHECK_FALSE(cpu::splits_by_depth(128, 512, 32, false, 2));  // 32 columns: split by them
+  CHECK_FALSE(cpu::splits_by_depth(600, 512, 10, false, 2));  // more rows than depth: by rows
+  CHECK_FALSE(cpu::splits_by_depth(100, 190, 10, false, 3));  // under 64 deep a thread
+  // Depth parts that end inside a 16-float unit, every transpose, the sums of two and three parts.
+  for (int threads : {2, 3}) {
+    check_matmul(100, 7, 401, false, false, threads);
+    check_matmul(100, 7, 401, true, true, threads);
+    check_matmul(60, 31, 400, true, false, threads);
+    check_matmul(128, 10, 512, false, true, threads);
+  }
+  // Out past 16,384 floats: the threads sum blocks of its columns (whole cache lines).
+  check_matmul(900, 20, 1000, false, false, 2);
+}
+
 TEST_CASE("each thread packs a split product's operand again for the next product, of the same shape") {
   cpu::register_core_kernels();
   cpu::register_matmul_kernel<float>();

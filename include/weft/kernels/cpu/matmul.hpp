@@ -10,11 +10,13 @@
 
 #include <Eigen/Core>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <new>
 #include <optional>
 #include <type_traits>
+#include <vector>
 
 #include <weft/core/broadcast.hpp>
 #include <weft/kernels/cpu/bgemm.hpp>
@@ -141,13 +143,78 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
   gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, r0, r1, 0, n);
 }
 
+#ifdef WEFT_OWN_SGEMM
+/// Whether gemm() splits a float product along its depth rather than by rows or columns: a
+/// narrow output (fewer columns than sgemm's AVX-512 block) of a product deeper than its
+/// rows, such as a classifier's 10-wide layer x w (128 x 512 times 512 x 10), at least 64
+/// deep a thread, the threads' partial sums at most 16 MiB each. Split by rows, each thread
+/// would read its rows of x whole, half of them written by the other core where x's producer
+/// split by columns; split by depth, each thread reads the columns of x that its core wrote
+/// and the partial sums it hands over are small (m x n). In an MLP's step on two threads the
+/// 10-wide forward product took 20 us instead of 30 (docs/benchmarks.md, session 59).
+inline bool splits_by_depth(std::int64_t m, std::int64_t k, std::int64_t n, bool accumulate, int threads) {
+  return !accumulate && m > 1 && n > 1 && n < 32 && k > m && k >= 64 * threads &&
+         static_cast<double>(threads) * static_cast<double>(m) * static_cast<double>(n) <= double(1 << 22) &&
+         sgemm_supported();
+}
+
+/// out(M,N) = alpha * op(a) * op(b), then `pass`, split across the threads along the depth
+/// (splits_by_depth): part p of the depth (16-float units, one part a thread) multiplies
+/// into a buffer of partial sums that belongs to the thread running it and stays with it for
+/// its next product (a thread that runs several parts, the others not joining, takes a slot
+/// for each); then out = the parts' sums in the order of the parts, then the pass, on the
+/// caller when out is small (16,384 floats), else by blocks of columns in whole cache lines.
+/// The sum does not depend on which thread ran which part.
+inline void gemm_by_depth(const kernel_context& ctx, const float* a, const float* b, float* out, std::int64_t m,
+                          std::int64_t k, std::int64_t n, bool ta, bool tb, float alpha, sgemm_output_pass pass) {
+  const std::int64_t parts = ctx.device().num_threads();
+  static std::atomic<std::uint64_t> products{0};
+  const std::uint64_t id = products.fetch_add(1, std::memory_order_relaxed) + 1;  // unique: 64 bits do not wrap
+  std::vector<const float*> partial(static_cast<std::size_t>(parts));
+  // op(a)(i, p) at a[i * a_rs + p * a_cs], op(b)(p, j) at b[p * b_rs + j * b_cs].
+  const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+  const std::int64_t depth_units = (k + 15) / 16;
+  ctx.parallel_for(parts, 1e9, [&](std::int64_t p0, std::int64_t p1) {
+    thread_local sgemm_detail::scratch own;
+    thread_local std::uint64_t own_product = 0;
+    thread_local std::int64_t used = 0;  // slots this thread has filled for product own_product
+    float* slots = own.get(static_cast<std::size_t>(parts * m * n));
+    if (own_product != id) own_product = id, used = 0;
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const std::int64_t lo = std::min(k, p * depth_units / parts * 16), hi = std::min(k, (p + 1) * depth_units / parts * 16);
+      float* dst = slots + used++ * m * n;
+      partial[static_cast<std::size_t>(p)] = dst;
+      if (lo == hi) std::fill(dst, dst + m * n, 0.0f);
+      else sgemm(m, n, hi - lo, a + lo * a_cs, a_rs, a_cs, b + lo * b_rs, b_rs, b_cs, dst, n, {}, alpha, false, {});
+    }
+  });
+  const std::int64_t column_units = (n + 15) / 16, blocks = m * n <= 16384 ? 1 : std::min(parts, column_units);
+  ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t lo = std::min(n, blk * column_units / blocks * 16), hi = std::min(n, (blk + 1) * column_units / blocks * 16);
+      for (std::int64_t i = 0; i < m; ++i) {
+        float* row = out + i * n;
+        const float* first = partial[0] + i * n;
+        for (std::int64_t j = lo; j < hi; ++j) row[j] = first[j];
+        for (std::int64_t q = 1; q < parts; ++q) {
+          const float* part = partial[static_cast<std::size_t>(q)] + i * n;
+          for (std::int64_t j = lo; j < hi; ++j) row[j] += part[j];
+        }
+      }
+      pass.at(0, lo).apply(out + lo, n, m, hi - lo);
+    }
+  });
+}
+#endif
+
 /// out(M,N) = alpha * op(a) * op(b), or out += that when `accumulate` (a weight's gradient
 /// descent update folded into its gradient's product), then `pass` (float: a bias and ReLU
 /// folded in), split across the intra-op threads in blocks of rows or of columns
 /// (blocks_for), each a full GEMM of its part. Each thread packs its part of one operand and
 /// the whole of the other, so the split is along the larger operand: by rows when op(a) is
 /// the larger (M >= N), by columns when op(b) is (an MLP's batch of 128 rows times a
-/// weight matrix of 512 columns).
+/// weight matrix of 512 columns). A narrow output of a deep product (float: a classifier's
+/// 10-wide layer) splits along the depth instead (splits_by_depth, gemm_by_depth).
 ///
 /// Signed integers multiply as the unsigned type of their width: a signed overflow inside
 /// Eigen's kernels is undefined behaviour (UBSan found int32's in the kernel fuzzer), while
@@ -173,6 +240,13 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   }
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+#ifdef WEFT_OWN_SGEMM
+  // A narrow output of a deep product (a classifier's layer): split along the depth.
+  if constexpr (std::is_same_v<T, float>) {
+    if (threads > 1 && flops >= 5e5 && !packed_b && splits_by_depth(m, k, n, accumulate, threads))
+      return gemm_by_depth(ctx, a, b, out, m, k, n, ta, tb, alpha, pass);
+  }
+#endif
   // A weight's update (`accumulate`: w += alpha x^T dz, k the batch) splits by the weight's
   // columns too where the forward product x w splits by them (more columns than the batch)
   // and they are wide, so that each core updates the part of the weight it reads in the next
