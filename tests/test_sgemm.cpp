@@ -417,6 +417,32 @@ TEST_CASE("a narrow product deeper than its rows splits along its depth, on two 
   check_matmul(900, 20, 1000, false, false, 2);
 }
 
+TEST_CASE("two products split along their depth at once, by two inter-op threads, keep their partial sums apart") {
+  cpu::register_core_kernels();
+  cpu::register_matmul_kernel<float>();
+  // A worker that ran a part of one product may run a part of the other before the first
+  // product's caller has summed its parts: each product's parts are the caller's own.
+  const auto p = make(128, 10, 512, false, false), q = make(96, 7, 700, true, false);
+  REQUIRE(cpu::splits_by_depth(p.m, p.k, p.n, false, 3));
+  REQUIRE(cpu::splits_by_depth(q.m, q.k, q.n, false, 3));
+  graph g;
+  auto& pa = g.placeholder(dtype::float32, shape{p.m, p.k}, "pa");
+  auto& qa = g.placeholder(dtype::float32, shape{q.k, q.m}, "qa");
+  auto& pp = g.op("MatMul", {pa, g.constant(tensor::from_vector(p.b, shape{p.k, p.n}))});
+  auto& qq = g.op("MatMul", {qa, g.constant(tensor::from_vector(q.b, shape{q.k, q.n}))}, {{"transpose_a", true}});
+  session_options options;
+  options.inter_op_threads = 2;
+  options.intra_op_threads = 3;  // two workers: one may leave the first product for the second
+  session s(g, options);
+  const feed_list feeds{{pa, tensor::from_vector(p.a, shape{p.m, p.k})}, {qa, tensor::from_vector(q.a, shape{q.k, q.m})}};
+  for (int run = 0; run < 200; ++run) {
+    INFO("run " << run);
+    const auto out = s.run(feeds, {pp, qq});
+    check(p, out[0].to_vector<float>(), p.n, 0.0f);
+    check(q, out[1].to_vector<float>(), q.n, 0.0f);
+  }
+}
+
 TEST_CASE("each thread packs a split product's operand again for the next product, of the same shape") {
   cpu::register_core_kernels();
   cpu::register_matmul_kernel<float>();

@@ -10,13 +10,11 @@
 
 #include <Eigen/Core>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <new>
 #include <optional>
 #include <type_traits>
-#include <vector>
 
 #include <weft/core/broadcast.hpp>
 #include <weft/kernels/cpu/bgemm.hpp>
@@ -147,7 +145,7 @@ void gemm_rows(const T* a, const T* b, T* out, std::int64_t m, std::int64_t k, s
 /// Whether gemm() splits a float product along its depth rather than by rows or columns: a
 /// narrow output (fewer columns than sgemm's AVX-512 block) of a product deeper than its
 /// rows, such as a classifier's 10-wide layer x w (128 x 512 times 512 x 10), at least 64
-/// deep a thread, the threads' partial sums at most 16 MiB each. Split by rows, each thread
+/// deep a thread, the partial sums at most 16 MiB. Split by rows, each thread
 /// would read its rows of x whole, half of them written by the other core where x's producer
 /// split by columns; split by depth, each thread reads the columns of x that its core wrote
 /// and the partial sums it hands over are small (m x n). In an MLP's step on two threads the
@@ -160,30 +158,24 @@ inline bool splits_by_depth(std::int64_t m, std::int64_t k, std::int64_t n, bool
 
 /// out(M,N) = alpha * op(a) * op(b), then `pass`, split across the threads along the depth
 /// (splits_by_depth): part p of the depth (16-float units, one part a thread) multiplies
-/// into a buffer of partial sums that belongs to the thread running it and stays with it for
-/// its next product (a thread that runs several parts, the others not joining, takes a slot
-/// for each); then out = the parts' sums in the order of the parts, then the pass, on the
-/// caller when out is small (16,384 floats), else by blocks of columns in whole cache lines.
-/// The sum does not depend on which thread ran which part.
+/// into slot p of the calling thread's buffer of partial sums (the caller's, not the
+/// threads': a worker moves on to another kernel's blocks while this caller still has to
+/// sum, and the caller runs nothing else until it has); then out = the parts' sums in the
+/// order of the parts, then the pass, on the caller when out is small (16,384 floats), else
+/// by blocks of columns in whole cache lines. The sum does not depend on which thread ran
+/// which part.
 inline void gemm_by_depth(const kernel_context& ctx, const float* a, const float* b, float* out, std::int64_t m,
                           std::int64_t k, std::int64_t n, bool ta, bool tb, float alpha, sgemm_output_pass pass) {
   const std::int64_t parts = ctx.device().num_threads();
-  static std::atomic<std::uint64_t> products{0};
-  const std::uint64_t id = products.fetch_add(1, std::memory_order_relaxed) + 1;  // unique: 64 bits do not wrap
-  std::vector<const float*> partial(static_cast<std::size_t>(parts));
+  thread_local sgemm_detail::scratch partials;
+  float* const slots = partials.get(static_cast<std::size_t>(parts * m * n));
   // op(a)(i, p) at a[i * a_rs + p * a_cs], op(b)(p, j) at b[p * b_rs + j * b_cs].
   const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
   const std::int64_t depth_units = (k + 15) / 16;
   ctx.parallel_for(parts, 1e9, [&](std::int64_t p0, std::int64_t p1) {
-    thread_local sgemm_detail::scratch own;
-    thread_local std::uint64_t own_product = 0;
-    thread_local std::int64_t used = 0;  // slots this thread has filled for product own_product
-    float* slots = own.get(static_cast<std::size_t>(parts * m * n));
-    if (own_product != id) own_product = id, used = 0;
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t lo = std::min(k, p * depth_units / parts * 16), hi = std::min(k, (p + 1) * depth_units / parts * 16);
-      float* dst = slots + used++ * m * n;
-      partial[static_cast<std::size_t>(p)] = dst;
+      float* dst = slots + p * m * n;
       if (lo == hi) std::fill(dst, dst + m * n, 0.0f);
       else sgemm(m, n, hi - lo, a + lo * a_cs, a_rs, a_cs, b + lo * b_rs, b_rs, b_cs, dst, n, {}, alpha, false, {});
     }
@@ -194,10 +186,10 @@ inline void gemm_by_depth(const kernel_context& ctx, const float* a, const float
       const std::int64_t lo = std::min(n, blk * column_units / blocks * 16), hi = std::min(n, (blk + 1) * column_units / blocks * 16);
       for (std::int64_t i = 0; i < m; ++i) {
         float* row = out + i * n;
-        const float* first = partial[0] + i * n;
+        const float* first = slots + i * n;
         for (std::int64_t j = lo; j < hi; ++j) row[j] = first[j];
         for (std::int64_t q = 1; q < parts; ++q) {
-          const float* part = partial[static_cast<std::size_t>(q)] + i * n;
+          const float* part = slots + q * m * n + i * n;
           for (std::int64_t j = lo; j < hi; ++j) row[j] += part[j];
         }
       }
