@@ -1,6 +1,7 @@
 #include "support/helpers.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -117,6 +118,7 @@ TEST_CASE("the cpu allocator reuses large freed buffers, within its limit") {
   CHECK(a.bytes_in_use() == 0);
   if (cpu_allocator::caches_buffers) {
     const std::size_t page = cpu_allocator::page_bytes;
+    CHECK(reinterpret_cast<std::uintptr_t>(p) % page == 0);  // a mapping of its own, not a block of malloc's
     CHECK(a.bytes_cached() == mib + page);  // large sizes round up to whole pages
     void* q = a.allocate(mib + 4000);       // the same rounded size: the same block
     CHECK(q == p);
@@ -138,6 +140,8 @@ TEST_CASE("the cpu allocator reuses large freed buffers, within its limit") {
     const std::size_t small = cpu_allocator::cache_min_bytes;
     CHECK(small == 64 * 1024);
     void* s1 = a.allocate(small + 10);
+    CHECK(reinterpret_cast<std::uintptr_t>(s1) % page == 0);
+    std::memset(s1, 0x5a, small + 10);  // all of it writable
     a.deallocate(s1, small + 10);
     CHECK(a.bytes_cached() == small + page);
     CHECK(a.allocate(small + 20) == s1);

@@ -3,6 +3,7 @@
 /// (a cache line, and an AVX-512 register) so kernels can use aligned vector loads.
 #pragma once
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,8 +51,9 @@ class allocator {
 
 /// Host memory with byte counters (current and peak), usable from many threads.
 ///
-/// Large buffers (at least `cache_min_bytes`, 64 KiB) are kept when freed, up to `cache_limit`
-/// bytes in all, and handed to the next allocation of the same rounded size, as TensorFlow's
+/// Large buffers (at least `cache_min_bytes`, 64 KiB; each a mapping of its own) are kept
+/// when freed, up to `cache_limit` bytes in all, and handed to the next allocation of the
+/// same rounded size, as TensorFlow's
 /// BFC allocator keeps its regions: a step that allocates the shapes of the step before
 /// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
 /// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
@@ -93,7 +95,7 @@ class cpu_allocator final : public allocator {
            physical_memory_bytes(), " bytes of memory");
     std::size_t rounded = round_up(bytes);
     void* p = take_cached(rounded);
-    if (!p) p = std::aligned_alloc(buffer_alignment, rounded);
+    if (!p) p = system_allocate(rounded);
     if (!p)
       fail(error_code::resource_exhausted, "cpu allocator: out of memory allocating ", bytes, " bytes (",
            in_use_.load(std::memory_order_relaxed), " bytes in use)");
@@ -106,7 +108,7 @@ class cpu_allocator final : public allocator {
   /// Frees p, keeping it in the cache when it is large and the cache has room.
   void deallocate(void* p, std::size_t bytes) noexcept override {
     in_use_.fetch_sub(bytes, std::memory_order_relaxed);
-    if (!keep_cached(p, round_up(bytes))) std::free(p);
+    if (!keep_cached(p, round_up(bytes))) system_free(p, round_up(bytes));
   }
 
   /// Bytes allocated and not yet freed.
@@ -128,7 +130,7 @@ class cpu_allocator final : public allocator {
       blocks.swap(cache_);
       cached_bytes_ = 0;
     }
-    for (auto& b : blocks) std::free(b.second);
+    for (auto& b : blocks) system_free(b.second, b.first);
   }
 
   /// The machine's physical memory (no limit when the system does not say).
@@ -162,6 +164,28 @@ class cpu_allocator final : public allocator {
   }
 
  private:
+  /// Whether a buffer of this rounded size is a mapping of its own (see system_allocate).
+  static bool mapped(std::size_t rounded) noexcept { return caches_buffers && rounded >= cache_min_bytes; }
+  /// A buffer the cache did not have, or null. One the cache may keep (64 KiB and more, not
+  /// under ASan) is a fresh anonymous mapping of its own, whatever glibc's malloc would have
+  /// done: malloc maps large blocks only above a threshold that it raises when such a block
+  /// is freed, and serves them from its heap after that, and the same two-thread products ran
+  /// slower writing into heap blocks (docs/benchmarks.md, session 59: a 128 x 512 x 512 one
+  /// 234 us instead of 198 after a larger product had run; an MLP step on two threads 1.51 ms
+  /// instead of 1.37 when it was the process's first). Smaller ones come from malloc (and
+  /// every one under ASan, which checks them).
+  static void* system_allocate(std::size_t rounded) noexcept {
+    if (mapped(rounded)) {
+      void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      return p == MAP_FAILED ? nullptr : p;
+    }
+    return std::aligned_alloc(buffer_alignment, rounded);
+  }
+  /// Returns a buffer that system_allocate(rounded) made.
+  static void system_free(void* p, std::size_t rounded) noexcept {
+    if (mapped(rounded)) ::munmap(p, rounded);
+    else std::free(p);
+  }
   /// Small buffers round to the alignment, large ones to whole pages so that sizes that
   /// differ by a few bytes share cached blocks.
   static std::size_t round_up(std::size_t bytes) noexcept {
@@ -186,7 +210,7 @@ class cpu_allocator final : public allocator {
     std::lock_guard lock(mu_);
     // Oldest blocks go first when the cache is full.
     while (!cache_.empty() && cached_bytes_ + rounded > cache_limit_) {
-      std::free(cache_.front().second);
+      system_free(cache_.front().second, cache_.front().first);
       cached_bytes_ -= cache_.front().first;
       cache_.erase(cache_.begin());
     }
