@@ -499,9 +499,8 @@ class allocator {
 ///
 /// Large buffers (at least `cache_min_bytes`, 64 KiB; each a mapping of its own) are kept
 /// when freed, up to `cache_limit` bytes in all, and handed to the next allocation of the
-/// same rounded size, as TensorFlow's
-/// BFC allocator keeps its regions: a step that allocates the shapes of the step before
-/// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
+/// same rounded size, as TensorFlow's BFC allocator keeps its regions: a step that
+/// allocates the shapes of the step before touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
 /// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
 /// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
 /// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
@@ -23731,9 +23730,8 @@ inline void gemm_by_depth(const kernel_context& ctx, const float* a, const float
   ctx.parallel_for(parts, 1e9, [&](std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t lo = std::min(k, p * depth_units / parts * 16), hi = std::min(k, (p + 1) * depth_units / parts * 16);
-      float* dst = slots + p * m * n;
-      if (lo == hi) std::fill(dst, dst + m * n, 0.0f);
-      else sgemm(m, n, hi - lo, a + lo * a_cs, a_rs, a_cs, b + lo * b_rs, b_rs, b_cs, dst, n, {}, alpha, false, {});
+      // Never empty: splits_by_depth asks for at least 64 (four units) a part.
+      sgemm(m, n, hi - lo, a + lo * a_cs, a_rs, a_cs, b + lo * b_rs, b_rs, b_cs, slots + p * m * n, n, {}, alpha, false, {});
     }
   });
   const std::int64_t column_units = (n + 15) / 16, blocks = m * n <= 16384 ? 1 : std::min(parts, column_units);

@@ -53,9 +53,8 @@ class allocator {
 ///
 /// Large buffers (at least `cache_min_bytes`, 64 KiB; each a mapping of its own) are kept
 /// when freed, up to `cache_limit` bytes in all, and handed to the next allocation of the
-/// same rounded size, as TensorFlow's
-/// BFC allocator keeps its regions: a step that allocates the shapes of the step before
-/// touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
+/// same rounded size, as TensorFlow's BFC allocator keeps its regions: a step that
+/// allocates the shapes of the step before touches no fresh pages. (A fresh page costs a page fault and zeroing by the kernel: about
 /// 10 ms per 16 MiB on this project's VMs, a tenth of a 2048x2048 float MatMul. Below 1 MiB
 /// glibc's malloc gave pages back too: with the threshold at 1 MiB, the MLP step's first
 /// ReluGrad, 256 KiB, took 0.044 ms, at 64 KiB 0.022.) Under ASan the cache is off, so that a
