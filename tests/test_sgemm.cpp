@@ -11,6 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -278,6 +282,68 @@ TEST_CASE("sgemm writes only its block of a larger output and spans panels of b"
     cpu::sgemm(isa, 3, 4, 0, nullptr, 0, 1, nullptr, 4, 1, out.data(), 4);
     CHECK(out == std::vector<float>(12, 0.0f));
   }
+}
+
+// `count` floats that end where an unreadable page begins: a read past them faults.
+class guarded_floats {
+ public:
+  explicit guarded_floats(std::size_t count) {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = (count * sizeof(float) + page - 1) / page * page + page;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    base_ = static_cast<char*>(p);
+    REQUIRE(mprotect(base_ + bytes_ - page, page, PROT_NONE) == 0);
+    data_ = reinterpret_cast<float*>(base_ + bytes_ - page) - count;
+  }
+  guarded_floats(const guarded_floats&) = delete;
+  guarded_floats& operator=(const guarded_floats&) = delete;
+  ~guarded_floats() { munmap(base_, bytes_); }
+  float* data() const { return data_; }
+
+ private:
+  char* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  float* data_ = nullptr;
+};
+
+TEST_CASE("sgemm reads a transposed a where it is, never past its rows, whatever its stride") {
+  // A transposed a (a weight's gradient x^T dz) is read in place, a whole register block of
+  // rows at each depth step; its edge rows are packed, as a block reads all of its rows
+  // (those past the edge only into accumulators it does not store). Here a ends where an
+  // unreadable page begins, so a read past its last row faults, and sits in a larger
+  // buffer (row stride m + 5, the rows between NaN), so a read with the wrong stride
+  // reaches the output. Rows that end inside each block (AVX2 6, AVX-512 12, the 144-row
+  // block of a), depths across panels, plain and as an update (alpha, accumulate).
+  for (std::int64_t m : {5, 12, 25, 150})
+    for (std::int64_t k : {7, 129, 257}) {
+      const std::int64_t n = 33, lda = m + 5;
+      const auto o = make(m, n, k, true, false);
+      guarded_floats flush(o.a.size());
+      std::copy(o.a.begin(), o.a.end(), flush.data());
+      for (auto isa : isas()) {
+        INFO(name(isa) << " block, a against an unreadable page");
+        std::vector<float> out(static_cast<std::size_t>(m * n), 0.0f);
+        cpu::sgemm(isa, m, n, k, flush.data(), 1, m, o.b.data(), n, 1, out.data(), n);
+        check(o, out, n, 0.0f);
+      }
+      std::vector<float> padded(static_cast<std::size_t>(k * lda), std::numeric_limits<float>::quiet_NaN());
+      for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t i = 0; i < m; ++i) padded[static_cast<std::size_t>(p * lda + i)] = o.a_at(i, p);
+      for (auto isa : isas()) {
+        INFO(name(isa) << " block, lda=" << lda);
+        std::vector<float> out(static_cast<std::size_t>(m * n), 0.0f);
+        cpu::sgemm(isa, m, n, k, padded.data(), 1, lda, o.b.data(), n, 1, out.data(), n);
+        check(o, out, n, 0.0f);
+        // out = 2 - 0.5 op(a) op(b), checked as the plain product of -0.5 a with b plus 2.
+        std::fill(out.begin(), out.end(), 2.0f);
+        cpu::sgemm(isa, m, n, k, padded.data(), 1, lda, o.b.data(), n, 1, out.data(), n, -0.5f, true);
+        auto scaled = o;
+        for (auto& v : scaled.a) v *= -0.5f;
+        for (auto& v : out) v -= 2.0f;
+        check(scaled, out, n, 0.0f);
+      }
+    }
 }
 
 TEST_CASE("sgemm propagates infinities and NaNs only into their own rows and columns") {

@@ -22727,27 +22727,29 @@ struct avx512 {
   static constexpr std::int64_t nc_max = 4096;  ///< columns of b's panel: at most 2 MiB (L3)
 
   /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
-  /// sliver over kc. The last block of a product whose rows are not a multiple of 12
+  /// sliver over kc; the sliver's mr values of depth step p start at a + p * a_step (mr when
+  /// packed). The last block of a product whose rows are not a multiple of 12
   /// computes only 4 or 8 of them (a batch of 128 rows ends in a block of 8: computing 12
   /// cost as much as a full block, 3 to 4 % of such a product).
   __attribute__((target("avx2,fma,avx512f"))) static void block(std::int64_t kc, const float* __restrict a,
-                                                                 const float* __restrict b, float* c, std::int64_t ldc,
-                                                                 bool accumulate, int rows, int cols, float alpha,
-                                                                 sgemm_output_pass pass) {
-    if (rows <= 4) return block_of<4>(kc, a, b, c, ldc, accumulate, rows, cols, alpha, pass);
-    if (rows <= 8) return block_of<8>(kc, a, b, c, ldc, accumulate, rows, cols, alpha, pass);
-    block_of<mr>(kc, a, b, c, ldc, accumulate, rows, cols, alpha, pass);
+                                                                 std::int64_t a_step, const float* __restrict b, float* c,
+                                                                 std::int64_t ldc, bool accumulate, int rows, int cols,
+                                                                 float alpha, sgemm_output_pass pass) {
+    if (rows <= 4) return block_of<4>(kc, a, a_step, b, c, ldc, accumulate, rows, cols, alpha, pass);
+    if (rows <= 8) return block_of<8>(kc, a, a_step, b, c, ldc, accumulate, rows, cols, alpha, pass);
+    block_of<mr>(kc, a, a_step, b, c, ldc, accumulate, rows, cols, alpha, pass);
   }
 
   /// block() with the first M rows of the sliver (its steps are still mr values apart).
   template <int M>
   __attribute__((target("avx2,fma,avx512f"))) static void block_of(std::int64_t kc, const float* __restrict a,
-                                                                    const float* __restrict b, float* c, std::int64_t ldc,
+                                                                    std::int64_t a_step, const float* __restrict b, float* c,
+                                                                    std::int64_t ldc,
                                                                     bool accumulate, int rows, int cols, float alpha,
                                                                     sgemm_output_pass pass) {
     f32x16 acc[M][2];  // zeroed by a loop: `= {}` left GCC a dead memset of the array
     for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = f32x16{};
-    for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
+    for (std::int64_t p = 0; p < kc; ++p, a += a_step, b += nr) {
       const f32x16 b0 = load16(b), b1 = load16(b + 16);
 #if defined(__clang__)
 #pragma unroll
@@ -22838,12 +22840,12 @@ struct avx2 {
   static constexpr std::int64_t nc_max = 4080;  ///< columns of b's panel: at most 4 MiB (L3)
 
   /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
-  /// sliver over kc.
-  static void block(std::int64_t kc, const float* __restrict a, const float* __restrict b, float* c, std::int64_t ldc,
-                    bool accumulate, int rows, int cols, float alpha, sgemm_output_pass pass) {
+  /// sliver over kc, the sliver's step p at a + p * a_step.
+  static void block(std::int64_t kc, const float* __restrict a, std::int64_t a_step, const float* __restrict b, float* c,
+                    std::int64_t ldc, bool accumulate, int rows, int cols, float alpha, sgemm_output_pass pass) {
     f32x8 c00 = {}, c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     f32x8 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (std::int64_t p = 0; p < kc; ++p, a += mr, b += nr) {
+    for (std::int64_t p = 0; p < kc; ++p, a += a_step, b += nr) {
       const f32x8 b0 = load8(b), b1 = load8(b + 8);
       f32x8 t = splat8(a[0]);
       c00 = fma(t, b0, c00);
@@ -23125,6 +23127,12 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
   const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr);
   float* packed_b = thread_scratch().get(static_cast<std::size_t>(ps.step * (nc_cap + round_up(std::min(m, mc_max), mr))));
   float* packed_a = packed_b + ps.step * nc_cap;
+  // A transposed a (a weight's gradient x^T dz) holds a sliver's mr rows of each depth step
+  // next to each other, as packing would lay them out: its whole slivers are read where they
+  // are, not packed (an edge sliver is: the block reads all mr rows). The MLP's 512 x 128 x
+  // 512 weight gradient ran 2.5 % faster on one core, its step on two threads 1 %, and split
+  // products no longer pack such an a once per thread (docs/benchmarks.md, session 60).
+  const bool direct_a = !shared.a && a.rs == 1;
   for (std::int64_t jc = 0; jc < n; jc += nc_max) {
     const std::int64_t nc = std::min(nc_max, n - jc);
     for (std::int64_t q = 0, pc = 0; pc < k; ++q, pc += ps.step) {
@@ -23138,12 +23146,20 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
         const std::int64_t mc = std::min(mc_max, m - ic);
         const float* block_a = packed_a;
         if (shared.a) block_a = shared.a + q * round_up(m, mr) * ps.step + ic * kc;
-        else pack_a<Isa>(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
+        else if (!direct_a) pack_a<Isa>(mc, kc, {a.at(ic, pc), a.rs, a.cs}, packed_a);
         for (std::int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            Isa::block(kc, block_a + ir * kc, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
+            const float* sliver = block_a + ir * kc;
+            std::int64_t step = mr;
+            if (direct_a && rows == mr) {
+              sliver = a.at(ic + ir, pc), step = a.cs;
+            } else if (direct_a) {  // the edge sliver, packed once for the panel's columns
+              if (jr == 0) pack_a<Isa>(rows, kc, {a.at(ic + ir, pc), a.rs, a.cs}, packed_a);
+              sliver = packed_a;
+            }
+            Isa::block(kc, sliver, step, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
                        rows, cols, alpha, last ? pass.at(ic + ir, jc + jr) : sgemm_output_pass{});
           }
         }
@@ -23823,7 +23839,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   if constexpr (std::is_same_v<T, float>) {
     constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
     if (m > 1 && n > 1 && sgemm_supported()) {
-      const bool pack_a = by_columns && sgemm_packed_size_a(m, k) <= shared_cap;
+      // A transposed a is read where it is (sgemm's direct slivers): not packed.
+      const bool pack_a = by_columns && !ta && sgemm_packed_size_a(m, k) <= shared_cap;
       const bool pack_b = !by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap;
       if (pack_a || pack_b) {
         const auto which = pack_a ? sgemm_shared_packing::operand::a : sgemm_shared_packing::operand::b;

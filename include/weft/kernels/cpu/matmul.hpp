@@ -268,7 +268,8 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
   if constexpr (std::is_same_v<T, float>) {
     constexpr std::int64_t shared_cap = std::int64_t{1} << 22;
     if (m > 1 && n > 1 && sgemm_supported()) {
-      const bool pack_a = by_columns && sgemm_packed_size_a(m, k) <= shared_cap;
+      // A transposed a is read where it is (sgemm's direct slivers): not packed.
+      const bool pack_a = by_columns && !ta && sgemm_packed_size_a(m, k) <= shared_cap;
       const bool pack_b = !by_columns && !packed_b && n <= sgemm_max_shared_columns && sgemm_packed_size_b(k, n) <= shared_cap;
       if (pack_a || pack_b) {
         const auto which = pack_a ? sgemm_shared_packing::operand::a : sgemm_shared_packing::operand::b;
