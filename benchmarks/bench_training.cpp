@@ -29,6 +29,7 @@
 #include "eigen_mlp.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -409,6 +410,52 @@ void BM_weft_mlp_step(benchmark::State& state) {
     state.SkipWithError("weft's step differs from the hand-written one");
   m.reset();
   time_weft(state, m, count_mlp);
+}
+
+// What the second thread gives the MLP step, on a machine shared with others: the step on
+// one thread and on two (2 intra-op, 1 inter-op), two sessions in one process, their steps
+// alternated in runs of 10, each step timed. A moment of contention on the host (a core
+// taken away for a while) then falls on both in about the same measure, where two separate
+// benchmarks, minutes apart, compare a quiet moment with a loaded one. Counters: each
+// session's median step (ms), and the second thread's gain: the median over neighbouring
+// pairs of runs of (one-thread run's median / two-thread run's median), and the same of the
+// runs' fastest steps.
+void BM_weft_mlp_second_thread(benchmark::State& state) {
+  mlp_problem p;
+  weft_mlp one(p, threads_options(1, 0)), two(p, threads_options(2, 1));
+  for (int i = 0; i < 5; ++i) one.step_only(), two.step_only();
+  constexpr int run = 10;
+  std::vector<double> times[2], medians[2], fastest[2];
+  std::vector<double> current;
+  int i = 0;
+  for (auto _ : state) {
+    const int which = (i / run) % 2;
+    const auto t0 = std::chrono::steady_clock::now();
+    (which ? two : one).step_only();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    times[which].push_back(ms);
+    current.push_back(ms);
+    if (++i % run == 0) {
+      std::sort(current.begin(), current.end());
+      medians[which].push_back(current[run / 2]);
+      fastest[which].push_back(current.front());
+      current.clear();
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const auto gain = [&](const std::vector<double>(&of)[2]) {
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < std::min(of[0].size(), of[1].size()); ++r) ratios.push_back(of[0][r] / of[1][r]);
+    return median(ratios);
+  };
+  state.counters["1T_ms"] = median(times[0]);
+  state.counters["2T_ms"] = median(times[1]);
+  state.counters["gain"] = gain(medians);
+  state.counters["gain_fastest"] = gain(fastest);
 }
 
 // The same step with session_options::fuse_matmul off: the bias and ReLU as nodes of their own, each weight's gradient
@@ -806,6 +853,7 @@ int node_times(std::string name) {
 
 // Arguments: intra-op threads, inter-op threads.
 BENCHMARK(BM_weft_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_weft_mlp_second_thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_unfused)->Args({1, 0})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_logged)->Args({1, 0, 0})->Args({1, 0, 1})->Args({2, 1, 0})->Args({2, 1, 1})
     ->Iterations(2 * mnist_steps_per_epoch)->Unit(benchmark::kMillisecond)->UseRealTime();
