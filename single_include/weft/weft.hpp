@@ -22740,7 +22740,7 @@ struct avx512 {
     block_of<mr>(kc, a, a_step, b, c, ldc, accumulate, rows, cols, alpha, pass);
   }
 
-  /// block() with the first M rows of the sliver (its steps are still mr values apart).
+  /// block() with the first M rows of the sliver (its steps a_step apart, whatever M).
   template <int M>
   __attribute__((target("avx2,fma,avx512f"))) static void block_of(std::int64_t kc, const float* __restrict a,
                                                                     std::int64_t a_step, const float* __restrict b, float* c,
