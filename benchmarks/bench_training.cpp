@@ -24,6 +24,7 @@
 
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "eigen_mlp.hpp"
@@ -412,6 +413,25 @@ void BM_weft_mlp_step(benchmark::State& state) {
   time_weft(state, m, count_mlp);
 }
 
+// The CPUs this thread may run on (its affinity mask), in order; empty where it cannot be read.
+std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// Runs the calling thread on `cpus` only (all of them when given the whole mask).
+void pin_to(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
 // What the second thread gives the MLP step, on a machine shared with others: the step on
 // one thread and on two (2 intra-op, 1 inter-op), two sessions in one process, their steps
 // alternated in runs of 10, each step timed. A moment of contention on the host (a core
@@ -420,28 +440,40 @@ void BM_weft_mlp_step(benchmark::State& state) {
 // session's median step (ms), and the second thread's gain: the median over neighbouring
 // pairs of runs of (one-thread run's median / two-thread run's median), and the same of the
 // runs' fastest steps.
+//
+// Where the process may run on two CPUs, a third kind of run (every third run) times the
+// one-thread step with the calling thread pinned to each CPU in turn: `cpu_spread` is the
+// slower CPU's median step over the faster's. A host that gives one of a VM's two CPUs less
+// time (another guest on its core) slows the two-thread step, whose halves wait for the
+// slower core, more than the one-thread step: the gain is the code's on a spread near 1.
 void BM_weft_mlp_second_thread(benchmark::State& state) {
   mlp_problem p;
   weft_mlp one(p, threads_options(1, 0)), two(p, threads_options(2, 1));
   for (int i = 0; i < 5; ++i) one.step_only(), two.step_only();
+  const std::vector<int> cpus = allowed_cpus();
+  const bool spread = cpus.size() == 2;
+  const int kinds = spread ? 3 : 2;
   constexpr int run = 10;
-  std::vector<double> times[2], medians[2], fastest[2];
+  std::vector<double> times[2], medians[2], fastest[2], pinned[2];
   std::vector<double> current;
   int i = 0;
   for (auto _ : state) {
-    const int which = (i / run) % 2;
+    const int r = i / run, kind = r % kinds;
+    if (kind == 2 && i % run == 0) pin_to({cpus[static_cast<std::size_t>(r / kinds % 2)]});
     const auto t0 = std::chrono::steady_clock::now();
-    (which ? two : one).step_only();
+    (kind == 1 ? two : one).step_only();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    times[which].push_back(ms);
     current.push_back(ms);
+    if (kind == 2) pinned[r / kinds % 2].push_back(ms);
+    else times[kind].push_back(ms);
     if (++i % run == 0) {
+      if (kind == 2) pin_to(cpus);
       std::sort(current.begin(), current.end());
-      medians[which].push_back(current[run / 2]);
-      fastest[which].push_back(current.front());
+      if (kind < 2) medians[kind].push_back(current[run / 2]), fastest[kind].push_back(current.front());
       current.clear();
     }
   }
+  if (kinds == 3 && i % run != 0 && (i / run) % kinds == 2) pin_to(cpus);
   const auto median = [](std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());
@@ -456,6 +488,10 @@ void BM_weft_mlp_second_thread(benchmark::State& state) {
   state.counters["2T_ms"] = median(times[1]);
   state.counters["gain"] = gain(medians);
   state.counters["gain_fastest"] = gain(fastest);
+  if (spread && !pinned[0].empty() && !pinned[1].empty()) {
+    const double a = median(pinned[0]), b = median(pinned[1]);
+    state.counters["cpu_spread"] = std::max(a, b) / std::min(a, b);
+  }
 }
 
 // The same step with session_options::fuse_matmul off: the bias and ReLU as nodes of their own, each weight's gradient
