@@ -284,6 +284,30 @@ TEST_CASE("sgemm writes only its block of a larger output and spans panels of b"
   }
 }
 
+TEST_CASE("a part of a split product claims its output first and writes what it would have written, nothing more") {
+  // sgemm_shared::split: each full-width block asks for its rows of c (PREFETCHW) before its
+  // first panel's sum. Rows that start anywhere in a line (row strides n + 3), several
+  // panels (k past 128 and 256), plain and as an update: the same bits as without, the
+  // columns past n untouched.
+  for (const auto& [m, n, k, ta] : {std::tuple{25, 70, 300, false}, std::tuple{40, 96, 129, true}, std::tuple{13, 33, 7, false}}) {
+    const auto o = make(m, n, k, ta, false);
+    const std::int64_t ldc = n + 3;
+    for (bool accumulate : {false, true}) {
+      INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " accumulate=" << accumulate);
+      std::vector<float> alone(static_cast<std::size_t>(m * ldc), 0.25f), part = alone;
+      for (std::int64_t i = 0; i < m; ++i)  // an update's initial values; the pad stays 0.25
+        for (std::int64_t j = 0; j < n; ++j) alone[static_cast<std::size_t>(i * ldc + j)] = 0.01f * static_cast<float>(i - j);
+      part = alone;
+      const float alpha = accumulate ? -0.5f : 1.0f;
+      cpu::sgemm(m, n, k, o.a.data(), ta ? 1 : k, ta ? m : 1, o.b.data(), n, 1, alone.data(), ldc, {}, alpha, accumulate);
+      cpu::sgemm(m, n, k, o.a.data(), ta ? 1 : k, ta ? m : 1, o.b.data(), n, 1, part.data(), ldc, {.split = true}, alpha,
+                 accumulate);
+      CHECK(std::memcmp(alone.data(), part.data(), alone.size() * sizeof(float)) == 0);
+      if (!accumulate) check(o, part, ldc, 0.25f);
+    }
+  }
+}
+
 // `count` floats that end where an unreadable page begins: a read past them faults.
 class guarded_floats {
  public:

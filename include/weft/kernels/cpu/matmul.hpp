@@ -176,7 +176,8 @@ inline void gemm_by_depth(const kernel_context& ctx, const float* a, const float
     for (std::int64_t p = p0; p < p1; ++p) {
       const std::int64_t lo = std::min(k, p * depth_units / parts * 16), hi = std::min(k, (p + 1) * depth_units / parts * 16);
       // Never empty: splits_by_depth asks for at least 64 (four units) a part.
-      sgemm(m, n, hi - lo, a + lo * a_cs, a_rs, a_cs, b + lo * b_rs, b_rs, b_cs, slots + p * m * n, n, {}, alpha, false, {});
+      sgemm(m, n, hi - lo, a + lo * a_cs, a_rs, a_cs, b + lo * b_rs, b_rs, b_cs, slots + p * m * n, n, {.split = true}, alpha,
+            false, {});
     }
   });
   const std::int64_t column_units = (n + 15) / 16, blocks = m * n <= 16384 ? 1 : std::min(parts, column_units);
@@ -253,6 +254,7 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
     return gemm_part<T>(a, b, out, m, k, n, ta, tb, adjoint, 0, m, 0, n, prepacked, alpha, accumulate, pass);
   const std::int64_t blocks = std::max<std::int64_t>(threads, blocks_for(ctx, extent, 16));
   sgemm_shared shared = prepacked;
+  shared.split = true;
 #ifdef WEFT_OWN_SGEMM
   // The operand every block reads whole is packed once for all of the blocks a thread runs
   // (packing it per block cost a quarter of a split product's time); each block packs its

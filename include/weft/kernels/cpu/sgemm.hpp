@@ -44,6 +44,9 @@ struct sgemm_shared {
   /// The first column of b_columns that the product reads: the start of a sliver (a
   /// multiple of the block's columns), else the product packs its b itself.
   std::int64_t b_column0 = 0;
+  /// Whether the product is one thread's part of a product split across threads: each of
+  /// its blocks claims its lines of the output before its first panel's sum (claim_rows).
+  bool split = false;
 };
 
 /// What a product's output pass applies once the sum is complete: bias[j] added to column j
@@ -84,6 +87,7 @@ struct sgemm_output_pass {
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <cpuid.h>
 #include <memory>
 #include <new>
 #include <thread>
@@ -125,6 +129,36 @@ __attribute__((target("avx2,fma,avx512f"), always_inline)) inline void store16(f
 /// subtraction folds away.
 __attribute__((target("avx2,fma,avx512f"), always_inline)) inline f32x16 splat16(float x) { return x - f32x16{}; }
 
+/// Whether the CPU has PREFETCHW (CPUID 0x80000001, ECX bit 8): every CPU with AVX-512F,
+/// AMD's since the K6-2, Intel's since Broadwell (not Haswell, whose AVX2 block then skips it).
+inline bool has_prefetchw() {
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 8)) != 0;
+  }();
+  return yes;
+}
+
+/// Asks for the lines of `rows` rows of Cols floats of c (row stride ldc) in a state this
+/// core may write (PREFETCHW), before a register block's first multiply-adds. Where another
+/// core holds copies of them (in a split product: an output buffer that both cores read in
+/// its last use, a weight whose input gradient the other core read), a store waits until
+/// those copies are invalidated, about 20 us per 128 KiB between this 2-core VM's cores, and
+/// a block's first stores came right after its sums. Asked first, the wait overlaps the
+/// sums: the MLP step on two threads 4 to 5 % faster, one thread level (docs/benchmarks.md,
+/// session 61). Only split products ask (sgemm_shared::split): alone on one core, where no
+/// other core holds the lines, products with one panel ran about 1 % slower asking. Every
+/// 16th float of a row and its last are asked for, so that a row that does not start on a
+/// line has all of its lines asked for. Inline assembly: the builtin needs the prfchw target.
+template <int Cols>
+__attribute__((always_inline)) inline void claim_rows(const float* c, std::int64_t ldc, int rows) {
+  for (int i = 0; i < rows; ++i) {
+    const float* row = c + i * ldc;
+    for (int j = 0; j < Cols; j += 16) asm volatile("prefetchw (%0)" ::"r"(row + j));
+    asm volatile("prefetchw (%0)" ::"r"(row + Cols - 1));
+  }
+}
+
 /// c[rows x cols] (row stride ldc) = or += a block of Mr rows of two zmm accumulators (32
 /// columns): the last step of the AVX-512 block and of bgemm.hpp's. A full block is stored
 /// directly, an edge block through a buffer.
@@ -161,6 +195,8 @@ struct avx512 {
   static constexpr int nr = 32;                 ///< columns: two zmm registers
   static constexpr std::int64_t kc_max = 128;   ///< depth of a panel: a 32-column sliver of b is 16 KiB (L1)
   static constexpr std::int64_t nc_max = 4096;  ///< columns of b's panel: at most 2 MiB (L3)
+  /// Whether claim_rows may run (PREFETCHW): every CPU with AVX-512F has it.
+  static bool can_claim() { return true; }
 
   /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
   /// sliver over kc; the sliver's mr values of depth step p start at a + p * a_step (mr when
@@ -274,6 +310,8 @@ struct avx2 {
   static constexpr int nr = 16;                 ///< columns: two ymm registers
   static constexpr std::int64_t kc_max = 256;   ///< depth of a panel: a 16-column sliver of b is 16 KiB (L1)
   static constexpr std::int64_t nc_max = 4080;  ///< columns of b's panel: at most 4 MiB (L3)
+  /// Whether claim_rows may run: Haswell has AVX2 but not PREFETCHW.
+  static bool can_claim() { return has_prefetchw(); }
 
   /// c[rows x cols] (row stride ldc) = or += alpha times the product of an a sliver and a b
   /// sliver over kc, the sliver's step p at a + p * a_step.
@@ -595,7 +633,10 @@ void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided 
               if (jr == 0) pack_a<Isa>(rows, kc, {a.at(ic + ir, pc), a.rs, a.cs}, packed_a);
               sliver = packed_a;
             }
-            Isa::block(kc, sliver, step, panel_b + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, accumulate || pc > 0,
+            float* const out = c + (ic + ir) * ldc + jc + jr;
+            // A part of a split product claims its block of c before the block's first sum.
+            if (pc == 0 && shared.split && cols == nr && Isa::can_claim()) claim_rows<nr>(out, ldc, rows);
+            Isa::block(kc, sliver, step, panel_b + jr * kc, out, ldc, accumulate || pc > 0,
                        rows, cols, alpha, last ? pass.at(ic + ir, jc + jr) : sgemm_output_pass{});
           }
         }
