@@ -445,7 +445,9 @@ void pin_to(const std::vector<int>& cpus) {
 // one-thread step with the calling thread pinned to each CPU in turn: `cpu_spread` is the
 // slower CPU's median step over the faster's. A host that gives one of a VM's two CPUs less
 // time (another guest on its core) slows the two-thread step, whose halves wait for the
-// slower core, more than the one-thread step: the gain is the code's on a spread near 1.
+// slower core, more than the one-thread step: a run with a spread well above 1 measured the
+// host as much as the code (a spread near 1 does not make a run quiet: the host may load
+// both cores alike).
 void BM_weft_mlp_second_thread(benchmark::State& state) {
   mlp_problem p;
   weft_mlp one(p, threads_options(1, 0)), two(p, threads_options(2, 1));
