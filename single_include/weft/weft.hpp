@@ -23578,8 +23578,10 @@ inline panels even_panels(std::int64_t k) {
   return ps;
 }
 
-/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
-inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
+/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc; `split`: a
+/// thread's part of a split product, whose blocks claim their rows of c first (as sgemm's).
+inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
+                    bool split) {
   const panels ps = even_panels(k);
   const std::int64_t step_pairs = ps.step / 2;
   const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr), mc_cap = round_up(std::min(m, mc_max), mr);
@@ -23599,8 +23601,9 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows,
-                  cols);
+            float* const out = c + (ic + ir) * ldc + jc + jr;
+            if (pc == 0 && split && cols == nr) sgemm_detail::claim_rows<nr>(out, ldc, rows);  // as sgemm's product()
+            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols);
           }
         }
       }
@@ -23619,16 +23622,17 @@ inline bool bgemm_supported() {
 
 /// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
 /// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
-/// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
+/// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks. `split`: the
+/// product is one thread's part of a product split across threads (sgemm_shared::split).
 inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
                   std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, float* out,
-                  std::int64_t ldc) {
+                  std::int64_t ldc, bool split = false) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
     return;
   }
-  bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc);
+  bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, split);
 }
 
 }  // namespace weft::cpu
@@ -23929,23 +23933,23 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 /// across the intra-op threads as gemm splits a float product: M, N > 1.
 inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
                       std::int64_t k, std::int64_t n, bool ta, bool tb) {
-  const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+  const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, bool split) {
     const std::uint16_t* lhs = ta ? a + r0 : a + r0 * k;
     const std::uint16_t* rhs = tb ? b + c0 * k : b + c0;
-    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n);
+    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n, split);
   };
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool by_columns = n > m;
   const std::int64_t extent = by_columns ? n : m;
-  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return part(0, m, 0, n);
+  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return part(0, m, 0, n, false);
   // One block per thread: each block packs the whole of the operand it does not split.
   const std::int64_t blocks = threads;
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-      if (by_columns) part(0, m, lo, hi);
-      else part(lo, hi, 0, n);
+      if (by_columns) part(0, m, lo, hi, true);
+      else part(lo, hi, 0, n, true);
     }
   });
 }

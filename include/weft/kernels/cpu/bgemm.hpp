@@ -163,8 +163,10 @@ inline panels even_panels(std::int64_t k) {
   return ps;
 }
 
-/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc.
-inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc) {
+/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc; `split`: a
+/// thread's part of a split product, whose blocks claim their rows of c first (as sgemm's).
+inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
+                    bool split) {
   const panels ps = even_panels(k);
   const std::int64_t step_pairs = ps.step / 2;
   const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr), mc_cap = round_up(std::min(m, mc_max), mr);
@@ -184,8 +186,9 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, c + (ic + ir) * ldc + jc + jr, ldc, pc > 0, rows,
-                  cols);
+            float* const out = c + (ic + ir) * ldc + jc + jr;
+            if (pc == 0 && split && cols == nr) sgemm_detail::claim_rows<nr>(out, ldc, rows);  // as sgemm's product()
+            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols);
           }
         }
       }
@@ -204,16 +207,17 @@ inline bool bgemm_supported() {
 
 /// out(m, n) = op(a)(m, k) * op(b)(k, n) into a row-major float out with row stride ldc; a
 /// and b are bfloat16 bits, a(i, p) at a[i * a_rs + p * a_cs] and b(p, j) at b[p * b_rs + j *
-/// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks.
+/// b_cs]. k == 0 writes zeros. The CPU must have what bgemm_supported() checks. `split`: the
+/// product is one thread's part of a product split across threads (sgemm_shared::split).
 inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
                   std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, float* out,
-                  std::int64_t ldc) {
+                  std::int64_t ldc, bool split = false) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (std::int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldc, n, 0.0f);
     return;
   }
-  bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc);
+  bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, split);
 }
 
 }  // namespace weft::cpu

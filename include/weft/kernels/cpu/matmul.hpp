@@ -317,23 +317,23 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 /// across the intra-op threads as gemm splits a float product: M, N > 1.
 inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
                       std::int64_t k, std::int64_t n, bool ta, bool tb) {
-  const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1) {
+  const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, bool split) {
     const std::uint16_t* lhs = ta ? a + r0 : a + r0 * k;
     const std::uint16_t* rhs = tb ? b + c0 * k : b + c0;
-    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n);
+    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n, split);
   };
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool by_columns = n > m;
   const std::int64_t extent = by_columns ? n : m;
-  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return part(0, m, 0, n);
+  if (threads == 1 || flops < 2e6 || extent < 2 * threads) return part(0, m, 0, n, false);
   // One block per thread: each block packs the whole of the operand it does not split.
   const std::int64_t blocks = threads;
   ctx.parallel_for(blocks, 1e9, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t blk = b0; blk < b1; ++blk) {
       const std::int64_t lo = blk * extent / blocks, hi = (blk + 1) * extent / blocks;
-      if (by_columns) part(0, m, lo, hi);
-      else part(lo, hi, 0, n);
+      if (by_columns) part(0, m, lo, hi, true);
+      else part(lo, hi, 0, n, true);
     }
   });
 }
