@@ -294,10 +294,10 @@ TEST_CASE("a part of a split product claims its output first and writes what it 
     const std::int64_t ldc = n + 3;
     for (bool accumulate : {false, true}) {
       INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " accumulate=" << accumulate);
-      std::vector<float> alone(static_cast<std::size_t>(m * ldc), 0.25f), part = alone;
+      std::vector<float> alone(static_cast<std::size_t>(m * ldc), 0.25f);
       for (std::int64_t i = 0; i < m; ++i)  // an update's initial values; the pad stays 0.25
         for (std::int64_t j = 0; j < n; ++j) alone[static_cast<std::size_t>(i * ldc + j)] = 0.01f * static_cast<float>(i - j);
-      part = alone;
+      std::vector<float> part = alone;
       const float alpha = accumulate ? -0.5f : 1.0f;
       cpu::sgemm(m, n, k, o.a.data(), ta ? 1 : k, ta ? m : 1, o.b.data(), n, 1, alone.data(), ldc, {}, alpha, accumulate);
       cpu::sgemm(m, n, k, o.a.data(), ta ? 1 : k, ta ? m : 1, o.b.data(), n, 1, part.data(), ldc, {.split = true}, alpha,
