@@ -932,6 +932,71 @@ TEST_CASE("folding under train::minimize: control edges on the folded nodes move
   for (std::size_t i = 0; i < after[0].size(); ++i) CHECK(std::abs(after[0][i] - after[1][i]) <= 1e-6f);
 }
 
+TEST_CASE("folding in bfloat16: a two-layer step folds as in float and lands within bfloat16 rounding of float's step") {
+  // relu(x w1 + b1) w2 + b2, loss = the sum of its elements, one SGD step in bfloat16: both
+  // BiasAdds (one with its Relu), the ReluGrad and both weights' updates fold. x is 48 x 300:
+  // the first layer's product is deeper than one depth panel of bgemm (its partial sums wait
+  // in float), and on two threads the products split. Checked against the same step in
+  // float32 from the same (bfloat16) values: each weight within two bfloat16 ulps, plus
+  // rate * 2^-8 * 24 for the bfloat16 rounding of the backward pass's values (48 terms of at
+  // most 1 x 0.5). The unfused bfloat16 step misses this bound: a pre-activation near 0,
+  // rounded twice, becomes 0, and its ReluGrad clears a term of 48-term sums that cancel.
+  const std::int64_t batch = 48, in = 300, hidden = 96, out = 40;
+  const float rate = 0.002f;
+  // The step in dtype t: the weights after it, as floats, and the fused ops it ran.
+  const auto step = [&](dtype t, int threads) {
+    const auto values = [t](const std::vector<float>& v, shape s) {
+      tensor b(dtype::bfloat16, s), f(dtype::float32, s);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        b.data<bfloat16>()[i] = bfloat16(v[i]);
+        f.data<float>()[i] = static_cast<float>(b.data<bfloat16>()[i]);
+      }
+      return t == dtype::bfloat16 ? b : f;
+    };
+    graph g;
+    auto x = g.placeholder(t, {batch, in}, "x").out(0);
+    std::vector<output> vars;
+    std::vector<int> inits;
+    const std::vector<shape> shapes{{in, hidden}, {hidden}, {hidden, out}, {out}};
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      vars.push_back(g.variable(t, shapes[i], node_options("v" + std::to_string(i))).out(0));
+      std::vector<float> init = wave(shapes[i].num_elements(), 0.3 + static_cast<double>(i));
+      for (float& v : init) v *= 0.1f;
+      inits.push_back(g.op("Assign", {vars[i], g.constant(values(init, shapes[i]))}).id());
+    }
+    auto y = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, vars[0]}).out(0), vars[1]}).out(0)}).out(0);
+    auto z = g.op("BiasAdd", {g.op("MatMul", {y, vars[2]}).out(0), vars[3]}).out(0);
+    auto loss = g.op("Sum", {z, g.constant(tensor::of<std::int32_t>({2}, {0, 1}))}).out(0);
+    auto train = train::minimize(g, loss, vars, train::sgd{rate});
+    auto& init = g.op("NoOp", {}, {}, node_options("init").after(inits));
+    session s(g, fusing(threads, true));
+    s.run({}, {}, {init});
+    const auto ops = trace(s, {{"x", values(wave(batch * in, 1.3), shape{batch, in})}}, {}, {train.step}).ops;
+    std::vector<float> after;
+    for (const tensor& v : s.run({}, std::vector<endpoint>(vars.begin(), vars.end()))) {
+      REQUIRE(v.dtype() == t);
+      for (std::int64_t i = 0; i < v.num_elements(); ++i)
+        after.push_back(t == dtype::float32 ? v.data<float>()[i] : static_cast<float>(v.data<bfloat16>()[i]));
+    }
+    return std::pair{after, ops};
+  };
+  for (int threads : {1, 2}) {
+    INFO(threads << " threads");
+    const auto [want, float_ops] = step(dtype::float32, threads);
+    const auto [got, ops] = step(dtype::bfloat16, threads);
+    CHECK(ops.count("_FusedMatMulBiasAdd") == 2);
+    CHECK(ops.count("_FusedMatMulReluGrad") == 1);
+    CHECK(ops.count("_FusedMatMulApplyGradientDescent") == 2);
+    CHECK(ops.count("MatMul") == 0);
+    CHECK(ops == float_ops);
+    REQUIRE(got.size() == want.size());
+    int far = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (!(std::abs(got[i] - want[i]) <= std::ldexp(std::abs(want[i]), -7) + rate * std::ldexp(24.0f, -8))) ++far;
+    CHECK(far == 0);
+  }
+}
+
 TEST_CASE("folding a ReluGrad into its gradients' product: the same values as the two nodes") {
   // backprops = ReluGrad(dz w^T, features) against sums in double: a split product on two
   // threads, sgemm's transposed path (10 columns), a matrix-vector product (one column: the

@@ -621,6 +621,78 @@ TEST_CASE("bgemm (bfloat16) matches a naive loop at every edge of its blocks, ev
   CHECK(out == std::vector<float>(12, 0.0f));
 }
 
+// bgemm's bfloat16 results (bgemm_output) against its float sums put through the pass here, a
+// loop of its own with Eigen's conversion to bfloat16: the same bits, for each kind of pass.
+namespace {
+float value_of(std::uint16_t b) {
+  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+enum class pass_kind { plain, bias_relu, mask, update };
+void run_bgemm_output(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, std::int64_t ld, pass_kind kind) {
+  INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb << " ld=" << ld << " pass=" << int(kind));
+  const auto r = make_bf16(m, n, k, ta, tb);
+  const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+  std::vector<float> sums(static_cast<std::size_t>(m * n));
+  cpu::bgemm(m, n, k, r.a.data(), a_rs, a_cs, r.b.data(), b_rs, b_cs, sums.data(), n);
+  // The bias, mask and starting values: negatives, zeros and (in the mask) NaNs.
+  std::vector<std::uint16_t> bias, mask, start;
+  for (float v : pattern(n, 2.1)) bias.push_back(bits(bfloat16(v)));
+  for (float v : pattern(m * n, 0.7)) mask.push_back(bits(bfloat16(v)));
+  for (std::size_t i = 0; i < mask.size(); i += 11) mask[i] = i % 2 ? 0x7FC0 : 0x8000;  // NaN, -0
+  for (float v : pattern(m * ld, 3.3)) start.push_back(bits(bfloat16(4 * v)));
+  cpu::bgemm_output pass{nullptr, ld};
+  if (kind == pass_kind::bias_relu) pass.bias = bias.data(), pass.relu = true;
+  if (kind == pass_kind::mask) pass.mask = mask.data(), pass.mask_ld = n;
+  if (kind == pass_kind::update) pass.update = true, pass.alpha = -0.37f;
+  std::vector<std::uint16_t> want = start;
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      float v = sums[static_cast<std::size_t>(i * n + j)];
+      const std::size_t at = static_cast<std::size_t>(i * ld + j);
+      if (kind == pass_kind::update) v = std::fma(-0.37f, v, value_of(start[at]));
+      if (kind == pass_kind::bias_relu) v = std::max(v + value_of(bias[static_cast<std::size_t>(j)]), 0.0f);
+      if (kind == pass_kind::mask && !(value_of(mask[static_cast<std::size_t>(i * n + j)]) > 0)) v = 0;
+      want[at] = bits(bfloat16(v));
+    }
+  for (bool split : {false, true}) {
+    std::vector<std::uint16_t> got = start;
+    pass.out = got.data();
+    cpu::bgemm(m, n, k, r.a.data(), a_rs, a_cs, r.b.data(), b_rs, b_cs, pass, split);
+    std::int64_t bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];  // columns past n: untouched
+    INFO("split=" << split);
+    CHECK(bad == 0);
+  }
+}
+}  // namespace
+
+TEST_CASE("bgemm's bfloat16 results: its float sums through a bias and ReLU, a mask or an update, rounded once") {
+  if (!cpu::bgemm_supported()) {
+    WARN("skipped: this CPU lacks AVX-512 BF16");
+    return;
+  }
+  // Edges of the register block; one depth panel and several (257: the partial sums wait in
+  // float), results inside a wider output.
+  for (auto kind : {pass_kind::plain, pass_kind::bias_relu, pass_kind::mask, pass_kind::update})
+    for (std::int64_t m : {1, 11, 12, 25})
+      for (std::int64_t n : {2, 31, 32, 65})
+        for (std::int64_t k : {1, 3, 256, 257})
+          for (bool ta : {false, true}) run_bgemm_output(m, n, k, ta, !ta, n + (m % 2 ? 3 : 0), kind);
+  // Rows in chunks of 144 (the float sums of 4 MiB at most), columns past one panel of b.
+  run_bgemm_output(300, 5000, 300, false, false, 5000, pass_kind::bias_relu);
+  run_bgemm_output(150, 40, 784, true, false, 40, pass_kind::update);
+  // k = 0: the sums are 0.
+  std::vector<std::uint16_t> out(6, bits(bfloat16(2.0f)));
+  const std::uint16_t bias[3] = {bits(bfloat16(-1.0f)), bits(bfloat16(0.5f)), bits(bfloat16(0.0f))};
+  cpu::bgemm_output pass{out.data(), 3};
+  pass.bias = bias, pass.relu = true;
+  cpu::bgemm(2, 3, 0, nullptr, 0, 1, nullptr, 3, 1, pass);
+  CHECK(out == std::vector<std::uint16_t>{0, bits(bfloat16(0.5f)), 0, 0, bits(bfloat16(0.5f)), 0});
+}
+
 TEST_CASE("MatMul in bfloat16 multiplies its operands as they are, on one and two threads") {
   cpu::register_core_kernels();
   cpu::register_matmul_kernel<bfloat16>();

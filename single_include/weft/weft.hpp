@@ -4507,12 +4507,12 @@ constexpr auto matrix_determinant() {
 }  // namespace static_rules
 
 /// The op a session puts in place of a BiasAdd (or the Relu after it) whose value is a float
-/// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the bias, and
-/// max(x, 0) when `relu`, added in the product's output pass.
+/// or bfloat16 MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the
+/// bias, and max(x, 0) when `relu`, added in the product's output pass.
 inline constexpr const char* fused_matmul_bias_add_op = "_FusedMatMulBiasAdd";
-/// The op a session puts in place of a ReluGrad whose gradients are a float MatMul's product
-/// that nothing else reads (graph/passes/fuse_matmul.hpp): the product where the features are
-/// above 0, else 0, in the product's output pass.
+/// The op a session puts in place of a ReluGrad whose gradients are a float or bfloat16
+/// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the product where
+/// the features are above 0, else 0, in the product's output pass.
 inline constexpr const char* fused_matmul_relu_grad_op = "_FusedMatMulReluGrad";
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
@@ -4589,7 +4589,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .input("b: T")
                      .input("bias: T")
                      .output("output: T")
-                     .attr("T: {float32}")
+                     .attr("T: {float32, bfloat16}")
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .attr("relu: bool = false")
@@ -4612,7 +4612,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .input("b: T")
                      .input("features: T")
                      .output("backprops: T")
-                     .attr("T: {float32}")
+                     .attr("T: {float32, bfloat16}")
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .shape_fn([](shape_context& c) {
@@ -6292,7 +6292,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
                      .input("a: T")
                      .input("b: T")
                      .output("out: Ref(T)")
-                     .attr("T: {float32}")
+                     .attr("T: {float32, bfloat16}")
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .attr("use_locking: bool = false")
@@ -10464,10 +10464,10 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 
 }  // namespace weft::passes
 /// @file
-/// What a float MatMul's product absorbs when nothing else reads it, as TensorFlow's grappler
-/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it or the ReluGrad that
-/// reads it, applied in the product's output pass, and the gradient-descent step that
-/// consumes it.
+/// What a float or bfloat16 MatMul's product absorbs when nothing else reads it, as
+/// TensorFlow's grappler "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it or
+/// the ReluGrad that reads it, applied in the product's output pass, and the gradient-descent
+/// step that consumes it.
 ///
 /// A session does all three for each signature it builds, on its own copy of the graph, where
 /// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
@@ -10487,7 +10487,7 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 /// positive, in the product's output pass instead of a pass of its own over both matrices.
 ///
 /// Folding a weight's gradient-descent step into the product that computes its gradient: an
-/// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose float MatMul nothing else reads
+/// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose MatMul nothing else reads
 /// becomes one _FusedMatMulApplyGradientDescent(var, alpha, a, b), a GEMM that adds
 /// -alpha * op(a) op(b) into the variable where it is (ops/training_ops.hpp). The gradient
 /// (784 x 512 floats, 1.6 MB, for an MLP's first layer) is then neither written nor read
@@ -10496,7 +10496,9 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 ///
 /// Results differ from the unfused step by rounding only: each term is scaled by -alpha
 /// inside the product and added to the variable once, where the unfused step rounds the
-/// gradient, then alpha times it.
+/// gradient, then alpha times it. In bfloat16 the float sum goes through the output pass and
+/// is rounded to bfloat16 once (bgemm_output), where the unfused ops round the product, then
+/// each op's result (ReluGrad's select changes nothing: its fused result is the same bits).
 
 #include <string_view>
 #include <utility>
@@ -10533,34 +10535,38 @@ struct readers_of {
     return count[i] == 1 && !fed[i] && first_waiter[i] > into;
   }
 };
-/// Whether x's T attr is float32.
-inline bool is_float(const node& x) { return x.attr<dtype>("T") == dtype::float32; }
+/// Whether x's T attr is a dtype the fused products have: float32 or bfloat16 (the session
+/// folds only where the fused op's kernel of that dtype is registered).
+inline bool fusable_dtype(const node& x) {
+  const dtype t = x.attr<dtype>("T");
+  return t == dtype::float32 || t == dtype::bfloat16;
+}
 /// Whether `inner` asks for no other device or colocation than `outer`, into which it folds.
 inline bool folds_into(const node& inner, const node& outer) {
   return (inner.device().empty() || inner.device() == outer.device()) &&
          (inner.colocation().empty() || inner.colocation() == outer.colocation());
 }
-/// (MatMul, reader) ids for each float node of op `op`, its outputs not fed, whose input
-/// `input` is output 0 of a float MatMul that folds into it (readers_of::folds) and asks for
-/// no other device or colocation.
+/// (MatMul, reader) ids for each node of op `op` (float or bfloat16), its outputs not fed,
+/// whose input `input` is output 0 of a MatMul that folds into it (readers_of::folds) and asks
+/// for no other device or colocation.
 inline std::vector<std::pair<int, int>> products_read_by(const graph& g, const readers_of& readers, std::string_view op,
                                                          int input) {
   std::vector<std::pair<int, int>> out;
   for (int id = 0; id < g.size(); ++id) {
     const node& x = g.at(id);
-    if (x.op() != op || !is_float(x) || readers.fed[static_cast<std::size_t>(id)]) continue;
+    if (x.op() != op || !fusable_dtype(x) || readers.fed[static_cast<std::size_t>(id)]) continue;
     const output value = x.inputs()[static_cast<std::size_t>(input)];
     const node& product = g.at(value.node);
-    if (product.op() == "MatMul" && value.port == 0 && is_float(product) && readers.folds(product.id(), id) &&
+    if (product.op() == "MatMul" && value.port == 0 && fusable_dtype(product) && readers.folds(product.id(), id) &&
         folds_into(product, x))
       out.emplace_back(product.id(), id);
   }
   return out;
 }
-/// A fused product's attrs: T = float32 and the MatMul's transposes.
+/// A fused product's attrs: the MatMul's T and transposes.
 inline attr_map product_attrs(const node& product) {
   attr_map attrs;
-  attrs.set("T", dtype::float32);
+  attrs.set("T", product.attr<dtype>("T"));
   attrs.set("transpose_a", product.attr<bool>("transpose_a"));
   attrs.set("transpose_b", product.attr<bool>("transpose_b"));
   return attrs;
@@ -10583,9 +10589,9 @@ struct fusable_bias {
   friend bool operator==(const fusable_bias&, const fusable_bias&) = default;
 };
 
-/// The BiasAdds of g (NHWC, float) whose value is output 0 of a float MatMul that nothing
-/// else reads (no other input, fetch or target, no output fed; nodes that wait on it come
-/// after the fused node, where their control edges move), with the Relu
+/// The BiasAdds of g (NHWC, float or bfloat16) whose value is output 0 of a MatMul that
+/// nothing else reads (no other input, fetch or target, no output fed; nodes that wait on it
+/// come after the fused node, where their control edges move), with the Relu
 /// that alone reads each, where there is one; every node folded asks for no other device or
 /// colocation than the node that stays.
 inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vector<output>& fed,
@@ -10597,10 +10603,10 @@ inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vecto
   std::vector<fusable_bias> out;
   for (int id = 0; id < g.size(); ++id) {
     const node& add = g.at(id);
-    if (add.op() != "BiasAdd" || !detail::is_float(add) || add.attr<std::string>("data_format") != "NHWC") continue;
+    if (add.op() != "BiasAdd" || !detail::fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
     const output value = add.inputs()[0];
     const node& product = g.at(value.node);
-    if (product.op() != "MatMul" || value.port != 0 || !detail::is_float(product) || !detail::folds_into(product, add))
+    if (product.op() != "MatMul" || value.port != 0 || !detail::fusable_dtype(product) || !detail::folds_into(product, add))
       continue;
     fusable_bias f{product.id(), id, -1};
     if (const int r = relu_of[static_cast<std::size_t>(id)];
@@ -10640,8 +10646,8 @@ struct fusable_relu_grad {
   friend bool operator==(const fusable_relu_grad&, const fusable_relu_grad&) = default;
 };
 
-/// The ReluGrads of g (float) whose gradients are output 0 of a float MatMul that nothing else
-/// reads (no other input, fetch or target, no output fed; nodes that wait on it come after the
+/// The ReluGrads of g (float or bfloat16) whose gradients are output 0 of a MatMul that
+/// nothing else reads (no other input, fetch or target, no output fed; nodes that wait on it come after the
 /// ReluGrad, where their control edges move), with the ReluGrad's own output not fed, and the
 /// MatMul asking for no other device or colocation than the ReluGrad.
 inline std::vector<fusable_relu_grad> fusable_relu_grads(const graph& g, const std::vector<output>& fed,
@@ -10674,8 +10680,8 @@ struct fusable_update {
   friend bool operator==(const fusable_update&, const fusable_update&) = default;
 };
 
-/// The updates of g that fold into their MatMul: ApplyGradientDescent of float whose delta is
-/// output 0 of a float MatMul that no other input, fetch or target names (nodes that wait on
+/// The updates of g that fold into their MatMul: ApplyGradientDescent (float or bfloat16) whose
+/// delta is output 0 of a MatMul that no other input, fetch or target names (nodes that wait on
 /// it come after the update, where their control edges move), with no output of either node
 /// fed, and that asks for no other device or colocation than the
 /// update (the fused node runs where the update runs).
@@ -14847,8 +14853,8 @@ struct session_options {
   /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
-  /// Folding into a float MatMul what alone reads its product, when a signature's executable
-  /// is built, on the session's own copy of the graph, where every device is a CPU
+  /// Folding into a float or bfloat16 MatMul what alone reads its product, when a signature's
+  /// executable is built, on the session's own copy of the graph, where every device is a CPU
   /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
   /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
@@ -15039,12 +15045,16 @@ class session {
     // Updates folded into their products run on a copy of the graph with the same ids.
     std::shared_ptr<const graph> g = source;
     if (fuse_matmul_ && all_cpu()) {
-      const bool updates = kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32});
-      const bool biases = kernel_registry::global().has(ops::fused_matmul_bias_add_op, "CPU", {"T", dtype::float32});
-      const bool relu_grads = kernel_registry::global().has(ops::fused_matmul_relu_grad_op, "CPU", {"T", dtype::float32});
-      auto u = updates ? passes::fusable_updates(*g, user_fed, fetched, targets) : std::vector<passes::fusable_update>{};
-      auto b = biases ? passes::fusable_biases(*g, user_fed, fetched, targets) : std::vector<passes::fusable_bias>{};
-      auto r = relu_grads ? passes::fusable_relu_grads(*g, user_fed, fetched, targets) : std::vector<passes::fusable_relu_grad>{};
+      // Each fold where the fused op's kernel of the product's dtype is registered.
+      const auto registered = [&](auto found, const char* op) {
+        std::erase_if(found, [&](const auto& f) {
+          return !kernel_registry::global().has(op, "CPU", {"T", g->at(f.matmul).template attr<dtype>("T")});
+        });
+        return found;
+      };
+      auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
+      auto b = registered(passes::fusable_biases(*g, user_fed, fetched, targets), ops::fused_matmul_bias_add_op);
+      auto r = registered(passes::fusable_relu_grads(*g, user_fed, fetched, targets), ops::fused_matmul_relu_grad_op);
       if (!u.empty() || !b.empty() || !r.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
@@ -15202,7 +15212,7 @@ class session {
 
   /// Whether every device of the session is a CPU: the fused MatMul kernels are the CPU's
   /// (graph/passes/fuse_matmul.hpp; each is registered with MatMul's or ApplyGradientDescent's
-  /// float kernel, and a session folds only into those registered).
+  /// float and bfloat16 kernels, and a session folds only into those registered).
   bool all_cpu() const {
     return std::all_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->type() == "CPU"; });
   }
@@ -20535,13 +20545,17 @@ inline void bfloat16_to_float(const bfloat16* in, float* out, std::int64_t n) {
   for (std::int64_t k = vectors; k < n; ++k)
     out[k] = std::bit_cast<float>(static_cast<std::uint32_t>(std::bit_cast<std::uint16_t>(in[k])) << 16);
 }
+/// x's nearest bfloat16 (ties to even; NaN: the quiet NaN of its sign), as its bits.
+inline std::uint16_t bfloat16_bits(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const std::uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+  return static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+}
+/// The float a bfloat16's bits stand for (exact).
+inline float bfloat16_value(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
 inline void float_to_bfloat16(const float* in, bfloat16* out, std::int64_t n) {
-  for (std::int64_t k = 0; k < n; ++k) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(in[k]);
-    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
-    out[k] = std::bit_cast<bfloat16>(static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded));
-  }
+  for (std::int64_t k = 0; k < n; ++k) out[k] = std::bit_cast<bfloat16>(bfloat16_bits(in[k]));
 }
 
 template <class To, class From>
@@ -22563,6 +22577,9 @@ struct kernel_for<ops::Fused<E>, void, device_types::cpu> {
 /// different element types in each GCC and Clang version, and <immintrin.h> is kept out of
 /// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
 
+#include <cmath>
+#include <cstdint>
+
 /// @file
 /// weft's own float GEMM for x86-64 CPUs with AVX2 and FMA, or AVX-512, chosen at run time:
 /// every x86-64 build compiles both register blocks (each function carries its own target
@@ -22703,7 +22720,8 @@ inline bool has_prefetchw() {
   return yes;
 }
 
-/// Asks for the lines of `rows` rows of Cols floats of c (row stride ldc) in a state this
+/// Asks for the lines of `rows` rows of Cols elements of c (floats, or bfloat16 bits for
+/// bgemm's bfloat16 results; row stride ldc) in a state this
 /// core may write (PREFETCHW), before a register block's first multiply-adds. Where another
 /// core holds copies of them (in a split product: an output buffer that both cores read in
 /// its last use, a weight whose input gradient the other core read), a store waits until
@@ -22712,13 +22730,13 @@ inline bool has_prefetchw() {
 /// sums: the MLP step on two threads 4 to 5 % faster, one thread level (docs/benchmarks.md,
 /// session 61). Only split products ask (sgemm_shared::split): alone on one core, where no
 /// other core holds the lines, products with one panel ran about 1 % slower asking. Every
-/// 16th float of a row and its last are asked for, so that a row that does not start on a
+/// 64 bytes of a row and its last element are asked for, so that a row that does not start on a
 /// line has all of its lines asked for. Inline assembly: the builtin needs the prfchw target.
-template <int Cols>
-__attribute__((always_inline)) inline void claim_rows(const float* c, std::int64_t ldc, int rows) {
+template <int Cols, class T>
+__attribute__((always_inline)) inline void claim_rows(const T* c, std::int64_t ldc, int rows) {
   for (int i = 0; i < rows; ++i) {
-    const float* row = c + i * ldc;
-    for (int j = 0; j < Cols; j += 16) asm volatile("prefetchw (%0)" ::"r"(row + j));
+    const T* row = c + i * ldc;
+    for (int j = 0; j < Cols; j += 64 / static_cast<int>(sizeof(T))) asm volatile("prefetchw (%0)" ::"r"(row + j));
     asm volatile("prefetchw (%0)" ::"r"(row + Cols - 1));
   }
 }
@@ -23436,6 +23454,51 @@ inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k,
 
 #endif
 
+namespace weft::cpu {
+/// A bfloat16 product's output pass: what becomes of each element's float sum s, once
+/// complete, when the result is bfloat16 (a bfloat16 MatMul, and the ops a session folds into
+/// one, graph/passes/fuse_matmul.hpp). out(i, j) = bf16(s + bias[j]), then max(x, 0) where
+/// `relu` (a NaN stays NaN), then 0 wherever `mask` (the output's shape, row stride mask_ld)
+/// is not above 0 (NaN included); or, where `update`, out(i, j) = bf16(out(i, j) + alpha * s)
+/// with one rounding of the float sum (a gradient-descent step into a bfloat16 variable,
+/// alpha = -learning rate). bf16() rounds to the nearest even, NaN to the quiet NaN of its
+/// sign, as every float-to-bfloat16 conversion in weft (convert.hpp). The sum is rounded once,
+/// where the unfused ops round the product, then each op's result. Values are bfloat16 bits.
+struct bgemm_output {
+  std::uint16_t* out = nullptr;         ///< the result (row stride ld)
+  std::int64_t ld = 0;                  ///< the result's row stride
+  const std::uint16_t* bias = nullptr;  ///< one value per output column, or null
+  bool relu = false;                    ///< max(x, 0) after the bias
+  const std::uint16_t* mask = nullptr;  ///< keeps out(i, j) where mask[i * mask_ld + j] > 0, or null
+  std::int64_t mask_ld = 0;             ///< the mask's row stride
+  bool update = false;                  ///< out += alpha * s instead of the above
+  float alpha = 1.0f;                   ///< the sum's factor where `update`
+  /// The same pass for the block of the output from (row, column) on (a part of a split
+  /// product, a register block).
+  bgemm_output at(std::int64_t row, std::int64_t column) const noexcept {
+    return {out + row * ld + column, ld, bias ? bias + column : nullptr, relu,
+            mask ? mask + row * mask_ld + column : nullptr, mask_ld, update, alpha};
+  }
+  /// out(i, j) from the element's complete float sum s, one element at a time.
+  void put(float s, std::int64_t i, std::int64_t j) const noexcept {
+    std::uint16_t& o = out[i * ld + j];
+    if (update) {
+      o = detail::bfloat16_bits(std::fma(alpha, s, detail::bfloat16_value(o)));
+      return;
+    }
+    if (bias) s += detail::bfloat16_value(bias[j]);
+    if (relu && s < 0.0f) s = 0.0f;
+    if (mask && !(detail::bfloat16_value(mask[i * mask_ld + j]) > 0.0f)) s = 0.0f;
+    o = detail::bfloat16_bits(s);
+  }
+  /// The pass over rows x cols of complete float sums (row stride lds).
+  void apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const noexcept {
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) put(sums[i * lds + j], i, j);
+  }
+};
+}  // namespace weft::cpu
+
 #ifdef WEFT_OWN_SGEMM
 
 #include <algorithm>
@@ -23453,6 +23516,9 @@ using sgemm_detail::scratch;
 typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
 typedef std::uint16_t u16x32_u __attribute__((vector_size(64), aligned(2), may_alias));
 typedef std::uint16_t u16x32 __attribute__((vector_size(64)));
+typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
+typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));
+using sgemm_detail::i32x16;
 
 /// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
 struct strided {
@@ -23480,11 +23546,46 @@ __attribute__((target("avx512f,avx512bf16"), always_inline)) inline f32x16 dot_p
   return acc;
 }
 
-/// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
-/// `pairs` depth pairs.
-__attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::int64_t pairs, const std::uint32_t* __restrict a,
-                                                                       const std::uint32_t* __restrict b, float* c,
-                                                                       std::int64_t ldc, bool accumulate, int rows, int cols) {
+/// 16 bfloat16 values at p, as floats.
+__attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline f32x16 widen16(const std::uint16_t* p) {
+  const u16x16 h = *reinterpret_cast<const u16x16_u*>(p);
+  return (f32x16)(__builtin_convertvector(h, u32x16) << 16);
+}
+/// v rounded to bfloat16 lane by lane (detail::bfloat16_bits: ties to even, NaN quiet), at p.
+__attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline void narrow16(std::uint16_t* p, f32x16 v) {
+  const u32x16 u = (u32x16)v;
+  const u32x16 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const u32x16 nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+  const u32x16 is_nan = (u32x16)((u & 0x7FFFFFFFu) > 0x7F800000u);
+  *reinterpret_cast<u16x16_u*>(p) = __builtin_convertvector((rounded & ~is_nan) | (nan & is_nan), u16x16);
+}
+
+/// An edge block's bfloat16 result (fewer than mr rows or nr columns): the sums through a
+/// buffer, with c's earlier panels' where `accumulate`, then the pass one element at a time.
+/// Out of line, so that the full block's accumulators stay in registers.
+__attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(const f32x16 (&acc)[mr][2], const float* c,
+                                                                           std::int64_t ldc, bool accumulate, int rows,
+                                                                           int cols, const bgemm_output& pass) {
+  alignas(64) float t[mr * nr];
+  for (int i = 0; i < mr; ++i) {
+    sgemm_detail::store16(t + i * nr, acc[i][0]);
+    sgemm_detail::store16(t + i * nr + 16, acc[i][1]);
+  }
+  if (accumulate)
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) t[i * nr + j] = c[i * ldc + j] + t[i * nr + j];
+  pass.apply(t, nr, rows, cols);
+}
+
+/// The product of an a sliver and a b sliver over `pairs` depth pairs, for c[rows x cols]
+/// (row stride ldc): c = or += it where pass.out is null; else (the last depth panel of a
+/// bfloat16 result) the sum, with c's earlier panels' where `accumulate`, goes through the
+/// pass to pass.out from the registers (a full block) or a buffer (an edge block).
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void block(std::int64_t pairs,
+                                                                                const std::uint32_t* __restrict a,
+                                                                                const std::uint32_t* __restrict b, float* c,
+                                                                                std::int64_t ldc, bool accumulate, int rows,
+                                                                                int cols, bgemm_output pass) {
   f32x16 acc[mr][2];
   for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
   for (std::int64_t q = 0; q < pairs; ++q, a += mr, b += nr) {
@@ -23503,7 +23604,38 @@ __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::in
     }
   }
   static_assert(nr == 32);
-  sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+  if (!pass.out) return sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+  if (rows < mr || cols < nr) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
+  using sgemm_detail::load16;
+  const f32x16 alpha = sgemm_detail::splat16(pass.alpha);
+  const f32x16 b0 = pass.bias ? widen16(pass.bias) : f32x16{}, b1 = pass.bias ? widen16(pass.bias + 16) : f32x16{};
+#if defined(__clang__)
+#pragma unroll
+#else
+#pragma GCC unroll 12
+#endif
+  for (int i = 0; i < mr; ++i) {
+    std::uint16_t* o = pass.out + i * pass.ld;
+    f32x16 v0 = acc[i][0], v1 = acc[i][1];
+    if (accumulate) v0 = load16(c + i * ldc) + v0, v1 = load16(c + i * ldc + 16) + v1;
+    if (pass.update) {
+      v0 = sgemm_detail::fma(alpha, v0, widen16(o));
+      v1 = sgemm_detail::fma(alpha, v1, widen16(o + 16));
+    } else {
+      if (pass.bias) v0 += b0, v1 += b1;  // not x + 0 when there is none: -0 stays -0
+      if (pass.relu) {
+        v0 = (f32x16)((i32x16)v0 & ~(v0 < f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & ~(v1 < f32x16{}));
+      }
+      if (pass.mask) {
+        const std::uint16_t* mi = pass.mask + i * pass.mask_ld;
+        v0 = (f32x16)((i32x16)v0 & (widen16(mi) > f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & (widen16(mi + 16) > f32x16{}));
+      }
+    }
+    narrow16(o, v0);
+    narrow16(o + 16, v1);
+  }
 }
 
 /// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
@@ -23578,10 +23710,12 @@ inline panels even_panels(std::int64_t k) {
   return ps;
 }
 
-/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc; `split`: a
-/// thread's part of a split product, whose blocks claim their rows of c first (as sgemm's).
+/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc, or, where
+/// pass.out is set, the bfloat16 result through the pass (c then holds the sums of the depth
+/// panels before the last, and may be null where there is one panel); `split`: a thread's
+/// part of a split product, whose blocks claim their rows of the result first (as sgemm's).
 inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
-                    bool split) {
+                    bool split, const bgemm_output& pass = {}) {
   const panels ps = even_panels(k);
   const std::int64_t step_pairs = ps.step / 2;
   const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr), mc_cap = round_up(std::min(m, mc_max), mr);
@@ -23593,6 +23727,7 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
     const std::int64_t nc = std::min(nc_max, n - jc);
     for (std::int64_t pc = 0; pc < k; pc += ps.step) {
       const std::int64_t kc = std::min(ps.step, k - pc), pairs = (kc + 1) / 2;
+      const bool last = pc + kc >= k;  // the bfloat16 pass goes with the last panel's blocks
       pack_b(kc, nc, {b.ptr(pc, jc), b.rs, b.cs}, packed_b);
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
@@ -23601,9 +23736,12 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            float* const out = c + (ic + ir) * ldc + jc + jr;
-            if (pc == 0 && split && cols == nr) sgemm_detail::claim_rows<nr>(out, ldc, rows);  // as sgemm's product()
-            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols);
+            float* const out = c ? c + (ic + ir) * ldc + jc + jr : nullptr;
+            const bgemm_output at = last && pass.out ? pass.at(ic + ir, jc + jr) : bgemm_output{};
+            // As sgemm's product(): the block's lines of the result, claimed before its sums.
+            if (split && cols == nr && at.out) sgemm_detail::claim_rows<nr>(at.out, at.ld, rows);
+            else if (split && cols == nr && pc == 0 && !pass.out) sgemm_detail::claim_rows<nr>(out, ldc, rows);
+            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols, at);
           }
         }
       }
@@ -23633,6 +23771,30 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
     return;
   }
   bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, split);
+}
+
+/// The bfloat16 result of op(a)(m, k) * op(b)(k, n) through `pass` (bgemm_output: a bias, ReLU
+/// and mask, or a gradient-descent step, applied to each block of the sum as it completes),
+/// operands as bgemm() above. A product deeper than one depth panel (256) keeps its partial
+/// sums in float in this thread's scratch, at most 144 rows or 4 MiB at a time.
+inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
+                  std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, const bgemm_output& pass,
+                  bool split = false) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) pass.put(0.0f, i, j);
+    return;
+  }
+  if (bgemm_detail::even_panels(k).count == 1)
+    return bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, nullptr, 0, split, pass);
+  using bgemm_detail::mc_max;
+  const std::int64_t rows = std::max(mc_max, (std::int64_t{1} << 20) / n / mc_max * mc_max);
+  thread_local sgemm_detail::scratch sums;
+  float* c = sums.get(static_cast<std::size_t>(std::min(rows, m) * n));
+  for (std::int64_t r0 = 0; r0 < m; r0 += rows)
+    bgemm_detail::product(std::min(rows, m - r0), n, k, {a + r0 * a_rs, a_rs, a_cs}, {b, b_rs, b_cs}, c, n, split,
+                          pass.at(r0, 0));
 }
 
 }  // namespace weft::cpu
@@ -23929,14 +24091,15 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 }
 
 #ifdef WEFT_OWN_SGEMM
-/// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
-/// across the intra-op threads as gemm splits a float product: M, N > 1.
-inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
-                      std::int64_t k, std::int64_t n, bool ta, bool tb) {
+/// The bfloat16 product op(a) * op(b) (m x n) of bfloat16 a and b (their bits) through `pass`
+/// (bgemm_output: the result, and what a fused op applies on the way), by bgemm, split across
+/// the intra-op threads as gemm splits a float product: M, N > 1.
+inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, std::int64_t m,
+                      std::int64_t k, std::int64_t n, bool ta, bool tb, const bgemm_output& pass) {
   const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, bool split) {
     const std::uint16_t* lhs = ta ? a + r0 : a + r0 * k;
     const std::uint16_t* rhs = tb ? b + c0 * k : b + c0;
-    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n, split);
+    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, pass.at(r0, c0), split);
   };
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -23954,6 +24117,11 @@ inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const s
   });
 }
 #endif
+
+/// A bfloat16 tensor's elements as their bits.
+inline const std::uint16_t* bfloat16_bits_of(const tensor& t) { return reinterpret_cast<const std::uint16_t*>(t.data<bfloat16>()); }
+/// A bfloat16 tensor's elements as their bits, to write.
+inline std::uint16_t* bfloat16_bits_of(tensor& t) { return reinterpret_cast<std::uint16_t*>(t.data<bfloat16>()); }
 
 /// t's elements in compute_t<T>: t's own, or converted into `storage`.
 template <class T>
@@ -23991,17 +24159,18 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
   dims.push_back(n);
   tensor& out = ctx.allocate_output(0, shape(dims));
   std::vector<C> xs, ys, os;
-  // bfloat16 products with AVX-512 BF16 read their operands as they are.
+  // bfloat16 products with AVX-512 BF16 read their operands as they are and write their
+  // result rounded to bfloat16 from the registers (bgemm_output).
   [[maybe_unused]] bool bf16_direct = false;
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, bfloat16>) bf16_direct = m > 1 && n > 1 && bgemm_supported();
 #endif
   const C* px = bf16_direct ? nullptr : as_compute<T>(x, xs);
   const C* py = bf16_direct ? nullptr : as_compute<T>(y, ys);
-  C* po;
+  C* po = nullptr;
   if constexpr (std::is_same_v<C, T>) {
     po = out.data<T>();
-  } else {
+  } else if (!bf16_direct) {
     os.resize(static_cast<std::size_t>(out.num_elements()));
     po = os.data();
   }
@@ -24019,9 +24188,8 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
 #ifdef WEFT_OWN_SGEMM
     if constexpr (std::is_same_v<T, bfloat16>) {
       if (bf16_direct) {
-        const auto* bx16 = reinterpret_cast<const std::uint16_t*>(x.data<T>());
-        const auto* by16 = reinterpret_cast<const std::uint16_t*>(y.data<T>());
-        gemm_bf16(ctx, bx16 + ox * mat_x, by16 + oy * mat_y, po + i * m * n, m, kx, n, ax, ay);
+        gemm_bf16(ctx, bfloat16_bits_of(x) + ox * mat_x, bfloat16_bits_of(y) + oy * mat_y, m, kx, n, ax, ay,
+                  {bfloat16_bits_of(out) + i * m * n, n});
         continue;
       }
     }
@@ -24030,9 +24198,27 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
             std::is_same_v<C, float> && nb == 1 ? packed_b : nullptr);
   }
   if constexpr (!std::is_same_v<C, T>) {
+    if (bf16_direct) return;
     T* o = out.data<T>();
     ctx.parallel_for(out.num_elements(), 2, [&](std::int64_t b, std::int64_t e) { detail::convert_range<T, C>(os.data(), o, b, e); });
   }
+}
+
+/// The bfloat16 product op(a) * op(b) (m x n) of bfloat16 matrices a and b through `pass`
+/// (bgemm_output; the fused ops' kernels): by bgemm where the CPU has AVX-512 BF16 and m, n >
+/// 1, else the float product of the widened operands, then the pass.
+inline void bfloat16_product(kernel_context& ctx, const tensor& a, const tensor& b, std::int64_t m, std::int64_t k,
+                             std::int64_t n, bool ta, bool tb, const bgemm_output& pass) {
+#ifdef WEFT_OWN_SGEMM
+  if (m > 1 && n > 1 && bgemm_supported())
+    return gemm_bf16(ctx, bfloat16_bits_of(a), bfloat16_bits_of(b), m, k, n, ta, tb, pass);
+#endif
+  std::vector<float> as, bs, sums(static_cast<std::size_t>(m * n));
+  gemm<float>(ctx, as_compute<bfloat16>(a, as), as_compute<bfloat16>(b, bs), sums.data(), m, k, n, ta, tb, false, 1.0f,
+              false);
+  ctx.parallel_for(m, static_cast<double>(n) * 4, [&](std::int64_t r0, std::int64_t r1) {
+    pass.at(r0, 0).apply(sums.data() + r0 * n, n, r1 - r0, n);
+  });
 }
 
 #ifdef WEFT_OWN_SGEMM
@@ -24136,8 +24322,10 @@ inline product_dims matrix_product_dims(const tensor& a, const tensor& b, bool t
   return d;
 }
 
-/// The CPU kernel of _FusedMatMulBiasAdd (float): the product, then the bias and, when
-/// `relu`, max(x, 0), applied to each block of the output as its sum completes.
+/// The CPU kernel of _FusedMatMulBiasAdd (float or bfloat16): the product, then the bias and,
+/// when `relu`, max(x, 0), applied to each block of the output as its sum completes (in
+/// bfloat16, to the float sum, rounded once: bgemm_output).
+template <class T>
 struct fused_matmul_bias_add_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read here, once.
   explicit fused_matmul_bias_add_kernel(const node& n)
@@ -24150,22 +24338,29 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
-    const float* packed_b = nullptr;
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      bgemm_output pass{bfloat16_bits_of(out), n};
+      pass.bias = bfloat16_bits_of(bias), pass.relu = relu_;
+      bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+    } else {
+      const float* packed_b = nullptr;
 #ifdef WEFT_OWN_SGEMM
-    const auto packed = weight_packed_as_b(ctx, 1, k, n, tb_);
-    if (packed) packed_b = packed->data;
+      const auto packed = weight_packed_as_b(ctx, 1, k, n, tb_);
+      if (packed) packed_b = packed->data;
 #endif
-    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
-                {bias.data<float>(), relu_}, packed_b);
+      gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                  {bias.data<float>(), relu_}, packed_b);
+    }
   }
 
  private:
   bool ta_, tb_, relu_;
 };
 
-/// The CPU kernel of _FusedMatMulReluGrad (float): the product where the features are above
-/// 0, else 0 (ReluGrad's select: a NaN in the product where the features are not above 0
-/// gives 0), applied to each block of the output as its sum completes.
+/// The CPU kernel of _FusedMatMulReluGrad (float or bfloat16): the product where the features
+/// are above 0, else 0 (ReluGrad's select: a NaN in the product where the features are not
+/// above 0 gives 0), applied to each block of the output as its sum completes.
+template <class T>
 struct fused_matmul_relu_grad_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read here, once.
   explicit fused_matmul_relu_grad_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
@@ -24178,19 +24373,34 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
       fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
            shape{m, n});
     tensor& out = ctx.allocate_output(0, shape{m, n});
-    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
-                {nullptr, false, features.data<float>(), n});
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      bgemm_output pass{bfloat16_bits_of(out), n};
+      pass.mask = bfloat16_bits_of(features), pass.mask_ld = n;
+      bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+    } else {
+      gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                  {nullptr, false, features.data<float>(), n});
+    }
   }
 
  private:
   bool ta_, tb_;
 };
 
-/// Registers the fused products' kernels (with MatMul's float kernel: a session uses an op
-/// only where its kernel is registered).
+/// The dtypes of the fused products (graph/passes/fuse_matmul.hpp).
+using fused_matmul_types = type_list<float, bfloat16>;
+
+/// Registers the fused products' kernels of dtype T (with MatMul's kernel of T: a session
+/// uses an op only where its kernel is registered).
+template <class T>
+void register_fused_matmul_kernel() {
+  register_cpu_kernel<fused_matmul_bias_add_kernel<T>>(ops::fused_matmul_bias_add_op, {"T", dtype_of<T>});
+  register_cpu_kernel<fused_matmul_relu_grad_kernel<T>>(ops::fused_matmul_relu_grad_op, {"T", dtype_of<T>});
+}
+/// Registers the fused products' kernels of every dtype they have.
 inline void register_fused_matmul_kernel() {
-  register_cpu_kernel<fused_matmul_bias_add_kernel>(ops::fused_matmul_bias_add_op, {"T", dtype::float32});
-  register_cpu_kernel<fused_matmul_relu_grad_kernel>(ops::fused_matmul_relu_grad_op, {"T", dtype::float32});
+  register_fused_matmul_kernel<float>();
+  register_fused_matmul_kernel<bfloat16>();
 }
 
 using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
@@ -24200,7 +24410,7 @@ template <class T>
 void register_matmul_kernel() {
   ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
-  if constexpr (std::is_same_v<T, float>) register_fused_matmul_kernel();
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) register_fused_matmul_kernel<T>();
 }
 
 /// A template, so that including this header instantiates nothing until it is called.
@@ -24222,7 +24432,7 @@ struct kernel_for<ops::MatMul, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernel<T>(); }
 };
-/// Typed code's registration of the fused product's CPU kernel (float, its one dtype).
+/// Typed code's registration of the fused product's CPU kernel (float and bfloat16, its dtypes).
 template <class T>
 struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
@@ -24231,7 +24441,7 @@ struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
     cpu::register_fused_matmul_kernel();
   }
 };
-/// Typed code's registration of the fused product and ReluGrad's CPU kernel (float).
+/// Typed code's registration of the fused product and ReluGrad's CPU kernel (float and bfloat16).
 template <class T>
 struct kernel_for<ops::FusedMatMulReluGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
@@ -27671,10 +27881,12 @@ struct apply_kernel {
   };
 };
 
-/// _FusedMatMulApplyGradientDescent (float): var -= alpha * op(a) op(b) as one GEMM that adds
-/// into the variable where it is (alpha = -learning rate, accumulating), under the variable's
+/// _FusedMatMulApplyGradientDescent (float or bfloat16): var -= alpha * op(a) op(b) as one
+/// GEMM that adds into the variable where it is (alpha = -learning rate, accumulating; in
+/// bfloat16, var + (-alpha) * the float sum rounded once: bgemm_output), under the variable's
 /// lock as every update; copied first when a reader still holds its value (so a or b may be
 /// the variable itself). Shapes are checked before anything is written.
+template <class T>
 struct fused_matmul_gradient_descent_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read here, once.
   explicit fused_matmul_gradient_descent_kernel(const node& n)
@@ -27688,13 +27900,19 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
       fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
     const product_dims d = matrix_product_dims(a, b, ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
-    const float rate = alpha.data<float>()[0];
+    const float rate = static_cast<float>(alpha.data<T>()[0]);
     state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
       tensor& v = *values.front();
       if (v.shape() != shape{m, n})
         fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '", var->name(),
              "' of shape ", v.shape());
-      gemm<float>(ctx, a.data<float>(), b.data<float>(), v.data<float>(), m, k, n, ta_, tb_, false, -rate, true);
+      if constexpr (std::is_same_v<T, bfloat16>) {
+        bgemm_output pass{bfloat16_bits_of(v), n};
+        pass.update = true, pass.alpha = -rate;
+        bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+      } else {
+        gemm<float>(ctx, a.data<float>(), b.data<float>(), v.data<float>(), m, k, n, ta_, tb_, false, -rate, true);
+      }
     });
     ctx.set_output_ref(0, std::move(var));
   }
@@ -27703,10 +27921,17 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
   bool ta_, tb_;
 };
 
-/// Registers the fused update's kernel (with ApplyGradientDescent's float kernel: a session
-/// uses the op only where its kernel is registered).
+/// Registers the fused update's kernel of dtype T (float or bfloat16; with
+/// ApplyGradientDescent's kernel of T: a session uses the op only where its kernel is
+/// registered).
+template <class T>
+void register_fused_update_kernel() {
+  register_cpu_kernel<fused_matmul_gradient_descent_kernel<T>>(ops::fused_matmul_gradient_descent_op, {"T", dtype_of<T>});
+}
+/// Registers the fused update's kernels of every dtype it has.
 inline void register_fused_update_kernel() {
-  register_cpu_kernel<fused_matmul_gradient_descent_kernel>(ops::fused_matmul_gradient_descent_op, {"T", dtype::float32});
+  register_fused_update_kernel<float>();
+  register_fused_update_kernel<bfloat16>();
 }
 
 }  // namespace training
@@ -27734,7 +27959,7 @@ struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() {
     register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>});
-    if constexpr (std::is_same_v<T, float>) cpu::training::register_fused_update_kernel();
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) cpu::training::register_fused_update_kernel<T>();
   }
 };
 /// Typed code's registration of ApplyMomentum's CPU kernel (framework/kernel_for.hpp).
@@ -27761,7 +27986,7 @@ struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
 };
-/// Typed code's registration of the fused update's CPU kernel (float, its one dtype).
+/// Typed code's registration of the fused update's CPU kernels (float and bfloat16, its dtypes).
 template <class T>
 struct kernel_for<ops::FusedMatMulApplyGradientDescent, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().

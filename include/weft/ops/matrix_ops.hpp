@@ -73,12 +73,12 @@ constexpr auto matrix_determinant() {
 }  // namespace static_rules
 
 /// The op a session puts in place of a BiasAdd (or the Relu after it) whose value is a float
-/// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the bias, and
-/// max(x, 0) when `relu`, added in the product's output pass.
+/// or bfloat16 MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the
+/// bias, and max(x, 0) when `relu`, added in the product's output pass.
 inline constexpr const char* fused_matmul_bias_add_op = "_FusedMatMulBiasAdd";
-/// The op a session puts in place of a ReluGrad whose gradients are a float MatMul's product
-/// that nothing else reads (graph/passes/fuse_matmul.hpp): the product where the features are
-/// above 0, else 0, in the product's output pass.
+/// The op a session puts in place of a ReluGrad whose gradients are a float or bfloat16
+/// MatMul's product that nothing else reads (graph/passes/fuse_matmul.hpp): the product where
+/// the features are above 0, else 0, in the product's output pass.
 inline constexpr const char* fused_matmul_relu_grad_op = "_FusedMatMulReluGrad";
 
 /// The matrix family's op definitions (registered by register_matrix_ops()).
@@ -155,7 +155,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .input("b: T")
                      .input("bias: T")
                      .output("output: T")
-                     .attr("T: {float32}")
+                     .attr("T: {float32, bfloat16}")
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .attr("relu: bool = false")
@@ -178,7 +178,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> matrix_op_defs() {
                      .input("b: T")
                      .input("features: T")
                      .output("backprops: T")
-                     .attr("T: {float32}")
+                     .attr("T: {float32, bfloat16}")
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .shape_fn([](shape_context& c) {

@@ -84,7 +84,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
                      .input("a: T")
                      .input("b: T")
                      .output("out: Ref(T)")
-                     .attr("T: {float32}")
+                     .attr("T: {float32, bfloat16}")
                      .attr("transpose_a: bool = false")
                      .attr("transpose_b: bool = false")
                      .attr("use_locking: bool = false")

@@ -96,8 +96,8 @@ struct session_options {
   /// equal in op, inputs, attributes, device, colocation and control inputs, one runs and
   /// the others' consumers, fetches and targets read it (graph/passes/cse.hpp).
   bool eliminate_common_subexpressions = true;
-  /// Folding into a float MatMul what alone reads its product, when a signature's executable
-  /// is built, on the session's own copy of the graph, where every device is a CPU
+  /// Folding into a float or bfloat16 MatMul what alone reads its product, when a signature's
+  /// executable is built, on the session's own copy of the graph, where every device is a CPU
   /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
   /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
@@ -288,12 +288,16 @@ class session {
     // Updates folded into their products run on a copy of the graph with the same ids.
     std::shared_ptr<const graph> g = source;
     if (fuse_matmul_ && all_cpu()) {
-      const bool updates = kernel_registry::global().has(ops::fused_matmul_gradient_descent_op, "CPU", {"T", dtype::float32});
-      const bool biases = kernel_registry::global().has(ops::fused_matmul_bias_add_op, "CPU", {"T", dtype::float32});
-      const bool relu_grads = kernel_registry::global().has(ops::fused_matmul_relu_grad_op, "CPU", {"T", dtype::float32});
-      auto u = updates ? passes::fusable_updates(*g, user_fed, fetched, targets) : std::vector<passes::fusable_update>{};
-      auto b = biases ? passes::fusable_biases(*g, user_fed, fetched, targets) : std::vector<passes::fusable_bias>{};
-      auto r = relu_grads ? passes::fusable_relu_grads(*g, user_fed, fetched, targets) : std::vector<passes::fusable_relu_grad>{};
+      // Each fold where the fused op's kernel of the product's dtype is registered.
+      const auto registered = [&](auto found, const char* op) {
+        std::erase_if(found, [&](const auto& f) {
+          return !kernel_registry::global().has(op, "CPU", {"T", g->at(f.matmul).template attr<dtype>("T")});
+        });
+        return found;
+      };
+      auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
+      auto b = registered(passes::fusable_biases(*g, user_fed, fetched, targets), ops::fused_matmul_bias_add_op);
+      auto r = registered(passes::fusable_relu_grads(*g, user_fed, fetched, targets), ops::fused_matmul_relu_grad_op);
       if (!u.empty() || !b.empty() || !r.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
@@ -451,7 +455,7 @@ class session {
 
   /// Whether every device of the session is a CPU: the fused MatMul kernels are the CPU's
   /// (graph/passes/fuse_matmul.hpp; each is registered with MatMul's or ApplyGradientDescent's
-  /// float kernel, and a session folds only into those registered).
+  /// float and bfloat16 kernels, and a session folds only into those registered).
   bool all_cpu() const {
     return std::all_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->type() == "CPU"; });
   }

@@ -1,8 +1,8 @@
 /// @file
-/// What a float MatMul's product absorbs when nothing else reads it, as TensorFlow's grappler
-/// "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it or the ReluGrad that
-/// reads it, applied in the product's output pass, and the gradient-descent step that
-/// consumes it.
+/// What a float or bfloat16 MatMul's product absorbs when nothing else reads it, as
+/// TensorFlow's grappler "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it or
+/// the ReluGrad that reads it, applied in the product's output pass, and the gradient-descent
+/// step that consumes it.
 ///
 /// A session does all three for each signature it builds, on its own copy of the graph, where
 /// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
@@ -22,7 +22,7 @@
 /// positive, in the product's output pass instead of a pass of its own over both matrices.
 ///
 /// Folding a weight's gradient-descent step into the product that computes its gradient: an
-/// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose float MatMul nothing else reads
+/// ApplyGradientDescent(var, alpha, MatMul(a, b)) whose MatMul nothing else reads
 /// becomes one _FusedMatMulApplyGradientDescent(var, alpha, a, b), a GEMM that adds
 /// -alpha * op(a) op(b) into the variable where it is (ops/training_ops.hpp). The gradient
 /// (784 x 512 floats, 1.6 MB, for an MLP's first layer) is then neither written nor read
@@ -31,7 +31,9 @@
 ///
 /// Results differ from the unfused step by rounding only: each term is scaled by -alpha
 /// inside the product and added to the variable once, where the unfused step rounds the
-/// gradient, then alpha times it.
+/// gradient, then alpha times it. In bfloat16 the float sum goes through the output pass and
+/// is rounded to bfloat16 once (bgemm_output), where the unfused ops round the product, then
+/// each op's result (ReluGrad's select changes nothing: its fused result is the same bits).
 #pragma once
 
 #include <string_view>
@@ -72,34 +74,38 @@ struct readers_of {
     return count[i] == 1 && !fed[i] && first_waiter[i] > into;
   }
 };
-/// Whether x's T attr is float32.
-inline bool is_float(const node& x) { return x.attr<dtype>("T") == dtype::float32; }
+/// Whether x's T attr is a dtype the fused products have: float32 or bfloat16 (the session
+/// folds only where the fused op's kernel of that dtype is registered).
+inline bool fusable_dtype(const node& x) {
+  const dtype t = x.attr<dtype>("T");
+  return t == dtype::float32 || t == dtype::bfloat16;
+}
 /// Whether `inner` asks for no other device or colocation than `outer`, into which it folds.
 inline bool folds_into(const node& inner, const node& outer) {
   return (inner.device().empty() || inner.device() == outer.device()) &&
          (inner.colocation().empty() || inner.colocation() == outer.colocation());
 }
-/// (MatMul, reader) ids for each float node of op `op`, its outputs not fed, whose input
-/// `input` is output 0 of a float MatMul that folds into it (readers_of::folds) and asks for
-/// no other device or colocation.
+/// (MatMul, reader) ids for each node of op `op` (float or bfloat16), its outputs not fed,
+/// whose input `input` is output 0 of a MatMul that folds into it (readers_of::folds) and asks
+/// for no other device or colocation.
 inline std::vector<std::pair<int, int>> products_read_by(const graph& g, const readers_of& readers, std::string_view op,
                                                          int input) {
   std::vector<std::pair<int, int>> out;
   for (int id = 0; id < g.size(); ++id) {
     const node& x = g.at(id);
-    if (x.op() != op || !is_float(x) || readers.fed[static_cast<std::size_t>(id)]) continue;
+    if (x.op() != op || !fusable_dtype(x) || readers.fed[static_cast<std::size_t>(id)]) continue;
     const output value = x.inputs()[static_cast<std::size_t>(input)];
     const node& product = g.at(value.node);
-    if (product.op() == "MatMul" && value.port == 0 && is_float(product) && readers.folds(product.id(), id) &&
+    if (product.op() == "MatMul" && value.port == 0 && fusable_dtype(product) && readers.folds(product.id(), id) &&
         folds_into(product, x))
       out.emplace_back(product.id(), id);
   }
   return out;
 }
-/// A fused product's attrs: T = float32 and the MatMul's transposes.
+/// A fused product's attrs: the MatMul's T and transposes.
 inline attr_map product_attrs(const node& product) {
   attr_map attrs;
-  attrs.set("T", dtype::float32);
+  attrs.set("T", product.attr<dtype>("T"));
   attrs.set("transpose_a", product.attr<bool>("transpose_a"));
   attrs.set("transpose_b", product.attr<bool>("transpose_b"));
   return attrs;
@@ -122,9 +128,9 @@ struct fusable_bias {
   friend bool operator==(const fusable_bias&, const fusable_bias&) = default;
 };
 
-/// The BiasAdds of g (NHWC, float) whose value is output 0 of a float MatMul that nothing
-/// else reads (no other input, fetch or target, no output fed; nodes that wait on it come
-/// after the fused node, where their control edges move), with the Relu
+/// The BiasAdds of g (NHWC, float or bfloat16) whose value is output 0 of a MatMul that
+/// nothing else reads (no other input, fetch or target, no output fed; nodes that wait on it
+/// come after the fused node, where their control edges move), with the Relu
 /// that alone reads each, where there is one; every node folded asks for no other device or
 /// colocation than the node that stays.
 inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vector<output>& fed,
@@ -136,10 +142,10 @@ inline std::vector<fusable_bias> fusable_biases(const graph& g, const std::vecto
   std::vector<fusable_bias> out;
   for (int id = 0; id < g.size(); ++id) {
     const node& add = g.at(id);
-    if (add.op() != "BiasAdd" || !detail::is_float(add) || add.attr<std::string>("data_format") != "NHWC") continue;
+    if (add.op() != "BiasAdd" || !detail::fusable_dtype(add) || add.attr<std::string>("data_format") != "NHWC") continue;
     const output value = add.inputs()[0];
     const node& product = g.at(value.node);
-    if (product.op() != "MatMul" || value.port != 0 || !detail::is_float(product) || !detail::folds_into(product, add))
+    if (product.op() != "MatMul" || value.port != 0 || !detail::fusable_dtype(product) || !detail::folds_into(product, add))
       continue;
     fusable_bias f{product.id(), id, -1};
     if (const int r = relu_of[static_cast<std::size_t>(id)];
@@ -179,8 +185,8 @@ struct fusable_relu_grad {
   friend bool operator==(const fusable_relu_grad&, const fusable_relu_grad&) = default;
 };
 
-/// The ReluGrads of g (float) whose gradients are output 0 of a float MatMul that nothing else
-/// reads (no other input, fetch or target, no output fed; nodes that wait on it come after the
+/// The ReluGrads of g (float or bfloat16) whose gradients are output 0 of a MatMul that
+/// nothing else reads (no other input, fetch or target, no output fed; nodes that wait on it come after the
 /// ReluGrad, where their control edges move), with the ReluGrad's own output not fed, and the
 /// MatMul asking for no other device or colocation than the ReluGrad.
 inline std::vector<fusable_relu_grad> fusable_relu_grads(const graph& g, const std::vector<output>& fed,
@@ -213,8 +219,8 @@ struct fusable_update {
   friend bool operator==(const fusable_update&, const fusable_update&) = default;
 };
 
-/// The updates of g that fold into their MatMul: ApplyGradientDescent of float whose delta is
-/// output 0 of a float MatMul that no other input, fetch or target names (nodes that wait on
+/// The updates of g that fold into their MatMul: ApplyGradientDescent (float or bfloat16) whose
+/// delta is output 0 of a MatMul that no other input, fetch or target names (nodes that wait on
 /// it come after the update, where their control edges move), with no output of either node
 /// fed, and that asks for no other device or colocation than the
 /// update (the fused node runs where the update runs).

@@ -19,7 +19,56 @@
 /// the library (tools/check_layers.py). Define WEFT_NO_OWN_SGEMM to leave this GEMM out too.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
+#include <weft/kernels/cpu/convert.hpp>
 #include <weft/kernels/cpu/sgemm.hpp>
+
+namespace weft::cpu {
+/// A bfloat16 product's output pass: what becomes of each element's float sum s, once
+/// complete, when the result is bfloat16 (a bfloat16 MatMul, and the ops a session folds into
+/// one, graph/passes/fuse_matmul.hpp). out(i, j) = bf16(s + bias[j]), then max(x, 0) where
+/// `relu` (a NaN stays NaN), then 0 wherever `mask` (the output's shape, row stride mask_ld)
+/// is not above 0 (NaN included); or, where `update`, out(i, j) = bf16(out(i, j) + alpha * s)
+/// with one rounding of the float sum (a gradient-descent step into a bfloat16 variable,
+/// alpha = -learning rate). bf16() rounds to the nearest even, NaN to the quiet NaN of its
+/// sign, as every float-to-bfloat16 conversion in weft (convert.hpp). The sum is rounded once,
+/// where the unfused ops round the product, then each op's result. Values are bfloat16 bits.
+struct bgemm_output {
+  std::uint16_t* out = nullptr;         ///< the result (row stride ld)
+  std::int64_t ld = 0;                  ///< the result's row stride
+  const std::uint16_t* bias = nullptr;  ///< one value per output column, or null
+  bool relu = false;                    ///< max(x, 0) after the bias
+  const std::uint16_t* mask = nullptr;  ///< keeps out(i, j) where mask[i * mask_ld + j] > 0, or null
+  std::int64_t mask_ld = 0;             ///< the mask's row stride
+  bool update = false;                  ///< out += alpha * s instead of the above
+  float alpha = 1.0f;                   ///< the sum's factor where `update`
+  /// The same pass for the block of the output from (row, column) on (a part of a split
+  /// product, a register block).
+  bgemm_output at(std::int64_t row, std::int64_t column) const noexcept {
+    return {out + row * ld + column, ld, bias ? bias + column : nullptr, relu,
+            mask ? mask + row * mask_ld + column : nullptr, mask_ld, update, alpha};
+  }
+  /// out(i, j) from the element's complete float sum s, one element at a time.
+  void put(float s, std::int64_t i, std::int64_t j) const noexcept {
+    std::uint16_t& o = out[i * ld + j];
+    if (update) {
+      o = detail::bfloat16_bits(std::fma(alpha, s, detail::bfloat16_value(o)));
+      return;
+    }
+    if (bias) s += detail::bfloat16_value(bias[j]);
+    if (relu && s < 0.0f) s = 0.0f;
+    if (mask && !(detail::bfloat16_value(mask[i * mask_ld + j]) > 0.0f)) s = 0.0f;
+    o = detail::bfloat16_bits(s);
+  }
+  /// The pass over rows x cols of complete float sums (row stride lds).
+  void apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const noexcept {
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) put(sums[i * lds + j], i, j);
+  }
+};
+}  // namespace weft::cpu
 
 #ifdef WEFT_OWN_SGEMM
 
@@ -38,6 +87,9 @@ using sgemm_detail::scratch;
 typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
 typedef std::uint16_t u16x32_u __attribute__((vector_size(64), aligned(2), may_alias));
 typedef std::uint16_t u16x32 __attribute__((vector_size(64)));
+typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
+typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));
+using sgemm_detail::i32x16;
 
 /// A matrix of bfloat16 bits read through strides: element (i, j) at p[i * rs + j * cs].
 struct strided {
@@ -65,11 +117,46 @@ __attribute__((target("avx512f,avx512bf16"), always_inline)) inline f32x16 dot_p
   return acc;
 }
 
-/// c[rows x cols] (row stride ldc) = or += the product of an a sliver and a b sliver over
-/// `pairs` depth pairs.
-__attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::int64_t pairs, const std::uint32_t* __restrict a,
-                                                                       const std::uint32_t* __restrict b, float* c,
-                                                                       std::int64_t ldc, bool accumulate, int rows, int cols) {
+/// 16 bfloat16 values at p, as floats.
+__attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline f32x16 widen16(const std::uint16_t* p) {
+  const u16x16 h = *reinterpret_cast<const u16x16_u*>(p);
+  return (f32x16)(__builtin_convertvector(h, u32x16) << 16);
+}
+/// v rounded to bfloat16 lane by lane (detail::bfloat16_bits: ties to even, NaN quiet), at p.
+__attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline void narrow16(std::uint16_t* p, f32x16 v) {
+  const u32x16 u = (u32x16)v;
+  const u32x16 rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const u32x16 nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+  const u32x16 is_nan = (u32x16)((u & 0x7FFFFFFFu) > 0x7F800000u);
+  *reinterpret_cast<u16x16_u*>(p) = __builtin_convertvector((rounded & ~is_nan) | (nan & is_nan), u16x16);
+}
+
+/// An edge block's bfloat16 result (fewer than mr rows or nr columns): the sums through a
+/// buffer, with c's earlier panels' where `accumulate`, then the pass one element at a time.
+/// Out of line, so that the full block's accumulators stay in registers.
+__attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(const f32x16 (&acc)[mr][2], const float* c,
+                                                                           std::int64_t ldc, bool accumulate, int rows,
+                                                                           int cols, const bgemm_output& pass) {
+  alignas(64) float t[mr * nr];
+  for (int i = 0; i < mr; ++i) {
+    sgemm_detail::store16(t + i * nr, acc[i][0]);
+    sgemm_detail::store16(t + i * nr + 16, acc[i][1]);
+  }
+  if (accumulate)
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) t[i * nr + j] = c[i * ldc + j] + t[i * nr + j];
+  pass.apply(t, nr, rows, cols);
+}
+
+/// The product of an a sliver and a b sliver over `pairs` depth pairs, for c[rows x cols]
+/// (row stride ldc): c = or += it where pass.out is null; else (the last depth panel of a
+/// bfloat16 result) the sum, with c's earlier panels' where `accumulate`, goes through the
+/// pass to pass.out from the registers (a full block) or a buffer (an edge block).
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void block(std::int64_t pairs,
+                                                                                const std::uint32_t* __restrict a,
+                                                                                const std::uint32_t* __restrict b, float* c,
+                                                                                std::int64_t ldc, bool accumulate, int rows,
+                                                                                int cols, bgemm_output pass) {
   f32x16 acc[mr][2];
   for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
   for (std::int64_t q = 0; q < pairs; ++q, a += mr, b += nr) {
@@ -88,7 +175,38 @@ __attribute__((target("avx2,fma,avx512f,avx512bf16"))) inline void block(std::in
     }
   }
   static_assert(nr == 32);
-  sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+  if (!pass.out) return sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+  if (rows < mr || cols < nr) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
+  using sgemm_detail::load16;
+  const f32x16 alpha = sgemm_detail::splat16(pass.alpha);
+  const f32x16 b0 = pass.bias ? widen16(pass.bias) : f32x16{}, b1 = pass.bias ? widen16(pass.bias + 16) : f32x16{};
+#if defined(__clang__)
+#pragma unroll
+#else
+#pragma GCC unroll 12
+#endif
+  for (int i = 0; i < mr; ++i) {
+    std::uint16_t* o = pass.out + i * pass.ld;
+    f32x16 v0 = acc[i][0], v1 = acc[i][1];
+    if (accumulate) v0 = load16(c + i * ldc) + v0, v1 = load16(c + i * ldc + 16) + v1;
+    if (pass.update) {
+      v0 = sgemm_detail::fma(alpha, v0, widen16(o));
+      v1 = sgemm_detail::fma(alpha, v1, widen16(o + 16));
+    } else {
+      if (pass.bias) v0 += b0, v1 += b1;  // not x + 0 when there is none: -0 stays -0
+      if (pass.relu) {
+        v0 = (f32x16)((i32x16)v0 & ~(v0 < f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & ~(v1 < f32x16{}));
+      }
+      if (pass.mask) {
+        const std::uint16_t* mi = pass.mask + i * pass.mask_ld;
+        v0 = (f32x16)((i32x16)v0 & (widen16(mi) > f32x16{}));
+        v1 = (f32x16)((i32x16)v1 & (widen16(mi + 16) > f32x16{}));
+      }
+    }
+    narrow16(o, v0);
+    narrow16(o + 16, v1);
+  }
 }
 
 /// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
@@ -163,10 +281,12 @@ inline panels even_panels(std::int64_t k) {
   return ps;
 }
 
-/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc; `split`: a
-/// thread's part of a split product, whose blocks claim their rows of c first (as sgemm's).
+/// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc, or, where
+/// pass.out is set, the bfloat16 result through the pass (c then holds the sums of the depth
+/// panels before the last, and may be null where there is one panel); `split`: a thread's
+/// part of a split product, whose blocks claim their rows of the result first (as sgemm's).
 inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
-                    bool split) {
+                    bool split, const bgemm_output& pass = {}) {
   const panels ps = even_panels(k);
   const std::int64_t step_pairs = ps.step / 2;
   const std::int64_t nc_cap = round_up(std::min(n, nc_max), nr), mc_cap = round_up(std::min(m, mc_max), mr);
@@ -178,6 +298,7 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
     const std::int64_t nc = std::min(nc_max, n - jc);
     for (std::int64_t pc = 0; pc < k; pc += ps.step) {
       const std::int64_t kc = std::min(ps.step, k - pc), pairs = (kc + 1) / 2;
+      const bool last = pc + kc >= k;  // the bfloat16 pass goes with the last panel's blocks
       pack_b(kc, nc, {b.ptr(pc, jc), b.rs, b.cs}, packed_b);
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
@@ -186,9 +307,12 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
-            float* const out = c + (ic + ir) * ldc + jc + jr;
-            if (pc == 0 && split && cols == nr) sgemm_detail::claim_rows<nr>(out, ldc, rows);  // as sgemm's product()
-            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols);
+            float* const out = c ? c + (ic + ir) * ldc + jc + jr : nullptr;
+            const bgemm_output at = last && pass.out ? pass.at(ic + ir, jc + jr) : bgemm_output{};
+            // As sgemm's product(): the block's lines of the result, claimed before its sums.
+            if (split && cols == nr && at.out) sgemm_detail::claim_rows<nr>(at.out, at.ld, rows);
+            else if (split && cols == nr && pc == 0 && !pass.out) sgemm_detail::claim_rows<nr>(out, ldc, rows);
+            block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols, at);
           }
         }
       }
@@ -218,6 +342,30 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
     return;
   }
   bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, out, ldc, split);
+}
+
+/// The bfloat16 result of op(a)(m, k) * op(b)(k, n) through `pass` (bgemm_output: a bias, ReLU
+/// and mask, or a gradient-descent step, applied to each block of the sum as it completes),
+/// operands as bgemm() above. A product deeper than one depth panel (256) keeps its partial
+/// sums in float in this thread's scratch, at most 144 rows or 4 MiB at a time.
+inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uint16_t* a, std::int64_t a_rs,
+                  std::int64_t a_cs, const std::uint16_t* b, std::int64_t b_rs, std::int64_t b_cs, const bgemm_output& pass,
+                  bool split = false) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) pass.put(0.0f, i, j);
+    return;
+  }
+  if (bgemm_detail::even_panels(k).count == 1)
+    return bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, nullptr, 0, split, pass);
+  using bgemm_detail::mc_max;
+  const std::int64_t rows = std::max(mc_max, (std::int64_t{1} << 20) / n / mc_max * mc_max);
+  thread_local sgemm_detail::scratch sums;
+  float* c = sums.get(static_cast<std::size_t>(std::min(rows, m) * n));
+  for (std::int64_t r0 = 0; r0 < m; r0 += rows)
+    bgemm_detail::product(std::min(rows, m - r0), n, k, {a + r0 * a_rs, a_rs, a_cs}, {b, b_rs, b_cs}, c, n, split,
+                          pass.at(r0, 0));
 }
 
 }  // namespace weft::cpu

@@ -67,13 +67,17 @@ inline void bfloat16_to_float(const bfloat16* in, float* out, std::int64_t n) {
   for (std::int64_t k = vectors; k < n; ++k)
     out[k] = std::bit_cast<float>(static_cast<std::uint32_t>(std::bit_cast<std::uint16_t>(in[k])) << 16);
 }
+/// x's nearest bfloat16 (ties to even; NaN: the quiet NaN of its sign), as its bits.
+inline std::uint16_t bfloat16_bits(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const std::uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+  return static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+}
+/// The float a bfloat16's bits stand for (exact).
+inline float bfloat16_value(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
 inline void float_to_bfloat16(const float* in, bfloat16* out, std::int64_t n) {
-  for (std::int64_t k = 0; k < n; ++k) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(in[k]);
-    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const std::uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
-    out[k] = std::bit_cast<bfloat16>(static_cast<std::uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded));
-  }
+  for (std::int64_t k = 0; k < n; ++k) out[k] = std::bit_cast<bfloat16>(bfloat16_bits(in[k]));
 }
 
 template <class To, class From>

@@ -313,14 +313,15 @@ void gemm(const kernel_context& ctx, const T* a, const T* b, T* out, std::int64_
 }
 
 #ifdef WEFT_OWN_SGEMM
-/// out(M,N) (float) = op(a) * op(b) for bfloat16 a and b (their bits), through bgemm, split
-/// across the intra-op threads as gemm splits a float product: M, N > 1.
-inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, float* out, std::int64_t m,
-                      std::int64_t k, std::int64_t n, bool ta, bool tb) {
+/// The bfloat16 product op(a) * op(b) (m x n) of bfloat16 a and b (their bits) through `pass`
+/// (bgemm_output: the result, and what a fused op applies on the way), by bgemm, split across
+/// the intra-op threads as gemm splits a float product: M, N > 1.
+inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const std::uint16_t* b, std::int64_t m,
+                      std::int64_t k, std::int64_t n, bool ta, bool tb, const bgemm_output& pass) {
   const auto part = [&](std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, bool split) {
     const std::uint16_t* lhs = ta ? a + r0 : a + r0 * k;
     const std::uint16_t* rhs = tb ? b + c0 * k : b + c0;
-    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, out + r0 * n + c0, n, split);
+    bgemm(r1 - r0, c1 - c0, k, lhs, ta ? 1 : k, ta ? m : 1, rhs, tb ? 1 : n, tb ? k : 1, pass.at(r0, c0), split);
   };
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -338,6 +339,11 @@ inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const s
   });
 }
 #endif
+
+/// A bfloat16 tensor's elements as their bits.
+inline const std::uint16_t* bfloat16_bits_of(const tensor& t) { return reinterpret_cast<const std::uint16_t*>(t.data<bfloat16>()); }
+/// A bfloat16 tensor's elements as their bits, to write.
+inline std::uint16_t* bfloat16_bits_of(tensor& t) { return reinterpret_cast<std::uint16_t*>(t.data<bfloat16>()); }
 
 /// t's elements in compute_t<T>: t's own, or converted into `storage`.
 template <class T>
@@ -375,17 +381,18 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
   dims.push_back(n);
   tensor& out = ctx.allocate_output(0, shape(dims));
   std::vector<C> xs, ys, os;
-  // bfloat16 products with AVX-512 BF16 read their operands as they are.
+  // bfloat16 products with AVX-512 BF16 read their operands as they are and write their
+  // result rounded to bfloat16 from the registers (bgemm_output).
   [[maybe_unused]] bool bf16_direct = false;
 #ifdef WEFT_OWN_SGEMM
   if constexpr (std::is_same_v<T, bfloat16>) bf16_direct = m > 1 && n > 1 && bgemm_supported();
 #endif
   const C* px = bf16_direct ? nullptr : as_compute<T>(x, xs);
   const C* py = bf16_direct ? nullptr : as_compute<T>(y, ys);
-  C* po;
+  C* po = nullptr;
   if constexpr (std::is_same_v<C, T>) {
     po = out.data<T>();
-  } else {
+  } else if (!bf16_direct) {
     os.resize(static_cast<std::size_t>(out.num_elements()));
     po = os.data();
   }
@@ -403,9 +410,8 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
 #ifdef WEFT_OWN_SGEMM
     if constexpr (std::is_same_v<T, bfloat16>) {
       if (bf16_direct) {
-        const auto* bx16 = reinterpret_cast<const std::uint16_t*>(x.data<T>());
-        const auto* by16 = reinterpret_cast<const std::uint16_t*>(y.data<T>());
-        gemm_bf16(ctx, bx16 + ox * mat_x, by16 + oy * mat_y, po + i * m * n, m, kx, n, ax, ay);
+        gemm_bf16(ctx, bfloat16_bits_of(x) + ox * mat_x, bfloat16_bits_of(y) + oy * mat_y, m, kx, n, ax, ay,
+                  {bfloat16_bits_of(out) + i * m * n, n});
         continue;
       }
     }
@@ -414,9 +420,27 @@ void batch_matmul(kernel_context& ctx, const tensor& x, const tensor& y, bool ax
             std::is_same_v<C, float> && nb == 1 ? packed_b : nullptr);
   }
   if constexpr (!std::is_same_v<C, T>) {
+    if (bf16_direct) return;
     T* o = out.data<T>();
     ctx.parallel_for(out.num_elements(), 2, [&](std::int64_t b, std::int64_t e) { detail::convert_range<T, C>(os.data(), o, b, e); });
   }
+}
+
+/// The bfloat16 product op(a) * op(b) (m x n) of bfloat16 matrices a and b through `pass`
+/// (bgemm_output; the fused ops' kernels): by bgemm where the CPU has AVX-512 BF16 and m, n >
+/// 1, else the float product of the widened operands, then the pass.
+inline void bfloat16_product(kernel_context& ctx, const tensor& a, const tensor& b, std::int64_t m, std::int64_t k,
+                             std::int64_t n, bool ta, bool tb, const bgemm_output& pass) {
+#ifdef WEFT_OWN_SGEMM
+  if (m > 1 && n > 1 && bgemm_supported())
+    return gemm_bf16(ctx, bfloat16_bits_of(a), bfloat16_bits_of(b), m, k, n, ta, tb, pass);
+#endif
+  std::vector<float> as, bs, sums(static_cast<std::size_t>(m * n));
+  gemm<float>(ctx, as_compute<bfloat16>(a, as), as_compute<bfloat16>(b, bs), sums.data(), m, k, n, ta, tb, false, 1.0f,
+              false);
+  ctx.parallel_for(m, static_cast<double>(n) * 4, [&](std::int64_t r0, std::int64_t r1) {
+    pass.at(r0, 0).apply(sums.data() + r0 * n, n, r1 - r0, n);
+  });
 }
 
 #ifdef WEFT_OWN_SGEMM
@@ -520,8 +544,10 @@ inline product_dims matrix_product_dims(const tensor& a, const tensor& b, bool t
   return d;
 }
 
-/// The CPU kernel of _FusedMatMulBiasAdd (float): the product, then the bias and, when
-/// `relu`, max(x, 0), applied to each block of the output as its sum completes.
+/// The CPU kernel of _FusedMatMulBiasAdd (float or bfloat16): the product, then the bias and,
+/// when `relu`, max(x, 0), applied to each block of the output as its sum completes (in
+/// bfloat16, to the float sum, rounded once: bgemm_output).
+template <class T>
 struct fused_matmul_bias_add_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read here, once.
   explicit fused_matmul_bias_add_kernel(const node& n)
@@ -534,22 +560,29 @@ struct fused_matmul_bias_add_kernel final : op_kernel {
     if (bias.rank() != 1 || bias.shape()[0] != n)
       fail(error_code::invalid_argument, "the bias of shape ", bias.shape(), " does not match the product's ", n, " columns");
     tensor& out = ctx.allocate_output(0, shape{m, n});
-    const float* packed_b = nullptr;
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      bgemm_output pass{bfloat16_bits_of(out), n};
+      pass.bias = bfloat16_bits_of(bias), pass.relu = relu_;
+      bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+    } else {
+      const float* packed_b = nullptr;
 #ifdef WEFT_OWN_SGEMM
-    const auto packed = weight_packed_as_b(ctx, 1, k, n, tb_);
-    if (packed) packed_b = packed->data;
+      const auto packed = weight_packed_as_b(ctx, 1, k, n, tb_);
+      if (packed) packed_b = packed->data;
 #endif
-    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
-                {bias.data<float>(), relu_}, packed_b);
+      gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                  {bias.data<float>(), relu_}, packed_b);
+    }
   }
 
  private:
   bool ta_, tb_, relu_;
 };
 
-/// The CPU kernel of _FusedMatMulReluGrad (float): the product where the features are above
-/// 0, else 0 (ReluGrad's select: a NaN in the product where the features are not above 0
-/// gives 0), applied to each block of the output as its sum completes.
+/// The CPU kernel of _FusedMatMulReluGrad (float or bfloat16): the product where the features
+/// are above 0, else 0 (ReluGrad's select: a NaN in the product where the features are not
+/// above 0 gives 0), applied to each block of the output as its sum completes.
+template <class T>
 struct fused_matmul_relu_grad_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read here, once.
   explicit fused_matmul_relu_grad_kernel(const node& n) : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")) {}
@@ -562,19 +595,34 @@ struct fused_matmul_relu_grad_kernel final : op_kernel {
       fail(error_code::invalid_argument, "the features of shape ", features.shape(), " do not match the product's shape ",
            shape{m, n});
     tensor& out = ctx.allocate_output(0, shape{m, n});
-    gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
-                {nullptr, false, features.data<float>(), n});
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      bgemm_output pass{bfloat16_bits_of(out), n};
+      pass.mask = bfloat16_bits_of(features), pass.mask_ld = n;
+      bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+    } else {
+      gemm<float>(ctx, a.data<float>(), b.data<float>(), out.data<float>(), m, k, n, ta_, tb_, false, 1.0f, false,
+                  {nullptr, false, features.data<float>(), n});
+    }
   }
 
  private:
   bool ta_, tb_;
 };
 
-/// Registers the fused products' kernels (with MatMul's float kernel: a session uses an op
-/// only where its kernel is registered).
+/// The dtypes of the fused products (graph/passes/fuse_matmul.hpp).
+using fused_matmul_types = type_list<float, bfloat16>;
+
+/// Registers the fused products' kernels of dtype T (with MatMul's kernel of T: a session
+/// uses an op only where its kernel is registered).
+template <class T>
+void register_fused_matmul_kernel() {
+  register_cpu_kernel<fused_matmul_bias_add_kernel<T>>(ops::fused_matmul_bias_add_op, {"T", dtype_of<T>});
+  register_cpu_kernel<fused_matmul_relu_grad_kernel<T>>(ops::fused_matmul_relu_grad_op, {"T", dtype_of<T>});
+}
+/// Registers the fused products' kernels of every dtype they have.
 inline void register_fused_matmul_kernel() {
-  register_cpu_kernel<fused_matmul_bias_add_kernel>(ops::fused_matmul_bias_add_op, {"T", dtype::float32});
-  register_cpu_kernel<fused_matmul_relu_grad_kernel>(ops::fused_matmul_relu_grad_op, {"T", dtype::float32});
+  register_fused_matmul_kernel<float>();
+  register_fused_matmul_kernel<bfloat16>();
 }
 
 using matmul_types = weft::matmul_types;  ///< MatMul's dtypes
@@ -584,7 +632,7 @@ template <class T>
 void register_matmul_kernel() {
   ops::register_matrix_ops();
   register_cpu_kernel<matmul_kernel<T>>("MatMul", {"T", dtype_of<T>});
-  if constexpr (std::is_same_v<T, float>) register_fused_matmul_kernel();
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) register_fused_matmul_kernel<T>();
 }
 
 /// A template, so that including this header instantiates nothing until it is called.
@@ -606,7 +654,7 @@ struct kernel_for<ops::MatMul, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { cpu::register_matmul_kernel<T>(); }
 };
-/// Typed code's registration of the fused product's CPU kernel (float, its one dtype).
+/// Typed code's registration of the fused product's CPU kernel (float and bfloat16, its dtypes).
 template <class T>
 struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
@@ -615,7 +663,7 @@ struct kernel_for<ops::FusedMatMulBiasAdd, T, device_types::cpu> {
     cpu::register_fused_matmul_kernel();
   }
 };
-/// Typed code's registration of the fused product and ReluGrad's CPU kernel (float).
+/// Typed code's registration of the fused product and ReluGrad's CPU kernel (float and bfloat16).
 template <class T>
 struct kernel_for<ops::FusedMatMulReluGrad, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().

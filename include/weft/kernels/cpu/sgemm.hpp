@@ -139,7 +139,8 @@ inline bool has_prefetchw() {
   return yes;
 }
 
-/// Asks for the lines of `rows` rows of Cols floats of c (row stride ldc) in a state this
+/// Asks for the lines of `rows` rows of Cols elements of c (floats, or bfloat16 bits for
+/// bgemm's bfloat16 results; row stride ldc) in a state this
 /// core may write (PREFETCHW), before a register block's first multiply-adds. Where another
 /// core holds copies of them (in a split product: an output buffer that both cores read in
 /// its last use, a weight whose input gradient the other core read), a store waits until
@@ -148,13 +149,13 @@ inline bool has_prefetchw() {
 /// sums: the MLP step on two threads 4 to 5 % faster, one thread level (docs/benchmarks.md,
 /// session 61). Only split products ask (sgemm_shared::split): alone on one core, where no
 /// other core holds the lines, products with one panel ran about 1 % slower asking. Every
-/// 16th float of a row and its last are asked for, so that a row that does not start on a
+/// 64 bytes of a row and its last element are asked for, so that a row that does not start on a
 /// line has all of its lines asked for. Inline assembly: the builtin needs the prfchw target.
-template <int Cols>
-__attribute__((always_inline)) inline void claim_rows(const float* c, std::int64_t ldc, int rows) {
+template <int Cols, class T>
+__attribute__((always_inline)) inline void claim_rows(const T* c, std::int64_t ldc, int rows) {
   for (int i = 0; i < rows; ++i) {
-    const float* row = c + i * ldc;
-    for (int j = 0; j < Cols; j += 16) asm volatile("prefetchw (%0)" ::"r"(row + j));
+    const T* row = c + i * ldc;
+    for (int j = 0; j < Cols; j += 64 / static_cast<int>(sizeof(T))) asm volatile("prefetchw (%0)" ::"r"(row + j));
     asm volatile("prefetchw (%0)" ::"r"(row + Cols - 1));
   }
 }

@@ -182,10 +182,12 @@ struct apply_kernel {
   };
 };
 
-/// _FusedMatMulApplyGradientDescent (float): var -= alpha * op(a) op(b) as one GEMM that adds
-/// into the variable where it is (alpha = -learning rate, accumulating), under the variable's
+/// _FusedMatMulApplyGradientDescent (float or bfloat16): var -= alpha * op(a) op(b) as one
+/// GEMM that adds into the variable where it is (alpha = -learning rate, accumulating; in
+/// bfloat16, var + (-alpha) * the float sum rounded once: bgemm_output), under the variable's
 /// lock as every update; copied first when a reader still holds its value (so a or b may be
 /// the variable itself). Shapes are checked before anything is written.
+template <class T>
 struct fused_matmul_gradient_descent_kernel final : op_kernel {
   /// The kernel of node n: its attrs are read here, once.
   explicit fused_matmul_gradient_descent_kernel(const node& n)
@@ -199,13 +201,19 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
       fail(error_code::invalid_argument, "input 1 (alpha) must be a scalar, got shape ", alpha.shape());
     const product_dims d = matrix_product_dims(a, b, ta_, tb_);
     const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
-    const float rate = alpha.data<float>()[0];
+    const float rate = static_cast<float>(alpha.data<T>()[0]);
     state::update_in_place({var.get()}, [&](const std::vector<tensor*>& values) {
       tensor& v = *values.front();
       if (v.shape() != shape{m, n})
         fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '", var->name(),
              "' of shape ", v.shape());
-      gemm<float>(ctx, a.data<float>(), b.data<float>(), v.data<float>(), m, k, n, ta_, tb_, false, -rate, true);
+      if constexpr (std::is_same_v<T, bfloat16>) {
+        bgemm_output pass{bfloat16_bits_of(v), n};
+        pass.update = true, pass.alpha = -rate;
+        bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+      } else {
+        gemm<float>(ctx, a.data<float>(), b.data<float>(), v.data<float>(), m, k, n, ta_, tb_, false, -rate, true);
+      }
     });
     ctx.set_output_ref(0, std::move(var));
   }
@@ -214,10 +222,17 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
   bool ta_, tb_;
 };
 
-/// Registers the fused update's kernel (with ApplyGradientDescent's float kernel: a session
-/// uses the op only where its kernel is registered).
+/// Registers the fused update's kernel of dtype T (float or bfloat16; with
+/// ApplyGradientDescent's kernel of T: a session uses the op only where its kernel is
+/// registered).
+template <class T>
+void register_fused_update_kernel() {
+  register_cpu_kernel<fused_matmul_gradient_descent_kernel<T>>(ops::fused_matmul_gradient_descent_op, {"T", dtype_of<T>});
+}
+/// Registers the fused update's kernels of every dtype it has.
 inline void register_fused_update_kernel() {
-  register_cpu_kernel<fused_matmul_gradient_descent_kernel>(ops::fused_matmul_gradient_descent_op, {"T", dtype::float32});
+  register_fused_update_kernel<float>();
+  register_fused_update_kernel<bfloat16>();
 }
 
 }  // namespace training
@@ -245,7 +260,7 @@ struct kernel_for<ops::ApplyGradientDescent, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() {
     register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::gradient_descent>::template of<T>>("ApplyGradientDescent", {"T", dtype_of<T>});
-    if constexpr (std::is_same_v<T, float>) cpu::training::register_fused_update_kernel();
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) cpu::training::register_fused_update_kernel<T>();
   }
 };
 /// Typed code's registration of ApplyMomentum's CPU kernel (framework/kernel_for.hpp).
@@ -272,7 +287,7 @@ struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
   static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
 };
-/// Typed code's registration of the fused update's CPU kernel (float, its one dtype).
+/// Typed code's registration of the fused update's CPU kernels (float and bfloat16, its dtypes).
 template <class T>
 struct kernel_for<ops::FusedMatMulApplyGradientDescent, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
