@@ -675,7 +675,7 @@ TEST_CASE("bgemm's bfloat16 results: its float sums through a bias and ReLU, a m
     return;
   }
   // Edges of the register block; one depth panel and several (257: the partial sums wait in
-  // float), results inside a wider output.
+  // float), results inside a wider output; fewer columns than rows (2: the transposes' product).
   for (auto kind : {pass_kind::plain, pass_kind::bias_relu, pass_kind::mask, pass_kind::update})
     for (std::int64_t m : {1, 11, 12, 25})
       for (std::int64_t n : {2, 31, 32, 65})
@@ -684,6 +684,10 @@ TEST_CASE("bgemm's bfloat16 results: its float sums through a bias and ReLU, a m
   // Rows in chunks of 144 (the float sums of 4 MiB at most), columns past one panel of b.
   run_bgemm_output(300, 5000, 300, false, false, 5000, pass_kind::bias_relu);
   run_bgemm_output(150, 40, 784, true, false, 40, pass_kind::update);
+  // Fewer than 32 columns and more rows: the product of the transposes, 8192 rows at a time.
+  run_bgemm_output(512, 10, 128, true, false, 10, pass_kind::update);
+  run_bgemm_output(128, 10, 512, false, false, 13, pass_kind::bias_relu);
+  run_bgemm_output(9000, 3, 40, false, true, 3, pass_kind::mask);
   // k = 0: the sums are 0.
   std::vector<std::uint16_t> out(6, bits(bfloat16(2.0f)));
   const std::uint16_t bias[3] = {bits(bfloat16(-1.0f)), bits(bfloat16(0.5f)), bits(bfloat16(0.0f))};
