@@ -997,6 +997,42 @@ TEST_CASE("folding in bfloat16: a two-layer step folds as in float and lands wit
   }
 }
 
+TEST_CASE("folding in bfloat16: a product of one row or one column takes the float path, then the same pass") {
+  // bgemm takes products of at least two rows and columns; the others are float products of
+  // the widened operands, then the bias and ReLU or the mask, rounded to bfloat16 once.
+  // Against the sums in double, rounded to bfloat16: within one bfloat16 ulp.
+  const auto bf16 = [](const std::vector<float>& v, shape s) {
+    tensor t(dtype::bfloat16, s);
+    for (std::size_t i = 0; i < v.size(); ++i) t.data<bfloat16>()[i] = bfloat16(v[i]);
+    return t;
+  };
+  const auto value = [](const tensor& t, std::int64_t i) { return static_cast<double>(static_cast<float>(t.data<bfloat16>()[i])); };
+  for (auto [m, k, n] : {std::array<std::int64_t, 3>{1, 40, 7}, std::array<std::int64_t, 3>{9, 40, 1}}) {
+    INFO(m << " x " << k << " x " << n);
+    const tensor xs = bf16(wave(m * k, 0.2), shape{m, k}), ws = bf16(wave(k * n, 1.4), shape{k, n}),
+                 bs = bf16(wave(n, 2.2), shape{n}), fs = bf16(wave(m * n, 0.9), shape{m, n});
+    graph g;
+    auto& x = g.placeholder(dtype::bfloat16, {m, k}, "x");  // fed: constants alone would fold away
+    auto& y = g.op("Relu", {g.op("BiasAdd", {g.op("MatMul", {x, g.constant(ws)}), g.constant(bs)})}, {}, "y");
+    auto& r = g.op("ReluGrad", {g.op("MatMul", {x, g.constant(ws)}, {}, "p2"), g.constant(fs)}, {}, "r");
+    session s(g, fusing(1, true));
+    const auto traced = trace(s, {{"x", xs}}, {y, r});
+    CHECK(traced.names.count("y (_FusedMatMulBiasAdd)") == 1);
+    CHECK(traced.names.count("r (_FusedMatMulReluGrad)") == 1);
+    int far = 0;
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (std::int64_t p = 0; p < k; ++p) sum += value(xs, i * k + p) * value(ws, p * n + j);
+        const double want_y = static_cast<float>(bfloat16(static_cast<float>(std::max(sum + value(bs, j), 0.0))));
+        const double want_r = value(fs, i * n + j) > 0 ? static_cast<float>(bfloat16(static_cast<float>(sum))) : 0.0;
+        const auto near = [](double got, double want) { return std::abs(got - want) <= std::ldexp(std::abs(want), -8); };
+        if (!near(value(traced.out[0], i * n + j), want_y) || !near(value(traced.out[1], i * n + j), want_r)) ++far;
+      }
+    CHECK(far == 0);
+  }
+}
+
 TEST_CASE("folding a ReluGrad into its gradients' product: the same values as the two nodes") {
   // backprops = ReluGrad(dz w^T, features) against sums in double: a split product on two
   // threads, sgemm's transposed path (10 columns), a matrix-vector product (one column: the
