@@ -23786,6 +23786,23 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
       for (std::int64_t j = 0; j < n; ++j) pass.put(0.0f, i, j);
     return;
   }
+  // A product with few columns (a layer of 10 outputs) would waste most of a 32-column block:
+  // its transpose out^T = op(b)^T op(a)^T has them as rows, into a float buffer that the pass
+  // then reads (as sgemm's). The MLP's last weight's update (512 x 10, depth 128): 0.078 ms
+  // on one thread before, 0.018 after (docs/benchmarks.md, session 62).
+  if (n < bgemm_detail::nr && m > n) {
+    constexpr std::int64_t chunk = 8192;  // rows at a time: the buffer at most 1 MiB
+    thread_local sgemm_detail::scratch transposed;
+    float* t = transposed.get(static_cast<std::size_t>(std::min(m, chunk) * n));
+    for (std::int64_t r0 = 0; r0 < m; r0 += chunk) {
+      const std::int64_t rows = std::min(chunk, m - r0);
+      bgemm_detail::product(n, rows, k, {b, b_cs, b_rs}, {a + r0 * a_rs, a_cs, a_rs}, t, rows, false);
+      const bgemm_output at = pass.at(r0, 0);
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < n; ++j) at.put(t[j * rows + i], i, j);
+    }
+    return;
+  }
   if (bgemm_detail::even_panels(k).count == 1)
     return bgemm_detail::product(m, n, k, {a, a_rs, a_cs}, {b, b_rs, b_cs}, nullptr, 0, split, pass);
   using bgemm_detail::mc_max;
