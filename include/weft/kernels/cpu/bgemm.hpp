@@ -85,9 +85,11 @@ using sgemm_detail::panels;
 using sgemm_detail::round_up;
 using sgemm_detail::scratch;
 typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
+typedef std::uint32_t u32x16_u __attribute__((vector_size(64), aligned(2), may_alias));
 typedef std::uint16_t u16x32_u __attribute__((vector_size(64), aligned(2), may_alias));
 typedef std::uint16_t u16x32 __attribute__((vector_size(64)));
 typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
+typedef std::uint16_t u16x8 __attribute__((vector_size(16)));
 typedef std::uint16_t u16x16_u __attribute__((vector_size(32), aligned(2), may_alias));
 using sgemm_detail::i32x16;
 
@@ -209,17 +211,79 @@ __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void bloc
   }
 }
 
+/// 16 words at p, read at any 2-byte alignment (16 depth pairs of a row of bfloat16 values).
+__attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline u32x16 load_pairs(const std::uint16_t* p) {
+  return *reinterpret_cast<const u32x16_u*>(p);
+}
+/// One step of transpose16: for each row pair (i, i + S) with (i & S) == 0, swaps the blocks
+/// r[i][j + S] and r[i + S][j], (j & S) == 0.
+template <int S>
+__attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline void swap_blocks(u32x16 (&r)[16]) {
+  for (int i = 0; i < 16; ++i) {
+    if (i & S) continue;
+    const u32x16 a = r[i], b = r[i + S];
+    if constexpr (S == 8) {
+      r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      r[i + S] = __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    } else if constexpr (S == 4) {
+      r[i] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+      r[i + S] = __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    } else if constexpr (S == 2) {
+      r[i] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+      r[i + S] = __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    } else {
+      r[i] = __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+      r[i + S] = __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+    }
+  }
+}
+/// A 16 x 16 matrix of words, one row a vector, transposed in place: the off-diagonal blocks
+/// of 8, then 4, 2 and 1 swapped (64 two-source shuffles).
+__attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline void transpose16(u32x16 (&r)[16]) {
+  swap_blocks<8>(r);
+  swap_blocks<4>(r);
+  swap_blocks<2>(r);
+  swap_blocks<1>(r);
+}
+
 /// Rows [0, m) x depth [0, kc) of a as slivers of mr rows in depth pairs: sliver s holds the
 /// pair of row s*mr + i at depth pair q at [s*mr*pairs + q*mr + i]; rows past m and the
 /// depth past kc zero.
-inline void pack_a(std::int64_t m, std::int64_t kc, strided a, std::uint32_t* out) {
+__attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_a(std::int64_t m, std::int64_t kc, strided a,
+                                                                      std::uint32_t* out) {
   const std::int64_t full = kc / 2, pairs = (kc + 1) / 2;
   for (std::int64_t i0 = 0; i0 < m; i0 += mr, out += mr * pairs) {
     const int rows = static_cast<int>(std::min<std::int64_t>(mr, m - i0));
+    if (a.rs == 1 && rows == mr && i0 + 16 <= m) {
+      // A transposed a (a weight gradient's x^T): the sliver's rows are contiguous at each
+      // depth; two depths' 12 rows interleave into the sliver's pairs (16 read, 12 kept).
+      for (std::int64_t q = 0; q < full; ++q) {
+        const u16x16 r0 = *reinterpret_cast<const u16x16_u*>(a.ptr(i0, 2 * q));
+        const u16x16 r1 = *reinterpret_cast<const u16x16_u*>(a.ptr(i0, 2 * q + 1));
+        const u16x16 lo = __builtin_shufflevector(r0, r1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const u16x8 hi = __builtin_shufflevector(r0, r1, 8, 24, 9, 25, 10, 26, 11, 27);
+        std::memcpy(out + q * mr, &lo, sizeof lo);
+        std::memcpy(out + q * mr + 8, &hi, sizeof hi);
+      }
+      if (pairs > full)
+        for (int i = 0; i < mr; ++i) out[full * mr + i] = pair(a.at(i0 + i, kc - 1), 0);
+      continue;
+    }
+    std::int64_t q0 = 0;  // depth pairs packed before the loop below
+    if (a.cs == 1 && rows == mr) {
+      // Rows of a contiguous in depth: each row's pairs are words; 16 pairs of the 12 rows at
+      // a time, transposed as a 16 x 16 block (its last 4 rows zero).
+      for (; q0 + 16 <= full; q0 += 16) {
+        u32x16 r[16];
+        for (int i = 0; i < 16; ++i) r[i] = i < mr ? load_pairs(a.ptr(i0 + i, 2 * q0)) : u32x16{};
+        transpose16(r);
+        for (int t = 0; t < 16; ++t) std::memcpy(out + (q0 + t) * mr, &r[t], mr * sizeof(std::uint32_t));
+      }
+    }
     for (int i = 0; i < rows; ++i) {
       if (a.cs == 1) {  // the row's depth contiguous: its pairs are 32-bit words
         const std::uint16_t* r = a.ptr(i0 + i, 0);
-        for (std::int64_t q = 0; q < full; ++q) {
+        for (std::int64_t q = q0; q < full; ++q) {
           std::uint32_t w;
           std::memcpy(&w, r + 2 * q, sizeof w);
           out[q * mr + i] = w;
@@ -254,9 +318,18 @@ __attribute__((target("avx2,fma,avx512f,avx512bw"))) inline void pack_b(std::int
         std::memcpy(out + q * nr + 16, &hi, sizeof hi);
       }
     } else if (b.rs == 1) {  // columns of b contiguous in depth (a transposed operand): pairs are words
+      std::int64_t q0 = 0;  // 16 pairs of 16 columns at a time, transposed as a 16 x 16 block
+      if (cols == nr)
+        for (; q0 + 16 <= full; q0 += 16)
+          for (int half = 0; half < nr; half += 16) {
+            u32x16 r[16];
+            for (int t = 0; t < 16; ++t) r[t] = load_pairs(b.ptr(2 * q0, j0 + half + t));
+            transpose16(r);
+            for (int t = 0; t < 16; ++t) std::memcpy(out + (q0 + t) * nr + half, &r[t], sizeof r[t]);
+          }
       for (int j = 0; j < cols; ++j) {
         const std::uint16_t* col = b.ptr(0, j0 + j);
-        for (std::int64_t q = 0; q < full; ++q) {
+        for (std::int64_t q = q0; q < full; ++q) {
           std::uint32_t w;
           std::memcpy(&w, col + 2 * q, sizeof w);
           out[q * nr + j] = w;
