@@ -936,12 +936,13 @@ TEST_CASE("folding in bfloat16: a two-layer step folds as in float and lands wit
   // relu(x w1 + b1) w2 + b2, loss = the sum of its elements, one SGD step in bfloat16: both
   // BiasAdds (one with its Relu), the ReluGrad and both weights' updates fold. x is 48 x 300:
   // the first layer's product is deeper than one depth panel of bgemm (its partial sums wait
-  // in float), and on two threads the products split. Checked against the same step in
+  // in float), and on two threads the products split (w1's update, 300 x 160 over a batch of
+  // 48, by its columns, as the forward product). Checked against the same step in
   // float32 from the same (bfloat16) values: each weight within two bfloat16 ulps, plus
   // rate * 2^-8 * 24 for the bfloat16 rounding of the backward pass's values (48 terms of at
   // most 1 x 0.5). The unfused bfloat16 step misses this bound: a pre-activation near 0,
   // rounded twice, becomes 0, and its ReluGrad clears a term of 48-term sums that cancel.
-  const std::int64_t batch = 48, in = 300, hidden = 96, out = 40;
+  const std::int64_t batch = 48, in = 300, hidden = 160, out = 40;
   const float rate = 0.002f;
   // The step in dtype t: the weights after it, as floats, and the fused ops it ran.
   const auto step = [&](dtype t, int threads) {

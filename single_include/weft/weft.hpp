@@ -24193,7 +24193,9 @@ inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const s
   };
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const bool by_columns = n > m;
+  // A weight's update splits by the weight's columns where they are wide, as gemm's (each
+  // core updates the columns it reads in the next forward product).
+  const bool by_columns = n > m || (pass.update && n > k && n >= 64 * threads);
   const std::int64_t extent = by_columns ? n : m;
   if (threads == 1 || flops < 2e6 || extent < 2 * threads) return part(0, m, 0, n, false);
   // One block per thread: each block packs the whole of the operand it does not split.
