@@ -1,4 +1,4 @@
-// Trains a 784-512-512-10 ReLU network on MNIST with Adam and prints its test accuracy.
+// Trains a 784-512-512-10 ReLU network on MNIST with Adam (or SGD) and prints its test accuracy.
 // The model is written with the typed DSL's layers (weft::layers) and lowered into a graph
 // with its gradients (weft::add_gradients) and the optimizer's updates
 // (weft::train::minimize); each step feeds a batch and runs the update.
@@ -14,8 +14,11 @@
 // newest one.
 //
 // Options: --epochs N (5), --batch N (128), --lr X (0.001), --decay X (0.6: the learning
-// rate's factor after each epoch), --seed N (1), --hidden N (512), --bf16 1 (mixed
-// precision: the layers compute in bfloat16, the weights and Adam stay float32),
+// rate's factor after each epoch), --optimizer adam|sgd (adam), --seed N (1), --hidden N (512),
+// --bf16 1 (mixed precision: the layers compute in bfloat16, the weights and the optimizer
+// stay float32), --bf16 2 (all bfloat16: the weights and their updates too, as
+// bench_training's bfloat16 step; with --optimizer sgd only: Adam's beta2 = 0.999 is 1.0 in
+// bfloat16),
 // --threads N (0: every core; else N threads for kernels, N - 1 beside them for nodes),
 // --train-subset N (all 60000), --data DIR (the data directory's mnist/), --min-accuracy X
 // (exit with status 1 below it, for tests), --checkpoint-dir DIR, --resume, --save-model FILE
@@ -45,6 +48,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mnist_mlp: --hidden must be positive and --threads not negative\n");
     return 2;
   }
+  if (bf16_option != 0 && bf16_option != 1 && bf16_option != 2) {
+    std::fprintf(stderr, "mnist_mlp: --bf16 is 0 (float32), 1 (mixed precision) or 2 (all bfloat16)\n");
+    return 2;
+  }
+  if (bf16_option == 2 && opt.optimizer != "sgd") {
+    // Adam's hyperparameters take the variables' dtype: beta2 = 0.999 rounds to 1.0 in
+    // bfloat16, v never grows, and the steps m / (sqrt(v) + epsilon) blow up.
+    std::fprintf(stderr, "mnist_mlp: --bf16 2 (bfloat16 variables) trains with --optimizer sgd; for Adam use --bf16 1 "
+                         "(mixed precision: Adam's beta2 = 0.999 is 1.0 in bfloat16)\n");
+    return 2;
+  }
   session_options options;
   if (threads > 0) options.intra_op_threads = threads, options.inter_op_threads = threads - 1;
   int status = 0;
@@ -52,23 +66,30 @@ int main(int argc, char** argv) {
   if (!mnist) return status;
 
   // The model, on the device --device names: three dense layers of weft::layers (Glorot
-  // initial weights seeded by --seed, zero biases). With --bf16 they compute in bfloat16
-  // (their variables and Adam stay float32) and the logits come back to float32 for the loss.
+  // initial weights seeded by --seed, zero biases). With --bf16 1 they compute in bfloat16
+  // (their variables and the optimizer stay float32); with --bf16 2 the variables are
+  // bfloat16 too, and so the updates, and the images are cast once. The logits come back
+  // to float32 for the loss.
   graph g;
   const auto on_device = g.device_scope(use_device("mnist_mlp", opt.device, options));
   mnist_builder model(g, opt.seed);
   const bool bf16 = bf16_option != 0;
-  auto logits_in = [&]<class C>() {
+  const char* const precision[] = {"", " (bfloat16 layers)", " (bfloat16)"};
+  auto logits_in = [&]<class C, class V = float>() {
     namespace L = weft::layers;
     auto glorot = [&](std::int64_t layer) { return L::dense_options{.kernel = L::glorot_uniform(opt.seed, layer)}; };
-    auto net = L::sequential(L::dense<float, 784, dyn, C>("dense1", 784, hidden, glorot(1)), L::relu,
-                             L::dense<float, dyn, dyn, C>("dense2", hidden, hidden, glorot(2)), L::relu,
-                             L::dense<float, dyn, 10, C>("dense3", hidden, 10, glorot(3)));
-    const auto logits = net(model.typed_images());
+    auto net = L::sequential(L::dense<V, 784, dyn, C>("dense1", 784, hidden, glorot(1)), L::relu,
+                             L::dense<V, dyn, dyn, C>("dense2", hidden, hidden, glorot(2)), L::relu,
+                             L::dense<V, dyn, 10, C>("dense3", hidden, 10, glorot(3)));
+    const auto logits = [&] {
+      if constexpr (std::is_same_v<V, float>) return net(model.typed_images());
+      else return net(cast<V>(model.typed_images()));
+    }();
     if constexpr (std::is_same_v<C, float>) return model.lower(logits);
     else return model.lower(cast<float>(logits));
   };
-  const output logits = bf16 ? logits_in.template operator()<bfloat16>() : logits_in.template operator()<float>();
+  const output logits = bf16_option == 2 ? logits_in.template operator()<bfloat16, bfloat16>()
+                        : bf16 ? logits_in.template operator()<bfloat16>() : logits_in.template operator()<float>();
   const std::string h = std::to_string(hidden);
-  return model.train("mnist_mlp", opt, *mnist, logits, "784-" + h + "-" + h + "-10" + (bf16 ? " (bfloat16 layers)" : ""), options);
+  return model.train("mnist_mlp", opt, *mnist, logits, "784-" + h + "-" + h + "-10" + precision[static_cast<int>(bf16_option)], options);
 }

@@ -28,6 +28,7 @@ struct mnist_options {
   int epochs = 5, batch = 128;
   unsigned seed = 1;
   double lr = 0.001, decay = 0.6, min_accuracy = 0;
+  std::string optimizer = "adam";  // adam (weft::train::adam) or sgd (plain gradient descent: ApplyGradientDescent)
   long train_subset = 0;
   std::string data, checkpoint_dir;
   std::string save_model;  // a model bundle of the trained model, frozen, for examples/classify (docs/models.md)
@@ -54,7 +55,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
     std::fprintf(status ? stderr : stdout,
                  "usage: %s [--epochs N] [--batch N] [--lr X] [--decay X] [--seed N] [--train-subset N] [--data DIR] "
                  "[--min-accuracy X] [--checkpoint-dir DIR] [--resume] [--save-model FILE] [--host-batches] [--fashion] [--device cpu|gpu] "
-                 "[--logdir DIR] [--log-every N]",
+                 "[--logdir DIR] [--log-every N] [--optimizer adam|sgd]",
                  program);
     for (const auto& e : extras) std::fprintf(status ? stderr : stdout, " [--%s %g]", e.name, *e.value);
     std::fprintf(status ? stderr : stdout, "\n");
@@ -87,6 +88,7 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
       else if (a == "--device") o.device = value();
       else if (a == "--logdir") o.logdir = value();
       else if (a == "--log-every") o.log_every = std::stol(value());
+      else if (a == "--optimizer") o.optimizer = value();
       else if (a == "--help") usage(0);
       else {
         auto e = std::find_if(extras.begin(), extras.end(), [&](const extra_option& x) { return a == std::string("--") + x.name; });
@@ -100,6 +102,10 @@ inline mnist_options parse_mnist_options(int argc, char** argv, const char* prog
   }
   if (o.epochs < 1 || o.batch < 1 || o.log_every < 1) {
     std::fprintf(stderr, "%s: --epochs, --batch and --log-every must be positive\n", program);
+    std::exit(2);
+  }
+  if (o.optimizer != "adam" && o.optimizer != "sgd") {
+    std::fprintf(stderr, "%s: --optimizer is adam or sgd, not '%s'\n", program, o.optimizer.c_str());
     std::exit(2);
   }
   return o;
@@ -201,9 +207,9 @@ inline int train_mnist(const char* program, const mnist_options& opt, const weft
   // with the metrics' means, which go to the event file every --log-every steps too.
   progress_bar bar(steps);
   metrics_logger metrics(log ? &*log : nullptr, opt.log_every);
-  std::printf("%s: %s, %lld training and %lld test images, batch %d, Adam lr %g decaying by %g per epoch, seed %u\n", program,
+  std::printf("%s: %s, %lld training and %lld test images, batch %d, %s lr %g decaying by %g per epoch, seed %u\n", program,
               description.c_str(), static_cast<long long>(train_size), static_cast<long long>(mnist.test.size()), opt.batch,
-              opt.lr, opt.decay, opt.seed);
+              opt.optimizer == "sgd" ? "SGD" : "Adam", opt.lr, opt.decay, opt.seed);
   // The accuracy on the whole test set, in batches of 1000.
   auto evaluate = [&] {
     std::vector<std::int64_t> all(static_cast<std::size_t>(mnist.test.size()));
@@ -299,7 +305,7 @@ inline std::optional<weft::data::mnist_data> load_mnist_or_report(const char* pr
 // Builds a model into a graph: the image and label placeholders, layers numbered from 1
 // whose weights start from the seeded RandomUniform op (Glorot: U(-r, r), r = sqrt(6 /
 // (fan_in + fan_out)), seed2 the layer's number) and whose biases start at zero, and the
-// tail every MNIST example shares (loss, accuracy, Adam with a fed learning rate).
+// tail every MNIST example shares (loss, accuracy, Adam or SGD with a fed learning rate).
 class mnist_builder {
  public:
   mnist_builder(weft::graph& g, unsigned seed) : g_(g), seed_(seed) {
@@ -355,7 +361,8 @@ class mnist_builder {
   }
 
   // Adds the tail on `logits` [n, 10] (sparse softmax cross-entropy averaged as the loss,
-  // the number of rows whose largest logit is the label, Adam, an init target) and trains.
+  // the number of rows whose largest logit is the label, --optimizer's updates, an init target)
+  // and trains.
   int train(const char* program, const mnist_options& opt, const weft::data::mnist_data& mnist, weft::output logits,
             const std::string& description, const weft::session_options& options = {}) {
     using namespace weft;
@@ -369,10 +376,16 @@ class mnist_builder {
     m_.correct = g_.op("Sum", {hit, axis0}, {}, "correct").out(0);
     // The learning rate is fed: it decays by opt.decay after each epoch.
     m_.learning_rate = g_.placeholder(dtype::float32, shape{}, "learning_rate").out(0);
-    const auto step = train::minimize(g_, m_.loss, vars_, train::adam{m_.learning_rate});
+    const auto step = opt.optimizer == "sgd" ? train::minimize(g_, m_.loss, vars_, train::sgd{m_.learning_rate})
+                                             : train::minimize(g_, m_.loss, vars_, train::adam{m_.learning_rate});
     const node& init = g_.op("NoOp", {}, {}, node_options("init").after(inits_));
     m_.weights = vars_;
-    return train_mnist(program, opt, mnist, g_, m_, step, init, description, options);
+    try {
+      return train_mnist(program, opt, mnist, g_, m_, step, init, description, options);
+    } catch (const weft::error& e) {  // a failed step, checkpoint or event file: said, exit status 1
+      std::fprintf(stderr, "%s: %s\n", program, e.what());
+      return 1;
+    }
   }
 
  private:

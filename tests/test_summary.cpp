@@ -178,8 +178,18 @@ TEST_CASE("summaries: records reach the file at flush, and errors name the tag")
   log.flush();
   CHECK(sm_records(log.path()).size() == 2);
   CHECK_THROWS_WITH(log.histogram("h", tensor::from_vector(std::vector<float>{1, std::nanf("")}), 0), Catch::Contains("NaN"));
-  CHECK_THROWS_WITH(log.histogram("names", tensor::from_vector(std::vector<std::uint8_t>{1}), 0),
-                    Catch::Contains("'names'") && Catch::Contains("uint8"));
+  CHECK_THROWS_WITH(log.histogram("names", tensor::scalar("a"), 0),
+                    Catch::Contains("'names'") && Catch::Contains("string") && Catch::Contains("real numbers only"));
+  // Every real dtype: bfloat16 weights (examples/mnist_mlp --bf16 2 logs them), half, uint8.
+  // Their values are read (a NaN among them is found) and each makes a record.
+  const tensor bf16 = tensor::from_vector(std::vector<bfloat16>{bfloat16(1.5f), bfloat16(-0.25f)});
+  const tensor bf16_nan = tensor::from_vector(std::vector<bfloat16>{bfloat16(1.0f), bfloat16(std::nanf(""))});
+  CHECK_THROWS_WITH(log.histogram("w", bf16_nan, 0), Catch::Contains("NaN"));
+  log.histogram("w", bf16, 1);
+  log.histogram("h", tensor::from_vector(std::vector<half>{half(2.0f)}), 1);
+  log.histogram("u", tensor::from_vector(std::vector<std::uint8_t>{1, 200}), 1);
+  log.flush();
+  CHECK(sm_records(log.path()).size() == 5);
   summary_writer other(dir.path, {.flush_seconds = 3600, .filename_suffix = ""});  // the same second: a file of its own
   CHECK(other.path() != log.path());
 }

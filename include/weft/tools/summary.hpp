@@ -69,21 +69,20 @@ class summary_writer {
   void scalar(std::string_view tag, double value, std::int64_t step) {
     add_value(summary_proto::scalar_value(tag, value), step);
   }
-  /// The values of a float or integer tensor (any shape), or of a vector of numbers.
+  /// The values of a tensor of real numbers (any shape: floats of every width, bfloat16
+  /// included, and integers), or of a vector of numbers.
   void histogram(std::string_view tag, const tensor& t, std::int64_t step) {
     histogram_builder h;
-    auto each = [&](auto span) {
-      for (auto v : span) h.add(static_cast<double>(v));
-    };
-    switch (t.dtype()) {
-      case dtype::float32: each(t.flat<float>()); break;
-      case dtype::float64: each(t.flat<double>()); break;
-      case dtype::int32: each(t.flat<std::int32_t>()); break;
-      case dtype::int64: each(t.flat<std::int64_t>()); break;
-      default:
-        fail(error_code::invalid_argument, "weft::summary_writer::histogram '", tag, "': a ", t.dtype(),
-             " tensor (float32, float64, int32 or int64 only)");
-    }
+    dispatcher<real_number_types>::run(
+        t.dtype(),
+        [&](auto type) {
+          using T = typename decltype(type)::type;
+          for (const T& v : t.flat<T>()) h.add(static_cast<double>(v));
+        },
+        [&] {
+          fail(error_code::invalid_argument, "weft::summary_writer::histogram '", tag, "': a ", t.dtype(),
+               " tensor (real numbers only)");
+        });
     add_value(summary_proto::histogram_value(tag, h.proto()), step);
   }
   /// A histogram of `values` (TensorFlow's default buckets) of `tag` at `step`.
