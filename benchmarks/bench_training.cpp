@@ -8,7 +8,9 @@
 //   (eigen_mlp.cpp), and against libtorch with each way of sharing its threads with its BLAS;
 // - the machine's limits in the same run: Eigen's sgemm and STREAM's triad (eigen_mlp.cpp), so
 //   that each step is also a fraction of them (the MLP steps count GFLOP/s);
-// - a LeNet (examples/mnist_cnn without dropout, batch 128): weft against libtorch.
+// - a LeNet (examples/mnist_cnn without dropout, batch 128): weft against libtorch;
+// - weft's MLP in bfloat16 (all of it: BM_weft_mlp_step_bf16) and with Adam in float32 and in
+//   mixed precision (BM_weft_mlp_step_adam: bfloat16 layers, float32 variables and Adam).
 // Threads 1 and 2. Every side starts from the same weights and data and is checked against
 // weft after one step before timing. The libtorch benchmarks are built when CMake finds
 // libtorch (Debian's libtorch-dev); its code is in torch_models.cpp.
@@ -16,7 +18,7 @@
 // `bench_training --peak-memory=NAME` (weft_mlp, eigen_mlp, torch_mlp, weft_lenet,
 // torch_lenet) instead measures, in this process alone, how much resident memory 10 steps
 // add to a model whose weights are already resident (VmHWM from /proc/self/status), and
-// `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_mlp_bf16, weft_lenet) where a weft step's time goes,
+// `bench_training --node-times=NAME[:THREADS]` (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet) where a weft step's time goes,
 // node by node, and `--timeline=NAME:INTRA:INTER` when and on which thread each node of one
 // step ran.
 #include <weft/dsl.hpp>
@@ -168,34 +170,44 @@ class weft_model {
   graph g_;
   output x_, labels_, loss_;
 
-  // The model in dtype `t` (float32 or bfloat16): the batch, weights and every op.
-  weft_model(const std::vector<tensor>& params, const tensor& x, const tensor& labels, dtype t = dtype::float32) {
+  // The model in dtype `t` (float32 or bfloat16): the batch, weights and every op; with
+  // `mixed`, the variables (and the optimizer) float32 and the layers in t, each variable
+  // cast to t where it is read, as examples/mnist_mlp --bf16 1 (Keras's mixed precision).
+  weft_model(const std::vector<tensor>& params, const tensor& x, const tensor& labels, dtype t = dtype::float32,
+             bool mixed = false) {
     x_ = g_.placeholder(t, x.shape(), "x").out(0);
     labels_ = g_.placeholder(dtype::int32, {unknown_dim}, "labels").out(0);
+    mixed_ = mixed && t != dtype::float32;
+    const dtype vt = mixed ? dtype::float32 : t;
     for (std::size_t i = 0; i < params.size(); ++i) {
-      auto v = g_.variable(t, params[i].shape(), "param" + std::to_string(i)).out(0);
-      inits_.push_back(g_.op("Assign", {v, g_.constant(as_dtype(params[i], t))}).id());
+      auto v = g_.variable(vt, params[i].shape(), "param" + std::to_string(i)).out(0);
+      inits_.push_back(g_.op("Assign", {v, g_.constant(as_dtype(params[i], vt))}).id());
       vars_.push_back(v);
+      reads_.push_back(vt == t ? v : g_.op("Cast", {v}, {{"DstT", t}}).out(0));
     }
     feeds_ = {{x_, as_dtype(x, t)}, {labels_, labels}};
   }
-  output var(std::size_t i) const { return vars_.at(i); }
+  output var(std::size_t i) const { return reads_.at(i); }
   output dense(output h, std::size_t layer) {
     return g_.op("BiasAdd", {g_.op("MatMul", {h, var(2 * layer)}).out(0), var(2 * layer + 1)}).out(0);
   }
   output shape_of(std::vector<std::int64_t> dims) { return g_.constant(tensor::from_vector(dims)).out(0); }
-  // Loss from the logits, then SGD and a session; weights assigned.
-  void finish(output logits, const session_options& options) {
+  // Loss from the logits (in float32 where the layers are not), then SGD (or Adam, with
+  // `adam`) and a session; weights assigned.
+  void finish(output logits, const session_options& options, bool adam = false) {
+    if (mixed_) logits = g_.op("Cast", {logits}, {{"DstT", dtype::float32}}).out(0);
     auto xent = g_.op("SparseSoftmaxCrossEntropyWithLogits", {logits, labels_}).out(0);
     loss_ = g_.op("Mean", {xent, g_.constant(tensor::of<std::int32_t>({1}, {0}))}).out(0);
-    train_.emplace(train::minimize(g_, loss_, vars_, train::sgd{rate}));
+    train_.emplace(adam ? train::minimize(g_, loss_, vars_, train::adam{0.001})
+                        : train::minimize(g_, loss_, vars_, train::sgd{rate}));
     init_ = &g_.op("NoOp", {}, {}, node_options("init").after(inits_));
     session_ = std::make_unique<session>(g_, options);
     session_->run({*init_, train_->init});
   }
 
  private:
-  std::vector<output> vars_;
+  std::vector<output> vars_, reads_;
+  bool mixed_ = false;
   std::vector<int> inits_;
   feed_list feeds_;
   std::optional<train::training_op> train_;
@@ -203,21 +215,38 @@ class weft_model {
   std::unique_ptr<session> session_;
 };
 
+// How an MLP trains: its layers' dtype, its variables' (float32 where `mixed`), its optimizer.
+struct mlp_config {
+  dtype layers = dtype::float32;
+  bool mixed = false, adam = false;
+};
+
 struct weft_mlp : weft_model {
   weft_mlp(const mlp_problem& p, const session_options& options, dtype t = dtype::float32)
-      : weft_model(p.params, p.x, p.labels, t) {
+      : weft_mlp(p, options, mlp_config{.layers = t}) {}
+  weft_mlp(const mlp_problem& p, const session_options& options, mlp_config c)
+      : weft_model(p.params, p.x, p.labels, c.layers, c.mixed) {
     output h = x_;
     for (std::size_t l = 0; l < 3; ++l) {
       h = dense(h, l);
       if (l < 2) h = g_.op("Relu", {h}).out(0);
     }
-    finish(h, options);
+    finish(h, options, c.adam);
   }
 };
 
 // The MLP in bfloat16, for --node-times and --timeline.
 struct weft_mlp_bf16 final : weft_mlp {
   weft_mlp_bf16(const mlp_problem& p, const session_options& options) : weft_mlp(p, options, dtype::bfloat16) {}
+};
+// With Adam (as examples/mnist_mlp): in float32, and in mixed precision (bfloat16 layers,
+// float32 variables and Adam: mnist_mlp --bf16 1).
+struct weft_mlp_adam final : weft_mlp {
+  weft_mlp_adam(const mlp_problem& p, const session_options& options) : weft_mlp(p, options, mlp_config{.adam = true}) {}
+};
+struct weft_mlp_mixed final : weft_mlp {
+  weft_mlp_mixed(const mlp_problem& p, const session_options& options)
+      : weft_mlp(p, options, mlp_config{.layers = dtype::bfloat16, .mixed = true, .adam = true}) {}
 };
 
 // What the typed MLPs share: the placeholders, a client_session, the step and the data.
@@ -595,6 +624,25 @@ void BM_weft_mlp_step_bf16(benchmark::State& state) {
   time_weft(state, m, count_mlp);
 }
 
+// The MLP with Adam (as examples/mnist_mlp), in float32 (arg 2: 0) or in mixed precision
+// (1: bfloat16 layers, float32 variables and Adam: mnist_mlp --bf16 1). The mixed step's
+// first loss is checked against float32's: within bfloat16's rounding of it.
+void BM_weft_mlp_step_adam(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const session_options options = threads_options(threads, static_cast<int>(state.range(1)));
+  const bool mixed = state.range(2) != 0;
+  mlp_problem p;
+  weft_mlp m(p, options, mlp_config{.layers = mixed ? dtype::bfloat16 : dtype::float32, .mixed = mixed, .adam = true});
+  if (mixed) {
+    weft_mlp reference(p, options, mlp_config{.adam = true});
+    const float loss = reference.step(), loss_mixed = m.step();
+    if (std::abs(loss - loss_mixed) > 0.02f * std::abs(loss))
+      state.SkipWithError("the mixed-precision step's loss differs from float32's by more than bfloat16's precision");
+    m.reset();
+  }
+  time_weft(state, m, count_mlp);
+}
+
 // A typed MLP (Model: dsl_mlp or layers_mlp), checked first: one of its steps equals one
 // step of the graph built op by op.
 template <class Model>
@@ -799,7 +847,7 @@ int measure_peak(const std::string& name) {
   return 0;
 }
 
-// --node-times=NAME[:THREADS] (weft_mlp, weft_mlp_bf16, weft_lenet): each node's mean time over 20 traced
+// --node-times=NAME[:THREADS] (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet): each node's mean time over 20 traced
 // steps (after 5 untimed ones), the slowest first, their sum, and the MatMul nodes' sum (for
 // the MLP, whose floating-point work is all in its products, also their GFLOP/s). The nodes run one at a
 // time, each on THREADS intra-op threads (1 unless given).
@@ -865,8 +913,10 @@ int timeline(const std::string& spec) {
   }
   if (std::string(name) == "weft_mlp") return print_timeline<mlp_problem, weft_mlp>(intra, inter), 0;
   if (std::string(name) == "weft_mlp_bf16") return print_timeline<mlp_problem, weft_mlp_bf16>(intra, inter), 0;
+  if (std::string(name) == "weft_mlp_adam") return print_timeline<mlp_problem, weft_mlp_adam>(intra, inter), 0;
+  if (std::string(name) == "weft_mlp_mixed") return print_timeline<mlp_problem, weft_mlp_mixed>(intra, inter), 0;
   if (std::string(name) == "weft_lenet") return print_timeline<lenet_problem, weft_lenet>(intra, inter), 0;
-  std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_lenet)\n", name);
+  std::fprintf(stderr, "bench_training: --timeline: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet)\n", name);
   return 2;
 }
 
@@ -882,8 +932,10 @@ int node_times(std::string name) {
   }
   if (name == "weft_mlp") return print_node_times<mlp_problem, weft_mlp>(threads, mlp_step_flops), 0;
   if (name == "weft_mlp_bf16") return print_node_times<mlp_problem, weft_mlp_bf16>(threads, mlp_step_flops), 0;
+  if (name == "weft_mlp_adam") return print_node_times<mlp_problem, weft_mlp_adam>(threads, mlp_step_flops), 0;
+  if (name == "weft_mlp_mixed") return print_node_times<mlp_problem, weft_mlp_mixed>(threads, mlp_step_flops), 0;
   if (name == "weft_lenet") return print_node_times<lenet_problem, weft_lenet>(threads), 0;
-  std::fprintf(stderr, "bench_training: --node-times: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_lenet)\n", name.c_str());
+  std::fprintf(stderr, "bench_training: --node-times: unknown model '%s' (weft_mlp, weft_mlp_bf16, weft_mlp_adam, weft_mlp_mixed, weft_lenet)\n", name.c_str());
   return 2;
 }
 
@@ -897,6 +949,9 @@ BENCHMARK(BM_weft_mlp_step_logged)->Args({1, 0, 0})->Args({1, 0, 1})->Args({2, 1
     ->Iterations(2 * mnist_steps_per_epoch)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_mlp_summaries)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_weft_mlp_step_bf16)->Args({1, 0})->Args({2, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
+// Arguments: intra-op threads, inter-op threads, mixed precision (0: float32).
+BENCHMARK(BM_weft_mlp_step_adam)->Args({1, 0, 0})->Args({1, 0, 1})->Args({2, 1, 0})->Args({2, 1, 1})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_dsl_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_weft_layers_mlp_step)->Args({1, 0})->Args({2, 1})->Args({2, 0})->Args({2, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_eigen_mlp_step)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
