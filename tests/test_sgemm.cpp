@@ -602,9 +602,10 @@ TEST_CASE("bgemm (bfloat16) matches a naive loop at every edge of its blocks, ev
     WARN("skipped: this CPU lacks AVX-512 BF16");
     return;
   }
-  // Edges of the 12 x 32 register block and of the 144-row block of a; depths odd and even,
-  // one pair, and panels of 256 (257: two of 130 and 127, the last odd; 784: four of 196).
-  for (std::int64_t m : {1, 2, 11, 12, 13, 25})
+  // Edges of the 12 x 32 register block (and of its 4- and 8-row forms: 4, 8, 20 rows) and
+  // of the 144-row block of a; depths odd and even, one pair, and panels of 256 (257: two of
+  // 130 and 127, the last odd; 784: four of 196).
+  for (std::int64_t m : {1, 2, 4, 8, 11, 12, 13, 20, 25})
     for (std::int64_t n : {2, 17, 31, 32, 33, 65})
       for (std::int64_t k : {1, 2, 3, 255, 256, 257, 784})
         for (bool ta : {false, true})
@@ -674,10 +675,11 @@ TEST_CASE("bgemm's bfloat16 results: its float sums through a bias and ReLU, a m
     WARN("skipped: this CPU lacks AVX-512 BF16");
     return;
   }
-  // Edges of the register block; one depth panel and several (257: the partial sums wait in
-  // float), results inside a wider output; fewer columns than rows (2: the transposes' product).
+  // Edges of the register block (a last block of 4 or 8 rows: 16, 20; of 7: 19); one depth
+  // panel and several (257: the partial sums wait in float), results inside a wider output;
+  // fewer columns than rows (2: the transposes' product).
   for (auto kind : {pass_kind::plain, pass_kind::bias_relu, pass_kind::mask, pass_kind::update})
-    for (std::int64_t m : {1, 11, 12, 25})
+    for (std::int64_t m : {1, 11, 12, 16, 19, 20, 25})
       for (std::int64_t n : {2, 31, 32, 65})
         for (std::int64_t k : {1, 3, 256, 257})
           for (bool ta : {false, true}) run_bgemm_output(m, n, k, ta, !ta, n + (m % 2 ? 3 : 0), kind);

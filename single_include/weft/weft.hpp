@@ -23561,14 +23561,15 @@ __attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline void 
   *reinterpret_cast<u16x16_u*>(p) = __builtin_convertvector((rounded & ~is_nan) | (nan & is_nan), u16x16);
 }
 
-/// An edge block's bfloat16 result (fewer than mr rows or nr columns): the sums through a
+/// An edge block's bfloat16 result (fewer than M rows or nr columns): the sums through a
 /// buffer, with c's earlier panels' where `accumulate`, then the pass one element at a time.
 /// Out of line, so that the full block's accumulators stay in registers.
-__attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(const f32x16 (&acc)[mr][2], const float* c,
+template <int M>
+__attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(const f32x16 (&acc)[M][2], const float* c,
                                                                            std::int64_t ldc, bool accumulate, int rows,
                                                                            int cols, const bgemm_output& pass) {
-  alignas(64) float t[mr * nr];
-  for (int i = 0; i < mr; ++i) {
+  alignas(64) float t[M * nr];
+  for (int i = 0; i < M; ++i) {
     sgemm_detail::store16(t + i * nr, acc[i][0]);
     sgemm_detail::store16(t + i * nr + 16, acc[i][1]);
   }
@@ -23578,17 +23579,19 @@ __attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(con
   pass.apply(t, nr, rows, cols);
 }
 
-/// The product of an a sliver and a b sliver over `pairs` depth pairs, for c[rows x cols]
-/// (row stride ldc): c = or += it where pass.out is null; else (the last depth panel of a
-/// bfloat16 result) the sum, with c's earlier panels' where `accumulate`, goes through the
-/// pass to pass.out from the registers (a full block) or a buffer (an edge block).
-__attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void block(std::int64_t pairs,
-                                                                                const std::uint32_t* __restrict a,
-                                                                                const std::uint32_t* __restrict b, float* c,
-                                                                                std::int64_t ldc, bool accumulate, int rows,
-                                                                                int cols, bgemm_output pass) {
-  f32x16 acc[mr][2];
-  for (int i = 0; i < mr; ++i) acc[i][0] = acc[i][1] = f32x16{};
+/// The product of the first M rows of an a sliver (its depth pairs mr words apart) and a b
+/// sliver over `pairs` depth pairs, for c[rows x cols] (row stride ldc): c = or += it where
+/// pass.out is null; else (the last depth panel of a bfloat16 result) the sum, with c's
+/// earlier panels' where `accumulate`, goes through the pass to pass.out from the registers
+/// (a block of M rows and nr columns) or a buffer (an edge block).
+template <int M>
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void block_of(std::int64_t pairs,
+                                                                                   const std::uint32_t* __restrict a,
+                                                                                   const std::uint32_t* __restrict b, float* c,
+                                                                                   std::int64_t ldc, bool accumulate, int rows,
+                                                                                   int cols, bgemm_output pass) {
+  f32x16 acc[M][2];
+  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = f32x16{};
   for (std::int64_t q = 0; q < pairs; ++q, a += mr, b += nr) {
     u32x16 b0, b1;
     std::memcpy(&b0, b, sizeof b0);
@@ -23598,7 +23601,7 @@ __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void bloc
 #else
 #pragma GCC unroll 12
 #endif
-    for (int i = 0; i < mr; ++i) {
+    for (int i = 0; i < M; ++i) {
       const u32x16 t = a[i] + u32x16{};  // the pair in every lane (vpbroadcastd)
       acc[i][0] = dot_pairs(acc[i][0], t, b0);
       acc[i][1] = dot_pairs(acc[i][1], t, b1);
@@ -23606,7 +23609,7 @@ __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void bloc
   }
   static_assert(nr == 32);
   if (!pass.out) return sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
-  if (rows < mr || cols < nr) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
+  if (rows < M || cols < nr) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
   using sgemm_detail::load16;
   const f32x16 alpha = sgemm_detail::splat16(pass.alpha);
   const f32x16 b0 = pass.bias ? widen16(pass.bias) : f32x16{}, b1 = pass.bias ? widen16(pass.bias + 16) : f32x16{};
@@ -23615,7 +23618,7 @@ __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void bloc
 #else
 #pragma GCC unroll 12
 #endif
-  for (int i = 0; i < mr; ++i) {
+  for (int i = 0; i < M; ++i) {
     std::uint16_t* o = pass.out + i * pass.ld;
     f32x16 v0 = acc[i][0], v1 = acc[i][1];
     if (accumulate) v0 = load16(c + i * ldc) + v0, v1 = load16(c + i * ldc + 16) + v1;
@@ -23637,6 +23640,19 @@ __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void bloc
     narrow16(o, v0);
     narrow16(o + 16, v1);
   }
+}
+
+/// block_of() with the fewest rows that hold `rows` (4, 8 or mr): a batch of 128 rows ends
+/// in a block of 8, whose output pass then runs from the registers (it went through
+/// store_edge one element at a time) and whose sums skip 4 rows of padding, as sgemm's.
+__attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void block(std::int64_t pairs,
+                                                                                const std::uint32_t* __restrict a,
+                                                                                const std::uint32_t* __restrict b, float* c,
+                                                                                std::int64_t ldc, bool accumulate, int rows,
+                                                                                int cols, const bgemm_output& pass) {
+  if (rows <= 4) return block_of<4>(pairs, a, b, c, ldc, accumulate, rows, cols, pass);
+  if (rows <= 8) return block_of<8>(pairs, a, b, c, ldc, accumulate, rows, cols, pass);
+  block_of<mr>(pairs, a, b, c, ldc, accumulate, rows, cols, pass);
 }
 
 /// 16 words at p, read at any 2-byte alignment (16 depth pairs of a row of bfloat16 values).
