@@ -998,6 +998,110 @@ TEST_CASE("folding in bfloat16: a two-layer step folds as in float and lands wit
   }
 }
 
+TEST_CASE("folding mixed precision's Adam: ApplyAdam on Cast(MatMul) of bfloat16 operands, Adam's step on the float sums") {
+  // grad = Cast(MatMul(a, b), float32) of bfloat16 a and b (mixed precision's weight
+  // gradient), ApplyAdam on float32 var, m and v: one _FusedMatMulApplyAdam. Checked against
+  // Adam in double on the exact gradient (the bfloat16 operands' products summed in double):
+  // m and v within float rounding of their update, plus (1 - beta) times the float sum's
+  // rounding (k 2^-23 of the sum of the gradient's terms' magnitudes). The unfused step rounds
+  // the gradient to bfloat16 (2^-9 of it) and misses that bound. Shapes: a weight gradient
+  // x^T dz split by its columns on two threads (300 x 160 over 48), one deeper than a depth
+  // panel with fewer columns than rows (40 x 20 over 300: the transposes' product), edges.
+  struct problem {
+    std::int64_t m, k, n;
+    bool ta, tb, nesterov;
+  };
+  // The hyperparameters as the graph holds them (float32), in double for the reference.
+  const double lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-7f, b1p = 0.81f, b2p = 0.998001f;
+  for (const problem& p : {problem{300, 48, 160, true, false, false}, problem{40, 300, 20, false, true, true},
+                           problem{13, 5, 33, false, false, false}}) {
+    INFO("m=" << p.m << " k=" << p.k << " n=" << p.n << " nesterov=" << p.nesterov);
+    const shape sa = p.ta ? shape{p.k, p.m} : shape{p.m, p.k}, sb = p.tb ? shape{p.n, p.k} : shape{p.k, p.n};
+    const auto bf16 = [](const std::vector<float>& v, const shape& s) {
+      tensor t(dtype::bfloat16, s);
+      for (std::size_t i = 0; i < v.size(); ++i) t.data<bfloat16>()[i] = bfloat16(v[i]);
+      return t;
+    };
+    const tensor a = bf16(wave(sa.num_elements(), 0.2), sa), b = bf16(wave(sb.num_elements(), 1.7), sb);
+    std::vector<float> var0 = wave(p.m * p.n, 0.9), m0 = wave(p.m * p.n, 2.1), v0 = wave(p.m * p.n, 2.9);
+    for (float& x : m0) x *= 0.05f;
+    for (float& x : v0) x = 0.01f * x * x;
+    // The exact gradient and its terms' magnitudes, in double.
+    std::vector<double> grad(static_cast<std::size_t>(p.m * p.n)), mag(grad.size());
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t j = 0; j < p.n; ++j)
+        for (std::int64_t q = 0; q < p.k; ++q) {
+          const double x = static_cast<float>(a.data<bfloat16>()[p.ta ? q * p.m + i : i * p.k + q]);
+          const double y = static_cast<float>(b.data<bfloat16>()[p.tb ? j * p.k + q : q * p.n + j]);
+          grad[static_cast<std::size_t>(i * p.n + j)] += x * y;
+          mag[static_cast<std::size_t>(i * p.n + j)] += std::abs(x * y);
+        }
+    const auto run = [&](int threads, bool fuse) {
+      graph g;
+      const output pa = g.placeholder(dtype::bfloat16, sa, "a").out(0), pb = g.placeholder(dtype::bfloat16, sb, "b").out(0);
+      std::vector<output> vars;
+      std::vector<int> inits;
+      for (const auto* start : {&var0, &m0, &v0}) {
+        vars.push_back(g.variable(dtype::float32, shape{p.m, p.n}, node_options("s" + std::to_string(vars.size()))).out(0));
+        inits.push_back(g.op("Assign", {vars.back(), g.constant(tensor::from_vector(*start, shape{p.m, p.n}))}).id());
+      }
+      const auto scalar = [&](double x) { return g.constant(tensor::scalar(static_cast<float>(x))).out(0); };
+      const output product = g.op("MatMul", {pa, pb}, {{"transpose_a", p.ta}, {"transpose_b", p.tb}}).out(0);
+      const output gradient = g.op("Cast", {product}, {{"DstT", dtype::float32}}).out(0);
+      const node& step = g.op("ApplyAdam", {vars[0], vars[1], vars[2], scalar(b1p), scalar(b2p), scalar(lr), scalar(b1),
+                                            scalar(b2), scalar(eps), gradient},
+                              {{"use_nesterov", p.nesterov}}, "step");
+      const node& init = g.op("NoOp", {}, {}, node_options("init").after(inits));
+      session s(g, fusing(threads, fuse));
+      s.run({}, {}, {init});
+      const auto ops = trace(s, {{pa, a}, {pb, b}}, {}, {step}).ops;
+      CHECK(ops.count("_FusedMatMulApplyAdam") == (fuse ? 1 : 0));
+      CHECK(ops.count("Cast") == (fuse ? 0 : 1));
+      std::vector<std::vector<float>> out;
+      for (const tensor& t : s.run({}, std::vector<endpoint>(vars.begin(), vars.end()))) out.push_back(t.to_vector<float>());
+      return out;
+    };
+    // Elements outside the bounds above (var: its update's float rounding, and lr times the
+    // moments' bounds over sqrt(v)).
+    const auto misses = [&](const std::vector<std::vector<float>>& got) {
+      int far = 0;
+      const double lr_t = lr * std::sqrt(1 - b2p) / (1 - b1p);
+      for (std::size_t i = 0; i < grad.size(); ++i) {
+        const double g = grad[i], m1 = m0[i] + (g - m0[i]) * (1 - b1), v1 = v0[i] + (g * g - v0[i]) * (1 - b2);
+        const double dg = static_cast<double>(p.k) * std::ldexp(mag[i], -23);
+        const double dm = 1e-6 * std::abs(m1) + (1 - b1) * dg;
+        const double dv = 1e-6 * v1 + (1 - b2) * 3 * std::abs(g) * dg + 1e-12;
+        const double num = p.nesterov ? m1 * b1 + (1 - b1) * g : m1, den = std::sqrt(v1) + eps;
+        const double var1 = var0[i] - lr_t * num / den;
+        const double dvar = 1e-6 * std::abs(var1) + lr_t * (2 * dm / den + std::abs(num) * dv / (den * den * std::sqrt(v1)));
+        far += !(std::abs(got[1][i] - m1) <= dm) || !(std::abs(got[2][i] - v1) <= dv) || !(std::abs(got[0][i] - var1) <= dvar);
+      }
+      return far;
+    };
+    for (int threads : {1, 2}) {
+      INFO(threads << " threads");
+      CHECK(misses(run(threads, true)) == 0);
+    }
+    if (p.m * p.n > 1000) CHECK(misses(run(1, false)) > 0);  // the bound has teeth: the bfloat16 gradient misses it
+  }
+  // A product that does not fit the variable: an error naming the node and both shapes.
+  graph g;
+  const output w = g.variable(dtype::float32, shape{2, 2}, node_options("w")).out(0);
+  const output mv = g.variable(dtype::float32, shape{2, 2}, node_options("mv")).out(0);
+  const auto one = g.constant(tensor::scalar(0.5f)).out(0);
+  const auto bf16_of = [](shape s) {
+    tensor t(dtype::bfloat16, s);
+    for (auto& x : t.flat<bfloat16>()) x = bfloat16(1.0f);
+    return t;
+  };
+  test::require_error(
+      [&] {
+        g.op("_FusedMatMulApplyAdam", {w, mv, mv, one, one, one, one, one, one, g.constant(bf16_of({3, 1})).out(0),
+                                       g.constant(bf16_of({1, 2})).out(0)});
+      },
+      {"_FusedMatMulApplyAdam", "product of shape [3,2] does not match the variable's shape [2,2]"});
+}
+
 TEST_CASE("folding in bfloat16: a product of one row or one column takes the float path, then the same pass") {
   // bgemm takes products of at least two rows and columns; the others are float products of
   // the widened operands, then the bias and ReLU or the mask, rounded to bfloat16 once.

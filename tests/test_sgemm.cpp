@@ -699,6 +699,67 @@ TEST_CASE("bgemm's bfloat16 results: its float sums through a bias and ReLU, a m
   CHECK(out == std::vector<std::uint16_t>{0, bits(bfloat16(0.5f)), 0, 0, bits(bfloat16(0.5f)), 0});
 }
 
+// A sink (bgemm_output::sink) takes each element's complete float sum once: bgemm's float
+// sums, bit for bit, by the row and column of the whole result it names.
+namespace {
+struct recording_sink final : cpu::bgemm_sink {
+  std::int64_t n;
+  mutable std::vector<float> got;
+  mutable std::vector<int> times;
+  recording_sink(std::int64_t m, std::int64_t n)
+      : n(n), got(static_cast<std::size_t>(m * n), 0.0f), times(static_cast<std::size_t>(m * n), 0) {}
+  void take(const float* sums, std::int64_t lds, std::int64_t row, std::int64_t column, std::int64_t rows,
+            std::int64_t cols) const override {
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const auto at = static_cast<std::size_t>((row + i) * n + column + j);
+        got[at] = sums[i * lds + j];
+        ++times[at];
+      }
+  }
+};
+void run_bgemm_sink(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb) {
+  INFO("m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb);
+  const auto r = make_bf16(m, n, k, ta, tb);
+  const std::int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+  std::vector<float> sums(static_cast<std::size_t>(m * n));
+  cpu::bgemm(m, n, k, r.a.data(), a_rs, a_cs, r.b.data(), b_rs, b_cs, sums.data(), n);
+  for (bool split : {false, true}) {
+    INFO("split=" << split);
+    const recording_sink sink(m, n);
+    cpu::bgemm_output pass;
+    pass.sink = &sink;
+    cpu::bgemm(m, n, k, r.a.data(), a_rs, a_cs, r.b.data(), b_rs, b_cs, pass, split);
+    CHECK(std::count(sink.times.begin(), sink.times.end(), 1) == m * n);
+    CHECK(std::memcmp(sink.got.data(), sums.data(), sums.size() * sizeof(float)) == 0);
+  }
+}
+}  // namespace
+
+TEST_CASE("bgemm hands a sink each element's float sum once, as the float result's bits") {
+  if (!cpu::bgemm_supported()) {
+    WARN("skipped: this CPU lacks AVX-512 BF16");
+    return;
+  }
+  // Edges of the register block (last blocks of 1, 4, 7, 8, 11 rows), one depth panel and
+  // several (257, 784: the partial sums wait in float), fewer columns than rows (2, 10: the
+  // transposes' product, its sums handed over in rows), rows in chunks of 144.
+  for (std::int64_t m : {1, 11, 12, 16, 19, 20, 25})
+    for (std::int64_t n : {2, 31, 32, 65})
+      for (std::int64_t k : {1, 3, 256, 257})
+        for (bool ta : {false, true}) run_bgemm_sink(m, n, k, ta, !ta);
+  run_bgemm_sink(784, 512, 128, true, false);  // an MLP's first weight gradient
+  run_bgemm_sink(512, 10, 128, true, false);
+  run_bgemm_sink(300, 200, 784, false, true);
+  // k = 0: every sum is 0.
+  const recording_sink sink(2, 3);
+  cpu::bgemm_output pass;
+  pass.sink = &sink;
+  cpu::bgemm(2, 3, 0, nullptr, 0, 1, nullptr, 3, 1, pass);
+  CHECK(sink.times == std::vector<int>(6, 1));
+  CHECK(sink.got == std::vector<float>(6, 0.0f));
+}
+
 TEST_CASE("MatMul in bfloat16 multiplies its operands as they are, on one and two threads") {
   cpu::register_core_kernels();
   cpu::register_matmul_kernel<bfloat16>();

@@ -6230,6 +6230,10 @@ struct summary {
 ///                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
 ///   _FusedMatMulApplyGradientDescent(var, alpha, a, b; transpose_a, transpose_b)
 ///       var -= alpha * op(a) op(b)             (a session's rewrite of ApplyGradientDescent on a MatMul)
+///   _FusedMatMulApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, a, b;
+///                         transpose_a, transpose_b, use_nesterov)
+///       ApplyAdam with grad = op(a) op(b), a and b bfloat16 and the rest float32 (a session's
+///       rewrite of mixed precision's ApplyAdam on Cast(MatMul) to float32)
 
 #include <initializer_list>
 #include <string>
@@ -6241,6 +6245,11 @@ namespace weft::ops {
 /// The op a session puts in place of an ApplyGradientDescent whose delta is a MatMul that
 /// nothing else reads (graph/passes/fuse_matmul.hpp): var -= alpha * op(a) op(b) as one GEMM.
 inline constexpr const char* fused_matmul_gradient_descent_op = "_FusedMatMulApplyGradientDescent";
+/// The op a session puts in place of a float32 ApplyAdam whose gradient is a bfloat16
+/// MatMul's product cast to float32, the Cast and the MatMul read by nothing else (mixed
+/// precision; graph/passes/fuse_matmul.hpp): Adam's step from the product's float sums, each
+/// block of them as it completes.
+inline constexpr const char* fused_matmul_adam_op = "_FusedMatMulApplyAdam";
 
 /// The training family's op definitions (registered by register_training_ops()).
 std::vector<op_def> training_op_defs();
@@ -6321,6 +6330,57 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
                        return 2 * op_cost_args::elements(c.outputs[0]) * (k + 1);
                      })
                      .build());
+  // ApplyAdam whose gradient is op(a) op(b) of bfloat16 a and b, cast to float32: Adam's step
+  // on each block of the product's float sums as it completes (the gradient is neither
+  // rounded to bfloat16, cast, written nor read back). Only a session's copy of a graph holds it.
+  defs.push_back(op_def_builder(fused_matmul_adam_op)
+                     .input("var: Ref(T)")
+                     .input("m: Ref(T)")
+                     .input("v: Ref(T)")
+                     .input("beta1_power: T")
+                     .input("beta2_power: T")
+                     .input("lr: T")
+                     .input("beta1: T")
+                     .input("beta2: T")
+                     .input("epsilon: T")
+                     .input("a: TIn")
+                     .input("b: TIn")
+                     .output("out: Ref(T)")
+                     .attr("T: {float32}")
+                     .attr("TIn: {bfloat16}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .attr("use_locking: bool = false")
+                     .attr("use_nesterov: bool = false")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       const partial_shape& v = c.input(0);
+                       for (int i = 1; i < 3; ++i)
+                         if (v.fully_known() && c.input(i).fully_known() && !(c.input(i) == v))
+                           c.fail("input ", i, " of shape ", c.input(i), " does not match the variable's shape ", v);
+                       for (int i = 3; i < 9; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 0)
+                           c.fail("input ", i, " (a hyperparameter) must be a scalar, got shape ", c.input(i));
+                       for (int i = 9; i < 11; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& a = c.input(9);
+                       const auto& b = c.input(10);
+                       if (a.rank_known() && b.rank_known()) {
+                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                         const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                         const partial_shape product{m, n};
+                         if (v.fully_known() && product.fully_known() && !(v == product))
+                           c.fail("the product of shape ", product, " does not match the variable's shape ", v);
+                       }
+                       c.set_output(0, v);
+                     })
+                     .flops([](const op_cost_args& c) {  // the product's 2mnk, and about 12 a weight for Adam
+                       const double k = c.input_dim(9, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_adam_op) ? 0 : 1);
+                       return op_cost_args::elements(c.outputs[0]) * (2 * k + 12);
+                     })
+                     .build());
   return defs;
 }
 #endif
@@ -6344,13 +6404,22 @@ struct FusedMatMulApplyGradientDescent {
   /// Registers its family's op definitions.
   static void define() { register_training_ops(); }
 };
+/// _FusedMatMulApplyAdam as a C++ type (of the training family): a session's rewrite adds it
+/// (graph/passes/fuse_matmul.hpp), no program does.
+struct FusedMatMulApplyAdam {
+  static constexpr const char* name = fused_matmul_adam_op;  ///< "_FusedMatMulApplyAdam"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_training_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
 struct training {
   static constexpr const char* name = "training";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
-                          FusedMatMulApplyGradientDescent>;  ///< its op types
+                          FusedMatMulApplyGradientDescent, FusedMatMulApplyAdam>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_training_ops(); }
 };
@@ -10494,6 +10563,14 @@ std::vector<int> common_subexpressions(const graph& g, const std::vector<bool>& 
 /// back: the expert's hand-written step, `w.noalias() -= rate * x.transpose() * dz`, as a
 /// rewrite of the graph (the kind TensorFlow's grappler "remapper" does for MatMul + BiasAdd).
 ///
+/// Mixed precision's Adam step: an ApplyAdam (float32) whose gradient is Cast(MatMul(a, b)) to
+/// float32 of a bfloat16 MatMul, the Cast and the MatMul read by nothing else, becomes one
+/// _FusedMatMulApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, a,
+/// b): bgemm hands each block of the product's float sums to Adam's step as it completes (the
+/// gradient, 1.6 MB in float for an MLP's first layer, is neither rounded to bfloat16, cast,
+/// written nor read back; Adam's state is read and written as before). Its step is the
+/// unfused one's on the unrounded gradient.
+///
 /// Results differ from the unfused step by rounding only: each term is scaled by -alpha
 /// inside the product and added to the variable once, where the unfused step rounds the
 /// gradient, then alpha times it. In bfloat16 the float sum goes through the output pass and
@@ -10705,6 +10782,67 @@ inline void fuse_updates(graph& g, const std::vector<fusable_update>& updates) {
     std::vector<output> inputs{apply.inputs()[0], apply.inputs()[1], product.inputs()[0], product.inputs()[1]};
     g.replace(u.apply, ops::fused_matmul_gradient_descent_op, inputs, std::move(attrs), detail::controls_of({&apply, &product}));
     g.redirect_control_inputs(u.matmul, u.apply);
+  }
+}
+
+/// A mixed-precision ApplyAdam, the Cast of its gradient and the MatMul under it, by node id.
+struct fusable_adam {
+  int matmul = -1;  ///< the MatMul node (bfloat16)
+  int cast = -1;    ///< the Cast to float32 of its product
+  int apply = -1;   ///< the ApplyAdam node (float32)
+  /// Equal when every id is.
+  friend bool operator==(const fusable_adam&, const fusable_adam&) = default;
+};
+
+/// The ApplyAdams of g (float32, output not fed) whose gradient is output 0 of a Cast to
+/// float32 of output 0 of a bfloat16 MatMul, the Cast and the MatMul each read by nothing
+/// else (no other input, fetch or target, no output fed; nodes that wait on them come after
+/// the ApplyAdam, where their control edges move), neither asking for another device or
+/// colocation than the ApplyAdam.
+inline std::vector<fusable_adam> fusable_adams(const graph& g, const std::vector<output>& fed,
+                                               const std::vector<output>& fetched, const std::vector<int>& targets) {
+  const detail::readers_of readers(g, fed, fetched, targets);
+  std::vector<fusable_adam> out;
+  for (int id = 0; id < g.size(); ++id) {
+    const node& apply = g.at(id);
+    if (apply.op() != "ApplyAdam" || apply.attr<dtype>("T") != dtype::float32 || readers.fed[static_cast<std::size_t>(id)])
+      continue;
+    const output grad = apply.inputs()[9];
+    const node& cast = g.at(grad.node);
+    if (cast.op() != "Cast" || grad.port != 0 || cast.attr<dtype>("DstT") != dtype::float32 ||
+        cast.attr<dtype>("SrcT") != dtype::bfloat16 || !readers.folds(cast.id(), id) || !detail::folds_into(cast, apply))
+      continue;
+    const output value = cast.inputs()[0];
+    const node& product = g.at(value.node);
+    if (product.op() == "MatMul" && value.port == 0 && product.attr<dtype>("T") == dtype::bfloat16 &&
+        readers.folds(product.id(), id) && detail::folds_into(product, apply))
+      out.push_back({product.id(), cast.id(), id});
+  }
+  return out;
+}
+
+/// Folds each of `adams` (from fusable_adams(g, ...)) into its MatMul in g: the ApplyAdam's
+/// node replaced in place by _FusedMatMulApplyAdam(var, m, v, the six hyperparameters, a, b)
+/// with the MatMul's transposes, the ApplyAdam's use_locking and use_nesterov, and the
+/// control inputs of all three nodes.
+inline void fuse_adams(graph& g, const std::vector<fusable_adam>& adams) {
+  for (const auto& f : adams) {
+    const node& apply = g.at(f.apply);
+    const node& cast = g.at(f.cast);
+    const node& product = g.at(f.matmul);
+    attr_map attrs;
+    attrs.set("T", dtype::float32);
+    attrs.set("TIn", dtype::bfloat16);
+    attrs.set("transpose_a", product.attr<bool>("transpose_a"));
+    attrs.set("transpose_b", product.attr<bool>("transpose_b"));
+    attrs.set("use_locking", apply.attr<bool>("use_locking"));
+    attrs.set("use_nesterov", apply.attr<bool>("use_nesterov"));
+    std::vector<output> inputs(apply.inputs().begin(), apply.inputs().begin() + 9);
+    inputs.push_back(product.inputs()[0]);
+    inputs.push_back(product.inputs()[1]);
+    g.replace(f.apply, ops::fused_matmul_adam_op, inputs, std::move(attrs), detail::controls_of({&apply, &cast, &product}));
+    g.redirect_control_inputs(f.matmul, f.apply);
+    g.redirect_control_inputs(f.cast, f.apply);
   }
 }
 
@@ -14858,7 +14996,8 @@ struct session_options {
   /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
   /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
-  /// back). Results differ from the unfused graph by rounding only (the ReluGrad's, not at all).
+  /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
+  /// differ from the unfused graph by rounding only (the ReluGrad's, not at all).
   bool fuse_matmul = true;
 };
 
@@ -15055,9 +15194,14 @@ class session {
       auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
       auto b = registered(passes::fusable_biases(*g, user_fed, fetched, targets), ops::fused_matmul_bias_add_op);
       auto r = registered(passes::fusable_relu_grads(*g, user_fed, fetched, targets), ops::fused_matmul_relu_grad_op);
-      if (!u.empty() || !b.empty() || !r.empty()) {
+      // Mixed precision's Adam steps (float32 state, a bfloat16 product): the kernel of float32.
+      auto adams = kernel_registry::global().has(ops::fused_matmul_adam_op, "CPU", {"T", dtype::float32})
+                       ? passes::fusable_adams(*g, user_fed, fetched, targets)
+                       : std::vector<passes::fusable_adam>{};
+      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
+        passes::fuse_adams(*copy, adams);
         passes::fuse_biases(*copy, b);
         passes::fuse_relu_grads(*copy, r);
         x->rewritten = g = std::move(copy);
@@ -23454,6 +23598,7 @@ inline void sgemm(sgemm_isa isa, std::int64_t m, std::int64_t n, std::int64_t k,
 #endif
 
 namespace weft::cpu {
+struct bgemm_sink;
 /// A bfloat16 product's output pass: what becomes of each element's float sum s, once
 /// complete, when the result is bfloat16 (a bfloat16 MatMul, and the ops a session folds into
 /// one, graph/passes/fuse_matmul.hpp). out(i, j) = bf16(s + bias[j]), then max(x, 0) where
@@ -23463,6 +23608,9 @@ namespace weft::cpu {
 /// alpha = -learning rate). bf16() rounds to the nearest even, NaN to the quiet NaN of its
 /// sign, as every float-to-bfloat16 conversion in weft (convert.hpp). The sum is rounded once,
 /// where the unfused ops round the product, then each op's result. Values are bfloat16 bits.
+/// Or, where `sink` is set, each block's complete float sums go to it unrounded (and `out` is
+/// not used): a fused optimizer step on float32 state (a MatMul's gradient of bfloat16
+/// operands into Adam's update of a float32 weight, training.hpp).
 struct bgemm_output {
   std::uint16_t* out = nullptr;         ///< the result (row stride ld)
   std::int64_t ld = 0;                  ///< the result's row stride
@@ -23472,14 +23620,22 @@ struct bgemm_output {
   std::int64_t mask_ld = 0;             ///< the mask's row stride
   bool update = false;                  ///< out += alpha * s instead of the above
   float alpha = 1.0f;                   ///< the sum's factor where `update`
+  const bgemm_sink* sink = nullptr;     ///< takes the float sums instead of all the above, or null
+  std::int64_t row = 0;                 ///< the first row of this pass's block in the whole result (for the sink)
+  std::int64_t column = 0;              ///< its first column
+  /// Whether the product has an output pass (a bfloat16 result or a sink).
+  bool active() const noexcept { return out || sink; }
   /// The same pass for the block of the output from (row, column) on (a part of a split
   /// product, a register block).
-  bgemm_output at(std::int64_t row, std::int64_t column) const noexcept {
-    return {out + row * ld + column, ld, bias ? bias + column : nullptr, relu,
-            mask ? mask + row * mask_ld + column : nullptr, mask_ld, update, alpha};
+  bgemm_output at(std::int64_t r, std::int64_t c) const noexcept {
+    return {out ? out + r * ld + c : nullptr, ld, bias ? bias + c : nullptr, relu,
+            mask ? mask + r * mask_ld + c : nullptr, mask_ld, update, alpha, sink, row + r, column + c};
   }
+  /// The pass over rows x cols of complete float sums (row stride lds).
+  void apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const;
   /// out(i, j) from the element's complete float sum s, one element at a time.
-  void put(float s, std::int64_t i, std::int64_t j) const noexcept {
+  void put(float s, std::int64_t i, std::int64_t j) const {
+    if (sink) return at(i, j).apply(&s, 1, 1, 1);
     std::uint16_t& o = out[i * ld + j];
     if (update) {
       o = detail::bfloat16_bits(std::fma(alpha, s, detail::bfloat16_value(o)));
@@ -23490,12 +23646,25 @@ struct bgemm_output {
     if (mask && !(detail::bfloat16_value(mask[i * mask_ld + j]) > 0.0f)) s = 0.0f;
     o = detail::bfloat16_bits(s);
   }
-  /// The pass over rows x cols of complete float sums (row stride lds).
-  void apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const noexcept {
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j) put(sums[i * lds + j], i, j);
-  }
 };
+
+/// What takes a bfloat16 product's complete float sums (bgemm_output::sink), a block at a
+/// time: the block of rows x cols from (row, column) of the whole result, row stride lds.
+/// Blocks do not overlap, each element comes once, and split parts call it from their
+/// threads at once.
+struct bgemm_sink {
+  /// Takes one block's sums.
+  virtual void take(const float* sums, std::int64_t lds, std::int64_t row, std::int64_t column, std::int64_t rows,
+                    std::int64_t cols) const = 0;
+ protected:
+  ~bgemm_sink() = default;
+};
+
+inline void bgemm_output::apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const {
+  if (sink) return sink->take(sums, lds, row, column, rows, cols);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) put(sums[i * lds + j], i, j);
+}
 }  // namespace weft::cpu
 
 #ifdef WEFT_OWN_SGEMM
@@ -23561,9 +23730,10 @@ __attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline void 
   *reinterpret_cast<u16x16_u*>(p) = __builtin_convertvector((rounded & ~is_nan) | (nan & is_nan), u16x16);
 }
 
-/// An edge block's bfloat16 result (fewer than M rows or nr columns): the sums through a
-/// buffer, with c's earlier panels' where `accumulate`, then the pass one element at a time.
-/// Out of line, so that the full block's accumulators stay in registers.
+/// An edge block's bfloat16 result (fewer than M rows or nr columns), or a block's sums for a
+/// sink: the sums through a buffer, with c's earlier panels' where `accumulate`, then the pass
+/// (one element at a time, or the sink's take). Out of line, so that the full block's
+/// accumulators stay in registers.
 template <int M>
 __attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(const f32x16 (&acc)[M][2], const float* c,
                                                                            std::int64_t ldc, bool accumulate, int rows,
@@ -23581,9 +23751,10 @@ __attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(con
 
 /// The product of the first M rows of an a sliver (its depth pairs mr words apart) and a b
 /// sliver over `pairs` depth pairs, for c[rows x cols] (row stride ldc): c = or += it where
-/// pass.out is null; else (the last depth panel of a bfloat16 result) the sum, with c's
-/// earlier panels' where `accumulate`, goes through the pass to pass.out from the registers
-/// (a block of M rows and nr columns) or a buffer (an edge block).
+/// the pass is not active; else (the last depth panel of a bfloat16 result or of a sink's
+/// sums) the sum, with c's earlier panels' where `accumulate`, goes through the pass to
+/// pass.out from the registers (a block of M rows and nr columns) or a buffer (an edge block,
+/// or any block for a sink).
 template <int M>
 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void block_of(std::int64_t pairs,
                                                                                    const std::uint32_t* __restrict a,
@@ -23608,8 +23779,8 @@ __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void bloc
     }
   }
   static_assert(nr == 32);
-  if (!pass.out) return sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
-  if (rows < M || cols < nr) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
+  if (!pass.active()) return sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+  if (rows < M || cols < nr || pass.sink) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
   using sgemm_detail::load16;
   const f32x16 alpha = sgemm_detail::splat16(pass.alpha);
   const f32x16 b0 = pass.bias ? widen16(pass.bias) : f32x16{}, b1 = pass.bias ? widen16(pass.bias + 16) : f32x16{};
@@ -23799,7 +23970,7 @@ inline panels even_panels(std::int64_t k) {
 }
 
 /// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc, or, where
-/// pass.out is set, the bfloat16 result through the pass (c then holds the sums of the depth
+/// the pass is active, the result through the pass (c then holds the sums of the depth
 /// panels before the last, and may be null where there is one panel); `split`: a thread's
 /// part of a split product, whose blocks claim their rows of the result first (as sgemm's).
 inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
@@ -23820,15 +23991,29 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
         pack_a(mc, kc, {a.ptr(ic, pc), a.rs, a.cs}, packed_a);
+        if (last && pass.sink) {
+          // A sink's blocks go along each strip of 12 rows, so that what it updates (Adam's
+          // weight and moments) is read and written row by row in order, not 12 x 32 blocks
+          // down a column of blocks.
+          for (std::int64_t ir = 0; ir < mc; ir += mr) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
+            for (std::int64_t jr = 0; jr < nc; jr += nr) {
+              const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
+              block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, c ? c + (ic + ir) * ldc + jc + jr : nullptr, ldc,
+                    pc > 0, rows, cols, pass.at(ic + ir, jc + jr));
+            }
+          }
+          continue;
+        }
         for (std::int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
             float* const out = c ? c + (ic + ir) * ldc + jc + jr : nullptr;
-            const bgemm_output at = last && pass.out ? pass.at(ic + ir, jc + jr) : bgemm_output{};
+            const bgemm_output at = last && pass.active() ? pass.at(ic + ir, jc + jr) : bgemm_output{};
             // As sgemm's product(): the block's lines of the result, claimed before its sums.
             if (split && cols == nr && at.out) sgemm_detail::claim_rows<nr>(at.out, at.ld, rows);
-            else if (split && cols == nr && pc == 0 && !pass.out) sgemm_detail::claim_rows<nr>(out, ldc, rows);
+            else if (split && cols == nr && pc == 0 && !pass.active()) sgemm_detail::claim_rows<nr>(out, ldc, rows);
             block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols, at);
           }
         }
@@ -23886,6 +24071,14 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
       const std::int64_t rows = std::min(chunk, m - r0);
       bgemm_detail::product(n, rows, k, {b, b_cs, b_rs}, {a + r0 * a_rs, a_cs, a_rs}, t, rows, false);
       const bgemm_output at = pass.at(r0, 0);
+      if (at.sink) {  // the sums in rows for the sink, a block of them at once
+        thread_local sgemm_detail::scratch in_rows;
+        float* r = in_rows.get(static_cast<std::size_t>(rows * n));
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < n; ++j) r[i * n + j] = t[j * rows + i];
+        at.apply(r, n, rows, n);
+        continue;
+      }
       for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < n; ++j) at.put(t[j * rows + i], i, j);
     }
@@ -24209,7 +24402,10 @@ inline void gemm_bf16(const kernel_context& ctx, const std::uint16_t* a, const s
   const int threads = ctx.device().num_threads();
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   // A weight's update splits by the weight's columns where they are wide, as gemm's (each
-  // core updates the columns it reads in the next forward product).
+  // core updates the columns it reads in the next forward product). Not a sink's (Adam's):
+  // its state read and written half a row at a time by each core took twice as long on two
+  // threads as the unfused ApplyAdam (0.50 against 0.29 ms for the MLP's first weight, its
+  // product included); by rows, 0.28.
   const bool by_columns = n > m || (pass.update && n > k && n >= 64 * threads);
   const std::int64_t extent = by_columns ? n : m;
   // From 0.5 MFLOP, as gemm's: the MLP's 1.3 MFLOP products of its 10-wide layer ran on one
@@ -28031,6 +28227,84 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
   bool ta_, tb_;
 };
 
+/// Adam's step (adam::update) on the blocks of a product's float sums, as bgemm hands them
+/// over: the sums are the gradient of the block of var, m and v (row stride ld) at the same
+/// place.
+struct adam_sink final : bgemm_sink {
+  std::array<float*, adam::refs> vars;           ///< var, m, v
+  std::int64_t ld;                               ///< their row stride
+  std::array<float, adam::scalars> h;            ///< beta1_power, beta2_power, lr, beta1, beta2, epsilon
+  bool nesterov;                                 ///< use_nesterov
+  float lr;                                      ///< the step size: lr sqrt(1 - beta2_power) / (1 - beta1_power)
+  /// The sink of var, m and v (row stride ld) with hyperparameters h.
+  adam_sink(std::array<float*, adam::refs> s, std::int64_t ld, std::array<float, adam::scalars> h, bool nesterov)
+      : vars(s), ld(ld), h(h), nesterov(nesterov), lr(h[2] * std::sqrt(1.0f - h[1]) / (1.0f - h[0])) {}
+  /// Adam on rows x cols from (row, column), the gradient `sums` (row stride lds): adam::update's
+  /// expressions, with the step size computed once.
+  void take(const float* sums, std::int64_t lds, std::int64_t row, std::int64_t column, std::int64_t rows,
+            std::int64_t cols) const override {
+    const float one_b1 = 1.0f - h[3], one_b2 = 1.0f - h[4], b1 = h[3], eps = h[5];
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t at = (row + i) * ld + column;
+      vec<float> var(vars[0] + at, cols), m(vars[1] + at, cols), v(vars[2] + at, cols);
+      const_vec<float> g(sums + i * lds, cols);
+      m += (g - m) * one_b1;
+      v += (g.square() - v) * one_b2;
+      if (nesterov) var -= (m * b1 + one_b1 * g) * lr / (v.sqrt() + eps);
+      else var -= m * lr / (v.sqrt() + eps);
+    }
+  }
+};
+
+/// _FusedMatMulApplyAdam: ApplyAdam on float32 var, m and v whose gradient is op(a) op(b) of
+/// bfloat16 a and b (mixed precision's weight gradient, cast to float32 in the graph the
+/// session rewrote): bgemm hands each block of the float sums to Adam's step as it completes
+/// (adam_sink), so the gradient is not rounded to bfloat16, cast, written or read back. The
+/// same step as ApplyAdam's on the float sums (the unfused graph's gradient is those sums
+/// rounded to bfloat16). Under the three variables' locks, shapes checked before anything is
+/// written, as ApplyAdam.
+struct fused_matmul_adam_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_adam_kernel(const node& n)
+      : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")), nesterov_(n.attr<bool>("use_nesterov")) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<std::shared_ptr<state>> held;
+    std::vector<state*> vars;
+    for (int i = 0; i < adam::refs; ++i) vars.push_back(held.emplace_back(ctx.input_ref_shared(i)).get());
+    std::array<float, adam::scalars> h{};
+    for (int i = adam::refs; i < adam::refs + adam::scalars; ++i) {
+      const tensor& x = ctx.input(i);
+      if (x.num_elements() != 1)
+        fail(error_code::invalid_argument, "input ", i, " (a hyperparameter) must be a scalar, got shape ", x.shape());
+      h[static_cast<std::size_t>(i - adam::refs)] = x.data<float>()[0];
+    }
+    const tensor& a = ctx.input(adam::refs + adam::scalars);
+    const tensor& b = ctx.input(adam::refs + adam::scalars + 1);
+    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
+    state::update_in_place(vars, [&](const std::vector<tensor*>& values) {
+      for (int i = 0; i < adam::refs; ++i)
+        if (values[static_cast<std::size_t>(i)]->shape() != shape{m, n})
+          fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '",
+               vars[static_cast<std::size_t>(i)]->name(), "' of shape ", values[static_cast<std::size_t>(i)]->shape());
+      const adam_sink sink({values[0]->data<float>(), values[1]->data<float>(), values[2]->data<float>()}, n, h, nesterov_);
+      bgemm_output pass;
+      pass.sink = &sink;
+      bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+    });
+    ctx.set_output_ref(0, std::move(held[0]));
+  }
+
+ private:
+  bool ta_, tb_, nesterov_;
+};
+
+/// Registers the fused Adam step's kernel (float32 state, bfloat16 operands; with ApplyAdam's
+/// float32 kernel: a session uses the op only where its kernel is registered).
+inline void register_fused_adam_kernel() {
+  register_cpu_kernel<fused_matmul_adam_kernel>(ops::fused_matmul_adam_op, {"T", dtype::float32});
+}
+
 /// Registers the fused update's kernel of dtype T (float or bfloat16; with
 /// ApplyGradientDescent's kernel of T: a session uses the op only where its kernel is
 /// registered).
@@ -28057,6 +28331,7 @@ void register_training_kernels() {
   register_for<training::apply_kernel<training::rms_prop>::of>(training::rms_prop::op, "T", types{});
   register_for<training::apply_kernel<training::adam>::of>(training::adam::op, "T", types{});
   training::register_fused_update_kernel();
+  training::register_fused_adam_kernel();
 }
 
 }  // namespace weft::cpu
@@ -28094,7 +28369,16 @@ struct kernel_for<ops::ApplyRMSProp, T, device_types::cpu> {
 template <class T>
 struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
-  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>});
+    if constexpr (std::is_same_v<T, float>) cpu::training::register_fused_adam_kernel();
+  }
+};
+/// Typed code's registration of the fused Adam step's CPU kernel (float32 state).
+template <class T>
+struct kernel_for<ops::FusedMatMulApplyAdam, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { cpu::training::register_fused_adam_kernel(); }
 };
 /// Typed code's registration of the fused update's CPU kernels (float and bfloat16, its dtypes).
 template <class T>

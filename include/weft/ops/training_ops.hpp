@@ -16,6 +16,10 @@
 ///                                              (Nesterov: m replaced by beta1 * m + (1 - beta1) * grad)
 ///   _FusedMatMulApplyGradientDescent(var, alpha, a, b; transpose_a, transpose_b)
 ///       var -= alpha * op(a) op(b)             (a session's rewrite of ApplyGradientDescent on a MatMul)
+///   _FusedMatMulApplyAdam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, a, b;
+///                         transpose_a, transpose_b, use_nesterov)
+///       ApplyAdam with grad = op(a) op(b), a and b bfloat16 and the rest float32 (a session's
+///       rewrite of mixed precision's ApplyAdam on Cast(MatMul) to float32)
 #pragma once
 
 #include <initializer_list>
@@ -33,6 +37,11 @@ namespace weft::ops {
 /// The op a session puts in place of an ApplyGradientDescent whose delta is a MatMul that
 /// nothing else reads (graph/passes/fuse_matmul.hpp): var -= alpha * op(a) op(b) as one GEMM.
 inline constexpr const char* fused_matmul_gradient_descent_op = "_FusedMatMulApplyGradientDescent";
+/// The op a session puts in place of a float32 ApplyAdam whose gradient is a bfloat16
+/// MatMul's product cast to float32, the Cast and the MatMul read by nothing else (mixed
+/// precision; graph/passes/fuse_matmul.hpp): Adam's step from the product's float sums, each
+/// block of them as it completes.
+inline constexpr const char* fused_matmul_adam_op = "_FusedMatMulApplyAdam";
 
 /// The training family's op definitions (registered by register_training_ops()).
 std::vector<op_def> training_op_defs();
@@ -113,6 +122,57 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
                        return 2 * op_cost_args::elements(c.outputs[0]) * (k + 1);
                      })
                      .build());
+  // ApplyAdam whose gradient is op(a) op(b) of bfloat16 a and b, cast to float32: Adam's step
+  // on each block of the product's float sums as it completes (the gradient is neither
+  // rounded to bfloat16, cast, written nor read back). Only a session's copy of a graph holds it.
+  defs.push_back(op_def_builder(fused_matmul_adam_op)
+                     .input("var: Ref(T)")
+                     .input("m: Ref(T)")
+                     .input("v: Ref(T)")
+                     .input("beta1_power: T")
+                     .input("beta2_power: T")
+                     .input("lr: T")
+                     .input("beta1: T")
+                     .input("beta2: T")
+                     .input("epsilon: T")
+                     .input("a: TIn")
+                     .input("b: TIn")
+                     .output("out: Ref(T)")
+                     .attr("T: {float32}")
+                     .attr("TIn: {bfloat16}")
+                     .attr("transpose_a: bool = false")
+                     .attr("transpose_b: bool = false")
+                     .attr("use_locking: bool = false")
+                     .attr("use_nesterov: bool = false")
+                     .stateful()
+                     .shape_fn([](shape_context& c) {
+                       const partial_shape& v = c.input(0);
+                       for (int i = 1; i < 3; ++i)
+                         if (v.fully_known() && c.input(i).fully_known() && !(c.input(i) == v))
+                           c.fail("input ", i, " of shape ", c.input(i), " does not match the variable's shape ", v);
+                       for (int i = 3; i < 9; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 0)
+                           c.fail("input ", i, " (a hyperparameter) must be a scalar, got shape ", c.input(i));
+                       for (int i = 9; i < 11; ++i)
+                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
+                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+                       const auto& a = c.input(9);
+                       const auto& b = c.input(10);
+                       if (a.rank_known() && b.rank_known()) {
+                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+                         const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+                         const partial_shape product{m, n};
+                         if (v.fully_known() && product.fully_known() && !(v == product))
+                           c.fail("the product of shape ", product, " does not match the variable's shape ", v);
+                       }
+                       c.set_output(0, v);
+                     })
+                     .flops([](const op_cost_args& c) {  // the product's 2mnk, and about 12 a weight for Adam
+                       const double k = c.input_dim(9, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_adam_op) ? 0 : 1);
+                       return op_cost_args::elements(c.outputs[0]) * (2 * k + 12);
+                     })
+                     .build());
   return defs;
 }
 #endif
@@ -136,13 +196,22 @@ struct FusedMatMulApplyGradientDescent {
   /// Registers its family's op definitions.
   static void define() { register_training_ops(); }
 };
+/// _FusedMatMulApplyAdam as a C++ type (of the training family): a session's rewrite adds it
+/// (graph/passes/fuse_matmul.hpp), no program does.
+struct FusedMatMulApplyAdam {
+  static constexpr const char* name = fused_matmul_adam_op;  ///< "_FusedMatMulApplyAdam"
+  /// The full CPU kernel registry has its kernel.
+  static constexpr bool in_cpu_registry = true;
+  /// Registers its family's op definitions.
+  static void define() { register_training_ops(); }
+};
 namespace families {  // the whole family (its kernels for every dtype, on each device type)
 /// The training family as a C++ type: use_kernels<ops::families::training>() registers its ops and kernels.
 struct training {
   static constexpr const char* name = "training";  ///< the family's name
   static constexpr bool in_cpu_registry = true;  ///< the full CPU kernel registry has its kernels
   using types = type_list<ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyRMSProp, ApplyAdam,
-                          FusedMatMulApplyGradientDescent>;  ///< its op types
+                          FusedMatMulApplyGradientDescent, FusedMatMulApplyAdam>;  ///< its op types
   /// Registers the family's op definitions.
   static void define() { register_training_ops(); }
 };

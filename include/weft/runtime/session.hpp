@@ -101,7 +101,8 @@ struct session_options {
   /// (graph/passes/fuse_matmul.hpp): the BiasAdd and Relu after it, or the ReluGrad that reads
   /// it, applied in the product's output pass, and a weight's gradient-descent step, one GEMM
   /// that adds -rate * x^T dz into the variable (the gradient is neither written nor read
-  /// back). Results differ from the unfused graph by rounding only (the ReluGrad's, not at all).
+  /// back), or mixed precision's Adam step on a bfloat16 product's float sums. Results
+  /// differ from the unfused graph by rounding only (the ReluGrad's, not at all).
   bool fuse_matmul = true;
 };
 
@@ -298,9 +299,14 @@ class session {
       auto u = registered(passes::fusable_updates(*g, user_fed, fetched, targets), ops::fused_matmul_gradient_descent_op);
       auto b = registered(passes::fusable_biases(*g, user_fed, fetched, targets), ops::fused_matmul_bias_add_op);
       auto r = registered(passes::fusable_relu_grads(*g, user_fed, fetched, targets), ops::fused_matmul_relu_grad_op);
-      if (!u.empty() || !b.empty() || !r.empty()) {
+      // Mixed precision's Adam steps (float32 state, a bfloat16 product): the kernel of float32.
+      auto adams = kernel_registry::global().has(ops::fused_matmul_adam_op, "CPU", {"T", dtype::float32})
+                       ? passes::fusable_adams(*g, user_fed, fetched, targets)
+                       : std::vector<passes::fusable_adam>{};
+      if (!u.empty() || !b.empty() || !r.empty() || !adams.empty()) {
         auto copy = std::make_shared<graph>(*g);
         passes::fuse_updates(*copy, u);
+        passes::fuse_adams(*copy, adams);
         passes::fuse_biases(*copy, b);
         passes::fuse_relu_grads(*copy, r);
         x->rewritten = g = std::move(copy);

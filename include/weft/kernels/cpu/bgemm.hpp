@@ -26,6 +26,7 @@
 #include <weft/kernels/cpu/sgemm.hpp>
 
 namespace weft::cpu {
+struct bgemm_sink;
 /// A bfloat16 product's output pass: what becomes of each element's float sum s, once
 /// complete, when the result is bfloat16 (a bfloat16 MatMul, and the ops a session folds into
 /// one, graph/passes/fuse_matmul.hpp). out(i, j) = bf16(s + bias[j]), then max(x, 0) where
@@ -35,6 +36,9 @@ namespace weft::cpu {
 /// alpha = -learning rate). bf16() rounds to the nearest even, NaN to the quiet NaN of its
 /// sign, as every float-to-bfloat16 conversion in weft (convert.hpp). The sum is rounded once,
 /// where the unfused ops round the product, then each op's result. Values are bfloat16 bits.
+/// Or, where `sink` is set, each block's complete float sums go to it unrounded (and `out` is
+/// not used): a fused optimizer step on float32 state (a MatMul's gradient of bfloat16
+/// operands into Adam's update of a float32 weight, training.hpp).
 struct bgemm_output {
   std::uint16_t* out = nullptr;         ///< the result (row stride ld)
   std::int64_t ld = 0;                  ///< the result's row stride
@@ -44,14 +48,22 @@ struct bgemm_output {
   std::int64_t mask_ld = 0;             ///< the mask's row stride
   bool update = false;                  ///< out += alpha * s instead of the above
   float alpha = 1.0f;                   ///< the sum's factor where `update`
+  const bgemm_sink* sink = nullptr;     ///< takes the float sums instead of all the above, or null
+  std::int64_t row = 0;                 ///< the first row of this pass's block in the whole result (for the sink)
+  std::int64_t column = 0;              ///< its first column
+  /// Whether the product has an output pass (a bfloat16 result or a sink).
+  bool active() const noexcept { return out || sink; }
   /// The same pass for the block of the output from (row, column) on (a part of a split
   /// product, a register block).
-  bgemm_output at(std::int64_t row, std::int64_t column) const noexcept {
-    return {out + row * ld + column, ld, bias ? bias + column : nullptr, relu,
-            mask ? mask + row * mask_ld + column : nullptr, mask_ld, update, alpha};
+  bgemm_output at(std::int64_t r, std::int64_t c) const noexcept {
+    return {out ? out + r * ld + c : nullptr, ld, bias ? bias + c : nullptr, relu,
+            mask ? mask + r * mask_ld + c : nullptr, mask_ld, update, alpha, sink, row + r, column + c};
   }
+  /// The pass over rows x cols of complete float sums (row stride lds).
+  void apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const;
   /// out(i, j) from the element's complete float sum s, one element at a time.
-  void put(float s, std::int64_t i, std::int64_t j) const noexcept {
+  void put(float s, std::int64_t i, std::int64_t j) const {
+    if (sink) return at(i, j).apply(&s, 1, 1, 1);
     std::uint16_t& o = out[i * ld + j];
     if (update) {
       o = detail::bfloat16_bits(std::fma(alpha, s, detail::bfloat16_value(o)));
@@ -62,12 +74,25 @@ struct bgemm_output {
     if (mask && !(detail::bfloat16_value(mask[i * mask_ld + j]) > 0.0f)) s = 0.0f;
     o = detail::bfloat16_bits(s);
   }
-  /// The pass over rows x cols of complete float sums (row stride lds).
-  void apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const noexcept {
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j) put(sums[i * lds + j], i, j);
-  }
 };
+
+/// What takes a bfloat16 product's complete float sums (bgemm_output::sink), a block at a
+/// time: the block of rows x cols from (row, column) of the whole result, row stride lds.
+/// Blocks do not overlap, each element comes once, and split parts call it from their
+/// threads at once.
+struct bgemm_sink {
+  /// Takes one block's sums.
+  virtual void take(const float* sums, std::int64_t lds, std::int64_t row, std::int64_t column, std::int64_t rows,
+                    std::int64_t cols) const = 0;
+ protected:
+  ~bgemm_sink() = default;
+};
+
+inline void bgemm_output::apply(const float* sums, std::int64_t lds, std::int64_t rows, std::int64_t cols) const {
+  if (sink) return sink->take(sums, lds, row, column, rows, cols);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) put(sums[i * lds + j], i, j);
+}
 }  // namespace weft::cpu
 
 #ifdef WEFT_OWN_SGEMM
@@ -133,9 +158,10 @@ __attribute__((target("avx2,fma,avx512f,avx512bw"), always_inline)) inline void 
   *reinterpret_cast<u16x16_u*>(p) = __builtin_convertvector((rounded & ~is_nan) | (nan & is_nan), u16x16);
 }
 
-/// An edge block's bfloat16 result (fewer than M rows or nr columns): the sums through a
-/// buffer, with c's earlier panels' where `accumulate`, then the pass one element at a time.
-/// Out of line, so that the full block's accumulators stay in registers.
+/// An edge block's bfloat16 result (fewer than M rows or nr columns), or a block's sums for a
+/// sink: the sums through a buffer, with c's earlier panels' where `accumulate`, then the pass
+/// (one element at a time, or the sink's take). Out of line, so that the full block's
+/// accumulators stay in registers.
 template <int M>
 __attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(const f32x16 (&acc)[M][2], const float* c,
                                                                            std::int64_t ldc, bool accumulate, int rows,
@@ -153,9 +179,10 @@ __attribute__((target("avx2,fma,avx512f"), noinline)) inline void store_edge(con
 
 /// The product of the first M rows of an a sliver (its depth pairs mr words apart) and a b
 /// sliver over `pairs` depth pairs, for c[rows x cols] (row stride ldc): c = or += it where
-/// pass.out is null; else (the last depth panel of a bfloat16 result) the sum, with c's
-/// earlier panels' where `accumulate`, goes through the pass to pass.out from the registers
-/// (a block of M rows and nr columns) or a buffer (an edge block).
+/// the pass is not active; else (the last depth panel of a bfloat16 result or of a sink's
+/// sums) the sum, with c's earlier panels' where `accumulate`, goes through the pass to
+/// pass.out from the registers (a block of M rows and nr columns) or a buffer (an edge block,
+/// or any block for a sink).
 template <int M>
 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void block_of(std::int64_t pairs,
                                                                                    const std::uint32_t* __restrict a,
@@ -180,8 +207,8 @@ __attribute__((target("avx2,fma,avx512f,avx512bw,avx512bf16"))) inline void bloc
     }
   }
   static_assert(nr == 32);
-  if (!pass.out) return sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
-  if (rows < M || cols < nr) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
+  if (!pass.active()) return sgemm_detail::store_rows_of_32(acc, c, ldc, accumulate, rows, cols);
+  if (rows < M || cols < nr || pass.sink) return store_edge(acc, c, ldc, accumulate, rows, cols, pass);
   using sgemm_detail::load16;
   const f32x16 alpha = sgemm_detail::splat16(pass.alpha);
   const f32x16 b0 = pass.bias ? widen16(pass.bias) : f32x16{}, b1 = pass.bias ? widen16(pass.bias + 16) : f32x16{};
@@ -371,7 +398,7 @@ inline panels even_panels(std::int64_t k) {
 }
 
 /// c(m, n) = a(m, k) * b(k, n), m, n, k >= 1, c row-major with row stride ldc, or, where
-/// pass.out is set, the bfloat16 result through the pass (c then holds the sums of the depth
+/// the pass is active, the result through the pass (c then holds the sums of the depth
 /// panels before the last, and may be null where there is one panel); `split`: a thread's
 /// part of a split product, whose blocks claim their rows of the result first (as sgemm's).
 inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, strided b, float* c, std::int64_t ldc,
@@ -392,15 +419,29 @@ inline void product(std::int64_t m, std::int64_t n, std::int64_t k, strided a, s
       for (std::int64_t ic = 0; ic < m; ic += mc_max) {
         const std::int64_t mc = std::min(mc_max, m - ic);
         pack_a(mc, kc, {a.ptr(ic, pc), a.rs, a.cs}, packed_a);
+        if (last && pass.sink) {
+          // A sink's blocks go along each strip of 12 rows, so that what it updates (Adam's
+          // weight and moments) is read and written row by row in order, not 12 x 32 blocks
+          // down a column of blocks.
+          for (std::int64_t ir = 0; ir < mc; ir += mr) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
+            for (std::int64_t jr = 0; jr < nc; jr += nr) {
+              const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
+              block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, c ? c + (ic + ir) * ldc + jc + jr : nullptr, ldc,
+                    pc > 0, rows, cols, pass.at(ic + ir, jc + jr));
+            }
+          }
+          continue;
+        }
         for (std::int64_t jr = 0; jr < nc; jr += nr) {
           const int cols = static_cast<int>(std::min<std::int64_t>(nr, nc - jr));
           for (std::int64_t ir = 0; ir < mc; ir += mr) {
             const int rows = static_cast<int>(std::min<std::int64_t>(mr, mc - ir));
             float* const out = c ? c + (ic + ir) * ldc + jc + jr : nullptr;
-            const bgemm_output at = last && pass.out ? pass.at(ic + ir, jc + jr) : bgemm_output{};
+            const bgemm_output at = last && pass.active() ? pass.at(ic + ir, jc + jr) : bgemm_output{};
             // As sgemm's product(): the block's lines of the result, claimed before its sums.
             if (split && cols == nr && at.out) sgemm_detail::claim_rows<nr>(at.out, at.ld, rows);
-            else if (split && cols == nr && pc == 0 && !pass.out) sgemm_detail::claim_rows<nr>(out, ldc, rows);
+            else if (split && cols == nr && pc == 0 && !pass.active()) sgemm_detail::claim_rows<nr>(out, ldc, rows);
             block(pairs, packed_a + ir * pairs, packed_b + jr * pairs, out, ldc, pc > 0, rows, cols, at);
           }
         }
@@ -458,6 +499,14 @@ inline void bgemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::uin
       const std::int64_t rows = std::min(chunk, m - r0);
       bgemm_detail::product(n, rows, k, {b, b_cs, b_rs}, {a + r0 * a_rs, a_cs, a_rs}, t, rows, false);
       const bgemm_output at = pass.at(r0, 0);
+      if (at.sink) {  // the sums in rows for the sink, a block of them at once
+        thread_local sgemm_detail::scratch in_rows;
+        float* r = in_rows.get(static_cast<std::size_t>(rows * n));
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < n; ++j) r[i * n + j] = t[j * rows + i];
+        at.apply(r, n, rows, n);
+        continue;
+      }
       for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < n; ++j) at.put(t[j * rows + i], i, j);
     }

@@ -222,6 +222,84 @@ struct fused_matmul_gradient_descent_kernel final : op_kernel {
   bool ta_, tb_;
 };
 
+/// Adam's step (adam::update) on the blocks of a product's float sums, as bgemm hands them
+/// over: the sums are the gradient of the block of var, m and v (row stride ld) at the same
+/// place.
+struct adam_sink final : bgemm_sink {
+  std::array<float*, adam::refs> vars;           ///< var, m, v
+  std::int64_t ld;                               ///< their row stride
+  std::array<float, adam::scalars> h;            ///< beta1_power, beta2_power, lr, beta1, beta2, epsilon
+  bool nesterov;                                 ///< use_nesterov
+  float lr;                                      ///< the step size: lr sqrt(1 - beta2_power) / (1 - beta1_power)
+  /// The sink of var, m and v (row stride ld) with hyperparameters h.
+  adam_sink(std::array<float*, adam::refs> s, std::int64_t ld, std::array<float, adam::scalars> h, bool nesterov)
+      : vars(s), ld(ld), h(h), nesterov(nesterov), lr(h[2] * std::sqrt(1.0f - h[1]) / (1.0f - h[0])) {}
+  /// Adam on rows x cols from (row, column), the gradient `sums` (row stride lds): adam::update's
+  /// expressions, with the step size computed once.
+  void take(const float* sums, std::int64_t lds, std::int64_t row, std::int64_t column, std::int64_t rows,
+            std::int64_t cols) const override {
+    const float one_b1 = 1.0f - h[3], one_b2 = 1.0f - h[4], b1 = h[3], eps = h[5];
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t at = (row + i) * ld + column;
+      vec<float> var(vars[0] + at, cols), m(vars[1] + at, cols), v(vars[2] + at, cols);
+      const_vec<float> g(sums + i * lds, cols);
+      m += (g - m) * one_b1;
+      v += (g.square() - v) * one_b2;
+      if (nesterov) var -= (m * b1 + one_b1 * g) * lr / (v.sqrt() + eps);
+      else var -= m * lr / (v.sqrt() + eps);
+    }
+  }
+};
+
+/// _FusedMatMulApplyAdam: ApplyAdam on float32 var, m and v whose gradient is op(a) op(b) of
+/// bfloat16 a and b (mixed precision's weight gradient, cast to float32 in the graph the
+/// session rewrote): bgemm hands each block of the float sums to Adam's step as it completes
+/// (adam_sink), so the gradient is not rounded to bfloat16, cast, written or read back. The
+/// same step as ApplyAdam's on the float sums (the unfused graph's gradient is those sums
+/// rounded to bfloat16). Under the three variables' locks, shapes checked before anything is
+/// written, as ApplyAdam.
+struct fused_matmul_adam_kernel final : op_kernel {
+  /// The kernel of node n: its attrs are read here, once.
+  explicit fused_matmul_adam_kernel(const node& n)
+      : ta_(n.attr<bool>("transpose_a")), tb_(n.attr<bool>("transpose_b")), nesterov_(n.attr<bool>("use_nesterov")) {}
+  void compute(kernel_context& ctx) const override {
+    std::vector<std::shared_ptr<state>> held;
+    std::vector<state*> vars;
+    for (int i = 0; i < adam::refs; ++i) vars.push_back(held.emplace_back(ctx.input_ref_shared(i)).get());
+    std::array<float, adam::scalars> h{};
+    for (int i = adam::refs; i < adam::refs + adam::scalars; ++i) {
+      const tensor& x = ctx.input(i);
+      if (x.num_elements() != 1)
+        fail(error_code::invalid_argument, "input ", i, " (a hyperparameter) must be a scalar, got shape ", x.shape());
+      h[static_cast<std::size_t>(i - adam::refs)] = x.data<float>()[0];
+    }
+    const tensor& a = ctx.input(adam::refs + adam::scalars);
+    const tensor& b = ctx.input(adam::refs + adam::scalars + 1);
+    const product_dims d = matrix_product_dims(a, b, ta_, tb_);
+    const std::int64_t m = d.m, k = d.k, n = d.n;  // plain names: the lambda below captures them
+    state::update_in_place(vars, [&](const std::vector<tensor*>& values) {
+      for (int i = 0; i < adam::refs; ++i)
+        if (values[static_cast<std::size_t>(i)]->shape() != shape{m, n})
+          fail(error_code::invalid_argument, "the product of shape ", shape{m, n}, " does not match variable '",
+               vars[static_cast<std::size_t>(i)]->name(), "' of shape ", values[static_cast<std::size_t>(i)]->shape());
+      const adam_sink sink({values[0]->data<float>(), values[1]->data<float>(), values[2]->data<float>()}, n, h, nesterov_);
+      bgemm_output pass;
+      pass.sink = &sink;
+      bfloat16_product(ctx, a, b, m, k, n, ta_, tb_, pass);
+    });
+    ctx.set_output_ref(0, std::move(held[0]));
+  }
+
+ private:
+  bool ta_, tb_, nesterov_;
+};
+
+/// Registers the fused Adam step's kernel (float32 state, bfloat16 operands; with ApplyAdam's
+/// float32 kernel: a session uses the op only where its kernel is registered).
+inline void register_fused_adam_kernel() {
+  register_cpu_kernel<fused_matmul_adam_kernel>(ops::fused_matmul_adam_op, {"T", dtype::float32});
+}
+
 /// Registers the fused update's kernel of dtype T (float or bfloat16; with
 /// ApplyGradientDescent's kernel of T: a session uses the op only where its kernel is
 /// registered).
@@ -248,6 +326,7 @@ void register_training_kernels() {
   register_for<training::apply_kernel<training::rms_prop>::of>(training::rms_prop::op, "T", types{});
   register_for<training::apply_kernel<training::adam>::of>(training::adam::op, "T", types{});
   training::register_fused_update_kernel();
+  training::register_fused_adam_kernel();
 }
 
 }  // namespace weft::cpu
@@ -285,7 +364,16 @@ struct kernel_for<ops::ApplyRMSProp, T, device_types::cpu> {
 template <class T>
 struct kernel_for<ops::ApplyAdam, T, device_types::cpu> {
   /// Registers the kernel with kernel_registry::global().
-  static void register_kernels() { register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>}); }
+  static void register_kernels() {
+    register_cpu_kernel<typename cpu::training::apply_kernel<cpu::training::adam>::template of<T>>("ApplyAdam", {"T", dtype_of<T>});
+    if constexpr (std::is_same_v<T, float>) cpu::training::register_fused_adam_kernel();
+  }
+};
+/// Typed code's registration of the fused Adam step's CPU kernel (float32 state).
+template <class T>
+struct kernel_for<ops::FusedMatMulApplyAdam, T, device_types::cpu> {
+  /// Registers the kernel with kernel_registry::global().
+  static void register_kernels() { cpu::training::register_fused_adam_kernel(); }
 };
 /// Typed code's registration of the fused update's CPU kernels (float and bfloat16, its dtypes).
 template <class T>
