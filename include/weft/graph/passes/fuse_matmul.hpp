@@ -1,10 +1,10 @@
 /// @file
 /// What a float or bfloat16 MatMul's product absorbs when nothing else reads it, as
 /// TensorFlow's grappler "remapper" folds MatMul + BiasAdd: the BiasAdd (and Relu) after it or
-/// the ReluGrad that reads it, applied in the product's output pass, and the gradient-descent
-/// step that consumes it.
+/// the ReluGrad that reads it, applied in the product's output pass, the gradient-descent
+/// step that consumes it, and (mixed precision) the float32 Adam step on its cast to float32.
 ///
-/// A session does all three for each signature it builds, on its own copy of the graph, where
+/// A session does all four for each signature it builds, on its own copy of the graph, where
 /// every device is a CPU and the fused kernels are registered (runtime/session.hpp,
 /// session_options::fuse_matmul). A fused node takes the id, name, device and colocation of
 /// the last node it replaces (graph::replace), with the control inputs of all of them:
