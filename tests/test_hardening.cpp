@@ -536,12 +536,21 @@ TEST_CASE("hardening: every op, for every dtype, runs or fails cleanly and leave
         CHECK(r.changed_inputs.empty());
       }
   }
-  // The check means something only where ops run: every op ran for some inputs.
+  // The check means something only where ops run: nine in ten of the ops a program adds ran
+  // for some inputs. A session's private rewrites (named "_...": the _FusedMatMul ops) run
+  // here too, for clean failures, but are not counted: their operands must fit each other
+  // (a product the shape of three variables, six scalars), which random inputs almost never
+  // do; their own tests run them (test_passes.cpp).
   std::string never;
-  for (const auto& name : names)
+  std::size_t counted = 0, counted_ran = 0;
+  for (const auto& name : names) {
     if (!ran.count(name)) never += " " + name;
+    if (name.starts_with("_")) continue;
+    ++counted;
+    counted_ran += ran.count(name);
+  }
   INFO("ops that never ran:" << never << "; " << successes << " of " << runs << " runs succeeded");
-  CHECK(ran.size() * 10 >= names.size() * 9);
+  CHECK(counted_ran * 10 >= counted * 9);
   CHECK(successes * 5 >= runs);
 }
 

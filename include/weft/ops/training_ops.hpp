@@ -83,6 +83,25 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
   apply("ApplyRMSProp", {"var", "ms", "mom"}, {"lr", "rho", "momentum", "epsilon"}, "grad", 7, false);
   apply("ApplyAdam", {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, "grad", 9,
         true);
+  // A fused update's operands a and b (inputs `first` and `first` + 1): matrices whose
+  // product, op(a) op(b) by the transpose attrs, has the variable's shape (input 0), which
+  // is the output's.
+  const auto product_fits = [](shape_context& c, int first) {
+    const partial_shape& v = c.input(0);
+    for (int i = first; i < first + 2; ++i)
+      if (c.input(i).rank_known() && c.input(i).rank() != 2) c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
+    const auto& a = c.input(first);
+    const auto& b = c.input(first + 1);
+    if (a.rank_known() && b.rank_known()) {
+      const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
+      const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
+      if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
+      const partial_shape product{m, n};
+      if (v.fully_known() && product.fully_known() && !(v == product))
+        c.fail("the product of shape ", product, " does not match the variable's shape ", v);
+    }
+    c.set_output(0, v);
+  };
   // ApplyGradientDescent whose delta is a MatMul's product, as one GEMM that adds
   // -alpha * op(a) op(b) to the variable where it is: no gradient is written and read back.
   // Only a session's own copy of a graph holds it (graph/passes/fuse_matmul.hpp), in place
@@ -98,24 +117,10 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
                      .attr("transpose_b: bool = false")
                      .attr("use_locking: bool = false")
                      .stateful()
-                     .shape_fn([](shape_context& c) {
-                       const partial_shape& v = c.input(0);
+                     .shape_fn([product_fits](shape_context& c) {
                        if (c.input(1).rank_known() && c.input(1).rank() != 0)
                          c.fail("input 1 (alpha) must be a scalar, got shape ", c.input(1));
-                       for (int i = 2; i < 4; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-                       const auto& a = c.input(2);
-                       const auto& b = c.input(3);
-                       if (a.rank_known() && b.rank_known()) {
-                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                         const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                         const partial_shape product{m, n};
-                         if (v.fully_known() && product.fully_known() && !(v == product))
-                           c.fail("the product of shape ", product, " does not match the variable's shape ", v);
-                       }
-                       c.set_output(0, v);
+                       product_fits(c, 2);
                      })
                      .flops([](const op_cost_args& c) {  // the product's 2mnk, and 2mn for the update
                        const double k = c.input_dim(2, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_gradient_descent_op) ? 0 : 1);
@@ -145,7 +150,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
                      .attr("use_locking: bool = false")
                      .attr("use_nesterov: bool = false")
                      .stateful()
-                     .shape_fn([](shape_context& c) {
+                     .shape_fn([product_fits](shape_context& c) {
                        const partial_shape& v = c.input(0);
                        for (int i = 1; i < 3; ++i)
                          if (v.fully_known() && c.input(i).fully_known() && !(c.input(i) == v))
@@ -153,20 +158,7 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
                        for (int i = 3; i < 9; ++i)
                          if (c.input(i).rank_known() && c.input(i).rank() != 0)
                            c.fail("input ", i, " (a hyperparameter) must be a scalar, got shape ", c.input(i));
-                       for (int i = 9; i < 11; ++i)
-                         if (c.input(i).rank_known() && c.input(i).rank() != 2)
-                           c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-                       const auto& a = c.input(9);
-                       const auto& b = c.input(10);
-                       if (a.rank_known() && b.rank_known()) {
-                         const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-                         const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-                         if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-                         const partial_shape product{m, n};
-                         if (v.fully_known() && product.fully_known() && !(v == product))
-                           c.fail("the product of shape ", product, " does not match the variable's shape ", v);
-                       }
-                       c.set_output(0, v);
+                       product_fits(c, 9);
                      })
                      .flops([](const op_cost_args& c) {  // the product's 2mnk, and about 12 a weight for Adam
                        const double k = c.input_dim(9, get_attr<bool>(c.attrs, "transpose_a", fused_matmul_adam_op) ? 0 : 1);
