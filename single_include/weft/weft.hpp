@@ -28100,9 +28100,20 @@ struct adam {
   template <class C>
   static void update(const std::array<C*, refs>& s, const C* gp, std::int64_t n, const std::array<C, scalars>& h,
                      bool nesterov) {
+    step(s, gp, n, step_size(h), h, nesterov);
+  }
+  /// The step size lr sqrt(1 - beta2_power) / (1 - beta1_power).
+  template <class C>
+  static C step_size(const std::array<C, scalars>& h) {
+    return h[2] * std::sqrt(C(1) - h[1]) / (C(1) - h[0]);
+  }
+  /// update() with the step size lr given (a fused step computes it once for many calls).
+  template <class C>
+  static void step(const std::array<C*, refs>& s, const C* gp, std::int64_t n, C lr, const std::array<C, scalars>& h,
+                   bool nesterov) {
     vec<C> var(s[0], n), m(s[1], n), v(s[2], n);
     const_vec<C> g(gp, n);
-    const C lr = h[2] * std::sqrt(C(1) - h[1]) / (C(1) - h[0]), beta1 = h[3], beta2 = h[4], eps = h[5];
+    const C beta1 = h[3], beta2 = h[4], eps = h[5];
     m += (g - m) * (C(1) - beta1);
     v += (g.square() - v) * (C(1) - beta2);
     if (nesterov) var -= (m * beta1 + (C(1) - beta1) * g) * lr / (v.sqrt() + eps);
@@ -28230,20 +28241,14 @@ struct adam_sink final : bgemm_sink {
   float lr;                                      ///< the step size: lr sqrt(1 - beta2_power) / (1 - beta1_power)
   /// The sink of var, m and v (row stride ld) with hyperparameters h.
   adam_sink(std::array<float*, adam::refs> s, std::int64_t ld, std::array<float, adam::scalars> h, bool nesterov)
-      : vars(s), ld(ld), h(h), nesterov(nesterov), lr(h[2] * std::sqrt(1.0f - h[1]) / (1.0f - h[0])) {}
-  /// Adam on rows x cols from (row, column), the gradient `sums` (row stride lds): adam::update's
-  /// expressions, with the step size computed once.
+      : vars(s), ld(ld), h(h), nesterov(nesterov), lr(adam::step_size(h)) {}
+  /// Adam on rows x cols from (row, column), the gradient `sums` (row stride lds): adam::step,
+  /// a row at a time, with the step size computed once.
   void take(const float* sums, std::int64_t lds, std::int64_t row, std::int64_t column, std::int64_t rows,
             std::int64_t cols) const override {
-    const float one_b1 = 1.0f - h[3], one_b2 = 1.0f - h[4], b1 = h[3], eps = h[5];
     for (std::int64_t i = 0; i < rows; ++i) {
       const std::int64_t at = (row + i) * ld + column;
-      vec<float> var(vars[0] + at, cols), m(vars[1] + at, cols), v(vars[2] + at, cols);
-      const_vec<float> g(sums + i * lds, cols);
-      m += (g - m) * one_b1;
-      v += (g.square() - v) * one_b2;
-      if (nesterov) var -= (m * b1 + one_b1 * g) * lr / (v.sqrt() + eps);
-      else var -= m * lr / (v.sqrt() + eps);
+      adam::step<float>({vars[0] + at, vars[1] + at, vars[2] + at}, sums + i * lds, cols, lr, h, nesterov);
     }
   }
 };
