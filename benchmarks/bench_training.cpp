@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <random>
@@ -970,8 +971,33 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]).rfind(nodes_flag, 0) == 0) return node_times(argv[1] + nodes_flag.size());
   const std::string timeline_flag = "--timeline=";
   if (argc == 2 && std::string(argv[1]).rfind(timeline_flag, 0) == 0) return timeline(argv[1] + timeline_flag.size());
+  // glibc's malloc hands blocks of 128 KiB and more back to the kernel when they are freed
+  // (munmap, and trimming the heap's top), so a program that allocates its temporaries afresh
+  // each step (libtorch) faults their pages in again each step. On this VM a page fault costs
+  // 1 to 9 us depending on the host's load, and libtorch's LeNet step took 68 to 100 ms with
+  // glibc's defaults where it takes 25 with these settings (docs/benchmarks.md, session 64). A
+  // deployment that cares keeps freed memory (jemalloc, tcmalloc, or these settings), so every
+  // side runs with them: blocks up to 32 MiB (the largest threshold glibc takes) come from the
+  // heap, and the heap is not trimmed. weft and the Eigen baselines allocate nothing a step;
+  // `--glibc-malloc-defaults` keeps glibc's defaults.
+  bool malloc_defaults = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--glibc-malloc-defaults") {
+      malloc_defaults = true;
+      std::copy(argv + i + 1, argv + argc, argv + i);
+      --argc;
+      break;
+    }
+  if (!malloc_defaults) {
+    if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) != 1) {
+      std::fprintf(stderr, "bench_training: mallopt refused the thresholds\n");
+      return 1;
+    }
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("malloc", malloc_defaults ? "glibc's defaults"
+                                                        : "glibc, mmap threshold 32 MiB, heap never trimmed (mallopt)");
 #if WEFT_BENCH_TORCH
   benchmark::AddCustomContext("libtorch threads by default", std::to_string(torch_bench::default_threads()));
   benchmark::AddCustomContext("libtorch's BLAS", torch_bench::blas_description());
