@@ -4,7 +4,7 @@
 // TensorFlow's CPU kernels do them (extract_image_patches, then a contraction, on a
 // ThreadPoolDevice; the input's gradient as the convolution of the output's gradient with
 // the filter turned 180 degrees). Threads 1 and 2. Each result is checked against weft's
-// before timing.
+// before timing. And LeNet's first pooling and its gradient (BM_weft_pool, below).
 #include <weft/weft.hpp>
 
 #include <benchmark/benchmark.h>
@@ -145,6 +145,67 @@ void BM_weft_small_batch(benchmark::State& state) {
   state.SetLabel("Conv2D");
 }
 BENCHMARK(BM_weft_small_batch)->ArgName("images")->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// LeNet's first pooling (examples/mnist_cnn: input [128, 28, 28, 16], 2 x 2 windows, stride 2,
+// SAME) and its gradient through a session, threads 1 and 2. GB/s counts the bytes each must
+// move at the least: MaxPool reads its input and writes a quarter of it; MaxPoolGrad reads the
+// input and the gradient and writes the input's shape (its orig_output is only checked for its
+// shape). Each result is checked against a naive loop before timing.
+constexpr std::int64_t PH = 28, PC = 16;
+const tensor pool_in = uniform({N, PH, PH, PC}, 4), pool_grad = uniform({N, PH / 2, PH / 2, PC}, 5);
+
+void check_pool(const tensor& pooled, const tensor& in_grad) {
+  const float *in = pool_in.data<float>(), *d = pool_grad.data<float>();
+  const float *p = pooled.data<float>(), *g = in_grad.data<float>();
+  for (std::int64_t b = 0; b < N; ++b)
+    for (std::int64_t y = 0; y < PH / 2; ++y)
+      for (std::int64_t x = 0; x < PH / 2; ++x)
+        for (std::int64_t c = 0; c < PC; ++c) {
+          auto at = [&](std::int64_t i, std::int64_t j) { return ((b * PH + 2 * y + i) * PH + 2 * x + j) * PC + c; };
+          std::int64_t first = at(0, 0);  // the first maximum in row-major order
+          for (std::int64_t i = 0; i < 2; ++i)
+            for (std::int64_t j = 0; j < 2; ++j)
+              if (in[at(i, j)] > in[first]) first = at(i, j);
+          const std::int64_t o = ((b * PH / 2 + y) * PH / 2 + x) * PC + c;
+          bool ok = p[o] == in[first];
+          for (std::int64_t i = 0; i < 2; ++i)
+            for (std::int64_t j = 0; j < 2; ++j) ok = ok && g[at(i, j)] == (at(i, j) == first ? d[o] : 0.0f);
+          if (!ok) {
+            std::fprintf(stderr, "bench_conv: MaxPool or MaxPoolGrad wrong at window %lld\n", static_cast<long long>(o));
+            std::exit(1);
+          }
+        }
+}
+
+void BM_weft_pool(benchmark::State& state) {
+  const bool grad = state.range(0) != 0;
+  graph g;
+  const output x = g.placeholder(dtype::float32, shape{N, PH, PH, PC}, "x").out(0);
+  const output dy = g.placeholder(dtype::float32, shape{N, PH / 2, PH / 2, PC}, "dy").out(0);
+  const attr_map a{{"ksize", std::vector<std::int64_t>{1, 2, 2, 1}},
+                   {"strides", std::vector<std::int64_t>{1, 2, 2, 1}},
+                   {"padding", std::string("SAME")}};
+  const output pooled = g.op("MaxPool", {x}, a).out(0);
+  const output in_grad = g.op("MaxPoolGrad", {x, pooled, dy}, a).out(0);
+  session s(g, with_threads(static_cast<int>(state.range(1))));
+  const auto checked = s.run({{x, pool_in}, {dy, pool_grad}}, {pooled, in_grad});
+  check_pool(checked.at(0), checked.at(1));
+  // MaxPoolGrad's run feeds the pooled output, so that only the gradient is timed
+  const tensor pooled_value = checked.at(0);
+  for (auto _ : state) {
+    if (grad) benchmark::DoNotOptimize(s.run({{x, pool_in}, {pooled, pooled_value}, {dy, pool_grad}}, {in_grad}));
+    else benchmark::DoNotOptimize(s.run({{x, pool_in}}, {pooled}));
+  }
+  const double in_bytes = static_cast<double>(pool_in.num_elements()) * sizeof(float);
+  state.counters["GB/s"] = benchmark::Counter(grad ? 2.25 * in_bytes : 1.25 * in_bytes,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(grad ? "MaxPoolGrad" : "MaxPool");
+}
+BENCHMARK(BM_weft_pool)
+    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->ArgNames({"grad", "threads"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -107,7 +107,8 @@ session_options intra_threads(int n) {
 // stride 1 likewise (its output channels are the input's), the filter's gradient with at
 // least two images per thread and patches of more than 64 values (kh * kw * c). Otherwise
 // patches of at most 64 values take the direct loops and larger ones the patch GEMM, so
-// the tricky geometries come in all three.
+// the tricky geometries come in all three. The direct loops' full blocks of 8 doubles slide
+// where the window moves one column at a time and is 3, 5 or 7 wide (the "sliding" cases).
 const std::vector<conv_case> conv_cases{
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, false},
     {2, 5, 5, 3, 3, 3, 4, 1, 1, 1, 1, true},
@@ -129,6 +130,10 @@ const std::vector<conv_case> conv_cases{
     {2, 6, 6, 2, 3, 3, 11, 1, 1, 1, 1, true},   // direct: a block of 8 channels and 3 more
     {1, 5, 5, 1, 3, 3, 20, 2, 2, 1, 1, false},  // direct: two blocks of 8 and 4 more
     {8, 16, 16, 1, 5, 5, 16, 1, 1, 1, 1, true}, // direct: a partial filter gradient per thread
+    {3, 6, 13, 1, 5, 5, 8, 1, 1, 1, 1, true},   // sliding (filter gradient): a tile of 8 positions and one of 5
+    {2, 9, 19, 2, 3, 7, 9, 2, 1, 2, 1, false},  // sliding: 7 wide, strided and dilated down the rows, a block and 1 more
+    {2, 5, 4, 1, 3, 3, 17, 1, 1, 1, 1, true},   // sliding: a row narrower than a tile, two blocks and 1 more
+    {1, 7, 23, 3, 3, 5, 8, 1, 1, 1, 1, false},  // sliding: 3 input channels, VALID
     {4, 9, 31, 6, 3, 3, 8, 1, 1, 1, 1, true},   // register blocks: several runs per row, pairs of packets
     {10, 7, 9, 8, 3, 3, 6, 1, 1, 1, 1, true},   // register blocks: a pair of packets and one more, images summed per block
     {4, 11, 11, 4, 3, 3, 16, 2, 2, 2, 1, true}, // register blocks: strided and dilated

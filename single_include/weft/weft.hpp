@@ -25132,6 +25132,9 @@ namespace weft::cpu::nn {
 /// (forward) or height (filter gradient) is that small patch, where Eigen's GEBP runs at a
 /// fraction of its speed. The direct loops below read the input in place instead. Output
 /// channels go in blocks of `lanes` values (64 bytes), each block's sums held in registers.
+/// Where the window slides one column at a time (stride and dilation 1 along the width, 3, 5
+/// or 7 columns wide: slides()), full blocks take the sliding loops, which load each input
+/// value once for all the taps it meets.
 inline constexpr std::int64_t direct_patch_limit = 64;
 /// Whether g's convolution takes the direct loops (a small patch, not pointwise).
 inline bool is_direct(const geometry& g) { return g.patch() <= direct_patch_limit && !is_pointwise(g); }
@@ -25168,6 +25171,106 @@ lane_block<Fixed, C> zero_lanes(std::int64_t width) {
 template <std::int64_t Fixed, class C>
 void store_lanes(C* p, const lane_block<Fixed, C>& v) {
   Eigen::Map<lane_block<Fixed, C>>(p, v.size()) = v;
+}
+
+/// Whether the sliding loops below take g's rows: stride and dilation 1 along the width, a
+/// window 3, 5 or 7 wide (any height, stride or dilation down the rows, any channels).
+inline bool slides(const geometry& g) { return g.sw == 1 && g.dw == 1 && (g.kw == 3 || g.kw == 5 || g.kw == 7); }
+/// Output positions a sliding tile holds in registers.
+inline constexpr int slide_tile = 8;
+
+/// The input values under a sliding tile: row[(ix0 + q) * c + ci] for q in [0, Tile + KW - 1),
+/// 0 where the column lies outside the input (SAME's padding).
+template <int KW, class C>
+void slide_values(const geometry& g, const C* row, std::int64_t ix0, std::int64_t ci, C (&v)[slide_tile + KW - 1]) {
+  for (int q = 0; q < slide_tile + KW - 1; ++q) {
+    const std::int64_t ix = ix0 + q;
+    v[q] = ix >= 0 && ix < g.w ? row[ix * g.c + ci] : C(0);
+  }
+}
+
+/// Conv2D's output row (img, y), channels [k0, k0 + lanes) of a window KW wide with stride and
+/// dilation 1 along the width (slides(g)): tiles of slide_tile output positions, whose sums
+/// stay in registers over every tap. Each input value under a tile is loaded once per tap row
+/// and channel and multiplies the KW filter blocks it meets (input column ix0 + q is tap j of
+/// position q - j): KW + 1 multiply-adds a load, where the four-position runs of
+/// direct_forward_row load a value and a filter block for every multiply-add of a position.
+template <int KW, class C>
+void sliding_forward_row(const geometry& g, const C* in, const C* f, C* out_row, std::int64_t img, std::int64_t y,
+                         std::int64_t k0) {
+  constexpr std::int64_t W = lanes<C>;
+  constexpr int T = slide_tile;
+  using block = lane_block<W, C>;
+  for (std::int64_t x0 = 0; x0 < g.ow; x0 += T) {
+    block acc[T];
+    for (auto& a : acc) a = block::Zero();
+    for (std::int64_t i = 0; i < g.kh; ++i) {
+      const std::int64_t iy = g.top(y) + i * g.dh;
+      if (iy < 0 || iy >= g.h) continue;
+      const C* row = in + (img * g.h + iy) * g.w * g.c;
+      for (std::int64_t ci = 0; ci < g.c; ++ci) {
+        block taps[KW];
+        for (int j = 0; j < KW; ++j) taps[j] = lanes_at<W>(f + ((i * KW + j) * g.c + ci) * g.k + k0, W);
+        C v[T + KW - 1];
+        slide_values<KW>(g, row, g.left(x0), ci, v);
+#pragma GCC unroll 16
+        for (int q = 0; q < T + KW - 1; ++q)
+#pragma GCC unroll 8
+          for (int j = 0; j < KW; ++j)
+            if (q - j >= 0 && q - j < T) acc[q - j] += v[q] * taps[j];
+      }
+    }
+    const std::int64_t n = std::min<std::int64_t>(T, g.ow - x0);
+    for (std::int64_t t = 0; t < n; ++t) store_lanes<W>(out_row + (x0 + t) * g.k + k0, acc[t]);
+  }
+}
+
+/// Conv2DBackpropFilter's sums over output row (img, y), filter channels [k0, k0 + lanes), a
+/// window KW wide with stride and dilation 1 along the width (slides(g)), added to d_f: for
+/// each tap row and input channel, the KW taps' sums in registers (two each, over alternate
+/// positions), over tiles of slide_tile positions whose gradients are loaded once per tile
+/// and input values once per tap row and channel (KW multiply-adds a value).
+template <int KW, class C>
+void sliding_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, std::int64_t img, std::int64_t y,
+                        std::int64_t k0) {
+  constexpr std::int64_t W = lanes<C>;
+  constexpr int T = slide_tile;
+  using block = lane_block<W, C>;
+  const C* d_row = d_out + (img * g.oh + y) * g.ow * g.k + k0;
+  for (std::int64_t i = 0; i < g.kh; ++i) {
+    const std::int64_t iy = g.top(y) + i * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    const C* row = in + (img * g.h + iy) * g.w * g.c;
+    for (std::int64_t ci = 0; ci < g.c; ++ci) {
+      block acc[2][KW];
+      for (auto& pair : acc)
+        for (auto& a : pair) a = block::Zero();
+      for (std::int64_t x0 = 0; x0 < g.ow; x0 += T) {
+        const std::int64_t n = std::min<std::int64_t>(T, g.ow - x0);
+        block d[T];
+        for (int t = 0; t < T; ++t) d[t] = t < n ? block(lanes_at<W>(d_row + (x0 + t) * g.k, W)) : block(block::Zero());
+        C v[T + KW - 1];
+        slide_values<KW>(g, row, g.left(x0), ci, v);
+#pragma GCC unroll 16
+        for (int q = 0; q < T + KW - 1; ++q)
+#pragma GCC unroll 8
+          for (int j = 0; j < KW; ++j)
+            if (q - j >= 0 && q - j < T) acc[(q - j) & 1][j] += v[q] * d[q - j];
+      }
+      for (int j = 0; j < KW; ++j) {
+        Eigen::Map<block> into(d_f + ((i * KW + j) * g.c + ci) * g.k + k0);
+        into += acc[0][j] + acc[1][j];
+      }
+    }
+  }
+}
+
+/// Calls body.template operator()<KW>() with g's window width as a constant (slides(g)).
+template <class Body>
+void with_slide_width(const geometry& g, Body&& body) {
+  if (g.kw == 3) body.template operator()<3>();
+  else if (g.kw == 5) body.template operator()<5>();
+  else body.template operator()<7>();
 }
 
 /// Output row (img, y), channels [k0, k0 + width): out[x] = the sum over x's window. Runs of
@@ -25228,6 +25331,10 @@ void direct_forward(const kernel_context& ctx, const geometry& g, const C* in, c
     for (std::int64_t row = b; row < e; ++row) {
       C* o = out + row * g.ow * g.k;
       std::int64_t k0 = 0;
+      if (slides(g))
+        with_slide_width(g, [&]<int KW>() {
+          for (; k0 + W <= g.k; k0 += W) sliding_forward_row<KW>(g, in, f, o, row / g.oh, row % g.oh, k0);
+        });
       for (; k0 + W <= g.k; k0 += W) direct_forward_row<W>(g, in, f, o, row / g.oh, row % g.oh, k0, W, inner0, inner1);
       if (k0 < g.k) direct_forward_row<0>(g, in, f, o, row / g.oh, row % g.oh, k0, g.k - k0, inner0, inner1);
     }
@@ -25273,6 +25380,10 @@ void direct_filter(const kernel_context& ctx, const geometry& g, const C* in, co
                      for (std::int64_t row = b; row < e; ++row) {
                        const std::int64_t img = row / g.oh, y = row % g.oh;
                        std::int64_t k0 = 0;
+                       if (slides(g))
+                         with_slide_width(g, [&]<int KW>() {
+                           for (; k0 + W <= g.k; k0 += W) sliding_filter_row<KW>(g, in, d_out, sum, img, y, k0);
+                         });
                        for (; k0 + W <= g.k; k0 += W) direct_filter_row<W>(g, in, d_out, sum, img, y, k0, W);
                        if (k0 < g.k) direct_filter_row<0>(g, in, d_out, sum, img, y, k0, g.k - k0);
                      }
