@@ -59,23 +59,27 @@ TEST_CASE("nn: BiasAdd and BiasAddGrad equal the naive loops", "[nn]") {
 }
 
 TEST_CASE("nn: BiasAddGrad over many short rows, on one and two threads", "[nn]") {
-  // 5000 rows of 17 values: the rows are summed in blocks, a partial row each.
-  // Integers below 2^24 sum exactly in float32, so the sums can be compared exactly.
-  const std::int64_t rows = 5000, n = 17;
-  std::vector<float> xv(static_cast<std::size_t>(rows * n));
-  std::vector<float> want(static_cast<std::size_t>(n), 0.0f);
-  for (std::size_t i = 0; i < xv.size(); ++i) {
-    xv[i] = static_cast<float>(static_cast<int>(i * 7 % 23) - 11);
-    want[i % static_cast<std::size_t>(n)] += xv[i];
-  }
-  for (int threads : {1, 2}) {
-    graph g;
-    auto x = ph(g, dtype::float32, partial_shape::unknown_rank(), "x");
-    auto gb = g.op("BiasAddGrad", {x}).out(0);
-    session_options o;
-    o.intra_op_threads = threads;
-    session s(g, o);
-    CHECK(s.run({{x, tensor::from_vector(xv, shape{rows, n})}}, {gb})[0].to_vector<float>() == want);
+  // The rows are summed in blocks, a partial row each, and rows shorter than 64 values in runs
+  // of about 256 values (then the rows left over): 5000 rows of 17 (runs of 15 rows and
+  // leftovers), 29 rows of 17 (too few for runs), 4099 rows of 1 (runs of 256) and 300 rows of
+  // 64 (no runs). Integers below 2^24 sum exactly in float32, so the sums are compared exactly.
+  for (const auto& [rows, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{{5000, 17}, {29, 17}, {4099, 1}, {300, 64}}) {
+    std::vector<float> xv(static_cast<std::size_t>(rows * n));
+    std::vector<float> want(static_cast<std::size_t>(n), 0.0f);
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = static_cast<float>(static_cast<int>(i * 7 % 23) - 11);
+      want[i % static_cast<std::size_t>(n)] += xv[i];
+    }
+    for (int threads : {1, 2}) {
+      INFO(rows << " rows of " << n << ", " << threads << " threads");
+      graph g;
+      auto x = ph(g, dtype::float32, partial_shape::unknown_rank(), "x");
+      auto gb = g.op("BiasAddGrad", {x}).out(0);
+      session_options o;
+      o.intra_op_threads = threads;
+      session s(g, o);
+      CHECK(s.run({{x, tensor::from_vector(xv, shape{rows, n})}}, {gb})[0].to_vector<float>() == want);
+    }
   }
 }
 

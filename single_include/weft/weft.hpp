@@ -26534,10 +26534,22 @@ struct bias_add_grad {
     // the partial rows are added at the end. (Threads taking slices of the columns wrote
     // into one cache line from both sides when the rows were short: 16 channels took 16
     // times longer on two threads than on one.)
+    // Short rows (a convolution's few channels) are summed a run of m rows, about 256
+    // values, at a time into a buffer that long, whose m rows are added at the end: one long
+    // vector sum a run instead of a short one a row (LeNet's first BiasAddGrad, 100352 rows
+    // of 16, went at 4 bytes a cycle).
+    const std::int64_t m = n < 64 ? std::max<std::int64_t>(1, 256 / n) : 1;
     auto sum_rows = [&](std::int64_t r0, std::int64_t r1, C* into) {
       row_map<C> o(into, n);
       o.setZero();
-      for (std::int64_t r = r0; r < r1; ++r) o += const_row_map<C>(d + r * n, n);
+      std::int64_t r = r0;
+      if (m > 1 && r1 - r0 >= 2 * m) {
+        std::vector<C> runs(static_cast<std::size_t>(m * n), C(0));
+        row_map<C> acc(runs.data(), m * n);
+        for (; r + m <= r1; r += m) acc += const_row_map<C>(d + r * n, m * n);
+        for (std::int64_t i = 0; i < m; ++i) o += const_row_map<C>(runs.data() + i * n, n);
+      }
+      for (; r < r1; ++r) o += const_row_map<C>(d + r * n, n);
     };
     if (n == 0) return;
     const std::int64_t blocks = blocks_for(ctx, rows, std::max<std::int64_t>(1, (std::int64_t{1} << 15) / n));
