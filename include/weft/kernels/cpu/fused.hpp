@@ -275,7 +275,11 @@ class fused_kernel final : public op_kernel {
   }
 
  private:
-  /// out[0, len) = the subtree at elements [s, s + len) of the leaves.
+  /// out[0, len) = the subtree at elements [s, s + len) of the leaves. Flattened (every call
+  /// inlined): in a long chain GCC left Eigen's tanh a call per packet, its operand through
+  /// the stack (`bench_fusion`'s 8-op chain on one thread: 1.32 times the same expression
+  /// written with Eigen by hand; docs/benchmarks.md, session 64).
+  [[gnu::flatten]]
   static void eval_chunk(T* out, const void* const* in, std::int64_t s, std::int64_t len) {
     if constexpr (fusion::has_looped_type<E>::value) {
       for (std::int64_t i = 0; i < len; ++i) out[i] = static_cast<T>(fusion::scalar<0, E>(in, s + i));
