@@ -150,7 +150,8 @@ void sliding_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, 
   }
 }
 
-/// Calls body.template operator()<KW>() with g's window width as a constant (slides(g)).
+/// Calls body's templated call operator with g's window width (3, 5 or 7: slides(g)) as its
+/// template argument.
 template <class Body>
 void with_slide_width(const geometry& g, Body&& body) {
   if (g.kw == 3) body.template operator()<3>();
