@@ -25183,8 +25183,16 @@ inline bool slides(const geometry& g) { return g.sw == 1 && g.dw == 1 && (g.kw =
 /// Output positions a sliding tile holds in registers.
 inline constexpr int slide_tile = 8;
 
-/// The input values under a sliding tile: row[(ix0 + q) * c + ci] for q in [0, Tile + KW - 1),
-/// 0 where the column lies outside the input (SAME's padding).
+/// Input row (img, iy) where iy = the row of tap row i of output row y's window, or null
+/// where it lies outside the input (SAME's padding).
+template <class C>
+const C* window_row(const geometry& g, const C* in, std::int64_t img, std::int64_t y, std::int64_t i) {
+  const std::int64_t iy = g.top(y) + i * g.dh;
+  return iy < 0 || iy >= g.h ? nullptr : in + (img * g.h + iy) * g.w * g.c;
+}
+
+/// The input values under a sliding tile: row[(ix0 + q) * c + ci] for q in [0, slide_tile +
+/// KW - 1), 0 where the column lies outside the input (SAME's padding).
 template <int KW, class C>
 void slide_values(const geometry& g, const C* row, std::int64_t ix0, std::int64_t ci, C (&v)[slide_tile + KW - 1]) {
   for (int q = 0; q < slide_tile + KW - 1; ++q) {
@@ -25209,9 +25217,8 @@ void sliding_forward_row(const geometry& g, const C* in, const C* f, C* out_row,
     block acc[T];
     for (auto& a : acc) a = block::Zero();
     for (std::int64_t i = 0; i < g.kh; ++i) {
-      const std::int64_t iy = g.top(y) + i * g.dh;
-      if (iy < 0 || iy >= g.h) continue;
-      const C* row = in + (img * g.h + iy) * g.w * g.c;
+      const C* row = window_row(g, in, img, y, i);
+      if (!row) continue;
       for (std::int64_t ci = 0; ci < g.c; ++ci) {
         block taps[KW];
         for (int j = 0; j < KW; ++j) taps[j] = lanes_at<W>(f + ((i * KW + j) * g.c + ci) * g.k + k0, W);
@@ -25242,9 +25249,8 @@ void sliding_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, 
   using block = lane_block<W, C>;
   const C* d_row = d_out + (img * g.oh + y) * g.ow * g.k + k0;
   for (std::int64_t i = 0; i < g.kh; ++i) {
-    const std::int64_t iy = g.top(y) + i * g.dh;
-    if (iy < 0 || iy >= g.h) continue;
-    const C* row = in + (img * g.h + iy) * g.w * g.c;
+    const C* row = window_row(g, in, img, y, i);
+    if (!row) continue;
     for (std::int64_t ci = 0; ci < g.c; ++ci) {
       block acc[2][KW];
       for (auto& pair : acc)
@@ -25285,10 +25291,7 @@ template <std::int64_t Fixed, class C>
 void direct_forward_row(const geometry& g, const C* in, const C* f, C* out_row, std::int64_t img, std::int64_t y,
                         std::int64_t k0, std::int64_t width, std::int64_t inner0, std::int64_t inner1) {
   auto tap = [&](std::int64_t i, std::int64_t j, std::int64_t ci) { return lanes_at<Fixed>(f + ((i * g.kw + j) * g.c + ci) * g.k + k0, width); };
-  auto row_of = [&](std::int64_t i) -> const C* {
-    const std::int64_t iy = g.top(y) + i * g.dh;
-    return iy < 0 || iy >= g.h ? nullptr : in + (img * g.h + iy) * g.w * g.c;
-  };
+  auto row_of = [&](std::int64_t i) { return window_row(g, in, img, y, i); };
   const std::int64_t step = g.sw * g.c;
   std::int64_t x = 0;
   auto one = [&](std::int64_t px) {
@@ -25355,9 +25358,8 @@ void direct_filter_row(const geometry& g, const C* in, const C* d_out, C* d_f, s
   const C* d_row = d_out + (img * g.oh + y) * g.ow * g.k + k0;
   auto d_at = [&](std::int64_t x) { return lanes_at<Fixed>(d_row + x * g.k, width); };
   for (std::int64_t i = 0; i < g.kh; ++i) {
-    const std::int64_t iy = g.top(y) + i * g.dh;
-    if (iy < 0 || iy >= g.h) continue;
-    const C* in_row = in + (img * g.h + iy) * g.w * g.c;
+    const C* in_row = window_row(g, in, img, y, i);
+    if (!in_row) continue;
     for (std::int64_t j = 0; j < g.kw; ++j) {
       const auto [x0, x1] = columns_inside(g, j);
       const std::int64_t step = g.sw * g.c;
@@ -26543,7 +26545,7 @@ struct bias_add_grad {
     // values, at a time into a buffer that long, whose m rows are added at the end: one long
     // vector sum a run instead of a short one a row (LeNet's first BiasAddGrad, 100352 rows
     // of 16, went at 4 bytes a cycle).
-    const std::int64_t m = n < 64 ? std::max<std::int64_t>(1, 256 / n) : 1;
+    const std::int64_t m = n > 0 && n < 64 ? 256 / n : 1;
     auto sum_rows = [&](std::int64_t r0, std::int64_t r1, C* into) {
       row_map<C> o(into, n);
       o.setZero();

@@ -73,7 +73,7 @@ struct bias_add_grad {
     // values, at a time into a buffer that long, whose m rows are added at the end: one long
     // vector sum a run instead of a short one a row (LeNet's first BiasAddGrad, 100352 rows
     // of 16, went at 4 bytes a cycle).
-    const std::int64_t m = n < 64 ? std::max<std::int64_t>(1, 256 / n) : 1;
+    const std::int64_t m = n > 0 && n < 64 ? 256 / n : 1;
     auto sum_rows = [&](std::int64_t r0, std::int64_t r1, C* into) {
       row_map<C> o(into, n);
       o.setZero();
