@@ -4467,14 +4467,14 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
-/// The shape [m, n] of MatMul's product of inputs 0 and 1, each transposed where its
-/// transpose_a / transpose_b attr asks: fails unless each is a matrix where its rank is known,
-/// and where the inner dimensions are known and differ; [?, ?] when a rank is unknown. (MatMul
-/// and the fused products share it.)
-inline partial_shape matmul_shape(shape_context& c) {
-  const auto& a = c.input(0);
-  const auto& b = c.input(1);
-  for (int i = 0; i < 2; ++i)
+/// The shape [m, n] of MatMul's product of inputs `first` and `first` + 1 (0 and 1 for
+/// MatMul), each transposed where its transpose_a / transpose_b attr asks: fails unless each
+/// is a matrix where its rank is known, and where the inner dimensions are known and differ;
+/// [?, ?] when a rank is unknown. (MatMul, the fused products and the fused updates share it.)
+inline partial_shape matmul_shape(shape_context& c, int first = 0) {
+  const auto& a = c.input(first);
+  const auto& b = c.input(first + 1);
+  for (int i = first; i < first + 2; ++i)
     if (c.input(i).rank_known() && c.input(i).rank() != 2) c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
   if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_of_rank(2);
   const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
@@ -6292,22 +6292,13 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
   apply("ApplyAdam", {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, "grad", 9,
         true);
   // A fused update's operands a and b (inputs `first` and `first` + 1): matrices whose
-  // product, op(a) op(b) by the transpose attrs, has the variable's shape (input 0), which
-  // is the output's.
+  // product, op(a) op(b) by the transpose attrs (matmul_shape), has the variable's shape
+  // (input 0), which is the output's.
   const auto product_fits = [](shape_context& c, int first) {
     const partial_shape& v = c.input(0);
-    for (int i = first; i < first + 2; ++i)
-      if (c.input(i).rank_known() && c.input(i).rank() != 2) c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-    const auto& a = c.input(first);
-    const auto& b = c.input(first + 1);
-    if (a.rank_known() && b.rank_known()) {
-      const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-      const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-      if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-      const partial_shape product{m, n};
-      if (v.fully_known() && product.fully_known() && !(v == product))
-        c.fail("the product of shape ", product, " does not match the variable's shape ", v);
-    }
+    const partial_shape product = matmul_shape(c, first);
+    if (v.fully_known() && product.fully_known() && !(v == product))
+      c.fail("the product of shape ", product, " does not match the variable's shape ", v);
     c.set_output(0, v);
   };
   // ApplyGradientDescent whose delta is a MatMul's product, as one GEMM that adds
@@ -24849,6 +24840,7 @@ struct kernel_for<ops::families::matrix, T, device_types::cpu> {
 /// conv.hpp, pooling pooling.hpp, dropout dropout.hpp.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -26551,7 +26543,7 @@ struct bias_add_grad {
       o.setZero();
       std::int64_t r = r0;
       if (m > 1 && r1 - r0 >= 2 * m) {
-        std::vector<C> runs(static_cast<std::size_t>(m * n), C(0));
+        std::array<C, 256> runs{};  // m * n <= 256
         row_map<C> acc(runs.data(), m * n);
         for (; r + m <= r1; r += m) acc += const_row_map<C>(d + r * n, m * n);
         for (std::int64_t i = 0; i < m; ++i) o += const_row_map<C>(runs.data() + i * n, n);

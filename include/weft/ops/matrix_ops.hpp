@@ -33,14 +33,14 @@ inline void check_rank_at_least(shape_context& c, int i, int rank) {
   require_rank_at_least(c, i, rank, "input " + std::to_string(i));
 }
 
-/// The shape [m, n] of MatMul's product of inputs 0 and 1, each transposed where its
-/// transpose_a / transpose_b attr asks: fails unless each is a matrix where its rank is known,
-/// and where the inner dimensions are known and differ; [?, ?] when a rank is unknown. (MatMul
-/// and the fused products share it.)
-inline partial_shape matmul_shape(shape_context& c) {
-  const auto& a = c.input(0);
-  const auto& b = c.input(1);
-  for (int i = 0; i < 2; ++i)
+/// The shape [m, n] of MatMul's product of inputs `first` and `first` + 1 (0 and 1 for
+/// MatMul), each transposed where its transpose_a / transpose_b attr asks: fails unless each
+/// is a matrix where its rank is known, and where the inner dimensions are known and differ;
+/// [?, ?] when a rank is unknown. (MatMul, the fused products and the fused updates share it.)
+inline partial_shape matmul_shape(shape_context& c, int first = 0) {
+  const auto& a = c.input(first);
+  const auto& b = c.input(first + 1);
+  for (int i = first; i < first + 2; ++i)
     if (c.input(i).rank_known() && c.input(i).rank() != 2) c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
   if (!a.rank_known() || !b.rank_known()) return partial_shape::unknown_of_rank(2);
   const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");

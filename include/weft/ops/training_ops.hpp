@@ -31,6 +31,7 @@
 #include <weft/framework/op_registry.hpp>
 #include <weft/ops/common.hpp>
 #include <weft/ops/math_ops.hpp>
+#include <weft/ops/matrix_ops.hpp>
 
 namespace weft::ops {
 
@@ -84,22 +85,13 @@ WEFT_DETAIL_RUNTIME_INLINE std::vector<op_def> training_op_defs() {
   apply("ApplyAdam", {"var", "m", "v"}, {"beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"}, "grad", 9,
         true);
   // A fused update's operands a and b (inputs `first` and `first` + 1): matrices whose
-  // product, op(a) op(b) by the transpose attrs, has the variable's shape (input 0), which
-  // is the output's.
+  // product, op(a) op(b) by the transpose attrs (matmul_shape), has the variable's shape
+  // (input 0), which is the output's.
   const auto product_fits = [](shape_context& c, int first) {
     const partial_shape& v = c.input(0);
-    for (int i = first; i < first + 2; ++i)
-      if (c.input(i).rank_known() && c.input(i).rank() != 2) c.fail("input ", i, " must be a matrix, got shape ", c.input(i));
-    const auto& a = c.input(first);
-    const auto& b = c.input(first + 1);
-    if (a.rank_known() && b.rank_known()) {
-      const bool ta = c.attr<bool>("transpose_a"), tb = c.attr<bool>("transpose_b");
-      const auto m = a[ta ? 1 : 0], ka = a[ta ? 0 : 1], kb = b[tb ? 1 : 0], n = b[tb ? 0 : 1];
-      if (ka >= 0 && kb >= 0 && ka != kb) c.fail("inner dimensions differ (", ka, " vs ", kb, ")");
-      const partial_shape product{m, n};
-      if (v.fully_known() && product.fully_known() && !(v == product))
-        c.fail("the product of shape ", product, " does not match the variable's shape ", v);
-    }
+    const partial_shape product = matmul_shape(c, first);
+    if (v.fully_known() && product.fully_known() && !(v == product))
+      c.fail("the product of shape ", product, " does not match the variable's shape ", v);
     c.set_output(0, v);
   };
   // ApplyGradientDescent whose delta is a MatMul's product, as one GEMM that adds

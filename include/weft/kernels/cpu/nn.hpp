@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -79,7 +80,7 @@ struct bias_add_grad {
       o.setZero();
       std::int64_t r = r0;
       if (m > 1 && r1 - r0 >= 2 * m) {
-        std::vector<C> runs(static_cast<std::size_t>(m * n), C(0));
+        std::array<C, 256> runs{};  // m * n <= 256
         row_map<C> acc(runs.data(), m * n);
         for (; r + m <= r1; r += m) acc += const_row_map<C>(d + r * n, m * n);
         for (std::int64_t i = 0; i < m; ++i) o += const_row_map<C>(runs.data() + i * n, n);
